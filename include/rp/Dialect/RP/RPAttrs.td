@@ -1,0 +1,40 @@
+//===- RPAttrs.td - rp dialect attributes ------------------*- tablegen -*-===//
+//
+// Closed sets used by rp ops, as enums (never strings).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_DIALECT_RP_RPATTRS_TD
+#define RP_DIALECT_RP_RPATTRS_TD
+
+include "mlir/IR/EnumAttr.td"
+
+def RP_ReduceKind : I32EnumAttr<"ReduceKind", "reduction combiner", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"mean", 1>,
+    I32EnumAttrCase<"max", 2>,
+    I32EnumAttrCase<"min", 3>
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
+def RP_CmpPredicate : I32EnumAttr<"CmpPredicate", "comparison predicate", [
+    I32EnumAttrCase<"eq", 0>,
+    I32EnumAttrCase<"ne", 1>,
+    I32EnumAttrCase<"lt", 2>,
+    I32EnumAttrCase<"le", 3>,
+    I32EnumAttrCase<"gt", 4>,
+    I32EnumAttrCase<"ge", 5>
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
+def RP_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "approximation used by gelu", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"tanh", 1>
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
+#endif // RP_DIALECT_RP_RPATTRS_TD

@@ -1,0 +1,55 @@
+//===- RPDialect.td - rp dialect definition ----------------*- tablegen -*-===//
+//
+// The rp dialect: a static-shape tensor graph of one training model, grouped
+// into layers, which the rp passes turn into a pipeline-parallel plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_DIALECT_RP_RPDIALECT_TD
+#define RP_DIALECT_RP_RPDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def RP_Dialect : Dialect {
+  let name = "rp";
+  let cppNamespace = "::mlir::rp";
+  let summary = "Graph and plan dialect of the rp pipeline-training compiler";
+  let description = [{
+    The `rp` dialect holds a model as a graph of static-shape tensor ops
+    (the *graph level*). Parameters are `rp.param` values that name where the
+    weight data lives and never carry the data; `rp.layer` groups the ops of
+    one layer, the unit the partitioner builds pipeline stages from.
+
+    Element types are f32, f16, bf16 and f64 for data, i32 and i64 for
+    indices and i1 for masks. Every tensor has a static shape.
+  }];
+  let hasConstantMaterializer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def RP_FloatElement : AnyTypeOf<[F32, F16, BF16, F64]>;
+def RP_IndexElement : AnyTypeOf<[I32, I64]>;
+def RP_NumericElement : AnyTypeOf<[F32, F16, BF16, F64, I32, I64]>;
+def RP_Element : AnyTypeOf<[F32, F16, BF16, F64, I32, I64, I1]>;
+
+def RP_Tensor : StaticShapeTensorOf<[RP_Element]>;
+def RP_NumericTensor : StaticShapeTensorOf<[RP_NumericElement]>;
+def RP_FloatTensor : StaticShapeTensorOf<[RP_FloatElement]>;
+def RP_IndexTensor : StaticShapeTensorOf<[RP_IndexElement]>;
+def RP_BoolTensor : StaticShapeTensorOf<[I1]>;
+
+//===----------------------------------------------------------------------===//
+// Base op classes
+//===----------------------------------------------------------------------===//
+
+class RP_Op<string mnemonic, list<Trait> traits = []>
+    : Op<RP_Dialect, mnemonic, traits>;
+
+class RP_PureOp<string mnemonic, list<Trait> traits = []>
+    : RP_Op<mnemonic, !listconcat(traits, [Pure])>;
+
+#endif // RP_DIALECT_RP_RPDIALECT_TD

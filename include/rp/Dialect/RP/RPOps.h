@@ -1,0 +1,56 @@
+//===- RPOps.h - rp dialect ops ---------------------------------*- C++ -*-===//
+
+#ifndef RP_DIALECT_RP_RPOPS_H
+#define RP_DIALECT_RP_RPOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/RegionKindInterface.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "rp/Dialect/RP/RPDialect.h"
+
+#include "rp/Dialect/RP/RPEnums.h.inc"
+
+namespace mlir::rp {
+
+/// Numpy broadcast of `a` and `b`, or failure when a dimension pair is
+/// neither equal nor 1.
+FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
+                                                ArrayRef<int64_t> b);
+
+/// The tensor type of the broadcast of every value's shape, with
+/// `elementType`. Used by builders; when the shapes do not broadcast it
+/// returns the first value's shape so that the verifier reports the problem.
+RankedTensorType broadcastResultType(ValueRange values, Type elementType);
+
+/// Bytes of one element of `type` as stored in weight files and buffers
+/// (i1 takes one byte).
+int64_t getElementSizeInBytes(Type type);
+
+/// Checks that an op's result has the broadcast shape of its operands.
+template <typename ConcreteType>
+class BroadcastingElementwise
+    : public OpTrait::TraitBase<ConcreteType, BroadcastingElementwise> {
+public:
+  static LogicalResult verifyTrait(Operation *op);
+};
+
+LogicalResult verifyBroadcastingElementwise(Operation *op);
+
+template <typename ConcreteType>
+LogicalResult BroadcastingElementwise<ConcreteType>::verifyTrait(Operation *op) {
+  return verifyBroadcastingElementwise(op);
+}
+
+} // namespace mlir::rp
+
+#define GET_OP_CLASSES
+#include "rp/Dialect/RP/RPOps.h.inc"
+
+#endif // RP_DIALECT_RP_RPOPS_H

@@ -1,0 +1,143 @@
+//===- RPOps.td - rp graph-level ops -----------------------*- tablegen -*-===//
+//
+// Graph-level ops: static-shape tensor compute, parameters and layers.
+// Every op names its vector-Jacobian rule in its description so that the
+// autodiff pass and the op stay documented side by side.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_DIALECT_RP_RPOPS_TD
+#define RP_DIALECT_RP_RPOPS_TD
+
+include "rp/Dialect/RP/RPDialect.td"
+include "rp/Dialect/RP/RPAttrs.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def RP_GraphOps : OpDocGroup {
+  let summary = "Graph ops";
+  let description = "Parameters, layers and tensor compute of a model.";
+}
+
+/// Result shape is the numpy broadcast of every operand's shape.
+def RP_BroadcastingElementwise : NativeOpTrait<"BroadcastingElementwise"> {
+  let cppNamespace = "::mlir::rp";
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters, constants, layers
+//===----------------------------------------------------------------------===//
+
+let opDocGroup = RP_GraphOps in {
+
+def RP_ParamOp : RP_PureOp<"param"> {
+  let summary = "a named model weight, referenced where its data lives";
+  let description = [{
+    Produces the value of the weight `name`. The data is never in the IR:
+    `file` (a path relative to the `.mlir` file's folder) and `offset` (in
+    bytes) say where the tensor is stored, little-endian and row-major, in
+    the tensor's element type. A parameter without `file` is initialized by
+    the pass that created it (for example a LoRA adapter).
+
+    `trainable` parameters get gradients and optimizer state; the others are
+    frozen and cost nothing in backward. A parameter used by several layers
+    (tied embeddings) is one `rp.param` value feeding each of them.
+
+    ```mlir
+    %wte = rp.param "transformer.wte.weight" trainable at "weights.bin"[0]
+        : tensor<50257x768xf32>
+    %pos = rp.param "rope.inv_freq" : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$trainable,
+                   OptionalAttr<StrAttr>:$file,
+                   OptionalAttr<I64Attr>:$offset);
+  let results = (outs RP_Tensor:$result);
+  let assemblyFormat = [{
+    $name (`trainable` $trainable^)?
+    (`at` $file^ `[` $offset `]`)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Bytes of the tensor as stored (element type, row-major).
+    int64_t getSizeInBytes();
+  }];
+}
+
+def RP_ConstantOp : RP_PureOp<"constant",
+    [ConstantLike, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a small constant tensor";
+  let description = [{
+    A tensor whose value is known at compile time: masks, scales, folded
+    shape arithmetic. Weights are `rp.param`, never constants.
+
+    ```mlir
+    %half = rp.constant dense<5.000000e-01> : tensor<f32>
+    %mask = rp.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs RP_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def RP_LayerOp : RP_Op<"layer", [
+    IsolatedFromAbove, SingleBlock, RecursiveMemoryEffects]> {
+  let summary = "a named layer: the unit that pipeline stages are made of";
+  let description = [{
+    Groups the ops of one model layer. The body is isolated from above: its
+    inputs, parameters included, are operands, bound to the entry block's
+    arguments, so the parameters and activations a layer needs are exactly
+    its operands. Layers do not nest. The partitioner counts `rp.layer` ops
+    in program order, prefix and suffix layers included.
+
+    ```mlir
+    %y = rp.layer "h.0" (%x, %w) : (tensor<2x8xf32>, tensor<8x8xf32>)
+        -> tensor<2x8xf32> {
+    ^bb0(%a: tensor<2x8xf32>, %b: tensor<8x8xf32>):
+      %0 = rp.matmul %a, %b : (tensor<2x8xf32>, tensor<8x8xf32>)
+          -> tensor<2x8xf32>
+      rp.yield %0 : tensor<2x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Variadic<RP_Tensor>:$inputs);
+  let results = (outs Variadic<RP_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $name `(` $inputs `)` attr-dict `:` functional-type($inputs, results)
+    $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    /// Creates the layer with an entry block whose arguments mirror `inputs`
+    /// and no terminator; the caller fills the body and adds `rp.yield`.
+    OpBuilder<(ins "StringRef":$name, "TypeRange":$resultTypes,
+                   "ValueRange":$inputs)>
+  ];
+}
+
+def RP_YieldOp : RP_Op<"yield", [
+    Pure, Terminator, ReturnLike, HasParent<"LayerOp">]> {
+  let summary = "returns the results of a layer";
+  let description = [{
+    ```mlir
+    rp.yield %out, %aux : tensor<2x8xf32>, tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<RP_Tensor>:$operands);
+  let assemblyFormat = "($operands^ `:` type($operands))? attr-dict";
+}
+
+} // opDocGroup RP_GraphOps
+
+include "rp/Dialect/RP/RPComputeOps.td"
+
+#endif // RP_DIALECT_RP_RPOPS_TD

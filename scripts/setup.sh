@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs every Debian package rp needs and makes the project venv.
+# Idempotent: when everything is present it prints one line and exits.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv="$root/.venv"
+
+debs=(
+  # compiler: MLIR/LLVM 22 (lit and FileCheck ship in llvm-22-tools)
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  # importer
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  # runtime and tests
+  libopenblas-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
+  # build
+  cmake ninja-build ccache g++
+  # python: tracer, reference checks, test models
+  python3-venv python3-numpy python3-torch python3-torchvision python3-onnx
+)
+
+missing=()
+for p in "${debs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The project venv sees Debian's torch/onnx/numpy; PyPI-only tools are pinned
+# so that they never shadow Debian's numpy or protobuf.
+pypi=(onnxruntime==1.16.3)
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating $venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+stamp="$venv/.rp-pypi"
+want="${pypi[*]}"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  cons=$(mktemp)
+  "$venv/bin/python" - >"$cons" <<'PY'
+import numpy, google.protobuf
+print(f"numpy=={numpy.__version__}")
+print(f"protobuf=={google.protobuf.__version__}")
+PY
+  echo "setup: installing into the venv: ${pypi[*]}"
+  "$venv/bin/pip" install -q --disable-pip-version-check -c "$cons" "${pypi[@]}"
+  rm -f "$cons"
+  echo "$want" >"$stamp"
+fi
+
+echo "setup: ok (MLIR $(/usr/lib/llvm-22/bin/mlir-opt --version | sed -n 's/.*LLVM version \([0-9.]*\).*/\1/p' | head -1), venv $venv)"

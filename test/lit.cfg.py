@@ -1,0 +1,35 @@
+# -*- Python -*-
+# lit configuration of the rp regression tests. Configured paths live in
+# lit.site.cfg.py; the logic lives here.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "RP"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.rp_obj_root, "test")
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+
+config.substitutions.append(("%PYTHON", config.python_executable))
+config.substitutions.append(("%rp_src_root", config.rp_src_root))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# python/rp finds the tools of this build first.
+llvm_config.with_environment("RP_BIN", config.rp_tools_dir)
+llvm_config.with_environment(
+    "PYTHONPATH", os.path.join(config.rp_src_root, "python"), append_path=True
+)
+
+tools = ["rp-opt"]
+llvm_config.add_tool_substitutions(tools, [config.rp_tools_dir, config.llvm_tools_dir])
+
+# RP_CHECK_ROUNDTRIP=1 makes every rp-opt run also check that its output
+# parses back to the same IR.
+if os.environ.get("RP_CHECK_ROUNDTRIP"):
+    config.substitutions.insert(0, ("rp-opt", "rp-opt --verify-roundtrip"))

@@ -42,13 +42,9 @@ class RP_BinaryOp<string mnemonic, string math, string vjp,
     : RP_PureOp<mnemonic, !listconcat(traits, [RP_BroadcastingElementwise,
         AllElementTypesMatch<["lhs", "rhs", "result"]>])> {
   let summary = "elementwise " # math # " with broadcasting";
-  let description = "Computes `" # math # "` elementwise. VJP: " # vjp # [{
-
-    ```mlir
-    %r = rp.}] # mnemonic # [{ %a, %b : (tensor<2x3xf32>, tensor<3xf32>)
-        -> tensor<2x3xf32>
-    ```
-  }];
+  let description = "Computes `" # math # "` elementwise. VJP: " # vjp #
+      "\n\n```mlir\n%r = rp." # mnemonic #
+      " %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>\n```";
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs operandType:$result);
   let assemblyFormat =
@@ -148,12 +144,8 @@ class RP_UnaryOp<string mnemonic, string math, string vjp,
                  Type operandType = RP_FloatTensor, list<Trait> traits = []>
     : RP_PureOp<mnemonic, !listconcat(traits, [SameOperandsAndResultType])> {
   let summary = "elementwise " # math;
-  let description = "Computes `" # math # "` elementwise. VJP: " # vjp # [{
-
-    ```mlir
-    %r = rp.}] # mnemonic # [{ %x : tensor<2x3xf32>
-    ```
-  }];
+  let description = "Computes `" # math # "` elementwise. VJP: " # vjp #
+      "\n\n```mlir\n%r = rp." # mnemonic # " %x : tensor<2x3xf32>\n```";
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
@@ -442,12 +434,9 @@ class RP_SoftmaxLikeOp<string mnemonic, string math, string vjp>
     : RP_PureOp<mnemonic, [SameOperandsAndResultType]> {
   let summary = math # " along one dimension";
   let description = "Computes " # math # " along `dim`, numerically stable "
-      # "(the maximum is subtracted first). VJP: " # vjp # [{
-
-    ```mlir
-    %p = rp.}] # mnemonic # [{ %scores dim = 3 : tensor<2x4x8x8xf32>
-    ```
-  }];
+      # "(the maximum is subtracted first). VJP: " # vjp #
+      "\n\n```mlir\n%p = rp." # mnemonic #
+      " %scores dim = 3 : tensor<2x4x8x8xf32>\n```";
   let arguments = (ins RP_FloatTensor:$input,
                    ConfinedAttr<I64Attr, [IntNonNegative]>:$dim);
   let results = (outs RP_FloatTensor:$result);

@@ -1,0 +1,11 @@
+"""rp: drive the rp pipeline-training compiler from Python.
+
+The package is a thin layer over the command-line tools: every function
+runs a tool and turns its failure into a typed exception that carries the
+tool's diagnostics, so a Python user sees the same messages as a shell user.
+"""
+
+from rp.tools import ToolError, ToolNotFoundError, find_tool, opt, run_tool
+
+__all__ = ["ToolError", "ToolNotFoundError", "find_tool", "opt", "run_tool"]
+__version__ = "0.1.0"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Sets everything up, builds, and runs every test: the lit suite (compiler and
+# python), the GoogleTest suites (compiler and runtime), and the runtime tests
+# again under ThreadSanitizer. The last line is the total count.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=$(nproc)
+start=$(date +%s)
+
+bash scripts/setup.sh || exit 1
+echo "== build"
+bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+passed=0
+failed=0
+tally() { # name passed failed
+  echo "   $1: $2 passed, $3 failed"
+  passed=$((passed + $2))
+  failed=$((failed + $3))
+}
+
+echo "== lit (compiler, python)"
+lit_json=$(mktemp)
+/usr/lib/llvm-22/bin/lit -sv -j "$jobs" --output "$lit_json" build/test
+read -r lp lf < <(.venv/bin/python - "$lit_json" <<'PY'
+import json, sys
+tests = json.load(open(sys.argv[1])).get("tests", [])
+ok = sum(t["code"] in ("PASS", "XFAIL") for t in tests)
+bad = sum(t["code"] not in ("PASS", "XFAIL", "UNSUPPORTED") for t in tests)
+print(ok, bad)
+PY
+) || { lp=0; lf=1; }
+rm -f "$lit_json"
+tally lit "$lp" "$lf"
+
+# ctest's summary line: "100% tests passed, 0 tests failed out of 12".
+run_ctest() { # name dir [ctest args...]
+  local name=$1 dir=$2 out
+  shift 2
+  out=$(ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@" 2>&1)
+  echo "$out" | grep -vE '^ +Start |^ *[0-9]+/[0-9]+ Test +#.* Passed' || true
+  local line total bad
+  line=$(echo "$out" | grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' | tail -1)
+  if [ -z "$line" ]; then
+    tally "$name" 0 1
+    return
+  fi
+  bad=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+  total=$(echo "$line" | sed -E 's/.* out of ([0-9]+).*/\1/')
+  tally "$name" $((total - bad)) "$bad"
+}
+
+echo "== gtest (compiler, runtime)"
+run_ctest gtest build -E '^lit$'
+
+echo "== runtime under ThreadSanitizer"
+if cmake -G Ninja -S runtime -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+     -DRP_RUNTIME_TSAN=ON -DRP_ENABLE_CUDA=OFF >build-tsan.configure.log 2>&1 &&
+   ninja -C build-tsan >build-tsan.build.log 2>&1; then
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest tsan build-tsan
+else
+  cat build-tsan.configure.log build-tsan.build.log 2>/dev/null | tail -30
+  tally tsan 0 1
+fi
+
+echo "== done in $(( $(date +%s) - start )) s"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FoldUtils.h"
 #include "rp/Dialect/RP/RPOps.h"
 
 #include "mlir/Dialect/CommonFolders.h"
@@ -14,6 +15,9 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/APSInt.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -21,14 +25,6 @@ using namespace mlir::rp;
 //===----------------------------------------------------------------------===//
 // Helpers
 //===----------------------------------------------------------------------===//
-
-/// Constant folding expands dense attributes; past this many elements the
-/// graph keeps the op (a compile-time blow-up is worse than a kernel call).
-static constexpr int64_t kMaxFoldElements = 1 << 16;
-
-static bool isSmall(Type type) {
-  return cast<RankedTensorType>(type).getNumElements() <= kMaxFoldElements;
-}
 
 /// The splat value of a constant operand, if it is one.
 static std::optional<Attribute> splatOf(Attribute attr) {
@@ -242,7 +238,19 @@ OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
     chosen = cast<BoolAttr>(*c).getValue() ? getOnTrue() : getOnFalse();
   if (chosen && chosen.getType() == getType())
     return chosen;
-  return {};
+  // Masks built from constants (causal masks of a fixed length) fold whole.
+  auto cond = dyn_cast_or_null<DenseElementsAttr>(adaptor.getCondition());
+  auto onTrue = dyn_cast_or_null<DenseElementsAttr>(adaptor.getOnTrue());
+  auto onFalse = dyn_cast_or_null<DenseElementsAttr>(adaptor.getOnFalse());
+  if (!cond || !onTrue || !onFalse || !isSmall(getType()) ||
+      cond.getType().getShape() != getType().getShape() ||
+      onTrue.getType() != getType() || onFalse.getType() != getType())
+    return {};
+  SmallVector<Attribute> out;
+  auto t = onTrue.getValues<Attribute>(), f = onFalse.getValues<Attribute>();
+  for (auto [i, c] : llvm::enumerate(cond.getValues<bool>()))
+    out.push_back(c ? t[i] : f[i]);
+  return DenseElementsAttr::get(getType(), out);
 }
 
 OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
@@ -254,6 +262,22 @@ OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
         adaptor.getOperands(), [](const APFloat &a) { return -a; });
   return constFoldUnaryOp<IntegerAttr, APInt, void>(
       adaptor.getOperands(), [](const APInt &a) { return -a; });
+}
+
+OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
+  // A correctly rounded sqrt in double, rounded again to a narrower type,
+  // is the correctly rounded narrow sqrt: the fold matches any IEEE kernel.
+  if (!adaptor.getInput() || !isSmall(getType()))
+    return {};
+  return constFoldUnaryOp<FloatAttr, APFloat, void>(
+      adaptor.getOperands(), [](const APFloat &a) {
+        bool lost;
+        APFloat d = a;
+        d.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+        APFloat r(std::sqrt(d.convertToDouble()));
+        r.convert(a.getSemantics(), APFloat::rmNearestTiesToEven, &lost);
+        return r;
+      });
 }
 
 namespace {
@@ -291,7 +315,17 @@ static std::optional<Attribute> convertElement(Attribute value, Type to) {
                 &lost);
       return FloatAttr::get(to, x);
     }
-    return std::nullopt;
+    auto toInt = cast<IntegerType>(to);
+    if (toInt.getWidth() == 1)
+      return IntegerAttr::get(to, APInt(1, !f.getValue().isZero()));
+    APSInt out(toInt.getWidth(), /*isUnsigned=*/false);
+    bool exact;
+    // NaN and out-of-range values have no defined result: leave them to
+    // the runtime rather than fold an arbitrary one.
+    if (f.getValue().convertToInteger(out, APFloat::rmTowardZero, &exact) &
+        APFloat::opInvalidOp)
+      return std::nullopt;
+    return IntegerAttr::get(to, out);
   }
   auto i = dyn_cast<IntegerAttr>(value);
   if (!i)
@@ -313,10 +347,23 @@ static std::optional<Attribute> convertElement(Attribute value, Type to) {
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
-  if (auto v = splatOf(adaptor.getInput()))
-    if (auto converted = convertElement(*v, getType().getElementType()))
+  Type to = getType().getElementType();
+  if (auto v = splatOf(adaptor.getInput())) {
+    if (auto converted = convertElement(*v, to))
       return SplatElementsAttr::get(getType(), *converted);
-  return {};
+    return {};
+  }
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput());
+  if (!dense || !isSmall(getType()))
+    return {};
+  SmallVector<Attribute> out;
+  for (Attribute v : dense.getValues<Attribute>()) {
+    auto converted = convertElement(v, to);
+    if (!converted)
+      return {};
+    out.push_back(*converted);
+  }
+  return DenseElementsAttr::get(getType(), out);
 }
 
 /// True when every value of `narrow` is exactly representable in `wide`.
@@ -356,77 +403,8 @@ void CastOp::getCanonicalizationPatterns(RewritePatternSet &results,
 }
 
 //===----------------------------------------------------------------------===//
-// Shape ops
+// Reductions
 //===----------------------------------------------------------------------===//
-
-/// A splat constant stays a splat under any data movement.
-static OpFoldResult reshapeSplat(Attribute input, RankedTensorType result) {
-  if (auto splat = dyn_cast_or_null<SplatElementsAttr>(input))
-    return SplatElementsAttr::get(result, splat.getSplatValue<Attribute>());
-  return {};
-}
-
-OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
-  if (getInput().getType() == getType())
-    return getInput();
-  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput()))
-    return dense.reshape(getType());
-  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
-    getInputMutable().assign(inner.getInput());
-    return getResult();
-  }
-  return {};
-}
-
-OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
-  if (llvm::equal(getPermutation(), llvm::seq<int64_t>(0, getType().getRank())))
-    return getInput();
-  return reshapeSplat(adaptor.getInput(), getType());
-}
-
-namespace {
-/// transpose(transpose(x, p), q) -> transpose(x, p[q]).
-struct ComposeTransposes : OpRewritePattern<TransposeOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(TransposeOp op,
-                                PatternRewriter &rewriter) const override {
-    auto inner = op.getInput().getDefiningOp<TransposeOp>();
-    if (!inner)
-      return failure();
-    SmallVector<int64_t> composed;
-    for (int64_t q : op.getPermutation())
-      composed.push_back(inner.getPermutation()[q]);
-    rewriter.replaceOpWithNewOp<TransposeOp>(op, op.getType(),
-                                             inner.getInput(), composed);
-    return success();
-  }
-};
-} // namespace
-
-void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
-                                              MLIRContext *context) {
-  results.add<ComposeTransposes>(context);
-}
-
-OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
-  if (getInput().getType() == getType() &&
-      llvm::all_of(getOffsets(), [](int64_t o) { return o == 0; }) &&
-      llvm::all_of(getStrides(), [](int64_t s) { return s == 1; }))
-    return getInput();
-  return reshapeSplat(adaptor.getInput(), getType());
-}
-
-OpFoldResult ConcatOp::fold(FoldAdaptor) {
-  if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
-    return getInputs()[0];
-  return {};
-}
-
-OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
-  if (getInput().getType() == getType())
-    return getInput();
-  return reshapeSplat(adaptor.getInput(), getType());
-}
 
 OpFoldResult ReduceOp::fold(FoldAdaptor) {
   // Reducing only size-1 dimensions and keeping them is the identity for

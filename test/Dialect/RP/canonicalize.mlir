@@ -301,3 +301,92 @@ func.func @EraseDeadLayer(%x: tensor<2xf32>) {
   }
   return
 }
+
+// The shape arithmetic of a dynamic-shape export, once shapes are static:
+// Shape -> Gather -> Unsqueeze -> Concat -> Cast folds to one constant.
+// CHECK-LABEL: func.func @FoldShapeChain
+// CHECK-NEXT: %[[C:.+]] = rp.constant dense<[2, 16, 4, 8]> : tensor<4xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @FoldShapeChain() -> tensor<4xi64> {
+  %shape = rp.constant dense<[2, 16, 32]> : tensor<3xi64>
+  %ids = rp.constant dense<[0, 1]> : tensor<2xi64>
+  %bs = rp.gather %shape[%ids] axis = 0 : (tensor<3xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %heads = rp.constant dense<[4.0, 8.0]> : tensor<2xf32>
+  %hi = rp.cast %heads : tensor<2xf32> to tensor<2xi64>
+  %0 = rp.concat %bs, %hi dim = 0 : (tensor<2xi64>, tensor<2xi64>) -> tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// CHECK-LABEL: func.func @DontFoldGatherOutOfRange
+// CHECK: rp.gather
+func.func @DontFoldGatherOutOfRange() -> tensor<1xi64> {
+  %shape = rp.constant dense<[2, 16, 32]> : tensor<3xi64>
+  %ids = rp.constant dense<[3]> : tensor<1xi64>
+  %0 = rp.gather %shape[%ids] axis = 0 : (tensor<3xi64>, tensor<1xi64>) -> tensor<1xi64>
+  return %0 : tensor<1xi64>
+}
+
+// CHECK-LABEL: func.func @FoldGatherRowsWithNegativeIndex
+// CHECK-NEXT: rp.constant dense<{{\[}}[5, 6], [1, 2]]> : tensor<2x2xi32>
+func.func @FoldGatherRowsWithNegativeIndex() -> tensor<2x2xi32> {
+  %t = rp.constant dense<[[1, 2], [3, 4], [5, 6]]> : tensor<3x2xi32>
+  %ids = rp.constant dense<[-1, 0]> : tensor<2xi64>
+  %0 = rp.gather %t[%ids] axis = 0 : (tensor<3x2xi32>, tensor<2xi64>) -> tensor<2x2xi32>
+  return %0 : tensor<2x2xi32>
+}
+
+// CHECK-LABEL: func.func @FoldDenseMovement
+// CHECK-DAG: rp.constant dense<{{\[}}[1, 4], [2, 5], [3, 6]]> : tensor<3x2xi64>
+// CHECK-DAG: rp.constant dense<{{\[}}[2], [5]]> : tensor<2x1xi64>
+// CHECK-DAG: rp.constant dense<{{\[}}[1, 2, 3], [1, 2, 3]]> : tensor<2x3xi64>
+func.func @FoldDenseMovement() -> (tensor<3x2xi64>, tensor<2x1xi64>, tensor<2x3xi64>) {
+  %a = rp.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+  %r = rp.constant dense<[[1, 2, 3]]> : tensor<1x3xi64>
+  %0 = rp.transpose %a permutation = [1, 0] : tensor<2x3xi64> -> tensor<3x2xi64>
+  %1 = rp.slice %a offsets = [0, 1] strides = [1, 2] : tensor<2x3xi64> -> tensor<2x1xi64>
+  %2 = rp.broadcast %r : tensor<1x3xi64> to tensor<2x3xi64>
+  return %0, %1, %2 : tensor<3x2xi64>, tensor<2x1xi64>, tensor<2x3xi64>
+}
+
+// CHECK-LABEL: func.func @DontFoldConcatOfValue
+// CHECK: rp.concat
+func.func @DontFoldConcatOfValue(%x: tensor<2xi64>) -> tensor<4xi64> {
+  %c = rp.constant dense<[1, 2]> : tensor<2xi64>
+  %0 = rp.concat %c, %x dim = 0 : (tensor<2xi64>, tensor<2xi64>) -> tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// A causal mask built from constants folds whole.
+// CHECK-LABEL: func.func @FoldDenseWhere
+// CHECK-NEXT: rp.constant dense<{{\[}}[0.000000e+00, -1.000000e+09], [0.000000e+00, 0.000000e+00]]> : tensor<2x2xf32>
+func.func @FoldDenseWhere() -> tensor<2x2xf32> {
+  %m = rp.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+  %z = rp.constant dense<0.0> : tensor<2x2xf32>
+  %n = rp.constant dense<-1.0e9> : tensor<2x2xf32>
+  %0 = rp.where %m, %z, %n : (tensor<2x2xi1>, tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// NaN has no integer value: the cast stays for the runtime to report.
+// CHECK-LABEL: func.func @DontFoldNaNToInteger
+// CHECK: rp.cast
+func.func @DontFoldNaNToInteger() -> tensor<2xi64> {
+  %a = rp.constant dense<[1.0, 0x7FC00000]> : tensor<2xf32>
+  %0 = rp.cast %a : tensor<2xf32> to tensor<2xi64>
+  return %0 : tensor<2xi64>
+}
+
+// CHECK-LABEL: func.func @FoldSqrtOfConstant
+// CHECK-NEXT: rp.constant dense<8.000000e+00> : tensor<f32>
+func.func @FoldSqrtOfConstant() -> tensor<f32> {
+  %a = rp.constant dense<64.0> : tensor<f32>
+  %0 = rp.sqrt %a : tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @DontFoldSqrtOfValue
+// CHECK: rp.sqrt
+func.func @DontFoldSqrtOfValue(%x: tensor<f32>) -> tensor<f32> {
+  %0 = rp.sqrt %x : tensor<f32>
+  return %0 : tensor<f32>
+}

@@ -157,7 +157,9 @@ def RP_NegOp : RP_UnaryOp<"neg", "-x", "dx = -dy.", RP_NumericTensor> {
 }
 def RP_ExpOp : RP_UnaryOp<"exp", "e^x", "dx = dy * exp(x).">;
 def RP_LogOp : RP_UnaryOp<"log", "ln(x)", "dx = dy / x.">;
-def RP_SqrtOp : RP_UnaryOp<"sqrt", "sqrt(x)", "dx = dy / (2 * sqrt(x)).">;
+def RP_SqrtOp : RP_UnaryOp<"sqrt", "sqrt(x)", "dx = dy / (2 * sqrt(x)).">  {
+  let hasFolder = 1;
+}
 def RP_RsqrtOp : RP_UnaryOp<"rsqrt", "1 / sqrt(x)",
                             "dx = -dy / 2 * rsqrt(x)^3.">;
 def RP_TanhOp : RP_UnaryOp<"tanh", "tanh(x)", "dx = dy * (1 - tanh(x)^2).">;
@@ -355,6 +357,7 @@ def RP_GatherOp : RP_PureOp<"gather",
     OpBuilder<(ins "Value":$input, "Value":$indices, "int64_t":$axis)>
   ];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 } // opDocGroup RP_ShapeOps

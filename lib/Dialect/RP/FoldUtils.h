@@ -7,6 +7,7 @@
 #ifndef RP_LIB_DIALECT_RP_FOLDUTILS_H
 #define RP_LIB_DIALECT_RP_FOLDUTILS_H
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 namespace mlir::rp {
@@ -18,6 +19,10 @@ inline constexpr int64_t kMaxFoldElements = 1 << 16;
 inline bool isSmall(Type type) {
   return cast<RankedTensorType>(type).getNumElements() <= kMaxFoldElements;
 }
+
+/// The constant `value` broadcast (numpy rules) to `type`'s shape, keeping
+/// its element type; null when it is not a constant that can be expanded.
+ElementsAttr broadcastElements(Attribute value, RankedTensorType type);
 
 } // namespace mlir::rp
 

@@ -159,18 +159,33 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   return DenseElementsAttr::get(getType(), out);
 }
 
+ElementsAttr mlir::rp::broadcastElements(Attribute value,
+                                         RankedTensorType type) {
+  auto elements = dyn_cast_or_null<DenseElementsAttr>(value);
+  if (!elements)
+    return {};
+  auto target = type.clone(elements.getElementType());
+  if (elements.getType() == target)
+    return elements;
+  ArrayRef<int64_t> inShape = elements.getType().getShape();
+  SmallVector<int64_t> inStrides = stridesOf(inShape);
+  int64_t lead = target.getRank() - static_cast<int64_t>(inShape.size());
+  if (lead < 0)
+    return {};
+  OpFoldResult folded =
+      foldMovement(elements, target, [&](ArrayRef<int64_t> i) {
+        int64_t linear = 0;
+        for (size_t d = 0; d < inShape.size(); ++d)
+          linear += (inShape[d] == 1 ? 0 : i[lead + d]) * inStrides[d];
+        return linear;
+      });
+  return dyn_cast_or_null<ElementsAttr>(dyn_cast_if_present<Attribute>(folded));
+}
+
 OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
-  ArrayRef<int64_t> inShape = getInput().getType().getShape();
-  SmallVector<int64_t> inStrides = stridesOf(inShape);
-  int64_t lead = getType().getRank() - static_cast<int64_t>(inShape.size());
-  return foldMovement(adaptor.getInput(), getType(), [&](ArrayRef<int64_t> i) {
-    int64_t linear = 0;
-    for (size_t d = 0; d < inShape.size(); ++d)
-      linear += (inShape[d] == 1 ? 0 : i[lead + d]) * inStrides[d];
-    return linear;
-  });
+  return broadcastElements(adaptor.getInput(), getType());
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {

@@ -72,9 +72,15 @@ static Attribute foldBinaryConstants(ArrayRef<Attribute> operands, Type result,
                                      FloatFn &&floatFn, IntFn &&intFn) {
   if (!operands[0] || !operands[1] || !isSmall(result))
     return {};
-  for (Attribute a : operands)
-    if (cast<TypedAttr>(a).getType() != result)
+  // Broadcasting happens on the constants first, so `shape * -1` folds.
+  SmallVector<Attribute, 2> expanded;
+  for (Attribute a : operands) {
+    ElementsAttr e = broadcastElements(a, cast<RankedTensorType>(result));
+    if (!e)
       return {};
+    expanded.push_back(e);
+  }
+  operands = expanded;
   if (isa<FloatType>(getElementTypeOrSelf(result)))
     return constFoldBinaryOpConditional<FloatAttr, APFloat, void>(
         operands, result,
@@ -204,10 +210,13 @@ static bool compare(CmpPredicate p, int order) {
 }
 
 OpFoldResult CmpOp::fold(FoldAdaptor adaptor) {
-  auto lhs = dyn_cast_or_null<DenseElementsAttr>(adaptor.getLhs());
-  auto rhs = dyn_cast_or_null<DenseElementsAttr>(adaptor.getRhs());
-  if (!lhs || !rhs || lhs.getType() != rhs.getType() ||
-      lhs.getType().getShape() != getType().getShape() || !isSmall(getType()))
+  if (!isSmall(getType()))
+    return {};
+  auto lhs = dyn_cast_or_null<DenseElementsAttr>(
+      broadcastElements(adaptor.getLhs(), getType()));
+  auto rhs = dyn_cast_or_null<DenseElementsAttr>(
+      broadcastElements(adaptor.getRhs(), getType()));
+  if (!lhs || !rhs)
     return {};
   SmallVector<bool> out;
   if (isa<FloatType>(lhs.getElementType())) {
@@ -239,12 +248,15 @@ OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
   if (chosen && chosen.getType() == getType())
     return chosen;
   // Masks built from constants (causal masks of a fixed length) fold whole.
-  auto cond = dyn_cast_or_null<DenseElementsAttr>(adaptor.getCondition());
-  auto onTrue = dyn_cast_or_null<DenseElementsAttr>(adaptor.getOnTrue());
-  auto onFalse = dyn_cast_or_null<DenseElementsAttr>(adaptor.getOnFalse());
-  if (!cond || !onTrue || !onFalse || !isSmall(getType()) ||
-      cond.getType().getShape() != getType().getShape() ||
-      onTrue.getType() != getType() || onFalse.getType() != getType())
+  if (!isSmall(getType()))
+    return {};
+  auto expand = [&](Attribute a) {
+    return dyn_cast_or_null<DenseElementsAttr>(broadcastElements(a, getType()));
+  };
+  auto cond = expand(adaptor.getCondition());
+  auto onTrue = expand(adaptor.getOnTrue());
+  auto onFalse = expand(adaptor.getOnFalse());
+  if (!cond || !onTrue || !onFalse)
     return {};
   SmallVector<Attribute> out;
   auto t = onTrue.getValues<Attribute>(), f = onFalse.getValues<Attribute>();

@@ -15,9 +15,10 @@ func.func @FoldIntegerShapeArithmetic() -> tensor<3xi64> {
   return %e : tensor<3xi64>
 }
 
-// CHECK-LABEL: func.func @DontFoldBroadcastingConstants
-// CHECK: rp.add
-func.func @DontFoldBroadcastingConstants() -> tensor<2x3xi64> {
+// Constants broadcast before they combine, so `shape * -1` folds.
+// CHECK-LABEL: func.func @FoldBroadcastingConstants
+// CHECK-NEXT: rp.constant dense<{{\[}}[2, 3, 7], [5, 6, 10]]> : tensor<2x3xi64>
+func.func @FoldBroadcastingConstants() -> tensor<2x3xi64> {
   %a = rp.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
   %b = rp.constant dense<[1, 1, 4]> : tensor<3xi64>
   %c = rp.add %a, %b : (tensor<2x3xi64>, tensor<3xi64>) -> tensor<2x3xi64>

@@ -142,10 +142,17 @@ def define_models(torch):
             self.ln_f = nn.LayerNorm(d)
             self.lm_head = nn.Linear(d, vocab, bias=False)
             self.lm_head.weight = self.wte.weight  # tied
+            # Broadcast the position ids to [batch, seq] explicitly, as some
+            # HF models do. The result is the same; the export gains
+            # Expand/ConstantOfShape/Equal/Where shape arithmetic (and one
+            # Shape even when static), so only the dynamic export sets it.
+            self.expand_positions = False
 
         def forward(self, tokens):
-            s = tokens.shape[1]
+            b, s = tokens.shape
             pos = torch.arange(0, s, dtype=torch.long, device=tokens.device)
+            if self.expand_positions:
+                pos = pos.unsqueeze(0).expand(b, s)
             x = self.wte(tokens) + self.wpe(pos)
             for block in self.h:
                 x = block(x)
@@ -208,10 +215,11 @@ def define_models(torch):
             k = repeat_kv(k, n_rep)
             v = repeat_kv(v, n_rep)
             scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+            # Not torch.tensor(min) (an onnx::Where_N initializer) nor a Python
+            # scalar (exported as a double Constant that onnxruntime rejects).
             future = torch.triu(torch.full((s, s), 1.0), diagonal=1).bool()
-            scores = torch.where(
-                future, torch.tensor(torch.finfo(torch.float32).min), scores
-            )
+            fill = torch.full((s, s), torch.finfo(torch.float32).min)
+            scores = torch.where(future, fill, scores)
             probs = torch.softmax(scores, dim=-1)
             y = torch.matmul(probs, v)
             y = y.transpose(1, 2).reshape(b, s, self.n_head * self.head_dim)
@@ -336,8 +344,28 @@ class Builder:
                 self.onnx.checker.check_model(model)
             except Exception as e:  # noqa: BLE001
                 raise Failure("%s: onnx.checker failed: %s" % (name, e))
+            self.check_initializers(name, module, model)
             return model
         raise Failure("%s: torch.onnx.export failed:\n  %s" % (name, "\n  ".join(errors)))
+
+    def check_initializers(self, name, module, model):
+        """Every parameter must be an initializer under its own name, and
+        every initializer must be a parameter or a persistent buffer."""
+        inits = {t.name for t in model.graph.initializer}
+        params = {n for n, _ in module.named_parameters()}  # tied ones once
+        state = set(module.state_dict().keys())
+        missing = sorted(params - inits)
+        if missing:
+            raise Failure(
+                "%s: parameters missing from the initializers (merged by the "
+                "exporter?): %s" % (name, ", ".join(missing))
+            )
+        extra = sorted(inits - state)
+        if extra:
+            raise Failure(
+                "%s: initializers that are not parameters or buffers: %s"
+                % (name, ", ".join(extra))
+            )
 
     def reference(self, module, example):
         with self.torch.no_grad():
@@ -395,6 +423,20 @@ class Builder:
         return model_path
 
 
+def make_distinct(torch, module, seed):
+    """Adds a little noise to every parameter. In eval mode the exporter
+    merges initializers with equal values (fresh LayerNorm weights are all
+    ones, biases zeros, nn.TransformerEncoder layers are deep copies of each
+    other) and leaves Identity nodes behind; distinct values keep one
+    initializer per parameter under its own name. Tied parameters are
+    visited once and stay tied."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p in module.named_parameters():
+            p.add_(0.02 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    return module
+
+
 def build_all(torch, onnx, np, ort, work_dir):
     GPT, Llama, Encoder, vit = define_models(torch)
     b = Builder(torch, onnx, np, ort, work_dir)
@@ -405,7 +447,7 @@ def build_all(torch, onnx, np, ort, work_dir):
 
     # GPT-2 style.
     torch.manual_seed(0)
-    gpt = GPT()
+    gpt = make_distinct(torch, GPT(), seed=100)
     gpt_in = tokens(64, 2, 16, seed=1)
     gpt_out = b.reference(gpt, gpt_in)
     gpt_np = gpt_in.numpy()
@@ -418,12 +460,14 @@ def build_all(torch, onnx, np, ort, work_dir):
 
     # Same weights, dynamic batch and sequence.
     name = "gpt_dynamic_op17"
+    gpt.expand_positions = True
     model = b.export(gpt, gpt_in, name, 17, "tokens", dynamic=True)
     path = b.save(name, model, "tokens", gpt_np, gpt_out)
     if ort is not None:  # another shape through the same file
         other_in = tokens(64, 3, 5, seed=2)
         b.verify(name + " [3,5]", path, "tokens", other_in.numpy(),
                  b.reference(gpt, other_in))
+    gpt.expand_positions = False
 
     # Node names cleared.
     noname = onnx.ModelProto()
@@ -440,7 +484,7 @@ def build_all(torch, onnx, np, ort, work_dir):
 
     # Llama style.
     torch.manual_seed(0)
-    llama = Llama()
+    llama = make_distinct(torch, Llama(), seed=101)
     llama_in = tokens(128, 2, 16, seed=3)
     llama_out = b.reference(llama, llama_in)
     for opset in (14, 17):
@@ -450,7 +494,7 @@ def build_all(torch, onnx, np, ort, work_dir):
 
     # torchvision ViT.
     torch.manual_seed(0)
-    vit_model = vit()
+    vit_model = make_distinct(torch, vit(), seed=102)
     g = torch.Generator().manual_seed(4)
     vit_in = torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32)
     vit_out = b.reference(vit_model, vit_in)
@@ -461,7 +505,7 @@ def build_all(torch, onnx, np, ort, work_dir):
 
     # nn.TransformerEncoder.
     torch.manual_seed(0)
-    enc = Encoder()
+    enc = make_distinct(torch, Encoder(), seed=103)
     enc_in = tokens(64, 2, 8, seed=5)
     enc_out = b.reference(enc, enc_in)
     name = "encoder_op17"
@@ -483,8 +527,12 @@ def main(argv):
         print("make_models.py: cannot create %s: %s" % (out_dir, e), file=sys.stderr)
         return 1
 
-    work_dir = tempfile.mkdtemp(prefix=".make_models.", dir=out_dir)
-    log = tempfile.TemporaryFile(mode="w+")
+    try:
+        work_dir = tempfile.mkdtemp(prefix=".make_models.", dir=out_dir)
+        log = tempfile.TemporaryFile(mode="w+", errors="replace")
+    except OSError as e:
+        print("make_models.py: cannot write into %s: %s" % (out_dir, e), file=sys.stderr)
+        return 1
     try:
         try:
             with captured_fds(log):

@@ -9,6 +9,9 @@
 
 namespace mlir::rp {
 
+/// Where rp-group-layers takes layers from.
+enum class LayerSource { automatic, scope, structure };
+
 #define GEN_PASS_DECL
 #include "rp/Dialect/RP/RPPasses.h.inc"
 

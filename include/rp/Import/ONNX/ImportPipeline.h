@@ -1,0 +1,52 @@
+//===- ImportPipeline.h - what the tools run on an ONNX file ----*- C++ -*-===//
+//
+// rp-import and rp-opt share the import flags and the passes that follow the
+// mechanical import (fold shape arithmetic, group layers, verify), so that
+// `rp-opt model.onnx` and `rp-import model.onnx` give the same graph.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_IMPORT_ONNX_IMPORTPIPELINE_H
+#define RP_IMPORT_ONNX_IMPORTPIPELINE_H
+
+#include "rp/Import/ONNX/Importer.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::rp {
+
+/// The import flags (--shape, --frozen, --weights); construct before
+/// parsing the command line.
+struct ImportCLOptions {
+  llvm::cl::list<std::string> shapes{
+      "shape", llvm::cl::desc("static shape of an input: NAME=2x2048"),
+      llvm::cl::value_desc("name=dims")};
+  llvm::cl::list<std::string> frozen{
+      "frozen",
+      llvm::cl::desc("freeze float initializers matching this regular "
+                     "expression (adds to the defaults)"),
+      llvm::cl::value_desc("regex")};
+  llvm::cl::opt<std::string> weights{
+      "weights",
+      llvm::cl::desc("file for inline initializers (default: beside the "
+                     "output, <output>.weights.bin)"),
+      llvm::cl::value_desc("file")};
+
+  /// Builds the import options for `input` written to `output` ('-' for
+  /// stdout); errors are emitted on `context`.
+  FailureOr<ONNXImportOptions> get(StringRef input, StringRef output,
+                                   MLIRContext *context) const;
+};
+
+/// Imports `path` and runs the post-import passes: canonicalize and cse
+/// (shape arithmetic folds away), layer grouping, graph verification.
+OwningOpRef<ModuleOp> importAndPrepare(StringRef path, MLIRContext *context,
+                                       const ONNXImportOptions &options);
+
+/// One line per layer: name, op count, parameter count and bytes.
+void printLayerSummary(ModuleOp module, llvm::raw_ostream &os);
+
+} // namespace mlir::rp
+
+#endif // RP_IMPORT_ONNX_IMPORTPIPELINE_H

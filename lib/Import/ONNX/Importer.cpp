@@ -1,0 +1,362 @@
+//===- Importer.cpp - ONNX models into the rp graph -----------------------===//
+//
+// Loads the model, checks what rp supports, turns graph inputs into function
+// arguments, initializers into rp.param (or small constants), and nodes into
+// rp ops through the handler table. See Importer.h for the contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Import/ONNX/Importer.h"
+#include "NodeImporter.h"
+#include "WeightsWriter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
+
+#include <fstream>
+
+using namespace mlir;
+using namespace mlir::rp;
+using namespace mlir::rp::onnx_import;
+
+static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+/// Integer initializers up to this size are shape data and become
+/// constants, so that the arithmetic on them folds.
+static constexpr int64_t kMaxConstantElements = 1 << 16;
+
+LogicalResult mlir::rp::parseShapeOption(StringRef text,
+                                         ONNXImportOptions &options,
+                                         std::string &error) {
+  auto [name, dims] = text.rsplit('=');
+  if (name.empty() || dims.empty()) {
+    error = "expected --shape NAME=DIMS (for example tokens=2x2048), got '" +
+            text.str() + "'";
+    return failure();
+  }
+  SmallVector<int64_t> shape;
+  SmallVector<StringRef> parts;
+  dims.split(parts, 'x');
+  for (StringRef p : parts) {
+    int64_t d;
+    if (p.getAsInteger(10, d) || d < 1) {
+      error = "bad dimension '" + p.str() + "' in --shape " + text.str() +
+              ": dimensions are positive integers joined by 'x'";
+      return failure();
+    }
+    shape.push_back(d);
+  }
+  options.shapes[name] = shape;
+  return success();
+}
+
+namespace {
+
+class GraphImporter {
+public:
+  GraphImporter(const onnx::ModelProto &model, StringRef path, int64_t opset,
+                MLIRContext *context, const ONNXImportOptions &options)
+      : model(model), graph(model.graph()), path(path), opset(opset),
+        context(context), options(options), builder(context),
+        modelDir(llvm::sys::path::parent_path(path)) {
+    if (modelDir.empty())
+      modelDir = ".";
+  }
+
+  OwningOpRef<ModuleOp> run();
+
+private:
+  Location nodeLoc(const onnx::NodeProto &node, int index);
+  FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
+  /// Creates the rp.param or rp.constant of initializer `name` on first use.
+  Value lookupInitializer(StringRef name);
+  FailureOr<Value> importInitializer(const onnx::TensorProto &tensor);
+  LogicalResult importNode(const onnx::NodeProto &node, int index);
+
+  const onnx::ModelProto &model;
+  const onnx::GraphProto &graph;
+  std::string path;
+  int64_t opset;
+  MLIRContext *context;
+  const ONNXImportOptions &options;
+  OpBuilder builder;
+  SmallString<128> modelDir;
+
+  llvm::StringMap<Value> values;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  llvm::StringMap<Handler> handlers;
+  /// Params and constants of initializers go to the top of the function,
+  /// in first-use order.
+  Block *entry = nullptr;
+  Operation *lastInitializerOp = nullptr;
+  std::unique_ptr<WeightsWriter> weights;
+  bool initializerFailed = false;
+};
+
+} // namespace
+
+Location GraphImporter::nodeLoc(const onnx::NodeProto &node, int index) {
+  std::string name = node.name().empty()
+                         ? node.op_type() + "_" + std::to_string(index)
+                         : node.name();
+  return NameLoc::get(StringAttr::get(context, name),
+                      FileLineColLoc::get(context, path, 0, 0));
+}
+
+FailureOr<RankedTensorType>
+GraphImporter::inputType(const onnx::ValueInfoProto &info) {
+  Location loc = NameLoc::get(StringAttr::get(context, info.name()),
+                              FileLineColLoc::get(context, path, 0, 0));
+  if (!info.type().has_tensor_type())
+    return emitError(loc) << "input '" << info.name()
+                          << "' is not a tensor; rp imports tensor inputs only";
+  const auto &tt = info.type().tensor_type();
+  Type element = convertElementType(tt.elem_type(), context);
+  if (!element)
+    return emitError(loc) << "input '" << info.name() << "' has data type "
+                          << elementTypeName(tt.elem_type())
+                          << ", which rp does not support (FLOAT, FLOAT16, "
+                             "BFLOAT16, DOUBLE, INT64, INT32, BOOL)";
+  SmallVector<int64_t> shape;
+  for (const auto &d : tt.shape().dim())
+    shape.push_back(d.has_dim_value() ? d.dim_value() : ShapedType::kDynamic);
+  auto it = options.shapes.find(info.name());
+  if (it != options.shapes.end()) {
+    ArrayRef<int64_t> given = it->second;
+    if (given.size() != shape.size())
+      return emitError(loc) << "--shape " << info.name() << " gives "
+                            << given.size() << " dimensions but the input has "
+                            << shape.size();
+    for (auto [d, g] : llvm::enumerate(given))
+      if (shape[d] != ShapedType::kDynamic && shape[d] != g)
+        return emitError(loc) << "--shape " << info.name() << " sets dimension "
+                              << d << " to " << g
+                              << " but the model fixes it to " << shape[d];
+    shape.assign(given.begin(), given.end());
+  }
+  for (auto [d, size] : llvm::enumerate(shape))
+    if (size == ShapedType::kDynamic) {
+      const auto &dim = tt.shape().dim(d);
+      InFlightDiagnostic diag = emitError(loc)
+                                << "input '" << info.name()
+                                << "' has dynamic dimension " << d;
+      if (dim.has_dim_param())
+        diag << " ('" << dim.dim_param() << "')";
+      diag << "; set every dimension with --shape " << info.name() << "=";
+      for (size_t k = 0; k < shape.size(); ++k)
+        diag << (k ? "x" : "")
+             << (shape[k] == ShapedType::kDynamic ? "N" : std::to_string(shape[k]));
+      return diag;
+    }
+  return RankedTensorType::get(shape, element);
+}
+
+static bool matchesAny(StringRef name, ArrayRef<std::string> patterns) {
+  return llvm::any_of(patterns, [&](const std::string &p) {
+    return llvm::Regex(p).match(name);
+  });
+}
+
+FailureOr<Value>
+GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
+  Location loc = NameLoc::get(StringAttr::get(context, tensor.name()),
+                              FileLineColLoc::get(context, path, 0, 0));
+  Type element = convertElementType(tensor.data_type(), context);
+  if (!element)
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "' has data type "
+                          << elementTypeName(tensor.data_type())
+                          << ", which rp does not support";
+  SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  auto type = RankedTensorType::get(shape, element);
+  OpBuilder::InsertionGuard guard(builder);
+  if (lastInitializerOp)
+    builder.setInsertionPointAfter(lastInitializerOp);
+  else
+    builder.setInsertionPointToStart(entry);
+
+  bool isFloat = isa<FloatType>(element);
+  int64_t n = type.getNumElements();
+  if ((!isFloat && n <= kMaxConstantElements) || (isFloat && n == 1)) {
+    auto data = readTensor(tensor, type, modelDir, loc);
+    if (failed(data))
+      return failure();
+    lastInitializerOp = ConstantOp::create(builder, loc, *data);
+    return lastInitializerOp->getResult(0);
+  }
+
+  int64_t bytes = n * getElementSizeInBytes(type);
+  std::string file;
+  int64_t offset = 0;
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t length = -1;
+    for (const auto &kv : tensor.external_data()) {
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::stoll(kv.value());
+      else if (kv.key() == "length")
+        length = std::stoll(kv.value());
+    }
+    SmallString<256> dataPath(modelDir);
+    llvm::sys::path::append(dataPath, location);
+    uint64_t size = 0;
+    if (location.empty() || llvm::sys::fs::file_size(dataPath, size))
+      return emitError(loc) << "initializer '" << tensor.name()
+                            << "' refers to external data file '" << dataPath
+                            << "', which cannot be read";
+    if (length >= 0 && length != bytes)
+      return emitError(loc) << "initializer '" << tensor.name() << "' stores "
+                            << length << " bytes but " << type << " needs "
+                            << bytes;
+    if (static_cast<uint64_t>(offset + bytes) > size)
+      return emitError(loc) << "initializer '" << tensor.name()
+                            << "' needs bytes [" << offset << ", "
+                            << offset + bytes << ") of '" << dataPath
+                            << "', which holds only " << size << " bytes";
+    file = relativePath(dataPath, options.irDir);
+  } else {
+    if (!weights) {
+      weights = std::make_unique<WeightsWriter>(options.weightsPath);
+      if (failed(weights->open(loc)))
+        return failure();
+    }
+    auto data = readTensorBytes(tensor, modelDir, loc);
+    if (failed(data) || failed(checkTensorSize(tensor, *data, type, loc)))
+      return failure();
+    offset = weights->append(*data);
+    file = relativePath(options.weightsPath, options.irDir);
+  }
+  bool trainable = isFloat && !matchesAny(tensor.name(), options.frozenPatterns);
+  lastInitializerOp =
+      ParamOp::create(builder, loc, type, tensor.name(), trainable,
+                      builder.getStringAttr(file),
+                      builder.getI64IntegerAttr(offset));
+  return lastInitializerOp->getResult(0);
+}
+
+Value GraphImporter::lookupInitializer(StringRef name) {
+  auto it = initializers.find(name);
+  if (it == initializers.end())
+    return {};
+  auto v = importInitializer(*it->second);
+  if (failed(v)) {
+    initializerFailed = true;
+    return {};
+  }
+  values[name] = *v;
+  return *v;
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
+                                        int index) {
+  Location loc = nodeLoc(node, index);
+  NodeImporter importer(node, opset, builder, loc, values, modelDir);
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return importer.error() << "operator domain '" << node.domain()
+                            << "' is not supported; rp imports the default "
+                               "ONNX domain only";
+  for (const std::string &in : node.input())
+    if (!in.empty() && !values.count(in)) {
+      lookupInitializer(in);
+      if (initializerFailed)
+        return failure();
+    }
+  auto it = handlers.find(node.op_type());
+  if (it == handlers.end())
+    return importer.error() << "operator " << node.op_type()
+                            << " is not supported by rp-import";
+  return it->second(importer);
+}
+
+OwningOpRef<ModuleOp> GraphImporter::run() {
+  registerElementwiseHandlers(handlers);
+  registerShapeHandlers(handlers);
+  registerNNHandlers(handlers);
+  for (const auto &t : graph.initializer())
+    initializers[t.name()] = &t;
+  if (graph.sparse_initializer_size())
+    return emitError(FileLineColLoc::get(context, path, 0, 0))
+               << "sparse initializers are not supported",
+           nullptr;
+
+  SmallVector<std::string> argNames;
+  SmallVector<Type> argTypes;
+  for (const auto &in : graph.input()) {
+    if (initializers.count(in.name()))
+      continue; // an initializer listed as an input by older exporters
+    auto type = inputType(in);
+    if (failed(type))
+      return nullptr;
+    argNames.push_back(in.name());
+    argTypes.push_back(*type);
+  }
+
+  Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(builder, fileLoc, "main",
+                                   builder.getFunctionType(argTypes, {}));
+  entry = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    values[name] = entry->getArgument(i);
+    func.setArgAttr(i, "rp.name", builder.getStringAttr(name));
+  }
+  builder.setInsertionPointToEnd(entry);
+
+  for (auto [i, node] : llvm::enumerate(graph.node()))
+    if (failed(importNode(node, i)))
+      return nullptr;
+
+  SmallVector<Value> results;
+  for (const auto &out : graph.output()) {
+    Value v = values.lookup(out.name());
+    if (!v)
+      v = lookupInitializer(out.name());
+    if (!v)
+      return emitError(fileLoc) << "graph output '" << out.name()
+                                << "' is not produced by any node",
+             nullptr;
+    results.push_back(v);
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  for (auto [i, out] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, "rp.name", builder.getStringAttr(out.name()));
+  if (weights && failed(weights->commit(fileLoc)))
+    return nullptr;
+  return module;
+}
+
+OwningOpRef<ModuleOp> mlir::rp::importONNXModel(
+    StringRef path, MLIRContext *context, const ONNXImportOptions &options) {
+  context->loadDialect<RPDialect, func::FuncDialect>();
+  Location loc = FileLineColLoc::get(context, path, 0, 0);
+  std::ifstream in(path.str(), std::ios::binary);
+  if (!in)
+    return emitError(loc) << "cannot open '" << path << "'", nullptr;
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in) || !model.has_graph() ||
+      model.opset_import_size() == 0)
+    return emitError(loc) << "'" << path
+                          << "' is not a valid ONNX model (truncated, or not "
+                             "an ONNX file); re-export it with "
+                             "torch.onnx.export or check the download",
+           nullptr;
+  int64_t opset = -1;
+  for (const auto &op : model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx")
+      opset = op.version();
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return emitError(loc) << "opset " << opset
+                          << " is not supported: rp imports opsets "
+                          << kMinOpset << " to " << kMaxOpset
+                          << " (ONNX 1.12); re-export with opset_version "
+                             "between 13 and 17",
+           nullptr;
+  return GraphImporter(model, path, opset, context, options).run();
+}

@@ -1,0 +1,255 @@
+//===- NodeImporter.cpp - per-node import helpers -------------------------===//
+
+#include "NodeImporter.h"
+
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+using namespace mlir::rp::onnx_import;
+
+Type onnx_import::convertElementType(int32_t onnxType, MLIRContext *context) {
+  Builder b(context);
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
+    return b.getF32Type();
+  case onnx::TensorProto::FLOAT16:
+    return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case onnx::TensorProto::DOUBLE:
+    return b.getF64Type();
+  case onnx::TensorProto::INT64:
+    return b.getI64Type();
+  case onnx::TensorProto::INT32:
+    return b.getI32Type();
+  case onnx::TensorProto::BOOL:
+    return b.getI1Type();
+  default:
+    return {};
+  }
+}
+
+std::string onnx_import::elementTypeName(int32_t onnxType) {
+  if (onnx::TensorProto::DataType_IsValid(onnxType))
+    return onnx::TensorProto::DataType_Name(
+        static_cast<onnx::TensorProto::DataType>(onnxType));
+  return "type #" + std::to_string(onnxType);
+}
+
+FailureOr<std::string>
+onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
+                             StringRef modelDir, Location loc) {
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &kv : tensor.external_data()) {
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::stoll(kv.value());
+      else if (kv.key() == "length")
+        length = std::stoll(kv.value());
+    }
+    SmallString<256> path(modelDir);
+    llvm::sys::path::append(path, location);
+    auto file = llvm::MemoryBuffer::getFileSlice(
+        path, length < 0 ? 0 : length, offset, /*IsVolatile=*/false);
+    if (!file || length < 0)
+      return emitError(loc) << "cannot read external data of tensor '"
+                            << tensor.name() << "' from '" << path << "'"
+                            << (file ? ": no length given"
+                                     : ": " + file.getError().message());
+    return std::string((*file)->getBuffer());
+  }
+  if (tensor.has_raw_data())
+    return tensor.raw_data();
+  std::string out;
+  auto append = [&](const auto &field, auto cast) {
+    for (auto v : field) {
+      auto x = cast(v);
+      out.append(reinterpret_cast<const char *>(&x), sizeof(x));
+    }
+  };
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    append(tensor.float_data(), [](float v) { return v; });
+    break;
+  case onnx::TensorProto::DOUBLE:
+    append(tensor.double_data(), [](double v) { return v; });
+    break;
+  case onnx::TensorProto::INT64:
+    append(tensor.int64_data(), [](int64_t v) { return v; });
+    break;
+  case onnx::TensorProto::INT32:
+    append(tensor.int32_data(), [](int32_t v) { return v; });
+    break;
+  case onnx::TensorProto::BOOL:
+    append(tensor.int32_data(), [](int32_t v) { return uint8_t(v != 0); });
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    // 16-bit floats travel as their bit patterns in int32_data.
+    append(tensor.int32_data(), [](int32_t v) { return uint16_t(v); });
+    break;
+  default:
+    break;
+  }
+  return out;
+}
+
+LogicalResult onnx_import::checkTensorSize(const onnx::TensorProto &tensor,
+                                           StringRef bytes,
+                                           RankedTensorType type,
+                                           Location loc) {
+  int64_t need = type.getNumElements() * getElementSizeInBytes(type);
+  if (static_cast<int64_t>(bytes.size()) != need)
+    return emitError(loc) << "tensor '" << tensor.name() << "' holds "
+                          << bytes.size() << " bytes but its shape and type "
+                          << type << " need " << need;
+  return success();
+}
+
+FailureOr<DenseElementsAttr>
+onnx_import::readTensor(const onnx::TensorProto &tensor, RankedTensorType type,
+                        StringRef modelDir, Location loc) {
+  int64_t n = type.getNumElements();
+  auto bytes = readTensorBytes(tensor, modelDir, loc);
+  if (failed(bytes) || failed(checkTensorSize(tensor, *bytes, type, loc)))
+    return failure();
+  if (type.getElementType().isInteger(1)) {
+    SmallVector<bool> bits;
+    for (char c : *bytes)
+      bits.push_back(c != 0);
+    return DenseElementsAttr::get(type, bits);
+  }
+  return DenseElementsAttr::getFromRawBuffer(
+      type, ArrayRef<char>(bytes->data(), bytes->size()));
+}
+
+//===----------------------------------------------------------------------===//
+// NodeImporter
+//===----------------------------------------------------------------------===//
+
+InFlightDiagnostic NodeImporter::error() {
+  return emitError(loc) << node.op_type() << " node '"
+                        << (node.name().empty() ? node.output(0) : node.name())
+                        << "' (opset " << opset << "): ";
+}
+
+Value NodeImporter::input(int i) {
+  if (!hasInput(i)) {
+    (void)(error() << "input #" << i << " is missing");
+    return {};
+  }
+  auto it = values.find(node.input(i));
+  if (it == values.end()) {
+    (void)(error() << "input '" << node.input(i)
+                   << "' is not produced by any earlier node, input or "
+                      "initializer");
+    return {};
+  }
+  return it->second;
+}
+
+FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i,
+                                                         StringRef what) {
+  Value v = input(i);
+  if (!v)
+    return failure();
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)))
+    return error() << "input '" << node.input(i) << "' (" << what
+                   << ") must be a constant once shapes are static, but it "
+                      "is computed at run time";
+  return attr;
+}
+
+FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(int i,
+                                                           StringRef what) {
+  auto attr = constantInput(i, what);
+  if (failed(attr))
+    return failure();
+  if (!attr->getElementType().isInteger(64) &&
+      !attr->getElementType().isInteger(32))
+    return error() << "input '" << node.input(i) << "' (" << what
+                   << ") must hold integers";
+  SmallVector<int64_t> out;
+  for (const APInt &v : attr->getValues<APInt>())
+    out.push_back(v.getSExtValue());
+  return out;
+}
+
+void NodeImporter::setOutput(int i, Value v) {
+  if (hasOutput(i))
+    values[node.output(i)] = v;
+}
+
+LogicalResult NodeImporter::onlyFirstOutput() {
+  for (int i = 1; i < node.output_size(); ++i)
+    if (hasOutput(i))
+      return error() << "output #" << i << " ('" << node.output(i)
+                     << "') is not supported; only the first output is";
+  return success();
+}
+
+const onnx::AttributeProto *NodeImporter::attr(StringRef name) const {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeImporter::intAttr(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+
+float NodeImporter::floatAttr(StringRef name, float dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+
+std::optional<SmallVector<int64_t>>
+NodeImporter::intsAttr(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+std::string NodeImporter::stringAttr(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+
+FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank,
+                                               StringRef what) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    return error() << what << " " << axis << " is out of range for rank "
+                   << rank;
+  return a;
+}
+
+Value NodeImporter::i64Constant(ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                    builder.getI64Type());
+  return constant(DenseElementsAttr::get(type, values));
+}
+
+Value NodeImporter::reshape(Value v, ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return create<ReshapeOp>(RankedTensorType::get(shape, type.getElementType()),
+                           v);
+}
+
+Value NodeImporter::castTo(Value v, Type elementType) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getElementType() == elementType)
+    return v;
+  return create<CastOp>(type.clone(elementType), v);
+}

@@ -1,0 +1,123 @@
+//===- NodeImporter.h - per-node import state and handlers ------*- C++ -*-===//
+//
+// Private to the ONNX importer. A handler turns one ONNX node into rp ops
+// through a NodeImporter, which gives typed access to inputs, constant
+// inputs and attributes, and reports errors that name the node.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_LIB_IMPORT_ONNX_NODEIMPORTER_H
+#define RP_LIB_IMPORT_ONNX_NODEIMPORTER_H
+
+#include "rp/Dialect/RP/RPOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <optional>
+
+namespace mlir::rp::onnx_import {
+
+/// Maps an ONNX element type to the rp element type, or null when rp does
+/// not support it.
+Type convertElementType(int32_t onnxType, MLIRContext *context);
+
+/// The name of an ONNX element type for messages (FLOAT, UINT8, ...).
+std::string elementTypeName(int32_t onnxType);
+
+/// The raw little-endian bytes of a tensor (one byte per bool), wherever
+/// the model keeps them: raw data, typed fields, or an external data file
+/// relative to `modelDir`.
+FailureOr<std::string> readTensorBytes(const onnx::TensorProto &tensor,
+                                       StringRef modelDir, Location loc);
+
+/// Fails with an error unless `bytes` is exactly the size `type` needs.
+LogicalResult checkTensorSize(const onnx::TensorProto &tensor, StringRef bytes,
+                              RankedTensorType type, Location loc);
+
+/// Reads the data of a tensor held in the model (raw, typed fields or
+/// external data relative to `modelDir`) into a dense attribute of `type`.
+FailureOr<DenseElementsAttr> readTensor(const onnx::TensorProto &tensor,
+                                        RankedTensorType type,
+                                        StringRef modelDir, Location loc);
+
+class NodeImporter {
+public:
+  NodeImporter(const onnx::NodeProto &node, int64_t opset, OpBuilder &builder,
+               Location loc, llvm::StringMap<Value> &values, StringRef modelDir)
+      : node(node), opset(opset), builder(builder), loc(loc), values(values),
+        modelDir(modelDir) {}
+
+  const onnx::NodeProto &node;
+  int64_t opset;
+  OpBuilder &builder;
+  Location loc;
+
+  /// An error naming the node, its op type and the opset.
+  InFlightDiagnostic error();
+
+  int numInputs() const { return node.input_size(); }
+  /// True when input `i` is given (ONNX marks skipped optional inputs "").
+  bool hasInput(int i) const {
+    return i < node.input_size() && !node.input(i).empty();
+  }
+  /// The value of input `i`; null (after an error) when it is missing.
+  Value input(int i);
+  /// The constant value of input `i` after folding, or an error saying the
+  /// input must be constant (`what` names its role, e.g. "shape").
+  FailureOr<DenseElementsAttr> constantInput(int i, StringRef what);
+  /// Integer values of constant input `i`.
+  FailureOr<SmallVector<int64_t>> constantInts(int i, StringRef what);
+
+  bool hasOutput(int i) const {
+    return i < node.output_size() && !node.output(i).empty();
+  }
+  void setOutput(int i, Value v);
+  /// Fails with an error when an output other than the first is requested
+  /// (for example the mask of Dropout or the statistics of
+  /// LayerNormalization), which rp does not produce.
+  LogicalResult onlyFirstOutput();
+
+  const onnx::AttributeProto *attr(StringRef name) const;
+  int64_t intAttr(StringRef name, int64_t dflt) const;
+  float floatAttr(StringRef name, float dflt) const;
+  std::optional<SmallVector<int64_t>> intsAttr(StringRef name) const;
+  std::string stringAttr(StringRef name, StringRef dflt) const;
+
+  /// Normalizes a possibly negative axis against `rank`; errors when out of
+  /// range.
+  FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
+                                   StringRef what = "axis");
+
+  /// Folds as it builds so that shape arithmetic becomes constants.
+  template <typename OpTy, typename... Args>
+  Value create(Args &&...args) {
+    return builder.createOrFold<OpTy>(loc, std::forward<Args>(args)...);
+  }
+  Value constant(DenseElementsAttr value) {
+    return ConstantOp::create(builder, loc, value);
+  }
+  Value i64Constant(ArrayRef<int64_t> values);
+  Value reshape(Value v, ArrayRef<int64_t> shape);
+  /// Casts `v` to the element type `type` (no-op when equal).
+  Value castTo(Value v, Type elementType);
+
+private:
+  llvm::StringMap<Value> &values;
+  StringRef modelDir;
+};
+
+using Handler = std::function<LogicalResult(NodeImporter &)>;
+
+/// Adds the handlers of one family to `table`, keyed by op type.
+void registerElementwiseHandlers(llvm::StringMap<Handler> &table);
+void registerShapeHandlers(llvm::StringMap<Handler> &table);
+void registerNNHandlers(llvm::StringMap<Handler> &table);
+
+} // namespace mlir::rp::onnx_import
+
+#endif // RP_LIB_IMPORT_ONNX_NODEIMPORTER_H

@@ -1,0 +1,65 @@
+//===- WeightsWriter.cpp - the weights file of inline initializers --------===//
+
+#include "WeightsWriter.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace mlir::rp::onnx_import;
+
+/// Alignment of every tensor in the file, so that a runtime can map it and
+/// hand out vector-aligned pointers.
+static constexpr int64_t kAlignment = 64;
+
+std::string mlir::rp::onnx_import::relativePath(StringRef file, StringRef dir) {
+  SmallString<256> absFile(file), absDir(dir.empty() ? "." : dir);
+  llvm::sys::fs::make_absolute(absFile);
+  llvm::sys::fs::make_absolute(absDir);
+  llvm::sys::path::remove_dots(absFile, /*remove_dot_dot=*/true);
+  llvm::sys::path::remove_dots(absDir, /*remove_dot_dot=*/true);
+  StringRef rest = absFile;
+  if (rest.consume_front(absDir) && rest.consume_front("/"))
+    return rest.str();
+  return absFile.str().str();
+}
+
+WeightsWriter::~WeightsWriter() {
+  if (!committed && !tempPath.empty()) {
+    os.reset();
+    llvm::sys::fs::remove(tempPath);
+  }
+}
+
+LogicalResult WeightsWriter::open(Location loc) {
+  SmallString<256> model(path);
+  llvm::sys::path::replace_extension(model, "");
+  int fd;
+  if (auto ec = llvm::sys::fs::createUniqueFile(model + ".%%%%%%.tmp", fd,
+                                                tempPath))
+    return emitError(loc) << "cannot create the weights file beside '" << path
+                          << "': " << ec.message();
+  os = std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/true);
+  return success();
+}
+
+int64_t WeightsWriter::append(StringRef bytes) {
+  int64_t pad = (kAlignment - size % kAlignment) % kAlignment;
+  os->write_zeros(pad);
+  int64_t offset = size + pad;
+  os->write(bytes.data(), bytes.size());
+  size = offset + static_cast<int64_t>(bytes.size());
+  return offset;
+}
+
+LogicalResult WeightsWriter::commit(Location loc) {
+  os->close();
+  if (os->has_error())
+    return emitError(loc) << "cannot write the weights file '" << path
+                          << "': " << os->error().message();
+  if (auto ec = llvm::sys::fs::rename(tempPath, path))
+    return emitError(loc) << "cannot move the weights file into place at '"
+                          << path << "': " << ec.message();
+  committed = true;
+  return success();
+}

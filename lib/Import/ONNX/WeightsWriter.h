@@ -1,0 +1,46 @@
+//===- WeightsWriter.h - the weights file of inline initializers -*- C++ -*-===//
+//
+// Private to the ONNX importer. Inline initializers are appended to one file
+// beside the .mlir; rp.param ops reference (file, offset). The file appears
+// atomically: it is written under a temporary name and renamed on commit, so
+// a failed import never leaves a half-written weights file behind.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_LIB_IMPORT_ONNX_WEIGHTSWRITER_H
+#define RP_LIB_IMPORT_ONNX_WEIGHTSWRITER_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <memory>
+
+namespace mlir::rp::onnx_import {
+
+/// `file` relative to `dir` when it lies inside it, else its absolute path.
+std::string relativePath(StringRef file, StringRef dir);
+
+class WeightsWriter {
+public:
+  explicit WeightsWriter(StringRef path) : path(path) {}
+  ~WeightsWriter();
+
+  LogicalResult open(Location loc);
+  /// Appends `bytes` at the next 64-byte boundary; returns their offset.
+  int64_t append(StringRef bytes);
+  /// Renames the temporary file to `path`.
+  LogicalResult commit(Location loc);
+
+private:
+  std::string path;
+  llvm::SmallString<256> tempPath;
+  std::unique_ptr<llvm::raw_fd_ostream> os;
+  int64_t size = 0;
+  bool committed = false;
+};
+
+} // namespace mlir::rp::onnx_import
+
+#endif // RP_LIB_IMPORT_ONNX_WEIGHTSWRITER_H

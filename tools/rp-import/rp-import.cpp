@@ -1,0 +1,70 @@
+//===- rp-import.cpp - ONNX model to rp graph -----------------------------===//
+//
+// rp-import MODEL.onnx -o OUT.mlir [--shape NAME=2x2048] [--frozen REGEX]
+//
+// Imports, folds the shape arithmetic (canonicalize), groups layers and
+// verifies the graph. Exit codes: 0 ok, 1 bad input, 2 internal error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Import/ONNX/Importer.h"
+#include "rp/Import/ONNX/ImportPipeline.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.onnx>"));
+static cl::opt<std::string> outputPath("o", cl::desc("output .mlir ('-' is "
+                                                     "stdout)"),
+                                       cl::value_desc("file"), cl::init("-"));
+static cl::opt<bool> printLayers(
+    "print-layers",
+    cl::desc("print the layers found, with op and parameter counts"));
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  rp::ImportCLOptions importOptions;
+  cl::ParseCommandLineOptions(argc, argv, "rp ONNX importer\n");
+
+  MLIRContext context;
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+
+  auto options = importOptions.get(inputPath, outputPath, &context);
+  if (failed(options))
+    return 1;
+  OwningOpRef<ModuleOp> module =
+      rp::importAndPrepare(inputPath, &context, *options);
+  if (!module)
+    return 1;
+  if (printLayers)
+    rp::printLayerSummary(*module, llvm::outs());
+
+  if (outputPath == "-" && printLayers)
+    return 0;
+  // Written under a temporary name and renamed, so a reader never sees a
+  // half-written file.
+  llvm::Error err = llvm::writeToOutput(outputPath, [&](raw_ostream &os) {
+    module->print(os);
+    os << "\n";
+    return llvm::Error::success();
+  });
+  if (err) {
+    llvm::errs() << "rp-import: cannot write '" << outputPath
+                 << "': " << llvm::toString(std::move(err)) << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -10,13 +10,22 @@ from lit.llvm.subst import ToolSubst
 
 config.name = "RP"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir", ".onnxtext", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.rp_obj_root, "test")
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+                   "make_models.py", "onnxtext.py"]
 
 config.substitutions.append(("%PYTHON", config.python_executable))
 config.substitutions.append(("%rp_src_root", config.rp_src_root))
+config.substitutions.append(("%models", config.rp_test_models))
+# %make-onnx turns the running .onnxtext test into %t.onnx; it expands to
+# text holding %s and %t, hence the second round of expansion.
+config.recursiveExpansionLimit = 3
+config.substitutions.append(
+    ("%make-onnx", f"{config.python_executable} "
+     f"{os.path.join(config.rp_src_root, 'test/Import/ONNX/onnxtext.py')} %s %t.onnx")
+)
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
@@ -26,7 +35,7 @@ llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.rp_src_root, "python"), append_path=True
 )
 
-tools = ["rp-opt"]
+tools = ["rp-opt", "rp-import"]
 llvm_config.add_tool_substitutions(tools, [config.rp_tools_dir, config.llvm_tools_dir])
 
 # RP_CHECK_ROUNDTRIP=1 makes every rp-opt run also check that its output

@@ -1,18 +1,73 @@
 //===- rp-opt.cpp - rp optimizer driver -----------------------------------===//
 //
-// Parses rp modules, runs rp passes and pipelines, prints the result.
+// Parses rp modules, runs rp passes and pipelines, prints the result. An
+// input ending in `.onnx` is imported first, exactly as rp-import would
+// (same flags, same post-import passes), so `rp-opt model.onnx --pass`
+// works without an intermediate file.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/InitAllPasses.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+/// Imports an ONNX model and returns its IR as the buffer MlirOptMain reads.
+static std::unique_ptr<llvm::MemoryBuffer>
+importToBuffer(StringRef input, StringRef output,
+               const rp::ImportCLOptions &cl) {
+  MLIRContext context;
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  auto options = cl.get(input, output, &context);
+  if (failed(options))
+    return nullptr;
+  OwningOpRef<ModuleOp> module = rp::importAndPrepare(input, &context, *options);
+  if (!module)
+    return nullptr;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  return llvm::MemoryBuffer::getMemBufferCopy(text, input);
+}
 
 int main(int argc, char **argv) {
-  mlir::rp::registerAllPasses();
-  mlir::DialectRegistry registry;
-  mlir::rp::registerAllDialects(registry);
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "rp optimizer driver\n", registry));
+  rp::registerAllPasses();
+  DialectRegistry registry;
+  rp::registerAllDialects(registry);
+  rp::ImportCLOptions importOptions;
+  auto [input, output] = registerAndParseCLIOptions(
+      argc, argv, "rp optimizer driver\n", registry);
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  std::string error;
+  if (StringRef(input).ends_with(".onnx")) {
+    buffer = importToBuffer(input, output, importOptions);
+    if (!buffer)
+      return 1;
+  } else {
+    buffer = openInputFile(input, &error);
+    if (!buffer) {
+      llvm::errs() << "rp-opt: " << error << "\n";
+      return 1;
+    }
+  }
+  auto out = openOutputFile(output, &error);
+  if (!out) {
+    llvm::errs() << "rp-opt: " << error << "\n";
+    return 1;
+  }
+  if (failed(MlirOptMain(out->os(), std::move(buffer), registry, config)))
+    return 1;
+  out->keep();
+  return 0;
 }

@@ -1,38 +1,42 @@
 #!/usr/bin/env bash
 # Sets everything up, builds rp, and runs the main job on the bundled default
-# model (examples/tiny_gpt): today, the compiler pipeline that exists —
-# verify the graph, canonicalize, and show what is left. Each issue extends
-# this until it trains the model and predicts its speed on 8 GPUs.
+# model (examples/tiny_gpt, a GPT exported by torch.onnx). Today that is the
+# compiler front end: import the ONNX file into the rp graph, group it into
+# layers, fold the shape arithmetic, verify, and show the result. Each issue
+# extends this until it trains the model and predicts its speed on 8 GPUs.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 bash scripts/setup.sh
-bash scripts/build.sh rp-opt
+bash scripts/build.sh rp-import rp-opt
 
-model=examples/tiny_gpt/model.mlir
+model=examples/tiny_gpt/model.onnx
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 echo
-echo "== rp demo: $model (2-layer GPT, d=32, vocabulary 64, microbatch 2x16)"
-params=$(grep -c 'rp.param' "$model")
-bytes=$(stat -c %s examples/tiny_gpt/weights.bin)
-echo "   $params parameters in weights.bin ($bytes bytes, referenced, never copied into the IR)"
+echo "== rp demo: $model (GPT-2-style, 2 blocks, width 32, vocabulary 64, microbatch 2x16)"
+nodes=$(.venv/bin/python -c "import onnx,sys; m=onnx.load(sys.argv[1]); print(len(m.graph.node))" "$model")
+echo "   the ONNX export has $nodes nodes"
 
 echo
-echo "== rp-opt --rp-verify-graph --canonicalize --cse"
-build/bin/rp-opt "$model" --rp-verify-graph --canonicalize --cse \
-  --print-op-stats -o "$out/model.opt.mlir" 2>"$out/stats.txt"
-before=$(grep -cE '= rp\.[a-z_]+ ' "$model")
-after=$(grep -cE '= rp\.[a-z_]+ ' "$out/model.opt.mlir")
-echo "   graph verified; $before ops before, $after after canonicalization"
-sed -n '/rp\./p' "$out/stats.txt" | sed 's/^ */   /'
+echo "== rp-import $model -o model.mlir --print-layers"
+start=$(date +%s%N)
+build/bin/rp-import "$model" -o "$out/model.mlir" --print-layers | sed 's/^/   /'
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+ops=$(grep -cE '= rp\.[a-z_]+ ' "$out/model.mlir")
+echo "   imported in $ms ms: $ops rp ops; weights in $(basename "$out"/model.weights.bin)" \
+     "($(stat -c %s "$out/model.weights.bin") bytes, referenced by file and offset)"
+echo "   op histogram:"
+grep -oE '= rp\.[a-z_]+' "$out/model.mlir" | sed 's/= //' | sort | uniq -c | sort -rn |
+  awk '{printf "     %-16s %s\n", $2, $1}'
 
 echo
-echo "== layers (the units pipeline stages are cut from)"
-grep -oE 'rp.layer "[^"]+"' "$out/model.opt.mlir" | sed 's/rp.layer /   /'
+echo "== rp-opt model.mlir --rp-verify-graph --canonicalize --cse (round trip through the text form)"
+build/bin/rp-opt "$out/model.mlir" --rp-verify-graph --canonicalize --cse -o "$out/model.opt.mlir"
+echo "   verified; $(grep -cE '= rp\.[a-z_]+ ' "$out/model.opt.mlir") ops after another canonicalization"
 
 echo
-echo "== one transformer block after canonicalization"
-awk '/rp.layer "h.0"/,/rp.yield/' "$out/model.opt.mlir" | cut -c1-150
+echo "== the first transformer block (layer h.0), as the passes see it"
+awk '/rp.layer "h.0"/,/rp.yield/' "$out/model.opt.mlir" | cut -c1-140 | sed 's/^/ /'

@@ -415,6 +415,48 @@ void CastOp::getCanonicalizationPatterns(RewritePatternSet &results,
 }
 
 //===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// matmul(a, transpose(b)) with a transpose of the last two dimensions only
+/// -> matmul(a, b) with the transpose flag toggled: exporters transpose
+/// every [out, in] weight, and the kernels read either layout.
+struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  static Value swappedInput(Value v) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return {};
+    ArrayRef<int64_t> perm = t.getPermutation();
+    int64_t rank = perm.size();
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t expected = d < rank - 2 ? d : (d == rank - 2 ? rank - 1 : rank - 2);
+      if (perm[d] != expected)
+        return {};
+    }
+    return t.getInput();
+  }
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value lhs = swappedInput(op.getLhs()), rhs = swappedInput(op.getRhs());
+    if (!lhs && !rhs)
+      return failure();
+    rewriter.replaceOpWithNewOp<MatmulOp>(
+        op, op.getType(), lhs ? lhs : op.getLhs(), rhs ? rhs : op.getRhs(),
+        lhs ? !op.getTransposeA() : op.getTransposeA(),
+        rhs ? !op.getTransposeB() : op.getTransposeB());
+    return success();
+  }
+};
+} // namespace
+
+void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                           MLIRContext *context) {
+  results.add<FoldTransposeIntoMatmul>(context);
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 

@@ -56,6 +56,16 @@ OwningOpRef<ModuleOp> mlir::rp::importAndPrepare(
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
+  // Decomposed norms, activations and attention become one op each, so the
+  // runtime runs one kernel and autodiff applies one rule. Layer norm goes
+  // first: its core would otherwise also read as an RMS norm.
+  pm.addPass(createFuseLayerNormPass());
+  pm.addPass(createFuseRmsNormPass());
+  pm.addPass(createFuseGeluPass());
+  pm.addPass(createFuseSiluPass());
+  pm.addPass(createFuseAttentionPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
   pm.addPass(createGroupLayersPass());
   pm.addPass(createVerifyGraphPass());
   if (failed(pm.run(*module)))

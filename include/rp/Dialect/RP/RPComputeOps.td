@@ -399,6 +399,7 @@ def RP_MatmulOp : RP_PureOp<"matmul",
                    CArg<"bool", "false">:$transposeB)>
   ];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def RP_ReduceOp : RP_PureOp<"reduce",

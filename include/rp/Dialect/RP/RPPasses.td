@@ -77,4 +77,106 @@ def GroupLayersPass : Pass<"rp-group-layers", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::rp::RPDialect"];
 }
 
+def FuseLayerNormPass : Pass<"rp-fuse-layer-norm"> {
+  let summary = "rewrites decomposed layer norms into rp.layer_norm";
+  let description = [{
+    Exporters before opset 17 write layer norm out. This pass finds
+    `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)` over trailing
+    dimensions, with the elementwise scale and bias that follow it when they
+    have the normalized shape, and replaces it with one `rp.layer_norm`.
+
+    ```mlir
+    %m = rp.reduce mean %x dims = [2] keep_dims : ...
+    %d = rp.sub %x, %m : ...
+    %p = rp.pow %d, %two : ...
+    %v = rp.reduce mean %p dims = [2] keep_dims : ...
+    %e = rp.add %v, %eps : ...
+    %s = rp.sqrt %e : ...
+    %n = rp.div %d, %s : ...
+    %y = rp.mul %n, %gamma : ...
+    %z = rp.add %y, %beta : ...
+    // becomes
+    %z = rp.layer_norm %x scale(%gamma) bias(%beta) axis = 2 epsilon = ...
+    ```
+  }];
+}
+
+def FuseRmsNormPass : Pass<"rp-fuse-rms-norm"> {
+  let summary = "rewrites decomposed RMS norms into rp.rms_norm";
+  let description = [{
+    Finds `x / sqrt(mean(x^2) + eps)` (or `x * (1 / sqrt(...))`) over
+    trailing dimensions, with the scale that follows it, as Llama and Qwen
+    exports write RMSNorm, and replaces it with one `rp.rms_norm`.
+
+    ```mlir
+    %p = rp.pow %x, %two : ...
+    %v = rp.reduce mean %p dims = [2] keep_dims : ...
+    %e = rp.add %v, %eps : ...
+    %s = rp.sqrt %e : ...
+    %n = rp.div %x, %s : ...
+    %y = rp.mul %n, %w : ...
+    // becomes
+    %y = rp.rms_norm %x scale(%w) axis = 2 epsilon = ...
+    ```
+  }];
+}
+
+def FuseGeluPass : Pass<"rp-fuse-gelu"> {
+  let summary = "rewrites elementwise GELU formulas into rp.gelu";
+  let description = [{
+    Finds `0.5 * x * (1 + erf(x / sqrt(2)))` (exact GELU) and
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))` (its tanh
+    approximation) in any association order and replaces each with
+    `rp.gelu` (`approximate = tanh` for the second).
+
+    ```mlir
+    %a = rp.div %x, %sqrt2 : ...
+    %b = rp.erf %a : ...
+    %c = rp.add %b, %one : ...
+    %d = rp.mul %x, %c : ...
+    %y = rp.mul %d, %half : ...
+    // becomes
+    %y = rp.gelu %x : ...
+    ```
+  }];
+}
+
+def FuseSiluPass : Pass<"rp-fuse-silu"> {
+  let summary = "rewrites x * sigmoid(x) into rp.silu";
+  let description = [{
+    ```mlir
+    %s = rp.sigmoid %x : tensor<2x8xf32>
+    %y = rp.mul %x, %s : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+    // becomes
+    %y = rp.silu %x : tensor<2x8xf32>
+    ```
+  }];
+}
+
+def FuseAttentionPass : Pass<"rp-fuse-attention"> {
+  let summary = "rewrites softmax(Q K^T * s + mask) V into rp.attention";
+  let description = [{
+    Finds scaled dot-product attention written out and replaces it with
+    `rp.attention`, which devices run fused with memory linear in the
+    sequence length. It takes the scale on Q or on the scores (a multiply or
+    a divide by a constant), K^T as a transpose or a transposed matmul, a
+    mask as `where(masked, -big, scores)`, `where(kept, scores, -big)` or an
+    added float tensor (a constant 0 / -big mask becomes an i1 mask, and a
+    causal one the `causal` flag), `[batch*heads, seq, dim]` tensors, and
+    key/value heads repeated for grouped-query attention (the repeat is
+    dropped).
+
+    ```mlir
+    %kt = rp.transpose %k permutation = [0, 1, 3, 2] : ...
+    %s = rp.matmul %q, %kt : ...
+    %s2 = rp.mul %s, %scale : ...
+    %s3 = rp.where %upper, %ninf, %s2 : ...
+    %p = rp.softmax %s3 dim = 3 : ...
+    %o = rp.matmul %p, %v : ...
+    // becomes
+    %o = rp.attention %q, %k, %v causal : ...
+    ```
+  }];
+}
+
 #endif // RP_DIALECT_RP_RPPASSES_TD

@@ -391,3 +391,25 @@ func.func @DontFoldSqrtOfValue(%x: tensor<f32>) -> tensor<f32> {
   %0 = rp.sqrt %x : tensor<f32>
   return %0 : tensor<f32>
 }
+
+// An [out, in] weight transposed for a matmul feeds it through the flag.
+// CHECK-LABEL: func.func @FoldTransposeIntoMatmul
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<2x8x16xf32>, %[[W:[^:]+]]: tensor<32x16xf32>, %[[K:[^:]+]]: tensor<2x4x8x16xf32>)
+// CHECK-NEXT: rp.matmul %[[X]], %[[W]] transpose_b : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+// CHECK-NEXT: rp.matmul %[[K]], %[[K]] transpose_a : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+func.func @FoldTransposeIntoMatmul(%x: tensor<2x8x16xf32>, %w: tensor<32x16xf32>, %k: tensor<2x4x8x16xf32>) -> (tensor<2x8x32xf32>, tensor<2x4x16x16xf32>) {
+  %wt = rp.transpose %w permutation = [1, 0] : tensor<32x16xf32> -> tensor<16x32xf32>
+  %0 = rp.matmul %x, %wt : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
+  %kt = rp.transpose %k permutation = [0, 1, 3, 2] : tensor<2x4x8x16xf32> -> tensor<2x4x16x8xf32>
+  %1 = rp.matmul %kt, %k : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  return %0, %1 : tensor<2x8x32xf32>, tensor<2x4x16x16xf32>
+}
+
+// A transpose that also moves batch dimensions is not a flag.
+// CHECK-LABEL: func.func @DontFoldBatchTransposeIntoMatmul
+// CHECK: rp.transpose
+func.func @DontFoldBatchTransposeIntoMatmul(%q: tensor<2x4x8x16xf32>, %k: tensor<2x8x4x16xf32>) -> tensor<2x4x8x8xf32> {
+  %kt = rp.transpose %k permutation = [0, 2, 3, 1] : tensor<2x8x4x16xf32> -> tensor<2x4x16x8xf32>
+  %0 = rp.matmul %q, %kt : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}

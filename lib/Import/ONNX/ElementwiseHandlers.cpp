@@ -16,6 +16,9 @@ static LogicalResult binary(NodeImporter &n) {
   Value lhs = n.input(0), rhs = n.input(1);
   if (!lhs || !rhs)
     return failure();
+  if (std::is_same_v<OpTy, PowOp> && !isa<FloatType>(getElementTypeOrSelf(lhs)))
+    return n.error() << "Pow of " << getElementTypeOrSelf(lhs)
+                     << " tensors is not supported; rp raises floats only";
   // ONNX Pow allows an exponent of another type; rp does not promote.
   rhs = n.castTo(rhs, getElementTypeOrSelf(lhs));
   if (getElementTypeOrSelf(lhs) != getElementTypeOrSelf(rhs))

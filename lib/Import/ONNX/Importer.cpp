@@ -191,21 +191,14 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   int64_t bytes = n * getElementSizeInBytes(type);
   std::string file;
   int64_t offset = 0;
-  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t length = -1;
-    for (const auto &kv : tensor.external_data()) {
-      if (kv.key() == "location")
-        location = kv.value();
-      else if (kv.key() == "offset")
-        offset = std::stoll(kv.value());
-      else if (kv.key() == "length")
-        length = std::stoll(kv.value());
-    }
+  if (auto ext = externalDataOf(tensor)) {
+    offset = ext->offset;
+    int64_t length = ext->length;
     SmallString<256> dataPath(modelDir);
-    llvm::sys::path::append(dataPath, location);
+    llvm::sys::path::append(dataPath, ext->location);
     uint64_t size = 0;
-    if (location.empty() || llvm::sys::fs::file_size(dataPath, size))
+    if (ext->location.empty() || offset < 0 ||
+        llvm::sys::fs::file_size(dataPath, size))
       return emitError(loc) << "initializer '" << tensor.name()
                             << "' refers to external data file '" << dataPath
                             << "', which cannot be read";

@@ -40,24 +40,35 @@ std::string onnx_import::elementTypeName(int32_t onnxType) {
   return "type #" + std::to_string(onnxType);
 }
 
+std::optional<ExternalData>
+onnx_import::externalDataOf(const onnx::TensorProto &tensor) {
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+    return std::nullopt;
+  ExternalData ext;
+  for (const auto &kv : tensor.external_data()) {
+    // A malformed number reads as a bad offset or length, which the size
+    // checks then report with the tensor's name.
+    int64_t value = -1;
+    StringRef(kv.value()).getAsInteger(10, value);
+    if (kv.key() == "location")
+      ext.location = kv.value();
+    else if (kv.key() == "offset")
+      ext.offset = value;
+    else if (kv.key() == "length")
+      ext.length = value;
+  }
+  return ext;
+}
+
 FailureOr<std::string>
 onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
                              StringRef modelDir, Location loc) {
-  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto &kv : tensor.external_data()) {
-      if (kv.key() == "location")
-        location = kv.value();
-      else if (kv.key() == "offset")
-        offset = std::stoll(kv.value());
-      else if (kv.key() == "length")
-        length = std::stoll(kv.value());
-    }
+  if (auto ext = externalDataOf(tensor)) {
     SmallString<256> path(modelDir);
-    llvm::sys::path::append(path, location);
+    llvm::sys::path::append(path, ext->location);
+    int64_t length = ext->length;
     auto file = llvm::MemoryBuffer::getFileSlice(
-        path, length < 0 ? 0 : length, offset, /*IsVolatile=*/false);
+        path, length < 0 ? 0 : length, ext->offset, /*IsVolatile=*/false);
     if (!file || length < 0)
       return emitError(loc) << "cannot read external data of tensor '"
                             << tensor.name() << "' from '" << path << "'"

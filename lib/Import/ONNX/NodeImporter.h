@@ -29,6 +29,17 @@ Type convertElementType(int32_t onnxType, MLIRContext *context);
 /// The name of an ONNX element type for messages (FLOAT, UINT8, ...).
 std::string elementTypeName(int32_t onnxType);
 
+/// Where an externally stored tensor's bytes are: a file relative to the
+/// model's folder, an offset and a length (-1 when the model omits it).
+struct ExternalData {
+  std::string location;
+  int64_t offset = 0;
+  int64_t length = -1;
+};
+
+/// The external data entry of `tensor`, if its data is stored outside.
+std::optional<ExternalData> externalDataOf(const onnx::TensorProto &tensor);
+
 /// The raw little-endian bytes of a tensor (one byte per bool), wherever
 /// the model keeps them: raw data, typed fields, or an external data file
 /// relative to `modelDir`.

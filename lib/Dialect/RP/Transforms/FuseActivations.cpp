@@ -50,6 +50,23 @@ static Value matchHalfXTimes(Value t, Value x) {
   return {};
 }
 
+/// The shared tail of both GELU forms: `core` (erf or tanh of x) is used
+/// once, in `1 + core`, which is multiplied by 0.5 * x.
+static LogicalResult rewriteGeluTail(Operation *core, Value x,
+                                     GeluApproximation approximation,
+                                     PatternRewriter &rewriter) {
+  auto add = dyn_cast_or_null<AddOp>(singleUser(core->getResult(0)));
+  if (!add || !isSplatNear(otherOperand(add, core->getResult(0)), 1.0))
+    return failure();
+  Value result = matchHalfXTimes(add, x);
+  if (!result || result.getType() != x.getType())
+    return failure();
+  rewriter.setInsertionPoint(result.getDefiningOp());
+  rewriter.replaceOpWithNewOp<GeluOp>(result.getDefiningOp(), x,
+                                      approximation);
+  return success();
+}
+
 namespace {
 
 /// 0.5 * x * (1 + erf(x / sqrt(2))), also with x * (1 / sqrt(2)).
@@ -70,17 +87,7 @@ struct FuseErfGelu : OpRewritePattern<ErfOp> {
     }
     if (!scaled)
       return failure();
-    Value one, t;
-    auto add = dyn_cast_or_null<AddOp>(singleUser(erf));
-    if (!add || !isSplatNear(otherOperand(add, erf), 1.0))
-      return failure();
-    Value result = matchHalfXTimes(add, x);
-    if (!result || result.getType() != x.getType())
-      return failure();
-    rewriter.setInsertionPoint(result.getDefiningOp());
-    rewriter.replaceOpWithNewOp<GeluOp>(result.getDefiningOp(), x,
-                                        GeluApproximation::none);
-    return success();
+    return rewriteGeluTail(erf, x, GeluApproximation::none, rewriter);
   }
 };
 
@@ -105,16 +112,7 @@ struct FuseTanhGelu : OpRewritePattern<TanhOp> {
     };
     if (!matchEither<AddOp>(inner, x, cubic, isCubicTerm))
       return failure();
-    auto add = dyn_cast_or_null<AddOp>(singleUser(tanh));
-    if (!add || !isSplatNear(otherOperand(add, tanh), 1.0))
-      return failure();
-    Value result = matchHalfXTimes(add, x);
-    if (!result || result.getType() != x.getType())
-      return failure();
-    rewriter.setInsertionPoint(result.getDefiningOp());
-    rewriter.replaceOpWithNewOp<GeluOp>(result.getDefiningOp(), x,
-                                        GeluApproximation::tanh);
-    return success();
+    return rewriteGeluTail(tanh, x, GeluApproximation::tanh, rewriter);
   }
 };
 

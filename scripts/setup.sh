@@ -13,6 +13,7 @@ debs=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   # runtime and tests
   libopenblas-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
+  libflatbuffers-dev flatbuffers-compiler libcli11-dev
   # build
   cmake ninja-build ccache g++
   # python: tracer, reference checks, test models

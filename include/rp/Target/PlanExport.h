@@ -1,0 +1,39 @@
+//===- PlanExport.h - rp plans into .rpplan files ---------------*- C++ -*-===//
+//
+// The runtime contract: turns a module into the versioned plan file the
+// runtime loads (runtime/schema/plan.fbs). Today a plan is one device
+// running the model's layers in order, forward only: each layer becomes a
+// program of kernel calls over buffers, and one job per layer runs it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_TARGET_PLANEXPORT_H
+#define RP_TARGET_PLANEXPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::rp {
+
+struct PlanExportOptions {
+  /// The folder that param file paths in the IR are relative to (the
+  /// folder of the .mlir file).
+  std::string irDir = ".";
+  /// The folder the plan is written to: weight files are referenced
+  /// relative to it.
+  std::string planDir = ".";
+  /// What produced the plan, recorded for --describe.
+  std::string producer;
+};
+
+/// Serializes `module` (its `func.func @main`) into plan bytes. Errors are
+/// emitted on the offending op.
+LogicalResult exportPlan(ModuleOp module, const PlanExportOptions &options,
+                         std::vector<uint8_t> &bytes);
+
+} // namespace mlir::rp
+
+#endif // RP_TARGET_PLANEXPORT_H

@@ -1,0 +1,426 @@
+//===- PlanExport.cpp - rp plans into .rpplan files -----------------------===//
+//
+// Walks `func.func @main`: arguments and results become the plan's inputs
+// and outputs, parameters become buffers backed by weight-file ranges,
+// constants become buffers with embedded bytes, every other value a buffer
+// of its own, and each rp.layer a program of kernel calls run by one job.
+// Kernel attributes are encoded as `ints` and `floats` in the order listed
+// at each op below; runtime/lib/Executor reads them in the same order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Target/PlanExport.h"
+#include "rp/Dialect/RP/RPOps.h"
+#include "rp/runtime/PlanFormat.h"
+#include "rp/runtime/plan_generated.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+namespace fb = ::flatbuffers;
+namespace pf = ::rp::plan;
+
+static std::optional<pf::DType> dtypeOf(Type type) {
+  Type e = getElementTypeOrSelf(type);
+  if (e.isF32())
+    return pf::DType::f32;
+  if (e.isF16())
+    return pf::DType::f16;
+  if (e.isBF16())
+    return pf::DType::bf16;
+  if (e.isF64())
+    return pf::DType::f64;
+  if (e.isInteger(64))
+    return pf::DType::i64;
+  if (e.isInteger(32))
+    return pf::DType::i32;
+  if (e.isInteger(1))
+    return pf::DType::i1;
+  return std::nullopt;
+}
+
+/// `path` relative to `base`, with ".." where needed; both made absolute.
+static std::string relativeTo(StringRef path, StringRef base) {
+  SmallString<256> p(path), b(base);
+  llvm::sys::fs::make_absolute(p);
+  llvm::sys::fs::make_absolute(b);
+  llvm::sys::path::remove_dots(p, true);
+  llvm::sys::path::remove_dots(b, true);
+  SmallVector<StringRef> pc(llvm::sys::path::begin(p), llvm::sys::path::end(p));
+  SmallVector<StringRef> bc(llvm::sys::path::begin(b), llvm::sys::path::end(b));
+  size_t common = 0;
+  while (common < pc.size() && common < bc.size() && pc[common] == bc[common])
+    ++common;
+  SmallString<256> out;
+  for (size_t i = common; i < bc.size(); ++i)
+    llvm::sys::path::append(out, "..");
+  for (size_t i = common; i < pc.size(); ++i)
+    llvm::sys::path::append(out, pc[i]);
+  return out.str().str();
+}
+
+namespace {
+
+struct KernelSpec {
+  pf::OpKind op;
+  SmallVector<Value> inputs;
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+};
+
+class PlanWriter {
+public:
+  PlanWriter(const PlanExportOptions &options) : options(options) {}
+
+  LogicalResult run(func::FuncOp main, std::vector<uint8_t> &bytes);
+
+private:
+  /// The buffer index of `v`, creating a plain buffer on first use.
+  uint32_t bufferOf(Value v, StringRef name = {});
+  LogicalResult addParam(ParamOp param);
+  LogicalResult addConstant(ConstantOp c);
+  LogicalResult addProgram(StringRef name, ArrayRef<Operation *> ops);
+  FailureOr<KernelSpec> specOf(Operation *op);
+
+  const PlanExportOptions &options;
+  fb::FlatBufferBuilder fbb{1 << 16};
+  std::vector<fb::Offset<pf::Buffer>> buffers;
+  llvm::DenseMap<Value, uint32_t> bufferIndex;
+  std::vector<fb::Offset<pf::WeightFile>> weightFiles;
+  llvm::StringMap<uint32_t> weightFileIndex;
+  std::vector<uint64_t> weightFileMinSize;
+  std::vector<std::string> weightFilePaths;
+  std::vector<fb::Offset<pf::Program>> programs;
+  std::vector<fb::Offset<pf::Job>> jobs;
+};
+
+} // namespace
+
+uint32_t PlanWriter::bufferOf(Value v, StringRef name) {
+  auto it = bufferIndex.find(v);
+  if (it != bufferIndex.end())
+    return it->second;
+  auto type = cast<RankedTensorType>(v.getType());
+  auto shape = fbb.CreateVector(type.getShape().data(), type.getRank());
+  auto buf = pf::CreateBuffer(fbb, *dtypeOf(type), shape, 0, 0,
+                              name.empty() ? 0 : fbb.CreateString(name.str()));
+  uint32_t index = buffers.size();
+  buffers.push_back(buf);
+  bufferIndex[v] = index;
+  return index;
+}
+
+LogicalResult PlanWriter::addParam(ParamOp param) {
+  if (!dtypeOf(param.getType()))
+    return param.emitOpError("has an element type plans cannot hold");
+  if (!param.getFile())
+    return param.emitOpError("has no stored data; a plan needs every "
+                             "parameter's initial value in a weight file");
+  SmallString<256> path(*param.getFile());
+  if (llvm::sys::path::is_relative(path)) {
+    path = options.irDir;
+    llvm::sys::path::append(path, *param.getFile());
+  }
+  std::string rel = relativeTo(path, options.planDir);
+  auto [it, inserted] = weightFileIndex.try_emplace(rel, weightFilePaths.size());
+  if (inserted) {
+    weightFilePaths.push_back(rel);
+    weightFileMinSize.push_back(0);
+  }
+  uint32_t file = it->second;
+  uint64_t offset = param.getOffsetAttr().getInt();
+  weightFileMinSize[file] = std::max<uint64_t>(
+      weightFileMinSize[file], offset + param.getSizeInBytes());
+  auto type = param.getType();
+  auto shape = fbb.CreateVector(type.getShape().data(), type.getRank());
+  auto range = pf::CreateWeightRange(fbb, file, offset,
+                                     fbb.CreateString(param.getName().str()),
+                                     param.getTrainable());
+  bufferIndex[param.getResult()] = buffers.size();
+  buffers.push_back(pf::CreateBuffer(fbb, *dtypeOf(type), shape, range, 0,
+                                     fbb.CreateString(param.getName().str())));
+  return success();
+}
+
+LogicalResult PlanWriter::addConstant(ConstantOp c) {
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense)
+    return c.emitOpError("holds a non-dense constant, which plans cannot embed");
+  std::vector<uint8_t> data;
+  Type element = dense.getElementType();
+  if (element.isInteger(1)) {
+    for (bool b : dense.getValues<bool>())
+      data.push_back(b);
+  } else {
+    int64_t size = getElementSizeInBytes(element);
+    ArrayRef<char> raw = dense.getRawData();
+    for (int64_t i = 0, n = dense.getNumElements(); i < n; ++i) {
+      const char *src = raw.data() + (dense.isSplat() ? 0 : i * size);
+      data.insert(data.end(), src, src + size);
+    }
+  }
+  auto type = c.getType();
+  auto shape = fbb.CreateVector(type.getShape().data(), type.getRank());
+  bufferIndex[c.getResult()] = buffers.size();
+  buffers.push_back(pf::CreateBuffer(fbb, *dtypeOf(type), shape, 0,
+                                     fbb.CreateVector(data)));
+  return success();
+}
+
+FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
+  auto binary = [](pf::OpKind kind, Operation *o) {
+    return KernelSpec{kind, {o->getOperand(0), o->getOperand(1)}, {}, {}};
+  };
+  auto unary = [](pf::OpKind kind, Operation *o) {
+    return KernelSpec{kind, {o->getOperand(0)}, {}, {}};
+  };
+  return llvm::TypeSwitch<Operation *, FailureOr<KernelSpec>>(op)
+      .Case([&](AddOp o) { return binary(pf::OpKind::add, o); })
+      .Case([&](SubOp o) { return binary(pf::OpKind::sub, o); })
+      .Case([&](MulOp o) { return binary(pf::OpKind::mul, o); })
+      .Case([&](DivOp o) { return binary(pf::OpKind::div, o); })
+      .Case([&](PowOp o) { return binary(pf::OpKind::pow, o); })
+      .Case([&](MaxOp o) { return binary(pf::OpKind::max, o); })
+      .Case([&](MinOp o) { return binary(pf::OpKind::min, o); })
+      // ints: [predicate (eq, ne, lt, le, gt, ge)]
+      .Case([&](CmpOp o) {
+        KernelSpec s = binary(pf::OpKind::cmp, o);
+        s.ints = {static_cast<int64_t>(o.getPredicate())};
+        return s;
+      })
+      .Case([&](WhereOp o) {
+        return KernelSpec{pf::OpKind::where,
+                          {o.getCondition(), o.getOnTrue(), o.getOnFalse()}};
+      })
+      .Case([&](NegOp o) { return unary(pf::OpKind::neg, o); })
+      .Case([&](ExpOp o) { return unary(pf::OpKind::exp, o); })
+      .Case([&](LogOp o) { return unary(pf::OpKind::log, o); })
+      .Case([&](SqrtOp o) { return unary(pf::OpKind::sqrt, o); })
+      .Case([&](RsqrtOp o) { return unary(pf::OpKind::rsqrt, o); })
+      .Case([&](TanhOp o) { return unary(pf::OpKind::tanh, o); })
+      .Case([&](ErfOp o) { return unary(pf::OpKind::erf, o); })
+      .Case([&](SigmoidOp o) { return unary(pf::OpKind::sigmoid, o); })
+      .Case([&](SiluOp o) { return unary(pf::OpKind::silu, o); })
+      .Case([&](ReluOp o) { return unary(pf::OpKind::relu, o); })
+      // ints: [approximate (0 none, 1 tanh)]
+      .Case([&](GeluOp o) {
+        KernelSpec s = unary(pf::OpKind::gelu, o);
+        s.ints = {static_cast<int64_t>(o.getApproximate())};
+        return s;
+      })
+      .Case([&](CastOp o) { return unary(pf::OpKind::cast, o); })
+      .Case([&](ReshapeOp o) { return unary(pf::OpKind::reshape, o); })
+      // ints: permutation
+      .Case([&](TransposeOp o) {
+        KernelSpec s = unary(pf::OpKind::transpose, o);
+        s.ints.assign(o.getPermutation().begin(), o.getPermutation().end());
+        return s;
+      })
+      // ints: offsets then strides
+      .Case([&](SliceOp o) {
+        KernelSpec s = unary(pf::OpKind::slice, o);
+        s.ints.assign(o.getOffsets().begin(), o.getOffsets().end());
+        s.ints.append(o.getStrides().begin(), o.getStrides().end());
+        return s;
+      })
+      // ints: [dim]
+      .Case([&](ConcatOp o) {
+        return KernelSpec{pf::OpKind::concat,
+                          SmallVector<Value>(o.getInputs()),
+                          {static_cast<int64_t>(o.getDim())}};
+      })
+      .Case([&](BroadcastOp o) { return unary(pf::OpKind::broadcast, o); })
+      // ints: [axis]
+      .Case([&](GatherOp o) {
+        return KernelSpec{pf::OpKind::gather,
+                          {o.getInput(), o.getIndices()},
+                          {static_cast<int64_t>(o.getAxis())}};
+      })
+      // ints: [transpose_a, transpose_b]
+      .Case([&](MatmulOp o) {
+        KernelSpec s = binary(pf::OpKind::matmul, o);
+        s.ints = {o.getTransposeA(), o.getTransposeB()};
+        return s;
+      })
+      // ints: [kind (sum, mean, max, min), keep_dims, dims...]
+      .Case([&](ReduceOp o) {
+        KernelSpec s = unary(pf::OpKind::reduce, o);
+        s.ints = {static_cast<int64_t>(o.getKind()), o.getKeepDims()};
+        s.ints.append(o.getDims().begin(), o.getDims().end());
+        return s;
+      })
+      // ints: [dim]
+      .Case([&](SoftmaxOp o) {
+        KernelSpec s = unary(pf::OpKind::softmax, o);
+        s.ints = {static_cast<int64_t>(o.getDim())};
+        return s;
+      })
+      .Case([&](LogSoftmaxOp o) {
+        KernelSpec s = unary(pf::OpKind::log_softmax, o);
+        s.ints = {static_cast<int64_t>(o.getDim())};
+        return s;
+      })
+      // inputs: x, [scale], [bias]; ints: [axis, has_scale, has_bias];
+      // floats: [epsilon]
+      .Case([&](LayerNormOp o) {
+        KernelSpec s = unary(pf::OpKind::layer_norm, o);
+        if (o.getScale())
+          s.inputs.push_back(o.getScale());
+        if (o.getBias())
+          s.inputs.push_back(o.getBias());
+        s.ints = {static_cast<int64_t>(o.getAxis()), o.getScale() != nullptr,
+                  o.getBias() != nullptr};
+        s.floats = {o.getEpsilon().convertToDouble()};
+        return s;
+      })
+      // inputs: x, [scale]; ints: [axis, has_scale]; floats: [epsilon]
+      .Case([&](RmsNormOp o) {
+        KernelSpec s = unary(pf::OpKind::rms_norm, o);
+        if (o.getScale())
+          s.inputs.push_back(o.getScale());
+        s.ints = {static_cast<int64_t>(o.getAxis()), o.getScale() != nullptr};
+        s.floats = {o.getEpsilon().convertToDouble()};
+        return s;
+      })
+      // inputs: q, k, v, [mask]; ints: [causal, has_mask]; floats: [scale]
+      .Case([&](AttentionOp o) {
+        KernelSpec s{pf::OpKind::attention,
+                     {o.getQuery(), o.getKey(), o.getValue()}};
+        if (o.getMask())
+          s.inputs.push_back(o.getMask());
+        s.ints = {o.getCausal(), o.getMask() != nullptr};
+        s.floats = {o.getEffectiveScale()};
+        return s;
+      })
+      .Default([&](Operation *o) -> FailureOr<KernelSpec> {
+        return o->emitOpError("has no kernel in the plan format");
+      });
+}
+
+static std::string locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  return {};
+}
+
+LogicalResult PlanWriter::addProgram(StringRef name,
+                                     ArrayRef<Operation *> ops) {
+  std::vector<fb::Offset<pf::KernelCall>> calls;
+  for (Operation *opPtr : ops) {
+    Operation &op = *opPtr;
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      if (failed(addConstant(c)))
+        return failure();
+      continue;
+    }
+    if (isa<YieldOp>(op))
+      continue;
+    auto spec = specOf(&op);
+    if (failed(spec))
+      return failure();
+    if (!dtypeOf(op.getResult(0).getType()))
+      return op.emitOpError("has an element type plans cannot hold");
+    std::vector<uint32_t> ins, outs;
+    for (Value v : spec->inputs)
+      ins.push_back(bufferOf(v));
+    outs.push_back(bufferOf(op.getResult(0)));
+    std::string loc = locationName(op.getLoc());
+    calls.push_back(pf::CreateKernelCall(
+        fbb, spec->op, fbb.CreateVector(ins), fbb.CreateVector(outs),
+        fbb.CreateVector(spec->ints.data(), spec->ints.size()),
+        fbb.CreateVector(spec->floats.data(), spec->floats.size()),
+        loc.empty() ? 0 : fbb.CreateString(loc)));
+  }
+  uint32_t index = programs.size();
+  programs.push_back(pf::CreateProgram(fbb, fbb.CreateString(name.str()),
+                                       fbb.CreateVector(calls)));
+  jobs.push_back(pf::CreateJob(fbb, index, /*device=*/0, pf::Queue::compute));
+  return success();
+}
+
+LogicalResult PlanWriter::run(func::FuncOp main,
+                              std::vector<uint8_t> &bytes) {
+  std::vector<fb::Offset<pf::Binding>> inputs, outputs;
+  for (auto [i, arg] : llvm::enumerate(main.getArguments())) {
+    if (!dtypeOf(arg.getType()) || !isa<RankedTensorType>(arg.getType()))
+      return main.emitOpError("argument #")
+             << i << " is not a tensor a plan can hold";
+    auto name = main.getArgAttrOfType<StringAttr>(i, "rp.name");
+    std::string n = name ? name.str() : "arg" + std::to_string(i);
+    inputs.push_back(
+        pf::CreateBinding(fbb, fbb.CreateString(n), bufferOf(arg, n)));
+  }
+  // Ops outside layers run as one program per run of consecutive ops.
+  std::vector<Operation *> loose;
+  auto flushLoose = [&]() -> LogicalResult {
+    if (loose.empty())
+      return success();
+    LogicalResult r =
+        addProgram("ops." + std::to_string(programs.size()), loose);
+    loose.clear();
+    return r;
+  };
+  for (Operation &op : main.getBody().front()) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      if (failed(addParam(param)))
+        return failure();
+    } else if (auto c = dyn_cast<ConstantOp>(op); c && loose.empty()) {
+      if (failed(addConstant(c)))
+        return failure();
+    } else if (auto layer = dyn_cast<LayerOp>(op)) {
+      if (failed(flushLoose()))
+        return failure();
+      Block &inner = layer.getBody().front();
+      for (auto [arg, input] :
+           llvm::zip(inner.getArguments(), layer.getInputs()))
+        bufferIndex[arg] = bufferOf(input);
+      std::vector<Operation *> ops;
+      for (Operation &o : inner)
+        ops.push_back(&o);
+      if (failed(addProgram(layer.getName(), ops)))
+        return failure();
+      auto yield = cast<YieldOp>(inner.getTerminator());
+      for (auto [result, value] :
+           llvm::zip(layer.getResults(), yield.getOperands()))
+        bufferIndex[result] = bufferOf(value);
+    } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      if (failed(flushLoose()))
+        return failure();
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        auto name = main.getResultAttrOfType<StringAttr>(i, "rp.name");
+        std::string n = name ? name.str() : "result" + std::to_string(i);
+        outputs.push_back(
+            pf::CreateBinding(fbb, fbb.CreateString(n), bufferOf(v)));
+      }
+    } else {
+      loose.push_back(&op);
+    }
+  }
+  for (auto [path, size] : llvm::zip(weightFilePaths, weightFileMinSize))
+    weightFiles.push_back(
+        pf::CreateWeightFile(fbb, fbb.CreateString(path), size));
+  auto plan = pf::CreatePlan(
+      fbb, ::rp::runtime::kPlanSchemaVersion,
+      fbb.CreateString(options.producer), /*devices=*/1, /*events=*/0,
+      fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
+      fbb.CreateVector(programs), fbb.CreateVector(jobs),
+      fbb.CreateVector(inputs), fbb.CreateVector(outputs));
+  pf::FinishPlanBuffer(fbb, plan);
+  bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  return success();
+}
+
+LogicalResult mlir::rp::exportPlan(ModuleOp module,
+                                   const PlanExportOptions &options,
+                                   std::vector<uint8_t> &bytes) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return module.emitError("no 'func.func @main' to export as a plan");
+  return PlanWriter(options).run(main, bytes);
+}

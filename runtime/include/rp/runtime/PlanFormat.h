@@ -1,0 +1,24 @@
+//===- PlanFormat.h - constants of the .rpplan format -----------*- C++ -*-===//
+//
+// Shared by the compiler's exporter and the runtime's loader, with the
+// generated plan_generated.h (runtime/schema/plan.fbs).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_PLANFORMAT_H
+#define RP_RUNTIME_PLANFORMAT_H
+
+#include <cstdint>
+
+namespace rp::runtime {
+
+/// Bumped on every change a reader must know about; the loader accepts
+/// exactly this version.
+inline constexpr uint32_t kPlanSchemaVersion = 1;
+
+/// The file identifier at bytes 4..8 of every plan (plan.fbs).
+inline constexpr const char *kPlanIdentifier = "RPPL";
+
+} // namespace rp::runtime
+
+#endif // RP_RUNTIME_PLANFORMAT_H

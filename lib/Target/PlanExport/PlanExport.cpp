@@ -303,6 +303,25 @@ FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
       });
 }
 
+/// The exclusive bound of integer ids `v` carries when some gather uses it
+/// as indices (the table's size along the gathered axis); 0 when none does.
+static int64_t indexLimit(Value v) {
+  int64_t limit = 0;
+  auto tighten = [&](int64_t l) {
+    if (l > 0)
+      limit = limit ? std::min(limit, l) : l;
+  };
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto g = dyn_cast<GatherOp>(user); g && use.get() == g.getIndices())
+      tighten(g.getInput().getType().getDimSize(g.getAxis()));
+    else if (auto layer = dyn_cast<LayerOp>(user))
+      tighten(indexLimit(
+          layer.getBody().front().getArgument(use.getOperandNumber())));
+  }
+  return limit;
+}
+
 static std::string locationName(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();
@@ -353,8 +372,8 @@ LogicalResult PlanWriter::run(func::FuncOp main,
              << i << " is not a tensor a plan can hold";
     auto name = main.getArgAttrOfType<StringAttr>(i, "rp.name");
     std::string n = name ? name.str() : "arg" + std::to_string(i);
-    inputs.push_back(
-        pf::CreateBinding(fbb, fbb.CreateString(n), bufferOf(arg, n)));
+    inputs.push_back(pf::CreateBinding(fbb, fbb.CreateString(n),
+                                       bufferOf(arg, n), indexLimit(arg)));
   }
   // Ops outside layers run as one program per run of consecutive ops.
   std::vector<Operation *> loose;

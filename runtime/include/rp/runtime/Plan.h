@@ -1,0 +1,120 @@
+//===- Plan.h - a validated .rpplan in memory -------------------*- C++ -*-===//
+//
+// loadPlan() reads a plan file and checks everything the executor will rely
+// on, so that no index, size or type read later can be out of range: the
+// identifier and schema version, the FlatBuffers structure (a truncated or
+// corrupted file fails here), every buffer and program index, element
+// counts against shapes, the kernel signature of every call, and the weight
+// files (present, large enough). A bad plan is a Status naming what and
+// where, never a crash.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_PLAN_H
+#define RP_RUNTIME_PLAN_H
+
+#include "rp/runtime/Status.h"
+#include "rp/runtime/Tensor.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rp::runtime {
+
+/// The kernels of plan.fbs's OpKind, in the same order.
+enum class OpKind : uint16_t {
+  add, sub, mul, div, pow, max, min,
+  cmp, where,
+  neg, exp, log, sqrt, rsqrt, tanh, erf, sigmoid, silu, relu, gelu,
+  cast, reshape, transpose, slice, concat, broadcast, gather,
+  matmul, reduce, softmax, log_softmax, layer_norm, rms_norm, attention
+};
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::attention) + 1;
+const char *opKindName(OpKind op);
+
+enum class QueueKind : uint8_t { compute, weightH2D, activationH2D, d2h };
+
+struct WeightFileDesc {
+  std::string path;     ///< as written in the plan (relative)
+  std::string resolved; ///< joined with the plan's folder
+  uint64_t minSize = 0;
+};
+
+struct WeightRangeDesc {
+  uint32_t file = 0;
+  uint64_t offset = 0;
+  std::string param;
+  bool trainable = false;
+};
+
+struct BufferDesc {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::optional<WeightRangeDesc> weight;
+  std::vector<uint8_t> constant; ///< empty unless the buffer is a constant
+  std::string name;
+
+  int64_t size() const { return numElements(shape); }
+  size_t bytes() const { return size() * dtypeSize(dtype); }
+};
+
+struct KernelCallDesc {
+  OpKind op = OpKind::add;
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::string loc;
+};
+
+struct ProgramDesc {
+  std::string name;
+  std::vector<KernelCallDesc> calls;
+};
+
+struct JobDesc {
+  uint32_t program = 0;
+  uint32_t device = 0;
+  QueueKind queue = QueueKind::compute;
+  uint32_t microbatch = 0;
+  std::vector<uint32_t> waits;
+  std::vector<uint32_t> records;
+};
+
+struct BindingDesc {
+  std::string name;
+  uint32_t buffer = 0;
+  int64_t limit = 0;
+};
+
+struct Plan {
+  std::string path;
+  uint32_t schemaVersion = 0;
+  std::string producer;
+  uint32_t devices = 1;
+  uint32_t events = 0;
+  std::vector<WeightFileDesc> weightFiles;
+  std::vector<BufferDesc> buffers;
+  std::vector<ProgramDesc> programs;
+  std::vector<JobDesc> jobs;
+  std::vector<BindingDesc> inputs;
+  std::vector<BindingDesc> outputs;
+  /// The file's bytes, for --describe=json.
+  std::vector<uint8_t> raw;
+};
+
+/// Reads and validates the plan at `path`.
+Expected<Plan> loadPlan(const std::string &path);
+
+/// The plan as JSON (flatbuffers' rendering of plan.fbs, defaults included).
+Expected<std::string> describePlanJson(const Plan &plan);
+
+/// A human-readable table: one row per job with its program, device, queue
+/// and call count, then inputs and outputs.
+std::string describePlanGrid(const Plan &plan);
+
+} // namespace rp::runtime
+
+#endif // RP_RUNTIME_PLAN_H

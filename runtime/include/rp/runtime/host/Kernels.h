@@ -1,0 +1,98 @@
+//===- Kernels.h - the host kernel library ----------------------*- C++ -*-===//
+//
+// Forward kernels for every op the compiler emits, on CPU threads. Storage
+// types f32, f16, bf16 compute in f32 (accumulation included); f64 computes
+// in f64 and is the reference the tests check the others against; i32, i64
+// and i1 where the op allows them.
+//
+// Contract for every kernel:
+// - tensors are contiguous row-major; shapes follow the rp op's verifier
+//   (the compiler guarantees them; kernels check what is cheap and return a
+//   Status on a mismatch instead of writing out of bounds);
+// - `out` is preallocated with its shape and dtype; it never aliases an
+//   input unless the op's comment says so;
+// - work is split into fixed chunks whose boundaries and reduction order do
+//   not depend on the pool size, so results are bitwise identical for any
+//   thread count (DESIGN.md, Determinism);
+// - BLAS is called single-threaded from pool workers;
+// - the math of each op lives in kernels/*.h as `RP_HD` functions that a
+//   CUDA kernel can include.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_HOST_KERNELS_H
+#define RP_RUNTIME_HOST_KERNELS_H
+
+#include "rp/runtime/Status.h"
+#include "rp/runtime/Tensor.h"
+#include "rp/runtime/ThreadPool.h"
+
+#include <optional>
+
+namespace rp::runtime::host {
+
+enum class BinaryKind { add, sub, mul, div, pow, max, min };
+enum class CmpKind { eq, ne, lt, le, gt, ge };
+enum class UnaryKind {
+  neg, exp, log, sqrt, rsqrt, tanh, erf, sigmoid, silu, relu, gelu, geluTanh
+};
+enum class ReduceKind { sum, mean, max, min };
+
+/// out = a op b with numpy broadcasting (out has the broadcast shape).
+Status binary(ThreadPool &pool, BinaryKind kind, const TensorRef &a,
+              const TensorRef &b, const TensorRef &out);
+/// out (i1) = a cmp b with broadcasting; floats compare ordered (NaN: only
+/// `ne` is true).
+Status compare(ThreadPool &pool, CmpKind kind, const TensorRef &a,
+               const TensorRef &b, const TensorRef &out);
+/// out = cond ? onTrue : onFalse with broadcasting of all three.
+Status where(ThreadPool &pool, const TensorRef &cond, const TensorRef &onTrue,
+             const TensorRef &onFalse, const TensorRef &out);
+Status unary(ThreadPool &pool, UnaryKind kind, const TensorRef &x,
+             const TensorRef &out);
+/// Element type conversion, same shape (round to nearest even between
+/// floats, truncation toward zero float -> int, x != 0 to i1).
+Status cast(ThreadPool &pool, const TensorRef &x, const TensorRef &out);
+/// A copy (reshape is a copy into the output's shape; same element count).
+Status copy(ThreadPool &pool, const TensorRef &x, const TensorRef &out);
+Status transpose(ThreadPool &pool, const TensorRef &x,
+                 const std::vector<int64_t> &permutation,
+                 const TensorRef &out);
+Status slice(ThreadPool &pool, const TensorRef &x,
+             const std::vector<int64_t> &offsets,
+             const std::vector<int64_t> &strides, const TensorRef &out);
+Status concat(ThreadPool &pool, const std::vector<TensorRef> &inputs,
+              int64_t dim, const TensorRef &out);
+Status broadcast(ThreadPool &pool, const TensorRef &x, const TensorRef &out);
+/// ONNX Gather; negative indices count from the end; an index out of range
+/// is an InvalidArgument status naming it.
+Status gather(ThreadPool &pool, const TensorRef &x, const TensorRef &indices,
+              int64_t axis, const TensorRef &out);
+/// Batched matmul with broadcasting batch dims and transpose flags.
+Status matmul(ThreadPool &pool, const TensorRef &a, const TensorRef &b,
+              bool transposeA, bool transposeB, const TensorRef &out);
+/// dims strictly increasing; keepDims as in rp.reduce.
+Status reduce(ThreadPool &pool, ReduceKind kind, const TensorRef &x,
+              const std::vector<int64_t> &dims, bool keepDims,
+              const TensorRef &out);
+Status softmax(ThreadPool &pool, const TensorRef &x, int64_t dim, bool log,
+               const TensorRef &out);
+/// Normalizes over dims [axis, rank); scale/bias optional (nullopt).
+Status layerNorm(ThreadPool &pool, const TensorRef &x,
+                 const std::optional<TensorRef> &scale,
+                 const std::optional<TensorRef> &bias, int64_t axis,
+                 double epsilon, const TensorRef &out);
+Status rmsNorm(ThreadPool &pool, const TensorRef &x,
+               const std::optional<TensorRef> &scale, int64_t axis,
+               double epsilon, const TensorRef &out);
+/// q [B,H,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv] -> out [B,H,S,Dv]; mask
+/// broadcastable to [B,H,S,T] (i1 keeps true positions, float is added);
+/// causal keeps key j <= query i. Memory beyond the output is O(T) per
+/// worker (online softmax), as the fused GPU kernel.
+Status attention(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
+                 const TensorRef &v, const std::optional<TensorRef> &mask,
+                 bool causal, double scale, const TensorRef &out);
+
+} // namespace rp::runtime::host
+
+#endif // RP_RUNTIME_HOST_KERNELS_H

@@ -1,0 +1,282 @@
+//===- Executor.cpp - running a plan's forward on the host ----------------===//
+
+#include "rp/runtime/Executor.h"
+#include "rp/runtime/host/Kernels.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+using namespace rp::runtime;
+using namespace rp::runtime::host;
+
+/// Kernels read 64-byte aligned data: vector loads, and no false sharing
+/// between buffers written by different workers.
+static constexpr size_t kAlignment = 64;
+
+HostForward::~HostForward() {
+  for (uint8_t *p : storage)
+    std::free(p);
+}
+
+Expected<std::unique_ptr<HostForward>>
+HostForward::create(const Plan &plan) {
+  std::unique_ptr<HostForward> fwd(new HostForward(plan));
+  fwd->storage.resize(plan.buffers.size(), nullptr);
+  fwd->inputSet.assign(plan.inputs.size(), false);
+  std::vector<std::ifstream> files(plan.weightFiles.size());
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferDesc &b = plan.buffers[i];
+    size_t bytes = (b.bytes() + kAlignment - 1) / kAlignment * kAlignment;
+    uint8_t *p = static_cast<uint8_t *>(
+        std::aligned_alloc(kAlignment, bytes ? bytes : kAlignment));
+    if (!p)
+      return resourceExhausted("cannot allocate " + std::to_string(bytes) +
+                               " bytes for buffer '" + b.name + "'");
+    fwd->storage[i] = p;
+    if (!b.constant.empty()) {
+      std::memcpy(p, b.constant.data(), b.constant.size());
+    } else if (b.weight) {
+      std::ifstream &f = files[b.weight->file];
+      const WeightFileDesc &wf = plan.weightFiles[b.weight->file];
+      if (!f.is_open())
+        f.open(wf.resolved, std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(b.weight->offset));
+      f.read(reinterpret_cast<char *>(p), b.bytes());
+      if (!f)
+        return notFound("cannot read parameter '" + b.weight->param +
+                        "' from '" + wf.resolved + "'");
+    } else {
+      std::memset(p, 0, b.bytes());
+    }
+  }
+  return fwd;
+}
+
+TensorRef HostForward::buffer(uint32_t index) const {
+  const BufferDesc &b = plan.buffers[index];
+  return TensorRef{storage[index], b.dtype, b.shape};
+}
+
+TensorRef HostForward::output(size_t i) const {
+  return buffer(plan.outputs[i].buffer);
+}
+
+Status HostForward::setInput(const std::string &name, const NpyArray &array) {
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    if (plan.inputs[i].name != name)
+      continue;
+    const BufferDesc &b = plan.buffers[plan.inputs[i].buffer];
+    if (array.shape != b.shape)
+      return invalidArgument("input '" + name + "' has shape " +
+                             describeShape(array.shape) +
+                             ", but the plan takes " + describeShape(b.shape));
+    TensorRef src{const_cast<uint8_t *>(array.data.data()), array.dtype,
+                  array.shape};
+    TensorRef dst = buffer(plan.inputs[i].buffer);
+    bool ints = !isFloat(src.dtype) && !isFloat(dst.dtype) &&
+                src.dtype != DType::i1 && dst.dtype != DType::i1;
+    bool floats = isFloat(src.dtype) && isFloat(dst.dtype);
+    if (src.dtype != dst.dtype && !ints && !floats)
+      return invalidArgument("input '" + name + "' holds " +
+                             dtypeName(src.dtype) + " data, but the plan takes " +
+                             dtypeName(dst.dtype));
+    ThreadPool inline_(1);
+    if (Status s = cast(inline_, src, dst); s.failed())
+      return s;
+    if (ints && plan.inputs[i].limit > 0) {
+      for (int64_t k = 0; k < dst.size(); ++k) {
+        int64_t id = dst.dtype == DType::i64 ? dst.as<int64_t>()[k]
+                                             : dst.as<int32_t>()[k];
+        if (id < 0 || id >= plan.inputs[i].limit)
+          return invalidArgument("input '" + name + "' holds id " +
+                                 std::to_string(id) + " at position " +
+                                 std::to_string(k) + "; ids must lie in [0, " +
+                                 std::to_string(plan.inputs[i].limit) + ")");
+      }
+    }
+    inputSet[i] = true;
+    return Status::ok();
+  }
+  std::string names;
+  for (const BindingDesc &in : plan.inputs)
+    names += (names.empty() ? "" : ", ") + in.name;
+  return invalidArgument("the plan has no input '" + name + "' (inputs: " +
+                         names + ")");
+}
+
+Status HostForward::setSyntheticInputs(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    if (inputSet[i])
+      continue;
+    TensorRef t = buffer(plan.inputs[i].buffer);
+    int64_t limit = plan.inputs[i].limit;
+    for (int64_t k = 0; k < t.size(); ++k) {
+      switch (t.dtype) {
+      case DType::i64:
+      case DType::i32: {
+        if (limit <= 0)
+          return invalidArgument("input '" + plan.inputs[i].name +
+                                 "' has no known id range for synthetic data; "
+                                 "give it with --input " +
+                                 plan.inputs[i].name + "=FILE.npy");
+        int64_t id = static_cast<int64_t>(rng() % uint64_t(limit));
+        if (t.dtype == DType::i64)
+          t.as<int64_t>()[k] = id;
+        else
+          t.as<int32_t>()[k] = static_cast<int32_t>(id);
+        break;
+      }
+      case DType::i1:
+        t.as<uint8_t>()[k] = rng() & 1;
+        break;
+      default: {
+        // Box-Muller on the raw generator: the same numbers with every
+        // standard library.
+        double u1 = (double(rng() >> 11) + 0.5) / double(1ull << 53);
+        double u2 = (double(rng() >> 11) + 0.5) / double(1ull << 53);
+        double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+        TensorRef one{&z, DType::f64, {1}};
+        TensorRef dst{static_cast<uint8_t *>(t.data) + k * dtypeSize(t.dtype),
+                      t.dtype, {1}};
+        ThreadPool inline_(1);
+        if (Status s = cast(inline_, one, dst); s.failed())
+          return s;
+      }
+      }
+    }
+    inputSet[i] = true;
+  }
+  return Status::ok();
+}
+
+static BinaryKind binaryKind(OpKind op) {
+  switch (op) {
+  case OpKind::sub:
+    return BinaryKind::sub;
+  case OpKind::mul:
+    return BinaryKind::mul;
+  case OpKind::div:
+    return BinaryKind::div;
+  case OpKind::pow:
+    return BinaryKind::pow;
+  case OpKind::max:
+    return BinaryKind::max;
+  case OpKind::min:
+    return BinaryKind::min;
+  default:
+    return BinaryKind::add;
+  }
+}
+
+static UnaryKind unaryKind(OpKind op) {
+  switch (op) {
+  case OpKind::exp:
+    return UnaryKind::exp;
+  case OpKind::log:
+    return UnaryKind::log;
+  case OpKind::sqrt:
+    return UnaryKind::sqrt;
+  case OpKind::rsqrt:
+    return UnaryKind::rsqrt;
+  case OpKind::tanh:
+    return UnaryKind::tanh;
+  case OpKind::erf:
+    return UnaryKind::erf;
+  case OpKind::sigmoid:
+    return UnaryKind::sigmoid;
+  case OpKind::silu:
+    return UnaryKind::silu;
+  case OpKind::relu:
+    return UnaryKind::relu;
+  default:
+    return UnaryKind::neg;
+  }
+}
+
+Status HostForward::runCall(ThreadPool &pool, const ProgramDesc &program,
+                            size_t index) {
+  const KernelCallDesc &c = program.calls[index];
+  std::vector<TensorRef> in;
+  for (uint32_t b : c.inputs)
+    in.push_back(buffer(b));
+  TensorRef out = buffer(c.outputs[0]);
+  const std::vector<int64_t> &a = c.ints;
+  auto optional = [&](bool present, size_t i) {
+    return present ? std::optional<TensorRef>(in[i]) : std::nullopt;
+  };
+  switch (c.op) {
+  case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div:
+  case OpKind::pow: case OpKind::max: case OpKind::min:
+    return binary(pool, binaryKind(c.op), in[0], in[1], out);
+  case OpKind::cmp:
+    return compare(pool, static_cast<CmpKind>(a[0]), in[0], in[1], out);
+  case OpKind::where:
+    return where(pool, in[0], in[1], in[2], out);
+  case OpKind::gelu:
+    return unary(pool, a[0] ? UnaryKind::geluTanh : UnaryKind::gelu, in[0],
+                 out);
+  case OpKind::neg: case OpKind::exp: case OpKind::log: case OpKind::sqrt:
+  case OpKind::rsqrt: case OpKind::tanh: case OpKind::erf:
+  case OpKind::sigmoid: case OpKind::silu: case OpKind::relu:
+    return unary(pool, unaryKind(c.op), in[0], out);
+  case OpKind::cast:
+    return cast(pool, in[0], out);
+  case OpKind::reshape:
+    return copy(pool, in[0], out);
+  case OpKind::transpose:
+    return transpose(pool, in[0], a, out);
+  case OpKind::slice: {
+    size_t rank = out.shape.size();
+    return slice(pool, in[0], {a.begin(), a.begin() + rank},
+                 {a.begin() + rank, a.end()}, out);
+  }
+  case OpKind::concat:
+    return concat(pool, in, a[0], out);
+  case OpKind::broadcast:
+    return broadcast(pool, in[0], out);
+  case OpKind::gather:
+    return gather(pool, in[0], in[1], a[0], out);
+  case OpKind::matmul:
+    return matmul(pool, in[0], in[1], a[0] != 0, a[1] != 0, out);
+  case OpKind::reduce:
+    return reduce(pool, static_cast<ReduceKind>(a[0]), in[0],
+                  {a.begin() + 2, a.end()}, a[1] != 0, out);
+  case OpKind::softmax:
+  case OpKind::log_softmax:
+    return softmax(pool, in[0], a[0], c.op == OpKind::log_softmax, out);
+  case OpKind::layer_norm:
+    return layerNorm(pool, in[0], optional(a[1], 1),
+                     optional(a[2], a[1] ? 2 : 1), a[0], c.floats[0], out);
+  case OpKind::rms_norm:
+    return rmsNorm(pool, in[0], optional(a[1], 1), a[0], c.floats[0], out);
+  case OpKind::attention:
+    return attention(pool, in[0], in[1], in[2], optional(a[1], 3), a[0] != 0,
+                     c.floats[0], out);
+  }
+  return internalError("unknown kernel");
+}
+
+Status HostForward::run(ThreadPool &pool) {
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    if (!inputSet[i])
+      return invalidArgument("input '" + plan.inputs[i].name +
+                             "' was not given");
+  for (const JobDesc &job : plan.jobs) {
+    const ProgramDesc &program = plan.programs[job.program];
+    for (size_t i = 0; i < program.calls.size(); ++i) {
+      Status s = runCall(pool, program, i);
+      if (s.failed()) {
+        const KernelCallDesc &c = program.calls[i];
+        return Status(s.getCode(),
+                      "program '" + program.name + "', call #" +
+                          std::to_string(i) + " (" + opKindName(c.op) +
+                          (c.loc.empty() ? "" : " at " + c.loc) +
+                          "): " + s.getMessage());
+      }
+    }
+  }
+  return Status::ok();
+}

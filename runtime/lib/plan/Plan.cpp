@@ -1,0 +1,365 @@
+//===- Plan.cpp - loading and validating .rpplan files --------------------===//
+
+#include "rp/runtime/Plan.h"
+#include "rp/runtime/PlanFormat.h"
+#include "rp/runtime/PlanSchemaText.h"
+#include "rp/runtime/plan_generated.h"
+
+#include <flatbuffers/idl.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace rp::runtime;
+namespace pf = ::rp::plan;
+namespace fs = std::filesystem;
+
+const char *rp::runtime::opKindName(OpKind op) {
+  return pf::EnumNameOpKind(static_cast<pf::OpKind>(op));
+}
+
+namespace {
+
+/// Builds the messages of one plan file: "<file>: <what>".
+struct Checker {
+  std::string file;
+  Status fail(const std::string &what) const {
+    return invalidFormat(file + ": " + what);
+  }
+};
+
+/// Elements above this are a corrupted shape, not a model (2^48 bytes).
+constexpr int64_t kMaxElements = int64_t(1) << 45;
+
+struct Signature {
+  int minInputs, maxInputs;
+  int ints;   ///< exact count, or -1 when the op checks it itself
+  int floats;
+};
+
+Signature signatureOf(OpKind op) {
+  switch (op) {
+  case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div:
+  case OpKind::pow: case OpKind::max: case OpKind::min:
+    return {2, 2, 0, 0};
+  case OpKind::cmp:
+    return {2, 2, 1, 0};
+  case OpKind::where:
+    return {3, 3, 0, 0};
+  case OpKind::gelu:
+    return {1, 1, 1, 0};
+  case OpKind::transpose: case OpKind::slice: case OpKind::reduce:
+    return {1, 1, -1, 0};
+  case OpKind::concat:
+    return {1, 1 << 20, 1, 0};
+  case OpKind::gather:
+    return {2, 2, 1, 0};
+  case OpKind::matmul:
+    return {2, 2, 2, 0};
+  case OpKind::softmax: case OpKind::log_softmax:
+    return {1, 1, 1, 0};
+  case OpKind::layer_norm:
+    return {1, 3, 3, 1};
+  case OpKind::rms_norm:
+    return {1, 2, 2, 1};
+  case OpKind::attention:
+    return {3, 4, 2, 1};
+  default: // unary ops, cast, reshape, broadcast
+    return {1, 1, 0, 0};
+  }
+}
+
+Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
+                 const KernelCallDesc &call) {
+  Signature sig = signatureOf(call.op);
+  std::string name = std::string(opKindName(call.op)) + " (" + where + ")";
+  int nIn = call.inputs.size();
+  if (nIn < sig.minInputs || nIn > sig.maxInputs)
+    return c.fail(name + " has " + std::to_string(nIn) + " inputs; it takes " +
+                  std::to_string(sig.minInputs) +
+                  (sig.maxInputs != sig.minInputs
+                       ? " to " + std::to_string(sig.maxInputs)
+                       : ""));
+  if (call.outputs.size() != 1)
+    return c.fail(name + " has " + std::to_string(call.outputs.size()) +
+                  " outputs; kernels write exactly one");
+  for (uint32_t b : call.inputs)
+    if (b >= plan.buffers.size())
+      return c.fail(name + " reads buffer #" + std::to_string(b) +
+                    ", but the plan has " +
+                    std::to_string(plan.buffers.size()) + " buffers");
+  uint32_t outIndex = call.outputs[0];
+  if (outIndex >= plan.buffers.size())
+    return c.fail(name + " writes buffer #" + std::to_string(outIndex) +
+                  ", but the plan has " +
+                  std::to_string(plan.buffers.size()) + " buffers");
+  const BufferDesc &out = plan.buffers[outIndex];
+  if (out.weight || !out.constant.empty())
+    return c.fail(name + " writes buffer #" + std::to_string(outIndex) +
+                  ", which holds a parameter or a constant");
+  if (sig.ints >= 0 && (int)call.ints.size() != sig.ints)
+    return c.fail(name + " has " + std::to_string(call.ints.size()) +
+                  " integer attributes; it takes " + std::to_string(sig.ints));
+  if ((int)call.floats.size() != sig.floats)
+    return c.fail(name + " has " + std::to_string(call.floats.size()) +
+                  " float attributes; it takes " + std::to_string(sig.floats));
+  const BufferDesc &in = plan.buffers[call.inputs[0]];
+  size_t rank = out.shape.size();
+  auto count = [&](size_t expected, const char *what) {
+    return call.ints.size() == expected
+               ? Status::ok()
+               : c.fail(name + " has " + std::to_string(call.ints.size()) +
+                        " integer attributes; it takes " +
+                        std::to_string(expected) + " (" + what + ")");
+  };
+  switch (call.op) {
+  case OpKind::transpose:
+    return count(rank, "the permutation");
+  case OpKind::slice:
+    return count(2 * rank, "offsets and strides");
+  case OpKind::reduce:
+    if (call.ints.size() < 3)
+      return c.fail(name + " needs a kind, keep_dims and dimensions");
+    return Status::ok();
+  case OpKind::reshape:
+    if (in.size() != out.size())
+      return c.fail(name + " reshapes " + std::to_string(in.size()) +
+                    " elements into " + std::to_string(out.size()));
+    return Status::ok();
+  case OpKind::layer_norm:
+    if (nIn != 1 + (call.ints[1] != 0) + (call.ints[2] != 0))
+      return c.fail(name + " has inputs that disagree with its flags");
+    return Status::ok();
+  case OpKind::rms_norm:
+    if (nIn != 1 + (call.ints[1] != 0))
+      return c.fail(name + " has inputs that disagree with its flags");
+    return Status::ok();
+  case OpKind::attention:
+    if (nIn != 3 + (call.ints[1] != 0))
+      return c.fail(name + " has inputs that disagree with its flags");
+    return Status::ok();
+  default:
+    return Status::ok();
+  }
+}
+
+template <typename T, typename V>
+std::vector<T> toVector(const flatbuffers::Vector<V> *v) {
+  std::vector<T> out;
+  if (v)
+    out.assign(v->begin(), v->end());
+  return out;
+}
+
+std::string str(const flatbuffers::String *s) { return s ? s->str() : ""; }
+
+} // namespace
+
+Expected<Plan> rp::runtime::loadPlan(const std::string &path) {
+  Checker c{path};
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return notFound("cannot open plan '" + path + "'");
+  Plan plan;
+  plan.path = path;
+  plan.raw.assign(std::istreambuf_iterator<char>(in), {});
+  const uint8_t *data = plan.raw.data();
+  size_t size = plan.raw.size();
+  if (size < 8 || !flatbuffers::BufferHasIdentifier(data, kPlanIdentifier))
+    return c.fail("not an rp plan (no 'RPPL' identifier); make one with "
+                  "rp-compile or rp-translate --rp-export-plan");
+  flatbuffers::Verifier verifier(data, size);
+  if (!pf::VerifyPlanBuffer(verifier))
+    return c.fail("the plan is truncated or corrupted (it fails the "
+                  "FlatBuffers structure check); recompile it");
+  const pf::Plan *root = pf::GetPlan(data);
+  plan.schemaVersion = root->schema_version();
+  if (plan.schemaVersion != kPlanSchemaVersion)
+    return c.fail("plan schema version " +
+                  std::to_string(plan.schemaVersion) +
+                  ", but this runtime reads version " +
+                  std::to_string(kPlanSchemaVersion) +
+                  "; recompile the model with the matching rp-compile");
+  plan.producer = str(root->producer());
+  plan.devices = root->devices();
+  plan.events = root->events();
+  if (plan.devices == 0)
+    return c.fail("the plan names no device");
+
+  fs::path folder = fs::path(path).parent_path();
+  if (const auto *files = root->weight_files())
+    for (const pf::WeightFile *f : *files) {
+      WeightFileDesc d;
+      d.path = f->path()->str();
+      d.resolved = (folder / d.path).string();
+      d.minSize = f->min_size();
+      std::error_code ec;
+      uint64_t actual = fs::file_size(d.resolved, ec);
+      if (ec)
+        return notFound(path + ": weight file '" + d.path + "' (" +
+                        d.resolved + ") is missing; keep weight files beside "
+                        "the plan, where rp-compile wrote them");
+      if (actual < d.minSize)
+        return c.fail("weight file '" + d.path + "' holds " +
+                      std::to_string(actual) + " bytes, but the plan reads " +
+                      std::to_string(d.minSize));
+      plan.weightFiles.push_back(std::move(d));
+    }
+
+  if (const auto *buffers = root->buffers())
+    for (const pf::Buffer *b : *buffers) {
+      std::string where = "buffer #" + std::to_string(plan.buffers.size());
+      BufferDesc d;
+      if (static_cast<int>(b->dtype()) > static_cast<int>(pf::DType::MAX))
+        return c.fail(where + " has an unknown element type");
+      d.dtype = static_cast<DType>(b->dtype());
+      d.shape = toVector<int64_t>(b->shape());
+      d.name = str(b->name());
+      int64_t n = 1;
+      for (int64_t dim : d.shape) {
+        if (dim < 0 || (dim && n > kMaxElements / dim))
+          return c.fail(where + " ('" + d.name + "') has an invalid shape");
+        n *= dim;
+      }
+      if (const pf::WeightRange *w = b->weight()) {
+        if (w->file() >= plan.weightFiles.size())
+          return c.fail(where + " reads weight file #" +
+                        std::to_string(w->file()) + ", but the plan lists " +
+                        std::to_string(plan.weightFiles.size()));
+        if (w->offset() + d.bytes() > plan.weightFiles[w->file()].minSize)
+          return c.fail(where + " ('" + d.name +
+                        "') reads past the end its weight file declares");
+        d.weight = WeightRangeDesc{w->file(), w->offset(), w->param()->str(),
+                                   w->trainable()};
+      }
+      if (const auto *k = b->constant()) {
+        d.constant.assign(k->begin(), k->end());
+        if (d.constant.size() != d.bytes())
+          return c.fail(where + " embeds " +
+                        std::to_string(d.constant.size()) +
+                        " bytes, but its shape and type need " +
+                        std::to_string(d.bytes()));
+      }
+      plan.buffers.push_back(std::move(d));
+    }
+
+  if (const auto *programs = root->programs())
+    for (const pf::Program *p : *programs) {
+      ProgramDesc d;
+      d.name = p->name()->str();
+      if (const auto *calls = p->calls())
+        for (const pf::KernelCall *k : *calls) {
+          KernelCallDesc call;
+          if (static_cast<int>(k->op()) >= kNumOpKinds)
+            return c.fail("program '" + d.name + "' calls unknown kernel #" +
+                          std::to_string(static_cast<int>(k->op())));
+          call.op = static_cast<OpKind>(k->op());
+          call.inputs = toVector<uint32_t>(k->inputs());
+          call.outputs = toVector<uint32_t>(k->outputs());
+          call.ints = toVector<int64_t>(k->ints());
+          call.floats = toVector<double>(k->floats());
+          call.loc = str(k->loc());
+          std::string where = "call #" + std::to_string(d.calls.size()) +
+                              " of program '" + d.name + "'";
+          if (Status s = checkCall(c, plan, where, call); s.failed())
+            return s;
+          d.calls.push_back(std::move(call));
+        }
+      plan.programs.push_back(std::move(d));
+    }
+
+  if (const auto *jobs = root->jobs())
+    for (const pf::Job *j : *jobs) {
+      std::string where = "job #" + std::to_string(plan.jobs.size());
+      JobDesc d;
+      d.program = j->program();
+      d.device = j->device();
+      d.queue = static_cast<QueueKind>(j->queue());
+      d.microbatch = j->microbatch();
+      d.waits = toVector<uint32_t>(j->waits());
+      d.records = toVector<uint32_t>(j->records());
+      if (d.program >= plan.programs.size())
+        return c.fail(where + " runs program #" + std::to_string(d.program) +
+                      ", but the plan has " +
+                      std::to_string(plan.programs.size()));
+      if (d.device >= plan.devices)
+        return c.fail(where + " runs on device " + std::to_string(d.device) +
+                      " of " + std::to_string(plan.devices));
+      for (uint32_t e : d.waits)
+        if (e >= plan.events)
+          return c.fail(where + " waits for event #" + std::to_string(e) +
+                        " of " + std::to_string(plan.events));
+      for (uint32_t e : d.records)
+        if (e >= plan.events)
+          return c.fail(where + " records event #" + std::to_string(e) +
+                        " of " + std::to_string(plan.events));
+      plan.jobs.push_back(std::move(d));
+    }
+
+  auto bindings = [&](const auto *list, std::vector<BindingDesc> &out,
+                      const char *what) -> Status {
+    if (!list)
+      return Status::ok();
+    for (const pf::Binding *b : *list) {
+      if (b->buffer() >= plan.buffers.size())
+        return c.fail(std::string(what) + " '" + b->name()->str() +
+                      "' is buffer #" + std::to_string(b->buffer()) +
+                      ", but the plan has " +
+                      std::to_string(plan.buffers.size()));
+      for (const BindingDesc &seen : out)
+        if (seen.name == b->name()->str())
+          return c.fail(std::string(what) + " '" + seen.name +
+                        "' is listed twice");
+      out.push_back({b->name()->str(), b->buffer(), b->limit()});
+    }
+    return Status::ok();
+  };
+  if (Status s = bindings(root->inputs(), plan.inputs, "input"); s.failed())
+    return s;
+  if (Status s = bindings(root->outputs(), plan.outputs, "output"); s.failed())
+    return s;
+  return plan;
+}
+
+Expected<std::string> rp::runtime::describePlanJson(const Plan &plan) {
+  flatbuffers::IDLOptions opts;
+  opts.strict_json = true;
+  opts.output_default_scalars_in_json = true;
+  opts.indent_step = 2;
+  flatbuffers::Parser parser(opts);
+  if (!parser.Parse(kPlanSchemaText))
+    return internalError("the built-in plan schema does not parse: " +
+                         parser.error_);
+  std::string json;
+  if (!flatbuffers::GenerateText(parser, plan.raw.data(), &json))
+    return internalError("cannot render the plan as JSON");
+  return json;
+}
+
+std::string rp::runtime::describePlanGrid(const Plan &plan) {
+  std::ostringstream os;
+  os << "plan " << plan.path << " (schema " << plan.schemaVersion << ", "
+     << plan.producer << ")\n";
+  os << plan.devices << " device(s), " << plan.buffers.size() << " buffers, "
+     << plan.programs.size() << " programs, " << plan.jobs.size() << " jobs\n";
+  const char *queues[] = {"compute", "weight-h2d", "act-h2d", "d2h"};
+  os << "job  device  queue       mb  program                       calls\n";
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const JobDesc &j = plan.jobs[i];
+    const ProgramDesc &p = plan.programs[j.program];
+    char line[160];
+    snprintf(line, sizeof(line), "%3zu  %6u  %-10s %3u  %-28s %6zu\n", i,
+             j.device, queues[static_cast<int>(j.queue) & 3], j.microbatch,
+             p.name.c_str(), p.calls.size());
+    os << line;
+  }
+  auto io = [&](const char *what, const std::vector<BindingDesc> &list) {
+    for (const BindingDesc &b : list)
+      os << what << " " << b.name << ": " << dtypeName(plan.buffers[b.buffer].dtype)
+         << describeShape(plan.buffers[b.buffer].shape) << "\n";
+  };
+  io("input", plan.inputs);
+  io("output", plan.outputs);
+  return os.str();
+}

@@ -1,0 +1,122 @@
+//===- rp-run.cpp - run an rp plan ----------------------------------------===//
+//
+// rp-run PLAN.rpplan [--backend host] [--input NAME=FILE.npy]...
+//        [--dump-outputs FILE.npy] [--seed N] [--threads N]
+//        [--describe=json|grid]
+//
+// Streams and exit codes follow DESIGN.md: a forward-only plan prints
+// nothing on stdout and a summary on stderr; --describe prints the plan on
+// stdout and runs nothing. Exit 0 ok, 1 user error, 2 internal error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/runtime/Executor.h"
+#include "rp/runtime/Npy.h"
+#include "rp/runtime/Plan.h"
+#include "rp/runtime/host/Kernels.h"
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+using namespace rp::runtime;
+
+static int fail(const Status &s) {
+  std::fprintf(stderr, "rp-run: error: %s\n", s.getMessage().c_str());
+  return exitCode(s);
+}
+
+/// The first output as f32, as --dump-outputs writes it.
+static Status dumpOutput(const HostForward &fwd, const std::string &path) {
+  TensorRef out = fwd.output(0);
+  if (out.dtype == DType::f32)
+    return writeNpy(path, DType::f32, out.shape, out.data);
+  std::vector<float> f32(out.size());
+  TensorRef dst{f32.data(), DType::f32, out.shape};
+  ThreadPool pool(1);
+  if (Status s = host::cast(pool, out, dst); s.failed())
+    return s;
+  return writeNpy(path, DType::f32, out.shape, f32.data());
+}
+
+int main(int argc, char **argv) {
+  CLI::App app{"rp-run: runs a compiled rp plan"};
+  std::string planPath, backend = "host", describeMode, dumpPath;
+  std::vector<std::string> inputs;
+  uint64_t seed = 0;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  app.add_option("plan", planPath, "the .rpplan file")->required();
+  app.add_option("--backend", backend, "host, cuda or sim")
+      ->check(CLI::IsMember({"host", "cuda", "sim"}));
+  app.add_option("--input", inputs, "NAME=FILE.npy, once per model input");
+  app.add_option("--dump-outputs", dumpPath,
+                 "write the first output of step 0 as f32 .npy");
+  app.add_option("--seed", seed, "seed of synthetic inputs");
+  app.add_option("--threads", threads, "worker threads (default: cores)")
+      ->check(CLI::Range(1u, 1024u));
+  app.add_option("--describe", describeMode, "print the plan and exit")
+      ->check(CLI::IsMember({"json", "grid"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? 0 : 1;
+  }
+
+  Expected<Plan> plan = loadPlan(planPath);
+  if (!plan)
+    return fail(plan.getStatus());
+  if (!describeMode.empty()) {
+    if (describeMode == "grid") {
+      std::cout << describePlanGrid(*plan);
+      return 0;
+    }
+    Expected<std::string> json = describePlanJson(*plan);
+    if (!json)
+      return fail(json.getStatus());
+    std::cout << *json;
+    return 0;
+  }
+  if (backend != "host")
+    return fail(unavailable("the " + backend +
+                            " backend is not built into this rp-run yet; "
+                            "use --backend host"));
+
+  auto start = std::chrono::steady_clock::now();
+  Expected<std::unique_ptr<HostForward>> fwd = HostForward::create(*plan);
+  if (!fwd)
+    return fail(fwd.getStatus());
+  for (const std::string &spec : inputs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail(invalidArgument("--input takes NAME=FILE.npy, got '" +
+                                  spec + "'"));
+    Expected<NpyArray> array = readNpy(spec.substr(eq + 1));
+    if (!array)
+      return fail(array.getStatus());
+    if (Status s = (*fwd)->setInput(spec.substr(0, eq), *array); s.failed())
+      return fail(s);
+  }
+  if (Status s = (*fwd)->setSyntheticInputs(seed); s.failed())
+    return fail(s);
+  ThreadPool pool(threads);
+  if (Status s = (*fwd)->run(pool); s.failed())
+    return fail(s);
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  if (!dumpPath.empty())
+    if (Status s = dumpOutput(**fwd, dumpPath); s.failed())
+      return fail(s);
+  if (plan->outputs.empty())
+    return 0;
+  TensorRef out = (*fwd)->output(0);
+  std::fprintf(stderr,
+               "rp-run: forward of %s on host (%u threads): %zu jobs, "
+               "output '%s' %s, %.1f ms\n",
+               planPath.c_str(), threads, plan->jobs.size(),
+               plan->outputs[0].name.c_str(), describe(out).c_str(), ms);
+  return 0;
+}

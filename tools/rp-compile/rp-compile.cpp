@@ -1,0 +1,127 @@
+//===- rp-compile.cpp - model to plan in one command ----------------------===//
+//
+// rp-compile MODEL.onnx|MODEL.mlir -o MODEL.rpplan --forward-only
+//
+// Imports an ONNX model (or reads rp IR), runs the passes that prepare the
+// graph, and writes the plan. Inline weights of an ONNX model are written
+// beside the plan (MODEL.weights.bin) and referenced relative to it.
+// stdout carries nothing; stderr a one-paragraph summary and diagnostics.
+// Exit codes: 0 ok, 1 bad input.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Dialect/RP/RPPasses.h"
+#include "rp/Import/ONNX/ImportPipeline.h"
+#include "rp/InitAllDialects.h"
+#include "rp/Target/PlanExport.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.onnx|model.mlir>"));
+static cl::opt<std::string> outputPath("o", cl::Required,
+                                       cl::desc("the .rpplan to write"),
+                                       cl::value_desc("file"));
+static cl::opt<bool> forwardOnly(
+    "forward-only", cl::desc("compile an inference plan (forward only)"));
+static cl::opt<unsigned> devices("devices", cl::init(1),
+                                 cl::desc("number of devices (1 for now)"));
+
+static std::string folderOf(StringRef path) {
+  StringRef dir = llvm::sys::path::parent_path(path);
+  return dir.empty() ? "." : dir.str();
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  rp::ImportCLOptions importOptions;
+  cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
+
+  if (!forwardOnly) {
+    llvm::errs() << "rp-compile: training plans are not available yet; pass "
+                    "--forward-only to compile an inference plan\n";
+    return 1;
+  }
+  if (devices != 1) {
+    llvm::errs() << "rp-compile: --devices " << devices
+                 << " is not available yet; plans run on one device\n";
+    return 1;
+  }
+
+  DialectRegistry registry;
+  rp::registerAllDialects(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+
+  OwningOpRef<ModuleOp> module;
+  std::string irDir = folderOf(inputPath);
+  if (StringRef(inputPath).ends_with(".onnx")) {
+    // The IR stays in memory: weights go beside the plan and are referenced
+    // from the plan's folder.
+    auto options = importOptions.get(inputPath, outputPath, &context);
+    if (failed(options))
+      return 1;
+    module = rp::importAndPrepare(inputPath, &context, *options);
+    irDir = options->irDir;
+  } else {
+    std::string error;
+    auto file = openInputFile(inputPath, &error);
+    if (!file) {
+      llvm::errs() << "rp-compile: " << error << "\n";
+      return 1;
+    }
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (module) {
+      PassManager pm(&context);
+      pm.addPass(createCanonicalizerPass());
+      pm.addPass(rp::createGroupLayersPass());
+      pm.addPass(rp::createVerifyGraphPass());
+      if (failed(pm.run(*module)))
+        module = nullptr;
+    }
+  }
+  if (!module || failed(verify(*module)))
+    return 1;
+
+  rp::PlanExportOptions options;
+  options.irDir = irDir;
+  options.planDir = folderOf(outputPath);
+  options.producer = "rp-compile " + inputPath + " --forward-only";
+  std::vector<uint8_t> bytes;
+  if (failed(rp::exportPlan(*module, options, bytes)))
+    return 1;
+  llvm::Error err = llvm::writeToOutput(outputPath, [&](raw_ostream &os) {
+    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    return llvm::Error::success();
+  });
+  if (err) {
+    llvm::errs() << "rp-compile: cannot write '" << outputPath
+                 << "': " << llvm::toString(std::move(err)) << "\n";
+    return 1;
+  }
+  int layers = 0;
+  module->walk([&](rp::LayerOp) { ++layers; });
+  llvm::errs() << "rp-compile: " << outputPath << ": forward plan, 1 device, "
+               << layers << " layers run in order, " << bytes.size()
+               << " bytes\n";
+  return 0;
+}

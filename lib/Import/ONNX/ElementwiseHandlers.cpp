@@ -7,6 +7,8 @@
 
 #include "NodeImporter.h"
 
+#include "llvm/ADT/SmallString.h"
+
 using namespace mlir;
 using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
@@ -19,10 +21,13 @@ static LogicalResult binary(NodeImporter &n) {
   if (std::is_same_v<OpTy, PowOp> && !isa<FloatType>(getElementTypeOrSelf(lhs)))
     return n.error() << "Pow of " << getElementTypeOrSelf(lhs)
                      << " tensors is not supported; rp raises floats only";
-  // ONNX Pow allows an exponent of another type; rp does not promote.
-  rhs = n.castTo(rhs, getElementTypeOrSelf(lhs));
+  // ONNX Pow allows an exponent of another type; rp does not promote. The
+  // other ops take one type, and a mismatch is an error, not a cast.
+  if (std::is_same_v<OpTy, PowOp>)
+    rhs = n.castTo(rhs, getElementTypeOrSelf(lhs));
   if (getElementTypeOrSelf(lhs) != getElementTypeOrSelf(rhs))
-    return n.error() << "operands have different element types";
+    return n.error() << "operands have different element types: "
+                     << lhs.getType() << " and " << rhs.getType();
   if (failed(broadcastShapes(cast<RankedTensorType>(lhs.getType()).getShape(),
                              cast<RankedTensorType>(rhs.getType()).getShape())))
     return n.error() << "operand shapes " << lhs.getType() << " and "
@@ -95,14 +100,18 @@ static LogicalResult importDropout(NodeImporter &n) {
     auto ratio = n.constantInput(1, "ratio");
     if (failed(ratio))
       return failure();
-    double r = (*ratio).getSplatValue<APFloat>().convertToDouble();
-    if (r != 0.0)
-      return n.error() << "dropout with ratio " << r
-                       << " in training mode is not supported; export with "
-                          "dropout 0 (rp trains without dropout)";
+    APFloat r = (*ratio).getSplatValue<APFloat>();
+    SmallString<16> text;
+    r.toString(text);
+    if (!r.isZero())
+      return n.error() << "dropout with ratio " << text
+                       << " in training mode is not supported; export in "
+                          "eval mode (model.eval()) or with dropout 0 (rp "
+                          "trains without dropout)";
   } else if (training) {
     return n.error() << "dropout in training mode with the default ratio 0.5 "
-                        "is not supported; export with dropout 0";
+                        "is not supported; export in eval mode "
+                        "(model.eval()) or with dropout 0";
   }
   n.setOutput(0, x);
   return success();
@@ -148,6 +157,8 @@ static LogicalResult importReciprocal(NodeImporter &n) {
   Value x = n.input(0);
   if (!x)
     return failure();
+  if (!isa<FloatType>(getElementTypeOrSelf(x)))
+    return n.error() << "expects a float input but got " << x.getType();
   auto type = RankedTensorType::get({}, getElementTypeOrSelf(x));
   auto one = n.constant(DenseElementsAttr::get(
       type, n.builder.getFloatAttr(type.getElementType(), 1.0)));

@@ -24,6 +24,9 @@ static LogicalResult importMatMul(NodeImporter &n) {
   if (!a || !b)
     return failure();
   ArrayRef<int64_t> as = shapeOf(a), bs = shapeOf(b);
+  if (as.empty() || bs.empty())
+    return n.error() << "cannot multiply " << a.getType() << " by "
+                     << b.getType() << ": scalars have no matrix product";
   bool vecA = as.size() == 1, vecB = bs.size() == 1;
   if (vecA)
     a = n.reshape(a, {1, as[0]});
@@ -167,7 +170,13 @@ static LogicalResult importConv(NodeImporter &n) {
   if (!patchify)
     return n.error() << "only patch-embedding convolutions (kernel == "
                         "stride, no padding, dilation 1, group 1) are "
-                        "supported";
+                        "supported, but this one has kernel ["
+                     << ArrayRef(kernel) << "], strides [" << ArrayRef(strides)
+                     << "], pads [" << ArrayRef(pads) << "], dilations ["
+                     << ArrayRef(dil) << "], group " << n.intAttr("group", 1)
+                     << ", auto_pad " << n.stringAttr("auto_pad", "NOTSET")
+                     << "; rp imports transformers, whose only convolution "
+                        "is a ViT-style patch embedding";
   int64_t b = xs[0], c = xs[1], h = xs[2], wd = xs[3];
   int64_t kh = kernel[0], kw = kernel[1], o = ws[0];
   if (h % kh || wd % kw || ws[1] != c)

@@ -146,9 +146,15 @@ onnx_import::readTensor(const onnx::TensorProto &tensor, RankedTensorType type,
 //===----------------------------------------------------------------------===//
 
 InFlightDiagnostic NodeImporter::error() {
-  return emitError(loc) << node.op_type() << " node '"
-                        << (node.name().empty() ? node.output(0) : node.name())
-                        << "' (opset " << opset << "): ";
+  // A node without a name goes by its first output, or without outputs by
+  // the name of its location (op type and index).
+  std::string name = node.name();
+  if (name.empty() && node.output_size())
+    name = node.output(0);
+  else if (auto nameLoc = dyn_cast<NameLoc>(loc); name.empty() && nameLoc)
+    name = nameLoc.getName().str();
+  return emitError(loc) << node.op_type() << " node '" << name << "' (opset "
+                        << opset << "): ";
 }
 
 Value NodeImporter::input(int i) {
@@ -175,7 +181,9 @@ FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i,
   if (!matchPattern(v, m_Constant(&attr)))
     return error() << "input '" << node.input(i) << "' (" << what
                    << ") must be a constant once shapes are static, but it "
-                      "is computed at run time";
+                      "is computed at run time; rp needs it at compile time, "
+                      "so it may depend only on constants, initializers and "
+                      "input shapes";
   return attr;
 }
 
@@ -203,7 +211,8 @@ LogicalResult NodeImporter::onlyFirstOutput() {
   for (int i = 1; i < node.output_size(); ++i)
     if (hasOutput(i))
       return error() << "output #" << i << " ('" << node.output(i)
-                     << "') is not supported; only the first output is";
+                     << "') is not supported: rp computes only the first "
+                        "output; re-export so that the others are not used";
   return success();
 }
 

@@ -159,6 +159,8 @@ static LogicalResult importUnsqueeze(NodeImporter &n) {
 }
 
 static LogicalResult importConcat(NodeImporter &n) {
+  if (n.numInputs() == 0)
+    return n.error() << "needs at least one input";
   SmallVector<Value> inputs;
   for (int i = 0; i < n.numInputs(); ++i) {
     Value v = n.input(i);
@@ -195,6 +197,8 @@ static LogicalResult importSplit(NodeImporter &n) {
     sizes = *given;
   } else {
     int64_t parts = n.node.output_size();
+    if (parts == 0)
+      return n.error() << "has no outputs";
     if (in[*axis] % parts)
       return n.error() << "cannot split size " << in[*axis] << " into "
                        << parts << " equal parts";
@@ -243,6 +247,11 @@ static LogicalResult importSlice(NodeImporter &n) {
       return failure();
     steps = *given;
   }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return n.error() << "starts, ends, axes and steps have different lengths ("
+                     << starts->size() << ", " << ends->size() << ", "
+                     << axes.size() << ", " << steps.size() << ")";
   SmallVector<int64_t> offsets(rank, 0), strides(rank, 1), shape(in);
   for (size_t i = 0; i < axes.size(); ++i) {
     auto axis = n.normalizeAxis(axes[i], rank);
@@ -251,7 +260,8 @@ static LogicalResult importSlice(NodeImporter &n) {
     int64_t dim = in[*axis], step = steps[i];
     if (step <= 0)
       return n.error() << "step " << step << " on axis " << *axis
-                       << " is not supported; rp slices with positive steps";
+                       << " is not supported; rp slices with positive steps "
+                          "(to reverse, Gather with constant indices)";
     // ONNX clamps starts and ends into [0, dim] after adding dim to
     // negative values.
     auto clamp = [&](int64_t v) {
@@ -291,6 +301,12 @@ static LogicalResult importTranspose(NodeImporter &n) {
   else
     for (int64_t d = rank - 1; d >= 0; --d)
       perm.push_back(d);
+  SmallVector<int64_t> sorted(perm);
+  llvm::sort(sorted);
+  if (sorted != llvm::to_vector(llvm::seq<int64_t>(0, rank)))
+    return n.error() << "perm [" << ArrayRef(perm)
+                     << "] is not a permutation of the " << rank
+                     << " dimensions of " << x.getType();
   n.setOutput(0, n.create<TransposeOp>(x, perm));
   return success();
 }
@@ -315,6 +331,9 @@ static LogicalResult importConstantOfShape(NodeImporter &n) {
   auto shape = n.constantInts(0, "shape");
   if (failed(shape))
     return failure();
+  if (llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
+    return n.error() << "shape [" << ArrayRef(*shape)
+                     << "] has a negative dimension";
   Attribute value = n.builder.getF32FloatAttr(0.0f);
   if (const auto *a = n.attr("value")) {
     Type element = convertElementType(a->t().data_type(), n.builder.getContext());
@@ -338,6 +357,10 @@ static LogicalResult importRange(NodeImporter &n) {
        delta = n.constantInput(2, "delta");
   if (failed(start) || failed(limit) || failed(delta))
     return failure();
+  for (DenseElementsAttr a : {*start, *limit, *delta})
+    if (a.getNumElements() != 1)
+      return n.error() << "start, limit and delta must be scalars, got "
+                       << a.getType();
   Type element = start->getElementType();
   auto scalar = [](DenseElementsAttr a) {
     Attribute v = a.getSplatValue<Attribute>();
@@ -360,6 +383,16 @@ static LogicalResult importRange(NodeImporter &n) {
 }
 
 static LogicalResult importTrilu(NodeImporter &n) {
+  Value in = n.input(0);
+  if (!in)
+    return failure();
+  // Exporters apply Trilu to the constant ones of a causal mask; on a tensor
+  // computed at run time it would need a kernel rp does not have.
+  if (!matchPattern(in, m_Constant()))
+    return n.error() << "Trilu of '" << n.node.input(0)
+                     << "', which is computed at run time, is not supported; "
+                        "rp folds Trilu on constant masks only (build the "
+                        "mask from constants and shapes)";
   auto x = n.constantInput(0, "input");
   if (failed(x))
     return failure();
@@ -368,6 +401,8 @@ static LogicalResult importTrilu(NodeImporter &n) {
     auto given = n.constantInts(1, "k");
     if (failed(given))
       return failure();
+    if (given->size() != 1)
+      return n.error() << "k must hold one value, got " << given->size();
     k = given->front();
   }
   bool upper = n.intAttr("upper", 1) != 0;

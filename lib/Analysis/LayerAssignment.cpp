@@ -118,11 +118,17 @@ FailureOr<LayerAssignment> mlir::rp::assignLayersByScope(func::FuncOp func) {
   return finish(ops, bodyIndex, names, "scope");
 }
 
-/// A segment's signature: the op names in order.
+/// A segment's signature: the op names and result types in order (two
+/// layers of one stack compute the same shapes).
 static std::string signature(ArrayRef<Operation *> ops) {
   std::string s;
-  for (Operation *op : ops)
-    s += op->getName().getStringRef().str() + ";";
+  llvm::raw_string_ostream os(s);
+  for (Operation *op : ops) {
+    os << op->getName() << ":";
+    for (Type t : op->getResultTypes())
+      os << t << ",";
+    os << ";";
+  }
   return s;
 }
 

@@ -22,8 +22,10 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
+static cl::opt<std::string> inputPath(cl::Positional,
                                       cl::desc("<model.onnx>"));
+static cl::opt<bool> listOps("list-ops",
+                             cl::desc("print the ONNX ops rp-import handles"));
 static cl::opt<std::string> outputPath("o", cl::desc("output .mlir ('-' is "
                                                      "stdout)"),
                                        cl::value_desc("file"), cl::init("-"));
@@ -38,6 +40,16 @@ int main(int argc, char **argv) {
   rp::ImportCLOptions importOptions;
   cl::ParseCommandLineOptions(argc, argv, "rp ONNX importer\n");
 
+  if (listOps) {
+    for (const std::string &op : rp::supportedONNXOps())
+      llvm::outs() << op << "\n";
+    return 0;
+  }
+  if (inputPath.empty()) {
+    llvm::errs() << "rp-import: give a model: rp-import MODEL.onnx -o "
+                    "OUT.mlir\n";
+    return 1;
+  }
   MLIRContext context;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);

@@ -126,8 +126,7 @@ static LogicalResult importConstant(NodeImporter &n) {
                        << elementTypeName(a->t().data_type())
                        << " is not supported";
     SmallVector<int64_t> shape(a->t().dims().begin(), a->t().dims().end());
-    auto data = readTensor(a->t(), RankedTensorType::get(shape, element), "",
-                           n.loc);
+    auto data = n.readTensorAttr(a->t(), RankedTensorType::get(shape, element));
     if (failed(data))
       return failure();
     n.setOutput(0, n.constant(*data));

@@ -12,11 +12,14 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 using namespace mlir;
@@ -262,8 +265,22 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
   auto it = handlers.find(node.op_type());
   if (it == handlers.end())
     return importer.error() << "operator " << node.op_type()
-                            << " is not supported by rp-import";
-  return it->second(importer);
+                            << " is not supported by rp-import (rp-import "
+                               "--list-ops lists the ops it handles); "
+                               "re-export the model without it";
+  Operation *before = entry->empty() ? nullptr : &entry->back();
+  if (failed(it->second(importer)))
+    return failure();
+  // Input types the handler did not check surface here, at the node, rather
+  // than at the end of the import without it.
+  Operation *first = before             ? before->getNextNode()
+                     : entry->empty() ? nullptr
+                                      : &entry->front();
+  for (Operation *op = first; op; op = op->getNextNode())
+    if (failed(verify(op)))
+      return importer.error() << "its inputs have types this operator does "
+                                 "not accept in rp (see the error above)";
+  return success();
 }
 
 OwningOpRef<ModuleOp> GraphImporter::run() {
@@ -276,6 +293,23 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     return emitError(FileLineColLoc::get(context, path, 0, 0))
                << "sparse initializers are not supported",
            nullptr;
+
+  for (auto &shape : options.shapes) {
+    bool found = llvm::any_of(graph.input(), [&](const auto &in) {
+      return in.name() == shape.first();
+    });
+    if (!found) {
+      InFlightDiagnostic diag =
+          emitError(FileLineColLoc::get(context, path, 0, 0))
+          << "--shape names '" << shape.first()
+          << "', which is not an input of the model (inputs:";
+      for (const auto &in : graph.input())
+        if (!initializers.count(in.name()))
+          diag << " " << in.name();
+      diag << ")";
+      return nullptr;
+    }
+  }
 
   SmallVector<std::string> argNames;
   SmallVector<Type> argTypes;
@@ -325,13 +359,27 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   return module;
 }
 
+std::vector<std::string> mlir::rp::supportedONNXOps() {
+  llvm::StringMap<Handler> table;
+  registerElementwiseHandlers(table);
+  registerShapeHandlers(table);
+  registerNNHandlers(table);
+  std::vector<std::string> ops;
+  for (auto &entry : table)
+    ops.push_back(entry.first().str());
+  llvm::sort(ops);
+  return ops;
+}
+
 OwningOpRef<ModuleOp> mlir::rp::importONNXModel(
     StringRef path, MLIRContext *context, const ONNXImportOptions &options) {
   context->loadDialect<RPDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(context, path, 0, 0);
   std::ifstream in(path.str(), std::ios::binary);
   if (!in)
-    return emitError(loc) << "cannot open '" << path << "'", nullptr;
+    return emitError(loc) << "cannot open '" << path
+                          << "': " << std::strerror(errno),
+           nullptr;
   onnx::ModelProto model;
   if (!model.ParseFromIstream(&in) || !model.has_graph() ||
       model.opset_import_size() == 0)

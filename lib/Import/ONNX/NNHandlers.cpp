@@ -131,6 +131,10 @@ static LogicalResult importReduce(NodeImporter &n, ReduceKind kind,
 }
 
 static LogicalResult importLayerNorm(NodeImporter &n) {
+  if (n.opset < 17)
+    return n.error() << "LayerNormalization exists from opset 17; the model "
+                        "declares opset "
+                     << n.opset << " (re-export with opset_version=17)";
   Value x = n.input(0), scale = n.input(1);
   if (!x || !scale || failed(n.onlyFirstOutput()))
     return failure();

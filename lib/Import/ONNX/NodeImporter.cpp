@@ -127,7 +127,6 @@ LogicalResult onnx_import::checkTensorSize(const onnx::TensorProto &tensor,
 FailureOr<DenseElementsAttr>
 onnx_import::readTensor(const onnx::TensorProto &tensor, RankedTensorType type,
                         StringRef modelDir, Location loc) {
-  int64_t n = type.getNumElements();
   auto bytes = readTensorBytes(tensor, modelDir, loc);
   if (failed(bytes) || failed(checkTensorSize(tensor, *bytes, type, loc)))
     return failure();

@@ -114,6 +114,12 @@ public:
   }
   Value i64Constant(ArrayRef<int64_t> values);
   Value reshape(Value v, ArrayRef<int64_t> shape);
+  /// Reads a tensor attribute (Constant, ConstantOfShape); external data is
+  /// relative to the model's folder.
+  FailureOr<DenseElementsAttr> readTensorAttr(const onnx::TensorProto &t,
+                                              RankedTensorType type) {
+    return readTensor(t, type, modelDir, loc);
+  }
   /// Casts `v` to the element type `type` (no-op when equal).
   Value castTo(Value v, Type elementType);
 

@@ -340,8 +340,7 @@ static LogicalResult importConstantOfShape(NodeImporter &n) {
     if (!element)
       return n.error() << "value of type " << elementTypeName(a->t().data_type())
                        << " is not supported";
-    auto one = readTensor(a->t(), RankedTensorType::get({1}, element), "",
-                          n.loc);
+    auto one = n.readTensorAttr(a->t(), RankedTensorType::get({1}, element));
     if (failed(one))
       return failure();
     value = (*one).getSplatValue<Attribute>();

@@ -53,6 +53,9 @@ struct ONNXImportOptions {
 LogicalResult parseShapeOption(StringRef text, ONNXImportOptions &options,
                                std::string &error);
 
+/// The ONNX op types rp-import has handlers for, sorted.
+std::vector<std::string> supportedONNXOps();
+
 /// Imports the ONNX model at `path` into a module holding `func.func @main`.
 /// Diagnostics go to the context's handler.
 OwningOpRef<ModuleOp> importONNXModel(StringRef path, MLIRContext *context,

@@ -14,7 +14,7 @@ config.suffixes = [".mlir", ".onnxtext", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.rp_obj_root, "test")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
-                   "make_models.py", "onnxtext.py"]
+                   "make_models.py", "onnxtext.py", "bad_plans.py"]
 
 config.substitutions.append(("%PYTHON", config.python_executable))
 config.substitutions.append(("%rp_src_root", config.rp_src_root))
@@ -35,7 +35,7 @@ llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.rp_src_root, "python"), append_path=True
 )
 
-tools = ["rp-opt", "rp-import"]
+tools = ["rp-opt", "rp-import", "rp-translate", "rp-compile", "rp-run"]
 llvm_config.add_tool_substitutions(tools, [config.rp_tools_dir, config.llvm_tools_dir])
 
 # RP_CHECK_ROUNDTRIP=1 makes every rp-opt run also check that its output

@@ -306,7 +306,7 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path) {
         return c.fail(std::string(what) + " '" + b->name()->str() +
                       "' is buffer #" + std::to_string(b->buffer()) +
                       ", but the plan has " +
-                      std::to_string(plan.buffers.size()));
+                      std::to_string(plan.buffers.size()) + " buffers");
       for (const BindingDesc &seen : out)
         if (seen.name == b->name()->str())
           return c.fail(std::string(what) + " '" + seen.name +

@@ -1,0 +1,157 @@
+//===- HostCommon.cpp - shared machinery of the host kernels --------------===//
+//
+// Argument checks and the strided loop planner. Messages name the op and
+// the offending tensor as describe() prints it, because they reach users
+// through rp-run when a plan and its inputs disagree.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostCommon.h"
+
+#include <cstring>
+
+namespace rp::runtime::host::detail {
+
+Status checkTensor(const TensorRef &t, const char *role, const char *op) {
+  for (int64_t d : t.shape)
+    if (d < 0)
+      return invalidArgument(std::string(op) + ": " + role +
+                             " has a negative dimension: " + describe(t));
+  if (!t.data && t.size() > 0)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
+                           " has no data");
+  return {};
+}
+
+Status checkTensorOf(const TensorRef &t, DType dtype, const char *role,
+                     const char *op) {
+  if (t.dtype != dtype)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
+                           " should have element type " + dtypeName(dtype));
+  return checkTensor(t, role, op);
+}
+
+Status checkSameShape(const TensorRef &a, const TensorRef &b, const char *op) {
+  if (a.shape != b.shape)
+    return invalidArgument(std::string(op) + ": output " + describe(b) +
+                           " should have the input's shape " +
+                           describeShape(a.shape));
+  return {};
+}
+
+Status unsupportedDType(const char *op, DType dtype, const char *what) {
+  std::string message = std::string(op) + ": ";
+  if (*what)
+    message += std::string(what) + " ";
+  return invalidArgument(message + "is not supported for element type " +
+                         dtypeName(dtype));
+}
+
+bool broadcastShapes(const std::vector<const Shape *> &shapes, Shape &result) {
+  size_t rank = 0;
+  for (const Shape *shape : shapes)
+    rank = std::max(rank, shape->size());
+  result.assign(rank, 1);
+  for (const Shape *shape : shapes) {
+    size_t lead = rank - shape->size();
+    for (size_t d = 0; d < shape->size(); ++d) {
+      int64_t size = (*shape)[d], &merged = result[lead + d];
+      if (size == merged || size == 1)
+        continue;
+      if (merged != 1)
+        return false;
+      merged = size;
+    }
+  }
+  return true;
+}
+
+Status makeStridedPlan(const Shape &shape,
+                       const std::vector<std::vector<int64_t>> &strides,
+                       StridedPlan &plan, const char *op) {
+  plan = StridedPlan();
+  plan.numOperands = static_cast<int>(strides.size());
+  std::vector<int64_t> mergedShape;
+  std::vector<std::vector<int64_t>> mergedStrides(strides.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue; // Its stride never matters.
+    bool mergeable = !mergedShape.empty();
+    for (size_t k = 0; k < strides.size() && mergeable; ++k)
+      mergeable = mergedStrides[k].back() == strides[k][d] * shape[d];
+    if (mergeable) {
+      mergedShape.back() *= shape[d];
+      for (size_t k = 0; k < strides.size(); ++k)
+        mergedStrides[k].back() = strides[k][d];
+      continue;
+    }
+    mergedShape.push_back(shape[d]);
+    for (size_t k = 0; k < strides.size(); ++k)
+      mergedStrides[k].push_back(strides[k][d]);
+  }
+  if (mergedShape.empty()) {
+    mergedShape.push_back(1);
+    for (auto &s : mergedStrides)
+      s.push_back(0);
+  }
+  if (mergedShape.size() > static_cast<size_t>(kMaxRank))
+    return invalidArgument(std::string(op) + ": shape " + describeShape(shape) +
+                           " has more than " + std::to_string(kMaxRank) +
+                           " dimensions that cannot be merged");
+  plan.rank = static_cast<int>(mergedShape.size());
+  for (int d = 0; d < plan.rank; ++d) {
+    plan.shape[d] = mergedShape[d];
+    for (int k = 0; k < plan.numOperands; ++k)
+      plan.strides[k][d] = mergedStrides[k][d];
+  }
+  return {};
+}
+
+Status makeBroadcastPlan(const Shape &shape,
+                         const std::vector<const TensorRef *> &operands,
+                         StridedPlan &plan, const char *op) {
+  std::vector<std::vector<int64_t>> strides;
+  for (const TensorRef *operand : operands) {
+    std::vector<int64_t> s(shape.size());
+    if (!kernels::broadcastStrides(
+            operand->shape.data(), static_cast<int>(operand->shape.size()),
+            shape.data(), static_cast<int>(shape.size()), s.data()))
+      return invalidArgument(std::string(op) + ": " + describe(*operand) +
+                             " does not broadcast to the output shape " +
+                             describeShape(shape));
+    strides.push_back(std::move(s));
+  }
+  return makeStridedPlan(shape, strides, plan, op);
+}
+
+template <typename U>
+static void stridedCopyAs(ThreadPool &pool, const StridedPlan &plan,
+                          const U *in, U *out, int64_t total) {
+  const int64_t stride = plan.innerStride(0);
+  parallelRanges(pool, total, kElementGrain, [&](int64_t begin, int64_t end) {
+    forEachRun(plan, begin, end,
+               [&](int64_t o, const int64_t *offsets, int64_t count) {
+                 const U *src = in + offsets[0];
+                 U *dst = out + o;
+                 if (stride == 1) {
+                   std::memcpy(dst, src, count * sizeof(U));
+                 } else if (stride == 0) {
+                   std::fill(dst, dst + count, *src);
+                 } else {
+                   for (int64_t i = 0; i < count; ++i)
+                     dst[i] = src[i * stride];
+                 }
+               });
+  });
+}
+
+void stridedCopy(ThreadPool &pool, const StridedPlan &plan, size_t elementSize,
+                 const void *in, void *out, int64_t total) {
+  visitElementSize(elementSize, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    stridedCopyAs(pool, plan, static_cast<const U *>(in), static_cast<U *>(out),
+                  total);
+  });
+}
+
+} // namespace rp::runtime::host::detail

@@ -1,0 +1,173 @@
+//===- HostCommon.h - shared machinery of the host kernels ------*- C++ -*-===//
+//
+// Private to lib/host: dtype dispatch, argument checks that produce the
+// messages users see, fixed chunking, and the strided loop that every
+// broadcasting and data movement kernel is built on.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_LIB_HOST_HOSTCOMMON_H
+#define RP_RUNTIME_LIB_HOST_HOSTCOMMON_H
+
+#include "rp/runtime/Half.h"
+#include "rp/runtime/Status.h"
+#include "rp/runtime/Tensor.h"
+#include "rp/runtime/ThreadPool.h"
+#include "rp/runtime/kernels/Indexing.h"
+#include "rp/runtime/kernels/Numeric.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rp::runtime::host::detail {
+
+using kernels::Bool8;
+using kernels::kMaxRank;
+
+template <typename T> struct Tag { using type = T; };
+
+/// Calls fn(Tag<S>{}) with the storage type S of `dtype`.
+template <typename Fn> void visitDType(DType dtype, Fn &&fn) {
+  switch (dtype) {
+  case DType::f32:
+    return fn(Tag<float>{});
+  case DType::f16:
+    return fn(Tag<f16>{});
+  case DType::bf16:
+    return fn(Tag<bf16>{});
+  case DType::f64:
+    return fn(Tag<double>{});
+  case DType::i32:
+    return fn(Tag<int32_t>{});
+  case DType::i64:
+    return fn(Tag<int64_t>{});
+  case DType::i1:
+    return fn(Tag<Bool8>{});
+  }
+}
+
+/// Calls fn(Tag<U>{}) with an unsigned integer U of `bytes` bytes: data
+/// movement only needs the element size.
+template <typename Fn> void visitElementSize(size_t bytes, Fn &&fn) {
+  switch (bytes) {
+  case 1:
+    return fn(Tag<uint8_t>{});
+  case 2:
+    return fn(Tag<uint16_t>{});
+  case 4:
+    return fn(Tag<uint32_t>{});
+  default:
+    return fn(Tag<uint64_t>{});
+  }
+}
+
+inline bool isInteger(DType t) { return t == DType::i32 || t == DType::i64; }
+
+/// A non-negative shape, and data unless the tensor is empty.
+Status checkTensor(const TensorRef &t, const char *role, const char *op);
+/// checkTensor, plus the dtype `dtype`.
+Status checkTensorOf(const TensorRef &t, DType dtype, const char *role,
+                     const char *op);
+/// Same element count, for the ops whose output shape is the input's.
+Status checkSameShape(const TensorRef &a, const TensorRef &b, const char *op);
+/// "op: <what> is not supported for <dtype>".
+Status unsupportedDType(const char *op, DType dtype, const char *what = "");
+
+/// The numpy broadcast of `shapes`, or false.
+bool broadcastShapes(const std::vector<const Shape *> &shapes, Shape &result);
+
+/// Output elements per chunk of the elementwise and movement kernels.
+constexpr int64_t kElementGrain = int64_t(1) << 15;
+
+/// Rows per chunk for row kernels whose rows hold `rowSize` elements: about
+/// kElementGrain elements of work per chunk, at least one row.
+inline int64_t rowGrain(int64_t rowSize) {
+  return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, rowSize));
+}
+
+/// Runs fn(begin, end) over the fixed chunks of [0, n).
+template <typename Fn>
+void parallelRanges(ThreadPool &pool, int64_t n, int64_t grain, Fn &&fn) {
+  ChunkPlan plan = fixedChunks(n, grain);
+  pool.parallelFor(plan.numChunks, [&](int64_t chunk) {
+    fn(plan.begin(chunk), plan.end(chunk));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Strided loops
+//===----------------------------------------------------------------------===//
+
+constexpr int kMaxOperands = 3;
+
+/// A contiguous output read from up to kMaxOperands operands, each through
+/// a stride per output dimension. Dimensions of size 1 are dropped and
+/// neighbours that every operand walks contiguously are merged, so the loop
+/// sees the fewest and longest runs possible. Rank is at least 1.
+struct StridedPlan {
+  int rank = 0;
+  int numOperands = 0;
+  int64_t shape[kMaxRank];
+  int64_t strides[kMaxOperands][kMaxRank];
+
+  int64_t innerStride(int operand) const { return strides[operand][rank - 1]; }
+};
+
+/// `strides[k]` holds operand k's stride for every dimension of `shape`.
+Status makeStridedPlan(const Shape &shape,
+                       const std::vector<std::vector<int64_t>> &strides,
+                       StridedPlan &plan, const char *op);
+
+/// The plan of operands broadcast to `shape` (numpy rules).
+Status makeBroadcastPlan(const Shape &shape,
+                         const std::vector<const TensorRef *> &operands,
+                         StridedPlan &plan, const char *op);
+
+/// Calls fn(outIndex, offsets, count) for every run of the innermost merged
+/// dimension within output positions [begin, end): output elements
+/// outIndex + i read operand k at offsets[k] + i * plan.innerStride(k).
+template <typename Fn>
+void forEachRun(const StridedPlan &plan, int64_t begin, int64_t end, Fn &&fn) {
+  const int rank = plan.rank, last = rank - 1;
+  int64_t index[kMaxRank];
+  int64_t offsets[kMaxOperands] = {0, 0, 0};
+  int64_t linear = begin;
+  for (int d = last; d >= 0; --d) {
+    index[d] = linear % plan.shape[d];
+    linear /= plan.shape[d];
+    for (int k = 0; k < plan.numOperands; ++k)
+      offsets[k] += index[d] * plan.strides[k][d];
+  }
+  for (int64_t pos = begin; pos < end;) {
+    int64_t count = std::min(plan.shape[last] - index[last], end - pos);
+    fn(pos, static_cast<const int64_t *>(offsets), count);
+    pos += count;
+    if (pos >= end)
+      return;
+    // The run ended at the end of the innermost dimension: wrap it to 0 and
+    // carry into the outer ones.
+    for (int k = 0; k < plan.numOperands; ++k)
+      offsets[k] -= index[last] * plan.strides[k][last];
+    index[last] = 0;
+    for (int d = last - 1; d >= 0; --d) {
+      for (int k = 0; k < plan.numOperands; ++k)
+        offsets[k] += plan.strides[k][d];
+      if (++index[d] < plan.shape[d])
+        break;
+      for (int k = 0; k < plan.numOperands; ++k)
+        offsets[k] -= index[d] * plan.strides[k][d];
+      index[d] = 0;
+    }
+  }
+}
+
+/// Copies elements of `elementSize` bytes from `in` (through plan operand 0)
+/// to the contiguous `out`: transpose, slice and broadcast are all this.
+void stridedCopy(ThreadPool &pool, const StridedPlan &plan, size_t elementSize,
+                 const void *in, void *out, int64_t total);
+
+} // namespace rp::runtime::host::detail
+
+#endif // RP_RUNTIME_LIB_HOST_HOSTCOMMON_H

@@ -1,0 +1,226 @@
+//===- HostMatmul.cpp - batched matmul on OpenBLAS ------------------------===//
+//
+// The output [batch..., M, N] is cut into tiles of kRowBlock x kColBlock per
+// batch entry, and each tile is one single-threaded GEMM call on a pool
+// worker. The tiling depends on the shapes only, and a tile's result depends
+// on nothing but its call, so the bits are the same for any thread count
+// (DESIGN.md, Determinism). OpenBLAS is told once to run on one thread: its
+// own threads would both oversubscribe the pool and escape ThreadSanitizer.
+//
+// f16 and bf16 operands are widened to f32 once, multiplied with sgemm
+// (accumulating in f32, as rp.matmul specifies) and each tile is rounded
+// into the output.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostCommon.h"
+
+#include "rp/runtime/host/Kernels.h"
+
+#include <cblas.h>
+
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <type_traits>
+
+// Declared again because cblas.h may be the reference (netlib) header, which
+// lacks OpenBLAS's extensions; the library linked is OpenBLAS either way.
+extern "C" void openblas_set_num_threads(int numThreads);
+
+namespace rp::runtime::host {
+
+using namespace detail;
+
+namespace {
+
+/// Output tile of one GEMM call. Fixed: part of the numerics.
+constexpr int64_t kRowBlock = 128;
+constexpr int64_t kColBlock = 256;
+
+void useSingleThreadedBlas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void gemm(bool ta, bool tb, int m, int n, int k, const float *a, int lda,
+          const float *b, int ldb, float *c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
+              0.0f, c, ldc);
+}
+
+void gemm(bool ta, bool tb, int m, int n, int k, const double *a, int lda,
+          const double *b, int ldb, double *c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, 0.0,
+              c, ldc);
+}
+
+/// The problem after shape checks: `batch` independent [m, k] x [k, n]
+/// products reading operand matrices at the given element offsets.
+struct MatmulProblem {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+  std::vector<int64_t> aOffset, bOffset;
+};
+
+Status planMatmul(const TensorRef &a, const TensorRef &b, bool ta, bool tb,
+                  const TensorRef &out, MatmulProblem &p) {
+  const char *op = "matmul";
+  if (Status s = checkTensor(a, "lhs", op); s.failed())
+    return s;
+  if (Status s = checkTensorOf(b, a.dtype, "rhs", op); s.failed())
+    return s;
+  if (Status s = checkTensorOf(out, a.dtype, "output", op); s.failed())
+    return s;
+  if (!isFloat(a.dtype))
+    return unsupportedDType(op, a.dtype);
+  const size_t ar = a.shape.size(), br = b.shape.size();
+  if (ar < 2 || br < 2)
+    return invalidArgument(std::string(op) + ": operands " + describe(a) +
+                           " and " + describe(b) + " must have rank >= 2");
+  p.ta = ta;
+  p.tb = tb;
+  p.m = a.shape[ta ? ar - 1 : ar - 2];
+  p.k = a.shape[ta ? ar - 2 : ar - 1];
+  int64_t kb = b.shape[tb ? br - 1 : br - 2];
+  p.n = b.shape[tb ? br - 2 : br - 1];
+  Shape aBatch(a.shape.begin(), a.shape.end() - 2);
+  Shape bBatch(b.shape.begin(), b.shape.end() - 2);
+  Shape batchShape;
+  if (kb != p.k || !broadcastShapes({&aBatch, &bBatch}, batchShape))
+    return invalidArgument(std::string(op) + ": " + describe(a) +
+                           (ta ? " (transposed)" : "") + " and " + describe(b) +
+                           (tb ? " (transposed)" : "") + " do not multiply");
+  Shape expected = batchShape;
+  expected.push_back(p.m);
+  expected.push_back(p.n);
+  if (expected != out.shape)
+    return invalidArgument(std::string(op) + ": output " + describe(out) +
+                           " should have shape " + describeShape(expected));
+  if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX)
+    return invalidArgument(std::string(op) + ": matrix dimensions of " +
+                           describe(a) + " x " + describe(b) +
+                           " exceed what BLAS can index");
+
+  const int rank = static_cast<int>(batchShape.size());
+  std::vector<int64_t> aStrides(rank), bStrides(rank);
+  kernels::broadcastStrides(aBatch.data(), static_cast<int>(aBatch.size()),
+                            batchShape.data(), rank, aStrides.data());
+  kernels::broadcastStrides(bBatch.data(), static_cast<int>(bBatch.size()),
+                            batchShape.data(), rank, bStrides.data());
+  p.batch = numElements(batchShape);
+  bool bShared = true;
+  for (int64_t s : bStrides)
+    bShared = bShared && s == 0;
+  // x[B, S, K] times a shared W: B*S rows of one product, which gives GEMM
+  // longer row blocks than S alone.
+  if (bShared && !ta && numElements(aBatch) == p.batch && p.batch > 1 &&
+      p.m * p.batch <= INT_MAX) {
+    p.m *= p.batch;
+    p.batch = 1;
+  }
+  const int64_t aMatrix = p.m * p.k, bMatrix = p.k * p.n;
+  for (int64_t i = 0; i < p.batch; ++i) {
+    p.aOffset.push_back(
+        rank ? kernels::offsetAt(i, batchShape.data(), aStrides.data(), rank) *
+                   aMatrix
+             : 0);
+    p.bOffset.push_back(
+        rank ? kernels::offsetAt(i, batchShape.data(), bStrides.data(), rank) *
+                   bMatrix
+             : 0);
+  }
+  return {};
+}
+
+/// Runs every tile of `p` as one GEMM on `a` and `b` (GEMM type C). Tiles go
+/// straight into `out` when it has type C, else through a C buffer rounded
+/// into OutT.
+template <typename C, typename OutT>
+void runTiles(ThreadPool &pool, const MatmulProblem &p, const C *a, const C *b,
+              OutT *out) {
+  const int64_t rowBlocks = (p.m + kRowBlock - 1) / kRowBlock;
+  const int64_t colBlocks = (p.n + kColBlock - 1) / kColBlock;
+  const int64_t tilesPerBatch = rowBlocks * colBlocks;
+  const int lda = static_cast<int>(p.ta ? p.m : p.k);
+  const int ldb = static_cast<int>(p.tb ? p.k : p.n);
+  parallelRanges(pool, p.batch * tilesPerBatch, 1, [&](int64_t tile, int64_t) {
+    int64_t batch = tile / tilesPerBatch, rest = tile % tilesPerBatch;
+    int64_t r0 = (rest / colBlocks) * kRowBlock;
+    int64_t c0 = (rest % colBlocks) * kColBlock;
+    int rows = static_cast<int>(std::min(kRowBlock, p.m - r0));
+    int cols = static_cast<int>(std::min(kColBlock, p.n - c0));
+    const C *aTile = a + p.aOffset[batch] + (p.ta ? r0 : r0 * p.k);
+    const C *bTile = b + p.bOffset[batch] + (p.tb ? c0 * p.k : c0);
+    OutT *outTile = out + (batch * p.m + r0) * p.n + c0;
+    if constexpr (std::is_same_v<C, OutT>) {
+      gemm(p.ta, p.tb, rows, cols, static_cast<int>(p.k), aTile, lda, bTile,
+           ldb, outTile, static_cast<int>(p.n));
+    } else {
+      std::vector<C> buffer(static_cast<size_t>(rows) * cols);
+      gemm(p.ta, p.tb, rows, cols, static_cast<int>(p.k), aTile, lda, bTile,
+           ldb, buffer.data(), cols);
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c)
+          outTile[r * p.n + c] = OutT(buffer[r * cols + c]);
+    }
+  });
+}
+
+/// f16/bf16 -> f32 for the whole operand.
+template <typename T>
+std::vector<float> widen(ThreadPool &pool, const TensorRef &t) {
+  std::vector<float> wide(t.size());
+  const T *data = t.as<const T>();
+  parallelRanges(pool, t.size(), kElementGrain,
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t i = begin; i < end; ++i)
+                     wide[i] = static_cast<float>(data[i]);
+                 });
+  return wide;
+}
+
+} // namespace
+
+Status matmul(ThreadPool &pool, const TensorRef &a, const TensorRef &b,
+              bool transposeA, bool transposeB, const TensorRef &out) {
+  MatmulProblem p;
+  if (Status s = planMatmul(a, b, transposeA, transposeB, out, p); s.failed())
+    return s;
+  if (out.size() == 0)
+    return {};
+  if (p.k == 0) {
+    // An empty sum; BLAS would also reject the zero leading dimension.
+    std::memset(out.data, 0, out.bytes()); // +0.0 in every float type.
+    return {};
+  }
+  useSingleThreadedBlas();
+  switch (a.dtype) {
+  case DType::f32:
+    runTiles(pool, p, a.as<const float>(), b.as<const float>(),
+             out.as<float>());
+    break;
+  case DType::f64:
+    runTiles(pool, p, a.as<const double>(), b.as<const double>(),
+             out.as<double>());
+    break;
+  case DType::f16: {
+    std::vector<float> wa = widen<f16>(pool, a), wb = widen<f16>(pool, b);
+    runTiles(pool, p, wa.data(), wb.data(), out.as<f16>());
+    break;
+  }
+  case DType::bf16: {
+    std::vector<float> wa = widen<bf16>(pool, a), wb = widen<bf16>(pool, b);
+    runTiles(pool, p, wa.data(), wb.data(), out.as<bf16>());
+    break;
+  }
+  default:
+    return unsupportedDType("matmul", a.dtype); // Checked by planMatmul.
+  }
+  return {};
+}
+
+} // namespace rp::runtime::host

@@ -1,0 +1,270 @@
+//===- HostShape.cpp - data movement host kernels -------------------------===//
+//
+// copy (reshape), transpose, slice, concat, broadcast and gather. None of
+// them computes: they move elements of any dtype by size, so every dtype is
+// supported and the results are trivially identical for any thread count.
+// transpose, slice and broadcast are one strided copy whose strides differ.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostCommon.h"
+
+#include "rp/runtime/host/Kernels.h"
+
+#include <cstring>
+
+namespace rp::runtime::host {
+
+using namespace detail;
+
+namespace {
+
+/// Input and output share a dtype and are valid tensors.
+Status checkMovement(const char *op, const TensorRef &x, const TensorRef &out) {
+  if (Status s = checkTensor(x, "input", op); s.failed())
+    return s;
+  return checkTensorOf(out, x.dtype, "output", op);
+}
+
+} // namespace
+
+Status copy(ThreadPool &pool, const TensorRef &x, const TensorRef &out) {
+  const char *op = "copy";
+  if (Status s = checkMovement(op, x, out); s.failed())
+    return s;
+  if (x.size() != out.size())
+    return invalidArgument(std::string(op) + ": " + describe(x) + " and " +
+                           describe(out) + " differ in element count");
+  const auto *src = static_cast<const char *>(x.data);
+  auto *dst = static_cast<char *>(out.data);
+  const size_t elementSize = dtypeSize(x.dtype);
+  parallelRanges(
+      pool, x.size(), kElementGrain, [&](int64_t begin, int64_t end) {
+        std::memcpy(dst + begin * elementSize, src + begin * elementSize,
+                    (end - begin) * elementSize);
+      });
+  return {};
+}
+
+Status transpose(ThreadPool &pool, const TensorRef &x,
+                 const std::vector<int64_t> &permutation,
+                 const TensorRef &out) {
+  const char *op = "transpose";
+  if (Status s = checkMovement(op, x, out); s.failed())
+    return s;
+  const size_t rank = x.shape.size();
+  std::vector<bool> seen(rank, false);
+  bool valid = permutation.size() == rank;
+  for (size_t i = 0; valid && i < rank; ++i) {
+    int64_t p = permutation[i];
+    valid = p >= 0 && p < static_cast<int64_t>(rank) && !seen[p];
+    if (valid)
+      seen[p] = true;
+  }
+  if (!valid)
+    return invalidArgument(std::string(op) + ": " + describeShape(permutation) +
+                           " is not a permutation of the dimensions of " +
+                           describe(x));
+  Shape expected(rank);
+  std::vector<int64_t> inStrides(rank), strides(rank);
+  kernels::contiguousStrides(x.shape.data(), static_cast<int>(rank),
+                             inStrides.data());
+  for (size_t i = 0; i < rank; ++i) {
+    expected[i] = x.shape[permutation[i]];
+    strides[i] = inStrides[permutation[i]];
+  }
+  if (expected != out.shape)
+    return invalidArgument(std::string(op) + ": output " + describe(out) +
+                           " should have shape " + describeShape(expected));
+  if (out.size() == 0)
+    return {};
+  StridedPlan plan;
+  if (Status s = makeStridedPlan(out.shape, {strides}, plan, op); s.failed())
+    return s;
+  stridedCopy(pool, plan, dtypeSize(x.dtype), x.data, out.data, out.size());
+  return {};
+}
+
+Status slice(ThreadPool &pool, const TensorRef &x,
+             const std::vector<int64_t> &offsets,
+             const std::vector<int64_t> &strides, const TensorRef &out) {
+  const char *op = "slice";
+  if (Status s = checkMovement(op, x, out); s.failed())
+    return s;
+  const size_t rank = x.shape.size();
+  if (offsets.size() != rank || strides.size() != rank ||
+      out.shape.size() != rank)
+    return invalidArgument(
+        std::string(op) + ": offsets " + describeShape(offsets) + ", strides " +
+        describeShape(strides) + " and output " + describe(out) +
+        " must match the rank of " + describe(x));
+  std::vector<int64_t> inStrides(rank), readStrides(rank);
+  kernels::contiguousStrides(x.shape.data(), static_cast<int>(rank),
+                             inStrides.data());
+  int64_t base = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t size = out.shape[d];
+    bool inside = strides[d] >= 1 && offsets[d] >= 0 &&
+                  (size == 0 ||
+                   (offsets[d] < x.shape[d] &&
+                    (size - 1) <= (x.shape[d] - 1 - offsets[d]) / strides[d]));
+    if (!inside)
+      return invalidArgument(
+          std::string(op) + ": the window of output " + describe(out) +
+          " at offsets " + describeShape(offsets) + " with strides " +
+          describeShape(strides) + " does not fit in " + describe(x));
+    base += offsets[d] * inStrides[d];
+    readStrides[d] = strides[d] * inStrides[d];
+  }
+  if (out.size() == 0)
+    return {};
+  StridedPlan plan;
+  if (Status s = makeStridedPlan(out.shape, {readStrides}, plan, op);
+      s.failed())
+    return s;
+  const size_t elementSize = dtypeSize(x.dtype);
+  stridedCopy(pool, plan, elementSize,
+              static_cast<const char *>(x.data) + base * elementSize, out.data,
+              out.size());
+  return {};
+}
+
+Status concat(ThreadPool &pool, const std::vector<TensorRef> &inputs,
+              int64_t dim, const TensorRef &out) {
+  const char *op = "concat";
+  if (Status s = checkTensor(out, "output", op); s.failed())
+    return s;
+  const int64_t rank = static_cast<int64_t>(out.shape.size());
+  if (inputs.empty() || dim < 0 || dim >= rank)
+    return invalidArgument(std::string(op) +
+                           ": needs at least one input and "
+                           "a dimension within the rank of " +
+                           describe(out) + ", got dim " + std::to_string(dim));
+  int64_t total = 0;
+  for (const TensorRef &in : inputs) {
+    if (Status s = checkTensorOf(in, out.dtype, "input", op); s.failed())
+      return s;
+    bool agrees = static_cast<int64_t>(in.shape.size()) == rank;
+    for (int64_t d = 0; agrees && d < rank; ++d)
+      agrees = d == dim || in.shape[d] == out.shape[d];
+    if (!agrees)
+      return invalidArgument(std::string(op) + ": input " + describe(in) +
+                             " does not match output " + describe(out) +
+                             " outside dimension " + std::to_string(dim));
+    total += in.shape[dim];
+  }
+  if (total != out.shape[dim])
+    return invalidArgument(
+        std::string(op) + ": inputs add up to " + std::to_string(total) +
+        " along dimension " + std::to_string(dim) + " but the output " +
+        describe(out) + " has " + std::to_string(out.shape[dim]));
+  // Viewed as [outer, dim * inner]: each input contributes one contiguous
+  // block per outer row, laid end to end.
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= out.shape[d];
+  for (int64_t d = dim + 1; d < rank; ++d)
+    inner *= out.shape[d];
+  const size_t elementSize = dtypeSize(out.dtype);
+  const int64_t outRow = out.shape[dim] * inner;
+  std::vector<int64_t> blockStart;
+  int64_t start = 0;
+  for (const TensorRef &in : inputs) {
+    blockStart.push_back(start);
+    start += in.shape[dim] * inner;
+  }
+  const int64_t numInputs = static_cast<int64_t>(inputs.size());
+  parallelRanges(
+      pool, outer * numInputs, rowGrain(outRow / numInputs + 1),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          int64_t row = item / numInputs, i = item % numInputs;
+          int64_t block = inputs[i].shape[dim] * inner;
+          if (block == 0)
+            continue; // An empty input may have no data pointer at all.
+          std::memcpy(static_cast<char *>(out.data) +
+                          (row * outRow + blockStart[i]) * elementSize,
+                      static_cast<const char *>(inputs[i].data) +
+                          row * block * elementSize,
+                      block * elementSize);
+        }
+      });
+  return {};
+}
+
+Status broadcast(ThreadPool &pool, const TensorRef &x, const TensorRef &out) {
+  const char *op = "broadcast";
+  if (Status s = checkMovement(op, x, out); s.failed())
+    return s;
+  if (out.size() == 0)
+    return {};
+  StridedPlan plan;
+  if (Status s = makeBroadcastPlan(out.shape, {&x}, plan, op); s.failed())
+    return s;
+  stridedCopy(pool, plan, dtypeSize(x.dtype), x.data, out.data, out.size());
+  return {};
+}
+
+Status gather(ThreadPool &pool, const TensorRef &x, const TensorRef &indices,
+              int64_t axis, const TensorRef &out) {
+  const char *op = "gather";
+  if (Status s = checkMovement(op, x, out); s.failed())
+    return s;
+  if (Status s = checkTensor(indices, "indices", op); s.failed())
+    return s;
+  if (!isInteger(indices.dtype))
+    return invalidArgument(std::string(op) + ": indices " + describe(indices) +
+                           " should be i32 or i64");
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (axis < 0 || axis >= rank)
+    return invalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
+                           " is out of range for " + describe(x));
+  Shape expected(x.shape.begin(), x.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), x.shape.begin() + axis + 1, x.shape.end());
+  if (expected != out.shape)
+    return invalidArgument(std::string(op) + ": output " + describe(out) +
+                           " should have shape " + describeShape(expected));
+
+  // Normalize and check every index first, so that a bad one fails the op
+  // before any output is written.
+  const int64_t axisSize = x.shape[axis], numIndices = indices.size();
+  std::vector<int64_t> normalized(numIndices);
+  for (int64_t i = 0; i < numIndices; ++i) {
+    int64_t index = indices.dtype == DType::i32
+                        ? indices.as<const int32_t>()[i]
+                        : indices.as<const int64_t>()[i];
+    int64_t resolved = index < 0 ? index + axisSize : index;
+    if (resolved < 0 || resolved >= axisSize)
+      return invalidArgument(std::string(op) + ": index " +
+                             std::to_string(index) + " at position " +
+                             std::to_string(i) + " of " + describe(indices) +
+                             " is out of range for dimension " +
+                             std::to_string(axis) + " of " + describe(x));
+    normalized[i] = resolved;
+  }
+  if (out.size() == 0)
+    return {};
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= x.shape[d];
+  const size_t rowBytes = inner * dtypeSize(x.dtype);
+  const auto *src = static_cast<const char *>(x.data);
+  auto *dst = static_cast<char *>(out.data);
+  // One item per (outer, index) pair copies one contiguous row of `inner`.
+  parallelRanges(pool, outer * numIndices, rowGrain(inner),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t item = begin; item < end; ++item) {
+                     int64_t o = item / numIndices, i = item % numIndices;
+                     std::memcpy(dst + item * rowBytes,
+                                 src +
+                                     (o * axisSize + normalized[i]) * rowBytes,
+                                 rowBytes);
+                   }
+                 });
+  return {};
+}
+
+} // namespace rp::runtime::host

@@ -1,0 +1,132 @@
+//===- HostMatmulTest.cpp - batched matmul host kernel tests --------------===//
+//
+// Every transpose-flag combination, broadcast batch dimensions, shapes that
+// cross the GEMM tile boundaries, every float dtype, and bitwise identical
+// results for any thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostKernelsTestUtil.h"
+
+using namespace rp::runtime;
+using namespace rp::runtime::host;
+using namespace rp::runtime::testing;
+
+namespace {
+
+struct MatmulCase {
+  Shape aBatch, bBatch;
+  int64_t m, k, n;
+};
+
+const MatmulCase kCases[] = {
+    {{}, {}, 1, 1, 1},       {{}, {}, 7, 17, 3}, {{3}, {3}, 33, 7, 17},
+    {{2, 1}, {3}, 7, 17, 5}, // Batch [2, 3] by broadcasting.
+    {{3}, {}, 33, 17, 9},    // Shared rhs: rows of all batches together.
+    {{}, {4}, 5, 3, 7},      // Shared lhs.
+    {{2}, {}, 130, 9, 260},  // Crosses the 128 x 256 tiles.
+};
+
+Shape matrixShape(const Shape &batch, int64_t rows, int64_t cols) {
+  Shape s = batch;
+  s.push_back(rows);
+  s.push_back(cols);
+  return s;
+}
+
+/// numpy broadcast of two batch shapes (the cases are valid).
+Shape broadcastBatch(const Shape &a, const Shape &b) {
+  Shape out(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
+    out[out.size() - 1 - i] = std::max(x, y);
+  }
+  return out;
+}
+
+/// Reference C = op(A) op(B) in double, with batch broadcasting.
+std::vector<double> referenceMatmul(const Buffer &a, const Buffer &b, bool ta,
+                                    bool tb, const MatmulCase &c,
+                                    const Shape &batch) {
+  int64_t numBatch = numElements(batch);
+  std::vector<double> ref(numBatch * c.m * c.n);
+  for (int64_t bi = 0; bi < numBatch; ++bi) {
+    int64_t ai = broadcastIndex(batch, c.aBatch, bi);
+    int64_t bj = broadcastIndex(batch, c.bBatch, bi);
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          double x = a.get(ai * c.m * c.k + (ta ? p * c.m + i : i * c.k + p));
+          double y = b.get(bj * c.k * c.n + (tb ? j * c.k + p : p * c.n + j));
+          sum += x * y;
+        }
+        ref[(bi * c.m + i) * c.n + j] = sum;
+      }
+  }
+  return ref;
+}
+
+TEST(HostMatmulTest, MatchesReference) {
+  ThreadPool pool(3);
+  Rng rng(20);
+  for (DType dtype : kFloatTypes) {
+    for (const MatmulCase &c : kCases) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          Buffer a = randomBuffer(
+              dtype, matrixShape(c.aBatch, ta ? c.k : c.m, ta ? c.m : c.k),
+              rng);
+          Buffer b = randomBuffer(
+              dtype, matrixShape(c.bBatch, tb ? c.n : c.k, tb ? c.k : c.n),
+              rng);
+          Shape batch = broadcastBatch(c.aBatch, c.bBatch);
+          Buffer out(dtype, matrixShape(batch, c.m, c.n));
+          ASSERT_TRUE(matmul(pool, a.ref(), b.ref(), ta, tb, out.ref()).isOk())
+              << describe(a.ref()) << " x " << describe(b.ref());
+          EXPECT_CLOSE(out, referenceMatmul(a, b, ta, tb, c, batch))
+              << " ta " << ta << " tb " << tb << " m " << c.m;
+        }
+      }
+    }
+  }
+}
+
+TEST(HostMatmulTest, EmptyContractionGivesZeros) {
+  ThreadPool pool(2);
+  Buffer a(DType::f32, {3, 0}), b(DType::f32, {0, 4});
+  Buffer out = fromValues(DType::f32, {3, 4}, std::vector<double>(12, 7.0));
+  ASSERT_TRUE(matmul(pool, a.ref(), b.ref(), false, false, out.ref()).isOk());
+  EXPECT_EQ(out.values(), std::vector<double>(12, 0.0));
+}
+
+TEST(HostMatmulTest, ShapeErrors) {
+  ThreadPool pool(1);
+  Buffer a(DType::f32, {3, 4}), b(DType::f32, {5, 6}), out(DType::f32, {3, 6});
+  EXPECT_FALSE(matmul(pool, a.ref(), b.ref(), false, false, out.ref()).isOk());
+  Buffer v(DType::f32, {4});
+  EXPECT_FALSE(matmul(pool, v.ref(), b.ref(), false, false, out.ref()).isOk());
+  Buffer b2(DType::f32, {4, 6}), wrong(DType::f32, {6, 3});
+  EXPECT_FALSE(
+      matmul(pool, a.ref(), b2.ref(), false, false, wrong.ref()).isOk());
+  Buffer ai(DType::i32, {3, 4}), bi(DType::i32, {4, 6}), oi(DType::i32, {3, 6});
+  EXPECT_EQ(matmul(pool, ai.ref(), bi.ref(), false, false, oi.ref()).getCode(),
+            StatusCode::InvalidArgument);
+}
+
+TEST(HostMatmulTest, SameBitsForAnyThreadCount) {
+  Rng rng(21);
+  for (DType dtype : kFloatTypes) {
+    Buffer a = randomBuffer(dtype, {2, 300, 65}, rng);
+    Buffer b = randomBuffer(dtype, {2, 300, 65}, rng);
+    expectSameBitsForAnyThreadCount([&](ThreadPool &pool) {
+      Buffer out(dtype, {2, 300, 300});
+      EXPECT_TRUE(
+          matmul(pool, a.ref(), b.ref(), false, true, out.ref()).isOk());
+      return out;
+    });
+  }
+}
+
+} // namespace

@@ -47,6 +47,7 @@ int main(int argc, char **argv) {
   std::string planPath, backend = "host", describeMode, dumpPath;
   std::vector<std::string> inputs;
   uint64_t seed = 0;
+  unsigned steps = 1;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   app.add_option("plan", planPath, "the .rpplan file")->required();
   app.add_option("--backend", backend, "host, cuda or sim")
@@ -55,6 +56,9 @@ int main(int argc, char **argv) {
   app.add_option("--dump-outputs", dumpPath,
                  "write the first output of step 0 as f32 .npy");
   app.add_option("--seed", seed, "seed of synthetic inputs");
+  app.add_option("--steps", steps,
+                 "steps to run (a forward-only plan repeats its forward)")
+      ->check(CLI::Range(1u, 1000000u));
   app.add_option("--threads", threads, "worker threads (default: cores)")
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--describe", describeMode, "print the plan and exit")
@@ -102,11 +106,20 @@ int main(int argc, char **argv) {
   if (Status s = (*fwd)->setSyntheticInputs(seed); s.failed())
     return fail(s);
   ThreadPool pool(threads);
-  if (Status s = (*fwd)->run(pool); s.failed())
-    return fail(s);
-  double ms = std::chrono::duration<double, std::milli>(
-                  std::chrono::steady_clock::now() - start)
-                  .count();
+  double loadMs = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  // The fastest step is the one least disturbed by the rest of the machine.
+  double bestMs = 0;
+  for (unsigned step = 0; step < steps; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (Status s = (*fwd)->run(pool); s.failed())
+      return fail(s);
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    bestMs = step == 0 ? ms : std::min(bestMs, ms);
+  }
   if (!dumpPath.empty())
     if (Status s = dumpOutput(**fwd, dumpPath); s.failed())
       return fail(s);
@@ -115,8 +128,9 @@ int main(int argc, char **argv) {
   TensorRef out = (*fwd)->output(0);
   std::fprintf(stderr,
                "rp-run: forward of %s on host (%u threads): %zu jobs, "
-               "output '%s' %s, %.1f ms\n",
+               "output '%s' %s; load %.1f ms, best of %u steps %.3f ms\n",
                planPath.c_str(), threads, plan->jobs.size(),
-               plan->outputs[0].name.c_str(), describe(out).c_str(), ms);
+               plan->outputs[0].name.c_str(), describe(out).c_str(), loadMs,
+               steps, bestMs);
   return 0;
 }

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Sets everything up, builds rp, and runs the main job on the bundled default
-# model (examples/tiny_gpt, a GPT exported by torch.onnx). Today that is the
-# compiler front end: import the ONNX file into the rp graph, group it into
-# layers, fold the shape arithmetic, verify, and show the result. Each issue
-# extends this until it trains the model and predicts its speed on 8 GPUs.
+# model (examples/tiny_gpt, a GPT exported by torch.onnx): import the ONNX
+# file into the rp graph (layers, folded shape arithmetic, fused ops), show
+# it, compile it into a plan, run the plan's forward on the host and check
+# the logits against onnxruntime's. Each issue extends this until it trains
+# the model and predicts its speed on 8 GPUs.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 bash scripts/setup.sh
-bash scripts/build.sh rp-import rp-opt
+bash scripts/build.sh rp-import rp-opt rp-compile rp-run
 
 model=examples/tiny_gpt/model.onnx
 out=$(mktemp -d)
@@ -40,3 +41,33 @@ echo "   verified; $(grep -cE '= rp\.[a-z_]+ ' "$out/model.opt.mlir") ops after 
 echo
 echo "== the first transformer block (layer h.0), as the passes see it"
 awk '/rp.layer "h.0"/,/rp.yield/' "$out/model.opt.mlir" | cut -c1-140 | sed 's/^/ /'
+
+echo
+echo "== rp-compile $model -o model.rpplan --forward-only"
+build/bin/rp-compile "$model" -o "$out/model.rpplan" --forward-only 2>&1 | sed 's/^/   /'
+build/bin/rp-run "$out/model.rpplan" --describe=grid | sed 's/^/   /'
+
+echo
+echo "== rp-run model.rpplan --input tokens=examples/tiny_gpt/tokens.npy --dump-outputs logits.npy"
+build/bin/rp-run "$out/model.rpplan" --input tokens=examples/tiny_gpt/tokens.npy \
+  --dump-outputs "$out/logits.npy" --steps 10 2>&1 | sed 's/^/   /'
+
+echo
+echo "== the logits next to onnxruntime's on the same tokens"
+.venv/bin/python - "$model" examples/tiny_gpt/tokens.npy "$out/logits.npy" <<'PY'
+import sys
+import numpy as np
+import onnxruntime as ort
+model, tokens_path, rp_path = sys.argv[1:4]
+tokens = np.load(tokens_path)
+ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+    None, {"tokens": tokens})[0]
+rp = np.load(rp_path)
+err = np.max(np.abs(rp - ref)) / np.max(np.abs(ref))
+print(f"   checksum (sum of logits): rp {rp.astype(np.float64).sum():+.6f}, "
+      f"onnxruntime {ref.astype(np.float64).sum():+.6f}")
+print(f"   max|rp - ort| / max|ort| = {err:.2e}")
+print(f"   sequence 0, tokens      : {' '.join(f'{t:2d}' for t in tokens[0])}")
+print(f"   next token, rp          : {' '.join(f'{t:2d}' for t in rp[0].argmax(-1))}")
+print(f"   next token, onnxruntime : {' '.join(f'{t:2d}' for t in ref[0].argmax(-1))}")
+PY

@@ -39,6 +39,12 @@ static cl::opt<std::string> outputPath("o", cl::Required,
                                        cl::value_desc("file"));
 static cl::opt<bool> forwardOnly(
     "forward-only", cl::desc("compile an inference plan (forward only)"));
+static cl::opt<rp::ComputeType> dtype(
+    "dtype", cl::desc("storage and compute type (master weights stay f32)"),
+    cl::init(rp::ComputeType::f32),
+    cl::values(clEnumValN(rp::ComputeType::f32, "f32", "float32"),
+               clEnumValN(rp::ComputeType::bf16, "bf16", "bfloat16"),
+               clEnumValN(rp::ComputeType::f16, "f16", "IEEE half")));
 static cl::opt<unsigned> devices("devices", cl::init(1),
                                  cl::desc("number of devices (1 for now)"));
 
@@ -99,13 +105,24 @@ int main(int argc, char **argv) {
         module = nullptr;
     }
   }
+  if (module && dtype != rp::ComputeType::f32) {
+    PassManager pm(&context);
+    rp::ConvertFloatTypePassOptions convert;
+    convert.to = dtype;
+    pm.addPass(rp::createConvertFloatTypePass(convert));
+    pm.addPass(createCanonicalizerPass());
+    if (failed(pm.run(*module)))
+      module = nullptr;
+  }
   if (!module || failed(verify(*module)))
     return 1;
 
   rp::PlanExportOptions options;
   options.irDir = irDir;
   options.planDir = folderOf(outputPath);
-  options.producer = "rp-compile " + inputPath + " --forward-only";
+  const char *dtypeNames[] = {"f32", "f16", "bf16"};
+  options.producer = "rp-compile " + inputPath + " --forward-only --dtype " +
+                     dtypeNames[static_cast<int>(dtype.getValue())];
   std::vector<uint8_t> bytes;
   if (failed(rp::exportPlan(*module, options, bytes)))
     return 1;
@@ -121,7 +138,8 @@ int main(int argc, char **argv) {
   int layers = 0;
   module->walk([&](rp::LayerOp) { ++layers; });
   llvm::errs() << "rp-compile: " << outputPath << ": forward plan, 1 device, "
-               << layers << " layers run in order, " << bytes.size()
-               << " bytes\n";
+               << layers << " layers run in order, "
+               << dtypeNames[static_cast<int>(dtype.getValue())]
+               << " compute, " << bytes.size() << " bytes\n";
   return 0;
 }

@@ -179,4 +179,37 @@ def FuseAttentionPass : Pass<"rp-fuse-attention"> {
   }];
 }
 
+def ConvertFloatTypePass : Pass<"rp-convert-float-type", "::mlir::ModuleOp"> {
+  let summary = "runs the model's f32 compute in bf16 or f16";
+  let description = [{
+    Mixed precision the way rp trains: parameters stay f32 in their weight
+    files (the master copy), every f32 tensor inside the layers becomes the
+    chosen type (storage and compute; kernels accumulate in f32), f32
+    parameters and inputs are cast to it where layers read them, and the
+    model's outputs are cast back to f32. Constants are rounded to the type.
+    Integer and f64 tensors are left alone.
+
+    ```mlir
+    %w = rp.param "w" trainable at "w.bin"[0] : tensor<8x8xf32>
+    %y = rp.layer "h.0" (%x, %w) : (tensor<2x8xf32>, tensor<8x8xf32>)
+        -> tensor<2x8xf32> { ... }
+    // with to=bf16 becomes
+    %wb = rp.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
+    %xb = rp.cast %x : tensor<2x8xf32> to tensor<2x8xbf16>
+    %y = rp.layer "h.0" (%xb, %wb) : (tensor<2x8xbf16>, tensor<8x8xbf16>)
+        -> tensor<2x8xbf16> { ... }
+    %r = rp.cast %y : tensor<2x8xbf16> to tensor<2x8xf32>
+    ```
+  }];
+  let options = [
+    Option<"to", "to", "::mlir::rp::ComputeType",
+           "::mlir::rp::ComputeType::bf16", "the compute type",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::rp::ComputeType::bf16, "bf16", "bfloat16"),
+             clEnumValN(::mlir::rp::ComputeType::f16, "f16", "IEEE half"),
+             clEnumValN(::mlir::rp::ComputeType::f32, "f32",
+                        "leave the model as it is"))}]>
+  ];
+}
+
 #endif // RP_DIALECT_RP_RPPASSES_TD

@@ -199,61 +199,70 @@ LogicalResult RmsNormOp::verify() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AttentionOp::verify() {
-  auto q = getQuery().getType(), k = getKey().getType(),
-       v = getValue().getType();
+LogicalResult mlir::rp::verifyAttentionShapes(
+    Operation *op, RankedTensorType q, RankedTensorType k, RankedTensorType v,
+    Value mask, bool causal, std::optional<double> scale,
+    RankedTensorType result) {
   for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"query", q},
                             {"key", k},
                             {"value", v},
-                            {"result", getType()}})
+                            {"result", result}})
     if (type.getRank() != 4)
-      return emitOpError("expected ")
+      return op->emitOpError("expected ")
              << name << " of rank 4 ([batch, heads, seq, dim]) but got rank "
              << type.getRank();
   int64_t b = q.getDimSize(0), h = q.getDimSize(1), s = q.getDimSize(2),
           d = q.getDimSize(3);
   int64_t hkv = k.getDimSize(1), t = k.getDimSize(2);
   if (k.getDimSize(0) != b || v.getDimSize(0) != b)
-    return emitOpError("query, key and value must share the batch size, but "
+    return op->emitOpError("query, key and value must share the batch size, but "
                        "got ")
            << b << ", " << k.getDimSize(0) << " and " << v.getDimSize(0);
   if (k.getDimSize(3) != d)
-    return emitOpError("key head dim ")
+    return op->emitOpError("key head dim ")
            << k.getDimSize(3) << " differs from query head dim " << d;
   if (v.getDimSize(1) != hkv || v.getDimSize(2) != t)
-    return emitOpError("value shape ")
+    return op->emitOpError("value shape ")
            << ShapeStr{v.getShape()}
            << " must match key shape in heads and sequence, key is "
            << ShapeStr{k.getShape()};
   if (hkv == 0 || h % hkv != 0)
-    return emitOpError("query heads (")
+    return op->emitOpError("query heads (")
            << h << ") must be a multiple of key/value heads (" << hkv << ")";
   SmallVector<int64_t> expected = {b, h, s, v.getDimSize(3)};
-  if (getType().getShape() != ArrayRef<int64_t>(expected))
-    return emitOpError("expected result shape ")
-           << ShapeStr{expected} << " but got " << ShapeStr{getType().getShape()};
-  if (getCausal() && s != t)
-    return emitOpError("causal attention needs equal query and key lengths, "
+  if (result.getShape() != ArrayRef<int64_t>(expected))
+    return op->emitOpError("expected result shape ")
+           << ShapeStr{expected} << " but got " << ShapeStr{result.getShape()};
+  if (causal && s != t)
+    return op->emitOpError("causal attention needs equal query and key lengths, "
                        "but got ")
            << s << " and " << t;
-  if (getScale() && !(getScale()->convertToDouble() > 0.0))
-    return emitOpError("expected a positive scale but got ")
-           << getScale()->convertToDouble();
-  if (Value mask = getMask()) {
+  if (scale && !(*scale > 0.0))
+    return op->emitOpError("expected a positive scale but got ") << *scale;
+  if (mask) {
     auto mt = cast<RankedTensorType>(mask.getType());
     SmallVector<int64_t> scores = {b, h, s, t};
     auto merged = broadcastShapes(mt.getShape(), scores);
     if (mt.getRank() > 4 || failed(merged) ||
         ArrayRef<int64_t>(*merged) != ArrayRef<int64_t>(scores))
-      return emitOpError("mask of shape ")
+      return op->emitOpError("mask of shape ")
              << ShapeStr{mt.getShape()}
              << " does not broadcast to the scores shape " << ShapeStr{scores};
     Type me = mt.getElementType();
     if (!me.isInteger(1) && me != q.getElementType())
-      return emitOpError("mask element type must be i1 or the query's ")
+      return op->emitOpError("mask element type must be i1 or the query's ")
              << q.getElementType() << " but got " << me;
   }
   return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  std::optional<double> scale;
+  if (getScale())
+    scale = getScale()->convertToDouble();
+  return verifyAttentionShapes(*this, getQuery().getType(), getKey().getType(),
+                               getValue().getType(), getMask(), getCausal(),
+                               scale, getType());
 }
 
 double AttentionOp::getEffectiveScale() {

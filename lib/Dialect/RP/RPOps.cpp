@@ -222,31 +222,39 @@ LogicalResult TransposeOp::verify() {
   return success();
 }
 
-LogicalResult SliceOp::verify() {
-  auto in = getInput().getType(), out = getType();
+LogicalResult mlir::rp::verifySliceWindow(Operation *op, RankedTensorType in,
+                                          RankedTensorType out,
+                                          ArrayRef<int64_t> offsets,
+                                          ArrayRef<int64_t> strides) {
   int64_t rank = in.getRank();
   if (out.getRank() != rank)
-    return emitOpError("expected a result of rank ")
+    return op->emitOpError("expected a result of rank ")
            << rank << " but got rank " << out.getRank();
-  if (static_cast<int64_t>(getOffsets().size()) != rank ||
-      static_cast<int64_t>(getStrides().size()) != rank)
-    return emitOpError("expected ")
-           << rank << " offsets and strides but got " << getOffsets().size()
-           << " and " << getStrides().size();
+  if (static_cast<int64_t>(offsets.size()) != rank ||
+      static_cast<int64_t>(strides.size()) != rank)
+    return op->emitOpError("expected ")
+           << rank << " offsets and strides but got " << offsets.size()
+           << " and " << strides.size();
   for (int64_t d = 0; d < rank; ++d) {
-    int64_t offset = getOffsets()[d], stride = getStrides()[d];
+    int64_t offset = offsets[d], stride = strides[d];
     int64_t size = out.getDimSize(d);
     if (stride < 1)
-      return emitOpError("expected positive strides but dimension ")
+      return op->emitOpError("expected positive strides but dimension ")
              << d << " has stride " << stride;
-    if (offset < 0 || (size > 0 && offset + (size - 1) * stride >= in.getDimSize(d)) ||
+    if (offset < 0 ||
+        (size > 0 && offset + (size - 1) * stride >= in.getDimSize(d)) ||
         (size == 0 && offset > in.getDimSize(d)))
-      return emitOpError("dimension ")
+      return op->emitOpError("dimension ")
              << d << ": " << size << " elements from offset " << offset
              << " with stride " << stride << " do not fit in size "
              << in.getDimSize(d);
   }
   return success();
+}
+
+LogicalResult SliceOp::verify() {
+  return verifySliceWindow(*this, getInput().getType(), getType(),
+                           getOffsets(), getStrides());
 }
 
 LogicalResult ConcatOp::verify() {

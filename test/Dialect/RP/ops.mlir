@@ -141,3 +141,29 @@ func.func @attention(%q: tensor<2x8x16x32xbf16>, %k: tensor<2x2x16x32xbf16>, %v:
   %1 = rp.attention %q, %k, %v mask(%m) scale = 0.125 : (tensor<2x8x16x32xbf16>, tensor<2x2x16x32xbf16>, tensor<2x2x16x32xbf16>, tensor<1x1x16x16xi1>) -> tensor<2x8x16x32xbf16>
   return %0, %1 : tensor<2x8x16x32xbf16>, tensor<2x8x16x32xbf16>
 }
+
+// CHECK-LABEL: func.func @train_ops
+func.func @train_ops(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi64>, %s: tensor<f32>, %x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %ids: tensor<2x4xi64>) {
+  // CHECK: rp.cross_entropy %{{.+}}, %{{.+}} ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
+  %sum, %n = rp.cross_entropy %logits, %labels ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
+  // CHECK: rp.cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}} ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>, tensor<f32>) -> tensor<2x4x8xf32>
+  %dl = rp.cross_entropy_grad %logits, %labels, %s ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>, tensor<f32>) -> tensor<2x4x8xf32>
+  // CHECK: rp.unary_grad gelu_tanh %{{.+}}, %{{.+}} : tensor<2x4x8xf32>
+  %du = rp.unary_grad gelu_tanh %x, %dl : tensor<2x4x8xf32>
+  // CHECK: rp.softmax_grad %{{.+}}, %{{.+}} dim = 2 log : tensor<2x4x8xf32>
+  %ds = rp.softmax_grad %x, %dl dim = 2 log : tensor<2x4x8xf32>
+  // CHECK: rp.norm_grad %{{.+}} scale(%{{.+}}) grad(%{{.+}}) axis = 2 epsilon = 1.000000e-05 with_bias : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %dx, %dg, %db = rp.norm_grad %x scale(%g) grad(%dl) axis = 2 epsilon = 1.0e-05 with_bias : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  // CHECK: rp.norm_grad %{{.+}} grad(%{{.+}}) axis = 2 epsilon = 1.000000e-05 rms : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %dr = rp.norm_grad %x grad(%dl) axis = 2 epsilon = 1.0e-05 rms : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: rp.attention_grad %{{.+}}, %{{.+}}, %{{.+}} grad(%{{.+}}) causal : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  %dq, %dk, %dv = rp.attention_grad %q, %k, %k grad(%q) causal : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  // CHECK: rp.gather_grad %{{.+}}, %{{.+}} axis = 0 : (tensor<2x4xi64>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
+  %dt = rp.gather_grad %ids, %x axis = 0 : (tensor<2x4xi64>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
+  // CHECK: rp.slice_grad %{{.+}} offsets = [0, 0, 4] strides = [1, 1, 1] : tensor<2x4x8xf32> -> tensor<2x4x16xf32>
+  %dsl = rp.slice_grad %x offsets = [0, 0, 4] strides = [1, 1, 1] : tensor<2x4x8xf32> -> tensor<2x4x16xf32>
+  // CHECK: rp.extremum_grad max %{{.+}}, %{{.+}} dims = [2] keep_dims : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %m = rp.reduce max %x dims = [2] keep_dims : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+  %de = rp.extremum_grad max %x, %m dims = [2] keep_dims : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  return
+}

@@ -43,6 +43,19 @@ public:
 
 LogicalResult verifyBroadcastingElementwise(Operation *op);
 
+/// The rules of rp.slice, shared with rp.slice_grad (where the roles of the
+/// two types swap).
+LogicalResult verifySliceWindow(Operation *op, RankedTensorType in,
+                                RankedTensorType out, ArrayRef<int64_t> offsets,
+                                ArrayRef<int64_t> strides);
+
+/// The shape rules of rp.attention, shared with rp.attention_grad.
+LogicalResult verifyAttentionShapes(Operation *op, RankedTensorType q,
+                                    RankedTensorType k, RankedTensorType v,
+                                    Value mask, bool causal,
+                                    std::optional<double> scale,
+                                    RankedTensorType result);
+
 template <typename ConcreteType>
 LogicalResult BroadcastingElementwise<ConcreteType>::verifyTrait(Operation *op) {
   return verifyBroadcastingElementwise(op);

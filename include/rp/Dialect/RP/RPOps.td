@@ -139,5 +139,6 @@ def RP_YieldOp : RP_Op<"yield", [
 } // opDocGroup RP_GraphOps
 
 include "rp/Dialect/RP/RPComputeOps.td"
+include "rp/Dialect/RP/RPTrainOps.td"
 
 #endif // RP_DIALECT_RP_RPOPS_TD

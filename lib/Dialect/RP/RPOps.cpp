@@ -21,6 +21,7 @@ using namespace mlir;
 using namespace mlir::rp;
 
 #include "rp/Dialect/RP/RPEnums.cpp.inc"
+#include "rp/Dialect/RP/RPInterfaces.cpp.inc"
 
 //===----------------------------------------------------------------------===//
 // Shape helpers

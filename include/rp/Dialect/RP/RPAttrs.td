@@ -37,4 +37,12 @@ def RP_GeluApproximation : I32EnumAttr<"GeluApproximation",
   let cppNamespace = "::mlir::rp";
 }
 
+def RP_LayerRole : I32EnumAttr<"LayerRole", "what a layer computes", [
+    I32EnumAttrCase<"forward", 0>,
+    I32EnumAttrCase<"backward", 1>,
+    I32EnumAttrCase<"tail", 2>
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
 #endif // RP_DIALECT_RP_RPATTRS_TD

@@ -40,7 +40,8 @@ let opDocGroup = RP_ElementwiseOps in {
 class RP_BinaryOp<string mnemonic, string math, string vjp,
                   Type operandType = RP_NumericTensor, list<Trait> traits = []>
     : RP_PureOp<mnemonic, !listconcat(traits, [RP_BroadcastingElementwise,
-        AllElementTypesMatch<["lhs", "rhs", "result"]>])> {
+        AllElementTypesMatch<["lhs", "rhs", "result"]>,
+        DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>])> {
   let summary = "elementwise " # math # " with broadcasting";
   let description = "Computes `" # math # "` elementwise. VJP: " # vjp #
       "\n\n```mlir\n%r = rp." # mnemonic #
@@ -108,7 +109,7 @@ def RP_CmpOp : RP_PureOp<"cmp", [RP_BroadcastingElementwise,
   let hasFolder = 1;
 }
 
-def RP_WhereOp : RP_PureOp<"where", [RP_BroadcastingElementwise,
+def RP_WhereOp : RP_PureOp<"where", [RP_BroadcastingElementwise, DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>,
     AllElementTypesMatch<["on_true", "on_false", "result"]>]> {
   let summary = "elementwise select with broadcasting";
   let description = [{
@@ -142,7 +143,8 @@ def RP_WhereOp : RP_PureOp<"where", [RP_BroadcastingElementwise,
 
 class RP_UnaryOp<string mnemonic, string math, string vjp,
                  Type operandType = RP_FloatTensor, list<Trait> traits = []>
-    : RP_PureOp<mnemonic, !listconcat(traits, [SameOperandsAndResultType])> {
+    : RP_PureOp<mnemonic, !listconcat(traits, [SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>])> {
   let summary = "elementwise " # math;
   let description = "Computes `" # math # "` elementwise. VJP: " # vjp #
       "\n\n```mlir\n%r = rp." # mnemonic # " %x : tensor<2x3xf32>\n```";
@@ -171,7 +173,7 @@ def RP_SiluOp : RP_UnaryOp<"silu", "x * sigmoid(x)",
     "dx = dy * s * (1 + x * (1 - s)) with s = sigmoid(x).">;
 def RP_ReluOp : RP_UnaryOp<"relu", "max(x, 0)", "dx = dy where x > 0, else 0.">;
 
-def RP_GeluOp : RP_PureOp<"gelu", [SameOperandsAndResultType]> {
+def RP_GeluOp : RP_PureOp<"gelu", [SameOperandsAndResultType, DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>]> {
   let summary = "elementwise gelu";
   let description = [{
     `x * Phi(x)` with Phi the standard normal CDF (`approximate = none`), or
@@ -193,7 +195,7 @@ def RP_GeluOp : RP_PureOp<"gelu", [SameOperandsAndResultType]> {
   }];
 }
 
-def RP_CastOp : RP_PureOp<"cast", [SameOperandsAndResultShape]> {
+def RP_CastOp : RP_PureOp<"cast", [SameOperandsAndResultShape, DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>]> {
   let summary = "elementwise element type conversion";
   let description = [{
     Converts each element to the result's element type: floats round to
@@ -220,7 +222,7 @@ def RP_CastOp : RP_PureOp<"cast", [SameOperandsAndResultShape]> {
 let opDocGroup = RP_ShapeOps in {
 
 def RP_ReshapeOp : RP_PureOp<"reshape",
-    [AllElementTypesMatch<["input", "result"]>]> {
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "reinterprets a tensor with another shape";
   let description = [{
     Same elements in row-major order, new shape; the element count must not
@@ -238,7 +240,7 @@ def RP_ReshapeOp : RP_PureOp<"reshape",
 }
 
 def RP_TransposeOp : RP_PureOp<"transpose",
-    [AllElementTypesMatch<["input", "result"]>]> {
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "permutes the dimensions of a tensor";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -265,7 +267,7 @@ def RP_TransposeOp : RP_PureOp<"transpose",
 }
 
 def RP_SliceOp : RP_PureOp<"slice",
-    [AllElementTypesMatch<["input", "result"]>]> {
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "a strided window of a tensor";
   let description = [{
     Takes along each dimension `d` the elements `offsets[d] + k * strides[d]`
@@ -289,7 +291,7 @@ def RP_SliceOp : RP_PureOp<"slice",
   let hasFolder = 1;
 }
 
-def RP_ConcatOp : RP_PureOp<"concat"> {
+def RP_ConcatOp : RP_PureOp<"concat", [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>]> {
   let summary = "joins tensors along one dimension";
   let description = [{
     All inputs have the result's rank and element type and agree on every
@@ -312,7 +314,7 @@ def RP_ConcatOp : RP_PureOp<"concat"> {
 }
 
 def RP_BroadcastOp : RP_PureOp<"broadcast",
-    [AllElementTypesMatch<["input", "result"]>]> {
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "stretches a tensor to a larger shape";
   let description = [{
     Numpy broadcast of the operand to the result shape (ONNX `Expand` with a
@@ -330,7 +332,7 @@ def RP_BroadcastOp : RP_PureOp<"broadcast",
 }
 
 def RP_GatherOp : RP_PureOp<"gather",
-    [AllElementTypesMatch<["input", "result"]>]> {
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "takes slices of a tensor at given indices (embedding)";
   let description = [{
     ONNX `Gather`: the result shape is `input.shape[:axis] + indices.shape +
@@ -369,7 +371,7 @@ def RP_GatherOp : RP_PureOp<"gather",
 let opDocGroup = RP_NNOps in {
 
 def RP_MatmulOp : RP_PureOp<"matmul",
-    [AllElementTypesMatch<["lhs", "rhs", "result"]>]> {
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["lhs", "rhs", "result"]>]> {
   let summary = "batched matrix multiplication";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_a`) and `rhs` is
@@ -403,7 +405,7 @@ def RP_MatmulOp : RP_PureOp<"matmul",
 }
 
 def RP_ReduceOp : RP_PureOp<"reduce",
-    [AllElementTypesMatch<["input", "result"]>]> {
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "reduces a tensor over some dimensions";
   let description = [{
     Combines the elements along `dims` (strictly increasing) with `kind`:
@@ -435,7 +437,7 @@ def RP_ReduceOp : RP_PureOp<"reduce",
 }
 
 class RP_SoftmaxLikeOp<string mnemonic, string math, string vjp>
-    : RP_PureOp<mnemonic, [SameOperandsAndResultType]> {
+    : RP_PureOp<mnemonic, [SameOperandsAndResultType, DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>]> {
   let summary = math # " along one dimension";
   let description = "Computes " # math # " along `dim`, numerically stable "
       # "(the maximum is subtracted first). VJP: " # vjp #
@@ -454,7 +456,7 @@ def RP_LogSoftmaxOp : RP_SoftmaxLikeOp<"log_softmax", "log-softmax",
     "dx = dy - exp(y) * sum(dy, dim).">;
 
 def RP_LayerNormOp : RP_PureOp<"layer_norm",
-    [AllElementTypesMatch<["input", "result"]>,
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["input", "result"]>,
      AllTypesMatch<["input", "result"]>, AttrSizedOperandSegments]> {
   let summary = "layer normalization over the trailing dimensions";
   let description = [{
@@ -486,7 +488,7 @@ def RP_LayerNormOp : RP_PureOp<"layer_norm",
 }
 
 def RP_RmsNormOp : RP_PureOp<"rms_norm",
-    [AllElementTypesMatch<["input", "result"]>,
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["input", "result"]>,
      AllTypesMatch<["input", "result"]>]> {
   let summary = "root-mean-square normalization over the trailing dimensions";
   let description = [{
@@ -513,7 +515,7 @@ def RP_RmsNormOp : RP_PureOp<"rms_norm",
 }
 
 def RP_AttentionOp : RP_PureOp<"attention",
-    [AllElementTypesMatch<["query", "key", "value", "result"]>]> {
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["query", "key", "value", "result"]>]> {
   let summary = "scaled dot-product attention";
   let description = [{
     `softmax(scale * Q K^T + mask) V` per batch and head, as PyTorch's

@@ -16,6 +16,7 @@
 #include "rp/Dialect/RP/RPDialect.h"
 
 #include "rp/Dialect/RP/RPEnums.h.inc"
+#include "rp/Dialect/RP/RPInterfaces.h.inc"
 
 namespace mlir::rp {
 

@@ -11,6 +11,7 @@
 
 include "rp/Dialect/RP/RPDialect.td"
 include "rp/Dialect/RP/RPAttrs.td"
+include "rp/Dialect/RP/RPInterfaces.td"
 include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
@@ -96,6 +97,13 @@ def RP_LayerOp : RP_Op<"layer", [
     its operands. Layers do not nest. The partitioner counts `rp.layer` ops
     in program order, prefix and suffix layers included.
 
+    `role` says what the layer computes in a training graph: `forward` (the
+    default), `backward` (recomputes a forward layer from its saved inputs
+    and applies the vector-Jacobian products: inputs are the forward
+    layer's inputs then the gradients of its results; results are the
+    gradients of the inputs that need one), or `tail` (the fused last
+    layer: forward, loss and backward without recompute).
+
     ```mlir
     %y = rp.layer "h.0" (%x, %w) : (tensor<2x8xf32>, tensor<8x8xf32>)
         -> tensor<2x8xf32> {
@@ -106,12 +114,13 @@ def RP_LayerOp : RP_Op<"layer", [
     }
     ```
   }];
-  let arguments = (ins StrAttr:$name, Variadic<RP_Tensor>:$inputs);
+  let arguments = (ins StrAttr:$name, Variadic<RP_Tensor>:$inputs,
+      DefaultValuedAttr<RP_LayerRole, "LayerRole::forward">:$role);
   let results = (outs Variadic<RP_Tensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $name `(` $inputs `)` attr-dict `:` functional-type($inputs, results)
-    $body
+    $name (`role` `=` $role^)? `(` $inputs `)` attr-dict `:`
+    functional-type($inputs, results) $body
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;

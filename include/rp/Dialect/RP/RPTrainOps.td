@@ -29,7 +29,8 @@ def RP_UnaryGradKind : I32EnumAttr<"UnaryGradKind",
 
 let opDocGroup = RP_TrainOps in {
 
-def RP_CrossEntropyOp : RP_PureOp<"cross_entropy"> {
+def RP_CrossEntropyOp : RP_PureOp<"cross_entropy",
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>]> {
   let summary = "summed cross-entropy of logits against integer labels";
   let description = [{
     `logits` is `[..., C]` and `labels` the same shape without the last

@@ -1,0 +1,72 @@
+//===- NormsGrad.h - layer norm and RMS norm backward of one row -*- C++ -*-=//
+//
+// The input gradient of one normalized row. The statistics are recomputed
+// from x exactly as the forward (Norms.h) computes them, and returned so
+// that the host kernel can form the scale and bias gradients, which sum
+// over rows, without computing them again. With g = dy * scale and
+// xhat = (x - mean) * rstd (layer norm) or x * rstd (RMS norm):
+//   layer norm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//   RMS norm:   dx = rstd * (g - xhat * mean(g * xhat))
+// `scale` may be null (g = dy).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_KERNELS_NORMSGRAD_H
+#define RP_RUNTIME_KERNELS_NORMSGRAD_H
+
+#include "rp/runtime/kernels/Numeric.h"
+
+namespace rp::runtime::kernels {
+
+/// Mean (0 for RMS norm) and 1 / sqrt(var + epsilon) of a row.
+template <typename Acc> struct NormStats { Acc mean, rstd; };
+
+/// The statistics of layerNormRow, in its order.
+template <typename T, typename Acc = Compute<T>>
+RP_HD inline NormStats<Acc> layerNormStats(const T *x, int64_t n, Acc epsilon) {
+  Acc count = static_cast<Acc>(n);
+  Acc mean = orderedSum<Acc>(n, [&](int64_t i) { return load(x[i]); }) / count;
+  Acc var = orderedSum<Acc>(n,
+                            [&](int64_t i) {
+                              Acc d = load(x[i]) - mean;
+                              return d * d;
+                            }) /
+            count;
+  return {mean, Acc(1) / kSqrt(var + epsilon)};
+}
+
+/// The statistics of rmsNormRow, in its order (mean is 0).
+template <typename T, typename Acc = Compute<T>>
+RP_HD inline NormStats<Acc> rmsNormStats(const T *x, int64_t n, Acc epsilon) {
+  Acc meanSquare = orderedSum<Acc>(n,
+                                   [&](int64_t i) {
+                                     Acc v = load(x[i]);
+                                     return v * v;
+                                   }) /
+                   static_cast<Acc>(n);
+  return {Acc(0), Acc(1) / kSqrt(meanSquare + epsilon)};
+}
+
+/// dx of one row given its statistics; `centered` selects layer norm
+/// (subtracts mean(g)) over RMS norm.
+template <typename T, typename Acc = Compute<T>>
+RP_HD inline void normGradRow(const T *x, const T *scale, const T *dy, T *dx,
+                              int64_t n, NormStats<Acc> stats, bool centered) {
+  auto g = [&](int64_t i) {
+    Acc v = load(dy[i]);
+    return scale ? v * load(scale[i]) : v;
+  };
+  auto xhat = [&](int64_t i) { return (load(x[i]) - stats.mean) * stats.rstd; };
+  Acc count = static_cast<Acc>(n);
+  Acc meanG = centered
+                  ? orderedSum<Acc>(n, [&](int64_t i) { return g(i); }) / count
+                  : Acc(0);
+  Acc meanGX =
+      orderedSum<Acc>(n, [&](int64_t i) { return g(i) * xhat(i); }) / count;
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = store<T>(stats.rstd * ((g(i) - meanG) - xhat(i) * meanGX));
+}
+
+} // namespace rp::runtime::kernels
+
+#endif // RP_RUNTIME_KERNELS_NORMSGRAD_H

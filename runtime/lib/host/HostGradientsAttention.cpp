@@ -1,0 +1,253 @@
+//===- HostGradientsAttention.cpp - attention backward on the host --------===//
+//
+// Two passes (kernels/AttentionGrad.h), each deterministic on its own:
+//
+// 1. Query rows, split over (batch, head, block of kQueryBlock rows) like
+//    the forward. Each row is computed whole by one worker: it writes its
+//    dq row and keeps (max, sum, delta), three compute-type values per
+//    query row, for pass 2. Scratch per worker: 2 T + D values.
+// 2. Keys, split over (batch, key/value head, block of kKeyBlock keys). A
+//    block owns its dk and dv rows outright and accumulates them over the
+//    query heads that share the key/value head (in head order) and, within
+//    each head, over the query rows (in row order), recomputing each
+//    probability from the row's statistics. No two chunks write the same
+//    element and every sum has an order fixed by the shapes alone, so dk
+//    and dv have the same bits for any thread count, with neither atomics
+//    nor per-thread partials. Scratch per worker: kKeyBlock (D + Dv).
+//
+// Pass 2 recomputes the scores, so the backward costs about twice the
+// forward's arithmetic, the price flash attention's backward also pays
+// for memory linear in the sequence length.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostCommon.h"
+
+#include "rp/runtime/host/Gradients.h"
+#include "rp/runtime/kernels/AttentionGrad.h"
+
+#include <type_traits>
+
+namespace rp::runtime::host {
+
+using namespace detail;
+using namespace kernels;
+
+namespace {
+
+/// Query rows per chunk of pass 1.
+constexpr int64_t kQueryBlock = 16;
+/// Keys per chunk of pass 2. Not part of the numerics: each key's sums run
+/// over the query rows alone, whichever block it is in.
+constexpr int64_t kKeyBlock = 16;
+
+enum class MaskKind { none, boolean, additive };
+
+struct AttentionDims {
+  int64_t b, h, s, d, hkv, t, dv;
+  int64_t maskStrides[4] = {0, 0, 0, 0};
+};
+
+template <typename T, MaskKind Kind> struct MaskReader {
+  const void *mask;
+  const int64_t *strides;
+
+  /// The bias of key j for the query row whose mask offset is `base`.
+  Compute<T> operator()(int64_t base, int64_t j) const {
+    using C = Compute<T>;
+    if constexpr (Kind == MaskKind::boolean)
+      return static_cast<const Bool8 *>(mask)[base + j * strides[3]]
+                 ? C(0)
+                 : -kInfinity<C>();
+    else if constexpr (Kind == MaskKind::additive)
+      return load(static_cast<const T *>(mask)[base + j * strides[3]]);
+    else
+      return C(0);
+  }
+};
+
+template <typename T, MaskKind Kind>
+void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
+                      const T *k, const T *v, const void *mask, bool causal,
+                      double scale, const T *dy, T *dq, T *dk, T *dv) {
+  using C = Compute<T>;
+  const int64_t group = dims.h / dims.hkv;
+  const C scaleC = static_cast<C>(scale);
+  const int64_t *ms = dims.maskStrides;
+  const MaskReader<T, Kind> maskAt{mask, ms};
+  std::vector<AttentionRowStats<C>> stats(dims.b * dims.h * dims.s);
+
+  // Pass 1: dq and the row statistics.
+  const int64_t queryBlocks = (dims.s + kQueryBlock - 1) / kQueryBlock;
+  parallelRanges(
+      pool, dims.b * dims.h * queryBlocks, 1, [&](int64_t item, int64_t) {
+        int64_t bh = item / queryBlocks;
+        int64_t i0 = (item % queryBlocks) * kQueryBlock;
+        int64_t b = bh / dims.h, h = bh % dims.h, hk = h / group;
+        const T *kHead = k + (b * dims.hkv + hk) * dims.t * dims.d;
+        const T *vHead = v + (b * dims.hkv + hk) * dims.t * dims.dv;
+        std::vector<C> p(dims.t), dp(dims.t), acc(dims.d);
+        for (int64_t i = i0; i < std::min(dims.s, i0 + kQueryBlock); ++i) {
+          int64_t row = bh * dims.s + i;
+          int64_t numKeys = causal ? i + 1 : dims.t;
+          int64_t maskBase = b * ms[0] + h * ms[1] + i * ms[2];
+          stats[row] = attentionGradQueryRow<T>(
+              q + row * dims.d, kHead, vHead, dy + row * dims.dv,
+              dq + row * dims.d, numKeys, dims.d, dims.dv, scaleC,
+              [&](int64_t j) { return maskAt(maskBase, j); }, p.data(),
+              dp.data(), acc.data());
+        }
+      });
+
+  // Pass 2: dk and dv, one block of keys per item.
+  const int64_t keyBlocks = (dims.t + kKeyBlock - 1) / kKeyBlock;
+  parallelRanges(
+      pool, dims.b * dims.hkv * keyBlocks, 1, [&](int64_t item, int64_t) {
+        int64_t bhk = item / keyBlocks;
+        int64_t j0 = (item % keyBlocks) * kKeyBlock;
+        int64_t j1 = std::min(dims.t, j0 + kKeyBlock);
+        int64_t b = bhk / dims.hkv, hk = bhk % dims.hkv;
+        const T *kBlock = k + (bhk * dims.t + j0) * dims.d;
+        const T *vBlock = v + (bhk * dims.t + j0) * dims.dv;
+        std::vector<C> dkAcc((j1 - j0) * dims.d, C(0)),
+            dvAcc((j1 - j0) * dims.dv, C(0));
+        for (int64_t g = 0; g < group; ++g) {
+          int64_t h = hk * group + g, bh = b * dims.h + h;
+          // Causal: row i sees keys j <= i, so rows before j0 see none of
+          // the block.
+          for (int64_t i = causal ? j0 : 0; i < dims.s; ++i) {
+            int64_t row = bh * dims.s + i;
+            int64_t count = causal ? std::min(j1, i + 1) - j0 : j1 - j0;
+            int64_t maskBase = b * ms[0] + h * ms[1] + i * ms[2];
+            attentionGradKeyRows<T>(
+                q + row * dims.d, dy + row * dims.dv, kBlock, vBlock, count,
+                dims.d, dims.dv, scaleC,
+                [&](int64_t jj) { return maskAt(maskBase, j0 + jj); },
+                stats[row], dkAcc.data(), dvAcc.data());
+          }
+        }
+        T *dkOut = dk + (bhk * dims.t + j0) * dims.d;
+        T *dvOut = dv + (bhk * dims.t + j0) * dims.dv;
+        for (size_t e = 0; e < dkAcc.size(); ++e)
+          dkOut[e] = store<T>(dkAcc[e]);
+        for (size_t e = 0; e < dvAcc.size(); ++e)
+          dvOut[e] = store<T>(dvAcc[e]);
+      });
+}
+
+Status checkAttentionGrad(const TensorRef &q, const TensorRef &k,
+                          const TensorRef &v,
+                          const std::optional<TensorRef> &mask, bool causal,
+                          double scale, const TensorRef &dy,
+                          const TensorRef &dq, const TensorRef &dk,
+                          const TensorRef &dv, AttentionDims &dims) {
+  const char *op = "attention_grad";
+  if (Status s = checkTensor(q, "query", op); s.failed())
+    return s;
+  if (!isFloat(q.dtype))
+    return unsupportedDType(op, q.dtype);
+  const std::pair<const TensorRef *, const char *> operands[] = {
+      {&k, "key"},
+      {&v, "value"},
+      {&dy, "output gradient"},
+      {&dq, "query gradient"},
+      {&dk, "key gradient"},
+      {&dv, "value gradient"}};
+  for (auto [t, role] : operands)
+    if (Status s = checkTensorOf(*t, q.dtype, role, op); s.failed())
+      return s;
+  std::string shapes = describe(q) + ", " + describe(k) + ", " + describe(v) +
+                       ", output gradient " + describe(dy);
+  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4 ||
+      dy.shape.size() != 4)
+    return invalidArgument(std::string(op) +
+                           ": query, key, value and output gradient must be "
+                           "[batch, heads, seq, dim], got " +
+                           shapes);
+  dims.b = q.shape[0];
+  dims.h = q.shape[1];
+  dims.s = q.shape[2];
+  dims.d = q.shape[3];
+  dims.hkv = k.shape[1];
+  dims.t = k.shape[2];
+  dims.dv = v.shape[3];
+  bool consistent = k.shape[0] == dims.b && v.shape[0] == dims.b &&
+                    k.shape[3] == dims.d && v.shape[1] == dims.hkv &&
+                    v.shape[2] == dims.t && dims.hkv > 0 &&
+                    dims.h % dims.hkv == 0 &&
+                    dy.shape == Shape{dims.b, dims.h, dims.s, dims.dv};
+  if (!consistent)
+    return invalidArgument(std::string(op) + ": inconsistent shapes " + shapes);
+  const std::pair<const TensorRef *, const TensorRef *> grads[] = {
+      {&dq, &q}, {&dk, &k}, {&dv, &v}};
+  for (auto [grad, primal] : grads)
+    if (grad->shape != primal->shape)
+      return invalidArgument(std::string(op) + ": gradient " + describe(*grad) +
+                             " should have the shape of " + describe(*primal));
+  if (causal && dims.s != dims.t)
+    return invalidArgument(std::string(op) +
+                           ": causal attention needs equal query and key "
+                           "lengths, got " +
+                           shapes);
+  if (!(scale > 0.0))
+    return invalidArgument(std::string(op) + ": scale must be positive");
+  if (mask) {
+    if (Status s = checkTensor(*mask, "mask", op); s.failed())
+      return s;
+    if (mask->dtype != DType::i1 && mask->dtype != q.dtype)
+      return invalidArgument(std::string(op) + ": mask " + describe(*mask) +
+                             " must be i1 or the query's element type " +
+                             dtypeName(q.dtype));
+    Shape scores{dims.b, dims.h, dims.s, dims.t};
+    if (!kernels::broadcastStrides(mask->shape.data(),
+                                   static_cast<int>(mask->shape.size()),
+                                   scores.data(), 4, dims.maskStrides))
+      return invalidArgument(std::string(op) + ": mask " + describe(*mask) +
+                             " does not broadcast to the scores shape " +
+                             describeShape(scores));
+  }
+  return {};
+}
+
+} // namespace
+
+Status attentionGrad(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
+                     const TensorRef &v, const std::optional<TensorRef> &mask,
+                     bool causal, double scale, const TensorRef &dy,
+                     const TensorRef &dq, const TensorRef &dk,
+                     const TensorRef &dv) {
+  AttentionDims dims;
+  if (Status s = checkAttentionGrad(q, k, v, mask, causal, scale, dy, dq, dk,
+                                    dv, dims);
+      s.failed())
+    return s;
+  MaskKind kind = !mask                      ? MaskKind::none
+                  : mask->dtype == DType::i1 ? MaskKind::boolean
+                                             : MaskKind::additive;
+  const void *maskData = mask ? mask->data : nullptr;
+  visitDType(q.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<Compute<T>>) {
+      const T *qd = q.as<const T>(), *kd = k.as<const T>(),
+              *vd = v.as<const T>(), *dyd = dy.as<const T>();
+      T *dqd = dq.as<T>(), *dkd = dk.as<T>(), *dvd = dv.as<T>();
+      switch (kind) {
+      case MaskKind::none:
+        return runAttentionGrad<T, MaskKind::none>(pool, dims, qd, kd, vd,
+                                                   maskData, causal, scale, dyd,
+                                                   dqd, dkd, dvd);
+      case MaskKind::boolean:
+        return runAttentionGrad<T, MaskKind::boolean>(pool, dims, qd, kd, vd,
+                                                      maskData, causal, scale,
+                                                      dyd, dqd, dkd, dvd);
+      case MaskKind::additive:
+        return runAttentionGrad<T, MaskKind::additive>(pool, dims, qd, kd, vd,
+                                                       maskData, causal, scale,
+                                                       dyd, dqd, dkd, dvd);
+      }
+    }
+  });
+  return {};
+}
+
+} // namespace rp::runtime::host

@@ -1,0 +1,251 @@
+//===- HostGradientsNN.cpp - softmax and normalization backward -----------===//
+//
+// Row kernels (kernels/SoftmaxGrad.h, kernels/NormsGrad.h): each row of dx
+// is computed whole by one chunk, so its bits never depend on the pool.
+//
+// The scale and bias gradients of the norms sum over every row. They are
+// formed in tiles of kParamRowBlock rows by kParamColumnBlock columns: a
+// tile sums its rows in row order into its own partials (compute type),
+// then each column adds the partials of its row blocks in block order.
+// Tile boundaries depend on the shape alone, so the sums have the same
+// bits for any thread count; partials take 1 / kParamRowBlock of x's size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostCommon.h"
+
+#include "rp/runtime/host/Gradients.h"
+#include "rp/runtime/kernels/NormsGrad.h"
+#include "rp/runtime/kernels/SoftmaxGrad.h"
+
+#include <type_traits>
+
+namespace rp::runtime::host {
+
+using namespace detail;
+using namespace kernels;
+
+namespace {
+
+/// Rows summed sequentially into one partial of the parameter gradients.
+/// Part of the numerics.
+constexpr int64_t kParamRowBlock = 128;
+/// Columns per tile of the parameter gradients (not part of the numerics).
+constexpr int64_t kParamColumnBlock = 256;
+
+/// Calls fn(Tag<T>{}) for the float storage type of `dtype`.
+template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
+  visitDType(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<Compute<T>>)
+      fn(tag);
+  });
+}
+
+/// `t` is a float tensor of x's dtype and shape.
+Status checkLike(const char *op, const char *role, const TensorRef &t,
+                 const TensorRef &x) {
+  if (Status s = checkTensorOf(t, x.dtype, role, op); s.failed())
+    return s;
+  if (t.shape != x.shape)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
+                           " should have the shape of " + describe(x));
+  return {};
+}
+
+/// `t`, when present, has x's dtype and the normalized shape.
+Status checkNormalized(const char *op, const char *role,
+                       const std::optional<TensorRef> &t, const TensorRef &x,
+                       int64_t axis) {
+  if (!t)
+    return {};
+  if (Status s = checkTensorOf(*t, x.dtype, role, op); s.failed())
+    return s;
+  Shape normalized(x.shape.begin() + axis, x.shape.end());
+  if (t->shape != normalized)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(*t) +
+                           " should have the normalized shape " +
+                           describeShape(normalized));
+  return {};
+}
+
+Status checkNormGrad(const char *op, const TensorRef &x,
+                     const std::optional<TensorRef> &scale, int64_t axis,
+                     double epsilon, const TensorRef &dy, const TensorRef &dx) {
+  if (Status s = checkTensor(x, "input", op); s.failed())
+    return s;
+  if (!isFloat(x.dtype))
+    return unsupportedDType(op, x.dtype);
+  if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
+    return invalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
+                           " is out of range for " + describe(x));
+  if (!(epsilon >= 0.0))
+    return invalidArgument(std::string(op) + ": epsilon must be >= 0");
+  if (Status s = checkLike(op, "output gradient", dy, x); s.failed())
+    return s;
+  if (Status s = checkLike(op, "input gradient", dx, x); s.failed())
+    return s;
+  return checkNormalized(op, "scale", scale, x, axis);
+}
+
+/// The norms' backward: dx row by row, then dscale = sum(dy * xhat) and
+/// dbias = sum(dy) over the rows (either may be null).
+template <typename T>
+void runNormGrad(ThreadPool &pool, bool centered, const T *x, const T *scale,
+                 double epsilon, const T *dy, T *dx, T *dscale, T *dbias,
+                 int64_t rows, int64_t n) {
+  using C = Compute<T>;
+  const C eps = static_cast<C>(epsilon);
+  const bool params = dscale || dbias;
+  std::vector<NormStats<C>> stats(params ? rows : 0);
+  parallelRanges(pool, rows, rowGrain(n), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const T *xRow = x + row * n;
+      NormStats<C> st =
+          centered ? layerNormStats(xRow, n, eps) : rmsNormStats(xRow, n, eps);
+      normGradRow(xRow, scale, dy + row * n, dx + row * n, n, st, centered);
+      if (params)
+        stats[row] = st;
+    }
+  });
+  if (!params)
+    return;
+
+  const int64_t rowBlocks = (rows + kParamRowBlock - 1) / kParamRowBlock;
+  const int64_t columnBlocks = (n + kParamColumnBlock - 1) / kParamColumnBlock;
+  std::vector<C> scalePartials(dscale ? rowBlocks * n : 0),
+      biasPartials(dbias ? rowBlocks * n : 0);
+  parallelRanges(pool, rowBlocks * columnBlocks, 1, [&](int64_t tile, int64_t) {
+    int64_t rb = tile / columnBlocks;
+    int64_t c0 = (tile % columnBlocks) * kParamColumnBlock;
+    int64_t c1 = std::min(n, c0 + kParamColumnBlock);
+    int64_t r0 = rb * kParamRowBlock;
+    int64_t r1 = std::min(rows, r0 + kParamRowBlock);
+    C *sp = dscale ? scalePartials.data() + rb * n : nullptr;
+    C *bp = dbias ? biasPartials.data() + rb * n : nullptr;
+    for (int64_t c = c0; c < c1; ++c) {
+      if (sp)
+        sp[c] = C(0);
+      if (bp)
+        bp[c] = C(0);
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      const T *xRow = x + r * n, *dyRow = dy + r * n;
+      const NormStats<C> st = stats[r];
+      for (int64_t c = c0; c < c1; ++c) {
+        C g = load(dyRow[c]);
+        if (sp)
+          sp[c] += g * ((load(xRow[c]) - st.mean) * st.rstd);
+        if (bp)
+          bp[c] += g;
+      }
+    }
+  });
+  parallelRanges(pool, n, kParamColumnBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      C s = C(0), b = C(0);
+      for (int64_t rb = 0; rb < rowBlocks; ++rb) {
+        if (dscale)
+          s += scalePartials[rb * n + c];
+        if (dbias)
+          b += biasPartials[rb * n + c];
+      }
+      if (dscale)
+        dscale[c] = store<T>(s);
+      if (dbias)
+        dbias[c] = store<T>(b);
+    }
+  });
+}
+
+} // namespace
+
+Status softmaxGrad(ThreadPool &pool, const TensorRef &y, const TensorRef &dy,
+                   int64_t dim, bool log, const TensorRef &dx) {
+  const char *op = log ? "log_softmax_grad" : "softmax_grad";
+  if (Status s = checkTensor(y, "output", op); s.failed())
+    return s;
+  if (!isFloat(y.dtype))
+    return unsupportedDType(op, y.dtype);
+  if (Status s = checkLike(op, "output gradient", dy, y); s.failed())
+    return s;
+  if (Status s = checkLike(op, "input gradient", dx, y); s.failed())
+    return s;
+  const int64_t rank = static_cast<int64_t>(y.shape.size());
+  if (dim < 0 || dim >= rank)
+    return invalidArgument(std::string(op) + ": dimension " +
+                           std::to_string(dim) + " is out of range for " +
+                           describe(y));
+  int64_t outer = 1, inner = 1, n = y.shape[dim];
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= y.shape[d];
+  for (int64_t d = dim + 1; d < rank; ++d)
+    inner *= y.shape[d];
+  visitFloat(y.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *yd = y.as<const T>(), *dyd = dy.as<const T>();
+    T *dxd = dx.as<T>();
+    parallelRanges(
+        pool, outer * inner, rowGrain(n), [&](int64_t begin, int64_t end) {
+          for (int64_t row = begin; row < end; ++row) {
+            int64_t base = (row / inner) * n * inner + row % inner;
+            if (log)
+              logSoftmaxGradRow(yd + base, dyd + base, dxd + base, n, inner);
+            else
+              softmaxGradRow(yd + base, dyd + base, dxd + base, n, inner);
+          }
+        });
+  });
+  return {};
+}
+
+Status layerNormGrad(ThreadPool &pool, const TensorRef &x,
+                     const std::optional<TensorRef> &scale, int64_t axis,
+                     double epsilon, const TensorRef &dy, const TensorRef &dx,
+                     const std::optional<TensorRef> &dscale,
+                     const std::optional<TensorRef> &dbias) {
+  const char *op = "layer_norm_grad";
+  if (Status s = checkNormGrad(op, x, scale, axis, epsilon, dy, dx); s.failed())
+    return s;
+  if (Status s = checkNormalized(op, "scale gradient", dscale, x, axis);
+      s.failed())
+    return s;
+  if (Status s = checkNormalized(op, "bias gradient", dbias, x, axis);
+      s.failed())
+    return s;
+  int64_t n = numElements(Shape(x.shape.begin() + axis, x.shape.end()));
+  int64_t rows = n ? x.size() / n : 0;
+  visitFloat(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    runNormGrad<T>(pool, true, x.as<const T>(),
+                   scale ? scale->as<const T>() : nullptr, epsilon,
+                   dy.as<const T>(), dx.as<T>(),
+                   dscale ? dscale->as<T>() : nullptr,
+                   dbias ? dbias->as<T>() : nullptr, rows, n);
+  });
+  return {};
+}
+
+Status rmsNormGrad(ThreadPool &pool, const TensorRef &x,
+                   const std::optional<TensorRef> &scale, int64_t axis,
+                   double epsilon, const TensorRef &dy, const TensorRef &dx,
+                   const std::optional<TensorRef> &dscale) {
+  const char *op = "rms_norm_grad";
+  if (Status s = checkNormGrad(op, x, scale, axis, epsilon, dy, dx); s.failed())
+    return s;
+  if (Status s = checkNormalized(op, "scale gradient", dscale, x, axis);
+      s.failed())
+    return s;
+  int64_t n = numElements(Shape(x.shape.begin() + axis, x.shape.end()));
+  int64_t rows = n ? x.size() / n : 0;
+  visitFloat(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    runNormGrad<T>(pool, false, x.as<const T>(),
+                   scale ? scale->as<const T>() : nullptr, epsilon,
+                   dy.as<const T>(), dx.as<T>(),
+                   dscale ? dscale->as<T>() : nullptr, nullptr, rows, n);
+  });
+  return {};
+}
+
+} // namespace rp::runtime::host

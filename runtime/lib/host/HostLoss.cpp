@@ -1,0 +1,189 @@
+//===- HostLoss.cpp - cross-entropy loss and its gradient on the host -----===//
+//
+// DESIGN.md, Conventions, Loss: logits [..., C] against integer labels
+// [...], labels equal to the ignore index (-100 by default) left out. The
+// kernel gives the *sum* of the per-position losses and the count of
+// positions that entered it, so that the executor can form the
+// token-weighted mean over the global batch (every microbatch, every
+// stage) before it divides.
+//
+// Each position's loss is computed in the compute type (the arithmetic of
+// log_softmax, kernels/SoftmaxGrad.h), then summed in f64 whatever the
+// storage type: rows in fixed chunks of kLossRowGrain, each chunk summed in
+// row order, the chunk sums added in chunk order. Labels are checked
+// before anything is written, so a bad label leaves the outputs untouched.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostCommon.h"
+
+#include "rp/runtime/host/Gradients.h"
+#include "rp/runtime/kernels/Cast.h"
+#include "rp/runtime/kernels/SoftmaxGrad.h"
+
+#include <type_traits>
+
+namespace rp::runtime::host {
+
+using namespace detail;
+using namespace kernels;
+
+namespace {
+
+/// Calls fn(Tag<T>{}) for the float storage type of `dtype`.
+template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
+  visitDType(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<Compute<T>>)
+      fn(tag);
+  });
+}
+
+/// Reads label `i` as i64.
+int64_t labelAt(const TensorRef &labels, int64_t i) {
+  return labels.dtype == DType::i32 ? labels.as<const int32_t>()[i]
+                                    : labels.as<const int64_t>()[i];
+}
+
+/// "[1, 3]": the multi-index of row-major position `linear` in `shape`.
+std::string indexString(const Shape &shape, int64_t linear) {
+  Shape index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] ? linear % shape[d] : 0;
+    linear = shape[d] ? linear / shape[d] : 0;
+  }
+  return describeShape(index);
+}
+
+/// Checks logits and labels, then every label: in [0, C) or the ignore
+/// index. Gives the number of rows and of classes.
+Status checkLogitsAndLabels(const char *op, const TensorRef &logits,
+                            const TensorRef &labels, int64_t ignoreIndex,
+                            int64_t &rows, int64_t &classes) {
+  if (Status s = checkTensor(logits, "logits", op); s.failed())
+    return s;
+  if (!isFloat(logits.dtype))
+    return unsupportedDType(op, logits.dtype, "logits");
+  if (logits.shape.empty())
+    return invalidArgument(std::string(op) + ": logits " + describe(logits) +
+                           " need a class dimension");
+  if (Status s = checkTensor(labels, "labels", op); s.failed())
+    return s;
+  if (!isInteger(labels.dtype))
+    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
+                           " should be i32 or i64");
+  Shape expected(logits.shape.begin(), logits.shape.end() - 1);
+  if (labels.shape != expected)
+    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
+                           " should have shape " + describeShape(expected) +
+                           " (the logits " + describe(logits) +
+                           " without the class dimension)");
+  classes = logits.shape.back();
+  rows = labels.size();
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t label = labelAt(labels, i);
+    if (label == ignoreIndex || (label >= 0 && label < classes))
+      continue;
+    return invalidArgument(
+        std::string(op) + ": label " + std::to_string(label) + " at position " +
+        indexString(labels.shape, i) + " of " + describe(labels) +
+        " is out of range [0, " + std::to_string(classes) +
+        ") and is not the ignore index " + std::to_string(ignoreIndex));
+  }
+  return {};
+}
+
+/// Rows per chunk of the loss sum. Part of the numerics (the f64 sum).
+constexpr int64_t kLossRowGrain = 64;
+
+} // namespace
+
+Status crossEntropy(ThreadPool &pool, const TensorRef &logits,
+                    const TensorRef &labels, int64_t ignoreIndex,
+                    const TensorRef &lossSum, const TensorRef &count) {
+  const char *op = "cross_entropy";
+  int64_t rows = 0, classes = 0;
+  if (Status s =
+          checkLogitsAndLabels(op, logits, labels, ignoreIndex, rows, classes);
+      s.failed())
+    return s;
+  if (Status s = checkTensorOf(lossSum, logits.dtype, "loss sum", op);
+      s.failed())
+    return s;
+  if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
+    return s;
+  if (lossSum.size() != 1 || count.size() != 1)
+    return invalidArgument(std::string(op) + ": loss sum " + describe(lossSum) +
+                           " and count " + describe(count) +
+                           " must be scalars");
+  struct Partial {
+    double sum = 0;
+    int64_t count = 0;
+  };
+  Partial total;
+  visitFloat(logits.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *x = logits.as<const T>();
+    total = deterministicReduce(
+        pool, fixedChunks(rows, kLossRowGrain), Partial{},
+        [&](int64_t begin, int64_t end) {
+          Partial p;
+          for (int64_t row = begin; row < end; ++row) {
+            int64_t label = labelAt(labels, row);
+            if (label == ignoreIndex)
+              continue;
+            p.sum += static_cast<double>(
+                crossEntropyRow(x + row * classes, classes, label));
+            ++p.count;
+          }
+          return p;
+        },
+        [](Partial a, Partial b) {
+          return Partial{a.sum + b.sum, a.count + b.count};
+        });
+    *lossSum.as<T>() = kernels::castValue<T>(total.sum);
+  });
+  *count.as<int64_t>() = total.count;
+  return {};
+}
+
+Status crossEntropyGrad(ThreadPool &pool, const TensorRef &logits,
+                        const TensorRef &labels, int64_t ignoreIndex,
+                        double scale, const TensorRef &dlogits) {
+  const char *op = "cross_entropy_grad";
+  int64_t rows = 0, classes = 0;
+  if (Status s =
+          checkLogitsAndLabels(op, logits, labels, ignoreIndex, rows, classes);
+      s.failed())
+    return s;
+  if (Status s = checkTensorOf(dlogits, logits.dtype, "logits gradient", op);
+      s.failed())
+    return s;
+  if (dlogits.shape != logits.shape)
+    return invalidArgument(std::string(op) + ": logits gradient " +
+                           describe(dlogits) + " should have the shape of " +
+                           describe(logits));
+  visitFloat(logits.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    const T *x = logits.as<const T>();
+    T *dx = dlogits.as<T>();
+    const C scaleC = static_cast<C>(scale);
+    parallelRanges(pool, rows, rowGrain(classes),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t row = begin; row < end; ++row) {
+                       int64_t label = labelAt(labels, row);
+                       T *dxRow = dx + row * classes;
+                       if (label == ignoreIndex) {
+                         std::fill(dxRow, dxRow + classes, store<T>(C(0)));
+                         continue;
+                       }
+                       crossEntropyGradRow(x + row * classes, dxRow, classes,
+                                           label, scaleC);
+                     }
+                   });
+  });
+  return {};
+}
+
+} // namespace rp::runtime::host

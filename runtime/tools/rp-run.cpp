@@ -13,6 +13,7 @@
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/Npy.h"
 #include "rp/runtime/Plan.h"
+#include "rp/runtime/Trainer.h"
 #include "rp/runtime/host/Kernels.h"
 
 #include <CLI/CLI.hpp>
@@ -46,6 +47,9 @@ int main(int argc, char **argv) {
   CLI::App app{"rp-run: runs a compiled rp plan"};
   std::string planPath, backend = "host", describeMode, dumpPath;
   std::vector<std::string> inputs;
+  std::string labelsPath, dumpGrads, optimizer = "adamw";
+  TrainOptions train;
+  bool syncMode = false, asyncMode = false;
   uint64_t seed = 0;
   unsigned steps = 1;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
@@ -63,6 +67,25 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--describe", describeMode, "print the plan and exit")
       ->check(CLI::IsMember({"json", "grid"}));
+  app.add_option("--labels", labelsPath, "labels of the global batch (.npy)");
+  app.add_option("--dump-grads", dumpGrads,
+                 "write step 0's gradients of the trainable parameters "
+                 "(.safetensors)");
+  app.add_option("--optimizer", optimizer, "adamw or sgd")
+      ->check(CLI::IsMember({"adamw", "sgd"}));
+  double lr = -1, weightDecay = -1;
+  app.add_option("--lr", lr, "learning rate (default 1e-3)");
+  app.add_option("--beta1", train.adamw.beta1, "AdamW beta1");
+  app.add_option("--beta2", train.adamw.beta2, "AdamW beta2");
+  app.add_option("--eps", train.adamw.eps, "AdamW epsilon");
+  app.add_option("--momentum", train.sgdConfig.momentum, "SGD momentum");
+  app.add_option("--weight-decay", weightDecay,
+                 "weight decay (AdamW 1e-2, SGD 0 by default)");
+  app.add_option("--clip-grad-norm", train.clipGradNorm,
+                 "clip the global gradient norm to this (0: off)");
+  app.add_flag("--sync", syncMode, "gradients of step k at W_k");
+  app.add_flag("--async", asyncMode,
+               "gradients of step k at W_(k-1) (the default)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -92,6 +115,7 @@ int main(int argc, char **argv) {
   Expected<std::unique_ptr<HostForward>> fwd = HostForward::create(*plan);
   if (!fwd)
     return fail(fwd.getStatus());
+  std::vector<std::pair<std::string, NpyArray>> given;
   for (const std::string &spec : inputs) {
     size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -100,9 +124,54 @@ int main(int argc, char **argv) {
     Expected<NpyArray> array = readNpy(spec.substr(eq + 1));
     if (!array)
       return fail(array.getStatus());
-    if (Status s = (*fwd)->setInput(spec.substr(0, eq), *array); s.failed())
-      return fail(s);
+    given.push_back({spec.substr(0, eq), std::move(*array)});
   }
+  if (!labelsPath.empty()) {
+    Expected<NpyArray> array = readNpy(labelsPath);
+    if (!array)
+      return fail(array.getStatus());
+    given.push_back({"labels", std::move(*array)});
+  }
+
+  if (isTrainingPlan(*plan)) {
+    if (syncMode && asyncMode)
+      return fail(invalidArgument("--sync and --async exclude each other"));
+    train.steps = steps;
+    train.sync = syncMode;
+    train.sgd = optimizer == "sgd";
+    train.seed = seed;
+    train.dumpGrads = dumpGrads;
+    if (lr >= 0)
+      train.adamw.lr = train.sgdConfig.lr = lr;
+    if (weightDecay >= 0)
+      train.adamw.weightDecay = train.sgdConfig.weightDecay = weightDecay;
+    for (auto &[name, array] : given)
+      train.inputs[name] = std::move(array);
+    ThreadPool pool(threads);
+    auto t0 = std::chrono::steady_clock::now();
+    Status s = rp::runtime::train(
+        *plan, **fwd, pool, train, [&](unsigned step, double loss) {
+          std::printf("step %u loss %.9g\n", step, loss);
+          std::fflush(stdout);
+          double secs = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count();
+          std::fprintf(stderr, "\rrp-run: step %u/%u loss %.4f  %.1f s, ETA "
+                               "%.1f s ",
+                       step + 1, steps, loss, secs,
+                       secs / (step + 1) * (steps - step - 1));
+        });
+    std::fprintf(stderr, "\n");
+    if (s.failed())
+      return fail(s);
+    return 0;
+  }
+  if (!dumpGrads.empty() || !labelsPath.empty())
+    return fail(invalidArgument("--labels and --dump-grads need a training "
+                                "plan (rp-compile without --forward-only)"));
+  for (auto &[name, array] : given)
+    if (Status s = (*fwd)->setInput(name, array); s.failed())
+      return fail(s);
   if (Status s = (*fwd)->setSyntheticInputs(seed); s.failed())
     return fail(s);
   ThreadPool pool(threads);

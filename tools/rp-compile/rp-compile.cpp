@@ -39,6 +39,12 @@ static cl::opt<std::string> outputPath("o", cl::Required,
                                        cl::value_desc("file"));
 static cl::opt<bool> forwardOnly(
     "forward-only", cl::desc("compile an inference plan (forward only)"));
+static cl::opt<std::string> loss(
+    "loss", cl::init("cross-entropy"),
+    cl::desc("training loss: cross-entropy, or output:NAME"));
+static cl::opt<unsigned> microbatches(
+    "microbatches", cl::init(1),
+    cl::desc("microbatches per training step (the static batch is one)"));
 static cl::opt<rp::ComputeType> dtype(
     "dtype", cl::desc("storage and compute type (master weights stay f32)"),
     cl::init(rp::ComputeType::f32),
@@ -60,9 +66,9 @@ int main(int argc, char **argv) {
   rp::ImportCLOptions importOptions;
   cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
 
-  if (!forwardOnly) {
-    llvm::errs() << "rp-compile: training plans are not available yet; pass "
-                    "--forward-only to compile an inference plan\n";
+  if (microbatches == 0 || (forwardOnly && microbatches != 1)) {
+    llvm::errs() << "rp-compile: --microbatches must be at least 1 (and 1 "
+                    "for a --forward-only plan)\n";
     return 1;
   }
   if (devices != 1) {
@@ -105,12 +111,21 @@ int main(int argc, char **argv) {
         module = nullptr;
     }
   }
-  if (module && dtype != rp::ComputeType::f32) {
+  if (module) {
     PassManager pm(&context);
-    rp::ConvertFloatTypePassOptions convert;
-    convert.to = dtype;
-    pm.addPass(rp::createConvertFloatTypePass(convert));
+    if (dtype != rp::ComputeType::f32) {
+      rp::ConvertFloatTypePassOptions convert;
+      convert.to = dtype;
+      pm.addPass(rp::createConvertFloatTypePass(convert));
+    }
+    if (!forwardOnly) {
+      rp::AttachLossPassOptions attach;
+      attach.loss = loss;
+      pm.addPass(rp::createAttachLossPass(attach));
+      pm.addPass(rp::createAutodiffPass());
+    }
     pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
     if (failed(pm.run(*module)))
       module = nullptr;
   }
@@ -121,8 +136,10 @@ int main(int argc, char **argv) {
   options.irDir = irDir;
   options.planDir = folderOf(outputPath);
   const char *dtypeNames[] = {"f32", "f16", "bf16"};
-  options.producer = "rp-compile " + inputPath + " --forward-only --dtype " +
-                     dtypeNames[static_cast<int>(dtype.getValue())];
+  options.producer = "rp-compile " + inputPath +
+                     (forwardOnly ? " --forward-only" : " --loss " + loss) +
+                     " --dtype " + dtypeNames[static_cast<int>(dtype.getValue())];
+  options.microbatches = microbatches;
   std::vector<uint8_t> bytes;
   if (failed(rp::exportPlan(*module, options, bytes)))
     return 1;
@@ -137,7 +154,8 @@ int main(int argc, char **argv) {
   }
   int layers = 0;
   module->walk([&](rp::LayerOp) { ++layers; });
-  llvm::errs() << "rp-compile: " << outputPath << ": forward plan, 1 device, "
+  llvm::errs() << "rp-compile: " << outputPath << ": "
+               << (forwardOnly ? "forward" : "training") << " plan, 1 device, "
                << layers << " layers run in order, "
                << dtypeNames[static_cast<int>(dtype.getValue())]
                << " compute, " << bytes.size() << " bytes\n";

@@ -21,6 +21,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::rp;
 namespace fb = ::flatbuffers;
@@ -73,6 +75,14 @@ struct KernelSpec {
   SmallVector<int64_t> ints;
   SmallVector<double> floats;
 };
+
+/// The float attribute of an optional scale, or the natural 1/sqrt(D).
+static double attentionScale(std::optional<APFloat> scale, Value query) {
+  if (scale)
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(
+                   cast<RankedTensorType>(query.getType()).getDimSize(3)));
+}
 
 class PlanWriter {
 public:
@@ -298,6 +308,74 @@ FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
         s.floats = {o.getEffectiveScale()};
         return s;
       })
+      // outputs: loss_sum, count; ints: [ignore_index]
+      .Case([&](CrossEntropyOp o) {
+        return KernelSpec{pf::OpKind::cross_entropy,
+                          {o.getLogits(), o.getLabels()},
+                          {o.getIgnoreIndex()}};
+      })
+      // inputs: logits, labels, scale; ints: [ignore_index]
+      .Case([&](CrossEntropyGradOp o) {
+        return KernelSpec{pf::OpKind::cross_entropy_grad,
+                          {o.getLogits(), o.getLabels(), o.getScale()},
+                          {o.getIgnoreIndex()}};
+      })
+      // inputs: x, dy; ints: [kind (UnaryGradKind)]
+      .Case([&](UnaryGradOp o) {
+        return KernelSpec{pf::OpKind::unary_grad,
+                          {o.getInput(), o.getGrad()},
+                          {static_cast<int64_t>(o.getKind())}};
+      })
+      // inputs: y, dy; ints: [dim, log]
+      .Case([&](SoftmaxGradOp o) {
+        return KernelSpec{pf::OpKind::softmax_grad,
+                          {o.getOutput(), o.getGrad()},
+                          {static_cast<int64_t>(o.getDim()), o.getLog()}};
+      })
+      // inputs: x, [scale], dy; outputs: dx, [dscale], [dbias];
+      // ints: [axis, has_scale, with_bias, rms]; floats: [epsilon]
+      .Case([&](NormGradOp o) {
+        KernelSpec s{pf::OpKind::norm_grad, {o.getInput()}};
+        if (o.getScale())
+          s.inputs.push_back(o.getScale());
+        s.inputs.push_back(o.getGrad());
+        s.ints = {static_cast<int64_t>(o.getAxis()), o.getScale() != nullptr,
+                  o.getWithBias(), o.getRms()};
+        s.floats = {o.getEpsilon().convertToDouble()};
+        return s;
+      })
+      // inputs: q, k, v, [mask], dy; outputs: dq, dk, dv;
+      // ints: [causal, has_mask]; floats: [scale]
+      .Case([&](AttentionGradOp o) {
+        KernelSpec s{pf::OpKind::attention_grad,
+                     {o.getQuery(), o.getKey(), o.getValue()}};
+        if (o.getMask())
+          s.inputs.push_back(o.getMask());
+        s.inputs.push_back(o.getGrad());
+        s.ints = {o.getCausal(), o.getMask() != nullptr};
+        s.floats = {attentionScale(o.getScale(), o.getQuery())};
+        return s;
+      })
+      // inputs: indices, dy; ints: [axis]
+      .Case([&](GatherGradOp o) {
+        return KernelSpec{pf::OpKind::gather_grad,
+                          {o.getIndices(), o.getGrad()},
+                          {static_cast<int64_t>(o.getAxis())}};
+      })
+      // ints: offsets then strides (of the result's rank)
+      .Case([&](SliceGradOp o) {
+        KernelSpec s{pf::OpKind::slice_grad, {o.getGrad()}};
+        s.ints.assign(o.getOffsets().begin(), o.getOffsets().end());
+        s.ints.append(o.getStrides().begin(), o.getStrides().end());
+        return s;
+      })
+      // inputs: x, dy; ints: [kind, keep_dims, dims...]
+      .Case([&](ExtremumGradOp o) {
+        KernelSpec s{pf::OpKind::extremum_grad, {o.getInput(), o.getGrad()}};
+        s.ints = {static_cast<int64_t>(o.getKind()), o.getKeepDims()};
+        s.ints.append(o.getDims().begin(), o.getDims().end());
+        return s;
+      })
       .Default([&](Operation *o) -> FailureOr<KernelSpec> {
         return o->emitOpError("has no kernel in the plan format");
       });
@@ -315,6 +393,9 @@ static int64_t indexLimit(Value v) {
     Operation *user = use.getOwner();
     if (auto g = dyn_cast<GatherOp>(user); g && use.get() == g.getIndices())
       tighten(g.getInput().getType().getDimSize(g.getAxis()));
+    else if (auto ce = dyn_cast<CrossEntropyOp>(user);
+             ce && use.get() == ce.getLabels())
+      tighten(ce.getLogits().getType().getShape().back());
     else if (auto layer = dyn_cast<LayerOp>(user))
       tighten(indexLimit(
           layer.getBody().front().getArgument(use.getOperandNumber())));
@@ -343,12 +424,14 @@ LogicalResult PlanWriter::addProgram(StringRef name,
     auto spec = specOf(&op);
     if (failed(spec))
       return failure();
-    if (!dtypeOf(op.getResult(0).getType()))
-      return op.emitOpError("has an element type plans cannot hold");
+    for (Value r : op.getResults())
+      if (!dtypeOf(r.getType()))
+        return op.emitOpError("has an element type plans cannot hold");
     std::vector<uint32_t> ins, outs;
     for (Value v : spec->inputs)
       ins.push_back(bufferOf(v));
-    outs.push_back(bufferOf(op.getResult(0)));
+    for (Value r : op.getResults())
+      outs.push_back(bufferOf(r));
     std::string loc = locationName(op.getLoc());
     calls.push_back(pf::CreateKernelCall(
         fbb, spec->op, fbb.CreateVector(ins), fbb.CreateVector(outs),
@@ -429,7 +512,8 @@ LogicalResult PlanWriter::run(func::FuncOp main,
       fbb.CreateString(options.producer), /*devices=*/1, /*events=*/0,
       fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
       fbb.CreateVector(programs), fbb.CreateVector(jobs),
-      fbb.CreateVector(inputs), fbb.CreateVector(outputs));
+      fbb.CreateVector(inputs), fbb.CreateVector(outputs),
+      options.microbatches);
   pf::FinishPlanBuffer(fbb, plan);
   bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   return success();

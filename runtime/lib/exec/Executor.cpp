@@ -1,6 +1,8 @@
 //===- Executor.cpp - running a plan's forward on the host ----------------===//
 
 #include "rp/runtime/Executor.h"
+#include "rp/runtime/Half.h"
+#include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/host/Kernels.h"
 
 #include <cstdlib>
@@ -89,6 +91,9 @@ Status HostForward::setInput(const std::string &name, const NpyArray &array) {
       for (int64_t k = 0; k < dst.size(); ++k) {
         int64_t id = dst.dtype == DType::i64 ? dst.as<int64_t>()[k]
                                              : dst.as<int32_t>()[k];
+        // Labels may hold the ignore index (DESIGN.md, Loss).
+        if (name == "labels" && id == -100)
+          continue;
         if (id < 0 || id >= plan.inputs[i].limit)
           return invalidArgument("input '" + name + "' holds id " +
                                  std::to_string(id) + " at position " +
@@ -196,13 +201,42 @@ static UnaryKind unaryKind(OpKind op) {
   }
 }
 
+/// The value of a one-element float tensor (a loss scale).
+static double scalarValue(const TensorRef &t) {
+  switch (t.dtype) {
+  case DType::f64:
+    return t.as<double>()[0];
+  case DType::f32:
+    return t.as<float>()[0];
+  case DType::bf16:
+    return static_cast<float>(t.as<bf16>()[0]);
+  case DType::f16:
+    return static_cast<float>(t.as<f16>()[0]);
+  default:
+    return 0.0;
+  }
+}
+
+/// rp.unary_grad's kinds (UnaryGradKind) as the kernels name them.
+static UnaryKind unaryGradKind(int64_t kind) {
+  static const UnaryKind kinds[] = {
+      UnaryKind::exp,     UnaryKind::log,  UnaryKind::sqrt, UnaryKind::rsqrt,
+      UnaryKind::tanh,    UnaryKind::erf,  UnaryKind::sigmoid,
+      UnaryKind::silu,    UnaryKind::relu, UnaryKind::gelu,
+      UnaryKind::geluTanh};
+  return kinds[kind];
+}
+
 Status HostForward::runCall(ThreadPool &pool, const ProgramDesc &program,
                             size_t index) {
   const KernelCallDesc &c = program.calls[index];
   std::vector<TensorRef> in;
   for (uint32_t b : c.inputs)
     in.push_back(buffer(b));
-  TensorRef out = buffer(c.outputs[0]);
+  std::vector<TensorRef> outs;
+  for (uint32_t b : c.outputs)
+    outs.push_back(buffer(b));
+  TensorRef out = outs[0];
   const std::vector<int64_t> &a = c.ints;
   auto optional = [&](bool present, size_t i) {
     return present ? std::optional<TensorRef>(in[i]) : std::nullopt;
@@ -255,6 +289,46 @@ Status HostForward::runCall(ThreadPool &pool, const ProgramDesc &program,
   case OpKind::attention:
     return attention(pool, in[0], in[1], in[2], optional(a[1], 3), a[0] != 0,
                      c.floats[0], out);
+  case OpKind::cross_entropy:
+    return crossEntropy(pool, in[0], in[1], a[0], outs[0], outs[1]);
+  case OpKind::cross_entropy_grad:
+    return crossEntropyGrad(pool, in[0], in[1], a[0], scalarValue(in[2]), out);
+  case OpKind::unary_grad:
+    if (a[0] < 0 || a[0] > 10)
+      return invalidArgument("unknown unary gradient kind");
+    return unaryGrad(pool, unaryGradKind(a[0]), in[0], in[1], out);
+  case OpKind::softmax_grad:
+    return softmaxGrad(pool, in[0], in[1], a[0], a[1] != 0, out);
+  case OpKind::norm_grad: {
+    bool hasScale = a[1] != 0, withBias = a[2] != 0;
+    auto scale = optional(hasScale, 1);
+    const TensorRef &dy = in.back();
+    std::optional<TensorRef> dscale, dbias;
+    if (hasScale)
+      dscale = outs[1];
+    if (withBias)
+      dbias = outs[hasScale ? 2 : 1];
+    if (a[3])
+      return rmsNormGrad(pool, in[0], scale, a[0], c.floats[0], dy, out,
+                         dscale);
+    return layerNormGrad(pool, in[0], scale, a[0], c.floats[0], dy, out,
+                         dscale, dbias);
+  }
+  case OpKind::attention_grad:
+    return attentionGrad(pool, in[0], in[1], in[2], optional(a[1], 3),
+                         a[0] != 0, c.floats[0], in.back(), outs[0], outs[1],
+                         outs[2]);
+  case OpKind::gather_grad:
+    return gatherGrad(pool, in[0], a[0], in[1], out);
+  case OpKind::slice_grad: {
+    size_t rank = out.shape.size();
+    return sliceGrad(pool, in[0], {a.begin(), a.begin() + rank},
+                     {a.begin() + rank, a.end()}, out);
+  }
+  case OpKind::extremum_grad:
+    return reduceExtremumGrad(pool, static_cast<ReduceKind>(a[0]) == ReduceKind::max,
+                              in[0], {a.begin() + 2, a.end()}, a[1] != 0,
+                              in[1], out);
   }
   return internalError("unknown kernel");
 }

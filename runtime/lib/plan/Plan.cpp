@@ -36,6 +36,7 @@ struct Signature {
   int minInputs, maxInputs;
   int ints;   ///< exact count, or -1 when the op checks it itself
   int floats;
+  int minOutputs = 1, maxOutputs = 1;
 };
 
 Signature signatureOf(OpKind op) {
@@ -65,6 +66,24 @@ Signature signatureOf(OpKind op) {
     return {1, 2, 2, 1};
   case OpKind::attention:
     return {3, 4, 2, 1};
+  case OpKind::cross_entropy:
+    return {2, 2, 1, 0, 2, 2};
+  case OpKind::cross_entropy_grad:
+    return {3, 3, 1, 0};
+  case OpKind::unary_grad:
+    return {2, 2, 1, 0};
+  case OpKind::softmax_grad:
+    return {2, 2, 2, 0};
+  case OpKind::norm_grad:
+    return {2, 3, 4, 1, 1, 3};
+  case OpKind::attention_grad:
+    return {4, 5, 2, 1, 3, 3};
+  case OpKind::gather_grad:
+    return {2, 2, 1, 0};
+  case OpKind::slice_grad:
+    return {1, 1, -1, 0};
+  case OpKind::extremum_grad:
+    return {2, 2, -1, 0};
   default: // unary ops, cast, reshape, broadcast
     return {1, 1, 0, 0};
   }
@@ -81,23 +100,29 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
                   (sig.maxInputs != sig.minInputs
                        ? " to " + std::to_string(sig.maxInputs)
                        : ""));
-  if (call.outputs.size() != 1)
-    return c.fail(name + " has " + std::to_string(call.outputs.size()) +
-                  " outputs; kernels write exactly one");
+  int nOut = call.outputs.size();
+  if (nOut < sig.minOutputs || nOut > sig.maxOutputs)
+    return c.fail(name + " has " + std::to_string(nOut) + " outputs; it writes " +
+                  std::to_string(sig.minOutputs) +
+                  (sig.maxOutputs != sig.minOutputs
+                       ? " to " + std::to_string(sig.maxOutputs)
+                       : ""));
   for (uint32_t b : call.inputs)
     if (b >= plan.buffers.size())
       return c.fail(name + " reads buffer #" + std::to_string(b) +
                     ", but the plan has " +
                     std::to_string(plan.buffers.size()) + " buffers");
-  uint32_t outIndex = call.outputs[0];
-  if (outIndex >= plan.buffers.size())
-    return c.fail(name + " writes buffer #" + std::to_string(outIndex) +
-                  ", but the plan has " +
-                  std::to_string(plan.buffers.size()) + " buffers");
-  const BufferDesc &out = plan.buffers[outIndex];
-  if (out.weight || !out.constant.empty())
-    return c.fail(name + " writes buffer #" + std::to_string(outIndex) +
-                  ", which holds a parameter or a constant");
+  for (uint32_t outIndex : call.outputs) {
+    if (outIndex >= plan.buffers.size())
+      return c.fail(name + " writes buffer #" + std::to_string(outIndex) +
+                    ", but the plan has " +
+                    std::to_string(plan.buffers.size()) + " buffers");
+    const BufferDesc &o = plan.buffers[outIndex];
+    if (o.weight || !o.constant.empty())
+      return c.fail(name + " writes buffer #" + std::to_string(outIndex) +
+                    ", which holds a parameter or a constant");
+  }
+  const BufferDesc &out = plan.buffers[call.outputs[0]];
   if (sig.ints >= 0 && (int)call.ints.size() != sig.ints)
     return c.fail(name + " has " + std::to_string(call.ints.size()) +
                   " integer attributes; it takes " + std::to_string(sig.ints));
@@ -119,8 +144,22 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
   case OpKind::slice:
     return count(2 * rank, "offsets and strides");
   case OpKind::reduce:
+  case OpKind::extremum_grad:
     if (call.ints.size() < 3)
       return c.fail(name + " needs a kind, keep_dims and dimensions");
+    return Status::ok();
+  case OpKind::slice_grad:
+    return count(2 * in.shape.size(), "offsets and strides");
+  case OpKind::norm_grad:
+    // ints: axis, has_scale, with_bias, rms; outputs: dx, [dscale], [dbias]
+    if (nIn != 2 + (call.ints[1] != 0) ||
+        nOut != 1 + (call.ints[1] != 0) + (call.ints[2] != 0))
+      return c.fail(name + " has inputs or outputs that disagree with its "
+                    "flags");
+    return Status::ok();
+  case OpKind::attention_grad:
+    if (nIn != 4 + (call.ints[1] != 0))
+      return c.fail(name + " has inputs that disagree with its flags");
     return Status::ok();
   case OpKind::reshape:
     if (in.size() != out.size())
@@ -184,6 +223,9 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path) {
   plan.producer = str(root->producer());
   plan.devices = root->devices();
   plan.events = root->events();
+  plan.microbatches = root->microbatches();
+  if (plan.microbatches == 0)
+    return c.fail("the plan runs 0 microbatches");
   if (plan.devices == 0)
     return c.fail("the plan names no device");
 

@@ -423,6 +423,30 @@ class Builder:
         return model_path
 
 
+def save_training_reference(b, name, module, example, classes, seed):
+    """Writes NAME.labels.npy (with some -100 entries, which are ignored),
+    NAME.loss.npy and NAME.grads.npz: PyTorch's step-0 cross-entropy
+    (token-weighted mean) and the gradient of every parameter by name, for
+    rp's gradient checks."""
+    torch, np = b.torch, b.np
+    g = torch.Generator().manual_seed(seed)
+    logits = module(example)
+    shape = logits.shape[:-1]
+    labels = torch.randint(0, classes, shape, generator=g, dtype=torch.int64)
+    labels.view(-1)[::5] = -100
+    module.zero_grad()
+    loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, classes), labels.reshape(-1), ignore_index=-100)
+    loss.backward()
+    grads = {n: p.grad.detach().numpy().astype(np.float32)
+             for n, p in module.named_parameters() if p.grad is not None}
+    np.save(b.path(name + ".labels.npy"), labels.numpy())
+    np.save(b.path(name + ".loss.npy"), np.array(loss.item(), np.float64))
+    np.savez(b.path(name + ".grads.npz"), **grads)
+    b.files += [name + ".labels.npy", name + ".loss.npy", name + ".grads.npz"]
+    module.zero_grad()
+
+
 def make_distinct(torch, module, seed):
     """Adds a little noise to every parameter. In eval mode the exporter
     merges initializers with equal values (fresh LayerNorm weights are all
@@ -457,6 +481,7 @@ def build_all(torch, onnx, np, ort, work_dir):
         b.save(name, model, "tokens", gpt_np, gpt_out)
         if opset == 17:
             gpt17 = model
+            save_training_reference(b, name, gpt, gpt_in, 64, seed=11)
 
     # Same weights, dynamic batch and sequence.
     name = "gpt_dynamic_op17"
@@ -491,6 +516,8 @@ def build_all(torch, onnx, np, ort, work_dir):
         name = "llama_op%d" % opset
         model = b.export(llama, llama_in, name, opset, "tokens")
         b.save(name, model, "tokens", llama_in.numpy(), llama_out)
+        if opset == 17:
+            save_training_reference(b, name, llama, llama_in, 128, seed=12)
 
     # torchvision ViT.
     torch.manual_seed(0)
@@ -502,6 +529,8 @@ def build_all(torch, onnx, np, ort, work_dir):
         name = "vit_op%d" % opset
         model = b.export(vit_model, vit_in, name, opset, "pixels")
         b.save(name, model, "pixels", vit_in.numpy(), vit_out)
+        if opset == 17:
+            save_training_reference(b, name, vit_model, vit_in, 10, seed=13)
 
     # nn.TransformerEncoder.
     torch.manual_seed(0)
@@ -511,6 +540,7 @@ def build_all(torch, onnx, np, ort, work_dir):
     name = "encoder_op17"
     model = b.export(enc, enc_in, name, 17, "tokens")
     b.save(name, model, "tokens", enc_in.numpy(), enc_out)
+    save_training_reference(b, name, enc, enc_in, 64, seed=14)
 
     return b
 

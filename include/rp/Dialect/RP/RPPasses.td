@@ -212,4 +212,56 @@ def ConvertFloatTypePass : Pass<"rp-convert-float-type", "::mlir::ModuleOp"> {
   ];
 }
 
+def AttachLossPass : Pass<"rp-attach-loss", "::mlir::ModuleOp"> {
+  let summary = "makes the model's last layer compute the training loss";
+  let description = [{
+    `loss=cross-entropy` (the default) takes the model's only output, logits
+    `[..., C]`, adds an i64 `labels` input of the logits' shape without the
+    class dimension, and computes `rp.cross_entropy` (ignore index -100) in
+    the layer that produces the logits. `loss=output:NAME` uses the scalar
+    output NAME as the loss. Either way `@main` then returns `loss_sum` and
+    `count`: the step loss is the sum of `loss_sum` over the microbatches of
+    a step divided by the sum of `count` (token-weighted; for an output
+    loss `count` is 1, so the step loss is the mean over microbatches).
+
+    ```mlir
+    func.func @main(%tokens: tensor<2x16xi64>) -> tensor<2x16x64xf32>
+    // becomes
+    func.func @main(%tokens: tensor<2x16xi64>, %labels: tensor<2x16xi64>)
+        -> (tensor<f32>, tensor<i64>)
+    ```
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"cross-entropy\"",
+           "cross-entropy, or output:NAME for a scalar output of the model">
+  ];
+}
+
+def AutodiffPass : Pass<"rp-autodiff", "::mlir::ModuleOp"> {
+  let summary = "derives the backward of every layer from the per-op VJPs";
+  let description = [{
+    Turns the loss graph of rp-attach-loss into a training step. The last
+    layer becomes the fused tail (`role = tail`): forward, loss and
+    backward in one region, seeded with a new `loss_scale` input (d loss /
+    d loss_sum). Every earlier layer whose results get a gradient gets a
+    backward layer (`role = backward`) after it in reverse order: it takes
+    the forward layer's inputs again and recomputes its forward from them
+    (RoundPipe's recompute), then applies the VJP rules of its ops in
+    reverse. Only trainable parameters and the activations between them and
+    the loss get gradients, so frozen parameters cost nothing in backward.
+    A value used by several layers (a tied embedding) gets the sum of its
+    gradients. `@main` returns `loss_sum`, `count`, then one gradient per
+    trainable parameter, named `grad:<param>`.
+
+    ```mlir
+    %h = rp.layer "h.0" (%x, %w) ...
+    %s, %n = rp.layer "head" (%h, %labels) ...
+    // becomes
+    %h = rp.layer "h.0" (%x, %w) ...
+    %s, %n, %dh = rp.layer "head" role = tail (%h, %labels, %scale) ...
+    %dw = rp.layer "h.0.backward" role = backward (%x, %w, %dh) ...
+    ```
+  }];
+}
+
 #endif // RP_DIALECT_RP_RPPASSES_TD

@@ -29,9 +29,11 @@ enum class OpKind : uint16_t {
   cmp, where,
   neg, exp, log, sqrt, rsqrt, tanh, erf, sigmoid, silu, relu, gelu,
   cast, reshape, transpose, slice, concat, broadcast, gather,
-  matmul, reduce, softmax, log_softmax, layer_norm, rms_norm, attention
+  matmul, reduce, softmax, log_softmax, layer_norm, rms_norm, attention,
+  cross_entropy, cross_entropy_grad, unary_grad, softmax_grad, norm_grad,
+  attention_grad, gather_grad, slice_grad, extremum_grad
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::attention) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::extremum_grad) + 1;
 const char *opKindName(OpKind op);
 
 enum class QueueKind : uint8_t { compute, weightH2D, activationH2D, d2h };
@@ -95,6 +97,7 @@ struct Plan {
   std::string producer;
   uint32_t devices = 1;
   uint32_t events = 0;
+  uint32_t microbatches = 1;
   std::vector<WeightFileDesc> weightFiles;
   std::vector<BufferDesc> buffers;
   std::vector<ProgramDesc> programs;

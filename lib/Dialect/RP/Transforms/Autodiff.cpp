@@ -1,0 +1,318 @@
+//===- Autodiff.cpp - rp-autodiff -----------------------------------------===//
+//
+// Reverse mode over layers. Inside a region, gradients flow through the ops
+// in reverse by their DifferentiableOpInterface rules; across layers, the
+// gradient of a layer's result is the sum of what every later layer's
+// backward returns for it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Dialect/RP/RPPasses.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::rp {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "rp/Dialect/RP/RPPasses.h.inc"
+} // namespace mlir::rp
+
+using namespace mlir;
+using namespace mlir::rp;
+
+static bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+/// Adds `g` to the gradient of `v` in `grads`, emitting an add at `b` when
+/// `v` already has one.
+static void accumulate(OpBuilder &b, Location loc,
+                       llvm::MapVector<Value, Value> &grads, Value v,
+                       Value g) {
+  auto [it, inserted] = grads.insert({v, g});
+  if (!inserted)
+    it->second = AddOp::create(b, loc, it->second, g);
+}
+
+/// Values of `ops` (in order) that depend on a value of `seeds` through
+/// differentiable ops: the ones that need a gradient.
+static llvm::DenseSet<Value> requiringGrad(ArrayRef<Operation *> ops,
+                                           const llvm::DenseSet<Value> &seeds) {
+  llvm::DenseSet<Value> needs(seeds);
+  for (Operation *op : ops) {
+    if (!isa<DifferentiableOpInterface>(op))
+      continue;
+    if (llvm::none_of(op->getOperands(),
+                      [&](Value v) { return needs.contains(v); }))
+      continue;
+    for (Value r : op->getResults())
+      if (isFloatTensor(r))
+        needs.insert(r);
+  }
+  return needs;
+}
+
+/// Emits at `b` the reverse sweep over `ops` given the seed gradients in
+/// `grads`; afterwards `grads` holds the gradients of every value in
+/// `needs` that a seed reaches.
+static LogicalResult reverseSweep(OpBuilder &b, ArrayRef<Operation *> ops,
+                                  const llvm::DenseSet<Value> &needs,
+                                  llvm::MapVector<Value, Value> &grads) {
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<Value> dys;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      Value g = grads.lookup(r);
+      dys.push_back(g);
+      any |= g != nullptr;
+    }
+    if (!any || llvm::none_of(op->getOperands(),
+                              [&](Value v) { return needs.contains(v); }))
+      continue;
+    auto diff = dyn_cast<DifferentiableOpInterface>(op);
+    if (!diff)
+      return op->emitOpError("is on the path to the loss but has no "
+                             "vector-Jacobian rule");
+    SmallVector<Value> dxs;
+    if (failed(diff.buildVJP(b, dys, dxs)))
+      return failure();
+    for (auto [operand, dx] : llvm::zip(op->getOperands(), dxs))
+      if (dx && needs.contains(operand))
+        accumulate(b, op->getLoc(), grads, operand, dx);
+  }
+  return success();
+}
+
+static SmallVector<Operation *> bodyOps(LayerOp layer) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : layer.getBody().front().without_terminator())
+    ops.push_back(&op);
+  return ops;
+}
+
+namespace {
+
+struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
+  void runOnOperation() override {
+    auto main = getOperation().lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      getOperation().emitError("no 'func.func @main' to differentiate");
+      return signalPassFailure();
+    }
+    if (failed(differentiate(main)))
+      signalPassFailure();
+  }
+
+  LogicalResult differentiate(func::FuncOp main);
+  /// Makes the last layer forward + loss + backward; returns the new op.
+  FailureOr<LayerOp> buildTail(LayerOp layer, Value lossScale,
+                               const llvm::DenseSet<Value> &needs);
+  /// Emits the backward of `layer` before `before`, given the gradients of
+  /// its results; records the gradients of its inputs in `funcGrads`.
+  LogicalResult buildBackward(LayerOp layer, Operation *before,
+                              const llvm::DenseSet<Value> &needs,
+                              llvm::MapVector<Value, Value> &funcGrads);
+
+  /// The gradients of the tail's inputs, by input index.
+  SmallVector<std::pair<unsigned, Value>> tailInputGrads;
+};
+
+} // namespace
+
+FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
+                                           const llvm::DenseSet<Value> &needs) {
+  OpBuilder b(layer);
+  Block &body = layer.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getNumOperands() != 2 || !isFloatTensor(yield.getOperand(0)))
+    return layer.emitOpError("must yield loss_sum and count; run "
+                             "rp-attach-loss first");
+  Value scaleArg = body.addArgument(lossScale.getType(), layer.getLoc());
+  llvm::DenseSet<Value> seeds;
+  for (auto [input, arg] : llvm::zip(layer.getInputs(), body.getArguments()))
+    if (needs.contains(input))
+      seeds.insert(arg);
+  SmallVector<Operation *> ops = bodyOps(layer);
+  llvm::DenseSet<Value> inner = requiringGrad(ops, seeds);
+  llvm::MapVector<Value, Value> grads;
+  grads.insert({yield.getOperand(0), scaleArg});
+  b.setInsertionPoint(yield);
+  if (failed(reverseSweep(b, ops, inner, grads)))
+    return failure();
+  SmallVector<Value> yielded(yield.getOperands());
+  SmallVector<Type> types(layer.getResultTypes());
+  for (auto [i, arg] : llvm::enumerate(body.getArguments().drop_back()))
+    if (Value g = grads.lookup(arg); g && seeds.contains(arg)) {
+      tailInputGrads.push_back({static_cast<unsigned>(i), g});
+      yielded.push_back(g);
+      types.push_back(g.getType());
+    }
+  yield->setOperands(yielded);
+  SmallVector<Value> inputs(layer.getInputs());
+  inputs.push_back(lossScale);
+  b.setInsertionPoint(layer);
+  auto tail = LayerOp::create(b, layer.getLoc(), layer.getName(), types, inputs);
+  tail.setRole(LayerRole::tail);
+  tail.getBody().takeBody(layer.getBody());
+  for (auto [oldR, newR] : llvm::zip(layer.getResults(), tail.getResults()))
+    oldR.replaceAllUsesWith(newR);
+  layer.erase();
+  return tail;
+}
+
+LogicalResult
+AutodiffPass::buildBackward(LayerOp layer, Operation *before,
+                            const llvm::DenseSet<Value> &needs,
+                            llvm::MapVector<Value, Value> &funcGrads) {
+  SmallVector<Value> resultGrads;
+  SmallVector<unsigned> gradResults;
+  for (auto [i, r] : llvm::enumerate(layer.getResults()))
+    if (Value g = funcGrads.lookup(r)) {
+      resultGrads.push_back(g);
+      gradResults.push_back(i);
+    }
+  if (resultGrads.empty())
+    return success();
+  SmallVector<unsigned> gradInputs;
+  for (auto [i, input] : llvm::enumerate(layer.getInputs()))
+    if (needs.contains(input))
+      gradInputs.push_back(i);
+  if (gradInputs.empty())
+    return success();
+
+  // Inputs: the forward layer's inputs (recomputed from), then the
+  // gradients of its results.
+  SmallVector<Value> inputs(layer.getInputs());
+  llvm::append_range(inputs, resultGrads);
+  SmallVector<Type> types;
+  for (unsigned i : gradInputs)
+    types.push_back(layer.getInputs()[i].getType());
+  OpBuilder b(before);
+  auto bwd = LayerOp::create(b, layer.getLoc(),
+                             (layer.getName() + ".backward").str(), types,
+                             inputs);
+  bwd.setRole(LayerRole::backward);
+  Block &body = bwd.getBody().front();
+  Block &fwd = layer.getBody().front();
+  OpBuilder inner = OpBuilder::atBlockEnd(&body);
+  IRMapping map;
+  for (auto [arg, newArg] : llvm::zip(fwd.getArguments(), body.getArguments()))
+    map.map(arg, newArg);
+  SmallVector<Operation *> recomputed;
+  for (Operation *op : bodyOps(layer))
+    recomputed.push_back(inner.clone(*op, map));
+  auto yield = cast<YieldOp>(fwd.getTerminator());
+  llvm::DenseSet<Value> seeds;
+  for (unsigned i : gradInputs)
+    seeds.insert(body.getArgument(i));
+  llvm::DenseSet<Value> innerNeeds = requiringGrad(recomputed, seeds);
+  llvm::MapVector<Value, Value> grads;
+  unsigned firstGradArg = layer.getInputs().size();
+  for (auto [k, resultIndex] : llvm::enumerate(gradResults)) {
+    Value y = map.lookupOrDefault(yield.getOperand(resultIndex));
+    accumulate(inner, layer.getLoc(), grads, y,
+               body.getArgument(firstGradArg + k));
+  }
+  if (failed(reverseSweep(inner, recomputed, innerNeeds, grads)))
+    return failure();
+  SmallVector<Value> yielded;
+  for (unsigned i : gradInputs) {
+    Value g = grads.lookup(body.getArgument(i));
+    if (!g) {
+      // No path from this input to the results (it needs a gradient
+      // elsewhere): its gradient here is zero.
+      auto t = cast<RankedTensorType>(body.getArgument(i).getType());
+      g = ConstantOp::create(
+          inner, layer.getLoc(),
+          DenseElementsAttr::get(t, inner.getFloatAttr(t.getElementType(), 0)));
+    }
+    yielded.push_back(g);
+  }
+  YieldOp::create(inner, layer.getLoc(), yielded);
+  b.setInsertionPoint(before);
+  for (auto [k, i] : llvm::enumerate(gradInputs))
+    accumulate(b, layer.getLoc(), funcGrads, layer.getInputs()[i],
+               bwd.getResult(k));
+  return success();
+}
+
+LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
+  Block &block = main.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  SmallVector<LayerOp> layers(main.getOps<LayerOp>());
+  if (layers.empty() || ret.getNumOperands() != 2 ||
+      ret.getOperand(0).getDefiningOp() != layers.back().getOperation())
+    return main.emitError("expected @main to return the loss_sum and count "
+                          "of its last layer; run rp-attach-loss first");
+  if (llvm::any_of(layers,
+                   [](LayerOp l) { return l.getRole() != LayerRole::forward; }))
+    return main.emitError("the model is differentiated already");
+
+  // What needs a gradient: trainable parameters and everything computed
+  // from them, across layers.
+  SmallVector<ParamOp> trainable;
+  llvm::DenseSet<Value> needs;
+  for (auto p : main.getOps<ParamOp>())
+    if (p.getTrainable()) {
+      trainable.push_back(p);
+      needs.insert(p.getResult());
+    }
+  if (trainable.empty())
+    return main.emitError("the model has no trainable parameter");
+  for (LayerOp layer : layers) {
+    llvm::DenseSet<Value> seeds;
+    for (auto [input, arg] :
+         llvm::zip(layer.getInputs(), layer.getBody().getArguments()))
+      if (needs.contains(input))
+        seeds.insert(arg);
+    llvm::DenseSet<Value> inner = requiringGrad(bodyOps(layer), seeds);
+    auto yield = cast<YieldOp>(layer.getBody().front().getTerminator());
+    for (auto [r, y] : llvm::zip(layer.getResults(), yield.getOperands()))
+      if (inner.contains(y))
+        needs.insert(r);
+  }
+
+  OpBuilder b(main.getContext());
+  Type lossType = ret.getOperand(0).getType();
+  unsigned scaleIndex = main.getNumArguments();
+  if (failed(main.insertArgument(
+          scaleIndex, lossType,
+          b.getDictionaryAttr(
+              b.getNamedAttr("rp.name", b.getStringAttr("loss_scale"))),
+          main.getLoc())))
+    return failure();
+  Value lossScale = main.getArgument(scaleIndex);
+
+  LayerOp last = layers.back();
+  SmallVector<Value> lastInputs(last.getInputs());
+  auto tail = buildTail(last, lossScale, needs);
+  if (failed(tail))
+    return failure();
+  llvm::MapVector<Value, Value> funcGrads;
+  b.setInsertionPoint(ret);
+  for (auto [k, entry] : llvm::enumerate(tailInputGrads))
+    accumulate(b, tail->getLoc(), funcGrads, lastInputs[entry.first],
+               tail->getResult(2 + k));
+  for (LayerOp layer : llvm::reverse(ArrayRef(layers).drop_back()))
+    if (failed(buildBackward(layer, ret, needs, funcGrads)))
+      return failure();
+
+  SmallVector<Value> results = {tail->getResult(0), tail->getResult(1)};
+  SmallVector<std::string> names = {"loss_sum", "count"};
+  for (ParamOp p : trainable)
+    if (Value g = funcGrads.lookup(p.getResult())) {
+      results.push_back(g);
+      names.push_back(("grad:" + p.getName()).str());
+    }
+  ret->setOperands(results);
+  main.removeResAttrsAttr();
+  main.setType(b.getFunctionType(main.getArgumentTypes(),
+                                 ValueRange(results).getTypes()));
+  for (auto [i, name] : llvm::enumerate(names))
+    main.setResultAttr(i, "rp.name", b.getStringAttr(name));
+  return success();
+}

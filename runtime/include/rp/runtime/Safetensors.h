@@ -1,0 +1,44 @@
+//===- Safetensors.h - .safetensors files in and out ------------*- C++ -*-===//
+//
+// Gradient dumps, weight overrides and checkpoints use the safetensors
+// format (an 8-byte little-endian header length, a JSON header naming each
+// tensor's dtype, shape and byte range, then the data). Writing is atomic.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_SAFETENSORS_H
+#define RP_RUNTIME_SAFETENSORS_H
+
+#include "rp/runtime/Status.h"
+#include "rp/runtime/Tensor.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rp::runtime {
+
+struct NamedTensor {
+  std::string name;
+  TensorRef tensor;
+};
+
+/// Writes `tensors` (in the given order) to `path`.
+Status writeSafetensors(const std::string &path,
+                        const std::vector<NamedTensor> &tensors);
+
+struct SafetensorsFile {
+  struct Entry {
+    DType dtype;
+    Shape shape;
+    std::vector<uint8_t> data;
+  };
+  std::map<std::string, Entry> tensors;
+};
+
+/// Reads every tensor of `path` (F32, F16, BF16, F64, I32, I64, BOOL).
+Expected<SafetensorsFile> readSafetensors(const std::string &path);
+
+} // namespace rp::runtime
+
+#endif // RP_RUNTIME_SAFETENSORS_H

@@ -1,0 +1,49 @@
+//===- Trainer.h - training steps on one host device ------------*- C++ -*-===//
+//
+// Runs a training plan (rp-compile without --forward-only) step by step:
+// each step splits the global batch into the plan's microbatches, runs the
+// plan once per microbatch with loss_scale = 1 / (non-ignored labels of the
+// global batch), sums the gradients, then updates the f32 master weights
+// with the optimizer. Modes as DESIGN.md defines them: sync computes g_k at
+// W_k; async (the default) computes g_k at W_max(k-1, 0); both set
+// W_{k+1} = Opt(W_k, g_k).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_TRAINER_H
+#define RP_RUNTIME_TRAINER_H
+
+#include "rp/runtime/Executor.h"
+#include "rp/runtime/Optimizer.h"
+
+#include <functional>
+#include <map>
+
+namespace rp::runtime {
+
+struct TrainOptions {
+  unsigned steps = 1;
+  bool sync = false;
+  bool sgd = false; ///< else AdamW
+  AdamWConfig adamw;
+  SGDConfig sgdConfig;
+  double clipGradNorm = 0.0; ///< 0: no clipping
+  uint64_t seed = 0;
+  /// Global-batch arrays by input name (labels included); inputs not given
+  /// are synthetic from `seed`.
+  std::map<std::string, NpyArray> inputs;
+  /// Where to write step 0's gradients (safetensors), if anywhere.
+  std::string dumpGrads;
+};
+
+/// True when `plan` is a training plan (it takes a loss_scale).
+bool isTrainingPlan(const Plan &plan);
+
+/// Runs `options.steps` steps; calls `onStep(step, loss)` after each.
+Status train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
+             const TrainOptions &options,
+             const std::function<void(unsigned, double)> &onStep);
+
+} // namespace rp::runtime
+
+#endif // RP_RUNTIME_TRAINER_H

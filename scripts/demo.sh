@@ -3,8 +3,9 @@
 # model (examples/tiny_gpt, a GPT exported by torch.onnx): import the ONNX
 # file into the rp graph (layers, folded shape arithmetic, fused ops), show
 # it, compile it into a plan, run the plan's forward on the host and check
-# the logits against onnxruntime's. Each issue extends this until it trains
-# the model and predicts its speed on 8 GPUs.
+# the logits against onnxruntime's, then compile a training plan and train
+# the model on the host with AdamW, showing the loss fall. Later issues add
+# the pipeline over devices and the prediction of its speed on 8 GPUs.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,3 +72,21 @@ print(f"   sequence 0, tokens      : {' '.join(f'{t:2d}' for t in tokens[0])}")
 print(f"   next token, rp          : {' '.join(f'{t:2d}' for t in rp[0].argmax(-1))}")
 print(f"   next token, onnxruntime : {' '.join(f'{t:2d}' for t in ref[0].argmax(-1))}")
 PY
+
+echo
+echo "== rp-compile $model -o train.rpplan   (loss, autodiff, recompute: a training plan)"
+build/bin/rp-compile "$model" -o "$out/train.rpplan" 2>&1 | sed 's/^/   /'
+.venv/bin/python - examples/tiny_gpt/tokens.npy "$out/labels.npy" <<'PY'
+import sys
+import numpy as np
+tokens = np.load(sys.argv[1])
+labels = np.full_like(tokens, -100)   # next-token labels; the last is ignored
+labels[:, :-1] = tokens[:, 1:]
+np.save(sys.argv[2], labels)
+PY
+
+echo
+echo "== rp-run train.rpplan --steps 50 --lr 3e-3   (AdamW, next-token labels)"
+build/bin/rp-run "$out/train.rpplan" --input tokens=examples/tiny_gpt/tokens.npy \
+  --labels "$out/labels.npy" --steps 50 --lr 3e-3 2>/dev/null >"$out/losses.txt"
+awk 'NR == 1 || NR % 10 == 0 { printf "   %s\n", $0 }' "$out/losses.txt"

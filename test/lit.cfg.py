@@ -14,7 +14,7 @@ config.suffixes = [".mlir", ".onnxtext", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.rp_obj_root, "test")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
-                   "make_models.py", "onnxtext.py", "bad_plans.py"]
+                   "make_models.py", "onnxtext.py"]
 
 config.substitutions.append(("%PYTHON", config.python_executable))
 config.substitutions.append(("%rp_src_root", config.rp_src_root))

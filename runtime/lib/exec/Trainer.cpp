@@ -114,12 +114,14 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
           describeShape(mb) + " (dimension 0 is the global batch)");
     global[in.name] = std::move(a);
   }
-  if (!labels || !scale)
-    return invalidArgument("the plan has no labels or loss_scale input");
+  if (!scale)
+    return invalidArgument("the plan has no loss_scale input; it is not a "
+                           "training plan");
   // Token-weighted mean over the global batch: one count for all
-  // microbatches.
-  int64_t count = 0;
-  {
+  // microbatches. An output loss counts 1 per microbatch (the step loss is
+  // the mean of the microbatches' losses).
+  int64_t count = labels ? 0 : M;
+  if (labels) {
     const NpyArray &l = global["labels"];
     for (int64_t i = 0; i < numElements(l.shape); ++i) {
       int64_t v = l.dtype == DType::i64
@@ -128,7 +130,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       count += v != kIgnoreIndex;
     }
   }
-  if (count == 0)
+  if (labels && count == 0)
     return invalidArgument("every label of the batch is the ignore index "
                            "-100; there is nothing to train on");
   NpyArray scaleArray;

@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def export(path, layers, width, seq, batch, vocab=2048):
+def export(path, layers, width, seq, batch, vocab=2048, return_model=False):
     import torch
     from torch import nn
 
@@ -72,6 +72,8 @@ def export(path, layers, width, seq, batch, vocab=2048):
     torch.onnx.export(model, (tokens,), str(path), opset_version=17,
                       do_constant_folding=False, input_names=["tokens"],
                       output_names=["logits"])
+    if return_model:
+        return tokens, model
     return tokens.numpy()
 
 

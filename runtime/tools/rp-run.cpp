@@ -149,21 +149,37 @@ int main(int argc, char **argv) {
       train.inputs[name] = std::move(array);
     ThreadPool pool(threads);
     auto t0 = std::chrono::steady_clock::now();
+    auto last = t0;
+    double bestMs = 0;
+    int64_t tokens = 0;
+    for (const BindingDesc &in : plan->inputs)
+      if (in.name == "labels")
+        tokens = numElements(plan->buffers[in.buffer].shape) *
+                 plan->microbatches;
     Status s = rp::runtime::train(
         *plan, **fwd, pool, train, [&](unsigned step, double loss) {
           std::printf("step %u loss %.9g\n", step, loss);
           std::fflush(stdout);
-          double secs = std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - t0)
-                            .count();
-          std::fprintf(stderr, "\rrp-run: step %u/%u loss %.4f  %.1f s, ETA "
-                               "%.1f s ",
-                       step + 1, steps, loss, secs,
+          auto now = std::chrono::steady_clock::now();
+          // The step time includes the optimizer, which runs after the
+          // callback: it is measured from one callback to the next.
+          double stepMs =
+              std::chrono::duration<double, std::milli>(now - last).count();
+          last = now;
+          bestMs = step == 0 ? stepMs : std::min(bestMs, stepMs);
+          double secs = std::chrono::duration<double>(now - t0).count();
+          std::fprintf(stderr,
+                       "\rrp-run: step %u/%u loss %.4f  %.0f tokens/s, ETA "
+                       "%.1f s ",
+                       step + 1, steps, loss, tokens / (stepMs / 1e3),
                        secs / (step + 1) * (steps - step - 1));
         });
     std::fprintf(stderr, "\n");
     if (s.failed())
       return fail(s);
+    std::fprintf(stderr, "rp-run: trained %u steps on host (%u threads); "
+                         "best step %.3f ms\n",
+                 steps, threads, bestMs);
     return 0;
   }
   if (!dumpGrads.empty() || !labelsPath.empty())

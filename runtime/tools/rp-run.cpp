@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
   CLI::App app{"rp-run: runs a compiled rp plan"};
   std::string planPath, backend = "host", describeMode, dumpPath;
   std::vector<std::string> inputs;
-  std::string labelsPath, dumpGrads, optimizer = "adamw";
+  std::string labelsPath, dumpGrads, optimizer = "adamw", initWeights;
   TrainOptions train;
   bool syncMode = false, asyncMode = false;
   uint64_t seed = 0;
@@ -68,6 +68,8 @@ int main(int argc, char **argv) {
   app.add_option("--describe", describeMode, "print the plan and exit")
       ->check(CLI::IsMember({"json", "grid"}));
   app.add_option("--labels", labelsPath, "labels of the global batch (.npy)");
+  app.add_option("--init-weights", initWeights,
+                 "replace initial parameter values by name (.safetensors)");
   app.add_option("--dump-grads", dumpGrads,
                  "write step 0's gradients of the trainable parameters "
                  "(.safetensors)");
@@ -115,6 +117,15 @@ int main(int argc, char **argv) {
   Expected<std::unique_ptr<HostForward>> fwd = HostForward::create(*plan);
   if (!fwd)
     return fail(fwd.getStatus());
+  if (Status s = (*fwd)->initParameters(seed); s.failed())
+    return fail(s);
+  if (!initWeights.empty()) {
+    Expected<SafetensorsFile> file = readSafetensors(initWeights);
+    if (!file)
+      return fail(file.getStatus());
+    if (Status s = (*fwd)->overrideParameters(*file); s.failed())
+      return fail(s);
+  }
   std::vector<std::pair<std::string, NpyArray>> given;
   for (const std::string &spec : inputs) {
     size_t eq = spec.find('=');

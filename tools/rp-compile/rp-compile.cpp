@@ -42,6 +42,15 @@ static cl::opt<bool> forwardOnly(
 static cl::opt<std::string> loss(
     "loss", cl::init("cross-entropy"),
     cl::desc("training loss: cross-entropy, or output:NAME"));
+static cl::opt<int64_t> loraRank(
+    "lora-rank", cl::init(0),
+    cl::desc("add LoRA adapters of this rank and freeze the rest (0: off)"));
+static cl::opt<double> loraAlpha("lora-alpha", cl::init(16.0),
+                                 cl::desc("LoRA scaling numerator"));
+static cl::opt<std::string> loraTargets(
+    "lora-targets", cl::init(""),
+    cl::desc("regular expression on weight names (default: every linear "
+             "layer), e.g. q_proj|v_proj"));
 static cl::opt<unsigned> microbatches(
     "microbatches", cl::init(1),
     cl::desc("microbatches per training step (the static batch is one)"));
@@ -117,6 +126,13 @@ int main(int argc, char **argv) {
       rp::ConvertFloatTypePassOptions convert;
       convert.to = dtype;
       pm.addPass(rp::createConvertFloatTypePass(convert));
+    }
+    if (loraRank > 0) {
+      rp::AddLoraPassOptions lora;
+      lora.rank = loraRank;
+      lora.alpha = loraAlpha;
+      lora.targets = loraTargets;
+      pm.addPass(rp::createAddLoraPass(lora));
     }
     if (!forwardOnly) {
       rp::AttachLossPassOptions attach;

@@ -31,7 +31,7 @@ protected:
     auto type = RankedTensorType::get(shape, element ? element
                                                      : builder.getF32Type());
     return ParamOp::create(builder, builder.getUnknownLoc(), type, name,
-                           /*trainable=*/false, nullptr, nullptr);
+                           /*trainable=*/false, nullptr, nullptr, nullptr);
   }
 
   ArrayRef<int64_t> shapeOf(Value v) {

@@ -96,6 +96,12 @@ LogicalResult ParamOp::verify() {
   if (getOffsetAttr() && getOffsetAttr().getInt() < 0)
     return emitOpError("expected a non-negative byte offset but got ")
            << getOffsetAttr().getInt();
+  if (getInit() && getFile())
+    return emitOpError("a stored parameter takes its value from its file; "
+                       "'init' is for parameters without one");
+  if (getInit() && !(getInit()->convertToDouble() >= 0.0))
+    return emitOpError("expected a non-negative init bound but got ")
+           << getInit()->convertToDouble();
   Type element = getType().getElementType();
   if (getTrainable() && !isa<FloatType>(element))
     return emitOpError("a trainable parameter needs a float element type, "

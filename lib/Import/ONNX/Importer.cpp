@@ -231,7 +231,7 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   lastInitializerOp =
       ParamOp::create(builder, loc, type, tensor.name(), trainable,
                       builder.getStringAttr(file),
-                      builder.getI64IntegerAttr(offset));
+                      builder.getI64IntegerAttr(offset), FloatAttr());
   return lastInitializerOp->getResult(0);
 }
 

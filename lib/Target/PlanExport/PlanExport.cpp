@@ -129,9 +129,18 @@ uint32_t PlanWriter::bufferOf(Value v, StringRef name) {
 LogicalResult PlanWriter::addParam(ParamOp param) {
   if (!dtypeOf(param.getType()))
     return param.emitOpError("has an element type plans cannot hold");
-  if (!param.getFile())
-    return param.emitOpError("has no stored data; a plan needs every "
-                             "parameter's initial value in a weight file");
+  if (!param.getFile()) {
+    auto type = param.getType();
+    auto shape = fbb.CreateVector(type.getShape().data(), type.getRank());
+    double bound = param.getInit() ? param.getInit()->convertToDouble() : 0.0;
+    auto range = pf::CreateWeightRange(
+        fbb, 0, 0, fbb.CreateString(param.getName().str()),
+        param.getTrainable(), /*stored=*/false, bound);
+    bufferIndex[param.getResult()] = buffers.size();
+    buffers.push_back(pf::CreateBuffer(fbb, *dtypeOf(type), shape, range, 0,
+                                       fbb.CreateString(param.getName().str())));
+    return success();
+  }
   SmallString<256> path(*param.getFile());
   if (llvm::sys::path::is_relative(path)) {
     path = options.irDir;

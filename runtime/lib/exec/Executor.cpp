@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 
 using namespace rp::runtime;
@@ -39,6 +40,9 @@ HostForward::create(const Plan &plan) {
     fwd->storage[i] = p;
     if (!b.constant.empty()) {
       std::memcpy(p, b.constant.data(), b.constant.size());
+    } else if (b.weight && !b.weight->stored) {
+      // Filled by initParameters(), from the run's seed.
+      std::memset(p, 0, b.bytes());
     } else if (b.weight) {
       std::ifstream &f = files[b.weight->file];
       const WeightFileDesc &wf = plan.weightFiles[b.weight->file];
@@ -54,6 +58,55 @@ HostForward::create(const Plan &plan) {
     }
   }
   return fwd;
+}
+
+Status HostForward::initParameters(uint64_t seed) {
+  for (uint32_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferDesc &b = plan.buffers[i];
+    if (!b.weight || b.weight->stored || b.weight->initBound == 0.0)
+      continue;
+    if (b.dtype != DType::f32)
+      return unsupported("parameter '" + b.weight->param +
+                         "' is initialized in f32 only");
+    // Seeded per parameter name, so adding a parameter does not change the
+    // others' values.
+    std::mt19937_64 rng(seed ^ std::hash<std::string>()(b.weight->param));
+    float *w = static_cast<float *>(static_cast<void *>(storage[i]));
+    double bound = b.weight->initBound;
+    for (int64_t k = 0; k < b.size(); ++k)
+      w[k] = static_cast<float>(
+          (double(rng() >> 11) / double(1ull << 53) * 2.0 - 1.0) * bound);
+  }
+  return Status::ok();
+}
+
+Status HostForward::overrideParameters(const SafetensorsFile &file) {
+  for (const auto &[name, entry] : file.tensors) {
+    bool found = false;
+    for (uint32_t i = 0; i < plan.buffers.size() && !found; ++i) {
+      const BufferDesc &b = plan.buffers[i];
+      if (!b.weight || b.weight->param != name)
+        continue;
+      found = true;
+      if (entry.shape != b.shape)
+        return invalidArgument("--init-weights: '" + name + "' has shape " +
+                               describeShape(entry.shape) +
+                               ", but the parameter is " +
+                               describeShape(b.shape));
+      TensorRef src{const_cast<uint8_t *>(entry.data.data()), entry.dtype,
+                    entry.shape};
+      if (!isFloat(src.dtype))
+        return invalidArgument("--init-weights: '" + name +
+                               "' is not a float tensor");
+      ThreadPool inline_(1);
+      if (Status s = cast(inline_, src, buffer(i)); s.failed())
+        return s;
+    }
+    if (!found)
+      return invalidArgument("--init-weights: the plan has no parameter '" +
+                             name + "'");
+  }
+  return Status::ok();
 }
 
 TensorRef HostForward::buffer(uint32_t index) const {

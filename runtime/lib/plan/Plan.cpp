@@ -264,7 +264,10 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path) {
           return c.fail(where + " ('" + d.name + "') has an invalid shape");
         n *= dim;
       }
-      if (const pf::WeightRange *w = b->weight()) {
+      if (const pf::WeightRange *w = b->weight(); w && !w->stored()) {
+        d.weight = WeightRangeDesc{0, 0, w->param()->str(), w->trainable(),
+                                   false, w->init_bound()};
+      } else if (w) {
         if (w->file() >= plan.weightFiles.size())
           return c.fail(where + " reads weight file #" +
                         std::to_string(w->file()) + ", but the plan lists " +

@@ -41,8 +41,9 @@ def RP_ParamOp : RP_PureOp<"param"> {
     Produces the value of the weight `name`. The data is never in the IR:
     `file` (a path relative to the `.mlir` file's folder) and `offset` (in
     bytes) say where the tensor is stored, little-endian and row-major, in
-    the tensor's element type. A parameter without `file` is initialized by
-    the pass that created it (for example a LoRA adapter).
+    the tensor's element type. A parameter without `file` starts as zeros,
+    or, with `init = b`, uniform in [-b, b] from the run's seed (LoRA
+    adapters, created by rp-add-lora).
 
     `trainable` parameters get gradients and optimizer state; the others are
     frozen and cost nothing in backward. A parameter used by several layers
@@ -52,15 +53,19 @@ def RP_ParamOp : RP_PureOp<"param"> {
     %wte = rp.param "transformer.wte.weight" trainable at "weights.bin"[0]
         : tensor<50257x768xf32>
     %pos = rp.param "rope.inv_freq" : tensor<64xf32>
+    %a = rp.param "h.0.attn.q_proj.weight.lora_A" trainable init = 0.125
+        : tensor<8x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable,
                    OptionalAttr<StrAttr>:$file,
-                   OptionalAttr<I64Attr>:$offset);
+                   OptionalAttr<I64Attr>:$offset,
+                   OptionalAttr<F64Attr>:$init);
   let results = (outs RP_Tensor:$result);
   let assemblyFormat = [{
     $name (`trainable` $trainable^)?
-    (`at` $file^ `[` $offset `]`)? attr-dict `:` type($result)
+    (`at` $file^ `[` $offset `]`)? (`init` `=` $init^)? attr-dict `:`
+    type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

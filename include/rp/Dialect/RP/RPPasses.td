@@ -264,4 +264,35 @@ def AutodiffPass : Pass<"rp-autodiff", "::mlir::ModuleOp"> {
   }];
 }
 
+def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
+  let summary = "adds rank-r LoRA adapters to linear layers, freezes the rest";
+  let description = [{
+    For every `rp.matmul` whose right operand is a 2-D parameter whose name
+    matches `targets` (a regular expression, e.g. `q_proj|v_proj`; empty
+    matches every linear layer), adds two trainable parameters,
+    `<param>.lora_A` `[rank, in]` (uniform in +-1/sqrt(in), as PEFT's
+    kaiming init) and `<param>.lora_B` `[out, rank]` (zeros), and the update
+    `y + (alpha / rank) * (x A^T) B^T`. Every other parameter is frozen.
+
+    ```mlir
+    %y = rp.matmul %x, %w transpose_b : (tensor<2x64xf32>, tensor<32x64xf32>)
+        -> tensor<2x32xf32>
+    // becomes
+    %y = rp.matmul %x, %w transpose_b : ...
+    %xa = rp.matmul %x, %a transpose_b : (tensor<2x64xf32>, tensor<8x64xf32>)
+        -> tensor<2x8xf32>
+    %xb = rp.matmul %xa, %b transpose_b : (tensor<2x8xf32>, tensor<32x8xf32>)
+        -> tensor<2x32xf32>
+    %s = rp.mul %xb, %scale : ...
+    %y2 = rp.add %y, %s : ...
+    ```
+  }];
+  let options = [
+    Option<"rank", "rank", "int64_t", "8", "adapter rank r">,
+    Option<"alpha", "alpha", "double", "16.0", "scaling numerator (alpha / r)">,
+    Option<"targets", "targets", "std::string", "\"\"",
+           "regular expression on weight names; empty: every linear layer">
+  ];
+}
+
 #endif // RP_DIALECT_RP_RPPASSES_TD

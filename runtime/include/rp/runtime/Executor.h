@@ -13,6 +13,7 @@
 
 #include "rp/runtime/Npy.h"
 #include "rp/runtime/Plan.h"
+#include "rp/runtime/Safetensors.h"
 #include "rp/runtime/ThreadPool.h"
 
 #include <memory>
@@ -31,6 +32,12 @@ public:
   /// Fills every input not set yet: ids uniform in their range, floats from
   /// N(0, 1), all from `seed`.
   Status setSyntheticInputs(uint64_t seed);
+  /// Gives parameters that have no stored value their initial value:
+  /// uniform in [-init_bound, init_bound] from `seed`, or zeros.
+  Status initParameters(uint64_t seed);
+  /// Replaces parameters by name (rp-run --init-weights): every tensor of
+  /// the file must name a parameter of the plan, with its shape.
+  Status overrideParameters(const SafetensorsFile &file);
   /// Runs every job of the plan in order.
   Status run(ThreadPool &pool);
 

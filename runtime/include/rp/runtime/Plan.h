@@ -49,6 +49,8 @@ struct WeightRangeDesc {
   uint64_t offset = 0;
   std::string param;
   bool trainable = false;
+  bool stored = true;
+  double initBound = 0.0;
 };
 
 struct BufferDesc {

@@ -731,3 +731,19 @@ func.func @extremum_grad_shape(%x: tensor<2x8xf32>, %g: tensor<2x1xf32>) {
   %d = rp.extremum_grad max %x, %g dims = [1] : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
   return
 }
+
+// -----
+
+func.func @param_init_with_file() {
+  // expected-error @+1 {{a stored parameter takes its value from its file; 'init' is for parameters without one}}
+  %0 = rp.param "w" at "weights.bin"[0] init = 0.5 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @param_negative_init() {
+  // expected-error @+1 {{expected a non-negative init bound but got -5.000000e-01}}
+  %0 = rp.param "w" trainable init = -0.5 : tensor<4xf32>
+  return
+}

@@ -9,6 +9,8 @@ func.func @params_and_constants() -> (tensor<16x8xf32>, tensor<4xf32>, tensor<2x
   %w = rp.param "h.0.attn.weight" trainable at "weights.bin"[1024] : tensor<16x8xf32>
   // CHECK: rp.param "rope.inv_freq" : tensor<4xf32>
   %f = rp.param "rope.inv_freq" : tensor<4xf32>
+  // CHECK: rp.param "w.lora_A" trainable init = 1.250000e-01 : tensor<2x8xf32>
+  %a = rp.param "w.lora_A" trainable init = 0.125 : tensor<2x8xf32>
   // CHECK: rp.constant dense<[2, 3]> : tensor<2xi64>
   %c = rp.constant dense<[2, 3]> : tensor<2xi64>
   // CHECK: rp.constant dense<{{\[}}[true, false], [true, true]]> : tensor<2x2xi1>

@@ -51,6 +51,13 @@ static cl::opt<std::string> loraTargets(
     "lora-targets", cl::init(""),
     cl::desc("regular expression on weight names (default: every linear "
              "layer), e.g. q_proj|v_proj"));
+static cl::opt<rp::RecomputeGrain> recompute(
+    "recompute", cl::init(rp::RecomputeGrain::stage),
+    cl::desc("what a backward recomputes from its saved input"),
+    cl::values(clEnumValN(rp::RecomputeGrain::stage, "stage",
+                          "every layer before the tail as one group"),
+               clEnumValN(rp::RecomputeGrain::layer, "layer",
+                          "each layer alone")));
 static cl::opt<unsigned> microbatches(
     "microbatches", cl::init(1),
     cl::desc("microbatches per training step (the static batch is one)"));
@@ -138,7 +145,9 @@ int main(int argc, char **argv) {
       rp::AttachLossPassOptions attach;
       attach.loss = loss;
       pm.addPass(rp::createAttachLossPass(attach));
-      pm.addPass(rp::createAutodiffPass());
+      rp::AutodiffPassOptions autodiff;
+      autodiff.recompute = recompute;
+      pm.addPass(rp::createAutodiffPass(autodiff));
     }
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

@@ -1,4 +1,5 @@
 // RUN: rp-opt %s -rp-attach-loss -rp-autodiff -canonicalize -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: rp-opt %s -rp-attach-loss -rp-autodiff=recompute=layer -canonicalize -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=LAYER
 
 // Two layers: the last becomes the fused tail (forward, loss, backward),
 // the first gets a backward layer that recomputes it from its input. Only
@@ -63,6 +64,36 @@ func.func @main(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   ^bb0(%a: tensor<2x8xf32>):
     %t = rp.tanh %a : tensor<2x8xf32>
     rp.yield %t : tensor<2x8xf32>
+  }
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Stage grain (the default): one backward recomputes every layer before
+// the tail from the first layer's input; layer grain: one per layer.
+// CHECK-LABEL: func.func @main
+// CHECK: rp.layer "a..b.backward" role = backward
+// CHECK-NOT: role = backward
+// LAYER-LABEL: func.func @main
+// LAYER: rp.layer "b.backward" role = backward
+// LAYER: rp.layer "a.backward" role = backward
+func.func @main(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %w = rp.param "w" trainable at "w.bin"[0] : tensor<8x8xf32>
+  %h = rp.layer "a" (%x, %w) : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>, %b: tensor<8x8xf32>):
+    %m = rp.matmul %a, %b : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+    rp.yield %m : tensor<2x8xf32>
+  }
+  %g = rp.layer "b" (%h) : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    %t = rp.tanh %a : tensor<2x8xf32>
+    rp.yield %t : tensor<2x8xf32>
+  }
+  %y = rp.layer "head" (%g) : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    %s = rp.sigmoid %a : tensor<2x8xf32>
+    rp.yield %s : tensor<2x8xf32>
   }
   return %y : tensor<2x8xf32>
 }

@@ -261,7 +261,22 @@ def AutodiffPass : Pass<"rp-autodiff", "::mlir::ModuleOp"> {
     %s, %n, %dh = rp.layer "head" role = tail (%h, %labels, %scale) ...
     %dw = rp.layer "h.0.backward" role = backward (%x, %w, %dh) ...
     ```
+
+    `recompute` chooses the groups a backward recomputes: `stage` (the
+    default, RoundPipe's) makes every layer before the tail one group with
+    one backward layer that recomputes them all from the group's input;
+    `layer` gives each layer its own backward. The partitioner will choose
+    groups per stage.
   }];
+  let options = [
+    Option<"recompute", "recompute", "::mlir::rp::RecomputeGrain",
+           "::mlir::rp::RecomputeGrain::stage", "recompute grain",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::rp::RecomputeGrain::stage, "stage",
+                        "one group: every layer before the tail"),
+             clEnumValN(::mlir::rp::RecomputeGrain::layer, "layer",
+                        "each layer recomputed alone"))}]>
+  ];
 }
 
 def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {

@@ -14,6 +14,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::rp {
 #define GEN_PASS_DEF_AUTODIFFPASS
@@ -97,6 +99,8 @@ static SmallVector<Operation *> bodyOps(LayerOp layer) {
 namespace {
 
 struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
+  using AutodiffPassBase::AutodiffPassBase;
+
   void runOnOperation() override {
     auto main = getOperation().lookupSymbol<func::FuncOp>("main");
     if (!main) {
@@ -111,9 +115,11 @@ struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
   /// Makes the last layer forward + loss + backward; returns the new op.
   FailureOr<LayerOp> buildTail(LayerOp layer, Value lossScale,
                                const llvm::DenseSet<Value> &needs);
-  /// Emits the backward of `layer` before `before`, given the gradients of
-  /// its results; records the gradients of its inputs in `funcGrads`.
-  LogicalResult buildBackward(LayerOp layer, Operation *before,
+  /// Emits the backward of a group of consecutive layers before `before`:
+  /// one layer that recomputes the group's forward from the group's inputs
+  /// and applies the VJPs in reverse, given the gradients of the group's
+  /// results; records the gradients of its inputs in `funcGrads`.
+  LogicalResult buildBackward(ArrayRef<LayerOp> group, Operation *before,
                               const llvm::DenseSet<Value> &needs,
                               llvm::MapVector<Value, Value> &funcGrads);
 
@@ -165,78 +171,97 @@ FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
 }
 
 LogicalResult
-AutodiffPass::buildBackward(LayerOp layer, Operation *before,
+AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
                             const llvm::DenseSet<Value> &needs,
                             llvm::MapVector<Value, Value> &funcGrads) {
-  SmallVector<Value> resultGrads;
-  SmallVector<unsigned> gradResults;
-  for (auto [i, r] : llvm::enumerate(layer.getResults()))
-    if (Value g = funcGrads.lookup(r)) {
-      resultGrads.push_back(g);
-      gradResults.push_back(i);
-    }
-  if (resultGrads.empty())
+  llvm::SmallPtrSet<Operation *, 8> members;
+  for (LayerOp l : group)
+    members.insert(l.getOperation());
+  // The group's results that get a gradient from later layers.
+  SmallVector<Value> results, resultGrads;
+  for (LayerOp l : group)
+    for (Value r : l.getResults())
+      if (Value g = funcGrads.lookup(r)) {
+        results.push_back(r);
+        resultGrads.push_back(g);
+      }
+  if (results.empty())
     return success();
+  // The group's inputs: what its layers read from outside it. The backward
+  // recomputes the group's forward from them alone.
+  llvm::SetVector<Value> inputs;
+  for (LayerOp l : group)
+    for (Value in : l.getInputs())
+      if (!members.contains(in.getDefiningOp()))
+        inputs.insert(in);
   SmallVector<unsigned> gradInputs;
-  for (auto [i, input] : llvm::enumerate(layer.getInputs()))
+  for (auto [i, input] : llvm::enumerate(inputs))
     if (needs.contains(input))
       gradInputs.push_back(i);
   if (gradInputs.empty())
     return success();
 
-  // Inputs: the forward layer's inputs (recomputed from), then the
-  // gradients of its results.
-  SmallVector<Value> inputs(layer.getInputs());
-  llvm::append_range(inputs, resultGrads);
+  SmallVector<Value> operands(inputs.begin(), inputs.end());
+  llvm::append_range(operands, resultGrads);
   SmallVector<Type> types;
   for (unsigned i : gradInputs)
-    types.push_back(layer.getInputs()[i].getType());
+    types.push_back(inputs[i].getType());
+  LayerOp first = group.front(), last = group.back();
+  std::string name =
+      group.size() == 1
+          ? first.getName().str()
+          : (first.getName() + ".." + last.getName()).str();
   OpBuilder b(before);
-  auto bwd = LayerOp::create(b, layer.getLoc(),
-                             (layer.getName() + ".backward").str(), types,
-                             inputs);
+  auto bwd = LayerOp::create(b, first.getLoc(), name + ".backward", types,
+                             operands);
   bwd.setRole(LayerRole::backward);
   Block &body = bwd.getBody().front();
-  Block &fwd = layer.getBody().front();
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
-  IRMapping map;
-  for (auto [arg, newArg] : llvm::zip(fwd.getArguments(), body.getArguments()))
-    map.map(arg, newArg);
+  // Recompute: the group's layers inlined in order, each reading the
+  // group's inputs or an earlier layer's recomputed results.
+  IRMapping outer;
+  for (auto [i, v] : llvm::enumerate(inputs))
+    outer.map(v, body.getArgument(i));
   SmallVector<Operation *> recomputed;
-  for (Operation *op : bodyOps(layer))
-    recomputed.push_back(inner.clone(*op, map));
-  auto yield = cast<YieldOp>(fwd.getTerminator());
+  for (LayerOp l : group) {
+    Block &fwd = l.getBody().front();
+    IRMapping map;
+    for (auto [arg, in] : llvm::zip(fwd.getArguments(), l.getInputs()))
+      map.map(arg, outer.lookup(in));
+    for (Operation *op : bodyOps(l))
+      recomputed.push_back(inner.clone(*op, map));
+    auto yield = cast<YieldOp>(fwd.getTerminator());
+    for (auto [r, y] : llvm::zip(l.getResults(), yield.getOperands()))
+      outer.map(r, map.lookupOrDefault(y));
+  }
   llvm::DenseSet<Value> seeds;
   for (unsigned i : gradInputs)
     seeds.insert(body.getArgument(i));
   llvm::DenseSet<Value> innerNeeds = requiringGrad(recomputed, seeds);
   llvm::MapVector<Value, Value> grads;
-  unsigned firstGradArg = layer.getInputs().size();
-  for (auto [k, resultIndex] : llvm::enumerate(gradResults)) {
-    Value y = map.lookupOrDefault(yield.getOperand(resultIndex));
-    accumulate(inner, layer.getLoc(), grads, y,
+  unsigned firstGradArg = inputs.size();
+  for (auto [k, r] : llvm::enumerate(results))
+    accumulate(inner, bwd.getLoc(), grads, outer.lookup(r),
                body.getArgument(firstGradArg + k));
-  }
   if (failed(reverseSweep(inner, recomputed, innerNeeds, grads)))
     return failure();
   SmallVector<Value> yielded;
   for (unsigned i : gradInputs) {
     Value g = grads.lookup(body.getArgument(i));
     if (!g) {
-      // No path from this input to the results (it needs a gradient
-      // elsewhere): its gradient here is zero.
+      // No path from this input to the group's results (it needs a
+      // gradient elsewhere): its gradient here is zero.
       auto t = cast<RankedTensorType>(body.getArgument(i).getType());
       g = ConstantOp::create(
-          inner, layer.getLoc(),
+          inner, bwd.getLoc(),
           DenseElementsAttr::get(t, inner.getFloatAttr(t.getElementType(), 0)));
     }
     yielded.push_back(g);
   }
-  YieldOp::create(inner, layer.getLoc(), yielded);
+  YieldOp::create(inner, bwd.getLoc(), yielded);
   b.setInsertionPoint(before);
   for (auto [k, i] : llvm::enumerate(gradInputs))
-    accumulate(b, layer.getLoc(), funcGrads, layer.getInputs()[i],
-               bwd.getResult(k));
+    accumulate(b, bwd.getLoc(), funcGrads, inputs[i], bwd.getResult(k));
   return success();
 }
 
@@ -297,9 +322,17 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   for (auto [k, entry] : llvm::enumerate(tailInputGrads))
     accumulate(b, tail->getLoc(), funcGrads, lastInputs[entry.first],
                tail->getResult(2 + k));
-  for (LayerOp layer : llvm::reverse(ArrayRef(layers).drop_back()))
-    if (failed(buildBackward(layer, ret, needs, funcGrads)))
+  // Recompute groups: the whole model before the tail (stage grain, as
+  // RoundPipe) or each layer alone (layer grain).
+  ArrayRef<LayerOp> body = ArrayRef(layers).drop_back();
+  if (recompute == RecomputeGrain::stage) {
+    if (!body.empty() && failed(buildBackward(body, ret, needs, funcGrads)))
       return failure();
+  } else {
+    for (LayerOp layer : llvm::reverse(body))
+      if (failed(buildBackward(layer, ret, needs, funcGrads)))
+        return failure();
+  }
 
   SmallVector<Value> results = {tail->getResult(0), tail->getResult(1)};
   SmallVector<std::string> names = {"loss_sum", "count"};

@@ -68,6 +68,12 @@ int main(int argc, char **argv) {
   app.add_option("--describe", describeMode, "print the plan and exit")
       ->check(CLI::IsMember({"json", "grid"}));
   app.add_option("--labels", labelsPath, "labels of the global batch (.npy)");
+  app.add_option("--save", train.save,
+                 "write a checkpoint folder at the end (atomically)");
+  app.add_option("--save-every", train.saveEvery,
+                 "also write the checkpoint every K steps");
+  app.add_option("--resume", train.resume,
+                 "continue from a checkpoint folder for --steps more steps");
   app.add_option("--init-weights", initWeights,
                  "replace initial parameter values by name (.safetensors)");
   app.add_option("--dump-grads", dumpGrads,
@@ -162,6 +168,7 @@ int main(int argc, char **argv) {
     auto t0 = std::chrono::steady_clock::now();
     auto last = t0;
     double bestMs = 0;
+    unsigned done = 0;
     int64_t tokens = 0;
     for (const BindingDesc &in : plan->inputs)
       if (in.name == "labels")
@@ -177,13 +184,14 @@ int main(int argc, char **argv) {
           double stepMs =
               std::chrono::duration<double, std::milli>(now - last).count();
           last = now;
-          bestMs = step == 0 ? stepMs : std::min(bestMs, stepMs);
+          bestMs = done == 0 ? stepMs : std::min(bestMs, stepMs);
+          ++done;
           double secs = std::chrono::duration<double>(now - t0).count();
           std::fprintf(stderr,
-                       "\rrp-run: step %u/%u loss %.4f  %.0f tokens/s, ETA "
-                       "%.1f s ",
-                       step + 1, steps, loss, tokens / (stepMs / 1e3),
-                       secs / (step + 1) * (steps - step - 1));
+                       "\rrp-run: step %u (%u/%u) loss %.4f  %.0f tokens/s, "
+                       "ETA %.1f s ",
+                       step, done, steps, loss, tokens / (stepMs / 1e3),
+                       secs / done * (steps - done));
         });
     std::fprintf(stderr, "\n");
     if (s.failed())

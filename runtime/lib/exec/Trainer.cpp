@@ -4,7 +4,11 @@
 #include "rp/runtime/Safetensors.h"
 #include "rp/runtime/host/Kernels.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 using namespace rp::runtime;
@@ -76,6 +80,112 @@ NpyArray slice(const NpyArray &global, unsigned m, unsigned count) {
   part.data.assign(global.data.begin() + m * bytes,
                    global.data.begin() + (m + 1) * bytes);
   return part;
+}
+
+/// What a checkpoint holds besides tensors.
+struct CheckpointState {
+  unsigned step = 0; ///< steps done
+  bool sync = false;
+  bool sgd = false;
+};
+
+/// Writes a checkpoint directory atomically: everything goes to a fresh
+/// temporary directory first, which then replaces `dir` by rename, so a
+/// crash leaves either the old checkpoint or the new one, never half of one.
+Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
+                      const HostForward &fwd, const CheckpointState &state) {
+  namespace fs = std::filesystem;
+  std::string tmp = dir + ".tmp";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec)
+    return notFound("cannot create checkpoint folder '" + tmp +
+                    "': " + ec.message());
+  std::vector<NamedTensor> master, compute, opt;
+  for (const Param &p : params) {
+    TensorRef live = fwd.buffer(p.buffer);
+    master.push_back({p.name, TensorRef{const_cast<float *>(p.master.data()),
+                                        DType::f32, live.shape}});
+    // The weights the next step computes with (W_k in async mode).
+    compute.push_back({p.name, live});
+    opt.push_back({p.name + ".state0",
+                   TensorRef{const_cast<float *>(p.state0.data()), DType::f32,
+                             live.shape}});
+    opt.push_back({p.name + ".state1",
+                   TensorRef{const_cast<float *>(p.state1.data()), DType::f32,
+                             live.shape}});
+  }
+  if (Status s = writeSafetensors(tmp + "/weights.safetensors", master);
+      s.failed())
+    return s;
+  if (Status s = writeSafetensors(tmp + "/compute.safetensors", compute);
+      s.failed())
+    return s;
+  if (Status s = writeSafetensors(tmp + "/optimizer.safetensors", opt);
+      s.failed())
+    return s;
+  nlohmann::json j = {{"step", state.step},
+                      {"sync", state.sync},
+                      {"optimizer", state.sgd ? "sgd" : "adamw"}};
+  std::ofstream(tmp + "/state.json") << j.dump(2) << "\n";
+  std::string old = dir + ".old";
+  fs::remove_all(old, ec);
+  if (fs::exists(dir))
+    fs::rename(dir, old, ec);
+  fs::rename(tmp, dir, ec);
+  if (ec)
+    return notFound("cannot move the checkpoint into '" + dir +
+                    "': " + ec.message());
+  fs::remove_all(old, ec);
+  return Status::ok();
+}
+
+/// Loads a checkpoint into the parameters' master weights, optimizer state
+/// and the plan's (compute) weights; returns the steps done.
+Expected<CheckpointState> loadCheckpoint(const std::string &dir,
+                                         std::vector<Param> &params,
+                                         HostForward &fwd) {
+  std::ifstream in(dir + "/state.json");
+  if (!in)
+    return notFound("'" + dir + "' is not a checkpoint (no state.json)");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("step"))
+    return invalidArgument(dir + "/state.json is not a checkpoint state");
+  CheckpointState state;
+  state.step = j["step"].get<unsigned>();
+  state.sync = j.value("sync", false);
+  state.sgd = j.value("optimizer", "adamw") == "sgd";
+  auto master = readSafetensors(dir + "/weights.safetensors");
+  auto compute = readSafetensors(dir + "/compute.safetensors");
+  auto opt = readSafetensors(dir + "/optimizer.safetensors");
+  for (auto *f : {&master, &compute, &opt})
+    if (!*f)
+      return f->getStatus();
+  auto take = [&](SafetensorsFile &file, const std::string &name,
+                  size_t size) -> Expected<const std::vector<uint8_t> *> {
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end() || it->second.dtype != DType::f32 ||
+        it->second.data.size() != size * sizeof(float))
+      return invalidArgument("checkpoint '" + dir + "' has no f32 '" + name +
+                             "' of " + std::to_string(size) +
+                             " elements; it is from another model");
+    return &it->second.data;
+  };
+  for (Param &p : params) {
+    size_t n = p.master.size();
+    auto m = take(*master, p.name, n), c = take(*compute, p.name, n),
+         s0 = take(*opt, p.name + ".state0", n),
+         s1 = take(*opt, p.name + ".state1", n);
+    for (auto *e : {&m, &c, &s0, &s1})
+      if (!*e)
+        return e->getStatus();
+    std::memcpy(p.master.data(), (*m)->data(), n * sizeof(float));
+    std::memcpy(p.state0.data(), (*s0)->data(), n * sizeof(float));
+    std::memcpy(p.state1.data(), (*s1)->data(), n * sizeof(float));
+    std::memcpy(fwd.buffer(p.buffer).data, (*c)->data(), n * sizeof(float));
+  }
+  return state;
 }
 
 } // namespace
@@ -176,7 +286,24 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
   }
   (void)countOut;
 
-  for (unsigned step = 0; step < options.steps; ++step) {
+  unsigned first = 0;
+  if (!options.resume.empty()) {
+    auto state = loadCheckpoint(options.resume, params, fwd);
+    if (!state)
+      return state.getStatus();
+    if (state->sync != options.sync || state->sgd != options.sgd)
+      return invalidArgument("checkpoint '" + options.resume + "' was made "
+                             "with --" + (state->sync ? "sync" : "async") +
+                             " and --optimizer " +
+                             (state->sgd ? "sgd" : "adamw") +
+                             "; resume with the same");
+    first = state->step;
+  }
+  auto checkpoint = [&](unsigned done) -> Status {
+    return saveCheckpoint(options.save, params, fwd,
+                          CheckpointState{done, options.sync, options.sgd});
+  };
+  for (unsigned step = first; step < first + options.steps; ++step) {
     for (Param &p : params)
       std::fill(p.grad.begin(), p.grad.end(), 0.0f);
     double lossSum = 0;
@@ -207,7 +334,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       }
     }
     onStep(step, lossSum / double(count));
-    if (step == 0 && !options.dumpGrads.empty()) {
+    if (step == first && !options.dumpGrads.empty()) {
       std::vector<NamedTensor> grads;
       for (Param &p : params)
         grads.push_back({p.name, TensorRef{p.grad.data(), DType::f32,
@@ -237,6 +364,13 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       std::memcpy(fwd.buffer(params[i].buffer).data, w.data(),
                   w.size() * sizeof(float));
     }
+    unsigned done = step + 1;
+    if (!options.save.empty() && options.saveEvery &&
+        (done - first) % options.saveEvery == 0)
+      if (Status s = checkpoint(done); s.failed())
+        return s;
   }
+  if (!options.save.empty())
+    return checkpoint(first + options.steps);
   return Status::ok();
 }

@@ -34,12 +34,19 @@ struct TrainOptions {
   std::map<std::string, NpyArray> inputs;
   /// Where to write step 0's gradients (safetensors), if anywhere.
   std::string dumpGrads;
+  /// Checkpoints: written to `save` at the end and every `saveEvery` steps
+  /// (0: never), atomically; `resume` continues from one.
+  std::string save;
+  unsigned saveEvery = 0;
+  std::string resume;
 };
 
 /// True when `plan` is a training plan (it takes a loss_scale).
 bool isTrainingPlan(const Plan &plan);
 
-/// Runs `options.steps` steps; calls `onStep(step, loss)` after each.
+/// Runs `options.steps` steps (after the ones a resumed checkpoint has
+/// done); calls `onStep(step, loss)` after each, with `step` counted from
+/// the start of training.
 Status train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
              const TrainOptions &options,
              const std::function<void(unsigned, double)> &onStep);

@@ -68,6 +68,12 @@ int main(int argc, char **argv) {
   app.add_option("--describe", describeMode, "print the plan and exit")
       ->check(CLI::IsMember({"json", "grid"}));
   app.add_option("--labels", labelsPath, "labels of the global batch (.npy)");
+  app.add_option("--data", train.data,
+                 "train on a flat token file (nanoGPT-style), the next "
+                 "global batch every step");
+  std::string dataType = "u16";
+  app.add_option("--data-type", dataType, "u16 (default) or u32 tokens")
+      ->check(CLI::IsMember({"u16", "u32"}));
   app.add_option("--save", train.save,
                  "write a checkpoint folder at the end (atomically)");
   app.add_option("--save-every", train.saveEvery,
@@ -158,6 +164,7 @@ int main(int argc, char **argv) {
     train.sgd = optimizer == "sgd";
     train.seed = seed;
     train.dumpGrads = dumpGrads;
+    train.data32 = dataType == "u32";
     if (lr >= 0)
       train.adamw.lr = train.sgdConfig.lr = lr;
     if (weightDecay >= 0)

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 using namespace rp::runtime;
@@ -87,6 +88,63 @@ struct CheckpointState {
   unsigned step = 0; ///< steps done
   bool sync = false;
   bool sgd = false;
+  uint64_t dataPosition = 0; ///< next token of --data
+};
+
+/// Streams a flat token file: sequence after sequence, labels shifted by
+/// one token (the data loader shifts; the graph never does).
+struct TokenStream {
+  std::vector<uint32_t> tokens;
+  uint64_t position = 0;
+
+  static Expected<TokenStream> open(const std::string &path, bool wide) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      return notFound("cannot open data file '" + path + "'");
+    std::vector<char> raw((std::istreambuf_iterator<char>(in)), {});
+    size_t width = wide ? 4 : 2;
+    if (raw.size() % width)
+      return invalidArgument("data file '" + path + "' holds " +
+                             std::to_string(raw.size()) + " bytes, not a whole "
+                             "number of " + (wide ? "uint32" : "uint16") +
+                             " tokens");
+    TokenStream s;
+    s.tokens.resize(raw.size() / width);
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      uint32_t v = 0;
+      for (size_t b = 0; b < width; ++b)
+        v |= uint32_t(static_cast<unsigned char>(raw[i * width + b])) << (8 * b);
+      s.tokens[i] = v;
+    }
+    return s;
+  }
+
+  /// Fills `tokens` and `labels` ([rows, seq], i64) with the next windows.
+  Status next(NpyArray &tokensOut, NpyArray &labelsOut, int64_t limit) {
+    int64_t rows = tokensOut.shape[0], seq = tokensOut.shape[1];
+    if (tokens.size() < static_cast<size_t>(seq) + 1)
+      return invalidArgument("the data file holds " +
+                             std::to_string(tokens.size()) +
+                             " tokens, fewer than one sequence of " +
+                             std::to_string(seq + 1));
+    auto *t = reinterpret_cast<int64_t *>(tokensOut.data.data());
+    auto *l = reinterpret_cast<int64_t *>(labelsOut.data.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      if (position + seq + 1 > tokens.size())
+        position = 0;
+      for (int64_t k = 0; k < seq; ++k) {
+        uint32_t a = tokens[position + k], b = tokens[position + k + 1];
+        if (limit > 0 && (a >= uint64_t(limit) || b >= uint64_t(limit)))
+          return invalidArgument("token " + std::to_string(std::max(a, b)) +
+                                 " of the data file is outside the model's "
+                                 "vocabulary of " + std::to_string(limit));
+        t[r * seq + k] = a;
+        l[r * seq + k] = b;
+      }
+      position += seq;
+    }
+    return Status::ok();
+  }
 };
 
 /// Writes a checkpoint directory atomically: everything goes to a fresh
@@ -127,7 +185,8 @@ Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
     return s;
   nlohmann::json j = {{"step", state.step},
                       {"sync", state.sync},
-                      {"optimizer", state.sgd ? "sgd" : "adamw"}};
+                      {"optimizer", state.sgd ? "sgd" : "adamw"},
+                      {"data_position", state.dataPosition}};
   std::ofstream(tmp + "/state.json") << j.dump(2) << "\n";
   std::string old = dir + ".old";
   fs::remove_all(old, ec);
@@ -156,6 +215,7 @@ Expected<CheckpointState> loadCheckpoint(const std::string &dir,
   state.step = j["step"].get<unsigned>();
   state.sync = j.value("sync", false);
   state.sgd = j.value("optimizer", "adamw") == "sgd";
+  state.dataPosition = j.value("data_position", uint64_t(0));
   auto master = readSafetensors(dir + "/weights.safetensors");
   auto compute = readSafetensors(dir + "/compute.safetensors");
   auto opt = readSafetensors(dir + "/optimizer.safetensors");
@@ -227,27 +287,50 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
   if (!scale)
     return invalidArgument("the plan has no loss_scale input; it is not a "
                            "training plan");
+  // --data: the token input and the labels come from the stream, a new
+  // global batch every step.
+  std::optional<TokenStream> stream;
+  std::string tokenInput;
+  if (!options.data.empty()) {
+    if (!labels)
+      return invalidArgument("--data needs a cross-entropy training plan "
+                             "(one with a labels input)");
+    for (const BindingDesc &in : plan.inputs) {
+      const BufferDesc &b = plan.buffers[in.buffer];
+      if (&in == labels || &in == scale)
+        continue;
+      if (b.dtype != DType::i64 || b.shape.size() != 2 || !tokenInput.empty())
+        return invalidArgument("--data feeds a model whose only other input "
+                               "is i64 token ids [batch, seq]; '" + in.name +
+                               "' is " + dtypeName(b.dtype) +
+                               describeShape(b.shape));
+      tokenInput = in.name;
+    }
+    auto s = TokenStream::open(options.data, options.data32);
+    if (!s)
+      return s.getStatus();
+    stream = std::move(*s);
+  }
+  int64_t tokenLimit = 0;
+  for (const BindingDesc &in : plan.inputs)
+    if (in.name == tokenInput)
+      tokenLimit = in.limit;
   // Token-weighted mean over the global batch: one count for all
   // microbatches. An output loss counts 1 per microbatch (the step loss is
   // the mean of the microbatches' losses).
-  int64_t count = labels ? 0 : M;
-  if (labels) {
+  auto countLabels = [&]() -> int64_t {
+    if (!labels)
+      return M;
     const NpyArray &l = global["labels"];
+    int64_t n = 0;
     for (int64_t i = 0; i < numElements(l.shape); ++i) {
       int64_t v = l.dtype == DType::i64
                       ? reinterpret_cast<const int64_t *>(l.data.data())[i]
                       : reinterpret_cast<const int32_t *>(l.data.data())[i];
-      count += v != kIgnoreIndex;
+      n += v != kIgnoreIndex;
     }
-  }
-  if (labels && count == 0)
-    return invalidArgument("every label of the batch is the ignore index "
-                           "-100; there is nothing to train on");
-  NpyArray scaleArray;
-  scaleArray.dtype = DType::f64;
-  double scaleValue = 1.0 / double(count);
-  scaleArray.data.resize(8);
-  std::memcpy(scaleArray.data.data(), &scaleValue, 8);
+    return n;
+  };
 
   // Parameters, their gradient outputs, master copies and optimizer state.
   std::vector<Param> params;
@@ -298,15 +381,32 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                              (state->sgd ? "sgd" : "adamw") +
                              "; resume with the same");
     first = state->step;
+    if (stream)
+      stream->position = state->dataPosition;
   }
   auto checkpoint = [&](unsigned done) -> Status {
     return saveCheckpoint(options.save, params, fwd,
-                          CheckpointState{done, options.sync, options.sgd});
+                          CheckpointState{done, options.sync, options.sgd,
+                                          stream ? stream->position : 0});
   };
   for (unsigned step = first; step < first + options.steps; ++step) {
     for (Param &p : params)
       std::fill(p.grad.begin(), p.grad.end(), 0.0f);
     double lossSum = 0;
+    if (stream)
+      if (Status s = stream->next(global[tokenInput], global["labels"],
+                                  tokenLimit);
+          s.failed())
+        return s;
+    int64_t count = countLabels();
+    if (count == 0)
+      return invalidArgument("every label of the batch is the ignore index "
+                             "-100; there is nothing to train on");
+    NpyArray scaleArray;
+    scaleArray.dtype = DType::f64;
+    double scaleValue = 1.0 / double(count);
+    scaleArray.data.resize(8);
+    std::memcpy(scaleArray.data.data(), &scaleValue, 8);
     for (unsigned m = 0; m < M; ++m) {
       for (auto &[name, array] : global)
         if (Status s = fwd.setInput(name, slice(array, m, M)); s.failed())

@@ -34,6 +34,11 @@ struct TrainOptions {
   std::map<std::string, NpyArray> inputs;
   /// Where to write step 0's gradients (safetensors), if anywhere.
   std::string dumpGrads;
+  /// A flat token file (nanoGPT-style, little-endian uint16 or uint32):
+  /// each step reads the next global batch of sequences from it, labels
+  /// being the next tokens, wrapping at the end.
+  std::string data;
+  bool data32 = false;
   /// Checkpoints: written to `save` at the end and every `saveEvery` steps
   /// (0: never), atomically; `resume` continues from one.
   std::string save;

@@ -36,7 +36,7 @@ def batch(m, seed):
     return tokens, labels
 
 
-def torch_losses(tokens, labels, steps, make_opt):
+def torch_losses(tokens, labels, steps, make_opt, clip=0.0):
     model = gpt()
     opt = make_opt(model.parameters())
     losses = []
@@ -46,6 +46,8 @@ def torch_losses(tokens, labels, steps, make_opt):
         loss = torch.nn.functional.cross_entropy(
             logits.reshape(-1, 64), labels.reshape(-1), ignore_index=-100)
         loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         losses.append(loss.item())
     return losses
@@ -99,6 +101,11 @@ def main(rp_compile, rp_run, models, work):
                    ["--steps", "5", "--optimizer", "sgd", "--lr", "1e-2",
                     "--momentum", "0.9"])
     check("SGD with momentum, 5 steps, M=2", rp, ref, 1e-4)
+    ref = torch_losses(tokens, labels, 4, lambda p: torch.optim.AdamW(
+        p, lr=1e-3), clip=0.05)
+    rp = rp_losses(rp_compile, rp_run, models, work, 2, tokens, labels,
+                   ["--steps", "4", "--lr", "1e-3", "--clip-grad-norm", "0.05"])
+    check("AdamW with global-norm clipping 0.05, 4 steps, M=2", rp, ref, 1e-4)
     return 1 if failed else 0
 
 

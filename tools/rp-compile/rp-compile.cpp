@@ -129,11 +129,6 @@ int main(int argc, char **argv) {
   }
   if (module) {
     PassManager pm(&context);
-    if (dtype != rp::ComputeType::f32) {
-      rp::ConvertFloatTypePassOptions convert;
-      convert.to = dtype;
-      pm.addPass(rp::createConvertFloatTypePass(convert));
-    }
     if (loraRank > 0) {
       rp::AddLoraPassOptions lora;
       lora.rank = loraRank;
@@ -145,6 +140,15 @@ int main(int argc, char **argv) {
       rp::AttachLossPassOptions attach;
       attach.loss = loss;
       pm.addPass(rp::createAttachLossPass(attach));
+    }
+    // After the loss, so that the loss sees the model's own outputs; before
+    // autodiff, so that the backward runs in the compute type too.
+    if (dtype != rp::ComputeType::f32) {
+      rp::ConvertFloatTypePassOptions convert;
+      convert.to = dtype;
+      pm.addPass(rp::createConvertFloatTypePass(convert));
+    }
+    if (!forwardOnly) {
       rp::AutodiffPassOptions autodiff;
       autodiff.recompute = recompute;
       pm.addPass(rp::createAutodiffPass(autodiff));

@@ -26,11 +26,18 @@ static LogicalResult verifyFloatScalar(Operation *op, StringRef what,
   return success();
 }
 
+/// The loss is summed in f32 (f64 for f64 logits), whatever the storage
+/// type of the logits.
+static Type lossType(RankedTensorType logits) {
+  Type e = logits.getElementType();
+  return e.isF64() ? e : Float32Type::get(e.getContext());
+}
+
 LogicalResult CrossEntropyOp::verify() {
   auto logits = getLogits().getType();
   if (failed(verifyLabels(*this, logits, getLabels().getType())) ||
       failed(verifyFloatScalar(*this, "loss_sum", getLossSum().getType(),
-                               logits.getElementType())))
+                               lossType(logits))))
     return failure();
   if (getCount().getType().getRank() != 0 ||
       !getCount().getType().getElementType().isInteger(64))
@@ -44,7 +51,7 @@ LogicalResult CrossEntropyGradOp::verify() {
   if (failed(verifyLabels(*this, logits, getLabels().getType())))
     return failure();
   return verifyFloatScalar(*this, "scale", getScale().getType(),
-                           logits.getElementType());
+                           lossType(logits));
 }
 
 LogicalResult SoftmaxGradOp::verify() {

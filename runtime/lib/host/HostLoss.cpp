@@ -107,8 +107,11 @@ Status crossEntropy(ThreadPool &pool, const TensorRef &logits,
           checkLogitsAndLabels(op, logits, labels, ignoreIndex, rows, classes);
       s.failed())
     return s;
-  if (Status s = checkTensorOf(lossSum, logits.dtype, "loss sum", op);
-      s.failed())
+  // The sum is kept in f32 (f64 for f64 logits) whatever the storage type:
+  // a bf16 sum would round the printed loss to 3 digits, an f16 one
+  // overflow past 65504.
+  DType sumType = logits.dtype == DType::f64 ? DType::f64 : DType::f32;
+  if (Status s = checkTensorOf(lossSum, sumType, "loss sum", op); s.failed())
     return s;
   if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
     return s;
@@ -141,8 +144,12 @@ Status crossEntropy(ThreadPool &pool, const TensorRef &logits,
         [](Partial a, Partial b) {
           return Partial{a.sum + b.sum, a.count + b.count};
         });
-    *lossSum.as<T>() = kernels::castValue<T>(total.sum);
+    (void)sizeof(T);
   });
+  if (sumType == DType::f64)
+    *lossSum.as<double>() = total.sum;
+  else
+    *lossSum.as<float>() = static_cast<float>(total.sum);
   *count.as<int64_t>() = total.count;
   return {};
 }

@@ -34,7 +34,8 @@ def RP_CrossEntropyOp : RP_PureOp<"cross_entropy",
   let summary = "summed cross-entropy of logits against integer labels";
   let description = [{
     `logits` is `[..., C]` and `labels` the same shape without the last
-    dimension. `loss_sum` is the sum over positions whose label is not
+    dimension. `loss_sum` (f32, or f64 for f64 logits, whatever the logits'
+    storage type) is the sum over positions whose label is not
     `ignore_index` of `-log_softmax(logits)[label]`; `count` is the number
     of those positions. The step loss is the sum of `loss_sum` over the
     global batch divided by the sum of `count` (a token-weighted mean, not a

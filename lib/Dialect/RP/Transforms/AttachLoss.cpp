@@ -94,7 +94,8 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
     unsigned resultIndex = cast<OpResult>(out).getResultNumber();
     Value inner = yield.getOperand(resultIndex);
     Type element = type.getElementType();
-    auto scalarF = RankedTensorType::get({}, element);
+    auto scalarF = RankedTensorType::get(
+        {}, crossEntropy && !element.isF64() ? b.getF32Type() : element);
     auto scalarI = RankedTensorType::get({}, b.getI64Type());
 
     SmallVector<Value> inputs(layer.getInputs());

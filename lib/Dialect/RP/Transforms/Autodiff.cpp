@@ -288,7 +288,25 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
     }
   if (trainable.empty())
     return main.emitError("the model has no trainable parameter");
-  for (LayerOp layer : layers) {
+  // Ops between layers (the casts of mixed precision) carry gradients too.
+  SmallVector<Operation *> between;
+  for (Operation &op : main.getBody().front()) {
+    if (isa<LayerOp, ParamOp, ConstantOp>(op) ||
+        op.hasTrait<OpTrait::IsTerminator>())
+      continue;
+    between.push_back(&op);
+  }
+  for (Operation &op : main.getBody().front()) {
+    auto layer = dyn_cast<LayerOp>(op);
+    if (!layer) {
+      if (isa<DifferentiableOpInterface>(op) &&
+          llvm::any_of(op.getOperands(),
+                       [&](Value v) { return needs.contains(v); }))
+        for (Value r : op.getResults())
+          if (isFloatTensor(r))
+            needs.insert(r);
+      continue;
+    }
     llvm::DenseSet<Value> seeds;
     for (auto [input, arg] :
          llvm::zip(layer.getInputs(), layer.getBody().getArguments()))
@@ -333,6 +351,11 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
       if (failed(buildBackward(layer, ret, needs, funcGrads)))
         return failure();
   }
+
+  // Gradients through the ops between layers, back to the parameters.
+  b.setInsertionPoint(ret);
+  if (failed(reverseSweep(b, between, needs, funcGrads)))
+    return failure();
 
   SmallVector<Value> results = {tail->getResult(0), tail->getResult(1)};
   SmallVector<std::string> names = {"loss_sum", "count"};

@@ -37,6 +37,9 @@ struct ConvertFloatTypePass
 
   /// Retypes the results of `op` (and, for constants, their values).
   void retype(Operation *op) {
+    // The loss stays f32: its precision is the printed loss's.
+    if (isa<CrossEntropyOp>(op))
+      return;
     if (auto c = dyn_cast<ConstantOp>(op)) {
       auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
       if (!dense || !dense.getElementType().isF32())
@@ -96,6 +99,11 @@ struct ConvertFloatTypePass
         for (BlockArgument arg : layer.getBody().getArguments())
           arg.setType(convert(arg.getType()));
         layer.getBody().walk([&](Operation *inner) { retype(inner); });
+        // The layer returns what its body now yields.
+        auto yield = cast<YieldOp>(layer.getBody().front().getTerminator());
+        for (auto [r, y] : llvm::zip(layer.getResults(), yield.getOperands()))
+          r.setType(y.getType());
+        continue;
       }
       retype(&op);
     }

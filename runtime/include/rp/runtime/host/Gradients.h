@@ -22,8 +22,8 @@ namespace rp::runtime::host {
 
 /// Cross-entropy of `logits` [..., C] against integer `labels` [...]:
 /// writes the sum over non-ignored positions of -log_softmax(logits)[label]
-/// to `lossSum` (a scalar of the logits' float type, accumulated in f64 for
-/// every storage type, in a fixed order) and the number of non-ignored
+/// to `lossSum` (an f32 scalar, f64 for f64 logits; accumulated in f64 in
+/// a fixed order) and the number of non-ignored
 /// positions to `count` (an i64 scalar). A label outside [0, C) that is not
 /// `ignoreIndex` is an InvalidArgument status naming its position.
 Status crossEntropy(ThreadPool &pool, const TensorRef &logits,

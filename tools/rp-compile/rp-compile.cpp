@@ -169,24 +169,15 @@ int main(int argc, char **argv) {
                      (forwardOnly ? " --forward-only" : " --loss " + loss) +
                      " --dtype " + dtypeNames[static_cast<int>(dtype.getValue())];
   options.microbatches = microbatches;
-  std::vector<uint8_t> bytes;
-  if (failed(rp::exportPlan(*module, options, bytes)))
+  FailureOr<size_t> size = rp::exportPlanToFile(*module, options, outputPath);
+  if (failed(size))
     return 1;
-  llvm::Error err = llvm::writeToOutput(outputPath, [&](raw_ostream &os) {
-    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    return llvm::Error::success();
-  });
-  if (err) {
-    llvm::errs() << "rp-compile: cannot write '" << outputPath
-                 << "': " << llvm::toString(std::move(err)) << "\n";
-    return 1;
-  }
   int layers = 0;
   module->walk([&](rp::LayerOp) { ++layers; });
   llvm::errs() << "rp-compile: " << outputPath << ": "
                << (forwardOnly ? "forward" : "training") << " plan, 1 device, "
                << layers << " layers run in order, "
                << dtypeNames[static_cast<int>(dtype.getValue())]
-               << " compute, " << bytes.size() << " bytes\n";
+               << " compute, " << *size << " bytes\n";
   return 0;
 }

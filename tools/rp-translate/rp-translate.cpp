@@ -70,17 +70,7 @@ int main(int argc, char **argv) {
   options.irDir = folderOf(inputPath);
   options.planDir = folderOf(outputPath);
   options.producer = "rp-translate " + inputPath;
-  std::vector<uint8_t> bytes;
-  if (failed(rp::exportPlan(*module, options, bytes)))
+  if (failed(rp::exportPlanToFile(*module, options, outputPath)))
     return 1;
-  llvm::Error err = llvm::writeToOutput(outputPath, [&](raw_ostream &os) {
-    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    return llvm::Error::success();
-  });
-  if (err) {
-    llvm::errs() << "rp-translate: cannot write '" << outputPath
-                 << "': " << llvm::toString(std::move(err)) << "\n";
-    return 1;
-  }
   return 0;
 }

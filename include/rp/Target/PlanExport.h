@@ -36,6 +36,13 @@ struct PlanExportOptions {
 LogicalResult exportPlan(ModuleOp module, const PlanExportOptions &options,
                          std::vector<uint8_t> &bytes);
 
+/// Exports `module` and writes the plan to `path` atomically (a reader never
+/// sees half a plan); returns the plan's size in bytes. Errors, writing
+/// included, are emitted on `module`.
+FailureOr<size_t> exportPlanToFile(ModuleOp module,
+                                   const PlanExportOptions &options,
+                                   StringRef path);
+
 } // namespace mlir::rp
 
 #endif // RP_TARGET_PLANEXPORT_H

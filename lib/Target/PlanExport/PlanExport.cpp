@@ -20,6 +20,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
 
@@ -535,4 +536,20 @@ LogicalResult mlir::rp::exportPlan(ModuleOp module,
   if (!main)
     return module.emitError("no 'func.func @main' to export as a plan");
   return PlanWriter(options).run(main, bytes);
+}
+
+FailureOr<size_t> mlir::rp::exportPlanToFile(ModuleOp module,
+                                             const PlanExportOptions &options,
+                                             StringRef path) {
+  std::vector<uint8_t> bytes;
+  if (failed(exportPlan(module, options, bytes)))
+    return failure();
+  llvm::Error err = llvm::writeToOutput(path, [&](raw_ostream &os) {
+    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    return llvm::Error::success();
+  });
+  if (err)
+    return module.emitError("cannot write '")
+           << path << "': " << llvm::toString(std::move(err));
+  return bytes.size();
 }

@@ -39,12 +39,112 @@ Status checkSameShape(const TensorRef &a, const TensorRef &b, const char *op) {
   return {};
 }
 
+Status checkNormAxis(const char *op, const TensorRef &x, int64_t axis,
+                     double epsilon) {
+  if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
+    return invalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
+                           " is out of range for " + describe(x));
+  if (!(epsilon >= 0.0))
+    return invalidArgument(std::string(op) + ": epsilon must be >= 0");
+  return {};
+}
+
+Status checkNormalized(const char *op, const char *role,
+                       const std::optional<TensorRef> &t, const TensorRef &x,
+                       int64_t axis) {
+  if (!t)
+    return {};
+  if (Status s = checkTensorOf(*t, x.dtype, role, op); s.failed())
+    return s;
+  Shape normalized(x.shape.begin() + axis, x.shape.end());
+  if (t->shape != normalized)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(*t) +
+                           " should have the normalized shape " +
+                           describeShape(normalized));
+  return {};
+}
+
 Status unsupportedDType(const char *op, DType dtype, const char *what) {
   std::string message = std::string(op) + ": ";
   if (*what)
     message += std::string(what) + " ";
   return invalidArgument(message + "is not supported for element type " +
                          dtypeName(dtype));
+}
+
+Status sliceWindow(const char *op, const TensorRef &full,
+                   const TensorRef &window, const char *role,
+                   const std::vector<int64_t> &offsets,
+                   const std::vector<int64_t> &strides, int64_t &base,
+                   std::vector<int64_t> &fullStrides) {
+  const size_t rank = full.shape.size();
+  if (offsets.size() != rank || strides.size() != rank ||
+      window.shape.size() != rank)
+    return invalidArgument(
+        std::string(op) + ": offsets " + describeShape(offsets) + ", strides " +
+        describeShape(strides) + " and " + role + " " + describe(window) +
+        " must match the rank of " + describe(full));
+  std::vector<int64_t> contiguous(rank);
+  kernels::contiguousStrides(full.shape.data(), static_cast<int>(rank),
+                             contiguous.data());
+  fullStrides.assign(rank, 0);
+  base = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t size = window.shape[d];
+    bool inside =
+        strides[d] >= 1 && offsets[d] >= 0 &&
+        (size == 0 ||
+         (offsets[d] < full.shape[d] &&
+          (size - 1) <= (full.shape[d] - 1 - offsets[d]) / strides[d]));
+    if (!inside)
+      return invalidArgument(
+          std::string(op) + ": the window of " + role + " " + describe(window) +
+          " at offsets " + describeShape(offsets) + " with strides " +
+          describeShape(strides) + " does not fit in " + describe(full));
+    base += offsets[d] * contiguous[d];
+    fullStrides[d] = strides[d] * contiguous[d];
+  }
+  return {};
+}
+
+Status gatherIndices(const char *op, const TensorRef &x,
+                     const TensorRef &indices, int64_t axis,
+                     const TensorRef &gathered, const char *role,
+                     std::vector<int64_t> &normalized) {
+  if (Status s = checkTensor(indices, "indices", op); s.failed())
+    return s;
+  if (!isInteger(indices.dtype))
+    return invalidArgument(std::string(op) + ": indices " + describe(indices) +
+                           " should be i32 or i64");
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (axis < 0 || axis >= rank)
+    return invalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
+                           " is out of range for " + describe(x));
+  Shape expected(x.shape.begin(), x.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), x.shape.begin() + axis + 1, x.shape.end());
+  if (expected != gathered.shape)
+    return invalidArgument(std::string(op) + ": " + role + " " +
+                           describe(gathered) + " should have shape " +
+                           describeShape(expected));
+  // Every index is checked before the op writes anything, so that a bad one
+  // fails it with its output untouched.
+  const int64_t axisSize = x.shape[axis], numIndices = indices.size();
+  normalized.assign(numIndices, 0);
+  for (int64_t i = 0; i < numIndices; ++i) {
+    int64_t index = indices.dtype == DType::i32
+                        ? indices.as<const int32_t>()[i]
+                        : indices.as<const int64_t>()[i];
+    int64_t resolved = index < 0 ? index + axisSize : index;
+    if (resolved < 0 || resolved >= axisSize)
+      return invalidArgument(std::string(op) + ": index " +
+                             std::to_string(index) + " at position " +
+                             std::to_string(i) + " of " + describe(indices) +
+                             " is out of range for dimension " +
+                             std::to_string(axis) + " of " + describe(x));
+    normalized[i] = resolved;
+  }
+  return {};
 }
 
 bool broadcastShapes(const std::vector<const Shape *> &shapes, Shape &result) {

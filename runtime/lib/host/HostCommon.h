@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace rp::runtime::host::detail {
@@ -63,6 +65,16 @@ template <typename Fn> void visitElementSize(size_t bytes, Fn &&fn) {
   }
 }
 
+/// Calls fn(Tag<T>{}) for the float storage type of `dtype`; nothing for
+/// the others, which the callers reject before.
+template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
+  visitDType(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<kernels::Compute<T>>)
+      fn(tag);
+  });
+}
+
 inline bool isInteger(DType t) { return t == DType::i32 || t == DType::i64; }
 
 /// A non-negative shape, and data unless the tensor is empty.
@@ -72,8 +84,37 @@ Status checkTensorOf(const TensorRef &t, DType dtype, const char *role,
                      const char *op);
 /// Same element count, for the ops whose output shape is the input's.
 Status checkSameShape(const TensorRef &a, const TensorRef &b, const char *op);
+/// The axis and epsilon of layer_norm and rms_norm and of their gradients:
+/// the normalized dimensions are x's from `axis` on.
+Status checkNormAxis(const char *op, const TensorRef &x, int64_t axis,
+                     double epsilon);
+/// `t`, when present, has x's dtype and the normalized shape (x's dimensions
+/// from `axis` on): the scale and bias of the norms and their gradients.
+Status checkNormalized(const char *op, const char *role,
+                       const std::optional<TensorRef> &t, const TensorRef &x,
+                       int64_t axis);
 /// "op: <what> is not supported for <dtype>".
 Status unsupportedDType(const char *op, DType dtype, const char *what = "");
+
+/// Checks that `window` (described as `role`) is the slice of `full` at
+/// `offsets` with `strides`, and gives the slice's first element in `full`
+/// (`base`) and its stride per dimension (`fullStrides`), both in elements.
+/// slice reads this window and slice_grad writes it.
+Status sliceWindow(const char *op, const TensorRef &full,
+                   const TensorRef &window, const char *role,
+                   const std::vector<int64_t> &offsets,
+                   const std::vector<int64_t> &strides, int64_t &base,
+                   std::vector<int64_t> &fullStrides);
+
+/// Checks gather's indices (i32 or i64), `axis` of `x`, and that `gathered`
+/// (described as `role`) has x's shape with dimension `axis` replaced by
+/// the indices' shape; then gives every index resolved into [0, size of
+/// `axis`) (negative ones count from the end). gather reads x through them
+/// and gather_grad scatters back into x's gradient.
+Status gatherIndices(const char *op, const TensorRef &x,
+                     const TensorRef &indices, int64_t axis,
+                     const TensorRef &gathered, const char *role,
+                     std::vector<int64_t> &normalized);
 
 /// The numpy broadcast of `shapes`, or false.
 bool broadcastShapes(const std::vector<const Shape *> &shapes, Shape &result);

@@ -30,15 +30,6 @@ using namespace kernels;
 
 namespace {
 
-/// Calls fn(Tag<T>{}) for the float storage type of `dtype`.
-template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
-  visitDType(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<Compute<T>>)
-      fn(tag);
-  });
-}
-
 template <typename Fn> void visitUnaryGrad(UnaryKind kind, Fn &&fn) {
   switch (kind) {
   case UnaryKind::neg:
@@ -316,41 +307,19 @@ Status gatherGrad(ThreadPool &pool, const TensorRef &indices, int64_t axis,
     return unsupportedDType(op, dx.dtype);
   if (Status s = checkTensorOf(dy, dx.dtype, "output gradient", op); s.failed())
     return s;
-  if (Status s = checkTensor(indices, "indices", op); s.failed())
+  std::vector<int64_t> normalized;
+  if (Status s = gatherIndices(op, dx, indices, axis, dy, "output gradient",
+                               normalized);
+      s.failed())
     return s;
-  if (!isInteger(indices.dtype))
-    return invalidArgument(std::string(op) + ": indices " + describe(indices) +
-                           " should be i32 or i64");
   const int64_t rank = static_cast<int64_t>(dx.shape.size());
-  if (axis < 0 || axis >= rank)
-    return invalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
-                           " is out of range for " + describe(dx));
-  Shape expected(dx.shape.begin(), dx.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), dx.shape.begin() + axis + 1, dx.shape.end());
-  if (expected != dy.shape)
-    return invalidArgument(std::string(op) + ": output gradient " +
-                           describe(dy) + " should have shape " +
-                           describeShape(expected));
 
-  // Normalize and check every index, and bucket the index positions by the
-  // axis position they read (in increasing order within a bucket).
+  // Bucket the index positions by the axis position they read (in
+  // increasing order within a bucket).
   const int64_t axisSize = dx.shape[axis], numIndices = indices.size();
-  std::vector<int64_t> normalized(numIndices), start(axisSize + 1, 0);
-  for (int64_t i = 0; i < numIndices; ++i) {
-    int64_t index = indices.dtype == DType::i32
-                        ? indices.as<const int32_t>()[i]
-                        : indices.as<const int64_t>()[i];
-    int64_t resolved = index < 0 ? index + axisSize : index;
-    if (resolved < 0 || resolved >= axisSize)
-      return invalidArgument(std::string(op) + ": index " +
-                             std::to_string(index) + " at position " +
-                             std::to_string(i) + " of " + describe(indices) +
-                             " is out of range for dimension " +
-                             std::to_string(axis) + " of " + describe(dx));
-    normalized[i] = resolved;
-    ++start[resolved + 1];
-  }
+  std::vector<int64_t> start(axisSize + 1, 0);
+  for (int64_t i = 0; i < numIndices; ++i)
+    ++start[normalized[i] + 1];
   for (int64_t a = 0; a < axisSize; ++a)
     start[a + 1] += start[a];
   std::vector<int64_t> bucket(numIndices), fill(start.begin(), start.end() - 1);
@@ -398,31 +367,12 @@ Status sliceGrad(ThreadPool &pool, const TensorRef &dy,
     return s;
   if (Status s = checkTensorOf(dy, dx.dtype, "output gradient", op); s.failed())
     return s;
-  const size_t rank = dx.shape.size();
-  if (offsets.size() != rank || strides.size() != rank ||
-      dy.shape.size() != rank)
-    return invalidArgument(
-        std::string(op) + ": offsets " + describeShape(offsets) + ", strides " +
-        describeShape(strides) + " and output gradient " + describe(dy) +
-        " must match the rank of " + describe(dx));
-  std::vector<int64_t> inStrides(rank), writeStrides(rank);
-  kernels::contiguousStrides(dx.shape.data(), static_cast<int>(rank),
-                             inStrides.data());
   int64_t base = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t size = dy.shape[d];
-    bool inside = strides[d] >= 1 && offsets[d] >= 0 &&
-                  (size == 0 ||
-                   (offsets[d] < dx.shape[d] &&
-                    (size - 1) <= (dx.shape[d] - 1 - offsets[d]) / strides[d]));
-    if (!inside)
-      return invalidArgument(
-          std::string(op) + ": the window of output gradient " + describe(dy) +
-          " at offsets " + describeShape(offsets) + " with strides " +
-          describeShape(strides) + " does not fit in " + describe(dx));
-    base += offsets[d] * inStrides[d];
-    writeStrides[d] = strides[d] * inStrides[d];
-  }
+  std::vector<int64_t> writeStrides;
+  if (Status s = sliceWindow(op, dx, dy, "output gradient", offsets, strides,
+                             base, writeStrides);
+      s.failed())
+    return s;
   zeroFill(pool, dx);
   if (dy.size() == 0)
     return {};

@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "HostCommon.h"
+#include "HostAttentionCommon.h"
 
 #include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/kernels/AttentionGrad.h"
@@ -40,31 +40,6 @@ constexpr int64_t kQueryBlock = 16;
 /// Keys per chunk of pass 2. Not part of the numerics: each key's sums run
 /// over the query rows alone, whichever block it is in.
 constexpr int64_t kKeyBlock = 16;
-
-enum class MaskKind { none, boolean, additive };
-
-struct AttentionDims {
-  int64_t b, h, s, d, hkv, t, dv;
-  int64_t maskStrides[4] = {0, 0, 0, 0};
-};
-
-template <typename T, MaskKind Kind> struct MaskReader {
-  const void *mask;
-  const int64_t *strides;
-
-  /// The bias of key j for the query row whose mask offset is `base`.
-  Compute<T> operator()(int64_t base, int64_t j) const {
-    using C = Compute<T>;
-    if constexpr (Kind == MaskKind::boolean)
-      return static_cast<const Bool8 *>(mask)[base + j * strides[3]]
-                 ? C(0)
-                 : -kInfinity<C>();
-    else if constexpr (Kind == MaskKind::additive)
-      return load(static_cast<const T *>(mask)[base + j * strides[3]]);
-    else
-      return C(0);
-  }
-};
 
 template <typename T, MaskKind Kind>
 void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
@@ -135,80 +110,6 @@ void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
       });
 }
 
-Status checkAttentionGrad(const TensorRef &q, const TensorRef &k,
-                          const TensorRef &v,
-                          const std::optional<TensorRef> &mask, bool causal,
-                          double scale, const TensorRef &dy,
-                          const TensorRef &dq, const TensorRef &dk,
-                          const TensorRef &dv, AttentionDims &dims) {
-  const char *op = "attention_grad";
-  if (Status s = checkTensor(q, "query", op); s.failed())
-    return s;
-  if (!isFloat(q.dtype))
-    return unsupportedDType(op, q.dtype);
-  const std::pair<const TensorRef *, const char *> operands[] = {
-      {&k, "key"},
-      {&v, "value"},
-      {&dy, "output gradient"},
-      {&dq, "query gradient"},
-      {&dk, "key gradient"},
-      {&dv, "value gradient"}};
-  for (auto [t, role] : operands)
-    if (Status s = checkTensorOf(*t, q.dtype, role, op); s.failed())
-      return s;
-  std::string shapes = describe(q) + ", " + describe(k) + ", " + describe(v) +
-                       ", output gradient " + describe(dy);
-  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4 ||
-      dy.shape.size() != 4)
-    return invalidArgument(std::string(op) +
-                           ": query, key, value and output gradient must be "
-                           "[batch, heads, seq, dim], got " +
-                           shapes);
-  dims.b = q.shape[0];
-  dims.h = q.shape[1];
-  dims.s = q.shape[2];
-  dims.d = q.shape[3];
-  dims.hkv = k.shape[1];
-  dims.t = k.shape[2];
-  dims.dv = v.shape[3];
-  bool consistent = k.shape[0] == dims.b && v.shape[0] == dims.b &&
-                    k.shape[3] == dims.d && v.shape[1] == dims.hkv &&
-                    v.shape[2] == dims.t && dims.hkv > 0 &&
-                    dims.h % dims.hkv == 0 &&
-                    dy.shape == Shape{dims.b, dims.h, dims.s, dims.dv};
-  if (!consistent)
-    return invalidArgument(std::string(op) + ": inconsistent shapes " + shapes);
-  const std::pair<const TensorRef *, const TensorRef *> grads[] = {
-      {&dq, &q}, {&dk, &k}, {&dv, &v}};
-  for (auto [grad, primal] : grads)
-    if (grad->shape != primal->shape)
-      return invalidArgument(std::string(op) + ": gradient " + describe(*grad) +
-                             " should have the shape of " + describe(*primal));
-  if (causal && dims.s != dims.t)
-    return invalidArgument(std::string(op) +
-                           ": causal attention needs equal query and key "
-                           "lengths, got " +
-                           shapes);
-  if (!(scale > 0.0))
-    return invalidArgument(std::string(op) + ": scale must be positive");
-  if (mask) {
-    if (Status s = checkTensor(*mask, "mask", op); s.failed())
-      return s;
-    if (mask->dtype != DType::i1 && mask->dtype != q.dtype)
-      return invalidArgument(std::string(op) + ": mask " + describe(*mask) +
-                             " must be i1 or the query's element type " +
-                             dtypeName(q.dtype));
-    Shape scores{dims.b, dims.h, dims.s, dims.t};
-    if (!kernels::broadcastStrides(mask->shape.data(),
-                                   static_cast<int>(mask->shape.size()),
-                                   scores.data(), 4, dims.maskStrides))
-      return invalidArgument(std::string(op) + ": mask " + describe(*mask) +
-                             " does not broadcast to the scores shape " +
-                             describeShape(scores));
-  }
-  return {};
-}
-
 } // namespace
 
 Status attentionGrad(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
@@ -217,13 +118,12 @@ Status attentionGrad(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
                      const TensorRef &dq, const TensorRef &dk,
                      const TensorRef &dv) {
   AttentionDims dims;
-  if (Status s = checkAttentionGrad(q, k, v, mask, causal, scale, dy, dq, dk,
-                                    dv, dims);
+  const AttentionGradRefs grads{dq, dk, dv};
+  if (Status s =
+          checkAttentionArgs(q, k, v, mask, causal, scale, dy, &grads, dims);
       s.failed())
     return s;
-  MaskKind kind = !mask                      ? MaskKind::none
-                  : mask->dtype == DType::i1 ? MaskKind::boolean
-                                             : MaskKind::additive;
+  MaskKind kind = maskKind(mask);
   const void *maskData = mask ? mask->data : nullptr;
   visitDType(q.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -33,15 +33,6 @@ constexpr int64_t kParamRowBlock = 128;
 /// Columns per tile of the parameter gradients (not part of the numerics).
 constexpr int64_t kParamColumnBlock = 256;
 
-/// Calls fn(Tag<T>{}) for the float storage type of `dtype`.
-template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
-  visitDType(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<Compute<T>>)
-      fn(tag);
-  });
-}
-
 /// `t` is a float tensor of x's dtype and shape.
 Status checkLike(const char *op, const char *role, const TensorRef &t,
                  const TensorRef &x) {
@@ -53,22 +44,6 @@ Status checkLike(const char *op, const char *role, const TensorRef &t,
   return {};
 }
 
-/// `t`, when present, has x's dtype and the normalized shape.
-Status checkNormalized(const char *op, const char *role,
-                       const std::optional<TensorRef> &t, const TensorRef &x,
-                       int64_t axis) {
-  if (!t)
-    return {};
-  if (Status s = checkTensorOf(*t, x.dtype, role, op); s.failed())
-    return s;
-  Shape normalized(x.shape.begin() + axis, x.shape.end());
-  if (t->shape != normalized)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(*t) +
-                           " should have the normalized shape " +
-                           describeShape(normalized));
-  return {};
-}
-
 Status checkNormGrad(const char *op, const TensorRef &x,
                      const std::optional<TensorRef> &scale, int64_t axis,
                      double epsilon, const TensorRef &dy, const TensorRef &dx) {
@@ -76,11 +51,8 @@ Status checkNormGrad(const char *op, const TensorRef &x,
     return s;
   if (!isFloat(x.dtype))
     return unsupportedDType(op, x.dtype);
-  if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
-    return invalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
-                           " is out of range for " + describe(x));
-  if (!(epsilon >= 0.0))
-    return invalidArgument(std::string(op) + ": epsilon must be >= 0");
+  if (Status s = checkNormAxis(op, x, axis, epsilon); s.failed())
+    return s;
   if (Status s = checkLike(op, "output gradient", dy, x); s.failed())
     return s;
   if (Status s = checkLike(op, "input gradient", dx, x); s.failed())
@@ -158,6 +130,35 @@ void runNormGrad(ThreadPool &pool, bool centered, const T *x, const T *scale,
   });
 }
 
+/// layer_norm_grad (`centered`) and rms_norm_grad, which has no bias and so
+/// never a `dbias`: the checks, then runNormGrad.
+Status normGrad(ThreadPool &pool, bool centered, const TensorRef &x,
+                const std::optional<TensorRef> &scale, int64_t axis,
+                double epsilon, const TensorRef &dy, const TensorRef &dx,
+                const std::optional<TensorRef> &dscale,
+                const std::optional<TensorRef> &dbias) {
+  const char *op = centered ? "layer_norm_grad" : "rms_norm_grad";
+  if (Status s = checkNormGrad(op, x, scale, axis, epsilon, dy, dx); s.failed())
+    return s;
+  if (Status s = checkNormalized(op, "scale gradient", dscale, x, axis);
+      s.failed())
+    return s;
+  if (Status s = checkNormalized(op, "bias gradient", dbias, x, axis);
+      s.failed())
+    return s;
+  int64_t n = numElements(Shape(x.shape.begin() + axis, x.shape.end()));
+  int64_t rows = n ? x.size() / n : 0;
+  visitFloat(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    runNormGrad<T>(pool, centered, x.as<const T>(),
+                   scale ? scale->as<const T>() : nullptr, epsilon,
+                   dy.as<const T>(), dx.as<T>(),
+                   dscale ? dscale->as<T>() : nullptr,
+                   dbias ? dbias->as<T>() : nullptr, rows, n);
+  });
+  return {};
+}
+
 } // namespace
 
 Status softmaxGrad(ThreadPool &pool, const TensorRef &y, const TensorRef &dy,
@@ -204,48 +205,15 @@ Status layerNormGrad(ThreadPool &pool, const TensorRef &x,
                      double epsilon, const TensorRef &dy, const TensorRef &dx,
                      const std::optional<TensorRef> &dscale,
                      const std::optional<TensorRef> &dbias) {
-  const char *op = "layer_norm_grad";
-  if (Status s = checkNormGrad(op, x, scale, axis, epsilon, dy, dx); s.failed())
-    return s;
-  if (Status s = checkNormalized(op, "scale gradient", dscale, x, axis);
-      s.failed())
-    return s;
-  if (Status s = checkNormalized(op, "bias gradient", dbias, x, axis);
-      s.failed())
-    return s;
-  int64_t n = numElements(Shape(x.shape.begin() + axis, x.shape.end()));
-  int64_t rows = n ? x.size() / n : 0;
-  visitFloat(x.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    runNormGrad<T>(pool, true, x.as<const T>(),
-                   scale ? scale->as<const T>() : nullptr, epsilon,
-                   dy.as<const T>(), dx.as<T>(),
-                   dscale ? dscale->as<T>() : nullptr,
-                   dbias ? dbias->as<T>() : nullptr, rows, n);
-  });
-  return {};
+  return normGrad(pool, true, x, scale, axis, epsilon, dy, dx, dscale, dbias);
 }
 
 Status rmsNormGrad(ThreadPool &pool, const TensorRef &x,
                    const std::optional<TensorRef> &scale, int64_t axis,
                    double epsilon, const TensorRef &dy, const TensorRef &dx,
                    const std::optional<TensorRef> &dscale) {
-  const char *op = "rms_norm_grad";
-  if (Status s = checkNormGrad(op, x, scale, axis, epsilon, dy, dx); s.failed())
-    return s;
-  if (Status s = checkNormalized(op, "scale gradient", dscale, x, axis);
-      s.failed())
-    return s;
-  int64_t n = numElements(Shape(x.shape.begin() + axis, x.shape.end()));
-  int64_t rows = n ? x.size() / n : 0;
-  visitFloat(x.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    runNormGrad<T>(pool, false, x.as<const T>(),
-                   scale ? scale->as<const T>() : nullptr, epsilon,
-                   dy.as<const T>(), dx.as<T>(),
-                   dscale ? dscale->as<T>() : nullptr, nullptr, rows, n);
-  });
-  return {};
+  return normGrad(pool, false, x, scale, axis, epsilon, dy, dx, dscale,
+                  std::nullopt);
 }
 
 } // namespace rp::runtime::host

@@ -30,15 +30,6 @@ using namespace kernels;
 
 namespace {
 
-/// Calls fn(Tag<T>{}) for the float storage type of `dtype`.
-template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
-  visitDType(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<Compute<T>>)
-      fn(tag);
-  });
-}
-
 /// Reads label `i` as i64.
 int64_t labelAt(const TensorRef &labels, int64_t i) {
   return labels.dtype == DType::i32 ? labels.as<const int32_t>()[i]

@@ -182,41 +182,11 @@ Status checkRowOp(const char *op, const TensorRef &x, const TensorRef &out) {
   return {};
 }
 
-/// Calls fn(Tag<T>{}) for the float storage type of `dtype`.
-template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
-  visitDType(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<Compute<T>>)
-      fn(tag);
-  });
-}
-
-/// Checks an optional norm operand against the normalized shape.
-Status checkAffine(const char *op, const char *role,
-                   const std::optional<TensorRef> &t, const TensorRef &x,
-                   int64_t axis) {
-  if (!t)
-    return {};
-  if (Status s = checkTensorOf(*t, x.dtype, role, op); s.failed())
-    return s;
-  Shape normalized(x.shape.begin() + axis, x.shape.end());
-  if (t->shape != normalized)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(*t) +
-                           " should have the normalized shape " +
-                           describeShape(normalized));
-  return {};
-}
-
 Status checkNorm(const char *op, const TensorRef &x, int64_t axis,
                  double epsilon, const TensorRef &out) {
   if (Status s = checkRowOp(op, x, out); s.failed())
     return s;
-  if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
-    return invalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
-                           " is out of range for " + describe(x));
-  if (!(epsilon >= 0.0))
-    return invalidArgument(std::string(op) + ": epsilon must be >= 0");
-  return {};
+  return checkNormAxis(op, x, axis, epsilon);
 }
 
 } // namespace
@@ -336,9 +306,9 @@ Status layerNorm(ThreadPool &pool, const TensorRef &x,
   const char *op = "layer_norm";
   if (Status s = checkNorm(op, x, axis, epsilon, out); s.failed())
     return s;
-  if (Status s = checkAffine(op, "scale", scale, x, axis); s.failed())
+  if (Status s = checkNormalized(op, "scale", scale, x, axis); s.failed())
     return s;
-  if (Status s = checkAffine(op, "bias", bias, x, axis); s.failed())
+  if (Status s = checkNormalized(op, "bias", bias, x, axis); s.failed())
     return s;
   int64_t n = numElements(Shape(x.shape.begin() + axis, x.shape.end()));
   int64_t rows = n ? x.size() / n : 0;
@@ -363,7 +333,7 @@ Status rmsNorm(ThreadPool &pool, const TensorRef &x,
   const char *op = "rms_norm";
   if (Status s = checkNorm(op, x, axis, epsilon, out); s.failed())
     return s;
-  if (Status s = checkAffine(op, "scale", scale, x, axis); s.failed())
+  if (Status s = checkNormalized(op, "scale", scale, x, axis); s.failed())
     return s;
   int64_t n = numElements(Shape(x.shape.begin() + axis, x.shape.end()));
   int64_t rows = n ? x.size() / n : 0;

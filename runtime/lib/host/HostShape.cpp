@@ -91,31 +91,12 @@ Status slice(ThreadPool &pool, const TensorRef &x,
   const char *op = "slice";
   if (Status s = checkMovement(op, x, out); s.failed())
     return s;
-  const size_t rank = x.shape.size();
-  if (offsets.size() != rank || strides.size() != rank ||
-      out.shape.size() != rank)
-    return invalidArgument(
-        std::string(op) + ": offsets " + describeShape(offsets) + ", strides " +
-        describeShape(strides) + " and output " + describe(out) +
-        " must match the rank of " + describe(x));
-  std::vector<int64_t> inStrides(rank), readStrides(rank);
-  kernels::contiguousStrides(x.shape.data(), static_cast<int>(rank),
-                             inStrides.data());
   int64_t base = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t size = out.shape[d];
-    bool inside = strides[d] >= 1 && offsets[d] >= 0 &&
-                  (size == 0 ||
-                   (offsets[d] < x.shape[d] &&
-                    (size - 1) <= (x.shape[d] - 1 - offsets[d]) / strides[d]));
-    if (!inside)
-      return invalidArgument(
-          std::string(op) + ": the window of output " + describe(out) +
-          " at offsets " + describeShape(offsets) + " with strides " +
-          describeShape(strides) + " does not fit in " + describe(x));
-    base += offsets[d] * inStrides[d];
-    readStrides[d] = strides[d] * inStrides[d];
-  }
+  std::vector<int64_t> readStrides;
+  if (Status s = sliceWindow(op, x, out, "output", offsets, strides, base,
+                             readStrides);
+      s.failed())
+    return s;
   if (out.size() == 0)
     return {};
   StridedPlan plan;
@@ -210,39 +191,12 @@ Status gather(ThreadPool &pool, const TensorRef &x, const TensorRef &indices,
   const char *op = "gather";
   if (Status s = checkMovement(op, x, out); s.failed())
     return s;
-  if (Status s = checkTensor(indices, "indices", op); s.failed())
+  std::vector<int64_t> normalized;
+  if (Status s = gatherIndices(op, x, indices, axis, out, "output", normalized);
+      s.failed())
     return s;
-  if (!isInteger(indices.dtype))
-    return invalidArgument(std::string(op) + ": indices " + describe(indices) +
-                           " should be i32 or i64");
   const int64_t rank = static_cast<int64_t>(x.shape.size());
-  if (axis < 0 || axis >= rank)
-    return invalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
-                           " is out of range for " + describe(x));
-  Shape expected(x.shape.begin(), x.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), x.shape.begin() + axis + 1, x.shape.end());
-  if (expected != out.shape)
-    return invalidArgument(std::string(op) + ": output " + describe(out) +
-                           " should have shape " + describeShape(expected));
-
-  // Normalize and check every index first, so that a bad one fails the op
-  // before any output is written.
   const int64_t axisSize = x.shape[axis], numIndices = indices.size();
-  std::vector<int64_t> normalized(numIndices);
-  for (int64_t i = 0; i < numIndices; ++i) {
-    int64_t index = indices.dtype == DType::i32
-                        ? indices.as<const int32_t>()[i]
-                        : indices.as<const int64_t>()[i];
-    int64_t resolved = index < 0 ? index + axisSize : index;
-    if (resolved < 0 || resolved >= axisSize)
-      return invalidArgument(std::string(op) + ": index " +
-                             std::to_string(index) + " at position " +
-                             std::to_string(i) + " of " + describe(indices) +
-                             " is out of range for dimension " +
-                             std::to_string(axis) + " of " + describe(x));
-    normalized[i] = resolved;
-  }
   if (out.size() == 0)
     return {};
   int64_t outer = 1, inner = 1;

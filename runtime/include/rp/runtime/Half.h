@@ -138,38 +138,45 @@ RP_HD inline float f16BitsToFloat(uint16_t bits) {
   return bitsToFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
+/// The storage and conversions bf16 and f16 share; `Format` supplies the
+/// bit conversions (toBits, toFloat) and `Derived` is the type itself, so
+/// that fromBits returns it. One definition keeps the two formats' APIs
+/// from drifting apart.
+template <typename Derived, typename Format> struct Float16Storage {
+  uint16_t bits;
+
+  Float16Storage() = default;
+  RP_HD explicit Float16Storage(float f) : bits(Format::toBits(f)) {}
+  RP_HD explicit Float16Storage(double d)
+      : bits(Format::toBits(roundToOddFloat(d))) {}
+  RP_HD static Derived fromBits(uint16_t bits) {
+    Derived h;
+    h.bits = bits;
+    return h;
+  }
+  RP_HD operator float() const { return Format::toFloat(bits); }
+};
+
+struct Bf16Format {
+  RP_HD static uint16_t toBits(float f) { return floatToBf16Bits(f); }
+  RP_HD static float toFloat(uint16_t bits) { return bf16BitsToFloat(bits); }
+};
+
+struct F16Format {
+  RP_HD static uint16_t toBits(float f) { return floatToF16Bits(f); }
+  RP_HD static float toFloat(uint16_t bits) { return f16BitsToFloat(bits); }
+};
+
 } // namespace half_detail
 
 /// bfloat16: 1 sign, 8 exponent, 7 mantissa bits (float's upper half).
-struct bf16 {
-  uint16_t bits;
-
-  bf16() = default;
-  RP_HD explicit bf16(float f) : bits(half_detail::floatToBf16Bits(f)) {}
-  RP_HD explicit bf16(double d)
-      : bits(half_detail::floatToBf16Bits(half_detail::roundToOddFloat(d))) {}
-  RP_HD static bf16 fromBits(uint16_t bits) {
-    bf16 h;
-    h.bits = bits;
-    return h;
-  }
-  RP_HD operator float() const { return half_detail::bf16BitsToFloat(bits); }
+struct bf16 : half_detail::Float16Storage<bf16, half_detail::Bf16Format> {
+  using Float16Storage::Float16Storage;
 };
 
 /// IEEE binary16: 1 sign, 5 exponent, 10 mantissa bits.
-struct f16 {
-  uint16_t bits;
-
-  f16() = default;
-  RP_HD explicit f16(float f) : bits(half_detail::floatToF16Bits(f)) {}
-  RP_HD explicit f16(double d)
-      : bits(half_detail::floatToF16Bits(half_detail::roundToOddFloat(d))) {}
-  RP_HD static f16 fromBits(uint16_t bits) {
-    f16 h;
-    h.bits = bits;
-    return h;
-  }
-  RP_HD operator float() const { return half_detail::f16BitsToFloat(bits); }
+struct f16 : half_detail::Float16Storage<f16, half_detail::F16Format> {
+  using Float16Storage::Float16Storage;
 };
 
 static_assert(sizeof(bf16) == 2 && sizeof(f16) == 2,

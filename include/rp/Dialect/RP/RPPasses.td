@@ -310,4 +310,39 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
   ];
 }
 
+def PrintLayerCostsPass : Pass<"rp-print-layer-costs", "::mlir::ModuleOp"> {
+  let summary = "prints what each layer costs on a hardware profile";
+  let description = [{
+    Runs the layer cost analysis (include/rp/Analysis/LayerCost.h) on every
+    function with layers and prints one line per layer to stdout: forward,
+    recompute and backward FLOPs and device memory traffic; parameter,
+    gradient, input activation, output activation and peak intermediate
+    bytes; and the times the hardware profile gives them, or a measured
+    profile where it names the layer. The IR is unchanged. Run it on the
+    forward graph: backward FLOPs are derived from which values need a
+    gradient, so a frozen weight adds no weight-gradient matmul.
+
+    ```mlir
+    %h = rp.layer "h.0" (%x, %w) : (tensor<2x8xf32>, tensor<8x8xf32>)
+        -> tensor<2x8xf32> { ... rp.matmul ... }
+    ```
+
+    prints, with `hw=rtx4090`:
+
+    ```
+    layer "h.0" forward_flops=256 recompute_flops=256 backward_flops=512 ...
+    ```
+
+    `hw` is a shipped profile (`rtx4090`, `rtx3090`, `a800`, `h100`,
+    `host`) or the path of a profile JSON file (docs/hardware-profiles.md);
+    `measured` is the path of per-layer times written by `rp-run --profile`.
+  }];
+  let options = [
+    Option<"hw", "hw", "std::string", "\"rtx4090\"",
+           "hardware profile: a shipped name or a JSON file">,
+    Option<"measured", "measured", "std::string", "\"\"",
+           "measured per-layer times (JSON) that override the model">
+  ];
+}
+
 #endif // RP_DIALECT_RP_RPPASSES_TD

@@ -1,0 +1,67 @@
+//===- LayerCost.h - per-layer compute, memory and transfer costs -*- C++ -*-=//
+//
+// What each layer of a forward graph costs: FLOPs and device memory traffic
+// of its forward, of its recompute (a full re-run of the forward, as
+// RoundPipe) and of its backward; parameter, gradient and activation bytes;
+// and the times a hardware profile gives them. Backward costs follow from
+// which values need a gradient: a matmul whose weight is frozen computes
+// only the input gradient, a layer with nothing trainable upstream none.
+// The partitioner, the timing analysis and memory planning read this; a
+// measured profile replaces the modelled times of the layers it names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_ANALYSIS_LAYERCOST_H
+#define RP_ANALYSIS_LAYERCOST_H
+
+#include "rp/Analysis/HardwareProfile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::rp {
+
+struct LayerCost {
+  std::string name;
+  int64_t forwardFlops = 0;
+  int64_t backwardFlops = 0;
+  /// Device memory bytes read and written by the kernels.
+  int64_t forwardTraffic = 0;
+  int64_t backwardTraffic = 0;
+  /// Parameter bytes uploaded to run the layer; gradient bytes downloaded.
+  int64_t paramBytes = 0;
+  int64_t gradBytes = 0;
+  /// Activation operands (saved for recompute) and results.
+  int64_t actInBytes = 0;
+  int64_t actOutBytes = 0;
+  /// Peak bytes of intermediate values live during the forward.
+  int64_t workBytes = 0;
+  /// Kernels launched by the forward.
+  int64_t kernels = 0;
+  double forwardMs = 0;
+  double recomputeMs = 0;
+  double backwardMs = 0;
+  double uploadMs = 0;
+  double downloadMs = 0;
+  /// True when a measured profile gave any of the times.
+  bool measured = false;
+
+  /// Recompute re-runs the forward.
+  int64_t recomputeFlops() const { return forwardFlops; }
+};
+
+/// Costs of the `rp.layer` ops of `func` in program order. Fails, with a
+/// diagnostic, on a training graph (run it before rp-autodiff), when the
+/// profile has no rate for an element type the graph computes in, or, when
+/// `strict`, when `measured` names a layer the function does not have.
+FailureOr<std::vector<LayerCost>>
+analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
+                  const MeasuredProfile *measured = nullptr,
+                  bool strict = true);
+
+} // namespace mlir::rp
+
+#endif // RP_ANALYSIS_LAYERCOST_H

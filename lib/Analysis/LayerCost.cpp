@@ -1,0 +1,287 @@
+//===- LayerCost.cpp - per-layer compute, memory and transfer costs -------===//
+
+#include "rp/Analysis/LayerCost.h"
+
+#include "rp/Dialect/RP/RPOps.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+int64_t bytesOf(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return 0;
+  int64_t width = tensor.getElementType().getIntOrFloatBitWidth();
+  return tensor.getNumElements() * ((width + 7) / 8);
+}
+
+int64_t numel(Value v) {
+  auto tensor = dyn_cast<RankedTensorType>(v.getType());
+  return tensor && tensor.hasStaticShape() ? tensor.getNumElements() : 0;
+}
+
+/// One kernel: the work it does and the bytes it moves.
+struct Kernel {
+  int64_t flops = 0;
+  int64_t traffic = 0;
+};
+
+/// The kernels an op launches in forward and, when some operand needs a
+/// gradient, in backward.
+struct OpKernels {
+  std::vector<Kernel> forward;
+  std::vector<Kernel> backward;
+};
+
+/// FLOPs per result element of the ops that are not matmuls.
+int64_t flopsPerElement(Operation *op) {
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case<LayerNormOp, RmsNormOp, GeluOp>([](auto) { return 8; })
+      .Case<SoftmaxOp, LogSoftmaxOp, CrossEntropyOp>([](auto) { return 5; })
+      .Case<SiluOp, SigmoidOp, TanhOp, ErfOp, ExpOp, LogOp, PowOp>(
+          [](auto) { return 4; })
+      .Case<CastOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, GatherOp>(
+          [](auto) { return 0; })
+      .Default([](Operation *) { return 1; });
+}
+
+/// Query-key pairs an attention computes: all of them, or the lower
+/// triangle (aligned to the end of the keys) when causal.
+int64_t attentionPairs(int64_t sq, int64_t sk, bool causal) {
+  if (!causal)
+    return sq * sk;
+  int64_t pairs = 0;
+  for (int64_t i = 0; i < sq; ++i)
+    pairs += std::min(sk, std::max<int64_t>(0, i + 1 + sk - sq));
+  return pairs;
+}
+
+OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
+  OpKernels k;
+  int64_t io = 0;
+  for (Value v : op->getOperands())
+    io += bytesOf(v.getType());
+  for (Value v : op->getResults())
+    io += bytesOf(v.getType());
+  bool anyGrad = llvm::any_of(op->getOperands(), needsGrad);
+
+  if (isa<ReshapeOp>(op))
+    return k; // a view: no kernel
+  if (auto mm = dyn_cast<MatmulOp>(op)) {
+    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
+    int64_t kDim = lhs.getDimSize(lhs.getRank() - (mm.getTransposeA() ? 2 : 1));
+    Kernel kernel{2 * numel(mm.getResult()) * kDim, io};
+    k.forward.push_back(kernel);
+    // Each operand that needs a gradient costs one more matmul of the same
+    // size: dA = dC·Bᵀ, dB = Aᵀ·dC.
+    for (Value operand : {mm.getLhs(), mm.getRhs()})
+      if (needsGrad(operand))
+        k.backward.push_back(kernel);
+    return k;
+  }
+  if (auto attn = dyn_cast<AttentionOp>(op)) {
+    auto q = cast<RankedTensorType>(attn.getQuery().getType());
+    auto key = cast<RankedTensorType>(attn.getKey().getType());
+    auto v = cast<RankedTensorType>(attn.getValue().getType());
+    int64_t r = q.getRank();
+    int64_t sq = q.getDimSize(r - 2), d = q.getDimSize(r - 1);
+    int64_t sk = key.getDimSize(r - 2), dv = v.getDimSize(r - 1);
+    int64_t batch = q.getNumElements() / (sq * d);
+    int64_t pairs = attentionPairs(sq, sk, attn.getCausal());
+    // Scores Q·Kᵀ and the weighted sum P·V, never materializing P.
+    Kernel kernel{2 * batch * pairs * (d + dv), io};
+    k.forward.push_back(kernel);
+    // Backward recomputes P and forms dV, dP, dQ, dK: five products to the
+    // forward's two.
+    if (anyGrad)
+      k.backward.push_back({kernel.flops * 5 / 2, 2 * io});
+    return k;
+  }
+  int64_t elements = 0;
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    elements = numel(reduce->getOperand(0));
+  else if (op->getNumResults())
+    elements = numel(op->getResult(0));
+  Kernel kernel{elements * flopsPerElement(op), io};
+  if (auto gather = dyn_cast<GatherOp>(op))
+    kernel.traffic = bytesOf(op->getOperand(1).getType()) +
+                     2 * bytesOf(gather.getResult().getType());
+  k.forward.push_back(kernel);
+  // The gradient reads the result's gradient and the saved inputs and
+  // writes the inputs' gradients: about twice the work and traffic.
+  if (anyGrad)
+    k.backward.push_back({2 * kernel.flops, 2 * kernel.traffic});
+  return k;
+}
+
+Type computeType(Operation *op) {
+  for (Value v : op->getOperands())
+    if (auto t = dyn_cast<RankedTensorType>(v.getType());
+        t && isa<FloatType>(t.getElementType()))
+      return t.getElementType();
+  if (op->getNumResults())
+    if (auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType()))
+      return t.getElementType();
+  return Float32Type::get(op->getContext());
+}
+
+/// Peak bytes of the body's intermediate values, each live from its op to
+/// its last use; views are counted like copies, an upper bound.
+int64_t peakWorkBytes(Block &body) {
+  llvm::DenseMap<Operation *, unsigned> position;
+  for (auto [i, op] : llvm::enumerate(body))
+    position[&op] = i;
+  std::vector<int64_t> freedAt(body.getOperations().size() + 1, 0);
+  int64_t live = 0, peak = 0;
+  for (auto [i, op] : llvm::enumerate(body)) {
+    for (Value result : op.getResults()) {
+      unsigned last = i;
+      for (Operation *user : result.getUsers())
+        last =
+            std::max(last, position.lookup(body.findAncestorOpInBlock(*user)));
+      live += bytesOf(result.getType());
+      freedAt[last] += bytesOf(result.getType());
+    }
+    peak = std::max(peak, live);
+    live -= freedAt[i];
+  }
+  return peak;
+}
+
+double kernelMs(const Kernel &kernel, double flopsPerSecond,
+                const HardwareProfile &hw) {
+  double seconds = std::max(kernel.flops / flopsPerSecond,
+                            kernel.traffic / hw.bytesPerSecond());
+  return seconds * 1e3 + hw.launchUs * 1e-3;
+}
+
+} // namespace
+
+FailureOr<std::vector<LayerCost>>
+mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
+                            const MeasuredProfile *measured, bool strict) {
+  // Values that need a gradient: trainable parameters and everything
+  // computed from one in a float type.
+  llvm::DenseSet<Value> needs;
+  auto needsGrad = [&](Value v) { return needs.contains(v); };
+  auto propagate = [&](Operation *op) {
+    if (!llvm::any_of(op->getOperands(), needsGrad))
+      return;
+    for (Value r : op->getResults())
+      if (isa<FloatType>(getElementTypeOrSelf(r.getType())))
+        needs.insert(r);
+  };
+
+  std::vector<LayerCost> costs;
+  for (Operation &op : func.getBody().getOps()) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      if (param.getTrainable())
+        needs.insert(param.getResult());
+      continue;
+    }
+    auto layer = dyn_cast<LayerOp>(op);
+    if (!layer) {
+      propagate(&op);
+      continue;
+    }
+    if (layer.getRole() != LayerRole::forward)
+      return layer.emitOpError()
+             << "has role " << stringifyLayerRole(layer.getRole())
+             << "; layer costs are computed on the forward graph, so run "
+                "the cost analysis before rp-autodiff";
+
+    LayerCost cost;
+    cost.name = layer.getName().str();
+    Block &body = layer.getBody().front();
+    llvm::StringSet<> params;
+    for (auto [operand, arg] :
+         llvm::zip(layer.getInputs(), body.getArguments())) {
+      if (needs.contains(operand))
+        needs.insert(arg);
+      int64_t bytes = bytesOf(operand.getType());
+      if (auto param = operand.getDefiningOp<ParamOp>()) {
+        if (!params.insert(param.getName()).second)
+          continue;
+        cost.paramBytes += bytes;
+        if (param.getTrainable())
+          cost.gradBytes += bytes;
+      } else {
+        cost.actInBytes += bytes;
+      }
+    }
+    for (Type t : layer.getResultTypes())
+      cost.actOutBytes += bytesOf(t);
+
+    for (Operation &inner : body.without_terminator()) {
+      if (isa<ConstantOp>(inner))
+        continue;
+      OpKernels kernels = kernelsOf(&inner, needsGrad);
+      propagate(&inner);
+      Type type = computeType(&inner);
+      FailureOr<double> rate = hw.flopsPerSecond(type);
+      if (failed(rate))
+        return inner.emitOpError()
+               << "computes in " << type << " but hardware profile '" << hw.name
+               << "' gives no rate for it; add it to \"tflops\"";
+      for (const Kernel &k : kernels.forward) {
+        cost.forwardFlops += k.flops;
+        cost.forwardTraffic += k.traffic;
+        cost.forwardMs += kernelMs(k, *rate, hw);
+        ++cost.kernels;
+      }
+      for (const Kernel &k : kernels.backward) {
+        cost.backwardFlops += k.flops;
+        cost.backwardTraffic += k.traffic;
+        cost.backwardMs += kernelMs(k, *rate, hw);
+      }
+    }
+    Operation *yield = body.getTerminator();
+    for (auto [result, value] :
+         llvm::zip(layer.getResults(), yield->getOperands()))
+      if (needs.contains(value))
+        needs.insert(result);
+    cost.workBytes = peakWorkBytes(body);
+    cost.recomputeMs = cost.forwardMs;
+    cost.uploadMs = cost.paramBytes / (hw.h2dGBps * 1e9) * 1e3;
+    cost.downloadMs = cost.gradBytes / (hw.d2hGBps * 1e9) * 1e3;
+    costs.push_back(std::move(cost));
+  }
+  if (costs.empty())
+    return func.emitOpError()
+           << "has no rp.layer ops; group the graph into layers first "
+              "(rp-group-layers)";
+
+  if (!measured)
+    return costs;
+  if (!measured->hw.empty() && measured->hw != hw.name)
+    return func.emitOpError()
+           << "measured profile was taken on '" << measured->hw
+           << "' but costs are computed for '" << hw.name
+           << "'; use the same hardware profile or measure again";
+  for (const std::string &name : measured->order) {
+    auto it = llvm::find_if(costs,
+                            [&](const LayerCost &c) { return c.name == name; });
+    if (it == costs.end() && !strict)
+      continue;
+    if (it == costs.end())
+      return func.emitOpError()
+             << "measured profile names layer '" << name
+             << "', which this graph does not have; was it measured on "
+                "another model or with other layer names?";
+    const MeasuredLayer &m = measured->layers.lookup(name);
+    if (m.forwardMs)
+      it->forwardMs = it->recomputeMs = *m.forwardMs;
+    if (m.recomputeMs)
+      it->recomputeMs = *m.recomputeMs;
+    if (m.backwardMs)
+      it->backwardMs = *m.backwardMs;
+    it->measured = true;
+  }
+  return costs;
+}

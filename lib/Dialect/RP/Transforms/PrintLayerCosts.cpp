@@ -1,0 +1,112 @@
+//===- PrintLayerCosts.cpp - rp-print-layer-costs -------------------------===//
+//
+// Shows the layer cost analysis, for people and for lit tests; the
+// partitioner reads the same analysis directly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Dialect/RP/RPPasses.h"
+
+#include "rp/Analysis/LayerCost.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::rp {
+#define GEN_PASS_DEF_PRINTLAYERCOSTSPASS
+#include "rp/Dialect/RP/RPPasses.h.inc"
+} // namespace mlir::rp
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+void printCost(llvm::raw_ostream &os, const LayerCost &c) {
+  os << "layer \"" << c.name << "\" forward_flops=" << c.forwardFlops
+     << " recompute_flops=" << c.recomputeFlops()
+     << " backward_flops=" << c.backwardFlops
+     << " forward_traffic=" << c.forwardTraffic
+     << " backward_traffic=" << c.backwardTraffic
+     << " param_bytes=" << c.paramBytes << " grad_bytes=" << c.gradBytes
+     << " act_in_bytes=" << c.actInBytes << " act_out_bytes=" << c.actOutBytes
+     << " work_bytes=" << c.workBytes << " kernels=" << c.kernels
+     << llvm::format(" forward_ms=%.6g recompute_ms=%.6g backward_ms=%.6g "
+                     "upload_ms=%.6g download_ms=%.6g",
+                     c.forwardMs, c.recomputeMs, c.backwardMs, c.uploadMs,
+                     c.downloadMs)
+     << " source=" << (c.measured ? "measured" : "model") << "\n";
+}
+
+struct PrintLayerCostsPass
+    : rp::impl::PrintLayerCostsPassBase<PrintLayerCostsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    FailureOr<HardwareProfile> profile = loadHardwareProfile(hw, context);
+    if (failed(profile))
+      return signalPassFailure();
+    std::optional<MeasuredProfile> times;
+    if (!measured.empty()) {
+      FailureOr<MeasuredProfile> loaded =
+          loadMeasuredProfile(measured, context);
+      if (failed(loaded))
+        return signalPassFailure();
+      times = std::move(*loaded);
+    }
+    llvm::raw_ostream &os = llvm::outs();
+    bool any = false;
+    llvm::StringSet<> found;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal() || func.getOps<LayerOp>().empty())
+        continue;
+      any = true;
+      FailureOr<std::vector<LayerCost>> costs = analyzeLayerCosts(
+          func, *profile, times ? &*times : nullptr, /*strict=*/false);
+      if (failed(costs))
+        return signalPassFailure();
+      for (const LayerCost &c : *costs)
+        found.insert(c.name);
+      os << "costs @" << func.getSymName() << " hw=" << profile->name
+         << " layers=" << costs->size() << "\n";
+      LayerCost total;
+      for (const LayerCost &c : *costs) {
+        printCost(os, c);
+        total.forwardFlops += c.forwardFlops;
+        total.backwardFlops += c.backwardFlops;
+        total.paramBytes += c.paramBytes;
+        total.gradBytes += c.gradBytes;
+        total.forwardMs += c.forwardMs;
+        total.backwardMs += c.backwardMs;
+      }
+      os << "total forward_flops=" << total.forwardFlops
+         << " backward_flops=" << total.backwardFlops
+         << " param_bytes=" << total.paramBytes
+         << " grad_bytes=" << total.gradBytes
+         << llvm::format(" forward_ms=%.6g backward_ms=%.6g\n", total.forwardMs,
+                         total.backwardMs);
+    }
+    os.flush();
+    if (!any) {
+      getOperation().emitError()
+          << "no function has rp.layer ops; group the graph into layers "
+             "first (rp-group-layers)";
+      return signalPassFailure();
+    }
+    // A measured layer no function has is a profile of another model.
+    for (const std::string &name :
+         times ? times->order : std::vector<std::string>())
+      if (!found.contains(name)) {
+        getOperation().emitError()
+            << "measured profile names layer '" << name
+            << "', which this graph does not have; was it measured on "
+               "another model or with other layer names?";
+        return signalPassFailure();
+      }
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

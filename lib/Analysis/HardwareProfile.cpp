@@ -232,3 +232,20 @@ FailureOr<MeasuredProfile> mlir::rp::loadMeasuredProfile(StringRef path,
   }
   return profile;
 }
+
+FailureOr<CostInputs> mlir::rp::loadCostInputs(StringRef hw,
+                                               StringRef measuredPath,
+                                               MLIRContext *context) {
+  FailureOr<HardwareProfile> profile = loadHardwareProfile(hw, context);
+  if (failed(profile))
+    return failure();
+  CostInputs inputs{std::move(*profile), std::nullopt};
+  if (!measuredPath.empty()) {
+    FailureOr<MeasuredProfile> times =
+        loadMeasuredProfile(measuredPath, context);
+    if (failed(times))
+      return failure();
+    inputs.measured = std::move(*times);
+  }
+  return inputs;
+}

@@ -171,7 +171,8 @@ mlir::rp::assignLayersByStructure(func::FuncOp func) {
   cuts.push_back(ops.size());
   SmallVector<std::string> sigs;
   for (size_t s = 0; s + 1 < cuts.size(); ++s)
-    sigs.push_back(signature(ArrayRef(ops).slice(cuts[s], cuts[s + 1] - cuts[s])));
+    sigs.push_back(
+        signature(ArrayRef(ops).slice(cuts[s], cuts[s + 1] - cuts[s])));
   // The longest run of identical groups of `period` segments; ties go to
   // the shorter period (finer layers).
   size_t m = sigs.size(), bestStart = 0, bestPeriod = 0, bestRun = 0;
@@ -214,10 +215,10 @@ LogicalResult mlir::rp::verifyLayerOrder(func::FuncOp func,
       auto it = def ? a.layerOf.find(def) : a.layerOf.end();
       if (it != a.layerOf.end() && it->second > layer) {
         if (emit) {
-          InFlightDiagnostic diag =
-              op.emitOpError("in layer '")
-              << a.names[layer] << "' reads a value of the later layer '"
-              << a.names[it->second] << "'";
+          InFlightDiagnostic diag = op.emitOpError("in layer '")
+                                    << a.names[layer]
+                                    << "' reads a value of the later layer '"
+                                    << a.names[it->second] << "'";
           diag.attachNote(def->getLoc()) << "the value is computed here";
         }
         return failure();

@@ -72,6 +72,16 @@ struct MeasuredProfile {
 FailureOr<MeasuredProfile> loadMeasuredProfile(llvm::StringRef path,
                                                MLIRContext *context);
 
+/// What the cost passes take: a profile and, when `measuredPath` is not
+/// empty, measured per-layer times.
+struct CostInputs {
+  HardwareProfile hw;
+  std::optional<MeasuredProfile> measured;
+};
+FailureOr<CostInputs> loadCostInputs(llvm::StringRef hw,
+                                     llvm::StringRef measuredPath,
+                                     MLIRContext *context);
+
 } // namespace mlir::rp
 
 #endif // RP_ANALYSIS_HARDWAREPROFILE_H

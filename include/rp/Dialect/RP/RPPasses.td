@@ -345,4 +345,39 @@ def PrintLayerCostsPass : Pass<"rp-print-layer-costs", "::mlir::ModuleOp"> {
   ];
 }
 
+def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
+  let summary = "prints the pipeline stages a partitioner cuts the layers into";
+  let description = [{
+    Runs the layer cost analysis and a partitioner on every function with
+    layers and prints its stage lists: forward stages ascending, the fused
+    tail, backward stages from deep to shallow, each as inclusive layer
+    index ranges and sizes, with the bottleneck and the proxy cost. The IR
+    is unchanged.
+
+    The partitioner is RoundPipe's procedure (reference/roundpipe.md §3),
+    the baseline rp's own partitioner is measured against. The per-stage byte cap is half of
+    `weight-budget` times the profile's device memory (the running and the
+    prefetched stage are resident together), or `stage-bytes` when given.
+
+    ```
+    partition @main partitioner=roundpipe layers=6 stages=5 ...
+    forward sizes=5 ranges=0-4
+    tail sizes=1 ranges=5-5
+    backward sizes=1,2,2 ranges=4-4 2-3 0-1
+    ```
+  }];
+  let options = [
+    Option<"hw", "hw", "std::string", "\"rtx4090\"",
+           "hardware profile: a shipped name or a JSON file">,
+    Option<"measured", "measured", "std::string", "\"\"",
+           "measured per-layer times (JSON) that override the model">,
+    Option<"devices", "devices", "unsigned", "8",
+           "GPUs the stages are dispatched over (RoundPipe's min_stages)">,
+    Option<"weightBudget", "weight-budget", "double", "0.6",
+           "share of device memory for weights and gradients">,
+    Option<"stageBytes", "stage-bytes", "int64_t", "0",
+           "per-stage byte cap; 0 derives it from the profile">
+  ];
+}
+
 #endif // RP_DIALECT_RP_RPPASSES_TD

@@ -44,18 +44,10 @@ struct PrintLayerCostsPass
   using Base::Base;
 
   void runOnOperation() override {
-    MLIRContext *context = &getContext();
-    FailureOr<HardwareProfile> profile = loadHardwareProfile(hw, context);
-    if (failed(profile))
+    FailureOr<CostInputs> inputs = loadCostInputs(hw, measured, &getContext());
+    if (failed(inputs))
       return signalPassFailure();
-    std::optional<MeasuredProfile> times;
-    if (!measured.empty()) {
-      FailureOr<MeasuredProfile> loaded =
-          loadMeasuredProfile(measured, context);
-      if (failed(loaded))
-        return signalPassFailure();
-      times = std::move(*loaded);
-    }
+    const std::optional<MeasuredProfile> &times = inputs->measured;
     llvm::raw_ostream &os = llvm::outs();
     bool any = false;
     llvm::StringSet<> found;
@@ -64,12 +56,12 @@ struct PrintLayerCostsPass
         continue;
       any = true;
       FailureOr<std::vector<LayerCost>> costs = analyzeLayerCosts(
-          func, *profile, times ? &*times : nullptr, /*strict=*/false);
+          func, inputs->hw, times ? &*times : nullptr, /*strict=*/false);
       if (failed(costs))
         return signalPassFailure();
       for (const LayerCost &c : *costs)
         found.insert(c.name);
-      os << "costs @" << func.getSymName() << " hw=" << profile->name
+      os << "costs @" << func.getSymName() << " hw=" << inputs->hw.name
          << " layers=" << costs->size() << "\n";
       LayerCost total;
       for (const LayerCost &c : *costs) {

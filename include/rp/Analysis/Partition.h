@@ -1,0 +1,64 @@
+//===- Partition.h - cutting layers into pipeline stages --------*- C++ -*-===//
+//
+// A partition is RoundPipe's execution plan: an ascending list of forward
+// stages over layers [0, k), a fused tail [k, L) that runs forward, loss and
+// backward without recompute, and a list of backward stages over [0, k)
+// from deep to shallow. Forward and backward lists are cut independently
+// (asymmetric): recompute plus backward costs about three forwards, so
+// backward stages hold fewer layers. Every stage's weights (and, for
+// backward stages, gradients) fit one per-stage cap: half the device's
+// weight budget, since the running stage and the prefetched one are
+// resident together.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_ANALYSIS_PARTITION_H
+#define RP_ANALYSIS_PARTITION_H
+
+#include "rp/Analysis/LayerCost.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace mlir::rp {
+
+/// Layers [begin, end) in program order.
+struct StageRange {
+  unsigned begin = 0, end = 0;
+  unsigned size() const { return end - begin; }
+  bool operator==(const StageRange &o) const {
+    return begin == o.begin && end == o.end;
+  }
+};
+
+struct Partition {
+  std::vector<StageRange> forward;  // ascending
+  StageRange tail;                  // the fused last stage
+  std::vector<StageRange> backward; // deep to shallow, the tail excluded
+  /// The bottleneck W the stages were cut under, and RoundPipe's proxy for
+  /// the iteration time, max(stages, minStages) * W.
+  double bottleneckMs = 0;
+  double proxyCostMs = 0;
+  /// The per-stage byte cap used (raised when one layer exceeds it).
+  int64_t stageBytes = 0;
+
+  unsigned numStages() const { return forward.size() + 1 + backward.size(); }
+};
+
+/// RoundPipe's procedure (reference/roundpipe.md §3): candidate bottlenecks
+/// are the sums of contiguous layer runs between the largest layer time and
+/// 1.1 times it; for each, cut the tail, the forward list (from the deepest
+/// layer down, so the first stage takes the remainder) and the backward
+/// list greedily, and keep the candidate with the least proxy cost. Layer
+/// times are the recompute time (forward) and recompute plus backward.
+/// A layer larger than `stageBytes` raises the cap to its size, as
+/// RoundPipe does; `raisedFor` names it then.
+Partition partitionRoundPipe(llvm::ArrayRef<LayerCost> layers,
+                             int64_t stageBytes, unsigned minStages,
+                             std::string *raisedFor = nullptr);
+
+} // namespace mlir::rp
+
+#endif // RP_ANALYSIS_PARTITION_H

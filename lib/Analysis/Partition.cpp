@@ -1,0 +1,125 @@
+//===- Partition.cpp - RoundPipe's stage partitioning ---------------------===//
+
+#include "rp/Analysis/Partition.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+/// RoundPipe accepts bottlenecks up to 10% above the largest layer.
+constexpr double kUpperThreshold = 1.1;
+
+struct LayerLoad {
+  double f, g;     // recompute, recompute + backward
+  int64_t sz, bsz; // weights; weights and gradients
+};
+
+/// Cuts `order` (layer indices in walk order) greedily: a new stage opens
+/// when adding a layer would pass `w` or the byte cap.
+std::vector<StageRange> cutGreedy(llvm::ArrayRef<LayerLoad> loads,
+                                  llvm::ArrayRef<unsigned> order, double w,
+                                  int64_t cap, bool backwardLoad) {
+  std::vector<StageRange> stages;
+  double time = 0;
+  int64_t bytes = 0;
+  for (unsigned l : order) {
+    double t = backwardLoad ? loads[l].g : loads[l].f;
+    int64_t b = backwardLoad ? loads[l].bsz : loads[l].sz;
+    if (stages.empty() || time + t > w || bytes + b > cap) {
+      stages.push_back({l, l + 1});
+      time = t;
+      bytes = b;
+      continue;
+    }
+    // Walks go either way; a stage is the contiguous span of its layers.
+    StageRange &s = stages.back();
+    s = {std::min(s.begin, l), std::max(s.end, l + 1)};
+    time += t;
+    bytes += b;
+  }
+  return stages;
+}
+
+} // namespace
+
+Partition mlir::rp::partitionRoundPipe(llvm::ArrayRef<LayerCost> layers,
+                                       int64_t stageBytes, unsigned minStages,
+                                       std::string *raisedFor) {
+  std::vector<LayerLoad> loads;
+  double wMax = 0;
+  for (const LayerCost &c : layers) {
+    LayerLoad load{c.recomputeMs, c.recomputeMs + c.backwardMs, c.paramBytes,
+                   c.paramBytes + c.gradBytes};
+    wMax = std::max({wMax, load.f, load.g});
+    if (load.bsz > stageBytes) {
+      stageBytes = load.bsz;
+      if (raisedFor)
+        *raisedFor = c.name;
+    }
+    loads.push_back(load);
+  }
+
+  // Candidate bottlenecks: contiguous run sums in [wMax, 1.1 wMax].
+  std::vector<double> candidates;
+  for (bool backwardLoad : {false, true})
+    for (unsigned start = 0; start < loads.size(); ++start) {
+      double sum = 0;
+      for (unsigned l = start; l < loads.size(); ++l) {
+        sum += backwardLoad ? loads[l].g : loads[l].f;
+        if (sum > kUpperThreshold * wMax)
+          break;
+        if (sum >= wMax)
+          candidates.push_back(sum);
+      }
+    }
+  llvm::sort(candidates);
+  candidates.erase(std::unique(candidates.begin(), candidates.end()),
+                   candidates.end());
+
+  unsigned numLayers = loads.size();
+  Partition best;
+  bool found = false;
+  for (double w : candidates) {
+    Partition p;
+    p.bottleneckMs = w;
+    p.stageBytes = stageBytes;
+    // The fused tail takes layers from the end while they fit.
+    unsigned k = numLayers;
+    double time = 0;
+    int64_t bytes = 0;
+    while (k > 0 && time + loads[k - 1].g <= w &&
+           bytes + loads[k - 1].bsz <= stageBytes) {
+      --k;
+      time += loads[k].g;
+      bytes += loads[k].bsz;
+    }
+    if (k == numLayers)
+      continue; // cannot happen for w >= wMax; kept for safety
+    p.tail = {k, numLayers};
+
+    std::vector<unsigned> down, up;
+    for (unsigned l = 0; l < k; ++l)
+      up.push_back(l);
+    down.assign(up.rbegin(), up.rend());
+    // Forward: from the deepest layer down, so the first stage takes the
+    // remainder; then ascending.
+    p.forward = cutGreedy(loads, down, w, stageBytes, /*backwardLoad=*/false);
+    std::reverse(p.forward.begin(), p.forward.end());
+    // Backward: from layer 0 up, then deep to shallow, so the deepest stage
+    // takes the remainder.
+    p.backward = cutGreedy(loads, up, w, stageBytes, /*backwardLoad=*/true);
+    std::reverse(p.backward.begin(), p.backward.end());
+
+    p.proxyCostMs = std::max(p.numStages(), minStages) * w;
+    if (!found || p.proxyCostMs < best.proxyCostMs) {
+      best = std::move(p);
+      found = true;
+    }
+  }
+  return best;
+}

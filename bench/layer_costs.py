@@ -6,7 +6,8 @@ For Qwen3-1.7B, Llama-3.1-8B and Qwen3-32B (graphs from rp.shapes, no
 weights) prints, per model: parameters, forward and backward TFLOPs of one
 microbatch, the modelled forward + recompute + backward time of a decoder
 layer next to the time to upload its weights over PCIe (RoundPipe's
-argument for streaming weights: compute must cover the transfer), and the
+argument for streaming weights: compute must cover the transfer), the stage
+lists of RoundPipe's partitioner on --devices GPUs, and the
 time rp-opt takes to verify the graph and cost it, side by side with
 verifying alone (the baseline), as a ratio.
 """
@@ -38,6 +39,7 @@ def main():
     parser.add_argument("--hw", default="rtx4090")
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--devices", type=int, default=8)
     args = parser.parse_args()
     print(f"hw={args.hw} batch={args.batch} seq={args.seq} dtype=bf16")
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,6 +65,15 @@ def main():
                   f"compute/upload {step(layer) / float(layer['upload_ms']):.2f}")
             print(f"  head: fwd+bwd {float(head['forward_ms']) + float(head['backward_ms']):.2f} ms "
                   f"= {(float(head['forward_ms']) + float(head['backward_ms'])) / (float(layer['forward_ms']) + float(layer['backward_ms'])):.2f} decoder layers")
+            _, part = timed([RP_OPT, path, f"--rp-print-partition=hw={args.hw} "
+                             f"devices={args.devices}", "-o", os.devnull])
+            lines = part.strip().splitlines()
+            head_line = dict(re.findall(r"(\w+)=([0-9.e+-]+)", lines[0]))
+            sizes = {l.split()[0]: l.split()[1][len("sizes="):] for l in lines[1:]}
+            print(f"  roundpipe partition on {args.devices} devices: forward "
+                  f"{sizes['forward']} | tail {sizes['tail']} | backward "
+                  f"{sizes['backward']}; W {float(head_line['bottleneck_ms']):.1f} ms, "
+                  f"proxy {float(head_line['proxy_cost_ms']):.0f} ms")
             print(f"  rp-opt verify+costs {full * 1e3:.0f} ms vs verify alone "
                   f"{base * 1e3:.0f} ms (ratio {full / base:.2f})")
 

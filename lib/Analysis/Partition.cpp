@@ -3,6 +3,8 @@
 #include "rp/Analysis/Partition.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 
@@ -122,4 +124,106 @@ Partition mlir::rp::partitionRoundPipe(llvm::ArrayRef<LayerCost> layers,
     }
   }
   return best;
+}
+
+namespace {
+
+/// "A,B,C" into sizes; false on anything but positive integers.
+bool parseSizes(StringRef list, std::vector<unsigned> &sizes) {
+  list = list.trim();
+  if (list.empty())
+    return true;
+  llvm::SmallVector<StringRef> parts;
+  list.split(parts, ',');
+  for (StringRef part : parts) {
+    unsigned n;
+    if (part.trim().getAsInteger(10, n) || n == 0)
+      return false;
+    sizes.push_back(n);
+  }
+  return true;
+}
+
+unsigned sum(llvm::ArrayRef<unsigned> sizes) {
+  unsigned total = 0;
+  for (unsigned n : sizes)
+    total += n;
+  return total;
+}
+
+} // namespace
+
+FailureOr<Partition>
+mlir::rp::parseStages(StringRef spec, unsigned numLayers,
+                      llvm::function_ref<InFlightDiagnostic()> emit) {
+  auto [fwdPart, bwdPart] = spec.split(';');
+  std::vector<unsigned> fwd, bwd;
+  StringRef fwdList = fwdPart.trim(), bwdList = bwdPart.trim();
+  if (!fwdList.consume_front("fwd:") || !bwdList.consume_front("bwd:") ||
+      !parseSizes(fwdList, fwd) || !parseSizes(bwdList, bwd))
+    return emit() << "cannot read stages '" << spec
+                  << "': expected fwd:A,B,...;bwd:X,Y,... with positive "
+                     "layer counts (the backward list starts with the fused "
+                     "tail)";
+  if (bwd.empty())
+    return emit() << "stages '" << spec
+                  << "' have no backward list; its first entry is the fused "
+                     "tail, which every training step needs";
+  if (sum(bwd) != numLayers || sum(fwd) + bwd.front() != numLayers)
+    return emit() << "stages '" << spec << "' do not cover the " << numLayers
+                  << " layers: the backward sizes add up to " << sum(bwd)
+                  << " and the forward sizes plus the tail (" << bwd.front()
+                  << ") to " << sum(fwd) + bwd.front() << "; both must be "
+                  << numLayers;
+  Partition p;
+  unsigned next = 0;
+  for (unsigned n : fwd) {
+    p.forward.push_back({next, next + n});
+    next += n;
+  }
+  p.tail = {next, numLayers};
+  unsigned end = next;
+  for (unsigned n : llvm::ArrayRef(bwd).drop_front()) {
+    p.backward.push_back({end - n, end});
+    end -= n;
+  }
+  return p;
+}
+
+std::string mlir::rp::formatStages(const Partition &p) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "fwd:";
+  llvm::interleave(
+      p.forward, os, [&](const StageRange &s) { os << s.size(); }, ",");
+  os << ";bwd:" << p.tail.size();
+  for (const StageRange &s : p.backward)
+    os << "," << s.size();
+  return text;
+}
+
+int64_t mlir::rp::stageBytes(const StageRange &s,
+                             llvm::ArrayRef<LayerCost> layers,
+                             bool withGradients) {
+  int64_t bytes = 0;
+  for (unsigned l = s.begin; l < s.end; ++l)
+    bytes += layers[l].paramBytes + (withGradients ? layers[l].gradBytes : 0);
+  return bytes;
+}
+
+void mlir::rp::scorePartition(Partition &p, llvm::ArrayRef<LayerCost> layers,
+                              unsigned minStages) {
+  auto time = [&](const StageRange &s, bool backward) {
+    double t = 0;
+    for (unsigned l = s.begin; l < s.end; ++l)
+      t += layers[l].recomputeMs + (backward ? layers[l].backwardMs : 0);
+    return t;
+  };
+  double w = time(p.tail, true);
+  for (const StageRange &s : p.forward)
+    w = std::max(w, time(s, false));
+  for (const StageRange &s : p.backward)
+    w = std::max(w, time(s, true));
+  p.bottleneckMs = w;
+  p.proxyCostMs = std::max(p.numStages(), minStages) * w;
 }

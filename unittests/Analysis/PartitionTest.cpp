@@ -2,6 +2,8 @@
 
 #include "rp/Analysis/Partition.h"
 
+#include "mlir/IR/MLIRContext.h"
+
 #include <gtest/gtest.h>
 
 using namespace mlir::rp;
@@ -103,6 +105,37 @@ TEST(PartitionTest, IsDeterministic) {
   EXPECT_EQ(a.backward, b.backward);
   EXPECT_EQ(a.tail, b.tail);
   EXPECT_EQ(a.proxyCostMs, b.proxyCostMs);
+}
+
+} // namespace
+
+namespace {
+
+TEST(PartitionTest, StagesRoundTripThroughTheirTextForm) {
+  mlir::MLIRContext context;
+  std::vector<std::string> errors;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    errors.push_back(d.str());
+    return mlir::success();
+  });
+  auto emit = [&] { return mlir::emitError(mlir::UnknownLoc::get(&context)); };
+  mlir::FailureOr<Partition> p = parseStages("fwd:3,4;bwd:2,1,2,4", 9, emit);
+  ASSERT_TRUE(mlir::succeeded(p));
+  EXPECT_EQ(p->forward, (std::vector<StageRange>{{0, 3}, {3, 7}}));
+  EXPECT_EQ(p->tail, (StageRange{7, 9}));
+  EXPECT_EQ(p->backward, (std::vector<StageRange>{{6, 7}, {4, 6}, {0, 4}}));
+  EXPECT_EQ(formatStages(*p), "fwd:3,4;bwd:2,1,2,4");
+
+  // A tail over every layer leaves the forward list empty.
+  mlir::FailureOr<Partition> all = parseStages("fwd:;bwd:9", 9, emit);
+  ASSERT_TRUE(mlir::succeeded(all));
+  EXPECT_TRUE(all->forward.empty());
+  EXPECT_EQ(formatStages(*all), "fwd:;bwd:9");
+
+  EXPECT_TRUE(mlir::failed(parseStages("fwd:3,4;bwd:3,6", 9, emit)));
+  EXPECT_TRUE(mlir::failed(parseStages("bwd:9;fwd:", 9, emit)));
+  EXPECT_TRUE(mlir::failed(parseStages("fwd:;bwd:", 9, emit)));
+  EXPECT_EQ(errors.size(), 3u);
 }
 
 } // namespace

@@ -59,6 +59,26 @@ Partition partitionRoundPipe(llvm::ArrayRef<LayerCost> layers,
                              int64_t stageBytes, unsigned minStages,
                              std::string *raisedFor = nullptr);
 
+/// Parses a user-given partition, DESIGN.md's `fwd:A,B,...;bwd:X,Y,...`:
+/// forward stage sizes from the first layer; backward sizes in execution
+/// order, the first being the fused tail, which the forward list leaves
+/// out. Errors say what is wrong and what the sizes must add up to.
+FailureOr<Partition> parseStages(llvm::StringRef spec, unsigned numLayers,
+                                 llvm::function_ref<InFlightDiagnostic()> emit);
+
+/// The same partition in `--stages=` form.
+std::string formatStages(const Partition &p);
+
+/// Fills the bottleneck (the slowest stage) and RoundPipe's proxy cost of a
+/// partition made elsewhere, so that partitions can be compared.
+void scorePartition(Partition &p, llvm::ArrayRef<LayerCost> layers,
+                    unsigned minStages);
+
+/// The bytes stage `s` keeps on the device: weights, plus gradients for the
+/// tail and backward stages.
+int64_t stageBytes(const StageRange &s, llvm::ArrayRef<LayerCost> layers,
+                   bool withGradients);
+
 } // namespace mlir::rp
 
 #endif // RP_ANALYSIS_PARTITION_H

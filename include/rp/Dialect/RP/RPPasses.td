@@ -358,6 +358,9 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     the baseline rp's own partitioner is measured against. The per-stage byte cap is half of
     `weight-budget` times the profile's device memory (the running and the
     prefetched stage are resident together), or `stage-bytes` when given.
+    `stages=fwd:A,B,...;bwd:X,Y,...` checks and scores a user partition
+    instead (a stage over the cap is an error); every partition is also
+    printed in that form.
 
     ```
     partition @main partitioner=roundpipe layers=6 stages=5 ...
@@ -376,7 +379,10 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     Option<"weightBudget", "weight-budget", "double", "0.6",
            "share of device memory for weights and gradients">,
     Option<"stageBytes", "stage-bytes", "int64_t", "0",
-           "per-stage byte cap; 0 derives it from the profile">
+           "per-stage byte cap; 0 derives it from the profile">,
+    Option<"stages", "stages", "std::string", "\"\"",
+           "a user partition, fwd:A,B,...;bwd:X,Y,... (DESIGN.md), checked "
+           "against the cap and scored instead of partitioning">
   ];
 }
 

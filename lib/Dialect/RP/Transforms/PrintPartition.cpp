@@ -37,6 +37,51 @@ struct PrintPartitionPass
     : rp::impl::PrintPartitionPassBase<PrintPartitionPass> {
   using Base::Base;
 
+  /// RoundPipe's partition, or the user's checked against the cap.
+  FailureOr<Partition> partition(func::FuncOp func,
+                                 llvm::ArrayRef<LayerCost> costs, int64_t cap) {
+    if (stages.empty()) {
+      std::string raisedFor;
+      Partition p = partitionRoundPipe(costs, cap, devices, &raisedFor);
+      if (!raisedFor.empty())
+        mlir::emitWarning(func.getLoc())
+            << "layer '" << raisedFor
+            << "' needs more than the per-stage cap of " << cap
+            << " bytes; the cap is raised to " << p.stageBytes
+            << " bytes (RoundPipe's rule); give more memory "
+               "to weights or train fewer of its parameters";
+      return p;
+    }
+    FailureOr<Partition> p = parseStages(
+        stages, costs.size(), [&] { return mlir::emitError(func.getLoc()); });
+    if (failed(p))
+      return failure();
+    p->stageBytes = cap;
+    auto check = [&](const StageRange &s, StringRef kind,
+                     bool withGradients) -> LogicalResult {
+      int64_t bytes = rp::stageBytes(s, costs, withGradients);
+      if (bytes <= cap)
+        return success();
+      return mlir::emitError(func.getLoc())
+             << kind << " stage of layers " << s.begin << "-" << s.end - 1
+             << " ('" << costs[s.begin].name << "' to '"
+             << costs[s.end - 1].name << "') needs " << bytes
+             << " bytes of weights" << (withGradients ? " and gradients" : "")
+             << ", over the per-stage cap of " << cap
+             << " bytes; split the stage or raise weight-budget";
+    };
+    for (const StageRange &s : p->forward)
+      if (failed(check(s, "forward", false)))
+        return failure();
+    if (failed(check(p->tail, "tail", true)))
+      return failure();
+    for (const StageRange &s : p->backward)
+      if (failed(check(s, "backward", true)))
+        return failure();
+    scorePartition(*p, costs, devices);
+    return p;
+  }
+
   void runOnOperation() override {
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
         stageBytes < 0) {
@@ -60,23 +105,20 @@ struct PrintPartitionPass
           func, inputs->hw, inputs->measured ? &*inputs->measured : nullptr);
       if (failed(costs))
         return signalPassFailure();
-      std::string raisedFor;
-      Partition p = partitionRoundPipe(*costs, cap, devices, &raisedFor);
-      if (!raisedFor.empty())
-        func.emitWarning() << "layer '" << raisedFor
-                           << "' needs more than the per-stage cap of " << cap
-                           << " bytes; the cap is raised to " << p.stageBytes
-                           << " bytes (RoundPipe's rule); give more memory "
-                              "to weights or train fewer of its parameters";
+      FailureOr<Partition> p = partition(func, *costs, cap);
+      if (failed(p))
+        return signalPassFailure();
       os << "partition @" << func.getSymName()
-         << " partitioner=roundpipe hw=" << inputs->hw.name
-         << " layers=" << costs->size() << " stages=" << p.numStages()
-         << " devices=" << devices << " stage_bytes=" << p.stageBytes
+         << " partitioner=" << (stages.empty() ? "roundpipe" : "user")
+         << " hw=" << inputs->hw.name << " layers=" << costs->size()
+         << " stages=" << p->numStages() << " devices=" << devices
+         << " stage_bytes=" << p->stageBytes
          << llvm::format(" bottleneck_ms=%.6g proxy_cost_ms=%.6g\n",
-                         p.bottleneckMs, p.proxyCostMs);
-      printStages(os, "forward", p.forward);
-      printStages(os, "tail", p.tail);
-      printStages(os, "backward", p.backward);
+                         p->bottleneckMs, p->proxyCostMs);
+      os << "stages=" << formatStages(*p) << "\n";
+      printStages(os, "forward", p->forward);
+      printStages(os, "tail", p->tail);
+      printStages(os, "backward", p->backward);
     }
     os.flush();
     markAllAnalysesPreserved();

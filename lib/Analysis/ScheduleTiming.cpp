@@ -1,0 +1,168 @@
+//===- ScheduleTiming.cpp - event-driven iteration time of a schedule -----===//
+
+#include "rp/Analysis/ScheduleTiming.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+using namespace mlir::rp;
+
+double Timing::bubbleFraction() const {
+  if (iterationMs <= 0 || computeBusyMs.empty())
+    return 0;
+  double busy = 0;
+  for (double b : computeBusyMs)
+    busy += b;
+  return 1 - busy / (computeBusyMs.size() * iterationMs);
+}
+
+std::optional<Timing> mlir::rp::estimateTiming(const Schedule &schedule,
+                                               std::string *stuck) {
+  const std::vector<Command> &cmds = schedule.commands;
+  // Queue order: each command also waits for its predecessor on its queue.
+  std::vector<std::vector<unsigned>> preds(cmds.size());
+  std::map<std::pair<unsigned, unsigned>, unsigned> lastOnQueue;
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    auto key =
+        std::make_pair(cmds[i].device, static_cast<unsigned>(cmds[i].queue));
+    auto it = lastOnQueue.find(key);
+    if (it != lastOnQueue.end())
+      preds[i].push_back(it->second);
+    lastOnQueue[key] = i;
+    for (unsigned w : cmds[i].waits)
+      if (w < cmds.size())
+        preds[i].push_back(w);
+  }
+  // Kahn's order over the wait graph; what is left over is in a cycle.
+  std::vector<unsigned> pending(cmds.size());
+  std::vector<std::vector<unsigned>> succs(cmds.size());
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    pending[i] = preds[i].size();
+    for (unsigned p : preds[i])
+      succs[p].push_back(i);
+  }
+  std::vector<unsigned> ready;
+  for (unsigned i = 0; i < cmds.size(); ++i)
+    if (pending[i] == 0)
+      ready.push_back(i);
+  Timing t;
+  t.start.assign(cmds.size(), 0);
+  t.end.assign(cmds.size(), 0);
+  t.computeBusyMs.assign(schedule.devices, 0);
+  unsigned done = 0;
+  while (!ready.empty()) {
+    unsigned i = ready.back();
+    ready.pop_back();
+    ++done;
+    double start = 0;
+    for (unsigned p : preds[i])
+      start = std::max(start, t.end[p]);
+    t.start[i] = start;
+    t.end[i] = start + cmds[i].ms;
+    t.iterationMs = std::max(t.iterationMs, t.end[i]);
+    if (cmds[i].queue == Queue::compute && cmds[i].device < schedule.devices)
+      t.computeBusyMs[cmds[i].device] += cmds[i].ms;
+    for (unsigned s : succs[i])
+      if (--pending[s] == 0)
+        ready.push_back(s);
+  }
+  if (done != cmds.size()) {
+    if (stuck)
+      for (unsigned i = 0; i < cmds.size(); ++i)
+        if (pending[i] != 0) {
+          *stuck = cmds[i].label;
+          break;
+        }
+    return std::nullopt;
+  }
+  return t;
+}
+
+namespace {
+
+/// Forward and backward compute commands of stage s, microbatch m, with the
+/// pipeline dependencies: forward after the previous stage's forward,
+/// backward after the next stage's backward (or this stage's forward on
+/// the last stage).
+struct StaticPipeline {
+  Schedule schedule;
+  std::vector<std::vector<unsigned>> fwd, bwd; // [stage][mb]
+  unsigned stages, microbatches;
+  double forwardMs, backwardMs;
+
+  StaticPipeline(unsigned p, unsigned m, double f, double b)
+      : fwd(p, std::vector<unsigned>(m, ~0u)),
+        bwd(p, std::vector<unsigned>(m, ~0u)), stages(p), microbatches(m),
+        forwardMs(f), backwardMs(b) {
+    schedule.devices = p;
+  }
+
+  void forward(unsigned s, unsigned m) {
+    Command c{s, Queue::compute, forwardMs, {}, ""};
+    c.label = "F" + std::to_string(s) + " mb" + std::to_string(m);
+    if (s > 0)
+      c.waits.push_back(fwd[s - 1][m]);
+    fwd[s][m] = schedule.add(std::move(c));
+  }
+  void backward(unsigned s, unsigned m) {
+    Command c{s, Queue::compute, backwardMs, {}, ""};
+    c.label = "B" + std::to_string(s) + " mb" + std::to_string(m);
+    c.waits.push_back(s + 1 < stages ? bwd[s + 1][m] : fwd[s][m]);
+    bwd[s][m] = schedule.add(std::move(c));
+  }
+};
+
+} // namespace
+
+Schedule mlir::rp::gpipeSchedule(unsigned stages, unsigned microbatches,
+                                 double forwardMs, double backwardMs) {
+  StaticPipeline p(stages, microbatches, forwardMs, backwardMs);
+  // Issue order is per queue: all forwards, then all backwards. Backwards
+  // run from the last stage down, so the waits are issued before use.
+  for (unsigned s = 0; s < stages; ++s)
+    for (unsigned m = 0; m < microbatches; ++m)
+      p.forward(s, m);
+  for (unsigned s = stages; s-- > 0;)
+    for (unsigned m = 0; m < microbatches; ++m)
+      p.backward(s, m);
+  return std::move(p.schedule);
+}
+
+Schedule mlir::rp::oneFOneBSchedule(unsigned stages, unsigned microbatches,
+                                    double forwardMs, double backwardMs) {
+  StaticPipeline p(stages, microbatches, forwardMs, backwardMs);
+  // Per stage: p - s - 1 warm-up forwards, then one forward and one
+  // backward alternately, then the remaining backwards.
+  std::vector<std::vector<std::pair<bool, unsigned>>> order(stages);
+  for (unsigned s = 0; s < stages; ++s) {
+    unsigned warmup = std::min(stages - s - 1, microbatches);
+    unsigned f = 0, b = 0;
+    for (; f < warmup; ++f)
+      order[s].push_back({true, f});
+    while (f < microbatches) {
+      order[s].push_back({true, f++});
+      order[s].push_back({false, b++});
+    }
+    while (b < microbatches)
+      order[s].push_back({false, b++});
+  }
+  // Waits cross stages both ways, so every command is issued before any
+  // wait is attached.
+  Schedule &sched = p.schedule;
+  for (unsigned s = 0; s < stages; ++s)
+    for (auto [isForward, m] : order[s]) {
+      Command c{s, Queue::compute, isForward ? forwardMs : backwardMs, {}, ""};
+      c.label = (isForward ? "F" : "B") + std::to_string(s) + " mb" +
+                std::to_string(m);
+      (isForward ? p.fwd : p.bwd)[s][m] = sched.add(std::move(c));
+    }
+  for (unsigned s = 0; s < stages; ++s)
+    for (unsigned m = 0; m < microbatches; ++m) {
+      if (s > 0)
+        sched.commands[p.fwd[s][m]].waits.push_back(p.fwd[s - 1][m]);
+      sched.commands[p.bwd[s][m]].waits.push_back(
+          s + 1 < stages ? p.bwd[s + 1][m] : p.fwd[s][m]);
+    }
+  return std::move(sched);
+}

@@ -69,11 +69,15 @@ def main():
                              f"devices={args.devices}", "-o", os.devnull])
             lines = part.strip().splitlines()
             head_line = dict(re.findall(r"(\w+)=([0-9.e+-]+)", lines[0]))
-            sizes = {l.split()[0]: l.split()[1][len("sizes="):] for l in lines[1:]}
+            sizes = {l.split()[0]: l.split()[1][len("sizes="):]
+                     for l in lines[2:5]}
+            timing = dict(re.findall(r"(\w+)=([0-9.e+-]+)", lines[5]))
             print(f"  roundpipe partition on {args.devices} devices: forward "
                   f"{sizes['forward']} | tail {sizes['tail']} | backward "
                   f"{sizes['backward']}; W {float(head_line['bottleneck_ms']):.1f} ms, "
-                  f"proxy {float(head_line['proxy_cost_ms']):.0f} ms")
+                  f"proxy {float(head_line['proxy_cost_ms']):.0f} ms; estimated step "
+                  f"{float(timing['step_ms']):.0f} ms over {timing['microbatches']} "
+                  f"microbatches, bubble {float(timing['bubble_pct']):.1f}%")
             print(f"  rp-opt verify+costs {full * 1e3:.0f} ms vs verify alone "
                   f"{base * 1e3:.0f} ms (ratio {full / base:.2f})")
 

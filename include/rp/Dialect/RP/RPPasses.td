@@ -360,7 +360,9 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     prefetched stage are resident together), or `stage-bytes` when given.
     `stages=fwd:A,B,...;bwd:X,Y,...` checks and scores a user partition
     instead (a stage over the cap is an error); every partition is also
-    printed in that form.
+    printed in that form. The `timing` line is the event-driven estimate
+    of one iteration of the round-robin schedule of that partition
+    (include/rp/Analysis/RoundRobin.h) over `microbatches` microbatches.
 
     ```
     partition @main partitioner=roundpipe layers=6 stages=5 ...
@@ -380,6 +382,8 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
            "share of device memory for weights and gradients">,
     Option<"stageBytes", "stage-bytes", "int64_t", "0",
            "per-stage byte cap; 0 derives it from the profile">,
+    Option<"microbatches", "microbatches", "unsigned", "0",
+           "microbatches per step for the timing estimate; 0 means devices + 1">,
     Option<"stages", "stages", "std::string", "\"\"",
            "a user partition, fwd:A,B,...;bwd:X,Y,... (DESIGN.md), checked "
            "against the cap and scored instead of partitioning">

@@ -7,6 +7,7 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "rp/Analysis/Partition.h"
+#include "rp/Analysis/RoundRobin.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -119,6 +120,19 @@ struct PrintPartitionPass
       printStages(os, "forward", p->forward);
       printStages(os, "tail", p->tail);
       printStages(os, "backward", p->backward);
+      unsigned m = microbatches ? unsigned(microbatches) : devices + 1;
+      std::string stuck;
+      std::optional<Timing> timing = estimateTiming(
+          roundRobinSchedule(*p, *costs, inputs->hw, devices, m), &stuck);
+      if (!timing) {
+        mlir::emitError(func.getLoc())
+            << "the round-robin schedule of this partition deadlocks at '"
+            << stuck << "'; this is a bug in rp, please report it";
+        return signalPassFailure();
+      }
+      os << "timing schedule=round-robin microbatches=" << m
+         << llvm::format(" step_ms=%.6g bubble_pct=%.4g\n", timing->iterationMs,
+                         100 * timing->bubbleFraction());
     }
     os.flush();
     markAllAnalysesPreserved();

@@ -7,7 +7,8 @@ weights) prints, per model: parameters, forward and backward TFLOPs of one
 microbatch, the modelled forward + recompute + backward time of a decoder
 layer next to the time to upload its weights over PCIe (RoundPipe's
 argument for streaming weights: compute must cover the transfer), the stage
-lists of RoundPipe's partitioner on --devices GPUs, and the
+lists of RoundPipe's and rp's partitioners on --devices GPUs with their
+estimated step times and ratio, and the
 time rp-opt takes to verify the graph and cost it, side by side with
 verifying alone (the baseline), as a ratio.
 """
@@ -65,19 +66,24 @@ def main():
                   f"compute/upload {step(layer) / float(layer['upload_ms']):.2f}")
             print(f"  head: fwd+bwd {float(head['forward_ms']) + float(head['backward_ms']):.2f} ms "
                   f"= {(float(head['forward_ms']) + float(head['backward_ms'])) / (float(layer['forward_ms']) + float(layer['backward_ms'])):.2f} decoder layers")
-            _, part = timed([RP_OPT, path, f"--rp-print-partition=hw={args.hw} "
-                             f"devices={args.devices}", "-o", os.devnull])
-            lines = part.strip().splitlines()
-            head_line = dict(re.findall(r"(\w+)=([0-9.e+-]+)", lines[0]))
-            sizes = {l.split()[0]: l.split()[1][len("sizes="):]
-                     for l in lines[2:5]}
-            timing = dict(re.findall(r"(\w+)=([0-9.e+-]+)", lines[5]))
-            print(f"  roundpipe partition on {args.devices} devices: forward "
-                  f"{sizes['forward']} | tail {sizes['tail']} | backward "
-                  f"{sizes['backward']}; W {float(head_line['bottleneck_ms']):.1f} ms, "
-                  f"proxy {float(head_line['proxy_cost_ms']):.0f} ms; estimated step "
-                  f"{float(timing['step_ms']):.0f} ms over {timing['microbatches']} "
-                  f"microbatches, bubble {float(timing['bubble_pct']):.1f}%")
+            for partitioner in ("roundpipe", "rp"):
+                took, part = timed([RP_OPT, path, "--rp-print-partition="
+                                    f"partitioner={partitioner} hw={args.hw} "
+                                    f"devices={args.devices}", "-o", os.devnull])
+                lines = part.strip().splitlines()
+                sizes = {l.split()[0]: l.split()[1][len("sizes="):]
+                         for l in lines[2:5]}
+                timing = dict(re.findall(r"(\w+)=([0-9.e+-]+)", lines[5]))
+                print(f"  {partitioner} partition on {args.devices} devices: "
+                      f"forward {sizes['forward']} | tail {sizes['tail']} | "
+                      f"backward {sizes['backward']}")
+                print(f"    estimated step {float(timing['step_ms']):.0f} ms over "
+                      f"{timing['microbatches']} microbatches, bubble "
+                      f"{float(timing['bubble_pct']):.1f}%, partitioning took "
+                      f"{took:.2f} s")
+                if partitioner == "rp":
+                    versus = dict(re.findall(r"(\w+)=([0-9.e+-]+)", lines[6]))
+                    print(f"    rp / roundpipe estimated step: {float(versus['ratio']):.3f}")
             print(f"  rp-opt verify+costs {full * 1e3:.0f} ms vs verify alone "
                   f"{base * 1e3:.0f} ms (ratio {full / base:.2f})")
 

@@ -354,8 +354,11 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     index ranges and sizes, with the bottleneck and the proxy cost. The IR
     is unchanged.
 
-    The partitioner is RoundPipe's procedure (reference/roundpipe.md §3),
-    the baseline rp's own partitioner is measured against. The per-stage byte cap is half of
+    `partitioner=rp` (the default) minimizes the estimated step time of
+    the partition's round-robin schedule (include/rp/Analysis/
+    PartitionSearch.h) and also prints RoundPipe's estimate and the ratio;
+    `partitioner=roundpipe` is RoundPipe's procedure (reference/roundpipe.md
+    §3), which minimizes the proxy max(stages, devices) x W. The per-stage byte cap is half of
     `weight-budget` times the profile's device memory (the running and the
     prefetched stage are resident together), or `stage-bytes` when given.
     `stages=fwd:A,B,...;bwd:X,Y,...` checks and scores a user partition
@@ -382,6 +385,8 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
            "share of device memory for weights and gradients">,
     Option<"stageBytes", "stage-bytes", "int64_t", "0",
            "per-stage byte cap; 0 derives it from the profile">,
+    Option<"partitioner", "partitioner", "std::string", "\"rp\"",
+           "rp (least estimated step time) or roundpipe (RoundPipe's procedure)">,
     Option<"microbatches", "microbatches", "unsigned", "0",
            "microbatches per step for the timing estimate; 0 means devices + 1">,
     Option<"stages", "stages", "std::string", "\"\"",

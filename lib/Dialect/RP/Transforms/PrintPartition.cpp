@@ -7,6 +7,7 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "rp/Analysis/Partition.h"
+#include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/RoundRobin.h"
 
 #include "llvm/Support/Format.h"
@@ -38,9 +39,18 @@ struct PrintPartitionPass
     : rp::impl::PrintPartitionPassBase<PrintPartitionPass> {
   using Base::Base;
 
-  /// RoundPipe's partition, or the user's checked against the cap.
+  unsigned numMicrobatches() const {
+    return microbatches ? unsigned(microbatches) : devices + 1;
+  }
+
+  /// rp's or RoundPipe's partition, or the user's checked against the cap.
   FailureOr<Partition> partition(func::FuncOp func,
-                                 llvm::ArrayRef<LayerCost> costs, int64_t cap) {
+                                 llvm::ArrayRef<LayerCost> costs, int64_t cap,
+                                 const HardwareProfile &profile) {
+    if (stages.empty() && partitioner == "rp") {
+      SearchTarget target{profile, devices, numMicrobatches(), cap};
+      return partitionForStepTime(costs, target);
+    }
     if (stages.empty()) {
       std::string raisedFor;
       Partition p = partitionRoundPipe(costs, cap, devices, &raisedFor);
@@ -85,10 +95,10 @@ struct PrintPartitionPass
 
   void runOnOperation() override {
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0) {
+        stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe")) {
       getOperation().emitError()
-          << "rp-print-partition needs devices >= 1, 0 < weight-budget <= 1 "
-             "and stage-bytes >= 0";
+          << "rp-print-partition needs devices >= 1, 0 < weight-budget <= 1, "
+             "stage-bytes >= 0 and partitioner rp or roundpipe";
       return signalPassFailure();
     }
     FailureOr<CostInputs> inputs = loadCostInputs(hw, measured, &getContext());
@@ -106,11 +116,11 @@ struct PrintPartitionPass
           func, inputs->hw, inputs->measured ? &*inputs->measured : nullptr);
       if (failed(costs))
         return signalPassFailure();
-      FailureOr<Partition> p = partition(func, *costs, cap);
+      FailureOr<Partition> p = partition(func, *costs, cap, inputs->hw);
       if (failed(p))
         return signalPassFailure();
-      os << "partition @" << func.getSymName()
-         << " partitioner=" << (stages.empty() ? "roundpipe" : "user")
+      os << "partition @" << func.getSymName() << " partitioner="
+         << (stages.empty() ? std::string(partitioner) : "user")
          << " hw=" << inputs->hw.name << " layers=" << costs->size()
          << " stages=" << p->numStages() << " devices=" << devices
          << " stage_bytes=" << p->stageBytes
@@ -120,7 +130,7 @@ struct PrintPartitionPass
       printStages(os, "forward", p->forward);
       printStages(os, "tail", p->tail);
       printStages(os, "backward", p->backward);
-      unsigned m = microbatches ? unsigned(microbatches) : devices + 1;
+      unsigned m = numMicrobatches();
       std::string stuck;
       std::optional<Timing> timing = estimateTiming(
           roundRobinSchedule(*p, *costs, inputs->hw, devices, m), &stuck);
@@ -133,6 +143,13 @@ struct PrintPartitionPass
       os << "timing schedule=round-robin microbatches=" << m
          << llvm::format(" step_ms=%.6g bubble_pct=%.4g\n", timing->iterationMs,
                          100 * timing->bubbleFraction());
+      if (stages.empty() && partitioner == "rp") {
+        SearchTarget target{inputs->hw, devices, m, cap};
+        double theirs = estimatedStepMs(
+            partitionRoundPipe(*costs, cap, devices), *costs, target);
+        os << llvm::format("versus roundpipe step_ms=%.6g ratio=%.4f\n", theirs,
+                           timing->iterationMs / theirs);
+      }
     }
     os.flush();
     markAllAnalysesPreserved();

@@ -1,0 +1,52 @@
+//===- PartitionSearch.h - partitions that minimize the step time -*- C++ -*-=//
+//
+// rp's partitioner: where RoundPipe minimizes the proxy max(S, G) * W, this
+// minimizes the estimated iteration time of the round-robin schedule of
+// the partition (fill, drain and transfers included; ScheduleTiming.h).
+// It starts from RoundPipe's partition and greedy cuts under a range of
+// bottlenecks, keeps the best, then moves stage boundaries one layer at a
+// time (shift, merge, split, grow or shrink the tail) while that lowers
+// the estimate. Every partition it considers respects the per-stage byte
+// cap. Deterministic, and never worse than RoundPipe's partition, which is
+// one of its starts. It is a local search: on small models, where the
+// exhaustive search gives the optimum, it can stop a few percent short
+// when the better partition is two moves away (adding one stage moves
+// every later job to another device).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_ANALYSIS_PARTITIONSEARCH_H
+#define RP_ANALYSIS_PARTITIONSEARCH_H
+
+#include "rp/Analysis/RoundRobin.h"
+
+namespace mlir::rp {
+
+struct SearchTarget {
+  const HardwareProfile &hw;
+  unsigned devices;
+  unsigned microbatches;
+  int64_t stageBytes;
+};
+
+/// The estimated step time of `p`'s round-robin schedule.
+double estimatedStepMs(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+                       const SearchTarget &target);
+
+/// Whether every stage of `p` fits the per-stage byte cap.
+bool fitsStageBytes(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+                    int64_t cap);
+
+/// rp's partitioner. `bottleneckMs` and `proxyCostMs` are filled as for
+/// RoundPipe's, for comparison.
+Partition partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
+                               const SearchTarget &target);
+
+/// Every partition of up to 10 layers; the one with the least estimated
+/// step time (ties: the first in enumeration order).
+Partition partitionExhaustive(llvm::ArrayRef<LayerCost> layers,
+                              const SearchTarget &target);
+
+} // namespace mlir::rp
+
+#endif // RP_ANALYSIS_PARTITIONSEARCH_H

@@ -1,0 +1,298 @@
+//===- PartitionSearch.cpp - partitions that minimize the step time -------===//
+
+#include "rp/Analysis/PartitionSearch.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+/// A partition as stage sizes: forward from layer 0, the tail, backward
+/// from deep to shallow (DESIGN.md's --stages form).
+struct Sizes {
+  std::vector<unsigned> fwd;
+  unsigned tail = 0;
+  std::vector<unsigned> bwd;
+};
+
+Sizes toSizes(const Partition &p) {
+  Sizes s;
+  for (const StageRange &r : p.forward)
+    s.fwd.push_back(r.size());
+  s.tail = p.tail.size();
+  for (const StageRange &r : p.backward)
+    s.bwd.push_back(r.size());
+  return s;
+}
+
+Partition toPartition(const Sizes &s, unsigned numLayers) {
+  Partition p;
+  unsigned next = 0;
+  for (unsigned n : s.fwd) {
+    p.forward.push_back({next, next + n});
+    next += n;
+  }
+  p.tail = {next, numLayers};
+  unsigned end = next;
+  for (unsigned n : s.bwd) {
+    p.backward.push_back({end - n, end});
+    end -= n;
+  }
+  return p;
+}
+
+/// Neighbours of a size list: move a boundary by any number of layers,
+/// merge two neighbours, split a stage anywhere.
+void listMoves(const std::vector<unsigned> &list,
+               std::vector<std::vector<unsigned>> &out) {
+  for (size_t i = 0; i + 1 < list.size(); ++i) {
+    unsigned both = list[i] + list[i + 1];
+    for (unsigned left = 1; left < both; ++left) {
+      if (left == list[i])
+        continue;
+      std::vector<unsigned> m = list;
+      m[i] = left;
+      m[i + 1] = both - left;
+      out.push_back(m);
+    }
+    std::vector<unsigned> merged = list;
+    merged[i] = both;
+    merged.erase(merged.begin() + i + 1);
+    out.push_back(merged);
+  }
+  for (size_t i = 0; i < list.size(); ++i)
+    for (unsigned left = 1; left < list[i]; ++left) {
+      std::vector<unsigned> split = list;
+      split[i] = left;
+      split.insert(split.begin() + i + 1, list[i] - left);
+      out.push_back(split);
+    }
+}
+
+/// The tail grows by one layer (taken from the last forward stage and the
+/// deepest backward stage) or shrinks by one (given back to both).
+void tailMoves(const Sizes &s, std::vector<Sizes> &out) {
+  if (!s.fwd.empty()) {
+    Sizes g = s;
+    g.tail++;
+    if (--g.fwd.back() == 0)
+      g.fwd.pop_back();
+    if (--g.bwd.front() == 0)
+      g.bwd.erase(g.bwd.begin());
+    out.push_back(g);
+  }
+  if (s.tail >= 2) {
+    Sizes k = s;
+    k.tail--;
+    for (bool ownFwd : {false, true})
+      for (bool ownBwd : {false, true}) {
+        Sizes v = k;
+        if (ownFwd || v.fwd.empty())
+          v.fwd.push_back(1);
+        else
+          v.fwd.back()++;
+        if (ownBwd || v.bwd.empty())
+          v.bwd.insert(v.bwd.begin(), 1);
+        else
+          v.bwd.front()++;
+        out.push_back(v);
+      }
+  }
+}
+
+/// Greedy cut of [0, k) under bottleneck `w`, like RoundPipe's, for the
+/// starting points.
+std::vector<unsigned> greedySizes(llvm::ArrayRef<LayerCost> layers, unsigned k,
+                                  double w, int64_t cap, bool backward) {
+  std::vector<unsigned> sizes;
+  double time = 0;
+  int64_t bytes = 0;
+  for (unsigned i = 0; i < k; ++i) {
+    // Forward cuts run from the deep end; backward ones from layer 0.
+    const LayerCost &c = layers[backward ? i : k - 1 - i];
+    double t = c.recomputeMs + (backward ? c.backwardMs : 0);
+    int64_t b = c.paramBytes + (backward ? c.gradBytes : 0);
+    if (sizes.empty() || time + t > w || bytes + b > cap) {
+      sizes.push_back(1);
+      time = t;
+      bytes = b;
+    } else {
+      sizes.back()++;
+      time += t;
+      bytes += b;
+    }
+  }
+  std::reverse(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+/// [0, k) cut into `count` stages of about equal time.
+std::vector<unsigned> balancedSizes(llvm::ArrayRef<LayerCost> layers,
+                                    unsigned k, unsigned count, bool backward) {
+  std::vector<double> prefix(k + 1, 0);
+  for (unsigned l = 0; l < k; ++l)
+    prefix[l + 1] = prefix[l] + layers[l].recomputeMs +
+                    (backward ? layers[l].backwardMs : 0);
+  std::vector<unsigned> sizes;
+  unsigned cut = 0;
+  for (unsigned j = 1; j < count; ++j) {
+    double target = prefix[k] * j / count;
+    unsigned best = cut + 1;
+    for (unsigned l = cut + 1; l <= k - (count - j); ++l)
+      if (std::abs(prefix[l] - target) < std::abs(prefix[best] - target))
+        best = l;
+    sizes.push_back(best - cut);
+    cut = best;
+  }
+  sizes.push_back(k - cut);
+  if (backward)
+    std::reverse(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+} // namespace
+
+double mlir::rp::estimatedStepMs(const Partition &p,
+                                 llvm::ArrayRef<LayerCost> layers,
+                                 const SearchTarget &t) {
+  std::optional<Timing> timing = estimateTiming(
+      roundRobinSchedule(p, layers, t.hw, t.devices, t.microbatches));
+  assert(timing && "round-robin schedules cannot deadlock");
+  return timing ? timing->iterationMs : 1e300;
+}
+
+bool mlir::rp::fitsStageBytes(const Partition &p,
+                              llvm::ArrayRef<LayerCost> layers, int64_t cap) {
+  for (const StageRange &s : p.forward)
+    if (stageBytes(s, layers, false) > cap)
+      return false;
+  if (stageBytes(p.tail, layers, true) > cap)
+    return false;
+  for (const StageRange &s : p.backward)
+    if (stageBytes(s, layers, true) > cap)
+      return false;
+  return true;
+}
+
+Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
+                                         const SearchTarget &t) {
+  unsigned n = layers.size();
+  // Starting points: RoundPipe's partition, and greedy cuts under
+  // bottlenecks from the largest layer up to 4x it, for each tail that
+  // RoundPipe's rule would give.
+  Partition roundpipe = partitionRoundPipe(layers, t.stageBytes, t.devices);
+  int64_t cap = roundpipe.stageBytes;
+  Sizes best = toSizes(roundpipe);
+  double bestMs = estimatedStepMs(roundpipe, layers, t);
+  double wMax = roundpipe.bottleneckMs;
+  auto consider = [&](const Sizes &s) {
+    Partition p = toPartition(s, n);
+    if (!fitsStageBytes(p, layers, cap))
+      return false;
+    double ms = estimatedStepMs(p, layers, t);
+    if (ms < bestMs) {
+      bestMs = ms;
+      best = s;
+      return true;
+    }
+    return false;
+  };
+  for (unsigned step = 0; step <= 30; ++step) {
+    double w = wMax * (1 + step * 0.1);
+    for (unsigned k = n; k-- > 0;) {
+      Sizes s;
+      s.tail = n - k;
+      s.fwd = greedySizes(layers, k, w, cap, false);
+      s.bwd = greedySizes(layers, k, w, cap, true);
+      consider(s);
+      // Tails past the bottleneck are not worth trying.
+      double tail = 0;
+      for (unsigned l = k; l < n; ++l)
+        tail += layers[l].forwardMs + layers[l].backwardMs;
+      if (tail > w)
+        break;
+    }
+  }
+  // Balanced cuts into every pair of stage counts, for the tails RoundPipe's
+  // rule and the best start use: more, smaller stages spread the weight
+  // uploads over more devices, which greedy cuts under a bottleneck miss.
+  for (unsigned tailSize : {roundpipe.tail.size(), best.tail}) {
+    unsigned k = n - tailSize;
+    for (unsigned sf = 1; sf <= k; ++sf)
+      for (unsigned sb = 1; sb <= k; ++sb)
+        consider({balancedSizes(layers, k, sf, false), tailSize,
+                  balancedSizes(layers, k, sb, true)});
+  }
+  // Hill climbing: take the best neighbour while it improves.
+  for (unsigned round = 0; round < 1000; ++round) {
+    std::vector<Sizes> neighbours;
+    tailMoves(best, neighbours);
+    std::vector<std::vector<unsigned>> fwdMoves, bwdMoves;
+    listMoves(best.fwd, fwdMoves);
+    listMoves(best.bwd, bwdMoves);
+    for (auto &l : fwdMoves)
+      neighbours.push_back({l, best.tail, best.bwd});
+    for (auto &l : bwdMoves)
+      neighbours.push_back({best.fwd, best.tail, l});
+    bool improved = false;
+    for (const Sizes &s : neighbours)
+      improved |= consider(s);
+    if (!improved)
+      break;
+  }
+  Partition p = toPartition(best, n);
+  p.stageBytes = cap;
+  scorePartition(p, layers, t.devices);
+  return p;
+}
+
+Partition mlir::rp::partitionExhaustive(llvm::ArrayRef<LayerCost> layers,
+                                        const SearchTarget &t) {
+  unsigned n = layers.size();
+  assert(n >= 1 && n <= 10 && "exhaustive search is for small models");
+  // Compositions of k as bit masks: bit i set cuts after layer i.
+  auto composition = [](unsigned k, unsigned mask) {
+    std::vector<unsigned> sizes;
+    unsigned size = 0;
+    for (unsigned i = 0; i < k; ++i) {
+      ++size;
+      if (i + 1 == k || (mask >> i) & 1) {
+        sizes.push_back(size);
+        size = 0;
+      }
+    }
+    return sizes;
+  };
+  Partition best;
+  double bestMs = 0;
+  bool found = false;
+  for (unsigned tail = n; tail >= 1; --tail) {
+    unsigned k = n - tail;
+    unsigned masks = k ? 1u << (k - 1) : 1;
+    for (unsigned f = 0; f < masks; ++f)
+      for (unsigned b = 0; b < masks; ++b) {
+        Sizes s;
+        s.tail = tail;
+        if (k) {
+          s.fwd = composition(k, f);
+          s.bwd = composition(k, b);
+        }
+        Partition p = toPartition(s, n);
+        if (!fitsStageBytes(p, layers, t.stageBytes))
+          continue;
+        double ms = estimatedStepMs(p, layers, t);
+        if (!found || ms < bestMs) {
+          best = p;
+          bestMs = ms;
+          found = true;
+        }
+      }
+  }
+  best.stageBytes = t.stageBytes;
+  scorePartition(best, layers, t.devices);
+  return best;
+}

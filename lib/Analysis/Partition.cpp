@@ -21,33 +21,55 @@ struct LayerLoad {
   int64_t sz, bsz; // weights; weights and gradients
 };
 
-/// Cuts `order` (layer indices in walk order) greedily: a new stage opens
-/// when adding a layer would pass `w` or the byte cap.
-std::vector<StageRange> cutGreedy(llvm::ArrayRef<LayerLoad> loads,
-                                  llvm::ArrayRef<unsigned> order, double w,
-                                  int64_t cap, bool backwardLoad) {
+} // namespace
+
+std::vector<StageRange> mlir::rp::cutUnder(llvm::ArrayRef<LayerCost> layers,
+                                           unsigned k, double w, int64_t cap,
+                                           bool backward) {
+  // Forward lists are cut from the deepest layer down, backward ones from
+  // layer 0 up; either way the stages come out in list order once the walk
+  // is reversed, with the remainder in the last stage cut.
   std::vector<StageRange> stages;
   double time = 0;
   int64_t bytes = 0;
-  for (unsigned l : order) {
-    double t = backwardLoad ? loads[l].g : loads[l].f;
-    int64_t b = backwardLoad ? loads[l].bsz : loads[l].sz;
+  for (unsigned i = 0; i < k; ++i) {
+    unsigned l = backward ? i : k - 1 - i;
+    const LayerCost &c = layers[l];
+    double t = c.recomputeMs + (backward ? c.backwardMs : 0);
+    int64_t b = c.paramBytes + (backward ? c.gradBytes : 0);
     if (stages.empty() || time + t > w || bytes + b > cap) {
       stages.push_back({l, l + 1});
       time = t;
       bytes = b;
       continue;
     }
-    // Walks go either way; a stage is the contiguous span of its layers.
     StageRange &s = stages.back();
     s = {std::min(s.begin, l), std::max(s.end, l + 1)};
     time += t;
     bytes += b;
   }
+  std::reverse(stages.begin(), stages.end());
   return stages;
 }
 
-} // namespace
+Partition mlir::rp::partitionFromSizes(llvm::ArrayRef<unsigned> fwd,
+                                       unsigned tail,
+                                       llvm::ArrayRef<unsigned> bwd,
+                                       unsigned numLayers) {
+  Partition p;
+  unsigned next = 0;
+  for (unsigned n : fwd) {
+    p.forward.push_back({next, next + n});
+    next += n;
+  }
+  p.tail = {numLayers - tail, numLayers};
+  unsigned end = numLayers - tail;
+  for (unsigned n : bwd) {
+    p.backward.push_back({end - n, end});
+    end -= n;
+  }
+  return p;
+}
 
 Partition mlir::rp::partitionRoundPipe(llvm::ArrayRef<LayerCost> layers,
                                        int64_t stageBytes, unsigned minStages,
@@ -104,18 +126,8 @@ Partition mlir::rp::partitionRoundPipe(llvm::ArrayRef<LayerCost> layers,
       continue; // cannot happen for w >= wMax; kept for safety
     p.tail = {k, numLayers};
 
-    std::vector<unsigned> down, up;
-    for (unsigned l = 0; l < k; ++l)
-      up.push_back(l);
-    down.assign(up.rbegin(), up.rend());
-    // Forward: from the deepest layer down, so the first stage takes the
-    // remainder; then ascending.
-    p.forward = cutGreedy(loads, down, w, stageBytes, /*backwardLoad=*/false);
-    std::reverse(p.forward.begin(), p.forward.end());
-    // Backward: from layer 0 up, then deep to shallow, so the deepest stage
-    // takes the remainder.
-    p.backward = cutGreedy(loads, up, w, stageBytes, /*backwardLoad=*/true);
-    std::reverse(p.backward.begin(), p.backward.end());
+    p.forward = cutUnder(layers, k, w, stageBytes, /*backward=*/false);
+    p.backward = cutUnder(layers, k, w, stageBytes, /*backward=*/true);
 
     p.proxyCostMs = std::max(p.numStages(), minStages) * w;
     if (!found || p.proxyCostMs < best.proxyCostMs) {
@@ -175,19 +187,8 @@ mlir::rp::parseStages(StringRef spec, unsigned numLayers,
                   << " and the forward sizes plus the tail (" << bwd.front()
                   << ") to " << sum(fwd) + bwd.front() << "; both must be "
                   << numLayers;
-  Partition p;
-  unsigned next = 0;
-  for (unsigned n : fwd) {
-    p.forward.push_back({next, next + n});
-    next += n;
-  }
-  p.tail = {next, numLayers};
-  unsigned end = next;
-  for (unsigned n : llvm::ArrayRef(bwd).drop_front()) {
-    p.backward.push_back({end - n, end});
-    end -= n;
-  }
-  return p;
+  return partitionFromSizes(fwd, bwd.front(), llvm::ArrayRef(bwd).drop_front(),
+                            numLayers);
 }
 
 std::string mlir::rp::formatStages(const Partition &p) {

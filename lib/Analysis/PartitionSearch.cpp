@@ -19,30 +19,19 @@ struct Sizes {
   std::vector<unsigned> bwd;
 };
 
+std::vector<unsigned> sizesOf(const std::vector<StageRange> &stages) {
+  std::vector<unsigned> sizes;
+  for (const StageRange &r : stages)
+    sizes.push_back(r.size());
+  return sizes;
+}
+
 Sizes toSizes(const Partition &p) {
-  Sizes s;
-  for (const StageRange &r : p.forward)
-    s.fwd.push_back(r.size());
-  s.tail = p.tail.size();
-  for (const StageRange &r : p.backward)
-    s.bwd.push_back(r.size());
-  return s;
+  return {sizesOf(p.forward), p.tail.size(), sizesOf(p.backward)};
 }
 
 Partition toPartition(const Sizes &s, unsigned numLayers) {
-  Partition p;
-  unsigned next = 0;
-  for (unsigned n : s.fwd) {
-    p.forward.push_back({next, next + n});
-    next += n;
-  }
-  p.tail = {next, numLayers};
-  unsigned end = next;
-  for (unsigned n : s.bwd) {
-    p.backward.push_back({end - n, end});
-    end -= n;
-  }
-  return p;
+  return partitionFromSizes(s.fwd, s.tail, s.bwd, numLayers);
 }
 
 /// Neighbours of a size list: move a boundary by any number of layers,
@@ -102,32 +91,6 @@ void tailMoves(const Sizes &s, std::vector<Sizes> &out) {
         out.push_back(v);
       }
   }
-}
-
-/// Greedy cut of [0, k) under bottleneck `w`, like RoundPipe's, for the
-/// starting points.
-std::vector<unsigned> greedySizes(llvm::ArrayRef<LayerCost> layers, unsigned k,
-                                  double w, int64_t cap, bool backward) {
-  std::vector<unsigned> sizes;
-  double time = 0;
-  int64_t bytes = 0;
-  for (unsigned i = 0; i < k; ++i) {
-    // Forward cuts run from the deep end; backward ones from layer 0.
-    const LayerCost &c = layers[backward ? i : k - 1 - i];
-    double t = c.recomputeMs + (backward ? c.backwardMs : 0);
-    int64_t b = c.paramBytes + (backward ? c.gradBytes : 0);
-    if (sizes.empty() || time + t > w || bytes + b > cap) {
-      sizes.push_back(1);
-      time = t;
-      bytes = b;
-    } else {
-      sizes.back()++;
-      time += t;
-      bytes += b;
-    }
-  }
-  std::reverse(sizes.begin(), sizes.end());
-  return sizes;
 }
 
 /// [0, k) cut into `count` stages of about equal time.
@@ -206,8 +169,8 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
     for (unsigned k = n; k-- > 0;) {
       Sizes s;
       s.tail = n - k;
-      s.fwd = greedySizes(layers, k, w, cap, false);
-      s.bwd = greedySizes(layers, k, w, cap, true);
+      s.fwd = sizesOf(cutUnder(layers, k, w, cap, /*backward=*/false));
+      s.bwd = sizesOf(cutUnder(layers, k, w, cap, /*backward=*/true));
       consider(s);
       // Tails past the bottleneck are not worth trying.
       double tail = 0;

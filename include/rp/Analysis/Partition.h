@@ -59,6 +59,19 @@ Partition partitionRoundPipe(llvm::ArrayRef<LayerCost> layers,
                              int64_t stageBytes, unsigned minStages,
                              std::string *raisedFor = nullptr);
 
+/// RoundPipe's greedy cut of layers [0, k) under bottleneck `w` and byte
+/// cap `cap`, in list order: forward stages (recompute times, weights) cut
+/// from the deepest layer down so that the first stage takes the
+/// remainder; backward stages (recompute + backward, weights + gradients)
+/// cut from layer 0 up and listed deep to shallow.
+std::vector<StageRange> cutUnder(llvm::ArrayRef<LayerCost> layers, unsigned k,
+                                 double w, int64_t cap, bool backward);
+
+/// The partition with these stage sizes (forward from layer 0, the tail,
+/// backward from deep to shallow); the sizes must cover the layers.
+Partition partitionFromSizes(llvm::ArrayRef<unsigned> fwd, unsigned tail,
+                             llvm::ArrayRef<unsigned> bwd, unsigned numLayers);
+
 /// Parses a user-given partition, DESIGN.md's `fwd:A,B,...;bwd:X,Y,...`:
 /// forward stage sizes from the first layer; backward sizes in execution
 /// order, the first being the fused tail, which the forward list leaves

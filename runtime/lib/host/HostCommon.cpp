@@ -49,6 +49,19 @@ Status checkNormAxis(const char *op, const TensorRef &x, int64_t axis,
   return {};
 }
 
+Status checkReduceDims(const char *op, const std::vector<int64_t> &dims,
+                       const TensorRef &x) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  bool valid = !dims.empty();
+  for (size_t i = 0; valid && i < dims.size(); ++i)
+    valid = dims[i] >= 0 && dims[i] < rank && (i == 0 || dims[i] > dims[i - 1]);
+  if (!valid)
+    return invalidArgument(
+        std::string(op) + ": dimensions " + describeShape(dims) +
+        " must be strictly increasing and within " + describe(x));
+  return {};
+}
+
 Status checkNormalized(const char *op, const char *role,
                        const std::optional<TensorRef> &t, const TensorRef &x,
                        int64_t axis) {

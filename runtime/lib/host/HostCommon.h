@@ -96,6 +96,10 @@ Status checkNormalized(const char *op, const char *role,
 /// "op: <what> is not supported for <dtype>".
 Status unsupportedDType(const char *op, DType dtype, const char *what = "");
 
+/// Reduction dimensions: non-empty, strictly increasing, within `x`'s rank.
+Status checkReduceDims(const char *op, const std::vector<int64_t> &dims,
+                       const TensorRef &x);
+
 /// Checks that `window` (described as `role`) is the slice of `full` at
 /// `offsets` with `strides`, and gives the slice's first element in `full`
 /// (`base`) and its stride per dimension (`fullStrides`), both in elements.

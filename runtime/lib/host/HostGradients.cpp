@@ -219,13 +219,8 @@ Status reduceExtremumGrad(ThreadPool &pool, bool isMax, const TensorRef &x,
   if (Status s = checkLike(op, "input gradient", dx, x); s.failed())
     return s;
   const int64_t rank = static_cast<int64_t>(x.shape.size());
-  bool valid = !dims.empty();
-  for (size_t i = 0; valid && i < dims.size(); ++i)
-    valid = dims[i] >= 0 && dims[i] < rank && (i == 0 || dims[i] > dims[i - 1]);
-  if (!valid)
-    return invalidArgument(
-        std::string(op) + ": dimensions " + describeShape(dims) +
-        " must be strictly increasing and within " + describe(x));
+  if (Status s = checkReduceDims(op, dims, x); s.failed())
+    return s;
   Shape expected;
   SplitDims split;
   std::vector<int64_t> strides(rank);

@@ -200,13 +200,8 @@ Status reduce(ThreadPool &pool, ReduceKind kind, const TensorRef &x,
   if (Status s = checkTensorOf(out, x.dtype, "output", op); s.failed())
     return s;
   const int64_t rank = static_cast<int64_t>(x.shape.size());
-  bool valid = !dims.empty();
-  for (size_t i = 0; valid && i < dims.size(); ++i)
-    valid = dims[i] >= 0 && dims[i] < rank && (i == 0 || dims[i] > dims[i - 1]);
-  if (!valid)
-    return invalidArgument(
-        std::string(op) + ": dimensions " + describeShape(dims) +
-        " must be strictly increasing and within " + describe(x));
+  if (Status s = checkReduceDims(op, dims, x); s.failed())
+    return s;
   if (x.dtype == DType::i1 || (kind == ReduceKind::mean && !isFloat(x.dtype)))
     return unsupportedDType(op, x.dtype,
                             kind == ReduceKind::mean ? "mean" : "reduction");
@@ -299,11 +294,13 @@ Status softmax(ThreadPool &pool, const TensorRef &x, int64_t dim, bool log,
   return {};
 }
 
-Status layerNorm(ThreadPool &pool, const TensorRef &x,
+/// The checks and row loop of both norms; `normRow(in, scale, bias, out, n,
+/// eps)` normalizes one row (rms_norm passes no bias).
+template <typename RowFn>
+Status normalize(ThreadPool &pool, const char *op, const TensorRef &x,
                  const std::optional<TensorRef> &scale,
                  const std::optional<TensorRef> &bias, int64_t axis,
-                 double epsilon, const TensorRef &out) {
-  const char *op = "layer_norm";
+                 double epsilon, const TensorRef &out, RowFn normRow) {
   if (Status s = checkNorm(op, x, axis, epsilon, out); s.failed())
     return s;
   if (Status s = checkNormalized(op, "scale", scale, x, axis); s.failed())
@@ -321,34 +318,28 @@ Status layerNorm(ThreadPool &pool, const TensorRef &x,
     auto eps = static_cast<Compute<T>>(epsilon);
     parallelRanges(pool, rows, rowGrain(n), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row)
-        layerNormRow(in + row * n, g, b, y + row * n, n, eps);
+        normRow(in + row * n, g, b, y + row * n, n, eps);
     });
   });
   return {};
 }
 
+Status layerNorm(ThreadPool &pool, const TensorRef &x,
+                 const std::optional<TensorRef> &scale,
+                 const std::optional<TensorRef> &bias, int64_t axis,
+                 double epsilon, const TensorRef &out) {
+  return normalize(pool, "layer_norm", x, scale, bias, axis, epsilon, out,
+                   [](auto *in, auto *g, auto *b, auto *y, int64_t n,
+                      auto eps) { layerNormRow(in, g, b, y, n, eps); });
+}
+
 Status rmsNorm(ThreadPool &pool, const TensorRef &x,
                const std::optional<TensorRef> &scale, int64_t axis,
                double epsilon, const TensorRef &out) {
-  const char *op = "rms_norm";
-  if (Status s = checkNorm(op, x, axis, epsilon, out); s.failed())
-    return s;
-  if (Status s = checkNormalized(op, "scale", scale, x, axis); s.failed())
-    return s;
-  int64_t n = numElements(Shape(x.shape.begin() + axis, x.shape.end()));
-  int64_t rows = n ? x.size() / n : 0;
-  visitFloat(x.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T *in = x.as<const T>();
-    const T *g = scale ? scale->as<const T>() : nullptr;
-    T *y = out.as<T>();
-    auto eps = static_cast<Compute<T>>(epsilon);
-    parallelRanges(pool, rows, rowGrain(n), [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row)
-        rmsNormRow(in + row * n, g, y + row * n, n, eps);
-    });
-  });
-  return {};
+  return normalize(pool, "rms_norm", x, scale, std::nullopt, axis, epsilon, out,
+                   [](auto *in, auto *g, auto *, auto *y, int64_t n, auto eps) {
+                     rmsNormRow(in, g, y, n, eps);
+                   });
 }
 
 } // namespace rp::runtime::host

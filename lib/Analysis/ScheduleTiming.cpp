@@ -4,9 +4,36 @@
 
 #include <algorithm>
 #include <map>
+#include <queue>
 #include <utility>
 
 using namespace mlir::rp;
+
+bool mlir::rp::isCompute(CommandKind kind) {
+  return kind == CommandKind::forward || kind == CommandKind::tail ||
+         kind == CommandKind::backward;
+}
+
+Queue mlir::rp::queueOf(CommandKind kind) {
+  switch (kind) {
+  case CommandKind::forward:
+  case CommandKind::tail:
+  case CommandKind::backward:
+    return Queue::compute;
+  case CommandKind::h2dWeights:
+    return Queue::weightH2D;
+  case CommandKind::h2dActivation:
+  case CommandKind::h2dGradient:
+    return Queue::activationH2D;
+  case CommandKind::d2hActivation:
+  case CommandKind::d2hGradient:
+  case CommandKind::d2hWeightGrads:
+    return Queue::d2h;
+  case CommandKind::optimizer:
+    return Queue::host;
+  }
+  return Queue::compute;
+}
 
 double Timing::bubbleFraction() const {
   if (iterationMs <= 0 || computeBusyMs.empty())
@@ -77,6 +104,55 @@ std::optional<Timing> mlir::rp::estimateTiming(const Schedule &schedule,
     return std::nullopt;
   }
   return t;
+}
+
+std::optional<Schedule> mlir::rp::inIssueOrder(const Schedule &schedule,
+                                               std::string *stuck) {
+  std::optional<Timing> t = estimateTiming(schedule, stuck);
+  if (!t)
+    return std::nullopt;
+  const std::vector<Command> &cmds = schedule.commands;
+  std::vector<std::vector<unsigned>> succs(cmds.size());
+  std::vector<unsigned> pending(cmds.size(), 0);
+  std::map<std::pair<unsigned, unsigned>, unsigned> lastOnQueue;
+  auto edge = [&](unsigned from, unsigned to) {
+    succs[from].push_back(to);
+    ++pending[to];
+  };
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    auto key =
+        std::make_pair(cmds[i].device, static_cast<unsigned>(cmds[i].queue));
+    auto it = lastOnQueue.find(key);
+    if (it != lastOnQueue.end())
+      edge(it->second, i);
+    lastOnQueue[key] = i;
+    for (unsigned w : cmds[i].waits)
+      edge(w, i);
+  }
+  using Key = std::pair<double, unsigned>;
+  std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
+  for (unsigned i = 0; i < cmds.size(); ++i)
+    if (pending[i] == 0)
+      ready.push({t->start[i], i});
+  std::vector<unsigned> order, position(cmds.size());
+  while (!ready.empty()) {
+    unsigned i = ready.top().second;
+    ready.pop();
+    position[i] = order.size();
+    order.push_back(i);
+    for (unsigned s : succs[i])
+      if (--pending[s] == 0)
+        ready.push({t->start[s], s});
+  }
+  Schedule out;
+  out.devices = schedule.devices;
+  for (unsigned i : order) {
+    Command c = cmds[i];
+    for (unsigned &w : c.waits)
+      w = position[w];
+    out.add(std::move(c));
+  }
+  return out;
 }
 
 namespace {

@@ -1,6 +1,6 @@
 //===- RoundRobinTest.cpp - RoundPipe's round-robin schedule --------------===//
 
-#include "rp/Analysis/RoundRobin.h"
+#include "rp/Analysis/Pipeline.h"
 
 #include <gtest/gtest.h>
 

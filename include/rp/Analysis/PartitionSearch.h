@@ -18,7 +18,7 @@
 #ifndef RP_ANALYSIS_PARTITIONSEARCH_H
 #define RP_ANALYSIS_PARTITIONSEARCH_H
 
-#include "rp/Analysis/RoundRobin.h"
+#include "rp/Analysis/Pipeline.h"
 
 namespace mlir::rp {
 

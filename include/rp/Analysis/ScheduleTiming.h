@@ -23,8 +23,23 @@
 
 namespace mlir::rp {
 
-enum class Queue : uint8_t { compute, weightH2D, activationH2D, d2h };
-constexpr unsigned kNumQueues = 4;
+/// A device's four ordered queues, and the host's optimizer thread.
+enum class Queue : uint8_t { compute, weightH2D, activationH2D, d2h, host };
+constexpr unsigned kNumQueues = 5;
+
+/// What a command does: compute of a stage job, a copy, or the optimizer.
+enum class CommandKind : uint8_t {
+  forward,
+  tail,
+  backward,
+  h2dWeights,
+  h2dActivation,
+  h2dGradient,
+  d2hActivation,
+  d2hGradient,
+  d2hWeightGrads,
+  optimizer
+};
 
 struct Command {
   unsigned device = 0;
@@ -34,7 +49,20 @@ struct Command {
   std::vector<unsigned> waits;
   /// For timelines and messages: `F3 mb0`, `UP w6`, ...
   std::string label;
+  CommandKind kind = CommandKind::forward;
+  /// The stage job and microbatch it belongs to (-1: none).
+  int job = -1, microbatch = -1;
+  /// Copies: bytes moved. Compute: bytes of working memory.
+  int64_t bytes = 0;
+  /// Weight uploads: which chunk of the weight set.
+  unsigned chunk = 0;
+  /// Activation and gradient copies: the layer whose input they carry.
+  int boundary = -1;
 };
+
+/// The queue a command of `kind` runs on.
+Queue queueOf(CommandKind kind);
+bool isCompute(CommandKind kind);
 
 /// Commands in issue order: per (device, queue), the order of the vector is
 /// the queue's order.
@@ -61,6 +89,13 @@ struct Timing {
 /// queue orders form a cycle (the plan would deadlock), with the label of
 /// one stuck command in `stuck`.
 std::optional<Timing> estimateTiming(const Schedule &schedule,
+                                     std::string *stuck = nullptr);
+
+/// `schedule` reissued so that every command comes after the commands it
+/// waits for and after its queue predecessors (the order a plan writes its
+/// commands in): by estimated start time, ties by position. std::nullopt
+/// when the schedule deadlocks.
+std::optional<Schedule> inIssueOrder(const Schedule &schedule,
                                      std::string *stuck = nullptr);
 
 /// Textbook schedules with one stage per device (static binding) and

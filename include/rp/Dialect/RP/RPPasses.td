@@ -365,7 +365,7 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     instead (a stage over the cap is an error); every partition is also
     printed in that form. The `timing` line is the event-driven estimate
     of one iteration of the round-robin schedule of that partition
-    (include/rp/Analysis/RoundRobin.h) over `microbatches` microbatches.
+    (include/rp/Analysis/Pipeline.h) over `microbatches` microbatches.
 
     ```
     partition @main partitioner=roundpipe layers=6 stages=5 ...

@@ -8,7 +8,7 @@
 
 #include "rp/Analysis/Partition.h"
 #include "rp/Analysis/PartitionSearch.h"
-#include "rp/Analysis/RoundRobin.h"
+#include "rp/Analysis/Pipeline.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"

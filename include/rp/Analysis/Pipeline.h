@@ -1,0 +1,106 @@
+//===- Pipeline.h - stage jobs on devices, and their transfers --*- C++ -*-===//
+//
+// A pipeline is a partition lowered to a schedule: stage jobs bound to
+// devices, the order of their compute on each device, and (after
+// insertTransfers) every copy between host and device that the compute
+// needs. It is the one model behind the partitioner's objective, the
+// rp-lower-schedule and rp-insert-transfers passes, memory planning and the
+// plan timing, so all of them see the same commands.
+//
+// Schedules:
+// - round-robin (RoundPipe): stage job n runs on device n mod G and loops
+//   over all M microbatches; each job uploads its own weights, so a device
+//   holds two weight sets (the running and the prefetched one);
+// - gpipe, 1f1b, interleaved-1f1b: stages bound to devices once (stage s on
+//   device s mod G; interleaved has two stages per device), forward and
+//   backward of a stage on the same device, ordered as GPipe, 1F1B and
+//   Megatron's interleaved 1F1B order them. Weights stay resident when
+//   every stage of a device fits, and are uploaded once per step and their
+//   gradients downloaded otherwise.
+// In every schedule the last stage is the fused tail (forward, loss and
+// backward of one microbatch in one job) and backward recomputes its
+// forward from the saved stage input.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_ANALYSIS_PIPELINE_H
+#define RP_ANALYSIS_PIPELINE_H
+
+#include "rp/Analysis/HardwareProfile.h"
+#include "rp/Analysis/Partition.h"
+#include "rp/Analysis/ScheduleTiming.h"
+
+#include <optional>
+
+namespace mlir::rp {
+
+enum class ScheduleKind { roundRobin, gpipe, oneFOneB, interleaved };
+
+/// `round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`.
+std::optional<ScheduleKind> parseScheduleKind(llvm::StringRef name);
+llvm::StringRef scheduleKindName(ScheduleKind kind);
+
+/// Weights larger than this are uploaded in several chunks, so that
+/// activation copies are never queued behind one huge transfer.
+constexpr int64_t kWeightChunkBytes = int64_t(256) << 20;
+
+struct StageJob {
+  CommandKind kind; ///< forward, tail or backward
+  StageRange range;
+  unsigned device = 0;
+  /// Jobs that share a weight set (forward and backward of one stage in
+  /// the static schedules) upload it once.
+  unsigned weightSet = 0;
+};
+
+struct Pipeline {
+  ScheduleKind kind = ScheduleKind::roundRobin;
+  unsigned devices = 1, microbatches = 1;
+  std::vector<StageJob> jobs;
+  /// No weight uploads or gradient downloads: every device keeps its
+  /// stages' weights (static schedules whose weights fit).
+  bool residentWeights = false;
+  Schedule schedule;
+};
+
+/// Stage sizes for the static schedules: `stages` contiguous stages whose
+/// forward + backward times are as even as a linear partition makes them;
+/// the last one is the fused tail.
+Partition staticPartition(llvm::ArrayRef<LayerCost> layers, unsigned stages);
+
+/// How many stages a schedule cuts for `devices` devices (static
+/// schedules: one per device, two for interleaved, at most one per layer).
+unsigned staticStageCount(ScheduleKind kind, unsigned devices,
+                          unsigned layers);
+
+/// Binds the jobs of `partition` to devices and orders their compute
+/// commands (one per job and microbatch) with the data dependencies
+/// between them. Fails with a message when the schedule cannot run this
+/// partition (interleaved-1f1b needs a multiple of the device count of
+/// microbatches and two stages per device).
+FailureOr<Pipeline> lowerSchedule(const Partition &partition,
+                                  llvm::ArrayRef<LayerCost> layers,
+                                  ScheduleKind kind, unsigned devices,
+                                  unsigned microbatches, std::string &error);
+
+/// Adds the copies the compute needs, in the queues' order: weight uploads
+/// in chunks of at most kWeightChunkBytes (round-robin: after the job two
+/// turns back on the device has finished, so two weight sets are
+/// resident); activations, saved inputs and activation gradients through
+/// host memory (D2H on the producing device, H2D on the consuming one, at
+/// most two inputs in flight per device); weight gradients D2H once per
+/// weight set after its last microbatch; then the host optimizer step,
+/// after every gradient download.
+void insertTransfers(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
+                     const HardwareProfile &hw);
+
+/// lowerSchedule + insertTransfers for the round-robin schedule, which
+/// cannot fail.
+Schedule roundRobinSchedule(const Partition &partition,
+                            llvm::ArrayRef<LayerCost> layers,
+                            const HardwareProfile &hw, unsigned devices,
+                            unsigned microbatches);
+
+} // namespace mlir::rp
+
+#endif // RP_ANALYSIS_PIPELINE_H

@@ -1,0 +1,283 @@
+//===- Pipeline.cpp - stage jobs on devices, and their compute order ------===//
+
+#include "rp/Analysis/Pipeline.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+std::optional<ScheduleKind> mlir::rp::parseScheduleKind(StringRef name) {
+  return llvm::StringSwitch<std::optional<ScheduleKind>>(name)
+      .Case("round-robin", ScheduleKind::roundRobin)
+      .Case("gpipe", ScheduleKind::gpipe)
+      .Case("1f1b", ScheduleKind::oneFOneB)
+      .Case("interleaved-1f1b", ScheduleKind::interleaved)
+      .Default(std::nullopt);
+}
+
+StringRef mlir::rp::scheduleKindName(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::roundRobin:
+    return "round-robin";
+  case ScheduleKind::gpipe:
+    return "gpipe";
+  case ScheduleKind::oneFOneB:
+    return "1f1b";
+  case ScheduleKind::interleaved:
+    return "interleaved-1f1b";
+  }
+  return "";
+}
+
+unsigned mlir::rp::staticStageCount(ScheduleKind kind, unsigned devices,
+                                    unsigned layers) {
+  unsigned stages = kind == ScheduleKind::interleaved ? 2 * devices : devices;
+  return std::max(1u, std::min(stages, layers));
+}
+
+Partition mlir::rp::staticPartition(llvm::ArrayRef<LayerCost> layers,
+                                    unsigned stages) {
+  unsigned n = layers.size();
+  stages = std::max(1u, std::min(stages, n));
+  std::vector<double> prefix(n + 1, 0);
+  for (unsigned l = 0; l < n; ++l)
+    prefix[l + 1] = prefix[l] + layers[l].recomputeMs + layers[l].backwardMs;
+  // best[k][i]: the least bottleneck of layers [0, i) in k stages.
+  constexpr double inf = 1e300;
+  std::vector<std::vector<double>> best(
+      stages + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<unsigned>> cut(stages + 1,
+                                         std::vector<unsigned>(n + 1, 0));
+  best[0][0] = 0;
+  for (unsigned k = 1; k <= stages; ++k)
+    for (unsigned i = k; i <= n; ++i)
+      for (unsigned j = k - 1; j < i; ++j) {
+        double cost = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        if (cost < best[k][i]) {
+          best[k][i] = cost;
+          cut[k][i] = j;
+        }
+      }
+  std::vector<unsigned> sizes(stages);
+  for (unsigned k = stages, i = n; k > 0; i = cut[k][i], --k)
+    sizes[k - 1] = i - cut[k][i];
+  std::vector<unsigned> fwd(sizes.begin(), sizes.end() - 1);
+  std::vector<unsigned> bwd(fwd.rbegin(), fwd.rend());
+  Partition p = partitionFromSizes(fwd, sizes.back(), bwd, n);
+  scorePartition(p, layers, stages);
+  return p;
+}
+
+namespace {
+
+double computeMs(CommandKind kind, StageRange r,
+                 llvm::ArrayRef<LayerCost> layers) {
+  double ms = 0;
+  for (unsigned l = r.begin; l < r.end; ++l) {
+    const LayerCost &c = layers[l];
+    ms += kind == CommandKind::forward ? c.recomputeMs
+          : kind == CommandKind::tail  ? c.forwardMs + c.backwardMs
+                                       : c.recomputeMs + c.backwardMs;
+  }
+  return ms;
+}
+
+/// Working memory of one microbatch: a forward keeps one layer's
+/// intermediates with its input and output; a backward (and the tail)
+/// keeps every recomputed layer's intermediates for the reverse sweep.
+int64_t workBytes(CommandKind kind, StageRange r,
+                  llvm::ArrayRef<LayerCost> layers) {
+  int64_t sum = 0, peak = 0;
+  for (unsigned l = r.begin; l < r.end; ++l) {
+    sum += layers[l].workBytes;
+    peak = std::max(peak, layers[l].workBytes);
+  }
+  if (kind == CommandKind::forward)
+    return peak;
+  return sum + peak;
+}
+
+/// One unit of a static schedule's per-device order.
+struct Unit {
+  unsigned stage, microbatch;
+  bool forward;
+};
+
+/// The compute order of device `d` in a static schedule with `stages`
+/// stages (stage s on device s mod G): GPipe runs every forward, then every
+/// backward; 1F1B and interleaved 1F1B warm up with forwards, then
+/// alternate one forward and one backward (Megatron's order; a device holds
+/// `stages / G` model chunks).
+std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
+                              unsigned stages, unsigned microbatches) {
+  std::vector<Unit> order;
+  if (d >= stages)
+    return order;
+  unsigned chunks = (stages + devices - 1) / devices;
+  unsigned total = microbatches * chunks;
+  auto unit = [&](unsigned k, bool forward) {
+    unsigned chunk = (k / devices) % chunks;
+    if (!forward)
+      chunk = chunks - 1 - chunk;
+    unsigned mb = chunks == 1 ? k
+                              : (k / (devices * chunks)) * devices +
+                                    k % devices;
+    return Unit{chunk * devices + d, mb, forward};
+  };
+  unsigned warmup =
+      kind == ScheduleKind::gpipe ? total
+      : chunks == 1
+          ? std::min(total, stages - d - 1)
+          : std::min(total, (devices - d - 1) * 2 + (chunks - 1) * devices);
+  unsigned f = 0, b = 0;
+  for (; f < warmup; ++f)
+    order.push_back(unit(f, true));
+  while (f < total) {
+    order.push_back(unit(f++, true));
+    order.push_back(unit(b++, false));
+  }
+  while (b < total)
+    order.push_back(unit(b++, false));
+  return order;
+}
+
+} // namespace
+
+FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
+                                            llvm::ArrayRef<LayerCost> layers,
+                                            ScheduleKind kind,
+                                            unsigned devices,
+                                            unsigned microbatches,
+                                            std::string &error) {
+  Pipeline pl;
+  pl.kind = kind;
+  pl.devices = devices;
+  pl.microbatches = microbatches;
+  unsigned nf = partition.forward.size();
+  for (const StageRange &s : partition.forward)
+    pl.jobs.push_back({CommandKind::forward, s, 0, 0});
+  pl.jobs.push_back({CommandKind::tail, partition.tail, 0, 0});
+  for (const StageRange &s : partition.backward)
+    pl.jobs.push_back({CommandKind::backward, s, 0, 0});
+  unsigned numJobs = pl.jobs.size();
+  // computeOf[job][mb]: the index of the compute command.
+  std::vector<std::vector<unsigned>> computeOf(
+      numJobs, std::vector<unsigned>(microbatches, ~0u));
+  Schedule &sched = pl.schedule;
+  sched.devices = devices;
+  auto add = [&](unsigned job, unsigned mb) {
+    const StageJob &j = pl.jobs[job];
+    Command c;
+    c.device = j.device;
+    c.queue = Queue::compute;
+    c.kind = j.kind;
+    c.job = job;
+    c.microbatch = mb;
+    c.ms = computeMs(j.kind, j.range, layers);
+    c.bytes = workBytes(j.kind, j.range, layers);
+    c.label = std::string(j.kind == CommandKind::forward ? "F"
+                          : j.kind == CommandKind::tail  ? "T"
+                                                         : "B") +
+              std::to_string(job) + " mb" + std::to_string(mb);
+    computeOf[job][mb] = sched.add(std::move(c));
+  };
+
+  if (kind == ScheduleKind::roundRobin) {
+    for (unsigned n = 0; n < numJobs; ++n) {
+      pl.jobs[n].device = n % devices;
+      pl.jobs[n].weightSet = n;
+    }
+    for (unsigned n = 0; n < numJobs; ++n)
+      for (unsigned m = 0; m < microbatches; ++m)
+        add(n, m);
+  } else {
+    unsigned stages = nf + 1;
+    if (partition.backward.size() != nf) {
+      error = "static schedules run the forward and backward of a stage on "
+              "one device, so the backward stages must mirror the forward "
+              "ones";
+      return failure();
+    }
+    for (unsigned k = 0; k < nf; ++k)
+      if (!(partition.backward[k] == partition.forward[nf - 1 - k])) {
+        error = "static schedules run the forward and backward of a stage "
+                "on one device, so the backward stages must mirror the "
+                "forward ones";
+        return failure();
+      }
+    if (kind != ScheduleKind::interleaved && stages > devices) {
+      error = std::string(scheduleKindName(kind)) + " runs one stage per "
+              "device: " + std::to_string(stages) + " stages do not fit " +
+              std::to_string(devices) + " devices";
+      return failure();
+    }
+    if (kind == ScheduleKind::interleaved &&
+        (stages % devices != 0 || (stages > devices &&
+                                   microbatches % devices != 0))) {
+      error = "interleaved-1f1b needs the same number of stages on every "
+              "device and, with several stages per device, microbatches a "
+              "multiple of the device count (got " + std::to_string(stages) +
+              " stages, " + std::to_string(devices) + " devices, " +
+              std::to_string(microbatches) + " microbatches)";
+      return failure();
+    }
+    // Stage s: forward job s (the tail for the last one) and backward job
+    // numJobs - 1 - s, both on device s mod G, sharing weight set s.
+    for (unsigned s = 0; s < stages; ++s) {
+      pl.jobs[s].device = s % devices;
+      pl.jobs[s].weightSet = s;
+      if (s + 1 < stages) {
+        pl.jobs[numJobs - 1 - s].device = s % devices;
+        pl.jobs[numJobs - 1 - s].weightSet = s;
+      }
+    }
+    for (unsigned d = 0; d < devices; ++d)
+      for (Unit u : staticOrder(kind, d, devices, stages, microbatches)) {
+        if (u.stage + 1 == stages && !u.forward)
+          continue; // the fused tail's backward ran with its forward
+        add(u.forward ? u.stage : numJobs - 1 - u.stage, u.microbatch);
+      }
+  }
+  // Data dependencies between compute commands; insertTransfers turns the
+  // ones that cross devices into copies.
+  for (unsigned n = 0; n < numJobs; ++n)
+    for (unsigned m = 0; m < microbatches; ++m) {
+      std::vector<unsigned> &waits = sched.commands[computeOf[n][m]].waits;
+      if (n > 0)
+        waits.push_back(computeOf[n - 1][m]);
+      const StageJob &j = pl.jobs[n];
+      if (j.kind != CommandKind::backward || j.range.begin == 0)
+        continue;
+      // The saved input comes from the forward job that computed it.
+      for (unsigned f = 0; f < nf; ++f)
+        if (pl.jobs[f].range.begin < j.range.begin &&
+            j.range.begin <= pl.jobs[f].range.end)
+          waits.push_back(computeOf[f][m]);
+    }
+  std::string stuck;
+  std::optional<Schedule> issued = inIssueOrder(sched, &stuck);
+  if (!issued) {
+    error = "the " + std::string(scheduleKindName(kind)) +
+            " order of this partition deadlocks at '" + stuck +
+            "'; this is a bug in rp, please report it";
+    return failure();
+  }
+  sched = std::move(*issued);
+  return pl;
+}
+
+Schedule mlir::rp::roundRobinSchedule(const Partition &partition,
+                                      llvm::ArrayRef<LayerCost> layers,
+                                      const HardwareProfile &hw,
+                                      unsigned devices, unsigned microbatches) {
+  std::string error;
+  FailureOr<Pipeline> pl = lowerSchedule(
+      partition, layers, ScheduleKind::roundRobin, devices, microbatches,
+      error);
+  assert(succeeded(pl) && "round-robin lowering cannot fail");
+  insertTransfers(*pl, layers, hw);
+  return std::move(pl->schedule);
+}

@@ -1,0 +1,257 @@
+//===- Transfers.cpp - the copies a pipeline's compute needs --------------===//
+
+#include "rp/Analysis/Pipeline.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+double transferMs(int64_t bytes, double gbps) {
+  return gbps > 0 ? bytes / (gbps * 1e9) * 1e3 : 0;
+}
+
+/// Bytes of the activation entering layer `b` (the model output for the
+/// boundary after the last layer); its gradient has the same size.
+int64_t boundaryBytes(llvm::ArrayRef<LayerCost> layers, unsigned b) {
+  return b < layers.size() ? layers[b].actInBytes : layers.back().actOutBytes;
+}
+
+/// What one compute reads from another: an activation (from a forward
+/// job) at the consumer's first layer, or the gradient (from the tail or a
+/// backward job) at the consumer's end.
+struct Edge {
+  CommandKind download; // d2hActivation or d2hGradient
+  unsigned boundary;
+};
+
+Edge edgeBetween(const StageJob &producer, const StageJob &consumer) {
+  if (producer.kind == CommandKind::forward)
+    return {CommandKind::d2hActivation, consumer.range.begin};
+  return {CommandKind::d2hGradient, consumer.range.end};
+}
+
+struct Inserter {
+  Pipeline &pl;
+  llvm::ArrayRef<LayerCost> layers;
+  const HardwareProfile &hw;
+  const Schedule &old;
+  Schedule out;
+  std::vector<unsigned> newIndex;
+  /// Per old compute: the downloads its consumers need, and their new
+  /// indices once emitted.
+  std::vector<std::vector<Edge>> downloads;
+  std::map<std::tuple<unsigned, CommandKind, unsigned>, unsigned> emitted;
+
+  Inserter(Pipeline &pl, llvm::ArrayRef<LayerCost> layers,
+           const HardwareProfile &hw, const Schedule &old)
+      : pl(pl), layers(layers), hw(hw), old(old),
+        newIndex(old.commands.size(), ~0u),
+        downloads(old.commands.size()) {
+    out.devices = old.devices;
+  }
+
+  const StageJob &jobOf(unsigned oldIdx) const {
+    return pl.jobs[old.commands[oldIdx].job];
+  }
+  /// Whether the dependency stays on the device (a static schedule's
+  /// backward reading the input its own stage's forward kept).
+  bool direct(unsigned producer, unsigned consumer) const {
+    return pl.kind != ScheduleKind::roundRobin &&
+           jobOf(producer).device == jobOf(consumer).device &&
+           jobOf(producer).weightSet == jobOf(consumer).weightSet;
+  }
+
+  unsigned add(Command c) { return out.add(std::move(c)); }
+
+  Command copy(CommandKind kind, unsigned device, int64_t bytes,
+               const Command &of, std::string label) {
+    Command c;
+    c.device = device;
+    c.kind = kind;
+    c.queue = queueOf(kind);
+    c.bytes = bytes;
+    c.job = of.job;
+    c.microbatch = of.microbatch;
+    c.ms = transferMs(bytes, c.queue == Queue::d2h ? hw.d2hGBps : hw.h2dGBps);
+    c.label = std::move(label);
+    return c;
+  }
+
+  void run();
+};
+
+void Inserter::run() {
+  const std::vector<Command> &cmds = old.commands;
+  for (unsigned i = 0; i < cmds.size(); ++i)
+    for (unsigned p : cmds[i].waits)
+      if (!direct(p, i)) {
+        Edge e = edgeBetween(jobOf(p), jobOf(i));
+        auto &list = downloads[p];
+        if (llvm::none_of(list, [&](const Edge &x) {
+              return x.download == e.download && x.boundary == e.boundary;
+            }))
+          list.push_back(e);
+      }
+
+  // Per weight set: its first and last compute, and whether it has
+  // gradients; per device, the order its weight sets first run in.
+  unsigned numSets = 0;
+  for (const StageJob &j : pl.jobs)
+    numSets = std::max(numSets, j.weightSet + 1);
+  std::vector<int> firstOfSet(numSets, -1), lastOfSet(numSets, -1);
+  std::vector<bool> setHasGrads(numSets, false);
+  std::vector<std::vector<unsigned>> setsOnDevice(pl.devices);
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    const StageJob &j = jobOf(i);
+    if (firstOfSet[j.weightSet] < 0) {
+      firstOfSet[j.weightSet] = i;
+      setsOnDevice[j.device].push_back(j.weightSet);
+    }
+    lastOfSet[j.weightSet] = i;
+    if (j.kind != CommandKind::forward)
+      setHasGrads[j.weightSet] = true;
+  }
+  std::vector<unsigned> setTurn(numSets, 0);
+  for (const auto &sets : setsOnDevice)
+    for (auto [turn, s] : llvm::enumerate(sets))
+      setTurn[s] = turn;
+  std::vector<unsigned> lastUpload(numSets, ~0u);
+  // Per device, the computes emitted so far, and their last download.
+  std::vector<std::vector<unsigned>> deviceComputes(pl.devices);
+  std::map<unsigned, unsigned> lastDownloadOf;
+  std::vector<unsigned> gradDownloads;
+
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    Command c = cmds[i];
+    const StageJob &job = jobOf(i);
+    unsigned dev = job.device;
+    std::vector<unsigned> waits;
+    std::vector<unsigned> &done = deviceComputes[dev];
+    std::string tag = std::to_string(c.job) + " mb" +
+                      std::to_string(c.microbatch);
+
+    if (int(i) == firstOfSet[job.weightSet] && !pl.residentWeights) {
+      int64_t bytes = 0;
+      for (unsigned l = job.range.begin; l < job.range.end; ++l)
+        bytes += layers[l].paramBytes;
+      std::optional<unsigned> after;
+      unsigned turn = setTurn[job.weightSet];
+      if (pl.kind == ScheduleKind::roundRobin && turn >= 2) {
+        unsigned twoBack = setsOnDevice[dev][turn - 2];
+        after = newIndex[lastOfSet[twoBack]];
+      }
+      unsigned chunks = std::max<int64_t>(
+          1, (bytes + kWeightChunkBytes - 1) / kWeightChunkBytes);
+      for (unsigned k = 0; k < chunks; ++k) {
+        int64_t part = std::min(kWeightChunkBytes, bytes - k * kWeightChunkBytes);
+        Command up = copy(CommandKind::h2dWeights, dev, part, c,
+                          "UP s" + std::to_string(c.job) + " c" +
+                              std::to_string(k));
+        up.microbatch = -1;
+        up.chunk = k;
+        if (after)
+          up.waits.push_back(*after);
+        lastUpload[job.weightSet] = add(std::move(up));
+      }
+    }
+    if (lastUpload[job.weightSet] != ~0u)
+      waits.push_back(lastUpload[job.weightSet]);
+
+    // Inputs: at most two in flight per device, so an upload waits for the
+    // compute two places back to free its buffer.
+    auto upload = [&](CommandKind kind, unsigned boundary,
+                      std::optional<unsigned> after) {
+      Command in = copy(kind, dev, boundaryBytes(layers, boundary), c,
+                        (kind == CommandKind::h2dGradient ? "DIN s" : "IN s") +
+                            tag);
+      in.boundary = boundary;
+      if (after)
+        in.waits.push_back(*after);
+      if (done.size() >= 2)
+        in.waits.push_back(done[done.size() - 2]);
+      waits.push_back(add(std::move(in)));
+    };
+    bool fromHost = job.range.begin == 0 &&
+                    (job.kind == CommandKind::backward || c.job == 0);
+    if (fromHost)
+      upload(CommandKind::h2dActivation, 0, std::nullopt);
+    for (unsigned p : c.waits) {
+      if (direct(p, i)) {
+        waits.push_back(newIndex[p]);
+        continue;
+      }
+      Edge e = edgeBetween(jobOf(p), job);
+      unsigned d = emitted.at({p, e.download, e.boundary});
+      upload(e.download == CommandKind::d2hActivation
+                 ? CommandKind::h2dActivation
+                 : CommandKind::h2dGradient,
+             e.boundary, d);
+    }
+    // Outputs: two buffers per device, so the compute waits for the
+    // downloads of the compute two places back.
+    if (done.size() >= 2) {
+      auto it = lastDownloadOf.find(done[done.size() - 2]);
+      if (it != lastDownloadOf.end())
+        waits.push_back(it->second);
+    }
+    c.waits = waits;
+    unsigned ci = add(std::move(c));
+    newIndex[i] = ci;
+    done.push_back(ci);
+
+    for (const Edge &e : downloads[i]) {
+      Command d = copy(e.download, dev, boundaryBytes(layers, e.boundary),
+                       out.commands[ci],
+                       (e.download == CommandKind::d2hGradient ? "DOUT s"
+                                                               : "OUT s") +
+                           tag);
+      d.boundary = e.boundary;
+      d.waits.push_back(ci);
+      unsigned di = add(std::move(d));
+      emitted[{i, e.download, e.boundary}] = di;
+      lastDownloadOf[ci] = di;
+    }
+    if (int(i) == lastOfSet[job.weightSet] && setHasGrads[job.weightSet] &&
+        !pl.residentWeights) {
+      int64_t bytes = 0;
+      for (const StageJob &j : pl.jobs)
+        if (j.weightSet == job.weightSet && j.kind != CommandKind::forward)
+          for (unsigned l = j.range.begin; l < j.range.end; ++l)
+            bytes += layers[l].gradBytes;
+      if (bytes > 0) {
+        Command g = copy(CommandKind::d2hWeightGrads, dev, bytes,
+                         out.commands[ci],
+                         "GRAD s" + std::to_string(job.weightSet));
+        g.microbatch = -1;
+        g.waits.push_back(ci);
+        gradDownloads.push_back(add(std::move(g)));
+      }
+    }
+  }
+  // The host optimizer step runs once every gradient is in (global-norm
+  // clipping sees them all). Its duration is not modelled yet.
+  Command opt;
+  opt.kind = CommandKind::optimizer;
+  opt.queue = Queue::host;
+  opt.label = "OPT";
+  opt.waits = gradDownloads;
+  if (pl.residentWeights)
+    for (auto &list : deviceComputes)
+      if (!list.empty())
+        opt.waits.push_back(list.back());
+  add(std::move(opt));
+}
+
+} // namespace
+
+void mlir::rp::insertTransfers(Pipeline &pipeline,
+                               llvm::ArrayRef<LayerCost> layers,
+                               const HardwareProfile &hw) {
+  Schedule old = std::move(pipeline.schedule);
+  Inserter inserter(pipeline, layers, hw, old);
+  inserter.run();
+  pipeline.schedule = std::move(inserter.out);
+}

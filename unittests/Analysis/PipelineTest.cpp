@@ -1,0 +1,224 @@
+//===- PipelineTest.cpp - schedules lowered to devices, and transfers -----===//
+
+#include "rp/Analysis/Pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+using namespace mlir::rp;
+
+namespace {
+
+std::vector<LayerCost> uniform(unsigned n, int64_t bytes, double f = 1,
+                               double b = 2) {
+  std::vector<LayerCost> layers(n);
+  for (LayerCost &c : layers) {
+    c.forwardMs = c.recomputeMs = f;
+    c.backwardMs = b;
+    c.paramBytes = c.gradBytes = bytes;
+    c.actInBytes = c.actOutBytes = 1000;
+  }
+  return layers;
+}
+
+HardwareProfile link(double gbps) {
+  HardwareProfile hw;
+  hw.h2dGBps = hw.d2hGBps = gbps;
+  return hw;
+}
+
+const ScheduleKind kAll[] = {ScheduleKind::roundRobin, ScheduleKind::gpipe,
+                             ScheduleKind::oneFOneB,
+                             ScheduleKind::interleaved};
+
+/// The partition each schedule runs: RoundPipe-like for round-robin, the
+/// symmetric static one otherwise.
+Partition partitionFor(ScheduleKind kind, llvm::ArrayRef<LayerCost> layers,
+                       unsigned devices) {
+  if (kind == ScheduleKind::roundRobin)
+    return partitionRoundPipe(layers, int64_t(1) << 40, devices);
+  return staticPartition(layers,
+                         staticStageCount(kind, devices, layers.size()));
+}
+
+TEST(PipelineTest, ScheduleNamesRoundTrip) {
+  for (ScheduleKind k : kAll)
+    EXPECT_EQ(parseScheduleKind(scheduleKindName(k)), k);
+  EXPECT_FALSE(parseScheduleKind("zero-bubble"));
+}
+
+TEST(PipelineTest, EveryJobRunsEveryMicrobatchOnceWithoutDeadlock) {
+  std::vector<LayerCost> layers = uniform(8, 1000);
+  for (ScheduleKind kind : kAll)
+    for (unsigned g : {1u, 2u, 3u, 4u})
+      for (unsigned m : {1u, 4u, 5u, 8u}) {
+        std::string error;
+        Partition p = partitionFor(kind, layers, g);
+        auto pl = lowerSchedule(p, layers, kind, g, m, error);
+        if (kind == ScheduleKind::interleaved && g > 1 && m % g) {
+          EXPECT_TRUE(mlir::failed(pl));
+          EXPECT_NE(error.find("multiple of the device count"),
+                    std::string::npos);
+          continue;
+        }
+        ASSERT_TRUE(mlir::succeeded(pl))
+            << scheduleKindName(kind).str() << " G=" << g << " M=" << m << ": "
+            << error;
+        std::set<std::pair<int, int>> seen;
+        for (const Command &c : pl->schedule.commands) {
+          EXPECT_TRUE(isCompute(c.kind));
+          EXPECT_EQ(c.device, pl->jobs[c.job].device);
+          EXPECT_TRUE(seen.insert({c.job, c.microbatch}).second);
+          // Issue order: what a command waits for comes before it.
+          for (unsigned w : c.waits)
+            EXPECT_LT(w, &c - pl->schedule.commands.data());
+        }
+        EXPECT_EQ(seen.size(), pl->jobs.size() * m);
+        insertTransfers(*pl, layers, link(10));
+        EXPECT_TRUE(estimateTiming(pl->schedule))
+            << scheduleKindName(kind).str() << " G=" << g << " M=" << m;
+      }
+}
+
+TEST(PipelineTest, StaticSchedulesBindStagesToDevices) {
+  std::vector<LayerCost> layers = uniform(8, 1000);
+  std::string error;
+  Partition p = staticPartition(layers, 8); // interleaved on 4 devices
+  auto pl = lowerSchedule(p, layers, ScheduleKind::interleaved, 4, 4, error);
+  ASSERT_TRUE(mlir::succeeded(pl)) << error;
+  // Jobs: F0..F6, tail (stage 7), B6..B0; stage s on device s mod 4.
+  ASSERT_EQ(pl->jobs.size(), 15u);
+  for (unsigned s = 0; s < 7; ++s) {
+    EXPECT_EQ(pl->jobs[s].device, s % 4);
+    EXPECT_EQ(pl->jobs[14 - s].device, s % 4);
+    EXPECT_EQ(pl->jobs[14 - s].weightSet, pl->jobs[s].weightSet);
+  }
+  EXPECT_EQ(pl->jobs[7].kind, CommandKind::tail);
+  EXPECT_EQ(pl->jobs[7].device, 3u);
+}
+
+TEST(PipelineTest, StaticSchedulesRefuseWhatTheyCannotRun) {
+  std::vector<LayerCost> layers = uniform(6, 1000);
+  std::string error;
+  Partition rr = partitionRoundPipe(layers, int64_t(1) << 40, 2);
+  EXPECT_TRUE(mlir::failed(
+      lowerSchedule(rr, layers, ScheduleKind::oneFOneB, 2, 3, error)));
+  EXPECT_NE(error.find("mirror"), std::string::npos) << error;
+  Partition four = staticPartition(layers, 4);
+  EXPECT_TRUE(mlir::failed(
+      lowerSchedule(four, layers, ScheduleKind::gpipe, 2, 3, error)));
+  EXPECT_NE(error.find("4 stages do not fit 2 devices"), std::string::npos)
+      << error;
+}
+
+/// With free transfers and one layer per stage of f forward and b
+/// backward, GPipe and 1F1B lowered through the pipeline give the textbook
+/// bubble (p - 1) / (m + p - 1): weak baselines would flatter us.
+TEST(PipelineTest, StaticBaselinesHaveTheTextbookBubble) {
+  for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::oneFOneB})
+    for (unsigned p : {2u, 4u})
+      for (unsigned m : {1u, 4u, 8u}) {
+        // Every stage runs F = 1 ms (recompute) and B = 3 ms (recompute
+        // and backward); the fused tail runs its 2 ms forward and 2 ms
+        // backward as one 4 ms block, as 1F1B's last stage does.
+        std::vector<LayerCost> layers = uniform(p, 0, 1, 2);
+        layers.back().forwardMs = 2;
+        std::string error;
+        auto pl = lowerSchedule(staticPartition(layers, p), layers, kind, p,
+                                m, error);
+        ASSERT_TRUE(mlir::succeeded(pl)) << error;
+        insertTransfers(*pl, layers, link(1e12));
+        std::optional<Timing> t = estimateTiming(pl->schedule);
+        ASSERT_TRUE(t);
+        double bubble = double(p - 1) / (m + p - 1);
+        EXPECT_NEAR(t->bubbleFraction(), bubble, 1e-6)
+            << scheduleKindName(kind).str() << " p=" << p << " m=" << m;
+      }
+}
+
+TEST(PipelineTest, WeightsUploadInChunksOncePerSet) {
+  // 600 MB per layer: three chunks of at most 256 MB per one-layer stage.
+  std::vector<LayerCost> layers = uniform(4, int64_t(600) << 20);
+  std::string error;
+  Partition p = partitionFromSizes({1, 1, 1}, 1, {1, 1, 1}, 4);
+  auto pl =
+      lowerSchedule(p, layers, ScheduleKind::roundRobin, 2, 3, error);
+  ASSERT_TRUE(mlir::succeeded(pl));
+  insertTransfers(*pl, layers, link(25));
+  std::map<int, int64_t> uploaded;
+  std::map<int, int> chunks, gradDownloads;
+  unsigned optimizer = 0;
+  for (const Command &c : pl->schedule.commands) {
+    if (c.kind == CommandKind::h2dWeights) {
+      EXPECT_LE(c.bytes, kWeightChunkBytes);
+      uploaded[c.job] += c.bytes;
+      ++chunks[c.job];
+    }
+    if (c.kind == CommandKind::d2hWeightGrads)
+      ++gradDownloads[c.job];
+    if (c.kind == CommandKind::optimizer) {
+      ++optimizer;
+      EXPECT_EQ(c.waits.size(), 4u); // the tail and three backward jobs
+    }
+  }
+  EXPECT_EQ(optimizer, 1u);
+  ASSERT_EQ(uploaded.size(), 7u);
+  for (auto [job, bytes] : uploaded) {
+    EXPECT_EQ(bytes, int64_t(600) << 20);
+    EXPECT_EQ(chunks[job], 3);
+  }
+  // Forward jobs have no gradients; the tail and backward jobs one each.
+  EXPECT_EQ(gradDownloads.size(), 4u);
+  for (auto [job, n] : gradDownloads) {
+    EXPECT_GE(job, 3);
+    EXPECT_EQ(n, 1);
+  }
+}
+
+TEST(PipelineTest, RoundRobinKeepsTwoWeightSetsPerDevice) {
+  // Slow uploads: each upload must still wait for the job two turns back
+  // on its device to finish computing.
+  std::vector<LayerCost> layers = uniform(6, int64_t(100) << 20);
+  std::string error;
+  Partition p = partitionFromSizes({1, 1, 1, 1, 1}, 1, {1, 1, 1, 1, 1}, 6);
+  auto pl = lowerSchedule(p, layers, ScheduleKind::roundRobin, 2, 3, error);
+  ASSERT_TRUE(mlir::succeeded(pl));
+  insertTransfers(*pl, layers, link(1));
+  std::optional<Timing> t = estimateTiming(pl->schedule);
+  ASSERT_TRUE(t);
+  const auto &cmds = pl->schedule.commands;
+  std::map<int, double> computeEnd, uploadStart;
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    if (isCompute(cmds[i].kind))
+      computeEnd[cmds[i].job] = std::max(computeEnd[cmds[i].job], t->end[i]);
+    if (cmds[i].kind == CommandKind::h2dWeights && !uploadStart.count(cmds[i].job))
+      uploadStart[cmds[i].job] = t->start[i];
+  }
+  for (auto [job, start] : uploadStart) {
+    if (job >= 4)
+      EXPECT_GE(start, computeEnd[job - 4]) << "job " << job;
+  }
+}
+
+TEST(PipelineTest, BackwardReadsSavedInputsFromTheForwardThatMadeThem) {
+  // Forward [0, 4), tail [4, 6), backward [2, 4) and [0, 2): the backward
+  // of [2, 4) needs the activation entering layer 2, inside the forward
+  // job, which therefore downloads it for every microbatch.
+  std::vector<LayerCost> layers = uniform(6, 0);
+  Partition p = partitionFromSizes({4}, 2, {2, 2}, 6);
+  std::string error;
+  auto pl = lowerSchedule(p, layers, ScheduleKind::roundRobin, 2, 2, error);
+  ASSERT_TRUE(mlir::succeeded(pl));
+  insertTransfers(*pl, layers, link(10));
+  std::map<std::pair<int, int>, int> downloads; // (job, boundary) -> count
+  for (const Command &c : pl->schedule.commands)
+    if (c.kind == CommandKind::d2hActivation)
+      ++downloads[{c.job, c.boundary}];
+  EXPECT_EQ((downloads[{0, 2}]), 2); // saved input, both microbatches
+  EXPECT_EQ((downloads[{0, 4}]), 2); // the tail's input
+  EXPECT_EQ(downloads.size(), 2u);
+}
+
+} // namespace

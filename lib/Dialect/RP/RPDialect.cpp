@@ -13,6 +13,7 @@ void RPDialect::initialize() {
 #define GET_OP_LIST
 #include "rp/Dialect/RP/RPOps.cpp.inc"
       >();
+  registerScheduleTypes();
 }
 
 Operation *RPDialect::materializeConstant(OpBuilder &builder, Attribute value,

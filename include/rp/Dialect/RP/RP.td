@@ -5,6 +5,7 @@
 
 include "rp/Dialect/RP/RPDialect.td"
 include "rp/Dialect/RP/RPAttrs.td"
+include "rp/Dialect/RP/RPTypes.td"
 include "rp/Dialect/RP/RPOps.td"
 
 #endif // RP_DIALECT_RP_RP_TD

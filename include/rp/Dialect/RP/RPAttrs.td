@@ -45,4 +45,21 @@ def RP_LayerRole : I32EnumAttr<"LayerRole", "what a layer computes", [
   let cppNamespace = "::mlir::rp";
 }
 
+def RP_CopyDirection : I32EnumAttr<"CopyDirection",
+    "which way a schedule copy goes", [
+    I32EnumAttrCase<"h2d", 0>,
+    I32EnumAttrCase<"d2h", 1>
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
+def RP_CopyKind : I32EnumAttr<"CopyKind", "what a schedule copy carries", [
+    I32EnumAttrCase<"weights", 0>,
+    I32EnumAttrCase<"activation", 1>,
+    I32EnumAttrCase<"gradient", 2>,
+    I32EnumAttrCase<"weight_grads", 3>
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
 #endif // RP_DIALECT_RP_RPATTRS_TD

@@ -25,6 +25,12 @@ def RP_Dialect : Dialect {
     indices and i1 for masks. Every tensor has a static shape.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    /// Registers the plan-level types and attributes (RPScheduleOps.cpp).
+    void registerScheduleTypes();
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -16,6 +16,11 @@
 #include "rp/Dialect/RP/RPDialect.h"
 
 #include "rp/Dialect/RP/RPEnums.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "rp/Dialect/RP/RPTypes.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "rp/Dialect/RP/RPAttrDefs.h.inc"
 #include "rp/Dialect/RP/RPInterfaces.h.inc"
 
 namespace mlir::rp {

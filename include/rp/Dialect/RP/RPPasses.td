@@ -395,4 +395,157 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
   ];
 }
 
+def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
+  let summary = "cuts the layers into pipeline stages for a schedule";
+  let description = [{
+    Runs the layer cost analysis on the function with layers (after
+    rp-attach-loss, before rp-autodiff) and records the stages a
+    partitioner cuts as its `rp.partition` attribute, with the schedule,
+    device count, microbatches and hardware profile the later pipeline
+    passes use. Round-robin uses rp's partitioner (least estimated step
+    time) or RoundPipe's (`partitioner=roundpipe`); the static schedules
+    (`gpipe`, `1f1b`: one stage per device; `interleaved-1f1b`: two) cut
+    balanced symmetric stages. `stages=fwd:A,...;bwd:X,...` takes a user
+    partition, checked against the per-stage byte cap (half of
+    `weight-budget` of the device memory: the running and the prefetched
+    stage are resident together).
+
+    ```mlir
+    func.func @main(...) attributes {rp.partition = #rp.partition<
+        schedule = "round-robin", devices = 2, microbatches = 3,
+        hw = "rtx4090", forward = [2, 2], backward = [1, 2, 1]>}
+    ```
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"round-robin\"",
+           "round-robin, gpipe, 1f1b or interleaved-1f1b">,
+    Option<"devices", "devices", "unsigned", "1", "devices to run on">,
+    Option<"microbatches", "microbatches", "unsigned", "0",
+           "microbatches per step; 0 means devices + 1 (1 on one device)">,
+    Option<"hw", "hw", "std::string", "\"host\"",
+           "hardware profile: a shipped name or a JSON file">,
+    Option<"measured", "measured", "std::string", "\"\"",
+           "measured per-layer times (JSON) that override the model">,
+    Option<"partitioner", "partitioner", "std::string", "\"rp\"",
+           "rp (least estimated step time) or roundpipe">,
+    Option<"stages", "stages", "std::string", "\"\"",
+           "a user partition, fwd:A,B,...;bwd:X,Y,... (DESIGN.md)">,
+    Option<"weightBudget", "weight-budget", "double", "0.6",
+           "share of device memory for weights and gradients">,
+    Option<"stageBytes", "stage-bytes", "int64_t", "0",
+           "per-stage byte cap; 0 derives it from the profile">
+  ];
+}
+
+def LowerSchedulePass : Pass<"rp-lower-schedule", "::mlir::ModuleOp"> {
+  let summary = "binds stage jobs to devices and orders their compute";
+  let description = [{
+    Turns the function's `rp.partition` into an `rp.schedule` with one
+    `rp.compute` per stage job and microbatch: round-robin puts job n on
+    device n mod G; the static schedules bind stage s to device s mod G
+    and order each device's work as GPipe, 1F1B or Megatron's interleaved
+    1F1B do. Each compute waits for the compute whose result it reads
+    (the previous stage; for a backward, also the forward that computed
+    its saved input); rp-insert-transfers turns those waits into copies.
+    The commands are listed in order of their estimated start.
+
+    ```mlir
+    rp.schedule @main "round-robin" devices = 2 microbatches = 1
+        hw = "rtx4090" {
+      %0 = rp.compute forward job 0 layers 0 to 1 mb 0 device 0 weights 0
+          {ms = 1.0 : f64}
+      %1 = rp.compute tail job 1 layers 1 to 2 mb 0 device 1 weights 1
+          after(%0) {ms = 3.0 : f64}
+      %2 = rp.compute backward job 2 layers 0 to 1 mb 0 device 0 weights 2
+          after(%1, %0) {ms = 3.0 : f64}
+    }
+    ```
+  }];
+}
+
+def InsertTransfersPass : Pass<"rp-insert-transfers", "::mlir::ModuleOp"> {
+  let summary = "adds the copies and the optimizer step a schedule needs";
+  let description = [{
+    Rewrites the `rp.schedule` of rp-lower-schedule so that every value a
+    compute needs is on its device (include/rp/Analysis/Pipeline.h):
+    weight uploads of each weight set in chunks of at most 256 MiB on the
+    weight queue, prefetched during the previous job and (round-robin)
+    started only once the job two turns back on the device has finished,
+    so a device holds two weight sets; activations, saved inputs and
+    activation gradients through pinned host memory (D2H on the producer's
+    queue, H2D on the consumer's activation queue, which has priority over
+    weights), with at most two inputs and two outputs in flight per
+    device; weight gradients accumulated on the device and downloaded once
+    per weight set; and the host optimizer step after every gradient
+    download. Static schedules keep weights resident (no weight traffic)
+    when every device's stages fit `weight-budget` of its memory, and
+    keep a stage's saved input on its device.
+
+    ```mlir
+    %w = rp.copy h2d weights job 1 device 1 bytes 4096 {ms = 0.1 : f64}
+    %in = rp.copy h2d activation job 1 mb 0 device 1 bytes 512 boundary 1
+        after(%out) {ms = 0.01 : f64}
+    %c = rp.compute tail job 1 layers 1 to 2 mb 0 device 1 weights 1
+        after(%w, %in) {ms = 3.0 : f64}
+    ```
+  }];
+  let options = [
+    Option<"weightBudget", "weight-budget", "double", "0.6",
+           "share of device memory for resident weights and gradients">
+  ];
+}
+
+def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "places every buffer of a schedule at a static offset";
+  let description = [{
+    Plans the buffers of the `rp.schedule` (include/rp/Analysis/
+    MemoryPlan.h): per weight set its weights and gradients, per compute
+    its input, output and working memory, each at a fixed offset of its
+    device's arena; two buffers share bytes only when every command of one
+    happens before every command of the other, whatever the timing. Writes
+    each compute's `offsets` (weights, input, output, work) and the
+    schedule's `peak_bytes`, `budget_bytes` and `pinned_bytes`.
+
+    A device over its budget (the profile's memory, or `budget-gib`) is an
+    error that gives the peak, the budget, the biggest buffers and what to
+    change: smaller stages when weights dominate, layer-grain recompute or
+    a smaller microbatch when working memory does.
+
+    ```mlir
+    rp.schedule @main "round-robin" devices = 2 microbatches = 3
+        hw = "rtx4090" attributes {budget_bytes = 25769803776 : i64,
+        peak_bytes = array<i64: 2048, 2048>, pinned_bytes = 4096 : i64} {
+      %c = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
+          {ms = 1.5 : f64, offsets = array<i64: 0, 512, 768, 1024>}
+    }
+    ```
+  }];
+  let options = [
+    Option<"budgetGiB", "budget-gib", "double", "0",
+           "device memory to plan against in GiB; 0 takes the profile's">
+  ];
+}
+
+def VerifySchedulePass : Pass<"rp-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "checks that a schedule is safe to run";
+  let description = [{
+    Checks the `rp.schedule` against the rules a plan must keep before it
+    runs, each with its own error:
+    - no deadlock: the waits and the queues' orders form no cycle (the
+      body lists every command after what it waits for);
+    - read after event: every compute happens after its weight set's
+      uploads, and after each input arrives on its device: an upload of
+      that job, microbatch and boundary which happens after a download of
+      it from the job that produced it (or, in a static schedule, after
+      the forward of the same stage, which kept its input);
+    - gradients: every weight set that computes gradients downloads them
+      once, after its last compute, and the optimizer step happens after
+      every download (async and sync modes both need all of a step's
+      gradients before its update);
+    - memory (after rp-plan-memory): buffers that share bytes are never
+      live together, and every device's peak is within its budget.
+    The IR is unchanged.
+  }];
+}
+
 #endif // RP_DIALECT_RP_RPPASSES_TD

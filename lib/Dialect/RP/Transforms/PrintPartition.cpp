@@ -6,6 +6,8 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
+#include "ScheduleIR.h"
+
 #include "rp/Analysis/Partition.h"
 #include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/Pipeline.h"
@@ -43,56 +45,6 @@ struct PrintPartitionPass
     return microbatches ? unsigned(microbatches) : devices + 1;
   }
 
-  /// rp's or RoundPipe's partition, or the user's checked against the cap.
-  FailureOr<Partition> partition(func::FuncOp func,
-                                 llvm::ArrayRef<LayerCost> costs, int64_t cap,
-                                 const HardwareProfile &profile) {
-    if (stages.empty() && partitioner == "rp") {
-      SearchTarget target{profile, devices, numMicrobatches(), cap};
-      return partitionForStepTime(costs, target);
-    }
-    if (stages.empty()) {
-      std::string raisedFor;
-      Partition p = partitionRoundPipe(costs, cap, devices, &raisedFor);
-      if (!raisedFor.empty())
-        mlir::emitWarning(func.getLoc())
-            << "layer '" << raisedFor
-            << "' needs more than the per-stage cap of " << cap
-            << " bytes; the cap is raised to " << p.stageBytes
-            << " bytes (RoundPipe's rule); give more memory "
-               "to weights or train fewer of its parameters";
-      return p;
-    }
-    FailureOr<Partition> p = parseStages(
-        stages, costs.size(), [&] { return mlir::emitError(func.getLoc()); });
-    if (failed(p))
-      return failure();
-    p->stageBytes = cap;
-    auto check = [&](const StageRange &s, StringRef kind,
-                     bool withGradients) -> LogicalResult {
-      int64_t bytes = rp::stageBytes(s, costs, withGradients);
-      if (bytes <= cap)
-        return success();
-      return mlir::emitError(func.getLoc())
-             << kind << " stage of layers " << s.begin << "-" << s.end - 1
-             << " ('" << costs[s.begin].name << "' to '"
-             << costs[s.end - 1].name << "') needs " << bytes
-             << " bytes of weights" << (withGradients ? " and gradients" : "")
-             << ", over the per-stage cap of " << cap
-             << " bytes; split the stage or raise weight-budget";
-    };
-    for (const StageRange &s : p->forward)
-      if (failed(check(s, "forward", false)))
-        return failure();
-    if (failed(check(p->tail, "tail", true)))
-      return failure();
-    for (const StageRange &s : p->backward)
-      if (failed(check(s, "backward", true)))
-        return failure();
-    scorePartition(*p, costs, devices);
-    return p;
-  }
-
   void runOnOperation() override {
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
         stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe")) {
@@ -116,7 +68,13 @@ struct PrintPartitionPass
           func, inputs->hw, inputs->measured ? &*inputs->measured : nullptr);
       if (failed(costs))
         return signalPassFailure();
-      FailureOr<Partition> p = partition(func, *costs, cap, inputs->hw);
+      PartitionRequest request;
+      request.devices = devices;
+      request.microbatches = numMicrobatches();
+      request.partitioner = partitioner;
+      request.stages = stages;
+      request.cap = cap;
+      FailureOr<Partition> p = choosePartition(func, *costs, request, inputs->hw);
       if (failed(p))
         return signalPassFailure();
       os << "partition @" << func.getSymName() << " partitioner="

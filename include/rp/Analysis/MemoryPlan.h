@@ -1,0 +1,77 @@
+//===- MemoryPlan.h - static buffers of a pipeline --------------*- C++ -*-===//
+//
+// Every buffer a pipeline's commands touch, placed at a fixed offset in its
+// device's arena (or the host's pinned pool), so that the runtime never
+// allocates during a step. Two buffers share bytes only when every command
+// of one happens before every command of the other (waits and queue
+// order), whatever the timing; the peak is the arena's size.
+//
+// Buffers: per weight set its weights (and gradients, accumulated over the
+// microbatches); per compute its input (every upload of its job and
+// microbatch; a static stage's forward input stays until its backward),
+// its output (every download of it) and its working memory; on the host,
+// per download the staged value until its last upload, plus the weights
+// and gradients of the whole model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_ANALYSIS_MEMORYPLAN_H
+#define RP_ANALYSIS_MEMORYPLAN_H
+
+#include "rp/Analysis/Pipeline.h"
+
+#include <array>
+
+namespace mlir::rp {
+
+/// Which commands happen before which: the transitive closure of waits
+/// and queue order over a schedule in issue order.
+class HappensBefore {
+public:
+  explicit HappensBefore(const Schedule &schedule);
+  /// Whether `a` has finished whenever `b` starts.
+  bool operator()(unsigned a, unsigned b) const {
+    return a < b && reach[b][a / 64] >> (a % 64) & 1;
+  }
+
+private:
+  std::vector<std::vector<uint64_t>> reach;
+};
+
+enum class BufferRole : uint8_t { weights, input, output, work, staged };
+
+struct PlannedBuffer {
+  BufferRole role;
+  /// The device, or the device count for the host's pinned pool.
+  unsigned device;
+  int64_t bytes = 0;
+  int64_t offset = 0;
+  /// The commands that read or write it.
+  std::vector<unsigned> users;
+  /// For messages: `weights of set 3 (layers 6-8)`, `work of B5 mb0`.
+  std::string what;
+};
+
+struct MemoryPlan {
+  std::vector<PlannedBuffer> buffers;
+  /// Per device, the arena size; then the host's staged activations.
+  std::vector<int64_t> peakBytes;
+  int64_t stagedHostBytes = 0;
+  /// The model's weights and gradients, pinned on the host.
+  int64_t pinnedHostBytes = 0;
+  /// Per command: its weights, input, output and work buffers (-1: none).
+  std::vector<std::array<int, 4>> commandBuffers;
+};
+
+/// Plans the buffers of `pipeline` (whose transfers are inserted).
+MemoryPlan planMemory(const Pipeline &pipeline,
+                      llvm::ArrayRef<LayerCost> layers);
+
+/// Whether two placed buffers may share bytes: every command of one
+/// happens before every command of the other.
+bool disjointInTime(const PlannedBuffer &a, const PlannedBuffer &b,
+                    const HappensBefore &hb);
+
+} // namespace mlir::rp
+
+#endif // RP_ANALYSIS_MEMORYPLAN_H

@@ -1,0 +1,158 @@
+//===- RPScheduleOps.td - rp plan-level ops ----------------*- tablegen -*-===//
+//
+// The plan level: one training step as commands on per-device queues,
+// ordered by tokens. rp-lower-schedule writes the compute, rp-insert-
+// transfers the copies and the optimizer step, rp-plan-memory the buffer
+// offsets, and rp-verify-schedule checks the result.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_DIALECT_RP_RPSCHEDULEOPS_TD
+#define RP_DIALECT_RP_RPSCHEDULEOPS_TD
+
+include "rp/Dialect/RP/RPDialect.td"
+include "rp/Dialect/RP/RPAttrs.td"
+include "rp/Dialect/RP/RPTypes.td"
+include "mlir/IR/RegionKindInterface.td"
+
+def RP_ScheduleOps : OpDocGroup {
+  let summary = "Schedule ops";
+  let description = "One training step as commands on device queues.";
+}
+
+let opDocGroup = RP_ScheduleOps in {
+
+def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
+  let summary = "the commands of one training step of a function";
+  let description = [{
+    The dispatch plan of `function`'s training step under `kind`
+    (`round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`) on `devices`
+    devices with `microbatches` microbatches, timed with the hardware
+    profile `hw`. Each device has four ordered queues (compute, weight H2D,
+    activation H2D, D2H) and the host one (the optimizer); the body lists
+    every command, and the order of the commands of one device and queue
+    is that queue's order. A command starts when its queue has finished the
+    one before it and every token it waits for is ready, so the body must
+    list a command after the ones it waits for (SSA) and the verifier
+    rejects waits that would deadlock against a queue's order.
+
+    `resident` says the devices keep their stages' weights (static
+    schedules whose weights fit): no weight uploads or gradient downloads.
+    After rp-plan-memory, `peak_bytes` holds each device's planned peak,
+    `budget_bytes` the device memory it was planned against and
+    `pinned_bytes` the pinned host memory (the model's weights and
+    gradients, and the staged activations at their peak).
+
+    ```mlir
+    rp.schedule @main "round-robin" devices = 2 microbatches = 3
+        hw = "rtx4090" {
+      %w = rp.copy h2d weights job 0 device 0 bytes 4096 {ms = 0.1 : f64}
+      %c = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
+          after(%w) {ms = 1.5 : f64}
+    }
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$function, StrAttr:$kind,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$devices,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$microbatches,
+                       StrAttr:$hw, UnitAttr:$resident,
+                       OptionalAttr<DenseI64ArrayAttr>:$peak_bytes,
+                       OptionalAttr<I64Attr>:$pinned_bytes,
+                       OptionalAttr<I64Attr>:$budget_bytes);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $function $kind `devices` `=` $devices `microbatches` `=` $microbatches
+    `hw` `=` $hw (`resident` $resident^)? attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    /// Creates the schedule with an empty body block.
+    OpBuilder<(ins "StringRef":$function, "StringRef":$kind,
+                   "int64_t":$devices, "int64_t":$microbatches,
+                   "StringRef":$hw)>
+  ];
+}
+
+def RP_ComputeOp : RP_Op<"compute", [HasParent<"ScheduleOp">]> {
+  let summary = "one microbatch of a stage job on a device's compute queue";
+  let description = [{
+    Runs microbatch `mb` of stage job `job`: the `forward` of layers
+    [`begin`, `end`), the fused `tail` (forward, loss and backward) or the
+    `backward` (recompute from the saved input, then the VJPs; weight
+    gradients accumulate on the device over the microbatches). `weights`
+    names the weight set it computes with (one per job under round-robin,
+    one per stage in static schedules). `ms` is its modelled time,
+    `work_bytes` the working memory of one microbatch; after rp-plan-memory
+    `offsets` gives its buffers' places in the device arena: weights,
+    input, output, work.
+
+    ```mlir
+    %c = rp.compute backward job 4 layers 0 to 2 mb 1 device 0 weights 4
+        after(%in, %grad) {ms = 3.0 : f64, work_bytes = 65536 : i64}
+    ```
+  }];
+  let arguments = (ins RP_LayerRole:$kind, I64Attr:$job, I64Attr:$begin,
+                       I64Attr:$end, I64Attr:$mb, I64Attr:$device,
+                       I64Attr:$weights, Variadic<RP_TokenType>:$after,
+                       F64Attr:$ms,
+                       DefaultValuedAttr<I64Attr, "0">:$work_bytes,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets);
+  let results = (outs RP_TokenType:$done);
+  let assemblyFormat = [{
+    $kind `job` $job `layers` $begin `to` $end `mb` $mb `device` $device
+    `weights` $weights (`after` `(` $after^ `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def RP_CopyOp : RP_Op<"copy", [HasParent<"ScheduleOp">]> {
+  let summary = "a copy between pinned host memory and a device";
+  let description = [{
+    Moves `bytes` of `kind` between the host and `device`: `weights` go up
+    on the weight queue (in chunks of at most 256 MiB, `chunk` numbering
+    them), activations and activation gradients on the activation queue,
+    every download on the D2H queue. An activation or gradient copy
+    belongs to microbatch `mb` of job `job` and carries the value entering
+    layer `boundary`; weight gradients go down once per weight set, after
+    its last microbatch. `ms` is the modelled time.
+
+    ```mlir
+    %o = rp.copy d2h activation job 0 mb 0 device 0 bytes 2048 boundary 2
+        after(%c) {ms = 0.01 : f64}
+    ```
+  }];
+  let arguments = (ins RP_CopyDirection:$direction, RP_CopyKind:$kind,
+                       I64Attr:$job, OptionalAttr<I64Attr>:$mb,
+                       I64Attr:$device, I64Attr:$bytes,
+                       OptionalAttr<I64Attr>:$boundary,
+                       Variadic<RP_TokenType>:$after, F64Attr:$ms,
+                       DefaultValuedAttr<I64Attr, "0">:$chunk);
+  let results = (outs RP_TokenType:$done);
+  let assemblyFormat = [{
+    $direction $kind `job` $job (`mb` $mb^)? `device` $device `bytes` $bytes
+    (`boundary` $boundary^)? (`after` `(` $after^ `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def RP_OptimizerStepOp : RP_Op<"optimizer_step", [HasParent<"ScheduleOp">]> {
+  let summary = "the host optimizer's update of every trainable layer";
+  let description = [{
+    Runs on the host once every gradient download of the step has landed
+    (global-norm clipping sees all of them): AdamW or SGD on the f32 master
+    weights, then the compute-dtype copy the next step uploads (async mode:
+    the step after next, DESIGN.md).
+
+    ```mlir
+    %opt = rp.optimizer_step after(%g0, %g1) {ms = 0.0 : f64}
+    ```
+  }];
+  let arguments = (ins Variadic<RP_TokenType>:$after, F64Attr:$ms);
+  let results = (outs RP_TokenType:$done);
+  let assemblyFormat = "(`after` `(` $after^ `)`)? attr-dict";
+}
+
+} // opDocGroup RP_ScheduleOps
+
+#endif // RP_DIALECT_RP_RPSCHEDULEOPS_TD

@@ -1,0 +1,63 @@
+//===- RPTypes.td - rp dialect types and attributes --------*- tablegen -*-===//
+//
+// The plan level: the token that orders schedule commands, and the
+// partition the pipeline passes hand to each other.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_DIALECT_RP_RPTYPES_TD
+#define RP_DIALECT_RP_RPTYPES_TD
+
+include "rp/Dialect/RP/RPDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def RP_TokenType : TypeDef<RP_Dialect, "Token"> {
+  let mnemonic = "token";
+  let summary = "completion of one schedule command";
+  let description = [{
+    Every command of an `rp.schedule` (compute, copy, optimizer step)
+    produces a token that is ready when the command has finished; a command
+    lists the tokens it waits for. Ordering is data, not side effects: the
+    runtime turns each token that crosses queues into an event record and
+    wait, and the verifier reads the happens-before relation off the SSA
+    graph and the queue order.
+
+    ```mlir
+    %w = rp.copy h2d weights job 1 device 1 bytes 4096 {ms = 0.1 : f64}
+    %c = rp.compute forward job 1 layers 2 to 4 mb 0 device 1 weights 1
+        after(%w) {ms = 1.5 : f64}
+    ```
+  }];
+}
+
+def RP_PartitionAttr : AttrDef<RP_Dialect, "Partition"> {
+  let mnemonic = "partition";
+  let summary = "the stage lists of a pipeline and its target";
+  let description = [{
+    What `rp-partition` decides and the later pipeline passes read: the
+    schedule, the device count, the microbatches per step, the hardware
+    profile (a shipped name or a JSON path), and the stage sizes in layers
+    in DESIGN.md's `--stages` form: `forward` from the first layer,
+    `backward` in execution order starting with the fused tail (which the
+    forward list leaves out), so sum(forward) + backward[0] =
+    sum(backward) = the number of layers.
+
+    ```mlir
+    func.func @main(...) attributes {rp.partition = #rp.partition<
+        schedule = "round-robin", devices = 2, microbatches = 3,
+        hw = "rtx4090", forward = [2, 2], backward = [1, 2, 1]>}
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"schedule name">:$schedule,
+    "unsigned":$devices,
+    "unsigned":$microbatches,
+    StringRefParameter<"hardware profile">:$hw,
+    ArrayRefParameter<"int64_t", "forward stage sizes">:$forward,
+    ArrayRefParameter<"int64_t", "backward stage sizes, the tail first">:$backward
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+#endif // RP_DIALECT_RP_RPTYPES_TD

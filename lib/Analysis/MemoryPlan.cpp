@@ -1,0 +1,208 @@
+//===- MemoryPlan.cpp - static buffers of a pipeline ----------------------===//
+
+#include "rp/Analysis/MemoryPlan.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+HappensBefore::HappensBefore(const Schedule &schedule) {
+  const std::vector<Command> &cmds = schedule.commands;
+  size_t words = (cmds.size() + 63) / 64;
+  reach.assign(cmds.size(), std::vector<uint64_t>(words, 0));
+  std::map<std::pair<unsigned, unsigned>, unsigned> lastOnQueue;
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    std::vector<unsigned> preds;
+    for (unsigned w : cmds[i].waits)
+      if (w < i)
+        preds.push_back(w);
+    auto key = std::make_pair(cmds[i].device, unsigned(cmds[i].queue));
+    if (auto it = lastOnQueue.find(key); it != lastOnQueue.end())
+      preds.push_back(it->second);
+    lastOnQueue[key] = i;
+    for (unsigned p : preds) {
+      for (size_t w = 0; w < words; ++w)
+        reach[i][w] |= reach[p][w];
+      reach[i][p / 64] |= uint64_t(1) << (p % 64);
+    }
+  }
+}
+
+bool mlir::rp::disjointInTime(const PlannedBuffer &a, const PlannedBuffer &b,
+                              const HappensBefore &hb) {
+  auto allBefore = [&](const PlannedBuffer &x, const PlannedBuffer &y) {
+    for (unsigned u : x.users)
+      for (unsigned v : y.users)
+        if (!hb(u, v))
+          return false;
+    return true;
+  };
+  return allBefore(a, b) || allBefore(b, a);
+}
+
+namespace {
+
+std::string rangeText(StageRange r) {
+  return "layers " + std::to_string(r.begin) + "-" + std::to_string(r.end - 1);
+}
+
+/// First fit: the lowest offset where `b` overlaps no placed buffer of its
+/// device that it may be live with.
+void place(PlannedBuffer &b, std::vector<const PlannedBuffer *> &placed,
+           const HappensBefore &hb) {
+  std::vector<const PlannedBuffer *> live;
+  for (const PlannedBuffer *p : placed)
+    if (p->bytes > 0 && !disjointInTime(*p, b, hb))
+      live.push_back(p);
+  std::sort(live.begin(), live.end(),
+            [](const PlannedBuffer *x, const PlannedBuffer *y) {
+              return x->offset < y->offset;
+            });
+  int64_t offset = 0;
+  for (const PlannedBuffer *p : live)
+    if (p->offset < offset + b.bytes && p->offset + p->bytes > offset)
+      offset = std::max(offset, p->offset + p->bytes);
+  b.offset = offset;
+}
+
+} // namespace
+
+MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
+                                llvm::ArrayRef<LayerCost> layers) {
+  MemoryPlan mp;
+  const std::vector<Command> &cmds = pl.schedule.commands;
+  HappensBefore hb(pl.schedule);
+  mp.commandBuffers.assign(cmds.size(), {-1, -1, -1, -1});
+  auto create = [&](BufferRole role, unsigned device, std::string what) {
+    mp.buffers.push_back({role, device, 0, 0, {}, std::move(what)});
+    return int(mp.buffers.size() - 1);
+  };
+  auto use = [&](int buffer, unsigned cmd, unsigned slot) {
+    mp.buffers[buffer].users.push_back(cmd);
+    if (slot < 4)
+      mp.commandBuffers[cmd][slot] = buffer;
+  };
+
+  // Weight sets: each layer's weights once, and its gradients when a job of
+  // the set computes them.
+  std::map<unsigned, int> setBuffer;
+  for (const StageJob &job : pl.jobs) {
+    if (setBuffer.count(job.weightSet))
+      continue;
+    std::vector<bool> inSet(layers.size(), false), grads(layers.size(), false);
+    StageRange span = job.range;
+    for (const StageJob &j : pl.jobs)
+      if (j.weightSet == job.weightSet)
+        for (unsigned l = j.range.begin; l < j.range.end; ++l) {
+          inSet[l] = true;
+          grads[l] = grads[l] || j.kind != CommandKind::forward;
+          span.begin = std::min(span.begin, j.range.begin);
+          span.end = std::max(span.end, j.range.end);
+        }
+    int b = create(BufferRole::weights, job.device,
+                   "weights of set " + std::to_string(job.weightSet) + " (" +
+                       rangeText(span) + ")");
+    for (unsigned l = 0; l < layers.size(); ++l)
+      mp.buffers[b].bytes += (inSet[l] ? layers[l].paramBytes : 0) +
+                             (grads[l] ? layers[l].gradBytes : 0);
+    setBuffer[job.weightSet] = b;
+  }
+
+  std::map<std::pair<int, int>, int> input, output, computeOf;
+  std::map<unsigned, int> staged; // download command -> host buffer
+  unsigned host = pl.devices;
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    const Command &c = cmds[i];
+    if (c.kind == CommandKind::optimizer)
+      continue;
+    const StageJob &job = pl.jobs[c.job];
+    std::string tag = c.label;
+    std::pair<int, int> key{c.job, c.microbatch};
+    switch (c.kind) {
+    case CommandKind::forward:
+    case CommandKind::tail:
+    case CommandKind::backward: {
+      computeOf[key] = i;
+      use(setBuffer[job.weightSet], i, 0);
+      if (!input.count(key))
+        input[key] = create(BufferRole::input, c.device, "input of " + tag);
+      use(input[key], i, 1);
+      output[key] = create(BufferRole::output, c.device, "output of " + tag);
+      use(output[key], i, 2);
+      int w = create(BufferRole::work, c.device, "work of " + tag);
+      mp.buffers[w].bytes = c.bytes;
+      use(w, i, 3);
+      // A static stage's backward reads the input its forward kept.
+      for (unsigned p : c.waits) {
+        const Command &pc = cmds[p];
+        if (c.kind == CommandKind::backward && pc.kind == CommandKind::forward &&
+            pl.jobs[pc.job].weightSet == job.weightSet) {
+          int kept = input[{pc.job, pc.microbatch}];
+          use(kept, i, 4);
+        }
+      }
+      break;
+    }
+    case CommandKind::h2dWeights:
+    case CommandKind::d2hWeightGrads:
+      use(setBuffer[job.weightSet], i, 4);
+      break;
+    case CommandKind::h2dActivation:
+    case CommandKind::h2dGradient: {
+      if (!input.count(key))
+        input[key] = create(BufferRole::input, c.device,
+                            "input of " + std::string(
+                                c.kind == CommandKind::h2dGradient ? "B" : "") +
+                                std::to_string(c.job) + " mb" +
+                                std::to_string(c.microbatch));
+      mp.buffers[input[key]].bytes += c.bytes;
+      use(input[key], i, 4);
+      for (unsigned w : c.waits)
+        if (auto it = staged.find(w); it != staged.end())
+          use(it->second, i, 4);
+      break;
+    }
+    case CommandKind::d2hActivation:
+    case CommandKind::d2hGradient: {
+      int out = output[key];
+      mp.buffers[out].bytes += c.bytes;
+      use(out, i, 4);
+      int s = create(BufferRole::staged, host, "staged " + tag);
+      mp.buffers[s].bytes = c.bytes;
+      use(s, i, 4);
+      staged[i] = s;
+      break;
+    }
+    case CommandKind::optimizer:
+      break;
+    }
+  }
+
+  mp.peakBytes.assign(pl.devices + 1, 0);
+  for (unsigned d = 0; d <= pl.devices; ++d) {
+    std::vector<PlannedBuffer *> mine;
+    for (PlannedBuffer &b : mp.buffers)
+      if (b.device == d && b.bytes > 0)
+        mine.push_back(&b);
+    std::stable_sort(mine.begin(), mine.end(),
+                     [](const PlannedBuffer *x, const PlannedBuffer *y) {
+                       return *std::min_element(x->users.begin(),
+                                                x->users.end()) <
+                              *std::min_element(y->users.begin(),
+                                                y->users.end());
+                     });
+    std::vector<const PlannedBuffer *> placed;
+    for (PlannedBuffer *b : mine) {
+      place(*b, placed, hb);
+      placed.push_back(b);
+      mp.peakBytes[d] = std::max(mp.peakBytes[d], b->offset + b->bytes);
+    }
+  }
+  mp.stagedHostBytes = mp.peakBytes.back();
+  mp.peakBytes.pop_back();
+  for (const LayerCost &l : layers)
+    mp.pinnedHostBytes += l.paramBytes + l.gradBytes;
+  return mp;
+}

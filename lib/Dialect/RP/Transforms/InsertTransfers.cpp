@@ -1,0 +1,76 @@
+//===- InsertTransfers.cpp - rp-insert-transfers --------------------------===//
+//
+// Adds to an rp.schedule the copies its compute needs and the optimizer
+// step (include/rp/Analysis/Pipeline.h, insertTransfers).
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Dialect/RP/RPPasses.h"
+
+#include "ScheduleIR.h"
+
+namespace mlir::rp {
+#define GEN_PASS_DEF_INSERTTRANSFERSPASS
+#include "rp/Dialect/RP/RPPasses.h.inc"
+} // namespace mlir::rp
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+struct InsertTransfersPass
+    : rp::impl::InsertTransfersPassBase<InsertTransfersPass> {
+  using Base::Base;
+
+  /// Static schedules keep weights on the devices when every device's
+  /// stages fit the weight budget.
+  bool fitsResident(const Pipeline &pl, const PipelineInputs &in) {
+    if (pl.kind == ScheduleKind::roundRobin)
+      return false;
+    std::vector<int64_t> bytes(pl.devices, 0);
+    for (const StageJob &job : pl.jobs)
+      for (unsigned l = job.range.begin; l < job.range.end; ++l)
+        bytes[job.device] += job.kind == CommandKind::backward
+                                 ? in.costs[l].gradBytes
+                                 : in.costs[l].paramBytes +
+                                       (job.kind == CommandKind::tail
+                                            ? in.costs[l].gradBytes
+                                            : 0);
+    double budget = in.hw.memoryBytes() * weightBudget;
+    return llvm::all_of(bytes, [&](int64_t b) { return b <= budget; });
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<PipelineInputs> in = loadPipelineInputs(module);
+    if (failed(in))
+      return signalPassFailure();
+    FailureOr<ScheduleOp> op = theSchedule(module);
+    if (failed(op))
+      return signalPassFailure();
+    if (!op->getBody().front().getOps<CopyOp>().empty() ||
+        !op->getBody().front().getOps<OptimizerStepOp>().empty()) {
+      op->emitOpError("has transfers already");
+      return signalPassFailure();
+    }
+    FailureOr<Pipeline> pl = readSchedule(*op);
+    if (failed(pl))
+      return signalPassFailure();
+    pl->residentWeights = fitsResident(*pl, *in);
+    insertTransfers(*pl, in->costs, in->hw);
+    // Listed by estimated start, so the IR reads as the step runs.
+    std::string stuck;
+    std::optional<Schedule> issued = inIssueOrder(pl->schedule, &stuck);
+    if (!issued) {
+      op->emitOpError("deadlocks at '")
+          << stuck << "' once transfers are inserted; this is a bug in rp, "
+                      "please report it";
+      return signalPassFailure();
+    }
+    pl->schedule = std::move(*issued);
+    writeSchedule(*op, *pl);
+  }
+};
+
+} // namespace

@@ -1,0 +1,50 @@
+//===- LowerSchedule.cpp - rp-lower-schedule ------------------------------===//
+//
+// Binds the stage jobs of the function's partition to devices and writes
+// their compute, in order, as an rp.schedule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Dialect/RP/RPPasses.h"
+
+#include "ScheduleIR.h"
+
+namespace mlir::rp {
+#define GEN_PASS_DEF_LOWERSCHEDULEPASS
+#include "rp/Dialect/RP/RPPasses.h.inc"
+} // namespace mlir::rp
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+struct LowerSchedulePass
+    : rp::impl::LowerSchedulePassBase<LowerSchedulePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!module.getOps<ScheduleOp>().empty()) {
+      module.emitError("already has an rp.schedule");
+      return signalPassFailure();
+    }
+    FailureOr<PipelineInputs> in = loadPipelineInputs(module);
+    if (failed(in))
+      return signalPassFailure();
+    std::string error;
+    PartitionAttr attr = in->attr;
+    FailureOr<Pipeline> pl = lowerSchedule(
+        in->partition, in->costs, *parseScheduleKind(attr.getSchedule()),
+        attr.getDevices(), attr.getMicrobatches(), error);
+    if (failed(pl)) {
+      in->func.emitError() << error;
+      return signalPassFailure();
+    }
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    auto op = ScheduleOp::create(b, in->func.getLoc(), in->func.getSymName(),
+                                 attr.getSchedule(), attr.getDevices(),
+                                 attr.getMicrobatches(), attr.getHw());
+    writeSchedule(op, *pl);
+  }
+};
+
+} // namespace

@@ -1,0 +1,304 @@
+//===- ScheduleIR.cpp - what the pipeline passes share --------------------===//
+
+#include "ScheduleIR.h"
+
+#include "rp/Analysis/PartitionSearch.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+
+FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
+                                               llvm::ArrayRef<LayerCost> costs,
+                                               const PartitionRequest &request,
+                                               const HardwareProfile &hw) {
+  int64_t cap = request.cap;
+  if (request.stages.empty()) {
+    if (request.schedule != ScheduleKind::roundRobin)
+      return staticPartition(costs, staticStageCount(request.schedule,
+                                                     request.devices,
+                                                     costs.size()));
+    if (request.partitioner == "rp") {
+      SearchTarget target{hw, request.devices, request.microbatches, cap};
+      return partitionForStepTime(costs, target);
+    }
+    std::string raisedFor;
+    Partition p = partitionRoundPipe(costs, cap, request.devices, &raisedFor);
+    if (!raisedFor.empty())
+      mlir::emitWarning(func.getLoc())
+          << "layer '" << raisedFor
+          << "' needs more than the per-stage cap of " << cap
+          << " bytes; the cap is raised to " << p.stageBytes
+          << " bytes (RoundPipe's rule); give more memory "
+             "to weights or train fewer of its parameters";
+    return p;
+  }
+  FailureOr<Partition> p = parseStages(
+      request.stages, costs.size(), [&] { return mlir::emitError(func.getLoc()); });
+  if (failed(p))
+    return failure();
+  p->stageBytes = cap;
+  auto check = [&](const StageRange &s, StringRef kind,
+                   bool withGradients) -> LogicalResult {
+    int64_t bytes = rp::stageBytes(s, costs, withGradients);
+    if (bytes <= cap)
+      return success();
+    return mlir::emitError(func.getLoc())
+           << kind << " stage of layers " << s.begin << "-" << s.end - 1
+           << " ('" << costs[s.begin].name << "' to '" << costs[s.end - 1].name
+           << "') needs " << bytes << " bytes of weights"
+           << (withGradients ? " and gradients" : "")
+           << ", over the per-stage cap of " << cap
+           << " bytes; split the stage or raise weight-budget";
+  };
+  for (const StageRange &s : p->forward)
+    if (failed(check(s, "forward", false)))
+      return failure();
+  if (failed(check(p->tail, "tail", true)))
+    return failure();
+  for (const StageRange &s : p->backward)
+    if (failed(check(s, "backward", true)))
+      return failure();
+  scorePartition(*p, costs, request.devices);
+  return p;
+}
+
+FailureOr<func::FuncOp> mlir::rp::layeredFunction(ModuleOp module) {
+  func::FuncOp found;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || func.getOps<LayerOp>().empty())
+      continue;
+    if (found)
+      return module.emitError("the pipeline passes take one function with "
+                              "layers; found @")
+             << found.getSymName() << " and @" << func.getSymName();
+    found = func;
+  }
+  if (!found)
+    return module.emitError("no function with rp.layer ops; run "
+                            "rp-group-layers first");
+  return found;
+}
+
+FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
+                                                       StringRef measured) {
+  FailureOr<func::FuncOp> func = layeredFunction(module);
+  if (failed(func))
+    return failure();
+  PipelineInputs in;
+  in.func = *func;
+  in.attr = (*func)->getAttrOfType<PartitionAttr>("rp.partition");
+  if (!in.attr)
+    return func->emitError("has no rp.partition attribute; run "
+                           "rp-partition first");
+  FailureOr<CostInputs> cost =
+      loadCostInputs(in.attr.getHw(), measured, module.getContext());
+  if (failed(cost))
+    return failure();
+  in.hw = cost->hw;
+  FailureOr<std::vector<LayerCost>> costs = analyzeLayerCosts(
+      *func, in.hw, cost->measured ? &*cost->measured : nullptr);
+  if (failed(costs))
+    return failure();
+  in.costs = std::move(*costs);
+  std::string spec = "fwd:";
+  llvm::raw_string_ostream os(spec);
+  llvm::interleave(in.attr.getForward(), os, ",");
+  os << ";bwd:";
+  llvm::interleave(in.attr.getBackward(), os, ",");
+  FailureOr<Partition> p = parseStages(
+      spec, in.costs.size(), [&] { return func->emitError(); });
+  if (failed(p))
+    return failure();
+  in.partition = *p;
+  return in;
+}
+
+FailureOr<ScheduleOp> mlir::rp::theSchedule(ModuleOp module) {
+  auto ops = module.getOps<ScheduleOp>();
+  if (ops.empty())
+    return module.emitError("no rp.schedule; run rp-lower-schedule first");
+  if (std::next(ops.begin()) != ops.end())
+    return module.emitError("more than one rp.schedule");
+  return *ops.begin();
+}
+
+static CommandKind commandKind(CopyOp op) {
+  bool up = op.getDirection() == CopyDirection::h2d;
+  switch (op.getKind()) {
+  case CopyKind::weights:
+    return CommandKind::h2dWeights;
+  case CopyKind::activation:
+    return up ? CommandKind::h2dActivation : CommandKind::d2hActivation;
+  case CopyKind::gradient:
+    return up ? CommandKind::h2dGradient : CommandKind::d2hGradient;
+  case CopyKind::weight_grads:
+    return CommandKind::d2hWeightGrads;
+  }
+  return CommandKind::h2dWeights;
+}
+
+static CommandKind commandKind(LayerRole role) {
+  return role == LayerRole::forward ? CommandKind::forward
+         : role == LayerRole::tail  ? CommandKind::tail
+                                    : CommandKind::backward;
+}
+
+FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
+  Pipeline pl;
+  std::optional<ScheduleKind> kind = parseScheduleKind(op.getKind());
+  if (!kind)
+    return op.emitOpError("has an unknown schedule kind");
+  pl.kind = *kind;
+  pl.devices = op.getDevices();
+  pl.microbatches = op.getMicrobatches();
+  pl.residentWeights = op.getResident();
+  pl.schedule.devices = pl.devices;
+  llvm::DenseMap<Operation *, unsigned> index;
+  std::vector<bool> seen;
+  for (Operation &inner : op.getBody().front()) {
+    Command c;
+    OperandRange after = inner.getOperands();
+    if (auto compute = dyn_cast<ComputeOp>(inner)) {
+      c.kind = commandKind(compute.getKind());
+      c.job = compute.getJob();
+      c.microbatch = compute.getMb();
+      c.device = compute.getDevice();
+      c.ms = compute.getMs().convertToDouble();
+      c.bytes = compute.getWorkBytes();
+      StageJob job{c.kind,
+                   {unsigned(compute.getBegin()), unsigned(compute.getEnd())},
+                   c.device,
+                   unsigned(compute.getWeights())};
+      if (c.job < 0)
+        return compute.emitOpError("has a negative job");
+      if (size_t(c.job) >= pl.jobs.size()) {
+        pl.jobs.resize(c.job + 1);
+        seen.resize(c.job + 1, false);
+      }
+      StageJob &known = pl.jobs[c.job];
+      if (seen[c.job] &&
+          (known.kind != job.kind || !(known.range == job.range) ||
+           known.device != job.device || known.weightSet != job.weightSet))
+        return compute.emitOpError("disagrees with an earlier command of job ")
+               << c.job << " on its kind, layers, device or weights";
+      known = job;
+      seen[c.job] = true;
+    } else if (auto copy = dyn_cast<CopyOp>(inner)) {
+      c.kind = commandKind(copy);
+      c.job = copy.getJob();
+      c.microbatch = copy.getMb() ? int(*copy.getMb()) : -1;
+      c.device = copy.getDevice();
+      c.ms = copy.getMs().convertToDouble();
+      c.bytes = copy.getBytes();
+      c.chunk = copy.getChunk();
+      c.boundary = copy.getBoundary() ? int(*copy.getBoundary()) : -1;
+    } else if (auto opt = dyn_cast<OptimizerStepOp>(inner)) {
+      c.kind = CommandKind::optimizer;
+      c.ms = opt.getMs().convertToDouble();
+    } else {
+      return inner.emitOpError("is not a schedule command");
+    }
+    c.queue = queueOf(c.kind);
+    for (Value v : after)
+      c.waits.push_back(index.at(v.getDefiningOp()));
+    index[&inner] = pl.schedule.add(std::move(c));
+  }
+  for (auto [j, s] : llvm::enumerate(seen))
+    if (!s)
+      return op.emitOpError("has no compute for job ") << j;
+  for (Command &c : pl.schedule.commands) {
+    if (c.job >= int(pl.jobs.size()))
+      return op.emitOpError("has a copy for job ")
+             << c.job << ", which computes nothing";
+    std::string tag = std::to_string(c.job) +
+                      (c.microbatch >= 0 ? " mb" + std::to_string(c.microbatch)
+                                         : std::string());
+    switch (c.kind) {
+    case CommandKind::forward:
+      c.label = "F" + tag;
+      break;
+    case CommandKind::tail:
+      c.label = "T" + tag;
+      break;
+    case CommandKind::backward:
+      c.label = "B" + tag;
+      break;
+    case CommandKind::h2dWeights:
+      c.label = "UP s" + tag + " c" + std::to_string(c.chunk);
+      break;
+    case CommandKind::h2dActivation:
+      c.label = "IN s" + tag;
+      break;
+    case CommandKind::h2dGradient:
+      c.label = "DIN s" + tag;
+      break;
+    case CommandKind::d2hActivation:
+      c.label = "OUT s" + tag;
+      break;
+    case CommandKind::d2hGradient:
+      c.label = "DOUT s" + tag;
+      break;
+    case CommandKind::d2hWeightGrads:
+      c.label = "GRAD s" + tag;
+      break;
+    case CommandKind::optimizer:
+      c.label = "OPT";
+      break;
+    }
+  }
+  return pl;
+}
+
+void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
+  Block &body = op.getBody().front();
+  while (!body.empty())
+    body.back().erase();
+  op.setKind(scheduleKindName(pl.kind));
+  op.setResident(pl.residentWeights);
+  OpBuilder b = OpBuilder::atBlockEnd(&body);
+  Location loc = op.getLoc();
+  std::vector<Value> tokens;
+  for (const Command &c : pl.schedule.commands) {
+    SmallVector<Value> after;
+    for (unsigned w : c.waits)
+      after.push_back(tokens[w]);
+    llvm::APFloat ms(c.ms);
+    Value token;
+    if (isCompute(c.kind)) {
+      const StageJob &job = pl.jobs[c.job];
+      LayerRole role = c.kind == CommandKind::forward ? LayerRole::forward
+                       : c.kind == CommandKind::tail  ? LayerRole::tail
+                                                      : LayerRole::backward;
+      token = ComputeOp::create(b, loc, role, c.job, job.range.begin,
+                                job.range.end, c.microbatch, c.device,
+                                job.weightSet, after, ms, c.bytes,
+                                DenseI64ArrayAttr());
+    } else if (c.kind == CommandKind::optimizer) {
+      token = OptimizerStepOp::create(b, loc, after, b.getF64FloatAttr(c.ms));
+    } else {
+      bool up = c.queue != Queue::d2h;
+      CopyKind kind = c.kind == CommandKind::h2dWeights ? CopyKind::weights
+                      : c.kind == CommandKind::d2hWeightGrads
+                          ? CopyKind::weight_grads
+                      : c.kind == CommandKind::h2dActivation ||
+                              c.kind == CommandKind::d2hActivation
+                          ? CopyKind::activation
+                          : CopyKind::gradient;
+      bool perMicrobatch =
+          kind == CopyKind::activation || kind == CopyKind::gradient;
+      token = CopyOp::create(
+          b, loc,
+          CopyDirectionAttr::get(b.getContext(),
+                                 up ? CopyDirection::h2d : CopyDirection::d2h),
+          CopyKindAttr::get(b.getContext(), kind),
+          b.getI64IntegerAttr(c.job),
+          perMicrobatch ? b.getI64IntegerAttr(c.microbatch) : IntegerAttr(),
+          b.getI64IntegerAttr(c.device), b.getI64IntegerAttr(c.bytes),
+          perMicrobatch ? b.getI64IntegerAttr(c.boundary) : IntegerAttr(),
+          after, b.getF64FloatAttr(c.ms), b.getI64IntegerAttr(c.chunk));
+    }
+    tokens.push_back(token);
+  }
+}

@@ -1,0 +1,65 @@
+//===- ScheduleIR.h - what the pipeline passes share ------------*- C++ -*-===//
+//
+// The pipeline passes (rp-partition, rp-lower-schedule, rp-insert-
+// transfers, rp-plan-memory, rp-verify-schedule) and rp-print-partition
+// work on one model: include/rp/Analysis/Pipeline.h. This reads and writes
+// it as `rp.schedule` IR, and chooses partitions the same way everywhere.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
+#define RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
+
+#include "rp/Analysis/Pipeline.h"
+#include "rp/Dialect/RP/RPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::rp {
+
+/// How a partition is chosen: a user's `stages`, or a partitioner.
+struct PartitionRequest {
+  ScheduleKind schedule = ScheduleKind::roundRobin;
+  unsigned devices = 1, microbatches = 1;
+  std::string partitioner = "rp"; ///< rp or roundpipe (round-robin only)
+  std::string stages;             ///< fwd:...;bwd:... when given
+  int64_t cap = 0;                ///< per-stage byte cap
+};
+
+/// The partition `request` asks for: a user partition is checked against
+/// the cap; round-robin uses rp's or RoundPipe's partitioner, the static
+/// schedules a balanced symmetric one. Errors are emitted at `func`.
+FailureOr<Partition> choosePartition(func::FuncOp func,
+                                     llvm::ArrayRef<LayerCost> costs,
+                                     const PartitionRequest &request,
+                                     const HardwareProfile &hw);
+
+/// The one function of `module` with layers, or an error.
+FailureOr<func::FuncOp> layeredFunction(ModuleOp module);
+
+/// The function's partition attribute, its layer costs and the hardware
+/// profile it names, for the passes after rp-partition.
+struct PipelineInputs {
+  func::FuncOp func;
+  PartitionAttr attr;
+  Partition partition;
+  std::vector<LayerCost> costs;
+  HardwareProfile hw;
+};
+FailureOr<PipelineInputs> loadPipelineInputs(ModuleOp module,
+                                             StringRef measured = "");
+
+/// The schedule of `module` (there must be exactly one).
+FailureOr<ScheduleOp> theSchedule(ModuleOp module);
+
+/// Reads a schedule's commands and jobs; malformed schedules (a job with
+/// two ranges, a wait on a later command) are errors at the op.
+FailureOr<Pipeline> readSchedule(ScheduleOp op);
+
+/// Replaces the schedule's body by the pipeline's commands, in order.
+void writeSchedule(ScheduleOp op, const Pipeline &pipeline);
+
+} // namespace mlir::rp
+
+#endif // RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H

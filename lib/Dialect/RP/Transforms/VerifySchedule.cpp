@@ -1,0 +1,262 @@
+//===- VerifySchedule.cpp - rp-verify-schedule ----------------------------===//
+//
+// Checks the rules a schedule must keep before it runs: no deadlock, every
+// read after the event of its producer, gradients downloaded before the
+// optimizer, and memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Dialect/RP/RPPasses.h"
+
+#include "ScheduleIR.h"
+#include "rp/Analysis/MemoryPlan.h"
+
+#include <map>
+
+namespace mlir::rp {
+#define GEN_PASS_DEF_VERIFYSCHEDULEPASS
+#include "rp/Dialect/RP/RPPasses.h.inc"
+} // namespace mlir::rp
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+struct Checker {
+  ScheduleOp op;
+  const Pipeline &pl;
+  const PipelineInputs &in;
+  std::vector<Operation *> ops;
+  HappensBefore hb;
+  std::map<std::pair<int, int>, unsigned> computeOf;
+
+  Checker(ScheduleOp op, const Pipeline &pl, const PipelineInputs &in)
+      : op(op), pl(pl), in(in), hb(pl.schedule) {
+    for (Operation &inner : op.getBody().front())
+      ops.push_back(&inner);
+    for (auto [i, c] : llvm::enumerate(pl.schedule.commands))
+      if (isCompute(c.kind))
+        computeOf[{c.job, c.microbatch}] = i;
+  }
+  const std::vector<Command> &cmds() const { return pl.schedule.commands; }
+
+  LogicalResult checkWeights(unsigned i);
+  LogicalResult checkInput(unsigned i, bool gradient, unsigned boundary,
+                           int producer);
+  LogicalResult checkGradients();
+  LogicalResult checkMemory();
+  LogicalResult run();
+};
+
+LogicalResult Checker::checkWeights(unsigned i) {
+  if (pl.residentWeights)
+    return success();
+  unsigned set = pl.jobs[cmds()[i].job].weightSet;
+  bool any = false;
+  for (auto [u, c] : llvm::enumerate(cmds())) {
+    if (c.kind != CommandKind::h2dWeights || pl.jobs[c.job].weightSet != set)
+      continue;
+    any = true;
+    if (!hb(u, i))
+      return ops[i]->emitOpError("may run before its weights arrive: the "
+                                 "upload of chunk ")
+             << c.chunk << " of weight set " << set
+             << " does not happen before it; wait for it";
+  }
+  if (!any)
+    return ops[i]->emitOpError("computes with weight set ")
+           << set << ", which is never uploaded";
+  return success();
+}
+
+LogicalResult Checker::checkInput(unsigned i, bool gradient, unsigned boundary,
+                                  int producer) {
+  const Command &c = cmds()[i];
+  const char *what = gradient ? "the gradient" : "the activation";
+  std::optional<unsigned> made;
+  if (producer >= 0) {
+    auto it = computeOf.find({producer, c.microbatch});
+    if (it == computeOf.end())
+      return ops[i]->emitOpError("reads ")
+             << what << " from job " << producer << ", which never runs "
+             << "microbatch " << c.microbatch;
+    made = it->second;
+    const StageJob &p = pl.jobs[producer];
+    if (pl.kind != ScheduleKind::roundRobin && !gradient &&
+        p.kind == CommandKind::forward &&
+        p.weightSet == pl.jobs[c.job].weightSet) {
+      if (hb(*made, i))
+        return success();
+      return ops[i]->emitOpError("reads the input its stage's forward kept "
+                                 "before that forward ran");
+    }
+  }
+  CommandKind up =
+      gradient ? CommandKind::h2dGradient : CommandKind::h2dActivation;
+  CommandKind down =
+      gradient ? CommandKind::d2hGradient : CommandKind::d2hActivation;
+  for (auto [u, x] : llvm::enumerate(cmds())) {
+    if (x.kind != up || x.device != c.device || x.job != c.job ||
+        x.microbatch != c.microbatch || x.boundary != int(boundary) ||
+        !hb(u, i))
+      continue;
+    if (!made)
+      return success();
+    for (auto [d, y] : llvm::enumerate(cmds()))
+      if (y.kind == down && y.job == producer &&
+          y.microbatch == c.microbatch && y.boundary == int(boundary) &&
+          hb(d, u) && hb(*made, d))
+        return success();
+  }
+  InFlightDiagnostic diag = ops[i]->emitOpError("reads ")
+                            << what << " entering layer " << boundary
+                            << " before it arrives: no upload to device "
+                            << c.device << " happens before it";
+  if (made)
+    diag << " after a download of it from job " << producer;
+  return diag;
+}
+
+LogicalResult Checker::checkGradients() {
+  std::map<unsigned, std::vector<unsigned>> downloads;
+  std::vector<unsigned> optimizer;
+  for (auto [i, c] : llvm::enumerate(cmds())) {
+    if (c.kind == CommandKind::d2hWeightGrads)
+      downloads[pl.jobs[c.job].weightSet].push_back(i);
+    if (c.kind == CommandKind::optimizer)
+      optimizer.push_back(i);
+  }
+  if (optimizer.size() != 1)
+    return op.emitOpError("needs one optimizer step, has ")
+           << optimizer.size();
+  for (auto [i, c] : llvm::enumerate(cmds())) {
+    if (!isCompute(c.kind))
+      continue;
+    if (pl.residentWeights) {
+      if (!hb(i, optimizer[0]))
+        return ops[optimizer[0]]->emitOpError("may update weights while ")
+               << c.label << " still computes with them";
+      continue;
+    }
+    if (c.kind == CommandKind::forward)
+      continue;
+    unsigned set = pl.jobs[c.job].weightSet;
+    auto &list = downloads[set];
+    if (list.size() != 1)
+      return ops[i]->emitOpError("computes gradients of weight set ")
+             << set << ", which are downloaded " << list.size()
+             << " times instead of once";
+    if (!hb(i, list[0]))
+      return ops[list[0]]->emitOpError("downloads the gradients of weight set ")
+             << set << " before " << c.label << " has added to them";
+  }
+  for (auto &[set, list] : downloads)
+    for (unsigned g : list)
+      if (!hb(g, optimizer[0]))
+        return ops[optimizer[0]]->emitOpError(
+                   "may start before the gradients of weight set ")
+               << set << " are downloaded; the step's update needs all of "
+                         "them";
+  return success();
+}
+
+LogicalResult Checker::checkMemory() {
+  bool planned = false;
+  MemoryPlan mp = planMemory(pl, in.costs);
+  for (auto [i, c] : llvm::enumerate(cmds())) {
+    auto compute = dyn_cast<ComputeOp>(ops[i]);
+    if (!compute || !compute.getOffsets())
+      continue;
+    planned = true;
+    for (auto [slot, offset] : llvm::enumerate(*compute.getOffsets()))
+      if (int b = mp.commandBuffers[i][slot]; b >= 0)
+        mp.buffers[b].offset = offset;
+  }
+  if (!planned)
+    return success();
+  std::vector<int64_t> peak(pl.devices, 0);
+  for (size_t a = 0; a < mp.buffers.size(); ++a) {
+    const PlannedBuffer &x = mp.buffers[a];
+    if (x.device >= pl.devices || x.bytes == 0)
+      continue;
+    peak[x.device] = std::max(peak[x.device], x.offset + x.bytes);
+    for (size_t b = a + 1; b < mp.buffers.size(); ++b) {
+      const PlannedBuffer &y = mp.buffers[b];
+      if (y.device != x.device || y.bytes == 0 ||
+          x.offset >= y.offset + y.bytes || y.offset >= x.offset + x.bytes)
+        continue;
+      if (!disjointInTime(x, y, hb))
+        return op.emitOpError("places ")
+               << x.what << " and " << y.what << " in overlapping bytes of "
+               << "device " << x.device << " while both may be live";
+    }
+  }
+  auto recorded = op.getPeakBytes();
+  for (unsigned d = 0; d < pl.devices; ++d) {
+    if (recorded && (*recorded)[d] < peak[d])
+      return op.emitOpError("records a peak of ")
+             << (*recorded)[d] << " bytes on device " << d
+             << " but its buffers reach " << peak[d];
+    if (auto budget = op.getBudgetBytes(); budget && peak[d] > *budget)
+      return op.emitOpError("needs ")
+             << peak[d] << " bytes on device " << d << ", over its budget of "
+             << *budget;
+  }
+  return success();
+}
+
+LogicalResult Checker::run() {
+  std::string stuck;
+  if (!estimateTiming(pl.schedule, &stuck))
+    return op.emitOpError("deadlocks: '")
+           << stuck << "' waits, directly or through its queue, on itself";
+  unsigned nf = 0;
+  while (nf < pl.jobs.size() && pl.jobs[nf].kind == CommandKind::forward)
+    ++nf;
+  for (auto [i, c] : llvm::enumerate(cmds())) {
+    if (!isCompute(c.kind))
+      continue;
+    if (failed(checkWeights(i)))
+      return failure();
+    const StageJob &job = pl.jobs[c.job];
+    if (c.kind == CommandKind::backward) {
+      if (failed(checkInput(i, true, job.range.end, c.job - 1)))
+        return failure();
+      int maker = -1;
+      for (unsigned f = 0; f < nf; ++f)
+        if (pl.jobs[f].range.begin < job.range.begin &&
+            job.range.begin <= pl.jobs[f].range.end)
+          maker = f;
+      if (failed(checkInput(i, false, job.range.begin, maker)))
+        return failure();
+    } else if (failed(checkInput(i, false, job.range.begin, c.job - 1))) {
+      return failure();
+    }
+  }
+  if (failed(checkGradients()))
+    return failure();
+  return checkMemory();
+}
+
+struct VerifySchedulePass
+    : rp::impl::VerifySchedulePassBase<VerifySchedulePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<PipelineInputs> in = loadPipelineInputs(module);
+    if (failed(in))
+      return signalPassFailure();
+    FailureOr<ScheduleOp> op = theSchedule(module);
+    if (failed(op))
+      return signalPassFailure();
+    FailureOr<Pipeline> pl = readSchedule(*op);
+    if (failed(pl))
+      return signalPassFailure();
+    Checker checker(*op, *pl, *in);
+    if (failed(checker.run()))
+      return signalPassFailure();
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

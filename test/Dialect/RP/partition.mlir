@@ -1,0 +1,29 @@
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1" | FileCheck %s --check-prefix=USER
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090" | FileCheck %s --check-prefix=RP
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=1" | FileCheck %s --check-prefix=ONE
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b microbatches=4" | FileCheck %s --check-prefix=STATIC
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=interleaved-1f1b microbatches=4" | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=zero-bubble" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=gpipe partitioner=roundpipe" 2>&1 | FileCheck %s --check-prefix=MIXED
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="stages=fwd:1;bwd:1,1,1,1" 2>&1 | FileCheck %s --check-prefix=COVER
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="stage-bytes=300 stages=fwd:2;bwd:2,1,1" 2>&1 | FileCheck %s --check-prefix=CAP
+
+// A user partition is recorded as given, with the target it was made for;
+// microbatches default to devices + 1.
+// USER: func.func @main{{.*}} attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090", forward = [1, 1], backward = [2, 1, 1]>}
+
+// rp's partitioner cuts stages that cover the layers.
+// RP: rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090", forward = [{{.*}}], backward = [{{.*}}]>
+
+// One device: one microbatch by default, the host profile.
+// ONE: #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host"
+
+// Static schedules cut symmetric balanced stages: 1F1B one per device,
+// interleaved two per device; the last stage is the fused tail.
+// STATIC: #rp.partition<schedule = "1f1b", devices = 2, microbatches = 4, hw = "host", forward = [2], backward = [2, 2]>
+// INTERLEAVED: #rp.partition<schedule = "interleaved-1f1b", devices = 2, microbatches = 4, hw = "host", forward = [1, 1, 1], backward = [1, 1, 1, 1]>
+
+// BAD: error: rp-partition needs schedule round-robin, gpipe, 1f1b or interleaved-1f1b
+// MIXED: error: partitioner=roundpipe cuts round-robin stages; gpipe uses balanced static stages
+// COVER: error: stages 'fwd:1;bwd:1,1,1,1' do not cover the 4 layers
+// CAP: error: forward stage of layers 0-1 ('l0' to 'l1') needs 512 bytes of weights, over the per-stage cap of 300 bytes; split the stage or raise weight-budget

@@ -34,8 +34,10 @@ StringRef mlir::rp::scheduleKindName(ScheduleKind kind) {
 
 unsigned mlir::rp::staticStageCount(ScheduleKind kind, unsigned devices,
                                     unsigned layers) {
-  unsigned stages = kind == ScheduleKind::interleaved ? 2 * devices : devices;
-  return std::max(1u, std::min(stages, layers));
+  // Interleaving needs the same number of stages on every device.
+  if (kind == ScheduleKind::interleaved && layers >= 2 * devices)
+    return 2 * devices;
+  return std::max(1u, std::min(devices, layers));
 }
 
 Partition mlir::rp::staticPartition(llvm::ArrayRef<LayerCost> layers,
@@ -249,9 +251,17 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
       if (n > 0)
         waits.push_back(computeOf[n - 1][m]);
       const StageJob &j = pl.jobs[n];
-      if (j.kind != CommandKind::backward || j.range.begin == 0)
+      if (j.kind != CommandKind::backward)
         continue;
-      // The saved input comes from the forward job that computed it.
+      // A static stage's backward reads the input its forward kept.
+      if (kind != ScheduleKind::roundRobin) {
+        waits.push_back(computeOf[numJobs - 1 - n][m]);
+        continue;
+      }
+      // Round-robin: the saved input comes from the forward job that
+      // computed it, or from the host for the model's input.
+      if (j.range.begin == 0)
+        continue;
       for (unsigned f = 0; f < nf; ++f)
         if (pl.jobs[f].range.begin < j.range.begin &&
             j.range.begin <= pl.jobs[f].range.end)

@@ -175,7 +175,8 @@ void Inserter::run() {
       waits.push_back(add(std::move(in)));
     };
     bool fromHost = job.range.begin == 0 &&
-                    (job.kind == CommandKind::backward || c.job == 0);
+                    (c.job == 0 || (job.kind == CommandKind::backward &&
+                                    pl.kind == ScheduleKind::roundRobin));
     if (fromHost)
       upload(CommandKind::h2dActivation, 0, std::nullopt);
     for (unsigned p : c.waits) {

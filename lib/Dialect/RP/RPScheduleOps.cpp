@@ -128,7 +128,7 @@ LogicalResult ScheduleOp::verify() {
            << getKind()
            << "'; expected round-robin, gpipe, 1f1b or interleaved-1f1b";
   if (auto peaks = getPeakBytes();
-      peaks && int64_t(peaks->size()) != getDevices())
+      peaks && peaks->size() != getDevices())
     return emitOpError("has ") << peaks->size() << " peak_bytes for "
                                << getDevices() << " devices";
   return success();
@@ -138,7 +138,7 @@ LogicalResult ScheduleOp::verify() {
 /// and a non-negative time.
 static LogicalResult verifyCommand(Operation *op, int64_t device, double ms) {
   auto schedule = op->getParentOfType<ScheduleOp>();
-  if (device < 0 || device >= schedule.getDevices())
+  if (device < 0 || device >= int64_t(schedule.getDevices()))
     return op->emitOpError("runs on device ")
            << device << " but the schedule has " << schedule.getDevices();
   if (!(ms >= 0))
@@ -147,13 +147,15 @@ static LogicalResult verifyCommand(Operation *op, int64_t device, double ms) {
 }
 
 LogicalResult ComputeOp::verify() {
-  if (getBegin() < 0 || getEnd() <= getBegin())
+  // I64Attr getters return uint64_t: compare as signed.
+  int64_t begin = getBegin(), end = getEnd(), mb = getMb();
+  if (begin < 0 || end <= begin)
     return emitOpError("has an empty layer range [")
-           << getBegin() << ", " << getEnd() << ")";
+           << begin << ", " << end << ")";
   auto schedule = (*this)->getParentOfType<ScheduleOp>();
-  if (getMb() < 0 || getMb() >= schedule.getMicrobatches())
+  if (mb < 0 || mb >= int64_t(schedule.getMicrobatches()))
     return emitOpError("runs microbatch ")
-           << getMb() << " of a step of " << schedule.getMicrobatches();
+           << mb << " of a step of " << schedule.getMicrobatches();
   if (auto offsets = getOffsets(); offsets && offsets->size() != 4)
     return emitOpError("needs 4 offsets (weights, input, output, work)");
   return verifyCommand(*this, getDevice(), getMs().convertToDouble());
@@ -174,7 +176,7 @@ LogicalResult CopyOp::verify() {
                              "boundary"
                            : "of weights or weight gradients takes no mb or "
                              "boundary");
-  if (getBytes() < 0)
+  if (int64_t(getBytes()) < 0)
     return emitOpError("moves a negative number of bytes");
   return verifyCommand(*this, getDevice(), getMs().convertToDouble());
 }

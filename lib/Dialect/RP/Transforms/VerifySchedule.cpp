@@ -223,10 +223,14 @@ LogicalResult Checker::run() {
     if (c.kind == CommandKind::backward) {
       if (failed(checkInput(i, true, job.range.end, c.job - 1)))
         return failure();
+      // The saved input: kept by the stage's forward in static schedules,
+      // else made by the forward job that computed it (or the host's).
       int maker = -1;
       for (unsigned f = 0; f < nf; ++f)
-        if (pl.jobs[f].range.begin < job.range.begin &&
-            job.range.begin <= pl.jobs[f].range.end)
+        if (pl.kind != ScheduleKind::roundRobin
+                ? pl.jobs[f].weightSet == job.weightSet
+                : pl.jobs[f].range.begin < job.range.begin &&
+                      job.range.begin <= pl.jobs[f].range.end)
           maker = f;
       if (failed(checkInput(i, false, job.range.begin, maker)))
         return failure();

@@ -1,0 +1,54 @@
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1" --rp-lower-schedule --rp-insert-transfers | FileCheck %s --check-prefix=RR
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 schedule=1f1b microbatches=2" --rp-lower-schedule --rp-insert-transfers | FileCheck %s --check-prefix=RESIDENT
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 schedule=1f1b microbatches=2" --rp-lower-schedule --rp-insert-transfers="weight-budget=0.0000000001" | FileCheck %s --check-prefix=OFFLOAD
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-insert-transfers --rp-insert-transfers 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-insert-transfers 2>&1 | FileCheck %s --check-prefix=NOSCHEDULE
+
+// Round-robin on 2 devices, 3 microbatches: each job uploads its weights
+// once (PCIe time from the profile: 256 B at 25 GB/s); job 0 reads the
+// model input from the host; activations go down from the producer and up
+// to the consumer, at most two in flight per device.
+// RR: %[[W0:.*]] = rp.copy h2d weights job 0 device 0 bytes 256 {ms = 1.024000e-05 : f64}
+// RR-NEXT: %[[X0:.*]] = rp.copy h2d activation job 0 mb 0 device 0 bytes 64 boundary 0 {ms = 2.560000e-06 : f64}
+// RR: %[[F0:.*]] = rp.compute forward job 0 layers 0 to 1 mb 0 device 0 weights 0 after(%[[W0]], %[[X0]])
+// RR: %[[W2:.*]] = rp.copy h2d weights job 2 device 0 bytes 512
+// RR: %[[OUT:.*]] = rp.copy d2h activation job 0 mb 0 device 0 bytes 64 boundary 1 after(%[[F0]])
+// RR: %[[F0M1:.*]] = rp.compute forward job 0 layers 0 to 1 mb 1 device 0
+// The third microbatch's input waits for the first one's compute to free
+// its buffer; its compute waits for the first one's output download.
+// RR: rp.copy h2d activation job 0 mb 2 device 0 bytes 64 boundary 0 after(%[[F0]])
+// RR: %[[IN1:.*]] = rp.copy h2d activation job 1 mb 0 device 1 bytes 64 boundary 1 after(%[[OUT]])
+// RR: %[[F0M2:.*]] = rp.compute forward job 0 layers 0 to 1 mb 2 device 0 weights 0 after(%[[W0]], %{{.*}}, %[[OUT]])
+// Job 4 on device 0 holds a third weight set: its upload waits for job 0,
+// two turns back, to finish.
+// RR: rp.copy h2d weights job 4 device 0 bytes 256 after(%[[F0M2]])
+// The tail's activation gradient goes down and up to job 3, with job 3's
+// saved input (boundary 1) from job 0's download.
+// RR: rp.copy d2h gradient job 2 mb 0 device 0 bytes 64 boundary 2
+// RR: rp.copy h2d gradient job 3 mb 0 device 1 bytes 64 boundary 2
+// RR: rp.copy h2d activation job 3 mb 0 device 1 bytes 64 boundary 1 after(%[[OUT]],
+// Weight gradients go down once per job, after its last microbatch, and
+// the optimizer waits for all of them.
+// RR: %[[G2:.*]] = rp.copy d2h weight_grads job 2 device 0 bytes 512
+// RR: %[[G3:.*]] = rp.copy d2h weight_grads job 3 device 1 bytes 256
+// RR: %[[G4:.*]] = rp.copy d2h weight_grads job 4 device 0 bytes 256
+// RR-NEXT: rp.optimizer_step after(%[[G2]], %[[G3]], %[[G4]])
+
+// 1F1B whose stages fit: weights stay resident, the backward reads the
+// input its forward kept on the device, only stage-boundary traffic moves.
+// RESIDENT: rp.schedule @main "1f1b" devices = 2 microbatches = 2 hw = "rtx4090" resident
+// RESIDENT-NOT: weights
+// RESIDENT: %[[F:.*]] = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
+// RESIDENT: rp.compute backward job 2 layers 0 to 2 mb 0 device 0 weights 0 after(%{{.*}}, %[[F]], %{{.*}})
+// RESIDENT-NOT: weight_grads
+// RESIDENT: rp.optimizer_step
+
+// Offloaded: each stage uploads once per step, shared by its forward and
+// backward, and downloads its gradients once.
+// OFFLOAD: rp.schedule @main "1f1b" devices = 2 microbatches = 2 hw = "rtx4090" {
+// OFFLOAD-COUNT-2: rp.copy h2d weights
+// OFFLOAD-NOT: rp.copy h2d weights
+// OFFLOAD-COUNT-2: rp.copy d2h weight_grads
+
+// TWICE: error: 'rp.schedule' op has transfers already
+// NOSCHEDULE: error: no rp.schedule; run rp-lower-schedule first

@@ -1,0 +1,27 @@
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory | FileCheck %s
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 schedule=1f1b microbatches=2" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory --rp-verify-schedule | FileCheck %s --check-prefix=STATIC
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="budget-gib=0.0000015" 2>&1 | FileCheck %s --check-prefix=OVER
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-plan-memory 2>&1 | FileCheck %s --check-prefix=NOSCHEDULE
+
+// Every compute gets its weights, input, output and work offsets; the
+// schedule its per-device peak, the budget (the profile's 24 GiB) and the
+// pinned host memory (weights and gradients of the model, 2 x 1024 bytes,
+// plus the staged activations).
+// CHECK: rp.schedule @main "round-robin" devices = 2 microbatches = 1 hw = "rtx4090" attributes {budget_bytes = 25769803776 : i64, peak_bytes = array<i64: 1984, 960>, pinned_bytes = 2176 : i64}
+// CHECK: rp.compute forward job 0 {{.*}} offsets = array<i64: 0, 256, 320, 384>
+// Job 1 on device 1: its weights at 0, then its 64-byte input and output.
+// CHECK: rp.compute forward job 1 {{.*}} offsets = array<i64: 0, 768, 832, 896>
+// The tail's weights and gradients (1024 bytes) cannot reuse job 0's: job
+// 0's output may still be going down while they come up.
+// CHECK: rp.compute tail job 2 {{.*}} offsets = array<i64: 448, 0, 64, 128>
+// Job 3 on device 1 reuses job 1's input bytes, free once job 1 ran.
+// CHECK: rp.compute backward job 3 {{.*}} offsets = array<i64: 256, 0, 128, 768>
+
+// 1F1B with resident weights: one weight set per device, kept inputs.
+// STATIC: rp.schedule @main "1f1b" {{.*}} resident attributes {budget_bytes = 25769803776 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>
+
+// OVER: error: device 0 needs 1.85e-06 GiB (1984 bytes) at its peak, over its budget of 1.5e-06 GiB (1610 bytes)
+// OVER: note: the biggest buffers: weights of set 2 (layers 2-3), 9.54e-07 GiB
+// OVER: note: the biggest buffers: weights of set 4 (layers 0-0), 4.77e-07 GiB
+// OVER: note: to fit, cut smaller stages (a lower weight-budget or stage-bytes, or --stages) or use more devices
+// NOSCHEDULE: error: no rp.schedule; run rp-lower-schedule first

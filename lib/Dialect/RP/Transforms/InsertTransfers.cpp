@@ -43,20 +43,17 @@ struct InsertTransfersPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<PipelineInputs> in = loadPipelineInputs(module);
-    if (failed(in))
+    FailureOr<LoadedSchedule> loaded = loadSchedule(module);
+    if (failed(loaded))
       return signalPassFailure();
-    FailureOr<ScheduleOp> op = theSchedule(module);
-    if (failed(op))
-      return signalPassFailure();
-    if (!op->getBody().front().getOps<CopyOp>().empty() ||
-        !op->getBody().front().getOps<OptimizerStepOp>().empty()) {
+    PipelineInputs *in = &loaded->in;
+    ScheduleOp *op = &loaded->op;
+    Pipeline *pl = &loaded->pipeline;
+    if (!(*op).getBody().front().getOps<CopyOp>().empty() ||
+        !(*op).getBody().front().getOps<OptimizerStepOp>().empty()) {
       op->emitOpError("has transfers already");
       return signalPassFailure();
     }
-    FailureOr<Pipeline> pl = readSchedule(*op);
-    if (failed(pl))
-      return signalPassFailure();
     pl->residentWeights = fitsResident(*pl, *in);
     insertTransfers(*pl, in->costs, in->hw);
     // Listed by estimated start, so the IR reads as the step runs.

@@ -60,15 +60,12 @@ struct PlanMemoryPass : rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<PipelineInputs> in = loadPipelineInputs(module);
-    if (failed(in))
+    FailureOr<LoadedSchedule> loaded = loadSchedule(module);
+    if (failed(loaded))
       return signalPassFailure();
-    FailureOr<ScheduleOp> op = theSchedule(module);
-    if (failed(op))
-      return signalPassFailure();
-    FailureOr<Pipeline> pl = readSchedule(*op);
-    if (failed(pl))
-      return signalPassFailure();
+    PipelineInputs *in = &loaded->in;
+    ScheduleOp *op = &loaded->op;
+    Pipeline *pl = &loaded->pipeline;
     if (budgetGiB < 0) {
       op->emitError("budget-gib must not be negative");
       return signalPassFailure();

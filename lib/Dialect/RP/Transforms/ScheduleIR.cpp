@@ -251,6 +251,19 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
   return pl;
 }
 
+FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module) {
+  FailureOr<PipelineInputs> in = loadPipelineInputs(module);
+  if (failed(in))
+    return failure();
+  FailureOr<ScheduleOp> op = theSchedule(module);
+  if (failed(op))
+    return failure();
+  FailureOr<Pipeline> pl = readSchedule(*op);
+  if (failed(pl))
+    return failure();
+  return LoadedSchedule{std::move(*in), *op, std::move(*pl)};
+}
+
 void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
   Block &body = op.getBody().front();
   while (!body.empty())

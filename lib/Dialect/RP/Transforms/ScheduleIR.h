@@ -57,6 +57,15 @@ FailureOr<ScheduleOp> theSchedule(ModuleOp module);
 /// two ranges, a wait on a later command) are errors at the op.
 FailureOr<Pipeline> readSchedule(ScheduleOp op);
 
+/// What the passes after rp-lower-schedule read: the inputs, the schedule
+/// op and its pipeline.
+struct LoadedSchedule {
+  PipelineInputs in;
+  ScheduleOp op;
+  Pipeline pipeline;
+};
+FailureOr<LoadedSchedule> loadSchedule(ModuleOp module);
+
 /// Replaces the schedule's body by the pipeline's commands, in order.
 void writeSchedule(ScheduleOp op, const Pipeline &pipeline);
 

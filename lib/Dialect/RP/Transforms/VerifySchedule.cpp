@@ -198,7 +198,7 @@ LogicalResult Checker::checkMemory() {
       return op.emitOpError("records a peak of ")
              << (*recorded)[d] << " bytes on device " << d
              << " but its buffers reach " << peak[d];
-    if (auto budget = op.getBudgetBytes(); budget && peak[d] > *budget)
+    if (auto budget = op.getBudgetBytes(); budget && peak[d] > int64_t(*budget))
       return op.emitOpError("needs ")
              << peak[d] << " bytes on device " << d << ", over its budget of "
              << *budget;
@@ -247,16 +247,10 @@ struct VerifySchedulePass
     : rp::impl::VerifySchedulePassBase<VerifySchedulePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<PipelineInputs> in = loadPipelineInputs(module);
-    if (failed(in))
+    FailureOr<LoadedSchedule> loaded = loadSchedule(module);
+    if (failed(loaded))
       return signalPassFailure();
-    FailureOr<ScheduleOp> op = theSchedule(module);
-    if (failed(op))
-      return signalPassFailure();
-    FailureOr<Pipeline> pl = readSchedule(*op);
-    if (failed(pl))
-      return signalPassFailure();
-    Checker checker(*op, *pl, *in);
+    Checker checker(loaded->op, loaded->pipeline, loaded->in);
     if (failed(checker.run()))
       return signalPassFailure();
     markAllAnalysesPreserved();

@@ -123,6 +123,7 @@ void Inserter::run() {
   std::vector<std::vector<unsigned>> deviceComputes(pl.devices);
   std::map<unsigned, unsigned> lastDownloadOf;
   std::vector<unsigned> gradDownloads;
+  std::map<unsigned, unsigned> gradDownloadOf; // by weight set
 
   for (unsigned i = 0; i < cmds.size(); ++i) {
     Command c = cmds[i];
@@ -140,8 +141,11 @@ void Inserter::run() {
       std::optional<unsigned> after;
       unsigned turn = setTurn[job.weightSet];
       if (pl.kind == ScheduleKind::roundRobin && turn >= 2) {
+        // The set two turns back leaves its buffers once its compute is
+        // done and its gradients are downloaded.
         unsigned twoBack = setsOnDevice[dev][turn - 2];
-        after = newIndex[lastOfSet[twoBack]];
+        after = gradDownloadOf.count(twoBack) ? gradDownloadOf[twoBack]
+                                              : newIndex[lastOfSet[twoBack]];
       }
       unsigned chunks = std::max<int64_t>(
           1, (bytes + kWeightChunkBytes - 1) / kWeightChunkBytes);
@@ -229,6 +233,7 @@ void Inserter::run() {
         g.microbatch = -1;
         g.waits.push_back(ci);
         gradDownloads.push_back(add(std::move(g)));
+        gradDownloadOf[job.weightSet] = gradDownloads.back();
       }
     }
   }

@@ -85,8 +85,8 @@ FailureOr<Pipeline> lowerSchedule(const Partition &partition,
 
 /// Adds the copies the compute needs, in the queues' order: weight uploads
 /// in chunks of at most kWeightChunkBytes (round-robin: after the job two
-/// turns back on the device has finished, so two weight sets are
-/// resident); activations, saved inputs and activation gradients through
+/// turns back on the device has finished and its gradients are
+/// downloaded, so two weight sets are resident); activations, saved inputs and activation gradients through
 /// host memory (D2H on the producing device, H2D on the consuming one, at
 /// most two inputs in flight per device); weight gradients D2H once per
 /// weight set after its last microbatch; then the host optimizer step,

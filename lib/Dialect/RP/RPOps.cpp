@@ -140,6 +140,10 @@ LogicalResult LayerOp::verify() {
     diag.attachNote(outer.getLoc()) << "enclosing layer is here";
     return diag;
   }
+  if (std::optional<ArrayRef<int64_t>> span = getSpan())
+    if (span->size() != 2 || (*span)[0] < 0 || (*span)[0] >= (*span)[1])
+      return emitOpError("expected span = array<i64: begin, end> with 0 <= "
+                         "begin < end");
   Block &block = getBody().front();
   if (block.getNumArguments() != getInputs().size())
     return emitOpError("expected ")

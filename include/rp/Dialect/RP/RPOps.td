@@ -109,6 +109,11 @@ def RP_LayerOp : RP_Op<"layer", [
     gradients of the inputs that need one), or `tail` (the fused last
     layer: forward, loss and backward without recompute).
 
+    `span = array<i64: b, e>` (set by rp-autodiff) names the forward layers
+    [b, e) of the partitioned model the layer computes or differentiates:
+    a fused tail of several layers, or a backward that recomputes a whole
+    stage. The pipeline export maps stage jobs to layers by it.
+
     ```mlir
     %y = rp.layer "h.0" (%x, %w) : (tensor<2x8xf32>, tensor<8x8xf32>)
         -> tensor<2x8xf32> {
@@ -120,7 +125,8 @@ def RP_LayerOp : RP_Op<"layer", [
     ```
   }];
   let arguments = (ins StrAttr:$name, Variadic<RP_Tensor>:$inputs,
-      DefaultValuedAttr<RP_LayerRole, "LayerRole::forward">:$role);
+      DefaultValuedAttr<RP_LayerRole, "LayerRole::forward">:$role,
+      OptionalAttr<DenseI64ArrayAttr>:$span);
   let results = (outs Variadic<RP_Tensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -262,11 +262,14 @@ def AutodiffPass : Pass<"rp-autodiff", "::mlir::ModuleOp"> {
     %dw = rp.layer "h.0.backward" role = backward (%x, %w, %dh) ...
     ```
 
-    `recompute` chooses the groups a backward recomputes: `stage` (the
-    default, RoundPipe's) makes every layer before the tail one group with
-    one backward layer that recomputes them all from the group's input;
-    `layer` gives each layer its own backward. The partitioner will choose
-    groups per stage.
+    When the function carries an `rp.partition` (rp-partition ran), its
+    stages decide the layout: the last `backward[0]` layers become one
+    fused tail, and `recompute` chooses the groups a backward recomputes:
+    `stage` (the default, RoundPipe's) gives each backward stage one
+    backward layer that recomputes the stage from its input; `layer` gives
+    each layer its own backward. Without a partition the tail is the last
+    layer and the backward stage is every layer before it. Every layer gets
+    `span`, the forward layers it covers.
   }];
   let options = [
     Option<"recompute", "recompute", "::mlir::rp::RecomputeGrain",

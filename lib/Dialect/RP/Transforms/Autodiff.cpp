@@ -121,7 +121,8 @@ struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
   /// results; records the gradients of its inputs in `funcGrads`.
   LogicalResult buildBackward(ArrayRef<LayerOp> group, Operation *before,
                               const llvm::DenseSet<Value> &needs,
-                              llvm::MapVector<Value, Value> &funcGrads);
+                              llvm::MapVector<Value, Value> &funcGrads,
+                              ArrayRef<int64_t> span);
 
   /// The gradients of the tail's inputs, by input index.
   SmallVector<std::pair<unsigned, Value>> tailInputGrads;
@@ -163,6 +164,7 @@ FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
   b.setInsertionPoint(layer);
   auto tail = LayerOp::create(b, layer.getLoc(), layer.getName(), types, inputs);
   tail.setRole(LayerRole::tail);
+  tail.setSpanAttr(layer.getSpanAttr());
   tail.getBody().takeBody(layer.getBody());
   for (auto [oldR, newR] : llvm::zip(layer.getResults(), tail.getResults()))
     oldR.replaceAllUsesWith(newR);
@@ -173,7 +175,8 @@ FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
 LogicalResult
 AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
                             const llvm::DenseSet<Value> &needs,
-                            llvm::MapVector<Value, Value> &funcGrads) {
+                            llvm::MapVector<Value, Value> &funcGrads,
+                            ArrayRef<int64_t> span) {
   llvm::SmallPtrSet<Operation *, 8> members;
   for (LayerOp l : group)
     members.insert(l.getOperation());
@@ -215,6 +218,7 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   auto bwd = LayerOp::create(b, first.getLoc(), name + ".backward", types,
                              operands);
   bwd.setRole(LayerRole::backward);
+  bwd.setSpan(span);
   Block &body = bwd.getBody().front();
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
   // Recompute: the group's layers inlined in order, each reading the
@@ -265,6 +269,55 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   return success();
 }
 
+/// Replaces consecutive layers, of which only the last one's results are
+/// used after them, by one layer named `first..last` that computes them all
+/// (a fused tail of several layers).
+static FailureOr<LayerOp> mergeLayers(ArrayRef<LayerOp> group) {
+  llvm::SmallPtrSet<Operation *, 8> members;
+  for (LayerOp l : group)
+    members.insert(l.getOperation());
+  for (LayerOp l : group.drop_back())
+    for (Operation *user : l->getUsers())
+      if (!members.contains(user))
+        return l.emitOpError("feeds a layer after the fused tail it is part "
+                             "of; the tail must end the model");
+  llvm::SetVector<Value> inputs;
+  for (LayerOp l : group)
+    for (Value in : l.getInputs())
+      if (!members.contains(in.getDefiningOp()))
+        inputs.insert(in);
+  LayerOp first = group.front(), last = group.back();
+  OpBuilder b(last);
+  auto merged = LayerOp::create(
+      b, last.getLoc(), (first.getName() + ".." + last.getName()).str(),
+      last.getResultTypes(), inputs.getArrayRef());
+  Block &body = merged.getBody().front();
+  OpBuilder inner = OpBuilder::atBlockEnd(&body);
+  IRMapping outer;
+  for (auto [i, v] : llvm::enumerate(inputs))
+    outer.map(v, body.getArgument(i));
+  for (LayerOp l : group) {
+    Block &fwd = l.getBody().front();
+    IRMapping map;
+    for (auto [arg, in] : llvm::zip(fwd.getArguments(), l.getInputs()))
+      map.map(arg, outer.lookup(in));
+    for (Operation *op : bodyOps(l))
+      inner.clone(*op, map);
+    auto yield = cast<YieldOp>(fwd.getTerminator());
+    SmallVector<Value> ys;
+    for (auto [r, y] : llvm::zip(l.getResults(), yield.getOperands())) {
+      outer.map(r, map.lookupOrDefault(y));
+      ys.push_back(map.lookupOrDefault(y));
+    }
+    if (l == last)
+      YieldOp::create(inner, l.getLoc(), ys);
+  }
+  last->replaceAllUsesWith(merged->getResults());
+  for (LayerOp l : llvm::reverse(group))
+    l.erase();
+  return merged;
+}
+
 LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   Block &block = main.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
@@ -276,6 +329,50 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   if (llvm::any_of(layers,
                    [](LayerOp l) { return l.getRole() != LayerRole::forward; }))
     return main.emitError("the model is differentiated already");
+
+  // The stages: those rp-partition cut (the fused tail and the backward
+  // stages, deep to shallow), else a one-layer tail and one backward stage.
+  unsigned numLayers = layers.size(), tailSize = 1;
+  SmallVector<std::pair<unsigned, unsigned>> groups;
+  if (auto p = main->getAttrOfType<PartitionAttr>("rp.partition")) {
+    int64_t fwd = 0, bwd = 0;
+    for (int64_t n : p.getForward())
+      fwd += n;
+    for (int64_t n : p.getBackward())
+      bwd += n;
+    if (p.getBackward().empty() || fwd + p.getBackward()[0] != numLayers ||
+        bwd != numLayers)
+      return main.emitError("rp.partition covers ")
+             << bwd << " layers but @main has " << numLayers
+             << "; run rp-partition on this graph again";
+    tailSize = p.getBackward()[0];
+    unsigned end = numLayers - tailSize;
+    for (int64_t n : p.getBackward().drop_front()) {
+      groups.push_back({end - unsigned(n), end});
+      end -= n;
+    }
+  } else if (numLayers > 1) {
+    groups.push_back({0, numLayers - 1});
+  }
+  if (recompute == RecomputeGrain::layer) {
+    SmallVector<std::pair<unsigned, unsigned>> single;
+    for (auto [begin, end] : groups)
+      for (unsigned l = end; l-- > begin;)
+        single.push_back({l, l + 1});
+    groups = single;
+  }
+  if (tailSize > 1) {
+    FailureOr<LayerOp> merged =
+        mergeLayers(ArrayRef(layers).take_back(tailSize));
+    if (failed(merged))
+      return failure();
+    layers.resize(numLayers - tailSize);
+    layers.push_back(*merged);
+  }
+  for (auto [i, l] : llvm::enumerate(layers))
+    l.setSpan(ArrayRef<int64_t>{int64_t(i), int64_t(i) + 1});
+  layers.back().setSpan(
+      ArrayRef<int64_t>{int64_t(numLayers - tailSize), int64_t(numLayers)});
 
   // What needs a gradient: trainable parameters and everything computed
   // from them, across layers.
@@ -340,17 +437,12 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   for (auto [k, entry] : llvm::enumerate(tailInputGrads))
     accumulate(b, tail->getLoc(), funcGrads, lastInputs[entry.first],
                tail->getResult(2 + k));
-  // Recompute groups: the whole model before the tail (stage grain, as
-  // RoundPipe) or each layer alone (layer grain).
-  ArrayRef<LayerOp> body = ArrayRef(layers).drop_back();
-  if (recompute == RecomputeGrain::stage) {
-    if (!body.empty() && failed(buildBackward(body, ret, needs, funcGrads)))
+  // One backward per recompute group, deep to shallow.
+  for (auto [begin, end] : groups)
+    if (failed(buildBackward(ArrayRef(layers).slice(begin, end - begin), ret,
+                             needs, funcGrads,
+                             {int64_t(begin), int64_t(end)})))
       return failure();
-  } else {
-    for (LayerOp layer : llvm::reverse(body))
-      if (failed(buildBackward(layer, ret, needs, funcGrads)))
-        return failure();
-  }
 
   // Gradients through the ops between layers, back to the parameters.
   b.setInsertionPoint(ret);

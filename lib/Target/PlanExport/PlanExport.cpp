@@ -9,10 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/Target/PlanExport.h"
-#include "rp/Dialect/RP/RPOps.h"
+#include "PlanWriter.h"
 #include "rp/runtime/PlanFormat.h"
-#include "rp/runtime/plan_generated.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -26,10 +24,8 @@
 
 using namespace mlir;
 using namespace mlir::rp;
-namespace fb = ::flatbuffers;
-namespace pf = ::rp::plan;
 
-static std::optional<pf::DType> dtypeOf(Type type) {
+std::optional<pf::DType> mlir::rp::planDTypeOf(Type type) {
   Type e = getElementTypeOrSelf(type);
   if (e.isF32())
     return pf::DType::f32;
@@ -70,13 +66,6 @@ static std::string relativeTo(StringRef path, StringRef base) {
 
 namespace {
 
-struct KernelSpec {
-  pf::OpKind op;
-  SmallVector<Value> inputs;
-  SmallVector<int64_t> ints;
-  SmallVector<double> floats;
-};
-
 /// The float attribute of an optional scale, or the natural 1/sqrt(D).
 static double attentionScale(std::optional<APFloat> scale, Value query) {
   if (scale)
@@ -85,50 +74,45 @@ static double attentionScale(std::optional<APFloat> scale, Value query) {
                    cast<RankedTensorType>(query.getType()).getDimSize(3)));
 }
 
-class PlanWriter {
-public:
-  PlanWriter(const PlanExportOptions &options) : options(options) {}
-
-  LogicalResult run(func::FuncOp main, std::vector<uint8_t> &bytes);
-
-private:
-  /// The buffer index of `v`, creating a plain buffer on first use.
-  uint32_t bufferOf(Value v, StringRef name = {});
-  LogicalResult addParam(ParamOp param);
-  LogicalResult addConstant(ConstantOp c);
-  LogicalResult addProgram(StringRef name, ArrayRef<Operation *> ops);
-  FailureOr<KernelSpec> specOf(Operation *op);
-
-  const PlanExportOptions &options;
-  fb::FlatBufferBuilder fbb{1 << 16};
-  std::vector<fb::Offset<pf::Buffer>> buffers;
-  llvm::DenseMap<Value, uint32_t> bufferIndex;
-  std::vector<fb::Offset<pf::WeightFile>> weightFiles;
-  llvm::StringMap<uint32_t> weightFileIndex;
-  std::vector<uint64_t> weightFileMinSize;
-  std::vector<std::string> weightFilePaths;
-  std::vector<fb::Offset<pf::Program>> programs;
-  std::vector<fb::Offset<pf::Job>> jobs;
-};
-
 } // namespace
 
+uint32_t PlanWriter::newBuffer(Type type, StringRef name, int onDevice,
+                               int64_t rows) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> dims(t.getShape());
+  if (rows != 1) {
+    if (dims.empty())
+      dims.push_back(rows);
+    else
+      dims[0] *= rows;
+  }
+  int64_t bytes = getElementTypeOrSelf(t).getIntOrFloatBitWidth() <= 8
+                      ? 1
+                      : getElementTypeOrSelf(t).getIntOrFloatBitWidth() / 8;
+  for (int64_t d : dims)
+    bytes *= d;
+  auto shape = fbb.CreateVector(dims.data(), dims.size());
+  auto buf = pf::CreateBuffer(fbb, *planDTypeOf(t), shape, 0, 0,
+                              name.empty() ? 0 : fbb.CreateString(name.str()),
+                              onDevice);
+  buffers.push_back(buf);
+  bufferBytes.push_back(bytes);
+  return buffers.size() - 1;
+}
+
 uint32_t PlanWriter::bufferOf(Value v, StringRef name) {
+  if (auto it = overrides.find(v); it != overrides.end())
+    return it->second;
   auto it = bufferIndex.find(v);
   if (it != bufferIndex.end())
     return it->second;
-  auto type = cast<RankedTensorType>(v.getType());
-  auto shape = fbb.CreateVector(type.getShape().data(), type.getRank());
-  auto buf = pf::CreateBuffer(fbb, *dtypeOf(type), shape, 0, 0,
-                              name.empty() ? 0 : fbb.CreateString(name.str()));
-  uint32_t index = buffers.size();
-  buffers.push_back(buf);
+  uint32_t index = newBuffer(v.getType(), name, device);
   bufferIndex[v] = index;
   return index;
 }
 
 LogicalResult PlanWriter::addParam(ParamOp param) {
-  if (!dtypeOf(param.getType()))
+  if (!planDTypeOf(param.getType()))
     return param.emitOpError("has an element type plans cannot hold");
   if (!param.getFile()) {
     auto type = param.getType();
@@ -138,8 +122,9 @@ LogicalResult PlanWriter::addParam(ParamOp param) {
         fbb, 0, 0, fbb.CreateString(param.getName().str()),
         param.getTrainable(), /*stored=*/false, bound);
     bufferIndex[param.getResult()] = buffers.size();
-    buffers.push_back(pf::CreateBuffer(fbb, *dtypeOf(type), shape, range, 0,
+    buffers.push_back(pf::CreateBuffer(fbb, *planDTypeOf(type), shape, range, 0,
                                        fbb.CreateString(param.getName().str())));
+    bufferBytes.push_back(param.getSizeInBytes());
     return success();
   }
   SmallString<256> path(*param.getFile());
@@ -163,8 +148,9 @@ LogicalResult PlanWriter::addParam(ParamOp param) {
                                      fbb.CreateString(param.getName().str()),
                                      param.getTrainable());
   bufferIndex[param.getResult()] = buffers.size();
-  buffers.push_back(pf::CreateBuffer(fbb, *dtypeOf(type), shape, range, 0,
+  buffers.push_back(pf::CreateBuffer(fbb, *planDTypeOf(type), shape, range, 0,
                                      fbb.CreateString(param.getName().str())));
+  bufferBytes.push_back(param.getSizeInBytes());
   return success();
 }
 
@@ -188,8 +174,9 @@ LogicalResult PlanWriter::addConstant(ConstantOp c) {
   auto type = c.getType();
   auto shape = fbb.CreateVector(type.getShape().data(), type.getRank());
   bufferIndex[c.getResult()] = buffers.size();
-  buffers.push_back(pf::CreateBuffer(fbb, *dtypeOf(type), shape, 0,
-                                     fbb.CreateVector(data)));
+  buffers.push_back(pf::CreateBuffer(fbb, *planDTypeOf(type), shape, 0,
+                                     fbb.CreateVector(data), 0, device));
+  bufferBytes.push_back(data.size());
   return success();
 }
 
@@ -322,13 +309,13 @@ FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
       .Case([&](CrossEntropyOp o) {
         return KernelSpec{pf::OpKind::cross_entropy,
                           {o.getLogits(), o.getLabels()},
-                          {o.getIgnoreIndex()}};
+                          {static_cast<int64_t>(o.getIgnoreIndex())}};
       })
       // inputs: logits, labels, scale; ints: [ignore_index]
       .Case([&](CrossEntropyGradOp o) {
         return KernelSpec{pf::OpKind::cross_entropy_grad,
                           {o.getLogits(), o.getLabels(), o.getScale()},
-                          {o.getIgnoreIndex()}};
+                          {static_cast<int64_t>(o.getIgnoreIndex())}};
       })
       // inputs: x, dy; ints: [kind (UnaryGradKind)]
       .Case([&](UnaryGradOp o) {
@@ -393,7 +380,7 @@ FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
 
 /// The exclusive bound of integer ids `v` carries when some gather uses it
 /// as indices (the table's size along the gathered axis); 0 when none does.
-static int64_t indexLimit(Value v) {
+int64_t mlir::rp::planIndexLimit(Value v) {
   int64_t limit = 0;
   auto tighten = [&](int64_t l) {
     if (l > 0)
@@ -407,7 +394,7 @@ static int64_t indexLimit(Value v) {
              ce && use.get() == ce.getLabels())
       tighten(ce.getLogits().getType().getShape().back());
     else if (auto layer = dyn_cast<LayerOp>(user))
-      tighten(indexLimit(
+      tighten(planIndexLimit(
           layer.getBody().front().getArgument(use.getOperandNumber())));
   }
   return limit;
@@ -419,13 +406,15 @@ static std::string locationName(Location loc) {
   return {};
 }
 
-LogicalResult PlanWriter::addProgram(StringRef name,
-                                     ArrayRef<Operation *> ops) {
+FailureOr<uint32_t>
+PlanWriter::addProgram(StringRef name, ArrayRef<Operation *> ops,
+                       ArrayRef<fb::Offset<pf::KernelCall>> extra) {
   std::vector<fb::Offset<pf::KernelCall>> calls;
   for (Operation *opPtr : ops) {
     Operation &op = *opPtr;
     if (auto c = dyn_cast<ConstantOp>(op)) {
-      if (failed(addConstant(c)))
+      // A program written twice (two slots of a stage job) shares them.
+      if (!bufferIndex.count(c.getResult()) && failed(addConstant(c)))
         return failure();
       continue;
     }
@@ -435,7 +424,7 @@ LogicalResult PlanWriter::addProgram(StringRef name,
     if (failed(spec))
       return failure();
     for (Value r : op.getResults())
-      if (!dtypeOf(r.getType()))
+      if (!planDTypeOf(r.getType()))
         return op.emitOpError("has an element type plans cannot hold");
     std::vector<uint32_t> ins, outs;
     for (Value v : spec->inputs)
@@ -449,34 +438,62 @@ LogicalResult PlanWriter::addProgram(StringRef name,
         fbb.CreateVector(spec->floats.data(), spec->floats.size()),
         loc.empty() ? 0 : fbb.CreateString(loc)));
   }
-  uint32_t index = programs.size();
+  llvm::append_range(calls, extra);
   programs.push_back(pf::CreateProgram(fbb, fbb.CreateString(name.str()),
                                        fbb.CreateVector(calls)));
-  jobs.push_back(pf::CreateJob(fbb, index, /*device=*/0, pf::Queue::compute));
-  return success();
+  return programs.size() - 1;
+}
+
+fb::Offset<pf::KernelCall> PlanWriter::copyCall(uint32_t src, uint32_t dst,
+                                                bool add) {
+  std::vector<uint32_t> ins = {src}, outs = {dst};
+  if (add)
+    ins.insert(ins.begin(), dst);
+  return pf::CreateKernelCall(fbb, add ? pf::OpKind::add : pf::OpKind::reshape,
+                              fbb.CreateVector(ins), fbb.CreateVector(outs));
+}
+
+void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
+                        unsigned events, bool staged, int prologue,
+                        int epilogue, StringRef schedule) {
+  for (auto [path, size] : llvm::zip(weightFilePaths, weightFileMinSize))
+    weightFiles.push_back(
+        pf::CreateWeightFile(fbb, fbb.CreateString(path), size));
+  auto plan = pf::CreatePlan(
+      fbb, ::rp::runtime::kPlanSchemaVersion,
+      fbb.CreateString(options.producer), devices, events,
+      fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
+      fbb.CreateVector(programs), fbb.CreateVector(jobs),
+      fbb.CreateVector(inputs), fbb.CreateVector(outputs),
+      microbatches, staged, prologue, epilogue,
+      schedule.empty() ? 0 : fbb.CreateString(schedule.str()));
+  pf::FinishPlanBuffer(fbb, plan);
+  bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
 
 LogicalResult PlanWriter::run(func::FuncOp main,
                               std::vector<uint8_t> &bytes) {
-  std::vector<fb::Offset<pf::Binding>> inputs, outputs;
   for (auto [i, arg] : llvm::enumerate(main.getArguments())) {
-    if (!dtypeOf(arg.getType()) || !isa<RankedTensorType>(arg.getType()))
+    if (!planDTypeOf(arg.getType()) || !isa<RankedTensorType>(arg.getType()))
       return main.emitOpError("argument #")
              << i << " is not a tensor a plan can hold";
     auto name = main.getArgAttrOfType<StringAttr>(i, "rp.name");
     std::string n = name ? name.str() : "arg" + std::to_string(i);
     inputs.push_back(pf::CreateBinding(fbb, fbb.CreateString(n),
-                                       bufferOf(arg, n), indexLimit(arg)));
+                                       bufferOf(arg, n), planIndexLimit(arg)));
   }
   // Ops outside layers run as one program per run of consecutive ops.
   std::vector<Operation *> loose;
   auto flushLoose = [&]() -> LogicalResult {
     if (loose.empty())
       return success();
-    LogicalResult r =
+    FailureOr<uint32_t> p =
         addProgram("ops." + std::to_string(programs.size()), loose);
     loose.clear();
-    return r;
+    if (failed(p))
+      return failure();
+    jobs.push_back(pf::CreateJob(fbb, *p, /*device=*/0, pf::Queue::compute));
+    return success();
   };
   for (Operation &op : main.getBody().front()) {
     if (auto param = dyn_cast<ParamOp>(op)) {
@@ -495,8 +512,10 @@ LogicalResult PlanWriter::run(func::FuncOp main,
       std::vector<Operation *> ops;
       for (Operation &o : inner)
         ops.push_back(&o);
-      if (failed(addProgram(layer.getName(), ops)))
+      FailureOr<uint32_t> p = addProgram(layer.getName(), ops);
+      if (failed(p))
         return failure();
+      jobs.push_back(pf::CreateJob(fbb, *p, /*device=*/0, pf::Queue::compute));
       auto yield = cast<YieldOp>(inner.getTerminator());
       for (auto [result, value] :
            llvm::zip(layer.getResults(), yield.getOperands()))
@@ -514,18 +533,7 @@ LogicalResult PlanWriter::run(func::FuncOp main,
       loose.push_back(&op);
     }
   }
-  for (auto [path, size] : llvm::zip(weightFilePaths, weightFileMinSize))
-    weightFiles.push_back(
-        pf::CreateWeightFile(fbb, fbb.CreateString(path), size));
-  auto plan = pf::CreatePlan(
-      fbb, ::rp::runtime::kPlanSchemaVersion,
-      fbb.CreateString(options.producer), /*devices=*/1, /*events=*/0,
-      fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
-      fbb.CreateVector(programs), fbb.CreateVector(jobs),
-      fbb.CreateVector(inputs), fbb.CreateVector(outputs),
-      options.microbatches);
-  pf::FinishPlanBuffer(fbb, plan);
-  bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  finish(bytes, /*devices=*/1, /*events=*/0, /*staged=*/false, -1, -1, "");
   return success();
 }
 
@@ -535,7 +543,13 @@ LogicalResult mlir::rp::exportPlan(ModuleOp module,
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return module.emitError("no 'func.func @main' to export as a plan");
-  return PlanWriter(options).run(main, bytes);
+  auto schedules = module.getOps<ScheduleOp>();
+  if (schedules.empty())
+    return PlanWriter(options).run(main, bytes);
+  if (std::next(schedules.begin()) != schedules.end())
+    return module.emitError("the module has several rp.schedule ops; a plan "
+                            "runs one");
+  return PlanWriter(options).runStaged(main, *schedules.begin(), bytes);
 }
 
 FailureOr<size_t> mlir::rp::exportPlanToFile(ModuleOp module,

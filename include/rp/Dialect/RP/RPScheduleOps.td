@@ -41,7 +41,10 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
     After rp-plan-memory, `peak_bytes` holds each device's planned peak,
     `budget_bytes` the device memory it was planned against and
     `pinned_bytes` the pinned host memory (the model's weights and
-    gradients, and the staged activations at their peak).
+    gradients, and the staged activations at their peak). After
+    rp-insert-transfers, `step_ms` is the estimated time of the step and
+    `bubble` the share of it the devices' compute queues are idle
+    (include/rp/Analysis/ScheduleTiming.h).
 
     ```mlir
     rp.schedule @main "round-robin" devices = 2 microbatches = 3
@@ -58,7 +61,9 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
                        StrAttr:$hw, UnitAttr:$resident,
                        OptionalAttr<DenseI64ArrayAttr>:$peak_bytes,
                        OptionalAttr<I64Attr>:$pinned_bytes,
-                       OptionalAttr<I64Attr>:$budget_bytes);
+                       OptionalAttr<I64Attr>:$budget_bytes,
+                       OptionalAttr<F64Attr>:$step_ms,
+                       OptionalAttr<F64Attr>:$bubble);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $function $kind `devices` `=` $devices `microbatches` `=` $microbatches

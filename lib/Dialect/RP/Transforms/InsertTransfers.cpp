@@ -67,6 +67,11 @@ struct InsertTransfersPass
     }
     pl->schedule = std::move(*issued);
     writeSchedule(*op, *pl);
+    if (std::optional<Timing> t = estimateTiming(pl->schedule)) {
+      Builder b(&getContext());
+      op->setStepMsAttr(b.getF64FloatAttr(t->iterationMs));
+      op->setBubbleAttr(b.getF64FloatAttr(t->bubbleFraction()));
+    }
   }
 };
 

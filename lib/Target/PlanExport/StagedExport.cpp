@@ -1,0 +1,813 @@
+//===- StagedExport.cpp - a pipeline schedule into a staged plan ----------===//
+//
+// Turns the training graph (rp-autodiff after rp-partition: every layer has
+// a `span`) and its `rp.schedule` (after rp-insert-transfers) into a staged
+// plan: each schedule command becomes jobs on its device's queue that wait
+// for and record the events of the schedule's tokens.
+//
+// Where values live:
+// - host: the parameters, the global-batch inputs, the prologue's results
+//   (compute-dtype weights), one buffer per microbatch-sized value that
+//   crosses stages (rows for all M microbatches), one per weight gradient,
+//   and the epilogue's results;
+// - device: per weight set its weights; per stage job and slot its inputs
+//   and the results it hands on (two slots for round-robin, whose copies
+//   are double buffered by the schedule's flow-control waits; one slot per
+//   microbatch for the static schedules, which keep a stage's inputs for
+//   its backward); per stage job its gradient accumulators; and the
+//   intermediates of its programs, shared by the slots because one compute
+//   queue runs them.
+// A copy command moves every value of its kind that its compute needs
+// from the producer it waits for; all results a compute hands on go down
+// with its first download, so whichever download a consumer waits for,
+// they have landed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanWriter.h"
+#include "rp/Analysis/Pipeline.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace mlir::rp {
+
+class StagedExporter {
+public:
+  StagedExporter(PlanWriter &w, func::FuncOp main, ScheduleOp schedule)
+      : w(w), main(main), schedule(schedule) {}
+  LogicalResult run(std::vector<uint8_t> &bytes);
+
+private:
+  enum class Kind {
+    compute, weights, activationIn, gradientIn, activationOut,
+    gradientOut, weightGrads, optimizer
+  };
+  struct Cmd {
+    Kind kind;
+    int job = -1, mb = -1;
+    unsigned device = 0, chunk = 0;
+    SmallVector<unsigned> waits;
+  };
+  struct StageJob {
+    LayerRole role;
+    unsigned begin = 0, end = 0, device = 0, weightSet = 0;
+    SmallVector<LayerOp> layers;
+    /// Non-weight values from outside the job, in first-use order.
+    llvm::SetVector<Value> outside;
+    /// Results other stages (or the loss outputs) read, per microbatch.
+    llvm::SetVector<Value> handedOn;
+    /// Weight gradients, accumulated over the microbatches.
+    SmallVector<Value> grads;
+    int firstMb = -1;
+  };
+
+  LogicalResult readCommands();
+  LogicalResult classifyOps();
+  LogicalResult bindLayers();
+  void analyzeJobs();
+  LogicalResult emitCompute(unsigned index);
+  void emitWeights(unsigned index);
+  void emitInputs(unsigned index);
+  unsigned emitDownload(const Cmd &c, ArrayRef<unsigned> waits,
+                        const std::string &text);
+  void emitWeightGrads(unsigned index);
+  /// Appends a job; returns the event it records.
+  unsigned addJob(const Cmd &c, pf::Queue queue, std::optional<uint32_t> program,
+                  ArrayRef<fb::Offset<pf::Copy>> copies,
+                  ArrayRef<unsigned> waits, const std::string &label,
+                  bool record = true);
+  std::string label(const Cmd &c) const;
+
+  bool isWeight(Value v) const { return weights.contains(v); }
+  bool isGradientValue(Value v) const {
+    auto l = v.getDefiningOp<LayerOp>();
+    return l && l.getRole() != LayerRole::forward;
+  }
+  unsigned slotOf(unsigned mb) const { return roundRobin ? mb % 2 : mb; }
+  unsigned slotKey(unsigned job, unsigned mb) const {
+    return job * microbatches + slotOf(mb);
+  }
+  uint32_t hostRows(Value v);
+  int64_t rowBytes(Value v, uint32_t buffer) const;
+  uint32_t weightBuffer(Value v, unsigned job);
+  uint32_t inputBuffer(Value v, unsigned job, unsigned mb);
+  uint32_t outputBuffer(Value v, unsigned job, unsigned mb);
+  /// The fixed stage job whose forward kept `v` for this backward.
+  std::optional<unsigned> directSource(unsigned job, Value v) const;
+  fb::Offset<pf::Copy> copy(uint32_t src, int64_t srcOffset, uint32_t dst,
+                            int64_t dstOffset, int64_t bytes) {
+    return pf::CreateCopy(w.fbb, src, srcOffset, dst, dstOffset, bytes);
+  }
+
+  PlanWriter &w;
+  func::FuncOp main;
+  ScheduleOp schedule;
+  bool roundRobin = true;
+  unsigned devices = 1, microbatches = 1, events = 0;
+  std::vector<Cmd> cmds;
+  std::vector<StageJob> jobs;
+  std::vector<int> eventOf;
+  llvm::DenseSet<Value> weights;
+  llvm::DenseMap<Value, unsigned> producer;
+  llvm::DenseMap<Operation *, unsigned> layerJob;
+  SmallVector<Operation *> prologue, epilogue;
+  llvm::MapVector<Value, uint32_t> hostBuffer;
+  std::map<std::pair<Operation *, unsigned>, uint32_t> weightBuffers;
+  std::map<std::pair<Operation *, unsigned>, uint32_t> inBuffers, outBuffers;
+  llvm::DenseMap<Value, uint32_t> accBuffer, gradBuffer;
+  /// Per (stage job, microbatch): the event of its first download, and the
+  /// values not moved yet.
+  std::map<std::pair<unsigned, unsigned>, unsigned> firstDownload;
+  std::map<std::pair<unsigned, unsigned>, llvm::SetVector<Value>> toUpload;
+  /// Per device: the event after each compute's downloads, for the
+  /// double-buffer wait of downloads the schedule does not list.
+  std::vector<std::vector<int>> extraDownloads;
+  std::map<std::pair<unsigned, unsigned>, uint32_t> programs;
+  std::map<unsigned, unsigned> setTurn, upCount;
+  std::map<unsigned, unsigned> setFirstForward;
+  std::map<unsigned, llvm::SetVector<Value>> setWeights;
+  llvm::MapVector<Value, uint32_t> gradHost;
+  llvm::DenseMap<Operation *, unsigned> layerIndex;
+  std::set<std::pair<unsigned, unsigned>> hasDownload;
+  std::vector<std::vector<unsigned>> computeEvents;
+};
+
+} // namespace mlir::rp
+
+/// Buffers keyed by value and a number share one map of (op-or-arg, n).
+static Operation *opKey(Value v) {
+  return reinterpret_cast<Operation *>(v.getAsOpaquePointer());
+}
+
+std::string StagedExporter::label(const Cmd &c) const {
+  std::string j = std::to_string(c.job), mb = " mb" + std::to_string(c.mb);
+  switch (c.kind) {
+  case Kind::compute: {
+    LayerRole r = jobs[c.job].role;
+    return (r == LayerRole::forward ? "F" : r == LayerRole::tail ? "T" : "B") +
+           j + mb;
+  }
+  case Kind::weights:
+    return "UP s" + j + " c" + std::to_string(c.chunk);
+  case Kind::activationIn:
+    return "IN s" + j + mb;
+  case Kind::gradientIn:
+    return "DIN s" + j + mb;
+  case Kind::activationOut:
+    return "OUT s" + j + mb;
+  case Kind::gradientOut:
+    return "DOUT s" + j + mb;
+  case Kind::weightGrads:
+    return "GRAD s" + j;
+  case Kind::optimizer:
+    return "OPT";
+  }
+  return "";
+}
+
+LogicalResult StagedExporter::readCommands() {
+  if (schedule.getFunction() != main.getName())
+    return schedule.emitOpError("schedules @")
+           << schedule.getFunction() << ", but the plan exports @"
+           << main.getName();
+  if (schedule.getResident())
+    return schedule.emitOpError(
+        "keeps weights resident on the devices, but plans run the optimizer "
+        "on the host and upload weights every step; run rp-insert-transfers "
+        "with weight-budget=0");
+  std::optional<ScheduleKind> kind = parseScheduleKind(schedule.getKind());
+  if (!kind)
+    return schedule.emitOpError("has an unknown schedule kind");
+  roundRobin = *kind == ScheduleKind::roundRobin;
+  devices = schedule.getDevices();
+  microbatches = schedule.getMicrobatches();
+  w.microbatches = microbatches;
+  llvm::DenseMap<Operation *, unsigned> index;
+  bool transfers = false;
+  for (Operation &op : schedule.getBody().front()) {
+    Cmd c;
+    if (auto compute = dyn_cast<ComputeOp>(op)) {
+      c.kind = Kind::compute;
+      c.job = compute.getJob();
+      c.mb = compute.getMb();
+      c.device = compute.getDevice();
+      if (c.job < 0 || c.mb < 0 || c.mb >= int(microbatches) ||
+          c.device >= devices)
+        return compute.emitOpError("has a job, microbatch or device out of "
+                                   "range");
+      if (size_t(c.job) >= jobs.size())
+        jobs.resize(c.job + 1);
+      StageJob &j = jobs[c.job];
+      j.role = compute.getKind();
+      j.begin = compute.getBegin();
+      j.end = compute.getEnd();
+      j.device = c.device;
+      j.weightSet = compute.getWeights();
+      if (j.firstMb < 0)
+        j.firstMb = c.mb;
+    } else if (auto copy = dyn_cast<CopyOp>(op)) {
+      transfers = true;
+      bool up = copy.getDirection() == CopyDirection::h2d;
+      switch (copy.getKind()) {
+      case CopyKind::weights:
+        c.kind = Kind::weights;
+        break;
+      case CopyKind::activation:
+        c.kind = up ? Kind::activationIn : Kind::activationOut;
+        break;
+      case CopyKind::gradient:
+        c.kind = up ? Kind::gradientIn : Kind::gradientOut;
+        break;
+      case CopyKind::weight_grads:
+        c.kind = Kind::weightGrads;
+        break;
+      }
+      c.job = copy.getJob();
+      c.mb = copy.getMb() ? int(*copy.getMb()) : -1;
+      c.device = copy.getDevice();
+      c.chunk = copy.getChunk();
+      if (c.device >= devices || c.job < 0 || c.mb >= int(microbatches))
+        return copy.emitOpError("has a job, microbatch or device out of "
+                                "range");
+    } else if (isa<OptimizerStepOp>(op)) {
+      c.kind = Kind::optimizer;
+    } else {
+      return op.emitOpError("is not a schedule command");
+    }
+    for (Value t : op.getOperands())
+      c.waits.push_back(index.at(t.getDefiningOp()));
+    index[&op] = cmds.size();
+    cmds.push_back(std::move(c));
+  }
+  if (!transfers)
+    return schedule.emitOpError("has no transfers; run rp-insert-transfers "
+                                "before exporting it");
+  for (const Cmd &c : cmds)
+    if (c.kind != Kind::optimizer && size_t(c.job) >= jobs.size())
+      return schedule.emitOpError("copies for job ")
+             << c.job << ", which has no compute";
+  // Weight sets take turns on their device: the parity of the turn says
+  // which of the two resident sets a job's weights are.
+  std::map<unsigned, unsigned> turns;
+  for (const Cmd &c : cmds)
+    if (c.kind == Kind::compute) {
+      const StageJob &j = jobs[c.job];
+      if (setTurn.try_emplace(j.weightSet, turns[j.device]).second)
+        ++turns[j.device];
+      if (j.role == LayerRole::forward)
+        setFirstForward.try_emplace(j.weightSet, c.job);
+    } else if (c.kind == Kind::weights) {
+      ++upCount[c.job];
+    }
+  return success();
+}
+
+LogicalResult StagedExporter::classifyOps() {
+  // Values at function level before any layer reads them as weights:
+  // parameters, constants and what the prologue computes from them.
+  for (Operation &op : main.getBody().front()) {
+    if (auto p = dyn_cast<ParamOp>(op)) {
+      if (failed(w.addParam(p)))
+        return failure();
+      weights.insert(p.getResult());
+    } else if (auto c = dyn_cast<ConstantOp>(op)) {
+      if (failed(w.addConstant(c)))
+        return failure();
+      weights.insert(c.getResult());
+    } else if (isa<LayerOp, func::ReturnOp>(op)) {
+      continue;
+    } else if (llvm::all_of(op.getOperands(),
+                            [&](Value v) { return isWeight(v); })) {
+      prologue.push_back(&op);
+      for (Value r : op.getResults())
+        weights.insert(r);
+    } else {
+      for (Value v : op.getOperands())
+        if (!isWeight(v) && !isGradientValue(v) &&
+            !llvm::is_contained(epilogue, v.getDefiningOp()))
+          return op.emitOpError("runs between layers on activations; a "
+                                "staged plan runs every such op inside a "
+                                "layer (run rp-group-layers)");
+      for (Operation *user : op.getUsers())
+        if (isa<LayerOp>(user))
+          return op.emitOpError("sums gradients that a later layer reads; "
+                                "staged plans do not sum activation "
+                                "gradients across stages yet");
+      epilogue.push_back(&op);
+    }
+  }
+  return success();
+}
+
+LogicalResult StagedExporter::bindLayers() {
+  for (LayerOp l : main.getOps<LayerOp>()) {
+    std::optional<ArrayRef<int64_t>> span = l.getSpan();
+    if (!span)
+      return l.emitOpError("has no span; export staged plans of graphs that "
+                           "rp-autodiff differentiated after rp-partition");
+    int found = -1;
+    for (auto [i, j] : llvm::enumerate(jobs))
+      if (j.role == l.getRole() && (*span)[0] >= j.begin &&
+          (*span)[1] <= j.end)
+        found = i;
+    if (found < 0)
+      return l.emitOpError("covers layers [")
+             << (*span)[0] << ", " << (*span)[1]
+             << ") that no stage job of the schedule runs as "
+             << stringifyLayerRole(l.getRole())
+             << "; partition, schedule and autodiff disagree";
+    jobs[found].layers.push_back(l);
+    layerJob[l] = found;
+    for (Value r : l.getResults())
+      producer[r] = found;
+  }
+  for (auto [i, j] : llvm::enumerate(jobs))
+    if (j.role != LayerRole::backward && j.layers.empty())
+      return schedule.emitOpError("runs stage job ")
+             << i << " (layers " << j.begin << " to " << j.end
+             << ") but the graph has no layer for it";
+  return success();
+}
+
+void StagedExporter::analyzeJobs() {
+  for (auto [index, j] : llvm::enumerate(jobs)) {
+    for (LayerOp l : j.layers) {
+      for (Value v : l.getInputs())
+        if (!isWeight(v) && !(producer.count(v) && producer[v] == index))
+          j.outside.insert(v);
+      for (auto [k, r] : llvm::enumerate(l.getResults())) {
+        bool readByLayer = false, elsewhere = false;
+        for (Operation *user : r.getUsers())
+          if (isa<LayerOp>(user)) {
+            readByLayer = true;
+            elsewhere |= layerJob.lookup(user) != index;
+          }
+        // The tail's first two results are the loss sum and count of a
+        // microbatch; every other result no layer reads is a weight
+        // gradient.
+        bool loss = l.getRole() == LayerRole::tail && k < 2;
+        if (loss || elsewhere)
+          j.handedOn.insert(r);
+        else if (!readByLayer && l.getRole() != LayerRole::forward)
+          j.grads.push_back(r);
+      }
+    }
+  }
+}
+
+uint32_t StagedExporter::hostRows(Value v) {
+  auto it = hostBuffer.find(v);
+  if (it != hostBuffer.end())
+    return it->second;
+  uint32_t b = w.newBuffer(v.getType(), "host:" + std::to_string(hostBuffer.size()),
+                           -1, microbatches);
+  hostBuffer[v] = b;
+  return b;
+}
+
+int64_t StagedExporter::rowBytes(Value v, uint32_t buffer) const {
+  bool perStep = cast<RankedTensorType>(v.getType()).getRank() == 0 &&
+                 isa<BlockArgument>(v);
+  return perStep ? 0 : w.bufferBytes[buffer] / microbatches;
+}
+
+uint32_t StagedExporter::weightBuffer(Value v, unsigned job) {
+  auto k = std::make_pair(opKey(v), jobs[job].weightSet);
+  auto it = weightBuffers.find(k);
+  if (it != weightBuffers.end())
+    return it->second;
+  uint32_t b = w.newBuffer(v.getType(), "w" + std::to_string(jobs[job].weightSet),
+                           jobs[job].device);
+  weightBuffers[k] = b;
+  return b;
+}
+
+uint32_t StagedExporter::inputBuffer(Value v, unsigned job, unsigned mb) {
+  auto k = std::make_pair(opKey(v), slotKey(job, mb));
+  auto it = inBuffers.find(k);
+  if (it != inBuffers.end())
+    return it->second;
+  uint32_t b = w.newBuffer(v.getType(), "in s" + std::to_string(job),
+                           jobs[job].device);
+  inBuffers[k] = b;
+  return b;
+}
+
+uint32_t StagedExporter::outputBuffer(Value v, unsigned job, unsigned mb) {
+  auto k = std::make_pair(opKey(v), slotKey(job, mb));
+  auto it = outBuffers.find(k);
+  if (it != outBuffers.end())
+    return it->second;
+  uint32_t b = w.newBuffer(v.getType(), "out s" + std::to_string(job),
+                           jobs[job].device);
+  outBuffers[k] = b;
+  return b;
+}
+
+std::optional<unsigned> StagedExporter::directSource(unsigned job,
+                                                     Value v) const {
+  const StageJob &j = jobs[job];
+  if (roundRobin || j.role != LayerRole::backward)
+    return std::nullopt;
+  auto it = setFirstForward.find(j.weightSet);
+  if (it == setFirstForward.end() || !jobs[it->second].outside.contains(v))
+    return std::nullopt;
+  return it->second;
+}
+
+unsigned StagedExporter::addJob(const Cmd &c, pf::Queue queue,
+                                std::optional<uint32_t> program,
+                                ArrayRef<fb::Offset<pf::Copy>> copies,
+                                ArrayRef<unsigned> waits,
+                                const std::string &text, bool record) {
+  std::vector<uint32_t> waitList(waits.begin(), waits.end()), records;
+  unsigned event = events;
+  if (record)
+    records.push_back(events++);
+  std::vector<fb::Offset<pf::Copy>> copyList(copies.begin(), copies.end());
+  w.jobs.push_back(pf::CreateJob(
+      w.fbb, program.value_or(0), c.device, queue, std::max(c.mb, 0),
+      w.fbb.CreateVector(waitList), w.fbb.CreateVector(records),
+      program ? pf::JobKind::run : pf::JobKind::copy,
+      program ? 0 : w.fbb.CreateVector(copyList), c.job,
+      w.fbb.CreateString(text)));
+  return event;
+}
+
+/// Where microbatch `mb` of a host value lies: the global input or the
+/// value's host rows; a scalar input (loss_scale) is one per step.
+struct HostSlice {
+  uint32_t buffer;
+  int64_t offset, bytes;
+};
+
+LogicalResult StagedExporter::emitCompute(unsigned index) {
+  const Cmd &c = cmds[index];
+  StageJob &j = jobs[c.job];
+  unsigned mb = c.mb;
+  SmallVector<unsigned> waits;
+  for (unsigned x : c.waits)
+    waits.push_back(eventOf[x]);
+  auto slice = [&](Value v) {
+    uint32_t b = isa<BlockArgument>(v) ? w.bufferIndex.at(v) : hostRows(v);
+    int64_t row = rowBytes(v, b);
+    return HostSlice{b, row * mb, row ? row : w.bufferBytes[b]};
+  };
+  // Inputs whose producer no upload of this compute waits for (an input
+  // from two stages back, or one the schedule has no copy for).
+  std::vector<fb::Offset<pf::Copy>> late;
+  SmallVector<unsigned> lateWaits;
+  for (Value v : toUpload[{unsigned(c.job), mb}]) {
+    HostSlice h = slice(v);
+    late.push_back(copy(h.buffer, h.offset, inputBuffer(v, c.job, mb), 0,
+                        h.bytes));
+    if (producer.count(v)) {
+      auto it = firstDownload.find({producer[v], mb});
+      if (it == firstDownload.end())
+        return schedule.emitOpError("stage job ")
+               << c.job << " reads a value of stage job " << producer[v]
+               << " before the schedule computes it";
+      lateWaits.push_back(it->second);
+    }
+  }
+  std::vector<int> &done = extraDownloads[c.device];
+  if (!late.empty()) {
+    if (roundRobin && done.size() >= 2)
+      lateWaits.push_back(computeEvents[c.device][done.size() - 2]);
+    Cmd in = c;
+    waits.push_back(addJob(in, pf::Queue::activation_h2d, std::nullopt, late,
+                           lateWaits, "IN+ s" + std::to_string(c.job) +
+                                          " mb" + std::to_string(mb)));
+  }
+  toUpload[{unsigned(c.job), mb}].clear();
+  if (done.size() >= 2 && done[done.size() - 2] >= 0)
+    waits.push_back(done[done.size() - 2]);
+
+  SmallVector<uint32_t> run;
+  for (LayerOp l : j.layers) {
+    auto key = std::make_pair(unsigned(layerIndex.at(l)), slotKey(c.job, mb));
+    auto it = programs.find(key);
+    if (it == programs.end()) {
+      w.device = j.device;
+      w.overrides.clear();
+      Block &body = l.getBody().front();
+      for (auto [arg, v] : llvm::zip(body.getArguments(), l.getInputs())) {
+        uint32_t b;
+        if (isWeight(v))
+          b = weightBuffer(v, c.job);
+        else if (producer.count(v) && producer[v] == unsigned(c.job))
+          b = outputBuffer(v, c.job, mb);
+        else if (std::optional<unsigned> src = directSource(c.job, v))
+          b = inputBuffer(v, *src, mb);
+        else
+          b = inputBuffer(v, c.job, mb);
+        w.overrides[arg] = b;
+      }
+      std::vector<fb::Offset<pf::KernelCall>> extra;
+      auto yield = cast<YieldOp>(body.getTerminator());
+      for (auto [r, y] : llvm::zip(l.getResults(), yield.getOperands())) {
+        uint32_t target;
+        if (llvm::is_contained(j.grads, r)) {
+          auto [g, fresh] = gradBuffer.try_emplace(r, 0);
+          if (fresh)
+            g->second = w.newBuffer(r.getType(), "dw s" + std::to_string(c.job),
+                                    j.device);
+          target = g->second;
+        } else {
+          target = outputBuffer(r, c.job, mb);
+        }
+        Operation *def = y.getDefiningOp();
+        if (def && !isa<ConstantOp>(def) && !w.overrides.count(y))
+          w.overrides[y] = target;
+        else
+          extra.push_back(w.copyCall(w.bufferOf(y), target, false));
+      }
+      SmallVector<Operation *> ops;
+      for (Operation &op : body)
+        ops.push_back(&op);
+      std::string name = l.getName().str();
+      if (roundRobin && microbatches > 1)
+        name += " slot" + std::to_string(slotOf(mb));
+      FailureOr<uint32_t> p = w.addProgram(name, ops, extra);
+      w.overrides.clear();
+      if (failed(p))
+        return failure();
+      it = programs.emplace(key, *p).first;
+    }
+    run.push_back(it->second);
+  }
+  if (!j.grads.empty()) {
+    // The first microbatch's gradients start the accumulators.
+    bool first = int(mb) == j.firstMb;
+    auto key = std::make_pair(~0u - unsigned(first), unsigned(c.job));
+    auto it = programs.find(key);
+    if (it == programs.end()) {
+      std::vector<fb::Offset<pf::KernelCall>> calls;
+      w.device = j.device;
+      for (Value r : j.grads) {
+        auto [a, fresh] = accBuffer.try_emplace(r, 0);
+        if (fresh)
+          a->second = w.newBuffer(r.getType(), "acc s" + std::to_string(c.job),
+                                  j.device);
+        calls.push_back(w.copyCall(gradBuffer.at(r), a->second, !first));
+      }
+      FailureOr<uint32_t> p = w.addProgram(
+          (first ? "start-grads s" : "add-grads s") + std::to_string(c.job),
+          {}, calls);
+      if (failed(p))
+        return failure();
+      it = programs.emplace(key, *p).first;
+    }
+    run.push_back(it->second);
+  }
+  if (run.empty()) {
+    // A backward with nothing to differentiate (a frozen prefix) still
+    // marks its place in the queue.
+    auto key = std::make_pair(~0u - 2, 0u);
+    auto it = programs.find(key);
+    if (it == programs.end()) {
+      FailureOr<uint32_t> p = w.addProgram("nothing", {});
+      if (failed(p))
+        return failure();
+      it = programs.emplace(key, *p).first;
+    }
+    run.push_back(it->second);
+  }
+  for (auto [k, p] : llvm::enumerate(run)) {
+    bool last = k + 1 == run.size();
+    unsigned e = addJob(c, pf::Queue::compute, p, {},
+                        k == 0 ? ArrayRef<unsigned>(waits) : ArrayRef<unsigned>(),
+                        label(c), last);
+    if (last)
+      eventOf[index] = e;
+  }
+  computeEvents[c.device].push_back(eventOf[index]);
+  done.push_back(-1);
+  if (!j.handedOn.empty() && !hasDownload.count({unsigned(c.job), mb})) {
+    Cmd out = c;
+    unsigned e = emitDownload(out, {unsigned(eventOf[index])},
+                              "OUT+ s" + std::to_string(c.job) + " mb" +
+                                  std::to_string(mb));
+    done.back() = e;
+  }
+  return success();
+}
+
+unsigned StagedExporter::emitDownload(const Cmd &c, ArrayRef<unsigned> waits,
+                                      const std::string &text) {
+  const StageJob &j = jobs[c.job];
+  unsigned mb = c.mb;
+  std::vector<fb::Offset<pf::Copy>> copies;
+  auto [it, fresh] = firstDownload.try_emplace({unsigned(c.job), mb}, 0);
+  if (fresh)
+    for (Value r : j.handedOn) {
+      uint32_t h = hostRows(r);
+      int64_t row = rowBytes(r, h);
+      copies.push_back(copy(outputBuffer(r, c.job, mb), 0, h, row * mb, row));
+    }
+  unsigned e = addJob(c, pf::Queue::d2h, std::nullopt, copies, waits, text);
+  if (fresh)
+    it->second = e;
+  return e;
+}
+
+void StagedExporter::emitInputs(unsigned index) {
+  const Cmd &c = cmds[index];
+  unsigned mb = c.mb;
+  SmallVector<unsigned> waits;
+  llvm::DenseSet<unsigned> from;
+  for (unsigned x : c.waits) {
+    waits.push_back(eventOf[x]);
+    if (cmds[x].kind == Kind::activationOut || cmds[x].kind == Kind::gradientOut)
+      from.insert(cmds[x].job);
+  }
+  bool gradient = c.kind == Kind::gradientIn;
+  std::vector<fb::Offset<pf::Copy>> copies;
+  llvm::SetVector<Value> &pending = toUpload[{unsigned(c.job), mb}];
+  for (Value v : SmallVector<Value>(pending.begin(), pending.end())) {
+    if (isGradientValue(v) != gradient)
+      continue;
+    if (producer.count(v) && !from.contains(producer[v]))
+      continue;
+    uint32_t b = isa<BlockArgument>(v) ? w.bufferIndex.at(v) : hostRows(v);
+    int64_t row = rowBytes(v, b);
+    copies.push_back(copy(b, row * mb, inputBuffer(v, c.job, mb), 0,
+                          row ? row : w.bufferBytes[b]));
+    pending.remove(v);
+  }
+  eventOf[index] = addJob(c, pf::Queue::activation_h2d, std::nullopt, copies,
+                          waits, label(c));
+}
+
+void StagedExporter::emitWeights(unsigned index) {
+  const Cmd &c = cmds[index];
+  unsigned set = jobs[c.job].weightSet;
+  SmallVector<unsigned> waits;
+  for (unsigned x : c.waits)
+    waits.push_back(eventOf[x]);
+  // The set's weights as one byte stream cut into the schedule's chunks.
+  int64_t lo = int64_t(c.chunk) * kWeightChunkBytes;
+  int64_t hi = c.chunk + 1 == upCount[c.job] ? INT64_MAX
+                                             : lo + kWeightChunkBytes;
+  std::vector<fb::Offset<pf::Copy>> copies;
+  int64_t at = 0;
+  for (Value v : setWeights[set]) {
+    uint32_t src = w.bufferOf(v);
+    int64_t n = w.bufferBytes[src];
+    int64_t b = std::max(at, lo), e = std::min(at + n, hi);
+    if (b < e)
+      copies.push_back(copy(src, b - at, weightBuffer(v, c.job), b - at, e - b));
+    at += n;
+  }
+  eventOf[index] = addJob(c, pf::Queue::weight_h2d, std::nullopt, copies,
+                          waits, label(c));
+}
+
+void StagedExporter::emitWeightGrads(unsigned index) {
+  const Cmd &c = cmds[index];
+  unsigned set = jobs[c.job].weightSet;
+  SmallVector<unsigned> waits;
+  for (unsigned x : c.waits)
+    waits.push_back(eventOf[x]);
+  std::vector<fb::Offset<pf::Copy>> copies;
+  for (const StageJob &j : jobs)
+    if (j.weightSet == set)
+      for (Value r : j.grads) {
+        auto [h, fresh] = gradHost.try_emplace(r, 0);
+        if (fresh)
+          h->second = w.newBuffer(r.getType(), "grad", -1);
+        copies.push_back(copy(accBuffer.at(r), 0, h->second, 0,
+                              w.bufferBytes[h->second]));
+      }
+  Cmd g = c;
+  g.mb = -1;
+  eventOf[index] = addJob(g, pf::Queue::d2h, std::nullopt, copies, waits,
+                          label(c));
+}
+
+LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
+  if (failed(readCommands()))
+    return failure();
+  // Inputs hold the global batch; a scalar input is one per step.
+  for (auto [i, arg] : llvm::enumerate(main.getArguments())) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || !planDTypeOf(type))
+      return main.emitOpError("argument #")
+             << i << " is not a tensor a plan can hold";
+    auto name = main.getArgAttrOfType<StringAttr>(i, "rp.name");
+    std::string n = name ? name.str() : "arg" + std::to_string(i);
+    uint32_t b =
+        w.newBuffer(type, n, -1, type.getRank() == 0 ? 1 : microbatches);
+    w.bufferIndex[arg] = b;
+    w.inputs.push_back(pf::CreateBinding(w.fbb, w.fbb.CreateString(n), b,
+                                         planIndexLimit(arg)));
+  }
+  if (failed(classifyOps()) || failed(bindLayers()))
+    return failure();
+  unsigned li = 0;
+  for (LayerOp l : main.getOps<LayerOp>())
+    layerIndex[l] = li++;
+  analyzeJobs();
+  for (const StageJob &j : jobs)
+    for (LayerOp l : j.layers)
+      for (Value v : l.getInputs())
+        if (isWeight(v))
+          setWeights[j.weightSet].insert(v);
+  for (auto [i, j] : llvm::enumerate(jobs))
+    for (unsigned mb = 0; mb < microbatches; ++mb)
+      for (Value v : j.outside)
+        if (!directSource(i, v))
+          toUpload[{unsigned(i), mb}].insert(v);
+  for (const Cmd &c : cmds)
+    if (c.kind == Kind::activationOut || c.kind == Kind::gradientOut)
+      hasDownload.insert({unsigned(c.job), unsigned(c.mb)});
+
+  w.device = -1;
+  int prologueIndex = -1, epilogueIndex = -1;
+  if (!prologue.empty()) {
+    FailureOr<uint32_t> p = w.addProgram("prologue", prologue);
+    if (failed(p))
+      return failure();
+    prologueIndex = *p;
+  }
+  eventOf.assign(cmds.size(), -1);
+  extraDownloads.assign(devices, {});
+  computeEvents.assign(devices, {});
+  for (auto [i, c] : llvm::enumerate(cmds)) {
+    for (unsigned x : c.waits)
+      if (eventOf[x] < 0)
+        return schedule.emitOpError("waits for the optimizer step within the "
+                                    "step");
+    switch (c.kind) {
+    case Kind::compute:
+      if (failed(emitCompute(i)))
+        return failure();
+      break;
+    case Kind::weights:
+      emitWeights(i);
+      break;
+    case Kind::activationIn:
+    case Kind::gradientIn:
+      emitInputs(i);
+      break;
+    case Kind::activationOut:
+    case Kind::gradientOut: {
+      SmallVector<unsigned> waits;
+      for (unsigned x : c.waits)
+        waits.push_back(eventOf[x]);
+      eventOf[i] = emitDownload(c, waits, label(c));
+      break;
+    }
+    case Kind::weightGrads:
+      emitWeightGrads(i);
+      break;
+    case Kind::optimizer:
+      break;
+    }
+  }
+  for (auto &[key, pending] : toUpload)
+    if (!pending.empty())
+      return schedule.emitOpError("never runs microbatch ")
+             << key.second << " of stage job " << key.first;
+
+  // Host side of the step's end: loss rows, gradient sums, outputs.
+  w.device = -1;
+  w.overrides.clear();
+  for (auto &[r, h] : gradHost)
+    w.overrides[r] = h;
+  for (auto &[v, h] : hostBuffer)
+    w.overrides[v] = h;
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+  for (Value v : ret.getOperands())
+    if (!w.overrides.count(v) && !llvm::is_contained(epilogue, v.getDefiningOp()))
+      return ret.emitOpError("returns a value the staged plan does not "
+                             "bring to the host");
+  if (!epilogue.empty()) {
+    FailureOr<uint32_t> p = w.addProgram("epilogue", epilogue);
+    if (failed(p))
+      return failure();
+    epilogueIndex = *p;
+  }
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto name = main.getResultAttrOfType<StringAttr>(i, "rp.name");
+    std::string n = name ? name.str() : "result" + std::to_string(i);
+    w.outputs.push_back(
+        pf::CreateBinding(w.fbb, w.fbb.CreateString(n), w.bufferOf(v)));
+  }
+  w.overrides.clear();
+  w.finish(bytes, devices, events, /*staged=*/true, prologueIndex,
+           epilogueIndex, schedule.getKind());
+  return success();
+}
+
+LogicalResult PlanWriter::runStaged(func::FuncOp main, ScheduleOp schedule,
+                                    std::vector<uint8_t> &bytes) {
+  return StagedExporter(*this, main, schedule).run(bytes);
+}

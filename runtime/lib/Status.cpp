@@ -27,6 +27,8 @@ std::string_view statusCodeName(StatusCode code) {
     return "unavailable";
   case StatusCode::Internal:
     return "internal error";
+  case StatusCode::DeadlineExceeded:
+    return "deadline exceeded";
   }
   return "unknown status";
 }
@@ -61,12 +63,16 @@ Status unavailable(std::string message) {
 Status internalError(std::string message) {
   return Status(StatusCode::Internal, std::move(message));
 }
+Status deadlineExceeded(std::string message) {
+  return Status(StatusCode::DeadlineExceeded, std::move(message));
+}
 
 int exitCode(const Status &status) {
   switch (status.getCode()) {
   case StatusCode::Ok:
     return 0;
   case StatusCode::Internal:
+  case StatusCode::DeadlineExceeded:
     return 2;
   case StatusCode::InvalidArgument:
   case StatusCode::NotFound:

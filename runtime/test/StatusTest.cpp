@@ -51,6 +51,8 @@ TEST(StatusTest, FactoriesSetCodeAndMessage) {
        "invalid format: schema 9"},
       {unavailable("no GPU"), StatusCode::Unavailable, "unavailable: no GPU"},
       {internalError("broken"), StatusCode::Internal, "internal error: broken"},
+      {deadlineExceeded("stalled"), StatusCode::DeadlineExceeded,
+       "deadline exceeded: stalled"},
   };
   for (const Case &c : cases) {
     EXPECT_TRUE(c.status.failed());
@@ -71,6 +73,7 @@ TEST(StatusTest, ExitCodes) {
   EXPECT_EQ(exitCode(invalidFormat("x")), 1);
   EXPECT_EQ(exitCode(unavailable("x")), 1);
   EXPECT_EQ(exitCode(internalError("x")), 2);
+  EXPECT_EQ(exitCode(deadlineExceeded("x")), 2);
 }
 
 TEST(StatusTest, ExpectedHoldsValue) {

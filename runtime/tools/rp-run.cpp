@@ -1,17 +1,19 @@
 //===- rp-run.cpp - run an rp plan ----------------------------------------===//
 //
 // rp-run PLAN.rpplan [--backend host] [--input NAME=FILE.npy]...
-//        [--dump-outputs FILE.npy] [--seed N] [--threads N]
-//        [--describe=json|grid]
+//        [--dump-outputs FILE.npy] [--seed N] [--threads N] [--devices N]
+//        [--watchdog-ms MS] [--describe=json|grid]
 //
 // Streams and exit codes follow DESIGN.md: a forward-only plan prints
 // nothing on stdout and a summary on stderr; --describe prints the plan on
-// stdout and runs nothing. Exit 0 ok, 1 user error, 2 internal error.
+// stdout and runs nothing. Exit 0 ok, 1 user error, 2 internal error (a
+// staged plan that stalls, caught by the executor's watchdog, is one).
 //
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/Npy.h"
+#include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/Trainer.h"
 #include "rp/runtime/host/Kernels.h"
@@ -63,8 +65,18 @@ int main(int argc, char **argv) {
   app.add_option("--steps", steps,
                  "steps to run (a forward-only plan repeats its forward)")
       ->check(CLI::Range(1u, 1000000u));
-  app.add_option("--threads", threads, "worker threads (default: cores)")
+  app.add_option("--threads", threads,
+                 "worker threads (default: cores), shared by the devices of "
+                 "a staged plan")
       ->check(CLI::Range(1u, 1024u));
+  unsigned devices = 0;
+  app.add_option("--devices", devices,
+                 "the devices to run on; must be the plan's device count")
+      ->check(CLI::Range(1u, 1024u));
+  app.add_option("--watchdog-ms", train.watchdogMs,
+                 "stop a staged plan's step after this many ms without "
+                 "progress (default 60000)")
+      ->check(CLI::Range(1u, 86400000u));
   app.add_option("--describe", describeMode, "print the plan and exit")
       ->check(CLI::IsMember({"json", "grid"}));
   app.add_option("--labels", labelsPath, "labels of the global batch (.npy)");
@@ -109,6 +121,12 @@ int main(int argc, char **argv) {
   Expected<Plan> plan = loadPlan(planPath);
   if (!plan)
     return fail(plan.getStatus());
+  if (devices && devices != plan->devices)
+    return fail(invalidArgument(
+        "--devices " + std::to_string(devices) + ", but '" + planPath +
+        "' was compiled for " + std::to_string(plan->devices) +
+        " device(s); recompile it with rp-compile --devices " +
+        std::to_string(devices) + ", or leave out --devices"));
   if (!describeMode.empty()) {
     if (describeMode == "grid") {
       std::cout << describePlanGrid(*plan);
@@ -203,9 +221,9 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "\n");
     if (s.failed())
       return fail(s);
-    std::fprintf(stderr, "rp-run: trained %u steps on host (%u threads); "
-                         "best step %.3f ms\n",
-                 steps, threads, bestMs);
+    std::fprintf(stderr, "rp-run: trained %u steps on host (%u threads, %u "
+                         "device(s)); best step %.3f ms\n",
+                 steps, threads, plan->devices, bestMs);
     return 0;
   }
   if (!dumpGrads.empty() || !labelsPath.empty())
@@ -217,6 +235,16 @@ int main(int argc, char **argv) {
   if (Status s = (*fwd)->setSyntheticInputs(seed); s.failed())
     return fail(s);
   ThreadPool pool(threads);
+  std::unique_ptr<PipelineExecutor> pipeline;
+  if (plan->staged) {
+    PipelineOptions po;
+    po.threads = threads;
+    po.progressWindow = std::chrono::milliseconds(train.watchdogMs);
+    auto created = PipelineExecutor::create(*plan, **fwd, po);
+    if (!created)
+      return fail(created.getStatus());
+    pipeline = std::move(*created);
+  }
   double loadMs = std::chrono::duration<double, std::milli>(
                       std::chrono::steady_clock::now() - start)
                       .count();
@@ -224,7 +252,8 @@ int main(int argc, char **argv) {
   double bestMs = 0;
   for (unsigned step = 0; step < steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
-    if (Status s = (*fwd)->run(pool); s.failed())
+    Status s = pipeline ? pipeline->step(pool) : (*fwd)->run(pool);
+    if (s.failed())
       return fail(s);
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)

@@ -386,24 +386,42 @@ Status HostForward::runCall(ThreadPool &pool, const ProgramDesc &program,
   return internalError("unknown kernel");
 }
 
+Status HostForward::runProgram(ThreadPool &pool, uint32_t index) {
+  const ProgramDesc &program = plan.programs[index];
+  for (size_t i = 0; i < program.calls.size(); ++i) {
+    Status s = runCall(pool, program, i);
+    if (s.failed()) {
+      const KernelCallDesc &c = program.calls[i];
+      return Status(s.getCode(),
+                    "program '" + program.name + "', call #" +
+                        std::to_string(i) + " (" + opKindName(c.op) +
+                        (c.loc.empty() ? "" : " at " + c.loc) +
+                        "): " + s.getMessage());
+    }
+  }
+  return Status::ok();
+}
+
+Status HostForward::runJob(ThreadPool &pool, const JobDesc &job) {
+  if (job.kind == JobKind::run)
+    return runProgram(pool, job.program);
+  // memmove: a copy within one device may move bytes inside one buffer.
+  for (const CopyDesc &c : job.copies)
+    std::memmove(storage[c.dst] + c.dstOffset, storage[c.src] + c.srcOffset,
+                 c.bytes);
+  return Status::ok();
+}
+
 Status HostForward::run(ThreadPool &pool) {
+  if (plan.staged)
+    return internalError("a staged plan runs with the pipeline executor, not "
+                         "job by job in plan order");
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     if (!inputSet[i])
       return invalidArgument("input '" + plan.inputs[i].name +
                              "' was not given");
-  for (const JobDesc &job : plan.jobs) {
-    const ProgramDesc &program = plan.programs[job.program];
-    for (size_t i = 0; i < program.calls.size(); ++i) {
-      Status s = runCall(pool, program, i);
-      if (s.failed()) {
-        const KernelCallDesc &c = program.calls[i];
-        return Status(s.getCode(),
-                      "program '" + program.name + "', call #" +
-                          std::to_string(i) + " (" + opKindName(c.op) +
-                          (c.loc.empty() ? "" : " at " + c.loc) +
-                          "): " + s.getMessage());
-      }
-    }
-  }
+  for (const JobDesc &job : plan.jobs)
+    if (Status s = runJob(pool, job); s.failed())
+      return s;
   return Status::ok();
 }

@@ -1,6 +1,7 @@
 //===- Trainer.cpp - training steps on one host device --------------------===//
 
 #include "rp/runtime/Trainer.h"
+#include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Safetensors.h"
 #include "rp/runtime/host/Kernels.h"
 
@@ -33,6 +34,15 @@ struct Param {
   std::vector<float> master, grad, state0, state1;
 };
 
+/// The shape of input `in`'s global batch: a staged plan binds the global
+/// batch itself, an unstaged one a microbatch.
+Shape globalShape(const Plan &plan, const BindingDesc &in) {
+  Shape shape = plan.buffers[in.buffer].shape;
+  if (!plan.staged && !shape.empty())
+    shape[0] *= plan.microbatches;
+  return shape;
+}
+
 /// A synthetic global batch for `in`: ids below the binding's limit, or
 /// N(0, 1) floats, from the seed.
 Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
@@ -40,9 +50,7 @@ Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
   const BufferDesc &b = plan.buffers[in.buffer];
   NpyArray a;
   a.dtype = b.dtype;
-  a.shape = b.shape;
-  if (!a.shape.empty())
-    a.shape[0] *= plan.microbatches;
+  a.shape = globalShape(plan, in);
   a.data.resize(numElements(a.shape) * dtypeSize(a.dtype));
   std::mt19937_64 rng(seed ^ std::hash<std::string>()(in.name));
   if (a.dtype == DType::i64 || a.dtype == DType::i32) {
@@ -274,10 +282,17 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
         return s.getStatus();
       a = std::move(*s);
     }
-    const Shape &mb = plan.buffers[in.buffer].shape;
-    if (a.shape.empty() || mb.empty() || a.shape.size() != mb.size() ||
-        a.shape[0] != mb[0] * int64_t(M) ||
-        !std::equal(a.shape.begin() + 1, a.shape.end(), mb.begin() + 1))
+    Shape whole = globalShape(plan, in);
+    Shape mb = whole;
+    if (!mb.empty()) {
+      if (mb[0] % M)
+        return invalidFormat("input '" + in.name + "' binds a global batch " +
+                             describeShape(whole) + " that " +
+                             std::to_string(M) +
+                             " microbatches do not divide");
+      mb[0] /= M;
+    }
+    if (a.shape.empty() || a.shape != whole)
       return invalidArgument(
           "input '" + in.name + "' has shape " + describeShape(a.shape) +
           "; the plan takes " + std::to_string(M) + " microbatches of " +
@@ -360,14 +375,28 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       break;
     }
   }
-  uint32_t lossOut = 0, countOut = 0;
-  for (const BindingDesc &o : plan.outputs) {
+  std::optional<uint32_t> lossOut;
+  for (const BindingDesc &o : plan.outputs)
     if (o.name == "loss_sum")
       lossOut = o.buffer;
-    if (o.name == "count")
-      countOut = o.buffer;
+  if (!lossOut)
+    return invalidFormat("the training plan has no loss_sum output");
+  // Staged plans: one loss_sum per microbatch, and the executor.
+  std::unique_ptr<PipelineExecutor> pipeline;
+  if (plan.staged) {
+    if (plan.buffers[*lossOut].size() != int64_t(M))
+      return invalidFormat("the staged plan's loss_sum output is " +
+                           describeShape(plan.buffers[*lossOut].shape) +
+                           "; it holds one value per microbatch (" +
+                           std::to_string(M) + ")");
+    PipelineOptions po;
+    po.threads = pool.getNumThreads();
+    po.progressWindow = std::chrono::milliseconds(options.watchdogMs);
+    auto created = PipelineExecutor::create(plan, fwd, po);
+    if (!created)
+      return created.getStatus();
+    pipeline = std::move(*created);
   }
-  (void)countOut;
 
   unsigned first = 0;
   if (!options.resume.empty()) {
@@ -407,7 +436,34 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     double scaleValue = 1.0 / double(count);
     scaleArray.data.resize(8);
     std::memcpy(scaleArray.data.data(), &scaleValue, 8);
-    for (unsigned m = 0; m < M; ++m) {
+    // Both kinds add the microbatches' losses and gradients in microbatch
+    // order, onto zero: the same sums, bit for bit.
+    if (pipeline) {
+      for (auto &[name, array] : global)
+        if (Status s = fwd.setInput(name, array); s.failed())
+          return s;
+      if (Status s = fwd.setInput("loss_scale", scaleArray); s.failed())
+        return s;
+      if (Status s = pipeline->step(pool); s.failed())
+        return s;
+      TensorRef loss = fwd.buffer(*lossOut);
+      std::vector<double> l(M);
+      TensorRef l64{l.data(), DType::f64, loss.shape};
+      if (Status s = host::cast(pool, loss, l64); s.failed())
+        return s;
+      for (double v : l)
+        lossSum += v;
+      for (Param &p : params) {
+        TensorRef g = fwd.buffer(p.gradOutput);
+        std::vector<float> g32(g.size());
+        TensorRef dst{g32.data(), DType::f32, g.shape};
+        if (Status s = host::cast(pool, g, dst); s.failed())
+          return s;
+        for (size_t i = 0; i < g32.size(); ++i)
+          p.grad[i] += g32[i];
+      }
+    }
+    for (unsigned m = 0; m < M && !pipeline; ++m) {
       for (auto &[name, array] : global)
         if (Status s = fwd.setInput(name, slice(array, m, M)); s.failed())
           return s;
@@ -415,7 +471,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
         return s;
       if (Status s = fwd.run(pool); s.failed())
         return s;
-      TensorRef loss = fwd.buffer(lossOut);
+      TensorRef loss = fwd.buffer(*lossOut);
       std::vector<double> l(1);
       TensorRef l64{l.data(), DType::f64, {}};
       if (Status s = host::cast(pool, loss, l64); s.failed())

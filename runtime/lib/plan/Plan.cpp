@@ -1,5 +1,6 @@
 //===- Plan.cpp - loading and validating .rpplan files --------------------===//
 
+#include "PlanInternal.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/PlanFormat.h"
 #include "rp/runtime/PlanSchemaText.h"
@@ -258,6 +259,7 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path) {
       d.dtype = static_cast<DType>(b->dtype());
       d.shape = toVector<int64_t>(b->shape());
       d.name = str(b->name());
+      d.device = b->device();
       int64_t n = 1;
       for (int64_t dim : d.shape) {
         if (dim < 0 || (dim && n > kMaxElements / dim))
@@ -318,29 +320,31 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path) {
     for (const pf::Job *j : *jobs) {
       std::string where = "job #" + std::to_string(plan.jobs.size());
       JobDesc d;
+      if (static_cast<int>(j->queue()) >= kNumQueueKinds)
+        return c.fail(where + " names unknown queue #" +
+                      std::to_string(static_cast<int>(j->queue())));
+      if (static_cast<int>(j->kind()) > static_cast<int>(pf::JobKind::MAX))
+        return c.fail(where + " is of unknown kind #" +
+                      std::to_string(static_cast<int>(j->kind())));
+      d.kind = static_cast<JobKind>(j->kind());
       d.program = j->program();
       d.device = j->device();
       d.queue = static_cast<QueueKind>(j->queue());
       d.microbatch = j->microbatch();
       d.waits = toVector<uint32_t>(j->waits());
       d.records = toVector<uint32_t>(j->records());
-      if (d.program >= plan.programs.size())
-        return c.fail(where + " runs program #" + std::to_string(d.program) +
-                      ", but the plan has " +
-                      std::to_string(plan.programs.size()));
-      if (d.device >= plan.devices)
-        return c.fail(where + " runs on device " + std::to_string(d.device) +
-                      " of " + std::to_string(plan.devices));
-      for (uint32_t e : d.waits)
-        if (e >= plan.events)
-          return c.fail(where + " waits for event #" + std::to_string(e) +
-                        " of " + std::to_string(plan.events));
-      for (uint32_t e : d.records)
-        if (e >= plan.events)
-          return c.fail(where + " records event #" + std::to_string(e) +
-                        " of " + std::to_string(plan.events));
+      if (const auto *copies = j->copies())
+        for (const pf::Copy *k : *copies)
+          d.copies.push_back({k->src(), k->src_offset(), k->dst(),
+                              k->dst_offset(), k->bytes()});
+      d.stage = j->stage();
+      d.label = str(j->label());
       plan.jobs.push_back(std::move(d));
     }
+  plan.staged = root->staged();
+  plan.prologue = root->prologue();
+  plan.epilogue = root->epilogue();
+  plan.schedule = str(root->schedule());
 
   auto bindings = [&](const auto *list, std::vector<BindingDesc> &out,
                       const char *what) -> Status {
@@ -364,6 +368,8 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path) {
     return s;
   if (Status s = bindings(root->outputs(), plan.outputs, "output"); s.failed())
     return s;
+  if (Status s = validatePlanJobs(plan); s.failed())
+    return s;
   return plan;
 }
 
@@ -383,6 +389,8 @@ Expected<std::string> rp::runtime::describePlanJson(const Plan &plan) {
 }
 
 std::string rp::runtime::describePlanGrid(const Plan &plan) {
+  if (plan.staged)
+    return describeStagedGrid(plan);
   std::ostringstream os;
   os << "plan " << plan.path << " (schema " << plan.schemaVersion << ", "
      << plan.producer << ")\n";
@@ -392,11 +400,14 @@ std::string rp::runtime::describePlanGrid(const Plan &plan) {
   os << "job  device  queue       mb  program                       calls\n";
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const JobDesc &j = plan.jobs[i];
-    const ProgramDesc &p = plan.programs[j.program];
+    bool run = j.kind == JobKind::run;
+    std::string program = run ? plan.programs[j.program].name : "(copy)";
+    size_t calls = run ? plan.programs[j.program].calls.size()
+                       : j.copies.size();
     char line[160];
     snprintf(line, sizeof(line), "%3zu  %6u  %-10s %3u  %-28s %6zu\n", i,
              j.device, queues[static_cast<int>(j.queue) & 3], j.microbatch,
-             p.name.c_str(), p.calls.size());
+             program.c_str(), calls);
     os << line;
   }
   auto io = [&](const char *what, const std::vector<BindingDesc> &list) {

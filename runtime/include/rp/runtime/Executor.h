@@ -3,8 +3,9 @@
 // The one-device forward executor: allocates every buffer of the plan,
 // fills parameters from the weight files and constants from the plan, takes
 // the model inputs, and runs the jobs in order, each program's kernel calls
-// on the host kernel library. The multi-device executor (devices, queues,
-// events) will replace the job loop; buffers and kernel dispatch stay.
+// on the host kernel library. The staged executor (Pipeline.h) uses its
+// buffers and its runJob/runProgram, so that there is one kernel dispatch;
+// on the host device every device's memory is host memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,8 +39,15 @@ public:
   /// Replaces parameters by name (rp-run --init-weights): every tensor of
   /// the file must name a parameter of the plan, with its shape.
   Status overrideParameters(const SafetensorsFile &file);
-  /// Runs every job of the plan in order.
+  /// Runs every job of an unstaged plan in order (a staged plan runs with
+  /// PipelineExecutor).
   Status run(ThreadPool &pool);
+  /// Runs program `index`'s kernel calls in order on `pool`; a failure names
+  /// the program, the call and its op.
+  Status runProgram(ThreadPool &pool, uint32_t index);
+  /// Runs one job of the plan: its program, or its byte copies. Safe from
+  /// several threads at once for jobs that touch disjoint buffers.
+  Status runJob(ThreadPool &pool, const JobDesc &job);
 
   TensorRef buffer(uint32_t index) const;
   TensorRef output(size_t i) const;

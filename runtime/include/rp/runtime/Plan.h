@@ -8,6 +8,13 @@
 // files (present, large enough). A bad plan is a Status naming what and
 // where, never a crash.
 //
+// Jobs are checked apart (validatePlanJobs), in two layers: what makes a
+// job safe to execute at all (checkPlanJobs: indices, copy ranges, which
+// device's memory each job touches), and what makes a staged plan finish
+// (checkPlanEvents: each event recorded once, no queue waiting forever).
+// The executor itself relies on the first layer only, which lets tests run
+// plans that fail the second and watch the watchdog catch them.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef RP_RUNTIME_PLAN_H
@@ -37,6 +44,11 @@ inline constexpr int kNumOpKinds = static_cast<int>(OpKind::extremum_grad) + 1;
 const char *opKindName(OpKind op);
 
 enum class QueueKind : uint8_t { compute, weightH2D, activationH2D, d2h };
+inline constexpr int kNumQueueKinds = 4;
+/// The schema's name: compute, weight_h2d, activation_h2d, d2h.
+const char *queueName(QueueKind queue);
+
+enum class JobKind : uint8_t { run, copy };
 
 struct WeightFileDesc {
   std::string path;     ///< as written in the plan (relative)
@@ -59,7 +71,10 @@ struct BufferDesc {
   std::optional<WeightRangeDesc> weight;
   std::vector<uint8_t> constant; ///< empty unless the buffer is a constant
   std::string name;
+  /// -1: host memory; k: the memory of device k.
+  int32_t device = -1;
 
+  bool onHost() const { return device < 0; }
   int64_t size() const { return numElements(shape); }
   size_t bytes() const { return size() * dtypeSize(dtype); }
 };
@@ -78,13 +93,27 @@ struct ProgramDesc {
   std::vector<KernelCallDesc> calls;
 };
 
+/// `bytes` bytes from buffer `src` at byte `srcOffset` to `dst` at
+/// `dstOffset`.
+struct CopyDesc {
+  uint32_t src = 0;
+  uint64_t srcOffset = 0;
+  uint32_t dst = 0;
+  uint64_t dstOffset = 0;
+  uint64_t bytes = 0;
+};
+
 struct JobDesc {
-  uint32_t program = 0;
+  JobKind kind = JobKind::run;
+  uint32_t program = 0; ///< kind run only
   uint32_t device = 0;
   QueueKind queue = QueueKind::compute;
   uint32_t microbatch = 0;
   std::vector<uint32_t> waits;
   std::vector<uint32_t> records;
+  std::vector<CopyDesc> copies; ///< kind copy only
+  int32_t stage = -1;
+  std::string label;
 };
 
 struct BindingDesc {
@@ -106,6 +135,12 @@ struct Plan {
   std::vector<JobDesc> jobs;
   std::vector<BindingDesc> inputs;
   std::vector<BindingDesc> outputs;
+  /// Staged plans (plan.fbs): one training step over several devices, with
+  /// host programs before and after the jobs (-1: none).
+  bool staged = false;
+  int32_t prologue = -1;
+  int32_t epilogue = -1;
+  std::string schedule;
   /// The file's bytes, for --describe=json.
   std::vector<uint8_t> raw;
 };
@@ -113,11 +148,27 @@ struct Plan {
 /// Reads and validates the plan at `path`.
 Expected<Plan> loadPlan(const std::string &path);
 
+/// "job #42 'B3 mb1'" (the label left out when empty), for messages.
+std::string describeJob(const Plan &plan, size_t job);
+
+/// What every executor relies on before it runs a job: devices, queues,
+/// programs and copy ranges in range, and (staged plans) every buffer a job
+/// touches in the memory of its device or, for copies, on the host.
+Status checkPlanJobs(const Plan &plan);
+/// What makes a staged plan's step finish: every event index in range and
+/// recorded by exactly one job, and no queue waiting forever (the queues
+/// are simulated; a stuck one is named with its job and event).
+Status checkPlanEvents(const Plan &plan);
+/// Both; loadPlan runs it. Messages start with the plan's path.
+Status validatePlanJobs(const Plan &plan);
+
 /// The plan as JSON (flatbuffers' rendering of plan.fbs, defaults included).
 Expected<std::string> describePlanJson(const Plan &plan);
 
 /// A human-readable table: one row per job with its program, device, queue
-/// and call count, then inputs and outputs.
+/// and call count, then inputs and outputs. Staged plans get a device x
+/// slot grid instead: one line per (device, queue) with its job labels in
+/// order, slot k of every line in the same column.
 std::string describePlanGrid(const Plan &plan);
 
 } // namespace rp::runtime

@@ -20,7 +20,8 @@
 namespace rp::runtime {
 
 /// What went wrong, coarse enough that a tool can pick its exit code from it.
-/// Every code except `Internal` describes something the user can fix.
+/// Every code except `Internal` and `DeadlineExceeded` describes something
+/// the user can fix.
 enum class StatusCode {
   Ok,
   /// A bad flag, value or argument.
@@ -37,6 +38,9 @@ enum class StatusCode {
   Unavailable,
   /// A bug in rp: a broken invariant, never the user's fault.
   Internal,
+  /// Work stopped making progress (the executor's watchdog): a plan that
+  /// passed validation and still stalls is a bug in rp, as Internal.
+  DeadlineExceeded,
 };
 
 /// A short lowercase name ("invalid argument") for messages.
@@ -77,6 +81,7 @@ Status resourceExhausted(std::string message);
 Status invalidFormat(std::string message);
 Status unavailable(std::string message);
 Status internalError(std::string message);
+Status deadlineExceeded(std::string message);
 
 /// The process exit code DESIGN.md assigns to a status: 0 ok, 2 internal,
 /// 1 for everything the user can fix.

@@ -4,7 +4,9 @@
 // each step splits the global batch into the plan's microbatches, runs the
 // plan once per microbatch with loss_scale = 1 / (non-ignored labels of the
 // global batch), sums the gradients, then updates the f32 master weights
-// with the optimizer. Modes as DESIGN.md defines them: sync computes g_k at
+// with the optimizer. A staged plan takes the global batch whole and runs
+// one pipeline step (PipelineExecutor: prologue, jobs on every device,
+// epilogue), which gives a loss_sum per microbatch and summed gradients. Modes as DESIGN.md defines them: sync computes g_k at
 // W_k; async (the default) computes g_k at W_max(k-1, 0); both set
 // W_{k+1} = Opt(W_k, g_k).
 //
@@ -44,6 +46,8 @@ struct TrainOptions {
   std::string save;
   unsigned saveEvery = 0;
   std::string resume;
+  /// Staged plans: the executor's watchdog, in ms without progress.
+  unsigned watchdogMs = 60000;
 };
 
 /// True when `plan` is a training plan (it takes a loss_scale).

@@ -5,6 +5,7 @@
 
 #include "mlir/Transforms/Passes.h"
 #include "rp/Dialect/RP/RPPasses.h"
+#include "rp/Dialect/RP/TrainPipeline.h"
 
 namespace mlir::rp {
 
@@ -12,6 +13,7 @@ namespace mlir::rp {
 /// them.
 inline void registerAllPasses() {
   registerRPPasses();
+  registerTrainPipeline();
   registerTransformsPasses();
 }
 

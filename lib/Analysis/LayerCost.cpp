@@ -205,7 +205,12 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       if (needs.contains(operand))
         needs.insert(arg);
       int64_t bytes = bytesOf(operand.getType());
-      if (auto param = operand.getDefiningOp<ParamOp>()) {
+      // Mixed precision feeds layers the compute-type cast of a parameter:
+      // it is uploaded and differentiated as the parameter.
+      ParamOp param = operand.getDefiningOp<ParamOp>();
+      if (auto cast = operand.getDefiningOp<CastOp>())
+        param = cast.getInput().getDefiningOp<ParamOp>();
+      if (param) {
         if (!params.insert(param.getName()).second)
           continue;
         cost.paramBytes += bytes;

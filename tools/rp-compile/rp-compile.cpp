@@ -1,9 +1,10 @@
 //===- rp-compile.cpp - model to plan in one command ----------------------===//
 //
-// rp-compile MODEL.onnx|MODEL.mlir -o MODEL.rpplan --forward-only
+// rp-compile MODEL.onnx|MODEL.mlir -o MODEL.rpplan [--forward-only]
 //
 // Imports an ONNX model (or reads rp IR), runs the passes that prepare the
-// graph, and writes the plan. Inline weights of an ONNX model are written
+// graph and (for training) rp-train-pipeline: partition, schedule,
+// transfers, memory plan, verification, autodiff; then writes the plan. Inline weights of an ONNX model are written
 // beside the plan (MODEL.weights.bin) and referenced relative to it.
 // stdout carries nothing; stderr a one-paragraph summary and diagnostics.
 // Exit codes: 0 ok, 1 bad input.
@@ -11,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/Dialect/RP/RPPasses.h"
+#include "rp/Dialect/RP/TrainPipeline.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/Target/PlanExport.h"
@@ -59,8 +61,9 @@ static cl::opt<rp::RecomputeGrain> recompute(
                clEnumValN(rp::RecomputeGrain::layer, "layer",
                           "each layer alone")));
 static cl::opt<unsigned> microbatches(
-    "microbatches", cl::init(1),
-    cl::desc("microbatches per training step (the static batch is one)"));
+    "microbatches", cl::init(0),
+    cl::desc("microbatches per training step (the static batch is one); 0: "
+             "1 on one device, else devices + 1"));
 static cl::opt<rp::ComputeType> dtype(
     "dtype", cl::desc("storage and compute type (master weights stay f32)"),
     cl::init(rp::ComputeType::f32),
@@ -68,7 +71,93 @@ static cl::opt<rp::ComputeType> dtype(
                clEnumValN(rp::ComputeType::bf16, "bf16", "bfloat16"),
                clEnumValN(rp::ComputeType::f16, "f16", "IEEE half")));
 static cl::opt<unsigned> devices("devices", cl::init(1),
-                                 cl::desc("number of devices (1 for now)"));
+                                 cl::desc("devices the plan runs on"));
+static cl::opt<std::string>
+    hw("hw", cl::init("host"),
+       cl::desc("hardware profile: rtx4090, rtx3090, a800, h100, host, or a "
+                "JSON file (docs/hardware-profiles.md)"));
+static cl::opt<std::string>
+    schedule("schedule", cl::init("round-robin"),
+             cl::desc("round-robin, gpipe, 1f1b or interleaved-1f1b"));
+static cl::opt<std::string>
+    partitioner("partitioner", cl::init("rp"),
+                cl::desc("rp (least estimated step time) or roundpipe"));
+static cl::opt<std::string>
+    stages("stages", cl::init(""),
+           cl::desc("a partition of your own: fwd:A,B,...;bwd:X,Y,... "
+                    "(layers per stage; bwd starts with the tail)"));
+static cl::opt<std::string>
+    measured("measured", cl::init(""),
+             cl::desc("per-layer times measured by rp-run --profile, which "
+                      "override the cost model"));
+static cl::opt<double>
+    budgetGiB("budget-gib", cl::init(0),
+              cl::desc("device memory to plan against in GiB (0: the "
+                       "profile's)"));
+
+static std::string formatBytes(int64_t bytes) {
+  char text[32];
+  if (bytes >= (int64_t(1) << 30))
+    snprintf(text, sizeof(text), "%.2f GiB", bytes / double(1 << 30));
+  else if (bytes >= (1 << 20))
+    snprintf(text, sizeof(text), "%.2f MiB", bytes / double(1 << 20));
+  else
+    snprintf(text, sizeof(text), "%.1f KiB", bytes / 1024.0);
+  return text;
+}
+
+/// The one-paragraph summary on stderr: what the plan runs where, and
+/// what the compiler predicts for it.
+static void printSummary(ModuleOp module, size_t size) {
+  const char *dtypeNames[] = {"f32", "f16", "bf16"};
+  std::string dtypeName = dtypeNames[static_cast<int>(dtype.getValue())];
+  int layers = 0;
+  module.walk([&](rp::LayerOp l) {
+    if (l.getRole() != rp::LayerRole::backward)
+      layers += l.getSpan() ? (*l.getSpan())[1] - (*l.getSpan())[0] : 1;
+  });
+  auto &os = llvm::errs();
+  os << "rp-compile: " << outputPath << ": ";
+  auto schedules = module.getOps<rp::ScheduleOp>();
+  if (schedules.empty()) {
+    os << "forward plan, 1 device, " << layers << " layers run in order, "
+       << dtypeName << " compute, " << size << " bytes\n";
+    return;
+  }
+  rp::ScheduleOp s = *schedules.begin();
+  auto main = module.lookupSymbol<func::FuncOp>(s.getFunction());
+  auto partition = main->getAttrOfType<rp::PartitionAttr>("rp.partition");
+  std::string fwd, bwd;
+  for (int64_t n : partition.getForward())
+    fwd += (fwd.empty() ? "" : ",") + std::to_string(n);
+  for (int64_t n : partition.getBackward())
+    bwd += (bwd.empty() ? "" : ",") + std::to_string(n);
+  os << "training plan, " << s.getDevices() << " device"
+     << (s.getDevices() == 1 ? "" : "s") << ", " << s.getKind()
+     << " schedule, " << s.getMicrobatches() << " microbatch"
+     << (s.getMicrobatches() == 1 ? "" : "es") << " per step; " << layers
+     << " layers in stages fwd:" << fwd << ";bwd:" << bwd << " ("
+     << (recompute == rp::RecomputeGrain::stage ? "stage" : "layer")
+     << "-grain recompute, " << dtypeName << " compute)";
+  if (FloatAttr ms = s.getStepMsAttr()) {
+    double bubble = s.getBubbleAttr() ? s.getBubbleAttr().getValueAsDouble() : 0;
+    char text[160];
+    snprintf(text, sizeof(text),
+             "; predicted step %.3f ms on %s, %.0f%% bubble",
+             ms.getValueAsDouble(), s.getHw().str().c_str(), 100 * bubble);
+    os << text;
+  }
+  if (std::optional<ArrayRef<int64_t>> peaks = s.getPeakBytes()) {
+    os << "; peak device memory";
+    for (auto [d, p] : llvm::enumerate(*peaks))
+      os << (d ? ", " : " ") << formatBytes(p);
+    if (std::optional<uint64_t> budget = s.getBudgetBytes())
+      os << " of " << formatBytes(*budget);
+  }
+  if (std::optional<uint64_t> pinned = s.getPinnedBytes())
+    os << "; pinned host memory " << formatBytes(*pinned);
+  os << "; " << size << " bytes\n";
+}
 
 static std::string folderOf(StringRef path) {
   StringRef dir = llvm::sys::path::parent_path(path);
@@ -82,14 +171,13 @@ int main(int argc, char **argv) {
   rp::ImportCLOptions importOptions;
   cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
 
-  if (microbatches == 0 || (forwardOnly && microbatches != 1)) {
-    llvm::errs() << "rp-compile: --microbatches must be at least 1 (and 1 "
-                    "for a --forward-only plan)\n";
+  if (devices == 0) {
+    llvm::errs() << "rp-compile: --devices must be at least 1\n";
     return 1;
   }
-  if (devices != 1) {
-    llvm::errs() << "rp-compile: --devices " << devices
-                 << " is not available yet; plans run on one device\n";
+  if (forwardOnly && (devices != 1 || microbatches > 1)) {
+    llvm::errs() << "rp-compile: a --forward-only plan runs on one device "
+                    "with one microbatch; drop --devices and --microbatches\n";
     return 1;
   }
 
@@ -136,22 +224,31 @@ int main(int argc, char **argv) {
       lora.targets = loraTargets;
       pm.addPass(rp::createAddLoraPass(lora));
     }
-    if (!forwardOnly) {
-      rp::AttachLossPassOptions attach;
-      attach.loss = loss;
-      pm.addPass(rp::createAttachLossPass(attach));
-    }
-    // After the loss, so that the loss sees the model's own outputs; before
-    // autodiff, so that the backward runs in the compute type too.
-    if (dtype != rp::ComputeType::f32) {
-      rp::ConvertFloatTypePassOptions convert;
-      convert.to = dtype;
-      pm.addPass(rp::createConvertFloatTypePass(convert));
-    }
-    if (!forwardOnly) {
-      rp::AutodiffPassOptions autodiff;
-      autodiff.recompute = recompute;
-      pm.addPass(rp::createAutodiffPass(autodiff));
+    auto convert = [&](OpPassManager &p) {
+      // After the loss, so that the loss sees the model's own outputs;
+      // before partitioning and autodiff, so that stages are cut by the
+      // compute type's sizes and the backward runs in it too.
+      if (dtype != rp::ComputeType::f32) {
+        rp::ConvertFloatTypePassOptions to;
+        to.to = dtype;
+        p.addPass(rp::createConvertFloatTypePass(to));
+      }
+    };
+    if (forwardOnly) {
+      convert(pm);
+    } else {
+      rp::TrainPipelineOptions train;
+      train.loss = loss;
+      train.devices = devices;
+      train.microbatches = microbatches;
+      train.hw = hw;
+      train.schedule = schedule;
+      train.partitioner = partitioner;
+      train.stages = stages;
+      train.measured = measured;
+      train.recompute = recompute;
+      train.budgetGiB = budgetGiB;
+      rp::buildTrainPipeline(pm, train, convert);
     }
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -168,16 +265,12 @@ int main(int argc, char **argv) {
   options.producer = "rp-compile " + inputPath +
                      (forwardOnly ? " --forward-only" : " --loss " + loss) +
                      " --dtype " + dtypeNames[static_cast<int>(dtype.getValue())];
-  options.microbatches = microbatches;
+  if (!forwardOnly)
+    options.producer += " --devices " + std::to_string(devices) +
+                        " --schedule " + schedule + " --hw " + hw;
   FailureOr<size_t> size = rp::exportPlanToFile(*module, options, outputPath);
   if (failed(size))
     return 1;
-  int layers = 0;
-  module->walk([&](rp::LayerOp) { ++layers; });
-  llvm::errs() << "rp-compile: " << outputPath << ": "
-               << (forwardOnly ? "forward" : "training") << " plan, 1 device, "
-               << layers << " layers run in order, "
-               << dtypeNames[static_cast<int>(dtype.getValue())]
-               << " compute, " << *size << " bytes\n";
+  printSummary(*module, *size);
   return 0;
 }

@@ -1,0 +1,126 @@
+//===- StagedExporter.h - a pipeline schedule into a staged plan -*- C++ -*-===//
+//
+// The exporter behind PlanWriter::runStaged: StagedJobs.cpp reads the
+// schedule and maps its stage jobs to the graph's layers and buffers;
+// StagedExport.cpp writes every command as plan jobs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_LIB_TARGET_PLANEXPORT_STAGEDEXPORTER_H
+#define RP_LIB_TARGET_PLANEXPORT_STAGEDEXPORTER_H
+
+#include "PlanWriter.h"
+#include "rp/Analysis/Pipeline.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+#include <set>
+
+namespace mlir::rp {
+
+class StagedExporter {
+public:
+  StagedExporter(PlanWriter &w, func::FuncOp main, ScheduleOp schedule)
+      : w(w), main(main), schedule(schedule) {}
+  LogicalResult run(std::vector<uint8_t> &bytes);
+
+private:
+  enum class Kind {
+    compute, weights, activationIn, gradientIn, activationOut,
+    gradientOut, weightGrads, optimizer
+  };
+  struct Cmd {
+    Kind kind;
+    int job = -1, mb = -1;
+    unsigned device = 0, chunk = 0;
+    SmallVector<unsigned> waits;
+  };
+  struct StageJob {
+    LayerRole role;
+    unsigned begin = 0, end = 0, device = 0, weightSet = 0;
+    SmallVector<LayerOp> layers;
+    /// Non-weight values from outside the job, in first-use order.
+    llvm::SetVector<Value> outside;
+    /// Results other stages (or the loss outputs) read, per microbatch.
+    llvm::SetVector<Value> handedOn;
+    /// Weight gradients, accumulated over the microbatches.
+    SmallVector<Value> grads;
+    int firstMb = -1;
+  };
+
+  LogicalResult readCommands();
+  LogicalResult classifyOps();
+  LogicalResult bindLayers();
+  void analyzeJobs();
+  LogicalResult emitCompute(unsigned index);
+  void emitWeights(unsigned index);
+  void emitInputs(unsigned index);
+  unsigned emitDownload(const Cmd &c, ArrayRef<unsigned> waits,
+                        const std::string &text);
+  void emitWeightGrads(unsigned index);
+  /// Appends a job; returns the event it records.
+  unsigned addJob(const Cmd &c, pf::Queue queue, std::optional<uint32_t> program,
+                  ArrayRef<fb::Offset<pf::Copy>> copies,
+                  ArrayRef<unsigned> waits, const std::string &label,
+                  bool record = true);
+  std::string label(const Cmd &c) const;
+
+  bool isWeight(Value v) const { return weights.contains(v); }
+  bool isGradientValue(Value v) const {
+    auto l = v.getDefiningOp<LayerOp>();
+    return l && l.getRole() != LayerRole::forward;
+  }
+  unsigned slotOf(unsigned mb) const { return roundRobin ? mb % 2 : mb; }
+  unsigned slotKey(unsigned job, unsigned mb) const {
+    return job * microbatches + slotOf(mb);
+  }
+  uint32_t hostRows(Value v);
+  int64_t rowBytes(Value v, uint32_t buffer) const;
+  uint32_t weightBuffer(Value v, unsigned job);
+  uint32_t inputBuffer(Value v, unsigned job, unsigned mb);
+  uint32_t outputBuffer(Value v, unsigned job, unsigned mb);
+  /// The fixed stage job whose forward kept `v` for this backward.
+  std::optional<unsigned> directSource(unsigned job, Value v) const;
+  fb::Offset<pf::Copy> copy(uint32_t src, int64_t srcOffset, uint32_t dst,
+                            int64_t dstOffset, int64_t bytes) {
+    return pf::CreateCopy(w.fbb, src, srcOffset, dst, dstOffset, bytes);
+  }
+
+  PlanWriter &w;
+  func::FuncOp main;
+  ScheduleOp schedule;
+  bool roundRobin = true;
+  unsigned devices = 1, microbatches = 1, events = 0;
+  std::vector<Cmd> cmds;
+  std::vector<StageJob> jobs;
+  std::vector<int> eventOf;
+  llvm::DenseSet<Value> weights;
+  llvm::DenseMap<Value, unsigned> producer;
+  llvm::DenseMap<Operation *, unsigned> layerJob;
+  SmallVector<Operation *> prologue, epilogue;
+  llvm::MapVector<Value, uint32_t> hostBuffer;
+  std::map<std::pair<Operation *, unsigned>, uint32_t> weightBuffers;
+  std::map<std::pair<Operation *, unsigned>, uint32_t> inBuffers, outBuffers;
+  llvm::DenseMap<Value, uint32_t> accBuffer, gradBuffer;
+  /// Per (stage job, microbatch): the event of its first download, and the
+  /// values not moved yet.
+  std::map<std::pair<unsigned, unsigned>, unsigned> firstDownload;
+  std::map<std::pair<unsigned, unsigned>, llvm::SetVector<Value>> toUpload;
+  /// Per device: the event after each compute's downloads, for the
+  /// double-buffer wait of downloads the schedule does not list.
+  std::vector<std::vector<int>> extraDownloads;
+  std::map<std::pair<unsigned, unsigned>, uint32_t> programs;
+  std::map<unsigned, unsigned> setTurn, upCount;
+  std::map<unsigned, unsigned> setFirstForward;
+  std::map<unsigned, llvm::SetVector<Value>> setWeights;
+  llvm::MapVector<Value, uint32_t> gradHost;
+  llvm::DenseMap<Operation *, unsigned> layerIndex;
+  std::set<std::pair<unsigned, unsigned>> hasDownload;
+  std::vector<std::vector<unsigned>> computeEvents;
+};
+
+} // namespace mlir::rp
+
+#endif // RP_LIB_TARGET_PLANEXPORT_STAGEDEXPORTER_H

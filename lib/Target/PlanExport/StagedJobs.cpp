@@ -1,0 +1,313 @@
+//===- StagedJobs.cpp - stage jobs, layers and buffers of a staged plan ---===//
+//
+// Reads the rp.schedule's commands, sorts the function's ops into weights,
+// prologue, layers and epilogue, binds every layer to the stage job that
+// runs it (by its span), and places values in host and device buffers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StagedExporter.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+
+/// Buffers keyed by value and a number share one map of (op-or-arg, n).
+static Operation *opKey(Value v) {
+  return reinterpret_cast<Operation *>(v.getAsOpaquePointer());
+}
+
+std::string StagedExporter::label(const Cmd &c) const {
+  std::string j = std::to_string(c.job), mb = " mb" + std::to_string(c.mb);
+  switch (c.kind) {
+  case Kind::compute: {
+    LayerRole r = jobs[c.job].role;
+    return (r == LayerRole::forward ? "F" : r == LayerRole::tail ? "T" : "B") +
+           j + mb;
+  }
+  case Kind::weights:
+    return "UP s" + j + " c" + std::to_string(c.chunk);
+  case Kind::activationIn:
+    return "IN s" + j + mb;
+  case Kind::gradientIn:
+    return "DIN s" + j + mb;
+  case Kind::activationOut:
+    return "OUT s" + j + mb;
+  case Kind::gradientOut:
+    return "DOUT s" + j + mb;
+  case Kind::weightGrads:
+    return "GRAD s" + j;
+  case Kind::optimizer:
+    return "OPT";
+  }
+  return "";
+}
+
+LogicalResult StagedExporter::readCommands() {
+  if (schedule.getFunction() != main.getName())
+    return schedule.emitOpError("schedules @")
+           << schedule.getFunction() << ", but the plan exports @"
+           << main.getName();
+  if (schedule.getResident())
+    return schedule.emitOpError(
+        "keeps weights resident on the devices, but plans run the optimizer "
+        "on the host and upload weights every step; run rp-insert-transfers "
+        "with weight-budget=0");
+  std::optional<ScheduleKind> kind = parseScheduleKind(schedule.getKind());
+  if (!kind)
+    return schedule.emitOpError("has an unknown schedule kind");
+  roundRobin = *kind == ScheduleKind::roundRobin;
+  devices = schedule.getDevices();
+  microbatches = schedule.getMicrobatches();
+  w.microbatches = microbatches;
+  llvm::DenseMap<Operation *, unsigned> index;
+  bool transfers = false;
+  for (Operation &op : schedule.getBody().front()) {
+    Cmd c;
+    if (auto compute = dyn_cast<ComputeOp>(op)) {
+      c.kind = Kind::compute;
+      c.job = compute.getJob();
+      c.mb = compute.getMb();
+      c.device = compute.getDevice();
+      if (c.job < 0 || c.mb < 0 || c.mb >= int(microbatches) ||
+          c.device >= devices)
+        return compute.emitOpError("has a job, microbatch or device out of "
+                                   "range");
+      if (size_t(c.job) >= jobs.size())
+        jobs.resize(c.job + 1);
+      StageJob &j = jobs[c.job];
+      j.role = compute.getKind();
+      j.begin = compute.getBegin();
+      j.end = compute.getEnd();
+      j.device = c.device;
+      j.weightSet = compute.getWeights();
+      if (j.firstMb < 0)
+        j.firstMb = c.mb;
+    } else if (auto copy = dyn_cast<CopyOp>(op)) {
+      transfers = true;
+      bool up = copy.getDirection() == CopyDirection::h2d;
+      switch (copy.getKind()) {
+      case CopyKind::weights:
+        c.kind = Kind::weights;
+        break;
+      case CopyKind::activation:
+        c.kind = up ? Kind::activationIn : Kind::activationOut;
+        break;
+      case CopyKind::gradient:
+        c.kind = up ? Kind::gradientIn : Kind::gradientOut;
+        break;
+      case CopyKind::weight_grads:
+        c.kind = Kind::weightGrads;
+        break;
+      }
+      c.job = copy.getJob();
+      c.mb = copy.getMb() ? int(*copy.getMb()) : -1;
+      c.device = copy.getDevice();
+      c.chunk = copy.getChunk();
+      if (c.device >= devices || c.job < 0 || c.mb >= int(microbatches))
+        return copy.emitOpError("has a job, microbatch or device out of "
+                                "range");
+    } else if (isa<OptimizerStepOp>(op)) {
+      c.kind = Kind::optimizer;
+    } else {
+      return op.emitOpError("is not a schedule command");
+    }
+    for (Value t : op.getOperands())
+      c.waits.push_back(index.at(t.getDefiningOp()));
+    index[&op] = cmds.size();
+    cmds.push_back(std::move(c));
+  }
+  if (!transfers)
+    return schedule.emitOpError("has no transfers; run rp-insert-transfers "
+                                "before exporting it");
+  for (const Cmd &c : cmds)
+    if (c.kind != Kind::optimizer && size_t(c.job) >= jobs.size())
+      return schedule.emitOpError("copies for job ")
+             << c.job << ", which has no compute";
+  // Weight sets take turns on their device: the parity of the turn says
+  // which of the two resident sets a job's weights are.
+  std::map<unsigned, unsigned> turns;
+  for (const Cmd &c : cmds)
+    if (c.kind == Kind::compute) {
+      const StageJob &j = jobs[c.job];
+      if (setTurn.try_emplace(j.weightSet, turns[j.device]).second)
+        ++turns[j.device];
+      if (j.role == LayerRole::forward)
+        setFirstForward.try_emplace(j.weightSet, c.job);
+    } else if (c.kind == Kind::weights) {
+      ++upCount[c.job];
+    }
+  return success();
+}
+
+LogicalResult StagedExporter::classifyOps() {
+  // Values at function level before any layer reads them as weights:
+  // parameters, constants and what the prologue computes from them.
+  for (Operation &op : main.getBody().front()) {
+    if (auto p = dyn_cast<ParamOp>(op)) {
+      if (failed(w.addParam(p)))
+        return failure();
+      weights.insert(p.getResult());
+    } else if (auto c = dyn_cast<ConstantOp>(op)) {
+      if (failed(w.addConstant(c)))
+        return failure();
+      weights.insert(c.getResult());
+    } else if (isa<LayerOp, func::ReturnOp>(op)) {
+      continue;
+    } else if (llvm::all_of(op.getOperands(),
+                            [&](Value v) { return isWeight(v); })) {
+      prologue.push_back(&op);
+      for (Value r : op.getResults())
+        weights.insert(r);
+    } else {
+      for (Value v : op.getOperands())
+        if (!isWeight(v) && !isGradientValue(v) &&
+            !llvm::is_contained(epilogue, v.getDefiningOp()))
+          return op.emitOpError("runs between layers on activations; a "
+                                "staged plan runs every such op inside a "
+                                "layer (run rp-group-layers)");
+      for (Operation *user : op.getUsers())
+        if (isa<LayerOp>(user))
+          return op.emitOpError("sums gradients that a later layer reads; "
+                                "staged plans do not sum activation "
+                                "gradients across stages yet");
+      epilogue.push_back(&op);
+    }
+  }
+  return success();
+}
+
+LogicalResult StagedExporter::bindLayers() {
+  for (LayerOp l : main.getOps<LayerOp>()) {
+    std::optional<ArrayRef<int64_t>> span = l.getSpan();
+    if (!span)
+      return l.emitOpError("has no span; export staged plans of graphs that "
+                           "rp-autodiff differentiated after rp-partition");
+    int found = -1;
+    for (auto [i, j] : llvm::enumerate(jobs))
+      if (j.role == l.getRole() && (*span)[0] >= j.begin &&
+          (*span)[1] <= j.end)
+        found = i;
+    if (found < 0)
+      return l.emitOpError("covers layers [")
+             << (*span)[0] << ", " << (*span)[1]
+             << ") that no stage job of the schedule runs as "
+             << stringifyLayerRole(l.getRole())
+             << "; partition, schedule and autodiff disagree";
+    jobs[found].layers.push_back(l);
+    layerJob[l] = found;
+    for (Value r : l.getResults())
+      producer[r] = found;
+  }
+  for (auto [i, j] : llvm::enumerate(jobs))
+    if (j.role != LayerRole::backward && j.layers.empty())
+      return schedule.emitOpError("runs stage job ")
+             << i << " (layers " << j.begin << " to " << j.end
+             << ") but the graph has no layer for it";
+  return success();
+}
+
+void StagedExporter::analyzeJobs() {
+  for (auto [index, j] : llvm::enumerate(jobs)) {
+    for (LayerOp l : j.layers) {
+      for (Value v : l.getInputs())
+        if (!isWeight(v) && !(producer.count(v) && producer[v] == index))
+          j.outside.insert(v);
+      for (auto [k, r] : llvm::enumerate(l.getResults())) {
+        bool readByLayer = false, elsewhere = false;
+        for (Operation *user : r.getUsers())
+          if (isa<LayerOp>(user)) {
+            readByLayer = true;
+            elsewhere |= layerJob.lookup(user) != index;
+          }
+        // The tail's first two results are the loss sum and count of a
+        // microbatch; every other result no layer reads is a weight
+        // gradient.
+        bool loss = l.getRole() == LayerRole::tail && k < 2;
+        if (loss || elsewhere)
+          j.handedOn.insert(r);
+        else if (!readByLayer && l.getRole() != LayerRole::forward)
+          j.grads.push_back(r);
+      }
+    }
+  }
+}
+
+uint32_t StagedExporter::hostRows(Value v) {
+  auto it = hostBuffer.find(v);
+  if (it != hostBuffer.end())
+    return it->second;
+  uint32_t b = w.newBuffer(v.getType(), "host:" + std::to_string(hostBuffer.size()),
+                           -1, microbatches);
+  hostBuffer[v] = b;
+  return b;
+}
+
+int64_t StagedExporter::rowBytes(Value v, uint32_t buffer) const {
+  bool perStep = cast<RankedTensorType>(v.getType()).getRank() == 0 &&
+                 isa<BlockArgument>(v);
+  return perStep ? 0 : w.bufferBytes[buffer] / microbatches;
+}
+
+uint32_t StagedExporter::weightBuffer(Value v, unsigned job) {
+  auto k = std::make_pair(opKey(v), jobs[job].weightSet);
+  auto it = weightBuffers.find(k);
+  if (it != weightBuffers.end())
+    return it->second;
+  uint32_t b = w.newBuffer(v.getType(), "w" + std::to_string(jobs[job].weightSet),
+                           jobs[job].device);
+  weightBuffers[k] = b;
+  return b;
+}
+
+uint32_t StagedExporter::inputBuffer(Value v, unsigned job, unsigned mb) {
+  auto k = std::make_pair(opKey(v), slotKey(job, mb));
+  auto it = inBuffers.find(k);
+  if (it != inBuffers.end())
+    return it->second;
+  uint32_t b = w.newBuffer(v.getType(), "in s" + std::to_string(job),
+                           jobs[job].device);
+  inBuffers[k] = b;
+  return b;
+}
+
+uint32_t StagedExporter::outputBuffer(Value v, unsigned job, unsigned mb) {
+  auto k = std::make_pair(opKey(v), slotKey(job, mb));
+  auto it = outBuffers.find(k);
+  if (it != outBuffers.end())
+    return it->second;
+  uint32_t b = w.newBuffer(v.getType(), "out s" + std::to_string(job),
+                           jobs[job].device);
+  outBuffers[k] = b;
+  return b;
+}
+
+std::optional<unsigned> StagedExporter::directSource(unsigned job,
+                                                     Value v) const {
+  const StageJob &j = jobs[job];
+  if (roundRobin || j.role != LayerRole::backward)
+    return std::nullopt;
+  auto it = setFirstForward.find(j.weightSet);
+  if (it == setFirstForward.end() || !jobs[it->second].outside.contains(v))
+    return std::nullopt;
+  return it->second;
+}
+
+unsigned StagedExporter::addJob(const Cmd &c, pf::Queue queue,
+                                std::optional<uint32_t> program,
+                                ArrayRef<fb::Offset<pf::Copy>> copies,
+                                ArrayRef<unsigned> waits,
+                                const std::string &text, bool record) {
+  std::vector<uint32_t> waitList(waits.begin(), waits.end()), records;
+  unsigned event = events;
+  if (record)
+    records.push_back(events++);
+  std::vector<fb::Offset<pf::Copy>> copyList(copies.begin(), copies.end());
+  w.jobs.push_back(pf::CreateJob(
+      w.fbb, program.value_or(0), c.device, queue, std::max(c.mb, 0),
+      w.fbb.CreateVector(waitList), w.fbb.CreateVector(records),
+      program ? pf::JobKind::run : pf::JobKind::copy,
+      program ? 0 : w.fbb.CreateVector(copyList), c.job,
+      w.fbb.CreateString(text)));
+  return event;
+}
+

@@ -1,0 +1,118 @@
+"""Every schedule side by side on the dense models of reference/models.md.
+
+Usage: python3 bench/schedules.py [--hw rtx4090] [--devices 8]
+           [--microbatches 9] [--seq 2048] [--models qwen3-1.7b,...]
+
+For Qwen3-1.7B, Llama-3.1-8B and Qwen3-32B (weightless graphs from
+rp.shapes, bf16, batch 1 x seq) compiles the training step with rp's
+pipeline and prints, per schedule: the stages, the estimated step time and
+bubble (the deterministic timing analysis of the lowered plan, transfers
+included), the peak device memory per GPU from the memory plan, and how
+long the compile took. round-robin is compiled the way rp-compile does it
+(rp-train-pipeline: partition, schedule, transfers, memory plan,
+verification, autodiff), once with rp's partitioner and once with
+RoundPipe's; the ratio of the two is the partitioner's gain. The static
+schedules (gpipe, 1f1b, interleaved-1f1b) are the baselines in their own
+best setting: balanced stages bound to devices, weights resident when they
+fit (their optimizer step is not timed), streamed otherwise.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+from rp import shapes  # noqa: E402
+
+RP_OPT = os.environ.get("RP_OPT", str(ROOT / "build/bin/rp-opt"))
+
+
+def compile_step(path, passes):
+    start = time.perf_counter()
+    r = subprocess.run([RP_OPT, str(path)] + passes, capture_output=True,
+                       text=True)
+    took = time.perf_counter() - start
+    if r.returncode:
+        first = r.stderr.strip().splitlines()[0] if r.stderr else "failed"
+        return None, took, re.sub(r"^.*?error: ", "", first)
+    head = re.search(r'rp\.partition<[^>]*forward = \[([^\]]*)\], '
+                     r'backward = \[([^\]]*)\]>', r.stdout)
+    sched = re.search(r'rp\.schedule @main "([^"]+)".*?attributes \{(.*?)\} \{',
+                      r.stdout)
+    attrs = sched.group(2)
+    peaks = [int(x) for x in re.search(r"peak_bytes = array<i64: ([^>]*)>",
+                                       attrs).group(1).split(", ")]
+    micro = int(re.search(r'microbatches = (\d+)', sched.group(0)).group(1))
+    row = {
+        "micro": micro,
+        "fwd": head.group(1).replace(" ", ""),
+        "bwd": head.group(2).replace(" ", ""),
+        "step_ms": float(re.search(r"step_ms = ([0-9.e+-]+)", attrs).group(1)),
+        "bubble": float(re.search(r"bubble = ([0-9.e+-]+)", attrs).group(1)),
+        "peaks": peaks,
+        "resident": " resident " in r.stdout.split("attributes")[0][-60:],
+    }
+    return row, took, ""
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hw", default="rtx4090")
+    parser.add_argument("--devices", type=int, default=8)
+    parser.add_argument("--microbatches", type=int, default=0,
+                        help="0: devices + 1")
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--models", default=",".join(shapes.SHAPES))
+    args = parser.parse_args()
+    g = args.devices
+    m = args.microbatches or g + 1
+    print(f"hw={args.hw} devices={g} microbatches={m} batch=1 seq={args.seq} "
+          f"dtype=bf16")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            path = Path(tmp) / f"{name}.mlir"
+            path.write_text(shapes.build(shapes.SHAPES[name], 1, args.seq, "bf16"))
+            print(f"{name}:")
+            rows = {}
+            for label, partitioner in (("round-robin (rp)", "rp"),
+                                       ("round-robin (roundpipe)", "roundpipe")):
+                rows[label] = compile_step(path, [
+                    "--rp-train-pipeline=devices=%d microbatches=%d hw=%s "
+                    "partitioner=%s" % (g, m, args.hw, partitioner),
+                    ])
+            for sched in ("gpipe", "1f1b", "interleaved-1f1b"):
+                mb = m if sched != "interleaved-1f1b" else -(-m // g) * g
+                rows[sched] = compile_step(path, [
+                    "--rp-attach-loss",
+                    "--rp-partition=devices=%d microbatches=%d hw=%s schedule=%s"
+                    % (g, mb, args.hw, sched),
+                    "--rp-lower-schedule", "--rp-insert-transfers",
+                    "--rp-plan-memory"])
+            for label, (row, took, error) in rows.items():
+                if row is None:
+                    print(f"  {label:24s} does not compile ({took:.1f} s): {error}")
+                    continue
+                gib = [p / 2**30 for p in row["peaks"]]
+                print(f"  {label:24s} step {row['step_ms']:8.0f} ms "
+                      f"({row['step_ms'] / row['micro']:6.1f} ms x {row['micro']:2d} mb)  bubble "
+                      f"{100 * row['bubble']:5.1f}%  peak {max(gib):5.2f} GiB "
+                      f"(min {min(gib):5.2f})  compile {took:5.1f} s  "
+                      f"stages fwd:{row['fwd']};bwd:{row['bwd']}"
+                      + ("  [weights resident]" if row["resident"] else ""))
+            rp_row, rp_took, _ = rows["round-robin (rp)"]
+            base, _, _ = rows["round-robin (roundpipe)"]
+            if rp_row and base:
+                print(f"  rp / roundpipe partition, estimated step: "
+                      f"{rp_row['step_ms'] / base['step_ms']:.3f}")
+            print(f"  per-GPU peak (rp): "
+                  + " ".join(f"{p / 2**30:.2f}" for p in rp_row["peaks"]) + " GiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -2,9 +2,14 @@
 
 #include "rp/Analysis/PartitionSearch.h"
 
+#include "llvm/Support/Parallel.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
+#include <map>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -152,11 +157,39 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
   Sizes best = toSizes(roundpipe);
   double bestMs = estimatedStepMs(roundpipe, layers, t);
   double wMax = roundpipe.bottleneckMs;
-  auto consider = [&](const Sizes &s) {
+  // Starting points and neighbourhoods overlap; each partition is timed
+  // once.
+  std::map<std::tuple<std::vector<unsigned>, unsigned, std::vector<unsigned>>,
+           double>
+      timed;
+  auto evaluate = [&](const Sizes &s) {
     Partition p = toPartition(s, n);
-    if (!fitsStageBytes(p, layers, cap))
-      return false;
-    double ms = estimatedStepMs(p, layers, t);
+    return fitsStageBytes(p, layers, cap)
+               ? estimatedStepMs(p, layers, t)
+               : std::numeric_limits<double>::infinity();
+  };
+  auto timeOf = [&](const Sizes &s) {
+    auto [it, fresh] = timed.try_emplace({s.fwd, s.tail, s.bwd}, 0.0);
+    if (fresh)
+      it->second = evaluate(s);
+    return it->second;
+  };
+  // Times the candidates not timed yet on all cores; the search then
+  // reads them in its own order, so the result does not depend on the
+  // thread count.
+  auto timeAll = [&](const std::vector<Sizes> &candidates) {
+    std::vector<const Sizes *> todo;
+    for (const Sizes &s : candidates)
+      if (!timed.count({s.fwd, s.tail, s.bwd}))
+        todo.push_back(&s);
+    std::vector<double> ms(todo.size());
+    llvm::parallelFor(0, todo.size(),
+                      [&](size_t i) { ms[i] = evaluate(*todo[i]); });
+    for (auto [s, v] : llvm::zip(todo, ms))
+      timed.try_emplace({s->fwd, s->tail, s->bwd}, v);
+  };
+  auto consider = [&](const Sizes &s) {
+    double ms = timeOf(s);
     if (ms < bestMs) {
       bestMs = ms;
       best = s;
@@ -164,6 +197,7 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
     }
     return false;
   };
+  std::vector<Sizes> starts;
   for (unsigned step = 0; step <= 30; ++step) {
     double w = wMax * (1 + step * 0.1);
     for (unsigned k = n; k-- > 0;) {
@@ -171,7 +205,7 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
       s.tail = n - k;
       s.fwd = sizesOf(cutUnder(layers, k, w, cap, /*backward=*/false));
       s.bwd = sizesOf(cutUnder(layers, k, w, cap, /*backward=*/true));
-      consider(s);
+      starts.push_back(s);
       // Tails past the bottleneck are not worth trying.
       double tail = 0;
       for (unsigned l = k; l < n; ++l)
@@ -180,15 +214,56 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
         break;
     }
   }
+  timeAll(starts);
+  for (const Sizes &s : starts)
+    consider(s);
   // Balanced cuts into every pair of stage counts, for the tails RoundPipe's
   // rule and the best start use: more, smaller stages spread the weight
   // uploads over more devices, which greedy cuts under a bottleneck miss.
+  // Small models try every pair of counts; larger ones search the forward
+  // and backward counts in turn (each against the other's best so far,
+  // three rounds): a step's time depends on them almost separably, and all
+  // pairs would cost k^2 timings (4,000 for a 64-layer model).
   for (unsigned tailSize : {roundpipe.tail.size(), best.tail}) {
     unsigned k = n - tailSize;
-    for (unsigned sf = 1; sf <= k; ++sf)
-      for (unsigned sb = 1; sb <= k; ++sb)
-        consider({balancedSizes(layers, k, sf, false), tailSize,
-                  balancedSizes(layers, k, sb, true)});
+    unsigned sf = std::clamp<unsigned>(best.fwd.size(), 1, std::max(k, 1u));
+    unsigned sb = std::clamp<unsigned>(best.bwd.size(), 1, std::max(k, 1u));
+    auto balanced = [&](unsigned f, unsigned b) {
+      return Sizes{balancedSizes(layers, k, f, false), tailSize,
+                   balancedSizes(layers, k, b, true)};
+    };
+    if (k <= 16) {
+      std::vector<Sizes> pairs;
+      for (unsigned f = 1; f <= k; ++f)
+        for (unsigned b = 1; b <= k; ++b)
+          pairs.push_back(balanced(f, b));
+      timeAll(pairs);
+      for (const Sizes &s : pairs)
+        consider(s);
+      continue;
+    }
+    for (unsigned round = 0; round < 3; ++round) {
+      unsigned bf = sf, bb = sb;
+      std::vector<Sizes> scan;
+      for (unsigned f = 1; f <= k; ++f)
+        scan.push_back(balanced(f, sb));
+      timeAll(scan);
+      for (unsigned f = 1; f <= k; ++f)
+        if (timeOf(balanced(f, sb)) < timeOf(balanced(bf, sb)))
+          bf = f;
+      scan.clear();
+      for (unsigned b = 1; b <= k; ++b)
+        scan.push_back(balanced(bf, b));
+      timeAll(scan);
+      for (unsigned b = 1; b <= k; ++b)
+        if (timeOf(balanced(bf, b)) < timeOf(balanced(bf, bb)))
+          bb = b;
+      if (bf == sf && bb == sb)
+        break;
+      sf = bf;
+      sb = bb;
+    }
+    consider(balanced(sf, sb));
   }
   // Hill climbing: take the best neighbour while it improves.
   for (unsigned round = 0; round < 1000; ++round) {
@@ -201,6 +276,7 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
       neighbours.push_back({l, best.tail, best.bwd});
     for (auto &l : bwdMoves)
       neighbours.push_back({best.fwd, best.tail, l});
+    timeAll(neighbours);
     bool improved = false;
     for (const Sizes &s : neighbours)
       improved |= consider(s);

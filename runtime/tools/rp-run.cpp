@@ -77,6 +77,12 @@ int main(int argc, char **argv) {
                  "stop a staged plan's step after this many ms without "
                  "progress (default 60000)")
       ->check(CLI::Range(1u, 86400000u));
+  LoadOptions loadOptions;
+  bool uncheckedEvents = false;
+  // Hidden: lets tests run a plan that would stall, to see the watchdog.
+  app.add_flag("--unchecked-events", uncheckedEvents,
+               "skip the loader's event checks (tests of the watchdog)")
+      ->group("");
   app.add_option("--describe", describeMode, "print the plan and exit")
       ->check(CLI::IsMember({"json", "grid"}));
   app.add_option("--labels", labelsPath, "labels of the global batch (.npy)");
@@ -118,7 +124,8 @@ int main(int argc, char **argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
 
-  Expected<Plan> plan = loadPlan(planPath);
+  loadOptions.checkEvents = !uncheckedEvents;
+  Expected<Plan> plan = loadPlan(planPath, loadOptions);
   if (!plan)
     return fail(plan.getStatus());
   if (devices && devices != plan->devices)
@@ -197,8 +204,10 @@ int main(int argc, char **argv) {
     int64_t tokens = 0;
     for (const BindingDesc &in : plan->inputs)
       if (in.name == "labels")
+        // A staged plan binds the global batch, an unstaged one a
+        // microbatch.
         tokens = numElements(plan->buffers[in.buffer].shape) *
-                 plan->microbatches;
+                 (plan->staged ? 1 : plan->microbatches);
     Status s = rp::runtime::train(
         *plan, **fwd, pool, train, [&](unsigned step, double loss) {
           std::printf("step %u loss %.9g\n", step, loss);

@@ -90,6 +90,10 @@ static cl::opt<std::string>
     measured("measured", cl::init(""),
              cl::desc("per-layer times measured by rp-run --profile, which "
                       "override the cost model"));
+static cl::opt<bool> reportMaxSeq(
+    "report-max-seq",
+    cl::desc("also report the largest sequence length whose plan fits the "
+             "devices (a remark on stderr)"));
 static cl::opt<double>
     budgetGiB("budget-gib", cl::init(0),
               cl::desc("device memory to plan against in GiB (0: the "
@@ -248,6 +252,7 @@ int main(int argc, char **argv) {
       train.measured = measured;
       train.recompute = recompute;
       train.budgetGiB = budgetGiB;
+      train.reportMaxSeq = reportMaxSeq;
       rp::buildTrainPipeline(pm, train, convert);
     }
     pm.addPass(createCanonicalizerPass());

@@ -196,7 +196,8 @@ std::string str(const flatbuffers::String *s) { return s ? s->str() : ""; }
 
 } // namespace
 
-Expected<Plan> rp::runtime::loadPlan(const std::string &path) {
+Expected<Plan> rp::runtime::loadPlan(const std::string &path,
+                                     const LoadOptions &options) {
   Checker c{path};
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -368,8 +369,11 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path) {
     return s;
   if (Status s = bindings(root->outputs(), plan.outputs, "output"); s.failed())
     return s;
-  if (Status s = validatePlanJobs(plan); s.failed())
+  if (Status s = checkPlanJobs(plan); s.failed())
     return s;
+  if (options.checkEvents)
+    if (Status s = checkPlanEvents(plan); s.failed())
+      return s;
   return plan;
 }
 

@@ -498,6 +498,38 @@ def InsertTransfersPass : Pass<"rp-insert-transfers", "::mlir::ModuleOp"> {
   ];
 }
 
+def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
+  let summary = "reports the largest sequence length whose plan fits";
+  let description = [{
+    After rp-partition: finds, by bisection, the largest sequence length
+    whose training step still fits every device's memory with the
+    function's stages, schedule and microbatch (its batch rows unchanged),
+    and reports it as a remark with the peak it reaches. Each trial scales
+    every tensor dimension equal to the graph's sequence length (dimension
+    1 of the first input of rank 2 or more), then costs the layers, lowers
+    the schedule with its transfers (weights uploaded every step) and plans
+    the memory. The memory model is that of rp-plan-memory: attention is
+    the fused `rp.attention` kernel, whose memory is linear in the
+    sequence, so the peak grows linearly; an unfused graph that
+    materializes S x S scores grows quadratically and is reported as such.
+    Every dimension equal to the sequence length is taken to be it, so
+    compile at a length no other dimension of the model shares (a model
+    with head_dim 16 compiled at 16 tokens would scale its heads too).
+
+    ```
+    remark: the largest sequence that fits is 73728 tokens (microbatch 1 x
+      73728): device 3 peaks at 23.9 GiB of 24 GiB; at 2048 tokens the
+      peak is 2.9 GiB
+    ```
+  }];
+  let options = [
+    Option<"budgetGiB", "budget-gib", "double", "0",
+           "device memory to fit in GiB; 0 takes the profile's">,
+    Option<"limit", "limit", "int64_t", "1048576",
+           "the longest sequence to try">
+  ];
+}
+
 def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
   let summary = "places every buffer of a schedule at a static offset";
   let description = [{

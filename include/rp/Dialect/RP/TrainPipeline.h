@@ -49,6 +49,10 @@ struct TrainPipelineOptions
       llvm::cl::values(clEnumValN(RecomputeGrain::stage, "stage", "per stage"),
                        clEnumValN(RecomputeGrain::layer, "layer",
                                   "per layer"))};
+  Option<bool> reportMaxSeq{
+      *this, "report-max-seq",
+      llvm::cl::desc("report the largest sequence length that fits"),
+      llvm::cl::init(false)};
   Option<double> budgetGiB{
       *this, "budget-gib",
       llvm::cl::desc("device memory to plan against; 0: the profile's"),

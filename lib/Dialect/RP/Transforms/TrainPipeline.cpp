@@ -26,6 +26,11 @@ void mlir::rp::buildTrainPipeline(
   partition.partitioner = options.partitioner;
   partition.stages = options.stages;
   pm.addPass(createPartitionPass(partition));
+  if (options.reportMaxSeq) {
+    ReportMaxSeqPassOptions report;
+    report.budgetGiB = options.budgetGiB;
+    pm.addPass(createReportMaxSeqPass(report));
+  }
   pm.addPass(createLowerSchedulePass());
   // The optimizer runs on the host, so every step uploads the new weights:
   // no schedule keeps them resident.

@@ -145,8 +145,15 @@ struct Plan {
   std::vector<uint8_t> raw;
 };
 
+struct LoadOptions {
+  /// Run checkPlanEvents. Only tests of the executor's watchdog turn it off
+  /// (rp-run --unchecked-events): a plan that fails it can stall.
+  bool checkEvents = true;
+};
+
 /// Reads and validates the plan at `path`.
-Expected<Plan> loadPlan(const std::string &path);
+Expected<Plan> loadPlan(const std::string &path,
+                        const LoadOptions &options = LoadOptions());
 
 /// "job #42 'B3 mb1'" (the label left out when empty), for messages.
 std::string describeJob(const Plan &plan, size_t job);
@@ -159,7 +166,8 @@ Status checkPlanJobs(const Plan &plan);
 /// recorded by exactly one job, and no queue waiting forever (the queues
 /// are simulated; a stuck one is named with its job and event).
 Status checkPlanEvents(const Plan &plan);
-/// Both; loadPlan runs it. Messages start with the plan's path.
+/// Both, as loadPlan runs them by default. Messages start with the plan's
+/// path.
 Status validatePlanJobs(const Plan &plan);
 
 /// The plan as JSON (flatbuffers' rendering of plan.fbs, defaults included).

@@ -1,0 +1,125 @@
+//===- Pipeline.h - running a staged plan on host devices -------*- C++ -*-===//
+//
+// The executor of staged plans (plan.fbs): one training step is a set of
+// ordered queues, four per device (compute, weight_h2d, activation_h2d,
+// d2h), that synchronize only through events. On the host backend each
+// (device, queue) that has jobs gets its own thread, a controller that
+// walks its jobs in plan order; a device is a thread pool of its share of
+// the runtime's threads, on which its compute jobs run their kernels, and
+// copy jobs are memcpys on their queue's thread, so that they overlap
+// compute as a GPU's copy engines do.
+//
+// Events live for one step: an event holds the number of the step that
+// recorded it, so nothing is reset between steps and a waiter of step k
+// cannot be satisfied by a record of step k-1.
+//
+// A step never hangs. The first failing job stops the step: every other
+// controller stops before its next job, its Status (job index and label
+// added) is the step's. A watchdog ends a step that makes no progress: when
+// no job has run or finished for a whole progress window and none is
+// running, every queue is waiting for an event that cannot come; the step
+// then ends with DeadlineExceeded naming each blocked queue, the job it
+// waits before and the event. Validated plans (loadPlan simulates the
+// queues) never get there; the watchdog guards the executor and plans built
+// without the loader.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_PIPELINE_H
+#define RP_RUNTIME_PIPELINE_H
+
+#include "rp/runtime/Executor.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace rp::runtime {
+
+struct PipelineOptions {
+  /// The runtime's thread budget (rp-run --threads): each device computes
+  /// on max(1, threads / devices) threads.
+  unsigned threads = 1;
+  /// How long a step may go without any job starting or finishing, while
+  /// no job runs, before the watchdog ends it. A long kernel is progress;
+  /// only queues that all wait are a stall.
+  std::chrono::milliseconds progressWindow{60000};
+};
+
+class PipelineExecutor {
+public:
+  /// Starts the controllers of a staged `plan` over the buffers of `fwd`
+  /// (which must be built from the same plan and outlive the executor).
+  /// Checks what execution needs (checkPlanJobs), not that the events can
+  /// all be recorded (checkPlanEvents, run by loadPlan): tests hand it plans
+  /// that fail that on purpose.
+  static Expected<std::unique_ptr<PipelineExecutor>>
+  create(const Plan &plan, HostForward &fwd, const PipelineOptions &options);
+  /// Stops and joins the controllers. Not while runJobs runs.
+  ~PipelineExecutor();
+
+  PipelineExecutor(const PipelineExecutor &) = delete;
+  PipelineExecutor &operator=(const PipelineExecutor &) = delete;
+
+  /// Runs every job of the plan once (one step), concurrently on their
+  /// queues; returns when all have run, or with the first failure or the
+  /// watchdog's. After a failure the next call starts a fresh step.
+  Status runJobs();
+  /// One whole step: the prologue program on `hostPool`, the jobs, then
+  /// the epilogue program on `hostPool`.
+  Status step(ThreadPool &hostPool);
+
+  unsigned getThreadsPerDevice() const { return threadsPerDevice; }
+  /// How many (device, queue) controllers run: the queues that have jobs.
+  size_t getNumQueues() const { return queues.size(); }
+
+private:
+  struct Queue {
+    uint32_t device = 0;
+    QueueKind kind = QueueKind::compute;
+    std::vector<size_t> jobs; ///< plan job indices, in plan order
+    // Guarded by the executor's mutex.
+    uint64_t step = 0;    ///< the last step it took up
+    size_t next = 0;      ///< position in `jobs` of its current job
+    bool running = false; ///< running jobs[next] now
+    bool done = true;     ///< finished or stopped its part of `step`
+    std::thread thread;
+  };
+
+  PipelineExecutor(const Plan &plan, HostForward &fwd,
+                   const PipelineOptions &options);
+  void controllerLoop(Queue &queue);
+  /// True once every event `job` waits for is recorded in the current step.
+  bool ready(const JobDesc &job) const;
+  /// The watchdog's message: every blocked queue, job and event.
+  std::string stallMessage() const;
+
+  const Plan &plan;
+  HostForward &fwd;
+  const PipelineOptions options;
+  unsigned threadsPerDevice = 1;
+  std::vector<std::unique_ptr<ThreadPool>> devicePools;
+  std::vector<std::unique_ptr<Queue>> queues;
+  /// The job recording each event (the first, if a broken plan has more).
+  std::vector<size_t> recorder;
+
+  mutable std::mutex mutex;
+  /// Signalled on every change below: a new step, an event recorded, a job
+  /// started or finished, a queue done, cancellation, shutdown.
+  std::condition_variable changed;
+  uint64_t stepNumber = 0;
+  std::vector<uint64_t> recordedInStep; ///< per event; 0: never
+  uint64_t progress = 0;                ///< jobs started plus jobs finished
+  unsigned running = 0;
+  size_t activeQueues = 0;
+  bool cancelled = false;
+  bool shutdown = false;
+  Status error;
+};
+
+} // namespace rp::runtime
+
+#endif // RP_RUNTIME_PIPELINE_H

@@ -1,0 +1,219 @@
+//===- Pipeline.cpp - running a staged plan on host devices ---------------===//
+//
+// One mutex and one condition variable carry all synchronization: events
+// are recorded per job, not per kernel, so a step sees a few hundred
+// records at most, and a single lock makes the watchdog's snapshot of every
+// queue consistent. Buffers are never touched under the lock; the lock
+// orders them (a record happens after the job's writes, a wait's return
+// before the next job's reads).
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/runtime/Pipeline.h"
+
+#include <map>
+#include <system_error>
+
+using namespace rp::runtime;
+
+static constexpr size_t kNoJob = ~size_t(0);
+
+PipelineExecutor::PipelineExecutor(const Plan &plan, HostForward &fwd,
+                                   const PipelineOptions &options)
+    : plan(plan), fwd(fwd), options(options) {}
+
+Expected<std::unique_ptr<PipelineExecutor>>
+PipelineExecutor::create(const Plan &plan, HostForward &fwd,
+                         const PipelineOptions &options) {
+  if (!plan.staged)
+    return internalError("the pipeline executor runs staged plans; '" +
+                         plan.path + "' runs its jobs in order on one device");
+  if (Status s = checkPlanJobs(plan); s.failed())
+    return s;
+  std::unique_ptr<PipelineExecutor> exec(
+      new PipelineExecutor(plan, fwd, options));
+  exec->threadsPerDevice = std::max(1u, options.threads / plan.devices);
+  for (uint32_t d = 0; d < plan.devices; ++d)
+    exec->devicePools.push_back(
+        std::make_unique<ThreadPool>(exec->threadsPerDevice));
+  exec->recorder.assign(plan.events, kNoJob);
+  exec->recordedInStep.assign(plan.events, 0);
+  std::map<std::pair<uint32_t, int>, Queue *> byKey;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const JobDesc &job = plan.jobs[i];
+    for (uint32_t e : job.records)
+      if (exec->recorder[e] == kNoJob)
+        exec->recorder[e] = i;
+    Queue *&q = byKey[{job.device, static_cast<int>(job.queue)}];
+    if (!q) {
+      exec->queues.push_back(std::make_unique<Queue>());
+      q = exec->queues.back().get();
+      q->device = job.device;
+      q->kind = job.queue;
+    }
+    q->jobs.push_back(i);
+  }
+  for (auto &q : exec->queues) {
+    try {
+      q->thread =
+          std::thread([e = exec.get(), q = q.get()] { e->controllerLoop(*q); });
+    } catch (const std::system_error &err) {
+      // The destructor joins the controllers already started.
+      return resourceExhausted(std::string("cannot start a queue thread: ") +
+                               err.what());
+    }
+  }
+  return exec;
+}
+
+PipelineExecutor::~PipelineExecutor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    shutdown = true;
+    cancelled = true;
+  }
+  changed.notify_all();
+  for (auto &q : queues)
+    if (q->thread.joinable())
+      q->thread.join();
+}
+
+bool PipelineExecutor::ready(const JobDesc &job) const {
+  for (uint32_t e : job.waits)
+    if (recordedInStep[e] != stepNumber)
+      return false;
+  return true;
+}
+
+void PipelineExecutor::controllerLoop(Queue &q) {
+  std::unique_lock<std::mutex> lock(mutex);
+  for (;;) {
+    changed.wait(lock, [&] { return shutdown || q.step != stepNumber; });
+    if (shutdown)
+      return;
+    q.step = stepNumber;
+    for (q.next = 0; q.next < q.jobs.size(); ++q.next) {
+      size_t index = q.jobs[q.next];
+      const JobDesc &job = plan.jobs[index];
+      changed.wait(lock, [&] { return cancelled || ready(job); });
+      if (cancelled)
+        break;
+      q.running = true;
+      ++running;
+      ++progress;
+      lock.unlock();
+      Status s = fwd.runJob(*devicePools[job.device], job);
+      lock.lock();
+      q.running = false;
+      --running;
+      ++progress;
+      if (s.failed()) {
+        if (!cancelled) {
+          error = Status(s.getCode(),
+                         describeJob(plan, index) + " on the device " +
+                             std::to_string(q.device) + " " +
+                             queueName(q.kind) + " queue: " + s.getMessage());
+          cancelled = true;
+        }
+        changed.notify_all();
+        break;
+      }
+      for (uint32_t e : job.records)
+        recordedInStep[e] = stepNumber;
+      changed.notify_all();
+    }
+    q.done = true;
+    --activeQueues;
+    changed.notify_all();
+  }
+}
+
+Status PipelineExecutor::runJobs() {
+  std::unique_lock<std::mutex> lock(mutex);
+  ++stepNumber;
+  cancelled = false;
+  error = Status::ok();
+  activeQueues = queues.size();
+  for (auto &q : queues) {
+    q->done = false;
+    q->next = 0;
+  }
+  changed.notify_all();
+  using Clock = std::chrono::steady_clock;
+  uint64_t seen = progress;
+  Clock::time_point deadline = Clock::now() + options.progressWindow;
+  while (activeQueues > 0) {
+    changed.wait_until(lock, deadline,
+                       [&] { return activeQueues == 0 || progress != seen; });
+    if (activeQueues == 0)
+      break;
+    if (progress != seen || running > 0 || cancelled) {
+      // Progress, a job still running, or queues already stopping (they
+      // end their current job and leave): not a stall.
+      seen = progress;
+      deadline = Clock::now() + options.progressWindow;
+      continue;
+    }
+    if (Clock::now() < deadline)
+      continue;
+    // A queue whose next job is ready only has not been scheduled yet.
+    bool anyReady = false;
+    for (const auto &q : queues)
+      anyReady |= !q->done && !q->running && ready(plan.jobs[q->jobs[q->next]]);
+    if (anyReady) {
+      deadline = Clock::now() + options.progressWindow;
+      continue;
+    }
+    error = deadlineExceeded(stallMessage());
+    cancelled = true;
+    changed.notify_all();
+  }
+  return error;
+}
+
+std::string PipelineExecutor::stallMessage() const {
+  std::string text = "the step made no progress for " +
+                     std::to_string(options.progressWindow.count()) + " ms: ";
+  bool first = true;
+  for (const auto &q : queues) {
+    if (q->done || q->running)
+      continue;
+    size_t index = q->jobs[q->next];
+    const JobDesc &job = plan.jobs[index];
+    uint32_t missing = 0;
+    for (uint32_t e : job.waits)
+      if (recordedInStep[e] != stepNumber) {
+        missing = e;
+        break;
+      }
+    text += first ? "" : "; ";
+    first = false;
+    text += "device " + std::to_string(q->device) + " " + queueName(q->kind) +
+            " queue waits for event " + std::to_string(missing) + " before " +
+            describeJob(plan, index) + " (";
+    size_t by = recorder[missing];
+    if (by == kNoJob)
+      text += "no job records event " + std::to_string(missing) + ")";
+    else
+      text += "event recorded by " + describeJob(plan, by) + ", not run yet)";
+  }
+  return text + ". The plan's events cannot all be recorded; a plan that "
+                "passed loadPlan's checks should never stall, report it";
+}
+
+Status PipelineExecutor::step(ThreadPool &hostPool) {
+  auto host = [&](int32_t program, const char *what) -> Status {
+    if (program < 0)
+      return Status::ok();
+    Status s = fwd.runProgram(hostPool, uint32_t(program));
+    if (s.failed())
+      return Status(s.getCode(),
+                    std::string("the ") + what + ": " + s.getMessage());
+    return Status::ok();
+  };
+  if (Status s = host(plan.prologue, "prologue"); s.failed())
+    return s;
+  if (Status s = runJobs(); s.failed())
+    return s;
+  return host(plan.epilogue, "epilogue");
+}

@@ -1,0 +1,306 @@
+//===- PipelineTest.cpp - the staged executor on host devices -------------===//
+//
+// The executor runs the queues of two devices concurrently, yet its results
+// must equal the sequential computation bit for bit (events order every
+// buffer access); a failing job or a stalled queue must end the step with
+// a message, never a hang. These tests also run under ThreadSanitizer
+// (scripts/test.sh), which checks that the events really order the buffers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StagedPlans.h"
+
+#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/host/Kernels.h"
+
+#include <gmock/gmock.h>
+
+#include <cstring>
+#include <random>
+
+using namespace rp::runtime;
+using namespace rp::runtime::test;
+using ::testing::HasSubstr;
+
+namespace {
+
+/// A loaded two-stage plan with its buffers.
+struct Loaded {
+  std::unique_ptr<Plan> plan;
+  std::unique_ptr<HostForward> fwd;
+};
+
+Loaded load(const Plan &built, const std::string &name, uint64_t seed = 7) {
+  Loaded l;
+  Expected<Plan> plan = writeAndLoad(built, name);
+  EXPECT_TRUE(plan) << plan.getStatus().toString();
+  if (!plan)
+    return l;
+  l.plan = std::make_unique<Plan>(std::move(*plan));
+  auto fwd = HostForward::create(*l.plan);
+  EXPECT_TRUE(fwd) << fwd.getStatus().toString();
+  if (!fwd)
+    return l;
+  l.fwd = std::move(*fwd);
+  EXPECT_TRUE(l.fwd->initParameters(seed).isOk());
+  return l;
+}
+
+/// Host buffers for a plan that validation would refuse: the plan is
+/// loaded valid, then `breakIt` edits the in-memory copy.
+template <typename Edit>
+Loaded loadBroken(const Plan &built, const std::string &name, Edit breakIt) {
+  Loaded l = load(built, name);
+  if (!l.plan)
+    return l;
+  breakIt(*l.plan);
+  auto fwd = HostForward::create(*l.plan);
+  EXPECT_TRUE(fwd) << fwd.getStatus().toString();
+  if (fwd)
+    l.fwd = std::move(*fwd);
+  return l;
+}
+
+NpyArray randomArray(Shape shape, uint64_t seed) {
+  NpyArray a;
+  a.dtype = DType::f32;
+  a.shape = std::move(shape);
+  a.data.resize(numElements(a.shape) * sizeof(float));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t i = 0; i < numElements(a.shape); ++i)
+    reinterpret_cast<float *>(a.data.data())[i] = dist(rng);
+  return a;
+}
+
+/// y and z of the two-stage plan, computed microbatch by microbatch with
+/// the host kernels on one thread.
+void reference(const TwoStagePlan &t, const HostForward &fwd,
+               std::vector<float> &y, std::vector<float> &z) {
+  ThreadPool pool(1);
+  int64_t R = t.rows, D = t.dim;
+  std::vector<float> w1x2(D * D), t0(R * D), h(R * D), t1(R * D);
+  TensorRef W0 = fwd.buffer(t.W0), W1 = fwd.buffer(t.W1), X = fwd.buffer(t.X);
+  TensorRef w1x2Ref{w1x2.data(), DType::f32, {D, D}};
+  ASSERT_TRUE(
+      host::binary(pool, host::BinaryKind::add, W1, W1, w1x2Ref).isOk());
+  y.assign(t.M * R * D, 0.0f);
+  for (unsigned m = 0; m < t.M; ++m) {
+    TensorRef xm{X.as<float>() + m * R * D, DType::f32, {R, D}};
+    TensorRef t0Ref{t0.data(), DType::f32, {R, D}};
+    TensorRef hRef{h.data(), DType::f32, {R, D}};
+    TensorRef t1Ref{t1.data(), DType::f32, {R, D}};
+    TensorRef ym{y.data() + m * R * D, DType::f32, {R, D}};
+    ASSERT_TRUE(host::matmul(pool, xm, W0, false, false, t0Ref).isOk());
+    ASSERT_TRUE(
+        host::binary(pool, host::BinaryKind::add, t0Ref, xm, hRef).isOk());
+    ASSERT_TRUE(host::matmul(pool, hRef, w1x2Ref, false, false, t1Ref).isOk());
+    ASSERT_TRUE(host::unary(pool, host::UnaryKind::relu, t1Ref, ym).isOk());
+  }
+  z.assign(y.size(), 0.0f);
+  TensorRef yRef{y.data(), DType::f32, {int64_t(t.M) * R, D}};
+  TensorRef zRef{z.data(), DType::f32, yRef.shape};
+  ASSERT_TRUE(
+      host::binary(pool, host::BinaryKind::mul, yRef, yRef, zRef).isOk());
+}
+
+bool sameBits(const TensorRef &a, const std::vector<float> &b) {
+  return a.bytes() == b.size() * sizeof(float) &&
+         std::memcmp(a.data, b.data(), a.bytes()) == 0;
+}
+
+Expected<std::unique_ptr<PipelineExecutor>>
+executor(Loaded &l, unsigned threads,
+         std::chrono::milliseconds window = std::chrono::milliseconds(60000)) {
+  PipelineOptions options;
+  options.threads = threads;
+  options.progressWindow = window;
+  return PipelineExecutor::create(*l.plan, *l.fwd, options);
+}
+
+TEST(PipelineTest, TwoDevicesEqualTheSequentialComputation) {
+  TwoStagePlan t = makeTwoStagePlan(4, 8, 32);
+  for (unsigned threads : {1u, 2u, 5u}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    Loaded l = load(t.b.plan, "equal.rpplan");
+    ASSERT_TRUE(l.fwd);
+    auto exec = executor(l, threads);
+    ASSERT_TRUE(exec) << exec.getStatus().toString();
+    EXPECT_EQ((*exec)->getThreadsPerDevice(), std::max(1u, threads / 2));
+    // Two devices x (compute, weight_h2d, activation_h2d, d2h).
+    EXPECT_EQ((*exec)->getNumQueues(), 8u);
+    ThreadPool hostPool(threads);
+    // A new input every step: nothing of one step may leak into the next.
+    for (uint64_t step = 0; step < 3; ++step) {
+      ASSERT_TRUE(l.fwd
+                      ->setInput("x", randomArray({int64_t(t.M * t.rows),
+                                                   int64_t(t.dim)},
+                                                  100 + step))
+                      .isOk());
+      Status s = (*exec)->step(hostPool);
+      ASSERT_TRUE(s.isOk()) << s.toString();
+      std::vector<float> y, z;
+      reference(t, *l.fwd, y, z);
+      EXPECT_TRUE(sameBits(l.fwd->buffer(t.Y), y)) << "step " << step;
+      EXPECT_TRUE(sameBits(l.fwd->buffer(t.Z), z)) << "step " << step;
+    }
+  }
+}
+
+TEST(PipelineTest, ManyShortSteps) {
+  // Small jobs and many steps: the most interleavings of controllers, the
+  // most chances for ThreadSanitizer to see an unordered access.
+  TwoStagePlan t = makeTwoStagePlan(8, 2, 4);
+  Loaded l = load(t.b.plan, "many.rpplan");
+  ASSERT_TRUE(l.fwd);
+  auto exec = executor(l, 4);
+  ASSERT_TRUE(exec) << exec.getStatus().toString();
+  ThreadPool hostPool(2);
+  for (uint64_t step = 0; step < 40; ++step) {
+    ASSERT_TRUE(l.fwd->setInput("x", randomArray({16, 4}, step)).isOk());
+    Status s = (*exec)->step(hostPool);
+    ASSERT_TRUE(s.isOk()) << s.toString();
+    std::vector<float> y, z;
+    reference(t, *l.fwd, y, z);
+    ASSERT_TRUE(sameBits(l.fwd->buffer(t.Z), z)) << "step " << step;
+  }
+}
+
+TEST(PipelineTest, FailingJobStopsTheStep) {
+  TwoStagePlan t = makeTwoStagePlan(3, 2, 4);
+  // Microbatch 1 of stage 0 runs a kernel that fails when it runs (an
+  // unknown unary gradient kind passes the loader).
+  PlanBuilder &b = t.b;
+  uint32_t x0 = b.plan.jobs[t.jIn[0]].copies[0].dst;
+  uint32_t h0 = b.plan.jobs[t.jOut0[0]].copies[0].src;
+  uint32_t bad =
+      b.program("bad", {call(OpKind::unary_grad, {x0, x0}, {h0}, {99})});
+  b.plan.jobs[t.jF0[1]].program = bad;
+  Loaded l = load(b.plan, "failing.rpplan");
+  ASSERT_TRUE(l.fwd);
+  auto exec = executor(l, 2);
+  ASSERT_TRUE(exec) << exec.getStatus().toString();
+  ThreadPool hostPool(1);
+  ASSERT_TRUE(l.fwd->setInput("x", randomArray({6, 4}, 1)).isOk());
+  // Device 1 waits for events microbatch 1 never records: cancellation,
+  // not the (60 s) watchdog, must release it.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Status s = (*exec)->step(hostPool);
+    EXPECT_EQ(s.getCode(), StatusCode::InvalidArgument) << s.toString();
+    EXPECT_THAT(s.getMessage(),
+                HasSubstr("job #" + std::to_string(t.jF0[1]) +
+                          " 'F0 mb1' on the device 0 compute queue: program "
+                          "'bad', call #0 (unary_grad)"));
+    EXPECT_THAT(s.getMessage(), HasSubstr("unknown unary gradient kind"));
+  }
+}
+
+TEST(PipelineTest, FailingPrologueStopsBeforeTheJobs) {
+  TwoStagePlan t = makeTwoStagePlan(2, 2, 4);
+  t.b.plan.programs[uint32_t(t.b.plan.prologue)].calls[0] =
+      call(OpKind::unary_grad, {t.W1, t.W1}, {t.Z}, {42});
+  Loaded l = load(t.b.plan, "prologue.rpplan");
+  ASSERT_TRUE(l.fwd);
+  auto exec = executor(l, 2);
+  ASSERT_TRUE(exec);
+  ThreadPool hostPool(1);
+  Status s = (*exec)->step(hostPool);
+  EXPECT_THAT(s.getMessage(), HasSubstr("the prologue: program 'prologue'"));
+}
+
+TEST(PipelineTest, WatchdogNamesTheQueueWaitingForAMissingRecord) {
+  TwoStagePlan t = makeTwoStagePlan(3, 2, 4);
+  uint32_t e = t.eOut0[1];
+  size_t job = t.jOut0[1];
+  Loaded l = loadBroken(t.b.plan, "stall.rpplan",
+                        [&](Plan &p) { p.jobs[job].records.clear(); });
+  ASSERT_TRUE(l.fwd);
+  // The loader would have refused it.
+  EXPECT_TRUE(checkPlanEvents(*l.plan).failed());
+  auto exec = executor(l, 2, std::chrono::milliseconds(200));
+  ASSERT_TRUE(exec) << exec.getStatus().toString();
+  ASSERT_TRUE(l.fwd->setInput("x", randomArray({6, 4}, 1)).isOk());
+  // Twice: a stalled step leaves the executor ready for the next one.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Status s = (*exec)->runJobs();
+    ASSERT_EQ(s.getCode(), StatusCode::DeadlineExceeded) << s.toString();
+    EXPECT_EQ(exitCode(s), 2);
+    const std::string &msg = s.getMessage();
+    EXPECT_THAT(msg, HasSubstr("no progress for 200 ms"));
+    EXPECT_THAT(msg,
+                HasSubstr("device 1 activation_h2d queue waits for event " +
+                          std::to_string(e) + " before job #" +
+                          std::to_string(t.jIn1[1]) +
+                          " 'IN1 mb1' (no job records event " +
+                          std::to_string(e) + ")"));
+    // Device 0's compute queue reuses h0 only after that download.
+    EXPECT_THAT(msg, HasSubstr("device 0 compute queue waits for event " +
+                               std::to_string(e) + " before job #" +
+                               std::to_string(t.jF0[2]) + " 'F0 mb2'"));
+  }
+}
+
+TEST(PipelineTest, WatchdogNamesTheRecorderOfACycle) {
+  TwoStagePlan t = makeTwoStagePlan(2, 2, 4);
+  uint32_t e = t.eF1[1];
+  size_t up = t.jUp1;
+  Loaded l = loadBroken(t.b.plan, "cycle.rpplan",
+                        [&](Plan &p) { p.jobs[up].waits.push_back(e); });
+  ASSERT_TRUE(l.fwd);
+  auto exec = executor(l, 1, std::chrono::milliseconds(200));
+  ASSERT_TRUE(exec);
+  Status s = (*exec)->runJobs();
+  ASSERT_EQ(s.getCode(), StatusCode::DeadlineExceeded) << s.toString();
+  EXPECT_THAT(s.getMessage(),
+              HasSubstr("device 1 weight_h2d queue waits for event " +
+                        std::to_string(e) + " before job #" +
+                        std::to_string(up) +
+                        " 'UP s1' (event recorded by job #" +
+                        std::to_string(t.jF1[1]) + " 'F1 mb1', not run yet)"));
+}
+
+TEST(PipelineTest, WatchdogStopsAnUncheckedPlanFile) {
+  TwoStagePlan t = makeTwoStagePlan(2, 2, 4);
+  t.b.plan.jobs[t.jF1[0]].records.clear();
+  EXPECT_FALSE(writeAndLoad(t.b.plan, "unchecked.rpplan"));
+  LoadOptions unchecked;
+  unchecked.checkEvents = false;
+  Expected<Plan> plan = writeAndLoad(t.b.plan, "unchecked.rpplan", unchecked);
+  ASSERT_TRUE(plan) << plan.getStatus().toString();
+  auto fwd = HostForward::create(*plan);
+  ASSERT_TRUE(fwd);
+  PipelineOptions options;
+  options.progressWindow = std::chrono::milliseconds(100);
+  auto exec = PipelineExecutor::create(*plan, **fwd, options);
+  ASSERT_TRUE(exec);
+  ThreadPool hostPool(1);
+  Status s = (*exec)->step(hostPool);
+  EXPECT_EQ(s.getCode(), StatusCode::DeadlineExceeded) << s.toString();
+  EXPECT_THAT(s.getMessage(),
+              HasSubstr("device 1 d2h queue waits for event " +
+                        std::to_string(t.eF1[0]) + " before job #" +
+                        std::to_string(t.jOut1[0]) + " 'OUT1 mb0'"));
+}
+
+TEST(PipelineTest, RefusesWhatItCannotRun) {
+  PlanBuilder b(1, 1, false);
+  uint32_t x = b.buffer("x", {2});
+  b.run(0, b.program("p", {call(OpKind::relu, {x}, {x})}), {}, {}, "");
+  Loaded l = load(b.plan, "unstaged-exec.rpplan");
+  ASSERT_TRUE(l.fwd);
+  auto exec = executor(l, 1);
+  ASSERT_FALSE(exec);
+  EXPECT_THAT(exec.getStatus().getMessage(), HasSubstr("runs staged plans"));
+
+  // A staged plan built without the loader gets the loader's job checks.
+  TwoStagePlan t = makeTwoStagePlan(2, 2, 4);
+  Loaded m = loadBroken(t.b.plan, "bad-exec.rpplan",
+                        [&](Plan &p) { p.jobs[t.jIn[1]].records = {999}; });
+  ASSERT_TRUE(m.fwd);
+  auto bad = executor(m, 1);
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.getStatus().getMessage(),
+              HasSubstr("'IN mb1' records event 999"));
+}
+
+} // namespace

@@ -235,8 +235,10 @@ TEST(PlanValidationTest, RefusesJobsOfTheWrongShape) {
 
   TwoStagePlan v = makeTwoStagePlan(2, 2, 4);
   v.b.plan.jobs[v.jIn[0]].copies.clear();
+  v.b.plan.jobs[v.jIn[0]].records.clear();
   EXPECT_THAT(refusal(v.b.plan, "no-copies"),
-              HasSubstr("'IN mb0' is a copy job with nothing to copy"));
+              HasSubstr("'IN mb0' is a copy job with nothing to copy and no "
+                        "event to record"));
 
   TwoStagePlan w = makeTwoStagePlan(2, 2, 4);
   w.b.plan.jobs[w.jF1[0]].device = 5;

@@ -115,9 +115,11 @@ static std::string formatBytes(int64_t bytes) {
 static void printSummary(ModuleOp module, size_t size) {
   const char *dtypeNames[] = {"f32", "f16", "bf16"};
   std::string dtypeName = dtypeNames[static_cast<int>(dtype.getValue())];
-  int layers = 0;
+  int layers = 0, backward = 0;
   module.walk([&](rp::LayerOp l) {
-    if (l.getRole() != rp::LayerRole::backward)
+    if (l.getRole() == rp::LayerRole::backward)
+      ++backward;
+    else
       layers += l.getSpan() ? (*l.getSpan())[1] - (*l.getSpan())[0] : 1;
   });
   auto &os = llvm::errs();
@@ -140,7 +142,8 @@ static void printSummary(ModuleOp module, size_t size) {
      << (s.getDevices() == 1 ? "" : "s") << ", " << s.getKind()
      << " schedule, " << s.getMicrobatches() << " microbatch"
      << (s.getMicrobatches() == 1 ? "" : "es") << " per step; " << layers
-     << " layers in stages fwd:" << fwd << ";bwd:" << bwd << " ("
+     << " layers in stages fwd:" << fwd << ";bwd:" << bwd << " (" << backward
+     << " backward program" << (backward == 1 ? "" : "s") << ", "
      << (recompute == rp::RecomputeGrain::stage ? "stage" : "layer")
      << "-grain recompute, " << dtypeName << " compute)";
   if (FloatAttr ms = s.getStepMsAttr()) {

@@ -58,12 +58,19 @@ static llvm::DenseSet<Value> requiringGrad(ArrayRef<Operation *> ops,
   return needs;
 }
 
+/// Gradients of weights kept apart per use, in the order the sweep finds
+/// them (the deepest use first).
+using PerUse = llvm::MapVector<Value, SmallVector<Value>>;
+
 /// Emits at `b` the reverse sweep over `ops` given the seed gradients in
 /// `grads`; afterwards `grads` holds the gradients of every value in
-/// `needs` that a seed reaches.
+/// `needs` that a seed reaches, except the values of `perUse`, whose
+/// contributions `uses` lists one by one.
 static LogicalResult reverseSweep(OpBuilder &b, ArrayRef<Operation *> ops,
                                   const llvm::DenseSet<Value> &needs,
-                                  llvm::MapVector<Value, Value> &grads) {
+                                  llvm::MapVector<Value, Value> &grads,
+                                  const llvm::DenseSet<Value> *perUse = nullptr,
+                                  PerUse *uses = nullptr) {
   for (Operation *op : llvm::reverse(ops)) {
     SmallVector<Value> dys;
     bool any = false;
@@ -82,11 +89,45 @@ static LogicalResult reverseSweep(OpBuilder &b, ArrayRef<Operation *> ops,
     SmallVector<Value> dxs;
     if (failed(diff.buildVJP(b, dys, dxs)))
       return failure();
-    for (auto [operand, dx] : llvm::zip(op->getOperands(), dxs))
-      if (dx && needs.contains(operand))
+    for (auto [operand, dx] : llvm::zip(op->getOperands(), dxs)) {
+      if (!dx || !needs.contains(operand))
+        continue;
+      if (perUse && perUse->contains(operand))
+        (*uses)[operand].push_back(dx);
+      else
         accumulate(b, op->getLoc(), grads, operand, dx);
+    }
   }
   return success();
+}
+
+/// Parameters and what the function computes from them alone (the casts
+/// of mixed precision): values no layer computes.
+static bool isWeight(Value v) {
+  return !isa<BlockArgument>(v) && !isa<LayerOp>(v.getDefiningOp());
+}
+
+/// A weight used twice in one layer (a tied embedding in a fused tail)
+/// gets one gradient per use, summed after the microbatches like uses in
+/// different layers: the sum's order then does not depend on how layers
+/// are grouped into stages.
+static llvm::DenseSet<Value> weightArgs(ValueRange inputs, Block &body) {
+  llvm::DenseSet<Value> args;
+  for (auto [input, arg] : llvm::zip(inputs, body.getArguments()))
+    if (isWeight(input))
+      args.insert(arg);
+  return args;
+}
+
+/// The gradients a region yields for its block argument `arg`.
+static SmallVector<Value> gradsOf(Value arg,
+                                  const llvm::MapVector<Value, Value> &grads,
+                                  const PerUse &uses) {
+  if (auto it = uses.find(arg); it != uses.end())
+    return it->second;
+  if (Value g = grads.lookup(arg))
+    return {g};
+  return {};
 }
 
 static SmallVector<Operation *> bodyOps(LayerOp layer) {
@@ -148,16 +189,21 @@ FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
   llvm::MapVector<Value, Value> grads;
   grads.insert({yield.getOperand(0), scaleArg});
   b.setInsertionPoint(yield);
-  if (failed(reverseSweep(b, ops, inner, grads)))
+  llvm::DenseSet<Value> perUse = weightArgs(layer.getInputs(), body);
+  PerUse uses;
+  if (failed(reverseSweep(b, ops, inner, grads, &perUse, &uses)))
     return failure();
   SmallVector<Value> yielded(yield.getOperands());
   SmallVector<Type> types(layer.getResultTypes());
-  for (auto [i, arg] : llvm::enumerate(body.getArguments().drop_back()))
-    if (Value g = grads.lookup(arg); g && seeds.contains(arg)) {
+  for (auto [i, arg] : llvm::enumerate(body.getArguments().drop_back())) {
+    if (!seeds.contains(arg))
+      continue;
+    for (Value g : gradsOf(arg, grads, uses)) {
       tailInputGrads.push_back({static_cast<unsigned>(i), g});
       yielded.push_back(g);
       types.push_back(g.getType());
     }
+  }
   yield->setOperands(yielded);
   SmallVector<Value> inputs(layer.getInputs());
   inputs.push_back(lossScale);
@@ -206,20 +252,17 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
 
   SmallVector<Value> operands(inputs.begin(), inputs.end());
   llvm::append_range(operands, resultGrads);
-  SmallVector<Type> types;
-  for (unsigned i : gradInputs)
-    types.push_back(inputs[i].getType());
   LayerOp first = group.front(), last = group.back();
   std::string name =
       group.size() == 1
           ? first.getName().str()
           : (first.getName() + ".." + last.getName()).str();
   OpBuilder b(before);
-  auto bwd = LayerOp::create(b, first.getLoc(), name + ".backward", types,
-                             operands);
-  bwd.setRole(LayerRole::backward);
-  bwd.setSpan(span);
-  Block &body = bwd.getBody().front();
+  // The body is built first: how many gradients it yields (one per use of
+  // a weight) is known once it is.
+  auto draft = LayerOp::create(b, first.getLoc(), name + ".backward",
+                               TypeRange(), operands);
+  Block &body = draft.getBody().front();
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
   // Recompute: the group's layers inlined in order, each reading the
   // group's inputs or an earlier layer's recomputed results.
@@ -244,28 +287,43 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   llvm::DenseSet<Value> innerNeeds = requiringGrad(recomputed, seeds);
   llvm::MapVector<Value, Value> grads;
   unsigned firstGradArg = inputs.size();
+  Location loc = draft.getLoc();
   for (auto [k, r] : llvm::enumerate(results))
-    accumulate(inner, bwd.getLoc(), grads, outer.lookup(r),
+    accumulate(inner, loc, grads, outer.lookup(r),
                body.getArgument(firstGradArg + k));
-  if (failed(reverseSweep(inner, recomputed, innerNeeds, grads)))
+  llvm::DenseSet<Value> perUse =
+      weightArgs(inputs.getArrayRef(), body);
+  PerUse uses;
+  if (failed(reverseSweep(inner, recomputed, innerNeeds, grads, &perUse,
+                          &uses)))
     return failure();
   SmallVector<Value> yielded;
+  SmallVector<unsigned> yieldedFor;
   for (unsigned i : gradInputs) {
-    Value g = grads.lookup(body.getArgument(i));
-    if (!g) {
+    SmallVector<Value> gs = gradsOf(body.getArgument(i), grads, uses);
+    if (gs.empty()) {
       // No path from this input to the group's results (it needs a
       // gradient elsewhere): its gradient here is zero.
       auto t = cast<RankedTensorType>(body.getArgument(i).getType());
-      g = ConstantOp::create(
-          inner, bwd.getLoc(),
-          DenseElementsAttr::get(t, inner.getFloatAttr(t.getElementType(), 0)));
+      gs.push_back(ConstantOp::create(
+          inner, loc,
+          DenseElementsAttr::get(t, inner.getFloatAttr(t.getElementType(), 0))));
     }
-    yielded.push_back(g);
+    for (Value g : gs) {
+      yielded.push_back(g);
+      yieldedFor.push_back(i);
+    }
   }
-  YieldOp::create(inner, bwd.getLoc(), yielded);
+  YieldOp::create(inner, loc, yielded);
+  auto bwd = LayerOp::create(b, loc, name + ".backward",
+                             ValueRange(yielded).getTypes(), operands);
+  bwd.setRole(LayerRole::backward);
+  bwd.setSpan(span);
+  bwd.getBody().takeBody(draft.getBody());
+  draft.erase();
   b.setInsertionPoint(before);
-  for (auto [k, i] : llvm::enumerate(gradInputs))
-    accumulate(b, bwd.getLoc(), funcGrads, inputs[i], bwd.getResult(k));
+  for (auto [k, i] : llvm::enumerate(yieldedFor))
+    accumulate(b, loc, funcGrads, inputs[i], bwd.getResult(k));
   return success();
 }
 

@@ -1,0 +1,85 @@
+"""The same training step on 1 and on 4 host devices, side by side.
+
+Usage: .venv/bin/python bench/host_devices.py [--threads N] [--steps 5]
+           [--devices 4] [--microbatches 5]
+
+A GPT-2-style model exported by torch.onnx (4 layers, width 256, 3.7 M
+parameters, microbatch 4 x 128 tokens) compiled twice with the same
+microbatch count: for one device and, with RoundPipe's round-robin
+schedule, for --devices host devices. Both run --sync with the same thread
+budget and the same global batch; prints the best step of each, the ratio
+(4 devices / 1 device: the executor's cost of queues, events and copies on
+a machine whose cores the devices share), and whether the per-step losses
+are bitwise identical (they must be: DESIGN.md's equivalence contract).
+"""
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from forward_vs_ort import export  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(bin_dir, plan, tmp, args, extra):
+    out = subprocess.run(
+        [str(bin_dir / "rp-run"), str(plan), "--input",
+         f"tokens={tmp / 'tokens.npy'}", "--labels", str(tmp / "labels.npy"),
+         "--steps", str(args.steps), "--sync", "--threads", str(args.threads)]
+        + extra, check=True, capture_output=True, text=True)
+    best = float(re.search(r"best step ([0-9.]+) ms", out.stderr).group(1))
+    return best, out.stdout, out.stderr
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--microbatches", type=int, default=5)
+    args = parser.parse_args()
+    bin_dir = ROOT / "build/bin"
+    m = args.microbatches
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        tokens, _ = export(tmp / "gpt.onnx", 4, 256, 128, 4, vocab=4096,
+                           return_model=True)
+        tokens = tokens.repeat(m, 1)
+        np.save(tmp / "tokens.npy", tokens.numpy())
+        np.save(tmp / "labels.npy", torch.roll(tokens, -1, 1).numpy())
+        plans = {}
+        for g in (1, args.devices):
+            plans[g] = tmp / f"g{g}.rpplan"
+            c = subprocess.run(
+                [str(bin_dir / "rp-compile"), str(tmp / "gpt.onnx"), "-o",
+                 str(plans[g]), "--devices", str(g), "--microbatches", str(m)],
+                check=True, capture_output=True, text=True)
+            print(c.stderr.strip())
+        one, one_out, _ = run(bin_dir, plans[1], tmp, args, [])
+        many, many_out, many_err = run(bin_dir, plans[args.devices], tmp, args,
+                                       [])
+        tokens_per_step = tokens.numel()
+        print(f"threads={args.threads} microbatches={m} "
+              f"global batch {tokens.shape[0]} x {tokens.shape[1]}")
+        print(f"  1 device : best step {one:8.1f} ms "
+              f"({tokens_per_step / one * 1e3:8.0f} tokens/s)")
+        print(f"  {args.devices} devices: best step {many:8.1f} ms "
+              f"({tokens_per_step / many * 1e3:8.0f} tokens/s)")
+        print(f"  ratio {args.devices} devices / 1 device: {many / one:.3f}")
+        print("  per-step losses bitwise identical: "
+              + ("yes" if one_out == many_out else "NO"))
+        for line in many_err.splitlines():
+            if re.search(r"device \d+:", line):
+                print("  " + line)
+
+
+if __name__ == "__main__":
+    main()

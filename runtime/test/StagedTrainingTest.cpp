@@ -16,8 +16,10 @@
 
 #include <gmock/gmock.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 using namespace rp::runtime;
@@ -191,7 +193,8 @@ struct Outcome {
 };
 
 Outcome trainPlan(const Plan &built, const std::string &name,
-                  TrainOptions options, unsigned threads) {
+                  TrainOptions options, unsigned threads,
+                  const std::function<void(unsigned)> &after = {}) {
   Outcome run;
   Expected<Plan> plan = writeAndLoad(built, name);
   EXPECT_TRUE(plan) << plan.getStatus().toString();
@@ -201,9 +204,12 @@ Outcome trainPlan(const Plan &built, const std::string &name,
   EXPECT_TRUE(fwd);
   EXPECT_TRUE((*fwd)->initParameters(options.seed).isOk());
   ThreadPool pool(threads);
-  Status s = rp::runtime::train(
-      *plan, **fwd, pool, options,
-      [&](unsigned, double loss) { run.losses.push_back(loss); });
+  Status s = rp::runtime::train(*plan, **fwd, pool, options,
+                                [&](unsigned step, double loss) {
+                                  run.losses.push_back(loss);
+                                  if (after)
+                                    after(step);
+                                });
   EXPECT_TRUE(s.isOk()) << s.toString();
   for (const char *param : {"w0", "w1"})
     for (uint32_t b = 0; b < plan->buffers.size(); ++b)
@@ -274,6 +280,105 @@ TEST(StagedTrainingTest, ResumesBitwise) {
   EXPECT_EQ(rest.losses[0], whole.losses[2]);
   EXPECT_EQ(rest.weights, whole.weights);
   fs::remove_all(dir);
+}
+
+std::vector<uint8_t> fileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// Async mode runs step k's optimizer beside step k+1: the same updates on
+// the same gradients, so the same bits as running it between the steps,
+// master weights and optimizer state included (a checkpoint holds them).
+TEST(StagedTrainingTest, OverlappedOptimizerEqualsTheSerialOne) {
+  namespace fs = std::filesystem;
+  for (bool staged : {true, false})
+    for (bool sgd : {false, true})
+      for (unsigned threads : {1u, 3u}) {
+        SCOPED_TRACE(std::string(staged ? "staged" : "unstaged") +
+                     (sgd ? " sgd" : " adamw") + " threads " +
+                     std::to_string(threads));
+        TrainOptions options;
+        options.steps = 5;
+        options.seed = 4;
+        options.sgd = sgd;
+        options.sgdConfig.lr = 0.1;
+        options.sgdConfig.momentum = 0.9;
+        options.adamw.lr = 0.05;
+        // Clipping reads every gradient of the step before any update.
+        options.clipGradNorm = 0.5;
+        options.inputs["labels"] = labelsArray(3);
+        Plan plan = staged ? stagedPlan(3) : unstagedPlan(3);
+        std::vector<Outcome> runs;
+        std::vector<std::string> dirs;
+        for (bool overlap : {false, true}) {
+          options.overlapOptimizer = overlap;
+          options.save = tempPath(overlap ? "overlap-ckpt" : "serial-ckpt");
+          fs::remove_all(options.save);
+          dirs.push_back(options.save);
+          Plan copy = plan;
+          Trace trace(copy, true);
+          options.trace = &trace;
+          runs.push_back(trainPlan(copy, "overlap.rpplan", options, threads));
+          // One optimizer span per step, numbered as the steps.
+          std::vector<uint64_t> steps;
+          for (const HostSpan &h : trace.getHostSpans())
+            if (h.name == "optimizer")
+              steps.push_back(h.step);
+          std::sort(steps.begin(), steps.end());
+          EXPECT_EQ(steps, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+          EXPECT_EQ(trace.getBusy().steps, staged ? 5u : 0u);
+        }
+        ASSERT_EQ(runs[0].losses.size(), 5u);
+        EXPECT_NE(runs[0].losses.front(), runs[0].losses.back());
+        EXPECT_EQ(runs[1].losses, runs[0].losses);
+        EXPECT_EQ(runs[1].weights, runs[0].weights);
+        for (const char *file : {"weights.safetensors", "compute.safetensors",
+                                 "optimizer.safetensors"}) {
+          std::vector<uint8_t> serial = fileBytes(dirs[0] + "/" + file);
+          EXPECT_FALSE(serial.empty()) << file;
+          EXPECT_EQ(fileBytes(dirs[1] + "/" + file), serial) << file;
+        }
+        for (const std::string &d : dirs)
+          fs::remove_all(d);
+      }
+}
+
+// --save-every writes while an update may still run: the checkpoint must
+// wait for it, or a resumed run would not continue bit for bit.
+TEST(StagedTrainingTest,
+     WritesCheckpointsAlongTheWayWhileTheOptimizerOverlaps) {
+  namespace fs = std::filesystem;
+  std::string dir = tempPath("every-ckpt"), kept = tempPath("every-kept");
+  fs::remove_all(dir);
+  fs::remove_all(kept);
+  TrainOptions options;
+  options.seed = 9;
+  options.adamw.lr = 0.05;
+  options.steps = 4;
+  Outcome whole = trainPlan(stagedPlan(2), "whole.rpplan", options, 3);
+  options.save = dir;
+  options.saveEvery = 2;
+  // The callback of step 2 runs after the checkpoint of 2 steps was made
+  // and before the one at the end: keep a copy of it.
+  Outcome saving =
+      trainPlan(stagedPlan(2), "saving.rpplan", options, 3, [&](unsigned k) {
+        if (k == 2)
+          fs::copy(dir, kept, fs::copy_options::recursive);
+      });
+  EXPECT_EQ(saving.losses, whole.losses);
+  options.steps = 2;
+  options.save.clear();
+  options.saveEvery = 0;
+  options.resume = kept;
+  Outcome rest = trainPlan(stagedPlan(2), "rest.rpplan", options, 3);
+  ASSERT_EQ(whole.losses.size(), 4u);
+  ASSERT_EQ(rest.losses.size(), 2u);
+  EXPECT_EQ(rest.losses[0], whole.losses[2]);
+  EXPECT_EQ(rest.losses[1], whole.losses[3]);
+  EXPECT_EQ(rest.weights, whole.weights);
+  fs::remove_all(dir);
+  fs::remove_all(kept);
 }
 
 TEST(StagedTrainingTest, RefusesALossSumThatIsNotPerMicrobatch) {

@@ -2,12 +2,19 @@
 //
 // rp-run PLAN.rpplan [--backend host] [--input NAME=FILE.npy]...
 //        [--dump-outputs FILE.npy] [--seed N] [--threads N] [--devices N]
-//        [--watchdog-ms MS] [--describe=json|grid]
+//        [--watchdog-ms MS] [--describe=json|grid] [--trace FILE.json]
+//        [--profile FILE.json [--profile-hw NAME]]
 //
 // Streams and exit codes follow DESIGN.md: a forward-only plan prints
 // nothing on stdout and a summary on stderr; --describe prints the plan on
 // stdout and runs nothing. Exit 0 ok, 1 user error, 2 internal error (a
 // staged plan that stalls, caught by the executor's watchdog, is one).
+//
+// A staged plan is always traced (Trace.h: two clock reads per job), so
+// that rp-run can say on stderr where the time went: per device, the share
+// of the steps its compute queue was busy, and its copy queues'. --trace
+// keeps every span for the Chrome trace file; --profile turns the compute
+// jobs' times into per-layer times for rp-compile --measured.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +22,7 @@
 #include "rp/runtime/Npy.h"
 #include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Plan.h"
+#include "rp/runtime/Trace.h"
 #include "rp/runtime/Trainer.h"
 #include "rp/runtime/host/Kernels.h"
 
@@ -22,6 +30,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -30,6 +39,47 @@ using namespace rp::runtime;
 static int fail(const Status &s) {
   std::fprintf(stderr, "rp-run: error: %s\n", s.getMessage().c_str());
   return exitCode(s);
+}
+
+/// Where a staged run's time went, on stderr: per device, then the host.
+static void reportTime(const Trace &trace, bool overlapped) {
+  const BusySummary &busy = trace.getBusy();
+  if (busy.steps == 0)
+    return;
+  std::fprintf(stderr,
+               "rp-run: where the time went, over %llu step(s) whose jobs "
+               "ran %.3f ms each:\n",
+               static_cast<unsigned long long>(busy.steps),
+               double(busy.wall) / 1e6 / double(busy.steps));
+  std::fputs(describeBusy(busy).c_str(), stderr);
+  std::string host;
+  auto totals = trace.getHostTotals();
+  for (const char *name : {"prologue", "epilogue", "optimizer"}) {
+    auto it = totals.find(name);
+    if (it == totals.end() || it->second.second == 0)
+      continue;
+    char part[96];
+    std::snprintf(part, sizeof(part), "%s%s %.3f ms", host.empty() ? "" : ", ",
+                  name,
+                  double(it->second.first) / 1e6 / double(it->second.second));
+    host += part;
+  }
+  if (!host.empty())
+    std::fprintf(stderr, "rp-run: host, per step: %s%s\n", host.c_str(),
+                 overlapped ? " (the optimizer overlaps the next step)" : "");
+}
+
+/// --trace and --profile after a staged run; the trace is written even
+/// when the run failed, as it shows where.
+static Status writeTraceFiles(const Trace &trace, const std::string &tracePath,
+                              const std::string &profilePath,
+                              const std::string &profileHw, bool ranOk) {
+  if (!tracePath.empty())
+    if (Status s = writeChromeTrace(trace, tracePath); s.failed())
+      return s;
+  if (!profilePath.empty() && ranOk)
+    return writeMeasuredProfile(trace, profileHw, profilePath);
+  return Status::ok();
 }
 
 /// The first output as f32, as --dump-outputs writes it.
@@ -115,6 +165,20 @@ int main(int argc, char **argv) {
                  "weight decay (AdamW 1e-2, SGD 0 by default)");
   app.add_option("--clip-grad-norm", train.clipGradNorm,
                  "clip the global gradient norm to this (0: off)");
+  std::string tracePath, profilePath, profileHw = "host";
+  app.add_option("--trace", tracePath,
+                 "write a Chrome trace of a staged plan's steps (Perfetto, "
+                 "chrome://tracing)");
+  app.add_option("--profile", profilePath,
+                 "write measured per-layer times of a staged training plan "
+                 "(for rp-compile --measured)");
+  app.add_option("--profile-hw", profileHw,
+                 "the hardware profile --profile's times are for (default "
+                 "host)");
+  bool serialOptimizer = false;
+  app.add_flag("--serial-optimizer", serialOptimizer,
+               "async mode: run each step's optimizer between the steps "
+               "instead of beside the next one (same results; to compare)");
   app.add_flag("--sync", syncMode, "gradients of step k at W_k");
   app.add_flag("--async", asyncMode,
                "gradients of step k at W_(k-1) (the default)");
@@ -149,6 +213,29 @@ int main(int argc, char **argv) {
     return fail(unavailable("the " + backend +
                             " backend is not built into this rp-run yet; "
                             "use --backend host"));
+  if (!plan->staged && (!tracePath.empty() || !profilePath.empty()))
+    return fail(invalidArgument(
+        "--trace and --profile time the jobs of a staged plan; '" + planPath +
+        "' runs its jobs in order on one device (a --forward-only or older "
+        "plan): compile a training plan with rp-compile"));
+  if (!profilePath.empty() && !isTrainingPlan(*plan))
+    return fail(invalidArgument("--profile needs a training plan: it times "
+                                "the backward of every layer too"));
+  // Before training, not after it: a typo in a folder should not cost a
+  // whole run.
+  for (auto [flag, path] : {std::pair{"--trace", &tracePath},
+                            std::pair{"--profile", &profilePath}}) {
+    if (path->empty())
+      continue;
+    std::filesystem::path folder = std::filesystem::path(*path).parent_path();
+    std::error_code ec;
+    if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
+      return fail(notFound(std::string("the folder of ") + flag + " '" + *path +
+                           "' does not exist; create it first"));
+  }
+  std::unique_ptr<Trace> trace;
+  if (plan->staged)
+    trace = std::make_unique<Trace>(*plan, /*keepSteps=*/!tracePath.empty());
 
   auto start = std::chrono::steady_clock::now();
   Expected<std::unique_ptr<HostForward>> fwd = HostForward::create(*plan);
@@ -190,6 +277,8 @@ int main(int argc, char **argv) {
     train.seed = seed;
     train.dumpGrads = dumpGrads;
     train.data32 = dataType == "u32";
+    train.overlapOptimizer = !serialOptimizer;
+    train.trace = trace.get();
     if (lr >= 0)
       train.adamw.lr = train.sgdConfig.lr = lr;
     if (weightDecay >= 0)
@@ -228,11 +317,19 @@ int main(int argc, char **argv) {
                        secs / done * (steps - done));
         });
     std::fprintf(stderr, "\n");
+    Status written = trace ? writeTraceFiles(*trace, tracePath, profilePath,
+                                             profileHw, s.isOk())
+                           : Status::ok();
     if (s.failed())
       return fail(s);
-    std::fprintf(stderr, "rp-run: trained %u steps on host (%u threads, %u "
-                         "device(s)); best step %.3f ms\n",
+    if (written.failed())
+      return fail(written);
+    std::fprintf(stderr,
+                 "rp-run: trained %u steps on host (%u threads, %u "
+                 "device(s)); best step %.3f ms\n",
                  steps, threads, plan->devices, bestMs);
+    if (trace)
+      reportTime(*trace, !syncMode && !serialOptimizer);
     return 0;
   }
   if (!dumpGrads.empty() || !labelsPath.empty())
@@ -249,6 +346,7 @@ int main(int argc, char **argv) {
     PipelineOptions po;
     po.threads = threads;
     po.progressWindow = std::chrono::milliseconds(train.watchdogMs);
+    po.trace = trace.get();
     auto created = PipelineExecutor::create(*plan, **fwd, po);
     if (!created)
       return fail(created.getStatus());
@@ -262,16 +360,24 @@ int main(int argc, char **argv) {
   for (unsigned step = 0; step < steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     Status s = pipeline ? pipeline->step(pool) : (*fwd)->run(pool);
-    if (s.failed())
+    if (s.failed()) {
+      if (trace)
+        (void)writeTraceFiles(*trace, tracePath, "", "", false);
       return fail(s);
+    }
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
     bestMs = step == 0 ? ms : std::min(bestMs, ms);
   }
+  if (trace)
+    if (Status s = writeTraceFiles(*trace, tracePath, "", "", true); s.failed())
+      return fail(s);
   if (!dumpPath.empty())
     if (Status s = dumpOutput(**fwd, dumpPath); s.failed())
       return fail(s);
+  if (trace)
+    reportTime(*trace, false);
   if (plan->outputs.empty())
     return 0;
   TensorRef out = (*fwd)->output(0);

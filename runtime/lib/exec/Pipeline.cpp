@@ -92,6 +92,7 @@ void PipelineExecutor::controllerLoop(Queue &q) {
     if (shutdown)
       return;
     q.step = stepNumber;
+    JobSpan *slots = traceSlots;
     for (q.next = 0; q.next < q.jobs.size(); ++q.next) {
       size_t index = q.jobs[q.next];
       const JobDesc &job = plan.jobs[index];
@@ -102,7 +103,12 @@ void PipelineExecutor::controllerLoop(Queue &q) {
       ++running;
       ++progress;
       lock.unlock();
+      // The slot is this job's alone; runJobs reads it once every queue is
+      // done, which the lock below orders after this write.
+      int64_t start = slots ? options.trace->now() : 0;
       Status s = fwd.runJob(*devicePools[job.device], job);
+      if (slots)
+        slots[index] = {start, options.trace->now()};
       lock.lock();
       q.running = false;
       --running;
@@ -129,8 +135,14 @@ void PipelineExecutor::controllerLoop(Queue &q) {
 }
 
 Status PipelineExecutor::runJobs() {
+  return runJobsOf(options.trace ? options.trace->takeStep() : 0);
+}
+
+Status PipelineExecutor::runJobsOf(uint64_t label) {
   std::unique_lock<std::mutex> lock(mutex);
   ++stepNumber;
+  Trace *trace = options.trace;
+  traceSlots = trace ? trace->beginStep(label, trace->now()) : nullptr;
   cancelled = false;
   error = Status::ok();
   activeQueues = queues.size();
@@ -168,6 +180,9 @@ Status PipelineExecutor::runJobs() {
     cancelled = true;
     changed.notify_all();
   }
+  if (trace)
+    trace->endStep(trace->now(), error.isOk());
+  traceSlots = nullptr;
   return error;
 }
 
@@ -202,18 +217,27 @@ std::string PipelineExecutor::stallMessage() const {
 }
 
 Status PipelineExecutor::step(ThreadPool &hostPool) {
+  Trace *trace = options.trace;
+  uint64_t label = trace ? trace->takeStep() : 0;
+  int64_t stepStart = trace ? trace->now() : 0;
   auto host = [&](int32_t program, const char *what) -> Status {
     if (program < 0)
       return Status::ok();
+    int64_t start = trace ? trace->now() : 0;
     Status s = fwd.runProgram(hostPool, uint32_t(program));
+    if (trace)
+      trace->addHostSpan(what, label, start, trace->now());
     if (s.failed())
       return Status(s.getCode(),
                     std::string("the ") + what + ": " + s.getMessage());
     return Status::ok();
   };
-  if (Status s = host(plan.prologue, "prologue"); s.failed())
-    return s;
-  if (Status s = runJobs(); s.failed())
-    return s;
-  return host(plan.epilogue, "epilogue");
+  Status s = host(plan.prologue, "prologue");
+  if (s.isOk())
+    s = runJobsOf(label);
+  if (s.isOk())
+    s = host(plan.epilogue, "epilogue");
+  if (trace)
+    trace->addHostSpan("step", label, stepStart, trace->now());
+  return s;
 }

@@ -32,6 +32,29 @@ struct Param {
   uint32_t buffer;                 ///< the plan's parameter buffer
   uint32_t gradOutput;             ///< the plan's gradient buffer
   std::vector<float> master, grad, state0, state1;
+  /// The gradient an overlapped optimizer reads, swapped with `grad` when
+  /// it starts: the next step accumulates into the other one.
+  std::vector<float> optGrad;
+};
+
+/// Waits for an optimizer still running on its own thread when the trainer
+/// leaves early: it writes the parameters, which must outlive it.
+struct PendingOptimizer {
+  TaskHandle task;
+  Status status;
+
+  /// Waits for the update in flight, if any; its status.
+  Status finish() {
+    if (!task.isValid())
+      return Status::ok();
+    task.wait();
+    task = TaskHandle();
+    return std::move(status);
+  }
+  ~PendingOptimizer() {
+    if (task.isValid())
+      task.wait();
+  }
 };
 
 /// The shape of input `in`'s global batch: a staged plan binds the global
@@ -371,6 +394,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       p.grad.assign(w.size(), 0.0f);
       p.state0.assign(w.size(), 0.0f);
       p.state1.assign(w.size(), 0.0f);
+      if (!options.sync && options.overlapOptimizer)
+        p.optGrad.assign(w.size(), 0.0f);
       params.push_back(std::move(p));
       break;
     }
@@ -392,6 +417,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     PipelineOptions po;
     po.threads = pool.getNumThreads();
     po.progressWindow = std::chrono::milliseconds(options.watchdogMs);
+    po.trace = options.trace;
     auto created = PipelineExecutor::create(plan, fwd, po);
     if (!created)
       return created.getStatus();
@@ -413,7 +439,36 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     if (stream)
       stream->position = state->dataPosition;
   }
+  Trace *trace = options.trace;
+  if (trace)
+    trace->setNextStep(first);
+  // Step k's update of the master weights and optimizer state from the
+  // gradients in `slots`.
+  auto optimize = [&pool, &options,
+                   trace](unsigned step, const std::vector<ParamSlot> &slots) {
+    int64_t start = trace ? trace->now() : 0;
+    double gradScale = 1.0;
+    if (options.clipGradNorm > 0)
+      gradScale = clipScale(globalGradNorm(pool, slots), options.clipGradNorm);
+    Status s =
+        options.sgd
+            ? sgdStep(pool, options.sgdConfig, step + 1, slots, gradScale)
+            : adamwStep(pool, options.adamw, step + 1, slots, gradScale);
+    if (trace)
+      trace->addHostSpan("optimizer", step, start, trace->now());
+    return s;
+  };
+  bool overlap = !options.sync && options.overlapOptimizer;
+  // One worker: the thread the overlapped optimizer runs on. Its loops go
+  // to the host pool, which is then called from two threads (the next
+  // step's prologue and epilogue use it too).
+  ThreadPool optimizerThread(overlap ? 2 : 1);
+  // Declared after the parameters: its destructor waits before they go.
+  PendingOptimizer pending;
   auto checkpoint = [&](unsigned done) -> Status {
+    // The checkpoint holds W_(k+1) and the state after step k's update.
+    if (Status s = pending.finish(); s.failed())
+      return s;
     return saveCheckpoint(options.save, params, fwd,
                           CheckpointState{done, options.sync, options.sgd,
                                           stream ? stream->position : 0});
@@ -498,27 +553,41 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       if (Status s = writeSafetensors(options.dumpGrads, grads); s.failed())
         return s;
     }
-    std::vector<ParamSlot> slots;
-    for (Param &p : params)
-      slots.push_back({p.master.data(), p.grad.data(), p.state0.data(),
-                       p.state1.data(), int64_t(p.master.size())});
-    double gradScale = 1.0;
-    if (options.clipGradNorm > 0)
-      gradScale = clipScale(globalGradNorm(pool, slots), options.clipGradNorm);
-    // Async: the next step runs on the weights before this update.
-    std::vector<std::vector<float>> before;
-    if (!options.sync)
+    if (overlap) {
+      // The master weights are W_k once step k-1's update is done: step k+1
+      // computes with them while step k's update runs.
+      if (Status s = pending.finish(); s.failed())
+        return s;
+      std::vector<ParamSlot> slots;
+      for (Param &p : params) {
+        std::memcpy(fwd.buffer(p.buffer).data, p.master.data(),
+                    p.master.size() * sizeof(float));
+        std::swap(p.grad, p.optGrad);
+        slots.push_back({p.master.data(), p.optGrad.data(), p.state0.data(),
+                         p.state1.data(), int64_t(p.master.size())});
+      }
+      pending.task = optimizerThread.submit(
+          [&pending, &optimize, step, slots = std::move(slots)] {
+            pending.status = optimize(step, slots);
+          });
+    } else {
+      std::vector<ParamSlot> slots;
       for (Param &p : params)
-        before.push_back(p.master);
-    Status s = options.sgd
-                   ? sgdStep(pool, options.sgdConfig, step + 1, slots, gradScale)
-                   : adamwStep(pool, options.adamw, step + 1, slots, gradScale);
-    if (s.failed())
-      return s;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const std::vector<float> &w = options.sync ? params[i].master : before[i];
-      std::memcpy(fwd.buffer(params[i].buffer).data, w.data(),
-                  w.size() * sizeof(float));
+        slots.push_back({p.master.data(), p.grad.data(), p.state0.data(),
+                         p.state1.data(), int64_t(p.master.size())});
+      // Async: the next step runs on the weights before this update.
+      std::vector<std::vector<float>> before;
+      if (!options.sync)
+        for (Param &p : params)
+          before.push_back(p.master);
+      if (Status s = optimize(step, slots); s.failed())
+        return s;
+      for (size_t i = 0; i < params.size(); ++i) {
+        const std::vector<float> &w =
+            options.sync ? params[i].master : before[i];
+        std::memcpy(fwd.buffer(params[i].buffer).data, w.data(),
+                    w.size() * sizeof(float));
+      }
     }
     unsigned done = step + 1;
     if (!options.save.empty() && options.saveEvery &&
@@ -528,5 +597,5 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
   }
   if (!options.save.empty())
     return checkpoint(first + options.steps);
-  return Status::ok();
+  return pending.finish();
 }

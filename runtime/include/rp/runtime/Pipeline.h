@@ -23,12 +23,18 @@
 // queues) never get there; the watchdog guards the executor and plans built
 // without the loader.
 //
+// With PipelineOptions::trace set, every job's start and end go to the
+// Trace's slots for the step (one per job, written by the controller that
+// runs it, outside the lock), and step() adds the host spans of the step,
+// its prologue and epilogue.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef RP_RUNTIME_PIPELINE_H
 #define RP_RUNTIME_PIPELINE_H
 
 #include "rp/runtime/Executor.h"
+#include "rp/runtime/Trace.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -47,6 +53,9 @@ struct PipelineOptions {
   /// no job runs, before the watchdog ends it. A long kernel is progress;
   /// only queues that all wait are a stall.
   std::chrono::milliseconds progressWindow{60000};
+  /// Where to record every job's and host program's span (Trace.h), if
+  /// anywhere; must outlive the executor.
+  Trace *trace = nullptr;
 };
 
 class PipelineExecutor {
@@ -66,7 +75,8 @@ public:
 
   /// Runs every job of the plan once (one step), concurrently on their
   /// queues; returns when all have run, or with the first failure or the
-  /// watchdog's. After a failure the next call starts a fresh step.
+  /// watchdog's. After a failure the next call starts a fresh step. A
+  /// traced step takes the trace's next step number.
   Status runJobs();
   /// One whole step: the prologue program on `hostPool`, the jobs, then
   /// the epilogue program on `hostPool`.
@@ -92,6 +102,8 @@ private:
   PipelineExecutor(const Plan &plan, HostForward &fwd,
                    const PipelineOptions &options);
   void controllerLoop(Queue &queue);
+  /// runJobs for the step the trace numbers `label`.
+  Status runJobsOf(uint64_t label);
   /// True once every event `job` waits for is recorded in the current step.
   bool ready(const JobDesc &job) const;
   /// The watchdog's message: every blocked queue, job and event.
@@ -111,6 +123,8 @@ private:
   /// started or finished, a queue done, cancellation, shutdown.
   std::condition_variable changed;
   uint64_t stepNumber = 0;
+  /// The current step's trace slots, one per plan job (null: no trace).
+  JobSpan *traceSlots = nullptr;
   std::vector<uint64_t> recordedInStep; ///< per event; 0: never
   uint64_t progress = 0;                ///< jobs started plus jobs finished
   unsigned running = 0;

@@ -6,9 +6,16 @@
 // global batch), sums the gradients, then updates the f32 master weights
 // with the optimizer. A staged plan takes the global batch whole and runs
 // one pipeline step (PipelineExecutor: prologue, jobs on every device,
-// epilogue), which gives a loss_sum per microbatch and summed gradients. Modes as DESIGN.md defines them: sync computes g_k at
-// W_k; async (the default) computes g_k at W_max(k-1, 0); both set
-// W_{k+1} = Opt(W_k, g_k).
+// epilogue), which gives a loss_sum per microbatch and summed gradients.
+// Modes as DESIGN.md defines them: sync computes g_k at W_k; async (the
+// default) computes g_k at W_max(k-1, 0); both set W_{k+1} = Opt(W_k, g_k).
+//
+// Async mode overlaps: once step k's gradients are in, its optimizer runs
+// on its own thread (its loops on the host pool) while step k+1 runs on
+// W_k, which needs nothing from that update. Step k+1 accumulates into a
+// second gradient buffer, so the update reads g_k alone; the trainer waits
+// for it before the weights it makes are needed (the copy to the plan's
+// weights after step k+1, a checkpoint, the end).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +24,7 @@
 
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/Optimizer.h"
+#include "rp/runtime/Trace.h"
 
 #include <functional>
 #include <map>
@@ -48,6 +56,13 @@ struct TrainOptions {
   std::string resume;
   /// Staged plans: the executor's watchdog, in ms without progress.
   unsigned watchdogMs = 60000;
+  /// Async mode: run step k's optimizer on its own thread while step k+1
+  /// runs (on the weights before that update, so the results are the same
+  /// bits as running it between the steps, which `false` does).
+  bool overlapOptimizer = true;
+  /// Where the staged executor records its jobs and the trainer its
+  /// optimizer spans (Trace.h), if anywhere.
+  Trace *trace = nullptr;
 };
 
 /// True when `plan` is a training plan (it takes a loss_scale).

@@ -1,0 +1,319 @@
+//===- Trace.cpp - recording a staged plan's timeline ---------------------===//
+
+#include "rp/runtime/Trace.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+
+#include <unistd.h>
+
+using namespace rp::runtime;
+
+//===----------------------------------------------------------------------===//
+// Busy time
+//===----------------------------------------------------------------------===//
+
+double BusySummary::percent(int64_t busyNs) const {
+  return wall > 0 ? 100.0 * double(busyNs) / double(wall) : 0.0;
+}
+
+void rp::runtime::addStepBusy(const Plan &plan, const StepSpans &step,
+                              BusySummary &summary) {
+  summary.devices.resize(plan.devices);
+  // Per device, the upload spans of both h2d queues: they may overlap each
+  // other, so they are merged rather than summed.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> uploads(plan.devices);
+  for (size_t i = 0; i < plan.jobs.size() && i < step.jobs.size(); ++i) {
+    const JobSpan &span = step.jobs[i];
+    const JobDesc &job = plan.jobs[i];
+    if (!span.ran() || job.device >= plan.devices)
+      continue;
+    DeviceBusy &d = summary.devices[job.device];
+    int64_t length = span.end - span.start;
+    switch (job.queue) {
+    case QueueKind::compute:
+      d.compute += length;
+      break;
+    case QueueKind::d2h:
+      d.d2h += length;
+      break;
+    case QueueKind::weightH2D:
+    case QueueKind::activationH2D:
+      uploads[job.device].push_back({span.start, span.end});
+      break;
+    }
+  }
+  for (uint32_t dev = 0; dev < plan.devices; ++dev) {
+    auto &spans = uploads[dev];
+    std::sort(spans.begin(), spans.end());
+    int64_t coveredTo = INT64_MIN;
+    for (auto [start, end] : spans) {
+      start = std::max(start, coveredTo);
+      if (end > start)
+        summary.devices[dev].h2d += end - start;
+      coveredTo = std::max(coveredTo, end);
+    }
+  }
+  summary.wall += step.end - step.start;
+  ++summary.steps;
+}
+
+std::string rp::runtime::describeBusy(const BusySummary &summary) {
+  std::string text;
+  char line[160];
+  for (size_t d = 0; d < summary.devices.size(); ++d) {
+    const DeviceBusy &busy = summary.devices[d];
+    double compute = summary.percent(busy.compute);
+    std::snprintf(line, sizeof(line),
+                  "rp-run: device %zu: compute %.0f%% busy (bubble %.0f%%), "
+                  "h2d %.0f%%, d2h %.0f%%\n",
+                  d, compute, 100.0 - compute, summary.percent(busy.h2d),
+                  summary.percent(busy.d2h));
+    text += line;
+  }
+  return text;
+}
+
+//===----------------------------------------------------------------------===//
+// Recording
+//===----------------------------------------------------------------------===//
+
+Trace::Trace(const Plan &plan, bool keepSteps)
+    : plan(plan), keepSteps(keepSteps),
+      origin(std::chrono::steady_clock::now()) {
+  busy.devices.resize(plan.devices);
+  jobTotal.assign(plan.jobs.size(), 0);
+  jobFirst.assign(plan.jobs.size(), 0);
+  jobRuns.assign(plan.jobs.size(), 0);
+  jobFirstRuns.assign(plan.jobs.size(), 0);
+}
+
+JobSpan *Trace::beginStep(uint64_t step, int64_t start) {
+  if (keepSteps) {
+    steps.emplace_back();
+    current = &steps.back();
+  } else {
+    current = &scratch;
+  }
+  current->step = step;
+  current->start = start;
+  current->end = start;
+  current->ok = true;
+  current->jobs.assign(plan.jobs.size(), JobSpan());
+  return current->jobs.data();
+}
+
+void Trace::endStep(int64_t end, bool ok) {
+  if (!current)
+    return;
+  current->end = end;
+  current->ok = ok;
+  if (ok) {
+    bool first = busy.steps == 0;
+    addStepBusy(plan, *current, busy);
+    for (size_t i = 0; i < current->jobs.size(); ++i) {
+      const JobSpan &span = current->jobs[i];
+      if (!span.ran())
+        continue;
+      jobTotal[i] += span.end - span.start;
+      ++jobRuns[i];
+      if (first) {
+        jobFirst[i] += span.end - span.start;
+        ++jobFirstRuns[i];
+      }
+    }
+  }
+  current = nullptr;
+}
+
+void Trace::addHostSpan(std::string name, uint64_t step, int64_t start,
+                        int64_t end) {
+  std::lock_guard<std::mutex> lock(hostMutex);
+  auto &total = hostTotals[name];
+  total.first += end - start;
+  ++total.second;
+  if (keepSteps)
+    host.push_back({std::move(name), step, start, end});
+}
+
+std::vector<HostSpan> Trace::getHostSpans() const {
+  std::lock_guard<std::mutex> lock(hostMutex);
+  return host;
+}
+
+std::map<std::string, std::pair<int64_t, uint64_t>>
+Trace::getHostTotals() const {
+  std::lock_guard<std::mutex> lock(hostMutex);
+  return hostTotals;
+}
+
+uint64_t Trace::meanSteps() const {
+  return busy.steps > 1 ? busy.steps - 1 : busy.steps;
+}
+
+std::vector<double> Trace::jobMeansMs() const {
+  bool dropFirst = busy.steps > 1;
+  std::vector<double> means(plan.jobs.size(), -1.0);
+  for (size_t i = 0; i < means.size(); ++i) {
+    int64_t total = jobTotal[i] - (dropFirst ? jobFirst[i] : 0);
+    uint64_t runs = jobRuns[i] - (dropFirst ? jobFirstRuns[i] : 0);
+    if (runs)
+      means[i] = double(total) / double(runs) / 1e6;
+  }
+  return means;
+}
+
+//===----------------------------------------------------------------------===//
+// Files
+//===----------------------------------------------------------------------===//
+
+Status rp::runtime::writeFileAtomically(
+    const std::string &path, const std::string &what,
+    const std::function<void(std::ostream &)> &write) {
+  namespace fs = std::filesystem;
+  // Beside the target, so the rename stays within one filesystem; the pid
+  // keeps two processes writing the same file from sharing a temporary.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return notFound("cannot create the " + what + " '" + path +
+                      "' (by way of '" + tmp +
+                      "'); check that its folder exists and is writable");
+    write(out);
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return resourceExhausted("cannot write the " + what + " '" + path +
+                               "' (by way of '" + tmp +
+                               "'); is the disk full?");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    return notFound("cannot move the " + what + " into '" + path +
+                    "': " + ec.message());
+  }
+  return Status::ok();
+}
+
+namespace {
+
+/// Microseconds, as Chrome traces count them, from our nanoseconds.
+double micros(int64_t ns) { return double(ns) / 1e3; }
+
+/// Track numbers: a pid per device and one for the host; a tid per queue.
+int devicePid(uint32_t device) { return int(device) + 1; }
+int queueTid(QueueKind q) { return int(q) + 1; }
+constexpr int kStepsTid = 1, kOptimizerTid = 2;
+
+} // namespace
+
+Status rp::runtime::writeChromeTrace(const Trace &trace,
+                                     const std::string &path) {
+  if (!trace.keepsSteps())
+    return internalError("writeChromeTrace needs a Trace made with "
+                         "keepSteps");
+  const Plan &plan = trace.getPlan();
+  int hostPid = devicePid(plan.devices);
+  std::vector<HostSpan> hostSpans = trace.getHostSpans();
+  // Only the queues that have jobs get a track.
+  std::vector<std::vector<bool>> used(plan.devices,
+                                      std::vector<bool>(kNumQueueKinds, false));
+  for (const JobDesc &job : plan.jobs)
+    if (job.device < plan.devices)
+      used[job.device][int(job.queue)] = true;
+  std::vector<uint64_t> copyBytes(plan.jobs.size(), 0);
+  for (size_t i = 0; i < plan.jobs.size(); ++i)
+    for (const CopyDesc &c : plan.jobs[i].copies)
+      copyBytes[i] += c.bytes;
+
+  return writeFileAtomically(path, "trace file", [&](std::ostream &out) {
+    bool first = true;
+    auto emit = [&](const nlohmann::json &event) {
+      out << (first ? "\n" : ",\n") << event.dump();
+      first = false;
+    };
+    auto meta = [&](const char *name, int pid, int tid,
+                    const nlohmann::json &args) {
+      nlohmann::json e = {
+          {"name", name}, {"ph", "M"}, {"pid", pid}, {"args", args}};
+      if (tid >= 0)
+        e["tid"] = tid;
+      emit(e);
+    };
+    out << "{\"displayTimeUnit\": \"ms\", \"otherData\": "
+        << nlohmann::json({{"plan", plan.path},
+                           {"schedule", plan.schedule},
+                           {"devices", plan.devices},
+                           {"microbatches", plan.microbatches},
+                           {"steps", trace.getSteps().size()}})
+               .dump()
+        << ", \"traceEvents\": [";
+    for (uint32_t d = 0; d < plan.devices; ++d) {
+      meta("process_name", devicePid(d), -1,
+           {{"name", "device " + std::to_string(d)}});
+      meta("process_sort_index", devicePid(d), -1, {{"sort_index", d}});
+      for (int q = 0; q < kNumQueueKinds; ++q) {
+        if (!used[d][q])
+          continue;
+        QueueKind kind = static_cast<QueueKind>(q);
+        meta("thread_name", devicePid(d), queueTid(kind),
+             {{"name", queueName(kind)}});
+        meta("thread_sort_index", devicePid(d), queueTid(kind),
+             {{"sort_index", q}});
+      }
+    }
+    meta("process_name", hostPid, -1, {{"name", "host"}});
+    meta("process_sort_index", hostPid, -1, {{"sort_index", plan.devices}});
+    meta("thread_name", hostPid, kStepsTid, {{"name", "steps"}});
+    meta("thread_name", hostPid, kOptimizerTid, {{"name", "optimizer"}});
+    for (const HostSpan &h : hostSpans) {
+      bool step = h.name == "step";
+      emit({{"name", step ? "step " + std::to_string(h.step) : h.name},
+            {"cat", "host"},
+            {"ph", "X"},
+            {"pid", hostPid},
+            {"tid", h.name == "optimizer" ? kOptimizerTid : kStepsTid},
+            {"ts", micros(h.start)},
+            {"dur", micros(h.end - h.start)},
+            {"args", {{"step", h.step}}}});
+    }
+    for (const StepSpans &step : trace.getSteps()) {
+      for (size_t i = 0; i < step.jobs.size() && i < plan.jobs.size(); ++i) {
+        const JobSpan &span = step.jobs[i];
+        if (!span.ran())
+          continue;
+        const JobDesc &job = plan.jobs[i];
+        nlohmann::json args = {{"step", step.step},
+                               {"stage", job.stage},
+                               {"microbatch", job.microbatch},
+                               {"job", i}};
+        if (job.kind == JobKind::copy)
+          args["bytes"] = copyBytes[i];
+        else if (job.program < plan.programs.size())
+          args["program"] = plan.programs[job.program].name;
+        emit({{"name",
+               job.label.empty() ? "job " + std::to_string(i) : job.label},
+              {"cat", job.kind == JobKind::copy ? "copy" : "compute"},
+              {"ph", "X"},
+              {"pid", devicePid(job.device)},
+              {"tid", queueTid(job.queue)},
+              {"ts", micros(span.start)},
+              {"dur", micros(span.end - span.start)},
+              {"args", std::move(args)}});
+      }
+    }
+    out << "\n]}\n";
+  });
+}

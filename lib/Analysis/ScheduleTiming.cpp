@@ -3,6 +3,8 @@
 #include "rp/Analysis/ScheduleTiming.h"
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 #include <map>
 #include <queue>
 #include <utility>
@@ -44,59 +46,131 @@ double Timing::bubbleFraction() const {
   return 1 - busy / (computeBusyMs.size() * iterationMs);
 }
 
+namespace {
+
+/// Which shared link direction a command's transfer uses, if any.
+std::optional<std::pair<unsigned, bool>> linkOf(const Command &c,
+                                                unsigned gpusPerLink) {
+  bool up = c.queue == Queue::weightH2D || c.queue == Queue::activationH2D;
+  if (!up && c.queue != Queue::d2h)
+    return std::nullopt;
+  return std::make_pair(c.device / std::max(gpusPerLink, 1u), up);
+}
+
+} // namespace
+
 std::optional<Timing> mlir::rp::estimateTiming(const Schedule &schedule,
                                                std::string *stuck) {
   const std::vector<Command> &cmds = schedule.commands;
+  unsigned n = cmds.size();
   // Queue order: each command also waits for its predecessor on its queue.
-  std::vector<std::vector<unsigned>> preds(cmds.size());
+  std::vector<std::vector<unsigned>> succs(n);
+  std::vector<unsigned> pending(n, 0);
   std::map<std::pair<unsigned, unsigned>, unsigned> lastOnQueue;
-  for (unsigned i = 0; i < cmds.size(); ++i) {
+  auto edge = [&](unsigned from, unsigned to) {
+    succs[from].push_back(to);
+    ++pending[to];
+  };
+  for (unsigned i = 0; i < n; ++i) {
     auto key =
         std::make_pair(cmds[i].device, static_cast<unsigned>(cmds[i].queue));
     auto it = lastOnQueue.find(key);
     if (it != lastOnQueue.end())
-      preds[i].push_back(it->second);
+      edge(it->second, i);
     lastOnQueue[key] = i;
     for (unsigned w : cmds[i].waits)
-      if (w < cmds.size())
-        preds[i].push_back(w);
+      if (w < n)
+        edge(w, i);
   }
-  // Kahn's order over the wait graph; what is left over is in a cycle.
-  std::vector<unsigned> pending(cmds.size());
-  std::vector<std::vector<unsigned>> succs(cmds.size());
-  for (unsigned i = 0; i < cmds.size(); ++i) {
-    pending[i] = preds[i].size();
-    for (unsigned p : preds[i])
-      succs[p].push_back(i);
-  }
-  std::vector<unsigned> ready;
-  for (unsigned i = 0; i < cmds.size(); ++i)
-    if (pending[i] == 0)
-      ready.push_back(i);
   Timing t;
-  t.start.assign(cmds.size(), 0);
-  t.end.assign(cmds.size(), 0);
+  t.start.assign(n, 0);
+  t.end.assign(n, 0);
   t.computeBusyMs.assign(schedule.devices, 0);
+
+  // Discrete events in time order. Commands start as soon as all their
+  // predecessors have ended; a transfer's remaining work drains at
+  // 1 / (transfers sharing its link direction) per ms; everything else
+  // ends after its duration.
+  using Timed = std::pair<double, unsigned>;
+  std::priority_queue<Timed, std::vector<Timed>, std::greater<Timed>> starts,
+      ends;
+  std::vector<double> readyAt(n, 0);
+  std::map<std::pair<unsigned, bool>, std::vector<unsigned>> links;
+  std::vector<double> remaining(n, 0);
+  for (unsigned i = 0; i < n; ++i)
+    if (pending[i] == 0)
+      starts.push({0.0, i});
+  double now = 0;
   unsigned done = 0;
-  while (!ready.empty()) {
-    unsigned i = ready.back();
-    ready.pop_back();
+  auto finish = [&](unsigned i) {
+    t.end[i] = now;
+    t.iterationMs = std::max(t.iterationMs, now);
     ++done;
-    double start = 0;
-    for (unsigned p : preds[i])
-      start = std::max(start, t.end[p]);
-    t.start[i] = start;
-    t.end[i] = start + cmds[i].ms;
-    t.iterationMs = std::max(t.iterationMs, t.end[i]);
-    if (cmds[i].queue == Queue::compute && cmds[i].device < schedule.devices)
-      t.computeBusyMs[cmds[i].device] += cmds[i].ms;
-    for (unsigned s : succs[i])
+    for (unsigned s : succs[i]) {
+      readyAt[s] = std::max(readyAt[s], now);
       if (--pending[s] == 0)
-        ready.push_back(s);
+        starts.push({readyAt[s], s});
+    }
+  };
+  while (done < n) {
+    // The next moment anything happens.
+    double next = std::numeric_limits<double>::infinity();
+    if (!starts.empty())
+      next = starts.top().first;
+    if (!ends.empty())
+      next = std::min(next, ends.top().first);
+    for (auto &[link, active] : links)
+      for (unsigned i : active)
+        next = std::min(next, now + remaining[i] * active.size());
+    if (next == std::numeric_limits<double>::infinity())
+      break; // what is left waits in a cycle
+    // Transfers whose end is `next` (compared as computed, so the earliest
+    // always ends and rounding cannot stall the clock) end now; the others
+    // drain for the elapsed time.
+    std::vector<unsigned> drained;
+    for (auto &[link, active] : links) {
+      std::vector<unsigned> still;
+      for (unsigned i : active) {
+        if (now + remaining[i] * active.size() <= next) {
+          drained.push_back(i);
+        } else {
+          remaining[i] -= (next - now) / active.size();
+          still.push_back(i);
+        }
+      }
+      active = std::move(still);
+    }
+    now = next;
+    // Ends first (in index order within a kind), then starts.
+    while (!ends.empty() && ends.top().first <= now) {
+      unsigned i = ends.top().second;
+      ends.pop();
+      finish(i);
+    }
+    std::sort(drained.begin(), drained.end());
+    for (unsigned i : drained)
+      finish(i);
+    while (!starts.empty() && starts.top().first <= now) {
+      unsigned i = starts.top().second;
+      starts.pop();
+      t.start[i] = now;
+      if (cmds[i].queue == Queue::compute && cmds[i].device < schedule.devices)
+        t.computeBusyMs[cmds[i].device] += cmds[i].ms;
+      std::optional<std::pair<unsigned, bool>> link =
+          linkOf(cmds[i], schedule.gpusPerLink);
+      if (cmds[i].ms <= 0) {
+        finish(i);
+      } else if (link) {
+        remaining[i] = cmds[i].ms;
+        links[*link].push_back(i);
+      } else {
+        ends.push({now + cmds[i].ms, i});
+      }
+    }
   }
-  if (done != cmds.size()) {
+  if (done != n) {
     if (stuck)
-      for (unsigned i = 0; i < cmds.size(); ++i)
+      for (unsigned i = 0; i < n; ++i)
         if (pending[i] != 0) {
           *stuck = cmds[i].label;
           break;

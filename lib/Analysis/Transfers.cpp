@@ -51,6 +51,7 @@ struct Inserter {
         newIndex(old.commands.size(), ~0u),
         downloads(old.commands.size()) {
     out.devices = old.devices;
+    out.gpusPerLink = hw.gpusPerLink;
   }
 
   const StageJob &jobOf(unsigned oldIdx) const {

@@ -84,4 +84,52 @@ TEST(ScheduleTimingTest, IsDeterministic) {
   EXPECT_EQ(a->end, b->end);
 }
 
+Command copyOn(unsigned device, Queue queue, double ms) {
+  Command c;
+  c.device = device;
+  c.queue = queue;
+  c.ms = ms;
+  c.kind = queue == Queue::d2h ? CommandKind::d2hActivation
+                               : CommandKind::h2dActivation;
+  return c;
+}
+
+TEST(ScheduleTimingTest, CopiesInOneDirectionShareTheLink) {
+  // Weights and activations uploaded at once on one device: each gets half
+  // the link, so both take twice as long; a download runs beside them at
+  // full speed (PCIe is full duplex).
+  Schedule s;
+  s.add(copyOn(0, Queue::weightH2D, 10));
+  s.add(copyOn(0, Queue::activationH2D, 10));
+  s.add(copyOn(0, Queue::d2h, 10));
+  std::optional<Timing> t = estimateTiming(s);
+  ASSERT_TRUE(t);
+  EXPECT_DOUBLE_EQ(t->end[0], 20);
+  EXPECT_DOUBLE_EQ(t->end[1], 20);
+  EXPECT_DOUBLE_EQ(t->end[2], 10);
+
+  // A shorter copy ends first; the longer one then has the link alone:
+  // 4 ms shared (2 ms of work each), then 8 ms alone.
+  Schedule u;
+  u.add(copyOn(0, Queue::weightH2D, 10));
+  u.add(copyOn(0, Queue::activationH2D, 2));
+  t = estimateTiming(u);
+  ASSERT_TRUE(t);
+  EXPECT_DOUBLE_EQ(t->end[1], 4);
+  EXPECT_DOUBLE_EQ(t->end[0], 12);
+}
+
+TEST(ScheduleTimingTest, DevicesShareALinkOnlyWhenTheProfileSaysSo) {
+  Schedule s;
+  s.devices = 2;
+  s.add(copyOn(0, Queue::weightH2D, 10));
+  s.add(copyOn(1, Queue::weightH2D, 10));
+  std::optional<Timing> own = estimateTiming(s);
+  s.gpusPerLink = 2;
+  std::optional<Timing> shared = estimateTiming(s);
+  ASSERT_TRUE(own && shared);
+  EXPECT_DOUBLE_EQ(own->iterationMs, 10);
+  EXPECT_DOUBLE_EQ(shared->iterationMs, 20);
+}
+
 } // namespace

@@ -5,11 +5,14 @@
 // per-device ordered queues (compute, weight H2D, activation H2D, D2H),
 // each with a duration and the commands it waits for (events). Every queue
 // runs its commands in order, one at a time; a command starts when its
-// queue is free and every command it waits for has ended. The estimate is
-// exact for that model and deterministic; a cycle among waits and queue
-// order is a deadlock and is reported. The partitioner's objective and
-// rp-compile's predicted step time come from here, and the sim runtime
-// backend must agree with it.
+// queue is free and every command it waits for has ended. A copy's
+// duration is its time alone on the link: the copies running at once in
+// one direction of one host link (both upload queues of every device on
+// it, or their download queues) share its bandwidth equally, so each takes
+// longer. The estimate is exact for that model and deterministic; a cycle
+// among waits and queue order is a deadlock and is reported. The
+// partitioner's objective and rp-compile's predicted step time come from
+// here, and the sim runtime backend must agree with it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +71,10 @@ bool isCompute(CommandKind kind);
 /// the queue's order.
 struct Schedule {
   unsigned devices = 1;
+  /// Devices d and e share a host link when d / gpusPerLink equals
+  /// e / gpusPerLink; the copies of one direction on one link share its
+  /// bandwidth.
+  unsigned gpusPerLink = 1;
   std::vector<Command> commands;
 
   unsigned add(Command c) {

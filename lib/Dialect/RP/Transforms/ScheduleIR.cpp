@@ -261,6 +261,7 @@ FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module) {
   FailureOr<Pipeline> pl = readSchedule(*op);
   if (failed(pl))
     return failure();
+  pl->schedule.gpusPerLink = in->hw.gpusPerLink;
   return LoadedSchedule{std::move(*in), *op, std::move(*pl)};
 }
 

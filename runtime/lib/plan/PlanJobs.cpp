@@ -349,14 +349,19 @@ std::string rp::runtime::describeStagedGrid(const Plan &plan) {
      << program(plan.epilogue) << "\n";
 
   // Rows are (device, queue); a column is a slot, as wide as its widest
-  // label, so that slot k of every queue lines up.
+  // label, so that slot k of every queue lines up. Consecutive jobs of one
+  // queue with one label (the programs of one command: a stage's layers,
+  // then its gradient accumulation) are one slot.
   static const char *shortNames[] = {"compute", "weight", "act", "d2h"};
   std::map<std::pair<uint32_t, int>, std::vector<std::string>> rows;
   size_t slots = 0;
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const JobDesc &j = plan.jobs[i];
     auto &row = rows[{j.device, static_cast<int>(j.queue)}];
-    row.push_back(j.label.empty() ? "#" + std::to_string(i) : j.label);
+    std::string label = j.label.empty() ? "#" + std::to_string(i) : j.label;
+    if (!j.label.empty() && !row.empty() && row.back() == label)
+      continue;
+    row.push_back(label);
     slots = std::max(slots, row.size());
   }
   std::vector<size_t> width(slots, 0);

@@ -40,9 +40,7 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   const Cmd &c = cmds[index];
   StageJob &j = jobs[c.job];
   unsigned mb = c.mb;
-  SmallVector<unsigned> waits;
-  for (unsigned x : c.waits)
-    waits.push_back(eventOf[x]);
+  SmallVector<unsigned> waits = waitsOf(c);
   auto slice = [&](Value v) {
     uint32_t b = isa<BlockArgument>(v) ? w.bufferIndex.at(v) : hostRows(v);
     int64_t row = rowBytes(v, b);
@@ -237,9 +235,7 @@ void StagedExporter::emitInputs(unsigned index) {
 void StagedExporter::emitWeights(unsigned index) {
   const Cmd &c = cmds[index];
   unsigned set = jobs[c.job].weightSet;
-  SmallVector<unsigned> waits;
-  for (unsigned x : c.waits)
-    waits.push_back(eventOf[x]);
+  SmallVector<unsigned> waits = waitsOf(c);
   // The set's weights as one byte stream cut into the schedule's chunks.
   int64_t lo = int64_t(c.chunk) * kWeightChunkBytes;
   int64_t hi = c.chunk + 1 == upCount[c.job] ? INT64_MAX
@@ -261,9 +257,7 @@ void StagedExporter::emitWeights(unsigned index) {
 void StagedExporter::emitWeightGrads(unsigned index) {
   const Cmd &c = cmds[index];
   unsigned set = jobs[c.job].weightSet;
-  SmallVector<unsigned> waits;
-  for (unsigned x : c.waits)
-    waits.push_back(eventOf[x]);
+  SmallVector<unsigned> waits = waitsOf(c);
   std::vector<fb::Offset<pf::Copy>> copies;
   for (const StageJob &j : jobs)
     if (j.weightSet == set)
@@ -347,10 +341,7 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
       break;
     case Kind::activationOut:
     case Kind::gradientOut: {
-      SmallVector<unsigned> waits;
-      for (unsigned x : c.waits)
-        waits.push_back(eventOf[x]);
-      eventOf[i] = emitDownload(c, waits, label(c));
+      eventOf[i] = emitDownload(c, waitsOf(c), label(c));
       break;
     }
     case Kind::weightGrads:

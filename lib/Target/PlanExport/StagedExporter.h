@@ -50,6 +50,10 @@ private:
     int firstMb = -1;
   };
 
+  /// Buffers by value (its opaque pointer) and a number: weights by weight
+  /// set, inputs and outputs by stage job and slot.
+  using BufferMap = std::map<std::pair<Operation *, unsigned>, uint32_t>;
+
   LogicalResult readCommands();
   LogicalResult classifyOps();
   LogicalResult bindLayers();
@@ -66,6 +70,13 @@ private:
                   ArrayRef<unsigned> waits, const std::string &label,
                   bool record = true);
   std::string label(const Cmd &c) const;
+  /// The events of the commands `c` waits for.
+  SmallVector<unsigned> waitsOf(const Cmd &c) const {
+    SmallVector<unsigned> waits;
+    for (unsigned x : c.waits)
+      waits.push_back(eventOf[x]);
+    return waits;
+  }
 
   bool isWeight(Value v) const { return weights.contains(v); }
   bool isGradientValue(Value v) const {
@@ -78,6 +89,8 @@ private:
   }
   uint32_t hostRows(Value v);
   int64_t rowBytes(Value v, uint32_t buffer) const;
+  uint32_t cached(BufferMap &map, Value v, unsigned key,
+                  const std::string &name, unsigned device);
   uint32_t weightBuffer(Value v, unsigned job);
   uint32_t inputBuffer(Value v, unsigned job, unsigned mb);
   uint32_t outputBuffer(Value v, unsigned job, unsigned mb);
@@ -101,8 +114,7 @@ private:
   llvm::DenseMap<Operation *, unsigned> layerJob;
   SmallVector<Operation *> prologue, epilogue;
   llvm::MapVector<Value, uint32_t> hostBuffer;
-  std::map<std::pair<Operation *, unsigned>, uint32_t> weightBuffers;
-  std::map<std::pair<Operation *, unsigned>, uint32_t> inBuffers, outBuffers;
+  BufferMap weightBuffers, inBuffers, outBuffers;
   llvm::DenseMap<Value, uint32_t> accBuffer, gradBuffer;
   /// Per (stage job, microbatch): the event of its first download, and the
   /// values not moved yet.

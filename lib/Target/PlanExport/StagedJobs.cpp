@@ -248,37 +248,28 @@ int64_t StagedExporter::rowBytes(Value v, uint32_t buffer) const {
   return perStep ? 0 : w.bufferBytes[buffer] / microbatches;
 }
 
+uint32_t StagedExporter::cached(BufferMap &map, Value v, unsigned key,
+                                const std::string &name, unsigned device) {
+  auto [it, fresh] = map.try_emplace({opKey(v), key}, 0);
+  if (fresh)
+    it->second = w.newBuffer(v.getType(), name, device);
+  return it->second;
+}
+
 uint32_t StagedExporter::weightBuffer(Value v, unsigned job) {
-  auto k = std::make_pair(opKey(v), jobs[job].weightSet);
-  auto it = weightBuffers.find(k);
-  if (it != weightBuffers.end())
-    return it->second;
-  uint32_t b = w.newBuffer(v.getType(), "w" + std::to_string(jobs[job].weightSet),
-                           jobs[job].device);
-  weightBuffers[k] = b;
-  return b;
+  unsigned set = jobs[job].weightSet;
+  return cached(weightBuffers, v, set, "w" + std::to_string(set),
+                jobs[job].device);
 }
 
 uint32_t StagedExporter::inputBuffer(Value v, unsigned job, unsigned mb) {
-  auto k = std::make_pair(opKey(v), slotKey(job, mb));
-  auto it = inBuffers.find(k);
-  if (it != inBuffers.end())
-    return it->second;
-  uint32_t b = w.newBuffer(v.getType(), "in s" + std::to_string(job),
-                           jobs[job].device);
-  inBuffers[k] = b;
-  return b;
+  return cached(inBuffers, v, slotKey(job, mb), "in s" + std::to_string(job),
+                jobs[job].device);
 }
 
 uint32_t StagedExporter::outputBuffer(Value v, unsigned job, unsigned mb) {
-  auto k = std::make_pair(opKey(v), slotKey(job, mb));
-  auto it = outBuffers.find(k);
-  if (it != outBuffers.end())
-    return it->second;
-  uint32_t b = w.newBuffer(v.getType(), "out s" + std::to_string(job),
-                           jobs[job].device);
-  outBuffers[k] = b;
-  return b;
+  return cached(outBuffers, v, slotKey(job, mb), "out s" + std::to_string(job),
+                jobs[job].device);
 }
 
 std::optional<unsigned> StagedExporter::directSource(unsigned job,

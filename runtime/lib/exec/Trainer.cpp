@@ -473,6 +473,20 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                           CheckpointState{done, options.sync, options.sgd,
                                           stream ? stream->position : 0});
   };
+  // Adds the gradient outputs onto the step's sums, in f32; microbatches
+  // add in order, so the sum is the same for any thread count.
+  auto addGradients = [&]() -> Status {
+    for (Param &p : params) {
+      TensorRef g = fwd.buffer(p.gradOutput);
+      std::vector<float> g32(g.size());
+      TensorRef dst{g32.data(), DType::f32, g.shape};
+      if (Status s = host::cast(pool, g, dst); s.failed())
+        return s;
+      for (size_t i = 0; i < g32.size(); ++i)
+        p.grad[i] += g32[i];
+    }
+    return Status::ok();
+  };
   for (unsigned step = first; step < first + options.steps; ++step) {
     for (Param &p : params)
       std::fill(p.grad.begin(), p.grad.end(), 0.0f);
@@ -508,15 +522,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
         return s;
       for (double v : l)
         lossSum += v;
-      for (Param &p : params) {
-        TensorRef g = fwd.buffer(p.gradOutput);
-        std::vector<float> g32(g.size());
-        TensorRef dst{g32.data(), DType::f32, g.shape};
-        if (Status s = host::cast(pool, g, dst); s.failed())
-          return s;
-        for (size_t i = 0; i < g32.size(); ++i)
-          p.grad[i] += g32[i];
-      }
+      if (Status s = addGradients(); s.failed())
+        return s;
     }
     for (unsigned m = 0; m < M && !pipeline; ++m) {
       for (auto &[name, array] : global)
@@ -532,17 +539,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       if (Status s = host::cast(pool, loss, l64); s.failed())
         return s;
       lossSum += l[0];
-      for (Param &p : params) {
-        TensorRef g = fwd.buffer(p.gradOutput);
-        std::vector<float> g32(g.size());
-        TensorRef dst{g32.data(), DType::f32, g.shape};
-        if (Status s = host::cast(pool, g, dst); s.failed())
-          return s;
-        // Microbatches add in order: the sum is the same for any thread
-        // count.
-        for (size_t i = 0; i < g32.size(); ++i)
-          p.grad[i] += g32[i];
-      }
+      if (Status s = addGradients(); s.failed())
+        return s;
     }
     onStep(step, lossSum / double(count));
     if (step == first && !options.dumpGrads.empty()) {

@@ -137,6 +137,29 @@ static SmallVector<Operation *> bodyOps(LayerOp layer) {
   return ops;
 }
 
+/// Clones the bodies of `group` in order at `inner` (the end of `body`, whose
+/// arguments are `inputs`), each layer reading the group's inputs or an
+/// earlier layer's clones; returns where every input and layer result went.
+static IRMapping inlineLayers(ArrayRef<LayerOp> group, ArrayRef<Value> inputs,
+                              Block &body, OpBuilder &inner,
+                              SmallVectorImpl<Operation *> &cloned) {
+  IRMapping outer;
+  for (auto [i, v] : llvm::enumerate(inputs))
+    outer.map(v, body.getArgument(i));
+  for (LayerOp l : group) {
+    Block &fwd = l.getBody().front();
+    IRMapping map;
+    for (auto [arg, in] : llvm::zip(fwd.getArguments(), l.getInputs()))
+      map.map(arg, outer.lookup(in));
+    for (Operation *op : bodyOps(l))
+      cloned.push_back(inner.clone(*op, map));
+    auto yield = cast<YieldOp>(fwd.getTerminator());
+    for (auto [r, y] : llvm::zip(l.getResults(), yield.getOperands()))
+      outer.map(r, map.lookupOrDefault(y));
+  }
+  return outer;
+}
+
 namespace {
 
 struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
@@ -264,23 +287,10 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
                                TypeRange(), operands);
   Block &body = draft.getBody().front();
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
-  // Recompute: the group's layers inlined in order, each reading the
-  // group's inputs or an earlier layer's recomputed results.
-  IRMapping outer;
-  for (auto [i, v] : llvm::enumerate(inputs))
-    outer.map(v, body.getArgument(i));
+  // Recompute: the group's layers inlined in order.
   SmallVector<Operation *> recomputed;
-  for (LayerOp l : group) {
-    Block &fwd = l.getBody().front();
-    IRMapping map;
-    for (auto [arg, in] : llvm::zip(fwd.getArguments(), l.getInputs()))
-      map.map(arg, outer.lookup(in));
-    for (Operation *op : bodyOps(l))
-      recomputed.push_back(inner.clone(*op, map));
-    auto yield = cast<YieldOp>(fwd.getTerminator());
-    for (auto [r, y] : llvm::zip(l.getResults(), yield.getOperands()))
-      outer.map(r, map.lookupOrDefault(y));
-  }
+  IRMapping outer = inlineLayers(group, inputs.getArrayRef(), body, inner,
+                                 recomputed);
   llvm::DenseSet<Value> seeds;
   for (unsigned i : gradInputs)
     seeds.insert(body.getArgument(i));
@@ -351,25 +361,13 @@ static FailureOr<LayerOp> mergeLayers(ArrayRef<LayerOp> group) {
       last.getResultTypes(), inputs.getArrayRef());
   Block &body = merged.getBody().front();
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
-  IRMapping outer;
-  for (auto [i, v] : llvm::enumerate(inputs))
-    outer.map(v, body.getArgument(i));
-  for (LayerOp l : group) {
-    Block &fwd = l.getBody().front();
-    IRMapping map;
-    for (auto [arg, in] : llvm::zip(fwd.getArguments(), l.getInputs()))
-      map.map(arg, outer.lookup(in));
-    for (Operation *op : bodyOps(l))
-      inner.clone(*op, map);
-    auto yield = cast<YieldOp>(fwd.getTerminator());
-    SmallVector<Value> ys;
-    for (auto [r, y] : llvm::zip(l.getResults(), yield.getOperands())) {
-      outer.map(r, map.lookupOrDefault(y));
-      ys.push_back(map.lookupOrDefault(y));
-    }
-    if (l == last)
-      YieldOp::create(inner, l.getLoc(), ys);
-  }
+  SmallVector<Operation *> cloned;
+  IRMapping outer =
+      inlineLayers(group, inputs.getArrayRef(), body, inner, cloned);
+  SmallVector<Value> ys;
+  for (Value r : last.getResults())
+    ys.push_back(outer.lookup(r));
+  YieldOp::create(inner, last.getLoc(), ys);
   last->replaceAllUsesWith(merged->getResults());
   for (LayerOp l : llvm::reverse(group))
     l.erase();

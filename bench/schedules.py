@@ -14,7 +14,9 @@ verification, autodiff), once with rp's partitioner and once with
 RoundPipe's; the ratio of the two is the partitioner's gain. The static
 schedules (gpipe, 1f1b, interleaved-1f1b) are the baselines in their own
 best setting: balanced stages bound to devices, weights resident when they
-fit (their optimizer step is not timed), streamed otherwise.
+fit (their optimizer step is not timed), streamed otherwise. Last, the
+largest sequence length whose round-robin plan fits every GPU
+(rp-report-max-seq, with rp's stages).
 """
 
 import argparse
@@ -69,6 +71,9 @@ def main():
                         help="0: devices + 1")
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--models", default=",".join(shapes.SHAPES))
+    parser.add_argument("--no-max-seq", dest="max_seq", action="store_false",
+                        help="skip rp-report-max-seq (it bisects the "
+                        "sequence length: tens of seconds on 32B)")
     args = parser.parse_args()
     g = args.devices
     m = args.microbatches or g + 1
@@ -112,6 +117,18 @@ def main():
                       f"{rp_row['step_ms'] / base['step_ms']:.3f}")
             print(f"  per-GPU peak (rp): "
                   + " ".join(f"{p / 2**30:.2f}" for p in rp_row["peaks"]) + " GiB")
+            if args.max_seq:
+                start = time.perf_counter()
+                r = subprocess.run(
+                    [RP_OPT, str(path), "--rp-attach-loss",
+                     "--rp-partition=devices=%d microbatches=%d hw=%s"
+                     % (g, m, args.hw), "--rp-report-max-seq",
+                     "-o", os.devnull], capture_output=True, text=True)
+                took = time.perf_counter() - start
+                found = re.search(r"remark: (.*)", r.stderr)
+                print(f"  --report-max-seq (round-robin, rp's stages, "
+                      f"{took:.0f} s): "
+                      + (found.group(1) if found else r.stderr.strip()))
 
 
 if __name__ == "__main__":

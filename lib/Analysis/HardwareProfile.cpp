@@ -87,7 +87,7 @@ FailureOr<std::string> readFile(StringRef path, StringRef what,
 const char *const kProfileKeys[] = {
     "name",        "description",       "tflops",     "compute_efficiency",
     "memory_gbps", "memory_efficiency", "memory_gib", "h2d_gbps",
-    "d2h_gbps",    "gpus_per_link",     "launch_us"};
+    "d2h_gbps",    "gpus_per_link",     "launch_us",  "optimizer_gbps"};
 
 } // namespace
 
@@ -156,7 +156,9 @@ mlir::rp::parseHardwareProfile(StringRef text, StringRef source,
       failed(read.number("d2h_gbps", profile.d2hGBps)) ||
       failed(read.number("gpus_per_link", gpusPerLink, /*required=*/false)) ||
       failed(read.number("launch_us", profile.launchUs, /*required=*/false,
-                         /*allowZero=*/true)))
+                         /*allowZero=*/true)) ||
+      failed(read.number("optimizer_gbps", profile.optimizerGBps,
+                         /*required=*/false, /*allowZero=*/true)))
     return failure();
   if (profile.computeEfficiency > 1 || profile.memoryEfficiency > 1)
     return read.error() << "hardware profile '" << source

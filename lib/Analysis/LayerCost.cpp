@@ -214,8 +214,10 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         if (!params.insert(param.getName()).second)
           continue;
         cost.paramBytes += bytes;
-        if (param.getTrainable())
+        if (param.getTrainable()) {
           cost.gradBytes += bytes;
+          cost.trainableElements += param.getType().getNumElements();
+        }
       } else {
         cost.actInBytes += bytes;
       }

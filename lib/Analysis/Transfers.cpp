@@ -239,11 +239,18 @@ void Inserter::run() {
     }
   }
   // The host optimizer step runs once every gradient is in (global-norm
-  // clipping sees them all). Its duration is not modelled yet.
+  // clipping sees them all), streaming the state of every trainable
+  // parameter through host memory.
   Command opt;
   opt.kind = CommandKind::optimizer;
   opt.queue = Queue::host;
   opt.label = "OPT";
+  int64_t trainable = 0;
+  for (const LayerCost &l : layers)
+    trainable += l.trainableElements;
+  if (hw.optimizerGBps > 0)
+    opt.ms = trainable * kOptimizerBytesPerParam / (hw.optimizerGBps * 1e9) *
+             1e3;
   opt.waits = gradDownloads;
   if (pl.residentWeights)
     for (auto &list : deviceComputes)

@@ -35,6 +35,10 @@ struct HardwareProfile {
   /// GPUs that share one host link (a PCIe switch): their copies contend.
   unsigned gpusPerLink = 1;
   double launchUs = 0;
+  /// The rate the host's optimizer streams its state at (AdamW reads and
+  /// writes 28 bytes per parameter, bench/adamw_vs_torch.py); 0 leaves the
+  /// optimizer step untimed.
+  double optimizerGBps = 0;
 
   /// Effective FLOP/s for `elementType`, failure when the profile has no rate
   /// for it. Integer types run at the f32 rate.

@@ -34,6 +34,8 @@ struct LayerCost {
   /// Parameter bytes uploaded to run the layer; gradient bytes downloaded.
   int64_t paramBytes = 0;
   int64_t gradBytes = 0;
+  /// Elements of the trainable parameters (what the host optimizer steps).
+  int64_t trainableElements = 0;
   /// Activation operands (saved for recompute) and results.
   int64_t actInBytes = 0;
   int64_t actOutBytes = 0;

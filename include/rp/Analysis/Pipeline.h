@@ -44,6 +44,10 @@ llvm::StringRef scheduleKindName(ScheduleKind kind);
 /// activation copies are never queued behind one huge transfer.
 constexpr int64_t kWeightChunkBytes = int64_t(256) << 20;
 
+/// Bytes AdamW reads and writes per parameter: f32 weight, gradient and two
+/// moments in, weight and moments out.
+constexpr int64_t kOptimizerBytesPerParam = 28;
+
 struct StageJob {
   CommandKind kind; ///< forward, tail or backward
   StageRange range;

@@ -11,6 +11,7 @@
 #include "StagedPlans.h"
 
 #include "rp/runtime/Pipeline.h"
+#include "rp/runtime/host/HostDevice.h"
 #include "rp/runtime/host/Kernels.h"
 
 #include <gmock/gmock.h>
@@ -27,17 +28,25 @@ namespace {
 /// A loaded two-stage plan with its buffers.
 struct Loaded {
   std::unique_ptr<Plan> plan;
+  /// The host devices, `threads` split over them; outlive the buffers.
+  std::unique_ptr<host::HostBackend> backend;
   std::unique_ptr<HostForward> fwd;
 };
 
-Loaded load(const Plan &built, const std::string &name, uint64_t seed = 7) {
+Loaded load(const Plan &built, const std::string &name, unsigned threads = 2,
+            uint64_t seed = 7) {
   Loaded l;
   Expected<Plan> plan = writeAndLoad(built, name);
   EXPECT_TRUE(plan) << plan.getStatus().toString();
   if (!plan)
     return l;
   l.plan = std::make_unique<Plan>(std::move(*plan));
-  auto fwd = HostForward::create(*l.plan);
+  auto backend = host::HostBackend::create({l.plan->devices, threads});
+  EXPECT_TRUE(backend) << backend.getStatus().toString();
+  if (!backend)
+    return l;
+  l.backend = std::move(*backend);
+  auto fwd = HostForward::create(*l.plan, *l.backend);
   EXPECT_TRUE(fwd) << fwd.getStatus().toString();
   if (!fwd)
     return l;
@@ -49,12 +58,14 @@ Loaded load(const Plan &built, const std::string &name, uint64_t seed = 7) {
 /// Host buffers for a plan that validation would refuse: the plan is
 /// loaded valid, then `breakIt` edits the in-memory copy.
 template <typename Edit>
-Loaded loadBroken(const Plan &built, const std::string &name, Edit breakIt) {
-  Loaded l = load(built, name);
+Loaded loadBroken(const Plan &built, const std::string &name, Edit breakIt,
+                  unsigned threads = 2) {
+  Loaded l = load(built, name, threads);
   if (!l.plan)
     return l;
   breakIt(*l.plan);
-  auto fwd = HostForward::create(*l.plan);
+  l.fwd.reset();
+  auto fwd = HostForward::create(*l.plan, *l.backend);
   EXPECT_TRUE(fwd) << fwd.getStatus().toString();
   if (fwd)
     l.fwd = std::move(*fwd);
@@ -110,10 +121,9 @@ bool sameBits(const TensorRef &a, const std::vector<float> &b) {
 }
 
 Expected<std::unique_ptr<PipelineExecutor>>
-executor(Loaded &l, unsigned threads,
+executor(Loaded &l,
          std::chrono::milliseconds window = std::chrono::milliseconds(60000)) {
   PipelineOptions options;
-  options.threads = threads;
   options.progressWindow = window;
   return PipelineExecutor::create(*l.plan, *l.fwd, options);
 }
@@ -122,11 +132,11 @@ TEST(PipelineTest, TwoDevicesEqualTheSequentialComputation) {
   TwoStagePlan t = makeTwoStagePlan(4, 8, 32);
   for (unsigned threads : {1u, 2u, 5u}) {
     SCOPED_TRACE("threads " + std::to_string(threads));
-    Loaded l = load(t.b.plan, "equal.rpplan");
+    Loaded l = load(t.b.plan, "equal.rpplan", threads);
     ASSERT_TRUE(l.fwd);
-    auto exec = executor(l, threads);
+    auto exec = executor(l);
     ASSERT_TRUE(exec) << exec.getStatus().toString();
-    EXPECT_EQ((*exec)->getThreadsPerDevice(), std::max(1u, threads / 2));
+    EXPECT_EQ(l.backend->getThreadsPerDevice(), std::max(1u, threads / 2));
     // Two devices x (compute, weight_h2d, activation_h2d, d2h).
     EXPECT_EQ((*exec)->getNumQueues(), 8u);
     ThreadPool hostPool(threads);
@@ -151,9 +161,9 @@ TEST(PipelineTest, ManyShortSteps) {
   // Small jobs and many steps: the most interleavings of controllers, the
   // most chances for ThreadSanitizer to see an unordered access.
   TwoStagePlan t = makeTwoStagePlan(8, 2, 4);
-  Loaded l = load(t.b.plan, "many.rpplan");
+  Loaded l = load(t.b.plan, "many.rpplan", 4);
   ASSERT_TRUE(l.fwd);
-  auto exec = executor(l, 4);
+  auto exec = executor(l);
   ASSERT_TRUE(exec) << exec.getStatus().toString();
   ThreadPool hostPool(2);
   for (uint64_t step = 0; step < 40; ++step) {
@@ -178,7 +188,7 @@ TEST(PipelineTest, FailingJobStopsTheStep) {
   b.plan.jobs[t.jF0[1]].program = bad;
   Loaded l = load(b.plan, "failing.rpplan");
   ASSERT_TRUE(l.fwd);
-  auto exec = executor(l, 2);
+  auto exec = executor(l);
   ASSERT_TRUE(exec) << exec.getStatus().toString();
   ThreadPool hostPool(1);
   ASSERT_TRUE(l.fwd->setInput("x", randomArray({6, 4}, 1)).isOk());
@@ -201,7 +211,7 @@ TEST(PipelineTest, FailingPrologueStopsBeforeTheJobs) {
       call(OpKind::unary_grad, {t.W1, t.W1}, {t.Z}, {42});
   Loaded l = load(t.b.plan, "prologue.rpplan");
   ASSERT_TRUE(l.fwd);
-  auto exec = executor(l, 2);
+  auto exec = executor(l);
   ASSERT_TRUE(exec);
   ThreadPool hostPool(1);
   Status s = (*exec)->step(hostPool);
@@ -217,7 +227,7 @@ TEST(PipelineTest, WatchdogNamesTheQueueWaitingForAMissingRecord) {
   ASSERT_TRUE(l.fwd);
   // The loader would have refused it.
   EXPECT_TRUE(checkPlanEvents(*l.plan).failed());
-  auto exec = executor(l, 2, std::chrono::milliseconds(200));
+  auto exec = executor(l, std::chrono::milliseconds(200));
   ASSERT_TRUE(exec) << exec.getStatus().toString();
   ASSERT_TRUE(l.fwd->setInput("x", randomArray({6, 4}, 1)).isOk());
   // Twice: a stalled step leaves the executor ready for the next one.
@@ -247,7 +257,7 @@ TEST(PipelineTest, WatchdogNamesTheRecorderOfACycle) {
   Loaded l = loadBroken(t.b.plan, "cycle.rpplan",
                         [&](Plan &p) { p.jobs[up].waits.push_back(e); });
   ASSERT_TRUE(l.fwd);
-  auto exec = executor(l, 1, std::chrono::milliseconds(200));
+  auto exec = executor(l, std::chrono::milliseconds(200));
   ASSERT_TRUE(exec);
   Status s = (*exec)->runJobs();
   ASSERT_EQ(s.getCode(), StatusCode::DeadlineExceeded) << s.toString();
@@ -286,9 +296,9 @@ TEST(PipelineTest, RefusesWhatItCannotRun) {
   PlanBuilder b(1, 1, false);
   uint32_t x = b.buffer("x", {2});
   b.run(0, b.program("p", {call(OpKind::relu, {x}, {x})}), {}, {}, "");
-  Loaded l = load(b.plan, "unstaged-exec.rpplan");
+  Loaded l = load(b.plan, "unstaged-exec.rpplan", 1);
   ASSERT_TRUE(l.fwd);
-  auto exec = executor(l, 1);
+  auto exec = executor(l);
   ASSERT_FALSE(exec);
   EXPECT_THAT(exec.getStatus().getMessage(), HasSubstr("runs staged plans"));
 
@@ -297,7 +307,7 @@ TEST(PipelineTest, RefusesWhatItCannotRun) {
   Loaded m = loadBroken(t.b.plan, "bad-exec.rpplan",
                         [&](Plan &p) { p.jobs[t.jIn[1]].records = {999}; });
   ASSERT_TRUE(m.fwd);
-  auto bad = executor(m, 1);
+  auto bad = executor(m);
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.getStatus().getMessage(),
               HasSubstr("'IN mb1' records event 999"));

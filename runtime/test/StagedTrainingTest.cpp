@@ -200,8 +200,15 @@ Outcome trainPlan(const Plan &built, const std::string &name,
   EXPECT_TRUE(plan) << plan.getStatus().toString();
   if (!plan)
     return run;
-  auto fwd = HostForward::create(*plan);
+  // The devices get the same thread budget as the host.
+  auto backend = createBackend("host", {plan->devices, threads});
+  EXPECT_TRUE(backend) << backend.getStatus().toString();
+  if (!backend)
+    return run;
+  auto fwd = HostForward::create(*plan, **backend);
   EXPECT_TRUE(fwd);
+  if (!fwd)
+    return run;
   EXPECT_TRUE((*fwd)->initParameters(options.seed).isOk());
   ThreadPool pool(threads);
   Status s = rp::runtime::train(*plan, **fwd, pool, options,

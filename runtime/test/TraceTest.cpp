@@ -48,6 +48,7 @@ nlohmann::json readJson(const std::string &path) {
 /// Runs `steps` traced steps of the two-stage plan.
 struct TracedRun {
   std::unique_ptr<Plan> plan;
+  std::unique_ptr<Backend> backend;
   std::unique_ptr<HostForward> fwd;
   std::unique_ptr<Trace> trace;
 };
@@ -60,7 +61,12 @@ TracedRun runTraced(const TwoStagePlan &t, unsigned steps, unsigned threads,
   if (!plan)
     return r;
   r.plan = std::make_unique<Plan>(std::move(*plan));
-  auto fwd = HostForward::create(*r.plan);
+  auto backend = createBackend("host", {r.plan->devices, threads});
+  EXPECT_TRUE(backend) << backend.getStatus().toString();
+  if (!backend)
+    return r;
+  r.backend = std::move(*backend);
+  auto fwd = HostForward::create(*r.plan, *r.backend);
   EXPECT_TRUE(fwd);
   if (!fwd)
     return r;
@@ -68,7 +74,6 @@ TracedRun runTraced(const TwoStagePlan &t, unsigned steps, unsigned threads,
   EXPECT_TRUE(r.fwd->initParameters(5).isOk());
   r.trace = std::make_unique<Trace>(*r.plan, keepSteps);
   PipelineOptions options;
-  options.threads = threads;
   options.trace = r.trace.get();
   auto exec = PipelineExecutor::create(*r.plan, *r.fwd, options);
   EXPECT_TRUE(exec) << exec.getStatus().toString();
@@ -224,11 +229,12 @@ TEST(TraceTest, FailedStepIsKeptButNotSummed) {
       b.program("bad", {call(OpKind::unary_grad, {x0, x0}, {h0}, {99})});
   Expected<Plan> plan = writeAndLoad(b.plan, "trace-fail.rpplan");
   ASSERT_TRUE(plan) << plan.getStatus().toString();
-  auto fwd = HostForward::create(*plan);
+  auto backend = createBackend("host", {plan->devices, 2});
+  ASSERT_TRUE(backend) << backend.getStatus().toString();
+  auto fwd = HostForward::create(*plan, **backend);
   ASSERT_TRUE(fwd);
   Trace trace(*plan, true);
   PipelineOptions options;
-  options.threads = 2;
   options.trace = &trace;
   auto exec = PipelineExecutor::create(*plan, **fwd, options);
   ASSERT_TRUE(exec);

@@ -89,14 +89,22 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "rp-bench-executor: %s\n", s.getMessage().c_str());
     return 2;
   }
-  auto fwd = HostForward::create(plan);
+  BackendOptions backendOptions;
+  backendOptions.devices = devices;
+  backendOptions.threads = threads;
+  auto backend = createBackend("host", backendOptions);
+  if (!backend) {
+    std::fprintf(stderr, "rp-bench-executor: %s\n",
+                 backend.getStatus().getMessage().c_str());
+    return 2;
+  }
+  auto fwd = HostForward::create(plan, **backend);
   if (!fwd) {
     std::fprintf(stderr, "rp-bench-executor: %s\n",
                  fwd.getStatus().getMessage().c_str());
     return 2;
   }
   PipelineOptions options;
-  options.threads = threads;
   auto exec = PipelineExecutor::create(plan, **fwd, options);
   if (!exec) {
     std::fprintf(stderr, "rp-bench-executor: %s\n",
@@ -116,8 +124,7 @@ int main(int argc, char **argv) {
     // Plan order is a valid order: every wait is on an earlier job.
     for (const JobDesc &j : plan.jobs)
       if (Status s = (*fwd)->runJob(pool, j); s.failed()) {
-        std::fprintf(stderr, "rp-bench-executor: %s\n",
-                     s.getMessage().c_str());
+        std::fprintf(stderr, "rp-bench-executor: %s\n", s.getMessage().c_str());
         return 2;
       }
     auto t2 = Clock::now();

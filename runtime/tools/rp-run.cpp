@@ -106,7 +106,9 @@ int main(int argc, char **argv) {
   unsigned steps = 1;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   app.add_option("plan", planPath, "the .rpplan file")->required();
-  app.add_option("--backend", backend, "host, cuda or sim")
+  // The backends DESIGN.md names; createBackend says which are built in.
+  app.add_option("--backend", backend,
+                 "the devices to run on: host (default), cuda or sim")
       ->check(CLI::IsMember({"host", "cuda", "sim"}));
   app.add_option("--input", inputs, "NAME=FILE.npy, once per model input");
   app.add_option("--dump-outputs", dumpPath,
@@ -209,10 +211,15 @@ int main(int argc, char **argv) {
     std::cout << *json;
     return 0;
   }
-  if (backend != "host")
-    return fail(unavailable("the " + backend +
-                            " backend is not built into this rp-run yet; "
-                            "use --backend host"));
+  BackendOptions backendOptions;
+  backendOptions.devices = plan->devices;
+  backendOptions.threads = threads;
+  Expected<std::unique_ptr<Backend>> devicesOf =
+      createBackend(backend, backendOptions);
+  if (!devicesOf)
+    return fail(Status(devicesOf.getStatus().getCode(),
+                       "--backend " + backend + ": " +
+                           devicesOf.getStatus().getMessage()));
   if (!plan->staged && (!tracePath.empty() || !profilePath.empty()))
     return fail(invalidArgument(
         "--trace and --profile time the jobs of a staged plan; '" + planPath +
@@ -238,7 +245,8 @@ int main(int argc, char **argv) {
     trace = std::make_unique<Trace>(*plan, /*keepSteps=*/!tracePath.empty());
 
   auto start = std::chrono::steady_clock::now();
-  Expected<std::unique_ptr<HostForward>> fwd = HostForward::create(*plan);
+  Expected<std::unique_ptr<HostForward>> fwd =
+      HostForward::create(*plan, **devicesOf);
   if (!fwd)
     return fail(fwd.getStatus());
   if (Status s = (*fwd)->initParameters(seed); s.failed())
@@ -325,9 +333,10 @@ int main(int argc, char **argv) {
     if (written.failed())
       return fail(written);
     std::fprintf(stderr,
-                 "rp-run: trained %u steps on host (%u threads, %u "
+                 "rp-run: trained %u steps on %s (%u threads, %u "
                  "device(s)); best step %.3f ms\n",
-                 steps, threads, plan->devices, bestMs);
+                 steps, (*devicesOf)->getName(), threads, plan->devices,
+                 bestMs);
     if (trace)
       reportTime(*trace, !syncMode && !serialOptimizer);
     return 0;
@@ -344,7 +353,6 @@ int main(int argc, char **argv) {
   std::unique_ptr<PipelineExecutor> pipeline;
   if (plan->staged) {
     PipelineOptions po;
-    po.threads = threads;
     po.progressWindow = std::chrono::milliseconds(train.watchdogMs);
     po.trace = trace.get();
     auto created = PipelineExecutor::create(*plan, **fwd, po);

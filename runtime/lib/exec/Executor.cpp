@@ -1,8 +1,7 @@
 //===- Executor.cpp - running a plan's forward on the host ----------------===//
 
 #include "rp/runtime/Executor.h"
-#include "rp/runtime/Half.h"
-#include "rp/runtime/host/Gradients.h"
+#include "rp/runtime/host/Dispatch.h"
 #include "rp/runtime/host/Kernels.h"
 
 #include <cstdlib>
@@ -14,50 +13,94 @@
 using namespace rp::runtime;
 using namespace rp::runtime::host;
 
-/// Kernels read 64-byte aligned data: vector loads, and no false sharing
-/// between buffers written by different workers.
-static constexpr size_t kAlignment = 64;
-
 HostForward::~HostForward() {
-  for (uint8_t *p : storage)
-    std::free(p);
+  for (size_t i = 0; i < storage.size(); ++i) {
+    if (!storage[i])
+      continue;
+    int32_t device = plan.buffers[i].device;
+    if (device < 0)
+      backend->deallocateHost(storage[i]);
+    else
+      backend->getDevice(uint32_t(device)).deallocate(storage[i]);
+  }
 }
 
-Expected<std::unique_ptr<HostForward>>
-HostForward::create(const Plan &plan) {
-  std::unique_ptr<HostForward> fwd(new HostForward(plan));
+Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan) {
+  BackendOptions options;
+  options.devices = plan.devices;
+  Expected<std::unique_ptr<Backend>> backend = createBackend("host", options);
+  if (!backend)
+    return backend.getStatus();
+  Expected<std::unique_ptr<HostForward>> fwd = create(plan, **backend);
+  if (fwd)
+    (*fwd)->ownedBackend = std::move(*backend);
+  return fwd;
+}
+
+Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan,
+                                                           Backend &backend) {
+  for (const BufferDesc &b : plan.buffers)
+    if (b.device >= 0 && uint32_t(b.device) >= backend.getNumDevices())
+      return invalidArgument("buffer '" + b.name + "' lives on device " +
+                             std::to_string(b.device) + ", but the " +
+                             backend.getName() + " backend has " +
+                             std::to_string(backend.getNumDevices()) +
+                             " device(s); open it with the plan's " +
+                             std::to_string(plan.devices));
+  std::unique_ptr<HostForward> fwd(new HostForward(plan, backend));
   fwd->storage.resize(plan.buffers.size(), nullptr);
   fwd->inputSet.assign(plan.inputs.size(), false);
   std::vector<std::ifstream> files(plan.weightFiles.size());
-  for (size_t i = 0; i < plan.buffers.size(); ++i) {
-    const BufferDesc &b = plan.buffers[i];
-    size_t bytes = (b.bytes() + kAlignment - 1) / kAlignment * kAlignment;
-    uint8_t *p = static_cast<uint8_t *>(
-        std::aligned_alloc(kAlignment, bytes ? bytes : kAlignment));
-    if (!p)
-      return resourceExhausted("cannot allocate " + std::to_string(bytes) +
-                               " bytes for buffer '" + b.name + "'");
-    fwd->storage[i] = p;
-    if (!b.constant.empty()) {
-      std::memcpy(p, b.constant.data(), b.constant.size());
-    } else if (b.weight && !b.weight->stored) {
-      // Filled by initParameters(), from the run's seed.
-      std::memset(p, 0, b.bytes());
-    } else if (b.weight) {
-      std::ifstream &f = files[b.weight->file];
-      const WeightFileDesc &wf = plan.weightFiles[b.weight->file];
-      if (!f.is_open())
-        f.open(wf.resolved, std::ios::binary);
-      f.seekg(static_cast<std::streamoff>(b.weight->offset));
-      f.read(reinterpret_cast<char *>(p), b.bytes());
-      if (!f)
-        return notFound("cannot read parameter '" + b.weight->param +
-                        "' from '" + wf.resolved + "'");
-    } else {
-      std::memset(p, 0, b.bytes());
-    }
-  }
+  for (uint32_t i = 0; i < plan.buffers.size(); ++i)
+    if (Status s = fwd->allocateBuffer(i, files); s.failed())
+      return s;
   return fwd;
+}
+
+Status HostForward::allocateBuffer(uint32_t index,
+                                   std::vector<std::ifstream> &files) {
+  const BufferDesc &b = plan.buffers[index];
+  Device *device = b.onHost() ? nullptr : &backend->getDevice(b.device);
+  Expected<void *> memory =
+      device ? device->allocate(b.bytes()) : backend->allocateHost(b.bytes());
+  if (!memory)
+    return Status(memory.getStatus().getCode(),
+                  "buffer '" + b.name +
+                      "': " + memory.getStatus().getMessage());
+  uint8_t *p = static_cast<uint8_t *>(*memory);
+  storage[index] = p;
+  // Memory the host cannot write is filled through a staging copy.
+  std::vector<uint8_t> staging;
+  if (device && !device->isHostAccessible()) {
+    staging.resize(b.bytes());
+    p = staging.data();
+  }
+  if (!b.constant.empty()) {
+    std::memcpy(p, b.constant.data(), b.constant.size());
+  } else if (b.weight && !b.weight->stored) {
+    // Filled by initParameters(), from the run's seed.
+    std::memset(p, 0, b.bytes());
+  } else if (b.weight) {
+    std::ifstream &f = files[b.weight->file];
+    const WeightFileDesc &wf = plan.weightFiles[b.weight->file];
+    if (!f.is_open())
+      f.open(wf.resolved, std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(b.weight->offset));
+    f.read(reinterpret_cast<char *>(p), b.bytes());
+    if (!f)
+      return notFound("cannot read parameter '" + b.weight->param + "' from '" +
+                      wf.resolved + "'");
+  } else {
+    std::memset(p, 0, b.bytes());
+  }
+  if (staging.empty())
+    return Status::ok();
+  Queue &queue = device->getQueue(QueueKind::weightH2D);
+  if (Status s = queue.copy(storage[index], staging.data(), staging.size(),
+                            CopyKind::hostToDevice);
+      s.failed())
+    return s;
+  return queue.synchronize();
 }
 
 Status HostForward::initParameters(uint64_t seed) {
@@ -134,9 +177,9 @@ Status HostForward::setInput(const std::string &name, const NpyArray &array) {
                 src.dtype != DType::i1 && dst.dtype != DType::i1;
     bool floats = isFloat(src.dtype) && isFloat(dst.dtype);
     if (src.dtype != dst.dtype && !ints && !floats)
-      return invalidArgument("input '" + name + "' holds " +
-                             dtypeName(src.dtype) + " data, but the plan takes " +
-                             dtypeName(dst.dtype));
+      return invalidArgument(
+          "input '" + name + "' holds " + dtypeName(src.dtype) +
+          " data, but the plan takes " + dtypeName(dst.dtype));
     ThreadPool inline_(1);
     if (Status s = cast(inline_, src, dst); s.failed())
       return s;
@@ -160,8 +203,8 @@ Status HostForward::setInput(const std::string &name, const NpyArray &array) {
   std::string names;
   for (const BindingDesc &in : plan.inputs)
     names += (names.empty() ? "" : ", ") + in.name;
-  return invalidArgument("the plan has no input '" + name + "' (inputs: " +
-                         names + ")");
+  return invalidArgument("the plan has no input '" + name +
+                         "' (inputs: " + names + ")");
 }
 
 Status HostForward::setSyntheticInputs(uint64_t seed) {
@@ -195,10 +238,12 @@ Status HostForward::setSyntheticInputs(uint64_t seed) {
         // standard library.
         double u1 = (double(rng() >> 11) + 0.5) / double(1ull << 53);
         double u2 = (double(rng() >> 11) + 0.5) / double(1ull << 53);
-        double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+        double z =
+            std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
         TensorRef one{&z, DType::f64, {1}};
         TensorRef dst{static_cast<uint8_t *>(t.data) + k * dtypeSize(t.dtype),
-                      t.dtype, {1}};
+                      t.dtype,
+                      {1}};
         ThreadPool inline_(1);
         if (Status s = cast(inline_, one, dst); s.failed())
           return s;
@@ -210,196 +255,8 @@ Status HostForward::setSyntheticInputs(uint64_t seed) {
   return Status::ok();
 }
 
-static BinaryKind binaryKind(OpKind op) {
-  switch (op) {
-  case OpKind::sub:
-    return BinaryKind::sub;
-  case OpKind::mul:
-    return BinaryKind::mul;
-  case OpKind::div:
-    return BinaryKind::div;
-  case OpKind::pow:
-    return BinaryKind::pow;
-  case OpKind::max:
-    return BinaryKind::max;
-  case OpKind::min:
-    return BinaryKind::min;
-  default:
-    return BinaryKind::add;
-  }
-}
-
-static UnaryKind unaryKind(OpKind op) {
-  switch (op) {
-  case OpKind::exp:
-    return UnaryKind::exp;
-  case OpKind::log:
-    return UnaryKind::log;
-  case OpKind::sqrt:
-    return UnaryKind::sqrt;
-  case OpKind::rsqrt:
-    return UnaryKind::rsqrt;
-  case OpKind::tanh:
-    return UnaryKind::tanh;
-  case OpKind::erf:
-    return UnaryKind::erf;
-  case OpKind::sigmoid:
-    return UnaryKind::sigmoid;
-  case OpKind::silu:
-    return UnaryKind::silu;
-  case OpKind::relu:
-    return UnaryKind::relu;
-  default:
-    return UnaryKind::neg;
-  }
-}
-
-/// The value of a one-element float tensor (a loss scale).
-static double scalarValue(const TensorRef &t) {
-  switch (t.dtype) {
-  case DType::f64:
-    return t.as<double>()[0];
-  case DType::f32:
-    return t.as<float>()[0];
-  case DType::bf16:
-    return static_cast<float>(t.as<bf16>()[0]);
-  case DType::f16:
-    return static_cast<float>(t.as<f16>()[0]);
-  default:
-    return 0.0;
-  }
-}
-
-/// rp.unary_grad's kinds (UnaryGradKind) as the kernels name them.
-static UnaryKind unaryGradKind(int64_t kind) {
-  static const UnaryKind kinds[] = {
-      UnaryKind::exp,     UnaryKind::log,  UnaryKind::sqrt, UnaryKind::rsqrt,
-      UnaryKind::tanh,    UnaryKind::erf,  UnaryKind::sigmoid,
-      UnaryKind::silu,    UnaryKind::relu, UnaryKind::gelu,
-      UnaryKind::geluTanh};
-  return kinds[kind];
-}
-
-Status HostForward::runCall(ThreadPool &pool, const ProgramDesc &program,
-                            size_t index) {
-  const KernelCallDesc &c = program.calls[index];
-  std::vector<TensorRef> in;
-  for (uint32_t b : c.inputs)
-    in.push_back(buffer(b));
-  std::vector<TensorRef> outs;
-  for (uint32_t b : c.outputs)
-    outs.push_back(buffer(b));
-  TensorRef out = outs[0];
-  const std::vector<int64_t> &a = c.ints;
-  auto optional = [&](bool present, size_t i) {
-    return present ? std::optional<TensorRef>(in[i]) : std::nullopt;
-  };
-  switch (c.op) {
-  case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div:
-  case OpKind::pow: case OpKind::max: case OpKind::min:
-    return binary(pool, binaryKind(c.op), in[0], in[1], out);
-  case OpKind::cmp:
-    return compare(pool, static_cast<CmpKind>(a[0]), in[0], in[1], out);
-  case OpKind::where:
-    return where(pool, in[0], in[1], in[2], out);
-  case OpKind::gelu:
-    return unary(pool, a[0] ? UnaryKind::geluTanh : UnaryKind::gelu, in[0],
-                 out);
-  case OpKind::neg: case OpKind::exp: case OpKind::log: case OpKind::sqrt:
-  case OpKind::rsqrt: case OpKind::tanh: case OpKind::erf:
-  case OpKind::sigmoid: case OpKind::silu: case OpKind::relu:
-    return unary(pool, unaryKind(c.op), in[0], out);
-  case OpKind::cast:
-    return cast(pool, in[0], out);
-  case OpKind::reshape:
-    return copy(pool, in[0], out);
-  case OpKind::transpose:
-    return transpose(pool, in[0], a, out);
-  case OpKind::slice: {
-    size_t rank = out.shape.size();
-    return slice(pool, in[0], {a.begin(), a.begin() + rank},
-                 {a.begin() + rank, a.end()}, out);
-  }
-  case OpKind::concat:
-    return concat(pool, in, a[0], out);
-  case OpKind::broadcast:
-    return broadcast(pool, in[0], out);
-  case OpKind::gather:
-    return gather(pool, in[0], in[1], a[0], out);
-  case OpKind::matmul:
-    return matmul(pool, in[0], in[1], a[0] != 0, a[1] != 0, out);
-  case OpKind::reduce:
-    return reduce(pool, static_cast<ReduceKind>(a[0]), in[0],
-                  {a.begin() + 2, a.end()}, a[1] != 0, out);
-  case OpKind::softmax:
-  case OpKind::log_softmax:
-    return softmax(pool, in[0], a[0], c.op == OpKind::log_softmax, out);
-  case OpKind::layer_norm:
-    return layerNorm(pool, in[0], optional(a[1], 1),
-                     optional(a[2], a[1] ? 2 : 1), a[0], c.floats[0], out);
-  case OpKind::rms_norm:
-    return rmsNorm(pool, in[0], optional(a[1], 1), a[0], c.floats[0], out);
-  case OpKind::attention:
-    return attention(pool, in[0], in[1], in[2], optional(a[1], 3), a[0] != 0,
-                     c.floats[0], out);
-  case OpKind::cross_entropy:
-    return crossEntropy(pool, in[0], in[1], a[0], outs[0], outs[1]);
-  case OpKind::cross_entropy_grad:
-    return crossEntropyGrad(pool, in[0], in[1], a[0], scalarValue(in[2]), out);
-  case OpKind::unary_grad:
-    if (a[0] < 0 || a[0] > 10)
-      return invalidArgument("unknown unary gradient kind");
-    return unaryGrad(pool, unaryGradKind(a[0]), in[0], in[1], out);
-  case OpKind::softmax_grad:
-    return softmaxGrad(pool, in[0], in[1], a[0], a[1] != 0, out);
-  case OpKind::norm_grad: {
-    bool hasScale = a[1] != 0, withBias = a[2] != 0;
-    auto scale = optional(hasScale, 1);
-    const TensorRef &dy = in.back();
-    std::optional<TensorRef> dscale, dbias;
-    if (hasScale)
-      dscale = outs[1];
-    if (withBias)
-      dbias = outs[hasScale ? 2 : 1];
-    if (a[3])
-      return rmsNormGrad(pool, in[0], scale, a[0], c.floats[0], dy, out,
-                         dscale);
-    return layerNormGrad(pool, in[0], scale, a[0], c.floats[0], dy, out,
-                         dscale, dbias);
-  }
-  case OpKind::attention_grad:
-    return attentionGrad(pool, in[0], in[1], in[2], optional(a[1], 3),
-                         a[0] != 0, c.floats[0], in.back(), outs[0], outs[1],
-                         outs[2]);
-  case OpKind::gather_grad:
-    return gatherGrad(pool, in[0], a[0], in[1], out);
-  case OpKind::slice_grad: {
-    size_t rank = out.shape.size();
-    return sliceGrad(pool, in[0], {a.begin(), a.begin() + rank},
-                     {a.begin() + rank, a.end()}, out);
-  }
-  case OpKind::extremum_grad:
-    return reduceExtremumGrad(pool, static_cast<ReduceKind>(a[0]) == ReduceKind::max,
-                              in[0], {a.begin() + 2, a.end()}, a[1] != 0,
-                              in[1], out);
-  }
-  return internalError("unknown kernel");
-}
-
 Status HostForward::runProgram(ThreadPool &pool, uint32_t index) {
-  const ProgramDesc &program = plan.programs[index];
-  for (size_t i = 0; i < program.calls.size(); ++i) {
-    Status s = runCall(pool, program, i);
-    if (s.failed()) {
-      const KernelCallDesc &c = program.calls[i];
-      return Status(s.getCode(),
-                    "program '" + program.name + "', call #" +
-                        std::to_string(i) + " (" + opKindName(c.op) +
-                        (c.loc.empty() ? "" : " at " + c.loc) +
-                        "): " + s.getMessage());
-    }
-  }
-  return Status::ok();
+  return host::runProgram(pool, plan, index, storage);
 }
 
 Status HostForward::runJob(ThreadPool &pool, const JobDesc &job) {

@@ -1,4 +1,4 @@
-//===- Pipeline.cpp - running a staged plan on host devices ---------------===//
+//===- Pipeline.cpp - running a staged plan on a backend's devices --------===//
 //
 // One mutex and one condition variable carry all synchronization: events
 // are recorded per job, not per kernel, so a step sees a few hundred
@@ -20,7 +20,7 @@ static constexpr size_t kNoJob = ~size_t(0);
 
 PipelineExecutor::PipelineExecutor(const Plan &plan, HostForward &fwd,
                                    const PipelineOptions &options)
-    : plan(plan), fwd(fwd), options(options) {}
+    : plan(plan), fwd(fwd), backend(fwd.getBackend()), options(options) {}
 
 Expected<std::unique_ptr<PipelineExecutor>>
 PipelineExecutor::create(const Plan &plan, HostForward &fwd,
@@ -30,28 +30,46 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
                          plan.path + "' runs its jobs in order on one device");
   if (Status s = checkPlanJobs(plan); s.failed())
     return s;
+  Backend &backend = fwd.getBackend();
+  if (backend.getNumDevices() != plan.devices)
+    return invalidArgument(
+        "'" + plan.path + "' runs on " + std::to_string(plan.devices) +
+        " device(s), but its buffers were allocated on a " + backend.getName() +
+        " backend of " + std::to_string(backend.getNumDevices()) +
+        "; open the backend with the plan's device count");
   std::unique_ptr<PipelineExecutor> exec(
       new PipelineExecutor(plan, fwd, options));
-  exec->threadsPerDevice = std::max(1u, options.threads / plan.devices);
-  for (uint32_t d = 0; d < plan.devices; ++d)
-    exec->devicePools.push_back(
-        std::make_unique<ThreadPool>(exec->threadsPerDevice));
   exec->recorder.assign(plan.events, kNoJob);
   exec->recordedInStep.assign(plan.events, 0);
-  std::map<std::pair<uint32_t, int>, Queue *> byKey;
+  std::map<std::pair<uint32_t, int>, Controller *> byKey;
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const JobDesc &job = plan.jobs[i];
     for (uint32_t e : job.records)
       if (exec->recorder[e] == kNoJob)
         exec->recorder[e] = i;
-    Queue *&q = byKey[{job.device, static_cast<int>(job.queue)}];
+    Controller *&q = byKey[{job.device, static_cast<int>(job.queue)}];
     if (!q) {
-      exec->queues.push_back(std::make_unique<Queue>());
+      exec->queues.push_back(std::make_unique<Controller>());
       q = exec->queues.back().get();
       q->device = job.device;
       q->kind = job.queue;
+      q->queue = &backend.getDevice(job.device).getQueue(job.queue);
     }
     q->jobs.push_back(i);
+  }
+  // An event is recorded on its recorder's device; one no job records (a
+  // broken plan the watchdog will name) still gets one, on device 0.
+  for (uint32_t e = 0; e < plan.events; ++e) {
+    size_t by = exec->recorder[e];
+    uint32_t device = by == kNoJob ? 0 : plan.jobs[by].device;
+    Expected<std::unique_ptr<Event>> event =
+        backend.getDevice(device).createEvent();
+    if (!event)
+      return Status(event.getStatus().getCode(),
+                    "event " + std::to_string(e) + " on device " +
+                        std::to_string(device) + ": " +
+                        event.getStatus().getMessage());
+    exec->events.push_back(std::move(*event));
   }
   for (auto &q : exec->queues) {
     try {
@@ -85,7 +103,36 @@ bool PipelineExecutor::ready(const JobDesc &job) const {
   return true;
 }
 
-void PipelineExecutor::controllerLoop(Queue &q) {
+Status PipelineExecutor::enqueueJob(Controller &c, const JobDesc &job) {
+  Queue &queue = *c.queue;
+  for (uint32_t e : job.waits)
+    if (Status s = queue.wait(*events[e]); s.failed())
+      return s;
+  const BufferAddresses &at = fwd.getAddresses();
+  if (job.kind == JobKind::run) {
+    if (Status s = queue.launch(plan, job.program, at); s.failed())
+      return s;
+  } else {
+    for (const CopyDesc &copy : job.copies) {
+      bool fromHost = plan.buffers[copy.src].onHost();
+      bool toHost = plan.buffers[copy.dst].onHost();
+      CopyKind kind = fromHost ? CopyKind::hostToDevice
+                      : toHost ? CopyKind::deviceToHost
+                               : CopyKind::deviceToDevice;
+      if (Status s =
+              queue.copy(at[copy.dst] + copy.dstOffset,
+                         at[copy.src] + copy.srcOffset, copy.bytes, kind);
+          s.failed())
+        return s;
+    }
+  }
+  for (uint32_t e : job.records)
+    if (Status s = queue.record(*events[e]); s.failed())
+      return s;
+  return Status::ok();
+}
+
+void PipelineExecutor::controllerLoop(Controller &q) {
   std::unique_lock<std::mutex> lock(mutex);
   for (;;) {
     changed.wait(lock, [&] { return shutdown || q.step != stepNumber; });
@@ -106,7 +153,7 @@ void PipelineExecutor::controllerLoop(Queue &q) {
       // The slot is this job's alone; runJobs reads it once every queue is
       // done, which the lock below orders after this write.
       int64_t start = slots ? options.trace->now() : 0;
-      Status s = fwd.runJob(*devicePools[job.device], job);
+      Status s = enqueueJob(q, job);
       if (slots)
         slots[index] = {start, options.trace->now()};
       lock.lock();
@@ -124,9 +171,26 @@ void PipelineExecutor::controllerLoop(Queue &q) {
         changed.notify_all();
         break;
       }
+      // The host-side signal: the device records are enqueued.
       for (uint32_t e : job.records)
         recordedInStep[e] = stepNumber;
       changed.notify_all();
+    }
+    // The step is done only when the queue's work is; a failure here is
+    // the step's unless an earlier one was. Counted as running, so that
+    // the watchdog sees work in flight, not a queue with no next job.
+    q.running = true;
+    ++running;
+    lock.unlock();
+    Status synced = q.queue->synchronize();
+    lock.lock();
+    q.running = false;
+    --running;
+    if (synced.failed() && !cancelled) {
+      error = Status(synced.getCode(),
+                     "the device " + std::to_string(q.device) + " " +
+                         queueName(q.kind) + " queue: " + synced.getMessage());
+      cancelled = true;
     }
     q.done = true;
     --activeQueues;

@@ -415,7 +415,6 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                            "; it holds one value per microbatch (" +
                            std::to_string(M) + ")");
     PipelineOptions po;
-    po.threads = pool.getNumThreads();
     po.progressWindow = std::chrono::milliseconds(options.watchdogMs);
     po.trace = options.trace;
     auto created = PipelineExecutor::create(plan, fwd, po);

@@ -3,29 +3,41 @@
 // The one-device forward executor: allocates every buffer of the plan,
 // fills parameters from the weight files and constants from the plan, takes
 // the model inputs, and runs the jobs in order, each program's kernel calls
-// on the host kernel library. The staged executor (Pipeline.h) uses its
-// buffers and its runJob/runProgram, so that there is one kernel dispatch;
-// on the host device every device's memory is host memory.
+// on the host kernel library. Buffers come from a Backend (Device.h): host
+// buffers from its host allocator, those of device k from device k, once
+// per run; the staged executor (Pipeline.h) runs on the same backend over
+// the same buffers, and its kernel launches go through the same dispatch
+// (host/Dispatch.h) as runProgram.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef RP_RUNTIME_EXECUTOR_H
 #define RP_RUNTIME_EXECUTOR_H
 
+#include "rp/runtime/Device.h"
 #include "rp/runtime/Npy.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/Safetensors.h"
 #include "rp/runtime/ThreadPool.h"
 
+#include <fstream>
 #include <memory>
 
 namespace rp::runtime {
 
 class HostForward {
 public:
-  /// Allocates the plan's buffers and loads parameters and constants.
+  /// Allocates the plan's buffers on `backend`, which must outlive this
+  /// object and have the plan's devices, and loads parameters and constants.
+  static Expected<std::unique_ptr<HostForward>> create(const Plan &plan,
+                                                       Backend &backend);
+  /// The same on a host backend of its own with the plan's device count and
+  /// one compute thread per core (BackendOptions).
   static Expected<std::unique_ptr<HostForward>> create(const Plan &plan);
   ~HostForward();
+
+  HostForward(const HostForward &) = delete;
+  HostForward &operator=(const HostForward &) = delete;
 
   /// Sets input `name` from `array`, converting between i32 and i64 ids and
   /// from f64/f32 data to the input's float type. The shape must match.
@@ -39,8 +51,8 @@ public:
   /// Replaces parameters by name (rp-run --init-weights): every tensor of
   /// the file must name a parameter of the plan, with its shape.
   Status overrideParameters(const SafetensorsFile &file);
-  /// Runs every job of an unstaged plan in order (a staged plan runs with
-  /// PipelineExecutor).
+  /// Runs every job of an unstaged plan in order on host memory (a staged
+  /// plan runs with PipelineExecutor).
   Status run(ThreadPool &pool);
   /// Runs program `index`'s kernel calls in order on `pool`; a failure names
   /// the program, the call and its op.
@@ -49,15 +61,25 @@ public:
   /// several threads at once for jobs that touch disjoint buffers.
   Status runJob(ThreadPool &pool, const JobDesc &job);
 
+  /// Buffer `index` as the host sees it; the data of a device buffer is
+  /// readable only where the device isHostAccessible().
   TensorRef buffer(uint32_t index) const;
   TensorRef output(size_t i) const;
+  /// Every buffer's address, by plan buffer index (kernel launches).
+  const BufferAddresses &getAddresses() const { return storage; }
+  Backend &getBackend() const { return *backend; }
 
 private:
-  explicit HostForward(const Plan &plan) : plan(plan) {}
-  Status runCall(ThreadPool &pool, const ProgramDesc &program, size_t index);
+  HostForward(const Plan &plan, Backend &backend)
+      : plan(plan), backend(&backend) {}
+  /// Allocates buffer `index` where it lives and fills it.
+  Status allocateBuffer(uint32_t index, std::vector<std::ifstream> &files);
 
   const Plan &plan;
-  std::vector<uint8_t *> storage;
+  /// Set when create(plan) opened the backend; freed after the buffers.
+  std::unique_ptr<Backend> ownedBackend;
+  Backend *backend;
+  BufferAddresses storage;
   std::vector<bool> inputSet;
 };
 

@@ -1,17 +1,25 @@
-//===- Pipeline.h - running a staged plan on host devices -------*- C++ -*-===//
+//===- Pipeline.h - a staged plan on a backend's devices --------*- C++ -*-===//
 //
 // The executor of staged plans (plan.fbs): one training step is a set of
 // ordered queues, four per device (compute, weight_h2d, activation_h2d,
-// d2h), that synchronize only through events. On the host backend each
-// (device, queue) that has jobs gets its own thread, a controller that
-// walks its jobs in plan order; a device is a thread pool of its share of
-// the runtime's threads, on which its compute jobs run their kernels, and
-// copy jobs are memcpys on their queue's thread, so that they overlap
-// compute as a GPU's copy engines do.
+// d2h), that synchronize only through events. Each (device, queue) that
+// has jobs gets its own thread, a controller that walks its jobs in plan
+// order and enqueues them on its device queue (Device.h): the copies of a
+// copy job, the program of a compute job, then a record of each event the
+// job records. On the host backend an enqueue runs the work on the
+// controller's thread (compute on the device's thread pool), so copies
+// overlap compute as a GPU's copy engines do; on cuda it returns at once.
 //
-// Events live for one step: an event holds the number of the step that
-// recorded it, so nothing is reset between steps and a waiter of step k
-// cannot be satisfied by a record of step k-1.
+// Synchronization has two levels (RoundPipe's, reference/roundpipe.md
+// §2.6): per plan event, a host-side "recorded in step k" signal, set once
+// the record has been enqueued, and a device event. A controller waits for
+// the signal of every event its job waits for, then makes its device queue
+// wait for the device event, then enqueues the job: a device wait is thus
+// never issued before its record (where it would order nothing). Signals
+// hold the number of the step that set them, so nothing is reset between
+// steps and a waiter of step k cannot be satisfied by a record of step
+// k-1. A controller ends its part of a step with a synchronize of its
+// queue, so a finished step's results are in memory.
 //
 // A step never hangs. The first failing job stops the step: every other
 // controller stops before its next job, its Status (job index and label
@@ -33,6 +41,7 @@
 #ifndef RP_RUNTIME_PIPELINE_H
 #define RP_RUNTIME_PIPELINE_H
 
+#include "rp/runtime/Device.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/Trace.h"
 
@@ -46,9 +55,6 @@
 namespace rp::runtime {
 
 struct PipelineOptions {
-  /// The runtime's thread budget (rp-run --threads): each device computes
-  /// on max(1, threads / devices) threads.
-  unsigned threads = 1;
   /// How long a step may go without any job starting or finishing, while
   /// no job runs, before the watchdog ends it. A long kernel is progress;
   /// only queues that all wait are a stall.
@@ -61,7 +67,8 @@ struct PipelineOptions {
 class PipelineExecutor {
 public:
   /// Starts the controllers of a staged `plan` over the buffers of `fwd`
-  /// (which must be built from the same plan and outlive the executor).
+  /// (which must be built from the same plan and outlive the executor), on
+  /// fwd's backend, whose device count must be the plan's.
   /// Checks what execution needs (checkPlanJobs), not that the events can
   /// all be recorded (checkPlanEvents, run by loadPlan): tests hand it plans
   /// that fail that on purpose.
@@ -82,14 +89,14 @@ public:
   /// the epilogue program on `hostPool`.
   Status step(ThreadPool &hostPool);
 
-  unsigned getThreadsPerDevice() const { return threadsPerDevice; }
   /// How many (device, queue) controllers run: the queues that have jobs.
   size_t getNumQueues() const { return queues.size(); }
 
 private:
-  struct Queue {
+  struct Controller {
     uint32_t device = 0;
     QueueKind kind = QueueKind::compute;
+    Queue *queue = nullptr;   ///< the device queue it enqueues on
     std::vector<size_t> jobs; ///< plan job indices, in plan order
     // Guarded by the executor's mutex.
     uint64_t step = 0;    ///< the last step it took up
@@ -101,7 +108,9 @@ private:
 
   PipelineExecutor(const Plan &plan, HostForward &fwd,
                    const PipelineOptions &options);
-  void controllerLoop(Queue &queue);
+  void controllerLoop(Controller &c);
+  /// Enqueues `job` on c's device queue: waits, work, records.
+  Status enqueueJob(Controller &c, const JobDesc &job);
   /// runJobs for the step the trace numbers `label`.
   Status runJobsOf(uint64_t label);
   /// True once every event `job` waits for is recorded in the current step.
@@ -111,10 +120,11 @@ private:
 
   const Plan &plan;
   HostForward &fwd;
+  Backend &backend;
   const PipelineOptions options;
-  unsigned threadsPerDevice = 1;
-  std::vector<std::unique_ptr<ThreadPool>> devicePools;
-  std::vector<std::unique_ptr<Queue>> queues;
+  std::vector<std::unique_ptr<Controller>> queues;
+  /// The device event of each plan event, made on its recorder's device.
+  std::vector<std::unique_ptr<Event>> events;
   /// The job recording each event (the first, if a broken plan has more).
   std::vector<size_t> recorder;
 

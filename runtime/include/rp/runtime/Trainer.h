@@ -70,7 +70,8 @@ bool isTrainingPlan(const Plan &plan);
 
 /// Runs `options.steps` steps (after the ones a resumed checkpoint has
 /// done); calls `onStep(step, loss)` after each, with `step` counted from
-/// the start of training.
+/// the start of training. `pool` runs the host's work (the prologue and
+/// epilogue, the optimizer); a staged plan's jobs run on fwd's backend.
 Status train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
              const TrainOptions &options,
              const std::function<void(unsigned, double)> &onStep);

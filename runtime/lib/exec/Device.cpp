@@ -1,0 +1,65 @@
+//===- Device.cpp - the backends built into the runtime -------------------===//
+//
+// The registry is a table, not self-registration from static constructors:
+// the backends live in static libraries, whose unreferenced objects (and
+// their constructors) the linker would drop. A backend plugs in with one
+// row here and its create function.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/runtime/Device.h"
+#include "rp/runtime/host/HostDevice.h"
+
+using namespace rp::runtime;
+
+namespace {
+
+struct BackendEntry {
+  const char *name;
+  Expected<std::unique_ptr<Backend>> (*create)(const BackendOptions &);
+};
+
+Expected<std::unique_ptr<Backend>> createHost(const BackendOptions &options) {
+  auto backend = host::HostBackend::create(options);
+  if (!backend)
+    return backend.getStatus();
+  return std::unique_ptr<Backend>(std::move(*backend));
+}
+
+const BackendEntry kBackends[] = {
+    {"host", createHost},
+};
+
+/// Backends DESIGN.md names that this build lacks, and what to do.
+const std::pair<const char *, const char *> kMissing[] = {
+    {"cuda", "the cuda backend is not built into this runtime yet, so no "
+             "CUDA device can be opened; run on the host backend with "
+             "--backend host"},
+    {"sim", "the sim backend is not built into this runtime yet; run on "
+            "the host backend with --backend host"},
+};
+
+} // namespace
+
+std::vector<std::string> rp::runtime::availableBackends() {
+  std::vector<std::string> names;
+  for (const BackendEntry &e : kBackends)
+    names.push_back(e.name);
+  return names;
+}
+
+Expected<std::unique_ptr<Backend>>
+rp::runtime::createBackend(const std::string &name,
+                           const BackendOptions &options) {
+  for (const BackendEntry &e : kBackends)
+    if (name == e.name)
+      return e.create(options);
+  std::string list;
+  for (const std::string &n : availableBackends())
+    list += (list.empty() ? "" : ", ") + n;
+  for (const auto &[missing, why] : kMissing)
+    if (name == missing)
+      return unavailable(std::string(why) + " (built in: " + list + ")");
+  return invalidArgument("unknown backend '" + name +
+                         "'; this runtime has: " + list);
+}

@@ -1,0 +1,225 @@
+//===- HostDispatch.cpp - a plan program's calls on the host kernels ------===//
+//
+// The one dispatch from the plan's kernel calls to the host kernel library:
+// HostForward (unstaged plans, host programs) and the host device's compute
+// queues (staged plans) both run programs through runProgram here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/runtime/Half.h"
+#include "rp/runtime/host/Dispatch.h"
+#include "rp/runtime/host/Gradients.h"
+#include "rp/runtime/host/Kernels.h"
+
+using namespace rp::runtime;
+using namespace rp::runtime::host;
+
+static BinaryKind binaryKind(OpKind op) {
+  switch (op) {
+  case OpKind::sub:
+    return BinaryKind::sub;
+  case OpKind::mul:
+    return BinaryKind::mul;
+  case OpKind::div:
+    return BinaryKind::div;
+  case OpKind::pow:
+    return BinaryKind::pow;
+  case OpKind::max:
+    return BinaryKind::max;
+  case OpKind::min:
+    return BinaryKind::min;
+  default:
+    return BinaryKind::add;
+  }
+}
+
+static UnaryKind unaryKind(OpKind op) {
+  switch (op) {
+  case OpKind::exp:
+    return UnaryKind::exp;
+  case OpKind::log:
+    return UnaryKind::log;
+  case OpKind::sqrt:
+    return UnaryKind::sqrt;
+  case OpKind::rsqrt:
+    return UnaryKind::rsqrt;
+  case OpKind::tanh:
+    return UnaryKind::tanh;
+  case OpKind::erf:
+    return UnaryKind::erf;
+  case OpKind::sigmoid:
+    return UnaryKind::sigmoid;
+  case OpKind::silu:
+    return UnaryKind::silu;
+  case OpKind::relu:
+    return UnaryKind::relu;
+  default:
+    return UnaryKind::neg;
+  }
+}
+
+/// The value of a one-element float tensor (a loss scale).
+static double scalarValue(const TensorRef &t) {
+  switch (t.dtype) {
+  case DType::f64:
+    return t.as<double>()[0];
+  case DType::f32:
+    return t.as<float>()[0];
+  case DType::bf16:
+    return static_cast<float>(t.as<bf16>()[0]);
+  case DType::f16:
+    return static_cast<float>(t.as<f16>()[0]);
+  default:
+    return 0.0;
+  }
+}
+
+/// rp.unary_grad's kinds (UnaryGradKind) as the kernels name them.
+static UnaryKind unaryGradKind(int64_t kind) {
+  static const UnaryKind kinds[] = {
+      UnaryKind::exp,  UnaryKind::log,  UnaryKind::sqrt,    UnaryKind::rsqrt,
+      UnaryKind::tanh, UnaryKind::erf,  UnaryKind::sigmoid, UnaryKind::silu,
+      UnaryKind::relu, UnaryKind::gelu, UnaryKind::geluTanh};
+  return kinds[kind];
+}
+
+static Status runCall(ThreadPool &pool, const Plan &plan,
+                      const ProgramDesc &program, size_t index,
+                      const BufferAddresses &buffers) {
+  auto buffer = [&](uint32_t b) {
+    const BufferDesc &desc = plan.buffers[b];
+    return TensorRef{buffers[b], desc.dtype, desc.shape};
+  };
+  const KernelCallDesc &c = program.calls[index];
+  std::vector<TensorRef> in;
+  for (uint32_t b : c.inputs)
+    in.push_back(buffer(b));
+  std::vector<TensorRef> outs;
+  for (uint32_t b : c.outputs)
+    outs.push_back(buffer(b));
+  TensorRef out = outs[0];
+  const std::vector<int64_t> &a = c.ints;
+  auto optional = [&](bool present, size_t i) {
+    return present ? std::optional<TensorRef>(in[i]) : std::nullopt;
+  };
+  switch (c.op) {
+  case OpKind::add:
+  case OpKind::sub:
+  case OpKind::mul:
+  case OpKind::div:
+  case OpKind::pow:
+  case OpKind::max:
+  case OpKind::min:
+    return binary(pool, binaryKind(c.op), in[0], in[1], out);
+  case OpKind::cmp:
+    return compare(pool, static_cast<CmpKind>(a[0]), in[0], in[1], out);
+  case OpKind::where:
+    return where(pool, in[0], in[1], in[2], out);
+  case OpKind::gelu:
+    return unary(pool, a[0] ? UnaryKind::geluTanh : UnaryKind::gelu, in[0],
+                 out);
+  case OpKind::neg:
+  case OpKind::exp:
+  case OpKind::log:
+  case OpKind::sqrt:
+  case OpKind::rsqrt:
+  case OpKind::tanh:
+  case OpKind::erf:
+  case OpKind::sigmoid:
+  case OpKind::silu:
+  case OpKind::relu:
+    return unary(pool, unaryKind(c.op), in[0], out);
+  case OpKind::cast:
+    return cast(pool, in[0], out);
+  case OpKind::reshape:
+    return copy(pool, in[0], out);
+  case OpKind::transpose:
+    return transpose(pool, in[0], a, out);
+  case OpKind::slice: {
+    size_t rank = out.shape.size();
+    return slice(pool, in[0], {a.begin(), a.begin() + rank},
+                 {a.begin() + rank, a.end()}, out);
+  }
+  case OpKind::concat:
+    return concat(pool, in, a[0], out);
+  case OpKind::broadcast:
+    return broadcast(pool, in[0], out);
+  case OpKind::gather:
+    return gather(pool, in[0], in[1], a[0], out);
+  case OpKind::matmul:
+    return matmul(pool, in[0], in[1], a[0] != 0, a[1] != 0, out);
+  case OpKind::reduce:
+    return reduce(pool, static_cast<ReduceKind>(a[0]), in[0],
+                  {a.begin() + 2, a.end()}, a[1] != 0, out);
+  case OpKind::softmax:
+  case OpKind::log_softmax:
+    return softmax(pool, in[0], a[0], c.op == OpKind::log_softmax, out);
+  case OpKind::layer_norm:
+    return layerNorm(pool, in[0], optional(a[1], 1),
+                     optional(a[2], a[1] ? 2 : 1), a[0], c.floats[0], out);
+  case OpKind::rms_norm:
+    return rmsNorm(pool, in[0], optional(a[1], 1), a[0], c.floats[0], out);
+  case OpKind::attention:
+    return attention(pool, in[0], in[1], in[2], optional(a[1], 3), a[0] != 0,
+                     c.floats[0], out);
+  case OpKind::cross_entropy:
+    return crossEntropy(pool, in[0], in[1], a[0], outs[0], outs[1]);
+  case OpKind::cross_entropy_grad:
+    return crossEntropyGrad(pool, in[0], in[1], a[0], scalarValue(in[2]), out);
+  case OpKind::unary_grad:
+    if (a[0] < 0 || a[0] > 10)
+      return invalidArgument("unknown unary gradient kind");
+    return unaryGrad(pool, unaryGradKind(a[0]), in[0], in[1], out);
+  case OpKind::softmax_grad:
+    return softmaxGrad(pool, in[0], in[1], a[0], a[1] != 0, out);
+  case OpKind::norm_grad: {
+    bool hasScale = a[1] != 0, withBias = a[2] != 0;
+    auto scale = optional(hasScale, 1);
+    const TensorRef &dy = in.back();
+    std::optional<TensorRef> dscale, dbias;
+    if (hasScale)
+      dscale = outs[1];
+    if (withBias)
+      dbias = outs[hasScale ? 2 : 1];
+    if (a[3])
+      return rmsNormGrad(pool, in[0], scale, a[0], c.floats[0], dy, out,
+                         dscale);
+    return layerNormGrad(pool, in[0], scale, a[0], c.floats[0], dy, out, dscale,
+                         dbias);
+  }
+  case OpKind::attention_grad:
+    return attentionGrad(pool, in[0], in[1], in[2], optional(a[1], 3),
+                         a[0] != 0, c.floats[0], in.back(), outs[0], outs[1],
+                         outs[2]);
+  case OpKind::gather_grad:
+    return gatherGrad(pool, in[0], a[0], in[1], out);
+  case OpKind::slice_grad: {
+    size_t rank = out.shape.size();
+    return sliceGrad(pool, in[0], {a.begin(), a.begin() + rank},
+                     {a.begin() + rank, a.end()}, out);
+  }
+  case OpKind::extremum_grad:
+    return reduceExtremumGrad(
+        pool, static_cast<ReduceKind>(a[0]) == ReduceKind::max, in[0],
+        {a.begin() + 2, a.end()}, a[1] != 0, in[1], out);
+  }
+  return internalError("unknown kernel");
+}
+
+Status rp::runtime::host::runProgram(ThreadPool &pool, const Plan &plan,
+                                     uint32_t index,
+                                     const BufferAddresses &buffers) {
+  const ProgramDesc &program = plan.programs[index];
+  for (size_t i = 0; i < program.calls.size(); ++i) {
+    Status s = runCall(pool, plan, program, i, buffers);
+    if (s.failed()) {
+      const KernelCallDesc &c = program.calls[i];
+      return Status(s.getCode(), "program '" + program.name + "', call #" +
+                                     std::to_string(i) + " (" +
+                                     opKindName(c.op) +
+                                     (c.loc.empty() ? "" : " at " + c.loc) +
+                                     "): " + s.getMessage());
+    }
+  }
+  return Status::ok();
+}

@@ -71,6 +71,14 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
                         event.getStatus().getMessage());
     exec->events.push_back(std::move(*event));
   }
+  exec->waitersOf.resize(plan.events);
+  for (auto &q : exec->queues)
+    for (size_t i : q->jobs)
+      for (uint32_t e : plan.jobs[i].waits) {
+        auto &list = exec->waitersOf[e];
+        if (list.empty() || list.back() != q.get())
+          list.push_back(q.get());
+      }
   for (auto &q : exec->queues) {
     try {
       q->thread =
@@ -90,10 +98,16 @@ PipelineExecutor::~PipelineExecutor() {
     shutdown = true;
     cancelled = true;
   }
-  changed.notify_all();
+  wakeAll();
   for (auto &q : queues)
     if (q->thread.joinable())
       q->thread.join();
+}
+
+void PipelineExecutor::wakeAll() {
+  for (auto &q : queues)
+    q->wake.notify_all();
+  queueDone.notify_all();
 }
 
 bool PipelineExecutor::ready(const JobDesc &job) const {
@@ -135,7 +149,7 @@ Status PipelineExecutor::enqueueJob(Controller &c, const JobDesc &job) {
 void PipelineExecutor::controllerLoop(Controller &q) {
   std::unique_lock<std::mutex> lock(mutex);
   for (;;) {
-    changed.wait(lock, [&] { return shutdown || q.step != stepNumber; });
+    q.wake.wait(lock, [&] { return shutdown || q.step != stepNumber; });
     if (shutdown)
       return;
     q.step = stepNumber;
@@ -143,7 +157,7 @@ void PipelineExecutor::controllerLoop(Controller &q) {
     for (q.next = 0; q.next < q.jobs.size(); ++q.next) {
       size_t index = q.jobs[q.next];
       const JobDesc &job = plan.jobs[index];
-      changed.wait(lock, [&] { return cancelled || ready(job); });
+      q.wake.wait(lock, [&] { return cancelled || ready(job); });
       if (cancelled)
         break;
       q.running = true;
@@ -168,13 +182,15 @@ void PipelineExecutor::controllerLoop(Controller &q) {
                              queueName(q.kind) + " queue: " + s.getMessage());
           cancelled = true;
         }
-        changed.notify_all();
+        wakeAll();
         break;
       }
       // The host-side signal: the device records are enqueued.
-      for (uint32_t e : job.records)
+      for (uint32_t e : job.records) {
         recordedInStep[e] = stepNumber;
-      changed.notify_all();
+        for (Controller *waiter : waitersOf[e])
+          waiter->wake.notify_one();
+      }
     }
     // The step is done only when the queue's work is; a failure here is
     // the step's unless an earlier one was. Counted as running, so that
@@ -194,7 +210,7 @@ void PipelineExecutor::controllerLoop(Controller &q) {
     }
     q.done = true;
     --activeQueues;
-    changed.notify_all();
+    queueDone.notify_all();
   }
 }
 
@@ -214,13 +230,12 @@ Status PipelineExecutor::runJobsOf(uint64_t label) {
     q->done = false;
     q->next = 0;
   }
-  changed.notify_all();
+  wakeAll();
   using Clock = std::chrono::steady_clock;
   uint64_t seen = progress;
   Clock::time_point deadline = Clock::now() + options.progressWindow;
   while (activeQueues > 0) {
-    changed.wait_until(lock, deadline,
-                       [&] { return activeQueues == 0 || progress != seen; });
+    queueDone.wait_until(lock, deadline, [&] { return activeQueues == 0; });
     if (activeQueues == 0)
       break;
     if (progress != seen || running > 0 || cancelled) {
@@ -242,7 +257,7 @@ Status PipelineExecutor::runJobsOf(uint64_t label) {
     }
     error = deadlineExceeded(stallMessage());
     cancelled = true;
-    changed.notify_all();
+    wakeAll();
   }
   if (trace)
     trace->endStep(trace->now(), error.isOk());

@@ -103,6 +103,10 @@ private:
     size_t next = 0;      ///< position in `jobs` of its current job
     bool running = false; ///< running jobs[next] now
     bool done = true;     ///< finished or stopped its part of `step`
+    /// Its thread waits here: woken by a new step, by the record of an
+    /// event one of its jobs waits for, by cancellation and shutdown, so a
+    /// record wakes only the queues that wait for it.
+    std::condition_variable wake;
     std::thread thread;
   };
 
@@ -128,10 +132,16 @@ private:
   /// The job recording each event (the first, if a broken plan has more).
   std::vector<size_t> recorder;
 
+  /// The controllers that have a job waiting for each event.
+  std::vector<std::vector<Controller *>> waitersOf;
+
   mutable std::mutex mutex;
-  /// Signalled on every change below: a new step, an event recorded, a job
-  /// started or finished, a queue done, cancellation, shutdown.
-  std::condition_variable changed;
+  /// runJobs waits here for queues to finish; it reads progress when its
+  /// watchdog window ends rather than being woken by every job.
+  std::condition_variable queueDone;
+  /// Wakes every controller and runJobs (a new step, cancellation,
+  /// shutdown). Call with the mutex held or just after releasing it.
+  void wakeAll();
   uint64_t stepNumber = 0;
   /// The current step's trace slots, one per plan job (null: no trace).
   JobSpan *traceSlots = nullptr;

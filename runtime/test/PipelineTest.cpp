@@ -72,18 +72,6 @@ Loaded loadBroken(const Plan &built, const std::string &name, Edit breakIt,
   return l;
 }
 
-NpyArray randomArray(Shape shape, uint64_t seed) {
-  NpyArray a;
-  a.dtype = DType::f32;
-  a.shape = std::move(shape);
-  a.data.resize(numElements(a.shape) * sizeof(float));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t i = 0; i < numElements(a.shape); ++i)
-    reinterpret_cast<float *>(a.data.data())[i] = dist(rng);
-  return a;
-}
-
 /// y and z of the two-stage plan, computed microbatch by microbatch with
 /// the host kernels on one thread.
 void reference(const TwoStagePlan &t, const HostForward &fwd,

@@ -16,6 +16,9 @@
 #define RP_RUNTIME_TEST_STAGEDPLANS_H
 
 #include "PlanTestUtil.h"
+#include "rp/runtime/Npy.h"
+
+#include <random>
 
 namespace rp::runtime::test {
 
@@ -99,6 +102,19 @@ inline TwoStagePlan makeTwoStagePlan(unsigned M, unsigned rows, unsigned dim) {
                              {t.eF1[m]}, {t.eOut1[m]}, "OUT1" + mb, m));
   }
   return t;
+}
+
+/// A float input of `shape`, uniform in [-1, 1) from `seed`.
+inline NpyArray randomArray(Shape shape, uint64_t seed) {
+  NpyArray a;
+  a.dtype = DType::f32;
+  a.shape = std::move(shape);
+  a.data.resize(numElements(a.shape) * sizeof(float));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t i = 0; i < numElements(a.shape); ++i)
+    reinterpret_cast<float *>(a.data.data())[i] = dist(rng);
+  return a;
 }
 
 } // namespace rp::runtime::test

@@ -28,18 +28,6 @@ using ::testing::HasSubstr;
 
 namespace {
 
-NpyArray randomInput(Shape shape, uint64_t seed) {
-  NpyArray a;
-  a.dtype = DType::f32;
-  a.shape = std::move(shape);
-  a.data.resize(numElements(a.shape) * sizeof(float));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t i = 0; i < numElements(a.shape); ++i)
-    reinterpret_cast<float *>(a.data.data())[i] = dist(rng);
-  return a;
-}
-
 nlohmann::json readJson(const std::string &path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -85,7 +73,7 @@ TracedRun runTraced(const TwoStagePlan &t, unsigned steps, unsigned threads,
     EXPECT_TRUE(
         r.fwd
             ->setInput(
-                "x", randomInput({int64_t(t.M * t.rows), int64_t(t.dim)}, step))
+                "x", randomArray({int64_t(t.M * t.rows), int64_t(t.dim)}, step))
             .isOk());
     Status s = (*exec)->step(hostPool);
     EXPECT_TRUE(s.isOk()) << s.toString();
@@ -238,7 +226,7 @@ TEST(TraceTest, FailedStepIsKeptButNotSummed) {
   options.trace = &trace;
   auto exec = PipelineExecutor::create(*plan, **fwd, options);
   ASSERT_TRUE(exec);
-  ASSERT_TRUE((*fwd)->setInput("x", randomInput({4, 4}, 1)).isOk());
+  ASSERT_TRUE((*fwd)->setInput("x", randomArray({4, 4}, 1)).isOk());
   ASSERT_TRUE((*exec)->runJobs().failed());
   ASSERT_EQ(trace.getSteps().size(), 1u);
   EXPECT_FALSE(trace.getSteps()[0].ok);

@@ -130,3 +130,10 @@ fi
 echo "   where the time went on the 4 host devices:"
 grep -E "device [0-9]+:|trained" "$out/four.err" | sed 's/^/   /'
 echo "   trace: $(stat -c %s "$out/trace.json") bytes of Chrome trace events (open in ui.perfetto.dev)"
+keep="$root/demo-out"
+mkdir -p "$keep"
+cp "$out/trace.json" "$keep/trace.json"
+PYTHONPATH="$root/python" .venv/bin/python -m rp.viz "$keep/trace.json" \
+  -o "$keep/timeline.svg" --step 29 2>&1 | sed 's/^/   /'
+echo "   kept: demo-out/trace.json (Chrome trace) and demo-out/timeline.svg (the last step,"
+echo "   one row per device queue, coloured by forward / tail / backward / copies / optimizer)"

@@ -1,0 +1,124 @@
+"""Draws a Chrome trace of rp-run (--trace) as an SVG timeline.
+
+Usage: python -m rp.viz TRACE.json -o timeline.svg [--step K]
+
+One row per track of the trace (each device's compute, weight upload,
+activation upload and download queues, then the host's step and optimizer
+tracks), in the trace's own order; every span a rectangle coloured by what
+it is: forward, fused tail, backward, weight upload, activation upload,
+download, optimizer, host. With --step, only that step's spans (by their
+`step` argument). No third-party library: the SVG is written by hand.
+"""
+
+import argparse
+import html
+import json
+import re
+import sys
+
+KINDS = [  # (label pattern, kind, colour)
+    (r"^F\d", "forward", "#4e79a7"),
+    (r"^T\d", "fused tail", "#b07aa1"),
+    (r"^B\d", "backward", "#e15759"),
+    (r"^UP ", "weight H2D", "#f28e2b"),
+    (r"^(IN|DIN)", "activation H2D", "#edc948"),
+    (r"^(OUT|DOUT|GRAD)", "D2H", "#59a14f"),
+    (r"^optimizer", "optimizer", "#9c755f"),
+]
+HOST = ("host", "#bab0ac")
+
+
+def kind_of(name):
+    for pattern, kind, colour in KINDS:
+        if re.match(pattern, name):
+            return kind, colour
+    return HOST
+
+
+def load(path, step):
+    events = json.load(open(path))
+    if isinstance(events, dict):
+        events = events.get("traceEvents", [])
+    names, order, spans = {}, {}, []
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            names[(e["pid"], None)] = e["args"]["name"]
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            names[(e["pid"], e["tid"])] = e["args"]["name"]
+        elif e.get("ph") == "M" and e.get("name") == "thread_sort_index":
+            order[(e["pid"], e["tid"])] = e["args"]["sort_index"]
+        elif e.get("ph") == "X":
+            if step is not None and e.get("args", {}).get("step") != step:
+                continue
+            spans.append(e)
+    rows = sorted({(e["pid"], e["tid"]) for e in spans},
+                  key=lambda r: (r[0], order.get(r, r[1])))
+    label = {r: "%s %s" % (names.get((r[0], None), "pid %d" % r[0]),
+                           names.get(r, "tid %d" % r[1])) for r in rows}
+    return rows, label, spans
+
+
+def render(rows, label, spans, width=1600, row_h=18, left=190):
+    if not spans:
+        raise SystemExit("rp.viz: the trace has no spans (for that step)")
+    t0 = min(e["ts"] for e in spans)
+    t1 = max(e["ts"] + e["dur"] for e in spans)
+    scale = (width - left - 10) / max(t1 - t0, 1e-9)
+    top = 30
+    height = top + row_h * len(rows) + 40
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+           'font-family="sans-serif" font-size="11">' % (width, height),
+           '<rect width="100%" height="100%" fill="white"/>',
+           '<text x="%d" y="18">%.3f ms, %d spans</text>'
+           % (left, (t1 - t0) / 1e3, len(spans))]
+    index = {r: i for i, r in enumerate(rows)}
+    for r, i in index.items():
+        y = top + i * row_h
+        out.append('<text x="4" y="%d">%s</text>'
+                   % (y + row_h - 5, html.escape(label[r])))
+        out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#eee"/>'
+                   % (left, width - 10, y + row_h, y + row_h))
+    for e in spans:
+        kind, colour = kind_of(e["name"])
+        x = left + (e["ts"] - t0) * scale
+        w = max(e["dur"] * scale, 0.5)
+        y = top + index[(e["pid"], e["tid"])] * row_h + 2
+        out.append('<rect class="span" x="%.2f" y="%d" width="%.2f" height="%d" '
+                   'fill="%s"><title>%s (%s, %.1f us)</title></rect>'
+                   % (x, y, w, row_h - 4, colour, html.escape(e["name"]),
+                      kind, e["dur"]))
+    y = top + len(rows) * row_h + 20
+    x = left
+    for _, kind, colour in KINDS + [(None,) + HOST]:
+        out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/>'
+                   '<text x="%d" y="%d">%s</text>'
+                   % (x, y - 9, colour, x + 14, y, kind))
+        x += 20 + 7 * len(kind)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m rp.viz",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("trace")
+    parser.add_argument("-o", "--output", required=True)
+    parser.add_argument("--step", type=int)
+    args = parser.parse_args(argv)
+    try:
+        rows, label, spans = load(args.trace, args.step)
+    except (OSError, ValueError) as err:
+        raise SystemExit("rp.viz: cannot read trace '%s': %s" % (args.trace, err))
+    svg = render(rows, label, spans)
+    tmp = args.output + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(svg)
+    import os
+    os.replace(tmp, args.output)
+    print("rp.viz: %s: %d rows, %d spans" % (args.output, len(rows), len(spans)),
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""Compares an rp.viz SVG with its trace: one rectangle per span of the
+step and one row per track that has one.
+
+Usage: viz_counts.py TRACE.json TIMELINE.svg STEP
+"""
+import json
+import re
+import sys
+
+trace, svg, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
+events = json.load(open(trace))["traceEvents"]
+spans = [e for e in events if e["ph"] == "X" and e["args"].get("step") == step]
+rows = {(e["pid"], e["tid"]) for e in spans}
+text = open(svg).read()
+drawn = text.count('class="span"')
+labels = len(re.findall(r'<text x="4"', text))
+if drawn == len(spans) and labels == len(rows):
+    print("every span of step %d drawn once: %d spans on %d rows"
+          % (step, drawn, labels))
+else:
+    print("MISMATCH: %d spans, %d drawn; %d rows, %d labels"
+          % (len(spans), drawn, len(rows), labels))

@@ -141,8 +141,16 @@ LogicalResult Checker::checkGradients() {
     }
     if (c.kind == CommandKind::forward)
       continue;
-    unsigned set = pl.jobs[c.job].weightSet;
+    // A backward of frozen layers (a LoRA model's embedding) has no
+    // weight gradients to download.
+    const StageJob &job = pl.jobs[c.job];
+    int64_t gradBytes = 0;
+    for (unsigned l = job.range.begin; l < job.range.end; ++l)
+      gradBytes += in.costs[l].gradBytes;
+    unsigned set = job.weightSet;
     auto &list = downloads[set];
+    if (gradBytes == 0 && list.empty())
+      continue;
     if (list.size() != 1)
       return ops[i]->emitOpError("computes gradients of weight set ")
              << set << ", which are downloaded " << list.size()

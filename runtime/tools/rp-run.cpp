@@ -105,7 +105,11 @@ int main(int argc, char **argv) {
   uint64_t seed = 0;
   unsigned steps = 1;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  app.add_option("plan", planPath, "the .rpplan file")->required();
+  app.add_option("plan", planPath, "the .rpplan file");
+  bool listDevices = false;
+  app.add_flag("--list-devices", listDevices,
+               "list every backend, whether it is built in and its devices, "
+               "then exit");
   // The backends DESIGN.md names; createBackend says which are built in.
   app.add_option("--backend", backend,
                  "the devices to run on: host (default), cuda or sim")
@@ -190,6 +194,21 @@ int main(int argc, char **argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
 
+  if (listDevices) {
+    for (const char *name : {"host", "cuda", "sim"}) {
+      BackendOptions one;
+      one.threads = threads;
+      Expected<std::unique_ptr<Backend>> b = createBackend(name, one);
+      std::cout << name << ": "
+                << (b ? (*b)->describe() + " (opens as many as a plan asks)"
+                      : "not available: " + b.getStatus().getMessage())
+                << "\n";
+    }
+    return 0;
+  }
+  if (planPath.empty())
+    return fail(invalidArgument("give the .rpplan file to run (rp-compile "
+                                "writes one), or --list-devices"));
   loadOptions.checkEvents = !uncheckedEvents;
   Expected<Plan> plan = loadPlan(planPath, loadOptions);
   if (!plan)

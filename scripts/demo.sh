@@ -133,7 +133,9 @@ echo "   trace: $(stat -c %s "$out/trace.json") bytes of Chrome trace events (op
 keep="$root/demo-out"
 mkdir -p "$keep"
 cp "$out/trace.json" "$keep/trace.json"
+build/bin/rp-run "$out/train4.rpplan" --describe=json > "$keep/plan.json"
 PYTHONPATH="$root/python" .venv/bin/python -m rp.viz "$keep/trace.json" \
-  -o "$keep/timeline.svg" --step 29 2>&1 | sed 's/^/   /'
+  -o "$keep/timeline.svg" --step 29 --plan "$keep/plan.json" 2>&1 | sed 's/^/   /'
 echo "   kept: demo-out/trace.json (Chrome trace) and demo-out/timeline.svg (the last step,"
-echo "   one row per device queue, coloured by forward / tail / backward / copies / optimizer)"
+echo "   one row per device queue, coloured by forward / tail / backward / copies / optimizer;"
+echo "   thin bars under it: the compiler's predicted timeline of the same step)"

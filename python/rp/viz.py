@@ -1,13 +1,18 @@
 """Draws a Chrome trace of rp-run (--trace) as an SVG timeline.
 
 Usage: python -m rp.viz TRACE.json -o timeline.svg [--step K]
+                        [--plan PLAN.json]
 
 One row per track of the trace (each device's compute, weight upload,
 activation upload and download queues, then the host's step and optimizer
 tracks), in the trace's own order; every span a rectangle coloured by what
 it is: forward, fused tail, backward, weight upload, activation upload,
 download, optimizer, host. With --step, only that step's spans (by their
-`step` argument). No third-party library: the SVG is written by hand.
+`step` argument). With --plan (`rp-run PLAN --describe=json`), the
+compiler's predicted timeline of the step (each job's predicted start and
+duration) is drawn under the measured one in every row, from the step's
+first span, so prediction and measurement compare at a glance. No
+third-party library: the SVG is written by hand.
 """
 
 import argparse
@@ -58,11 +63,27 @@ def load(path, step):
     return rows, label, spans
 
 
-def render(rows, label, spans, width=1600, row_h=18, left=190):
+def predicted_spans(plan_path):
+    """(row name, label, start us, duration us) of every estimated job."""
+    plan = json.load(open(plan_path))
+    out = []
+    for j in plan.get("jobs", []):
+        ms = j.get("predicted_ms", 0)
+        if ms <= 0:
+            continue
+        row = "device %d %s" % (j.get("device", 0), j.get("queue", "compute"))
+        out.append((row, j.get("label", ""), j.get("predicted_start_ms", 0) * 1e3,
+                    ms * 1e3))
+    return out
+
+
+def render(rows, label, spans, predicted=(), width=1600, row_h=18, left=190):
     if not spans:
         raise SystemExit("rp.viz: the trace has no spans (for that step)")
     t0 = min(e["ts"] for e in spans)
     t1 = max(e["ts"] + e["dur"] for e in spans)
+    if predicted:
+        t1 = max(t1, t0 + max(s + d for _, _, s, d in predicted))
     scale = (width - left - 10) / max(t1 - t0, 1e-9)
     top = 30
     height = top + row_h * len(rows) + 40
@@ -87,6 +108,23 @@ def render(rows, label, spans, width=1600, row_h=18, left=190):
                    'fill="%s"><title>%s (%s, %.1f us)</title></rect>'
                    % (x, y, w, row_h - 4, colour, html.escape(e["name"]),
                       kind, e["dur"]))
+    by_name = {label[r]: i for r, i in index.items()}
+    drawn = 0
+    for row, name, start, dur in predicted:
+        if row not in by_name:
+            continue
+        kind, colour = kind_of(name)
+        y = top + by_name[row] * row_h + row_h - 5
+        out.append('<rect class="predicted" x="%.2f" y="%d" width="%.2f" '
+                   'height="3" fill="%s" opacity="0.6"><title>predicted %s '
+                   '(%.1f us)</title></rect>'
+                   % (left + start * scale, y, max(dur * scale, 0.5), colour,
+                      html.escape(name), dur))
+        drawn += 1
+    if predicted:
+        end = max(s + d for _, _, s, d in predicted)
+        out.append('<text x="%d" y="18">predicted (thin bars): %.3f ms, '
+                   '%d spans</text>' % (left + 260, end / 1e3, drawn))
     y = top + len(rows) * row_h + 20
     x = left
     for _, kind, colour in KINDS + [(None,) + HOST]:
@@ -104,12 +142,20 @@ def main(argv=None):
     parser.add_argument("trace")
     parser.add_argument("-o", "--output", required=True)
     parser.add_argument("--step", type=int)
+    parser.add_argument("--plan", help="rp-run PLAN --describe=json output: "
+                        "draw the predicted timeline too")
     args = parser.parse_args(argv)
     try:
         rows, label, spans = load(args.trace, args.step)
     except (OSError, ValueError) as err:
         raise SystemExit("rp.viz: cannot read trace '%s': %s" % (args.trace, err))
-    svg = render(rows, label, spans)
+    predicted = []
+    if args.plan:
+        try:
+            predicted = predicted_spans(args.plan)
+        except (OSError, ValueError) as err:
+            raise SystemExit("rp.viz: cannot read plan '%s': %s" % (args.plan, err))
+    svg = render(rows, label, spans, predicted)
     tmp = args.output + ".tmp"
     with open(tmp, "w") as f:
         f.write(svg)

@@ -67,10 +67,15 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   if (!late.empty()) {
     if (roundRobin && done.size() >= 2)
       lateWaits.push_back(computeEvents[c.device][done.size() - 2]);
+    // Not in the schedule, so not in its estimate: an empty span.
+    double start = nextStart, ms = nextMs;
+    nextMs = 0;
     Cmd in = c;
     waits.push_back(addJob(in, pf::Queue::activation_h2d, std::nullopt, late,
                            lateWaits, "IN+ s" + std::to_string(c.job) +
                                           " mb" + std::to_string(mb)));
+    nextStart = start;
+    nextMs = ms;
   }
   toUpload[{unsigned(c.job), mb}].clear();
   if (done.size() >= 2 && done[done.size() - 2] >= 0)
@@ -322,7 +327,10 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   eventOf.assign(cmds.size(), -1);
   extraDownloads.assign(devices, {});
   computeEvents.assign(devices, {});
+  predict();
   for (auto [i, c] : llvm::enumerate(cmds)) {
+    nextStart = predictedStart[i];
+    nextMs = predictedMs[i];
     for (unsigned x : c.waits)
       if (eventOf[x] < 0)
         return schedule.emitOpError("waits for the optimizer step within the "

@@ -36,6 +36,7 @@ private:
     int job = -1, mb = -1;
     unsigned device = 0, chunk = 0;
     SmallVector<unsigned> waits;
+    double ms = 0; ///< the schedule's estimate
   };
   struct StageJob {
     LayerRole role;
@@ -55,6 +56,9 @@ private:
   using BufferMap = std::map<std::pair<Operation *, unsigned>, uint32_t>;
 
   LogicalResult readCommands();
+  /// The timing analysis of the commands: each one's estimated start and
+  /// duration, which the plan's jobs carry for predicted timelines.
+  void predict();
   LogicalResult classifyOps();
   LogicalResult bindLayers();
   void analyzeJobs();
@@ -115,6 +119,10 @@ private:
   SmallVector<Operation *> prologue, epilogue;
   llvm::MapVector<Value, uint32_t> hostBuffer;
   BufferMap weightBuffers, inBuffers, outBuffers;
+  std::vector<double> predictedStart, predictedMs;
+  /// What the next job added carries: the command being written's
+  /// estimate on its first job, an empty span at its end on the others.
+  double nextStart = 0, nextMs = 0;
   llvm::DenseMap<Value, uint32_t> accBuffer, gradBuffer;
   /// Per (stage job, microbatch): the event of its first download, and the
   /// values not moved yet.

@@ -68,6 +68,7 @@ LogicalResult StagedExporter::readCommands() {
       c.job = compute.getJob();
       c.mb = compute.getMb();
       c.device = compute.getDevice();
+      c.ms = compute.getMs().convertToDouble();
       if (c.job < 0 || c.mb < 0 || c.mb >= int(microbatches) ||
           c.device >= devices)
         return compute.emitOpError("has a job, microbatch or device out of "
@@ -103,11 +104,13 @@ LogicalResult StagedExporter::readCommands() {
       c.mb = copy.getMb() ? int(*copy.getMb()) : -1;
       c.device = copy.getDevice();
       c.chunk = copy.getChunk();
+      c.ms = copy.getMs().convertToDouble();
       if (c.device >= devices || c.job < 0 || c.mb >= int(microbatches))
         return copy.emitOpError("has a job, microbatch or device out of "
                                 "range");
-    } else if (isa<OptimizerStepOp>(op)) {
+    } else if (auto opt = dyn_cast<OptimizerStepOp>(op)) {
       c.kind = Kind::optimizer;
+      c.ms = opt.getMs().convertToDouble();
     } else {
       return op.emitOpError("is not a schedule command");
     }
@@ -298,7 +301,52 @@ unsigned StagedExporter::addJob(const Cmd &c, pf::Queue queue,
       w.fbb.CreateVector(waitList), w.fbb.CreateVector(records),
       program ? pf::JobKind::run : pf::JobKind::copy,
       program ? 0 : w.fbb.CreateVector(copyList), c.job,
-      w.fbb.CreateString(text)));
+      w.fbb.CreateString(text), nextStart, nextMs));
+  nextStart += nextMs;
+  nextMs = 0;
   return event;
+}
+
+void StagedExporter::predict() {
+  Schedule s;
+  s.devices = devices;
+  FailureOr<HardwareProfile> hw =
+      loadHardwareProfile(schedule.getHw(), schedule.getContext());
+  s.gpusPerLink = succeeded(hw) ? hw->gpusPerLink : 1;
+  for (const Cmd &c : cmds) {
+    Command x;
+    x.device = c.device;
+    x.ms = c.ms;
+    x.waits.assign(c.waits.begin(), c.waits.end());
+    switch (c.kind) {
+    case Kind::compute:
+      x.kind = CommandKind::forward;
+      break;
+    case Kind::weights:
+      x.kind = CommandKind::h2dWeights;
+      break;
+    case Kind::activationIn:
+    case Kind::gradientIn:
+      x.kind = CommandKind::h2dActivation;
+      break;
+    case Kind::activationOut:
+    case Kind::gradientOut:
+    case Kind::weightGrads:
+      x.kind = CommandKind::d2hActivation;
+      break;
+    case Kind::optimizer:
+      x.kind = CommandKind::optimizer;
+      break;
+    }
+    x.queue = queueOf(x.kind);
+    s.add(std::move(x));
+  }
+  predictedStart.assign(cmds.size(), 0);
+  predictedMs.assign(cmds.size(), 0);
+  if (std::optional<Timing> t = estimateTiming(s))
+    for (size_t i = 0; i < cmds.size(); ++i) {
+      predictedStart[i] = t->start[i];
+      predictedMs[i] = t->end[i] - t->start[i];
+    }
 }
 

@@ -340,6 +340,8 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
                               k->dst_offset(), k->bytes()});
       d.stage = j->stage();
       d.label = str(j->label());
+      d.predictedStartMs = j->predicted_start_ms();
+      d.predictedMs = j->predicted_ms();
       plan.jobs.push_back(std::move(d));
     }
   plan.staged = root->staged();

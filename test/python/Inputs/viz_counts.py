@@ -1,7 +1,10 @@
 """Compares an rp.viz SVG with its trace: one rectangle per span of the
 step and one row per track that has one.
 
-Usage: viz_counts.py TRACE.json TIMELINE.svg STEP
+Usage: viz_counts.py TRACE.json TIMELINE.svg STEP [PLAN.json]
+
+With PLAN.json (rp-run --describe=json), also one thin bar per job the
+compiler estimated, none past the predicted end of the step.
 """
 import json
 import re
@@ -20,3 +23,12 @@ if drawn == len(spans) and labels == len(rows):
 else:
     print("MISMATCH: %d spans, %d drawn; %d rows, %d labels"
           % (len(spans), drawn, len(rows), labels))
+
+if len(sys.argv) > 4:
+    jobs = json.load(open(sys.argv[4]))["jobs"]
+    timed = [j for j in jobs if j.get("predicted_ms", 0) > 0]
+    bars = text.count('class="predicted"')
+    end = max(j.get("predicted_start_ms", 0) + j["predicted_ms"] for j in timed)
+    print("%s: %d predicted bars for %d estimated jobs, step %.4f ms"
+          % ("ok" if bars == len(timed) and timed else "MISMATCH", bars,
+             len(timed), end))

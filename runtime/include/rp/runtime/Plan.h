@@ -114,6 +114,8 @@ struct JobDesc {
   std::vector<CopyDesc> copies; ///< kind copy only
   int32_t stage = -1;
   std::string label;
+  /// The compiler's estimate (ms from the step's start; 0: none).
+  double predictedStartMs = 0, predictedMs = 0;
 };
 
 struct BindingDesc {

@@ -5,7 +5,10 @@ runs a tool and turns its failure into a typed exception that carries the
 tool's diagnostics, so a Python user sees the same messages as a shell user.
 """
 
+from rp.driver import compile, train
 from rp.tools import ToolError, ToolNotFoundError, find_tool, opt, run_tool
+from rp.trace import TraceError, trace
 
-__all__ = ["ToolError", "ToolNotFoundError", "find_tool", "opt", "run_tool"]
+__all__ = ["ToolError", "ToolNotFoundError", "TraceError", "compile",
+           "find_tool", "opt", "run_tool", "trace", "train"]
 __version__ = "0.1.0"

@@ -1,0 +1,119 @@
+"""``rp.compile`` and ``rp.train``: rp-compile and rp-run from Python.
+
+Keyword options map to the tools' flags of the same name with ``_`` for
+``-``: ``True`` is a bare flag, ``False``/``None`` leave it out, a list
+repeats it, anything else is ``--flag=value``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
+
+from rp.tools import ToolError, find_tool, run_tool
+
+PathLike = Union[str, os.PathLike]
+
+_STEP = re.compile(r"^step (\d+) loss (\S+)$")
+
+
+def _flags(options: Mapping[str, Any]) -> List[str]:
+    out = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            out.append(flag)
+        elif isinstance(value, (list, tuple)):
+            out += [f"{flag}={v}" for v in value]
+        else:
+            out.append(f"{flag}={value}")
+    return out
+
+
+def compile(src: PathLike, out: Optional[PathLike] = None, devices: int = 1,
+            microbatches: Optional[int] = None, hw: str = "host",
+            schedule: str = "round-robin", **pipeline_options) -> Path:
+    """Compiles ``src`` (a traced or imported ``.mlir``, or an ``.onnx``)
+    into a plan with ``rp-compile`` and returns the plan's path (default:
+    ``src`` with the suffix ``.rpplan``). Other rp-compile flags are keyword
+    options: ``stages="fwd:1;bwd:3,1"``, ``dtype="bf16"``, ``lora_rank=8``,
+    ``forward_only=True``. Raises ToolError with rp-compile's diagnostics.
+    The one-paragraph summary rp-compile prints is kept in
+    ``rp.driver.last_compile_summary``."""
+    global last_compile_summary
+    src = Path(src)
+    out = Path(out) if out is not None else src.with_suffix(".rpplan")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    options: Dict[str, Any] = {"devices": devices, "microbatches": microbatches,
+                               "hw": hw, "schedule": schedule}
+    options.update(pipeline_options)
+    proc = run_tool("rp-compile", [str(src), "-o", str(out), *_flags(options)])
+    last_compile_summary = proc.stderr
+    return out
+
+
+last_compile_summary = ""
+
+
+def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
+          labels: Any = None, steps: int = 1, lr: float = 1e-3,
+          optimizer: str = "adamw", sync: bool = False,
+          **options) -> Iterator[float]:
+    """Runs ``rp-run`` on ``plan`` and yields each step's loss as rp-run
+    prints it (``step K loss V``), as the steps finish.
+
+    ``inputs`` maps model input names to arrays (numpy arrays, or anything
+    ``np.asarray`` takes, CPU torch tensors included) holding one global
+    batch; ``labels`` the labels of that batch. They are written to
+    temporary ``.npy`` files and passed as ``--input NAME=FILE`` and
+    ``--labels FILE``. Other rp-run flags are keyword options
+    (``dump_grads="g.safetensors"``, ``backend="sim"``, ``threads=4``).
+    ``sync=False`` is rp-run's default async mode (one step stale).
+
+    The run starts when the first loss is asked for. If rp-run fails, the
+    iterator raises ToolError carrying rp-run's stderr; if the caller stops
+    early, rp-run is stopped."""
+    import numpy as np
+    args = [str(plan), f"--steps={steps}", f"--lr={lr!r}",
+            f"--optimizer={optimizer}", "--sync" if sync else "--async"]
+    with tempfile.TemporaryDirectory(prefix="rp-train-") as tmp:
+        for name, value in (inputs or {}).items():
+            path = Path(tmp) / f"input-{len(args)}.npy"
+            np.save(path, _array(value))
+            args.append(f"--input={name}={path}")
+        if labels is not None:
+            path = Path(tmp) / "labels.npy"
+            np.save(path, _array(labels))
+            args.append(f"--labels={path}")
+        args += _flags(options)
+        tool = find_tool("rp-run")
+        with open(Path(tmp) / "stderr.txt", "w+") as err:
+            proc = subprocess.Popen([str(tool), *args], stdout=subprocess.PIPE,
+                                    stderr=err, text=True)
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    m = _STEP.match(line.strip())
+                    if m:
+                        yield float(m.group(2))
+                rc = proc.wait()
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            if rc != 0:
+                err.seek(0)
+                raise ToolError("rp-run", rc, err.read())
+
+
+def _array(value):
+    import numpy as np
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return np.ascontiguousarray(np.asarray(value))

@@ -28,6 +28,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -293,6 +294,23 @@ int main(int argc, char **argv) {
     if (!array)
       return fail(array.getStatus());
     given.push_back({"labels", std::move(*array)});
+  }
+  // A misspelt name would otherwise leave that input synthetic.
+  for (auto &[name, array] : given) {
+    bool known = name != "loss_scale" &&
+                 std::any_of(plan->inputs.begin(), plan->inputs.end(),
+                             [&n = name](const BindingDesc &b) {
+                               return b.name == n;
+                             });
+    if (!known) {
+      std::string names;
+      for (const BindingDesc &b : plan->inputs)
+        if (b.name != "loss_scale")
+          names += (names.empty() ? "" : ", ") + b.name;
+      return fail(invalidArgument(
+          "the plan has no input '" + name + "' (inputs: " + names + ")" +
+          (name == "labels" ? "; --labels is for training plans" : "")));
+    }
   }
 
   if (isTrainingPlan(*plan)) {

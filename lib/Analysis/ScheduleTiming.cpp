@@ -57,15 +57,14 @@ std::optional<std::pair<unsigned, bool>> linkOf(const Command &c,
   return std::make_pair(c.device / std::max(gpusPerLink, 1u), up);
 }
 
-} // namespace
-
-std::optional<Timing> mlir::rp::estimateTiming(const Schedule &schedule,
-                                               std::string *stuck) {
-  const std::vector<Command> &cmds = schedule.commands;
+/// What each command must wait for: its predecessor on its queue and the
+/// commands it waits for; `pending` counts them, `succs` is the reverse.
+void dependencies(const std::vector<Command> &cmds,
+                  std::vector<std::vector<unsigned>> &succs,
+                  std::vector<unsigned> &pending) {
   unsigned n = cmds.size();
-  // Queue order: each command also waits for its predecessor on its queue.
-  std::vector<std::vector<unsigned>> succs(n);
-  std::vector<unsigned> pending(n, 0);
+  succs.assign(n, {});
+  pending.assign(n, 0);
   std::map<std::pair<unsigned, unsigned>, unsigned> lastOnQueue;
   auto edge = [&](unsigned from, unsigned to) {
     succs[from].push_back(to);
@@ -82,6 +81,17 @@ std::optional<Timing> mlir::rp::estimateTiming(const Schedule &schedule,
       if (w < n)
         edge(w, i);
   }
+}
+
+} // namespace
+
+std::optional<Timing> mlir::rp::estimateTiming(const Schedule &schedule,
+                                               std::string *stuck) {
+  const std::vector<Command> &cmds = schedule.commands;
+  unsigned n = cmds.size();
+  std::vector<std::vector<unsigned>> succs;
+  std::vector<unsigned> pending;
+  dependencies(cmds, succs, pending);
   Timing t;
   t.start.assign(n, 0);
   t.end.assign(n, 0);
@@ -186,23 +196,9 @@ std::optional<Schedule> mlir::rp::inIssueOrder(const Schedule &schedule,
   if (!t)
     return std::nullopt;
   const std::vector<Command> &cmds = schedule.commands;
-  std::vector<std::vector<unsigned>> succs(cmds.size());
-  std::vector<unsigned> pending(cmds.size(), 0);
-  std::map<std::pair<unsigned, unsigned>, unsigned> lastOnQueue;
-  auto edge = [&](unsigned from, unsigned to) {
-    succs[from].push_back(to);
-    ++pending[to];
-  };
-  for (unsigned i = 0; i < cmds.size(); ++i) {
-    auto key =
-        std::make_pair(cmds[i].device, static_cast<unsigned>(cmds[i].queue));
-    auto it = lastOnQueue.find(key);
-    if (it != lastOnQueue.end())
-      edge(it->second, i);
-    lastOnQueue[key] = i;
-    for (unsigned w : cmds[i].waits)
-      edge(w, i);
-  }
+  std::vector<std::vector<unsigned>> succs;
+  std::vector<unsigned> pending;
+  dependencies(cmds, succs, pending);
   using Key = std::pair<double, unsigned>;
   std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
   for (unsigned i = 0; i < cmds.size(); ++i)

@@ -25,11 +25,12 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
     ModuleOp module = getOperation();
     std::optional<ScheduleKind> kind = parseScheduleKind(schedule);
     if (!kind || devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe")) {
+        stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe" &&
+         partitioner != "exhaustive")) {
       module.emitError()
           << "rp-partition needs schedule round-robin, gpipe, 1f1b or "
              "interleaved-1f1b, devices >= 1, 0 < weight-budget <= 1, "
-             "stage-bytes >= 0 and partitioner rp or roundpipe";
+             "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }
     if (partitioner == "roundpipe" && *kind != ScheduleKind::roundRobin) {

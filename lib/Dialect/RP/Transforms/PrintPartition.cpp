@@ -47,10 +47,11 @@ struct PrintPartitionPass
 
   void runOnOperation() override {
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe")) {
+        stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe" &&
+         partitioner != "exhaustive")) {
       getOperation().emitError()
           << "rp-print-partition needs devices >= 1, 0 < weight-budget <= 1, "
-             "stage-bytes >= 0 and partitioner rp or roundpipe";
+             "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }
     FailureOr<CostInputs> inputs = loadCostInputs(hw, measured, &getContext());

@@ -19,9 +19,16 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
       return staticPartition(costs, staticStageCount(request.schedule,
                                                      request.devices,
                                                      costs.size()));
-    if (request.partitioner == "rp") {
+    if (request.partitioner == "rp" || request.partitioner == "exhaustive") {
       SearchTarget target{hw, request.devices, request.microbatches, cap};
-      return partitionForStepTime(costs, target);
+      if (request.partitioner == "rp")
+        return partitionForStepTime(costs, target);
+      if (costs.size() > 10)
+        return mlir::emitError(func.getLoc())
+               << "partitioner=exhaustive tries every partition of at most "
+                  "10 layers; this model has "
+               << costs.size() << " (use partitioner=rp)";
+      return partitionExhaustive(costs, target);
     }
     std::string raisedFor;
     Partition p = partitionRoundPipe(costs, cap, request.devices, &raisedFor);

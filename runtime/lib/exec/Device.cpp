@@ -9,6 +9,9 @@
 
 #include "rp/runtime/Device.h"
 #include "rp/runtime/host/HostDevice.h"
+#ifdef RP_HAVE_CUDA
+#include "rp/runtime/cuda/CudaDevice.h"
+#endif
 
 using namespace rp::runtime;
 
@@ -28,13 +31,18 @@ Expected<std::unique_ptr<Backend>> createHost(const BackendOptions &options) {
 
 const BackendEntry kBackends[] = {
     {"host", createHost},
+#ifdef RP_HAVE_CUDA
+    {"cuda", cuda::createBackend},
+#endif
 };
 
 /// Backends DESIGN.md names that this build lacks, and what to do.
 const std::pair<const char *, const char *> kMissing[] = {
-    {"cuda", "the cuda backend is not built into this runtime yet, so no "
-             "CUDA device can be opened; run on the host backend with "
-             "--backend host"},
+#ifndef RP_HAVE_CUDA
+    {"cuda", "the cuda backend is not built into this runtime (configure "
+             "with the CUDA toolkit, RP_ENABLE_CUDA=ON), so no CUDA device "
+             "can be opened; run on the host backend with --backend host"},
+#endif
     {"sim", "the sim backend is not built into this runtime yet; run on "
             "the host backend with --backend host"},
 };

@@ -6,7 +6,8 @@
 // the round-robin, 1f1b and gpipe schedules, each trained for three AdamW
 // steps in sync mode on the host device, give per-step losses and final
 // weights bitwise equal to the one-device plan with the same M. Async mode
-// follows the one-step-stale rule on any device count just the same.
+// follows the one-step-stale rule on any device count just the same, and so
+// do interleaved-1f1b and bf16 plans.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,9 +36,10 @@ namespace {
 struct Config {
   std::string schedule;
   unsigned devices, microbatches;
+  bool bf16 = false;
   std::string name() const {
     return schedule + " G=" + std::to_string(devices) +
-           " M=" + std::to_string(microbatches);
+           " M=" + std::to_string(microbatches) + (bf16 ? " bf16" : "");
   }
 };
 
@@ -70,7 +72,13 @@ std::string compile(const std::string &model, const Config &c,
   options.devices = c.devices;
   options.microbatches = c.microbatches;
   options.schedule = c.schedule;
-  mlir::rp::buildTrainPipeline(pm, options);
+  mlir::rp::buildTrainPipeline(pm, options, [&](OpPassManager &p) {
+    if (c.bf16) {
+      mlir::rp::ConvertFloatTypePassOptions to;
+      to.to = mlir::rp::ComputeType::bf16;
+      p.addPass(mlir::rp::createConvertFloatTypePass(to));
+    }
+  });
   EXPECT_TRUE(succeeded(pm.run(*module))) << c.name();
   mlir::rp::PlanExportOptions out;
   out.irDir = dir;
@@ -147,6 +155,27 @@ TEST(Equivalence, GptSyncOnEveryDeviceCountAndSchedule) {
 
 TEST(Equivalence, LlamaSyncOnEveryDeviceCountAndSchedule) {
   checkModel(modelPath("llama_op17.onnx"), /*sync=*/true);
+}
+
+TEST(Equivalence, InterleavedAndBf16PlansTrainLikeOneDevice) {
+  for (const char *name : {"gpt_op17.onnx", "llama_op17.onnx"}) {
+    std::string model = modelPath(name);
+    for (auto [c, ref] :
+         {std::pair<Config, Config>{{"interleaved-1f1b", 2, 4},
+                                    {"round-robin", 1, 4}},
+          {{"round-robin", 3, 4, true}, {"round-robin", 1, 4, true}},
+          {{"1f1b", 2, 3, true}, {"round-robin", 1, 3, true}}}) {
+      std::string refDir = scratchDir(), dir = scratchDir();
+      Outcome reference = train(compile(model, ref, refDir), true, refDir);
+      Outcome got = train(compile(model, c, dir), true, dir);
+      ASSERT_EQ(reference.losses.size(), 3u) << c.name();
+      EXPECT_EQ(got.losses, reference.losses) << name << " " << c.name();
+      EXPECT_TRUE(got.weights == reference.weights)
+          << name << " " << c.name() << ": final weights differ";
+      llvm::sys::fs::remove_directories(dir);
+      llvm::sys::fs::remove_directories(refDir);
+    }
+  }
 }
 
 TEST(Equivalence, GptAsyncOnEveryDeviceCountAndSchedule) {

@@ -977,12 +977,29 @@ def _matmul(e, a, b, out_node, bias=None):
             full = list(e.values[sa].shape)[:-2] + out_shape[-2:]
     fty = ty if full is None else _ttype(full, dt)
     m = _matmul_text(e, e.val(lhs), e.val(rhs), fty)
+    late = None
     if bias is not None:
-        bv = e.val(bias)
-        m = e.emit(f"rp.add {bv}, {m} : ({e.ty(bv)}, {fty}) -> {fty}", fty)
+        # The bias is added before the reshape back to the flat shape when
+        # it broadcasts to the unflattened result (a [N] bias, a [1, M, N]
+        # attention mask), else after it.
+        if full is None or _broadcasts(list(e.values[bias].shape), full):
+            bv = e.val(bias, dt)
+            m = e.emit(f"rp.add {bv}, {m} : ({e.ty(bv)}, {fty}) -> {fty}", fty)
+        else:
+            late = bias
     if full is not None:
         m = e.emit(f"rp.reshape {m} : {fty} to {ty}", ty)
+    if late is not None:
+        bv = e.val(late, dt)
+        m = e.emit(f"rp.add {bv}, {m} : ({e.ty(bv)}, {ty}) -> {ty}", ty)
     return m
+
+
+def _broadcasts(shape, to) -> bool:
+    """Whether numpy broadcasting of ``shape`` against ``to`` gives ``to``."""
+    if len(shape) > len(to):
+        return False
+    return all(s in (1, t) for s, t in zip(shape[::-1], to[::-1]))
 
 
 def _mm(e, n):
@@ -997,6 +1014,17 @@ def _addmm(e, n):
     if n.kwargs.get("beta", 1) != 1 or n.kwargs.get("alpha", 1) != 1:
         return _UNSUPPORTED
     bias, a, b = n.args[:3]
+    return _matmul(e, a, b, n, bias=bias)
+
+
+def _baddbmm(e, n):
+    """beta * input + alpha * (batch1 @ batch2); MultiheadAttention writes
+    its additive attention mask this way (beta = alpha = 1)."""
+    if n.kwargs.get("beta", 1) != 1 or n.kwargs.get("alpha", 1) != 1:
+        return _UNSUPPORTED
+    bias, a, b = n.args[:3]
+    if e.values[a].dim() != 3 or e.values[b].dim() != 3:
+        return _UNSUPPORTED
     return _matmul(e, a, b, n, bias=bias)
 
 
@@ -1128,6 +1156,7 @@ _HANDLERS = {
     "slice": _slice, "select": _select, "split": _split,
     "split_with_sizes": _split, "unbind": _unbind, "cat": _cat,
     "mm": _mm, "bmm": _mm, "matmul": _mm, "addmm": _addmm,
+    "baddbmm": _baddbmm,
     "embedding": _embedding, "native_layer_norm": _layer_norm,
     "_softmax": _softmax("softmax"), "_log_softmax": _softmax("log_softmax"),
     "mean": _reduce("mean"), "sum": _reduce("sum"), "amax": _reduce("max"),

@@ -1,0 +1,34 @@
+"""The step-0 check shared by the rp.trace tests: trace -> compile -> one
+training step on one device, and the loss and every parameter's gradient
+against PyTorch autograd's (DESIGN.md: relative loss error; per tensor
+||a - b|| / ||ref||)."""
+
+import numpy as np
+
+import rp
+import tiny_gpt
+
+
+def check(model, inputs, labels, out, name, tol=1e-4):
+    """``inputs`` maps the names of ``model.forward``'s parameters to
+    tensors (one global batch). Returns the lines the tests print: the
+    plan, the loss and the worst gradient, with the numbers."""
+    ref_loss, ref_grads = tiny_gpt.reference(model, *inputs.values(), labels)
+    src = rp.trace(model, tuple(inputs.values()), out / name)
+    plan = rp.compile(src, out / "plans" / f"{name}.rpplan")
+    summary = rp.driver.last_compile_summary.strip()
+    grads_path = out / f"{name}.grads.safetensors"
+    losses = list(rp.train(plan, dict(inputs), labels,
+                           steps=1, dump_grads=grads_path))
+    loss_err = abs(losses[0] - ref_loss) / abs(ref_loss)
+    got = tiny_gpt.read_safetensors(grads_path)
+    errs = {n: np.linalg.norm(got[n] - g) / np.linalg.norm(g)
+            for n, g in ref_grads.items() if n in got}
+    worst = max(errs, key=errs.get)
+    return [
+        f"{name}: compiled {summary.split(': ', 2)[-1].split(' in stages')[0]}",
+        f"{name}: loss rp {losses[0]:.6f} torch {ref_loss:.6f}: within {tol:g}: "
+        f"{loss_err <= tol} (relative error {loss_err:.2e})",
+        f"{name}: gradients: {len(errs)} of {len(ref_grads)}, within {tol:g}: "
+        f"{all(e <= tol for e in errs.values())} (worst {errs[worst]:.2e}, {worst})",
+    ]

@@ -1028,6 +1028,55 @@ def _baddbmm(e, n):
     return _matmul(e, a, b, n, bias=bias)
 
 
+def _convolution(e, n):
+    """A convolution whose stride equals its kernel size, with no padding,
+    dilation 1 and one group (a patch embedding, as a ViT's conv_proj):
+    the image [B, C, S1.., Sk] is cut into patches, [B, P1.., Pk, C*K1..*Kk]
+    (reshape, transpose), which an rp.matmul with the [O, C*K1..*Kk]
+    weight (transpose_b) plus the bias maps to [B, P1.., Pk, O], then
+    transposed to [B, O, P1.., Pk]. Any other convolution is unsupported."""
+    x, w, bias, stride, padding, dilation, transposed, _, groups = n.args[:9]
+    xs, ws = list(e.values[x].shape), list(e.values[w].shape)
+    k = len(ws) - 2
+    kernel = ws[2:]
+    if (transposed or groups != 1 or len(xs) != k + 2 or k < 1 or
+            list(stride) != kernel or any(p != 0 for p in padding) or
+            any(d != 1 for d in dilation)):
+        return _UNSUPPORTED
+    dt = e.values[n].dtype
+    b, c, o = xs[0], xs[1], ws[0]
+    patches = [s // kk for s, kk in zip(xs[2:], kernel)]
+    xv = e.val(x)
+    used = [b, c] + [p * kk for p, kk in zip(patches, kernel)]
+    if used != xs:  # the trailing rows and columns no patch covers
+        xv = _slice_text(e, xv, [0] * len(xs), [1] * len(xs), _ttype(used, dt))
+    split = [b, c]
+    for p, kk in zip(patches, kernel):
+        split += [p, kk]
+    xv = _reshape_text(e, xv, _ttype(split, dt))
+    # [B, C, P1, K1, .., Pk, Kk] -> [B, P1.., Pk, C, K1.., Kk]
+    perm = [0] + [2 + 2 * i for i in range(k)] + [1] + \
+        [3 + 2 * i for i in range(k)]
+    xv = _permute_to(e, xv, perm,
+                     _ttype([split[i] for i in perm], dt))
+    flat = math.prod(ws[1:])
+    xv = _reshape_text(e, xv, _ttype([b] + patches + [flat], dt))
+    wv = _reshape_text(e, e.val(w), _ttype([o, flat], dt))
+    mty = _ttype([b] + patches + [o], dt)
+    m = e.emit(f"rp.matmul {xv}, {wv} transpose_b : ({e.ty(xv)}, {e.ty(wv)}) "
+               f"-> {mty}", mty)
+    if bias is not None:
+        bv = e.val(bias, dt)
+        m = e.emit(f"rp.add {m}, {bv} : ({mty}, {e.ty(bv)}) -> {mty}", mty)
+    return _permute_to(e, m, [0, k + 1] + list(range(1, k + 1)), e.out_type(n))
+
+
+def _reshape_text(e, x, ty):
+    if e.ty(x) == ty:
+        return x
+    return e.emit(f"rp.reshape {x} : {e.ty(x)} to {ty}", ty)
+
+
 def _embedding(e, n):
     w, idx = n.args[0], n.args[1]
     padding_idx = n.args[2] if len(n.args) > 2 else n.kwargs.get("padding_idx", -1)
@@ -1156,7 +1205,7 @@ _HANDLERS = {
     "slice": _slice, "select": _select, "split": _split,
     "split_with_sizes": _split, "unbind": _unbind, "cat": _cat,
     "mm": _mm, "bmm": _mm, "matmul": _mm, "addmm": _addmm,
-    "baddbmm": _baddbmm,
+    "baddbmm": _baddbmm, "convolution": _convolution,
     "embedding": _embedding, "native_layer_norm": _layer_norm,
     "_softmax": _softmax("softmax"), "_log_softmax": _softmax("log_softmax"),
     "mean": _reduce("mean"), "sum": _reduce("sum"), "amax": _reduce("max"),

@@ -11,6 +11,7 @@
 # losses as the traced graph within 1e-5.
 
 import os
+from rp import safetensors as rp_safetensors
 import sys
 import warnings
 from pathlib import Path
@@ -36,7 +37,7 @@ print("traced", src.name, *sorted(p.name for p in src.parent.iterdir()
 # The weights file is a safetensors file holding every parameter once (the
 # tied lm_head.weight is wte.weight), by module path, with the module's
 # values; the IR points into it.
-stored = tiny_gpt.read_safetensors(src.parent / "weights.safetensors")
+stored = rp_safetensors.read(src.parent / "weights.safetensors")
 params = dict(model.named_parameters())
 same = sorted(stored) == sorted(params) and all(
     np.array_equal(stored[n], p.detach().numpy()) for n, p in params.items())
@@ -51,7 +52,7 @@ grads_path = out / "grads.safetensors"
 losses = list(rp.train(plan, {"tokens": tokens}, labels, steps=1,
                        dump_grads=grads_path))
 loss_err = abs(losses[0] - ref_loss) / abs(ref_loss)
-got = tiny_gpt.read_safetensors(grads_path)
+got = rp_safetensors.read(grads_path)
 errs = {n: np.linalg.norm(got[n] - g) / np.linalg.norm(g)
         for n, g in ref_grads.items() if n in got}
 worst = max(errs, key=errs.get)

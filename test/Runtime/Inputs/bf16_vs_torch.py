@@ -12,30 +12,19 @@ lands within about the same of f32), and the step-0 losses of rp and
 PyTorch bf16 agree within 1e-2. Exits 1 when a check fails.
 """
 
-import json
 import os
 import re
-import struct
 import subprocess
 import sys
 
 import numpy as np
+from rp import safetensors as rp_safetensors
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../Import/ONNX"))
 import make_models  # noqa: E402
 
 GRAD_TOL, LOSS_TOL = 5e-2, 1e-2
-
-
-def read_safetensors(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    return {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:
-                                  8 + n + v["data_offsets"][1]],
-                             np.float32).reshape(v["shape"])
-            for k, v in header.items() if k != "__metadata__"}
 
 
 def torch_grads(dtype, tokens, labels):
@@ -65,7 +54,7 @@ def main(rp_compile, rp_run, models, work):
                           f"{work}/g.safetensors"], check=True,
                          capture_output=True, text=True).stdout
     rp_loss = float(re.search(r"step 0 loss (\S+)", out).group(1))
-    rp = read_safetensors(f"{work}/g.safetensors")
+    rp = rp_safetensors.read(f"{work}/g.safetensors")
 
     def worst(a, ref):
         return max(np.linalg.norm(a[n] - ref[n]) / np.linalg.norm(ref[n])

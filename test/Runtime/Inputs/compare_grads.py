@@ -9,34 +9,18 @@ the loss rp printed ("step 0 loss V") within TOL relative. Prints the worst
 tensor; exits 1 on any mismatch or missing gradient.
 """
 
-import json
 import re
-import struct
 import sys
 
 import numpy as np
-
-
-def read_safetensors(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        assert entry["dtype"] == "F32", entry["dtype"]
-        b, e = entry["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + b:8 + n + e],
-                                  np.float32).reshape(entry["shape"])
-    return out
+from rp import safetensors as rp_safetensors
 
 
 def main(models, name, rp_path, stdout_path, tol):
     tol = float(tol)
     ref = dict(np.load(f"{models}/{name}.grads.npz"))
     ref_loss = float(np.load(f"{models}/{name}.loss.npy"))
-    rp = read_safetensors(rp_path)
+    rp = rp_safetensors.read(rp_path)
     rp_loss = float(re.search(r"step 0 loss (\S+)",
                               open(stdout_path).read()).group(1))
     bad = []

@@ -10,43 +10,18 @@ each adapter gradient equals PyTorch's for the same adapters written here
 Exits 1 on a mismatch.
 """
 
-import json
 import os
-import struct
 import subprocess
 import sys
 
 import numpy as np
+from rp import safetensors as rp_safetensors
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../Import/ONNX"))
 import make_models  # noqa: E402
 
 RANK, ALPHA = 4, 8.0
-
-
-def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array, np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-def read_safetensors(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    return {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:
-                                  8 + n + v["data_offsets"][1]],
-                             np.float32).reshape(v["shape"])
-            for k, v in header.items() if k != "__metadata__"}
 
 
 def main(rp_compile, rp_run, models, work):
@@ -82,7 +57,7 @@ def main(rp_compile, rp_run, models, work):
     for w, (a, b) in adapters.items():
         init[w + ".lora_A"] = a.detach().numpy()
         init[w + ".lora_B"] = b.detach().numpy()
-    write_safetensors(f"{work}/init.safetensors", init)
+    rp_safetensors.write(f"{work}/init.safetensors", init)
     plan = f"{work}/lora.rpplan"
     subprocess.run([rp_compile, f"{models}/llama_op17.onnx", "-o", plan,
                     "--lora-rank", str(RANK), "--lora-alpha", str(ALPHA),
@@ -94,7 +69,7 @@ def main(rp_compile, rp_run, models, work):
                     f"{work}/init.safetensors", "--dump-grads",
                     f"{work}/grads.safetensors"], check=True,
                    capture_output=True)
-    got = read_safetensors(f"{work}/grads.safetensors")
+    got = rp_safetensors.read(f"{work}/grads.safetensors")
     failed = sorted(set(got) - set(init))
     for name in failed:
         print(f"MISMATCH: non-adapter {name} has a gradient")

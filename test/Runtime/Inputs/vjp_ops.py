@@ -11,14 +11,13 @@ same values in float64 (per tensor ||a - b|| / ||ref|| <= 1e-5, rp computing
 in f32). Prints one line per op; exits 1 when one fails.
 """
 
-import json
 import os
-import struct
 import subprocess
 import sys
 import zlib
 
 import numpy as np
+from rp import safetensors as rp_safetensors
 import torch
 import torch.nn.functional as F
 
@@ -130,16 +129,6 @@ CASES = {
 }
 
 
-def read_safetensors(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    return {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:
-                                  8 + n + v["data_offsets"][1]],
-                             np.float32).reshape(v["shape"])
-            for k, v in header.items() if k != "__metadata__"}
-
-
 def run_case(name, case, rp_compile, rp_run, work):
     inputs, out_shape, body, fn = case
     rng = np.random.default_rng(zlib.crc32(name.encode()))
@@ -189,7 +178,7 @@ def run_case(name, case, rp_compile, rp_run, work):
     subprocess.run([rp_run, plan, "--sync", "--dump-grads",
                     os.path.join(d, "g.safetensors")], check=True,
                    capture_output=True)
-    got = read_safetensors(os.path.join(d, "g.safetensors"))
+    got = rp_safetensors.read(os.path.join(d, "g.safetensors"))
     tensors = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
                for k, v in values.items()}
     out = fn(*[tensors[k] for k in names])

@@ -88,25 +88,6 @@ def reference(model, tokens, labels):
     return loss.item(), grads
 
 
-def read_safetensors(path):
-    import json
-    import struct
-
-    import numpy as np
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        assert entry["dtype"] == "F32", entry["dtype"]
-        b, e = entry["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + b:8 + n + e],
-                                  np.float32).reshape(entry["shape"])
-    return out
-
-
 def make_distinct(model, seed=1):
     """Adds a little noise to every parameter: the ONNX exporter merges
     initializers with equal values (fresh LayerNorm weights are all ones),

@@ -42,6 +42,26 @@ static int fail(const Status &s) {
   return exitCode(s);
 }
 
+/// A staged plan's device memory, on stderr: each device's arena, and what
+/// its buffers would take one apiece.
+static void reportMemory(const HostForward &fwd) {
+  const DeviceLayout &layout = fwd.getLayout();
+  std::string arenas, apart;
+  for (size_t d = 0; d < layout.arenaBytes.size(); ++d) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%s%.1f", d ? " " : "",
+                  double(layout.arenaBytes[d]) / 1024);
+    arenas += text;
+    std::snprintf(text, sizeof(text), "%s%.1f", d ? " " : "",
+                  double(layout.unsharedBytes[d]) / 1024);
+    apart += text;
+  }
+  std::fprintf(stderr,
+               "rp-run: device buffers per device: %s KiB (%s KiB with no "
+               "buffer sharing bytes)\n",
+               arenas.c_str(), apart.c_str());
+}
+
 /// Where a staged run's time went, on stderr: per device, then the host.
 static void reportTime(const Trace &trace, bool overlapped) {
   const BusySummary &busy = trace.getBusy();
@@ -374,6 +394,8 @@ int main(int argc, char **argv) {
                  "device(s)); best step %.3f ms\n",
                  steps, (*devicesOf)->getName(), threads, plan->devices,
                  bestMs);
+    if (plan->staged)
+      reportMemory(**fwd);
     if (trace)
       reportTime(*trace, !syncMode && !serialOptimizer);
     return 0;
@@ -421,6 +443,8 @@ int main(int argc, char **argv) {
   if (!dumpPath.empty())
     if (Status s = dumpOutput(**fwd, dumpPath); s.failed())
       return fail(s);
+  if (plan->staged)
+    reportMemory(**fwd);
   if (trace)
     reportTime(*trace, false);
   if (plan->outputs.empty())

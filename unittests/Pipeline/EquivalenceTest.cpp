@@ -99,6 +99,18 @@ Outcome train(const std::string &planPath, bool sync, const std::string &dir) {
   EXPECT_TRUE(bool(fwd)) << (fwd ? "" : fwd.getStatus().getMessage());
   if (!fwd)
     return o;
+  // Device buffers share bytes only where the plan orders their uses (and
+  // the arenas start as NaNs, so a wrong share shows in the losses).
+  const rt::DeviceLayout &layout = (*fwd)->getLayout();
+  rt::Status packed = rt::verifyDeviceLayout(*plan, layout);
+  EXPECT_FALSE(packed.failed()) << packed.getMessage();
+  uint64_t arenas = 0, unshared = 0;
+  for (size_t d = 0; d < layout.arenaBytes.size(); ++d) {
+    EXPECT_LE(layout.arenaBytes[d], layout.unsharedBytes[d]) << planPath;
+    arenas += layout.arenaBytes[d];
+    unshared += layout.unsharedBytes[d];
+  }
+  EXPECT_LT(arenas, unshared) << planPath;
   rt::ThreadPool pool(2);
   rt::TrainOptions options;
   options.steps = 3;

@@ -79,6 +79,16 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
         if (list.empty() || list.back() != q.get())
           list.push_back(q.get());
       }
+  exec->landingEvents.resize(plan.jobs.size());
+  for (size_t job : options.landings) {
+    if (job >= plan.jobs.size() || !options.onLanded)
+      return internalError("landing job " + std::to_string(job) +
+                           " is not a job of the plan, or nothing handles it");
+    auto event = backend.getDevice(plan.jobs[job].device).createEvent();
+    if (!event)
+      return event.getStatus();
+    exec->landingEvents[job] = std::move(*event);
+  }
   for (auto &q : exec->queues) {
     try {
       q->thread =
@@ -87,6 +97,14 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
       // The destructor joins the controllers already started.
       return resourceExhausted(std::string("cannot start a queue thread: ") +
                                err.what());
+    }
+  }
+  if (!options.landings.empty()) {
+    try {
+      exec->landingThread = std::thread([e = exec.get()] { e->landingLoop(); });
+    } catch (const std::system_error &err) {
+      return resourceExhausted(
+          std::string("cannot start the landing thread: ") + err.what());
     }
   }
   return exec;
@@ -102,12 +120,46 @@ PipelineExecutor::~PipelineExecutor() {
   for (auto &q : queues)
     if (q->thread.joinable())
       q->thread.join();
+  if (landingThread.joinable())
+    landingThread.join();
 }
 
 void PipelineExecutor::wakeAll() {
   for (auto &q : queues)
     q->wake.notify_all();
   queueDone.notify_all();
+  landingWake.notify_all();
+}
+
+void PipelineExecutor::landingLoop() {
+  std::unique_lock<std::mutex> lock(mutex);
+  for (;;) {
+    landingWake.wait(lock, [&] { return shutdown || !landing.empty(); });
+    if (shutdown)
+      return;
+    size_t job = landing.front();
+    landing.pop_front();
+    if (cancelled) {
+      // A cancelled step's landings are dropped, not handled.
+      landing.clear();
+      queueDone.notify_all();
+      continue;
+    }
+    landingBusy = true;
+    lock.unlock();
+    Status s = landingEvents[job]->synchronize();
+    if (s.isOk())
+      s = options.onLanded(job);
+    lock.lock();
+    landingBusy = false;
+    if (s.failed() && !cancelled) {
+      error = Status(s.getCode(), "after " + describeJob(plan, job) +
+                                      " landed: " + s.getMessage());
+      cancelled = true;
+      wakeAll();
+    }
+    queueDone.notify_all();
+  }
 }
 
 bool PipelineExecutor::ready(const JobDesc &job) const {
@@ -117,7 +169,8 @@ bool PipelineExecutor::ready(const JobDesc &job) const {
   return true;
 }
 
-Status PipelineExecutor::enqueueJob(Controller &c, const JobDesc &job) {
+Status PipelineExecutor::enqueueJob(Controller &c, size_t index) {
+  const JobDesc &job = plan.jobs[index];
   Queue &queue = *c.queue;
   for (uint32_t e : job.waits)
     if (Status s = queue.wait(*events[e]); s.failed())
@@ -143,6 +196,8 @@ Status PipelineExecutor::enqueueJob(Controller &c, const JobDesc &job) {
   for (uint32_t e : job.records)
     if (Status s = queue.record(*events[e]); s.failed())
       return s;
+  if (Event *landed = landingEvents[index].get())
+    return queue.record(*landed);
   return Status::ok();
 }
 
@@ -167,7 +222,7 @@ void PipelineExecutor::controllerLoop(Controller &q) {
       // The slot is this job's alone; runJobs reads it once every queue is
       // done, which the lock below orders after this write.
       int64_t start = slots ? options.trace->now() : 0;
-      Status s = enqueueJob(q, job);
+      Status s = enqueueJob(q, index);
       if (slots)
         slots[index] = {start, options.trace->now()};
       lock.lock();
@@ -184,6 +239,10 @@ void PipelineExecutor::controllerLoop(Controller &q) {
         }
         wakeAll();
         break;
+      }
+      if (landingEvents[index]) {
+        landing.push_back(index);
+        landingWake.notify_one();
       }
       // The host-side signal: the device records are enqueued.
       for (uint32_t e : job.records) {
@@ -259,6 +318,8 @@ Status PipelineExecutor::runJobsOf(uint64_t label) {
     cancelled = true;
     wakeAll();
   }
+  // The step's results include what the landing thread does with them.
+  queueDone.wait(lock, [&] { return landing.empty() && !landingBusy; });
   if (trace)
     trace->endStep(trace->now(), error.isOk());
   traceSlots = nullptr;

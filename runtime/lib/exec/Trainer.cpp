@@ -406,6 +406,55 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       lossOut = o.buffer;
   if (!lossOut)
     return invalidFormat("the training plan has no loss_sum output");
+  // Adds parameter `p`'s gradient output onto its step sum, in f32.
+  auto addGradient = [&pool](const HostForward &fwd, Param &p) -> Status {
+    TensorRef g = fwd.buffer(p.gradOutput);
+    std::vector<float> g32(g.size());
+    TensorRef dst{g32.data(), DType::f32, g.shape};
+    if (Status s = host::cast(pool, g, dst); s.failed())
+      return s;
+    for (size_t i = 0; i < g32.size(); ++i)
+      p.grad[i] += g32[i];
+    return Status::ok();
+  };
+  // Staged plans: a parameter's gradient is added into its sum as soon as
+  // the downloads that write its gradient output have all landed, while
+  // the step goes on; only gradients the epilogue sums wait for the step.
+  std::vector<std::vector<size_t>> landsWith(plan.jobs.size());
+  std::vector<unsigned> writers(params.size(), 0), toLand;
+  std::vector<bool> landsEarly(params.size(), false);
+  if (plan.staged) {
+    std::vector<bool> summedAfter(plan.buffers.size(), false);
+    if (plan.epilogue >= 0)
+      for (const KernelCallDesc &c : plan.programs[plan.epilogue].calls)
+        for (uint32_t b : c.outputs)
+          summedAfter[b] = true;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (summedAfter[params[i].gradOutput])
+        continue;
+      for (size_t j = 0; j < plan.jobs.size(); ++j)
+        for (const CopyDesc &c : plan.jobs[j].copies)
+          if (c.dst == params[i].gradOutput &&
+              (landsWith[j].empty() || landsWith[j].back() != i)) {
+            landsWith[j].push_back(i);
+            ++writers[i];
+          }
+      landsEarly[i] = writers[i] > 0;
+    }
+  }
+  Trace *const tracing = options.trace;
+  unsigned landingStep = 0;
+  auto onLanded = [&](size_t job) -> Status {
+    int64_t start = tracing ? tracing->now() : 0;
+    for (size_t i : landsWith[job])
+      if (--toLand[i] == 0)
+        if (Status s = addGradient(fwd, params[i]); s.failed())
+          return s;
+    if (tracing)
+      tracing->addHostSpan("gradients", landingStep, start,
+                           tracing->now());
+    return Status::ok();
+  };
   // Staged plans: one loss_sum per microbatch, and the executor.
   std::unique_ptr<PipelineExecutor> pipeline;
   if (plan.staged) {
@@ -417,6 +466,10 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     PipelineOptions po;
     po.progressWindow = std::chrono::milliseconds(options.watchdogMs);
     po.trace = options.trace;
+    for (size_t j = 0; j < plan.jobs.size(); ++j)
+      if (!landsWith[j].empty())
+        po.landings.push_back(j);
+    po.onLanded = onLanded;
     auto created = PipelineExecutor::create(plan, fwd, po);
     if (!created)
       return created.getStatus();
@@ -472,23 +525,21 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                           CheckpointState{done, options.sync, options.sgd,
                                           stream ? stream->position : 0});
   };
-  // Adds the gradient outputs onto the step's sums, in f32; microbatches
-  // add in order, so the sum is the same for any thread count.
+  // Adds the gradient outputs that have not landed during the step onto
+  // the step's sums; microbatches add in order, so the sum is the same for
+  // any thread count.
   auto addGradients = [&]() -> Status {
-    for (Param &p : params) {
-      TensorRef g = fwd.buffer(p.gradOutput);
-      std::vector<float> g32(g.size());
-      TensorRef dst{g32.data(), DType::f32, g.shape};
-      if (Status s = host::cast(pool, g, dst); s.failed())
-        return s;
-      for (size_t i = 0; i < g32.size(); ++i)
-        p.grad[i] += g32[i];
-    }
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!landsEarly[i])
+        if (Status s = addGradient(fwd, params[i]); s.failed())
+          return s;
     return Status::ok();
   };
   for (unsigned step = first; step < first + options.steps; ++step) {
     for (Param &p : params)
       std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+    toLand = writers;
+    landingStep = step;
     double lossSum = 0;
     if (stream)
       if (Status s = stream->next(global[tokenInput], global["labels"],

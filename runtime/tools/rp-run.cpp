@@ -206,6 +206,15 @@ int main(int argc, char **argv) {
   app.add_flag("--serial-optimizer", serialOptimizer,
                "async mode: run each step's optimizer between the steps "
                "instead of beside the next one (same results; to compare)");
+  bool noLossScaling = false;
+  app.add_flag("--no-loss-scaling", noLossScaling,
+               "f16 plans: train without dynamic loss scaling");
+  double initialLossScale = LossScaleConfig().initial;
+  app.add_option("--initial-loss-scale", initialLossScale,
+                 "f16 plans: the dynamic loss scale to start from (halved "
+                 "on an overflowing step, which is skipped; doubled after "
+                 "2000 good steps)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--sync", syncMode, "gradients of step k at W_k");
   app.add_flag("--async", asyncMode,
                "gradients of step k at W_(k-1) (the default)");
@@ -343,6 +352,14 @@ int main(int argc, char **argv) {
     train.dumpGrads = dumpGrads;
     train.data32 = dataType == "u32";
     train.overlapOptimizer = !serialOptimizer;
+    train.lossScaling = !noLossScaling;
+    train.lossScale.initial = initialLossScale;
+    train.onSkippedStep = [](unsigned step, double scale) {
+      std::fprintf(stderr,
+                   "\nrp-run: step %u: an f16 gradient overflowed; the step "
+                   "is skipped and the loss scale is now %g\n",
+                   step, scale);
+    };
     train.trace = trace.get();
     if (lr >= 0)
       train.adamw.lr = train.sgdConfig.lr = lr;

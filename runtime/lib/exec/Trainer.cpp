@@ -120,6 +120,11 @@ struct CheckpointState {
   bool sync = false;
   bool sgd = false;
   uint64_t dataPosition = 0; ///< next token of --data
+  /// Updates applied (steps minus those skipped by loss scaling), and the
+  /// loss scaler's state (scale 0: none).
+  unsigned updates = 0;
+  double lossScale = 0;
+  unsigned goodSteps = 0;
 };
 
 /// Streams a flat token file: sequence after sequence, labels shifted by
@@ -217,7 +222,10 @@ Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
   nlohmann::json j = {{"step", state.step},
                       {"sync", state.sync},
                       {"optimizer", state.sgd ? "sgd" : "adamw"},
-                      {"data_position", state.dataPosition}};
+                      {"data_position", state.dataPosition},
+                      {"updates", state.updates},
+                      {"loss_scale", state.lossScale},
+                      {"good_steps", state.goodSteps}};
   std::ofstream(tmp + "/state.json") << j.dump(2) << "\n";
   std::string old = dir + ".old";
   fs::remove_all(old, ec);
@@ -247,6 +255,9 @@ Expected<CheckpointState> loadCheckpoint(const std::string &dir,
   state.sync = j.value("sync", false);
   state.sgd = j.value("optimizer", "adamw") == "sgd";
   state.dataPosition = j.value("data_position", uint64_t(0));
+  state.updates = j.value("updates", state.step);
+  state.lossScale = j.value("loss_scale", 0.0);
+  state.goodSteps = j.value("good_steps", 0u);
   auto master = readSafetensors(dir + "/weights.safetensors");
   auto compute = readSafetensors(dir + "/compute.safetensors");
   auto opt = readSafetensors(dir + "/optimizer.safetensors");
@@ -476,6 +487,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     pipeline = std::move(*created);
   }
 
+  // Plans that compute in f16: dynamic loss scaling.
+  bool scaling = false;
+  for (const BufferDesc &b : plan.buffers)
+    scaling |= options.lossScaling && b.dtype == DType::f16;
+  LossScaler scaler(options.lossScale);
+  unsigned updates = 0;
   unsigned first = 0;
   if (!options.resume.empty()) {
     auto state = loadCheckpoint(options.resume, params, fwd);
@@ -488,24 +505,30 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                              (state->sgd ? "sgd" : "adamw") +
                              "; resume with the same");
     first = state->step;
+    updates = state->updates;
+    if (scaling && state->lossScale > 0)
+      scaler.restore(state->lossScale, state->goodSteps);
     if (stream)
       stream->position = state->dataPosition;
   }
   Trace *trace = options.trace;
   if (trace)
     trace->setNextStep(first);
-  // Step k's update of the master weights and optimizer state from the
-  // gradients in `slots`.
-  auto optimize = [&pool, &options,
-                   trace](unsigned step, const std::vector<ParamSlot> &slots) {
+  // Step k's update (the optimizer's update number `update`, from 1) of
+  // the master weights and optimizer state from the gradients in `slots`,
+  // which are `1 / unscale` times the loss's.
+  auto optimize = [&pool, &options, trace](unsigned step, unsigned update,
+                                           double unscale,
+                                           const std::vector<ParamSlot> &slots) {
     int64_t start = trace ? trace->now() : 0;
-    double gradScale = 1.0;
+    double gradScale = unscale;
     if (options.clipGradNorm > 0)
-      gradScale = clipScale(globalGradNorm(pool, slots), options.clipGradNorm);
+      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
+                                      options.clipGradNorm);
     Status s =
         options.sgd
-            ? sgdStep(pool, options.sgdConfig, step + 1, slots, gradScale)
-            : adamwStep(pool, options.adamw, step + 1, slots, gradScale);
+            ? sgdStep(pool, options.sgdConfig, update, slots, gradScale)
+            : adamwStep(pool, options.adamw, update, slots, gradScale);
     if (trace)
       trace->addHostSpan("optimizer", step, start, trace->now());
     return s;
@@ -521,9 +544,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     // The checkpoint holds W_(k+1) and the state after step k's update.
     if (Status s = pending.finish(); s.failed())
       return s;
-    return saveCheckpoint(options.save, params, fwd,
-                          CheckpointState{done, options.sync, options.sgd,
-                                          stream ? stream->position : 0});
+    return saveCheckpoint(
+        options.save, params, fwd,
+        CheckpointState{done, options.sync, options.sgd,
+                        stream ? stream->position : 0, updates,
+                        scaling ? scaler.getScale() : 0.0,
+                        scaler.getGoodSteps()});
   };
   // Adds the gradient outputs that have not landed during the step onto
   // the step's sums; microbatches add in order, so the sum is the same for
@@ -552,7 +578,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                              "-100; there is nothing to train on");
     NpyArray scaleArray;
     scaleArray.dtype = DType::f64;
-    double scaleValue = 1.0 / double(count);
+    double lossScale = scaling ? scaler.getScale() : 1.0;
+    double scaleValue = lossScale / double(count);
     scaleArray.data.resize(8);
     std::memcpy(scaleArray.data.data(), &scaleValue, 8);
     // Both kinds add the microbatches' losses and gradients in microbatch
@@ -601,6 +628,20 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       if (Status s = writeSafetensors(options.dumpGrads, grads); s.failed())
         return s;
     }
+    // A step whose scaled gradients overflowed is skipped: W_(k+1) = W_k.
+    bool apply = true;
+    if (scaling) {
+      std::vector<ParamSlot> grads;
+      for (Param &p : params)
+        grads.push_back({nullptr, p.grad.data(), nullptr, nullptr,
+                         int64_t(p.grad.size())});
+      apply = scaler.update(allGradientsFinite(pool, grads));
+      if (!apply && options.onSkippedStep)
+        options.onSkippedStep(step, scaler.getScale());
+    }
+    unsigned update = updates + 1;
+    updates += apply;
+    double unscale = 1.0 / lossScale;
     if (overlap) {
       // The master weights are W_k once step k-1's update is done: step k+1
       // computes with them while step k's update runs.
@@ -614,10 +655,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
         slots.push_back({p.master.data(), p.optGrad.data(), p.state0.data(),
                          p.state1.data(), int64_t(p.master.size())});
       }
-      pending.task = optimizerThread.submit(
-          [&pending, &optimize, step, slots = std::move(slots)] {
-            pending.status = optimize(step, slots);
-          });
+      if (apply)
+        pending.task = optimizerThread.submit(
+            [&pending, &optimize, step, update, unscale,
+             slots = std::move(slots)] {
+              pending.status = optimize(step, update, unscale, slots);
+            });
     } else {
       std::vector<ParamSlot> slots;
       for (Param &p : params)
@@ -628,8 +671,9 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       if (!options.sync)
         for (Param &p : params)
           before.push_back(p.master);
-      if (Status s = optimize(step, slots); s.failed())
-        return s;
+      if (apply)
+        if (Status s = optimize(step, update, unscale, slots); s.failed())
+          return s;
       for (size_t i = 0; i < params.size(); ++i) {
         const std::vector<float> &w =
             options.sync ? params[i].master : before[i];

@@ -18,6 +18,7 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 
 using namespace rp::runtime;
 using namespace rp::runtime::test;
@@ -215,6 +216,45 @@ TEST(PipelineTest, AFailedLandingFailsTheStep) {
   EXPECT_THAT(s.getMessage(), HasSubstr("'OUT0 mb1' landed: no room"));
   // The next step starts fresh and fails the same way, without a hang.
   EXPECT_TRUE((*exec)->step(hostPool).failed());
+}
+
+TEST(PipelineTest, GatedJobsWaitForTheHost) {
+  // The weight uploads wait for gates: opened from another thread while
+  // the step runs, the step finishes with the right results; never opened,
+  // the watchdog names the gate.
+  TwoStagePlan t = makeTwoStagePlan(3, 2, 4);
+  Loaded l = load(t.b.plan, "gated.rpplan", 2);
+  ASSERT_TRUE(l.fwd);
+  PipelineOptions options;
+  options.progressWindow = std::chrono::milliseconds(300);
+  options.gates = 2;
+  options.gatesOf.resize(l.plan->jobs.size());
+  options.gatesOf[t.jUp0] = {0};
+  options.gatesOf[t.jUp1] = {1};
+  auto exec = PipelineExecutor::create(*l.plan, *l.fwd, options);
+  ASSERT_TRUE(exec) << exec.getStatus().toString();
+  ThreadPool hostPool(2);
+  ASSERT_TRUE(l.fwd->setInput("x", randomArray({6, 4}, 3)).isOk());
+  uint64_t next = (*exec)->nextStepNumber();
+  (*exec)->openGate(0, next);
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    (*exec)->openGate(1, next);
+  });
+  Status s = (*exec)->step(hostPool);
+  opener.join();
+  ASSERT_TRUE(s.isOk()) << s.toString();
+  std::vector<float> y, z;
+  reference(t, *l.fwd, y, z);
+  EXPECT_TRUE(sameBits(l.fwd->buffer(t.Z), z));
+  // The next step: gate 1 is open only for the step before.
+  (*exec)->openGate(0, (*exec)->nextStepNumber());
+  s = (*exec)->step(hostPool);
+  ASSERT_TRUE(s.failed());
+  EXPECT_EQ(s.getCode(), StatusCode::DeadlineExceeded);
+  EXPECT_THAT(s.getMessage(),
+              HasSubstr("device 1 weight_h2d queue waits for the host to "
+                        "open gate 1 before job #"));
 }
 
 TEST(PipelineTest, FailingJobStopsTheStep) {

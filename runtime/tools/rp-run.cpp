@@ -414,7 +414,7 @@ int main(int argc, char **argv) {
     if (plan->staged)
       reportMemory(**fwd);
     if (trace)
-      reportTime(*trace, !syncMode && !serialOptimizer);
+      reportTime(*trace, !serialOptimizer);
     return 0;
   }
   if (!dumpGrads.empty() || !labelsPath.empty())

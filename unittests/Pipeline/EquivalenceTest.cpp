@@ -296,3 +296,28 @@ TEST(Equivalence, F16ResumesWithTheLossScalersState) {
   EXPECT_TRUE(second.weights == whole.weights);
   llvm::sys::fs::remove_directories(dir);
 }
+
+TEST(Equivalence, SyncFencesGiveTheSerialOptimizersBits) {
+  // Sync mode gates each upload on its parameter's update, which runs
+  // beside the next step: the same bits as updating between the steps,
+  // with the bf16 copies made per parameter and with clipping.
+  std::string model = modelPath("gpt_op17.onnx");
+  for (Config c : {Config{"round-robin", 3, 4}, Config{"1f1b", 2, 3, true}}) {
+    std::string dir = scratchDir();
+    std::string plan = compile(model, c, dir);
+    for (double clip : {0.0, 0.5}) {
+      auto run = [&](bool overlap) {
+        return train(plan, true, dir, [&](rt::TrainOptions &o) {
+          o.steps = 4;
+          o.clipGradNorm = clip;
+          o.overlapOptimizer = overlap;
+        });
+      };
+      Outcome fenced = run(true), serial = run(false);
+      ASSERT_EQ(serial.losses.size(), 4u);
+      EXPECT_EQ(fenced.losses, serial.losses) << c.name() << " clip " << clip;
+      EXPECT_TRUE(fenced.weights == serial.weights) << c.name();
+    }
+    llvm::sys::fs::remove_directories(dir);
+  }
+}

@@ -296,6 +296,11 @@ Status HostForward::runProgram(ThreadPool &pool, uint32_t index) {
   return host::runProgram(pool, plan, index, storage);
 }
 
+Status HostForward::runProgramCalls(ThreadPool &pool, uint32_t index,
+                                    const std::vector<size_t> &calls) {
+  return host::runProgramCalls(pool, plan, index, calls, storage);
+}
+
 Status HostForward::runJob(ThreadPool &pool, const JobDesc &job) {
   if (job.kind == JobKind::run)
     return runProgram(pool, job.program);

@@ -11,6 +11,7 @@
 
 #include "rp/runtime/Pipeline.h"
 
+#include <algorithm>
 #include <map>
 #include <system_error>
 
@@ -76,6 +77,25 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
     for (size_t i : q->jobs)
       for (uint32_t e : plan.jobs[i].waits) {
         auto &list = exec->waitersOf[e];
+        if (list.empty() || list.back() != q.get())
+          list.push_back(q.get());
+      }
+  if (!options.gatesOf.empty() && options.gatesOf.size() != plan.jobs.size())
+    return internalError("gates are given for " +
+                         std::to_string(options.gatesOf.size()) +
+                         " jobs; the plan has " +
+                         std::to_string(plan.jobs.size()));
+  exec->gateOpenFor.assign(options.gates, 0);
+  exec->gateWaiters.resize(options.gates);
+  for (auto &q : exec->queues)
+    for (size_t i : q->jobs)
+      for (uint32_t g : options.gatesOf.empty() ? std::vector<uint32_t>()
+                                                : options.gatesOf[i]) {
+        if (g >= options.gates)
+          return internalError("job " + std::to_string(i) + " waits for gate " +
+                               std::to_string(g) + " of " +
+                               std::to_string(options.gates));
+        auto &list = exec->gateWaiters[g];
         if (list.empty() || list.back() != q.get())
           list.push_back(q.get());
       }
@@ -166,7 +186,25 @@ bool PipelineExecutor::ready(const JobDesc &job) const {
   for (uint32_t e : job.waits)
     if (recordedInStep[e] != stepNumber)
       return false;
+  if (!options.gatesOf.empty())
+    for (uint32_t g : options.gatesOf[&job - plan.jobs.data()])
+      if (gateOpenFor[g] < stepNumber)
+        return false;
   return true;
+}
+
+uint64_t PipelineExecutor::nextStepNumber() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return stepNumber + 1;
+}
+
+void PipelineExecutor::openGate(uint32_t gate, uint64_t step) {
+  std::lock_guard<std::mutex> lock(mutex);
+  gateOpenFor[gate] = std::max(gateOpenFor[gate], step);
+  // Host work the step waits for: progress for the watchdog.
+  ++progress;
+  for (Controller *waiter : gateWaiters[gate])
+    waiter->wake.notify_one();
 }
 
 Status PipelineExecutor::enqueueJob(Controller &c, size_t index) {
@@ -336,13 +374,24 @@ std::string PipelineExecutor::stallMessage() const {
     size_t index = q->jobs[q->next];
     const JobDesc &job = plan.jobs[index];
     uint32_t missing = 0;
+    bool event = false;
     for (uint32_t e : job.waits)
       if (recordedInStep[e] != stepNumber) {
         missing = e;
+        event = true;
         break;
       }
     text += first ? "" : "; ";
     first = false;
+    if (!event) {
+      for (uint32_t g : options.gatesOf[index])
+        if (gateOpenFor[g] < stepNumber)
+          missing = g;
+      text += "device " + std::to_string(q->device) + " " +
+              queueName(q->kind) + " queue waits for the host to open gate " +
+              std::to_string(missing) + " before " + describeJob(plan, index);
+      continue;
+    }
     text += "device " + std::to_string(q->device) + " " + queueName(q->kind) +
             " queue waits for event " + std::to_string(missing) + " before " +
             describeJob(plan, index) + " (";
@@ -356,7 +405,7 @@ std::string PipelineExecutor::stallMessage() const {
                 "passed loadPlan's checks should never stall, report it";
 }
 
-Status PipelineExecutor::step(ThreadPool &hostPool) {
+Status PipelineExecutor::step(ThreadPool &hostPool, bool prologue) {
   Trace *trace = options.trace;
   uint64_t label = trace ? trace->takeStep() : 0;
   int64_t stepStart = trace ? trace->now() : 0;
@@ -372,7 +421,7 @@ Status PipelineExecutor::step(ThreadPool &hostPool) {
                     std::string("the ") + what + ": " + s.getMessage());
     return Status::ok();
   };
-  Status s = host(plan.prologue, "prologue");
+  Status s = host(prologue ? plan.prologue : -1, "prologue");
   if (s.isOk())
     s = runJobsOf(label);
   if (s.isOk())

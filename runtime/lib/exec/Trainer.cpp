@@ -1,6 +1,7 @@
 //===- Trainer.cpp - training steps on one host device --------------------===//
 
 #include "rp/runtime/Trainer.h"
+#include "Fences.h"
 #include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Safetensors.h"
 #include "rp/runtime/host/Kernels.h"
@@ -405,7 +406,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       p.grad.assign(w.size(), 0.0f);
       p.state0.assign(w.size(), 0.0f);
       p.state1.assign(w.size(), 0.0f);
-      if (!options.sync && options.overlapOptimizer)
+      if (options.overlapOptimizer)
         p.optGrad.assign(w.size(), 0.0f);
       params.push_back(std::move(p));
       break;
@@ -466,8 +467,11 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                            tracing->now());
     return Status::ok();
   };
-  // Staged plans: one loss_sum per microbatch, and the executor.
+  // Staged plans: one loss_sum per microbatch, and the executor; in sync
+  // mode, the fences that let a step start while the optimizer still
+  // updates the weights it reads last.
   std::unique_ptr<PipelineExecutor> pipeline;
+  std::optional<ParamFences> fences;
   if (plan.staged) {
     if (plan.buffers[*lossOut].size() != int64_t(M))
       return invalidFormat("the staged plan's loss_sum output is " +
@@ -481,6 +485,16 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       if (!landsWith[j].empty())
         po.landings.push_back(j);
     po.onLanded = onLanded;
+    if (options.sync && options.overlapOptimizer) {
+      std::vector<uint32_t> buffers;
+      for (const Param &p : params)
+        buffers.push_back(p.buffer);
+      fences = planParamFences(plan, buffers);
+    }
+    if (fences) {
+      po.gates = uint32_t(params.size());
+      po.gatesOf = fences->gatesOf;
+    }
     auto created = PipelineExecutor::create(plan, fwd, po);
     if (!created)
       return created.getStatus();
@@ -534,10 +548,49 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     return s;
   };
   bool overlap = !options.sync && options.overlapOptimizer;
+  bool fenced = bool(fences);
+  // Sync mode with fences: step k's update, parameter by parameter in the
+  // order step k+1 reads them, each followed by its compute-dtype copy (its
+  // prologue calls) and the opening of its gate for step number `next`.
+  // The gates open even after a failure, so the step it gates cannot
+  // stall; the failure is the trainer's at the next finish().
+  auto fencedUpdate = [&](unsigned step, unsigned update, double unscale,
+                          bool apply, uint64_t next) -> Status {
+    int64_t start = trace ? trace->now() : 0;
+    std::vector<ParamSlot> slots;
+    for (Param &p : params)
+      slots.push_back({p.master.data(), p.optGrad.data(), p.state0.data(),
+                       p.state1.data(), int64_t(p.master.size())});
+    double gradScale = unscale;
+    if (apply && options.clipGradNorm > 0)
+      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
+                                      options.clipGradNorm);
+    Status result;
+    for (size_t i : fences->order) {
+      Param &p = params[i];
+      if (apply && result.isOk())
+        result = options.sgd ? sgdStep(pool, options.sgdConfig, update,
+                                       {slots[i]}, gradScale)
+                             : adamwStep(pool, options.adamw, update,
+                                         {slots[i]}, gradScale);
+      std::memcpy(fwd.buffer(p.buffer).data, p.master.data(),
+                  p.master.size() * sizeof(float));
+      if (result.isOk() && !fences->prologueCalls[i].empty())
+        result = fwd.runProgramCalls(pool, uint32_t(plan.prologue),
+                                     fences->prologueCalls[i]);
+      pipeline->openGate(uint32_t(i), next);
+    }
+    if (trace)
+      trace->addHostSpan("optimizer", step, start, trace->now());
+    return result;
+  };
+  // Whether a fenced update in flight opens the next step's gates (and
+  // makes its compute-dtype copies).
+  bool gatesPending = false;
   // One worker: the thread the overlapped optimizer runs on. Its loops go
   // to the host pool, which is then called from two threads (the next
   // step's prologue and epilogue use it too).
-  ThreadPool optimizerThread(overlap ? 2 : 1);
+  ThreadPool optimizerThread(overlap || fenced ? 2 : 1);
   // Declared after the parameters: its destructor waits before they go.
   PendingOptimizer pending;
   auto checkpoint = [&](unsigned done) -> Status {
@@ -590,7 +643,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
           return s;
       if (Status s = fwd.setInput("loss_scale", scaleArray); s.failed())
         return s;
-      if (Status s = pipeline->step(pool); s.failed())
+      if (fenced && !gatesPending) {
+        uint64_t next = pipeline->nextStepNumber();
+        for (uint32_t g = 0; g < params.size(); ++g)
+          pipeline->openGate(g, next);
+      }
+      if (Status s = pipeline->step(pool, !gatesPending); s.failed())
         return s;
       TensorRef loss = fwd.buffer(*lossOut);
       std::vector<double> l(M);
@@ -642,7 +700,20 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     unsigned update = updates + 1;
     updates += apply;
     double unscale = 1.0 / lossScale;
-    if (overlap) {
+    if (fenced) {
+      // The update of step k-1 is done (its gates opened before step k's
+      // jobs could run); step k's runs beside step k+1.
+      if (Status s = pending.finish(); s.failed())
+        return s;
+      for (Param &p : params)
+        std::swap(p.grad, p.optGrad);
+      uint64_t next = pipeline->nextStepNumber();
+      pending.task = optimizerThread.submit(
+          [&pending, &fencedUpdate, step, update, unscale, apply, next] {
+            pending.status = fencedUpdate(step, update, unscale, apply, next);
+          });
+      gatesPending = true;
+    } else if (overlap) {
       // The master weights are W_k once step k-1's update is done: step k+1
       // computes with them while step k's update runs.
       if (Status s = pending.finish(); s.failed())

@@ -68,6 +68,9 @@ public:
   /// Runs program `index`'s kernel calls in order on `pool`; a failure names
   /// the program, the call and its op.
   Status runProgram(ThreadPool &pool, uint32_t index);
+  /// The calls of program `index` listed in `calls`, in that order.
+  Status runProgramCalls(ThreadPool &pool, uint32_t index,
+                         const std::vector<size_t> &calls);
   /// Runs one job of the plan: its program, or its byte copies. Safe from
   /// several threads at once for jobs that touch disjoint buffers.
   Status runJob(ThreadPool &pool, const JobDesc &job);

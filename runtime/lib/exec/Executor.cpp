@@ -37,8 +37,18 @@ Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan) {
   return fwd;
 }
 
+Expected<std::unique_ptr<HostForward>>
+HostForward::createUnfilled(const Plan &plan, Backend &backend) {
+  return create(plan, backend, /*fill=*/false);
+}
+
 Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan,
                                                            Backend &backend) {
+  return create(plan, backend, /*fill=*/true);
+}
+
+Expected<std::unique_ptr<HostForward>>
+HostForward::create(const Plan &plan, Backend &backend, bool fill) {
   for (const BufferDesc &b : plan.buffers)
     if (b.device >= 0 && uint32_t(b.device) >= backend.getNumDevices())
       return invalidArgument("buffer '" + b.name + "' lives on device " +
@@ -47,7 +57,13 @@ Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan,
                              std::to_string(backend.getNumDevices()) +
                              " device(s); open it with the plan's " +
                              std::to_string(plan.devices));
+  if (fill && std::string(backend.getName()) == "sim")
+    return invalidArgument("the sim backend has no memory to load '" +
+                           plan.path +
+                           "' into; time it with rp-run "
+                           "--backend sim (sim::simulate)");
   std::unique_ptr<HostForward> fwd(new HostForward(plan, backend));
+  fwd->fill = fill;
   fwd->storage.resize(plan.buffers.size(), nullptr);
   fwd->inputSet.assign(plan.inputs.size(), false);
   std::vector<std::ifstream> files(plan.weightFiles.size());
@@ -69,6 +85,8 @@ Status HostForward::allocateBuffer(uint32_t index,
                       "': " + memory.getStatus().getMessage());
   uint8_t *p = static_cast<uint8_t *>(*memory);
   storage[index] = p;
+  if (!fill)
+    return Status::ok();
   // Memory the host cannot write is filled through a staging copy.
   std::vector<uint8_t> staging;
   if (device && !device->isHostAccessible()) {

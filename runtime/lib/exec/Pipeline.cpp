@@ -119,6 +119,7 @@ bool PipelineExecutor::ready(const JobDesc &job) const {
 
 Status PipelineExecutor::enqueueJob(Controller &c, const JobDesc &job) {
   Queue &queue = *c.queue;
+  queue.beginJob(uint32_t(&job - plan.jobs.data()));
   for (uint32_t e : job.waits)
     if (Status s = queue.wait(*events[e]); s.failed())
       return s;

@@ -34,6 +34,11 @@ public:
   /// The same on a host backend of its own with the plan's device count and
   /// one compute thread per core (BackendOptions).
   static Expected<std::unique_ptr<HostForward>> create(const Plan &plan);
+  /// Allocates the plan's buffers on `backend` and writes nothing to them:
+  /// for the sim backend, whose memory is sizes only (no weight file is
+  /// read, no input or parameter set).
+  static Expected<std::unique_ptr<HostForward>>
+  createUnfilled(const Plan &plan, Backend &backend);
   ~HostForward();
 
   HostForward(const HostForward &) = delete;
@@ -72,6 +77,8 @@ public:
 private:
   HostForward(const Plan &plan, Backend &backend)
       : plan(plan), backend(&backend) {}
+  static Expected<std::unique_ptr<HostForward>>
+  create(const Plan &plan, Backend &backend, bool fill);
   /// Allocates buffer `index` where it lives and fills it.
   Status allocateBuffer(uint32_t index, std::vector<std::ifstream> &files);
 
@@ -81,6 +88,7 @@ private:
   Backend *backend;
   BufferAddresses storage;
   std::vector<bool> inputSet;
+  bool fill = true;
 };
 
 } // namespace rp::runtime

@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <iostream>
 #include <thread>
+#include <unistd.h>
 
 using namespace rp::runtime;
 
@@ -316,6 +317,25 @@ int main(int argc, char **argv) {
                  syncMode ? ", after the step" : ", beside the next step",
                  report->tokensPerSecond, report->bubblePct);
     return 0;
+  }
+  // A plan of a large shape (python -m rp.shapes qwen3-32b) loads nowhere
+  // but the sim: say so before allocating, not after the kernel's OOM
+  // killer. Host buffers always live in this machine's memory, device
+  // buffers too on the host backend.
+  {
+    double bytes = 0;
+    for (const BufferDesc &b : plan->buffers)
+      if (b.onHost() || backend == "host")
+        bytes += double(b.bytes());
+    double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    if (ram > 0 && bytes > ram)
+      return fail(resourceExhausted(
+          "'" + planPath + "' needs " +
+          std::to_string(int64_t(bytes / double(1ull << 30))) +
+          " GiB of host memory on the " + backend + " backend, but this "
+          "machine has " + std::to_string(int64_t(ram / double(1ull << 30))) +
+          " GiB; time it with --backend sim (it allocates nothing), or "
+          "compile a smaller shape"));
   }
   BackendOptions backendOptions;
   backendOptions.devices = plan->devices;

@@ -141,3 +141,23 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
   }
   return true;
 }
+
+std::optional<PredictedStep> mlir::rp::predictedStep(ArrayRef<uint8_t> bytes) {
+  fb::Verifier verifier(bytes.data(), bytes.size());
+  if (!pf::VerifyPlanBuffer(verifier))
+    return std::nullopt;
+  const pf::Plan *plan = pf::GetPlan(bytes.data());
+  if (!plan->staged() || !plan->jobs() || plan->devices() == 0)
+    return std::nullopt;
+  PredictedStep step;
+  double busy = 0;
+  for (const pf::Job *job : *plan->jobs()) {
+    step.jobsMs = std::max(step.jobsMs,
+                           job->predicted_start_ms() + job->predicted_ms());
+    if (job->queue() == pf::Queue::compute)
+      busy += job->predicted_ms();
+  }
+  if (step.jobsMs > 0)
+    step.bubble = 1 - busy / (plan->devices() * step.jobsMs);
+  return step;
+}

@@ -176,6 +176,7 @@ mlir::rp::parseHardwareProfile(StringRef text, StringRef source,
   std::string error;
   if (!::rp::timing::parseHardwareModel(text.str(), source.str(), error))
     return read.error() << error;
+  profile.text = text.str();
   return profile;
 }
 

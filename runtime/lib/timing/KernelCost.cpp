@@ -127,6 +127,13 @@ const char *rp::timing::kernelOpName(uint16_t op) {
   return op < kNumKernelOps ? kOpNames[op] : "?";
 }
 
+int rp::timing::kernelOpIndex(const std::string &name) {
+  for (int i = 0; i < kNumKernelOps; ++i)
+    if (name == kOpNames[i])
+      return i;
+  return -1;
+}
+
 int64_t Operand::elements() const {
   int64_t n = 1;
   for (int64_t d : shape)

@@ -19,6 +19,7 @@
 #define RP_TIMING_KERNELCOST_H
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace rp::timing {
@@ -29,6 +30,8 @@ inline constexpr int kNumKernelOps = 43;
 /// The schema's name of op kind `op` ("matmul"), "?" when out of range:
 /// the key of its efficiency in a hardware profile.
 const char *kernelOpName(uint16_t op);
+/// The op kind named `name`, or -1.
+int kernelOpIndex(const std::string &name);
 
 /// One operand of a call.
 struct Operand {

@@ -35,8 +35,18 @@ Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan) {
 }
 
 Expected<std::unique_ptr<HostForward>>
+HostForward::createUnfilled(const Plan &plan, Backend &backend) {
+  ForwardOptions options;
+  options.fill = false;
+  // Sizes only: nothing to share, and no order to compute for a big plan.
+  options.shareDeviceMemory = false;
+  return create(plan, backend, options);
+}
+
+Expected<std::unique_ptr<HostForward>>
 HostForward::create(const Plan &plan, Backend &backend,
                     const ForwardOptions &options) {
+  bool fill = options.fill;
   for (const BufferDesc &b : plan.buffers)
     if (b.device >= 0 && uint32_t(b.device) >= backend.getNumDevices())
       return invalidArgument("buffer '" + b.name + "' lives on device " +
@@ -45,6 +55,11 @@ HostForward::create(const Plan &plan, Backend &backend,
                              std::to_string(backend.getNumDevices()) +
                              " device(s); open it with the plan's " +
                              std::to_string(plan.devices));
+  if (fill && std::string(backend.getName()) == "sim")
+    return invalidArgument("the sim backend has no memory to load '" +
+                           plan.path +
+                           "' into; time it with rp-run "
+                           "--backend sim (sim::simulate)");
   std::unique_ptr<HostForward> fwd(new HostForward(plan, backend));
   if (options.shareDeviceMemory) {
     Expected<DeviceLayout> layout = planDeviceMemory(plan);
@@ -74,9 +89,10 @@ HostForward::create(const Plan &plan, Backend &backend,
                         std::to_string(bytes) + " bytes of buffers: " +
                         memory.getStatus().getMessage());
     fwd->arenas[d] = static_cast<uint8_t *>(*memory);
-    if (device.isHostAccessible())
+    if (fill && device.isHostAccessible())
       std::memset(fwd->arenas[d], 0xff, bytes);
   }
+  fwd->fill = fill;
   fwd->storage.resize(plan.buffers.size(), nullptr);
   fwd->inputSet.assign(plan.inputs.size(), false);
   std::vector<std::ifstream> files(plan.weightFiles.size());
@@ -104,7 +120,7 @@ Status HostForward::allocateBuffer(uint32_t index,
   storage[index] = p;
   // A shared buffer's bytes are whatever its job writes; the NaNs the arena
   // starts with catch a read before that write.
-  if (device && layout.shared[index])
+  if (!fill || (device && layout.shared[index]))
     return Status::ok();
   // Memory the host cannot write is filled through a staging copy.
   std::vector<uint8_t> staging;

@@ -210,6 +210,7 @@ void PipelineExecutor::openGate(uint32_t gate, uint64_t step) {
 Status PipelineExecutor::enqueueJob(Controller &c, size_t index) {
   const JobDesc &job = plan.jobs[index];
   Queue &queue = *c.queue;
+  queue.beginJob(uint32_t(&job - plan.jobs.data()));
   for (uint32_t e : job.waits)
     if (Status s = queue.wait(*events[e]); s.failed())
       return s;

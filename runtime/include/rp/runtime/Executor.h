@@ -33,6 +33,8 @@ struct ForwardOptions {
   /// Let device buffers the plan orders one after the other share bytes
   /// (planDeviceMemory); off, each buffer has its own.
   bool shareDeviceMemory = true;
+  /// Load parameters and constants; off for the sim backend (createUnfilled).
+  bool fill = true;
 };
 
 class HostForward {
@@ -45,6 +47,11 @@ public:
   /// The same on a host backend of its own with the plan's device count and
   /// one compute thread per core (BackendOptions).
   static Expected<std::unique_ptr<HostForward>> create(const Plan &plan);
+  /// Allocates the plan's buffers on `backend` and writes nothing to them:
+  /// for the sim backend, whose memory is sizes only (no weight file is
+  /// read, no input or parameter set).
+  static Expected<std::unique_ptr<HostForward>>
+  createUnfilled(const Plan &plan, Backend &backend);
   ~HostForward();
 
   HostForward(const HostForward &) = delete;
@@ -102,6 +109,7 @@ private:
   /// Per device: its arena (null when it has no buffers).
   std::vector<uint8_t *> arenas;
   std::vector<bool> inputSet;
+  bool fill = true;
 };
 
 } // namespace rp::runtime

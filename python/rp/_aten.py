@@ -333,65 +333,41 @@ def _mm(e, n):
     return _matmul(e, n.args[0], n.args[1], n)
 
 
-def _addmm(e, n):
-    if n.kwargs.get("beta", 1) != 1 or n.kwargs.get("alpha", 1) != 1:
-        return _UNSUPPORTED
+def _scaled_matmul(e, n):
+    """beta * input + alpha * (a @ b), ATen's addmm and baddbmm. With
+    beta = alpha = 1 (nn.Linear; MultiheadAttention's additive mask) the
+    input is a plain bias; otherwise the product and the input are scaled
+    by rp.mul, and beta = 0 drops the input (ATen ignores it then, NaN
+    included)."""
     bias, a, b = n.args[:3]
-    return _matmul(e, a, b, n, bias=bias)
+    beta, alpha = n.kwargs.get("beta", 1), n.kwargs.get("alpha", 1)
+    if beta == 1 and alpha == 1:
+        return _matmul(e, a, b, n, bias=bias)
+    dt = e.values[n].dtype
+    m = _matmul(e, a, b, n)
+    ty = e.ty(m)
+    if alpha != 1:
+        m = e.emit(f"rp.mul {m}, {e.scalar(alpha, dt)} : ({ty}, "
+                   f"{_ttype((), dt)}) -> {ty}", ty)
+    if beta == 0:
+        return m
+    bv = e.val(bias, dt)
+    if beta != 1:
+        bty = e.ty(bv)
+        bv = e.emit(f"rp.mul {bv}, {e.scalar(beta, dt)} : ({bty}, "
+                    f"{_ttype((), dt)}) -> {bty}", bty)
+    return e.emit(f"rp.add {bv}, {m} : ({e.ty(bv)}, {ty}) -> {ty}", ty)
+
+
+def _addmm(e, n):
+    return _scaled_matmul(e, n)
 
 
 def _baddbmm(e, n):
-    """beta * input + alpha * (batch1 @ batch2); MultiheadAttention writes
-    its additive attention mask this way (beta = alpha = 1)."""
-    if n.kwargs.get("beta", 1) != 1 or n.kwargs.get("alpha", 1) != 1:
-        return _UNSUPPORTED
-    bias, a, b = n.args[:3]
+    a, b = n.args[1:3]
     if e.values[a].dim() != 3 or e.values[b].dim() != 3:
         return _UNSUPPORTED
-    return _matmul(e, a, b, n, bias=bias)
-
-
-def _convolution(e, n):
-    """A convolution whose stride equals its kernel size, with no padding,
-    dilation 1 and one group (a patch embedding, as a ViT's conv_proj):
-    the image [B, C, S1.., Sk] is cut into patches, [B, P1.., Pk, C*K1..*Kk]
-    (reshape, transpose), which an rp.matmul with the [O, C*K1..*Kk]
-    weight (transpose_b) plus the bias maps to [B, P1.., Pk, O], then
-    transposed to [B, O, P1.., Pk]. Any other convolution is unsupported."""
-    x, w, bias, stride, padding, dilation, transposed, _, groups = n.args[:9]
-    xs, ws = list(e.values[x].shape), list(e.values[w].shape)
-    k = len(ws) - 2
-    kernel = ws[2:]
-    if (transposed or groups != 1 or len(xs) != k + 2 or k < 1 or
-            list(stride) != kernel or any(p != 0 for p in padding) or
-            any(d != 1 for d in dilation)):
-        return _UNSUPPORTED
-    dt = e.values[n].dtype
-    b, c, o = xs[0], xs[1], ws[0]
-    patches = [s // kk for s, kk in zip(xs[2:], kernel)]
-    xv = e.val(x)
-    used = [b, c] + [p * kk for p, kk in zip(patches, kernel)]
-    if used != xs:  # the trailing rows and columns no patch covers
-        xv = _slice_text(e, xv, [0] * len(xs), [1] * len(xs), _ttype(used, dt))
-    split = [b, c]
-    for p, kk in zip(patches, kernel):
-        split += [p, kk]
-    xv = _reshape_text(e, xv, _ttype(split, dt))
-    # [B, C, P1, K1, .., Pk, Kk] -> [B, P1.., Pk, C, K1.., Kk]
-    perm = [0] + [2 + 2 * i for i in range(k)] + [1] + \
-        [3 + 2 * i for i in range(k)]
-    xv = _permute_to(e, xv, perm,
-                     _ttype([split[i] for i in perm], dt))
-    flat = math.prod(ws[1:])
-    xv = _reshape_text(e, xv, _ttype([b] + patches + [flat], dt))
-    wv = _reshape_text(e, e.val(w), _ttype([o, flat], dt))
-    mty = _ttype([b] + patches + [o], dt)
-    m = e.emit(f"rp.matmul {xv}, {wv} transpose_b : ({e.ty(xv)}, {e.ty(wv)}) "
-               f"-> {mty}", mty)
-    if bias is not None:
-        bv = e.val(bias, dt)
-        m = e.emit(f"rp.add {m}, {bv} : ({mty}, {e.ty(bv)}) -> {mty}", mty)
-    return _permute_to(e, m, [0, k + 1] + list(range(1, k + 1)), e.out_type(n))
+    return _scaled_matmul(e, n)
 
 
 def _reshape_text(e, x, ty):
@@ -506,7 +482,7 @@ def _dropout(e, n):
         f"have p = 0)", op=_qualname(n), module_path=_innermost(n))
 
 
-_HANDLERS = {
+HANDLERS = {
     "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"),
     "div": _binary("div"), "rsub": _binary("rsub"),
     "maximum": _binary("maximum"), "minimum": _binary("minimum"),
@@ -528,7 +504,7 @@ _HANDLERS = {
     "slice": _slice, "select": _select, "split": _split,
     "split_with_sizes": _split, "unbind": _unbind, "cat": _cat,
     "mm": _mm, "bmm": _mm, "matmul": _mm, "addmm": _addmm,
-    "baddbmm": _baddbmm, "convolution": _convolution,
+    "baddbmm": _baddbmm,
     "embedding": _embedding, "native_layer_norm": _layer_norm,
     "_softmax": _softmax("softmax"), "_log_softmax": _softmax("log_softmax"),
     "mean": _reduce("mean"), "sum": _reduce("sum"), "amax": _reduce("max"),
@@ -537,4 +513,3 @@ _HANDLERS = {
     "native_dropout": _dropout,
 }
 
-SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)

@@ -17,7 +17,7 @@ How it works (torch 1.13's ``make_fx``, ATen level):
 * Values that do not depend on the inputs or the parameters (buffers,
   ``arange``, masks, ``torch.full`` ...) are folded at trace time into
   ``rp.constant`` ops, copied into each layer that uses them.
-* Each ATen op maps to rp ops (the handlers in ``rp._aten``); an ATen op without a mapping is an error
+* Each ATen op maps to rp ops (the handlers in ``rp._aten`` and ``rp._conv``); an ATen op without a mapping is an error
   naming the op and the module path. The result goes through ``rp-opt``
   with the importer's clean-up and fusion passes (canonicalize, CSE, layer
   norm / GELU / attention fusion) and ``--rp-verify-graph``.
@@ -37,13 +37,16 @@ import struct
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from rp._aten import SUPPORTED_OPS, _HANDLERS
+from rp import _aten, _conv
 from rp._irtext import (_RANDOM, _UNSUPPORTED, TraceError, _dense, _elem,
                         _flatten, _fmt_scalar, _ident, _innermost, _np,
                         _opname, _qualname, _short_args, _ttype)
 from rp.tools import run_tool
 
 PathLike = Union[str, os.PathLike]
+
+_HANDLERS = {**_aten.HANDLERS, **_conv.HANDLERS}
+SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)
 
 # Constants folded at trace time are written as rp.constant text, so a
 # larger one is an error rather than megabytes of IR.

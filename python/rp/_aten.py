@@ -376,6 +376,37 @@ def _reshape_text(e, x, ty):
     return e.emit(f"rp.reshape {x} : {e.ty(x)} to {ty}", ty)
 
 
+def _sdpa(e, n):
+    """torch 2's scaled_dot_product_attention as make_fx records it on the
+    CPU (aten._scaled_dot_product_flash_attention_for_cpu, q/k/v
+    [B, H, S, D]): rp.attention has its semantics (boolean mask keeps,
+    float mask adds, causal, scale). Result 0 is the attention; result 1,
+    the log-sum-exp, is an error if used."""
+    q, k, v = n.args[:3]
+    dropout = n.args[3] if len(n.args) > 3 else n.kwargs.get("dropout_p", 0.0)
+    causal = n.args[4] if len(n.args) > 4 else n.kwargs.get("is_causal", False)
+    mask, scale = n.kwargs.get("attn_mask"), n.kwargs.get("scale")
+    if dropout:
+        raise TraceError(
+            f"rp.trace: unsupported op {_qualname(n)} (dropout_p = {dropout})"
+            f" in {e.where(n)}; rp has no random ops (dropout is traced in "
+            f"training mode and must have p = 0)", op=_qualname(n),
+            module_path=_innermost(n))
+    ops = [e.val(q), e.val(k), e.val(v)]
+    text = f"rp.attention {ops[0]}, {ops[1]}, {ops[2]}"
+    if mask is not None:
+        ops.append(e.val(mask))
+        text += f" mask({ops[3]})"
+    if causal:
+        text += " causal"
+    if scale is not None:
+        text += f" scale = {float(scale)!r}"
+    out = e.values[n][0]
+    ty = _ttype(out.shape, out.dtype)
+    return (e.emit(f"{text} : ({', '.join(e.ty(x) for x in ops)}) -> {ty}",
+                   ty), None)
+
+
 def _embedding(e, n):
     w, idx = n.args[0], n.args[1]
     padding_idx = n.args[2] if len(n.args) > 2 else n.kwargs.get("padding_idx", -1)
@@ -505,6 +536,7 @@ HANDLERS = {
     "split_with_sizes": _split, "unbind": _unbind, "cat": _cat,
     "mm": _mm, "bmm": _mm, "matmul": _mm, "addmm": _addmm,
     "baddbmm": _baddbmm,
+    "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
     "embedding": _embedding, "native_layer_norm": _layer_norm,
     "_softmax": _softmax("softmax"), "_log_softmax": _softmax("log_softmax"),
     "mean": _reduce("mean"), "sum": _reduce("sum"), "amax": _reduce("max"),

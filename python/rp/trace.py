@@ -46,6 +46,8 @@ from rp.tools import run_tool
 PathLike = Union[str, os.PathLike]
 
 _HANDLERS = {**_aten.HANDLERS, **_conv.HANDLERS}
+# ATen ops through which Python code reads a tensor's value.
+_READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)
 
 # Constants folded at trace time are written as rp.constant text, so a
@@ -138,7 +140,10 @@ def _capture(module, inputs, params, buffers, aliases):
     """make_fx of the module with parameters and buffers as graph inputs;
     every node's meta["rp_stack"] is the tuple of module paths running."""
     from torch.fx.experimental import proxy_tensor
-    from torch.nn.utils.stateless import functional_call
+    try:  # torch 2; torch.nn.utils.stateless's is deprecated there
+        from torch.func import functional_call
+    except ImportError:  # torch 1.13
+        from torch.nn.utils.stateless import functional_call
 
     stack: List[str] = []
     paths = {}
@@ -176,10 +181,28 @@ def _capture(module, inputs, params, buffers, aliases):
 
     was_training = module.training
     module.train()
+    # torch 2 refuses .item() on traced tensors; modules read constant
+    # masks that way (TransformerEncoder checks whether its mask is causal),
+    # so values are read and Emitter.classify refuses the reads of values
+    # that depend on the inputs or parameters (torch 1.13 reads them all).
+    options = {}
+    if "_error_on_data_dependent_ops" in \
+            inspect.signature(proxy_tensor.make_fx).parameters:
+        options["_error_on_data_dependent_ops"] = False
     proxy_tensor.PythonKeyTracer = Tracer
     try:
-        gm = proxy_tensor.make_fx(f)([p for _, p in params],
-                                     [b for _, b in buffers], *inputs)
+        gm = proxy_tensor.make_fx(f, **options)(
+            [p for _, p in params], [b for _, b in buffers], *inputs)
+    except RuntimeError as err:
+        if "get value out of a tracing tensor" not in str(err):
+            raise
+        # torch 1.13: any read; the hooks' stack says where it happened.
+        path = stack[-1] if stack else ""
+        raise TraceError(
+            f"rp.trace: {_describe(path, module)} reads the value of a tensor "
+            f"while tracing (.item(), bool() or int() of a tensor); rp traces "
+            f"one static graph, so control flow cannot depend on tensor "
+            f"values", module_path=path) from err
     finally:
         proxy_tensor.PythonKeyTracer = base
         for h in handles:
@@ -280,6 +303,20 @@ class _Emitter:
                 if name in _RANDOM:
                     continue
                 deps = [a for a in n.all_input_nodes]
+                if name in _READS_VALUE:
+                    # Python code read a tensor's value (.item(), bool());
+                    # the trace holds the branch that value took, which is
+                    # right only when the value is fixed at trace time.
+                    if not all(d in self.const_nodes for d in deps):
+                        raise TraceError(
+                            f"rp.trace: {self.where(n)} reads the value of a "
+                            f"tensor computed from the inputs or parameters "
+                            f"({_qualname(n)}: .item(), bool() or int() of a "
+                            f"tensor); rp traces one static graph, so control "
+                            f"flow cannot depend on data",
+                            op=_qualname(n), module_path=_innermost(n))
+                    self.const_nodes.add(n)
+                    continue
                 if name in value_free or all(d in self.const_nodes for d in deps):
                     v = self.values.get(n)
                     if isinstance(v, torch.Tensor) or (

@@ -27,8 +27,10 @@ def written(path):
 fig = plot.loss_curve([3.0, 2.5, 2.25, 2.0], out / "list.png")
 line = fig.axes[0].lines[0]
 # CHECK: list: 1 curve, x [0, 1, 2, 3], y [3.0, 2.5, 2.25, 2.0], written True
-print(f"list: {len(fig.axes[0].lines)} curve, x {list(line.get_xdata())}, "
-      f"y {list(line.get_ydata())}, written {written(out / 'list.png')}")
+print(f"list: {len(fig.axes[0].lines)} curve, "
+      f"x {[int(v) for v in line.get_xdata()]}, "
+      f"y {[float(v) for v in line.get_ydata()]}, "
+      f"written {written(out / 'list.png')}")
 
 log = [l for l in (out / "run.log").read_text().splitlines()]
 fig = plot.loss_curve(out / "run.log", out / "log.svg", title="gpt")

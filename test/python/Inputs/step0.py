@@ -3,6 +3,7 @@ training step on one device, and the loss and every parameter's gradient
 against PyTorch autograd's (DESIGN.md: relative loss error; per tensor
 ||a - b|| / ||ref||)."""
 
+import inspect
 import warnings
 
 import numpy as np
@@ -42,21 +43,32 @@ def check(model, inputs, labels, out, name, tol=1e-4, onnx_steps=0):
     return lines
 
 
+def export_onnx(model, inputs, path):
+    """torch.onnx.export at opset 17 with do_constant_folding=False (so
+    parameter names survive) in eval mode: with dropout 0 that is the
+    training graph, and a training-mode export would add dropout masks.
+    torch 2's default dynamo exporter needs onnxscript and names
+    parameters otherwise, so the TorchScript exporter is asked for where
+    the choice exists."""
+    extra = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        extra["dynamo"] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, tuple(inputs.values()), str(path),
+                          input_names=list(inputs), output_names=["logits"],
+                          opset_version=17, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.EVAL, **extra)
+
+
 def onnx_matches(model, inputs, labels, plan, out, name, steps, tol=1e-5):
-    """The traced plan and the same model exported to ONNX (opset 17,
-    do_constant_folding=False so parameter names survive, eval mode: with
-    dropout 0 it is the training graph, and a training-mode export would
-    add dropout masks) and compiled from the .onnx train ``steps`` sync
-    steps to the same losses within ``tol`` (relative, per step)."""
+    """The traced plan and the same model exported to ONNX (export_onnx)
+    and compiled from the .onnx train ``steps`` sync steps to the same
+    losses within ``tol`` (relative, per step)."""
     traced = list(rp.train(plan, dict(inputs), labels, steps=steps,
                            sync=True))
     onnx_path = out / f"{name}.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, tuple(inputs.values()), str(onnx_path),
-                          input_names=list(inputs), output_names=["logits"],
-                          opset_version=17, do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.EVAL)
+    export_onnx(model, inputs, onnx_path)
     onnx_plan = rp.compile(onnx_path, out / "plans" / f"{name}-onnx.rpplan")
     onnx = list(rp.train(onnx_plan, dict(inputs), labels, steps=steps,
                          sync=True))

@@ -1,0 +1,180 @@
+"""RoundPipe's published 8x RTX 4090 figures next to rp's predictions.
+
+Usage: python3 bench/paper.py [--models qwen3-1.7b,...] [--no-max-seq]
+
+For Qwen3-1.7B, Llama-3.1-8B and Qwen3-32B (weightless f16 graphs from
+rp.shapes, sequence 2048) it compiles one training plan per schedule for
+8 GPUs on the rtx4090 profile (calibrated on Qwen3-1.7B only, by
+bench/calibrate.py) and times it on the sim device (rp-run --backend sim):
+round-robin with rp's partitioner in async and sync mode, and the static
+schedules 1F1B, GPipe and interleaved 1F1B. Microbatches and accumulation
+follow RoundPipe's throughput runs (reference/roundpipe.md §6: global
+batch / microbatches / accumulation steps 512/10/4, 256/10/2, 128/10/2):
+10 microbatches of round(batch / (10 x accumulation)) sequences. rp has no
+gradient accumulation option yet, so the K passes of one optimizer step
+are laid out from the sim's figures: the jobs, prologue and epilogue of one
+pass K times, the host optimizer once (async: beside the passes, so the
+period is the longer of the two; sync: after them). Bubble % is the sim's,
+per pass. Then the largest sequence length whose round-robin plan fits
+24 GB (rp-report-max-seq) next to RoundPipe's.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+from rp import shapes  # noqa: E402
+
+BIN = Path(os.environ.get("RP_BIN", ROOT / "build/bin"))
+G = 8
+M = 10
+
+# reference/roundpipe.md §6.
+RUNS = {  # global batch, accumulation steps
+    "qwen3-1.7b": (512, 4),
+    "llama-3.1-8b": (256, 2),
+    "qwen3-32b": (128, 2),
+}
+PUBLISHED = {  # async tok/s, sync tok/s, async bubble, sync bubble, max seq
+    "qwen3-1.7b": (65417, 56489, 4.0, 19.1, 73000),
+    "llama-3.1-8b": (24275, 18888, 1.3, 14.3, 49000),
+    "qwen3-32b": (5516, 4164, 2.6, 6.7, 28000),
+}
+BASELINE_BUBBLES = {  # RoundPipe's simulated 1F1B, GPipe, interleaved 1F1B
+    "qwen3-1.7b": (35.2, 36.1, 27.8),
+    "llama-3.1-8b": (42.1, 42.1, 30.6),
+    "qwen3-32b": (34.9, 34.9, 15.1),
+}
+SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b")
+
+
+def compile_plan(graph, plan, schedule):
+    """Compiles at stage-grain recompute, or layer grain where that does
+    not fit 24 GB (as RoundPipe's runs do for long sequences)."""
+    micro = M if schedule != "interleaved-1f1b" else -(-M // G) * G
+    start = time.perf_counter()
+    for grain in ("stage", "layer"):
+        r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
+                            str(plan), "--devices", str(G), "--microbatches",
+                            str(micro), "--hw", "rtx4090", "--dtype", "f16",
+                            "--schedule", schedule, "--recompute", grain],
+                           capture_output=True, text=True)
+        if not r.returncode:
+            break
+    took = time.perf_counter() - start
+    if r.returncode:
+        lines = [l for l in r.stderr.strip().splitlines() if "error" in l]
+        return None, took, re.sub(r"^.*?error: ", "", (lines or ["?"])[0])
+    peaks = re.search(r"peak device memory ([^;]*) of", r.stderr)
+    return (peaks.group(1) if peaks else "", micro, grain), took, ""
+
+
+def simulate(plan, sync):
+    r = subprocess.run([str(BIN / "rp-run"), str(plan), "--backend", "sim",
+                        "--steps", "3"] + (["--sync"] if sync else []),
+                       capture_output=True, text=True, check=True)
+    return {k: float(v) for k, v in
+            (line.split() for line in r.stdout.splitlines() if " " in line)}
+
+
+def per_step(sim, sync, passes, tokens_per_pass):
+    """tokens/s of an optimizer step of `passes` passes."""
+    one = sim["jobs_ms"] + sim["prologue_ms"] + sim["epilogue_ms"]
+    if sync:
+        period = passes * one + sim["optimizer_ms"]
+    else:
+        period = max(passes * one, sim["optimizer_ms"])
+    return passes * tokens_per_pass / (period / 1e3), period
+
+
+def max_seq(name, tmp):
+    path = Path(tmp) / f"{name}.seq.mlir"
+    path.write_text(shapes.build(shapes.SHAPES[name], 1, 3000, "f16"))
+    start = time.perf_counter()
+    r = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",
+                        str(Path(tmp) / "seq.rpplan"), "--devices", str(G),
+                        "--hw", "rtx4090", "--dtype", "f16",
+                        "--report-max-seq"], capture_output=True, text=True)
+    found = re.search(r"remark: .*?(\d[\d,]*) tokens", r.stderr)
+    return (int(found.group(1).replace(",", "")) if found else None,
+            time.perf_counter() - start,
+            re.search(r"remark: (.*)", r.stderr))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(RUNS))
+    parser.add_argument("--no-max-seq", dest="max_seq", action="store_false")
+    args = parser.parse_args()
+    print(f"8 x rtx4090 (profiles/rtx4090.json), f16, sequence 2048, "
+          f"{M} microbatches per pass; tokens/s per optimizer step")
+    summary = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            batch, passes = RUNS[name]
+            b = max(1, round(batch / (M * passes)))
+            graph = Path(tmp) / f"{name}.mlir"
+            graph.write_text(shapes.build(shapes.SHAPES[name], b, 2048, "f16"))
+            pub = PUBLISHED[name]
+            print(f"\n{name}: microbatch {b} x 2048, {passes} passes of "
+                  f"{M} microbatches per optimizer step (RoundPipe: batch "
+                  f"{batch})")
+            rows = {}
+            for schedule in SCHEDULES:
+                plan = Path(tmp) / f"{name}.{schedule}.rpplan"
+                compiled, took, error = compile_plan(graph, plan, schedule)
+                if compiled is None:
+                    print(f"  {schedule:22s} does not compile: {error}")
+                    continue
+                peaks, micro, grain = compiled
+                for sync in ((False, True) if schedule == "round-robin"
+                             else (False,)):
+                    sim = simulate(plan, sync)
+                    tps, period = per_step(sim, sync, passes,
+                                           b * 2048 * micro)
+                    label = schedule + (" sync" if sync else
+                                        " async" if schedule == "round-robin"
+                                        else "")
+                    rows[label] = (tps, sim["bubble_pct"])
+                    print(f"  {label:22s} {tps:9.0f} tok/s  M={micro:2d} bubble "
+                          f"{sim['bubble_pct']:5.1f}% (fill {sim['fill_pct']:.1f}"
+                          f" switch {sim['switch_pct']:.1f} drain "
+                          f"{sim['drain_pct']:.1f} intra {sim['intra_pct']:.1f};"
+                          f" exposed comm {sim['exposed_comm_pct']:.1f})  "
+                          f"pass {sim['jobs_ms']:.0f} ms, optimizer "
+                          f"{sim['optimizer_ms']:.0f} ms  compile {took:.1f} s"
+                          f"  {grain} grain, peak {peaks}")
+            baselines = [v for k, v in rows.items()
+                         if not k.startswith("round-robin")]
+            rr = rows.get("round-robin async")
+            best = max(baselines, key=lambda v: v[0]) if baselines else None
+            print(f"  published: RoundPipe {pub[0]:,} tok/s async ({pub[2]}% "
+                  f"bubble), {pub[1]:,} sync ({pub[3]}%); simulated bubbles "
+                  f"1F1B/GPipe/interleaved {BASELINE_BUBBLES[name]}")
+            if rr and best:
+                print(f"  round-robin async / best static schedule: "
+                      f"{rr[0] / best[0]:.2f}x; predicted / published "
+                      f"RoundPipe: {rr[0] / pub[0]:.2f}")
+            summary.append((name, rr, pub))
+            if args.max_seq:
+                seq, took, remark = max_seq(name, tmp)
+                print(f"  max sequence on 24 GB (round-robin, {took:.0f} s): "
+                      f"{seq if seq else '?'} tokens, published {pub[4]:,}"
+                      + ("" if seq else f" ({remark})"))
+    print("\nmodel          predicted tok/s  published  error")
+    for name, rr, pub in summary:
+        if rr:
+            print(f"{name:14s} {rr[0]:15.0f} {pub[0]:10,} "
+                  f"{(rr[0] / pub[0] - 1) * 100:+6.1f}%"
+                  + ("" if name == "qwen3-1.7b" else "  (held out)"))
+
+
+if __name__ == "__main__":
+    main()

@@ -400,7 +400,7 @@ def _sdpa(e, n):
     if causal:
         text += " causal"
     if scale is not None:
-        text += f" scale = {float(scale)!r}"
+        text += f" scale = {'%.17e' % float(scale)}"
     out = e.values[n][0]
     ty = _ttype(out.shape, out.dtype)
     return (e.emit(f"{text} : ({', '.join(e.ty(x) for x in ops)}) -> {ty}",

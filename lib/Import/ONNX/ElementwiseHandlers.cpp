@@ -86,7 +86,7 @@ static LogicalResult importCast(NodeImporter &n) {
 
 static LogicalResult importDropout(NodeImporter &n) {
   Value x = n.input(0);
-  if (!x || failed(n.onlyFirstOutput()))
+  if (!x)
     return failure();
   // Dropout drops nothing in inference form, or with ratio 0.
   bool training = false;
@@ -114,6 +114,12 @@ static LogicalResult importDropout(NodeImporter &n) {
                         "(model.eval()) or with dropout 0";
   }
   n.setOutput(0, x);
+  // Its mask keeps everything then; a training-mode export lists it.
+  if (n.hasOutput(1)) {
+    auto type = RankedTensorType::get(
+        cast<RankedTensorType>(x.getType()).getShape(), n.builder.getI1Type());
+    n.setOutput(1, n.constant(DenseElementsAttr::get(type, true)));
+  }
   return success();
 }
 

@@ -43,36 +43,44 @@ def check(model, inputs, labels, out, name, tol=1e-4, onnx_steps=0):
     return lines
 
 
-def export_onnx(model, inputs, path):
+def export_onnx(model, inputs, path, training=False):
     """torch.onnx.export at opset 17 with do_constant_folding=False (so
-    parameter names survive) in eval mode: with dropout 0 that is the
-    training graph, and a training-mode export would add dropout masks.
-    torch 2's default dynamo exporter needs onnxscript and names
-    parameters otherwise, so the TorchScript exporter is asked for where
-    the choice exists."""
+    parameter names survive), in eval mode or, with ``training``, in
+    training mode (with dropout 0 both are the training graph; the training
+    export lists each Dropout's mask). torch 2's default dynamo exporter
+    needs onnxscript and names parameters otherwise, so the TorchScript
+    exporter is asked for where the choice exists."""
     extra = {}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         extra["dynamo"] = False
+    mode = (torch.onnx.TrainingMode.TRAINING if training else
+            torch.onnx.TrainingMode.EVAL)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, tuple(inputs.values()), str(path),
                           input_names=list(inputs), output_names=["logits"],
                           opset_version=17, do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.EVAL, **extra)
+                          training=mode, **extra)
 
 
 def onnx_matches(model, inputs, labels, plan, out, name, steps, tol=1e-5):
-    """The traced plan and the same model exported to ONNX (export_onnx)
-    and compiled from the .onnx train ``steps`` sync steps to the same
-    losses within ``tol`` (relative, per step)."""
+    """The traced plan and the same model exported to ONNX in eval and in
+    training mode (export_onnx), each compiled from the .onnx, train
+    ``steps`` sync steps to the same losses within ``tol`` (relative, per
+    step)."""
     traced = list(rp.train(plan, dict(inputs), labels, steps=steps,
                            sync=True))
-    onnx_path = out / f"{name}.onnx"
-    export_onnx(model, inputs, onnx_path)
-    onnx_plan = rp.compile(onnx_path, out / "plans" / f"{name}-onnx.rpplan")
-    onnx = list(rp.train(onnx_plan, dict(inputs), labels, steps=steps,
-                         sync=True))
-    diff = max(abs(a - b) / abs(b) for a, b in zip(traced, onnx))
-    return (f"{name}: traced vs onnx: {len(onnx)} of {steps} steps, within "
-            f"{tol:g}: {len(onnx) == steps and diff <= tol} (max relative "
-            f"difference {diff:.2e}; losses {traced} / {onnx})")
+    runs = {}
+    for mode in ("eval", "training"):
+        onnx_path = out / f"{name}-{mode}.onnx"
+        export_onnx(model, inputs, onnx_path, training=mode == "training")
+        onnx_plan = rp.compile(onnx_path,
+                               out / "plans" / f"{name}-{mode}.rpplan")
+        runs[mode] = list(rp.train(onnx_plan, dict(inputs), labels,
+                                   steps=steps, sync=True))
+    ok = all(len(r) == steps for r in runs.values())
+    diff = max(abs(a - b) / abs(b) for r in runs.values()
+               for a, b in zip(traced, r))
+    return (f"{name}: traced vs onnx (eval and training exports): {steps} "
+            f"steps, within {tol:g}: {ok and diff <= tol} (max relative "
+            f"difference {diff:.2e}; losses {traced} / {runs})")

@@ -150,7 +150,7 @@ def timeline(trace: PathLike, out: Optional[PathLike] = None,
     ax = fig.add_subplot()
     index = {r: i for i, r in enumerate(rows)}
     for e in spans:
-        kind, colour = viz.kind_of(e["name"])
+        kind, colour = viz.colour_of(e)
         y = index[(e["pid"], e["tid"])]
         ax.add_patch(Rectangle(((e["ts"] - t0) / 1e3, y - 0.4),
                                e["dur"] / 1e3, 0.8, facecolor=colour,

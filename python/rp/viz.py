@@ -6,8 +6,11 @@ Usage: python -m rp.viz TRACE.json -o timeline.svg|.png|.pdf [--step K]
 One row per track of the trace (each device's compute, weight upload,
 activation upload and download queues, then the host's step and optimizer
 tracks), in the trace's own order; every span a rectangle coloured by what
-it is: forward, fused tail, backward, weight upload, activation upload,
-download, optimizer, host. With --step, only that step's spans (by their
+it is: forward, fused tail, backward, the recompute at the start of a
+backward (nested in its span), weight upload, activation upload,
+download, optimizer, host; and shaded by its stage (stages 0-3, 4-7, ...
+from full colour towards white), so a device's successive stages stand
+apart. With --step, only that step's spans (by their
 `step` argument). With --plan (`rp-run PLAN --describe=json`), the
 compiler's predicted timeline of the step (each job's predicted start and
 duration) is drawn under the measured one in every row, from the step's
@@ -27,6 +30,7 @@ KINDS = [  # (label pattern, kind, colour)
     (r"^F\d", "forward", "#4e79a7"),
     (r"^T\d", "fused tail", "#b07aa1"),
     (r"^B\d", "backward", "#e15759"),
+    (r"^recompute$", "recompute", "#ff9da7"),
     (r"^UP ", "weight H2D", "#f28e2b"),
     (r"^(IN|DIN)", "activation H2D", "#edc948"),
     (r"^(OUT|DOUT|GRAD)", "D2H", "#59a14f"),
@@ -40,6 +44,21 @@ def kind_of(name):
         if re.match(pattern, name):
             return kind, colour
     return HOST
+
+
+def shade(colour, stage):
+    """`colour` lightened by the stage's place in a cycle of four."""
+    if stage is None or stage < 0:
+        return colour
+    f = (stage % 4) * 0.15
+    rgb = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join("%02x" % int(c + (255 - c) * f) for c in rgb)
+
+
+def colour_of(e):
+    """(kind, colour) of a trace span: its kind's colour, shaded by stage."""
+    kind, colour = kind_of(e["name"])
+    return kind, shade(colour, e.get("args", {}).get("stage"))
 
 
 def load(path, step):
@@ -102,7 +121,7 @@ def render(rows, label, spans, predicted=(), width=1600, row_h=18, left=190):
         out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#eee"/>'
                    % (left, width - 10, y + row_h, y + row_h))
     for e in spans:
-        kind, colour = kind_of(e["name"])
+        kind, colour = colour_of(e)
         x = left + (e["ts"] - t0) * scale
         w = max(e["dur"] * scale, 0.5)
         y = top + index[(e["pid"], e["tid"])] * row_h + 2

@@ -436,7 +436,8 @@ PlanWriter::addProgram(StringRef name, ArrayRef<Operation *> ops,
         fbb, spec->op, fbb.CreateVector(ins), fbb.CreateVector(outs),
         fbb.CreateVector(spec->ints.data(), spec->ints.size()),
         fbb.CreateVector(spec->floats.data(), spec->floats.size()),
-        loc.empty() ? 0 : fbb.CreateString(loc)));
+        loc.empty() ? 0 : fbb.CreateString(loc),
+        op.hasAttr(kRecomputeAttr)));
   }
   llvm::append_range(calls, extra);
   programs.push_back(pf::CreateProgram(fbb, fbb.CreateString(name.str()),

@@ -1,6 +1,7 @@
 //===- Trace.cpp - recording a staged plan's timeline ---------------------===//
 
 #include "rp/runtime/Trace.h"
+#include "rp/runtime/sim/PlanTiming.h"
 
 #include <nlohmann/json.hpp>
 
@@ -233,6 +234,14 @@ Status rp::runtime::writeChromeTrace(const Trace &trace,
   for (const JobDesc &job : plan.jobs)
     if (job.device < plan.devices)
       used[job.device][int(job.queue)] = true;
+  // Per program, the share of its modelled time that recomputes (0 where
+  // the plan's hardware profile cannot be loaded).
+  std::vector<double> shares(plan.programs.size(), 0.0);
+  std::string error;
+  if (auto hw = timing::loadHardwareModel(
+          plan.hardware.empty() ? "host" : plan.hardware, error))
+    for (uint32_t p = 0; p < plan.programs.size(); ++p)
+      shares[p] = sim::recomputeShare(*hw, plan, p);
   std::vector<uint64_t> copyBytes(plan.jobs.size(), 0);
   for (size_t i = 0; i < plan.jobs.size(); ++i)
     for (const CopyDesc &c : plan.jobs[i].copies)
@@ -305,6 +314,16 @@ Status rp::runtime::writeChromeTrace(const Trace &trace,
           args["bytes"] = copyBytes[i];
         else if (job.program < plan.programs.size())
           args["program"] = plan.programs[job.program].name;
+        double share = job.kind == JobKind::run && job.program < shares.size()
+                           ? shares[job.program]
+                           : 0.0;
+        nlohmann::json recompute;
+        if (share > 0)
+          recompute = {{"step", step.step},
+                       {"stage", job.stage},
+                       {"microbatch", job.microbatch},
+                       {"job", i},
+                       {"modelled_share", share}};
         emit({{"name",
                job.label.empty() ? "job " + std::to_string(i) : job.label},
               {"cat", job.kind == JobKind::copy ? "copy" : "compute"},
@@ -314,6 +333,19 @@ Status rp::runtime::writeChromeTrace(const Trace &trace,
               {"ts", micros(span.start)},
               {"dur", micros(span.end - span.start)},
               {"args", std::move(args)}});
+        // The recompute at the start of a backward job, nested in its span:
+        // its length is the job's times the share the hardware model gives
+        // its recompute calls (exact on the sim device, an estimate on
+        // devices that time whole jobs).
+        if (share > 0)
+          emit({{"name", "recompute"},
+                {"cat", "recompute"},
+                {"ph", "X"},
+                {"pid", devicePid(job.device)},
+                {"tid", queueTid(job.queue)},
+                {"ts", micros(span.start)},
+                {"dur", micros(span.end - span.start) * share},
+                {"args", std::move(recompute)}});
       }
     }
     out << "\n]}\n";

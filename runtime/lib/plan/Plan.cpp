@@ -308,6 +308,7 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
           call.ints = toVector<int64_t>(k->ints());
           call.floats = toVector<double>(k->floats());
           call.loc = str(k->loc());
+          call.recompute = k->recompute();
           std::string where = "call #" + std::to_string(d.calls.size()) +
                               " of program '" + d.name + "'";
           if (Status s = checkCall(c, plan, where, call); s.failed())

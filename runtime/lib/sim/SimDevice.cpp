@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/sim/SimDevice.h"
+#include "rp/runtime/sim/PlanTiming.h"
 
 #include <algorithm>
 
@@ -314,23 +315,8 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
       return it->second;
   }
   double ms = 0;
-  for (const KernelCallDesc &call : plan.programs[program].calls) {
-    timing::CallOperands ops;
-    bool typed = false;
-    auto operand = [&](uint32_t b) {
-      const BufferDesc &buf = plan.buffers[b];
-      if (!typed && isFloat(buf.dtype)) {
-        ops.dtype = dtypeName(buf.dtype);
-        typed = true;
-      }
-      return timing::Operand{buf.shape, unsigned(dtypeSize(buf.dtype))};
-    };
-    for (uint32_t b : call.inputs)
-      ops.inputs.push_back(operand(b));
-    for (uint32_t b : call.outputs)
-      ops.outputs.push_back(operand(b));
-    ms += timing::callMs(hw, uint16_t(call.op), ops, call.ints);
-  }
+  for (const KernelCallDesc &call : plan.programs[program].calls)
+    ms += sim::callTimeMs(hw, plan, call);
   std::lock_guard<std::mutex> lock(mutex);
   programCache[{&plan, program}] = ms;
   return ms;

@@ -2,7 +2,8 @@
 // RUN: rp-opt %s -rp-attach-loss -rp-autodiff=recompute=layer -canonicalize -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=LAYER
 
 // Two layers: the last becomes the fused tail (forward, loss, backward),
-// the first gets a backward layer that recomputes it from its input. Only
+// the first gets a backward layer that recomputes it from its input (those
+// ops marked rp.recompute). Only
 // the trainable parameter gets a gradient: the frozen one costs nothing.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %{{.+}}: tensor<f32> {rp.name = "loss_scale"})
@@ -13,7 +14,10 @@
 // CHECK: rp.cross_entropy_grad
 // CHECK: rp.matmul
 // CHECK: %[[B:.+]] = rp.layer "h.0.backward" role = backward(%{{.+}}, %{{.+}}, %[[T]]#2)
-// CHECK: rp.unary_grad tanh
+// The recomputed forward is marked (plans time it apart), the backward not.
+// CHECK: rp.matmul %{{.+}}, %{{.+}} {rp.recompute}
+// CHECK-NEXT: rp.unary_grad tanh
+// CHECK-NOT: rp.recompute
 // CHECK: return %[[T]]#0, %[[T]]#1, %[[B]]
 func.func @main(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %w = rp.param "w" trainable at "w.bin"[0] : tensor<8x8xf32>

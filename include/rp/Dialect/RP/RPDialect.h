@@ -7,4 +7,10 @@
 
 #include "rp/Dialect/RP/RPDialect.h.inc"
 
+namespace mlir::rp {
+/// A unit attribute rp-autodiff puts on the ops of a backward layer that
+/// recompute the forward; the plan exporter marks their kernel calls.
+inline constexpr llvm::StringLiteral kRecomputeAttr = "rp.recompute";
+} // namespace mlir::rp
+
 #endif // RP_DIALECT_RP_RPDIALECT_H

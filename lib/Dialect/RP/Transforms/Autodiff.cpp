@@ -291,6 +291,9 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   SmallVector<Operation *> recomputed;
   IRMapping outer = inlineLayers(group, inputs.getArrayRef(), body, inner,
                                  recomputed);
+  // Marked for the plan, whose timelines tell recompute from backward.
+  for (Operation *op : recomputed)
+    op->setAttr(kRecomputeAttr, inner.getUnitAttr());
   llvm::DenseSet<Value> seeds;
   for (unsigned i : gradInputs)
     seeds.insert(body.getArgument(i));

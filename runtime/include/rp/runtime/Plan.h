@@ -86,6 +86,8 @@ struct KernelCallDesc {
   std::vector<int64_t> ints;
   std::vector<double> floats;
   std::string loc;
+  /// Recomputes the forward inside a backward (plan.fbs).
+  bool recompute = false;
 };
 
 struct ProgramDesc {

@@ -1,0 +1,29 @@
+//===- PlanTiming.h - a plan's kernel calls timed by rp/timing ---*- C++ -*-===//
+//
+// The bridge from a loaded plan to the shared timing model: a kernel call's
+// operands as rp/timing sees them (shapes, element sizes, the float type
+// that picks the rate). The sim device times its launches with it, and
+// traces use it to show how much of a backward job recomputes the forward.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_SIM_PLANTIMING_H
+#define RP_RUNTIME_SIM_PLANTIMING_H
+
+#include "rp/runtime/Plan.h"
+#include "rp/timing/Hardware.h"
+
+namespace rp::runtime::sim {
+
+/// The modelled time of `call`, a kernel call of `plan`, on `hw`.
+double callTimeMs(const timing::HardwareModel &hw, const Plan &plan,
+                  const KernelCallDesc &call);
+
+/// The share of program `program`'s modelled time its recompute calls take
+/// (KernelCallDesc::recompute), in [0, 1]; 0 when it has none.
+double recomputeShare(const timing::HardwareModel &hw, const Plan &plan,
+                      uint32_t program);
+
+} // namespace rp::runtime::sim
+
+#endif // RP_RUNTIME_SIM_PLANTIMING_H

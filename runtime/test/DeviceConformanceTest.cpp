@@ -160,6 +160,36 @@ TEST_P(DeviceConformance, AllocationIsAlignedDistinctAndFreed) {
   backend->getDevice(0).deallocate(nullptr);
 }
 
+TEST_P(DeviceConformance, FreedDeviceMemoryIsReused) {
+  // A step frees and allocates the same sizes again: after the first round
+  // the allocator must serve them from what it holds (the cuda device's
+  // stream-ordered pool), never growing, and account for every byte.
+  Device &dev = backend->getDevice(1);
+  const MemoryUse before = dev.getMemoryUse();
+  const size_t sizes[] = {size_t(1) << 20, 4096, 300000, size_t(3) << 20};
+  size_t heldAfterFirst = 0;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<void *> got;
+    for (size_t bytes : sizes) {
+      Expected<void *> p = dev.allocate(bytes);
+      ASSERT_TRUE(p) << p.getStatus().toString();
+      got.push_back(*p);
+    }
+    MemoryUse during = dev.getMemoryUse();
+    if (during.reserved) { // Zero: the backend does not track it.
+      EXPECT_GE(during.inUse, before.inUse + (size_t(4) << 20) + 304096);
+      EXPECT_GE(during.reserved, during.inUse);
+    }
+    for (void *p : got)
+      dev.deallocate(p);
+    MemoryUse after = dev.getMemoryUse();
+    EXPECT_EQ(after.inUse, before.inUse) << "round " << round;
+    if (round == 0)
+      heldAfterFirst = after.reserved;
+    EXPECT_LE(after.reserved, heldAfterFirst) << "round " << round;
+  }
+}
+
 TEST_P(DeviceConformance, CopiesMoveExactlyTheBytesAsked) {
   const size_t n = 4096, offset = 100, count = 777, from = 5;
   std::vector<uint8_t> pattern = randomBytes(n, 1);

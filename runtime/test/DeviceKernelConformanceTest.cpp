@@ -55,10 +55,10 @@ struct Buf {
 
 struct KernelCase {
   std::string name;
-  OpKind op;
-  std::vector<Buf> inputs, outputs;
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
+  OpKind op = OpKind::add;
+  std::vector<Buf> inputs = {}, outputs = {};
+  std::vector<int64_t> ints = {};
+  std::vector<double> floats = {};
 };
 
 const char *shortName(DType t) { return dtypeName(t); }

@@ -29,6 +29,7 @@ echo "== built in $(( $(date +%s) - start )) s"
 build-gpu/bin/rp-run --list-devices
 status=0
 build-gpu/test/rp-runtime-tests --gtest_filter='*Conformance*' || status=1
-ctest --test-dir build-gpu --output-on-failure -j "$(nproc)" | tail -15 ||
-  status=1
+ctest --test-dir build-gpu --output-on-failure -j "$(nproc)" \
+  >build-gpu/ctest.log 2>&1 || status=1
+grep -E 'tests passed|Failed|Skipped' build-gpu/ctest.log | tail -20
 exit $status

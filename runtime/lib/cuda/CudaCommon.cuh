@@ -108,7 +108,7 @@ __device__ inline void reportError(const LaunchContext &ctx, int32_t code,
     ctx.errors->position = position;
     ctx.errors->value = value;
     ctx.errors->limit = limit;
-    __threadfence_system();
+    __threadfence();
   }
 }
 

@@ -10,8 +10,10 @@
 // driver: after the first step nothing is requested from the system.
 //
 // Errors the kernels find in the data (an index or label out of range) are
-// written to a record in mapped pinned memory and turned into a Status by
-// the compute queue's synchronize, naming the program and call.
+// written to a record in device memory, which the compute queue's
+// synchronize copies back behind the stream's work and turns into a Status
+// naming the program and call. (Device memory, not mapped host memory: a
+// GPU's atomics on host memory are not guaranteed over PCIe.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -113,7 +115,8 @@ public:
                        "cublasSetWorkspace");
         s.failed())
       return s;
-    errors = hostRecord;
+    errorsHost = hostRecord;
+    errorsDevice = deviceRecord;
     context = DispatchContext{device, stream, blas, deviceRecord};
     return Status::ok();
   }
@@ -159,21 +162,30 @@ public:
   }
   Status synchronize() override {
     cudaSetDevice(device);
-    if (Status s = fromCuda(cudaStreamSynchronize(stream),
-                            "cudaStreamSynchronize on device " +
-                                std::to_string(device));
+    const std::string what =
+        "cudaStreamSynchronize on device " + std::to_string(device);
+    // The record comes back behind the kernels that may have written it.
+    if (errorsHost)
+      if (Status s = fromCuda(cudaMemcpyAsync(errorsHost, errorsDevice,
+                                              sizeof(KernelErrorRecord),
+                                              cudaMemcpyDeviceToHost, stream),
+                              "cudaMemcpyAsync of the kernel error record");
+          s.failed())
+        return s;
+    if (Status s = fromCuda(cudaStreamSynchronize(stream), what); s.failed())
+      return s;
+    if (!errorsHost || errorsHost->code == kNoKernelError)
+      return Status::ok();
+    KernelErrorRecord seen = *errorsHost;
+    // Cleared, so that the next step starts clean.
+    std::memset(errorsHost, 0, sizeof(KernelErrorRecord));
+    if (Status s = fromCuda(
+            cudaMemsetAsync(errorsDevice, 0, sizeof(KernelErrorRecord), stream),
+            "cudaMemsetAsync of the kernel error record");
         s.failed())
       return s;
-    if (!errors)
-      return Status::ok();
-    // The stream's kernels are done, so the record is complete. Read once
-    // and cleared, so that the next step starts clean.
-    KernelErrorRecord seen;
-    std::memcpy(&seen, const_cast<const KernelErrorRecord *>(errors),
-                sizeof(seen));
-    if (seen.code == kNoKernelError)
-      return Status::ok();
-    std::memset(errors, 0, sizeof(*errors));
+    if (Status s = fromCuda(cudaStreamSynchronize(stream), what); s.failed())
+      return s;
     return kernelError(seen, lastPlan);
   }
 
@@ -183,7 +195,9 @@ private:
   int priority;
   cudaStream_t stream;
   cublasHandle_t blas = nullptr;
-  KernelErrorRecord *errors = nullptr; ///< Host view; compute queue only.
+  /// The kernel error record (compute queue only): in device memory, and
+  /// its pinned host copy.
+  KernelErrorRecord *errorsHost = nullptr, *errorsDevice = nullptr;
   DispatchContext context;
   const Plan *lastPlan = nullptr;
 };
@@ -204,8 +218,14 @@ public:
       cudaFree(blasWorkspace);
     if (errorRecord)
       cudaFreeHost(errorRecord);
+    if (errorRecordDevice)
+      cudaFree(errorRecordDevice);
     if (allocStream)
       cudaStreamDestroy(allocStream);
+    // The pool is the GPU's and outlives this device: hand back what it
+    // kept, for whoever opens the GPU next.
+    if (pool)
+      cudaMemPoolTrimTo(pool, 0);
   }
 
   static Expected<std::unique_ptr<CudaDevice>> open(int index) {
@@ -273,20 +293,24 @@ public:
       return s;
     if (Status s = fromCuda(
             cudaHostAlloc(reinterpret_cast<void **>(&errorRecord),
-                          sizeof(KernelErrorRecord), cudaHostAllocMapped),
+                          sizeof(KernelErrorRecord), cudaHostAllocDefault),
             "cudaHostAlloc of the kernel error record");
         s.failed())
       return s;
     std::memset(errorRecord, 0, sizeof(KernelErrorRecord));
-    KernelErrorRecord *deviceView = nullptr;
+    if (Status s =
+            fromCuda(cudaMalloc(reinterpret_cast<void **>(&errorRecordDevice),
+                                sizeof(KernelErrorRecord)),
+                     "cudaMalloc of the kernel error record");
+        s.failed())
+      return s;
     if (Status s = fromCuda(
-            cudaHostGetDevicePointer(reinterpret_cast<void **>(&deviceView),
-                                     errorRecord, 0),
-            "cudaHostGetDevicePointer");
+            cudaMemset(errorRecordDevice, 0, sizeof(KernelErrorRecord)),
+            "cudaMemset of the kernel error record");
         s.failed())
       return s;
     return queues[static_cast<int>(QueueKind::compute)]->enableKernels(
-        blasWorkspace, kBlasWorkspaceBytes, errorRecord, deviceView);
+        blasWorkspace, kBlasWorkspaceBytes, errorRecord, errorRecordDevice);
   }
 
   uint32_t getIndex() const override { return index; }
@@ -351,7 +375,8 @@ private:
   cudaStream_t allocStream = nullptr;
   std::mutex allocLock;
   void *blasWorkspace = nullptr;
-  KernelErrorRecord *errorRecord = nullptr; ///< Mapped pinned memory.
+  KernelErrorRecord *errorRecord = nullptr;       ///< Pinned host copy.
+  KernelErrorRecord *errorRecordDevice = nullptr; ///< What kernels write.
 };
 
 class CudaBackend : public Backend {

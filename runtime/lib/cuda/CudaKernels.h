@@ -32,7 +32,7 @@
 namespace rp::runtime::cuda {
 
 /// What a kernel reports about its data, written once (the first report
-/// wins) into mapped pinned memory the host reads after a synchronize.
+/// wins) into device memory that the compute queue's synchronize reads.
 struct KernelErrorRecord {
   int32_t code; ///< KernelErrorCode; 0: no error.
   int32_t pad;
@@ -52,7 +52,7 @@ enum KernelErrorCode : int32_t {
 /// Where and how a launcher enqueues.
 struct LaunchContext {
   cudaStream_t stream;
-  KernelErrorRecord *errors; ///< Device view of the record.
+  KernelErrorRecord *errors; ///< The device's record.
   int64_t site;
 };
 

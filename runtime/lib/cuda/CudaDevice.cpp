@@ -51,6 +51,7 @@ public:
     return fromCuda(cudaEventSynchronize(event), "cudaEventSynchronize");
   }
   cudaEvent_t get() const { return event; }
+  int getDevice() const { return device; }
 
 private:
   int device;
@@ -149,16 +150,30 @@ public:
   }
 
   Status record(Event &event) override {
+    auto *e = dynamic_cast<CudaEvent *>(&event);
+    if (!e)
+      return invalidArgument("cannot record an event of another backend on "
+                             "cuda device " +
+                             std::to_string(device));
+    // CUDA would refuse it too, with an unhelpful invalid-handle error.
+    if (e->getDevice() != device)
+      return invalidArgument(
+          "cannot record an event of device " + std::to_string(e->getDevice()) +
+          " on device " + std::to_string(device) + "'s " + queueName(kind) +
+          " queue: an event is recorded on queues of its own device");
     cudaSetDevice(device);
-    return fromCuda(
-        cudaEventRecord(static_cast<CudaEvent &>(event).get(), stream),
-        "cudaEventRecord on device " + std::to_string(device));
+    return fromCuda(cudaEventRecord(e->get(), stream),
+                    "cudaEventRecord on device " + std::to_string(device));
   }
   Status wait(Event &event) override {
+    auto *e = dynamic_cast<CudaEvent *>(&event);
+    if (!e)
+      return invalidArgument("cannot wait for an event of another backend on "
+                             "cuda device " +
+                             std::to_string(device));
     cudaSetDevice(device);
-    return fromCuda(
-        cudaStreamWaitEvent(stream, static_cast<CudaEvent &>(event).get(), 0),
-        "cudaStreamWaitEvent on device " + std::to_string(device));
+    return fromCuda(cudaStreamWaitEvent(stream, e->get(), 0),
+                    "cudaStreamWaitEvent on device " + std::to_string(device));
   }
   Status synchronize() override {
     cudaSetDevice(device);

@@ -165,11 +165,10 @@ normGradPartialsKernel(const T *x, const T *dy,
     int64_t r1 = r0 + kParamRowBlock < rows ? r0 + kParamRowBlock : rows;
     C s = C(0), b = C(0);
     for (int64_t r = r0; r < r1; ++r) {
-      C g = load(dy[r * n + c]);
       if (scalePartials)
-        s += g * ((load(x[r * n + c]) - stats[r].mean) * stats[r].rstd);
+        s += normScaleGradTerm(x[r * n + c], dy[r * n + c], stats[r]);
       if (biasPartials)
-        b += g;
+        b += load(dy[r * n + c]);
     }
     if (scalePartials)
       scalePartials[item] = s;

@@ -18,6 +18,7 @@ debs=(
   cmake ninja-build ccache g++
   # python: tracer, reference checks, test models
   python3-venv python3-numpy python3-torch python3-torchvision python3-onnx
+  python3-matplotlib
 )
 
 missing=()

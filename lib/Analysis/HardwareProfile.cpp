@@ -1,6 +1,7 @@
 //===- HardwareProfile.cpp - loading hardware and measured profiles -------===//
 
 #include "rp/Analysis/HardwareProfile.h"
+#include "rp/timing/Hardware.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -85,9 +86,10 @@ FailureOr<std::string> readFile(StringRef path, StringRef what,
 }
 
 const char *const kProfileKeys[] = {
-    "name",        "description",       "tflops",     "compute_efficiency",
-    "memory_gbps", "memory_efficiency", "memory_gib", "h2d_gbps",
-    "d2h_gbps",    "gpus_per_link",     "launch_us",  "optimizer_gbps"};
+    "name",         "description",       "tflops",     "compute_efficiency",
+    "memory_gbps",  "memory_efficiency", "memory_gib", "h2d_gbps",
+    "d2h_gbps",     "gpus_per_link",     "launch_us",  "optimizer_gbps",
+    "op_efficiency"};
 
 } // namespace
 
@@ -167,6 +169,14 @@ mlir::rp::parseHardwareProfile(StringRef text, StringRef source,
     return read.error() << "hardware profile '" << source
                         << "': \"gpus_per_link\" must be a whole number";
   profile.gpusPerLink = static_cast<unsigned>(gpusPerLink);
+  // The fields above passed; the timing model the plan exporter and the
+  // sim device use (rp/timing) reads them again, and the per op kind
+  // efficiencies, which only it knows: a broken one fails here, at the
+  // start of a compile.
+  std::string error;
+  if (!::rp::timing::parseHardwareModel(text.str(), source.str(), error))
+    return read.error() << error;
+  profile.text = text.str();
   return profile;
 }
 

@@ -3,6 +3,7 @@
 #include "rp/Analysis/LayerCost.h"
 
 #include "rp/Dialect/RP/RPOps.h"
+#include "rp/timing/Hardware.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
@@ -154,11 +155,37 @@ int64_t peakWorkBytes(Block &body) {
   return peak;
 }
 
-double kernelMs(const Kernel &kernel, double flopsPerSecond,
-                const HardwareProfile &hw) {
-  double seconds = std::max(kernel.flops / flopsPerSecond,
-                            kernel.traffic / hw.bytesPerSecond());
-  return seconds * 1e3 + hw.launchUs * 1e-3;
+/// The timing model (runtime/include/rp/timing/Hardware.h) of `hw`: the
+/// one the plan exporter and the sim device time kernels with, so that a
+/// profile's per op kind efficiencies steer the partitioner too.
+::rp::timing::HardwareModel timingModelOf(const HardwareProfile &hw) {
+  std::string error;
+  if (!hw.text.empty())
+    if (std::optional<::rp::timing::HardwareModel> m =
+            ::rp::timing::parseHardwareModel(hw.text, hw.name, error))
+      return *m;
+  ::rp::timing::HardwareModel m;
+  m.name = hw.name;
+  for (const auto &kv : hw.tflops)
+    m.tflops[kv.first().str()] = kv.second;
+  m.computeEfficiency = hw.computeEfficiency;
+  m.memoryGBps = hw.memoryGBps;
+  m.memoryEfficiency = hw.memoryEfficiency;
+  m.h2dGBps = hw.h2dGBps;
+  m.d2hGBps = hw.d2hGBps;
+  m.gpusPerLink = hw.gpusPerLink;
+  m.launchUs = hw.launchUs;
+  m.optimizerGBps = hw.optimizerGBps;
+  return m;
+}
+
+/// A kernel of op kind `op` (a plan op kind name) in element type `dtype`.
+double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
+                const ::rp::timing::HardwareModel &model) {
+  int index = ::rp::timing::kernelOpIndex(op.str());
+  return model.kernelMs(index < 0 ? uint16_t(~0) : uint16_t(index),
+                        {double(kernel.flops), double(kernel.traffic), true},
+                        dtype);
 }
 
 } // namespace
@@ -178,6 +205,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         needs.insert(r);
   };
 
+  ::rp::timing::HardwareModel model = timingModelOf(hw);
   std::vector<LayerCost> costs;
   for (Operation &op : func.getBody().getOps()) {
     if (auto param = dyn_cast<ParamOp>(op)) {
@@ -236,16 +264,27 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         return inner.emitOpError()
                << "computes in " << type << " but hardware profile '" << hw.name
                << "' gives no rate for it; add it to \"tflops\"";
+      std::string dtype = "f32";
+      if (isa<FloatType>(type)) {
+        llvm::raw_string_ostream os(dtype);
+        dtype.clear();
+        type.print(os);
+      }
+      // Each kernel is timed as the op kind the plan lowers it to; the
+      // backward of an op as its forward's kind, but attention's as the
+      // attention_grad kernel it is.
+      StringRef name = inner.getName().stripDialect();
+      StringRef backwardName = isa<AttentionOp>(inner) ? "attention_grad" : name;
       for (const Kernel &k : kernels.forward) {
         cost.forwardFlops += k.flops;
         cost.forwardTraffic += k.traffic;
-        cost.forwardMs += kernelMs(k, *rate, hw);
+        cost.forwardMs += kernelMs(k, name, dtype, model);
         ++cost.kernels;
       }
       for (const Kernel &k : kernels.backward) {
         cost.backwardFlops += k.flops;
         cost.backwardTraffic += k.traffic;
-        cost.backwardMs += kernelMs(k, *rate, hw);
+        cost.backwardMs += kernelMs(k, backwardName, dtype, model);
       }
     }
     Operation *yield = body.getTerminator();

@@ -1,6 +1,7 @@
 //===- ScheduleTiming.cpp - event-driven iteration time of a schedule -----===//
 
 #include "rp/Analysis/ScheduleTiming.h"
+#include "rp/timing/Timeline.h"
 
 #include <algorithm>
 #include <limits>
@@ -10,6 +11,10 @@
 #include <utility>
 
 using namespace mlir::rp;
+
+static_assert(static_cast<int>(Queue::host) ==
+                  static_cast<int>(::rp::timing::Lane::host),
+              "the schedule's queues are the timing core's lanes");
 
 bool mlir::rp::isCompute(CommandKind kind) {
   return kind == CommandKind::forward || kind == CommandKind::tail ||
@@ -48,145 +53,49 @@ double Timing::bubbleFraction() const {
 
 namespace {
 
-/// Which shared link direction a command's transfer uses, if any.
-std::optional<std::pair<unsigned, bool>> linkOf(const Command &c,
-                                                unsigned gpusPerLink) {
-  bool up = c.queue == Queue::weightH2D || c.queue == Queue::activationH2D;
-  if (!up && c.queue != Queue::d2h)
-    return std::nullopt;
-  return std::make_pair(c.device / std::max(gpusPerLink, 1u), up);
+/// The schedule as the shared timing core's graph (rp/timing/Timeline.h):
+/// the queues are its lanes, in the same order.
+rp::timing::Graph graphOf(const Schedule &schedule) {
+  ::rp::timing::Graph g;
+  g.devices = schedule.devices;
+  g.gpusPerLink = schedule.gpusPerLink;
+  g.tasks.reserve(schedule.commands.size());
+  for (const Command &c : schedule.commands) {
+    ::rp::timing::Task t;
+    t.device = c.device;
+    t.lane = static_cast<::rp::timing::Lane>(c.queue);
+    t.ms = c.ms;
+    t.waits = c.waits;
+    g.tasks.push_back(std::move(t));
+  }
+  return g;
 }
 
-/// What each command must wait for: its predecessor on its queue and the
-/// commands it waits for; `pending` counts them, `succs` is the reverse.
 void dependencies(const std::vector<Command> &cmds,
                   std::vector<std::vector<unsigned>> &succs,
                   std::vector<unsigned> &pending) {
-  unsigned n = cmds.size();
-  succs.assign(n, {});
-  pending.assign(n, 0);
-  std::map<std::pair<unsigned, unsigned>, unsigned> lastOnQueue;
-  auto edge = [&](unsigned from, unsigned to) {
-    succs[from].push_back(to);
-    ++pending[to];
-  };
-  for (unsigned i = 0; i < n; ++i) {
-    auto key =
-        std::make_pair(cmds[i].device, static_cast<unsigned>(cmds[i].queue));
-    auto it = lastOnQueue.find(key);
-    if (it != lastOnQueue.end())
-      edge(it->second, i);
-    lastOnQueue[key] = i;
-    for (unsigned w : cmds[i].waits)
-      if (w < n)
-        edge(w, i);
-  }
+  Schedule s;
+  s.commands = cmds;
+  ::rp::timing::dependencies(graphOf(s).tasks, succs, pending);
 }
 
 } // namespace
 
 std::optional<Timing> mlir::rp::estimateTiming(const Schedule &schedule,
                                                std::string *stuck) {
-  const std::vector<Command> &cmds = schedule.commands;
-  unsigned n = cmds.size();
-  std::vector<std::vector<unsigned>> succs;
-  std::vector<unsigned> pending;
-  dependencies(cmds, succs, pending);
-  Timing t;
-  t.start.assign(n, 0);
-  t.end.assign(n, 0);
-  t.computeBusyMs.assign(schedule.devices, 0);
-
-  // Discrete events in time order. Commands start as soon as all their
-  // predecessors have ended; a transfer's remaining work drains at
-  // 1 / (transfers sharing its link direction) per ms; everything else
-  // ends after its duration.
-  using Timed = std::pair<double, unsigned>;
-  std::priority_queue<Timed, std::vector<Timed>, std::greater<Timed>> starts,
-      ends;
-  std::vector<double> readyAt(n, 0);
-  std::map<std::pair<unsigned, bool>, std::vector<unsigned>> links;
-  std::vector<double> remaining(n, 0);
-  for (unsigned i = 0; i < n; ++i)
-    if (pending[i] == 0)
-      starts.push({0.0, i});
-  double now = 0;
-  unsigned done = 0;
-  auto finish = [&](unsigned i) {
-    t.end[i] = now;
-    t.iterationMs = std::max(t.iterationMs, now);
-    ++done;
-    for (unsigned s : succs[i]) {
-      readyAt[s] = std::max(readyAt[s], now);
-      if (--pending[s] == 0)
-        starts.push({readyAt[s], s});
-    }
-  };
-  while (done < n) {
-    // The next moment anything happens.
-    double next = std::numeric_limits<double>::infinity();
-    if (!starts.empty())
-      next = starts.top().first;
-    if (!ends.empty())
-      next = std::min(next, ends.top().first);
-    for (auto &[link, active] : links)
-      for (unsigned i : active)
-        next = std::min(next, now + remaining[i] * active.size());
-    if (next == std::numeric_limits<double>::infinity())
-      break; // what is left waits in a cycle
-    // Transfers whose end is `next` (compared as computed, so the earliest
-    // always ends and rounding cannot stall the clock) end now; the others
-    // drain for the elapsed time.
-    std::vector<unsigned> drained;
-    for (auto &[link, active] : links) {
-      std::vector<unsigned> still;
-      for (unsigned i : active) {
-        if (now + remaining[i] * active.size() <= next) {
-          drained.push_back(i);
-        } else {
-          remaining[i] -= (next - now) / active.size();
-          still.push_back(i);
-        }
-      }
-      active = std::move(still);
-    }
-    now = next;
-    // Ends first (in index order within a kind), then starts.
-    while (!ends.empty() && ends.top().first <= now) {
-      unsigned i = ends.top().second;
-      ends.pop();
-      finish(i);
-    }
-    std::sort(drained.begin(), drained.end());
-    for (unsigned i : drained)
-      finish(i);
-    while (!starts.empty() && starts.top().first <= now) {
-      unsigned i = starts.top().second;
-      starts.pop();
-      t.start[i] = now;
-      if (cmds[i].queue == Queue::compute && cmds[i].device < schedule.devices)
-        t.computeBusyMs[cmds[i].device] += cmds[i].ms;
-      std::optional<std::pair<unsigned, bool>> link =
-          linkOf(cmds[i], schedule.gpusPerLink);
-      if (cmds[i].ms <= 0) {
-        finish(i);
-      } else if (link) {
-        remaining[i] = cmds[i].ms;
-        links[*link].push_back(i);
-      } else {
-        ends.push({now + cmds[i].ms, i});
-      }
-    }
-  }
-  if (done != n) {
-    if (stuck)
-      for (unsigned i = 0; i < n; ++i)
-        if (pending[i] != 0) {
-          *stuck = cmds[i].label;
-          break;
-        }
+  size_t stuckAt = 0;
+  std::optional<::rp::timing::Times> times =
+      ::rp::timing::resolve(graphOf(schedule), &stuckAt);
+  if (!times) {
+    if (stuck && stuckAt < schedule.commands.size())
+      *stuck = schedule.commands[stuckAt].label;
     return std::nullopt;
   }
+  Timing t;
+  t.start = std::move(times->start);
+  t.end = std::move(times->end);
+  t.iterationMs = times->makespan;
+  t.computeBusyMs = std::move(times->computeBusyMs);
   return t;
 }
 

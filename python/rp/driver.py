@@ -12,7 +12,8 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
+from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 from rp.tools import ToolError, find_tool, run_tool
 
@@ -38,12 +39,14 @@ def _flags(options: Mapping[str, Any]) -> List[str]:
 
 def compile(src: PathLike, out: Optional[PathLike] = None, devices: int = 1,
             microbatches: Optional[int] = None, hw: str = "host",
-            schedule: str = "round-robin", **pipeline_options) -> Path:
+            schedule: str = "round-robin", *, extra_args: Sequence[str] = (),
+            **pipeline_options) -> Path:
     """Compiles ``src`` (a traced or imported ``.mlir``, or an ``.onnx``)
     into a plan with ``rp-compile`` and returns the plan's path (default:
     ``src`` with the suffix ``.rpplan``). Other rp-compile flags are keyword
     options: ``stages="fwd:1;bwd:3,1"``, ``dtype="bf16"``, ``lora_rank=8``,
-    ``forward_only=True``. Raises ToolError with rp-compile's diagnostics.
+    ``forward_only=True``; ``extra_args`` are flags passed as written.
+    Raises ToolError with rp-compile's diagnostics.
     The one-paragraph summary rp-compile prints is kept in
     ``rp.driver.last_compile_summary``."""
     global last_compile_summary
@@ -53,7 +56,8 @@ def compile(src: PathLike, out: Optional[PathLike] = None, devices: int = 1,
     options: Dict[str, Any] = {"devices": devices, "microbatches": microbatches,
                                "hw": hw, "schedule": schedule}
     options.update(pipeline_options)
-    proc = run_tool("rp-compile", [str(src), "-o", str(out), *_flags(options)])
+    proc = run_tool("rp-compile", [str(src), "-o", str(out), *_flags(options),
+                                   *extra_args])
     last_compile_summary = proc.stderr
     return out
 
@@ -63,8 +67,8 @@ last_compile_summary = ""
 
 def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
           labels: Any = None, steps: int = 1, lr: float = 1e-3,
-          optimizer: str = "adamw", sync: bool = False,
-          **options) -> Iterator[float]:
+          optimizer: str = "adamw", sync: bool = False, *,
+          extra_args: Sequence[str] = (), **options) -> Iterator[float]:
     """Runs ``rp-run`` on ``plan`` and yields each step's loss as rp-run
     prints it (``step K loss V``), as the steps finish.
 
@@ -72,26 +76,36 @@ def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
     ``np.asarray`` takes, CPU torch tensors included) holding one global
     batch; ``labels`` the labels of that batch. They are written to
     temporary ``.npy`` files and passed as ``--input NAME=FILE`` and
-    ``--labels FILE``. Other rp-run flags are keyword options
-    (``dump_grads="g.safetensors"``, ``backend="sim"``, ``threads=4``).
+    ``--labels FILE``; a path (str or PathLike) is passed as it is. Other
+    rp-run flags are keyword options (``dump_grads="g.safetensors"``,
+    ``backend="sim"``, ``threads=4``); ``extra_args`` are flags passed as
+    written.
     ``sync=False`` is rp-run's default async mode (one step stale).
 
     The run starts when the first loss is asked for. If rp-run fails, the
     iterator raises ToolError carrying rp-run's stderr; if the caller stops
     early, rp-run is stopped."""
-    import numpy as np
+    for _, loss in train_steps(plan, inputs, labels, steps, lr, optimizer,
+                               sync, extra_args=extra_args, **options):
+        yield loss
+
+
+def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
+                labels: Any = None, steps: int = 1, lr: float = 1e-3,
+                optimizer: str = "adamw", sync: bool = False, *,
+                extra_args: Sequence[str] = (),
+                **options) -> Iterator[Tuple[int, float]]:
+    """As ``train``, yielding ``(step, loss)``: the step number as rp-run
+    prints it (it continues after ``resume=DIR``)."""
     args = [str(plan), f"--steps={steps}", f"--lr={lr!r}",
             f"--optimizer={optimizer}", "--sync" if sync else "--async"]
     with tempfile.TemporaryDirectory(prefix="rp-train-") as tmp:
         for name, value in (inputs or {}).items():
-            path = Path(tmp) / f"input-{len(args)}.npy"
-            np.save(path, _array(value))
+            path = _npy(value, Path(tmp) / f"input-{len(args)}.npy")
             args.append(f"--input={name}={path}")
         if labels is not None:
-            path = Path(tmp) / "labels.npy"
-            np.save(path, _array(labels))
-            args.append(f"--labels={path}")
-        args += _flags(options)
+            args.append(f"--labels={_npy(labels, Path(tmp) / 'labels.npy')}")
+        args += _flags(options) + list(extra_args)
         tool = find_tool("rp-run")
         with open(Path(tmp) / "stderr.txt", "w+") as err:
             proc = subprocess.Popen([str(tool), *args], stdout=subprocess.PIPE,
@@ -101,7 +115,7 @@ def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
                 for line in proc.stdout:
                     m = _STEP.match(line.strip())
                     if m:
-                        yield float(m.group(2))
+                        yield int(m.group(1)), float(m.group(2))
                 rc = proc.wait()
             finally:
                 if proc.poll() is None:
@@ -110,6 +124,16 @@ def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
             if rc != 0:
                 err.seek(0)
                 raise ToolError("rp-run", rc, err.read())
+
+
+def _npy(value, path: Path) -> Path:
+    """The .npy file holding ``value``: itself when it is a path, else
+    ``path`` written with it."""
+    if isinstance(value, (str, os.PathLike)):
+        return Path(value)
+    import numpy as np
+    np.save(path, _array(value))
+    return path
 
 
 def _array(value):

@@ -1,7 +1,7 @@
 """Draws a Chrome trace of rp-run (--trace) as an SVG timeline.
 
-Usage: python -m rp.viz TRACE.json -o timeline.svg [--step K]
-                        [--plan PLAN.json]
+Usage: python -m rp.viz TRACE.json -o timeline.svg|.png|.pdf [--step K]
+                        [--plan PLAN.json] [--matplotlib]
 
 One row per track of the trace (each device's compute, weight upload,
 activation upload and download queues, then the host's step and optimizer
@@ -11,8 +11,10 @@ download, optimizer, host. With --step, only that step's spans (by their
 `step` argument). With --plan (`rp-run PLAN --describe=json`), the
 compiler's predicted timeline of the step (each job's predicted start and
 duration) is drawn under the measured one in every row, from the step's
-first span, so prediction and measurement compare at a glance. No
-third-party library: the SVG is written by hand.
+first span, so prediction and measurement compare at a glance. An .svg
+is written by hand (no third-party library; every span has a tooltip); a
+.png or .pdf, or any output with --matplotlib, is drawn by rp.plot.timeline
+with matplotlib.
 """
 
 import argparse
@@ -144,7 +146,21 @@ def main(argv=None):
     parser.add_argument("--step", type=int)
     parser.add_argument("--plan", help="rp-run PLAN --describe=json output: "
                         "draw the predicted timeline too")
+    parser.add_argument("--matplotlib", action="store_true",
+                        help="draw with matplotlib (the default for "
+                        "outputs other than .svg)")
     args = parser.parse_args(argv)
+    if args.matplotlib or not args.output.lower().endswith(".svg"):
+        from rp import plot
+        try:
+            fig = plot.timeline(args.trace, args.output, args.step, args.plan)
+        except plot.PlotError as err:
+            raise SystemExit(str(err).replace("rp.plot:", "rp.viz:", 1))
+        spans = [p for p in fig.axes[0].patches if p.get_gid() == "span"]
+        print("rp.viz: %s: %d rows, %d spans (matplotlib)"
+              % (args.output, len(fig.axes[0].get_yticks()), len(spans)),
+              file=sys.stderr)
+        return 0
     try:
         rows, label, spans = load(args.trace, args.step)
     except (OSError, ValueError) as err:

@@ -34,17 +34,25 @@ using ::testing::HasSubstr;
 
 namespace {
 
+/// BackendOptions for `devices` devices sharing `threads` threads.
+inline BackendOptions devicesAndThreads(uint32_t devices, unsigned threads) {
+  BackendOptions options;
+  options.devices = devices;
+  options.threads = threads;
+  return options;
+}
+
 constexpr uint32_t kDevices = 2;
 
 class DeviceConformance : public ::testing::TestWithParam<const char *> {
 protected:
   void SetUp() override {
     Expected<std::unique_ptr<Backend>> opened =
-        createBackend(GetParam(), {kDevices, 2});
+        createBackend(GetParam(), devicesAndThreads(kDevices, 2));
     if (!opened && opened.getStatus().getCode() == StatusCode::Unavailable) {
       // A machine with one GPU runs every test but the two-device ones.
       Expected<std::unique_ptr<Backend>> one =
-          createBackend(GetParam(), {1, 2});
+          createBackend(GetParam(), devicesAndThreads(1, 2));
       if (!one)
         GTEST_SKIP() << "backend '" << GetParam()
                      << "' not run: " << opened.getStatus().getMessage();

@@ -35,6 +35,14 @@ using ::testing::HasSubstr;
 
 namespace {
 
+/// BackendOptions for `devices` devices sharing `threads` threads.
+inline BackendOptions devicesAndThreads(uint32_t devices, unsigned threads) {
+  BackendOptions options;
+  options.devices = devices;
+  options.threads = threads;
+  return options;
+}
+
 /// How an input buffer is filled.
 struct Fill {
   enum Kind { uniform, integers, boolean, labels } kind = uniform;
@@ -497,7 +505,7 @@ class DeviceKernelConformance : public ::testing::TestWithParam<const char *> {
 protected:
   void SetUp() override {
     Expected<std::unique_ptr<Backend>> opened =
-        createBackend(GetParam(), {1, 2});
+        createBackend(GetParam(), devicesAndThreads(1, 2));
     if (!opened && opened.getStatus().getCode() == StatusCode::Unavailable)
       GTEST_SKIP() << "backend '" << GetParam()
                    << "' not run: " << opened.getStatus().getMessage();

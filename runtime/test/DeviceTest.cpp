@@ -2,8 +2,8 @@
 //
 // The registry says which backends this runtime has and why one is
 // missing. The executor's buffers come from the backend's devices, once
-// per run: a backend that counts its allocations sees one per plan buffer,
-// in the memory the plan puts it, and none while steps run.
+// per run: a backend that counts its allocations sees one per host buffer
+// and one arena per device, and none while steps run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,16 +114,17 @@ private:
   std::vector<std::unique_ptr<CountingDevice>> devices;
 };
 
-TEST(DeviceExecutor, BuffersComeFromTheirDevicesOncePerRun) {
+TEST(DeviceExecutor, BuffersComeFromTheirDevicesOncePerRunOneArenaEach) {
   TwoStagePlan t = makeTwoStagePlan(3, 2, 4);
   Expected<Plan> plan = writeAndLoad(t.b.plan, "counted.rpplan");
   ASSERT_TRUE(plan) << plan.getStatus().toString();
   auto host = createBackend("host", {plan->devices, 2});
   ASSERT_TRUE(host) << host.getStatus().toString();
   CountingBackend backend(std::move(*host));
+  // One allocation per host buffer; one arena per device.
   int expected[CountingBackend::kMaxMemories] = {};
   for (const BufferDesc &b : plan->buffers)
-    ++expected[b.device + 1];
+    expected[b.device + 1] = b.onHost() ? expected[0] + 1 : 1;
   {
     auto fwd = HostForward::create(*plan, backend);
     ASSERT_TRUE(fwd) << fwd.getStatus().toString();

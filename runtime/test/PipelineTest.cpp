@@ -18,6 +18,7 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 
 using namespace rp::runtime;
 using namespace rp::runtime::test;
@@ -162,6 +163,98 @@ TEST(PipelineTest, ManyShortSteps) {
     reference(t, *l.fwd, y, z);
     ASSERT_TRUE(sameBits(l.fwd->buffer(t.Z), z)) << "step " << step;
   }
+}
+
+TEST(PipelineTest, LandedJobsAreHandledWhileTheStepRuns) {
+  // The downloads of y land one by one: when each is handled its slice of
+  // y is final, each is handled once per step, and the step returns only
+  // after all of them.
+  TwoStagePlan t = makeTwoStagePlan(4, 2, 4);
+  Loaded l = load(t.b.plan, "landed.rpplan", 2);
+  ASSERT_TRUE(l.fwd);
+  PipelineOptions options;
+  options.landings = t.jOut1;
+  size_t slice = size_t(t.rows) * t.dim;
+  std::vector<float> seen(t.M * slice, 0.0f);
+  std::vector<unsigned> calls(t.b.plan.jobs.size(), 0);
+  options.onLanded = [&](size_t job) {
+    ++calls[job];
+    unsigned m = l.plan->jobs[job].microbatch;
+    const float *y = l.fwd->buffer(t.Y).as<float>();
+    std::copy(y + m * slice, y + (m + 1) * slice, seen.begin() + m * slice);
+    return Status::ok();
+  };
+  auto exec = PipelineExecutor::create(*l.plan, *l.fwd, options);
+  ASSERT_TRUE(exec) << exec.getStatus().toString();
+  ThreadPool hostPool(2);
+  for (uint64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(l.fwd->setInput("x", randomArray({8, 4}, 30 + step)).isOk());
+    Status s = (*exec)->step(hostPool);
+    ASSERT_TRUE(s.isOk()) << s.toString();
+    EXPECT_TRUE(sameBits(l.fwd->buffer(t.Y), seen)) << "step " << step;
+    for (size_t j = 0; j < calls.size(); ++j) {
+      bool watched = std::count(t.jOut1.begin(), t.jOut1.end(), j);
+      EXPECT_EQ(calls[j], watched ? step + 1 : 0) << "job " << j;
+    }
+  }
+}
+
+TEST(PipelineTest, AFailedLandingFailsTheStep) {
+  TwoStagePlan t = makeTwoStagePlan(3, 2, 4);
+  Loaded l = load(t.b.plan, "landed-bad.rpplan", 2);
+  ASSERT_TRUE(l.fwd);
+  PipelineOptions options;
+  options.landings = {t.jOut0[1]};
+  options.onLanded = [](size_t) { return invalidArgument("no room"); };
+  auto exec = PipelineExecutor::create(*l.plan, *l.fwd, options);
+  ASSERT_TRUE(exec) << exec.getStatus().toString();
+  ThreadPool hostPool(2);
+  ASSERT_TRUE(l.fwd->setInput("x", randomArray({6, 4}, 1)).isOk());
+  Status s = (*exec)->step(hostPool);
+  ASSERT_TRUE(s.failed());
+  EXPECT_THAT(s.getMessage(), HasSubstr("after job #"));
+  EXPECT_THAT(s.getMessage(), HasSubstr("'OUT0 mb1' landed: no room"));
+  // The next step starts fresh and fails the same way, without a hang.
+  EXPECT_TRUE((*exec)->step(hostPool).failed());
+}
+
+TEST(PipelineTest, GatedJobsWaitForTheHost) {
+  // The weight uploads wait for gates: opened from another thread while
+  // the step runs, the step finishes with the right results; never opened,
+  // the watchdog names the gate.
+  TwoStagePlan t = makeTwoStagePlan(3, 2, 4);
+  Loaded l = load(t.b.plan, "gated.rpplan", 2);
+  ASSERT_TRUE(l.fwd);
+  PipelineOptions options;
+  options.progressWindow = std::chrono::milliseconds(300);
+  options.gates = 2;
+  options.gatesOf.resize(l.plan->jobs.size());
+  options.gatesOf[t.jUp0] = {0};
+  options.gatesOf[t.jUp1] = {1};
+  auto exec = PipelineExecutor::create(*l.plan, *l.fwd, options);
+  ASSERT_TRUE(exec) << exec.getStatus().toString();
+  ThreadPool hostPool(2);
+  ASSERT_TRUE(l.fwd->setInput("x", randomArray({6, 4}, 3)).isOk());
+  uint64_t next = (*exec)->nextStepNumber();
+  (*exec)->openGate(0, next);
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    (*exec)->openGate(1, next);
+  });
+  Status s = (*exec)->step(hostPool);
+  opener.join();
+  ASSERT_TRUE(s.isOk()) << s.toString();
+  std::vector<float> y, z;
+  reference(t, *l.fwd, y, z);
+  EXPECT_TRUE(sameBits(l.fwd->buffer(t.Z), z));
+  // The next step: gate 1 is open only for the step before.
+  (*exec)->openGate(0, (*exec)->nextStepNumber());
+  s = (*exec)->step(hostPool);
+  ASSERT_TRUE(s.failed());
+  EXPECT_EQ(s.getCode(), StatusCode::DeadlineExceeded);
+  EXPECT_THAT(s.getMessage(),
+              HasSubstr("device 1 weight_h2d queue waits for the host to "
+                        "open gate 1 before job #"));
 }
 
 TEST(PipelineTest, FailingJobStopsTheStep) {

@@ -28,6 +28,14 @@ using namespace rp::runtime::test;
 
 namespace {
 
+/// BackendOptions for `devices` devices sharing `threads` threads.
+inline BackendOptions devicesAndThreads(uint32_t devices, unsigned threads) {
+  BackendOptions options;
+  options.devices = devices;
+  options.threads = threads;
+  return options;
+}
+
 constexpr int64_t R = 3, D = 5, H = 4, C = 6;
 
 /// The unstaged plan: one program, microbatch-shaped inputs.
@@ -203,7 +211,8 @@ Outcome trainPlan(const Plan &built, const std::string &name,
   if (!plan)
     return run;
   // The devices get the same thread budget as the host.
-  auto backend = createBackend(backendName, {plan->devices, threads});
+  auto backend =
+      createBackend(backendName, devicesAndThreads(plan->devices, threads));
   EXPECT_TRUE(backend) << backend.getStatus().toString();
   if (!backend)
     return run;
@@ -398,7 +407,7 @@ class StagedTrainingOnBackend : public ::testing::TestWithParam<const char *> {
 
 TEST_P(StagedTrainingOnBackend, TrainsLikeTheHostBackend) {
   {
-    auto probe = createBackend(GetParam(), {2, 2});
+    auto probe = createBackend(GetParam(), devicesAndThreads(2, 2));
     if (!probe && probe.getStatus().getCode() == StatusCode::Unavailable)
       GTEST_SKIP() << "backend '" << GetParam()
                    << "' not run: " << probe.getStatus().getMessage();

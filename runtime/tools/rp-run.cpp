@@ -10,6 +10,10 @@
 // stdout and runs nothing. Exit 0 ok, 1 user error, 2 internal error (a
 // staged plan that stalls, caught by the executor's watchdog, is one).
 //
+// --backend sim runs the same executor on virtual devices (sim/Simulate.h):
+// nothing is loaded, allocated or computed; stdout gets the predicted
+// figures as `key value` lines, stderr a summary.
+//
 // A staged plan is always traced (Trace.h: two clock reads per job), so
 // that rp-run can say on stderr where the time went: per device, the share
 // of the steps its compute queue was busy, and its copy queues'. --trace
@@ -25,6 +29,7 @@
 #include "rp/runtime/Trace.h"
 #include "rp/runtime/Trainer.h"
 #include "rp/runtime/host/Kernels.h"
+#include "rp/runtime/sim/Simulate.h"
 
 #include <CLI/CLI.hpp>
 
@@ -34,12 +39,33 @@
 #include <filesystem>
 #include <iostream>
 #include <thread>
+#include <unistd.h>
 
 using namespace rp::runtime;
 
 static int fail(const Status &s) {
   std::fprintf(stderr, "rp-run: error: %s\n", s.getMessage().c_str());
   return exitCode(s);
+}
+
+/// A staged plan's device memory, on stderr: each device's arena, and what
+/// its buffers would take one apiece.
+static void reportMemory(const HostForward &fwd) {
+  const DeviceLayout &layout = fwd.getLayout();
+  std::string arenas, apart;
+  for (size_t d = 0; d < layout.arenaBytes.size(); ++d) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%s%.1f", d ? " " : "",
+                  double(layout.arenaBytes[d]) / 1024);
+    arenas += text;
+    std::snprintf(text, sizeof(text), "%s%.1f", d ? " " : "",
+                  double(layout.unsharedBytes[d]) / 1024);
+    apart += text;
+  }
+  std::fprintf(stderr,
+               "rp-run: device buffers per device: %s KiB (%s KiB with no "
+               "buffer sharing bytes)\n",
+               arenas.c_str(), apart.c_str());
 }
 
 /// Where a staged run's time went, on stderr: per device, then the host.
@@ -115,6 +141,10 @@ int main(int argc, char **argv) {
   app.add_option("--backend", backend,
                  "the devices to run on: host (default), cuda or sim")
       ->check(CLI::IsMember({"host", "cuda", "sim"}));
+  std::string hardware;
+  app.add_option("--hw", hardware,
+                 "sim: the hardware profile to time on, a shipped name "
+                 "(profiles/) or a JSON file (default: the plan's)");
   app.add_option("--input", inputs, "NAME=FILE.npy, once per model input");
   app.add_option("--dump-outputs", dumpPath,
                  "write the first output of step 0 as f32 .npy");
@@ -186,6 +216,15 @@ int main(int argc, char **argv) {
   app.add_flag("--serial-optimizer", serialOptimizer,
                "async mode: run each step's optimizer between the steps "
                "instead of beside the next one (same results; to compare)");
+  bool noLossScaling = false;
+  app.add_flag("--no-loss-scaling", noLossScaling,
+               "f16 plans: train without dynamic loss scaling");
+  double initialLossScale = LossScaleConfig().initial;
+  app.add_option("--initial-loss-scale", initialLossScale,
+                 "f16 plans: the dynamic loss scale to start from (halved "
+                 "on an overflowing step, which is skipped; doubled after "
+                 "2000 good steps)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--sync", syncMode, "gradients of step k at W_k");
   app.add_flag("--async", asyncMode,
                "gradients of step k at W_(k-1) (the default)");
@@ -230,6 +269,102 @@ int main(int argc, char **argv) {
       return fail(json.getStatus());
     std::cout << *json;
     return 0;
+  }
+  if (!hardware.empty() && backend != "sim")
+    return fail(invalidArgument("--hw times the sim backend's commands; the " +
+                                backend + " backend runs them"));
+  if (backend == "sim") {
+    const std::pair<const char *, bool> unused[] = {
+        {"--input", !inputs.empty()},
+        {"--labels", !labelsPath.empty()},
+        {"--data", !train.data.empty()},
+        {"--save", !train.save.empty()},
+        {"--resume", !train.resume.empty()},
+        {"--init-weights", !initWeights.empty()},
+        {"--dump-outputs", !dumpPath.empty()},
+        {"--dump-grads", !dumpGrads.empty()},
+        {"--profile", !profilePath.empty()}};
+    for (auto [flag, given] : unused)
+      if (given)
+        return fail(invalidArgument(
+            std::string(flag) +
+            " is for backends that compute; the sim "
+            "backend only times the plan's commands (leave it out)"));
+    if (syncMode && asyncMode)
+      return fail(invalidArgument("--sync and --async exclude each other"));
+    if (!plan->staged)
+      return fail(invalidArgument(
+          "the sim backend times staged plans (training plans from "
+          "rp-compile); '" + planPath + "' runs its jobs in order on one "
+          "device"));
+    if (hardware.empty())
+      hardware = plan->hardware;
+    if (hardware.empty())
+      return fail(invalidArgument(
+          "'" + planPath +
+          "' does not say which hardware profile it was "
+          "compiled for (an older plan); give --hw NAME|FILE.json"));
+    if (!tracePath.empty()) {
+      std::filesystem::path folder =
+          std::filesystem::path(tracePath).parent_path();
+      std::error_code ec;
+      if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
+        return fail(notFound("the folder of --trace '" + tracePath +
+                             "' does not exist; create it first"));
+    }
+    BackendOptions so;
+    so.devices = plan->devices;
+    so.hardware = hardware;
+    Expected<std::unique_ptr<sim::SimBackend>> simBackend =
+        sim::SimBackend::create(so);
+    if (!simBackend)
+      return fail(
+          Status(simBackend.getStatus().getCode(),
+                 "--backend sim: " + simBackend.getStatus().getMessage()));
+    std::unique_ptr<Trace> simTrace;
+    if (!tracePath.empty())
+      simTrace = std::make_unique<Trace>(*plan, /*keepSteps=*/true);
+    sim::SimulateOptions options;
+    options.steps = steps;
+    options.sync = syncMode;
+    options.trace = simTrace.get();
+    Expected<sim::SimReport> report =
+        sim::simulate(*plan, **simBackend, options);
+    if (!report)
+      return fail(report.getStatus());
+    if (simTrace)
+      if (Status s = writeChromeTrace(*simTrace, tracePath); s.failed())
+        return fail(s);
+    std::cout << sim::formatReport(*report);
+    std::fprintf(stderr,
+                 "rp-run: simulated %u %s steps of %s on %s: step %.3f ms "
+                 "(jobs %.3f ms, optimizer %.3f ms%s), %.0f tokens/s, "
+                 "bubble %.1f%%\n",
+                 report->steps, syncMode ? "sync" : "async", planPath.c_str(),
+                 (*simBackend)->describe().c_str(), report->stepMs,
+                 report->jobsMs, report->optimizerMs,
+                 syncMode ? ", after the step" : ", beside the next step",
+                 report->tokensPerSecond, report->bubblePct);
+    return 0;
+  }
+  // A plan of a large shape (python -m rp.shapes qwen3-32b) loads nowhere
+  // but the sim: say so before allocating, not after the kernel's OOM
+  // killer. Host buffers always live in this machine's memory, device
+  // buffers too on the host backend.
+  {
+    double bytes = 0;
+    for (const BufferDesc &b : plan->buffers)
+      if (b.onHost() || backend == "host")
+        bytes += double(b.bytes());
+    double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    if (ram > 0 && bytes > ram)
+      return fail(resourceExhausted(
+          "'" + planPath + "' needs " +
+          std::to_string(int64_t(bytes / double(1ull << 30))) +
+          " GiB of host memory on the " + backend + " backend, but this "
+          "machine has " + std::to_string(int64_t(ram / double(1ull << 30))) +
+          " GiB; time it with --backend sim (it allocates nothing), or "
+          "compile a smaller shape"));
   }
   BackendOptions backendOptions;
   backendOptions.devices = plan->devices;
@@ -323,6 +458,14 @@ int main(int argc, char **argv) {
     train.dumpGrads = dumpGrads;
     train.data32 = dataType == "u32";
     train.overlapOptimizer = !serialOptimizer;
+    train.lossScaling = !noLossScaling;
+    train.lossScale.initial = initialLossScale;
+    train.onSkippedStep = [](unsigned step, double scale) {
+      std::fprintf(stderr,
+                   "\nrp-run: step %u: an f16 gradient overflowed; the step "
+                   "is skipped and the loss scale is now %g\n",
+                   step, scale);
+    };
     train.trace = trace.get();
     if (lr >= 0)
       train.adamw.lr = train.sgdConfig.lr = lr;
@@ -374,8 +517,10 @@ int main(int argc, char **argv) {
                  "device(s)); best step %.3f ms\n",
                  steps, (*devicesOf)->getName(), threads, plan->devices,
                  bestMs);
+    if (plan->staged)
+      reportMemory(**fwd);
     if (trace)
-      reportTime(*trace, !syncMode && !serialOptimizer);
+      reportTime(*trace, !serialOptimizer);
     return 0;
   }
   if (!dumpGrads.empty() || !labelsPath.empty())
@@ -421,6 +566,8 @@ int main(int argc, char **argv) {
   if (!dumpPath.empty())
     if (Status s = dumpOutput(**fwd, dumpPath); s.failed())
       return fail(s);
+  if (plan->staged)
+    reportMemory(**fwd);
   if (trace)
     reportTime(*trace, false);
   if (plan->outputs.empty())

@@ -8,7 +8,9 @@
 # step-0 loss (cross-entropy, mean over the non-ignored labels) and every
 # parameter's gradient equal PyTorch autograd's within 1e-4. Three forms:
 # post-norm; pre-norm with the encoder's final LayerNorm; post-norm with a
-# causal float mask (MultiheadAttention adds it with aten.baddbmm).
+# causal float mask (MultiheadAttention adds it with aten.baddbmm). Each
+# model exported to ONNX trains 3 sync steps to the traced path's losses
+# within 1e-5.
 
 import os
 import sys
@@ -51,18 +53,22 @@ for name, norm_first, causal in [("post-norm", False, False),
                                  ("causal", False, True)]:
     torch.manual_seed(0)
     model = tiny_gpt.make_distinct(Encoder(norm_first, causal))
-    for line in step0.check(model, {"tokens": tokens}, labels, out, name):
+    for line in step0.check(model, {"tokens": tokens}, labels, out, name,
+                            onnx_steps=3):
         print(line)
 
 # CHECK:      post-norm: compiled training plan, 1 device, round-robin schedule, 1 microbatch per step; 4 layers
 # CHECK-NEXT: post-norm: loss rp {{[0-9.]+}} torch {{[0-9.]+}}: within 0.0001: True
 # CHECK-NEXT: post-norm: gradients: 27 of 27, within 0.0001: True
+# CHECK-NEXT: post-norm: traced vs onnx: 3 of 3 steps, within 1e-05: True
 # CHECK-NEXT: pre-norm: compiled training plan, 1 device, round-robin schedule, 1 microbatch per step; 4 layers
 # CHECK-NEXT: pre-norm: loss rp {{[0-9.]+}} torch {{[0-9.]+}}: within 0.0001: True
 # CHECK-NEXT: pre-norm: gradients: 29 of 29, within 0.0001: True
+# CHECK-NEXT: pre-norm: traced vs onnx: 3 of 3 steps, within 1e-05: True
 # CHECK-NEXT: causal: compiled training plan, 1 device, round-robin schedule, 1 microbatch per step; 4 layers
 # CHECK-NEXT: causal: loss rp {{[0-9.]+}} torch {{[0-9.]+}}: within 0.0001: True
 # CHECK-NEXT: causal: gradients: 27 of 27, within 0.0001: True
+# CHECK-NEXT: causal: traced vs onnx: 3 of 3 steps, within 1e-05: True
 
 # IR: func.func @main(%arg0: tensor<2x16xi64> {rp.name = "tokens"}) -> (tensor<2x16x64xf32> {rp.name = "output"})
 # IR: rp.layer "prefix"

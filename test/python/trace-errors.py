@@ -56,19 +56,33 @@ x = torch.randn(2, 8)
 # CHECK: unsupported op: TraceError: rp.trace: unsupported op aten.cumsum.default in module 'blocks.0.mix' (CumSum) [op=aten.cumsum.default module=blocks.0.mix]
 attempt("unsupported op:", lambda: rp.trace(Net(), (x,), out / "a"))
 
-# Only a convolution whose stride is its kernel size (a patch embedding,
-# no padding, dilation 1, one group) maps to rp ops.
+# A transposed convolution is refused naming the attribute; any forward
+# convolution maps (trace-conv.py).
 class Conv(nn.Module):
     def __init__(self):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1))
+        self.stem = nn.Sequential(nn.ConvTranspose2d(3, 4, 3, padding=1))
 
     def forward(self, img):
         return self.stem(img)
 
 
-# CHECK: convolution: TraceError: rp.trace: unsupported form of aten.convolution.default in module 'stem.0' (Conv2d) (arguments (tensor, tensor, tensor, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)) [op=aten.convolution.default module=stem.0]
+# CHECK: convolution: TraceError: rp.trace: unsupported form of aten.convolution.default in module 'stem.0' (ConvTranspose2d): transposed = True (a transposed convolution, nn.ConvTranspose2d); rp maps forward convolutions only (any stride, padding, dilation and groups) [op=aten.convolution.default module=stem.0]
 attempt("convolution:", lambda: rp.trace(Conv(), (torch.randn(2, 3, 8, 8),), out / "conv"))
+
+# Control flow on a tensor's value cannot be one static graph.
+class Branch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y * 2 if y.sum() > 0 else y
+
+
+# CHECK: data-dependent: TraceError: rp.trace: module '0' (Branch) reads the value of a tensor {{.*}}.item(), bool() or int() of a tensor); rp traces one static graph, so control flow cannot depend on {{.*}}module=0]
+attempt("data-dependent:", lambda: rp.trace(nn.Sequential(Branch(), Branch()), (x,), out / "branch"))
 
 # Dropout is traced in training mode (as the module sets it); rp has no
 # random ops, so p > 0 is refused and p = 0 is the identity.

@@ -13,7 +13,6 @@
 import os
 from rp import safetensors as rp_safetensors
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
 import rp  # noqa: E402
+import step0  # noqa: E402
 import tiny_gpt  # noqa: E402
 
 out = Path(sys.argv[1])
@@ -66,11 +66,7 @@ print(f"gradients: {len(errs)} of {len(ref_grads)}, within 1e-4: "
 # Three synchronous steps through both paths.
 traced = list(rp.train(plan, {"tokens": tokens}, labels, steps=3, sync=True))
 onnx_path = out / "gpt.onnx"
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    torch.onnx.export(model, (tokens,), str(onnx_path), input_names=["tokens"],
-                      output_names=["logits"], opset_version=17,
-                      do_constant_folding=False)
+step0.export_onnx(model, {"tokens": tokens}, onnx_path)
 onnx_plan = rp.compile(onnx_path)
 onnx = list(rp.train(onnx_plan, {"tokens": tokens.numpy()}, labels.numpy(),
                      steps=3, sync=True))

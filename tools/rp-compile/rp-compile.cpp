@@ -27,6 +27,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -112,7 +113,8 @@ static std::string formatBytes(int64_t bytes) {
 
 /// The one-paragraph summary on stderr: what the plan runs where, and
 /// what the compiler predicts for it.
-static void printSummary(ModuleOp module, size_t size) {
+static void printSummary(ModuleOp module, size_t size,
+                         std::optional<rp::PredictedStep> jobs) {
   const char *dtypeNames[] = {"f32", "f16", "bf16"};
   std::string dtypeName = dtypeNames[static_cast<int>(dtype.getValue())];
   int layers = 0, backward = 0;
@@ -152,6 +154,16 @@ static void printSummary(ModuleOp module, size_t size) {
     snprintf(text, sizeof(text),
              "; predicted step %.3f ms on %s, %.0f%% bubble",
              ms.getValueAsDouble(), s.getHw().str().c_str(), 100 * bubble);
+    os << text;
+  }
+  if (jobs) {
+    // The plan's own kernels and copies, as the sim device times them; the
+    // estimate above is the partitioner's, from layer costs.
+    char text[160];
+    snprintf(text, sizeof(text),
+             "; the plan's jobs %.3f ms, %.0f%% bubble (rp-run --backend "
+             "sim)",
+             jobs->jobsMs, 100 * jobs->bubble);
     os << text;
   }
   if (std::optional<ArrayRef<int64_t>> peaks = s.getPeakBytes()) {
@@ -279,6 +291,11 @@ int main(int argc, char **argv) {
   FailureOr<size_t> size = rp::exportPlanToFile(*module, options, outputPath);
   if (failed(size))
     return 1;
-  printSummary(*module, *size);
+  std::optional<rp::PredictedStep> jobs;
+  if (auto written = llvm::MemoryBuffer::getFile(outputPath))
+    jobs = rp::predictedStep(ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>((*written)->getBufferStart()),
+        (*written)->getBufferSize()));
+  printSummary(*module, *size, jobs);
   return 0;
 }

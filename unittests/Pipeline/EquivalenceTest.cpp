@@ -25,7 +25,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 using namespace mlir;
@@ -37,9 +39,11 @@ struct Config {
   std::string schedule;
   unsigned devices, microbatches;
   bool bf16 = false;
+  bool f16 = false;
   std::string name() const {
     return schedule + " G=" + std::to_string(devices) +
-           " M=" + std::to_string(microbatches) + (bf16 ? " bf16" : "");
+           " M=" + std::to_string(microbatches) + (bf16 ? " bf16" : "") +
+           (f16 ? " f16" : "");
   }
 };
 
@@ -73,9 +77,9 @@ std::string compile(const std::string &model, const Config &c,
   options.microbatches = c.microbatches;
   options.schedule = c.schedule;
   mlir::rp::buildTrainPipeline(pm, options, [&](OpPassManager &p) {
-    if (c.bf16) {
+    if (c.bf16 || c.f16) {
       mlir::rp::ConvertFloatTypePassOptions to;
-      to.to = mlir::rp::ComputeType::bf16;
+      to.to = c.bf16 ? mlir::rp::ComputeType::bf16 : mlir::rp::ComputeType::f16;
       p.addPass(mlir::rp::createConvertFloatTypePass(to));
     }
   });
@@ -89,7 +93,8 @@ std::string compile(const std::string &model, const Config &c,
   return plan;
 }
 
-Outcome train(const std::string &planPath, bool sync, const std::string &dir) {
+Outcome train(const std::string &planPath, bool sync, const std::string &dir,
+              const std::function<void(rt::TrainOptions &)> &tweak = {}) {
   Outcome o;
   auto plan = rt::loadPlan(planPath);
   EXPECT_TRUE(bool(plan)) << (plan ? "" : plan.getStatus().getMessage());
@@ -99,12 +104,26 @@ Outcome train(const std::string &planPath, bool sync, const std::string &dir) {
   EXPECT_TRUE(bool(fwd)) << (fwd ? "" : fwd.getStatus().getMessage());
   if (!fwd)
     return o;
+  // Device buffers share bytes only where the plan orders their uses (and
+  // the arenas start as NaNs, so a wrong share shows in the losses).
+  const rt::DeviceLayout &layout = (*fwd)->getLayout();
+  rt::Status packed = rt::verifyDeviceLayout(*plan, layout);
+  EXPECT_FALSE(packed.failed()) << packed.getMessage();
+  uint64_t arenas = 0, unshared = 0;
+  for (size_t d = 0; d < layout.arenaBytes.size(); ++d) {
+    EXPECT_LE(layout.arenaBytes[d], layout.unsharedBytes[d]) << planPath;
+    arenas += layout.arenaBytes[d];
+    unshared += layout.unsharedBytes[d];
+  }
+  EXPECT_LT(arenas, unshared) << planPath;
   rt::ThreadPool pool(2);
   rt::TrainOptions options;
   options.steps = 3;
   options.sync = sync;
   options.seed = 5;
   options.save = dir + "/checkpoint";
+  if (tweak)
+    tweak(options);
   rt::Status s = rt::train(
       *plan, **fwd, pool, options, [&](unsigned, double loss) {
         char text[32];
@@ -187,3 +206,118 @@ TEST(Equivalence, LlamaAsyncOnEveryDeviceCountAndSchedule) {
 }
 
 } // namespace
+
+TEST(Equivalence, F16PlansScaleTheLossAndTrainLikeOneDevice) {
+  std::string model = modelPath("gpt_op17.onnx");
+  for (bool sync : {true, false})
+    for (auto [c, ref] :
+         {std::pair<Config, Config>{{"round-robin", 2, 3, false, true},
+                                    {"round-robin", 1, 3, false, true}},
+          {{"1f1b", 3, 4, false, true}, {"round-robin", 1, 4, false, true}}}) {
+      std::string refDir = scratchDir(), dir = scratchDir();
+      auto steps = [](rt::TrainOptions &o) { o.steps = 5; };
+      Outcome reference =
+          train(compile(model, ref, refDir), sync, refDir, steps);
+      Outcome got = train(compile(model, c, dir), sync, dir, steps);
+      ASSERT_EQ(reference.losses.size(), 5u) << c.name();
+      EXPECT_EQ(got.losses, reference.losses) << c.name();
+      EXPECT_TRUE(got.weights == reference.weights)
+          << c.name() << ": final weights differ";
+      llvm::sys::fs::remove_directories(dir);
+      llvm::sys::fs::remove_directories(refDir);
+    }
+}
+
+TEST(Equivalence, AnOverflowingF16StepIsSkippedAndTheScaleBacksOff) {
+  // A scale of 2^60 overflows f16 in the loss gradient's seed itself: both
+  // steps are skipped, the weights stay W_0, the scale halves twice.
+  std::string dir = scratchDir();
+  std::string plan =
+      compile(modelPath("gpt_op17.onnx"), {"round-robin", 2, 3, false, true},
+              dir);
+  Outcome start = train(plan, true, dir, [](rt::TrainOptions &o) {
+    o.steps = 0;
+  });
+  std::vector<std::pair<unsigned, double>> skipped;
+  Outcome got = train(plan, true, dir, [&](rt::TrainOptions &o) {
+    o.steps = 2;
+    o.lossScale.initial = std::ldexp(1.0, 60);
+    o.onSkippedStep = [&](unsigned step, double scale) {
+      skipped.push_back({step, scale});
+    };
+  });
+  ASSERT_EQ(got.losses.size(), 2u);
+  EXPECT_EQ(got.losses[0], got.losses[1]);
+  EXPECT_TRUE(got.weights == start.weights);
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_EQ(skipped[0], std::make_pair(0u, std::ldexp(1.0, 59)));
+  EXPECT_EQ(skipped[1], std::make_pair(1u, std::ldexp(1.0, 58)));
+  std::ifstream state(dir + "/checkpoint/state.json");
+  std::string text((std::istreambuf_iterator<char>(state)), {});
+  EXPECT_NE(text.find("\"updates\": 0"), std::string::npos) << text;
+  // Without scaling the same steps apply: the weights move.
+  Outcome plain = train(plan, true, dir, [](rt::TrainOptions &o) {
+    o.steps = 2;
+    o.lossScaling = false;
+  });
+  EXPECT_NE(plain.losses[0], plain.losses[1]);
+  llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(Equivalence, F16ResumesWithTheLossScalersState) {
+  // 3 + 3 steps equal 6, bitwise, although the scale changes on the way
+  // (an interval of 2 good steps doubles it every other step).
+  std::string dir = scratchDir();
+  std::string plan = compile(modelPath("gpt_op17.onnx"),
+                             {"round-robin", 2, 3, false, true}, dir);
+  auto scaler = [](rt::TrainOptions &o) {
+    o.lossScale.initial = 1024;
+    o.lossScale.interval = 2;
+  };
+  Outcome whole = train(plan, true, dir, [&](rt::TrainOptions &o) {
+    scaler(o);
+    o.steps = 6;
+    o.save = dir + "/whole";
+  });
+  Outcome first = train(plan, true, dir, [&](rt::TrainOptions &o) {
+    scaler(o);
+    o.steps = 3;
+    o.save = dir + "/half";
+  });
+  Outcome second = train(plan, true, dir, [&](rt::TrainOptions &o) {
+    scaler(o);
+    o.steps = 3;
+    o.resume = dir + "/half";
+    o.save = dir + "/half";
+  });
+  std::vector<std::string> joined = first.losses;
+  joined.insert(joined.end(), second.losses.begin(), second.losses.end());
+  EXPECT_EQ(joined, whole.losses);
+  EXPECT_TRUE(second.weights == whole.weights);
+  llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(Equivalence, SyncFencesGiveTheSerialOptimizersBits) {
+  // Sync mode gates each upload on its parameter's update, which runs
+  // beside the next step: the same bits as updating between the steps,
+  // with the bf16 copies made per parameter and with clipping.
+  std::string model = modelPath("gpt_op17.onnx");
+  for (Config c : {Config{"round-robin", 3, 4}, Config{"1f1b", 2, 3, true}}) {
+    std::string dir = scratchDir();
+    std::string plan = compile(model, c, dir);
+    for (double clip : {0.0, 0.5}) {
+      auto run = [&](bool overlap) {
+        return train(plan, true, dir, [&](rt::TrainOptions &o) {
+          o.steps = 4;
+          o.clipGradNorm = clip;
+          o.overlapOptimizer = overlap;
+        });
+      };
+      Outcome fenced = run(true), serial = run(false);
+      ASSERT_EQ(serial.losses.size(), 4u);
+      EXPECT_EQ(fenced.losses, serial.losses) << c.name() << " clip " << clip;
+      EXPECT_TRUE(fenced.weights == serial.weights) << c.name();
+    }
+    llvm::sys::fs::remove_directories(dir);
+  }
+}

@@ -39,6 +39,10 @@ struct HardwareProfile {
   /// writes 28 bytes per parameter, bench/adamw_vs_torch.py); 0 leaves the
   /// optimizer step untimed.
   double optimizerGBps = 0;
+  /// The JSON text it was parsed from (empty for a profile built in code):
+  /// the timing model (runtime/include/rp/timing/Hardware.h) reads it again
+  /// for what only it knows, the per op kind efficiencies.
+  std::string text;
 
   /// Effective FLOP/s for `elementType`, failure when the profile has no rate
   /// for it. Integer types run at the f32 rate.

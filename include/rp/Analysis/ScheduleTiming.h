@@ -12,7 +12,8 @@
 // longer. The estimate is exact for that model and deterministic; a cycle
 // among waits and queue order is a deadlock and is reported. The
 // partitioner's objective and rp-compile's predicted step time come from
-// here, and the sim runtime backend must agree with it.
+// here. The model itself is the runtime's timing core
+// (runtime/include/rp/timing/Timeline.h), which the sim device runs too.
 //
 //===----------------------------------------------------------------------===//
 

@@ -43,6 +43,16 @@ FailureOr<size_t> exportPlanToFile(ModuleOp module,
                                    const PlanExportOptions &options,
                                    StringRef path);
 
+/// What a staged plan's predicted job times say about its step: the jobs'
+/// end and the compute queues' idle share over it (what `rp-run --backend
+/// sim` reports as jobs_ms; docs/sim.md).
+struct PredictedStep {
+  double jobsMs = 0;
+  double bubble = 0;
+};
+/// std::nullopt for plans without predicted times (forward plans).
+std::optional<PredictedStep> predictedStep(ArrayRef<uint8_t> plan);
+
 } // namespace mlir::rp
 
 #endif // RP_TARGET_PLANEXPORT_H

@@ -1,14 +1,18 @@
 //===- ShapeHandlers.cpp - ONNX shape and data movement ops ---------------===//
 //
-// Shape arithmetic (Shape, ConstantOfShape, Range, ...) produces constants
-// once every shape is static; Reshape, Expand, Slice and friends read those
-// constants back. What folds away leaves only compute in the graph.
+// Shape arithmetic (Shape, ConstantOfShape, Range, Mod, ...) produces
+// constants once every shape is static; Reshape, Expand, Slice and friends
+// read those constants back. What folds away leaves only compute in the
+// graph.
 //
 //===----------------------------------------------------------------------===//
 
 #include "NodeImporter.h"
 
+#include "mlir/Dialect/Traits.h"
 #include "mlir/IR/Matchers.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -422,6 +426,86 @@ static LogicalResult importTrilu(NodeImporter &n) {
   return success();
 }
 
+/// The remainder of `a` by `b` as ONNX Mod defines it: with `fmod` the
+/// sign of the dividend (C's fmod), else the sign of the divisor (Python's
+/// %, integers only).
+static APInt integerMod(const APInt &a, const APInt &b, bool fmod) {
+  APInt r = a.srem(b);
+  if (!fmod && !r.isZero() && r.isNegative() != b.isNegative())
+    r += b;
+  return r;
+}
+
+static LogicalResult importMod(NodeImporter &n) {
+  Value a = n.input(0), b = n.input(1);
+  if (!a || !b)
+    return failure();
+  // Exporters emit Mod in shape arithmetic (torch 2's MultiheadAttention);
+  // on tensors computed at run time it would need a kernel rp does not have.
+  for (int i = 0; i < 2; ++i)
+    if (!matchPattern(i == 0 ? a : b, m_Constant()))
+      return n.error() << "Mod of '" << n.node.input(i)
+                       << "', which is computed at run time, is not "
+                          "supported; rp folds Mod of constants only (the "
+                          "shape arithmetic exporters emit)";
+  auto x = n.constantInput(0, "A"), y = n.constantInput(1, "B");
+  if (failed(x) || failed(y))
+    return failure();
+  Type element = x->getElementType();
+  if (element != y->getElementType())
+    return n.error() << "operands have different element types: "
+                     << x->getType() << " and " << y->getType();
+  bool fmod = n.intAttr("fmod", 0) != 0;
+  bool isFloat = isa<FloatType>(element);
+  if (isFloat && !fmod)
+    return n.error() << "Mod of floating-point tensors needs fmod = 1 (the "
+                        "ONNX specification)";
+  if (!isFloat && !isa<IntegerType>(element))
+    return n.error() << "Mod of " << element << " tensors is not supported";
+  SmallVector<int64_t> shape;
+  if (!OpTrait::util::getBroadcastedShape(x->getType().getShape(),
+                                          y->getType().getShape(), shape))
+    return n.error() << "shapes " << x->getType() << " and " << y->getType()
+                     << " do not broadcast";
+  // Element i of the result reads the element of each operand at the same
+  // index, with broadcast dimensions held at 0 (numpy broadcasting).
+  auto source = [&](DenseElementsAttr v, int64_t i) {
+    ArrayRef<int64_t> s = v.getType().getShape();
+    int64_t index = 0, stride = 1, rest = i;
+    for (int64_t d = shape.size() - 1, e = s.size() - 1; d >= 0; --d, --e) {
+      int64_t coord = rest % shape[d];
+      rest /= shape[d];
+      if (e < 0)
+        continue;
+      if (s[e] != 1)
+        index += coord * stride;
+      stride *= s[e];
+    }
+    return index;
+  };
+  auto type = RankedTensorType::get(shape, element);
+  int64_t count = type.getNumElements();
+  SmallVector<Attribute> out;
+  auto xs = x->getValues<Attribute>(), ys = y->getValues<Attribute>();
+  for (int64_t i = 0; i < count; ++i) {
+    Attribute l = xs[source(*x, i)], r = ys[source(*y, i)];
+    if (isFloat) {
+      double v = std::fmod(cast<FloatAttr>(l).getValueAsDouble(),
+                           cast<FloatAttr>(r).getValueAsDouble());
+      out.push_back(FloatAttr::get(element, v));
+      continue;
+    }
+    APInt divisor = cast<IntegerAttr>(r).getValue();
+    if (divisor.isZero())
+      return n.error() << "Mod by zero (element " << i << " of '"
+                       << n.node.input(1) << "')";
+    out.push_back(IntegerAttr::get(
+        element, integerMod(cast<IntegerAttr>(l).getValue(), divisor, fmod)));
+  }
+  n.setOutput(0, n.constant(DenseElementsAttr::get(type, out)));
+  return success();
+}
+
 void onnx_import::registerShapeHandlers(llvm::StringMap<Handler> &t) {
   t["Shape"] = importShape;
   t["Reshape"] = importReshape;
@@ -437,4 +521,5 @@ void onnx_import::registerShapeHandlers(llvm::StringMap<Handler> &t) {
   t["ConstantOfShape"] = importConstantOfShape;
   t["Range"] = importRange;
   t["Trilu"] = importTrilu;
+  t["Mod"] = importMod;
 }

@@ -65,7 +65,8 @@ private:
   fb::Offset<pf::KernelCall> copyCall(uint32_t src, uint32_t dst, bool add);
   FailureOr<KernelSpec> specOf(Operation *op);
   void finish(std::vector<uint8_t> &bytes, unsigned devices, unsigned events,
-              bool staged, int prologue, int epilogue, StringRef schedule);
+              bool staged, int prologue, int epilogue, StringRef schedule,
+              StringRef hardware = "");
 
   const PlanExportOptions &options;
   /// Staged plans take it from their schedule.

@@ -67,15 +67,10 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   if (!late.empty()) {
     if (roundRobin && done.size() >= 2)
       lateWaits.push_back(computeEvents[c.device][done.size() - 2]);
-    // Not in the schedule, so not in its estimate: an empty span.
-    double start = nextStart, ms = nextMs;
-    nextMs = 0;
     Cmd in = c;
-    waits.push_back(addJob(in, pf::Queue::activation_h2d, std::nullopt, late,
-                           lateWaits, "IN+ s" + std::to_string(c.job) +
-                                          " mb" + std::to_string(mb)));
-    nextStart = start;
-    nextMs = ms;
+    waits.push_back(
+        addJob(in, pf::Queue::activation_h2d, std::nullopt, late, lateWaits,
+               "IN+ s" + std::to_string(c.job) + " mb" + std::to_string(mb)));
   }
   toUpload[{unsigned(c.job), mb}].clear();
   if (done.size() >= 2 && done[done.size() - 2] >= 0)
@@ -327,10 +322,7 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   eventOf.assign(cmds.size(), -1);
   extraDownloads.assign(devices, {});
   computeEvents.assign(devices, {});
-  predict();
   for (auto [i, c] : llvm::enumerate(cmds)) {
-    nextStart = predictedStart[i];
-    nextMs = predictedMs[i];
     for (unsigned x : c.waits)
       if (eventOf[x] < 0)
         return schedule.emitOpError("waits for the optimizer step within the "
@@ -390,7 +382,16 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   }
   w.overrides.clear();
   w.finish(bytes, devices, events, /*staged=*/true, prologueIndex,
-           epilogueIndex, schedule.getKind());
+           epilogueIndex, schedule.getKind(), schedule.getHw());
+  // The jobs' predicted times: the plan's own calls and copies, timed as
+  // the sim device times them.
+  std::string error;
+  std::optional<::rp::timing::HardwareModel> hw =
+      ::rp::timing::loadHardwareModel(schedule.getHw().str(), error);
+  if (!hw)
+    return schedule.emitOpError() << error;
+  if (!predictJobTimes(bytes, *hw, error))
+    return schedule.emitOpError() << error;
   return success();
 }
 

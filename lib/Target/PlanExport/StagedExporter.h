@@ -11,6 +11,7 @@
 
 #include "PlanWriter.h"
 #include "rp/Analysis/Pipeline.h"
+#include "rp/timing/Hardware.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -19,6 +20,15 @@
 #include <set>
 
 namespace mlir::rp {
+
+/// Fills the predicted start and duration of every job of the staged plan
+/// in `bytes` (written with them stored): each run job's program and each
+/// copy job's bytes timed on `hw` by rp/timing (as the sim device times
+/// them), laid out by the timing core. False, with `error`, when the jobs
+/// cannot all run (a wait no job records, a cycle).
+bool predictJobTimes(std::vector<uint8_t> &bytes,
+                     const ::rp::timing::HardwareModel &hw,
+                     std::string &error);
 
 class StagedExporter {
 public:
@@ -56,9 +66,6 @@ private:
   using BufferMap = std::map<std::pair<Operation *, unsigned>, uint32_t>;
 
   LogicalResult readCommands();
-  /// The timing analysis of the commands: each one's estimated start and
-  /// duration, which the plan's jobs carry for predicted timelines.
-  void predict();
   LogicalResult classifyOps();
   LogicalResult bindLayers();
   void analyzeJobs();
@@ -119,10 +126,6 @@ private:
   SmallVector<Operation *> prologue, epilogue;
   llvm::MapVector<Value, uint32_t> hostBuffer;
   BufferMap weightBuffers, inBuffers, outBuffers;
-  std::vector<double> predictedStart, predictedMs;
-  /// What the next job added carries: the command being written's
-  /// estimate on its first job, an empty span at its end on the others.
-  double nextStart = 0, nextMs = 0;
   llvm::DenseMap<Value, uint32_t> accBuffer, gradBuffer;
   /// Per (stage job, microbatch): the event of its first download, and the
   /// values not moved yet.

@@ -296,57 +296,17 @@ unsigned StagedExporter::addJob(const Cmd &c, pf::Queue queue,
   if (record)
     records.push_back(events++);
   std::vector<fb::Offset<pf::Copy>> copyList(copies.begin(), copies.end());
-  w.jobs.push_back(pf::CreateJob(
-      w.fbb, program.value_or(0), c.device, queue, std::max(c.mb, 0),
-      w.fbb.CreateVector(waitList), w.fbb.CreateVector(records),
-      program ? pf::JobKind::run : pf::JobKind::copy,
-      program ? 0 : w.fbb.CreateVector(copyList), c.job,
-      w.fbb.CreateString(text), nextStart, nextMs));
-  nextStart += nextMs;
-  nextMs = 0;
+  auto waitVector = w.fbb.CreateVector(waitList);
+  auto recordVector = w.fbb.CreateVector(records);
+  auto copyVector = program ? 0 : w.fbb.CreateVector(copyList);
+  auto textString = w.fbb.CreateString(text);
+  // The predicted times are filled in place once the plan is written
+  // (predictJobTimes), so they must be stored even while zero.
+  w.fbb.ForceDefaults(true);
+  w.jobs.push_back(pf::CreateJob(w.fbb, program.value_or(0), c.device, queue,
+                                 std::max(c.mb, 0), waitVector, recordVector,
+                                 program ? pf::JobKind::run : pf::JobKind::copy,
+                                 copyVector, c.job, textString, 0.0, 0.0));
+  w.fbb.ForceDefaults(false);
   return event;
 }
-
-void StagedExporter::predict() {
-  Schedule s;
-  s.devices = devices;
-  FailureOr<HardwareProfile> hw =
-      loadHardwareProfile(schedule.getHw(), schedule.getContext());
-  s.gpusPerLink = succeeded(hw) ? hw->gpusPerLink : 1;
-  for (const Cmd &c : cmds) {
-    Command x;
-    x.device = c.device;
-    x.ms = c.ms;
-    x.waits.assign(c.waits.begin(), c.waits.end());
-    switch (c.kind) {
-    case Kind::compute:
-      x.kind = CommandKind::forward;
-      break;
-    case Kind::weights:
-      x.kind = CommandKind::h2dWeights;
-      break;
-    case Kind::activationIn:
-    case Kind::gradientIn:
-      x.kind = CommandKind::h2dActivation;
-      break;
-    case Kind::activationOut:
-    case Kind::gradientOut:
-    case Kind::weightGrads:
-      x.kind = CommandKind::d2hActivation;
-      break;
-    case Kind::optimizer:
-      x.kind = CommandKind::optimizer;
-      break;
-    }
-    x.queue = queueOf(x.kind);
-    s.add(std::move(x));
-  }
-  predictedStart.assign(cmds.size(), 0);
-  predictedMs.assign(cmds.size(), 0);
-  if (std::optional<Timing> t = estimateTiming(s))
-    for (size_t i = 0; i < cmds.size(); ++i) {
-      predictedStart[i] = t->start[i];
-      predictedMs[i] = t->end[i] - t->start[i];
-    }
-}
-

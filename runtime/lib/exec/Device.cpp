@@ -9,6 +9,7 @@
 
 #include "rp/runtime/Device.h"
 #include "rp/runtime/host/HostDevice.h"
+#include "rp/runtime/sim/SimDevice.h"
 #ifdef RP_HAVE_CUDA
 #include "rp/runtime/cuda/CudaDevice.h"
 #endif
@@ -29,8 +30,16 @@ Expected<std::unique_ptr<Backend>> createHost(const BackendOptions &options) {
   return std::unique_ptr<Backend>(std::move(*backend));
 }
 
+Expected<std::unique_ptr<Backend>> createSim(const BackendOptions &options) {
+  auto backend = sim::SimBackend::create(options);
+  if (!backend)
+    return backend.getStatus();
+  return std::unique_ptr<Backend>(std::move(*backend));
+}
+
 const BackendEntry kBackends[] = {
     {"host", createHost},
+    {"sim", createSim},
 #ifdef RP_HAVE_CUDA
     {"cuda", cuda::createBackend},
 #endif
@@ -43,8 +52,6 @@ const std::pair<const char *, const char *> kMissing[] = {
              "with the CUDA toolkit, RP_ENABLE_CUDA=ON), so no CUDA device "
              "can be opened; run on the host backend with --backend host"},
 #endif
-    {"sim", "the sim backend is not built into this runtime yet; run on "
-            "the host backend with --backend host"},
 };
 
 } // namespace

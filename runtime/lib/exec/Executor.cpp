@@ -14,15 +14,12 @@ using namespace rp::runtime;
 using namespace rp::runtime::host;
 
 HostForward::~HostForward() {
-  for (size_t i = 0; i < storage.size(); ++i) {
-    if (!storage[i])
-      continue;
-    int32_t device = plan.buffers[i].device;
-    if (device < 0)
+  for (size_t i = 0; i < storage.size(); ++i)
+    if (storage[i] && plan.buffers[i].onHost())
       backend->deallocateHost(storage[i]);
-    else
-      backend->getDevice(uint32_t(device)).deallocate(storage[i]);
-  }
+  for (size_t d = 0; d < arenas.size(); ++d)
+    if (arenas[d])
+      backend->getDevice(uint32_t(d)).deallocate(arenas[d]);
 }
 
 Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan) {
@@ -37,8 +34,19 @@ Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan) {
   return fwd;
 }
 
-Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan,
-                                                           Backend &backend) {
+Expected<std::unique_ptr<HostForward>>
+HostForward::createUnfilled(const Plan &plan, Backend &backend) {
+  ForwardOptions options;
+  options.fill = false;
+  // Sizes only: nothing to share, and no order to compute for a big plan.
+  options.shareDeviceMemory = false;
+  return create(plan, backend, options);
+}
+
+Expected<std::unique_ptr<HostForward>>
+HostForward::create(const Plan &plan, Backend &backend,
+                    const ForwardOptions &options) {
+  bool fill = options.fill;
   for (const BufferDesc &b : plan.buffers)
     if (b.device >= 0 && uint32_t(b.device) >= backend.getNumDevices())
       return invalidArgument("buffer '" + b.name + "' lives on device " +
@@ -47,7 +55,44 @@ Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan,
                              std::to_string(backend.getNumDevices()) +
                              " device(s); open it with the plan's " +
                              std::to_string(plan.devices));
+  if (fill && std::string(backend.getName()) == "sim")
+    return invalidArgument("the sim backend has no memory to load '" +
+                           plan.path +
+                           "' into; time it with rp-run "
+                           "--backend sim (sim::simulate)");
   std::unique_ptr<HostForward> fwd(new HostForward(plan, backend));
+  if (options.shareDeviceMemory) {
+    Expected<DeviceLayout> layout = planDeviceMemory(plan);
+    if (!layout)
+      return layout.getStatus();
+    fwd->layout = std::move(*layout);
+  } else {
+    // Every buffer on its own: the layout of a plan whose buffers are all
+    // used at once.
+    Plan alone = plan;
+    alone.staged = false;
+    Expected<DeviceLayout> layout = planDeviceMemory(alone);
+    if (!layout)
+      return layout.getStatus();
+    fwd->layout = std::move(*layout);
+  }
+  fwd->arenas.assign(plan.devices, nullptr);
+  for (uint32_t d = 0; d < plan.devices; ++d) {
+    uint64_t bytes = fwd->layout.arenaBytes[d];
+    if (!bytes)
+      continue;
+    Device &device = backend.getDevice(d);
+    Expected<void *> memory = device.allocate(bytes);
+    if (!memory)
+      return Status(memory.getStatus().getCode(),
+                    "device " + std::to_string(d) + "'s " +
+                        std::to_string(bytes) + " bytes of buffers: " +
+                        memory.getStatus().getMessage());
+    fwd->arenas[d] = static_cast<uint8_t *>(*memory);
+    if (fill && device.isHostAccessible())
+      std::memset(fwd->arenas[d], 0xff, bytes);
+  }
+  fwd->fill = fill;
   fwd->storage.resize(plan.buffers.size(), nullptr);
   fwd->inputSet.assign(plan.inputs.size(), false);
   std::vector<std::ifstream> files(plan.weightFiles.size());
@@ -61,14 +106,22 @@ Status HostForward::allocateBuffer(uint32_t index,
                                    std::vector<std::ifstream> &files) {
   const BufferDesc &b = plan.buffers[index];
   Device *device = b.onHost() ? nullptr : &backend->getDevice(b.device);
-  Expected<void *> memory =
-      device ? device->allocate(b.bytes()) : backend->allocateHost(b.bytes());
-  if (!memory)
-    return Status(memory.getStatus().getCode(),
-                  "buffer '" + b.name +
-                      "': " + memory.getStatus().getMessage());
-  uint8_t *p = static_cast<uint8_t *>(*memory);
+  uint8_t *p = nullptr;
+  if (device) {
+    p = arenas[b.device] + layout.offset[index];
+  } else {
+    Expected<void *> memory = backend->allocateHost(b.bytes());
+    if (!memory)
+      return Status(memory.getStatus().getCode(),
+                    "buffer '" + b.name +
+                        "': " + memory.getStatus().getMessage());
+    p = static_cast<uint8_t *>(*memory);
+  }
   storage[index] = p;
+  // A shared buffer's bytes are whatever its job writes; the NaNs the arena
+  // starts with catch a read before that write.
+  if (!fill || (device && layout.shared[index]))
+    return Status::ok();
   // Memory the host cannot write is filled through a staging copy.
   std::vector<uint8_t> staging;
   if (device && !device->isHostAccessible()) {
@@ -257,6 +310,11 @@ Status HostForward::setSyntheticInputs(uint64_t seed) {
 
 Status HostForward::runProgram(ThreadPool &pool, uint32_t index) {
   return host::runProgram(pool, plan, index, storage);
+}
+
+Status HostForward::runProgramCalls(ThreadPool &pool, uint32_t index,
+                                    const std::vector<size_t> &calls) {
+  return host::runProgramCalls(pool, plan, index, calls, storage);
 }
 
 Status HostForward::runJob(ThreadPool &pool, const JobDesc &job) {

@@ -11,6 +11,7 @@
 
 #include "rp/runtime/Pipeline.h"
 
+#include <algorithm>
 #include <map>
 #include <system_error>
 
@@ -79,6 +80,35 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
         if (list.empty() || list.back() != q.get())
           list.push_back(q.get());
       }
+  if (!options.gatesOf.empty() && options.gatesOf.size() != plan.jobs.size())
+    return internalError("gates are given for " +
+                         std::to_string(options.gatesOf.size()) +
+                         " jobs; the plan has " +
+                         std::to_string(plan.jobs.size()));
+  exec->gateOpenFor.assign(options.gates, 0);
+  exec->gateWaiters.resize(options.gates);
+  for (auto &q : exec->queues)
+    for (size_t i : q->jobs)
+      for (uint32_t g : options.gatesOf.empty() ? std::vector<uint32_t>()
+                                                : options.gatesOf[i]) {
+        if (g >= options.gates)
+          return internalError("job " + std::to_string(i) + " waits for gate " +
+                               std::to_string(g) + " of " +
+                               std::to_string(options.gates));
+        auto &list = exec->gateWaiters[g];
+        if (list.empty() || list.back() != q.get())
+          list.push_back(q.get());
+      }
+  exec->landingEvents.resize(plan.jobs.size());
+  for (size_t job : options.landings) {
+    if (job >= plan.jobs.size() || !options.onLanded)
+      return internalError("landing job " + std::to_string(job) +
+                           " is not a job of the plan, or nothing handles it");
+    auto event = backend.getDevice(plan.jobs[job].device).createEvent();
+    if (!event)
+      return event.getStatus();
+    exec->landingEvents[job] = std::move(*event);
+  }
   for (auto &q : exec->queues) {
     try {
       q->thread =
@@ -87,6 +117,14 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
       // The destructor joins the controllers already started.
       return resourceExhausted(std::string("cannot start a queue thread: ") +
                                err.what());
+    }
+  }
+  if (!options.landings.empty()) {
+    try {
+      exec->landingThread = std::thread([e = exec.get()] { e->landingLoop(); });
+    } catch (const std::system_error &err) {
+      return resourceExhausted(
+          std::string("cannot start the landing thread: ") + err.what());
     }
   }
   return exec;
@@ -102,23 +140,77 @@ PipelineExecutor::~PipelineExecutor() {
   for (auto &q : queues)
     if (q->thread.joinable())
       q->thread.join();
+  if (landingThread.joinable())
+    landingThread.join();
 }
 
 void PipelineExecutor::wakeAll() {
   for (auto &q : queues)
     q->wake.notify_all();
   queueDone.notify_all();
+  landingWake.notify_all();
+}
+
+void PipelineExecutor::landingLoop() {
+  std::unique_lock<std::mutex> lock(mutex);
+  for (;;) {
+    landingWake.wait(lock, [&] { return shutdown || !landing.empty(); });
+    if (shutdown)
+      return;
+    size_t job = landing.front();
+    landing.pop_front();
+    if (cancelled) {
+      // A cancelled step's landings are dropped, not handled.
+      landing.clear();
+      queueDone.notify_all();
+      continue;
+    }
+    landingBusy = true;
+    lock.unlock();
+    Status s = landingEvents[job]->synchronize();
+    if (s.isOk())
+      s = options.onLanded(job);
+    lock.lock();
+    landingBusy = false;
+    if (s.failed() && !cancelled) {
+      error = Status(s.getCode(), "after " + describeJob(plan, job) +
+                                      " landed: " + s.getMessage());
+      cancelled = true;
+      wakeAll();
+    }
+    queueDone.notify_all();
+  }
 }
 
 bool PipelineExecutor::ready(const JobDesc &job) const {
   for (uint32_t e : job.waits)
     if (recordedInStep[e] != stepNumber)
       return false;
+  if (!options.gatesOf.empty())
+    for (uint32_t g : options.gatesOf[&job - plan.jobs.data()])
+      if (gateOpenFor[g] < stepNumber)
+        return false;
   return true;
 }
 
-Status PipelineExecutor::enqueueJob(Controller &c, const JobDesc &job) {
+uint64_t PipelineExecutor::nextStepNumber() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return stepNumber + 1;
+}
+
+void PipelineExecutor::openGate(uint32_t gate, uint64_t step) {
+  std::lock_guard<std::mutex> lock(mutex);
+  gateOpenFor[gate] = std::max(gateOpenFor[gate], step);
+  // Host work the step waits for: progress for the watchdog.
+  ++progress;
+  for (Controller *waiter : gateWaiters[gate])
+    waiter->wake.notify_one();
+}
+
+Status PipelineExecutor::enqueueJob(Controller &c, size_t index) {
+  const JobDesc &job = plan.jobs[index];
   Queue &queue = *c.queue;
+  queue.beginJob(uint32_t(&job - plan.jobs.data()));
   for (uint32_t e : job.waits)
     if (Status s = queue.wait(*events[e]); s.failed())
       return s;
@@ -143,6 +235,8 @@ Status PipelineExecutor::enqueueJob(Controller &c, const JobDesc &job) {
   for (uint32_t e : job.records)
     if (Status s = queue.record(*events[e]); s.failed())
       return s;
+  if (Event *landed = landingEvents[index].get())
+    return queue.record(*landed);
   return Status::ok();
 }
 
@@ -167,7 +261,7 @@ void PipelineExecutor::controllerLoop(Controller &q) {
       // The slot is this job's alone; runJobs reads it once every queue is
       // done, which the lock below orders after this write.
       int64_t start = slots ? options.trace->now() : 0;
-      Status s = enqueueJob(q, job);
+      Status s = enqueueJob(q, index);
       if (slots)
         slots[index] = {start, options.trace->now()};
       lock.lock();
@@ -184,6 +278,10 @@ void PipelineExecutor::controllerLoop(Controller &q) {
         }
         wakeAll();
         break;
+      }
+      if (landingEvents[index]) {
+        landing.push_back(index);
+        landingWake.notify_one();
       }
       // The host-side signal: the device records are enqueued.
       for (uint32_t e : job.records) {
@@ -259,6 +357,8 @@ Status PipelineExecutor::runJobsOf(uint64_t label) {
     cancelled = true;
     wakeAll();
   }
+  // The step's results include what the landing thread does with them.
+  queueDone.wait(lock, [&] { return landing.empty() && !landingBusy; });
   if (trace)
     trace->endStep(trace->now(), error.isOk());
   traceSlots = nullptr;
@@ -275,13 +375,24 @@ std::string PipelineExecutor::stallMessage() const {
     size_t index = q->jobs[q->next];
     const JobDesc &job = plan.jobs[index];
     uint32_t missing = 0;
+    bool event = false;
     for (uint32_t e : job.waits)
       if (recordedInStep[e] != stepNumber) {
         missing = e;
+        event = true;
         break;
       }
     text += first ? "" : "; ";
     first = false;
+    if (!event) {
+      for (uint32_t g : options.gatesOf[index])
+        if (gateOpenFor[g] < stepNumber)
+          missing = g;
+      text += "device " + std::to_string(q->device) + " " +
+              queueName(q->kind) + " queue waits for the host to open gate " +
+              std::to_string(missing) + " before " + describeJob(plan, index);
+      continue;
+    }
     text += "device " + std::to_string(q->device) + " " + queueName(q->kind) +
             " queue waits for event " + std::to_string(missing) + " before " +
             describeJob(plan, index) + " (";
@@ -295,7 +406,7 @@ std::string PipelineExecutor::stallMessage() const {
                 "passed loadPlan's checks should never stall, report it";
 }
 
-Status PipelineExecutor::step(ThreadPool &hostPool) {
+Status PipelineExecutor::step(ThreadPool &hostPool, bool prologue) {
   Trace *trace = options.trace;
   uint64_t label = trace ? trace->takeStep() : 0;
   int64_t stepStart = trace ? trace->now() : 0;
@@ -311,7 +422,7 @@ Status PipelineExecutor::step(ThreadPool &hostPool) {
                     std::string("the ") + what + ": " + s.getMessage());
     return Status::ok();
   };
-  Status s = host(plan.prologue, "prologue");
+  Status s = host(prologue ? plan.prologue : -1, "prologue");
   if (s.isOk())
     s = runJobsOf(label);
   if (s.isOk())

@@ -284,7 +284,9 @@ Status rp::runtime::writeChromeTrace(const Trace &trace,
             {"cat", "host"},
             {"ph", "X"},
             {"pid", hostPid},
-            {"tid", h.name == "optimizer" ? kOptimizerTid : kStepsTid},
+            {"tid", h.name == "optimizer" || h.name == "gradients"
+                        ? kOptimizerTid
+                        : kStepsTid},
             {"ts", micros(h.start)},
             {"dur", micros(h.end - h.start)},
             {"args", {{"step", h.step}}}});

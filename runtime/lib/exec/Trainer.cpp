@@ -1,6 +1,7 @@
 //===- Trainer.cpp - training steps on one host device --------------------===//
 
 #include "rp/runtime/Trainer.h"
+#include "Fences.h"
 #include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Safetensors.h"
 #include "rp/runtime/host/Kernels.h"
@@ -120,6 +121,11 @@ struct CheckpointState {
   bool sync = false;
   bool sgd = false;
   uint64_t dataPosition = 0; ///< next token of --data
+  /// Updates applied (steps minus those skipped by loss scaling), and the
+  /// loss scaler's state (scale 0: none).
+  unsigned updates = 0;
+  double lossScale = 0;
+  unsigned goodSteps = 0;
 };
 
 /// Streams a flat token file: sequence after sequence, labels shifted by
@@ -217,7 +223,10 @@ Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
   nlohmann::json j = {{"step", state.step},
                       {"sync", state.sync},
                       {"optimizer", state.sgd ? "sgd" : "adamw"},
-                      {"data_position", state.dataPosition}};
+                      {"data_position", state.dataPosition},
+                      {"updates", state.updates},
+                      {"loss_scale", state.lossScale},
+                      {"good_steps", state.goodSteps}};
   std::ofstream(tmp + "/state.json") << j.dump(2) << "\n";
   std::string old = dir + ".old";
   fs::remove_all(old, ec);
@@ -247,6 +256,9 @@ Expected<CheckpointState> loadCheckpoint(const std::string &dir,
   state.sync = j.value("sync", false);
   state.sgd = j.value("optimizer", "adamw") == "sgd";
   state.dataPosition = j.value("data_position", uint64_t(0));
+  state.updates = j.value("updates", state.step);
+  state.lossScale = j.value("loss_scale", 0.0);
+  state.goodSteps = j.value("good_steps", 0u);
   auto master = readSafetensors(dir + "/weights.safetensors");
   auto compute = readSafetensors(dir + "/compute.safetensors");
   auto opt = readSafetensors(dir + "/optimizer.safetensors");
@@ -394,7 +406,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       p.grad.assign(w.size(), 0.0f);
       p.state0.assign(w.size(), 0.0f);
       p.state1.assign(w.size(), 0.0f);
-      if (!options.sync && options.overlapOptimizer)
+      if (options.overlapOptimizer)
         p.optGrad.assign(w.size(), 0.0f);
       params.push_back(std::move(p));
       break;
@@ -406,8 +418,60 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       lossOut = o.buffer;
   if (!lossOut)
     return invalidFormat("the training plan has no loss_sum output");
-  // Staged plans: one loss_sum per microbatch, and the executor.
+  // Adds parameter `p`'s gradient output onto its step sum, in f32.
+  auto addGradient = [&pool](const HostForward &fwd, Param &p) -> Status {
+    TensorRef g = fwd.buffer(p.gradOutput);
+    std::vector<float> g32(g.size());
+    TensorRef dst{g32.data(), DType::f32, g.shape};
+    if (Status s = host::cast(pool, g, dst); s.failed())
+      return s;
+    for (size_t i = 0; i < g32.size(); ++i)
+      p.grad[i] += g32[i];
+    return Status::ok();
+  };
+  // Staged plans: a parameter's gradient is added into its sum as soon as
+  // the downloads that write its gradient output have all landed, while
+  // the step goes on; only gradients the epilogue sums wait for the step.
+  std::vector<std::vector<size_t>> landsWith(plan.jobs.size());
+  std::vector<unsigned> writers(params.size(), 0), toLand;
+  std::vector<bool> landsEarly(params.size(), false);
+  if (plan.staged) {
+    std::vector<bool> summedAfter(plan.buffers.size(), false);
+    if (plan.epilogue >= 0)
+      for (const KernelCallDesc &c : plan.programs[plan.epilogue].calls)
+        for (uint32_t b : c.outputs)
+          summedAfter[b] = true;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (summedAfter[params[i].gradOutput])
+        continue;
+      for (size_t j = 0; j < plan.jobs.size(); ++j)
+        for (const CopyDesc &c : plan.jobs[j].copies)
+          if (c.dst == params[i].gradOutput &&
+              (landsWith[j].empty() || landsWith[j].back() != i)) {
+            landsWith[j].push_back(i);
+            ++writers[i];
+          }
+      landsEarly[i] = writers[i] > 0;
+    }
+  }
+  Trace *const tracing = options.trace;
+  unsigned landingStep = 0;
+  auto onLanded = [&](size_t job) -> Status {
+    int64_t start = tracing ? tracing->now() : 0;
+    for (size_t i : landsWith[job])
+      if (--toLand[i] == 0)
+        if (Status s = addGradient(fwd, params[i]); s.failed())
+          return s;
+    if (tracing)
+      tracing->addHostSpan("gradients", landingStep, start,
+                           tracing->now());
+    return Status::ok();
+  };
+  // Staged plans: one loss_sum per microbatch, and the executor; in sync
+  // mode, the fences that let a step start while the optimizer still
+  // updates the weights it reads last.
   std::unique_ptr<PipelineExecutor> pipeline;
+  std::optional<ParamFences> fences;
   if (plan.staged) {
     if (plan.buffers[*lossOut].size() != int64_t(M))
       return invalidFormat("the staged plan's loss_sum output is " +
@@ -417,12 +481,32 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     PipelineOptions po;
     po.progressWindow = std::chrono::milliseconds(options.watchdogMs);
     po.trace = options.trace;
+    for (size_t j = 0; j < plan.jobs.size(); ++j)
+      if (!landsWith[j].empty())
+        po.landings.push_back(j);
+    po.onLanded = onLanded;
+    if (options.sync && options.overlapOptimizer) {
+      std::vector<uint32_t> buffers;
+      for (const Param &p : params)
+        buffers.push_back(p.buffer);
+      fences = planParamFences(plan, buffers);
+    }
+    if (fences) {
+      po.gates = uint32_t(params.size());
+      po.gatesOf = fences->gatesOf;
+    }
     auto created = PipelineExecutor::create(plan, fwd, po);
     if (!created)
       return created.getStatus();
     pipeline = std::move(*created);
   }
 
+  // Plans that compute in f16: dynamic loss scaling.
+  bool scaling = false;
+  for (const BufferDesc &b : plan.buffers)
+    scaling |= options.lossScaling && b.dtype == DType::f16;
+  LossScaler scaler(options.lossScale);
+  unsigned updates = 0;
   unsigned first = 0;
   if (!options.resume.empty()) {
     auto state = loadCheckpoint(options.resume, params, fwd);
@@ -435,60 +519,106 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                              (state->sgd ? "sgd" : "adamw") +
                              "; resume with the same");
     first = state->step;
+    updates = state->updates;
+    if (scaling && state->lossScale > 0)
+      scaler.restore(state->lossScale, state->goodSteps);
     if (stream)
       stream->position = state->dataPosition;
   }
   Trace *trace = options.trace;
   if (trace)
     trace->setNextStep(first);
-  // Step k's update of the master weights and optimizer state from the
-  // gradients in `slots`.
-  auto optimize = [&pool, &options,
-                   trace](unsigned step, const std::vector<ParamSlot> &slots) {
+  // Step k's update (the optimizer's update number `update`, from 1) of
+  // the master weights and optimizer state from the gradients in `slots`,
+  // which are `1 / unscale` times the loss's.
+  auto optimize = [&pool, &options, trace](unsigned step, unsigned update,
+                                           double unscale,
+                                           const std::vector<ParamSlot> &slots) {
     int64_t start = trace ? trace->now() : 0;
-    double gradScale = 1.0;
+    double gradScale = unscale;
     if (options.clipGradNorm > 0)
-      gradScale = clipScale(globalGradNorm(pool, slots), options.clipGradNorm);
+      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
+                                      options.clipGradNorm);
     Status s =
         options.sgd
-            ? sgdStep(pool, options.sgdConfig, step + 1, slots, gradScale)
-            : adamwStep(pool, options.adamw, step + 1, slots, gradScale);
+            ? sgdStep(pool, options.sgdConfig, update, slots, gradScale)
+            : adamwStep(pool, options.adamw, update, slots, gradScale);
     if (trace)
       trace->addHostSpan("optimizer", step, start, trace->now());
     return s;
   };
   bool overlap = !options.sync && options.overlapOptimizer;
+  bool fenced = bool(fences);
+  // Sync mode with fences: step k's update, parameter by parameter in the
+  // order step k+1 reads them, each followed by its compute-dtype copy (its
+  // prologue calls) and the opening of its gate for step number `next`.
+  // The gates open even after a failure, so the step it gates cannot
+  // stall; the failure is the trainer's at the next finish().
+  auto fencedUpdate = [&](unsigned step, unsigned update, double unscale,
+                          bool apply, uint64_t next) -> Status {
+    int64_t start = trace ? trace->now() : 0;
+    std::vector<ParamSlot> slots;
+    for (Param &p : params)
+      slots.push_back({p.master.data(), p.optGrad.data(), p.state0.data(),
+                       p.state1.data(), int64_t(p.master.size())});
+    double gradScale = unscale;
+    if (apply && options.clipGradNorm > 0)
+      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
+                                      options.clipGradNorm);
+    Status result;
+    for (size_t i : fences->order) {
+      Param &p = params[i];
+      if (apply && result.isOk())
+        result = options.sgd ? sgdStep(pool, options.sgdConfig, update,
+                                       {slots[i]}, gradScale)
+                             : adamwStep(pool, options.adamw, update,
+                                         {slots[i]}, gradScale);
+      std::memcpy(fwd.buffer(p.buffer).data, p.master.data(),
+                  p.master.size() * sizeof(float));
+      if (result.isOk() && !fences->prologueCalls[i].empty())
+        result = fwd.runProgramCalls(pool, uint32_t(plan.prologue),
+                                     fences->prologueCalls[i]);
+      pipeline->openGate(uint32_t(i), next);
+    }
+    if (trace)
+      trace->addHostSpan("optimizer", step, start, trace->now());
+    return result;
+  };
+  // Whether a fenced update in flight opens the next step's gates (and
+  // makes its compute-dtype copies).
+  bool gatesPending = false;
   // One worker: the thread the overlapped optimizer runs on. Its loops go
   // to the host pool, which is then called from two threads (the next
   // step's prologue and epilogue use it too).
-  ThreadPool optimizerThread(overlap ? 2 : 1);
+  ThreadPool optimizerThread(overlap || fenced ? 2 : 1);
   // Declared after the parameters: its destructor waits before they go.
   PendingOptimizer pending;
   auto checkpoint = [&](unsigned done) -> Status {
     // The checkpoint holds W_(k+1) and the state after step k's update.
     if (Status s = pending.finish(); s.failed())
       return s;
-    return saveCheckpoint(options.save, params, fwd,
-                          CheckpointState{done, options.sync, options.sgd,
-                                          stream ? stream->position : 0});
+    return saveCheckpoint(
+        options.save, params, fwd,
+        CheckpointState{done, options.sync, options.sgd,
+                        stream ? stream->position : 0, updates,
+                        scaling ? scaler.getScale() : 0.0,
+                        scaler.getGoodSteps()});
   };
-  // Adds the gradient outputs onto the step's sums, in f32; microbatches
-  // add in order, so the sum is the same for any thread count.
+  // Adds the gradient outputs that have not landed during the step onto
+  // the step's sums; microbatches add in order, so the sum is the same for
+  // any thread count.
   auto addGradients = [&]() -> Status {
-    for (Param &p : params) {
-      TensorRef g = fwd.buffer(p.gradOutput);
-      std::vector<float> g32(g.size());
-      TensorRef dst{g32.data(), DType::f32, g.shape};
-      if (Status s = host::cast(pool, g, dst); s.failed())
-        return s;
-      for (size_t i = 0; i < g32.size(); ++i)
-        p.grad[i] += g32[i];
-    }
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!landsEarly[i])
+        if (Status s = addGradient(fwd, params[i]); s.failed())
+          return s;
     return Status::ok();
   };
   for (unsigned step = first; step < first + options.steps; ++step) {
     for (Param &p : params)
       std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+    toLand = writers;
+    landingStep = step;
     double lossSum = 0;
     if (stream)
       if (Status s = stream->next(global[tokenInput], global["labels"],
@@ -501,7 +631,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                              "-100; there is nothing to train on");
     NpyArray scaleArray;
     scaleArray.dtype = DType::f64;
-    double scaleValue = 1.0 / double(count);
+    double lossScale = scaling ? scaler.getScale() : 1.0;
+    double scaleValue = lossScale / double(count);
     scaleArray.data.resize(8);
     std::memcpy(scaleArray.data.data(), &scaleValue, 8);
     // Both kinds add the microbatches' losses and gradients in microbatch
@@ -512,7 +643,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
           return s;
       if (Status s = fwd.setInput("loss_scale", scaleArray); s.failed())
         return s;
-      if (Status s = pipeline->step(pool); s.failed())
+      if (fenced && !gatesPending) {
+        uint64_t next = pipeline->nextStepNumber();
+        for (uint32_t g = 0; g < params.size(); ++g)
+          pipeline->openGate(g, next);
+      }
+      if (Status s = pipeline->step(pool, !gatesPending); s.failed())
         return s;
       TensorRef loss = fwd.buffer(*lossOut);
       std::vector<double> l(M);
@@ -550,7 +686,34 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       if (Status s = writeSafetensors(options.dumpGrads, grads); s.failed())
         return s;
     }
-    if (overlap) {
+    // A step whose scaled gradients overflowed is skipped: W_(k+1) = W_k.
+    bool apply = true;
+    if (scaling) {
+      std::vector<ParamSlot> grads;
+      for (Param &p : params)
+        grads.push_back({nullptr, p.grad.data(), nullptr, nullptr,
+                         int64_t(p.grad.size())});
+      apply = scaler.update(allGradientsFinite(pool, grads));
+      if (!apply && options.onSkippedStep)
+        options.onSkippedStep(step, scaler.getScale());
+    }
+    unsigned update = updates + 1;
+    updates += apply;
+    double unscale = 1.0 / lossScale;
+    if (fenced) {
+      // The update of step k-1 is done (its gates opened before step k's
+      // jobs could run); step k's runs beside step k+1.
+      if (Status s = pending.finish(); s.failed())
+        return s;
+      for (Param &p : params)
+        std::swap(p.grad, p.optGrad);
+      uint64_t next = pipeline->nextStepNumber();
+      pending.task = optimizerThread.submit(
+          [&pending, &fencedUpdate, step, update, unscale, apply, next] {
+            pending.status = fencedUpdate(step, update, unscale, apply, next);
+          });
+      gatesPending = true;
+    } else if (overlap) {
       // The master weights are W_k once step k-1's update is done: step k+1
       // computes with them while step k's update runs.
       if (Status s = pending.finish(); s.failed())
@@ -563,10 +726,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
         slots.push_back({p.master.data(), p.optGrad.data(), p.state0.data(),
                          p.state1.data(), int64_t(p.master.size())});
       }
-      pending.task = optimizerThread.submit(
-          [&pending, &optimize, step, slots = std::move(slots)] {
-            pending.status = optimize(step, slots);
-          });
+      if (apply)
+        pending.task = optimizerThread.submit(
+            [&pending, &optimize, step, update, unscale,
+             slots = std::move(slots)] {
+              pending.status = optimize(step, update, unscale, slots);
+            });
     } else {
       std::vector<ParamSlot> slots;
       for (Param &p : params)
@@ -577,8 +742,9 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       if (!options.sync)
         for (Param &p : params)
           before.push_back(p.master);
-      if (Status s = optimize(step, slots); s.failed())
-        return s;
+      if (apply)
+        if (Status s = optimize(step, update, unscale, slots); s.failed())
+          return s;
       for (size_t i = 0; i < params.size(); ++i) {
         const std::vector<float> &w =
             options.sync ? params[i].master : before[i];

@@ -209,8 +209,18 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
 Status rp::runtime::host::runProgram(ThreadPool &pool, const Plan &plan,
                                      uint32_t index,
                                      const BufferAddresses &buffers) {
+  std::vector<size_t> calls(plan.programs[index].calls.size());
+  for (size_t i = 0; i < calls.size(); ++i)
+    calls[i] = i;
+  return runProgramCalls(pool, plan, index, calls, buffers);
+}
+
+Status rp::runtime::host::runProgramCalls(ThreadPool &pool, const Plan &plan,
+                                          uint32_t index,
+                                          const std::vector<size_t> &calls,
+                                          const BufferAddresses &buffers) {
   const ProgramDesc &program = plan.programs[index];
-  for (size_t i = 0; i < program.calls.size(); ++i) {
+  for (size_t i : calls) {
     Status s = runCall(pool, plan, program, i, buffers);
     if (s.failed()) {
       const KernelCallDesc &c = program.calls[i];

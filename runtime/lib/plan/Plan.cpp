@@ -348,6 +348,7 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
   plan.prologue = root->prologue();
   plan.epilogue = root->epilogue();
   plan.schedule = str(root->schedule());
+  plan.hardware = str(root->hardware());
 
   auto bindings = [&](const auto *list, std::vector<BindingDesc> &out,
                       const char *what) -> Status {

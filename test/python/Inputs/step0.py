@@ -3,14 +3,18 @@ training step on one device, and the loss and every parameter's gradient
 against PyTorch autograd's (DESIGN.md: relative loss error; per tensor
 ||a - b|| / ||ref||)."""
 
+import inspect
+import warnings
+
 import numpy as np
+import torch
 from rp import safetensors as rp_safetensors
 
 import rp
 import tiny_gpt
 
 
-def check(model, inputs, labels, out, name, tol=1e-4):
+def check(model, inputs, labels, out, name, tol=1e-4, onnx_steps=0):
     """``inputs`` maps the names of ``model.forward``'s parameters to
     tensors (one global batch). Returns the lines the tests print: the
     plan, the loss and the worst gradient, with the numbers."""
@@ -26,10 +30,49 @@ def check(model, inputs, labels, out, name, tol=1e-4):
     errs = {n: np.linalg.norm(got[n] - g) / np.linalg.norm(g)
             for n, g in ref_grads.items() if n in got}
     worst = max(errs, key=errs.get)
-    return [
+    lines = [
         f"{name}: compiled {summary.split(': ', 2)[-1].split(' in stages')[0]}",
         f"{name}: loss rp {losses[0]:.6f} torch {ref_loss:.6f}: within {tol:g}: "
         f"{loss_err <= tol} (relative error {loss_err:.2e})",
         f"{name}: gradients: {len(errs)} of {len(ref_grads)}, within {tol:g}: "
         f"{all(e <= tol for e in errs.values())} (worst {errs[worst]:.2e}, {worst})",
     ]
+    if onnx_steps:
+        lines.append(onnx_matches(model, inputs, labels, plan, out, name,
+                                  onnx_steps))
+    return lines
+
+
+def export_onnx(model, inputs, path):
+    """torch.onnx.export at opset 17 with do_constant_folding=False (so
+    parameter names survive) in eval mode: with dropout 0 that is the
+    training graph, and a training-mode export would add dropout masks.
+    torch 2's default dynamo exporter needs onnxscript and names
+    parameters otherwise, so the TorchScript exporter is asked for where
+    the choice exists."""
+    extra = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        extra["dynamo"] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, tuple(inputs.values()), str(path),
+                          input_names=list(inputs), output_names=["logits"],
+                          opset_version=17, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.EVAL, **extra)
+
+
+def onnx_matches(model, inputs, labels, plan, out, name, steps, tol=1e-5):
+    """The traced plan and the same model exported to ONNX (export_onnx)
+    and compiled from the .onnx train ``steps`` sync steps to the same
+    losses within ``tol`` (relative, per step)."""
+    traced = list(rp.train(plan, dict(inputs), labels, steps=steps,
+                           sync=True))
+    onnx_path = out / f"{name}.onnx"
+    export_onnx(model, inputs, onnx_path)
+    onnx_plan = rp.compile(onnx_path, out / "plans" / f"{name}-onnx.rpplan")
+    onnx = list(rp.train(onnx_plan, dict(inputs), labels, steps=steps,
+                         sync=True))
+    diff = max(abs(a - b) / abs(b) for a, b in zip(traced, onnx))
+    return (f"{name}: traced vs onnx: {len(onnx)} of {steps} steps, within "
+            f"{tol:g}: {len(onnx) == steps and diff <= tol} (max relative "
+            f"difference {diff:.2e}; losses {traced} / {onnx})")

@@ -94,6 +94,10 @@ public:
   /// Blocks the calling thread until all work enqueued so far has run;
   /// returns the first error that work reported.
   virtual Status synchronize() = 0;
+  /// Says that the commands enqueued next, up to the next call, are plan
+  /// job `job`'s. Only a backend that reports per job needs it (sim: the
+  /// virtual time of each job, for traces); the others ignore it.
+  virtual void beginJob(uint32_t job) { (void)job; }
 };
 
 /// What a device's allocator holds, in bytes.
@@ -135,6 +139,9 @@ struct BackendOptions {
   /// each device max(1, threads / devices) compute threads. 0: one per
   /// hardware thread.
   unsigned threads = 0;
+  /// sim: the hardware profile commands are timed on, a shipped name
+  /// (profiles/) or a JSON file's path.
+  std::string hardware;
 };
 
 /// A set of devices of one kind and the host memory they copy to and from.

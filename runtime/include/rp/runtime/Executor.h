@@ -7,7 +7,10 @@
 // buffers from its host allocator, those of device k from device k, once
 // per run; the staged executor (Pipeline.h) runs on the same backend over
 // the same buffers, and its kernel launches go through the same dispatch
-// (host/Dispatch.h) as runProgram.
+// (host/Dispatch.h) as runProgram. A staged plan's device buffers live in
+// one arena per device, packed by DeviceMemory.h so that buffers the plan
+// orders one after the other share bytes; bytes shared on a host-accessible
+// device start as NaNs, so reading what no job wrote shows in the results.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +18,7 @@
 #define RP_RUNTIME_EXECUTOR_H
 
 #include "rp/runtime/Device.h"
+#include "rp/runtime/DeviceMemory.h"
 #include "rp/runtime/Npy.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/Safetensors.h"
@@ -25,15 +29,29 @@
 
 namespace rp::runtime {
 
+struct ForwardOptions {
+  /// Let device buffers the plan orders one after the other share bytes
+  /// (planDeviceMemory); off, each buffer has its own.
+  bool shareDeviceMemory = true;
+  /// Load parameters and constants; off for the sim backend (createUnfilled).
+  bool fill = true;
+};
+
 class HostForward {
 public:
   /// Allocates the plan's buffers on `backend`, which must outlive this
   /// object and have the plan's devices, and loads parameters and constants.
-  static Expected<std::unique_ptr<HostForward>> create(const Plan &plan,
-                                                       Backend &backend);
+  static Expected<std::unique_ptr<HostForward>>
+  create(const Plan &plan, Backend &backend,
+         const ForwardOptions &options = ForwardOptions());
   /// The same on a host backend of its own with the plan's device count and
   /// one compute thread per core (BackendOptions).
   static Expected<std::unique_ptr<HostForward>> create(const Plan &plan);
+  /// Allocates the plan's buffers on `backend` and writes nothing to them:
+  /// for the sim backend, whose memory is sizes only (no weight file is
+  /// read, no input or parameter set).
+  static Expected<std::unique_ptr<HostForward>>
+  createUnfilled(const Plan &plan, Backend &backend);
   ~HostForward();
 
   HostForward(const HostForward &) = delete;
@@ -57,6 +75,9 @@ public:
   /// Runs program `index`'s kernel calls in order on `pool`; a failure names
   /// the program, the call and its op.
   Status runProgram(ThreadPool &pool, uint32_t index);
+  /// The calls of program `index` listed in `calls`, in that order.
+  Status runProgramCalls(ThreadPool &pool, uint32_t index,
+                         const std::vector<size_t> &calls);
   /// Runs one job of the plan: its program, or its byte copies. Safe from
   /// several threads at once for jobs that touch disjoint buffers.
   Status runJob(ThreadPool &pool, const JobDesc &job);
@@ -68,11 +89,15 @@ public:
   /// Every buffer's address, by plan buffer index (kernel launches).
   const BufferAddresses &getAddresses() const { return storage; }
   Backend &getBackend() const { return *backend; }
+  /// Where the device buffers live: arena sizes and offsets per device.
+  const DeviceLayout &getLayout() const { return layout; }
 
 private:
   HostForward(const Plan &plan, Backend &backend)
       : plan(plan), backend(&backend) {}
-  /// Allocates buffer `index` where it lives and fills it.
+  /// Places buffer `index` where it lives (host buffers get an allocation
+  /// of their own, device buffers their range of the device's arena) and
+  /// fills it.
   Status allocateBuffer(uint32_t index, std::vector<std::ifstream> &files);
 
   const Plan &plan;
@@ -80,7 +105,11 @@ private:
   std::unique_ptr<Backend> ownedBackend;
   Backend *backend;
   BufferAddresses storage;
+  DeviceLayout layout;
+  /// Per device: its arena (null when it has no buffers).
+  std::vector<uint8_t *> arenas;
   std::vector<bool> inputSet;
+  bool fill = true;
 };
 
 } // namespace rp::runtime

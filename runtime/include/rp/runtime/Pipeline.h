@@ -31,6 +31,21 @@
 // queues) never get there; the watchdog guards the executor and plans built
 // without the loader.
 //
+// Jobs listed in PipelineOptions::landings are watched: after such a job's
+// records, its queue records one more event, and the executor's landing
+// thread waits for it on the host and then calls onLanded(job) — while the
+// rest of the step runs on. That is how the trainer adds each stage's
+// weight gradients into the optimizer's sums as their download lands
+// (reference/roundpipe.md §2.7), not after the step. A step returns only
+// after every landing of the step has been handled.
+//
+// Host gates are the per-layer version fences of reference/roundpipe.md
+// §2.6: a job may also wait for gates, which the host opens for a given
+// step (openGate). The trainer's sync mode gives every upload of a
+// parameter a gate and opens it once the optimizer has written that
+// parameter's new weights, so the next step starts on the first layers
+// while the optimizer is still on the last ones.
+//
 // With PipelineOptions::trace set, every job's start and end go to the
 // Trace's slots for the step (one per job, written by the controller that
 // runs it, outside the lock), and step() adds the host spans of the step,
@@ -47,6 +62,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -62,6 +79,15 @@ struct PipelineOptions {
   /// Where to record every job's and host program's span (Trace.h), if
   /// anywhere; must outlive the executor.
   Trace *trace = nullptr;
+  /// Jobs whose completion the host acts on, and what it does: called on
+  /// the landing thread, one job at a time, once per step for each listed
+  /// job after its work has finished. A failure fails the step.
+  std::vector<size_t> landings;
+  std::function<Status(size_t job)> onLanded;
+  /// Host gates: how many, and per plan job the gates it waits for (empty:
+  /// none), besides its events.
+  uint32_t gates = 0;
+  std::vector<std::vector<uint32_t>> gatesOf;
 };
 
 class PipelineExecutor {
@@ -85,9 +111,16 @@ public:
   /// watchdog's. After a failure the next call starts a fresh step. A
   /// traced step takes the trace's next step number.
   Status runJobs();
-  /// One whole step: the prologue program on `hostPool`, the jobs, then
-  /// the epilogue program on `hostPool`.
-  Status step(ThreadPool &hostPool);
+  /// One whole step: the prologue program on `hostPool` (unless
+  /// `prologue` is false: the caller ran it), the jobs, then the epilogue
+  /// program on `hostPool`.
+  Status step(ThreadPool &hostPool, bool prologue = true);
+
+  /// The number runJobs gives the next step it runs (runJobs, step).
+  uint64_t nextStepNumber() const;
+  /// Opens `gate` for the step numbered `step` (and every earlier one); any
+  /// thread may call it, before or while that step runs.
+  void openGate(uint32_t gate, uint64_t step);
 
   /// How many (device, queue) controllers run: the queues that have jobs.
   size_t getNumQueues() const { return queues.size(); }
@@ -113,8 +146,11 @@ private:
   PipelineExecutor(const Plan &plan, HostForward &fwd,
                    const PipelineOptions &options);
   void controllerLoop(Controller &c);
+  /// The landing thread: waits for each landed job's event, then calls
+  /// onLanded.
+  void landingLoop();
   /// Enqueues `job` on c's device queue: waits, work, records.
-  Status enqueueJob(Controller &c, const JobDesc &job);
+  Status enqueueJob(Controller &c, size_t index);
   /// runJobs for the step the trace numbers `label`.
   Status runJobsOf(uint64_t label);
   /// True once every event `job` waits for is recorded in the current step.
@@ -134,6 +170,15 @@ private:
 
   /// The controllers that have a job waiting for each event.
   std::vector<std::vector<Controller *>> waitersOf;
+  /// Per job: the event marking its end for the landing thread (null: not
+  /// watched).
+  std::vector<std::unique_ptr<Event>> landingEvents;
+  std::thread landingThread;
+  /// Guarded by the mutex: watched jobs enqueued but not handled yet, and
+  /// whether the landing thread is handling one now.
+  std::deque<size_t> landing;
+  bool landingBusy = false;
+  std::condition_variable landingWake;
 
   mutable std::mutex mutex;
   /// runJobs waits here for queues to finish; it reads progress when its
@@ -146,6 +191,9 @@ private:
   /// The current step's trace slots, one per plan job (null: no trace).
   JobSpan *traceSlots = nullptr;
   std::vector<uint64_t> recordedInStep; ///< per event; 0: never
+  std::vector<uint64_t> gateOpenFor;    ///< per gate; 0: never
+  /// The controllers that have a job waiting for each gate.
+  std::vector<std::vector<Controller *>> gateWaiters;
   uint64_t progress = 0;                ///< jobs started plus jobs finished
   unsigned running = 0;
   size_t activeQueues = 0;

@@ -143,6 +143,8 @@ struct Plan {
   int32_t prologue = -1;
   int32_t epilogue = -1;
   std::string schedule;
+  /// The hardware profile it was compiled for; empty in older plans.
+  std::string hardware;
   /// The file's bytes, for --describe=json.
   std::vector<uint8_t> raw;
 };

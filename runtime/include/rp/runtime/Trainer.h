@@ -23,6 +23,7 @@
 #define RP_RUNTIME_TRAINER_H
 
 #include "rp/runtime/Executor.h"
+#include "rp/runtime/LossScale.h"
 #include "rp/runtime/Optimizer.h"
 #include "rp/runtime/Trace.h"
 
@@ -63,6 +64,12 @@ struct TrainOptions {
   /// Where the staged executor records its jobs and the trainer its
   /// optimizer spans (Trace.h), if anywhere.
   Trace *trace = nullptr;
+  /// Plans that compute in f16 train with dynamic loss scaling (LossScale.h)
+  /// unless this is off; `onSkippedStep(step, newScale)` hears of every step
+  /// skipped for an inf or NaN gradient.
+  bool lossScaling = true;
+  LossScaleConfig lossScale;
+  std::function<void(unsigned, double)> onSkippedStep;
 };
 
 /// True when `plan` is a training plan (it takes a loss_scale).

@@ -20,6 +20,11 @@ namespace rp::runtime::host {
 /// failure names the program, the call and its op.
 Status runProgram(ThreadPool &pool, const Plan &plan, uint32_t index,
                   const BufferAddresses &buffers);
+/// The same for the calls of program `index` listed in `calls`, in that
+/// order.
+Status runProgramCalls(ThreadPool &pool, const Plan &plan, uint32_t index,
+                       const std::vector<size_t> &calls,
+                       const BufferAddresses &buffers);
 
 } // namespace rp::runtime::host
 

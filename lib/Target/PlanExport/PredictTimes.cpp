@@ -1,0 +1,163 @@
+//===- PredictTimes.cpp - the predicted timeline of a staged plan ---------===//
+//
+// The compiler's prediction of a plan is taken from the plan itself: every
+// job's kernel calls and copies, timed by the runtime's timing model
+// (rp/timing) and laid out by the same timing core the sim device resolves
+// its steps with. The two then time the same work the same way, and
+// `rp-run --backend sim` reproduces the predicted timeline (a test holds
+// them within 1%); what is left to differ is how the executor enqueues.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StagedExporter.h"
+#include "rp/timing/Timeline.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+namespace timing = ::rp::timing;
+
+static_assert(static_cast<int>(pf::OpKind::MAX) + 1 == timing::kNumKernelOps,
+              "rp/timing/KernelCost.h lists plan.fbs's op kinds");
+static_assert(static_cast<int>(pf::Queue::MAX) + 1 ==
+                  static_cast<int>(timing::Lane::host),
+              "the plan's queues are the timing core's first lanes");
+
+static unsigned elementBytes(pf::DType t) {
+  switch (t) {
+  case pf::DType::f64:
+  case pf::DType::i64:
+    return 8;
+  case pf::DType::f32:
+  case pf::DType::i32:
+    return 4;
+  case pf::DType::f16:
+  case pf::DType::bf16:
+    return 2;
+  case pf::DType::i1:
+    return 1;
+  }
+  return 4;
+}
+
+static bool isFloat(pf::DType t) {
+  return t == pf::DType::f32 || t == pf::DType::f16 || t == pf::DType::bf16 ||
+         t == pf::DType::f64;
+}
+
+bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
+                               const timing::HardwareModel &hw,
+                               std::string &error) {
+  pf::Plan *plan = pf::GetMutablePlan(bytes.data());
+  const auto *buffers = plan->buffers();
+  const auto *programs = plan->programs();
+  auto *jobs = plan->mutable_jobs();
+  if (!jobs || !buffers)
+    return true;
+  auto operand = [&](uint32_t b, timing::CallOperands &call, bool &typed) {
+    const pf::Buffer *buf = buffers->Get(b);
+    timing::Operand o;
+    if (buf->shape())
+      o.shape.assign(buf->shape()->begin(), buf->shape()->end());
+    o.elementBytes = elementBytes(buf->dtype());
+    if (!typed && isFloat(buf->dtype())) {
+      call.dtype = pf::EnumNameDType(buf->dtype());
+      typed = true;
+    }
+    return o;
+  };
+  std::vector<double> programMs(programs ? programs->size() : 0, -1);
+  auto timeProgram = [&](uint32_t p) {
+    if (programMs[p] >= 0)
+      return programMs[p];
+    double ms = 0;
+    if (const auto *calls = programs->Get(p)->calls())
+      for (const pf::KernelCall *c : *calls) {
+        timing::CallOperands call;
+        bool typed = false;
+        if (c->inputs())
+          for (uint32_t b : *c->inputs())
+            call.inputs.push_back(operand(b, call, typed));
+        if (c->outputs())
+          for (uint32_t b : *c->outputs())
+            call.outputs.push_back(operand(b, call, typed));
+        std::vector<int64_t> ints;
+        if (c->ints())
+          ints.assign(c->ints()->begin(), c->ints()->end());
+        ms += timing::callMs(hw, uint16_t(c->op()), call, ints);
+      }
+    return programMs[p] = ms;
+  };
+
+  timing::Graph g;
+  g.devices = plan->devices();
+  g.gpusPerLink = hw.gpusPerLink;
+  std::vector<int64_t> recorder(plan->events(), -1);
+  for (uint32_t i = 0; i < jobs->size(); ++i)
+    if (const auto *records = jobs->Get(i)->records())
+      for (uint32_t e : *records)
+        if (e < recorder.size() && recorder[e] < 0)
+          recorder[e] = i;
+  for (uint32_t i = 0; i < jobs->size(); ++i) {
+    const pf::Job *job = jobs->Get(i);
+    timing::Task t;
+    t.device = job->device();
+    t.lane = static_cast<timing::Lane>(job->queue());
+    if (job->kind() == pf::JobKind::run) {
+      t.ms = timeProgram(job->program());
+    } else if (job->copies()) {
+      for (const pf::Copy *c : *job->copies()) {
+        bool fromHost = buffers->Get(c->src())->device() < 0;
+        bool toHost = buffers->Get(c->dst())->device() < 0;
+        t.ms += fromHost ? hw.copyMs(double(c->bytes()), true)
+                : toHost ? hw.copyMs(double(c->bytes()), false)
+                         : hw.deviceCopyMs(double(c->bytes()));
+      }
+    }
+    if (job->waits())
+      for (uint32_t e : *job->waits()) {
+        if (e >= recorder.size() || recorder[e] < 0) {
+          error = "job " + std::to_string(i) + " waits for event " +
+                  std::to_string(e) + ", which no job records";
+          return false;
+        }
+        t.waits.push_back(unsigned(recorder[e]));
+      }
+    g.tasks.push_back(std::move(t));
+  }
+  size_t stuck = 0;
+  std::optional<timing::Times> times = timing::resolve(g, &stuck);
+  if (!times) {
+    error = "the plan's jobs cannot all run: job " + std::to_string(stuck) +
+            " waits in a cycle";
+    return false;
+  }
+  for (uint32_t i = 0; i < jobs->size(); ++i) {
+    pf::Job *job = jobs->GetMutableObject(i);
+    if (!job->mutate_predicted_start_ms(times->start[i]) ||
+        !job->mutate_predicted_ms(times->end[i] - times->start[i])) {
+      error = "job " + std::to_string(i) + " has no predicted time field";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<PredictedStep> mlir::rp::predictedStep(ArrayRef<uint8_t> bytes) {
+  fb::Verifier verifier(bytes.data(), bytes.size());
+  if (!pf::VerifyPlanBuffer(verifier))
+    return std::nullopt;
+  const pf::Plan *plan = pf::GetPlan(bytes.data());
+  if (!plan->staged() || !plan->jobs() || plan->devices() == 0)
+    return std::nullopt;
+  PredictedStep step;
+  double busy = 0;
+  for (const pf::Job *job : *plan->jobs()) {
+    step.jobsMs = std::max(step.jobsMs,
+                           job->predicted_start_ms() + job->predicted_ms());
+    if (job->queue() == pf::Queue::compute)
+      busy += job->predicted_ms();
+  }
+  if (step.jobsMs > 0)
+    step.bubble = 1 - busy / (plan->devices() * step.jobsMs);
+  return step;
+}

@@ -1,0 +1,107 @@
+//===- Hardware.h - how long work takes on a hardware profile ---*- C++ -*-===//
+//
+// The timing side of a hardware profile (docs/hardware-profiles.md): peak
+// rates, efficiencies, the host links and the host's optimizer rate, and
+// the functions that turn work into milliseconds. The compiler's plan
+// exporter and the runtime's sim device both time commands with these, on
+// the same parse of the same file. The compiler's own profile loader
+// (lib/Analysis/HardwareProfile.cpp) keeps its error messages for the
+// fields it reads and hands the text here too.
+//
+// Per op kind efficiency (the optional "op_efficiency" object) is what
+// calibration edits: for each op kind (plan.fbs names: "matmul",
+// "attention", ...) a share of peak compute and/or of memory bandwidth,
+// either one number or a curve of [work, share] points over the call's
+// FLOPs (compute) or bytes (memory), interpolated linearly in log(work)
+// and held flat beyond its ends. Op kinds it leaves out use
+// compute_efficiency and memory_efficiency.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_TIMING_HARDWARE_H
+#define RP_TIMING_HARDWARE_H
+
+#include "rp/timing/KernelCost.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rp::timing {
+
+/// A share of peak as a function of a call's work: one point is a
+/// constant.
+struct Curve {
+  std::vector<std::pair<double, double>> points; ///< sorted by work
+  double at(double work) const;
+};
+
+struct OpEfficiency {
+  std::optional<Curve> compute, memory;
+};
+
+/// Bytes the host optimizer streams per trainable parameter: AdamW reads
+/// and writes the f32 master weight, its gradient and both moments.
+inline constexpr double kOptimizerBytesPerParam = 28;
+
+struct HardwareModel {
+  std::string name;
+  /// Peak dense TFLOP/s by element type name (f32, bf16, ...).
+  std::map<std::string, double> tflops;
+  double computeEfficiency = 1, memoryGBps = 0, memoryEfficiency = 1;
+  double h2dGBps = 0, d2hGBps = 0;
+  unsigned gpusPerLink = 1;
+  double launchUs = 0;
+  /// The host's streaming rate for its optimizer and host programs; 0
+  /// leaves them untimed.
+  double optimizerGBps = 0;
+  /// By op kind name.
+  std::map<std::string, OpEfficiency> opEfficiency;
+
+  /// One kernel call: launch_us plus the larger of its FLOPs at the
+  /// element type's rate (`dtype`: a plan dtype name; integer types and
+  /// types without a rate run at f32's) and its bytes at the memory
+  /// bandwidth, each at the op kind's efficiency for that much work.
+  double kernelMs(uint16_t op, const KernelWork &work,
+                  const std::string &dtype) const;
+  /// A copy of `bytes` over the host link, alone on it.
+  double copyMs(double bytes, bool toDevice) const;
+  /// A copy within one device's memory (read and write).
+  double deviceCopyMs(double bytes) const;
+  /// The host optimizer step over `params` trainable parameters.
+  double optimizerMs(double params) const;
+  /// Host work that streams `bytes` through host memory.
+  double hostMs(double bytes) const;
+};
+
+/// A call's element type for its rate: its first floating-point operand's.
+struct CallOperands {
+  std::vector<Operand> inputs, outputs;
+  std::string dtype = "f32";
+};
+
+/// The time of one kernel call: kernelWork, then HardwareModel::kernelMs.
+double callMs(const HardwareModel &hw, uint16_t op, const CallOperands &call,
+              const std::vector<int64_t> &ints);
+
+/// Parses profile JSON; on failure returns std::nullopt with `error` saying
+/// what and where (`source` names the file). Fields other than the timing
+/// ones (memory_gib, description) are accepted and ignored; unknown ones
+/// are errors.
+std::optional<HardwareModel> parseHardwareModel(const std::string &text,
+                                                const std::string &source,
+                                                std::string &error);
+
+/// The profiles shipped in profiles/ (compiled in), sorted.
+std::vector<std::string> shippedHardwareNames();
+
+/// A shipped profile by name, or a file when `nameOrPath` contains '/' or
+/// ends in ".json".
+std::optional<HardwareModel> loadHardwareModel(const std::string &nameOrPath,
+                                               std::string &error);
+
+} // namespace rp::timing
+
+#endif // RP_TIMING_HARDWARE_H

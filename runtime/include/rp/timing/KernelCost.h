@@ -1,0 +1,60 @@
+//===- KernelCost.h - the work of one plan kernel call ----------*- C++ -*-===//
+//
+// The FLOPs and bytes of one kernel call of a plan (plan.fbs KernelCall),
+// from its op kind, its operands' shapes and element sizes and its integer
+// attributes. The one formula the compiler's plan exporter (predicted job
+// times) and the runtime's sim device (command durations) both use; turning
+// work into time is the hardware model's part (Hardware.h).
+//
+// Per op: a matmul is 2·M·N·K; attention 2·pairs·(D + Dv) per head (a
+// causal mask keeps the lower triangle's pairs; scores are never stored)
+// and its gradient 2.5 times that; elementwise and normalization ops a few
+// FLOPs per element; every kernel's bytes are what it reads and writes (a
+// gather reads the rows it picks, not the table). A reshape is a view: no
+// kernel at all.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_TIMING_KERNELCOST_H
+#define RP_TIMING_KERNELCOST_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rp::timing {
+
+/// plan.fbs's OpKind, in the same order (the runtime and the exporter
+/// check the count against their own copies).
+inline constexpr int kNumKernelOps = 43;
+/// The schema's name of op kind `op` ("matmul"), "?" when out of range:
+/// the key of its efficiency in a hardware profile.
+const char *kernelOpName(uint16_t op);
+/// The op kind named `name`, or -1.
+int kernelOpIndex(const std::string &name);
+
+/// One operand of a call.
+struct Operand {
+  std::vector<int64_t> shape;
+  /// Bytes per element.
+  unsigned elementBytes = 4;
+  int64_t elements() const;
+  int64_t bytes() const { return elements() * elementBytes; }
+};
+
+struct KernelWork {
+  double flops = 0;
+  double bytes = 0;
+  /// False for calls that launch nothing (a reshape is a view).
+  bool launches = true;
+};
+
+/// The work of a call of op kind `op` (plan.fbs numbering) on `inputs`,
+/// writing `outputs`, with integer attributes `ints`.
+KernelWork kernelWork(uint16_t op, const std::vector<Operand> &inputs,
+                      const std::vector<Operand> &outputs,
+                      const std::vector<int64_t> &ints);
+
+} // namespace rp::timing
+
+#endif // RP_TIMING_KERNELCOST_H

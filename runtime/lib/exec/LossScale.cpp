@@ -1,0 +1,40 @@
+//===- LossScale.cpp - dynamic loss scaling for f16 training --------------===//
+
+#include "rp/runtime/LossScale.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+using namespace rp::runtime;
+
+bool LossScaler::update(bool finite) {
+  if (!finite) {
+    scale *= config.backoff;
+    goodSteps = 0;
+    return false;
+  }
+  if (++goodSteps >= config.interval) {
+    scale *= config.growth;
+    goodSteps = 0;
+  }
+  return true;
+}
+
+bool rp::runtime::allGradientsFinite(ThreadPool &pool,
+                                     const std::vector<ParamSlot> &params) {
+  std::atomic<bool> finite{true};
+  for (const ParamSlot &p : params) {
+    const float *g = p.grad;
+    constexpr int64_t kChunk = 1 << 14;
+    pool.parallelFor((p.size + kChunk - 1) / kChunk, [&](int64_t c) {
+      int64_t end = std::min(p.size, (c + 1) * kChunk);
+      for (int64_t i = c * kChunk; i < end; ++i)
+        if (!std::isfinite(g[i])) {
+          finite.store(false, std::memory_order_relaxed);
+          return;
+        }
+    });
+  }
+  return finite.load();
+}

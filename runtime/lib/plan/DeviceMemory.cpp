@@ -1,0 +1,367 @@
+//===- DeviceMemory.cpp - packing a staged plan's device buffers ----------===//
+
+#include "rp/runtime/DeviceMemory.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+using namespace rp::runtime;
+
+Expected<JobOrder> JobOrder::build(const Plan &plan) {
+  size_t n = plan.jobs.size();
+  std::vector<std::vector<size_t>> next(n);
+  std::vector<unsigned> pending(n, 0);
+  auto edge = [&](size_t a, size_t b) {
+    next[a].push_back(b);
+    ++pending[b];
+  };
+  std::map<std::pair<uint32_t, QueueKind>, size_t> lastOnQueue;
+  std::vector<std::vector<size_t>> recorders(plan.events);
+  for (size_t j = 0; j < n; ++j) {
+    const JobDesc &job = plan.jobs[j];
+    auto [it, first] = lastOnQueue.try_emplace({job.device, job.queue}, j);
+    if (!first) {
+      edge(it->second, j);
+      it->second = j;
+    }
+    for (uint32_t e : job.records)
+      if (e < plan.events)
+        recorders[e].push_back(j);
+  }
+  for (size_t j = 0; j < n; ++j)
+    for (uint32_t e : plan.jobs[j].waits)
+      if (e < plan.events)
+        for (size_t r : recorders[e])
+          edge(r, j);
+
+  std::vector<size_t> order;
+  order.reserve(n);
+  for (size_t j = 0; j < n; ++j)
+    if (!pending[j])
+      order.push_back(j);
+  for (size_t i = 0; i < order.size(); ++i)
+    for (size_t s : next[order[i]])
+      if (!--pending[s])
+        order.push_back(s);
+  if (order.size() != n)
+    return invalidArgument("the plan's jobs wait for each other in a cycle; "
+                           "its step cannot finish");
+
+  JobOrder result;
+  result.words = (n + 63) / 64;
+  result.reach.assign(n * result.words, 0);
+  result.ranks.assign(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    result.ranks[order[i]] = i;
+  for (size_t i = n; i-- > 0;) {
+    size_t a = order[i];
+    uint64_t *row = &result.reach[a * result.words];
+    for (size_t s : next[a]) {
+      const uint64_t *later = &result.reach[s * result.words];
+      for (size_t w = 0; w < result.words; ++w)
+        row[w] |= later[w];
+      row[s / 64] |= uint64_t(1) << (s % 64);
+    }
+  }
+  return result;
+}
+
+namespace {
+
+uint64_t alignUp(uint64_t bytes) {
+  uint64_t a = DeviceLayout::kAlignment;
+  return (std::max<uint64_t>(bytes, 1) + a - 1) / a * a;
+}
+
+/// What one job does with one buffer.
+struct Use {
+  size_t job = 0;
+  /// The calls of the job's program that touch it (0 for copy jobs).
+  size_t first = 0, last = 0;
+  /// The job writes all of the buffer before it reads any of it.
+  bool writesFirst = false;
+};
+
+/// What one program does with each buffer it touches.
+struct ProgramUse {
+  size_t first = 0, last = 0;
+  bool writesFirst = false;
+};
+
+std::map<uint32_t, ProgramUse> usesOf(const ProgramDesc &program) {
+  std::map<uint32_t, ProgramUse> uses;
+  for (size_t c = 0; c < program.calls.size(); ++c) {
+    const KernelCallDesc &call = program.calls[c];
+    auto touch = [&](uint32_t buffer, bool written) {
+      auto [it, first] = uses.try_emplace(buffer);
+      if (first) {
+        // A kernel writes the whole of each output.
+        bool read = std::count(call.inputs.begin(), call.inputs.end(), buffer);
+        it->second = {c, c, written && !read};
+      }
+      it->second.last = c;
+    };
+    for (uint32_t b : call.inputs)
+      touch(b, false);
+    for (uint32_t b : call.outputs)
+      touch(b, true);
+  }
+  return uses;
+}
+
+/// The uses of every buffer by the jobs of `plan`.
+std::vector<std::vector<Use>> usesByBuffer(const Plan &plan) {
+  std::vector<std::vector<Use>> uses(plan.buffers.size());
+  std::vector<std::map<uint32_t, ProgramUse>> programs;
+  for (const ProgramDesc &p : plan.programs)
+    programs.push_back(usesOf(p));
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    const JobDesc &job = plan.jobs[j];
+    if (job.kind == JobKind::run) {
+      for (const auto &[buffer, u] : programs[job.program])
+        uses[buffer].push_back({j, u.first, u.last, u.writesFirst});
+      continue;
+    }
+    // A copy job writes a buffer first when its copies into it cover all
+    // of it and it reads nothing from it.
+    std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> written;
+    std::map<uint32_t, bool> read;
+    for (const CopyDesc &c : job.copies) {
+      written[c.dst].push_back({c.dstOffset, c.dstOffset + c.bytes});
+      read[c.src] = true;
+      read.try_emplace(c.dst, false);
+    }
+    for (const auto &[buffer, isRead] : read) {
+      bool covers = false;
+      if (!isRead) {
+        auto ranges = written[buffer];
+        std::sort(ranges.begin(), ranges.end());
+        uint64_t end = 0;
+        for (auto [a, b] : ranges)
+          if (a <= end)
+            end = std::max(end, b);
+        covers = end >= plan.buffers[buffer].bytes();
+      }
+      uses[buffer].push_back({j, 0, 0, covers});
+    }
+  }
+  return uses;
+}
+
+/// One value a buffer holds: the use that writes all of it and the uses
+/// after that read it (or update it in place) before the next such write.
+struct Life {
+  Use write;
+  std::vector<Use> reads;
+};
+
+/// What packing knows of a staged plan: its job order and each buffer's
+/// lives.
+class Lives {
+public:
+  /// Null when the plan shares nothing (unstaged, or jobs in a cycle).
+  static std::optional<Lives> of(const Plan &plan) {
+    if (!plan.staged)
+      return std::nullopt;
+    auto order = JobOrder::build(plan);
+    if (!order)
+      return std::nullopt;
+    Lives l(std::move(*order));
+    l.compute(plan);
+    return l;
+  }
+
+  /// The buffer's lives, or null when it must keep bytes of its own.
+  const std::vector<Life> *of(uint32_t buffer) const {
+    return shareable[buffer] ? &lives[buffer] : nullptr;
+  }
+  const JobOrder &getOrder() const { return order; }
+
+  bool before(const Use &a, const Use &b) const {
+    return a.job == b.job ? a.last < b.first : order.before(a.job, b.job);
+  }
+  /// Every use of `a` happens before `b` is written (and so before all of
+  /// `b`, whose reads follow its write).
+  bool before(const Life &a, const Life &b) const {
+    if (!before(a.write, b.write))
+      return false;
+    return std::all_of(a.reads.begin(), a.reads.end(),
+                       [&](const Use &u) { return before(u, b.write); });
+  }
+  /// Whether two buffers may hold the same bytes: each value of one is
+  /// done with before each value of the other is written, or after it.
+  bool disjoint(const std::vector<Life> &x, const std::vector<Life> &y) const {
+    for (const Life &a : x)
+      for (const Life &b : y)
+        if (!before(a, b) && !before(b, a))
+          return false;
+    return true;
+  }
+
+private:
+  explicit Lives(JobOrder order) : order(std::move(order)) {}
+
+  void compute(const Plan &plan) {
+    size_t nb = plan.buffers.size();
+    std::vector<std::vector<Use>> uses = usesByBuffer(plan);
+    lives.assign(nb, {});
+    shareable.assign(nb, false);
+    std::vector<bool> pinned(nb, false);
+    for (int32_t p : {plan.prologue, plan.epilogue})
+      if (p >= 0 && size_t(p) < plan.programs.size())
+        for (const auto &entry : usesOf(plan.programs[p]))
+          pinned[entry.first] = true;
+    for (const auto *bindings : {&plan.inputs, &plan.outputs})
+      for (const BindingDesc &b : *bindings)
+        pinned[b.buffer] = true;
+    for (uint32_t b = 0; b < nb; ++b) {
+      const BufferDesc &d = plan.buffers[b];
+      if (d.onHost() || pinned[b] || d.weight || !d.constant.empty() ||
+          uses[b].empty())
+        continue;
+      std::vector<Use> &u = uses[b];
+      std::sort(u.begin(), u.end(), [&](const Use &x, const Use &y) {
+        return order.rank(x.job) < order.rank(y.job);
+      });
+      // Each read belongs to the latest write before it; a read that
+      // follows no write sees what a previous step left.
+      bool ok = true;
+      for (const Use &use : u) {
+        if (use.writesFirst) {
+          lives[b].push_back({use, {}});
+          continue;
+        }
+        ok = !lives[b].empty() && before(lives[b].back().write, use);
+        if (!ok)
+          break;
+        lives[b].back().reads.push_back(use);
+      }
+      shareable[b] = ok;
+      if (!ok)
+        lives[b].clear();
+    }
+  }
+
+  JobOrder order;
+  std::vector<std::vector<Life>> lives;
+  std::vector<bool> shareable;
+};
+
+} // namespace
+
+Expected<DeviceLayout> rp::runtime::planDeviceMemory(const Plan &plan) {
+  DeviceLayout layout;
+  size_t nb = plan.buffers.size();
+  layout.arenaBytes.assign(plan.devices, 0);
+  layout.unsharedBytes.assign(plan.devices, 0);
+  layout.offset.assign(nb, 0);
+  layout.shared.assign(nb, false);
+  // A plan whose jobs wait in a cycle (validation refuses it; tests of the
+  // watchdog run it anyway) shares nothing.
+  std::optional<Lives> lives = Lives::of(plan);
+
+  // Greedy in the order of the buffers' first writes: a buffer takes the
+  // best-fitting slot whose occupants' values never meet its own; slots
+  // grow to their largest occupant.
+  struct Slot {
+    uint64_t bytes = 0;
+    std::vector<uint32_t> occupants;
+  };
+  std::vector<std::vector<Slot>> slots(plan.devices);
+  std::vector<uint32_t> packed;
+  for (uint32_t b = 0; b < nb && lives; ++b)
+    if (lives->of(b))
+      packed.push_back(b);
+  auto firstWrite = [&](uint32_t b) { return lives->of(b)->front().write; };
+  std::stable_sort(packed.begin(), packed.end(), [&](uint32_t x, uint32_t y) {
+    Use a = firstWrite(x), c = firstWrite(y);
+    const JobOrder &order = lives->getOrder();
+    if (a.job != c.job)
+      return order.rank(a.job) < order.rank(c.job);
+    return a.first < c.first;
+  });
+  for (uint32_t b : packed) {
+    const BufferDesc &d = plan.buffers[b];
+    uint64_t bytes = alignUp(d.bytes());
+    const std::vector<Life> &mine = *lives->of(b);
+    Slot *fit = nullptr, *grow = nullptr;
+    for (Slot &s : slots[d.device]) {
+      bool free =
+          std::all_of(s.occupants.begin(), s.occupants.end(), [&](uint32_t o) {
+            return lives->disjoint(*lives->of(o), mine);
+          });
+      if (!free)
+        continue;
+      if (s.bytes >= bytes && (!fit || s.bytes < fit->bytes))
+        fit = &s;
+      if (!grow || s.bytes > grow->bytes)
+        grow = &s;
+    }
+    Slot *slot = fit ? fit : grow;
+    if (!slot) {
+      slots[d.device].push_back(Slot());
+      slot = &slots[d.device].back();
+    }
+    slot->bytes = std::max(slot->bytes, bytes);
+    slot->occupants.push_back(b);
+  }
+
+  for (uint32_t dev = 0; dev < plan.devices; ++dev) {
+    uint64_t end = 0;
+    for (const Slot &s : slots[dev]) {
+      for (uint32_t b : s.occupants) {
+        layout.offset[b] = end;
+        layout.shared[b] = s.occupants.size() > 1;
+      }
+      end += s.bytes;
+    }
+    layout.arenaBytes[dev] = end;
+  }
+  for (uint32_t b = 0; b < nb; ++b) {
+    const BufferDesc &d = plan.buffers[b];
+    if (d.onHost() || uint32_t(d.device) >= plan.devices)
+      continue;
+    uint64_t bytes = alignUp(d.bytes());
+    layout.unsharedBytes[d.device] += bytes;
+    if (lives && lives->of(b))
+      continue;
+    layout.offset[b] = layout.arenaBytes[d.device];
+    layout.arenaBytes[d.device] += bytes;
+  }
+  return layout;
+}
+
+Status rp::runtime::verifyDeviceLayout(const Plan &plan,
+                                       const DeviceLayout &layout) {
+  std::vector<uint32_t> onDevice;
+  for (uint32_t b = 0; b < plan.buffers.size(); ++b)
+    if (!plan.buffers[b].onHost() && plan.buffers[b].bytes())
+      onDevice.push_back(b);
+  std::sort(onDevice.begin(), onDevice.end(), [&](uint32_t x, uint32_t y) {
+    const BufferDesc &a = plan.buffers[x], &c = plan.buffers[y];
+    return std::make_pair(a.device, layout.offset[x]) <
+           std::make_pair(c.device, layout.offset[y]);
+  });
+  std::optional<Lives> lives = Lives::of(plan);
+  for (size_t i = 0; i < onDevice.size(); ++i) {
+    uint32_t x = onDevice[i];
+    const BufferDesc &a = plan.buffers[x];
+    uint64_t end = layout.offset[x] + a.bytes();
+    for (size_t k = i + 1; k < onDevice.size(); ++k) {
+      uint32_t y = onDevice[k];
+      const BufferDesc &c = plan.buffers[y];
+      if (c.device != a.device || layout.offset[y] >= end)
+        break;
+      bool ok = lives && lives->of(x) && lives->of(y) &&
+                lives->disjoint(*lives->of(x), *lives->of(y));
+      if (!ok)
+        return internalError("buffers '" + a.name + "' and '" + c.name +
+                             "' share bytes of device " +
+                             std::to_string(a.device) +
+                             " while both hold values in use; the device "
+                             "memory layout is wrong");
+    }
+  }
+  return Status::ok();
+}

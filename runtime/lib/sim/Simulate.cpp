@@ -1,0 +1,284 @@
+//===- Simulate.cpp - training steps of a staged plan on the sim ----------===//
+
+#include "rp/runtime/sim/Simulate.h"
+#include "rp/runtime/Executor.h"
+#include "rp/runtime/Pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+using namespace rp::runtime;
+using namespace rp::runtime::sim;
+namespace timing = rp::timing;
+
+namespace {
+
+/// Host work of a program: its kernels' bytes through host memory.
+double hostProgramMs(const Plan &plan, int32_t program,
+                     const timing::HardwareModel &hw) {
+  if (program < 0)
+    return 0;
+  double bytes = 0;
+  for (const KernelCallDesc &call : plan.programs[program].calls) {
+    std::vector<timing::Operand> in, out;
+    for (uint32_t b : call.inputs)
+      in.push_back(
+          {plan.buffers[b].shape, unsigned(dtypeSize(plan.buffers[b].dtype))});
+    for (uint32_t b : call.outputs)
+      out.push_back(
+          {plan.buffers[b].shape, unsigned(dtypeSize(plan.buffers[b].dtype))});
+    timing::KernelWork w =
+        timing::kernelWork(uint16_t(call.op), in, out, call.ints);
+    if (w.launches)
+      bytes += w.bytes;
+  }
+  return hw.hostMs(bytes);
+}
+
+struct Interval {
+  double from, to;
+};
+
+/// The length of `idle` covered by the union of `busy` (sorted by start).
+double overlap(const Interval &idle, const std::vector<Interval> &busy) {
+  double covered = 0, reach = idle.from;
+  for (const Interval &b : busy) {
+    double from = std::max(b.from, reach), to = std::min(b.to, idle.to);
+    if (to > from) {
+      covered += to - from;
+      reach = to;
+    }
+  }
+  return covered;
+}
+
+bool sameGraph(const std::vector<SimCommand> &a,
+               const std::vector<SimCommand> &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].device != b[i].device || a[i].queue != b[i].queue ||
+        a[i].job != b[i].job || a[i].ms != b[i].ms || a[i].waits != b[i].waits)
+      return false;
+  return true;
+}
+
+int64_t ns(double ms) { return int64_t(std::llround(ms * 1e6)); }
+
+} // namespace
+
+Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
+                                               SimBackend &backend,
+                                               const SimulateOptions &options) {
+  if (!plan.staged)
+    return invalidArgument(
+        "the sim backend times staged plans (training plans from "
+        "rp-compile); '" +
+        plan.path +
+        "' runs its jobs in order on one "
+        "device");
+  const timing::HardwareModel &hw = backend.getHardware();
+  Expected<std::unique_ptr<HostForward>> fwd =
+      HostForward::createUnfilled(plan, backend);
+  if (!fwd)
+    return fwd.getStatus();
+  PipelineOptions po;
+  Expected<std::unique_ptr<PipelineExecutor>> exec =
+      PipelineExecutor::create(plan, **fwd, po);
+  if (!exec)
+    return exec.getStatus();
+
+  SimReport r;
+  r.steps = std::max(options.steps, 3u);
+  r.prologueMs = hostProgramMs(plan, plan.prologue, hw);
+  r.epilogueMs = hostProgramMs(plan, plan.epilogue, hw);
+  double trainable = 0;
+  for (const BufferDesc &b : plan.buffers)
+    if (b.weight && b.weight->trainable)
+      trainable += double(b.size());
+  r.optimizerMs = hw.optimizerMs(trainable);
+  for (const BindingDesc &in : plan.inputs)
+    if (in.name == "labels")
+      r.tokens = double(numElements(plan.buffers[in.buffer].shape));
+
+  std::vector<SimCommand> first, cmds;
+  timing::Times times;
+  Trace *trace = options.trace;
+  double t = 0, previousOptimizerEnd = 0, lastStart = 0;
+  for (unsigned k = 0; k < r.steps; ++k) {
+    backend.beginStep();
+    if (Status s = (*exec)->runJobs(); s.failed())
+      return s;
+    cmds = backend.takeStep();
+    if (k == 0) {
+      size_t stuck = 0;
+      std::optional<timing::Times> resolved =
+          timing::resolve(backend.graphOf(cmds), &stuck);
+      if (!resolved)
+        return internalError(
+            "the sim cannot order the step's commands (a cycle at device " +
+            std::to_string(cmds[stuck].device) + " " +
+            queueName(cmds[stuck].queue) +
+            "); the executor ran it, so "
+            "report it");
+      times = std::move(*resolved);
+      first = cmds;
+    } else if (!sameGraph(first, cmds)) {
+      return internalError("step " + std::to_string(k) +
+                           " enqueued other commands than step 0 on the sim; "
+                           "report it");
+    }
+    double start = t, jobsStart = start + r.prologueMs;
+    double jobsEnd = jobsStart + times.makespan;
+    double epilogueEnd = jobsEnd + r.epilogueMs;
+    double optimizerStart, next;
+    if (options.sync) {
+      optimizerStart = epilogueEnd;
+      next = optimizerStart + r.optimizerMs;
+    } else {
+      // The trainer waits for step k-1's update before it starts step k's
+      // and the next step.
+      optimizerStart = std::max(epilogueEnd, previousOptimizerEnd);
+      next = optimizerStart;
+      previousOptimizerEnd = optimizerStart + r.optimizerMs;
+    }
+    lastStart = start;
+    t = next;
+    if (trace) {
+      uint64_t label = trace->takeStep();
+      JobSpan *slots = trace->beginStep(label, ns(jobsStart));
+      std::vector<double> from(plan.jobs.size(), -1), to(plan.jobs.size(), -1);
+      for (size_t i = 0; i < cmds.size(); ++i) {
+        int64_t j = cmds[i].job;
+        if (j < 0 || size_t(j) >= plan.jobs.size())
+          continue;
+        from[j] =
+            from[j] < 0 ? times.start[i] : std::min(from[j], times.start[i]);
+        to[j] = std::max(to[j], times.end[i]);
+      }
+      for (size_t j = 0; j < plan.jobs.size(); ++j)
+        if (from[j] >= 0)
+          slots[j] = {ns(jobsStart + from[j]), ns(jobsStart + to[j])};
+      trace->endStep(ns(jobsEnd), true);
+      if (r.prologueMs > 0)
+        trace->addHostSpan("prologue", label, ns(start), ns(jobsStart));
+      if (r.epilogueMs > 0)
+        trace->addHostSpan("epilogue", label, ns(jobsEnd), ns(epilogueEnd));
+      trace->addHostSpan("step", label, ns(start), ns(epilogueEnd));
+      if (r.optimizerMs > 0)
+        trace->addHostSpan("optimizer", label, ns(optimizerStart),
+                           ns(optimizerStart + r.optimizerMs));
+    }
+  }
+  r.stepMs = t - lastStart;
+  r.jobsMs = times.makespan;
+  if (r.stepMs > 0)
+    r.tokensPerSecond = r.tokens / (r.stepMs / 1e3);
+
+  r.jobStartMs.assign(plan.jobs.size(), 0);
+  r.jobEndMs.assign(plan.jobs.size(), 0);
+  std::vector<bool> seen(plan.jobs.size(), false);
+  for (size_t i = 0; i < first.size(); ++i) {
+    int64_t j = first[i].job;
+    if (j < 0 || size_t(j) >= plan.jobs.size())
+      continue;
+    r.jobStartMs[j] =
+        seen[j] ? std::min(r.jobStartMs[j], times.start[i]) : times.start[i];
+    r.jobEndMs[j] = std::max(r.jobEndMs[j], times.end[i]);
+    seen[j] = true;
+  }
+
+  // The split of each device's idle time over the steady step's period,
+  // from the step's start (so the prologue is fill, the epilogue and a
+  // wait for the optimizer drain).
+  uint32_t devices = plan.devices;
+  r.devices.assign(devices, {});
+  double period = r.stepMs, offset = r.prologueMs;
+  for (uint32_t d = 0; d < devices; ++d) {
+    std::vector<size_t> compute;
+    std::vector<Interval> copies;
+    for (size_t i = 0; i < first.size(); ++i) {
+      if (first[i].device != d)
+        continue;
+      if (first[i].queue == QueueKind::compute)
+        compute.push_back(i);
+      else if (times.end[i] > times.start[i])
+        copies.push_back({offset + times.start[i], offset + times.end[i]});
+    }
+    std::sort(
+        copies.begin(), copies.end(),
+        [](const Interval &a, const Interval &b) { return a.from < b.from; });
+    std::sort(compute.begin(), compute.end(), [&](size_t a, size_t b) {
+      return times.start[a] < times.start[b] ||
+             (times.start[a] == times.start[b] && a < b);
+    });
+    DeviceTime &dt = r.devices[d];
+    std::vector<Interval> idle;
+    if (compute.empty()) {
+      dt.fillMs = period;
+      idle.push_back({0, period});
+    } else {
+      double firstStart = offset + times.start[compute.front()];
+      dt.fillMs = firstStart;
+      idle.push_back({0, firstStart});
+      double end = offset + times.end[compute.front()];
+      dt.busyMs = first[compute.front()].ms;
+      for (size_t n = 1; n < compute.size(); ++n) {
+        size_t prev = compute[n - 1], cur = compute[n];
+        double from = offset + times.start[cur];
+        double gap = std::max(0.0, from - end);
+        int32_t a = plan.jobs[first[prev].job].stage,
+                b = plan.jobs[first[cur].job].stage;
+        (a >= 0 && a == b ? dt.intraMs : dt.switchMs) += gap;
+        if (gap > 0)
+          idle.push_back({end, from});
+        dt.busyMs += first[cur].ms;
+        end = std::max(end, offset + times.end[cur]);
+      }
+      dt.drainMs = std::max(0.0, period - end);
+      idle.push_back({end, period});
+    }
+    for (const Interval &i : idle)
+      dt.exposedCommMs += overlap(i, copies);
+  }
+  double total = period * devices;
+  if (total > 0) {
+    for (const DeviceTime &dt : r.devices) {
+      r.fillPct += dt.fillMs;
+      r.switchPct += dt.switchMs;
+      r.drainPct += dt.drainMs;
+      r.intraPct += dt.intraMs;
+      r.exposedCommPct += dt.exposedCommMs;
+    }
+    for (double *p : {&r.fillPct, &r.switchPct, &r.drainPct, &r.intraPct,
+                      &r.exposedCommPct})
+      *p = *p / total * 100;
+    r.bubblePct = r.fillPct + r.switchPct + r.drainPct + r.intraPct;
+  }
+  return r;
+}
+
+std::string rp::runtime::sim::formatReport(const SimReport &r) {
+  std::string out;
+  auto line = [&](const std::string &key, double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " %.9g\n", value);
+    out += key + buf;
+  };
+  line("tokens_per_s", r.tokensPerSecond);
+  line("step_ms", r.stepMs);
+  line("bubble_pct", r.bubblePct);
+  line("fill_pct", r.fillPct);
+  line("switch_pct", r.switchPct);
+  line("drain_pct", r.drainPct);
+  line("intra_pct", r.intraPct);
+  line("exposed_comm_pct", r.exposedCommPct);
+  line("jobs_ms", r.jobsMs);
+  line("prologue_ms", r.prologueMs);
+  line("epilogue_ms", r.epilogueMs);
+  line("optimizer_ms", r.optimizerMs);
+  for (size_t d = 0; d < r.devices.size(); ++d)
+    line("device" + std::to_string(d) + "_busy_ms", r.devices[d].busyMs);
+  return out;
+}

@@ -1,0 +1,295 @@
+//===- Hardware.cpp - how long work takes on a hardware profile -----------===//
+
+#include "rp/timing/Hardware.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+using namespace rp::timing;
+using json = nlohmann::json;
+
+namespace {
+
+struct ShippedProfile {
+  const char *name;
+  const char *text;
+};
+
+// Generated from profiles/*.json by runtime/lib/timing/CMakeLists.txt.
+const ShippedProfile kShipped[] = {
+#include "RuntimeHardwareProfiles.inc"
+};
+
+const char *const kKeys[] = {
+    "name",         "description",       "tflops",     "compute_efficiency",
+    "memory_gbps",  "memory_efficiency", "memory_gib", "h2d_gbps",
+    "d2h_gbps",     "gpus_per_link",     "launch_us",  "optimizer_gbps",
+    "op_efficiency"};
+
+/// A share of peak: a number in (0, 1] or a curve of [work, share] pairs.
+bool readCurve(const json &v, const std::string &where, Curve &out,
+               std::string &error) {
+  auto share = [&](const json &s, double &d) {
+    if (!s.is_number() || !(s.get<double>() > 0) || s.get<double>() > 1) {
+      error = where + " must be a share of peak in (0, 1]";
+      return false;
+    }
+    d = s.get<double>();
+    return true;
+  };
+  if (v.is_number()) {
+    double d;
+    if (!share(v, d))
+      return false;
+    out.points = {{1.0, d}};
+    return true;
+  }
+  if (!v.is_array() || v.empty()) {
+    error = where + " must be a number or a list of [work, share] points";
+    return false;
+  }
+  for (const json &p : v) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number() ||
+        !(p[0].get<double>() > 0)) {
+      error = where + " must list [work, share] points with positive work "
+                      "(FLOPs for compute, bytes for memory)";
+      return false;
+    }
+    double d;
+    if (!share(p[1], d))
+      return false;
+    if (!out.points.empty() &&
+        !(p[0].get<double>() > out.points.back().first)) {
+      error = where + " must list its points by increasing work";
+      return false;
+    }
+    out.points.push_back({p[0].get<double>(), d});
+  }
+  return true;
+}
+
+bool readFile(const std::string &path, std::string &text, std::string &error) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    error = "cannot read hardware profile '" + path + "'";
+    return false;
+  }
+  std::ostringstream s;
+  s << f.rdbuf();
+  text = s.str();
+  return true;
+}
+
+} // namespace
+
+double Curve::at(double work) const {
+  if (points.empty())
+    return 1;
+  if (points.size() == 1 || work <= points.front().first)
+    return points.front().second;
+  if (work >= points.back().first)
+    return points.back().second;
+  size_t i = 1;
+  while (points[i].first < work)
+    ++i;
+  auto [x0, y0] = points[i - 1];
+  auto [x1, y1] = points[i];
+  double f = (std::log(work) - std::log(x0)) / (std::log(x1) - std::log(x0));
+  return y0 + f * (y1 - y0);
+}
+
+double HardwareModel::kernelMs(uint16_t op, const KernelWork &work,
+                               const std::string &dtype) const {
+  if (!work.launches)
+    return 0;
+  auto rate = tflops.find(dtype);
+  if (rate == tflops.end())
+    rate = tflops.find("f32");
+  double peak = rate == tflops.end() ? 0 : rate->second * 1e12;
+  double ce = computeEfficiency, me = memoryEfficiency;
+  auto it = opEfficiency.find(kernelOpName(op));
+  if (it != opEfficiency.end()) {
+    if (it->second.compute)
+      ce = it->second.compute->at(work.flops);
+    if (it->second.memory)
+      me = it->second.memory->at(work.bytes);
+  }
+  double seconds = 0;
+  if (work.flops > 0 && peak > 0)
+    seconds = work.flops / (peak * ce);
+  if (work.bytes > 0 && memoryGBps > 0)
+    seconds = std::max(seconds, work.bytes / (memoryGBps * 1e9 * me));
+  return seconds * 1e3 + launchUs * 1e-3;
+}
+
+double HardwareModel::copyMs(double bytes, bool toDevice) const {
+  double gbps = toDevice ? h2dGBps : d2hGBps;
+  return gbps > 0 ? bytes / (gbps * 1e9) * 1e3 : 0;
+}
+
+double HardwareModel::deviceCopyMs(double bytes) const {
+  return memoryGBps > 0
+             ? 2 * bytes / (memoryGBps * 1e9 * memoryEfficiency) * 1e3
+             : 0;
+}
+
+double HardwareModel::optimizerMs(double params) const {
+  return hostMs(params * kOptimizerBytesPerParam);
+}
+
+double HardwareModel::hostMs(double bytes) const {
+  return optimizerGBps > 0 ? bytes / (optimizerGBps * 1e9) * 1e3 : 0;
+}
+
+double rp::timing::callMs(const HardwareModel &hw, uint16_t op,
+                          const CallOperands &call,
+                          const std::vector<int64_t> &ints) {
+  return hw.kernelMs(op, kernelWork(op, call.inputs, call.outputs, ints),
+                     call.dtype);
+}
+
+std::optional<HardwareModel>
+rp::timing::parseHardwareModel(const std::string &text,
+                               const std::string &source, std::string &error) {
+  std::string where = "hardware profile '" + source + "'";
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = where + " is not a JSON object";
+    return std::nullopt;
+  }
+  for (auto &[key, value] : j.items())
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      std::string known;
+      for (const char *k : kKeys)
+        known += (known.empty() ? "" : ", ") + std::string(k);
+      error = where + " has an unknown field \"" + key +
+              "\"; known fields: " + known;
+      return std::nullopt;
+    }
+  HardwareModel hw;
+  hw.name = j.value("name", source);
+  auto number = [&](const char *key, double &out, bool required,
+                    bool allowZero) {
+    if (!j.contains(key)) {
+      if (required)
+        error = where + " has no field \"" + key +
+                "\"; see docs/hardware-profiles.md";
+      return !required;
+    }
+    const json &v = j[key];
+    if (!v.is_number() ||
+        !(v.get<double>() > 0 || (allowZero && v.get<double>() == 0))) {
+      error = where + ": \"" + key + "\" must be a " +
+              (allowZero ? "number, at least 0" : "positive number");
+      return false;
+    }
+    out = v.get<double>();
+    return true;
+  };
+  double gpusPerLink = 1;
+  if (!number("compute_efficiency", hw.computeEfficiency, false, false) ||
+      !number("memory_gbps", hw.memoryGBps, true, false) ||
+      !number("memory_efficiency", hw.memoryEfficiency, false, false) ||
+      !number("h2d_gbps", hw.h2dGBps, true, false) ||
+      !number("d2h_gbps", hw.d2hGBps, true, false) ||
+      !number("gpus_per_link", gpusPerLink, false, false) ||
+      !number("launch_us", hw.launchUs, false, true) ||
+      !number("optimizer_gbps", hw.optimizerGBps, false, true))
+    return std::nullopt;
+  if (hw.computeEfficiency > 1 || hw.memoryEfficiency > 1) {
+    error = where + ": efficiencies are shares of peak, at most 1";
+    return std::nullopt;
+  }
+  if (gpusPerLink != std::floor(gpusPerLink)) {
+    error = where + ": \"gpus_per_link\" must be a whole number";
+    return std::nullopt;
+  }
+  hw.gpusPerLink = unsigned(gpusPerLink);
+  if (!j.contains("tflops") || !j["tflops"].is_object() ||
+      j["tflops"].empty()) {
+    error = where + " needs \"tflops\": an object of peak TFLOP/s per "
+                    "element type, e.g. {\"f32\": 82.6}";
+    return std::nullopt;
+  }
+  for (auto &[type, v] : j["tflops"].items()) {
+    if (!v.is_number() || !(v.get<double>() > 0)) {
+      error = where + ": tflops \"" + type + "\" must be a positive number";
+      return std::nullopt;
+    }
+    hw.tflops[type] = v.get<double>();
+  }
+  if (j.contains("op_efficiency")) {
+    const json &ops = j["op_efficiency"];
+    if (!ops.is_object()) {
+      error = where + ": \"op_efficiency\" must be an object of op kinds";
+      return std::nullopt;
+    }
+    for (auto &[op, v] : ops.items()) {
+      bool known = false;
+      for (uint16_t k = 0; k < kNumKernelOps; ++k)
+        known |= op == kernelOpName(k);
+      if (!known) {
+        error = where + ": \"op_efficiency\" names \"" + op +
+                "\", which is not a plan op kind (matmul, attention, "
+                "attention_grad, rms_norm, ...: plan.fbs OpKind)";
+        return std::nullopt;
+      }
+      if (!v.is_object() || v.empty()) {
+        error = where + ": op_efficiency \"" + op +
+                "\" must be an object with \"compute\" and/or \"memory\"";
+        return std::nullopt;
+      }
+      OpEfficiency e;
+      for (auto &[part, curve] : v.items()) {
+        if (part != "compute" && part != "memory") {
+          error = where + ": op_efficiency \"" + op + "\" has \"" + part +
+                  "\"; only \"compute\" and \"memory\" are known";
+          return std::nullopt;
+        }
+        Curve c;
+        if (!readCurve(curve, where + ": op_efficiency \"" + op + "\" " + part,
+                       c, error))
+          return std::nullopt;
+        (part == "compute" ? e.compute : e.memory) = std::move(c);
+      }
+      hw.opEfficiency[op] = std::move(e);
+    }
+  }
+  return hw;
+}
+
+std::vector<std::string> rp::timing::shippedHardwareNames() {
+  std::vector<std::string> names;
+  for (const ShippedProfile &p : kShipped)
+    names.push_back(p.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::optional<HardwareModel>
+rp::timing::loadHardwareModel(const std::string &nameOrPath,
+                              std::string &error) {
+  bool isPath = nameOrPath.find('/') != std::string::npos ||
+                (nameOrPath.size() > 5 &&
+                 nameOrPath.compare(nameOrPath.size() - 5, 5, ".json") == 0);
+  if (isPath) {
+    std::string text;
+    if (!readFile(nameOrPath, text, error))
+      return std::nullopt;
+    return parseHardwareModel(text, nameOrPath, error);
+  }
+  for (const ShippedProfile &p : kShipped)
+    if (nameOrPath == p.name)
+      return parseHardwareModel(p.text, p.name, error);
+  std::string names;
+  for (const std::string &n : shippedHardwareNames())
+    names += (names.empty() ? "" : ", ") + n;
+  error = "unknown hardware profile '" + nameOrPath +
+          "'; shipped profiles: " + names +
+          "; or give the path of a profile JSON file";
+  return std::nullopt;
+}

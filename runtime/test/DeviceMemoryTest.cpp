@@ -1,0 +1,127 @@
+//===- DeviceMemoryTest.cpp - packing device buffers by the plan's order --===//
+//
+// A one-device step small enough to know the answer: buffers the plan
+// orders one after the other share bytes, those in use at once or read
+// before written do not, and the step computes the same with the packed
+// arena (which starts as NaNs) as with a buffer apiece.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StagedPlans.h"
+
+#include "rp/runtime/DeviceMemory.h"
+#include "rp/runtime/Executor.h"
+#include "rp/runtime/Pipeline.h"
+
+#include <gmock/gmock.h>
+
+using namespace rp::runtime;
+using namespace rp::runtime::test;
+using ::testing::HasSubstr;
+
+namespace {
+
+struct ChainPlan {
+  PlanBuilder b{1, 1, true};
+  uint32_t X = 0, Y = 0, Q = 0;
+  uint32_t a = 0, bb = 0, c = 0, d = 0, e = 0, f = 0;
+};
+
+/// IN: a <- X; J1: bb = relu(a), c = neg(bb); J2: d = exp(c) + f;
+/// OUT: Y <- d; and on the weight queue, unordered with all of it, e <- Q.
+/// f is read and never written.
+ChainPlan makeChainPlan() {
+  ChainPlan t;
+  PlanBuilder &b = t.b;
+  t.X = b.buffer("x", {4, 4});
+  t.Y = b.buffer("y", {4, 4});
+  t.Q = b.buffer("q", {4, 4});
+  t.a = b.buffer("a", {4, 4}, 0);
+  t.bb = b.buffer("b", {4, 4}, 0);
+  t.c = b.buffer("c", {4, 4}, 0);
+  t.d = b.buffer("d", {4, 4}, 0);
+  t.e = b.buffer("e", {4, 4}, 0);
+  t.f = b.buffer("f", {4, 4}, 0);
+  b.input("x", t.X);
+  b.output("y", t.Y);
+  uint32_t p1 = b.program("J1", {call(OpKind::relu, {t.a}, {t.bb}),
+                                 call(OpKind::neg, {t.bb}, {t.c})});
+  uint32_t p2 = b.program("J2", {call(OpKind::exp, {t.c}, {t.d}),
+                                 call(OpKind::add, {t.d, t.f}, {t.d})});
+  uint32_t in = b.event(), j2 = b.event();
+  b.copy(0, QueueKind::activationH2D, {b.whole(t.X, t.a)}, {}, {in}, "IN");
+  b.run(0, p1, {in}, {}, "J1");
+  b.run(0, p2, {}, {j2}, "J2");
+  b.copy(0, QueueKind::d2h, {b.whole(t.d, t.Y)}, {j2}, {}, "OUT");
+  b.copy(0, QueueKind::weightH2D, {b.whole(t.Q, t.e)}, {}, {}, "UP");
+  return t;
+}
+
+TEST(DeviceMemory, BuffersThePlanOrdersShareBytes) {
+  ChainPlan t = makeChainPlan();
+  Expected<Plan> plan = writeAndLoad(t.b.plan, "chain.rpplan");
+  ASSERT_TRUE(plan) << plan.getStatus().toString();
+  Expected<DeviceLayout> layout = planDeviceMemory(*plan);
+  ASSERT_TRUE(layout) << layout.getStatus().toString();
+  const std::vector<uint64_t> &at = layout->offset;
+  // c is written after J1's first call, the last use of a.
+  EXPECT_EQ(at[t.c], at[t.a]);
+  // d is written by J2, after J1, bb's last user.
+  EXPECT_EQ(at[t.d], at[t.bb]);
+  EXPECT_NE(at[t.a], at[t.bb]);
+  // e is copied while anything else may run; f is read before any write.
+  for (uint32_t other : {t.a, t.bb, t.f})
+    EXPECT_NE(at[t.e], at[other]);
+  EXPECT_FALSE(layout->shared[t.e]);
+  EXPECT_FALSE(layout->shared[t.f]);
+  EXPECT_TRUE(layout->shared[t.c]);
+  uint64_t slot = DeviceLayout::kAlignment;
+  EXPECT_EQ(layout->unsharedBytes[0], 6 * slot);
+  EXPECT_EQ(layout->arenaBytes[0], 4 * slot);
+  EXPECT_TRUE(verifyDeviceLayout(*plan, *layout).isOk());
+}
+
+TEST(DeviceMemory, VerifyFindsBuffersInUseAtOnce) {
+  ChainPlan t = makeChainPlan();
+  Expected<Plan> plan = writeAndLoad(t.b.plan, "chain-bad.rpplan");
+  ASSERT_TRUE(plan) << plan.getStatus().toString();
+  Expected<DeviceLayout> layout = planDeviceMemory(*plan);
+  ASSERT_TRUE(layout);
+  layout->offset[t.e] = layout->offset[t.bb];
+  Status s = verifyDeviceLayout(*plan, *layout);
+  ASSERT_TRUE(s.failed());
+  EXPECT_THAT(s.getMessage(), HasSubstr("'b' and 'e' share bytes of device 0"));
+}
+
+TEST(DeviceMemory, PackedStepComputesLikeABufferApiece) {
+  ChainPlan t = makeChainPlan();
+  Expected<Plan> plan = writeAndLoad(t.b.plan, "chain-run.rpplan");
+  ASSERT_TRUE(plan) << plan.getStatus().toString();
+  NpyArray x = randomArray({4, 4}, 7);
+  std::vector<float> results[2];
+  for (bool share : {true, false}) {
+    ForwardOptions options;
+    options.shareDeviceMemory = share;
+    auto backend = createBackend("host", {1, 1});
+    ASSERT_TRUE(backend);
+    auto fwd = HostForward::create(*plan, **backend, options);
+    ASSERT_TRUE(fwd) << fwd.getStatus().toString();
+    EXPECT_EQ((*fwd)->getLayout().arenaBytes[0],
+              (share ? 4 : 6) * DeviceLayout::kAlignment);
+    ASSERT_TRUE((*fwd)->setInput("x", x).isOk());
+    auto exec = PipelineExecutor::create(*plan, **fwd, PipelineOptions());
+    ASSERT_TRUE(exec) << exec.getStatus().toString();
+    ThreadPool pool(1);
+    ASSERT_TRUE((*exec)->step(pool).isOk());
+    TensorRef y = (*fwd)->buffer(t.Y);
+    results[share].assign(y.as<float>(), y.as<float>() + y.size());
+  }
+  const float *in = reinterpret_cast<const float *>(x.data.data());
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    // f is never written: zeros in a buffer of its own either way.
+    EXPECT_FLOAT_EQ(results[1][i], std::exp(-std::max(in[i], 0.0f)));
+    EXPECT_EQ(results[0][i], results[1][i]);
+  }
+}
+
+} // namespace

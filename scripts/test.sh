@@ -55,6 +55,18 @@ run_ctest() { # name dir [ctest args...]
 echo "== gtest (compiler, runtime)"
 run_ctest gtest build -E '^lit$'
 
+# The cuda device is built and linked whenever nvcc is there; its half of
+# the device-conformance suite runs where a GPU opens and is skipped, with
+# the backend's reason, everywhere else (docs/cuda.md).
+echo "== cuda device"
+build/bin/rp-run --list-devices | grep '^cuda:' | sed 's/^/   /'
+conformance=$(build/runtime/test/rp-runtime-tests \
+  --gtest_filter='*DeviceConformance*/cuda:*DeviceKernelConformance*/cuda' 2>&1)
+echo "   conformance suite on cuda: $(echo "$conformance" |
+  grep -cE '^\[       OK \]') run, $(echo "$conformance" |
+  grep -cE '^\[  SKIPPED \] .*/cuda \(') skipped$(echo "$conformance" |
+  grep -m1 "not run:" | sed "s/.*not run: / (/; s/\$/)/")"
+
 echo "== runtime under ThreadSanitizer"
 if cmake -G Ninja -S runtime -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DRP_RUNTIME_TSAN=ON -DRP_ENABLE_CUDA=OFF >build-tsan.configure.log 2>&1 &&

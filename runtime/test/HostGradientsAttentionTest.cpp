@@ -10,6 +10,12 @@
 
 #include "HostGradientsTestUtil.h"
 
+#include "rp/runtime/kernels/AttentionGrad.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
 using namespace rp::runtime;
 using namespace rp::runtime::host;
 using namespace rp::runtime::testing;
@@ -251,6 +257,34 @@ TEST(HostGradientsAttentionTest, SameBitsForAnyThreadCount) {
         return outs;
       });
     }
+  }
+}
+
+// The GPU's pass 1 (attentionGradQueryRowStreaming) recomputes what the
+// host's keeps in two arrays; it must give the very same bits, masked and
+// fully masked keys included.
+TEST(HostGradientsAttentionTest, StreamingQueryRowMatchesTheStoredOne) {
+  const int64_t t = 37, d = 5, dv = 3;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> q(d), k(t * d), v(t * dv), dout(dv);
+  for (auto *vec : {&q, &k, &v, &dout})
+    for (float &x : *vec)
+      x = dist(rng);
+  for (int maskEvery : {0, 3, 1}) {
+    SCOPED_TRACE("mask every " + std::to_string(maskEvery));
+    auto mask = [&](int64_t j) {
+      return maskEvery && j % maskEvery == 0 ? -INFINITY : 0.0f;
+    };
+    std::vector<float> p(t), dp(t), acc(d), dq1(d), dq2(d);
+    auto a = kernels::attentionGradQueryRow<float>(
+        q.data(), k.data(), v.data(), dout.data(), dq1.data(), t, d, dv, 0.4f,
+        mask, p.data(), dp.data(), acc.data());
+    auto b = kernels::attentionGradQueryRowStreaming<float>(
+        q.data(), k.data(), v.data(), dout.data(), dq2.data(), t, d, dv, 0.4f,
+        mask, acc.data());
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof(a)), 0);
+    EXPECT_EQ(dq1, dq2);
   }
 }
 

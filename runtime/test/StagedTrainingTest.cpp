@@ -17,6 +17,7 @@
 #include <gmock/gmock.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,14 @@ using namespace rp::runtime;
 using namespace rp::runtime::test;
 
 namespace {
+
+/// BackendOptions for `devices` devices sharing `threads` threads.
+inline BackendOptions devicesAndThreads(uint32_t devices, unsigned threads) {
+  BackendOptions options;
+  options.devices = devices;
+  options.threads = threads;
+  return options;
+}
 
 constexpr int64_t R = 3, D = 5, H = 4, C = 6;
 
@@ -194,14 +203,16 @@ struct Outcome {
 
 Outcome trainPlan(const Plan &built, const std::string &name,
                   TrainOptions options, unsigned threads,
-                  const std::function<void(unsigned)> &after = {}) {
+                  const std::function<void(unsigned)> &after = {},
+                  const char *backendName = "host") {
   Outcome run;
   Expected<Plan> plan = writeAndLoad(built, name);
   EXPECT_TRUE(plan) << plan.getStatus().toString();
   if (!plan)
     return run;
   // The devices get the same thread budget as the host.
-  auto backend = createBackend("host", {plan->devices, threads});
+  auto backend =
+      createBackend(backendName, devicesAndThreads(plan->devices, threads));
   EXPECT_TRUE(backend) << backend.getStatus().toString();
   if (!backend)
     return run;
@@ -387,6 +398,63 @@ TEST(StagedTrainingTest,
   fs::remove_all(dir);
   fs::remove_all(kept);
 }
+
+/// The two-device plan trained on each backend against the host backend:
+/// bitwise on the host itself, within f32 rounding on a GPU (whose exp and
+/// GEMM round differently), for losses and final weights.
+class StagedTrainingOnBackend : public ::testing::TestWithParam<const char *> {
+};
+
+TEST_P(StagedTrainingOnBackend, TrainsLikeTheHostBackend) {
+  {
+    auto probe = createBackend(GetParam(), devicesAndThreads(2, 2));
+    if (!probe && probe.getStatus().getCode() == StatusCode::Unavailable)
+      GTEST_SKIP() << "backend '" << GetParam()
+                   << "' not run: " << probe.getStatus().getMessage();
+  }
+  const bool exact = std::string(GetParam()) == "host";
+  for (bool sync : {true, false}) {
+    SCOPED_TRACE(sync ? "sync" : "async");
+    TrainOptions options;
+    options.steps = 4;
+    options.sync = sync;
+    options.seed = 5;
+    options.adamw.lr = 0.05;
+    options.inputs["labels"] = labelsArray(3);
+    Outcome want = trainPlan(stagedPlan(3), "on-host.rpplan", options, 2);
+    Outcome got = trainPlan(stagedPlan(3), "on-backend.rpplan", options, 2, {},
+                            GetParam());
+    ASSERT_EQ(got.losses.size(), want.losses.size());
+    ASSERT_EQ(got.weights.size(), want.weights.size());
+    EXPECT_NE(want.losses.front(), want.losses.back());
+    if (exact) {
+      EXPECT_EQ(got.losses, want.losses);
+      EXPECT_EQ(got.weights, want.weights);
+      continue;
+    }
+    for (size_t k = 0; k < want.losses.size(); ++k)
+      EXPECT_NEAR(got.losses[k], want.losses[k],
+                  1e-5 * std::max(1.0, std::fabs(want.losses[k])))
+          << "step " << k;
+    for (size_t w = 0; w < want.weights.size(); ++w) {
+      ASSERT_EQ(got.weights[w].size(), want.weights[w].size());
+      const float *g = reinterpret_cast<const float *>(got.weights[w].data());
+      const float *r = reinterpret_cast<const float *>(want.weights[w].data());
+      double maxRef = 0, maxDiff = 0;
+      for (size_t i = 0; i < want.weights[w].size() / sizeof(float); ++i) {
+        maxRef = std::max(maxRef, std::fabs(double(r[i])));
+        maxDiff = std::max(maxDiff, std::fabs(double(g[i]) - double(r[i])));
+      }
+      EXPECT_LE(maxDiff, 1e-4 * maxRef) << "weight " << w;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StagedTrainingOnBackend,
+                         ::testing::Values("host", "cuda"),
+                         [](const auto &info) {
+                           return std::string(info.param);
+                         });
 
 TEST(StagedTrainingTest, RefusesALossSumThatIsNotPerMicrobatch) {
   Plan plan = stagedPlan(2);

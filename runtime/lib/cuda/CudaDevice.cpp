@@ -3,15 +3,32 @@
 // Every call sets its GPU current first: the controllers of several GPUs
 // run on their own threads, and the current device is per thread.
 //
+// Memory: every allocation, the executor's buffers and the kernels'
+// scratch, comes from the GPU's stream-ordered pool (cudaMallocAsync) with
+// its release threshold at the maximum, so memory given back stays in the
+// pool and the next allocation of a step is served from it without the
+// driver: after the first step nothing is requested from the system.
+//
+// Errors the kernels find in the data (an index or label out of range) are
+// written to a record in device memory, which the compute queue's
+// synchronize copies back behind the stream's work and turns into a Status
+// naming the program and call. (Device memory, not mapped host memory: a
+// GPU's atomics on host memory are not guaranteed over PCIe.)
+//
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/cuda/CudaDevice.h"
 
+#include "CudaDispatch.h"
 #include "CudaStatus.h"
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
@@ -34,11 +51,44 @@ public:
     return fromCuda(cudaEventSynchronize(event), "cudaEventSynchronize");
   }
   cudaEvent_t get() const { return event; }
+  int getDevice() const { return device; }
 
 private:
   int device;
   cudaEvent_t event;
 };
+
+/// A kernel's report about its data (CudaKernels.h) as a Status.
+Status kernelError(const KernelErrorRecord &r, const Plan *plan) {
+  uint32_t program = uint32_t(uint64_t(r.site) >> 32);
+  uint32_t call = uint32_t(uint64_t(r.site) & 0xFFFFFFFFu);
+  std::string where = "a kernel";
+  if (plan && program < plan->programs.size() &&
+      call < plan->programs[program].calls.size()) {
+    const KernelCallDesc &c = plan->programs[program].calls[call];
+    where = "program '" + plan->programs[program].name + "', call #" +
+            std::to_string(call) + " (" + opKindName(c.op) +
+            (c.loc.empty() ? "" : " at " + c.loc) + ")";
+  }
+  switch (r.code) {
+  case kIndexOutOfRange:
+    return invalidArgument(where + ": index " + std::to_string(r.value) +
+                           " at position " + std::to_string(r.position) +
+                           " is out of range for a dimension of size " +
+                           std::to_string(r.limit));
+  case kLabelOutOfRange:
+    return invalidArgument(where + ": label " + std::to_string(r.value) +
+                           " at position " + std::to_string(r.position) +
+                           " is out of range [0, " + std::to_string(r.limit) +
+                           ") and is not the ignore index");
+  case kDivisionByZero:
+    return invalidArgument(where + ": integer division by zero at element " +
+                           std::to_string(r.position));
+  default:
+    return internalError(where + ": unknown kernel error code " +
+                         std::to_string(r.code));
+  }
+}
 
 class CudaQueue : public Queue {
 public:
@@ -46,55 +96,112 @@ public:
       : device(device), kind(kind), priority(priority), stream(stream) {}
   ~CudaQueue() override {
     cudaSetDevice(device);
+    if (blas)
+      cublasDestroy(blas);
     cudaStreamDestroy(stream);
+  }
+
+  /// Makes this the compute queue: cuBLAS bound to its stream with a fixed
+  /// workspace (reproducible GEMMs), and the device's error record.
+  Status enableKernels(void *workspace, size_t workspaceBytes,
+                       KernelErrorRecord *hostRecord,
+                       KernelErrorRecord *deviceRecord) {
+    if (Status s = fromCublas(cublasCreate(&blas), "cublasCreate"); s.failed())
+      return s;
+    if (Status s = fromCublas(cublasSetStream(blas, stream), "cublasSetStream");
+        s.failed())
+      return s;
+    if (Status s =
+            fromCublas(cublasSetWorkspace(blas, workspace, workspaceBytes),
+                       "cublasSetWorkspace");
+        s.failed())
+      return s;
+    errorsHost = hostRecord;
+    errorsDevice = deviceRecord;
+    context = DispatchContext{device, stream, blas, deviceRecord};
+    return Status::ok();
   }
   uint32_t getDevice() const override { return device; }
   QueueKind getKind() const override { return kind; }
   int getPriority() const override { return priority; }
 
-  Status copy(void *dst, const void *src, size_t bytes,
-              CopyKind how) override {
+  Status copy(void *dst, const void *src, size_t bytes, CopyKind how) override {
     if (bytes == 0)
       return Status::ok();
     cudaSetDevice(device);
-    cudaMemcpyKind k = how == CopyKind::hostToDevice   ? cudaMemcpyHostToDevice
-                       : how == CopyKind::deviceToHost ? cudaMemcpyDeviceToHost
-                                                       : cudaMemcpyDeviceToDevice;
+    cudaMemcpyKind k = how == CopyKind::hostToDevice ? cudaMemcpyHostToDevice
+                       : how == CopyKind::deviceToHost
+                           ? cudaMemcpyDeviceToHost
+                           : cudaMemcpyDeviceToDevice;
     return fromCuda(cudaMemcpyAsync(dst, src, bytes, k, stream),
                     "cudaMemcpyAsync of " + std::to_string(bytes) +
                         " bytes on device " + std::to_string(device));
   }
 
   Status launch(const Plan &plan, uint32_t program,
-                const BufferAddresses &) override {
-    if (kind != QueueKind::compute)
+                const BufferAddresses &buffers) override {
+    if (kind != QueueKind::compute || !blas)
       return invalidArgument("kernels run on the compute queue only");
-    const ProgramDesc &p = plan.programs.at(program);
-    if (p.calls.empty())
-      return Status::ok();
-    return unsupported(
-        "program '" + p.name + "' needs the " + opKindName(p.calls[0].op) +
-        " kernel, which the cuda device does not have yet (compiled, never "
-        "run on a GPU); run it on --backend host");
+    if (program >= plan.programs.size())
+      return invalidArgument("program " + std::to_string(program) +
+                             " is not in the plan");
+    lastPlan = &plan;
+    return runProgram(context, plan, program, buffers);
   }
 
   Status record(Event &event) override {
+    auto *e = dynamic_cast<CudaEvent *>(&event);
+    if (!e)
+      return invalidArgument("cannot record an event of another backend on "
+                             "cuda device " +
+                             std::to_string(device));
+    // CUDA would refuse it too, with an unhelpful invalid-handle error.
+    if (e->getDevice() != device)
+      return invalidArgument(
+          "cannot record an event of device " + std::to_string(e->getDevice()) +
+          " on device " + std::to_string(device) + "'s " + queueName(kind) +
+          " queue: an event is recorded on queues of its own device");
     cudaSetDevice(device);
-    return fromCuda(
-        cudaEventRecord(static_cast<CudaEvent &>(event).get(), stream),
-        "cudaEventRecord on device " + std::to_string(device));
+    return fromCuda(cudaEventRecord(e->get(), stream),
+                    "cudaEventRecord on device " + std::to_string(device));
   }
   Status wait(Event &event) override {
+    auto *e = dynamic_cast<CudaEvent *>(&event);
+    if (!e)
+      return invalidArgument("cannot wait for an event of another backend on "
+                             "cuda device " +
+                             std::to_string(device));
     cudaSetDevice(device);
-    return fromCuda(cudaStreamWaitEvent(
-                        stream, static_cast<CudaEvent &>(event).get(), 0),
+    return fromCuda(cudaStreamWaitEvent(stream, e->get(), 0),
                     "cudaStreamWaitEvent on device " + std::to_string(device));
   }
   Status synchronize() override {
     cudaSetDevice(device);
-    return fromCuda(cudaStreamSynchronize(stream),
-                    "cudaStreamSynchronize on device " +
-                        std::to_string(device));
+    const std::string what =
+        "cudaStreamSynchronize on device " + std::to_string(device);
+    // The record comes back behind the kernels that may have written it.
+    if (errorsHost)
+      if (Status s = fromCuda(cudaMemcpyAsync(errorsHost, errorsDevice,
+                                              sizeof(KernelErrorRecord),
+                                              cudaMemcpyDeviceToHost, stream),
+                              "cudaMemcpyAsync of the kernel error record");
+          s.failed())
+        return s;
+    if (Status s = fromCuda(cudaStreamSynchronize(stream), what); s.failed())
+      return s;
+    if (!errorsHost || errorsHost->code == kNoKernelError)
+      return Status::ok();
+    KernelErrorRecord seen = *errorsHost;
+    // Cleared, so that the next step starts clean.
+    std::memset(errorsHost, 0, sizeof(KernelErrorRecord));
+    if (Status s = fromCuda(
+            cudaMemsetAsync(errorsDevice, 0, sizeof(KernelErrorRecord), stream),
+            "cudaMemsetAsync of the kernel error record");
+        s.failed())
+      return s;
+    if (Status s = fromCuda(cudaStreamSynchronize(stream), what); s.failed())
+      return s;
+    return kernelError(seen, lastPlan);
   }
 
 private:
@@ -102,11 +209,39 @@ private:
   QueueKind kind;
   int priority;
   cudaStream_t stream;
+  cublasHandle_t blas = nullptr;
+  /// The kernel error record (compute queue only): in device memory, and
+  /// its pinned host copy.
+  KernelErrorRecord *errorsHost = nullptr, *errorsDevice = nullptr;
+  DispatchContext context;
+  const Plan *lastPlan = nullptr;
 };
+
+/// cuBLAS's workspace per GPU, allocated once: with a fixed workspace on
+/// one stream its GEMMs give the same bits on every run.
+constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 
 class CudaDevice : public Device {
 public:
   explicit CudaDevice(int index) : index(index) {}
+  ~CudaDevice() override {
+    cudaSetDevice(index);
+    if (allocStream)
+      cudaStreamSynchronize(allocStream);
+    queues = {};
+    if (blasWorkspace)
+      cudaFree(blasWorkspace);
+    if (errorRecord)
+      cudaFreeHost(errorRecord);
+    if (errorRecordDevice)
+      cudaFree(errorRecordDevice);
+    if (allocStream)
+      cudaStreamDestroy(allocStream);
+    // The pool is the GPU's and outlives this device: hand back what it
+    // kept, for whoever opens the GPU next.
+    if (pool)
+      cudaMemPoolTrimTo(pool, 0);
+  }
 
   static Expected<std::unique_ptr<CudaDevice>> open(int index) {
     std::unique_ptr<CudaDevice> d(new CudaDevice(index));
@@ -132,27 +267,105 @@ public:
       d->queues[static_cast<int>(k)] =
           std::make_unique<CudaQueue>(index, k, ours, stream);
     }
+    if (Status s = d->openMemory(); s.failed())
+      return s;
     return d;
+  }
+
+  /// The pool, cuBLAS's workspace and the error record.
+  Status openMemory() {
+    int pools = 0;
+    if (Status s = fromCuda(cudaDeviceGetAttribute(
+                                &pools, cudaDevAttrMemoryPoolsSupported, index),
+                            "cudaDeviceGetAttribute");
+        s.failed())
+      return s;
+    if (!pools)
+      return unavailable("GPU " + std::to_string(index) +
+                         " has no stream-ordered memory pools "
+                         "(cudaMallocAsync), which the cuda device needs; "
+                         "update the driver, or run on --backend host");
+    if (Status s = fromCuda(cudaDeviceGetDefaultMemPool(&pool, index),
+                            "cudaDeviceGetDefaultMemPool");
+        s.failed())
+      return s;
+    // Keep everything given back: a step's frees feed the next step.
+    uint64_t threshold = UINT64_MAX;
+    if (Status s =
+            fromCuda(cudaMemPoolSetAttribute(
+                         pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+                     "cudaMemPoolSetAttribute");
+        s.failed())
+      return s;
+    if (Status s = fromCuda(
+            cudaStreamCreateWithFlags(&allocStream, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags");
+        s.failed())
+      return s;
+    if (Status s = fromCuda(cudaMalloc(&blasWorkspace, kBlasWorkspaceBytes),
+                            "cudaMalloc of cuBLAS's workspace");
+        s.failed())
+      return s;
+    if (Status s = fromCuda(
+            cudaHostAlloc(reinterpret_cast<void **>(&errorRecord),
+                          sizeof(KernelErrorRecord), cudaHostAllocDefault),
+            "cudaHostAlloc of the kernel error record");
+        s.failed())
+      return s;
+    std::memset(errorRecord, 0, sizeof(KernelErrorRecord));
+    if (Status s =
+            fromCuda(cudaMalloc(reinterpret_cast<void **>(&errorRecordDevice),
+                                sizeof(KernelErrorRecord)),
+                     "cudaMalloc of the kernel error record");
+        s.failed())
+      return s;
+    if (Status s = fromCuda(
+            cudaMemset(errorRecordDevice, 0, sizeof(KernelErrorRecord)),
+            "cudaMemset of the kernel error record");
+        s.failed())
+      return s;
+    return queues[static_cast<int>(QueueKind::compute)]->enableKernels(
+        blasWorkspace, kBlasWorkspaceBytes, errorRecord, errorRecordDevice);
   }
 
   uint32_t getIndex() const override { return index; }
   Expected<void *> allocate(size_t bytes) override {
     cudaSetDevice(index);
     void *p = nullptr;
-    // Once per run (the executor keeps its buffers across steps), so the
-    // plain allocator is enough; cudaMalloc aligns to 256 bytes.
-    if (Status s = fromCuda(cudaMalloc(&p, bytes ? bytes : 64),
-                            "cudaMalloc of " + std::to_string(bytes) +
-                                " bytes on device " + std::to_string(index));
+    // From the pool, on the allocation stream, which is then drained: the
+    // memory is ready for every queue when allocate returns (Device.h).
+    std::lock_guard<std::mutex> lock(allocLock);
+    if (Status s =
+            fromCuda(cudaMallocAsync(&p, bytes ? bytes : 64, allocStream),
+                     "cudaMallocAsync of " + std::to_string(bytes) +
+                         " bytes on device " + std::to_string(index));
         s.failed())
       return s;
+    if (Status s = fromCuda(cudaStreamSynchronize(allocStream),
+                            "cudaStreamSynchronize after cudaMallocAsync");
+        s.failed()) {
+      cudaFreeAsync(p, allocStream);
+      return s;
+    }
     return p;
   }
   void deallocate(void *memory) override {
     if (!memory)
       return;
     cudaSetDevice(index);
-    cudaFree(memory);
+    // No queued work uses it (the caller's promise), so it can go back to
+    // the pool at once.
+    std::lock_guard<std::mutex> lock(allocLock);
+    cudaFreeAsync(memory, allocStream);
+  }
+  MemoryUse getMemoryUse() const override {
+    cudaSetDevice(index);
+    // The frees enqueued so far count once they have run.
+    cudaStreamSynchronize(allocStream);
+    uint64_t used = 0, reserved = 0;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used);
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    return {size_t(used), size_t(reserved)};
   }
   bool isHostAccessible() const override { return false; }
   Queue &getQueue(QueueKind kind) override {
@@ -172,6 +385,13 @@ public:
 private:
   int index;
   std::array<std::unique_ptr<CudaQueue>, 4> queues;
+  cudaMemPool_t pool = nullptr;
+  /// Where allocate and deallocate order their pool operations.
+  cudaStream_t allocStream = nullptr;
+  std::mutex allocLock;
+  void *blasWorkspace = nullptr;
+  KernelErrorRecord *errorRecord = nullptr;       ///< Pinned host copy.
+  KernelErrorRecord *errorRecordDevice = nullptr; ///< What kernels write.
 };
 
 class CudaBackend : public Backend {
@@ -192,10 +412,9 @@ public:
   Expected<void *> allocateHost(size_t bytes) override {
     void *p = nullptr;
     // Pinned, so that copies are asynchronous and run at full link speed.
-    if (Status s = fromCuda(cudaHostAlloc(&p, bytes ? bytes : 64,
-                                          cudaHostAllocPortable),
-                            "cudaHostAlloc of " + std::to_string(bytes) +
-                                " bytes");
+    if (Status s = fromCuda(
+            cudaHostAlloc(&p, bytes ? bytes : 64, cudaHostAllocPortable),
+            "cudaHostAlloc of " + std::to_string(bytes) + " bytes");
         s.failed())
       return s;
     return p;

@@ -1,7 +1,8 @@
 //===- CudaStatus.h - CUDA errors as runtime Status values ------*- C++ -*-===//
 //
-// The one place cudaError_t becomes a Status: the call that failed, CUDA's
-// name and text for the error, and the code a user acts on.
+// The one place cudaError_t and cublasStatus_t become a Status: the call
+// that failed, CUDA's name and text for the error, and the code a user acts
+// on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,7 @@
 
 #include "rp/runtime/Status.h"
 
+#include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
 #include <string>
@@ -29,6 +31,25 @@ inline Status fromCuda(cudaError_t error, const std::string &what) {
   case cudaErrorNoDevice:
   case cudaErrorInsufficientDriver:
   case cudaErrorInvalidDevice:
+    return unavailable(text);
+  default:
+    return internalError(text);
+  }
+}
+
+inline Status fromCublas(cublasStatus_t status, const std::string &what) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return Status::ok();
+  std::string text = what + ": " + cublasGetStatusName(status) + " (" +
+                     cublasGetStatusString(status) + ")";
+  switch (status) {
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    return resourceExhausted(text + "; the GPU has no memory left for "
+                                    "cuBLAS: recompile the plan with a "
+                                    "smaller budget (rp-compile --budget-gib)");
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+  case CUBLAS_STATUS_ARCH_MISMATCH:
+  case CUBLAS_STATUS_NOT_SUPPORTED:
     return unavailable(text);
   default:
     return internalError(text);

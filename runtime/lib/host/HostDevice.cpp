@@ -17,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 using namespace rp::runtime;
 using namespace rp::runtime::host;
@@ -120,9 +121,29 @@ public:
       return Status(p.getStatus().getCode(), "device " + std::to_string(index) +
                                                  ": " +
                                                  p.getStatus().getMessage());
+    std::lock_guard<std::mutex> lock(sizesLock);
+    sizes[*p] = bytes;
+    inUse += bytes;
     return p;
   }
-  void deallocate(void *memory) override { std::free(memory); }
+  void deallocate(void *memory) override {
+    if (!memory)
+      return;
+    {
+      std::lock_guard<std::mutex> lock(sizesLock);
+      auto it = sizes.find(memory);
+      if (it != sizes.end()) {
+        inUse -= it->second;
+        sizes.erase(it);
+      }
+    }
+    std::free(memory);
+  }
+  /// Every allocation goes back to the C library at once: nothing is kept.
+  MemoryUse getMemoryUse() const override {
+    std::lock_guard<std::mutex> lock(sizesLock);
+    return {inUse, inUse};
+  }
   bool isHostAccessible() const override { return true; }
   Queue &getQueue(QueueKind kind) override {
     return *queues[static_cast<int>(kind)];
@@ -145,6 +166,10 @@ private:
   std::unique_ptr<HostQueue> queues[kNumQueueKinds];
   std::once_flag poolStarted;
   std::unique_ptr<ThreadPool> pool;
+  /// The size of every live allocation, for getMemoryUse.
+  mutable std::mutex sizesLock;
+  std::unordered_map<void *, size_t> sizes;
+  size_t inUse = 0;
 };
 
 } // namespace rp::runtime::host

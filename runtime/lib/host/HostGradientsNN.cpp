@@ -105,11 +105,10 @@ void runNormGrad(ThreadPool &pool, bool centered, const T *x, const T *scale,
       const T *xRow = x + r * n, *dyRow = dy + r * n;
       const NormStats<C> st = stats[r];
       for (int64_t c = c0; c < c1; ++c) {
-        C g = load(dyRow[c]);
         if (sp)
-          sp[c] += g * ((load(xRow[c]) - st.mean) * st.rstd);
+          sp[c] += normScaleGradTerm(xRow[c], dyRow[c], st);
         if (bp)
-          bp[c] += g;
+          bp[c] += load(dyRow[c]);
       }
     }
   });

@@ -1,4 +1,4 @@
-//===- HostMatmul.cpp - batched matmul on OpenBLAS ------------------------===//
+//===- HostMatmul.cpp - batched matmul on OpenBLAS or the plain GEMM ------===//
 //
 // The output [batch..., M, N] is cut into tiles of kRowBlock x kColBlock per
 // batch entry, and each tile is one single-threaded GEMM call on a pool
@@ -11,22 +11,31 @@
 // (accumulating in f32, as rp.matmul specifies) and each tile is rounded
 // into the output.
 //
+// Without OpenBLAS (RP_USE_OPENBLAS=OFF: the ThreadSanitizer build, GPU
+// machines without it) each tile is the plain GEMM below: every output
+// element sums its K products in order, which rounds differently from
+// OpenBLAS's kernels but is as deterministic.
+//
 //===----------------------------------------------------------------------===//
 
 #include "HostCommon.h"
 
 #include "rp/runtime/host/Kernels.h"
 
+#ifdef RP_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
 
 #include <climits>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
 
+#ifdef RP_HAVE_OPENBLAS
 // Declared again because cblas.h may be the reference (netlib) header, which
 // lacks OpenBLAS's extensions; the library linked is OpenBLAS either way.
 extern "C" void openblas_set_num_threads(int numThreads);
+#endif
 
 namespace rp::runtime::host {
 
@@ -38,6 +47,7 @@ namespace {
 constexpr int64_t kRowBlock = 128;
 constexpr int64_t kColBlock = 256;
 
+#ifdef RP_HAVE_OPENBLAS
 void useSingleThreadedBlas() {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });
@@ -56,6 +66,33 @@ void gemm(bool ta, bool tb, int m, int n, int k, const double *a, int lda,
               tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, 0.0,
               c, ldc);
 }
+#else
+void useSingleThreadedBlas() {}
+
+/// Row-major C = op(A) op(B) as cblas_?gemm with alpha 1, beta 0. The i-p-j
+/// order streams rows of B and C (vectorizable) while each C element still
+/// adds its products in p order.
+template <typename C>
+void gemm(bool ta, bool tb, int m, int n, int k, const C *a, int lda,
+          const C *b, int ldb, C *c, int ldc) {
+  for (int i = 0; i < m; ++i) {
+    C *row = c + int64_t(i) * ldc;
+    for (int j = 0; j < n; ++j)
+      row[j] = C(0);
+    for (int p = 0; p < k; ++p) {
+      const C av = ta ? a[int64_t(p) * lda + i] : a[int64_t(i) * lda + p];
+      if (tb) {
+        for (int j = 0; j < n; ++j)
+          row[j] += av * b[int64_t(j) * ldb + p];
+      } else {
+        const C *bRow = b + int64_t(p) * ldb;
+        for (int j = 0; j < n; ++j)
+          row[j] += av * bRow[j];
+      }
+    }
+  }
+}
+#endif
 
 /// The problem after shape checks: `batch` independent [m, k] x [k, n]
 /// products reading operand matrices at the given element offsets.

@@ -100,6 +100,15 @@ public:
   virtual void beginJob(uint32_t job) { (void)job; }
 };
 
+/// What a device's allocator holds, in bytes.
+struct MemoryUse {
+  /// Handed out by Device::allocate and not yet deallocated.
+  size_t inUse = 0;
+  /// Held from the system (the driver, on cuda): in use, or kept by the
+  /// allocator for reuse. What the device's memory really carries.
+  size_t reserved = 0;
+};
+
 /// One device: its memory, its four queues, its events.
 class Device {
 public:
@@ -111,6 +120,10 @@ public:
   /// Returns memory from allocate(); null is ignored. The caller makes sure
   /// no queued work still uses it.
   virtual void deallocate(void *memory) = 0;
+  /// The allocator's bookkeeping, so that tests and tools can see that
+  /// freed memory is reused rather than requested again. Zeros where a
+  /// backend does not track it.
+  virtual MemoryUse getMemoryUse() const { return {}; }
   /// Whether the host may read and write this device's memory directly
   /// (the host device: yes; cuda: no, go through a copy).
   virtual bool isHostAccessible() const = 0;

@@ -3,11 +3,14 @@
 // Device.h on CUDA: per GPU four streams created with the plan queues'
 // priorities (activation uploads above weight uploads), a cudaEvent per plan
 // event (waited on from any GPU with cudaStreamWaitEvent), pinned host
-// memory from cudaHostAlloc, device memory allocated once per run. This
-// header includes no CUDA header: lib/cuda/ is the only folder that does.
+// memory from cudaHostAlloc, device memory and kernel scratch from the GPU's
+// stream-ordered pool, and a kernel for every op of the plan format on the
+// compute stream (cuBLAS for matmul, our kernels for the rest, their math
+// the host kernels' shared RP_HD code). This header includes no CUDA
+// header: lib/cuda/ is the only folder that does.
 //
-// Kernels are not written yet: Queue::launch reports which kernel a program
-// needs, so a plan fails with a clear message instead of running wrongly.
+// Compiled and linked in CI, never run there: no GPU is attached to the
+// development machines (docs/cuda.md lists what has run on a GPU).
 //
 //===----------------------------------------------------------------------===//
 

@@ -88,6 +88,67 @@ attentionGradQueryRow(const T *q, const T *k, const T *v, const T *dout, T *dq,
   return {m, sum, delta};
 }
 
+/// Pass 1 without the two arrays of the key count: the same values in the
+/// same order as attentionGradQueryRow, each score recomputed from q and k
+/// whenever it is needed (four sweeps over the keys instead of one), so the
+/// memory per row is the `acc` of d values alone. What a GPU thread runs,
+/// where one row's scratch of the key count times every resident row would
+/// be quadratic in the sequence length.
+template <typename T, typename Acc = Compute<T>, typename MaskFn>
+RP_HD inline AttentionRowStats<Acc> attentionGradQueryRowStreaming(
+    const T *q, const T *k, const T *v, const T *dout, T *dq, int64_t numKeys,
+    int64_t d, int64_t dv, Acc scale, const MaskFn &maskBias, Acc *acc) {
+  const Acc kNegInf = -kInfinity<Acc>();
+  auto score = [&](int64_t j) {
+    Acc bias = maskBias(j);
+    return bias == kNegInf ? kNegInf
+                           : dotProduct<Acc>(q, k + j * d, d) * scale + bias;
+  };
+  Acc m = kNegInf;
+  bool sawNan = false;
+  for (int64_t j = 0; j < numKeys; ++j) {
+    Acc s = score(j);
+    sawNan = sawNan || kIsNan(s);
+    if (s > m)
+      m = s;
+  }
+  if (sawNan) {
+    Acc nan = kInfinity<Acc>() - kInfinity<Acc>();
+    for (int64_t c = 0; c < d; ++c)
+      dq[c] = store<T>(nan);
+    return {nan, nan, nan};
+  }
+  if (m == kNegInf) {
+    for (int64_t c = 0; c < d; ++c)
+      dq[c] = store<T>(Acc(0));
+    return {m, Acc(0), Acc(0)};
+  }
+  Acc sum =
+      orderedSum<Acc>(numKeys, [&](int64_t j) { return kExp(score(j) - m); });
+  auto prob = [&](int64_t j) { return kExp(score(j) - m) / sum; };
+  auto dprob = [&](int64_t j, Acc p) {
+    return p == Acc(0) ? Acc(0) : dotProduct<Acc>(dout, v + j * dv, dv);
+  };
+  Acc delta = orderedSum<Acc>(numKeys, [&](int64_t j) {
+    Acc p = prob(j);
+    return p * dprob(j, p);
+  });
+  for (int64_t c = 0; c < d; ++c)
+    acc[c] = Acc(0);
+  for (int64_t j = 0; j < numKeys; ++j) {
+    Acc p = prob(j);
+    if (p == Acc(0))
+      continue;
+    Acc ds = p * (dprob(j, p) - delta);
+    const T *kRow = k + j * d;
+    for (int64_t c = 0; c < d; ++c)
+      acc[c] += ds * load(kRow[c]);
+  }
+  for (int64_t c = 0; c < d; ++c)
+    dq[c] = store<T>(acc[c] * scale);
+  return {m, sum, delta};
+}
+
 /// Pass 2: adds one query row's contribution to `count` consecutive keys.
 /// `k` and `v` point at the first of them; `maskBias(jj)` is the bias of
 /// key jj of the block; `dkAcc` [count, d] and `dvAcc` [count, dv] are the

@@ -67,6 +67,13 @@ RP_HD inline void normGradRow(const T *x, const T *scale, const T *dy, T *dx,
     dx[i] = store<T>(stats.rstd * ((g(i) - meanG) - xhat(i) * meanGX));
 }
 
+/// One element's term of the scale gradient, dy * xhat, which the scale
+/// gradient sums over the rows (and the bias gradient sums dy alone).
+template <typename T, typename Acc>
+RP_HD inline Acc normScaleGradTerm(T x, T dy, NormStats<Acc> stats) {
+  return load(dy) * ((load(x) - stats.mean) * stats.rstd);
+}
+
 } // namespace rp::runtime::kernels
 
 #endif // RP_RUNTIME_KERNELS_NORMSGRAD_H

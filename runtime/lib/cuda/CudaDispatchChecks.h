@@ -1,0 +1,64 @@
+//===- CudaDispatchChecks.h - argument checks of the cuda dispatch -*- C++ -*-//
+//
+// Private to lib/cuda: the shape and dtype checks of CudaDispatch.cpp that
+// the host kernels keep inside their own files, and the index maps the
+// kernels take. Messages are the host kernels' own, so that a call fails
+// the same way on either device.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_LIB_CUDA_CUDADISPATCHCHECKS_H
+#define RP_LIB_CUDA_CUDADISPATCHCHECKS_H
+
+#include "CudaKernels.h"
+
+#include "HostAttentionCommon.h"
+#include "HostCommon.h"
+
+namespace rp::runtime::cuda::detail {
+
+using host::detail::AttentionGradRefs;
+using host::detail::StridedPlan;
+
+ElementMap toMap(const StridedPlan &plan);
+
+/// The plan of a broadcasting op (HostElementwise.cpp's planBroadcastOp).
+Status broadcastMap(const char *op,
+                    const std::vector<const TensorRef *> &operands,
+                    const TensorRef &out, ElementMap &map);
+
+/// `t` has `like`'s dtype and shape.
+Status checkLike(const char *op, const char *role, const TensorRef &t,
+                 const TensorRef &like);
+
+/// Kept and reduced dimensions of `x` for reduce and its gradient; the
+/// shape of the result (keepDims or not) in `expected`.
+Status reduceMap(const char *op, const TensorRef &x,
+                 const std::vector<int64_t> &dims, bool keepDims,
+                 ReduceMap &map, Shape &expected);
+
+/// Rows of a softmax over `dim`: outer x n x inner.
+Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
+                   int64_t &outer, int64_t &n, int64_t &inner);
+
+/// Logits [..., C] and integer labels [...] (HostLoss.cpp's checks, but
+/// the labels' values, which the kernels check on the GPU).
+Status checkLogits(const char *op, const TensorRef &logits,
+                   const TensorRef &labels, int64_t &rows, int64_t &classes);
+
+/// gather's and gather_grad's shapes: [outer, axisSize, inner] gathered
+/// at the indices.
+Status gatherShape(const char *op, const TensorRef &x, const TensorRef &indices,
+                   int64_t axis, const TensorRef &gathered, const char *role,
+                   int64_t &outer, int64_t &inner);
+
+/// attention's and attention_grad's checks (HostAttentionCommon.h) and the
+/// kernels' view of the shapes; heads wider than kMaxHeadDim are refused.
+Status attentionShape(const TensorRef &q, const TensorRef &k,
+                      const TensorRef &v, const std::optional<TensorRef> &mask,
+                      bool causal, double scale, const TensorRef &y,
+                      const AttentionGradRefs *grads, AttentionShape &shape);
+
+} // namespace rp::runtime::cuda::detail
+
+#endif // RP_LIB_CUDA_CUDADISPATCHCHECKS_H

@@ -1,0 +1,182 @@
+//===- CudaMatmul.cpp - batched matmul through cuBLAS ---------------------===//
+//
+// rp.matmul as the host kernel defines it (host/HostMatmul.cpp): operands
+// [batch..., M, K] x [batch..., K, N] with numpy-broadcast batch
+// dimensions and transpose flags on the last two, f32/f16/bf16 storage
+// multiplied with f32 accumulation (CUBLAS_COMPUTE_32F, which does not
+// allow TF32) and f64 in f64.
+//
+// cuBLAS is column-major; a row-major C = op(A) op(B) is the column-major
+// C^T = op(B)^T op(A)^T, so B goes first and the leading dimensions are the
+// row-major ones. Batches whose operands advance by a constant stride (a
+// full batch, or one matrix shared by every batch entry) are one
+// cublasGemmStridedBatchedEx; other broadcasts are one call per entry.
+//
+// cuBLAS gives the same bits run after run on one GPU model when a handle
+// is used from one stream with a fixed workspace (CudaDevice.cpp sets both),
+// which is what DESIGN.md's determinism needs on one box.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaDispatch.h"
+#include "CudaStatus.h"
+
+#include "HostCommon.h"
+
+#include <cublas_v2.h>
+
+#include <climits>
+
+using namespace rp::runtime;
+using namespace rp::runtime::cuda;
+using namespace rp::runtime::host::detail;
+
+namespace {
+
+struct MatmulPlan {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  std::vector<int64_t> aOffset, bOffset; ///< In elements, per batch entry.
+};
+
+Status planMatmul(const TensorRef &a, const TensorRef &b, bool ta, bool tb,
+                  const TensorRef &out, MatmulPlan &p) {
+  const char *op = "matmul";
+  if (Status s = checkTensor(a, "lhs", op); s.failed())
+    return s;
+  if (Status s = checkTensorOf(b, a.dtype, "rhs", op); s.failed())
+    return s;
+  if (Status s = checkTensorOf(out, a.dtype, "output", op); s.failed())
+    return s;
+  if (!isFloat(a.dtype))
+    return unsupportedDType(op, a.dtype);
+  const size_t ar = a.shape.size(), br = b.shape.size();
+  if (ar < 2 || br < 2)
+    return invalidArgument(std::string(op) + ": operands " + describe(a) +
+                           " and " + describe(b) + " must have rank >= 2");
+  p.ta = ta;
+  p.tb = tb;
+  p.m = a.shape[ta ? ar - 1 : ar - 2];
+  p.k = a.shape[ta ? ar - 2 : ar - 1];
+  int64_t kb = b.shape[tb ? br - 1 : br - 2];
+  p.n = b.shape[tb ? br - 2 : br - 1];
+  Shape aBatch(a.shape.begin(), a.shape.end() - 2);
+  Shape bBatch(b.shape.begin(), b.shape.end() - 2);
+  Shape batchShape;
+  if (kb != p.k || !broadcastShapes({&aBatch, &bBatch}, batchShape))
+    return invalidArgument(std::string(op) + ": " + describe(a) +
+                           (ta ? " (transposed)" : "") + " and " + describe(b) +
+                           (tb ? " (transposed)" : "") + " do not multiply");
+  Shape expected = batchShape;
+  expected.push_back(p.m);
+  expected.push_back(p.n);
+  if (expected != out.shape)
+    return invalidArgument(std::string(op) + ": output " + describe(out) +
+                           " should have shape " + describeShape(expected));
+  if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX)
+    return invalidArgument(std::string(op) + ": matrix dimensions of " +
+                           describe(a) + " x " + describe(b) +
+                           " exceed what cuBLAS can index");
+  const int rank = static_cast<int>(batchShape.size());
+  std::vector<int64_t> aStrides(rank), bStrides(rank);
+  kernels::broadcastStrides(aBatch.data(), static_cast<int>(aBatch.size()),
+                            batchShape.data(), rank, aStrides.data());
+  kernels::broadcastStrides(bBatch.data(), static_cast<int>(bBatch.size()),
+                            batchShape.data(), rank, bStrides.data());
+  p.batch = numElements(batchShape);
+  bool bShared = true;
+  for (int64_t s : bStrides)
+    bShared = bShared && s == 0;
+  // x[B, S, K] times a shared W is one [B*S, K] x [K, N] product.
+  if (bShared && !ta && numElements(aBatch) == p.batch && p.batch > 1 &&
+      p.m * p.batch <= INT_MAX) {
+    p.m *= p.batch;
+    p.batch = 1;
+  }
+  const int64_t aMatrix = p.m * p.k, bMatrix = p.k * p.n;
+  for (int64_t i = 0; i < p.batch; ++i) {
+    p.aOffset.push_back(
+        rank ? kernels::offsetAt(i, batchShape.data(), aStrides.data(), rank) *
+                   aMatrix
+             : 0);
+    p.bOffset.push_back(
+        rank ? kernels::offsetAt(i, batchShape.data(), bStrides.data(), rank) *
+                   bMatrix
+             : 0);
+  }
+  return {};
+}
+
+/// The constant step of `offsets` (entry i at i * step), if there is one.
+bool constantStride(const std::vector<int64_t> &offsets, int64_t &step) {
+  step = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+  for (size_t i = 0; i < offsets.size(); ++i)
+    if (offsets[i] != int64_t(i) * step)
+      return false;
+  return true;
+}
+
+} // namespace
+
+Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
+                                 const TensorRef &b, bool transposeA,
+                                 bool transposeB, const TensorRef &out) {
+  MatmulPlan p;
+  if (Status s = planMatmul(a, b, transposeA, transposeB, out, p); s.failed())
+    return s;
+  if (out.size() == 0)
+    return {};
+  if (p.k == 0) // An empty sum: +0.0 in every float type.
+    return fromCuda(cudaMemsetAsync(out.data, 0, out.bytes(), ctx.stream),
+                    "cudaMemsetAsync (matmul over an empty dimension)");
+
+  cudaDataType_t type = CUDA_R_32F;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (a.dtype) {
+  case DType::f16:
+    type = CUDA_R_16F;
+    break;
+  case DType::bf16:
+    type = CUDA_R_16BF;
+    break;
+  case DType::f64:
+    type = CUDA_R_64F;
+    compute = CUBLAS_COMPUTE_64F;
+    break;
+  default:
+    break;
+  }
+  const float oneF = 1.0f, zeroF = 0.0f;
+  const double oneD = 1.0, zeroD = 0.0;
+  const void *alpha =
+      a.dtype == DType::f64 ? static_cast<const void *>(&oneD) : &oneF;
+  const void *beta =
+      a.dtype == DType::f64 ? static_cast<const void *>(&zeroD) : &zeroF;
+  const size_t es = dtypeSize(a.dtype);
+  const int m = int(p.m), n = int(p.n), k = int(p.k);
+  const int lda = int(p.ta ? p.m : p.k), ldb = int(p.tb ? p.k : p.n);
+  const cublasOperation_t opA = p.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opB = p.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int64_t cMatrix = p.m * p.n;
+  auto gemm = [&](int64_t aOff, int64_t bOff, int64_t cOff, int64_t strideA,
+                  int64_t strideB, int64_t count) {
+    return fromCublas(
+        cublasGemmStridedBatchedEx(
+            ctx.blas, opB, opA, n, m, k, alpha,
+            static_cast<const char *>(b.data) + bOff * es, type, ldb, strideB,
+            static_cast<const char *>(a.data) + aOff * es, type, lda, strideA,
+            beta, static_cast<char *>(out.data) + cOff * es, type, n, cMatrix,
+            int(count), compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx (" + describe(a) + " x " + describe(b) +
+            ")");
+  };
+  int64_t strideA = 0, strideB = 0;
+  if (p.batch <= INT_MAX && constantStride(p.aOffset, strideA) &&
+      constantStride(p.bOffset, strideB))
+    return gemm(0, 0, 0, strideA, strideB, p.batch);
+  for (int64_t i = 0; i < p.batch; ++i)
+    if (Status s = gemm(p.aOffset[i], p.bOffset[i], i * cMatrix, 0, 0, 1);
+        s.failed())
+      return s;
+  return {};
+}

@@ -1,0 +1,486 @@
+//===- CudaNN.cu - reductions, softmax, norms and the loss on the GPU -----===//
+//
+// Row kernels: one thread computes one output element (reduce and its
+// extremum gradient) or one whole row (softmax, the norms, cross-entropy)
+// with the row functions of kernels/Softmax.h, SoftmaxGrad.h, Norms.h and
+// NormsGrad.h, in the order the host kernels use (host/HostNN.cpp,
+// HostGradientsNN.cpp, HostLoss.cpp). Sums across rows (the norms' scale
+// and bias gradients, the loss) use the host's fixed blocks: partials per
+// block in row order, then the partials in block order. Nothing is
+// combined with a float atomic, so every run gives the same bits.
+//
+// One thread per row is the simple, exact form; a warp per row would be
+// faster on long rows but would sum in another order than the host.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaCommon.cuh"
+
+#include "rp/runtime/kernels/Elementwise.h"
+#include "rp/runtime/kernels/ElementwiseGrad.h"
+#include "rp/runtime/kernels/Norms.h"
+#include "rp/runtime/kernels/NormsGrad.h"
+#include "rp/runtime/kernels/Softmax.h"
+#include "rp/runtime/kernels/SoftmaxGrad.h"
+
+namespace rp::runtime::cuda {
+
+using namespace kernels;
+
+namespace {
+
+/// host/HostGradientsNN.cpp's kParamRowBlock: rows summed into one partial
+/// of the scale and bias gradients. Part of the numerics.
+constexpr int64_t kParamRowBlock = 128;
+/// host/HostLoss.cpp's kLossRowGrain: rows per partial of the loss sum.
+constexpr int64_t kLossRowGrain = 64;
+
+/// Steps `offset` to the next reduced index in row-major order.
+__device__ inline void nextReduced(const ReduceMap &map, int64_t *index,
+                                   int64_t &offset) {
+  for (int k = map.numReduced; k-- > 0;) {
+    offset += map.reducedStride[k];
+    if (++index[k] < map.reducedSize[k])
+      return;
+    offset -= index[k] * map.reducedStride[k];
+    index[k] = 0;
+  }
+}
+
+/// Folds the reduced elements of each output from the first, in row-major
+/// order of the reduced indices (host/HostNN.cpp's order).
+template <typename T, typename Combine>
+__global__ void reduceKernel(ReduceMap map, bool mean, const T *x, T *out,
+                             int64_t numOut, Combine combine) {
+  using C = Compute<T>;
+  RP_GRID_LOOP(o, numOut) {
+    if (map.reducedCount == 0) {
+      C value = C(0);
+      if constexpr (std::is_floating_point_v<C>)
+        if (mean)
+          value = value / value; // 0 / 0: NaN, as the host's mean of nothing.
+      out[o] = store<T>(value);
+      continue;
+    }
+    int64_t index[kMaxRank] = {};
+    const int64_t base = keptOffset(map, o);
+    int64_t offset = 0;
+    C acc = load(x[base]);
+    for (int64_t r = 1; r < map.reducedCount; ++r) {
+      nextReduced(map, index, offset);
+      acc = combine(acc, load(x[base + offset]));
+    }
+    if constexpr (std::is_floating_point_v<C>)
+      if (mean)
+        acc /= static_cast<C>(map.reducedCount);
+    out[o] = store<T>(acc);
+  }
+}
+
+template <typename T>
+__global__ void extremumGradKernel(ReduceMap map, bool isMax, const T *x,
+                                   const T *dy, T *dx, int64_t numOut) {
+  using C = Compute<T>;
+  RP_GRID_LOOP(o, numOut) {
+    int64_t index[kMaxRank] = {};
+    const int64_t base = keptOffset(map, o);
+    int64_t offset = 0, best = base;
+    C acc = load(x[base]);
+    for (int64_t r = 0; r < map.reducedCount; ++r) {
+      int64_t at = base + offset;
+      dx[at] = store<T>(C(0));
+      C value = load(x[at]);
+      if (!extremumPicksLhs(isMax, acc, value)) {
+        acc = value;
+        best = at;
+      }
+      nextReduced(map, index, offset);
+    }
+    dx[best] = dy[o];
+  }
+}
+
+template <typename T>
+__global__ void softmaxKernel(bool log, const T *x, T *y, int64_t rows,
+                              int64_t n, int64_t inner) {
+  RP_GRID_LOOP(row, rows) {
+    int64_t base = (row / inner) * n * inner + row % inner;
+    if (log)
+      logSoftmaxRow(x + base, y + base, n, inner);
+    else
+      softmaxRow(x + base, y + base, n, inner);
+  }
+}
+
+template <typename T>
+__global__ void softmaxGradKernel(bool log, const T *y, const T *dy, T *dx,
+                                  int64_t rows, int64_t n, int64_t inner) {
+  RP_GRID_LOOP(row, rows) {
+    int64_t base = (row / inner) * n * inner + row % inner;
+    if (log)
+      logSoftmaxGradRow(y + base, dy + base, dx + base, n, inner);
+    else
+      softmaxGradRow(y + base, dy + base, dx + base, n, inner);
+  }
+}
+
+template <typename T>
+__global__ void normKernel(bool centered, const T *x, const T *scale,
+                           const T *bias, T *y, int64_t rows, int64_t n,
+                           Compute<T> epsilon) {
+  RP_GRID_LOOP(row, rows) {
+    if (centered)
+      layerNormRow(x + row * n, scale, bias, y + row * n, n, epsilon);
+    else
+      rmsNormRow(x + row * n, scale, y + row * n, n, epsilon);
+  }
+}
+
+template <typename T>
+__global__ void normGradRowsKernel(bool centered, const T *x, const T *scale,
+                                   const T *dy, T *dx, int64_t rows, int64_t n,
+                                   Compute<T> epsilon,
+                                   NormStats<Compute<T>> *stats) {
+  RP_GRID_LOOP(row, rows) {
+    const T *xRow = x + row * n;
+    NormStats<Compute<T>> st = centered ? layerNormStats(xRow, n, epsilon)
+                                        : rmsNormStats(xRow, n, epsilon);
+    normGradRow(xRow, scale, dy + row * n, dx + row * n, n, st, centered);
+    if (stats)
+      stats[row] = st;
+  }
+}
+
+/// Partial sums of one block of kParamRowBlock rows for one column.
+template <typename T>
+__global__ void
+normGradPartialsKernel(const T *x, const T *dy,
+                       const NormStats<Compute<T>> *stats, int64_t rows,
+                       int64_t n, Compute<T> *scalePartials,
+                       Compute<T> *biasPartials, int64_t items) {
+  using C = Compute<T>;
+  RP_GRID_LOOP(item, items) {
+    int64_t rb = item / n, c = item % n;
+    int64_t r0 = rb * kParamRowBlock;
+    int64_t r1 = r0 + kParamRowBlock < rows ? r0 + kParamRowBlock : rows;
+    C s = C(0), b = C(0);
+    for (int64_t r = r0; r < r1; ++r) {
+      if (scalePartials)
+        s += normScaleGradTerm(x[r * n + c], dy[r * n + c], stats[r]);
+      if (biasPartials)
+        b += load(dy[r * n + c]);
+    }
+    if (scalePartials)
+      scalePartials[item] = s;
+    if (biasPartials)
+      biasPartials[item] = b;
+  }
+}
+
+template <typename T>
+__global__ void normGradParamsKernel(const Compute<T> *scalePartials,
+                                     const Compute<T> *biasPartials,
+                                     int64_t rowBlocks, int64_t n, T *dscale,
+                                     T *dbias) {
+  using C = Compute<T>;
+  RP_GRID_LOOP(c, n) {
+    C s = C(0), b = C(0);
+    for (int64_t rb = 0; rb < rowBlocks; ++rb) {
+      if (dscale)
+        s += scalePartials[rb * n + c];
+      if (dbias)
+        b += biasPartials[rb * n + c];
+    }
+    if (dscale)
+      dscale[c] = store<T>(s);
+    if (dbias)
+      dbias[c] = store<T>(b);
+  }
+}
+
+template <typename I>
+__device__ inline bool readLabel(const LaunchContext &ctx, const I *labels,
+                                 int64_t row, int64_t ignoreIndex,
+                                 int64_t classes, int64_t &label) {
+  label = static_cast<int64_t>(labels[row]);
+  if (label == ignoreIndex)
+    return false;
+  if (label < 0 || label >= classes) {
+    reportError(ctx, kLabelOutOfRange, row, label, classes);
+    return false;
+  }
+  return true;
+}
+
+struct LossPartial {
+  double sum;
+  int64_t count;
+};
+
+template <typename T, typename I>
+__global__ void
+crossEntropyChunksKernel(LaunchContext ctx, const T *x, const I *labels,
+                         int64_t ignoreIndex, int64_t rows, int64_t classes,
+                         LossPartial *partials, int64_t chunks) {
+  RP_GRID_LOOP(chunk, chunks) {
+    LossPartial p{0.0, 0};
+    int64_t end = (chunk + 1) * kLossRowGrain;
+    for (int64_t row = chunk * kLossRowGrain; row < end && row < rows; ++row) {
+      int64_t label;
+      if (!readLabel(ctx, labels, row, ignoreIndex, classes, label))
+        continue;
+      p.sum += static_cast<double>(
+          crossEntropyRow(x + row * classes, classes, label));
+      ++p.count;
+    }
+    partials[chunk] = p;
+  }
+}
+
+/// One thread: the partials in chunk order (the host's deterministicReduce).
+template <typename S>
+__global__ void crossEntropyTotalKernel(const LossPartial *partials,
+                                        int64_t chunks, S *lossSum,
+                                        int64_t *count) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  LossPartial total{0.0, 0};
+  for (int64_t c = 0; c < chunks; ++c) {
+    total.sum = total.sum + partials[c].sum;
+    total.count = total.count + partials[c].count;
+  }
+  *lossSum = static_cast<S>(total.sum);
+  *count = total.count;
+}
+
+__device__ inline double readScalar(DType type, const void *p) {
+  switch (type) {
+  case DType::f64:
+    return *static_cast<const double *>(p);
+  case DType::bf16:
+    return static_cast<float>(*static_cast<const bf16 *>(p));
+  case DType::f16:
+    return static_cast<float>(*static_cast<const f16 *>(p));
+  default:
+    return *static_cast<const float *>(p);
+  }
+}
+
+template <typename T, typename I>
+__global__ void
+crossEntropyGradKernel(LaunchContext ctx, const T *x, const I *labels,
+                       int64_t ignoreIndex, int64_t rows, int64_t classes,
+                       DType scaleType, const void *scale, T *dx) {
+  using C = Compute<T>;
+  RP_GRID_LOOP(row, rows) {
+    int64_t label;
+    T *dxRow = dx + row * classes;
+    if (!readLabel(ctx, labels, row, ignoreIndex, classes, label)) {
+      for (int64_t i = 0; i < classes; ++i)
+        dxRow[i] = store<T>(C(0));
+      continue;
+    }
+    crossEntropyGradRow(x + row * classes, dxRow, classes, label,
+                        static_cast<C>(readScalar(scaleType, scale)));
+  }
+}
+
+} // namespace
+
+cudaError_t launchReduce(const LaunchContext &ctx, DType dtype, int kind,
+                         const ReduceMap &map, const void *x, void *out,
+                         int64_t numOut) {
+  if (numOut == 0)
+    return cudaSuccess;
+  visitDType(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, Bool8>) {
+      const T *in = static_cast<const T *>(x);
+      T *y = static_cast<T *>(out);
+      // ReduceKind: sum, mean, max, min.
+      unsigned blocks = blocksFor(numOut);
+      if (kind == 0 || kind == 1)
+        reduceKernel<<<blocks, kThreadsPerBlock, 0, ctx.stream>>>(
+            map, kind == 1, in, y, numOut, AddOp{});
+      else if (kind == 2)
+        reduceKernel<<<blocks, kThreadsPerBlock, 0, ctx.stream>>>(
+            map, false, in, y, numOut, MaxOp{});
+      else
+        reduceKernel<<<blocks, kThreadsPerBlock, 0, ctx.stream>>>(
+            map, false, in, y, numOut, MinOp{});
+    }
+  });
+  return lastLaunchError();
+}
+
+cudaError_t launchExtremumGrad(const LaunchContext &ctx, DType dtype,
+                               bool isMax, const ReduceMap &map, const void *x,
+                               const void *dy, void *dx, int64_t numOut) {
+  if (numOut == 0 || map.reducedCount == 0)
+    return cudaSuccess;
+  visitFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    extremumGradKernel<<<blocksFor(numOut), kThreadsPerBlock, 0, ctx.stream>>>(
+        map, isMax, static_cast<const T *>(x), static_cast<const T *>(dy),
+        static_cast<T *>(dx), numOut);
+  });
+  return lastLaunchError();
+}
+
+cudaError_t launchSoftmax(const LaunchContext &ctx, DType dtype, bool log,
+                          const void *x, void *out, int64_t outer, int64_t n,
+                          int64_t inner) {
+  const int64_t rows = outer * inner;
+  if (rows == 0 || n == 0)
+    return cudaSuccess;
+  visitFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softmaxKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
+        log, static_cast<const T *>(x), static_cast<T *>(out), rows, n, inner);
+  });
+  return lastLaunchError();
+}
+
+cudaError_t launchSoftmaxGrad(const LaunchContext &ctx, DType dtype, bool log,
+                              const void *y, const void *dy, void *dx,
+                              int64_t outer, int64_t n, int64_t inner) {
+  const int64_t rows = outer * inner;
+  if (rows == 0 || n == 0)
+    return cudaSuccess;
+  visitFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softmaxGradKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
+        log, static_cast<const T *>(y), static_cast<const T *>(dy),
+        static_cast<T *>(dx), rows, n, inner);
+  });
+  return lastLaunchError();
+}
+
+cudaError_t launchNorm(const LaunchContext &ctx, DType dtype, bool centered,
+                       const void *x, const void *scale, const void *bias,
+                       void *out, int64_t rows, int64_t n, double epsilon) {
+  if (rows == 0 || n == 0)
+    return cudaSuccess;
+  visitFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    normKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
+        centered, static_cast<const T *>(x), static_cast<const T *>(scale),
+        static_cast<const T *>(bias), static_cast<T *>(out), rows, n,
+        static_cast<Compute<T>>(epsilon));
+  });
+  return lastLaunchError();
+}
+
+size_t normGradScratchBytes(DType dtype, int64_t rows, int64_t n) {
+  size_t c = dtype == DType::f64 ? 8 : 4;
+  int64_t rowBlocks = (rows + kParamRowBlock - 1) / kParamRowBlock;
+  // Stats (mean, rstd) per row, then two partial arrays.
+  return size_t(rows) * 2 * c + size_t(rowBlocks) * size_t(n) * 2 * c + 64;
+}
+
+cudaError_t launchNormGrad(const LaunchContext &ctx, DType dtype, bool centered,
+                           const void *x, const void *scale, const void *dy,
+                           void *dx, void *dscale, void *dbias, int64_t rows,
+                           int64_t n, double epsilon, void *scratch) {
+  if (rows == 0 || n == 0)
+    return cudaSuccess;
+  const bool params = dscale || dbias;
+  const int64_t rowBlocks = (rows + kParamRowBlock - 1) / kParamRowBlock;
+  cudaError_t error = cudaSuccess;
+  visitFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    auto *stats = params ? static_cast<NormStats<C> *>(scratch) : nullptr;
+    normGradRowsKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
+        centered, static_cast<const T *>(x), static_cast<const T *>(scale),
+        static_cast<const T *>(dy), static_cast<T *>(dx), rows, n,
+        static_cast<C>(epsilon), stats);
+    if (!params || (error = lastLaunchError()) != cudaSuccess)
+      return;
+    C *scalePartials = reinterpret_cast<C *>(stats + rows);
+    C *biasPartials = scalePartials + rowBlocks * n;
+    const int64_t items = rowBlocks * n;
+    normGradPartialsKernel<<<blocksFor(items), kThreadsPerBlock, 0,
+                             ctx.stream>>>(
+        static_cast<const T *>(x), static_cast<const T *>(dy), stats, rows, n,
+        dscale ? scalePartials : nullptr, dbias ? biasPartials : nullptr,
+        items);
+    if ((error = lastLaunchError()) != cudaSuccess)
+      return;
+    normGradParamsKernel<<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
+        scalePartials, biasPartials, rowBlocks, n, static_cast<T *>(dscale),
+        static_cast<T *>(dbias));
+  });
+  return error != cudaSuccess ? error : lastLaunchError();
+}
+
+size_t crossEntropyScratchBytes(int64_t rows) {
+  return sizeof(LossPartial) *
+         size_t((rows + kLossRowGrain - 1) / kLossRowGrain + 1);
+}
+
+cudaError_t launchCrossEntropy(const LaunchContext &ctx, DType dtype,
+                               const void *logits, const void *labels,
+                               bool labels64, int64_t ignoreIndex, int64_t rows,
+                               int64_t classes, void *lossSum, void *count,
+                               void *scratch) {
+  const int64_t chunks = (rows + kLossRowGrain - 1) / kLossRowGrain;
+  auto *partials = static_cast<LossPartial *>(scratch);
+  cudaError_t error = cudaSuccess;
+  visitFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (chunks > 0) {
+      if (labels64)
+        crossEntropyChunksKernel<<<blocksFor(chunks), kThreadsPerBlock, 0,
+                                   ctx.stream>>>(
+            ctx, static_cast<const T *>(logits),
+            static_cast<const int64_t *>(labels), ignoreIndex, rows, classes,
+            partials, chunks);
+      else
+        crossEntropyChunksKernel<<<blocksFor(chunks), kThreadsPerBlock, 0,
+                                   ctx.stream>>>(
+            ctx, static_cast<const T *>(logits),
+            static_cast<const int32_t *>(labels), ignoreIndex, rows, classes,
+            partials, chunks);
+      if ((error = lastLaunchError()) != cudaSuccess)
+        return;
+    }
+    if constexpr (std::is_same_v<T, double>)
+      crossEntropyTotalKernel<<<1, 1, 0, ctx.stream>>>(
+          partials, chunks, static_cast<double *>(lossSum),
+          static_cast<int64_t *>(count));
+    else
+      crossEntropyTotalKernel<<<1, 1, 0, ctx.stream>>>(
+          partials, chunks, static_cast<float *>(lossSum),
+          static_cast<int64_t *>(count));
+  });
+  return error != cudaSuccess ? error : lastLaunchError();
+}
+
+cudaError_t launchCrossEntropyGrad(const LaunchContext &ctx, DType dtype,
+                                   const void *logits, const void *labels,
+                                   bool labels64, int64_t ignoreIndex,
+                                   int64_t rows, int64_t classes,
+                                   DType scaleType, const void *scale,
+                                   void *dlogits) {
+  if (rows == 0)
+    return cudaSuccess;
+  visitFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (labels64)
+      crossEntropyGradKernel<<<blocksFor(rows), kThreadsPerBlock, 0,
+                               ctx.stream>>>(
+          ctx, static_cast<const T *>(logits),
+          static_cast<const int64_t *>(labels), ignoreIndex, rows, classes,
+          scaleType, scale, static_cast<T *>(dlogits));
+    else
+      crossEntropyGradKernel<<<blocksFor(rows), kThreadsPerBlock, 0,
+                               ctx.stream>>>(
+          ctx, static_cast<const T *>(logits),
+          static_cast<const int32_t *>(labels), ignoreIndex, rows, classes,
+          scaleType, scale, static_cast<T *>(dlogits));
+  });
+  return lastLaunchError();
+}
+
+} // namespace rp::runtime::cuda

@@ -266,7 +266,8 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       // backward of an op as its forward's kind, but attention's as the
       // attention_grad kernel it is.
       StringRef name = inner.getName().stripDialect();
-      StringRef backwardName = isa<AttentionOp>(inner) ? "attention_grad" : name;
+      StringRef backwardName =
+          isa<AttentionOp>(inner) ? "attention_grad" : name;
       for (const Kernel &k : kernels.forward) {
         cost.forwardFlops += k.flops;
         cost.forwardTraffic += k.traffic;

@@ -266,8 +266,8 @@ int main(int argc, char **argv) {
     if (!plan->staged)
       return fail(invalidArgument(
           "the sim backend times staged plans (training plans from "
-          "rp-compile); '" + planPath + "' runs its jobs in order on one "
-          "device"));
+          "rp-compile); '" +
+          planPath + "' runs its jobs in order on one device"));
     if (hardware.empty())
       hardware = plan->hardware;
     if (hardware.empty())
@@ -327,13 +327,15 @@ int main(int argc, char **argv) {
     for (const BufferDesc &b : plan->buffers)
       if (b.onHost() || backend == "host")
         bytes += double(b.bytes());
-    double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    double ram =
+        double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
     if (ram > 0 && bytes > ram)
       return fail(resourceExhausted(
           "'" + planPath + "' needs " +
           std::to_string(int64_t(bytes / double(1ull << 30))) +
-          " GiB of host memory on the " + backend + " backend, but this "
-          "machine has " + std::to_string(int64_t(ram / double(1ull << 30))) +
+          " GiB of host memory on the " + backend +
+          " backend, but this machine has " +
+          std::to_string(int64_t(ram / double(1ull << 30))) +
           " GiB; time it with --backend sim (it allocates nothing), or "
           "compile a smaller shape"));
   }

@@ -316,6 +316,17 @@ int main(int argc, char **argv) {
                  report->jobsMs, report->optimizerMs,
                  syncMode ? ", after the step" : ", beside the next step",
                  report->tokensPerSecond, report->bubblePct);
+    // Per device, shares of the steady step's period.
+    for (size_t d = 0; d < report->devices.size(); ++d) {
+      const sim::DeviceTime &t = report->devices[d];
+      double p = report->stepMs > 0 ? 100 / report->stepMs : 0;
+      std::fprintf(stderr,
+                   "rp-run: device %zu: compute %.1f%% busy; idle: fill "
+                   "%.1f%%, switch %.1f%%, drain %.1f%%, intra %.1f%% "
+                   "(copies in flight %.1f%%)\n",
+                   d, t.busyMs * p, t.fillMs * p, t.switchMs * p,
+                   t.drainMs * p, t.intraMs * p, t.exposedCommMs * p);
+    }
     return 0;
   }
   // A plan of a large shape (python -m rp.shapes qwen3-32b) loads nowhere

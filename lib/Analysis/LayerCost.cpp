@@ -7,7 +7,6 @@
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -40,45 +39,59 @@ struct OpKernels {
   std::vector<Kernel> backward;
 };
 
-/// FLOPs per result element of the ops that are not matmuls.
-int64_t flopsPerElement(Operation *op) {
-  return llvm::TypeSwitch<Operation *, int64_t>(op)
-      .Case<LayerNormOp, RmsNormOp, GeluOp>([](auto) { return 8; })
-      .Case<SoftmaxOp, LogSoftmaxOp, CrossEntropyOp>([](auto) { return 5; })
-      .Case<SiluOp, SigmoidOp, TanhOp, ErfOp, ExpOp, LogOp, PowOp>(
-          [](auto) { return 4; })
-      .Case<CastOp, TransposeOp, SliceOp, ConcatOp, BroadcastOp, GatherOp>(
-          [](auto) { return 0; })
-      .Default([](Operation *) { return 1; });
-}
-
-/// Query-key pairs an attention computes: all of them, or the lower
-/// triangle (aligned to the end of the keys) when causal.
-int64_t attentionPairs(int64_t sq, int64_t sk, bool causal) {
-  if (!causal)
-    return sq * sk;
-  int64_t pairs = 0;
-  for (int64_t i = 0; i < sq; ++i)
-    pairs += std::min(sk, std::max<int64_t>(0, i + 1 + sk - sq));
-  return pairs;
+/// The work of `op`'s forward kernel: the plan kernel call it lowers to,
+/// by the formula the plan exporter and the sim device use
+/// (runtime/include/rp/timing/KernelCost.h).
+Kernel forwardKernel(Operation *op) {
+  auto operand = [](Type t) {
+    ::rp::timing::Operand o;
+    auto tensor = cast<RankedTensorType>(t);
+    o.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+    o.elementBytes = (tensor.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+    return o;
+  };
+  std::vector<::rp::timing::Operand> in, out;
+  bool known = true;
+  for (Value v : op->getOperands())
+    if (auto t = dyn_cast<RankedTensorType>(v.getType());
+        t && t.hasStaticShape())
+      in.push_back(operand(t));
+    else
+      known = false;
+  for (Value v : op->getResults())
+    if (auto t = dyn_cast<RankedTensorType>(v.getType());
+        t && t.hasStaticShape())
+      out.push_back(operand(t));
+    else
+      known = false;
+  int index = ::rp::timing::kernelOpIndex(op->getName().stripDialect().str());
+  if (!known || index < 0) {
+    // No plan kernel of that kind: one FLOP per result element.
+    int64_t io = 0;
+    for (Value v : op->getOperands())
+      io += bytesOf(v.getType());
+    for (Value v : op->getResults())
+      io += bytesOf(v.getType());
+    return {op->getNumResults() ? numel(op->getResult(0)) : 0, io};
+  }
+  std::vector<int64_t> ints;
+  if (auto mm = dyn_cast<MatmulOp>(op))
+    ints = {mm.getTransposeA(), mm.getTransposeB()};
+  else if (auto attn = dyn_cast<AttentionOp>(op))
+    ints = {attn.getCausal()};
+  ::rp::timing::KernelWork w =
+      ::rp::timing::kernelWork(uint16_t(index), in, out, ints);
+  return {int64_t(w.flops), int64_t(w.bytes)};
 }
 
 OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
   OpKernels k;
-  int64_t io = 0;
-  for (Value v : op->getOperands())
-    io += bytesOf(v.getType());
-  for (Value v : op->getResults())
-    io += bytesOf(v.getType());
-  bool anyGrad = llvm::any_of(op->getOperands(), needsGrad);
-
   if (isa<ReshapeOp>(op))
     return k; // a view: no kernel
+  bool anyGrad = llvm::any_of(op->getOperands(), needsGrad);
+  Kernel kernel = forwardKernel(op);
+  k.forward.push_back(kernel);
   if (auto mm = dyn_cast<MatmulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-    int64_t kDim = lhs.getDimSize(lhs.getRank() - (mm.getTransposeA() ? 2 : 1));
-    Kernel kernel{2 * numel(mm.getResult()) * kDim, io};
-    k.forward.push_back(kernel);
     // Each operand that needs a gradient costs one more matmul of the same
     // size: dA = dC·Bᵀ, dB = Aᵀ·dC.
     for (Value operand : {mm.getLhs(), mm.getRhs()})
@@ -86,38 +99,17 @@ OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
         k.backward.push_back(kernel);
     return k;
   }
-  if (auto attn = dyn_cast<AttentionOp>(op)) {
-    auto q = cast<RankedTensorType>(attn.getQuery().getType());
-    auto key = cast<RankedTensorType>(attn.getKey().getType());
-    auto v = cast<RankedTensorType>(attn.getValue().getType());
-    int64_t r = q.getRank();
-    int64_t sq = q.getDimSize(r - 2), d = q.getDimSize(r - 1);
-    int64_t sk = key.getDimSize(r - 2), dv = v.getDimSize(r - 1);
-    int64_t batch = q.getNumElements() / (sq * d);
-    int64_t pairs = attentionPairs(sq, sk, attn.getCausal());
-    // Scores Q·Kᵀ and the weighted sum P·V, never materializing P.
-    Kernel kernel{2 * batch * pairs * (d + dv), io};
-    k.forward.push_back(kernel);
+  if (!anyGrad)
+    return k;
+  if (isa<AttentionOp>(op)) {
     // Backward recomputes P and forms dV, dP, dQ, dK: five products to the
     // forward's two.
-    if (anyGrad)
-      k.backward.push_back({kernel.flops * 5 / 2, 2 * io});
+    k.backward.push_back({kernel.flops * 5 / 2, 2 * kernel.traffic});
     return k;
   }
-  int64_t elements = 0;
-  if (auto reduce = dyn_cast<ReduceOp>(op))
-    elements = numel(reduce->getOperand(0));
-  else if (op->getNumResults())
-    elements = numel(op->getResult(0));
-  Kernel kernel{elements * flopsPerElement(op), io};
-  if (auto gather = dyn_cast<GatherOp>(op))
-    kernel.traffic = bytesOf(op->getOperand(1).getType()) +
-                     2 * bytesOf(gather.getResult().getType());
-  k.forward.push_back(kernel);
   // The gradient reads the result's gradient and the saved inputs and
   // writes the inputs' gradients: about twice the work and traffic.
-  if (anyGrad)
-    k.backward.push_back({2 * kernel.flops, 2 * kernel.traffic});
+  k.backward.push_back({2 * kernel.flops, 2 * kernel.traffic});
   return k;
 }
 
@@ -274,7 +266,8 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       // backward of an op as its forward's kind, but attention's as the
       // attention_grad kernel it is.
       StringRef name = inner.getName().stripDialect();
-      StringRef backwardName = isa<AttentionOp>(inner) ? "attention_grad" : name;
+      StringRef backwardName =
+          isa<AttentionOp>(inner) ? "attention_grad" : name;
       for (const Kernel &k : kernels.forward) {
         cost.forwardFlops += k.flops;
         cost.forwardTraffic += k.traffic;

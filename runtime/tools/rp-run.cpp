@@ -295,8 +295,8 @@ int main(int argc, char **argv) {
     if (!plan->staged)
       return fail(invalidArgument(
           "the sim backend times staged plans (training plans from "
-          "rp-compile); '" + planPath + "' runs its jobs in order on one "
-          "device"));
+          "rp-compile); '" +
+          planPath + "' runs its jobs in order on one device"));
     if (hardware.empty())
       hardware = plan->hardware;
     if (hardware.empty())
@@ -345,6 +345,17 @@ int main(int argc, char **argv) {
                  report->jobsMs, report->optimizerMs,
                  syncMode ? ", after the step" : ", beside the next step",
                  report->tokensPerSecond, report->bubblePct);
+    // Per device, shares of the steady step's period.
+    for (size_t d = 0; d < report->devices.size(); ++d) {
+      const sim::DeviceTime &t = report->devices[d];
+      double p = report->stepMs > 0 ? 100 / report->stepMs : 0;
+      std::fprintf(stderr,
+                   "rp-run: device %zu: compute %.1f%% busy; idle: fill "
+                   "%.1f%%, switch %.1f%%, drain %.1f%%, intra %.1f%% "
+                   "(copies in flight %.1f%%)\n",
+                   d, t.busyMs * p, t.fillMs * p, t.switchMs * p,
+                   t.drainMs * p, t.intraMs * p, t.exposedCommMs * p);
+    }
     return 0;
   }
   // A plan of a large shape (python -m rp.shapes qwen3-32b) loads nowhere
@@ -356,13 +367,15 @@ int main(int argc, char **argv) {
     for (const BufferDesc &b : plan->buffers)
       if (b.onHost() || backend == "host")
         bytes += double(b.bytes());
-    double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    double ram =
+        double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
     if (ram > 0 && bytes > ram)
       return fail(resourceExhausted(
           "'" + planPath + "' needs " +
           std::to_string(int64_t(bytes / double(1ull << 30))) +
-          " GiB of host memory on the " + backend + " backend, but this "
-          "machine has " + std::to_string(int64_t(ram / double(1ull << 30))) +
+          " GiB of host memory on the " + backend +
+          " backend, but this machine has " +
+          std::to_string(int64_t(ram / double(1ull << 30))) +
           " GiB; time it with --backend sim (it allocates nothing), or "
           "compile a smaller shape"));
   }

@@ -152,8 +152,8 @@ std::optional<PredictedStep> mlir::rp::predictedStep(ArrayRef<uint8_t> bytes) {
   PredictedStep step;
   double busy = 0;
   for (const pf::Job *job : *plan->jobs()) {
-    step.jobsMs = std::max(step.jobsMs,
-                           job->predicted_start_ms() + job->predicted_ms());
+    step.jobsMs =
+        std::max(step.jobsMs, job->predicted_start_ms() + job->predicted_ms());
     if (job->queue() == pf::Queue::compute)
       busy += job->predicted_ms();
   }

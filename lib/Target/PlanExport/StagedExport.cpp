@@ -26,6 +26,9 @@
 
 #include "StagedExporter.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
 using namespace mlir;
 using namespace mlir::rp;
 
@@ -381,16 +384,23 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
         pf::CreateBinding(w.fbb, w.fbb.CreateString(n), w.bufferOf(v)));
   }
   w.overrides.clear();
+  // A profile file is recorded by its absolute path, so that rp-run finds
+  // it from any folder.
+  SmallString<256> hw(schedule.getHw());
+  if (hw.str().contains('/') || hw.str().ends_with(".json")) {
+    (void)llvm::sys::fs::make_absolute(hw);
+    llvm::sys::path::remove_dots(hw, /*remove_dot_dot=*/true);
+  }
   w.finish(bytes, devices, events, /*staged=*/true, prologueIndex,
-           epilogueIndex, schedule.getKind(), schedule.getHw());
+           epilogueIndex, schedule.getKind(), hw.str());
   // The jobs' predicted times: the plan's own calls and copies, timed as
   // the sim device times them.
   std::string error;
-  std::optional<::rp::timing::HardwareModel> hw =
-      ::rp::timing::loadHardwareModel(schedule.getHw().str(), error);
-  if (!hw)
+  std::optional<::rp::timing::HardwareModel> model =
+      ::rp::timing::loadHardwareModel(hw.str().str(), error);
+  if (!model)
     return schedule.emitOpError() << error;
-  if (!predictJobTimes(bytes, *hw, error))
+  if (!predictJobTimes(bytes, *model, error))
     return schedule.emitOpError() << error;
   return success();
 }

@@ -27,8 +27,7 @@ namespace mlir::rp {
 /// them), laid out by the timing core. False, with `error`, when the jobs
 /// cannot all run (a wait no job records, a cycle).
 bool predictJobTimes(std::vector<uint8_t> &bytes,
-                     const ::rp::timing::HardwareModel &hw,
-                     std::string &error);
+                     const ::rp::timing::HardwareModel &hw, std::string &error);
 
 class StagedExporter {
 public:

@@ -102,7 +102,7 @@ TEST(DeviceMemory, PackedStepComputesLikeABufferApiece) {
   for (bool share : {true, false}) {
     ForwardOptions options;
     options.shareDeviceMemory = share;
-    auto backend = createBackend("host", {1, 1});
+    auto backend = createBackend("host", backendOptions(1, 1));
     ASSERT_TRUE(backend);
     auto fwd = HostForward::create(*plan, **backend, options);
     ASSERT_TRUE(fwd) << fwd.getStatus().toString();

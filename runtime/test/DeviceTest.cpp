@@ -26,7 +26,7 @@ TEST(DeviceRegistry, HasTheHostBackend) {
   std::vector<std::string> names = availableBackends();
   ASSERT_FALSE(names.empty());
   EXPECT_EQ(names[0], "host");
-  auto host = createBackend("host", {3, 6});
+  auto host = createBackend("host", backendOptions(3, 6));
   ASSERT_TRUE(host) << host.getStatus().toString();
   EXPECT_EQ((*host)->getNumDevices(), 3u);
   EXPECT_THAT((*host)->describe(), HasSubstr("2 compute thread(s)"));
@@ -39,18 +39,18 @@ TEST(DeviceRegistry, SaysWhyABackendIsMissing) {
       built |= n == name;
     if (built)
       continue;
-    auto backend = createBackend(name, {1, 1});
+    auto backend = createBackend(name, backendOptions(1, 1));
     ASSERT_FALSE(backend) << name;
     EXPECT_EQ(backend.getStatus().getCode(), StatusCode::Unavailable);
     EXPECT_THAT(backend.getStatus().getMessage(), HasSubstr(name));
     EXPECT_THAT(backend.getStatus().getMessage(), HasSubstr("--backend host"));
   }
-  auto unknown = createBackend("tpu", {1, 1});
+  auto unknown = createBackend("tpu", backendOptions(1, 1));
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.getStatus().getCode(), StatusCode::InvalidArgument);
   EXPECT_THAT(unknown.getStatus().getMessage(),
               HasSubstr("unknown backend 'tpu'; this runtime has: host"));
-  auto none = createBackend("host", {0, 1});
+  auto none = createBackend("host", backendOptions(0, 1));
   ASSERT_FALSE(none);
   EXPECT_THAT(none.getStatus().getMessage(), HasSubstr("at least one device"));
 }
@@ -118,7 +118,7 @@ TEST(DeviceExecutor, BuffersComeFromTheirDevicesOncePerRunOneArenaEach) {
   TwoStagePlan t = makeTwoStagePlan(3, 2, 4);
   Expected<Plan> plan = writeAndLoad(t.b.plan, "counted.rpplan");
   ASSERT_TRUE(plan) << plan.getStatus().toString();
-  auto host = createBackend("host", {plan->devices, 2});
+  auto host = createBackend("host", backendOptions(plan->devices, 2));
   ASSERT_TRUE(host) << host.getStatus().toString();
   CountingBackend backend(std::move(*host));
   // One allocation per host buffer; one arena per device.
@@ -150,13 +150,13 @@ TEST(DeviceExecutor, RefusesABackendOfAnotherDeviceCount) {
   TwoStagePlan t = makeTwoStagePlan(2, 2, 4);
   Expected<Plan> plan = writeAndLoad(t.b.plan, "count.rpplan");
   ASSERT_TRUE(plan) << plan.getStatus().toString();
-  auto one = createBackend("host", {1, 1});
+  auto one = createBackend("host", backendOptions(1, 1));
   ASSERT_TRUE(one);
   auto fwd = HostForward::create(*plan, **one);
   ASSERT_FALSE(fwd);
   EXPECT_THAT(fwd.getStatus().getMessage(),
               HasSubstr("lives on device 1, but the host backend has 1"));
-  auto three = createBackend("host", {3, 1});
+  auto three = createBackend("host", backendOptions(3, 1));
   ASSERT_TRUE(three);
   auto fwd3 = HostForward::create(*plan, **three);
   ASSERT_TRUE(fwd3) << fwd3.getStatus().toString();

@@ -11,6 +11,7 @@
 #ifndef RP_RUNTIME_TEST_PLANTESTUTIL_H
 #define RP_RUNTIME_TEST_PLANTESTUTIL_H
 
+#include "rp/runtime/Device.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/PlanFormat.h"
 #include "rp/runtime/plan_generated.h"
@@ -117,6 +118,14 @@ inline KernelCallDesc call(OpKind op, std::vector<uint32_t> inputs,
 }
 
 /// Appends buffers, programs, events and jobs to `plan`, returning indices.
+/// BackendOptions for `devices` devices sharing `threads` threads.
+inline BackendOptions backendOptions(uint32_t devices, unsigned threads) {
+  BackendOptions o;
+  o.devices = devices;
+  o.threads = threads;
+  return o;
+}
+
 struct PlanBuilder {
   Plan plan;
 

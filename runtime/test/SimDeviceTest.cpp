@@ -192,9 +192,11 @@ TEST(Simulate, IsDeterministicAndLaysTheStepsOut) {
     for (size_t j = 0; j < plan.jobs.size(); ++j)
       for (uint32_t e : plan.jobs[j].waits)
         for (size_t k = 0; k < plan.jobs.size(); ++k)
-          for (uint32_t rec : plan.jobs[k].records)
-            if (rec == e)
+          for (uint32_t rec : plan.jobs[k].records) {
+            if (rec == e) {
               EXPECT_GE(r->jobStartMs[j], r->jobEndMs[k]) << j << " " << k;
+            }
+          }
     // Each device's period is its busy time and its four kinds of idle.
     for (const DeviceTime &d : r->devices)
       EXPECT_NEAR(d.busyMs + d.fillMs + d.switchMs + d.drainMs + d.intraMs,

@@ -49,7 +49,7 @@ TracedRun runTraced(const TwoStagePlan &t, unsigned steps, unsigned threads,
   if (!plan)
     return r;
   r.plan = std::make_unique<Plan>(std::move(*plan));
-  auto backend = createBackend("host", {r.plan->devices, threads});
+  auto backend = createBackend("host", backendOptions(r.plan->devices, threads));
   EXPECT_TRUE(backend) << backend.getStatus().toString();
   if (!backend)
     return r;
@@ -217,7 +217,7 @@ TEST(TraceTest, FailedStepIsKeptButNotSummed) {
       b.program("bad", {call(OpKind::unary_grad, {x0, x0}, {h0}, {99})});
   Expected<Plan> plan = writeAndLoad(b.plan, "trace-fail.rpplan");
   ASSERT_TRUE(plan) << plan.getStatus().toString();
-  auto backend = createBackend("host", {plan->devices, 2});
+  auto backend = createBackend("host", backendOptions(plan->devices, 2));
   ASSERT_TRUE(backend) << backend.getStatus().toString();
   auto fwd = HostForward::create(*plan, **backend);
   ASSERT_TRUE(fwd);

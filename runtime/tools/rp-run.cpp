@@ -235,15 +235,27 @@ int main(int argc, char **argv) {
   }
 
   if (listDevices) {
-    for (const char *name : {"host", "cuda", "sim"}) {
-      BackendOptions one;
-      one.threads = threads;
-      Expected<std::unique_ptr<Backend>> b = createBackend(name, one);
-      std::cout << name << ": "
-                << (b ? (*b)->describe() + " (opens as many as a plan asks)"
-                      : "not available: " + b.getStatus().getMessage())
-                << "\n";
+    // DESIGN.md's lines: host: N threads, cuda: N devices or cuda: 0
+    // devices (<reason>), sim: available.
+    std::cout << "host: " << threads << " threads\n";
+    Expected<uint32_t> gpus = countCudaDevices();
+    if (gpus) {
+      BackendOptions all;
+      all.devices = *gpus;
+      Expected<std::unique_ptr<Backend>> b = createBackend("cuda", all);
+      std::cout << "cuda: " << *gpus << " devices ("
+                << (b ? (*b)->describe() : b.getStatus().getMessage())
+                << ")\n";
+    } else {
+      std::cout << "cuda: 0 devices (" << gpus.getStatus().getMessage()
+                << ")\n";
     }
+    Expected<std::unique_ptr<Backend>> sim = createBackend("sim", {});
+    std::cout << "sim: "
+              << (sim ? "available (virtual devices timed on a hardware "
+                        "profile; the plan's, or --hw)"
+                      : "0 devices (" + sim.getStatus().getMessage() + ")")
+              << "\n";
     return 0;
   }
   if (planPath.empty())

@@ -429,8 +429,7 @@ public:
 
 } // namespace
 
-Expected<std::unique_ptr<Backend>>
-rp::runtime::cuda::createBackend(const BackendOptions &options) {
+Expected<uint32_t> rp::runtime::cuda::countDevices() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0)
@@ -438,7 +437,16 @@ rp::runtime::cuda::createBackend(const BackendOptions &options) {
         std::string("no CUDA device can be opened (") +
         (err != cudaSuccess ? cudaGetErrorString(err) : "no GPU found") +
         "); run on the host backend with --backend host");
-  if (uint32_t(count) < options.devices)
+  return uint32_t(count);
+}
+
+Expected<std::unique_ptr<Backend>>
+rp::runtime::cuda::createBackend(const BackendOptions &options) {
+  Expected<uint32_t> found = countDevices();
+  if (!found)
+    return found.getStatus();
+  uint32_t count = *found;
+  if (count < options.devices)
     return unavailable("the plan runs on " + std::to_string(options.devices) +
                        " devices but this machine has " +
                        std::to_string(count) +

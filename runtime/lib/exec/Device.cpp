@@ -78,3 +78,11 @@ rp::runtime::createBackend(const std::string &name,
   return invalidArgument("unknown backend '" + name +
                          "'; this runtime has: " + list);
 }
+
+Expected<uint32_t> rp::runtime::countCudaDevices() {
+#ifdef RP_HAVE_CUDA
+  return cuda::countDevices();
+#else
+  return createBackend("cuda", BackendOptions()).getStatus();
+#endif
+}

@@ -163,6 +163,10 @@ public:
 /// The backends built into this runtime, in the order rp-run lists them.
 std::vector<std::string> availableBackends();
 
+/// How many GPUs the cuda backend can open on this machine; Unavailable
+/// saying why when none (no driver, no GPU, not built in).
+Expected<uint32_t> countCudaDevices();
+
 /// Opens backend `name` with `options`. An unknown name is InvalidArgument
 /// listing the available ones; a known one not built in, or without a
 /// device to run on, is Unavailable saying why and what to do.

@@ -25,6 +25,9 @@ namespace rp::runtime::cuda {
 /// GPU, too few) when they cannot be had.
 Expected<std::unique_ptr<Backend>> createBackend(const BackendOptions &options);
 
+/// How many GPUs createBackend can open; Unavailable saying why when none.
+Expected<uint32_t> countDevices();
+
 } // namespace rp::runtime::cuda
 
 #endif // RP_RUNTIME_CUDA_CUDADEVICE_H

@@ -558,6 +558,12 @@ int main(int argc, char **argv) {
     return fail(s);
   ThreadPool pool(threads);
   std::unique_ptr<PipelineExecutor> pipeline;
+  if (!plan->staged && backend != "host")
+    std::fprintf(stderr,
+                 "rp-run: warning: '%s' is a forward-only plan, whose jobs "
+                 "run in order on the host kernels; --backend %s runs "
+                 "staged (training) plans only\n",
+                 planPath.c_str(), backend.c_str());
   if (plan->staged) {
     PipelineOptions po;
     po.progressWindow = std::chrono::milliseconds(train.watchdogMs);

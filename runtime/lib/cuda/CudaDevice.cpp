@@ -27,8 +27,10 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unordered_set>
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
@@ -412,6 +414,27 @@ public:
   Expected<void *> allocateHost(size_t bytes) override {
     void *p = nullptr;
     // Pinned, so that copies are asynchronous and run at full link speed.
+    // A large buffer (a weight set) is ordinary memory registered with the
+    // driver instead: cudaHostAlloc rounds and reserves generously, and
+    // pinned allocations of that size fail on boxes whose host memory is
+    // mostly weights (reference/roundpipe.md §2.9, pin_model="register").
+    if (bytes >= kRegisterBytes) {
+      size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+      p = std::aligned_alloc(kPage, rounded);
+      if (!p)
+        return resourceExhausted("cannot allocate " + std::to_string(bytes) +
+                                 " bytes of host memory");
+      if (Status s = fromCuda(
+              cudaHostRegister(p, rounded, cudaHostRegisterPortable),
+              "cudaHostRegister of " + std::to_string(bytes) + " bytes");
+          s.failed()) {
+        std::free(p);
+        return s;
+      }
+      std::lock_guard<std::mutex> lock(registeredMutex);
+      registered.insert(p);
+      return p;
+    }
     if (Status s = fromCuda(
             cudaHostAlloc(&p, bytes ? bytes : 64, cudaHostAllocPortable),
             "cudaHostAlloc of " + std::to_string(bytes) + " bytes");
@@ -420,11 +443,25 @@ public:
     return p;
   }
   void deallocateHost(void *memory) override {
-    if (memory)
-      cudaFreeHost(memory);
+    if (!memory)
+      return;
+    {
+      std::lock_guard<std::mutex> lock(registeredMutex);
+      if (registered.erase(memory)) {
+        cudaHostUnregister(memory);
+        std::free(memory);
+        return;
+      }
+    }
+    cudaFreeHost(memory);
   }
 
+  /// Host buffers from this size up are registered, not cudaHostAlloc'ed.
+  static constexpr size_t kRegisterBytes = size_t(256) << 20;
+  static constexpr size_t kPage = 4096;
   std::vector<std::unique_ptr<CudaDevice>> devices;
+  std::mutex registeredMutex;
+  std::unordered_set<void *> registered;
 };
 
 } // namespace

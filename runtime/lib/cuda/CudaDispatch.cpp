@@ -578,7 +578,7 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   case OpKind::cross_entropy: {
     const char *op = "cross_entropy";
     int64_t rows = 0, classes = 0;
-    if (Status s = checkLogits(op, in[0], in[1], rows, classes); s.failed())
+    if (Status s = checkLogitsShape(op, in[0], in[1], rows, classes); s.failed())
       return s;
     DType sumType = in[0].dtype == DType::f64 ? DType::f64 : DType::f32;
     if (Status s = checkTensorOf(outs[0], sumType, "loss sum", op); s.failed())
@@ -602,7 +602,7 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   case OpKind::cross_entropy_grad: {
     const char *op = "cross_entropy_grad";
     int64_t rows = 0, classes = 0;
-    if (Status s = checkLogits(op, in[0], in[1], rows, classes); s.failed())
+    if (Status s = checkLogitsShape(op, in[0], in[1], rows, classes); s.failed())
       return s;
     if (Status s = checkLike(op, "logits gradient", out, in[0]); s.failed())
       return s;

@@ -30,28 +30,8 @@ ElementMap toMap(const StridedPlan &plan) {
 Status broadcastMap(const char *op,
                     const std::vector<const TensorRef *> &operands,
                     const TensorRef &out, ElementMap &map) {
-  static const char *const kRoles[] = {"operand 0", "operand 1", "operand 2"};
-  std::vector<const Shape *> shapes;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    if (Status s = checkTensor(*operands[i], kRoles[i], op); s.failed())
-      return s;
-    shapes.push_back(&operands[i]->shape);
-  }
-  if (Status s = checkTensor(out, "output", op); s.failed())
-    return s;
-  Shape expected;
-  if (!broadcastShapes(shapes, expected)) {
-    std::string message = std::string(op) + ": operand shapes";
-    for (const TensorRef *operand : operands)
-      message += " " + describeShape(operand->shape);
-    return invalidArgument(message + " do not broadcast");
-  }
-  if (expected != out.shape)
-    return invalidArgument(std::string(op) + ": output " + describe(out) +
-                           " should have the broadcast shape " +
-                           describeShape(expected));
   StridedPlan plan;
-  if (Status s = makeBroadcastPlan(out.shape, operands, plan, op); s.failed())
+  if (Status s = planBroadcastOp(op, operands, out, plan); s.failed())
     return s;
   map = toMap(plan);
   return {};
@@ -110,58 +90,6 @@ Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
   for (int64_t d = 0; d < dim; ++d)
     outer *= x.shape[d];
   for (int64_t d = dim + 1; d < rank; ++d)
-    inner *= x.shape[d];
-  return {};
-}
-
-Status checkLogits(const char *op, const TensorRef &logits,
-                   const TensorRef &labels, int64_t &rows, int64_t &classes) {
-  if (Status s = checkTensor(logits, "logits", op); s.failed())
-    return s;
-  if (!isFloat(logits.dtype))
-    return unsupportedDType(op, logits.dtype, "logits");
-  if (logits.shape.empty())
-    return invalidArgument(std::string(op) + ": logits " + describe(logits) +
-                           " need a class dimension");
-  if (Status s = checkTensor(labels, "labels", op); s.failed())
-    return s;
-  if (!isInteger(labels.dtype))
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " should be i32 or i64");
-  Shape expected(logits.shape.begin(), logits.shape.end() - 1);
-  if (labels.shape != expected)
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " should have shape " + describeShape(expected) +
-                           " (the logits " + describe(logits) +
-                           " without the class dimension)");
-  classes = logits.shape.back();
-  rows = labels.size();
-  return {};
-}
-
-Status gatherShape(const char *op, const TensorRef &x, const TensorRef &indices,
-                   int64_t axis, const TensorRef &gathered, const char *role,
-                   int64_t &outer, int64_t &inner) {
-  if (Status s = checkTensor(indices, "indices", op); s.failed())
-    return s;
-  if (!isInteger(indices.dtype))
-    return invalidArgument(std::string(op) + ": indices " + describe(indices) +
-                           " should be i32 or i64");
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  if (axis < 0 || axis >= rank)
-    return invalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
-                           " is out of range for " + describe(x));
-  Shape expected(x.shape.begin(), x.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), x.shape.begin() + axis + 1, x.shape.end());
-  if (expected != gathered.shape)
-    return invalidArgument(std::string(op) + ": " + role + " " +
-                           describe(gathered) + " should have shape " +
-                           describeShape(expected));
-  outer = inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= x.shape[d];
-  for (int64_t d = axis + 1; d < rank; ++d)
     inner *= x.shape[d];
   return {};
 }

@@ -41,16 +41,8 @@ Status reduceMap(const char *op, const TensorRef &x,
 Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
                    int64_t &outer, int64_t &n, int64_t &inner);
 
-/// Logits [..., C] and integer labels [...] (HostLoss.cpp's checks, but
-/// the labels' values, which the kernels check on the GPU).
-Status checkLogits(const char *op, const TensorRef &logits,
-                   const TensorRef &labels, int64_t &rows, int64_t &classes);
-
-/// gather's and gather_grad's shapes: [outer, axisSize, inner] gathered
-/// at the indices.
-Status gatherShape(const char *op, const TensorRef &x, const TensorRef &indices,
-                   int64_t axis, const TensorRef &gathered, const char *role,
-                   int64_t &outer, int64_t &inner);
+// Logits and labels, and gather's shapes: host::detail::checkLogitsShape
+// and gatherShape (HostCommon.h); the kernels check the values on the GPU.
 
 /// attention's and attention_grad's checks (HostAttentionCommon.h) and the
 /// kernels' view of the shapes; heads wider than kMaxHeadDim are refused.

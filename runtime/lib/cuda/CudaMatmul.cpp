@@ -33,80 +33,6 @@ using namespace rp::runtime::host::detail;
 
 namespace {
 
-struct MatmulPlan {
-  bool ta = false, tb = false;
-  int64_t m = 0, n = 0, k = 0, batch = 1;
-  std::vector<int64_t> aOffset, bOffset; ///< In elements, per batch entry.
-};
-
-Status planMatmul(const TensorRef &a, const TensorRef &b, bool ta, bool tb,
-                  const TensorRef &out, MatmulPlan &p) {
-  const char *op = "matmul";
-  if (Status s = checkTensor(a, "lhs", op); s.failed())
-    return s;
-  if (Status s = checkTensorOf(b, a.dtype, "rhs", op); s.failed())
-    return s;
-  if (Status s = checkTensorOf(out, a.dtype, "output", op); s.failed())
-    return s;
-  if (!isFloat(a.dtype))
-    return unsupportedDType(op, a.dtype);
-  const size_t ar = a.shape.size(), br = b.shape.size();
-  if (ar < 2 || br < 2)
-    return invalidArgument(std::string(op) + ": operands " + describe(a) +
-                           " and " + describe(b) + " must have rank >= 2");
-  p.ta = ta;
-  p.tb = tb;
-  p.m = a.shape[ta ? ar - 1 : ar - 2];
-  p.k = a.shape[ta ? ar - 2 : ar - 1];
-  int64_t kb = b.shape[tb ? br - 1 : br - 2];
-  p.n = b.shape[tb ? br - 2 : br - 1];
-  Shape aBatch(a.shape.begin(), a.shape.end() - 2);
-  Shape bBatch(b.shape.begin(), b.shape.end() - 2);
-  Shape batchShape;
-  if (kb != p.k || !broadcastShapes({&aBatch, &bBatch}, batchShape))
-    return invalidArgument(std::string(op) + ": " + describe(a) +
-                           (ta ? " (transposed)" : "") + " and " + describe(b) +
-                           (tb ? " (transposed)" : "") + " do not multiply");
-  Shape expected = batchShape;
-  expected.push_back(p.m);
-  expected.push_back(p.n);
-  if (expected != out.shape)
-    return invalidArgument(std::string(op) + ": output " + describe(out) +
-                           " should have shape " + describeShape(expected));
-  if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX)
-    return invalidArgument(std::string(op) + ": matrix dimensions of " +
-                           describe(a) + " x " + describe(b) +
-                           " exceed what cuBLAS can index");
-  const int rank = static_cast<int>(batchShape.size());
-  std::vector<int64_t> aStrides(rank), bStrides(rank);
-  kernels::broadcastStrides(aBatch.data(), static_cast<int>(aBatch.size()),
-                            batchShape.data(), rank, aStrides.data());
-  kernels::broadcastStrides(bBatch.data(), static_cast<int>(bBatch.size()),
-                            batchShape.data(), rank, bStrides.data());
-  p.batch = numElements(batchShape);
-  bool bShared = true;
-  for (int64_t s : bStrides)
-    bShared = bShared && s == 0;
-  // x[B, S, K] times a shared W is one [B*S, K] x [K, N] product.
-  if (bShared && !ta && numElements(aBatch) == p.batch && p.batch > 1 &&
-      p.m * p.batch <= INT_MAX) {
-    p.m *= p.batch;
-    p.batch = 1;
-  }
-  const int64_t aMatrix = p.m * p.k, bMatrix = p.k * p.n;
-  for (int64_t i = 0; i < p.batch; ++i) {
-    p.aOffset.push_back(
-        rank ? kernels::offsetAt(i, batchShape.data(), aStrides.data(), rank) *
-                   aMatrix
-             : 0);
-    p.bOffset.push_back(
-        rank ? kernels::offsetAt(i, batchShape.data(), bStrides.data(), rank) *
-                   bMatrix
-             : 0);
-  }
-  return {};
-}
-
 /// The constant step of `offsets` (entry i at i * step), if there is one.
 bool constantStride(const std::vector<int64_t> &offsets, int64_t &step) {
   step = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
@@ -121,7 +47,7 @@ bool constantStride(const std::vector<int64_t> &offsets, int64_t &step) {
 Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
                                  const TensorRef &b, bool transposeA,
                                  bool transposeB, const TensorRef &out) {
-  MatmulPlan p;
+  MatmulProblem p;
   if (Status s = planMatmul(a, b, transposeA, transposeB, out, p); s.failed())
     return s;
   if (out.size() == 0)

@@ -8,6 +8,7 @@
 
 #include "HostCommon.h"
 
+#include <climits>
 #include <cstring>
 
 namespace rp::runtime::host::detail {
@@ -120,10 +121,9 @@ Status sliceWindow(const char *op, const TensorRef &full,
   return {};
 }
 
-Status gatherIndices(const char *op, const TensorRef &x,
-                     const TensorRef &indices, int64_t axis,
-                     const TensorRef &gathered, const char *role,
-                     std::vector<int64_t> &normalized) {
+Status gatherShape(const char *op, const TensorRef &x, const TensorRef &indices,
+                   int64_t axis, const TensorRef &gathered, const char *role,
+                   int64_t &outer, int64_t &inner) {
   if (Status s = checkTensor(indices, "indices", op); s.failed())
     return s;
   if (!isInteger(indices.dtype))
@@ -140,6 +140,23 @@ Status gatherIndices(const char *op, const TensorRef &x,
     return invalidArgument(std::string(op) + ": " + role + " " +
                            describe(gathered) + " should have shape " +
                            describeShape(expected));
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= x.shape[d];
+  return {};
+}
+
+Status gatherIndices(const char *op, const TensorRef &x,
+                     const TensorRef &indices, int64_t axis,
+                     const TensorRef &gathered, const char *role,
+                     std::vector<int64_t> &normalized) {
+  int64_t outer = 0, inner = 0;
+  if (Status s =
+          gatherShape(op, x, indices, axis, gathered, role, outer, inner);
+      s.failed())
+    return s;
   // Every index is checked before the op writes anything, so that a bad one
   // fails it with its output untouched.
   const int64_t axisSize = x.shape[axis], numIndices = indices.size();
@@ -265,6 +282,130 @@ void stridedCopy(ThreadPool &pool, const StridedPlan &plan, size_t elementSize,
     stridedCopyAs(pool, plan, static_cast<const U *>(in), static_cast<U *>(out),
                   total);
   });
+}
+
+Status planMatmul(const TensorRef &a, const TensorRef &b, bool ta, bool tb,
+                  const TensorRef &out, MatmulProblem &p) {
+  const char *op = "matmul";
+  if (Status s = checkTensor(a, "lhs", op); s.failed())
+    return s;
+  if (Status s = checkTensorOf(b, a.dtype, "rhs", op); s.failed())
+    return s;
+  if (Status s = checkTensorOf(out, a.dtype, "output", op); s.failed())
+    return s;
+  if (!isFloat(a.dtype))
+    return unsupportedDType(op, a.dtype);
+  const size_t ar = a.shape.size(), br = b.shape.size();
+  if (ar < 2 || br < 2)
+    return invalidArgument(std::string(op) + ": operands " + describe(a) +
+                           " and " + describe(b) + " must have rank >= 2");
+  p.ta = ta;
+  p.tb = tb;
+  p.m = a.shape[ta ? ar - 1 : ar - 2];
+  p.k = a.shape[ta ? ar - 2 : ar - 1];
+  int64_t kb = b.shape[tb ? br - 1 : br - 2];
+  p.n = b.shape[tb ? br - 2 : br - 1];
+  Shape aBatch(a.shape.begin(), a.shape.end() - 2);
+  Shape bBatch(b.shape.begin(), b.shape.end() - 2);
+  Shape batchShape;
+  if (kb != p.k || !broadcastShapes({&aBatch, &bBatch}, batchShape))
+    return invalidArgument(std::string(op) + ": " + describe(a) +
+                           (ta ? " (transposed)" : "") + " and " + describe(b) +
+                           (tb ? " (transposed)" : "") + " do not multiply");
+  Shape expected = batchShape;
+  expected.push_back(p.m);
+  expected.push_back(p.n);
+  if (expected != out.shape)
+    return invalidArgument(std::string(op) + ": output " + describe(out) +
+                           " should have shape " + describeShape(expected));
+  if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX)
+    return invalidArgument(std::string(op) + ": matrix dimensions of " +
+                           describe(a) + " x " + describe(b) +
+                           " exceed what BLAS can index (32-bit)");
+
+  const int rank = static_cast<int>(batchShape.size());
+  std::vector<int64_t> aStrides(rank), bStrides(rank);
+  kernels::broadcastStrides(aBatch.data(), static_cast<int>(aBatch.size()),
+                            batchShape.data(), rank, aStrides.data());
+  kernels::broadcastStrides(bBatch.data(), static_cast<int>(bBatch.size()),
+                            batchShape.data(), rank, bStrides.data());
+  p.batch = numElements(batchShape);
+  bool bShared = true;
+  for (int64_t s : bStrides)
+    bShared = bShared && s == 0;
+  // x[B, S, K] times a shared W: B*S rows of one product, which gives GEMM
+  // longer row blocks than S alone.
+  if (bShared && !ta && numElements(aBatch) == p.batch && p.batch > 1 &&
+      p.m * p.batch <= INT_MAX) {
+    p.m *= p.batch;
+    p.batch = 1;
+  }
+  const int64_t aMatrix = p.m * p.k, bMatrix = p.k * p.n;
+  for (int64_t i = 0; i < p.batch; ++i) {
+    p.aOffset.push_back(
+        rank ? kernels::offsetAt(i, batchShape.data(), aStrides.data(), rank) *
+                   aMatrix
+             : 0);
+    p.bOffset.push_back(
+        rank ? kernels::offsetAt(i, batchShape.data(), bStrides.data(), rank) *
+                   bMatrix
+             : 0);
+  }
+  return {};
+}
+
+Status planBroadcastOp(const char *op,
+                       const std::vector<const TensorRef *> &operands,
+                       const TensorRef &out, StridedPlan &plan) {
+  static const char *const kRoles[] = {"operand 0", "operand 1", "operand 2"};
+  std::vector<const Shape *> shapes;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (Status s = checkTensor(*operands[i], kRoles[i], op); s.failed())
+      return s;
+    shapes.push_back(&operands[i]->shape);
+  }
+  if (Status s = checkTensor(out, "output", op); s.failed())
+    return s;
+  Shape expected;
+  if (!broadcastShapes(shapes, expected)) {
+    std::string message = std::string(op) + ": operand shapes";
+    for (const TensorRef *operand : operands)
+      message += " " + describeShape(operand->shape);
+    return invalidArgument(message + " do not broadcast");
+  }
+  if (expected != out.shape)
+    return invalidArgument(std::string(op) + ": output " + describe(out) +
+                           " should have the broadcast shape " +
+                           describeShape(expected));
+  return makeBroadcastPlan(out.shape, operands, plan, op);
+}
+
+/// Checks logits [..., C] and integer labels [...] (their shapes, not the
+/// label values); gives the number of rows and of classes.
+Status checkLogitsShape(const char *op, const TensorRef &logits,
+                        const TensorRef &labels, int64_t &rows,
+                        int64_t &classes) {
+  if (Status s = checkTensor(logits, "logits", op); s.failed())
+    return s;
+  if (!isFloat(logits.dtype))
+    return unsupportedDType(op, logits.dtype, "logits");
+  if (logits.shape.empty())
+    return invalidArgument(std::string(op) + ": logits " + describe(logits) +
+                           " need a class dimension");
+  if (Status s = checkTensor(labels, "labels", op); s.failed())
+    return s;
+  if (!isInteger(labels.dtype))
+    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
+                           " should be i32 or i64");
+  Shape expected(logits.shape.begin(), logits.shape.end() - 1);
+  if (labels.shape != expected)
+    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
+                           " should have shape " + describeShape(expected) +
+                           " (the logits " + describe(logits) +
+                           " without the class dimension)");
+  classes = logits.shape.back();
+  rows = labels.size();
+  return {};
 }
 
 } // namespace rp::runtime::host::detail

@@ -213,6 +213,40 @@ void forEachRun(const StridedPlan &plan, int64_t begin, int64_t end, Fn &&fn) {
 void stridedCopy(ThreadPool &pool, const StridedPlan &plan, size_t elementSize,
                  const void *in, void *out, int64_t total);
 
+/// The problem after shape checks: `batch` independent [m, k] x [k, n]
+/// products reading operand matrices at the given element offsets.
+struct MatmulProblem {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+  std::vector<int64_t> aOffset, bOffset;
+};
+
+/// Checks a matmul's operands (rp.matmul: [batch..., M, K] x [batch...,
+/// K, N], numpy-broadcast batches, transpose flags on the last two) and
+/// plans it; shared by the host and cuda kernels.
+Status planMatmul(const TensorRef &a, const TensorRef &b, bool ta, bool tb,
+                  const TensorRef &out, MatmulProblem &p);
+
+/// Checks the operands of a broadcasting op (numpy rules; the output has
+/// the broadcast shape) and plans its loop.
+Status planBroadcastOp(const char *op,
+                       const std::vector<const TensorRef *> &operands,
+                       const TensorRef &out, StridedPlan &plan);
+
+/// Checks logits [..., C] and integer labels [...] (their shapes, not the
+/// label values); gives the number of rows and of classes.
+Status checkLogitsShape(const char *op, const TensorRef &logits,
+                        const TensorRef &labels, int64_t &rows,
+                        int64_t &classes);
+
+/// Checks a gather's shapes (`gathered` is x with dimension `axis`
+/// replaced by the indices' shape; not the index values); gives the
+/// element counts before and after `axis`.
+Status gatherShape(const char *op, const TensorRef &x, const TensorRef &indices,
+                   int64_t axis, const TensorRef &gathered, const char *role,
+                   int64_t &outer, int64_t &inner);
+
 } // namespace rp::runtime::host::detail
 
 #endif // RP_RUNTIME_LIB_HOST_HOSTCOMMON_H

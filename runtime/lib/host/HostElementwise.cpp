@@ -120,32 +120,6 @@ template <typename Fn> void visitUnaryKind(UnaryKind kind, Fn &&fn) {
   }
 }
 
-/// Checks the operands of a broadcasting op and plans its loop.
-Status planBroadcastOp(const char *op,
-                       const std::vector<const TensorRef *> &operands,
-                       const TensorRef &out, StridedPlan &plan) {
-  static const char *const kRoles[] = {"operand 0", "operand 1", "operand 2"};
-  std::vector<const Shape *> shapes;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    if (Status s = checkTensor(*operands[i], kRoles[i], op); s.failed())
-      return s;
-    shapes.push_back(&operands[i]->shape);
-  }
-  if (Status s = checkTensor(out, "output", op); s.failed())
-    return s;
-  Shape expected;
-  if (!broadcastShapes(shapes, expected)) {
-    std::string message = std::string(op) + ": operand shapes";
-    for (const TensorRef *operand : operands)
-      message += " " + describeShape(operand->shape);
-    return invalidArgument(message + " do not broadcast");
-  }
-  if (expected != out.shape)
-    return invalidArgument(std::string(op) + ": output " + describe(out) +
-                           " should have the broadcast shape " +
-                           describeShape(expected));
-  return makeBroadcastPlan(out.shape, operands, plan, op);
-}
 
 /// Whether an integer divisor tensor holds a zero, by its dtype.
 bool hasZero(const TensorRef &t) {

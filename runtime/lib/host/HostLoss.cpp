@@ -51,26 +51,9 @@ std::string indexString(const Shape &shape, int64_t linear) {
 Status checkLogitsAndLabels(const char *op, const TensorRef &logits,
                             const TensorRef &labels, int64_t ignoreIndex,
                             int64_t &rows, int64_t &classes) {
-  if (Status s = checkTensor(logits, "logits", op); s.failed())
+  if (Status s = checkLogitsShape(op, logits, labels, rows, classes);
+      s.failed())
     return s;
-  if (!isFloat(logits.dtype))
-    return unsupportedDType(op, logits.dtype, "logits");
-  if (logits.shape.empty())
-    return invalidArgument(std::string(op) + ": logits " + describe(logits) +
-                           " need a class dimension");
-  if (Status s = checkTensor(labels, "labels", op); s.failed())
-    return s;
-  if (!isInteger(labels.dtype))
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " should be i32 or i64");
-  Shape expected(logits.shape.begin(), logits.shape.end() - 1);
-  if (labels.shape != expected)
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " should have shape " + describeShape(expected) +
-                           " (the logits " + describe(logits) +
-                           " without the class dimension)");
-  classes = logits.shape.back();
-  rows = labels.size();
   for (int64_t i = 0; i < rows; ++i) {
     int64_t label = labelAt(labels, i);
     if (label == ignoreIndex || (label >= 0 && label < classes))

@@ -14,6 +14,7 @@
 
 #include "rp/runtime/Half.h"
 #include "rp/runtime/kernels/Numeric.h"
+#include "rp/runtime/kernels/Visit.h"
 
 #include <cuda_runtime.h>
 
@@ -22,6 +23,8 @@
 namespace rp::runtime::cuda {
 
 using kernels::Bool8;
+using kernels::Tag;
+using kernels::visitDType;
 using kernels::Compute;
 using kernels::load;
 using kernels::store;
@@ -43,27 +46,6 @@ inline unsigned blocksFor(int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
        i += int64_t(blockDim.x) * gridDim.x)
 
-template <typename T> struct Tag { using type = T; };
-
-/// fn(Tag<S>{}) with the storage type S of `dtype`.
-template <typename Fn> void visitDType(DType dtype, Fn &&fn) {
-  switch (dtype) {
-  case DType::f32:
-    return fn(Tag<float>{});
-  case DType::f16:
-    return fn(Tag<f16>{});
-  case DType::bf16:
-    return fn(Tag<bf16>{});
-  case DType::f64:
-    return fn(Tag<double>{});
-  case DType::i32:
-    return fn(Tag<int32_t>{});
-  case DType::i64:
-    return fn(Tag<int64_t>{});
-  case DType::i1:
-    return fn(Tag<Bool8>{});
-  }
-}
 
 /// fn(Tag<S>{}) for float dtypes only (the dispatch refuses the others).
 template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {

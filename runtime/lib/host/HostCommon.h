@@ -15,6 +15,7 @@
 #include "rp/runtime/ThreadPool.h"
 #include "rp/runtime/kernels/Indexing.h"
 #include "rp/runtime/kernels/Numeric.h"
+#include "rp/runtime/kernels/Visit.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -27,28 +28,9 @@ namespace rp::runtime::host::detail {
 
 using kernels::Bool8;
 using kernels::kMaxRank;
+using kernels::Tag;
+using kernels::visitDType;
 
-template <typename T> struct Tag { using type = T; };
-
-/// Calls fn(Tag<S>{}) with the storage type S of `dtype`.
-template <typename Fn> void visitDType(DType dtype, Fn &&fn) {
-  switch (dtype) {
-  case DType::f32:
-    return fn(Tag<float>{});
-  case DType::f16:
-    return fn(Tag<f16>{});
-  case DType::bf16:
-    return fn(Tag<bf16>{});
-  case DType::f64:
-    return fn(Tag<double>{});
-  case DType::i32:
-    return fn(Tag<int32_t>{});
-  case DType::i64:
-    return fn(Tag<int64_t>{});
-  case DType::i1:
-    return fn(Tag<Bool8>{});
-  }
-}
 
 /// Calls fn(Tag<U>{}) with an unsigned integer U of `bytes` bytes: data
 /// movement only needs the element size.

@@ -144,6 +144,14 @@ std::vector<float> widen(ThreadPool &pool, const TensorRef &t) {
 
 } // namespace
 
+const char *gemmName() {
+#ifdef RP_HAVE_OPENBLAS
+  return "openblas";
+#else
+  return "plain";
+#endif
+}
+
 Status matmul(ThreadPool &pool, const TensorRef &a, const TensorRef &b,
               bool transposeA, bool transposeB, const TensorRef &out) {
   MatmulProblem p;

@@ -68,6 +68,8 @@ Status broadcast(ThreadPool &pool, const TensorRef &x, const TensorRef &out);
 /// is an InvalidArgument status naming it.
 Status gather(ThreadPool &pool, const TensorRef &x, const TensorRef &indices,
               int64_t axis, const TensorRef &out);
+/// The GEMM matmul runs on: "openblas" or "plain" (the build's choice).
+const char *gemmName();
 /// Batched matmul with broadcasting batch dims and transpose flags.
 Status matmul(ThreadPool &pool, const TensorRef &a, const TensorRef &b,
               bool transposeA, bool transposeB, const TensorRef &out);

@@ -115,8 +115,19 @@ static std::string formatBytes(int64_t bytes) {
 /// what the compiler predicts for it.
 static void printSummary(ModuleOp module, size_t size,
                          std::optional<rp::PredictedStep> jobs) {
-  const char *dtypeNames[] = {"f32", "f16", "bf16"};
-  std::string dtypeName = dtypeNames[static_cast<int>(dtype.getValue())];
+  // The graph's own compute type: --dtype converts f32 graphs only, so a
+  // bf16 graph compiled with the default is still bf16.
+  std::string dtypeName;
+  module.walk([&](rp::LayerOp l) {
+    for (Type t : l.getResultTypes())
+      if (auto f = dyn_cast<FloatType>(getElementTypeOrSelf(t));
+          f && dtypeName.empty()) {
+        llvm::raw_string_ostream os(dtypeName);
+        f.print(os);
+      }
+  });
+  if (dtypeName.empty())
+    dtypeName = "f32";
   int layers = 0, backward = 0;
   module.walk([&](rp::LayerOp l) {
     if (l.getRole() == rp::LayerRole::backward)

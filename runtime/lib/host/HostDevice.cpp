@@ -203,19 +203,9 @@ Status HostQueue::copy(void *dst, const void *src, size_t bytes, CopyKind) {
 
 Status HostQueue::launch(const Plan &plan, uint32_t program,
                          const BufferAddresses &buffers) {
-  if (kind != QueueKind::compute)
-    return invalidArgument("cannot launch a program on the " + name() +
-                           "; kernels run on the compute queue");
-  if (program >= plan.programs.size())
-    return invalidArgument("program " + std::to_string(program) +
-                           " launched on the " + name() + ", but '" +
-                           plan.path + "' has " +
-                           std::to_string(plan.programs.size()));
-  if (buffers.size() != plan.buffers.size())
-    return invalidArgument("a launch on the " + name() + " gives " +
-                           std::to_string(buffers.size()) +
-                           " buffer addresses for a plan of " +
-                           std::to_string(plan.buffers.size()) + " buffers");
+  if (Status s = checkLaunch(plan, program, buffers.size(), kind, name());
+      s.failed())
+    return s;
   std::lock_guard<std::mutex> lock(order);
   return host::runProgram(device.getPool(), plan, program, buffers);
 }

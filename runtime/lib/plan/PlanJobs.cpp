@@ -399,3 +399,22 @@ std::string rp::runtime::describeStagedGrid(const Plan &plan) {
   io("output", plan.outputs);
   return os.str();
 }
+
+Status rp::runtime::checkLaunch(const Plan &plan, uint32_t program,
+                                size_t buffers, QueueKind kind,
+                                const std::string &queue) {
+  if (kind != QueueKind::compute)
+    return invalidArgument("cannot launch a program on the " + queue +
+                           "; kernels run on the compute queue");
+  if (program >= plan.programs.size())
+    return invalidArgument("program " + std::to_string(program) +
+                           " launched on the " + queue + ", but '" +
+                           plan.path + "' has " +
+                           std::to_string(plan.programs.size()));
+  if (buffers != plan.buffers.size())
+    return invalidArgument("a launch on the " + queue + " gives " +
+                           std::to_string(buffers) +
+                           " buffer addresses for a plan of " +
+                           std::to_string(plan.buffers.size()) + " buffers");
+  return Status::ok();
+}

@@ -175,6 +175,11 @@ Status checkPlanEvents(const Plan &plan);
 /// Both, as loadPlan runs them by default. Messages start with the plan's
 /// path.
 Status validatePlanJobs(const Plan &plan);
+/// What a device checks before it launches program `program` of `plan` on
+/// its queue `queue` (of kind `kind`) with `buffers` buffer addresses:
+/// InvalidArgument naming the queue otherwise.
+Status checkLaunch(const Plan &plan, uint32_t program, size_t buffers,
+                   QueueKind kind, const std::string &queue);
 
 /// The plan as JSON (flatbuffers' rendering of plan.fbs, defaults included).
 Expected<std::string> describePlanJson(const Plan &plan);

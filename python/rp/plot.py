@@ -22,7 +22,6 @@ import re
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
-from rp import viz
 
 PathLike = Union[str, os.PathLike]
 Losses = Union[Sequence[float], PathLike]
@@ -130,6 +129,10 @@ def timeline(trace: PathLike, out: Optional[PathLike] = None,
     when given."""
     _require_matplotlib()
     from matplotlib.patches import Patch, Rectangle
+
+    # Imported here: `import rp` imports this module, and a module-level
+    # import would load rp.viz before `python -m rp.viz` runs it.
+    from rp import viz
     try:
         rows, label, spans = viz.load(trace, step)
     except (OSError, ValueError) as err:

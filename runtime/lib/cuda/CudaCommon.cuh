@@ -25,6 +25,7 @@ namespace rp::runtime::cuda {
 using kernels::Bool8;
 using kernels::Tag;
 using kernels::visitDType;
+using kernels::visitElementSize;
 using kernels::Compute;
 using kernels::load;
 using kernels::store;
@@ -46,7 +47,6 @@ inline unsigned blocksFor(int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
        i += int64_t(blockDim.x) * gridDim.x)
 
-
 /// fn(Tag<S>{}) for float dtypes only (the dispatch refuses the others).
 template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
   visitDType(dtype, [&](auto tag) {
@@ -54,20 +54,6 @@ template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
     if constexpr (std::is_floating_point_v<Compute<T>>)
       fn(tag);
   });
-}
-
-/// fn(Tag<U>{}) with an unsigned integer of `bytes` bytes.
-template <typename Fn> void visitElementSize(size_t bytes, Fn &&fn) {
-  switch (bytes) {
-  case 1:
-    return fn(Tag<uint8_t>{});
-  case 2:
-    return fn(Tag<uint16_t>{});
-  case 4:
-    return fn(Tag<uint32_t>{});
-  default:
-    return fn(Tag<uint64_t>{});
-  }
 }
 
 /// Operand k's offset for output position `linear`.

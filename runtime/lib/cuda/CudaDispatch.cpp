@@ -646,14 +646,8 @@ Status rp::runtime::cuda::runProgram(const DispatchContext &ctx,
   const ProgramDesc &program = plan.programs[index];
   for (size_t i = 0; i < program.calls.size(); ++i) {
     Status s = runCall(ctx, plan, index, i, buffers);
-    if (s.failed()) {
-      const KernelCallDesc &c = program.calls[i];
-      return Status(s.getCode(), "program '" + program.name + "', call #" +
-                                     std::to_string(i) + " (" +
-                                     opKindName(c.op) +
-                                     (c.loc.empty() ? "" : " at " + c.loc) +
-                                     "): " + s.getMessage());
-    }
+    if (s.failed())
+      return callFailed(program, i, s);
   }
   return Status::ok();
 }

@@ -182,19 +182,9 @@ __global__ void normGradParamsKernel(const Compute<T> *scalePartials,
                                      const Compute<T> *biasPartials,
                                      int64_t rowBlocks, int64_t n, T *dscale,
                                      T *dbias) {
-  using C = Compute<T>;
   RP_GRID_LOOP(c, n) {
-    C s = C(0), b = C(0);
-    for (int64_t rb = 0; rb < rowBlocks; ++rb) {
-      if (dscale)
-        s += scalePartials[rb * n + c];
-      if (dbias)
-        b += biasPartials[rb * n + c];
-    }
-    if (dscale)
-      dscale[c] = store<T>(s);
-    if (dbias)
-      dbias[c] = store<T>(b);
+    kernels::normParamGradColumn(scalePartials, biasPartials, rowBlocks, n, c,
+                                 dscale, dbias);
   }
 }
 

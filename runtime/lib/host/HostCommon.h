@@ -30,22 +30,7 @@ using kernels::Bool8;
 using kernels::kMaxRank;
 using kernels::Tag;
 using kernels::visitDType;
-
-
-/// Calls fn(Tag<U>{}) with an unsigned integer U of `bytes` bytes: data
-/// movement only needs the element size.
-template <typename Fn> void visitElementSize(size_t bytes, Fn &&fn) {
-  switch (bytes) {
-  case 1:
-    return fn(Tag<uint8_t>{});
-  case 2:
-    return fn(Tag<uint16_t>{});
-  case 4:
-    return fn(Tag<uint32_t>{});
-  default:
-    return fn(Tag<uint64_t>{});
-  }
-}
+using kernels::visitElementSize;
 
 /// Calls fn(Tag<T>{}) for the float storage type of `dtype`; nothing for
 /// the others, which the callers reject before.

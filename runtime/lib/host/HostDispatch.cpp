@@ -222,14 +222,8 @@ Status rp::runtime::host::runProgramCalls(ThreadPool &pool, const Plan &plan,
   const ProgramDesc &program = plan.programs[index];
   for (size_t i : calls) {
     Status s = runCall(pool, plan, program, i, buffers);
-    if (s.failed()) {
-      const KernelCallDesc &c = program.calls[i];
-      return Status(s.getCode(), "program '" + program.name + "', call #" +
-                                     std::to_string(i) + " (" +
-                                     opKindName(c.op) +
-                                     (c.loc.empty() ? "" : " at " + c.loc) +
-                                     "): " + s.getMessage());
-    }
+    if (s.failed())
+      return callFailed(program, i, s);
   }
   return Status::ok();
 }

@@ -113,19 +113,9 @@ void runNormGrad(ThreadPool &pool, bool centered, const T *x, const T *scale,
     }
   });
   parallelRanges(pool, n, kParamColumnBlock, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      C s = C(0), b = C(0);
-      for (int64_t rb = 0; rb < rowBlocks; ++rb) {
-        if (dscale)
-          s += scalePartials[rb * n + c];
-        if (dbias)
-          b += biasPartials[rb * n + c];
-      }
-      if (dscale)
-        dscale[c] = store<T>(s);
-      if (dbias)
-        dbias[c] = store<T>(b);
-    }
+    for (int64_t c = begin; c < end; ++c)
+      kernels::normParamGradColumn(scalePartials.data(), biasPartials.data(),
+                                   rowBlocks, n, c, dscale, dbias);
   });
 }
 

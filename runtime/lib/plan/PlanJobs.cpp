@@ -418,3 +418,13 @@ Status rp::runtime::checkLaunch(const Plan &plan, uint32_t program,
                            std::to_string(plan.buffers.size()) + " buffers");
   return Status::ok();
 }
+
+Status rp::runtime::callFailed(const ProgramDesc &program, size_t call,
+                               const Status &failure) {
+  const KernelCallDesc &c = program.calls[call];
+  return Status(failure.getCode(),
+                "program '" + program.name + "', call #" +
+                    std::to_string(call) + " (" + opKindName(c.op) +
+                    (c.loc.empty() ? "" : " at " + c.loc) +
+                    "): " + failure.getMessage());
+}

@@ -181,6 +181,12 @@ Status validatePlanJobs(const Plan &plan);
 Status checkLaunch(const Plan &plan, uint32_t program, size_t buffers,
                    QueueKind kind, const std::string &queue);
 
+/// `failure` of call `call` of `program`, its message prefixed with the
+/// program, the call's index and op, and its location: what every device's
+/// dispatch reports.
+Status callFailed(const ProgramDesc &program, size_t call,
+                  const Status &failure);
+
 /// The plan as JSON (flatbuffers' rendering of plan.fbs, defaults included).
 Expected<std::string> describePlanJson(const Plan &plan);
 

@@ -74,6 +74,26 @@ RP_HD inline Acc normScaleGradTerm(T x, T dy, NormStats<Acc> stats) {
   return load(dy) * ((load(x) - stats.mean) * stats.rstd);
 }
 
+/// Column `c` of a norm's scale and bias gradients: the sum, in row-block
+/// order, of the `rowBlocks` partial sums per column (null: not wanted).
+template <typename T, typename Acc>
+RP_HD inline void normParamGradColumn(const Acc *scalePartials,
+                                      const Acc *biasPartials,
+                                      int64_t rowBlocks, int64_t n, int64_t c,
+                                      T *dscale, T *dbias) {
+  Acc s = Acc(0), b = Acc(0);
+  for (int64_t rb = 0; rb < rowBlocks; ++rb) {
+    if (dscale)
+      s += scalePartials[rb * n + c];
+    if (dbias)
+      b += biasPartials[rb * n + c];
+  }
+  if (dscale)
+    dscale[c] = store<T>(s);
+  if (dbias)
+    dbias[c] = store<T>(b);
+}
+
 } // namespace rp::runtime::kernels
 
 #endif // RP_RUNTIME_KERNELS_NORMSGRAD_H

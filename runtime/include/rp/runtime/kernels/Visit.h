@@ -12,6 +12,7 @@
 #include "rp/runtime/Tensor.h"
 #include "rp/runtime/kernels/Numeric.h"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace rp::runtime::kernels {
@@ -35,6 +36,21 @@ template <typename Fn> void visitDType(DType dtype, Fn &&fn) {
     return fn(Tag<int64_t>{});
   case DType::i1:
     return fn(Tag<Bool8>{});
+  }
+}
+
+/// Calls fn(Tag<U>{}) with an unsigned integer U of `bytes` bytes: data
+/// movement only needs the element size.
+template <typename Fn> void visitElementSize(size_t bytes, Fn &&fn) {
+  switch (bytes) {
+  case 1:
+    return fn(Tag<uint8_t>{});
+  case 2:
+    return fn(Tag<uint16_t>{});
+  case 4:
+    return fn(Tag<uint32_t>{});
+  default:
+    return fn(Tag<uint64_t>{});
   }
 }
 

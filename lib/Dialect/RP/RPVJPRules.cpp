@@ -373,6 +373,10 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+bool AttentionOp::isDifferentiableOperand(unsigned index) {
+  return index < 3;
+}
+
 LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &dxs) {
   dxs.assign({Value(), Value()});

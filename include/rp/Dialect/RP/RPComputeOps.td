@@ -515,7 +515,8 @@ def RP_RmsNormOp : RP_PureOp<"rms_norm",
 }
 
 def RP_AttentionOp : RP_PureOp<"attention",
-    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>, AllElementTypesMatch<["query", "key", "value", "result"]>]> {
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface,
+                               ["isDifferentiableOperand"]>, AllElementTypesMatch<["query", "key", "value", "result"]>]> {
   let summary = "scaled dot-product attention";
   let description = [{
     `softmax(scale * Q K^T + mask) V` per batch and head, as PyTorch's
@@ -528,7 +529,9 @@ def RP_AttentionOp : RP_PureOp<"attention",
     scores. `causal` masks key positions after the query position
     (`S == T`). Devices may run it fused, with memory linear in `S`.
     VJP: the standard attention backward (recomputing the probabilities
-    from Q, K and the saved log-sum-exp).
+    from Q, K and the saved log-sum-exp). The mask gets no gradient;
+    rp-autodiff rewrites an attention whose float mask needs one (a learned
+    position bias) into matmuls, an add and a softmax first.
 
     ```mlir
     %o = rp.attention %q, %k, %v causal

@@ -24,7 +24,19 @@ def RP_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
       "::mlir::LogicalResult", "buildVJP",
       (ins "::mlir::OpBuilder &":$builder,
            "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
-           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+    InterfaceMethod<[{
+        Whether `buildVJP` can give operand `index` a gradient: what the
+        activity analysis follows from the loss back to the parameters. By
+        default every float tensor operand; an op whose rule drops the
+        gradient of a float operand (the attention mask) says so.
+      }],
+      "bool", "isDifferentiableOperand", (ins "unsigned":$index), [{}],
+      [{
+        auto t = ::llvm::dyn_cast<::mlir::RankedTensorType>(
+            $_op->getOperand(index).getType());
+        return t && ::llvm::isa<::mlir::FloatType>(t.getElementType());
+      }]>
   ];
 }
 

@@ -237,6 +237,47 @@ def AttachLossPass : Pass<"rp-attach-loss", "::mlir::ModuleOp"> {
   ];
 }
 
+def RecomputeSharedPass : Pass<"rp-recompute-shared", "::mlir::ModuleOp"> {
+  let summary = "recomputes in each layer the values it reads that depend "
+                "only on weights and constants";
+  let description = [{
+    A layer result that another layer reads and that the producing layer
+    computes from parameters and constants alone (a causal mask reshaped
+    from a float initializer, rotary tables, position ids, a relative
+    position bias gathered from a learned table) is recomputed at the top of
+    every layer that reads it; the layer then reads the parameters instead
+    of the result, and the producer stops yielding it when nothing else
+    reads it. A staged plan then never transfers such a value between
+    stages, and when it needs a gradient each layer's contribution goes to
+    the parameter it came from, where per-use weight gradients are summed
+    in one fixed order for any number of stages (bitwise across device
+    counts). Values that depend on an input stay layer results.
+
+    Before:
+
+    ```mlir
+    %m:2 = rp.layer "h.0"(%x, %mask) ... {
+    ^bb0(%a: tensor<1x16x32xf32>, %k: tensor<16x16xf32>):
+      %r = rp.reshape %k : tensor<16x16xf32> to tensor<1x1x16x16xf32>
+      ...
+      rp.yield %r, %h : ...
+    }
+    %y = rp.layer "h.1"(%m#1, %m#0) ...
+    ```
+
+    After:
+
+    ```mlir
+    %m = rp.layer "h.0"(%x, %mask) ... { ... rp.yield %h : ... }
+    %y = rp.layer "h.1"(%m, %mask) ... {
+    ^bb0(%a: tensor<1x16x32xf32>, %k: tensor<16x16xf32>):
+      %r = rp.reshape %k : tensor<16x16xf32> to tensor<1x1x16x16xf32>
+      ...
+    }
+    ```
+  }];
+}
+
 def AutodiffPass : Pass<"rp-autodiff", "::mlir::ModuleOp"> {
   let summary = "derives the backward of every layer from the per-op VJPs";
   let description = [{

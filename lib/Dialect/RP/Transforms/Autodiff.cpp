@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Activity.h"
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -46,10 +47,11 @@ static llvm::DenseSet<Value> requiringGrad(ArrayRef<Operation *> ops,
                                            const llvm::DenseSet<Value> &seeds) {
   llvm::DenseSet<Value> needs(seeds);
   for (Operation *op : ops) {
-    if (!isa<DifferentiableOpInterface>(op))
-      continue;
-    if (llvm::none_of(op->getOperands(),
-                      [&](Value v) { return needs.contains(v); }))
+    auto diff = dyn_cast<DifferentiableOpInterface>(op);
+    if (!diff || llvm::none_of(llvm::enumerate(op->getOperands()), [&](auto e) {
+          return needs.contains(e.value()) &&
+                 diff.isDifferentiableOperand(e.index());
+        }))
       continue;
     for (Value r : op->getResults())
       if (isFloatTensor(r))
@@ -433,17 +435,17 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   layers.back().setSpan(
       ArrayRef<int64_t>{int64_t(numLayers - tailSize), int64_t(numLayers)});
 
-  // What needs a gradient: trainable parameters and everything computed
-  // from them, across layers.
+  // What needs a gradient: the values on a path from a trainable parameter
+  // to the loss (Activity.h). A trainable parameter off every such path (a
+  // float initializer holding a mask) gets no gradient and is not returned.
   SmallVector<ParamOp> trainable;
-  llvm::DenseSet<Value> needs;
   for (auto p : main.getOps<ParamOp>())
-    if (p.getTrainable()) {
+    if (p.getTrainable())
       trainable.push_back(p);
-      needs.insert(p.getResult());
-    }
   if (trainable.empty())
     return main.emitError("the model has no trainable parameter");
+  Activity activity(main);
+  llvm::DenseSet<Value> needs = activity.activeValues();
   // Ops between layers (the casts of mixed precision) carry gradients too.
   SmallVector<Operation *> between;
   for (Operation &op : main.getBody().front()) {
@@ -451,28 +453,6 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
         op.hasTrait<OpTrait::IsTerminator>())
       continue;
     between.push_back(&op);
-  }
-  for (Operation &op : main.getBody().front()) {
-    auto layer = dyn_cast<LayerOp>(op);
-    if (!layer) {
-      if (isa<DifferentiableOpInterface>(op) &&
-          llvm::any_of(op.getOperands(),
-                       [&](Value v) { return needs.contains(v); }))
-        for (Value r : op.getResults())
-          if (isFloatTensor(r))
-            needs.insert(r);
-      continue;
-    }
-    llvm::DenseSet<Value> seeds;
-    for (auto [input, arg] :
-         llvm::zip(layer.getInputs(), layer.getBody().getArguments()))
-      if (needs.contains(input))
-        seeds.insert(arg);
-    llvm::DenseSet<Value> inner = requiringGrad(bodyOps(layer), seeds);
-    auto yield = cast<YieldOp>(layer.getBody().front().getTerminator());
-    for (auto [r, y] : llvm::zip(layer.getResults(), yield.getOperands()))
-      if (inner.contains(y))
-        needs.insert(r);
   }
 
   OpBuilder b(main.getContext());

@@ -17,6 +17,9 @@ void mlir::rp::buildTrainPipeline(
   pm.addPass(createAttachLossPass(attach));
   if (beforePartition)
     beforePartition(pm);
+  // Before partitioning, so that stage costs include the recomputation and
+  // no stage waits for another's mask.
+  pm.addPass(createRecomputeSharedPass());
   PartitionPassOptions partition;
   partition.schedule = options.schedule;
   partition.devices = options.devices;
@@ -51,7 +54,7 @@ void mlir::rp::buildTrainPipeline(
 void mlir::rp::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "rp-train-pipeline",
-      "the whole training compile: loss, partition, schedule, transfers, "
+      "the whole training compile: loss, shared values, partition, schedule, transfers, "
       "memory plan, verification, autodiff",
       [](OpPassManager &pm, const TrainPipelineOptions &options) {
         buildTrainPipeline(pm, options);

@@ -1,0 +1,44 @@
+//===- Activity.h - which values of a model need a gradient -----*- C++ -*-===//
+//
+// Activity analysis for rp-autodiff: a value needs a gradient when it is
+// on a path from a trainable parameter to the loss through operands that
+// VJP rules differentiate. Masks, rotary tables, position ids and float
+// initializers nothing trainable reaches (or that reach the loss only
+// through an attention mask or a comparison) get none: nothing is
+// computed, stored, transferred or dumped for them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_DIALECT_RP_TRANSFORMS_ACTIVITY_H
+#define RP_DIALECT_RP_TRANSFORMS_ACTIVITY_H
+
+#include "rp/Dialect/RP/RPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::rp {
+
+/// The activity of every value of `@main` (function level and inside its
+/// layers) in the loss graph of rp-attach-loss: `main` returns the loss sum
+/// of its last layer first.
+class Activity {
+public:
+  explicit Activity(func::FuncOp main);
+
+  /// Depends on a trainable parameter through differentiable operands.
+  bool isVaried(Value v) const { return varied.contains(v); }
+  /// The loss depends on it through differentiable operands.
+  bool isUseful(Value v) const { return useful.contains(v); }
+  /// Needs a gradient: both.
+  bool isActive(Value v) const { return isVaried(v) && isUseful(v); }
+  /// Every active value.
+  llvm::DenseSet<Value> activeValues() const;
+
+private:
+  llvm::DenseSet<Value> varied, useful;
+};
+
+} // namespace mlir::rp
+
+#endif // RP_DIALECT_RP_TRANSFORMS_ACTIVITY_H

@@ -130,14 +130,14 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
   if (it != options.shapes.end()) {
     ArrayRef<int64_t> given = it->second;
     if (given.size() != shape.size())
-      return emitError(loc) << "--shape " << info.name() << " gives "
-                            << given.size() << " dimensions but the input has "
-                            << shape.size();
+      return emitError(loc)
+             << "--shape " << info.name() << " gives " << given.size()
+             << " dimensions but the input has " << shape.size();
     for (auto [d, g] : llvm::enumerate(given))
       if (shape[d] != ShapedType::kDynamic && shape[d] != g)
-        return emitError(loc) << "--shape " << info.name() << " sets dimension "
-                              << d << " to " << g
-                              << " but the model fixes it to " << shape[d];
+        return emitError(loc)
+               << "--shape " << info.name() << " sets dimension " << d << " to "
+               << g << " but the model fixes it to " << shape[d];
     shape.assign(given.begin(), given.end());
   }
   for (auto [d, size] : llvm::enumerate(shape))
@@ -151,10 +151,36 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
       diag << "; set every dimension with --shape " << info.name() << "=";
       for (size_t k = 0; k < shape.size(); ++k)
         diag << (k ? "x" : "")
-             << (shape[k] == ShapedType::kDynamic ? "N" : std::to_string(shape[k]));
+             << (shape[k] == ShapedType::kDynamic ? "N"
+                                                  : std::to_string(shape[k]));
       return diag;
     }
   return RankedTensorType::get(shape, element);
+}
+
+/// Whether the raw little-endian `data` of `element`s holds an infinity or
+/// a NaN: every exponent bit set.
+static bool hasNonFinite(StringRef data, Type element) {
+  unsigned width = element.getIntOrFloatBitWidth();
+  uint64_t mask = 0;
+  if (element.isF32())
+    mask = 0x7f800000;
+  else if (element.isF64())
+    mask = 0x7ff0000000000000ull;
+  else if (element.isF16())
+    mask = 0x7c00;
+  else if (element.isBF16())
+    mask = 0x7f80;
+  else
+    return false;
+  size_t size = width / 8;
+  for (size_t i = 0; i + size <= data.size(); i += size) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, data.data() + i, size);
+    if ((bits & mask) == mask)
+      return true;
+  }
+  return false;
 }
 
 static bool matchesAny(StringRef name, ArrayRef<std::string> patterns) {
@@ -194,6 +220,7 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   int64_t bytes = n * getElementSizeInBytes(type);
   std::string file;
   int64_t offset = 0;
+  bool constantMask = false;
   if (auto ext = externalDataOf(tensor)) {
     offset = ext->offset;
     int64_t length = ext->length;
@@ -206,14 +233,14 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
                             << "' refers to external data file '" << dataPath
                             << "', which cannot be read";
     if (length >= 0 && length != bytes)
-      return emitError(loc) << "initializer '" << tensor.name() << "' stores "
-                            << length << " bytes but " << type << " needs "
-                            << bytes;
+      return emitError(loc)
+             << "initializer '" << tensor.name() << "' stores " << length
+             << " bytes but " << type << " needs " << bytes;
     if (static_cast<uint64_t>(offset + bytes) > size)
-      return emitError(loc) << "initializer '" << tensor.name()
-                            << "' needs bytes [" << offset << ", "
-                            << offset + bytes << ") of '" << dataPath
-                            << "', which holds only " << size << " bytes";
+      return emitError(loc)
+             << "initializer '" << tensor.name() << "' needs bytes [" << offset
+             << ", " << offset + bytes << ") of '" << dataPath
+             << "', which holds only " << size << " bytes";
     file = relativePath(dataPath, options.irDir);
   } else {
     if (!weights) {
@@ -226,12 +253,16 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
       return failure();
     offset = weights->append(*data);
     file = relativePath(options.weightsPath, options.irDir);
+    constantMask = isFloat && hasNonFinite(*data, element);
   }
-  bool trainable = isFloat && !matchesAny(tensor.name(), options.frozenPatterns);
-  lastInitializerOp =
-      ParamOp::create(builder, loc, type, tensor.name(), trainable,
-                      builder.getStringAttr(file),
-                      builder.getI64IntegerAttr(offset), FloatAttr());
+  // ONNX does not tell parameters from buffers; a float initializer holding
+  // an infinity or a NaN (a causal mask buffer) cannot be trained, so it is
+  // a frozen parameter. Other buffers need --frozen.
+  bool trainable = isFloat && !constantMask &&
+                   !matchesAny(tensor.name(), options.frozenPatterns);
+  lastInitializerOp = ParamOp::create(
+      builder, loc, type, tensor.name(), trainable, builder.getStringAttr(file),
+      builder.getI64IntegerAttr(offset), FloatAttr());
   return lastInitializerOp->getResult(0);
 }
 
@@ -273,7 +304,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
     return failure();
   // Input types the handler did not check surface here, at the node, rather
   // than at the end of the import without it.
-  Operation *first = before             ? before->getNextNode()
+  Operation *first = before           ? before->getNextNode()
                      : entry->empty() ? nullptr
                                       : &entry->front();
   for (Operation *op = first; op; op = op->getNextNode())
@@ -351,7 +382,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     results.push_back(v);
   }
   func::ReturnOp::create(builder, fileLoc, results);
-  func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setType(
+      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, out] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "rp.name", builder.getStringAttr(out.name()));
   if (weights && failed(weights->commit(fileLoc)))
@@ -371,8 +403,9 @@ std::vector<std::string> mlir::rp::supportedONNXOps() {
   return ops;
 }
 
-OwningOpRef<ModuleOp> mlir::rp::importONNXModel(
-    StringRef path, MLIRContext *context, const ONNXImportOptions &options) {
+OwningOpRef<ModuleOp>
+mlir::rp::importONNXModel(StringRef path, MLIRContext *context,
+                          const ONNXImportOptions &options) {
   context->loadDialect<RPDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(context, path, 0, 0);
   std::ifstream in(path.str(), std::ios::binary);

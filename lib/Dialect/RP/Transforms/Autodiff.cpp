@@ -34,8 +34,7 @@ static bool isFloatTensor(Value v) {
 /// Adds `g` to the gradient of `v` in `grads`, emitting an add at `b` when
 /// `v` already has one.
 static void accumulate(OpBuilder &b, Location loc,
-                       llvm::MapVector<Value, Value> &grads, Value v,
-                       Value g) {
+                       llvm::MapVector<Value, Value> &grads, Value v, Value g) {
   auto [it, inserted] = grads.insert({v, g});
   if (!inserted)
     it->second = AddOp::create(b, loc, it->second, g);
@@ -162,6 +161,50 @@ static IRMapping inlineLayers(ArrayRef<LayerOp> group, ArrayRef<Value> inputs,
   return outer;
 }
 
+/// Rewrites `a` as matmul, scale, add of the mask, causal where, softmax and
+/// matmul: rp.attention gives its mask no gradient, and a learned mask (a
+/// relative position bias) needs one.
+static LogicalResult expandAttention(AttentionOp a) {
+  auto q = cast<RankedTensorType>(a.getQuery().getType());
+  auto k = cast<RankedTensorType>(a.getKey().getType());
+  int64_t rank = q.getRank();
+  if (q.getDimSize(rank - 3) != k.getDimSize(rank - 3))
+    return a.emitOpError("shares key/value heads among query heads and its "
+                         "mask needs a gradient (it depends on a trainable "
+                         "parameter); rp differentiates a learned mask only "
+                         "with as many key/value heads as query heads");
+  OpBuilder b(a);
+  Location loc = a.getLoc();
+  Type element = q.getElementType();
+  auto scalar = [&](double x) -> Value {
+    auto t = RankedTensorType::get({}, element);
+    return ConstantOp::create(
+        b, loc, DenseElementsAttr::get(t, b.getFloatAttr(element, x)));
+  };
+  Value scores =
+      MatmulOp::create(b, loc, a.getQuery(), a.getKey(), false, true);
+  if (double scale = a.getEffectiveScale(); scale != 1.0)
+    scores = MulOp::create(b, loc, scores, scalar(scale));
+  scores = AddOp::create(b, loc, scores, a.getMask());
+  if (a.getCausal()) {
+    auto st = cast<RankedTensorType>(scores.getType());
+    int64_t rows = st.getDimSize(rank - 2), cols = st.getDimSize(rank - 1);
+    SmallVector<bool> keep;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        keep.push_back(j <= i);
+    auto kt = RankedTensorType::get({rows, cols}, b.getI1Type());
+    Value kept = ConstantOp::create(b, loc, DenseElementsAttr::get(kt, keep));
+    scores = WhereOp::create(b, loc, kept, scores,
+                             scalar(-std::numeric_limits<double>::infinity()));
+  }
+  Value probs = SoftmaxOp::create(b, loc, scores, rank - 1);
+  Value out = MatmulOp::create(b, loc, probs, a.getValue());
+  a.replaceAllUsesWith(out);
+  a.erase();
+  return success();
+}
+
 namespace {
 
 struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
@@ -233,7 +276,8 @@ FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
   SmallVector<Value> inputs(layer.getInputs());
   inputs.push_back(lossScale);
   b.setInsertionPoint(layer);
-  auto tail = LayerOp::create(b, layer.getLoc(), layer.getName(), types, inputs);
+  auto tail =
+      LayerOp::create(b, layer.getLoc(), layer.getName(), types, inputs);
   tail.setRole(LayerRole::tail);
   tail.setSpanAttr(layer.getSpanAttr());
   tail.getBody().takeBody(layer.getBody());
@@ -278,10 +322,9 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   SmallVector<Value> operands(inputs.begin(), inputs.end());
   llvm::append_range(operands, resultGrads);
   LayerOp first = group.front(), last = group.back();
-  std::string name =
-      group.size() == 1
-          ? first.getName().str()
-          : (first.getName() + ".." + last.getName()).str();
+  std::string name = group.size() == 1
+                         ? first.getName().str()
+                         : (first.getName() + ".." + last.getName()).str();
   OpBuilder b(before);
   // The body is built first: how many gradients it yields (one per use of
   // a weight) is known once it is.
@@ -291,8 +334,8 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
   // Recompute: the group's layers inlined in order.
   SmallVector<Operation *> recomputed;
-  IRMapping outer = inlineLayers(group, inputs.getArrayRef(), body, inner,
-                                 recomputed);
+  IRMapping outer =
+      inlineLayers(group, inputs.getArrayRef(), body, inner, recomputed);
   // Marked for the plan, whose timelines tell recompute from backward.
   for (Operation *op : recomputed)
     op->setAttr(kRecomputeAttr, inner.getUnitAttr());
@@ -306,11 +349,10 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   for (auto [k, r] : llvm::enumerate(results))
     accumulate(inner, loc, grads, outer.lookup(r),
                body.getArgument(firstGradArg + k));
-  llvm::DenseSet<Value> perUse =
-      weightArgs(inputs.getArrayRef(), body);
+  llvm::DenseSet<Value> perUse = weightArgs(inputs.getArrayRef(), body);
   PerUse uses;
-  if (failed(reverseSweep(inner, recomputed, innerNeeds, grads, &perUse,
-                          &uses)))
+  if (failed(
+          reverseSweep(inner, recomputed, innerNeeds, grads, &perUse, &uses)))
     return failure();
   SmallVector<Value> yielded;
   SmallVector<unsigned> yieldedFor;
@@ -322,7 +364,8 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
       auto t = cast<RankedTensorType>(body.getArgument(i).getType());
       gs.push_back(ConstantOp::create(
           inner, loc,
-          DenseElementsAttr::get(t, inner.getFloatAttr(t.getElementType(), 0))));
+          DenseElementsAttr::get(t,
+                                 inner.getFloatAttr(t.getElementType(), 0))));
     }
     for (Value g : gs) {
       yielded.push_back(g);
@@ -361,9 +404,9 @@ static FailureOr<LayerOp> mergeLayers(ArrayRef<LayerOp> group) {
         inputs.insert(in);
   LayerOp first = group.front(), last = group.back();
   OpBuilder b(last);
-  auto merged = LayerOp::create(
-      b, last.getLoc(), (first.getName() + ".." + last.getName()).str(),
-      last.getResultTypes(), inputs.getArrayRef());
+  auto merged = LayerOp::create(b, last.getLoc(),
+                                (first.getName() + ".." + last.getName()).str(),
+                                last.getResultTypes(), inputs.getArrayRef());
   Block &body = merged.getBody().front();
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
   SmallVector<Operation *> cloned;
@@ -444,8 +487,26 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
       trainable.push_back(p);
   if (trainable.empty())
     return main.emitError("the model has no trainable parameter");
+  SmallVector<AttentionOp> learnedMasks;
+  {
+    Activity before(main);
+    main.walk([&](AttentionOp a) {
+      Value m = a.getMask();
+      if (m && isFloatTensor(m) && before.isVaried(m) &&
+          before.isUseful(a.getResult()))
+        learnedMasks.push_back(a);
+    });
+  }
+  for (AttentionOp a : learnedMasks)
+    if (failed(expandAttention(a)))
+      return failure();
   Activity activity(main);
   llvm::DenseSet<Value> needs = activity.activeValues();
+  if (llvm::none_of(trainable,
+                    [&](ParamOp p) { return needs.contains(p.getResult()); }))
+    return main.emitError("no trainable parameter reaches the loss through "
+                          "ops that carry gradients; there is nothing to "
+                          "train (are the weights frozen?)");
   // Ops between layers (the casts of mixed precision) carry gradients too.
   SmallVector<Operation *> between;
   for (Operation &op : main.getBody().front()) {
@@ -458,11 +519,10 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   OpBuilder b(main.getContext());
   Type lossType = ret.getOperand(0).getType();
   unsigned scaleIndex = main.getNumArguments();
-  if (failed(main.insertArgument(
-          scaleIndex, lossType,
-          b.getDictionaryAttr(
-              b.getNamedAttr("rp.name", b.getStringAttr("loss_scale"))),
-          main.getLoc())))
+  if (failed(main.insertArgument(scaleIndex, lossType,
+                                 b.getDictionaryAttr(b.getNamedAttr(
+                                     "rp.name", b.getStringAttr("loss_scale"))),
+                                 main.getLoc())))
     return failure();
   Value lossScale = main.getArgument(scaleIndex);
 
@@ -479,8 +539,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   // One backward per recompute group, deep to shallow.
   for (auto [begin, end] : groups)
     if (failed(buildBackward(ArrayRef(layers).slice(begin, end - begin), ret,
-                             needs, funcGrads,
-                             {int64_t(begin), int64_t(end)})))
+                             needs, funcGrads, {int64_t(begin), int64_t(end)})))
       return failure();
 
   // Gradients through the ops between layers, back to the parameters.

@@ -130,14 +130,14 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
   if (it != options.shapes.end()) {
     ArrayRef<int64_t> given = it->second;
     if (given.size() != shape.size())
-      return emitError(loc)
-             << "--shape " << info.name() << " gives " << given.size()
-             << " dimensions but the input has " << shape.size();
+      return emitError(loc) << "--shape " << info.name() << " gives "
+                            << given.size() << " dimensions but the input has "
+                            << shape.size();
     for (auto [d, g] : llvm::enumerate(given))
       if (shape[d] != ShapedType::kDynamic && shape[d] != g)
-        return emitError(loc)
-               << "--shape " << info.name() << " sets dimension " << d << " to "
-               << g << " but the model fixes it to " << shape[d];
+        return emitError(loc) << "--shape " << info.name() << " sets dimension "
+                              << d << " to " << g
+                              << " but the model fixes it to " << shape[d];
     shape.assign(given.begin(), given.end());
   }
   for (auto [d, size] : llvm::enumerate(shape))
@@ -151,8 +151,7 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
       diag << "; set every dimension with --shape " << info.name() << "=";
       for (size_t k = 0; k < shape.size(); ++k)
         diag << (k ? "x" : "")
-             << (shape[k] == ShapedType::kDynamic ? "N"
-                                                  : std::to_string(shape[k]));
+             << (shape[k] == ShapedType::kDynamic ? "N" : std::to_string(shape[k]));
       return diag;
     }
   return RankedTensorType::get(shape, element);
@@ -161,7 +160,6 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
 /// Whether the raw little-endian `data` of `element`s holds an infinity or
 /// a NaN: every exponent bit set.
 static bool hasNonFinite(StringRef data, Type element) {
-  unsigned width = element.getIntOrFloatBitWidth();
   uint64_t mask = 0;
   if (element.isF32())
     mask = 0x7f800000;
@@ -173,7 +171,7 @@ static bool hasNonFinite(StringRef data, Type element) {
     mask = 0x7f80;
   else
     return false;
-  size_t size = width / 8;
+  size_t size = element.getIntOrFloatBitWidth() / 8;
   for (size_t i = 0; i + size <= data.size(); i += size) {
     uint64_t bits = 0;
     std::memcpy(&bits, data.data() + i, size);
@@ -233,14 +231,14 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
                             << "' refers to external data file '" << dataPath
                             << "', which cannot be read";
     if (length >= 0 && length != bytes)
-      return emitError(loc)
-             << "initializer '" << tensor.name() << "' stores " << length
-             << " bytes but " << type << " needs " << bytes;
+      return emitError(loc) << "initializer '" << tensor.name() << "' stores "
+                            << length << " bytes but " << type << " needs "
+                            << bytes;
     if (static_cast<uint64_t>(offset + bytes) > size)
-      return emitError(loc)
-             << "initializer '" << tensor.name() << "' needs bytes [" << offset
-             << ", " << offset + bytes << ") of '" << dataPath
-             << "', which holds only " << size << " bytes";
+      return emitError(loc) << "initializer '" << tensor.name()
+                            << "' needs bytes [" << offset << ", "
+                            << offset + bytes << ") of '" << dataPath
+                            << "', which holds only " << size << " bytes";
     file = relativePath(dataPath, options.irDir);
   } else {
     if (!weights) {
@@ -260,9 +258,10 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   // a frozen parameter. Other buffers need --frozen.
   bool trainable = isFloat && !constantMask &&
                    !matchesAny(tensor.name(), options.frozenPatterns);
-  lastInitializerOp = ParamOp::create(
-      builder, loc, type, tensor.name(), trainable, builder.getStringAttr(file),
-      builder.getI64IntegerAttr(offset), FloatAttr());
+  lastInitializerOp =
+      ParamOp::create(builder, loc, type, tensor.name(), trainable,
+                      builder.getStringAttr(file),
+                      builder.getI64IntegerAttr(offset), FloatAttr());
   return lastInitializerOp->getResult(0);
 }
 
@@ -304,7 +303,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
     return failure();
   // Input types the handler did not check surface here, at the node, rather
   // than at the end of the import without it.
-  Operation *first = before           ? before->getNextNode()
+  Operation *first = before             ? before->getNextNode()
                      : entry->empty() ? nullptr
                                       : &entry->front();
   for (Operation *op = first; op; op = op->getNextNode())
@@ -382,8 +381,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     results.push_back(v);
   }
   func::ReturnOp::create(builder, fileLoc, results);
-  func.setType(
-      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, out] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "rp.name", builder.getStringAttr(out.name()));
   if (weights && failed(weights->commit(fileLoc)))
@@ -403,9 +401,8 @@ std::vector<std::string> mlir::rp::supportedONNXOps() {
   return ops;
 }
 
-OwningOpRef<ModuleOp>
-mlir::rp::importONNXModel(StringRef path, MLIRContext *context,
-                          const ONNXImportOptions &options) {
+OwningOpRef<ModuleOp> mlir::rp::importONNXModel(
+    StringRef path, MLIRContext *context, const ONNXImportOptions &options) {
   context->loadDialect<RPDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(context, path, 0, 0);
   std::ifstream in(path.str(), std::ios::binary);

@@ -234,8 +234,23 @@ struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
                               llvm::MapVector<Value, Value> &funcGrads,
                               ArrayRef<int64_t> span);
 
+  /// Records `g`, a gradient of `v` that a backward layer yields: a
+  /// weight's is summed at function level; an activation's is kept apart
+  /// and summed inside the backward of its producer, so a value layers in
+  /// several stages read never needs a sum between stages, and the sum's
+  /// order (deep to shallow) is the same for any grouping.
+  void record(OpBuilder &b, Location loc,
+              llvm::MapVector<Value, Value> &funcGrads, Value v, Value g) {
+    if (isa_and_nonnull<LayerOp>(v.getDefiningOp()))
+      activationGrads[v].push_back(g);
+    else
+      accumulate(b, loc, funcGrads, v, g);
+  }
+
   /// The gradients of the tail's inputs, by input index.
   SmallVector<std::pair<unsigned, Value>> tailInputGrads;
+  /// The gradient contributions of each layer result, deepest first.
+  llvm::MapVector<Value, SmallVector<Value>> activationGrads;
 };
 
 } // namespace
@@ -295,11 +310,12 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   llvm::SmallPtrSet<Operation *, 8> members;
   for (LayerOp l : group)
     members.insert(l.getOperation());
-  // The group's results that get a gradient from later layers.
+  // The group's results that get a gradient from later layers: one operand
+  // per contribution, summed in the body in the order they came.
   SmallVector<Value> results, resultGrads;
   for (LayerOp l : group)
     for (Value r : l.getResults())
-      if (Value g = funcGrads.lookup(r)) {
+      for (Value g : activationGrads.lookup(r)) {
         results.push_back(r);
         resultGrads.push_back(g);
       }
@@ -319,8 +335,21 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   if (gradInputs.empty())
     return success();
 
+  // Activations the group reads whose gradient deeper groups have begun
+  // (a value layers in several stages read): the running sum comes in and
+  // the group's own contributions are added to it, so the sum is one left
+  // fold in reverse op order for any grouping (bitwise across devices).
+  SmallVector<unsigned> carried;
+  SmallVector<Value> carriedGrads;
+  for (unsigned i : gradInputs)
+    for (Value g : activationGrads.lookup(inputs[i])) {
+      carried.push_back(i);
+      carriedGrads.push_back(g);
+    }
+
   SmallVector<Value> operands(inputs.begin(), inputs.end());
   llvm::append_range(operands, resultGrads);
+  llvm::append_range(operands, carriedGrads);
   LayerOp first = group.front(), last = group.back();
   std::string name =
       group.size() == 1
@@ -350,6 +379,10 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   for (auto [k, r] : llvm::enumerate(results))
     accumulate(inner, loc, grads, outer.lookup(r),
                body.getArgument(firstGradArg + k));
+  unsigned firstCarriedArg = firstGradArg + results.size();
+  for (auto [k, i] : llvm::enumerate(carried))
+    accumulate(inner, loc, grads, body.getArgument(i),
+               body.getArgument(firstCarriedArg + k));
   llvm::DenseSet<Value> perUse =
       weightArgs(inputs.getArrayRef(), body);
   PerUse uses;
@@ -381,8 +414,11 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   bwd.getBody().takeBody(draft.getBody());
   draft.erase();
   b.setInsertionPoint(before);
+  // The running sums replace what came in.
+  for (unsigned i : carried)
+    activationGrads[inputs[i]].clear();
   for (auto [k, i] : llvm::enumerate(yieldedFor))
-    accumulate(b, loc, funcGrads, inputs[i], bwd.getResult(k));
+    record(b, loc, funcGrads, inputs[i], bwd.getResult(k));
   return success();
 }
 
@@ -536,8 +572,8 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   llvm::MapVector<Value, Value> funcGrads;
   b.setInsertionPoint(ret);
   for (auto [k, entry] : llvm::enumerate(tailInputGrads))
-    accumulate(b, tail->getLoc(), funcGrads, lastInputs[entry.first],
-               tail->getResult(2 + k));
+    record(b, tail->getLoc(), funcGrads, lastInputs[entry.first],
+           tail->getResult(2 + k));
   // One backward per recompute group, deep to shallow.
   for (auto [begin, end] : groups)
     if (failed(buildBackward(ArrayRef(layers).slice(begin, end - begin), ret,

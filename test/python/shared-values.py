@@ -10,7 +10,10 @@
 #   TorchScript ONNX exporter (opset 17; the mask becomes a float
 #   initializer that layer 0 reshapes and every layer reads);
 # - a T5-style encoder whose layer 0 computes a relative position bias from
-#   a learned table (constant bucket indices) and hands it to every layer.
+#   a learned table (constant bucket indices) and hands it to every layer;
+# - a stack of MLP blocks that each also read the embedding output x0 (an
+#   input-dependent value every stage reads and that needs a gradient: its
+#   gradient is a running sum the backward stages hand on).
 # For each: sync-mode losses of 2 steps and the step-0 gradients are
 # bitwise equal on every device count (8 microbatches of one row each);
 # step-0 loss and every parameter's gradient equal PyTorch autograd's
@@ -103,6 +106,35 @@ class T5ish(nn.Module):
         return self.head(x)
 
 
+class VResBlock(nn.Module):
+    """An MLP block that also reads the embedding output x0 (as value
+    residual learning does): x0 depends on the input and needs a
+    gradient."""
+
+    def __init__(self, d, ff):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.ff = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
+        self.mix = nn.Linear(d, d, bias=False)
+
+    def forward(self, x, x0):
+        return x + self.ff(self.ln(x)) + self.mix(x0)
+
+
+class VRes(nn.Module):
+    def __init__(self, vocab=64, d=32, ff=64, layers=8):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([VResBlock(d, ff) for _ in range(layers)])
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        x = x0 = self.emb(tokens)
+        for block in self.blocks:
+            x = block(x, x0)
+        return self.head(x)
+
+
 MICROBATCHES = 8
 
 
@@ -164,6 +196,13 @@ traced = rp.trace(t5, (tokens[:1],), out / "t5-traced")
 for line in check("t5-traced", t5, traced, [1, 2, 4], out, tokens, labels):
     print(line)
 
+torch.manual_seed(0)
+vres = tiny_gpt.make_distinct(VRes())
+traced = rp.trace(vres, (tokens[:1],), out / "vres-traced")
+for line in check("vres-traced", vres, traced, [1, 2, 4, 8], out, tokens,
+                  labels):
+    print(line)
+
 # CHECK:      causal-traced: 1/2/4/8 devices bitwise (2 sync steps, step-0 gradients): True
 # CHECK-NEXT: causal-traced: loss within 1e-4 of torch: True
 # CHECK-NEXT: causal-traced: gradients 39 of 39 within 1e-4: True
@@ -176,6 +215,10 @@ for line in check("t5-traced", t5, traced, [1, 2, 4], out, tokens, labels):
 # CHECK-NEXT: t5-traced: loss within 1e-4 of torch: True
 # CHECK-NEXT: t5-traced: gradients 52 of 52 within 1e-4: True
 # CHECK-NEXT: t5-traced: dumped but not a torch parameter: []; missing: []
+# CHECK-NEXT: vres-traced: 1/2/4/8 devices bitwise (2 sync steps, step-0 gradients): True
+# CHECK-NEXT: vres-traced: loss within 1e-4 of torch: True
+# CHECK-NEXT: vres-traced: gradients 59 of 59 within 1e-4: True
+# CHECK-NEXT: vres-traced: dumped but not a torch parameter: []; missing: []
 
 # IR:      func.func @main
 # IR:      %[[M:.+]] = rp.param "mask" at

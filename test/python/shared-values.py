@@ -10,10 +10,12 @@
 #   TorchScript ONNX exporter (opset 17; the mask becomes a float
 #   initializer that layer 0 reshapes and every layer reads);
 # - a T5-style encoder whose layer 0 computes a relative position bias from
-#   a learned table (constant bucket indices) and hands it to every layer;
+#   a learned table (constant bucket indices) and hands it to every layer
+#   (traced; and exported to ONNX, with one bucket per offset);
 # - a stack of MLP blocks that each also read the embedding output x0 (an
 #   input-dependent value every stage reads and that needs a gradient: its
-#   gradient is a running sum the backward stages hand on).
+#   gradient is a running sum the backward stages hand on), traced and
+#   exported to ONNX.
 # For each: sync-mode losses of 2 steps and the step-0 gradients are
 # bitwise equal on every device count (8 microbatches of one row each);
 # step-0 loss and every parameter's gradient equal PyTorch autograd's
@@ -60,7 +62,9 @@ class CausalLM(nn.Module):
 class T5Block(nn.Module):
     """Pre-norm attention without scaling plus an MLP; the block that has
     the table computes the bias (T5's bucketed relative positions, here
-    clamped offsets) and every block returns it to the next."""
+    clamped offsets, or with ``buckets=None`` one entry per offset of a
+    16-token sequence: no Clip, which rp-import cannot take yet) and every
+    block returns it to the next."""
 
     def __init__(self, d, heads, ff, has_bias, buckets=8):
         super().__init__()
@@ -71,14 +75,19 @@ class T5Block(nn.Module):
         self.o = nn.Linear(d, d, bias=False)
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.ff = nn.Sequential(nn.Linear(d, ff), nn.ReLU(), nn.Linear(ff, d))
-        self.rel = nn.Embedding(buckets, heads) if has_bias else None
+        self.rel = (nn.Embedding(buckets or 31, heads) if has_bias else
+                    None)
 
     def forward(self, x, bias):
         b, s, d = x.shape
         if self.rel is not None:
             pos = torch.arange(s)
-            half = self.buckets // 2
-            rel = (pos[None, :] - pos[:, None]).clamp(-half, half - 1) + half
+            rel = pos[None, :] - pos[:, None]
+            if self.buckets:
+                half = self.buckets // 2
+                rel = rel.clamp(-half, half - 1) + half
+            else:
+                rel = rel + (s - 1)
             bias = self.rel(rel).permute(2, 0, 1).unsqueeze(0)
         y = self.ln1(x)
 
@@ -92,11 +101,11 @@ class T5Block(nn.Module):
 
 
 class T5ish(nn.Module):
-    def __init__(self, vocab=64, d=32, heads=4, ff=64, layers=4):
+    def __init__(self, vocab=64, d=32, heads=4, ff=64, layers=4, buckets=8):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleList(
-            [T5Block(d, heads, ff, i == 0) for i in range(layers)])
+            [T5Block(d, heads, ff, i == 0, buckets) for i in range(layers)])
         self.head = nn.Linear(d, vocab)
 
     def forward(self, tokens):
@@ -197,10 +206,21 @@ for line in check("t5-traced", t5, traced, [1, 2, 4], out, tokens, labels):
     print(line)
 
 torch.manual_seed(0)
+t5 = tiny_gpt.make_distinct(T5ish(buckets=None))
+step0.export_onnx(t5, one, out / "t5.onnx")
+for line in check("t5-onnx", t5, out / "t5.onnx", [1, 2, 4], out, tokens,
+                  labels):
+    print(line)
+
+torch.manual_seed(0)
 vres = tiny_gpt.make_distinct(VRes())
 traced = rp.trace(vres, (tokens[:1],), out / "vres-traced")
 for line in check("vres-traced", vres, traced, [1, 2, 4, 8], out, tokens,
                   labels):
+    print(line)
+step0.export_onnx(vres, one, out / "vres.onnx")
+for line in check("vres-onnx", vres, out / "vres.onnx", [1, 2, 4, 8], out,
+                  tokens, labels):
     print(line)
 
 # CHECK:      causal-traced: 1/2/4/8 devices bitwise (2 sync steps, step-0 gradients): True
@@ -215,10 +235,18 @@ for line in check("vres-traced", vres, traced, [1, 2, 4, 8], out, tokens,
 # CHECK-NEXT: t5-traced: loss within 1e-4 of torch: True
 # CHECK-NEXT: t5-traced: gradients 52 of 52 within 1e-4: True
 # CHECK-NEXT: t5-traced: dumped but not a torch parameter: []; missing: []
+# CHECK-NEXT: t5-onnx: 1/2/4 devices bitwise (2 sync steps, step-0 gradients): True
+# CHECK-NEXT: t5-onnx: loss within 1e-4 of torch: True
+# CHECK-NEXT: t5-onnx: gradients 52 of 52 within 1e-4: True
+# CHECK-NEXT: t5-onnx: dumped but not a torch parameter: []; missing: []
 # CHECK-NEXT: vres-traced: 1/2/4/8 devices bitwise (2 sync steps, step-0 gradients): True
 # CHECK-NEXT: vres-traced: loss within 1e-4 of torch: True
 # CHECK-NEXT: vres-traced: gradients 59 of 59 within 1e-4: True
 # CHECK-NEXT: vres-traced: dumped but not a torch parameter: []; missing: []
+# CHECK-NEXT: vres-onnx: 1/2/4/8 devices bitwise (2 sync steps, step-0 gradients): True
+# CHECK-NEXT: vres-onnx: loss within 1e-4 of torch: True
+# CHECK-NEXT: vres-onnx: gradients 59 of 59 within 1e-4: True
+# CHECK-NEXT: vres-onnx: dumped but not a torch parameter: []; missing: []
 
 # IR:      func.func @main
 # IR:      %[[M:.+]] = rp.param "mask" at

@@ -171,8 +171,9 @@ LogicalResult StagedExporter::classifyOps() {
       for (Operation *user : op.getUsers())
         if (isa<LayerOp>(user))
           return op.emitOpError("sums gradients that a later layer reads; "
-                                "staged plans do not sum activation "
-                                "gradients across stages yet");
+                                "a staged plan sums activation gradients "
+                                "inside backward layers, as rp-autodiff "
+                                "emits them (run it on the forward graph)");
       epilogue.push_back(&op);
     }
   }

@@ -22,6 +22,8 @@
 # within 1e-4; the gradient dump holds exactly PyTorch's parameters (no
 # entry for the mask initializer, whose gradient a 4-device plan used to
 # dump as zeros).
+# The same mask filled with finfo.min (a finite masking value) is frozen
+# too: it is neither trained nor dumped.
 # An 8-layer causal LM for 8 devices on rtx4090: the importer freezes the
 # mask initializer (it holds -inf), rp-recompute-shared makes every layer
 # reshape it itself, so no layer yields it, no stage sends it to another,
@@ -44,7 +46,8 @@ import tiny_gpt  # noqa: E402
 
 
 class CausalLM(nn.Module):
-    def __init__(self, vocab=64, d=32, heads=4, layers=3, ff=64, s=16):
+    def __init__(self, vocab=64, d=32, heads=4, layers=3, ff=64, s=16,
+                 fill=float("-inf")):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
         layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0,
@@ -53,7 +56,7 @@ class CausalLM(nn.Module):
                                              enable_nested_tensor=False)
         self.head = nn.Linear(d, vocab)
         self.register_buffer(
-            "mask", torch.triu(torch.full((s, s), float("-inf")), diagonal=1))
+            "mask", torch.triu(torch.full((s, s), fill), diagonal=1))
 
     def forward(self, tokens):
         return self.head(self.encoder(self.emb(tokens), mask=self.mask))
@@ -195,6 +198,14 @@ step0.export_onnx(causal, one, onnx)
 for line in check("causal-onnx", causal, onnx, [1, 2, 4, 8], out, tokens,
                   labels):
     print(line)
+# The mask filled with finfo.min (finite) instead of -inf.
+torch.manual_seed(0)
+causal = tiny_gpt.make_distinct(CausalLM(fill=torch.finfo(torch.float32).min))
+step0.export_onnx(causal, one, out / "causal-finfo.onnx")
+for line in check("causal-finfo-onnx", causal, out / "causal-finfo.onnx",
+                  [1, 4], out, tokens, labels):
+    print(line)
+
 torch.manual_seed(0)
 step0.export_onnx(tiny_gpt.make_distinct(CausalLM(layers=8)), one,
                   out / "causal8.onnx")
@@ -231,6 +242,10 @@ for line in check("vres-onnx", vres, out / "vres.onnx", [1, 2, 4, 8], out,
 # CHECK-NEXT: causal-onnx: loss within 1e-4 of torch: True
 # CHECK-NEXT: causal-onnx: gradients 39 of 39 within 1e-4: True
 # CHECK-NEXT: causal-onnx: dumped but not a torch parameter: []; missing: []
+# CHECK-NEXT: causal-finfo-onnx: 1/4 devices bitwise (2 sync steps, step-0 gradients): True
+# CHECK-NEXT: causal-finfo-onnx: loss within 1e-4 of torch: True
+# CHECK-NEXT: causal-finfo-onnx: gradients 39 of 39 within 1e-4: True
+# CHECK-NEXT: causal-finfo-onnx: dumped but not a torch parameter: []; missing: []
 # CHECK-NEXT: t5-traced: 1/2/4 devices bitwise (2 sync steps, step-0 gradients): True
 # CHECK-NEXT: t5-traced: loss within 1e-4 of torch: True
 # CHECK-NEXT: t5-traced: gradients 52 of 52 within 1e-4: True

@@ -19,6 +19,7 @@
 #include "llvm/Support/Regex.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -157,27 +158,51 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
   return RankedTensorType::get(shape, element);
 }
 
-/// Whether the raw little-endian `data` of `element`s holds an infinity or
-/// a NaN: every exponent bit set.
-static bool hasNonFinite(StringRef data, Type element) {
-  uint64_t mask = 0;
-  if (element.isF32())
-    mask = 0x7f800000;
-  else if (element.isF64())
-    mask = 0x7ff0000000000000ull;
-  else if (element.isF16())
-    mask = 0x7c00;
-  else if (element.isBF16())
-    mask = 0x7f80;
-  else
+/// Whether the raw little-endian `data` of `element`s holds a masking
+/// value: an infinity, a NaN, or a value at or below -1e4 (finfo.min, the
+/// -1e4 of older exports), which no trained weight holds.
+static bool holdsMaskValue(StringRef data, Type element) {
+  constexpr double kMaskValue = -1e4;
+  auto masks = [&](double x) { return !std::isfinite(x) || x <= kMaskValue; };
+  auto scan = [&](auto word, auto toDouble) {
+    using Word = decltype(word);
+    for (size_t i = 0; i + sizeof(Word) <= data.size(); i += sizeof(Word)) {
+      Word bits;
+      std::memcpy(&bits, data.data() + i, sizeof(Word));
+      if (masks(toDouble(bits)))
+        return true;
+    }
     return false;
-  size_t size = element.getIntOrFloatBitWidth() / 8;
-  for (size_t i = 0; i + size <= data.size(); i += size) {
-    uint64_t bits = 0;
-    std::memcpy(&bits, data.data() + i, size);
-    if ((bits & mask) == mask)
-      return true;
-  }
+  };
+  if (element.isF32())
+    return scan(uint32_t(), [](uint32_t b) {
+      float f;
+      std::memcpy(&f, &b, 4);
+      return double(f);
+    });
+  if (element.isF64())
+    return scan(uint64_t(), [](uint64_t b) {
+      double d;
+      std::memcpy(&d, &b, 8);
+      return d;
+    });
+  if (element.isBF16())
+    return scan(uint16_t(), [](uint16_t b) {
+      uint32_t w = uint32_t(b) << 16;
+      float f;
+      std::memcpy(&f, &w, 4);
+      return double(f);
+    });
+  if (element.isF16())
+    return scan(uint16_t(), [](uint16_t b) {
+      int exponent = (b >> 10) & 0x1f, mantissa = b & 0x3ff;
+      double sign = (b & 0x8000) ? -1.0 : 1.0;
+      if (exponent == 0x1f)
+        return mantissa ? std::nan("") : sign * HUGE_VAL;
+      if (exponent == 0)
+        return sign * std::ldexp(mantissa, -24);
+      return sign * std::ldexp(1024 + mantissa, exponent - 25);
+    });
   return false;
 }
 
@@ -251,11 +276,12 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
       return failure();
     offset = weights->append(*data);
     file = relativePath(options.weightsPath, options.irDir);
-    constantMask = isFloat && hasNonFinite(*data, element);
+    constantMask = isFloat && holdsMaskValue(*data, element);
   }
   // ONNX does not tell parameters from buffers; a float initializer holding
-  // an infinity or a NaN (a causal mask buffer) cannot be trained, so it is
-  // a frozen parameter. Other buffers need --frozen.
+  // a masking value (a causal mask buffer, or one an exporter's constant
+  // folding made from finfo.min) is not a weight, so it is a frozen
+  // parameter. Other buffers need --frozen.
   bool trainable = isFloat && !constantMask &&
                    !matchesAny(tensor.name(), options.frozenPatterns);
   lastInitializerOp =

@@ -57,7 +57,8 @@ func.func @main(%x: tensor<1x1x4x8xf32>, %labels: tensor<4xi64>) -> (tensor<f32>
 
 // A mask computed from a trainable table (a learned position bias) needs a
 // gradient: the attention that reads it becomes matmul, add, softmax and
-// matmul, and the table gets its gradient.
+// matmul, and the table gets its gradient. A mask that is a trainable
+// parameter itself (reshaped) may be an ONNX buffer: a warning says so.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: {rp.name = "grad:bias"}
 // CHECK: rp.layer "l1..l3" role = tail
@@ -80,6 +81,7 @@ func.func @main(%x: tensor<1x1x4x8xf32>, %labels: tensor<4xi64>) -> (tensor<f32>
   %h1 = rp.layer "l1" (%h0, %bias) : (tensor<1x1x4x8xf32>, tensor<4x4xf32>) -> tensor<1x1x4x8xf32> {
   ^bb0(%a: tensor<1x1x4x8xf32>, %k: tensor<4x4xf32>):
     %r = rp.reshape %k : tensor<4x4xf32> to tensor<1x1x4x4xf32>
+    // expected-warning @+1 {{adds the trainable parameter 'bias' to its scores as a mask, so it gets a gradient and is trained; if it is a buffer (an ONNX initializer holding a constant bias), freeze it with --frozen}}
     %o = rp.attention %a, %a, %a mask(%r) : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x8xf32>
     rp.yield %o : tensor<1x1x4x8xf32>
   }

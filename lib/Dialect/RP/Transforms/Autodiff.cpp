@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Activity.h"
+#include "ExpandAttention.h"
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -160,50 +161,6 @@ static IRMapping inlineLayers(ArrayRef<LayerOp> group, ArrayRef<Value> inputs,
       outer.map(r, map.lookupOrDefault(y));
   }
   return outer;
-}
-
-/// Rewrites `a` as matmul, scale, add of the mask, causal where, softmax and
-/// matmul: rp.attention gives its mask no gradient, and a learned mask (a
-/// relative position bias) needs one.
-static LogicalResult expandAttention(AttentionOp a) {
-  auto q = cast<RankedTensorType>(a.getQuery().getType());
-  auto k = cast<RankedTensorType>(a.getKey().getType());
-  int64_t rank = q.getRank();
-  if (q.getDimSize(rank - 3) != k.getDimSize(rank - 3))
-    return a.emitOpError("shares key/value heads among query heads and its "
-                         "mask needs a gradient (it depends on a trainable "
-                         "parameter); rp differentiates a learned mask only "
-                         "with as many key/value heads as query heads");
-  OpBuilder b(a);
-  Location loc = a.getLoc();
-  Type element = q.getElementType();
-  auto scalar = [&](double x) -> Value {
-    auto t = RankedTensorType::get({}, element);
-    return ConstantOp::create(
-        b, loc, DenseElementsAttr::get(t, b.getFloatAttr(element, x)));
-  };
-  Value scores =
-      MatmulOp::create(b, loc, a.getQuery(), a.getKey(), false, true);
-  if (double scale = a.getEffectiveScale(); scale != 1.0)
-    scores = MulOp::create(b, loc, scores, scalar(scale));
-  scores = AddOp::create(b, loc, scores, a.getMask());
-  if (a.getCausal()) {
-    auto st = cast<RankedTensorType>(scores.getType());
-    int64_t rows = st.getDimSize(rank - 2), cols = st.getDimSize(rank - 1);
-    SmallVector<bool> keep;
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        keep.push_back(j <= i);
-    auto kt = RankedTensorType::get({rows, cols}, b.getI1Type());
-    Value kept = ConstantOp::create(b, loc, DenseElementsAttr::get(kt, keep));
-    scores = WhereOp::create(b, loc, kept, scores,
-                             scalar(-std::numeric_limits<double>::infinity()));
-  }
-  Value probs = SoftmaxOp::create(b, loc, scores, rank - 1);
-  Value out = MatmulOp::create(b, loc, probs, a.getValue());
-  a.replaceAllUsesWith(out);
-  a.erase();
-  return success();
 }
 
 namespace {

@@ -288,10 +288,16 @@ def AutodiffPass : Pass<"rp-autodiff", "::mlir::ModuleOp"> {
     backward layer (`role = backward`) after it in reverse order: it takes
     the forward layer's inputs again and recomputes its forward from them
     (RoundPipe's recompute), then applies the VJP rules of its ops in
-    reverse. Only trainable parameters and the activations between them and
-    the loss get gradients, so frozen parameters cost nothing in backward.
-    A value used by several layers (a tied embedding) gets the sum of its
-    gradients. `@main` returns `loss_sum`, `count`, then one gradient per
+    reverse. Only values on a path from a trainable parameter to the loss
+    through differentiable operands get gradients (activity analysis), so
+    frozen parameters, masks and trainable parameters that never reach the
+    loss (a float initializer that only feeds an attention mask) cost
+    nothing and get no `grad:` result. An attention whose float mask needs
+    a gradient is first expanded into matmul, add, softmax and matmul. A
+    weight used by several layers (a tied embedding) gets the sum of its
+    per-use gradients; an activation read by layers in several backward
+    stages gets a running sum that each backward layer takes, adds to and
+    hands on, so no gradient is summed between layers. `@main` returns `loss_sum`, `count`, then one gradient per
     trainable parameter, named `grad:<param>`.
 
     ```mlir

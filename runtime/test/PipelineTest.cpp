@@ -177,7 +177,7 @@ TEST(PipelineTest, LandedJobsAreHandledWhileTheStepRuns) {
   size_t slice = size_t(t.rows) * t.dim;
   std::vector<float> seen(t.M * slice, 0.0f);
   std::vector<unsigned> calls(t.b.plan.jobs.size(), 0);
-  options.onLanded = [&](size_t job) {
+  options.onLanded = [&](size_t job, uint64_t) {
     ++calls[job];
     unsigned m = l.plan->jobs[job].microbatch;
     const float *y = l.fwd->buffer(t.Y).as<float>();
@@ -205,7 +205,7 @@ TEST(PipelineTest, AFailedLandingFailsTheStep) {
   ASSERT_TRUE(l.fwd);
   PipelineOptions options;
   options.landings = {t.jOut0[1]};
-  options.onLanded = [](size_t) { return invalidArgument("no room"); };
+  options.onLanded = [](size_t, uint64_t) { return invalidArgument("no room"); };
   auto exec = PipelineExecutor::create(*l.plan, *l.fwd, options);
   ASSERT_TRUE(exec) << exec.getStatus().toString();
   ThreadPool hostPool(2);

@@ -66,6 +66,18 @@ static void reportMemory(const HostForward &fwd) {
                "rp-run: device buffers per device: %s KiB (%s KiB with no "
                "buffer sharing bytes)\n",
                arenas.c_str(), apart.c_str());
+  if (fwd.getSlots() > 1) {
+    uint64_t one = 0;
+    for (uint64_t bytes : layout.arenaBytes)
+      one += bytes;
+    std::fprintf(stderr,
+                 "rp-run: continuous execution: %u buffer slots%s, %.1f KiB "
+                 "of device buffers in all (%.1f KiB for one pass)\n",
+                 fwd.getSlots(),
+                 fwd.rotates() ? ", devices renamed pass by pass" : "",
+                 double(fwd.allocatedDeviceBytes()) / 1024,
+                 double(one) / 1024);
+  }
 }
 
 /// Where a staged run's time went, on stderr: per device, then the host.
@@ -212,6 +224,15 @@ int main(int argc, char **argv) {
   app.add_option("--profile-hw", profileHw,
                  "the hardware profile --profile's times are for (default "
                  "host)");
+  unsigned accumulate = 1;
+  app.add_option("--accumulate", accumulate,
+                 "passes of the plan's microbatches per optimizer step "
+                 "(gradient accumulation; inputs hold that many global "
+                 "batches)");
+  bool stepBarrier = false;
+  app.add_flag("--step-barrier", stepBarrier,
+               "staged plans: finish each pass before the next starts "
+               "(no continuous execution; to compare)");
   bool serialOptimizer = false;
   app.add_flag("--serial-optimizer", serialOptimizer,
                "async mode: run each step's optimizer between the steps "
@@ -424,9 +445,23 @@ int main(int argc, char **argv) {
   if (plan->staged)
     trace = std::make_unique<Trace>(*plan, /*keepSteps=*/!tracePath.empty());
 
+  if (accumulate < 1 || accumulate > 1000000)
+    return fail(invalidArgument(
+        "--accumulate " + std::to_string(accumulate) +
+        " is not a number of passes; give 1 or more (passes of " +
+        std::to_string(plan->microbatches) + " microbatches per step)"));
+  if (accumulate > 1 && !isTrainingPlan(*plan))
+    return fail(invalidArgument("--accumulate needs a training plan: '" +
+                                planPath + "' computes no gradients"));
   auto start = std::chrono::steady_clock::now();
+  // A staged training plan runs continuously: two passes in flight, each on
+  // its own slot of buffers, with the devices renamed pass after pass.
+  ForwardOptions forwardOptions;
+  bool continuous = plan->staged && isTrainingPlan(*plan) && !stepBarrier;
+  forwardOptions.slots = continuous ? 2 : 1;
+  forwardOptions.rotate = continuous;
   Expected<std::unique_ptr<HostForward>> fwd =
-      HostForward::create(*plan, **devicesOf);
+      HostForward::create(*plan, **devicesOf, forwardOptions);
   if (!fwd)
     return fail(fwd.getStatus());
   if (Status s = (*fwd)->initParameters(seed); s.failed())
@@ -483,6 +518,8 @@ int main(int argc, char **argv) {
     train.dumpGrads = dumpGrads;
     train.data32 = dataType == "u32";
     train.overlapOptimizer = !serialOptimizer;
+    train.accumulate = accumulate;
+    train.continuous = continuous;
     train.lossScaling = !noLossScaling;
     train.lossScale.initial = initialLossScale;
     train.onSkippedStep = [](unsigned step, double scale) {

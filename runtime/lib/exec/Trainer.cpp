@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,21 +61,23 @@ struct PendingOptimizer {
 
 /// The shape of input `in`'s global batch: a staged plan binds the global
 /// batch itself, an unstaged one a microbatch.
-Shape globalShape(const Plan &plan, const BindingDesc &in) {
+/// With `accumulate` K, a step takes K such batches (K passes).
+Shape globalShape(const Plan &plan, const BindingDesc &in,
+                  unsigned accumulate = 1) {
   Shape shape = plan.buffers[in.buffer].shape;
-  if (!plan.staged && !shape.empty())
-    shape[0] *= plan.microbatches;
+  if (!shape.empty())
+    shape[0] *= (plan.staged ? 1 : plan.microbatches) * accumulate;
   return shape;
 }
 
 /// A synthetic global batch for `in`: ids below the binding's limit, or
 /// N(0, 1) floats, from the seed.
 Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
-                             uint64_t seed) {
+                             uint64_t seed, unsigned accumulate) {
   const BufferDesc &b = plan.buffers[in.buffer];
   NpyArray a;
   a.dtype = b.dtype;
-  a.shape = globalShape(plan, in);
+  a.shape = globalShape(plan, in, accumulate);
   a.data.resize(numElements(a.shape) * dtypeSize(a.dtype));
   std::mt19937_64 rng(seed ^ std::hash<std::string>()(in.name));
   if (a.dtype == DType::i64 || a.dtype == DType::i32) {
@@ -291,12 +294,479 @@ Expected<CheckpointState> loadCheckpoint(const std::string &dir,
   return state;
 }
 
+
+/// What the staged trainer shares with train(): the run's inputs and
+/// parameters, and the steps' arithmetic that both kinds of plan use.
+struct StagedContext {
+  const Plan &plan;
+  HostForward &fwd;
+  ThreadPool &pool;
+  const TrainOptions &options;
+  const std::function<void(unsigned, double)> &onStep;
+  std::vector<Param> &params;
+  std::map<std::string, NpyArray> &global;
+  const std::string &tokenInput;
+  int64_t tokenLimit;
+  std::optional<TokenStream> &stream;
+  uint32_t lossOut;
+  const std::vector<std::vector<size_t>> &landsWith;
+  const std::vector<unsigned> &writers;
+  const std::vector<bool> &landsEarly;
+  bool scaling;
+  unsigned &updates;
+  unsigned first;
+  std::function<Status(const HostForward &, Param &, std::vector<float> &,
+                       unsigned)>
+      addGradient;
+  std::function<Status(unsigned, unsigned, double,
+                       const std::vector<ParamSlot> &)>
+      optimize;
+  std::function<Status(double &, NpyArray &, int64_t &)> stepScale;
+  std::function<bool(unsigned, std::vector<std::vector<float> *>)>
+      decideApply;
+  std::function<Status(std::vector<std::vector<float> *>)> dumpGradients;
+  std::function<CheckpointState(unsigned, uint64_t)> checkpointState;
+};
+
+/// The stage jobs of one pass (S) when the plan is round-robin (stage job
+/// n on device n mod G), else 0: pass p then runs job n on device
+/// (p * S + n) mod G, the job counter carried across passes.
+uint32_t passShiftJobs(const Plan &plan) {
+  uint32_t stageJobs = 0;
+  for (const JobDesc &job : plan.jobs)
+    if (job.stage >= 0)
+      stageJobs = std::max(stageJobs, uint32_t(job.stage) + 1);
+  for (const JobDesc &job : plan.jobs)
+    if (job.kind == JobKind::run && job.stage >= 0 &&
+        job.device != uint32_t(job.stage) % plan.devices)
+      return 0;
+  return stageJobs;
+}
+
+/// Trains a staged plan pass after pass (K passes per step), with two
+/// passes in flight when the buffers have two slots (Trainer.h).
+Status trainStaged(StagedContext c) {
+  const Plan &plan = c.plan;
+  HostForward &fwd = c.fwd;
+  ThreadPool &pool = c.pool;
+  const TrainOptions &options = c.options;
+  std::vector<Param> &params = c.params;
+  unsigned M = plan.microbatches, K = options.accumulate;
+  uint32_t G = plan.devices;
+  if (plan.buffers[c.lossOut].size() != int64_t(M))
+    return invalidFormat("the staged plan's loss_sum output is " +
+                         describeShape(plan.buffers[c.lossOut].shape) +
+                         "; it holds one value per microbatch (" +
+                         std::to_string(M) + ")");
+  // Two passes in flight need two buffer slots. Loss scaling sets a step's
+  // scale from the step before, so it keeps one pass in flight.
+  unsigned S = options.continuous && fwd.getSlots() >= 2 && !c.scaling ? 2 : 1;
+  uint32_t shiftJobs = passShiftJobs(plan);
+  bool rotate = S == 2 && fwd.rotates() && shiftJobs % G != 0;
+  std::vector<uint32_t> buffers;
+  for (const Param &p : params)
+    buffers.push_back(p.buffer);
+  std::optional<ParamFences> fences = planParamFences(plan, buffers);
+  std::vector<size_t> order(params.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = fences ? fences->order[i] : i;
+  auto stepGrad = [](Param &p, unsigned step) -> std::vector<float> & {
+    return step % 2 ? p.optGrad : p.grad;
+  };
+
+  // Per slot: the pass it runs (trainer index, from 0) and its step.
+  struct PassInfo {
+    uint64_t index = 0;
+    unsigned step = 0;
+  };
+  std::vector<PassInfo> info(S);
+  std::vector<std::vector<unsigned>> toLand(S, c.writers);
+  std::vector<std::vector<char>> deferred(S,
+                                          std::vector<char>(params.size(), 0));
+  // Per parameter: the pass whose gradient is added next. A pass's
+  // gradient lands while the pass before may still run; sums go in pass
+  // order, so a gradient that lands early waits for its predecessor's.
+  // Written by the landing thread, read by this one.
+  std::vector<std::atomic<uint64_t>> nextAdd(params.size());
+  for (std::atomic<uint64_t> &n : nextAdd)
+    n = 0;
+  Trace *trace = options.trace;
+  auto onLanded = [&](size_t job, uint64_t pass) -> Status {
+    int64_t start = trace ? trace->now() : 0;
+    unsigned slot = unsigned(pass % S);
+    for (size_t i : c.landsWith[job]) {
+      if (--toLand[slot][i] != 0)
+        continue;
+      if (nextAdd[i] != info[slot].index) {
+        deferred[slot][i] = 1;
+        continue;
+      }
+      Param &p = params[i];
+      if (Status s = c.addGradient(fwd, p, stepGrad(p, info[slot].step), slot);
+          s.failed())
+        return s;
+      ++nextAdd[i];
+      unsigned other = (slot + 1) % S;
+      if (other != slot && deferred[other][i] &&
+          info[other].index == nextAdd[i]) {
+        deferred[other][i] = 0;
+        if (Status s =
+                c.addGradient(fwd, p, stepGrad(p, info[other].step), other);
+            s.failed())
+          return s;
+        ++nextAdd[i];
+      }
+    }
+    if (trace)
+      trace->addHostSpan("gradients", info[slot].step, start, trace->now());
+    return Status::ok();
+  };
+  PipelineOptions po;
+  po.progressWindow = std::chrono::milliseconds(options.watchdogMs);
+  po.trace = trace;
+  po.slots = S;
+  po.rotate = rotate;
+  for (size_t j = 0; j < plan.jobs.size(); ++j)
+    if (!c.landsWith[j].empty())
+      po.landings.push_back(j);
+  po.onLanded = onLanded;
+  // Gates: one per parameter (its uploads wait for its weight version), or
+  // one for every job when a prologue call reads several parameters.
+  if (fences) {
+    po.gates = uint32_t(params.size());
+    po.gatesOf = fences->gatesOf;
+  } else {
+    po.gates = 1;
+    po.gatesOf.assign(plan.jobs.size(), {0});
+  }
+  auto created = PipelineExecutor::create(plan, fwd, po);
+  if (!created)
+    return created.getStatus();
+  PipelineExecutor &pipeline = **created;
+
+  // Weight versions: pass of step k computes with W_k (sync) or
+  // W_max(k-1,0) (async). They come from the master weights (`masterVersion`
+  // once no update is in flight), from the weights the run started with
+  // (`stash`), or from the update that makes them, which writes each
+  // parameter into the waiting passes' slots and opens its gate.
+  auto versionOf = [&](unsigned step) -> int64_t {
+    return options.sync ? step : (step ? step - 1 : 0);
+  };
+  int64_t masterVersion = c.first, inflightVersion = -1;
+  int64_t stashVersion = versionOf(c.first);
+  std::vector<std::vector<float>> stash;
+  for (Param &p : params) {
+    TensorRef w = fwd.buffer(p.buffer);
+    stash.emplace_back(w.as<float>(), w.as<float>() + w.size());
+  }
+  std::vector<int64_t> slotVersion(S, -1);
+  std::map<int64_t, std::vector<std::pair<unsigned, uint64_t>>> waitingFor;
+  auto openAll = [&](uint64_t pass) {
+    for (uint32_t g = 0; g < po.gates; ++g)
+      pipeline.openGate(g, pass);
+  };
+  // Writes parameter i's weights `src` into `slot` for `pass`, makes its
+  // compute-dtype copy and opens its gate (even after a failure, so the
+  // pass cannot stall; the failure is returned).
+  auto writeParam = [&](size_t i, const float *src, unsigned slot,
+                        uint64_t pass) -> Status {
+    Param &p = params[i];
+    std::memcpy(fwd.buffer(p.buffer, slot).data, src,
+                p.master.size() * sizeof(float));
+    Status s;
+    if (fences && !fences->prologueCalls[i].empty())
+      s = fwd.runProgramCalls(pool, uint32_t(plan.prologue),
+                              fences->prologueCalls[i], slot);
+    if (fences)
+      pipeline.openGate(uint32_t(i), pass);
+    return s;
+  };
+  // After every parameter: without fences the whole prologue, then the gate.
+  auto finishWrite = [&](unsigned slot, uint64_t pass) -> Status {
+    if (fences)
+      return Status::ok();
+    Status s = plan.prologue >= 0
+                   ? fwd.runProgram(pool, uint32_t(plan.prologue), slot)
+                   : Status::ok();
+    pipeline.openGate(0, pass);
+    return s;
+  };
+  auto writeAll = [&](const std::function<const float *(size_t)> &src,
+                      unsigned slot, uint64_t pass) -> Status {
+    Status result;
+    for (size_t i : order)
+      if (Status s = writeParam(i, src(i), slot, pass); result.isOk())
+        result = s;
+    if (Status s = finishWrite(slot, pass); result.isOk())
+      result = s;
+    return result;
+  };
+
+  // Step k's update: parameter by parameter in the order the next passes
+  // read them, each followed by its copies into the slots of the passes
+  // waiting for W_(k+1). It empties step k's gradient sums for step k+2.
+  auto update = [&](unsigned step, unsigned number, double unscale, bool apply,
+                    const std::vector<std::pair<unsigned, uint64_t>> &targets)
+      -> Status {
+    int64_t start = trace ? trace->now() : 0;
+    std::vector<ParamSlot> slots;
+    for (Param &p : params)
+      slots.push_back({p.master.data(), stepGrad(p, step).data(),
+                       p.state0.data(), p.state1.data(),
+                       int64_t(p.master.size())});
+    double gradScale = unscale;
+    if (apply && options.clipGradNorm > 0)
+      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
+                                      options.clipGradNorm);
+    Status result;
+    for (size_t i : order) {
+      Param &p = params[i];
+      if (apply && result.isOk())
+        result = options.sgd ? sgdStep(pool, options.sgdConfig, number,
+                                       {slots[i]}, gradScale)
+                             : adamwStep(pool, options.adamw, number,
+                                         {slots[i]}, gradScale);
+      std::vector<float> &g = stepGrad(p, step);
+      std::fill(g.begin(), g.end(), 0.0f);
+      for (auto [slot, pass] : targets)
+        if (Status s = writeParam(i, p.master.data(), slot, pass);
+            result.isOk())
+          result = s;
+    }
+    for (auto [slot, pass] : targets)
+      if (Status s = finishWrite(slot, pass); result.isOk())
+        result = s;
+    if (trace)
+      trace->addHostSpan("optimizer", step, start, trace->now());
+    return result;
+  };
+  ThreadPool optimizerThread(2);
+  PendingOptimizer pending;
+  auto finishUpdate = [&]() -> Status {
+    if (inflightVersion < 0)
+      return Status::ok();
+    Status s = pending.finish();
+    masterVersion = inflightVersion;
+    inflightVersion = -1;
+    return s;
+  };
+
+  // Per step parity: the data position before its batches, its loss scale,
+  // label count, loss sum and where its host span starts.
+  uint64_t positions[2] = {0, 0};
+  double lossScales[2] = {1, 1}, lossSums[2] = {0, 0};
+  int64_t counts[2] = {1, 1};
+  NpyArray scaleArrays[2];
+  int64_t stepStarts[2] = {0, 0};
+  unsigned total = options.steps * K;
+  std::vector<uint64_t> execOf(total, 0);
+  unsigned submitted = 0;
+  // Stages trainer pass t into its slot (inputs, weights) and submits it.
+  auto stage = [&](unsigned t) -> Status {
+    unsigned step = c.first + t / K, a = t % K;
+    uint64_t pass = pipeline.nextStepNumber();
+    unsigned slot = unsigned(pass % S);
+    if (a == 0) {
+      if (c.stream) {
+        positions[step % 2] = c.stream->position;
+        if (Status s = c.stream->next(c.global[c.tokenInput],
+                                      c.global["labels"], c.tokenLimit);
+            s.failed())
+          return s;
+      }
+      if (Status s = c.stepScale(lossScales[step % 2], scaleArrays[step % 2],
+                                 counts[step % 2]);
+          s.failed())
+        return s;
+      lossSums[step % 2] = 0;
+      stepStarts[step % 2] = trace ? trace->now() : 0;
+    }
+    info[slot] = {t, step};
+    toLand[slot] = c.writers;
+    for (auto &[name, array] : c.global)
+      if (Status s = fwd.setInput(name, K == 1 ? array : slice(array, a, K),
+                                  slot);
+          s.failed())
+        return s;
+    if (Status s = fwd.setInput("loss_scale", scaleArrays[step % 2], slot);
+        s.failed())
+      return s;
+    int64_t v = versionOf(step);
+    Status written;
+    if (slotVersion[slot] == v) {
+      // The slot's weights and their compute copies are the ones wanted;
+      // without fences the prologue may read the new inputs.
+      written = finishWrite(slot, pass);
+      openAll(pass);
+    } else if (!stash.empty() && stashVersion == v) {
+      written = writeAll([&](size_t i) { return stash[i].data(); }, slot, pass);
+    } else {
+      if (inflightVersion >= 0 && v <= inflightVersion)
+        if (Status s = finishUpdate(); s.failed())
+          return s;
+      if (inflightVersion < 0 && masterVersion == v) {
+        written = writeAll([&](size_t i) { return params[i].master.data(); },
+                           slot, pass);
+      } else if (v > std::max(masterVersion, inflightVersion)) {
+        waitingFor[v].push_back({slot, pass});
+      } else if (S == 2 && slotVersion[1 - slot] == v) {
+        written = writeAll(
+            [&](size_t i) {
+              return fwd.buffer(params[i].buffer, 1 - slot).as<float>();
+            },
+            slot, pass);
+      } else {
+        return internalError("no copy of weight version " + std::to_string(v) +
+                             " for step " + std::to_string(step) +
+                             "; report it");
+      }
+    }
+    if (written.failed())
+      return written;
+    slotVersion[slot] = v;
+    // The stash is needed only while a step may compute with its version.
+    if (!stash.empty() && v > stashVersion)
+      stash.clear();
+    execOf[t] = pipeline.submitPass(
+        rotate ? uint32_t((uint64_t(t) * shiftJobs) % G) : 0, step);
+    return Status::ok();
+  };
+  auto submitUpTo = [&](unsigned limit) -> Status {
+    for (; submitted < total && submitted < limit; ++submitted)
+      if (Status s = stage(submitted); s.failed())
+        return s;
+    return Status::ok();
+  };
+  // Writes a checkpoint after step `done - 1`, its update done: compute
+  // weights are what step `done` computes with, in slot 0.
+  auto checkpoint = [&](unsigned done, unsigned t,
+                        const std::vector<std::vector<float>> &before)
+      -> Status {
+    bool inUse = t + 1 < submitted && execOf[t + 1] % S == 0;
+    if (!inUse) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        const std::vector<float> &w =
+            options.sync ? params[i].master : before[i];
+        std::memcpy(fwd.buffer(params[i].buffer).data, w.data(),
+                    w.size() * sizeof(float));
+      }
+      slotVersion[0] = -1;
+    }
+    return saveCheckpoint(options.save, params, fwd,
+                          c.checkpointState(done, positions[done % 2]));
+  };
+
+  if (Status s = submitUpTo(S); s.failed())
+    return s;
+  for (unsigned t = 0; t < total; ++t) {
+    uint64_t pass = execOf[t];
+    if (Status s = pipeline.waitPass(pass); s.failed())
+      return s;
+    unsigned slot = unsigned(pass % S);
+    unsigned step = c.first + t / K;
+    if (plan.epilogue >= 0) {
+      int64_t start = trace ? trace->now() : 0;
+      Status s = fwd.runProgram(pool, uint32_t(plan.epilogue), slot);
+      if (trace)
+        trace->addHostSpan("epilogue", step, start, trace->now());
+      if (s.failed())
+        return Status(s.getCode(), "the epilogue: " + s.getMessage());
+    }
+    TensorRef loss = fwd.buffer(c.lossOut, slot);
+    std::vector<double> l(M);
+    TensorRef l64{l.data(), DType::f64, loss.shape};
+    if (Status s = host::cast(pool, loss, l64); s.failed())
+      return s;
+    for (double v : l)
+      lossSums[step % 2] += v;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (c.landsEarly[i]) {
+        // The next pass may have landed too, not an earlier one.
+        if (nextAdd[i] < uint64_t(t) + 1)
+          return internalError("the gradient of '" + params[i].name +
+                               "' did not land in pass order; report it");
+        continue;
+      }
+      if (Status s = c.addGradient(fwd, params[i], stepGrad(params[i], step),
+                                   slot);
+          s.failed())
+        return s;
+    }
+    if (t % K != K - 1) {
+      if (Status s = submitUpTo(t + 1 + S); s.failed())
+        return s;
+      continue;
+    }
+    // The step's last pass: its loss, then its update.
+    c.onStep(step, lossSums[step % 2] / double(counts[step % 2]));
+    std::vector<std::vector<float> *> grads;
+    for (Param &p : params)
+      grads.push_back(&stepGrad(p, step));
+    if (step == c.first && !options.dumpGrads.empty())
+      if (Status s = c.dumpGradients(grads); s.failed())
+        return s;
+    bool apply = c.decideApply(step, grads);
+    unsigned number = c.updates + 1;
+    c.updates += apply;
+    double unscale = 1.0 / lossScales[step % 2];
+    if (Status s = finishUpdate(); s.failed())
+      return s;
+    unsigned done = step + 1;
+    bool save = !options.save.empty() &&
+                ((options.saveEvery && (done - c.first) % options.saveEvery ==
+                                           0) ||
+                 done == c.first + options.steps);
+    std::vector<std::vector<float>> before;
+    if (save && !options.sync)
+      for (Param &p : params)
+        before.push_back(p.master);
+    // Passes of the next steps are staged before the update starts, so it
+    // can write their weights as it goes; not past a checkpoint.
+    if (!save)
+      if (Status s = submitUpTo(t + 1 + S); s.failed())
+        return s;
+    std::vector<std::pair<unsigned, uint64_t>> targets;
+    if (auto it = waitingFor.find(done); it != waitingFor.end()) {
+      targets = std::move(it->second);
+      waitingFor.erase(it);
+    }
+    if (options.overlapOptimizer && !save) {
+      inflightVersion = done;
+      pending.task = optimizerThread.submit(
+          [&pending, &update, step, number, unscale, apply, targets] {
+            pending.status = update(step, number, unscale, apply, targets);
+          });
+    } else {
+      Status s = update(step, number, unscale, apply, targets);
+      masterVersion = done;
+      if (s.failed())
+        return s;
+    }
+    if (trace)
+      trace->addHostSpan("step", step, stepStarts[step % 2], trace->now());
+    if (!save)
+      continue;
+    if (Status s = finishUpdate(); s.failed())
+      return s;
+    if (Status s = checkpoint(done, t, before); s.failed())
+      return s;
+    if (Status s = submitUpTo(t + 1 + S); s.failed())
+      return s;
+  }
+  return finishUpdate();
+}
+
 } // namespace
 
 Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                           ThreadPool &pool, const TrainOptions &options,
                           const std::function<void(unsigned, double)> &onStep) {
   unsigned M = plan.microbatches;
+  unsigned K = options.accumulate;
+  if (K < 1)
+    return invalidArgument("--accumulate must be at least 1 (passes of " +
+                           std::to_string(M) +
+                           " microbatches per optimizer step)");
   // Global batches of every input but the loss scale.
   std::map<std::string, NpyArray> global;
   const BindingDesc *labels = nullptr, *scale = nullptr;
@@ -312,12 +782,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     if (it != options.inputs.end()) {
       a = it->second;
     } else {
-      auto s = synthetic(plan, in, options.seed);
+      auto s = synthetic(plan, in, options.seed, K);
       if (!s)
         return s.getStatus();
       a = std::move(*s);
     }
-    Shape whole = globalShape(plan, in);
+    Shape whole = globalShape(plan, in, K);
     Shape mb = whole;
     if (!mb.empty()) {
       if (mb[0] % M)
@@ -327,11 +797,17 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                              " microbatches do not divide");
       mb[0] /= M;
     }
+    if (!mb.empty() && K > 1)
+      mb[0] /= K;
     if (a.shape.empty() || a.shape != whole)
       return invalidArgument(
           "input '" + in.name + "' has shape " + describeShape(a.shape) +
-          "; the plan takes " + std::to_string(M) + " microbatches of " +
-          describeShape(mb) + " (dimension 0 is the global batch)");
+          "; the plan takes " + std::to_string(M * K) + " microbatches of " +
+          describeShape(mb) + " (dimension 0 is the global batch" +
+          (K > 1 ? ", " + std::to_string(K) + " passes of " +
+                       std::to_string(M) + " microbatches per step"
+                 : std::string()) +
+          ")");
     global[in.name] = std::move(a);
   }
   if (!scale)
@@ -370,7 +846,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
   // the mean of the microbatches' losses).
   auto countLabels = [&]() -> int64_t {
     if (!labels)
-      return M;
+      return int64_t(M) * K;
     const NpyArray &l = global["labels"];
     int64_t n = 0;
     for (int64_t i = 0; i < numElements(l.shape); ++i) {
@@ -406,7 +882,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       p.grad.assign(w.size(), 0.0f);
       p.state0.assign(w.size(), 0.0f);
       p.state1.assign(w.size(), 0.0f);
-      if (options.overlapOptimizer)
+      if (options.overlapOptimizer || plan.staged)
         p.optGrad.assign(w.size(), 0.0f);
       params.push_back(std::move(p));
       break;
@@ -418,22 +894,11 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       lossOut = o.buffer;
   if (!lossOut)
     return invalidFormat("the training plan has no loss_sum output");
-  // Adds parameter `p`'s gradient output onto its step sum, in f32.
-  auto addGradient = [&pool](const HostForward &fwd, Param &p) -> Status {
-    TensorRef g = fwd.buffer(p.gradOutput);
-    std::vector<float> g32(g.size());
-    TensorRef dst{g32.data(), DType::f32, g.shape};
-    if (Status s = host::cast(pool, g, dst); s.failed())
-      return s;
-    for (size_t i = 0; i < g32.size(); ++i)
-      p.grad[i] += g32[i];
-    return Status::ok();
-  };
   // Staged plans: a parameter's gradient is added into its sum as soon as
   // the downloads that write its gradient output have all landed, while
-  // the step goes on; only gradients the epilogue sums wait for the step.
+  // the pass goes on; only gradients the epilogue sums wait for the pass.
   std::vector<std::vector<size_t>> landsWith(plan.jobs.size());
-  std::vector<unsigned> writers(params.size(), 0), toLand;
+  std::vector<unsigned> writers(params.size(), 0);
   std::vector<bool> landsEarly(params.size(), false);
   if (plan.staged) {
     std::vector<bool> summedAfter(plan.buffers.size(), false);
@@ -454,52 +919,20 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       landsEarly[i] = writers[i] > 0;
     }
   }
-  Trace *const tracing = options.trace;
-  unsigned landingStep = 0;
-  auto onLanded = [&](size_t job) -> Status {
-    int64_t start = tracing ? tracing->now() : 0;
-    for (size_t i : landsWith[job])
-      if (--toLand[i] == 0)
-        if (Status s = addGradient(fwd, params[i]); s.failed())
-          return s;
-    if (tracing)
-      tracing->addHostSpan("gradients", landingStep, start,
-                           tracing->now());
+  // Adds parameter `p`'s gradient output (of buffer slot `slot`) onto the
+  // sum `into`, in f32.
+  auto addGradient = [&pool](const HostForward &fwd, Param &p,
+                             std::vector<float> &into,
+                             unsigned slot = 0) -> Status {
+    TensorRef g = fwd.buffer(p.gradOutput, slot);
+    std::vector<float> g32(g.size());
+    TensorRef dst{g32.data(), DType::f32, g.shape};
+    if (Status s = host::cast(pool, g, dst); s.failed())
+      return s;
+    for (size_t i = 0; i < g32.size(); ++i)
+      into[i] += g32[i];
     return Status::ok();
   };
-  // Staged plans: one loss_sum per microbatch, and the executor; in sync
-  // mode, the fences that let a step start while the optimizer still
-  // updates the weights it reads last.
-  std::unique_ptr<PipelineExecutor> pipeline;
-  std::optional<ParamFences> fences;
-  if (plan.staged) {
-    if (plan.buffers[*lossOut].size() != int64_t(M))
-      return invalidFormat("the staged plan's loss_sum output is " +
-                           describeShape(plan.buffers[*lossOut].shape) +
-                           "; it holds one value per microbatch (" +
-                           std::to_string(M) + ")");
-    PipelineOptions po;
-    po.progressWindow = std::chrono::milliseconds(options.watchdogMs);
-    po.trace = options.trace;
-    for (size_t j = 0; j < plan.jobs.size(); ++j)
-      if (!landsWith[j].empty())
-        po.landings.push_back(j);
-    po.onLanded = onLanded;
-    if (options.sync && options.overlapOptimizer) {
-      std::vector<uint32_t> buffers;
-      for (const Param &p : params)
-        buffers.push_back(p.buffer);
-      fences = planParamFences(plan, buffers);
-    }
-    if (fences) {
-      po.gates = uint32_t(params.size());
-      po.gatesOf = fences->gatesOf;
-    }
-    auto created = PipelineExecutor::create(plan, fwd, po);
-    if (!created)
-      return created.getStatus();
-    pipeline = std::move(*created);
-  }
 
   // Plans that compute in f16: dynamic loss scaling.
   bool scaling = false;
@@ -547,122 +980,92 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       trace->addHostSpan("optimizer", step, start, trace->now());
     return s;
   };
-  bool overlap = !options.sync && options.overlapOptimizer;
-  bool fenced = bool(fences);
-  // Sync mode with fences: step k's update, parameter by parameter in the
-  // order step k+1 reads them, each followed by its compute-dtype copy (its
-  // prologue calls) and the opening of its gate for step number `next`.
-  // The gates open even after a failure, so the step it gates cannot
-  // stall; the failure is the trainer's at the next finish().
-  auto fencedUpdate = [&](unsigned step, unsigned update, double unscale,
-                          bool apply, uint64_t next) -> Status {
-    int64_t start = trace ? trace->now() : 0;
-    std::vector<ParamSlot> slots;
-    for (Param &p : params)
-      slots.push_back({p.master.data(), p.optGrad.data(), p.state0.data(),
-                       p.state1.data(), int64_t(p.master.size())});
-    double gradScale = unscale;
-    if (apply && options.clipGradNorm > 0)
-      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
-                                      options.clipGradNorm);
-    Status result;
-    for (size_t i : fences->order) {
-      Param &p = params[i];
-      if (apply && result.isOk())
-        result = options.sgd ? sgdStep(pool, options.sgdConfig, update,
-                                       {slots[i]}, gradScale)
-                             : adamwStep(pool, options.adamw, update,
-                                         {slots[i]}, gradScale);
-      std::memcpy(fwd.buffer(p.buffer).data, p.master.data(),
-                  p.master.size() * sizeof(float));
-      if (result.isOk() && !fences->prologueCalls[i].empty())
-        result = fwd.runProgramCalls(pool, uint32_t(plan.prologue),
-                                     fences->prologueCalls[i]);
-      pipeline->openGate(uint32_t(i), next);
-    }
-    if (trace)
-      trace->addHostSpan("optimizer", step, start, trace->now());
-    return result;
+  // The scale of a step's loss: the loss scaler's over the step's labels
+  // (all K passes), and the loss_scale input that carries it.
+  auto stepScale = [&](double &lossScale, NpyArray &scaleArray,
+                       int64_t &count) -> Status {
+    count = countLabels();
+    if (count == 0)
+      return invalidArgument("every label of the batch is the ignore index "
+                             "-100; there is nothing to train on");
+    scaleArray.dtype = DType::f64;
+    lossScale = scaling ? scaler.getScale() : 1.0;
+    double scaleValue = lossScale / double(count);
+    scaleArray.data.resize(8);
+    std::memcpy(scaleArray.data.data(), &scaleValue, 8);
+    return Status::ok();
   };
-  // Whether a fenced update in flight opens the next step's gates (and
-  // makes its compute-dtype copies).
-  bool gatesPending = false;
+  // Whether step k's gradients (`grads`) are applied: a step whose scaled
+  // gradients overflowed is skipped (W_(k+1) = W_k).
+  auto decideApply = [&](unsigned step,
+                         std::vector<std::vector<float> *> grads) -> bool {
+    if (!scaling)
+      return true;
+    std::vector<ParamSlot> slots;
+    for (std::vector<float> *g : grads)
+      slots.push_back({nullptr, g->data(), nullptr, nullptr,
+                       int64_t(g->size())});
+    bool apply = scaler.update(allGradientsFinite(pool, slots));
+    if (!apply && options.onSkippedStep)
+      options.onSkippedStep(step, scaler.getScale());
+    return apply;
+  };
+  auto dumpGradients = [&](std::vector<std::vector<float> *> grads) {
+    std::vector<NamedTensor> named;
+    for (size_t i = 0; i < params.size(); ++i)
+      named.push_back({params[i].name,
+                       TensorRef{grads[i]->data(), DType::f32,
+                                 plan.buffers[params[i].buffer].shape}});
+    return writeSafetensors(options.dumpGrads, named);
+  };
+  auto checkpointState = [&](unsigned done, uint64_t position) {
+    return CheckpointState{done,     options.sync,
+                           options.sgd, position,
+                           updates,  scaling ? scaler.getScale() : 0.0,
+                           scaler.getGoodSteps()};
+  };
+  if (plan.staged)
+    return trainStaged(StagedContext{plan, fwd, pool, options, onStep, params,
+                                     global, tokenInput, tokenLimit, stream,
+                                     *lossOut, landsWith, writers, landsEarly,
+                                     scaling, updates, first, addGradient,
+                                     optimize, stepScale, decideApply,
+                                     dumpGradients, checkpointState});
+
+  bool overlap = !options.sync && options.overlapOptimizer;
   // One worker: the thread the overlapped optimizer runs on. Its loops go
-  // to the host pool, which is then called from two threads (the next
-  // step's prologue and epilogue use it too).
-  ThreadPool optimizerThread(overlap || fenced ? 2 : 1);
+  // to the host pool, which is then called from two threads.
+  ThreadPool optimizerThread(overlap ? 2 : 1);
   // Declared after the parameters: its destructor waits before they go.
   PendingOptimizer pending;
   auto checkpoint = [&](unsigned done) -> Status {
     // The checkpoint holds W_(k+1) and the state after step k's update.
     if (Status s = pending.finish(); s.failed())
       return s;
-    return saveCheckpoint(
-        options.save, params, fwd,
-        CheckpointState{done, options.sync, options.sgd,
-                        stream ? stream->position : 0, updates,
-                        scaling ? scaler.getScale() : 0.0,
-                        scaler.getGoodSteps()});
+    return saveCheckpoint(options.save, params, fwd,
+                          checkpointState(done, stream ? stream->position : 0));
   };
-  // Adds the gradient outputs that have not landed during the step onto
-  // the step's sums; microbatches add in order, so the sum is the same for
-  // any thread count.
-  auto addGradients = [&]() -> Status {
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!landsEarly[i])
-        if (Status s = addGradient(fwd, params[i]); s.failed())
-          return s;
-    return Status::ok();
-  };
+  // An unstaged plan runs once per microbatch, K * M of them per step.
+  unsigned microbatches = M * K;
   for (unsigned step = first; step < first + options.steps; ++step) {
     for (Param &p : params)
       std::fill(p.grad.begin(), p.grad.end(), 0.0f);
-    toLand = writers;
-    landingStep = step;
     double lossSum = 0;
     if (stream)
       if (Status s = stream->next(global[tokenInput], global["labels"],
                                   tokenLimit);
           s.failed())
         return s;
-    int64_t count = countLabels();
-    if (count == 0)
-      return invalidArgument("every label of the batch is the ignore index "
-                             "-100; there is nothing to train on");
     NpyArray scaleArray;
-    scaleArray.dtype = DType::f64;
-    double lossScale = scaling ? scaler.getScale() : 1.0;
-    double scaleValue = lossScale / double(count);
-    scaleArray.data.resize(8);
-    std::memcpy(scaleArray.data.data(), &scaleValue, 8);
-    // Both kinds add the microbatches' losses and gradients in microbatch
-    // order, onto zero: the same sums, bit for bit.
-    if (pipeline) {
+    double lossScale = 1.0;
+    int64_t count = 1;
+    if (Status s = stepScale(lossScale, scaleArray, count); s.failed())
+      return s;
+    // Microbatches add their losses and gradients in order, onto zero.
+    for (unsigned m = 0; m < microbatches; ++m) {
       for (auto &[name, array] : global)
-        if (Status s = fwd.setInput(name, array); s.failed())
-          return s;
-      if (Status s = fwd.setInput("loss_scale", scaleArray); s.failed())
-        return s;
-      if (fenced && !gatesPending) {
-        uint64_t next = pipeline->nextStepNumber();
-        for (uint32_t g = 0; g < params.size(); ++g)
-          pipeline->openGate(g, next);
-      }
-      if (Status s = pipeline->step(pool, !gatesPending); s.failed())
-        return s;
-      TensorRef loss = fwd.buffer(*lossOut);
-      std::vector<double> l(M);
-      TensorRef l64{l.data(), DType::f64, loss.shape};
-      if (Status s = host::cast(pool, loss, l64); s.failed())
-        return s;
-      for (double v : l)
-        lossSum += v;
-      if (Status s = addGradients(); s.failed())
-        return s;
-    }
-    for (unsigned m = 0; m < M && !pipeline; ++m) {
-      for (auto &[name, array] : global)
-        if (Status s = fwd.setInput(name, slice(array, m, M)); s.failed())
+        if (Status s = fwd.setInput(name, slice(array, m, microbatches));
+            s.failed())
           return s;
       if (Status s = fwd.setInput("loss_scale", scaleArray); s.failed())
         return s;
@@ -674,46 +1077,22 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       if (Status s = host::cast(pool, loss, l64); s.failed())
         return s;
       lossSum += l[0];
-      if (Status s = addGradients(); s.failed())
-        return s;
+      for (Param &p : params)
+        if (Status s = addGradient(fwd, p, p.grad); s.failed())
+          return s;
     }
     onStep(step, lossSum / double(count));
-    if (step == first && !options.dumpGrads.empty()) {
-      std::vector<NamedTensor> grads;
-      for (Param &p : params)
-        grads.push_back({p.name, TensorRef{p.grad.data(), DType::f32,
-                                           plan.buffers[p.buffer].shape}});
-      if (Status s = writeSafetensors(options.dumpGrads, grads); s.failed())
+    std::vector<std::vector<float> *> grads;
+    for (Param &p : params)
+      grads.push_back(&p.grad);
+    if (step == first && !options.dumpGrads.empty())
+      if (Status s = dumpGradients(grads); s.failed())
         return s;
-    }
-    // A step whose scaled gradients overflowed is skipped: W_(k+1) = W_k.
-    bool apply = true;
-    if (scaling) {
-      std::vector<ParamSlot> grads;
-      for (Param &p : params)
-        grads.push_back({nullptr, p.grad.data(), nullptr, nullptr,
-                         int64_t(p.grad.size())});
-      apply = scaler.update(allGradientsFinite(pool, grads));
-      if (!apply && options.onSkippedStep)
-        options.onSkippedStep(step, scaler.getScale());
-    }
+    bool apply = decideApply(step, grads);
     unsigned update = updates + 1;
     updates += apply;
     double unscale = 1.0 / lossScale;
-    if (fenced) {
-      // The update of step k-1 is done (its gates opened before step k's
-      // jobs could run); step k's runs beside step k+1.
-      if (Status s = pending.finish(); s.failed())
-        return s;
-      for (Param &p : params)
-        std::swap(p.grad, p.optGrad);
-      uint64_t next = pipeline->nextStepNumber();
-      pending.task = optimizerThread.submit(
-          [&pending, &fencedUpdate, step, update, unscale, apply, next] {
-            pending.status = fencedUpdate(step, update, unscale, apply, next);
-          });
-      gatesPending = true;
-    } else if (overlap) {
+    if (overlap) {
       // The master weights are W_k once step k-1's update is done: step k+1
       // computes with them while step k's update runs.
       if (Status s = pending.finish(); s.failed())

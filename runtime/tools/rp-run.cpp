@@ -74,7 +74,13 @@ static void reportMemory(const HostForward &fwd) {
                  "rp-run: continuous execution: %u buffer slots%s, %.1f KiB "
                  "of device buffers in all (%.1f KiB for one pass)\n",
                  fwd.getSlots(),
-                 fwd.rotates() ? ", devices renamed pass by pass" : "",
+                 fwd.rotates() ? ", devices renamed pass by pass"
+                 : fwd.getRotationBlocker().empty()
+                     ? ""
+                     : (", devices not renamed: '" +
+                        fwd.getRotationBlocker() +
+                        "' keeps its contents from pass to pass")
+                           .c_str(),
                  double(fwd.allocatedDeviceBytes()) / 1024,
                  double(one) / 1024);
   }

@@ -91,15 +91,50 @@ HostForward::create(const Plan &plan, Backend &backend,
                          std::to_string(options.slots));
   uint32_t G = plan.devices;
   fwd->slots = options.slots;
-  // A device buffer whose contents outlive a step is only where its own
-  // device's layout puts it; renaming devices would need it on all of them.
+  // Renaming devices puts plan device k's buffers on device (k + shift) %
+  // G. Transient buffers keep their offsets (every arena is as large as the
+  // largest device's packing); the others (constants) are read-only and
+  // get a range of their own after them on every device, so that whichever
+  // device a pass lands on holds them. A device buffer that a job writes
+  // and a later step reads again is state of its device: no renaming.
   bool rotating = options.rotate && G > 1;
-  for (uint32_t i = 0; i < plan.buffers.size() && rotating; ++i)
-    rotating = plan.buffers[i].onHost() || fwd->layout.shared[i];
+  std::vector<bool> written(plan.buffers.size(), false);
+  for (const JobDesc &job : plan.jobs)
+    for (const CopyDesc &c : job.copies)
+      written[c.dst] = true;
+  for (const ProgramDesc &program : plan.programs)
+    for (const KernelCallDesc &call : program.calls)
+      for (uint32_t out : call.outputs)
+        written[out] = true;
+  uint64_t packedEnd = 0;
+  for (uint32_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferDesc &b = plan.buffers[i];
+    if (b.onHost())
+      continue;
+    if (fwd->layout.transient[i]) {
+      packedEnd = std::max(packedEnd, fwd->layout.offset[i] + b.bytes());
+    } else if (written[i] && rotating) {
+      rotating = false;
+      fwd->fixedBy = b.name.empty() ? "buffer #" + std::to_string(i) : b.name;
+    }
+  }
   fwd->rotating = rotating;
+  auto align = [](uint64_t n) {
+    return (n + DeviceLayout::kAlignment - 1) / DeviceLayout::kAlignment *
+           DeviceLayout::kAlignment;
+  };
   uint64_t largest = 0;
   for (uint64_t bytes : fwd->layout.arenaBytes)
     largest = std::max(largest, bytes);
+  if (rotating) {
+    fwd->placed = fwd->layout.offset;
+    largest = align(packedEnd);
+    for (uint32_t i = 0; i < plan.buffers.size(); ++i)
+      if (!plan.buffers[i].onHost() && !fwd->layout.transient[i]) {
+        fwd->placed[i] = largest;
+        largest += align(plan.buffers[i].bytes());
+      }
+  }
   fwd->arenas.assign(size_t(options.slots) * G, nullptr);
   fwd->arenaSizes.assign(size_t(options.slots) * G, 0);
   for (unsigned slot = 0; slot < options.slots; ++slot)
@@ -152,11 +187,13 @@ Status HostForward::allocateBuffer(uint32_t index,
     }
     for (uint32_t shift = 0; shift < G; ++shift) {
       uint32_t d = (uint32_t(b.device) + (rotating ? shift : 0)) % G;
-      uint8_t *p = arenas[slot * G + d] + layout.offset[index];
+      uint8_t *p =
+          arenas[slot * G + d] + (rotating ? placed : layout.offset)[index];
       tables[slot * G + shift][index] = p;
-      // Without rotation every shift is the same place: fill it once.
-      if ((shift == 0 || rotating) &&
-          (!layout.shared[index] || !fill))
+      // Without renaming every shift is the same place: fill it once. With
+      // it a transient buffer keeps its NaNs, so that a read before its
+      // pass writes it shows; a constant is on every device.
+      if (rotating ? !layout.transient[index] : shift == 0)
         if (Status s = fillBuffer(index, p, &backend->getDevice(d), files);
             s.failed())
           return s;

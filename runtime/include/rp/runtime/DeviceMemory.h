@@ -42,6 +42,11 @@ struct DeviceLayout {
   std::vector<uint64_t> offset;
   /// Per plan buffer: whether it shares bytes with another buffer.
   std::vector<bool> shared;
+  /// Per plan buffer: whether its contents never outlive a step (no
+  /// initial contents, written before every read), so that it may share
+  /// bytes, alone in its range or not. Continuous execution may place such
+  /// a buffer on any device (HostForward's rotation).
+  std::vector<bool> transient;
 };
 
 /// The happens-before order of a staged plan's jobs within one step:

@@ -105,6 +105,9 @@ public:
   }
   unsigned getSlots() const { return slots; }
   bool rotates() const { return rotating; }
+  /// Why not, when renaming was asked for: the device buffer that holds
+  /// contents beyond a step.
+  const std::string &getRotationBlocker() const { return fixedBy; }
   /// Device bytes allocated for buffers, over all devices and slots.
   uint64_t allocatedDeviceBytes() const;
   Backend &getBackend() const { return *backend; }
@@ -139,6 +142,9 @@ private:
   std::vector<uint64_t> arenaSizes;
   unsigned slots = 1;
   bool rotating = false;
+  std::string fixedBy;
+  /// With renaming: each device buffer's offset in every arena.
+  std::vector<uint64_t> placed;
   std::vector<bool> inputSet;
   bool fill = true;
 };

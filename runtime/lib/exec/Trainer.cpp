@@ -637,23 +637,27 @@ Status trainStaged(StagedContext c) {
         return s;
     return Status::ok();
   };
-  // Writes a checkpoint after step `done - 1`, its update done: compute
-  // weights are what step `done` computes with, in slot 0.
-  auto checkpoint = [&](unsigned done, unsigned t,
-                        const std::vector<std::vector<float>> &before)
-      -> Status {
+  // After step `done - 1`'s update: the weights step `done` computes with
+  // go to slot 0's parameter buffers (unless the pass in flight there has
+  // them already), where a checkpoint and the caller find them.
+  auto settle = [&](unsigned t, const std::vector<std::vector<float>> &before) {
     bool inUse = t + 1 < submitted && execOf[t + 1] % S == 0;
-    if (!inUse) {
-      for (size_t i = 0; i < params.size(); ++i) {
-        const std::vector<float> &w =
-            options.sync ? params[i].master : before[i];
-        std::memcpy(fwd.buffer(params[i].buffer).data, w.data(),
-                    w.size() * sizeof(float));
-      }
-      slotVersion[0] = -1;
+    if (inUse)
+      return;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<float> &w = options.sync ? params[i].master : before[i];
+      std::memcpy(fwd.buffer(params[i].buffer).data, w.data(),
+                  w.size() * sizeof(float));
     }
-    return saveCheckpoint(options.save, params, fwd,
-                          c.checkpointState(done, positions[done % 2]));
+    slotVersion[0] = -1;
+  };
+  // Async: the weights before the update are the next step's; they stay
+  // at hand as the stash (the master weights have moved on).
+  auto keepBefore = [&](unsigned done, std::vector<std::vector<float>> before) {
+    if (options.sync)
+      return;
+    stash = std::move(before);
+    stashVersion = versionOf(done);
   };
 
   if (Status s = submitUpTo(S); s.failed())
@@ -712,17 +716,20 @@ Status trainStaged(StagedContext c) {
     if (Status s = finishUpdate(); s.failed())
       return s;
     unsigned done = step + 1;
+    bool last = done == c.first + options.steps;
     bool save = !options.save.empty() &&
-                ((options.saveEvery && (done - c.first) % options.saveEvery ==
-                                           0) ||
-                 done == c.first + options.steps);
+                (last || (options.saveEvery &&
+                          (done - c.first) % options.saveEvery == 0));
+    // A checkpoint and the run's end settle the weights: no pass is staged
+    // past them before the update is done.
+    bool settling = save || last;
     std::vector<std::vector<float>> before;
-    if (save && !options.sync)
+    if (settling && !options.sync)
       for (Param &p : params)
         before.push_back(p.master);
     // Passes of the next steps are staged before the update starts, so it
-    // can write their weights as it goes; not past a checkpoint.
-    if (!save)
+    // can write their weights as it goes.
+    if (!settling)
       if (Status s = submitUpTo(t + 1 + S); s.failed())
         return s;
     std::vector<std::pair<unsigned, uint64_t>> targets;
@@ -730,7 +737,7 @@ Status trainStaged(StagedContext c) {
       targets = std::move(it->second);
       waitingFor.erase(it);
     }
-    if (options.overlapOptimizer && !save) {
+    if (options.overlapOptimizer && !settling) {
       inflightVersion = done;
       pending.task = optimizerThread.submit(
           [&pending, &update, step, number, unscale, apply, targets] {
@@ -744,12 +751,20 @@ Status trainStaged(StagedContext c) {
     }
     if (trace)
       trace->addHostSpan("step", step, stepStarts[step % 2], trace->now());
-    if (!save)
+    if (!settling)
       continue;
-    if (Status s = finishUpdate(); s.failed())
-      return s;
-    if (Status s = checkpoint(done, t, before); s.failed())
-      return s;
+    settle(t, before);
+    keepBefore(done, std::move(before));
+    // The data position of step `done`: read already if its first pass is
+    // staged.
+    uint64_t position = t + 1 < submitted ? positions[done % 2]
+                        : c.stream       ? c.stream->position
+                                         : 0;
+    if (save)
+      if (Status s = saveCheckpoint(options.save, params, fwd,
+                                    c.checkpointState(done, position));
+          s.failed())
+        return s;
     if (Status s = submitUpTo(t + 1 + S); s.failed())
       return s;
   }

@@ -331,6 +331,11 @@ int main(int argc, char **argv) {
             "backend only times the plan's commands (leave it out)"));
     if (syncMode && asyncMode)
       return fail(invalidArgument("--sync and --async exclude each other"));
+    if (accumulate != 1)
+      return fail(invalidArgument(
+          "--accumulate: the sim backend times one pass per step (a step "
+          "behind a barrier); time K passes with rp-compile --microbatches "
+          "K*M, or leave --accumulate out"));
     if (!plan->staged)
       return fail(invalidArgument(
           "the sim backend times staged plans (training plans from "

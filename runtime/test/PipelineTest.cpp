@@ -208,13 +208,13 @@ TEST(PipelineTest, PassesOverlapOnTwoSlotsWithTheDevicesRenamed) {
       check(p - 2);
     uint64_t next = (*exec)->nextStepNumber();
     unsigned slot = unsigned(next % 2);
-    ASSERT_TRUE((*fwd)
-                    ->setInput("x",
-                               randomArray({int64_t(t.M * t.rows),
-                                            int64_t(t.dim)},
-                                           300 + p),
-                               slot)
-                    .isOk());
+    ASSERT_TRUE(
+        (*fwd)
+            ->setInput(
+                "x",
+                randomArray({int64_t(t.M * t.rows), int64_t(t.dim)}, 300 + p),
+                slot)
+            .isOk());
     if (plan->prologue >= 0)
       ASSERT_TRUE((*fwd)->runProgram(hostPool, plan->prologue, slot).isOk());
     number[p] = (*exec)->submitPass(p % 2, p);
@@ -264,7 +264,9 @@ TEST(PipelineTest, AFailedLandingFailsTheStep) {
   ASSERT_TRUE(l.fwd);
   PipelineOptions options;
   options.landings = {t.jOut0[1]};
-  options.onLanded = [](size_t, uint64_t) { return invalidArgument("no room"); };
+  options.onLanded = [](size_t, uint64_t) {
+    return invalidArgument("no room");
+  };
   auto exec = PipelineExecutor::create(*l.plan, *l.fwd, options);
   ASSERT_TRUE(exec) << exec.getStatus().toString();
   ThreadPool hostPool(2);

@@ -77,12 +77,10 @@ static void reportMemory(const HostForward &fwd) {
                  fwd.rotates() ? ", devices renamed pass by pass"
                  : fwd.getRotationBlocker().empty()
                      ? ""
-                     : (", devices not renamed: '" +
-                        fwd.getRotationBlocker() +
+                     : (", devices not renamed: '" + fwd.getRotationBlocker() +
                         "' keeps its contents from pass to pass")
                            .c_str(),
-                 double(fwd.allocatedDeviceBytes()) / 1024,
-                 double(one) / 1024);
+                 double(fwd.allocatedDeviceBytes()) / 1024, double(one) / 1024);
   }
 }
 
@@ -599,8 +597,8 @@ int main(int argc, char **argv) {
                  "rp-run: trained %u steps on %s (%u threads, %u "
                  "device(s)); best step %.3f ms, mean %.3f ms after the "
                  "first\n",
-                 steps, (*devicesOf)->getName(), threads, plan->devices,
-                 bestMs, meanMs);
+                 steps, (*devicesOf)->getName(), threads, plan->devices, bestMs,
+                 meanMs);
     if (plan->staged)
       reportMemory(**fwd);
     if (trace)

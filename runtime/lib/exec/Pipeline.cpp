@@ -94,8 +94,7 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
       auto &set = exec->events[slot * G + shift];
       for (uint32_t e = 0; e < plan.events; ++e) {
         size_t by = exec->recorder[e];
-        uint32_t device =
-            by == kNoJob ? 0 : (plan.jobs[by].device + shift) % G;
+        uint32_t device = by == kNoJob ? 0 : (plan.jobs[by].device + shift) % G;
         Expected<std::unique_ptr<Event>> event =
             backend.getDevice(device).createEvent();
         if (!event)

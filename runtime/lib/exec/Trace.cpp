@@ -240,8 +240,8 @@ Status rp::runtime::writeChromeTrace(const Trace &trace,
   // A renamed device (continuous execution) runs other devices' queues.
   for (const StepSpans &step : trace.getSteps())
     for (size_t i = 0; i < step.jobs.size() && i < plan.jobs.size(); ++i)
-      if (step.jobs[i].ran() && step.jobs[i].deviceOf(plan.jobs[i]) <
-                                    plan.devices)
+      if (step.jobs[i].ran() &&
+          step.jobs[i].deviceOf(plan.jobs[i]) < plan.devices)
         used[step.jobs[i].deviceOf(plan.jobs[i])][int(plan.jobs[i].queue)] =
             true;
   // Per program, the share of its modelled time that recomputes (0 where

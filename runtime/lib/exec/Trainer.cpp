@@ -294,7 +294,6 @@ Expected<CheckpointState> loadCheckpoint(const std::string &dir,
   return state;
 }
 
-
 /// What the staged trainer shares with train(): the run's inputs and
 /// parameters, and the steps' arithmetic that both kinds of plan use.
 struct StagedContext {
@@ -322,8 +321,7 @@ struct StagedContext {
                        const std::vector<ParamSlot> &)>
       optimize;
   std::function<Status(double &, NpyArray &, int64_t &)> stepScale;
-  std::function<bool(unsigned, std::vector<std::vector<float> *>)>
-      decideApply;
+  std::function<bool(unsigned, std::vector<std::vector<float> *>)> decideApply;
   std::function<Status(std::vector<std::vector<float> *>)> dumpGradients;
   std::function<CheckpointState(unsigned, uint64_t)> checkpointState;
 };
@@ -505,9 +503,9 @@ Status trainStaged(StagedContext c) {
   // Step k's update: parameter by parameter in the order the next passes
   // read them, each followed by its copies into the slots of the passes
   // waiting for W_(k+1). It empties step k's gradient sums for step k+2.
-  auto update = [&](unsigned step, unsigned number, double unscale, bool apply,
-                    const std::vector<std::pair<unsigned, uint64_t>> &targets)
-      -> Status {
+  auto update =
+      [&](unsigned step, unsigned number, double unscale, bool apply,
+          const std::vector<std::pair<unsigned, uint64_t>> &targets) -> Status {
     int64_t start = trace ? trace->now() : 0;
     std::vector<ParamSlot> slots;
     for (Param &p : params)
@@ -584,8 +582,8 @@ Status trainStaged(StagedContext c) {
     info[slot] = {t, step};
     toLand[slot] = c.writers;
     for (auto &[name, array] : c.global)
-      if (Status s = fwd.setInput(name, K == 1 ? array : slice(array, a, K),
-                                  slot);
+      if (Status s =
+              fwd.setInput(name, K == 1 ? array : slice(array, a, K), slot);
           s.failed())
         return s;
     if (Status s = fwd.setInput("loss_scale", scaleArrays[step % 2], slot);
@@ -691,8 +689,8 @@ Status trainStaged(StagedContext c) {
                                "' did not land in pass order; report it");
         continue;
       }
-      if (Status s = c.addGradient(fwd, params[i], stepGrad(params[i], step),
-                                   slot);
+      if (Status s =
+              c.addGradient(fwd, params[i], stepGrad(params[i], step), slot);
           s.failed())
         return s;
     }
@@ -758,8 +756,8 @@ Status trainStaged(StagedContext c) {
     // The data position of step `done`: read already if its first pass is
     // staged.
     uint64_t position = t + 1 < submitted ? positions[done % 2]
-                        : c.stream       ? c.stream->position
-                                         : 0;
+                        : c.stream        ? c.stream->position
+                                          : 0;
     if (save)
       if (Status s = saveCheckpoint(options.save, params, fwd,
                                     c.checkpointState(done, position));
@@ -1018,8 +1016,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       return true;
     std::vector<ParamSlot> slots;
     for (std::vector<float> *g : grads)
-      slots.push_back({nullptr, g->data(), nullptr, nullptr,
-                       int64_t(g->size())});
+      slots.push_back(
+          {nullptr, g->data(), nullptr, nullptr, int64_t(g->size())});
     bool apply = scaler.update(allGradientsFinite(pool, slots));
     if (!apply && options.onSkippedStep)
       options.onSkippedStep(step, scaler.getScale());
@@ -1028,24 +1026,27 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
   auto dumpGradients = [&](std::vector<std::vector<float> *> grads) {
     std::vector<NamedTensor> named;
     for (size_t i = 0; i < params.size(); ++i)
-      named.push_back({params[i].name,
-                       TensorRef{grads[i]->data(), DType::f32,
-                                 plan.buffers[params[i].buffer].shape}});
+      named.push_back(
+          {params[i].name, TensorRef{grads[i]->data(), DType::f32,
+                                     plan.buffers[params[i].buffer].shape}});
     return writeSafetensors(options.dumpGrads, named);
   };
   auto checkpointState = [&](unsigned done, uint64_t position) {
-    return CheckpointState{done,     options.sync,
-                           options.sgd, position,
-                           updates,  scaling ? scaler.getScale() : 0.0,
+    return CheckpointState{done,
+                           options.sync,
+                           options.sgd,
+                           position,
+                           updates,
+                           scaling ? scaler.getScale() : 0.0,
                            scaler.getGoodSteps()};
   };
   if (plan.staged)
-    return trainStaged(StagedContext{plan, fwd, pool, options, onStep, params,
-                                     global, tokenInput, tokenLimit, stream,
-                                     *lossOut, landsWith, writers, landsEarly,
-                                     scaling, updates, first, addGradient,
-                                     optimize, stepScale, decideApply,
-                                     dumpGradients, checkpointState});
+    return trainStaged(StagedContext{
+        plan,        fwd,           pool,           options,    onStep,
+        params,      global,        tokenInput,     tokenLimit, stream,
+        *lossOut,    landsWith,     writers,        landsEarly, scaling,
+        updates,     first,         addGradient,    optimize,   stepScale,
+        decideApply, dumpGradients, checkpointState});
 
   bool overlap = !options.sync && options.overlapOptimizer;
   // One worker: the thread the overlapped optimizer runs on. Its loops go

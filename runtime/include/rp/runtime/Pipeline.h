@@ -238,7 +238,7 @@ private:
   /// Wakes every controller and waitPass (a new pass, a record,
   /// cancellation, shutdown). Call with the mutex held or just after.
   void wakeAll();
-  uint64_t stepNumber = 0; ///< the last pass submitted
+  uint64_t stepNumber = 0;       ///< the last pass submitted
   std::vector<PassState> passes; ///< one per slot
   /// Per slot: per event the pass that recorded it last, per gate the pass
   /// it is open for (0: never).

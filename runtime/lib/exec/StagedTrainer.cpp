@@ -362,6 +362,10 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     stashVersion = versionOf(done);
   };
 
+  // No step to run: the checkpoint holds what the run started with.
+  if (total == 0)
+    return options.save.empty() ? Status::ok()
+                                : c.saveCheckpoint(c.first, c.dataPosition());
   if (Status s = submitUpTo(S); s.failed())
     return s;
   for (unsigned t = 0; t < total; ++t) {

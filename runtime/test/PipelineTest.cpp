@@ -215,8 +215,9 @@ TEST(PipelineTest, PassesOverlapOnTwoSlotsWithTheDevicesRenamed) {
                 randomArray({int64_t(t.M * t.rows), int64_t(t.dim)}, 300 + p),
                 slot)
             .isOk());
-    if (plan->prologue >= 0)
+    if (plan->prologue >= 0) {
       ASSERT_TRUE((*fwd)->runProgram(hostPool, plan->prologue, slot).isOk());
+    }
     number[p] = (*exec)->submitPass(p % 2, p);
     EXPECT_EQ(number[p], next);
   }

@@ -1,6 +1,6 @@
-"""The same training step on 1 and on 4 host devices, side by side.
+"""The same training steps on 1 and on 4 host devices, side by side.
 
-Usage: .venv/bin/python bench/host_devices.py [--threads N] [--steps 5]
+Usage: .venv/bin/python bench/host_devices.py [--threads N] [--steps 8]
            [--devices 4] [--microbatches 5]
 
 A GPT-2-style model exported by torch.onnx (4 layers, width 256, 3.7 M
@@ -11,6 +11,13 @@ budget and the same global batch; prints the best step of each, the ratio
 (4 devices / 1 device: the executor's cost of queues, events and copies on
 a machine whose cores the devices share), and whether the per-step losses
 are bitwise identical (they must be: DESIGN.md's equivalence contract).
+
+Then continuous execution, in both optimizer modes: the 4-device plan with
+a barrier after every step (--step-barrier, the executor's order before
+continuous execution) and continuous (steps overlap, devices renamed pass
+by pass), side by side on the same machine; tokens/s from the mean step
+time after the first (rp-run's "mean ... after the first"), and every
+loss bitwise the 1-device one of the same mode.
 """
 
 import argparse
@@ -29,22 +36,29 @@ from forward_vs_ort import export  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(bin_dir, plan, tmp, args, extra):
+def run(bin_dir, plan, tmp, args, extra, mode="--sync"):
     out = subprocess.run(
         [str(bin_dir / "rp-run"), str(plan), "--input",
          f"tokens={tmp / 'tokens.npy'}", "--labels", str(tmp / "labels.npy"),
-         "--steps", str(args.steps), "--sync", "--threads", str(args.threads)]
+         "--steps", str(args.steps), mode, "--threads", str(args.threads)]
         + extra, check=True, capture_output=True, text=True)
     best = float(re.search(r"best step ([0-9.]+) ms", out.stderr).group(1))
     return best, out.stdout, out.stderr
 
 
+def mean_step(stderr):
+    return float(re.search(r"mean ([0-9.]+) ms after the first",
+                           stderr).group(1))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--microbatches", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of each side of the continuous comparison")
     args = parser.parse_args()
     bin_dir = ROOT / "build/bin"
     m = args.microbatches
@@ -79,6 +93,32 @@ def main():
         for line in many_err.splitlines():
             if re.search(r"device \d+:", line):
                 print("  " + line)
+        print(f"continuous execution, {args.devices} devices, "
+              f"{args.steps} steps (tokens/s from the mean step after the "
+              "first):")
+        for mode in ("--async", "--sync"):
+            _, ref, _ = run(bin_dir, plans[1], tmp, args, [], mode)
+            # Alternated, the median of --repeat runs each: other load on
+            # the machine hits both alike.
+            times = {"barrier": [], "continuous": []}
+            same = {"barrier": True, "continuous": True}
+            for _ in range(args.repeat):
+                for name, extra in (("barrier", ["--step-barrier"]),
+                                    ("continuous", [])):
+                    _, out, err = run(bin_dir, plans[args.devices], tmp, args,
+                                      extra, mode)
+                    times[name].append(mean_step(err))
+                    same[name] = same[name] and out == ref
+            before = float(np.median(times["barrier"]))
+            after = float(np.median(times["continuous"]))
+            print(f"  {mode[2:]:5}: --step-barrier {before:8.1f} ms/step "
+                  f"({tokens_per_step / before * 1e3:8.0f} tokens/s), "
+                  f"continuous {after:8.1f} ms/step "
+                  f"({tokens_per_step / after * 1e3:8.0f} tokens/s), "
+                  f"speedup {before / after:.3f} (median of {args.repeat})")
+            print(f"         losses bitwise the 1-device ones: barrier "
+                  + ("yes" if same["barrier"] else "NO") + ", continuous "
+                  + ("yes" if same["continuous"] else "NO"))
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ last_compile_summary = ""
 def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
           labels: Any = None, steps: int = 1, lr: float = 1e-3,
           optimizer: str = "adamw", sync: bool = False, *,
-          extra_args: Sequence[str] = (), **options) -> Iterator[float]:
+          accumulate: int = 1, extra_args: Sequence[str] = (),
+          **options) -> Iterator[float]:
     """Runs ``rp-run`` on ``plan`` and yields each step's loss as rp-run
     prints it (``step K loss V``), as the steps finish.
 
@@ -81,24 +82,33 @@ def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
     ``backend="sim"``, ``threads=4``); ``extra_args`` are flags passed as
     written.
     ``sync=False`` is rp-run's default async mode (one step stale).
+    ``accumulate=K`` runs K passes of the plan's microbatches per optimizer
+    step (rp-run ``--accumulate``): the inputs then hold K global batches,
+    and each yielded loss is the step's mean over all of them.
 
     The run starts when the first loss is asked for. If rp-run fails, the
     iterator raises ToolError carrying rp-run's stderr; if the caller stops
     early, rp-run is stopped."""
     for _, loss in train_steps(plan, inputs, labels, steps, lr, optimizer,
-                               sync, extra_args=extra_args, **options):
+                               sync, accumulate=accumulate,
+                               extra_args=extra_args, **options):
         yield loss
 
 
 def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
                 labels: Any = None, steps: int = 1, lr: float = 1e-3,
                 optimizer: str = "adamw", sync: bool = False, *,
-                extra_args: Sequence[str] = (),
+                accumulate: int = 1, extra_args: Sequence[str] = (),
                 **options) -> Iterator[Tuple[int, float]]:
     """As ``train``, yielding ``(step, loss)``: the step number as rp-run
     prints it (it continues after ``resume=DIR``)."""
+    if isinstance(accumulate, bool) or not isinstance(accumulate, int) \
+            or accumulate < 1:
+        raise ValueError(f"accumulate={accumulate!r}: give the number of "
+                         "passes per optimizer step, an int of 1 or more")
     args = [str(plan), f"--steps={steps}", f"--lr={lr!r}",
-            f"--optimizer={optimizer}", "--sync" if sync else "--async"]
+            f"--optimizer={optimizer}", "--sync" if sync else "--async",
+            f"--accumulate={accumulate}"]
     with tempfile.TemporaryDirectory(prefix="rp-train-") as tmp:
         for name, value in (inputs or {}).items():
             path = _npy(value, Path(tmp) / f"input-{len(args)}.npy")

@@ -76,11 +76,13 @@ Loaded loadBroken(const Plan &built, const std::string &name, Edit breakIt,
 /// y and z of the two-stage plan, computed microbatch by microbatch with
 /// the host kernels on one thread.
 void reference(const TwoStagePlan &t, const HostForward &fwd,
-               std::vector<float> &y, std::vector<float> &z) {
+               std::vector<float> &y, std::vector<float> &z,
+               unsigned slot = 0) {
   ThreadPool pool(1);
   int64_t R = t.rows, D = t.dim;
   std::vector<float> w1x2(D * D), t0(R * D), h(R * D), t1(R * D);
-  TensorRef W0 = fwd.buffer(t.W0), W1 = fwd.buffer(t.W1), X = fwd.buffer(t.X);
+  TensorRef W0 = fwd.buffer(t.W0, slot), W1 = fwd.buffer(t.W1, slot),
+            X = fwd.buffer(t.X, slot);
   TensorRef w1x2Ref{w1x2.data(), DType::f32, {D, D}};
   ASSERT_TRUE(
       host::binary(pool, host::BinaryKind::add, W1, W1, w1x2Ref).isOk());
@@ -165,6 +167,64 @@ TEST(PipelineTest, ManyShortSteps) {
   }
 }
 
+TEST(PipelineTest, PassesOverlapOnTwoSlotsWithTheDevicesRenamed) {
+  // Continuous execution: two passes in flight, each on its own slot of
+  // buffers, every other pass with the two devices swapped. Each pass's
+  // results are its own inputs' computation, bit for bit.
+  TwoStagePlan t = makeTwoStagePlan(4, 2, 4);
+  Expected<Plan> plan = writeAndLoad(t.b.plan, "passes.rpplan");
+  ASSERT_TRUE(plan) << plan.getStatus().toString();
+  auto backend = host::HostBackend::create(backendOptions(2, 4));
+  ASSERT_TRUE(backend) << backend.getStatus().toString();
+  ForwardOptions fo;
+  fo.slots = 2;
+  fo.rotate = true;
+  auto fwd = HostForward::create(*plan, **backend, fo);
+  ASSERT_TRUE(fwd) << fwd.getStatus().toString();
+  ASSERT_TRUE((*fwd)->initParameters(7).isOk());
+  EXPECT_TRUE((*fwd)->rotates()) << (*fwd)->getRotationBlocker();
+  // The slots are apart, and a renamed pass finds device 0's buffers on
+  // device 1.
+  EXPECT_NE((*fwd)->buffer(t.X, 0).data, (*fwd)->buffer(t.X, 1).data);
+  PipelineOptions options;
+  options.slots = 2;
+  options.rotate = true;
+  auto exec = PipelineExecutor::create(*plan, **fwd, options);
+  ASSERT_TRUE(exec) << exec.getStatus().toString();
+  // Every device's four queues, whichever plan device lands on it.
+  EXPECT_EQ((*exec)->getNumQueues(), 8u);
+  ThreadPool hostPool(2);
+  std::vector<uint64_t> number(12);
+  auto check = [&](unsigned p) {
+    ASSERT_TRUE((*exec)->waitPass(number[p]).isOk()) << "pass " << p;
+    unsigned slot = unsigned(number[p] % 2);
+    ASSERT_TRUE((*fwd)->runProgram(hostPool, plan->epilogue, slot).isOk());
+    std::vector<float> y, z;
+    reference(t, **fwd, y, z, slot);
+    EXPECT_TRUE(sameBits((*fwd)->buffer(t.Z, slot), z)) << "pass " << p;
+  };
+  for (unsigned p = 0; p < number.size(); ++p) {
+    if (p >= 2)
+      check(p - 2);
+    uint64_t next = (*exec)->nextStepNumber();
+    unsigned slot = unsigned(next % 2);
+    ASSERT_TRUE(
+        (*fwd)
+            ->setInput(
+                "x",
+                randomArray({int64_t(t.M * t.rows), int64_t(t.dim)}, 300 + p),
+                slot)
+            .isOk());
+    if (plan->prologue >= 0) {
+      ASSERT_TRUE((*fwd)->runProgram(hostPool, plan->prologue, slot).isOk());
+    }
+    number[p] = (*exec)->submitPass(p % 2, p);
+    EXPECT_EQ(number[p], next);
+  }
+  check(number.size() - 2);
+  check(number.size() - 1);
+}
+
 TEST(PipelineTest, LandedJobsAreHandledWhileTheStepRuns) {
   // The downloads of y land one by one: when each is handled its slice of
   // y is final, each is handled once per step, and the step returns only
@@ -177,7 +237,7 @@ TEST(PipelineTest, LandedJobsAreHandledWhileTheStepRuns) {
   size_t slice = size_t(t.rows) * t.dim;
   std::vector<float> seen(t.M * slice, 0.0f);
   std::vector<unsigned> calls(t.b.plan.jobs.size(), 0);
-  options.onLanded = [&](size_t job) {
+  options.onLanded = [&](size_t job, uint64_t) {
     ++calls[job];
     unsigned m = l.plan->jobs[job].microbatch;
     const float *y = l.fwd->buffer(t.Y).as<float>();
@@ -205,7 +265,9 @@ TEST(PipelineTest, AFailedLandingFailsTheStep) {
   ASSERT_TRUE(l.fwd);
   PipelineOptions options;
   options.landings = {t.jOut0[1]};
-  options.onLanded = [](size_t) { return invalidArgument("no room"); };
+  options.onLanded = [](size_t, uint64_t) {
+    return invalidArgument("no room");
+  };
   auto exec = PipelineExecutor::create(*l.plan, *l.fwd, options);
   ASSERT_TRUE(exec) << exec.getStatus().toString();
   ThreadPool hostPool(2);

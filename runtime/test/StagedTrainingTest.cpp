@@ -204,7 +204,8 @@ struct Outcome {
 Outcome trainPlan(const Plan &built, const std::string &name,
                   TrainOptions options, unsigned threads,
                   const std::function<void(unsigned)> &after = {},
-                  const char *backendName = "host") {
+                  const char *backendName = "host",
+                  const ForwardOptions &forward = ForwardOptions()) {
   Outcome run;
   Expected<Plan> plan = writeAndLoad(built, name);
   EXPECT_TRUE(plan) << plan.getStatus().toString();
@@ -216,11 +217,13 @@ Outcome trainPlan(const Plan &built, const std::string &name,
   EXPECT_TRUE(backend) << backend.getStatus().toString();
   if (!backend)
     return run;
-  auto fwd = HostForward::create(*plan, **backend);
+  auto fwd = HostForward::create(*plan, **backend, forward);
   EXPECT_TRUE(fwd);
   if (!fwd)
     return run;
   EXPECT_TRUE((*fwd)->initParameters(options.seed).isOk());
+  EXPECT_EQ((*fwd)->rotates(), forward.rotate)
+      << (*fwd)->getRotationBlocker();
   ThreadPool pool(threads);
   Status s = rp::runtime::train(*plan, **fwd, pool, options,
                                 [&](unsigned step, double loss) {
@@ -270,6 +273,57 @@ TEST(StagedTrainingTest, EqualsTheUnstagedPlan) {
       EXPECT_NE(want.losses.front(), want.losses.back());
       EXPECT_EQ(got.weights, want.weights);
     }
+}
+
+TEST(StagedTrainingTest, ContinuousPassesEqualTheBarrierOnes) {
+  // Two passes in flight on two buffer slots, the devices renamed every
+  // pass, with and without gradient accumulation: the losses and final
+  // weights of a barrier after every pass, bit for bit. K passes of M
+  // microbatches take K global batches.
+  ForwardOptions continuous;
+  continuous.slots = 2;
+  continuous.rotate = true;
+  for (unsigned K : {1u, 2u})
+    for (bool sync : {true, false}) {
+      SCOPED_TRACE("K " + std::to_string(K) + (sync ? " sync" : " async"));
+      TrainOptions options;
+      options.steps = 5;
+      options.sync = sync;
+      options.seed = 4;
+      options.adamw.lr = 0.05;
+      options.accumulate = K;
+      NpyArray labels = labelsArray(2 * K);
+      options.inputs["labels"] = labels;
+      options.continuous = false;
+      Outcome want = trainPlan(stagedPlan(2), "barrier.rpplan", options, 3);
+      options.continuous = true;
+      Outcome got = trainPlan(stagedPlan(2), "continuous.rpplan", options, 3,
+                              {}, "host", continuous);
+      ASSERT_EQ(want.losses.size(), 5u);
+      EXPECT_EQ(got.losses, want.losses);
+      EXPECT_EQ(got.weights, want.weights);
+      EXPECT_NE(want.losses.front(), want.losses.back());
+    }
+}
+
+TEST(StagedTrainingTest, AccumulatedPassesOfOneMicrobatchEqualOnePassOfTwo) {
+  // Two passes of one microbatch add the same two gradients onto zero as
+  // one pass of two: the same bits (runtime/README.md says what is bitwise).
+  for (bool sync : {true, false}) {
+    SCOPED_TRACE(sync ? "sync" : "async");
+    TrainOptions options;
+    options.steps = 4;
+    options.sync = sync;
+    options.seed = 6;
+    options.adamw.lr = 0.05;
+    options.inputs["labels"] = labelsArray(2);
+    Outcome whole = trainPlan(stagedPlan(2), "two.rpplan", options, 3);
+    options.accumulate = 2;
+    Outcome passes = trainPlan(stagedPlan(1), "one.rpplan", options, 3);
+    ASSERT_EQ(whole.losses.size(), 4u);
+    EXPECT_EQ(passes.losses, whole.losses);
+    EXPECT_EQ(passes.weights, whole.weights);
+  }
 }
 
 TEST(StagedTrainingTest, ResumesBitwise) {

@@ -86,7 +86,7 @@ TEST(TraceTest, EveryJobOnceInsideItsStepInQueueOrderAfterItsEvents) {
   TracedRun r = runTraced(t, 3, 4, true);
   ASSERT_TRUE(r.trace);
   const Plan &plan = *r.plan;
-  const std::vector<StepSpans> &steps = r.trace->getSteps();
+  const std::deque<StepSpans> &steps = r.trace->getSteps();
   ASSERT_EQ(steps.size(), 3u);
   std::vector<size_t> recorder(plan.events, ~size_t(0));
   for (size_t i = 0; i < plan.jobs.size(); ++i)

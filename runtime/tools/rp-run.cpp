@@ -66,6 +66,22 @@ static void reportMemory(const HostForward &fwd) {
                "rp-run: device buffers per device: %s KiB (%s KiB with no "
                "buffer sharing bytes)\n",
                arenas.c_str(), apart.c_str());
+  if (fwd.getSlots() > 1) {
+    uint64_t one = 0;
+    for (uint64_t bytes : layout.arenaBytes)
+      one += bytes;
+    std::fprintf(stderr,
+                 "rp-run: continuous execution: %u buffer slots%s, %.1f KiB "
+                 "of device buffers in all (%.1f KiB for one pass)\n",
+                 fwd.getSlots(),
+                 fwd.rotates() ? ", devices renamed pass by pass"
+                 : fwd.getRotationBlocker().empty()
+                     ? ""
+                     : (", devices not renamed: '" + fwd.getRotationBlocker() +
+                        "' keeps its contents from pass to pass")
+                           .c_str(),
+                 double(fwd.allocatedDeviceBytes()) / 1024, double(one) / 1024);
+  }
 }
 
 /// Where a staged run's time went, on stderr: per device, then the host.
@@ -212,6 +228,15 @@ int main(int argc, char **argv) {
   app.add_option("--profile-hw", profileHw,
                  "the hardware profile --profile's times are for (default "
                  "host)");
+  unsigned accumulate = 1;
+  app.add_option("--accumulate", accumulate,
+                 "passes of the plan's microbatches per optimizer step "
+                 "(gradient accumulation; inputs hold that many global "
+                 "batches)");
+  bool stepBarrier = false;
+  app.add_flag("--step-barrier", stepBarrier,
+               "staged plans: finish each pass before the next starts "
+               "(no continuous execution; to compare)");
   bool serialOptimizer = false;
   app.add_flag("--serial-optimizer", serialOptimizer,
                "async mode: run each step's optimizer between the steps "
@@ -304,6 +329,11 @@ int main(int argc, char **argv) {
             "backend only times the plan's commands (leave it out)"));
     if (syncMode && asyncMode)
       return fail(invalidArgument("--sync and --async exclude each other"));
+    if (accumulate != 1)
+      return fail(invalidArgument(
+          "--accumulate: the sim backend times one pass per step (a step "
+          "behind a barrier); time K passes with rp-compile --microbatches "
+          "K*M, or leave --accumulate out"));
     if (!plan->staged)
       return fail(invalidArgument(
           "the sim backend times staged plans (training plans from "
@@ -424,9 +454,23 @@ int main(int argc, char **argv) {
   if (plan->staged)
     trace = std::make_unique<Trace>(*plan, /*keepSteps=*/!tracePath.empty());
 
+  if (accumulate < 1 || accumulate > 1000000)
+    return fail(invalidArgument(
+        "--accumulate " + std::to_string(accumulate) +
+        " is not a number of passes; give 1 or more (passes of " +
+        std::to_string(plan->microbatches) + " microbatches per step)"));
+  if (accumulate > 1 && !isTrainingPlan(*plan))
+    return fail(invalidArgument("--accumulate needs a training plan: '" +
+                                planPath + "' computes no gradients"));
   auto start = std::chrono::steady_clock::now();
+  // A staged training plan runs continuously: two passes in flight, each on
+  // its own slot of buffers, with the devices renamed pass after pass.
+  ForwardOptions forwardOptions;
+  bool continuous = plan->staged && isTrainingPlan(*plan) && !stepBarrier;
+  forwardOptions.slots = continuous ? 2 : 1;
+  forwardOptions.rotate = continuous;
   Expected<std::unique_ptr<HostForward>> fwd =
-      HostForward::create(*plan, **devicesOf);
+      HostForward::create(*plan, **devicesOf, forwardOptions);
   if (!fwd)
     return fail(fwd.getStatus());
   if (Status s = (*fwd)->initParameters(seed); s.failed())
@@ -483,6 +527,8 @@ int main(int argc, char **argv) {
     train.dumpGrads = dumpGrads;
     train.data32 = dataType == "u32";
     train.overlapOptimizer = !serialOptimizer;
+    train.accumulate = accumulate;
+    train.continuous = continuous;
     train.lossScaling = !noLossScaling;
     train.lossScale.initial = initialLossScale;
     train.onSkippedStep = [](unsigned step, double scale) {
@@ -509,7 +555,10 @@ int main(int argc, char **argv) {
         // A staged plan binds the global batch, an unstaged one a
         // microbatch.
         tokens = numElements(plan->buffers[in.buffer].shape) *
-                 (plan->staged ? 1 : plan->microbatches);
+                 (plan->staged ? 1 : plan->microbatches) * accumulate;
+    // Steps that overlap finish unevenly; the mean after the first is the
+    // throughput.
+    auto firstDone = t0;
     Status s = rp::runtime::train(
         *plan, **fwd, pool, train, [&](unsigned step, double loss) {
           std::printf("step %u loss %.9g\n", step, loss);
@@ -520,6 +569,8 @@ int main(int argc, char **argv) {
           double stepMs =
               std::chrono::duration<double, std::milli>(now - last).count();
           last = now;
+          if (done == 0)
+            firstDone = now;
           bestMs = done == 0 ? stepMs : std::min(bestMs, stepMs);
           ++done;
           double secs = std::chrono::duration<double>(now - t0).count();
@@ -537,11 +588,17 @@ int main(int argc, char **argv) {
       return fail(s);
     if (written.failed())
       return fail(written);
+    double meanMs =
+        done > 1 ? std::chrono::duration<double, std::milli>(last - firstDone)
+                           .count() /
+                       (done - 1)
+                 : bestMs;
     std::fprintf(stderr,
                  "rp-run: trained %u steps on %s (%u threads, %u "
-                 "device(s)); best step %.3f ms\n",
-                 steps, (*devicesOf)->getName(), threads, plan->devices,
-                 bestMs);
+                 "device(s)); best step %.3f ms, mean %.3f ms after the "
+                 "first\n",
+                 steps, (*devicesOf)->getName(), threads, plan->devices, bestMs,
+                 meanMs);
     if (plan->staged)
       reportMemory(**fwd);
     if (trace)

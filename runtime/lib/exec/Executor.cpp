@@ -14,12 +14,22 @@ using namespace rp::runtime;
 using namespace rp::runtime::host;
 
 HostForward::~HostForward() {
-  for (size_t i = 0; i < storage.size(); ++i)
-    if (storage[i] && plan.buffers[i].onHost())
-      backend->deallocateHost(storage[i]);
-  for (size_t d = 0; d < arenas.size(); ++d)
-    if (arenas[d])
-      backend->getDevice(uint32_t(d)).deallocate(arenas[d]);
+  for (unsigned slot = 0; slot < tables.size() / numDevices(); ++slot)
+    for (size_t i = 0; i < plan.buffers.size(); ++i) {
+      uint8_t *p = tables[slot * numDevices()][i];
+      if (p && plan.buffers[i].onHost())
+        backend->deallocateHost(p);
+    }
+  for (size_t a = 0; a < arenas.size(); ++a)
+    if (arenas[a])
+      backend->getDevice(uint32_t(a % numDevices())).deallocate(arenas[a]);
+}
+
+uint64_t HostForward::allocatedDeviceBytes() const {
+  uint64_t total = 0;
+  for (size_t a = 0; a < arenas.size(); ++a)
+    total += arenas[a] ? arenaSizes[a] : 0;
+  return total;
 }
 
 Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan) {
@@ -76,52 +86,130 @@ HostForward::create(const Plan &plan, Backend &backend,
       return layout.getStatus();
     fwd->layout = std::move(*layout);
   }
-  fwd->arenas.assign(plan.devices, nullptr);
-  for (uint32_t d = 0; d < plan.devices; ++d) {
-    uint64_t bytes = fwd->layout.arenaBytes[d];
-    if (!bytes)
+  if (options.slots < 1 || options.slots > 2)
+    return internalError("a plan's buffers come in 1 or 2 slots, not " +
+                         std::to_string(options.slots));
+  uint32_t G = plan.devices;
+  fwd->slots = options.slots;
+  // Renaming devices puts plan device k's buffers on device (k + shift) %
+  // G. Transient buffers keep their offsets (every arena is as large as the
+  // largest device's packing); the others (constants) are read-only and
+  // get a range of their own after them on every device, so that whichever
+  // device a pass lands on holds them. A device buffer that a job writes
+  // and a later step reads again is state of its device: no renaming.
+  bool rotating = options.rotate && G > 1;
+  std::vector<bool> written(plan.buffers.size(), false);
+  for (const JobDesc &job : plan.jobs)
+    for (const CopyDesc &c : job.copies)
+      written[c.dst] = true;
+  for (const ProgramDesc &program : plan.programs)
+    for (const KernelCallDesc &call : program.calls)
+      for (uint32_t out : call.outputs)
+        written[out] = true;
+  uint64_t packedEnd = 0;
+  for (uint32_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferDesc &b = plan.buffers[i];
+    if (b.onHost())
       continue;
-    Device &device = backend.getDevice(d);
-    Expected<void *> memory = device.allocate(bytes);
-    if (!memory)
-      return Status(memory.getStatus().getCode(),
-                    "device " + std::to_string(d) + "'s " +
-                        std::to_string(bytes) + " bytes of buffers: " +
-                        memory.getStatus().getMessage());
-    fwd->arenas[d] = static_cast<uint8_t *>(*memory);
-    if (fill && device.isHostAccessible())
-      std::memset(fwd->arenas[d], 0xff, bytes);
+    if (fwd->layout.transient[i]) {
+      packedEnd = std::max(packedEnd, fwd->layout.offset[i] + b.bytes());
+    } else if (written[i] && rotating) {
+      rotating = false;
+      fwd->fixedBy = b.name.empty() ? "buffer #" + std::to_string(i) : b.name;
+    }
   }
+  fwd->rotating = rotating;
+  auto align = [](uint64_t n) {
+    return (n + DeviceLayout::kAlignment - 1) / DeviceLayout::kAlignment *
+           DeviceLayout::kAlignment;
+  };
+  uint64_t largest = 0;
+  for (uint64_t bytes : fwd->layout.arenaBytes)
+    largest = std::max(largest, bytes);
+  if (rotating) {
+    fwd->placed = fwd->layout.offset;
+    largest = align(packedEnd);
+    for (uint32_t i = 0; i < plan.buffers.size(); ++i)
+      if (!plan.buffers[i].onHost() && !fwd->layout.transient[i]) {
+        fwd->placed[i] = largest;
+        largest += align(plan.buffers[i].bytes());
+      }
+  }
+  fwd->arenas.assign(size_t(options.slots) * G, nullptr);
+  fwd->arenaSizes.assign(size_t(options.slots) * G, 0);
+  for (unsigned slot = 0; slot < options.slots; ++slot)
+    for (uint32_t d = 0; d < G; ++d) {
+      uint64_t bytes = rotating ? largest : fwd->layout.arenaBytes[d];
+      if (!bytes)
+        continue;
+      Device &device = backend.getDevice(d);
+      Expected<void *> memory = device.allocate(bytes);
+      if (!memory)
+        return Status(memory.getStatus().getCode(),
+                      "device " + std::to_string(d) + "'s " +
+                          std::to_string(bytes) + " bytes of buffers" +
+                          (slot ? " (second slot)" : "") + ": " +
+                          memory.getStatus().getMessage());
+      fwd->arenas[slot * G + d] = static_cast<uint8_t *>(*memory);
+      fwd->arenaSizes[slot * G + d] = bytes;
+      if (fill && device.isHostAccessible())
+        std::memset(*memory, 0xff, bytes);
+    }
   fwd->fill = fill;
-  fwd->storage.resize(plan.buffers.size(), nullptr);
+  fwd->tables.assign(size_t(options.slots) * G,
+                     BufferAddresses(plan.buffers.size(), nullptr));
   fwd->inputSet.assign(plan.inputs.size(), false);
   std::vector<std::ifstream> files(plan.weightFiles.size());
   for (uint32_t i = 0; i < plan.buffers.size(); ++i)
     if (Status s = fwd->allocateBuffer(i, files); s.failed())
       return s;
+  fwd->storage = fwd->tables[0];
   return fwd;
 }
 
 Status HostForward::allocateBuffer(uint32_t index,
                                    std::vector<std::ifstream> &files) {
   const BufferDesc &b = plan.buffers[index];
-  Device *device = b.onHost() ? nullptr : &backend->getDevice(b.device);
-  uint8_t *p = nullptr;
-  if (device) {
-    p = arenas[b.device] + layout.offset[index];
-  } else {
-    Expected<void *> memory = backend->allocateHost(b.bytes());
-    if (!memory)
-      return Status(memory.getStatus().getCode(),
-                    "buffer '" + b.name +
-                        "': " + memory.getStatus().getMessage());
-    p = static_cast<uint8_t *>(*memory);
+  uint32_t G = numDevices();
+  for (unsigned slot = 0; slot < slots; ++slot) {
+    if (b.onHost()) {
+      Expected<void *> memory = backend->allocateHost(b.bytes());
+      if (!memory)
+        return Status(memory.getStatus().getCode(),
+                      "buffer '" + b.name +
+                          "': " + memory.getStatus().getMessage());
+      auto *p = static_cast<uint8_t *>(*memory);
+      for (uint32_t shift = 0; shift < G; ++shift)
+        tables[slot * G + shift][index] = p;
+      if (Status s = fillBuffer(index, p, nullptr, files); s.failed())
+        return s;
+      continue;
+    }
+    for (uint32_t shift = 0; shift < G; ++shift) {
+      uint32_t d = (uint32_t(b.device) + (rotating ? shift : 0)) % G;
+      uint8_t *p =
+          arenas[slot * G + d] + (rotating ? placed : layout.offset)[index];
+      tables[slot * G + shift][index] = p;
+      // Without renaming every shift is the same place: fill it once. With
+      // it a transient buffer keeps its NaNs, so that a read before its
+      // pass writes it shows; a constant is on every device.
+      if (rotating ? !layout.transient[index] : shift == 0)
+        if (Status s = fillBuffer(index, p, &backend->getDevice(d), files);
+            s.failed())
+          return s;
+    }
   }
-  storage[index] = p;
+  return Status::ok();
+}
+
+Status HostForward::fillBuffer(uint32_t index, uint8_t *p, Device *device,
+                               std::vector<std::ifstream> &files) {
+  const BufferDesc &b = plan.buffers[index];
   // A shared buffer's bytes are whatever its job writes; the NaNs the arena
   // starts with catch a read before that write.
   if (!fill || (device && layout.shared[index]))
     return Status::ok();
+  uint8_t *dst = p;
   // Memory the host cannot write is filled through a staging copy.
   std::vector<uint8_t> staging;
   if (device && !device->isHostAccessible()) {
@@ -138,6 +226,7 @@ Status HostForward::allocateBuffer(uint32_t index,
     const WeightFileDesc &wf = plan.weightFiles[b.weight->file];
     if (!f.is_open())
       f.open(wf.resolved, std::ios::binary);
+    f.clear();
     f.seekg(static_cast<std::streamoff>(b.weight->offset));
     f.read(reinterpret_cast<char *>(p), b.bytes());
     if (!f)
@@ -149,7 +238,7 @@ Status HostForward::allocateBuffer(uint32_t index,
   if (staging.empty())
     return Status::ok();
   Queue &queue = device->getQueue(QueueKind::weightH2D);
-  if (Status s = queue.copy(storage[index], staging.data(), staging.size(),
+  if (Status s = queue.copy(dst, staging.data(), staging.size(),
                             CopyKind::hostToDevice);
       s.failed())
     return s;
@@ -172,6 +261,8 @@ Status HostForward::initParameters(uint64_t seed) {
     for (int64_t k = 0; k < b.size(); ++k)
       w[k] = static_cast<float>(
           (double(rng() >> 11) / double(1ull << 53) * 2.0 - 1.0) * bound);
+    for (unsigned slot = 1; slot < slots; ++slot)
+      std::memcpy(buffer(i, slot).data, w, b.bytes());
   }
   return Status::ok();
 }
@@ -195,8 +286,9 @@ Status HostForward::overrideParameters(const SafetensorsFile &file) {
         return invalidArgument("--init-weights: '" + name +
                                "' is not a float tensor");
       ThreadPool inline_(1);
-      if (Status s = cast(inline_, src, buffer(i)); s.failed())
-        return s;
+      for (unsigned slot = 0; slot < slots; ++slot)
+        if (Status s = cast(inline_, src, buffer(i, slot)); s.failed())
+          return s;
     }
     if (!found)
       return invalidArgument("--init-weights: the plan has no parameter '" +
@@ -205,16 +297,17 @@ Status HostForward::overrideParameters(const SafetensorsFile &file) {
   return Status::ok();
 }
 
-TensorRef HostForward::buffer(uint32_t index) const {
+TensorRef HostForward::buffer(uint32_t index, unsigned slot) const {
   const BufferDesc &b = plan.buffers[index];
-  return TensorRef{storage[index], b.dtype, b.shape};
+  return TensorRef{tables[slot * numDevices()][index], b.dtype, b.shape};
 }
 
 TensorRef HostForward::output(size_t i) const {
   return buffer(plan.outputs[i].buffer);
 }
 
-Status HostForward::setInput(const std::string &name, const NpyArray &array) {
+Status HostForward::setInput(const std::string &name, const NpyArray &array,
+                             unsigned slot) {
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (plan.inputs[i].name != name)
       continue;
@@ -225,7 +318,7 @@ Status HostForward::setInput(const std::string &name, const NpyArray &array) {
                              ", but the plan takes " + describeShape(b.shape));
     TensorRef src{const_cast<uint8_t *>(array.data.data()), array.dtype,
                   array.shape};
-    TensorRef dst = buffer(plan.inputs[i].buffer);
+    TensorRef dst = buffer(plan.inputs[i].buffer, slot);
     bool ints = !isFloat(src.dtype) && !isFloat(dst.dtype) &&
                 src.dtype != DType::i1 && dst.dtype != DType::i1;
     bool floats = isFloat(src.dtype) && isFloat(dst.dtype);
@@ -308,13 +401,16 @@ Status HostForward::setSyntheticInputs(uint64_t seed) {
   return Status::ok();
 }
 
-Status HostForward::runProgram(ThreadPool &pool, uint32_t index) {
-  return host::runProgram(pool, plan, index, storage);
+Status HostForward::runProgram(ThreadPool &pool, uint32_t index,
+                               unsigned slot) {
+  return host::runProgram(pool, plan, index, tables[slot * numDevices()]);
 }
 
 Status HostForward::runProgramCalls(ThreadPool &pool, uint32_t index,
-                                    const std::vector<size_t> &calls) {
-  return host::runProgramCalls(pool, plan, index, calls, storage);
+                                    const std::vector<size_t> &calls,
+                                    unsigned slot) {
+  return host::runProgramCalls(pool, plan, index, calls,
+                               tables[slot * numDevices()]);
 }
 
 Status HostForward::runJob(ThreadPool &pool, const JobDesc &job) {

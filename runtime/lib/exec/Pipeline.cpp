@@ -38,77 +38,95 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
         " device(s), but its buffers were allocated on a " + backend.getName() +
         " backend of " + std::to_string(backend.getNumDevices()) +
         "; open the backend with the plan's device count");
+  unsigned slots = options.slots;
+  if (slots < 1 || slots > 2 || fwd.getSlots() < slots)
+    return internalError("the executor runs " + std::to_string(slots) +
+                         " pass(es) at once on buffers of " +
+                         std::to_string(fwd.getSlots()) + " slot(s)");
+  if (options.rotate && !fwd.rotates())
+    return internalError("the executor renames devices, but the buffers "
+                         "were not laid out for it");
   std::unique_ptr<PipelineExecutor> exec(
       new PipelineExecutor(plan, fwd, options));
+  uint32_t G = plan.devices;
   exec->recorder.assign(plan.events, kNoJob);
-  exec->recordedInStep.assign(plan.events, 0);
-  std::map<std::pair<uint32_t, int>, Controller *> byKey;
+  exec->passes.resize(slots);
+  exec->recordedInStep.assign(slots, std::vector<uint64_t>(plan.events, 0));
+  exec->gateOpenFor.assign(slots, std::vector<uint64_t>(options.gates, 0));
+  exec->jobLists.resize(size_t(G) * kNumQueueKinds);
+  std::vector<bool> kindUsed(kNumQueueKinds, false);
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const JobDesc &job = plan.jobs[i];
     for (uint32_t e : job.records)
       if (exec->recorder[e] == kNoJob)
         exec->recorder[e] = i;
-    Controller *&q = byKey[{job.device, static_cast<int>(job.queue)}];
-    if (!q) {
+    exec->jobLists[job.device * kNumQueueKinds + int(job.queue)].push_back(i);
+    kindUsed[int(job.queue)] = true;
+  }
+  // One controller per device queue that runs jobs: the plan's own, or
+  // with renaming every device's queue of a kind some device uses.
+  for (uint32_t d = 0; d < G; ++d)
+    for (int k = 0; k < kNumQueueKinds; ++k) {
+      QueueKind kind = static_cast<QueueKind>(k);
+      if (options.rotate ? !kindUsed[k] : exec->jobsOf(d, kind).empty())
+        continue;
       exec->queues.push_back(std::make_unique<Controller>());
-      q = exec->queues.back().get();
-      q->device = job.device;
-      q->kind = job.queue;
-      q->queue = &backend.getDevice(job.device).getQueue(job.queue);
+      Controller &q = *exec->queues.back();
+      q.device = d;
+      q.kind = kind;
+      q.queue = &backend.getDevice(d).getQueue(kind);
     }
-    q->jobs.push_back(i);
+  // An event is recorded on its recorder's device (renamed by the shift);
+  // one no job records (a broken plan the watchdog will name) still gets
+  // one, on device 0.
+  uint32_t shifts = options.rotate ? G : 1;
+  exec->events.resize(size_t(slots) * G);
+  exec->landingEvents.resize(size_t(slots) * G);
+  exec->watched.assign(plan.jobs.size(), false);
+  for (size_t job : options.landings) {
+    if (job >= plan.jobs.size() || !options.onLanded)
+      return internalError("landing job " + std::to_string(job) +
+                           " is not a job of the plan, or nothing handles it");
+    exec->watched[job] = true;
   }
-  // An event is recorded on its recorder's device; one no job records (a
-  // broken plan the watchdog will name) still gets one, on device 0.
-  for (uint32_t e = 0; e < plan.events; ++e) {
-    size_t by = exec->recorder[e];
-    uint32_t device = by == kNoJob ? 0 : plan.jobs[by].device;
-    Expected<std::unique_ptr<Event>> event =
-        backend.getDevice(device).createEvent();
-    if (!event)
-      return Status(event.getStatus().getCode(),
-                    "event " + std::to_string(e) + " on device " +
-                        std::to_string(device) + ": " +
-                        event.getStatus().getMessage());
-    exec->events.push_back(std::move(*event));
-  }
-  exec->waitersOf.resize(plan.events);
-  for (auto &q : exec->queues)
-    for (size_t i : q->jobs)
-      for (uint32_t e : plan.jobs[i].waits) {
-        auto &list = exec->waitersOf[e];
-        if (list.empty() || list.back() != q.get())
-          list.push_back(q.get());
+  for (unsigned slot = 0; slot < slots; ++slot)
+    for (uint32_t shift = 0; shift < shifts; ++shift) {
+      auto &set = exec->events[slot * G + shift];
+      for (uint32_t e = 0; e < plan.events; ++e) {
+        size_t by = exec->recorder[e];
+        uint32_t device = by == kNoJob ? 0 : (plan.jobs[by].device + shift) % G;
+        Expected<std::unique_ptr<Event>> event =
+            backend.getDevice(device).createEvent();
+        if (!event)
+          return Status(event.getStatus().getCode(),
+                        "event " + std::to_string(e) + " on device " +
+                            std::to_string(device) + ": " +
+                            event.getStatus().getMessage());
+        set.push_back(std::move(*event));
       }
+      auto &landed = exec->landingEvents[slot * G + shift];
+      landed.resize(plan.jobs.size());
+      for (size_t job = 0; job < plan.jobs.size(); ++job) {
+        if (!exec->watched[job])
+          continue;
+        auto event = backend.getDevice((plan.jobs[job].device + shift) % G)
+                         .createEvent();
+        if (!event)
+          return event.getStatus();
+        landed[job] = std::move(*event);
+      }
+    }
   if (!options.gatesOf.empty() && options.gatesOf.size() != plan.jobs.size())
     return internalError("gates are given for " +
                          std::to_string(options.gatesOf.size()) +
                          " jobs; the plan has " +
                          std::to_string(plan.jobs.size()));
-  exec->gateOpenFor.assign(options.gates, 0);
-  exec->gateWaiters.resize(options.gates);
-  for (auto &q : exec->queues)
-    for (size_t i : q->jobs)
-      for (uint32_t g : options.gatesOf.empty() ? std::vector<uint32_t>()
-                                                : options.gatesOf[i]) {
-        if (g >= options.gates)
-          return internalError("job " + std::to_string(i) + " waits for gate " +
-                               std::to_string(g) + " of " +
-                               std::to_string(options.gates));
-        auto &list = exec->gateWaiters[g];
-        if (list.empty() || list.back() != q.get())
-          list.push_back(q.get());
-      }
-  exec->landingEvents.resize(plan.jobs.size());
-  for (size_t job : options.landings) {
-    if (job >= plan.jobs.size() || !options.onLanded)
-      return internalError("landing job " + std::to_string(job) +
-                           " is not a job of the plan, or nothing handles it");
-    auto event = backend.getDevice(plan.jobs[job].device).createEvent();
-    if (!event)
-      return event.getStatus();
-    exec->landingEvents[job] = std::move(*event);
-  }
+  for (size_t i = 0; i < options.gatesOf.size(); ++i)
+    for (uint32_t g : options.gatesOf[i])
+      if (g >= options.gates)
+        return internalError("job " + std::to_string(i) + " waits for gate " +
+                             std::to_string(g) + " of " +
+                             std::to_string(options.gates));
   for (auto &q : exec->queues) {
     try {
       q->thread =
@@ -157,21 +175,25 @@ void PipelineExecutor::landingLoop() {
     landingWake.wait(lock, [&] { return shutdown || !landing.empty(); });
     if (shutdown)
       return;
-    size_t job = landing.front();
+    auto [job, pass] = landing.front();
     landing.pop_front();
+    PassState &ps = passOf(pass);
     if (cancelled) {
-      // A cancelled step's landings are dropped, not handled.
-      landing.clear();
+      // A cancelled pass's landings are dropped, not handled.
+      --ps.landingsPending;
       queueDone.notify_all();
       continue;
     }
     landingBusy = true;
+    Event &event = *landingEvents[(pass % passes.size()) * plan.devices +
+                                  (options.rotate ? ps.shift : 0)][job];
     lock.unlock();
-    Status s = landingEvents[job]->synchronize();
+    Status s = event.synchronize();
     if (s.isOk())
-      s = options.onLanded(job);
+      s = options.onLanded(job, pass);
     lock.lock();
     landingBusy = false;
+    --ps.landingsPending;
     if (s.failed() && !cancelled) {
       error = Status(s.getCode(), "after " + describeJob(plan, job) +
                                       " landed: " + s.getMessage());
@@ -182,13 +204,14 @@ void PipelineExecutor::landingLoop() {
   }
 }
 
-bool PipelineExecutor::ready(const JobDesc &job) const {
-  for (uint32_t e : job.waits)
-    if (recordedInStep[e] != stepNumber)
+bool PipelineExecutor::ready(size_t index, uint64_t pass) const {
+  unsigned slot = unsigned(pass % passes.size());
+  for (uint32_t e : plan.jobs[index].waits)
+    if (recordedInStep[slot][e] != pass)
       return false;
   if (!options.gatesOf.empty())
-    for (uint32_t g : options.gatesOf[&job - plan.jobs.data()])
-      if (gateOpenFor[g] < stepNumber)
+    for (uint32_t g : options.gatesOf[index])
+      if (gateOpenFor[slot][g] < pass)
         return false;
   return true;
 }
@@ -200,21 +223,25 @@ uint64_t PipelineExecutor::nextStepNumber() const {
 
 void PipelineExecutor::openGate(uint32_t gate, uint64_t step) {
   std::lock_guard<std::mutex> lock(mutex);
-  gateOpenFor[gate] = std::max(gateOpenFor[gate], step);
+  uint64_t &open = gateOpenFor[step % passes.size()][gate];
+  open = std::max(open, step);
   // Host work the step waits for: progress for the watchdog.
   ++progress;
-  for (Controller *waiter : gateWaiters[gate])
-    waiter->wake.notify_one();
+  for (auto &q : queues)
+    q->wake.notify_one();
 }
 
-Status PipelineExecutor::enqueueJob(Controller &c, size_t index) {
+Status PipelineExecutor::enqueueJob(Controller &c, size_t index,
+                                    const PassState &pass) {
   const JobDesc &job = plan.jobs[index];
   Queue &queue = *c.queue;
-  queue.beginJob(uint32_t(&job - plan.jobs.data()));
+  std::vector<std::unique_ptr<Event>> &set = eventSet(pass.number, pass.shift);
+  queue.beginJob(uint32_t(index));
   for (uint32_t e : job.waits)
-    if (Status s = queue.wait(*events[e]); s.failed())
+    if (Status s = queue.wait(*set[e]); s.failed())
       return s;
-  const BufferAddresses &at = fwd.getAddresses();
+  unsigned slot = unsigned(pass.number % passes.size());
+  const BufferAddresses &at = fwd.getAddresses(slot, pass.shift);
   if (job.kind == JobKind::run) {
     if (Status s = queue.launch(plan, job.program, at); s.failed())
       return s;
@@ -233,37 +260,48 @@ Status PipelineExecutor::enqueueJob(Controller &c, size_t index) {
     }
   }
   for (uint32_t e : job.records)
-    if (Status s = queue.record(*events[e]); s.failed())
+    if (Status s = queue.record(*set[e]); s.failed())
       return s;
-  if (Event *landed = landingEvents[index].get())
-    return queue.record(*landed);
+  if (watched[index])
+    return queue.record(
+        *landingEvents[slot * plan.devices + (options.rotate ? pass.shift : 0)]
+                      [index]);
   return Status::ok();
 }
 
 void PipelineExecutor::controllerLoop(Controller &q) {
+  uint32_t G = plan.devices;
   std::unique_lock<std::mutex> lock(mutex);
   for (;;) {
-    q.wake.wait(lock, [&] { return shutdown || q.step != stepNumber; });
+    q.wake.wait(lock, [&] {
+      return shutdown || passOf(q.pass + 1).number == q.pass + 1;
+    });
     if (shutdown)
       return;
-    q.step = stepNumber;
-    JobSpan *slots = traceSlots;
-    for (q.next = 0; q.next < q.jobs.size(); ++q.next) {
-      size_t index = q.jobs[q.next];
+    uint64_t number = ++q.pass;
+    PassState &pass = passOf(number);
+    uint32_t planDevice =
+        options.rotate ? (q.device + G - pass.shift % G) % G : q.device;
+    q.jobs = &jobsOf(planDevice, q.kind);
+    q.done = false;
+    JobSpan *slots = pass.traceSlots;
+    for (q.next = 0; q.next < q.jobs->size(); ++q.next) {
+      size_t index = (*q.jobs)[q.next];
       const JobDesc &job = plan.jobs[index];
-      q.wake.wait(lock, [&] { return cancelled || ready(job); });
+      q.wake.wait(lock, [&] { return cancelled || ready(index, number); });
       if (cancelled)
         break;
       q.running = true;
       ++running;
       ++progress;
       lock.unlock();
-      // The slot is this job's alone; runJobs reads it once every queue is
-      // done, which the lock below orders after this write.
+      // The slot is this job's alone; its pass's end reads it once every
+      // queue is done, which the lock below orders after this write.
       int64_t start = slots ? options.trace->now() : 0;
-      Status s = enqueueJob(q, index);
+      Status s = enqueueJob(q, index, pass);
       if (slots)
-        slots[index] = {start, options.trace->now()};
+        slots[index] = {start, options.trace->now(),
+                        options.rotate ? int32_t(q.device) : -1};
       lock.lock();
       q.running = false;
       --running;
@@ -279,19 +317,22 @@ void PipelineExecutor::controllerLoop(Controller &q) {
         wakeAll();
         break;
       }
-      if (landingEvents[index]) {
-        landing.push_back(index);
+      if (watched[index]) {
+        ++pass.landingsPending;
+        landing.push_back({index, number});
         landingWake.notify_one();
       }
       // The host-side signal: the device records are enqueued.
-      for (uint32_t e : job.records) {
-        recordedInStep[e] = stepNumber;
-        for (Controller *waiter : waitersOf[e])
-          waiter->wake.notify_one();
-      }
+      unsigned slot = unsigned(number % passes.size());
+      for (uint32_t e : job.records)
+        recordedInStep[slot][e] = number;
+      if (!job.records.empty())
+        for (auto &other : queues)
+          if (other.get() != &q)
+            other->wake.notify_one();
     }
-    // The step is done only when the queue's work is; a failure here is
-    // the step's unless an earlier one was. Counted as running, so that
+    // The pass is done only when the queue's work is; a failure here is
+    // the run's unless an earlier one was. Counted as running, so that
     // the watchdog sees work in flight, not a queue with no next job.
     q.running = true;
     ++running;
@@ -305,9 +346,10 @@ void PipelineExecutor::controllerLoop(Controller &q) {
                      "the device " + std::to_string(q.device) + " " +
                          queueName(q.kind) + " queue: " + synced.getMessage());
       cancelled = true;
+      wakeAll();
     }
     q.done = true;
-    --activeQueues;
+    --pass.activeQueues;
     queueDone.notify_all();
   }
 }
@@ -316,27 +358,44 @@ Status PipelineExecutor::runJobs() {
   return runJobsOf(options.trace ? options.trace->takeStep() : 0);
 }
 
-Status PipelineExecutor::runJobsOf(uint64_t label) {
+uint64_t PipelineExecutor::submitPass(uint32_t shift, uint64_t label) {
   std::unique_lock<std::mutex> lock(mutex);
-  ++stepNumber;
-  Trace *trace = options.trace;
-  traceSlots = trace ? trace->beginStep(label, trace->now()) : nullptr;
-  cancelled = false;
-  error = Status::ok();
-  activeQueues = queues.size();
-  for (auto &q : queues) {
-    q->done = false;
-    q->next = 0;
+  // A fresh start after a failure: no pass of the failed run is left.
+  bool idle = true;
+  for (const PassState &p : passes)
+    idle &= p.waited;
+  if (idle) {
+    cancelled = false;
+    error = Status::ok();
   }
+  uint64_t number = ++stepNumber;
+  PassState &pass = passOf(number);
+  pass.number = number;
+  pass.shift = options.rotate ? shift % plan.devices : 0;
+  pass.label = label;
+  Trace *trace = options.trace;
+  pass.traceSlots = trace ? trace->beginStep(label, trace->now()) : nullptr;
+  pass.activeQueues = queues.size();
+  pass.landingsPending = 0;
+  pass.waited = false;
   wakeAll();
+  return number;
+}
+
+Status PipelineExecutor::waitPass(uint64_t number) {
+  std::unique_lock<std::mutex> lock(mutex);
+  PassState &pass = passOf(number);
+  if (pass.number != number)
+    return internalError("pass " + std::to_string(number) +
+                         " is not in flight");
   using Clock = std::chrono::steady_clock;
   uint64_t seen = progress;
   Clock::time_point deadline = Clock::now() + options.progressWindow;
-  while (activeQueues > 0) {
-    queueDone.wait_until(lock, deadline, [&] { return activeQueues == 0; });
-    if (activeQueues == 0)
+  while (!pass.finished()) {
+    queueDone.wait_until(lock, deadline, [&] { return pass.finished(); });
+    if (pass.finished())
       break;
-    if (progress != seen || running > 0 || cancelled) {
+    if (progress != seen || running > 0 || cancelled || landingBusy) {
       // Progress, a job still running, or queues already stopping (they
       // end their current job and leave): not a stall.
       seen = progress;
@@ -348,7 +407,9 @@ Status PipelineExecutor::runJobsOf(uint64_t label) {
     // A queue whose next job is ready only has not been scheduled yet.
     bool anyReady = false;
     for (const auto &q : queues)
-      anyReady |= !q->done && !q->running && ready(plan.jobs[q->jobs[q->next]]);
+      anyReady |= !q->done && !q->running && q->jobs &&
+                  q->next < q->jobs->size() &&
+                  ready((*q->jobs)[q->next], q->pass);
     if (anyReady) {
       deadline = Clock::now() + options.progressWindow;
       continue;
@@ -357,12 +418,18 @@ Status PipelineExecutor::runJobsOf(uint64_t label) {
     cancelled = true;
     wakeAll();
   }
-  // The step's results include what the landing thread does with them.
-  queueDone.wait(lock, [&] { return landing.empty() && !landingBusy; });
-  if (trace)
-    trace->endStep(trace->now(), error.isOk());
-  traceSlots = nullptr;
-  return error;
+  pass.waited = true;
+  Trace *trace = options.trace;
+  if (trace && pass.traceSlots)
+    trace->endStep(trace->now(), !cancelled);
+  pass.traceSlots = nullptr;
+  return cancelled ? (error.failed() ? error
+                                     : internalError("the pass was cancelled"))
+                   : Status::ok();
+}
+
+Status PipelineExecutor::runJobsOf(uint64_t label) {
+  return waitPass(submitPass(0, label));
 }
 
 std::string PipelineExecutor::stallMessage() const {
@@ -370,14 +437,15 @@ std::string PipelineExecutor::stallMessage() const {
                      std::to_string(options.progressWindow.count()) + " ms: ";
   bool first = true;
   for (const auto &q : queues) {
-    if (q->done || q->running)
+    if (q->done || q->running || !q->jobs || q->next >= q->jobs->size())
       continue;
-    size_t index = q->jobs[q->next];
+    size_t index = (*q->jobs)[q->next];
     const JobDesc &job = plan.jobs[index];
+    unsigned slot = unsigned(q->pass % passes.size());
     uint32_t missing = 0;
     bool event = false;
     for (uint32_t e : job.waits)
-      if (recordedInStep[e] != stepNumber) {
+      if (recordedInStep[slot][e] != q->pass) {
         missing = e;
         event = true;
         break;
@@ -386,7 +454,7 @@ std::string PipelineExecutor::stallMessage() const {
     first = false;
     if (!event) {
       for (uint32_t g : options.gatesOf[index])
-        if (gateOpenFor[g] < stepNumber)
+        if (gateOpenFor[slot][g] < q->pass)
           missing = g;
       text += "device " + std::to_string(q->device) + " " +
               queueName(q->kind) + " queue waits for the host to open gate " +

@@ -33,9 +33,10 @@ void rp::runtime::addStepBusy(const Plan &plan, const StepSpans &step,
   for (size_t i = 0; i < plan.jobs.size() && i < step.jobs.size(); ++i) {
     const JobSpan &span = step.jobs[i];
     const JobDesc &job = plan.jobs[i];
-    if (!span.ran() || job.device >= plan.devices)
+    uint32_t device = span.deviceOf(job);
+    if (!span.ran() || device >= plan.devices)
       continue;
-    DeviceBusy &d = summary.devices[job.device];
+    DeviceBusy &d = summary.devices[device];
     int64_t length = span.end - span.start;
     switch (job.queue) {
     case QueueKind::compute:
@@ -46,7 +47,7 @@ void rp::runtime::addStepBusy(const Plan &plan, const StepSpans &step,
       break;
     case QueueKind::weightH2D:
     case QueueKind::activationH2D:
-      uploads[job.device].push_back({span.start, span.end});
+      uploads[device].push_back({span.start, span.end});
       break;
     }
   }
@@ -61,7 +62,10 @@ void rp::runtime::addStepBusy(const Plan &plan, const StepSpans &step,
       coveredTo = std::max(coveredTo, end);
     }
   }
-  summary.wall += step.end - step.start;
+  int64_t from = std::max(step.start, summary.coveredTo);
+  if (step.end > from)
+    summary.wall += step.end - from;
+  summary.coveredTo = std::max(summary.coveredTo, step.end);
   ++summary.steps;
 }
 
@@ -96,30 +100,27 @@ Trace::Trace(const Plan &plan, bool keepSteps)
 }
 
 JobSpan *Trace::beginStep(uint64_t step, int64_t start) {
-  if (keepSteps) {
-    steps.emplace_back();
-    current = &steps.back();
-  } else {
-    current = &scratch;
-  }
-  current->step = step;
-  current->start = start;
-  current->end = start;
-  current->ok = true;
-  current->jobs.assign(plan.jobs.size(), JobSpan());
-  return current->jobs.data();
+  open.emplace_back();
+  StepSpans &current = open.back();
+  current.step = step;
+  current.start = start;
+  current.end = start;
+  current.ok = true;
+  current.jobs.assign(plan.jobs.size(), JobSpan());
+  return current.jobs.data();
 }
 
 void Trace::endStep(int64_t end, bool ok) {
-  if (!current)
+  if (open.empty())
     return;
-  current->end = end;
-  current->ok = ok;
+  StepSpans &current = open.front();
+  current.end = end;
+  current.ok = ok;
   if (ok) {
     bool first = busy.steps == 0;
-    addStepBusy(plan, *current, busy);
-    for (size_t i = 0; i < current->jobs.size(); ++i) {
-      const JobSpan &span = current->jobs[i];
+    addStepBusy(plan, current, busy);
+    for (size_t i = 0; i < current.jobs.size(); ++i) {
+      const JobSpan &span = current.jobs[i];
       if (!span.ran())
         continue;
       jobTotal[i] += span.end - span.start;
@@ -130,7 +131,9 @@ void Trace::endStep(int64_t end, bool ok) {
       }
     }
   }
-  current = nullptr;
+  if (keepSteps)
+    steps.push_back(std::move(current));
+  open.pop_front();
 }
 
 void Trace::addHostSpan(std::string name, uint64_t step, int64_t start,
@@ -234,6 +237,13 @@ Status rp::runtime::writeChromeTrace(const Trace &trace,
   for (const JobDesc &job : plan.jobs)
     if (job.device < plan.devices)
       used[job.device][int(job.queue)] = true;
+  // A renamed device (continuous execution) runs other devices' queues.
+  for (const StepSpans &step : trace.getSteps())
+    for (size_t i = 0; i < step.jobs.size() && i < plan.jobs.size(); ++i)
+      if (step.jobs[i].ran() &&
+          step.jobs[i].deviceOf(plan.jobs[i]) < plan.devices)
+        used[step.jobs[i].deviceOf(plan.jobs[i])][int(plan.jobs[i].queue)] =
+            true;
   // Per program, the share of its modelled time that recomputes (0 where
   // the plan's hardware profile cannot be loaded).
   std::vector<double> shares(plan.programs.size(), 0.0);
@@ -328,7 +338,7 @@ Status rp::runtime::writeChromeTrace(const Trace &trace,
                job.label.empty() ? "job " + std::to_string(i) : job.label},
               {"cat", job.kind == JobKind::copy ? "copy" : "compute"},
               {"ph", "X"},
-              {"pid", devicePid(job.device)},
+              {"pid", devicePid(span.deviceOf(job))},
               {"tid", queueTid(job.queue)},
               {"ts", micros(span.start)},
               {"dur", micros(span.end - span.start)},
@@ -341,7 +351,7 @@ Status rp::runtime::writeChromeTrace(const Trace &trace,
           emit({{"name", "recompute"},
                 {"cat", "recompute"},
                 {"ph", "X"},
-                {"pid", devicePid(job.device)},
+                {"pid", devicePid(span.deviceOf(job))},
                 {"tid", queueTid(job.queue)},
                 {"ts", micros(span.start)},
                 {"dur", micros(span.end - span.start) * share},

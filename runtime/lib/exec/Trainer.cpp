@@ -2,12 +2,14 @@
 
 #include "rp/runtime/Trainer.h"
 #include "Fences.h"
+#include "StagedTrainer.h"
 #include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Safetensors.h"
 #include "rp/runtime/host/Kernels.h"
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,53 +30,29 @@ bool rp::runtime::isTrainingPlan(const Plan &plan) {
 
 namespace {
 
-struct Param {
-  std::string name;
-  uint32_t buffer;                 ///< the plan's parameter buffer
-  uint32_t gradOutput;             ///< the plan's gradient buffer
-  std::vector<float> master, grad, state0, state1;
-  /// The gradient an overlapped optimizer reads, swapped with `grad` when
-  /// it starts: the next step accumulates into the other one.
-  std::vector<float> optGrad;
-};
-
-/// Waits for an optimizer still running on its own thread when the trainer
-/// leaves early: it writes the parameters, which must outlive it.
-struct PendingOptimizer {
-  TaskHandle task;
-  Status status;
-
-  /// Waits for the update in flight, if any; its status.
-  Status finish() {
-    if (!task.isValid())
-      return Status::ok();
-    task.wait();
-    task = TaskHandle();
-    return std::move(status);
-  }
-  ~PendingOptimizer() {
-    if (task.isValid())
-      task.wait();
-  }
-};
+using detail::Param;
+using detail::PendingOptimizer;
+using detail::slice;
 
 /// The shape of input `in`'s global batch: a staged plan binds the global
 /// batch itself, an unstaged one a microbatch.
-Shape globalShape(const Plan &plan, const BindingDesc &in) {
+/// With `accumulate` K, a step takes K such batches (K passes).
+Shape globalShape(const Plan &plan, const BindingDesc &in,
+                  unsigned accumulate = 1) {
   Shape shape = plan.buffers[in.buffer].shape;
-  if (!plan.staged && !shape.empty())
-    shape[0] *= plan.microbatches;
+  if (!shape.empty())
+    shape[0] *= (plan.staged ? 1 : plan.microbatches) * accumulate;
   return shape;
 }
 
 /// A synthetic global batch for `in`: ids below the binding's limit, or
 /// N(0, 1) floats, from the seed.
 Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
-                             uint64_t seed) {
+                             uint64_t seed, unsigned accumulate) {
   const BufferDesc &b = plan.buffers[in.buffer];
   NpyArray a;
   a.dtype = b.dtype;
-  a.shape = globalShape(plan, in);
+  a.shape = globalShape(plan, in, accumulate);
   a.data.resize(numElements(a.shape) * dtypeSize(a.dtype));
   std::mt19937_64 rng(seed ^ std::hash<std::string>()(in.name));
   if (a.dtype == DType::i64 || a.dtype == DType::i32) {
@@ -101,18 +79,6 @@ Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
         std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
   }
   return a;
-}
-
-/// Microbatch `m` of a global-batch array: rows [m*rows, (m+1)*rows).
-NpyArray slice(const NpyArray &global, unsigned m, unsigned count) {
-  NpyArray part;
-  part.dtype = global.dtype;
-  part.shape = global.shape;
-  part.shape[0] /= count;
-  size_t bytes = numElements(part.shape) * dtypeSize(part.dtype);
-  part.data.assign(global.data.begin() + m * bytes,
-                   global.data.begin() + (m + 1) * bytes);
-  return part;
 }
 
 /// What a checkpoint holds besides tensors.
@@ -297,6 +263,11 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                           ThreadPool &pool, const TrainOptions &options,
                           const std::function<void(unsigned, double)> &onStep) {
   unsigned M = plan.microbatches;
+  unsigned K = options.accumulate;
+  if (K < 1)
+    return invalidArgument("--accumulate must be at least 1 (passes of " +
+                           std::to_string(M) +
+                           " microbatches per optimizer step)");
   // Global batches of every input but the loss scale.
   std::map<std::string, NpyArray> global;
   const BindingDesc *labels = nullptr, *scale = nullptr;
@@ -312,12 +283,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     if (it != options.inputs.end()) {
       a = it->second;
     } else {
-      auto s = synthetic(plan, in, options.seed);
+      auto s = synthetic(plan, in, options.seed, K);
       if (!s)
         return s.getStatus();
       a = std::move(*s);
     }
-    Shape whole = globalShape(plan, in);
+    Shape whole = globalShape(plan, in, K);
     Shape mb = whole;
     if (!mb.empty()) {
       if (mb[0] % M)
@@ -327,11 +298,17 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                              " microbatches do not divide");
       mb[0] /= M;
     }
+    if (!mb.empty() && K > 1)
+      mb[0] /= K;
     if (a.shape.empty() || a.shape != whole)
       return invalidArgument(
           "input '" + in.name + "' has shape " + describeShape(a.shape) +
-          "; the plan takes " + std::to_string(M) + " microbatches of " +
-          describeShape(mb) + " (dimension 0 is the global batch)");
+          "; the plan takes " + std::to_string(M * K) + " microbatches of " +
+          describeShape(mb) + " (dimension 0 is the global batch" +
+          (K > 1 ? ", " + std::to_string(K) + " passes of " +
+                       std::to_string(M) + " microbatches per step"
+                 : std::string()) +
+          ")");
     global[in.name] = std::move(a);
   }
   if (!scale)
@@ -370,7 +347,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
   // the mean of the microbatches' losses).
   auto countLabels = [&]() -> int64_t {
     if (!labels)
-      return M;
+      return int64_t(M) * K;
     const NpyArray &l = global["labels"];
     int64_t n = 0;
     for (int64_t i = 0; i < numElements(l.shape); ++i) {
@@ -406,7 +383,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       p.grad.assign(w.size(), 0.0f);
       p.state0.assign(w.size(), 0.0f);
       p.state1.assign(w.size(), 0.0f);
-      if (options.overlapOptimizer)
+      if (options.overlapOptimizer || plan.staged)
         p.optGrad.assign(w.size(), 0.0f);
       params.push_back(std::move(p));
       break;
@@ -418,22 +395,11 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       lossOut = o.buffer;
   if (!lossOut)
     return invalidFormat("the training plan has no loss_sum output");
-  // Adds parameter `p`'s gradient output onto its step sum, in f32.
-  auto addGradient = [&pool](const HostForward &fwd, Param &p) -> Status {
-    TensorRef g = fwd.buffer(p.gradOutput);
-    std::vector<float> g32(g.size());
-    TensorRef dst{g32.data(), DType::f32, g.shape};
-    if (Status s = host::cast(pool, g, dst); s.failed())
-      return s;
-    for (size_t i = 0; i < g32.size(); ++i)
-      p.grad[i] += g32[i];
-    return Status::ok();
-  };
   // Staged plans: a parameter's gradient is added into its sum as soon as
   // the downloads that write its gradient output have all landed, while
-  // the step goes on; only gradients the epilogue sums wait for the step.
+  // the pass goes on; only gradients the epilogue sums wait for the pass.
   std::vector<std::vector<size_t>> landsWith(plan.jobs.size());
-  std::vector<unsigned> writers(params.size(), 0), toLand;
+  std::vector<unsigned> writers(params.size(), 0);
   std::vector<bool> landsEarly(params.size(), false);
   if (plan.staged) {
     std::vector<bool> summedAfter(plan.buffers.size(), false);
@@ -454,52 +420,20 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       landsEarly[i] = writers[i] > 0;
     }
   }
-  Trace *const tracing = options.trace;
-  unsigned landingStep = 0;
-  auto onLanded = [&](size_t job) -> Status {
-    int64_t start = tracing ? tracing->now() : 0;
-    for (size_t i : landsWith[job])
-      if (--toLand[i] == 0)
-        if (Status s = addGradient(fwd, params[i]); s.failed())
-          return s;
-    if (tracing)
-      tracing->addHostSpan("gradients", landingStep, start,
-                           tracing->now());
+  // Adds parameter `p`'s gradient output (of buffer slot `slot`) onto the
+  // sum `into`, in f32.
+  auto addGradient = [&pool](const HostForward &fwd, Param &p,
+                             std::vector<float> &into,
+                             unsigned slot = 0) -> Status {
+    TensorRef g = fwd.buffer(p.gradOutput, slot);
+    std::vector<float> g32(g.size());
+    TensorRef dst{g32.data(), DType::f32, g.shape};
+    if (Status s = host::cast(pool, g, dst); s.failed())
+      return s;
+    for (size_t i = 0; i < g32.size(); ++i)
+      into[i] += g32[i];
     return Status::ok();
   };
-  // Staged plans: one loss_sum per microbatch, and the executor; in sync
-  // mode, the fences that let a step start while the optimizer still
-  // updates the weights it reads last.
-  std::unique_ptr<PipelineExecutor> pipeline;
-  std::optional<ParamFences> fences;
-  if (plan.staged) {
-    if (plan.buffers[*lossOut].size() != int64_t(M))
-      return invalidFormat("the staged plan's loss_sum output is " +
-                           describeShape(plan.buffers[*lossOut].shape) +
-                           "; it holds one value per microbatch (" +
-                           std::to_string(M) + ")");
-    PipelineOptions po;
-    po.progressWindow = std::chrono::milliseconds(options.watchdogMs);
-    po.trace = options.trace;
-    for (size_t j = 0; j < plan.jobs.size(); ++j)
-      if (!landsWith[j].empty())
-        po.landings.push_back(j);
-    po.onLanded = onLanded;
-    if (options.sync && options.overlapOptimizer) {
-      std::vector<uint32_t> buffers;
-      for (const Param &p : params)
-        buffers.push_back(p.buffer);
-      fences = planParamFences(plan, buffers);
-    }
-    if (fences) {
-      po.gates = uint32_t(params.size());
-      po.gatesOf = fences->gatesOf;
-    }
-    auto created = PipelineExecutor::create(plan, fwd, po);
-    if (!created)
-      return created.getStatus();
-    pipeline = std::move(*created);
-  }
 
   // Plans that compute in f16: dynamic loss scaling.
   bool scaling = false;
@@ -547,122 +481,104 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       trace->addHostSpan("optimizer", step, start, trace->now());
     return s;
   };
-  bool overlap = !options.sync && options.overlapOptimizer;
-  bool fenced = bool(fences);
-  // Sync mode with fences: step k's update, parameter by parameter in the
-  // order step k+1 reads them, each followed by its compute-dtype copy (its
-  // prologue calls) and the opening of its gate for step number `next`.
-  // The gates open even after a failure, so the step it gates cannot
-  // stall; the failure is the trainer's at the next finish().
-  auto fencedUpdate = [&](unsigned step, unsigned update, double unscale,
-                          bool apply, uint64_t next) -> Status {
-    int64_t start = trace ? trace->now() : 0;
-    std::vector<ParamSlot> slots;
-    for (Param &p : params)
-      slots.push_back({p.master.data(), p.optGrad.data(), p.state0.data(),
-                       p.state1.data(), int64_t(p.master.size())});
-    double gradScale = unscale;
-    if (apply && options.clipGradNorm > 0)
-      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
-                                      options.clipGradNorm);
-    Status result;
-    for (size_t i : fences->order) {
-      Param &p = params[i];
-      if (apply && result.isOk())
-        result = options.sgd ? sgdStep(pool, options.sgdConfig, update,
-                                       {slots[i]}, gradScale)
-                             : adamwStep(pool, options.adamw, update,
-                                         {slots[i]}, gradScale);
-      std::memcpy(fwd.buffer(p.buffer).data, p.master.data(),
-                  p.master.size() * sizeof(float));
-      if (result.isOk() && !fences->prologueCalls[i].empty())
-        result = fwd.runProgramCalls(pool, uint32_t(plan.prologue),
-                                     fences->prologueCalls[i]);
-      pipeline->openGate(uint32_t(i), next);
-    }
-    if (trace)
-      trace->addHostSpan("optimizer", step, start, trace->now());
-    return result;
+  // The scale of a step's loss: the loss scaler's over the step's labels
+  // (all K passes), and the loss_scale input that carries it.
+  auto stepScale = [&](double &lossScale, NpyArray &scaleArray,
+                       int64_t &count) -> Status {
+    count = countLabels();
+    if (count == 0)
+      return invalidArgument("every label of the batch is the ignore index "
+                             "-100; there is nothing to train on");
+    scaleArray.dtype = DType::f64;
+    lossScale = scaling ? scaler.getScale() : 1.0;
+    double scaleValue = lossScale / double(count);
+    scaleArray.data.resize(8);
+    std::memcpy(scaleArray.data.data(), &scaleValue, 8);
+    return Status::ok();
   };
-  // Whether a fenced update in flight opens the next step's gates (and
-  // makes its compute-dtype copies).
-  bool gatesPending = false;
+  // Whether step k's gradients (`grads`) are applied: a step whose scaled
+  // gradients overflowed is skipped (W_(k+1) = W_k).
+  auto decideApply = [&](unsigned step,
+                         std::vector<std::vector<float> *> grads) -> bool {
+    if (!scaling)
+      return true;
+    std::vector<ParamSlot> slots;
+    for (std::vector<float> *g : grads)
+      slots.push_back(
+          {nullptr, g->data(), nullptr, nullptr, int64_t(g->size())});
+    bool apply = scaler.update(allGradientsFinite(pool, slots));
+    if (!apply && options.onSkippedStep)
+      options.onSkippedStep(step, scaler.getScale());
+    return apply;
+  };
+  auto dumpGradients = [&](std::vector<std::vector<float> *> grads) {
+    std::vector<NamedTensor> named;
+    for (size_t i = 0; i < params.size(); ++i)
+      named.push_back(
+          {params[i].name, TensorRef{grads[i]->data(), DType::f32,
+                                     plan.buffers[params[i].buffer].shape}});
+    return writeSafetensors(options.dumpGrads, named);
+  };
+  auto checkpointState = [&](unsigned done, uint64_t position) {
+    return CheckpointState{done,
+                           options.sync,
+                           options.sgd,
+                           position,
+                           updates,
+                           scaling ? scaler.getScale() : 0.0,
+                           scaler.getGoodSteps()};
+  };
+  if (plan.staged)
+    return detail::trainStaged(detail::StagedContext{
+        plan, fwd, pool, options, onStep, params, global, *lossOut, landsWith,
+        writers, landsEarly, scaling, updates, first,
+        // The next global batch of --data, and the position before it.
+        [&]() -> Status {
+          return stream ? stream->next(global[tokenInput], global["labels"],
+                                       tokenLimit)
+                        : Status::ok();
+        },
+        [&]() -> uint64_t { return stream ? stream->position : 0; },
+        [&](unsigned done, uint64_t position) {
+          return saveCheckpoint(options.save, params, fwd,
+                                checkpointState(done, position));
+        },
+        addGradient, stepScale, decideApply, dumpGradients});
+
+  bool overlap = !options.sync && options.overlapOptimizer;
   // One worker: the thread the overlapped optimizer runs on. Its loops go
-  // to the host pool, which is then called from two threads (the next
-  // step's prologue and epilogue use it too).
-  ThreadPool optimizerThread(overlap || fenced ? 2 : 1);
+  // to the host pool, which is then called from two threads.
+  ThreadPool optimizerThread(overlap ? 2 : 1);
   // Declared after the parameters: its destructor waits before they go.
   PendingOptimizer pending;
   auto checkpoint = [&](unsigned done) -> Status {
     // The checkpoint holds W_(k+1) and the state after step k's update.
     if (Status s = pending.finish(); s.failed())
       return s;
-    return saveCheckpoint(
-        options.save, params, fwd,
-        CheckpointState{done, options.sync, options.sgd,
-                        stream ? stream->position : 0, updates,
-                        scaling ? scaler.getScale() : 0.0,
-                        scaler.getGoodSteps()});
+    return saveCheckpoint(options.save, params, fwd,
+                          checkpointState(done, stream ? stream->position : 0));
   };
-  // Adds the gradient outputs that have not landed during the step onto
-  // the step's sums; microbatches add in order, so the sum is the same for
-  // any thread count.
-  auto addGradients = [&]() -> Status {
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!landsEarly[i])
-        if (Status s = addGradient(fwd, params[i]); s.failed())
-          return s;
-    return Status::ok();
-  };
+  // An unstaged plan runs once per microbatch, K * M of them per step.
+  unsigned microbatches = M * K;
   for (unsigned step = first; step < first + options.steps; ++step) {
     for (Param &p : params)
       std::fill(p.grad.begin(), p.grad.end(), 0.0f);
-    toLand = writers;
-    landingStep = step;
     double lossSum = 0;
     if (stream)
       if (Status s = stream->next(global[tokenInput], global["labels"],
                                   tokenLimit);
           s.failed())
         return s;
-    int64_t count = countLabels();
-    if (count == 0)
-      return invalidArgument("every label of the batch is the ignore index "
-                             "-100; there is nothing to train on");
     NpyArray scaleArray;
-    scaleArray.dtype = DType::f64;
-    double lossScale = scaling ? scaler.getScale() : 1.0;
-    double scaleValue = lossScale / double(count);
-    scaleArray.data.resize(8);
-    std::memcpy(scaleArray.data.data(), &scaleValue, 8);
-    // Both kinds add the microbatches' losses and gradients in microbatch
-    // order, onto zero: the same sums, bit for bit.
-    if (pipeline) {
+    double lossScale = 1.0;
+    int64_t count = 1;
+    if (Status s = stepScale(lossScale, scaleArray, count); s.failed())
+      return s;
+    // Microbatches add their losses and gradients in order, onto zero.
+    for (unsigned m = 0; m < microbatches; ++m) {
       for (auto &[name, array] : global)
-        if (Status s = fwd.setInput(name, array); s.failed())
-          return s;
-      if (Status s = fwd.setInput("loss_scale", scaleArray); s.failed())
-        return s;
-      if (fenced && !gatesPending) {
-        uint64_t next = pipeline->nextStepNumber();
-        for (uint32_t g = 0; g < params.size(); ++g)
-          pipeline->openGate(g, next);
-      }
-      if (Status s = pipeline->step(pool, !gatesPending); s.failed())
-        return s;
-      TensorRef loss = fwd.buffer(*lossOut);
-      std::vector<double> l(M);
-      TensorRef l64{l.data(), DType::f64, loss.shape};
-      if (Status s = host::cast(pool, loss, l64); s.failed())
-        return s;
-      for (double v : l)
-        lossSum += v;
-      if (Status s = addGradients(); s.failed())
-        return s;
-    }
-    for (unsigned m = 0; m < M && !pipeline; ++m) {
-      for (auto &[name, array] : global)
-        if (Status s = fwd.setInput(name, slice(array, m, M)); s.failed())
+        if (Status s = fwd.setInput(name, slice(array, m, microbatches));
+            s.failed())
           return s;
       if (Status s = fwd.setInput("loss_scale", scaleArray); s.failed())
         return s;
@@ -674,46 +590,22 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       if (Status s = host::cast(pool, loss, l64); s.failed())
         return s;
       lossSum += l[0];
-      if (Status s = addGradients(); s.failed())
-        return s;
+      for (Param &p : params)
+        if (Status s = addGradient(fwd, p, p.grad); s.failed())
+          return s;
     }
     onStep(step, lossSum / double(count));
-    if (step == first && !options.dumpGrads.empty()) {
-      std::vector<NamedTensor> grads;
-      for (Param &p : params)
-        grads.push_back({p.name, TensorRef{p.grad.data(), DType::f32,
-                                           plan.buffers[p.buffer].shape}});
-      if (Status s = writeSafetensors(options.dumpGrads, grads); s.failed())
+    std::vector<std::vector<float> *> grads;
+    for (Param &p : params)
+      grads.push_back(&p.grad);
+    if (step == first && !options.dumpGrads.empty())
+      if (Status s = dumpGradients(grads); s.failed())
         return s;
-    }
-    // A step whose scaled gradients overflowed is skipped: W_(k+1) = W_k.
-    bool apply = true;
-    if (scaling) {
-      std::vector<ParamSlot> grads;
-      for (Param &p : params)
-        grads.push_back({nullptr, p.grad.data(), nullptr, nullptr,
-                         int64_t(p.grad.size())});
-      apply = scaler.update(allGradientsFinite(pool, grads));
-      if (!apply && options.onSkippedStep)
-        options.onSkippedStep(step, scaler.getScale());
-    }
+    bool apply = decideApply(step, grads);
     unsigned update = updates + 1;
     updates += apply;
     double unscale = 1.0 / lossScale;
-    if (fenced) {
-      // The update of step k-1 is done (its gates opened before step k's
-      // jobs could run); step k's runs beside step k+1.
-      if (Status s = pending.finish(); s.failed())
-        return s;
-      for (Param &p : params)
-        std::swap(p.grad, p.optGrad);
-      uint64_t next = pipeline->nextStepNumber();
-      pending.task = optimizerThread.submit(
-          [&pending, &fencedUpdate, step, update, unscale, apply, next] {
-            pending.status = fencedUpdate(step, update, unscale, apply, next);
-          });
-      gatesPending = true;
-    } else if (overlap) {
+    if (overlap) {
       // The master weights are W_k once step k-1's update is done: step k+1
       // computes with them while step k's update runs.
       if (Status s = pending.finish(); s.failed())

@@ -257,6 +257,7 @@ Expected<DeviceLayout> rp::runtime::planDeviceMemory(const Plan &plan) {
   layout.unsharedBytes.assign(plan.devices, 0);
   layout.offset.assign(nb, 0);
   layout.shared.assign(nb, false);
+  layout.transient.assign(nb, false);
   // A plan whose jobs wait in a cycle (validation refuses it; tests of the
   // watchdog run it anyway) shares nothing.
   std::optional<Lives> lives = Lives::of(plan);
@@ -271,8 +272,10 @@ Expected<DeviceLayout> rp::runtime::planDeviceMemory(const Plan &plan) {
   std::vector<std::vector<Slot>> slots(plan.devices);
   std::vector<uint32_t> packed;
   for (uint32_t b = 0; b < nb && lives; ++b)
-    if (lives->of(b))
+    if (lives->of(b)) {
       packed.push_back(b);
+      layout.transient[b] = true;
+    }
   auto firstWrite = [&](uint32_t b) { return lives->of(b)->front().write; };
   std::stable_sort(packed.begin(), packed.end(), [&](uint32_t x, uint32_t y) {
     Use a = firstWrite(x), c = firstWrite(y);

@@ -11,7 +11,8 @@
 // program in order), the same edges the executor enforces with device
 // events; so a reuse never needs a synchronization the plan does not have
 // (the stream-ordered reuse of reference/roundpipe.md §2.9, decided ahead
-// of time). Steps do not overlap, so one step's order is enough.
+// of time). Passes that overlap (continuous execution) run on separate
+// copies of the arenas (HostForward's slots), so one pass's order is enough.
 //
 // A buffer is shared only when its contents never outlive a step: it has no
 // initial contents, no host program touches it, and one use writes all of
@@ -42,6 +43,11 @@ struct DeviceLayout {
   std::vector<uint64_t> offset;
   /// Per plan buffer: whether it shares bytes with another buffer.
   std::vector<bool> shared;
+  /// Per plan buffer: whether its contents never outlive a step (no
+  /// initial contents, written before every read), so that it may share
+  /// bytes, alone in its range or not. Continuous execution may place such
+  /// a buffer on any device (HostForward's rotation).
+  std::vector<bool> transient;
 };
 
 /// The happens-before order of a staged plan's jobs within one step:

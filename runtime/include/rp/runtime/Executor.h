@@ -35,6 +35,14 @@ struct ForwardOptions {
   bool shareDeviceMemory = true;
   /// Load parameters and constants; off for the sim backend (createUnfilled).
   bool fill = true;
+  /// Copies of every buffer (1 or 2): continuous execution runs pass p on
+  /// slot p % 2, so two passes in flight never share bytes.
+  unsigned slots = 1;
+  /// Lets a pass run with its devices renamed (device k's buffers on device
+  /// (k + shift) % G): every arena is sized for the largest device's
+  /// layout. Off when a device buffer holds contents beyond one step (they
+  /// would need a place on every device); rotates() says which.
+  bool rotate = false;
 };
 
 class HostForward {
@@ -59,7 +67,9 @@ public:
 
   /// Sets input `name` from `array`, converting between i32 and i64 ids and
   /// from f64/f32 data to the input's float type. The shape must match.
-  Status setInput(const std::string &name, const NpyArray &array);
+  /// `slot`: which copy of the buffers (ForwardOptions::slots).
+  Status setInput(const std::string &name, const NpyArray &array,
+                  unsigned slot = 0);
   /// Fills every input not set yet: ids uniform in their range, floats from
   /// N(0, 1), all from `seed`.
   Status setSyntheticInputs(uint64_t seed);
@@ -74,20 +84,32 @@ public:
   Status run(ThreadPool &pool);
   /// Runs program `index`'s kernel calls in order on `pool`; a failure names
   /// the program, the call and its op.
-  Status runProgram(ThreadPool &pool, uint32_t index);
+  Status runProgram(ThreadPool &pool, uint32_t index, unsigned slot = 0);
   /// The calls of program `index` listed in `calls`, in that order.
   Status runProgramCalls(ThreadPool &pool, uint32_t index,
-                         const std::vector<size_t> &calls);
+                         const std::vector<size_t> &calls, unsigned slot = 0);
   /// Runs one job of the plan: its program, or its byte copies. Safe from
   /// several threads at once for jobs that touch disjoint buffers.
   Status runJob(ThreadPool &pool, const JobDesc &job);
 
   /// Buffer `index` as the host sees it; the data of a device buffer is
   /// readable only where the device isHostAccessible().
-  TensorRef buffer(uint32_t index) const;
+  TensorRef buffer(uint32_t index, unsigned slot = 0) const;
   TensorRef output(size_t i) const;
   /// Every buffer's address, by plan buffer index (kernel launches).
   const BufferAddresses &getAddresses() const { return storage; }
+  /// The addresses of slot `slot` with the devices renamed by `shift`
+  /// (0 unless rotates()).
+  const BufferAddresses &getAddresses(unsigned slot, uint32_t shift) const {
+    return tables[slot * numDevices() + (rotating ? shift : 0)];
+  }
+  unsigned getSlots() const { return slots; }
+  bool rotates() const { return rotating; }
+  /// Why not, when renaming was asked for: the device buffer that holds
+  /// contents beyond a step.
+  const std::string &getRotationBlocker() const { return fixedBy; }
+  /// Device bytes allocated for buffers, over all devices and slots.
+  uint64_t allocatedDeviceBytes() const;
   Backend &getBackend() const { return *backend; }
   /// Where the device buffers live: arena sizes and offsets per device.
   const DeviceLayout &getLayout() const { return layout; }
@@ -99,15 +121,30 @@ private:
   /// of their own, device buffers their range of the device's arena) and
   /// fills it.
   Status allocateBuffer(uint32_t index, std::vector<std::ifstream> &files);
+  /// Writes buffer `index`'s initial contents at `p` (on `device`, or the
+  /// host when null).
+  Status fillBuffer(uint32_t index, uint8_t *p, Device *device,
+                    std::vector<std::ifstream> &files);
+  uint32_t numDevices() const { return plan.devices; }
 
   const Plan &plan;
   /// Set when create(plan) opened the backend; freed after the buffers.
   std::unique_ptr<Backend> ownedBackend;
   Backend *backend;
+  /// Slot 0's addresses, devices not renamed (tables[0]).
   BufferAddresses storage;
+  /// Per slot and shift: every buffer's address (slot * devices + shift).
+  std::vector<BufferAddresses> tables;
   DeviceLayout layout;
-  /// Per device: its arena (null when it has no buffers).
+  /// Per slot and device (slot * devices + device): its arena (null when
+  /// it has no buffers), and its size.
   std::vector<uint8_t *> arenas;
+  std::vector<uint64_t> arenaSizes;
+  unsigned slots = 1;
+  bool rotating = false;
+  std::string fixedBy;
+  /// With renaming: each device buffer's offset in every arena.
+  std::vector<uint64_t> placed;
   std::vector<bool> inputSet;
   bool fill = true;
 };

@@ -46,6 +46,18 @@
 // parameter's new weights, so the next step starts on the first layers
 // while the optimizer is still on the last ones.
 //
+// Continuous execution (DESIGN.md): passes are numbered from 1 and run in
+// order on every queue, with no barrier between them. submitPass starts a
+// pass as soon as the one two before it has finished (a pass runs on buffer
+// slot pass % 2, HostForward's slots), and waitPass waits for one; a queue
+// takes up pass p+1's jobs once its part of pass p is done, so pass p+1's
+// first jobs run while pass p drains. A pass may rename the plan's devices
+// (`shift`: plan device k runs on device (k + shift) % G): the controllers
+// are per device queue, each running the plan device's jobs that land on
+// it. Events and gates come in one set per slot, so a record of pass p+1
+// never satisfies a waiter of pass p. runJobs is one pass submitted and
+// waited for.
+//
 // With PipelineOptions::trace set, every job's start and end go to the
 // Trace's slots for the step (one per job, written by the controller that
 // runs it, outside the lock), and step() adds the host spans of the step,
@@ -83,11 +95,17 @@ struct PipelineOptions {
   /// the landing thread, one job at a time, once per step for each listed
   /// job after its work has finished. A failure fails the step.
   std::vector<size_t> landings;
-  std::function<Status(size_t job)> onLanded;
+  /// `pass` is the pass number the job landed in (submitPass).
+  std::function<Status(size_t job, uint64_t pass)> onLanded;
   /// Host gates: how many, and per plan job the gates it waits for (empty:
   /// none), besides its events.
   uint32_t gates = 0;
   std::vector<std::vector<uint32_t>> gatesOf;
+  /// Buffer slots (1 or 2; fwd's): how many passes may be in flight.
+  unsigned slots = 1;
+  /// Passes may rename devices (needs fwd.rotates()): a controller for
+  /// every device and queue kind any device has jobs on.
+  bool rotate = false;
 };
 
 class PipelineExecutor {
@@ -118,29 +136,49 @@ public:
 
   /// The number runJobs gives the next step it runs (runJobs, step).
   uint64_t nextStepNumber() const;
-  /// Opens `gate` for the step numbered `step` (and every earlier one); any
-  /// thread may call it, before or while that step runs.
+  /// Opens `gate` for the step numbered `step` (and every earlier one of
+  /// its slot); any thread may call it, before or while that step runs.
   void openGate(uint32_t gate, uint64_t step);
+
+  /// Continuous execution: starts pass nextStepNumber() on slot pass %
+  /// slots, its devices renamed by `shift`, traced as step `label`. The
+  /// pass `slots` before it must have been waited for. Returns its number.
+  uint64_t submitPass(uint32_t shift, uint64_t label);
+  /// Waits until pass `pass` has run (every queue done and every landing
+  /// handled) or the run failed; the first failure of the passes in flight
+  /// (a failure cancels them all, and the next submitPass starts afresh).
+  Status waitPass(uint64_t pass);
 
   /// How many (device, queue) controllers run: the queues that have jobs.
   size_t getNumQueues() const { return queues.size(); }
 
 private:
   struct Controller {
-    uint32_t device = 0;
+    uint32_t device = 0; ///< the device it enqueues on
     QueueKind kind = QueueKind::compute;
-    Queue *queue = nullptr;   ///< the device queue it enqueues on
-    std::vector<size_t> jobs; ///< plan job indices, in plan order
+    Queue *queue = nullptr; ///< the device queue it enqueues on
     // Guarded by the executor's mutex.
-    uint64_t step = 0;    ///< the last step it took up
+    uint64_t pass = 0; ///< the last pass it took up
+    /// Plan job indices of its current pass, in plan order.
+    const std::vector<size_t> *jobs = nullptr;
     size_t next = 0;      ///< position in `jobs` of its current job
-    bool running = false; ///< running jobs[next] now
-    bool done = true;     ///< finished or stopped its part of `step`
-    /// Its thread waits here: woken by a new step, by the record of an
-    /// event one of its jobs waits for, by cancellation and shutdown, so a
-    /// record wakes only the queues that wait for it.
+    bool running = false; ///< running (*jobs)[next] now
+    bool done = true;     ///< finished or stopped its part of `pass`
+    /// Its thread waits here: woken by a new pass, by a record or gate,
+    /// by cancellation and shutdown.
     std::condition_variable wake;
     std::thread thread;
+  };
+  /// A pass in flight or the last one in its slot.
+  struct PassState {
+    uint64_t number = 0; ///< 0: none yet
+    uint32_t shift = 0;
+    uint64_t label = 0;
+    JobSpan *traceSlots = nullptr;
+    size_t activeQueues = 0;    ///< controllers not done with it
+    size_t landingsPending = 0; ///< landings enqueued and not handled
+    bool waited = true;         ///< waitPass returned for it
+    bool finished() const { return activeQueues == 0 && landingsPending == 0; }
   };
 
   PipelineExecutor(const Plan &plan, HostForward &fwd,
@@ -149,54 +187,64 @@ private:
   /// The landing thread: waits for each landed job's event, then calls
   /// onLanded.
   void landingLoop();
-  /// Enqueues `job` on c's device queue: waits, work, records.
-  Status enqueueJob(Controller &c, size_t index);
+  /// Enqueues `job` of `pass` on c's device queue: waits, work, records.
+  Status enqueueJob(Controller &c, size_t index, const PassState &pass);
   /// runJobs for the step the trace numbers `label`.
   Status runJobsOf(uint64_t label);
-  /// True once every event `job` waits for is recorded in the current step.
-  bool ready(const JobDesc &job) const;
+  /// True once every event and gate `job` waits for is set for `pass`.
+  bool ready(size_t job, uint64_t pass) const;
   /// The watchdog's message: every blocked queue, job and event.
   std::string stallMessage() const;
+  PassState &passOf(uint64_t pass) { return passes[pass % passes.size()]; }
+  const PassState &passOf(uint64_t pass) const {
+    return passes[pass % passes.size()];
+  }
+  /// Plan device `planDevice`'s jobs on queue `kind`, in plan order.
+  const std::vector<size_t> &jobsOf(uint32_t planDevice, QueueKind kind) const {
+    return jobLists[planDevice * kNumQueueKinds + int(kind)];
+  }
+  /// The event set of a slot and shift.
+  std::vector<std::unique_ptr<Event>> &eventSet(uint64_t pass, uint32_t shift) {
+    return events[(pass % passes.size()) * plan.devices +
+                  (options.rotate ? shift : 0)];
+  }
 
   const Plan &plan;
   HostForward &fwd;
   Backend &backend;
   const PipelineOptions options;
   std::vector<std::unique_ptr<Controller>> queues;
-  /// The device event of each plan event, made on its recorder's device.
-  std::vector<std::unique_ptr<Event>> events;
+  std::vector<std::vector<size_t>> jobLists;
+  /// Per slot and shift (slot * devices + shift): the device event of each
+  /// plan event, made on the device its recorder runs on.
+  std::vector<std::vector<std::unique_ptr<Event>>> events;
   /// The job recording each event (the first, if a broken plan has more).
   std::vector<size_t> recorder;
-
-  /// The controllers that have a job waiting for each event.
-  std::vector<std::vector<Controller *>> waitersOf;
-  /// Per job: the event marking its end for the landing thread (null: not
-  /// watched).
-  std::vector<std::unique_ptr<Event>> landingEvents;
+  /// Per slot and shift like `events`: per job, the event marking its end
+  /// for the landing thread (null: not watched).
+  std::vector<std::vector<std::unique_ptr<Event>>> landingEvents;
+  std::vector<bool> watched; ///< per job: a landing
   std::thread landingThread;
-  /// Guarded by the mutex: watched jobs enqueued but not handled yet, and
-  /// whether the landing thread is handling one now.
-  std::deque<size_t> landing;
+  /// Guarded by the mutex: watched jobs enqueued but not handled yet (job,
+  /// pass), and whether the landing thread is handling one now.
+  std::deque<std::pair<size_t, uint64_t>> landing;
   bool landingBusy = false;
   std::condition_variable landingWake;
 
   mutable std::mutex mutex;
-  /// runJobs waits here for queues to finish; it reads progress when its
-  /// watchdog window ends rather than being woken by every job.
+  /// waitPass waits here; it reads progress when its watchdog window ends
+  /// rather than being woken by every job.
   std::condition_variable queueDone;
-  /// Wakes every controller and runJobs (a new step, cancellation,
-  /// shutdown). Call with the mutex held or just after releasing it.
+  /// Wakes every controller and waitPass (a new pass, a record,
+  /// cancellation, shutdown). Call with the mutex held or just after.
   void wakeAll();
-  uint64_t stepNumber = 0;
-  /// The current step's trace slots, one per plan job (null: no trace).
-  JobSpan *traceSlots = nullptr;
-  std::vector<uint64_t> recordedInStep; ///< per event; 0: never
-  std::vector<uint64_t> gateOpenFor;    ///< per gate; 0: never
-  /// The controllers that have a job waiting for each gate.
-  std::vector<std::vector<Controller *>> gateWaiters;
-  uint64_t progress = 0;                ///< jobs started plus jobs finished
+  uint64_t stepNumber = 0;       ///< the last pass submitted
+  std::vector<PassState> passes; ///< one per slot
+  /// Per slot: per event the pass that recorded it last, per gate the pass
+  /// it is open for (0: never).
+  std::vector<std::vector<uint64_t>> recordedInStep, gateOpenFor;
+  uint64_t progress = 0; ///< jobs started plus jobs finished
   unsigned running = 0;
-  size_t activeQueues = 0;
   bool cancelled = false;
   bool shutdown = false;
   Status error;

@@ -30,6 +30,8 @@
 #include "rp/runtime/Plan.h"
 
 #include <chrono>
+#include <climits>
+#include <deque>
 #include <functional>
 #include <iosfwd>
 #include <map>
@@ -43,7 +45,13 @@ namespace rp::runtime {
 struct JobSpan {
   int64_t start = -1;
   int64_t end = -1;
+  /// The device it ran on when the executor renamed the plan's devices
+  /// (continuous execution); -1: the plan's.
+  int32_t device = -1;
   bool ran() const { return end >= 0; }
+  uint32_t deviceOf(const JobDesc &job) const {
+    return device >= 0 ? uint32_t(device) : job.device;
+  }
 };
 
 /// One step's jobs phase (PipelineExecutor::runJobs) and its jobs' spans,
@@ -72,7 +80,10 @@ struct DeviceBusy {
 
 struct BusySummary {
   uint64_t steps = 0;
-  int64_t wall = 0; ///< the jobs phases of those steps, together
+  /// The jobs phases of those steps, together; overlapping steps
+  /// (continuous execution) count their shared time once.
+  int64_t wall = 0;
+  int64_t coveredTo = INT64_MIN; ///< the latest step end counted
   std::vector<DeviceBusy> devices;
 
   /// 100 * busy / wall, 0 without steps.
@@ -109,8 +120,10 @@ public:
   uint64_t takeStep() { return nextStep++; }
 
   // The executor's side. beginStep returns the step's zeroed slots, one
-  // per plan job; endStep folds them into the summaries. Both are called by
-  // the thread running the step, with the controllers idle.
+  // per plan job; endStep folds the oldest step begun and not ended into
+  // the summaries. Both are called by the thread running the steps, with
+  // the controllers idle or busy with other steps only (continuous
+  // execution keeps two steps open).
   JobSpan *beginStep(uint64_t step, int64_t start);
   void endStep(int64_t end, bool ok);
 
@@ -120,7 +133,7 @@ public:
   const Plan &getPlan() const { return plan; }
   bool keepsSteps() const { return keepSteps; }
   /// Every step's spans (keepSteps only), failed steps included.
-  const std::vector<StepSpans> &getSteps() const { return steps; }
+  const std::deque<StepSpans> &getSteps() const { return steps; }
   std::vector<HostSpan> getHostSpans() const;
   /// Per host span name: total nanoseconds and how many spans.
   std::map<std::string, std::pair<int64_t, uint64_t>> getHostTotals() const;
@@ -138,9 +151,10 @@ private:
   const bool keepSteps;
   const std::chrono::steady_clock::time_point origin;
   uint64_t nextStep = 0;
-  std::vector<StepSpans> steps;
-  StepSpans scratch; ///< the current step when steps are not kept
-  StepSpans *current = nullptr;
+  std::deque<StepSpans> steps;
+  /// The steps begun and not ended (kept or not), oldest first; a deque
+  /// keeps each open step's slots in place.
+  std::deque<StepSpans> open;
   BusySummary busy;
   /// Per job: total ns over ok steps, and over the first ok step.
   std::vector<int64_t> jobTotal, jobFirst;

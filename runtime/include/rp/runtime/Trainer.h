@@ -10,6 +10,13 @@
 // Modes as DESIGN.md defines them: sync computes g_k at W_k; async (the
 // default) computes g_k at W_max(k-1, 0); both set W_{k+1} = Opt(W_k, g_k).
 //
+// Staged plans run continuously (DESIGN.md, "Continuous execution"): pass
+// p+1 is staged into the other buffer slot and submitted while pass p runs,
+// its weight uploads gated per parameter on the weight version it needs
+// (sync: W_k, async: W_max(k-1,0)), and each pass may rename the devices
+// (the round-robin job counter carried across passes). The results are the
+// bits of running the passes one after another.
+//
 // Async mode overlaps: once step k's gradients are in, its optimizer runs
 // on its own thread (its loops on the host pool) while step k+1 runs on
 // W_k, which needs nothing from that update. Step k+1 accumulates into a
@@ -61,6 +68,15 @@ struct TrainOptions {
   /// runs (on the weights before that update, so the results are the same
   /// bits as running it between the steps, which `false` does).
   bool overlapOptimizer = true;
+  /// Passes of the plan's microbatches per optimizer step (--accumulate):
+  /// inputs hold K global batches, gradients are summed over the K passes
+  /// in pass order and the step's loss is the token-weighted mean over all
+  /// K * M microbatches.
+  unsigned accumulate = 1;
+  /// Staged plans: overlap passes (continuous execution) when the buffers
+  /// come in two slots (ForwardOptions::slots); false keeps a barrier after
+  /// every pass (--step-barrier).
+  bool continuous = true;
   /// Where the staged executor records its jobs and the trainer its
   /// optimizer spans (Trace.h), if anywhere.
   Trace *trace = nullptr;

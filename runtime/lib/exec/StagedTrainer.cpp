@@ -1,0 +1,476 @@
+//===- StagedTrainer.cpp - training a staged plan pass by pass ------------===//
+//
+// Continuous execution (runtime/README.md): two passes in flight, each on
+// its own buffer slot; the loop stages pass t+2 once pass t has been
+// waited for and handled, and launches a step's update after its last pass.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StagedTrainer.h"
+#include "Fences.h"
+#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/host/Kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <optional>
+
+using namespace rp::runtime;
+using namespace rp::runtime::detail;
+
+/// Microbatch `m` of a global-batch array: rows [m*rows, (m+1)*rows).
+NpyArray rp::runtime::detail::slice(const NpyArray &global, unsigned m, unsigned count) {
+  NpyArray part;
+  part.dtype = global.dtype;
+  part.shape = global.shape;
+  part.shape[0] /= count;
+  size_t bytes = numElements(part.shape) * dtypeSize(part.dtype);
+  part.data.assign(global.data.begin() + m * bytes,
+                   global.data.begin() + (m + 1) * bytes);
+  return part;
+}
+
+
+namespace {
+
+/// The stage jobs of one pass (S) when the plan is round-robin (stage job
+/// n on device n mod G), else 0: pass p then runs job n on device
+/// (p * S + n) mod G, the job counter carried across passes.
+uint32_t passShiftJobs(const Plan &plan) {
+  uint32_t stageJobs = 0;
+  for (const JobDesc &job : plan.jobs)
+    if (job.stage >= 0)
+      stageJobs = std::max(stageJobs, uint32_t(job.stage) + 1);
+  for (const JobDesc &job : plan.jobs)
+    if (job.kind == JobKind::run && job.stage >= 0 &&
+        job.device != uint32_t(job.stage) % plan.devices)
+      return 0;
+  return stageJobs;
+}
+
+} // namespace
+
+Status rp::runtime::detail::trainStaged(StagedContext c) {
+  const Plan &plan = c.plan;
+  HostForward &fwd = c.fwd;
+  ThreadPool &pool = c.pool;
+  const TrainOptions &options = c.options;
+  std::vector<Param> &params = c.params;
+  unsigned M = plan.microbatches, K = options.accumulate;
+  uint32_t G = plan.devices;
+  if (plan.buffers[c.lossOut].size() != int64_t(M))
+    return invalidFormat("the staged plan's loss_sum output is " +
+                         describeShape(plan.buffers[c.lossOut].shape) +
+                         "; it holds one value per microbatch (" +
+                         std::to_string(M) + ")");
+  // Two passes in flight need two buffer slots. Loss scaling sets a step's
+  // scale from the step before, so it keeps one pass in flight.
+  unsigned S = options.continuous && fwd.getSlots() >= 2 && !c.scaling ? 2 : 1;
+  uint32_t shiftJobs = passShiftJobs(plan);
+  bool rotate = S == 2 && fwd.rotates() && shiftJobs % G != 0;
+  std::vector<uint32_t> buffers;
+  for (const Param &p : params)
+    buffers.push_back(p.buffer);
+  std::optional<ParamFences> fences = planParamFences(plan, buffers);
+  std::vector<size_t> order(params.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = fences ? fences->order[i] : i;
+  auto stepGrad = [](Param &p, unsigned step) -> std::vector<float> & {
+    return step % 2 ? p.optGrad : p.grad;
+  };
+
+  // Per slot: the pass it runs (trainer index, from 0) and its step.
+  struct PassInfo {
+    uint64_t index = 0;
+    unsigned step = 0;
+  };
+  std::vector<PassInfo> info(S);
+  std::vector<std::vector<unsigned>> toLand(S, c.writers);
+  std::vector<std::vector<char>> deferred(S,
+                                          std::vector<char>(params.size(), 0));
+  // Per parameter: the pass whose gradient is added next. A pass's
+  // gradient lands while the pass before may still run; sums go in pass
+  // order, so a gradient that lands early waits for its predecessor's.
+  // Written by the landing thread, read by this one.
+  std::vector<std::atomic<uint64_t>> nextAdd(params.size());
+  for (std::atomic<uint64_t> &n : nextAdd)
+    n = 0;
+  Trace *trace = options.trace;
+  auto onLanded = [&](size_t job, uint64_t pass) -> Status {
+    int64_t start = trace ? trace->now() : 0;
+    unsigned slot = unsigned(pass % S);
+    for (size_t i : c.landsWith[job]) {
+      if (--toLand[slot][i] != 0)
+        continue;
+      if (nextAdd[i] != info[slot].index) {
+        deferred[slot][i] = 1;
+        continue;
+      }
+      Param &p = params[i];
+      if (Status s = c.addGradient(fwd, p, stepGrad(p, info[slot].step), slot);
+          s.failed())
+        return s;
+      ++nextAdd[i];
+      unsigned other = (slot + 1) % S;
+      if (other != slot && deferred[other][i] &&
+          info[other].index == nextAdd[i]) {
+        deferred[other][i] = 0;
+        if (Status s =
+                c.addGradient(fwd, p, stepGrad(p, info[other].step), other);
+            s.failed())
+          return s;
+        ++nextAdd[i];
+      }
+    }
+    if (trace)
+      trace->addHostSpan("gradients", info[slot].step, start, trace->now());
+    return Status::ok();
+  };
+  PipelineOptions po;
+  po.progressWindow = std::chrono::milliseconds(options.watchdogMs);
+  po.trace = trace;
+  po.slots = S;
+  po.rotate = rotate;
+  for (size_t j = 0; j < plan.jobs.size(); ++j)
+    if (!c.landsWith[j].empty())
+      po.landings.push_back(j);
+  po.onLanded = onLanded;
+  // Gates: one per parameter (its uploads wait for its weight version), or
+  // one for every job when a prologue call reads several parameters.
+  if (fences) {
+    po.gates = uint32_t(params.size());
+    po.gatesOf = fences->gatesOf;
+  } else {
+    po.gates = 1;
+    po.gatesOf.assign(plan.jobs.size(), {0});
+  }
+  auto created = PipelineExecutor::create(plan, fwd, po);
+  if (!created)
+    return created.getStatus();
+  PipelineExecutor &pipeline = **created;
+
+  // Weight versions: pass of step k computes with W_k (sync) or
+  // W_max(k-1,0) (async). They come from the master weights (`masterVersion`
+  // once no update is in flight), from the weights the run started with
+  // (`stash`), or from the update that makes them, which writes each
+  // parameter into the waiting passes' slots and opens its gate.
+  auto versionOf = [&](unsigned step) -> int64_t {
+    return options.sync ? step : (step ? step - 1 : 0);
+  };
+  int64_t masterVersion = c.first, inflightVersion = -1;
+  int64_t stashVersion = versionOf(c.first);
+  std::vector<std::vector<float>> stash;
+  for (Param &p : params) {
+    TensorRef w = fwd.buffer(p.buffer);
+    stash.emplace_back(w.as<float>(), w.as<float>() + w.size());
+  }
+  std::vector<int64_t> slotVersion(S, -1);
+  std::map<int64_t, std::vector<std::pair<unsigned, uint64_t>>> waitingFor;
+  auto openAll = [&](uint64_t pass) {
+    for (uint32_t g = 0; g < po.gates; ++g)
+      pipeline.openGate(g, pass);
+  };
+  // Writes parameter i's weights `src` into `slot` for `pass`, makes its
+  // compute-dtype copy and opens its gate (even after a failure, so the
+  // pass cannot stall; the failure is returned).
+  auto writeParam = [&](size_t i, const float *src, unsigned slot,
+                        uint64_t pass) -> Status {
+    Param &p = params[i];
+    std::memcpy(fwd.buffer(p.buffer, slot).data, src,
+                p.master.size() * sizeof(float));
+    Status s;
+    if (fences && !fences->prologueCalls[i].empty())
+      s = fwd.runProgramCalls(pool, uint32_t(plan.prologue),
+                              fences->prologueCalls[i], slot);
+    if (fences)
+      pipeline.openGate(uint32_t(i), pass);
+    return s;
+  };
+  // After every parameter: without fences the whole prologue, then the gate.
+  auto finishWrite = [&](unsigned slot, uint64_t pass) -> Status {
+    if (fences)
+      return Status::ok();
+    Status s = plan.prologue >= 0
+                   ? fwd.runProgram(pool, uint32_t(plan.prologue), slot)
+                   : Status::ok();
+    pipeline.openGate(0, pass);
+    return s;
+  };
+  auto writeAll = [&](const std::function<const float *(size_t)> &src,
+                      unsigned slot, uint64_t pass) -> Status {
+    Status result;
+    for (size_t i : order)
+      if (Status s = writeParam(i, src(i), slot, pass); result.isOk())
+        result = s;
+    if (Status s = finishWrite(slot, pass); result.isOk())
+      result = s;
+    return result;
+  };
+
+  // Step k's update: parameter by parameter in the order the next passes
+  // read them, each followed by its copies into the slots of the passes
+  // waiting for W_(k+1). It empties step k's gradient sums for step k+2.
+  auto update =
+      [&](unsigned step, unsigned number, double unscale, bool apply,
+          const std::vector<std::pair<unsigned, uint64_t>> &targets) -> Status {
+    int64_t start = trace ? trace->now() : 0;
+    std::vector<ParamSlot> slots;
+    for (Param &p : params)
+      slots.push_back({p.master.data(), stepGrad(p, step).data(),
+                       p.state0.data(), p.state1.data(),
+                       int64_t(p.master.size())});
+    double gradScale = unscale;
+    if (apply && options.clipGradNorm > 0)
+      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
+                                      options.clipGradNorm);
+    Status result;
+    for (size_t i : order) {
+      Param &p = params[i];
+      if (apply && result.isOk())
+        result = options.sgd ? sgdStep(pool, options.sgdConfig, number,
+                                       {slots[i]}, gradScale)
+                             : adamwStep(pool, options.adamw, number,
+                                         {slots[i]}, gradScale);
+      std::vector<float> &g = stepGrad(p, step);
+      std::fill(g.begin(), g.end(), 0.0f);
+      for (auto [slot, pass] : targets)
+        if (Status s = writeParam(i, p.master.data(), slot, pass);
+            result.isOk())
+          result = s;
+    }
+    for (auto [slot, pass] : targets)
+      if (Status s = finishWrite(slot, pass); result.isOk())
+        result = s;
+    if (trace)
+      trace->addHostSpan("optimizer", step, start, trace->now());
+    return result;
+  };
+  ThreadPool optimizerThread(2);
+  PendingOptimizer pending;
+  auto finishUpdate = [&]() -> Status {
+    if (inflightVersion < 0)
+      return Status::ok();
+    Status s = pending.finish();
+    masterVersion = inflightVersion;
+    inflightVersion = -1;
+    return s;
+  };
+
+  // Per step parity: the data position before its batches, its loss scale,
+  // label count, loss sum and where its host span starts.
+  uint64_t positions[2] = {0, 0};
+  double lossScales[2] = {1, 1}, lossSums[2] = {0, 0};
+  int64_t counts[2] = {1, 1};
+  NpyArray scaleArrays[2];
+  int64_t stepStarts[2] = {0, 0};
+  unsigned total = options.steps * K;
+  std::vector<uint64_t> execOf(total, 0);
+  unsigned submitted = 0;
+  // Stages trainer pass t into its slot (inputs, weights) and submits it.
+  auto stage = [&](unsigned t) -> Status {
+    unsigned step = c.first + t / K, a = t % K;
+    uint64_t pass = pipeline.nextStepNumber();
+    unsigned slot = unsigned(pass % S);
+    if (a == 0) {
+      positions[step % 2] = c.dataPosition();
+      if (Status s = c.readBatch(); s.failed())
+        return s;
+      if (Status s = c.stepScale(lossScales[step % 2], scaleArrays[step % 2],
+                                 counts[step % 2]);
+          s.failed())
+        return s;
+      lossSums[step % 2] = 0;
+      stepStarts[step % 2] = trace ? trace->now() : 0;
+    }
+    info[slot] = {t, step};
+    toLand[slot] = c.writers;
+    for (auto &[name, array] : c.global)
+      if (Status s =
+              fwd.setInput(name, K == 1 ? array : slice(array, a, K), slot);
+          s.failed())
+        return s;
+    if (Status s = fwd.setInput("loss_scale", scaleArrays[step % 2], slot);
+        s.failed())
+      return s;
+    int64_t v = versionOf(step);
+    Status written;
+    if (slotVersion[slot] == v) {
+      // The slot's weights and their compute copies are the ones wanted;
+      // without fences the prologue may read the new inputs.
+      written = finishWrite(slot, pass);
+      openAll(pass);
+    } else if (!stash.empty() && stashVersion == v) {
+      written = writeAll([&](size_t i) { return stash[i].data(); }, slot, pass);
+    } else {
+      if (inflightVersion >= 0 && v <= inflightVersion)
+        if (Status s = finishUpdate(); s.failed())
+          return s;
+      if (inflightVersion < 0 && masterVersion == v) {
+        written = writeAll([&](size_t i) { return params[i].master.data(); },
+                           slot, pass);
+      } else if (v > std::max(masterVersion, inflightVersion)) {
+        waitingFor[v].push_back({slot, pass});
+      } else if (S == 2 && slotVersion[1 - slot] == v) {
+        written = writeAll(
+            [&](size_t i) {
+              return fwd.buffer(params[i].buffer, 1 - slot).as<float>();
+            },
+            slot, pass);
+      } else {
+        return internalError("no copy of weight version " + std::to_string(v) +
+                             " for step " + std::to_string(step) +
+                             "; report it");
+      }
+    }
+    if (written.failed())
+      return written;
+    slotVersion[slot] = v;
+    // The stash is needed only while a step may compute with its version.
+    if (!stash.empty() && v > stashVersion)
+      stash.clear();
+    execOf[t] = pipeline.submitPass(
+        rotate ? uint32_t((uint64_t(t) * shiftJobs) % G) : 0, step);
+    return Status::ok();
+  };
+  auto submitUpTo = [&](unsigned limit) -> Status {
+    for (; submitted < total && submitted < limit; ++submitted)
+      if (Status s = stage(submitted); s.failed())
+        return s;
+    return Status::ok();
+  };
+  // After step `done - 1`'s update: the weights step `done` computes with
+  // go to slot 0's parameter buffers (unless the pass in flight there has
+  // them already), where a checkpoint and the caller find them.
+  auto settle = [&](unsigned t, const std::vector<std::vector<float>> &before) {
+    bool inUse = t + 1 < submitted && execOf[t + 1] % S == 0;
+    if (inUse)
+      return;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<float> &w = options.sync ? params[i].master : before[i];
+      std::memcpy(fwd.buffer(params[i].buffer).data, w.data(),
+                  w.size() * sizeof(float));
+    }
+    slotVersion[0] = -1;
+  };
+  // Async: the weights before the update are the next step's; they stay
+  // at hand as the stash (the master weights have moved on).
+  auto keepBefore = [&](unsigned done, std::vector<std::vector<float>> before) {
+    if (options.sync)
+      return;
+    stash = std::move(before);
+    stashVersion = versionOf(done);
+  };
+
+  // No step to run: the checkpoint holds what the run started with.
+  if (total == 0)
+    return options.save.empty() ? Status::ok()
+                                : c.saveCheckpoint(c.first, c.dataPosition());
+  if (Status s = submitUpTo(S); s.failed())
+    return s;
+  for (unsigned t = 0; t < total; ++t) {
+    uint64_t pass = execOf[t];
+    if (Status s = pipeline.waitPass(pass); s.failed())
+      return s;
+    unsigned slot = unsigned(pass % S);
+    unsigned step = c.first + t / K;
+    if (plan.epilogue >= 0) {
+      int64_t start = trace ? trace->now() : 0;
+      Status s = fwd.runProgram(pool, uint32_t(plan.epilogue), slot);
+      if (trace)
+        trace->addHostSpan("epilogue", step, start, trace->now());
+      if (s.failed())
+        return Status(s.getCode(), "the epilogue: " + s.getMessage());
+    }
+    TensorRef loss = fwd.buffer(c.lossOut, slot);
+    std::vector<double> l(M);
+    TensorRef l64{l.data(), DType::f64, loss.shape};
+    if (Status s = host::cast(pool, loss, l64); s.failed())
+      return s;
+    for (double v : l)
+      lossSums[step % 2] += v;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (c.landsEarly[i]) {
+        // The next pass may have landed too, not an earlier one.
+        if (nextAdd[i] < uint64_t(t) + 1)
+          return internalError("the gradient of '" + params[i].name +
+                               "' did not land in pass order; report it");
+        continue;
+      }
+      if (Status s =
+              c.addGradient(fwd, params[i], stepGrad(params[i], step), slot);
+          s.failed())
+        return s;
+    }
+    if (t % K != K - 1) {
+      if (Status s = submitUpTo(t + 1 + S); s.failed())
+        return s;
+      continue;
+    }
+    // The step's last pass: its loss, then its update.
+    c.onStep(step, lossSums[step % 2] / double(counts[step % 2]));
+    std::vector<std::vector<float> *> grads;
+    for (Param &p : params)
+      grads.push_back(&stepGrad(p, step));
+    if (step == c.first && !options.dumpGrads.empty())
+      if (Status s = c.dumpGradients(grads); s.failed())
+        return s;
+    bool apply = c.decideApply(step, grads);
+    unsigned number = c.updates + 1;
+    c.updates += apply;
+    double unscale = 1.0 / lossScales[step % 2];
+    if (Status s = finishUpdate(); s.failed())
+      return s;
+    unsigned done = step + 1;
+    bool last = done == c.first + options.steps;
+    bool save = !options.save.empty() &&
+                (last || (options.saveEvery &&
+                          (done - c.first) % options.saveEvery == 0));
+    // A checkpoint and the run's end settle the weights: no pass is staged
+    // past them before the update is done.
+    bool settling = save || last;
+    std::vector<std::vector<float>> before;
+    if (settling && !options.sync)
+      for (Param &p : params)
+        before.push_back(p.master);
+    // Passes of the next steps are staged before the update starts, so it
+    // can write their weights as it goes.
+    if (!settling)
+      if (Status s = submitUpTo(t + 1 + S); s.failed())
+        return s;
+    std::vector<std::pair<unsigned, uint64_t>> targets;
+    if (auto it = waitingFor.find(done); it != waitingFor.end()) {
+      targets = std::move(it->second);
+      waitingFor.erase(it);
+    }
+    if (options.overlapOptimizer && !settling) {
+      inflightVersion = done;
+      pending.task = optimizerThread.submit(
+          [&pending, &update, step, number, unscale, apply, targets] {
+            pending.status = update(step, number, unscale, apply, targets);
+          });
+    } else {
+      Status s = update(step, number, unscale, apply, targets);
+      masterVersion = done;
+      if (s.failed())
+        return s;
+    }
+    if (trace)
+      trace->addHostSpan("step", step, stepStarts[step % 2], trace->now());
+    if (!settling)
+      continue;
+    settle(t, before);
+    keepBefore(done, std::move(before));
+    // The data position of step `done`: read already if its first pass is
+    // staged.
+    uint64_t position =
+        t + 1 < submitted ? positions[done % 2] : c.dataPosition();
+    if (save)
+      if (Status s = c.saveCheckpoint(done, position); s.failed())
+        return s;
+    if (Status s = submitUpTo(t + 1 + S); s.failed())
+      return s;
+  }
+  return finishUpdate();
+}
+

@@ -1,0 +1,93 @@
+//===- StagedTrainer.h - training a staged plan pass by pass ----*- C++ -*-===//
+//
+// The trainer's loop for staged plans (Trainer.h): passes staged into
+// buffer slots and submitted while the pass before runs, weight versions
+// written per parameter into the slots that wait for them, gradients
+// summed in pass order, K passes per optimizer step. train() sets up the
+// inputs, parameters and checkpoints and hands the steps to trainStaged.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_EXEC_STAGEDTRAINER_H
+#define RP_RUNTIME_EXEC_STAGEDTRAINER_H
+
+#include "rp/runtime/Executor.h"
+#include "rp/runtime/Optimizer.h"
+#include "rp/runtime/Trainer.h"
+
+#include <functional>
+#include <map>
+#include <vector>
+
+namespace rp::runtime::detail {
+
+struct Param {
+  std::string name;
+  uint32_t buffer;                 ///< the plan's parameter buffer
+  uint32_t gradOutput;             ///< the plan's gradient buffer
+  std::vector<float> master, grad, state0, state1;
+  /// The gradient an overlapped optimizer reads, swapped with `grad` when
+  /// it starts: the next step accumulates into the other one. Staged plans
+  /// sum even steps into `grad` and odd ones into `optGrad`.
+  std::vector<float> optGrad;
+};
+
+/// Waits for an optimizer still running on its own thread when the trainer
+/// leaves early: it writes the parameters, which must outlive it.
+struct PendingOptimizer {
+  TaskHandle task;
+  Status status;
+
+  /// Waits for the update in flight, if any; its status.
+  Status finish() {
+    if (!task.isValid())
+      return Status::ok();
+    task.wait();
+    task = TaskHandle();
+    return std::move(status);
+  }
+  ~PendingOptimizer() {
+    if (task.isValid())
+      task.wait();
+  }
+};
+
+/// Microbatch `m` of a global-batch array: rows [m*rows, (m+1)*rows).
+NpyArray slice(const NpyArray &global, unsigned m, unsigned count);
+
+/// What the staged trainer shares with train(): the run's inputs and
+/// parameters, and the steps' arithmetic that both kinds of plan use.
+struct StagedContext {
+  const Plan &plan;
+  HostForward &fwd;
+  ThreadPool &pool;
+  const TrainOptions &options;
+  const std::function<void(unsigned, double)> &onStep;
+  std::vector<Param> &params;
+  std::map<std::string, NpyArray> &global;
+  uint32_t lossOut;
+  const std::vector<std::vector<size_t>> &landsWith;
+  const std::vector<unsigned> &writers;
+  const std::vector<bool> &landsEarly;
+  bool scaling;
+  unsigned &updates;
+  unsigned first;
+  /// Reads the next global batch into `global` (--data), and the data
+  /// position before it; writes a checkpoint.
+  std::function<Status()> readBatch;
+  std::function<uint64_t()> dataPosition;
+  std::function<Status(unsigned done, uint64_t position)> saveCheckpoint;
+  std::function<Status(const HostForward &, Param &, std::vector<float> &,
+                       unsigned)>
+      addGradient;
+  std::function<Status(double &, NpyArray &, int64_t &)> stepScale;
+  std::function<bool(unsigned, std::vector<std::vector<float> *>)> decideApply;
+  std::function<Status(std::vector<std::vector<float> *>)> dumpGradients;
+};
+
+/// Runs `c.options.steps` steps of a staged plan.
+Status trainStaged(StagedContext c);
+
+} // namespace rp::runtime::detail
+
+#endif // RP_RUNTIME_EXEC_STAGEDTRAINER_H

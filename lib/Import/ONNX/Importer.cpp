@@ -7,11 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/Import/ONNX/Importer.h"
+#include "ConstantEvaluator.h"
 #include "NodeImporter.h"
 #include "WeightsWriter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -26,7 +28,7 @@ using namespace mlir;
 using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
 
-static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+static constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
 /// Integer initializers up to this size are shape data and become
 /// constants, so that the arithmetic on them folds.
 static constexpr int64_t kMaxConstantElements = 1 << 16;
@@ -78,6 +80,12 @@ private:
   Value lookupInitializer(StringRef name);
   FailureOr<Value> importInitializer(const onnx::TensorProto &tensor);
   LogicalResult importNode(const onnx::NodeProto &node, int index);
+  /// The value of `v` when it is input-independent: a constant, or a param
+  /// of a buffer (see `buffers`); null otherwise.
+  FailureOr<DenseElementsAttr> constantValue(Value v);
+  /// Folds `node` into constants when the evaluator knows its op and every
+  /// input is input-independent; returns true when it did.
+  FailureOr<bool> tryEvaluate(NodeImporter &importer);
 
   const onnx::ModelProto &model;
   const onnx::GraphProto &graph;
@@ -97,6 +105,12 @@ private:
   Operation *lastInitializerOp = nullptr;
   std::unique_ptr<WeightsWriter> weights;
   bool initializerFailed = false;
+  /// Initializers that are buffers rather than weights: integer and bool
+  /// tensors, and floats named like the buffers exporters write (rotary
+  /// frequencies and tables, masks, position ids). Their params fold; a
+  /// frozen weight stays a param.
+  llvm::StringSet<> buffers;
+  llvm::DenseMap<Operation *, DenseElementsAttr> bufferValues;
 };
 
 } // namespace
@@ -130,14 +144,14 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
   if (it != options.shapes.end()) {
     ArrayRef<int64_t> given = it->second;
     if (given.size() != shape.size())
-      return emitError(loc) << "--shape " << info.name() << " gives "
-                            << given.size() << " dimensions but the input has "
-                            << shape.size();
+      return emitError(loc)
+             << "--shape " << info.name() << " gives " << given.size()
+             << " dimensions but the input has " << shape.size();
     for (auto [d, g] : llvm::enumerate(given))
       if (shape[d] != ShapedType::kDynamic && shape[d] != g)
-        return emitError(loc) << "--shape " << info.name() << " sets dimension "
-                              << d << " to " << g
-                              << " but the model fixes it to " << shape[d];
+        return emitError(loc)
+               << "--shape " << info.name() << " sets dimension " << d << " to "
+               << g << " but the model fixes it to " << shape[d];
     shape.assign(given.begin(), given.end());
   }
   for (auto [d, size] : llvm::enumerate(shape))
@@ -151,7 +165,8 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
       diag << "; set every dimension with --shape " << info.name() << "=";
       for (size_t k = 0; k < shape.size(); ++k)
         diag << (k ? "x" : "")
-             << (shape[k] == ShapedType::kDynamic ? "N" : std::to_string(shape[k]));
+             << (shape[k] == ShapedType::kDynamic ? "N"
+                                                  : std::to_string(shape[k]));
       return diag;
     }
   return RankedTensorType::get(shape, element);
@@ -206,14 +221,14 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
                             << "' refers to external data file '" << dataPath
                             << "', which cannot be read";
     if (length >= 0 && length != bytes)
-      return emitError(loc) << "initializer '" << tensor.name() << "' stores "
-                            << length << " bytes but " << type << " needs "
-                            << bytes;
+      return emitError(loc)
+             << "initializer '" << tensor.name() << "' stores " << length
+             << " bytes but " << type << " needs " << bytes;
     if (static_cast<uint64_t>(offset + bytes) > size)
-      return emitError(loc) << "initializer '" << tensor.name()
-                            << "' needs bytes [" << offset << ", "
-                            << offset + bytes << ") of '" << dataPath
-                            << "', which holds only " << size << " bytes";
+      return emitError(loc)
+             << "initializer '" << tensor.name() << "' needs bytes [" << offset
+             << ", " << offset + bytes << ") of '" << dataPath
+             << "', which holds only " << size << " bytes";
     file = relativePath(dataPath, options.irDir);
   } else {
     if (!weights) {
@@ -227,11 +242,14 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
     offset = weights->append(*data);
     file = relativePath(options.weightsPath, options.irDir);
   }
-  bool trainable = isFloat && !matchesAny(tensor.name(), options.frozenPatterns);
-  lastInitializerOp =
-      ParamOp::create(builder, loc, type, tensor.name(), trainable,
-                      builder.getStringAttr(file),
-                      builder.getI64IntegerAttr(offset), FloatAttr());
+  bool trainable =
+      isFloat && !matchesAny(tensor.name(), options.frozenPatterns);
+  if (!isFloat ||
+      matchesAny(tensor.name(), ONNXImportOptions::defaultFrozenPatterns()))
+    buffers.insert(tensor.name());
+  lastInitializerOp = ParamOp::create(
+      builder, loc, type, tensor.name(), trainable, builder.getStringAttr(file),
+      builder.getI64IntegerAttr(offset), FloatAttr());
   return lastInitializerOp->getResult(0);
 }
 
@@ -262,7 +280,27 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
       if (initializerFailed)
         return failure();
     }
+  auto folded = tryEvaluate(importer);
+  if (failed(folded))
+    return failure();
+  if (*folded)
+    return success();
   auto it = handlers.find(node.op_type());
+  if (it == handlers.end() && canEvaluate(node.op_type())) {
+    InFlightDiagnostic diag = importer.error()
+                              << "operator " << node.op_type()
+                              << " is supported on input-independent values "
+                                 "only (rp folds it into a constant at "
+                                 "import), but";
+    for (const std::string &in : node.input())
+      if (!in.empty() && failed(constantValue(values.lookup(in)))) {
+        diag << " input '" << in << "'";
+        break;
+      }
+    diag << " is computed at run time from the model's inputs; rp has no "
+            "kernel for it (rp-import --list-ops lists the ops it runs)";
+    return diag;
+  }
   if (it == handlers.end())
     return importer.error() << "operator " << node.op_type()
                             << " is not supported by rp-import (rp-import "
@@ -273,7 +311,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
     return failure();
   // Input types the handler did not check surface here, at the node, rather
   // than at the end of the import without it.
-  Operation *first = before             ? before->getNextNode()
+  Operation *first = before           ? before->getNextNode()
                      : entry->empty() ? nullptr
                                       : &entry->front();
   for (Operation *op = first; op; op = op->getNextNode())
@@ -281,6 +319,56 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
       return importer.error() << "its inputs have types this operator does "
                                  "not accept in rp (see the error above)";
   return success();
+}
+
+FailureOr<DenseElementsAttr> GraphImporter::constantValue(Value v) {
+  DenseElementsAttr attr;
+  if (!v)
+    return failure();
+  if (matchPattern(v, m_Constant(&attr)))
+    return attr;
+  auto param = v.getDefiningOp<ParamOp>();
+  if (!param || !buffers.contains(param.getName()))
+    return failure();
+  auto it = bufferValues.find(param);
+  if (it != bufferValues.end())
+    return it->second;
+  const onnx::TensorProto *tensor = initializers.lookup(param.getName());
+  if (!tensor)
+    return failure();
+  auto data = readTensor(*tensor, cast<RankedTensorType>(param.getType()),
+                         modelDir, param.getLoc());
+  if (failed(data))
+    return failure();
+  bufferValues[param] = *data;
+  return *data;
+}
+
+FailureOr<bool> GraphImporter::tryEvaluate(NodeImporter &importer) {
+  const onnx::NodeProto &node = importer.node;
+  if (!canEvaluate(node.op_type()))
+    return false;
+  SmallVector<DenseElementsAttr> inputs;
+  for (const std::string &in : node.input()) {
+    if (in.empty()) {
+      inputs.push_back({});
+      continue;
+    }
+    auto value = constantValue(values.lookup(in));
+    if (failed(value))
+      return false;
+    inputs.push_back(*value);
+  }
+  auto outputs = evaluateNode(importer, inputs);
+  if (failed(outputs))
+    return failure();
+  if (static_cast<int>(outputs->size()) < node.output_size())
+    return importer.error()
+           << "produces " << outputs->size() << " outputs, but the node names "
+           << node.output_size();
+  for (auto [i, attr] : llvm::enumerate(*outputs))
+    importer.setOutput(i, importer.constant(attr));
+  return true;
 }
 
 OwningOpRef<ModuleOp> GraphImporter::run() {
@@ -351,7 +439,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     results.push_back(v);
   }
   func::ReturnOp::create(builder, fileLoc, results);
-  func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setType(
+      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, out] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "rp.name", builder.getStringAttr(out.name()));
   if (weights && failed(weights->commit(fileLoc)))
@@ -371,8 +460,11 @@ std::vector<std::string> mlir::rp::supportedONNXOps() {
   return ops;
 }
 
-OwningOpRef<ModuleOp> mlir::rp::importONNXModel(
-    StringRef path, MLIRContext *context, const ONNXImportOptions &options) {
+std::vector<std::string> mlir::rp::foldedONNXOps() { return evaluatedOps(); }
+
+OwningOpRef<ModuleOp>
+mlir::rp::importONNXModel(StringRef path, MLIRContext *context,
+                          const ONNXImportOptions &options) {
   context->loadDialect<RPDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(context, path, 0, 0);
   std::ifstream in(path.str(), std::ios::binary);
@@ -392,12 +484,31 @@ OwningOpRef<ModuleOp> mlir::rp::importONNXModel(
   for (const auto &op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx")
       opset = op.version();
-  if (opset < kMinOpset || opset > kMaxOpset)
+  if (opset < kMinOpset)
     return emitError(loc) << "opset " << opset
                           << " is not supported: rp imports opsets "
                           << kMinOpset << " to " << kMaxOpset
-                          << " (ONNX 1.12); re-export with opset_version "
-                             "between 13 and 17",
+                          << "; re-export with opset_version between "
+                          << kMinOpset << " and " << kMaxOpset,
            nullptr;
+  if (opset > kMaxOpset) {
+    // Any op may have changed meaning after the newest opset rp knows, so
+    // the first node is named and the model is refused.
+    std::string what = "the model";
+    if (model.graph().node_size()) {
+      const onnx::NodeProto &node = model.graph().node(0);
+      what = node.op_type() + " node '" +
+             (node.name().empty() ? node.op_type() + "_0" : node.name()) + "'";
+    }
+    return emitError(loc) << what << " (opset " << opset << "): opset " << opset
+                          << " is newer than rp knows: rp imports "
+                          << "opsets " << kMinOpset << " to " << kMaxOpset
+                          << "; re-export with opset_version=" << kMaxOpset
+                          << " (torch.onnx.export(..., opset_version="
+                          << kMaxOpset << ")) or convert the model with "
+                          << "onnx.version_converter.convert_version(model, "
+                          << kMaxOpset << ")",
+           nullptr;
+  }
   return GraphImporter(model, path, opset, context, options).run();
 }

@@ -1,8 +1,9 @@
 //===- Importer.h - ONNX models into the rp graph ---------------*- C++ -*-===//
 //
 // The importer is mechanical and 1:1: each ONNX node becomes the rp ops of
-// its handler (keyed by op type and since-version), shape arithmetic folds
-// while it is built, and every op carries the node's name as its location.
+// its handler (keyed by op type and since-version), a node whose inputs are
+// all input-independent folds into constants (one evaluator for every op
+// type it knows), and every op carries the node's name as its location.
 // Cleanups, pattern fusion and layer grouping are rp passes run afterwards.
 //
 // Contract:
@@ -55,6 +56,10 @@ LogicalResult parseShapeOption(StringRef text, ONNXImportOptions &options,
 
 /// The ONNX op types rp-import has handlers for, sorted.
 std::vector<std::string> supportedONNXOps();
+
+/// The ONNX op types rp-import folds into constants when every input is
+/// input-independent (constants, buffers, static shapes), sorted.
+std::vector<std::string> foldedONNXOps();
 
 /// Imports the ONNX model at `path` into a module holding `func.func @main`.
 /// Diagnostics go to the context's handler.

@@ -15,6 +15,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -80,6 +81,7 @@ private:
   Value lookupInitializer(StringRef name);
   FailureOr<Value> importInitializer(const onnx::TensorProto &tensor);
   LogicalResult importNode(const onnx::NodeProto &node, int index);
+  LogicalResult importNodeImpl(const onnx::NodeProto &node, int index);
   /// The value of `v` when it is input-independent: a constant, or a param
   /// of a buffer (see `buffers`); null otherwise.
   FailureOr<DenseElementsAttr> constantValue(Value v);
@@ -110,6 +112,8 @@ private:
   /// frequencies and tables, masks, position ids). Their params fold; a
   /// frozen weight stays a param.
   llvm::StringSet<> buffers;
+  /// The --shape changes of dimensions the model fixes, for messages.
+  SmallVector<std::string> overrides;
   llvm::DenseMap<Operation *, DenseElementsAttr> bufferValues;
 };
 
@@ -147,11 +151,15 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
       return emitError(loc)
              << "--shape " << info.name() << " gives " << given.size()
              << " dimensions but the input has " << shape.size();
+    // A dimension fixed at export is re-specialised: what reads it through
+    // Shape follows; a node that baked the exported size into a constant
+    // fails, and its error names the override (see importNode).
     for (auto [d, g] : llvm::enumerate(given))
       if (shape[d] != ShapedType::kDynamic && shape[d] != g)
-        return emitError(loc)
-               << "--shape " << info.name() << " sets dimension " << d << " to "
-               << g << " but the model fixes it to " << shape[d];
+        overrides.push_back("dimension " + std::to_string(d) + " of '" +
+                            info.name() + "' (exported as " +
+                            std::to_string(shape[d]) + ") to " +
+                            std::to_string(g));
     shape.assign(given.begin(), given.end());
   }
   for (auto [d, size] : llvm::enumerate(shape))
@@ -268,6 +276,28 @@ Value GraphImporter::lookupInitializer(StringRef name) {
 
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
                                         int index) {
+  if (overrides.empty())
+    return importNodeImpl(node, index);
+  // After --shape changed a fixed dimension, a node that fails most likely
+  // holds the exported size in a constant: it pins that dimension.
+  bool noted = false;
+  ScopedDiagnosticHandler pinned(context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error && !noted) {
+      noted = true;
+      Diagnostic &note = diag.attachNote();
+      note << "--shape changed " << llvm::join(overrides, ", ")
+           << "; this node pins it (it, or a constant it reads, was "
+              "computed for the exported size): re-export with that "
+              "dimension dynamic (dynamic_axes in torch.onnx.export) or at "
+              "the size you want";
+    }
+    return failure(); // the tool's handler prints it
+  });
+  return importNodeImpl(node, index);
+}
+
+LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
+                                            int index) {
   Location loc = nodeLoc(node, index);
   NodeImporter importer(node, opset, builder, loc, values, modelDir);
   if (!node.domain().empty() && node.domain() != "ai.onnx")

@@ -2,8 +2,9 @@
 //
 // Conversions between dense attributes and evaluator tensors, the
 // elementwise kernels (one table of unary and one of binary functions over
-// broadcast operands), casts, reductions, CumSum, Trilu and MatMul, and the
-// dispatch. Data movement lives in EvalMovement.cpp.
+// broadcast operands), casts, and the dispatch. Data movement lives in
+// EvalMovement.cpp; reductions, CumSum, Trilu, MatMul and Einsum in
+// EvalCompute.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -215,15 +216,6 @@ static const llvm::StringMap<UnaryFloat> &unaryFloatTable() {
 }
 
 using BinaryFloat = double (*)(double, double, bool);
-#define FLOAT_FN2(EXPR)                                                        \
-  [](double x, double y, bool wide) -> double {                                \
-    if (wide) {                                                                \
-      double a = x, b = y;                                                     \
-      return EXPR;                                                             \
-    }                                                                          \
-    float a = float(x), b = float(y);                                          \
-    return double(EXPR);                                                       \
-  }
 static const llvm::StringMap<BinaryFloat> &binaryFloatTable() {
   static const llvm::StringMap<BinaryFloat> table = {
       {"Add", FLOAT_FN2(a + b)},
@@ -256,12 +248,6 @@ template <typename T> static bool compareValues(StringRef op, T a, T b) {
   if (op == "Greater")
     return a > b;
   return a >= b;
-}
-
-/// Wraps an integer result to the width of `element`, as C++ kernels on
-/// that type do.
-static int64_t wrapInt(Type element, int64_t v) {
-  return element.isInteger(32) ? int64_t(int32_t(uint32_t(uint64_t(v)))) : v;
 }
 
 /// `b` is not 0 for Div and Mod (the caller reports that).
@@ -483,233 +469,6 @@ static LogicalResult evalCast(Eval &e) {
   return success();
 }
 
-/// Axes of a reduction or CumSum-like op, normalized and sorted: from input
-/// 1 when the op takes them there (`fromInput`), else the attribute.
-static FailureOr<SmallVector<int64_t>> reduceAxes(Eval &e, int64_t rank,
-                                                  bool fromInput) {
-  SmallVector<int64_t> axes;
-  if (fromInput && e.n.hasInput(1)) {
-    auto given = e.ints(1, "axes");
-    if (failed(given))
-      return failure();
-    axes = *given;
-  } else if (auto given = e.n.intsAttr("axes")) {
-    axes = *given;
-  }
-  for (int64_t &a : axes) {
-    auto norm = e.n.normalizeAxis(a, rank);
-    if (failed(norm))
-      return failure();
-    a = *norm;
-  }
-  llvm::sort(axes);
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
-
-/// ReduceSum/Mean/Max/Min/Prod. Axes are an input from opset 18 (ReduceSum
-/// from 13). Elements accumulate in row-major order in the element type.
-static LogicalResult evalReduce(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  const Tensor &t = **x;
-  StringRef op = e.n.node.op_type();
-  bool fromInput = op == "ReduceSum" || e.n.opset >= 18;
-  auto axes = reduceAxes(e, t.rank(), fromInput);
-  if (failed(axes))
-    return failure();
-  if (axes->empty()) {
-    if (e.n.intAttr("noop_with_empty_axes", 0)) {
-      e.out.push_back(t);
-      return success();
-    }
-    for (int64_t d = 0; d < t.rank(); ++d)
-      axes->push_back(d);
-  }
-  SmallVector<int64_t> keptShape(t.shape), strides(t.rank(), 0);
-  for (int64_t a : *axes)
-    keptShape[a] = 1;
-  SmallVector<int64_t> own = stridesOf(keptShape);
-  for (int64_t d = 0; d < t.rank(); ++d)
-    if (keptShape[d] != 1)
-      strides[d] = own[d];
-  std::vector<int64_t> target = affineIndex(t.shape, strides);
-  Tensor r = Tensor::make(t.element, keptShape);
-  int64_t n = r.size(), per = n ? t.size() / n : 0;
-  std::vector<bool> seen(n, false);
-  bool wide = t.element.isF64();
-  for (int64_t k = 0; k < t.size(); ++k) {
-    int64_t o = target[k];
-    double v = t.asDouble(k);
-    if (r.isFloat()) {
-      double &acc = r.f[o];
-      if (!seen[o])
-        acc = op == "ReduceProd"                        ? 1
-              : op == "ReduceSum" || op == "ReduceMean" ? 0
-                                                        : v;
-      if (op == "ReduceSum" || op == "ReduceMean")
-        acc = roundTo(t.element, FLOAT_FN2(a + b)(acc, v, wide));
-      else if (op == "ReduceProd")
-        acc = roundTo(t.element, FLOAT_FN2(a * b)(acc, v, wide));
-      else if (op == "ReduceMax" ? v > acc : v < acc)
-        acc = v;
-    } else {
-      int64_t &acc = r.i[o], w = t.i[k];
-      if (!seen[o])
-        acc = op == "ReduceProd"                        ? 1
-              : op == "ReduceSum" || op == "ReduceMean" ? 0
-                                                        : w;
-      if (op == "ReduceSum" || op == "ReduceMean")
-        acc = wrapInt(t.element, int64_t(uint64_t(acc) + uint64_t(w)));
-      else if (op == "ReduceProd")
-        acc = wrapInt(t.element, int64_t(uint64_t(acc) * uint64_t(w)));
-      else
-        acc = op == "ReduceMax" ? std::max(acc, w) : std::min(acc, w);
-    }
-    seen[o] = true;
-  }
-  if (op == "ReduceMean" && per > 0)
-    for (int64_t o = 0; o < n; ++o)
-      (r.isFloat()
-           ? r.f[o] = roundTo(t.element, FLOAT_FN2(a / b)(r.f[o], per, wide))
-           : r.i[o] = r.i[o] / per);
-  if (!e.n.intAttr("keepdims", 1)) {
-    SmallVector<int64_t> shape;
-    for (int64_t d = 0; d < t.rank(); ++d)
-      if (!llvm::is_contained(*axes, d))
-        shape.push_back(t.shape[d]);
-    r.shape = shape;
-  }
-  e.out.push_back(std::move(r));
-  return success();
-}
-
-/// CumSum along the axis given as input 1, with `exclusive` and `reverse`.
-static LogicalResult evalCumSum(Eval &e) {
-  auto x = e.input(0);
-  auto axisIn = e.ints(1, "axis");
-  if (failed(x) || failed(axisIn))
-    return failure();
-  const Tensor &t = **x;
-  if (axisIn->size() != 1)
-    return e.n.error() << "axis must hold one value";
-  auto axis = e.n.normalizeAxis(axisIn->front(), t.rank());
-  if (failed(axis))
-    return failure();
-  bool exclusive = e.n.intAttr("exclusive", 0),
-       reverse = e.n.intAttr("reverse", 0);
-  int64_t len = t.shape[*axis], inner = stridesOf(t.shape)[*axis];
-  int64_t outer = len && inner ? t.size() / (len * inner) : 0;
-  Tensor r = Tensor::make(t.element, t.shape);
-  bool wide = t.element.isF64();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t in = 0; in < inner; ++in) {
-      double facc = 0;
-      int64_t iacc = 0;
-      for (int64_t s = 0; s < len; ++s) {
-        int64_t j = reverse ? len - 1 - s : s;
-        int64_t k = (o * len + j) * inner + in;
-        if (exclusive)
-          (r.isFloat() ? r.f[k] = facc : r.i[k] = iacc);
-        if (r.isFloat())
-          facc = roundTo(t.element, FLOAT_FN2(a + b)(facc, t.f[k], wide));
-        else
-          iacc = wrapInt(t.element, int64_t(uint64_t(iacc) + uint64_t(t.i[k])));
-        if (!exclusive)
-          (r.isFloat() ? r.f[k] = facc : r.i[k] = iacc);
-      }
-    }
-  e.out.push_back(std::move(r));
-  return success();
-}
-
-/// Trilu keeps the upper (or lower) triangle of the last two dimensions
-/// relative to diagonal k and zeroes the rest.
-static LogicalResult evalTrilu(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  int64_t k = 0;
-  if (e.n.hasInput(1)) {
-    auto given = e.ints(1, "k");
-    if (failed(given))
-      return failure();
-    if (given->size() != 1)
-      return e.n.error() << "k must hold one value, got " << given->size();
-    k = given->front();
-  }
-  const Tensor &t = **x;
-  if (t.rank() < 2)
-    return e.n.error() << "input must have rank >= 2";
-  bool upper = e.n.intAttr("upper", 1) != 0;
-  int64_t rows = t.shape[t.rank() - 2], cols = t.shape.back();
-  Tensor r = t;
-  for (int64_t i = 0; i < t.size(); ++i) {
-    int64_t row = (i / cols) % rows, col = i % cols;
-    if (upper ? col - row < k : col - row > k)
-      (r.isFloat() ? r.f[i] = 0 : r.i[i] = 0);
-  }
-  e.out.push_back(std::move(r));
-  return success();
-}
-
-/// numpy matmul; f32 accumulates in float in order of the inner dimension.
-static LogicalResult evalMatMul(Eval &e) {
-  auto a = e.input(0), b = e.input(1);
-  if (failed(a) || failed(b))
-    return failure();
-  Tensor x = **a, y = **b;
-  if (x.element != y.element || x.isBool() || !x.rank() || !y.rank())
-    return e.n.error() << "cannot multiply these operands";
-  bool vecA = x.rank() == 1, vecB = y.rank() == 1;
-  if (vecA)
-    x.shape.insert(x.shape.begin(), 1);
-  if (vecB)
-    y.shape.push_back(1);
-  int64_t m = x.shape[x.rank() - 2], kk = x.shape.back(), n = y.shape.back();
-  if (y.shape[y.rank() - 2] != kk)
-    return e.n.error() << "contraction sizes " << kk << " and "
-                       << y.shape[y.rank() - 2] << " differ";
-  SmallVector<int64_t> batch;
-  ArrayRef<int64_t> ba = ArrayRef(x.shape).drop_back(2),
-                    bb = ArrayRef(y.shape).drop_back(2);
-  if (!OpTrait::util::getBroadcastedShape(ba, bb, batch))
-    return e.n.error() << "batch dimensions do not broadcast";
-  std::vector<int64_t> ia = broadcastIndex(ba, batch),
-                       ib = broadcastIndex(bb, batch);
-  SmallVector<int64_t> shape(batch);
-  shape.push_back(m);
-  shape.push_back(n);
-  Tensor r = Tensor::make(x.element, shape);
-  bool wide = x.element.isF64();
-  for (size_t p = 0; p < ia.size(); ++p)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        int64_t o = (p * m + i) * n + j;
-        double facc = 0;
-        int64_t iacc = 0;
-        for (int64_t q = 0; q < kk; ++q) {
-          int64_t ka = (ia[p] * m + i) * kk + q, kb = (ib[p] * kk + q) * n + j;
-          if (r.isFloat())
-            facc = roundTo(
-                x.element,
-                FLOAT_FN2(a + b)(facc, FLOAT_FN2(a * b)(x.f[ka], y.f[kb], wide),
-                                 wide));
-          else
-            iacc += x.i[ka] * y.i[kb];
-        }
-        (r.isFloat() ? r.f[o] = facc : r.i[o] = wrapInt(x.element, iacc));
-      }
-  if (vecB)
-    shape.pop_back();
-  if (vecA)
-    shape.erase(shape.end() - (vecB ? 1 : 2));
-  r.shape = shape;
-  e.out.push_back(std::move(r));
-  return success();
-}
-
 //===----------------------------------------------------------------------===//
 // Dispatch
 //===----------------------------------------------------------------------===//
@@ -728,12 +487,7 @@ static const llvm::StringMap<EvalFn> &evaluators() {
       t[op] = evalElementwise;
     t["Cast"] = evalCast;
     t["CastLike"] = evalCast;
-    for (StringRef op :
-         {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
-      t[op] = evalReduce;
-    t["CumSum"] = evalCumSum;
-    t["Trilu"] = evalTrilu;
-    t["MatMul"] = evalMatMul;
+    registerComputeEvaluators(t);
     registerMovementEvaluators(t);
     return t;
   }();

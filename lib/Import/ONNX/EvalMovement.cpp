@@ -292,6 +292,50 @@ static LogicalResult evalGather(Eval &e) {
   return success();
 }
 
+/// GatherND with batch_dims: each index tuple of the last dimension of the
+/// indices picks a slice of the data (torch 2's dynamo exporter writes it
+/// for advanced indexing of attention masks).
+static LogicalResult evalGatherND(Eval &e) {
+  auto x = e.input(0);
+  auto ids = e.ints(1, "indices");
+  if (failed(x) || failed(ids))
+    return failure();
+  const Tensor &t = **x;
+  ArrayRef<int64_t> is = e.in[1].shape;
+  int64_t b = e.n.intAttr("batch_dims", 0);
+  if (is.empty() || b < 0 || b >= int64_t(is.size()) ||
+      b + is.back() > t.rank())
+    return e.n.error() << "indices of shape [" << is
+                       << "] do not fit data of rank " << t.rank()
+                       << " with batch_dims " << b;
+  for (int64_t d = 0; d < b; ++d)
+    if (is[d] != t.shape[d])
+      return e.n.error() << "batch dimension " << d << " differs";
+  int64_t k = is.back(), tuples = numElements(is.drop_back());
+  int64_t batches = numElements(ArrayRef(t.shape).take_front(b));
+  int64_t slice = numElements(ArrayRef(t.shape).drop_front(b + k));
+  SmallVector<int64_t> own = stridesOf(t.shape);
+  int64_t batchStride = b ? own[b - 1] : t.size();
+  SmallVector<int64_t> shape(is.drop_back());
+  llvm::append_range(shape, ArrayRef(t.shape).drop_front(b + k));
+  std::vector<int64_t> index;
+  index.reserve(numElements(shape));
+  for (int64_t o = 0; o < tuples; ++o) {
+    int64_t offset = (o / std::max<int64_t>(tuples / batches, 1)) * batchStride;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = t.shape[b + j], id = (*ids)[o * k + j];
+      if (id < -dim || id >= dim)
+        return e.n.error() << "index " << id << " is out of range for "
+                           << "dimension " << b + j << " of size " << dim;
+      offset += (id < 0 ? id + dim : id) * own[b + j];
+    }
+    for (int64_t s = 0; s < slice; ++s)
+      index.push_back(offset + s);
+  }
+  e.out.push_back(take(t, index, shape));
+  return success();
+}
+
 static LogicalResult evalConcat(Eval &e) {
   SmallVector<const Tensor *> ins;
   for (int k = 0; k < e.n.numInputs(); ++k) {
@@ -489,6 +533,7 @@ void eval::registerMovementEvaluators(llvm::StringMap<EvalFn> &t) {
   t["Transpose"] = evalTranspose;
   t["Slice"] = evalSlice;
   t["Gather"] = evalGather;
+  t["GatherND"] = evalGatherND;
   t["Concat"] = evalConcat;
   t["Split"] = evalSplit;
   t["Expand"] = evalExpand;

@@ -68,9 +68,29 @@ std::vector<int64_t> broadcastIndex(ArrayRef<int64_t> in,
 Tensor take(const Tensor &x, const std::vector<int64_t> &index,
             ArrayRef<int64_t> shape);
 
-/// Data movement, shapes and generators (EvalMovement.cpp).
+/// Wraps an integer result to the width of `element`, as C++ kernels on
+/// that type do.
+inline int64_t wrapInt(Type element, int64_t v) {
+  return element.isInteger(32) ? int64_t(int32_t(uint32_t(uint64_t(v)))) : v;
+}
+
+/// A float function of `a` and `b` computed in float for f32, f16 and bf16
+/// and in double for f64, as onnxruntime's kernels do; callers round the
+/// result to the element type.
+#define FLOAT_FN2(EXPR)                                                        \
+  [](double x, double y, bool wide) -> double {                                \
+    if (wide) {                                                                \
+      double a = x, b = y;                                                     \
+      return EXPR;                                                             \
+    }                                                                          \
+    float a = float(x), b = float(y);                                          \
+    return double(EXPR);                                                       \
+  }
 using EvalFn = LogicalResult (*)(Eval &);
+/// Data movement, shapes and generators (EvalMovement.cpp).
 void registerMovementEvaluators(llvm::StringMap<EvalFn> &table);
+/// Reductions, CumSum, Trilu, MatMul and Einsum (EvalCompute.cpp).
+void registerComputeEvaluators(llvm::StringMap<EvalFn> &table);
 
 } // namespace mlir::rp::onnx_import::eval
 

@@ -99,6 +99,7 @@ private:
   SmallString<128> modelDir;
 
   llvm::StringMap<Value> values;
+  llvm::StringMap<SmallVector<Value>> sequences;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<Handler> handlers;
   /// Params and constants of initializers go to the top of the function,
@@ -300,6 +301,7 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
                                             int index) {
   Location loc = nodeLoc(node, index);
   NodeImporter importer(node, opset, builder, loc, values, modelDir);
+  importer.sequences = &sequences;
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return importer.error() << "operator domain '" << node.domain()
                             << "' is not supported; rp imports the default "

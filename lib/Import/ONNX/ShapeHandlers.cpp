@@ -396,7 +396,83 @@ static LogicalResult importRange(NodeImporter &n) {
   return success();
 }
 
+/// SplitToSequence (what torch 2's dynamo exporter writes for
+/// tensor.split without its optimizer) becomes slices held as a sequence,
+/// which SequenceAt reads with a constant position.
+static LogicalResult importSplitToSequence(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  ArrayRef<int64_t> in = shapeOf(x);
+  auto axis = n.normalizeAxis(n.intAttr("axis", 0), in.size());
+  if (failed(axis))
+    return failure();
+  int64_t dim = in[*axis];
+  SmallVector<int64_t> sizes;
+  bool keep = true;
+  if (!n.hasInput(1)) {
+    sizes.assign(dim, 1);
+    keep = n.intAttr("keepdims", 1) != 0;
+  } else {
+    auto split = n.constantInts(1, "split");
+    if (failed(split))
+      return failure();
+    auto type = n.constantInput(1, "split");
+    if (type->getType().getRank() == 0) { // chunks of one size
+      int64_t chunk = split->front();
+      if (chunk <= 0)
+        return n.error() << "split size " << chunk << " is not positive";
+      for (int64_t at = 0; at < dim; at += chunk)
+        sizes.push_back(std::min(chunk, dim - at));
+    } else {
+      sizes = *split;
+    }
+  }
+  SmallVector<Value> parts;
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    if (size < 0 || offset + size > dim)
+      return n.error() << "split sizes exceed dimension " << *axis
+                       << " of size " << dim;
+    SmallVector<int64_t> offsets(in.size(), 0), strides(in.size(), 1);
+    SmallVector<int64_t> shape(in);
+    offsets[*axis] = offset;
+    shape[*axis] = size;
+    auto type = RankedTensorType::get(shape, getElementTypeOrSelf(x));
+    Value part = n.create<SliceOp>(type, x, offsets, strides);
+    if (!keep) {
+      shape.erase(shape.begin() + *axis);
+      part = n.reshape(part, shape);
+    }
+    parts.push_back(part);
+    offset += size;
+  }
+  if (offset != dim)
+    return n.error() << "split sizes add up to " << offset << " but dimension "
+                     << *axis << " has size " << dim;
+  (*n.sequences)[n.node.output(0)] = parts;
+  return success();
+}
+
+static LogicalResult importSequenceAt(NodeImporter &n) {
+  auto it = n.sequences->find(n.node.input(0));
+  if (it == n.sequences->end())
+    return n.error() << "input '" << n.node.input(0)
+                     << "' is not a sequence made by SplitToSequence";
+  auto position = n.constantInts(1, "position");
+  if (failed(position))
+    return failure();
+  int64_t count = it->second.size(), p = position->front();
+  if (position->size() != 1 || p < -count || p >= count)
+    return n.error() << "position is out of range for a sequence of " << count
+                     << " tensors";
+  n.setOutput(0, it->second[p < 0 ? p + count : p]);
+  return success();
+}
+
 void onnx_import::registerShapeHandlers(llvm::StringMap<Handler> &t) {
+  t["SplitToSequence"] = importSplitToSequence;
+  t["SequenceAt"] = importSequenceAt;
   t["Shape"] = importShape;
   t["Reshape"] = importReshape;
   t["Flatten"] = importFlatten;

@@ -46,15 +46,20 @@ def builders():
 
 
 class LogitsOnly(torch.nn.Module):
-    """The model's logits for `input_ids`, without the cache."""
+    """The model's logits for `input_ids`, without the cache. The all-ones
+    attention mask, made from the input's shape (input-independent, so rp
+    folds it), is what a user without padding passes; without it
+    transformers 5 looks for packed sequences with aten::diff, which the
+    TorchScript exporter cannot export."""
 
     def __init__(self, lm):
         super().__init__()
         self.lm = lm
 
     def forward(self, input_ids):
-        return self.lm(input_ids=input_ids, use_cache=False,
-                       return_dict=False)[0]
+        return self.lm(input_ids=input_ids,
+                       attention_mask=torch.ones_like(input_ids),
+                       use_cache=False, return_dict=False)[0]
 
 
 def make(name):

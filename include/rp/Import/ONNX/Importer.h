@@ -7,10 +7,13 @@
 // Cleanups, pattern fusion and layer grouping are rp passes run afterwards.
 //
 // Contract:
-// - opsets 13-17 of the default domain; anything else is an error naming
-//   the opset;
+// - opsets 13-21 of the default domain; anything else is an error naming
+//   the opset (and, past 21, the first node);
 // - every dimension static: dynamic ones come from `shapes`, or the import
-//   fails naming the input;
+//   fails naming the input; `shapes` may also change a fixed dimension, and
+//   a node that baked the exported size then fails with a note saying so;
+// - every node whose inputs are input-independent (constants, integer
+//   initializers, buffer-named float initializers) folds into a constant;
 // - weights are referenced, never copied into the IR: external data in
 //   place (file, offset), inline initializers appended to `weightsPath`;
 // - an unsupported op, attribute value or data type is an error naming the

@@ -3,8 +3,8 @@
 // Conversions between dense attributes and evaluator tensors, the
 // elementwise kernels (one table of unary and one of binary functions over
 // broadcast operands), casts, and the dispatch. Data movement lives in
-// EvalMovement.cpp; reductions, CumSum, Trilu, MatMul and Einsum in
-// EvalCompute.cpp.
+// EvalMovement.cpp; reductions, CumSum, Trilu, MatMul, Einsum, Pad and
+// the scatters in EvalCompute.cpp.
 //
 //===----------------------------------------------------------------------===//
 

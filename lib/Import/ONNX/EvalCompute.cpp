@@ -1,8 +1,8 @@
 //===- EvalCompute.cpp - reductions and contractions, evaluated -----------===//
 //
 // The constant evaluator's ops that combine elements: Reduce*, CumSum,
-// Trilu, MatMul and Einsum. Floats accumulate in the element type in a
-// fixed order (row-major over what is summed).
+// Trilu, MatMul, Einsum, Pad, ScatterND and ScatterElements. Floats accumulate
+// in the element type in a fixed order (row-major over what is summed).
 //
 //===----------------------------------------------------------------------===//
 
@@ -351,6 +351,186 @@ static LogicalResult evalEinsum(Eval &e) {
   return success();
 }
 
+/// Pad in constant, edge, reflect and wrap modes; pads may be negative
+/// (crop). Axes are input 3 from opset 18.
+static LogicalResult evalPad(Eval &e) {
+  auto x = e.input(0);
+  auto pads = e.ints(1, "pads");
+  if (failed(x) || failed(pads))
+    return failure();
+  const Tensor &t = **x;
+  SmallVector<int64_t> axes;
+  if (e.n.hasInput(3)) {
+    auto given = e.ints(3, "axes");
+    if (failed(given))
+      return failure();
+    for (int64_t a : *given) {
+      auto norm = e.n.normalizeAxis(a, t.rank());
+      if (failed(norm))
+        return failure();
+      axes.push_back(*norm);
+    }
+  } else {
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, t.rank()));
+  }
+  if (pads->size() != 2 * axes.size())
+    return e.n.error() << "pads has " << pads->size() << " entries for "
+                       << axes.size() << " axes";
+  std::string mode = e.n.stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect" &&
+      mode != "wrap")
+    return e.n.error() << "mode '" << mode << "' is not supported";
+  SmallVector<int64_t> begin(t.rank(), 0), shape(t.shape);
+  for (auto [k, a] : llvm::enumerate(axes)) {
+    begin[a] = (*pads)[k];
+    shape[a] += (*pads)[k] + (*pads)[k + axes.size()];
+    if (shape[a] < 0)
+      return e.n.error() << "pads remove more than dimension " << a << " has";
+    if (mode != "constant" && t.shape[a] == 0 && shape[a] > 0)
+      return e.n.error() << "cannot pad an empty dimension in mode " << mode;
+  }
+  double fill = 0;
+  if (e.n.hasInput(2)) {
+    auto value = e.input(2);
+    if (failed(value))
+      return failure();
+    fill = (*value)->asDouble(0);
+  }
+  SmallVector<int64_t> own = stridesOf(t.shape), coord(t.rank(), 0);
+  Tensor r = Tensor::make(t.element, shape);
+  for (int64_t k = 0; k < r.size(); ++k) {
+    int64_t src = 0;
+    bool inside = true;
+    for (int64_t d = 0; d < t.rank(); ++d) {
+      int64_t c = coord[d] - begin[d], n = t.shape[d];
+      if (c < 0 || c >= n) {
+        if (mode == "constant")
+          inside = false;
+        else if (mode == "edge")
+          c = std::clamp<int64_t>(c, 0, n - 1);
+        else if (mode == "wrap")
+          c = ((c % n) + n) % n;
+        else if (n == 1)
+          c = 0;
+        else { // reflect: mirror without repeating the edge
+          int64_t period = 2 * (n - 1);
+          c = ((c % period) + period) % period;
+          c = c < n ? c : period - c;
+        }
+      }
+      src += c * own[d];
+    }
+    if (r.isFloat())
+      r.f[k] = inside ? t.f[src] : roundTo(t.element, fill);
+    else
+      r.i[k] = inside ? t.i[src] : int64_t(fill);
+    for (int64_t d = t.rank() - 1; d >= 0 && ++coord[d] == shape[d]; --d)
+      coord[d] = 0;
+  }
+  e.out.push_back(std::move(r));
+  return success();
+}
+
+/// Combines `update` into `slot` by the ScatterND/ScatterElements
+/// reduction (none, add, mul, max, min; opsets 16 and 18).
+static void scatterInto(Tensor &r, int64_t at, const Tensor &u, int64_t from,
+                        StringRef reduction) {
+  bool wide = r.element.isF64();
+  if (r.isFloat()) {
+    double &a = r.f[at], b = u.f[from];
+    a = reduction == "add"   ? roundTo(r.element, FLOAT_FN2(a + b)(a, b, wide))
+        : reduction == "mul" ? roundTo(r.element, FLOAT_FN2(a * b)(a, b, wide))
+        : reduction == "max" ? std::max(a, b)
+        : reduction == "min" ? std::min(a, b)
+                             : b;
+  } else {
+    int64_t &a = r.i[at], b = u.i[from];
+    a = reduction == "add"   ? wrapInt(r.element, int64_t(uint64_t(a) + b))
+        : reduction == "mul" ? wrapInt(r.element, int64_t(uint64_t(a) * b))
+        : reduction == "max" ? std::max(a, b)
+        : reduction == "min" ? std::min(a, b)
+                             : b;
+  }
+}
+
+static FailureOr<std::string> reductionOf(Eval &e) {
+  std::string reduction = e.n.stringAttr("reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+      reduction != "max" && reduction != "min")
+    return e.n.error() << "reduction '" << reduction << "' is not one of "
+                       << "none, add, mul, max, min";
+  return reduction;
+}
+
+/// ScatterND: each index tuple (the last dimension of the indices) names a
+/// slice of the data that the matching slice of the updates replaces or
+/// combines into, in order.
+static LogicalResult evalScatterND(Eval &e) {
+  auto x = e.input(0), up = e.input(2);
+  auto ids = e.ints(1, "indices");
+  auto reduction = reductionOf(e);
+  if (failed(x) || failed(up) || failed(ids) || failed(reduction))
+    return failure();
+  const Tensor &t = **x, &u = **up;
+  ArrayRef<int64_t> is = e.in[1].shape;
+  if (is.empty() || is.back() > t.rank() || u.element != t.element)
+    return e.n.error() << "indices of shape [" << is
+                       << "] or the updates do not fit the data";
+  int64_t k = is.back(), tuples = numElements(is.drop_back());
+  int64_t slice = numElements(ArrayRef(t.shape).drop_front(k));
+  if (u.size() != tuples * slice)
+    return e.n.error() << "updates hold " << u.size() << " elements, "
+                       << tuples * slice << " expected";
+  SmallVector<int64_t> own = stridesOf(t.shape);
+  Tensor r = t;
+  for (int64_t o = 0; o < tuples; ++o) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = t.shape[j], id = (*ids)[o * k + j];
+      if (id < -dim || id >= dim)
+        return e.n.error() << "index " << id << " is out of range for "
+                           << "dimension " << j << " of size " << dim;
+      offset += (id < 0 ? id + dim : id) * own[j];
+    }
+    for (int64_t s = 0; s < slice; ++s)
+      scatterInto(r, offset + s, u, o * slice + s, *reduction);
+  }
+  e.out.push_back(std::move(r));
+  return success();
+}
+
+/// ScatterElements: element i of the updates goes to the data position of
+/// i with its `axis` coordinate replaced by indices[i].
+static LogicalResult evalScatterElements(Eval &e) {
+  auto x = e.input(0), up = e.input(2);
+  auto ids = e.ints(1, "indices");
+  auto reduction = reductionOf(e);
+  if (failed(x) || failed(up) || failed(ids) || failed(reduction))
+    return failure();
+  const Tensor &t = **x, &u = **up;
+  auto axis = e.n.normalizeAxis(e.n.intAttr("axis", 0), t.rank());
+  if (failed(axis))
+    return failure();
+  if (e.in[1].shape != u.shape || u.rank() != t.rank() ||
+      u.element != t.element)
+    return e.n.error() << "indices, updates and data do not match";
+  SmallVector<int64_t> own = stridesOf(t.shape), coord(u.rank(), 0);
+  Tensor r = t;
+  for (int64_t k = 0; k < u.size(); ++k) {
+    int64_t at = 0, dim = t.shape[*axis], id = (*ids)[k];
+    if (id < -dim || id >= dim)
+      return e.n.error() << "index " << id << " is out of range for "
+                         << "dimension " << *axis << " of size " << dim;
+    for (int64_t d = 0; d < u.rank(); ++d)
+      at += (d == *axis ? (id < 0 ? id + dim : id) : coord[d]) * own[d];
+    scatterInto(r, at, u, k, *reduction);
+    for (int64_t d = u.rank() - 1; d >= 0 && ++coord[d] == u.shape[d]; --d)
+      coord[d] = 0;
+  }
+  e.out.push_back(std::move(r));
+  return success();
+}
+
 void eval::registerComputeEvaluators(llvm::StringMap<EvalFn> &t) {
   for (StringRef op :
        {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"})
@@ -359,4 +539,7 @@ void eval::registerComputeEvaluators(llvm::StringMap<EvalFn> &t) {
   t["Trilu"] = evalTrilu;
   t["MatMul"] = evalMatMul;
   t["Einsum"] = evalEinsum;
+  t["Pad"] = evalPad;
+  t["ScatterND"] = evalScatterND;
+  t["ScatterElements"] = evalScatterElements;
 }

@@ -89,7 +89,8 @@ inline int64_t wrapInt(Type element, int64_t v) {
 using EvalFn = LogicalResult (*)(Eval &);
 /// Data movement, shapes and generators (EvalMovement.cpp).
 void registerMovementEvaluators(llvm::StringMap<EvalFn> &table);
-/// Reductions, CumSum, Trilu, MatMul and Einsum (EvalCompute.cpp).
+/// Reductions, CumSum, Trilu, MatMul, Einsum, Pad and scatters
+/// (EvalCompute.cpp).
 void registerComputeEvaluators(llvm::StringMap<EvalFn> &table);
 
 } // namespace mlir::rp::onnx_import::eval

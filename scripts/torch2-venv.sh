@@ -17,6 +17,10 @@ set -euo pipefail
 venv=${1:-/tmp/torch2-venv}
 torch_version=2.15.0
 torchvision_version=0.29.2
+# transformers 5 and the dynamo exporter's onnxscript, for
+# test/python/Inputs/make_torch2_fixtures.py and the transformers tests.
+transformers_version=5.24.0
+onnxscript_version=0.7.2
 
 if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv "$venv"
@@ -28,4 +32,6 @@ pip=("$venv/bin/pip" install -q --disable-pip-version-check)
 # Their versions are the ones torch $torch_version pins.
 "${pip[@]}" --no-deps nvidia-cufile==1.17.1.22 nvidia-cusparselt-cu13==0.8.1 \
   nvidia-nvshmem-cu13==3.7.2 nvidia-nccl-cu13==2.30.7
-"$venv/bin/python" -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
+"${pip[@]}" "transformers==$transformers_version" \
+  "onnxscript==$onnxscript_version"
+"$venv/bin/python" -c "import torch, torchvision, transformers; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"

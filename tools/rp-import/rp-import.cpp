@@ -7,27 +7,31 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/Import/ONNX/Importer.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
+#include "rp/Import/ONNX/Importer.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputPath(cl::Positional,
-                                      cl::desc("<model.onnx>"));
+static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"));
 static cl::opt<bool> listOps("list-ops",
                              cl::desc("print the ONNX ops rp-import handles"));
-static cl::opt<std::string> outputPath("o", cl::desc("output .mlir ('-' is "
-                                                     "stdout)"),
+static cl::opt<bool> listFoldedOps(
+    "list-folded-ops",
+    cl::desc("print the ONNX ops rp-import folds into constants when their "
+             "inputs are input-independent"));
+static cl::opt<std::string> outputPath("o",
+                                       cl::desc("output .mlir ('-' is "
+                                                "stdout)"),
                                        cl::value_desc("file"), cl::init("-"));
 static cl::opt<bool> printLayers(
     "print-layers",
@@ -40,8 +44,9 @@ int main(int argc, char **argv) {
   rp::ImportCLOptions importOptions;
   cl::ParseCommandLineOptions(argc, argv, "rp ONNX importer\n");
 
-  if (listOps) {
-    for (const std::string &op : rp::supportedONNXOps())
+  if (listOps || listFoldedOps) {
+    for (const std::string &op :
+         listOps ? rp::supportedONNXOps() : rp::foldedONNXOps())
       llvm::outs() << op << "\n";
     return 0;
   }

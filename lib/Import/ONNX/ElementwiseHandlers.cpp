@@ -13,8 +13,7 @@ using namespace mlir;
 using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
 
-template <typename OpTy>
-static LogicalResult binary(NodeImporter &n) {
+template <typename OpTy> static LogicalResult binary(NodeImporter &n) {
   Value lhs = n.input(0), rhs = n.input(1);
   if (!lhs || !rhs)
     return failure();
@@ -37,8 +36,7 @@ static LogicalResult binary(NodeImporter &n) {
 }
 
 /// Max, Min and Sum take any number of inputs; they fold left to right.
-template <typename OpTy>
-static LogicalResult variadic(NodeImporter &n) {
+template <typename OpTy> static LogicalResult variadic(NodeImporter &n) {
   Value acc = n.input(0);
   if (!acc)
     return failure();
@@ -60,8 +58,7 @@ static LogicalResult compare(NodeImporter &n, CmpPredicate predicate) {
   return success();
 }
 
-template <typename OpTy>
-static LogicalResult unary(NodeImporter &n) {
+template <typename OpTy> static LogicalResult unary(NodeImporter &n) {
   Value x = n.input(0);
   if (!x)
     return failure();
@@ -81,6 +78,28 @@ static LogicalResult importCast(NodeImporter &n) {
     return n.error() << "cast to " << elementTypeName(to)
                      << " is not supported";
   n.setOutput(0, n.castTo(x, element));
+  return success();
+}
+
+/// CastLike (opset 15): a cast to the element type of input 1, which
+/// torch 2's dynamo exporter writes for scalar constants.
+static LogicalResult importCastLike(NodeImporter &n) {
+  Value x = n.input(0), like = n.input(1);
+  if (!x || !like)
+    return failure();
+  n.setOutput(0, n.castTo(x, getElementTypeOrSelf(like)));
+  return success();
+}
+
+/// IsNaN is x != x, which holds exactly for NaN; exporters apply it to
+/// attention probabilities to zero fully masked rows.
+static LogicalResult importIsNaN(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  if (!isa<FloatType>(getElementTypeOrSelf(x)))
+    return n.error() << "expects a float input but got " << x.getType();
+  n.setOutput(0, n.create<CmpOp>(CmpPredicate::ne, x, x));
   return success();
 }
 
@@ -215,6 +234,8 @@ void onnx_import::registerElementwiseHandlers(llvm::StringMap<Handler> &t) {
   t["Relu"] = unary<ReluOp>;
   t["Reciprocal"] = importReciprocal;
   t["Cast"] = importCast;
+  t["CastLike"] = importCastLike;
+  t["IsNaN"] = importIsNaN;
   t["Identity"] = [](NodeImporter &n) {
     Value x = n.input(0);
     n.setOutput(0, x);

@@ -7,12 +7,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/Import/ONNX/Importer.h"
+#include "ConstantEvaluator.h"
 #include "NodeImporter.h"
 #include "WeightsWriter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -27,7 +30,7 @@ using namespace mlir;
 using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
 
-static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+static constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
 /// Integer initializers up to this size are shape data and become
 /// constants, so that the arithmetic on them folds.
 static constexpr int64_t kMaxConstantElements = 1 << 16;
@@ -79,6 +82,13 @@ private:
   Value lookupInitializer(StringRef name);
   FailureOr<Value> importInitializer(const onnx::TensorProto &tensor);
   LogicalResult importNode(const onnx::NodeProto &node, int index);
+  LogicalResult importNodeImpl(const onnx::NodeProto &node, int index);
+  /// The value of `v` when it is input-independent: a constant, or a param
+  /// of a buffer (see `buffers`); null otherwise.
+  FailureOr<DenseElementsAttr> constantValue(Value v);
+  /// Folds `node` into constants when the evaluator knows its op and every
+  /// input is input-independent; returns true when it did.
+  FailureOr<bool> tryEvaluate(NodeImporter &importer);
 
   const onnx::ModelProto &model;
   const onnx::GraphProto &graph;
@@ -90,6 +100,7 @@ private:
   SmallString<128> modelDir;
 
   llvm::StringMap<Value> values;
+  llvm::StringMap<SmallVector<Value>> sequences;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<Handler> handlers;
   /// Params and constants of initializers go to the top of the function,
@@ -98,6 +109,14 @@ private:
   Operation *lastInitializerOp = nullptr;
   std::unique_ptr<WeightsWriter> weights;
   bool initializerFailed = false;
+  /// Initializers that are buffers rather than weights: integer and bool
+  /// tensors, and floats named like the buffers exporters write (rotary
+  /// frequencies and tables, masks, position ids). Their params fold; a
+  /// frozen weight stays a param.
+  llvm::StringSet<> buffers;
+  /// The --shape changes of dimensions the model fixes, for messages.
+  SmallVector<std::string> overrides;
+  llvm::DenseMap<Operation *, DenseElementsAttr> bufferValues;
 };
 
 } // namespace
@@ -131,14 +150,18 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
   if (it != options.shapes.end()) {
     ArrayRef<int64_t> given = it->second;
     if (given.size() != shape.size())
-      return emitError(loc) << "--shape " << info.name() << " gives "
-                            << given.size() << " dimensions but the input has "
-                            << shape.size();
+      return emitError(loc)
+             << "--shape " << info.name() << " gives " << given.size()
+             << " dimensions but the input has " << shape.size();
+    // A dimension fixed at export is re-specialised: what reads it through
+    // Shape follows; a node that baked the exported size into a constant
+    // fails, and its error names the override (see importNode).
     for (auto [d, g] : llvm::enumerate(given))
       if (shape[d] != ShapedType::kDynamic && shape[d] != g)
-        return emitError(loc) << "--shape " << info.name() << " sets dimension "
-                              << d << " to " << g
-                              << " but the model fixes it to " << shape[d];
+        overrides.push_back("dimension " + std::to_string(d) + " of '" +
+                            info.name() + "' (exported as " +
+                            std::to_string(shape[d]) + ") to " +
+                            std::to_string(g));
     shape.assign(given.begin(), given.end());
   }
   for (auto [d, size] : llvm::enumerate(shape))
@@ -152,7 +175,8 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
       diag << "; set every dimension with --shape " << info.name() << "=";
       for (size_t k = 0; k < shape.size(); ++k)
         diag << (k ? "x" : "")
-             << (shape[k] == ShapedType::kDynamic ? "N" : std::to_string(shape[k]));
+             << (shape[k] == ShapedType::kDynamic ? "N"
+                                                  : std::to_string(shape[k]));
       return diag;
     }
   return RankedTensorType::get(shape, element);
@@ -256,14 +280,14 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
                             << "' refers to external data file '" << dataPath
                             << "', which cannot be read";
     if (length >= 0 && length != bytes)
-      return emitError(loc) << "initializer '" << tensor.name() << "' stores "
-                            << length << " bytes but " << type << " needs "
-                            << bytes;
+      return emitError(loc)
+             << "initializer '" << tensor.name() << "' stores " << length
+             << " bytes but " << type << " needs " << bytes;
     if (static_cast<uint64_t>(offset + bytes) > size)
-      return emitError(loc) << "initializer '" << tensor.name()
-                            << "' needs bytes [" << offset << ", "
-                            << offset + bytes << ") of '" << dataPath
-                            << "', which holds only " << size << " bytes";
+      return emitError(loc)
+             << "initializer '" << tensor.name() << "' needs bytes [" << offset
+             << ", " << offset + bytes << ") of '" << dataPath
+             << "', which holds only " << size << " bytes";
     file = relativePath(dataPath, options.irDir);
   } else {
     if (!weights) {
@@ -281,9 +305,13 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   // ONNX does not tell parameters from buffers; a float initializer holding
   // a masking value (a causal mask buffer, or one an exporter's constant
   // folding made from finfo.min) is not a weight, so it is a frozen
-  // parameter. Other buffers need --frozen.
+  // parameter and, like the buffers named as such, may be folded. Other
+  // buffers need --frozen.
   bool trainable = isFloat && !constantMask &&
                    !matchesAny(tensor.name(), options.frozenPatterns);
+  if (!isFloat || constantMask ||
+      matchesAny(tensor.name(), ONNXImportOptions::defaultFrozenPatterns()))
+    buffers.insert(tensor.name());
   lastInitializerOp =
       ParamOp::create(builder, loc, type, tensor.name(), trainable,
                       builder.getStringAttr(file),
@@ -306,8 +334,31 @@ Value GraphImporter::lookupInitializer(StringRef name) {
 
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
                                         int index) {
+  if (overrides.empty())
+    return importNodeImpl(node, index);
+  // After --shape changed a fixed dimension, a node that fails most likely
+  // holds the exported size in a constant: it pins that dimension.
+  bool noted = false;
+  ScopedDiagnosticHandler pinned(context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error && !noted) {
+      noted = true;
+      Diagnostic &note = diag.attachNote();
+      note << "--shape changed " << llvm::join(overrides, ", ")
+           << "; this node pins it (it, or a constant it reads, was "
+              "computed for the exported size): re-export with that "
+              "dimension dynamic (dynamic_axes in torch.onnx.export) or at "
+              "the size you want";
+    }
+    return failure(); // the tool's handler prints it
+  });
+  return importNodeImpl(node, index);
+}
+
+LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
+                                            int index) {
   Location loc = nodeLoc(node, index);
   NodeImporter importer(node, opset, builder, loc, values, modelDir);
+  importer.sequences = &sequences;
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return importer.error() << "operator domain '" << node.domain()
                             << "' is not supported; rp imports the default "
@@ -318,7 +369,27 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
       if (initializerFailed)
         return failure();
     }
+  auto folded = tryEvaluate(importer);
+  if (failed(folded))
+    return failure();
+  if (*folded)
+    return success();
   auto it = handlers.find(node.op_type());
+  if (it == handlers.end() && canEvaluate(node.op_type())) {
+    InFlightDiagnostic diag = importer.error()
+                              << "operator " << node.op_type()
+                              << " is supported on input-independent values "
+                                 "only (rp folds it into a constant at "
+                                 "import), but";
+    for (const std::string &in : node.input())
+      if (!in.empty() && failed(constantValue(values.lookup(in)))) {
+        diag << " input '" << in << "'";
+        break;
+      }
+    diag << " is computed at run time from the model's inputs; rp has no "
+            "kernel for it (rp-import --list-ops lists the ops it runs)";
+    return diag;
+  }
   if (it == handlers.end())
     return importer.error() << "operator " << node.op_type()
                             << " is not supported by rp-import (rp-import "
@@ -329,7 +400,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
     return failure();
   // Input types the handler did not check surface here, at the node, rather
   // than at the end of the import without it.
-  Operation *first = before             ? before->getNextNode()
+  Operation *first = before           ? before->getNextNode()
                      : entry->empty() ? nullptr
                                       : &entry->front();
   for (Operation *op = first; op; op = op->getNextNode())
@@ -337,6 +408,56 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
       return importer.error() << "its inputs have types this operator does "
                                  "not accept in rp (see the error above)";
   return success();
+}
+
+FailureOr<DenseElementsAttr> GraphImporter::constantValue(Value v) {
+  DenseElementsAttr attr;
+  if (!v)
+    return failure();
+  if (matchPattern(v, m_Constant(&attr)))
+    return attr;
+  auto param = v.getDefiningOp<ParamOp>();
+  if (!param || !buffers.contains(param.getName()))
+    return failure();
+  auto it = bufferValues.find(param);
+  if (it != bufferValues.end())
+    return it->second;
+  const onnx::TensorProto *tensor = initializers.lookup(param.getName());
+  if (!tensor)
+    return failure();
+  auto data = readTensor(*tensor, cast<RankedTensorType>(param.getType()),
+                         modelDir, param.getLoc());
+  if (failed(data))
+    return failure();
+  bufferValues[param] = *data;
+  return *data;
+}
+
+FailureOr<bool> GraphImporter::tryEvaluate(NodeImporter &importer) {
+  const onnx::NodeProto &node = importer.node;
+  if (!canEvaluate(node.op_type()))
+    return false;
+  SmallVector<DenseElementsAttr> inputs;
+  for (const std::string &in : node.input()) {
+    if (in.empty()) {
+      inputs.push_back({});
+      continue;
+    }
+    auto value = constantValue(values.lookup(in));
+    if (failed(value))
+      return false;
+    inputs.push_back(*value);
+  }
+  auto outputs = evaluateNode(importer, inputs);
+  if (failed(outputs))
+    return failure();
+  if (static_cast<int>(outputs->size()) < node.output_size())
+    return importer.error()
+           << "produces " << outputs->size() << " outputs, but the node names "
+           << node.output_size();
+  for (auto [i, attr] : llvm::enumerate(*outputs))
+    importer.setOutput(i, importer.constant(attr));
+  return true;
 }
 
 OwningOpRef<ModuleOp> GraphImporter::run() {
@@ -407,7 +528,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     results.push_back(v);
   }
   func::ReturnOp::create(builder, fileLoc, results);
-  func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setType(
+      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, out] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "rp.name", builder.getStringAttr(out.name()));
   if (weights && failed(weights->commit(fileLoc)))
@@ -427,8 +549,11 @@ std::vector<std::string> mlir::rp::supportedONNXOps() {
   return ops;
 }
 
-OwningOpRef<ModuleOp> mlir::rp::importONNXModel(
-    StringRef path, MLIRContext *context, const ONNXImportOptions &options) {
+std::vector<std::string> mlir::rp::foldedONNXOps() { return evaluatedOps(); }
+
+OwningOpRef<ModuleOp>
+mlir::rp::importONNXModel(StringRef path, MLIRContext *context,
+                          const ONNXImportOptions &options) {
   context->loadDialect<RPDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(context, path, 0, 0);
   std::ifstream in(path.str(), std::ios::binary);
@@ -448,12 +573,31 @@ OwningOpRef<ModuleOp> mlir::rp::importONNXModel(
   for (const auto &op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx")
       opset = op.version();
-  if (opset < kMinOpset || opset > kMaxOpset)
+  if (opset < kMinOpset)
     return emitError(loc) << "opset " << opset
                           << " is not supported: rp imports opsets "
                           << kMinOpset << " to " << kMaxOpset
-                          << " (ONNX 1.12); re-export with opset_version "
-                             "between 13 and 17",
+                          << "; re-export with opset_version between "
+                          << kMinOpset << " and " << kMaxOpset,
            nullptr;
+  if (opset > kMaxOpset) {
+    // Any op may have changed meaning after the newest opset rp knows, so
+    // the first node is named and the model is refused.
+    std::string what = "the model";
+    if (model.graph().node_size()) {
+      const onnx::NodeProto &node = model.graph().node(0);
+      what = node.op_type() + " node '" +
+             (node.name().empty() ? node.op_type() + "_0" : node.name()) + "'";
+    }
+    return emitError(loc) << what << " (opset " << opset << "): opset " << opset
+                          << " is newer than rp knows: rp imports "
+                          << "opsets " << kMinOpset << " to " << kMaxOpset
+                          << "; re-export with opset_version=" << kMaxOpset
+                          << " (torch.onnx.export(..., opset_version="
+                          << kMaxOpset << ")) or convert the model with "
+                          << "onnx.version_converter.convert_version(model, "
+                          << kMaxOpset << ")",
+           nullptr;
+  }
   return GraphImporter(model, path, opset, context, options).run();
 }

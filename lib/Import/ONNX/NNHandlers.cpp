@@ -62,8 +62,7 @@ static LogicalResult importGemm(NodeImporter &n) {
                      << b.getType();
   int64_t k = shapeOf(a)[ta ? 0 : 1], kb = shapeOf(b)[tb ? 1 : 0];
   if (k != kb)
-    return n.error() << "contraction sizes " << k << " and " << kb
-                     << " differ";
+    return n.error() << "contraction sizes " << k << " and " << kb << " differ";
   Value y = n.create<MatmulOp>(a, b, ta, tb);
   double alpha = n.floatAttr("alpha", 1.0f), beta = n.floatAttr("beta", 1.0f);
   if (alpha != 1.0)
@@ -80,8 +79,7 @@ static LogicalResult importGemm(NodeImporter &n) {
   return success();
 }
 
-template <typename OpTy>
-static LogicalResult importSoftmax(NodeImporter &n) {
+template <typename OpTy> static LogicalResult importSoftmax(NodeImporter &n) {
   Value x = n.input(0);
   if (!x)
     return failure();
@@ -92,8 +90,8 @@ static LogicalResult importSoftmax(NodeImporter &n) {
   return success();
 }
 
-/// Reductions take axes as an attribute until opset 18, except ReduceSum,
-/// whose axes are an input since opset 13.
+/// Reductions take axes as an attribute until opset 17 and as input 1 from
+/// opset 18, except ReduceSum, whose axes are an input since opset 13.
 static LogicalResult importReduce(NodeImporter &n, ReduceKind kind,
                                   bool axesInput) {
   Value x = n.input(0);
@@ -166,9 +164,9 @@ static LogicalResult importConv(NodeImporter &n) {
   auto strides = n.intsAttr("strides").value_or(SmallVector<int64_t>{1, 1});
   auto pads = n.intsAttr("pads").value_or(SmallVector<int64_t>{0, 0, 0, 0});
   auto dil = n.intsAttr("dilations").value_or(SmallVector<int64_t>{1, 1});
-  bool patchify = strides == kernel && llvm::all_of(pads, [](int64_t p) {
-    return p == 0;
-  }) && llvm::all_of(dil, [](int64_t d) { return d == 1; }) &&
+  bool patchify = strides == kernel &&
+                  llvm::all_of(pads, [](int64_t p) { return p == 0; }) &&
+                  llvm::all_of(dil, [](int64_t d) { return d == 1; }) &&
                   n.intAttr("group", 1) == 1 &&
                   n.stringAttr("auto_pad", "NOTSET") == "NOTSET";
   if (!patchify)
@@ -204,22 +202,42 @@ static LogicalResult importConv(NodeImporter &n) {
   return success();
 }
 
+/// Gelu is an op from opset 20 (exporters decompose it before).
+static LogicalResult importGelu(NodeImporter &n) {
+  if (n.opset < 20)
+    return n.error() << "Gelu exists from opset 20; the model declares opset "
+                     << n.opset;
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  if (!isa<FloatType>(getElementTypeOrSelf(x)))
+    return n.error() << "expects a float input but got " << x.getType();
+  std::string approximate = n.stringAttr("approximate", "none");
+  auto kind = symbolizeGeluApproximation(approximate);
+  if (!kind)
+    return n.error() << "approximate '" << approximate
+                     << "' is not one of 'none' and 'tanh'";
+  n.setOutput(0, GeluOp::create(n.builder, n.loc, x.getType(), x, *kind));
+  return success();
+}
+
 void onnx_import::registerNNHandlers(llvm::StringMap<Handler> &t) {
+  t["Gelu"] = importGelu;
   t["MatMul"] = importMatMul;
   t["Gemm"] = importGemm;
   t["Softmax"] = importSoftmax<SoftmaxOp>;
   t["LogSoftmax"] = importSoftmax<LogSoftmaxOp>;
   t["ReduceMean"] = [](NodeImporter &n) {
-    return importReduce(n, ReduceKind::mean, false);
+    return importReduce(n, ReduceKind::mean, n.opset >= 18);
   };
   t["ReduceSum"] = [](NodeImporter &n) {
     return importReduce(n, ReduceKind::sum, true);
   };
   t["ReduceMax"] = [](NodeImporter &n) {
-    return importReduce(n, ReduceKind::max, false);
+    return importReduce(n, ReduceKind::max, n.opset >= 18);
   };
   t["ReduceMin"] = [](NodeImporter &n) {
-    return importReduce(n, ReduceKind::min, false);
+    return importReduce(n, ReduceKind::min, n.opset >= 18);
   };
   t["LayerNormalization"] = importLayerNorm;
   t["Conv"] = importConv;

@@ -67,6 +67,8 @@ public:
   int64_t opset;
   OpBuilder &builder;
   Location loc;
+  /// Sequence values (SplitToSequence) by name: the tensors they hold.
+  llvm::StringMap<SmallVector<Value>> *sequences = nullptr;
 
   /// An error naming the node, its op type and the opset.
   InFlightDiagnostic error();
@@ -105,8 +107,7 @@ public:
                                    StringRef what = "axis");
 
   /// Folds as it builds so that shape arithmetic becomes constants.
-  template <typename OpTy, typename... Args>
-  Value create(Args &&...args) {
+  template <typename OpTy, typename... Args> Value create(Args &&...args) {
     return builder.createOrFold<OpTy>(loc, std::forward<Args>(args)...);
   }
   Value constant(DenseElementsAttr value) {

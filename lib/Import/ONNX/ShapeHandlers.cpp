@@ -1,16 +1,14 @@
 //===- ShapeHandlers.cpp - ONNX shape and data movement ops ---------------===//
 //
-// Shape arithmetic (Shape, ConstantOfShape, Range, Mod, ...) produces
-// constants once every shape is static; Reshape, Expand, Slice and friends
-// read those constants back. What folds away leaves only compute in the
-// graph.
+// Shape arithmetic (Shape, ConstantOfShape, Range, ...) produces constants
+// once every shape is static; Reshape, Expand, Slice and friends read those
+// constants back. Nodes whose inputs are all input-independent fold in the
+// constant evaluator before any handler runs; what is left here is compute
+// and the shape ops whose results depend only on their input's type.
 //
 //===----------------------------------------------------------------------===//
 
 #include "NodeImporter.h"
-
-#include "mlir/Dialect/Traits.h"
-#include "mlir/IR/Matchers.h"
 
 #include <cmath>
 
@@ -74,8 +72,8 @@ static LogicalResult importReshape(NodeImporter &n) {
                        << known << " known elements";
     shape[inferred] = total / known;
   } else if (known != total) {
-    return n.error() << "cannot reshape " << x.getType() << " ("
-                     << total << " elements) to " << known << " elements";
+    return n.error() << "cannot reshape " << x.getType() << " (" << total
+                     << " elements) to " << known << " elements";
   }
   n.setOutput(0, n.reshape(x, shape));
   return success();
@@ -200,13 +198,24 @@ static LogicalResult importSplit(NodeImporter &n) {
       return failure();
     sizes = *given;
   } else {
+    // Equal parts, as many as outputs; from opset 18 `num_outputs` says how
+    // many, and the last part is smaller when the size does not divide.
     int64_t parts = n.node.output_size();
+    const auto *num = n.opset >= 18 ? n.attr("num_outputs") : nullptr;
+    if (n.opset >= 18 && !num)
+      return n.error() << "needs the 'split' input or the 'num_outputs' "
+                          "attribute from opset 18";
+    if (num && num->i() != parts)
+      return n.error() << "num_outputs is " << num->i() << " but the node has "
+                       << parts << " outputs";
     if (parts == 0)
       return n.error() << "has no outputs";
-    if (in[*axis] % parts)
-      return n.error() << "cannot split size " << in[*axis] << " into "
-                       << parts << " equal parts";
-    sizes.assign(parts, in[*axis] / parts);
+    if (!num && in[*axis] % parts)
+      return n.error() << "cannot split size " << in[*axis] << " into " << parts
+                       << " equal parts";
+    int64_t chunk = (in[*axis] + parts - 1) / parts;
+    for (int64_t p = 0; p < parts; ++p)
+      sizes.push_back(std::clamp<int64_t>(in[*axis] - p * chunk, 0, chunk));
   }
   if (static_cast<int>(sizes.size()) != n.node.output_size())
     return n.error() << "split gives " << sizes.size() << " sizes for "
@@ -340,17 +349,18 @@ static LogicalResult importConstantOfShape(NodeImporter &n) {
                      << "] has a negative dimension";
   Attribute value = n.builder.getF32FloatAttr(0.0f);
   if (const auto *a = n.attr("value")) {
-    Type element = convertElementType(a->t().data_type(), n.builder.getContext());
+    Type element =
+        convertElementType(a->t().data_type(), n.builder.getContext());
     if (!element)
-      return n.error() << "value of type " << elementTypeName(a->t().data_type())
+      return n.error() << "value of type "
+                       << elementTypeName(a->t().data_type())
                        << " is not supported";
     auto one = n.readTensorAttr(a->t(), RankedTensorType::get({1}, element));
     if (failed(one))
       return failure();
     value = (*one).getSplatValue<Attribute>();
   }
-  auto type =
-      RankedTensorType::get(*shape, cast<TypedAttr>(value).getType());
+  auto type = RankedTensorType::get(*shape, cast<TypedAttr>(value).getType());
   n.setOutput(0, n.constant(SplatElementsAttr::get(type, value)));
   return success();
 }
@@ -380,133 +390,89 @@ static LogicalResult importRange(NodeImporter &n) {
   for (int64_t i = 0; i < count; ++i)
     out.push_back(isa<FloatType>(element)
                       ? Attribute(FloatAttr::get(element, s + i * d))
-                      : Attribute(IntegerAttr::get(element, int64_t(s) + i * int64_t(d))));
+                      : Attribute(IntegerAttr::get(
+                            element, int64_t(s) + i * int64_t(d))));
   n.setOutput(0, n.constant(DenseElementsAttr::get(type, out)));
   return success();
 }
 
-static LogicalResult importTrilu(NodeImporter &n) {
-  Value in = n.input(0);
-  if (!in)
+/// SplitToSequence (what torch 2's dynamo exporter writes for
+/// tensor.split without its optimizer) becomes slices held as a sequence,
+/// which SequenceAt reads with a constant position.
+static LogicalResult importSplitToSequence(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
     return failure();
-  // Exporters apply Trilu to the constant ones of a causal mask; on a tensor
-  // computed at run time it would need a kernel rp does not have.
-  if (!matchPattern(in, m_Constant()))
-    return n.error() << "Trilu of '" << n.node.input(0)
-                     << "', which is computed at run time, is not supported; "
-                        "rp folds Trilu on constant masks only (build the "
-                        "mask from constants and shapes)";
-  auto x = n.constantInput(0, "input");
-  if (failed(x))
+  ArrayRef<int64_t> in = shapeOf(x);
+  auto axis = n.normalizeAxis(n.intAttr("axis", 0), in.size());
+  if (failed(axis))
     return failure();
-  int64_t k = 0;
-  if (n.hasInput(1)) {
-    auto given = n.constantInts(1, "k");
-    if (failed(given))
+  int64_t dim = in[*axis];
+  SmallVector<int64_t> sizes;
+  bool keep = true;
+  if (!n.hasInput(1)) {
+    sizes.assign(dim, 1);
+    keep = n.intAttr("keepdims", 1) != 0;
+  } else {
+    auto split = n.constantInts(1, "split");
+    if (failed(split))
       return failure();
-    if (given->size() != 1)
-      return n.error() << "k must hold one value, got " << given->size();
-    k = given->front();
+    auto type = n.constantInput(1, "split");
+    if (type->getType().getRank() == 0) { // chunks of one size
+      int64_t chunk = split->front();
+      if (chunk <= 0)
+        return n.error() << "split size " << chunk << " is not positive";
+      for (int64_t at = 0; at < dim; at += chunk)
+        sizes.push_back(std::min(chunk, dim - at));
+    } else {
+      sizes = *split;
+    }
   }
-  bool upper = n.intAttr("upper", 1) != 0;
-  ArrayRef<int64_t> shape = x->getType().getShape();
-  if (shape.size() < 2)
-    return n.error() << "input must have rank >= 2";
-  int64_t rows = shape[shape.size() - 2], cols = shape.back();
-  Attribute zero = isa<FloatType>(x->getElementType())
-                       ? Attribute(FloatAttr::get(x->getElementType(), 0.0))
-                       : Attribute(IntegerAttr::get(x->getElementType(), 0));
-  SmallVector<Attribute> out;
-  for (auto [i, v] : llvm::enumerate(x->getValues<Attribute>())) {
-    int64_t r = (i / cols) % rows, c = i % cols;
-    bool keep = upper ? c - r >= k : c - r <= k;
-    out.push_back(keep ? v : zero);
+  SmallVector<Value> parts;
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    if (size < 0 || offset + size > dim)
+      return n.error() << "split sizes exceed dimension " << *axis
+                       << " of size " << dim;
+    SmallVector<int64_t> offsets(in.size(), 0), strides(in.size(), 1);
+    SmallVector<int64_t> shape(in);
+    offsets[*axis] = offset;
+    shape[*axis] = size;
+    auto type = RankedTensorType::get(shape, getElementTypeOrSelf(x));
+    Value part = n.create<SliceOp>(type, x, offsets, strides);
+    if (!keep) {
+      shape.erase(shape.begin() + *axis);
+      part = n.reshape(part, shape);
+    }
+    parts.push_back(part);
+    offset += size;
   }
-  n.setOutput(0, n.constant(DenseElementsAttr::get(x->getType(), out)));
+  if (offset != dim)
+    return n.error() << "split sizes add up to " << offset << " but dimension "
+                     << *axis << " has size " << dim;
+  (*n.sequences)[n.node.output(0)] = parts;
   return success();
 }
 
-/// The remainder of `a` by `b` as ONNX Mod defines it: with `fmod` the
-/// sign of the dividend (C's fmod), else the sign of the divisor (Python's
-/// %, integers only).
-static APInt integerMod(const APInt &a, const APInt &b, bool fmod) {
-  APInt r = a.srem(b);
-  if (!fmod && !r.isZero() && r.isNegative() != b.isNegative())
-    r += b;
-  return r;
-}
-
-static LogicalResult importMod(NodeImporter &n) {
-  Value a = n.input(0), b = n.input(1);
-  if (!a || !b)
+static LogicalResult importSequenceAt(NodeImporter &n) {
+  auto it = n.sequences->find(n.node.input(0));
+  if (it == n.sequences->end())
+    return n.error() << "input '" << n.node.input(0)
+                     << "' is not a sequence made by SplitToSequence";
+  auto position = n.constantInts(1, "position");
+  if (failed(position))
     return failure();
-  // Exporters emit Mod in shape arithmetic (torch 2's MultiheadAttention);
-  // on tensors computed at run time it would need a kernel rp does not have.
-  for (int i = 0; i < 2; ++i)
-    if (!matchPattern(i == 0 ? a : b, m_Constant()))
-      return n.error() << "Mod of '" << n.node.input(i)
-                       << "', which is computed at run time, is not "
-                          "supported; rp folds Mod of constants only (the "
-                          "shape arithmetic exporters emit)";
-  auto x = n.constantInput(0, "A"), y = n.constantInput(1, "B");
-  if (failed(x) || failed(y))
-    return failure();
-  Type element = x->getElementType();
-  if (element != y->getElementType())
-    return n.error() << "operands have different element types: "
-                     << x->getType() << " and " << y->getType();
-  bool fmod = n.intAttr("fmod", 0) != 0;
-  bool isFloat = isa<FloatType>(element);
-  if (isFloat && !fmod)
-    return n.error() << "Mod of floating-point tensors needs fmod = 1 (the "
-                        "ONNX specification)";
-  if (!isFloat && !isa<IntegerType>(element))
-    return n.error() << "Mod of " << element << " tensors is not supported";
-  SmallVector<int64_t> shape;
-  if (!OpTrait::util::getBroadcastedShape(x->getType().getShape(),
-                                          y->getType().getShape(), shape))
-    return n.error() << "shapes " << x->getType() << " and " << y->getType()
-                     << " do not broadcast";
-  // Element i of the result reads the element of each operand at the same
-  // index, with broadcast dimensions held at 0 (numpy broadcasting).
-  auto source = [&](DenseElementsAttr v, int64_t i) {
-    ArrayRef<int64_t> s = v.getType().getShape();
-    int64_t index = 0, stride = 1, rest = i;
-    for (int64_t d = shape.size() - 1, e = s.size() - 1; d >= 0; --d, --e) {
-      int64_t coord = rest % shape[d];
-      rest /= shape[d];
-      if (e < 0)
-        continue;
-      if (s[e] != 1)
-        index += coord * stride;
-      stride *= s[e];
-    }
-    return index;
-  };
-  auto type = RankedTensorType::get(shape, element);
-  int64_t count = type.getNumElements();
-  SmallVector<Attribute> out;
-  auto xs = x->getValues<Attribute>(), ys = y->getValues<Attribute>();
-  for (int64_t i = 0; i < count; ++i) {
-    Attribute l = xs[source(*x, i)], r = ys[source(*y, i)];
-    if (isFloat) {
-      double v = std::fmod(cast<FloatAttr>(l).getValueAsDouble(),
-                           cast<FloatAttr>(r).getValueAsDouble());
-      out.push_back(FloatAttr::get(element, v));
-      continue;
-    }
-    APInt divisor = cast<IntegerAttr>(r).getValue();
-    if (divisor.isZero())
-      return n.error() << "Mod by zero (element " << i << " of '"
-                       << n.node.input(1) << "')";
-    out.push_back(IntegerAttr::get(
-        element, integerMod(cast<IntegerAttr>(l).getValue(), divisor, fmod)));
-  }
-  n.setOutput(0, n.constant(DenseElementsAttr::get(type, out)));
+  int64_t count = it->second.size(), p = position->front();
+  if (position->size() != 1 || p < -count || p >= count)
+    return n.error() << "position is out of range for a sequence of " << count
+                     << " tensors";
+  n.setOutput(0, it->second[p < 0 ? p + count : p]);
   return success();
 }
 
 void onnx_import::registerShapeHandlers(llvm::StringMap<Handler> &t) {
+  t["SplitToSequence"] = importSplitToSequence;
+  t["SequenceAt"] = importSequenceAt;
   t["Shape"] = importShape;
   t["Reshape"] = importReshape;
   t["Flatten"] = importFlatten;
@@ -520,6 +486,4 @@ void onnx_import::registerShapeHandlers(llvm::StringMap<Handler> &t) {
   t["Expand"] = importExpand;
   t["ConstantOfShape"] = importConstantOfShape;
   t["Range"] = importRange;
-  t["Trilu"] = importTrilu;
-  t["Mod"] = importMod;
 }

@@ -35,11 +35,28 @@ LogicalResult WeightsWriter::open(Location loc) {
   SmallString<256> model(path);
   llvm::sys::path::replace_extension(model, "");
   int fd;
-  if (auto ec = llvm::sys::fs::createUniqueFile(model + ".%%%%%%.tmp", fd,
-                                                tempPath))
+  if (auto ec =
+          llvm::sys::fs::createUniqueFile(model + ".%%%%%%.tmp", fd, tempPath))
     return emitError(loc) << "cannot create the weights file beside '" << path
                           << "': " << ec.message();
   os = std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/true);
+  return success();
+}
+
+LogicalResult WeightsWriter::openAppend(Location loc) {
+  uint64_t existing = 0;
+  if (llvm::sys::fs::exists(path))
+    if (auto ec = llvm::sys::fs::file_size(path, existing))
+      return emitError(loc) << "cannot read the weights file '" << path
+                            << "': " << ec.message();
+  std::error_code ec;
+  os = std::make_unique<llvm::raw_fd_ostream>(path, ec,
+                                              llvm::sys::fs::OF_Append);
+  if (ec)
+    return emitError(loc) << "cannot open the weights file '" << path
+                          << "': " << ec.message();
+  size = existing;
+  appending = true;
   return success();
 }
 
@@ -57,6 +74,10 @@ LogicalResult WeightsWriter::commit(Location loc) {
   if (os->has_error())
     return emitError(loc) << "cannot write the weights file '" << path
                           << "': " << os->error().message();
+  if (appending) {
+    committed = true;
+    return success();
+  }
   if (auto ec = llvm::sys::fs::rename(tempPath, path))
     return emitError(loc) << "cannot move the weights file into place at '"
                           << path << "': " << ec.message();

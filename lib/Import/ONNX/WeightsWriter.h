@@ -1,4 +1,5 @@
-//===- WeightsWriter.h - the weights file of inline initializers -*- C++ -*-===//
+//===- WeightsWriter.h - the weights file of inline initializers -*- C++
+//-*-===//
 //
 // Private to the ONNX importer. Inline initializers are appended to one file
 // beside the .mlir; rp.param ops reference (file, offset). The file appears
@@ -28,6 +29,9 @@ public:
   ~WeightsWriter();
 
   LogicalResult open(Location loc);
+  /// Opens the file in place to add to its end (creating it when missing);
+  /// commit then only closes it.
+  LogicalResult openAppend(Location loc);
   /// Appends `bytes` at the next 64-byte boundary; returns their offset.
   int64_t append(StringRef bytes);
   /// Renames the temporary file to `path`.
@@ -39,6 +43,7 @@ private:
   std::unique_ptr<llvm::raw_fd_ostream> os;
   int64_t size = 0;
   bool committed = false;
+  bool appending = false;
 };
 
 } // namespace mlir::rp::onnx_import

@@ -118,3 +118,45 @@ func.func @DontFuseSoftMask(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, 
   %o = rp.matmul %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
   return %o : tensor<2x4x8x16xf32>
 }
+
+// -----
+
+// torch 2's exporters guard the probabilities against fully masked rows
+// with where(p != p, 0, p); under a causal mask no row is fully masked, so
+// the guard changes nothing and the attention fuses.
+// CHECK-LABEL: func.func @nan_guard_causal
+// CHECK-SAME: (%[[Q:[^:]+]]: tensor<1x2x4x8xf32>, %[[K:[^:]+]]: tensor<1x2x4x8xf32>, %[[V:[^:]+]]: tensor<1x2x4x8xf32>)
+// CHECK-NEXT: %[[O:.+]] = rp.attention %[[Q]], %[[K]], %[[V]] causal scale = 1.000000e+00 : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @nan_guard_causal(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %mask = rp.constant dense<[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %zero = rp.constant dense<0.0> : tensor<f32>
+  %kt = rp.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = rp.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s2 = rp.add %s, %mask : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = rp.softmax %s2 dim = 3 : tensor<1x2x4x4xf32>
+  %nan = rp.cmp ne, %p, %p : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
+  %g = rp.where %nan, %zero, %p : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = rp.matmul %g, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// A mask computed at run time may mask a whole row; the guard matters
+// there, so the attention stays written out.
+// CHECK-LABEL: func.func @DontFuseNanGuardInputMask
+// CHECK-NOT: rp.attention
+// CHECK: rp.softmax
+func.func @DontFuseNanGuardInputMask(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>, %keep: tensor<4x4xi1>) -> tensor<1x2x4x8xf32> {
+  %ninf = rp.constant dense<0xFF800000> : tensor<f32>
+  %zero = rp.constant dense<0.0> : tensor<f32>
+  %kt = rp.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = rp.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s2 = rp.where %keep, %s, %ninf : (tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = rp.softmax %s2 dim = 3 : tensor<1x2x4x4xf32>
+  %nan = rp.cmp ne, %p, %p : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
+  %g = rp.where %nan, %zero, %p : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = rp.matmul %g, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}

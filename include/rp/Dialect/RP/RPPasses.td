@@ -164,7 +164,10 @@ def FuseAttentionPass : Pass<"rp-fuse-attention"> {
     added float tensor (a constant 0 / -big mask becomes an i1 mask, and a
     causal one the `causal` flag), `[batch*heads, seq, dim]` tensors, and
     key/value heads repeated for grouped-query attention (the repeat is
-    dropped).
+    dropped). The probabilities may pass through torch 2's NaN guard
+    `where(p != p, 0, p)` when no row can be fully masked (no mask, a causal
+    one, or a constant mask keeping a position in every row), where the
+    guard changes nothing.
 
     ```mlir
     %kt = rp.transpose %k permutation = [0, 1, 3, 2] : ...

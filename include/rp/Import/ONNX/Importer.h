@@ -1,15 +1,19 @@
 //===- Importer.h - ONNX models into the rp graph ---------------*- C++ -*-===//
 //
 // The importer is mechanical and 1:1: each ONNX node becomes the rp ops of
-// its handler (keyed by op type and since-version), shape arithmetic folds
-// while it is built, and every op carries the node's name as its location.
+// its handler (keyed by op type and since-version), a node whose inputs are
+// all input-independent folds into constants (one evaluator for every op
+// type it knows), and every op carries the node's name as its location.
 // Cleanups, pattern fusion and layer grouping are rp passes run afterwards.
 //
 // Contract:
-// - opsets 13-17 of the default domain; anything else is an error naming
-//   the opset;
+// - opsets 13-21 of the default domain; anything else is an error naming
+//   the opset (and, past 21, the first node);
 // - every dimension static: dynamic ones come from `shapes`, or the import
-//   fails naming the input;
+//   fails naming the input; `shapes` may also change a fixed dimension, and
+//   a node that baked the exported size then fails with a note saying so;
+// - every node whose inputs are input-independent (constants, integer
+//   initializers, buffer-named float initializers) folds into a constant;
 // - weights are referenced, never copied into the IR: external data in
 //   place (file, offset), inline initializers appended to `weightsPath`;
 // - an unsupported op, attribute value or data type is an error naming the
@@ -55,6 +59,10 @@ LogicalResult parseShapeOption(StringRef text, ONNXImportOptions &options,
 
 /// The ONNX op types rp-import has handlers for, sorted.
 std::vector<std::string> supportedONNXOps();
+
+/// The ONNX op types rp-import folds into constants when every input is
+/// input-independent (constants, buffers, static shapes), sorted.
+std::vector<std::string> foldedONNXOps();
 
 /// Imports the ONNX model at `path` into a module holding `func.func @main`.
 /// Diagnostics go to the context's handler.

@@ -7,14 +7,17 @@
 // on Q or on the scores, K^T as a transpose or a transposed matmul, masks as
 // where(masked, -inf, scores) or an additive float tensor, a constant causal
 // mask (which becomes the `causal` flag), [batch*heads, seq, dim] tensors,
-// and key/value heads repeated for grouped-query attention (the repeat is
-// dropped: rp.attention shares key/value heads itself).
+// key/value heads repeated for grouped-query attention (the repeat is
+// dropped: rp.attention shares key/value heads itself), and torch 2's NaN
+// guard where(p != p, 0, p) on the probabilities when no row can be fully
+// masked.
 //
 //===----------------------------------------------------------------------===//
 
 #include "PatternUtils.h"
 #include "rp/Dialect/RP/RPPasses.h"
 
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -38,8 +41,8 @@ static ArrayRef<int64_t> shapeOf(Value v) {
 static Value peelScale(Value v, double &scale) {
   Value x, c;
   if (auto div = v.getDefiningOp<DivOp>())
-    if (auto k = splatValue(div.getRhs()); k && *k != 0.0 &&
-                                            div.getType() == div.getLhs().getType()) {
+    if (auto k = splatValue(div.getRhs());
+        k && *k != 0.0 && div.getType() == div.getLhs().getType()) {
       scale /= *k;
       return div.getLhs();
     }
@@ -64,12 +67,13 @@ static SmallVector<int64_t> swapLastTwo(int64_t rank) {
 /// tensor; otherwise `v` itself.
 static Value stripHeadRepeat(Value v) {
   auto outer = v.getDefiningOp<ReshapeOp>();
-  auto bc = outer ? outer.getInput().getDefiningOp<BroadcastOp>() : BroadcastOp();
+  auto bc =
+      outer ? outer.getInput().getDefiningOp<BroadcastOp>() : BroadcastOp();
   auto inner = bc ? bc.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
   if (!inner)
     return v;
-  ArrayRef<int64_t> out = shapeOf(v), mid = shapeOf(bc), src = shapeOf(inner.getInput()),
-                    pre = shapeOf(inner);
+  ArrayRef<int64_t> out = shapeOf(v), mid = shapeOf(bc),
+                    src = shapeOf(inner.getInput()), pre = shapeOf(inner);
   if (out.size() != 4 || src.size() != 4 || mid.size() != 5 ||
       pre != ArrayRef<int64_t>{src[0], src[1], 1, src[2], src[3]} ||
       mid != ArrayRef<int64_t>{src[0], src[1], mid[2], src[2], src[3]} ||
@@ -166,6 +170,49 @@ static Value peelMask(Value scores, MaskPlan &plan) {
   return scores;
 }
 
+/// torch 2's exporters guard the probabilities against fully masked rows,
+/// whose softmax is NaN: where(p != p, 0, p). Returns that where when it is
+/// all `softmax` feeds.
+static WhereOp nanGuard(SoftmaxOp softmax) {
+  Value p = softmax.getResult();
+  CmpOp cmp;
+  WhereOp where;
+  for (Operation *user : p.getUsers()) {
+    if (auto c = dyn_cast<CmpOp>(user)) {
+      if (c.getPredicate() != CmpPredicate::ne || c.getLhs() != p ||
+          c.getRhs() != p || (cmp && cmp != c))
+        return {};
+      cmp = c;
+    } else if (auto w = dyn_cast<WhereOp>(user)) {
+      if (where && where != w)
+        return {};
+      where = w;
+    } else {
+      return {};
+    }
+  }
+  if (!cmp || !where || singleUser(cmp.getResult()) != where ||
+      where.getCondition() != cmp.getResult() || where.getOnFalse() != p ||
+      !matchPattern(where.getOnTrue(), m_AnyZeroFloat()))
+    return {};
+  return where;
+}
+
+/// Whether every row (last dimension) of a keep mask keeps a position, so
+/// that no softmax row is NaN and a NaN guard changes nothing.
+static bool everyRowKeeps(DenseElementsAttr keep) {
+  int64_t n = keep.getType().getShape().back(), kept = 0, i = 0;
+  for (bool v : keep.getValues<bool>()) {
+    kept += v;
+    if (++i % n == 0) {
+      if (!kept)
+        return false;
+      kept = 0;
+    }
+  }
+  return true;
+}
+
 struct FuseAttention : OpRewritePattern<SoftmaxOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -176,13 +223,21 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
     int64_t rank = softmax.getType().getRank();
     if ((rank != 3 && rank != 4) || softmax.getDim() != rank - 1)
       return failure();
-    auto pv = dyn_cast_or_null<MatmulOp>(singleUser(softmax));
-    if (!pv || pv.getLhs() != softmax.getResult() || pv.getTransposeA() ||
-        pv.getTransposeB())
+    Value probs = softmax.getResult();
+    WhereOp guard = singleUser(probs) ? WhereOp() : nanGuard(softmax);
+    if (guard)
+      probs = guard.getResult();
+    auto pv = dyn_cast_or_null<MatmulOp>(singleUser(probs));
+    if (!pv || pv.getLhs() != probs || pv.getTransposeA() || pv.getTransposeB())
       return failure();
     MaskPlan mask;
     Value scores = peelMask(softmax.getInput(), mask);
     if (!scores)
+      return failure();
+    // The guard changes nothing only when no row is fully masked: no mask,
+    // the causal one, or a constant mask keeping a position in every row.
+    if (guard && mask.kind != MaskPlan::none && mask.kind != MaskPlan::causal &&
+        !(mask.kind == MaskPlan::keep && everyRowKeeps(mask.keepConstant)))
       return failure();
     double scale = 1.0;
     scores = peelScale(scores, scale);
@@ -210,7 +265,8 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
     if (!kPerm.empty())
       for (int64_t d = 0; d < rank; ++d)
         kShape[d] = shapeOf(kSource)[kPerm[d]];
-    if (shapeOf(q).size() != (size_t)rank || shapeOf(v).size() != (size_t)rank ||
+    if (shapeOf(q).size() != (size_t)rank ||
+        shapeOf(v).size() != (size_t)rank ||
         shapeOf(q).drop_back(2) != ArrayRef<int64_t>(kShape).drop_back(2) ||
         ArrayRef<int64_t>(kShape).drop_back(2) != shapeOf(v).drop_back(2))
       return failure();
@@ -231,9 +287,10 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
     }
     Location loc = softmax.getLoc();
     rewriter.setInsertionPoint(pv);
-    Value k = kPerm.empty() ? kSource
-                            : TransposeOp::create(rewriter, loc, kSource, kPerm)
-                                  .getResult();
+    Value k =
+        kPerm.empty()
+            ? kSource
+            : TransposeOp::create(rewriter, loc, kSource, kPerm).getResult();
     Value maskValue;
     switch (mask.kind) {
     case MaskPlan::none:
@@ -251,7 +308,8 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
           rewriter, loc,
           DenseElementsAttr::get(
               RankedTensorType::get({}, rewriter.getI1Type()), false));
-      maskValue = CmpOp::create(rewriter, loc, CmpPredicate::eq, mask.value, no);
+      maskValue =
+          CmpOp::create(rewriter, loc, CmpPredicate::eq, mask.value, no);
       break;
     }
     }
@@ -291,8 +349,7 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
   }
 };
 
-struct FuseAttentionPass
-    : rp::impl::FuseAttentionPassBase<FuseAttentionPass> {
+struct FuseAttentionPass : rp::impl::FuseAttentionPassBase<FuseAttentionPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseAttention>(&getContext());

@@ -1,0 +1,36 @@
+//===- ConstantEvaluator.h - ONNX nodes on constant inputs ------*- C++ -*-===//
+//
+// Private to the ONNX importer. Exporters compute causal masks, rotary
+// tables and position ids in the graph from shapes, constants and buffers;
+// rp folds every such input-independent node into a constant at import,
+// whatever its op type, with one evaluator: elementwise kernels over
+// broadcast operands, data movement as index maps, and reductions. Integer
+// ops are exact; float ops compute in the element type (f32 in float, as
+// onnxruntime's CPU kernels do; f16 and bf16 in float, rounded per op).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_LIB_IMPORT_ONNX_CONSTANTEVALUATOR_H
+#define RP_LIB_IMPORT_ONNX_CONSTANTEVALUATOR_H
+
+#include "NodeImporter.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::rp::onnx_import {
+
+/// Whether the evaluator computes nodes of `opType`.
+bool canEvaluate(StringRef opType);
+
+/// The op types the evaluator computes, sorted.
+std::vector<std::string> evaluatedOps();
+
+/// Computes the outputs of `n` from `inputs`, the constant values of its
+/// inputs (null for a skipped optional input). Errors name the node.
+FailureOr<SmallVector<DenseElementsAttr>>
+evaluateNode(NodeImporter &n, ArrayRef<DenseElementsAttr> inputs);
+
+} // namespace mlir::rp::onnx_import
+
+#endif // RP_LIB_IMPORT_ONNX_CONSTANTEVALUATOR_H

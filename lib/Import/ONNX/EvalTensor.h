@@ -1,0 +1,98 @@
+//===- EvalTensor.h - the constant evaluator's tensors ----------*- C++ -*-===//
+//
+// Private to the constant evaluator (ConstantEvaluator.cpp and
+// EvalMovement.cpp). A tensor holds its elements in one of two vectors:
+// doubles for floats (each the exact value of its element type) and int64
+// for integers and bools, so that every kernel is written once per kind.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_LIB_IMPORT_ONNX_EVALTENSOR_H
+#define RP_LIB_IMPORT_ONNX_EVALTENSOR_H
+
+#include "NodeImporter.h"
+
+#include <vector>
+
+namespace mlir::rp::onnx_import::eval {
+
+inline int64_t numElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+struct Tensor {
+  Type element;
+  SmallVector<int64_t> shape;
+  std::vector<double> f;  // float elements
+  std::vector<int64_t> i; // integer and bool elements
+  bool present = false;   // false for a skipped optional input
+
+  bool isFloat() const { return isa<FloatType>(element); }
+  bool isBool() const { return element.isInteger(1); }
+  int64_t size() const { return numElements(shape); }
+  int64_t rank() const { return shape.size(); }
+  /// An empty tensor of `element` and `shape`, with its storage sized.
+  static Tensor make(Type element, ArrayRef<int64_t> shape);
+  /// Element `k` as a double (integers converted).
+  double asDouble(int64_t k) const { return isFloat() ? f[k] : double(i[k]); }
+};
+
+/// The state of one evaluation: the node, its inputs and its outputs.
+struct Eval {
+  NodeImporter &n;
+  SmallVector<Tensor> in;
+  SmallVector<Tensor> out;
+
+  /// Input `k`, or an error when it is missing.
+  FailureOr<const Tensor *> input(int k);
+  /// Integer elements of input `k` (`what` names its role).
+  FailureOr<SmallVector<int64_t>> ints(int k, StringRef what);
+};
+
+/// Rounds `v` to the nearest value of the float type `element`.
+double roundTo(Type element, double v);
+
+/// For each element of a tensor of shape `out`, in row-major order, the
+/// offset `base + sum(coord[d] * strides[d])` into a source tensor.
+std::vector<int64_t> affineIndex(ArrayRef<int64_t> out,
+                                 ArrayRef<int64_t> strides, int64_t base = 0);
+/// Row-major strides of `shape`.
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape);
+/// Offsets into a tensor of shape `in` broadcast (numpy rules) to `out`.
+std::vector<int64_t> broadcastIndex(ArrayRef<int64_t> in,
+                                    ArrayRef<int64_t> out);
+/// The elements of `x` at `index`, as a tensor of `shape`.
+Tensor take(const Tensor &x, const std::vector<int64_t> &index,
+            ArrayRef<int64_t> shape);
+
+/// Wraps an integer result to the width of `element`, as C++ kernels on
+/// that type do.
+inline int64_t wrapInt(Type element, int64_t v) {
+  return element.isInteger(32) ? int64_t(int32_t(uint32_t(uint64_t(v)))) : v;
+}
+
+/// A float function of `a` and `b` computed in float for f32, f16 and bf16
+/// and in double for f64, as onnxruntime's kernels do; callers round the
+/// result to the element type.
+#define FLOAT_FN2(EXPR)                                                        \
+  [](double x, double y, bool wide) -> double {                                \
+    if (wide) {                                                                \
+      double a = x, b = y;                                                     \
+      return EXPR;                                                             \
+    }                                                                          \
+    float a = float(x), b = float(y);                                          \
+    return double(EXPR);                                                       \
+  }
+using EvalFn = LogicalResult (*)(Eval &);
+/// Data movement, shapes and generators (EvalMovement.cpp).
+void registerMovementEvaluators(llvm::StringMap<EvalFn> &table);
+/// Reductions, CumSum, Trilu, MatMul, Einsum, Pad and scatters
+/// (EvalCompute.cpp).
+void registerComputeEvaluators(llvm::StringMap<EvalFn> &table);
+
+} // namespace mlir::rp::onnx_import::eval
+
+#endif // RP_LIB_IMPORT_ONNX_EVALTENSOR_H

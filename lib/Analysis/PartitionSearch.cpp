@@ -1,6 +1,7 @@
 //===- PartitionSearch.cpp - partitions that minimize the step time -------===//
 
 #include "rp/Analysis/PartitionSearch.h"
+#include "rp/Analysis/Continuous.h"
 
 #include "llvm/Support/Parallel.h"
 
@@ -127,10 +128,15 @@ std::vector<unsigned> balancedSizes(llvm::ArrayRef<LayerCost> layers,
 double mlir::rp::estimatedStepMs(const Partition &p,
                                  llvm::ArrayRef<LayerCost> layers,
                                  const SearchTarget &t) {
-  std::optional<Timing> timing = estimateTiming(
-      roundRobinSchedule(p, layers, t.hw, t.devices, t.microbatches));
-  assert(timing && "round-robin schedules cannot deadlock");
-  return timing ? timing->iterationMs : 1e300;
+  // The steady state of a continuous run: what a run of many steps takes
+  // per step, with fill and drain paid once.
+  std::string error;
+  FailureOr<Pipeline> pl = lowerSchedule(p, layers, ScheduleKind::roundRobin,
+                                         t.devices, t.microbatches, error);
+  assert(succeeded(pl) && "round-robin lowering cannot fail");
+  std::optional<SteadyState> s = steadyState(*pl, layers, t.hw);
+  assert(s && "round-robin schedules cannot deadlock");
+  return s ? s->stepMs : 1e300;
 }
 
 bool mlir::rp::fitsStageBytes(const Partition &p,

@@ -30,6 +30,7 @@
 #include "rp/Analysis/Partition.h"
 #include "rp/Analysis/ScheduleTiming.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace mlir::rp {
@@ -64,7 +65,17 @@ struct Pipeline {
   /// No weight uploads or gradient downloads: every device keeps its
   /// stages' weights (static schedules whose weights fit).
   bool residentWeights = false;
+  /// Steps laid out back to back (a continuous run, Continuous.h): the
+  /// jobs are `steps` copies of one step's, step k's after step k-1's, and
+  /// every step ends in its own optimizer step.
+  unsigned steps = 1;
+  /// Continuous runs: step k's weight uploads wait for the optimizer of
+  /// step k-1 (sync) or k-2 (async: the weights are one step stale, so the
+  /// next step's jobs overlap this step's update).
+  bool syncOptimizer = false;
   Schedule schedule;
+
+  unsigned jobsPerStep() const { return jobs.size() / std::max(1u, steps); }
 };
 
 /// Stage sizes for the static schedules: `stages` contiguous stages whose

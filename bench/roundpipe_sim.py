@@ -18,6 +18,11 @@ RoundPipe's single-iteration makespan) and the steady state of steps run
 back to back (fill and drain once per run; compare its bubble with
 RoundPipe's async column, which counts switch and intra bubbles only).
 Rows: rp with RoundPipe's partition, and rp's own partitioner.
+
+RoundPipe's simulator times one iteration; its steady step is derived the
+way its async bubble is (the next iteration fills the GPUs the drain
+frees): the same work over 8 GPUs at its async bubble, makespan x (1 -
+sync bubble) / (1 - async bubble). rp's steady step is timed, not derived.
 """
 
 import argparse
@@ -40,18 +45,19 @@ SEQ, HIDDEN = 8192, 32  # stand-in: 512 KiB activations, 12 KiB of weights
 
 # pp-simulate/run.sh: layers, fwd/layer, bwd/layer, LM-head fwd, LM-head
 # bwd, comm/hop (ms), RoundPipe's partition (forward | backward, the 0 is
-# the fused LM-head stage); pp-simulate/log: makespan (ms), async bubble %.
+# the fused LM-head stage); pp-simulate/log: makespan (ms), async bubble %,
+# sync bubble %.
 MODELS = {
     "1.7b": (28, 7.429, 15.831, 22.0655, 43.707, 1.6,
-             [7] * 4, [3] * 8 + [2, 2], 2286.02, 4.05),
+             [7] * 4, [3] * 8 + [2, 2], 2286.02, 4.05, 19.07),
     "8b": (32, 18.50370313, 41.20659375, 37.2255, 74.501, 3.2,
-           [5, 5, 5, 5, 6, 6], [2] * 16, 6100.55, 1.29),
+           [5, 5, 5, 5, 6, 6], [2] * 16, 6100.55, 1.29, 14.28),
     "20b": (24, 21.6445625, 81.780875, 44.2925, 86.264, 2.25,
-            [4, 5, 5, 5, 5], [1] * 24, 7282.81, 3.30),
+            [4, 5, 5, 5, 5], [1] * 24, 7282.81, 3.30, 13.98),
     "32b": (64, 40.5610625, 91.17429688, 54.928, 108.294, 4.0,
-            [2, 2] + [3] * 20, [1] * 64, 23978.83, 2.65),
+            [2, 2] + [3] * 20, [1] * 64, 23978.83, 2.65, 6.67),
     "235b": (94, 43.016, 58.376, 42.444, 43.294, 3.2,
-             [2] * 47, [1] * 94, 28250.03, 0.98),
+             [2] * 47, [1] * 94, 28250.03, 0.98, 3.29),
 }
 
 
@@ -121,22 +127,27 @@ def main():
     args = parser.parse_args()
     print(f"{G} GPUs, {M} microbatches; RoundPipe: its simulator's "
           f"single-iteration makespan and async bubble (pp-simulate/log)")
-    print(f"{'model':6s} {'RoundPipe':>18s} | {'rp':30s} {'one step':>18s} "
-          f"{'steady step':>20s} {'busy max/min':>12s}")
+    print(f"{'model':6s} {'RoundPipe: one step, steady, async bubble':>42s} "
+          f"| {'rp':30s} {'one step':>18s} {'steady step':>26s} "
+          f"{'busy max/min':>12s}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             graph, hw, measured = inputs(tmp, name)
-            span, bubble = MODELS[name][8:10]
+            span, bubble, sync = MODELS[name][8:11]
+            steady = span * (1 - sync / 100) / (1 - bubble / 100)
             rows = [("RoundPipe's partition", roundpipe_stages(name))]
             if args.search:
                 rows.append(("rp's partitioner", None))
             for label, stages in rows:
                 t, took = timing(graph, hw, measured, stages)
                 one = t["one_step_ms"]
-                print(f"{name:6s} {span:9.0f} ms {bubble:4.1f}% | "
+                print(f"{name:6s} {span:9.0f} ms {steady:9.0f} ms "
+                      f"{bubble:4.1f}% | "
                       f"{label:22s} ({took:4.1f} s) {one:9.0f} ms "
                       f"{100 * (one / span - 1):+5.1f}% "
-                      f"{t['step_ms']:9.0f} ms {t['bubble_pct']:5.1f}% "
+                      f"{t['step_ms']:9.0f} ms "
+                      f"{100 * (t['step_ms'] / steady - 1):+5.1f}% "
+                      f"{t['bubble_pct']:5.1f}% "
                       f"{t['busy_ratio']:8.3f}   {t['stages']}")
 
 

@@ -1,8 +1,9 @@
 //===- PartitionSearch.h - partitions that minimize the step time -*- C++ -*-=//
 //
 // rp's partitioner: where RoundPipe minimizes the proxy max(S, G) * W, this
-// minimizes the estimated iteration time of the round-robin schedule of
-// the partition (fill, drain and transfers included; ScheduleTiming.h).
+// minimizes the estimated steady-state step time of the round-robin
+// schedule of the partition, its steps run back to back (transfers
+// included; Continuous.h).
 // It starts from RoundPipe's partition and greedy cuts under a range of
 // bottlenecks, keeps the best, then moves stage boundaries one layer at a
 // time (shift, merge, split, grow or shrink the tail) while that lowers

@@ -64,10 +64,28 @@ mlir::rp::steadyState(const Pipeline &pipeline,
   Pipeline run = continuousPipeline(pipeline, steps);
   run.syncOptimizer = syncOptimizer;
   insertTransfers(run, layers, hw);
+  // The trainer reads a step's losses before it starts the next step: step
+  // k's first compute waits for step k-1's last tail compute (RoundPipe's
+  // forward_backward returns there too). So two steps never run side by
+  // side, only the next step's fill under this step's drain.
+  unsigned perStep = run.jobsPerStep();
+  std::vector<int> firstOf(steps, -1), lastTailOf(steps, -1);
+  for (auto [i, c] : llvm::enumerate(run.schedule.commands)) {
+    if (!isCompute(c.kind) || c.job < 0)
+      continue;
+    unsigned k = unsigned(c.job) / perStep;
+    if (unsigned(c.job) % perStep == 0 && c.microbatch == 0)
+      firstOf[k] = int(i);
+    if (c.kind == CommandKind::tail &&
+        c.microbatch == int(pipeline.microbatches) - 1)
+      lastTailOf[k] = int(i);
+  }
+  for (unsigned k = 1; k < steps; ++k)
+    if (firstOf[k] >= 0 && lastTailOf[k - 1] >= 0)
+      run.schedule.commands[firstOf[k]].waits.push_back(lastTailOf[k - 1]);
   std::optional<Timing> t = estimateTiming(run.schedule, stuck);
   if (!t)
     return std::nullopt;
-  unsigned perStep = run.jobsPerStep();
   // The end of each step's last compute, and each device's compute in the
   // measured steps (the second half of the run).
   // The period is read off the steps after step 2: in async mode, the

@@ -3,6 +3,7 @@
 #include "rp/Analysis/Continuous.h"
 
 #include <algorithm>
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -86,13 +87,12 @@ mlir::rp::steadyState(const Pipeline &pipeline,
   std::optional<Timing> t = estimateTiming(run.schedule, stuck);
   if (!t)
     return std::nullopt;
-  // The end of each step's last compute, and each device's compute in the
-  // measured steps (the second half of the run).
+  // The end of each step's last compute.
   // The period is read off the steps after step 2: in async mode, the
   // first two steps wait for no optimizer, so they run faster than the
   // steady state when the optimizer is the bottleneck.
   std::vector<double> lastEnd(steps, 0);
-  unsigned from = std::min(2u, steps - 2), measuredFrom = from + 1;
+  unsigned from = std::min(2u, steps - 2);
   SteadyState s;
   s.steps = steps;
   s.deviceBusyMs.assign(run.devices, 0);
@@ -103,9 +103,20 @@ mlir::rp::steadyState(const Pipeline &pipeline,
     lastEnd[k] = std::max(lastEnd[k], t->end[i]);
     if (k == 0)
       s.busyMs += c.ms;
-    if (k >= measuredFrom)
-      s.deviceBusyMs[c.device] += c.ms / (steps - measuredFrom);
   }
+  // Per device, its compute per step over a whole rotation (G / gcd(S, G)
+  // steps, after which every job is back on its step-0 device).
+  std::vector<double> jobMs(perStep, 0);
+  for (const Command &c : pipeline.schedule.commands)
+    if (isCompute(c.kind) && c.job >= 0)
+      jobMs[c.job] += c.ms;
+  unsigned g = run.devices, cycle = 1;
+  if (pipeline.kind == ScheduleKind::roundRobin)
+    cycle = g / std::gcd(perStep % g, g);
+  for (unsigned k = 0; k < cycle; ++k)
+    for (unsigned n = 0; n < perStep; ++n)
+      s.deviceBusyMs[(pipeline.jobs[n].device + k * perStep) % g] +=
+          jobMs[n] / cycle;
   s.firstStepMs = lastEnd[0];
   s.runMs = t->iterationMs;
   s.stepMs = (lastEnd[steps - 1] - lastEnd[from]) / (steps - 1 - from);

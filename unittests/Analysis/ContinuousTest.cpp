@@ -121,6 +121,14 @@ TEST(ContinuousTest, RotationBalancesTheDevices) {
   std::optional<SteadyState> s = steadyState(one, layers, freeLinks());
   ASSERT_TRUE(s);
   EXPECT_NEAR(s->busyRatio(), 1.0, 1e-9);
+  // S = 4 jobs on 2 devices: every step lands the same way, and the
+  // imbalance stays (forward 2 + tail 3 ms against forward 1 + backward 9
+  // ms per microbatch).
+  Partition even = partitionFromSizes({2, 1}, 1, {3}, 4);
+  std::optional<SteadyState> stuck =
+      steadyState(roundRobin(even, layers, 2, 4), layers, freeLinks());
+  ASSERT_TRUE(stuck);
+  EXPECT_NEAR(stuck->busyRatio(), 2.0, 1e-9);
 }
 
 /// A backward job's saved input is uploaded ahead of its activation

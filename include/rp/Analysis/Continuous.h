@@ -45,15 +45,17 @@ struct SteadyState {
   double runMs = 0;
   /// One step's compute, summed over devices.
   double busyMs = 0;
-  /// Per device, its compute during the measured steps, per step (the
-  /// rotation spreads a step's jobs over the devices step after step).
+  /// Per device, its compute per step averaged over a whole rotation
+  /// (G / gcd(S, G) steps for round-robin, after which every job is back
+  /// on its step-0 device): the rotation spreads a step's jobs over the
+  /// devices unless S is a multiple of G.
   std::vector<double> deviceBusyMs;
   unsigned steps = 0;
 
   /// 1 - busyMs / (devices x stepMs): the idle share of the GPUs in the
   /// steady state (switch and intra bubbles; no fill, no drain).
   double bubble() const;
-  /// The most and least busy devices' ratio in the steady state (1: even).
+  /// The most and least busy devices' ratio over a rotation (1: even).
   double busyRatio() const;
 };
 

@@ -400,7 +400,15 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
       ::rp::timing::loadHardwareModel(hw.str().str(), error);
   if (!model)
     return schedule.emitOpError() << error;
-  if (!predictJobTimes(bytes, *model, error))
+  // Measured per-layer times (rp-compile --measured) time the programs of
+  // the layers they name, as the partitioner saw them.
+  std::optional<::rp::timing::MeasuredTimes> measured;
+  if (auto path = main->getAttrOfType<StringAttr>(kMeasuredAttr)) {
+    measured = ::rp::timing::loadMeasuredTimes(path.str(), error);
+    if (!measured)
+      return schedule.emitOpError() << error;
+  }
+  if (!predictJobTimes(bytes, *model, error, measured ? &*measured : nullptr))
     return schedule.emitOpError() << error;
   return success();
 }

@@ -12,6 +12,7 @@
 #include "PlanWriter.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/timing/Hardware.h"
+#include "rp/timing/Measured.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -26,8 +27,12 @@ namespace mlir::rp {
 /// copy job's bytes timed on `hw` by rp/timing (as the sim device times
 /// them), laid out by the timing core. False, with `error`, when the jobs
 /// cannot all run (a wait no job records, a cycle).
+/// With `measured`, a program of layers the file times takes their
+/// measured time instead (rp/timing/Measured.h, as the sim device's
+/// --measured does).
 bool predictJobTimes(std::vector<uint8_t> &bytes,
-                     const ::rp::timing::HardwareModel &hw, std::string &error);
+                     const ::rp::timing::HardwareModel &hw, std::string &error,
+                     const ::rp::timing::MeasuredTimes *measured = nullptr);
 
 class StagedExporter {
 public:

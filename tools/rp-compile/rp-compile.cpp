@@ -77,9 +77,9 @@ static cl::opt<std::string>
     hw("hw", cl::init("host"),
        cl::desc("hardware profile: rtx4090, rtx3090, a800, h100, host, or a "
                 "JSON file (docs/hardware-profiles.md)"));
-static cl::opt<std::string>
-    schedule("schedule", cl::init("round-robin"),
-             cl::desc("round-robin, gpipe, 1f1b or interleaved-1f1b"));
+static cl::opt<std::string> schedule(
+    "schedule", cl::init("round-robin"),
+    cl::desc("round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs"));
 static cl::opt<std::string>
     partitioner("partitioner", cl::init("rp"),
                 cl::desc("rp (least estimated step time) or roundpipe"));

@@ -14,9 +14,12 @@
 // - gpipe, 1f1b, interleaved-1f1b: stages bound to devices once (stage s on
 //   device s mod G; interleaved has two stages per device), forward and
 //   backward of a stage on the same device, ordered as GPipe, 1F1B and
-//   Megatron's interleaved 1F1B order them. Weights stay resident when
-//   every stage of a device fits, and are uploaded once per step and their
-//   gradients downloaded otherwise.
+//   Megatron's interleaved 1F1B order them; looped-bfs (RoundPipe's
+//   strongest static baseline): floor(L / G) stages per device (stage s
+//   on device s mod G), each device runs every microbatch of its first
+//   stage, then of its next, then the backwards in reverse stage order. Weights
+//   stay resident when every stage of a device fits, and are uploaded once per
+//   step and their gradients downloaded otherwise.
 // In every schedule the last stage is the fused tail (forward, loss and
 // backward of one microbatch in one job) and backward recomputes its
 // forward from the saved stage input.
@@ -35,9 +38,9 @@
 
 namespace mlir::rp {
 
-enum class ScheduleKind { roundRobin, gpipe, oneFOneB, interleaved };
+enum class ScheduleKind { roundRobin, gpipe, oneFOneB, interleaved, loopedBfs };
 
-/// `round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`.
+/// `round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`, `looped-bfs`.
 std::optional<ScheduleKind> parseScheduleKind(llvm::StringRef name);
 llvm::StringRef scheduleKindName(ScheduleKind kind);
 

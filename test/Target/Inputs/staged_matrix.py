@@ -18,7 +18,8 @@ for g in (1, 2, 3, 4):
             configs.append((s, g, m, ""))
 configs = configs[::2]
 configs += [("round-robin", 4, 5, "layer bf16"), ("1f1b", 3, 6, ""),
-            ("gpipe", 2, 5, ""), ("interleaved-1f1b", 2, 4, "")]
+            ("gpipe", 2, 5, ""), ("interleaved-1f1b", 2, 4, ""),
+            ("looped-bfs", 2, 3, "")]
 configs = list(dict.fromkeys(configs))
 failed = 0
 for s, g, m, extra in configs:

@@ -30,8 +30,9 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
         stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe" &&
          partitioner != "exhaustive")) {
       module.emitError()
-          << "rp-partition needs schedule round-robin, gpipe, 1f1b or "
-             "interleaved-1f1b, devices >= 1, 0 < weight-budget <= 1, "
+          << "rp-partition needs schedule round-robin, gpipe, 1f1b, "
+             "interleaved-1f1b or looped-bfs, devices >= 1, 0 < weight-budget "
+             "<= 1, "
              "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }

@@ -7,7 +7,7 @@ rp.shapes, sequence 2048) it compiles one training plan per schedule for
 8 GPUs on the rtx4090 profile (calibrated on Qwen3-1.7B only, by
 bench/calibrate.py) and times it on the sim device (rp-run --backend sim):
 round-robin with rp's partitioner in async and sync mode, and the static
-schedules 1F1B, GPipe and interleaved 1F1B. Microbatches and accumulation
+schedules 1F1B, GPipe, interleaved 1F1B and Looped-BFS. Microbatches and accumulation
 follow RoundPipe's throughput runs (reference/roundpipe.md §6: global
 batch / microbatches / accumulation steps 512/10/4, 256/10/2, 128/10/2):
 10 microbatches of round(batch / (10 x accumulation)) sequences. rp has no
@@ -51,12 +51,13 @@ PUBLISHED = {  # async tok/s, sync tok/s, async bubble, sync bubble, max seq
     "llama-3.1-8b": (24275, 18888, 1.3, 14.3, 49000),
     "qwen3-32b": (5516, 4164, 2.6, 6.7, 28000),
 }
-BASELINE_BUBBLES = {  # RoundPipe's simulated 1F1B, GPipe, interleaved 1F1B
-    "qwen3-1.7b": (35.2, 36.1, 27.8),
-    "llama-3.1-8b": (42.1, 42.1, 30.6),
-    "qwen3-32b": (34.9, 34.9, 15.1),
+BASELINE_BUBBLES = {  # RoundPipe's simulated 1F1B, GPipe, interleaved 1F1B,
+    "qwen3-1.7b": (35.2, 36.1, 27.8, 25.0),  # Looped-BFS
+    "llama-3.1-8b": (42.1, 42.1, 30.6, 29.2),
+    "qwen3-32b": (34.9, 34.9, 15.1, 13.7),
 }
-SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b")
+SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b",
+             "looped-bfs")
 
 
 def compile_plan(graph, plan, schedule):
@@ -177,7 +178,8 @@ def main():
             best = max(baselines, key=lambda v: v[0]) if baselines else None
             print(f"  published: RoundPipe {pub[0]:,} tok/s async ({pub[2]}% "
                   f"bubble), {pub[1]:,} sync ({pub[3]}%); simulated bubbles "
-                  f"1F1B/GPipe/interleaved {BASELINE_BUBBLES[name]}")
+                  f"1F1B/GPipe/interleaved/Looped-BFS "
+                  f"{BASELINE_BUBBLES[name]}")
             if rr and best:
                 print(f"  round-robin async / best static schedule: "
                       f"{rr[0] / best[0]:.2f}x; predicted / published "

@@ -49,6 +49,8 @@ private:
     Kind kind;
     int job = -1, mb = -1;
     unsigned device = 0, chunk = 0;
+    /// Activation and gradient copies: the layer whose input they carry.
+    int boundary = -1;
     SmallVector<unsigned> waits;
     double ms = 0; ///< the schedule's estimate
   };
@@ -76,8 +78,12 @@ private:
   LogicalResult emitCompute(unsigned index);
   void emitWeights(unsigned index);
   void emitInputs(unsigned index);
-  unsigned emitDownload(const Cmd &c, ArrayRef<unsigned> waits,
+  /// `index`: the schedule's download command, or -1 for one the schedule
+  /// does not list (it carries every value not downloaded yet).
+  unsigned emitDownload(const Cmd &c, int index, ArrayRef<unsigned> waits,
                         const std::string &text);
+  /// Which of the (job, mb) downloads carries each value it hands on.
+  void assignCarriers(unsigned job, unsigned mb);
   void emitWeightGrads(unsigned index);
   /// Appends a job; returns the event it records.
   unsigned addJob(const Cmd &c, pf::Queue queue, std::optional<uint32_t> program,
@@ -145,6 +151,10 @@ private:
   llvm::MapVector<Value, uint32_t> gradHost;
   llvm::DenseMap<Operation *, unsigned> layerIndex;
   std::set<std::pair<unsigned, unsigned>> hasDownload;
+  /// Per (stage job, microbatch): its download commands in queue order;
+  /// per (value, microbatch): the command that carries it.
+  std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> downloadsOf;
+  std::map<std::pair<Operation *, unsigned>, int> carrier;
   std::vector<std::vector<unsigned>> computeEvents;
 };
 

@@ -94,11 +94,10 @@ double computeMs(CommandKind kind, StageRange r,
   return ms;
 }
 
-/// Working memory of one microbatch: a forward keeps one layer's
-/// intermediates with its input and output; a backward (and the tail)
-/// keeps every recomputed layer's intermediates for the reverse sweep.
-int64_t workBytes(CommandKind kind, StageRange r,
-                  llvm::ArrayRef<LayerCost> layers) {
+} // namespace
+
+int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
+                               llvm::ArrayRef<LayerCost> layers) {
   int64_t sum = 0, peak = 0;
   for (unsigned l = r.begin; l < r.end; ++l) {
     sum += layers[l].workBytes;
@@ -108,6 +107,8 @@ int64_t workBytes(CommandKind kind, StageRange r,
     return peak;
   return sum + peak;
 }
+
+namespace {
 
 /// One unit of a static schedule's per-device order.
 struct Unit {
@@ -200,7 +201,7 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
     c.job = job;
     c.microbatch = mb;
     c.ms = computeMs(j.kind, j.range, layers);
-    c.bytes = workBytes(j.kind, j.range, layers);
+    c.bytes = jobWorkBytes(j.kind, j.range, layers);
     c.label = std::string(j.kind == CommandKind::forward ? "F"
                           : j.kind == CommandKind::tail  ? "T"
                                                          : "B") +

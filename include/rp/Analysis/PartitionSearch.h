@@ -38,6 +38,11 @@ double estimatedStepMs(const Partition &p, llvm::ArrayRef<LayerCost> layers,
 bool fitsStageBytes(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                     int64_t cap);
 
+/// Whether the memory plan of `p`'s round-robin schedule fits every
+/// device's memory.
+bool fitsDeviceMemory(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+                      const SearchTarget &target);
+
 /// rp's partitioner. `bottleneckMs` and `proxyCostMs` are filled as for
 /// RoundPipe's, for comparison.
 Partition partitionForStepTime(llvm::ArrayRef<LayerCost> layers,

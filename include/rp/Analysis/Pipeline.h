@@ -81,6 +81,13 @@ struct Pipeline {
   unsigned jobsPerStep() const { return jobs.size() / std::max(1u, steps); }
 };
 
+/// Working memory of one microbatch of a stage job: a forward keeps one
+/// layer's intermediates with its input and output; a backward (and the
+/// tail) keeps every recomputed layer's intermediates for the reverse
+/// sweep.
+int64_t jobWorkBytes(CommandKind kind, StageRange range,
+                     llvm::ArrayRef<LayerCost> layers);
+
 /// Stage sizes for the static schedules: `stages` contiguous stages whose
 /// forward + backward times are as even as a linear partition makes them;
 /// the last one is the fused tail.

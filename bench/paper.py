@@ -7,7 +7,7 @@ rp.shapes, sequence 2048) it compiles one training plan per schedule for
 8 GPUs on the rtx4090 profile (calibrated on Qwen3-1.7B only, by
 bench/calibrate.py) and times it on the sim device (rp-run --backend sim):
 round-robin with rp's partitioner in async and sync mode, and the static
-schedules 1F1B, GPipe and interleaved 1F1B. Microbatches and accumulation
+schedules 1F1B, GPipe, interleaved 1F1B and Looped-BFS. Microbatches and accumulation
 follow RoundPipe's throughput runs (reference/roundpipe.md §6: global
 batch / microbatches / accumulation steps 512/10/4, 256/10/2, 128/10/2):
 10 microbatches of round(batch / (10 x accumulation)) sequences. rp has no
@@ -15,7 +15,11 @@ gradient accumulation option yet, so the K passes of one optimizer step
 are laid out from the sim's figures: the jobs, prologue and epilogue of one
 pass K times, the host optimizer once (async: beside the passes, so the
 period is the longer of the two; sync: after them). Bubble % is the sim's,
-per pass. Then the largest sequence length whose round-robin plan fits
+per pass. The sim still ends every pass at a barrier; the row "round-robin
+continuous" is the compiler's steady state of passes run back to back
+(rp-compile's predicted step, K per optimizer step, the optimizer beside
+them), which is what the continuous executor runs; the summary and the
+ratio to the best static schedule use it. Then the largest sequence length whose round-robin plan fits
 24 GB (rp-report-max-seq) next to RoundPipe's.
 """
 
@@ -47,12 +51,13 @@ PUBLISHED = {  # async tok/s, sync tok/s, async bubble, sync bubble, max seq
     "llama-3.1-8b": (24275, 18888, 1.3, 14.3, 49000),
     "qwen3-32b": (5516, 4164, 2.6, 6.7, 28000),
 }
-BASELINE_BUBBLES = {  # RoundPipe's simulated 1F1B, GPipe, interleaved 1F1B
-    "qwen3-1.7b": (35.2, 36.1, 27.8),
-    "llama-3.1-8b": (42.1, 42.1, 30.6),
-    "qwen3-32b": (34.9, 34.9, 15.1),
+BASELINE_BUBBLES = {  # RoundPipe's simulated 1F1B, GPipe, interleaved 1F1B,
+    "qwen3-1.7b": (35.2, 36.1, 27.8, 25.0),  # Looped-BFS
+    "llama-3.1-8b": (42.1, 42.1, 30.6, 29.2),
+    "qwen3-32b": (34.9, 34.9, 15.1, 13.7),
 }
-SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b")
+SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b",
+             "looped-bfs")
 
 
 def compile_plan(graph, plan, schedule):
@@ -73,7 +78,11 @@ def compile_plan(graph, plan, schedule):
         lines = [l for l in r.stderr.strip().splitlines() if "error" in l]
         return None, took, re.sub(r"^.*?error: ", "", (lines or ["?"])[0])
     peaks = re.search(r"peak device memory ([^;]*) of", r.stderr)
-    return (peaks.group(1) if peaks else "", micro, grain), took, ""
+    steady = re.search(r"predicted step ([0-9.]+) ms on \S+ in the steady "
+                       r"state.*?, (\d+)% bubble", r.stderr)
+    return ((peaks.group(1) if peaks else "", micro, grain,
+             (float(steady.group(1)), float(steady.group(2))) if steady
+             else None), took, "")
 
 
 def simulate(plan, sync):
@@ -133,7 +142,7 @@ def main():
                 if compiled is None:
                     print(f"  {schedule:22s} does not compile: {error}")
                     continue
-                peaks, micro, grain = compiled
+                peaks, micro, grain, steady = compiled
                 for sync in ((False, True) if schedule == "round-robin"
                              else (False,)):
                     sim = simulate(plan, sync)
@@ -151,13 +160,26 @@ def main():
                           f"pass {sim['jobs_ms']:.0f} ms, optimizer "
                           f"{sim['optimizer_ms']:.0f} ms  compile {took:.1f} s"
                           f"  {grain} grain, peak {peaks}")
+                if steady:
+                    # The compiler's steady state of a continuous run: the
+                    # K passes back to back, the optimizer once per K
+                    # passes beside them (async).
+                    period = max(passes * steady[0], sim["optimizer_ms"])
+                    tps = passes * b * 2048 * micro / (period / 1e3)
+                    rows["round-robin continuous"] = (tps, steady[1])
+                    print(f"  {'round-robin continuous':22s} {tps:9.0f} tok/s"
+                          f"  M={micro:2d} bubble {steady[1]:5.1f}% (the "
+                          f"compiler's steady state: {steady[0]:.0f} ms a "
+                          f"pass, {passes} passes back to back)")
             baselines = [v for k, v in rows.items()
                          if not k.startswith("round-robin")]
-            rr = rows.get("round-robin async")
+            rr = rows.get("round-robin continuous",
+                          rows.get("round-robin async"))
             best = max(baselines, key=lambda v: v[0]) if baselines else None
             print(f"  published: RoundPipe {pub[0]:,} tok/s async ({pub[2]}% "
                   f"bubble), {pub[1]:,} sync ({pub[3]}%); simulated bubbles "
-                  f"1F1B/GPipe/interleaved {BASELINE_BUBBLES[name]}")
+                  f"1F1B/GPipe/interleaved/Looped-BFS "
+                  f"{BASELINE_BUBBLES[name]}")
             if rr and best:
                 print(f"  round-robin async / best static schedule: "
                       f"{rr[0] / best[0]:.2f}x; predicted / published "

@@ -13,7 +13,7 @@ memory per GPU from the memory plan, and how long the compile took. round-robin 
 (rp-train-pipeline: partition, schedule, transfers, memory plan,
 verification, autodiff), once with rp's partitioner and once with
 RoundPipe's; the ratio of the two is the partitioner's gain. The static
-schedules (gpipe, 1f1b, interleaved-1f1b) are the baselines in their own
+schedules (gpipe, 1f1b, interleaved-1f1b, looped-bfs) are the baselines in their own
 best setting: balanced stages bound to devices, weights resident when they
 fit (their optimizer step is not timed), streamed otherwise. Last, the
 largest sequence length whose round-robin plan fits every GPU
@@ -97,7 +97,7 @@ def main():
                     "--rp-train-pipeline=devices=%d microbatches=%d hw=%s "
                     "partitioner=%s" % (g, m, args.hw, partitioner),
                     ])
-            for sched in ("gpipe", "1f1b", "interleaved-1f1b"):
+            for sched in ("gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"):
                 mb = m if sched != "interleaved-1f1b" else -(-m // g) * g
                 rows[sched] = compile_step(path, [
                     "--rp-attach-loss",

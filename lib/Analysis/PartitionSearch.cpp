@@ -1,6 +1,8 @@
 //===- PartitionSearch.cpp - partitions that minimize the step time -------===//
 
 #include "rp/Analysis/PartitionSearch.h"
+#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/MemoryPlan.h"
 
 #include "llvm/Support/Parallel.h"
 
@@ -127,10 +129,15 @@ std::vector<unsigned> balancedSizes(llvm::ArrayRef<LayerCost> layers,
 double mlir::rp::estimatedStepMs(const Partition &p,
                                  llvm::ArrayRef<LayerCost> layers,
                                  const SearchTarget &t) {
-  std::optional<Timing> timing = estimateTiming(
-      roundRobinSchedule(p, layers, t.hw, t.devices, t.microbatches));
-  assert(timing && "round-robin schedules cannot deadlock");
-  return timing ? timing->iterationMs : 1e300;
+  // The steady state of a continuous run: what a run of many steps takes
+  // per step, with fill and drain paid once.
+  std::string error;
+  FailureOr<Pipeline> pl = lowerSchedule(p, layers, ScheduleKind::roundRobin,
+                                         t.devices, t.microbatches, error);
+  assert(succeeded(pl) && "round-robin lowering cannot fail");
+  std::optional<SteadyState> s = steadyState(*pl, layers, t.hw);
+  assert(s && "round-robin schedules cannot deadlock");
+  return s ? s->stepMs : 1e300;
 }
 
 bool mlir::rp::fitsStageBytes(const Partition &p,
@@ -146,6 +153,25 @@ bool mlir::rp::fitsStageBytes(const Partition &p,
   return true;
 }
 
+bool mlir::rp::fitsDeviceMemory(const Partition &p,
+                                llvm::ArrayRef<LayerCost> layers,
+                                const SearchTarget &t) {
+  std::string error;
+  FailureOr<Pipeline> pl = lowerSchedule(p, layers, ScheduleKind::roundRobin,
+                                         t.devices, t.microbatches, error);
+  if (failed(pl))
+    return false;
+  insertTransfers(*pl, layers, t.hw);
+  // The order rp-insert-transfers lists commands in, which buffer reuse
+  // follows.
+  if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
+    pl->schedule = std::move(*issued);
+  MemoryPlan mp = planMemory(*pl, layers);
+  return llvm::all_of(mp.peakBytes, [&](int64_t peak) {
+    return double(peak) <= t.hw.memoryBytes();
+  });
+}
+
 Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
                                          const SearchTarget &t) {
   unsigned n = layers.size();
@@ -156,6 +182,7 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
   int64_t cap = roundpipe.stageBytes;
   Sizes best = toSizes(roundpipe);
   double bestMs = estimatedStepMs(roundpipe, layers, t);
+  const double bestRoundPipeMs = bestMs;
   double wMax = roundpipe.bottleneckMs;
   // Starting points and neighbourhoods overlap; each partition is timed
   // once.
@@ -283,7 +310,30 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
     if (!improved)
       break;
   }
+  // The steady state favours larger stages than one step alone does, and
+  // the byte cap counts weights only: when the best partition's memory
+  // plan does not fit a device but RoundPipe's does, take the fastest
+  // partition timed that fits (RoundPipe's at worst). A model no
+  // partition fits is the memory plan's to report.
   Partition p = toPartition(best, n);
+  if (!fitsDeviceMemory(p, layers, t) &&
+      fitsDeviceMemory(roundpipe, layers, t)) {
+    std::vector<std::pair<double, Sizes>> byTime;
+    for (const auto &[key, ms] : timed)
+      if (ms < bestRoundPipeMs)
+        byTime.push_back(
+            {ms, Sizes{std::get<0>(key), std::get<1>(key), std::get<2>(key)}});
+    llvm::sort(byTime,
+               [](const auto &a, const auto &b) { return a.first < b.first; });
+    p = roundpipe;
+    for (const auto &[ms, s] : llvm::ArrayRef(byTime).take_front(64)) {
+      Partition q = toPartition(s, n);
+      if (fitsDeviceMemory(q, layers, t)) {
+        p = q;
+        break;
+      }
+    }
+  }
   p.stageBytes = cap;
   scorePartition(p, layers, t.devices);
   return p;

@@ -15,6 +15,7 @@ std::optional<ScheduleKind> mlir::rp::parseScheduleKind(StringRef name) {
       .Case("gpipe", ScheduleKind::gpipe)
       .Case("1f1b", ScheduleKind::oneFOneB)
       .Case("interleaved-1f1b", ScheduleKind::interleaved)
+      .Case("looped-bfs", ScheduleKind::loopedBfs)
       .Default(std::nullopt);
 }
 
@@ -28,6 +29,8 @@ StringRef mlir::rp::scheduleKindName(ScheduleKind kind) {
     return "1f1b";
   case ScheduleKind::interleaved:
     return "interleaved-1f1b";
+  case ScheduleKind::loopedBfs:
+    return "looped-bfs";
   }
   return "";
 }
@@ -37,6 +40,10 @@ unsigned mlir::rp::staticStageCount(ScheduleKind kind, unsigned devices,
   // Interleaving needs the same number of stages on every device.
   if (kind == ScheduleKind::interleaved && layers >= 2 * devices)
     return 2 * devices;
+  // Looped-BFS loops over as many stages per device as the layers allow
+  // (RoundPipe's simulator runs one layer per stage).
+  if (kind == ScheduleKind::loopedBfs && layers >= 2 * devices)
+    return layers / devices * devices;
   return std::max(1u, std::min(devices, layers));
 }
 
@@ -87,11 +94,10 @@ double computeMs(CommandKind kind, StageRange r,
   return ms;
 }
 
-/// Working memory of one microbatch: a forward keeps one layer's
-/// intermediates with its input and output; a backward (and the tail)
-/// keeps every recomputed layer's intermediates for the reverse sweep.
-int64_t workBytes(CommandKind kind, StageRange r,
-                  llvm::ArrayRef<LayerCost> layers) {
+} // namespace
+
+int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
+                               llvm::ArrayRef<LayerCost> layers) {
   int64_t sum = 0, peak = 0;
   for (unsigned l = r.begin; l < r.end; ++l) {
     sum += layers[l].workBytes;
@@ -102,6 +108,8 @@ int64_t workBytes(CommandKind kind, StageRange r,
   return sum + peak;
 }
 
+namespace {
+
 /// One unit of a static schedule's per-device order.
 struct Unit {
   unsigned stage, microbatch;
@@ -110,7 +118,9 @@ struct Unit {
 
 /// The compute order of device `d` in a static schedule with `stages`
 /// stages (stage s on device s mod G): GPipe runs every forward, then every
-/// backward; 1F1B and interleaved 1F1B warm up with forwards, then
+/// backward; Looped-BFS runs its stages one after another, each over every
+/// microbatch, forwards then backwards; 1F1B and interleaved 1F1B warm up
+/// with forwards, then
 /// alternate one forward and one backward (Megatron's order; a device holds
 /// `stages / G` model chunks).
 std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
@@ -120,6 +130,18 @@ std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
     return order;
   unsigned chunks = (stages + devices - 1) / devices;
   unsigned total = microbatches * chunks;
+  if (kind == ScheduleKind::loopedBfs) {
+    // Breadth first: every microbatch of one stage before the next stage.
+    for (unsigned c = 0; c < chunks; ++c)
+      if (c * devices + d < stages)
+        for (unsigned m = 0; m < microbatches; ++m)
+          order.push_back({c * devices + d, m, true});
+    for (unsigned c = chunks; c-- > 0;)
+      if (c * devices + d < stages)
+        for (unsigned m = 0; m < microbatches; ++m)
+          order.push_back({c * devices + d, m, false});
+    return order;
+  }
   auto unit = [&](unsigned k, bool forward) {
     unsigned chunk = (k / devices) % chunks;
     if (!forward)
@@ -179,7 +201,7 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
     c.job = job;
     c.microbatch = mb;
     c.ms = computeMs(j.kind, j.range, layers);
-    c.bytes = workBytes(j.kind, j.range, layers);
+    c.bytes = jobWorkBytes(j.kind, j.range, layers);
     c.label = std::string(j.kind == CommandKind::forward ? "F"
                           : j.kind == CommandKind::tail  ? "T"
                                                          : "B") +
@@ -210,7 +232,8 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
                 "forward ones";
         return failure();
       }
-    if (kind != ScheduleKind::interleaved && stages > devices) {
+    if (kind != ScheduleKind::interleaved && kind != ScheduleKind::loopedBfs &&
+        stages > devices) {
       error = std::string(scheduleKindName(kind)) + " runs one stage per "
               "device: " + std::to_string(stages) + " stages do not fit " +
               std::to_string(devices) + " devices";

@@ -2,6 +2,7 @@
 
 #include "rp/Analysis/Pipeline.h"
 
+#include <algorithm>
 #include <map>
 
 using namespace mlir;
@@ -123,13 +124,20 @@ void Inserter::run() {
   // Per device, the computes emitted so far, and their last download.
   std::vector<std::vector<unsigned>> deviceComputes(pl.devices);
   std::map<unsigned, unsigned> lastDownloadOf;
-  std::vector<unsigned> gradDownloads;
+  // Per step: its gradient downloads, each device's last compute, and its
+  // weight uploads.
+  unsigned steps = std::max(1u, pl.steps), perStep = pl.jobsPerStep();
+  std::vector<std::vector<unsigned>> gradDownloads(steps);
+  std::vector<std::vector<int>> lastComputeOf(steps,
+                                              std::vector<int>(pl.devices, -1));
+  std::vector<std::pair<unsigned, unsigned>> weightUploads;
   std::map<unsigned, unsigned> gradDownloadOf; // by weight set
 
   for (unsigned i = 0; i < cmds.size(); ++i) {
     Command c = cmds[i];
     const StageJob &job = jobOf(i);
     unsigned dev = job.device;
+    unsigned step = std::min(unsigned(c.job) / perStep, steps - 1);
     std::vector<unsigned> waits;
     std::vector<unsigned> &done = deviceComputes[dev];
     std::string tag = std::to_string(c.job) + " mb" +
@@ -160,6 +168,7 @@ void Inserter::run() {
         if (after)
           up.waits.push_back(*after);
         lastUpload[job.weightSet] = add(std::move(up));
+        weightUploads.push_back({lastUpload[job.weightSet], step});
       }
     }
     if (lastUpload[job.weightSet] != ~0u)
@@ -179,12 +188,20 @@ void Inserter::run() {
         in.waits.push_back(done[done.size() - 2]);
       waits.push_back(add(std::move(in)));
     };
-    bool fromHost = job.range.begin == 0 &&
-                    (c.job == 0 || (job.kind == CommandKind::backward &&
-                                    pl.kind == ScheduleKind::roundRobin));
+    bool fromHost =
+        job.range.begin == 0 &&
+        (c.job % perStep == 0 || (job.kind == CommandKind::backward &&
+                                  pl.kind == ScheduleKind::roundRobin));
     if (fromHost)
       upload(CommandKind::h2dActivation, 0, std::nullopt);
-    for (unsigned p : c.waits) {
+    // A backward's saved input is uploaded ahead of its activation
+    // gradient: the saved input is ready first (its forward ran long
+    // before), and behind the gradient it would hold up the recompute.
+    std::vector<unsigned> inputs = c.waits;
+    std::stable_partition(inputs.begin(), inputs.end(), [&](unsigned p) {
+      return direct(p, i) || jobOf(p).kind == CommandKind::forward;
+    });
+    for (unsigned p : inputs) {
       if (direct(p, i)) {
         waits.push_back(newIndex[p]);
         continue;
@@ -207,6 +224,7 @@ void Inserter::run() {
     unsigned ci = add(std::move(c));
     newIndex[i] = ci;
     done.push_back(ci);
+    lastComputeOf[step][dev] = ci;
 
     for (const Edge &e : downloads[i]) {
       Command d = copy(e.download, dev, boundaryBytes(layers, e.boundary),
@@ -233,30 +251,39 @@ void Inserter::run() {
                          "GRAD s" + std::to_string(job.weightSet));
         g.microbatch = -1;
         g.waits.push_back(ci);
-        gradDownloads.push_back(add(std::move(g)));
-        gradDownloadOf[job.weightSet] = gradDownloads.back();
+        gradDownloads[step].push_back(add(std::move(g)));
+        gradDownloadOf[job.weightSet] = gradDownloads[step].back();
       }
     }
   }
-  // The host optimizer step runs once every gradient is in (global-norm
-  // clipping sees them all), streaming the state of every trainable
-  // parameter through host memory.
-  Command opt;
-  opt.kind = CommandKind::optimizer;
-  opt.queue = Queue::host;
-  opt.label = "OPT";
+  // The host optimizer step of each step runs once every gradient of the
+  // step is in (global-norm clipping sees them all), streaming the state of
+  // every trainable parameter through host memory.
   int64_t trainable = 0;
   for (const LayerCost &l : layers)
     trainable += l.trainableElements;
-  if (hw.optimizerGBps > 0)
-    opt.ms = trainable * kOptimizerBytesPerParam / (hw.optimizerGBps * 1e9) *
-             1e3;
-  opt.waits = gradDownloads;
-  if (pl.residentWeights)
-    for (auto &list : deviceComputes)
-      if (!list.empty())
-        opt.waits.push_back(list.back());
-  add(std::move(opt));
+  std::vector<unsigned> optimizers;
+  for (unsigned k = 0; k < steps; ++k) {
+    Command opt;
+    opt.kind = CommandKind::optimizer;
+    opt.queue = Queue::host;
+    opt.label = steps > 1 ? "OPT " + std::to_string(k) : "OPT";
+    if (hw.optimizerGBps > 0)
+      opt.ms =
+          trainable * kOptimizerBytesPerParam / (hw.optimizerGBps * 1e9) * 1e3;
+    opt.waits = gradDownloads[k];
+    if (pl.residentWeights)
+      for (int last : lastComputeOf[k])
+        if (last >= 0)
+          opt.waits.push_back(last);
+    optimizers.push_back(add(std::move(opt)));
+  }
+  // The weight version gate of a continuous run: step k reads the weights
+  // the optimizer of step k - lag wrote.
+  unsigned lag = pl.syncOptimizer ? 1 : 2;
+  for (auto [up, k] : weightUploads)
+    if (k >= lag)
+      out.commands[up].waits.push_back(optimizers[k - lag]);
 }
 
 } // namespace

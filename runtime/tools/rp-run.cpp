@@ -157,10 +157,14 @@ int main(int argc, char **argv) {
   app.add_option("--backend", backend,
                  "the devices to run on: host (default), cuda or sim")
       ->check(CLI::IsMember({"host", "cuda", "sim"}));
-  std::string hardware;
+  std::string hardware, measuredPath;
   app.add_option("--hw", hardware,
                  "sim: the hardware profile to time on, a shipped name "
                  "(profiles/) or a JSON file (default: the plan's)");
+  app.add_option("--measured", measuredPath,
+                 "sim: per-layer times (rp-run --profile's file, or any of "
+                 "that form) that replace the model's for the programs of "
+                 "the layers they name");
   app.add_option("--input", inputs, "NAME=FILE.npy, once per model input");
   app.add_option("--dump-outputs", dumpPath,
                  "write the first output of step 0 as f32 .npy");
@@ -310,6 +314,10 @@ int main(int argc, char **argv) {
   if (!hardware.empty() && backend != "sim")
     return fail(invalidArgument("--hw times the sim backend's commands; the " +
                                 backend + " backend runs them"));
+  if (!measuredPath.empty() && backend != "sim")
+    return fail(
+        invalidArgument("--measured times the sim backend's programs; the " +
+                        backend + " backend runs them (use --backend sim)"));
   if (backend == "sim") {
     const std::pair<const char *, bool> unused[] = {
         {"--input", !inputs.empty()},
@@ -363,6 +371,19 @@ int main(int argc, char **argv) {
       return fail(
           Status(simBackend.getStatus().getCode(),
                  "--backend sim: " + simBackend.getStatus().getMessage()));
+    if (!measuredPath.empty()) {
+      std::string error;
+      std::optional<rp::timing::MeasuredTimes> times =
+          rp::timing::loadMeasuredTimes(measuredPath, error);
+      if (!times)
+        return fail(invalidArgument("--measured: " + error));
+      if (!times->hw.empty() && times->hw != (*simBackend)->getHardware().name)
+        return fail(invalidArgument(
+            "--measured: the times were taken on '" + times->hw +
+            "', but the sim times on '" + (*simBackend)->getHardware().name +
+            "'; give --hw " + times->hw + " or times taken on this profile"));
+      (*simBackend)->setMeasured(std::move(*times));
+    }
     std::unique_ptr<Trace> simTrace;
     if (!tracePath.empty())
       simTrace = std::make_unique<Trace>(*plan, /*keepSteps=*/true);

@@ -82,3 +82,31 @@ TEST(PartitionSearchTest, IsDeterministic) {
 }
 
 } // namespace
+
+/// The steady state rewards large stages; the byte cap counts weights
+/// only. With a large working memory per layer, the partitioner's choice
+/// still fits a device's memory plan whenever RoundPipe's does, and is no
+/// slower than RoundPipe's.
+TEST(PartitionSearchTest, ChoiceFitsTheDeviceMemory) {
+  std::vector<LayerCost> layers = model(12, 7);
+  for (LayerCost &c : layers) {
+    c.paramBytes = c.gradBytes = int64_t(1) << 27;
+    c.workBytes = int64_t(1) << 30;
+    c.actInBytes = c.actOutBytes = int64_t(1) << 24;
+  }
+  HardwareProfile hw = pcie();
+  unsigned checked = 0;
+  for (double gib : {6.0, 8.0, 12.0, 24.0}) {
+    hw.memoryGiB = gib;
+    SearchTarget t{hw, 4, 5, int64_t(1) << 40};
+    Partition rp = partitionRoundPipe(layers, t.stageBytes, t.devices);
+    if (!fitsDeviceMemory(rp, layers, t))
+      continue;
+    Partition p = partitionForStepTime(layers, t);
+    EXPECT_TRUE(fitsDeviceMemory(p, layers, t)) << gib << " GiB";
+    EXPECT_LE(estimatedStepMs(p, layers, t),
+              estimatedStepMs(rp, layers, t) + 1e-9);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0u);
+}

@@ -30,8 +30,8 @@ HardwareProfile link(double gbps) {
 }
 
 const ScheduleKind kAll[] = {ScheduleKind::roundRobin, ScheduleKind::gpipe,
-                             ScheduleKind::oneFOneB,
-                             ScheduleKind::interleaved};
+                             ScheduleKind::oneFOneB, ScheduleKind::interleaved,
+                             ScheduleKind::loopedBfs};
 
 /// The partition each schedule runs: RoundPipe-like for round-robin, the
 /// symmetric static one otherwise.
@@ -97,6 +97,36 @@ TEST(PipelineTest, StaticSchedulesBindStagesToDevices) {
   }
   EXPECT_EQ(pl->jobs[7].kind, CommandKind::tail);
   EXPECT_EQ(pl->jobs[7].device, 3u);
+}
+
+/// Looped-BFS (RoundPipe's strongest static baseline): floor(L / G) stages
+/// per device; each device runs every microbatch of its stages in turn,
+/// then the backwards from its deepest stage down.
+TEST(PipelineTest, LoopedBfsRunsStagesBreadthFirst) {
+  std::vector<LayerCost> layers = uniform(12, 1000);
+  EXPECT_EQ(staticStageCount(ScheduleKind::loopedBfs, 4, 12), 12u);
+  EXPECT_EQ(staticStageCount(ScheduleKind::loopedBfs, 4, 6), 4u);
+  std::string error;
+  Partition p = staticPartition(layers, 12);
+  auto pl = lowerSchedule(p, layers, ScheduleKind::loopedBfs, 4, 3, error);
+  ASSERT_TRUE(mlir::succeeded(pl)) << error;
+  // Device 1 holds stages 1, 5 and 9 (forward jobs 1, 5, 9; backward jobs
+  // 22 - s): F1 x3, F5 x3, F9 x3, B13 x3 (stage 9), B17 (5), B21 (1).
+  std::vector<std::pair<int, int>> order;
+  for (const Command &c : pl->schedule.commands)
+    if (c.device == 1)
+      order.push_back({c.job, c.microbatch});
+  std::vector<int> jobs;
+  for (auto [job, mb] : order)
+    if (jobs.empty() || jobs.back() != job)
+      jobs.push_back(job);
+  EXPECT_EQ(jobs, (std::vector<int>{1, 5, 9, 13, 17, 21}));
+  EXPECT_EQ(order.size(), 18u);
+  // The last stage (11, on device 3) is the fused tail, no backward job.
+  EXPECT_EQ(pl->jobs[11].kind, CommandKind::tail);
+  EXPECT_EQ(pl->jobs[11].device, 3u);
+  insertTransfers(*pl, layers, link(10));
+  EXPECT_TRUE(estimateTiming(pl->schedule));
 }
 
 TEST(PipelineTest, StaticSchedulesRefuseWhatTheyCannotRun) {

@@ -182,6 +182,7 @@ TEST(Equivalence, InterleavedAndBf16PlansTrainLikeOneDevice) {
     for (auto [c, ref] :
          {std::pair<Config, Config>{{"interleaved-1f1b", 2, 4},
                                     {"round-robin", 1, 4}},
+          {{"looped-bfs", 2, 3}, {"round-robin", 1, 3}},
           {{"round-robin", 3, 4, true}, {"round-robin", 1, 4, true}},
           {{"1f1b", 2, 3, true}, {"round-robin", 1, 3, true}}}) {
       std::string refDir = scratchDir(), dir = scratchDir();

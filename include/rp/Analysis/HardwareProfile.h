@@ -76,6 +76,11 @@ struct MeasuredProfile {
   std::vector<std::string> order;
 };
 
+/// The function attribute (a path) by which rp-partition hands its
+/// `measured` file to the passes after it and to the plan exporter, so the
+/// schedule's estimate and the plan's predicted times use the same times.
+constexpr llvm::StringLiteral kMeasuredAttr = "rp.measured";
+
 /// Loads the per-layer times `rp-run --profile` writes.
 FailureOr<MeasuredProfile> loadMeasuredProfile(llvm::StringRef path,
                                                MLIRContext *context);

@@ -1,8 +1,9 @@
 //===- PartitionSearch.h - partitions that minimize the step time -*- C++ -*-=//
 //
 // rp's partitioner: where RoundPipe minimizes the proxy max(S, G) * W, this
-// minimizes the estimated iteration time of the round-robin schedule of
-// the partition (fill, drain and transfers included; ScheduleTiming.h).
+// minimizes the estimated steady-state step time of the round-robin
+// schedule of the partition, its steps run back to back (transfers
+// included; Continuous.h).
 // It starts from RoundPipe's partition and greedy cuts under a range of
 // bottlenecks, keeps the best, then moves stage boundaries one layer at a
 // time (shift, merge, split, grow or shrink the tail) while that lowers
@@ -36,6 +37,11 @@ double estimatedStepMs(const Partition &p, llvm::ArrayRef<LayerCost> layers,
 /// Whether every stage of `p` fits the per-stage byte cap.
 bool fitsStageBytes(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                     int64_t cap);
+
+/// Whether the memory plan of `p`'s round-robin schedule fits every
+/// device's memory.
+bool fitsDeviceMemory(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+                      const SearchTarget &target);
 
 /// rp's partitioner. `bottleneckMs` and `proxyCostMs` are filled as for
 /// RoundPipe's, for comparison.

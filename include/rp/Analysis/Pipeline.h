@@ -14,9 +14,12 @@
 // - gpipe, 1f1b, interleaved-1f1b: stages bound to devices once (stage s on
 //   device s mod G; interleaved has two stages per device), forward and
 //   backward of a stage on the same device, ordered as GPipe, 1F1B and
-//   Megatron's interleaved 1F1B order them. Weights stay resident when
-//   every stage of a device fits, and are uploaded once per step and their
-//   gradients downloaded otherwise.
+//   Megatron's interleaved 1F1B order them; looped-bfs (RoundPipe's
+//   strongest static baseline): floor(L / G) stages per device (stage s
+//   on device s mod G), each device runs every microbatch of its first
+//   stage, then of its next, then the backwards in reverse stage order. Weights
+//   stay resident when every stage of a device fits, and are uploaded once per
+//   step and their gradients downloaded otherwise.
 // In every schedule the last stage is the fused tail (forward, loss and
 // backward of one microbatch in one job) and backward recomputes its
 // forward from the saved stage input.
@@ -30,13 +33,14 @@
 #include "rp/Analysis/Partition.h"
 #include "rp/Analysis/ScheduleTiming.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace mlir::rp {
 
-enum class ScheduleKind { roundRobin, gpipe, oneFOneB, interleaved };
+enum class ScheduleKind { roundRobin, gpipe, oneFOneB, interleaved, loopedBfs };
 
-/// `round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`.
+/// `round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`, `looped-bfs`.
 std::optional<ScheduleKind> parseScheduleKind(llvm::StringRef name);
 llvm::StringRef scheduleKindName(ScheduleKind kind);
 
@@ -64,8 +68,25 @@ struct Pipeline {
   /// No weight uploads or gradient downloads: every device keeps its
   /// stages' weights (static schedules whose weights fit).
   bool residentWeights = false;
+  /// Steps laid out back to back (a continuous run, Continuous.h): the
+  /// jobs are `steps` copies of one step's, step k's after step k-1's, and
+  /// every step ends in its own optimizer step.
+  unsigned steps = 1;
+  /// Continuous runs: step k's weight uploads wait for the optimizer of
+  /// step k-1 (sync) or k-2 (async: the weights are one step stale, so the
+  /// next step's jobs overlap this step's update).
+  bool syncOptimizer = false;
   Schedule schedule;
+
+  unsigned jobsPerStep() const { return jobs.size() / std::max(1u, steps); }
 };
+
+/// Working memory of one microbatch of a stage job: a forward keeps one
+/// layer's intermediates with its input and output; a backward (and the
+/// tail) keeps every recomputed layer's intermediates for the reverse
+/// sweep.
+int64_t jobWorkBytes(CommandKind kind, StageRange range,
+                     llvm::ArrayRef<LayerCost> layers);
 
 /// Stage sizes for the static schedules: `stages` contiguous stages whose
 /// forward + backward times are as even as a linear partition makes them;

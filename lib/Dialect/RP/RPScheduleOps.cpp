@@ -78,11 +78,12 @@ PartitionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       StringRef schedule, unsigned devices,
                       unsigned microbatches, StringRef hw,
                       ArrayRef<int64_t> forward, ArrayRef<int64_t> backward) {
-  if (!llvm::is_contained({"round-robin", "gpipe", "1f1b", "interleaved-1f1b"},
-                          schedule))
+  if (!llvm::is_contained(
+          {"round-robin", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"},
+          schedule))
     return emitError() << "unknown schedule '" << schedule
-                       << "'; expected round-robin, gpipe, 1f1b or "
-                          "interleaved-1f1b";
+                       << "'; expected round-robin, gpipe, 1f1b, "
+                          "interleaved-1f1b or looped-bfs";
   if (devices == 0 || microbatches == 0)
     return emitError() << "devices and microbatches must be at least 1";
   if (backward.empty())
@@ -122,11 +123,13 @@ void ScheduleOp::build(OpBuilder &builder, OperationState &state,
 }
 
 LogicalResult ScheduleOp::verify() {
-  if (!llvm::is_contained({"round-robin", "gpipe", "1f1b", "interleaved-1f1b"},
-                          getKind()))
+  if (!llvm::is_contained(
+          {"round-robin", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"},
+          getKind()))
     return emitOpError("unknown schedule '")
            << getKind()
-           << "'; expected round-robin, gpipe, 1f1b or interleaved-1f1b";
+           << "'; expected round-robin, gpipe, 1f1b, interleaved-1f1b or "
+              "looped-bfs";
   if (auto peaks = getPeakBytes();
       peaks && peaks->size() != getDevices())
     return emitOpError("has ") << peaks->size() << " peak_bytes for "

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "StagedExporter.h"
+#include "rp/timing/Measured.h"
 #include "rp/timing/Timeline.h"
 
 using namespace mlir;
@@ -46,7 +47,8 @@ static bool isFloat(pf::DType t) {
 
 bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
                                const timing::HardwareModel &hw,
-                               std::string &error) {
+                               std::string &error,
+                               const timing::MeasuredTimes *measured) {
   pf::Plan *plan = pf::GetMutablePlan(bytes.data());
   const auto *buffers = plan->buffers();
   const auto *programs = plan->programs();
@@ -85,6 +87,19 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
           ints.assign(c->ints()->begin(), c->ints()->end());
         ms += timing::callMs(hw, uint16_t(c->op()), call, ints);
       }
+    if (measured && programs->Get(p)->name()) {
+      // A fused tail runs forward and backward without recompute; its
+      // job's label says so (T2 mb0).
+      bool tail = false;
+      for (uint32_t i = 0; i < jobs->size(); ++i) {
+        const pf::Job *job = jobs->Get(i);
+        tail |= job->kind() == pf::JobKind::run && job->program() == p &&
+                job->label() && job->label()->str().rfind("T", 0) == 0;
+      }
+      if (std::optional<double> m = timing::measuredProgramMs(
+              *measured, programs->Get(p)->name()->str(), tail))
+        ms = *m;
+    }
     return programMs[p] = ms;
   };
 

@@ -39,6 +39,11 @@ struct HostSlice {
   int64_t offset, bytes;
 };
 
+/// Values keyed by their opaque pointer (as the buffer maps are).
+static Operation *valueKey(Value v) {
+  return reinterpret_cast<Operation *>(v.getAsOpaquePointer());
+}
+
 LogicalResult StagedExporter::emitCompute(unsigned index) {
   const Cmd &c = cmds[index];
   StageJob &j = jobs[c.job];
@@ -63,7 +68,12 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
         return schedule.emitOpError("stage job ")
                << c.job << " reads a value of stage job " << producer[v]
                << " before the schedule computes it";
-      lateWaits.push_back(it->second);
+      // The download that carries it, when it has run already.
+      auto by = carrier.find({valueKey(v), mb});
+      lateWaits.push_back(by != carrier.end() && by->second >= 0 &&
+                                  eventOf[by->second] >= 0
+                              ? unsigned(eventOf[by->second])
+                              : it->second);
     }
   }
   std::vector<int> &done = extraDownloads[c.device];
@@ -181,7 +191,7 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   done.push_back(-1);
   if (!j.handedOn.empty() && !hasDownload.count({unsigned(c.job), mb})) {
     Cmd out = c;
-    unsigned e = emitDownload(out, {unsigned(eventOf[index])},
+    unsigned e = emitDownload(out, -1, {unsigned(eventOf[index])},
                               "OUT+ s" + std::to_string(c.job) + " mb" +
                                   std::to_string(mb));
     done.back() = e;
@@ -189,18 +199,63 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   return success();
 }
 
-unsigned StagedExporter::emitDownload(const Cmd &c, ArrayRef<unsigned> waits,
+void StagedExporter::assignCarriers(unsigned job, unsigned mb) {
+  const StageJob &j = jobs[job];
+  const std::vector<unsigned> &downs = downloadsOf[{job, mb}];
+  for (Value r : j.handedOn) {
+    // By default the first download carries it (every later one on the
+    // queue finishes after it).
+    int chosen = downs.empty() ? -1 : int(downs.front());
+    // A forward's output goes down alone: a value goes with the first
+    // download, in queue order, that one of its consumers waits for, so
+    // the next stage's input does not wait behind saved inputs. Values
+    // read elsewhere than by other jobs' layers, or by a job no download
+    // is listed for, stay on the first.
+    if (j.role == LayerRole::forward) {
+      std::set<int> needed;
+      bool anywhere = false;
+      for (Operation *user : r.getUsers()) {
+        auto it = layerJob.find(user);
+        if (!isa<LayerOp>(user) || it == layerJob.end()) {
+          anywhere = true;
+          continue;
+        }
+        if (it->second != job)
+          needed.insert(int(jobs[it->second].begin));
+      }
+      std::set<int> listed;
+      for (unsigned d : downs)
+        listed.insert(cmds[d].boundary);
+      bool covered =
+          llvm::all_of(needed, [&](int b) { return listed.count(b); });
+      if (!anywhere && covered && !needed.empty())
+        for (unsigned d : downs)
+          if (needed.count(cmds[d].boundary)) {
+            chosen = int(d);
+            break;
+          }
+    }
+    carrier[{valueKey(r), mb}] = chosen;
+  }
+}
+
+unsigned StagedExporter::emitDownload(const Cmd &c, int index,
+                                      ArrayRef<unsigned> waits,
                                       const std::string &text) {
   const StageJob &j = jobs[c.job];
   unsigned mb = c.mb;
   std::vector<fb::Offset<pf::Copy>> copies;
   auto [it, fresh] = firstDownload.try_emplace({unsigned(c.job), mb}, 0);
   if (fresh)
-    for (Value r : j.handedOn) {
-      uint32_t h = hostRows(r);
-      int64_t row = rowBytes(r, h);
-      copies.push_back(copy(outputBuffer(r, c.job, mb), 0, h, row * mb, row));
-    }
+    assignCarriers(c.job, mb);
+  for (Value r : j.handedOn) {
+    int by = carrier.at({valueKey(r), mb});
+    if (index >= 0 ? by != index : !fresh)
+      continue;
+    uint32_t h = hostRows(r);
+    int64_t row = rowBytes(r, h);
+    copies.push_back(copy(outputBuffer(r, c.job, mb), 0, h, row * mb, row));
+  }
   unsigned e = addJob(c, pf::Queue::d2h, std::nullopt, copies, waits, text);
   if (fresh)
     it->second = e;
@@ -310,9 +365,11 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
       for (Value v : j.outside)
         if (!directSource(i, v))
           toUpload[{unsigned(i), mb}].insert(v);
-  for (const Cmd &c : cmds)
-    if (c.kind == Kind::activationOut || c.kind == Kind::gradientOut)
+  for (auto [i, c] : llvm::enumerate(cmds))
+    if (c.kind == Kind::activationOut || c.kind == Kind::gradientOut) {
       hasDownload.insert({unsigned(c.job), unsigned(c.mb)});
+      downloadsOf[{unsigned(c.job), unsigned(c.mb)}].push_back(i);
+    }
 
   w.device = -1;
   int prologueIndex = -1, epilogueIndex = -1;
@@ -344,7 +401,7 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
       break;
     case Kind::activationOut:
     case Kind::gradientOut: {
-      eventOf[i] = emitDownload(c, waitsOf(c), label(c));
+      eventOf[i] = emitDownload(c, int(i), waitsOf(c), label(c));
       break;
     }
     case Kind::weightGrads:
@@ -400,7 +457,15 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
       ::rp::timing::loadHardwareModel(hw.str().str(), error);
   if (!model)
     return schedule.emitOpError() << error;
-  if (!predictJobTimes(bytes, *model, error))
+  // Measured per-layer times (rp-compile --measured) time the programs of
+  // the layers they name, as the partitioner saw them.
+  std::optional<::rp::timing::MeasuredTimes> measured;
+  if (auto path = main->getAttrOfType<StringAttr>(kMeasuredAttr)) {
+    measured = ::rp::timing::loadMeasuredTimes(path.str(), error);
+    if (!measured)
+      return schedule.emitOpError() << error;
+  }
+  if (!predictJobTimes(bytes, *model, error, measured ? &*measured : nullptr))
     return schedule.emitOpError() << error;
   return success();
 }

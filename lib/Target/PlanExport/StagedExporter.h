@@ -12,6 +12,7 @@
 #include "PlanWriter.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/timing/Hardware.h"
+#include "rp/timing/Measured.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -26,8 +27,12 @@ namespace mlir::rp {
 /// copy job's bytes timed on `hw` by rp/timing (as the sim device times
 /// them), laid out by the timing core. False, with `error`, when the jobs
 /// cannot all run (a wait no job records, a cycle).
+/// With `measured`, a program of layers the file times takes their
+/// measured time instead (rp/timing/Measured.h, as the sim device's
+/// --measured does).
 bool predictJobTimes(std::vector<uint8_t> &bytes,
-                     const ::rp::timing::HardwareModel &hw, std::string &error);
+                     const ::rp::timing::HardwareModel &hw, std::string &error,
+                     const ::rp::timing::MeasuredTimes *measured = nullptr);
 
 class StagedExporter {
 public:
@@ -44,6 +49,8 @@ private:
     Kind kind;
     int job = -1, mb = -1;
     unsigned device = 0, chunk = 0;
+    /// Activation and gradient copies: the layer whose input they carry.
+    int boundary = -1;
     SmallVector<unsigned> waits;
     double ms = 0; ///< the schedule's estimate
   };
@@ -71,8 +78,12 @@ private:
   LogicalResult emitCompute(unsigned index);
   void emitWeights(unsigned index);
   void emitInputs(unsigned index);
-  unsigned emitDownload(const Cmd &c, ArrayRef<unsigned> waits,
+  /// `index`: the schedule's download command, or -1 for one the schedule
+  /// does not list (it carries every value not downloaded yet).
+  unsigned emitDownload(const Cmd &c, int index, ArrayRef<unsigned> waits,
                         const std::string &text);
+  /// Which of the (job, mb) downloads carries each value it hands on.
+  void assignCarriers(unsigned job, unsigned mb);
   void emitWeightGrads(unsigned index);
   /// Appends a job; returns the event it records.
   unsigned addJob(const Cmd &c, pf::Queue queue, std::optional<uint32_t> program,
@@ -140,6 +151,10 @@ private:
   llvm::MapVector<Value, uint32_t> gradHost;
   llvm::DenseMap<Operation *, unsigned> layerIndex;
   std::set<std::pair<unsigned, unsigned>> hasDownload;
+  /// Per (stage job, microbatch): its download commands in queue order;
+  /// per (value, microbatch): the command that carries it.
+  std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> downloadsOf;
+  std::map<std::pair<Operation *, unsigned>, int> carrier;
   std::vector<std::vector<unsigned>> computeEvents;
 };
 

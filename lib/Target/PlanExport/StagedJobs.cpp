@@ -104,6 +104,7 @@ LogicalResult StagedExporter::readCommands() {
       c.mb = copy.getMb() ? int(*copy.getMb()) : -1;
       c.device = copy.getDevice();
       c.chunk = copy.getChunk();
+      c.boundary = copy.getBoundary() ? int(*copy.getBoundary()) : -1;
       c.ms = copy.getMs().convertToDouble();
       if (c.device >= devices || c.job < 0 || c.mb >= int(microbatches))
         return copy.emitOpError("has a job, microbatch or device out of "

@@ -307,6 +307,17 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
   double ms = 0;
   for (const KernelCallDesc &call : plan.programs[program].calls)
     ms += sim::callTimeMs(hw, plan, call);
+  if (measured) {
+    // A fused tail runs forward and backward without recompute; its job's
+    // label says so (T2 mb0), its program's name does not always.
+    bool tail = false;
+    for (const JobDesc &j : plan.jobs)
+      tail |= j.kind == JobKind::run && j.program == program &&
+              !j.label.empty() && j.label[0] == 'T';
+    if (std::optional<double> m = timing::measuredProgramMs(
+            *measured, plan.programs[program].name, tail))
+      ms = *m;
+  }
   std::lock_guard<std::mutex> lock(mutex);
   programCache[{&plan, program}] = ms;
   return ms;

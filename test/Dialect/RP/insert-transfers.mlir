@@ -22,11 +22,12 @@
 // Job 4 on device 0 holds a third weight set: its upload waits for job 0,
 // two turns back, to finish.
 // RR: rp.copy h2d weights job 4 device 0 bytes 256 after(%[[F0M2]])
-// The tail's activation gradient goes down and up to job 3, with job 3's
-// saved input (boundary 1) from job 0's download.
+// Job 3's saved input (boundary 1, from job 0's download) goes up ahead
+// of its activation gradient, which the tail downloads: the recompute's
+// input never queues behind the gradient.
+// RR: rp.copy h2d activation job 3 mb 0 device 1 bytes 64 boundary 1 after(%[[OUT]],
 // RR: rp.copy d2h gradient job 2 mb 0 device 0 bytes 64 boundary 2
 // RR: rp.copy h2d gradient job 3 mb 0 device 1 bytes 64 boundary 2
-// RR: rp.copy h2d activation job 3 mb 0 device 1 bytes 64 boundary 1 after(%[[OUT]],
 // Weight gradients go down once per job, after its last microbatch, and
 // the optimizer waits for all of them.
 // RR: %[[G2:.*]] = rp.copy d2h weight_grads job 2 device 0 bytes 512
@@ -39,7 +40,7 @@
 // RESIDENT: rp.schedule @main "1f1b" devices = 2 microbatches = 2 hw = "rtx4090" resident
 // RESIDENT-NOT: weights
 // RESIDENT: %[[F:.*]] = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
-// RESIDENT: rp.compute backward job 2 layers 0 to 2 mb 0 device 0 weights 0 after(%{{.*}}, %[[F]], %{{.*}})
+// RESIDENT: rp.compute backward job 2 layers 0 to 2 mb 0 device 0 weights 0 after(%[[F]], %{{.*}})
 // RESIDENT-NOT: weight_grads
 // RESIDENT: rp.optimizer_step
 

@@ -2,6 +2,7 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=gpipe microbatches=3" --rp-lower-schedule | FileCheck %s --check-prefix=GPIPE
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b microbatches=3" --rp-lower-schedule | FileCheck %s --check-prefix=ONEF
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=interleaved-1f1b microbatches=3" --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=looped-bfs microbatches=2" --rp-lower-schedule | FileCheck %s --check-prefix=LOOPED
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b stages=fwd:2;bwd:2,1,1" --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=ASYMMETRIC
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=NOPARTITION
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=TWICE
@@ -37,3 +38,17 @@
 // TWICE: error: already has an rp.schedule
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=gpipe stages=fwd:1,1;bwd:2,1,1" --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=TOOMANY
 // TOOMANY: error: gpipe runs one stage per device: 3 stages do not fit 2 devices
+
+// Looped-BFS: four one-layer stages, two per device (stage s on device
+// s mod 2, the last the fused tail); each device runs every microbatch of
+// its first stage, then of its second, then the backwards deepest first.
+// LOOPED: rp.schedule @main "looped-bfs" devices = 2 microbatches = 2
+// LOOPED: rp.compute forward job 0 layers 0 to 1 mb 0 device 0
+// LOOPED: rp.compute forward job 0 layers 0 to 1 mb 1 device 0
+// LOOPED: rp.compute forward job 2 layers 2 to 3 mb 0 device 0
+// LOOPED: rp.compute forward job 2 layers 2 to 3 mb 1 device 0
+// LOOPED: rp.compute tail job 3 layers 3 to 4 mb 0 device 1
+// LOOPED: rp.compute backward job 4 layers 2 to 3 mb 0 device 0 weights 2
+// LOOPED: rp.compute backward job 4 layers 2 to 3 mb 1 device 0
+// LOOPED: rp.compute backward job 6 layers 0 to 1 mb 0 device 0 weights 0
+// LOOPED: rp.compute backward job 6 layers 0 to 1 mb 1 device 0

@@ -23,7 +23,7 @@
 // STATIC: #rp.partition<schedule = "1f1b", devices = 2, microbatches = 4, hw = "host", forward = [2], backward = [2, 2]>
 // INTERLEAVED: #rp.partition<schedule = "interleaved-1f1b", devices = 2, microbatches = 4, hw = "host", forward = [1, 1, 1], backward = [1, 1, 1, 1]>
 
-// BAD: error: rp-partition needs schedule round-robin, gpipe, 1f1b or interleaved-1f1b
+// BAD: error: rp-partition needs schedule round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs
 // MIXED: error: partitioner=roundpipe cuts round-robin stages; gpipe uses balanced static stages
 // COVER: error: stages 'fwd:1;bwd:1,1,1,1' do not cover the 4 layers
 // CAP: error: forward stage of layers 0-1 ('l0' to 'l1') needs 512 bytes of weights, over the per-stage cap of 300 bytes; split the stage or raise weight-budget

@@ -18,7 +18,11 @@ for g in (1, 2, 3, 4):
             configs.append((s, g, m, ""))
 configs = configs[::2]
 configs += [("round-robin", 4, 5, "layer bf16"), ("1f1b", 3, 6, ""),
-            ("gpipe", 2, 5, ""), ("interleaved-1f1b", 2, 4, "")]
+            ("gpipe", 2, 5, ""), ("interleaved-1f1b", 2, 4, ""),
+            ("looped-bfs", 2, 3, ""),
+            # Forward outputs and saved inputs in separate downloads.
+            ("round-robin", 2, 3, "stages=fwd:2,1;bwd:1,1,1,1"),
+            ("round-robin", 2, 3, "layer stages=fwd:2,1;bwd:1,1,1,1")]
 configs = list(dict.fromkeys(configs))
 failed = 0
 for s, g, m, extra in configs:
@@ -30,6 +34,8 @@ for s, g, m, extra in configs:
         args += ["--recompute", "layer"]
     if "bf16" in extra:
         args += ["--dtype", "bf16"]
+    if "stages=" in extra:
+        args += ["--stages", extra.split("stages=")[1].split()[0]]
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode:
         print("%s: compile failed: %s" % (name, r.stderr.strip()))

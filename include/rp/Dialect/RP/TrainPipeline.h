@@ -31,7 +31,8 @@ struct TrainPipelineOptions
                          llvm::cl::init("host")};
   Option<std::string> schedule{
       *this, "schedule",
-      llvm::cl::desc("round-robin, gpipe, 1f1b or interleaved-1f1b"),
+      llvm::cl::desc(
+          "round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs"),
       llvm::cl::init("round-robin")};
   Option<std::string> partitioner{*this, "partitioner",
                                   llvm::cl::desc("rp or roundpipe"),

@@ -8,6 +8,7 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "ScheduleIR.h"
+#include "rp/Analysis/Continuous.h"
 
 namespace mlir::rp {
 #define GEN_PASS_DEF_INSERTTRANSFERSPASS
@@ -55,6 +56,7 @@ struct InsertTransfersPass
       return signalPassFailure();
     }
     pl->residentWeights = fitsResident(*pl, *in);
+    Pipeline computeOnly = *pl;
     insertTransfers(*pl, in->costs, in->hw);
     // Listed by estimated start, so the IR reads as the step runs.
     std::string stuck;
@@ -67,8 +69,17 @@ struct InsertTransfersPass
     }
     pl->schedule = std::move(*issued);
     writeSchedule(*op, *pl);
-    if (std::optional<Timing> t = estimateTiming(pl->schedule)) {
-      Builder b(&getContext());
+    // Round-robin runs its steps back to back (the job counter carries
+    // on), so its step is the steady state of a continuous run; the static
+    // schedules' is one step, fill and drain included.
+    Builder b(&getContext());
+    if (pl->kind == ScheduleKind::roundRobin) {
+      if (std::optional<SteadyState> s =
+              steadyState(computeOnly, in->costs, in->hw)) {
+        op->setStepMsAttr(b.getF64FloatAttr(s->stepMs));
+        op->setBubbleAttr(b.getF64FloatAttr(s->bubble()));
+      }
+    } else if (std::optional<Timing> t = estimateTiming(pl->schedule)) {
       op->setStepMsAttr(b.getF64FloatAttr(t->iterationMs));
       op->setBubbleAttr(b.getF64FloatAttr(t->bubbleFraction()));
     }

@@ -8,6 +8,8 @@
 
 #include "ScheduleIR.h"
 
+#include "llvm/Support/FileSystem.h"
+
 namespace mlir::rp {
 #define GEN_PASS_DEF_PARTITIONPASS
 #include "rp/Dialect/RP/RPPasses.h.inc"
@@ -28,8 +30,9 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
         stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe" &&
          partitioner != "exhaustive")) {
       module.emitError()
-          << "rp-partition needs schedule round-robin, gpipe, 1f1b or "
-             "interleaved-1f1b, devices >= 1, 0 < weight-budget <= 1, "
+          << "rp-partition needs schedule round-robin, gpipe, 1f1b, "
+             "interleaved-1f1b or looped-bfs, devices >= 1, 0 < weight-budget "
+             "<= 1, "
              "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }
@@ -70,6 +73,14 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
     (*func)->setAttr("rp.partition",
                      PartitionAttr::get(&getContext(), schedule, devices,
                                         request.microbatches, hw, fwd, bwd));
+    // The passes after this one (the schedule, its transfers and memory,
+    // the plan's predicted times) cost the layers the same way.
+    if (!measured.empty()) {
+      SmallString<256> path(measured);
+      (void)llvm::sys::fs::make_absolute(path);
+      (*func)->setAttr(kMeasuredAttr, StringAttr::get(&getContext(), path));
+    } else
+      (*func)->removeAttr(kMeasuredAttr);
   }
 };
 

@@ -8,6 +8,7 @@
 
 #include "ScheduleIR.h"
 
+#include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/Partition.h"
 #include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/Pipeline.h"
@@ -90,24 +91,36 @@ struct PrintPartitionPass
       printStages(os, "tail", p->tail);
       printStages(os, "backward", p->backward);
       unsigned m = numMicrobatches();
-      std::string stuck;
+      std::string stuck, error;
       std::optional<Timing> timing = estimateTiming(
           roundRobinSchedule(*p, *costs, inputs->hw, devices, m), &stuck);
-      if (!timing) {
+      FailureOr<Pipeline> pl = lowerSchedule(
+          *p, *costs, ScheduleKind::roundRobin, devices, m, error);
+      std::optional<SteadyState> steady;
+      if (timing && succeeded(pl))
+        steady = steadyState(*pl, *costs, inputs->hw, /*syncOptimizer=*/false,
+                             kSteadySteps, &stuck);
+      if (!steady) {
         mlir::emitError(func.getLoc())
             << "the round-robin schedule of this partition deadlocks at '"
             << stuck << "'; this is a bug in rp, please report it";
         return signalPassFailure();
       }
+      // step_ms is the steady state of a continuous run; one_step_ms a
+      // step run alone (fill and drain included), as a single-iteration
+      // simulator times it.
       os << "timing schedule=round-robin microbatches=" << m
-         << llvm::format(" step_ms=%.6g bubble_pct=%.4g\n", timing->iterationMs,
-                         100 * timing->bubbleFraction());
+         << llvm::format(" step_ms=%.6g bubble_pct=%.4g", steady->stepMs,
+                         100 * steady->bubble())
+         << llvm::format(" one_step_ms=%.6g one_step_bubble_pct=%.4g",
+                         timing->iterationMs, 100 * timing->bubbleFraction())
+         << llvm::format(" busy_ratio=%.4g\n", steady->busyRatio());
       if (stages.empty() && partitioner == "rp") {
         SearchTarget target{inputs->hw, devices, m, cap};
         double theirs = estimatedStepMs(
             partitionRoundPipe(*costs, cap, devices), *costs, target);
         os << llvm::format("versus roundpipe step_ms=%.6g ratio=%.4f\n", theirs,
-                           timing->iterationMs / theirs);
+                           steady->stepMs / theirs);
       }
     }
     os.flush();

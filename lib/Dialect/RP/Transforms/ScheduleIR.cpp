@@ -99,8 +99,12 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
   if (!in.attr)
     return func->emitError("has no rp.partition attribute; run "
                            "rp-partition first");
+  std::string measuredPath = measured.str();
+  if (measuredPath.empty())
+    if (auto recorded = (*func)->getAttrOfType<StringAttr>(kMeasuredAttr))
+      measuredPath = recorded.str();
   FailureOr<CostInputs> cost =
-      loadCostInputs(in.attr.getHw(), measured, module.getContext());
+      loadCostInputs(in.attr.getHw(), measuredPath, module.getContext());
   if (failed(cost))
     return failure();
   in.hw = cost->hw;

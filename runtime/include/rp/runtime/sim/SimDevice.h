@@ -27,9 +27,12 @@
 #include "rp/timing/Hardware.h"
 #include "rp/timing/Timeline.h"
 
+#include "rp/timing/Measured.h"
+
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 namespace rp::runtime::sim {
 
@@ -77,8 +80,13 @@ public:
   /// The timing core's graph of `commands` (takeStep's).
   timing::Graph graphOf(const std::vector<SimCommand> &commands) const;
 
-  /// The time of program `program` of `plan`: the sum of its calls'.
+  /// The time of program `program` of `plan`: the sum of its calls', or,
+  /// with measured times set, the measured time of the layers it computes
+  /// (rp/timing/Measured.h; programs the file does not time keep the
+  /// model's).
   double programMs(const Plan &plan, uint32_t program);
+  /// Per-layer measured times that replace the model's (rp-run --measured).
+  void setMeasured(timing::MeasuredTimes times) { measured = std::move(times); }
 
 private:
   friend class SimQueue;
@@ -94,6 +102,7 @@ private:
   uintptr_t nextAddress = 0x10000;
   std::vector<SimCommand> commands;
   std::map<std::pair<const Plan *, uint32_t>, double> programCache;
+  std::optional<timing::MeasuredTimes> measured;
 };
 
 } // namespace rp::runtime::sim

@@ -1,0 +1,76 @@
+//===- Continuous.h - the steady state of steps run back to back -*- C++ -*-=//
+//
+// A training run is many steps, and rp's executor runs them without a
+// barrier (issue 16): the round-robin job counter carries across steps, so
+// job n of step k runs on device (n + k * S) mod G for S stage jobs a step,
+// and a device starts step k+1's jobs as soon as it is free and their
+// inputs and weights are ready. The pipeline's fill and drain are then paid
+// once per run, not once per step: step k+1's first forwards run on the
+// devices step k's drain frees. The time a user should believe is the
+// steady state: the period between steps once the run is under way.
+//
+// steadyState lays out several steps of a lowered (compute-only) pipeline
+// back to back, inserts their transfers (the two-weight-sets rule and the
+// input buffers carry across steps; every step ends in its own optimizer
+// step, and step k's weight uploads wait for the weights it reads: the
+// optimizer of step k-2 in async mode, k-1 in sync mode; and step k's
+// first compute waits for step k-1's last tail compute, where the trainer
+// has the step's losses), times the whole
+// run with the schedule timing (ScheduleTiming.h), and reads the period
+// off the last steps (at least 3 are laid out). Static schedules keep their
+// devices (no rotation); their steps overlap only as far as queue order and
+// data allow.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_ANALYSIS_CONTINUOUS_H
+#define RP_ANALYSIS_CONTINUOUS_H
+
+#include "rp/Analysis/Pipeline.h"
+
+namespace mlir::rp {
+
+/// Steps a steady-state estimate lays out: three to settle in (the first
+/// two wait for no optimizer), the last two measured.
+constexpr unsigned kSteadySteps = 5;
+
+struct SteadyState {
+  /// The period between two steps once the run is under way: the
+  /// predicted step time.
+  double stepMs = 0;
+  /// The first step alone, from the run's start to its last compute's end
+  /// (the fill included).
+  double firstStepMs = 0;
+  /// The whole laid-out run, its last drain included.
+  double runMs = 0;
+  /// One step's compute, summed over devices.
+  double busyMs = 0;
+  /// Per device, its compute per step averaged over a whole rotation
+  /// (G / gcd(S, G) steps for round-robin, after which every job is back
+  /// on its step-0 device): the rotation spreads a step's jobs over the
+  /// devices unless S is a multiple of G.
+  std::vector<double> deviceBusyMs;
+  unsigned steps = 0;
+
+  /// 1 - busyMs / (devices x stepMs): the idle share of the GPUs in the
+  /// steady state (switch and intra bubbles; no fill, no drain).
+  double bubble() const;
+  /// The most and least busy devices' ratio over a rotation (1: even).
+  double busyRatio() const;
+};
+
+/// `steps` copies of the one-step compute schedule of `pipeline` (as
+/// lowerSchedule gives it), on rotated devices for round-robin.
+Pipeline continuousPipeline(const Pipeline &pipeline, unsigned steps);
+
+/// The steady state of `pipeline` (compute only, as lowerSchedule gives
+/// it) run continuously, with transfers; std::nullopt when the run
+/// deadlocks (a bug), with the stuck command's label in `stuck`.
+std::optional<SteadyState>
+steadyState(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
+            const HardwareProfile &hw, bool syncOptimizer = false,
+            unsigned steps = kSteadySteps, std::string *stuck = nullptr);
+
+} // namespace mlir::rp
+
+#endif // RP_ANALYSIS_CONTINUOUS_H

@@ -1,0 +1,58 @@
+//===- Measured.h - measured per-layer times applied to programs -*- C++ -*-=//
+//
+// A measured profile (docs/hardware-profiles.md, "Measured profiles": the
+// per-layer times rp-run --profile writes, or any file of that form) times
+// a staged plan's programs by the layers they compute, in place of the
+// kernel-cost model, so that measured times reach the sim device (rp-run
+// --backend sim --measured FILE) as they reach the partitioner. Programs
+// are named after their layers by the staged export (runtime/lib/exec/
+// Profile.cpp): "L" or "L slotN" a forward, "A..B" a fused tail (or a
+// forward of several layers), "L.backward" or "A..B.backward" a backward
+// with its recompute. A program's time is the sum over its layers of the
+// times the compiler charges the same job (lib/Analysis/Pipeline.cpp):
+// recompute_ms for a forward, forward_ms + backward_ms for the tail,
+// recompute_ms + backward_ms for a backward; recompute_ms defaults to
+// forward_ms. A program with a layer the file does not time (or that is
+// not named after layers) keeps the model's time.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_TIMING_MEASURED_H
+#define RP_TIMING_MEASURED_H
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rp::timing {
+
+struct MeasuredLayerTimes {
+  /// -1: not in the file.
+  double forwardMs = -1, recomputeMs = -1, backwardMs = -1;
+};
+
+struct MeasuredTimes {
+  /// The profile the times were taken on, when the file says.
+  std::string hw;
+  /// Layer names in the file's order (the graph's, for spans "A..B").
+  std::vector<std::string> order;
+  std::map<std::string, MeasuredLayerTimes> layers;
+};
+
+/// Parses `text` (a measured profile's JSON); std::nullopt with `error`
+/// saying what is wrong and where.
+std::optional<MeasuredTimes> parseMeasuredTimes(const std::string &text,
+                                                const std::string &source,
+                                                std::string &error);
+std::optional<MeasuredTimes> loadMeasuredTimes(const std::string &path,
+                                               std::string &error);
+
+/// The measured time of one run of the program named `program`; `tail`
+/// when a fused tail job runs it. std::nullopt: keep the model's time.
+std::optional<double> measuredProgramMs(const MeasuredTimes &times,
+                                        const std::string &program, bool tail);
+
+} // namespace rp::timing
+
+#endif // RP_TIMING_MEASURED_H

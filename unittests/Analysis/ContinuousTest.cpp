@@ -1,0 +1,159 @@
+//===- ContinuousTest.cpp - steps run back to back, in the steady state ---===//
+
+#include "rp/Analysis/Continuous.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+using namespace mlir::rp;
+
+namespace {
+
+std::vector<LayerCost> uniform(unsigned n, double f = 1, double b = 2) {
+  std::vector<LayerCost> layers(n);
+  for (LayerCost &c : layers) {
+    c.forwardMs = c.recomputeMs = f;
+    c.backwardMs = b;
+    c.paramBytes = c.gradBytes = 1000;
+    c.actInBytes = c.actOutBytes = 1000;
+    c.trainableElements = 250;
+  }
+  return layers;
+}
+
+/// Transfers that take no time, and an optimizer of `optimizerMs`.
+HardwareProfile freeLinks(double optimizerMs = 0) {
+  HardwareProfile hw;
+  hw.h2dGBps = hw.d2hGBps = 1e12;
+  // 28 bytes per trainable parameter streamed at optimizer_gbps.
+  if (optimizerMs > 0)
+    hw.optimizerGBps = 8 * 250 * 28 / (optimizerMs * 1e6);
+  return hw;
+}
+
+Pipeline roundRobin(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+                    unsigned g, unsigned m) {
+  std::string error;
+  auto pl = lowerSchedule(p, layers, ScheduleKind::roundRobin, g, m, error);
+  EXPECT_TRUE(mlir::succeeded(pl)) << error;
+  return *pl;
+}
+
+} // namespace
+
+/// The job counter carries across steps: job n of step k runs on device
+/// (n + k * S) mod G, and every step has its own weight sets.
+TEST(ContinuousTest, StepsRotateTheDevices) {
+  std::vector<LayerCost> layers = uniform(8);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8); // S = 6
+  Pipeline one = roundRobin(p, layers, 4, 3);
+  Pipeline run = continuousPipeline(one, 3);
+  ASSERT_EQ(run.jobs.size(), 18u);
+  EXPECT_EQ(run.jobsPerStep(), 6u);
+  for (unsigned k = 0; k < 3; ++k)
+    for (unsigned n = 0; n < 6; ++n) {
+      EXPECT_EQ(run.jobs[k * 6 + n].device, (n + k * 6) % 4);
+      EXPECT_EQ(run.jobs[k * 6 + n].range.begin, one.jobs[n].range.begin);
+    }
+  EXPECT_NE(run.jobs[6].weightSet, run.jobs[0].weightSet);
+  EXPECT_EQ(run.schedule.commands.size(), 3 * one.schedule.commands.size());
+}
+
+/// With free transfers and no optimizer, the steady state has no fill and
+/// no drain: its step is shorter than one step alone, and no shorter than
+/// the work spread evenly over the devices.
+TEST(ContinuousTest, SteadyStepDropsFillAndDrain) {
+  std::vector<LayerCost> layers = uniform(8);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  for (unsigned g : {2u, 4u})
+    for (unsigned m : {3u, 5u, 8u}) {
+      Pipeline one = roundRobin(p, layers, g, m);
+      Pipeline alone = one;
+      insertTransfers(alone, layers, freeLinks());
+      std::optional<Timing> t = estimateTiming(alone.schedule);
+      ASSERT_TRUE(t);
+      std::optional<SteadyState> s = steadyState(one, layers, freeLinks());
+      ASSERT_TRUE(s);
+      double work = 0;
+      for (double b : t->computeBusyMs)
+        work += b;
+      EXPECT_NEAR(s->busyMs, work, 1e-9);
+      EXPECT_GE(s->stepMs, work / g - 1e-9) << "G=" << g << " M=" << m;
+      EXPECT_LT(s->stepMs, t->iterationMs) << "G=" << g << " M=" << m;
+      EXPECT_LT(s->bubble(), t->bubbleFraction());
+      EXPECT_NEAR(s->firstStepMs, t->iterationMs, 1e-9);
+      EXPECT_GT(s->runMs, (s->steps - 1) * s->stepMs);
+    }
+}
+
+/// A step's weights wait for the optimizer of two steps back (async) or of
+/// the step before (sync): an optimizer slower than the pipeline sets the
+/// async period alone, and adds to the pipeline in sync mode.
+TEST(ContinuousTest, OptimizerGatesTheWeights) {
+  std::vector<LayerCost> layers = uniform(8);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  Pipeline one = roundRobin(p, layers, 4, 5);
+  std::optional<SteadyState> fast = steadyState(one, layers, freeLinks());
+  ASSERT_TRUE(fast);
+  double opt = 3 * fast->stepMs;
+  std::optional<SteadyState> async = steadyState(one, layers, freeLinks(opt));
+  std::optional<SteadyState> sync =
+      steadyState(one, layers, freeLinks(opt), /*syncOptimizer=*/true);
+  ASSERT_TRUE(async && sync);
+  EXPECT_NEAR(async->stepMs, opt, 1e-6 * opt);
+  EXPECT_GT(sync->stepMs, opt + 0.5 * fast->stepMs);
+}
+
+/// When the job count is not a multiple of the device count one step
+/// loads the devices unevenly; the rotation evens it out over the run.
+TEST(ContinuousTest, RotationBalancesTheDevices) {
+  std::vector<LayerCost> layers = uniform(4);
+  Partition p = partitionFromSizes({3}, 1, {3}, 4); // S = 3 jobs, G = 2
+  Pipeline one = roundRobin(p, layers, 2, 4);
+  Pipeline alone = one;
+  insertTransfers(alone, layers, freeLinks());
+  std::optional<Timing> t = estimateTiming(alone.schedule);
+  ASSERT_TRUE(t);
+  double lo = std::min(t->computeBusyMs[0], t->computeBusyMs[1]);
+  double hi = std::max(t->computeBusyMs[0], t->computeBusyMs[1]);
+  EXPECT_GT(hi / lo, 1.5); // forward + backward on one, the tail on the other
+  std::optional<SteadyState> s = steadyState(one, layers, freeLinks());
+  ASSERT_TRUE(s);
+  EXPECT_NEAR(s->busyRatio(), 1.0, 1e-9);
+  // S = 4 jobs on 2 devices: every step lands the same way, and the
+  // imbalance stays (forward 2 + tail 3 ms against forward 1 + backward 9
+  // ms per microbatch).
+  Partition even = partitionFromSizes({2, 1}, 1, {3}, 4);
+  std::optional<SteadyState> stuck =
+      steadyState(roundRobin(even, layers, 2, 4), layers, freeLinks());
+  ASSERT_TRUE(stuck);
+  EXPECT_NEAR(stuck->busyRatio(), 2.0, 1e-9);
+}
+
+/// A backward job's saved input is uploaded ahead of its activation
+/// gradient, so the recompute's input is never queued behind the gradient.
+TEST(ContinuousTest, SavedInputGoesAheadOfTheGradient) {
+  std::vector<LayerCost> layers = uniform(8);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  Pipeline pl = roundRobin(p, layers, 4, 2);
+  HardwareProfile hw;
+  hw.h2dGBps = hw.d2hGBps = 1;
+  insertTransfers(pl, layers, hw);
+  unsigned checked = 0;
+  // Per backward job and microbatch, the positions of its two uploads.
+  std::map<std::pair<int, int>, std::pair<int, int>> at;
+  for (auto [i, c] : llvm::enumerate(pl.schedule.commands)) {
+    if (c.kind == CommandKind::h2dActivation)
+      at[{c.job, c.microbatch}].first = int(i);
+    if (c.kind == CommandKind::h2dGradient)
+      at[{c.job, c.microbatch}].second = int(i);
+  }
+  for (auto [key, pos] : at)
+    if (pl.jobs[key.first].kind == CommandKind::backward && pos.second > 0 &&
+        pl.jobs[key.first].range.begin > 0) {
+      EXPECT_LT(pos.first, pos.second) << "job " << key.first;
+      ++checked;
+    }
+  EXPECT_GT(checked, 0u);
+}

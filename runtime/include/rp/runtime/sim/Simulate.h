@@ -11,11 +11,13 @@
 // step k+1, before step k+2). Prologue and epilogue stream their kernels'
 // bytes at the same host rate.
 //
-// The figures are those of the last step, the steady state, over its
-// period (the time from its start to the next step's): tokens/s, per
-// device busy time, and the idle time split as RoundPipe's simulator
-// splits it (reference/roundpipe.md §6): fill (before a device's first
-// compute of the step), drain (after its last), switch (between computes
+// Continuously (the default, as the trainer runs staged plans: runtime/
+// README.md) or behind a barrier per step (stepBarrier), see Continuous.h
+// and docs/sim.md. Behind barriers the figures are those of the last step, the
+// steady state, over its period (the time from its start to the next step's):
+// tokens/s, per device busy time, and the idle time split as RoundPipe's
+// simulator splits it (reference/roundpipe.md §6): fill (before a device's
+// first compute of the step), drain (after its last), switch (between computes
 // of different stage jobs) and intra-stage (between computes of one stage
 // job), each as a share of period x devices; exposed communication is the
 // idle time during which one of the device's copies is in flight, a part
@@ -40,12 +42,22 @@ struct SimulateOptions {
   /// the steady state of the async optimizer.
   unsigned steps = 3;
   bool sync = false;
+  /// Lay each pass out behind a barrier (the executor's order before
+  /// continuous execution, rp-run --step-barrier), to compare; needs
+  /// accumulate == 1.
+  bool stepBarrier = false;
+  /// Passes of the plan's microbatches per optimizer step (--accumulate).
+  unsigned accumulate = 1;
   /// Where to record every step's jobs and host spans in virtual time
   /// (ns), if anywhere.
   Trace *trace = nullptr;
 };
 
 struct DeviceTime {
+  /// busyMs: the plan device's compute in one pass (what the compiler
+  /// predicts). The split: over the steady step (barrier layout) or over the
+  /// whole run (continuous), whose compute time is runBusyMs.
+  double runBusyMs = 0;
   double busyMs = 0, fillMs = 0, switchMs = 0, drainMs = 0, intraMs = 0;
   double exposedCommMs = 0;
 };
@@ -61,6 +73,13 @@ struct SimReport {
   /// Shares of stepMs x devices, in percent.
   double bubblePct = 0, fillPct = 0, switchPct = 0, drainPct = 0, intraPct = 0,
          exposedCommPct = 0;
+  /// Continuous layout: the whole run's span (its fill and drain are the
+  /// run's), the idle share of the steady window (the last rotationSteps
+  /// steps), the device shift per pass and the steps of one rotation.
+  bool continuous = false;
+  double runMs = 0, steadyBubblePct = 0;
+  uint32_t shift = 0;
+  unsigned rotationSteps = 1;
   /// Per plan job, its start and end within the jobs phase (ms).
   std::vector<double> jobStartMs, jobEndMs;
 };

@@ -329,9 +329,10 @@ int main(int argc, char **argv) {
     if (syncMode && asyncMode)
       return fail(invalidArgument("--sync and --async exclude each other"));
     if (accumulate < 1 || accumulate > 1000000)
-      return fail(
-          invalidArgument("--accumulate " + std::to_string(accumulate) +
-                          " is not a number of passes; give 1 or more"));
+      return fail(invalidArgument(
+          "--accumulate " + std::to_string(accumulate) +
+          " is not a number of passes; give 1 or more (passes of " +
+          std::to_string(plan->microbatches) + " microbatches per step)"));
     if (!plan->staged)
       return fail(invalidArgument(
           "the sim backend times staged plans (training plans from "

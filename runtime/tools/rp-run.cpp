@@ -391,11 +391,15 @@ int main(int argc, char **argv) {
     if (report->continuous)
       std::fprintf(stderr,
                    "rp-run: continuous: %u pass(es) per step, devices "
-                   "shifted by %u per pass; steady step over a window of %u "
+                   "shifted by %u per pass%s; steady step over a window of %u "
                    "step(s), bubble %.1f%% there; the run %.3f ms, its "
                    "bubble (fill and drain once) %.1f%%\n",
-                   accumulate, report->shift, report->rotationSteps,
-                   report->steadyBubblePct, report->runMs, report->bubblePct);
+                   accumulate, report->shift,
+                   report->notRenamed.empty()
+                       ? ""
+                       : (" (" + report->notRenamed + ")").c_str(),
+                   report->rotationSteps, report->steadyBubblePct,
+                   report->runMs, report->bubblePct);
     // Per device, shares of the steady step's period (barriers) or of the
     // run (continuous).
     double span = report->continuous ? report->runMs : report->stepMs;

@@ -38,12 +38,13 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   unsigned K = std::max(o.accumulate, 1u), L = std::max(o.slots, 1u);
   // A step moves the devices by K * shift; after `rotation` steps every
   // pass is back on the devices it started on, so the steady step is the
-  // mean over that many: a window of `rotation` steps after a warm-up of as
-  // many, followed by as many again (the next step's first jobs fill the
-  // window's end, as they would in a longer run).
+  // mean over that many: a window of `rotation` steps after a warm-up of at
+  // least rotation + 3 (async steps 0 and 1 wait for no update), followed
+  // by `rotation` more (the next step's first jobs fill the window's end,
+  // as they would in a longer run).
   uint32_t perStep = uint32_t((uint64_t(o.shift) * K) % G);
   unsigned rotation = perStep ? G / std::gcd(perStep, G) : 1;
-  unsigned N = std::max({o.steps, 3 * rotation + 1, 4u});
+  unsigned N = std::max(o.steps, 3 * rotation + 4);
   unsigned P = N * K;
   size_t C = cmds.size();
   size_t commandTasks = size_t(P) * C;

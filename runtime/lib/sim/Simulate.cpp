@@ -143,6 +143,13 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
     uint32_t shift = passShiftJobs(plan);
     layout.shift =
         layout.slots == 2 && (*fwd)->rotates() ? shift % plan.devices : 0;
+    if (shift % plan.devices != 0 && !layout.shift)
+      r.notRenamed = layout.slots == 2
+                         ? "device buffer '" + (*fwd)->getRotationBlocker() +
+                               "' outlives a pass"
+                         : "loss scaling keeps one pass in flight";
+    else if (!shift)
+      r.notRenamed = "not a round-robin plan";
     layout.trace = options.trace;
     if (Status s = layOutContinuous(plan, cmds, graph, layout, r); s.failed())
       return s;

@@ -80,6 +80,9 @@ struct SimReport {
   double runMs = 0, steadyBubblePct = 0;
   uint32_t shift = 0;
   unsigned rotationSteps = 1;
+  /// Why the devices are not renamed pass after pass, when they are not
+  /// and the plan would move them.
+  std::string notRenamed;
   /// Per plan job, its start and end within the jobs phase (ms).
   std::vector<double> jobStartMs, jobEndMs;
 };

@@ -1,27 +1,27 @@
 //===- Simulate.h - training steps of a staged plan on the sim --*- C++ -*-===//
 //
-// What `rp-run --backend sim` does: runs a staged training plan's steps
+// What `rp-run --backend sim` does: runs a staged training plan's pass
 // through the PipelineExecutor on the sim backend without loading a weight
-// or running a host program, and lays the steps out in virtual time the
-// way the trainer runs them (Trainer.h): each step is the host prologue,
-// the jobs (the step's command graph, resolved by the timing core), the
-// host epilogue; the optimizer streams 28 bytes per trainable parameter at
-// the profile's optimizer_gbps, after the step in sync mode, beside the
-// next step in async mode (the trainer waits for step k's update after
-// step k+1, before step k+2). Prologue and epilogue stream their kernels'
-// bytes at the same host rate.
+// or running a host program, and lays the run out in virtual time the way
+// the trainer runs it. Host work is timed: the prologue and epilogue stream
+// their kernels' bytes at the profile's optimizer_gbps, the optimizer 28
+// bytes per trainable parameter at the same rate, after the step in sync
+// mode, beside the next step in async mode.
 //
-// Continuously (the default, as the trainer runs staged plans: runtime/
-// README.md) or behind a barrier per step (stepBarrier), see Continuous.h
-// and docs/sim.md. Behind barriers the figures are those of the last step, the
-// steady state, over its period (the time from its start to the next step's):
-// tokens/s, per device busy time, and the idle time split as RoundPipe's
-// simulator splits it (reference/roundpipe.md §6): fill (before a device's
-// first compute of the step), drain (after its last), switch (between computes
-// of different stage jobs) and intra-stage (between computes of one stage
-// job), each as a share of period x devices; exposed communication is the
-// idle time during which one of the device's copies is in flight, a part
-// of the four above, reported apart.
+// By default steps and accumulation passes flow into each other, devices
+// renamed pass by pass (Continuous.h): step_ms is the steady step (the mean
+// over a whole rotation of the devices, well after the start), the idle
+// split covers the whole run, so fill and drain count once, and the steady
+// bubble is the idle share of the steady window. With stepBarrier each step
+// is the prologue, the jobs and the epilogue behind a barrier, and the
+// figures are those of the last step over its period (from its start to the
+// next step's). The idle split is RoundPipe simulator's
+// (reference/roundpipe.md §6): fill (before a device's first compute), drain
+// (after its last), switch (between computes of different stage jobs or
+// passes) and intra-stage (between computes of one stage job), each as a
+// share of span x devices; exposed communication is the idle time during
+// which one of the device's copies is in flight, a part of the four above,
+// reported apart. docs/sim.md says it all with figures.
 //
 //===----------------------------------------------------------------------===//
 

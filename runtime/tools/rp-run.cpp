@@ -370,6 +370,7 @@ int main(int argc, char **argv) {
     options.sync = syncMode;
     options.stepBarrier = stepBarrier;
     options.accumulate = accumulate;
+    options.lossScaling = !noLossScaling;
     options.trace = simTrace.get();
     Expected<sim::SimReport> report =
         sim::simulate(*plan, **simBackend, options);
@@ -389,17 +390,18 @@ int main(int argc, char **argv) {
                  syncMode ? ", after the step" : ", beside the next step",
                  report->tokensPerSecond, report->bubblePct);
     if (report->continuous)
-      std::fprintf(stderr,
-                   "rp-run: continuous: %u pass(es) per step, devices "
-                   "shifted by %u per pass%s; steady step over a window of %u "
-                   "step(s), bubble %.1f%% there; the run %.3f ms, its "
-                   "bubble (fill and drain once) %.1f%%\n",
-                   accumulate, report->shift,
-                   report->notRenamed.empty()
-                       ? ""
-                       : (" (" + report->notRenamed + ")").c_str(),
-                   report->rotationSteps, report->steadyBubblePct,
-                   report->runMs, report->bubblePct);
+      std::fprintf(
+          stderr,
+          "rp-run: continuous: %u pass(es) per step, %u in flight, devices "
+          "shifted by %u per pass%s; steady step over a window of %u "
+          "step(s), bubble %.1f%% there; the run %.3f ms, its "
+          "bubble (fill and drain once) %.1f%%\n",
+          accumulate, report->inFlight, report->shift,
+          report->notRenamed.empty()
+              ? ""
+              : (" (" + report->notRenamed + ")").c_str(),
+          report->rotationSteps, report->steadyBubblePct, report->runMs,
+          report->bubblePct);
     // Per device, shares of the steady step's period (barriers) or of the
     // run (continuous).
     double span = report->continuous ? report->runMs : report->stepMs;

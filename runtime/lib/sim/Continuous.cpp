@@ -149,6 +149,7 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   r.steps = N;
   r.shift = o.shift;
   r.rotationSteps = rotation;
+  r.inFlight = L;
   r.stepMs = (w1 - w0) / rotation;
   r.tokens *= K;
   r.tokensPerSecond = r.stepMs > 0 ? r.tokens / (r.stepMs / 1e3) : 0;

@@ -134,7 +134,7 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
     // buffers are all transient.
     bool scaling = false;
     for (const BufferDesc &b : plan.buffers)
-      scaling |= b.dtype == DType::f16;
+      scaling |= options.lossScaling && b.dtype == DType::f16;
     ContinuousLayout layout;
     layout.steps = options.steps;
     layout.accumulate = options.accumulate;

@@ -48,6 +48,9 @@ struct SimulateOptions {
   bool stepBarrier = false;
   /// Passes of the plan's microbatches per optimizer step (--accumulate).
   unsigned accumulate = 1;
+  /// f16 plans train with loss scaling, which keeps one pass in flight
+  /// (--no-loss-scaling: two, as other plans).
+  bool lossScaling = true;
   /// Where to record every step's jobs and host spans in virtual time
   /// (ns), if anywhere.
   Trace *trace = nullptr;
@@ -79,7 +82,7 @@ struct SimReport {
   bool continuous = false;
   double runMs = 0, steadyBubblePct = 0;
   uint32_t shift = 0;
-  unsigned rotationSteps = 1;
+  unsigned rotationSteps = 1, inFlight = 1;
   /// Why the devices are not renamed pass after pass, when they are not
   /// and the plan would move them.
   std::string notRenamed;

@@ -190,8 +190,12 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
       } else {
         size_t prev = compute[n - 1];
         double gap = std::max(0.0, from - end);
-        int32_t a = plan.jobs[cmds[prev % C].job].stage,
-                b = plan.jobs[cmds[cur % C].job].stage;
+        auto stageOf = [&](size_t task) {
+          int64_t j = cmds[task % C].job;
+          return j >= 0 && size_t(j) < plan.jobs.size() ? plan.jobs[j].stage
+                                                        : -1;
+        };
+        int32_t a = stageOf(prev), b = stageOf(cur);
         bool samePass = prev / C == cur / C;
         (samePass && a >= 0 && a == b ? dt.intraMs : dt.switchMs) += gap;
         if (gap > 0)

@@ -10,16 +10,14 @@ round-robin with rp's partitioner in async and sync mode, and the static
 schedules 1F1B, GPipe, interleaved 1F1B and Looped-BFS. Microbatches and accumulation
 follow RoundPipe's throughput runs (reference/roundpipe.md §6: global
 batch / microbatches / accumulation steps 512/10/4, 256/10/2, 128/10/2):
-10 microbatches of round(batch / (10 x accumulation)) sequences. rp has no
-gradient accumulation option yet, so the K passes of one optimizer step
-are laid out from the sim's figures: the jobs, prologue and epilogue of one
-pass K times, the host optimizer once (async: beside the passes, so the
-period is the longer of the two; sync: after them). Bubble % is the sim's,
-per pass. The sim still ends every pass at a barrier; the row "round-robin
-continuous" is the compiler's steady state of passes run back to back
-(rp-compile's predicted step, K per optimizer step, the optimizer beside
-them), which is what the continuous executor runs; the summary and the
-ratio to the best static schedule use it. Then the largest sequence length whose round-robin plan fits
+10 microbatches of round(batch / (10 x accumulation)) sequences, and the
+sim runs K = accumulation passes per optimizer step (rp-run --accumulate
+K), laid out continuously as the trainer runs them (docs/sim.md; f16
+plans keep one pass in flight for loss scaling). tokens/s and the step are
+the sim's steady state; bubble % is its steady bubble, with the run's
+split (fill and drain once per run) beside it. The row "round-robin continuous" is the compiler's
+predicted steady state (rp-compile's one predicted step, K passes per
+optimizer step) beside the sim's. Then the largest sequence length whose round-robin plan fits
 24 GB (rp-report-max-seq) next to RoundPipe's.
 """
 
@@ -85,22 +83,13 @@ def compile_plan(graph, plan, schedule):
              else None), took, "")
 
 
-def simulate(plan, sync):
+def simulate(plan, sync, passes):
     r = subprocess.run([str(BIN / "rp-run"), str(plan), "--backend", "sim",
-                        "--steps", "3"] + (["--sync"] if sync else []),
+                        "--accumulate", str(passes)]
+                       + (["--sync"] if sync else []),
                        capture_output=True, text=True, check=True)
     return {k: float(v) for k, v in
             (line.split() for line in r.stdout.splitlines() if " " in line)}
-
-
-def per_step(sim, sync, passes, tokens_per_pass):
-    """tokens/s of an optimizer step of `passes` passes."""
-    one = sim["jobs_ms"] + sim["prologue_ms"] + sim["epilogue_ms"]
-    if sync:
-        period = passes * one + sim["optimizer_ms"]
-    else:
-        period = max(passes * one, sim["optimizer_ms"])
-    return passes * tokens_per_pass / (period / 1e3), period
 
 
 def max_seq(name, tmp):
@@ -145,19 +134,20 @@ def main():
                 peaks, micro, grain, steady = compiled
                 for sync in ((False, True) if schedule == "round-robin"
                              else (False,)):
-                    sim = simulate(plan, sync)
-                    tps, period = per_step(sim, sync, passes,
-                                           b * 2048 * micro)
+                    sim = simulate(plan, sync, passes)
+                    tps = sim["tokens_per_s"]
                     label = schedule + (" sync" if sync else
                                         " async" if schedule == "round-robin"
                                         else "")
-                    rows[label] = (tps, sim["bubble_pct"])
+                    rows[label] = (tps, sim["steady_bubble_pct"])
                     print(f"  {label:22s} {tps:9.0f} tok/s  M={micro:2d} bubble "
-                          f"{sim['bubble_pct']:5.1f}% (fill {sim['fill_pct']:.1f}"
+                          f"{sim['steady_bubble_pct']:5.1f}% (run "
+                          f"{sim['bubble_pct']:.1f}: fill {sim['fill_pct']:.1f}"
                           f" switch {sim['switch_pct']:.1f} drain "
                           f"{sim['drain_pct']:.1f} intra {sim['intra_pct']:.1f};"
                           f" exposed comm {sim['exposed_comm_pct']:.1f})  "
-                          f"pass {sim['jobs_ms']:.0f} ms, optimizer "
+                          f"step {sim['step_ms']:.0f} ms, pass "
+                          f"{sim['jobs_ms']:.0f} ms, optimizer "
                           f"{sim['optimizer_ms']:.0f} ms  compile {took:.1f} s"
                           f"  {grain} grain, peak {peaks}")
                 if steady:
@@ -173,8 +163,8 @@ def main():
                           f"pass, {passes} passes back to back)")
             baselines = [v for k, v in rows.items()
                          if not k.startswith("round-robin")]
-            rr = rows.get("round-robin continuous",
-                          rows.get("round-robin async"))
+            rr = rows.get("round-robin async",
+                          rows.get("round-robin continuous"))
             best = max(baselines, key=lambda v: v[0]) if baselines else None
             print(f"  published: RoundPipe {pub[0]:,} tok/s async ({pub[2]}% "
                   f"bubble), {pub[1]:,} sync ({pub[3]}%); simulated bubbles "

@@ -181,6 +181,7 @@ TEST(Simulate, IsDeterministicAndLaysTheStepsOut) {
     ASSERT_TRUE(b);
     SimulateOptions o;
     o.sync = true;
+    o.stepBarrier = true;
     auto r = simulate(s.b.plan, *b, o);
     ASSERT_TRUE(r) << r.getStatus().toString();
     std::string text = formatReport(*r);
@@ -225,6 +226,7 @@ TEST(Simulate, AsyncOverlapsTheOptimizerWithTheNextStep) {
   ASSERT_TRUE(b);
   SimulateOptions o;
   o.steps = 4;
+  o.stepBarrier = true;
   auto async = simulate(s.b.plan, *b, o);
   ASSERT_TRUE(async) << async.getStatus().toString();
   EXPECT_NEAR(async->optimizerMs, 2000, 1e-6);
@@ -232,12 +234,73 @@ TEST(Simulate, AsyncOverlapsTheOptimizerWithTheNextStep) {
   // The devices wait for the update: before the step (the prologue, on
   // the same slow host) and after it.
   EXPECT_GT(async->fillPct + async->drainPct, 95);
+  // Continuously too: the steady step is the update, the devices idle.
+  o.stepBarrier = false;
+  auto b3 = openSim(2, slow);
+  auto flowing = simulate(s.b.plan, *b3, o);
+  ASSERT_TRUE(flowing) << flowing.getStatus().toString();
+  EXPECT_NEAR(flowing->stepMs, 2000, 1e-6);
+  EXPECT_GT(flowing->steadyBubblePct, 95);
+  o.stepBarrier = true;
   o.sync = true;
   auto b2 = openSim(2, slow);
   auto sync = simulate(s.b.plan, *b2, o);
   ASSERT_TRUE(sync);
   EXPECT_NEAR(sync->stepMs,
               2000 + sync->prologueMs + sync->jobsMs + sync->epilogueMs, 1e-6);
+}
+
+TEST(Simulate, ContinuousStepsFlowIntoEachOtherAndAccumulate) {
+  TwoStagePlan s = makeTwoStagePlan(/*M=*/3, /*rows=*/1000, /*dim=*/1000);
+  s.b.plan.path = "two-stage";
+  SimulateOptions o;
+  o.stepBarrier = true;
+  auto b0 = openSim(2);
+  auto barrier = simulate(s.b.plan, *b0, o);
+  ASSERT_TRUE(barrier) << barrier.getStatus().toString();
+  EXPECT_FALSE(barrier->continuous);
+  std::string first;
+  for (int run = 0; run < 2; ++run) {
+    o.stepBarrier = false;
+    auto b = openSim(2);
+    auto r = simulate(s.b.plan, *b, o);
+    ASSERT_TRUE(r) << r.getStatus().toString();
+    EXPECT_TRUE(r->continuous);
+    std::string text = formatReport(*r);
+    if (run == 0)
+      first = text;
+    EXPECT_EQ(text, first);
+    // The next step's first jobs run in this one's drain.
+    EXPECT_LT(r->stepMs, barrier->stepMs);
+    EXPECT_NEAR(r->jobsMs, barrier->jobsMs, 1e-9);
+    // Over the run, each device's busy and idle make the run; its busy
+    // time is every pass's.
+    double passBusy = 0, runBusy = 0;
+    for (const DeviceTime &d : r->devices) {
+      EXPECT_NEAR(d.runBusyMs + d.fillMs + d.switchMs + d.drainMs + d.intraMs,
+                  r->runMs, 1e-6);
+      passBusy += d.busyMs;
+      runBusy += d.runBusyMs;
+    }
+    EXPECT_NEAR(runBusy, passBusy * r->steps, 1e-6);
+    // Fill and drain are paid once: the steady window idles less.
+    EXPECT_LT(r->steadyBubblePct, r->bubblePct);
+  }
+  // Two passes per step (the plan has no labels, so no tokens to count):
+  // longer than one, shorter than two barrier steps.
+  o.accumulate = 2;
+  auto b2 = openSim(2);
+  auto k2 = simulate(s.b.plan, *b2, o);
+  ASSERT_TRUE(k2) << k2.getStatus().toString();
+  EXPECT_GT(k2->stepMs, barrier->stepMs);
+  EXPECT_LT(k2->stepMs, 2 * barrier->stepMs);
+  // Behind barriers the sim times one pass per step.
+  o.stepBarrier = true;
+  auto b4 = openSim(2);
+  auto refused = simulate(s.b.plan, *b4, o);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.getStatus().getMessage(),
+              HasSubstr("leave --step-barrier out"));
 }
 
 TEST(Simulate, RefusesAnUnstagedPlan) {

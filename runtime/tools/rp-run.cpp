@@ -273,8 +273,7 @@ int main(int argc, char **argv) {
       all.devices = *gpus;
       Expected<std::unique_ptr<Backend>> b = createBackend("cuda", all);
       std::cout << "cuda: " << *gpus << " devices ("
-                << (b ? (*b)->describe() : b.getStatus().getMessage())
-                << ")\n";
+                << (b ? (*b)->describe() : b.getStatus().getMessage()) << ")\n";
     } else {
       std::cout << "cuda: 0 devices (" << gpus.getStatus().getMessage()
                 << ")\n";
@@ -337,11 +336,11 @@ int main(int argc, char **argv) {
             "backend only times the plan's commands (leave it out)"));
     if (syncMode && asyncMode)
       return fail(invalidArgument("--sync and --async exclude each other"));
-    if (accumulate != 1)
+    if (accumulate < 1 || accumulate > 1000000)
       return fail(invalidArgument(
-          "--accumulate: the sim backend times one pass per step (a step "
-          "behind a barrier); time K passes with rp-compile --microbatches "
-          "K*M, or leave --accumulate out"));
+          "--accumulate " + std::to_string(accumulate) +
+          " is not a number of passes; give 1 or more (passes of " +
+          std::to_string(plan->microbatches) + " microbatches per step)"));
     if (!plan->staged)
       return fail(invalidArgument(
           "the sim backend times staged plans (training plans from "
@@ -390,6 +389,9 @@ int main(int argc, char **argv) {
     sim::SimulateOptions options;
     options.steps = steps;
     options.sync = syncMode;
+    options.stepBarrier = stepBarrier;
+    options.accumulate = accumulate;
+    options.lossScaling = !noLossScaling;
     options.trace = simTrace.get();
     Expected<sim::SimReport> report =
         sim::simulate(*plan, **simBackend, options);
@@ -408,15 +410,30 @@ int main(int argc, char **argv) {
                  report->jobsMs, report->optimizerMs,
                  syncMode ? ", after the step" : ", beside the next step",
                  report->tokensPerSecond, report->bubblePct);
-    // Per device, shares of the steady step's period.
+    if (report->continuous)
+      std::fprintf(
+          stderr,
+          "rp-run: continuous: %u pass(es) per step, %u in flight, devices "
+          "shifted by %u per pass%s; steady step over a window of %u "
+          "step(s), bubble %.1f%% there; the run %.3f ms, its "
+          "bubble (fill and drain once) %.1f%%\n",
+          accumulate, report->inFlight, report->shift,
+          report->notRenamed.empty()
+              ? ""
+              : (" (" + report->notRenamed + ")").c_str(),
+          report->rotationSteps, report->steadyBubblePct, report->runMs,
+          report->bubblePct);
+    // Per device, shares of the steady step's period (barriers) or of the
+    // run (continuous).
+    double span = report->continuous ? report->runMs : report->stepMs;
     for (size_t d = 0; d < report->devices.size(); ++d) {
       const sim::DeviceTime &t = report->devices[d];
-      double p = report->stepMs > 0 ? 100 / report->stepMs : 0;
+      double p = span > 0 ? 100 / span : 0;
       std::fprintf(stderr,
                    "rp-run: device %zu: compute %.1f%% busy; idle: fill "
                    "%.1f%%, switch %.1f%%, drain %.1f%%, intra %.1f%% "
                    "(copies in flight %.1f%%)\n",
-                   d, t.busyMs * p, t.fillMs * p, t.switchMs * p,
+                   d, t.runBusyMs * p, t.fillMs * p, t.switchMs * p,
                    t.drainMs * p, t.intraMs * p, t.exposedCommMs * p);
     }
     return 0;
@@ -507,8 +524,8 @@ int main(int argc, char **argv) {
   for (const std::string &spec : inputs) {
     size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)
-      return fail(invalidArgument("--input takes NAME=FILE.npy, got '" +
-                                  spec + "'"));
+      return fail(
+          invalidArgument("--input takes NAME=FILE.npy, got '" + spec + "'"));
     Expected<NpyArray> array = readNpy(spec.substr(eq + 1));
     if (!array)
       return fail(array.getStatus());
@@ -522,11 +539,10 @@ int main(int argc, char **argv) {
   }
   // A misspelt name would otherwise leave that input synthetic.
   for (auto &[name, array] : given) {
-    bool known = name != "loss_scale" &&
-                 std::any_of(plan->inputs.begin(), plan->inputs.end(),
-                             [&n = name](const BindingDesc &b) {
-                               return b.name == n;
-                             });
+    bool known =
+        name != "loss_scale" &&
+        std::any_of(plan->inputs.begin(), plan->inputs.end(),
+                    [&n = name](const BindingDesc &b) { return b.name == n; });
     if (!known) {
       std::string names;
       for (const BindingDesc &b : plan->inputs)

@@ -20,7 +20,8 @@ using namespace rp::runtime;
 using namespace rp::runtime::detail;
 
 /// Microbatch `m` of a global-batch array: rows [m*rows, (m+1)*rows).
-NpyArray rp::runtime::detail::slice(const NpyArray &global, unsigned m, unsigned count) {
+NpyArray rp::runtime::detail::slice(const NpyArray &global, unsigned m,
+                                    unsigned count) {
   NpyArray part;
   part.dtype = global.dtype;
   part.shape = global.shape;
@@ -31,13 +32,7 @@ NpyArray rp::runtime::detail::slice(const NpyArray &global, unsigned m, unsigned
   return part;
 }
 
-
-namespace {
-
-/// The stage jobs of one pass (S) when the plan is round-robin (stage job
-/// n on device n mod G), else 0: pass p then runs job n on device
-/// (p * S + n) mod G, the job counter carried across passes.
-uint32_t passShiftJobs(const Plan &plan) {
+uint32_t rp::runtime::passShiftJobs(const Plan &plan) {
   uint32_t stageJobs = 0;
   for (const JobDesc &job : plan.jobs)
     if (job.stage >= 0)
@@ -48,8 +43,6 @@ uint32_t passShiftJobs(const Plan &plan) {
       return 0;
   return stageJobs;
 }
-
-} // namespace
 
 Status rp::runtime::detail::trainStaged(StagedContext c) {
   const Plan &plan = c.plan;
@@ -473,4 +466,3 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   }
   return finishUpdate();
 }
-

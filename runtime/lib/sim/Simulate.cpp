@@ -1,6 +1,7 @@
 //===- Simulate.cpp - training steps of a staged plan on the sim ----------===//
 
 #include "rp/runtime/sim/Simulate.h"
+#include "Continuous.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/Pipeline.h"
 
@@ -36,23 +37,6 @@ double hostProgramMs(const Plan &plan, int32_t program,
   return hw.hostMs(bytes);
 }
 
-struct Interval {
-  double from, to;
-};
-
-/// The length of `idle` covered by the union of `busy` (sorted by start).
-double overlap(const Interval &idle, const std::vector<Interval> &busy) {
-  double covered = 0, reach = idle.from;
-  for (const Interval &b : busy) {
-    double from = std::max(b.from, reach), to = std::min(b.to, idle.to);
-    if (to > from) {
-      covered += to - from;
-      reach = to;
-    }
-  }
-  return covered;
-}
-
 bool sameGraph(const std::vector<SimCommand> &a,
                const std::vector<SimCommand> &b) {
   if (a.size() != b.size())
@@ -79,8 +63,21 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
         "' runs its jobs in order on one "
         "device");
   const timing::HardwareModel &hw = backend.getHardware();
+  if (options.stepBarrier && options.accumulate > 1)
+    return invalidArgument(
+        "--accumulate with --step-barrier: the sim lays out one pass per "
+        "step behind barriers; leave --step-barrier out to time " +
+        std::to_string(options.accumulate) + " passes per step");
+  bool continuous = !options.stepBarrier;
+  // Sizes only, as createUnfilled. Asking for renaming tells whether the
+  // trainer would rename the devices pass after pass (rotates()), which
+  // needs the shared layout's transient buffers.
+  ForwardOptions fo;
+  fo.fill = false;
+  fo.shareDeviceMemory = continuous;
+  fo.rotate = continuous;
   Expected<std::unique_ptr<HostForward>> fwd =
-      HostForward::createUnfilled(plan, backend);
+      HostForward::create(plan, backend, fo);
   if (!fwd)
     return fwd.getStatus();
   PipelineOptions po;
@@ -101,6 +98,63 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
   for (const BindingDesc &in : plan.inputs)
     if (in.name == "labels")
       r.tokens = double(numElements(plan.buffers[in.buffer].shape));
+
+  if (continuous) {
+    backend.beginStep();
+    if (Status s = (*exec)->runJobs(); s.failed())
+      return s;
+    std::vector<SimCommand> cmds = backend.takeStep();
+    timing::Graph graph = backend.graphOf(cmds);
+    size_t stuck = 0;
+    std::optional<timing::Times> times = timing::resolve(graph, &stuck);
+    if (!times)
+      return internalError(
+          "the sim cannot order the step's commands (a cycle at device " +
+          std::to_string(cmds[stuck].device) + " " +
+          queueName(cmds[stuck].queue) +
+          "); the executor ran it, so report it");
+    r.jobsMs = times->makespan;
+    r.jobStartMs.assign(plan.jobs.size(), 0);
+    r.jobEndMs.assign(plan.jobs.size(), 0);
+    std::vector<bool> seen(plan.jobs.size(), false);
+    for (size_t i = 0; i < cmds.size(); ++i) {
+      int64_t j = cmds[i].job;
+      if (j < 0 || size_t(j) >= plan.jobs.size())
+        continue;
+      r.jobStartMs[j] = seen[j] ? std::min(r.jobStartMs[j], times->start[i])
+                                : times->start[i];
+      r.jobEndMs[j] = std::max(r.jobEndMs[j], times->end[i]);
+      seen[j] = true;
+    }
+    r.devices.assign(plan.devices, {});
+    for (uint32_t d = 0; d < plan.devices; ++d)
+      r.devices[d].busyMs = times->computeBusyMs[d];
+    // As the trainer: two passes in flight (one with loss scaling, which
+    // f16 plans use), renamed when the plan is round-robin and its device
+    // buffers are all transient.
+    bool scaling = false;
+    for (const BufferDesc &b : plan.buffers)
+      scaling |= options.lossScaling && b.dtype == DType::f16;
+    ContinuousLayout layout;
+    layout.steps = options.steps;
+    layout.accumulate = options.accumulate;
+    layout.sync = options.sync;
+    layout.slots = scaling ? 1 : 2;
+    uint32_t shift = passShiftJobs(plan);
+    layout.shift =
+        layout.slots == 2 && (*fwd)->rotates() ? shift % plan.devices : 0;
+    if (shift % plan.devices != 0 && !layout.shift)
+      r.notRenamed = layout.slots == 2
+                         ? "device buffer '" + (*fwd)->getRotationBlocker() +
+                               "' outlives a pass"
+                         : "loss scaling keeps one pass in flight";
+    else if (!shift)
+      r.notRenamed = "not a round-robin plan";
+    layout.trace = options.trace;
+    if (Status s = layOutContinuous(plan, cmds, graph, layout, r); s.failed())
+      return s;
+    return r;
+  }
 
   std::vector<SimCommand> first, cmds;
   timing::Times times;
@@ -172,6 +226,7 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
     }
   }
   r.stepMs = t - lastStart;
+  r.runMs = t;
   r.jobsMs = times.makespan;
   if (r.stepMs > 0)
     r.tokensPerSecond = r.tokens / (r.stepMs / 1e3);
@@ -240,7 +295,7 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
       idle.push_back({end, period});
     }
     for (const Interval &i : idle)
-      dt.exposedCommMs += overlap(i, copies);
+      dt.exposedCommMs += coveredBy(i, copies);
   }
   double total = period * devices;
   if (total > 0) {
@@ -256,6 +311,9 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
       *p = *p / total * 100;
     r.bubblePct = r.fillPct + r.switchPct + r.drainPct + r.intraPct;
   }
+  r.steadyBubblePct = r.bubblePct;
+  for (DeviceTime &dt : r.devices)
+    dt.runBusyMs = dt.busyMs;
   return r;
 }
 
@@ -280,5 +338,7 @@ std::string rp::runtime::sim::formatReport(const SimReport &r) {
   line("optimizer_ms", r.optimizerMs);
   for (size_t d = 0; d < r.devices.size(); ++d)
     line("device" + std::to_string(d) + "_busy_ms", r.devices[d].busyMs);
+  line("steady_bubble_pct", r.steadyBubblePct);
+  line("run_ms", r.runMs);
   return out;
 }

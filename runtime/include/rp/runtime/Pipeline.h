@@ -108,6 +108,12 @@ struct PipelineOptions {
   bool rotate = false;
 };
 
+/// The stage jobs of one pass (S) when the plan is round-robin (stage job
+/// n on device n mod G), else 0: pass p then runs job n on device
+/// (p * S + n) mod G, the job counter carried across passes (the trainer
+/// and the sim device both rename with it).
+uint32_t passShiftJobs(const Plan &plan);
+
 class PipelineExecutor {
 public:
   /// Starts the controllers of a staged `plan` over the buffers of `fwd`

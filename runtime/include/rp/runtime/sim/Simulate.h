@@ -1,25 +1,27 @@
 //===- Simulate.h - training steps of a staged plan on the sim --*- C++ -*-===//
 //
-// What `rp-run --backend sim` does: runs a staged training plan's steps
+// What `rp-run --backend sim` does: runs a staged training plan's pass
 // through the PipelineExecutor on the sim backend without loading a weight
-// or running a host program, and lays the steps out in virtual time the
-// way the trainer runs them (Trainer.h): each step is the host prologue,
-// the jobs (the step's command graph, resolved by the timing core), the
-// host epilogue; the optimizer streams 28 bytes per trainable parameter at
-// the profile's optimizer_gbps, after the step in sync mode, beside the
-// next step in async mode (the trainer waits for step k's update after
-// step k+1, before step k+2). Prologue and epilogue stream their kernels'
-// bytes at the same host rate.
+// or running a host program, and lays the run out in virtual time the way
+// the trainer runs it. Host work is timed: the prologue and epilogue stream
+// their kernels' bytes at the profile's optimizer_gbps, the optimizer 28
+// bytes per trainable parameter at the same rate, after the step in sync
+// mode, beside the next step in async mode.
 //
-// The figures are those of the last step, the steady state, over its
-// period (the time from its start to the next step's): tokens/s, per
-// device busy time, and the idle time split as RoundPipe's simulator
-// splits it (reference/roundpipe.md §6): fill (before a device's first
-// compute of the step), drain (after its last), switch (between computes
-// of different stage jobs) and intra-stage (between computes of one stage
-// job), each as a share of period x devices; exposed communication is the
-// idle time during which one of the device's copies is in flight, a part
-// of the four above, reported apart.
+// By default steps and accumulation passes flow into each other, devices
+// renamed pass by pass (Continuous.h): step_ms is the steady step (the mean
+// over a whole rotation of the devices, well after the start), the idle
+// split covers the whole run, so fill and drain count once, and the steady
+// bubble is the idle share of the steady window. With stepBarrier each step
+// is the prologue, the jobs and the epilogue behind a barrier, and the
+// figures are those of the last step over its period (from its start to the
+// next step's). The idle split is RoundPipe simulator's
+// (reference/roundpipe.md §6): fill (before a device's first compute), drain
+// (after its last), switch (between computes of different stage jobs or
+// passes) and intra-stage (between computes of one stage job), each as a
+// share of span x devices; exposed communication is the idle time during
+// which one of the device's copies is in flight, a part of the four above,
+// reported apart. docs/sim.md says it all with figures.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,12 +42,25 @@ struct SimulateOptions {
   /// the steady state of the async optimizer.
   unsigned steps = 3;
   bool sync = false;
+  /// Lay each pass out behind a barrier (the executor's order before
+  /// continuous execution, rp-run --step-barrier), to compare; needs
+  /// accumulate == 1.
+  bool stepBarrier = false;
+  /// Passes of the plan's microbatches per optimizer step (--accumulate).
+  unsigned accumulate = 1;
+  /// f16 plans train with loss scaling, which keeps one pass in flight
+  /// (--no-loss-scaling: two, as other plans).
+  bool lossScaling = true;
   /// Where to record every step's jobs and host spans in virtual time
   /// (ns), if anywhere.
   Trace *trace = nullptr;
 };
 
 struct DeviceTime {
+  /// busyMs: the plan device's compute in one pass (what the compiler
+  /// predicts). The split: over the steady step (barrier layout) or over the
+  /// whole run (continuous), whose compute time is runBusyMs.
+  double runBusyMs = 0;
   double busyMs = 0, fillMs = 0, switchMs = 0, drainMs = 0, intraMs = 0;
   double exposedCommMs = 0;
 };
@@ -61,6 +76,16 @@ struct SimReport {
   /// Shares of stepMs x devices, in percent.
   double bubblePct = 0, fillPct = 0, switchPct = 0, drainPct = 0, intraPct = 0,
          exposedCommPct = 0;
+  /// Continuous layout: the whole run's span (its fill and drain are the
+  /// run's), the idle share of the steady window (the last rotationSteps
+  /// steps), the device shift per pass and the steps of one rotation.
+  bool continuous = false;
+  double runMs = 0, steadyBubblePct = 0;
+  uint32_t shift = 0;
+  unsigned rotationSteps = 1, inFlight = 1;
+  /// Why the devices are not renamed pass after pass, when they are not
+  /// and the plan would move them.
+  std::string notRenamed;
   /// Per plan job, its start and end within the jobs phase (ms).
   std::vector<double> jobStartMs, jobEndMs;
 };

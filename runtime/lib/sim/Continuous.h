@@ -1,0 +1,54 @@
+//===- Continuous.h - a staged plan's passes without barriers ---*- C++ -*-===//
+//
+// How the sim lays a run out when steps flow into each other, as the
+// trainer runs staged plans (runtime/README.md, lib/exec/StagedTrainer.cpp):
+// one pass's command graph is repeated for every pass of the run (steps x
+// accumulation passes), pass p with the plan's devices renamed by p * shift
+// mod G, each physical queue running its share of pass p before pass p+1's,
+// and the host's work added as tasks of the same graph: the prologue that
+// stages a pass into its slot (pass p+slots only after pass p's epilogue),
+// the epilogue after a pass's last command, the optimizer after a step's
+// last epilogue (on its own thread in async mode, inline in sync mode), and
+// per pass a gate that opens once the pass is staged and its weight version
+// is made (W_k in sync mode, W_max(k-1,0) in async: the update of step
+// k-1, or of k-2). The timing core resolves the whole run at once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_SIM_CONTINUOUS_H
+#define RP_RUNTIME_SIM_CONTINUOUS_H
+
+#include "rp/runtime/sim/Simulate.h"
+
+namespace rp::runtime::sim {
+
+struct Interval {
+  double from, to;
+};
+
+/// The length of `idle` covered by the union of `busy` (sorted by start).
+double coveredBy(const Interval &idle, const std::vector<Interval> &busy);
+
+struct ContinuousLayout {
+  unsigned steps = 3, accumulate = 1;
+  bool sync = false;
+  /// Passes in flight (buffer slots): 2, or 1 for loss-scaled plans.
+  unsigned slots = 2;
+  /// Device shift per pass (passShiftJobs, 0 without renaming).
+  uint32_t shift = 0;
+  Trace *trace = nullptr;
+};
+
+/// Lays out the run with one pass's `commands` (takeStep's) and their
+/// `pass` graph (graphOf), and fills the run's figures into `report`,
+/// which holds the pass's figures already (prologue, epilogue, optimizer,
+/// tokens, jobs and per device busy times). An internal error when the
+/// graph cannot be ordered.
+Status layOutContinuous(const Plan &plan,
+                        const std::vector<SimCommand> &commands,
+                        const timing::Graph &pass,
+                        const ContinuousLayout &layout, SimReport &report);
+
+} // namespace rp::runtime::sim
+
+#endif // RP_RUNTIME_SIM_CONTINUOUS_H

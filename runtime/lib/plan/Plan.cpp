@@ -1,6 +1,7 @@
 //===- Plan.cpp - loading and validating .rpplan files --------------------===//
 
 #include "PlanInternal.h"
+#include "rp/runtime/FileIO.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/PlanFormat.h"
 #include "rp/runtime/PlanSchemaText.h"
@@ -199,12 +200,13 @@ std::string str(const flatbuffers::String *s) { return s ? s->str() : ""; }
 Expected<Plan> rp::runtime::loadPlan(const std::string &path,
                                      const LoadOptions &options) {
   Checker c{path};
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return notFound("cannot open plan '" + path + "'");
+  Expected<std::string> bytes =
+      readRegularFile(path, "plan", physicalMemoryBytes());
+  if (!bytes)
+    return bytes.getStatus();
   Plan plan;
   plan.path = path;
-  plan.raw.assign(std::istreambuf_iterator<char>(in), {});
+  plan.raw.assign(bytes->begin(), bytes->end());
   const uint8_t *data = plan.raw.data();
   size_t size = plan.raw.size();
   if (size < 8 || !flatbuffers::BufferHasIdentifier(data, kPlanIdentifier))
@@ -238,12 +240,15 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
       d.path = f->path()->str();
       d.resolved = (folder / d.path).string();
       d.minSize = f->min_size();
-      std::error_code ec;
-      uint64_t actual = fs::file_size(d.resolved, ec);
-      if (ec)
-        return notFound(path + ": weight file '" + d.path + "' (" +
-                        d.resolved + ") is missing; keep weight files beside "
+      Expected<uint64_t> size = checkRegularFile(d.resolved, "weight file");
+      if (!size && size.getStatus().getCode() == StatusCode::NotFound)
+        return notFound(path + ": weight file '" + d.path + "' (" + d.resolved +
+                        ") is missing; keep weight files beside "
                         "the plan, where rp-compile wrote them");
+      if (!size)
+        return Status(size.getStatus().getCode(),
+                      path + ": " + size.getStatus().getMessage());
+      uint64_t actual = *size;
       if (actual < d.minSize)
         return c.fail("weight file '" + d.path + "' holds " +
                       std::to_string(actual) + " bytes, but the plan reads " +

@@ -396,8 +396,12 @@ Expected<std::string> rp::runtime::describePlanJson(const Plan &plan) {
     return internalError("the built-in plan schema does not parse: " +
                          parser.error_);
   std::string json;
+  // The plan passed the verifier, so the one thing strict JSON cannot carry
+  // is a string that is not UTF-8: a corrupted plan, not a bug.
   if (!flatbuffers::GenerateText(parser, plan.raw.data(), &json))
-    return internalError("cannot render the plan as JSON");
+    return invalidFormat(plan.path + ": the plan holds a string that is not "
+                         "valid UTF-8, which JSON cannot carry; recompile it "
+                         "(or use --describe=grid)");
   return json;
 }
 

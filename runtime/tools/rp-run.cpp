@@ -177,7 +177,7 @@ int main(int argc, char **argv) {
   unsigned devices = 0;
   app.add_option("--devices", devices,
                  "the devices to run on; must be the plan's device count")
-      ->check(CLI::Range(1u, 1024u));
+      ->check(CLI::Range(1u, 256u)); // rp-compile's cap
   app.add_option("--watchdog-ms", train.watchdogMs,
                  "stop a staged plan's step after this many ms without "
                  "progress (default 60000)")

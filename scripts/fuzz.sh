@@ -72,14 +72,27 @@ for t in "${targets[@]}"; do
     -rss_limit_mb=2048 -fork=1 -ignore_crashes=1 -ignore_timeouts=1 \
     -ignore_ooms=1 -artifact_prefix="$findings/" "$corpus" >"$log" 2>&1
   cases=$(grep -oE '#[0-9]+' "$log" | tail -1 | tr -d '#')
-  crash=$(find "$findings" -name 'crash-*' | wc -l)
-  hang=$(find "$findings" -name 'timeout-*' -o -name 'oom-*' | wc -l)
-  # An internal error: a Status the tools would exit 2 with, or an LLVM
-  # fatal error.
-  exit2=$(grep -cE 'rp fuzz finding: an internal error|LLVM ERROR' "$log")
-  wrong=$(grep 'rp fuzz finding:' "$log" | grep -vc 'an internal error' || true)
-  crash=$((crash - exit2 - wrong))
-  [ "$crash" -lt 0 ] && crash=0
+  # Each saved input replayed alone says what kind of finding it is.
+  crash=0 hang=0 exit2=0 wrong=0
+  for input in "$findings"/*; do
+    [ -f "$input" ] || continue
+    case $(basename "$input") in
+    timeout-* | oom-* | slow-unit-*) hang=$((hang + 1)) ;;
+    *)
+      # A finding the current build no longer reproduces (fixed since an
+      # earlier run) is set aside, not counted.
+      if out=$("$binary" -runs=1 "$input" 2>&1); then
+        mkdir -p "$findings/fixed" && mv "$input" "$findings/fixed/"
+      elif echo "$out" | grep -qE 'rp fuzz finding: an internal error|LLVM ERROR'; then
+        exit2=$((exit2 + 1))
+      elif echo "$out" | grep -q 'rp fuzz finding:'; then
+        wrong=$((wrong + 1))
+      else
+        crash=$((crash + 1))
+      fi
+      ;;
+    esac
+  done
   echo "fuzz $t: ${cases:-0} cases, $crash crash, $hang hang, $exit2 exit 2, $wrong silent wrong"
   if [ -z "$cases" ] || [ $((crash + hang + exit2 + wrong)) -gt 0 ]; then
     status=1

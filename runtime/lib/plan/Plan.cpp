@@ -1,8 +1,8 @@
 //===- Plan.cpp - loading and validating .rpplan files --------------------===//
 
+#include "rp/runtime/Plan.h"
 #include "PlanInternal.h"
 #include "rp/runtime/FileIO.h"
-#include "rp/runtime/Plan.h"
 #include "rp/runtime/PlanFormat.h"
 #include "rp/runtime/PlanSchemaText.h"
 #include "rp/runtime/plan_generated.h"
@@ -399,7 +399,8 @@ Expected<std::string> rp::runtime::describePlanJson(const Plan &plan) {
   // The plan passed the verifier, so the one thing strict JSON cannot carry
   // is a string that is not UTF-8: a corrupted plan, not a bug.
   if (!flatbuffers::GenerateText(parser, plan.raw.data(), &json))
-    return invalidFormat(plan.path + ": the plan holds a string that is not "
+    return invalidFormat(plan.path +
+                         ": the plan holds a string that is not "
                          "valid UTF-8, which JSON cannot carry; recompile it "
                          "(or use --describe=grid)");
   return json;

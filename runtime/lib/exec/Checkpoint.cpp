@@ -122,6 +122,10 @@ rp::runtime::saveCheckpointFolder(const std::string &dir,
                                   const std::vector<CheckpointFile> &files,
                                   const CheckpointState &state) {
   std::string tmp = dir + ".tmp";
+  // Missing parent folders are made, as --save always did.
+  std::error_code ec;
+  if (fs::path parent = fs::path(dir).parent_path(); !parent.empty())
+    fs::create_directories(parent, ec);
   if (Status s = makeFreshFolder(tmp); s.failed())
     return Status(s.getCode(), "checkpoint '" + dir + "': " + s.getMessage());
   for (const CheckpointFile &f : files)

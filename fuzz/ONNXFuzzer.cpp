@@ -26,9 +26,16 @@
 
 using namespace mlir;
 
+/// Where the target writes its files: $RP_FUZZ_TMP (scripts/fuzz.sh gives
+/// each run its own and removes it after), else /tmp.
+static std::string fuzzFolderRoot() {
+  const char *root = std::getenv("RP_FUZZ_TMP");
+  return root && *root ? root : "/tmp";
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const std::string dir =
-      "/tmp/rp-fuzz-onnx-" + std::to_string(::getpid());
+      fuzzFolderRoot() + "/rp-fuzz-onnx-" + std::to_string(::getpid());
   static const int made = ::mkdir(dir.c_str(), 0755);
   (void)made;
   std::string path = dir + "/model.onnx";

@@ -66,6 +66,9 @@ for t in "${targets[@]}"; do
   # -timeout: an input taking 10 s is a hang; -rss_limit_mb: the readers
   # must refuse what would take more memory; -fork: keep going after a
   # finding, so that the counts cover the whole run.
+  # The plan and onnx targets go through files: in a folder of this run's.
+  export RP_FUZZ_TMP="$root/$build/tmp/$t"
+  rm -rf "$RP_FUZZ_TMP" && mkdir -p "$RP_FUZZ_TMP"
   ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     "$binary" -max_total_time="$seconds" -timeout=10 \
@@ -93,6 +96,7 @@ for t in "${targets[@]}"; do
       ;;
     esac
   done
+  rm -rf "$RP_FUZZ_TMP"
   echo "fuzz $t: ${cases:-0} cases, $crash crash, $hang hang, $exit2 exit 2, $wrong silent wrong"
   if [ -z "$cases" ] || [ $((crash + hang + exit2 + wrong)) -gt 0 ]; then
     status=1

@@ -9,6 +9,7 @@
 #include "rp/runtime/Plan.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,11 +17,19 @@
 
 using namespace rp::runtime;
 
+/// Where the target writes its files: $RP_FUZZ_TMP (scripts/fuzz.sh gives
+/// each run its own and removes it after), else /tmp.
+static std::string fuzzFolderRoot() {
+  const char *root = std::getenv("RP_FUZZ_TMP");
+  return root && *root ? root : "/tmp";
+}
+
 /// A folder of this process's own with weight files of the names the seed
 /// plans use (1 MiB of zeros each), so that mutated plans get past the
 /// weight-file checks into the validation of their buffers and jobs.
 static std::string fuzzFolder() {
-  std::string dir = "/tmp/rp-fuzz-plan-" + std::to_string(::getpid());
+  std::string dir =
+      fuzzFolderRoot() + "/rp-fuzz-plan-" + std::to_string(::getpid());
   ::mkdir(dir.c_str(), 0755);
   std::vector<char> zeros(1 << 20, 0);
   for (const char *name : {"w.bin", "gpt14.weights.bin"}) {

@@ -14,8 +14,9 @@ debs=(
   # runtime and tests
   libopenblas-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
   libflatbuffers-dev flatbuffers-compiler libcli11-dev
-  # build
-  cmake ninja-build ccache g++
+  # build; clang-14 and its runtime libraries for the fuzz targets
+  # (scripts/fuzz.sh: libFuzzer, ASan, UBSan)
+  cmake ninja-build ccache g++ clang-14 libclang-rt-14-dev
   # python: tracer, reference checks, test models
   python3-venv python3-numpy python3-torch python3-torchvision python3-onnx
   python3-matplotlib

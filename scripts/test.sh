@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, builds, and runs every test: the lit suite (compiler and
-# python), the GoogleTest suites (compiler and runtime), and the runtime tests
-# again under ThreadSanitizer. The last line is the total count.
+# python), the GoogleTest suites (compiler and runtime), the runtime tests
+# again under ThreadSanitizer and under ASan + UBSan, and each reader's fuzz
+# target for 60 s. The last line is the total count.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -76,6 +77,27 @@ else
   cat build-tsan.configure.log build-tsan.build.log 2>/dev/null | tail -30
   tally tsan 0 1
 fi
+
+# ASan + UBSan over the runtime's tests: test targets only (the tools are
+# exercised by lit above), optimized at -O1, ccache-warm after the first run.
+echo "== runtime under AddressSanitizer + UndefinedBehaviorSanitizer"
+if cmake -G Ninja -S runtime -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+     -DRP_RUNTIME_ASAN=ON -DRP_ENABLE_CUDA=OFF >build-asan.configure.log 2>&1 &&
+   ninja -C build-asan rp-runtime-tests >build-asan.build.log 2>&1; then
+  ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+    run_ctest asan build-asan
+else
+  cat build-asan.configure.log build-asan.build.log 2>/dev/null | tail -30
+  tally asan 0 1
+fi
+
+# Each reader's libFuzzer target for 60 s (scripts/fuzz.sh); a target with
+# no finding counts as one passed test.
+echo "== fuzz (60 s per target)"
+fuzz_out=$(bash scripts/fuzz.sh 60 2>&1)
+echo "$fuzz_out" | sed 's/^/   /'
+fuzz_ok=$(echo "$fuzz_out" | grep -cE '^fuzz [a-z]+: [1-9][0-9]* cases, 0 crash, 0 hang, 0 exit 2, 0 silent wrong$')
+tally fuzz "$fuzz_ok" $((5 - fuzz_ok))
 
 echo "== done in $(( $(date +%s) - start )) s"
 echo "$passed passed, $failed failed"

@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
+#include "rp/Support/ToolGuards.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
@@ -77,6 +78,9 @@ FailureOr<json::Value> parseJson(StringRef text, StringRef what,
 
 FailureOr<std::string> readFile(StringRef path, StringRef what,
                                 MLIRContext *context) {
+  // A FIFO would block the read, /dev/zero fill memory (ToolGuards.h).
+  if (std::string why = checkRegularInput(path, what); !why.empty())
+    return emitError(UnknownLoc::get(context)) << why;
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return emitError(UnknownLoc::get(context))

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/runtime/LastResort.h"
 #include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Plan.h"
 
@@ -75,6 +76,7 @@ unsigned flag(int argc, char **argv, const char *name, unsigned fallback) {
 } // namespace
 
 int main(int argc, char **argv) {
+  installLastResort("rp-bench-executor");
   unsigned devices = flag(argc, argv, "--devices", 4);
   unsigned jobs = flag(argc, argv, "--jobs", 200);
   unsigned steps = flag(argc, argv, "--steps", 20);

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/runtime/LastResort.h"
 #include "rp/runtime/Optimizer.h"
 
 #include <CLI/CLI.hpp>
@@ -76,6 +77,7 @@ static bool writeFloats(const std::string &path, const std::vector<float> &data,
 }
 
 int main(int argc, char **argv) {
+  installLastResort("rp-bench-optimizer");
   CLI::App app{"rp-bench-optimizer: times rp's AdamW on given data"};
   std::vector<int64_t> sizes;
   std::string weightsPath, outWeights, outM, outV;

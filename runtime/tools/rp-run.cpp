@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/Executor.h"
+#include "rp/runtime/LastResort.h"
 #include "rp/runtime/Npy.h"
 #include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Plan.h"
@@ -35,6 +36,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -138,7 +140,23 @@ static Status dumpOutput(const HostForward &fwd, const std::string &path) {
   return writeNpy(path, DType::f32, out.shape, f32.data());
 }
 
+/// Checks a numeric option: finite and from `lo` up to `hi` (`hi` itself
+/// excluded when `hiOpen`), the range named in the message. PyTorch's
+/// optimizers refuse the same values; running on with a default instead
+/// would be a silent wrong answer.
+static Status checkNumber(const char *flag, double value, double lo, double hi,
+                          bool hiOpen, const char *range) {
+  bool ok = std::isfinite(value) && value >= lo &&
+            (hiOpen ? value < hi : value <= hi);
+  if (ok)
+    return Status::ok();
+  char given[64];
+  std::snprintf(given, sizeof(given), "%g", value);
+  return invalidArgument(std::string(flag) + " " + given + ": " + range);
+}
+
 int main(int argc, char **argv) {
+  installLastResort("rp-run");
   CLI::App app{"rp-run: runs a compiled rp plan"};
   std::string planPath, backend = "host", describeMode, dumpPath;
   std::vector<std::string> inputs;
@@ -179,7 +197,7 @@ int main(int argc, char **argv) {
   unsigned devices = 0;
   app.add_option("--devices", devices,
                  "the devices to run on; must be the plan's device count")
-      ->check(CLI::Range(1u, 1024u));
+      ->check(CLI::Range(1u, 256u)); // rp-compile's cap
   app.add_option("--watchdog-ms", train.watchdogMs,
                  "stop a staged plan's step after this many ms without "
                  "progress (default 60000)")
@@ -202,7 +220,8 @@ int main(int argc, char **argv) {
   app.add_option("--save", train.save,
                  "write a checkpoint folder at the end (atomically)");
   app.add_option("--save-every", train.saveEvery,
-                 "also write the checkpoint every K steps");
+                 "also write the checkpoint every K steps")
+      ->check(CLI::Range(0u, 1000000u));
   app.add_option("--resume", train.resume,
                  "continue from a checkpoint folder for --steps more steps");
   app.add_option("--init-weights", initWeights,
@@ -212,7 +231,7 @@ int main(int argc, char **argv) {
                  "(.safetensors)");
   app.add_option("--optimizer", optimizer, "adamw or sgd")
       ->check(CLI::IsMember({"adamw", "sgd"}));
-  double lr = -1, weightDecay = -1;
+  double lr = AdamWConfig().lr, weightDecay = 0;
   app.add_option("--lr", lr, "learning rate (default 1e-3)");
   app.add_option("--beta1", train.adamw.beta1, "AdamW beta1");
   app.add_option("--beta2", train.adamw.beta2, "AdamW beta2");
@@ -262,6 +281,32 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
+
+  constexpr double kInf = HUGE_VAL;
+  const struct {
+    const char *flag;
+    double value, lo, hi;
+    bool hiOpen;
+    const char *range;
+  } numbers[] = {
+      {"--lr", lr, 0, kInf, true, "the learning rate is a finite number >= 0"},
+      {"--beta1", train.adamw.beta1, 0, 1, true, "AdamW's beta1 is in [0, 1)"},
+      {"--beta2", train.adamw.beta2, 0, 1, true, "AdamW's beta2 is in [0, 1)"},
+      {"--eps", train.adamw.eps, 0, kInf, true,
+       "AdamW's epsilon is a finite number >= 0"},
+      {"--momentum", train.sgdConfig.momentum, 0, kInf, true,
+       "SGD's momentum is a finite number >= 0"},
+      {"--weight-decay", weightDecay, 0, kInf, true,
+       "the weight decay is a finite number >= 0"},
+      {"--clip-grad-norm", train.clipGradNorm, 0, kInf, true,
+       "the gradient norm to clip to is a finite number >= 0 (0: off)"},
+      {"--initial-loss-scale", initialLossScale, 0, kInf, true,
+       "the initial loss scale is a finite number > 0"},
+  };
+  for (const auto &n : numbers)
+    if (Status s = checkNumber(n.flag, n.value, n.lo, n.hi, n.hiOpen, n.range);
+        s.failed())
+      return fail(s);
 
   if (listDevices) {
     // DESIGN.md's lines: host: N threads, cuda: N devices or cuda: 0
@@ -575,9 +620,9 @@ int main(int argc, char **argv) {
                    step, scale);
     };
     train.trace = trace.get();
-    if (lr >= 0)
-      train.adamw.lr = train.sgdConfig.lr = lr;
-    if (weightDecay >= 0)
+    train.adamw.lr = train.sgdConfig.lr = lr;
+    // Each optimizer's own default unless given (DESIGN.md).
+    if (app.count("--weight-decay"))
       train.adamw.weightDecay = train.sgdConfig.weightDecay = weightDecay;
     for (auto &[name, array] : given)
       train.inputs[name] = std::move(array);

@@ -9,6 +9,8 @@
 
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/Import/ONNX/Importer.h"
+#include "rp/Support/AtomicWrite.h"
+#include "rp/Support/ToolGuards.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -38,6 +40,7 @@ static cl::opt<bool> printLayers(
     cl::desc("print the layers found, with op and parameter counts"));
 
 int main(int argc, char **argv) {
+  rp::installLastResort("rp-import");
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
@@ -71,16 +74,14 @@ int main(int argc, char **argv) {
 
   if (outputPath == "-" && printLayers)
     return 0;
-  // Written under a temporary name and renamed, so a reader never sees a
-  // half-written file.
-  llvm::Error err = llvm::writeToOutput(outputPath, [&](raw_ostream &os) {
+  // Atomic and durable (AtomicWrite.h): a reader never sees a half-written
+  // file, a full disk is an error.
+  llvm::Error err = rp::writeFileAtomically(outputPath, [&](raw_ostream &os) {
     module->print(os);
     os << "\n";
-    return llvm::Error::success();
   });
   if (err) {
-    llvm::errs() << "rp-import: cannot write '" << outputPath
-                 << "': " << llvm::toString(std::move(err)) << "\n";
+    llvm::errs() << "rp-import: " << llvm::toString(std::move(err)) << "\n";
     return 1;
   }
   return 0;

@@ -14,6 +14,7 @@
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/InitAllPasses.h"
+#include "rp/Support/ToolGuards.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -40,6 +41,7 @@ importToBuffer(StringRef input, StringRef output,
 }
 
 int main(int argc, char **argv) {
+  rp::installLastResort("rp-opt");
   rp::registerAllPasses();
   DialectRegistry registry;
   rp::registerAllDialects(registry);

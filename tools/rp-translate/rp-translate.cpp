@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/InitAllDialects.h"
+#include "rp/Support/ToolGuards.h"
 #include "rp/Target/PlanExport.h"
 
 #include "mlir/IR/AsmState.h"
@@ -41,6 +42,7 @@ static std::string folderOf(StringRef path) {
 }
 
 int main(int argc, char **argv) {
+  rp::installLastResort("rp-translate");
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();

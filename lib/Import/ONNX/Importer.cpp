@@ -7,9 +7,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/Import/ONNX/Importer.h"
+#include "AttributeTypes.h"
 #include "ConstantEvaluator.h"
 #include "NodeImporter.h"
 #include "WeightsWriter.h"
+#include "rp/Support/ToolGuards.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -396,6 +398,8 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
                                "--list-ops lists the ops it handles); "
                                "re-export the model without it";
   Operation *before = entry->empty() ? nullptr : &entry->back();
+  if (failed(checkAttributeTypes(importer)))
+    return failure();
   if (failed(it->second(importer)))
     return failure();
   // Input types the handler did not check surface here, at the node, rather
@@ -556,6 +560,8 @@ mlir::rp::importONNXModel(StringRef path, MLIRContext *context,
                           const ONNXImportOptions &options) {
   context->loadDialect<RPDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(context, path, 0, 0);
+  if (std::string why = checkRegularInput(path, "the ONNX model"); !why.empty())
+    return emitError(loc) << why, nullptr;
   std::ifstream in(path.str(), std::ios::binary);
   if (!in)
     return emitError(loc) << "cannot open '" << path

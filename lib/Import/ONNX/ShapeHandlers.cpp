@@ -63,7 +63,8 @@ static LogicalResult importReshape(NodeImporter &n) {
     if (s < 0)
       return n.error() << "shape entry " << s << " is invalid";
     shape.push_back(s);
-    known *= s;
+    if (__builtin_mul_overflow(known, s, &known))
+      return n.error() << "shape has more elements than fit in 64 bits";
   }
   int64_t total = cast<RankedTensorType>(x.getType()).getNumElements();
   if (inferred >= 0) {
@@ -176,8 +177,13 @@ static LogicalResult importConcat(NodeImporter &n) {
     return failure();
   SmallVector<int64_t> shape(first);
   shape[*axis] = 0;
-  for (Value v : inputs)
+  for (auto [i, v] : llvm::enumerate(inputs)) {
+    // A lower rank would be read past its end (found by fuzzing).
+    if (shapeOf(v).size() != first.size())
+      return n.error() << "input " << i << " has rank " << shapeOf(v).size()
+                       << ", input 0 has rank " << first.size();
     shape[*axis] += shapeOf(v)[*axis];
+  }
   auto type = RankedTensorType::get(shape, getElementTypeOrSelf(inputs[0]));
   n.setOutput(0, n.create<ConcatOp>(type, inputs, *axis));
   return success();

@@ -1,6 +1,7 @@
 //===- WeightsWriter.cpp - the weights file of inline initializers --------===//
 
 #include "WeightsWriter.h"
+#include "rp/Support/AtomicWrite.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -26,7 +27,11 @@ std::string mlir::rp::onnx_import::relativePath(StringRef file, StringRef dir) {
 
 WeightsWriter::~WeightsWriter() {
   if (!committed && !tempPath.empty()) {
+    if (os)
+      os->clear_error();
     os.reset();
+    if (fd >= 0)
+      ::close(fd);
     llvm::sys::fs::remove(tempPath);
   }
 }
@@ -34,12 +39,13 @@ WeightsWriter::~WeightsWriter() {
 LogicalResult WeightsWriter::open(Location loc) {
   SmallString<256> model(path);
   llvm::sys::path::replace_extension(model, "");
-  int fd;
-  if (auto ec =
-          llvm::sys::fs::createUniqueFile(model + ".%%%%%%.tmp", fd, tempPath))
+  int tempFd;
+  if (auto ec = llvm::sys::fs::createUniqueFile(model + ".%%%%%%.tmp", tempFd,
+                                                tempPath))
     return emitError(loc) << "cannot create the weights file beside '" << path
                           << "': " << ec.message();
-  os = std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/true);
+  fd = tempFd;
+  os = std::make_unique<llvm::raw_fd_ostream>(tempFd, /*shouldClose=*/false);
   return success();
 }
 
@@ -70,17 +76,23 @@ int64_t WeightsWriter::append(StringRef bytes) {
 }
 
 LogicalResult WeightsWriter::commit(Location loc) {
-  os->close();
-  if (os->has_error())
-    return emitError(loc) << "cannot write the weights file '" << path
-                          << "': " << os->error().message();
   if (appending) {
+    // Folded constants appended after the import committed the file: the
+    // file is already in place, so the appended bytes are checked and
+    // flushed but not renamed.
+    os->close();
+    if (os->has_error())
+      return emitError(loc) << "cannot write the weights file '" << path
+                            << "': " << os->error().message();
     committed = true;
     return success();
   }
-  if (auto ec = llvm::sys::fs::rename(tempPath, path))
-    return emitError(loc) << "cannot move the weights file into place at '"
-                          << path << "': " << ec.message();
-  committed = true;
+  // Every write checked, fsynced, renamed, folder fsynced (AtomicWrite.h).
+  llvm::Error err = commitTempFile(*os, fd, tempPath, path);
+  fd = -1;
+  committed = true; // commitTempFile removed the temporary file on failure
+  if (err)
+    return emitError(loc) << "the weights file: "
+                          << llvm::toString(std::move(err));
   return success();
 }

@@ -41,6 +41,7 @@ private:
   std::string path;
   llvm::SmallString<256> tempPath;
   std::unique_ptr<llvm::raw_fd_ostream> os;
+  int fd = -1; ///< the temporary file's, closed by commit or the destructor
   int64_t size = 0;
   bool committed = false;
   bool appending = false;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanWriter.h"
+#include "rp/Support/AtomicWrite.h"
 #include "rp/runtime/PlanFormat.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -560,12 +561,10 @@ FailureOr<size_t> mlir::rp::exportPlanToFile(ModuleOp module,
   std::vector<uint8_t> bytes;
   if (failed(exportPlan(module, options, bytes)))
     return failure();
-  llvm::Error err = llvm::writeToOutput(path, [&](raw_ostream &os) {
+  llvm::Error err = writeFileAtomically(path, [&](raw_ostream &os) {
     os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    return llvm::Error::success();
   });
   if (err)
-    return module.emitError("cannot write '")
-           << path << "': " << llvm::toString(std::move(err));
+    return module.emitError(llvm::toString(std::move(err)));
   return bytes.size();
 }

@@ -3,6 +3,8 @@
 #include "rp/runtime/Trainer.h"
 #include "Fences.h"
 #include "StagedTrainer.h"
+#include "rp/runtime/Checkpoint.h"
+#include "rp/runtime/FileIO.h"
 #include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Safetensors.h"
 #include "rp/runtime/host/Kernels.h"
@@ -11,8 +13,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <random>
 
@@ -81,18 +81,6 @@ Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
   return a;
 }
 
-/// What a checkpoint holds besides tensors.
-struct CheckpointState {
-  unsigned step = 0; ///< steps done
-  bool sync = false;
-  bool sgd = false;
-  uint64_t dataPosition = 0; ///< next token of --data
-  /// Updates applied (steps minus those skipped by loss scaling), and the
-  /// loss scaler's state (scale 0: none).
-  unsigned updates = 0;
-  double lossScale = 0;
-  unsigned goodSteps = 0;
-};
 
 /// Streams a flat token file: sequence after sequence, labels shifted by
 /// one token (the data loader shifts; the graph never does).
@@ -101,22 +89,24 @@ struct TokenStream {
   uint64_t position = 0;
 
   static Expected<TokenStream> open(const std::string &path, bool wide) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-      return notFound("cannot open data file '" + path + "'");
-    std::vector<char> raw((std::istreambuf_iterator<char>(in)), {});
+    Expected<std::string> raw =
+        readRegularFile(path, "data file", physicalMemoryBytes());
+    if (!raw)
+      return raw.getStatus();
     size_t width = wide ? 4 : 2;
-    if (raw.size() % width)
+    if (raw->size() % width)
       return invalidArgument("data file '" + path + "' holds " +
-                             std::to_string(raw.size()) + " bytes, not a whole "
-                             "number of " + (wide ? "uint32" : "uint16") +
-                             " tokens");
+                             std::to_string(raw->size()) +
+                             " bytes, not a whole "
+                             "number of " +
+                             (wide ? "uint32" : "uint16") + " tokens");
     TokenStream s;
-    s.tokens.resize(raw.size() / width);
+    s.tokens.resize(raw->size() / width);
     for (size_t i = 0; i < s.tokens.size(); ++i) {
       uint32_t v = 0;
       for (size_t b = 0; b < width; ++b)
-        v |= uint32_t(static_cast<unsigned char>(raw[i * width + b])) << (8 * b);
+        v |= uint32_t(static_cast<unsigned char>((*raw)[i * width + b]))
+             << (8 * b);
       s.tokens[i] = v;
     }
     return s;
@@ -150,19 +140,9 @@ struct TokenStream {
   }
 };
 
-/// Writes a checkpoint directory atomically: everything goes to a fresh
-/// temporary directory first, which then replaces `dir` by rename, so a
-/// crash leaves either the old checkpoint or the new one, never half of one.
+/// Writes a checkpoint folder atomically (Checkpoint.h).
 Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
                       const HostForward &fwd, const CheckpointState &state) {
-  namespace fs = std::filesystem;
-  std::string tmp = dir + ".tmp";
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec)
-    return notFound("cannot create checkpoint folder '" + tmp +
-                    "': " + ec.message());
   std::vector<NamedTensor> master, compute, opt;
   for (const Param &p : params) {
     TensorRef live = fwd.buffer(p.buffer);
@@ -177,33 +157,11 @@ Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
                    TensorRef{const_cast<float *>(p.state1.data()), DType::f32,
                              live.shape}});
   }
-  if (Status s = writeSafetensors(tmp + "/weights.safetensors", master);
-      s.failed())
-    return s;
-  if (Status s = writeSafetensors(tmp + "/compute.safetensors", compute);
-      s.failed())
-    return s;
-  if (Status s = writeSafetensors(tmp + "/optimizer.safetensors", opt);
-      s.failed())
-    return s;
-  nlohmann::json j = {{"step", state.step},
-                      {"sync", state.sync},
-                      {"optimizer", state.sgd ? "sgd" : "adamw"},
-                      {"data_position", state.dataPosition},
-                      {"updates", state.updates},
-                      {"loss_scale", state.lossScale},
-                      {"good_steps", state.goodSteps}};
-  std::ofstream(tmp + "/state.json") << j.dump(2) << "\n";
-  std::string old = dir + ".old";
-  fs::remove_all(old, ec);
-  if (fs::exists(dir))
-    fs::rename(dir, old, ec);
-  fs::rename(tmp, dir, ec);
-  if (ec)
-    return notFound("cannot move the checkpoint into '" + dir +
-                    "': " + ec.message());
-  fs::remove_all(old, ec);
-  return Status::ok();
+  return saveCheckpointFolder(dir,
+                              {{"weights.safetensors", std::move(master)},
+                               {"compute.safetensors", std::move(compute)},
+                               {"optimizer.safetensors", std::move(opt)}},
+                              state);
 }
 
 /// Loads a checkpoint into the parameters' master weights, optimizer state
@@ -211,23 +169,20 @@ Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
 Expected<CheckpointState> loadCheckpoint(const std::string &dir,
                                          std::vector<Param> &params,
                                          HostForward &fwd) {
-  std::ifstream in(dir + "/state.json");
-  if (!in)
-    return notFound("'" + dir + "' is not a checkpoint (no state.json)");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.contains("step"))
-    return invalidArgument(dir + "/state.json is not a checkpoint state");
-  CheckpointState state;
-  state.step = j["step"].get<unsigned>();
-  state.sync = j.value("sync", false);
-  state.sgd = j.value("optimizer", "adamw") == "sgd";
-  state.dataPosition = j.value("data_position", uint64_t(0));
-  state.updates = j.value("updates", state.step);
-  state.lossScale = j.value("loss_scale", 0.0);
-  state.goodSteps = j.value("good_steps", 0u);
-  auto master = readSafetensors(dir + "/weights.safetensors");
-  auto compute = readSafetensors(dir + "/compute.safetensors");
-  auto opt = readSafetensors(dir + "/optimizer.safetensors");
+  Expected<std::string> folder = findCheckpoint(dir);
+  if (!folder)
+    return folder.getStatus();
+  std::string statePath = *folder + "/state.json";
+  Expected<std::string> text =
+      readRegularFile(statePath, "checkpoint state", kMaxJsonBytes);
+  if (!text)
+    return text.getStatus();
+  Expected<CheckpointState> state = parseCheckpointState(*text, statePath);
+  if (!state)
+    return state.getStatus();
+  auto master = readSafetensors(*folder + "/weights.safetensors");
+  auto compute = readSafetensors(*folder + "/compute.safetensors");
+  auto opt = readSafetensors(*folder + "/optimizer.safetensors");
   for (auto *f : {&master, &compute, &opt})
     if (!*f)
       return f->getStatus();
@@ -268,6 +223,10 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     return invalidArgument("--accumulate must be at least 1 (passes of " +
                            std::to_string(M) +
                            " microbatches per optimizer step)");
+  // Before any work: a save must not replace what is not a checkpoint.
+  if (!options.save.empty())
+    if (Status s = checkSaveTarget(options.save); s.failed())
+      return s;
   // Global batches of every input but the loss scale.
   std::map<std::string, NpyArray> global;
   const BindingDesc *labels = nullptr, *scale = nullptr;
@@ -456,8 +415,15 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     updates = state->updates;
     if (scaling && state->lossScale > 0)
       scaler.restore(state->lossScale, state->goodSteps);
-    if (stream)
+    if (stream) {
+      if (state->dataPosition > stream->tokens.size())
+        return invalidArgument(
+            "checkpoint '" + options.resume + "' continues the data at token " +
+            std::to_string(state->dataPosition) + ", past the end of '" +
+            options.data + "' (" + std::to_string(stream->tokens.size()) +
+            " tokens); resume with the data file it was trained on");
       stream->position = state->dataPosition;
+    }
   }
   Trace *trace = options.trace;
   if (trace)

@@ -1,11 +1,10 @@
 //===- Npy.cpp - numpy .npy files in and out ------------------------------===//
 
 #include "rp/runtime/Npy.h"
+#include "rp/runtime/FileIO.h"
 
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <regex>
 
 using namespace rp::runtime;
@@ -23,11 +22,46 @@ constexpr Descr kDescrs[] = {
 
 } // namespace
 
-Expected<NpyArray> rp::runtime::readNpy(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return notFound("cannot open '" + path + "'");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+/// The bytes an array of `shape` and `dtype` takes, or false when a
+/// dimension is negative or the product overflows.
+static bool byteSize(const Shape &shape, DType dtype, uint64_t &bytes) {
+  bytes = dtypeSize(dtype);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, uint64_t(d), &bytes))
+      return false;
+  return true;
+}
+
+/// The dimensions of a header's shape tuple text ("2, 3" or "4," or ""):
+/// decimal numbers of at most 18 digits, so that none overflows.
+static bool parseDims(const std::string &text, Shape &shape) {
+  size_t i = 0;
+  auto skipSpace = [&] {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t'))
+      ++i;
+  };
+  skipSpace();
+  while (i < text.size()) {
+    size_t digits = 0;
+    uint64_t value = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++digits)
+      value = value * 10 + uint64_t(text[i] - '0');
+    if (digits == 0 || digits > 18 || shape.size() >= kMaxNpyRank)
+      return false;
+    shape.push_back(int64_t(value));
+    skipSpace();
+    if (i == text.size())
+      break;
+    if (text[i] != ',')
+      return false;
+    ++i;
+    skipSpace();
+  }
+  return true;
+}
+
+Expected<NpyArray> rp::runtime::parseNpy(std::string_view bytes,
+                                         const std::string &path) {
   auto bad = [&](const std::string &what) {
     return invalidArgument(path + ": not a usable .npy file: " + what);
   };
@@ -49,8 +83,10 @@ Expected<NpyArray> rp::runtime::readNpy(const std::string &path) {
   } else {
     return bad("format version " + std::to_string(major));
   }
-  if (start + headerLen > bytes.size())
-    return bad("truncated header");
+  if (headerLen > bytes.size() - start)
+    return bad("truncated header (it declares " + std::to_string(headerLen) +
+               " header bytes; the file has " +
+               std::to_string(bytes.size() - start) + " after the magic)");
   std::string header(bytes.data() + start, headerLen);
   std::smatch m;
   if (!std::regex_search(header, m,
@@ -72,18 +108,28 @@ Expected<NpyArray> rp::runtime::readNpy(const std::string &path) {
     return bad("Fortran order; save a C-order array");
   if (!std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)")))
     return bad("no 'shape' in the header");
-  std::string dims = m[1];
-  std::regex number("[0-9]+");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), number);
-       it != std::sregex_iterator(); ++it)
-    out.shape.push_back(std::stoll(it->str()));
-  size_t need = numElements(out.shape) * dtypeSize(out.dtype);
+  if (!parseDims(m[1], out.shape))
+    return bad("its shape (" + std::string(m[1]) +
+               ") is not a tuple of at most " + std::to_string(kMaxNpyRank) +
+               " dimensions below 10^18");
+  uint64_t need = 0;
+  if (!byteSize(out.shape, out.dtype, need))
+    return bad("its shape (" + std::string(m[1]) +
+               ") holds more bytes than fit in 64 bits");
   size_t have = bytes.size() - start - headerLen;
   if (have != need)
     return bad("it holds " + std::to_string(have) + " data bytes but its "
                "header declares " + std::to_string(need));
   out.data.assign(bytes.begin() + start + headerLen, bytes.end());
   return out;
+}
+
+Expected<NpyArray> rp::runtime::readNpy(const std::string &path) {
+  Expected<std::string> bytes =
+      readRegularFile(path, ".npy file", physicalMemoryBytes());
+  if (!bytes)
+    return bytes.getStatus();
+  return parseNpy(*bytes, path);
 }
 
 Status rp::runtime::writeNpy(const std::string &path, DType dtype,
@@ -105,26 +151,19 @@ Status rp::runtime::writeNpy(const std::string &path, DType dtype,
   // Magic, version and length take 10 bytes; data starts 64-aligned.
   header.append(63 - (10 + header.size()) % 64, ' ');
   header += '\n';
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out)
-      return notFound("cannot write '" + path + "'");
-    out.write("\x93NUMPY\x01\x00", 8);
-    uint16_t len = static_cast<uint16_t>(header.size());
-    char lenBytes[2] = {static_cast<char>(len & 0xff),
-                        static_cast<char>(len >> 8)};
-    out.write(lenBytes, 2);
-    out.write(header.data(), header.size());
-    out.write(static_cast<const char *>(data),
-              numElements(shape) * dtypeSize(dtype));
-    if (!out)
-      return notFound("cannot write '" + path + "'");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    return notFound("cannot move '" + tmp + "' to '" + path +
-                    "': " + ec.message());
-  return Status::ok();
+  uint16_t len = static_cast<uint16_t>(header.size());
+  char prefix[10] = {'\x93',
+                     'N',
+                     'U',
+                     'M',
+                     'P',
+                     'Y',
+                     1,
+                     0,
+                     static_cast<char>(len & 0xff),
+                     static_cast<char>(len >> 8)};
+  return writeFileAtomic(
+      path, {{prefix, sizeof(prefix)},
+             {header.data(), header.size()},
+             {data, size_t(numElements(shape)) * dtypeSize(dtype)}});
 }

@@ -1,16 +1,19 @@
 //===- Plan.cpp - loading and validating .rpplan files --------------------===//
 
-#include "PlanInternal.h"
 #include "rp/runtime/Plan.h"
+#include "PlanInternal.h"
+#include "rp/runtime/FileIO.h"
 #include "rp/runtime/PlanFormat.h"
 #include "rp/runtime/PlanSchemaText.h"
 #include "rp/runtime/plan_generated.h"
 
 #include <flatbuffers/idl.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 using namespace rp::runtime;
 namespace pf = ::rp::plan;
@@ -184,11 +187,23 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
   }
 }
 
+/// A scalar vector's elements, each read with memcpy: the FlatBuffers
+/// verifier checks the alignment of a vector's length but not of 8-byte
+/// elements, so a corrupted plan may put an int64 vector at a 4-aligned
+/// address, where a typed load is undefined behaviour (UBSan, fuzzing).
 template <typename T, typename V>
 std::vector<T> toVector(const flatbuffers::Vector<V> *v) {
+  static_assert(std::is_arithmetic_v<V>, "scalar vectors only");
   std::vector<T> out;
-  if (v)
-    out.assign(v->begin(), v->end());
+  if (!v)
+    return out;
+  out.reserve(v->size());
+  const uint8_t *bytes = v->Data();
+  for (uint32_t i = 0; i < v->size(); ++i) {
+    V x;
+    std::memcpy(&x, bytes + size_t(i) * sizeof(V), sizeof(V));
+    out.push_back(static_cast<T>(x));
+  }
   return out;
 }
 
@@ -199,12 +214,13 @@ std::string str(const flatbuffers::String *s) { return s ? s->str() : ""; }
 Expected<Plan> rp::runtime::loadPlan(const std::string &path,
                                      const LoadOptions &options) {
   Checker c{path};
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return notFound("cannot open plan '" + path + "'");
+  Expected<std::string> bytes =
+      readRegularFile(path, "plan", physicalMemoryBytes());
+  if (!bytes)
+    return bytes.getStatus();
   Plan plan;
   plan.path = path;
-  plan.raw.assign(std::istreambuf_iterator<char>(in), {});
+  plan.raw.assign(bytes->begin(), bytes->end());
   const uint8_t *data = plan.raw.data();
   size_t size = plan.raw.size();
   if (size < 8 || !flatbuffers::BufferHasIdentifier(data, kPlanIdentifier))
@@ -238,12 +254,15 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
       d.path = f->path()->str();
       d.resolved = (folder / d.path).string();
       d.minSize = f->min_size();
-      std::error_code ec;
-      uint64_t actual = fs::file_size(d.resolved, ec);
-      if (ec)
-        return notFound(path + ": weight file '" + d.path + "' (" +
-                        d.resolved + ") is missing; keep weight files beside "
+      Expected<uint64_t> size = checkRegularFile(d.resolved, "weight file");
+      if (!size && size.getStatus().getCode() == StatusCode::NotFound)
+        return notFound(path + ": weight file '" + d.path + "' (" + d.resolved +
+                        ") is missing; keep weight files beside "
                         "the plan, where rp-compile wrote them");
+      if (!size)
+        return Status(size.getStatus().getCode(),
+                      path + ": " + size.getStatus().getMessage());
+      uint64_t actual = *size;
       if (actual < d.minSize)
         return c.fail("weight file '" + d.path + "' holds " +
                       std::to_string(actual) + " bytes, but the plan reads " +
@@ -391,8 +410,13 @@ Expected<std::string> rp::runtime::describePlanJson(const Plan &plan) {
     return internalError("the built-in plan schema does not parse: " +
                          parser.error_);
   std::string json;
+  // The plan passed the verifier, so the one thing strict JSON cannot carry
+  // is a string that is not UTF-8: a corrupted plan, not a bug.
   if (!flatbuffers::GenerateText(parser, plan.raw.data(), &json))
-    return internalError("cannot render the plan as JSON");
+    return invalidFormat(plan.path +
+                         ": the plan holds a string that is not "
+                         "valid UTF-8, which JSON cannot carry; recompile it "
+                         "(or use --describe=grid)");
   return json;
 }
 

@@ -1,12 +1,11 @@
 //===- Safetensors.cpp - .safetensors files in and out --------------------===//
 
 #include "rp/runtime/Safetensors.h"
+#include "rp/runtime/FileIO.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 using namespace rp::runtime;
 
@@ -38,34 +37,28 @@ Status rp::runtime::writeSafetensors(const std::string &path,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out)
-      return notFound("cannot write '" + path + "'");
-    uint64_t len = text.size();
-    char lenBytes[8];
-    for (int i = 0; i < 8; ++i)
-      lenBytes[i] = static_cast<char>((len >> (8 * i)) & 0xff);
-    out.write(lenBytes, 8);
-    out.write(text.data(), text.size());
-    for (const NamedTensor &t : tensors)
-      out.write(static_cast<const char *>(t.tensor.data), t.tensor.bytes());
-    if (!out)
-      return notFound("cannot write '" + path + "'");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    return notFound("cannot move '" + tmp + "' to '" + path + "'");
-  return Status::ok();
+  uint64_t len = text.size();
+  char lenBytes[8];
+  for (int i = 0; i < 8; ++i)
+    lenBytes[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  std::vector<ByteSpan> pieces = {{lenBytes, 8}, {text.data(), text.size()}};
+  for (const NamedTensor &t : tensors)
+    pieces.push_back({t.tensor.data, t.tensor.bytes()});
+  return writeFileAtomic(path, pieces);
 }
 
-Expected<SafetensorsFile> rp::runtime::readSafetensors(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return notFound("cannot open '" + path + "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+/// The bytes an entry of `shape` and `dtype` takes, or false when the
+/// product overflows.
+static bool byteSize(const Shape &shape, DType dtype, uint64_t &bytes) {
+  bytes = dtypeSize(dtype);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, uint64_t(d), &bytes))
+      return false;
+  return true;
+}
+
+Expected<SafetensorsFile>
+rp::runtime::parseSafetensors(std::string_view bytes, const std::string &path) {
   auto bad = [&](const std::string &what) {
     return invalidArgument(path + ": not a usable .safetensors file: " + what);
   };
@@ -73,7 +66,7 @@ Expected<SafetensorsFile> rp::runtime::readSafetensors(const std::string &path) 
     return bad("too short");
   uint64_t len = 0;
   for (int i = 0; i < 8; ++i)
-    len |= uint64_t(bytes[i]) << (8 * i);
+    len |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
   if (len > bytes.size() - 8)
     return bad("the header runs past the end");
   nlohmann::json header = nlohmann::json::parse(
@@ -81,31 +74,60 @@ Expected<SafetensorsFile> rp::runtime::readSafetensors(const std::string &path) 
   if (header.is_discarded() || !header.is_object())
     return bad("the header is not a JSON object");
   SafetensorsFile file;
-  size_t base = 8 + len;
+  size_t base = 8 + len, dataBytes = bytes.size() - base;
   for (auto &[name, entry] : header.items()) {
     if (name == "__metadata__")
       continue;
+    std::string where = "tensor '" + name + "'";
+    if (!entry.is_object())
+      return bad(where + " is not a JSON object");
     SafetensorsFile::Entry e;
-    std::string dtype = entry.value("dtype", "");
+    auto dtype = entry.find("dtype");
+    if (dtype == entry.end() || !dtype->is_string())
+      return bad(where + " has no dtype string");
     bool known = false;
     for (const DTypeName &n : kNames)
-      if (dtype == n.name) {
+      if (*dtype == n.name) {
         e.dtype = n.dtype;
         known = true;
       }
     if (!known)
-      return bad("tensor '" + name + "' has dtype '" + dtype + "'");
-    for (auto &d : entry["shape"])
+      return bad(where + " has dtype " + dtype->dump());
+    auto shape = entry.find("shape");
+    if (shape == entry.end() || !shape->is_array() ||
+        shape->size() > kMaxSafetensorsRank)
+      return bad(where + " has no shape (an array of at most " +
+                 std::to_string(kMaxSafetensorsRank) + " sizes)");
+    for (auto &d : *shape) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t(1) << 62))
+        return bad(where + " has shape " + shape->dump() +
+                   "; sizes are integers from 0 to 2^62");
       e.shape.push_back(d.get<int64_t>());
-    auto offsets = entry["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2)
-      return bad("tensor '" + name + "' has no data_offsets");
-    size_t b = offsets[0].get<size_t>(), end = offsets[1].get<size_t>();
-    if (b > end || base + end > bytes.size() ||
-        end - b != numElements(e.shape) * dtypeSize(e.dtype))
-      return bad("tensor '" + name + "' has a bad byte range");
+    }
+    auto offsets = entry.find("data_offsets");
+    if (offsets == entry.end() || !offsets->is_array() ||
+        offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned())
+      return bad(where + " has no data_offsets (two byte offsets)");
+    uint64_t b = (*offsets)[0].get<uint64_t>(),
+             end = (*offsets)[1].get<uint64_t>(), need = 0;
+    if (!byteSize(e.shape, e.dtype, need) || b > end || end > dataBytes ||
+        end - b != need)
+      return bad(where + " has a bad byte range: data_offsets " +
+                 offsets->dump() + " for " + std::to_string(need) +
+                 " bytes of shape " + shape->dump() + ", in " +
+                 std::to_string(dataBytes) + " data bytes");
     e.data.assign(bytes.begin() + base + b, bytes.begin() + base + end);
     file.tensors.emplace(name, std::move(e));
   }
   return file;
+}
+
+Expected<SafetensorsFile>
+rp::runtime::readSafetensors(const std::string &path) {
+  Expected<std::string> bytes =
+      readRegularFile(path, ".safetensors file", physicalMemoryBytes());
+  if (!bytes)
+    return bytes.getStatus();
+  return parseSafetensors(*bytes, path);
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 
 using namespace rp::timing;
 using json = nlohmann::json;
@@ -73,6 +74,17 @@ bool readCurve(const json &v, const std::string &where, Curve &out,
 }
 
 bool readFile(const std::string &path, std::string &text, std::string &error) {
+  // Regular files only, and of a sane size (FileIO.h's discipline; this
+  // library links nothing, so it checks with stat itself): a FIFO would
+  // block, /dev/zero would fill memory.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 &&
+      (!S_ISREG(st.st_mode) || st.st_size > (64 << 20))) {
+    error = "hardware profile '" + path + "' is " +
+            (S_ISREG(st.st_mode) ? "over 64 MiB" : "not a regular file") +
+            "; give a profile's JSON file";
+    return false;
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     error = "cannot read hardware profile '" + path + "'";

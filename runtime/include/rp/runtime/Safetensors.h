@@ -14,6 +14,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rp::runtime {
@@ -37,7 +38,16 @@ struct SafetensorsFile {
 };
 
 /// Reads every tensor of `path` (F32, F16, BF16, F64, I32, I64, BOOL).
+/// Reads a .safetensors file (a regular file; FileIO.h), checking every
+/// header field's type and range before it allocates.
 Expected<SafetensorsFile> readSafetensors(const std::string &path);
+
+/// The most dimensions a .safetensors entry may declare.
+constexpr size_t kMaxSafetensorsRank = 32;
+
+/// Parses the bytes of a .safetensors file; `path` names it in messages.
+Expected<SafetensorsFile> parseSafetensors(std::string_view bytes,
+                                           const std::string &path);
 
 } // namespace rp::runtime
 

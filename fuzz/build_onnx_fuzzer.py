@@ -1,0 +1,68 @@
+"""Builds rp-fuzz-onnx: the ONNX importer under libFuzzer.
+
+Usage: build_onnx_fuzzer.py BUILD OUT
+
+The compiler is built with g++ (BUILD, the main build), but libFuzzer needs
+clang's coverage instrumentation. This compiles the importer's own sources
+(lib/Import/ONNX) and fuzz/ONNXFuzzer.cpp with clang++-14
+(-fsanitize=fuzzer-no-link,address,undefined), with the flags BUILD's
+compile_commands.json gives them, and links them against BUILD's other
+libraries exactly as BUILD links rp-import. Coverage guides the fuzzer
+through the importer; the dialect, passes and MLIR itself run
+uninstrumented. Objects are kept in OUT and rebuilt when their source is
+newer.
+"""
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+CXX = "clang++-14"
+# ccache makes a fresh tree's build (CI) as quick as the main build's.
+LAUNCH = ["ccache"] if shutil.which("ccache") else []
+SANITIZE = ["-fsanitize=fuzzer-no-link,address,undefined",
+            "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1",
+            "-Wno-unknown-warning-option"]
+
+
+def main(build, out):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    build = os.path.abspath(build)
+    os.makedirs(out, exist_ok=True)
+    commands = json.load(open(os.path.join(build, "compile_commands.json")))
+    importer = [c for c in commands
+                if "/lib/Import/ONNX/" in c["file"] and c["file"].endswith(".cpp")]
+    if not importer:
+        sys.exit("fuzz: no importer sources in %s/compile_commands.json" % build)
+    # The harness compiles with the flags of the importer's sources.
+    flags = [a for a in shlex.split(importer[0]["command"])[1:]
+             if a.startswith(("-D", "-I", "-std"))]
+    sources = [c["file"] for c in importer]
+    sources.append(os.path.join(root, "fuzz", "ONNXFuzzer.cpp"))
+    objects = []
+    for src in sources:
+        obj = os.path.join(out, os.path.basename(src) + ".o")
+        objects.append(obj)
+        if os.path.exists(obj) and os.path.getmtime(obj) >= os.path.getmtime(src):
+            continue
+        subprocess.run(LAUNCH + [CXX] + flags + SANITIZE +
+                       ["-c", src, "-o", obj], check=True)
+    ninja = open(os.path.join(build, "build.ninja")).read()
+    block = ninja[ninja.index("build bin/rp-import:"):]
+    libs = re.search(r"\n  LINK_LIBRARIES = (.*)\n", block).group(1)
+    libs = [a for a in shlex.split(libs.replace("$$", "$"))
+            if "libRPImportONNX.a" not in a and not a.startswith("-Wl,-rpath,")]
+    libs = [a if a.startswith(("-", "/")) else os.path.join(build, a)
+            for a in libs]
+    binary = os.path.join(out, "rp-fuzz-onnx")
+    subprocess.run([CXX, "-fsanitize=fuzzer,address,undefined", "-o", binary]
+                   + objects + libs
+                   + ["-Wl,-rpath,/usr/lib/llvm-22/lib"], check=True)
+    print(binary)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,103 @@
+//===- AtomicWrite.h - durable, atomic output files of the tools -*- C++
+//-*-===//
+//
+// rp-compile's plan and weights and rp-import's IR are written the way the
+// runtime writes checkpoints (runtime/include/rp/runtime/FileIO.h): into a
+// fresh temporary file beside the target, every write checked (a full disk
+// is an error, never a truncated file), fsynced, renamed into place, and the
+// folder fsynced. At every instant the path holds the previous file or the
+// new one, whole. llvm::writeToOutput does not check the stream's error
+// before it renames, so a full disk would put a truncated file in place.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_SUPPORT_ATOMICWRITE_H
+#define RP_SUPPORT_ATOMICWRITE_H
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Errc.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace mlir::rp {
+
+/// Fsyncs the descriptor `fd`, or the folder `path` when `fd` is negative.
+/// A file system that cannot sync a folder (EINVAL) is not an error.
+inline std::error_code syncFileOrFolder(int fd, llvm::StringRef path = "") {
+  int own = -1;
+  if (fd < 0) {
+    own = ::open(path.str().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (own < 0)
+      return std::error_code(errno, std::generic_category());
+    fd = own;
+  }
+  int result = ::fsync(fd);
+  int error = errno;
+  if (own >= 0)
+    ::close(own);
+  if (result != 0 && !(own >= 0 && error == EINVAL))
+    return std::error_code(error, std::generic_category());
+  return {};
+}
+
+/// Finishes a temporary file: flushes `os` and checks every write, fsyncs
+/// and closes `fd`, renames `tempPath` to `path` and fsyncs the folder. On
+/// failure the temporary file is removed and the previous `path` is left.
+inline llvm::Error commitTempFile(llvm::raw_fd_ostream &os, int fd,
+                                  llvm::StringRef tempPath,
+                                  llvm::StringRef path) {
+  os.flush();
+  std::error_code ec = os.error();
+  os.clear_error();
+  if (!ec)
+    ec = syncFileOrFolder(fd);
+  if (::close(fd) != 0 && !ec)
+    ec = std::error_code(errno, std::generic_category());
+  if (!ec)
+    ec = llvm::sys::fs::rename(tempPath, path);
+  if (ec) {
+    llvm::sys::fs::remove(tempPath);
+    return llvm::createStringError(ec, "cannot write '%s': %s",
+                                   path.str().c_str(), ec.message().c_str());
+  }
+  llvm::SmallString<256> folder(path);
+  llvm::sys::path::remove_filename(folder);
+  if (folder.empty())
+    folder = ".";
+  if (std::error_code sync = syncFileOrFolder(-1, folder))
+    return llvm::createStringError(sync, "cannot sync the folder of '%s': %s",
+                                   path.str().c_str(), sync.message().c_str());
+  return llvm::Error::success();
+}
+
+/// Writes `path` atomically and durably with `write` (see the file
+/// comment); "-" writes to stdout.
+inline llvm::Error
+writeFileAtomically(llvm::StringRef path,
+                    llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  if (path == "-") {
+    write(llvm::outs());
+    llvm::outs().flush();
+    return llvm::Error::success();
+  }
+  int fd = -1;
+  llvm::SmallString<256> tempPath;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueFile(path + ".%%%%%%.tmp", fd, tempPath))
+    return llvm::createStringError(ec, "cannot create a file beside '%s': %s",
+                                   path.str().c_str(), ec.message().c_str());
+  llvm::raw_fd_ostream os(fd, /*shouldClose=*/false);
+  write(os);
+  return commitTempFile(os, fd, tempPath, path);
+}
+
+} // namespace mlir::rp
+
+#endif // RP_SUPPORT_ATOMICWRITE_H

@@ -1,0 +1,140 @@
+//===- Checkpoint.cpp - rp-run's checkpoint folders -----------------------===//
+
+#include "rp/runtime/Checkpoint.h"
+#include "rp/runtime/FileIO.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <sys/stat.h>
+
+using namespace rp::runtime;
+namespace fs = std::filesystem;
+
+std::string rp::runtime::formatCheckpointState(const CheckpointState &state) {
+  nlohmann::json j = {{"step", state.step},
+                      {"sync", state.sync},
+                      {"optimizer", state.sgd ? "sgd" : "adamw"},
+                      {"data_position", state.dataPosition},
+                      {"updates", state.updates},
+                      {"loss_scale", state.lossScale},
+                      {"good_steps", state.goodSteps}};
+  return j.dump(2) + "\n";
+}
+
+Expected<CheckpointState>
+rp::runtime::parseCheckpointState(std::string_view text,
+                                  const std::string &path) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  auto bad = [&](const std::string &what) {
+    return invalidFormat(path + " is not a usable checkpoint state: " + what +
+                         "; resume from a checkpoint rp-run --save wrote");
+  };
+  if (j.is_discarded() || !j.is_object())
+    return bad("it is not a JSON object");
+  // A count field: an integer from 0 to `max`; absent: `fallback`.
+  auto count = [&](const char *key, uint64_t max, uint64_t fallback,
+                   uint64_t &out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) {
+      out = fallback;
+      return Status::ok();
+    }
+    if (!it->is_number_unsigned() || it->get<uint64_t>() > max)
+      return bad("'" + std::string(key) + "' is " + it->dump() +
+                 ", not an integer from 0 to " + std::to_string(max));
+    out = it->get<uint64_t>();
+    return Status::ok();
+  };
+  CheckpointState state;
+  if (!j.contains("step"))
+    return bad("it has no 'step'");
+  uint64_t step = 0, updates = 0, goodSteps = 0;
+  if (Status s = count("step", kMaxCheckpointSteps, 0, step); s.failed())
+    return s;
+  state.step = unsigned(step);
+  if (Status s = count("updates", state.step, state.step, updates); s.failed())
+    return s;
+  state.updates = unsigned(updates);
+  if (Status s = count("good_steps", state.step, 0, goodSteps); s.failed())
+    return s;
+  state.goodSteps = unsigned(goodSteps);
+  // The data position is checked against the data file when it is opened.
+  if (Status s = count("data_position", UINT64_MAX, 0, state.dataPosition);
+      s.failed())
+    return s;
+  if (auto it = j.find("sync"); it != j.end()) {
+    if (!it->is_boolean())
+      return bad("'sync' is " + it->dump() + ", not true or false");
+    state.sync = it->get<bool>();
+  }
+  if (auto it = j.find("optimizer"); it != j.end()) {
+    if (!it->is_string() || (*it != "adamw" && *it != "sgd"))
+      return bad("'optimizer' is " + it->dump() + ", not \"adamw\" or \"sgd\"");
+    state.sgd = *it == "sgd";
+  }
+  if (auto it = j.find("loss_scale"); it != j.end()) {
+    double v = it->is_number() ? it->get<double>() : -1;
+    // 0: no loss scaling.
+    if (!it->is_number() || !std::isfinite(v) || v < 0)
+      return bad("'loss_scale' is " + it->dump() +
+                 ", not a finite number >= 0");
+    state.lossScale = v;
+  }
+  return state;
+}
+
+Status rp::runtime::checkSaveTarget(const std::string &dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    return Status::ok();
+  std::string refuse = "--save '" + dir + "' ";
+  std::string fix = "; the save would replace it: give a new path, or "
+                    "remove it first";
+  if (!S_ISDIR(st.st_mode))
+    return invalidArgument(refuse + "exists and is not a folder" + fix);
+  std::error_code ec;
+  if (fs::is_empty(dir, ec) && !ec)
+    return Status::ok();
+  if (!fs::is_regular_file(fs::path(dir) / "state.json", ec))
+    return invalidArgument(refuse +
+                           "is a folder that is not an rp checkpoint "
+                           "(it has no state.json)" +
+                           fix);
+  return Status::ok();
+}
+
+Expected<std::string> rp::runtime::findCheckpoint(const std::string &dir) {
+  std::error_code ec;
+  for (const std::string &candidate : {dir, dir + ".old"})
+    if (fs::exists(fs::path(candidate) / "state.json", ec))
+      return candidate;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    return invalidArgument("--resume '" + dir +
+                           "' is not a folder; give the checkpoint folder "
+                           "rp-run --save wrote");
+  return notFound("'" + dir + "' is not a checkpoint (no state.json)");
+}
+
+Status
+rp::runtime::saveCheckpointFolder(const std::string &dir,
+                                  const std::vector<CheckpointFile> &files,
+                                  const CheckpointState &state) {
+  std::string tmp = dir + ".tmp";
+  // Missing parent folders are made, as --save always did.
+  std::error_code ec;
+  if (fs::path parent = fs::path(dir).parent_path(); !parent.empty())
+    fs::create_directories(parent, ec);
+  if (Status s = makeFreshFolder(tmp); s.failed())
+    return Status(s.getCode(), "checkpoint '" + dir + "': " + s.getMessage());
+  for (const CheckpointFile &f : files)
+    if (Status s = writeSafetensors(tmp + "/" + f.name, f.tensors); s.failed())
+      return s;
+  // state.json last: a folder without it is never taken for a checkpoint.
+  if (Status s =
+          writeFileAtomic(tmp + "/state.json", formatCheckpointState(state));
+      s.failed())
+    return s;
+  return replaceFolder(tmp, dir);
+}

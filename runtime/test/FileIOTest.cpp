@@ -1,0 +1,176 @@
+//===- FileIOTest.cpp - checked reads, durable writes, checkpoint state ---===//
+//
+// The reader discipline and the checkpoint rules of FileIO.h and
+// Checkpoint.h, below the tools: what is refused and with which code, and
+// that a write or a folder replacement leaves the target whole.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/runtime/FileIO.h"
+#include "rp/runtime/Checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace rp::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A fresh folder for one test, removed after it.
+struct TempFolder {
+  std::string path;
+  TempFolder() {
+    std::string pattern = (fs::temp_directory_path() / "rp-fileio-XXXXXX");
+    path = ::mkdtemp(pattern.data());
+  }
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string &name) const {
+    return path + "/" + name;
+  }
+};
+
+std::string slurp(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(FileIOTest, ReadsARegularFileWhole) {
+  TempFolder dir;
+  std::ofstream(dir / "a.txt") << "hello";
+  Expected<std::string> text = readRegularFile(dir / "a.txt", "test file", 64);
+  ASSERT_TRUE(text) << text.getStatus().toString();
+  EXPECT_EQ(*text, "hello");
+}
+
+TEST(FileIOTest, RefusesFoldersFifosAndDevicesWithoutBlocking) {
+  TempFolder dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  auto start = std::chrono::steady_clock::now();
+  for (auto [path, kind] :
+       {std::pair{dir.path, "a folder"}, std::pair{dir / "fifo", "a FIFO"},
+        std::pair{std::string("/dev/zero"), "a device"}}) {
+    Expected<std::string> text = readRegularFile(path, "test file", 1 << 20);
+    ASSERT_FALSE(text) << path;
+    EXPECT_EQ(exitCode(text.getStatus()), 1);
+    EXPECT_NE(text.getStatus().getMessage().find(kind), std::string::npos)
+        << text.getStatus().getMessage();
+  }
+  // No open blocked on the FIFO.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(FileIOTest, RefusesAFileOverTheCapBeforeReadingIt) {
+  TempFolder dir;
+  std::ofstream(dir / "big") << std::string(100, 'x');
+  Expected<std::string> text = readRegularFile(dir / "big", "test file", 99);
+  ASSERT_FALSE(text);
+  EXPECT_NE(text.getStatus().getMessage().find("holds 100 bytes, more than "
+                                               "the 99"),
+            std::string::npos)
+      << text.getStatus().getMessage();
+  EXPECT_EQ(text.getStatus().getCode(), StatusCode::InvalidArgument);
+}
+
+TEST(FileIOTest, AMissingFileIsNotFound) {
+  TempFolder dir;
+  Expected<uint64_t> size = checkRegularFile(dir / "none", "test file");
+  ASSERT_FALSE(size);
+  EXPECT_EQ(size.getStatus().getCode(), StatusCode::NotFound);
+}
+
+TEST(FileIOTest, AnAtomicWriteReplacesTheFileAndLeavesNoTemporary) {
+  TempFolder dir;
+  std::ofstream(dir / "out") << "old contents";
+  std::string a = "new ", b = "contents";
+  ASSERT_TRUE(
+      writeFileAtomic(dir / "out", {{a.data(), a.size()}, {b.data(), b.size()}})
+          .isOk());
+  EXPECT_EQ(slurp(dir / "out"), "new contents");
+  EXPECT_FALSE(fs::exists(dir / "out.tmp"));
+}
+
+TEST(FileIOTest, AWriteIntoAMissingFolderFailsAndNamesIt) {
+  TempFolder dir;
+  Status s = writeFileAtomic(dir / "no/such/out", "x");
+  ASSERT_TRUE(s.failed());
+  EXPECT_EQ(s.getCode(), StatusCode::NotFound);
+  EXPECT_NE(s.getMessage().find("no/such/out.tmp"), std::string::npos)
+      << s.getMessage();
+}
+
+TEST(FileIOTest, ReplaceFolderSwapsInTheNewFolderWhole) {
+  TempFolder dir;
+  fs::create_directory(dir / "ck");
+  std::ofstream(dir / "ck/state.json") << "old";
+  ASSERT_TRUE(makeFreshFolder(dir / "ck.tmp").isOk());
+  std::ofstream(dir / "ck.tmp/state.json") << "new";
+  ASSERT_TRUE(replaceFolder(dir / "ck.tmp", dir / "ck").isOk());
+  EXPECT_EQ(slurp(dir / "ck/state.json"), "new");
+  EXPECT_FALSE(fs::exists(dir / "ck.tmp"));
+  EXPECT_FALSE(fs::exists(dir / "ck.old"));
+}
+
+TEST(CheckpointStateTest, RoundTripsEveryField) {
+  CheckpointState state;
+  state.step = 7;
+  state.sync = true;
+  state.sgd = true;
+  state.dataPosition = 123456789012ull;
+  state.updates = 6;
+  state.lossScale = 1024;
+  state.goodSteps = 3;
+  Expected<CheckpointState> back =
+      parseCheckpointState(formatCheckpointState(state), "state.json");
+  ASSERT_TRUE(back) << back.getStatus().toString();
+  EXPECT_EQ(back->step, 7u);
+  EXPECT_TRUE(back->sync);
+  EXPECT_TRUE(back->sgd);
+  EXPECT_EQ(back->dataPosition, 123456789012ull);
+  EXPECT_EQ(back->updates, 6u);
+  EXPECT_EQ(back->lossScale, 1024);
+  EXPECT_EQ(back->goodSteps, 3u);
+}
+
+TEST(CheckpointStateTest, RefusesWrongTypesAndRanges) {
+  for (const char *text :
+       {"[]", "{}", "{\"step\": -1}", "{\"step\": 1.5}", "{\"step\": \"1\"}",
+        "{\"step\": 1099511627776}", "{\"step\": 1, \"updates\": 2}",
+        "{\"step\": 1, \"sync\": 1}", "{\"step\": 1, \"optimizer\": \"adam\"}",
+        "{\"step\": 1, \"loss_scale\": -2}", "{\"step\": 1, \"good_steps\": 9}",
+        "{\"step\": 1, \"data_position\": -5}", "not json"}) {
+    Expected<CheckpointState> state = parseCheckpointState(text, "state.json");
+    ASSERT_FALSE(state) << text;
+    EXPECT_EQ(exitCode(state.getStatus()), 1) << text;
+    EXPECT_NE(state.getStatus().getMessage().find("state.json is not a usable "
+                                                  "checkpoint state"),
+              std::string::npos)
+        << state.getStatus().getMessage();
+  }
+}
+
+TEST(CheckpointStateTest, SaveTargetMustBeNewEmptyOrACheckpoint) {
+  TempFolder dir;
+  EXPECT_TRUE(checkSaveTarget(dir / "new").isOk());
+  fs::create_directory(dir / "empty");
+  EXPECT_TRUE(checkSaveTarget(dir / "empty").isOk());
+  fs::create_directory(dir / "ck");
+  std::ofstream(dir / "ck/state.json") << "{}";
+  EXPECT_TRUE(checkSaveTarget(dir / "ck").isOk());
+  fs::create_directory(dir / "notes");
+  std::ofstream(dir / "notes/a.txt") << "keep";
+  EXPECT_TRUE(checkSaveTarget(dir / "notes").failed());
+  std::ofstream(dir / "file") << "keep";
+  EXPECT_TRUE(checkSaveTarget(dir / "file").failed());
+}
+
+} // namespace

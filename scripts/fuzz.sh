@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang-14 with ASan and UBSan, into
+# build-fuzz/) and runs each for a bounded time.
+# Usage: scripts/fuzz.sh [SECONDS per target, default 60] [TARGET...]
+# Targets: npy safetensors state plan (the runtime's readers, runtime/fuzz)
+# and onnx (the importer, fuzz/; it needs the main build in build/, whose
+# libraries it links). Each starts from its seed corpus
+# (runtime/fuzz/corpus/<target> or fuzz/corpus/onnx, small real files)
+# copied to
+# build-fuzz/corpus/<target>, which keeps what the run finds; the repository's
+# corpus never grows. Findings (crash-*, timeout-*, oom-* files) go to
+# build-fuzz/findings/<target>/. One line per target:
+#   fuzz <target>: <cases> cases, <crash> crash, <hang> hang, <exit2> exit 2, <wrong> silent wrong
+# exit 2 counts inputs a reader answered with an internal error, silent
+# wrong inputs whose result contradicted itself (runtime/fuzz/FuzzCheck.h).
+# Exits 1 when any target has a finding or does not build.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(npy safetensors state plan onnx)
+
+build=build-fuzz
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -G Ninja -S runtime -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++-14 -DRP_RUNTIME_FUZZ=ON \
+    -DRP_ENABLE_CUDA=OFF >"$build.configure.log" 2>&1 || {
+    tail -30 "$build.configure.log"
+    echo "fuzz: configure failed (log: $build.configure.log)" >&2
+    exit 1
+  }
+fi
+names=()
+for t in "${targets[@]}"; do
+  [ "$t" = onnx ] || names+=("rp-fuzz-$t")
+done
+if [ ${#names[@]} -gt 0 ] &&
+   ! ninja -C "$build" "${names[@]}" >"$build.build.log" 2>&1; then
+  grep -E 'error|FAILED' "$build.build.log" | head -20
+  echo "fuzz: build failed (log: $build.build.log)" >&2
+  exit 1
+fi
+if [[ " ${targets[*]} " == *" onnx "* ]]; then
+  if ! { bash scripts/build.sh rp-import &&
+         .venv/bin/python fuzz/build_onnx_fuzzer.py build "$build/onnx"; } \
+       >"$build.onnx.log" 2>&1; then
+    grep -E 'error|FAILED' "$build.onnx.log" | head -20
+    echo "fuzz: the onnx target failed to build (log: $build.onnx.log)" >&2
+    exit 1
+  fi
+fi
+
+status=0
+for t in "${targets[@]}"; do
+  corpus="$build/corpus/$t" findings="$build/findings/$t"
+  mkdir -p "$corpus" "$findings"
+  seeds=runtime/fuzz/corpus/$t binary=$build/fuzz/rp-fuzz-$t
+  if [ "$t" = onnx ]; then
+    seeds=fuzz/corpus/onnx binary=$build/onnx/rp-fuzz-onnx
+  fi
+  cp -n "$seeds"/* "$corpus"/ 2>/dev/null || true
+  log="$build/fuzz-$t.log"
+  # -timeout: an input taking 10 s is a hang; -rss_limit_mb: the readers
+  # must refuse what would take more memory; -fork: keep going after a
+  # finding, so that the counts cover the whole run.
+  # The plan and onnx targets go through files: in a folder of this run's.
+  export RP_FUZZ_TMP="$root/$build/tmp/$t"
+  rm -rf "$RP_FUZZ_TMP" && mkdir -p "$RP_FUZZ_TMP"
+  ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+    "$binary" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 -fork=1 -ignore_crashes=1 -ignore_timeouts=1 \
+    -ignore_ooms=1 -artifact_prefix="$findings/" "$corpus" >"$log" 2>&1
+  cases=$(grep -oE '#[0-9]+' "$log" | tail -1 | tr -d '#')
+  # Each saved input replayed alone says what kind of finding it is.
+  crash=0 hang=0 exit2=0 wrong=0
+  for input in "$findings"/*; do
+    [ -f "$input" ] || continue
+    case $(basename "$input") in
+    timeout-* | oom-* | slow-unit-*) hang=$((hang + 1)) ;;
+    *)
+      # A finding the current build no longer reproduces (fixed since an
+      # earlier run) is set aside, not counted.
+      if out=$("$binary" -runs=1 "$input" 2>&1); then
+        mkdir -p "$findings/fixed" && mv "$input" "$findings/fixed/"
+      elif echo "$out" | grep -qE 'rp fuzz finding: an internal error|LLVM ERROR'; then
+        exit2=$((exit2 + 1))
+      elif echo "$out" | grep -q 'rp fuzz finding:'; then
+        wrong=$((wrong + 1))
+      else
+        crash=$((crash + 1))
+      fi
+      ;;
+    esac
+  done
+  rm -rf "$RP_FUZZ_TMP"
+  echo "fuzz $t: ${cases:-0} cases, $crash crash, $hang hang, $exit2 exit 2, $wrong silent wrong"
+  if [ -z "$cases" ] || [ $((crash + hang + exit2 + wrong)) -gt 0 ]; then
+    status=1
+  fi
+done
+exit $status

@@ -134,10 +134,23 @@ def simulate(tmp, graph, hw, measured, stages=None, schedule="round-robin"):
                     schedule, "--dtype", "f16"] +
                    (["--stages", stages] if stages else []),
                    capture_output=True, text=True, check=True)
-    out = subprocess.run([str(BIN / "rp-run"), str(plan), "--backend", "sim",
-                          "--sync", "--measured", str(measured)],
-                         capture_output=True, text=True, check=True).stdout
-    return float(dict(l.split() for l in out.splitlines())["jobs_ms"])
+    figures = {}
+    for mode in ("--sync", "--async"):
+        out = subprocess.run([str(BIN / "rp-run"), str(plan), "--backend",
+                              "sim", mode, "--measured", str(measured),
+                              # RoundPipe's simulator has no loss scaling;
+                              # rp's scale is not yet one step stale, so
+                              # an f16 plan that scales keeps one pass in
+                              # flight (docs/sim.md).
+                              "--no-loss-scaling"],
+                             capture_output=True, text=True,
+                             check=True).stdout
+        figures[mode] = {k: float(v) for k, v in
+                         (l.split() for l in out.splitlines() if " " in l)}
+    # One step alone (the sync pass's jobs, as RoundPipe's simulator times
+    # an iteration), and the continuous async run's steady step and bubble.
+    return (figures["--sync"]["jobs_ms"], figures["--async"]["step_ms"],
+            figures["--async"]["steady_bubble_pct"])
 
 
 def main():
@@ -163,7 +176,8 @@ def main():
             for label, stages in rows:
                 t, took = timing(graph, hw, measured, stages)
                 one = t["one_step_ms"]
-                sim = simulate(tmp, graph, hw, measured, t["stages"])
+                sim, sim_steady, sim_bubble = simulate(tmp, graph, hw,
+                                                       measured, t["stages"])
                 print(f"{name:6s} {span:9.0f} ms {steady:9.0f} ms "
                       f"{bubble:4.1f}% | "
                       f"{label:22s} ({took:4.1f} s) {one:9.0f} ms "
@@ -173,10 +187,17 @@ def main():
                       f"{t['bubble_pct']:5.1f}% "
                       f"{t['busy_ratio']:8.3f} {sim:8.0f} ms  "
                       f"{t['stages']}")
+                print(f"{'':6s} {'':42s} | {'  sim, continuous async':22s} "
+                      f"{'':8s} {'':18s} {sim_steady:9.0f} ms "
+                      f"{100 * (sim_steady / steady - 1):+5.1f}% "
+                      f"{sim_bubble:5.1f}% (the compiler: "
+                      f"{t['step_ms']:.0f} ms, "
+                      f"{100 * (sim_steady / t['step_ms'] - 1):+.1f}%)")
             # RoundPipe's strongest static baseline, one step alone (a
             # static schedule's steps end at a barrier), with rp's
             # balanced stages (floor(L / G) per device).
-            looped = simulate(tmp, graph, hw, measured, schedule="looped-bfs")
+            looped = simulate(tmp, graph, hw, measured,
+                              schedule="looped-bfs")[0]
             published = MODELS[name][11]
             print(f"{name:6s} {published:9.0f} ms {'':12s} {'':5s} | "
                   f"{'Looped-BFS':22s} {'':8s} {looped:9.0f} ms "

@@ -23,6 +23,23 @@ double rp::runtime::sim::coveredBy(const Interval &idle,
   return covered;
 }
 
+void rp::runtime::sim::splitBubble(SimReport &r, double total) {
+  r.fillPct = r.switchPct = r.drainPct = r.intraPct = r.exposedCommPct = 0;
+  if (total > 0) {
+    for (const DeviceTime &dt : r.devices) {
+      r.fillPct += dt.fillMs;
+      r.switchPct += dt.switchMs;
+      r.drainPct += dt.drainMs;
+      r.intraPct += dt.intraMs;
+      r.exposedCommPct += dt.exposedCommMs;
+    }
+    for (double *p : {&r.fillPct, &r.switchPct, &r.drainPct, &r.intraPct,
+                      &r.exposedCommPct})
+      *p = *p / total * 100;
+    r.bubblePct = r.fillPct + r.switchPct + r.drainPct + r.intraPct;
+  }
+}
+
 namespace {
 
 int64_t ns(double ms) { return int64_t(std::llround(ms * 1e6)); }
@@ -208,21 +225,7 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
     for (const Interval &i : idle)
       dt.exposedCommMs += coveredBy(i, copies);
   }
-  r.fillPct = r.switchPct = r.drainPct = r.intraPct = r.exposedCommPct = 0;
-  double total = r.runMs * G;
-  if (total > 0) {
-    for (const DeviceTime &dt : r.devices) {
-      r.fillPct += dt.fillMs;
-      r.switchPct += dt.switchMs;
-      r.drainPct += dt.drainMs;
-      r.intraPct += dt.intraMs;
-      r.exposedCommPct += dt.exposedCommMs;
-    }
-    for (double *p : {&r.fillPct, &r.switchPct, &r.drainPct, &r.intraPct,
-                      &r.exposedCommPct})
-      *p = *p / total * 100;
-    r.bubblePct = r.fillPct + r.switchPct + r.drainPct + r.intraPct;
-  }
+  splitBubble(r, r.runMs * G);
   if (w1 > w0)
     r.steadyBubblePct = 100 * (1 - steadyBusy / ((w1 - w0) * G));
 

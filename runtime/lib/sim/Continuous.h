@@ -29,6 +29,11 @@ struct Interval {
 /// The length of `idle` covered by the union of `busy` (sorted by start).
 double coveredBy(const Interval &idle, const std::vector<Interval> &busy);
 
+/// Fills the report's bubble split (fill, switch, drain, intra, exposed
+/// communication and their bubble sum, in %) from its devices' times over
+/// `total` device-milliseconds.
+void splitBubble(SimReport &report, double total);
+
 struct ContinuousLayout {
   unsigned steps = 3, accumulate = 1;
   bool sync = false;

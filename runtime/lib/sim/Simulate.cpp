@@ -297,20 +297,7 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
     for (const Interval &i : idle)
       dt.exposedCommMs += coveredBy(i, copies);
   }
-  double total = period * devices;
-  if (total > 0) {
-    for (const DeviceTime &dt : r.devices) {
-      r.fillPct += dt.fillMs;
-      r.switchPct += dt.switchMs;
-      r.drainPct += dt.drainMs;
-      r.intraPct += dt.intraMs;
-      r.exposedCommPct += dt.exposedCommMs;
-    }
-    for (double *p : {&r.fillPct, &r.switchPct, &r.drainPct, &r.intraPct,
-                      &r.exposedCommPct})
-      *p = *p / total * 100;
-    r.bubblePct = r.fillPct + r.switchPct + r.drainPct + r.intraPct;
-  }
+  splitBubble(r, period * devices);
   r.steadyBubblePct = r.bubblePct;
   for (DeviceTime &dt : r.devices)
     dt.runBusyMs = dt.busyMs;

@@ -93,6 +93,39 @@ TEST(DeviceMemory, VerifyFindsBuffersInUseAtOnce) {
   EXPECT_THAT(s.getMessage(), HasSubstr("'b' and 'e' share bytes of device 0"));
 }
 
+/// An upload split over two copy jobs (a weight set over the chunk size)
+/// writes its buffer whole: the buffer's value starts with the first chunk,
+/// so it is packed like any other and its arena range is reused after its
+/// last reader.
+TEST(DeviceMemory, AnUploadInChunksWritesItsBufferWhole) {
+  PlanBuilder b{1, 1, true};
+  uint32_t Q = b.buffer("q", {4, 4});
+  uint32_t Y = b.buffer("y", {4, 4});
+  uint32_t w = b.buffer("w", {4, 4}, 0);
+  uint32_t h = b.buffer("h", {4, 4}, 0);
+  uint32_t g = b.buffer("g", {4, 4}, 0);
+  b.output("y", Y);
+  uint32_t p1 = b.program("J1", {call(OpKind::neg, {w}, {h})});
+  uint32_t p2 = b.program("J2", {call(OpKind::exp, {h}, {g})});
+  uint32_t up = b.event(), done = b.event();
+  uint64_t half = 8 * sizeof(float);
+  b.copy(0, QueueKind::weightH2D, {CopyDesc{Q, 0, w, 0, half}}, {}, {},
+         "UP c0");
+  b.copy(0, QueueKind::weightH2D, {CopyDesc{Q, half, w, half, half}}, {}, {up},
+         "UP c1");
+  b.run(0, p1, {up}, {}, "J1");
+  b.run(0, p2, {}, {done}, "J2");
+  b.copy(0, QueueKind::d2h, {b.whole(g, Y)}, {done}, {}, "OUT");
+  Expected<Plan> plan = writeAndLoad(b.plan, "chunks.rpplan");
+  ASSERT_TRUE(plan) << plan.getStatus().toString();
+  Expected<DeviceLayout> layout = planDeviceMemory(*plan);
+  ASSERT_TRUE(layout) << layout.getStatus().toString();
+  EXPECT_TRUE(layout->transient[w]);
+  // g is written by J2, after J1, w's last reader.
+  EXPECT_EQ(layout->offset[g], layout->offset[w]);
+  EXPECT_TRUE(verifyDeviceLayout(*plan, *layout).isOk());
+}
+
 TEST(DeviceMemory, PackedStepComputesLikeABufferApiece) {
   ChainPlan t = makeChainPlan();
   Expected<Plan> plan = writeAndLoad(t.b.plan, "chain-run.rpplan");

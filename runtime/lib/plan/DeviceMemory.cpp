@@ -81,7 +81,20 @@ struct Use {
   size_t first = 0, last = 0;
   /// The job writes all of the buffer before it reads any of it.
   bool writesFirst = false;
+  /// A copy job that writes part of the buffer and reads none of it: the
+  /// byte ranges it writes (a chunk of an upload split over several jobs).
+  std::vector<std::pair<uint64_t, uint64_t>> part;
 };
+
+/// The end of the prefix [0, end) that sorted `ranges` cover.
+uint64_t coveredPrefix(std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t end = 0;
+  for (auto [a, b] : ranges)
+    if (a <= end)
+      end = std::max(end, b);
+  return end;
+}
 
 /// What one program does with each buffer it touches.
 struct ProgramUse {
@@ -120,7 +133,7 @@ std::vector<std::vector<Use>> usesByBuffer(const Plan &plan) {
     const JobDesc &job = plan.jobs[j];
     if (job.kind == JobKind::run) {
       for (const auto &[buffer, u] : programs[job.program])
-        uses[buffer].push_back({j, u.first, u.last, u.writesFirst});
+        uses[buffer].push_back({j, u.first, u.last, u.writesFirst, {}});
       continue;
     }
     // A copy job writes a buffer first when its copies into it cover all
@@ -133,17 +146,12 @@ std::vector<std::vector<Use>> usesByBuffer(const Plan &plan) {
       read.try_emplace(c.dst, false);
     }
     for (const auto &[buffer, isRead] : read) {
-      bool covers = false;
-      if (!isRead) {
-        auto ranges = written[buffer];
-        std::sort(ranges.begin(), ranges.end());
-        uint64_t end = 0;
-        for (auto [a, b] : ranges)
-          if (a <= end)
-            end = std::max(end, b);
-        covers = end >= plan.buffers[buffer].bytes();
-      }
-      uses[buffer].push_back({j, 0, 0, covers});
+      bool covers = !isRead && coveredPrefix(written[buffer]) >=
+                                   plan.buffers[buffer].bytes();
+      Use use{j, 0, 0, covers, {}};
+      if (!isRead && !covers)
+        use.part = written[buffer];
+      uses[buffer].push_back(std::move(use));
     }
   }
   return uses;
@@ -202,6 +210,29 @@ public:
 private:
   explicit Lives(JobOrder order) : order(std::move(order)) {}
 
+  /// A buffer uploaded in chunks by several copy jobs (a weight set over
+  /// the upload chunk size) is written whole by the run of those jobs, one
+  /// after the other with nothing reading it between: the first chunk
+  /// starts its value and the later ones update it, as reads of that life
+  /// do. Without this such a buffer keeps bytes of its own, and a plan with
+  /// one cannot rename its devices from pass to pass.
+  void markChunkedWrites(std::vector<Use> &u, uint64_t bytes) const {
+    for (size_t i = 0; i < u.size(); ++i) {
+      if (u[i].part.empty())
+        continue;
+      std::vector<std::pair<uint64_t, uint64_t>> ranges = u[i].part;
+      for (size_t k = i + 1;
+           k < u.size() && !u[k].part.empty() && before(u[k - 1], u[k]); ++k) {
+        ranges.insert(ranges.end(), u[k].part.begin(), u[k].part.end());
+        if (coveredPrefix(ranges) >= bytes) {
+          u[i].writesFirst = true;
+          i = k;
+          break;
+        }
+      }
+    }
+  }
+
   void compute(const Plan &plan) {
     size_t nb = plan.buffers.size();
     std::vector<std::vector<Use>> uses = usesByBuffer(plan);
@@ -224,6 +255,7 @@ private:
       std::sort(u.begin(), u.end(), [&](const Use &x, const Use &y) {
         return order.rank(x.job) < order.rank(y.job);
       });
+      markChunkedWrites(u, d.bytes());
       // Each read belongs to the latest write before it; a read that
       // follows no write sees what a previous step left.
       bool ok = true;

@@ -215,6 +215,17 @@ Status rp::runtime::checkPlanEvents(const Plan &plan) {
   if (!plan.staged)
     return Status::ok();
   Failer f{plan};
+  // The event count is read from the file: a plan's jobs name every event
+  // it needs, so more events than the jobs' waits and records is a
+  // corrupted count, refused before it sizes anything (a fuzzed plan asked
+  // for 32 GB here).
+  size_t named = 0;
+  for (const JobDesc &job : plan.jobs)
+    named += job.waits.size() + job.records.size();
+  if (plan.events > named)
+    return f.fail("the plan declares " + std::to_string(plan.events) +
+                  " events but its jobs name " + std::to_string(named) +
+                  "; the file is corrupted or from an incompatible writer");
   constexpr size_t kNone = ~size_t(0);
   std::vector<size_t> recorder(plan.events, kNone);
   for (size_t i = 0; i < plan.jobs.size(); ++i) {

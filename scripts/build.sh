@@ -4,6 +4,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# ccache sees paths relative to the checkout, so a clone in another folder
+# (CI's) reuses what this machine compiled before.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 build="$root/build"
 
 if [ ! -f "$build/build.ninja" ]; then

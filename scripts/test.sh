@@ -6,6 +6,9 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# ccache sees paths relative to the checkout, so a clone in another folder
+# (CI's) reuses what this machine compiled before.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 cd "$root"
 jobs=$(nproc)
 start=$(date +%s)

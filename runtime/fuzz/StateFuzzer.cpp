@@ -20,7 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   rp::fuzz::require(state->step <= kMaxCheckpointSteps, "step over the cap");
   rp::fuzz::require(state->updates <= state->step, "more updates than steps");
-  rp::fuzz::require(std::isfinite(state->lossScale) && state->lossScale >= 0,
+  rp::fuzz::require(std::isfinite(state->lossScale) && state->lossScale >= 0 &&
+                        std::isfinite(state->stepLossScale) &&
+                        state->stepLossScale >= 0,
                     "loss scale out of range");
   Expected<CheckpointState> again =
       parseCheckpointState(formatCheckpointState(*state), "again.json");
@@ -30,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           again->goodSteps == state->goodSteps &&
           again->dataPosition == state->dataPosition &&
           again->sync == state->sync && again->sgd == state->sgd &&
-          again->lossScale == state->lossScale,
+          again->lossScale == state->lossScale &&
+          again->stepLossScale == state->stepLossScale,
       "a state changes in a round trip");
   return 0;
 }

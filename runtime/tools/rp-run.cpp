@@ -436,7 +436,6 @@ int main(int argc, char **argv) {
     options.sync = syncMode;
     options.stepBarrier = stepBarrier;
     options.accumulate = accumulate;
-    options.lossScaling = !noLossScaling;
     options.trace = simTrace.get();
     Expected<sim::SimReport> report =
         sim::simulate(*plan, **simBackend, options);

@@ -15,6 +15,7 @@
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/Target/PlanExport.h"
+#include "rp/runtime/Device.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/Trainer.h"
 
@@ -67,7 +68,8 @@ std::string compile(const std::string &model, const Config &c,
   mlir::rp::ONNXImportOptions import;
   import.weightsPath = dir + "/model.weights.bin";
   import.irDir = dir;
-  OwningOpRef<ModuleOp> module = mlir::rp::importAndPrepare(model, &context, import);
+  OwningOpRef<ModuleOp> module =
+      mlir::rp::importAndPrepare(model, &context, import);
   EXPECT_TRUE(module) << c.name();
   if (!module)
     return "";
@@ -93,14 +95,35 @@ std::string compile(const std::string &model, const Config &c,
   return plan;
 }
 
+/// How the trainer runs the passes: a barrier after each (one buffer
+/// slot), or continuously as rp-run does (two slots, devices renamed).
+enum class Run { barrier, continuous };
+
 Outcome train(const std::string &planPath, bool sync, const std::string &dir,
-              const std::function<void(rt::TrainOptions &)> &tweak = {}) {
+              const std::function<void(rt::TrainOptions &)> &tweak = {},
+              Run run = Run::barrier) {
   Outcome o;
   auto plan = rt::loadPlan(planPath);
   EXPECT_TRUE(bool(plan)) << (plan ? "" : plan.getStatus().getMessage());
   if (!plan)
     return o;
-  auto fwd = rt::HostForward::create(*plan);
+  std::unique_ptr<rt::Backend> backend;
+  rt::Expected<std::unique_ptr<rt::HostForward>> fwd =
+      rt::HostForward::create(*plan);
+  if (run == Run::continuous) {
+    rt::BackendOptions devices;
+    devices.devices = plan->devices;
+    devices.threads = 2;
+    auto created = rt::createBackend("host", devices);
+    EXPECT_TRUE(bool(created));
+    if (!created)
+      return o;
+    backend = std::move(*created);
+    rt::ForwardOptions two;
+    two.slots = 2;
+    two.rotate = true;
+    fwd = rt::HostForward::create(*plan, *backend, two);
+  }
   EXPECT_TRUE(bool(fwd)) << (fwd ? "" : fwd.getStatus().getMessage());
   if (!fwd)
     return o;
@@ -124,8 +147,8 @@ Outcome train(const std::string &planPath, bool sync, const std::string &dir,
   options.save = dir + "/checkpoint";
   if (tweak)
     tweak(options);
-  rt::Status s = rt::train(
-      *plan, **fwd, pool, options, [&](unsigned, double loss) {
+  rt::Status s =
+      rt::train(*plan, **fwd, pool, options, [&](unsigned, double loss) {
         char text[32];
         snprintf(text, sizeof(text), "%.9g", loss);
         o.losses.push_back(text);
@@ -231,14 +254,12 @@ TEST(Equivalence, F16PlansScaleTheLossAndTrainLikeOneDevice) {
 
 TEST(Equivalence, AnOverflowingF16StepIsSkippedAndTheScaleBacksOff) {
   // A scale of 2^60 overflows f16 in the loss gradient's seed itself: both
-  // steps are skipped, the weights stay W_0, the scale halves twice.
+  // steps are skipped, the weights stay W_0, the scale halves once.
   std::string dir = scratchDir();
-  std::string plan =
-      compile(modelPath("gpt_op17.onnx"), {"round-robin", 2, 3, false, true},
-              dir);
-  Outcome start = train(plan, true, dir, [](rt::TrainOptions &o) {
-    o.steps = 0;
-  });
+  std::string plan = compile(modelPath("gpt_op17.onnx"),
+                             {"round-robin", 2, 3, false, true}, dir);
+  Outcome start =
+      train(plan, true, dir, [](rt::TrainOptions &o) { o.steps = 0; });
   std::vector<std::pair<unsigned, double>> skipped;
   Outcome got = train(plan, true, dir, [&](rt::TrainOptions &o) {
     o.steps = 2;
@@ -251,8 +272,10 @@ TEST(Equivalence, AnOverflowingF16StepIsSkippedAndTheScaleBacksOff) {
   EXPECT_EQ(got.losses[0], got.losses[1]);
   EXPECT_TRUE(got.weights == start.weights);
   ASSERT_EQ(skipped.size(), 2u);
+  // Step 1 ran at the scale step 0 overflowed at (one step stale): its
+  // overflow backs the scale off no further.
   EXPECT_EQ(skipped[0], std::make_pair(0u, std::ldexp(1.0, 59)));
-  EXPECT_EQ(skipped[1], std::make_pair(1u, std::ldexp(1.0, 58)));
+  EXPECT_EQ(skipped[1], std::make_pair(1u, std::ldexp(1.0, 59)));
   std::ifstream state(dir + "/checkpoint/state.json");
   std::string text((std::istreambuf_iterator<char>(state)), {});
   EXPECT_NE(text.find("\"updates\": 0"), std::string::npos) << text;
@@ -321,4 +344,103 @@ TEST(Equivalence, SyncFencesGiveTheSerialOptimizersBits) {
     }
     llvm::sys::fs::remove_directories(dir);
   }
+}
+
+namespace {
+
+/// An f16 run's losses, weights and skipped steps.
+struct Scaled {
+  Outcome outcome;
+  std::vector<std::pair<unsigned, double>> skipped;
+};
+
+Scaled trainScaled(const std::string &plan, bool sync, const std::string &dir,
+                   Run run,
+                   const std::function<void(rt::TrainOptions &)> &more) {
+  Scaled r;
+  r.outcome = train(
+      plan, sync, dir,
+      [&](rt::TrainOptions &o) {
+        // Overflows at first, then halves into range and grows back out of
+        // it every other good step: skipped and applied steps interleave.
+        o.lossScale.initial = 3e5;
+        o.lossScale.interval = 2;
+        o.steps = 10;
+        o.onSkippedStep = [&](unsigned step, double scale) {
+          r.skipped.push_back({step, scale});
+        };
+        if (more)
+          more(o);
+      },
+      run);
+  return r;
+}
+
+} // namespace
+
+TEST(Equivalence, F16LossScalingKeepsThePipelineFullAndTrainsLikeOneDevice) {
+  // The scale is one step stale (LossScale.h), so two passes fly and the
+  // devices rotate with loss scaling on: sync on G devices gives one
+  // device's bits, async the one-step-stale reference's, and both skip
+  // exactly the steps the reference skips (the barrier run on one device).
+  std::string model = modelPath("gpt_op17.onnx");
+  std::string refDir = scratchDir();
+  std::string ref = compile(model, {"round-robin", 1, 3, false, true}, refDir);
+  for (bool sync : {true, false}) {
+    Scaled want = trainScaled(ref, sync, refDir, Run::barrier, {});
+    ASSERT_EQ(want.outcome.losses.size(), 10u);
+    // Both kinds of step happen.
+    EXPECT_GE(want.skipped.size(), 2u);
+    EXPECT_LE(want.skipped.size(), 8u);
+    for (Config c : {Config{"round-robin", 1, 3, false, true},
+                     Config{"round-robin", 2, 3, false, true},
+                     Config{"round-robin", 3, 3, false, true}}) {
+      std::string dir = scratchDir();
+      Scaled got =
+          trainScaled(compile(model, c, dir), sync, dir, Run::continuous, {});
+      EXPECT_EQ(got.outcome.losses, want.outcome.losses) << c.name();
+      EXPECT_TRUE(got.outcome.weights == want.outcome.weights) << c.name();
+      EXPECT_EQ(got.skipped, want.skipped) << c.name();
+      llvm::sys::fs::remove_directories(dir);
+    }
+  }
+  llvm::sys::fs::remove_directories(refDir);
+}
+
+TEST(Equivalence, F16ContinuousRunsResumeWithBothScales) {
+  // Split anywhere, with the scale moving on the way: the checkpoint keeps
+  // the scale its next step runs at (decided a step before) and the one
+  // after, so 2 + 8 and 5 + 5 steps equal 10 in both modes.
+  std::string dir = scratchDir();
+  std::string plan = compile(modelPath("gpt_op17.onnx"),
+                             {"round-robin", 2, 3, false, true}, dir);
+  for (bool sync : {true, false}) {
+    Scaled whole =
+        trainScaled(plan, sync, dir, Run::continuous,
+                    [&](rt::TrainOptions &o) { o.save = dir + "/whole"; });
+    for (unsigned split : {2u, 5u}) {
+      Scaled first = trainScaled(plan, sync, dir, Run::continuous,
+                                 [&](rt::TrainOptions &o) {
+                                   o.steps = split;
+                                   o.save = dir + "/half";
+                                 });
+      Scaled second = trainScaled(plan, sync, dir, Run::continuous,
+                                  [&](rt::TrainOptions &o) {
+                                    o.steps = 10 - split;
+                                    o.resume = dir + "/half";
+                                    o.save = dir + "/half";
+                                  });
+      std::vector<std::string> joined = first.outcome.losses;
+      joined.insert(joined.end(), second.outcome.losses.begin(),
+                    second.outcome.losses.end());
+      EXPECT_EQ(joined, whole.outcome.losses) << "split " << split;
+      EXPECT_TRUE(second.outcome.weights == whole.outcome.weights)
+          << "split " << split;
+      first.skipped.insert(first.skipped.end(), second.skipped.begin(),
+                           second.skipped.end());
+      EXPECT_EQ(first.skipped, whole.skipped) << "split " << split;
+      llvm::sys::fs::remove_directories(dir + "/half");
+    }
+  }
+  llvm::sys::fs::remove_directories(dir);
 }

@@ -19,6 +19,7 @@ std::string rp::runtime::formatCheckpointState(const CheckpointState &state) {
                       {"data_position", state.dataPosition},
                       {"updates", state.updates},
                       {"loss_scale", state.lossScale},
+                      {"step_loss_scale", state.stepLossScale},
                       {"good_steps", state.goodSteps}};
   return j.dump(2) + "\n";
 }
@@ -74,14 +75,16 @@ rp::runtime::parseCheckpointState(std::string_view text,
       return bad("'optimizer' is " + it->dump() + ", not \"adamw\" or \"sgd\"");
     state.sgd = *it == "sgd";
   }
-  if (auto it = j.find("loss_scale"); it != j.end()) {
-    double v = it->is_number() ? it->get<double>() : -1;
-    // 0: no loss scaling.
-    if (!it->is_number() || !std::isfinite(v) || v < 0)
-      return bad("'loss_scale' is " + it->dump() +
-                 ", not a finite number >= 0");
-    state.lossScale = v;
-  }
+  // 0: no loss scaling.
+  for (auto [key, out] : {std::pair{"loss_scale", &state.lossScale},
+                          std::pair{"step_loss_scale", &state.stepLossScale}})
+    if (auto it = j.find(key); it != j.end()) {
+      double v = it->is_number() ? it->get<double>() : -1;
+      if (!it->is_number() || !std::isfinite(v) || v < 0)
+        return bad("'" + std::string(key) + "' is " + it->dump() +
+                   ", not a finite number >= 0");
+      *out = v;
+    }
   return state;
 }
 

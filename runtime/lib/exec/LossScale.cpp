@@ -8,9 +8,28 @@
 
 using namespace rp::runtime;
 
+double LossScaler::scaleFor(unsigned step) const {
+  if (step == verdicts)
+    return previous;
+  if (step == verdicts + 1)
+    return scale;
+  return -1;
+}
+
+void LossScaler::restore(unsigned done, double s, double prev, unsigned good) {
+  verdicts = done;
+  scale = s;
+  previous = prev;
+  goodSteps = good;
+}
+
 bool LossScaler::update(bool finite) {
+  // The step being decided ran at `previous`.
+  double ran = previous;
+  previous = scale;
+  ++verdicts;
   if (!finite) {
-    scale *= config.backoff;
+    scale = std::min(scale, ran * config.backoff);
     goodSteps = 0;
     return false;
   }

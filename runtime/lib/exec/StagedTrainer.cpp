@@ -57,9 +57,10 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
                          describeShape(plan.buffers[c.lossOut].shape) +
                          "; it holds one value per microbatch (" +
                          std::to_string(M) + ")");
-  // Two passes in flight need two buffer slots. Loss scaling sets a step's
-  // scale from the step before, so it keeps one pass in flight.
-  unsigned S = options.continuous && fwd.getSlots() >= 2 && !c.scaling ? 2 : 1;
+  // Two passes in flight need two buffer slots. Loss scaling keeps them
+  // full: a step's scale comes from the verdicts up to two steps before
+  // (LossScale.h), which are in when its first pass is staged.
+  unsigned S = options.continuous && fwd.getSlots() >= 2 ? 2 : 1;
   uint32_t shiftJobs = passShiftJobs(plan);
   bool rotate = S == 2 && fwd.rotates() && shiftJobs % G != 0;
   std::vector<uint32_t> buffers;
@@ -269,8 +270,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       positions[step % 2] = c.dataPosition();
       if (Status s = c.readBatch(); s.failed())
         return s;
-      if (Status s = c.stepScale(lossScales[step % 2], scaleArrays[step % 2],
-                                 counts[step % 2]);
+      if (Status s = c.stepScale(step, lossScales[step % 2],
+                                 scaleArrays[step % 2], counts[step % 2]);
           s.failed())
         return s;
       lossSums[step % 2] = 0;

@@ -23,8 +23,8 @@ namespace rp::runtime::detail {
 
 struct Param {
   std::string name;
-  uint32_t buffer;                 ///< the plan's parameter buffer
-  uint32_t gradOutput;             ///< the plan's gradient buffer
+  uint32_t buffer;     ///< the plan's parameter buffer
+  uint32_t gradOutput; ///< the plan's gradient buffer
   std::vector<float> master, grad, state0, state1;
   /// The gradient an overlapped optimizer reads, swapped with `grad` when
   /// it starts: the next step accumulates into the other one. Staged plans
@@ -69,7 +69,6 @@ struct StagedContext {
   const std::vector<std::vector<size_t>> &landsWith;
   const std::vector<unsigned> &writers;
   const std::vector<bool> &landsEarly;
-  bool scaling;
   unsigned &updates;
   unsigned first;
   /// Reads the next global batch into `global` (--data), and the data
@@ -80,7 +79,7 @@ struct StagedContext {
   std::function<Status(const HostForward &, Param &, std::vector<float> &,
                        unsigned)>
       addGradient;
-  std::function<Status(double &, NpyArray &, int64_t &)> stepScale;
+  std::function<Status(unsigned, double &, NpyArray &, int64_t &)> stepScale;
   std::function<bool(unsigned, std::vector<std::vector<float> *>)> decideApply;
   std::function<Status(std::vector<std::vector<float> *>)> dumpGradients;
 };

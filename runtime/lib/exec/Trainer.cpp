@@ -414,7 +414,10 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     first = state->step;
     updates = state->updates;
     if (scaling && state->lossScale > 0)
-      scaler.restore(state->lossScale, state->goodSteps);
+      scaler.restore(first, state->lossScale,
+                     state->stepLossScale > 0 ? state->stepLossScale
+                                              : state->lossScale,
+                     state->goodSteps);
     if (stream) {
       if (state->dataPosition > stream->tokens.size())
         return invalidArgument(
@@ -447,16 +450,21 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
       trace->addHostSpan("optimizer", step, start, trace->now());
     return s;
   };
-  // The scale of a step's loss: the loss scaler's over the step's labels
-  // (all K passes), and the loss_scale input that carries it.
-  auto stepScale = [&](double &lossScale, NpyArray &scaleArray,
+  // The scale of step `step`'s loss: the loss scaler's (one step stale,
+  // LossScale.h) over the step's labels (all K passes), and the loss_scale
+  // input that carries it.
+  auto stepScale = [&](unsigned step, double &lossScale, NpyArray &scaleArray,
                        int64_t &count) -> Status {
     count = countLabels();
     if (count == 0)
       return invalidArgument("every label of the batch is the ignore index "
                              "-100; there is nothing to train on");
     scaleArray.dtype = DType::f64;
-    lossScale = scaling ? scaler.getScale() : 1.0;
+    lossScale = scaling ? scaler.scaleFor(step) : 1.0;
+    if (lossScale <= 0)
+      return internalError(
+          "the loss scale of step " + std::to_string(step) + " is asked with " +
+          std::to_string(scaler.decided()) + " steps decided; report it");
     double scaleValue = lossScale / double(count);
     scaleArray.data.resize(8);
     std::memcpy(scaleArray.data.data(), &scaleValue, 8);
@@ -492,12 +500,13 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
                            position,
                            updates,
                            scaling ? scaler.getScale() : 0.0,
+                           scaling ? scaler.getPreviousScale() : 0.0,
                            scaler.getGoodSteps()};
   };
   if (plan.staged)
     return detail::trainStaged(detail::StagedContext{
         plan, fwd, pool, options, onStep, params, global, *lossOut, landsWith,
-        writers, landsEarly, scaling, updates, first,
+        writers, landsEarly, updates, first,
         // The next global batch of --data, and the position before it.
         [&]() -> Status {
           return stream ? stream->next(global[tokenInput], global["labels"],
@@ -538,7 +547,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd,
     NpyArray scaleArray;
     double lossScale = 1.0;
     int64_t count = 1;
-    if (Status s = stepScale(lossScale, scaleArray, count); s.failed())
+    if (Status s = stepScale(step, lossScale, scaleArray, count); s.failed())
       return s;
     // Microbatches add their losses and gradients in order, onto zero.
     for (unsigned m = 0; m < microbatches; ++m) {

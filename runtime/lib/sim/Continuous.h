@@ -37,7 +37,7 @@ void splitBubble(SimReport &report, double total);
 struct ContinuousLayout {
   unsigned steps = 3, accumulate = 1;
   bool sync = false;
-  /// Passes in flight (buffer slots): 2, or 1 for loss-scaled plans.
+  /// Passes in flight (buffer slots), 2 as the trainer runs them.
   unsigned slots = 2;
   /// Device shift per pass (passShiftJobs, 0 without renaming).
   uint32_t shift = 0;

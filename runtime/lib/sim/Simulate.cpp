@@ -129,25 +129,18 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
     r.devices.assign(plan.devices, {});
     for (uint32_t d = 0; d < plan.devices; ++d)
       r.devices[d].busyMs = times->computeBusyMs[d];
-    // As the trainer: two passes in flight (one with loss scaling, which
-    // f16 plans use), renamed when the plan is round-robin and its device
-    // buffers are all transient.
-    bool scaling = false;
-    for (const BufferDesc &b : plan.buffers)
-      scaling |= options.lossScaling && b.dtype == DType::f16;
+    // As the trainer: two passes in flight (loss scaling too: its scale
+    // is one step stale, LossScale.h), renamed when the plan is
+    // round-robin and its device buffers are all transient.
     ContinuousLayout layout;
     layout.steps = options.steps;
     layout.accumulate = options.accumulate;
     layout.sync = options.sync;
-    layout.slots = scaling ? 1 : 2;
     uint32_t shift = passShiftJobs(plan);
-    layout.shift =
-        layout.slots == 2 && (*fwd)->rotates() ? shift % plan.devices : 0;
+    layout.shift = (*fwd)->rotates() ? shift % plan.devices : 0;
     if (shift % plan.devices != 0 && !layout.shift)
-      r.notRenamed = layout.slots == 2
-                         ? "device buffer '" + (*fwd)->getRotationBlocker() +
-                               "' outlives a pass"
-                         : "loss scaling keeps one pass in flight";
+      r.notRenamed = "device buffer '" + (*fwd)->getRotationBlocker() +
+                     "' outlives a pass";
     else if (!shift)
       r.notRenamed = "not a round-robin plan";
     layout.trace = options.trace;

@@ -21,6 +21,7 @@ def main(checkpoint, out):
         "sync-string": {"sync": "yes"},
         "optimizer-number": {"optimizer": 3},
         "loss-scale-negative": {"loss_scale": -1.5},
+        "step-loss-scale-string": {"step_loss_scale": "1"},
         "updates-past-step": {"updates": 5},
         "data-position-float": {"data_position": 0.5},
     }

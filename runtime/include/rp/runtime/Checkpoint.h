@@ -35,9 +35,13 @@ struct CheckpointState {
   bool sgd = false;
   uint64_t dataPosition = 0; ///< next token of --data
   /// Updates applied (steps minus those skipped by loss scaling), and the
-  /// loss scaler's state (scale 0: none).
+  /// loss scaler's state (scale 0: none): the scale after every verdict
+  /// (step + 1 runs at it), the one step `step` runs at (decided a step
+  /// earlier, LossScale.h; 0 in files that predate it: `lossScale`) and
+  /// the good steps in a row.
   unsigned updates = 0;
   double lossScale = 0;
+  double stepLossScale = 0;
   unsigned goodSteps = 0;
 };
 

@@ -48,9 +48,6 @@ struct SimulateOptions {
   bool stepBarrier = false;
   /// Passes of the plan's microbatches per optimizer step (--accumulate).
   unsigned accumulate = 1;
-  /// f16 plans train with loss scaling, which keeps one pass in flight
-  /// (--no-loss-scaling: two, as other plans).
-  bool lossScaling = true;
   /// Where to record every step's jobs and host spans in virtual time
   /// (ns), if anywhere.
   Trace *trace = nullptr;

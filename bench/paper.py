@@ -12,8 +12,9 @@ follow RoundPipe's throughput runs (reference/roundpipe.md §6: global
 batch / microbatches / accumulation steps 512/10/4, 256/10/2, 128/10/2):
 10 microbatches of round(batch / (10 x accumulation)) sequences, and the
 sim runs K = accumulation passes per optimizer step (rp-run --accumulate
-K), laid out continuously as the trainer runs them (docs/sim.md; f16
-plans keep one pass in flight for loss scaling). tokens/s and the step are
+K), laid out continuously as the trainer runs them (docs/sim.md; two
+passes in flight, f16 loss scaling included: its scale is one step stale,
+docs/pipeline.md). tokens/s and the step are
 the sim's steady state; bubble % is its steady bubble, with the run's
 split (fill and drain once per run) beside it. The row "round-robin continuous" is the compiler's
 predicted steady state (rp-compile's one predicted step, K passes per

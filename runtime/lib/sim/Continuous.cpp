@@ -84,7 +84,29 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
     host.push_back({lane, timing::Lane::host, ms, std::move(waits)});
     return unsigned(commandTasks + host.size() - 1);
   };
-  std::vector<unsigned> pro(P), epi(P), opt(N);
+  std::vector<unsigned> pro(P), epi(P), opt(N), optFirst(N);
+  // Step k's update runs parameter by parameter in the trainer's order,
+  // each its share of the optimizer's time; written[k][g] is the task
+  // after which gate g's parameter is new (one gate, the whole update,
+  // without per-parameter gates).
+  bool perParam = !o.gatesOf.empty() && !o.order.empty();
+  size_t gateCount = perParam ? o.order.size() : 1;
+  std::vector<std::vector<unsigned>> written(N);
+  auto update = [&](unsigned k, unsigned lane, unsigned after) {
+    written[k].assign(gateCount, 0);
+    if (!perParam) {
+      opt[k] = optFirst[k] = written[k][0] = add(lane, r.optimizerMs, {after});
+      return;
+    }
+    for (size_t n = 0; n < o.order.size(); ++n) {
+      size_t i = o.order[n];
+      after = add(lane, r.optimizerMs * o.share[i], {after});
+      if (n == 0)
+        optFirst[k] = after;
+      written[k][i] = after;
+    }
+    opt[k] = after;
+  };
   auto stage = [&](unsigned t) {
     if (t < P)
       pro[t] = add(G, r.prologueMs, {});
@@ -108,26 +130,48 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
       finished = add(G, 0, {opt[k - 1]});
     if (last) {
       // The run's end settles the weights: the update runs inline.
-      opt[k] = add(G, r.optimizerMs, {finished});
+      update(k, G, finished);
     } else if (o.sync) {
       stage(t + L);
-      opt[k] = add(G, r.optimizerMs, {finished});
+      update(k, G, finished);
     } else {
       // Passes of the next steps are staged before the update starts.
       stage(t + L);
-      opt[k] = add(G + 1, r.optimizerMs, {finished});
+      update(k, G + 1, finished);
     }
   }
   // A pass of step k computes with W_k (sync) or W_max(k-1,0) (async):
-  // its uploads wait for the update that makes that version.
+  // a job that reads parameters waits for their gates, which open once the
+  // pass is staged and the update making that version has written them;
+  // other jobs wait for the staging only (gate 0). Each gate has a lane
+  // of its own (host "device" G + 2 + gate), so gates of one pass never
+  // wait for each other, and a parameter's gates open pass after pass.
+  size_t perPass = gateCount + 1;
   unsigned gates = unsigned(commandTasks + host.size());
   for (unsigned t = 0; t < P; ++t) {
     unsigned k = t / K;
     unsigned version = o.sync ? k : (k ? k - 1 : 0);
-    std::vector<unsigned> waits{pro[t]};
-    if (version >= 1)
-      waits.push_back(opt[version - 1]);
-    host.push_back({G + 2, timing::Lane::host, 0, std::move(waits)});
+    for (size_t g = 0; g < perPass; ++g) {
+      std::vector<unsigned> waits{pro[t]};
+      if (g > 0 && version >= 1)
+        waits.push_back(written[version - 1][g - 1]);
+      host.push_back(
+          {unsigned(G + 2 + g), timing::Lane::host, 0, std::move(waits)});
+    }
+  }
+  // Per command of a pass: the gates it waits for, relative to its pass's.
+  std::vector<std::vector<unsigned>> gatesOfCommand(C);
+  for (size_t i = 0; i < C; ++i) {
+    int64_t j = cmds[i].job;
+    if (!perParam) {
+      gatesOfCommand[i] = {1};
+    } else if (j >= 0 && size_t(j) < o.gatesOf.size() &&
+               !o.gatesOf[j].empty()) {
+      for (uint32_t p : o.gatesOf[j])
+        gatesOfCommand[i].push_back(1 + p);
+    } else {
+      gatesOfCommand[i] = {0};
+    }
   }
 
   timing::Graph g;
@@ -141,7 +185,8 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
       task.device = (task.device + shift) % G;
       for (unsigned &w : task.waits)
         w += unsigned(size_t(t) * C);
-      task.waits.push_back(gates + t);
+      for (unsigned gate : gatesOfCommand[i])
+        task.waits.push_back(unsigned(gates + t * perPass + gate));
       g.tasks.push_back(std::move(task));
     }
   }
@@ -261,7 +306,7 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
         trace->addHostSpan("step", k, ns(times.start[pro[k * K]]),
                            ns(times.end[epi[t]]));
         if (r.optimizerMs > 0)
-          trace->addHostSpan("optimizer", k, ns(times.start[opt[k]]),
+          trace->addHostSpan("optimizer", k, ns(times.start[optFirst[k]]),
                              ns(times.end[opt[k]]));
       }
     }

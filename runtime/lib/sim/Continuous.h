@@ -9,9 +9,11 @@
 // stages a pass into its slot (pass p+slots only after pass p's epilogue),
 // the epilogue after a pass's last command, the optimizer after a step's
 // last epilogue (on its own thread in async mode, inline in sync mode), and
-// per pass a gate that opens once the pass is staged and its weight version
-// is made (W_k in sync mode, W_max(k-1,0) in async: the update of step
-// k-1, or of k-2). The timing core resolves the whole run at once.
+// per pass and parameter a gate that opens once the pass is staged and the
+// update making its weight version (W_k in sync mode, W_max(k-1,0) in
+// async: the update of step k-1, or of k-2) has written that parameter, as
+// the trainer's per-parameter fences. The timing core resolves the whole
+// run at once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +43,16 @@ struct ContinuousLayout {
   unsigned slots = 2;
   /// Device shift per pass (passShiftJobs, 0 without renaming).
   uint32_t shift = 0;
+  /// The trainer's weight gates (lib/exec/Fences.h): per plan job the
+  /// parameters whose weights it reads, the order the optimizer updates
+  /// them in, and each one's share of the optimizer's time (summing to 1).
+  /// A pass's job starts once the update that makes its version has
+  /// written those parameters. Empty: one gate per pass that opens after
+  /// the whole update (the trainer's fallback when the prologue mixes
+  /// parameters).
+  std::vector<std::vector<uint32_t>> gatesOf;
+  std::vector<size_t> order;
+  std::vector<double> share;
   Trace *trace = nullptr;
 };
 

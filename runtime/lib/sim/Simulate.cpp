@@ -1,6 +1,7 @@
 //===- Simulate.cpp - training steps of a staged plan on the sim ----------===//
 
 #include "rp/runtime/sim/Simulate.h"
+#include "../exec/Fences.h"
 #include "Continuous.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/Pipeline.h"
@@ -143,6 +144,28 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
                      "' outlives a pass";
     else if (!shift)
       r.notRenamed = "not a round-robin plan";
+    // The trainer's parameters (its "grad:" outputs) and their gates.
+    std::vector<uint32_t> params;
+    for (const BindingDesc &out : plan.outputs) {
+      if (out.name.rfind("grad:", 0) != 0)
+        continue;
+      for (uint32_t b = 0; b < plan.buffers.size(); ++b)
+        if (plan.buffers[b].weight &&
+            plan.buffers[b].weight->param == out.name.substr(5)) {
+          params.push_back(b);
+          break;
+        }
+    }
+    if (std::optional<ParamFences> fences = planParamFences(plan, params)) {
+      double total = 0;
+      for (uint32_t b : params)
+        total += double(plan.buffers[b].size());
+      layout.gatesOf = std::move(fences->gatesOf);
+      layout.order = std::move(fences->order);
+      for (uint32_t b : params)
+        layout.share.push_back(total > 0 ? plan.buffers[b].size() / total
+                                         : 0.0);
+    }
     layout.trace = options.trace;
     if (Status s = layOutContinuous(plan, cmds, graph, layout, r); s.failed())
       return s;

@@ -60,6 +60,23 @@ def starts(path):
     return 0
 
 
+def gated(path):
+    with open(path) as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    update = {e["args"]["step"]: e["ts"] + e["dur"] for e in events
+              if e.get("cat") == "host" and e.get("name") == "optimizer"}
+    uploads = [e for e in events
+               if e.get("cat") == "copy" and e["name"].startswith("UP ")]
+    for s in sorted({e["args"]["step"] for e in uploads}):
+        if s == 0 or s - 1 not in update:
+            continue
+        first = min(e["ts"] for e in uploads if e["args"]["step"] == s)
+        print(f"step {s}'s first weight upload starts before step {s - 1}'s"
+              f" update ends: {first < update[s - 1]}")
+    return 0
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "less":
         factor = float(sys.argv[5]) if len(sys.argv) > 5 else 1.0
@@ -68,4 +85,6 @@ if __name__ == "__main__":
         sys.exit(below(sys.argv[2], sys.argv[3], sys.argv[4]))
     if sys.argv[1] == "starts":
         sys.exit(starts(sys.argv[2]))
+    if sys.argv[1] == "gated":
+        sys.exit(gated(sys.argv[2]))
     sys.exit(f"unknown check {sys.argv[1]}")

@@ -74,6 +74,49 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     return step % 2 ? p.optGrad : p.grad;
   };
 
+  // With K > 1 passes a step, the gradients the epilogue sums across
+  // stages (a parameter used by several stage jobs) are summed over the
+  // step's passes per use, each use's downloads in pass order starting
+  // from the first pass's (as a stage job's accumulator starts from its
+  // first microbatch's), and the epilogue runs once, on the sums, after
+  // the step's last pass: the adds of one pass of K microbatches, in the
+  // same order. Only when every use is an f32 download and the epilogue
+  // makes nothing but such parameters' gradients; else per pass.
+  std::vector<uint32_t> uses;
+  std::vector<std::vector<float>> useSums;
+  std::vector<bool> summedPerUse(params.size(), false);
+  if (K > 1 && plan.epilogue >= 0) {
+    std::vector<bool> made(plan.buffers.size(), false), downloaded = made;
+    for (const JobDesc &job : plan.jobs)
+      for (const CopyDesc &copy : job.copies)
+        downloaded[copy.dst] = true;
+    bool linear = true;
+    for (const KernelCallDesc &call : plan.programs[plan.epilogue].calls) {
+      for (uint32_t b : call.inputs) {
+        const BufferDesc &d = plan.buffers[b];
+        if (made[b] || std::find(uses.begin(), uses.end(), b) != uses.end())
+          continue;
+        linear &= d.dtype == DType::f32 && downloaded[b] && !d.weight &&
+                  d.constant.empty();
+        uses.push_back(b);
+      }
+      for (uint32_t b : call.outputs)
+        made[b] = true;
+    }
+    std::vector<bool> isGrad(plan.buffers.size(), false);
+    for (size_t i = 0; i < params.size(); ++i)
+      isGrad[params[i].gradOutput] = !c.landsEarly[i];
+    for (const BindingDesc &out : plan.outputs)
+      linear &= !made[out.buffer] || isGrad[out.buffer];
+    if (linear) {
+      useSums.resize(uses.size());
+      for (size_t i = 0; i < params.size(); ++i)
+        summedPerUse[i] = made[params[i].gradOutput] && !c.landsEarly[i];
+    } else {
+      uses.clear();
+    }
+  }
+
   // Per slot: the pass it runs (trainer index, from 0) and its step.
   struct PassInfo {
     uint64_t index = 0;
@@ -368,7 +411,20 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       return s;
     unsigned slot = unsigned(pass % S);
     unsigned step = c.first + t / K;
-    if (plan.epilogue >= 0) {
+    bool stepEnds = t % K == K - 1;
+    for (size_t u = 0; u < uses.size(); ++u) {
+      TensorRef use = fwd.buffer(uses[u], slot);
+      const float *v = use.as<float>();
+      std::vector<float> &sum = useSums[u];
+      if (t % K == 0)
+        sum.assign(v, v + use.size());
+      else
+        for (size_t e = 0; e < sum.size(); ++e)
+          sum[e] += v[e];
+      if (stepEnds)
+        std::memcpy(use.data, sum.data(), use.bytes());
+    }
+    if (plan.epilogue >= 0 && (uses.empty() || stepEnds)) {
       int64_t start = trace ? trace->now() : 0;
       Status s = fwd.runProgram(pool, uint32_t(plan.epilogue), slot);
       if (trace)
@@ -391,6 +447,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
                                "' did not land in pass order; report it");
         continue;
       }
+      if (summedPerUse[i] && !stepEnds)
+        continue;
       if (Status s =
               c.addGradient(fwd, params[i], stepGrad(params[i], step), slot);
           s.failed())

@@ -22,7 +22,10 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -47,6 +50,33 @@ inline std::error_code syncFileOrFolder(int fd, llvm::StringRef path = "") {
   return {};
 }
 
+/// RP_FAULT_INJECT, for tests only (the runtime's FileIO.h has the same
+/// switch for checkpoints): here it counts the renames that put the tools'
+/// outputs in place. fail:N makes the N-th fail as a full disk would;
+/// kill:N kills the process with SIGKILL just before it, so kill:2 stops
+/// rp-compile between its weights and its plan.
+inline std::error_code injectedRenameFault(llvm::StringRef path) {
+  static const std::pair<bool, long> spec = [] {
+    const char *text = std::getenv("RP_FAULT_INJECT");
+    llvm::StringRef s = text ? text : "";
+    bool kill = s.consume_front("kill:");
+    long n = 0;
+    if ((kill || s.consume_front("fail:")) && s.getAsInteger(10, n))
+      n = 0;
+    return std::make_pair(kill, n);
+  }();
+  static std::atomic<long> renames{0};
+  if (spec.second <= 0 || ++renames != spec.second)
+    return {};
+  if (spec.first) {
+    llvm::errs() << "rp: RP_FAULT_INJECT: killed before rename '" << path
+                 << "'\n";
+    llvm::errs().flush();
+    ::kill(::getpid(), SIGKILL);
+  }
+  return std::make_error_code(std::errc::no_space_on_device);
+}
+
 /// Finishes a temporary file: flushes `os` and checks every write, fsyncs
 /// and closes `fd`, renames `tempPath` to `path` and fsyncs the folder. On
 /// failure the temporary file is removed and the previous `path` is left.
@@ -60,6 +90,8 @@ inline llvm::Error commitTempFile(llvm::raw_fd_ostream &os, int fd,
     ec = syncFileOrFolder(fd);
   if (::close(fd) != 0 && !ec)
     ec = std::error_code(errno, std::generic_category());
+  if (!ec)
+    ec = injectedRenameFault(path);
   if (!ec)
     ec = llvm::sys::fs::rename(tempPath, path);
   if (ec) {

@@ -12,6 +12,7 @@
 #include "PlanWriter.h"
 #include "rp/Support/AtomicWrite.h"
 #include "rp/runtime/PlanFormat.h"
+#include "rp/runtime/WeightFingerprint.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -458,9 +459,19 @@ fb::Offset<pf::KernelCall> PlanWriter::copyCall(uint32_t src, uint32_t dst,
 void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
                         unsigned events, bool staged, int prologue,
                         int epilogue, StringRef schedule, StringRef hardware) {
-  for (auto [path, size] : llvm::zip(weightFilePaths, weightFileMinSize))
-    weightFiles.push_back(
-        pf::CreateWeightFile(fbb, fbb.CreateString(path), size));
+  // The weight files are complete: the plan records which ones it was made
+  // with (WeightFingerprint.h), so a later compile that rewrites them
+  // without finishing its plan leaves a pair the loader refuses.
+  for (auto [path, size] : llvm::zip(weightFilePaths, weightFileMinSize)) {
+    SmallString<256> full(path);
+    if (llvm::sys::path::is_relative(full)) {
+      full = options.planDir;
+      llvm::sys::path::append(full, path);
+    }
+    weightFiles.push_back(pf::CreateWeightFile(
+        fbb, fbb.CreateString(path), size,
+        ::rp::runtime::weightFileFingerprint(full.str().str()).value_or(0)));
+  }
   auto plan =
       pf::CreatePlan(fbb, ::rp::runtime::kPlanSchemaVersion,
                      fbb.CreateString(options.producer), devices, events,

@@ -5,6 +5,7 @@
 #include "rp/runtime/FileIO.h"
 #include "rp/runtime/PlanFormat.h"
 #include "rp/runtime/PlanSchemaText.h"
+#include "rp/runtime/WeightFingerprint.h"
 #include "rp/runtime/plan_generated.h"
 
 #include <flatbuffers/idl.h>
@@ -267,6 +268,13 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
         return c.fail("weight file '" + d.path + "' holds " +
                       std::to_string(actual) + " bytes, but the plan reads " +
                       std::to_string(d.minSize));
+      d.fingerprint = f->fingerprint();
+      if (d.fingerprint != 0 &&
+          weightFileFingerprint(d.resolved) != d.fingerprint)
+        return c.fail("weight file '" + d.path +
+                      "' is not the one the plan was made with (a later "
+                      "compile rewrote it and did not finish its plan, or "
+                      "it was replaced); recompile the model");
       plan.weightFiles.push_back(std::move(d));
     }
 

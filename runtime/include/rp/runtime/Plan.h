@@ -54,6 +54,7 @@ struct WeightFileDesc {
   std::string path;     ///< as written in the plan (relative)
   std::string resolved; ///< joined with the plan's folder
   uint64_t minSize = 0;
+  uint64_t fingerprint = 0; ///< WeightFingerprint.h; 0: not recorded
 };
 
 struct WeightRangeDesc {

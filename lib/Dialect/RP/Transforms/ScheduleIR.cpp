@@ -232,9 +232,10 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
       LayerRole role = c.kind == CommandKind::forward ? LayerRole::forward
                        : c.kind == CommandKind::tail  ? LayerRole::tail
                                                       : LayerRole::backward;
-      token = ComputeOp::create(
-          b, loc, role, c.job, job.range.begin, job.range.end, c.microbatch,
-          c.device, job.weightSet, after, ms, c.bytes, DenseI64ArrayAttr());
+      token = ComputeOp::create(b, loc, role, c.job, job.range.begin,
+                                job.range.end, c.microbatch, c.device,
+                                job.weightSet, after, ms, c.bytes,
+                                DenseI64ArrayAttr());
     } else if (c.kind == CommandKind::optimizer) {
       token = OptimizerStepOp::create(b, loc, after, b.getF64FloatAttr(c.ms));
     } else {
@@ -252,7 +253,8 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
           b, loc,
           CopyDirectionAttr::get(b.getContext(),
                                  up ? CopyDirection::h2d : CopyDirection::d2h),
-          CopyKindAttr::get(b.getContext(), kind), b.getI64IntegerAttr(c.job),
+          CopyKindAttr::get(b.getContext(), kind),
+          b.getI64IntegerAttr(c.job),
           perMicrobatch ? b.getI64IntegerAttr(c.microbatch) : IntegerAttr(),
           b.getI64IntegerAttr(c.device), b.getI64IntegerAttr(c.bytes),
           perMicrobatch ? b.getI64IntegerAttr(c.boundary) : IntegerAttr(),

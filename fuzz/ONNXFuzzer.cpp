@@ -1,7 +1,7 @@
 //===- ONNXFuzzer.cpp - libFuzzer target of the ONNX importer -------------===//
 //
 // Imports the input as an ONNX model (through a file, as rp-import does) and
-// prepares it as rp-compile does (importAndPrepare: import, layer grouping,
+// prepares it as rp-compile does (import, then rp-prepare: layer grouping,
 // graph verification). A refusal, reported through the context's
 // diagnostics, is fine; a crash, an LLVM fatal error or an abort is a
 // finding, and so is a module that imports but fails the verifier (a silent
@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/Import/ONNX/Importer.h"
 #include "rp/InitAllDialects.h"
@@ -53,7 +54,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rp::ONNXImportOptions options;
   options.weightsPath = dir + "/model.weights.bin";
   options.irDir = dir;
-  OwningOpRef<ModuleOp> module = rp::importAndPrepare(path, &context, options);
+  OwningOpRef<ModuleOp> module = rp::importONNXModel(path, &context, options);
+  if (module && failed(rp::runPreparePipeline(*module, options.weightsPath,
+                                              options.irDir)))
+    module = nullptr;
   if (module && failed(verify(*module))) {
     std::fprintf(stderr, "rp fuzz finding: an imported module fails the "
                          "verifier\n");

@@ -4,6 +4,7 @@
 #define RP_INITALLPASSES_H
 
 #include "mlir/Transforms/Passes.h"
+#include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Dialect/RP/RPPasses.h"
 #include "rp/Dialect/RP/TrainPipeline.h"
 
@@ -13,6 +14,7 @@ namespace mlir::rp {
 /// them.
 inline void registerAllPasses() {
   registerRPPasses();
+  registerPreparePipeline();
   registerTrainPipeline();
   registerTransformsPasses();
 }

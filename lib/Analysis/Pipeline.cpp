@@ -2,37 +2,18 @@
 
 #include "rp/Analysis/Pipeline.h"
 
-#include "llvm/ADT/StringSwitch.h"
-
 #include <algorithm>
 
 using namespace mlir;
 using namespace mlir::rp;
 
+// The names are the enum's (RPAttrs.td); these keep the analysis' spelling.
 std::optional<ScheduleKind> mlir::rp::parseScheduleKind(StringRef name) {
-  return llvm::StringSwitch<std::optional<ScheduleKind>>(name)
-      .Case("round-robin", ScheduleKind::roundRobin)
-      .Case("gpipe", ScheduleKind::gpipe)
-      .Case("1f1b", ScheduleKind::oneFOneB)
-      .Case("interleaved-1f1b", ScheduleKind::interleaved)
-      .Case("looped-bfs", ScheduleKind::loopedBfs)
-      .Default(std::nullopt);
+  return symbolizeScheduleKind(name);
 }
 
 StringRef mlir::rp::scheduleKindName(ScheduleKind kind) {
-  switch (kind) {
-  case ScheduleKind::roundRobin:
-    return "round-robin";
-  case ScheduleKind::gpipe:
-    return "gpipe";
-  case ScheduleKind::oneFOneB:
-    return "1f1b";
-  case ScheduleKind::interleaved:
-    return "interleaved-1f1b";
-  case ScheduleKind::loopedBfs:
-    return "looped-bfs";
-  }
-  return "";
+  return stringifyScheduleKind(kind);
 }
 
 unsigned mlir::rp::staticStageCount(ScheduleKind kind, unsigned devices,

@@ -18,9 +18,9 @@ How it works (torch 1.13's ``make_fx``, ATen level):
   ``arange``, masks, ``torch.full`` ...) are folded at trace time into
   ``rp.constant`` ops, copied into each layer that uses them.
 * Each ATen op maps to rp ops (the handlers in ``rp._aten`` and ``rp._conv``); an ATen op without a mapping is an error
-  naming the op and the module path. The result goes through ``rp-opt``
-  with the importer's clean-up and fusion passes (canonicalize, CSE, layer
-  norm / GELU / attention fusion) and ``--rp-verify-graph``.
+  naming the op and the module path. The result goes through ``rp-opt
+  --rp-prepare``, the importers' clean-up and fusion pipeline (canonicalize,
+  CSE, layer norm / GELU / attention fusion, graph verification).
 
 Weights: ``weights.safetensors`` holds every parameter by name; the IR
 points into it (``at "weights.safetensors"[offset]``, the offset of the
@@ -54,11 +54,11 @@ SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)
 # larger one is an error rather than megabytes of IR.
 _MAX_CONSTANT_ELEMENTS = 65536
 
-_OPT_PASSES = [
-    "--canonicalize", "--cse", "--rp-fuse-layer-norm", "--rp-fuse-rms-norm",
-    "--rp-fuse-gelu", "--rp-fuse-silu", "--rp-fuse-attention",
-    "--canonicalize", "--cse", "--rp-verify-graph",
-]
+# The importers' cleanups, spelled once in C++ (rp-prepare): canonicalize,
+# CSE, the fusions, layer grouping (a no-op here: the layers are traced)
+# and graph verification. No weights option: the constants folded at trace
+# time are capped above, so none is moved out of the text.
+_OPT_PASSES = ["--rp-prepare"]
 
 
 # ---------------------------------------------------------------------------

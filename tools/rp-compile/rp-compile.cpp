@@ -2,15 +2,17 @@
 //
 // rp-compile MODEL.onnx|MODEL.mlir -o MODEL.rpplan [--forward-only]
 //
-// Imports an ONNX model (or reads rp IR), runs the passes that prepare the
-// graph and (for training) rp-train-pipeline: partition, schedule,
-// transfers, memory plan, verification, autodiff; then writes the plan. Inline weights of an ONNX model are written
-// beside the plan (MODEL.weights.bin) and referenced relative to it.
+// Imports an ONNX model (or reads rp IR), runs rp-prepare and (for
+// training) rp-train-pipeline: partition, schedule, transfers, memory plan,
+// verification, autodiff; then writes the plan. The pipeline's options are
+// the tool's flags (TrainPipelineOptions). Inline weights of an ONNX model are
+// written beside the plan (MODEL.weights.bin) and referenced relative to it.
 // stdout carries nothing; stderr a one-paragraph summary and diagnostics.
 // Exit codes: 0 ok, 1 bad input.
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Dialect/RP/RPPasses.h"
 #include "rp/Dialect/RP/TrainPipeline.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
@@ -41,65 +43,16 @@ static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
 static cl::opt<std::string> outputPath("o", cl::Required,
                                        cl::desc("the .rpplan to write"),
                                        cl::value_desc("file"));
-static cl::opt<bool> forwardOnly(
-    "forward-only", cl::desc("compile an inference plan (forward only)"));
-static cl::opt<std::string> loss(
-    "loss", cl::init("cross-entropy"),
-    cl::desc("training loss: cross-entropy, or output:NAME"));
-static cl::opt<int64_t> loraRank(
-    "lora-rank", cl::init(0),
-    cl::desc("add LoRA adapters of this rank and freeze the rest (0: off)"));
-static cl::opt<double> loraAlpha("lora-alpha", cl::init(16.0),
-                                 cl::desc("LoRA scaling numerator"));
-static cl::opt<std::string> loraTargets(
-    "lora-targets", cl::init(""),
-    cl::desc("regular expression on weight names (default: every linear "
-             "layer), e.g. q_proj|v_proj"));
-static cl::opt<rp::RecomputeGrain> recompute(
-    "recompute", cl::init(rp::RecomputeGrain::stage),
-    cl::desc("what a backward recomputes from its saved input"),
-    cl::values(clEnumValN(rp::RecomputeGrain::stage, "stage",
-                          "every layer before the tail as one group"),
-               clEnumValN(rp::RecomputeGrain::layer, "layer",
-                          "each layer alone")));
-static cl::opt<unsigned> microbatches(
-    "microbatches", cl::init(0),
-    cl::desc("microbatches per training step (the static batch is one); 0: "
-             "1 on one device, else devices + 1"));
-static cl::opt<rp::ComputeType> dtype(
-    "dtype", cl::desc("storage and compute type (master weights stay f32)"),
-    cl::init(rp::ComputeType::f32),
-    cl::values(clEnumValN(rp::ComputeType::f32, "f32", "float32"),
-               clEnumValN(rp::ComputeType::bf16, "bf16", "bfloat16"),
-               clEnumValN(rp::ComputeType::f16, "f16", "IEEE half")));
-static cl::opt<unsigned> devices("devices", cl::init(1),
-                                 cl::desc("devices the plan runs on"));
-static cl::opt<std::string>
-    hw("hw", cl::init("host"),
-       cl::desc("hardware profile: rtx4090, rtx3090, a800, h100, host, or a "
-                "JSON file (docs/hardware-profiles.md)"));
-static cl::opt<std::string> schedule(
-    "schedule", cl::init("round-robin"),
-    cl::desc("round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs"));
-static cl::opt<std::string>
-    partitioner("partitioner", cl::init("rp"),
-                cl::desc("rp (least estimated step time) or roundpipe"));
-static cl::opt<std::string>
-    stages("stages", cl::init(""),
-           cl::desc("a partition of your own: fwd:A,B,...;bwd:X,Y,... "
-                    "(layers per stage; bwd starts with the tail)"));
-static cl::opt<std::string>
-    measured("measured", cl::init(""),
-             cl::desc("per-layer times measured by rp-run --profile, which "
-                      "override the cost model"));
-static cl::opt<bool> reportMaxSeq(
-    "report-max-seq",
-    cl::desc("also report the largest sequence length whose plan fits the "
-             "devices (a remark on stderr)"));
-static cl::opt<double>
-    budgetGiB("budget-gib", cl::init(0),
-              cl::desc("device memory to plan against in GiB (0: the "
-                       "profile's)"));
+static cl::opt<bool>
+    forwardOnly("forward-only",
+                cl::desc("compile an inference plan (forward only)"));
+
+/// The pipeline's options are this tool's flags (--devices, --schedule, ...):
+/// one struct, parsed here and handed to the pipeline as is.
+static rp::TrainPipelineOptions &pipelineOptions() {
+  static rp::TrainPipelineOptions options(rp::ToolFlags{true});
+  return options;
+}
 
 static std::string formatBytes(int64_t bytes) {
   char text[32];
@@ -152,24 +105,26 @@ static void printSummary(ModuleOp module, size_t size) {
   for (int64_t n : partition.getBackward())
     bwd += (bwd.empty() ? "" : ",") + std::to_string(n);
   os << "training plan, " << s.getDevices() << " device"
-     << (s.getDevices() == 1 ? "" : "s") << ", " << s.getKind()
-     << " schedule, " << s.getMicrobatches() << " microbatch"
+     << (s.getDevices() == 1 ? "" : "s") << ", "
+     << rp::stringifyScheduleKind(s.getKind()) << " schedule, "
+     << s.getMicrobatches() << " microbatch"
      << (s.getMicrobatches() == 1 ? "" : "es") << " per step; " << layers
      << " layers in stages fwd:" << fwd << ";bwd:" << bwd << " (" << backward
      << " backward program" << (backward == 1 ? "" : "s") << ", "
-     << (recompute == rp::RecomputeGrain::stage ? "stage" : "layer")
+     << rp::stringifyRecomputeGrain(partition.getRecompute())
      << "-grain recompute, " << dtypeName << " compute)";
   if (FloatAttr ms = s.getStepMsAttr()) {
     // One figure: round-robin's is the steady state of a run whose steps
     // run back to back (the pipeline fills and drains once per run, not
     // once per step); a static schedule's is one step, fill and drain
     // included.
-    double bubble = s.getBubbleAttr() ? s.getBubbleAttr().getValueAsDouble() : 0;
-    bool steady = s.getKind() == "round-robin";
+    double bubble =
+        s.getBubbleAttr() ? s.getBubbleAttr().getValueAsDouble() : 0;
+    bool steady = s.getKind() == rp::ScheduleKind::roundRobin;
     char text[200];
     snprintf(text, sizeof(text),
              "; predicted step %.3f ms on %s%s, %.0f%% bubble",
-             ms.getValueAsDouble(), s.getHw().str().c_str(),
+             ms.getValueAsDouble(), s.getHw().getProfile().str().c_str(),
              steady ? " in the steady state (steps back to back; fill and "
                       "drain once per run)"
                     : "",
@@ -206,7 +161,9 @@ int main(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   rp::ImportCLOptions importOptions;
+  rp::TrainPipelineOptions &pipeline = pipelineOptions();
   cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
+  unsigned devices = pipeline.devices, microbatches = pipeline.microbatches;
 
   // A documented cap (README.md), checked before any work: the partitioner
   // and scheduler grow with the device count, and rp-run runs at most as
@@ -246,8 +203,11 @@ int main(int argc, char **argv) {
     auto options = importOptions.get(inputPath, outputPath, &context);
     if (failed(options))
       return 1;
-    module = rp::importAndPrepare(inputPath, &context, *options);
+    module = rp::importONNXModel(inputPath, &context, *options);
     irDir = options->irDir;
+    if (module && failed(rp::runPreparePipeline(*module, options->weightsPath,
+                                                options->irDir)))
+      module = nullptr;
   } else {
     std::string error;
     auto file = openInputFile(inputPath, &error);
@@ -257,51 +217,17 @@ int main(int argc, char **argv) {
     }
     sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-    if (module) {
-      PassManager pm(&context);
-      pm.addPass(createCanonicalizerPass());
-      pm.addPass(rp::createGroupLayersPass());
-      pm.addPass(rp::createVerifyGraphPass());
-      if (failed(pm.run(*module)))
-        module = nullptr;
-    }
+    // Already imported (rp-import, rp.trace) or written by hand: the same
+    // cleanups, without a weights file to move constants to.
+    if (module && failed(rp::runPreparePipeline(*module, "", irDir)))
+      module = nullptr;
   }
   if (module) {
     PassManager pm(&context);
-    if (loraRank > 0) {
-      rp::AddLoraPassOptions lora;
-      lora.rank = loraRank;
-      lora.alpha = loraAlpha;
-      lora.targets = loraTargets;
-      pm.addPass(rp::createAddLoraPass(lora));
-    }
-    auto convert = [&](OpPassManager &p) {
-      // After the loss, so that the loss sees the model's own outputs;
-      // before partitioning and autodiff, so that stages are cut by the
-      // compute type's sizes and the backward runs in it too.
-      if (dtype != rp::ComputeType::f32) {
-        rp::ConvertFloatTypePassOptions to;
-        to.to = dtype;
-        p.addPass(rp::createConvertFloatTypePass(to));
-      }
-    };
-    if (forwardOnly) {
-      convert(pm);
-    } else {
-      rp::TrainPipelineOptions train;
-      train.loss = loss;
-      train.devices = devices;
-      train.microbatches = microbatches;
-      train.hw = hw;
-      train.schedule = schedule;
-      train.partitioner = partitioner;
-      train.stages = stages;
-      train.measured = measured;
-      train.recompute = recompute;
-      train.budgetGiB = budgetGiB;
-      train.reportMaxSeq = reportMaxSeq;
-      rp::buildTrainPipeline(pm, train, convert);
-    }
+    if (forwardOnly)
+      rp::buildForwardPipeline(pm, pipeline);
+    else
+      rp::buildTrainPipeline(pm, pipeline);
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     if (failed(pm.run(*module)))
@@ -314,12 +240,14 @@ int main(int argc, char **argv) {
   options.irDir = irDir;
   options.planDir = folderOf(outputPath);
   const char *dtypeNames[] = {"f32", "f16", "bf16"};
-  options.producer = "rp-compile " + inputPath +
-                     (forwardOnly ? " --forward-only" : " --loss " + loss) +
-                     " --dtype " + dtypeNames[static_cast<int>(dtype.getValue())];
+  options.producer =
+      "rp-compile " + inputPath +
+      (forwardOnly ? " --forward-only" : " --loss " + pipeline.loss) +
+      " --dtype " + dtypeNames[static_cast<int>(pipeline.dtype.getValue())];
   if (!forwardOnly)
     options.producer += " --devices " + std::to_string(devices) +
-                        " --schedule " + schedule + " --hw " + hw;
+                        " --schedule " + pipeline.schedule + " --hw " +
+                        pipeline.hw;
   FailureOr<size_t> size = rp::exportPlanToFile(*module, options, outputPath);
   if (failed(size))
     return 1;

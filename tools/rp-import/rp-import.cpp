@@ -2,11 +2,14 @@
 //
 // rp-import MODEL.onnx -o OUT.mlir [--shape NAME=2x2048] [--frozen REGEX]
 //
-// Imports, folds the shape arithmetic (canonicalize), groups layers and
-// verifies the graph. Exit codes: 0 ok, 1 bad input, 2 internal error.
+// Imports (mechanically: the importer runs no pass), then runs the
+// rp-prepare pipeline (fold the shape arithmetic, fuse, group layers,
+// verify) unless --prepare=false. Exit codes: 0 ok, 1 bad input, 2 internal
+// error.
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/Import/ONNX/Importer.h"
 #include "rp/Support/AtomicWrite.h"
@@ -35,6 +38,10 @@ static cl::opt<std::string> outputPath("o",
                                        cl::desc("output .mlir ('-' is "
                                                 "stdout)"),
                                        cl::value_desc("file"), cl::init("-"));
+static cl::opt<bool>
+    prepare("prepare", cl::init(true),
+            cl::desc("run the rp-prepare pipeline on the import (false: the "
+                     "mechanical import alone)"));
 static cl::opt<bool> printLayers(
     "print-layers",
     cl::desc("print the layers found, with op and parameter counts"));
@@ -66,8 +73,10 @@ int main(int argc, char **argv) {
   if (failed(options))
     return 1;
   OwningOpRef<ModuleOp> module =
-      rp::importAndPrepare(inputPath, &context, *options);
-  if (!module)
+      rp::importONNXModel(inputPath, &context, *options);
+  if (!module ||
+      (prepare && failed(rp::runPreparePipeline(*module, options->weightsPath,
+                                                options->irDir))))
     return 1;
   if (printLayers)
     rp::printLayerSummary(*module, llvm::outs());

@@ -2,7 +2,7 @@
 //
 // Parses rp modules, runs rp passes and pipelines, prints the result. An
 // input ending in `.onnx` is imported first, exactly as rp-import would
-// (same flags, same post-import passes), so `rp-opt model.onnx --pass`
+// (same flags, then the rp-prepare pipeline), so `rp-opt model.onnx --pass`
 // works without an intermediate file.
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +11,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/InitAllPasses.h"
@@ -31,8 +32,9 @@ importToBuffer(StringRef input, StringRef output,
   auto options = cl.get(input, output, &context);
   if (failed(options))
     return nullptr;
-  OwningOpRef<ModuleOp> module = rp::importAndPrepare(input, &context, *options);
-  if (!module)
+  OwningOpRef<ModuleOp> module = rp::importONNXModel(input, &context, *options);
+  if (!module || failed(rp::runPreparePipeline(*module, options->weightsPath,
+                                               options->irDir)))
     return nullptr;
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -46,8 +48,8 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   rp::registerAllDialects(registry);
   rp::ImportCLOptions importOptions;
-  auto [input, output] = registerAndParseCLIOptions(
-      argc, argv, "rp optimizer driver\n", registry);
+  auto [input, output] =
+      registerAndParseCLIOptions(argc, argv, "rp optimizer driver\n", registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
 
   std::unique_ptr<llvm::MemoryBuffer> buffer;

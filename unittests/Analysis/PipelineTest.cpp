@@ -49,6 +49,15 @@ TEST(PipelineTest, ScheduleNamesRoundTrip) {
   EXPECT_FALSE(parseScheduleKind("zero-bubble"));
 }
 
+// rp-partition and rp-print-partition take the default from one place: on
+// one device there is nothing to overlap, else round-robin's job n+G needs
+// device n free again.
+TEST(PipelineTest, DefaultMicrobatches) {
+  EXPECT_EQ(defaultMicrobatches(1), 1u);
+  EXPECT_EQ(defaultMicrobatches(2), 3u);
+  EXPECT_EQ(defaultMicrobatches(8), 9u);
+}
+
 TEST(PipelineTest, EveryJobRunsEveryMicrobatchOnceWithoutDeadlock) {
   std::vector<LayerCost> layers = uniform(8, 1000);
   for (ScheduleKind kind : kAll)

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/Dialect/RP/TrainPipeline.h"
+#include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/Target/PlanExport.h"
@@ -69,7 +70,10 @@ std::string compile(const std::string &model, const Config &c,
   import.weightsPath = dir + "/model.weights.bin";
   import.irDir = dir;
   OwningOpRef<ModuleOp> module =
-      mlir::rp::importAndPrepare(model, &context, import);
+      mlir::rp::importONNXModel(model, &context, import);
+  if (module && failed(mlir::rp::runPreparePipeline(*module, import.weightsPath,
+                                                    import.irDir)))
+    module = nullptr;
   EXPECT_TRUE(module) << c.name();
   if (!module)
     return "";
@@ -78,13 +82,10 @@ std::string compile(const std::string &model, const Config &c,
   options.devices = c.devices;
   options.microbatches = c.microbatches;
   options.schedule = c.schedule;
-  mlir::rp::buildTrainPipeline(pm, options, [&](OpPassManager &p) {
-    if (c.bf16 || c.f16) {
-      mlir::rp::ConvertFloatTypePassOptions to;
-      to.to = c.bf16 ? mlir::rp::ComputeType::bf16 : mlir::rp::ComputeType::f16;
-      p.addPass(mlir::rp::createConvertFloatTypePass(to));
-    }
-  });
+  if (c.bf16 || c.f16)
+    options.dtype =
+        c.bf16 ? mlir::rp::ComputeType::bf16 : mlir::rp::ComputeType::f16;
+  mlir::rp::buildTrainPipeline(pm, options);
   EXPECT_TRUE(succeeded(pm.run(*module))) << c.name();
   mlir::rp::PlanExportOptions out;
   out.irDir = dir;

@@ -32,17 +32,26 @@
 #include "rp/Analysis/HardwareProfile.h"
 #include "rp/Analysis/Partition.h"
 #include "rp/Analysis/ScheduleTiming.h"
+#include "rp/Dialect/RP/RPOps.h"
 
 #include <algorithm>
 #include <optional>
 
 namespace mlir::rp {
 
-enum class ScheduleKind { roundRobin, gpipe, oneFOneB, interleaved, loopedBfs };
-
+/// ScheduleKind is the dialect's enum (RPAttrs.td), so that the IR, the
+/// options and this model name a schedule the same way.
 /// `round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`, `looped-bfs`.
 std::optional<ScheduleKind> parseScheduleKind(llvm::StringRef name);
 llvm::StringRef scheduleKindName(ScheduleKind kind);
+
+/// The microbatches per step when none are asked for (`microbatches=0`):
+/// one on one device (nothing to overlap), else devices + 1, so that
+/// round-robin's job n+G finds its device free. rp-partition and
+/// rp-print-partition both take it from here.
+inline unsigned defaultMicrobatches(unsigned devices) {
+  return devices == 1 ? 1 : devices + 1;
+}
 
 /// Weights larger than this are uploaded in several chunks, so that
 /// activation copies are never queued behind one huge transfer.

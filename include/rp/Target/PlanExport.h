@@ -27,8 +27,6 @@ struct PlanExportOptions {
   std::string planDir = ".";
   /// What produced the plan, recorded for --describe.
   std::string producer;
-  /// Microbatches per training step.
-  unsigned microbatches = 1;
 };
 
 /// Serializes `module` (its `func.func @main`) into plan bytes. Errors are

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/Dialect/RP/RPOps.h"
+#include "ScheduleDirectives.h"
 #include "ShapeDiagnostics.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -1,5 +1,6 @@
 //===- RPScheduleOps.cpp - rp plan-level types, attributes and ops --------===//
 
+#include "ScheduleDirectives.h"
 #include "rp/Dialect/RP/RPDialect.h"
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -36,18 +37,50 @@ static void printSizes(AsmPrinter &p, ArrayRef<int64_t> sizes) {
   p << "]";
 }
 
+static constexpr llvm::StringLiteral kScheduleNames =
+    "round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs";
+
 void PartitionAttr::print(AsmPrinter &p) const {
-  p << "<schedule = \"" << getSchedule() << "\", devices = " << getDevices()
-    << ", microbatches = " << getMicrobatches() << ", hw = \"" << getHw()
-    << "\", forward = ";
+  p << "<schedule = \"" << stringifyScheduleKind(getSchedule())
+    << "\", devices = " << getDevices()
+    << ", microbatches = " << getMicrobatches() << ", hw = \""
+    << getHw().getProfile() << "\", ";
+  // The defaults stay unwritten, so most partitions read as they always did.
+  if (getPartitioner() != Partitioner::rp)
+    p << "partitioner = \"" << stringifyPartitioner(getPartitioner()) << "\", ";
+  if (getRecompute() != RecomputeGrain::stage)
+    p << "recompute = \"" << stringifyRecomputeGrain(getRecompute()) << "\", ";
+  p << "forward = ";
   printSizes(p, getForward());
   p << ", backward = ";
   printSizes(p, getBackward());
   p << ">";
 }
 
+/// Parses `"name"` into one of an enum's cases, or reports the name and
+/// the cases at its location.
+template <typename Enum>
+static ParseResult
+parseEnumString(AsmParser &parser, Enum &out, StringRef what,
+                StringRef expected,
+                std::optional<Enum> (*symbolize)(StringRef)) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string name;
+  if (parser.parseString(&name))
+    return failure();
+  std::optional<Enum> value = symbolize(name);
+  if (!value)
+    return parser.emitError(loc)
+           << "unknown " << what << " '" << name << "'; expected " << expected;
+  out = *value;
+  return success();
+}
+
 Attribute PartitionAttr::parse(AsmParser &parser, Type) {
-  std::string schedule, hw;
+  std::string hw;
+  ScheduleKind schedule = ScheduleKind::roundRobin;
+  Partitioner partitioner = Partitioner::rp;
+  RecomputeGrain recompute = RecomputeGrain::stage;
   unsigned devices = 0, microbatches = 0;
   SmallVector<int64_t> forward, backward;
   auto sizes = [&](SmallVector<int64_t> &out) {
@@ -56,36 +89,56 @@ Attribute PartitionAttr::parse(AsmParser &parser, Type) {
     });
   };
   if (parser.parseLess() || parser.parseKeyword("schedule") ||
-      parser.parseEqual() || parser.parseString(&schedule) ||
+      parser.parseEqual() ||
+      parseEnumString(parser, schedule, "schedule", kScheduleNames,
+                      &symbolizeScheduleKind) ||
       parser.parseComma() || parser.parseKeyword("devices") ||
       parser.parseEqual() || parser.parseInteger(devices) ||
       parser.parseComma() || parser.parseKeyword("microbatches") ||
       parser.parseEqual() || parser.parseInteger(microbatches) ||
-      parser.parseComma() || parser.parseKeyword("hw") ||
-      parser.parseEqual() || parser.parseString(&hw) || parser.parseComma() ||
-      parser.parseKeyword("forward") || parser.parseEqual() ||
-      sizes(forward) || parser.parseComma() ||
-      parser.parseKeyword("backward") || parser.parseEqual() ||
-      sizes(backward) || parser.parseGreater())
+      parser.parseComma() || parser.parseKeyword("hw") || parser.parseEqual() ||
+      parser.parseString(&hw) || parser.parseComma())
     return {};
-  return parser.getChecked<PartitionAttr>(parser.getContext(), schedule,
-                                          devices, microbatches, hw, forward,
-                                          backward);
+  if (succeeded(parser.parseOptionalKeyword("partitioner")) &&
+      (parser.parseEqual() ||
+       parseEnumString(parser, partitioner, "partitioner",
+                       "rp, roundpipe or exhaustive", &symbolizePartitioner) ||
+       parser.parseComma()))
+    return {};
+  if (succeeded(parser.parseOptionalKeyword("recompute")) &&
+      (parser.parseEqual() ||
+       parseEnumString(parser, recompute, "recompute grain", "stage or layer",
+                       &symbolizeRecomputeGrain) ||
+       parser.parseComma()))
+    return {};
+  if (parser.parseKeyword("forward") || parser.parseEqual() || sizes(forward) ||
+      parser.parseComma() || parser.parseKeyword("backward") ||
+      parser.parseEqual() || sizes(backward) || parser.parseGreater())
+    return {};
+  HardwareAttr hwAttr =
+      parser.getChecked<HardwareAttr>(parser.getContext(), hw);
+  if (!hwAttr)
+    return {};
+  return parser.getChecked<PartitionAttr>(
+      parser.getContext(), schedule, devices, microbatches, hwAttr, partitioner,
+      recompute, forward, backward);
 }
 
 LogicalResult
 PartitionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                      StringRef schedule, unsigned devices,
-                      unsigned microbatches, StringRef hw,
+                      ScheduleKind schedule, unsigned devices,
+                      unsigned microbatches, HardwareAttr hw,
+                      Partitioner partitioner, RecomputeGrain recompute,
                       ArrayRef<int64_t> forward, ArrayRef<int64_t> backward) {
-  if (!llvm::is_contained(
-          {"round-robin", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"},
-          schedule))
-    return emitError() << "unknown schedule '" << schedule
-                       << "'; expected round-robin, gpipe, 1f1b, "
-                          "interleaved-1f1b or looped-bfs";
   if (devices == 0 || microbatches == 0)
     return emitError() << "devices and microbatches must be at least 1";
+  if (!hw)
+    return emitError() << "needs a hardware profile";
+  if (partitioner == Partitioner::roundpipe &&
+      schedule != ScheduleKind::roundRobin)
+    return emitError() << "partitioner roundpipe cuts round-robin stages, "
+                          "not "
+                       << stringifyScheduleKind(schedule) << " ones";
   if (backward.empty())
     return emitError() << "the backward list must hold at least the tail";
   if (llvm::any_of(forward, [](int64_t s) { return s <= 0; }) ||
@@ -104,36 +157,74 @@ PartitionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
+// HardwareAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult HardwareAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   StringRef profile) {
+  if (profile.empty())
+    return emitError() << "needs a hardware profile: a shipped name or a "
+                          "JSON file";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Schedule ops
 //===----------------------------------------------------------------------===//
 
+/// `"round-robin"`: the schedule kind as the string the options use.
+ParseResult mlir::rp::parseScheduleKindName(OpAsmParser &parser,
+                                            ScheduleKindAttr &kind) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string name;
+  if (parser.parseString(&name))
+    return failure();
+  std::optional<ScheduleKind> value = symbolizeScheduleKind(name);
+  if (!value)
+    return parser.emitError(loc) << "'rp.schedule' op unknown schedule '"
+                                 << name << "'; expected " << kScheduleNames;
+  kind = ScheduleKindAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+void mlir::rp::printScheduleKindName(OpAsmPrinter &p, ScheduleOp,
+                                     ScheduleKindAttr kind) {
+  p.printString(stringifyScheduleKind(kind.getValue()));
+}
+
+/// `"rtx4090"`: the profile without the attribute's own syntax.
+ParseResult mlir::rp::parseHardwareName(OpAsmParser &parser, HardwareAttr &hw) {
+  std::string profile;
+  if (parser.parseString(&profile))
+    return failure();
+  hw = parser.getChecked<HardwareAttr>(parser.getContext(), profile);
+  return success(bool(hw));
+}
+
+void mlir::rp::printHardwareName(OpAsmPrinter &p, ScheduleOp, HardwareAttr hw) {
+  p.printString(hw.getProfile());
+}
+
 void ScheduleOp::build(OpBuilder &builder, OperationState &state,
-                       StringRef function, StringRef kind, int64_t devices,
-                       int64_t microbatches, StringRef hw) {
+                       StringRef function, ScheduleKind kind, int64_t devices,
+                       int64_t microbatches, HardwareAttr hw) {
   state.addAttribute(getFunctionAttrName(state.name),
                      FlatSymbolRefAttr::get(builder.getContext(), function));
-  state.addAttribute(getKindAttrName(state.name), builder.getStringAttr(kind));
+  state.addAttribute(getKindAttrName(state.name),
+                     ScheduleKindAttr::get(builder.getContext(), kind));
   state.addAttribute(getDevicesAttrName(state.name),
                      builder.getI64IntegerAttr(devices));
   state.addAttribute(getMicrobatchesAttrName(state.name),
                      builder.getI64IntegerAttr(microbatches));
-  state.addAttribute(getHwAttrName(state.name), builder.getStringAttr(hw));
+  state.addAttribute(getHwAttrName(state.name), hw);
   Region *body = state.addRegion();
   body->push_back(new Block);
 }
 
 LogicalResult ScheduleOp::verify() {
-  if (!llvm::is_contained(
-          {"round-robin", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"},
-          getKind()))
-    return emitOpError("unknown schedule '")
-           << getKind()
-           << "'; expected round-robin, gpipe, 1f1b, interleaved-1f1b or "
-              "looped-bfs";
-  if (auto peaks = getPeakBytes();
-      peaks && peaks->size() != getDevices())
-    return emitOpError("has ") << peaks->size() << " peak_bytes for "
-                               << getDevices() << " devices";
+  if (auto peaks = getPeakBytes(); peaks && peaks->size() != getDevices())
+    return emitOpError("has ")
+           << peaks->size() << " peak_bytes for " << getDevices() << " devices";
   return success();
 }
 

@@ -10,7 +10,7 @@
 #include "AttributeTypes.h"
 #include "ConstantEvaluator.h"
 #include "NodeImporter.h"
-#include "WeightsWriter.h"
+#include "rp/Support/WeightsWriter.h"
 #include "rp/Support/ToolGuards.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

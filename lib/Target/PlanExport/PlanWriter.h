@@ -38,7 +38,7 @@ int64_t planIndexLimit(Value v);
 class PlanWriter {
 public:
   PlanWriter(const PlanExportOptions &options)
-      : options(options), microbatches(options.microbatches) {}
+      : options(options) {}
 
   /// One device, layers in order, run once per microbatch.
   LogicalResult run(func::FuncOp main, std::vector<uint8_t> &bytes);
@@ -69,8 +69,8 @@ private:
               StringRef hardware = "");
 
   const PlanExportOptions &options;
-  /// Staged plans take it from their schedule.
-  unsigned microbatches;
+  /// One for forward plans; staged plans take their schedule's.
+  unsigned microbatches = 1;
   fb::FlatBufferBuilder fbb{1 << 16};
   std::vector<fb::Offset<pf::Buffer>> buffers;
   std::vector<int64_t> bufferBytes;

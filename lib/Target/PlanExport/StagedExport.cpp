@@ -443,13 +443,13 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   w.overrides.clear();
   // A profile file is recorded by its absolute path, so that rp-run finds
   // it from any folder.
-  SmallString<256> hw(schedule.getHw());
+  SmallString<256> hw(schedule.getHw().getProfile());
   if (hw.str().contains('/') || hw.str().ends_with(".json")) {
     (void)llvm::sys::fs::make_absolute(hw);
     llvm::sys::path::remove_dots(hw, /*remove_dot_dot=*/true);
   }
   w.finish(bytes, devices, events, /*staged=*/true, prologueIndex,
-           epilogueIndex, schedule.getKind(), hw.str());
+           epilogueIndex, stringifyScheduleKind(schedule.getKind()), hw.str());
   // The jobs' predicted times: the plan's own calls and copies, timed as
   // the sim device times them.
   std::string error;

@@ -52,10 +52,7 @@ LogicalResult StagedExporter::readCommands() {
         "keeps weights resident on the devices, but plans run the optimizer "
         "on the host and upload weights every step; run rp-insert-transfers "
         "with weight-budget=0");
-  std::optional<ScheduleKind> kind = parseScheduleKind(schedule.getKind());
-  if (!kind)
-    return schedule.emitOpError("has an unknown schedule kind");
-  roundRobin = *kind == ScheduleKind::roundRobin;
+  roundRobin = schedule.getKind() == ScheduleKind::roundRobin;
   devices = schedule.getDevices();
   microbatches = schedule.getMicrobatches();
   w.microbatches = microbatches;

@@ -2,6 +2,10 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir -rp-attach-loss "-rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2" -rp-autodiff=recompute=layer | FileCheck %s --check-prefix=LAYER
 // RUN: rp-opt %S/Inputs/four-layers.mlir -rp-attach-loss "-rp-partition=devices=2 hw=host stages=fwd:1,1,1;bwd:1,1,2" -rp-autodiff | FileCheck %s --check-prefix=THREE
 // RUN: rp-opt %s -rp-autodiff -verify-diagnostics
+// The grain rp-partition records is the one rp-autodiff applies, unless
+// rp-autodiff is given its own.
+// RUN: rp-opt %S/Inputs/four-layers.mlir -rp-attach-loss "-rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 recompute=layer" -rp-autodiff | FileCheck %s --check-prefix=LAYER
+// RUN: rp-opt %S/Inputs/four-layers.mlir -rp-attach-loss "-rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 recompute=layer" -rp-autodiff=recompute=stage | FileCheck %s
 
 // rp-partition's stages decide the layout: a tail of two layers fuses l2
 // and l3 into one layer, and each backward stage recomputes as one group

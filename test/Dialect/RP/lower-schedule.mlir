@@ -4,6 +4,7 @@
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=interleaved-1f1b microbatches=3" --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=looped-bfs microbatches=2" --rp-lower-schedule | FileCheck %s --check-prefix=LOOPED
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b stages=fwd:2;bwd:2,1,1" --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=ASYMMETRIC
+// RUN: rp-opt %S/Inputs/partition-mismatch.mlir --rp-lower-schedule -verify-diagnostics
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=NOPARTITION
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=TWICE
 

@@ -3,6 +3,8 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=1" | FileCheck %s --check-prefix=ONE
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b microbatches=4" | FileCheck %s --check-prefix=STATIC
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=interleaved-1f1b microbatches=4" | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 partitioner=roundpipe recompute=layer" | FileCheck %s --check-prefix=CHOICES
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="partitioner=greedy" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=zero-bubble" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=gpipe partitioner=roundpipe" 2>&1 | FileCheck %s --check-prefix=MIXED
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="stages=fwd:1;bwd:1,1,1,1" 2>&1 | FileCheck %s --check-prefix=COVER
@@ -22,6 +24,10 @@
 // interleaved two per device; the last stage is the fused tail.
 // STATIC: #rp.partition<schedule = "1f1b", devices = 2, microbatches = 4, hw = "host", forward = [2], backward = [2, 2]>
 // INTERLEAVED: #rp.partition<schedule = "interleaved-1f1b", devices = 2, microbatches = 4, hw = "host", forward = [1, 1, 1], backward = [1, 1, 1, 1]>
+
+// The partitioner and the recompute grain are part of the decision; the
+// defaults (rp, stage) are left unwritten.
+// CHOICES: #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090", partitioner = "roundpipe", recompute = "layer", forward = [
 
 // BAD: error: rp-partition needs schedule round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs
 // MIXED: error: partitioner=roundpipe cuts round-robin stages; gpipe uses balanced static stages

@@ -62,4 +62,35 @@ def RP_CopyKind : I32EnumAttr<"CopyKind", "what a schedule copy carries", [
   let cppNamespace = "::mlir::rp";
 }
 
+// What a training compile decides once (rp-partition records them in
+// #rp.partition; the later passes and the plan export read them typed).
+
+def RP_ScheduleKind : I32EnumAttr<"ScheduleKind",
+    "the order a pipeline runs its stage jobs in", [
+    I32EnumAttrCase<"roundRobin", 0, "round-robin">,
+    I32EnumAttrCase<"gpipe", 1, "gpipe">,
+    I32EnumAttrCase<"oneFOneB", 2, "1f1b">,
+    I32EnumAttrCase<"interleaved", 3, "interleaved-1f1b">,
+    I32EnumAttrCase<"loopedBfs", 4, "looped-bfs">
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
+def RP_Partitioner : I32EnumAttr<"Partitioner",
+    "how round-robin stages are cut", [
+    I32EnumAttrCase<"rp", 0>,
+    I32EnumAttrCase<"roundpipe", 1>,
+    I32EnumAttrCase<"exhaustive", 2>
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
+def RP_RecomputeGrain : I32EnumAttr<"RecomputeGrain",
+    "the groups rp-autodiff recomputes in backward", [
+    I32EnumAttrCase<"stage", 0>,
+    I32EnumAttrCase<"layer", 1>
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
 #endif // RP_DIALECT_RP_RPATTRS_TD

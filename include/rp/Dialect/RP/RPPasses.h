@@ -12,9 +12,6 @@ namespace mlir::rp {
 /// The storage and compute type of rp-convert-float-type (--dtype).
 enum class ComputeType { f32, f16, bf16 };
 
-/// The groups rp-autodiff recomputes in backward.
-enum class RecomputeGrain { stage, layer };
-
 /// Where rp-group-layers takes layers from.
 enum class LayerSource { automatic, scope, structure };
 

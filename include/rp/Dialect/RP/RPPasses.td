@@ -31,6 +31,39 @@ def VerifyGraphPass : Pass<"rp-verify-graph", "::mlir::ModuleOp"> {
   ];
 }
 
+def ExternalizeConstantsPass
+    : Pass<"rp-externalize-constants", "::mlir::ModuleOp"> {
+  let summary = "moves large constants out of the IR text into a weights file";
+  let description = [{
+    Folding at import (rotary tables, masks: anything input-independent)
+    can leave constants whose text grows with the sequence length. Every
+    `rp.constant` with more than `max-inline-elements` elements, not a
+    splat and not `i1` (those print as one value or as bits), becomes a
+    frozen `rp.param` whose bytes are appended to `weights` (the file the
+    import wrote, or a new one), named after its location and `:folded`.
+    Param paths are written relative to `ir-dir`, the folder of the IR
+    file. Without `weights` the pass changes nothing: an IR that never had
+    a weights file (rp.trace's, a hand-written one) keeps its constants.
+    Part of `rp-prepare`, after the fusions (which read constant masks) and
+    before rp-group-layers (which passes params into layers).
+
+    ```mlir
+    %c = rp.constant dense<[...]> : tensor<2x65536xf32> loc("rope")
+    // becomes, with weights=model.weights.bin
+    %c = rp.param "rope:folded" at "model.weights.bin"[4096]
+        : tensor<2x65536xf32>
+    ```
+  }];
+  let options = [
+    Option<"weights", "weights", "std::string", "\"\"",
+           "the weights file to append to (empty: keep every constant)">,
+    Option<"irDir", "ir-dir", "std::string", "\".\"",
+           "the folder param paths are relative to">,
+    Option<"maxInlineElements", "max-inline-elements", "int64_t", "65536",
+           "constants with more elements leave the IR">
+  ];
+}
+
 def GroupLayersPass : Pass<"rp-group-layers", "::mlir::ModuleOp"> {
   let summary = "groups the ops of a flat graph into rp.layer ops";
   let description = [{
@@ -317,7 +350,8 @@ def AutodiffPass : Pass<"rp-autodiff", "::mlir::ModuleOp"> {
     fused tail, and `recompute` chooses the groups a backward recomputes:
     `stage` (the default, RoundPipe's) gives each backward stage one
     backward layer that recomputes the stage from its input; `layer` gives
-    each layer its own backward. Without a partition the tail is the last
+    each layer its own backward; the grain is the partition's (rp-partition
+    `recompute`) unless this pass is given one. Without a partition the tail is the last
     layer and the backward stage is every layer before it. Every layer gets
     `span`, the forward layers it covers.
   }];
@@ -441,7 +475,7 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     Option<"partitioner", "partitioner", "std::string", "\"rp\"",
            "rp (least estimated step time), roundpipe (RoundPipe's procedure), or exhaustive (every partition; at most 10 layers)">,
     Option<"microbatches", "microbatches", "unsigned", "0",
-           "microbatches per step for the timing estimate; 0 means devices + 1">,
+           "microbatches per step for the timing estimate; 0 means devices + 1 (1 on one device)">,
     Option<"stages", "stages", "std::string", "\"\"",
            "a user partition, fwd:A,B,...;bwd:X,Y,... (DESIGN.md), checked "
            "against the cap and scored instead of partitioning">
@@ -461,7 +495,11 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     balanced symmetric stages. `stages=fwd:A,...;bwd:X,...` takes a user
     partition, checked against the per-stage byte cap (half of
     `weight-budget` of the device memory: the running and the prefetched
-    stage are resident together).
+    stage are resident together). The attribute also records the
+    partitioner and the `recompute` grain rp-autodiff applies, so the
+    schedule is decided here once and later passes read it typed.
+    `microbatches=0` takes the default of `defaultMicrobatches`
+    (include/rp/Analysis/Pipeline.h): 1 on one device, else devices + 1.
 
     ```mlir
     func.func @main(...) attributes {rp.partition = #rp.partition<
@@ -486,7 +524,15 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     Option<"weightBudget", "weight-budget", "double", "0.6",
            "share of device memory for weights and gradients">,
     Option<"stageBytes", "stage-bytes", "int64_t", "0",
-           "per-stage byte cap; 0 derives it from the profile">
+           "per-stage byte cap; 0 derives it from the profile">,
+    Option<"recompute", "recompute", "::mlir::rp::RecomputeGrain",
+           "::mlir::rp::RecomputeGrain::stage",
+           "what rp-autodiff recomputes from a stage's saved input",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::rp::RecomputeGrain::stage, "stage",
+                        "one group: every layer before the tail"),
+             clEnumValN(::mlir::rp::RecomputeGrain::layer, "layer",
+                        "each layer recomputed alone"))}]>
   ];
 }
 

@@ -28,7 +28,8 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
     The dispatch plan of `function`'s training step under `kind`
     (`round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`) on `devices`
     devices with `microbatches` microbatches, timed with the hardware
-    profile `hw`. Each device has four ordered queues (compute, weight H2D,
+    profile `hw` (the function's `#rp.partition` decided all four; the
+    kind and the profile are written as strings). Each device has four ordered queues (compute, weight H2D,
     activation H2D, D2H) and the host one (the optimizer); the body lists
     every command, and the order of the commands of one device and queue
     is that queue's order. A command starts when its queue has finished the
@@ -55,10 +56,10 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
     }
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$function, StrAttr:$kind,
+  let arguments = (ins FlatSymbolRefAttr:$function, RP_ScheduleKind:$kind,
                        ConfinedAttr<I64Attr, [IntPositive]>:$devices,
                        ConfinedAttr<I64Attr, [IntPositive]>:$microbatches,
-                       StrAttr:$hw, UnitAttr:$resident,
+                       RP_HardwareAttr:$hw, UnitAttr:$resident,
                        OptionalAttr<DenseI64ArrayAttr>:$peak_bytes,
                        OptionalAttr<I64Attr>:$pinned_bytes,
                        OptionalAttr<I64Attr>:$budget_bytes,
@@ -66,16 +67,17 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
                        OptionalAttr<F64Attr>:$bubble);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $function $kind `devices` `=` $devices `microbatches` `=` $microbatches
-    `hw` `=` $hw (`resident` $resident^)? attr-dict-with-keyword $body
+    $function custom<ScheduleKindName>($kind) `devices` `=` $devices
+    `microbatches` `=` $microbatches `hw` `=` custom<HardwareName>($hw)
+    (`resident` $resident^)? attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
   let skipDefaultBuilders = 1;
   let builders = [
     /// Creates the schedule with an empty body block.
-    OpBuilder<(ins "StringRef":$function, "StringRef":$kind,
+    OpBuilder<(ins "StringRef":$function, "ScheduleKind":$kind,
                    "int64_t":$devices, "int64_t":$microbatches,
-                   "StringRef":$hw)>
+                   "HardwareAttr":$hw)>
   ];
 }
 

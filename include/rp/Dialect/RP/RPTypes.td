@@ -9,7 +9,9 @@
 #define RP_DIALECT_RP_RPTYPES_TD
 
 include "rp/Dialect/RP/RPDialect.td"
+include "rp/Dialect/RP/RPAttrs.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 
 def RP_TokenType : TypeDef<RP_Dialect, "Token"> {
   let mnemonic = "token";
@@ -30,29 +32,56 @@ def RP_TokenType : TypeDef<RP_Dialect, "Token"> {
   }];
 }
 
+def RP_HardwareAttr : AttrDef<RP_Dialect, "Hardware"> {
+  let mnemonic = "hw";
+  let summary = "the hardware profile a pipeline is planned for";
+  let description = [{
+    A shipped profile's name (`rtx4090`, `rtx3090`, `a800`, `h100`,
+    `host`) or the path of a profile JSON file (docs/hardware-profiles.md).
+    The partition and the schedule carry it, so every pass after
+    rp-partition costs the layers with the same profile. Inside
+    `#rp.partition` and `rp.schedule` it is written as the bare string.
+
+    ```mlir
+    #rp.hw<"rtx4090">
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"profile name or JSON path">:$profile);
+  let assemblyFormat = "`<` $profile `>`";
+  let genVerifyDecl = 1;
+}
+
 def RP_PartitionAttr : AttrDef<RP_Dialect, "Partition"> {
   let mnemonic = "partition";
-  let summary = "the stage lists of a pipeline and its target";
+  let summary = "the schedule a training compile decided, and its stages";
   let description = [{
-    What `rp-partition` decides and the later pipeline passes read: the
-    schedule, the device count, the microbatches per step, the hardware
-    profile (a shipped name or a JSON path), and the stage sizes in layers
-    in DESIGN.md's `--stages` form: `forward` from the first layer,
-    `backward` in execution order starting with the fused tail (which the
-    forward list leaves out), so sum(forward) + backward[0] =
-    sum(backward) = the number of layers.
+    What `rp-partition` decides once and every later pass and the plan
+    export read: the schedule kind, the device count, the microbatches per
+    step, the hardware profile, the partitioner that cut the stages and the
+    recompute grain of the backward, and the stage sizes in layers in
+    DESIGN.md's `--stages` form: `forward` from the first layer, `backward`
+    in execution order starting with the fused tail (which the forward list
+    leaves out), so sum(forward) + backward[0] = sum(backward) = the number
+    of layers. `partitioner` and `recompute` are written only when they are
+    not the defaults (`rp`, `stage`).
 
     ```mlir
     func.func @main(...) attributes {rp.partition = #rp.partition<
         schedule = "round-robin", devices = 2, microbatches = 3,
         hw = "rtx4090", forward = [2, 2], backward = [1, 2, 1]>}
+    func.func @other(...) attributes {rp.partition = #rp.partition<
+        schedule = "round-robin", devices = 2, microbatches = 3,
+        hw = "rtx4090", partitioner = "roundpipe", recompute = "layer",
+        forward = [2, 2], backward = [1, 2, 1]>}
     ```
   }];
   let parameters = (ins
-    StringRefParameter<"schedule name">:$schedule,
+    "ScheduleKind":$schedule,
     "unsigned":$devices,
     "unsigned":$microbatches,
-    StringRefParameter<"hardware profile">:$hw,
+    "HardwareAttr":$hw,
+    "Partitioner":$partitioner,
+    "RecomputeGrain":$recompute,
     ArrayRefParameter<"int64_t", "forward stage sizes">:$forward,
     ArrayRefParameter<"int64_t", "backward stage sizes, the tail first">:$backward
   );

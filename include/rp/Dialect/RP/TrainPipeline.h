@@ -1,8 +1,13 @@
-//===- TrainPipeline.h - the whole training compile as one pipeline -*- C++ -*-===//
+//===- TrainPipeline.h - the whole training compile as one pipeline -*- C++
+//-*-===//
 //
 // `--rp-train-pipeline="devices=G microbatches=M hw=NAME schedule=S"`: from
-// a graph with layers to a differentiated graph and its verified schedule,
-// ready to export as a staged plan. rp-compile runs the same pipeline.
+// a prepared graph (rp-prepare) to a differentiated graph and its verified
+// schedule, ready to export as a staged plan. TrainPipelineOptions is the
+// one set of options of a training compile: rp-opt parses it from the
+// pipeline string, and rp-compile's flags are the same options
+// (`TrainPipelineOptions(ToolFlags{true})`), so a flag reaches the passes
+// without being copied by hand (docs/architecture.md, Options).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,58 +20,103 @@
 
 namespace mlir::rp {
 
-struct TrainPipelineOptions
-    : public PassPipelineOptions<TrainPipelineOptions> {
-  Option<std::string> loss{*this, "loss",
-                           llvm::cl::desc("cross-entropy, or output:NAME"),
-                           llvm::cl::init("cross-entropy")};
-  Option<unsigned> devices{*this, "devices", llvm::cl::desc("devices"),
-                           llvm::cl::init(1)};
-  Option<unsigned> microbatches{
-      *this, "microbatches",
-      llvm::cl::desc("microbatches per step; 0: devices + 1 (1 on one)"),
-      llvm::cl::init(0)};
-  Option<std::string> hw{*this, "hw",
-                         llvm::cl::desc("hardware profile name or JSON file"),
-                         llvm::cl::init("host")};
-  Option<std::string> schedule{
-      *this, "schedule",
-      llvm::cl::desc(
-          "round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs"),
-      llvm::cl::init("round-robin")};
-  Option<std::string> partitioner{*this, "partitioner",
-                                  llvm::cl::desc("rp or roundpipe"),
-                                  llvm::cl::init("rp")};
-  Option<std::string> stages{*this, "stages",
-                             llvm::cl::desc("fwd:A,...;bwd:X,... (DESIGN.md)"),
-                             llvm::cl::init("")};
-  Option<std::string> measured{
-      *this, "measured",
-      llvm::cl::desc("measured per-layer times (rp-run --profile)"),
-      llvm::cl::init("")};
-  Option<RecomputeGrain> recompute{
-      *this, "recompute", llvm::cl::desc("recompute grain"),
-      llvm::cl::init(RecomputeGrain::stage),
-      llvm::cl::values(clEnumValN(RecomputeGrain::stage, "stage", "per stage"),
-                       clEnumValN(RecomputeGrain::layer, "layer",
-                                  "per layer"))};
-  Option<bool> reportMaxSeq{
-      *this, "report-max-seq",
-      llvm::cl::desc("report the largest sequence length that fits"),
-      llvm::cl::init(false)};
-  Option<double> budgetGiB{
-      *this, "budget-gib",
-      llvm::cl::desc("device memory to plan against; 0: the profile's"),
-      llvm::cl::init(0)};
+/// A cl modifier: when `on`, the option is also a flag of the tool's own
+/// command line (the top level), besides a pipeline option.
+struct ToolFlags {
+  bool on = false;
+  template <typename Opt> void apply(Opt &option) const {
+    if (on)
+      option.addSubCommand(llvm::cl::SubCommand::getTopLevel());
+  }
 };
 
-/// attach-loss, partition, lower-schedule, insert-transfers (weights
-/// uploaded every step: the optimizer runs on the host), plan-memory,
-/// verify-schedule, autodiff, canonicalize, cse. `beforePartition` adds
-/// passes that change what the layers cost (rp-convert-float-type).
-void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options,
-                        llvm::function_ref<void(OpPassManager &)>
-                            beforePartition = nullptr);
+struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
+  TrainPipelineOptions() = default;
+  /// Options that are also the tool's flags: construct once, before the
+  /// command line is parsed.
+  explicit TrainPipelineOptions(ToolFlags flags) : flags(flags) {}
+
+  ToolFlags flags; ///< first: the options below read it as they register
+
+  Option<std::string> loss{
+      *this, "loss", flags, llvm::cl::init("cross-entropy"),
+      llvm::cl::desc("training loss: cross-entropy, or output:NAME")};
+  Option<int64_t> loraRank{
+      *this, "lora-rank", flags, llvm::cl::init(0),
+      llvm::cl::desc(
+          "add LoRA adapters of this rank and freeze the rest (0: off)")};
+  Option<double> loraAlpha{*this, "lora-alpha", flags, llvm::cl::init(16.0),
+                           llvm::cl::desc("LoRA scaling numerator")};
+  Option<std::string> loraTargets{
+      *this, "lora-targets", flags, llvm::cl::init(""),
+      llvm::cl::desc("regular expression on weight names (default: every "
+                     "linear layer), e.g. q_proj|v_proj")};
+  Option<ComputeType> dtype{
+      *this,
+      "dtype",
+      flags,
+      llvm::cl::init(ComputeType::f32),
+      llvm::cl::desc("storage and compute type (master weights stay f32)"),
+      llvm::cl::values(clEnumValN(ComputeType::f32, "f32", "float32"),
+                       clEnumValN(ComputeType::bf16, "bf16", "bfloat16"),
+                       clEnumValN(ComputeType::f16, "f16", "IEEE half"))};
+  Option<unsigned> devices{*this, "devices", flags, llvm::cl::init(1),
+                           llvm::cl::desc("devices the plan runs on")};
+  Option<unsigned> microbatches{
+      *this, "microbatches", flags, llvm::cl::init(0),
+      llvm::cl::desc("microbatches per training step (the static batch is "
+                     "one); 0: 1 on one device, else devices + 1")};
+  Option<std::string> hw{
+      *this, "hw", flags, llvm::cl::init("host"),
+      llvm::cl::desc("hardware profile: rtx4090, rtx3090, a800, h100, host, "
+                     "or a JSON file (docs/hardware-profiles.md)")};
+  Option<std::string> schedule{
+      *this, "schedule", flags, llvm::cl::init("round-robin"),
+      llvm::cl::desc(
+          "round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs")};
+  Option<std::string> partitioner{
+      *this, "partitioner", flags, llvm::cl::init("rp"),
+      llvm::cl::desc("rp (least estimated step time), roundpipe or "
+                     "exhaustive")};
+  Option<std::string> stages{
+      *this, "stages", flags, llvm::cl::init(""),
+      llvm::cl::desc("a partition of your own: fwd:A,B,...;bwd:X,Y,... "
+                     "(layers per stage; bwd starts with the tail)")};
+  Option<std::string> measured{
+      *this, "measured", flags, llvm::cl::init(""),
+      llvm::cl::desc("per-layer times measured by rp-run --profile, which "
+                     "override the cost model")};
+  Option<RecomputeGrain> recompute{
+      *this,
+      "recompute",
+      flags,
+      llvm::cl::init(RecomputeGrain::stage),
+      llvm::cl::desc("what a backward recomputes from its saved input"),
+      llvm::cl::values(
+          clEnumValN(RecomputeGrain::stage, "stage",
+                     "every layer before the tail as one group"),
+          clEnumValN(RecomputeGrain::layer, "layer", "each layer alone"))};
+  Option<bool> reportMaxSeq{
+      *this, "report-max-seq", flags, llvm::cl::init(false),
+      llvm::cl::desc("also report the largest sequence length whose plan "
+                     "fits the devices (a remark on stderr)")};
+  Option<double> budgetGiB{
+      *this, "budget-gib", flags, llvm::cl::init(0),
+      llvm::cl::desc("device memory to plan against in GiB (0: the "
+                     "profile's)")};
+};
+
+/// rp-compile --forward-only: what changes the model alone, rp-add-lora
+/// (lora-rank > 0) and rp-convert-float-type (dtype other than f32).
+void buildForwardPipeline(OpPassManager &pm,
+                          const TrainPipelineOptions &options);
+
+/// add-lora, attach-loss, convert-float-type, recompute-shared, partition
+/// (which records the schedule, the partitioner and the recompute grain in
+/// #rp.partition), lower-schedule, insert-transfers (weights uploaded every
+/// step: the optimizer runs on the host), plan-memory, verify-schedule,
+/// autodiff, canonicalize, cse.
+void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
 
 void registerTrainPipeline();
 

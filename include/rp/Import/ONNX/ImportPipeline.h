@@ -1,8 +1,9 @@
-//===- ImportPipeline.h - what the tools run on an ONNX file ----*- C++ -*-===//
+//===- ImportPipeline.h - what the tools share on an ONNX file --*- C++ -*-===//
 //
-// rp-import and rp-opt share the import flags and the passes that follow the
-// mechanical import (fold shape arithmetic, group layers, verify), so that
-// `rp-opt model.onnx` and `rp-import model.onnx` give the same graph.
+// rp-import, rp-opt and rp-compile share the import flags, so that
+// `rp-opt model.onnx` and `rp-import model.onnx` give the same graph. The
+// importer is mechanical and runs no pass: the tools run the `rp-prepare`
+// pipeline (rp/Dialect/RP/PreparePipeline.h) on what it returns.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,11 +39,6 @@ struct ImportCLOptions {
   FailureOr<ONNXImportOptions> get(StringRef input, StringRef output,
                                    MLIRContext *context) const;
 };
-
-/// Imports `path` and runs the post-import passes: canonicalize and cse
-/// (shape arithmetic folds away), layer grouping, graph verification.
-OwningOpRef<ModuleOp> importAndPrepare(StringRef path, MLIRContext *context,
-                                       const ONNXImportOptions &options);
 
 /// One line per layer: name, op count, parameter count and bytes.
 void printLayerSummary(ModuleOp module, llvm::raw_ostream &os);

@@ -432,7 +432,12 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   // stages, deep to shallow), else a one-layer tail and one backward stage.
   unsigned numLayers = layers.size(), tailSize = 1;
   SmallVector<std::pair<unsigned, unsigned>> groups;
-  if (auto p = main->getAttrOfType<PartitionAttr>("rp.partition")) {
+  // The grain rp-partition recorded, unless this pass was given one.
+  RecomputeGrain grain = recompute;
+  auto p = main->getAttrOfType<PartitionAttr>("rp.partition");
+  if (p && !recompute.hasValue())
+    grain = p.getRecompute();
+  if (p) {
     int64_t fwd = 0, bwd = 0;
     for (int64_t n : p.getForward())
       fwd += n;
@@ -452,7 +457,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   } else if (numLayers > 1) {
     groups.push_back({0, numLayers - 1});
   }
-  if (recompute == RecomputeGrain::layer) {
+  if (grain == RecomputeGrain::layer) {
     SmallVector<std::pair<unsigned, unsigned>> single;
     for (auto [begin, end] : groups)
       for (unsigned l = end; l-- > begin;)

@@ -19,8 +19,7 @@ using namespace mlir::rp;
 
 namespace {
 
-struct LowerSchedulePass
-    : rp::impl::LowerSchedulePassBase<LowerSchedulePass> {
+struct LowerSchedulePass : rp::impl::LowerSchedulePassBase<LowerSchedulePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (!module.getOps<ScheduleOp>().empty()) {
@@ -32,9 +31,9 @@ struct LowerSchedulePass
       return signalPassFailure();
     std::string error;
     PartitionAttr attr = in->attr;
-    FailureOr<Pipeline> pl = lowerSchedule(
-        in->partition, in->costs, *parseScheduleKind(attr.getSchedule()),
-        attr.getDevices(), attr.getMicrobatches(), error);
+    FailureOr<Pipeline> pl =
+        lowerSchedule(in->partition, in->costs, attr.getSchedule(),
+                      attr.getDevices(), attr.getMicrobatches(), error);
     if (failed(pl)) {
       in->func.emitError() << error;
       return signalPassFailure();

@@ -6,6 +6,7 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
+#include "PartitionPolicy.h"
 #include "ScheduleIR.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -25,10 +26,12 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<ScheduleKind> kind = parseScheduleKind(schedule);
-    if (!kind || devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe" &&
-         partitioner != "exhaustive")) {
+    // The options are strings at the pass boundary only, so that a bad one
+    // is this pass's error; from here on the choice is an enum.
+    std::optional<ScheduleKind> kind = symbolizeScheduleKind(schedule);
+    std::optional<Partitioner> how = symbolizePartitioner(partitioner);
+    if (!kind || !how || devices == 0 ||
+        !(weightBudget > 0 && weightBudget <= 1) || stageBytes < 0) {
       module.emitError()
           << "rp-partition needs schedule round-robin, gpipe, 1f1b, "
              "interleaved-1f1b or looped-bfs, devices >= 1, 0 < weight-budget "
@@ -36,7 +39,7 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
              "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }
-    if (partitioner == "roundpipe" && *kind != ScheduleKind::roundRobin) {
+    if (*how == Partitioner::roundpipe && *kind != ScheduleKind::roundRobin) {
       module.emitError() << "partitioner=roundpipe cuts round-robin stages; "
                          << schedule << " uses balanced static stages";
       return signalPassFailure();
@@ -55,14 +58,15 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
     request.schedule = *kind;
     request.devices = devices;
     request.microbatches =
-        microbatches ? unsigned(microbatches) : devices == 1 ? 1 : devices + 1;
-    request.partitioner = partitioner;
+        microbatches ? unsigned(microbatches) : defaultMicrobatches(devices);
+    request.partitioner = *how;
     request.stages = stages;
     request.cap =
         stageBytes
             ? static_cast<int64_t>(stageBytes)
             : static_cast<int64_t>(inputs->hw.memoryBytes() * weightBudget / 2);
-    FailureOr<Partition> p = choosePartition(*func, *costs, request, inputs->hw);
+    FailureOr<Partition> p =
+        choosePartition(*func, *costs, request, inputs->hw);
     if (failed(p))
       return signalPassFailure();
     SmallVector<int64_t> fwd, bwd = {p->tail.size()};
@@ -71,8 +75,10 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
     for (const StageRange &s : p->backward)
       bwd.push_back(s.size());
     (*func)->setAttr("rp.partition",
-                     PartitionAttr::get(&getContext(), schedule, devices,
-                                        request.microbatches, hw, fwd, bwd));
+                     PartitionAttr::get(&getContext(), *kind, devices,
+                                        request.microbatches,
+                                        HardwareAttr::get(&getContext(), hw),
+                                        *how, recompute, fwd, bwd));
     // The passes after this one (the schedule, its transfers and memory,
     // the plan's predicted times) cost the layers the same way.
     if (!measured.empty()) {

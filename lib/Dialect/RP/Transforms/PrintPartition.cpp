@@ -6,7 +6,7 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
-#include "ScheduleIR.h"
+#include "PartitionPolicy.h"
 
 #include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/Partition.h"
@@ -43,13 +43,13 @@ struct PrintPartitionPass
   using Base::Base;
 
   unsigned numMicrobatches() const {
-    return microbatches ? unsigned(microbatches) : devices + 1;
+    return microbatches ? unsigned(microbatches) : defaultMicrobatches(devices);
   }
 
   void runOnOperation() override {
+    std::optional<Partitioner> how = symbolizePartitioner(partitioner);
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0 || (partitioner != "rp" && partitioner != "roundpipe" &&
-         partitioner != "exhaustive")) {
+        stageBytes < 0 || !how) {
       getOperation().emitError()
           << "rp-print-partition needs devices >= 1, 0 < weight-budget <= 1, "
              "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
@@ -73,10 +73,11 @@ struct PrintPartitionPass
       PartitionRequest request;
       request.devices = devices;
       request.microbatches = numMicrobatches();
-      request.partitioner = partitioner;
+      request.partitioner = *how;
       request.stages = stages;
       request.cap = cap;
-      FailureOr<Partition> p = choosePartition(func, *costs, request, inputs->hw);
+      FailureOr<Partition> p =
+          choosePartition(func, *costs, request, inputs->hw);
       if (failed(p))
         return signalPassFailure();
       os << "partition @" << func.getSymName() << " partitioner="
@@ -115,7 +116,7 @@ struct PrintPartitionPass
          << llvm::format(" one_step_ms=%.6g one_step_bubble_pct=%.4g",
                          timing->iterationMs, 100 * timing->bubbleFraction())
          << llvm::format(" busy_ratio=%.4g\n", steady->busyRatio());
-      if (stages.empty() && partitioner == "rp") {
+      if (stages.empty() && *how == Partitioner::rp) {
         SearchTarget target{inputs->hw, devices, m, cap};
         double theirs = estimatedStepMs(
             partitionRoundPipe(*costs, cap, devices), *costs, target);

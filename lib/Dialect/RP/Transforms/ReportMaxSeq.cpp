@@ -59,11 +59,10 @@ struct ReportMaxSeqPass : rp::impl::ReportMaxSeqPassBase<ReportMaxSeqPass> {
     FailureOr<PipelineInputs> in = loadPipelineInputs(*copy);
     if (failed(in))
       return failure();
-    std::optional<ScheduleKind> kind = parseScheduleKind(in->attr.getSchedule());
     std::string error;
     FailureOr<Pipeline> pl =
-        lowerSchedule(in->partition, in->costs, *kind, in->attr.getDevices(),
-                      in->attr.getMicrobatches(), error);
+        lowerSchedule(in->partition, in->costs, in->attr.getSchedule(),
+                      in->attr.getDevices(), in->attr.getMicrobatches(), error);
     if (failed(pl))
       return module.emitError(error);
     insertTransfers(*pl, in->costs, in->hw);
@@ -142,8 +141,8 @@ struct ReportMaxSeqPass : rp::impl::ReportMaxSeqPassBase<ReportMaxSeqPass> {
     if (lo == limit)
       report << ", the limit tried";
     report << ": device " << best.device << " peaks at " << gib(best.peak)
-           << " of " << gib(budget) << "; at " << seq0
-           << " tokens the peak is " << gib(base->peak);
+           << " of " << gib(budget) << "; at " << seq0 << " tokens the peak is "
+           << gib(base->peak);
   }
 };
 

@@ -1,75 +1,11 @@
-//===- ScheduleIR.cpp - what the pipeline passes share --------------------===//
+//===- ScheduleIR.cpp - the pipeline model read from and written to IR ----===//
 
 #include "ScheduleIR.h"
-
-#include "rp/Analysis/PartitionSearch.h"
 
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
 using namespace mlir::rp;
-
-FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
-                                               llvm::ArrayRef<LayerCost> costs,
-                                               const PartitionRequest &request,
-                                               const HardwareProfile &hw) {
-  int64_t cap = request.cap;
-  if (request.stages.empty()) {
-    if (request.schedule != ScheduleKind::roundRobin)
-      return staticPartition(costs, staticStageCount(request.schedule,
-                                                     request.devices,
-                                                     costs.size()));
-    if (request.partitioner == "rp" || request.partitioner == "exhaustive") {
-      SearchTarget target{hw, request.devices, request.microbatches, cap};
-      if (request.partitioner == "rp")
-        return partitionForStepTime(costs, target);
-      if (costs.size() > 10)
-        return mlir::emitError(func.getLoc())
-               << "partitioner=exhaustive tries every partition of at most "
-                  "10 layers; this model has "
-               << costs.size() << " (use partitioner=rp)";
-      return partitionExhaustive(costs, target);
-    }
-    std::string raisedFor;
-    Partition p = partitionRoundPipe(costs, cap, request.devices, &raisedFor);
-    if (!raisedFor.empty())
-      mlir::emitWarning(func.getLoc())
-          << "layer '" << raisedFor
-          << "' needs more than the per-stage cap of " << cap
-          << " bytes; the cap is raised to " << p.stageBytes
-          << " bytes (RoundPipe's rule); give more memory "
-             "to weights or train fewer of its parameters";
-    return p;
-  }
-  FailureOr<Partition> p = parseStages(
-      request.stages, costs.size(), [&] { return mlir::emitError(func.getLoc()); });
-  if (failed(p))
-    return failure();
-  p->stageBytes = cap;
-  auto check = [&](const StageRange &s, StringRef kind,
-                   bool withGradients) -> LogicalResult {
-    int64_t bytes = rp::stageBytes(s, costs, withGradients);
-    if (bytes <= cap)
-      return success();
-    return mlir::emitError(func.getLoc())
-           << kind << " stage of layers " << s.begin << "-" << s.end - 1
-           << " ('" << costs[s.begin].name << "' to '" << costs[s.end - 1].name
-           << "') needs " << bytes << " bytes of weights"
-           << (withGradients ? " and gradients" : "")
-           << ", over the per-stage cap of " << cap
-           << " bytes; split the stage or raise weight-budget";
-  };
-  for (const StageRange &s : p->forward)
-    if (failed(check(s, "forward", false)))
-      return failure();
-  if (failed(check(p->tail, "tail", true)))
-    return failure();
-  for (const StageRange &s : p->backward)
-    if (failed(check(s, "backward", true)))
-      return failure();
-  scorePartition(*p, costs, request.devices);
-  return p;
-}
 
 FailureOr<func::FuncOp> mlir::rp::layeredFunction(ModuleOp module) {
   func::FuncOp found;
@@ -103,8 +39,8 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
   if (measuredPath.empty())
     if (auto recorded = (*func)->getAttrOfType<StringAttr>(kMeasuredAttr))
       measuredPath = recorded.str();
-  FailureOr<CostInputs> cost =
-      loadCostInputs(in.attr.getHw(), measuredPath, module.getContext());
+  FailureOr<CostInputs> cost = loadCostInputs(
+      in.attr.getHw().getProfile(), measuredPath, module.getContext());
   if (failed(cost))
     return failure();
   in.hw = cost->hw;
@@ -113,16 +49,19 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
   if (failed(costs))
     return failure();
   in.costs = std::move(*costs);
-  std::string spec = "fwd:";
-  llvm::raw_string_ostream os(spec);
-  llvm::interleave(in.attr.getForward(), os, ",");
-  os << ";bwd:";
-  llvm::interleave(in.attr.getBackward(), os, ",");
-  FailureOr<Partition> p = parseStages(
-      spec, in.costs.size(), [&] { return func->emitError(); });
-  if (failed(p))
-    return failure();
-  in.partition = *p;
+  // The attribute's verifier checked the sizes against each other; what is
+  // left is that they cover this function's layers.
+  ArrayRef<int64_t> fwd = in.attr.getForward(), bwd = in.attr.getBackward();
+  int64_t covered = 0;
+  for (int64_t n : bwd)
+    covered += n;
+  if (covered != int64_t(in.costs.size()))
+    return func->emitError("rp.partition covers ")
+           << covered << " layers but the function has " << in.costs.size()
+           << "; run rp-partition on this graph again";
+  in.partition = partitionFromSizes(
+      SmallVector<unsigned>(fwd.begin(), fwd.end()), unsigned(bwd.front()),
+      SmallVector<unsigned>(bwd.begin() + 1, bwd.end()), in.costs.size());
   return in;
 }
 
@@ -158,10 +97,7 @@ static CommandKind commandKind(LayerRole role) {
 
 FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
   Pipeline pl;
-  std::optional<ScheduleKind> kind = parseScheduleKind(op.getKind());
-  if (!kind)
-    return op.emitOpError("has an unknown schedule kind");
-  pl.kind = *kind;
+  pl.kind = op.getKind();
   pl.devices = op.getDevices();
   pl.microbatches = op.getMicrobatches();
   pl.residentWeights = op.getResident();
@@ -280,7 +216,7 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
   Block &body = op.getBody().front();
   while (!body.empty())
     body.back().erase();
-  op.setKind(scheduleKindName(pl.kind));
+  op.setKind(pl.kind);
   op.setResident(pl.residentWeights);
   OpBuilder b = OpBuilder::atBlockEnd(&body);
   Location loc = op.getLoc();

@@ -2,8 +2,9 @@
 //
 // The pipeline passes (rp-partition, rp-lower-schedule, rp-insert-
 // transfers, rp-plan-memory, rp-verify-schedule) and rp-print-partition
-// work on one model: include/rp/Analysis/Pipeline.h. This reads and writes
-// it as `rp.schedule` IR, and chooses partitions the same way everywhere.
+// work on one model: include/rp/Analysis/Pipeline.h. This reads it from
+// the function's `#rp.partition` and reads and writes it as `rp.schedule`
+// IR; how a partition is chosen is PartitionPolicy.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,23 +18,6 @@
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::rp {
-
-/// How a partition is chosen: a user's `stages`, or a partitioner.
-struct PartitionRequest {
-  ScheduleKind schedule = ScheduleKind::roundRobin;
-  unsigned devices = 1, microbatches = 1;
-  std::string partitioner = "rp"; ///< rp or roundpipe (round-robin only)
-  std::string stages;             ///< fwd:...;bwd:... when given
-  int64_t cap = 0;                ///< per-stage byte cap
-};
-
-/// The partition `request` asks for: a user partition is checked against
-/// the cap; round-robin uses rp's or RoundPipe's partitioner, the static
-/// schedules a balanced symmetric one. Errors are emitted at `func`.
-FailureOr<Partition> choosePartition(func::FuncOp func,
-                                     llvm::ArrayRef<LayerCost> costs,
-                                     const PartitionRequest &request,
-                                     const HardwareProfile &hw);
 
 /// The one function of `module` with layers, or an error.
 FailureOr<func::FuncOp> layeredFunction(ModuleOp module);

@@ -9,17 +9,45 @@
 using namespace mlir;
 using namespace mlir::rp;
 
-void mlir::rp::buildTrainPipeline(
-    OpPassManager &pm, const TrainPipelineOptions &options,
-    llvm::function_ref<void(OpPassManager &)> beforePartition) {
+static void addLora(OpPassManager &pm, const TrainPipelineOptions &options) {
+  if (options.loraRank <= 0)
+    return;
+  AddLoraPassOptions lora;
+  lora.rank = options.loraRank;
+  lora.alpha = options.loraAlpha;
+  lora.targets = options.loraTargets;
+  pm.addPass(createAddLoraPass(lora));
+}
+
+static void addConvert(OpPassManager &pm, const TrainPipelineOptions &options) {
+  if (options.dtype == ComputeType::f32)
+    return;
+  ConvertFloatTypePassOptions to;
+  to.to = options.dtype;
+  pm.addPass(createConvertFloatTypePass(to));
+}
+
+void mlir::rp::buildForwardPipeline(OpPassManager &pm,
+                                    const TrainPipelineOptions &options) {
+  addLora(pm, options);
+  addConvert(pm, options);
+}
+
+void mlir::rp::buildTrainPipeline(OpPassManager &pm,
+                                  const TrainPipelineOptions &options) {
+  addLora(pm, options);
   AttachLossPassOptions attach;
   attach.loss = options.loss;
   pm.addPass(createAttachLossPass(attach));
-  if (beforePartition)
-    beforePartition(pm);
+  // After the loss, so that the loss sees the model's own outputs; before
+  // partitioning and autodiff, so that stages are cut by the compute type's
+  // sizes and the backward runs in it too.
+  addConvert(pm, options);
   // Before partitioning, so that stage costs include the recomputation and
   // no stage waits for another's mask.
   pm.addPass(createRecomputeSharedPass());
+  // The schedule is decided here, once: the later passes read it from
+  // #rp.partition.
   PartitionPassOptions partition;
   partition.schedule = options.schedule;
   partition.devices = options.devices;
@@ -28,6 +56,7 @@ void mlir::rp::buildTrainPipeline(
   partition.measured = options.measured;
   partition.partitioner = options.partitioner;
   partition.stages = options.stages;
+  partition.recompute = options.recompute;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;
@@ -44,9 +73,7 @@ void mlir::rp::buildTrainPipeline(
   memory.budgetGiB = options.budgetGiB;
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createVerifySchedulePass());
-  AutodiffPassOptions autodiff;
-  autodiff.recompute = options.recompute;
-  pm.addPass(createAutodiffPass(autodiff));
+  pm.addPass(createAutodiffPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -54,8 +81,9 @@ void mlir::rp::buildTrainPipeline(
 void mlir::rp::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "rp-train-pipeline",
-      "the whole training compile: loss, shared values, partition, schedule, transfers, "
-      "memory plan, verification, autodiff",
+      "the whole training compile: LoRA and compute type, loss, shared "
+      "values, partition, schedule, transfers, memory plan, verification, "
+      "autodiff",
       [](OpPassManager &pm, const TrainPipelineOptions &options) {
         buildTrainPipeline(pm, options);
       });

@@ -1,19 +1,19 @@
-//===- WeightsWriter.cpp - the weights file of inline initializers --------===//
+//===- WeightsWriter.cpp - the weights file of an import ------------------===//
 
-#include "WeightsWriter.h"
+#include "rp/Support/WeightsWriter.h"
 #include "rp/Support/AtomicWrite.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 using namespace mlir;
-using namespace mlir::rp::onnx_import;
+using namespace mlir::rp;
 
 /// Alignment of every tensor in the file, so that a runtime can map it and
 /// hand out vector-aligned pointers.
 static constexpr int64_t kAlignment = 64;
 
-std::string mlir::rp::onnx_import::relativePath(StringRef file, StringRef dir) {
+std::string mlir::rp::relativePath(StringRef file, StringRef dir) {
   SmallString<256> absFile(file), absDir(dir.empty() ? "." : dir);
   llvm::sys::fs::make_absolute(absFile);
   llvm::sys::fs::make_absolute(absDir);

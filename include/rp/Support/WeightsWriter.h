@@ -1,15 +1,15 @@
-//===- WeightsWriter.h - the weights file of inline initializers -*- C++
-//-*-===//
+//===- WeightsWriter.h - the weights file of an import ----------*- C++ -*-===//
 //
-// Private to the ONNX importer. Inline initializers are appended to one file
+// The ONNX importer's inline initializers and the large constants that
+// rp-externalize-constants moves out of the IR are appended to one file
 // beside the .mlir; rp.param ops reference (file, offset). The file appears
 // atomically: it is written under a temporary name and renamed on commit, so
 // a failed import never leaves a half-written weights file behind.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_LIB_IMPORT_ONNX_WEIGHTSWRITER_H
-#define RP_LIB_IMPORT_ONNX_WEIGHTSWRITER_H
+#ifndef RP_SUPPORT_WEIGHTSWRITER_H
+#define RP_SUPPORT_WEIGHTSWRITER_H
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
@@ -18,7 +18,7 @@
 
 #include <memory>
 
-namespace mlir::rp::onnx_import {
+namespace mlir::rp {
 
 /// `file` relative to `dir` when it lies inside it, else its absolute path.
 std::string relativePath(StringRef file, StringRef dir);
@@ -47,6 +47,6 @@ private:
   bool appending = false;
 };
 
-} // namespace mlir::rp::onnx_import
+} // namespace mlir::rp
 
-#endif // RP_LIB_IMPORT_ONNX_WEIGHTSWRITER_H
+#endif // RP_SUPPORT_WEIGHTSWRITER_H

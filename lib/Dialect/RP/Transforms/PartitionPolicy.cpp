@@ -1,0 +1,70 @@
+//===- PartitionPolicy.cpp - how a partition is chosen --------------------===//
+
+#include "PartitionPolicy.h"
+
+#include "rp/Analysis/PartitionSearch.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+
+FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
+                                               llvm::ArrayRef<LayerCost> costs,
+                                               const PartitionRequest &request,
+                                               const HardwareProfile &hw) {
+  int64_t cap = request.cap;
+  if (request.stages.empty()) {
+    if (request.schedule != ScheduleKind::roundRobin)
+      return staticPartition(
+          costs,
+          staticStageCount(request.schedule, request.devices, costs.size()));
+    if (request.partitioner != Partitioner::roundpipe) {
+      SearchTarget target{hw, request.devices, request.microbatches, cap};
+      if (request.partitioner == Partitioner::rp)
+        return partitionForStepTime(costs, target);
+      if (costs.size() > 10)
+        return mlir::emitError(func.getLoc())
+               << "partitioner=exhaustive tries every partition of at most "
+                  "10 layers; this model has "
+               << costs.size() << " (use partitioner=rp)";
+      return partitionExhaustive(costs, target);
+    }
+    std::string raisedFor;
+    Partition p = partitionRoundPipe(costs, cap, request.devices, &raisedFor);
+    if (!raisedFor.empty())
+      mlir::emitWarning(func.getLoc())
+          << "layer '" << raisedFor << "' needs more than the per-stage cap of "
+          << cap << " bytes; the cap is raised to " << p.stageBytes
+          << " bytes (RoundPipe's rule); give more memory "
+             "to weights or train fewer of its parameters";
+    return p;
+  }
+  FailureOr<Partition> p = parseStages(request.stages, costs.size(), [&] {
+    return mlir::emitError(func.getLoc());
+  });
+  if (failed(p))
+    return failure();
+  p->stageBytes = cap;
+  auto check = [&](const StageRange &s, StringRef kind,
+                   bool withGradients) -> LogicalResult {
+    int64_t bytes = rp::stageBytes(s, costs, withGradients);
+    if (bytes <= cap)
+      return success();
+    return mlir::emitError(func.getLoc())
+           << kind << " stage of layers " << s.begin << "-" << s.end - 1
+           << " ('" << costs[s.begin].name << "' to '" << costs[s.end - 1].name
+           << "') needs " << bytes << " bytes of weights"
+           << (withGradients ? " and gradients" : "")
+           << ", over the per-stage cap of " << cap
+           << " bytes; split the stage or raise weight-budget";
+  };
+  for (const StageRange &s : p->forward)
+    if (failed(check(s, "forward", false)))
+      return failure();
+  if (failed(check(p->tail, "tail", true)))
+    return failure();
+  for (const StageRange &s : p->backward)
+    if (failed(check(s, "backward", true)))
+      return failure();
+  scorePartition(*p, costs, request.devices);
+  return p;
+}

@@ -1,0 +1,34 @@
+// RUN: rp-opt %s --split-input-file | rp-opt --split-input-file | FileCheck %s
+// RUN: rp-opt %S/Inputs/schedule-attrs-invalid.mlir --split-input-file --verify-diagnostics
+
+// The decision rp-partition records: typed schedule kind, partitioner,
+// recompute grain and hardware, written as the strings the options use;
+// the defaults (partitioner rp, recompute stage) are left out.
+// CHECK-LABEL: func.func @choices
+// CHECK-SAME: #rp.partition<schedule = "looped-bfs", devices = 2, microbatches = 4, hw = "/tmp/my profile.json", recompute = "layer", forward = [1], backward = [1, 1]>
+func.func @choices() attributes {rp.partition = #rp.partition<schedule = "looped-bfs", devices = 2, microbatches = 4, hw = "/tmp/my profile.json", partitioner = "rp", recompute = "layer", forward = [1], backward = [1, 1]>} {
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @roundpipe
+// CHECK-SAME: hw = "h100", partitioner = "roundpipe", forward = []
+func.func @roundpipe() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "h100", partitioner = "roundpipe", forward = [], backward = [2]>} {
+  return
+}
+
+// -----
+
+// The hardware on its own.
+// CHECK-LABEL: func.func @hw
+// CHECK-SAME: rp.hw = #rp.hw<"rtx3090">
+func.func @hw() attributes {rp.hw = #rp.hw<"rtx3090">} {
+  return
+}
+
+// -----
+
+// CHECK: rp.schedule @main "interleaved-1f1b" devices = 2 microbatches = 2 hw = "a800" {
+rp.schedule @main "interleaved-1f1b" devices = 2 microbatches = 2 hw = "a800" {
+}

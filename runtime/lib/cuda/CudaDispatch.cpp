@@ -1,8 +1,8 @@
 //===- CudaDispatch.cpp - a plan program's calls on the cuda kernels ------===//
 //
 // Call for call the host dispatch (host/HostDispatch.cpp): the same
-// attribute conventions, and the host kernels' own argument checks
-// (host/HostCommon.h, HostAttentionCommon.h), which look at shapes and
+// attribute conventions, and the kernels' shared argument checks
+// (rp/runtime/kernels/Checks.h), which look at shapes and
 // dtypes only, so that both devices accept exactly the same calls with the
 // same messages. What the host checks by reading data (indices, labels, an
 // integer divisor) the kernels check on the GPU and report through the
@@ -19,7 +19,7 @@
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
-using namespace rp::runtime::host::detail;
+using namespace rp::runtime::kernels;
 using namespace rp::runtime::cuda::detail;
 
 namespace {

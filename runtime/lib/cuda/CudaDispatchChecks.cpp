@@ -11,7 +11,7 @@
 #include <cstring>
 
 using namespace rp::runtime;
-using namespace rp::runtime::host::detail;
+using namespace rp::runtime::kernels;
 
 namespace rp::runtime::cuda::detail {
 

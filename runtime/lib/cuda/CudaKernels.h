@@ -57,7 +57,7 @@ struct LaunchContext {
 };
 
 /// Up to three operands read at the indices of a contiguous output, each
-/// through its own stride per dimension (host/HostCommon.h's StridedPlan,
+/// through its own stride per dimension (kernels/Checks.h's StridedPlan,
 /// dimensions already merged).
 struct ElementMap {
   int rank = 1;
@@ -156,7 +156,7 @@ cudaError_t launchCrossEntropyGrad(const LaunchContext &ctx, DType dtype,
                                    DType scaleType, const void *scale,
                                    void *dlogits);
 
-/// Shapes as host/HostAttentionCommon.h's AttentionDims.
+/// Shapes as kernels/Checks.h's AttentionDims.
 struct AttentionShape {
   int64_t b, h, s, d, hkv, t, dv;
   int64_t maskStrides[4];

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/host/HostDevice.h"
+#include "rp/runtime/Driver.h"
 #include "rp/runtime/ThreadPool.h"
 #include "rp/runtime/host/Dispatch.h"
 
@@ -266,3 +267,16 @@ Expected<void *> HostBackend::allocateHost(size_t bytes) {
 }
 
 void HostBackend::deallocateHost(void *memory) { std::free(memory); }
+
+void rp::runtime::host::registerDriver() {
+  Driver driver;
+  driver.name = "host";
+  driver.create =
+      [](const BackendOptions &options) -> Expected<std::unique_ptr<Backend>> {
+    auto backend = HostBackend::create(options);
+    if (!backend)
+      return backend.getStatus();
+    return std::unique_ptr<Backend>(std::move(*backend));
+  };
+  rp::runtime::registerDriver(driver);
+}

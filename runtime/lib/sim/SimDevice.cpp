@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/sim/SimDevice.h"
+#include "rp/runtime/Driver.h"
 #include "rp/runtime/sim/PlanTiming.h"
 
 #include <algorithm>
@@ -321,4 +322,17 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
   std::lock_guard<std::mutex> lock(mutex);
   programCache[{&plan, program}] = ms;
   return ms;
+}
+
+void rp::runtime::sim::registerDriver() {
+  Driver driver;
+  driver.name = "sim";
+  driver.create =
+      [](const BackendOptions &options) -> Expected<std::unique_ptr<Backend>> {
+    auto backend = SimBackend::create(options);
+    if (!backend)
+      return backend.getStatus();
+    return std::unique_ptr<Backend>(std::move(*backend));
+  };
+  rp::runtime::registerDriver(driver);
 }

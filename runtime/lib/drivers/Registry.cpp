@@ -4,8 +4,9 @@
 // (registerLinkedDrivers, generated from the build's list); loadable ones
 // are opened with dlopen the first time their backend is asked for, so a
 // host run never maps the CUDA runtime. A loadable driver's library is
-// looked for, in order, in every folder of RP_DRIVER_PATH, next to the
-// running program (rp-run's bin/), and in the folder the build wrote it to.
+// looked for in the folders of RP_DRIVER_PATH when it is set, else next to
+// the running program (rp-run's bin/), then in the folder the build wrote
+// it to.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,6 +73,17 @@ void ensureLinked() {
   });
 }
 
+/// The linked drivers, then the loadable ones; callers hold the mutex.
+std::vector<std::string> namesLocked(const Registry &r) {
+  std::vector<std::string> names;
+  for (const Driver &d : r.drivers)
+    names.emplace_back(d.name);
+  for (const detail::LoadableDriver &l : detail::loadableDrivers())
+    if (std::find(names.begin(), names.end(), l.name) == names.end())
+      names.emplace_back(l.name);
+  return names;
+}
+
 const detail::LoadableDriver *findLoadable(const std::string &name) {
   for (const detail::LoadableDriver &l : detail::loadableDrivers())
     if (name == l.name)
@@ -79,7 +91,10 @@ const detail::LoadableDriver *findLoadable(const std::string &name) {
   return nullptr;
 }
 
-/// The folders a loadable driver's library is looked for in, in order.
+/// The folders a loadable driver's library is looked for in, in order:
+/// RP_DRIVER_PATH's when it is set (a ':'-separated list; only those, so
+/// that a test or a deployment says exactly where), else the running
+/// program's folder and the build's.
 std::vector<std::filesystem::path> searchFolders() {
   std::vector<std::filesystem::path> folders;
   if (const char *env = std::getenv("RP_DRIVER_PATH")) {
@@ -92,20 +107,17 @@ std::vector<std::filesystem::path> searchFolders() {
         folders.emplace_back(list.substr(begin, end - begin));
       begin = end + 1;
     }
+    return folders;
   }
   std::error_code ec;
   std::filesystem::path self =
       std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec)
     folders.push_back(self.parent_path());
-  if (*detail::kBuildDriverFolder)
+  if (*detail::kBuildDriverFolder &&
+      (folders.empty() || folders[0] != detail::kBuildDriverFolder))
     folders.emplace_back(detail::kBuildDriverFolder);
-  // Once each, in the first place named.
-  std::vector<std::filesystem::path> unique;
-  for (const std::filesystem::path &f : folders)
-    if (std::find(unique.begin(), unique.end(), f) == unique.end())
-      unique.push_back(f);
-  return unique;
+  return folders;
 }
 
 /// dlopens `loadable`'s library and returns its Driver; Unavailable saying
@@ -168,7 +180,7 @@ Expected<Driver> getDriver(const std::string &name) {
     return *loaded;
   }
   std::string list;
-  for (const std::string &n : availableBackends())
+  for (const std::string &n : namesLocked(r))
     list += (list.empty() ? "" : ", ") + n;
   for (const detail::MissingDriver &m : detail::missingDrivers())
     if (name == m.name)
@@ -190,13 +202,7 @@ std::vector<std::string> rp::runtime::availableBackends() {
   ensureLinked();
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  std::vector<std::string> names;
-  for (const Driver &d : r.drivers)
-    names.emplace_back(d.name);
-  for (const detail::LoadableDriver &l : detail::loadableDrivers())
-    if (std::find(names.begin(), names.end(), l.name) == names.end())
-      names.emplace_back(l.name);
-  return names;
+  return namesLocked(r);
 }
 
 Expected<std::unique_ptr<Backend>>

@@ -37,16 +37,6 @@ Status broadcastMap(const char *op,
   return {};
 }
 
-Status checkLike(const char *op, const char *role, const TensorRef &t,
-                 const TensorRef &like) {
-  if (Status s = checkTensorOf(t, like.dtype, role, op); s.failed())
-    return s;
-  if (t.shape != like.shape)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
-                           " should have shape " + describeShape(like.shape));
-  return {};
-}
-
 Status reduceMap(const char *op, const TensorRef &x,
                  const std::vector<int64_t> &dims, bool keepDims,
                  ReduceMap &map, Shape &expected) {

@@ -26,10 +26,6 @@ Status broadcastMap(const char *op,
                     const std::vector<const TensorRef *> &operands,
                     const TensorRef &out, ElementMap &map);
 
-/// `t` has `like`'s dtype and shape.
-Status checkLike(const char *op, const char *role, const TensorRef &t,
-                 const TensorRef &like);
-
 /// Kept and reduced dimensions of `x` for reduce and its gradient; the
 /// shape of the result (keepDims or not) in `expected`.
 Status reduceMap(const char *op, const TensorRef &x,

@@ -76,8 +76,8 @@ struct ReduceMap {
   int64_t reducedCount = 1;
 };
 
-/// Kinds as host/Kernels.h numbers them (BinaryKind, CmpKind, UnaryKind,
-/// ReduceKind), passed as ints to keep this header free of host headers.
+/// Kinds as kernels/Kinds.h numbers them (BinaryKind, CmpKind, UnaryKind,
+/// ReduceKind), passed as ints in that order.
 cudaError_t launchBinary(const LaunchContext &ctx, DType dtype, int kind,
                          const ElementMap &map, const void *a, const void *b,
                          void *out, int64_t n);

@@ -269,14 +269,5 @@ Expected<void *> HostBackend::allocateHost(size_t bytes) {
 void HostBackend::deallocateHost(void *memory) { std::free(memory); }
 
 void rp::runtime::host::registerDriver() {
-  Driver driver;
-  driver.name = "host";
-  driver.create =
-      [](const BackendOptions &options) -> Expected<std::unique_ptr<Backend>> {
-    auto backend = HostBackend::create(options);
-    if (!backend)
-      return backend.getStatus();
-    return std::unique_ptr<Backend>(std::move(*backend));
-  };
-  rp::runtime::registerDriver(driver);
+  rp::runtime::registerDriver(driverOf<HostBackend>("host"));
 }

@@ -32,6 +32,16 @@ Status checkTensorOf(const TensorRef &t, DType dtype, const char *role,
   return checkTensor(t, role, op);
 }
 
+Status checkLike(const char *op, const char *role, const TensorRef &t,
+                 const TensorRef &like) {
+  if (Status s = checkTensorOf(t, like.dtype, role, op); s.failed())
+    return s;
+  if (t.shape != like.shape)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
+                           " should have shape " + describeShape(like.shape));
+  return {};
+}
+
 Status checkSameShape(const TensorRef &a, const TensorRef &b, const char *op) {
   if (a.shape != b.shape)
     return invalidArgument(std::string(op) + ": output " + describe(b) +

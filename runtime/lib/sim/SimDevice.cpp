@@ -325,14 +325,5 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
 }
 
 void rp::runtime::sim::registerDriver() {
-  Driver driver;
-  driver.name = "sim";
-  driver.create =
-      [](const BackendOptions &options) -> Expected<std::unique_ptr<Backend>> {
-    auto backend = SimBackend::create(options);
-    if (!backend)
-      return backend.getStatus();
-    return std::unique_ptr<Backend>(std::move(*backend));
-  };
-  rp::runtime::registerDriver(driver);
+  rp::runtime::registerDriver(driverOf<SimBackend>("sim"));
 }

@@ -47,6 +47,21 @@ constexpr const char *kDriverEntryPrefix = "rp_driver_";
 /// The C signature of that symbol.
 using DriverEntry = const Driver *(*)();
 
+/// The driver of backend class `B`, whose `B::create(options)` returns an
+/// Expected<std::unique_ptr<B>>: what a linked driver registers.
+template <typename B> Driver driverOf(const char *name) {
+  Driver driver;
+  driver.name = name;
+  driver.create =
+      [](const BackendOptions &options) -> Expected<std::unique_ptr<Backend>> {
+    auto backend = B::create(options);
+    if (!backend)
+      return backend.getStatus();
+    return std::unique_ptr<Backend>(std::move(*backend));
+  };
+  return driver;
+}
+
 /// Adds a linked driver; a second driver of the same name replaces the
 /// first (tests may stand in for a device).
 void registerDriver(const Driver &driver);

@@ -29,6 +29,9 @@ Status checkTensor(const TensorRef &t, const char *role, const char *op);
 /// checkTensor, plus the dtype `dtype`.
 Status checkTensorOf(const TensorRef &t, DType dtype, const char *role,
                      const char *op);
+/// checkTensor, plus `like`'s dtype and shape (a gradient and its primal).
+Status checkLike(const char *op, const char *role, const TensorRef &t,
+                 const TensorRef &like);
 /// Same element count, for the ops whose output shape is the input's.
 Status checkSameShape(const TensorRef &a, const TensorRef &b, const char *op);
 /// The axis and epsilon of layer_norm and rms_norm and of their gradients:

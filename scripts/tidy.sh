@@ -32,7 +32,9 @@ fi
 echo "tidy: ${#files[@]} file(s) changed since $base"
 status=0
 for f in "${files[@]}"; do
-  "$tidy" -p build --quiet "$f" 2>/dev/null | grep -E '(warning|error):' && status=1
+  "$tidy" -p build --quiet \
+    --header-filter="^$root/(include|lib|tools|runtime/include|runtime/lib|runtime/tools)/" \
+    "$f" 2>/dev/null | grep -E '(warning|error):' && status=1
 done
 [ $status -eq 0 ] && echo "tidy: clean"
 exit $status

@@ -58,16 +58,8 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
                const BufferAddresses &buffers) {
   const ProgramDesc &program = plan.programs[programIndex];
   const KernelCallDesc &c = program.calls[index];
-  auto buffer = [&](uint32_t b) {
-    const BufferDesc &desc = plan.buffers[b];
-    return TensorRef{buffers[b], desc.dtype, desc.shape};
-  };
-  std::vector<TensorRef> in;
-  for (uint32_t b : c.inputs)
-    in.push_back(buffer(b));
-  std::vector<TensorRef> outs;
-  for (uint32_t b : c.outputs)
-    outs.push_back(buffer(b));
+  const CallTensors tensors = callTensors(plan, c, buffers);
+  const std::vector<TensorRef> &in = tensors.in, &outs = tensors.outs;
   const TensorRef &out = outs[0];
   const std::vector<int64_t> &a = c.ints;
   auto optional = [&](bool present, size_t i) {

@@ -1,8 +1,8 @@
 //===- OpKinds.h - which kernel kind a plan's call asks for -----*- C++ -*-===//
 //
-// The host and cuda dispatches turn a kernel call of the plan (its OpKind
-// and attributes) into the kind its kernel takes (Kinds.h) the same way,
-// through these.
+// The host and cuda dispatches read a kernel call of the plan the same
+// way, through these: its tensors at the device's buffer addresses, and the
+// kind its kernel takes (Kinds.h) from its OpKind and attributes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,8 +13,29 @@
 #include "rp/runtime/kernels/Kinds.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace rp::runtime::kernels {
+
+/// The tensors a call reads and writes, in the call's order.
+struct CallTensors {
+  std::vector<TensorRef> in, outs;
+};
+
+/// `c`'s tensors with their data at `buffers` (by plan buffer index).
+inline CallTensors callTensors(const Plan &plan, const KernelCallDesc &c,
+                               const std::vector<uint8_t *> &buffers) {
+  auto buffer = [&](uint32_t b) {
+    const BufferDesc &desc = plan.buffers[b];
+    return TensorRef{buffers[b], desc.dtype, desc.shape};
+  };
+  CallTensors t;
+  for (uint32_t b : c.inputs)
+    t.in.push_back(buffer(b));
+  for (uint32_t b : c.outputs)
+    t.outs.push_back(buffer(b));
+  return t;
+}
 
 /// add, sub, mul, div, pow, max, min; add for any other op.
 inline BinaryKind binaryKindOf(OpKind op) {

@@ -26,6 +26,9 @@ start=$(date +%s)
 cmake "${args[@]}" || exit 1
 ninja -C build-gpu rp-runtime-tests rp-run || exit 1
 echo "== built in $(( $(date +%s) - start )) s"
+# The cuda driver is the library next to rp-run that the registry loads
+# (docs/cuda.md); the tests find it in the build's bin/ too.
+ls -l build-gpu/bin/librp-driver-cuda.so || exit 1
 build-gpu/bin/rp-run --list-devices
 status=0
 build-gpu/test/rp-runtime-tests --gtest_filter='*Conformance*' || status=1

@@ -3,6 +3,8 @@
 
 ``read(path)`` returns {name: float32 ndarray}; ``write(path, tensors)``
 writes {name: array} as float32, atomically (a temporary file renamed).
+``write_raw`` is the one writer under it, for tensors of any dtype given as
+their bytes (rp.trace writes the weights of a traced model with it).
 """
 
 import json
@@ -29,17 +31,31 @@ def read(path):
     return out
 
 
-def write(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array, np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(np.shape(array)),
+def write_raw(path, entries, metadata=None):
+    """Writes ``entries``, (name, safetensors dtype such as "F32" or "BF16",
+    shape, little-endian bytes) in order, atomically; returns each tensor's
+    file offset (where its bytes start), which IR may point at."""
+    header = {"__metadata__": metadata} if metadata else {}
+    offset = 0
+    for name, dtype, shape, data in entries:
+        header[name] = {"dtype": dtype, "shape": list(shape),
                         "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
         offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)  # data starts 8-byte aligned
     tmp = str(path) + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for entry in entries:
+            f.write(entry[3])
     os.replace(tmp, path)
+    base = 8 + len(text)
+    return {name: base + header[name]["data_offsets"][0]
+            for name, _, _, _ in entries}
+
+
+def write(path, tensors):
+    write_raw(path, [(name, "F32", np.shape(array),
+                      np.ascontiguousarray(array, np.float32).tobytes())
+                     for name, array in tensors.items()])

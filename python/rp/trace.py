@@ -30,14 +30,12 @@ tensor's bytes inside the file), so the same file serves rp and PyTorch.
 from __future__ import annotations
 
 import inspect
-import json
 import operator
 import os
-import struct
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from rp import _aten, _conv
+from rp import _aten, _conv, safetensors
 from rp._irtext import (_RANDOM, _UNSUPPORTED, TraceError, _dense, _elem,
                         _flatten, _fmt_scalar, _ident, _innermost, _np,
                         _opname, _qualname, _short_args, _ttype)
@@ -83,27 +81,12 @@ def _raw_bytes(t) -> Tuple[bytes, str]:
 def _write_safetensors(path: Path, tensors: List[Tuple[str, Any]]) -> Dict[str, int]:
     """Writes ``tensors`` (name, torch tensor) as safetensors and returns the
     file offset of each tensor's bytes."""
-    header: Dict[str, Any] = {"__metadata__": {"format": "pt",
-                                               "writer": "rp.trace"}}
-    blobs = []
-    pos = 0
+    entries = []
     for name, t in tensors:
         raw, st = _raw_bytes(t)
-        header[name] = {"dtype": st, "shape": list(t.shape),
-                        "data_offsets": [pos, pos + len(raw)]}
-        blobs.append(raw)
-        pos += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-(len(text) + 8) % 8)  # data starts 8-byte aligned
-    base = 8 + len(text)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for raw in blobs:
-            f.write(raw)
-    os.replace(tmp, path)
-    return {name: base + header[name]["data_offsets"][0] for name, _ in tensors}
+        entries.append((name, st, t.shape, raw))
+    return safetensors.write_raw(path, entries,
+                                 {"format": "pt", "writer": "rp.trace"})
 
 
 # ---------------------------------------------------------------------------

@@ -1,5 +1,17 @@
 //===- CudaDevice.cpp - the device interface on CUDA ----------------------===//
 //
+// Device.h on CUDA: per GPU four streams created with the plan queues'
+// priorities (activation uploads above weight uploads), a cudaEvent per plan
+// event (waited on from any GPU with cudaStreamWaitEvent), pinned host
+// memory from cudaHostAlloc, device memory and kernel scratch from the GPU's
+// stream-ordered pool, and a kernel for every op of the plan format on the
+// compute stream (cuBLAS for matmul, our kernels for the rest, their math
+// the host kernels' shared RP_HD code). The driver's one entry point is
+// rp_driver_cuda (Driver.h); the registry loads this library for it.
+//
+// Compiled and linked in CI, never run there: no GPU is attached to the
+// development machines (docs/cuda.md lists what has run on a GPU).
+//
 // Every call sets its GPU current first: the controllers of several GPUs
 // run on their own threads, and the current device is per thread.
 //
@@ -17,7 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/runtime/cuda/CudaDevice.h"
+#include "rp/runtime/Driver.h"
 
 #include "CudaDispatch.h"
 #include "CudaStatus.h"
@@ -464,9 +476,8 @@ public:
   std::unordered_set<void *> registered;
 };
 
-} // namespace
-
-Expected<uint32_t> rp::runtime::cuda::countDevices() {
+/// How many GPUs createBackend can open; Unavailable saying why when none.
+Expected<uint32_t> countDevices() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0)
@@ -477,8 +488,10 @@ Expected<uint32_t> rp::runtime::cuda::countDevices() {
   return uint32_t(count);
 }
 
+/// Opens `options.devices` GPUs; Unavailable (saying why: no driver, no
+/// GPU, too few) when they cannot be had.
 Expected<std::unique_ptr<Backend>>
-rp::runtime::cuda::createBackend(const BackendOptions &options) {
+createBackend(const BackendOptions &options) {
   Expected<uint32_t> found = countDevices();
   if (!found)
     return found.getStatus();
@@ -497,4 +510,19 @@ rp::runtime::cuda::createBackend(const BackendOptions &options) {
     backend->devices.push_back(std::move(*d));
   }
   return std::unique_ptr<Backend>(std::move(backend));
+}
+
+} // namespace
+
+/// The cuda driver's entry point, the only symbol this library exports.
+extern "C" __attribute__((visibility("default"))) const Driver *
+rp_driver_cuda() {
+  static const Driver driver = [] {
+    Driver d;
+    d.name = "cuda";
+    d.create = createBackend;
+    d.countDevices = countDevices;
+    return d;
+  }();
+  return &driver;
 }

@@ -1,8 +1,8 @@
 //===- CudaDispatch.cpp - a plan program's calls on the cuda kernels ------===//
 //
 // Call for call the host dispatch (host/HostDispatch.cpp): the same
-// attribute conventions, and the host kernels' own argument checks
-// (host/HostCommon.h, HostAttentionCommon.h), which look at shapes and
+// attribute conventions, and the kernels' shared argument checks
+// (rp/runtime/kernels/Checks.h), which look at shapes and
 // dtypes only, so that both devices accept exactly the same calls with the
 // same messages. What the host checks by reading data (indices, labels, an
 // integer divisor) the kernels check on the GPU and report through the
@@ -15,75 +15,16 @@
 
 #include "CudaDispatchChecks.h"
 
+#include "rp/runtime/kernels/OpKinds.h"
+
 #include <cstring>
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
-using namespace rp::runtime::host::detail;
+using namespace rp::runtime::kernels;
 using namespace rp::runtime::cuda::detail;
 
 namespace {
-
-// The kinds as host/Kernels.h numbers them; CudaKernels.h takes ints.
-enum Binary { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin };
-enum Unary {
-  kNeg,
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,
-  kTanh,
-  kErf,
-  kSigmoid,
-  kSilu,
-  kRelu,
-  kGelu,
-  kGeluTanh
-};
-
-int binaryKind(OpKind op) {
-  switch (op) {
-  case OpKind::sub:
-    return kSub;
-  case OpKind::mul:
-    return kMul;
-  case OpKind::div:
-    return kDiv;
-  case OpKind::pow:
-    return kPow;
-  case OpKind::max:
-    return kMax;
-  case OpKind::min:
-    return kMin;
-  default:
-    return kAdd;
-  }
-}
-
-int unaryKind(OpKind op) {
-  switch (op) {
-  case OpKind::exp:
-    return kExp;
-  case OpKind::log:
-    return kLog;
-  case OpKind::sqrt:
-    return kSqrt;
-  case OpKind::rsqrt:
-    return kRsqrt;
-  case OpKind::tanh:
-    return kTanh;
-  case OpKind::erf:
-    return kErf;
-  case OpKind::sigmoid:
-    return kSigmoid;
-  case OpKind::silu:
-    return kSilu;
-  case OpKind::relu:
-    return kRelu;
-  default:
-    return kNeg;
-  }
-}
 
 Status launched(cudaError_t error, const char *op) {
   return fromCuda(error, std::string("launching the ") + op + " kernel");
@@ -117,16 +58,8 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
                const BufferAddresses &buffers) {
   const ProgramDesc &program = plan.programs[programIndex];
   const KernelCallDesc &c = program.calls[index];
-  auto buffer = [&](uint32_t b) {
-    const BufferDesc &desc = plan.buffers[b];
-    return TensorRef{buffers[b], desc.dtype, desc.shape};
-  };
-  std::vector<TensorRef> in;
-  for (uint32_t b : c.inputs)
-    in.push_back(buffer(b));
-  std::vector<TensorRef> outs;
-  for (uint32_t b : c.outputs)
-    outs.push_back(buffer(b));
+  const CallTensors tensors = callTensors(plan, c, buffers);
+  const std::vector<TensorRef> &in = tensors.in, &outs = tensors.outs;
   const TensorRef &out = outs[0];
   const std::vector<int64_t> &a = c.ints;
   auto optional = [&](bool present, size_t i) {
@@ -156,7 +89,7 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
     ElementMap map;
     if (Status s = broadcastMap(op, {&in[0], &in[1]}, out, map); s.failed())
       return s;
-    return launched(launchBinary(ctx, out.dtype, binaryKind(c.op), map,
+    return launched(launchBinary(ctx, out.dtype, int(binaryKindOf(c.op)), map,
                                  in[0].data, in[1].data, out.data, out.size()),
                     op);
   }
@@ -205,18 +138,18 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   case OpKind::silu:
   case OpKind::relu: {
     const char *op = "unary";
-    int kind =
-        c.op == OpKind::gelu ? (a[0] ? kGeluTanh : kGelu) : unaryKind(c.op);
+    UnaryKind kind =
+        c.op == OpKind::gelu ? unaryKindOfGelu(a[0]) : unaryKindOf(c.op);
     if (Status s = checkTensor(in[0], "input", op); s.failed())
       return s;
     if (Status s = checkLike(op, "output", out, in[0]); s.failed())
       return s;
-    if (!isFloat(in[0].dtype) && !(kind == kNeg && isInteger(in[0].dtype)))
-      return unsupportedDType(op, in[0].dtype,
-                              kind == kNeg ? "neg" : "float math");
-    return launched(
-        launchUnary(ctx, in[0].dtype, kind, in[0].data, out.data, out.size()),
-        op);
+    bool neg = kind == UnaryKind::neg;
+    if (!isFloat(in[0].dtype) && !(neg && isInteger(in[0].dtype)))
+      return unsupportedDType(op, in[0].dtype, neg ? "neg" : "float math");
+    return launched(launchUnary(ctx, in[0].dtype, int(kind), in[0].data,
+                                out.data, out.size()),
+                    op);
   }
   case OpKind::cast:
     if (Status s = checkSameShape(in[0], out, "cast"); s.failed())
@@ -578,7 +511,8 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   case OpKind::cross_entropy: {
     const char *op = "cross_entropy";
     int64_t rows = 0, classes = 0;
-    if (Status s = checkLogitsShape(op, in[0], in[1], rows, classes); s.failed())
+    if (Status s = checkLogitsShape(op, in[0], in[1], rows, classes);
+        s.failed())
       return s;
     DType sumType = in[0].dtype == DType::f64 ? DType::f64 : DType::f32;
     if (Status s = checkTensorOf(outs[0], sumType, "loss sum", op); s.failed())
@@ -602,7 +536,8 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   case OpKind::cross_entropy_grad: {
     const char *op = "cross_entropy_grad";
     int64_t rows = 0, classes = 0;
-    if (Status s = checkLogitsShape(op, in[0], in[1], rows, classes); s.failed())
+    if (Status s = checkLogitsShape(op, in[0], in[1], rows, classes);
+        s.failed())
       return s;
     if (Status s = checkLike(op, "logits gradient", out, in[0]); s.failed())
       return s;
@@ -618,7 +553,7 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   }
   case OpKind::unary_grad: {
     const char *op = "unary_grad";
-    if (a[0] < 0 || a[0] > 10)
+    if (a[0] < 0 || a[0] >= kNumUnaryGradKinds)
       return invalidArgument("unknown unary gradient kind");
     if (!isFloat(in[0].dtype))
       return unsupportedDType(op, in[0].dtype);
@@ -626,8 +561,8 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
       return s;
     if (Status s = checkLike(op, "input gradient", out, in[0]); s.failed())
       return s;
-    // rp.unary_grad's kinds start at exp: UnaryKind minus neg.
-    return launched(launchUnaryGrad(ctx, in[0].dtype, int(a[0]) + 1, in[0].data,
+    return launched(launchUnaryGrad(ctx, in[0].dtype,
+                                    int(unaryGradKindOf(a[0])), in[0].data,
                                     in[1].data, out.data, out.size()),
                     op);
   }

@@ -11,7 +11,7 @@
 #include <cstring>
 
 using namespace rp::runtime;
-using namespace rp::runtime::host::detail;
+using namespace rp::runtime::kernels;
 
 namespace rp::runtime::cuda::detail {
 
@@ -34,16 +34,6 @@ Status broadcastMap(const char *op,
   if (Status s = planBroadcastOp(op, operands, out, plan); s.failed())
     return s;
   map = toMap(plan);
-  return {};
-}
-
-Status checkLike(const char *op, const char *role, const TensorRef &t,
-                 const TensorRef &like) {
-  if (Status s = checkTensorOf(t, like.dtype, role, op); s.failed())
-    return s;
-  if (t.shape != like.shape)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
-                           " should have shape " + describeShape(like.shape));
   return {};
 }
 

@@ -12,24 +12,19 @@
 
 #include "CudaKernels.h"
 
-#include "HostAttentionCommon.h"
-#include "HostCommon.h"
+#include "rp/runtime/kernels/Checks.h"
 
 namespace rp::runtime::cuda::detail {
 
-using host::detail::AttentionGradRefs;
-using host::detail::StridedPlan;
+using kernels::AttentionGradRefs;
+using kernels::StridedPlan;
 
 ElementMap toMap(const StridedPlan &plan);
 
-/// The plan of a broadcasting op (HostElementwise.cpp's planBroadcastOp).
+/// The plan of a broadcasting op (kernels::planBroadcastOp).
 Status broadcastMap(const char *op,
                     const std::vector<const TensorRef *> &operands,
                     const TensorRef &out, ElementMap &map);
-
-/// `t` has `like`'s dtype and shape.
-Status checkLike(const char *op, const char *role, const TensorRef &t,
-                 const TensorRef &like);
 
 /// Kept and reduced dimensions of `x` for reduce and its gradient; the
 /// shape of the result (keepDims or not) in `expected`.
@@ -41,11 +36,11 @@ Status reduceMap(const char *op, const TensorRef &x,
 Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
                    int64_t &outer, int64_t &n, int64_t &inner);
 
-// Logits and labels, and gather's shapes: host::detail::checkLogitsShape
-// and gatherShape (HostCommon.h); the kernels check the values on the GPU.
+// Logits and labels, and gather's shapes: kernels::checkLogitsShape and
+// gatherShape (Checks.h); the kernels check the values on the GPU.
 
-/// attention's and attention_grad's checks (HostAttentionCommon.h) and the
-/// kernels' view of the shapes; heads wider than kMaxHeadDim are refused.
+/// attention's and attention_grad's checks (kernels::checkAttentionArgs) and
+/// the kernels' view of the shapes; heads wider than kMaxHeadDim are refused.
 Status attentionShape(const TensorRef &q, const TensorRef &k,
                       const TensorRef &v, const std::optional<TensorRef> &mask,
                       bool causal, double scale, const TensorRef &y,

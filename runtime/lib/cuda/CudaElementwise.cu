@@ -66,104 +66,6 @@ __global__ void castKernel(const From *x, To *out, int64_t n) {
   RP_GRID_LOOP(i, n) { out[i] = castValue<To>(x[i]); }
 }
 
-/// host/Kernels.h's BinaryKind order: add, sub, mul, div, pow, max, min.
-template <typename Fn> void visitBinaryKind(int kind, Fn &&fn) {
-  switch (kind) {
-  case 0:
-    return fn(AddOp{});
-  case 1:
-    return fn(SubOp{});
-  case 2:
-    return fn(MulOp{});
-  case 3:
-    return fn(DivOp{});
-  case 4:
-    return fn(PowOp{});
-  case 5:
-    return fn(MaxOp{});
-  default:
-    return fn(MinOp{});
-  }
-}
-
-/// CmpKind: eq, ne, lt, le, gt, ge.
-template <typename Fn> void visitCmpKind(int kind, Fn &&fn) {
-  switch (kind) {
-  case 0:
-    return fn(EqOp{});
-  case 1:
-    return fn(NeOp{});
-  case 2:
-    return fn(LtOp{});
-  case 3:
-    return fn(LeOp{});
-  case 4:
-    return fn(GtOp{});
-  default:
-    return fn(GeOp{});
-  }
-}
-
-/// UnaryKind: neg, exp, log, sqrt, rsqrt, tanh, erf, sigmoid, silu, relu,
-/// gelu, geluTanh.
-template <typename Fn> void visitUnaryKind(int kind, Fn &&fn) {
-  switch (kind) {
-  case 0:
-    return fn(NegOp{});
-  case 1:
-    return fn(ExpOp{});
-  case 2:
-    return fn(LogOp{});
-  case 3:
-    return fn(SqrtOp{});
-  case 4:
-    return fn(RsqrtOp{});
-  case 5:
-    return fn(TanhOp{});
-  case 6:
-    return fn(ErfOp{});
-  case 7:
-    return fn(SigmoidOp{});
-  case 8:
-    return fn(SiluOp{});
-  case 9:
-    return fn(ReluOp{});
-  case 10:
-    return fn(GeluOp{});
-  default:
-    return fn(GeluTanhOp{});
-  }
-}
-
-template <typename Fn> void visitUnaryGradKind(int kind, Fn &&fn) {
-  switch (kind) {
-  case 0:
-    return fn(NegGrad{});
-  case 1:
-    return fn(ExpGrad{});
-  case 2:
-    return fn(LogGrad{});
-  case 3:
-    return fn(SqrtGrad{});
-  case 4:
-    return fn(RsqrtGrad{});
-  case 5:
-    return fn(TanhGrad{});
-  case 6:
-    return fn(ErfGrad{});
-  case 7:
-    return fn(SigmoidGrad{});
-  case 8:
-    return fn(SiluGrad{});
-  case 9:
-    return fn(ReluGrad{});
-  case 10:
-    return fn(GeluGrad{});
-  default:
-    return fn(GeluTanhGrad{});
-  }
-}
-
 } // namespace
 
 cudaError_t launchBinary(const LaunchContext &ctx, DType dtype, int kind,
@@ -174,7 +76,7 @@ cudaError_t launchBinary(const LaunchContext &ctx, DType dtype, int kind,
   visitDType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, Bool8>) {
-      visitBinaryKind(kind, [&](auto op) {
+      visitBinaryKind(static_cast<BinaryKind>(kind), [&](auto op) {
         using Op = decltype(op);
         if constexpr (!std::is_same_v<Op, PowOp> ||
                       std::is_floating_point_v<Compute<T>>)
@@ -194,7 +96,7 @@ cudaError_t launchCompare(const LaunchContext &ctx, DType dtype, int kind,
     return cudaSuccess;
   visitDType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    visitCmpKind(kind, [&](auto op) {
+    visitCmpKind(static_cast<CmpKind>(kind), [&](auto op) {
       compareKernel<<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
           map, static_cast<const T *>(a), static_cast<const T *>(b),
           static_cast<Bool8 *>(out), n, op);
@@ -225,7 +127,7 @@ cudaError_t launchUnary(const LaunchContext &ctx, DType dtype, int kind,
   visitDType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<Compute<T>>) {
-      visitUnaryKind(kind, [&](auto op) {
+      visitUnaryKind(static_cast<UnaryKind>(kind), [&](auto op) {
         unaryKernel<<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
             static_cast<const T *>(x), static_cast<T *>(out), n, op);
       });
@@ -244,7 +146,7 @@ cudaError_t launchUnaryGrad(const LaunchContext &ctx, DType dtype, int kind,
     return cudaSuccess;
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    visitUnaryGradKind(kind, [&](auto op) {
+    visitUnaryGradKind(static_cast<UnaryKind>(kind), [&](auto op) {
       unaryGradKernel<<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
           static_cast<const T *>(x), static_cast<const T *>(dy),
           static_cast<T *>(dx), n, op);

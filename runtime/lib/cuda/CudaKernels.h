@@ -57,7 +57,7 @@ struct LaunchContext {
 };
 
 /// Up to three operands read at the indices of a contiguous output, each
-/// through its own stride per dimension (host/HostCommon.h's StridedPlan,
+/// through its own stride per dimension (kernels/Checks.h's StridedPlan,
 /// dimensions already merged).
 struct ElementMap {
   int rank = 1;
@@ -76,8 +76,8 @@ struct ReduceMap {
   int64_t reducedCount = 1;
 };
 
-/// Kinds as host/Kernels.h numbers them (BinaryKind, CmpKind, UnaryKind,
-/// ReduceKind), passed as ints to keep this header free of host headers.
+/// Kinds as kernels/Kinds.h numbers them (BinaryKind, CmpKind, UnaryKind,
+/// ReduceKind), passed as ints in that order.
 cudaError_t launchBinary(const LaunchContext &ctx, DType dtype, int kind,
                          const ElementMap &map, const void *a, const void *b,
                          void *out, int64_t n);
@@ -156,7 +156,7 @@ cudaError_t launchCrossEntropyGrad(const LaunchContext &ctx, DType dtype,
                                    DType scaleType, const void *scale,
                                    void *dlogits);
 
-/// Shapes as host/HostAttentionCommon.h's AttentionDims.
+/// Shapes as kernels/Checks.h's AttentionDims.
 struct AttentionShape {
   int64_t b, h, s, d, hkv, t, dv;
   int64_t maskStrides[4];

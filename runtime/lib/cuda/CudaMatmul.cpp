@@ -21,7 +21,7 @@
 #include "CudaDispatch.h"
 #include "CudaStatus.h"
 
-#include "HostCommon.h"
+#include "rp/runtime/kernels/Checks.h"
 
 #include <cublas_v2.h>
 
@@ -29,7 +29,7 @@
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
-using namespace rp::runtime::host::detail;
+using namespace rp::runtime::kernels;
 
 namespace {
 

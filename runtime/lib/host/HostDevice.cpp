@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/host/HostDevice.h"
+#include "rp/runtime/Driver.h"
 #include "rp/runtime/ThreadPool.h"
 #include "rp/runtime/host/Dispatch.h"
 
@@ -266,3 +267,7 @@ Expected<void *> HostBackend::allocateHost(size_t bytes) {
 }
 
 void HostBackend::deallocateHost(void *memory) { std::free(memory); }
+
+void rp::runtime::host::registerDriver() {
+  rp::runtime::registerDriver(driverOf<HostBackend>("host"));
+}

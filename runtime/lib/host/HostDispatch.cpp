@@ -10,53 +10,11 @@
 #include "rp/runtime/host/Dispatch.h"
 #include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/host/Kernels.h"
+#include "rp/runtime/kernels/OpKinds.h"
 
 using namespace rp::runtime;
 using namespace rp::runtime::host;
-
-static BinaryKind binaryKind(OpKind op) {
-  switch (op) {
-  case OpKind::sub:
-    return BinaryKind::sub;
-  case OpKind::mul:
-    return BinaryKind::mul;
-  case OpKind::div:
-    return BinaryKind::div;
-  case OpKind::pow:
-    return BinaryKind::pow;
-  case OpKind::max:
-    return BinaryKind::max;
-  case OpKind::min:
-    return BinaryKind::min;
-  default:
-    return BinaryKind::add;
-  }
-}
-
-static UnaryKind unaryKind(OpKind op) {
-  switch (op) {
-  case OpKind::exp:
-    return UnaryKind::exp;
-  case OpKind::log:
-    return UnaryKind::log;
-  case OpKind::sqrt:
-    return UnaryKind::sqrt;
-  case OpKind::rsqrt:
-    return UnaryKind::rsqrt;
-  case OpKind::tanh:
-    return UnaryKind::tanh;
-  case OpKind::erf:
-    return UnaryKind::erf;
-  case OpKind::sigmoid:
-    return UnaryKind::sigmoid;
-  case OpKind::silu:
-    return UnaryKind::silu;
-  case OpKind::relu:
-    return UnaryKind::relu;
-  default:
-    return UnaryKind::neg;
-  }
-}
+using namespace rp::runtime::kernels;
 
 /// The value of a one-element float tensor (a loss scale).
 static double scalarValue(const TensorRef &t) {
@@ -74,29 +32,12 @@ static double scalarValue(const TensorRef &t) {
   }
 }
 
-/// rp.unary_grad's kinds (UnaryGradKind) as the kernels name them.
-static UnaryKind unaryGradKind(int64_t kind) {
-  static const UnaryKind kinds[] = {
-      UnaryKind::exp,  UnaryKind::log,  UnaryKind::sqrt,    UnaryKind::rsqrt,
-      UnaryKind::tanh, UnaryKind::erf,  UnaryKind::sigmoid, UnaryKind::silu,
-      UnaryKind::relu, UnaryKind::gelu, UnaryKind::geluTanh};
-  return kinds[kind];
-}
-
 static Status runCall(ThreadPool &pool, const Plan &plan,
                       const ProgramDesc &program, size_t index,
                       const BufferAddresses &buffers) {
-  auto buffer = [&](uint32_t b) {
-    const BufferDesc &desc = plan.buffers[b];
-    return TensorRef{buffers[b], desc.dtype, desc.shape};
-  };
   const KernelCallDesc &c = program.calls[index];
-  std::vector<TensorRef> in;
-  for (uint32_t b : c.inputs)
-    in.push_back(buffer(b));
-  std::vector<TensorRef> outs;
-  for (uint32_t b : c.outputs)
-    outs.push_back(buffer(b));
+  const CallTensors tensors = callTensors(plan, c, buffers);
+  const std::vector<TensorRef> &in = tensors.in, &outs = tensors.outs;
   TensorRef out = outs[0];
   const std::vector<int64_t> &a = c.ints;
   auto optional = [&](bool present, size_t i) {
@@ -110,14 +51,13 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
   case OpKind::pow:
   case OpKind::max:
   case OpKind::min:
-    return binary(pool, binaryKind(c.op), in[0], in[1], out);
+    return binary(pool, binaryKindOf(c.op), in[0], in[1], out);
   case OpKind::cmp:
     return compare(pool, static_cast<CmpKind>(a[0]), in[0], in[1], out);
   case OpKind::where:
     return where(pool, in[0], in[1], in[2], out);
   case OpKind::gelu:
-    return unary(pool, a[0] ? UnaryKind::geluTanh : UnaryKind::gelu, in[0],
-                 out);
+    return unary(pool, unaryKindOfGelu(a[0]), in[0], out);
   case OpKind::neg:
   case OpKind::exp:
   case OpKind::log:
@@ -128,7 +68,7 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
   case OpKind::sigmoid:
   case OpKind::silu:
   case OpKind::relu:
-    return unary(pool, unaryKind(c.op), in[0], out);
+    return unary(pool, unaryKindOf(c.op), in[0], out);
   case OpKind::cast:
     return cast(pool, in[0], out);
   case OpKind::reshape:
@@ -167,9 +107,9 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
   case OpKind::cross_entropy_grad:
     return crossEntropyGrad(pool, in[0], in[1], a[0], scalarValue(in[2]), out);
   case OpKind::unary_grad:
-    if (a[0] < 0 || a[0] > 10)
+    if (a[0] < 0 || a[0] >= kNumUnaryGradKinds)
       return invalidArgument("unknown unary gradient kind");
-    return unaryGrad(pool, unaryGradKind(a[0]), in[0], in[1], out);
+    return unaryGrad(pool, unaryGradKindOf(a[0]), in[0], in[1], out);
   case OpKind::softmax_grad:
     return softmaxGrad(pool, in[0], in[1], a[0], a[1] != 0, out);
   case OpKind::norm_grad: {

@@ -30,46 +30,6 @@ using namespace kernels;
 
 namespace {
 
-template <typename Fn> void visitUnaryGrad(UnaryKind kind, Fn &&fn) {
-  switch (kind) {
-  case UnaryKind::neg:
-    return fn(NegGrad{});
-  case UnaryKind::exp:
-    return fn(ExpGrad{});
-  case UnaryKind::log:
-    return fn(LogGrad{});
-  case UnaryKind::sqrt:
-    return fn(SqrtGrad{});
-  case UnaryKind::rsqrt:
-    return fn(RsqrtGrad{});
-  case UnaryKind::tanh:
-    return fn(TanhGrad{});
-  case UnaryKind::erf:
-    return fn(ErfGrad{});
-  case UnaryKind::sigmoid:
-    return fn(SigmoidGrad{});
-  case UnaryKind::silu:
-    return fn(SiluGrad{});
-  case UnaryKind::relu:
-    return fn(ReluGrad{});
-  case UnaryKind::gelu:
-    return fn(GeluGrad{});
-  case UnaryKind::geluTanh:
-    return fn(GeluTanhGrad{});
-  }
-}
-
-/// `t` has the dtype and shape of `like`.
-Status checkLike(const char *op, const char *role, const TensorRef &t,
-                 const TensorRef &like) {
-  if (Status s = checkTensorOf(t, like.dtype, role, op); s.failed())
-    return s;
-  if (t.shape != like.shape)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
-                           " should have shape " + describeShape(like.shape));
-  return {};
-}
-
 /// Sets the bytes of `t` to zero, which is +0 in every dtype.
 void zeroFill(ThreadPool &pool, const TensorRef &t) {
   const size_t elementSize = dtypeSize(t.dtype);
@@ -102,7 +62,7 @@ Status unaryGrad(ThreadPool &pool, UnaryKind kind, const TensorRef &x,
     return s;
   visitFloat(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    visitUnaryGrad(kind, [&](auto fn) {
+    visitUnaryGradKind(kind, [&](auto fn) {
       const T *xd = x.as<const T>(), *dyd = dy.as<const T>();
       T *dxd = dx.as<T>();
       parallelRanges(pool, x.size(), kElementGrain,

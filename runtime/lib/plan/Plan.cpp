@@ -20,10 +20,6 @@ using namespace rp::runtime;
 namespace pf = ::rp::plan;
 namespace fs = std::filesystem;
 
-const char *rp::runtime::opKindName(OpKind op) {
-  return pf::EnumNameOpKind(static_cast<pf::OpKind>(op));
-}
-
 namespace {
 
 /// Builds the messages of one plan file: "<file>: <what>".

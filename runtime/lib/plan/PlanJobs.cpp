@@ -10,12 +10,20 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanInternal.h"
+#include "rp/runtime/plan_generated.h"
 
 #include <algorithm>
 #include <map>
 #include <sstream>
 
 using namespace rp::runtime;
+
+// The names of the plan's enums live here, apart from the reader in
+// Plan.cpp, so that a device library can name ops and queues in its
+// messages without the FlatBuffers parser (lib/cuda/CMakeLists.txt).
+const char *rp::runtime::opKindName(OpKind op) {
+  return ::rp::plan::EnumNameOpKind(static_cast<::rp::plan::OpKind>(op));
+}
 
 const char *rp::runtime::queueName(QueueKind queue) {
   switch (queue) {

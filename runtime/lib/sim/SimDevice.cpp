@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/sim/SimDevice.h"
+#include "rp/runtime/Driver.h"
 #include "rp/runtime/sim/PlanTiming.h"
 
 #include <algorithm>
@@ -321,4 +322,8 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
   std::lock_guard<std::mutex> lock(mutex);
   programCache[{&plan, program}] = ms;
   return ms;
+}
+
+void rp::runtime::sim::registerDriver() {
+  rp::runtime::registerDriver(driverOf<SimBackend>("sim"));
 }

@@ -160,16 +160,16 @@ public:
   virtual void deallocateHost(void *memory) = 0;
 };
 
-/// The backends built into this runtime, in the order rp-run lists them.
+// The registry of the backends (lib/drivers/, Driver.h):
+
+/// The backends built with this runtime, in the order rp-run lists them,
+/// the loadable ones (cuda) included whether or not their library loads.
 std::vector<std::string> availableBackends();
 
-/// How many GPUs the cuda backend can open on this machine; Unavailable
-/// saying why when none (no driver, no GPU, not built in).
-Expected<uint32_t> countCudaDevices();
-
 /// Opens backend `name` with `options`. An unknown name is InvalidArgument
-/// listing the available ones; a known one not built in, or without a
-/// device to run on, is Unavailable saying why and what to do.
+/// listing the available ones; a known one not built, whose library cannot
+/// be loaded, or without a device to run on, is Unavailable saying why and
+/// what to do.
 Expected<std::unique_ptr<Backend>> createBackend(const std::string &name,
                                                  const BackendOptions &options);
 

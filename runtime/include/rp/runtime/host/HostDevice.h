@@ -49,6 +49,10 @@ private:
 /// workers write), rounded up to whole 64-byte units, at least one.
 Expected<void *> allocateAligned(size_t bytes);
 
+/// Registers the host driver ("host", Driver.h) with the runtime's registry;
+/// the registry calls it the first time it is used.
+void registerDriver();
+
 } // namespace rp::runtime::host
 
 #endif // RP_RUNTIME_HOST_HOSTDEVICE_H

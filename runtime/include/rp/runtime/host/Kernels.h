@@ -26,17 +26,17 @@
 #include "rp/runtime/Status.h"
 #include "rp/runtime/Tensor.h"
 #include "rp/runtime/ThreadPool.h"
+#include "rp/runtime/kernels/Kinds.h"
 
 #include <optional>
 
 namespace rp::runtime::host {
 
-enum class BinaryKind { add, sub, mul, div, pow, max, min };
-enum class CmpKind { eq, ne, lt, le, gt, ge };
-enum class UnaryKind {
-  neg, exp, log, sqrt, rsqrt, tanh, erf, sigmoid, silu, relu, gelu, geluTanh
-};
-enum class ReduceKind { sum, mean, max, min };
+// The kinds are the kernels' shared ones (the cuda kernels take them too).
+using kernels::BinaryKind;
+using kernels::CmpKind;
+using kernels::ReduceKind;
+using kernels::UnaryKind;
 
 /// out = a op b with numpy broadcasting (out has the broadcast shape).
 Status binary(ThreadPool &pool, BinaryKind kind, const TensorRef &a,
@@ -56,8 +56,7 @@ Status cast(ThreadPool &pool, const TensorRef &x, const TensorRef &out);
 /// A copy (reshape is a copy into the output's shape; same element count).
 Status copy(ThreadPool &pool, const TensorRef &x, const TensorRef &out);
 Status transpose(ThreadPool &pool, const TensorRef &x,
-                 const std::vector<int64_t> &permutation,
-                 const TensorRef &out);
+                 const std::vector<int64_t> &permutation, const TensorRef &out);
 Status slice(ThreadPool &pool, const TensorRef &x,
              const std::vector<int64_t> &offsets,
              const std::vector<int64_t> &strides, const TensorRef &out);

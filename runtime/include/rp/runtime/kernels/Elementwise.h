@@ -18,6 +18,7 @@
 #ifndef RP_RUNTIME_KERNELS_ELEMENTWISE_H
 #define RP_RUNTIME_KERNELS_ELEMENTWISE_H
 
+#include "rp/runtime/kernels/Kinds.h"
 #include "rp/runtime/kernels/Numeric.h"
 
 #include <type_traits>
@@ -195,6 +196,76 @@ struct GeluTanhOp {
     return A(0.5) * x * (A(1) + kTanh(inner));
   }
 };
+
+//===----------------------------------------------------------------------===//
+// Kinds to functors (Kinds.h), for host code and kernel launchers alike
+//===----------------------------------------------------------------------===//
+
+/// Calls fn(op) with the functor of `kind`.
+template <typename Fn> void visitBinaryKind(BinaryKind kind, Fn &&fn) {
+  switch (kind) {
+  case BinaryKind::add:
+    return fn(AddOp{});
+  case BinaryKind::sub:
+    return fn(SubOp{});
+  case BinaryKind::mul:
+    return fn(MulOp{});
+  case BinaryKind::div:
+    return fn(DivOp{});
+  case BinaryKind::pow:
+    return fn(PowOp{});
+  case BinaryKind::max:
+    return fn(MaxOp{});
+  case BinaryKind::min:
+    return fn(MinOp{});
+  }
+}
+
+template <typename Fn> void visitCmpKind(CmpKind kind, Fn &&fn) {
+  switch (kind) {
+  case CmpKind::eq:
+    return fn(EqOp{});
+  case CmpKind::ne:
+    return fn(NeOp{});
+  case CmpKind::lt:
+    return fn(LtOp{});
+  case CmpKind::le:
+    return fn(LeOp{});
+  case CmpKind::gt:
+    return fn(GtOp{});
+  case CmpKind::ge:
+    return fn(GeOp{});
+  }
+}
+
+template <typename Fn> void visitUnaryKind(UnaryKind kind, Fn &&fn) {
+  switch (kind) {
+  case UnaryKind::neg:
+    return fn(NegOp{});
+  case UnaryKind::exp:
+    return fn(ExpOp{});
+  case UnaryKind::log:
+    return fn(LogOp{});
+  case UnaryKind::sqrt:
+    return fn(SqrtOp{});
+  case UnaryKind::rsqrt:
+    return fn(RsqrtOp{});
+  case UnaryKind::tanh:
+    return fn(TanhOp{});
+  case UnaryKind::erf:
+    return fn(ErfOp{});
+  case UnaryKind::sigmoid:
+    return fn(SigmoidOp{});
+  case UnaryKind::silu:
+    return fn(SiluOp{});
+  case UnaryKind::relu:
+    return fn(ReluOp{});
+  case UnaryKind::gelu:
+    return fn(GeluOp{});
+  case UnaryKind::geluTanh:
+    return fn(GeluTanhOp{});
+  }
+}
 
 } // namespace rp::runtime::kernels
 

@@ -119,6 +119,36 @@ template <typename A> RP_HD inline bool extremumPicksLhs(bool isMax, A a, A b) {
   return kIsNan(a) || (isMax ? a >= b : a <= b);
 }
 
+/// Calls fn(grad) with the gradient functor of unary `kind`.
+template <typename Fn> void visitUnaryGradKind(UnaryKind kind, Fn &&fn) {
+  switch (kind) {
+  case UnaryKind::neg:
+    return fn(NegGrad{});
+  case UnaryKind::exp:
+    return fn(ExpGrad{});
+  case UnaryKind::log:
+    return fn(LogGrad{});
+  case UnaryKind::sqrt:
+    return fn(SqrtGrad{});
+  case UnaryKind::rsqrt:
+    return fn(RsqrtGrad{});
+  case UnaryKind::tanh:
+    return fn(TanhGrad{});
+  case UnaryKind::erf:
+    return fn(ErfGrad{});
+  case UnaryKind::sigmoid:
+    return fn(SigmoidGrad{});
+  case UnaryKind::silu:
+    return fn(SiluGrad{});
+  case UnaryKind::relu:
+    return fn(ReluGrad{});
+  case UnaryKind::gelu:
+    return fn(GeluGrad{});
+  case UnaryKind::geluTanh:
+    return fn(GeluTanhGrad{});
+  }
+}
+
 } // namespace rp::runtime::kernels
 
 #endif // RP_RUNTIME_KERNELS_ELEMENTWISEGRAD_H

@@ -105,6 +105,10 @@ private:
   std::optional<timing::MeasuredTimes> measured;
 };
 
+/// Registers the sim driver ("sim", Driver.h) with the runtime's registry; the
+/// registry calls it the first time it is used.
+void registerDriver();
+
 } // namespace rp::runtime::sim
 
 #endif // RP_RUNTIME_SIM_SIMDEVICE_H

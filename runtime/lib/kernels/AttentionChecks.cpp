@@ -1,4 +1,4 @@
-//===- HostAttentionCommon.cpp - checks of attention and its backward -----===//
+//===- AttentionChecks.cpp - checks of attention and its backward ---------===//
 //
 // One set of checks for attention and attention_grad: the backward must
 // accept every problem the forward does, with the same messages but for
@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "HostAttentionCommon.h"
+#include "rp/runtime/kernels/Checks.h"
 
 #include <utility>
 
-namespace rp::runtime::host::detail {
+namespace rp::runtime::kernels {
 
 Status checkAttentionArgs(const TensorRef &q, const TensorRef &k,
                           const TensorRef &v,
@@ -89,4 +89,4 @@ Status checkAttentionArgs(const TensorRef &q, const TensorRef &k,
   return {};
 }
 
-} // namespace rp::runtime::host::detail
+} // namespace rp::runtime::kernels

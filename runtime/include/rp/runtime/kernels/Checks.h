@@ -1,0 +1,176 @@
+//===- Checks.h - the kernels' argument checks, host and cuda ---*- C++ -*-===//
+//
+// What the host kernels and the cuda driver's dispatch both check before a
+// kernel runs: shapes, dtypes and attributes, with the messages users see
+// (they name the op and the offending tensor as describe() prints it), and
+// the plans those checks produce (strided loops, matmul and attention
+// shapes). Owned by both devices, private to neither, so that a call fails
+// the same way on either; nothing here reads tensor data.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_KERNELS_CHECKS_H
+#define RP_RUNTIME_KERNELS_CHECKS_H
+
+#include "rp/runtime/Status.h"
+#include "rp/runtime/Tensor.h"
+#include "rp/runtime/kernels/Indexing.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace rp::runtime::kernels {
+
+inline bool isInteger(DType t) { return t == DType::i32 || t == DType::i64; }
+
+/// A non-negative shape, and data unless the tensor is empty.
+Status checkTensor(const TensorRef &t, const char *role, const char *op);
+/// checkTensor, plus the dtype `dtype`.
+Status checkTensorOf(const TensorRef &t, DType dtype, const char *role,
+                     const char *op);
+/// checkTensor, plus `like`'s dtype and shape (a gradient and its primal).
+Status checkLike(const char *op, const char *role, const TensorRef &t,
+                 const TensorRef &like);
+/// Same element count, for the ops whose output shape is the input's.
+Status checkSameShape(const TensorRef &a, const TensorRef &b, const char *op);
+/// The axis and epsilon of layer_norm and rms_norm and of their gradients:
+/// the normalized dimensions are x's from `axis` on.
+Status checkNormAxis(const char *op, const TensorRef &x, int64_t axis,
+                     double epsilon);
+/// `t`, when present, has x's dtype and the normalized shape (x's dimensions
+/// from `axis` on): the scale and bias of the norms and their gradients.
+Status checkNormalized(const char *op, const char *role,
+                       const std::optional<TensorRef> &t, const TensorRef &x,
+                       int64_t axis);
+/// "op: <what> is not supported for <dtype>".
+Status unsupportedDType(const char *op, DType dtype, const char *what = "");
+
+/// Reduction dimensions: non-empty, strictly increasing, within `x`'s rank.
+Status checkReduceDims(const char *op, const std::vector<int64_t> &dims,
+                       const TensorRef &x);
+
+/// Checks that `window` (described as `role`) is the slice of `full` at
+/// `offsets` with `strides`, and gives the slice's first element in `full`
+/// (`base`) and its stride per dimension (`fullStrides`), both in elements.
+/// slice reads this window and slice_grad writes it.
+Status sliceWindow(const char *op, const TensorRef &full,
+                   const TensorRef &window, const char *role,
+                   const std::vector<int64_t> &offsets,
+                   const std::vector<int64_t> &strides, int64_t &base,
+                   std::vector<int64_t> &fullStrides);
+
+/// Checks gather's indices (i32 or i64), `axis` of `x`, and that `gathered`
+/// (described as `role`) has x's shape with dimension `axis` replaced by
+/// the indices' shape; then gives every index resolved into [0, size of
+/// `axis`) (negative ones count from the end). gather reads x through them
+/// and gather_grad scatters back into x's gradient.
+Status gatherIndices(const char *op, const TensorRef &x,
+                     const TensorRef &indices, int64_t axis,
+                     const TensorRef &gathered, const char *role,
+                     std::vector<int64_t> &normalized);
+
+/// The numpy broadcast of `shapes`, or false.
+bool broadcastShapes(const std::vector<const Shape *> &shapes, Shape &result);
+
+//===----------------------------------------------------------------------===//
+// Strided loops
+//===----------------------------------------------------------------------===//
+
+constexpr int kMaxOperands = 3;
+
+/// A contiguous output read from up to kMaxOperands operands, each through
+/// a stride per output dimension. Dimensions of size 1 are dropped and
+/// neighbours that every operand walks contiguously are merged, so the loop
+/// sees the fewest and longest runs possible. Rank is at least 1.
+struct StridedPlan {
+  int rank = 0;
+  int numOperands = 0;
+  int64_t shape[kMaxRank];
+  int64_t strides[kMaxOperands][kMaxRank];
+
+  int64_t innerStride(int operand) const { return strides[operand][rank - 1]; }
+};
+
+/// `strides[k]` holds operand k's stride for every dimension of `shape`.
+Status makeStridedPlan(const Shape &shape,
+                       const std::vector<std::vector<int64_t>> &strides,
+                       StridedPlan &plan, const char *op);
+
+/// The plan of operands broadcast to `shape` (numpy rules).
+Status makeBroadcastPlan(const Shape &shape,
+                         const std::vector<const TensorRef *> &operands,
+                         StridedPlan &plan, const char *op);
+
+/// The problem after shape checks: `batch` independent [m, k] x [k, n]
+/// products reading operand matrices at the given element offsets.
+struct MatmulProblem {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+  std::vector<int64_t> aOffset, bOffset;
+};
+
+/// Checks a matmul's operands (rp.matmul: [batch..., M, K] x [batch...,
+/// K, N], numpy-broadcast batches, transpose flags on the last two) and
+/// plans it; shared by the host and cuda kernels.
+Status planMatmul(const TensorRef &a, const TensorRef &b, bool ta, bool tb,
+                  const TensorRef &out, MatmulProblem &p);
+
+/// Checks the operands of a broadcasting op (numpy rules; the output has
+/// the broadcast shape) and plans its loop.
+Status planBroadcastOp(const char *op,
+                       const std::vector<const TensorRef *> &operands,
+                       const TensorRef &out, StridedPlan &plan);
+
+/// Checks logits [..., C] and integer labels [...] (their shapes, not the
+/// label values); gives the number of rows and of classes.
+Status checkLogitsShape(const char *op, const TensorRef &logits,
+                        const TensorRef &labels, int64_t &rows,
+                        int64_t &classes);
+
+/// Checks a gather's shapes (`gathered` is x with dimension `axis`
+/// replaced by the indices' shape; not the index values); gives the
+/// element counts before and after `axis`.
+Status gatherShape(const char *op, const TensorRef &x, const TensorRef &indices,
+                   int64_t axis, const TensorRef &gathered, const char *role,
+                   int64_t &outer, int64_t &inner);
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+enum class MaskKind { none, boolean, additive };
+
+inline MaskKind maskKind(const std::optional<TensorRef> &mask) {
+  return !mask                      ? MaskKind::none
+         : mask->dtype == DType::i1 ? MaskKind::boolean
+                                    : MaskKind::additive;
+}
+
+/// q [b, h, s, d], k [b, hkv, t, d], v [b, hkv, t, dv], and the output (or
+/// output gradient) [b, h, s, dv]; the mask's strides broadcast to the
+/// scores [b, h, s, t] (all 0 without a mask).
+struct AttentionDims {
+  int64_t b, h, s, d, hkv, t, dv;
+  int64_t maskStrides[4] = {0, 0, 0, 0};
+};
+
+/// The gradients attention_grad writes, each of its primal's shape.
+struct AttentionGradRefs {
+  const TensorRef &dq, &dk, &dv;
+};
+
+/// The checks of attention (`grads` null: `y` is the output) and of
+/// attention_grad (`y` is the output gradient, `grads` the gradients it
+/// writes), in the order both have always run them, and the dims they
+/// imply.
+Status checkAttentionArgs(const TensorRef &q, const TensorRef &k,
+                          const TensorRef &v,
+                          const std::optional<TensorRef> &mask, bool causal,
+                          double scale, const TensorRef &y,
+                          const AttentionGradRefs *grads, AttentionDims &dims);
+
+} // namespace rp::runtime::kernels
+
+#endif // RP_RUNTIME_KERNELS_CHECKS_H

@@ -1,0 +1,135 @@
+//===- RunCompute.cpp - what rp-run's computing modes share to start ------===//
+//
+// Training and a forward run both check their flags against the plan, open
+// the backend, allocate the plan's buffers once (HostForward), initialize
+// the parameters and read the given inputs before their first step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RunModes.h"
+
+#include "rp/runtime/Safetensors.h"
+
+#include <algorithm>
+#include <unistd.h>
+
+using namespace rp::runtime;
+using namespace rp::runtime::run;
+
+int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
+                                   ComputeSetup &setup) {
+  // A plan of a large shape (python -m rp.shapes qwen3-32b) loads nowhere
+  // but the sim: say so before allocating, not after the kernel's OOM
+  // killer. Host buffers always live in this machine's memory, device
+  // buffers too on the host backend.
+  {
+    double bytes = 0;
+    for (const BufferDesc &b : plan.buffers)
+      if (b.onHost() || o.backend == "host")
+        bytes += double(b.bytes());
+    double ram =
+        double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    if (ram > 0 && bytes > ram)
+      return fail(resourceExhausted(
+          "'" + o.planPath + "' needs " +
+          std::to_string(int64_t(bytes / double(1ull << 30))) +
+          " GiB of host memory on the " + o.backend +
+          " backend, but this machine has " +
+          std::to_string(int64_t(ram / double(1ull << 30))) +
+          " GiB; time it with --backend sim (it allocates nothing), or "
+          "compile a smaller shape"));
+  }
+  BackendOptions backendOptions;
+  backendOptions.devices = plan.devices;
+  backendOptions.threads = o.threads;
+  Expected<std::unique_ptr<Backend>> devicesOf =
+      createBackend(o.backend, backendOptions);
+  if (!devicesOf)
+    return fail(Status(devicesOf.getStatus().getCode(),
+                       "--backend " + o.backend + ": " +
+                           devicesOf.getStatus().getMessage()));
+  setup.backend = std::move(*devicesOf);
+  if (!plan.staged && (!o.tracePath.empty() || !o.profilePath.empty()))
+    return fail(invalidArgument(
+        "--trace and --profile time the jobs of a staged plan; '" + o.planPath +
+        "' runs its jobs in order on one device (a --forward-only or older "
+        "plan): compile a training plan with rp-compile"));
+  if (!o.profilePath.empty() && !isTrainingPlan(plan))
+    return fail(invalidArgument("--profile needs a training plan: it times "
+                                "the backward of every layer too"));
+  // Before training, not after it: a typo in a folder should not cost a
+  // whole run.
+  for (auto [flag, path] : {std::pair{"--trace", &o.tracePath},
+                            std::pair{"--profile", &o.profilePath}})
+    if (Status s = checkOutputFolder(flag, *path); s.failed())
+      return fail(s);
+  if (plan.staged)
+    setup.trace =
+        std::make_unique<Trace>(plan, /*keepSteps=*/!o.tracePath.empty());
+
+  if (o.accumulate < 1 || o.accumulate > 1000000)
+    return fail(invalidArgument(
+        "--accumulate " + std::to_string(o.accumulate) +
+        " is not a number of passes; give 1 or more (passes of " +
+        std::to_string(plan.microbatches) + " microbatches per step)"));
+  if (o.accumulate > 1 && !isTrainingPlan(plan))
+    return fail(invalidArgument("--accumulate needs a training plan: '" +
+                                o.planPath + "' computes no gradients"));
+  setup.start = std::chrono::steady_clock::now();
+  // A staged training plan runs continuously: two passes in flight, each on
+  // its own slot of buffers, with the devices renamed pass after pass.
+  ForwardOptions forwardOptions;
+  bool continuous = setup.continuous =
+      plan.staged && isTrainingPlan(plan) && !o.stepBarrier;
+  forwardOptions.slots = continuous ? 2 : 1;
+  forwardOptions.rotate = continuous;
+  Expected<std::unique_ptr<HostForward>> fwd =
+      HostForward::create(plan, *setup.backend, forwardOptions);
+  if (!fwd)
+    return fail(fwd.getStatus());
+  setup.fwd = std::move(*fwd);
+  if (Status s = setup.fwd->initParameters(o.seed); s.failed())
+    return fail(s);
+  if (!o.initWeights.empty()) {
+    Expected<SafetensorsFile> file = readSafetensors(o.initWeights);
+    if (!file)
+      return fail(file.getStatus());
+    if (Status s = setup.fwd->overrideParameters(*file); s.failed())
+      return fail(s);
+  }
+  std::vector<std::pair<std::string, NpyArray>> &given = setup.given;
+  for (const std::string &spec : o.inputs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail(
+          invalidArgument("--input takes NAME=FILE.npy, got '" + spec + "'"));
+    Expected<NpyArray> array = readNpy(spec.substr(eq + 1));
+    if (!array)
+      return fail(array.getStatus());
+    given.emplace_back(spec.substr(0, eq), std::move(*array));
+  }
+  if (!o.labelsPath.empty()) {
+    Expected<NpyArray> array = readNpy(o.labelsPath);
+    if (!array)
+      return fail(array.getStatus());
+    given.emplace_back("labels", std::move(*array));
+  }
+  // A misspelt name would otherwise leave that input synthetic.
+  for (auto &[name, array] : given) {
+    bool known =
+        name != "loss_scale" &&
+        std::any_of(plan.inputs.begin(), plan.inputs.end(),
+                    [&n = name](const BindingDesc &b) { return b.name == n; });
+    if (!known) {
+      std::string names;
+      for (const BindingDesc &b : plan.inputs)
+        if (b.name != "loss_scale")
+          names += (names.empty() ? "" : ", ") + b.name;
+      return fail(invalidArgument(
+          "the plan has no input '" + name + "' (inputs: " + names + ")" +
+          (name == "labels" ? "; --labels is for training plans" : "")));
+    }
+  }
+
+  return 0;
+}

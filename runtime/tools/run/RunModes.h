@@ -1,0 +1,108 @@
+//===- RunModes.h - rp-run's options and its modes --------------*- C++ -*-===//
+//
+// rp-run parses its flags into one RunOptions (rp-run.cpp), checks what
+// holds for every mode, then hands the plan to one mode: --list-devices,
+// --describe, the sim (RunSim.cpp), training (RunTrain.cpp) or a forward
+// run (RunForward.cpp); what the two computing modes share to get going is
+// setUpCompute (RunCompute.cpp), what they print after RunReport.cpp.
+// Every mode returns rp-run's exit code (DESIGN.md: 0 ok, 1 user error, 2
+// internal error) and prints its own errors through fail().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_TOOLS_RUN_RUNMODES_H
+#define RP_RUNTIME_TOOLS_RUN_RUNMODES_H
+
+#include "rp/runtime/Device.h"
+#include "rp/runtime/Executor.h"
+#include "rp/runtime/Npy.h"
+#include "rp/runtime/Plan.h"
+#include "rp/runtime/Trace.h"
+#include "rp/runtime/Trainer.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rp::runtime::run {
+
+/// Every flag of rp-run, as parsed; the defaults are rp-run's.
+struct RunOptions {
+  std::string planPath, backend = "host", describeMode, dumpPath;
+  std::vector<std::string> inputs;
+  std::string labelsPath, dumpGrads, optimizer = "adamw", initWeights;
+  TrainOptions train;
+  bool syncMode = false, asyncMode = false;
+  uint64_t seed = 0;
+  unsigned steps = 1;
+  unsigned threads = 1;
+  bool listDevices = false;
+  std::string hardware, measuredPath;
+  unsigned devices = 0;
+  bool uncheckedEvents = false;
+  std::string dataType = "u16";
+  double lr = 0, weightDecay = 0;
+  /// --weight-decay was given: each optimizer keeps its own default if not.
+  bool weightDecayGiven = false;
+  std::string tracePath, profilePath, profileHw = "host";
+  unsigned accumulate = 1;
+  bool stepBarrier = false, serialOptimizer = false, noLossScaling = false;
+  double initialLossScale = 0;
+};
+
+/// Prints `s` as rp-run's error and gives its exit code.
+int fail(const Status &s);
+
+/// --list-devices: DESIGN.md's one line per backend.
+int listDevices(const RunOptions &o);
+/// --describe=json|grid: the plan on stdout; runs nothing.
+int describePlan(const RunOptions &o, const Plan &plan);
+/// --backend sim: times the plan's steps on virtual devices.
+int runSim(RunOptions &o, const Plan &plan);
+
+/// What a computing run (training or forward) has made before its steps.
+struct ComputeSetup {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<HostForward> fwd;
+  /// A staged plan's trace (always kept; every span with --trace).
+  std::unique_ptr<Trace> trace;
+  /// --input and --labels arrays by input name.
+  std::vector<std::pair<std::string, NpyArray>> given;
+  std::chrono::steady_clock::time_point start;
+  /// A staged training plan runs continuously: two passes in flight, each
+  /// on its own slot of buffers (--step-barrier: one pass at a time).
+  bool continuous = false;
+};
+
+/// Checks the flags of a computing run against the plan, opens the
+/// backend, allocates and initializes the plan's buffers and reads the
+/// given inputs; the exit code on failure (printed already).
+int setUpCompute(const RunOptions &o, const Plan &plan, ComputeSetup &setup);
+/// A training plan's steps.
+int runTraining(RunOptions &o, const Plan &plan, ComputeSetup &setup);
+/// A forward-only plan's steps.
+int runForward(const RunOptions &o, const Plan &plan, ComputeSetup &setup);
+
+// After a staged run (RunReport.cpp).
+
+/// The plan's device memory, on stderr: each device's arena, and what its
+/// buffers would take one apiece.
+void reportMemory(const HostForward &fwd);
+/// Where a staged run's time went, on stderr: per device, then the host.
+void reportTime(const Trace &trace, bool overlapped);
+/// --trace and --profile; the trace is written even when the run failed,
+/// as it shows where.
+Status writeTraceFiles(const Trace &trace, const std::string &tracePath,
+                       const std::string &profilePath,
+                       const std::string &profileHw, bool ranOk);
+/// The first output as f32, as --dump-outputs writes it.
+Status dumpOutput(const HostForward &fwd, const std::string &path);
+/// Refuses an output path whose folder does not exist, before a run that
+/// would write it at the end.
+Status checkOutputFolder(const char *flag, const std::string &path);
+
+} // namespace rp::runtime::run
+
+#endif // RP_RUNTIME_TOOLS_RUN_RUNMODES_H

@@ -1,0 +1,106 @@
+//===- RunTrain.cpp - rp-run on a training plan ---------------------------===//
+//
+// The optimizer's flags into TrainOptions, then train() (Trainer.h) with a
+// progress line per step on stderr and `step N loss L` on stdout, then the
+// trace files and where the time and memory went.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RunModes.h"
+
+#include <algorithm>
+#include <cstdio>
+
+using namespace rp::runtime;
+using namespace rp::runtime::run;
+
+int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
+                                  ComputeSetup &setup) {
+  if (o.syncMode && o.asyncMode)
+    return fail(invalidArgument("--sync and --async exclude each other"));
+  o.train.steps = o.steps;
+  o.train.sync = o.syncMode;
+  o.train.sgd = o.optimizer == "sgd";
+  o.train.seed = o.seed;
+  o.train.dumpGrads = o.dumpGrads;
+  o.train.data32 = o.dataType == "u32";
+  o.train.overlapOptimizer = !o.serialOptimizer;
+  o.train.accumulate = o.accumulate;
+  o.train.continuous = setup.continuous;
+  o.train.lossScaling = !o.noLossScaling;
+  o.train.lossScale.initial = o.initialLossScale;
+  o.train.onSkippedStep = [](unsigned step, double scale) {
+    std::fprintf(stderr,
+                 "\nrp-run: step %u: an f16 gradient overflowed; the step "
+                 "is skipped and the loss scale is now %g\n",
+                 step, scale);
+  };
+  o.train.trace = setup.trace.get();
+  o.train.adamw.lr = o.train.sgdConfig.lr = o.lr;
+  // Each optimizer's own default unless given (DESIGN.md).
+  if (o.weightDecayGiven)
+    o.train.adamw.weightDecay = o.train.sgdConfig.weightDecay = o.weightDecay;
+  for (auto &[name, array] : setup.given)
+    o.train.inputs[name] = std::move(array);
+  ThreadPool pool(o.threads);
+  auto t0 = std::chrono::steady_clock::now();
+  auto last = t0;
+  double bestMs = 0;
+  unsigned done = 0;
+  int64_t tokens = 0;
+  for (const BindingDesc &in : plan.inputs)
+    if (in.name == "labels")
+      // A staged plan binds the global batch, an unstaged one a
+      // microbatch.
+      tokens = numElements(plan.buffers[in.buffer].shape) *
+               (plan.staged ? 1 : plan.microbatches) * o.accumulate;
+  // Steps that overlap finish unevenly; the mean after the first is the
+  // throughput.
+  auto firstDone = t0;
+  Status s = rp::runtime::train(
+      plan, *setup.fwd, pool, o.train, [&](unsigned step, double loss) {
+        std::printf("step %u loss %.9g\n", step, loss);
+        std::fflush(stdout);
+        auto now = std::chrono::steady_clock::now();
+        // The step time includes the optimizer, which runs after the
+        // callback: it is measured from one callback to the next.
+        double stepMs =
+            std::chrono::duration<double, std::milli>(now - last).count();
+        last = now;
+        if (done == 0)
+          firstDone = now;
+        bestMs = done == 0 ? stepMs : std::min(bestMs, stepMs);
+        ++done;
+        double secs = std::chrono::duration<double>(now - t0).count();
+        std::fprintf(stderr,
+                     "\rrp-run: step %u (%u/%u) loss %.4f  %.0f tokens/s, "
+                     "ETA %.1f s ",
+                     step, done, o.steps, loss, tokens / (stepMs / 1e3),
+                     secs / done * (o.steps - done));
+      });
+  std::fprintf(stderr, "\n");
+  Status written = setup.trace
+                       ? writeTraceFiles(*setup.trace, o.tracePath,
+                                         o.profilePath, o.profileHw, s.isOk())
+                       : Status::ok();
+  if (s.failed())
+    return fail(s);
+  if (written.failed())
+    return fail(written);
+  double meanMs =
+      done > 1 ? std::chrono::duration<double, std::milli>(last - firstDone)
+                         .count() /
+                     (done - 1)
+               : bestMs;
+  std::fprintf(stderr,
+               "rp-run: trained %u steps on %s (%u threads, %u "
+               "device(s)); best step %.3f ms, mean %.3f ms after the "
+               "first\n",
+               o.steps, setup.backend->getName(), o.threads, plan.devices,
+               bestMs, meanMs);
+  if (plan.staged)
+    reportMemory(*setup.fwd);
+  if (setup.trace)
+    reportTime(*setup.trace, !o.serialOptimizer);
+  return 0;
+}

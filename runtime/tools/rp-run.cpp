@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/runtime/Comm.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/LastResort.h"
 #include "rp/runtime/Npy.h"
@@ -323,6 +324,21 @@ int main(int argc, char **argv) {
       std::cout << "cuda: 0 devices (" << gpus.getStatus().getMessage()
                 << ")\n";
     }
+    // Several processes (docs/multi-box.md): what this one would join.
+    Expected<std::optional<Rendezvous>> job = rendezvousFromEnvironment();
+    std::string sums = std::string("gloo (tcp) on host and sim") +
+                       (ncclBuiltIn() ? ", nccl on cuda" : "");
+    if (!job)
+      std::cout << "communicator: none (" << job.getStatus().getMessage()
+                << ")\n";
+    else if (!*job)
+      std::cout << "communicator: none (one process; " << sums
+                << " under torchrun's or mpirun's environment)\n";
+    else
+      std::cout << "communicator: " << sums << ", rank " << (*job)->rank
+                << " of " << (*job)->worldSize << " (" << (*job)->launcher
+                << "), master " << (*job)->masterAddr << ":"
+                << (*job)->masterPort << "\n";
     Expected<std::unique_ptr<Backend>> sim = createBackend("sim", {});
     std::cout << "sim: "
               << (sim ? "available (virtual devices timed on a hardware "
@@ -626,6 +642,24 @@ int main(int argc, char **argv) {
       train.adamw.weightDecay = train.sgdConfig.weightDecay = weightDecay;
     for (auto &[name, array] : given)
       train.inputs[name] = std::move(array);
+    // Several processes: join the job before any step (a bad rendezvous
+    // fails here, bounded by the watchdog window).
+    Expected<std::optional<Rendezvous>> job = rendezvousFromEnvironment();
+    if (!job)
+      return fail(job.getStatus());
+    std::unique_ptr<Communicator> comm;
+    if (*job) {
+      CommTimeouts timeouts;
+      timeouts.rendezvous = timeouts.collective =
+          std::chrono::milliseconds(train.watchdogMs);
+      auto joined = backend == "cuda" ? createNcclCommunicator(**job, timeouts)
+                                      : createGlooCommunicator(**job, timeouts);
+      if (!joined)
+        return fail(joined.getStatus());
+      comm = std::move(*joined);
+      train.comm = comm.get();
+      std::fprintf(stderr, "rp-run: %s\n", comm->describe().c_str());
+    }
     ThreadPool pool(threads);
     auto t0 = std::chrono::steady_clock::now();
     auto last = t0;
@@ -668,6 +702,8 @@ int main(int argc, char **argv) {
                            : Status::ok();
     if (s.failed())
       return fail(s);
+    if (comm)
+      comm->leave();
     if (written.failed())
       return fail(written);
     double meanMs =

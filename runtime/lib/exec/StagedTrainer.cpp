@@ -8,6 +8,7 @@
 
 #include "StagedTrainer.h"
 #include "Fences.h"
+#include "GradientReducer.h"
 #include "rp/runtime/Pipeline.h"
 #include "rp/runtime/host/Kernels.h"
 
@@ -90,6 +91,14 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   for (std::atomic<uint64_t> &n : nextAdd)
     n = 0;
   Trace *trace = options.trace;
+  // Several processes: a step's gradient of a parameter goes to the
+  // reducer once its last pass is added.
+  auto added = [&](size_t i, const PassInfo &pass) {
+    if (c.reducer && pass.index % K == K - 1) {
+      std::vector<float> &g = stepGrad(params[i], pass.step);
+      c.reducer->ready(pass.step, i, g.data(), g.size());
+    }
+  };
   auto onLanded = [&](size_t job, uint64_t pass) -> Status {
     int64_t start = trace ? trace->now() : 0;
     unsigned slot = unsigned(pass % S);
@@ -104,6 +113,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       if (Status s = c.addGradient(fwd, p, stepGrad(p, info[slot].step), slot);
           s.failed())
         return s;
+      added(i, info[slot]);
       ++nextAdd[i];
       unsigned other = (slot + 1) % S;
       if (other != slot && deferred[other][i] &&
@@ -113,6 +123,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
                 c.addGradient(fwd, p, stepGrad(p, info[other].step), other);
             s.failed())
           return s;
+        added(i, info[other]);
         ++nextAdd[i];
       }
     }
@@ -394,6 +405,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
               c.addGradient(fwd, params[i], stepGrad(params[i], step), slot);
           s.failed())
         return s;
+      added(i, {t, step});
     }
     if (t % K != K - 1) {
       if (Status s = submitUpTo(t + 1 + S); s.failed())
@@ -401,6 +413,10 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       continue;
     }
     // The step's last pass: its loss, then its update.
+    if (c.reducer)
+      if (Status s = c.reducer->finishStep(step, lossSums[step % 2]);
+          s.failed())
+        return s;
     c.onStep(step, lossSums[step % 2] / double(counts[step % 2]));
     std::vector<std::vector<float> *> grads;
     for (Param &p : params)

@@ -21,10 +21,12 @@
 
 namespace rp::runtime::detail {
 
+class GradientReducer;
+
 struct Param {
   std::string name;
-  uint32_t buffer;                 ///< the plan's parameter buffer
-  uint32_t gradOutput;             ///< the plan's gradient buffer
+  uint32_t buffer;     ///< the plan's parameter buffer
+  uint32_t gradOutput; ///< the plan's gradient buffer
   std::vector<float> master, grad, state0, state1;
   /// The gradient an overlapped optimizer reads, swapped with `grad` when
   /// it starts: the next step accumulates into the other one. Staged plans
@@ -83,6 +85,9 @@ struct StagedContext {
   std::function<Status(double &, NpyArray &, int64_t &)> stepScale;
   std::function<bool(unsigned, std::vector<std::vector<float> *>)> decideApply;
   std::function<Status(std::vector<std::vector<float> *>)> dumpGradients;
+  /// Several processes: sums each step's gradients and loss across the
+  /// ranks (null: one process).
+  GradientReducer *reducer = nullptr;
 };
 
 /// Runs `c.options.steps` steps of a staged plan.

@@ -96,9 +96,17 @@ Status TokenStream::next(NpyArray &tokensOut, NpyArray &labelsOut,
         " tokens, fewer than one sequence of " + std::to_string(seq + 1));
   auto *t = reinterpret_cast<int64_t *>(tokensOut.data.data());
   auto *l = reinterpret_cast<int64_t *>(labelsOut.data.data());
-  for (int64_t r = 0; r < rows; ++r) {
+  // Every rank walks the whole global batch (world x rows windows) and
+  // reads only its own rows, so the ranks' slices are those of one
+  // process reading the global batch, and the position is the same on all.
+  for (int64_t g = 0; g < rows * world; ++g) {
     if (position + seq + 1 > tokens.size())
       position = 0;
+    int64_t r = g - int64_t(rank) * rows;
+    if (r < 0 || r >= rows) {
+      position += seq;
+      continue;
+    }
     for (int64_t k = 0; k < seq; ++k) {
       uint32_t a = tokens[position + k], b = tokens[position + k + 1];
       if (limit > 0 && (a >= uint64_t(limit) || b >= uint64_t(limit)))
@@ -118,6 +126,10 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
                        TrainInputs &out) {
   unsigned M = plan.microbatches;
   unsigned K = options.accumulate;
+  // Several processes: the arrays hold the global batch of all ranks, W
+  // contiguous slices in rank order; this rank keeps its own.
+  unsigned W = options.comm ? unsigned(options.comm->size()) : 1;
+  unsigned rank = options.comm ? unsigned(options.comm->rank()) : 0;
   std::map<std::string, NpyArray> &global = out.global;
   const BindingDesc *&labels = out.labels, *&scale = out.scale;
   std::optional<TokenStream> &stream = out.stream;
@@ -136,13 +148,15 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
     if (it != options.inputs.end()) {
       a = it->second;
     } else {
-      auto s = synthetic(plan, in, options.seed, K);
+      auto s = synthetic(plan, in, options.seed, K * W);
       if (!s)
         return s.getStatus();
       a = std::move(*s);
     }
     Shape whole = globalShape(plan, in, K);
     Shape mb = whole;
+    if (!whole.empty())
+      whole[0] *= W;
     if (!mb.empty()) {
       if (mb[0] % M)
         return invalidFormat("input '" + in.name + "' binds a global batch " +
@@ -155,12 +169,20 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
     if (a.shape.empty() || a.shape != whole)
       return invalidArgument(
           "input '" + in.name + "' has shape " + describeShape(a.shape) +
-          "; the plan takes " + std::to_string(M * K) + " microbatches of " +
-          describeShape(mb) + " (dimension 0 is the global batch" +
+          "; the plan takes " + std::to_string(M * K * W) +
+          " microbatches of " + describeShape(mb) +
+          " (dimension 0 is the global batch" +
           (K > 1 ? ", " + std::to_string(K) + " passes of " +
                        std::to_string(M) + " microbatches per step"
                  : std::string()) +
+          (W > 1 ? ", " + std::to_string(W) + " ranks' slices in rank order"
+                 : std::string()) +
           ")");
+    if (W > 1 && !whole.empty()) {
+      if (&in == labels)
+        out.allLabels = a;
+      a = slice(a, rank, W);
+    }
     global[in.name] = std::move(a);
   }
   if (!scale)
@@ -187,6 +209,8 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
     if (!s)
       return s.getStatus();
     stream = std::move(*s);
+    stream->rank = rank;
+    stream->world = W;
   }
   for (const BindingDesc &in : plan.inputs)
     if (in.name == tokenInput)

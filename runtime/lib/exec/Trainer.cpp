@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/Trainer.h"
+#include "GradientReducer.h"
 #include "StagedTrainer.h"
 #include "TrainerParts.h"
 #include "rp/runtime/Checkpoint.h"
@@ -41,7 +42,11 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                            std::to_string(M) +
                            " microbatches per optimizer step)");
   // Before any work: a save must not replace what is not a checkpoint.
-  if (!options.save.empty())
+  // Several processes: rank 0 alone writes checkpoints.
+  bool saving =
+      !options.save.empty() && (!options.comm || !options.comm->rank());
+  unsigned world = options.comm ? unsigned(options.comm->size()) : 1;
+  if (saving)
     if (Status s = checkSaveTarget(options.save); s.failed())
       return s;
   TrainInputs inputs;
@@ -58,7 +63,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   auto countLabels = [&]() -> int64_t {
     if (!labels)
       return int64_t(M) * K;
-    const NpyArray &l = global["labels"];
+    // Several processes: the count is the global batch's, over every
+    // rank's labels. Labels from --data are tokens, never the ignore
+    // index: each rank's count is its rows', the same on every rank.
+    if (world > 1 && stream)
+      return numElements(global["labels"].shape) * int64_t(world);
+    const NpyArray &l = world > 1 ? inputs.allLabels : global["labels"];
     int64_t n = 0;
     for (int64_t i = 0; i < numElements(l.shape); ++i) {
       int64_t v = l.dtype == DType::i64
@@ -245,6 +255,23 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                            scaling ? scaler.getScale() : 0.0,
                            scaler.getGoodSteps()};
   };
+  // Several processes: gradients summed across the ranks as they land, in
+  // the order they land (staged plans: by the job that writes them).
+  std::optional<GradientReducer> reducer;
+  if (options.comm) {
+    std::vector<size_t> order;
+    std::vector<bool> seen(params.size(), false);
+    for (const std::vector<size_t> &lands : landsWith)
+      for (size_t i : lands)
+        if (!seen[i]) {
+          seen[i] = true;
+          order.push_back(i);
+        }
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!seen[i])
+        order.push_back(i);
+    reducer.emplace(*options.comm, std::move(order), first, trace);
+  }
   if (plan.staged)
     return detail::trainStaged(detail::StagedContext{
         plan, fwd, pool, options, onStep, params, global, *lossOut, landsWith,
@@ -257,10 +284,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
         },
         [&]() -> uint64_t { return stream ? stream->position : 0; },
         [&](unsigned done, uint64_t position) {
-          return saveCheckpoint(options.save, params, fwd,
-                                checkpointState(done, position));
+          return saving ? saveCheckpoint(options.save, params, fwd,
+                                         checkpointState(done, position))
+                        : Status::ok();
         },
-        addGradient, stepScale, decideApply, dumpGradients});
+        addGradient, stepScale, decideApply, dumpGradients,
+        reducer ? &*reducer : nullptr});
 
   bool overlap = !options.sync && options.overlapOptimizer;
   // One worker: the thread the overlapped optimizer runs on. Its loops go
@@ -272,6 +301,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     // The checkpoint holds W_(k+1) and the state after step k's update.
     if (Status s = pending.finish(); s.failed())
       return s;
+    if (!saving)
+      return Status::ok();
     return saveCheckpoint(options.save, params, fwd,
                           checkpointState(done, stream ? stream->position : 0));
   };
@@ -310,6 +341,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       for (Param &p : params)
         if (Status s = addGradient(fwd, p, p.grad); s.failed())
           return s;
+    }
+    if (reducer) {
+      for (size_t i = 0; i < params.size(); ++i)
+        reducer->ready(step, i, params[i].grad.data(), params[i].grad.size());
+      if (Status s = reducer->finishStep(step, lossSum); s.failed())
+        return s;
     }
     onStep(step, lossSum / double(count));
     std::vector<std::vector<float> *> grads;

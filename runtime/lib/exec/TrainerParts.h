@@ -35,6 +35,9 @@ Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
 struct TokenStream {
   std::vector<uint32_t> tokens;
   uint64_t position = 0;
+  /// This rank's slice of the global batch: its rows of `world` times the
+  /// rows next() fills.
+  unsigned rank = 0, world = 1;
 
   static Expected<TokenStream> open(const std::string &path, bool wide);
 
@@ -50,6 +53,9 @@ struct TrainInputs {
   std::optional<TokenStream> stream;
   std::string tokenInput;
   int64_t tokenLimit = 0;
+  /// Several processes: the labels of every rank (the loss counts them
+  /// all); `global` holds this rank's slice.
+  NpyArray allLabels;
 };
 
 /// Reads and checks the run's inputs (--input/--labels, synthetic, --data).

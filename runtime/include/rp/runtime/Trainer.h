@@ -29,6 +29,7 @@
 #ifndef RP_RUNTIME_TRAINER_H
 #define RP_RUNTIME_TRAINER_H
 
+#include "rp/runtime/Comm.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/LossScale.h"
 #include "rp/runtime/Optimizer.h"
@@ -86,6 +87,12 @@ struct TrainOptions {
   bool lossScaling = true;
   LossScaleConfig lossScale;
   std::function<void(unsigned, double)> onSkippedStep;
+  /// Several processes (docs/multi-box.md): the inputs hold the global
+  /// batch of every rank and this rank trains on its slice; gradients and
+  /// the loss are summed across the ranks as they land, before loss
+  /// scaling's check, clipping and the optimizer, so every rank takes the
+  /// same steps. Only rank 0 writes checkpoints. Null: one process.
+  Communicator *comm = nullptr;
 };
 
 /// True when `plan` is a training plan (it takes a loss_scale).

@@ -239,6 +239,9 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     return apply;
   };
   auto dumpGradients = [&](std::vector<std::vector<float> *> grads) {
+    // Several processes: the summed gradients, once (rank 0).
+    if (options.comm && options.comm->rank())
+      return Status::ok();
     std::vector<NamedTensor> named;
     for (size_t i = 0; i < params.size(); ++i)
       named.push_back(

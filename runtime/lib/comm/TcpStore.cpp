@@ -146,12 +146,15 @@ public:
         ::shutdown(fd, SHUT_RDWR);
     }
     cv.notify_all();
-    acceptor.join();
+    // A server that failed to listen has no acceptor.
+    if (acceptor.joinable())
+      acceptor.join();
     for (std::thread &t : threads)
       t.join();
     for (int fd : clients)
       ::close(fd);
-    ::close(listenFd);
+    if (listenFd >= 0)
+      ::close(listenFd);
   }
 
 private:

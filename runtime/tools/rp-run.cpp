@@ -326,8 +326,10 @@ int main(int argc, char **argv) {
     }
     // Several processes (docs/multi-box.md): what this one would join.
     Expected<std::optional<Rendezvous>> job = rendezvousFromEnvironment();
-    std::string sums = std::string("gloo (tcp) on host and sim") +
-                       (ncclBuiltIn() ? ", nccl on cuda" : "");
+    std::string sums =
+        std::string(glooBuiltIn() ? "gloo (tcp) on host and sim"
+                                  : "no gloo (built without libgloo-dev)") +
+        (ncclBuiltIn() ? ", nccl on cuda" : "");
     if (!job)
       std::cout << "communicator: none (" << job.getStatus().getMessage()
                 << ")\n";

@@ -88,7 +88,9 @@ createGlooCommunicator(const Rendezvous &info, const CommTimeouts &timeouts);
 Expected<std::unique_ptr<Communicator>>
 createNcclCommunicator(const Rendezvous &info, const CommTimeouts &timeouts);
 
-/// Whether createNcclCommunicator can work in this build.
+/// Whether createGlooCommunicator / createNcclCommunicator can work in
+/// this build.
+bool glooBuiltIn();
 bool ncclBuiltIn();
 
 } // namespace rp::runtime

@@ -149,6 +149,8 @@ private:
 
 } // namespace
 
+bool rp::runtime::glooBuiltIn() { return true; }
+
 Expected<std::unique_ptr<Communicator>>
 rp::runtime::createGlooCommunicator(const Rendezvous &info,
                                     const CommTimeouts &timeouts) {

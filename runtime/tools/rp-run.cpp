@@ -274,6 +274,9 @@ int main(int argc, char **argv) {
                  "on an overflowing step, which is skipped; doubled after "
                  "2000 good steps)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--shard-optimizer", train.shardOptimizer,
+               "several processes: each keeps the optimizer state of 1/N "
+               "of the parameters (ZeRO-1); the same bits");
   app.add_flag("--sync", syncMode, "gradients of step k at W_k");
   app.add_flag("--async", asyncMode,
                "gradients of step k at W_(k-1) (the default)");

@@ -6,8 +6,9 @@ using namespace rp::runtime;
 using namespace rp::runtime::detail;
 
 GradientReducer::GradientReducer(Communicator &comm, std::vector<size_t> order,
-                                 unsigned first, Trace *trace)
-    : comm(comm), order(std::move(order)), trace(trace), next(first) {
+                                 unsigned first, Trace *trace, bool hold)
+    : comm(comm), order(std::move(order)), trace(trace), hold(hold),
+      next(first) {
   worker = std::thread([this] { run(); });
 }
 
@@ -47,10 +48,30 @@ Status GradientReducer::finishStep(unsigned step, double &lossSum) {
   s.lossPosted = true;
   cv.notify_all();
   cv.wait(lock, [&] { return s.done; });
-  Status status = std::move(s.status);
+  Status status = s.status;
   lossSum = s.loss;
-  steps.erase(step);
+  // With a window the reducer's thread still uses the step's state.
+  if (!hold)
+    steps.erase(step);
   return status;
+}
+
+Status GradientReducer::collective(unsigned step,
+                                   const std::function<Status()> &fn) {
+  Job job{&fn, Status(), false};
+  std::unique_lock<std::mutex> lock(m);
+  stateOf(step).jobs.push_back(&job);
+  cv.notify_all();
+  cv.wait(lock, [&] { return job.done; });
+  return job.status;
+}
+
+void GradientReducer::release(unsigned step) {
+  {
+    std::lock_guard<std::mutex> lock(m);
+    stateOf(step).released = true;
+  }
+  cv.notify_all();
 }
 
 void GradientReducer::run() {
@@ -84,8 +105,32 @@ void GradientReducer::run() {
     lock.lock();
     StepState &s = stateOf(next);
     s.loss = loss;
-    s.status = std::move(status);
+    s.status = status;
     s.done = true;
     cv.notify_all();
+    if (!hold)
+      continue;
+    // The step's window: its update's and checkpoint's collectives, in the
+    // order they are posted, until it is released.
+    for (;;) {
+      cv.wait(lock, [&] {
+        StepState &w = stateOf(next);
+        return stop || !w.jobs.empty() || w.released;
+      });
+      if (stop)
+        return;
+      StepState &w = stateOf(next);
+      if (w.jobs.empty())
+        break;
+      Job *job = w.jobs.front();
+      w.jobs.erase(w.jobs.begin());
+      lock.unlock();
+      Status js = (*job->fn)();
+      lock.lock();
+      job->status = std::move(js);
+      job->done = true;
+      cv.notify_all();
+    }
+    steps.erase(next);
   }
 }

@@ -16,6 +16,7 @@
 #include "rp/runtime/Trace.h"
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -26,9 +27,11 @@ namespace rp::runtime::detail {
 class GradientReducer {
 public:
   /// Sums the gradients of `order.size()` parameters, in `order`, from step
-  /// `first` on.
+  /// `first` on. With `hold`, each step keeps a window after its loss sum
+  /// for the collectives of its update and checkpoint (collective()), closed
+  /// by release().
   GradientReducer(Communicator &comm, std::vector<size_t> order, unsigned first,
-                  Trace *trace);
+                  Trace *trace, bool hold = false);
   ~GradientReducer();
 
   /// Parameter i's gradient of `step` (all its passes) is at data[0..n):
@@ -37,12 +40,24 @@ public:
   /// Waits until every gradient of `step` is summed, then sums `lossSum`
   /// across the ranks. Steps finish in order.
   Status finishStep(unsigned step, double &lossSum);
+  /// Runs `fn` (collectives) on the reducer's thread in `step`'s window,
+  /// after its loss sum and before the next step's sums, so the ranks'
+  /// collectives stay in one order; returns its status. Needs `hold`.
+  Status collective(unsigned step, const std::function<Status()> &fn);
+  /// Closes `step`'s window: the next step's sums may start.
+  void release(unsigned step);
 
 private:
+  struct Job {
+    const std::function<Status()> *fn;
+    Status status;
+    bool done = false;
+  };
   struct StepState {
     std::vector<std::pair<float *, size_t>> grads;
     std::vector<char> isReady;
-    bool lossPosted = false, done = false;
+    std::vector<Job *> jobs;
+    bool lossPosted = false, done = false, released = false;
     double loss = 0;
     Status status;
   };
@@ -52,6 +67,7 @@ private:
   Communicator &comm;
   std::vector<size_t> order;
   Trace *trace;
+  bool hold;
   unsigned next;
   std::mutex m;
   std::condition_variable cv;

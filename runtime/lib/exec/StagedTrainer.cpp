@@ -231,11 +231,16 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     Status result;
     for (size_t i : order) {
       Param &p = params[i];
+      // Its shard (all of it unless the optimizer is sharded); the
+      // clipping norm above is the whole gradient's.
+      ParamSlot shard = shardSlot(p, stepGrad(p, step));
       if (apply && result.isOk())
-        result = options.sgd ? sgdStep(pool, options.sgdConfig, number,
-                                       {slots[i]}, gradScale)
-                             : adamwStep(pool, options.adamw, number,
-                                         {slots[i]}, gradScale);
+        result =
+            options.sgd
+                ? sgdStep(pool, options.sgdConfig, number, {shard}, gradScale)
+                : adamwStep(pool, options.adamw, number, {shard}, gradScale);
+      if (apply && c.gatherParam && result.isOk())
+        result = c.gatherParam(step, i);
       std::vector<float> &g = stepGrad(p, step);
       std::fill(g.begin(), g.end(), 0.0f);
       for (auto [slot, pass] : targets)
@@ -452,7 +457,9 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       targets = std::move(it->second);
       waitingFor.erase(it);
     }
-    if (options.overlapOptimizer && !settling) {
+    // A sharded optimizer's gathers go between the reducer's sums: its
+    // update runs here, between the steps (the same bits).
+    if (options.overlapOptimizer && !settling && !c.gatherParam) {
       inflightVersion = done;
       pending.task = optimizerThread.submit(
           [&pending, &update, step, number, unscale, apply, targets] {
@@ -463,6 +470,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       masterVersion = done;
       if (s.failed())
         return s;
+      if (c.releaseStep && !save)
+        c.releaseStep(step);
     }
     if (trace)
       trace->addHostSpan("step", step, stepStarts[step % 2], trace->now());
@@ -477,6 +486,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     if (save)
       if (Status s = c.saveCheckpoint(done, position); s.failed())
         return s;
+    if (c.releaseStep && save)
+      c.releaseStep(step);
     if (Status s = submitUpTo(t + 1 + S); s.failed())
       return s;
   }

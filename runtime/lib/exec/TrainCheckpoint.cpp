@@ -80,8 +80,11 @@ Expected<CheckpointState> loadCheckpoint(const std::string &dir,
       if (!*e)
         return e->getStatus();
     std::memcpy(p.master.data(), (*m)->data(), n * sizeof(float));
-    std::memcpy(p.state0.data(), (*s0)->data(), n * sizeof(float));
-    std::memcpy(p.state1.data(), (*s1)->data(), n * sizeof(float));
+    // This rank's shard of the state (all of it unless sharded).
+    size_t offset = p.shardBegin * sizeof(float),
+           bytes = (p.shardEnd - p.shardBegin) * sizeof(float);
+    std::memcpy(p.state0.data(), (*s0)->data() + offset, bytes);
+    std::memcpy(p.state1.data(), (*s1)->data() + offset, bytes);
     std::memcpy(fwd.buffer(p.buffer).data, (*c)->data(), n * sizeof(float));
   }
   return state;

@@ -46,6 +46,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   bool saving =
       !options.save.empty() && (!options.comm || !options.comm->rank());
   unsigned world = options.comm ? unsigned(options.comm->size()) : 1;
+  bool sharded = options.shardOptimizer && world > 1;
   if (saving)
     if (Status s = checkSaveTarget(options.save); s.failed())
       return s;
@@ -101,8 +102,16 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       TensorRef w = fwd.buffer(b);
       p.master.assign(w.as<float>(), w.as<float>() + w.size());
       p.grad.assign(w.size(), 0.0f);
-      p.state0.assign(w.size(), 0.0f);
-      p.state1.assign(w.size(), 0.0f);
+      // A sharded optimizer (ZeRO-1): this rank's chunk of the state, the
+      // chunk Communicator::sum gives it.
+      p.shardEnd = size_t(w.size());
+      if (sharded) {
+        size_t chunk = (p.shardEnd + world - 1) / world;
+        p.shardBegin = std::min(chunk * options.comm->rank(), p.shardEnd);
+        p.shardEnd = std::min(p.shardBegin + chunk, p.shardEnd);
+      }
+      p.state0.assign(p.shardEnd - p.shardBegin, 0.0f);
+      p.state1.assign(p.shardEnd - p.shardBegin, 0.0f);
       if (options.overlapOptimizer || plan.staged)
         p.optGrad.assign(w.size(), 0.0f);
       params.push_back(std::move(p));
@@ -193,13 +202,16 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   // Step k's update (the optimizer's update number `update`, from 1) of
   // the master weights and optimizer state from the gradients in `slots`,
   // which are `1 / unscale` times the loss's.
-  auto optimize = [&pool, &options,
-                   trace](unsigned step, unsigned update, double unscale,
-                          const std::vector<ParamSlot> &slots) {
+  // `norm` holds the whole gradients (clipping's norm), `slots` the shards
+  // to update (the same unless the optimizer is sharded).
+  auto optimize = [&pool, &options, trace](unsigned step, unsigned update,
+                                           double unscale,
+                                           const std::vector<ParamSlot> &slots,
+                                           const std::vector<ParamSlot> &norm) {
     int64_t start = trace ? trace->now() : 0;
     double gradScale = unscale;
     if (options.clipGradNorm > 0)
-      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
+      gradScale = unscale * clipScale(globalGradNorm(pool, norm) * unscale,
                                       options.clipGradNorm);
     Status s = options.sgd
                    ? sgdStep(pool, options.sgdConfig, update, slots, gradScale)
@@ -273,8 +285,65 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     for (size_t i = 0; i < params.size(); ++i)
       if (!seen[i])
         order.push_back(i);
-    reducer.emplace(*options.comm, std::move(order), first, trace);
+    reducer.emplace(*options.comm, std::move(order), first, trace, sharded);
   }
+  // ZeRO-1: `n` elements into `full` from every rank's shard (this rank's
+  // at `mine`), in step `step`'s window of the reducer.
+  auto gatherShards = [&](unsigned step, float *full, const float *mine,
+                          const Param &p) -> Status {
+    size_t n = p.master.size(), chunk = (n + world - 1) / world;
+    std::vector<float> in(chunk, 0.0f), all(chunk * world);
+    std::copy(mine, mine + (p.shardEnd - p.shardBegin), in.begin());
+    return reducer->collective(step, [&] {
+      if (Status s = options.comm->allGather(in.data(), all.data(),
+                                             chunk * sizeof(float));
+          s.failed())
+        return s;
+      std::copy(all.begin(), all.begin() + n, full);
+      return Status::ok();
+    });
+  };
+  auto gatherParam = [&](unsigned step, size_t i) -> Status {
+    Param &p = params[i];
+    return gatherShards(step, p.master.data(), p.master.data() + p.shardBegin,
+                        p);
+  };
+  // Saves with the whole optimizer state: a sharded one is gathered from
+  // every rank first (all ranks take part; rank 0 writes).
+  auto saveWhole = [&](unsigned done,
+                       const std::function<Status()> &write) -> Status {
+    if (!sharded)
+      return saving ? write() : Status::ok();
+    if (done == first)
+      return invalidArgument("a sharded optimizer saves after a step; run "
+                             "at least one");
+    std::vector<std::vector<float>> s0(params.size()), s1(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      Param &p = params[i];
+      s0[i].resize(p.master.size());
+      s1[i].resize(p.master.size());
+      if (Status s = gatherShards(done - 1, s0[i].data(), p.state0.data(), p);
+          s.failed())
+        return s;
+      if (Status s = gatherShards(done - 1, s1[i].data(), p.state1.data(), p);
+          s.failed())
+        return s;
+    }
+    if (!saving)
+      return Status::ok();
+    // The checkpoint writer reads the parameters' state: the whole state
+    // stands in for the shards while it writes.
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::swap(params[i].state0, s0[i]);
+      std::swap(params[i].state1, s1[i]);
+    }
+    Status s = write();
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::swap(params[i].state0, s0[i]);
+      std::swap(params[i].state1, s1[i]);
+    }
+    return s;
+  };
   if (plan.staged)
     return detail::trainStaged(detail::StagedContext{
         plan, fwd, pool, options, onStep, params, global, *lossOut, landsWith,
@@ -287,14 +356,22 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
         },
         [&]() -> uint64_t { return stream ? stream->position : 0; },
         [&](unsigned done, uint64_t position) {
-          return saving ? saveCheckpoint(options.save, params, fwd,
-                                         checkpointState(done, position))
-                        : Status::ok();
+          return saveWhole(done, [&] {
+            return saveCheckpoint(options.save, params, fwd,
+                                  checkpointState(done, position));
+          });
         },
         addGradient, stepScale, decideApply, dumpGradients,
-        reducer ? &*reducer : nullptr});
+        reducer ? &*reducer : nullptr,
+        sharded ? std::function<Status(unsigned, size_t)>(gatherParam)
+                : nullptr,
+        sharded ? std::function<void(unsigned)>(
+                      [&](unsigned step) { reducer->release(step); })
+                : nullptr});
 
-  bool overlap = !options.sync && options.overlapOptimizer;
+  // A sharded optimizer's gathers go between the reducer's sums: its
+  // update runs between the steps (the same bits).
+  bool overlap = !options.sync && options.overlapOptimizer && !sharded;
   // One worker: the thread the overlapped optimizer runs on. Its loops go
   // to the host pool, which is then called from two threads.
   ThreadPool optimizerThread(overlap ? 2 : 1);
@@ -304,10 +381,11 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     // The checkpoint holds W_(k+1) and the state after step k's update.
     if (Status s = pending.finish(); s.failed())
       return s;
-    if (!saving)
-      return Status::ok();
-    return saveCheckpoint(options.save, params, fwd,
-                          checkpointState(done, stream ? stream->position : 0));
+    return saveWhole(done, [&] {
+      return saveCheckpoint(
+          options.save, params, fwd,
+          checkpointState(done, stream ? stream->position : 0));
+    });
   };
   // An unstaged plan runs once per microbatch, K * M of them per step.
   unsigned microbatches = M * K;
@@ -379,21 +457,27 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
         pending.task =
             optimizerThread.submit([&pending, &optimize, step, update, unscale,
                                     slots = std::move(slots)] {
-              pending.status = optimize(step, update, unscale, slots);
+              pending.status = optimize(step, update, unscale, slots, slots);
             });
     } else {
-      std::vector<ParamSlot> slots;
-      for (Param &p : params)
-        slots.push_back({p.master.data(), p.grad.data(), p.state0.data(),
-                         p.state1.data(), int64_t(p.master.size())});
+      std::vector<ParamSlot> slots, norm;
+      for (Param &p : params) {
+        slots.push_back(shardSlot(p, p.grad));
+        norm.push_back({p.master.data(), p.grad.data(), nullptr, nullptr,
+                        int64_t(p.master.size())});
+      }
       // Async: the next step runs on the weights before this update.
       std::vector<std::vector<float>> before;
       if (!options.sync)
         for (Param &p : params)
           before.push_back(p.master);
       if (apply)
-        if (Status s = optimize(step, update, unscale, slots); s.failed())
+        if (Status s = optimize(step, update, unscale, slots, norm); s.failed())
           return s;
+      if (apply && sharded)
+        for (size_t i = 0; i < params.size(); ++i)
+          if (Status s = gatherParam(step, i); s.failed())
+            return s;
       for (size_t i = 0; i < params.size(); ++i) {
         const std::vector<float> &w =
             options.sync ? params[i].master : before[i];
@@ -406,8 +490,16 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
         (done - first) % options.saveEvery == 0)
       if (Status s = checkpoint(done); s.failed())
         return s;
+    // The last step's window stays open for the final checkpoint.
+    bool last = done == first + options.steps;
+    if (sharded && !(last && !options.save.empty()))
+      reducer->release(step);
   }
-  if (!options.save.empty())
-    return checkpoint(first + options.steps);
+  if (!options.save.empty()) {
+    Status s = checkpoint(first + options.steps);
+    if (sharded)
+      reducer->release(first + options.steps - 1);
+    return s;
+  }
   return pending.finish();
 }

@@ -93,6 +93,12 @@ struct TrainOptions {
   /// scaling's check, clipping and the optimizer, so every rank takes the
   /// same steps. Only rank 0 writes checkpoints. Null: one process.
   Communicator *comm = nullptr;
+  /// Several processes: shard the optimizer state (ZeRO-1). Each rank keeps
+  /// the Adam moments (SGD's momentum) of its chunk of every parameter,
+  /// updates that chunk of the master weights and all-gathers the rest, so
+  /// the state's host memory falls with the world size; the bits are those
+  /// of the unsharded update. The update runs between the steps.
+  bool shardOptimizer = false;
 };
 
 /// True when `plan` is a training plan (it takes a loss_scale).

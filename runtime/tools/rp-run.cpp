@@ -31,6 +31,7 @@
 #include "rp/runtime/Trace.h"
 #include "rp/runtime/Trainer.h"
 #include "rp/runtime/host/Kernels.h"
+#include "rp/runtime/sim/AllReduce.h"
 #include "rp/runtime/sim/Simulate.h"
 
 #include <CLI/CLI.hpp>
@@ -184,6 +185,17 @@ int main(int argc, char **argv) {
                  "sim: per-layer times (rp-run --profile's file, or any of "
                  "that form) that replace the model's for the programs of "
                  "the layers they name");
+  unsigned boxes = 1;
+  std::string network = "25gbe", networkAlgorithm = "ring";
+  app.add_option("--boxes", boxes,
+                 "sim: also predict this many boxes training data-parallel "
+                 "(the all-reduce of the gradients over --network)")
+      ->check(CLI::Range(1u, 4096u));
+  app.add_option("--network", network,
+                 "sim with --boxes: 25gbe (default), 100gbe or 400ib");
+  app.add_option("--network-algorithm", networkAlgorithm,
+                 "sim with --boxes: ring (default) or tree")
+      ->check(CLI::IsMember({"ring", "tree"}));
   app.add_option("--input", inputs, "NAME=FILE.npy, once per model input");
   app.add_option("--dump-outputs", dumpPath,
                  "write the first output of step 0 as f32 .npy");
@@ -467,6 +479,24 @@ int main(int argc, char **argv) {
       if (Status s = writeChromeTrace(*simTrace, tracePath); s.failed())
         return fail(s);
     std::cout << sim::formatReport(*report);
+    if (boxes > 1) {
+      Expected<sim::NetworkProfile> net = sim::networkProfile(network);
+      if (!net)
+        return fail(net.getStatus());
+      net->algorithm = networkAlgorithm == "tree"
+                           ? sim::AllReduceAlgorithm::tree
+                           : sim::AllReduceAlgorithm::ring;
+      sim::AllReducePrediction dp =
+          sim::predictAllReduce(*plan, *report, boxes, *net);
+      std::printf("boxes %u\nnetwork %s %s\ngradient_bytes %.0f\n"
+                  "allreduce_ms %.6g\nallreduce_exposed_ms %.6g\n"
+                  "boxes_step_ms %.6g\nboxes_tokens_per_s %.6g\n"
+                  "scaling_efficiency %.4f\n",
+                  boxes, net->name.c_str(), networkAlgorithm.c_str(),
+                  dp.gradientBytes, dp.allReduceMs, dp.exposedMs, dp.stepMs,
+                  dp.tokensPerSecond, dp.efficiency);
+      std::fflush(stdout);
+    }
     std::fprintf(stderr,
                  "rp-run: simulated %u %s steps of %s on %s: step %.3f ms "
                  "(jobs %.3f ms, optimizer %.3f ms%s), %.0f tokens/s, "

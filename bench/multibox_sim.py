@@ -7,7 +7,9 @@ one training plan for 8 RTX 4090s (round-robin, 10 microbatches per pass,
 paper.py's passes per step), timed by the sim (rp-run --backend sim) and
 then for 2 and 4 boxes over 25 GbE and 100 GbE (--boxes, --network): each
 box sums its f32 gradients with the others as they land (ring all-reduce),
-and what is left after the step's jobs lengthens the step. Prints per row
+and what is left after the step's jobs lengthens the step (sync mode;
+async hides the sums behind the next step up to a step's length). Prints
+per row
 the all-reduce of one step, its exposed part, tokens/s of all boxes and the
 scaling efficiency (tokens/s over boxes x one box's); where it falls well
 below 1, scaling stops on that network.
@@ -31,7 +33,8 @@ G, M = 8, 10
 
 def sim(plan, passes, extra):
     r = subprocess.run([str(BIN / "rp-run"), str(plan), "--backend", "sim",
-                        "--accumulate", str(passes), "--steps", "4"] + extra,
+                        "--accumulate", str(passes), "--steps", "4", "--sync"]
+                       + extra,
                        capture_output=True, text=True, check=True)
     return {k: v for k, v in (line.split(None, 1)
                               for line in r.stdout.splitlines() if " " in line)}

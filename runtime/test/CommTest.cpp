@@ -9,6 +9,7 @@
 
 #include "rp/runtime/Comm.h"
 #include "../lib/exec/GradientReducer.h"
+#include "rp/runtime/sim/AllReduce.h"
 
 #include <gtest/gtest.h>
 
@@ -163,6 +164,51 @@ TEST(CommTest, RendezvousFromTheLaunchersEnvironment) {
     EXPECT_NE(r.getStatus().getMessage().find("MASTER_PORT='0'"),
               std::string::npos);
   }
+}
+
+TEST(CommTest, SimTimesTheAllReduceOnANetwork) {
+  using namespace rp::runtime::sim;
+  Expected<NetworkProfile> net = networkProfile("25gbe");
+  ASSERT_TRUE(net);
+  EXPECT_DOUBLE_EQ(net->gbps, 25 * 0.9 / 8);
+  // Ring: 2 (N-1) messages of B/N; tree: 2 log2 N latencies and 2 B.
+  double perMs = 1e-6 / net->gbps;
+  EXPECT_DOUBLE_EQ(allReduceMs(1e9, 2, *net), 2 * (0.01 + 0.5e9 * perMs));
+  EXPECT_DOUBLE_EQ(allReduceMs(1e9, 4, *net), 6 * (0.01 + 0.25e9 * perMs));
+  EXPECT_EQ(allReduceMs(1e9, 1, *net), 0.0);
+  net->algorithm = AllReduceAlgorithm::tree;
+  EXPECT_DOUBLE_EQ(allReduceMs(1e9, 4, *net), 4 * 0.01 + 2e9 * perMs);
+  EXPECT_FALSE(networkProfile("10gbe"));
+
+  // One parameter of 10 M elements whose gradient lands at 5 ms of a
+  // step whose jobs end at 10 ms; 1 GB/s and no latency: the ring sum of
+  // 40 MB over 2 boxes takes 40 ms, 35 past the jobs (sync); async hides a
+  // step (12 ms) of it.
+  Plan plan;
+  BufferDesc g;
+  g.shape = {10000000};
+  plan.buffers.push_back(g);
+  plan.outputs.push_back({"grad:w", 0, 0});
+  JobDesc copy;
+  copy.kind = JobKind::copy;
+  copy.copies.push_back(CopyDesc{});
+  plan.jobs.push_back(copy);
+  SimReport report;
+  report.jobsMs = 10;
+  report.stepMs = 12;
+  report.jobEndMs = {5};
+  report.tokens = 120;
+  report.tokensPerSecond = 120 / 0.012;
+  NetworkProfile flat{"flat", 1, 0, AllReduceAlgorithm::ring};
+  AllReducePrediction sync = predictAllReduce(plan, report, 2, flat, true);
+  EXPECT_DOUBLE_EQ(sync.gradientBytes, 4e7);
+  EXPECT_NEAR(sync.allReduceMs, 40, 1e-9);
+  EXPECT_NEAR(sync.exposedMs, 35, 1e-9);
+  EXPECT_NEAR(sync.stepMs, 47, 1e-9);
+  EXPECT_NEAR(sync.efficiency, 12.0 / 47, 1e-9);
+  AllReducePrediction async = predictAllReduce(plan, report, 2, flat, false);
+  EXPECT_NEAR(async.exposedMs, 23, 1e-9);
+  EXPECT_EQ(predictAllReduce(plan, report, 1, flat, true).exposedMs, 0.0);
 }
 
 } // namespace

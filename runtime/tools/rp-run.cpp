@@ -487,7 +487,7 @@ int main(int argc, char **argv) {
                            ? sim::AllReduceAlgorithm::tree
                            : sim::AllReduceAlgorithm::ring;
       sim::AllReducePrediction dp =
-          sim::predictAllReduce(*plan, *report, boxes, *net);
+          sim::predictAllReduce(*plan, *report, boxes, *net, syncMode);
       std::printf("boxes %u\nnetwork %s %s\ngradient_bytes %.0f\n"
                   "allreduce_ms %.6g\nallreduce_exposed_ms %.6g\n"
                   "boxes_step_ms %.6g\nboxes_tokens_per_s %.6g\n"

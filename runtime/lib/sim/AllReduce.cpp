@@ -37,7 +37,8 @@ double rp::runtime::sim::allReduceMs(double bytes, unsigned boxes,
 
 AllReducePrediction
 rp::runtime::sim::predictAllReduce(const Plan &plan, const SimReport &report,
-                                   unsigned boxes, const NetworkProfile &net) {
+                                   unsigned boxes, const NetworkProfile &net,
+                                   bool sync) {
   // When each parameter's gradient is ready within the step, and its bytes
   // (the host sums in f32).
   double jobsEnd = report.jobsMs + report.epilogueMs;
@@ -72,7 +73,13 @@ rp::runtime::sim::predictAllReduce(const Plan &plan, const SimReport &report,
     finish = std::max(finish, at) + t;
     p.allReduceMs += t;
   }
-  p.exposedMs = boxes > 1 ? std::max(0.0, finish - jobsEnd) : 0;
+  // Sync: the next step computes with this step's update, which waits for
+  // the last sum. Async: the next step computes on the weights before it,
+  // so the sums and the update hide behind it up to a step's length.
+  double after = finish - jobsEnd;
+  if (!sync)
+    after -= report.stepMs;
+  p.exposedMs = boxes > 1 ? std::max(0.0, after) : 0;
   p.stepMs = report.stepMs + p.exposedMs;
   p.tokensPerSecond =
       p.stepMs > 0 ? boxes * report.tokens / (p.stepMs / 1e3) : 0;

@@ -1,5 +1,4 @@
-//===- AllReduce.h - the sim's prediction of a data-parallel step -*- C++
-//-*-===//
+//===- AllReduce.h - the sim's data-parallel step ---------------*- C++ -*-===//
 //
 // Several boxes (docs/multi-box.md) each run the plan on their own slice of
 // the global batch and sum their f32 gradients across the network as they
@@ -50,9 +49,13 @@ struct AllReducePrediction {
 };
 
 /// The data-parallel step of `boxes` boxes running `plan` as `report`
-/// simulated it, over `net`.
+/// simulated it, over `net`. The sums of a step's gradients start in its
+/// last pass (the one that finishes them); in sync mode what is left of
+/// them after its jobs and epilogue lengthens the step, in async mode only
+/// what is left after the next step too.
 AllReducePrediction predictAllReduce(const Plan &plan, const SimReport &report,
-                                     unsigned boxes, const NetworkProfile &net);
+                                     unsigned boxes, const NetworkProfile &net,
+                                     bool sync);
 
 } // namespace rp::runtime::sim
 

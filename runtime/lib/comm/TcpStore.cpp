@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -27,6 +28,10 @@ using namespace rp::runtime;
 using namespace rp::runtime::comm;
 
 namespace {
+
+/// Each rank tells the store it is alive this often; one not heard from for
+/// kSilentMs is named when a collective fails.
+constexpr int kBeatMs = 500, kSilentMs = 2500;
 
 bool writeAll(int fd, const void *data, size_t n) {
   const char *p = static_cast<const char *>(data);
@@ -194,7 +199,11 @@ private:
           !readString(fd, value))
         break;
       std::unique_lock<std::mutex> lock(m);
-      if (op == 'H') {
+      if (op == 'P') {
+        lastBeat[rank] = std::chrono::steady_clock::now();
+        lock.unlock();
+        reply(fd, 'o', "");
+      } else if (op == 'H') {
         int r = std::atoi(key.c_str()), w = std::atoi(value.c_str());
         std::string bad;
         if (w != world)
@@ -214,6 +223,9 @@ private:
         }
         rank = r;
         ranks.insert(r);
+        // Heard from now: a rank that hangs before its first beat is
+        // silent too.
+        lastBeat[r] = std::chrono::steady_clock::now();
         lock.unlock();
         reply(fd, 'o', "");
       } else if (op == 'S') {
@@ -238,10 +250,13 @@ private:
         }
       } else if (op == 'L') {
         std::string v = lostList();
+        if (v.empty())
+          v = silentList();
         lock.unlock();
         reply(fd, 'o', v);
       } else if (op == 'B') {
         left = true;
+        lastBeat.erase(rank);
         lock.unlock();
         reply(fd, 'o', "");
       } else {
@@ -268,8 +283,26 @@ private:
     return s + " lost (its process ended or its connection closed)";
   }
 
+  /// Ranks whose heartbeat stopped: alive (connected) but hung, stopped or
+  /// cut off. Holds `m`.
+  std::string silentList() {
+    auto now = std::chrono::steady_clock::now();
+    std::string s;
+    for (auto [r, at] : lastBeat) {
+      double silent = std::chrono::duration<double>(now - at).count();
+      if (silent * 1000 < kSilentMs)
+        continue;
+      char secs[32];
+      std::snprintf(secs, sizeof(secs), "%.1f", silent);
+      s += (s.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+           " silent for " + secs + " s (hung, stopped or cut off)";
+    }
+    return s;
+  }
+
   int listenFd = -1;
   int world = 1;
+  std::map<int, std::chrono::steady_clock::time_point> lastBeat;
   std::mutex m;
   std::condition_variable cv;
   bool stopping = false;
@@ -332,10 +365,33 @@ TcpStore::connect(const Rendezvous &info, std::chrono::milliseconds timeout) {
                                 std::to_string(info.worldSize), reply);
       s.failed())
     return s;
+  TcpStore *self = store.get();
+  store->heart = std::thread([self] {
+    std::unique_lock<std::mutex> lock(self->heartMutex);
+    while (!self->heartStop) {
+      self->heartCv.wait_for(lock, std::chrono::milliseconds(kBeatMs));
+      if (self->heartStop)
+        break;
+      lock.unlock();
+      std::string reply;
+      bool alive = self->request('P', "", "", reply).isOk();
+      lock.lock();
+      // The store is gone: nothing to tell; a collective will say so.
+      if (!alive)
+        break;
+    }
+  });
   return store;
 }
 
 TcpStore::~TcpStore() {
+  {
+    std::lock_guard<std::mutex> lock(heartMutex);
+    heartStop = true;
+  }
+  heartCv.notify_all();
+  if (heart.joinable())
+    heart.join();
   if (fd >= 0)
     ::close(fd);
   server.reset();
@@ -343,7 +399,10 @@ TcpStore::~TcpStore() {
 
 Status TcpStore::request(char op, const std::string &key,
                          const std::string &value, std::string &reply) {
-  std::chrono::milliseconds wait(10000);
+  std::lock_guard<std::mutex> lock(requestMutex);
+  // A master that is alive answers at once; one that does not is gone or
+  // hung, which a failed collective's question must learn promptly.
+  std::chrono::milliseconds wait(op == 'L' ? 3000 : 10000);
   if (op == 'G')
     wait += std::chrono::milliseconds(std::atol(value.c_str()));
   setTimeout(fd, wait);

@@ -15,8 +15,11 @@
 #include "rp/runtime/Comm.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace rp::runtime::comm {
@@ -36,8 +39,9 @@ public:
   Expected<std::vector<char>> get(const std::string &key,
                                   std::chrono::milliseconds timeout);
   /// The ranks whose connection closed without a goodbye, as "rank 1" or
-  /// "ranks 1, 2"; "rank 0 (the master)" when the store itself is gone;
-  /// empty when every rank is still there. Waits up to `grace` for a lost
+  /// "ranks 1, 2"; else the ranks whose heartbeat stopped; "rank 0 (the
+  /// master)" when the store itself is gone; empty when every rank is
+  /// still there. Waits up to `grace` for a lost
   /// connection to be noticed.
   std::string lostRanks(std::chrono::milliseconds grace);
   /// Says goodbye: this rank's connection closing is no longer a loss.
@@ -50,6 +54,13 @@ private:
   int fd = -1;
   Rendezvous info;
   std::unique_ptr<TcpStoreServer> server;
+  /// One request at a time on the connection (the heartbeat's and the
+  /// communicator's).
+  std::mutex requestMutex;
+  std::thread heart;
+  std::mutex heartMutex;
+  std::condition_variable heartCv;
+  bool heartStop = false;
 };
 
 } // namespace rp::runtime::comm

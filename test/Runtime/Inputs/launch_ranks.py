@@ -8,7 +8,8 @@ Usage: launch_ranks.py WORLD OUT [--kill RANK:STEP] [--port-in-use]
 
 Rank r's stdout goes to OUT.r.out, its stderr to OUT.r.err. Every process
 is bounded (120 s, then killed: exit 3). --kill RANK:STEP kills rank RANK
-(SIGKILL) once it has printed "step STEP"; --port-in-use holds the port
+(SIGKILL) once it has printed "step STEP" (--stop: stops it, SIGSTOP, as
+a hung rank, and kills it once rank 0 has ended); --port-in-use holds the port
 open first; --world-of RANK:SIZE starts that rank with another WORLD_SIZE;
 --only "0" starts those ranks alone (the others never come). Prints
 "rank R exit C" per rank; exits 0 when every rank exited 0, else 1.
@@ -18,6 +19,7 @@ in their environment; as root it needs --allow-run-as-root, and
 """
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -38,11 +40,12 @@ def main(argv):
     world, out = int(opts[0]), opts[1]
     kill = worlds = only = None
     hold = None
-    mpirun = False
+    mpirun = stop = False
     i = 2
     while i < len(opts):
-        if opts[i] == "--kill":
+        if opts[i] in ("--kill", "--stop"):
             kill = tuple(int(x) for x in opts[i + 1].split(":"))
+            stop = opts[i] == "--stop"
             i += 2
         elif opts[i] == "--world-of":
             worlds = tuple(int(x) for x in opts[i + 1].split(":"))
@@ -94,8 +97,14 @@ def main(argv):
         if kill and not killed:
             text = open(f"{out}.{kill[0]}.out").read()
             if f"step {kill[1]} " in text:
-                procs[kill[0]].kill()
+                if stop:
+                    procs[kill[0]].send_signal(signal.SIGSTOP)
+                else:
+                    procs[kill[0]].kill()
                 killed = True
+        if stop and killed and procs[0].poll() is not None:
+            # The hung rank's peer has given up: end the hung rank too.
+            procs[kill[0]].kill()
         time.sleep(0.01)
     ok = True
     for r, p in sorted(procs.items()):

@@ -24,6 +24,11 @@
 // for it before the weights it makes are needed (the copy to the plan's
 // weights after step k+1, a checkpoint, the end).
 //
+// Several processes (TrainOptions::comm, docs/multi-box.md): each rank
+// trains on its slice of the global batch; a step's gradients are summed
+// across the ranks parameter by parameter as they land (GradientReducer),
+// then the loss sum, before the f16 check, clipping and the optimizer.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef RP_RUNTIME_TRAINER_H

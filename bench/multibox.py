@@ -60,8 +60,7 @@ def main():
                                      text=True).stderr
                 errs = [err]
             else:
-                # Each rank writes its own trace.
-                cmd[-1] = str(tmp / f"w{world}.trace.json")
+                # Rank 0's trace at the name given (the others' beside it).
                 subprocess.run([sys.executable, str(launch), str(world),
                                 str(out), "--"] + cmd, check=True)
                 errs = [open(f"{out}.{r}.err").read() for r in range(world)]

@@ -339,6 +339,12 @@ int main(int argc, char **argv) {
       std::cout << "cuda: 0 devices (" << gpus.getStatus().getMessage()
                 << ")\n";
     }
+    Expected<std::unique_ptr<Backend>> sim = createBackend("sim", {});
+    std::cout << "sim: "
+              << (sim ? "available (virtual devices timed on a hardware "
+                        "profile; the plan's, or --hw)"
+                      : "0 devices (" + sim.getStatus().getMessage() + ")")
+              << "\n";
     // Several processes (docs/multi-box.md): what this one would join.
     Expected<std::optional<Rendezvous>> job = rendezvousFromEnvironment();
     std::string sums =
@@ -356,12 +362,6 @@ int main(int argc, char **argv) {
                 << " of " << (*job)->worldSize << " (" << (*job)->launcher
                 << "), master " << (*job)->masterAddr << ":"
                 << (*job)->masterPort << "\n";
-    Expected<std::unique_ptr<Backend>> sim = createBackend("sim", {});
-    std::cout << "sim: "
-              << (sim ? "available (virtual devices timed on a hardware "
-                        "profile; the plan's, or --hw)"
-                      : "0 devices (" + sim.getStatus().getMessage() + ")")
-              << "\n";
     return 0;
   }
   if (planPath.empty())
@@ -693,6 +693,18 @@ int main(int argc, char **argv) {
         return fail(joined.getStatus());
       comm = std::move(*joined);
       train.comm = comm.get();
+      // Each rank's trace and profile: rank 0's at the names given, the
+      // others' beside them (NAME.rank1.json), not over them.
+      if (comm->rank())
+        for (std::string *path : {&tracePath, &profilePath})
+          if (!path->empty()) {
+            size_t dot = path->rfind('.');
+            size_t slash = path->rfind('/');
+            if (dot == std::string::npos ||
+                (slash != std::string::npos && dot < slash))
+              dot = path->size();
+            path->insert(dot, ".rank" + std::to_string(comm->rank()));
+          }
       std::fprintf(stderr, "rp-run: %s\n", comm->describe().c_str());
     }
     ThreadPool pool(threads);

@@ -2,6 +2,8 @@
 
 #include "GradientReducer.h"
 
+#include <algorithm>
+
 using namespace rp::runtime;
 using namespace rp::runtime::detail;
 
@@ -133,4 +135,79 @@ void GradientReducer::run() {
     }
     steps.erase(next);
   }
+}
+
+std::vector<size_t> rp::runtime::detail::landingOrder(
+    const std::vector<std::vector<size_t>> &landsWith, size_t params) {
+  std::vector<size_t> order;
+  std::vector<bool> seen(params, false);
+  for (const std::vector<size_t> &lands : landsWith)
+    for (size_t i : lands)
+      if (!seen[i]) {
+        seen[i] = true;
+        order.push_back(i);
+      }
+  for (size_t i = 0; i < params; ++i)
+    if (!seen[i])
+      order.push_back(i);
+  return order;
+}
+
+void rp::runtime::detail::setShard(Param &p, size_t n, unsigned rank,
+                                   unsigned world) {
+  size_t chunk = (n + world - 1) / world;
+  p.shardBegin = std::min(chunk * rank, n);
+  p.shardEnd = std::min(p.shardBegin + chunk, n);
+}
+
+Status rp::runtime::detail::gatherShards(GradientReducer &reducer,
+                                         unsigned step, float *full,
+                                         const float *mine, const Param &p) {
+  Communicator &comm = reducer.communicator();
+  size_t world = size_t(comm.size());
+  size_t n = p.master.size(), chunk = (n + world - 1) / world;
+  // Chunks of equal size for the all-gather: the last rank's is padded.
+  std::vector<float> in(chunk, 0.0f), all(chunk * world);
+  std::copy(mine, mine + (p.shardEnd - p.shardBegin), in.begin());
+  return reducer.collective(step, [&] {
+    if (Status s = comm.allGather(in.data(), all.data(), chunk * sizeof(float));
+        s.failed())
+      return s;
+    std::copy(all.begin(), all.begin() + n, full);
+    return Status::ok();
+  });
+}
+
+Status
+rp::runtime::detail::withWholeState(GradientReducer &reducer, unsigned step,
+                                    std::vector<Param> &params, bool wanted,
+                                    const std::function<Status()> &write) {
+  std::vector<std::vector<float>> s0(params.size()), s1(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    Param &p = params[i];
+    s0[i].resize(p.master.size());
+    s1[i].resize(p.master.size());
+    if (Status s =
+            gatherShards(reducer, step, s0[i].data(), p.state0.data(), p);
+        s.failed())
+      return s;
+    if (Status s =
+            gatherShards(reducer, step, s1[i].data(), p.state1.data(), p);
+        s.failed())
+      return s;
+  }
+  if (!wanted)
+    return Status::ok();
+  // The checkpoint writer reads the parameters' state: the whole state
+  // stands in for the shards while it writes.
+  auto swapIn = [&] {
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::swap(params[i].state0, s0[i]);
+      std::swap(params[i].state1, s1[i]);
+    }
+  };
+  swapIn();
+  Status s = write();
+  swapIn();
+  return s;
 }

@@ -5,13 +5,16 @@
 // on; the step's loss sum follows them. The thread takes the parameters in
 // one fixed order (the order their gradients land in) and every rank issues
 // the same collectives in the same order, so the sums are the same bits run
-// to run (Comm.h: each element added in rank order).
+// to run (Comm.h: each element added in rank order). With a sharded
+// optimizer (ZeRO-1) each step keeps a window after its sums for the
+// gathers of its update and checkpoint, on the same thread and in one order.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef RP_RUNTIME_EXEC_GRADIENTREDUCER_H
 #define RP_RUNTIME_EXEC_GRADIENTREDUCER_H
 
+#include "StagedTrainer.h"
 #include "rp/runtime/Comm.h"
 #include "rp/runtime/Trace.h"
 
@@ -33,6 +36,8 @@ public:
   GradientReducer(Communicator &comm, std::vector<size_t> order, unsigned first,
                   Trace *trace, bool hold = false);
   ~GradientReducer();
+
+  Communicator &communicator() { return comm; }
 
   /// Parameter i's gradient of `step` (all its passes) is at data[0..n):
   /// it is summed across the ranks in place. Any thread.
@@ -75,6 +80,28 @@ private:
   std::map<unsigned, StepState> steps;
   std::thread worker;
 };
+
+/// The reducer's order: the parameters by the first job that lands their
+/// gradient (the order they land in), the others after.
+std::vector<size_t>
+landingOrder(const std::vector<std::vector<size_t>> &landsWith, size_t params);
+
+/// ZeRO-1: the elements of a parameter of `n` whose optimizer state rank
+/// `rank` of `world` keeps, into p.shardBegin/shardEnd: the chunk
+/// Communicator::sum gives that rank (all of them for one rank).
+void setShard(Param &p, size_t n, unsigned rank, unsigned world);
+
+/// ZeRO-1: parameter `p`'s elements into `full` from every rank's shard
+/// (this rank's at `mine`), in `step`'s window of the reducer.
+Status gatherShards(GradientReducer &reducer, unsigned step, float *full,
+                    const float *mine, const Param &p);
+
+/// ZeRO-1: gathers every parameter's whole optimizer state in `step`'s
+/// window (every rank), and, where `write` is wanted, runs it with the
+/// whole state standing in for the shards in `params`.
+Status withWholeState(GradientReducer &reducer, unsigned step,
+                      std::vector<Param> &params, bool wanted,
+                      const std::function<Status()> &write);
 
 } // namespace rp::runtime::detail
 

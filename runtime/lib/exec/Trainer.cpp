@@ -102,14 +102,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       TensorRef w = fwd.buffer(b);
       p.master.assign(w.as<float>(), w.as<float>() + w.size());
       p.grad.assign(w.size(), 0.0f);
-      // A sharded optimizer (ZeRO-1): this rank's chunk of the state, the
-      // chunk Communicator::sum gives it.
-      p.shardEnd = size_t(w.size());
-      if (sharded) {
-        size_t chunk = (p.shardEnd + world - 1) / world;
-        p.shardBegin = std::min(chunk * options.comm->rank(), p.shardEnd);
-        p.shardEnd = std::min(p.shardBegin + chunk, p.shardEnd);
-      }
+      setShard(p, size_t(w.size()), sharded ? options.comm->rank() : 0,
+               sharded ? world : 1);
       p.state0.assign(p.shardEnd - p.shardBegin, 0.0f);
       p.state1.assign(p.shardEnd - p.shardBegin, 0.0f);
       if (options.overlapOptimizer || plan.staged)
@@ -273,43 +267,16 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   // Several processes: gradients summed across the ranks as they land, in
   // the order they land (staged plans: by the job that writes them).
   std::optional<GradientReducer> reducer;
-  if (options.comm) {
-    std::vector<size_t> order;
-    std::vector<bool> seen(params.size(), false);
-    for (const std::vector<size_t> &lands : landsWith)
-      for (size_t i : lands)
-        if (!seen[i]) {
-          seen[i] = true;
-          order.push_back(i);
-        }
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!seen[i])
-        order.push_back(i);
-    reducer.emplace(*options.comm, std::move(order), first, trace, sharded);
-  }
-  // ZeRO-1: `n` elements into `full` from every rank's shard (this rank's
-  // at `mine`), in step `step`'s window of the reducer.
-  auto gatherShards = [&](unsigned step, float *full, const float *mine,
-                          const Param &p) -> Status {
-    size_t n = p.master.size(), chunk = (n + world - 1) / world;
-    std::vector<float> in(chunk, 0.0f), all(chunk * world);
-    std::copy(mine, mine + (p.shardEnd - p.shardBegin), in.begin());
-    return reducer->collective(step, [&] {
-      if (Status s = options.comm->allGather(in.data(), all.data(),
-                                             chunk * sizeof(float));
-          s.failed())
-        return s;
-      std::copy(all.begin(), all.begin() + n, full);
-      return Status::ok();
-    });
-  };
+  if (options.comm)
+    reducer.emplace(*options.comm, landingOrder(landsWith, params.size()),
+                    first, trace, sharded);
   auto gatherParam = [&](unsigned step, size_t i) -> Status {
     Param &p = params[i];
-    return gatherShards(step, p.master.data(), p.master.data() + p.shardBegin,
-                        p);
+    return gatherShards(*reducer, step, p.master.data(),
+                        p.master.data() + p.shardBegin, p);
   };
-  // Saves with the whole optimizer state: a sharded one is gathered from
-  // every rank first (all ranks take part; rank 0 writes).
+  // A checkpoint holds the whole optimizer state: with a sharded one, every
+  // rank takes part in gathering it, rank 0 writes.
   auto saveWhole = [&](unsigned done,
                        const std::function<Status()> &write) -> Status {
     if (!sharded)
@@ -317,32 +284,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     if (done == first)
       return invalidArgument("a sharded optimizer saves after a step; run "
                              "at least one");
-    std::vector<std::vector<float>> s0(params.size()), s1(params.size());
-    for (size_t i = 0; i < params.size(); ++i) {
-      Param &p = params[i];
-      s0[i].resize(p.master.size());
-      s1[i].resize(p.master.size());
-      if (Status s = gatherShards(done - 1, s0[i].data(), p.state0.data(), p);
-          s.failed())
-        return s;
-      if (Status s = gatherShards(done - 1, s1[i].data(), p.state1.data(), p);
-          s.failed())
-        return s;
-    }
-    if (!saving)
-      return Status::ok();
-    // The checkpoint writer reads the parameters' state: the whole state
-    // stands in for the shards while it writes.
-    for (size_t i = 0; i < params.size(); ++i) {
-      std::swap(params[i].state0, s0[i]);
-      std::swap(params[i].state1, s1[i]);
-    }
-    Status s = write();
-    for (size_t i = 0; i < params.size(); ++i) {
-      std::swap(params[i].state0, s0[i]);
-      std::swap(params[i].state1, s1[i]);
-    }
-    return s;
+    return withWholeState(*reducer, done - 1, params, saving, write);
   };
   if (plan.staged)
     return detail::trainStaged(detail::StagedContext{

@@ -14,6 +14,8 @@ debs=(
   # runtime and tests
   libopenblas-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
   libflatbuffers-dev flatbuffers-compiler libcli11-dev
+  # data parallelism across processes: Gloo (host), mpirun for the tests
+  libgloo-dev openmpi-bin
   # build; clang-14 and its runtime libraries for the fuzz targets
   # (scripts/fuzz.sh: libFuzzer, ASan, UBSan)
   cmake ninja-build ccache g++ clang-14 libclang-rt-14-dev

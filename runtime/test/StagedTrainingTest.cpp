@@ -12,6 +12,7 @@
 
 #include "PlanTestUtil.h"
 
+#include "rp/runtime/Comm.h"
 #include "rp/runtime/Trainer.h"
 
 #include <gmock/gmock.h>
@@ -22,6 +23,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
 
 using namespace rp::runtime;
 using namespace rp::runtime::test;
@@ -524,6 +529,69 @@ TEST(StagedTrainingTest, RefusesALossSumThatIsNotPerMicrobatch) {
                                 [](unsigned, double) {});
   EXPECT_THAT(s.getMessage(),
               ::testing::HasSubstr("holds one value per microbatch (2)"));
+}
+
+TEST(StagedTrainingTest, RanksEqualOneProcessOfTheirPasses) {
+  // Two ranks (threads, Gloo on loopback), each on its half of the global
+  // batch, continuous passes: the losses and weights of one process running
+  // the global batch as 2 passes, bit for bit, with the optimizer state
+  // sharded (ZeRO-1) or not (docs/multi-box.md).
+  if (!glooBuiltIn())
+    GTEST_SKIP() << "built without Gloo (libgloo-dev)";
+  ForwardOptions continuous;
+  continuous.slots = 2;
+  continuous.rotate = true;
+  for (bool sync : {true, false})
+    for (bool shard : {false, true}) {
+      SCOPED_TRACE(std::string(sync ? "sync" : "async") +
+                   (shard ? " sharded" : ""));
+      TrainOptions options;
+      options.steps = 4;
+      options.sync = sync;
+      options.seed = 8;
+      options.adamw.lr = 0.05;
+      options.clipGradNorm = 0.5;
+      options.inputs["labels"] = labelsArray(4);
+      options.accumulate = 2;
+      Outcome want = trainPlan(stagedPlan(2), "dp-ref.rpplan", options, 2, {},
+                               "host", continuous);
+      options.accumulate = 1;
+      options.shardOptimizer = shard;
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t n = sizeof(a);
+      ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&a), n), 0);
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
+      ::close(fd);
+      Outcome got[2];
+      std::vector<std::thread> ranks;
+      for (int r = 0; r < 2; ++r)
+        ranks.emplace_back([&, r] {
+          Rendezvous info;
+          info.rank = r;
+          info.worldSize = 2;
+          info.masterPort = ntohs(a.sin_port);
+          CommTimeouts t;
+          t.rendezvous = t.collective = std::chrono::milliseconds(20000);
+          auto comm = createGlooCommunicator(info, t);
+          ASSERT_TRUE(comm) << comm.getStatus().toString();
+          TrainOptions mine = options;
+          mine.comm = comm->get();
+          got[r] =
+              trainPlan(stagedPlan(2), "dp" + std::to_string(r) + ".rpplan",
+                        mine, 2, {}, "host", continuous);
+          (*comm)->leave();
+        });
+      for (std::thread &t : ranks)
+        t.join();
+      ASSERT_EQ(want.losses.size(), 4u);
+      for (const Outcome &o : got) {
+        EXPECT_EQ(o.losses, want.losses);
+        EXPECT_EQ(o.weights, want.weights);
+      }
+    }
 }
 
 } // namespace

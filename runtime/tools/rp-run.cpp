@@ -27,6 +27,7 @@
 
 #include "run/RunModes.h"
 
+#include "rp/runtime/Comm.h"
 #include "rp/runtime/Driver.h"
 #include "rp/runtime/LastResort.h"
 
@@ -76,6 +77,23 @@ int rp::runtime::run::listDevices(const RunOptions &o) {
                       "profile; the plan's, or --hw)"
                     : "0 devices (" + sim.getStatus().getMessage() + ")")
             << "\n";
+  // Several processes (docs/multi-box.md): what this one would join.
+  Expected<std::optional<Rendezvous>> job = rendezvousFromEnvironment();
+  std::string sums =
+      std::string(glooBuiltIn() ? "gloo (tcp) on host and sim"
+                                : "no gloo (built without libgloo-dev)") +
+      (driverHasCommunicator("cuda") ? ", nccl on cuda" : "");
+  if (!job)
+    std::cout << "communicator: none (" << job.getStatus().getMessage()
+              << ")\n";
+  else if (!*job)
+    std::cout << "communicator: none (one process; " << sums
+              << " under torchrun's or mpirun's environment)\n";
+  else
+    std::cout << "communicator: " << sums << ", rank " << (*job)->rank
+              << " of " << (*job)->worldSize << " (" << (*job)->launcher
+              << "), master " << (*job)->masterAddr << ":"
+              << (*job)->masterPort << "\n";
   return 0;
 }
 
@@ -111,6 +129,15 @@ int main(int argc, char **argv) {
                  "sim: per-layer times (rp-run --profile's file, or any of "
                  "that form) that replace the model's for the programs of "
                  "the layers they name");
+  app.add_option("--boxes", o.boxes,
+                 "sim: also predict this many boxes training data-parallel "
+                 "(the all-reduce of the gradients over --network)")
+      ->check(CLI::Range(1u, 4096u));
+  app.add_option("--network", o.network,
+                 "sim with --boxes: 25gbe (default), 100gbe or 400ib");
+  app.add_option("--network-algorithm", o.networkAlgorithm,
+                 "sim with --boxes: ring (default) or tree")
+      ->check(CLI::IsMember({"ring", "tree"}));
   app.add_option("--input", o.inputs, "NAME=FILE.npy, once per model input");
   app.add_option("--dump-outputs", o.dumpPath,
                  "write the first output of step 0 as f32 .npy");
@@ -192,6 +219,9 @@ int main(int argc, char **argv) {
                  "on an overflowing step, which is skipped; doubled after "
                  "2000 good steps)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--shard-optimizer", o.train.shardOptimizer,
+               "several processes: each keeps the optimizer state of 1/N "
+               "of the parameters (ZeRO-1); the same bits");
   app.add_flag("--sync", o.syncMode, "gradients of step k at W_k");
   app.add_flag("--async", o.asyncMode,
                "gradients of step k at W_(k-1) (the default)");

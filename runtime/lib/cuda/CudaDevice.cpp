@@ -522,6 +522,9 @@ rp_driver_cuda() {
     d.name = "cuda";
     d.create = createBackend;
     d.countDevices = countDevices;
+#ifdef RP_CUDA_NCCL
+    d.createCommunicator = createNcclCommunicator;
+#endif
     return d;
   }();
   return &driver;

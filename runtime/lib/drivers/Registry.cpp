@@ -224,3 +224,23 @@ Expected<uint32_t> rp::runtime::countDevices(const std::string &name) {
                            "there is nothing to count");
   return driver->countDevices();
 }
+
+Expected<std::unique_ptr<Communicator>>
+rp::runtime::createDriverCommunicator(const std::string &name,
+                                      const Rendezvous &info,
+                                      const CommTimeouts &timeouts) {
+  Expected<Driver> driver = getDriver(name);
+  if (!driver)
+    return driver.getStatus();
+  if (!driver->createCommunicator)
+    return unsupported("the " + name +
+                       " driver was built without its collective library "
+                       "(NCCL for cuda); rebuild it where that library is "
+                       "installed, or train on one process");
+  return driver->createCommunicator(info, timeouts);
+}
+
+bool rp::runtime::driverHasCommunicator(const std::string &name) {
+  Expected<Driver> driver = getDriver(name);
+  return driver && driver->createCommunicator;
+}

@@ -8,6 +8,7 @@
 
 #include "StagedTrainer.h"
 #include "Fences.h"
+#include "GradientReducer.h"
 #include "rp/runtime/Pipeline.h"
 #include "rp/runtime/host/Kernels.h"
 
@@ -134,6 +135,14 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   for (std::atomic<uint64_t> &n : nextAdd)
     n = 0;
   Trace *trace = options.trace;
+  // Several processes: a step's gradient of a parameter goes to the
+  // reducer once its last pass is added.
+  auto added = [&](size_t i, const PassInfo &pass) {
+    if (c.reducer && pass.index % K == K - 1) {
+      std::vector<float> &g = stepGrad(params[i], pass.step);
+      c.reducer->ready(pass.step, i, g.data(), g.size());
+    }
+  };
   auto onLanded = [&](size_t job, uint64_t pass) -> Status {
     int64_t start = trace ? trace->now() : 0;
     unsigned slot = unsigned(pass % S);
@@ -148,6 +157,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       if (Status s = c.addGradient(fwd, p, stepGrad(p, info[slot].step), slot);
           s.failed())
         return s;
+      added(i, info[slot]);
       ++nextAdd[i];
       unsigned other = (slot + 1) % S;
       if (other != slot && deferred[other][i] &&
@@ -157,6 +167,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
                 c.addGradient(fwd, p, stepGrad(p, info[other].step), other);
             s.failed())
           return s;
+        added(i, info[other]);
         ++nextAdd[i];
       }
     }
@@ -264,11 +275,16 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     Status result;
     for (size_t i : order) {
       Param &p = params[i];
+      // Its shard (all of it unless the optimizer is sharded); the
+      // clipping norm above is the whole gradient's.
+      ParamSlot shard = shardSlot(p, stepGrad(p, step));
       if (apply && result.isOk())
-        result = options.sgd ? sgdStep(pool, options.sgdConfig, number,
-                                       {slots[i]}, gradScale)
-                             : adamwStep(pool, options.adamw, number,
-                                         {slots[i]}, gradScale);
+        result =
+            options.sgd
+                ? sgdStep(pool, options.sgdConfig, number, {shard}, gradScale)
+                : adamwStep(pool, options.adamw, number, {shard}, gradScale);
+      if (apply && c.gatherParam && result.isOk())
+        result = c.gatherParam(step, i);
       std::vector<float> &g = stepGrad(p, step);
       std::fill(g.begin(), g.end(), 0.0f);
       for (auto [slot, pass] : targets)
@@ -453,6 +469,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
               c.addGradient(fwd, params[i], stepGrad(params[i], step), slot);
           s.failed())
         return s;
+      added(i, {t, step});
     }
     if (t % K != K - 1) {
       if (Status s = submitUpTo(t + 1 + S); s.failed())
@@ -460,6 +477,10 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       continue;
     }
     // The step's last pass: its loss, then its update.
+    if (c.reducer)
+      if (Status s = c.reducer->finishStep(step, lossSums[step % 2]);
+          s.failed())
+        return s;
     c.onStep(step, lossSums[step % 2] / double(counts[step % 2]));
     std::vector<std::vector<float> *> grads;
     for (Param &p : params)
@@ -495,7 +516,9 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       targets = std::move(it->second);
       waitingFor.erase(it);
     }
-    if (options.overlapOptimizer && !settling) {
+    // A sharded optimizer's gathers go between the reducer's sums: its
+    // update runs here, between the steps (the same bits).
+    if (options.overlapOptimizer && !settling && !c.gatherParam) {
       inflightVersion = done;
       pending.task = optimizerThread.submit(
           [&pending, &update, step, number, unscale, apply, targets] {
@@ -506,6 +529,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       masterVersion = done;
       if (s.failed())
         return s;
+      if (c.releaseStep && !save)
+        c.releaseStep(step);
     }
     if (trace)
       trace->addHostSpan("step", step, stepStarts[step % 2], trace->now());
@@ -520,6 +545,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     if (save)
       if (Status s = c.saveCheckpoint(done, position); s.failed())
         return s;
+    if (c.releaseStep && save)
+      c.releaseStep(step);
     if (Status s = submitUpTo(t + 1 + S); s.failed())
       return s;
   }

@@ -21,6 +21,8 @@
 
 namespace rp::runtime::detail {
 
+class GradientReducer;
+
 struct Param {
   std::string name;
   uint32_t buffer;     ///< the plan's parameter buffer
@@ -30,7 +32,17 @@ struct Param {
   /// it starts: the next step accumulates into the other one. Staged plans
   /// sum even steps into `grad` and odd ones into `optGrad`.
   std::vector<float> optGrad;
+  /// The elements whose optimizer state this rank keeps (state0/state1
+  /// hold [shardBegin, shardEnd)): all of them, or with a sharded
+  /// optimizer (ZeRO-1) this rank's chunk, as Communicator::sum splits.
+  size_t shardBegin = 0, shardEnd = 0;
 };
+
+/// The optimizer's slot of `p` with gradient `grad`: its shard.
+inline ParamSlot shardSlot(Param &p, std::vector<float> &grad) {
+  return {p.master.data() + p.shardBegin, grad.data() + p.shardBegin,
+          p.state0.data(), p.state1.data(), int64_t(p.shardEnd - p.shardBegin)};
+}
 
 /// Waits for an optimizer still running on its own thread when the trainer
 /// leaves early: it writes the parameters, which must outlive it.
@@ -82,6 +94,13 @@ struct StagedContext {
   std::function<Status(unsigned, double &, NpyArray &, int64_t &)> stepScale;
   std::function<bool(unsigned, std::vector<std::vector<float> *>)> decideApply;
   std::function<Status(std::vector<std::vector<float> *>)> dumpGradients;
+  /// Several processes: sums each step's gradients and loss across the
+  /// ranks (null: one process).
+  GradientReducer *reducer = nullptr;
+  /// A sharded optimizer: after step `step`'s update of parameter i's
+  /// shard, gathers its weights from every rank; then closes the step.
+  std::function<Status(unsigned step, size_t i)> gatherParam;
+  std::function<void(unsigned step)> releaseStep;
 };
 
 /// Runs `c.options.steps` steps of a staged plan.

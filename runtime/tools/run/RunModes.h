@@ -50,6 +50,9 @@ struct RunOptions {
   unsigned accumulate = 1;
   bool stepBarrier = false, serialOptimizer = false, noLossScaling = false;
   double initialLossScale = 0;
+  /// sim: predict this many boxes training data-parallel (docs/multi-box.md).
+  unsigned boxes = 1;
+  std::string network = "25gbe", networkAlgorithm = "ring";
 };
 
 /// Prints `s` as rp-run's error and gives its exit code.

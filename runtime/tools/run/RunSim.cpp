@@ -8,6 +8,7 @@
 
 #include "RunModes.h"
 
+#include "rp/runtime/sim/AllReduce.h"
 #include "rp/runtime/sim/Simulate.h"
 
 #include <cstdio>
@@ -92,6 +93,24 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
     if (Status s = writeChromeTrace(*simTrace, o.tracePath); s.failed())
       return fail(s);
   std::cout << sim::formatReport(*report);
+  if (o.boxes > 1) {
+    Expected<sim::NetworkProfile> net = sim::networkProfile(o.network);
+    if (!net)
+      return fail(net.getStatus());
+    net->algorithm = o.networkAlgorithm == "tree"
+                         ? sim::AllReduceAlgorithm::tree
+                         : sim::AllReduceAlgorithm::ring;
+    sim::AllReducePrediction dp =
+        sim::predictAllReduce(plan, *report, o.boxes, *net, o.syncMode);
+    std::printf("boxes %u\nnetwork %s %s\ngradient_bytes %.0f\n"
+                "allreduce_ms %.6g\nallreduce_exposed_ms %.6g\n"
+                "boxes_step_ms %.6g\nboxes_tokens_per_s %.6g\n"
+                "scaling_efficiency %.4f\n",
+                o.boxes, net->name.c_str(), o.networkAlgorithm.c_str(),
+                dp.gradientBytes, dp.allReduceMs, dp.exposedMs, dp.stepMs,
+                dp.tokensPerSecond, dp.efficiency);
+    std::fflush(stdout);
+  }
   std::fprintf(stderr,
                "rp-run: simulated %u %s steps of %s on %s: step %.3f ms "
                "(jobs %.3f ms, optimizer %.3f ms%s), %.0f tokens/s, "

@@ -8,6 +8,9 @@
 
 #include "RunModes.h"
 
+#include "rp/runtime/Comm.h"
+#include "rp/runtime/Driver.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -42,6 +45,37 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
     o.train.adamw.weightDecay = o.train.sgdConfig.weightDecay = o.weightDecay;
   for (auto &[name, array] : setup.given)
     o.train.inputs[name] = std::move(array);
+  // Several processes: join the job before any step (a bad rendezvous
+  // fails here, bounded by the watchdog window).
+  Expected<std::optional<Rendezvous>> job = rendezvousFromEnvironment();
+  if (!job)
+    return fail(job.getStatus());
+  std::unique_ptr<Communicator> comm;
+  if (*job) {
+    CommTimeouts timeouts;
+    timeouts.rendezvous = timeouts.collective =
+        std::chrono::milliseconds(o.train.watchdogMs);
+    auto joined = o.backend == "cuda"
+                      ? createDriverCommunicator("cuda", **job, timeouts)
+                      : createGlooCommunicator(**job, timeouts);
+    if (!joined)
+      return fail(joined.getStatus());
+    comm = std::move(*joined);
+    o.train.comm = comm.get();
+    // Each rank's trace and profile: rank 0's at the names given, the
+    // others' beside them (NAME.rank1.json), not over them.
+    if (comm->rank())
+      for (std::string *path : {&o.tracePath, &o.profilePath})
+        if (!path->empty()) {
+          size_t dot = path->rfind('.');
+          size_t slash = path->rfind('/');
+          if (dot == std::string::npos ||
+              (slash != std::string::npos && dot < slash))
+            dot = path->size();
+          path->insert(dot, ".rank" + std::to_string(comm->rank()));
+        }
+    std::fprintf(stderr, "rp-run: %s\n", comm->describe().c_str());
+  }
   ThreadPool pool(o.threads);
   auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
@@ -85,6 +119,8 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
                        : Status::ok();
   if (s.failed())
     return fail(s);
+  if (comm)
+    comm->leave();
   if (written.failed())
     return fail(written);
   double meanMs =

@@ -17,6 +17,7 @@
 #ifndef RP_RUNTIME_DRIVER_H
 #define RP_RUNTIME_DRIVER_H
 
+#include "rp/runtime/Comm.h"
 #include "rp/runtime/Device.h"
 
 #include <cstdint>
@@ -27,7 +28,7 @@ namespace rp::runtime {
 
 /// Bumped whenever Driver, Backend, Device, Queue or Event change layout,
 /// so that a loadable driver from another build is refused, not crashed in.
-constexpr uint32_t kDriverAbiVersion = 1;
+constexpr uint32_t kDriverAbiVersion = 2;
 
 struct Driver {
   uint32_t abiVersion = kDriverAbiVersion;
@@ -40,6 +41,11 @@ struct Driver {
   /// why when none. Null for drivers whose devices are not counted (host,
   /// sim: as many as asked for).
   Expected<uint32_t> (*countDevices)() = nullptr;
+  /// Joins a data-parallel job with the driver's own collective library
+  /// (cuda: NCCL, built into the driver's library so that only a cuda run
+  /// maps it); null for drivers whose runs sum over Gloo (host, sim).
+  Expected<std::unique_ptr<Communicator>> (*createCommunicator)(
+      const Rendezvous &, const CommTimeouts &) = nullptr;
 };
 
 /// The symbol a loadable driver exports, followed by its name.
@@ -70,6 +76,17 @@ void registerDriver(const Driver &driver);
 /// library if it is a loadable driver); Unavailable saying why when none,
 /// or when the backend is not built or its library cannot be loaded.
 Expected<uint32_t> countDevices(const std::string &name);
+
+/// Joins a data-parallel job through backend `name`'s own communicator
+/// (loading its library if it is a loadable driver); Unsupported saying
+/// why when the driver has none (built without its collective library).
+Expected<std::unique_ptr<Communicator>>
+createDriverCommunicator(const std::string &name, const Rendezvous &info,
+                         const CommTimeouts &timeouts);
+
+/// Whether backend `name`'s driver brings its own communicator (false
+/// when it has none or cannot be loaded).
+bool driverHasCommunicator(const std::string &name);
 
 } // namespace rp::runtime
 

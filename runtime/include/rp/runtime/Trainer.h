@@ -24,11 +24,17 @@
 // for it before the weights it makes are needed (the copy to the plan's
 // weights after step k+1, a checkpoint, the end).
 //
+// Several processes (TrainOptions::comm, docs/multi-box.md): each rank
+// trains on its slice of the global batch; a step's gradients are summed
+// across the ranks parameter by parameter as they land (GradientReducer),
+// then the loss sum, before the f16 check, clipping and the optimizer.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef RP_RUNTIME_TRAINER_H
 #define RP_RUNTIME_TRAINER_H
 
+#include "rp/runtime/Comm.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/LossScale.h"
 #include "rp/runtime/Optimizer.h"
@@ -86,6 +92,18 @@ struct TrainOptions {
   bool lossScaling = true;
   LossScaleConfig lossScale;
   std::function<void(unsigned, double)> onSkippedStep;
+  /// Several processes (docs/multi-box.md): the inputs hold the global
+  /// batch of every rank and this rank trains on its slice; gradients and
+  /// the loss are summed across the ranks as they land, before loss
+  /// scaling's check, clipping and the optimizer, so every rank takes the
+  /// same steps. Only rank 0 writes checkpoints. Null: one process.
+  Communicator *comm = nullptr;
+  /// Several processes: shard the optimizer state (ZeRO-1). Each rank keeps
+  /// the Adam moments (SGD's momentum) of its chunk of every parameter,
+  /// updates that chunk of the master weights and all-gathers the rest, so
+  /// the state's host memory falls with the world size; the bits are those
+  /// of the unsharded update. The update runs between the steps.
+  bool shardOptimizer = false;
 };
 
 /// True when `plan` is a training plan (it takes a loss_scale).

@@ -1,0 +1,108 @@
+//===- GradientReducer.h - gradients summed across ranks --------*- C++ -*-===//
+//
+// A data-parallel step's gradients are summed across the ranks parameter by
+// parameter as they land, on a thread of their own, while the pipeline goes
+// on; the step's loss sum follows them. The thread takes the parameters in
+// one fixed order (the order their gradients land in) and every rank issues
+// the same collectives in the same order, so the sums are the same bits run
+// to run (Comm.h: each element added in rank order). With a sharded
+// optimizer (ZeRO-1) each step keeps a window after its sums for the
+// gathers of its update and checkpoint, on the same thread and in one order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_EXEC_GRADIENTREDUCER_H
+#define RP_RUNTIME_EXEC_GRADIENTREDUCER_H
+
+#include "StagedTrainer.h"
+#include "rp/runtime/Comm.h"
+#include "rp/runtime/Trace.h"
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace rp::runtime::detail {
+
+class GradientReducer {
+public:
+  /// Sums the gradients of `order.size()` parameters, in `order`, from step
+  /// `first` on. With `hold`, each step keeps a window after its loss sum
+  /// for the collectives of its update and checkpoint (collective()), closed
+  /// by release().
+  GradientReducer(Communicator &comm, std::vector<size_t> order, unsigned first,
+                  Trace *trace, bool hold = false);
+  ~GradientReducer();
+
+  Communicator &communicator() { return comm; }
+
+  /// Parameter i's gradient of `step` (all its passes) is at data[0..n):
+  /// it is summed across the ranks in place. Any thread.
+  void ready(unsigned step, size_t i, float *data, size_t n);
+  /// Waits until every gradient of `step` is summed, then sums `lossSum`
+  /// across the ranks. Steps finish in order.
+  Status finishStep(unsigned step, double &lossSum);
+  /// Runs `fn` (collectives) on the reducer's thread in `step`'s window,
+  /// after its loss sum and before the next step's sums, so the ranks'
+  /// collectives stay in one order; returns its status. Needs `hold`.
+  Status collective(unsigned step, const std::function<Status()> &fn);
+  /// Closes `step`'s window: the next step's sums may start.
+  void release(unsigned step);
+
+private:
+  struct Job {
+    const std::function<Status()> *fn;
+    Status status;
+    bool done = false;
+  };
+  struct StepState {
+    std::vector<std::pair<float *, size_t>> grads;
+    std::vector<char> isReady;
+    std::vector<Job *> jobs;
+    bool lossPosted = false, done = false, released = false;
+    double loss = 0;
+    Status status;
+  };
+  StepState &stateOf(unsigned step); ///< holds `m`
+  void run();
+
+  Communicator &comm;
+  std::vector<size_t> order;
+  Trace *trace;
+  bool hold;
+  unsigned next;
+  std::mutex m;
+  std::condition_variable cv;
+  bool stop = false;
+  std::map<unsigned, StepState> steps;
+  std::thread worker;
+};
+
+/// The reducer's order: the parameters by the first job that lands their
+/// gradient (the order they land in), the others after.
+std::vector<size_t>
+landingOrder(const std::vector<std::vector<size_t>> &landsWith, size_t params);
+
+/// ZeRO-1: the elements of a parameter of `n` whose optimizer state rank
+/// `rank` of `world` keeps, into p.shardBegin/shardEnd: the chunk
+/// Communicator::sum gives that rank (all of them for one rank).
+void setShard(Param &p, size_t n, unsigned rank, unsigned world);
+
+/// ZeRO-1: parameter `p`'s elements into `full` from every rank's shard
+/// (this rank's at `mine`), in `step`'s window of the reducer.
+Status gatherShards(GradientReducer &reducer, unsigned step, float *full,
+                    const float *mine, const Param &p);
+
+/// ZeRO-1: gathers every parameter's whole optimizer state in `step`'s
+/// window (every rank), and, where `write` is wanted, runs it with the
+/// whole state standing in for the shards in `params`.
+Status withWholeState(GradientReducer &reducer, unsigned step,
+                      std::vector<Param> &params, bool wanted,
+                      const std::function<Status()> &write);
+
+} // namespace rp::runtime::detail
+
+#endif // RP_RUNTIME_EXEC_GRADIENTREDUCER_H

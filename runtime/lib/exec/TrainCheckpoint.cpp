@@ -1,0 +1,93 @@
+//===- TrainCheckpoint.cpp - the trainer's checkpoints --------------------===//
+//
+// Saves and loads the trainer's parameters (master weights, compute weights,
+// optimizer state) as a checkpoint folder (Checkpoint.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TrainerParts.h"
+#include "rp/runtime/FileIO.h"
+#include "rp/runtime/Safetensors.h"
+
+#include <cstring>
+
+using namespace rp::runtime;
+
+namespace rp::runtime::detail {
+
+/// Writes a checkpoint folder atomically (Checkpoint.h).
+Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
+                      const HostForward &fwd, const CheckpointState &state) {
+  std::vector<NamedTensor> master, compute, opt;
+  for (const Param &p : params) {
+    TensorRef live = fwd.buffer(p.buffer);
+    master.push_back({p.name, TensorRef{const_cast<float *>(p.master.data()),
+                                        DType::f32, live.shape}});
+    // The weights the next step computes with (W_k in async mode).
+    compute.push_back({p.name, live});
+    opt.push_back(
+        {p.name + ".state0", TensorRef{const_cast<float *>(p.state0.data()),
+                                       DType::f32, live.shape}});
+    opt.push_back(
+        {p.name + ".state1", TensorRef{const_cast<float *>(p.state1.data()),
+                                       DType::f32, live.shape}});
+  }
+  return saveCheckpointFolder(dir,
+                              {{"weights.safetensors", std::move(master)},
+                               {"compute.safetensors", std::move(compute)},
+                               {"optimizer.safetensors", std::move(opt)}},
+                              state);
+}
+
+/// Loads a checkpoint into the parameters' master weights, optimizer state
+/// and the plan's (compute) weights; returns the steps done.
+Expected<CheckpointState> loadCheckpoint(const std::string &dir,
+                                         std::vector<Param> &params,
+                                         HostForward &fwd) {
+  Expected<std::string> folder = findCheckpoint(dir);
+  if (!folder)
+    return folder.getStatus();
+  std::string statePath = *folder + "/state.json";
+  Expected<std::string> text =
+      readRegularFile(statePath, "checkpoint state", kMaxJsonBytes);
+  if (!text)
+    return text.getStatus();
+  Expected<CheckpointState> state = parseCheckpointState(*text, statePath);
+  if (!state)
+    return state.getStatus();
+  auto master = readSafetensors(*folder + "/weights.safetensors");
+  auto compute = readSafetensors(*folder + "/compute.safetensors");
+  auto opt = readSafetensors(*folder + "/optimizer.safetensors");
+  for (auto *f : {&master, &compute, &opt})
+    if (!*f)
+      return f->getStatus();
+  auto take = [&](SafetensorsFile &file, const std::string &name,
+                  size_t size) -> Expected<const std::vector<uint8_t> *> {
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end() || it->second.dtype != DType::f32 ||
+        it->second.data.size() != size * sizeof(float))
+      return invalidArgument("checkpoint '" + dir + "' has no f32 '" + name +
+                             "' of " + std::to_string(size) +
+                             " elements; it is from another model");
+    return &it->second.data;
+  };
+  for (Param &p : params) {
+    size_t n = p.master.size();
+    auto m = take(*master, p.name, n), c = take(*compute, p.name, n),
+         s0 = take(*opt, p.name + ".state0", n),
+         s1 = take(*opt, p.name + ".state1", n);
+    for (auto *e : {&m, &c, &s0, &s1})
+      if (!*e)
+        return e->getStatus();
+    std::memcpy(p.master.data(), (*m)->data(), n * sizeof(float));
+    // This rank's shard of the state (all of it unless sharded).
+    size_t offset = p.shardBegin * sizeof(float),
+           bytes = (p.shardEnd - p.shardBegin) * sizeof(float);
+    std::memcpy(p.state0.data(), (*s0)->data() + offset, bytes);
+    std::memcpy(p.state1.data(), (*s1)->data() + offset, bytes);
+    std::memcpy(fwd.buffer(p.buffer).data, (*c)->data(), n * sizeof(float));
+  }
+  return state;
+}
+
+} // namespace rp::runtime::detail

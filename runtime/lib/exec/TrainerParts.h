@@ -1,0 +1,77 @@
+//===- TrainerParts.h - the trainer's data and checkpoints ------*- C++ -*-===//
+//
+// What train() (Trainer.cpp) takes from its neighbours: the run's global
+// batches and the --data token stream (TrainData.cpp), and the checkpoint
+// of its parameters (TrainCheckpoint.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_RUNTIME_EXEC_TRAINERPARTS_H
+#define RP_RUNTIME_EXEC_TRAINERPARTS_H
+
+#include "StagedTrainer.h"
+#include "rp/runtime/Checkpoint.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rp::runtime::detail {
+
+/// The shape of input `in`'s global batch: a staged plan binds the global
+/// batch itself, an unstaged one a microbatch.
+/// With `accumulate` K, a step takes K such batches (K passes).
+Shape globalShape(const Plan &plan, const BindingDesc &in,
+                  unsigned accumulate = 1);
+
+/// A synthetic global batch for `in`: ids below the binding's limit, or
+/// N(0, 1) floats, from the seed.
+Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
+                             uint64_t seed, unsigned accumulate);
+
+/// Streams a flat token file: sequence after sequence, labels shifted by
+/// one token (the data loader shifts; the graph never does).
+struct TokenStream {
+  std::vector<uint32_t> tokens;
+  uint64_t position = 0;
+  /// This rank's slice of the global batch: its rows of `world` times the
+  /// rows next() fills.
+  unsigned rank = 0, world = 1;
+
+  static Expected<TokenStream> open(const std::string &path, bool wide);
+
+  /// Fills `tokens` and `labels` ([rows, seq], i64) with the next windows.
+  Status next(NpyArray &tokensOut, NpyArray &labelsOut, int64_t limit);
+};
+
+/// A run's inputs: the global batch of every input but the loss scale, and
+/// with --data the stream that refills the token input and the labels.
+struct TrainInputs {
+  std::map<std::string, NpyArray> global;
+  const BindingDesc *labels = nullptr, *scale = nullptr;
+  std::optional<TokenStream> stream;
+  std::string tokenInput;
+  int64_t tokenLimit = 0;
+  /// Several processes: the labels of every rank (the loss counts them
+  /// all); `global` holds this rank's slice.
+  NpyArray allLabels;
+};
+
+/// Reads and checks the run's inputs (--input/--labels, synthetic, --data).
+Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
+                       TrainInputs &out);
+
+/// Writes a checkpoint folder atomically (Checkpoint.h).
+Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
+                      const HostForward &fwd, const CheckpointState &state);
+
+/// Loads a checkpoint into the parameters' master weights, optimizer state
+/// and the plan's (compute) weights; returns the steps done.
+Expected<CheckpointState> loadCheckpoint(const std::string &dir,
+                                         std::vector<Param> &params,
+                                         HostForward &fwd);
+
+} // namespace rp::runtime::detail
+
+#endif // RP_RUNTIME_EXEC_TRAINERPARTS_H

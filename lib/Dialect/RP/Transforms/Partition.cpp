@@ -20,7 +20,7 @@ using namespace mlir::rp;
 
 namespace {
 
-struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
+struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -44,13 +44,17 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
     FailureOr<func::FuncOp> func = layeredFunction(module);
     if (failed(func))
       return signalPassFailure();
-    FailureOr<CostInputs> inputs = loadCostInputs(hw, measured, &getContext());
+    CostModel &model = getAnalysis<CostModel>();
+    FailureOr<const CostInputs *> inputs =
+        model.inputs(hw, measured, &getContext());
     if (failed(inputs))
       return signalPassFailure();
-    FailureOr<std::vector<LayerCost>> costs = analyzeLayerCosts(
-        *func, inputs->hw, inputs->measured ? &*inputs->measured : nullptr);
+    FailureOr<const std::vector<LayerCost> *> costs =
+        model.layerCosts(*func, hw, measured);
     if (failed(costs))
       return signalPassFailure();
+    // Only attributes change: the passes after this one reuse the costs.
+    markAnalysesPreserved<CostModel>();
     PartitionRequest request;
     request.schedule = *kind;
     request.devices = devices;
@@ -58,11 +62,12 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
         microbatches ? unsigned(microbatches) : devices == 1 ? 1 : devices + 1;
     request.partitioner = partitioner;
     request.stages = stages;
-    request.cap =
-        stageBytes
-            ? static_cast<int64_t>(stageBytes)
-            : static_cast<int64_t>(inputs->hw.memoryBytes() * weightBudget / 2);
-    FailureOr<Partition> p = choosePartition(*func, *costs, request, inputs->hw);
+    request.cap = stageBytes
+                      ? static_cast<int64_t>(stageBytes)
+                      : static_cast<int64_t>((*inputs)->hw.memoryBytes() *
+                                             weightBudget / 2);
+    FailureOr<Partition> p =
+        choosePartition(*func, **costs, request, (*inputs)->hw);
     if (failed(p))
       return signalPassFailure();
     SmallVector<int64_t> fwd, bwd = {p->tail.size()};

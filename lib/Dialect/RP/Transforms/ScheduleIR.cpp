@@ -48,7 +48,7 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
   p->stageBytes = cap;
   auto check = [&](const StageRange &s, StringRef kind,
                    bool withGradients) -> LogicalResult {
-    int64_t bytes = rp::stageBytes(s, costs, withGradients);
+    int64_t bytes = mlir::rp::stageBytes(s, costs, withGradients);
     if (bytes <= cap)
       return success();
     return mlir::emitError(func.getLoc())
@@ -89,6 +89,7 @@ FailureOr<func::FuncOp> mlir::rp::layeredFunction(ModuleOp module) {
 }
 
 FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
+                                                       CostModel &model,
                                                        StringRef measured) {
   FailureOr<func::FuncOp> func = layeredFunction(module);
   if (failed(func))
@@ -103,16 +104,16 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
   if (measuredPath.empty())
     if (auto recorded = (*func)->getAttrOfType<StringAttr>(kMeasuredAttr))
       measuredPath = recorded.str();
-  FailureOr<CostInputs> cost =
-      loadCostInputs(in.attr.getHw(), measuredPath, module.getContext());
+  FailureOr<const CostInputs *> cost =
+      model.inputs(in.attr.getHw(), measuredPath, module.getContext());
   if (failed(cost))
     return failure();
-  in.hw = cost->hw;
-  FailureOr<std::vector<LayerCost>> costs = analyzeLayerCosts(
-      *func, in.hw, cost->measured ? &*cost->measured : nullptr);
+  in.hw = (*cost)->hw;
+  FailureOr<const std::vector<LayerCost> *> costs =
+      model.layerCosts(*func, in.attr.getHw(), measuredPath);
   if (failed(costs))
     return failure();
-  in.costs = std::move(*costs);
+  in.costs = **costs;
   std::string spec = "fwd:";
   llvm::raw_string_ostream os(spec);
   llvm::interleave(in.attr.getForward(), os, ",");
@@ -262,8 +263,9 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
   return pl;
 }
 
-FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module) {
-  FailureOr<PipelineInputs> in = loadPipelineInputs(module);
+FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module,
+                                                 CostModel &model) {
+  FailureOr<PipelineInputs> in = loadPipelineInputs(module, model);
   if (failed(in))
     return failure();
   FailureOr<ScheduleOp> op = theSchedule(module);

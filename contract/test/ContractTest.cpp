@@ -91,8 +91,8 @@ TEST(ContractTest, ANameThatIsNotAStringIsTheSource) {
 }
 
 TEST(ContractTest, RefusesFilesThatAreNotRegular) {
-  std::string dir = ::testing::TempDir() + "rp-contract-" +
-                    std::to_string(::getpid());
+  std::string dir =
+      ::testing::TempDir() + "rp-contract-" + std::to_string(::getpid());
   ::mkdir(dir.c_str(), 0700);
   std::string fifo = dir + "/fifo.json";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);

@@ -37,12 +37,15 @@ using OpKind = ::rp::plan::OpKind;
 inline constexpr int kNumOpKinds = static_cast<int>(OpKind::MAX) + 1;
 const char *opKindName(OpKind op);
 
+/// plan.fbs's Queue under the runtime's names (the loader maps them one to
+/// one, in the schema's order).
 enum class QueueKind : uint8_t { compute, weightH2D, activationH2D, d2h };
-inline constexpr int kNumQueueKinds = 4;
+inline constexpr int kNumQueueKinds =
+    static_cast<int>(::rp::plan::Queue::MAX) + 1;
 /// The schema's name: compute, weight_h2d, activation_h2d, d2h.
 const char *queueName(QueueKind queue);
 
-enum class JobKind : uint8_t { run, copy };
+using JobKind = ::rp::plan::JobKind;
 
 struct WeightFileDesc {
   std::string path;     ///< as written in the plan (relative)

@@ -41,7 +41,7 @@ struct OpKernels {
 
 /// The work of `op`'s forward kernel: the plan kernel call it lowers to,
 /// by the formula the plan exporter and the sim device use
-/// (runtime/include/rp/timing/KernelCost.h).
+/// (contract/include/rp/timing/KernelCost.h).
 Kernel forwardKernel(Operation *op) {
   auto operand = [](Type t) {
     ::rp::timing::Operand o;
@@ -147,30 +147,6 @@ int64_t peakWorkBytes(Block &body) {
   return peak;
 }
 
-/// The timing model (runtime/include/rp/timing/Hardware.h) of `hw`: the
-/// one the plan exporter and the sim device time kernels with, so that a
-/// profile's per op kind efficiencies steer the partitioner too.
-::rp::timing::HardwareModel timingModelOf(const HardwareProfile &hw) {
-  std::string error;
-  if (!hw.text.empty())
-    if (std::optional<::rp::timing::HardwareModel> m =
-            ::rp::timing::parseHardwareModel(hw.text, hw.name, error))
-      return *m;
-  ::rp::timing::HardwareModel m;
-  m.name = hw.name;
-  for (const auto &kv : hw.tflops)
-    m.tflops[kv.first().str()] = kv.second;
-  m.computeEfficiency = hw.computeEfficiency;
-  m.memoryGBps = hw.memoryGBps;
-  m.memoryEfficiency = hw.memoryEfficiency;
-  m.h2dGBps = hw.h2dGBps;
-  m.d2hGBps = hw.d2hGBps;
-  m.gpusPerLink = hw.gpusPerLink;
-  m.launchUs = hw.launchUs;
-  m.optimizerGBps = hw.optimizerGBps;
-  return m;
-}
-
 /// A kernel of op kind `op` (a plan op kind name) in element type `dtype`.
 double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
                 const ::rp::timing::HardwareModel &model) {
@@ -197,7 +173,10 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         needs.insert(r);
   };
 
-  ::rp::timing::HardwareModel model = timingModelOf(hw);
+  // The profile is the contract's timing model (rp/timing/Hardware.h): the
+  // one the plan exporter and the sim device time kernels with, so that a
+  // profile's per op kind efficiencies steer the partitioner too.
+  const ::rp::timing::HardwareModel &model = hw;
   std::vector<LayerCost> costs;
   for (Operation &op : func.getBody().getOps()) {
     if (auto param = dyn_cast<ParamOp>(op)) {
@@ -313,13 +292,15 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
              << "measured profile names layer '" << name
              << "', which this graph does not have; was it measured on "
                 "another model or with other layer names?";
-    const MeasuredLayer &m = measured->layers.lookup(name);
-    if (m.forwardMs)
-      it->forwardMs = it->recomputeMs = *m.forwardMs;
-    if (m.recomputeMs)
-      it->recomputeMs = *m.recomputeMs;
-    if (m.backwardMs)
-      it->backwardMs = *m.backwardMs;
+    // -1: the file gives no such time (a missing recompute_ms is
+    // forward_ms already).
+    const ::rp::timing::MeasuredLayerTimes &m = measured->layers.at(name);
+    if (m.forwardMs >= 0)
+      it->forwardMs = m.forwardMs;
+    if (m.recomputeMs >= 0)
+      it->recomputeMs = m.recomputeMs;
+    if (m.backwardMs >= 0)
+      it->backwardMs = m.backwardMs;
     it->measured = true;
   }
   return costs;

@@ -11,10 +11,10 @@
 #ifndef RP_RUNTIME_TEST_PLANTESTUTIL_H
 #define RP_RUNTIME_TEST_PLANTESTUTIL_H
 
+#include "rp/contract/PlanFormat.h"
+#include "rp/contract/plan_generated.h"
 #include "rp/runtime/Device.h"
 #include "rp/runtime/Plan.h"
-#include "rp/runtime/PlanFormat.h"
-#include "rp/runtime/plan_generated.h"
 
 #include <gtest/gtest.h>
 
@@ -71,12 +71,12 @@ inline std::vector<uint8_t> serializePlan(const Plan &plan) {
     return out;
   };
   auto inputs = bindings(plan.inputs), outputs = bindings(plan.outputs);
-  fbb.Finish(pf::CreatePlanDirect(fbb, kPlanSchemaVersion, "PlanTestUtil",
+  fbb.Finish(pf::CreatePlanDirect(fbb, pf::kPlanSchemaVersion, "PlanTestUtil",
                                   plan.devices, plan.events, nullptr, &buffers,
                                   &programs, &jobs, &inputs, &outputs,
                                   plan.microbatches, plan.staged, plan.prologue,
                                   plan.epilogue, plan.schedule.c_str()),
-             kPlanIdentifier);
+             pf::kPlanIdentifier);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
 

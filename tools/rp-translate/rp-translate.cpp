@@ -32,7 +32,7 @@ static cl::opt<std::string> outputPath("o", cl::desc("output file"),
                                        cl::value_desc("file"), cl::init("-"));
 static cl::opt<bool> exportPlanFlag(
     "rp-export-plan",
-    cl::desc("write the .rpplan file the runtime loads (runtime/schema/"
+    cl::desc("write the .rpplan file the runtime loads (contract/schema/"
              "plan.fbs)"));
 
 /// The folder of `path`, "." for a bare file name or stdin/stdout.

@@ -13,7 +13,7 @@
 // among waits and queue order is a deadlock and is reported. The
 // partitioner's objective and rp-compile's predicted step time come from
 // here. The model itself is the runtime's timing core
-// (runtime/include/rp/timing/Timeline.h), which the sim device runs too.
+// (contract/include/rp/timing/Timeline.h), which the sim device runs too.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,7 @@
 //===- PlanExport.h - rp plans into .rpplan files ---------------*- C++ -*-===//
 //
 // The runtime contract: turns a module into the versioned plan file the
-// runtime loads (runtime/schema/plan.fbs). Today a plan is one device
+// runtime loads (contract/schema/plan.fbs). Today a plan is one device
 // running the model's layers in order, forward only: each layer becomes a
 // program of kernel calls over buffers, and one job per layer runs it.
 //

@@ -11,7 +11,7 @@
 
 #include "PlanWriter.h"
 #include "rp/Support/AtomicWrite.h"
-#include "rp/runtime/PlanFormat.h"
+#include "rp/contract/PlanFormat.h"
 #include "rp/runtime/WeightFingerprint.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -473,7 +473,7 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
         ::rp::runtime::weightFileFingerprint(full.str().str()).value_or(0)));
   }
   auto plan =
-      pf::CreatePlan(fbb, ::rp::runtime::kPlanSchemaVersion,
+      pf::CreatePlan(fbb, ::rp::plan::kPlanSchemaVersion,
                      fbb.CreateString(options.producer), devices, events,
                      fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
                      fbb.CreateVector(programs), fbb.CreateVector(jobs),

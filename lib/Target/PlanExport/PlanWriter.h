@@ -12,7 +12,7 @@
 
 #include "rp/Dialect/RP/RPOps.h"
 #include "rp/Target/PlanExport.h"
-#include "rp/runtime/plan_generated.h"
+#include "rp/contract/plan_generated.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"

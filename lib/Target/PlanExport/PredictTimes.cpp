@@ -17,8 +17,6 @@ using namespace mlir;
 using namespace mlir::rp;
 namespace timing = ::rp::timing;
 
-static_assert(static_cast<int>(pf::OpKind::MAX) + 1 == timing::kNumKernelOps,
-              "rp/timing/KernelCost.h lists plan.fbs's op kinds");
 static_assert(static_cast<int>(pf::Queue::MAX) + 1 ==
                   static_cast<int>(timing::Lane::host),
               "the plan's queues are the timing core's first lanes");

@@ -21,7 +21,7 @@
 
 #include "rp/runtime/Trace.h"
 
-#include <nlohmann/json.hpp>
+#include "rp/timing/Measured.h"
 
 #include <algorithm>
 #include <cmath>
@@ -56,9 +56,6 @@ std::pair<std::string, std::string> ends(const std::string &span) {
     return {span, span};
   return {span.substr(0, at), span.substr(at + 2)};
 }
-
-/// Rounded to the nanosecond, so files stay readable.
-double ms(double v) { return std::round(v * 1e6) / 1e6; }
 
 /// The scope an ONNX node name starts with: "h.1" of "/h.1/attn/MatMul";
 /// a name without a leading '/' is its own scope.
@@ -413,22 +410,18 @@ rp::runtime::measuredProfileJson(const Plan &plan,
       note += " " + s;
   }
 
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  // The file's format is the contract's (rp/timing/Measured.h), which
+  // rp-compile --measured reads.
   order.insert(order.end(), tailOrder.begin(), tailOrder.end());
+  timing::MeasuredTimes times;
+  times.hw = hw;
+  times.note = note;
   for (const std::string &name : order) {
     const LayerTimes &t = layers[name];
-    nlohmann::ordered_json entry = {{"name", name}};
-    if (t.forward >= 0)
-      entry["forward_ms"] = ms(t.forward);
-    if (t.recompute >= 0)
-      entry["recompute_ms"] = ms(t.recompute);
-    if (t.backward >= 0)
-      entry["backward_ms"] = ms(t.backward);
-    list.push_back(std::move(entry));
+    times.order.push_back(name);
+    times.layers[name] = {t.forward, t.recompute, t.backward};
   }
-  nlohmann::ordered_json doc = {
-      {"hw", hw}, {"note", note}, {"layers", std::move(list)}};
-  return doc.dump(2) + "\n";
+  return timing::formatMeasuredTimes(times);
 }
 
 Status rp::runtime::writeMeasuredProfile(const Trace &trace,

@@ -2,11 +2,11 @@
 
 #include "rp/runtime/Plan.h"
 #include "PlanInternal.h"
+#include "rp/contract/PlanFormat.h"
+#include "rp/contract/PlanSchemaText.h"
+#include "rp/contract/plan_generated.h"
 #include "rp/runtime/FileIO.h"
-#include "rp/runtime/PlanFormat.h"
-#include "rp/runtime/PlanSchemaText.h"
 #include "rp/runtime/WeightFingerprint.h"
-#include "rp/runtime/plan_generated.h"
 
 #include <flatbuffers/idl.h>
 
@@ -220,7 +220,7 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
   plan.raw.assign(bytes->begin(), bytes->end());
   const uint8_t *data = plan.raw.data();
   size_t size = plan.raw.size();
-  if (size < 8 || !flatbuffers::BufferHasIdentifier(data, kPlanIdentifier))
+  if (size < 8 || !flatbuffers::BufferHasIdentifier(data, pf::kPlanIdentifier))
     return c.fail("not an rp plan (no 'RPPL' identifier); make one with "
                   "rp-compile or rp-translate --rp-export-plan");
   flatbuffers::Verifier verifier(data, size);
@@ -229,11 +229,10 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
                   "FlatBuffers structure check); recompile it");
   const pf::Plan *root = pf::GetPlan(data);
   plan.schemaVersion = root->schema_version();
-  if (plan.schemaVersion != kPlanSchemaVersion)
-    return c.fail("plan schema version " +
-                  std::to_string(plan.schemaVersion) +
+  if (plan.schemaVersion != pf::kPlanSchemaVersion)
+    return c.fail("plan schema version " + std::to_string(plan.schemaVersion) +
                   ", but this runtime reads version " +
-                  std::to_string(kPlanSchemaVersion) +
+                  std::to_string(pf::kPlanSchemaVersion) +
                   "; recompile the model with the matching rp-compile");
   plan.producer = str(root->producer());
   plan.devices = root->devices();
@@ -410,7 +409,7 @@ Expected<std::string> rp::runtime::describePlanJson(const Plan &plan) {
   opts.output_default_scalars_in_json = true;
   opts.indent_step = 2;
   flatbuffers::Parser parser(opts);
-  if (!parser.Parse(kPlanSchemaText))
+  if (!parser.Parse(pf::kPlanSchemaText))
     return internalError("the built-in plan schema does not parse: " +
                          parser.error_);
   std::string json;

@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanInternal.h"
-#include "rp/runtime/plan_generated.h"
+#include "rp/contract/plan_generated.h"
 
 #include <algorithm>
 #include <map>

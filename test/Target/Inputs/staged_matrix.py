@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-schema = os.path.join(here, "..", "..", "..", "runtime", "schema", "plan.fbs")
+schema = os.path.join(here, "..", "..", "..", "contract", "schema", "plan.fbs")
 compiler, model, out = sys.argv[1:4]
 configs = []
 for g in (1, 2, 3, 4):

@@ -21,7 +21,7 @@ using namespace mlir::rp;
 namespace {
 
 struct InsertTransfersPass
-    : rp::impl::InsertTransfersPassBase<InsertTransfersPass> {
+    : mlir::rp::impl::InsertTransfersPassBase<InsertTransfersPass> {
   using Base::Base;
 
   /// Static schedules keep weights on the devices when every device's
@@ -44,9 +44,12 @@ struct InsertTransfersPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<LoadedSchedule> loaded = loadSchedule(module);
+    FailureOr<LoadedSchedule> loaded =
+        loadSchedule(module, getAnalysis<CostModel>());
     if (failed(loaded))
       return signalPassFailure();
+    // Only the schedule changes: the layer costs stay valid.
+    markAnalysesPreserved<CostModel>();
     PipelineInputs *in = &loaded->in;
     ScheduleOp *op = &loaded->op;
     Pipeline *pl = &loaded->pipeline;

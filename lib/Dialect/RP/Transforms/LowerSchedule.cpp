@@ -19,16 +19,20 @@ using namespace mlir::rp;
 
 namespace {
 
-struct LowerSchedulePass : rp::impl::LowerSchedulePassBase<LowerSchedulePass> {
+struct LowerSchedulePass
+    : mlir::rp::impl::LowerSchedulePassBase<LowerSchedulePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (!module.getOps<ScheduleOp>().empty()) {
       module.emitError("already has an rp.schedule");
       return signalPassFailure();
     }
-    FailureOr<PipelineInputs> in = loadPipelineInputs(module);
+    FailureOr<PipelineInputs> in =
+        loadPipelineInputs(module, getAnalysis<CostModel>());
     if (failed(in))
       return signalPassFailure();
+    // Only an rp.schedule is added: the layer costs stay valid.
+    markAnalysesPreserved<CostModel>();
     std::string error;
     PartitionAttr attr = in->attr;
     FailureOr<Pipeline> pl =

@@ -21,7 +21,7 @@ using namespace mlir::rp;
 
 namespace {
 
-struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
+struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -47,13 +47,17 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
     FailureOr<func::FuncOp> func = layeredFunction(module);
     if (failed(func))
       return signalPassFailure();
-    FailureOr<CostInputs> inputs = loadCostInputs(hw, measured, &getContext());
+    CostModel &model = getAnalysis<CostModel>();
+    FailureOr<const CostInputs *> inputs =
+        model.inputs(hw, measured, &getContext());
     if (failed(inputs))
       return signalPassFailure();
-    FailureOr<std::vector<LayerCost>> costs = analyzeLayerCosts(
-        *func, inputs->hw, inputs->measured ? &*inputs->measured : nullptr);
+    FailureOr<const std::vector<LayerCost> *> costs =
+        model.layerCosts(*func, hw, measured);
     if (failed(costs))
       return signalPassFailure();
+    // Only attributes change: the passes after this one reuse the costs.
+    markAnalysesPreserved<CostModel>();
     PartitionRequest request;
     request.schedule = *kind;
     request.devices = devices;
@@ -61,12 +65,12 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
         microbatches ? unsigned(microbatches) : defaultMicrobatches(devices);
     request.partitioner = *how;
     request.stages = stages;
-    request.cap =
-        stageBytes
-            ? static_cast<int64_t>(stageBytes)
-            : static_cast<int64_t>(inputs->hw.memoryBytes() * weightBudget / 2);
+    request.cap = stageBytes
+                      ? static_cast<int64_t>(stageBytes)
+                      : static_cast<int64_t>((*inputs)->hw.memoryBytes() *
+                                             weightBudget / 2);
     FailureOr<Partition> p =
-        choosePartition(*func, *costs, request, inputs->hw);
+        choosePartition(*func, **costs, request, (*inputs)->hw);
     if (failed(p))
       return signalPassFailure();
     SmallVector<int64_t> fwd, bwd = {p->tail.size()};

@@ -46,7 +46,7 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
   p->stageBytes = cap;
   auto check = [&](const StageRange &s, StringRef kind,
                    bool withGradients) -> LogicalResult {
-    int64_t bytes = rp::stageBytes(s, costs, withGradients);
+    int64_t bytes = mlir::rp::stageBytes(s, costs, withGradients);
     if (bytes <= cap)
       return success();
     return mlir::emitError(func.getLoc())

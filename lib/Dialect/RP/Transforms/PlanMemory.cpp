@@ -27,7 +27,7 @@ std::string gib(int64_t bytes) {
   return s;
 }
 
-struct PlanMemoryPass : rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
+struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
 
   /// The error for device `d`: its peak, the budget, its biggest buffers
@@ -60,9 +60,12 @@ struct PlanMemoryPass : rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<LoadedSchedule> loaded = loadSchedule(module);
+    FailureOr<LoadedSchedule> loaded =
+        loadSchedule(module, getAnalysis<CostModel>());
     if (failed(loaded))
       return signalPassFailure();
+    // Only the schedule changes: the layer costs stay valid.
+    markAnalysesPreserved<CostModel>();
     PipelineInputs *in = &loaded->in;
     ScheduleOp *op = &loaded->op;
     Pipeline *pl = &loaded->pipeline;

@@ -7,7 +7,7 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
-#include "rp/Analysis/LayerCost.h"
+#include "rp/Analysis/CostModel.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
@@ -40,14 +40,16 @@ void printCost(llvm::raw_ostream &os, const LayerCost &c) {
 }
 
 struct PrintLayerCostsPass
-    : rp::impl::PrintLayerCostsPassBase<PrintLayerCostsPass> {
+    : mlir::rp::impl::PrintLayerCostsPassBase<PrintLayerCostsPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    FailureOr<CostInputs> inputs = loadCostInputs(hw, measured, &getContext());
+    CostModel &model = getAnalysis<CostModel>();
+    FailureOr<const CostInputs *> inputs =
+        model.inputs(hw, measured, &getContext());
     if (failed(inputs))
       return signalPassFailure();
-    const std::optional<MeasuredProfile> &times = inputs->measured;
+    const std::optional<MeasuredProfile> &times = (*inputs)->measured;
     llvm::raw_ostream &os = llvm::outs();
     bool any = false;
     llvm::StringSet<> found;
@@ -55,16 +57,16 @@ struct PrintLayerCostsPass
       if (func.isExternal() || func.getOps<LayerOp>().empty())
         continue;
       any = true;
-      FailureOr<std::vector<LayerCost>> costs = analyzeLayerCosts(
-          func, inputs->hw, times ? &*times : nullptr, /*strict=*/false);
+      FailureOr<const std::vector<LayerCost> *> costs =
+          model.layerCosts(func, hw, measured, /*strict=*/false);
       if (failed(costs))
         return signalPassFailure();
-      for (const LayerCost &c : *costs)
+      for (const LayerCost &c : **costs)
         found.insert(c.name);
-      os << "costs @" << func.getSymName() << " hw=" << inputs->hw.name
-         << " layers=" << costs->size() << "\n";
+      os << "costs @" << func.getSymName() << " hw=" << (*inputs)->hw.name
+         << " layers=" << (*costs)->size() << "\n";
       LayerCost total;
-      for (const LayerCost &c : *costs) {
+      for (const LayerCost &c : **costs) {
         printCost(os, c);
         total.forwardFlops += c.forwardFlops;
         total.backwardFlops += c.backwardFlops;

@@ -9,6 +9,7 @@
 #include "PartitionPolicy.h"
 
 #include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/CostModel.h"
 #include "rp/Analysis/Partition.h"
 #include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/Pipeline.h"
@@ -39,7 +40,7 @@ void printStages(llvm::raw_ostream &os, StringRef kind,
 }
 
 struct PrintPartitionPass
-    : rp::impl::PrintPartitionPassBase<PrintPartitionPass> {
+    : mlir::rp::impl::PrintPartitionPassBase<PrintPartitionPass> {
   using Base::Base;
 
   unsigned numMicrobatches() const {
@@ -55,9 +56,12 @@ struct PrintPartitionPass
              "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }
-    FailureOr<CostInputs> inputs = loadCostInputs(hw, measured, &getContext());
-    if (failed(inputs))
+    CostModel &model = getAnalysis<CostModel>();
+    FailureOr<const CostInputs *> loaded =
+        model.inputs(hw, measured, &getContext());
+    if (failed(loaded))
       return signalPassFailure();
+    const CostInputs *inputs = *loaded;
     int64_t cap =
         stageBytes
             ? static_cast<int64_t>(stageBytes)
@@ -66,10 +70,11 @@ struct PrintPartitionPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal() || func.getOps<LayerOp>().empty())
         continue;
-      FailureOr<std::vector<LayerCost>> costs = analyzeLayerCosts(
-          func, inputs->hw, inputs->measured ? &*inputs->measured : nullptr);
-      if (failed(costs))
+      FailureOr<const std::vector<LayerCost> *> derived =
+          model.layerCosts(func, hw, measured);
+      if (failed(derived))
         return signalPassFailure();
+      const std::vector<LayerCost> *costs = *derived;
       PartitionRequest request;
       request.devices = devices;
       request.microbatches = numMicrobatches();

@@ -41,12 +41,15 @@ struct Trial {
   unsigned device = 0;
 };
 
-struct ReportMaxSeqPass : rp::impl::ReportMaxSeqPassBase<ReportMaxSeqPass> {
+struct ReportMaxSeqPass
+    : mlir::rp::impl::ReportMaxSeqPassBase<ReportMaxSeqPass> {
   using Base::Base;
 
   /// Plans the step at sequence length `seq` on a retyped copy.
   FailureOr<Trial> trial(ModuleOp module, int64_t seq0, int64_t seq,
                          int64_t budget) {
+    // The profiles parsed once; the copy's own costs, forgotten with it.
+    CostModel scratch = getAnalysis<CostModel>().forScratch();
     OwningOpRef<ModuleOp> copy = module.clone();
     copy->walk([&](Operation *op) {
       for (Value r : op->getResults())
@@ -56,7 +59,7 @@ struct ReportMaxSeqPass : rp::impl::ReportMaxSeqPassBase<ReportMaxSeqPass> {
           for (BlockArgument a : block.getArguments())
             a.setType(rescaled(a.getType(), seq0, seq));
     });
-    FailureOr<PipelineInputs> in = loadPipelineInputs(*copy);
+    FailureOr<PipelineInputs> in = loadPipelineInputs(*copy, scratch);
     if (failed(in))
       return failure();
     std::string error;
@@ -85,9 +88,12 @@ struct ReportMaxSeqPass : rp::impl::ReportMaxSeqPassBase<ReportMaxSeqPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<PipelineInputs> in = loadPipelineInputs(module);
+    FailureOr<PipelineInputs> in =
+        loadPipelineInputs(module, getAnalysis<CostModel>());
     if (failed(in))
       return signalPassFailure();
+    // It reports and changes nothing.
+    markAllAnalysesPreserved();
     int64_t seq0 = 0, rows = 0;
     for (BlockArgument a : in->func.getArguments())
       if (auto t = dyn_cast<RankedTensorType>(a.getType());

@@ -25,6 +25,7 @@ FailureOr<func::FuncOp> mlir::rp::layeredFunction(ModuleOp module) {
 }
 
 FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
+                                                       CostModel &model,
                                                        StringRef measured) {
   FailureOr<func::FuncOp> func = layeredFunction(module);
   if (failed(func))
@@ -39,16 +40,16 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
   if (measuredPath.empty())
     if (auto recorded = (*func)->getAttrOfType<StringAttr>(kMeasuredAttr))
       measuredPath = recorded.str();
-  FailureOr<CostInputs> cost = loadCostInputs(
-      in.attr.getHw().getProfile(), measuredPath, module.getContext());
+  FailureOr<const CostInputs *> cost =
+      model.inputs(in.attr.getHw().getProfile(), measuredPath, module.getContext());
   if (failed(cost))
     return failure();
-  in.hw = cost->hw;
-  FailureOr<std::vector<LayerCost>> costs = analyzeLayerCosts(
-      *func, in.hw, cost->measured ? &*cost->measured : nullptr);
+  in.hw = (*cost)->hw;
+  FailureOr<const std::vector<LayerCost> *> costs =
+      model.layerCosts(*func, in.attr.getHw().getProfile(), measuredPath);
   if (failed(costs))
     return failure();
-  in.costs = std::move(*costs);
+  in.costs = **costs;
   // The attribute's verifier checked the sizes against each other; what is
   // left is that they cover this function's layers.
   ArrayRef<int64_t> fwd = in.attr.getForward(), bwd = in.attr.getBackward();
@@ -198,8 +199,9 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
   return pl;
 }
 
-FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module) {
-  FailureOr<PipelineInputs> in = loadPipelineInputs(module);
+FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module,
+                                                 CostModel &model) {
+  FailureOr<PipelineInputs> in = loadPipelineInputs(module, model);
   if (failed(in))
     return failure();
   FailureOr<ScheduleOp> op = theSchedule(module);

@@ -11,6 +11,7 @@
 #ifndef RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
 #define RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
 
+#include "rp/Analysis/CostModel.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -23,7 +24,8 @@ namespace mlir::rp {
 FailureOr<func::FuncOp> layeredFunction(ModuleOp module);
 
 /// The function's partition attribute, its layer costs and the hardware
-/// profile it names, for the passes after rp-partition.
+/// profile it names, for the passes after rp-partition; `model` (the
+/// module's CostModel analysis) parses and derives them once.
 struct PipelineInputs {
   func::FuncOp func;
   PartitionAttr attr;
@@ -31,7 +33,7 @@ struct PipelineInputs {
   std::vector<LayerCost> costs;
   HardwareProfile hw;
 };
-FailureOr<PipelineInputs> loadPipelineInputs(ModuleOp module,
+FailureOr<PipelineInputs> loadPipelineInputs(ModuleOp module, CostModel &model,
                                              StringRef measured = "");
 
 /// The schedule of `module` (there must be exactly one).
@@ -48,7 +50,7 @@ struct LoadedSchedule {
   ScheduleOp op;
   Pipeline pipeline;
 };
-FailureOr<LoadedSchedule> loadSchedule(ModuleOp module);
+FailureOr<LoadedSchedule> loadSchedule(ModuleOp module, CostModel &model);
 
 /// Replaces the schedule's body by the pipeline's commands, in order.
 void writeSchedule(ScheduleOp op, const Pipeline &pipeline);

@@ -252,10 +252,11 @@ LogicalResult Checker::run() {
 }
 
 struct VerifySchedulePass
-    : rp::impl::VerifySchedulePassBase<VerifySchedulePass> {
+    : mlir::rp::impl::VerifySchedulePassBase<VerifySchedulePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<LoadedSchedule> loaded = loadSchedule(module);
+    FailureOr<LoadedSchedule> loaded =
+        loadSchedule(module, getAnalysis<CostModel>());
     if (failed(loaded))
       return signalPassFailure();
     Checker checker(loaded->op, loaded->pipeline, loaded->in);

@@ -20,6 +20,7 @@
 #ifndef RP_RUNTIME_PLAN_H
 #define RP_RUNTIME_PLAN_H
 
+#include "rp/contract/plan_generated.h"
 #include "rp/runtime/Status.h"
 #include "rp/runtime/Tensor.h"
 
@@ -30,25 +31,21 @@
 
 namespace rp::runtime {
 
-/// The kernels of plan.fbs's OpKind, in the same order.
-enum class OpKind : uint16_t {
-  add, sub, mul, div, pow, max, min,
-  cmp, where,
-  neg, exp, log, sqrt, rsqrt, tanh, erf, sigmoid, silu, relu, gelu,
-  cast, reshape, transpose, slice, concat, broadcast, gather,
-  matmul, reduce, softmax, log_softmax, layer_norm, rms_norm, attention,
-  cross_entropy, cross_entropy_grad, unary_grad, softmax_grad, norm_grad,
-  attention_grad, gather_grad, slice_grad, extremum_grad
-};
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::extremum_grad) + 1;
+/// The kernels: plan.fbs's OpKind as flatc generates it (the contract's
+/// rp/contract/plan_generated.h), so that no list is copied by hand.
+using OpKind = ::rp::plan::OpKind;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::MAX) + 1;
 const char *opKindName(OpKind op);
 
+/// plan.fbs's Queue under the runtime's names (the loader maps them one to
+/// one, in the schema's order).
 enum class QueueKind : uint8_t { compute, weightH2D, activationH2D, d2h };
-inline constexpr int kNumQueueKinds = 4;
+inline constexpr int kNumQueueKinds =
+    static_cast<int>(::rp::plan::Queue::MAX) + 1;
 /// The schema's name: compute, weight_h2d, activation_h2d, d2h.
 const char *queueName(QueueKind queue);
 
-enum class JobKind : uint8_t { run, copy };
+using JobKind = ::rp::plan::JobKind;
 
 struct WeightFileDesc {
   std::string path;     ///< as written in the plan (relative)

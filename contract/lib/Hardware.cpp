@@ -1,14 +1,11 @@
-//===- Hardware.cpp - how long work takes on a hardware profile -----------===//
+//===- Hardware.cpp - a hardware profile and how long work takes ----------===//
 
 #include "rp/timing/Hardware.h"
 
-#include <nlohmann/json.hpp>
+#include "Json.h"
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
-#include <sys/stat.h>
 
 using namespace rp::timing;
 using json = nlohmann::json;
@@ -20,9 +17,9 @@ struct ShippedProfile {
   const char *text;
 };
 
-// Generated from profiles/*.json by runtime/lib/timing/CMakeLists.txt.
+// Generated from profiles/*.json by contract/CMakeLists.txt.
 const ShippedProfile kShipped[] = {
-#include "RuntimeHardwareProfiles.inc"
+#include "ShippedProfiles.inc"
 };
 
 const char *const kKeys[] = {
@@ -70,29 +67,6 @@ bool readCurve(const json &v, const std::string &where, Curve &out,
     }
     out.points.push_back({p[0].get<double>(), d});
   }
-  return true;
-}
-
-bool readFile(const std::string &path, std::string &text, std::string &error) {
-  // Regular files only, and of a sane size (FileIO.h's discipline; this
-  // library links nothing, so it checks with stat itself): a FIFO would
-  // block, /dev/zero would fill memory.
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 &&
-      (!S_ISREG(st.st_mode) || st.st_size > (64 << 20))) {
-    error = "hardware profile '" + path + "' is " +
-            (S_ISREG(st.st_mode) ? "over 64 MiB" : "not a regular file") +
-            "; give a profile's JSON file";
-    return false;
-  }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    error = "cannot read hardware profile '" + path + "'";
-    return false;
-  }
-  std::ostringstream s;
-  s << f.rdbuf();
-  text = s.str();
   return true;
 }
 
@@ -166,11 +140,14 @@ double rp::timing::callMs(const HardwareModel &hw, uint16_t op,
 
 std::optional<HardwareModel>
 rp::timing::parseHardwareModel(const std::string &text,
-                               const std::string &source, std::string &error) {
+                               const std::string &source, std::string &error,
+                               bool needMemory) {
   std::string where = "hardware profile '" + source + "'";
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    error = where + " is not a JSON object";
+  json j;
+  if (!rp::contract::parseJson(text, "hardware profile", source, j, error))
+    return std::nullopt;
+  if (!j.is_object()) {
+    error = where + " must be a JSON object";
     return std::nullopt;
   }
   for (auto &[key, value] : j.items())
@@ -183,7 +160,22 @@ rp::timing::parseHardwareModel(const std::string &text,
       return std::nullopt;
     }
   HardwareModel hw;
-  hw.name = j.value("name", source);
+  hw.name = j.contains("name") && j["name"].is_string()
+                ? j["name"].get<std::string>()
+                : source;
+  if (!j.contains("tflops") || !j["tflops"].is_object() ||
+      j["tflops"].empty()) {
+    error = where + " needs \"tflops\": an object of peak TFLOP/s per "
+                    "element type, e.g. {\"f32\": 82.6}";
+    return std::nullopt;
+  }
+  for (auto &[type, v] : j["tflops"].items()) {
+    if (!v.is_number() || !(v.get<double>() > 0)) {
+      error = where + ": tflops \"" + type + "\" must be a positive number";
+      return std::nullopt;
+    }
+    hw.tflops[type] = v.get<double>();
+  }
   auto number = [&](const char *key, double &out, bool required,
                     bool allowZero) {
     if (!j.contains(key)) {
@@ -206,6 +198,7 @@ rp::timing::parseHardwareModel(const std::string &text,
   if (!number("compute_efficiency", hw.computeEfficiency, false, false) ||
       !number("memory_gbps", hw.memoryGBps, true, false) ||
       !number("memory_efficiency", hw.memoryEfficiency, false, false) ||
+      !number("memory_gib", hw.memoryGiB, needMemory, false) ||
       !number("h2d_gbps", hw.h2dGBps, true, false) ||
       !number("d2h_gbps", hw.d2hGBps, true, false) ||
       !number("gpus_per_link", gpusPerLink, false, false) ||
@@ -221,19 +214,6 @@ rp::timing::parseHardwareModel(const std::string &text,
     return std::nullopt;
   }
   hw.gpusPerLink = unsigned(gpusPerLink);
-  if (!j.contains("tflops") || !j["tflops"].is_object() ||
-      j["tflops"].empty()) {
-    error = where + " needs \"tflops\": an object of peak TFLOP/s per "
-                    "element type, e.g. {\"f32\": 82.6}";
-    return std::nullopt;
-  }
-  for (auto &[type, v] : j["tflops"].items()) {
-    if (!v.is_number() || !(v.get<double>() > 0)) {
-      error = where + ": tflops \"" + type + "\" must be a positive number";
-      return std::nullopt;
-    }
-    hw.tflops[type] = v.get<double>();
-  }
   if (j.contains("op_efficiency")) {
     const json &ops = j["op_efficiency"];
     if (!ops.is_object()) {
@@ -282,26 +262,35 @@ std::vector<std::string> rp::timing::shippedHardwareNames() {
   return names;
 }
 
-std::optional<HardwareModel>
-rp::timing::loadHardwareModel(const std::string &nameOrPath,
-                              std::string &error) {
+bool rp::timing::readHardwareProfile(const std::string &nameOrPath,
+                                     std::string &text, std::string &source,
+                                     std::string &error) {
+  source = nameOrPath;
   bool isPath = nameOrPath.find('/') != std::string::npos ||
                 (nameOrPath.size() > 5 &&
                  nameOrPath.compare(nameOrPath.size() - 5, 5, ".json") == 0);
-  if (isPath) {
-    std::string text;
-    if (!readFile(nameOrPath, text, error))
-      return std::nullopt;
-    return parseHardwareModel(text, nameOrPath, error);
-  }
+  if (isPath)
+    return rp::contract::readJsonFile(nameOrPath, "hardware profile",
+                                      "hardware profile", text, error);
   for (const ShippedProfile &p : kShipped)
-    if (nameOrPath == p.name)
-      return parseHardwareModel(p.text, p.name, error);
+    if (nameOrPath == p.name) {
+      text = p.text;
+      return true;
+    }
   std::string names;
   for (const std::string &n : shippedHardwareNames())
     names += (names.empty() ? "" : ", ") + n;
   error = "unknown hardware profile '" + nameOrPath +
           "'; shipped profiles: " + names +
           "; or give the path of a profile JSON file";
-  return std::nullopt;
+  return false;
+}
+
+std::optional<HardwareModel>
+rp::timing::loadHardwareModel(const std::string &nameOrPath, std::string &error,
+                              bool needMemory) {
+  std::string text, source;
+  if (!readHardwareProfile(nameOrPath, text, source, error))
+    return std::nullopt;
+  return parseHardwareModel(text, source, error, needMemory);
 }

@@ -1,12 +1,12 @@
-//===- Hardware.h - how long work takes on a hardware profile ---*- C++ -*-===//
+//===- Hardware.h - a hardware profile and how long work takes --*- C++ -*-===//
 //
-// The timing side of a hardware profile (docs/hardware-profiles.md): peak
-// rates, efficiencies, the host links and the host's optimizer rate, and
-// the functions that turn work into milliseconds. The compiler's plan
-// exporter and the runtime's sim device both time commands with these, on
-// the same parse of the same file. The compiler's own profile loader
-// (lib/Analysis/HardwareProfile.cpp) keeps its error messages for the
-// fields it reads and hands the text here too.
+// A hardware profile (docs/hardware-profiles.md): peak rates, efficiencies,
+// device memory, the host links and the host's optimizer rate, and the
+// functions that turn work into milliseconds. The one parser of profiles:
+// the compiler (through its adapter, lib/Analysis/HardwareProfile.cpp,
+// which turns errors into diagnostics) and the runtime's sim device read
+// profiles here, and the shipped ones (profiles/*.json) are compiled in
+// here, once.
 //
 // Per op kind efficiency (the optional "op_efficiency" object) is what
 // calibration edits: for each op kind (plan.fbs names: "matmul",
@@ -51,7 +51,10 @@ struct HardwareModel {
   /// Peak dense TFLOP/s by element type name (f32, bf16, ...).
   std::map<std::string, double> tflops;
   double computeEfficiency = 1, memoryGBps = 0, memoryEfficiency = 1;
+  /// Device memory; 0 when the profile does not say (the sim needs none).
+  double memoryGiB = 0;
   double h2dGBps = 0, d2hGBps = 0;
+  /// GPUs that share one host link (a PCIe switch): their copies contend.
   unsigned gpusPerLink = 1;
   double launchUs = 0;
   /// The host's streaming rate for its optimizer and host programs; 0
@@ -59,6 +62,10 @@ struct HardwareModel {
   double optimizerGBps = 0;
   /// By op kind name.
   std::map<std::string, OpEfficiency> opEfficiency;
+
+  /// The memory bandwidth a kernel reaches.
+  double bytesPerSecond() const { return memoryGBps * 1e9 * memoryEfficiency; }
+  double memoryBytes() const { return memoryGiB * double(1ull << 30); }
 
   /// One kernel call: launch_us plus the larger of its FLOPs at the
   /// element type's rate (`dtype`: a plan dtype name; integer types and
@@ -87,20 +94,28 @@ double callMs(const HardwareModel &hw, uint16_t op, const CallOperands &call,
               const std::vector<int64_t> &ints);
 
 /// Parses profile JSON; on failure returns std::nullopt with `error` saying
-/// what and where (`source` names the file). Fields other than the timing
-/// ones (memory_gib, description) are accepted and ignored; unknown ones
-/// are errors.
+/// what and where (`source` names the file and is the profile's name when
+/// it has none). Unknown fields are errors; "memory_gib" is one only when
+/// `needMemory` (a compile plans memory with it; the sim needs none).
 std::optional<HardwareModel> parseHardwareModel(const std::string &text,
                                                 const std::string &source,
-                                                std::string &error);
+                                                std::string &error,
+                                                bool needMemory = false);
 
 /// The profiles shipped in profiles/ (compiled in), sorted.
 std::vector<std::string> shippedHardwareNames();
 
-/// A shipped profile by name, or a file when `nameOrPath` contains '/' or
-/// ends in ".json".
+/// The JSON text of a shipped profile by name, or of a file when
+/// `nameOrPath` contains '/' or ends in ".json"; `source` is set to what
+/// names it in messages. False with `error` when there is no such profile
+/// or the file cannot be read.
+bool readHardwareProfile(const std::string &nameOrPath, std::string &text,
+                         std::string &source, std::string &error);
+
+/// readHardwareProfile, then parseHardwareModel.
 std::optional<HardwareModel> loadHardwareModel(const std::string &nameOrPath,
-                                               std::string &error);
+                                               std::string &error,
+                                               bool needMemory = false);
 
 } // namespace rp::timing
 

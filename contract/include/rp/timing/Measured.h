@@ -1,7 +1,9 @@
-//===- Measured.h - measured per-layer times applied to programs -*- C++ -*-=//
+//===- Measured.h - the measured-profile format -----------------*- C++ -*-===//
 //
 // A measured profile (docs/hardware-profiles.md, "Measured profiles": the
-// per-layer times rp-run --profile writes, or any file of that form) times
+// per-layer times rp-run --profile writes, or any file of that form): its
+// one reader and one writer, which rp-run (writing it, and timing the sim
+// with it) and rp-compile (costing layers with it) share. It also times
 // a staged plan's programs by the layers they compute, in place of the
 // kernel-cost model, so that measured times reach the sim device (rp-run
 // --backend sim --measured FILE) as they reach the partitioner. Programs
@@ -35,6 +37,9 @@ struct MeasuredLayerTimes {
 struct MeasuredTimes {
   /// The profile the times were taken on, when the file says.
   std::string hw;
+  /// How the times were taken, for people (rp-run --profile explains its
+  /// splits); no reader acts on it.
+  std::string note;
   /// Layer names in the file's order (the graph's, for spans "A..B").
   std::vector<std::string> order;
   std::map<std::string, MeasuredLayerTimes> layers;
@@ -45,8 +50,19 @@ struct MeasuredTimes {
 std::optional<MeasuredTimes> parseMeasuredTimes(const std::string &text,
                                                 const std::string &source,
                                                 std::string &error);
+/// The text of the file at `path`; false with `error` when it is not a
+/// regular file or cannot be read.
+bool readMeasuredProfile(const std::string &path, std::string &text,
+                         std::string &error);
+/// readMeasuredProfile, then parseMeasuredTimes.
 std::optional<MeasuredTimes> loadMeasuredTimes(const std::string &path,
                                                std::string &error);
+
+/// The file's text for `times`: {"hw", "note", "layers": [{"name",
+/// "forward_ms", "recompute_ms", "backward_ms"}]} in that order, times
+/// rounded to the nanosecond, and the fields under 0 (not measured) left
+/// out. parseMeasuredTimes reads it back.
+std::string formatMeasuredTimes(const MeasuredTimes &times);
 
 /// The measured time of one run of the program named `program`; `tail`
 /// when a fused tail job runs it. std::nullopt: keep the model's time.

@@ -1,16 +1,16 @@
 //===- PlanFormat.h - constants of the .rpplan format -----------*- C++ -*-===//
 //
 // Shared by the compiler's exporter and the runtime's loader, with the
-// generated plan_generated.h (runtime/schema/plan.fbs).
+// generated plan_generated.h (contract/schema/plan.fbs).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_RUNTIME_PLANFORMAT_H
-#define RP_RUNTIME_PLANFORMAT_H
+#ifndef RP_CONTRACT_PLANFORMAT_H
+#define RP_CONTRACT_PLANFORMAT_H
 
 #include <cstdint>
 
-namespace rp::runtime {
+namespace rp::plan {
 
 /// Bumped on every change a reader must know about; the loader accepts
 /// exactly this version.
@@ -19,6 +19,6 @@ inline constexpr uint32_t kPlanSchemaVersion = 4;
 /// The file identifier at bytes 4..8 of every plan (plan.fbs).
 inline constexpr const char *kPlanIdentifier = "RPPL";
 
-} // namespace rp::runtime
+} // namespace rp::plan
 
-#endif // RP_RUNTIME_PLANFORMAT_H
+#endif // RP_CONTRACT_PLANFORMAT_H

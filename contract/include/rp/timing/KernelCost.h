@@ -18,15 +18,18 @@
 #ifndef RP_TIMING_KERNELCOST_H
 #define RP_TIMING_KERNELCOST_H
 
+#include "rp/contract/plan_generated.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace rp::timing {
 
-/// plan.fbs's OpKind, in the same order (the runtime and the exporter
-/// check the count against their own copies).
-inline constexpr int kNumKernelOps = 43;
+/// How many op kinds plan.fbs's OpKind has (flatc's enum and names are
+/// the only list).
+inline constexpr int kNumKernelOps =
+    static_cast<int>(::rp::plan::OpKind::MAX) + 1;
 /// The schema's name of op kind `op` ("matmul"), "?" when out of range:
 /// the key of its efficiency in a hardware profile.
 const char *kernelOpName(uint16_t op);

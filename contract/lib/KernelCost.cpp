@@ -8,88 +8,43 @@ using namespace rp::timing;
 
 namespace {
 
-// plan.fbs OpKind order.
-const char *const kOpNames[kNumKernelOps] = {
-    "add",         "sub",          "mul",           "div",
-    "pow",         "max",          "min",           "cmp",
-    "where",       "neg",          "exp",           "log",
-    "sqrt",        "rsqrt",        "tanh",          "erf",
-    "sigmoid",     "silu",         "relu",          "gelu",
-    "cast",        "reshape",      "transpose",     "slice",
-    "concat",      "broadcast",    "gather",        "matmul",
-    "reduce",      "softmax",      "log_softmax",   "layer_norm",
-    "rms_norm",    "attention",    "cross_entropy", "cross_entropy_grad",
-    "unary_grad",  "softmax_grad", "norm_grad",     "attention_grad",
-    "gather_grad", "slice_grad",   "extremum_grad"};
-
-enum Op : uint16_t {
-  kPow = 4,
-  kExp = 10,
-  kLog = 11,
-  kTanh = 14,
-  kErf = 15,
-  kSigmoid = 16,
-  kSilu = 17,
-  kGelu = 19,
-  kCast = 20,
-  kReshape = 21,
-  kTranspose = 22,
-  kSlice = 23,
-  kConcat = 24,
-  kBroadcast = 25,
-  kGather = 26,
-  kMatmul = 27,
-  kReduce = 28,
-  kSoftmax = 29,
-  kLogSoftmax = 30,
-  kLayerNorm = 31,
-  kRmsNorm = 32,
-  kAttention = 33,
-  kCrossEntropy = 34,
-  kCrossEntropyGrad = 35,
-  kUnaryGrad = 36,
-  kSoftmaxGrad = 37,
-  kNormGrad = 38,
-  kAttentionGrad = 39,
-  kGatherGrad = 40,
-  kSliceGrad = 41,
-};
+using K = ::rp::plan::OpKind;
 
 /// FLOPs per element of the ops that are neither matmuls nor attention;
 /// a gradient costs about twice its forward.
 double flopsPerElement(uint16_t op) {
-  switch (op) {
-  case kLayerNorm:
-  case kRmsNorm:
-  case kGelu:
+  switch (static_cast<K>(op)) {
+  case K::layer_norm:
+  case K::rms_norm:
+  case K::gelu:
     return 8;
-  case kSoftmax:
-  case kLogSoftmax:
-  case kCrossEntropy:
+  case K::softmax:
+  case K::log_softmax:
+  case K::cross_entropy:
     return 5;
-  case kSilu:
-  case kSigmoid:
-  case kTanh:
-  case kErf:
-  case kExp:
-  case kLog:
-  case kPow:
+  case K::silu:
+  case K::sigmoid:
+  case K::tanh:
+  case K::erf:
+  case K::exp:
+  case K::log:
+  case K::pow:
     return 4;
-  case kCast:
-  case kTranspose:
-  case kSlice:
-  case kConcat:
-  case kBroadcast:
-  case kGather:
-  case kGatherGrad:
-  case kSliceGrad:
+  case K::cast:
+  case K::transpose:
+  case K::slice:
+  case K::concat:
+  case K::broadcast:
+  case K::gather:
+  case K::gather_grad:
+  case K::slice_grad:
     return 0;
-  case kNormGrad:
+  case K::norm_grad:
     return 16;
-  case kSoftmaxGrad:
-  case kCrossEntropyGrad:
+  case K::softmax_grad:
+  case K::cross_entropy_grad:
     return 10;
-  case kUnaryGrad:
+  case K::unary_grad:
     return 8;
   default:
     return 1;
@@ -124,12 +79,12 @@ double attentionFlops(const std::vector<Operand> &in, bool causal) {
 } // namespace
 
 const char *rp::timing::kernelOpName(uint16_t op) {
-  return op < kNumKernelOps ? kOpNames[op] : "?";
+  return op < kNumKernelOps ? ::rp::plan::EnumNamesOpKind()[op] : "?";
 }
 
 int rp::timing::kernelOpIndex(const std::string &name) {
   for (int i = 0; i < kNumKernelOps; ++i)
-    if (name == kOpNames[i])
+    if (name == ::rp::plan::EnumNamesOpKind()[i])
       return i;
   return -1;
 }
@@ -146,7 +101,8 @@ KernelWork rp::timing::kernelWork(uint16_t op,
                                   const std::vector<Operand> &outputs,
                                   const std::vector<int64_t> &ints) {
   KernelWork w;
-  if (op == kReshape) {
+  K kind = static_cast<K>(op);
+  if (kind == K::reshape) {
     w.launches = false;
     return w;
   }
@@ -157,7 +113,7 @@ KernelWork rp::timing::kernelWork(uint16_t op,
     io += double(o.bytes());
   w.bytes = io;
   auto attr = [&](size_t i) { return i < ints.size() ? ints[i] : 0; };
-  if (op == kMatmul) {
+  if (kind == K::matmul) {
     if (inputs.empty() || outputs.empty() || inputs[0].shape.size() < 2)
       return w;
     const std::vector<int64_t> &a = inputs[0].shape;
@@ -165,23 +121,23 @@ KernelWork rp::timing::kernelWork(uint16_t op,
     w.flops = 2 * double(outputs[0].elements()) * double(k);
     return w;
   }
-  if (op == kAttention) {
+  if (kind == K::attention) {
     w.flops = attentionFlops(inputs, attr(0) != 0);
     return w;
   }
-  if (op == kAttentionGrad) {
+  if (kind == K::attention_grad) {
     // Recomputes the scores and forms dV, dP, dQ, dK: five products to the
     // forward's two.
     w.flops = attentionFlops(inputs, attr(0) != 0) * 5 / 2;
     return w;
   }
   double elements = 0;
-  if ((op == kReduce || outputs.empty()) && !inputs.empty())
+  if ((kind == K::reduce || outputs.empty()) && !inputs.empty())
     elements = double(inputs[0].elements());
   else if (!outputs.empty())
     elements = double(outputs[0].elements());
   w.flops = elements * flopsPerElement(op);
-  if (op == kGather && inputs.size() >= 2 && !outputs.empty())
+  if (kind == K::gather && inputs.size() >= 2 && !outputs.empty())
     w.bytes = double(inputs[1].bytes()) + 2 * double(outputs[0].bytes());
   return w;
 }

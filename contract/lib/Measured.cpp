@@ -1,29 +1,30 @@
-//===- Measured.cpp - measured per-layer times applied to programs --------===//
+//===- Measured.cpp - the measured-profile format -------------------------===//
 
 #include "rp/timing/Measured.h"
 
-#include <nlohmann/json.hpp>
+#include "Json.h"
 
-#include <fstream>
-#include <sstream>
+#include <cmath>
 
 using namespace rp::timing;
 
 std::optional<MeasuredTimes>
 rp::timing::parseMeasuredTimes(const std::string &text,
                                const std::string &source, std::string &error) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  nlohmann::json j;
+  if (!rp::contract::parseJson(text, "measured profile", source, j, error))
+    return std::nullopt;
   auto fail = [&](const std::string &what) {
     error = "measured profile '" + source + "': " + what;
     return std::nullopt;
   };
-  if (j.is_discarded())
-    return fail("not valid JSON");
   if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array())
     return fail("expected an object with a \"layers\" array");
   MeasuredTimes times;
   if (j.contains("hw") && j["hw"].is_string())
     times.hw = j["hw"].get<std::string>();
+  if (j.contains("note") && j["note"].is_string())
+    times.note = j["note"].get<std::string>();
   for (size_t i = 0; i < j["layers"].size(); ++i) {
     const nlohmann::json &l = j["layers"][i];
     if (!l.is_object() || !l.contains("name") || !l["name"].is_string())
@@ -53,14 +54,38 @@ rp::timing::parseMeasuredTimes(const std::string &text,
 
 std::optional<MeasuredTimes>
 rp::timing::loadMeasuredTimes(const std::string &path, std::string &error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = "cannot read the measured profile '" + path + "'";
+  std::string text;
+  if (!readMeasuredProfile(path, text, error))
     return std::nullopt;
+  return parseMeasuredTimes(text, path, error);
+}
+
+bool rp::timing::readMeasuredProfile(const std::string &path, std::string &text,
+                                     std::string &error) {
+  return rp::contract::readJsonFile(path, "measured profile",
+                                    "the measured profile", text, error);
+}
+
+std::string rp::timing::formatMeasuredTimes(const MeasuredTimes &times) {
+  auto ms = [](double v) { return std::round(v * 1e6) / 1e6; };
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const std::string &name : times.order) {
+    auto it = times.layers.find(name);
+    if (it == times.layers.end())
+      continue;
+    const MeasuredLayerTimes &t = it->second;
+    nlohmann::ordered_json entry = {{"name", name}};
+    if (t.forwardMs >= 0)
+      entry["forward_ms"] = ms(t.forwardMs);
+    if (t.recomputeMs >= 0)
+      entry["recompute_ms"] = ms(t.recomputeMs);
+    if (t.backwardMs >= 0)
+      entry["backward_ms"] = ms(t.backwardMs);
+    list.push_back(std::move(entry));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return parseMeasuredTimes(text.str(), path, error);
+  nlohmann::ordered_json doc = {
+      {"hw", times.hw}, {"note", times.note}, {"layers", std::move(list)}};
+  return doc.dump(2) + "\n";
 }
 
 std::optional<double> rp::timing::measuredProgramMs(const MeasuredTimes &times,

@@ -1,0 +1,153 @@
+//===- ContractTest.cpp - what the compiler and the runtime agree on ------===//
+//
+// The contract library alone (no MLIR, no executor): op kinds come from the
+// schema, the one profile parser says what is wrong and where, and the
+// measured-profile format reads back what it writes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/contract/plan_generated.h"
+#include "rp/timing/Hardware.h"
+#include "rp/timing/KernelCost.h"
+#include "rp/timing/Measured.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace rp::timing;
+using ::testing::HasSubstr;
+
+namespace {
+
+const char *const kMinimal = R"({"tflops": {"f32": 10}, "memory_gbps": 100,
+  "h2d_gbps": 20, "d2h_gbps": 20)";
+
+TEST(ContractTest, OpKindsAreTheSchemas) {
+  using K = rp::plan::OpKind;
+  EXPECT_EQ(kNumKernelOps, int(K::MAX) + 1);
+  for (int k = 0; k < kNumKernelOps; ++k) {
+    EXPECT_STREQ(kernelOpName(uint16_t(k)), rp::plan::EnumNameOpKind(K(k)));
+    EXPECT_EQ(kernelOpIndex(kernelOpName(uint16_t(k))), k);
+  }
+  EXPECT_EQ(kernelOpIndex("matmul"), int(K::matmul));
+  EXPECT_STREQ(kernelOpName(uint16_t(kNumKernelOps)), "?");
+  EXPECT_EQ(kernelOpIndex("matmull"), -1);
+}
+
+TEST(ContractTest, ShippedProfilesParseForACompile) {
+  std::vector<std::string> names = shippedHardwareNames();
+  EXPECT_EQ(names, (std::vector<std::string>{"a800", "h100", "host", "rtx3090",
+                                             "rtx4090"}));
+  for (const std::string &name : names) {
+    std::string error;
+    std::optional<HardwareModel> hw =
+        loadHardwareModel(name, error, /*needMemory=*/true);
+    ASSERT_TRUE(hw) << error;
+    EXPECT_EQ(hw->name, name);
+    EXPECT_GT(hw->memoryBytes(), 0) << name;
+    EXPECT_GT(hw->bytesPerSecond(), 0) << name;
+  }
+}
+
+TEST(ContractTest, MemoryIsNeededOnlyWhenAsked) {
+  std::string text = std::string(kMinimal) + "}", error;
+  std::optional<HardwareModel> hw = parseHardwareModel(text, "m.json", error);
+  ASSERT_TRUE(hw) << error;
+  EXPECT_EQ(hw->memoryBytes(), 0);
+  EXPECT_EQ(hw->name, "m.json");
+  EXPECT_FALSE(parseHardwareModel(text, "m.json", error, /*needMemory=*/true));
+  EXPECT_THAT(error, HasSubstr("hardware profile 'm.json' has no field "
+                               "\"memory_gib\""));
+}
+
+TEST(ContractTest, SyntaxErrorsSayWhere) {
+  std::string error;
+  // What test/Analysis/Inputs/broken.json holds: the input ends at the
+  // start of line 2, byte 41.
+  EXPECT_FALSE(parseHardwareModel(
+      "{\"name\": \"broken\", \"tflops\": {\"f32\": 1},\n", "b.json", error));
+  EXPECT_THAT(error, HasSubstr("hardware profile 'b.json' is not valid JSON: "
+                               "[2:0, byte=41]: "));
+  EXPECT_FALSE(parseHardwareModel("{\"a\": 1,}", "c.json", error));
+  EXPECT_THAT(error, HasSubstr("[1:8, byte=8]: "));
+  EXPECT_FALSE(parseMeasuredTimes("{\n\n  x", "m.json", error));
+  EXPECT_THAT(error, HasSubstr("measured profile 'm.json' is not valid JSON: "
+                               "[3:2, byte=5]: "));
+  EXPECT_FALSE(parseHardwareModel("[1, 2]", "a.json", error));
+  EXPECT_THAT(error, HasSubstr("hardware profile 'a.json' must be a JSON "
+                               "object"));
+}
+
+TEST(ContractTest, ANameThatIsNotAStringIsTheSource) {
+  std::string text = std::string(kMinimal) + ", \"name\": 5}", error;
+  std::optional<HardwareModel> hw = parseHardwareModel(text, "n.json", error);
+  ASSERT_TRUE(hw) << error;
+  EXPECT_EQ(hw->name, "n.json");
+}
+
+TEST(ContractTest, RefusesFilesThatAreNotRegular) {
+  std::string dir =
+      ::testing::TempDir() + "rp-contract-" + std::to_string(::getpid());
+  ::mkdir(dir.c_str(), 0700);
+  std::string fifo = dir + "/fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string error;
+  EXPECT_FALSE(loadHardwareModel(fifo, error));
+  EXPECT_THAT(error, HasSubstr("hardware profile '" + fifo +
+                               "' is a FIFO, not a regular file"));
+  EXPECT_FALSE(loadMeasuredTimes(dir, error));
+  EXPECT_THAT(error, HasSubstr("is a folder, not a regular file"));
+  EXPECT_FALSE(loadMeasuredTimes(dir + "/none.json", error));
+  EXPECT_THAT(error, HasSubstr("cannot read the measured profile '" + dir +
+                               "/none.json': No such file or directory"));
+  EXPECT_FALSE(loadHardwareModel("rtx5090", error));
+  EXPECT_THAT(error, HasSubstr("unknown hardware profile 'rtx5090'"));
+  std::remove(fifo.c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST(ContractTest, MeasuredProfilesReadBackWhatIsWritten) {
+  MeasuredTimes times;
+  times.hw = "rtx4090";
+  times.note = "by hand";
+  times.order = {"h.1", "h.0"};
+  times.layers["h.1"] = {1.23456789, -1, 2.5};
+  times.layers["h.0"] = {0.5, 0.25, -1};
+  std::string text = formatMeasuredTimes(times);
+  // Fields in a fixed order, times to the nanosecond, unmeasured ones out.
+  EXPECT_EQ(text, R"({
+  "hw": "rtx4090",
+  "note": "by hand",
+  "layers": [
+    {
+      "name": "h.1",
+      "forward_ms": 1.234568,
+      "backward_ms": 2.5
+    },
+    {
+      "name": "h.0",
+      "forward_ms": 0.5,
+      "recompute_ms": 0.25
+    }
+  ]
+}
+)");
+  std::string error;
+  std::optional<MeasuredTimes> back = parseMeasuredTimes(text, "t", error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->hw, "rtx4090");
+  EXPECT_EQ(back->note, "by hand");
+  EXPECT_EQ(back->order, times.order);
+  // A missing recompute_ms is the forward's.
+  EXPECT_DOUBLE_EQ(back->layers["h.1"].recomputeMs, 1.234568);
+  EXPECT_DOUBLE_EQ(back->layers["h.1"].backwardMs, 2.5);
+  EXPECT_DOUBLE_EQ(back->layers["h.0"].recomputeMs, 0.25);
+  EXPECT_LT(back->layers["h.0"].backwardMs, 0);
+}
+
+} // namespace

@@ -13,11 +13,10 @@
 // back to back, inserts their transfers (the two-weight-sets rule and the
 // input buffers carry across steps; every step ends in its own optimizer
 // step, and step k's weight uploads wait for the weights it reads: the
-// optimizer of step k-2 in async mode, k-1 in sync mode; and step k's
-// first compute waits for step k-1's last tail compute, where the trainer
-// has the step's losses), times the whole
-// run with the schedule timing (ScheduleTiming.h), and reads the period
-// off the last steps (at least 3 are laid out). Static schedules keep their
+// optimizer of step k-2 in async mode, k-1 in sync mode), times the whole
+// run with the schedule timing (ScheduleTiming.h), and reads the period as
+// the sim device does: the mean over one rotation (G / gcd(S, G) steps)
+// after a warm-up of rotation + 3 steps. Static schedules keep their
 // devices (no rotation); their steps overlap only as far as queue order and
 // data allow.
 //
@@ -30,8 +29,9 @@
 
 namespace mlir::rp {
 
-/// Steps a steady-state estimate lays out: three to settle in (the first
-/// two wait for no optimizer), the last two measured.
+/// Steps a steady-state estimate lays out at least; it lays out more when
+/// the rotation needs them (a warm-up of rotation + 3 steps, then one
+/// rotation measured).
 constexpr unsigned kSteadySteps = 5;
 
 struct SteadyState {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "llvm/ADT/StringSwitch.h"
+
 using namespace mlir;
 using namespace mlir::rp;
 
@@ -29,14 +31,14 @@ Pipeline mlir::rp::continuousPipeline(const Pipeline &one, unsigned steps) {
   unsigned perStep = one.jobs.size(), numSets = 0;
   for (const StageJob &j : one.jobs)
     numSets = std::max(numSets, j.weightSet + 1);
-  // Round-robin: the job counter carries on, so step k starts where step
-  // k-1's chain left off. Static schedules keep their stages' devices.
-  bool rotate = one.kind == ScheduleKind::roundRobin;
+  // Round-robin: step k's jobs move on by the pass shift (by default the
+  // job counter carries on, so step k starts where step k-1's chain left
+  // off). Static schedules keep their stages' devices.
+  unsigned shift = one.shiftPerPass();
   for (unsigned k = 0; k < run.steps; ++k)
     for (const StageJob &j : one.jobs) {
       StageJob c = j;
-      if (rotate)
-        c.device = (j.device + k * perStep) % one.devices;
+      c.device = (j.device + k * shift) % one.devices;
       // Every step uploads its own weights (a new version).
       c.weightSet = j.weightSet + k * numSets;
       run.jobs.push_back(c);
@@ -69,9 +71,8 @@ mlir::rp::steadyState(const Pipeline &pipeline,
   // read off early is optimistic, and one read over part of a rotation
   // depends on which devices the measured steps landed on.
   unsigned perStep = pipeline.jobsPerStep(), g = pipeline.devices;
-  unsigned rotation = 1;
-  if (pipeline.kind == ScheduleKind::roundRobin && perStep % g)
-    rotation = g / std::gcd(perStep % g, g);
+  unsigned shift = pipeline.shiftPerPass();
+  unsigned rotation = shift ? g / std::gcd(shift, g) : 1;
   unsigned from = rotation + 3;
   steps = std::max(steps, from + rotation + 1);
   Pipeline run = continuousPipeline(pipeline, steps);
@@ -103,10 +104,51 @@ mlir::rp::steadyState(const Pipeline &pipeline,
       jobMs[c.job] += c.ms;
   for (unsigned k = 0; k < rotation; ++k)
     for (unsigned n = 0; n < perStep; ++n)
-      s.deviceBusyMs[(pipeline.jobs[n].device + k * perStep) % g] +=
+      s.deviceBusyMs[(pipeline.jobs[n].device + k * shift) % g] +=
           jobMs[n] / rotation;
+  s.shift = shift;
   s.firstStepMs = lastEnd[0];
   s.runMs = t->iterationMs;
   s.stepMs = (lastEnd[from + rotation] - lastEnd[from]) / rotation;
   return s;
+}
+
+std::optional<Dispatch> mlir::rp::parseDispatch(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Dispatch>>(name)
+      .Case("modulo", Dispatch::modulo)
+      .Case("rounds", Dispatch::rounds)
+      .Default(std::nullopt);
+}
+
+llvm::StringRef mlir::rp::dispatchName(Dispatch dispatch) {
+  return dispatch == Dispatch::modulo ? "modulo" : "rounds";
+}
+
+std::optional<SteadyState>
+mlir::rp::dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
+                         const HardwareProfile &hw, Dispatch dispatch,
+                         bool syncOptimizer, std::string *stuck) {
+  unsigned g = pipeline.devices;
+  if (pipeline.kind != ScheduleKind::roundRobin)
+    return steadyState(pipeline, layers, hw, syncOptimizer, kSteadySteps,
+                       stuck);
+  unsigned modulo = pipeline.jobsPerStep() % g;
+  pipeline.passShift = int(modulo);
+  std::optional<SteadyState> best =
+      steadyState(pipeline, layers, hw, syncOptimizer, kSteadySteps, stuck);
+  // A shift coprime to G walks every job over every device; the modulo one
+  // that is not leaves the same jobs on the same devices pass after pass.
+  if (!best || dispatch == Dispatch::modulo || std::gcd(modulo, g) == 1)
+    return best;
+  for (unsigned shift : {1u, g - 1}) {
+    Pipeline candidate = pipeline;
+    candidate.passShift = int(shift);
+    std::optional<SteadyState> s =
+        steadyState(candidate, layers, hw, syncOptimizer, kSteadySteps, stuck);
+    if (s && s->stepMs < best->stepMs) {
+      best = s;
+      pipeline.passShift = int(shift);
+    }
+  }
+  return best;
 }

@@ -51,6 +51,8 @@ struct SteadyState {
   /// devices unless S is a multiple of G.
   std::vector<double> deviceBusyMs;
   unsigned steps = 0;
+  /// The device shift from one step to the next it was timed with.
+  unsigned shift = 0;
 
   /// 1 - busyMs / (devices x stepMs): the idle share of the GPUs in the
   /// steady state (switch and intra bubbles; no fill, no drain).
@@ -70,6 +72,31 @@ std::optional<SteadyState>
 steadyState(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
             const HardwareProfile &hw, bool syncOptimizer = false,
             unsigned steps = kSteadySteps, std::string *stuck = nullptr);
+
+/// How a round-robin plan moves its jobs from one pass to the next (the
+/// plan's pass shift, decided at compile time so plans stay static):
+/// - modulo: the job counter carries on, pass p's job n on device
+///   (n + p * S) mod G for S stage jobs a pass;
+/// - rounds: each pass (a round of the job chain) starts on the device the
+///   timing model finds best: of the modulo shift and, when that one does
+///   not walk every job over every device (gcd(S, G) > 1, e.g. S a multiple
+///   of G, which never rotates), the shifts 1 and G - 1 that do, the one
+///   whose steady step is shortest (modulo on ties). Never slower than
+///   modulo in the timing model; it spreads the busy time of plans whose
+///   modulo shift leaves some devices with the long jobs every pass.
+enum class Dispatch { modulo, rounds };
+
+/// `modulo`, `rounds`.
+std::optional<Dispatch> parseDispatch(llvm::StringRef name);
+llvm::StringRef dispatchName(Dispatch dispatch);
+
+/// Chooses the pass shift of `pipeline` (compute only) under `dispatch`,
+/// stores it in pipeline.passShift (static schedules keep -1) and returns
+/// the steady state it was chosen by; std::nullopt as steadyState.
+std::optional<SteadyState>
+dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
+               const HardwareProfile &hw, Dispatch dispatch,
+               bool syncOptimizer = false, std::string *stuck = nullptr);
 
 } // namespace mlir::rp
 

@@ -457,19 +457,20 @@ fb::Offset<pf::KernelCall> PlanWriter::copyCall(uint32_t src, uint32_t dst,
 
 void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
                         unsigned events, bool staged, int prologue,
-                        int epilogue, StringRef schedule, StringRef hardware) {
+                        int epilogue, StringRef schedule, StringRef hardware,
+                        int passShift) {
   for (auto [path, size] : llvm::zip(weightFilePaths, weightFileMinSize))
     weightFiles.push_back(
         pf::CreateWeightFile(fbb, fbb.CreateString(path), size));
-  auto plan =
-      pf::CreatePlan(fbb, ::rp::runtime::kPlanSchemaVersion,
-                     fbb.CreateString(options.producer), devices, events,
-                     fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
-                     fbb.CreateVector(programs), fbb.CreateVector(jobs),
-                     fbb.CreateVector(inputs), fbb.CreateVector(outputs),
-                     microbatches, staged, prologue, epilogue,
-                     schedule.empty() ? 0 : fbb.CreateString(schedule.str()),
-                     hardware.empty() ? 0 : fbb.CreateString(hardware.str()));
+  auto plan = pf::CreatePlan(
+      fbb, ::rp::runtime::kPlanSchemaVersion,
+      fbb.CreateString(options.producer), devices, events,
+      fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
+      fbb.CreateVector(programs), fbb.CreateVector(jobs),
+      fbb.CreateVector(inputs), fbb.CreateVector(outputs), microbatches, staged,
+      prologue, epilogue,
+      schedule.empty() ? 0 : fbb.CreateString(schedule.str()),
+      hardware.empty() ? 0 : fbb.CreateString(hardware.str()), passShift);
   pf::FinishPlanBuffer(fbb, plan);
   bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }

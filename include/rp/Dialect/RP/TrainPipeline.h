@@ -37,6 +37,16 @@ struct TrainPipelineOptions
   Option<std::string> partitioner{*this, "partitioner",
                                   llvm::cl::desc("rp or roundpipe"),
                                   llvm::cl::init("rp")};
+  Option<std::string> dispatch{
+      *this, "dispatch",
+      llvm::cl::desc("round-robin's pass shift: modulo or rounds "
+                     "(include/rp/Analysis/Continuous.h)"),
+      llvm::cl::init("modulo")};
+  Option<int> passShift{
+      *this, "pass-shift",
+      llvm::cl::desc("round-robin: this device shift per pass (-1: "
+                     "dispatch's)"),
+      llvm::cl::init(-1)};
   Option<std::string> stages{*this, "stages",
                              llvm::cl::desc("fwd:A,...;bwd:X,... (DESIGN.md)"),
                              llvm::cl::init("")};

@@ -36,6 +36,12 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
              "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }
+    std::optional<Dispatch> how = parseDispatch(dispatch);
+    if (!how) {
+      mlir::emitError(module.getLoc()) << "rp-partition: unknown dispatch '"
+                                       << dispatch << "' (rounds or modulo)";
+      return signalPassFailure();
+    }
     if (partitioner == "roundpipe" && *kind != ScheduleKind::roundRobin) {
       module.emitError() << "partitioner=roundpipe cuts round-robin stages; "
                          << schedule << " uses balanced static stages";
@@ -58,6 +64,7 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
         microbatches ? unsigned(microbatches) : devices == 1 ? 1 : devices + 1;
     request.partitioner = partitioner;
     request.stages = stages;
+    request.dispatch = *how;
     request.cap =
         stageBytes
             ? static_cast<int64_t>(stageBytes)
@@ -75,12 +82,14 @@ struct PartitionPass : rp::impl::PartitionPassBase<PartitionPass> {
                                         request.microbatches, hw, fwd, bwd));
     // The passes after this one (the schedule, its transfers and memory,
     // the plan's predicted times) cost the layers the same way.
+    auto recorded =
+        getContext().getLoadedDialect<RPDialect>()->getMeasuredAttrHelper();
     if (!measured.empty()) {
       SmallString<256> path(measured);
       (void)llvm::sys::fs::make_absolute(path);
-      (*func)->setAttr(kMeasuredAttr, StringAttr::get(&getContext(), path));
+      recorded.setAttr(*func, StringAttr::get(&getContext(), path));
     } else
-      (*func)->removeAttr(kMeasuredAttr);
+      recorded.removeAttr(*func);
   }
 };
 

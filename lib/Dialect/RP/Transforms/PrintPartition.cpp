@@ -55,6 +55,13 @@ struct PrintPartitionPass
              "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }
+    std::optional<Dispatch> how = parseDispatch(dispatch);
+    if (!how) {
+      mlir::emitError(getOperation().getLoc())
+          << "rp-print-partition: unknown dispatch '" << dispatch
+          << "' (rounds or modulo)";
+      return signalPassFailure();
+    }
     FailureOr<CostInputs> inputs = loadCostInputs(hw, measured, &getContext());
     if (failed(inputs))
       return signalPassFailure();
@@ -76,6 +83,7 @@ struct PrintPartitionPass
       request.partitioner = partitioner;
       request.stages = stages;
       request.cap = cap;
+      request.dispatch = *how;
       FailureOr<Partition> p = choosePartition(func, *costs, request, inputs->hw);
       if (failed(p))
         return signalPassFailure();
@@ -98,8 +106,8 @@ struct PrintPartitionPass
           *p, *costs, ScheduleKind::roundRobin, devices, m, error);
       std::optional<SteadyState> steady;
       if (timing && succeeded(pl))
-        steady = steadyState(*pl, *costs, inputs->hw, /*syncOptimizer=*/false,
-                             kSteadySteps, &stuck);
+        steady = dispatchPasses(*pl, *costs, inputs->hw, *how,
+                                /*syncOptimizer=*/false, &stuck);
       if (!steady) {
         mlir::emitError(func.getLoc())
             << "the round-robin schedule of this partition deadlocks at '"
@@ -114,9 +122,10 @@ struct PrintPartitionPass
                          100 * steady->bubble())
          << llvm::format(" one_step_ms=%.6g one_step_bubble_pct=%.4g",
                          timing->iterationMs, 100 * timing->bubbleFraction())
-         << llvm::format(" busy_ratio=%.4g\n", steady->busyRatio());
+         << llvm::format(" busy_ratio=%.4g", steady->busyRatio())
+         << " pass_shift=" << steady->shift << "\n";
       if (stages.empty() && partitioner == "rp") {
-        SearchTarget target{inputs->hw, devices, m, cap};
+        SearchTarget target{inputs->hw, devices, m, cap, *how};
         double theirs = estimatedStepMs(
             partitionRoundPipe(*costs, cap, devices), *costs, target);
         os << llvm::format("versus roundpipe step_ms=%.6g ratio=%.4f\n", theirs,

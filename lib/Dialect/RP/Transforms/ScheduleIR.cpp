@@ -20,7 +20,8 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
                                                      request.devices,
                                                      costs.size()));
     if (request.partitioner == "rp" || request.partitioner == "exhaustive") {
-      SearchTarget target{hw, request.devices, request.microbatches, cap};
+      SearchTarget target{hw, request.devices, request.microbatches, cap,
+                          request.dispatch};
       if (request.partitioner == "rp")
         return partitionForStepTime(costs, target);
       if (costs.size() > 10)
@@ -101,7 +102,10 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
                            "rp-partition first");
   std::string measuredPath = measured.str();
   if (measuredPath.empty())
-    if (auto recorded = (*func)->getAttrOfType<StringAttr>(kMeasuredAttr))
+    if (auto recorded = module.getContext()
+                            ->getLoadedDialect<RPDialect>()
+                            ->getMeasuredAttrHelper()
+                            .getAttr(*func))
       measuredPath = recorded.str();
   FailureOr<CostInputs> cost =
       loadCostInputs(in.attr.getHw(), measuredPath, module.getContext());
@@ -165,6 +169,8 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
   pl.devices = op.getDevices();
   pl.microbatches = op.getMicrobatches();
   pl.residentWeights = op.getResident();
+  if (std::optional<uint64_t> shift = op.getPassShift())
+    pl.passShift = int(*shift);
   pl.schedule.devices = pl.devices;
   llvm::DenseMap<Operation *, unsigned> index;
   std::vector<bool> seen;
@@ -282,6 +288,10 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
     body.back().erase();
   op.setKind(scheduleKindName(pl.kind));
   op.setResident(pl.residentWeights);
+  if (pl.kind == ScheduleKind::roundRobin && pl.passShift >= 0)
+    op.setPassShift(uint64_t(pl.passShift));
+  else
+    op.removePassShiftAttr();
   OpBuilder b = OpBuilder::atBlockEnd(&body);
   Location loc = op.getLoc();
   std::vector<Value> tokens;

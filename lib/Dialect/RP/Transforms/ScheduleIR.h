@@ -10,6 +10,7 @@
 #ifndef RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
 #define RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
 
+#include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -22,9 +23,10 @@ namespace mlir::rp {
 struct PartitionRequest {
   ScheduleKind schedule = ScheduleKind::roundRobin;
   unsigned devices = 1, microbatches = 1;
-  std::string partitioner = "rp"; ///< rp or roundpipe (round-robin only)
-  std::string stages;             ///< fwd:...;bwd:... when given
-  int64_t cap = 0;                ///< per-stage byte cap
+  std::string partitioner = "rp";       ///< rp or roundpipe (round-robin only)
+  std::string stages;                   ///< fwd:...;bwd:... when given
+  int64_t cap = 0;                      ///< per-stage byte cap
+  Dispatch dispatch = Dispatch::modulo; ///< how passes move (round-robin)
 };
 
 /// The partition `request` asks for: a user partition is checked against

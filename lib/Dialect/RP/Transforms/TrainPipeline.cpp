@@ -28,6 +28,7 @@ void mlir::rp::buildTrainPipeline(
   partition.measured = options.measured;
   partition.partitioner = options.partitioner;
   partition.stages = options.stages;
+  partition.dispatch = options.dispatch;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;
@@ -39,6 +40,8 @@ void mlir::rp::buildTrainPipeline(
   // no schedule keeps them resident.
   InsertTransfersPassOptions transfers;
   transfers.weightBudget = 0;
+  transfers.dispatch = options.dispatch;
+  transfers.passShift = options.passShift;
   pm.addPass(createInsertTransfersPass(transfers));
   PlanMemoryPassOptions memory;
   memory.budgetGiB = options.budgetGiB;

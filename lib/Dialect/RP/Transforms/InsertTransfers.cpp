@@ -64,7 +64,7 @@ struct InsertTransfersPass
     }
     if (passShift < -1) {
       mlir::emitError(module.getLoc())
-          << "rp-insert-transfers: pass-shift " << passShift
+          << "rp-insert-transfers: pass-shift " << std::to_string(int(passShift))
           << " is not a device shift; give 0 or more (-1: dispatch's)";
       return signalPassFailure();
     }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "llvm/ADT/StringSwitch.h"
+
 using namespace mlir;
 using namespace mlir::rp;
 
@@ -29,14 +31,14 @@ Pipeline mlir::rp::continuousPipeline(const Pipeline &one, unsigned steps) {
   unsigned perStep = one.jobs.size(), numSets = 0;
   for (const StageJob &j : one.jobs)
     numSets = std::max(numSets, j.weightSet + 1);
-  // Round-robin: the job counter carries on, so step k starts where step
-  // k-1's chain left off. Static schedules keep their stages' devices.
-  bool rotate = one.kind == ScheduleKind::roundRobin;
+  // Round-robin: step k's jobs move on by the pass shift (by default the
+  // job counter carries on, so step k starts where step k-1's chain left
+  // off). Static schedules keep their stages' devices.
+  unsigned shift = one.shiftPerPass();
   for (unsigned k = 0; k < run.steps; ++k)
     for (const StageJob &j : one.jobs) {
       StageJob c = j;
-      if (rotate)
-        c.device = (j.device + k * perStep) % one.devices;
+      c.device = (j.device + k * shift) % one.devices;
       // Every step uploads its own weights (a new version).
       c.weightSet = j.weightSet + k * numSets;
       run.jobs.push_back(c);
@@ -61,38 +63,29 @@ mlir::rp::steadyState(const Pipeline &pipeline,
                       llvm::ArrayRef<LayerCost> layers,
                       const HardwareProfile &hw, bool syncOptimizer,
                       unsigned steps, std::string *stuck) {
-  steps = std::max(3u, steps);
+  // The period is the mean over one rotation (G / gcd(S, G) steps, after
+  // which every job is back on its step-0 device) read off after a warm-up
+  // of rotation + 3 steps, as the sim device reads it (runtime/lib/sim/
+  // Continuous.cpp): the first steps wait for no optimizer and run ahead
+  // of the steady state while the devices' backlog builds up, so a period
+  // read off early is optimistic, and one read over part of a rotation
+  // depends on which devices the measured steps landed on.
+  unsigned perStep = pipeline.jobsPerStep(), g = pipeline.devices;
+  unsigned shift = pipeline.shiftPerPass();
+  unsigned rotation = shift ? g / std::gcd(shift, g) : 1;
+  unsigned from = rotation + 3;
+  steps = std::max(steps, from + rotation + 1);
   Pipeline run = continuousPipeline(pipeline, steps);
   run.syncOptimizer = syncOptimizer;
   insertTransfers(run, layers, hw);
-  // The trainer reads a step's losses before it starts the next step: step
-  // k's first compute waits for step k-1's last tail compute (RoundPipe's
-  // forward_backward returns there too). So two steps never run side by
-  // side, only the next step's fill under this step's drain.
-  unsigned perStep = run.jobsPerStep();
-  std::vector<int> firstOf(steps, -1), lastTailOf(steps, -1);
-  for (auto [i, c] : llvm::enumerate(run.schedule.commands)) {
-    if (!isCompute(c.kind) || c.job < 0)
-      continue;
-    unsigned k = unsigned(c.job) / perStep;
-    if (unsigned(c.job) % perStep == 0 && c.microbatch == 0)
-      firstOf[k] = int(i);
-    if (c.kind == CommandKind::tail &&
-        c.microbatch == int(pipeline.microbatches) - 1)
-      lastTailOf[k] = int(i);
-  }
-  for (unsigned k = 1; k < steps; ++k)
-    if (firstOf[k] >= 0 && lastTailOf[k - 1] >= 0)
-      run.schedule.commands[firstOf[k]].waits.push_back(lastTailOf[k - 1]);
+  // No wait between steps beyond data, queues and weight versions: the
+  // trainer keeps two passes in flight and reads a step's losses while the
+  // next one runs, as the sim device lays them out.
   std::optional<Timing> t = estimateTiming(run.schedule, stuck);
   if (!t)
     return std::nullopt;
   // The end of each step's last compute.
-  // The period is read off the steps after step 2: in async mode, the
-  // first two steps wait for no optimizer, so they run faster than the
-  // steady state when the optimizer is the bottleneck.
   std::vector<double> lastEnd(steps, 0);
-  unsigned from = std::min(2u, steps - 2);
   SteadyState s;
   s.steps = steps;
   s.deviceBusyMs.assign(run.devices, 0);
@@ -104,21 +97,58 @@ mlir::rp::steadyState(const Pipeline &pipeline,
     if (k == 0)
       s.busyMs += c.ms;
   }
-  // Per device, its compute per step over a whole rotation (G / gcd(S, G)
-  // steps, after which every job is back on its step-0 device).
+  // Per device, its compute per step over a whole rotation.
   std::vector<double> jobMs(perStep, 0);
   for (const Command &c : pipeline.schedule.commands)
     if (isCompute(c.kind) && c.job >= 0)
       jobMs[c.job] += c.ms;
-  unsigned g = run.devices, cycle = 1;
-  if (pipeline.kind == ScheduleKind::roundRobin)
-    cycle = g / std::gcd(perStep % g, g);
-  for (unsigned k = 0; k < cycle; ++k)
+  for (unsigned k = 0; k < rotation; ++k)
     for (unsigned n = 0; n < perStep; ++n)
-      s.deviceBusyMs[(pipeline.jobs[n].device + k * perStep) % g] +=
-          jobMs[n] / cycle;
+      s.deviceBusyMs[(pipeline.jobs[n].device + k * shift) % g] +=
+          jobMs[n] / rotation;
+  s.shift = shift;
   s.firstStepMs = lastEnd[0];
   s.runMs = t->iterationMs;
-  s.stepMs = (lastEnd[steps - 1] - lastEnd[from]) / (steps - 1 - from);
+  s.stepMs = (lastEnd[from + rotation] - lastEnd[from]) / rotation;
   return s;
+}
+
+std::optional<Dispatch> mlir::rp::parseDispatch(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Dispatch>>(name)
+      .Case("modulo", Dispatch::modulo)
+      .Case("rounds", Dispatch::rounds)
+      .Default(std::nullopt);
+}
+
+llvm::StringRef mlir::rp::dispatchName(Dispatch dispatch) {
+  return dispatch == Dispatch::modulo ? "modulo" : "rounds";
+}
+
+std::optional<SteadyState>
+mlir::rp::dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
+                         const HardwareProfile &hw, Dispatch dispatch,
+                         bool syncOptimizer, std::string *stuck) {
+  unsigned g = pipeline.devices;
+  if (pipeline.kind != ScheduleKind::roundRobin)
+    return steadyState(pipeline, layers, hw, syncOptimizer, kSteadySteps,
+                       stuck);
+  unsigned modulo = pipeline.jobsPerStep() % g;
+  pipeline.passShift = int(modulo);
+  std::optional<SteadyState> best =
+      steadyState(pipeline, layers, hw, syncOptimizer, kSteadySteps, stuck);
+  // A shift coprime to G walks every job over every device; the modulo one
+  // that is not leaves the same jobs on the same devices pass after pass.
+  if (!best || dispatch == Dispatch::modulo || std::gcd(modulo, g) == 1)
+    return best;
+  for (unsigned shift : {1u, g - 1}) {
+    Pipeline candidate = pipeline;
+    candidate.passShift = int(shift);
+    std::optional<SteadyState> s =
+        steadyState(candidate, layers, hw, syncOptimizer, kSteadySteps, stuck);
+    if (s && s->stepMs < best->stepMs) {
+      best = s;
+      pipeline.passShift = int(shift);
+    }
+  }
+  return best;
 }

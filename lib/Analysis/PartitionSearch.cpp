@@ -135,7 +135,7 @@ double mlir::rp::estimatedStepMs(const Partition &p,
   FailureOr<Pipeline> pl = lowerSchedule(p, layers, ScheduleKind::roundRobin,
                                          t.devices, t.microbatches, error);
   assert(succeeded(pl) && "round-robin lowering cannot fail");
-  std::optional<SteadyState> s = steadyState(*pl, layers, t.hw);
+  std::optional<SteadyState> s = dispatchPasses(*pl, layers, t.hw, t.dispatch);
   assert(s && "round-robin schedules cannot deadlock");
   return s ? s->stepMs : 1e300;
 }

@@ -1,5 +1,5 @@
 # RUN: rm -rf %t && mkdir -p %t
-# RUN: rp-compile %models/gpt_op17.onnx -o %t/p.rpplan --devices 2
+# RUN: rp-compile %models/gpt_op17.onnx -o %t/p.rpplan --devices 2 --stages "fwd:1,1;bwd:2,1,1"
 # RUN: rp-run %t/p.rpplan --steps 3 --trace %t/t.json > %t/run.log
 # RUN: rp-run %t/p.rpplan --describe=json > %t/plan.json
 # RUN: %PYTHON %s %t | FileCheck %s

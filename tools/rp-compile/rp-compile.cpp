@@ -35,6 +35,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <numeric>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -129,6 +132,24 @@ static void printSummary(ModuleOp module, size_t size) {
                       "drain once per run)"
                     : "",
              100 * bubble);
+    os << text;
+  }
+  if (std::optional<uint64_t> shift = s.getPassShift()) {
+    // Each device's compute per step over a rotation (the passes after
+    // which every job is back where it started): 1 is even.
+    uint64_t g = s.getDevices(), k = *shift % g;
+    uint64_t rotation = k ? g / std::gcd(k, g) : 1;
+    std::vector<double> busy(g, 0);
+    for (auto c : s.getBody().front().getOps<rp::ComputeOp>())
+      for (uint64_t p = 0; p < rotation; ++p)
+        busy[(uint64_t(c.getDevice()) + p * k) % g] +=
+            c.getMs().convertToDouble() / rotation;
+    auto [lo, hi] = std::minmax_element(busy.begin(), busy.end());
+    char text[160];
+    snprintf(text, sizeof(text),
+             "; devices shifted by %llu per pass, busiest over idlest device "
+             "%.3f",
+             (unsigned long long)k, *lo > 0 ? *hi / *lo : 0.0);
     os << text;
   }
   if (std::optional<ArrayRef<int64_t>> peaks = s.getPeakBytes()) {

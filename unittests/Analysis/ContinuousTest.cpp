@@ -131,6 +131,39 @@ TEST(ContinuousTest, RotationBalancesTheDevices) {
   EXPECT_NEAR(stuck->busyRatio(), 2.0, 1e-9);
 }
 
+/// The pass shift moves step k's jobs by k * shift devices; a shift
+/// coprime to G evens out a job count that is a multiple of G, and
+/// dispatch=rounds keeps the modulo shift unless another is faster.
+TEST(ContinuousTest, PassShiftMovesTheSteps) {
+  std::vector<LayerCost> layers = uniform(4);
+  Partition even = partitionFromSizes({2, 1}, 1, {3}, 4); // S = 4, G = 2
+  Pipeline one = roundRobin(even, layers, 2, 4);
+  EXPECT_EQ(one.shiftPerPass(), 0u);
+  one.passShift = 1;
+  Pipeline run = continuousPipeline(one, 2);
+  for (unsigned n = 0; n < 4; ++n)
+    EXPECT_EQ(run.jobs[4 + n].device, (one.jobs[n].device + 1) % 2);
+  std::optional<SteadyState> shifted = steadyState(one, layers, freeLinks());
+  ASSERT_TRUE(shifted);
+  EXPECT_EQ(shifted->shift, 1u);
+  EXPECT_NEAR(shifted->busyRatio(), 1.0, 1e-9);
+
+  Pipeline modulo = roundRobin(even, layers, 2, 4);
+  std::optional<SteadyState> m =
+      dispatchPasses(modulo, layers, freeLinks(), Dispatch::modulo);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(modulo.passShift, 0);
+  Pipeline rounds = roundRobin(even, layers, 2, 4);
+  std::optional<SteadyState> r =
+      dispatchPasses(rounds, layers, freeLinks(), Dispatch::rounds);
+  ASSERT_TRUE(r);
+  EXPECT_LE(r->stepMs, m->stepMs);
+  EXPECT_EQ(r->stepMs < m->stepMs ? 1 : 0, rounds.passShift);
+  EXPECT_EQ(r->stepMs, std::min(m->stepMs, shifted->stepMs));
+  EXPECT_EQ(parseDispatch("rounds"), Dispatch::rounds);
+  EXPECT_FALSE(parseDispatch("sideways"));
+}
+
 /// A backward job's saved input is uploaded ahead of its activation
 /// gradient, so the recompute's input is never queued behind the gradient.
 TEST(ContinuousTest, SavedInputGoesAheadOfTheGradient) {

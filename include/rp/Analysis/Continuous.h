@@ -13,11 +13,10 @@
 // back to back, inserts their transfers (the two-weight-sets rule and the
 // input buffers carry across steps; every step ends in its own optimizer
 // step, and step k's weight uploads wait for the weights it reads: the
-// optimizer of step k-2 in async mode, k-1 in sync mode; and step k's
-// first compute waits for step k-1's last tail compute, where the trainer
-// has the step's losses), times the whole
-// run with the schedule timing (ScheduleTiming.h), and reads the period
-// off the last steps (at least 3 are laid out). Static schedules keep their
+// optimizer of step k-2 in async mode, k-1 in sync mode), times the whole
+// run with the schedule timing (ScheduleTiming.h), and reads the period as
+// the sim device does: the mean over one rotation (G / gcd(S, G) steps)
+// after a warm-up of rotation + 3 steps. Static schedules keep their
 // devices (no rotation); their steps overlap only as far as queue order and
 // data allow.
 //
@@ -30,8 +29,9 @@
 
 namespace mlir::rp {
 
-/// Steps a steady-state estimate lays out: three to settle in (the first
-/// two wait for no optimizer), the last two measured.
+/// Steps a steady-state estimate lays out at least; it lays out more when
+/// the rotation needs them (a warm-up of rotation + 3 steps, then one
+/// rotation measured).
 constexpr unsigned kSteadySteps = 5;
 
 struct SteadyState {
@@ -51,6 +51,8 @@ struct SteadyState {
   /// devices unless S is a multiple of G.
   std::vector<double> deviceBusyMs;
   unsigned steps = 0;
+  /// The device shift from one step to the next it was timed with.
+  unsigned shift = 0;
 
   /// 1 - busyMs / (devices x stepMs): the idle share of the GPUs in the
   /// steady state (switch and intra bubbles; no fill, no drain).
@@ -70,6 +72,31 @@ std::optional<SteadyState>
 steadyState(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
             const HardwareProfile &hw, bool syncOptimizer = false,
             unsigned steps = kSteadySteps, std::string *stuck = nullptr);
+
+/// How a round-robin plan moves its jobs from one pass to the next (the
+/// plan's pass shift, decided at compile time so plans stay static):
+/// - modulo: the job counter carries on, pass p's job n on device
+///   (n + p * S) mod G for S stage jobs a pass;
+/// - rounds: each pass (a round of the job chain) starts on the device the
+///   timing model finds best: of the modulo shift and, when that one does
+///   not walk every job over every device (gcd(S, G) > 1, e.g. S a multiple
+///   of G, which never rotates), the shifts 1 and G - 1 that do, the one
+///   whose steady step is shortest (modulo on ties). Never slower than
+///   modulo in the timing model; it spreads the busy time of plans whose
+///   modulo shift leaves some devices with the long jobs every pass.
+enum class Dispatch { modulo, rounds };
+
+/// `modulo`, `rounds`.
+std::optional<Dispatch> parseDispatch(llvm::StringRef name);
+llvm::StringRef dispatchName(Dispatch dispatch);
+
+/// Chooses the pass shift of `pipeline` (compute only) under `dispatch`,
+/// stores it in pipeline.passShift (static schedules keep -1) and returns
+/// the steady state it was chosen by; std::nullopt as steadyState.
+std::optional<SteadyState>
+dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
+               const HardwareProfile &hw, Dispatch dispatch,
+               bool syncOptimizer = false, std::string *stuck = nullptr);
 
 } // namespace mlir::rp
 

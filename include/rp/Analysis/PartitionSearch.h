@@ -19,6 +19,7 @@
 #ifndef RP_ANALYSIS_PARTITIONSEARCH_H
 #define RP_ANALYSIS_PARTITIONSEARCH_H
 
+#include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/Pipeline.h"
 
 namespace mlir::rp {
@@ -28,6 +29,9 @@ struct SearchTarget {
   unsigned devices;
   unsigned microbatches;
   int64_t stageBytes;
+  /// How the plan moves its jobs from pass to pass (Continuous.h): the
+  /// partitioner times each candidate as the plan will run it.
+  Dispatch dispatch = Dispatch::modulo;
 };
 
 /// The estimated step time of `p`'s round-robin schedule.

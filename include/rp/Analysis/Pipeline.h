@@ -85,7 +85,20 @@ struct Pipeline {
   /// step k-1 (sync) or k-2 (async: the weights are one step stale, so the
   /// next step's jobs overlap this step's update).
   bool syncOptimizer = false;
+  /// Round-robin: how many devices the next pass's jobs move on from this
+  /// pass's (pass p's job n runs on (device of job n + p * passShift) mod
+  /// G); -1 is the job counter carrying on (the stage job count).
+  int passShift = -1;
   Schedule schedule;
+
+  /// The device shift from one pass to the next, in [0, devices): 0 for
+  /// static schedules, which keep their devices.
+  unsigned shiftPerPass() const {
+    if (kind != ScheduleKind::roundRobin)
+      return 0;
+    unsigned s = passShift >= 0 ? unsigned(passShift) : jobsPerStep();
+    return s % std::max(1u, devices);
+  }
 
   unsigned jobsPerStep() const { return jobs.size() / std::max(1u, steps); }
 };

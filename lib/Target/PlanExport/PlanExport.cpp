@@ -23,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -182,14 +183,16 @@ LogicalResult PlanWriter::addConstant(ConstantOp c) {
   return success();
 }
 
-FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
+/// Element-wise kernels: arithmetic, comparisons, selects, activations
+/// and casts.
+static std::optional<KernelSpec> elementwiseSpec(Operation *op) {
   auto binary = [](pf::OpKind kind, Operation *o) {
     return KernelSpec{kind, {o->getOperand(0), o->getOperand(1)}, {}, {}};
   };
   auto unary = [](pf::OpKind kind, Operation *o) {
     return KernelSpec{kind, {o->getOperand(0)}, {}, {}};
   };
-  return llvm::TypeSwitch<Operation *, FailureOr<KernelSpec>>(op)
+  return llvm::TypeSwitch<Operation *, std::optional<KernelSpec>>(op)
       .Case([&](AddOp o) { return binary(pf::OpKind::add, o); })
       .Case([&](SubOp o) { return binary(pf::OpKind::sub, o); })
       .Case([&](MulOp o) { return binary(pf::OpKind::mul, o); })
@@ -224,6 +227,16 @@ FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
         return s;
       })
       .Case([&](CastOp o) { return unary(pf::OpKind::cast, o); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Kernels that move or pick elements: reshapes, transposes, slices,
+/// concatenations, broadcasts and gathers.
+static std::optional<KernelSpec> layoutSpec(Operation *op) {
+  auto unary = [](pf::OpKind kind, Operation *o) {
+    return KernelSpec{kind, {o->getOperand(0)}, {}, {}};
+  };
+  return llvm::TypeSwitch<Operation *, std::optional<KernelSpec>>(op)
       .Case([&](ReshapeOp o) { return unary(pf::OpKind::reshape, o); })
       // ints: permutation
       .Case([&](TransposeOp o) {
@@ -251,6 +264,18 @@ FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
                           {o.getInput(), o.getIndices()},
                           {static_cast<int64_t>(o.getAxis())}};
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Matmuls, reductions, softmaxes, norms and attention.
+static std::optional<KernelSpec> contractionSpec(Operation *op) {
+  auto binary = [](pf::OpKind kind, Operation *o) {
+    return KernelSpec{kind, {o->getOperand(0), o->getOperand(1)}, {}, {}};
+  };
+  auto unary = [](pf::OpKind kind, Operation *o) {
+    return KernelSpec{kind, {o->getOperand(0)}, {}, {}};
+  };
+  return llvm::TypeSwitch<Operation *, std::optional<KernelSpec>>(op)
       // ints: [transpose_a, transpose_b]
       .Case([&](MatmulOp o) {
         KernelSpec s = binary(pf::OpKind::matmul, o);
@@ -307,6 +332,12 @@ FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
         s.floats = {o.getEffectiveScale()};
         return s;
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The loss and the gradient kernels autodiff emits.
+static std::optional<KernelSpec> gradientSpec(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<KernelSpec>>(op)
       // outputs: loss_sum, count; ints: [ignore_index]
       .Case([&](CrossEntropyOp o) {
         return KernelSpec{pf::OpKind::cross_entropy,
@@ -375,9 +406,15 @@ FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
         s.ints.append(o.getDims().begin(), o.getDims().end());
         return s;
       })
-      .Default([&](Operation *o) -> FailureOr<KernelSpec> {
-        return o->emitOpError("has no kernel in the plan format");
-      });
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
+  for (auto family :
+       {elementwiseSpec, layoutSpec, contractionSpec, gradientSpec})
+    if (std::optional<KernelSpec> spec = family(op))
+      return *spec;
+  return op->emitOpError("has no kernel in the plan format");
 }
 
 /// The exclusive bound of integer ids `v` carries when some gather uses it
@@ -458,7 +495,8 @@ fb::Offset<pf::KernelCall> PlanWriter::copyCall(uint32_t src, uint32_t dst,
 
 void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
                         unsigned events, bool staged, int prologue,
-                        int epilogue, StringRef schedule, StringRef hardware) {
+                        int epilogue, StringRef schedule, StringRef hardware,
+                        int passShift) {
   // The weight files are complete: the plan records which ones it was made
   // with (WeightFingerprint.h), so a later compile that rewrites them
   // without finishing its plan leaves a pair the loader refuses.
@@ -480,7 +518,8 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
                      fbb.CreateVector(inputs), fbb.CreateVector(outputs),
                      microbatches, staged, prologue, epilogue,
                      schedule.empty() ? 0 : fbb.CreateString(schedule.str()),
-                     hardware.empty() ? 0 : fbb.CreateString(hardware.str()));
+                     hardware.empty() ? 0 : fbb.CreateString(hardware.str()),
+                     passShift);
   pf::FinishPlanBuffer(fbb, plan);
   bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }

@@ -66,7 +66,7 @@ private:
   FailureOr<KernelSpec> specOf(Operation *op);
   void finish(std::vector<uint8_t> &bytes, unsigned devices, unsigned events,
               bool staged, int prologue, int epilogue, StringRef schedule,
-              StringRef hardware = "");
+              StringRef hardware = "", int passShift = -1);
 
   const PlanExportOptions &options;
   /// One for forward plans; staged plans take their schedule's.

@@ -448,8 +448,10 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
     (void)llvm::sys::fs::make_absolute(hw);
     llvm::sys::path::remove_dots(hw, /*remove_dot_dot=*/true);
   }
+  std::optional<uint64_t> shift = schedule.getPassShift();
   w.finish(bytes, devices, events, /*staged=*/true, prologueIndex,
-           epilogueIndex, stringifyScheduleKind(schedule.getKind()), hw.str());
+           epilogueIndex, stringifyScheduleKind(schedule.getKind()), hw.str(),
+           shift ? int(*shift % devices) : -1);
   // The jobs' predicted times: the plan's own calls and copies, timed as
   // the sim device times them.
   std::string error;
@@ -460,7 +462,10 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   // Measured per-layer times (rp-compile --measured) time the programs of
   // the layers they name, as the partitioner saw them.
   std::optional<::rp::timing::MeasuredTimes> measured;
-  if (auto path = main->getAttrOfType<StringAttr>(kMeasuredAttr)) {
+  if (auto path = main->getContext()
+                      ->getLoadedDialect<RPDialect>()
+                      ->getMeasuredAttrHelper()
+                      .getAttr(main)) {
     measured = ::rp::timing::loadMeasuredTimes(path.str(), error);
     if (!measured)
       return schedule.emitOpError() << error;

@@ -34,6 +34,9 @@ NpyArray rp::runtime::detail::slice(const NpyArray &global, unsigned m,
 }
 
 uint32_t rp::runtime::passShiftJobs(const Plan &plan) {
+  // Decided at compile time (plan.fbs's pass_shift).
+  if (plan.passShift >= 0)
+    return uint32_t(plan.passShift);
   uint32_t stageJobs = 0;
   for (const JobDesc &job : plan.jobs)
     if (job.stage >= 0)

@@ -372,6 +372,12 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
   plan.epilogue = root->epilogue();
   plan.schedule = str(root->schedule());
   plan.hardware = str(root->hardware());
+  plan.passShift = root->pass_shift();
+  if (plan.passShift < -1 ||
+      (plan.passShift >= 0 && uint32_t(plan.passShift) >= plan.devices))
+    return c.fail("pass shift " + std::to_string(plan.passShift) +
+                  " is not below the plan's " + std::to_string(plan.devices) +
+                  " device(s); recompile the model");
 
   auto bindings = [&](const auto *list, std::vector<BindingDesc> &out,
                       const char *what) -> Status {

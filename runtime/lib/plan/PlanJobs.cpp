@@ -357,8 +357,10 @@ std::string rp::runtime::describeStagedGrid(const Plan &plan) {
      << plan.producer << ")\n";
   os << "staged: " << plan.devices << " device(s), " << plan.microbatches
      << " microbatches, schedule "
-     << (plan.schedule.empty() ? "-" : plan.schedule) << ", "
-     << plan.jobs.size() << " jobs, " << plan.events << " events, "
+     << (plan.schedule.empty() ? "-" : plan.schedule);
+  if (plan.passShift >= 0)
+    os << " (pass shift " << plan.passShift << ")";
+  os << ", " << plan.jobs.size() << " jobs, " << plan.events << " events, "
      << plan.buffers.size() << " buffers, " << plan.programs.size()
      << " programs\n";
   auto program = [&](int32_t p) -> std::string {

@@ -219,6 +219,7 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
 
   // The bubble over the run (fill and drain once) and over the window.
   double steadyBusy = 0;
+  std::vector<double> deviceSteady(G, 0);
   for (uint32_t d = 0; d < G; ++d) {
     std::vector<size_t> compute;
     std::vector<Interval> copies;
@@ -244,7 +245,9 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
     for (size_t n = 0; n < compute.size(); ++n) {
       size_t cur = compute[n];
       double from = times.start[cur], to = times.end[cur];
-      steadyBusy += std::max(0.0, std::min(to, w1) - std::max(from, w0));
+      double inWindow = std::max(0.0, std::min(to, w1) - std::max(from, w0));
+      steadyBusy += inWindow;
+      deviceSteady[d] += inWindow;
       dt.runBusyMs += g.tasks[cur].ms;
       if (n == 0) {
         dt.fillMs = from;
@@ -273,6 +276,8 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   splitBubble(r, r.runMs * G);
   if (w1 > w0)
     r.steadyBubblePct = 100 * (1 - steadyBusy / ((w1 - w0) * G));
+  auto [lo, hi] = std::minmax_element(deviceSteady.begin(), deviceSteady.end());
+  r.busyRatio = *lo > 0 ? *hi / *lo : 0;
 
   if (Trace *trace = o.trace) {
     for (unsigned t = 0; t < P; ++t) {

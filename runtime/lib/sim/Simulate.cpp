@@ -315,6 +315,12 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
   }
   splitBubble(r, period * devices);
   r.steadyBubblePct = r.bubblePct;
+  double lo = 1e300, hi = 0;
+  for (const DeviceTime &dt : r.devices) {
+    lo = std::min(lo, dt.busyMs);
+    hi = std::max(hi, dt.busyMs);
+  }
+  r.busyRatio = lo > 0 && lo < 1e300 ? hi / lo : 0;
   for (DeviceTime &dt : r.devices)
     dt.runBusyMs = dt.busyMs;
   return r;
@@ -343,5 +349,6 @@ std::string rp::runtime::sim::formatReport(const SimReport &r) {
     line("device" + std::to_string(d) + "_busy_ms", r.devices[d].busyMs);
   line("steady_bubble_pct", r.steadyBubblePct);
   line("run_ms", r.runMs);
+  line("busy_ratio", r.busyRatio);
   return out;
 }

@@ -1,8 +1,16 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1" --rp-lower-schedule --rp-insert-transfers | FileCheck %s --check-prefix=RR
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 schedule=1f1b microbatches=2" --rp-lower-schedule --rp-insert-transfers | FileCheck %s --check-prefix=RESIDENT
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 schedule=1f1b microbatches=2" --rp-lower-schedule --rp-insert-transfers="weight-budget=0.0000000001" | FileCheck %s --check-prefix=OFFLOAD
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1" --rp-lower-schedule --rp-insert-transfers="pass-shift=0" | FileCheck %s --check-prefix=SHIFT0
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-insert-transfers="dispatch=sideways" 2>&1 | FileCheck %s --check-prefix=DISPATCH
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-insert-transfers --rp-insert-transfers 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-insert-transfers 2>&1 | FileCheck %s --check-prefix=NOSCHEDULE
+
+// The pass shift: five stage jobs on 2 devices move by 1 per pass (the
+// job counter carrying on, dispatch=modulo); pass-shift sets it.
+// RR: rp.schedule @main "round-robin" devices = 2 microbatches = 3 hw = "rtx4090" attributes {{{.*}}pass_shift = 1 : i64
+// SHIFT0: rp.schedule @main "round-robin" devices = 2 microbatches = 3 hw = "rtx4090" attributes {{{.*}}pass_shift = 0 : i64
+// DISPATCH: error: rp-insert-transfers: unknown dispatch 'sideways' (rounds or modulo)
 
 // Round-robin on 2 devices, 3 microbatches: each job uploads its weights
 // once (PCIe time from the profile: 256 B at 25 GB/s); job 0 reads the

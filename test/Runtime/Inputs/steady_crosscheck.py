@@ -2,9 +2,10 @@
 (rp-print-partition's step_ms, what rp-compile predicts) and the sim
 device's steady step of the exported plan (rp-run --backend sim, async,
 steps back to back), on RoundPipe's simulator inputs for the models named
-on the command line (bench/roundpipe_sim.py builds them). Prints, per
-model, whether the two agree within 1 % and whether the sim's steady step
-and bubble are below RoundPipe's (its async column)."""
+on the command line (bench/roundpipe_sim.py builds them), with RoundPipe's
+partition or, for NAME=STAGES, the stages given. Prints, per model,
+whether the two agree within 1 % and whether the sim's steady step and
+bubble are below RoundPipe's (its async column)."""
 import sys
 import tempfile
 from pathlib import Path
@@ -13,9 +14,10 @@ sys.path.insert(0, str(Path(sys.argv[1]) / "bench"))
 import roundpipe_sim as rs  # noqa: E402
 
 with tempfile.TemporaryDirectory() as tmp:
-    for name in sys.argv[2:]:
+    for arg in sys.argv[2:]:
+        name, _, stages = arg.partition("=")
         graph, hw, measured = rs.inputs(tmp, name)
-        stages = rs.roundpipe_stages(name)
+        stages = stages or rs.roundpipe_stages(name)
         timing, _ = rs.timing(graph, hw, measured, stages)
         _, sim_step, sim_bubble = rs.simulate(tmp, graph, hw, measured,
                                               timing["stages"])

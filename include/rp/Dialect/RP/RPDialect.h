@@ -4,6 +4,7 @@
 #define RP_DIALECT_RP_RPDIALECT_H
 
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/Operation.h"
 
 #include "rp/Dialect/RP/RPDialect.h.inc"
 

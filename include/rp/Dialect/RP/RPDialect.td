@@ -23,7 +23,18 @@ def RP_Dialect : Dialect {
 
     Element types are f32, f16, bf16 and f64 for data, i32 and i64 for
     indices and i1 for masks. Every tensor has a static shape.
+
+    Discardable attributes: `rp.measured` on the function with layers is
+    the absolute path of the measured per-layer times (rp-partition's
+    `measured`) that rp-partition costed the layers with; the later
+    pipeline passes and the plan's predicted times read it, so every
+    consumer times the layers the same way.
+
+    ```mlir
+    func.func @main(...) attributes {rp.measured = "/work/times.json"}
+    ```
   }];
+  let discardableAttrs = (ins "::mlir::StringAttr":$measured);
   let hasConstantMaterializer = 1;
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;

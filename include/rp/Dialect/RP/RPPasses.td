@@ -478,7 +478,9 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
            "microbatches per step for the timing estimate; 0 means devices + 1 (1 on one device)">,
     Option<"stages", "stages", "std::string", "\"\"",
            "a user partition, fwd:A,B,...;bwd:X,Y,... (DESIGN.md), checked "
-           "against the cap and scored instead of partitioning">
+           "against the cap and scored instead of partitioning">,
+    Option<"dispatch", "dispatch", "std::string", "\"modulo\"",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h">
   ];
 }
 
@@ -532,7 +534,9 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
              clEnumValN(::mlir::rp::RecomputeGrain::stage, "stage",
                         "one group: every layer before the tail"),
              clEnumValN(::mlir::rp::RecomputeGrain::layer, "layer",
-                        "each layer recomputed alone"))}]>
+                        "each layer recomputed alone"))}]>,
+    Option<"dispatch", "dispatch", "std::string", "\"modulo\"",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h">
   ];
 }
 
@@ -580,6 +584,13 @@ def InsertTransfersPass : Pass<"rp-insert-transfers", "::mlir::ModuleOp"> {
     when every device's stages fit `weight-budget` of its memory, and
     keep a stage's saved input on its device.
 
+    Round-robin: `dispatch` decides the schedule's `pass_shift`, how many
+    devices the next pass's jobs move on (`modulo`, the default: the stage
+    job count, the job counter carrying on; `rounds`: the shift whose
+    steady step the timing model finds shortest, include/rp/Analysis/
+    Continuous.h), or `pass-shift` >= 0 sets it (to compare), and `step_ms`
+    is the steady step with that shift.
+
     ```mlir
     %w = rp.copy h2d weights job 1 device 1 bytes 4096 {ms = 0.1 : f64}
     %in = rp.copy h2d activation job 1 mb 0 device 1 bytes 512 boundary 1
@@ -590,7 +601,11 @@ def InsertTransfersPass : Pass<"rp-insert-transfers", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"weightBudget", "weight-budget", "double", "0.6",
-           "share of device memory for resident weights and gradients">
+           "share of device memory for resident weights and gradients">,
+    Option<"passShift", "pass-shift", "int", "-1",
+           "round-robin: this device shift per pass instead of dispatch's (-1: dispatch's)">,
+    Option<"dispatch", "dispatch", "std::string", "\"modulo\"",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h">
   ];
 }
 

@@ -26,7 +26,8 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
   let summary = "the commands of one training step of a function";
   let description = [{
     The dispatch plan of `function`'s training step under `kind`
-    (`round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`) on `devices`
+    (`round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`, `looped-bfs`) on
+    `devices`
     devices with `microbatches` microbatches, timed with the hardware
     profile `hw` (the function's `#rp.partition` decided all four; the
     kind and the profile are written as strings). Each device has four ordered queues (compute, weight H2D,
@@ -45,7 +46,10 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
     gradients, and the staged activations at their peak). After
     rp-insert-transfers, `step_ms` is the estimated time of the step and
     `bubble` the share of it the devices' compute queues are idle
-    (include/rp/Analysis/ScheduleTiming.h).
+    (include/rp/Analysis/ScheduleTiming.h); for round-robin, `pass_shift`
+    is how many devices the next pass's jobs move on (pass p's job on
+    device d runs on (d + p * pass_shift) mod devices), decided by
+    rp-insert-transfers' `dispatch` and carried into the plan.
 
     ```mlir
     rp.schedule @main "round-robin" devices = 2 microbatches = 3
@@ -64,7 +68,8 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
                        OptionalAttr<I64Attr>:$pinned_bytes,
                        OptionalAttr<I64Attr>:$budget_bytes,
                        OptionalAttr<F64Attr>:$step_ms,
-                       OptionalAttr<F64Attr>:$bubble);
+                       OptionalAttr<F64Attr>:$bubble,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$pass_shift);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $function custom<ScheduleKindName>($kind) `devices` `=` $devices

@@ -78,6 +78,16 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "partitioner", flags, llvm::cl::init("rp"),
       llvm::cl::desc("rp (least estimated step time), roundpipe or "
                      "exhaustive")};
+  Option<std::string> dispatch{
+      *this, "dispatch", flags, llvm::cl::init("modulo"),
+      llvm::cl::desc("round-robin: how the jobs move from pass to pass, "
+                     "modulo (the job counter carries on) or rounds (the "
+                     "pass shift the timing model finds fastest; "
+                     "docs/pipeline.md)")};
+  Option<int> passShift{
+      *this, "pass-shift", flags, llvm::cl::init(-1),
+      llvm::cl::desc("round-robin: move the jobs by this many devices per "
+                     "pass instead (to compare; -1: --dispatch decides)")};
   Option<std::string> stages{
       *this, "stages", flags, llvm::cl::init(""),
       llvm::cl::desc("a partition of your own: fwd:A,B,...;bwd:X,Y,... "

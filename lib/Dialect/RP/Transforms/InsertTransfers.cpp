@@ -58,8 +58,33 @@ struct InsertTransfersPass
       op->emitOpError("has transfers already");
       return signalPassFailure();
     }
+    std::optional<Dispatch> how = parseDispatch(dispatch);
+    if (!how) {
+      mlir::emitError(module.getLoc())
+          << "rp-insert-transfers: unknown dispatch '" << dispatch
+          << "' (rounds or modulo)";
+      return signalPassFailure();
+    }
+    if (passShift < -1) {
+      mlir::emitError(module.getLoc())
+          << "rp-insert-transfers: pass-shift " << std::to_string(int(passShift))
+          << " is not a device shift; give 0 or more (-1: dispatch's)";
+      return signalPassFailure();
+    }
     pl->residentWeights = fitsResident(*pl, *in);
+    // Round-robin: the pass shift first, so the schedule carries it and
+    // its steady step is the one timed with it.
     Pipeline computeOnly = *pl;
+    std::optional<SteadyState> steady;
+    if (pl->kind == ScheduleKind::roundRobin) {
+      if (passShift >= 0) {
+        computeOnly.passShift = passShift % int(pl->devices);
+        steady = steadyState(computeOnly, in->costs, in->hw);
+      } else {
+        steady = dispatchPasses(computeOnly, in->costs, in->hw, *how);
+      }
+      pl->passShift = computeOnly.passShift;
+    }
     insertTransfers(*pl, in->costs, in->hw);
     // Listed by estimated start, so the IR reads as the step runs.
     std::string stuck;
@@ -77,10 +102,9 @@ struct InsertTransfersPass
     // schedules' is one step, fill and drain included.
     Builder b(&getContext());
     if (pl->kind == ScheduleKind::roundRobin) {
-      if (std::optional<SteadyState> s =
-              steadyState(computeOnly, in->costs, in->hw)) {
-        op->setStepMsAttr(b.getF64FloatAttr(s->stepMs));
-        op->setBubbleAttr(b.getF64FloatAttr(s->bubble()));
+      if (steady) {
+        op->setStepMsAttr(b.getF64FloatAttr(steady->stepMs));
+        op->setBubbleAttr(b.getF64FloatAttr(steady->bubble()));
       }
     } else if (std::optional<Timing> t = estimateTiming(pl->schedule)) {
       op->setStepMsAttr(b.getF64FloatAttr(t->iterationMs));

@@ -39,6 +39,12 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
              "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }
+    std::optional<Dispatch> dispatchKind = parseDispatch(dispatch);
+    if (!dispatchKind) {
+      mlir::emitError(module.getLoc()) << "rp-partition: unknown dispatch '"
+                                       << dispatch << "' (rounds or modulo)";
+      return signalPassFailure();
+    }
     if (*how == Partitioner::roundpipe && *kind != ScheduleKind::roundRobin) {
       module.emitError() << "partitioner=roundpipe cuts round-robin stages; "
                          << schedule << " uses balanced static stages";
@@ -65,6 +71,7 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
         microbatches ? unsigned(microbatches) : defaultMicrobatches(devices);
     request.partitioner = *how;
     request.stages = stages;
+    request.dispatch = *dispatchKind;
     request.cap = stageBytes
                       ? static_cast<int64_t>(stageBytes)
                       : static_cast<int64_t>((*inputs)->hw.memoryBytes() *
@@ -85,12 +92,14 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
                                         *how, recompute, fwd, bwd));
     // The passes after this one (the schedule, its transfers and memory,
     // the plan's predicted times) cost the layers the same way.
+    auto recorded =
+        getContext().getLoadedDialect<RPDialect>()->getMeasuredAttrHelper();
     if (!measured.empty()) {
       SmallString<256> path(measured);
       (void)llvm::sys::fs::make_absolute(path);
-      (*func)->setAttr(kMeasuredAttr, StringAttr::get(&getContext(), path));
+      recorded.setAttr(*func, StringAttr::get(&getContext(), path));
     } else
-      (*func)->removeAttr(kMeasuredAttr);
+      recorded.removeAttr(*func);
   }
 };
 

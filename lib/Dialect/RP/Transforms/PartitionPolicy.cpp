@@ -18,7 +18,8 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
           costs,
           staticStageCount(request.schedule, request.devices, costs.size()));
     if (request.partitioner != Partitioner::roundpipe) {
-      SearchTarget target{hw, request.devices, request.microbatches, cap};
+      SearchTarget target{hw, request.devices, request.microbatches, cap,
+                          request.dispatch};
       if (request.partitioner == Partitioner::rp)
         return partitionForStepTime(costs, target);
       if (costs.size() > 10)

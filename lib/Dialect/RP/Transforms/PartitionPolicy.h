@@ -10,6 +10,7 @@
 #ifndef RP_DIALECT_RP_TRANSFORMS_PARTITIONPOLICY_H
 #define RP_DIALECT_RP_TRANSFORMS_PARTITIONPOLICY_H
 
+#include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -24,6 +25,7 @@ struct PartitionRequest {
   Partitioner partitioner = Partitioner::rp; ///< roundpipe: round-robin only
   std::string stages;                        ///< fwd:...;bwd:... when given
   int64_t cap = 0;                           ///< per-stage byte cap
+  Dispatch dispatch = Dispatch::modulo;      ///< how passes move (round-robin)
 };
 
 /// The partition `request` asks for: a user partition is checked against

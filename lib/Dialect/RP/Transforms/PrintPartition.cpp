@@ -56,6 +56,13 @@ struct PrintPartitionPass
              "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
       return signalPassFailure();
     }
+    std::optional<Dispatch> dispatchKind = parseDispatch(dispatch);
+    if (!dispatchKind) {
+      mlir::emitError(getOperation().getLoc())
+          << "rp-print-partition: unknown dispatch '" << dispatch
+          << "' (rounds or modulo)";
+      return signalPassFailure();
+    }
     CostModel &model = getAnalysis<CostModel>();
     FailureOr<const CostInputs *> loaded =
         model.inputs(hw, measured, &getContext());
@@ -81,6 +88,7 @@ struct PrintPartitionPass
       request.partitioner = *how;
       request.stages = stages;
       request.cap = cap;
+      request.dispatch = *dispatchKind;
       FailureOr<Partition> p =
           choosePartition(func, *costs, request, inputs->hw);
       if (failed(p))
@@ -104,8 +112,8 @@ struct PrintPartitionPass
           *p, *costs, ScheduleKind::roundRobin, devices, m, error);
       std::optional<SteadyState> steady;
       if (timing && succeeded(pl))
-        steady = steadyState(*pl, *costs, inputs->hw, /*syncOptimizer=*/false,
-                             kSteadySteps, &stuck);
+        steady = dispatchPasses(*pl, *costs, inputs->hw, *dispatchKind,
+                                /*syncOptimizer=*/false, &stuck);
       if (!steady) {
         mlir::emitError(func.getLoc())
             << "the round-robin schedule of this partition deadlocks at '"
@@ -120,9 +128,10 @@ struct PrintPartitionPass
                          100 * steady->bubble())
          << llvm::format(" one_step_ms=%.6g one_step_bubble_pct=%.4g",
                          timing->iterationMs, 100 * timing->bubbleFraction())
-         << llvm::format(" busy_ratio=%.4g\n", steady->busyRatio());
+         << llvm::format(" busy_ratio=%.4g", steady->busyRatio())
+         << " pass_shift=" << steady->shift << "\n";
       if (stages.empty() && *how == Partitioner::rp) {
-        SearchTarget target{inputs->hw, devices, m, cap};
+        SearchTarget target{inputs->hw, devices, m, cap, *dispatchKind};
         double theirs = estimatedStepMs(
             partitionRoundPipe(*costs, cap, devices), *costs, target);
         os << llvm::format("versus roundpipe step_ms=%.6g ratio=%.4f\n", theirs,

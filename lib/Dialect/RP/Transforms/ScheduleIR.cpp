@@ -38,7 +38,10 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
                            "rp-partition first");
   std::string measuredPath = measured.str();
   if (measuredPath.empty())
-    if (auto recorded = (*func)->getAttrOfType<StringAttr>(kMeasuredAttr))
+    if (auto recorded = module.getContext()
+                            ->getLoadedDialect<RPDialect>()
+                            ->getMeasuredAttrHelper()
+                            .getAttr(*func))
       measuredPath = recorded.str();
   FailureOr<const CostInputs *> cost =
       model.inputs(in.attr.getHw().getProfile(), measuredPath, module.getContext());
@@ -102,6 +105,8 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
   pl.devices = op.getDevices();
   pl.microbatches = op.getMicrobatches();
   pl.residentWeights = op.getResident();
+  if (std::optional<uint64_t> shift = op.getPassShift())
+    pl.passShift = int(*shift);
   pl.schedule.devices = pl.devices;
   llvm::DenseMap<Operation *, unsigned> index;
   std::vector<bool> seen;
@@ -220,6 +225,10 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
     body.back().erase();
   op.setKind(pl.kind);
   op.setResident(pl.residentWeights);
+  if (pl.kind == ScheduleKind::roundRobin && pl.passShift >= 0)
+    op.setPassShift(uint64_t(pl.passShift));
+  else
+    op.removePassShiftAttr();
   OpBuilder b = OpBuilder::atBlockEnd(&body);
   Location loc = op.getLoc();
   std::vector<Value> tokens;

@@ -12,6 +12,7 @@
 #define RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
 
 #include "rp/Analysis/CostModel.h"
+#include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/Dialect/RP/RPOps.h"
 

@@ -57,6 +57,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   partition.partitioner = options.partitioner;
   partition.stages = options.stages;
   partition.recompute = options.recompute;
+  partition.dispatch = options.dispatch;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;
@@ -68,6 +69,8 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   // no schedule keeps them resident.
   InsertTransfersPassOptions transfers;
   transfers.weightBudget = 0;
+  transfers.dispatch = options.dispatch;
+  transfers.passShift = options.passShift;
   pm.addPass(createInsertTransfersPass(transfers));
   PlanMemoryPassOptions memory;
   memory.budgetGiB = options.budgetGiB;

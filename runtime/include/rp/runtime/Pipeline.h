@@ -108,10 +108,12 @@ struct PipelineOptions {
   bool rotate = false;
 };
 
-/// The stage jobs of one pass (S) when the plan is round-robin (stage job
-/// n on device n mod G), else 0: pass p then runs job n on device
-/// (p * S + n) mod G, the job counter carried across passes (the trainer
-/// and the sim device both rename with it).
+/// How many devices pass p + 1's jobs move on from pass p's: the plan's
+/// pass_shift (decided at compile time, rp-compile --dispatch), or in
+/// plans older than the field the stage jobs of one pass (S) when the plan
+/// is round-robin (stage job n on device n mod G), else 0. Pass p runs job
+/// n on device (device of n + p * shift) mod G (the trainer and the sim
+/// device both rename with it).
 uint32_t passShiftJobs(const Plan &plan);
 
 class PipelineExecutor {

@@ -145,6 +145,9 @@ struct Plan {
   std::string schedule;
   /// The hardware profile it was compiled for; empty in older plans.
   std::string hardware;
+  /// Device shift from one pass to the next (plan.fbs); -1 in older plans
+  /// (passShiftJobs derives it).
+  int32_t passShift = -1;
   /// The file's bytes, for --describe=json.
   std::vector<uint8_t> raw;
 };

@@ -78,6 +78,9 @@ struct SimReport {
   /// steps), the device shift per pass and the steps of one rotation.
   bool continuous = false;
   double runMs = 0, steadyBubblePct = 0;
+  /// The busiest device's compute over the idlest's (1: even): over the
+  /// steady window (continuous), or in one pass (barrier layout).
+  double busyRatio = 1;
   uint32_t shift = 0;
   unsigned rotationSteps = 1, inFlight = 1;
   /// Why the devices are not renamed pass after pass, when they are not

@@ -375,6 +375,8 @@ FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
         return s;
       })
       .Default([&](Operation *o) -> FailureOr<KernelSpec> {
+        if (std::optional<KernelSpec> moe = moeKernelSpec(o))
+          return *moe;
         return o->emitOpError("has no kernel in the plan format");
       });
 }

@@ -88,6 +88,19 @@ Signature signatureOf(OpKind op) {
     return {1, 1, -1, 0};
   case OpKind::extremum_grad:
     return {2, 2, -1, 0};
+  case OpKind::moe_route:
+    return {1, 1, 3, 0, 2, 2};
+  case OpKind::moe_route_grad:
+    return {3, 3, 2, 0};
+  case OpKind::moe_dispatch:
+    return {2, 2, 0, 0, 3, 3};
+  case OpKind::moe_grouped_matmul:
+  case OpKind::moe_grouped_matmul_wgrad:
+    return {3, 3, 1, 0};
+  case OpKind::moe_combine:
+    return {2, 3, 1, 0};
+  case OpKind::moe_combine_grad:
+    return {3, 4, 1, 0, 1, 2};
   default: // unary ops, cast, reshape, broadcast
     return {1, 1, 0, 0};
   }
@@ -158,6 +171,14 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
     // ints: axis, has_scale, with_bias, rms; outputs: dx, [dscale], [dbias]
     if (nIn != 2 + (call.ints[1] != 0) ||
         nOut != 1 + (call.ints[1] != 0) + (call.ints[2] != 0))
+      return c.fail(name + " has inputs or outputs that disagree with its "
+                    "flags");
+    return Status::ok();
+  case OpKind::moe_combine:
+  case OpKind::moe_combine_grad:
+    // ints: has_weights; inputs: rows, positions, [weights], [grad]
+    if (nIn != 2 + (call.ints[0] != 0) + (call.op == OpKind::moe_combine_grad) ||
+        nOut != 1 + (call.op == OpKind::moe_combine_grad && call.ints[0] != 0))
       return c.fail(name + " has inputs or outputs that disagree with its "
                     "flags");
     return Status::ok();

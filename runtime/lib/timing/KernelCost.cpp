@@ -20,7 +20,9 @@ const char *const kOpNames[kNumKernelOps] = {
     "reduce",      "softmax",      "log_softmax",   "layer_norm",
     "rms_norm",    "attention",    "cross_entropy", "cross_entropy_grad",
     "unary_grad",  "softmax_grad", "norm_grad",     "attention_grad",
-    "gather_grad", "slice_grad",   "extremum_grad"};
+    "gather_grad", "slice_grad",   "extremum_grad", "moe_route",
+    "moe_route_grad", "moe_dispatch", "moe_grouped_matmul",
+    "moe_grouped_matmul_wgrad", "moe_combine", "moe_combine_grad"};
 
 enum Op : uint16_t {
   kPow = 4,
@@ -53,6 +55,13 @@ enum Op : uint16_t {
   kAttentionGrad = 39,
   kGatherGrad = 40,
   kSliceGrad = 41,
+  kMoERoute = 43,
+  kMoERouteGrad = 44,
+  kMoEDispatch = 45,
+  kMoEGroupedMatmul = 46,
+  kMoEGroupedMatmulWGrad = 47,
+  kMoECombine = 48,
+  kMoECombineGrad = 49,
 };
 
 /// FLOPs per element of the ops that are neither matmuls nor attention;
@@ -77,6 +86,14 @@ double flopsPerElement(uint16_t op) {
     return 4;
   case kCast:
   case kTranspose:
+  case kMoEDispatch:
+    return 0;
+  case kMoERoute:
+  case kMoERouteGrad:
+    return 5;
+  case kMoECombine:
+  case kMoECombineGrad:
+    return 2;
   case kSlice:
   case kConcat:
   case kBroadcast:
@@ -163,6 +180,20 @@ KernelWork rp::timing::kernelWork(uint16_t op,
     const std::vector<int64_t> &a = inputs[0].shape;
     int64_t k = a[a.size() - (attr(0) != 0 ? 2 : 1)];
     w.flops = 2 * double(outputs[0].elements()) * double(k);
+    return w;
+  }
+  if (op == kMoEGroupedMatmul || op == kMoEGroupedMatmulWGrad) {
+    // Every row meets one expert's [K, N] weight: 2 R K N whatever the
+    // routing (the per-expert split only changes the GEMM shapes). The
+    // whole weight stack is read or written: at uniform routing every
+    // expert has rows.
+    if (inputs.size() < 2 || outputs.empty() || inputs[0].shape.size() != 2)
+      return w;
+    double rows = double(inputs[0].shape[0]);
+    double kIn = double(inputs[0].shape[1]);
+    double nOut = op == kMoEGroupedMatmul ? double(outputs[0].shape.back())
+                                          : double(inputs[1].shape.back());
+    w.flops = 2 * rows * kIn * nOut;
     return w;
   }
   if (op == kAttention) {

@@ -38,9 +38,12 @@ enum class OpKind : uint16_t {
   cast, reshape, transpose, slice, concat, broadcast, gather,
   matmul, reduce, softmax, log_softmax, layer_norm, rms_norm, attention,
   cross_entropy, cross_entropy_grad, unary_grad, softmax_grad, norm_grad,
-  attention_grad, gather_grad, slice_grad, extremum_grad
+  attention_grad, gather_grad, slice_grad, extremum_grad,
+  moe_route, moe_route_grad, moe_dispatch, moe_grouped_matmul,
+  moe_grouped_matmul_wgrad, moe_combine, moe_combine_grad
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::extremum_grad) + 1;
+inline constexpr int kNumOpKinds =
+    static_cast<int>(OpKind::moe_combine_grad) + 1;
 const char *opKindName(OpKind op);
 
 enum class QueueKind : uint8_t { compute, weightH2D, activationH2D, d2h };

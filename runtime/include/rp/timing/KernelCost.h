@@ -26,7 +26,7 @@ namespace rp::timing {
 
 /// plan.fbs's OpKind, in the same order (the runtime and the exporter
 /// check the count against their own copies).
-inline constexpr int kNumKernelOps = 43;
+inline constexpr int kNumKernelOps = 50;
 /// The schema's name of op kind `op` ("matmul"), "?" when out of range:
 /// the key of its efficiency in a hardware profile.
 const char *kernelOpName(uint16_t op);

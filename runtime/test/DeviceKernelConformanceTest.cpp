@@ -505,23 +505,23 @@ std::vector<KernelCase> backwardCases(DType t) {
                    {{t, {10, 5}}, {t, {10, 6}}, counts},
                    {{t, {4, 6, 5}}},
                    {1}});
-  cases.push_back({"moe_combine_" + s,
-                   OpKind::moe_combine,
-                   {{t, {14, 5}}, {DType::i32, {7, 2}, integersIn(0, 14)},
-                    {t, {7, 2}}},
-                   {{t, {7, 5}}},
-                   {1}});
+  cases.push_back(
+      {"moe_combine_" + s,
+       OpKind::moe_combine,
+       {{t, {14, 5}}, {DType::i32, {7, 2}, integersIn(0, 14)}, {t, {7, 2}}},
+       {{t, {7, 5}}},
+       {1}});
   cases.push_back({"moe_combine_unweighted_" + s,
                    OpKind::moe_combine,
                    {{t, {14, 5}}, {DType::i32, {7, 2}, integersIn(0, 14)}},
                    {{t, {7, 5}}},
                    {0}});
-  cases.push_back({"moe_combine_grad_" + s,
-                   OpKind::moe_combine_grad,
-                   {{t, {16, 5}}, {DType::i32, {7, 2}, kIota}, {t, {7, 2}},
-                    {t, {7, 5}}},
-                   {{t, {16, 5}}, {t, {7, 2}}},
-                   {1}});
+  cases.push_back(
+      {"moe_combine_grad_" + s,
+       OpKind::moe_combine_grad,
+       {{t, {16, 5}}, {DType::i32, {7, 2}, kIota}, {t, {7, 2}}, {t, {7, 5}}},
+       {{t, {16, 5}}, {t, {7, 2}}},
+       {1}});
   return cases;
 }
 

@@ -64,18 +64,17 @@ TEST(HostMoETest, GroupedMatmulMatchesPerRowProducts) {
     Buffer y(DType::f32, {R, N});
     for (int64_t i = 0; i < y.size(); ++i)
       y.set(i, 7.0); // stale contents must not survive
-    ASSERT_TRUE(
-        moeGroupedMatmul(pool, x.ref(), w.ref(), counts.ref(), transposeB,
-                         y.ref())
-            .isOk());
+    ASSERT_TRUE(moeGroupedMatmul(pool, x.ref(), w.ref(), counts.ref(),
+                                 transposeB, y.ref())
+                    .isOk());
     int64_t row = 0;
     for (int64_t e = 0; e < E; ++e)
       for (int64_t r = 0; r < c[e]; ++r, ++row)
         for (int64_t n = 0; n < N; ++n) {
           double ref = 0;
           for (int64_t k = 0; k < K; ++k)
-            ref += x.get(row * K + k) *
-                   w.get(transposeB ? (e * N + n) * K + k : (e * K + k) * N + n);
+            ref += x.get(row * K + k) * w.get(transposeB ? (e * N + n) * K + k
+                                                         : (e * K + k) * N + n);
           EXPECT_NEAR(y.get(row * N + n), ref, 1e-5);
         }
     for (int64_t i = 7 * N; i < R * N; ++i)
@@ -106,20 +105,20 @@ std::vector<Buffer> runBlock(int threads) {
   Buffer out(DType::f32, {T, H}), drows(DType::f32, {T * K, H}),
       dwts(DType::f32, {T, K}), dlogits(DType::f32, {T, E}),
       dw1(DType::f32, {E, F, H});
-  EXPECT_TRUE(moeRoute(pool, logits.ref(), MoESoftmax::before, true,
-                       wts.ref(), ex.ref())
+  EXPECT_TRUE(moeRoute(pool, logits.ref(), MoESoftmax::before, true, wts.ref(),
+                       ex.ref())
                   .isOk());
-  EXPECT_TRUE(moeDispatch(pool, x.ref(), ex.ref(), rows.ref(), pos.ref(),
-                          counts.ref())
-                  .isOk());
+  EXPECT_TRUE(
+      moeDispatch(pool, x.ref(), ex.ref(), rows.ref(), pos.ref(), counts.ref())
+          .isOk());
   EXPECT_TRUE(
       moeGroupedMatmul(pool, rows.ref(), w1.ref(), counts.ref(), true, h.ref())
           .isOk());
-  EXPECT_TRUE(moeGroupedMatmul(pool, h.ref(), w1.ref(), counts.ref(), false,
-                               back.ref())
-                  .isOk());
-  EXPECT_TRUE(moeCombine(pool, back.ref(), pos.ref(), wts.ref(), out.ref())
-                  .isOk());
+  EXPECT_TRUE(
+      moeGroupedMatmul(pool, h.ref(), w1.ref(), counts.ref(), false, back.ref())
+          .isOk());
+  EXPECT_TRUE(
+      moeCombine(pool, back.ref(), pos.ref(), wts.ref(), out.ref()).isOk());
   EXPECT_TRUE(moeCombineGrad(pool, back.ref(), pos.ref(), wts.ref(), dy.ref(),
                              drows.ref(), dwts.ref())
                   .isOk());
@@ -150,7 +149,7 @@ TEST(HostMoETest, BadRoutingDataIsNamed) {
       moeDispatch(pool, x.ref(), e.ref(), rows.ref(), pos.ref(), counts.ref());
   EXPECT_FALSE(s.isOk());
   EXPECT_NE(s.getMessage().find("moe_dispatch: expert 4 of token 1 is outside "
-                             "[0, 4)"),
+                                "[0, 4)"),
             std::string::npos)
       << s.getMessage();
 
@@ -173,9 +172,10 @@ TEST(HostMoETest, BadRoutingDataIsNamed) {
     big.set(i, 2);
   Buffer y(DType::f32, {4, 3});
   s = moeGroupedMatmul(pool, rows.ref(), w.ref(), big.ref(), false, y.ref());
-  EXPECT_NE(s.getMessage().find("expert 2 has 2 rows; the groups must fit in the "
-                             "4 rows"),
-            std::string::npos)
+  EXPECT_NE(
+      s.getMessage().find("expert 2 has 2 rows; the groups must fit in the "
+                          "4 rows"),
+      std::string::npos)
       << s.getMessage();
 }
 

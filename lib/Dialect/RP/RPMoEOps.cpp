@@ -96,14 +96,14 @@ LogicalResult MoERouteOp::verify() {
 }
 
 LogicalResult MoERouteGradOp::verify() {
-  if (failed(expectRank(*this, "logits", getLogits(), 2, "[tokens, experts]")) ||
+  if (failed(
+          expectRank(*this, "logits", getLogits(), 2, "[tokens, experts]")) ||
       failed(expectRank(*this, "experts", getExperts(), 2, "[tokens, top_k]")))
     return failure();
   auto logits = getLogits().getType();
   auto experts = getExperts().getType();
   int64_t k = experts.getDimSize(1);
-  if (experts.getDimSize(0) != logits.getDimSize(0) ||
-      k > logits.getDimSize(1))
+  if (experts.getDimSize(0) != logits.getDimSize(0) || k > logits.getDimSize(1))
     return emitOpError("expected experts of shape [")
            << logits.getDimSize(0) << ", k] with k <= " << logits.getDimSize(1)
            << " but got " << ShapeStr{experts.getShape()};
@@ -116,7 +116,8 @@ LogicalResult MoERouteGradOp::verify() {
 
 LogicalResult MoEDispatchOp::verify() {
   if (failed(expectRank(*this, "input", getInput(), 2, "[tokens, hidden]")) ||
-      failed(expectRank(*this, "experts", getExperts(), 2, "[tokens, top_k]")) ||
+      failed(
+          expectRank(*this, "experts", getExperts(), 2, "[tokens, top_k]")) ||
       failed(expectRank(*this, "counts", getCounts(), 1, "[experts]")))
     return failure();
   auto in = getInput().getType();
@@ -199,8 +200,8 @@ static LogicalResult verifyCombineShapes(Operation *op, Value rows,
     return failure();
   if (failed(expectShape(op, what, combined,
                          {tokens, tensorType(rows).getDimSize(1)})) ||
-      failed(expectElement(op, what, combined,
-                           tensorType(rows).getElementType())))
+      failed(
+          expectElement(op, what, combined, tensorType(rows).getElementType())))
     return failure();
   return success();
 }
@@ -211,8 +212,8 @@ LogicalResult MoECombineOp::verify() {
 }
 
 LogicalResult MoECombineGradOp::verify() {
-  if (failed(verifyCombineShapes(*this, getRows(), getPositions(),
-                                 getWeights(), getGrad(), "grad")))
+  if (failed(verifyCombineShapes(*this, getRows(), getPositions(), getWeights(),
+                                 getGrad(), "grad")))
     return failure();
   if (getRowsGrad().getType() != getRows().getType())
     return emitOpError("expected the rows' gradient to have the rows' type ")
@@ -220,9 +221,8 @@ LogicalResult MoECombineGradOp::verify() {
   size_t expected = getWeights() ? 1 : 0;
   if (getWeightsGrad().size() != expected)
     return emitOpError("expected ")
-           << expected << " weights gradient"
-           << (expected == 1 ? "" : "s") << " (one with weights) but got "
-           << getWeightsGrad().size();
+           << expected << " weights gradient" << (expected == 1 ? "" : "s")
+           << " (one with weights) but got " << getWeightsGrad().size();
   if (getWeights() && getWeightsGrad()[0].getType() != getWeights().getType())
     return emitOpError("expected the weights' gradient to have the weights' "
                        "type ")
@@ -264,9 +264,8 @@ LogicalResult MoEGroupedMatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
   // dy W: the same stack read with the other transpose.
   Value dx = MoEGroupedMatmulOp::create(b, loc, getInput().getType(), dys[0],
                                         getWeight(), getCounts(), !tb);
-  Value dw = MoEGroupedMatmulWGradOp::create(b, loc, getWeight().getType(),
-                                             getInput(), dys[0], getCounts(),
-                                             tb);
+  Value dw = MoEGroupedMatmulWGradOp::create(
+      b, loc, getWeight().getType(), getInput(), dys[0], getCounts(), tb);
   dxs.assign({dx, dw, Value()});
   return success();
 }

@@ -28,10 +28,10 @@ std::optional<KernelSpec> mlir::rp::moeKernelSpec(Operation *op) {
       })
       // inputs: logits, experts, dweights; ints: [softmax, normalize]
       .Case([](MoERouteGradOp o) -> Spec {
-        return KernelSpec{pf::OpKind::moe_route_grad,
-                          {o.getLogits(), o.getExperts(), o.getGrad()},
-                          {static_cast<int64_t>(o.getSoftmax()),
-                           o.getNormalize()}};
+        return KernelSpec{
+            pf::OpKind::moe_route_grad,
+            {o.getLogits(), o.getExperts(), o.getGrad()},
+            {static_cast<int64_t>(o.getSoftmax()), o.getNormalize()}};
       })
       // inputs: x, experts; outputs: rows, positions, counts
       .Case([](MoEDispatchOp o) -> Spec {

@@ -101,10 +101,10 @@ Status groupOffsets(const char *op, const TensorRef &counts, int64_t experts,
   const int32_t *c = counts.as<const int32_t>();
   for (int64_t e = 0; e < experts; ++e) {
     if (c[e] < 0 || offsets[e] + c[e] > rows)
-      return invalidArgument(std::string(op) + ": expert " +
-                             std::to_string(e) + " has " +
-                             std::to_string(c[e]) + " rows; the groups must " +
-                             "fit in the " + std::to_string(rows) + " rows");
+      return invalidArgument(std::string(op) + ": expert " + std::to_string(e) +
+                             " has " + std::to_string(c[e]) +
+                             " rows; the groups must " + "fit in the " +
+                             std::to_string(rows) + " rows");
     offsets[e + 1] = offsets[e] + c[e];
   }
   return {};
@@ -143,8 +143,7 @@ Status checkPositions(const char *op, const TensorRef &positions,
                              std::to_string(i) + " is outside [0, " +
                              std::to_string(numRows) + ")");
     if (unique && seen[p[i]]++)
-      return invalidArgument(std::string(op) + ": row " +
-                             std::to_string(p[i]) +
+      return invalidArgument(std::string(op) + ": row " + std::to_string(p[i]) +
                              " is named by two choices");
   }
   return {};
@@ -227,12 +226,12 @@ Status moeRouteGrad(ThreadPool &pool, const TensorRef &logits,
   if (Status s = expectShape(op, "experts", experts, DType::i64, {tokens, k});
       s.failed())
     return s;
-  if (Status s =
-          expectShape(op, "weights gradient", dweights, logits.dtype, {tokens, k});
+  if (Status s = expectShape(op, "weights gradient", dweights, logits.dtype,
+                             {tokens, k});
       s.failed())
     return s;
-  if (Status s =
-          expectShape(op, "logits gradient", dlogits, logits.dtype, {tokens, n});
+  if (Status s = expectShape(op, "logits gradient", dlogits, logits.dtype,
+                             {tokens, n});
       s.failed())
     return s;
   const int64_t *e = experts.as<const int64_t>();
@@ -422,8 +421,9 @@ Status moeGroupedMatmulWGrad(ThreadPool &pool, const TensorRef &x,
     TensorRef xs = rowsOf(x, offsets[e], offsets[e + 1]);
     TensorRef gs = rowsOf(dy, offsets[e], offsets[e + 1]);
     // An empty group is an empty sum: matmul writes zeros.
-    Status s = transposeB ? matmul(pool, gs, xs, true, false, matrixOf(dweight, e))
-                          : matmul(pool, xs, gs, true, false, matrixOf(dweight, e));
+    Status s = transposeB
+                   ? matmul(pool, gs, xs, true, false, matrixOf(dweight, e))
+                   : matmul(pool, xs, gs, true, false, matrixOf(dweight, e));
     if (s.failed())
       return s;
   }
@@ -445,7 +445,8 @@ Status moeCombine(ThreadPool &pool, const TensorRef &rows,
   const int64_t tokens = positions.shape[0], k = positions.shape[1];
   const int64_t hidden = rows.shape[1];
   if (weights)
-    if (Status s = expectShape(op, "weights", *weights, rows.dtype, {tokens, k});
+    if (Status s =
+            expectShape(op, "weights", *weights, rows.dtype, {tokens, k});
         s.failed())
       return s;
   if (Status s = expectShape(op, "output", out, rows.dtype, {tokens, hidden});
@@ -487,8 +488,7 @@ Status moeCombineGrad(ThreadPool &pool, const TensorRef &rows,
     return s;
   if (Status s = expectFloat(op, rows); s.failed())
     return s;
-  if (Status s = checkPositions(op, positions, rows.shape[0], true);
-      s.failed())
+  if (Status s = checkPositions(op, positions, rows.shape[0], true); s.failed())
     return s;
   const int64_t tokens = positions.shape[0], k = positions.shape[1];
   const int64_t hidden = rows.shape[1];
@@ -496,7 +496,8 @@ Status moeCombineGrad(ThreadPool &pool, const TensorRef &rows,
     return invalidArgument(std::string(op) +
                            ": weights and their gradient go together");
   if (weights) {
-    if (Status s = expectShape(op, "weights", *weights, rows.dtype, {tokens, k});
+    if (Status s =
+            expectShape(op, "weights", *weights, rows.dtype, {tokens, k});
         s.failed())
       return s;
     if (Status s = expectShape(op, "weights gradient", *dweights, rows.dtype,
@@ -504,12 +505,12 @@ Status moeCombineGrad(ThreadPool &pool, const TensorRef &rows,
         s.failed())
       return s;
   }
-  if (Status s = expectShape(op, "output gradient", dy, rows.dtype,
-                             {tokens, hidden});
+  if (Status s =
+          expectShape(op, "output gradient", dy, rows.dtype, {tokens, hidden});
       s.failed())
     return s;
-  if (Status s = expectShape(op, "rows gradient", drows, rows.dtype,
-                             rows.shape);
+  if (Status s =
+          expectShape(op, "rows gradient", drows, rows.dtype, rows.shape);
       s.failed())
     return s;
   // Rows no token reads (past the dispatched ones) get zero.

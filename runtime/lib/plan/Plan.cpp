@@ -175,13 +175,16 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
                     "flags");
     return Status::ok();
   case OpKind::moe_combine:
-  case OpKind::moe_combine_grad:
-    // ints: has_weights; inputs: rows, positions, [weights], [grad]
-    if (nIn != 2 + (call.ints[0] != 0) + (call.op == OpKind::moe_combine_grad) ||
-        nOut != 1 + (call.op == OpKind::moe_combine_grad && call.ints[0] != 0))
+  case OpKind::moe_combine_grad: {
+    // ints: has_weights; inputs: rows, positions, [weights], [grad];
+    // outputs: result or rows' gradient, [weights' gradient]
+    bool grad = call.op == OpKind::moe_combine_grad;
+    bool weights = call.ints[0] != 0;
+    if (nIn != 2 + weights + grad || nOut != 1 + (grad && weights))
       return c.fail(name + " has inputs or outputs that disagree with its "
                     "flags");
     return Status::ok();
+  }
   case OpKind::attention_grad:
     if (nIn != 4 + (call.ints[1] != 0))
       return c.fail(name + " has inputs that disagree with its flags");

@@ -10,18 +10,15 @@ namespace {
 
 // plan.fbs OpKind order.
 const char *const kOpNames[kNumKernelOps] = {
-    "add",         "sub",          "mul",           "div",
-    "pow",         "max",          "min",           "cmp",
-    "where",       "neg",          "exp",           "log",
-    "sqrt",        "rsqrt",        "tanh",          "erf",
-    "sigmoid",     "silu",         "relu",          "gelu",
-    "cast",        "reshape",      "transpose",     "slice",
-    "concat",      "broadcast",    "gather",        "matmul",
-    "reduce",      "softmax",      "log_softmax",   "layer_norm",
-    "rms_norm",    "attention",    "cross_entropy", "cross_entropy_grad",
-    "unary_grad",  "softmax_grad", "norm_grad",     "attention_grad",
-    "gather_grad", "slice_grad",   "extremum_grad", "moe_route",
-    "moe_route_grad", "moe_dispatch", "moe_grouped_matmul",
+    "add", "sub", "mul", "div", "pow", "max", "min", "cmp", "where", "neg",
+    "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "silu", "relu",
+    "gelu", "cast", "reshape", "transpose", "slice", "concat", "broadcast",
+    "gather", "matmul", "reduce", "softmax", "log_softmax", "layer_norm",
+    "rms_norm", "attention", "cross_entropy", "cross_entropy_grad",
+    "unary_grad", "softmax_grad", "norm_grad", "attention_grad", "gather_grad",
+    "slice_grad", "extremum_grad",
+    // Mixture of experts.
+    "moe_route", "moe_route_grad", "moe_dispatch", "moe_grouped_matmul",
     "moe_grouped_matmul_wgrad", "moe_combine", "moe_combine_grad"};
 
 enum Op : uint16_t {

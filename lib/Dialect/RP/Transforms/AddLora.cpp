@@ -63,7 +63,8 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
       }
       // The experts of a mixture-of-experts layer: one adapter pair per
       // expert, stacked like the weights and applied per group.
-      SmallVector<MoEGroupedMatmulOp> grouped(body.getOps<MoEGroupedMatmulOp>());
+      SmallVector<MoEGroupedMatmulOp> grouped(
+          body.getOps<MoEGroupedMatmulOp>());
       for (MoEGroupedMatmulOp gm : grouped) {
         auto arg = dyn_cast<BlockArgument>(gm.getWeight());
         if (!arg)

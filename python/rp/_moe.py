@@ -6,11 +6,13 @@ tracing, rp.trace finds the blocks by their structure, not their class:
 a module with a bias-free ``nn.Linear`` router of ``E`` outputs and an
 ``nn.ModuleList`` of ``E`` experts, each holding three bias-free linear
 layers (two ``[F, H]``, one ``[H, F]``) and a ``top_k`` (or
-``num_experts_per_tok``) attribute. Which linear is gated, the activation
-and whether the top-k weights are renormalised are then found by running
-the block: a form that reproduces its output on random tokens is the one
-traced, and a block no form reproduces (a shared expert, biases, a capacity)
-is an error naming it. While tracing, the block's forward becomes the
+``num_experts_per_tok``) attribute. Which linear is gated, the activation,
+whether the top-k weights are renormalised and whether another child adds
+a shared expert (``+ S(x)``, or ``+ sigmoid(G(x)) * S(x)`` with a
+one-output linear ``G``, as Qwen2-MoE) are then found by running the block:
+a form that reproduces its output on random tokens is the one traced, and
+a block no form reproduces (expert biases, a capacity, another router) is
+an error naming it. While tracing, the block's forward becomes the
 router linear and one ``rp_trace::moe_swiglu`` op (recorded as one node),
 which the handler here writes as rp.moe.route, rp.moe.dispatch, three
 rp.moe.grouped_matmul, the activation and rp.moe.combine.
@@ -125,8 +127,32 @@ def _expert_roles(path, ex, hidden):
     return ups, downs[0]
 
 
+def _shared_forms(block, router, experts):
+    """(shared, gate) pairs the block may add to the experts' sum: nothing,
+    another child module S (a shared expert: + S(x)), or S scaled by a
+    one-output linear G (Qwen-MoE: + sigmoid(G(x)) * S(x))."""
+    import torch
+    others = [m for m in block.children()
+              if m is not router and m is not experts]
+    gates = [m for m in others if isinstance(m, torch.nn.Linear) and
+             m.out_features == 1 and m.in_features == router.in_features]
+    shared = [m for m in others if m not in gates]
+    forms = [(None, None)]
+    for s in shared:
+        forms.append((s, None))
+        forms.extend((s, g) for g in gates)
+    return forms
+
+
+def _shared_term(x, shared, gate):
+    import torch
+    y = shared(x)
+    return torch.sigmoid(gate(x)) * y if gate is not None else y
+
+
 def _probe(path, block, router, experts, top_k):
-    """The form (gate index, activation, normalize) reproducing the block."""
+    """The form (gate index, activation, normalize, tuple output, shared
+    expert, its gate) reproducing the block."""
     import torch
     hidden = router.in_features
     roles = [_expert_roles(path, ex, hidden) for ex in experts]
@@ -138,24 +164,34 @@ def _probe(path, block, router, experts, top_k):
         ref = out[0] if isinstance(out, tuple) else out
         flat = x.reshape(-1, hidden)
         logits = router(flat)
-        for gate_first in (True, False):
-            w_gate = [(u[0] if gate_first else u[1]).weight for u, _ in roles]
-            w_up = [(u[1] if gate_first else u[0]).weight for u, _ in roles]
-            w_down = [d.weight for _, d in roles]
-            for act in _ACTS:
-                for normalize in (True, False):
-                    got = _reference(flat, logits, w_gate, w_up, w_down,
-                                     top_k, normalize, act)
-                    if torch.allclose(got.reshape(ref.shape), ref,
-                                      rtol=1e-4, atol=1e-5):
-                        return gate_first, act, normalize, isinstance(out,
-                                                                      tuple)
+        for shared, sgate in _shared_forms(block, router, experts):
+            extra = 0
+            if shared is not None:
+                try:
+                    extra = _shared_term(flat, shared, sgate)
+                except Exception:  # not a module of x alone
+                    continue
+            for gate_first in (True, False):
+                w_gate = [(u[0] if gate_first else u[1]).weight
+                          for u, _ in roles]
+                w_up = [(u[1] if gate_first else u[0]).weight
+                        for u, _ in roles]
+                w_down = [d.weight for _, d in roles]
+                for act in _ACTS:
+                    for normalize in (True, False):
+                        got = _reference(flat, logits, w_gate, w_up, w_down,
+                                         top_k, normalize, act) + extra
+                        if got.shape == ref.reshape(-1, hidden).shape and \
+                                torch.allclose(got.reshape(ref.shape), ref,
+                                               rtol=1e-4, atol=1e-5):
+                            return (gate_first, act, normalize,
+                                    isinstance(out, tuple), shared, sgate)
     raise TraceError(
         f"rp.trace: module '{path}' ({type(block).__name__}) has a router and "
         f"{len(experts)} experts, but its output is not the top-{top_k} "
-        f"softmax-weighted sum of gated-MLP experts rp maps to its MoE ops "
-        f"(a shared expert, a capacity or another router is not supported "
-        f"yet)", module_path=path)
+        f"softmax-weighted sum of gated-MLP experts (plus a shared expert) rp "
+        f"maps to its MoE ops (expert biases, a capacity or another router "
+        f"are not supported yet)", module_path=path)
 
 
 @contextlib.contextmanager
@@ -169,7 +205,7 @@ def patched(module):
             if found is None:
                 continue
             router, experts, top_k = found
-            gate_first, act, normalize, as_tuple = _probe(
+            gate_first, act, normalize, as_tuple, shared, sgate = _probe(
                 path, block, router, experts, top_k)
             _library()
             roles = [_expert_roles(path, ex, router.in_features)
@@ -177,7 +213,7 @@ def patched(module):
 
             def forward(hidden_states, *_, _r=router, _roles=roles, _k=top_k,
                         _gf=gate_first, _act=act, _n=normalize,
-                        _tuple=as_tuple):
+                        _tuple=as_tuple, _s=shared, _sg=sgate):
                 shape = hidden_states.shape
                 x = hidden_states.reshape(-1, shape[-1])
                 logits = _r(x)
@@ -188,6 +224,8 @@ def patched(module):
                 w_down = [d.weight for _, d in _roles]
                 y = torch.ops.rp_trace.moe_swiglu(x, logits, w_gate, w_up,
                                                   w_down, _k, _n, _act)
+                if _s is not None:
+                    y = y + _shared_term(x, _s, _sg)
                 y = y.reshape(shape)
                 return (y, logits) if _tuple else y
 

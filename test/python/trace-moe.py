@@ -5,12 +5,13 @@
 # structure, traced as the rp.moe ops): transformers' MixtralForCausalLM
 # (tiny config, 4 experts, top-2, distinct random weights) and a plain
 # module of a top-k router and a ModuleList of gated-MLP experts whose
-# names are nothing like Mixtral's, with GELU, no renormalisation and top-1.
+# names are nothing like Mixtral's, with GELU, no renormalisation and top-1,
+# alone and with a Qwen2-MoE-style shared expert (+ sigmoid(G x) * S(x)).
 # On one device with 4 microbatches the step-0 loss and every parameter's
 # gradient equal PyTorch autograd's within 1e-4; on 2 and 4 devices in sync
 # mode the losses of 2 steps and the step-0 gradients are bitwise those of
 # one device. A block that has the structure but computes something else
-# (an added shared expert) is refused by name.
+# (sigmoid routing weights) is refused by name.
 
 import os
 import sys
@@ -45,45 +46,51 @@ class Expert(torch.nn.Module):
 
 
 class Block(torch.nn.Module):
-    """Top-1 of 3 experts, softmax weights not renormalised; `shared` adds
-    a dense MLP beside the experts (not a form rp maps)."""
+    """Top-1 of 3 experts, softmax weights not renormalised. `shared` adds
+    a gated shared expert; `sigmoid` weighs experts by a sigmoid (not a
+    form rp maps)."""
 
-    def __init__(self, h, shared=False):
+    def __init__(self, h, variant=None):
         super().__init__()
         self.router = torch.nn.Linear(h, 3, bias=False)
         self.pool = torch.nn.ModuleList(Expert(h, 24) for _ in range(3))
         self.num_experts_per_tok = 1
-        self.shared = torch.nn.Linear(h, h, bias=False) if shared else None
+        self.variant = variant
+        if variant == "shared":
+            self.common = Expert(h, 20)
+            self.common_gate = torch.nn.Linear(h, 1, bias=False)
 
     def forward(self, x):
         shape = x.shape
         x = x.reshape(-1, shape[-1])
-        p = torch.softmax(self.router(x), -1)
+        scores = self.router(x)
+        p = torch.sigmoid(scores) if self.variant == "sigmoid" else \
+            torch.softmax(scores, -1)
         w, idx = p.topk(1, -1)
         y = torch.zeros_like(x)
         for e, ex in enumerate(self.pool):
             tok = (idx[:, 0] == e).nonzero()[:, 0]
             if tok.numel():
                 y = y.index_add(0, tok, ex(x[tok]) * w[tok])
-        if self.shared is not None:
-            y = y + self.shared(x)
+        if self.variant == "shared":
+            y = y + torch.sigmoid(self.common_gate(x)) * self.common(x)
         return y.reshape(shape)
 
 
 class Residual(torch.nn.Module):
-    def __init__(self, shared):
+    def __init__(self, variant):
         super().__init__()
-        self.moe = Block(16, shared)
+        self.moe = Block(16, variant)
 
     def forward(self, x):
         return x + self.moe(x)
 
 
 class Plain(torch.nn.Module):
-    def __init__(self, shared=False):
+    def __init__(self, variant=None):
         super().__init__()
         self.emb = torch.nn.Embedding(VOCAB, 16)
-        self.layers = torch.nn.ModuleList(Residual(shared) for _ in range(2))
+        self.layers = torch.nn.ModuleList(Residual(variant) for _ in range(2))
         self.head = torch.nn.Linear(16, VOCAB, bias=False)
 
     def forward(self, input_ids):
@@ -105,9 +112,9 @@ def mixtral():
     return tiny_gpt.make_distinct(hf_models.LogitsOnly(lm))
 
 
-def plain():
+def plain(variant=None):
     torch.manual_seed(0)
-    return tiny_gpt.make_distinct(Plain())
+    return tiny_gpt.make_distinct(Plain(variant))
 
 
 def run(src, name, devices, steps, grads):
@@ -118,7 +125,8 @@ def run(src, name, devices, steps, grads):
     return losses, rp_safetensors.read(grads)
 
 
-for name, make in (("mixtral", mixtral), ("plain", plain)):
+for name, make in (("mixtral", mixtral), ("plain", plain),
+                   ("shared", lambda: plain("shared"))):
     model = make()
     ref_loss, ref_grads = tiny_gpt.reference(model, tokens, labels)
     src = rp.trace(model, (tokens[:1],), out / name)
@@ -145,10 +153,10 @@ for name, make in (("mixtral", mixtral), ("plain", plain)):
 
 torch.manual_seed(0)
 try:
-    rp.trace(Plain(shared=True), (tokens[:1],), out / "shared")
-    print("shared: traced")
+    rp.trace(Plain("sigmoid"), (tokens[:1],), out / "sigmoid")
+    print("sigmoid: traced")
 except rp.TraceError as err:
-    print(f"shared: {err}")
+    print(f"sigmoid: {err}")
 
 # CHECK:      mixtral: moe ops: 2 routes, 6 grouped matmuls
 # CHECK-NEXT: mixtral: loss within 1e-4: True
@@ -160,4 +168,9 @@ except rp.TraceError as err:
 # CHECK-NEXT: plain: gradients 22 of 22 within 1e-4: True
 # CHECK-NEXT: plain: 2 devices bitwise: True
 # CHECK-NEXT: plain: 4 devices bitwise: True
-# CHECK-NEXT: shared: rp.trace: module 'layers.0.moe' (Block) has a router and 3 experts, but its output is not the top-1 softmax-weighted sum of gated-MLP experts rp maps to its MoE ops
+# CHECK-NEXT: shared: moe ops: 2 routes, 6 grouped matmuls
+# CHECK-NEXT: shared: loss within 1e-4: True
+# CHECK-NEXT: shared: gradients 30 of 30 within 1e-4: True
+# CHECK-NEXT: shared: 2 devices bitwise: True
+# CHECK-NEXT: shared: 4 devices bitwise: True
+# CHECK-NEXT: sigmoid: rp.trace: module 'layers.0.moe' (Block) has a router and 3 experts, but its output is not the top-1 softmax-weighted sum of gated-MLP experts (plus a shared expert) rp maps to its MoE ops

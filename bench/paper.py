@@ -2,15 +2,18 @@
 
 Usage: python3 bench/paper.py [--models qwen3-1.7b,...] [--no-max-seq]
 
-For Qwen3-1.7B, Llama-3.1-8B and Qwen3-32B (weightless f16 graphs from
-rp.shapes, sequence 2048) it compiles one training plan per schedule for
+For Qwen3-1.7B, Llama-3.1-8B, Qwen3-32B and the mixture-of-experts
+GPT-OSS-20B and Qwen3-235B-A22B (weightless f16 graphs from rp.shapes,
+sequence 2048; the 235B with LoRA r=32, alpha 16 on every linear layer,
+experts included, as RoundPipe ran it) it compiles one training plan per schedule for
 8 GPUs on the rtx4090 profile (calibrated on Qwen3-1.7B only, by
 bench/calibrate.py) and times it on the sim device (rp-run --backend sim):
 round-robin with rp's partitioner in async and sync mode, and the static
 schedules 1F1B, GPipe, interleaved 1F1B and Looped-BFS. Microbatches and accumulation
 follow RoundPipe's throughput runs (reference/roundpipe.md §6: global
-batch / microbatches / accumulation steps 512/10/4, 256/10/2, 128/10/2):
-10 microbatches of round(batch / (10 x accumulation)) sequences, and the
+batch / microbatches / accumulation steps 512/10/4, 256/10/2, 128/10/2,
+and 128/16/1 for 20B, 64/10/1 for 235B): M microbatches of
+round(batch / (M x accumulation)) sequences, and the
 sim runs K = accumulation passes per optimizer step (rp-run --accumulate
 K), laid out continuously as the trainer runs them (docs/sim.md; two
 passes in flight, f16 loss scaling included: its scale is one step stale,
@@ -44,31 +47,40 @@ RUNS = {  # global batch, accumulation steps
     "qwen3-1.7b": (512, 4),
     "llama-3.1-8b": (256, 2),
     "qwen3-32b": (128, 2),
+    "gpt-oss-20b": (128, 1),
+    "qwen3-235b-a22b": (64, 1),
 }
+MICROBATCHES = {"gpt-oss-20b": 16}  # the others: M
+LORA = {"qwen3-235b-a22b": ["--lora-rank", "32", "--lora-alpha", "16"]}
 PUBLISHED = {  # async tok/s, sync tok/s, async bubble, sync bubble, max seq
     "qwen3-1.7b": (65417, 56489, 4.0, 19.1, 73000),
     "llama-3.1-8b": (24275, 18888, 1.3, 14.3, 49000),
     "qwen3-32b": (5516, 4164, 2.6, 6.7, 28000),
+    "gpt-oss-20b": (18122, 12549, 3.3, 14.0, 39000),
+    "qwen3-235b-a22b": (1820, 1592, 1.0, 3.3, 31000),
 }
 BASELINE_BUBBLES = {  # RoundPipe's simulated 1F1B, GPipe, interleaved 1F1B,
     "qwen3-1.7b": (35.2, 36.1, 27.8, 25.0),  # Looped-BFS
     "llama-3.1-8b": (42.1, 42.1, 30.6, 29.2),
     "qwen3-32b": (34.9, 34.9, 15.1, 13.7),
+    "gpt-oss-20b": (41.7, 41.7, 30.9, 30.4),
+    "qwen3-235b-a22b": (31.2, 31.2, 6.0, 4.4),
 }
 SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b",
              "looped-bfs")
 
 
-def compile_plan(graph, plan, schedule):
+def compile_plan(graph, plan, schedule, m=M, extra=()):
     """Compiles at stage-grain recompute, or layer grain where that does
     not fit 24 GB (as RoundPipe's runs do for long sequences)."""
-    micro = M if schedule != "interleaved-1f1b" else -(-M // G) * G
+    micro = m if schedule != "interleaved-1f1b" else -(-m // G) * G
     start = time.perf_counter()
     for grain in ("stage", "layer"):
         r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
                             str(plan), "--devices", str(G), "--microbatches",
                             str(micro), "--hw", "rtx4090", "--dtype", "f16",
-                            "--schedule", schedule, "--recompute", grain],
+                            "--schedule", schedule, "--recompute", grain,
+                            *extra],
                            capture_output=True, text=True)
         if not r.returncode:
             break
@@ -93,14 +105,15 @@ def simulate(plan, sync, passes):
             (line.split() for line in r.stdout.splitlines() if " " in line)}
 
 
-def max_seq(name, tmp):
+def max_seq(name, tmp, extra=()):
     path = Path(tmp) / f"{name}.seq.mlir"
     path.write_text(shapes.build(shapes.SHAPES[name], 1, 3000, "f16"))
     start = time.perf_counter()
     r = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",
                         str(Path(tmp) / "seq.rpplan"), "--devices", str(G),
                         "--hw", "rtx4090", "--dtype", "f16",
-                        "--report-max-seq"], capture_output=True, text=True)
+                        "--report-max-seq", *extra], capture_output=True,
+                       text=True)
     found = re.search(r"remark: .*?(\d[\d,]*) tokens", r.stderr)
     return (int(found.group(1).replace(",", "")) if found else None,
             time.perf_counter() - start,
@@ -113,22 +126,25 @@ def main():
     parser.add_argument("--no-max-seq", dest="max_seq", action="store_false")
     args = parser.parse_args()
     print(f"8 x rtx4090 (profiles/rtx4090.json), f16, sequence 2048, "
-          f"{M} microbatches per pass; tokens/s per optimizer step")
+          f"{M} microbatches per pass (20B: 16); tokens/s per optimizer "
+          f"step")
     summary = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             batch, passes = RUNS[name]
-            b = max(1, round(batch / (M * passes)))
+            m, extra = MICROBATCHES.get(name, M), LORA.get(name, [])
+            b = max(1, round(batch / (m * passes)))
             graph = Path(tmp) / f"{name}.mlir"
             graph.write_text(shapes.build(shapes.SHAPES[name], b, 2048, "f16"))
             pub = PUBLISHED[name]
             print(f"\n{name}: microbatch {b} x 2048, {passes} passes of "
-                  f"{M} microbatches per optimizer step (RoundPipe: batch "
-                  f"{batch})")
+                  f"{m} microbatches per optimizer step (RoundPipe: batch "
+                  f"{batch})" + (" with LoRA r=32" if extra else ""))
             rows = {}
             for schedule in SCHEDULES:
                 plan = Path(tmp) / f"{name}.{schedule}.rpplan"
-                compiled, took, error = compile_plan(graph, plan, schedule)
+                compiled, took, error = compile_plan(graph, plan, schedule,
+                                                     m, extra)
                 if compiled is None:
                     print(f"  {schedule:22s} does not compile: {error}")
                     continue
@@ -177,7 +193,7 @@ def main():
                       f"RoundPipe: {rr[0] / pub[0]:.2f}")
             summary.append((name, rr, pub))
             if args.max_seq:
-                seq, took, remark = max_seq(name, tmp)
+                seq, took, remark = max_seq(name, tmp, extra)
                 print(f"  max sequence on 24 GB (round-robin, {took:.0f} s): "
                       f"{seq if seq else '?'} tokens, published {pub[4]:,}"
                       + ("" if seq else f" ({remark})"))

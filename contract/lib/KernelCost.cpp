@@ -32,6 +32,14 @@ double flopsPerElement(uint16_t op) {
     return 4;
   case K::cast:
   case K::transpose:
+  case K::moe_dispatch:
+    return 0;
+  case K::moe_route:
+  case K::moe_route_grad:
+    return 5;
+  case K::moe_combine:
+  case K::moe_combine_grad:
+    return 2;
   case K::slice:
   case K::concat:
   case K::broadcast:
@@ -119,6 +127,20 @@ KernelWork rp::timing::kernelWork(uint16_t op,
     const std::vector<int64_t> &a = inputs[0].shape;
     int64_t k = a[a.size() - (attr(0) != 0 ? 2 : 1)];
     w.flops = 2 * double(outputs[0].elements()) * double(k);
+    return w;
+  }
+  if (kind == K::moe_grouped_matmul || kind == K::moe_grouped_matmul_wgrad) {
+    // Every row meets one expert's [K, N] weight: 2 R K N whatever the
+    // routing (the per-expert split only changes the GEMM shapes). The
+    // whole weight stack is read or written: at uniform routing every
+    // expert has rows.
+    if (inputs.size() < 2 || outputs.empty() || inputs[0].shape.size() != 2)
+      return w;
+    double rows = double(inputs[0].shape[0]);
+    double kIn = double(inputs[0].shape[1]);
+    double nOut = kind == K::moe_grouped_matmul ? double(outputs[0].shape.back())
+                                          : double(inputs[1].shape.back());
+    w.flops = 2 * rows * kIn * nOut;
     return w;
   }
   if (kind == K::attention) {

@@ -8,6 +8,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::rp;
 
@@ -64,7 +66,10 @@ Kernel forwardKernel(Operation *op) {
       out.push_back(operand(t));
     else
       known = false;
-  int index = ::rp::timing::kernelOpIndex(op->getName().stripDialect().str());
+  // Plan kernels are named with '_' where ops nest ("moe.route": moe_route).
+  std::string kind = op->getName().stripDialect().str();
+  std::replace(kind.begin(), kind.end(), '.', '_');
+  int index = ::rp::timing::kernelOpIndex(kind);
   if (!known || index < 0) {
     // No plan kernel of that kind: one FLOP per result element.
     int64_t io = 0;
@@ -95,6 +100,14 @@ OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
     // Each operand that needs a gradient costs one more matmul of the same
     // size: dA = dC·Bᵀ, dB = Aᵀ·dC.
     for (Value operand : {mm.getLhs(), mm.getRhs()})
+      if (needsGrad(operand))
+        k.backward.push_back(kernel);
+    return k;
+  }
+  if (auto gm = dyn_cast<MoEGroupedMatmulOp>(op)) {
+    // As a matmul: the rows' gradient and the experts' weight gradient
+    // are grouped matmuls of the same size.
+    for (Value operand : {gm.getInput(), gm.getWeight()})
       if (needsGrad(operand))
         k.backward.push_back(kernel);
     return k;
@@ -150,7 +163,9 @@ int64_t peakWorkBytes(Block &body) {
 /// A kernel of op kind `op` (a plan op kind name) in element type `dtype`.
 double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
                 const ::rp::timing::HardwareModel &model) {
-  int index = ::rp::timing::kernelOpIndex(op.str());
+  std::string kind = op.str();
+  std::replace(kind.begin(), kind.end(), '.', '_');
+  int index = ::rp::timing::kernelOpIndex(kind);
   return model.kernelMs(index < 0 ? uint16_t(~0) : uint16_t(index),
                         {double(kernel.flops), double(kernel.traffic), true},
                         dtype);

@@ -2,7 +2,7 @@
 
 Compile-time, memory and cost benchmarks need the graph of an 8B or 32B
 model, not its 16-64 GB of weights. This module writes the rp graph of a
-decoder-only transformer of a given shape (the dense models of
+decoder-only transformer of a given shape (the models of
 reference/models.md, or any shape given on the command line) with every
 parameter initialised from the run's seed (`init = 0.02`) instead of read
 from a file, grouped into layers the way rp-import groups an export:
@@ -12,6 +12,18 @@ Per layer: RMSNorm, Q/K/V projections (grouped-query attention), optional
 Q/K RMSNorm per head (Qwen3), causal attention, output projection and
 residual, RMSNorm, SiLU-gated MLP and residual. Rotary embeddings are left
 out: elementwise work that costs well under 1% of a layer's FLOPs.
+
+A mixture-of-experts shape (`experts` > 0) replaces the MLP by a router
+(`router.weight` [experts, hidden]), rp.moe.route (top-`top_k`; softmax
+before the top-k with renormalisation as Qwen3-MoE, or after it as
+GPT-OSS), rp.moe.dispatch, the experts' gated MLPs as grouped matmuls over
+stacked weights (`experts.gate_proj.weight` [experts, ffn, hidden] ...;
+`ffn` is one expert's width) and rp.moe.combine. Buffers are sized for the
+worst case (every token's `top_k` rows); the FLOPs are those of uniform
+routing, which for a grouped matmul are the same at any routing. GPT-OSS's
+expert biases, clamped SwiGLU, attention sinks and alternating sliding
+windows are left out: the first three are elementwise, the last changes
+only the attention of half the layers at sequences above 128.
 
     python -m rp.shapes qwen3-1.7b --seq 2048 -o qwen3-1.7b.mlir
 """
@@ -31,18 +43,26 @@ class Shape:
     vocab: int
     tied: bool
     qk_norm: bool
+    experts: int = 0
+    top_k: int = 0
+    softmax_after: bool = False
 
 # reference/models.md, from each model's released config.
 SHAPES = {
     "qwen3-1.7b": Shape(28, 2048, 16, 8, 128, 6144, 151936, True, True),
     "llama-3.1-8b": Shape(32, 4096, 32, 8, 128, 14336, 128256, False, False),
     "qwen3-32b": Shape(64, 5120, 64, 8, 128, 25600, 151936, False, True),
+    "gpt-oss-20b": Shape(24, 2880, 64, 8, 64, 2880, 201088, False, False,
+                         experts=32, top_k=4, softmax_after=True),
+    "qwen3-235b-a22b": Shape(94, 4096, 64, 4, 128, 1536, 151936, False, True,
+                             experts=128, top_k=8),
 }
 
 def param_count(s: Shape) -> int:
     per_layer = (s.hidden * s.heads * s.head_dim * 2 +
                  s.hidden * s.kv_heads * s.head_dim * 2 +
-                 3 * s.hidden * s.ffn + 2 * s.hidden +
+                 3 * s.hidden * s.ffn * max(1, s.experts) +
+                 s.experts * s.hidden + 2 * s.hidden +
                  (2 * s.head_dim if s.qk_norm else 0))
     embed = s.vocab * s.hidden
     return (s.layers * per_layer + embed + s.hidden +
@@ -84,10 +104,17 @@ def build(s: Shape, batch: int, seq: int, dtype: str) -> str:
         if s.qk_norm:
             names += [("self_attn.q_norm.weight", [s.head_dim]),
                       ("self_attn.k_norm.weight", [s.head_dim])]
-        names += [("post_attention_layernorm.weight", [H]),
-                  ("mlp.gate_proj.weight", [s.ffn, H]),
-                  ("mlp.up_proj.weight", [s.ffn, H]),
-                  ("mlp.down_proj.weight", [H, s.ffn])]
+        names += [("post_attention_layernorm.weight", [H])]
+        if s.experts:
+            E = s.experts
+            names += [("mlp.router.weight", [E, H]),
+                      ("mlp.experts.gate_proj.weight", [E, s.ffn, H]),
+                      ("mlp.experts.up_proj.weight", [E, s.ffn, H]),
+                      ("mlp.experts.down_proj.weight", [E, H, s.ffn])]
+        else:
+            names += [("mlp.gate_proj.weight", [s.ffn, H]),
+                      ("mlp.up_proj.weight", [s.ffn, H]),
+                      ("mlp.down_proj.weight", [H, s.ffn])]
         vars_ = [param(p + n, d) for n, d in names]
         types = [act] + [_t(d, dtype) for _, d in names]
         args = ", ".join(f"%a{j}: {t}" for j, t in enumerate(types))
@@ -152,6 +179,11 @@ def _layer_body(s, B, S, dtype, w):
     proj("%o", "%att_f", w["self_attn.o_proj.weight"], s.heads * D, H)
     lines.append(f"%r = rp.add %a0, %o : ({act}, {act}) -> {act}")
     norm("%n2", "%r", w["post_attention_layernorm.weight"], [B, S, H], 2)
+    if s.experts:
+        lines.extend(_moe_body(s, B, S, dtype, w))
+        lines.append(f"%y = rp.add %r, %d : ({act}, {act}) -> {act}")
+        lines.append(f"rp.yield %y : {act}")
+        return lines
     proj("%g", "%n2", w["mlp.gate_proj.weight"], H, s.ffn)
     proj("%u", "%n2", w["mlp.up_proj.weight"], H, s.ffn)
     ffn = _t([B, S, s.ffn], dtype)
@@ -162,13 +194,48 @@ def _layer_body(s, B, S, dtype, w):
     lines.append(f"rp.yield %y : {act}")
     return lines
 
+def _moe_body(s, B, S, dtype, w):
+    """%n2 [B, S, H] -> %d [B, S, H] through the experts."""
+    H, E, K, F = s.hidden, s.experts, s.top_k, s.ffn
+    T, R = B * S, B * S * s.top_k
+    tok, rows = _t([T, H], dtype), _t([R, H], dtype)
+    ffn, ct = _t([R, F], dtype), _t([E], "i32")
+    softmax = "after" if s.softmax_after else "before normalize"
+    def grouped(dst, src, weight, wdims, out):
+        return (f"{dst} = rp.moe.grouped_matmul {src}, {weight}, %cnt "
+                f"transpose_b : ({_t(src_dims[src], dtype)}, "
+                f"{_t(wdims, dtype)}, {ct}) -> {out}")
+    src_dims = {"%rows": [R, H], "%m": [R, F]}
+    return [
+        f"%flat = rp.reshape %n2 : {_t([B, S, H], dtype)} to {tok}",
+        f"%logits = rp.matmul %flat, {w['mlp.router.weight']} transpose_b : "
+        f"({tok}, {_t([E, H], dtype)}) -> {_t([T, E], dtype)}",
+        f"%rw, %ex = rp.moe.route %logits top_k = {K} softmax = {softmax} : "
+        f"{_t([T, E], dtype)} -> ({_t([T, K], dtype)}, {_t([T, K], 'i64')})",
+        f"%rows, %pos, %cnt = rp.moe.dispatch %flat, %ex : ({tok}, "
+        f"{_t([T, K], 'i64')}) -> ({rows}, {_t([T, K], 'i32')}, {ct})",
+        grouped("%g", "%rows", w["mlp.experts.gate_proj.weight"], [E, F, H],
+                ffn),
+        grouped("%u", "%rows", w["mlp.experts.up_proj.weight"], [E, F, H],
+                ffn),
+        f"%sg = rp.silu %g : {ffn}",
+        f"%m = rp.mul %sg, %u : ({ffn}, {ffn}) -> {ffn}",
+        grouped("%o2", "%m", w["mlp.experts.down_proj.weight"], [E, H, F],
+                rows),
+        f"%c = rp.moe.combine %o2, %pos weights(%rw) : ({rows}, "
+        f"{_t([T, K], 'i32')}, {_t([T, K], dtype)}) -> {tok}",
+        f"%d = rp.reshape %c : {tok} to {_t([B, S, H], dtype)}",
+    ]
+
 def _parse_shape(text: str) -> Shape:
     """`layers=2,hidden=64,...` for shapes not in SHAPES."""
     fields = dict(item.split("=", 1) for item in text.split(","))
     try:
         return Shape(**{f.name: (fields.pop(f.name) in ("1", "true", "yes"))
                         if f.type in (bool, "bool") else int(fields.pop(f.name))
-                        for f in dataclasses.fields(Shape)})
+                        for f in dataclasses.fields(Shape)
+                        if f.name in fields or
+                        f.default is dataclasses.MISSING})
     except KeyError as missing:
         raise SystemExit(f"rp.shapes: --custom needs {missing.args[0]}=N; "
                          f"fields: {', '.join(f.name for f in dataclasses.fields(Shape))}")
@@ -179,7 +246,8 @@ def main(argv=None) -> int:
     parser.add_argument("model", nargs="?", choices=sorted(SHAPES),
                         help="a published shape (reference/models.md)")
     parser.add_argument("--custom", help="layers=N,hidden=N,heads=N,kv_heads=N,"
-                        "head_dim=N,ffn=N,vocab=N,tied=0|1,qk_norm=0|1")
+                        "head_dim=N,ffn=N,vocab=N,tied=0|1,qk_norm=0|1"
+                        "[,experts=N,top_k=N,softmax_after=0|1]")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--dtype", choices=["f32", "bf16", "f16"], default="bf16")

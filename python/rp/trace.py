@@ -17,6 +17,9 @@ How it works (torch 1.13's ``make_fx``, ATen level):
 * Values that do not depend on the inputs or the parameters (buffers,
   ``arange``, masks, ``torch.full`` ...) are folded at trace time into
   ``rp.constant`` ops, copied into each layer that uses them.
+* Mixture-of-experts blocks (a router linear and a ModuleList of gated-MLP
+  experts, found by structure) trace as one op each and become the rp.moe
+  ops (``rp._moe``).
 * Each ATen op maps to rp ops (the handlers in ``rp._aten`` and ``rp._conv``); an ATen op without a mapping is an error
   naming the op and the module path. The result goes through ``rp-opt
   --rp-prepare``, the importers' clean-up and fusion pipeline (canonicalize,
@@ -35,7 +38,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from rp import _aten, _conv, safetensors
+from rp import _aten, _conv, _moe, safetensors
 from rp._irtext import (_RANDOM, _UNSUPPORTED, TraceError, _dense, _elem,
                         _flatten, _fmt_scalar, _ident, _innermost, _np,
                         _opname, _qualname, _short_args, _ttype)
@@ -43,7 +46,7 @@ from rp.tools import run_tool
 
 PathLike = Union[str, os.PathLike]
 
-_HANDLERS = {**_aten.HANDLERS, **_conv.HANDLERS}
+_HANDLERS = {**_aten.HANDLERS, **_conv.HANDLERS, **_moe.HANDLERS}
 # ATen ops through which Python code reads a tensor's value.
 _READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)
@@ -644,7 +647,9 @@ def trace(module, example_inputs, out_dir: PathLike,
                     raise TraceError(f"rp.trace: layers '{p}' and '{q}' "
                                      f"overlap")
 
-    gm = _capture(module, inputs, params, buffers, aliases)
+    # Mixture-of-experts blocks trace as one op each (rp._moe).
+    with _moe.patched(module):
+        gm = _capture(module, inputs, params, buffers, aliases)
     _inplace_to_functional(gm.graph)
     flat = [t for _, t in params] + [t for _, t in buffers] + list(inputs)
     values = _values(gm, flat)

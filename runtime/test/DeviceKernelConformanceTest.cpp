@@ -45,7 +45,7 @@ inline BackendOptions devicesAndThreads(uint32_t devices, unsigned threads) {
 
 /// How an input buffer is filled.
 struct Fill {
-  enum Kind { uniform, integers, boolean, labels } kind = uniform;
+  enum Kind { uniform, integers, boolean, labels, iota } kind = uniform;
   double lo = -3, hi = 3;
 };
 
@@ -54,6 +54,8 @@ Fill integersIn(double lo, double hi) { return {Fill::integers, lo, hi}; }
 const Fill kBoolean{Fill::boolean, 0, 0};
 /// Class labels in [0, classes), every fifth the ignore index -100.
 Fill labelsUpTo(int64_t classes) { return {Fill::labels, 0, double(classes)}; }
+/// 0, 1, 2, ...: distinct rows (the positions of a dispatch).
+const Fill kIota{Fill::iota, 0, 0};
 
 struct Buf {
   DType dtype;
@@ -97,6 +99,8 @@ void fillBuffer(const Buf &b, uint8_t *data, uint64_t seed) {
       v = std::floor(v);
     if (b.fill.kind == Fill::boolean)
       v = (rng() & 1) ? 1 : 0;
+    if (b.fill.kind == Fill::iota)
+      v = double(i);
     if (b.fill.kind == Fill::labels)
       v = i % 5 == 4 ? -100 : std::floor(v);
     switch (b.dtype) {
@@ -458,6 +462,66 @@ std::vector<KernelCase> backwardCases(DType t) {
                    {{t, {3, 50, 4}}, {t, {3, 1, 1}}},
                    {{t, {3, 50, 4}}},
                    {3, 1, 1, 2}});
+  // Mixture of experts: 7 tokens, 4 experts, top-2; counts of rows
+  // rows per expert (1 or 2) fit the 10 rows of the grouped matmuls.
+  const Buf experts{DType::i64, {7, 2}, integersIn(0, 4)};
+  const Buf counts{DType::i32, {4}, integersIn(1, 3)};
+  cases.push_back({"moe_route_before_" + s,
+                   OpKind::moe_route,
+                   {{t, {7, 4}}},
+                   {{t, {7, 2}}, {DType::i64, {7, 2}}},
+                   {2, 0, 1}});
+  cases.push_back({"moe_route_after_" + s,
+                   OpKind::moe_route,
+                   {{t, {7, 4}}},
+                   {{t, {7, 3}}, {DType::i64, {7, 3}}},
+                   {3, 1, 0}});
+  cases.push_back({"moe_route_grad_before_" + s,
+                   OpKind::moe_route_grad,
+                   {{t, {7, 4}}, experts, {t, {7, 2}}},
+                   {{t, {7, 4}}},
+                   {0, 1}});
+  cases.push_back({"moe_route_grad_after_" + s,
+                   OpKind::moe_route_grad,
+                   {{t, {7, 4}}, experts, {t, {7, 2}}},
+                   {{t, {7, 4}}},
+                   {1, 0}});
+  cases.push_back({"moe_dispatch_" + s,
+                   OpKind::moe_dispatch,
+                   {{t, {7, 5}}, experts},
+                   {{t, {14, 5}}, {DType::i32, {7, 2}}, {DType::i32, {4}}}});
+  cases.push_back({"moe_grouped_matmul_" + s,
+                   OpKind::moe_grouped_matmul,
+                   {{t, {10, 5}}, {t, {4, 6, 5}}, counts},
+                   {{t, {10, 6}}},
+                   {1}});
+  cases.push_back({"moe_grouped_matmul_plain_" + s,
+                   OpKind::moe_grouped_matmul,
+                   {{t, {10, 5}}, {t, {4, 5, 6}}, counts},
+                   {{t, {10, 6}}},
+                   {0}});
+  cases.push_back({"moe_grouped_matmul_wgrad_" + s,
+                   OpKind::moe_grouped_matmul_wgrad,
+                   {{t, {10, 5}}, {t, {10, 6}}, counts},
+                   {{t, {4, 6, 5}}},
+                   {1}});
+  cases.push_back(
+      {"moe_combine_" + s,
+       OpKind::moe_combine,
+       {{t, {14, 5}}, {DType::i32, {7, 2}, integersIn(0, 14)}, {t, {7, 2}}},
+       {{t, {7, 5}}},
+       {1}});
+  cases.push_back({"moe_combine_unweighted_" + s,
+                   OpKind::moe_combine,
+                   {{t, {14, 5}}, {DType::i32, {7, 2}, integersIn(0, 14)}},
+                   {{t, {7, 5}}},
+                   {0}});
+  cases.push_back(
+      {"moe_combine_grad_" + s,
+       OpKind::moe_combine_grad,
+       {{t, {16, 5}}, {DType::i32, {7, 2}, kIota}, {t, {7, 2}}, {t, {7, 5}}},
+       {{t, {16, 5}}, {t, {7, 2}}},
+       {1}});
   return cases;
 }
 

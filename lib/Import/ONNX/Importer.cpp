@@ -62,6 +62,19 @@ LogicalResult mlir::rp::parseShapeOption(StringRef text,
   return success();
 }
 
+/// What exporters emit for a mixture-of-experts block's routing: rp-import
+/// does not recognise the expert loop yet, rp.trace does.
+static std::string moeRoutingHint(StringRef opType) {
+  if (!llvm::is_contained(
+          {"TopK", "OneHot", "NonZero", "ScatterElements", "ScatterND"},
+          opType))
+    return "";
+  return "; a mixture-of-experts block's routing exports as TopK, OneHot, "
+         "NonZero and ScatterElements, which rp-import does not map yet: "
+         "trace the model with rp.trace, which maps such blocks to the rp.moe "
+         "ops";
+}
+
 namespace {
 
 class GraphImporter {
@@ -389,14 +402,16 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
         break;
       }
     diag << " is computed at run time from the model's inputs; rp has no "
-            "kernel for it (rp-import --list-ops lists the ops it runs)";
+            "kernel for it (rp-import --list-ops lists the ops it runs)"
+         << moeRoutingHint(node.op_type());
     return diag;
   }
   if (it == handlers.end())
     return importer.error() << "operator " << node.op_type()
                             << " is not supported by rp-import (rp-import "
                                "--list-ops lists the ops it handles); "
-                               "re-export the model without it";
+                               "re-export the model without it"
+                            << moeRoutingHint(node.op_type());
   Operation *before = entry->empty() ? nullptr : &entry->back();
   if (failed(checkAttributeTypes(importer)))
     return failure();

@@ -411,7 +411,8 @@ static std::optional<KernelSpec> gradientSpec(Operation *op) {
 
 FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
   for (auto family :
-       {elementwiseSpec, layoutSpec, contractionSpec, gradientSpec})
+       {elementwiseSpec, layoutSpec, contractionSpec, gradientSpec,
+        moeKernelSpec})
     if (std::optional<KernelSpec> spec = family(op))
       return *spec;
   return op->emitOpError("has no kernel in the plan format");

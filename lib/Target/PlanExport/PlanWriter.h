@@ -31,6 +31,9 @@ struct KernelSpec {
 };
 
 std::optional<pf::DType> planDTypeOf(Type type);
+/// The kernel call of an rp.moe op (PlanExportMoE.cpp), or nullopt for any
+/// other op.
+std::optional<KernelSpec> moeKernelSpec(Operation *op);
 /// For integer inputs used as indices: the bound they must stay under (the
 /// gathered dimension, the class count), or 0 when unknown.
 int64_t planIndexLimit(Value v);

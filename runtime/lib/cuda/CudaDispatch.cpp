@@ -566,6 +566,18 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
                                     in[1].data, out.data, out.size()),
                     op);
   }
+  case OpKind::moe_route:
+  case OpKind::moe_route_grad:
+  case OpKind::moe_dispatch:
+  case OpKind::moe_grouped_matmul:
+  case OpKind::moe_grouped_matmul_wgrad:
+  case OpKind::moe_combine:
+  case OpKind::moe_combine_grad:
+    // The grouped GEMMs need device-side group sizes (never read by the
+    // host); until those kernels exist the plan runs on --backend=host.
+    return unsupported(std::string(opKindName(c.op)) +
+                       ": mixture-of-experts kernels are not yet on the cuda "
+                       "device; run this plan with --backend=host");
   }
   return internalError("unknown kernel");
 }

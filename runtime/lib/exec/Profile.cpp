@@ -101,6 +101,17 @@ double callCost(const Plan &plan, const KernelCallDesc &call) {
                                               : a.back();
     return written * double(k);
   }
+  case OpKind::moe_grouped_matmul: {
+    // Each of the rows [R, K] meets one expert's weight.
+    Shape a = shape(0);
+    return a.size() == 2 ? written * double(a[1]) : written;
+  }
+  case OpKind::moe_grouped_matmul_wgrad: {
+    Shape a = shape(0), g = shape(1);
+    return a.size() == 2 && g.size() == 2
+               ? double(numElements(a)) * double(g[1])
+               : written;
+  }
   case OpKind::attention:
   case OpKind::attention_grad: {
     // q [..., S, D] against k [..., T, D]: S*T*D twice forward; the
@@ -125,6 +136,9 @@ bool isGradientOp(OpKind op) {
   case OpKind::gather_grad:
   case OpKind::slice_grad:
   case OpKind::extremum_grad:
+  case OpKind::moe_route_grad:
+  case OpKind::moe_grouped_matmul_wgrad:
+  case OpKind::moe_combine_grad:
     return true;
   default:
     return false;

@@ -11,6 +11,7 @@
 #include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/host/Kernels.h"
 #include "rp/runtime/kernels/OpKinds.h"
+#include "rp/runtime/host/MoE.h"
 
 using namespace rp::runtime;
 using namespace rp::runtime::host;
@@ -142,6 +143,27 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
     return reduceExtremumGrad(
         pool, static_cast<ReduceKind>(a[0]) == ReduceKind::max, in[0],
         {a.begin() + 2, a.end()}, a[1] != 0, in[1], out);
+  case OpKind::moe_route:
+    return moeRoute(pool, in[0], static_cast<MoESoftmax>(a[1] != 0), a[2] != 0,
+                    outs[0], outs[1]);
+  case OpKind::moe_route_grad:
+    return moeRouteGrad(pool, in[0], in[1], in[2],
+                        static_cast<MoESoftmax>(a[0] != 0), a[1] != 0, out);
+  case OpKind::moe_dispatch:
+    return moeDispatch(pool, in[0], in[1], outs[0], outs[1], outs[2]);
+  case OpKind::moe_grouped_matmul:
+    return moeGroupedMatmul(pool, in[0], in[1], in[2], a[0] != 0, out);
+  case OpKind::moe_grouped_matmul_wgrad:
+    return moeGroupedMatmulWGrad(pool, in[0], in[1], in[2], a[0] != 0, out);
+  case OpKind::moe_combine:
+    return moeCombine(pool, in[0], in[1], optional(a[0] != 0, 2), out);
+  case OpKind::moe_combine_grad: {
+    std::optional<TensorRef> dweights;
+    if (a[0])
+      dweights = outs[1];
+    return moeCombineGrad(pool, in[0], in[1], optional(a[0] != 0, 2), in.back(),
+                          out, dweights);
+  }
   }
   return internalError("unknown kernel");
 }

@@ -85,6 +85,19 @@ Signature signatureOf(OpKind op) {
     return {1, 1, -1, 0};
   case OpKind::extremum_grad:
     return {2, 2, -1, 0};
+  case OpKind::moe_route:
+    return {1, 1, 3, 0, 2, 2};
+  case OpKind::moe_route_grad:
+    return {3, 3, 2, 0};
+  case OpKind::moe_dispatch:
+    return {2, 2, 0, 0, 3, 3};
+  case OpKind::moe_grouped_matmul:
+  case OpKind::moe_grouped_matmul_wgrad:
+    return {3, 3, 1, 0};
+  case OpKind::moe_combine:
+    return {2, 3, 1, 0};
+  case OpKind::moe_combine_grad:
+    return {3, 4, 1, 0, 1, 2};
   default: // unary ops, cast, reshape, broadcast
     return {1, 1, 0, 0};
   }
@@ -158,6 +171,17 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
       return c.fail(name + " has inputs or outputs that disagree with its "
                     "flags");
     return Status::ok();
+  case OpKind::moe_combine:
+  case OpKind::moe_combine_grad: {
+    // ints: has_weights; inputs: rows, positions, [weights], [grad];
+    // outputs: result or rows' gradient, [weights' gradient]
+    bool grad = call.op == OpKind::moe_combine_grad;
+    bool weights = call.ints[0] != 0;
+    if (nIn != 2 + weights + grad || nOut != 1 + (grad && weights))
+      return c.fail(name + " has inputs or outputs that disagree with its "
+                    "flags");
+    return Status::ok();
+  }
   case OpKind::attention_grad:
     if (nIn != 4 + (call.ints[1] != 0))
       return c.fail(name + " has inputs that disagree with its flags");

@@ -132,8 +132,10 @@ CASES = {
 def run_case(name, case, rp_compile, rp_run, work):
     inputs, out_shape, body, fn = case
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    values = {k: rng.uniform(lo, hi, shape).astype(np.float32)
-              for k, (shape, lo, hi) in inputs.items()}
+    # An input is (shape, low, high) for uniform values, or fixed values.
+    values = {k: np.asarray(spec, np.float32) if isinstance(spec, np.ndarray)
+              else rng.uniform(spec[1], spec[2], spec[0]).astype(np.float32)
+              for k, spec in inputs.items()}
     weight = rng.uniform(-1, 1, out_shape).astype(np.float32)
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)

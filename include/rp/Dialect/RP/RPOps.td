@@ -161,5 +161,6 @@ def RP_YieldOp : RP_Op<"yield", [
 include "rp/Dialect/RP/RPComputeOps.td"
 include "rp/Dialect/RP/RPTrainOps.td"
 include "rp/Dialect/RP/RPScheduleOps.td"
+include "rp/Dialect/RP/RPMoEOps.td"
 
 #endif // RP_DIALECT_RP_RPOPS_TD

@@ -375,6 +375,10 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
     `<param>.lora_A` `[rank, in]` (uniform in +-1/sqrt(in), as PEFT's
     kaiming init) and `<param>.lora_B` `[out, rank]` (zeros), and the update
     `y + (alpha / rank) * (x A^T) B^T`. Every other parameter is frozen.
+    The experts of a mixture-of-experts layer (`rp.moe.grouped_matmul` of a
+    3-D parameter `[E, out, in]`) get stacked adapters `[E, rank, in]` and
+    `[E, out, rank]` applied per group with two more grouped matmuls: each
+    expert trains its own pair and its frozen weight produces no gradient.
 
     ```mlir
     %y = rp.matmul %x, %w transpose_b : (tensor<2x64xf32>, tensor<32x64xf32>)

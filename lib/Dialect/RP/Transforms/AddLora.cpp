@@ -61,6 +61,25 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
           ad = createAdapter(param, mm.getTransposeB(), created);
         addUpdate(layer, mm, ad);
       }
+      // The experts of a mixture-of-experts layer: one adapter pair per
+      // expert, stacked like the weights and applied per group.
+      SmallVector<MoEGroupedMatmulOp> grouped(
+          body.getOps<MoEGroupedMatmulOp>());
+      for (MoEGroupedMatmulOp gm : grouped) {
+        auto arg = dyn_cast<BlockArgument>(gm.getWeight());
+        if (!arg)
+          continue;
+        auto param =
+            layer.getInputs()[arg.getArgNumber()].getDefiningOp<ParamOp>();
+        if (!param || param.getType().getRank() != 3 ||
+            !pattern.match(param.getName()))
+          continue;
+        ++matched;
+        Adapter &ad = adapters[param];
+        if (!ad.a)
+          ad = createAdapter(param, gm.getTransposeB(), created);
+        addGroupedUpdate(layer, gm, ad);
+      }
     }
     if (matched == 0) {
       main.emitError("no linear layer has a weight matching LoRA targets '")
@@ -72,16 +91,24 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
       p.setTrainable(created.contains(p));
   }
 
+  /// A [rank, in] and B [out, rank] for a 2-D weight; [E, rank, in] and
+  /// [E, out, rank] for a stack of E expert weights.
   Adapter createAdapter(ParamOp w, bool transposed,
                         llvm::SmallPtrSet<Operation *, 16> &created) {
     OpBuilder b(w->getContext());
     b.setInsertionPointAfter(w);
     auto type = w.getType();
-    int64_t out = type.getDimSize(transposed ? 0 : 1);
-    int64_t in = type.getDimSize(transposed ? 1 : 0);
+    ArrayRef<int64_t> lead = type.getShape().drop_back(2);
+    int64_t rows = type.getDimSize(type.getRank() - 2);
+    int64_t cols = type.getDimSize(type.getRank() - 1);
+    int64_t out = transposed ? rows : cols;
+    int64_t in = transposed ? cols : rows;
     Type element = type.getElementType();
-    auto aType = RankedTensorType::get({rank, in}, element);
-    auto bType = RankedTensorType::get({out, rank}, element);
+    SmallVector<int64_t> aShape(lead), bShape(lead);
+    aShape.append({rank, in});
+    bShape.append({out, rank});
+    auto aType = RankedTensorType::get(aShape, element);
+    auto bType = RankedTensorType::get(bShape, element);
     Adapter ad;
     ad.a = ParamOp::create(b, w.getLoc(), aType,
                            (w.getName() + ".lora_A").str(), true, nullptr,
@@ -114,6 +141,33 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
     Value scaled = MulOp::create(b, loc, xb, scale);
     Value sum = AddOp::create(b, loc, mm.getResult(), scaled);
     mm.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
+  }
+
+  /// y = grouped(x, W) -> y + (alpha / rank) * grouped(grouped(x, A), B),
+  /// both adapters read as [out, in] per expert (transpose_b).
+  void addGroupedUpdate(LayerOp layer, MoEGroupedMatmulOp gm, Adapter ad) {
+    Block &body = layer.getBody().front();
+    layer->insertOperands(layer->getNumOperands(),
+                          {ad.a.getResult(), ad.b.getResult()});
+    Value a = body.addArgument(ad.a.getType(), gm.getLoc());
+    Value bArg = body.addArgument(ad.b.getType(), gm.getLoc());
+    OpBuilder b(gm->getContext());
+    b.setInsertionPointAfter(gm);
+    Location loc = gm.getLoc();
+    auto in = cast<RankedTensorType>(gm.getInput().getType());
+    Type element = in.getElementType();
+    auto xaType = RankedTensorType::get({in.getDimSize(0), rank}, element);
+    Value xa = MoEGroupedMatmulOp::create(b, loc, xaType, gm.getInput(), a,
+                                          gm.getCounts(), true);
+    Value xb = MoEGroupedMatmulOp::create(b, loc, gm.getType(), xa, bArg,
+                                          gm.getCounts(), true);
+    Value scale = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({}, element),
+                               b.getFloatAttr(element, alpha / double(rank))));
+    Value scaled = MulOp::create(b, loc, xb, scale);
+    Value sum = AddOp::create(b, loc, gm.getResult(), scaled);
+    gm.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
   }
 };
 

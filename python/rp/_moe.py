@@ -1,0 +1,300 @@
+"""Mixture-of-experts blocks in rp.trace.
+
+A block's PyTorch forward routes with data-dependent control flow (which
+tokens each expert gets), which a static trace cannot record. So before
+tracing, rp.trace finds the blocks by their structure, not their class:
+a module with a bias-free ``nn.Linear`` router of ``E`` outputs and an
+``nn.ModuleList`` of ``E`` experts, each holding three bias-free linear
+layers (two ``[F, H]``, one ``[H, F]``) and a ``top_k`` (or
+``num_experts_per_tok``) attribute. Which linear is gated, the activation,
+whether the top-k weights are renormalised and whether another child adds
+a shared expert (``+ S(x)``, or ``+ sigmoid(G(x)) * S(x)`` with a
+one-output linear ``G``, as Qwen2-MoE) are then found by running the block:
+a form that reproduces its output on random tokens is the one traced, and
+a block no form reproduces (expert biases, a capacity, another router) is
+an error naming it. While tracing, the block's forward becomes the
+router linear and one ``rp_trace::moe_swiglu`` op (recorded as one node),
+which the handler here writes as rp.moe.route, rp.moe.dispatch, three
+rp.moe.grouped_matmul, the activation and rp.moe.combine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from rp._irtext import TraceError, _ttype
+
+_ACTS = ("silu", "gelu")
+_LIB = None
+
+
+def _act(kind, x):
+    import torch.nn.functional as F
+    return F.silu(x) if kind == "silu" else F.gelu(x)
+
+
+def _reference(x, logits, w_gate, w_up, w_down, top_k, normalize, act):
+    """The block's math on real tensors: softmax, top-k (PyTorch's), the
+    chosen experts' gated MLPs, the weighted sum."""
+    import torch
+    probs = torch.softmax(logits.float(), dim=-1)
+    weights, experts = torch.topk(probs, top_k, dim=-1)
+    if normalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    weights = weights.to(x.dtype)
+    out = torch.zeros_like(x)
+    for e in range(len(w_gate)):
+        tok, slot = torch.where(experts == e)
+        if tok.numel() == 0:
+            continue
+        xe = x[tok]
+        h = _act(act, xe @ w_gate[e].t()) * (xe @ w_up[e].t())
+        out.index_add_(0, tok, (h @ w_down[e].t()) * weights[tok, slot, None])
+    return out
+
+
+def _library():
+    """Defines rp_trace::moe_swiglu once: an op the tracer records as one
+    node, computed by _reference when the graph runs on real tensors."""
+    global _LIB
+    if _LIB is None:
+        import torch
+        lib = torch.library.Library("rp_trace", "DEF")
+        lib.define("moe_swiglu(Tensor x, Tensor logits, Tensor[] w_gate, "
+                   "Tensor[] w_up, Tensor[] w_down, int top_k, bool normalize, "
+                   "str act) -> Tensor")
+
+        def impl(x, logits, w_gate, w_up, w_down, top_k, normalize, act):
+            with torch.no_grad():
+                return _reference(x, logits, w_gate, w_up, w_down, top_k,
+                                  normalize, act)
+
+        lib.impl("moe_swiglu", impl, "CPU")
+        _LIB = lib
+    return _LIB
+
+
+def _linears(module):
+    import torch
+    return [(name, m) for name, m in module.named_children()
+            if isinstance(m, torch.nn.Linear)]
+
+
+def _candidate(path, block):
+    """(router, experts, top_k) when `block` has the MoE structure."""
+    import torch
+    lins = [m for _, m in _linears(block) if m.bias is None]
+    lists = [m for _, m in block.named_children()
+             if isinstance(m, torch.nn.ModuleList)]
+    for router in lins:
+        e = router.out_features
+        for experts in lists:
+            if len(experts) != e or e < 2:
+                continue
+            ok = True
+            for ex in experts:
+                ls = [m for _, m in _linears(ex)]
+                if len(ls) != 3 or any(m.bias is not None for m in ls):
+                    ok = False
+                    break
+            if not ok:
+                continue
+            top_k = getattr(block, "top_k", None) or \
+                getattr(block, "num_experts_per_tok", None)
+            if not isinstance(top_k, int):
+                raise TraceError(
+                    f"rp.trace: module '{path}' ({type(block).__name__}) has a "
+                    f"router and {e} experts but no integer top_k or "
+                    f"num_experts_per_tok attribute saying how many experts "
+                    f"each token uses", module_path=path)
+            return router, experts, top_k
+    return None
+
+
+def _expert_roles(path, ex, hidden):
+    """(gate candidates, down) of one expert: the [F, H] pair, the [H, F]."""
+    ls = [m for _, m in _linears(ex)]
+    ups = [m for m in ls if m.in_features == hidden]
+    downs = [m for m in ls if m.out_features == hidden and
+             m.in_features != hidden]
+    if len(ups) != 2 or len(downs) != 1 or \
+            ups[0].out_features != downs[0].in_features or \
+            ups[1].out_features != downs[0].in_features:
+        raise TraceError(
+            f"rp.trace: expert of '{path}' has linear layers "
+            f"{[tuple(m.weight.shape) for m in ls]}, not a gated MLP "
+            f"(two [F, {hidden}] and one [{hidden}, F])", module_path=path)
+    return ups, downs[0]
+
+
+def _shared_forms(block, router, experts):
+    """(shared, gate) pairs the block may add to the experts' sum: nothing,
+    another child module S (a shared expert: + S(x)), or S scaled by a
+    one-output linear G (Qwen-MoE: + sigmoid(G(x)) * S(x))."""
+    import torch
+    others = [m for m in block.children()
+              if m is not router and m is not experts]
+    gates = [m for m in others if isinstance(m, torch.nn.Linear) and
+             m.out_features == 1 and m.in_features == router.in_features]
+    shared = [m for m in others if m not in gates]
+    forms = [(None, None)]
+    for s in shared:
+        forms.append((s, None))
+        forms.extend((s, g) for g in gates)
+    return forms
+
+
+def _shared_term(x, shared, gate):
+    import torch
+    y = shared(x)
+    return torch.sigmoid(gate(x)) * y if gate is not None else y
+
+
+def _probe(path, block, router, experts, top_k):
+    """The form (gate index, activation, normalize, tuple output, shared
+    expert, its gate) reproducing the block."""
+    import torch
+    hidden = router.in_features
+    roles = [_expert_roles(path, ex, hidden) for ex in experts]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, hidden, generator=g,
+                    dtype=router.weight.dtype)
+    with torch.no_grad():
+        out = block(x)
+        ref = out[0] if isinstance(out, tuple) else out
+        flat = x.reshape(-1, hidden)
+        logits = router(flat)
+        for shared, sgate in _shared_forms(block, router, experts):
+            extra = 0
+            if shared is not None:
+                try:
+                    extra = _shared_term(flat, shared, sgate)
+                except Exception:  # not a module of x alone
+                    continue
+            for gate_first in (True, False):
+                w_gate = [(u[0] if gate_first else u[1]).weight
+                          for u, _ in roles]
+                w_up = [(u[1] if gate_first else u[0]).weight
+                        for u, _ in roles]
+                w_down = [d.weight for _, d in roles]
+                for act in _ACTS:
+                    for normalize in (True, False):
+                        got = _reference(flat, logits, w_gate, w_up, w_down,
+                                         top_k, normalize, act) + extra
+                        if got.shape == ref.reshape(-1, hidden).shape and \
+                                torch.allclose(got.reshape(ref.shape), ref,
+                                               rtol=1e-4, atol=1e-5):
+                            return (gate_first, act, normalize,
+                                    isinstance(out, tuple), shared, sgate)
+    raise TraceError(
+        f"rp.trace: module '{path}' ({type(block).__name__}) has a router and "
+        f"{len(experts)} experts, but its output is not the top-{top_k} "
+        f"softmax-weighted sum of gated-MLP experts (plus a shared expert) rp "
+        f"maps to its MoE ops (expert biases, a capacity or another router "
+        f"are not supported yet)", module_path=path)
+
+
+@contextlib.contextmanager
+def patched(module):
+    """Within the block, every MoE block's forward is the traceable form."""
+    import torch
+    saved = []
+    try:
+        for path, block in list(module.named_modules()):
+            found = _candidate(path, block)
+            if found is None:
+                continue
+            router, experts, top_k = found
+            gate_first, act, normalize, as_tuple, shared, sgate = _probe(
+                path, block, router, experts, top_k)
+            _library()
+            roles = [_expert_roles(path, ex, router.in_features)
+                     for ex in experts]
+
+            def forward(hidden_states, *_, _r=router, _roles=roles, _k=top_k,
+                        _gf=gate_first, _act=act, _n=normalize,
+                        _tuple=as_tuple, _s=shared, _sg=sgate):
+                shape = hidden_states.shape
+                x = hidden_states.reshape(-1, shape[-1])
+                logits = _r(x)
+                # Read the weights here, where functional_call has put the
+                # traced parameters in place of the modules' own.
+                w_gate = [(u[0] if _gf else u[1]).weight for u, _ in _roles]
+                w_up = [(u[1] if _gf else u[0]).weight for u, _ in _roles]
+                w_down = [d.weight for _, d in _roles]
+                y = torch.ops.rp_trace.moe_swiglu(x, logits, w_gate, w_up,
+                                                  w_down, _k, _n, _act)
+                if _s is not None:
+                    y = y + _shared_term(x, _s, _sg)
+                y = y.reshape(shape)
+                return (y, logits) if _tuple else y
+
+            saved.append((block, block.__dict__.get("forward")))
+            block.forward = forward
+        yield
+    finally:
+        for block, old in saved:
+            if old is None:
+                del block.forward
+            else:
+                block.forward = old
+
+
+def _stack(e, nodes):
+    """[E, a, b] from E weights [a, b]: reshapes and one concat."""
+    parts = []
+    for w in nodes:
+        v = e.values[w]
+        ssa = e.val(w)
+        ty = _ttype((1,) + tuple(v.shape), v.dtype)
+        parts.append(e.emit(f"rp.reshape {ssa} : {e.ty(ssa)} to {ty}", ty))
+    v = e.values[nodes[0]]
+    ty = _ttype((len(nodes),) + tuple(v.shape), v.dtype)
+    return e.emit(f"rp.concat {', '.join(parts)} dim = 0 : "
+                  f"({', '.join(e.ty(p) for p in parts)}) -> {ty}", ty)
+
+
+def _moe_swiglu(e, n):
+    import torch
+    x, logits, w_gate, w_up, w_down, top_k, normalize, act = n.args
+    xv = e.values[x]
+    tokens, hidden = xv.shape
+    n_exp = len(w_gate)
+    dt = xv.dtype
+    rows = tokens * top_k
+    ffn = e.values[w_gate[0]].shape[0]
+    xs, ls = e.val(x), e.val(logits, dt)
+    wt = _ttype((tokens, top_k), dt)
+    ext = _ttype((tokens, top_k), torch.int64)
+    flag = " normalize" if normalize else ""
+    w, ex = e.fresh(), e.fresh()
+    e.region.lines.append(
+        f"{w}, {ex} = rp.moe.route {ls} top_k = {top_k} softmax = before"
+        f"{flag} : {e.ty(ls)} -> ({wt}, {ext})")
+    e.types[w], e.types[ex] = wt, ext
+    rt = _ttype((rows, hidden), dt)
+    pt = _ttype((tokens, top_k), torch.int32)
+    ct = _ttype((n_exp,), torch.int32)
+    r, p, c = e.fresh(), e.fresh(), e.fresh()
+    e.region.lines.append(
+        f"{r}, {p}, {c} = rp.moe.dispatch {xs}, {ex} : ({e.ty(xs)}, {ext}) "
+        f"-> ({rt}, {pt}, {ct})")
+    e.types[r], e.types[p], e.types[c] = rt, pt, ct
+
+    def grouped(inp, stack, out_ty):
+        return e.emit(f"rp.moe.grouped_matmul {inp}, {stack}, {c} transpose_b "
+                      f": ({e.ty(inp)}, {e.ty(stack)}, {ct}) -> {out_ty}",
+                      out_ty)
+
+    ht = _ttype((rows, ffn), dt)
+    g = grouped(r, _stack(e, w_gate), ht)
+    u = grouped(r, _stack(e, w_up), ht)
+    a = e.emit(f"rp.{act} {g} : {ht}", ht)
+    h = e.emit(f"rp.mul {a}, {u} : ({ht}, {ht}) -> {ht}", ht)
+    y = grouped(h, _stack(e, w_down), rt)
+    ot = _ttype((tokens, hidden), dt)
+    return e.emit(f"rp.moe.combine {y}, {p} weights({w}) : ({rt}, {pt}, {wt}) "
+                  f"-> {ot}", ot)
+
+
+HANDLERS = {"moe_swiglu": _moe_swiglu}

@@ -1,0 +1,29 @@
+// The cost of a mixture-of-experts layer on the round-number profile (1
+// TFLOP/s, 1 GB/s, no launch cost), every figure checked by hand.
+// RUN: rp-opt %s -rp-print-layer-costs=hw=%S/Inputs/unit.json -o /dev/null | FileCheck %s
+
+// 4 tokens of 8 features, one expert each of 2, a trainable [2, 8, 8]
+// expert stack:
+// - dispatch moves 128 + 32 bytes in and 128 + 16 + 8 out (312), no FLOPs;
+// - the grouped matmul: every row meets one [8, 8] expert weight,
+//   2 * 4 * 8 * 8 = 512 FLOPs whatever the routing, moving 128 + 512 + 8
+//   + 128 = 776 bytes (the whole stack is read);
+// - combine: 2 FLOPs per output element (64), 128 + 16 + 128 = 272 bytes.
+// Backward: the stack's gradient is one more grouped matmul (512 FLOPs, 776
+// bytes; the rows come from an input, which needs no gradient) and the
+// combine's gradient twice its forward (128, 544). Memory bound: 1360 bytes
+// forward and 1320 backward at 1 GB/s.
+// CHECK: costs @main hw=unit layers=1
+// CHECK-NEXT: layer "moe" forward_flops=576 recompute_flops=576 backward_flops=640 forward_traffic=1360 backward_traffic=1320 param_bytes=512 grad_bytes=512 {{.*}} kernels=3 forward_ms=0.00136 recompute_ms=0.00136 backward_ms=0.00132
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %w = rp.param "experts" trainable at "w.bin"[0] : tensor<2x8x8xf32>
+  %y = rp.layer "moe" (%x, %w) : (tensor<4x8xf32>, tensor<2x8x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<2x8x8xf32>):
+    %e = rp.constant dense<[[1], [0], [1], [1]]> : tensor<4x1xi64>
+    %rows, %pos, %cnt = rp.moe.dispatch %a, %e : (tensor<4x8xf32>, tensor<4x1xi64>) -> (tensor<4x8xf32>, tensor<4x1xi32>, tensor<2xi32>)
+    %h = rp.moe.grouped_matmul %rows, %b, %cnt transpose_b : (tensor<4x8xf32>, tensor<2x8x8xf32>, tensor<2xi32>) -> tensor<4x8xf32>
+    %o = rp.moe.combine %h, %pos : (tensor<4x8xf32>, tensor<4x1xi32>) -> tensor<4x8xf32>
+    rp.yield %o : tensor<4x8xf32>
+  }
+  return %y : tensor<4x8xf32>
+}

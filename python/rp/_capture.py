@@ -1,0 +1,191 @@
+"""What rp.trace does before writing IR: capturing the module and its layers.
+
+``_capture`` runs the module under ``make_fx`` with its parameters and
+buffers as graph inputs, tagging every node with the module paths running;
+``_values`` evaluates the captured graph; ``_inplace_to_functional`` rewires
+in-place ATen ops; ``_default_layers`` picks the repeated children that
+become rp.layer ops; ``_write_safetensors`` writes the weights file the IR
+points into. Split out of ``rp.trace`` (which holds the IR emission and the
+public ``trace`` function) to keep each file to one job.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+from rp import safetensors
+from rp._irtext import TraceError, _elem
+
+# ---------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------
+
+_ST_DTYPE = {"f32": ("F32", "<f4"), "f16": ("F16", "<f2"),
+             "i64": ("I64", "<i8"), "i32": ("I32", "<i4"), "i1": ("BOOL", "u1")}
+
+
+def _raw_bytes(t) -> Tuple[bytes, str]:
+    import torch
+    t = t.detach().contiguous().cpu()
+    elem = _elem(t.dtype)
+    if elem == "bf16":
+        raw = t.view(torch.int16).numpy().astype("<i2").tobytes()
+        return raw, "BF16"
+    st, np_dtype = _ST_DTYPE[elem]
+    return t.numpy().astype(np_dtype).tobytes(), st
+
+
+def _write_safetensors(path: Path, tensors: List[Tuple[str, Any]]) -> Dict[str, int]:
+    """Writes ``tensors`` (name, torch tensor) as safetensors and returns the
+    file offset of each tensor's bytes."""
+    entries = []
+    for name, t in tensors:
+        raw, st = _raw_bytes(t)
+        entries.append((name, st, t.shape, raw))
+    return safetensors.write_raw(path, entries,
+                                 {"format": "pt", "writer": "rp.trace"})
+
+
+# ---------------------------------------------------------------------------
+# Layers
+# ---------------------------------------------------------------------------
+
+def _default_layers(module) -> List[str]:
+    """The children of the outermost nn.Sequential / nn.ModuleList whose
+    children repeat (at least two, all of one class), breadth first."""
+    import torch.nn as nn
+    queue = [("", module)]
+    while queue:
+        path, mod = queue.pop(0)
+        children = list(mod.named_children())
+        if (isinstance(mod, (nn.Sequential, nn.ModuleList)) and
+                len(children) >= 2 and
+                len({type(c) for _, c in children}) == 1):
+            return [f"{path}.{n}" if path else n for n, _ in children]
+        queue += [(f"{path}.{n}" if path else n, c) for n, c in children]
+    return []
+
+
+def _describe(path: str, module) -> str:
+    if path == "":
+        return f"the top module ({type(module).__name__})"
+    return f"module '{path}' ({type(module.get_submodule(path)).__name__})"
+
+
+# ---------------------------------------------------------------------------
+# Tracing
+# ---------------------------------------------------------------------------
+
+def _capture(module, inputs, params, buffers, aliases):
+    """make_fx of the module with parameters and buffers as graph inputs;
+    every node's meta["rp_stack"] is the tuple of module paths running."""
+    from torch.fx.experimental import proxy_tensor
+    try:  # torch 2; torch.nn.utils.stateless's is deprecated there
+        from torch.func import functional_call
+    except ImportError:  # torch 1.13
+        from torch.nn.utils.stateless import functional_call
+
+    stack: List[str] = []
+    paths = {}
+    for name, sub in module.named_modules():
+        paths.setdefault(id(sub), name)
+
+    base = proxy_tensor.PythonKeyTracer
+
+    class Tracer(base):
+        def create_node(self, *args, **kwargs):
+            node = super().create_node(*args, **kwargs)
+            node.meta["rp_stack"] = tuple(stack)
+            return node
+
+    def pre(mod, _inp):
+        stack.append(paths.get(id(mod), "?"))
+
+    def post(mod, _inp, _out):
+        stack.pop()
+
+    handles = []
+    for sub in module.modules():
+        handles.append(sub.register_forward_pre_hook(pre))
+        handles.append(sub.register_forward_hook(post))
+
+    pnames = [n for n, _ in params]
+    bnames = [n for n, _ in buffers]
+
+    def f(plist, blist, *xs):
+        state = dict(zip(pnames, plist))
+        state.update(zip(bnames, blist))
+        for alias, canon in aliases.items():
+            state[alias] = state[canon]
+        return functional_call(module, state, tuple(xs))
+
+    was_training = module.training
+    module.train()
+    # torch 2 refuses .item() on traced tensors; modules read constant
+    # masks that way (TransformerEncoder checks whether its mask is causal),
+    # so values are read and Emitter.classify refuses the reads of values
+    # that depend on the inputs or parameters (torch 1.13 reads them all).
+    options = {}
+    if "_error_on_data_dependent_ops" in \
+            inspect.signature(proxy_tensor.make_fx).parameters:
+        options["_error_on_data_dependent_ops"] = False
+    proxy_tensor.PythonKeyTracer = Tracer
+    try:
+        gm = proxy_tensor.make_fx(f, **options)(
+            [p for _, p in params], [b for _, b in buffers], *inputs)
+    except RuntimeError as err:
+        if "get value out of a tracing tensor" not in str(err):
+            raise
+        # torch 1.13: any read; the hooks' stack says where it happened.
+        path = stack[-1] if stack else ""
+        raise TraceError(
+            f"rp.trace: {_describe(path, module)} reads the value of a tensor "
+            f"while tracing (.item(), bool() or int() of a tensor); rp traces "
+            f"one static graph, so control flow cannot depend on tensor "
+            f"values", module_path=path) from err
+    finally:
+        proxy_tensor.PythonKeyTracer = base
+        for h in handles:
+            h.remove()
+        module.train(was_training)
+    return gm
+
+
+def _values(gm, flat_args):
+    """Runs the traced graph and returns every node's value."""
+    import torch.fx
+
+    values = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            values[n] = v
+            return v
+
+    import torch
+    with torch.no_grad():
+        Recorder(gm, garbage_collect_values=False).run(*flat_args)
+    return values
+
+
+def _inplace_to_functional(graph):
+    """``x.add_(y)``: later uses of ``x`` read the op's result, and the op is
+    then handled as its functional form (views of ``x`` taken before it are
+    not updated: such code is rare in models and refused by torch.fx too)."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for n in list(graph.nodes):
+        if n.op != "call_function" or not hasattr(n.target, "overloadpacket"):
+            continue
+        name = n.target.overloadpacket.__name__
+        if not name.endswith("_") or name.startswith("_"):
+            continue
+        if not n.args or not hasattr(n.args[0], "users"):
+            continue
+        target = n.args[0]
+        for user in list(target.users):
+            if user is not n and order[user] > order[n]:
+                user.replace_input_with(target, n)
+        n.meta["rp_inplace"] = True

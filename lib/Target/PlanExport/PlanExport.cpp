@@ -22,7 +22,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cmath>
 #include <optional>
 
 using namespace mlir;
@@ -66,18 +65,6 @@ static std::string relativeTo(StringRef path, StringRef base) {
     llvm::sys::path::append(out, pc[i]);
   return out.str().str();
 }
-
-namespace {
-
-/// The float attribute of an optional scale, or the natural 1/sqrt(D).
-static double attentionScale(std::optional<APFloat> scale, Value query) {
-  if (scale)
-    return scale->convertToDouble();
-  return 1.0 / std::sqrt(static_cast<double>(
-                   cast<RankedTensorType>(query.getType()).getDimSize(3)));
-}
-
-} // namespace
 
 uint32_t PlanWriter::newBuffer(Type type, StringRef name, int onDevice,
                                int64_t rows) {
@@ -335,83 +322,9 @@ static std::optional<KernelSpec> contractionSpec(Operation *op) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
-/// The loss and the gradient kernels autodiff emits.
-static std::optional<KernelSpec> gradientSpec(Operation *op) {
-  return llvm::TypeSwitch<Operation *, std::optional<KernelSpec>>(op)
-      // outputs: loss_sum, count; ints: [ignore_index]
-      .Case([&](CrossEntropyOp o) {
-        return KernelSpec{pf::OpKind::cross_entropy,
-                          {o.getLogits(), o.getLabels()},
-                          {static_cast<int64_t>(o.getIgnoreIndex())}};
-      })
-      // inputs: logits, labels, scale; ints: [ignore_index]
-      .Case([&](CrossEntropyGradOp o) {
-        return KernelSpec{pf::OpKind::cross_entropy_grad,
-                          {o.getLogits(), o.getLabels(), o.getScale()},
-                          {static_cast<int64_t>(o.getIgnoreIndex())}};
-      })
-      // inputs: x, dy; ints: [kind (UnaryGradKind)]
-      .Case([&](UnaryGradOp o) {
-        return KernelSpec{pf::OpKind::unary_grad,
-                          {o.getInput(), o.getGrad()},
-                          {static_cast<int64_t>(o.getKind())}};
-      })
-      // inputs: y, dy; ints: [dim, log]
-      .Case([&](SoftmaxGradOp o) {
-        return KernelSpec{pf::OpKind::softmax_grad,
-                          {o.getOutput(), o.getGrad()},
-                          {static_cast<int64_t>(o.getDim()), o.getLog()}};
-      })
-      // inputs: x, [scale], dy; outputs: dx, [dscale], [dbias];
-      // ints: [axis, has_scale, with_bias, rms]; floats: [epsilon]
-      .Case([&](NormGradOp o) {
-        KernelSpec s{pf::OpKind::norm_grad, {o.getInput()}};
-        if (o.getScale())
-          s.inputs.push_back(o.getScale());
-        s.inputs.push_back(o.getGrad());
-        s.ints = {static_cast<int64_t>(o.getAxis()), o.getScale() != nullptr,
-                  o.getWithBias(), o.getRms()};
-        s.floats = {o.getEpsilon().convertToDouble()};
-        return s;
-      })
-      // inputs: q, k, v, [mask], dy; outputs: dq, dk, dv;
-      // ints: [causal, has_mask]; floats: [scale]
-      .Case([&](AttentionGradOp o) {
-        KernelSpec s{pf::OpKind::attention_grad,
-                     {o.getQuery(), o.getKey(), o.getValue()}};
-        if (o.getMask())
-          s.inputs.push_back(o.getMask());
-        s.inputs.push_back(o.getGrad());
-        s.ints = {o.getCausal(), o.getMask() != nullptr};
-        s.floats = {attentionScale(o.getScale(), o.getQuery())};
-        return s;
-      })
-      // inputs: indices, dy; ints: [axis]
-      .Case([&](GatherGradOp o) {
-        return KernelSpec{pf::OpKind::gather_grad,
-                          {o.getIndices(), o.getGrad()},
-                          {static_cast<int64_t>(o.getAxis())}};
-      })
-      // ints: offsets then strides (of the result's rank)
-      .Case([&](SliceGradOp o) {
-        KernelSpec s{pf::OpKind::slice_grad, {o.getGrad()}};
-        s.ints.assign(o.getOffsets().begin(), o.getOffsets().end());
-        s.ints.append(o.getStrides().begin(), o.getStrides().end());
-        return s;
-      })
-      // inputs: x, dy; ints: [kind, keep_dims, dims...]
-      .Case([&](ExtremumGradOp o) {
-        KernelSpec s{pf::OpKind::extremum_grad, {o.getInput(), o.getGrad()}};
-        s.ints = {static_cast<int64_t>(o.getKind()), o.getKeepDims()};
-        s.ints.append(o.getDims().begin(), o.getDims().end());
-        return s;
-      })
-      .Default([](Operation *) { return std::nullopt; });
-}
-
 FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
   for (auto family :
-       {elementwiseSpec, layoutSpec, contractionSpec, gradientSpec,
+       {elementwiseSpec, layoutSpec, contractionSpec, gradientKernelSpec,
         moeKernelSpec})
     if (std::optional<KernelSpec> spec = family(op))
       return *spec;

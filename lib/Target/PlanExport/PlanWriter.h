@@ -34,6 +34,9 @@ std::optional<pf::DType> planDTypeOf(Type type);
 /// The kernel call of an rp.moe op (PlanExportMoE.cpp), or nullopt for any
 /// other op.
 std::optional<KernelSpec> moeKernelSpec(Operation *op);
+/// The kernel call of the loss or a gradient op (PlanExportGrad.cpp), or
+/// nullopt for any other op.
+std::optional<KernelSpec> gradientKernelSpec(Operation *op);
 /// For integer inputs used as indices: the bound they must stay under (the
 /// gathered dimension, the class count), or 0 when unknown.
 int64_t planIndexLimit(Value v);

@@ -56,6 +56,13 @@ FailureOr<DenseElementsAttr> readTensor(const onnx::TensorProto &tensor,
                                         RankedTensorType type,
                                         StringRef modelDir, Location loc);
 
+/// Whether the raw little-endian `data` of `element`s holds a masking
+/// value (InitializerKinds.cpp).
+bool holdsMaskValue(StringRef data, Type element);
+
+/// Whether `name` matches one of the regular expressions `patterns`.
+bool matchesAny(StringRef name, ArrayRef<std::string> patterns);
+
 class NodeImporter {
 public:
   NodeImporter(const onnx::NodeProto &node, int64_t opset, OpBuilder &builder,

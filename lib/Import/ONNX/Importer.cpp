@@ -9,9 +9,10 @@
 #include "rp/Import/ONNX/Importer.h"
 #include "AttributeTypes.h"
 #include "ConstantEvaluator.h"
+#include "MoEBlocks.h"
 #include "NodeImporter.h"
-#include "rp/Support/WeightsWriter.h"
 #include "rp/Support/ToolGuards.h"
+#include "rp/Support/WeightsWriter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -60,17 +61,18 @@ LogicalResult mlir::rp::parseShapeOption(StringRef text,
   return success();
 }
 
-/// What exporters emit for a mixture-of-experts block's routing: rp-import
-/// does not recognise the expert loop yet, rp.trace does.
+/// What exporters emit for a mixture-of-experts block's routing: inside a
+/// block rp-import recognises (MoEBlocks.cpp) these ops never reach a
+/// handler, so one that does is outside such a block.
 static std::string moeRoutingHint(StringRef opType) {
   if (!llvm::is_contained(
           {"TopK", "OneHot", "NonZero", "ScatterElements", "ScatterND"},
           opType))
     return "";
-  return "; a mixture-of-experts block's routing exports as TopK, OneHot, "
-         "NonZero and ScatterElements, which rp-import does not map yet: "
-         "trace the model with rp.trace, which maps such blocks to the rp.moe "
-         "ops";
+  return "; rp-import maps a mixture-of-experts block's TopK, OneHot, "
+         "NonZero and ScatterElements only as part of a whole block it "
+         "recognises (softmax top-k routing to gated SiLU experts): trace the "
+         "model with rp.trace, which maps more forms to the rp.moe ops";
 }
 
 namespace {
@@ -271,10 +273,9 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   if (!isFloat || constantMask ||
       matchesAny(tensor.name(), ONNXImportOptions::defaultFrozenPatterns()))
     buffers.insert(tensor.name());
-  lastInitializerOp =
-      ParamOp::create(builder, loc, type, tensor.name(), trainable,
-                      builder.getStringAttr(file),
-                      builder.getI64IntegerAttr(offset), FloatAttr());
+  lastInitializerOp = ParamOp::create(
+      builder, loc, type, tensor.name(), trainable, builder.getStringAttr(file),
+      builder.getI64IntegerAttr(offset), FloatAttr());
   return lastInitializerOp->getResult(0);
 }
 
@@ -318,7 +319,8 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
   Location loc = nodeLoc(node, index);
   NodeImporter importer(node, opset, builder, loc, values, modelDir);
   importer.sequences = &sequences;
-  if (!node.domain().empty() && node.domain() != "ai.onnx")
+  bool moe = node.domain() == kMoEDomain && node.op_type() == "MoE";
+  if (!moe && !node.domain().empty() && node.domain() != "ai.onnx")
     return importer.error() << "operator domain '" << node.domain()
                             << "' is not supported; rp imports the default "
                                "ONNX domain only";
@@ -328,6 +330,8 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
       if (initializerFailed)
         return failure();
     }
+  if (moe)
+    return importMoENode(importer);
   auto folded = tryEvaluate(importer);
   if (failed(folded))
     return failure();
@@ -564,5 +568,9 @@ mlir::rp::importONNXModel(StringRef path, MLIRContext *context,
                           << kMaxOpset << ")",
            nullptr;
   }
+  // Mixture-of-experts blocks become one node each before the graph is
+  // imported node by node (MoEBlocks.cpp says why).
+  if (failed(recognizeMoEBlocks(*model.mutable_graph(), loc)))
+    return nullptr;
   return GraphImporter(model, path, opset, context, options).run();
 }

@@ -1,0 +1,524 @@
+//===- MoEBlocks.cpp - mixture-of-experts blocks of an ONNX graph ---------===//
+//
+// An exported mixture-of-experts block is not a fixed sequence of ONNX ops:
+// TorchScript unrolls the expert loop, bakes the example input's token lists
+// into constants (`top_x.tolist()` in transformers' Mixtral) and leaves out
+// experts no example token reached; the routing goes through TopK, OneHot,
+// NonZero and ScatterElements, whose shapes depend on the data. rp's static
+// shapes cannot import those ops one by one, so this stage, run on the
+// graph before any node is imported, finds each block by what it must
+// compute and replaces its routing-dependent nodes by one node of a private
+// domain, which the importer maps to the rp.moe ops (importMoENode). What is
+// matched (docs/moe.md):
+//
+//   logits = MatMul(x, W_router)          (or Gemm; stays in the graph)
+//   p      = Softmax(logits), maybe Cast
+//   w, e   = TopK(p, k)                   (largest, last axis)
+//   w      = w / ReduceSum(w)             (optional: `normalize`)
+//   one expert per OneHot class c: a Gather of the one-hot mask at c, and a
+//   Mul of the routing weights with W2_c(silu(W1_c x_c) * W3_c x_c), the
+//   three W initializers (nn.Linear layout, through Transpose or not)
+//
+// and the block ends where every value that depends on TopK has been used
+// except one (the combined [T, H] output). Anything else is refused with an
+// error naming the node: rp never guesses at routing it did not check.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MoEBlocks.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mlir::rp;
+using namespace mlir::rp::onnx_import;
+
+namespace {
+
+/// Producers, consumers and integer constants of a graph's values.
+struct GraphIndex {
+  explicit GraphIndex(const onnx::GraphProto &graph) : graph(graph) {
+    for (const auto &t : graph.initializer())
+      initializers[t.name()] = &t;
+    for (const auto &out : graph.output())
+      outputs.insert(out.name());
+    for (auto [i, node] : llvm::enumerate(graph.node())) {
+      for (const std::string &o : node.output())
+        if (!o.empty())
+          producer[o] = i;
+      for (const std::string &in : node.input())
+        if (!in.empty())
+          consumers[in].push_back(i);
+    }
+  }
+
+  const onnx::NodeProto *producerOf(StringRef value) const {
+    auto it = producer.find(value);
+    return it == producer.end() ? nullptr : &graph.node(it->second);
+  }
+
+  /// The producer of `value`, looking through Cast and Identity.
+  const onnx::NodeProto *sourceOf(StringRef value) const {
+    const onnx::NodeProto *node = producerOf(value);
+    while (node && (node->op_type() == "Cast" || node->op_type() == "Identity"))
+      node = producerOf(node->input(0));
+    return node;
+  }
+
+  /// A one-element integer tensor held in a Constant node or initializer.
+  std::optional<int64_t> scalarInt(StringRef value) const {
+    const onnx::TensorProto *t = initializers.lookup(value);
+    const onnx::NodeProto *node = producerOf(value);
+    // Exporters reshape scalars to [1] and back; the value is the same.
+    while (node && llvm::is_contained(
+                       {"Reshape", "Unsqueeze", "Squeeze", "Cast", "Identity"},
+                       node->op_type())) {
+      t = initializers.lookup(node->input(0));
+      node = producerOf(node->input(0));
+    }
+    if (node)
+      if (node->op_type() == "Constant")
+        for (const auto &a : node->attribute())
+          if (a.name() == "value" && a.has_t())
+            t = &a.t();
+    if (!t)
+      return std::nullopt;
+    int64_t count = 1;
+    for (int64_t d : t->dims())
+      count *= d;
+    if (count != 1)
+      return std::nullopt;
+    if (t->data_type() == onnx::TensorProto::INT64) {
+      if (t->int64_data_size())
+        return t->int64_data(0);
+      if (t->raw_data().size() == 8) {
+        int64_t v;
+        std::memcpy(&v, t->raw_data().data(), 8);
+        return v;
+      }
+    }
+    if (t->data_type() == onnx::TensorProto::INT32) {
+      if (t->int32_data_size())
+        return t->int32_data(0);
+      if (t->raw_data().size() == 4) {
+        int32_t v;
+        std::memcpy(&v, t->raw_data().data(), 4);
+        return v;
+      }
+    }
+    return std::nullopt;
+  }
+
+  /// The initializer a MatMul multiplies by, as an nn.Linear weight ([out,
+  /// in]): through a Transpose with perm [1, 0]; empty when it is not one.
+  std::string linearWeight(const onnx::NodeProto &matmul) const {
+    if (matmul.op_type() != "MatMul" || matmul.input_size() != 2)
+      return "";
+    const onnx::NodeProto *t = producerOf(matmul.input(1));
+    if (!t || t->op_type() != "Transpose" || !initializers.count(t->input(0)))
+      return "";
+    for (const auto &a : t->attribute())
+      if (a.name() == "perm" &&
+          (a.ints_size() != 2 || a.ints(0) != 1 || a.ints(1) != 0))
+        return "";
+    return t->input(0);
+  }
+
+  int64_t intAttr(const onnx::NodeProto &node, StringRef name,
+                  int64_t dflt) const {
+    for (const auto &a : node.attribute())
+      if (a.name() == name)
+        return a.i();
+    return dflt;
+  }
+
+  const onnx::GraphProto &graph;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  llvm::StringSet<> outputs;
+  llvm::StringMap<int> producer;
+  llvm::StringMap<SmallVector<int>> consumers;
+};
+
+struct Expert {
+  std::string gate, up, down; // W1, W3, W2
+};
+
+/// One block's match: what the replacement node needs and the nodes it
+/// replaces.
+struct MoEMatch {
+  std::string x, logits, output;
+  int64_t topK = 0;
+  bool normalize = false;
+  SmallVector<Expert> experts;
+  llvm::DenseSet<int> nodes;
+  int last = -1;
+};
+
+class Matcher {
+public:
+  Matcher(const GraphIndex &g, Location fileLoc) : g(g), fileLoc(fileLoc) {}
+
+  FailureOr<MoEMatch> match(int topKIndex);
+
+private:
+  InFlightDiagnostic error(const onnx::NodeProto &node, int index) {
+    std::string name = node.name().empty()
+                           ? node.op_type() + "_" + std::to_string(index)
+                           : node.name();
+    return emitError(NameLoc::get(StringAttr::get(fileLoc.getContext(), name),
+                                  fileLoc))
+           << node.op_type() << " node '" << name
+           << "': a mixture-of-experts block (TopK routing) rp-import cannot "
+              "map: ";
+  }
+  int indexOf(const onnx::NodeProto *node) const {
+    return g.producer.lookup(node->output(0));
+  }
+  /// SiLU(a) as an exporter writes it: Mul(a, Sigmoid(a)) either way round,
+  /// or one Silu/Swish node; returns a's value or "".
+  std::string siluInput(const onnx::NodeProto *node) const;
+  /// Matches W2(silu(W1 x) * W3 x) ending at `down`.
+  std::optional<Expert> matchExpert(const onnx::NodeProto &down) const;
+
+  const GraphIndex &g;
+  Location fileLoc;
+};
+
+} // namespace
+
+std::string Matcher::siluInput(const onnx::NodeProto *node) const {
+  if (!node)
+    return "";
+  if ((node->op_type() == "Silu" || node->op_type() == "Swish") &&
+      node->input_size() == 1)
+    return node->input(0);
+  if (node->op_type() != "Mul")
+    return "";
+  for (int i = 0; i < 2; ++i) {
+    const onnx::NodeProto *s = g.producerOf(node->input(1 - i));
+    if (s && s->op_type() == "Sigmoid" && s->input(0) == node->input(i))
+      return node->input(i);
+  }
+  return "";
+}
+
+std::optional<Expert> Matcher::matchExpert(const onnx::NodeProto &down) const {
+  std::string w2 = g.linearWeight(down);
+  const onnx::NodeProto *h = g.producerOf(down.input(0));
+  if (w2.empty() || !h || h->op_type() != "Mul")
+    return std::nullopt;
+  for (int i = 0; i < 2; ++i) {
+    std::string a = siluInput(g.producerOf(h->input(i)));
+    const onnx::NodeProto *gate = a.empty() ? nullptr : g.producerOf(a);
+    const onnx::NodeProto *up = g.producerOf(h->input(1 - i));
+    if (!gate || !up)
+      continue;
+    std::string w1 = g.linearWeight(*gate), w3 = g.linearWeight(*up);
+    if (!w1.empty() && !w3.empty() && gate->input(0) == up->input(0))
+      return Expert{w1, w3, w2};
+  }
+  return std::nullopt;
+}
+
+FailureOr<MoEMatch> Matcher::match(int topKIndex) {
+  const onnx::NodeProto &topK = g.graph.node(topKIndex);
+  MoEMatch b;
+  auto k = topK.input_size() == 2 ? g.scalarInt(topK.input(1)) : std::nullopt;
+  if (!k || *k < 1)
+    return error(topK, topKIndex)
+           << "its k is not a positive constant; export with a fixed "
+              "num_experts_per_tok";
+  b.topK = *k;
+  if (g.intAttr(topK, "largest", 1) != 1)
+    return error(topK, topKIndex)
+           << "it takes the smallest scores (largest = 0); experts are "
+              "chosen by the largest";
+  const onnx::NodeProto *softmax = g.sourceOf(topK.input(0));
+  if (!softmax || softmax->op_type() != "Softmax")
+    return error(topK, topKIndex)
+           << "its scores are not a Softmax of router logits (the routing "
+              "rp maps is softmax then top-k, as Mixtral and Qwen-MoE "
+              "route); trace the model with rp.trace, or route that way";
+  b.logits = softmax->input(0);
+  const onnx::NodeProto *router = g.sourceOf(b.logits);
+  if (!router || (router->op_type() != "MatMul" && router->op_type() != "Gemm"))
+    return error(topK, topKIndex)
+           << "the router logits '" << b.logits
+           << "' do not come from a MatMul or Gemm of the tokens";
+  b.x = router->input(0);
+
+  // The region: every node after TopK that reads a value depending on it.
+  // It ends where only one such value is still to be read: the output.
+  llvm::StringSet<> region;
+  std::map<std::string, int64_t> open; // value -> readers not yet seen
+  auto produce = [&](const onnx::NodeProto &node) {
+    for (const std::string &o : node.output()) {
+      if (o.empty())
+        continue;
+      region.insert(o);
+      int64_t readers = g.consumers.lookup(o).size() + g.outputs.count(o);
+      if (readers)
+        open[o] = readers;
+    }
+  };
+  b.nodes.insert(topKIndex);
+  produce(topK);
+  int end = -1;
+  for (int i = topKIndex + 1, n = g.graph.node_size(); i < n; ++i) {
+    const onnx::NodeProto &node = g.graph.node(i);
+    bool inRegion = false;
+    for (const std::string &in : node.input())
+      if (region.count(in)) {
+        inRegion = true;
+        if (--open[in] == 0)
+          open.erase(in);
+      }
+    if (!inRegion)
+      continue;
+    b.nodes.insert(i);
+    produce(node);
+    if (open.size() == 1) {
+      end = i;
+      break;
+    }
+  }
+  if (end < 0 || g.outputs.count(topK.output(1)))
+    return error(topK, topKIndex)
+           << "its routing does not end in one combined output (the chosen "
+              "experts or weights are used outside the block)";
+  b.output = open.begin()->first;
+  b.last = end;
+
+  // Normalisation, the expert count (OneHot's depth), the experts in the
+  // order of the one-hot classes the block reads, and their outputs.
+  SmallVector<int64_t> classes;
+  std::optional<int64_t> depth;
+  llvm::StringSet<> mask; // the one-hot expert mask, permuted or cast
+  SmallVector<int> order(b.nodes.begin(), b.nodes.end());
+  llvm::sort(order);
+  for (int i : order) {
+    const onnx::NodeProto &node = g.graph.node(i);
+    const std::string &op = node.op_type();
+    if (op == "ReduceSum" && node.input(0) == topK.output(0))
+      b.normalize = true;
+    else if (op == "OneHot") {
+      depth = g.scalarInt(node.input(1));
+      mask.insert(node.output(0));
+    } else if ((op == "Transpose" || op == "Cast") &&
+               mask.count(node.input(0))) {
+      mask.insert(node.output(0));
+    } else if (op == "Gather" && g.intAttr(node, "axis", 0) == 0 &&
+               mask.count(node.input(0))) {
+      // The expert loop's `expert_mask[e]`: one class of the one-hot.
+      if (auto c = g.scalarInt(node.input(1)))
+        classes.push_back(*c);
+    } else if (op == "Mul") {
+      for (const std::string &in : node.input()) {
+        const onnx::NodeProto *src = g.producerOf(in);
+        if (region.count(in) || !src || src->op_type() != "MatMul")
+          continue;
+        auto expert = matchExpert(*src);
+        if (!expert)
+          return error(*src, indexOf(src))
+                 << "this MatMul's output is weighted by the routing but is "
+                    "not a gated SiLU expert (W2(silu(W1 x) * W3 x) with "
+                    "nn.Linear weights); rp maps SwiGLU experts from ONNX, "
+                    "rp.trace maps the other forms";
+        b.experts.push_back(*expert);
+      }
+    }
+  }
+  if (!depth)
+    return error(topK, topKIndex)
+           << "no OneHot with a constant depth (the number of experts) "
+              "reads its chosen experts";
+  SmallVector<int64_t> want = llvm::to_vector(llvm::seq<int64_t>(0, *depth));
+  if (classes != want || (int64_t)b.experts.size() != *depth) {
+    InFlightDiagnostic diag = error(topK, topKIndex)
+                              << "the graph holds " << b.experts.size()
+                              << " experts of the " << *depth
+                              << " it routes to (one-hot classes read:";
+    for (int64_t c : classes)
+      diag << " " << c;
+    diag << "). The exporter leaves out an expert no token of the example "
+            "input was routed to: export with a longer input (more tokens) "
+            "so every expert gets one, or trace the model with rp.trace";
+    return diag;
+  }
+  return b;
+}
+
+LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
+                                                        Location fileLoc) {
+  for (int round = 0;; ++round) {
+    GraphIndex g(graph);
+    int topKIndex = -1;
+    for (auto [i, node] : llvm::enumerate(graph.node())) {
+      if (round == 0 && node.domain() == kMoEDomain)
+        return emitError(fileLoc)
+               << "node '" << node.name() << "' is in the domain '"
+               << kMoEDomain << "', which rp-import keeps for itself";
+      if (node.op_type() == "TopK" &&
+          (node.domain().empty() || node.domain() == "ai.onnx")) {
+        topKIndex = i;
+        break;
+      }
+    }
+    if (topKIndex < 0)
+      return success();
+    Matcher matcher(g, fileLoc);
+    FailureOr<MoEMatch> b = matcher.match(topKIndex);
+    if (failed(b))
+      return failure();
+
+    onnx::NodeProto moe;
+    moe.set_domain(kMoEDomain.str());
+    moe.set_op_type("MoE");
+    const onnx::NodeProto &topK = graph.node(topKIndex);
+    moe.set_name(topK.name().empty() ? "moe_" + std::to_string(round)
+                                     : topK.name() + "/moe");
+    moe.add_input(b->x);
+    moe.add_input(b->logits);
+    for (const Expert &e : b->experts)
+      moe.add_input(e.gate);
+    for (const Expert &e : b->experts)
+      moe.add_input(e.up);
+    for (const Expert &e : b->experts)
+      moe.add_input(e.down);
+    moe.add_output(b->output);
+    auto *k = moe.add_attribute();
+    k->set_name("top_k");
+    k->set_type(onnx::AttributeProto::INT);
+    k->set_i(b->topK);
+    auto *norm = moe.add_attribute();
+    norm->set_name("normalize");
+    norm->set_type(onnx::AttributeProto::INT);
+    norm->set_i(b->normalize);
+
+    // Nodes that only fed the replaced ones (the baked-in token gathers,
+    // the experts' own matmuls) are dropped with them.
+    std::vector<onnx::NodeProto> kept;
+    kept.reserve(graph.node_size());
+    for (auto [i, node] : llvm::enumerate(graph.node())) {
+      if ((int)i == b->last)
+        kept.push_back(moe);
+      else if (!b->nodes.count(i))
+        kept.push_back(node);
+    }
+    llvm::StringMap<int64_t> readers;
+    for (const auto &node : kept)
+      for (const std::string &in : node.input())
+        ++readers[in];
+    for (const auto &out : graph.output())
+      ++readers[out.name()];
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+        if (it->op_type().empty())
+          continue;
+        bool used = llvm::any_of(it->output(), [&](const std::string &o) {
+          return readers.lookup(o) > 0;
+        });
+        if (used)
+          continue;
+        for (const std::string &in : it->input())
+          --readers[in];
+        it->clear_op_type(); // marked dead
+        changed = true;
+      }
+    }
+    graph.clear_node();
+    for (auto &node : kept)
+      if (!node.op_type().empty())
+        *graph.add_node() = std::move(node);
+  }
+}
+
+/// [E, a, b] from E weights [a, b]: a reshape each and one concat.
+static Value stackWeights(NodeImporter &n, int first, int count) {
+  SmallVector<Value> parts;
+  for (int i = first; i < first + count; ++i) {
+    Value w = n.input(i);
+    if (!w)
+      return nullptr;
+    SmallVector<int64_t> shape{1};
+    llvm::append_range(shape, cast<RankedTensorType>(w.getType()).getShape());
+    parts.push_back(n.reshape(w, shape));
+  }
+  auto one = cast<RankedTensorType>(parts.front().getType());
+  SmallVector<int64_t> shape(one.getShape());
+  shape[0] = count;
+  for (Value p : parts)
+    if (p.getType() != one)
+      return n.error() << "the experts' weights differ in shape ("
+                       << p.getType() << " and " << one
+                       << "); rp stacks experts of one shape",
+             nullptr;
+  return n.create<ConcatOp>(RankedTensorType::get(shape, one.getElementType()),
+                            parts, uint64_t(0));
+}
+
+LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
+  int experts = (n.numInputs() - 2) / 3;
+  Value x = n.input(0), logits = n.input(1);
+  if (!x || !logits)
+    return failure();
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto lt = cast<RankedTensorType>(logits.getType());
+  if (xt.getRank() != 2 || lt.getRank() != 2 || lt.getDimSize(1) != experts ||
+      lt.getDimSize(0) != xt.getDimSize(0))
+    return n.error() << "the tokens " << x.getType() << " and router logits "
+                     << logits.getType() << " are not [T, H] and [T, "
+                     << experts << "] (one row per token, " << experts
+                     << " experts)";
+  int64_t tokens = xt.getDimSize(0), hidden = xt.getDimSize(1);
+  int64_t k = n.intAttr("top_k", 1);
+  if (k > experts)
+    return n.error() << "top_k " << k << " is more than the " << experts
+                     << " experts";
+  Type f = xt.getElementType();
+  MLIRContext *ctx = n.builder.getContext();
+  Type i64 = IntegerType::get(ctx, 64), i32 = IntegerType::get(ctx, 32);
+  if (lt.getElementType() != f)
+    logits = n.castTo(logits, f);
+  auto route = MoERouteOp::create(
+      n.builder, n.loc, RankedTensorType::get({tokens, k}, f),
+      RankedTensorType::get({tokens, k}, i64), logits, uint64_t(k),
+      MoESoftmax::before, n.intAttr("normalize", 0) != 0);
+  int64_t rows = tokens * k;
+  auto dispatch = MoEDispatchOp::create(
+      n.builder, n.loc, RankedTensorType::get({rows, hidden}, f),
+      RankedTensorType::get({tokens, k}, i32),
+      RankedTensorType::get({experts}, i32), x, route.getExperts());
+  Value gate = stackWeights(n, 2, experts);
+  Value up = gate ? stackWeights(n, 2 + experts, experts) : nullptr;
+  Value down = up ? stackWeights(n, 2 + 2 * experts, experts) : nullptr;
+  if (!down)
+    return failure();
+  auto gs = cast<RankedTensorType>(gate.getType()).getShape();
+  auto ds = cast<RankedTensorType>(down.getType()).getShape();
+  if (gs[2] != hidden || up.getType() != gate.getType() || ds[1] != hidden ||
+      ds[2] != gs[1])
+    return n.error() << "the expert weights " << gate.getType() << ", "
+                     << up.getType() << " and " << down.getType()
+                     << " do not make a gated MLP of width " << hidden;
+  Value counts = dispatch.getCounts();
+  auto grouped = [&](Value in, Value w, int64_t width) -> Value {
+    return MoEGroupedMatmulOp::create(n.builder, n.loc,
+                                      RankedTensorType::get({rows, width}, f),
+                                      in, w, counts, /*transpose_b=*/true);
+  };
+  Value g = grouped(dispatch.getRows(), gate, gs[1]);
+  Value u = grouped(dispatch.getRows(), up, gs[1]);
+  Value h =
+      MulOp::create(n.builder, n.loc, SiluOp::create(n.builder, n.loc, g), u);
+  Value y = grouped(h, down, hidden);
+  n.setOutput(0, MoECombineOp::create(n.builder, n.loc, xt, y,
+                                      dispatch.getPositions(),
+                                      route.getWeights()));
+  return success();
+}

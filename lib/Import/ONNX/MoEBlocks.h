@@ -1,0 +1,34 @@
+//===- MoEBlocks.h - mixture-of-experts blocks of an ONNX graph -*- C++ -*-===//
+//
+// Private to the ONNX importer: the stage that finds exported
+// mixture-of-experts blocks and the handler of the node it replaces them
+// by (MoEBlocks.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_LIB_IMPORT_ONNX_MOEBLOCKS_H
+#define RP_LIB_IMPORT_ONNX_MOEBLOCKS_H
+
+#include "NodeImporter.h"
+
+namespace mlir::rp::onnx_import {
+
+/// The domain of the nodes recognizeMoEBlocks writes; a model that uses it
+/// itself is refused.
+constexpr llvm::StringLiteral kMoEDomain = "rp.import.moe";
+
+/// Replaces every mixture-of-experts block of `graph` (each TopK node
+/// starts one) by one node `MoE` of kMoEDomain: inputs the tokens `x` ([T,
+/// H]), the router logits ([T, E]), then the experts' W1 (E of them), W3
+/// and W2 initializers; attributes `top_k` and `normalize`; output the
+/// block's combined [T, H]. Errors name the node that does not match.
+LogicalResult recognizeMoEBlocks(onnx::GraphProto &graph, Location fileLoc);
+
+/// Maps a kMoEDomain `MoE` node to rp.moe.route, rp.moe.dispatch, three
+/// rp.moe.grouped_matmul over the stacked expert weights, rp.silu, rp.mul
+/// and rp.moe.combine.
+LogicalResult importMoENode(NodeImporter &n);
+
+} // namespace mlir::rp::onnx_import
+
+#endif // RP_LIB_IMPORT_ONNX_MOEBLOCKS_H

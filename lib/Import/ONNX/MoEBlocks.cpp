@@ -319,7 +319,13 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     } else if (op == "Mul") {
       for (const std::string &in : node.input()) {
         const onnx::NodeProto *src = g.producerOf(in);
-        if (region.count(in) || !src || src->op_type() != "MatMul")
+        if (!src || src->op_type() != "MatMul")
+          continue;
+        // When the experts read routed tokens (no baked-in lists), their
+        // own matmuls are in the region too: the SiLU's Mul reads the gate
+        // matmul. Only a matmul of a product (W2 h) is an expert's output.
+        const onnx::NodeProto *h = g.producerOf(src->input(0));
+        if (region.count(in) && (!h || h->op_type() != "Mul"))
           continue;
         auto expert = matchExpert(*src);
         if (!expert)

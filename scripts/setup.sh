@@ -42,10 +42,12 @@ fi
 
 # The project venv sees Debian's torch/onnx/numpy; PyPI-only tools are pinned
 # so that they never shadow Debian's numpy or protobuf.
-# transformers 4.37.2 runs on Debian's torch 1.13 and Python 3.11 and has
-# Llama, Qwen2, Mistral and GPT-2 (test/python/transformers-models.py);
-# Qwen3 came later (4.51) and is tested through scripts/torch2-venv.sh.
-pypi=(onnxruntime==1.16.3 transformers==4.37.2)
+# transformers 4.40.2 runs on Debian's torch 1.13 and Python 3.11 and has
+# Llama, Qwen2, Mistral and GPT-2 (test/python/transformers-models.py),
+# Mixtral and Qwen2-MoE (test/python/onnx-moe.py, trace-moe.py,
+# qwen-moe.py); it pulls tokenizers 0.19. Qwen3 and Qwen3-MoE came later
+# (4.51, which needs torch 2) and are tested through scripts/torch2-venv.sh.
+pypi=(onnxruntime==1.16.3 transformers==4.40.2)
 if [ ! -x "$venv/bin/python" ]; then
   echo "setup: creating $venv"
   /usr/bin/python3 -m venv --system-site-packages "$venv"

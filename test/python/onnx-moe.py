@@ -11,8 +11,9 @@
 # gradients are bitwise those of one device. "tie" gives experts 1 and 2
 # the same router row, so every token scores them equal: the loss and
 # gradients match PyTorch only if rp breaks the tie as torch.topk does
-# (the lower index first). An export whose example input reached only some
-# experts (the exporter leaves the others out) is refused by name.
+# (the lower index first). (transformers 4.37's export, which bakes the
+# example's token lists in and leaves out experts it did not reach, is
+# refused when an expert is missing: Import/ONNX/error-moe-missing-expert.)
 
 import os
 import sys
@@ -112,16 +113,6 @@ for name, make in (("mixtral", mixtral), ("tie", lambda: mixtral(True))):
         print(f"{name}: {devices} devices bitwise: {same}"
               + ("" if same else f" (losses {losses} vs {one})"))
 
-# One token reaches 2 of the 4 experts: the others are not in the export.
-model = mixtral()
-src = out / "short.onnx"
-step0.export_onnx(model, {"input_ids": tokens[:1, :1]}, src)
-try:
-    rp.run_tool("rp-import", [str(src), "-o", str(out / "short.mlir")])
-    print("short: imported")
-except rp.ToolError as err:
-    print(f"short: {err}")
-
 # CHECK:      mixtral: moe ops: 2 routes, 6 grouped matmuls
 # CHECK-NEXT: mixtral: loss within 1e-4: True
 # CHECK-NEXT: mixtral: gradients 41 of 41 within 1e-4: True
@@ -133,5 +124,3 @@ except rp.ToolError as err:
 # CHECK-NEXT: tie: gradients 41 of 41 within 1e-4: True
 # CHECK-NEXT: tie: 2 devices bitwise: True
 # CHECK-NEXT: tie: 4 devices bitwise: True
-# CHECK-NEXT: short: rp-import failed with exit code 1:
-# CHECK-NEXT: short.onnx:0:0: error: TopK node '/lm/model/layers.0/block_sparse_moe/TopK': a mixture-of-experts block (TopK routing) rp-import cannot map: the graph holds 2 experts of the 4 it routes to (one-hot classes read: 0 2). The exporter leaves out an expert no token of the example input was routed to: export with a longer input (more tokens) so every expert gets one, or trace the model with rp.trace

@@ -39,6 +39,17 @@ using namespace mlir::rp::onnx_import;
 
 namespace {
 
+/// Input or output `i` of a node, "" when it has fewer: a malformed graph
+/// fails to match rather than reading past the end.
+const std::string &inputOf(const onnx::NodeProto &node, int i) {
+  static const std::string none;
+  return i < node.input_size() ? node.input(i) : none;
+}
+const std::string &outputOf(const onnx::NodeProto &node, int i) {
+  static const std::string none;
+  return i < node.output_size() ? node.output(i) : none;
+}
+
 /// Producers, consumers and integer constants of a graph's values.
 struct GraphIndex {
   explicit GraphIndex(const onnx::GraphProto &graph) : graph(graph) {
@@ -65,7 +76,7 @@ struct GraphIndex {
   const onnx::NodeProto *sourceOf(StringRef value) const {
     const onnx::NodeProto *node = producerOf(value);
     while (node && (node->op_type() == "Cast" || node->op_type() == "Identity"))
-      node = producerOf(node->input(0));
+      node = producerOf(inputOf(*node, 0));
     return node;
   }
 
@@ -77,8 +88,8 @@ struct GraphIndex {
     while (node && llvm::is_contained(
                        {"Reshape", "Unsqueeze", "Squeeze", "Cast", "Identity"},
                        node->op_type())) {
-      t = initializers.lookup(node->input(0));
-      node = producerOf(node->input(0));
+      t = initializers.lookup(inputOf(*node, 0));
+      node = producerOf(inputOf(*node, 0));
     }
     if (node)
       if (node->op_type() == "Constant")
@@ -118,14 +129,15 @@ struct GraphIndex {
   std::string linearWeight(const onnx::NodeProto &matmul) const {
     if (matmul.op_type() != "MatMul" || matmul.input_size() != 2)
       return "";
-    const onnx::NodeProto *t = producerOf(matmul.input(1));
-    if (!t || t->op_type() != "Transpose" || !initializers.count(t->input(0)))
+    const onnx::NodeProto *t = producerOf(inputOf(matmul, 1));
+    if (!t || t->op_type() != "Transpose" ||
+        !initializers.count(inputOf(*t, 0)))
       return "";
     for (const auto &a : t->attribute())
       if (a.name() == "perm" &&
           (a.ints_size() != 2 || a.ints(0) != 1 || a.ints(1) != 0))
         return "";
-    return t->input(0);
+    return inputOf(*t, 0);
   }
 
   int64_t intAttr(const onnx::NodeProto &node, StringRef name,
@@ -176,7 +188,7 @@ private:
               "map: ";
   }
   int indexOf(const onnx::NodeProto *node) const {
-    return g.producer.lookup(node->output(0));
+    return g.producer.lookup(outputOf(*node, 0));
   }
   /// SiLU(a) as an exporter writes it: Mul(a, Sigmoid(a)) either way round,
   /// or one Silu/Swish node; returns a's value or "".
@@ -195,30 +207,30 @@ std::string Matcher::siluInput(const onnx::NodeProto *node) const {
     return "";
   if ((node->op_type() == "Silu" || node->op_type() == "Swish") &&
       node->input_size() == 1)
-    return node->input(0);
+    return inputOf(*node, 0);
   if (node->op_type() != "Mul")
     return "";
   for (int i = 0; i < 2; ++i) {
-    const onnx::NodeProto *s = g.producerOf(node->input(1 - i));
-    if (s && s->op_type() == "Sigmoid" && s->input(0) == node->input(i))
-      return node->input(i);
+    const onnx::NodeProto *s = g.producerOf(inputOf(*node, 1 - i));
+    if (s && s->op_type() == "Sigmoid" && inputOf(*s, 0) == inputOf(*node, i))
+      return inputOf(*node, i);
   }
   return "";
 }
 
 std::optional<Expert> Matcher::matchExpert(const onnx::NodeProto &down) const {
   std::string w2 = g.linearWeight(down);
-  const onnx::NodeProto *h = g.producerOf(down.input(0));
+  const onnx::NodeProto *h = g.producerOf(inputOf(down, 0));
   if (w2.empty() || !h || h->op_type() != "Mul")
     return std::nullopt;
   for (int i = 0; i < 2; ++i) {
-    std::string a = siluInput(g.producerOf(h->input(i)));
+    std::string a = siluInput(g.producerOf(inputOf(*h, i)));
     const onnx::NodeProto *gate = a.empty() ? nullptr : g.producerOf(a);
-    const onnx::NodeProto *up = g.producerOf(h->input(1 - i));
+    const onnx::NodeProto *up = g.producerOf(inputOf(*h, 1 - i));
     if (!gate || !up)
       continue;
     std::string w1 = g.linearWeight(*gate), w3 = g.linearWeight(*up);
-    if (!w1.empty() && !w3.empty() && gate->input(0) == up->input(0))
+    if (!w1.empty() && !w3.empty() && inputOf(*gate, 0) == inputOf(*up, 0))
       return Expert{w1, w3, w2};
   }
   return std::nullopt;
@@ -227,7 +239,8 @@ std::optional<Expert> Matcher::matchExpert(const onnx::NodeProto &down) const {
 FailureOr<MoEMatch> Matcher::match(int topKIndex) {
   const onnx::NodeProto &topK = g.graph.node(topKIndex);
   MoEMatch b;
-  auto k = topK.input_size() == 2 ? g.scalarInt(topK.input(1)) : std::nullopt;
+  auto k =
+      topK.input_size() == 2 ? g.scalarInt(inputOf(topK, 1)) : std::nullopt;
   if (!k || *k < 1)
     return error(topK, topKIndex)
            << "its k is not a positive constant; export with a fixed "
@@ -237,19 +250,22 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     return error(topK, topKIndex)
            << "it takes the smallest scores (largest = 0); experts are "
               "chosen by the largest";
-  const onnx::NodeProto *softmax = g.sourceOf(topK.input(0));
+  const onnx::NodeProto *softmax = g.sourceOf(inputOf(topK, 0));
   if (!softmax || softmax->op_type() != "Softmax")
     return error(topK, topKIndex)
            << "its scores are not a Softmax of router logits (the routing "
               "rp maps is softmax then top-k, as Mixtral and Qwen-MoE "
               "route); trace the model with rp.trace, or route that way";
-  b.logits = softmax->input(0);
+  b.logits = inputOf(*softmax, 0);
   const onnx::NodeProto *router = g.sourceOf(b.logits);
   if (!router || (router->op_type() != "MatMul" && router->op_type() != "Gemm"))
     return error(topK, topKIndex)
            << "the router logits '" << b.logits
            << "' do not come from a MatMul or Gemm of the tokens";
-  b.x = router->input(0);
+  b.x = inputOf(*router, 0);
+  if (b.x.empty() || outputOf(topK, 1).empty())
+    return error(topK, topKIndex)
+           << "its router or its TopK lacks an input or an output";
 
   // The region: every node after TopK that reads a value depending on it.
   // It ends where only one such value is still to be read: the output.
@@ -286,7 +302,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
       break;
     }
   }
-  if (end < 0 || g.outputs.count(topK.output(1)))
+  if (end < 0 || g.outputs.count(outputOf(topK, 1)))
     return error(topK, topKIndex)
            << "its routing does not end in one combined output (the chosen "
               "experts or weights are used outside the block)";
@@ -303,18 +319,18 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
   for (int i : order) {
     const onnx::NodeProto &node = g.graph.node(i);
     const std::string &op = node.op_type();
-    if (op == "ReduceSum" && node.input(0) == topK.output(0))
+    if (op == "ReduceSum" && inputOf(node, 0) == outputOf(topK, 0))
       b.normalize = true;
     else if (op == "OneHot") {
-      depth = g.scalarInt(node.input(1));
-      mask.insert(node.output(0));
+      depth = g.scalarInt(inputOf(node, 1));
+      mask.insert(outputOf(node, 0));
     } else if ((op == "Transpose" || op == "Cast") &&
-               mask.count(node.input(0))) {
-      mask.insert(node.output(0));
+               mask.count(inputOf(node, 0))) {
+      mask.insert(outputOf(node, 0));
     } else if (op == "Gather" && g.intAttr(node, "axis", 0) == 0 &&
-               mask.count(node.input(0))) {
+               mask.count(inputOf(node, 0))) {
       // The expert loop's `expert_mask[e]`: one class of the one-hot.
-      if (auto c = g.scalarInt(node.input(1)))
+      if (auto c = g.scalarInt(inputOf(node, 1)))
         classes.push_back(*c);
     } else if (op == "Mul") {
       for (const std::string &in : node.input()) {
@@ -324,7 +340,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
         // When the experts read routed tokens (no baked-in lists), their
         // own matmuls are in the region too: the SiLU's Mul reads the gate
         // matmul. Only a matmul of a product (W2 h) is an expert's output.
-        const onnx::NodeProto *h = g.producerOf(src->input(0));
+        const onnx::NodeProto *h = g.producerOf(inputOf(*src, 0));
         if (region.count(in) && (!h || h->op_type() != "Mul"))
           continue;
         auto expert = matchExpert(*src);
@@ -360,14 +376,15 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
 
 LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
                                                         Location fileLoc) {
+  for (const auto &node : graph.node())
+    if (node.domain() == kMoEDomain)
+      return emitError(fileLoc)
+             << "node '" << node.name() << "' is in the domain '" << kMoEDomain
+             << "', which rp-import keeps for itself";
   for (int round = 0;; ++round) {
     GraphIndex g(graph);
     int topKIndex = -1;
     for (auto [i, node] : llvm::enumerate(graph.node())) {
-      if (round == 0 && node.domain() == kMoEDomain)
-        return emitError(fileLoc)
-               << "node '" << node.name() << "' is in the domain '"
-               << kMoEDomain << "', which rp-import keeps for itself";
       if (node.op_type() == "TopK" &&
           (node.domain().empty() || node.domain() == "ai.onnx")) {
         topKIndex = i;

@@ -11,6 +11,8 @@ GradientReducer::GradientReducer(Communicator &comm, std::vector<size_t> order,
                                  unsigned first, Trace *trace, bool hold)
     : comm(comm), order(std::move(order)), trace(trace), hold(hold),
       next(first) {
+  for (size_t i : this->order)
+    items = std::max(items, i + 1);
   worker = std::thread([this] { run(); });
 }
 
@@ -27,8 +29,9 @@ GradientReducer::~GradientReducer() {
 GradientReducer::StepState &GradientReducer::stateOf(unsigned step) {
   StepState &s = steps[step];
   if (s.isReady.empty()) {
-    s.isReady.assign(order.size(), 0);
-    s.grads.assign(order.size(), {nullptr, 0});
+    s.isReady.assign(items, 0);
+    s.isSummed.assign(items, 0);
+    s.grads.assign(items, {nullptr, 0});
   }
   return s;
 }
@@ -41,6 +44,15 @@ void GradientReducer::ready(unsigned step, size_t i, float *data, size_t n) {
     s.isReady[i] = 1;
   }
   cv.notify_all();
+}
+
+Status GradientReducer::waitSummed(unsigned step, size_t i) {
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] {
+    StepState &s = stateOf(step);
+    return s.isSummed[i] || s.status.failed();
+  });
+  return stateOf(step).status;
 }
 
 Status GradientReducer::finishStep(unsigned step, double &lossSum) {
@@ -93,6 +105,11 @@ void GradientReducer::run() {
       if (status.isOk())
         status = comm.sum(data, n);
       lock.lock();
+      StepState &s = stateOf(next);
+      s.isSummed[i] = status.isOk();
+      if (status.failed())
+        s.status = status;
+      cv.notify_all();
     }
     cv.wait(lock, [&] { return stop || stateOf(next).lossPosted; });
     if (stop)
@@ -138,7 +155,8 @@ void GradientReducer::run() {
 }
 
 std::vector<size_t> rp::runtime::detail::landingOrder(
-    const std::vector<std::vector<size_t>> &landsWith, size_t params) {
+    const std::vector<std::vector<size_t>> &landsWith, size_t params,
+    size_t uses, const std::vector<bool> &fromUses) {
   std::vector<size_t> order;
   std::vector<bool> seen(params, false);
   for (const std::vector<size_t> &lands : landsWith)
@@ -147,8 +165,12 @@ std::vector<size_t> rp::runtime::detail::landingOrder(
         seen[i] = true;
         order.push_back(i);
       }
+  // The uses are posted after the step's last pass has landed, and the
+  // epilogue's gradients after the epilogue, which waits for the uses.
+  for (size_t u = 0; u < uses; ++u)
+    order.push_back(params + u);
   for (size_t i = 0; i < params; ++i)
-    if (!seen[i])
+    if (!seen[i] && !(i < fromUses.size() && fromUses[i]))
       order.push_back(i);
   return order;
 }

@@ -29,8 +29,9 @@ namespace rp::runtime::detail {
 
 class GradientReducer {
 public:
-  /// Sums the gradients of `order.size()` parameters, in `order`, from step
-  /// `first` on. With `hold`, each step keeps a window after its loss sum
+  /// Sums the items in `order` (parameters' gradients, then the epilogue's
+  /// uses: numbered after the parameters), in `order`, from step `first`
+  /// on. With `hold`, each step keeps a window after its loss sum
   /// for the collectives of its update and checkpoint (collective()), closed
   /// by release().
   GradientReducer(Communicator &comm, std::vector<size_t> order, unsigned first,
@@ -39,9 +40,12 @@ public:
 
   Communicator &communicator() { return comm; }
 
-  /// Parameter i's gradient of `step` (all its passes) is at data[0..n):
-  /// it is summed across the ranks in place. Any thread.
+  /// Item i's value of `step` (all its passes) is at data[0..n): it is
+  /// summed across the ranks in place. Any thread.
   void ready(unsigned step, size_t i, float *data, size_t n);
+  /// Waits until item i of `step` is summed (the step's sums so far
+  /// succeeded) or failed.
+  Status waitSummed(unsigned step, size_t i);
   /// Waits until every gradient of `step` is summed, then sums `lossSum`
   /// across the ranks. Steps finish in order.
   Status finishStep(unsigned step, double &lossSum);
@@ -60,7 +64,7 @@ private:
   };
   struct StepState {
     std::vector<std::pair<float *, size_t>> grads;
-    std::vector<char> isReady;
+    std::vector<char> isReady, isSummed;
     std::vector<Job *> jobs;
     bool lossPosted = false, done = false, released = false;
     double loss = 0;
@@ -71,6 +75,7 @@ private:
 
   Communicator &comm;
   std::vector<size_t> order;
+  size_t items = 0;
   Trace *trace;
   bool hold;
   unsigned next;
@@ -82,9 +87,12 @@ private:
 };
 
 /// The reducer's order: the parameters by the first job that lands their
-/// gradient (the order they land in), the others after.
+/// gradient (the order they land in), then the epilogue's `uses` (items
+/// params..params+uses), then the others but those whose gradient the
+/// epilogue makes from the summed uses (`fromUses`, may be empty).
 std::vector<size_t>
-landingOrder(const std::vector<std::vector<size_t>> &landsWith, size_t params);
+landingOrder(const std::vector<std::vector<size_t>> &landsWith, size_t params,
+             size_t uses = 0, const std::vector<bool> &fromUses = {});
 
 /// ZeRO-1: the elements of a parameter of `n` whose optimizer state rank
 /// `rank` of `world` keeps, into p.shardBegin/shardEnd: the chunk

@@ -8,9 +8,10 @@ using namespace rp::runtime;
 using namespace rp::runtime::detail;
 
 GradientReducer::GradientReducer(Communicator &comm, std::vector<size_t> order,
-                                 unsigned first, Trace *trace, bool hold)
-    : comm(comm), order(std::move(order)), trace(trace), hold(hold),
-      next(first) {
+                                 unsigned first, Trace *trace, bool hold,
+                                 size_t firstUse, Bucketing bucketing)
+    : comm(comm), order(std::move(order)), firstUse(firstUse),
+      bucketing(bucketing), trace(trace), hold(hold), next(first) {
   for (size_t i : this->order)
     items = std::max(items, i + 1);
   worker = std::thread([this] { run(); });
@@ -88,25 +89,72 @@ void GradientReducer::release(unsigned step) {
   cv.notify_all();
 }
 
+Status GradientReducer::sumParts(
+    const std::vector<std::pair<float *, size_t>> &parts) {
+  ++collectives;
+  if (parts.size() == 1)
+    return comm.sum(parts[0].first, parts[0].second);
+  size_t total = 0;
+  for (auto [data, n] : parts)
+    total += n;
+  bucket.resize(total);
+  float *at = bucket.data();
+  for (auto [data, n] : parts)
+    at = std::copy(data, data + n, at);
+  if (Status s = comm.sum(bucket.data(), total); s.failed())
+    return s;
+  const float *from = bucket.data();
+  for (auto [data, n] : parts) {
+    std::copy(from, from + n, data);
+    from += n;
+  }
+  return Status::ok();
+}
+
 void GradientReducer::run() {
   std::unique_lock<std::mutex> lock(m);
   for (;; ++next) {
     Status status;
     int64_t start = 0;
-    for (size_t i : order) {
-      cv.wait(lock, [&] { return stop || stateOf(next).isReady[i]; });
-      if (stop)
-        return;
-      auto [data, n] = stateOf(next).grads[i];
+    for (size_t k = 0; k < order.size();) {
+      // Small items go in buckets of consecutive items, one collective
+      // each: which items share one depends on their sizes alone, the same
+      // on every rank, and a sum is elementwise, so the bits are those of
+      // one collective per item. A bucket never mixes the epilogue's uses
+      // with parameters: the parameters after them wait for the epilogue.
+      std::vector<size_t> members;
+      size_t total = 0;
+      for (; k < order.size(); ++k) {
+        size_t i = order[k];
+        if (!members.empty() && (i >= firstUse) != (members[0] >= firstUse))
+          break;
+        cv.wait(lock, [&] { return stop || stateOf(next).isReady[i]; });
+        if (stop)
+          return;
+        size_t n = stateOf(next).grads[i].second;
+        bool small = n <= bucketing.smallItem;
+        if (!members.empty() && (!small || total + n > bucketing.bucket))
+          break;
+        members.push_back(i);
+        total += n;
+        if (!small) {
+          ++k;
+          break;
+        }
+      }
+      std::vector<std::pair<float *, size_t>> parts;
+      for (size_t i : members)
+        parts.push_back(stateOf(next).grads[i]);
       lock.unlock();
       if (trace && !start)
         start = trace->now();
       // After a failure the other sums are skipped: the step fails.
       if (status.isOk())
-        status = comm.sum(data, n);
+        status = sumParts(parts);
       lock.lock();
       StepState &s = stateOf(next);
-      s.isSummed[i] = status.isOk();
+      for (size_t i : members)
+        s.isSummed[i] = status.isOk();
       if (status.failed())
         s.status = status;
       cv.notify_all();

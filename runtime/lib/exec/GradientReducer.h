@@ -19,6 +19,7 @@
 #include "rp/runtime/Trace.h"
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -27,6 +28,14 @@
 
 namespace rp::runtime::detail {
 
+/// Which consecutive items of the reducer share a collective: those of at
+/// most `smallItem` elements, up to `bucket` elements in all (a latency per
+/// collective saved; the bits are the same).
+struct Bucketing {
+  size_t smallItem = size_t(1) << 16;
+  size_t bucket = size_t(1) << 18;
+};
+
 class GradientReducer {
 public:
   /// Sums the items in `order` (parameters' gradients, then the epilogue's
@@ -34,11 +43,16 @@ public:
   /// on. With `hold`, each step keeps a window after its loss sum
   /// for the collectives of its update and checkpoint (collective()), closed
   /// by release().
+  /// Items from `firstUse` on are the epilogue's uses.
   GradientReducer(Communicator &comm, std::vector<size_t> order, unsigned first,
-                  Trace *trace, bool hold = false);
+                  Trace *trace, bool hold = false, size_t firstUse = SIZE_MAX,
+                  Bucketing bucketing = {});
   ~GradientReducer();
 
   Communicator &communicator() { return comm; }
+  /// The collectives its sums issued so far (reducer's thread; read it
+  /// once the steps are finished).
+  size_t sumCollectives() const { return collectives; }
 
   /// Item i's value of `step` (all its passes) is at data[0..n): it is
   /// summed across the ranks in place. Any thread.
@@ -71,11 +85,17 @@ private:
     Status status;
   };
   StepState &stateOf(unsigned step); ///< holds `m`
+  /// Sums `parts` across the ranks in one collective.
+  Status sumParts(const std::vector<std::pair<float *, size_t>> &parts);
   void run();
 
   Communicator &comm;
   std::vector<size_t> order;
   size_t items = 0;
+  size_t firstUse;
+  Bucketing bucketing;
+  std::vector<float> bucket;
+  size_t collectives = 0;
   Trace *trace;
   bool hold;
   unsigned next;

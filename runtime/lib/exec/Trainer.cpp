@@ -284,7 +284,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     reducer.emplace(*options.comm,
                     landingOrder(landsWith, params.size(), uses.buffers.size(),
                                  uses.summedPerUse),
-                    first, trace, sharded);
+                    first, trace, sharded, params.size());
   }
   auto gatherParam = [&](unsigned step, size_t i) -> Status {
     Param &p = params[i];

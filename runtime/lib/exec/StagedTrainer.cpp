@@ -451,7 +451,13 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     bool stepEnds = t % K == K - 1;
     for (size_t u = 0; u < uses.size(); ++u) {
       TensorRef use = fwd.buffer(uses[u], slot);
-      const float *v = use.as<float>();
+      float *v = use.as<float>();
+      // One pass a step: the use is its sum, summed across the ranks where
+      // it lies.
+      if (K == 1) {
+        c.reducer->ready(step, params.size() + u, v, use.size());
+        continue;
+      }
       std::vector<float> &sum = useSums[u];
       if (t % K == 0)
         sum.assign(v, v + use.size());
@@ -468,7 +474,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
             s.failed())
           return s;
       TensorRef use = fwd.buffer(uses[u], slot);
-      std::memcpy(use.data, useSums[u].data(), use.bytes());
+      if (K > 1)
+        std::memcpy(use.data, useSums[u].data(), use.bytes());
     }
     if (plan.epilogue >= 0 && (uses.empty() || stepEnds)) {
       int64_t start = trace ? trace->now() : 0;

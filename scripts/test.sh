@@ -76,6 +76,22 @@ if cmake -G Ninja -S runtime -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DRP_RUNTIME_TSAN=ON -DRP_ENABLE_CUDA=OFF >build-tsan.configure.log 2>&1 &&
    ninja -C build-tsan >build-tsan.build.log 2>&1; then
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest tsan build-tsan
+  # The multi-process lit tests (ranks over loopback, docs/multi-box.md)
+  # with this build's rp-run: a race in any rank fails its test.
+  tsan_json=$(mktemp)
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    /usr/lib/llvm-22/bin/lit -s -j "$jobs" --filter 'Runtime/multibox' \
+    --param rp_run="$root/build-tsan/bin/rp-run" --output "$tsan_json" build/test
+  read -r tp tf < <(.venv/bin/python - "$tsan_json" <<'PY'
+import json, sys
+tests = json.load(open(sys.argv[1])).get("tests", [])
+ok = sum(t["code"] == "PASS" for t in tests)
+bad = sum(t["code"] not in ("PASS", "UNSUPPORTED") for t in tests)
+print(ok, bad if tests else 1)
+PY
+  ) || { tp=0; tf=1; }
+  rm -f "$tsan_json"
+  tally "tsan multi-process" "$tp" "$tf"
 else
   cat build-tsan.configure.log build-tsan.build.log 2>/dev/null | tail -30
   tally tsan 0 1

@@ -35,7 +35,11 @@ llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.rp_src_root, "python"), append_path=True
 )
 
-tools = ["rp-opt", "rp-import", "rp-translate", "rp-compile", "rp-run"]
+# --param rp_run=PATH runs another rp-run (scripts/test.sh: the
+# ThreadSanitizer build's, over the multi-process tests).
+rp_run = lit_config.params.get("rp_run")
+tools = ["rp-opt", "rp-import", "rp-translate", "rp-compile",
+         ToolSubst("rp-run", command=rp_run) if rp_run else "rp-run"]
 llvm_config.add_tool_substitutions(tools, [config.rp_tools_dir, config.llvm_tools_dir])
 
 # RP_CHECK_ROUNDTRIP=1 makes every rp-opt run also check that its output

@@ -107,6 +107,39 @@ TEST(CommTest, ReducerSumsGradientsThatLandInAnyOrder) {
   });
 }
 
+TEST(CommTest, ReducerBucketsSmallGradientsWithTheSameBits) {
+  if (!glooBuiltIn())
+    GTEST_SKIP() << "built without Gloo (libgloo-dev)";
+  // Items 0..5: sizes 3, 5, 100, 2, 4, 1 (items 4 and 5 are epilogue
+  // uses). Buckets of items of at most 8 elements, 12 in all: {0, 1}, {2},
+  // {3}: a use never shares with a parameter, {4, 5}: 4 collectives.
+  // Each element gets order-sensitive values, so the bits tell whether the
+  // bucketed sum added in rank order.
+  const float v[3] = {1e8f, 1.0f, -1e8f};
+  const size_t sizes[6] = {3, 5, 100, 2, 4, 1};
+  for (bool bucketed : {false, true})
+    onRanks(3, [&](Communicator &c) {
+      std::vector<std::vector<float>> grads;
+      for (size_t i = 0; i < 6; ++i)
+        grads.emplace_back(sizes[i], v[c.rank()] + float(i));
+      detail::Bucketing b;
+      b.smallItem = bucketed ? 8 : 0;
+      b.bucket = 12;
+      detail::GradientReducer reducer(c, {0, 1, 2, 3, 4, 5}, 0, nullptr, false,
+                                      4, b);
+      for (size_t i = 0; i < 6; ++i)
+        reducer.ready(0, i, grads[i].data(), grads[i].size());
+      double loss = 0;
+      ASSERT_TRUE(reducer.finishStep(0, loss).isOk());
+      EXPECT_EQ(reducer.sumCollectives(), bucketed ? 4u : 6u);
+      for (size_t i = 0; i < 6; ++i)
+        for (float x : grads[i])
+          EXPECT_EQ(x,
+                    ((v[0] + float(i)) + (v[1] + float(i))) + (v[2] + float(i)))
+              << "item " << i;
+    });
+}
+
 /// Sets the variables of `vars` (a null value unsets) for one test.
 struct Env {
   explicit Env(std::vector<std::pair<const char *, const char *>> vars) {

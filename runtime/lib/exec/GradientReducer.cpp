@@ -8,9 +8,12 @@ using namespace rp::runtime;
 using namespace rp::runtime::detail;
 
 GradientReducer::GradientReducer(Communicator &comm, std::vector<size_t> order,
-                                 unsigned first, Trace *trace, bool hold)
-    : comm(comm), order(std::move(order)), trace(trace), hold(hold),
-      next(first) {
+                                 unsigned first, Trace *trace, bool hold,
+                                 size_t firstUse, Bucketing bucketing)
+    : comm(comm), order(std::move(order)), firstUse(firstUse),
+      bucketing(bucketing), trace(trace), hold(hold), next(first) {
+  for (size_t i : this->order)
+    items = std::max(items, i + 1);
   worker = std::thread([this] { run(); });
 }
 
@@ -27,8 +30,9 @@ GradientReducer::~GradientReducer() {
 GradientReducer::StepState &GradientReducer::stateOf(unsigned step) {
   StepState &s = steps[step];
   if (s.isReady.empty()) {
-    s.isReady.assign(order.size(), 0);
-    s.grads.assign(order.size(), {nullptr, 0});
+    s.isReady.assign(items, 0);
+    s.isSummed.assign(items, 0);
+    s.grads.assign(items, {nullptr, 0});
   }
   return s;
 }
@@ -41,6 +45,15 @@ void GradientReducer::ready(unsigned step, size_t i, float *data, size_t n) {
     s.isReady[i] = 1;
   }
   cv.notify_all();
+}
+
+Status GradientReducer::waitSummed(unsigned step, size_t i) {
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] {
+    StepState &s = stateOf(step);
+    return s.isSummed[i] || s.status.failed();
+  });
+  return stateOf(step).status;
 }
 
 Status GradientReducer::finishStep(unsigned step, double &lossSum) {
@@ -76,23 +89,75 @@ void GradientReducer::release(unsigned step) {
   cv.notify_all();
 }
 
+Status GradientReducer::sumParts(
+    const std::vector<std::pair<float *, size_t>> &parts) {
+  ++collectives;
+  if (parts.size() == 1)
+    return comm.sum(parts[0].first, parts[0].second);
+  size_t total = 0;
+  for (auto [data, n] : parts)
+    total += n;
+  bucket.resize(total);
+  float *at = bucket.data();
+  for (auto [data, n] : parts)
+    at = std::copy(data, data + n, at);
+  if (Status s = comm.sum(bucket.data(), total); s.failed())
+    return s;
+  const float *from = bucket.data();
+  for (auto [data, n] : parts) {
+    std::copy(from, from + n, data);
+    from += n;
+  }
+  return Status::ok();
+}
+
 void GradientReducer::run() {
   std::unique_lock<std::mutex> lock(m);
   for (;; ++next) {
     Status status;
     int64_t start = 0;
-    for (size_t i : order) {
-      cv.wait(lock, [&] { return stop || stateOf(next).isReady[i]; });
-      if (stop)
-        return;
-      auto [data, n] = stateOf(next).grads[i];
+    for (size_t k = 0; k < order.size();) {
+      // Small items go in buckets of consecutive items, one collective
+      // each: which items share one depends on their sizes alone, the same
+      // on every rank, and a sum is elementwise, so the bits are those of
+      // one collective per item. A bucket never mixes the epilogue's uses
+      // with parameters: the parameters after them wait for the epilogue.
+      std::vector<size_t> members;
+      size_t total = 0;
+      for (; k < order.size(); ++k) {
+        size_t i = order[k];
+        if (!members.empty() && (i >= firstUse) != (members[0] >= firstUse))
+          break;
+        cv.wait(lock, [&] { return stop || stateOf(next).isReady[i]; });
+        if (stop)
+          return;
+        size_t n = stateOf(next).grads[i].second;
+        bool small = n <= bucketing.smallItem;
+        if (!members.empty() && (!small || total + n > bucketing.bucket))
+          break;
+        members.push_back(i);
+        total += n;
+        if (!small) {
+          ++k;
+          break;
+        }
+      }
+      std::vector<std::pair<float *, size_t>> parts;
+      for (size_t i : members)
+        parts.push_back(stateOf(next).grads[i]);
       lock.unlock();
       if (trace && !start)
         start = trace->now();
       // After a failure the other sums are skipped: the step fails.
       if (status.isOk())
-        status = comm.sum(data, n);
+        status = sumParts(parts);
       lock.lock();
+      StepState &s = stateOf(next);
+      for (size_t i : members)
+        s.isSummed[i] = status.isOk();
+      if (status.failed())
+        s.status = status;
+      cv.notify_all();
     }
     cv.wait(lock, [&] { return stop || stateOf(next).lossPosted; });
     if (stop)
@@ -138,7 +203,8 @@ void GradientReducer::run() {
 }
 
 std::vector<size_t> rp::runtime::detail::landingOrder(
-    const std::vector<std::vector<size_t>> &landsWith, size_t params) {
+    const std::vector<std::vector<size_t>> &landsWith, size_t params,
+    size_t uses, const std::vector<bool> &fromUses) {
   std::vector<size_t> order;
   std::vector<bool> seen(params, false);
   for (const std::vector<size_t> &lands : landsWith)
@@ -147,8 +213,12 @@ std::vector<size_t> rp::runtime::detail::landingOrder(
         seen[i] = true;
         order.push_back(i);
       }
+  // The uses are posted after the step's last pass has landed, and the
+  // epilogue's gradients after the epilogue, which waits for the uses.
+  for (size_t u = 0; u < uses; ++u)
+    order.push_back(params + u);
   for (size_t i = 0; i < params; ++i)
-    if (!seen[i])
+    if (!seen[i] && !(i < fromUses.size() && fromUses[i]))
       order.push_back(i);
   return order;
 }

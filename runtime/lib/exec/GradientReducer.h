@@ -19,6 +19,7 @@
 #include "rp/runtime/Trace.h"
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -27,21 +28,38 @@
 
 namespace rp::runtime::detail {
 
+/// Which consecutive items of the reducer share a collective: those of at
+/// most `smallItem` elements, up to `bucket` elements in all (a latency per
+/// collective saved; the bits are the same).
+struct Bucketing {
+  size_t smallItem = size_t(1) << 16;
+  size_t bucket = size_t(1) << 18;
+};
+
 class GradientReducer {
 public:
-  /// Sums the gradients of `order.size()` parameters, in `order`, from step
-  /// `first` on. With `hold`, each step keeps a window after its loss sum
+  /// Sums the items in `order` (parameters' gradients, then the epilogue's
+  /// uses: numbered after the parameters), in `order`, from step `first`
+  /// on. With `hold`, each step keeps a window after its loss sum
   /// for the collectives of its update and checkpoint (collective()), closed
   /// by release().
+  /// Items from `firstUse` on are the epilogue's uses.
   GradientReducer(Communicator &comm, std::vector<size_t> order, unsigned first,
-                  Trace *trace, bool hold = false);
+                  Trace *trace, bool hold = false, size_t firstUse = SIZE_MAX,
+                  Bucketing bucketing = {});
   ~GradientReducer();
 
   Communicator &communicator() { return comm; }
+  /// The collectives its sums issued so far (reducer's thread; read it
+  /// once the steps are finished).
+  size_t sumCollectives() const { return collectives; }
 
-  /// Parameter i's gradient of `step` (all its passes) is at data[0..n):
-  /// it is summed across the ranks in place. Any thread.
+  /// Item i's value of `step` (all its passes) is at data[0..n): it is
+  /// summed across the ranks in place. Any thread.
   void ready(unsigned step, size_t i, float *data, size_t n);
+  /// Waits until item i of `step` is summed (the step's sums so far
+  /// succeeded) or failed.
+  Status waitSummed(unsigned step, size_t i);
   /// Waits until every gradient of `step` is summed, then sums `lossSum`
   /// across the ranks. Steps finish in order.
   Status finishStep(unsigned step, double &lossSum);
@@ -60,17 +78,24 @@ private:
   };
   struct StepState {
     std::vector<std::pair<float *, size_t>> grads;
-    std::vector<char> isReady;
+    std::vector<char> isReady, isSummed;
     std::vector<Job *> jobs;
     bool lossPosted = false, done = false, released = false;
     double loss = 0;
     Status status;
   };
   StepState &stateOf(unsigned step); ///< holds `m`
+  /// Sums `parts` across the ranks in one collective.
+  Status sumParts(const std::vector<std::pair<float *, size_t>> &parts);
   void run();
 
   Communicator &comm;
   std::vector<size_t> order;
+  size_t items = 0;
+  size_t firstUse;
+  Bucketing bucketing;
+  std::vector<float> bucket;
+  size_t collectives = 0;
   Trace *trace;
   bool hold;
   unsigned next;
@@ -82,9 +107,12 @@ private:
 };
 
 /// The reducer's order: the parameters by the first job that lands their
-/// gradient (the order they land in), the others after.
+/// gradient (the order they land in), then the epilogue's `uses` (items
+/// params..params+uses), then the others but those whose gradient the
+/// epilogue makes from the summed uses (`fromUses`, may be empty).
 std::vector<size_t>
-landingOrder(const std::vector<std::vector<size_t>> &landsWith, size_t params);
+landingOrder(const std::vector<std::vector<size_t>> &landsWith, size_t params,
+             size_t uses = 0, const std::vector<bool> &fromUses = {});
 
 /// ZeRO-1: the elements of a parameter of `n` whose optimizer state rank
 /// `rank` of `world` keeps, into p.shardBegin/shardEnd: the chunk

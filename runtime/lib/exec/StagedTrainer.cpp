@@ -48,6 +48,48 @@ uint32_t rp::runtime::passShiftJobs(const Plan &plan) {
   return stageJobs;
 }
 
+EpilogueUses
+rp::runtime::detail::epilogueUses(const Plan &plan,
+                                  const std::vector<Param> &params,
+                                  const std::vector<bool> &landsEarly) {
+  // Only when every use is an f32 download and the epilogue makes nothing
+  // but such parameters' gradients: else the epilogue runs per pass.
+  EpilogueUses r;
+  if (plan.epilogue < 0)
+    return r;
+  std::vector<uint32_t> &uses = r.buffers;
+  std::vector<bool> made(plan.buffers.size(), false), downloaded = made;
+  for (const JobDesc &job : plan.jobs)
+    for (const CopyDesc &copy : job.copies)
+      downloaded[copy.dst] = true;
+  bool linear = true;
+  for (const KernelCallDesc &call : plan.programs[plan.epilogue].calls) {
+    for (uint32_t b : call.inputs) {
+      const BufferDesc &d = plan.buffers[b];
+      if (made[b] || std::find(uses.begin(), uses.end(), b) != uses.end())
+        continue;
+      linear &= d.dtype == DType::f32 && downloaded[b] && !d.weight &&
+                d.constant.empty();
+      uses.push_back(b);
+    }
+    for (uint32_t b : call.outputs)
+      made[b] = true;
+  }
+  std::vector<bool> isGrad(plan.buffers.size(), false);
+  for (size_t i = 0; i < params.size(); ++i)
+    isGrad[params[i].gradOutput] = !landsEarly[i];
+  for (const BindingDesc &out : plan.outputs)
+    linear &= !made[out.buffer] || isGrad[out.buffer];
+  if (!linear) {
+    uses.clear();
+    return r;
+  }
+  r.summedPerUse.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i)
+    r.summedPerUse[i] = made[params[i].gradOutput] && !landsEarly[i];
+  return r;
+}
+
 Status rp::runtime::detail::trainStaged(StagedContext c) {
   const Plan &plan = c.plan;
   HostForward &fwd = c.fwd;
@@ -84,42 +126,16 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   // from the first pass's (as a stage job's accumulator starts from its
   // first microbatch's), and the epilogue runs once, on the sums, after
   // the step's last pass: the adds of one pass of K microbatches, in the
-  // same order. Only when every use is an f32 download and the epilogue
-  // makes nothing but such parameters' gradients; else per pass.
-  std::vector<uint32_t> uses;
-  std::vector<std::vector<float>> useSums;
-  std::vector<bool> summedPerUse(params.size(), false);
-  if (K > 1 && plan.epilogue >= 0) {
-    std::vector<bool> made(plan.buffers.size(), false), downloaded = made;
-    for (const JobDesc &job : plan.jobs)
-      for (const CopyDesc &copy : job.copies)
-        downloaded[copy.dst] = true;
-    bool linear = true;
-    for (const KernelCallDesc &call : plan.programs[plan.epilogue].calls) {
-      for (uint32_t b : call.inputs) {
-        const BufferDesc &d = plan.buffers[b];
-        if (made[b] || std::find(uses.begin(), uses.end(), b) != uses.end())
-          continue;
-        linear &= d.dtype == DType::f32 && downloaded[b] && !d.weight &&
-                  d.constant.empty();
-        uses.push_back(b);
-      }
-      for (uint32_t b : call.outputs)
-        made[b] = true;
-    }
-    std::vector<bool> isGrad(plan.buffers.size(), false);
-    for (size_t i = 0; i < params.size(); ++i)
-      isGrad[params[i].gradOutput] = !c.landsEarly[i];
-    for (const BindingDesc &out : plan.outputs)
-      linear &= !made[out.buffer] || isGrad[out.buffer];
-    if (linear) {
-      useSums.resize(uses.size());
-      for (size_t i = 0; i < params.size(); ++i)
-        summedPerUse[i] = made[params[i].gradOutput] && !c.landsEarly[i];
-    } else {
-      uses.clear();
-    }
-  }
+  // same order. Several processes sum each use across the ranks too
+  // before the epilogue (reducer items after the parameters), so a rank's
+  // epilogue adds what one process of all the ranks' passes adds.
+  EpilogueUses epUses;
+  if (K > 1 || c.reducer)
+    epUses = epilogueUses(plan, params, c.landsEarly);
+  const std::vector<uint32_t> &uses = epUses.buffers;
+  std::vector<std::vector<float>> useSums(uses.size());
+  std::vector<bool> summedPerUse = epUses.summedPerUse;
+  summedPerUse.resize(params.size(), false);
 
   // Per slot: the pass it runs (trainer index, from 0) and its step.
   struct PassInfo {
@@ -141,7 +157,9 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   // Several processes: a step's gradient of a parameter goes to the
   // reducer once its last pass is added.
   auto added = [&](size_t i, const PassInfo &pass) {
-    if (c.reducer && pass.index % K == K - 1) {
+    // A gradient the epilogue makes from uses summed across the ranks is
+    // whole already.
+    if (c.reducer && pass.index % K == K - 1 && !summedPerUse[i]) {
       std::vector<float> &g = stepGrad(params[i], pass.step);
       c.reducer->ready(pass.step, i, g.data(), g.size());
     }
@@ -433,15 +451,31 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     bool stepEnds = t % K == K - 1;
     for (size_t u = 0; u < uses.size(); ++u) {
       TensorRef use = fwd.buffer(uses[u], slot);
-      const float *v = use.as<float>();
+      float *v = use.as<float>();
+      // One pass a step: the use is its sum, summed across the ranks where
+      // it lies.
+      if (K == 1) {
+        c.reducer->ready(step, params.size() + u, v, use.size());
+        continue;
+      }
       std::vector<float> &sum = useSums[u];
       if (t % K == 0)
         sum.assign(v, v + use.size());
       else
         for (size_t e = 0; e < sum.size(); ++e)
           sum[e] += v[e];
-      if (stepEnds)
-        std::memcpy(use.data, sum.data(), use.bytes());
+      if (stepEnds && c.reducer)
+        c.reducer->ready(step, params.size() + u, sum.data(), sum.size());
+    }
+    // The epilogue waits for its uses' sums across the ranks.
+    for (size_t u = 0; stepEnds && u < uses.size(); ++u) {
+      if (c.reducer)
+        if (Status s = c.reducer->waitSummed(step, params.size() + u);
+            s.failed())
+          return s;
+      TensorRef use = fwd.buffer(uses[u], slot);
+      if (K > 1)
+        std::memcpy(use.data, useSums[u].data(), use.bytes());
     }
     if (plan.epilogue >= 0 && (uses.empty() || stepEnds)) {
       int64_t start = trace ? trace->now() : 0;

@@ -103,6 +103,19 @@ struct StagedContext {
   std::function<void(unsigned step)> releaseStep;
 };
 
+/// The inputs of a staged plan's epilogue that are summed over a step's
+/// passes (and across the ranks) before it runs once per step: its f32
+/// downloads, when the epilogue makes nothing but parameters' gradients
+/// from them (a tied parameter's uses). `summedPerUse[i]`: parameter i's
+/// gradient is the epilogue's alone. Empty when the epilogue must run per
+/// pass.
+struct EpilogueUses {
+  std::vector<uint32_t> buffers;
+  std::vector<bool> summedPerUse;
+};
+EpilogueUses epilogueUses(const Plan &plan, const std::vector<Param> &params,
+                          const std::vector<bool> &landsEarly);
+
 /// Runs `c.options.steps` steps of a staged plan.
 Status trainStaged(StagedContext c);
 

@@ -275,10 +275,17 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   };
   // Several processes: gradients summed across the ranks as they land, in
   // the order they land (staged plans: by the job that writes them).
+  // A staged plan's epilogue uses follow, summed before the epilogue.
   std::optional<GradientReducer> reducer;
-  if (options.comm)
-    reducer.emplace(*options.comm, landingOrder(landsWith, params.size()),
-                    first, trace, sharded);
+  if (options.comm) {
+    EpilogueUses uses;
+    if (plan.staged)
+      uses = epilogueUses(plan, params, landsEarly);
+    reducer.emplace(*options.comm,
+                    landingOrder(landsWith, params.size(), uses.buffers.size(),
+                                 uses.summedPerUse),
+                    first, trace, sharded, params.size());
+  }
   auto gatherParam = [&](unsigned step, size_t i) -> Status {
     Param &p = params[i];
     return gatherShards(*reducer, step, p.master.data(),

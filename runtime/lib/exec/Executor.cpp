@@ -237,7 +237,7 @@ Status HostForward::fillBuffer(uint32_t index, uint8_t *p, Device *device,
   }
   if (staging.empty())
     return Status::ok();
-  Queue &queue = device->getQueue(QueueKind::weightH2D);
+  Queue &queue = device->getQueue(QueueKind::weight_h2d);
   if (Status s = queue.copy(dst, staging.data(), staging.size(),
                             CopyKind::hostToDevice);
       s.failed())

@@ -80,7 +80,7 @@ protected:
     EXPECT_TRUE(p) << p.getStatus().toString();
     if (!p)
       return nullptr;
-    deviceMemory.push_back({d, *p});
+    deviceMemory.emplace_back(d, *p);
     if (init) {
       Queue &q = backend->getDevice(d).getQueue(QueueKind::weight_h2d);
       EXPECT_TRUE(q.copy(*p, init, bytes, CopyKind::hostToDevice).isOk());
@@ -152,7 +152,7 @@ TEST_P(DeviceConformance, AllocationIsAlignedDistinctAndFreed) {
         ASSERT_NE(*p, nullptr);
         EXPECT_EQ(reinterpret_cast<uintptr_t>(*p) % 64, 0u) << bytes;
         uintptr_t at = reinterpret_cast<uintptr_t>(*p);
-        ranges.push_back({at, at + std::max<size_t>(bytes, 1)});
+        ranges.emplace_back(at, at + std::max<size_t>(bytes, 1));
         got.push_back(*p);
       }
       std::sort(ranges.begin(), ranges.end());

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets everything up, builds, and runs every test: the lit suite (compiler and
-# python), the GoogleTest suites (compiler and runtime), the runtime tests
-# again under ThreadSanitizer and under ASan + UBSan, and each reader's fuzz
-# target for 60 s. The last line is the total count.
+# python), the GoogleTest suites (compiler and runtime), clang-tidy on the
+# changed C++ sources, the runtime tests again under ThreadSanitizer and
+# under ASan + UBSan, and each reader's fuzz target for 60 s. The last line
+# is the total count.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,6 +59,18 @@ run_ctest() { # name dir [ctest args...]
 
 echo "== gtest (compiler, runtime)"
 run_ctest gtest build -E '^lit$'
+
+# clang-tidy (.clang-tidy) on the C++ sources changed since main (on main,
+# by the last commit): each checked file is one test (scripts/tidy.sh). The
+# whole tree does not fit CI's time on 2 cores; a change is checked when it
+# lands.
+echo "== clang-tidy (changed sources)"
+tidy_out=$(bash scripts/tidy.sh 2>&1)
+echo "$tidy_out" | sed 's/^/   /'
+read -r tp tf < <(echo "$tidy_out" |
+  sed -nE 's/^tidy: ([0-9]+) clean, ([0-9]+) with findings$/\1 \2/p') ||
+  { tp=0; tf=1; }
+tally tidy "$tp" "$tf"
 
 # The cuda device is built and linked whenever nvcc is there; its half of
 # the device-conformance suite runs where a GPU opens and is skipped, with

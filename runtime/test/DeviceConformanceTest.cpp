@@ -34,25 +34,17 @@ using ::testing::HasSubstr;
 
 namespace {
 
-/// BackendOptions for `devices` devices sharing `threads` threads.
-inline BackendOptions devicesAndThreads(uint32_t devices, unsigned threads) {
-  BackendOptions options;
-  options.devices = devices;
-  options.threads = threads;
-  return options;
-}
-
 constexpr uint32_t kDevices = 2;
 
 class DeviceConformance : public ::testing::TestWithParam<const char *> {
 protected:
   void SetUp() override {
     Expected<std::unique_ptr<Backend>> opened =
-        createBackend(GetParam(), devicesAndThreads(kDevices, 2));
+        createBackend(GetParam(), backendOptions(kDevices, 2));
     if (!opened && opened.getStatus().getCode() == StatusCode::Unavailable) {
       // A machine with one GPU runs every test but the two-device ones.
       Expected<std::unique_ptr<Backend>> one =
-          createBackend(GetParam(), devicesAndThreads(1, 2));
+          createBackend(GetParam(), backendOptions(1, 2));
       if (!one)
         GTEST_SKIP() << "backend '" << GetParam()
                      << "' not run: " << opened.getStatus().getMessage();
@@ -88,9 +80,9 @@ protected:
     EXPECT_TRUE(p) << p.getStatus().toString();
     if (!p)
       return nullptr;
-    deviceMemory.push_back({d, *p});
+    deviceMemory.emplace_back(d, *p);
     if (init) {
-      Queue &q = backend->getDevice(d).getQueue(QueueKind::weightH2D);
+      Queue &q = backend->getDevice(d).getQueue(QueueKind::weight_h2d);
       EXPECT_TRUE(q.copy(*p, init, bytes, CopyKind::hostToDevice).isOk());
       EXPECT_TRUE(q.synchronize().isOk());
     }
@@ -137,8 +129,8 @@ TEST_P(DeviceConformance, OpensTheDevicesAndQueuesAsked) {
       seen.push_back(&q);
     }
     // Stage-boundary activations go before prefetched weights.
-    EXPECT_GT(device.getQueue(QueueKind::activationH2D).getPriority(),
-              device.getQueue(QueueKind::weightH2D).getPriority());
+    EXPECT_GT(device.getQueue(QueueKind::activation_h2d).getPriority(),
+              device.getQueue(QueueKind::weight_h2d).getPriority());
   }
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end());
@@ -160,7 +152,7 @@ TEST_P(DeviceConformance, AllocationIsAlignedDistinctAndFreed) {
         ASSERT_NE(*p, nullptr);
         EXPECT_EQ(reinterpret_cast<uintptr_t>(*p) % 64, 0u) << bytes;
         uintptr_t at = reinterpret_cast<uintptr_t>(*p);
-        ranges.push_back({at, at + std::max<size_t>(bytes, 1)});
+        ranges.emplace_back(at, at + std::max<size_t>(bytes, 1));
         got.push_back(*p);
       }
       std::sort(ranges.begin(), ranges.end());
@@ -221,7 +213,7 @@ TEST_P(DeviceConformance, CopiesMoveExactlyTheBytesAsked) {
     uint8_t *a = device(d, n, sentinel);
     uint8_t *b = device(d, n, sentinel);
     Device &dev = backend->getDevice(d);
-    Queue &up = dev.getQueue(QueueKind::activationH2D);
+    Queue &up = dev.getQueue(QueueKind::activation_h2d);
     Queue &down = dev.getQueue(QueueKind::d2h);
     ASSERT_TRUE(
         up.copy(a + offset, src + from, count, CopyKind::hostToDevice).isOk());
@@ -261,7 +253,7 @@ TEST_P(DeviceConformance, AQueueRunsItsWorkInOrder) {
   std::memcpy(src, pattern.data(), n);
   uint8_t *slotOut = host(8), *chainOut = host(n);
   uint8_t *slot = device(0, 8), *x = device(0, n), *y = device(0, n);
-  Queue &q = backend->getDevice(0).getQueue(QueueKind::weightH2D);
+  Queue &q = backend->getDevice(0).getQueue(QueueKind::weight_h2d);
   for (int k = 0; k < writes; ++k)
     ASSERT_TRUE(q.copy(slot, values + k * 8, 8, CopyKind::hostToDevice).isOk());
   ASSERT_TRUE(q.copy(slotOut, slot, 8, CopyKind::deviceToHost).isOk());
@@ -315,7 +307,7 @@ TEST_P(DeviceConformance, AKernelLaunchRunsAProgram) {
   std::memcpy(ha, a.data(), bytes);
   std::memcpy(hb, b.data(), bytes);
   Device &dev = backend->getDevice(last);
-  Queue &up = dev.getQueue(QueueKind::activationH2D);
+  Queue &up = dev.getQueue(QueueKind::activation_h2d);
   ASSERT_TRUE(up.copy(at[p.a], ha, bytes, CopyKind::hostToDevice).isOk());
   ASSERT_TRUE(up.copy(at[p.bb], hb, bytes, CopyKind::hostToDevice).isOk());
   ASSERT_TRUE(up.synchronize().isOk());
@@ -362,7 +354,7 @@ TEST_P(DeviceConformance, AHostWaitSeesTheWorkBeforeTheRecord) {
   uint8_t *x = device(0, n);
   auto event = backend->getDevice(0).createEvent();
   ASSERT_TRUE(event) << event.getStatus().toString();
-  Queue &q = backend->getDevice(0).getQueue(QueueKind::activationH2D);
+  Queue &q = backend->getDevice(0).getQueue(QueueKind::activation_h2d);
   ASSERT_TRUE(q.copy(x, src, n, CopyKind::hostToDevice).isOk());
   ASSERT_TRUE(q.copy(dst, x, n, CopyKind::deviceToHost).isOk());
   ASSERT_TRUE(q.record(**event).isOk());
@@ -417,7 +409,7 @@ TEST_P(DeviceConformance, AnEventOnDevice0sD2HUnblocksDevice1sCompute) {
   std::thread device0([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     Device &d = backend->getDevice(0);
-    Queue &up = d.getQueue(QueueKind::activationH2D);
+    Queue &up = d.getQueue(QueueKind::activation_h2d);
     Queue &down = d.getQueue(QueueKind::d2h);
     Status s = up.copy(x0, src, bytes, CopyKind::hostToDevice);
     if (s.isOk())
@@ -440,7 +432,7 @@ TEST_P(DeviceConformance, AnEventOnDevice0sD2HUnblocksDevice1sCompute) {
   device0.join();
   ASSERT_TRUE(producer.isOk()) << producer.toString();
   Device &d1 = backend->getDevice(last);
-  Queue &up = d1.getQueue(QueueKind::activationH2D);
+  Queue &up = d1.getQueue(QueueKind::activation_h2d);
   Queue &compute = d1.getQueue(QueueKind::compute);
   Queue &down = d1.getQueue(QueueKind::d2h);
   ASSERT_TRUE(up.wait(**downloaded).isOk());

@@ -49,11 +49,11 @@ ChainPlan makeChainPlan() {
   uint32_t p2 = b.program("J2", {call(OpKind::exp, {t.c}, {t.d}),
                                  call(OpKind::add, {t.d, t.f}, {t.d})});
   uint32_t in = b.event(), j2 = b.event();
-  b.copy(0, QueueKind::activationH2D, {b.whole(t.X, t.a)}, {}, {in}, "IN");
+  b.copy(0, QueueKind::activation_h2d, {b.whole(t.X, t.a)}, {}, {in}, "IN");
   b.run(0, p1, {in}, {}, "J1");
   b.run(0, p2, {}, {j2}, "J2");
   b.copy(0, QueueKind::d2h, {b.whole(t.d, t.Y)}, {j2}, {}, "OUT");
-  b.copy(0, QueueKind::weightH2D, {b.whole(t.Q, t.e)}, {}, {}, "UP");
+  b.copy(0, QueueKind::weight_h2d, {b.whole(t.Q, t.e)}, {}, {}, "UP");
   return t;
 }
 
@@ -109,9 +109,9 @@ TEST(DeviceMemory, AnUploadInChunksWritesItsBufferWhole) {
   uint32_t p2 = b.program("J2", {call(OpKind::exp, {h}, {g})});
   uint32_t up = b.event(), done = b.event();
   uint64_t half = 8 * sizeof(float);
-  b.copy(0, QueueKind::weightH2D, {CopyDesc{Q, 0, w, 0, half}}, {}, {},
+  b.copy(0, QueueKind::weight_h2d, {CopyDesc{Q, 0, w, 0, half}}, {}, {},
          "UP c0");
-  b.copy(0, QueueKind::weightH2D, {CopyDesc{Q, half, w, half, half}}, {}, {up},
+  b.copy(0, QueueKind::weight_h2d, {CopyDesc{Q, half, w, half, half}}, {}, {up},
          "UP c1");
   b.run(0, p1, {up}, {}, "J1");
   b.run(0, p2, {}, {done}, "J2");

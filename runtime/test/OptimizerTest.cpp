@@ -1,4 +1,4 @@
-//===- OptimizerTest.cpp - AdamW, SGD, gradient norm and clipping --------===//
+//===- OptimizerTest.cpp - AdamW and SGD against torch --------------------===//
 //
 // The optimizers are checked three ways:
 //  * against bits that torch 1.13 (torch.optim.AdamW / SGD, CPU, single-tensor
@@ -11,184 +11,19 @@
 //    and the optimizer cannot share a wrong formula.
 // Results must be bitwise identical for every pool size (1, 2, 3).
 //
-// bench/adamw_vs_torch.py compares with torch on 24M parameters.
+// bench/adamw_vs_torch.py compares with torch on 24M parameters. The
+// gradient norm and clipping are in OptimizerNormTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/runtime/Optimizer.h"
+#include "OptimizerTestUtil.h"
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <memory>
-#include <vector>
-
 using namespace rp::runtime;
+using namespace rp::runtime::optimizer_test;
 
 namespace {
-
-const unsigned kPoolSizes[] = {1, 2, 3};
-
-uint32_t bitsOf(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-
-float floatOf(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
-/// Values over several magnitudes from a fixed LCG (the same on every
-/// standard library), `scale` times a number in [-1, 1).
-std::vector<float> pseudoRandom(size_t n, uint64_t seed, float scale) {
-  std::vector<float> data(n);
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  for (float &value : data) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    float unit = static_cast<float>(state >> 40) / float(1 << 23) - 1.0f;
-    int exponent = -static_cast<int>((state >> 20) % 6);
-    value = scale * std::ldexp(unit, exponent);
-  }
-  return data;
-}
-
-/// One parameter with its gradient and both state arrays.
-struct Param {
-  std::vector<float> w, g, s0, s1;
-
-  Param(size_t n, uint64_t seed)
-      : w(pseudoRandom(n, seed, 1.0f)), g(n), s0(n, 0.0f), s1(n, 0.0f) {}
-
-  ParamSlot slot() {
-    return {w.data(), g.data(), s0.data(), s1.data(),
-            static_cast<int64_t>(w.size())};
-  }
-};
-
-std::vector<ParamSlot> slotsOf(std::vector<Param> &params) {
-  std::vector<ParamSlot> slots;
-  for (Param &p : params)
-    slots.push_back(p.slot());
-  return slots;
-}
-
-const size_t kOddSizes[] = {1, 7, 1000003};
-
-std::vector<Param> makeParams(uint64_t seed) {
-  std::vector<Param> params;
-  for (size_t i = 0; i < std::size(kOddSizes); ++i)
-    params.emplace_back(kOddSizes[i], seed + i);
-  return params;
-}
-
-/// The gradients of step `step` (different every step and parameter; a few
-/// exact zeros, which AdamW must survive).
-void setGrads(std::vector<Param> &params, int64_t step) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    params[i].g = pseudoRandom(params[i].w.size(), 1000 * step + i, 0.1f);
-    if (params[i].g.size() > 5)
-      params[i].g[5] = 0.0f;
-  }
-}
-
-//===----------------------------------------------------------------------===//
-// Scalar references: torch 1.13's CPU kernels in float. torch's AVX2
-// kernels compute add_(x, alpha=a) as fma(x, a, self) and addcmul_(x, y,
-// value=a) as fma(a * x, y, self); every scalar is a double rounded to float.
-// The only multiply-adds here are the explicit fmas, so no compiler
-// contraction can change these references.
-//===----------------------------------------------------------------------===//
-
-void referenceAdamW(const AdamWConfig &c, int64_t step, float *w,
-                    const float *g, float *m, float *v, size_t n,
-                    double gradScale = 1.0) {
-  const double t = static_cast<double>(step);
-  const double bc1 = 1.0 - std::pow(c.beta1, t);
-  const double bc2 = 1.0 - std::pow(c.beta2, t);
-  const float scale = static_cast<float>(gradScale);
-  const float decay = static_cast<float>(1.0 - c.lr * c.weightDecay);
-  const float b1 = static_cast<float>(c.beta1);
-  const float omb1 = static_cast<float>(1.0 - c.beta1);
-  const float b2 = static_cast<float>(c.beta2);
-  const float omb2 = static_cast<float>(1.0 - c.beta2);
-  const float bc2Sqrt = static_cast<float>(std::sqrt(bc2));
-  const float eps = static_cast<float>(c.eps);
-  const float negStepSize = static_cast<float>(-(c.lr / bc1));
-  for (size_t i = 0; i < n; ++i) {
-    float gi = g[i] * scale;              // clip_grad_norm_: g.mul_(coef)
-    float wi = w[i] * decay;              // p.mul_(1 - lr * wd)
-    float mb = m[i] * b1;                 // exp_avg.mul_(beta1)
-    m[i] = std::fma(gi, omb1, mb);        //   .add_(g, alpha=1 - beta1)
-    float vb = v[i] * b2;                 // exp_avg_sq.mul_(beta2)
-    float sg = omb2 * gi;                 //   .addcmul_(g, g, value=1 - beta2)
-    v[i] = std::fma(sg, gi, vb);
-    float root = std::sqrt(v[i]);         // exp_avg_sq.sqrt()
-    float denom = root / bc2Sqrt;         //   / bias_correction2_sqrt
-    denom = denom + eps;                  //   .add_(eps)
-    float num = negStepSize * m[i];       // p.addcdiv_(m, denom, -step_size)
-    w[i] = wi + num / denom;
-  }
-}
-
-void referenceSGD(const SGDConfig &c, int64_t step, float *w, const float *g,
-                  float *buf, size_t n, double gradScale = 1.0) {
-  const float scale = static_cast<float>(gradScale);
-  const float wd = static_cast<float>(c.weightDecay);
-  const float mu = static_cast<float>(c.momentum);
-  const float omd = static_cast<float>(1.0 - c.dampening);
-  const float negLr = static_cast<float>(-c.lr);
-  for (size_t i = 0; i < n; ++i) {
-    float d = g[i] * scale;
-    if (c.weightDecay != 0)
-      d = std::fma(w[i], wd, d);          // d_p.add(p, alpha=wd)
-    if (c.momentum != 0) {
-      if (step == 1) {
-        buf[i] = d;                       // clone(d_p)
-      } else {
-        float bm = buf[i] * mu;           // buf.mul_(momentum)
-        buf[i] = std::fma(d, omd, bm);    //   .add_(d_p, alpha=1 - dampening)
-      }
-      d = c.nesterov ? std::fma(buf[i], mu, d) : buf[i];
-    }
-    w[i] = std::fma(d, negLr, w[i]);      // p.add_(d_p, alpha=-lr)
-  }
-}
-
-/// The first index where two arrays differ in bits, or -1.
-int64_t firstBitDifference(const std::vector<float> &a,
-                           const std::vector<float> &b) {
-  if (a.size() != b.size())
-    return 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (bitsOf(a[i]) != bitsOf(b[i]))
-      return static_cast<int64_t>(i);
-  return -1;
-}
-
-#define EXPECT_BITWISE_EQ(a, b)                                                \
-  do {                                                                         \
-    int64_t at = firstBitDifference(a, b);                                     \
-    EXPECT_EQ(at, -1) << "first difference at " << at << ": "                  \
-                      << (at >= 0 && size_t(at) < (a).size() ? (a)[at] : 0.f)  \
-                      << " vs "                                                \
-                      << (at >= 0 && size_t(at) < (b).size() ? (b)[at] : 0.f); \
-  } while (0)
-
-AdamWConfig testAdamW() {
-  AdamWConfig c;
-  c.lr = 1e-2;
-  c.beta1 = 0.8;
-  c.beta2 = 0.95;
-  c.eps = 1e-6;
-  c.weightDecay = 0.1;
-  return c;
-}
 
 //===----------------------------------------------------------------------===//
 // Golden values from torch 1.13
@@ -215,8 +50,8 @@ std::vector<float> goldenWeights() {
 std::vector<float> goldenGrad(int k) {
   std::vector<float> g(kGoldenN);
   for (size_t i = 0; i < kGoldenN; ++i)
-    g[i] = static_cast<float>(static_cast<int>((i * 7 + k * 3) % 19) - 9) /
-           16.0f;
+    g[i] =
+        static_cast<float>(static_cast<int>((i * 7 + k * 3) % 19) - 9) / 16.0f;
   return g;
 }
 
@@ -298,8 +133,8 @@ TEST(OptimizerTest, SGDMatchesTorchBits) {
   nesterov.momentum = 0.9;
   nesterov.nesterov = true;
   nesterov.weightDecay = 0.01;
-  for (const Case &c :
-       {Case{dampening, kTorchSGDDampening}, Case{nesterov, kTorchSGDNesterov}}) {
+  for (const Case &c : {Case{dampening, kTorchSGDDampening},
+                        Case{nesterov, kTorchSGDNesterov}}) {
     std::vector<float> w = goldenWeights(), buf(kGoldenN, 0.f);
     for (int k = 0; k < 3; ++k) {
       std::vector<float> g = goldenGrad(k);
@@ -512,7 +347,8 @@ TEST(OptimizerTest, GradScaleMultipliesGradientsFirst) {
         for (float &g : p.g)
           g *= static_cast<float>(scale);
       if (useAdamW) {
-        ASSERT_TRUE(adamwStep(pool, adamw, step, slotsOf(scaled), scale).isOk());
+        ASSERT_TRUE(
+            adamwStep(pool, adamw, step, slotsOf(scaled), scale).isOk());
         ASSERT_TRUE(adamwStep(pool, adamw, step, slotsOf(prescaled)).isOk());
         for (Param &r : ref)
           referenceAdamW(adamw, step, r.w.data(), r.g.data(), r.s0.data(),
@@ -537,159 +373,6 @@ TEST(OptimizerTest, GradScaleMultipliesGradientsFirst) {
     setGrads(fresh, 3);
     EXPECT_BITWISE_EQ(scaled.back().g, fresh.back().g);
   }
-}
-
-//===----------------------------------------------------------------------===//
-// Global gradient norm and clipping
-//===----------------------------------------------------------------------===//
-
-TEST(OptimizerTest, GlobalGradNormMatchesDoubleReference) {
-  std::vector<Param> params = makeParams(21);
-  setGrads(params, 4);
-  // Magnitudes spread wider than the gradients above.
-  params[2].g = pseudoRandom(params[2].w.size(), 77, 1e3f);
-  long double sum = 0;
-  for (const Param &p : params)
-    for (float g : p.g)
-      sum += static_cast<long double>(g) * g;
-  const double expected = static_cast<double>(std::sqrt(sum));
-  std::vector<double> norms;
-  for (unsigned threads : kPoolSizes) {
-    ThreadPool pool(threads);
-    norms.push_back(globalGradNorm(pool, slotsOf(params)));
-  }
-  EXPECT_NEAR(norms[0], expected, 1e-13 * expected);
-  for (double n : norms) // bitwise for every pool size
-    EXPECT_EQ(std::memcmp(&n, &norms[0], sizeof n), 0) << n << " " << norms[0];
-}
-
-TEST(OptimizerTest, GlobalGradNormEdgeCases) {
-  ThreadPool pool(2);
-  EXPECT_EQ(globalGradNorm(pool, {}), 0.0);
-  std::vector<float> g = {3.0f, 4.0f}, h = {12.0f};
-  // A parameter without a gradient and an empty one contribute nothing.
-  std::vector<ParamSlot> slots = {{nullptr, g.data(), nullptr, nullptr, 2},
-                                  {nullptr, nullptr, nullptr, nullptr, 5},
-                                  {nullptr, nullptr, nullptr, nullptr, 0},
-                                  {nullptr, h.data(), nullptr, nullptr, 1}};
-  EXPECT_EQ(globalGradNorm(pool, slots), 13.0);
-  std::vector<float> inf = {1.0f, std::numeric_limits<float>::infinity()};
-  EXPECT_TRUE(std::isinf(
-      globalGradNorm(pool, {{nullptr, inf.data(), nullptr, nullptr, 2}})));
-}
-
-TEST(OptimizerTest, ClipScaleIsTorchClipGradNorm) {
-  EXPECT_EQ(clipScale(0.5, 1.0), 1.0);
-  EXPECT_EQ(clipScale(0.0, 1.0), 1.0);
-  EXPECT_DOUBLE_EQ(clipScale(1.0, 1.0), 1.0 / (1.0 + 1e-6));
-  EXPECT_EQ(clipScale(4.0, 1.0), 1.0 / (4.0 + 1e-6));
-  EXPECT_EQ(clipScale(10.0, 2.5), 2.5 / (10.0 + 1e-6));
-  EXPECT_EQ(clipScale(std::numeric_limits<double>::infinity(), 1.0), 0.0);
-  EXPECT_TRUE(std::isnan(clipScale(std::nan(""), 1.0)));
-}
-
-TEST(OptimizerTest, ClippingEndToEnd) {
-  // norm -> clipScale -> gradScale, as the optimizer thread uses them.
-  ThreadPool pool(2);
-  std::vector<Param> params = makeParams(31), ref = makeParams(31);
-  setGrads(params, 1);
-  setGrads(ref, 1);
-  const double norm = globalGradNorm(pool, slotsOf(params));
-  const double scale = clipScale(norm, 0.25 * norm);
-  ASSERT_LT(scale, 0.26);
-  ASSERT_TRUE(adamwStep(pool, testAdamW(), 1, slotsOf(params), scale).isOk());
-  for (Param &r : ref)
-    referenceAdamW(testAdamW(), 1, r.w.data(), r.g.data(), r.s0.data(),
-                   r.s1.data(), r.w.size(), scale);
-  for (size_t i = 0; i < params.size(); ++i)
-    EXPECT_BITWISE_EQ(params[i].w, ref[i].w);
-}
-
-//===----------------------------------------------------------------------===//
-// Arguments
-//===----------------------------------------------------------------------===//
-
-TEST(OptimizerTest, RejectsBadArguments) {
-  ThreadPool pool(1);
-  std::vector<float> w(8, 1.f), g(8, 1.f), m(8, 0.f), v(8, 0.f);
-  const std::vector<ParamSlot> good = {{w.data(), g.data(), m.data(), v.data(), 8}};
-  auto adamwCode = [&](const AdamWConfig &c, int64_t step,
-                       const std::vector<ParamSlot> &p) {
-    return adamwStep(pool, c, step, p).getCode();
-  };
-  auto sgdCode = [&](const SGDConfig &c, int64_t step,
-                     const std::vector<ParamSlot> &p) {
-    return sgdStep(pool, c, step, p).getCode();
-  };
-  const StatusCode bad = StatusCode::InvalidArgument;
-
-  EXPECT_EQ(adamwCode(AdamWConfig(), 0, good), bad);
-  AdamWConfig c;
-  c.lr = -1;
-  EXPECT_EQ(adamwCode(c, 1, good), bad);
-  c = AdamWConfig();
-  c.beta2 = 1.0;
-  EXPECT_EQ(adamwCode(c, 1, good), bad);
-  c = AdamWConfig();
-  c.eps = std::nan("");
-  EXPECT_EQ(adamwCode(c, 1, good), bad);
-  c = AdamWConfig();
-  c.weightDecay = -0.1;
-  EXPECT_EQ(adamwCode(c, 1, good), bad);
-
-  // Missing state, missing weights, negative sizes.
-  EXPECT_EQ(adamwCode(AdamWConfig(), 1,
-                      {{w.data(), g.data(), m.data(), nullptr, 8}}),
-            bad);
-  EXPECT_EQ(adamwCode(AdamWConfig(), 1,
-                      {{nullptr, g.data(), m.data(), v.data(), 8}}),
-            bad);
-  EXPECT_EQ(adamwCode(AdamWConfig(), 1,
-                      {{w.data(), g.data(), m.data(), v.data(), -1}}),
-            bad);
-  // Written arrays that overlap each other or a gradient.
-  EXPECT_EQ(adamwCode(AdamWConfig(), 1,
-                      {{w.data(), g.data(), w.data() + 2, v.data(), 4}}),
-            bad);
-  EXPECT_EQ(adamwCode(AdamWConfig(), 1,
-                      {{w.data(), w.data(), m.data(), v.data(), 8}}),
-            bad);
-  EXPECT_EQ(adamwCode(AdamWConfig(), 1,
-                      {{w.data(), g.data(), m.data(), v.data(), 4},
-                       {w.data() + 2, g.data() + 4, m.data() + 4,
-                        v.data() + 4, 4}}),
-            bad);
-  // Nothing was written by the rejected calls.
-  for (size_t i = 0; i < 8; ++i) {
-    EXPECT_EQ(w[i], 1.f);
-    EXPECT_EQ(m[i], 0.f);
-    EXPECT_EQ(v[i], 0.f);
-  }
-
-  // Two parameters may share (read-only) gradient memory.
-  EXPECT_EQ(adamwCode(AdamWConfig(), 1,
-                      {{w.data(), g.data(), m.data(), v.data(), 4},
-                       {w.data() + 4, g.data(), m.data() + 4, v.data() + 4,
-                        4}}),
-            StatusCode::Ok);
-  // A size-0 parameter needs no arrays.
-  EXPECT_EQ(adamwCode(AdamWConfig(), 1, {{nullptr, nullptr, nullptr, nullptr, 0}}),
-            StatusCode::Ok);
-
-  SGDConfig s;
-  s.nesterov = true; // without momentum
-  EXPECT_EQ(sgdCode(s, 1, good), bad);
-  s.momentum = 0.9;
-  s.dampening = 0.1; // nesterov needs zero dampening
-  EXPECT_EQ(sgdCode(s, 1, good), bad);
-  s = SGDConfig();
-  s.momentum = 0.9; // momentum needs its buffer
-  EXPECT_EQ(sgdCode(s, 1, {{w.data(), g.data(), nullptr, nullptr, 8}}), bad);
-  s.momentum = -0.5;
-  EXPECT_EQ(sgdCode(s, 1, good), bad);
-  EXPECT_EQ(sgdCode(SGDConfig(), 0, good), bad);
-  EXPECT_EQ(sgdCode(SGDConfig(), 1, {{w.data(), g.data(), nullptr, nullptr, 8}}),
-            StatusCode::Ok);
 }
 
 } // namespace

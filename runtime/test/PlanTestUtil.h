@@ -83,8 +83,7 @@ inline std::vector<uint8_t> serializePlan(const Plan &plan) {
 /// `name` in the temporary folder, unique to this process: ctest runs
 /// tests (and people run test binaries) side by side.
 inline std::string tempPath(const std::string &name) {
-  return ::testing::TempDir() + "rp-" + std::to_string(::getpid()) + "-" +
-         name;
+  return ::testing::TempDir() + "rp-" + std::to_string(::getpid()) + "-" + name;
 }
 
 inline std::string writePlanFile(const Plan &plan, const std::string &name) {
@@ -117,7 +116,6 @@ inline KernelCallDesc call(OpKind op, std::vector<uint32_t> inputs,
   return c;
 }
 
-/// Appends buffers, programs, events and jobs to `plan`, returning indices.
 /// BackendOptions for `devices` devices sharing `threads` threads.
 inline BackendOptions backendOptions(uint32_t devices, unsigned threads) {
   BackendOptions o;
@@ -126,6 +124,7 @@ inline BackendOptions backendOptions(uint32_t devices, unsigned threads) {
   return o;
 }
 
+/// Appends buffers, programs, events and jobs to `plan`, returning indices.
 struct PlanBuilder {
   Plan plan;
 

@@ -94,9 +94,9 @@ TEST(SimDevice, CopiesShareTheirHostLink) {
   char *p = reinterpret_cast<char *>(0x1000);
   // Devices 0 and 1 share a link, device 2 has its own; the upload queues
   // of a device share it too.
-  for (auto [dev, kind] : {std::pair{0u, QueueKind::weightH2D},
-                           {1u, QueueKind::activationH2D},
-                           {2u, QueueKind::weightH2D}})
+  for (auto [dev, kind] : {std::pair{0u, QueueKind::weight_h2d},
+                           {1u, QueueKind::activation_h2d},
+                           {2u, QueueKind::weight_h2d}})
     ASSERT_TRUE(b->getDevice(dev)
                     .getQueue(kind)
                     .copy(p, p, 1000000, CopyKind::hostToDevice)
@@ -129,10 +129,10 @@ TEST(SimDevice, AWaitOrdersAfterTheRecordAndARecordCarriesItsWaits) {
   ASSERT_TRUE(d2h.record(**e0).isOk());
   // Device 1 waits and records with no work between: its record still
   // orders after device 0's copy.
-  Queue &up1 = b->getDevice(1).getQueue(QueueKind::activationH2D);
+  Queue &up1 = b->getDevice(1).getQueue(QueueKind::activation_h2d);
   ASSERT_TRUE(up1.wait(**e0).isOk());
   ASSERT_TRUE(up1.record(**e1).isOk());
-  Queue &up2 = b->getDevice(2).getQueue(QueueKind::activationH2D);
+  Queue &up2 = b->getDevice(2).getQueue(QueueKind::activation_h2d);
   ASSERT_TRUE(up2.wait(**e1).isOk());
   ASSERT_TRUE(up2.copy(p, p, 1000000, CopyKind::hostToDevice).isOk());
   // Recording an event of another device is refused, as on every backend.

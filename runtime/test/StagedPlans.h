@@ -67,9 +67,9 @@ inline TwoStagePlan makeTwoStagePlan(unsigned M, unsigned rows, unsigned dim) {
 
   t.eW0 = b.event();
   t.eW1 = b.event();
-  t.jUp0 = b.copy(0, QueueKind::weightH2D, {b.whole(t.W0, w0)}, {}, {t.eW0},
+  t.jUp0 = b.copy(0, QueueKind::weight_h2d, {b.whole(t.W0, w0)}, {}, {t.eW0},
                   "UP s0");
-  t.jUp1 = b.copy(1, QueueKind::weightH2D, {b.whole(w1x2, w1)}, {}, {t.eW1},
+  t.jUp1 = b.copy(1, QueueKind::weight_h2d, {b.whole(w1x2, w1)}, {}, {t.eW1},
                   "UP s1");
   uint64_t slice = uint64_t(R * D) * sizeof(float);
   for (unsigned m = 0; m < M; ++m)
@@ -85,7 +85,7 @@ inline TwoStagePlan makeTwoStagePlan(unsigned M, unsigned rows, unsigned dim) {
   for (unsigned m = 0; m < M; ++m) {
     mb = " mb" + std::to_string(m);
     // x0 is overwritten: after F0 of the previous microbatch read it.
-    t.jIn.push_back(b.copy(0, QueueKind::activationH2D,
+    t.jIn.push_back(b.copy(0, QueueKind::activation_h2d,
                            {b.part(t.X, m * slice, x0)}, after(t.eF0, m, {}),
                            {t.eIn[m]}, "IN" + mb, m));
     // h0 is overwritten: after the previous download read it.
@@ -94,7 +94,7 @@ inline TwoStagePlan makeTwoStagePlan(unsigned M, unsigned rows, unsigned dim) {
     t.jOut0.push_back(b.copy(0, QueueKind::d2h, {b.whole(h0, H, m * slice)},
                              {t.eF0[m]}, {t.eOut0[m]}, "OUT0" + mb, m));
     t.jIn1.push_back(
-        b.copy(1, QueueKind::activationH2D, {b.part(H, m * slice, h1)},
+        b.copy(1, QueueKind::activation_h2d, {b.part(H, m * slice, h1)},
                after(t.eF1, m, {t.eOut0[m]}), {t.eIn1[m]}, "IN1" + mb, m));
     t.jF1.push_back(b.run(1, f1, after(t.eOut1, m, {t.eIn1[m], t.eW1}),
                           {t.eF1[m]}, "F1" + mb, m));

@@ -49,7 +49,8 @@ TracedRun runTraced(const TwoStagePlan &t, unsigned steps, unsigned threads,
   if (!plan)
     return r;
   r.plan = std::make_unique<Plan>(std::move(*plan));
-  auto backend = createBackend("host", backendOptions(r.plan->devices, threads));
+  auto backend =
+      createBackend("host", backendOptions(r.plan->devices, threads));
   EXPECT_TRUE(backend) << backend.getStatus().toString();
   if (!backend)
     return r;
@@ -263,13 +264,13 @@ Plan handPlan() {
     j.label = label;
     plan.jobs.push_back(j);
   };
-  job(0, QueueKind::compute, "F0 mb0");       // 0
-  job(0, QueueKind::compute, "F0 mb1");       // 1
-  job(0, QueueKind::weightH2D, "UP s0");      // 2
-  job(0, QueueKind::activationH2D, "IN mb0"); // 3
-  job(0, QueueKind::activationH2D, "IN mb1"); // 4
-  job(0, QueueKind::d2h, "OUT mb0");          // 5
-  job(1, QueueKind::compute, "T1 mb0");       // 6
+  job(0, QueueKind::compute, "F0 mb0");        // 0
+  job(0, QueueKind::compute, "F0 mb1");        // 1
+  job(0, QueueKind::weight_h2d, "UP s0");      // 2
+  job(0, QueueKind::activation_h2d, "IN mb0"); // 3
+  job(0, QueueKind::activation_h2d, "IN mb1"); // 4
+  job(0, QueueKind::d2h, "OUT mb0");           // 5
+  job(1, QueueKind::compute, "T1 mb0");        // 6
   return plan;
 }
 

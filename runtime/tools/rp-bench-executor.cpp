@@ -41,7 +41,7 @@ Plan emptyPipeline(unsigned devices, unsigned jobsPerDevice) {
     JobDesc up;
     up.kind = JobKind::copy;
     up.device = d;
-    up.queue = QueueKind::activationH2D;
+    up.queue = QueueKind::activation_h2d;
     up.label = "IN s" + tag;
     if (lastDownload != ~0u)
       up.waits.push_back(lastDownload);

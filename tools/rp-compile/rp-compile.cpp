@@ -267,8 +267,9 @@ int main(int argc, char **argv) {
       " --dtype " + dtypeNames[static_cast<int>(pipeline.dtype.getValue())];
   if (!forwardOnly)
     options.producer += " --devices " + std::to_string(devices) +
-                        " --schedule " + pipeline.schedule + " --hw " +
-                        pipeline.hw;
+                        " --schedule " +
+                        rp::stringifyScheduleKind(pipeline.schedule).str() +
+                        " --hw " + pipeline.hw;
   FailureOr<size_t> size = rp::exportPlanToFile(*module, options, outputPath);
   if (failed(size))
     return 1;

@@ -81,7 +81,7 @@ std::string compile(const std::string &model, const Config &c,
   mlir::rp::TrainPipelineOptions options;
   options.devices = c.devices;
   options.microbatches = c.microbatches;
-  options.schedule = c.schedule;
+  options.schedule = *mlir::rp::symbolizeScheduleKind(c.schedule);
   if (c.bf16 || c.f16)
     options.dtype =
         c.bf16 ? mlir::rp::ComputeType::bf16 : mlir::rp::ComputeType::f16;

@@ -268,8 +268,8 @@ public:
                             "cudaDeviceGetStreamPriorityRange");
         s.failed())
       return s;
-    for (QueueKind k : {QueueKind::compute, QueueKind::weightH2D,
-                        QueueKind::activationH2D, QueueKind::d2h}) {
+    for (QueueKind k : {QueueKind::compute, QueueKind::weight_h2d,
+                        QueueKind::activation_h2d, QueueKind::d2h}) {
       int ours = queuePriority(k);
       cudaStream_t stream;
       if (Status s = fromCuda(

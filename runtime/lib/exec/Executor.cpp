@@ -237,7 +237,7 @@ Status HostForward::fillBuffer(uint32_t index, uint8_t *p, Device *device,
   }
   if (staging.empty())
     return Status::ok();
-  Queue &queue = device->getQueue(QueueKind::weightH2D);
+  Queue &queue = device->getQueue(QueueKind::weight_h2d);
   if (Status s = queue.copy(dst, staging.data(), staging.size(),
                             CopyKind::hostToDevice);
       s.failed())
@@ -285,9 +285,9 @@ Status HostForward::overrideParameters(const SafetensorsFile &file) {
       if (!isFloat(src.dtype))
         return invalidArgument("--init-weights: '" + name +
                                "' is not a float tensor");
-      ThreadPool inline_(1);
+      ThreadPool serial(1);
       for (unsigned slot = 0; slot < slots; ++slot)
-        if (Status s = cast(inline_, src, buffer(i, slot)); s.failed())
+        if (Status s = cast(serial, src, buffer(i, slot)); s.failed())
           return s;
     }
     if (!found)
@@ -326,8 +326,8 @@ Status HostForward::setInput(const std::string &name, const NpyArray &array,
       return invalidArgument(
           "input '" + name + "' holds " + dtypeName(src.dtype) +
           " data, but the plan takes " + dtypeName(dst.dtype));
-    ThreadPool inline_(1);
-    if (Status s = cast(inline_, src, dst); s.failed())
+    ThreadPool serial(1);
+    if (Status s = cast(serial, src, dst); s.failed())
       return s;
     if (ints && plan.inputs[i].limit > 0) {
       for (int64_t k = 0; k < dst.size(); ++k) {
@@ -390,8 +390,8 @@ Status HostForward::setSyntheticInputs(uint64_t seed) {
         TensorRef dst{static_cast<uint8_t *>(t.data) + k * dtypeSize(t.dtype),
                       t.dtype,
                       {1}};
-        ThreadPool inline_(1);
-        if (Status s = cast(inline_, one, dst); s.failed())
+        ThreadPool serial(1);
+        if (Status s = cast(serial, one, dst); s.failed())
           return s;
       }
       }

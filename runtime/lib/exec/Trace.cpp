@@ -45,8 +45,8 @@ void rp::runtime::addStepBusy(const Plan &plan, const StepSpans &step,
     case QueueKind::d2h:
       d.d2h += length;
       break;
-    case QueueKind::weightH2D:
-    case QueueKind::activationH2D:
+    case QueueKind::weight_h2d:
+    case QueueKind::activation_h2d:
       uploads[device].push_back({span.start, span.end});
       break;
     }

@@ -54,6 +54,38 @@ Status expectFloat(const char *op, const TensorRef &t) {
   return isFloat(t.dtype) ? Status{} : unsupportedDType(op, t.dtype);
 }
 
+/// The floating-point matrix every forward kernel and its gradient read
+/// first (logits, input, rows).
+Status expectFloatMatrix(const char *op, const char *role, const TensorRef &t) {
+  if (Status s = expectRank2(op, role, t); s.failed())
+    return s;
+  return expectFloat(op, t);
+}
+
+/// A stack of expert matrices (weight or its gradient) of `dtype`.
+Status expectStack(const char *op, const char *role, const TensorRef &t,
+                   DType dtype, const char *why) {
+  if (Status s = checkTensorOf(t, dtype, role, op); s.failed())
+    return s;
+  if (t.shape.size() != 3)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
+                           " should have rank 3" + why);
+  return {};
+}
+
+/// Every expert index (row-major [tokens, k] i64) names one of `n` experts.
+Status checkExpertRange(const char *op, const TensorRef &experts, int64_t k,
+                        int64_t n) {
+  const int64_t *e = experts.as<const int64_t>();
+  for (int64_t i = 0; i < experts.size(); ++i)
+    if (e[i] < 0 || e[i] >= n)
+      return invalidArgument(std::string(op) + ": expert " +
+                             std::to_string(e[i]) + " of token " +
+                             std::to_string(i / std::max<int64_t>(1, k)) +
+                             " is outside [0, " + std::to_string(n) + ")");
+  return {};
+}
+
 /// The first `k` (value, index) pairs of `row` in PyTorch's CPU topk order.
 void topK(const double *row, int64_t n, int64_t k,
           std::vector<std::pair<double, int64_t>> &queue) {
@@ -149,15 +181,34 @@ Status checkPositions(const char *op, const TensorRef &positions,
   return {};
 }
 
+/// What moe_combine and its gradient both read: rows [N, H] float,
+/// positions [T, K] into them, optional weights [T, K] and the [T, H] output
+/// (or its gradient).
+Status checkCombine(const char *op, const TensorRef &rows,
+                    const TensorRef &positions, bool unique,
+                    const std::optional<TensorRef> &weights,
+                    const char *outRole, const TensorRef &out) {
+  if (Status s = expectFloatMatrix(op, "rows", rows); s.failed())
+    return s;
+  if (Status s = checkPositions(op, positions, rows.shape[0], unique);
+      s.failed())
+    return s;
+  const int64_t tokens = positions.shape[0], k = positions.shape[1];
+  if (weights)
+    if (Status s =
+            expectShape(op, "weights", *weights, rows.dtype, {tokens, k});
+        s.failed())
+      return s;
+  return expectShape(op, outRole, out, rows.dtype, {tokens, rows.shape[1]});
+}
+
 } // namespace
 
 Status moeRoute(ThreadPool &pool, const TensorRef &logits, MoESoftmax softmax,
                 bool normalize, const TensorRef &weights,
                 const TensorRef &experts) {
   const char *op = "moe_route";
-  if (Status s = expectRank2(op, "logits", logits); s.failed())
-    return s;
-  if (Status s = expectFloat(op, logits); s.failed())
+  if (Status s = expectFloatMatrix(op, "logits", logits); s.failed())
     return s;
   const int64_t tokens = logits.shape[0], n = logits.shape[1];
   const int64_t k = weights.shape.size() == 2 ? weights.shape[1] : 0;
@@ -215,9 +266,7 @@ Status moeRouteGrad(ThreadPool &pool, const TensorRef &logits,
                     MoESoftmax softmax, bool normalize,
                     const TensorRef &dlogits) {
   const char *op = "moe_route_grad";
-  if (Status s = expectRank2(op, "logits", logits); s.failed())
-    return s;
-  if (Status s = expectFloat(op, logits); s.failed())
+  if (Status s = expectFloatMatrix(op, "logits", logits); s.failed())
     return s;
   if (Status s = expectRank2(op, "experts", experts); s.failed())
     return s;
@@ -234,13 +283,9 @@ Status moeRouteGrad(ThreadPool &pool, const TensorRef &logits,
                              {tokens, n});
       s.failed())
     return s;
+  if (Status s = checkExpertRange(op, experts, k, n); s.failed())
+    return s;
   const int64_t *e = experts.as<const int64_t>();
-  for (int64_t i = 0; i < experts.size(); ++i)
-    if (e[i] < 0 || e[i] >= n)
-      return invalidArgument(std::string(op) + ": expert " +
-                             std::to_string(e[i]) + " of token " +
-                             std::to_string(i / std::max<int64_t>(1, k)) +
-                             " is outside [0, " + std::to_string(n) + ")");
   visitFloat(logits.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *l = logits.as<const T>();
@@ -317,15 +362,11 @@ Status moeDispatch(ThreadPool &pool, const TensorRef &x,
   const int64_t *e = experts.as<const int64_t>();
   int32_t *c = counts.as<int32_t>();
   int32_t *pos = positions.as<int32_t>();
+  if (Status s = checkExpertRange(op, experts, k, numExperts); s.failed())
+    return s;
   std::vector<int64_t> next(numExperts + 1, 0);
-  for (int64_t i = 0; i < tokens * k; ++i) {
-    if (e[i] < 0 || e[i] >= numExperts)
-      return invalidArgument(std::string(op) + ": expert " +
-                             std::to_string(e[i]) + " of token " +
-                             std::to_string(i / k) + " is outside [0, " +
-                             std::to_string(numExperts) + ")");
+  for (int64_t i = 0; i < tokens * k; ++i)
     ++next[e[i] + 1];
-  }
   for (int64_t j = 0; j < numExperts; ++j) {
     c[j] = static_cast<int32_t>(next[j + 1]);
     next[j + 1] += next[j];
@@ -348,15 +389,12 @@ Status moeGroupedMatmul(ThreadPool &pool, const TensorRef &x,
                         const TensorRef &weight, const TensorRef &counts,
                         bool transposeB, const TensorRef &out) {
   const char *op = "moe_grouped_matmul";
-  if (Status s = expectRank2(op, "input", x); s.failed())
+  if (Status s = expectFloatMatrix(op, "input", x); s.failed())
     return s;
-  if (Status s = expectFloat(op, x); s.failed())
+  if (Status s = expectStack(op, "weight", weight, x.dtype,
+                             " (a stack of expert weights)");
+      s.failed())
     return s;
-  if (Status s = checkTensorOf(weight, x.dtype, "weight", op); s.failed())
-    return s;
-  if (weight.shape.size() != 3)
-    return invalidArgument(std::string(op) + ": weight " + describe(weight) +
-                           " should have rank 3 (a stack of expert weights)");
   const int64_t numRows = x.shape[0], experts = weight.shape[0];
   const int64_t kIn = weight.shape[transposeB ? 2 : 1];
   const int64_t nOut = weight.shape[transposeB ? 1 : 2];
@@ -390,19 +428,14 @@ Status moeGroupedMatmulWGrad(ThreadPool &pool, const TensorRef &x,
                              const TensorRef &dy, const TensorRef &counts,
                              bool transposeB, const TensorRef &dweight) {
   const char *op = "moe_grouped_matmul_wgrad";
-  if (Status s = expectRank2(op, "input", x); s.failed())
-    return s;
-  if (Status s = expectFloat(op, x); s.failed())
+  if (Status s = expectFloatMatrix(op, "input", x); s.failed())
     return s;
   if (Status s = expectRank2(op, "output gradient", dy); s.failed())
     return s;
   const int64_t numRows = x.shape[0];
-  if (Status s = checkTensorOf(dweight, x.dtype, "weight gradient", op);
+  if (Status s = expectStack(op, "weight gradient", dweight, x.dtype, "");
       s.failed())
     return s;
-  if (dweight.shape.size() != 3)
-    return invalidArgument(std::string(op) + ": weight gradient " +
-                           describe(dweight) + " should have rank 3");
   const int64_t experts = dweight.shape[0];
   Shape expected = transposeB ? Shape{experts, dy.shape[1], x.shape[1]}
                               : Shape{experts, x.shape[1], dy.shape[1]};
@@ -435,23 +468,12 @@ Status moeCombine(ThreadPool &pool, const TensorRef &rows,
                   const std::optional<TensorRef> &weights,
                   const TensorRef &out) {
   const char *op = "moe_combine";
-  if (Status s = expectRank2(op, "rows", rows); s.failed())
-    return s;
-  if (Status s = expectFloat(op, rows); s.failed())
-    return s;
-  if (Status s = checkPositions(op, positions, rows.shape[0], false);
+  if (Status s =
+          checkCombine(op, rows, positions, false, weights, "output", out);
       s.failed())
     return s;
   const int64_t tokens = positions.shape[0], k = positions.shape[1];
   const int64_t hidden = rows.shape[1];
-  if (weights)
-    if (Status s =
-            expectShape(op, "weights", *weights, rows.dtype, {tokens, k});
-        s.failed())
-      return s;
-  if (Status s = expectShape(op, "output", out, rows.dtype, {tokens, hidden});
-      s.failed())
-    return s;
   const int32_t *pos = positions.as<const int32_t>();
   visitFloat(rows.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -484,31 +506,20 @@ Status moeCombineGrad(ThreadPool &pool, const TensorRef &rows,
                       const TensorRef &dy, const TensorRef &drows,
                       const std::optional<TensorRef> &dweights) {
   const char *op = "moe_combine_grad";
-  if (Status s = expectRank2(op, "rows", rows); s.failed())
-    return s;
-  if (Status s = expectFloat(op, rows); s.failed())
-    return s;
-  if (Status s = checkPositions(op, positions, rows.shape[0], true); s.failed())
-    return s;
-  const int64_t tokens = positions.shape[0], k = positions.shape[1];
-  const int64_t hidden = rows.shape[1];
   if (weights.has_value() != dweights.has_value())
     return invalidArgument(std::string(op) +
                            ": weights and their gradient go together");
-  if (weights) {
-    if (Status s =
-            expectShape(op, "weights", *weights, rows.dtype, {tokens, k});
-        s.failed())
-      return s;
+  if (Status s = checkCombine(op, rows, positions, true, weights,
+                              "output gradient", dy);
+      s.failed())
+    return s;
+  const int64_t tokens = positions.shape[0], k = positions.shape[1];
+  const int64_t hidden = rows.shape[1];
+  if (dweights)
     if (Status s = expectShape(op, "weights gradient", *dweights, rows.dtype,
                                {tokens, k});
         s.failed())
       return s;
-  }
-  if (Status s =
-          expectShape(op, "output gradient", dy, rows.dtype, {tokens, hidden});
-      s.failed())
-    return s;
   if (Status s =
           expectShape(op, "rows gradient", drows, rows.dtype, rows.shape);
       s.failed())

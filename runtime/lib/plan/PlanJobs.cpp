@@ -26,17 +26,8 @@ const char *rp::runtime::opKindName(OpKind op) {
 }
 
 const char *rp::runtime::queueName(QueueKind queue) {
-  switch (queue) {
-  case QueueKind::compute:
-    return "compute";
-  case QueueKind::weightH2D:
-    return "weight_h2d";
-  case QueueKind::activationH2D:
-    return "activation_h2d";
-  case QueueKind::d2h:
-    return "d2h";
-  }
-  return "unknown";
+  const char *name = ::rp::plan::EnumNameQueue(queue);
+  return *name ? name : "unknown";
 }
 
 std::string rp::runtime::describeJob(const Plan &plan, size_t job) {
@@ -429,9 +420,8 @@ Status rp::runtime::checkLaunch(const Plan &plan, uint32_t program,
                            "; kernels run on the compute queue");
   if (program >= plan.programs.size())
     return invalidArgument("program " + std::to_string(program) +
-                           " launched on the " + queue + ", but '" +
-                           plan.path + "' has " +
-                           std::to_string(plan.programs.size()));
+                           " launched on the " + queue + ", but '" + plan.path +
+                           "' has " + std::to_string(plan.programs.size()));
   if (buffers != plan.buffers.size())
     return invalidArgument("a launch on the " + queue + " gives " +
                            std::to_string(buffers) +
@@ -443,9 +433,9 @@ Status rp::runtime::checkLaunch(const Plan &plan, uint32_t program,
 Status rp::runtime::callFailed(const ProgramDesc &program, size_t call,
                                const Status &failure) {
   const KernelCallDesc &c = program.calls[call];
-  return Status(failure.getCode(),
-                "program '" + program.name + "', call #" +
-                    std::to_string(call) + " (" + opKindName(c.op) +
-                    (c.loc.empty() ? "" : " at " + c.loc) +
-                    "): " + failure.getMessage());
+  return Status(failure.getCode(), "program '" + program.name + "', call #" +
+                                       std::to_string(call) + " (" +
+                                       opKindName(c.op) +
+                                       (c.loc.empty() ? "" : " at " + c.loc) +
+                                       "): " + failure.getMessage());
 }

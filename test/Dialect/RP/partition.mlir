@@ -4,8 +4,9 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b microbatches=4" | FileCheck %s --check-prefix=STATIC
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=interleaved-1f1b microbatches=4" | FileCheck %s --check-prefix=INTERLEAVED
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 partitioner=roundpipe recompute=layer" | FileCheck %s --check-prefix=CHOICES
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="partitioner=greedy" 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=zero-bubble" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="partitioner=greedy" 2>&1 | FileCheck %s --check-prefix=BADPARTITIONER
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=zero-bubble" 2>&1 | FileCheck %s --check-prefix=BADSCHEDULE
+// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=0" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=gpipe partitioner=roundpipe" 2>&1 | FileCheck %s --check-prefix=MIXED
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="stages=fwd:1;bwd:1,1,1,1" 2>&1 | FileCheck %s --check-prefix=COVER
 // RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="stage-bytes=300 stages=fwd:2;bwd:2,1,1" 2>&1 | FileCheck %s --check-prefix=CAP
@@ -29,7 +30,11 @@
 // defaults (rp, stage) are left unwritten.
 // CHOICES: #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090", partitioner = "roundpipe", recompute = "layer", forward = [
 
-// BAD: error: rp-partition needs schedule round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs
+// The schedule and the partitioner are enum options: a name outside them is
+// refused when the options are parsed.
+// BADPARTITIONER: for the --partitioner option: Cannot find option named 'greedy'
+// BADSCHEDULE: for the --schedule option: Cannot find option named 'zero-bubble'
+// BAD: error: rp-partition needs devices >= 1, 0 < weight-budget <= 1 and stage-bytes >= 0
 // MIXED: error: partitioner=roundpipe cuts round-robin stages; gpipe uses balanced static stages
 // COVER: error: stages 'fwd:1;bwd:1,1,1,1' do not cover the 4 layers
 // CAP: error: forward stage of layers 0-1 ('l0' to 'l1') needs 512 bytes of weights, over the per-stage cap of 300 bytes; split the stage or raise weight-budget

@@ -23,4 +23,4 @@
 // STATIC-NOT: rp.copy h2d weights
 // STATIC:     rp.optimizer_step
 
-// BAD: error: rp-partition needs schedule round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs
+// BAD: for the --schedule option: Cannot find option named 'zigzag'

@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "rp/Dialect/RP/RPOps.h"
+#include "llvm/Support/CommandLine.h"
 
 namespace mlir::rp {
 
@@ -14,6 +15,29 @@ enum class ComputeType { f32, f16, bf16 };
 
 /// Where rp-group-layers takes layers from.
 enum class LayerSource { automatic, scope, structure };
+
+/// The values of a schedule-kind option (rp-partition's and the training
+/// pipeline's `schedule`), named as ScheduleKind's ODS strings.
+inline llvm::cl::ValuesClass scheduleKindValues() {
+  return llvm::cl::values(
+      clEnumValN(ScheduleKind::roundRobin, "round-robin",
+                 "RoundPipe's stateless round-robin"),
+      clEnumValN(ScheduleKind::gpipe, "gpipe", "all forwards, then backwards"),
+      clEnumValN(ScheduleKind::oneFOneB, "1f1b", "one forward, one backward"),
+      clEnumValN(ScheduleKind::interleaved, "interleaved-1f1b",
+                 "1F1B over virtual stages"),
+      clEnumValN(ScheduleKind::loopedBfs, "looped-bfs",
+                 "breadth-first over looped stages"));
+}
+
+/// The values of a partitioner option, named as Partitioner's ODS strings.
+inline llvm::cl::ValuesClass partitionerValues() {
+  return llvm::cl::values(
+      clEnumValN(Partitioner::rp, "rp", "least estimated step time"),
+      clEnumValN(Partitioner::roundpipe, "roundpipe", "RoundPipe's procedure"),
+      clEnumValN(Partitioner::exhaustive, "exhaustive",
+                 "every partition (at most 10 layers)"));
+}
 
 #define GEN_PASS_DECL
 #include "rp/Dialect/RP/RPPasses.h.inc"

@@ -70,14 +70,22 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "hw", flags, llvm::cl::init("host"),
       llvm::cl::desc("hardware profile: rtx4090, rtx3090, a800, h100, host, "
                      "or a JSON file (docs/hardware-profiles.md)")};
-  Option<std::string> schedule{
-      *this, "schedule", flags, llvm::cl::init("round-robin"),
+  Option<ScheduleKind> schedule{
+      *this,
+      "schedule",
+      flags,
+      llvm::cl::init(ScheduleKind::roundRobin),
       llvm::cl::desc(
-          "round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs")};
-  Option<std::string> partitioner{
-      *this, "partitioner", flags, llvm::cl::init("rp"),
+          "round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs"),
+      scheduleKindValues()};
+  Option<Partitioner> partitioner{
+      *this,
+      "partitioner",
+      flags,
+      llvm::cl::init(Partitioner::rp),
       llvm::cl::desc("rp (least estimated step time), roundpipe or "
-                     "exhaustive")};
+                     "exhaustive"),
+      partitionerValues()};
   Option<std::string> dispatch{
       *this, "dispatch", flags, llvm::cl::init("modulo"),
       llvm::cl::desc("round-robin: how the jobs move from pass to pass, "

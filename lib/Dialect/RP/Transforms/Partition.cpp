@@ -26,17 +26,14 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // The options are strings at the pass boundary only, so that a bad one
-    // is this pass's error; from here on the choice is an enum.
-    std::optional<ScheduleKind> kind = symbolizeScheduleKind(schedule);
-    std::optional<Partitioner> how = symbolizePartitioner(partitioner);
-    if (!kind || !how || devices == 0 ||
-        !(weightBudget > 0 && weightBudget <= 1) || stageBytes < 0) {
-      module.emitError()
-          << "rp-partition needs schedule round-robin, gpipe, 1f1b, "
-             "interleaved-1f1b or looped-bfs, devices >= 1, 0 < weight-budget "
-             "<= 1, "
-             "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
+    // The schedule and the partitioner are enum options: a name outside
+    // their ODS enums is refused when the options are parsed.
+    const ScheduleKind kind = schedule;
+    const Partitioner how = partitioner;
+    if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
+        stageBytes < 0) {
+      module.emitError() << "rp-partition needs devices >= 1, 0 < "
+                            "weight-budget <= 1 and stage-bytes >= 0";
       return signalPassFailure();
     }
     std::optional<Dispatch> dispatchKind = parseDispatch(dispatch);
@@ -45,9 +42,10 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
                                        << dispatch << "' (rounds or modulo)";
       return signalPassFailure();
     }
-    if (*how == Partitioner::roundpipe && *kind != ScheduleKind::roundRobin) {
+    if (how == Partitioner::roundpipe && kind != ScheduleKind::roundRobin) {
       module.emitError() << "partitioner=roundpipe cuts round-robin stages; "
-                         << schedule << " uses balanced static stages";
+                         << stringifyScheduleKind(kind)
+                         << " uses balanced static stages";
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> func = layeredFunction(module);
@@ -65,11 +63,11 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     // Only attributes change: the passes after this one reuse the costs.
     markAnalysesPreserved<CostModel>();
     PartitionRequest request;
-    request.schedule = *kind;
+    request.schedule = kind;
     request.devices = devices;
     request.microbatches =
         microbatches ? unsigned(microbatches) : defaultMicrobatches(devices);
-    request.partitioner = *how;
+    request.partitioner = how;
     request.stages = stages;
     request.dispatch = *dispatchKind;
     request.cap = stageBytes
@@ -86,10 +84,10 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     for (const StageRange &s : p->backward)
       bwd.push_back(s.size());
     (*func)->setAttr("rp.partition",
-                     PartitionAttr::get(&getContext(), *kind, devices,
+                     PartitionAttr::get(&getContext(), kind, devices,
                                         request.microbatches,
                                         HardwareAttr::get(&getContext(), hw),
-                                        *how, recompute, fwd, bwd));
+                                        how, recompute, fwd, bwd));
     // The passes after this one (the schedule, its transfers and memory,
     // the plan's predicted times) cost the layers the same way.
     auto recorded =

@@ -48,12 +48,11 @@ struct PrintPartitionPass
   }
 
   void runOnOperation() override {
-    std::optional<Partitioner> how = symbolizePartitioner(partitioner);
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0 || !how) {
+        stageBytes < 0) {
       getOperation().emitError()
-          << "rp-print-partition needs devices >= 1, 0 < weight-budget <= 1, "
-             "stage-bytes >= 0 and partitioner rp, roundpipe or exhaustive";
+          << "rp-print-partition needs devices >= 1, 0 < weight-budget <= 1 "
+             "and stage-bytes >= 0";
       return signalPassFailure();
     }
     std::optional<Dispatch> dispatchKind = parseDispatch(dispatch);
@@ -85,7 +84,7 @@ struct PrintPartitionPass
       PartitionRequest request;
       request.devices = devices;
       request.microbatches = numMicrobatches();
-      request.partitioner = *how;
+      request.partitioner = partitioner;
       request.stages = stages;
       request.cap = cap;
       request.dispatch = *dispatchKind;
@@ -94,7 +93,7 @@ struct PrintPartitionPass
       if (failed(p))
         return signalPassFailure();
       os << "partition @" << func.getSymName() << " partitioner="
-         << (stages.empty() ? std::string(partitioner) : "user")
+         << (stages.empty() ? stringifyPartitioner(partitioner) : "user")
          << " hw=" << inputs->hw.name << " layers=" << costs->size()
          << " stages=" << p->numStages() << " devices=" << devices
          << " stage_bytes=" << p->stageBytes
@@ -130,7 +129,7 @@ struct PrintPartitionPass
                          timing->iterationMs, 100 * timing->bubbleFraction())
          << llvm::format(" busy_ratio=%.4g", steady->busyRatio())
          << " pass_shift=" << steady->shift << "\n";
-      if (stages.empty() && *how == Partitioner::rp) {
+      if (stages.empty() && partitioner == Partitioner::rp) {
         SearchTarget target{inputs->hw, devices, m, cap, *dispatchKind};
         double theirs = estimatedStepMs(
             partitionRoundPipe(*costs, cap, devices), *costs, target);

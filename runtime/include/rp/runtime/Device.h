@@ -54,7 +54,7 @@ enum class CopyKind : uint8_t { hostToDevice, deviceToHost, deviceToDevice };
 /// activations are on the critical path of the next device, a weight upload
 /// is prefetched a whole stage ahead (reference/roundpipe.md §2.5; issue 8).
 inline int queuePriority(QueueKind kind) {
-  return kind == QueueKind::activationH2D ? 1 : 0;
+  return kind == QueueKind::activation_h2d ? 1 : 0;
 }
 
 /// A marker in a queue's work (cudaEvent_t). Made by Device::createEvent.

@@ -37,9 +37,9 @@ using OpKind = ::rp::plan::OpKind;
 inline constexpr int kNumOpKinds = static_cast<int>(OpKind::MAX) + 1;
 const char *opKindName(OpKind op);
 
-/// plan.fbs's Queue under the runtime's names (the loader maps them one to
-/// one, in the schema's order).
-enum class QueueKind : uint8_t { compute, weightH2D, activationH2D, d2h };
+/// The queues of a device: plan.fbs's Queue as flatc generates it (compute,
+/// weight_h2d, activation_h2d, d2h), so that no list is copied by hand.
+using QueueKind = ::rp::plan::Queue;
 inline constexpr int kNumQueueKinds =
     static_cast<int>(::rp::plan::Queue::MAX) + 1;
 /// The schema's name: compute, weight_h2d, activation_h2d, d2h.

@@ -19,14 +19,14 @@ unexpected`.
 import os
 import re
 import struct
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-MIN_OPSET, MAX_OPSET = 13, 21
+from onnx_node_suite import (expected_failure, failed_import, in_scope,
+                             node_tests, read_tensor, run_import, tool_list)
 
 EXPECTED_FAILURES = [
     (r"(uint8|uint16|uint32|uint64|int8|int16|_u?int(8|16)\b)",
@@ -49,10 +49,7 @@ def bind_inputs(model, test_dir, out_path):
     """Turns every graph input into a Constant node of the test's data."""
     consts = []
     for i, value in enumerate(model.graph.input):
-        tensor = onnx.TensorProto()
-        with open(os.path.join(test_dir, "test_data_set_0",
-                               f"input_{i}.pb"), "rb") as f:
-            tensor.ParseFromString(f.read())
+        tensor = read_tensor(test_dir, "input", i)
         tensor.name = ""
         consts.append(helper.make_node("Constant", [], [value.name],
                                        value=tensor, name="input_" + value.name))
@@ -132,57 +129,30 @@ def compare_values(got, want):
         f"expected {w[bad[0]]!r})"
 
 
-def expected_failure(name):
-    for pattern, reason in EXPECTED_FAILURES:
-        if re.search(pattern, name):
-            return reason
-    return None
-
-
 def main(rp_import, data_dir, work_dir):
     os.makedirs(work_dir, exist_ok=True)
-    folded = set(subprocess.run([rp_import, "--list-folded-ops"], check=True,
-                                capture_output=True, text=True).stdout.split())
+    folded = tool_list(rp_import, "--list-folded-ops")
     equal = expected = out_of_scope = 0
     problems = []
-    for name in sorted(os.listdir(data_dir)):
-        test_dir = os.path.join(data_dir, name)
-        path = os.path.join(test_dir, "model.onnx")
-        if not os.path.exists(path):
-            continue
-        model = onnx.load(path, load_external_data=False)
-        opset = max((o.version for o in model.opset_import
-                     if o.domain in ("", "ai.onnx")), default=0)
-        if ({n.op_type for n in model.graph.node} - folded or
-                not MIN_OPSET <= opset <= MAX_OPSET or
-                any(n.domain not in ("", "ai.onnx") for n in model.graph.node)):
+    for name, test_dir, model in node_tests(data_dir):
+        if not in_scope(model, folded):
             out_of_scope += 1
             continue
-        reason = expected_failure(name)
+        reason = expected_failure(name, EXPECTED_FAILURES)
         out = os.path.join(work_dir, name + ".onnx")
         bind_inputs(model, test_dir, out)
-        proc = subprocess.run(
-            [rp_import, out, "-o", "-", "--weights", out + ".weights.bin",
-             "--mlir-print-elementsattrs-with-hex-if-larger=-1"],
-            capture_output=True, text=True)
+        proc = run_import(rp_import, [
+            out, "-o", "-", "--weights", out + ".weights.bin",
+            "--mlir-print-elementsattrs-with-hex-if-larger=-1"])
         if proc.returncode != 0:
             if reason:
                 expected += 1
-            elif proc.returncode == 1 and "error:" in proc.stderr:
-                problems.append(f"{name}: refused: "
-                                f"{proc.stderr.strip().splitlines()[0]}")
             else:
-                problems.append(f"{name}: crashed with exit code "
-                                f"{proc.returncode}")
+                problems.append(failed_import(name, proc))
             continue
         results = parse_constants(proc.stdout)
-        wants = []
-        for i in range(len(model.graph.output)):
-            tensor = onnx.TensorProto()
-            with open(os.path.join(test_dir, "test_data_set_0",
-                                   f"output_{i}.pb"), "rb") as f:
-                tensor.ParseFromString(f.read())
-            wants.append(numpy_helper.to_array(tensor))
+        wants = [numpy_helper.to_array(read_tensor(test_dir, "output", i))
+                 for i in range(len(model.graph.output))]
         if results is None or len(results) != len(wants):
             problems.append(f"{name}: results not found in the output")
             continue

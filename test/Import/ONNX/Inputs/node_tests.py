@@ -16,10 +16,12 @@ anything was unexpected.
 
 import os
 import re
-import subprocess
 import sys
 
 import onnx
+
+from onnx_node_suite import (expected_failure, failed_import, in_scope,
+                             node_tests, read_tensor, run_import, tool_list)
 
 # In-scope tests rp refuses on purpose: (regex on the test name, reason).
 EXPECTED_FAILURES = [
@@ -59,12 +61,10 @@ def bind_integer_inputs(model, test_dir, out_path):
     for i, value in enumerate(inputs):
         if value.type.tensor_type.elem_type != onnx.TensorProto.INT64:
             continue
-        pb = os.path.join(test_dir, "test_data_set_0", f"input_{i}.pb")
-        if not os.path.exists(pb):
+        if not os.path.exists(os.path.join(test_dir, "test_data_set_0",
+                                           f"input_{i}.pb")):
             continue
-        tensor = onnx.TensorProto()
-        with open(pb, "rb") as f:
-            tensor.ParseFromString(f.read())
+        tensor = read_tensor(test_dir, "input", i)
         tensor.name = value.name
         model.graph.initializer.append(tensor)
         model.graph.input.remove(value)
@@ -73,13 +73,6 @@ def bind_integer_inputs(model, test_dir, out_path):
         return os.path.join(test_dir, "model.onnx")
     onnx.save(model, out_path)
     return out_path
-
-
-def expected_failure(name):
-    for pattern, reason in EXPECTED_FAILURES:
-        if re.search(pattern, name):
-            return reason
-    return None
 
 
 def declared_outputs(model):
@@ -103,39 +96,24 @@ def declared_outputs(model):
 def main(rp_import, data_dir, work_dir):
     os.makedirs(work_dir, exist_ok=True)
     # The op types with a handler, from rp-import itself.
-    supported = set(subprocess.run([rp_import, "--list-ops"], check=True,
-                                   capture_output=True, text=True)
-                    .stdout.split())
+    supported = tool_list(rp_import, "--list-ops")
     imported = expected = out_of_scope = 0
     problems = []
-    for name in sorted(os.listdir(data_dir)):
-        path = os.path.join(data_dir, name, "model.onnx")
-        if not os.path.exists(path):
-            continue
-        model = onnx.load(path, load_external_data=False)
-        ops = {n.op_type for n in model.graph.node}
-        opset = max((o.version for o in model.opset_import
-                     if o.domain in ("", "ai.onnx")), default=0)
-        if (not ops <= supported or not 13 <= opset <= 21 or
-                any(n.domain not in ("", "ai.onnx") for n in model.graph.node)):
+    for name, test_dir, model in node_tests(data_dir):
+        if not in_scope(model, supported):
             out_of_scope += 1
             continue
-        path = bind_integer_inputs(model, os.path.join(data_dir, name),
+        path = bind_integer_inputs(model, test_dir,
                                    os.path.join(work_dir, name + ".onnx"))
-        reason = expected_failure(name)
-        proc = subprocess.run(
-            [rp_import, path, "-o", "-", "--weights",
-             os.path.join(work_dir, name + ".weights.bin")],
-            capture_output=True, text=True)
+        reason = expected_failure(name, EXPECTED_FAILURES)
+        proc = run_import(rp_import, [
+            path, "-o", "-", "--weights",
+            os.path.join(work_dir, name + ".weights.bin")])
         if proc.returncode != 0:
             if reason:
                 expected += 1
-            elif proc.returncode == 1 and "error:" in proc.stderr:
-                problems.append(f"{name}: refused: "
-                                f"{proc.stderr.strip().splitlines()[0]}")
             else:
-                problems.append(f"{name}: crashed with exit code "
-                                f"{proc.returncode}")
+                problems.append(failed_import(name, proc))
             continue
         if reason:
             problems.append(f"{name}: imports now; remove it from "

@@ -1,0 +1,311 @@
+//===- RPSchedulePasses.td - schedule and plan passes ------*- tablegen -*-===//
+
+#ifndef RP_DIALECT_RP_RPSCHEDULEPASSES_TD
+#define RP_DIALECT_RP_RPSCHEDULEPASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PrintLayerCostsPass : Pass<"rp-print-layer-costs", "::mlir::ModuleOp"> {
+  let summary = "prints what each layer costs on a hardware profile";
+  let description = [{
+    Runs the layer cost analysis (include/rp/Analysis/LayerCost.h) on every
+    function with layers and prints one line per layer to stdout: forward,
+    recompute and backward FLOPs and device memory traffic; parameter,
+    gradient, input activation, output activation and peak intermediate
+    bytes; and the times the hardware profile gives them, or a measured
+    profile where it names the layer. The IR is unchanged. Run it on the
+    forward graph: backward FLOPs are derived from which values need a
+    gradient, so a frozen weight adds no weight-gradient matmul.
+
+    ```mlir
+    %h = rp.layer "h.0" (%x, %w) : (tensor<2x8xf32>, tensor<8x8xf32>)
+        -> tensor<2x8xf32> { ... rp.matmul ... }
+    ```
+
+    prints, with `hw=rtx4090`:
+
+    ```
+    layer "h.0" forward_flops=256 recompute_flops=256 backward_flops=512 ...
+    ```
+
+    `hw` is a shipped profile (`rtx4090`, `rtx3090`, `a800`, `h100`,
+    `host`) or the path of a profile JSON file (docs/hardware-profiles.md);
+    `measured` is the path of per-layer times written by `rp-run --profile`.
+  }];
+  let options = [
+    Option<"hw", "hw", "std::string", "\"rtx4090\"",
+           "hardware profile: a shipped name or a JSON file">,
+    Option<"measured", "measured", "std::string", "\"\"",
+           "measured per-layer times (JSON) that override the model">
+  ];
+}
+
+def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
+  let summary = "prints the pipeline stages a partitioner cuts the layers into";
+  let description = [{
+    Runs the layer cost analysis and a partitioner on every function with
+    layers and prints its stage lists: forward stages ascending, the fused
+    tail, backward stages from deep to shallow, each as inclusive layer
+    index ranges and sizes, with the bottleneck and the proxy cost. The IR
+    is unchanged.
+
+    `partitioner=rp` (the default) minimizes the estimated step time of
+    the partition's round-robin schedule (include/rp/Analysis/
+    PartitionSearch.h) and also prints RoundPipe's estimate and the ratio;
+    `partitioner=roundpipe` is RoundPipe's procedure (reference/roundpipe.md
+    §3), which minimizes the proxy max(stages, devices) x W. The per-stage byte cap is half of
+    `weight-budget` times the profile's device memory (the running and the
+    prefetched stage are resident together), or `stage-bytes` when given.
+    `stages=fwd:A,B,...;bwd:X,Y,...` checks and scores a user partition
+    instead (a stage over the cap is an error); every partition is also
+    printed in that form. The `timing` line is the event-driven estimate
+    of one iteration of the round-robin schedule of that partition
+    (include/rp/Analysis/Pipeline.h) over `microbatches` microbatches.
+
+    ```
+    partition @main partitioner=roundpipe layers=6 stages=5 ...
+    forward sizes=5 ranges=0-4
+    tail sizes=1 ranges=5-5
+    backward sizes=1,2,2 ranges=4-4 2-3 0-1
+    ```
+  }];
+  let options = [
+    Option<"hw", "hw", "std::string", "\"rtx4090\"",
+           "hardware profile: a shipped name or a JSON file">,
+    Option<"measured", "measured", "std::string", "\"\"",
+           "measured per-layer times (JSON) that override the model">,
+    Option<"devices", "devices", "unsigned", "8",
+           "GPUs the stages are dispatched over (RoundPipe's min_stages)">,
+    Option<"weightBudget", "weight-budget", "double", "0.6",
+           "share of device memory for weights and gradients">,
+    Option<"stageBytes", "stage-bytes", "int64_t", "0",
+           "per-stage byte cap; 0 derives it from the profile">,
+    Option<"partitioner", "partitioner", "::mlir::rp::Partitioner",
+           "::mlir::rp::Partitioner::rp",
+           "rp (least estimated step time), roundpipe (RoundPipe's procedure), or exhaustive (every partition; at most 10 layers)",
+           "::mlir::rp::partitionerValues()">,
+    Option<"microbatches", "microbatches", "unsigned", "0",
+           "microbatches per step for the timing estimate; 0 means devices + 1 (1 on one device)">,
+    Option<"stages", "stages", "std::string", "\"\"",
+           "a user partition, fwd:A,B,...;bwd:X,Y,... (DESIGN.md), checked "
+           "against the cap and scored instead of partitioning">,
+    Option<"dispatch", "dispatch", "std::string", "\"modulo\"",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h">
+  ];
+}
+
+def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
+  let summary = "cuts the layers into pipeline stages for a schedule";
+  let description = [{
+    Runs the layer cost analysis on the function with layers (after
+    rp-attach-loss, before rp-autodiff) and records the stages a
+    partitioner cuts as its `rp.partition` attribute, with the schedule,
+    device count, microbatches and hardware profile the later pipeline
+    passes use. Round-robin uses rp's partitioner (least estimated step
+    time) or RoundPipe's (`partitioner=roundpipe`); the static schedules
+    (`gpipe`, `1f1b`: one stage per device; `interleaved-1f1b`: two) cut
+    balanced symmetric stages. `stages=fwd:A,...;bwd:X,...` takes a user
+    partition, checked against the per-stage byte cap (half of
+    `weight-budget` of the device memory: the running and the prefetched
+    stage are resident together). The attribute also records the
+    partitioner and the `recompute` grain rp-autodiff applies, so the
+    schedule is decided here once and later passes read it typed.
+    `microbatches=0` takes the default of `defaultMicrobatches`
+    (include/rp/Analysis/Pipeline.h): 1 on one device, else devices + 1.
+
+    ```mlir
+    func.func @main(...) attributes {rp.partition = #rp.partition<
+        schedule = "round-robin", devices = 2, microbatches = 3,
+        hw = "rtx4090", forward = [2, 2], backward = [1, 2, 1]>}
+    ```
+  }];
+  let options = [
+    Option<"schedule", "schedule", "::mlir::rp::ScheduleKind",
+           "::mlir::rp::ScheduleKind::roundRobin",
+           "round-robin, gpipe, 1f1b, interleaved-1f1b or looped-bfs",
+           "::mlir::rp::scheduleKindValues()">,
+    Option<"devices", "devices", "unsigned", "1", "devices to run on">,
+    Option<"microbatches", "microbatches", "unsigned", "0",
+           "microbatches per step; 0 means devices + 1 (1 on one device)">,
+    Option<"hw", "hw", "std::string", "\"host\"",
+           "hardware profile: a shipped name or a JSON file">,
+    Option<"measured", "measured", "std::string", "\"\"",
+           "measured per-layer times (JSON) that override the model">,
+    Option<"partitioner", "partitioner", "::mlir::rp::Partitioner",
+           "::mlir::rp::Partitioner::rp",
+           "rp (least estimated step time), roundpipe, or exhaustive (every partition; at most 10 layers)",
+           "::mlir::rp::partitionerValues()">,
+    Option<"stages", "stages", "std::string", "\"\"",
+           "a user partition, fwd:A,B,...;bwd:X,Y,... (DESIGN.md)">,
+    Option<"weightBudget", "weight-budget", "double", "0.6",
+           "share of device memory for weights and gradients">,
+    Option<"stageBytes", "stage-bytes", "int64_t", "0",
+           "per-stage byte cap; 0 derives it from the profile">,
+    Option<"recompute", "recompute", "::mlir::rp::RecomputeGrain",
+           "::mlir::rp::RecomputeGrain::stage",
+           "what rp-autodiff recomputes from a stage's saved input",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::rp::RecomputeGrain::stage, "stage",
+                        "one group: every layer before the tail"),
+             clEnumValN(::mlir::rp::RecomputeGrain::layer, "layer",
+                        "each layer recomputed alone"))}]>,
+    Option<"dispatch", "dispatch", "std::string", "\"modulo\"",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h">
+  ];
+}
+
+def LowerSchedulePass : Pass<"rp-lower-schedule", "::mlir::ModuleOp"> {
+  let summary = "binds stage jobs to devices and orders their compute";
+  let description = [{
+    Turns the function's `rp.partition` into an `rp.schedule` with one
+    `rp.compute` per stage job and microbatch: round-robin puts job n on
+    device n mod G; the static schedules bind stage s to device s mod G
+    and order each device's work as GPipe, 1F1B or Megatron's interleaved
+    1F1B do. Each compute waits for the compute whose result it reads
+    (the previous stage; for a backward, also the forward that computed
+    its saved input); rp-insert-transfers turns those waits into copies.
+    The commands are listed in order of their estimated start.
+
+    ```mlir
+    rp.schedule @main "round-robin" devices = 2 microbatches = 1
+        hw = "rtx4090" {
+      %0 = rp.compute forward job 0 layers 0 to 1 mb 0 device 0 weights 0
+          {ms = 1.0 : f64}
+      %1 = rp.compute tail job 1 layers 1 to 2 mb 0 device 1 weights 1
+          after(%0) {ms = 3.0 : f64}
+      %2 = rp.compute backward job 2 layers 0 to 1 mb 0 device 0 weights 2
+          after(%1, %0) {ms = 3.0 : f64}
+    }
+    ```
+  }];
+}
+
+def InsertTransfersPass : Pass<"rp-insert-transfers", "::mlir::ModuleOp"> {
+  let summary = "adds the copies and the optimizer step a schedule needs";
+  let description = [{
+    Rewrites the `rp.schedule` of rp-lower-schedule so that every value a
+    compute needs is on its device (include/rp/Analysis/Pipeline.h):
+    weight uploads of each weight set in chunks of at most 256 MiB on the
+    weight queue, prefetched during the previous job and (round-robin)
+    started only once the job two turns back on the device has finished,
+    so a device holds two weight sets; activations, saved inputs and
+    activation gradients through pinned host memory (D2H on the producer's
+    queue, H2D on the consumer's activation queue, which has priority over
+    weights), with at most two inputs and two outputs in flight per
+    device; weight gradients accumulated on the device and downloaded once
+    per weight set; and the host optimizer step after every gradient
+    download. Static schedules keep weights resident (no weight traffic)
+    when every device's stages fit `weight-budget` of its memory, and
+    keep a stage's saved input on its device.
+
+    Round-robin: `dispatch` decides the schedule's `pass_shift`, how many
+    devices the next pass's jobs move on (`modulo`, the default: the stage
+    job count, the job counter carrying on; `rounds`: the shift whose
+    steady step the timing model finds shortest, include/rp/Analysis/
+    Continuous.h), or `pass-shift` >= 0 sets it (to compare), and `step_ms`
+    is the steady step with that shift.
+
+    ```mlir
+    %w = rp.copy h2d weights job 1 device 1 bytes 4096 {ms = 0.1 : f64}
+    %in = rp.copy h2d activation job 1 mb 0 device 1 bytes 512 boundary 1
+        after(%out) {ms = 0.01 : f64}
+    %c = rp.compute tail job 1 layers 1 to 2 mb 0 device 1 weights 1
+        after(%w, %in) {ms = 3.0 : f64}
+    ```
+  }];
+  let options = [
+    Option<"weightBudget", "weight-budget", "double", "0.6",
+           "share of device memory for resident weights and gradients">,
+    Option<"passShift", "pass-shift", "int", "-1",
+           "round-robin: this device shift per pass instead of dispatch's (-1: dispatch's)">,
+    Option<"dispatch", "dispatch", "std::string", "\"modulo\"",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h">
+  ];
+}
+
+def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
+  let summary = "reports the largest sequence length whose plan fits";
+  let description = [{
+    After rp-partition: finds, by bisection, the largest sequence length
+    whose training step still fits every device's memory with the
+    function's stages, schedule and microbatch (its batch rows unchanged),
+    and reports it as a remark with the peak it reaches. Each trial scales
+    every tensor dimension equal to the graph's sequence length (dimension
+    1 of the first input of rank 2 or more), then costs the layers, lowers
+    the schedule with its transfers (weights uploaded every step) and plans
+    the memory. The memory model is that of rp-plan-memory: attention is
+    the fused `rp.attention` kernel, whose memory is linear in the
+    sequence, so the peak grows linearly; an unfused graph that
+    materializes S x S scores grows quadratically and is reported as such.
+    Every dimension equal to the sequence length is taken to be it, so
+    compile at a length no other dimension of the model shares (a model
+    with head_dim 16 compiled at 16 tokens would scale its heads too).
+
+    ```
+    remark: the largest sequence that fits is 73728 tokens (microbatch 1 x
+      73728): device 3 peaks at 23.9 GiB of 24 GiB; at 2048 tokens the
+      peak is 2.9 GiB
+    ```
+  }];
+  let options = [
+    Option<"budgetGiB", "budget-gib", "double", "0",
+           "device memory to fit in GiB; 0 takes the profile's">,
+    Option<"limit", "limit", "int64_t", "1048576",
+           "the longest sequence to try">
+  ];
+}
+
+def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "places every buffer of a schedule at a static offset";
+  let description = [{
+    Plans the buffers of the `rp.schedule` (include/rp/Analysis/
+    MemoryPlan.h): per weight set its weights and gradients, per compute
+    its input, output and working memory, each at a fixed offset of its
+    device's arena; two buffers share bytes only when every command of one
+    happens before every command of the other, whatever the timing. Writes
+    each compute's `offsets` (weights, input, output, work) and the
+    schedule's `peak_bytes`, `budget_bytes` and `pinned_bytes`.
+
+    A device over its budget (the profile's memory, or `budget-gib`) is an
+    error that gives the peak, the budget, the biggest buffers and what to
+    change: smaller stages when weights dominate, layer-grain recompute or
+    a smaller microbatch when working memory does.
+
+    ```mlir
+    rp.schedule @main "round-robin" devices = 2 microbatches = 3
+        hw = "rtx4090" attributes {budget_bytes = 25769803776 : i64,
+        peak_bytes = array<i64: 2048, 2048>, pinned_bytes = 4096 : i64} {
+      %c = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
+          {ms = 1.5 : f64, offsets = array<i64: 0, 512, 768, 1024>}
+    }
+    ```
+  }];
+  let options = [
+    Option<"budgetGiB", "budget-gib", "double", "0",
+           "device memory to plan against in GiB; 0 takes the profile's">
+  ];
+}
+
+def VerifySchedulePass : Pass<"rp-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "checks that a schedule is safe to run";
+  let description = [{
+    Checks the `rp.schedule` against the rules a plan must keep before it
+    runs, each with its own error:
+    - no deadlock: the waits and the queues' orders form no cycle (the
+      body lists every command after what it waits for);
+    - read after event: every compute happens after its weight set's
+      uploads, and after each input arrives on its device: an upload of
+      that job, microbatch and boundary which happens after a download of
+      it from the job that produced it (or, in a static schedule, after
+      the forward of the same stage, which kept its input);
+    - gradients: every weight set that computes gradients downloads them
+      once, after its last compute, and the optimizer step happens after
+      every download (async and sync modes both need all of a step's
+      gradients before its update);
+    - memory (after rp-plan-memory): buffers that share bytes are never
+      live together, and every device's peak is within its budget.
+    The IR is unchanged.
+  }];
+}
+
+#endif // RP_DIALECT_RP_RPSCHEDULEPASSES_TD

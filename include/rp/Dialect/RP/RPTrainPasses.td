@@ -1,0 +1,161 @@
+//===- RPTrainPasses.td - training graph passes ------------*- tablegen -*-===//
+
+#ifndef RP_DIALECT_RP_RPTRAINPASSES_TD
+#define RP_DIALECT_RP_RPTRAINPASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def AttachLossPass : Pass<"rp-attach-loss", "::mlir::ModuleOp"> {
+  let summary = "makes the model's last layer compute the training loss";
+  let description = [{
+    `loss=cross-entropy` (the default) takes the model's only output, logits
+    `[..., C]`, adds an i64 `labels` input of the logits' shape without the
+    class dimension, and computes `rp.cross_entropy` (ignore index -100) in
+    the layer that produces the logits. `loss=output:NAME` uses the scalar
+    output NAME as the loss. Either way `@main` then returns `loss_sum` and
+    `count`: the step loss is the sum of `loss_sum` over the microbatches of
+    a step divided by the sum of `count` (token-weighted; for an output
+    loss `count` is 1, so the step loss is the mean over microbatches).
+
+    ```mlir
+    func.func @main(%tokens: tensor<2x16xi64>) -> tensor<2x16x64xf32>
+    // becomes
+    func.func @main(%tokens: tensor<2x16xi64>, %labels: tensor<2x16xi64>)
+        -> (tensor<f32>, tensor<i64>)
+    ```
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"cross-entropy\"",
+           "cross-entropy, or output:NAME for a scalar output of the model">
+  ];
+}
+
+def RecomputeSharedPass : Pass<"rp-recompute-shared", "::mlir::ModuleOp"> {
+  let summary = "recomputes in each layer the values it reads that depend "
+                "only on weights and constants";
+  let description = [{
+    A layer result that another layer reads and that the producing layer
+    computes from parameters and constants alone (a causal mask reshaped
+    from a float initializer, rotary tables, position ids, a relative
+    position bias gathered from a learned table) is recomputed at the top of
+    every layer that reads it; the layer then reads the parameters instead
+    of the result, and the producer stops yielding it when nothing else
+    reads it. A staged plan then never transfers such a value between
+    stages, and when it needs a gradient each layer's contribution goes to
+    the parameter it came from, where per-use weight gradients are summed
+    in one fixed order for any number of stages (bitwise across device
+    counts). Values that depend on an input stay layer results.
+
+    Before:
+
+    ```mlir
+    %m:2 = rp.layer "h.0"(%x, %mask) ... {
+    ^bb0(%a: tensor<1x16x32xf32>, %k: tensor<16x16xf32>):
+      %r = rp.reshape %k : tensor<16x16xf32> to tensor<1x1x16x16xf32>
+      ...
+      rp.yield %r, %h : ...
+    }
+    %y = rp.layer "h.1"(%m#1, %m#0) ...
+    ```
+
+    After:
+
+    ```mlir
+    %m = rp.layer "h.0"(%x, %mask) ... { ... rp.yield %h : ... }
+    %y = rp.layer "h.1"(%m, %mask) ... {
+    ^bb0(%a: tensor<1x16x32xf32>, %k: tensor<16x16xf32>):
+      %r = rp.reshape %k : tensor<16x16xf32> to tensor<1x1x16x16xf32>
+      ...
+    }
+    ```
+  }];
+}
+
+def AutodiffPass : Pass<"rp-autodiff", "::mlir::ModuleOp"> {
+  let summary = "derives the backward of every layer from the per-op VJPs";
+  let description = [{
+    Turns the loss graph of rp-attach-loss into a training step. The last
+    layer becomes the fused tail (`role = tail`): forward, loss and
+    backward in one region, seeded with a new `loss_scale` input (d loss /
+    d loss_sum). Every earlier layer whose results get a gradient gets a
+    backward layer (`role = backward`) after it in reverse order: it takes
+    the forward layer's inputs again and recomputes its forward from them
+    (RoundPipe's recompute), then applies the VJP rules of its ops in
+    reverse. Only values on a path from a trainable parameter to the loss
+    through differentiable operands get gradients (activity analysis), so
+    frozen parameters, masks and trainable parameters that never reach the
+    loss (a float initializer that only feeds an attention mask) cost
+    nothing and get no `grad:` result. An attention whose float mask needs
+    a gradient is first expanded into matmul, add, softmax and matmul. A
+    weight used by several layers (a tied embedding) gets the sum of its
+    per-use gradients; an activation read by layers in several backward
+    stages gets a running sum that each backward layer takes, adds to and
+    hands on, so no gradient is summed between layers. `@main` returns `loss_sum`, `count`, then one gradient per
+    trainable parameter, named `grad:<param>`.
+
+    ```mlir
+    %h = rp.layer "h.0" (%x, %w) ...
+    %s, %n = rp.layer "head" (%h, %labels) ...
+    // becomes
+    %h = rp.layer "h.0" (%x, %w) ...
+    %s, %n, %dh = rp.layer "head" role = tail (%h, %labels, %scale) ...
+    %dw = rp.layer "h.0.backward" role = backward (%x, %w, %dh) ...
+    ```
+
+    When the function carries an `rp.partition` (rp-partition ran), its
+    stages decide the layout: the last `backward[0]` layers become one
+    fused tail, and `recompute` chooses the groups a backward recomputes:
+    `stage` (the default, RoundPipe's) gives each backward stage one
+    backward layer that recomputes the stage from its input; `layer` gives
+    each layer its own backward; the grain is the partition's (rp-partition
+    `recompute`) unless this pass is given one. Without a partition the tail is the last
+    layer and the backward stage is every layer before it. Every layer gets
+    `span`, the forward layers it covers.
+  }];
+  let options = [
+    Option<"recompute", "recompute", "::mlir::rp::RecomputeGrain",
+           "::mlir::rp::RecomputeGrain::stage", "recompute grain",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::rp::RecomputeGrain::stage, "stage",
+                        "one group: every layer before the tail"),
+             clEnumValN(::mlir::rp::RecomputeGrain::layer, "layer",
+                        "each layer recomputed alone"))}]>
+  ];
+}
+
+def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
+  let summary = "adds rank-r LoRA adapters to linear layers, freezes the rest";
+  let description = [{
+    For every `rp.matmul` whose right operand is a 2-D parameter whose name
+    matches `targets` (a regular expression, e.g. `q_proj|v_proj`; empty
+    matches every linear layer), adds two trainable parameters,
+    `<param>.lora_A` `[rank, in]` (uniform in +-1/sqrt(in), as PEFT's
+    kaiming init) and `<param>.lora_B` `[out, rank]` (zeros), and the update
+    `y + (alpha / rank) * (x A^T) B^T`. Every other parameter is frozen.
+    The experts of a mixture-of-experts layer (`rp.moe.grouped_matmul` of a
+    3-D parameter `[E, out, in]`) get stacked adapters `[E, rank, in]` and
+    `[E, out, rank]` applied per group with two more grouped matmuls: each
+    expert trains its own pair and its frozen weight produces no gradient.
+
+    ```mlir
+    %y = rp.matmul %x, %w transpose_b : (tensor<2x64xf32>, tensor<32x64xf32>)
+        -> tensor<2x32xf32>
+    // becomes
+    %y = rp.matmul %x, %w transpose_b : ...
+    %xa = rp.matmul %x, %a transpose_b : (tensor<2x64xf32>, tensor<8x64xf32>)
+        -> tensor<2x8xf32>
+    %xb = rp.matmul %xa, %b transpose_b : (tensor<2x8xf32>, tensor<32x8xf32>)
+        -> tensor<2x32xf32>
+    %s = rp.mul %xb, %scale : ...
+    %y2 = rp.add %y, %s : ...
+    ```
+  }];
+  let options = [
+    Option<"rank", "rank", "int64_t", "8", "adapter rank r">,
+    Option<"alpha", "alpha", "double", "16.0", "scaling numerator (alpha / r)">,
+    Option<"targets", "targets", "std::string", "\"\"",
+           "regular expression on weight names; empty: every linear layer">
+  ];
+}
+
+#endif // RP_DIALECT_RP_RPTRAINPASSES_TD

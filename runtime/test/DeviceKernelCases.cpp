@@ -1,0 +1,398 @@
+//===- DeviceKernelCases.cpp - the kernel conformance cases ---------------===//
+
+#include "DeviceKernelCases.h"
+
+namespace rp::runtime::conformance {
+
+namespace {
+
+const char *shortName(DType t) { return dtypeName(t); }
+
+//===----------------------------------------------------------------------===//
+// The cases
+//===----------------------------------------------------------------------===//
+
+constexpr DType kFloatTypes[] = {DType::f32, DType::bf16, DType::f16};
+
+} // namespace
+
+std::vector<KernelCase> forwardCases(DType t) {
+  std::vector<KernelCase> cases;
+  const std::string s = shortName(t);
+  const Fill positive = uniformIn(0.25, 4);
+  struct Named {
+    const char *name;
+    OpKind op;
+  };
+  for (Named b : {Named{"add", OpKind::add},
+                  {"sub", OpKind::sub},
+                  {"mul", OpKind::mul},
+                  {"div", OpKind::div},
+                  {"max", OpKind::max},
+                  {"min", OpKind::min}})
+    cases.push_back({std::string(b.name) + "_" + s,
+                     b.op,
+                     {{t, {2, 3, 4}}, {t, {3, 1}, uniformIn(0.5, 3)}},
+                     {{t, {2, 3, 4}}}});
+  cases.push_back({"pow_" + s,
+                   OpKind::pow,
+                   {{t, {2, 3, 4}, positive}, {t, {4}}},
+                   {{t, {2, 3, 4}}}});
+  cases.push_back(
+      {"cmp_lt_" + s,
+       OpKind::cmp,
+       {{t, {2, 3, 4}, integersIn(-2, 2)}, {t, {4}, integersIn(-2, 2)}},
+       {{DType::i1, {2, 3, 4}}},
+       {2}});
+  cases.push_back({"where_" + s,
+                   OpKind::where,
+                   {{DType::i1, {3, 4}, kBoolean}, {t, {2, 3, 4}}, {t, {4}}},
+                   {{t, {2, 3, 4}}}});
+  for (Named u : {Named{"neg", OpKind::neg},
+                  {"exp", OpKind::exp},
+                  {"tanh", OpKind::tanh},
+                  {"erf", OpKind::erf},
+                  {"sigmoid", OpKind::sigmoid},
+                  {"silu", OpKind::silu},
+                  {"relu", OpKind::relu}})
+    cases.push_back(
+        {std::string(u.name) + "_" + s, u.op, {{t, {1000}}}, {{t, {1000}}}});
+  for (Named u : {Named{"log", OpKind::log},
+                  {"sqrt", OpKind::sqrt},
+                  {"rsqrt", OpKind::rsqrt}})
+    cases.push_back({std::string(u.name) + "_" + s,
+                     u.op,
+                     {{t, {1000}, positive}},
+                     {{t, {1000}}}});
+  cases.push_back(
+      {"gelu_" + s, OpKind::gelu, {{t, {1000}}}, {{t, {1000}}}, {0}});
+  cases.push_back(
+      {"gelu_tanh_" + s, OpKind::gelu, {{t, {1000}}}, {{t, {1000}}}, {1}});
+  cases.push_back(
+      {"cast_to_f32_" + s, OpKind::cast, {{t, {300}}}, {{DType::f32, {300}}}});
+  cases.push_back({"cast_from_f32_" + s,
+                   OpKind::cast,
+                   {{DType::f32, {300}, uniformIn(-70000, 70000)}},
+                   {{t, {300}}}});
+  cases.push_back({"cast_to_i64_" + s,
+                   OpKind::cast,
+                   {{t, {300}, uniformIn(-50, 50)}},
+                   {{DType::i64, {300}}}});
+  cases.push_back({"cast_from_i1_" + s,
+                   OpKind::cast,
+                   {{DType::i1, {300}, kBoolean}},
+                   {{t, {300}}}});
+  cases.push_back(
+      {"reshape_" + s, OpKind::reshape, {{t, {2, 6}}}, {{t, {3, 4}}}});
+  cases.push_back({"transpose_" + s,
+                   OpKind::transpose,
+                   {{t, {2, 3, 4}}},
+                   {{t, {4, 2, 3}}},
+                   {2, 0, 1}});
+  cases.push_back({"slice_" + s,
+                   OpKind::slice,
+                   {{t, {5, 6}}},
+                   {{t, {2, 2}}},
+                   {1, 0, 2, 3}});
+  cases.push_back({"concat_" + s,
+                   OpKind::concat,
+                   {{t, {2, 3}}, {t, {2, 1}}, {t, {2, 2}}},
+                   {{t, {2, 6}}},
+                   {1}});
+  cases.push_back(
+      {"broadcast_" + s, OpKind::broadcast, {{t, {3, 1}}}, {{t, {2, 3, 4}}}});
+  cases.push_back({"gather_" + s,
+                   OpKind::gather,
+                   {{t, {10, 8}}, {DType::i64, {2, 3}, integersIn(-10, 10)}},
+                   {{t, {2, 3, 8}}},
+                   {0}});
+  cases.push_back({"gather_axis1_" + s,
+                   OpKind::gather,
+                   {{t, {3, 10, 4}}, {DType::i32, {5}, integersIn(0, 10)}},
+                   {{t, {3, 5, 4}}},
+                   {1}});
+  cases.push_back({"matmul_shared_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 5, 70}}, {t, {70, 3}}},
+                   {{t, {2, 5, 3}}},
+                   {0, 0}});
+  cases.push_back({"matmul_tt_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 7, 5}}, {t, {2, 3, 7}}},
+                   {{t, {2, 5, 3}}},
+                   {1, 1}});
+  cases.push_back({"matmul_broadcast_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 1, 4, 5}}, {t, {1, 3, 5, 6}}},
+                   {{t, {2, 3, 4, 6}}},
+                   {0, 0}});
+  cases.push_back({"reduce_sum_" + s,
+                   OpKind::reduce,
+                   {{t, {3, 50, 4}}},
+                   {{t, {3, 4}}},
+                   {0, 0, 1}});
+  cases.push_back({"reduce_mean_" + s,
+                   OpKind::reduce,
+                   {{t, {3, 50, 4}}},
+                   {{t, {1, 50, 1}}},
+                   {1, 1, 0, 2}});
+  cases.push_back({"reduce_max_" + s,
+                   OpKind::reduce,
+                   {{t, {3, 50, 4}}},
+                   {{t, {3, 50}}},
+                   {2, 0, 2}});
+  cases.push_back({"reduce_min_" + s,
+                   OpKind::reduce,
+                   {{t, {3, 50, 4}}},
+                   {{t, {3, 1, 4}}},
+                   {3, 1, 1}});
+  cases.push_back({"softmax_" + s,
+                   OpKind::softmax,
+                   {{t, {3, 40, 5}}},
+                   {{t, {3, 40, 5}}},
+                   {1}});
+  cases.push_back({"log_softmax_" + s,
+                   OpKind::log_softmax,
+                   {{t, {4, 7, 33}}},
+                   {{t, {4, 7, 33}}},
+                   {2}});
+  cases.push_back({"layer_norm_" + s,
+                   OpKind::layer_norm,
+                   {{t, {6, 64}}, {t, {64}}, {t, {64}}},
+                   {{t, {6, 64}}},
+                   {1, 1, 1},
+                   {1e-5}});
+  cases.push_back({"layer_norm_plain_" + s,
+                   OpKind::layer_norm,
+                   {{t, {2, 3, 16}}},
+                   {{t, {2, 3, 16}}},
+                   {1, 0, 0},
+                   {1e-5}});
+  cases.push_back({"rms_norm_" + s,
+                   OpKind::rms_norm,
+                   {{t, {6, 64}}, {t, {64}}},
+                   {{t, {6, 64}}},
+                   {1, 1},
+                   {1e-6}});
+  // Attention: grouped-query heads (4 over 2), causal, and both masks.
+  const Buf q{t, {2, 4, 9, 8}}, k{t, {2, 2, 9, 8}}, v{t, {2, 2, 9, 6}};
+  const Buf o{t, {2, 4, 9, 6}};
+  cases.push_back(
+      {"attention_" + s, OpKind::attention, {q, k, v}, {o}, {0, 0}, {0.35}});
+  cases.push_back({"attention_causal_" + s,
+                   OpKind::attention,
+                   {q, k, v},
+                   {o},
+                   {1, 0},
+                   {0.35}});
+  cases.push_back({"attention_bool_mask_" + s,
+                   OpKind::attention,
+                   {q, k, v, {DType::i1, {9, 9}, kBoolean}},
+                   {o},
+                   {0, 1},
+                   {0.35}});
+  cases.push_back({"attention_float_mask_" + s,
+                   OpKind::attention,
+                   {q, k, v, {t, {2, 1, 9, 9}}},
+                   {o},
+                   {0, 1},
+                   {0.35}});
+  cases.push_back({"cross_entropy_" + s,
+                   OpKind::cross_entropy,
+                   {{t, {4, 50, 11}}, {DType::i64, {4, 50}, labelsUpTo(11)}},
+                   {{DType::f32, {}}, {DType::i64, {}}},
+                   {-100}});
+  return cases;
+}
+
+std::vector<KernelCase> backwardCases(DType t) {
+  std::vector<KernelCase> cases;
+  const std::string s = shortName(t);
+  const Fill positive = uniformIn(0.25, 4);
+  cases.push_back({"cross_entropy_grad_" + s,
+                   OpKind::cross_entropy_grad,
+                   {{t, {4, 50, 11}},
+                    {DType::i32, {4, 50}, labelsUpTo(11)},
+                    {DType::f32, {}, uniformIn(0.01, 0.02)}},
+                   {{t, {4, 50, 11}}},
+                   {-100}});
+  for (int kind = 0; kind <= 10; ++kind) {
+    // exp, log, sqrt, rsqrt, tanh, erf, sigmoid, silu, relu, gelu, gelu_tanh
+    bool needsPositive = kind >= 1 && kind <= 3;
+    cases.push_back(
+        {"unary_grad_" + std::to_string(kind) + "_" + s,
+         OpKind::unary_grad,
+         {{t, {500}, needsPositive ? positive : Fill{}}, {t, {500}}},
+         {{t, {500}}},
+         {kind}});
+  }
+  cases.push_back({"softmax_grad_" + s,
+                   OpKind::softmax_grad,
+                   {{t, {3, 40, 5}, uniformIn(0, 1)}, {t, {3, 40, 5}}},
+                   {{t, {3, 40, 5}}},
+                   {1, 0}});
+  cases.push_back({"log_softmax_grad_" + s,
+                   OpKind::softmax_grad,
+                   {{t, {4, 33}, uniformIn(-4, 0)}, {t, {4, 33}}},
+                   {{t, {4, 33}}},
+                   {1, 1}});
+  // 300 rows: three blocks of the scale and bias gradients' partial sums.
+  cases.push_back({"layer_norm_grad_" + s,
+                   OpKind::norm_grad,
+                   {{t, {300, 16}}, {t, {16}}, {t, {300, 16}}},
+                   {{t, {300, 16}}, {t, {16}}, {t, {16}}},
+                   {1, 1, 1, 0},
+                   {1e-5}});
+  cases.push_back({"rms_norm_grad_" + s,
+                   OpKind::norm_grad,
+                   {{t, {300, 16}}, {t, {16}}, {t, {300, 16}}},
+                   {{t, {300, 16}}, {t, {16}}},
+                   {1, 1, 0, 1},
+                   {1e-6}});
+  cases.push_back({"layer_norm_grad_plain_" + s,
+                   OpKind::norm_grad,
+                   {{t, {5, 2, 8}}, {t, {5, 2, 8}}},
+                   {{t, {5, 2, 8}}},
+                   {1, 0, 0, 0},
+                   {1e-5}});
+  const Buf q{t, {2, 4, 9, 8}}, k{t, {2, 2, 9, 8}}, v{t, {2, 2, 9, 6}};
+  const Buf dy{t, {2, 4, 9, 6}};
+  cases.push_back({"attention_grad_" + s,
+                   OpKind::attention_grad,
+                   {q, k, v, dy},
+                   {q, k, v},
+                   {0, 0},
+                   {0.35}});
+  cases.push_back({"attention_grad_causal_" + s,
+                   OpKind::attention_grad,
+                   {q, k, v, dy},
+                   {q, k, v},
+                   {1, 0},
+                   {0.35}});
+  cases.push_back({"attention_grad_mask_" + s,
+                   OpKind::attention_grad,
+                   {q, k, v, {DType::i1, {2, 1, 9, 9}, kBoolean}, dy},
+                   {q, k, v},
+                   {0, 1},
+                   {0.35}});
+  // Twelve indices into six rows: repeats sum in index order.
+  cases.push_back({"gather_grad_" + s,
+                   OpKind::gather_grad,
+                   {{DType::i64, {3, 4}, integersIn(-6, 6)}, {t, {3, 4, 5}}},
+                   {{t, {6, 5}}},
+                   {0}});
+  cases.push_back({"slice_grad_" + s,
+                   OpKind::slice_grad,
+                   {{t, {2, 2}}},
+                   {{t, {5, 6}}},
+                   {1, 0, 2, 3}});
+  cases.push_back({"reduce_max_grad_" + s,
+                   OpKind::extremum_grad,
+                   {{t, {3, 50, 4}}, {t, {3, 4}}},
+                   {{t, {3, 50, 4}}},
+                   {2, 0, 1}});
+  cases.push_back({"reduce_min_grad_" + s,
+                   OpKind::extremum_grad,
+                   {{t, {3, 50, 4}}, {t, {3, 1, 1}}},
+                   {{t, {3, 50, 4}}},
+                   {3, 1, 1, 2}});
+  // Mixture of experts: 7 tokens, 4 experts, top-2; counts of rows
+  // rows per expert (1 or 2) fit the 10 rows of the grouped matmuls.
+  const Buf experts{DType::i64, {7, 2}, integersIn(0, 4)};
+  const Buf counts{DType::i32, {4}, integersIn(1, 3)};
+  cases.push_back({"moe_route_before_" + s,
+                   OpKind::moe_route,
+                   {{t, {7, 4}}},
+                   {{t, {7, 2}}, {DType::i64, {7, 2}}},
+                   {2, 0, 1}});
+  cases.push_back({"moe_route_after_" + s,
+                   OpKind::moe_route,
+                   {{t, {7, 4}}},
+                   {{t, {7, 3}}, {DType::i64, {7, 3}}},
+                   {3, 1, 0}});
+  cases.push_back({"moe_route_grad_before_" + s,
+                   OpKind::moe_route_grad,
+                   {{t, {7, 4}}, experts, {t, {7, 2}}},
+                   {{t, {7, 4}}},
+                   {0, 1}});
+  cases.push_back({"moe_route_grad_after_" + s,
+                   OpKind::moe_route_grad,
+                   {{t, {7, 4}}, experts, {t, {7, 2}}},
+                   {{t, {7, 4}}},
+                   {1, 0}});
+  cases.push_back({"moe_dispatch_" + s,
+                   OpKind::moe_dispatch,
+                   {{t, {7, 5}}, experts},
+                   {{t, {14, 5}}, {DType::i32, {7, 2}}, {DType::i32, {4}}}});
+  cases.push_back({"moe_grouped_matmul_" + s,
+                   OpKind::moe_grouped_matmul,
+                   {{t, {10, 5}}, {t, {4, 6, 5}}, counts},
+                   {{t, {10, 6}}},
+                   {1}});
+  cases.push_back({"moe_grouped_matmul_plain_" + s,
+                   OpKind::moe_grouped_matmul,
+                   {{t, {10, 5}}, {t, {4, 5, 6}}, counts},
+                   {{t, {10, 6}}},
+                   {0}});
+  cases.push_back({"moe_grouped_matmul_wgrad_" + s,
+                   OpKind::moe_grouped_matmul_wgrad,
+                   {{t, {10, 5}}, {t, {10, 6}}, counts},
+                   {{t, {4, 6, 5}}},
+                   {1}});
+  cases.push_back(
+      {"moe_combine_" + s,
+       OpKind::moe_combine,
+       {{t, {14, 5}}, {DType::i32, {7, 2}, integersIn(0, 14)}, {t, {7, 2}}},
+       {{t, {7, 5}}},
+       {1}});
+  cases.push_back({"moe_combine_unweighted_" + s,
+                   OpKind::moe_combine,
+                   {{t, {14, 5}}, {DType::i32, {7, 2}, integersIn(0, 14)}},
+                   {{t, {7, 5}}},
+                   {0}});
+  cases.push_back(
+      {"moe_combine_grad_" + s,
+       OpKind::moe_combine_grad,
+       {{t, {16, 5}}, {DType::i32, {7, 2}, kIota}, {t, {7, 2}}, {t, {7, 5}}},
+       {{t, {16, 5}}, {t, {7, 2}}},
+       {1}});
+  return cases;
+}
+
+std::vector<KernelCase> allCases() {
+  std::vector<KernelCase> cases;
+  for (DType t : kFloatTypes) {
+    for (KernelCase &c : forwardCases(t))
+      cases.push_back(std::move(c));
+    for (KernelCase &c : backwardCases(t))
+      cases.push_back(std::move(c));
+  }
+  // Integer arithmetic and data movement of integers.
+  cases.push_back({"add_i64",
+                   OpKind::add,
+                   {{DType::i64, {4, 5}, integersIn(-100, 100)},
+                    {DType::i64, {5}, integersIn(-100, 100)}},
+                   {{DType::i64, {4, 5}}}});
+  cases.push_back({"div_i32",
+                   OpKind::div,
+                   {{DType::i32, {40}, integersIn(-100, 100)},
+                    {DType::i32, {40}, integersIn(1, 9)}},
+                   {{DType::i32, {40}}}});
+  cases.push_back({"neg_i64",
+                   OpKind::neg,
+                   {{DType::i64, {40}, integersIn(-100, 100)}},
+                   {{DType::i64, {40}}}});
+  cases.push_back({"transpose_i1",
+                   OpKind::transpose,
+                   {{DType::i1, {3, 5}, kBoolean}},
+                   {{DType::i1, {5, 3}}},
+                   {1, 0}});
+  cases.push_back({"reduce_sum_i64",
+                   OpKind::reduce,
+                   {{DType::i64, {6, 7}, integersIn(-9, 9)}},
+                   {{DType::i64, {7}}},
+                   {0, 0, 0}});
+  return cases;
+}
+
+} // namespace rp::runtime::conformance

@@ -98,11 +98,16 @@ double HardwareModel::kernelMs(uint16_t op, const KernelWork &work,
   double peak = rate == tflops.end() ? 0 : rate->second * 1e12;
   double ce = computeEfficiency, me = memoryEfficiency;
   auto it = opEfficiency.find(kernelOpName(op));
+  // A grouped GEMM the profile does not measure runs as its groups'
+  // matmuls do, each at one group's size.
+  double groups = std::max(1.0, work.groups);
+  if (it == opEfficiency.end() && groups > 1)
+    it = opEfficiency.find("matmul");
   if (it != opEfficiency.end()) {
     if (it->second.compute)
-      ce = it->second.compute->at(work.flops);
+      ce = it->second.compute->at(work.flops / groups);
     if (it->second.memory)
-      me = it->second.memory->at(work.bytes);
+      me = it->second.memory->at(work.bytes / groups);
   }
   double seconds = 0;
   if (work.flops > 0 && peak > 0)

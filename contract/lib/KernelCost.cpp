@@ -138,9 +138,15 @@ KernelWork rp::timing::kernelWork(uint16_t op,
       return w;
     double rows = double(inputs[0].shape[0]);
     double kIn = double(inputs[0].shape[1]);
-    double nOut = kind == K::moe_grouped_matmul ? double(outputs[0].shape.back())
-                                          : double(inputs[1].shape.back());
+    double nOut = kind == K::moe_grouped_matmul
+                      ? double(outputs[0].shape.back())
+                      : double(inputs[1].shape.back());
     w.flops = 2 * rows * kIn * nOut;
+    // The expert count: the weight stack's [E, ...] (the wgrad writes it).
+    const std::vector<int64_t> &stack =
+        kind == K::moe_grouped_matmul ? inputs[1].shape : outputs[0].shape;
+    if (stack.size() == 3 && stack[0] > 0)
+      w.groups = double(stack[0]);
     return w;
   }
   if (kind == K::attention) {

@@ -32,6 +32,8 @@ int64_t numel(Value v) {
 struct Kernel {
   int64_t flops = 0;
   int64_t traffic = 0;
+  /// Independent GEMMs (a grouped matmul's experts): KernelWork::groups.
+  double groups = 1;
 };
 
 /// The kernels an op launches in forward and, when some operand needs a
@@ -86,7 +88,7 @@ Kernel forwardKernel(Operation *op) {
     ints = {attn.getCausal()};
   ::rp::timing::KernelWork w =
       ::rp::timing::kernelWork(uint16_t(index), in, out, ints);
-  return {int64_t(w.flops), int64_t(w.bytes)};
+  return {int64_t(w.flops), int64_t(w.bytes), w.groups};
 }
 
 OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
@@ -166,9 +168,10 @@ double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
   std::string kind = op.str();
   std::replace(kind.begin(), kind.end(), '.', '_');
   int index = ::rp::timing::kernelOpIndex(kind);
-  return model.kernelMs(index < 0 ? uint16_t(~0) : uint16_t(index),
-                        {double(kernel.flops), double(kernel.traffic), true},
-                        dtype);
+  return model.kernelMs(
+      index < 0 ? uint16_t(~0) : uint16_t(index),
+      {double(kernel.flops), double(kernel.traffic), true, kernel.groups},
+      dtype);
 }
 
 } // namespace

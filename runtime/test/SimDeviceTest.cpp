@@ -372,3 +372,38 @@ TEST(Timing, OpEfficiencyCurves) {
     EXPECT_THAT(error, HasSubstr("hardware profile 'bad.json'"));
   }
 }
+
+TEST(Timing, GroupedMatmulRunsAsItsExpertsMatmuls) {
+  using timing::Operand;
+  uint16_t fwd = uint16_t(timing::kernelOpIndex("moe_grouped_matmul"));
+  uint16_t wgrad = uint16_t(timing::kernelOpIndex("moe_grouped_matmul_wgrad"));
+  // 64 rows of 8 over a stack of 4 [8, 8] experts: 2 * 64 * 8 * 8 FLOPs in
+  // 4 GEMMs; the weight gradient writes the same stack.
+  Operand rows{{64, 8}, 4}, stack{{4, 8, 8}, 4}, counts{{4}, 4};
+  auto w = timing::kernelWork(fwd, {rows, stack, counts}, {rows}, {});
+  EXPECT_EQ(w.flops, 2.0 * 64 * 8 * 8);
+  EXPECT_EQ(w.groups, 4);
+  auto g = timing::kernelWork(wgrad, {rows, rows, counts}, {stack}, {});
+  EXPECT_EQ(g.flops, 2.0 * 64 * 8 * 8);
+  EXPECT_EQ(g.groups, 4);
+  EXPECT_EQ(
+      timing::kernelWork(27, {rows, Operand{{8, 8}, 4}}, {rows}, {0, 0}).groups,
+      1);
+
+  // No entry of its own: the matmul curve read at one expert's work, 4e8
+  // FLOPs in 4 groups of 1e8 at 0.3 (a single 4e8 matmul reaches more).
+  std::string error;
+  auto hw = timing::parseHardwareModel(
+      R"({"tflops": {"f32": 100}, "memory_gbps": 1000, "memory_gib": 1,
+    "h2d_gbps": 1, "d2h_gbps": 1, "compute_efficiency": 0.9,
+    "op_efficiency": {"matmul": {"compute": [[1e6, 0.1], [1e10, 0.5]]}}})",
+      "t.json", error);
+  ASSERT_TRUE(hw) << error;
+  EXPECT_NEAR(hw->kernelMs(fwd, {4e8, 0, true, 4}, "f32"), 4e8 / 30e12 * 1e3,
+              1e-12);
+  EXPECT_LT(hw->kernelMs(27, {4e8, 0, true, 1}, "f32"),
+            hw->kernelMs(fwd, {4e8, 0, true, 4}, "f32"));
+  // One group: the profile's default efficiency, as before.
+  EXPECT_NEAR(hw->kernelMs(fwd, {4e8, 0, true, 1}, "f32"), 4e8 / 90e12 * 1e3,
+              1e-12);
+}

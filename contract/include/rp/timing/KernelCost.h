@@ -50,6 +50,12 @@ struct KernelWork {
   double bytes = 0;
   /// False for calls that launch nothing (a reshape is a view).
   bool launches = true;
+  /// The independent GEMMs of a grouped call (a grouped matmul: one per
+  /// expert, as many rows each at uniform routing). A GEMM's efficiency
+  /// depends on its own size, so the profile's curve is read at
+  /// flops / groups: 32 experts' 2,048-row GEMMs run like small matmuls,
+  /// not like one matmul of all their rows.
+  double groups = 1;
 };
 
 /// The work of a call of op kind `op` (plan.fbs numbering) on `inputs`,

@@ -66,6 +66,7 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
   in.partition = partitionFromSizes(
       SmallVector<unsigned>(fwd.begin(), fwd.end()), unsigned(bwd.front()),
       SmallVector<unsigned>(bwd.begin() + 1, bwd.end()), in.costs.size());
+  in.partition.layerGrain = in.attr.getRecompute() == RecomputeGrain::layer;
   return in;
 }
 

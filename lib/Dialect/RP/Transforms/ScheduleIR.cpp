@@ -217,6 +217,9 @@ FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module,
   if (failed(pl))
     return failure();
   pl->schedule.gpusPerLink = in->hw.gpusPerLink;
+  // The grain is the partition's: the schedule's commands do not carry it.
+  for (StageJob &j : pl->jobs)
+    j.layerGrain = j.kind == CommandKind::backward && in->partition.layerGrain;
   return LoadedSchedule{std::move(*in), *op, std::move(*pl)};
 }
 

@@ -39,6 +39,9 @@ struct Trial {
   bool fits = false;
   int64_t peak = 0;
   unsigned device = 0;
+  /// The peak device's biggest buffer: what limits the sequence.
+  std::string biggest;
+  int64_t biggestBytes = 0;
 };
 
 struct ReportMaxSeqPass
@@ -84,6 +87,11 @@ struct ReportMaxSeqPass
       }
       t.fits &= peak <= budget;
     }
+    for (const PlannedBuffer &b : mp.buffers)
+      if (b.device == t.device && b.bytes > t.biggestBytes) {
+        t.biggestBytes = b.bytes;
+        t.biggest = b.what;
+      }
     return t;
   }
 
@@ -140,8 +148,9 @@ struct ReportMaxSeqPass
     if (lo == limit)
       report << ", the limit tried";
     report << ": device " << best.device << " peaks at " << gib(best.peak)
-           << " of " << gib(budget) << "; at " << seq0 << " tokens the peak is "
-           << gib(base->peak);
+           << " of " << gib(budget) << " (its biggest buffer: " << best.biggest
+           << ", " << gib(best.biggestBytes) << "); at " << seq0
+           << " tokens the peak is " << gib(base->peak);
     // Stage grain keeps every recomputed layer's intermediates of a
     // backward stage; say what layer grain (one layer's at a time) reaches.
     if (!layerGrain) {
@@ -156,7 +165,9 @@ struct ReportMaxSeqPass
         return signalPassFailure();
       if (layer->first > lo)
         report << "; with layer-grain recompute (--recompute layer) "
-               << layer->first << " tokens";
+               << layer->first << " tokens (device " << layer->second.device
+               << "'s biggest buffer: " << layer->second.biggest << ", "
+               << gib(layer->second.biggestBytes) << ")";
     }
   }
 

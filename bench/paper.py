@@ -1,6 +1,7 @@
 """RoundPipe's published 8x RTX 4090 figures next to rp's predictions.
 
 Usage: python3 bench/paper.py [--models qwen3-1.7b,...] [--no-max-seq]
+                              [--no-seq-table] [--only-memory]
 
 For Qwen3-1.7B, Llama-3.1-8B, Qwen3-32B and the mixture-of-experts
 GPT-OSS-20B and Qwen3-235B-A22B (weightless f16 graphs from rp.shapes,
@@ -22,7 +23,14 @@ the sim's steady state; bubble % is its steady bubble, with the run's
 split (fill and drain once per run) beside it. The row "round-robin continuous" is the compiler's
 predicted steady state (rp-compile's one predicted step, K passes per
 optimizer step) beside the sim's. Then the largest sequence length whose round-robin plan fits
-24 GB (rp-report-max-seq) next to RoundPipe's.
+24 GB (rp-report-max-seq: one sequence per microbatch, stage grain and
+layer grain, the larger kept, as RoundPipe's runs use layer grain for the
+small models) next to RoundPipe's, with what limits it (the peak device's
+biggest buffer), and for Qwen3-1.7B RoundPipe's sequence-length table
+(tokens/s at 512 ... 64k) with rp's prediction beside it: microbatches of
+about 26k tokens as at 2048 (13 sequences), one sequence from 32k on,
+layer grain where stage grain does not fit. --only-memory skips the
+throughput runs.
 """
 
 import argparse
@@ -105,6 +113,36 @@ def simulate(plan, sync, passes):
             (line.split() for line in r.stdout.splitlines() if " " in line)}
 
 
+# reference/roundpipe.md §6, Qwen3-1.7B on 8 x 4090.
+SEQ_TABLE = {512: 68102, 1024: 67783, 2048: 65417, 4096: 60929,
+             8192: 54610, 16384: 45390, 32768: 33723, 65536: 23734}
+
+
+def seq_table(tmp):
+    """rp's predicted tokens/s for Qwen3-1.7B at RoundPipe's sequence
+    lengths, next to the published figures."""
+    batch, passes = RUNS["qwen3-1.7b"]
+    per_mb = round(batch / (M * passes)) * 2048
+    print(f"\nqwen3-1.7b sequence length (round-robin async, {M} microbatches "
+          f"of about {per_mb} tokens, {passes} passes per step):")
+    print("  seq     rp tok/s  published  rp/published  grain  peak")
+    for seq, published in SEQ_TABLE.items():
+        b = max(1, round(per_mb / seq))
+        graph = Path(tmp) / f"seq{seq}.mlir"
+        graph.write_text(shapes.build(shapes.SHAPES["qwen3-1.7b"], b, seq,
+                                      "f16"))
+        plan = Path(tmp) / f"seq{seq}.rpplan"
+        compiled, _, error = compile_plan(graph, plan, "round-robin")
+        if compiled is None:
+            print(f"  {seq:6d}  does not fit: {error}  (published "
+                  f"{published:,})")
+            continue
+        peaks, micro, grain, _ = compiled
+        tps = simulate(plan, False, passes)["tokens_per_s"]
+        print(f"  {seq:6d} {tps:10.0f} {published:10,} {tps / published:12.2f}"
+              f"  {grain:5s}  {b} x {seq}, peak {peaks}")
+
+
 def max_seq(name, tmp, extra=()):
     path = Path(tmp) / f"{name}.seq.mlir"
     path.write_text(shapes.build(shapes.SHAPES[name], 1, 3000, "f16"))
@@ -115,8 +153,19 @@ def max_seq(name, tmp, extra=()):
                         "--report-max-seq", *extra], capture_output=True,
                        text=True)
     found = re.search(r"remark: .*?(\d[\d,]*) tokens", r.stderr)
-    return (int(found.group(1).replace(",", "")) if found else None,
-            time.perf_counter() - start,
+    layer = re.search(r"with layer-grain recompute \(--recompute layer\) "
+                      r"(\d+) tokens \((device \d+)'s biggest buffer: (.*?), "
+                      r"([0-9.]+ GiB)", r.stderr)
+    limit = re.search(r"(device \d+) peaks at .*? of .*?\(its biggest "
+                      r"buffer: (.*?), ([0-9.]+ GiB)", r.stderr)
+    seq = int(found.group(1).replace(",", "")) if found else None
+    grain, why = "stage", ""
+    if limit:
+        why = f"{limit.group(1)}: {limit.group(2)} {limit.group(3)}"
+    if layer and seq and int(layer.group(1)) > seq:
+        seq, grain = int(layer.group(1)), "layer"
+        why = f"{layer.group(2)}: {layer.group(3)} {layer.group(4)}"
+    return (seq, grain, time.perf_counter() - start, why,
             re.search(r"remark: (.*)", r.stderr))
 
 
@@ -124,7 +173,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(RUNS))
     parser.add_argument("--no-max-seq", dest="max_seq", action="store_false")
+    parser.add_argument("--no-seq-table", dest="seq_table",
+                        action="store_false")
+    parser.add_argument("--only-memory", action="store_true",
+                        help="only the max-sequence rows")
     args = parser.parse_args()
+    if args.only_memory:
+        memory_rows(args.models.split(","))
+        return
     print(f"8 x rtx4090 (profiles/rtx4090.json), f16, sequence 2048, "
           f"{M} microbatches per pass (20B: 16); tokens/s per optimizer "
           f"step")
@@ -192,17 +248,36 @@ def main():
                       f"{rr[0] / best[0]:.2f}x; predicted / published "
                       f"RoundPipe: {rr[0] / pub[0]:.2f}")
             summary.append((name, rr, pub))
-            if args.max_seq:
-                seq, took, remark = max_seq(name, tmp, extra)
-                print(f"  max sequence on 24 GB (round-robin, {took:.0f} s): "
-                      f"{seq if seq else '?'} tokens, published {pub[4]:,}"
-                      + ("" if seq else f" ({remark})"))
+        if args.seq_table and "qwen3-1.7b" in args.models.split(","):
+            seq_table(tmp)
     print("\nmodel          predicted tok/s  published  error")
     for name, rr, pub in summary:
         if rr:
             print(f"{name:14s} {rr[0]:15.0f} {pub[0]:10,} "
                   f"{(rr[0] / pub[0] - 1) * 100:+6.1f}%"
                   + ("" if name == "qwen3-1.7b" else "  (held out)"))
+    if args.max_seq:
+        memory_rows(args.models.split(","))
+
+
+def memory_rows(models):
+    """The largest sequence per model whose round-robin plan fits 24 GB,
+    next to RoundPipe's, and what limits it."""
+    print("\nmax sequence on 24 GB (8 x rtx4090, one sequence per "
+          "microbatch, round-robin):")
+    print("model             rp tokens  grain  RoundPipe  rp/RoundPipe  "
+          "report  limited by")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in models:
+            seq, grain, took, why, remark = max_seq(name, tmp,
+                                                    LORA.get(name, []))
+            pub = PUBLISHED[name][4]
+            if not seq:
+                print(f"{name:16s} {'?':>10s}         {pub:9,}  "
+                      f"({remark.group(1) if remark else 'no report'})")
+                continue
+            print(f"{name:16s} {seq:10,} {grain:>6s} {pub:10,} "
+                  f"{seq / pub:13.2f} {took:6.1f}s  {why}")
 
 
 if __name__ == "__main__":

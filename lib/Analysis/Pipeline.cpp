@@ -78,14 +78,22 @@ double computeMs(CommandKind kind, StageRange r,
 } // namespace
 
 int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
-                               llvm::ArrayRef<LayerCost> layers) {
-  int64_t sum = 0, peak = 0;
+                               llvm::ArrayRef<LayerCost> layers,
+                               bool layerGrain) {
+  int64_t sum = 0, peak = 0, saved = 0;
   for (unsigned l = r.begin; l < r.end; ++l) {
     sum += layers[l].workBytes;
     peak = std::max(peak, layers[l].workBytes);
+    // The stage's own input is the job's input buffer; the inner layers'
+    // inputs are what a layer-grain backward keeps instead of their
+    // intermediates.
+    if (l > r.begin)
+      saved += layers[l].actInBytes;
   }
   if (kind == CommandKind::forward)
     return peak;
+  if (kind == CommandKind::backward && layerGrain)
+    return std::min(saved + 2 * peak, sum + peak);
   return sum + peak;
 }
 
@@ -166,7 +174,7 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
     pl.jobs.push_back({CommandKind::forward, s, 0, 0});
   pl.jobs.push_back({CommandKind::tail, partition.tail, 0, 0});
   for (const StageRange &s : partition.backward)
-    pl.jobs.push_back({CommandKind::backward, s, 0, 0});
+    pl.jobs.push_back({CommandKind::backward, s, 0, 0, partition.layerGrain});
   unsigned numJobs = pl.jobs.size();
   // computeOf[job][mb]: the index of the compute command.
   std::vector<std::vector<unsigned>> computeOf(
@@ -182,7 +190,7 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
     c.job = job;
     c.microbatch = mb;
     c.ms = computeMs(j.kind, j.range, layers);
-    c.bytes = jobWorkBytes(j.kind, j.range, layers);
+    c.bytes = jobWorkBytes(j.kind, j.range, layers, j.layerGrain);
     c.label = std::string(j.kind == CommandKind::forward ? "F"
                           : j.kind == CommandKind::tail  ? "T"
                                                          : "B") +

@@ -157,4 +157,27 @@ TEST(DeviceMemory, PackedStepComputesLikeABufferApiece) {
   }
 }
 
+// The compiler's planned peak bounds what a run allocates per device: one
+// arena each, or `slots` copies; a rotating layout sizes every arena as the
+// largest. A plan without a peak is not checked.
+TEST(DeviceMemory, ArenasAreCheckedAgainstThePlannedPeak) {
+  Plan plan;
+  plan.devices = 2;
+  DeviceLayout layout;
+  layout.arenaBytes = {1000, 400};
+  EXPECT_FALSE(checkArenasWithinPlan(plan, layout).failed());
+  plan.plannedPeakBytes = {1000, 500};
+  EXPECT_FALSE(checkArenasWithinPlan(plan, layout).failed());
+  Status rotating = checkArenasWithinPlan(plan, layout, 1, true);
+  EXPECT_EQ(rotating.getCode(), StatusCode::ResourceExhausted);
+  EXPECT_THAT(
+      rotating.getMessage(),
+      HasSubstr("device 1 allocates 1000 bytes of buffers (1 arena(s)), "
+                "over the compiler's planned peak of 500 bytes"));
+  Status two = checkArenasWithinPlan(plan, layout, 2);
+  EXPECT_THAT(two.getMessage(), HasSubstr("device 0 allocates 2000 bytes"));
+  layout.arenaBytes[1] = 501;
+  EXPECT_TRUE(checkArenasWithinPlan(plan, layout).failed());
+}
+
 } // namespace

@@ -42,10 +42,14 @@ struct Config {
   unsigned devices, microbatches;
   bool bf16 = false;
   bool f16 = false;
+  /// A user partition (--stages) and layer-grain recompute.
+  std::string stages = "";
+  bool layerGrain = false;
   std::string name() const {
     return schedule + " G=" + std::to_string(devices) +
            " M=" + std::to_string(microbatches) + (bf16 ? " bf16" : "") +
-           (f16 ? " f16" : "");
+           (f16 ? " f16" : "") + (stages.empty() ? "" : " " + stages) +
+           (layerGrain ? " layer" : "");
   }
 };
 
@@ -85,6 +89,9 @@ std::string compile(const std::string &model, const Config &c,
   if (c.bf16 || c.f16)
     options.dtype =
         c.bf16 ? mlir::rp::ComputeType::bf16 : mlir::rp::ComputeType::f16;
+  options.stages = c.stages;
+  if (c.layerGrain)
+    options.recompute = mlir::rp::RecomputeGrain::layer;
   mlir::rp::buildTrainPipeline(pm, options);
   EXPECT_TRUE(succeeded(pm.run(*module))) << c.name();
   mlir::rp::PlanExportOptions out;
@@ -95,6 +102,10 @@ std::string compile(const std::string &model, const Config &c,
       << c.name();
   return plan;
 }
+
+/// How far the runtime's arenas may exceed the compiler's planned peak
+/// today (see train()).
+constexpr double kArenaOverPlan = 1.75;
 
 /// How the trainer runs the passes: a barrier after each (one buffer
 /// slot), or continuously as rp-run does (two slots, devices renamed).
@@ -140,6 +151,18 @@ Outcome train(const std::string &planPath, bool sync, const std::string &dir,
     unshared += layout.unsharedBytes[d];
   }
   EXPECT_LT(arenas, unshared) << planPath;
+  // The plan carries the compiler's peak per device, and the arenas stay
+  // near it. Not yet within it (issue 20): on these small models the
+  // runtime's arenas measured up to 1.44x the planned peak at stage grain
+  // and 1.63x at layer grain (llama, 3 devices): the memory model sizes a
+  // job's working set by its layers' peak intermediates, the runtime's
+  // programs keep more of them live. The bound catches a memory model that
+  // misses whole buffers (a stage's activations: 2x and more).
+  EXPECT_EQ(plan->plannedPeakBytes.size(), size_t(plan->devices)) << planPath;
+  for (size_t d = 0; d < plan->plannedPeakBytes.size(); ++d)
+    EXPECT_LE(double(layout.arenaBytes[d]),
+              kArenaOverPlan * double(plan->plannedPeakBytes[d]))
+        << "device " << d << " of " << planPath;
   rt::ThreadPool pool(2);
   rt::TrainOptions options;
   options.steps = 3;
@@ -216,6 +239,37 @@ TEST(Equivalence, InterleavedAndBf16PlansTrainLikeOneDevice) {
       EXPECT_EQ(got.losses, reference.losses) << name << " " << c.name();
       EXPECT_TRUE(got.weights == reference.weights)
           << name << " " << c.name() << ": final weights differ";
+      llvm::sys::fs::remove_directories(dir);
+      llvm::sys::fs::remove_directories(refDir);
+    }
+  }
+}
+
+// Layer-grain recompute (a backward program per layer, each layer's input
+// kept) gives the bits of stage grain (one backward recomputing the stage)
+// and of one device, in sync mode, on one device and on several; the
+// backward stage of three layers is where the grains differ.
+TEST(Equivalence, LayerGrainPlansTrainLikeStageGrain) {
+  for (const char *name : {"gpt_op17.onnx", "llama_op17.onnx"}) {
+    std::string model = modelPath(name);
+    for (auto [g, m] : {std::pair{1u, 2u}, {2u, 3u}, {3u, 4u}}) {
+      Config stage{"round-robin", g, m};
+      stage.stages = "fwd:3;bwd:1,3";
+      Config layer = stage;
+      layer.layerGrain = true;
+      std::string refDir = scratchDir(), dir = scratchDir();
+      Outcome reference =
+          train(compile(model, {"round-robin", 1, m}, refDir), true, refDir);
+      Outcome byStage = train(compile(model, stage, dir), true, dir);
+      Outcome byLayer = train(compile(model, layer, dir), true, dir);
+      ASSERT_EQ(reference.losses.size(), 3u) << layer.name();
+      EXPECT_EQ(byStage.losses, reference.losses)
+          << name << " " << stage.name();
+      EXPECT_EQ(byLayer.losses, byStage.losses) << name << " " << layer.name();
+      EXPECT_TRUE(byLayer.weights == byStage.weights)
+          << name << " " << layer.name() << ": final weights differ";
+      EXPECT_TRUE(byLayer.weights == reference.weights)
+          << name << " " << layer.name() << ": final weights differ";
       llvm::sys::fs::remove_directories(dir);
       llvm::sys::fs::remove_directories(refDir);
     }

@@ -43,6 +43,11 @@ struct Partition {
   double proxyCostMs = 0;
   /// The per-stage byte cap used (raised when one layer exceeds it).
   int64_t stageBytes = 0;
+  /// Layer-grain recompute (RoundPipe's recompute_grain="layer"): every
+  /// backward stage keeps each layer's saved input and recomputes and
+  /// backprops one layer at a time, instead of keeping every recomputed
+  /// layer's intermediates of the stage.
+  bool layerGrain = false;
 
   unsigned numStages() const { return forward.size() + 1 + backward.size(); }
 };

@@ -68,6 +68,8 @@ struct StageJob {
   /// Jobs that share a weight set (forward and backward of one stage in
   /// the static schedules) upload it once.
   unsigned weightSet = 0;
+  /// A backward that recomputes one layer at a time (Partition::layerGrain).
+  bool layerGrain = false;
 };
 
 struct Pipeline {
@@ -104,11 +106,13 @@ struct Pipeline {
 };
 
 /// Working memory of one microbatch of a stage job: a forward keeps one
-/// layer's intermediates with its input and output; a backward (and the
-/// tail) keeps every recomputed layer's intermediates for the reverse
-/// sweep.
+/// layer's intermediates with its input and output; a stage-grain backward
+/// (and the tail) keeps every recomputed layer's intermediates for the
+/// reverse sweep; a layer-grain backward keeps the saved inputs of the
+/// stage's inner layers and one layer's recomputed intermediates plus its
+/// backward's.
 int64_t jobWorkBytes(CommandKind kind, StageRange range,
-                     llvm::ArrayRef<LayerCost> layers);
+                     llvm::ArrayRef<LayerCost> layers, bool layerGrain = false);
 
 /// Stage sizes for the static schedules: `stages` contiguous stages whose
 /// forward + backward times are as even as a linear partition makes them;

@@ -424,16 +424,15 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
         fbb, fbb.CreateString(path), size,
         ::rp::runtime::weightFileFingerprint(full.str().str()).value_or(0)));
   }
-  auto plan =
-      pf::CreatePlan(fbb, ::rp::plan::kPlanSchemaVersion,
-                     fbb.CreateString(options.producer), devices, events,
-                     fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
-                     fbb.CreateVector(programs), fbb.CreateVector(jobs),
-                     fbb.CreateVector(inputs), fbb.CreateVector(outputs),
-                     microbatches, staged, prologue, epilogue,
-                     schedule.empty() ? 0 : fbb.CreateString(schedule.str()),
-                     hardware.empty() ? 0 : fbb.CreateString(hardware.str()),
-                     passShift);
+  auto plan = pf::CreatePlan(
+      fbb, ::rp::plan::kPlanSchemaVersion, fbb.CreateString(options.producer),
+      devices, events, fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
+      fbb.CreateVector(programs), fbb.CreateVector(jobs),
+      fbb.CreateVector(inputs), fbb.CreateVector(outputs), microbatches, staged,
+      prologue, epilogue,
+      schedule.empty() ? 0 : fbb.CreateString(schedule.str()),
+      hardware.empty() ? 0 : fbb.CreateString(hardware.str()), passShift,
+      plannedPeakBytes.empty() ? 0 : fbb.CreateVector(plannedPeakBytes));
   pf::FinishPlanBuffer(fbb, plan);
   bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }

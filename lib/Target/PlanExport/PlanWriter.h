@@ -77,6 +77,8 @@ private:
   const PlanExportOptions &options;
   /// One for forward plans; staged plans take their schedule's.
   unsigned microbatches = 1;
+  /// Staged plans: per device, the memory plan's peak (rp-plan-memory).
+  std::vector<uint64_t> plannedPeakBytes;
   fb::FlatBufferBuilder fbb{1 << 16};
   std::vector<fb::Offset<pf::Buffer>> buffers;
   std::vector<int64_t> bufferBytes;

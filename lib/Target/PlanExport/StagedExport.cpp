@@ -449,6 +449,8 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
     llvm::sys::path::remove_dots(hw, /*remove_dot_dot=*/true);
   }
   std::optional<uint64_t> shift = schedule.getPassShift();
+  if (std::optional<ArrayRef<int64_t>> peaks = schedule.getPeakBytes())
+    w.plannedPeakBytes.assign(peaks->begin(), peaks->end());
   w.finish(bytes, devices, events, /*staged=*/true, prologueIndex,
            epilogueIndex, stringifyScheduleKind(schedule.getKind()), hw.str(),
            shift ? int(*shift % devices) : -1);

@@ -367,6 +367,30 @@ Expected<DeviceLayout> rp::runtime::planDeviceMemory(const Plan &plan) {
   return layout;
 }
 
+Status rp::runtime::checkArenasWithinPlan(const Plan &plan,
+                                          const DeviceLayout &layout,
+                                          unsigned slots, bool rotating) {
+  if (plan.plannedPeakBytes.size() != layout.arenaBytes.size())
+    return Status::ok();
+  uint64_t largest = 0;
+  for (uint64_t bytes : layout.arenaBytes)
+    largest = std::max(largest, bytes);
+  for (size_t d = 0; d < layout.arenaBytes.size(); ++d) {
+    uint64_t allocated =
+        uint64_t(slots) * (rotating ? largest : layout.arenaBytes[d]);
+    if (allocated > plan.plannedPeakBytes[d])
+      return Status(StatusCode::ResourceExhausted,
+                    "device " + std::to_string(d) + " allocates " +
+                        std::to_string(allocated) + " bytes of buffers (" +
+                        std::to_string(slots) +
+                        " arena(s)), over the compiler's planned peak of " +
+                        std::to_string(plan.plannedPeakBytes[d]) +
+                        " bytes; the plan's memory model misses a buffer "
+                        "(report it with the plan)");
+  }
+  return Status::ok();
+}
+
 Status rp::runtime::verifyDeviceLayout(const Plan &plan,
                                        const DeviceLayout &layout) {
   std::vector<uint32_t> onDevice;

@@ -397,6 +397,14 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
   plan.schedule = str(root->schedule());
   plan.hardware = str(root->hardware());
   plan.passShift = root->pass_shift();
+  if (const auto *peaks = root->planned_peak_bytes()) {
+    plan.plannedPeakBytes.assign(peaks->begin(), peaks->end());
+    if (plan.plannedPeakBytes.size() != plan.devices)
+      return c.fail("planned peak memory for " +
+                    std::to_string(plan.plannedPeakBytes.size()) +
+                    " devices in a plan for " + std::to_string(plan.devices) +
+                    "; recompile the model");
+  }
   if (plan.passShift < -1 ||
       (plan.passShift >= 0 && uint32_t(plan.passShift) >= plan.devices))
     return c.fail("pass shift " + std::to_string(plan.passShift) +

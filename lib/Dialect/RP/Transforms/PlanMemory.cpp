@@ -31,9 +31,11 @@ struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
 
   /// The error for device `d`: its peak, the budget, its biggest buffers
-  /// and what to change.
-  void reportOverBudget(ScheduleOp op, const MemoryPlan &mp, unsigned d,
-                        int64_t budget) {
+  /// and what to change, by what the biggest buffer holds: weights want
+  /// smaller stages, a stage-grain backward's recomputed intermediates
+  /// want layer grain, any other activation fewer tokens per microbatch.
+  void reportOverBudget(ScheduleOp op, const Pipeline &pl, const MemoryPlan &mp,
+                        unsigned d, int64_t budget) {
     std::vector<const PlannedBuffer *> mine;
     for (const PlannedBuffer &b : mp.buffers)
       if (b.device == d)
@@ -50,12 +52,34 @@ struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
     for (size_t i = 0; i < std::min<size_t>(3, mine.size()); ++i)
       diag.attachNote() << "the biggest buffers: " << mine[i]->what << ", "
                         << gib(mine[i]->bytes);
-    bool weights = !mine.empty() && mine.front()->role == BufferRole::weights;
-    diag.attachNote()
-        << (weights ? "to fit, cut smaller stages (a lower weight-budget or "
-                      "stage-bytes, or --stages) or use more devices"
-                    : "to fit, recompute at layer grain (--recompute layer) "
-                      "or use a smaller microbatch with more microbatches");
+    if (mine.empty())
+      return;
+    const PlannedBuffer &top = *mine.front();
+    const StageJob *job = nullptr;
+    if (!top.users.empty()) {
+      const Command &c = pl.schedule.commands[top.users.front()];
+      if (c.job >= 0 && size_t(c.job) < pl.jobs.size())
+        job = &pl.jobs[c.job];
+    }
+    if (top.role == BufferRole::weights)
+      diag.attachNote() << "to fit, cut smaller stages (a lower weight-budget "
+                           "or stage-bytes, or --stages) or use more devices";
+    else if (top.role == BufferRole::work && job &&
+             job->kind == CommandKind::backward && !job->layerGrain &&
+             job->range.size() > 1)
+      diag.attachNote()
+          << "to fit, recompute at layer grain (--recompute layer: a backward "
+             "stage keeps one layer's intermediates at a time), use fewer "
+             "tokens per microbatch (--report-max-seq gives the largest "
+             "sequence that fits) or more devices";
+    else
+      diag.attachNote()
+          << "to fit, use fewer tokens per microbatch (--report-max-seq gives "
+             "the largest sequence that fits)"
+          << (top.role == BufferRole::work && job &&
+                      job->kind == CommandKind::tail
+                  ? " or a smaller fused tail (--stages)"
+                  : "");
   }
 
   void runOnOperation() override {
@@ -92,7 +116,7 @@ struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
     bool over = false;
     for (unsigned d = 0; d < mp.peakBytes.size(); ++d)
       if (mp.peakBytes[d] > budget) {
-        reportOverBudget(*op, mp, d, budget);
+        reportOverBudget(*op, *pl, mp, d, budget);
         over = true;
       }
     if (over)

@@ -39,6 +39,9 @@ struct Trial {
   bool fits = false;
   int64_t peak = 0;
   unsigned device = 0;
+  /// The peak device's biggest buffer: what limits the sequence.
+  std::string biggest;
+  int64_t biggestBytes = 0;
 };
 
 struct ReportMaxSeqPass
@@ -47,7 +50,7 @@ struct ReportMaxSeqPass
 
   /// Plans the step at sequence length `seq` on a retyped copy.
   FailureOr<Trial> trial(ModuleOp module, int64_t seq0, int64_t seq,
-                         int64_t budget) {
+                         int64_t budget, bool layerGrain) {
     // The profiles parsed once; the copy's own costs, forgotten with it.
     CostModel scratch = getAnalysis<CostModel>().forScratch();
     OwningOpRef<ModuleOp> copy = module.clone();
@@ -62,6 +65,7 @@ struct ReportMaxSeqPass
     FailureOr<PipelineInputs> in = loadPipelineInputs(*copy, scratch);
     if (failed(in))
       return failure();
+    in->partition.layerGrain = layerGrain;
     std::string error;
     FailureOr<Pipeline> pl =
         lowerSchedule(in->partition, in->costs, in->attr.getSchedule(),
@@ -83,6 +87,11 @@ struct ReportMaxSeqPass
       }
       t.fits &= peak <= budget;
     }
+    for (const PlannedBuffer &b : mp.buffers)
+      if (b.device == t.device && b.bytes > t.biggestBytes) {
+        t.biggestBytes = b.bytes;
+        t.biggest = b.what;
+      }
     return t;
   }
 
@@ -109,10 +118,6 @@ struct ReportMaxSeqPass
     }
     int64_t budget = budgetGiB > 0 ? int64_t(budgetGiB * (1ull << 30))
                                    : in->hw.memoryBytes();
-    FailureOr<Trial> base = trial(module, seq0, seq0, budget);
-    FailureOr<Trial> small = trial(module, seq0, 1, budget);
-    if (failed(base) || failed(small))
-      return signalPassFailure();
     auto gib = [](int64_t b) {
       std::string s;
       llvm::raw_string_ostream(s)
@@ -120,6 +125,11 @@ struct ReportMaxSeqPass
           << " bytes)";
       return s;
     };
+    bool layerGrain = in->partition.layerGrain;
+    FailureOr<Trial> base = trial(module, seq0, seq0, budget, layerGrain);
+    FailureOr<Trial> small = trial(module, seq0, 1, budget, layerGrain);
+    if (failed(base) || failed(small))
+      return signalPassFailure();
     InFlightDiagnostic report = emitRemark(in->func.getLoc());
     if (!small->fits) {
       report << "no sequence length fits: with one token per sequence "
@@ -127,14 +137,51 @@ struct ReportMaxSeqPass
              << gib(small->peak) << " of " << gib(budget);
       return;
     }
-    // Bisection on [fits, does not fit).
+    FailureOr<std::pair<int64_t, Trial>> found =
+        largest(module, seq0, budget, layerGrain, *small);
+    if (failed(found))
+      return signalPassFailure();
+    auto [lo, best] = *found;
+    report << "the largest sequence that fits is " << lo
+           << " tokens (microbatch " << rows << " x " << lo << ", "
+           << (layerGrain ? "layer" : "stage") << "-grain recompute)";
+    if (lo == limit)
+      report << ", the limit tried";
+    report << ": device " << best.device << " peaks at " << gib(best.peak)
+           << " of " << gib(budget) << " (its biggest buffer: " << best.biggest
+           << ", " << gib(best.biggestBytes) << "); at " << seq0
+           << " tokens the peak is " << gib(base->peak);
+    // Stage grain keeps every recomputed layer's intermediates of a
+    // backward stage; say what layer grain (one layer's at a time) reaches.
+    if (!layerGrain) {
+      FailureOr<Trial> one = trial(module, seq0, 1, budget, true);
+      if (failed(one))
+        return signalPassFailure();
+      if (!one->fits)
+        return;
+      FailureOr<std::pair<int64_t, Trial>> layer =
+          largest(module, seq0, budget, true, *one);
+      if (failed(layer))
+        return signalPassFailure();
+      if (layer->first > lo)
+        report << "; with layer-grain recompute (--recompute layer) "
+               << layer->first << " tokens (device " << layer->second.device
+               << "'s biggest buffer: " << layer->second.biggest << ", "
+               << gib(layer->second.biggestBytes) << ")";
+    }
+  }
+
+  /// Bisection on [fits, does not fit) up to `limit`, from a trial at one
+  /// token that fits.
+  FailureOr<std::pair<int64_t, Trial>> largest(ModuleOp module, int64_t seq0,
+                                               int64_t budget, bool layerGrain,
+                                               Trial best) {
     int64_t lo = 1, hi = limit + 1;
-    Trial best = *small;
     while (hi - lo > 1) {
       int64_t mid = lo + (hi - lo) / 2;
-      FailureOr<Trial> t = trial(module, seq0, mid, budget);
+      FailureOr<Trial> t = trial(module, seq0, mid, budget, layerGrain);
       if (failed(t))
-        return signalPassFailure();
+        return failure();
       if (t->fits) {
         lo = mid;
         best = *t;
@@ -142,13 +189,7 @@ struct ReportMaxSeqPass
         hi = mid;
       }
     }
-    report << "the largest sequence that fits is " << lo
-           << " tokens (microbatch " << rows << " x " << lo << ")";
-    if (lo == limit)
-      report << ", the limit tried";
-    report << ": device " << best.device << " peaks at " << gib(best.peak)
-           << " of " << gib(budget) << "; at " << seq0 << " tokens the peak is "
-           << gib(base->peak);
+    return std::make_pair(lo, best);
   }
 };
 

@@ -66,6 +66,7 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
   in.partition = partitionFromSizes(
       SmallVector<unsigned>(fwd.begin(), fwd.end()), unsigned(bwd.front()),
       SmallVector<unsigned>(bwd.begin() + 1, bwd.end()), in.costs.size());
+  in.partition.layerGrain = in.attr.getRecompute() == RecomputeGrain::layer;
   return in;
 }
 
@@ -216,6 +217,9 @@ FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module,
   if (failed(pl))
     return failure();
   pl->schedule.gpusPerLink = in->hw.gpusPerLink;
+  // The grain is the partition's: the schedule's commands do not carry it.
+  for (StageJob &j : pl->jobs)
+    j.layerGrain = j.kind == CommandKind::backward && in->partition.layerGrain;
   return LoadedSchedule{std::move(*in), *op, std::move(*pl)};
 }
 

@@ -80,6 +80,14 @@ Expected<DeviceLayout> planDeviceMemory(const Plan &plan);
 /// Internal (the tests' and the loader's second opinion) on failure.
 Status verifyDeviceLayout(const Plan &plan, const DeviceLayout &layout);
 
+/// The device memory a run allocates per device, `slots` copies of the
+/// arenas (a rotating layout sizes every arena as the largest), against the
+/// compiler's planned peak (Plan::plannedPeakBytes): ResourceExhausted,
+/// naming the device and both sizes, when one is larger; ok when the plan
+/// carries no peak.
+Status checkArenasWithinPlan(const Plan &plan, const DeviceLayout &layout,
+                             unsigned slots = 1, bool rotating = false);
+
 } // namespace rp::runtime
 
 #endif // RP_RUNTIME_DEVICEMEMORY_H

@@ -148,6 +148,9 @@ struct Plan {
   /// Device shift from one pass to the next (plan.fbs); -1 in older plans
   /// (passShiftJobs derives it).
   int32_t passShift = -1;
+  /// Per device, the compiler's planned peak bytes (plan.fbs); empty in
+  /// older plans. The device arenas must fit within it (checkArenasWithinPlan).
+  std::vector<uint64_t> plannedPeakBytes;
   /// The file's bytes, for --describe=json.
   std::vector<uint8_t> raw;
 };

@@ -1,26 +1,32 @@
 """Checks rp-report-max-seq against graphs built at the sequence it reports.
 
-Usage: max_seq_check.py RP-OPT OUTDIR
+Usage: max_seq_check.py RP-OPT OUTDIR [stage|layer]
 
 Builds a small Llama-like graph at sequence 40, asks rp-report-max-seq for
 the largest sequence that fits a 64 MiB device, then builds the graph again
 at that sequence and at one more token, and plans their memory with the
 same stages: the first must fit and the second must not. So the report's
-retyping agrees with a graph that really has that sequence length.
+retyping agrees with a graph that really has that sequence length. With
+`layer`, the backward stages hold two layers each and recompute at layer
+grain (one layer's intermediates at a time); with `stage` the same stages
+recompute at stage grain, and the report adds what layer grain reaches.
 """
 import re
 import subprocess
 import sys
 
 rp_opt, out = sys.argv[1], sys.argv[2]
+grain = sys.argv[3] if len(sys.argv) > 3 else ""
 shape = ("layers=3,hidden=96,heads=4,kv_heads=2,head_dim=24,ffn=160,"
          "vocab=101,tied=0,qk_norm=1")
-stages = "fwd:2,2;bwd:1,1,1,1,1"
+stages = "fwd:2,2;bwd:1,1,1,1,1" if not grain else "fwd:2,2;bwd:1,2,2"
 options = "devices=2 hw=rtx4090 microbatches=3 stages=" + stages
+if grain == "layer":
+    options += " recompute=layer"
 
 
 def graph(seq):
-    path = "%s/g%d.mlir" % (out, seq)
+    path = "%s/g%s%d.mlir" % (out, grain, seq)
     subprocess.run([sys.executable, "-m", "rp.shapes", "--custom", shape,
                     "--seq", str(seq), "--dtype", "f32", "-o", path], check=True)
     return path

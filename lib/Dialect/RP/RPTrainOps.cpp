@@ -54,19 +54,63 @@ LogicalResult CrossEntropyGradOp::verify() {
                            lossType(logits));
 }
 
+/// hidden [..., K], weight [C, K], labels hidden's shape without K, and a
+/// positive chunk: what rp.linear_cross_entropy and its gradient share.
+static LogicalResult verifyLinearLoss(Operation *op, RankedTensorType hidden,
+                                      RankedTensorType weight,
+                                      RankedTensorType labels, int64_t chunk) {
+  if (hidden.getRank() < 1 || weight.getRank() != 2 ||
+      weight.getShape()[1] != hidden.getShape().back())
+    return op->emitOpError("expected a weight [classes, ")
+           << (hidden.getRank() ? hidden.getShape().back() : 0)
+           << "] for hidden " << ShapeStr{hidden.getShape()} << " but got "
+           << ShapeStr{weight.getShape()};
+  if (labels.getShape() != hidden.getShape().drop_back())
+    return op->emitOpError("expected labels of shape ")
+           << ShapeStr{hidden.getShape().drop_back()}
+           << " (hidden without its last dimension) but got "
+           << ShapeStr{labels.getShape()};
+  if (chunk <= 0)
+    return op->emitOpError("chunk must be a positive number of rows, got ")
+           << chunk;
+  return success();
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  auto hidden = getHidden().getType();
+  if (failed(verifyLinearLoss(*this, hidden, getWeight().getType(),
+                              getLabels().getType(), getChunk())) ||
+      failed(verifyFloatScalar(*this, "loss_sum", getLossSum().getType(),
+                               lossType(hidden))))
+    return failure();
+  if (getCount().getType().getRank() != 0 ||
+      !getCount().getType().getElementType().isInteger(64))
+    return emitOpError("expected count to be an i64 scalar but got ")
+           << getCount().getType();
+  return success();
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  auto hidden = getHidden().getType();
+  if (failed(verifyLinearLoss(*this, hidden, getWeight().getType(),
+                              getLabels().getType(), getChunk())))
+    return failure();
+  return verifyFloatScalar(*this, "scale", getScale().getType(),
+                           lossType(hidden));
+}
+
 LogicalResult SoftmaxGradOp::verify() {
   if (getDim() >= getOutput().getType().getRank())
-    return emitOpError("dimension ")
-           << getDim() << " is out of range for rank "
-           << getOutput().getType().getRank();
+    return emitOpError("dimension ") << getDim() << " is out of range for rank "
+                                     << getOutput().getType().getRank();
   return success();
 }
 
 LogicalResult NormGradOp::verify() {
   auto in = getInput().getType();
   if (getAxis() >= in.getRank())
-    return emitOpError("axis ") << getAxis() << " is out of range for rank "
-                                << in.getRank();
+    return emitOpError("axis ")
+           << getAxis() << " is out of range for rank " << in.getRank();
   if (getGrad().getType() != in || getInputGrad().getType() != in)
     return emitOpError("expected the gradient and the input gradient to have "
                        "the input's type ")
@@ -99,8 +143,8 @@ LogicalResult AttentionGradOp::verify() {
   if (getScale())
     scale = getScale()->convertToDouble();
   if (failed(verifyAttentionShapes(
-          *this, getQuery().getType(), getKey().getType(),
-          getValue().getType(), getMask(), getCausal(), scale,
+          *this, getQuery().getType(), getKey().getType(), getValue().getType(),
+          getMask(), getCausal(), scale,
           cast<RankedTensorType>(getGrad().getType()))))
     return failure();
   if (getQueryGrad().getType() != getQuery().getType() ||
@@ -115,8 +159,8 @@ LogicalResult GatherGradOp::verify() {
   auto out = getType();
   int64_t axis = getAxis();
   if (axis >= out.getRank())
-    return emitOpError("axis ") << axis << " is out of range for rank "
-                                << out.getRank();
+    return emitOpError("axis ")
+           << axis << " is out of range for rank " << out.getRank();
   SmallVector<int64_t> expected(out.getShape().take_front(axis));
   llvm::append_range(expected, getIndices().getType().getShape());
   llvm::append_range(expected, out.getShape().drop_front(axis + 1));
@@ -137,7 +181,8 @@ LogicalResult SliceGradOp::verify() {
 
 LogicalResult ExtremumGradOp::verify() {
   if (getKind() != ReduceKind::max && getKind() != ReduceKind::min)
-    return emitOpError("takes max or min, not ") << stringifyReduceKind(getKind());
+    return emitOpError("takes max or min, not ")
+           << stringifyReduceKind(getKind());
   auto in = getInput().getType();
   ArrayRef<int64_t> dims = getDims();
   SmallVector<int64_t> expected;

@@ -101,16 +101,17 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
 
 LogicalResult SoftmaxGradOp::verify() {
   if (getDim() >= getOutput().getType().getRank())
-    return emitOpError("dimension ") << getDim() << " is out of range for rank "
-                                     << getOutput().getType().getRank();
+    return emitOpError("dimension ")
+           << getDim() << " is out of range for rank "
+           << getOutput().getType().getRank();
   return success();
 }
 
 LogicalResult NormGradOp::verify() {
   auto in = getInput().getType();
   if (getAxis() >= in.getRank())
-    return emitOpError("axis ")
-           << getAxis() << " is out of range for rank " << in.getRank();
+    return emitOpError("axis ") << getAxis() << " is out of range for rank "
+                                << in.getRank();
   if (getGrad().getType() != in || getInputGrad().getType() != in)
     return emitOpError("expected the gradient and the input gradient to have "
                        "the input's type ")
@@ -143,8 +144,8 @@ LogicalResult AttentionGradOp::verify() {
   if (getScale())
     scale = getScale()->convertToDouble();
   if (failed(verifyAttentionShapes(
-          *this, getQuery().getType(), getKey().getType(), getValue().getType(),
-          getMask(), getCausal(), scale,
+          *this, getQuery().getType(), getKey().getType(),
+          getValue().getType(), getMask(), getCausal(), scale,
           cast<RankedTensorType>(getGrad().getType()))))
     return failure();
   if (getQueryGrad().getType() != getQuery().getType() ||
@@ -159,8 +160,8 @@ LogicalResult GatherGradOp::verify() {
   auto out = getType();
   int64_t axis = getAxis();
   if (axis >= out.getRank())
-    return emitOpError("axis ")
-           << axis << " is out of range for rank " << out.getRank();
+    return emitOpError("axis ") << axis << " is out of range for rank "
+                                << out.getRank();
   SmallVector<int64_t> expected(out.getShape().take_front(axis));
   llvm::append_range(expected, getIndices().getType().getShape());
   llvm::append_range(expected, out.getShape().drop_front(axis + 1));
@@ -181,8 +182,7 @@ LogicalResult SliceGradOp::verify() {
 
 LogicalResult ExtremumGradOp::verify() {
   if (getKind() != ReduceKind::max && getKind() != ReduceKind::min)
-    return emitOpError("takes max or min, not ")
-           << stringifyReduceKind(getKind());
+    return emitOpError("takes max or min, not ") << stringifyReduceKind(getKind());
   auto in = getInput().getType();
   ArrayRef<int64_t> dims = getDims();
   SmallVector<int64_t> expected;

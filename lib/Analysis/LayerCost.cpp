@@ -91,10 +91,56 @@ Kernel forwardKernel(Operation *op) {
   return {int64_t(w.flops), int64_t(w.bytes), w.groups};
 }
 
+/// rp.linear_cross_entropy as the kernels its chunks run: the head's
+/// matmul and the loss forward; the matmul again (the logits are not kept),
+/// the loss gradient and one matmul per operand gradient backward.
+OpKernels linearLossKernels(LinearCrossEntropyOp op,
+                            llvm::function_ref<bool(Value)> needsGrad) {
+  auto hidden = op.getHidden().getType();
+  auto weight = op.getWeight().getType();
+  int64_t rows = numel(op.getLabels()), k = weight.getShape()[1],
+          classes = weight.getShape()[0];
+  int64_t bytes = (hidden.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  auto operand = [](std::vector<int64_t> shape, int64_t elementBytes) {
+    ::rp::timing::Operand o;
+    o.shape = std::move(shape);
+    o.elementBytes = elementBytes;
+    return o;
+  };
+  auto work = [](const char *kind, std::vector<::rp::timing::Operand> in,
+                 std::vector<::rp::timing::Operand> out,
+                 std::vector<int64_t> ints) {
+    ::rp::timing::KernelWork w = ::rp::timing::kernelWork(
+        uint16_t(::rp::timing::kernelOpIndex(kind)), in, out, ints);
+    return Kernel{int64_t(w.flops), int64_t(w.bytes)};
+  };
+  auto logits = operand({rows, classes}, bytes);
+  auto labels = operand({rows}, 8);
+  Kernel head =
+      work("matmul", {operand({rows, k}, bytes), operand({classes, k}, bytes)},
+           {logits}, {0, 1});
+  OpKernels kernels;
+  kernels.forward = {head, work("cross_entropy", {logits, labels},
+                                {operand({}, 4), operand({}, 8)}, {})};
+  bool hiddenGrad = needsGrad(op.getHidden()),
+       weightGrad = needsGrad(op.getWeight());
+  if (!hiddenGrad && !weightGrad)
+    return kernels;
+  kernels.backward = {head,
+                      work("cross_entropy_grad",
+                           {logits, labels, operand({}, 4)}, {logits}, {})};
+  for (bool grad : {hiddenGrad, weightGrad})
+    if (grad)
+      kernels.backward.push_back(head);
+  return kernels;
+}
+
 OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
   OpKernels k;
   if (isa<ReshapeOp>(op))
     return k; // a view: no kernel
+  if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
+    return linearLossKernels(loss, needsGrad);
   bool anyGrad = llvm::any_of(op->getOperands(), needsGrad);
   Kernel kernel = forwardKernel(op);
   k.forward.push_back(kernel);
@@ -139,8 +185,23 @@ Type computeType(Operation *op) {
   return Float32Type::get(op->getContext());
 }
 
+/// Bytes an op holds while it runs beyond its results: the logits of one
+/// chunk for rp.linear_cross_entropy (chunk x classes, never tokens x
+/// classes; the gradient's f32 weight accumulator is weight-sized).
+int64_t opScratchBytes(Operation &op) {
+  auto loss = dyn_cast<LinearCrossEntropyOp>(op);
+  if (!loss)
+    return 0;
+  auto weight = loss.getWeight().getType();
+  int64_t rows =
+      std::min(static_cast<int64_t>(loss.getChunk()), numel(loss.getLabels()));
+  int64_t bytes = (weight.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  return rows * weight.getShape()[0] * bytes;
+}
+
 /// Peak bytes of the body's intermediate values, each live from its op to
-/// its last use; views are counted like copies, an upper bound.
+/// its last use, plus what an op holds while it runs (opScratchBytes);
+/// views are counted like copies, an upper bound.
 int64_t peakWorkBytes(Block &body) {
   llvm::DenseMap<Operation *, unsigned> position;
   for (auto [i, op] : llvm::enumerate(body))
@@ -156,7 +217,7 @@ int64_t peakWorkBytes(Block &body) {
       live += bytesOf(result.getType());
       freedAt[last] += bytesOf(result.getType());
     }
-    peak = std::max(peak, live);
+    peak = std::max(peak, live + opScratchBytes(op));
     live -= freedAt[i];
   }
   return peak;

@@ -54,6 +54,51 @@ LogicalResult CrossEntropyGradOp::verify() {
                            lossType(logits));
 }
 
+/// hidden [..., K], weight [C, K], labels hidden's shape without K, and a
+/// positive chunk: what rp.linear_cross_entropy and its gradient share.
+static LogicalResult verifyLinearLoss(Operation *op, RankedTensorType hidden,
+                                      RankedTensorType weight,
+                                      RankedTensorType labels, int64_t chunk) {
+  if (hidden.getRank() < 1 || weight.getRank() != 2 ||
+      weight.getShape()[1] != hidden.getShape().back())
+    return op->emitOpError("expected a weight [classes, ")
+           << (hidden.getRank() ? hidden.getShape().back() : 0)
+           << "] for hidden " << ShapeStr{hidden.getShape()} << " but got "
+           << ShapeStr{weight.getShape()};
+  if (labels.getShape() != hidden.getShape().drop_back())
+    return op->emitOpError("expected labels of shape ")
+           << ShapeStr{hidden.getShape().drop_back()}
+           << " (hidden without its last dimension) but got "
+           << ShapeStr{labels.getShape()};
+  if (chunk <= 0)
+    return op->emitOpError("chunk must be a positive number of rows, got ")
+           << chunk;
+  return success();
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  auto hidden = getHidden().getType();
+  if (failed(verifyLinearLoss(*this, hidden, getWeight().getType(),
+                              getLabels().getType(), getChunk())) ||
+      failed(verifyFloatScalar(*this, "loss_sum", getLossSum().getType(),
+                               lossType(hidden))))
+    return failure();
+  if (getCount().getType().getRank() != 0 ||
+      !getCount().getType().getElementType().isInteger(64))
+    return emitOpError("expected count to be an i64 scalar but got ")
+           << getCount().getType();
+  return success();
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  auto hidden = getHidden().getType();
+  if (failed(verifyLinearLoss(*this, hidden, getWeight().getType(),
+                              getLabels().getType(), getChunk())))
+    return failure();
+  return verifyFloatScalar(*this, "scale", getScale().getType(),
+                           lossType(hidden));
+}
+
 LogicalResult SoftmaxGradOp::verify() {
   if (getDim() >= getOutput().getType().getRank())
     return emitOpError("dimension ")

@@ -375,6 +375,20 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
 
 bool AttentionOp::isDifferentiableOperand(unsigned index) { return index < 3; }
 
+LogicalResult LinearCrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
+                                             SmallVectorImpl<Value> &dxs) {
+  dxs.assign({Value(), Value(), Value()});
+  if (!dys[0])
+    return success();
+  auto grad = LinearCrossEntropyGradOp::create(
+      b, getLoc(), TypeRange{getHidden().getType(), getWeight().getType()},
+      getHidden(), getWeight(), getLabels(), dys[0], getIgnoreIndex(),
+      getChunk());
+  dxs[0] = grad.getHiddenGrad();
+  dxs[1] = grad.getWeightGrad();
+  return success();
+}
+
 LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &dxs) {
   dxs.assign({Value(), Value()});

@@ -243,3 +243,51 @@ rp.schedule @main "round-robin" devices = 1 microbatches = 1 hw = "host" {
   // expected-error @+1 {{moves a negative number of bytes}}
   %c = rp.copy h2d weights job 0 device 0 bytes -4 {ms = 1.0 : f64}
 }
+
+// -----
+
+func.func @linear_cross_entropy_weight(%h: tensor<2x4x8xf32>, %w: tensor<16x4xf32>, %y: tensor<2x4xi64>) {
+  // expected-error @+1 {{expected a weight [classes, 8] for hidden [2, 4, 8] but got [16, 4]}}
+  %s, %n = rp.linear_cross_entropy %h, %w, %y ignore_index = -100 chunk = 128 : (tensor<2x4x8xf32>, tensor<16x4xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_labels(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x8xi64>) {
+  // expected-error @+1 {{expected labels of shape [2, 4] (hidden without its last dimension) but got [2, 8]}}
+  %s, %n = rp.linear_cross_entropy %h, %w, %y ignore_index = -100 chunk = 128 : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x8xi64>) -> (tensor<f32>, tensor<i64>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_chunk(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x4xi64>) {
+  // expected-error @+1 {{chunk must be a positive number of rows, got 0}}
+  %s, %n = rp.linear_cross_entropy %h, %w, %y ignore_index = -100 chunk = 0 : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_sum(%h: tensor<2x4x8xf16>, %w: tensor<16x8xf16>, %y: tensor<2x4xi64>) {
+  // expected-error @+1 {{expected loss_sum to be a 'f32' scalar but got 'tensor<f16>'}}
+  %s, %n = rp.linear_cross_entropy %h, %w, %y ignore_index = -100 chunk = 128 : (tensor<2x4x8xf16>, tensor<16x8xf16>, tensor<2x4xi64>) -> (tensor<f16>, tensor<i64>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_count(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x4xi64>) {
+  // expected-error @+1 {{expected count to be an i64 scalar but got 'tensor<i32>'}}
+  %s, %n = rp.linear_cross_entropy %h, %w, %y ignore_index = -100 chunk = 128 : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_grad_scale(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %y: tensor<2x4xi64>, %s: tensor<f64>) {
+  // expected-error @+1 {{expected scale to be a 'f32' scalar but got 'tensor<f64>'}}
+  %dh, %dw = rp.linear_cross_entropy_grad %h, %w, %y, %s ignore_index = -100 chunk = 128 : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>, tensor<f64>) -> (tensor<2x4x8xf32>, tensor<16x8xf32>)
+  return
+}

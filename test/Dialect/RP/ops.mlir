@@ -145,11 +145,15 @@ func.func @attention(%q: tensor<2x8x16x32xbf16>, %k: tensor<2x2x16x32xbf16>, %v:
 }
 
 // CHECK-LABEL: func.func @train_ops
-func.func @train_ops(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi64>, %s: tensor<f32>, %x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %ids: tensor<2x4xi64>) {
+func.func @train_ops(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi64>, %s: tensor<f32>, %x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %ids: tensor<2x4xi64>, %w8: tensor<8x8xf32>) {
   // CHECK: rp.cross_entropy %{{.+}}, %{{.+}} ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
   %sum, %n = rp.cross_entropy %logits, %labels ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
   // CHECK: rp.cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}} ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>, tensor<f32>) -> tensor<2x4x8xf32>
   %dl = rp.cross_entropy_grad %logits, %labels, %s ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>, tensor<f32>) -> tensor<2x4x8xf32>
+  // CHECK: rp.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} ignore_index = -100 chunk = 128 : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
+  %lsum, %ln = rp.linear_cross_entropy %x, %w8, %labels ignore_index = -100 chunk = 128 : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
+  // CHECK: rp.linear_cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} ignore_index = -100 chunk = 256 : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<2x4xi64>, tensor<f32>) -> (tensor<2x4x8xf32>, tensor<8x8xf32>)
+  %ldh, %ldw = rp.linear_cross_entropy_grad %x, %w8, %labels, %s ignore_index = -100 chunk = 256 : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<2x4xi64>, tensor<f32>) -> (tensor<2x4x8xf32>, tensor<8x8xf32>)
   // CHECK: rp.unary_grad gelu_tanh %{{.+}}, %{{.+}} : tensor<2x4x8xf32>
   %du = rp.unary_grad gelu_tanh %x, %dl : tensor<2x4x8xf32>
   // CHECK: rp.softmax_grad %{{.+}}, %{{.+}} dim = 2 log : tensor<2x4x8xf32>

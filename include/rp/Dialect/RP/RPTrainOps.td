@@ -81,6 +81,70 @@ def RP_CrossEntropyGradOp : RP_PureOp<"cross_entropy_grad",
   let hasVerifier = 1;
 }
 
+def RP_LinearCrossEntropyOp : RP_PureOp<"linear_cross_entropy",
+    [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface>,
+     AllElementTypesMatch<["hidden", "weight"]>]> {
+  let summary = "LM head and summed cross-entropy, without the logits";
+  let description = [{
+    `rp.cross_entropy(rp.matmul(hidden, weight, transpose_b), labels)` in
+    one op: `hidden` is `[..., K]`, `weight` the `[C, K]` head (with tied
+    embeddings, the embedding table) and `labels` `hidden`'s shape without
+    the last dimension. The results are rp.cross_entropy's: `loss_sum` (f32,
+    f64 for f64 operands) and `count`. The kernels compute the logits
+    `chunk` rows (tokens) at a time, so only `[chunk, C]` of them ever
+    exist, never `[tokens, C]` (rp-fuse-linear-cross-entropy). VJP:
+    rp.linear_cross_entropy_grad; `labels` and `count` are not
+    differentiable.
+
+    ```mlir
+    %sum, %n = rp.linear_cross_entropy %h, %w, %labels ignore_index = -100
+        chunk = 1024 : (tensor<2x16x32xf32>, tensor<64x32xf32>,
+        tensor<2x16xi64>) -> (tensor<f32>, tensor<i64>)
+    ```
+  }];
+  let arguments = (ins RP_FloatTensor:$hidden, RP_FloatTensor:$weight,
+                   RP_IndexTensor:$labels, I64Attr:$ignore_index,
+                   I64Attr:$chunk);
+  let results = (outs RP_FloatTensor:$loss_sum, RP_IndexTensor:$count);
+  let assemblyFormat = [{
+    $hidden `,` $weight `,` $labels `ignore_index` `=` $ignore_index
+    `chunk` `=` $chunk attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def RP_LinearCrossEntropyGradOp : RP_PureOp<"linear_cross_entropy_grad",
+    [AllTypesMatch<["hidden", "hidden_grad"]>,
+     AllTypesMatch<["weight", "weight_grad"]>]> {
+  let summary = "gradients of rp.linear_cross_entropy's loss_sum";
+  let description = [{
+    With `dl = scale * (softmax(logits) - onehot(label))` at positions
+    whose label is not `ignore_index` (0 elsewhere) and `logits = hidden *
+    weight^T`: `hidden_grad = dl * weight` and `weight_grad = dl^T *
+    hidden`, computed `chunk` rows at a time so that `dl` never exists for
+    more than a chunk. `scale` is the gradient of the loss with respect to
+    `loss_sum`.
+
+    ```mlir
+    %dh, %dw = rp.linear_cross_entropy_grad %h, %w, %labels, %scale
+        ignore_index = -100 chunk = 1024
+        : (tensor<2x16x32xf32>, tensor<64x32xf32>, tensor<2x16xi64>,
+           tensor<f32>) -> (tensor<2x16x32xf32>, tensor<64x32xf32>)
+    ```
+  }];
+  let arguments = (ins RP_FloatTensor:$hidden, RP_FloatTensor:$weight,
+                   RP_IndexTensor:$labels, RP_FloatTensor:$scale,
+                   I64Attr:$ignore_index, I64Attr:$chunk);
+  let results = (outs RP_FloatTensor:$hidden_grad,
+                      RP_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $hidden `,` $weight `,` $labels `,` $scale `ignore_index` `=`
+    $ignore_index `chunk` `=` $chunk attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def RP_UnaryGradOp : RP_PureOp<"unary_grad",
     [AllTypesMatch<["input", "grad", "result"]>]> {
   let summary = "dy times the derivative of an elementwise function at x";

@@ -5,6 +5,32 @@
 
 include "mlir/Pass/PassBase.td"
 
+def FuseLinearCrossEntropyPass : Pass<"rp-fuse-linear-cross-entropy"> {
+  let summary = "fuses the LM head and the cross-entropy so no logits exist";
+  let description = [{
+    Rewrites `rp.cross_entropy(rp.matmul(hidden, weight))` with a 2-D weight
+    (`[classes, K]` with `transpose_b`, tied embeddings included, or
+    `[K, classes]`, transposed once) into one `rp.linear_cross_entropy`
+    when the logits feed nothing but the loss. Its kernels hold `chunk`
+    rows of logits at a time, forward and backward, instead of `[tokens,
+    classes]`. Logits that anything else reads are left alone. Runs after
+    rp-attach-loss.
+
+    ```mlir
+    %l = rp.matmul %h, %w transpose_b : ...
+    %s, %n = rp.cross_entropy %l, %labels ignore_index = -100 : ...
+    // becomes
+    %s, %n = rp.linear_cross_entropy %h, %w, %labels ignore_index = -100
+        chunk = 128 : ...
+    ```
+  }];
+  let options = [
+    Option<"chunk", "chunk", "int64_t", "0",
+           "rows of logits per chunk; 0 chooses as many as fit 64 MiB of f32 "
+           "logits, in multiples of 128">
+  ];
+}
+
 def AttachLossPass : Pass<"rp-attach-loss", "::mlir::ModuleOp"> {
   let summary = "makes the model's last layer compute the training loss";
   let description = [{

@@ -37,6 +37,23 @@ Status crossEntropyGrad(ThreadPool &pool, const TensorRef &logits,
                         const TensorRef &labels, int64_t ignoreIndex,
                         double scale, const TensorRef &dlogits);
 
+/// rp.linear_cross_entropy: crossEntropy(hidden * weight^T, labels) with
+/// hidden [..., K] and weight [C, K], computing the logits `chunk` rows at a
+/// time (HostLinearLoss.cpp). The bits do not depend on `chunk`.
+Status linearCrossEntropy(ThreadPool &pool, const TensorRef &hidden,
+                          const TensorRef &weight, const TensorRef &labels,
+                          int64_t ignoreIndex, int64_t chunk,
+                          const TensorRef &lossSum, const TensorRef &count);
+
+/// rp.linear_cross_entropy_grad: with dl = crossEntropyGrad(hidden *
+/// weight^T, ...), dhidden = dl * weight and dweight = dl^T * hidden, dl
+/// held `chunk` rows at a time.
+Status linearCrossEntropyGrad(ThreadPool &pool, const TensorRef &hidden,
+                              const TensorRef &weight, const TensorRef &labels,
+                              int64_t ignoreIndex, int64_t chunk, double scale,
+                              const TensorRef &dhidden,
+                              const TensorRef &dweight);
+
 /// dx = dy * f'(x) for every UnaryKind (f'(x) recomputed from x).
 Status unaryGrad(ThreadPool &pool, UnaryKind kind, const TensorRef &x,
                  const TensorRef &dy, const TensorRef &dx);

@@ -220,8 +220,9 @@ int main(int argc, char **argv) {
                  "2000 good steps)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--shard-optimizer", o.train.shardOptimizer,
-               "several processes: each keeps the optimizer state of 1/N "
-               "of the parameters (ZeRO-1); the same bits");
+               "several processes: each keeps the optimizer state and "
+               "master weights of 1/N of the parameters (ZeRO-1; a staged "
+               "plan in async mode keeps the whole master); the same bits");
   app.add_flag("--sync", o.syncMode, "gradients of step k at W_k");
   app.add_flag("--async", o.asyncMode,
                "gradients of step k at W_(k-1) (the default)");

@@ -235,7 +235,7 @@ Status rp::runtime::detail::gatherShards(GradientReducer &reducer,
                                          const float *mine, const Param &p) {
   Communicator &comm = reducer.communicator();
   size_t world = size_t(comm.size());
-  size_t n = p.master.size(), chunk = (n + world - 1) / world;
+  size_t n = p.size, chunk = (n + world - 1) / world;
   // Chunks of equal size for the all-gather: the last rank's is padded.
   std::vector<float> in(chunk, 0.0f), all(chunk * world);
   std::copy(mine, mine + (p.shardEnd - p.shardBegin), in.begin());
@@ -252,11 +252,20 @@ Status
 rp::runtime::detail::withWholeState(GradientReducer &reducer, unsigned step,
                                     std::vector<Param> &params, bool wanted,
                                     const std::function<Status()> &write) {
-  std::vector<std::vector<float>> s0(params.size()), s1(params.size());
+  std::vector<std::vector<float>> s0(params.size()), s1(params.size()),
+      m(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     Param &p = params[i];
-    s0[i].resize(p.master.size());
-    s1[i].resize(p.master.size());
+    s0[i].resize(p.size);
+    s1[i].resize(p.size);
+    // A sharded master too (its chunk is the state's).
+    if (p.master.size() != p.size) {
+      m[i].resize(p.size);
+      if (Status s =
+              gatherShards(reducer, step, m[i].data(), p.master.data(), p);
+          s.failed())
+        return s;
+    }
     if (Status s =
             gatherShards(reducer, step, s0[i].data(), p.state0.data(), p);
         s.failed())
@@ -274,6 +283,8 @@ rp::runtime::detail::withWholeState(GradientReducer &reducer, unsigned step,
     for (size_t i = 0; i < params.size(); ++i) {
       std::swap(params[i].state0, s0[i]);
       std::swap(params[i].state1, s1[i]);
+      if (!m[i].empty())
+        std::swap(params[i].master, m[i]);
     }
   };
   swapIn();

@@ -124,9 +124,10 @@ void setShard(Param &p, size_t n, unsigned rank, unsigned world);
 Status gatherShards(GradientReducer &reducer, unsigned step, float *full,
                     const float *mine, const Param &p);
 
-/// ZeRO-1: gathers every parameter's whole optimizer state in `step`'s
-/// window (every rank), and, where `write` is wanted, runs it with the
-/// whole state standing in for the shards in `params`.
+/// ZeRO-1: gathers every parameter's whole optimizer state (and master
+/// weights, where sharded) in `step`'s window (every rank), and, where
+/// `write` is wanted, runs it with the whole state standing in for the
+/// shards in `params`.
 Status withWholeState(GradientReducer &reducer, unsigned step,
                       std::vector<Param> &params, bool wanted,
                       const std::function<Status()> &write);

@@ -235,6 +235,14 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     stash.emplace_back(w.as<float>(), w.as<float>() + w.size());
   }
   std::vector<int64_t> slotVersion(S, -1);
+  // A sharded master (sync mode, where no pass in flight needs an older
+  // version): the slot whose parameter buffers hold `masterVersion`.
+  unsigned homeSlot = 0;
+  auto masterWhole = [&](size_t i) -> const float * {
+    return c.shardedMaster ? static_cast<const float *>(
+                                 fwd.buffer(params[i].buffer, homeSlot).data)
+                           : params[i].master.data();
+  };
   std::map<int64_t, std::vector<std::pair<unsigned, uint64_t>>> waitingFor;
   auto openAll = [&](uint64_t pass) {
     for (uint32_t g = 0; g < po.gates; ++g)
@@ -246,8 +254,9 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   auto writeParam = [&](size_t i, const float *src, unsigned slot,
                         uint64_t pass) -> Status {
     Param &p = params[i];
-    std::memcpy(fwd.buffer(p.buffer, slot).data, src,
-                p.master.size() * sizeof(float));
+    void *dst = fwd.buffer(p.buffer, slot).data;
+    if (dst != src)
+      std::memcpy(dst, src, p.size * sizeof(float));
     Status s;
     if (fences && !fences->prologueCalls[i].empty())
       s = fwd.runProgramCalls(pool, uint32_t(plan.prologue),
@@ -286,13 +295,20 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     int64_t start = trace ? trace->now() : 0;
     std::vector<ParamSlot> slots;
     for (Param &p : params)
-      slots.push_back({p.master.data(), stepGrad(p, step).data(),
-                       p.state0.data(), p.state1.data(),
-                       int64_t(p.master.size())});
+      slots.push_back({nullptr, stepGrad(p, step).data(), nullptr, nullptr,
+                       int64_t(p.size)});
     double gradScale = unscale;
     if (apply && options.clipGradNorm > 0)
       gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
                                       options.clipGradNorm);
+    // A sharded master's new weights are gathered into the first waiting
+    // pass's slot, or with none waiting into slot 0, whose compute copies
+    // are then stale.
+    if (apply && c.shardedMaster) {
+      homeSlot = targets.empty() ? 0 : targets[0].first;
+      if (targets.empty())
+        slotVersion[0] = -1;
+    }
     Status result;
     for (size_t i : order) {
       Param &p = params[i];
@@ -305,12 +321,15 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
                 ? sgdStep(pool, options.sgdConfig, number, {shard}, gradScale)
                 : adamwStep(pool, options.adamw, number, {shard}, gradScale);
       if (apply && c.gatherParam && result.isOk())
-        result = c.gatherParam(step, i);
+        result = c.gatherParam(
+            step, i,
+            c.shardedMaster
+                ? static_cast<float *>(fwd.buffer(p.buffer, homeSlot).data)
+                : p.master.data());
       std::vector<float> &g = stepGrad(p, step);
       std::fill(g.begin(), g.end(), 0.0f);
       for (auto [slot, pass] : targets)
-        if (Status s = writeParam(i, p.master.data(), slot, pass);
-            result.isOk())
+        if (Status s = writeParam(i, masterWhole(i), slot, pass); result.isOk())
           result = s;
     }
     for (auto [slot, pass] : targets)
@@ -381,8 +400,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
         if (Status s = finishUpdate(); s.failed())
           return s;
       if (inflightVersion < 0 && masterVersion == v) {
-        written = writeAll([&](size_t i) { return params[i].master.data(); },
-                           slot, pass);
+        written = writeAll(masterWhole, slot, pass);
       } else if (v > std::max(masterVersion, inflightVersion)) {
         waitingFor[v].push_back({slot, pass});
       } else if (S == 2 && slotVersion[1 - slot] == v) {
@@ -421,9 +439,10 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     if (inUse)
       return;
     for (size_t i = 0; i < params.size(); ++i) {
-      const std::vector<float> &w = options.sync ? params[i].master : before[i];
-      std::memcpy(fwd.buffer(params[i].buffer).data, w.data(),
-                  w.size() * sizeof(float));
+      const float *w = options.sync ? masterWhole(i) : before[i].data();
+      void *dst = fwd.buffer(params[i].buffer).data;
+      if (dst != w)
+        std::memcpy(dst, w, params[i].size * sizeof(float));
     }
     slotVersion[0] = -1;
   };

@@ -27,6 +27,10 @@ struct Param {
   std::string name;
   uint32_t buffer;     ///< the plan's parameter buffer
   uint32_t gradOutput; ///< the plan's gradient buffer
+  /// The f32 master weights hold elements [masterBegin, masterBegin +
+  /// master.size()): all of them, or with the master sharded (ZeRO-1,
+  /// docs/multi-box.md) this rank's chunk; the whole weights then live in
+  /// the plan's parameter buffers, which the gathers write.
   std::vector<float> master, grad, state0, state1;
   /// The gradient an overlapped optimizer reads, swapped with `grad` when
   /// it starts: the next step accumulates into the other one. Staged plans
@@ -36,12 +40,15 @@ struct Param {
   /// hold [shardBegin, shardEnd)): all of them, or with a sharded
   /// optimizer (ZeRO-1) this rank's chunk, as Communicator::sum splits.
   size_t shardBegin = 0, shardEnd = 0;
+  /// The parameter's element count, and where `master` starts in it.
+  size_t size = 0, masterBegin = 0;
 };
 
 /// The optimizer's slot of `p` with gradient `grad`: its shard.
 inline ParamSlot shardSlot(Param &p, std::vector<float> &grad) {
-  return {p.master.data() + p.shardBegin, grad.data() + p.shardBegin,
-          p.state0.data(), p.state1.data(), int64_t(p.shardEnd - p.shardBegin)};
+  return {p.master.data() + (p.shardBegin - p.masterBegin),
+          grad.data() + p.shardBegin, p.state0.data(), p.state1.data(),
+          int64_t(p.shardEnd - p.shardBegin)};
 }
 
 /// Waits for an optimizer still running on its own thread when the trainer
@@ -98,9 +105,12 @@ struct StagedContext {
   /// ranks (null: one process).
   GradientReducer *reducer = nullptr;
   /// A sharded optimizer: after step `step`'s update of parameter i's
-  /// shard, gathers its weights from every rank; then closes the step.
-  std::function<Status(unsigned step, size_t i)> gatherParam;
+  /// shard, gathers its whole weights from every rank into `whole`; then
+  /// closes the step.
+  std::function<Status(unsigned step, size_t i, float *whole)> gatherParam;
   std::function<void(unsigned step)> releaseStep;
+  /// The master weights are sharded: `master` holds this rank's chunk.
+  bool shardedMaster = false;
 };
 
 /// The inputs of a staged plan's epilogue that are summed over a step's

@@ -72,14 +72,16 @@ Expected<CheckpointState> loadCheckpoint(const std::string &dir,
     return &it->second.data;
   };
   for (Param &p : params) {
-    size_t n = p.master.size();
+    size_t n = p.size;
     auto m = take(*master, p.name, n), c = take(*compute, p.name, n),
          s0 = take(*opt, p.name + ".state0", n),
          s1 = take(*opt, p.name + ".state1", n);
     for (auto *e : {&m, &c, &s0, &s1})
       if (!*e)
         return e->getStatus();
-    std::memcpy(p.master.data(), (*m)->data(), n * sizeof(float));
+    // This rank's chunk of the master weights (all of them unless sharded).
+    std::memcpy(p.master.data(), (*m)->data() + p.masterBegin * sizeof(float),
+                p.master.size() * sizeof(float));
     // This rank's shard of the state (all of it unless sharded).
     size_t offset = p.shardBegin * sizeof(float),
            bytes = (p.shardEnd - p.shardBegin) * sizeof(float);

@@ -47,6 +47,10 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       !options.save.empty() && (!options.comm || !options.comm->rank());
   unsigned world = options.comm ? unsigned(options.comm->size()) : 1;
   bool sharded = options.shardOptimizer && world > 1;
+  // ZeRO-1 shards the master weights too, except a staged plan's in async
+  // mode: its passes may need a version no buffer slot is free to hold
+  // (docs/multi-box.md, Open).
+  bool shardMaster = sharded && (options.sync || !plan.staged);
   if (saving)
     if (Status s = checkSaveTarget(options.save); s.failed())
       return s;
@@ -100,10 +104,13 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       p.buffer = b;
       p.gradOutput = plan.outputs[o].buffer;
       TensorRef w = fwd.buffer(b);
-      p.master.assign(w.as<float>(), w.as<float>() + w.size());
-      p.grad.assign(w.size(), 0.0f);
-      setShard(p, size_t(w.size()), sharded ? options.comm->rank() : 0,
+      p.size = size_t(w.size());
+      setShard(p, p.size, sharded ? options.comm->rank() : 0,
                sharded ? world : 1);
+      p.masterBegin = shardMaster ? p.shardBegin : 0;
+      p.master.assign(w.as<float>() + p.masterBegin,
+                      w.as<float>() + (shardMaster ? p.shardEnd : p.size));
+      p.grad.assign(p.size, 0.0f);
       p.state0.assign(p.shardEnd - p.shardBegin, 0.0f);
       p.state1.assign(p.shardEnd - p.shardBegin, 0.0f);
       if (options.overlapOptimizer || plan.staged)
@@ -286,10 +293,18 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                                  uses.summedPerUse),
                     first, trace, sharded, params.size());
   }
-  auto gatherParam = [&](unsigned step, size_t i) -> Status {
+  // Parameter i's whole weights into `whole` (the master itself unless
+  // it is sharded) from every rank's updated chunk.
+  auto gatherParam = [&](unsigned step, size_t i, float *whole) -> Status {
     Param &p = params[i];
-    return gatherShards(*reducer, step, p.master.data(),
-                        p.master.data() + p.shardBegin, p);
+    return gatherShards(*reducer, step, whole,
+                        p.master.data() + (p.shardBegin - p.masterBegin), p);
+  };
+  // Where parameter i's gathered weights go: straight into the buffer
+  // the compute reads when the master is sharded.
+  auto wholeOf = [&](size_t i) -> float * {
+    return shardMaster ? static_cast<float *>(fwd.buffer(params[i].buffer).data)
+                       : params[i].master.data();
   };
   // A checkpoint holds the whole optimizer state: with a sharded one, every
   // rank takes part in gathering it, rank 0 writes.
@@ -321,11 +336,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
         },
         addGradient, stepScale, decideApply, dumpGradients,
         reducer ? &*reducer : nullptr,
-        sharded ? std::function<Status(unsigned, size_t)>(gatherParam)
+        sharded ? std::function<Status(unsigned, size_t, float *)>(gatherParam)
                 : nullptr,
         sharded ? std::function<void(unsigned)>(
                       [&](unsigned step) { reducer->release(step); })
-                : nullptr});
+                : nullptr,
+        shardMaster});
 
   // A sharded optimizer's gathers go between the reducer's sums: its
   // update runs between the steps (the same bits).
@@ -421,22 +437,28 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       std::vector<ParamSlot> slots, norm;
       for (Param &p : params) {
         slots.push_back(shardSlot(p, p.grad));
-        norm.push_back({p.master.data(), p.grad.data(), nullptr, nullptr,
-                        int64_t(p.master.size())});
+        norm.push_back(
+            {nullptr, p.grad.data(), nullptr, nullptr, int64_t(p.size)});
       }
-      // Async: the next step runs on the weights before this update.
+      // Async: the next step runs on the weights before this update. A
+      // sharded master gathers them (W_k, before its chunk moves on)
+      // into the buffers the next step reads.
       std::vector<std::vector<float>> before;
-      if (!options.sync)
+      if (!options.sync && !shardMaster)
         for (Param &p : params)
           before.push_back(p.master);
+      if (!options.sync && shardMaster)
+        for (size_t i = 0; i < params.size(); ++i)
+          if (Status s = gatherParam(step, i, wholeOf(i)); s.failed())
+            return s;
       if (apply)
         if (Status s = optimize(step, update, unscale, slots, norm); s.failed())
           return s;
-      if (apply && sharded)
+      if (apply && sharded && (options.sync || !shardMaster))
         for (size_t i = 0; i < params.size(); ++i)
-          if (Status s = gatherParam(step, i); s.failed())
+          if (Status s = gatherParam(step, i, wholeOf(i)); s.failed())
             return s;
-      for (size_t i = 0; i < params.size(); ++i) {
+      for (size_t i = 0; i < params.size() && !shardMaster; ++i) {
         const std::vector<float> &w =
             options.sync ? params[i].master : before[i];
         std::memcpy(fwd.buffer(params[i].buffer).data, w.data(),

@@ -9,16 +9,16 @@
 
 using namespace rp::timing;
 
-double Run::stepEnd(unsigned k) const {
+double ContinuousRun::stepEnd(unsigned k) const {
   return times.end[epilogue[size_t(k) * accumulate + accumulate - 1]];
 }
 
-unsigned Run::shiftOf(unsigned pass) const {
+unsigned ContinuousRun::shiftOf(unsigned pass) const {
   return unsigned((uint64_t(pass) * shift) % std::max(graph.devices, 1u));
 }
 
-std::optional<Run> rp::timing::layOutRun(const Graph &pass, const RunLayout &o,
-                                         size_t *stuck) {
+std::optional<ContinuousRun>
+rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
   unsigned G = std::max(pass.devices, 1u);
   unsigned K = std::max(o.accumulate, 1u), L = std::max(o.slots, 1u);
   // A step moves the devices by K * shift; after `rotation` steps every
@@ -34,7 +34,7 @@ std::optional<Run> rp::timing::layOutRun(const Graph &pass, const RunLayout &o,
   size_t C = pass.tasks.size();
   size_t commandTasks = size_t(P) * C;
 
-  Run run;
+  ContinuousRun run;
   run.steps = N;
   run.passes = P;
   run.accumulate = K;

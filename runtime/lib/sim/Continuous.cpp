@@ -81,12 +81,13 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
     }
   }
   size_t stuck = 0;
-  std::optional<timing::Run> laidOut = timing::layOutRun(pass, layout, &stuck);
+  std::optional<timing::ContinuousRun> laidOut =
+      timing::layOutRun(pass, layout, &stuck);
   if (!laidOut)
     return internalError("the sim cannot order the run's passes (a cycle at "
                          "task " +
                          std::to_string(stuck) + "); report it");
-  const timing::Run &run = *laidOut;
+  const timing::ContinuousRun &run = *laidOut;
   const timing::Graph &g = run.graph;
   const timing::Times &times = run.times;
   unsigned K = run.accumulate, P = run.passes;

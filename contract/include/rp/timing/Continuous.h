@@ -66,7 +66,7 @@ struct RunLayout {
   std::vector<std::vector<unsigned>> gatesOfTask;
 };
 
-struct Run {
+struct ContinuousRun {
   /// The whole run: pass p's copy of the pass's task i is task
   /// p * passTasks + i; the host's tasks follow.
   Graph graph;
@@ -91,8 +91,8 @@ struct Run {
 /// Lays out and times the run of `pass` (one pass's tasks, as
 /// Timeline.h). std::nullopt when the run's waits form a cycle, with one
 /// stuck task in `stuck`.
-std::optional<Run> layOutRun(const Graph &pass, const RunLayout &layout,
-                             size_t *stuck = nullptr);
+std::optional<ContinuousRun>
+layOutRun(const Graph &pass, const RunLayout &layout, size_t *stuck = nullptr);
 
 } // namespace rp::timing
 

@@ -148,15 +148,16 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
   for (unsigned t = 0; t < P; ++t) {
     unsigned shift = run.shiftOf(t);
     for (size_t i = 0; i < C; ++i) {
-      Task task = pass.tasks[i];
-      task.device = (task.device + shift) % G;
-      for (unsigned &w : task.waits)
-        w += unsigned(size_t(t) * C);
+      const Task &of = pass.tasks[i];
+      Task task{(of.device + shift) % G, of.lane, of.ms, {}};
       const std::vector<unsigned> &gatesOf =
           o.gatesOfTask.empty() ? wholeUpdate
           : i < o.gatesOfTask.size() && !o.gatesOfTask[i].empty()
               ? o.gatesOfTask[i]
               : stagingOnly;
+      task.waits.reserve(of.waits.size() + gatesOf.size());
+      for (unsigned w : of.waits)
+        task.waits.push_back(w + unsigned(size_t(t) * C));
       for (unsigned gate : gatesOf)
         if (gate < perPass)
           task.waits.push_back(unsigned(gates + t * perPass + gate));

@@ -60,7 +60,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
   std::vector<unsigned> lastOnLane(size_t(lanes) * kLanes, ~0u);
   std::vector<unsigned> pending(n, 0), first(n + 1, 0), edges;
   std::vector<std::pair<unsigned, unsigned>> pairs;
-  pairs.reserve(n * 2);
+  size_t waits = 0;
+  for (const Task &t : tasks)
+    waits += t.waits.size();
+  pairs.reserve(n + waits);
   for (unsigned i = 0; i < n; ++i) {
     unsigned &last =
         lastOnLane[size_t(tasks[i].device) * kLanes + unsigned(tasks[i].lane)];

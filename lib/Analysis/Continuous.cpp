@@ -25,24 +25,28 @@ double SteadyState::busyRatio() const {
   return *lo > 0 ? *hi / *lo : 0;
 }
 
-std::optional<SteadyState>
-mlir::rp::steadyState(const Pipeline &pipeline,
-                      llvm::ArrayRef<LayerCost> layers,
-                      const HardwareProfile &hw, bool syncOptimizer,
-                      unsigned steps, std::string *stuck) {
-  // One step with its transfers, laid out as a run by the timing core
-  // (rp/timing/Continuous.h), the layout the sim device times too: its
-  // passes on rotated devices, two in flight, the optimizer on the host
-  // and per parameter a version gate.
+namespace {
+
+/// One step with its transfers, as the timing core's continuous layout
+/// takes it: the pass's graph (the optimizer apart) and the host's work.
+struct OneStep {
+  Schedule pass;
+  ::rp::timing::Graph graph;
+  ::rp::timing::RunLayout layout;
+};
+
+OneStep oneStep(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
+                const HardwareProfile &hw, bool syncOptimizer) {
+  OneStep step;
+  ::rp::timing::RunLayout &layout = step.layout;
+  Schedule &pass = step.pass;
   Pipeline one = pipeline;
   one.steps = 1;
   one.syncOptimizer = syncOptimizer;
   insertTransfers(one, layers, hw);
   const std::vector<Command> &cmds = one.schedule.commands;
   // The optimizer is the layout's host work, not a task of the pass.
-  ::rp::timing::RunLayout layout;
   std::vector<unsigned> index(cmds.size(), ~0u);
-  Schedule pass;
   pass.devices = one.schedule.devices;
   pass.gpusPerLink = one.schedule.gpusPerLink;
   for (auto [i, c] : llvm::enumerate(cmds)) {
@@ -81,13 +85,24 @@ mlir::rp::steadyState(const Pipeline &pipeline,
   }
   if (layout.order.empty())
     layout.gatesOfTask.clear();
-  layout.steps = steps;
   layout.sync = syncOptimizer;
-  unsigned shift = pipeline.shiftPerPass(), g = pipeline.devices;
+  step.graph = timingGraphOf(pass);
+  return step;
+}
+
+/// The steady state of `step` (of `pipeline`) run with `shift` devices
+/// from one pass to the next.
+std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
+                                     const OneStep &step, unsigned shift,
+                                     unsigned steps, std::string *stuck) {
+  const Schedule &pass = step.pass;
+  ::rp::timing::RunLayout layout = step.layout;
+  layout.steps = steps;
+  unsigned g = pipeline.devices;
   layout.shift = shift;
   size_t stuckAt = 0;
   std::optional<::rp::timing::ContinuousRun> run =
-      ::rp::timing::layOutRun(timingGraphOf(pass), layout, &stuckAt);
+      ::rp::timing::layOutRun(step.graph, layout, &stuckAt);
   if (!run) {
     // Each pass alone orders (insertTransfers' schedule does), so a cycle
     // is in how the layout chains them: a bug.
@@ -121,6 +136,21 @@ mlir::rp::steadyState(const Pipeline &pipeline,
   return s;
 }
 
+} // namespace
+
+std::optional<SteadyState>
+mlir::rp::steadyState(const Pipeline &pipeline,
+                      llvm::ArrayRef<LayerCost> layers,
+                      const HardwareProfile &hw, bool syncOptimizer,
+                      unsigned steps, std::string *stuck) {
+  // One step with its transfers, laid out as a run by the timing core
+  // (rp/timing/Continuous.h), the layout the sim device times too: its
+  // passes on rotated devices, two in flight, the optimizer on the host
+  // and per parameter a version gate.
+  return timeSteps(pipeline, oneStep(pipeline, layers, hw, syncOptimizer),
+                   pipeline.shiftPerPass(), steps, stuck);
+}
+
 std::optional<Dispatch> mlir::rp::parseDispatch(llvm::StringRef name) {
   return llvm::StringSwitch<std::optional<Dispatch>>(name)
       .Case("modulo", Dispatch::modulo)
@@ -142,17 +172,18 @@ mlir::rp::dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
                        stuck);
   unsigned modulo = pipeline.jobsPerStep() % g;
   pipeline.passShift = int(modulo);
+  // The step's graph does not depend on the shift: built once, laid out
+  // per shift.
+  OneStep step = oneStep(pipeline, layers, hw, syncOptimizer);
   std::optional<SteadyState> best =
-      steadyState(pipeline, layers, hw, syncOptimizer, kSteadySteps, stuck);
+      timeSteps(pipeline, step, modulo, kSteadySteps, stuck);
   // A shift coprime to G walks every job over every device; the modulo one
   // that is not leaves the same jobs on the same devices pass after pass.
   if (!best || dispatch == Dispatch::modulo || std::gcd(modulo, g) == 1)
     return best;
   for (unsigned shift : {1u, g - 1}) {
-    Pipeline candidate = pipeline;
-    candidate.passShift = int(shift);
     std::optional<SteadyState> s =
-        steadyState(candidate, layers, hw, syncOptimizer, kSteadySteps, stuck);
+        timeSteps(pipeline, step, shift, kSteadySteps, stuck);
     if (s && s->stepMs < best->stepMs) {
       best = s;
       pipeline.passShift = int(shift);

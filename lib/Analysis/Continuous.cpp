@@ -44,6 +44,7 @@ OneStep oneStep(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
   one.steps = 1;
   one.syncOptimizer = syncOptimizer;
   insertTransfers(one, layers, hw);
+  one.schedule = recomputeSplit(one.schedule, one, layers);
   const std::vector<Command> &cmds = one.schedule.commands;
   // The optimizer is the layout's host work, not a task of the pass.
   std::vector<unsigned> index(cmds.size(), ~0u);

@@ -96,6 +96,16 @@ std::optional<double> rp::timing::measuredProgramMs(const MeasuredTimes &times,
   size_t slot = name.rfind(" slot");
   if (slot != std::string::npos)
     name = name.substr(0, slot);
+  // A backward split after its recompute (docs/plan-format.md): its two
+  // programs, "L.backward.recompute" and "L.backward.rest".
+  auto strip = [&](const std::string &end) {
+    bool has = name.size() > end.size() &&
+               name.compare(name.size() - end.size(), end.size(), end) == 0;
+    if (has)
+      name = name.substr(0, name.size() - end.size());
+    return has;
+  };
+  bool recomputePart = strip(".recompute"), restPart = strip(".rest");
   const std::string suffix = ".backward";
   bool backward =
       name.size() > suffix.size() &&
@@ -117,9 +127,11 @@ std::optional<double> rp::timing::measuredProgramMs(const MeasuredTimes &times,
   double ms = 0;
   for (size_t i = a; i <= b; ++i) {
     const MeasuredLayerTimes &t = times.layers.at(times.order[i]);
-    double one = backward ? t.recomputeMs + t.backwardMs
-                 : tail   ? t.forwardMs + t.backwardMs
-                          : t.recomputeMs;
+    double one = backward && recomputePart ? t.recomputeMs
+                 : backward && restPart    ? t.backwardMs
+                 : backward                ? t.recomputeMs + t.backwardMs
+                 : tail                    ? t.forwardMs + t.backwardMs
+                                           : t.recomputeMs;
     if ((backward || tail) && t.backwardMs < 0)
       return std::nullopt;
     if ((backward || !tail) ? t.recomputeMs < 0 : t.forwardMs < 0)

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "rp/timing/Continuous.h"
+
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -23,94 +25,131 @@ double SteadyState::busyRatio() const {
   return *lo > 0 ? *hi / *lo : 0;
 }
 
-Pipeline mlir::rp::continuousPipeline(const Pipeline &one, unsigned steps) {
-  Pipeline run = one;
-  run.steps = std::max(1u, steps);
-  run.jobs.clear();
-  run.schedule.commands.clear();
-  unsigned perStep = one.jobs.size(), numSets = 0;
-  for (const StageJob &j : one.jobs)
-    numSets = std::max(numSets, j.weightSet + 1);
-  // Round-robin: step k's jobs move on by the pass shift (by default the
-  // job counter carries on, so step k starts where step k-1's chain left
-  // off). Static schedules keep their stages' devices.
-  unsigned shift = one.shiftPerPass();
-  for (unsigned k = 0; k < run.steps; ++k)
-    for (const StageJob &j : one.jobs) {
-      StageJob c = j;
-      c.device = (j.device + k * shift) % one.devices;
-      // Every step uploads its own weights (a new version).
-      c.weightSet = j.weightSet + k * numSets;
-      run.jobs.push_back(c);
+namespace {
+
+/// One step with its transfers, as the timing core's continuous layout
+/// takes it: the pass's graph (the optimizer apart) and the host's work.
+struct OneStep {
+  Schedule pass;
+  ::rp::timing::Graph graph;
+  ::rp::timing::RunLayout layout;
+};
+
+OneStep oneStep(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
+                const HardwareProfile &hw, bool syncOptimizer) {
+  OneStep step;
+  ::rp::timing::RunLayout &layout = step.layout;
+  Schedule &pass = step.pass;
+  Pipeline one = pipeline;
+  one.steps = 1;
+  one.syncOptimizer = syncOptimizer;
+  insertTransfers(one, layers, hw);
+  one.schedule = recomputeSplit(one.schedule, one, layers);
+  const std::vector<Command> &cmds = one.schedule.commands;
+  // The optimizer is the layout's host work, not a task of the pass.
+  std::vector<unsigned> index(cmds.size(), ~0u);
+  pass.devices = one.schedule.devices;
+  pass.gpusPerLink = one.schedule.gpusPerLink;
+  for (auto [i, c] : llvm::enumerate(cmds)) {
+    if (c.kind == CommandKind::optimizer) {
+      layout.optimizerMs += c.ms;
+      continue;
     }
-  // Queue order is list order, so concatenating the steps runs each queue's
-  // step k work before its step k+1 work, as the executor issues it.
-  unsigned perStepCommands = one.schedule.commands.size();
-  for (unsigned k = 0; k < run.steps; ++k)
-    for (const Command &c : one.schedule.commands) {
-      Command d = c;
-      d.job = c.job + k * perStep;
-      d.device = run.jobs[d.job].device;
-      for (unsigned &w : d.waits)
-        w += k * perStepCommands;
-      run.schedule.commands.push_back(std::move(d));
-    }
-  return run;
+    index[i] = pass.add(c);
+  }
+  for (Command &c : pass.commands)
+    for (unsigned &w : c.waits)
+      w = index[w];
+  // Per layer with trainable weights a gate, updated in the order the
+  // step reads them first (the trainer's), each its share of the update;
+  // a command waits for the gates of its job's layers.
+  std::vector<int> gateOf(layers.size(), -1);
+  int64_t trainable = 0;
+  for (const StageJob &j : pipeline.jobs)
+    for (unsigned l = j.range.begin; l < j.range.end && l < layers.size(); ++l)
+      if (layers[l].trainableElements > 0 && gateOf[l] < 0) {
+        gateOf[l] = int(layout.order.size());
+        layout.order.push_back(layout.order.size());
+        layout.share.push_back(double(layers[l].trainableElements));
+        trainable += layers[l].trainableElements;
+      }
+  for (double &share : layout.share)
+    share /= double(trainable);
+  layout.gatesOfTask.resize(pass.commands.size());
+  for (auto [i, c] : llvm::enumerate(pass.commands)) {
+    if (c.job < 0 || size_t(c.job) >= pipeline.jobs.size())
+      continue;
+    const StageJob &j = pipeline.jobs[c.job];
+    for (unsigned l = j.range.begin; l < j.range.end && l < layers.size(); ++l)
+      if (gateOf[l] >= 0)
+        layout.gatesOfTask[i].push_back(1 + unsigned(gateOf[l]));
+  }
+  if (layout.order.empty())
+    layout.gatesOfTask.clear();
+  layout.sync = syncOptimizer;
+  step.graph = timingGraphOf(pass);
+  return step;
 }
+
+/// The steady state of `step` (of `pipeline`) run with `shift` devices
+/// from one pass to the next.
+std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
+                                     const OneStep &step, unsigned shift,
+                                     unsigned steps, std::string *stuck) {
+  const Schedule &pass = step.pass;
+  ::rp::timing::RunLayout layout = step.layout;
+  layout.steps = steps;
+  unsigned g = pipeline.devices;
+  layout.shift = shift;
+  size_t stuckAt = 0;
+  std::optional<::rp::timing::ContinuousRun> run =
+      ::rp::timing::layOutRun(step.graph, layout, &stuckAt);
+  if (!run) {
+    // Each pass alone orders (insertTransfers' schedule does), so a cycle
+    // is in how the layout chains them: a bug.
+    if (stuck)
+      *stuck = "task " + std::to_string(stuckAt) + " of the continuous run";
+    return std::nullopt;
+  }
+
+  SteadyState s;
+  s.steps = run->steps;
+  s.shift = shift;
+  s.deviceBusyMs.assign(g, 0);
+  // The end of step 0's last compute, and one step's compute.
+  for (auto [i, c] : llvm::enumerate(pass.commands)) {
+    if (!isCompute(c.kind) || c.job < 0)
+      continue;
+    s.firstStepMs = std::max(s.firstStepMs, run->times.end[i]);
+    s.busyMs += c.ms;
+  }
+  // Per device, its compute per step over a whole rotation.
+  std::vector<double> jobMs(pipeline.jobs.size(), 0);
+  for (const Command &c : pass.commands)
+    if (isCompute(c.kind) && c.job >= 0)
+      jobMs[c.job] += c.ms;
+  for (unsigned k = 0; k < run->rotation; ++k)
+    for (unsigned n = 0; n < jobMs.size(); ++n)
+      s.deviceBusyMs[(pipeline.jobs[n].device + k * shift) % g] +=
+          jobMs[n] / run->rotation;
+  s.runMs = run->times.makespan;
+  s.stepMs = run->stepMs;
+  return s;
+}
+
+} // namespace
 
 std::optional<SteadyState>
 mlir::rp::steadyState(const Pipeline &pipeline,
                       llvm::ArrayRef<LayerCost> layers,
                       const HardwareProfile &hw, bool syncOptimizer,
                       unsigned steps, std::string *stuck) {
-  // The period is the mean over one rotation (G / gcd(S, G) steps, after
-  // which every job is back on its step-0 device) read off after a warm-up
-  // of rotation + 3 steps, as the sim device reads it (runtime/lib/sim/
-  // Continuous.cpp): the first steps wait for no optimizer and run ahead
-  // of the steady state while the devices' backlog builds up, so a period
-  // read off early is optimistic, and one read over part of a rotation
-  // depends on which devices the measured steps landed on.
-  unsigned perStep = pipeline.jobsPerStep(), g = pipeline.devices;
-  unsigned shift = pipeline.shiftPerPass();
-  unsigned rotation = shift ? g / std::gcd(shift, g) : 1;
-  unsigned from = rotation + 3;
-  steps = std::max(steps, from + rotation + 1);
-  Pipeline run = continuousPipeline(pipeline, steps);
-  run.syncOptimizer = syncOptimizer;
-  insertTransfers(run, layers, hw);
-  // No wait between steps beyond data, queues and weight versions: the
-  // trainer keeps two passes in flight and reads a step's losses while the
-  // next one runs, as the sim device lays them out.
-  std::optional<Timing> t = estimateTiming(run.schedule, stuck);
-  if (!t)
-    return std::nullopt;
-  // The end of each step's last compute.
-  std::vector<double> lastEnd(steps, 0);
-  SteadyState s;
-  s.steps = steps;
-  s.deviceBusyMs.assign(run.devices, 0);
-  for (auto [i, c] : llvm::enumerate(run.schedule.commands)) {
-    if (!isCompute(c.kind) || c.job < 0)
-      continue;
-    unsigned k = unsigned(c.job) / perStep;
-    lastEnd[k] = std::max(lastEnd[k], t->end[i]);
-    if (k == 0)
-      s.busyMs += c.ms;
-  }
-  // Per device, its compute per step over a whole rotation.
-  std::vector<double> jobMs(perStep, 0);
-  for (const Command &c : pipeline.schedule.commands)
-    if (isCompute(c.kind) && c.job >= 0)
-      jobMs[c.job] += c.ms;
-  for (unsigned k = 0; k < rotation; ++k)
-    for (unsigned n = 0; n < perStep; ++n)
-      s.deviceBusyMs[(pipeline.jobs[n].device + k * shift) % g] +=
-          jobMs[n] / rotation;
-  s.shift = shift;
-  s.firstStepMs = lastEnd[0];
-  s.runMs = t->iterationMs;
-  s.stepMs = (lastEnd[from + rotation] - lastEnd[from]) / rotation;
-  return s;
+  // One step with its transfers, laid out as a run by the timing core
+  // (rp/timing/Continuous.h), the layout the sim device times too: its
+  // passes on rotated devices, two in flight, the optimizer on the host
+  // and per parameter a version gate.
+  return timeSteps(pipeline, oneStep(pipeline, layers, hw, syncOptimizer),
+                   pipeline.shiftPerPass(), steps, stuck);
 }
 
 std::optional<Dispatch> mlir::rp::parseDispatch(llvm::StringRef name) {
@@ -134,17 +173,18 @@ mlir::rp::dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
                        stuck);
   unsigned modulo = pipeline.jobsPerStep() % g;
   pipeline.passShift = int(modulo);
+  // The step's graph does not depend on the shift: built once, laid out
+  // per shift.
+  OneStep step = oneStep(pipeline, layers, hw, syncOptimizer);
   std::optional<SteadyState> best =
-      steadyState(pipeline, layers, hw, syncOptimizer, kSteadySteps, stuck);
+      timeSteps(pipeline, step, modulo, kSteadySteps, stuck);
   // A shift coprime to G walks every job over every device; the modulo one
   // that is not leaves the same jobs on the same devices pass after pass.
   if (!best || dispatch == Dispatch::modulo || std::gcd(modulo, g) == 1)
     return best;
   for (unsigned shift : {1u, g - 1}) {
-    Pipeline candidate = pipeline;
-    candidate.passShift = int(shift);
     std::optional<SteadyState> s =
-        steadyState(candidate, layers, hw, syncOptimizer, kSteadySteps, stuck);
+        timeSteps(pipeline, step, shift, kSteadySteps, stuck);
     if (s && s->stepMs < best->stepMs) {
       best = s;
       pipeline.passShift = int(shift);

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <limits>
-#include <optional>
 #include <map>
+#include <optional>
 #include <queue>
 #include <utility>
 
@@ -51,11 +51,7 @@ double Timing::bubbleFraction() const {
   return 1 - busy / (computeBusyMs.size() * iterationMs);
 }
 
-namespace {
-
-/// The schedule as the shared timing core's graph (rp/timing/Timeline.h):
-/// the queues are its lanes, in the same order.
-rp::timing::Graph graphOf(const Schedule &schedule) {
+::rp::timing::Graph mlir::rp::timingGraphOf(const Schedule &schedule) {
   ::rp::timing::Graph g;
   g.devices = schedule.devices;
   g.gpusPerLink = schedule.gpusPerLink;
@@ -71,12 +67,14 @@ rp::timing::Graph graphOf(const Schedule &schedule) {
   return g;
 }
 
+namespace {
+
 void dependencies(const std::vector<Command> &cmds,
                   std::vector<std::vector<unsigned>> &succs,
                   std::vector<unsigned> &pending) {
   Schedule s;
   s.commands = cmds;
-  ::rp::timing::dependencies(graphOf(s).tasks, succs, pending);
+  ::rp::timing::dependencies(timingGraphOf(s).tasks, succs, pending);
 }
 
 } // namespace
@@ -85,7 +83,7 @@ std::optional<Timing> mlir::rp::estimateTiming(const Schedule &schedule,
                                                std::string *stuck) {
   size_t stuckAt = 0;
   std::optional<::rp::timing::Times> times =
-      ::rp::timing::resolve(graphOf(schedule), &stuckAt);
+      ::rp::timing::resolve(timingGraphOf(schedule), &stuckAt);
   if (!times) {
     if (stuck && stuckAt < schedule.commands.size())
       *stuck = schedule.commands[stuckAt].label;

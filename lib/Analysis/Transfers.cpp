@@ -296,3 +296,53 @@ void mlir::rp::insertTransfers(Pipeline &pipeline,
   inserter.run();
   pipeline.schedule = std::move(inserter.out);
 }
+
+Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
+                                  const Pipeline &pipeline,
+                                  llvm::ArrayRef<LayerCost> layers) {
+  const std::vector<Command> &cmds = schedule.commands;
+  auto splits = [&](const Command &c) {
+    return c.kind == CommandKind::backward && c.job >= 0 &&
+           size_t(c.job) < pipeline.jobs.size() &&
+           llvm::any_of(c.waits, [&](unsigned w) {
+             return cmds[w].kind == CommandKind::h2dGradient;
+           });
+  };
+  // New indices: a split command's recompute goes right before it.
+  std::vector<unsigned> index(cmds.size());
+  unsigned n = 0;
+  for (auto [i, c] : llvm::enumerate(cmds)) {
+    n += splits(c);
+    index[i] = n++;
+  }
+  Schedule out;
+  out.devices = schedule.devices;
+  out.gpusPerLink = schedule.gpusPerLink;
+  out.commands.reserve(n);
+  for (const Command &c : cmds) {
+    Command rest = c;
+    for (unsigned &w : rest.waits)
+      w = index[w];
+    if (!splits(c)) {
+      out.add(std::move(rest));
+      continue;
+    }
+    const StageRange &r = pipeline.jobs[c.job].range;
+    double recomputeMs = 0;
+    for (unsigned l = r.begin; l < r.end && l < layers.size(); ++l)
+      recomputeMs += layers[l].recomputeMs;
+    recomputeMs = std::min(recomputeMs, c.ms);
+    Command recompute = rest;
+    recompute.ms = recomputeMs;
+    recompute.label += " recompute";
+    recompute.waits.clear();
+    rest.waits.clear();
+    for (unsigned w : c.waits)
+      (cmds[w].kind == CommandKind::h2dGradient ? rest.waits : recompute.waits)
+          .push_back(index[w]);
+    rest.ms = c.ms - recomputeMs;
+    out.add(std::move(recompute));
+    out.add(std::move(rest));
+  }
+  return out;
+}

@@ -9,16 +9,16 @@
 // devices step k's drain frees. The time a user should believe is the
 // steady state: the period between steps once the run is under way.
 //
-// steadyState lays out several steps of a lowered (compute-only) pipeline
-// back to back, inserts their transfers (the two-weight-sets rule and the
-// input buffers carry across steps; every step ends in its own optimizer
-// step, and step k's weight uploads wait for the weights it reads: the
-// optimizer of step k-2 in async mode, k-1 in sync mode), times the whole
-// run with the schedule timing (ScheduleTiming.h), and reads the period as
-// the sim device does: the mean over one rotation (G / gcd(S, G) steps)
-// after a warm-up of rotation + 3 steps. Static schedules keep their
-// devices (no rotation); their steps overlap only as far as queue order and
-// data allow.
+// steadyState inserts one step's transfers into a lowered (compute-only)
+// pipeline and hands that step's graph to the timing core's continuous
+// layout (rp/timing/Continuous.h), the one the sim device times too: the
+// step repeated on rotated devices, two in flight, the optimizer on the
+// host after each step, and per layer with trainable weights a version
+// gate (step k reads the weights of the update of step k-2 in async mode,
+// k-1 in sync mode). The period is read as the sim reads it: the mean over
+// one rotation (G / gcd(S, G) steps) after a warm-up of at least rotation
+// + 3 steps. Static schedules keep their devices (no rotation); their
+// steps overlap only as far as queue order and data allow.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,10 +60,6 @@ struct SteadyState {
   /// The most and least busy devices' ratio over a rotation (1: even).
   double busyRatio() const;
 };
-
-/// `steps` copies of the one-step compute schedule of `pipeline` (as
-/// lowerSchedule gives it), on rotated devices for round-robin.
-Pipeline continuousPipeline(const Pipeline &pipeline, unsigned steps);
 
 /// The steady state of `pipeline` (compute only, as lowerSchedule gives
 /// it) run continuously, with transfers; std::nullopt when the run

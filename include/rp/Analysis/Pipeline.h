@@ -145,6 +145,15 @@ FailureOr<Pipeline> lowerSchedule(const Partition &partition,
 void insertTransfers(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
                      const HardwareProfile &hw);
 
+/// `schedule` (with transfers) as the plan runs it, for timing: a backward
+/// whose activation gradient comes by upload is exported as two jobs
+/// (docs/pipeline.md), its recompute gated on the other uploads and the
+/// rest on the gradient's, so each such command becomes two: the
+/// recompute (its layers' recomputeMs) and, after it in its queue, the
+/// rest, which every command that waited for the backward waits for.
+Schedule recomputeSplit(const Schedule &schedule, const Pipeline &pipeline,
+                        llvm::ArrayRef<LayerCost> layers);
+
 /// lowerSchedule + insertTransfers for the round-robin schedule, which
 /// cannot fail.
 Schedule roundRobinSchedule(const Partition &partition,

@@ -20,6 +20,8 @@
 #ifndef RP_ANALYSIS_SCHEDULETIMING_H
 #define RP_ANALYSIS_SCHEDULETIMING_H
 
+#include "rp/timing/Timeline.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -98,6 +100,10 @@ struct Timing {
 /// one stuck command in `stuck`.
 std::optional<Timing> estimateTiming(const Schedule &schedule,
                                      std::string *stuck = nullptr);
+
+/// The schedule as the shared timing core's graph (rp/timing/Timeline.h):
+/// the queues are its lanes, in the same order.
+::rp::timing::Graph timingGraphOf(const Schedule &schedule);
 
 /// `schedule` reissued so that every command comes after the commands it
 /// waits for and after its queue predecessors (the order a plan writes its

@@ -89,10 +89,33 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   if (done.size() >= 2 && done[done.size() - 2] >= 0)
     waits.push_back(done[done.size() - 2]);
 
+  // A backward whose activation gradient comes by upload recomputes its
+  // forward before the gradient is there: the recompute-marked ops that
+  // open its first layer run as a job of their own, gated on the rest of
+  // the uploads (the saved input, the weights), and the gradient's upload
+  // gates the job after them. The two programs share their buffers (the
+  // writer keys them by value), so the results are the same bits.
+  SmallVector<unsigned> gradientWaits, otherWaits;
+  for (auto [x, e] :
+       llvm::zip(c.waits, ArrayRef(waits).take_front(c.waits.size())))
+    (cmds[x].kind == Kind::gradientIn ? gradientWaits : otherWaits)
+        .push_back(e);
+  llvm::append_range(otherWaits, ArrayRef(waits).drop_front(c.waits.size()));
+  // Where in `run` the gradient is first needed (0: the first job).
+  size_t gradientAt = 0;
   SmallVector<uint32_t> run;
   for (LayerOp l : j.layers) {
     auto key = std::make_pair(unsigned(layerIndex.at(l)), slotKey(c.job, mb));
+    bool split = !gradientWaits.empty() && run.empty() &&
+                 l.getRole() != LayerRole::forward;
     auto it = programs.find(key);
+    if (auto rest = recomputeRest.find(key); rest != recomputeRest.end()) {
+      run.push_back(it->second);
+      if (split)
+        gradientAt = run.size();
+      run.push_back(rest->second);
+      continue;
+    }
     if (it == programs.end()) {
       w.device = j.device;
       w.overrides.clear();
@@ -132,9 +155,38 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
       for (Operation &op : body)
         ops.push_back(&op);
       std::string name = l.getName().str();
-      if (roundRobin && microbatches > 1)
-        name += " slot" + std::to_string(slotOf(mb));
-      FailureOr<uint32_t> p = w.addProgram(name, ops, extra);
+      std::string slot = roundRobin && microbatches > 1
+                             ? " slot" + std::to_string(slotOf(mb))
+                             : "";
+      // The recompute prefix: constants and recompute-marked ops up to the
+      // first op that is neither.
+      size_t prefix = 0;
+      bool marked = false;
+      if (split)
+        for (; prefix < ops.size(); ++prefix) {
+          if (ops[prefix]->hasAttr(kRecomputeAttr))
+            marked = true;
+          else if (!isa<ConstantOp>(ops[prefix]))
+            break;
+        }
+      if (marked && prefix < ops.size()) {
+        FailureOr<uint32_t> a = w.addProgram(name + ".recompute" + slot,
+                                             ArrayRef(ops).take_front(prefix));
+        FailureOr<uint32_t> b =
+            failed(a) ? a
+                      : w.addProgram(name + ".rest" + slot,
+                                     ArrayRef(ops).drop_front(prefix), extra);
+        w.overrides.clear();
+        if (failed(b))
+          return failure();
+        programs.emplace(key, *a);
+        recomputeRest.emplace(key, *b);
+        run.push_back(*a);
+        gradientAt = run.size();
+        run.push_back(*b);
+        continue;
+      }
+      FailureOr<uint32_t> p = w.addProgram(name + slot, ops, extra);
       w.overrides.clear();
       if (failed(p))
         return failure();
@@ -181,9 +233,14 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   }
   for (auto [k, p] : llvm::enumerate(run)) {
     bool last = k + 1 == run.size();
-    unsigned e = addJob(c, pf::Queue::compute, p, {},
-                        k == 0 ? ArrayRef<unsigned>(waits) : ArrayRef<unsigned>(),
-                        label(c), last);
+    ArrayRef<unsigned> jobWaits;
+    if (gradientAt == 0)
+      jobWaits = k == 0 ? ArrayRef<unsigned>(waits) : ArrayRef<unsigned>();
+    else if (k == 0)
+      jobWaits = otherWaits;
+    else if (k == gradientAt)
+      jobWaits = gradientWaits;
+    unsigned e = addJob(c, pf::Queue::compute, p, {}, jobWaits, label(c), last);
     if (last)
       eventOf[index] = e;
   }

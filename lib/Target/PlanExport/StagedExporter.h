@@ -145,6 +145,9 @@ private:
   /// double-buffer wait of downloads the schedule does not list.
   std::vector<std::vector<int>> extraDownloads;
   std::map<std::pair<unsigned, unsigned>, uint32_t> programs;
+  /// Per (layer, slot) of a backward split after its recompute (`programs`
+  /// holds the recompute): the program of the rest.
+  std::map<std::pair<unsigned, unsigned>, uint32_t> recomputeRest;
   std::map<unsigned, unsigned> setTurn, upCount;
   std::map<unsigned, unsigned> setFirstForward;
   std::map<unsigned, llvm::SetVector<Value>> setWeights;

@@ -44,6 +44,15 @@ std::string baseName(const std::string &program) {
   return program.substr(0, at);
 }
 
+/// Whether `name` ends in `suffix`, which it then loses.
+bool dropSuffix(std::string &name, const std::string &suffix) {
+  if (name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  name.resize(name.size() - suffix.size());
+  return true;
+}
+
 bool isBookkeeping(const std::string &base) {
   return base.rfind("start-grads", 0) == 0 || base.rfind("add-grads", 0) == 0 ||
          base == "nothing";
@@ -251,6 +260,8 @@ rp::runtime::measuredProfileJson(const Plan &plan,
     std::string base = baseName(plan.programs[job.program].name);
     if (isBookkeeping(base))
       continue;
+    bool recomputePart = dropSuffix(base, ".recompute");
+    dropSuffix(base, ".rest");
     std::map<std::string, Mean> *kind = nullptr;
     switch (job.label[0]) {
     case 'F':
@@ -271,7 +282,10 @@ rp::runtime::measuredProfileJson(const Plan &plan,
       it->second.stage = job.stage;
     }
     it->second.total += jobMs[i];
-    ++it->second.jobs;
+    // A backward split after its recompute runs as two jobs a microbatch
+    // (docs/plan-format.md): their sum is its time, counted once.
+    if (!recomputePart)
+      ++it->second.jobs;
   }
   if (forward.empty() && backward.empty() && tail.empty())
     return invalidArgument(

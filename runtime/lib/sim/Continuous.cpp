@@ -2,6 +2,8 @@
 
 #include "Continuous.h"
 
+#include "rp/timing/Continuous.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -52,167 +54,54 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
                                           const ContinuousLayout &o,
                                           SimReport &r) {
   uint32_t G = plan.devices;
-  unsigned K = std::max(o.accumulate, 1u), L = std::max(o.slots, 1u);
-  // A step moves the devices by K * shift; after `rotation` steps every
-  // pass is back on the devices it started on, so the steady step is the
-  // mean over that many: a window of `rotation` steps after a warm-up of at
-  // least rotation + 3 (async steps 0 and 1 wait for no update), followed
-  // by `rotation` more (the next step's first jobs fill the window's end,
-  // as they would in a longer run).
-  uint32_t perStep = uint32_t((uint64_t(o.shift) * K) % G);
-  unsigned rotation = perStep ? G / std::gcd(perStep, G) : 1;
-  unsigned N = std::max(o.steps, 3 * rotation + 4);
-  unsigned P = N * K;
   size_t C = cmds.size();
-  size_t commandTasks = size_t(P) * C;
-  auto shiftOf = [&](unsigned t) {
-    return uint32_t((uint64_t(t) * o.shift) % G);
-  };
-
-  // The last command of every (device, queue) in a pass: once they are
-  // done, so is the pass (commands come ordered by device and queue).
-  std::vector<unsigned> lasts;
-  for (size_t i = 0; i < C; ++i)
-    if (i + 1 == C || cmds[i + 1].device != cmds[i].device ||
-        cmds[i + 1].queue != cmds[i].queue)
-      lasts.push_back(unsigned(i));
-
-  // Host work, in the trainer's order: lane G is the thread running the
-  // steps, G + 1 the optimizer's thread, G + 2 the gates.
-  std::vector<timing::Task> host;
-  auto add = [&](unsigned lane, double ms, std::vector<unsigned> waits) {
-    host.push_back({lane, timing::Lane::host, ms, std::move(waits)});
-    return unsigned(commandTasks + host.size() - 1);
-  };
-  std::vector<unsigned> pro(P), epi(P), opt(N), optFirst(N);
-  // Step k's update runs parameter by parameter in the trainer's order,
-  // each its share of the optimizer's time; written[k][g] is the task
-  // after which gate g's parameter is new (one gate, the whole update,
-  // without per-parameter gates).
-  bool perParam = !o.gatesOf.empty() && !o.order.empty();
-  size_t gateCount = perParam ? o.order.size() : 1;
-  std::vector<std::vector<unsigned>> written(N);
-  auto update = [&](unsigned k, unsigned lane, unsigned after) {
-    written[k].assign(gateCount, 0);
-    if (!perParam) {
-      opt[k] = optFirst[k] = written[k][0] = add(lane, r.optimizerMs, {after});
-      return;
-    }
-    for (size_t n = 0; n < o.order.size(); ++n) {
-      size_t i = o.order[n];
-      after = add(lane, r.optimizerMs * o.share[i], {after});
-      if (n == 0)
-        optFirst[k] = after;
-      written[k][i] = after;
-    }
-    opt[k] = after;
-  };
-  auto stage = [&](unsigned t) {
-    if (t < P)
-      pro[t] = add(G, r.prologueMs, {});
-  };
-  for (unsigned t = 0; t < std::min(L, P); ++t)
-    stage(t);
-  for (unsigned t = 0; t < P; ++t) {
-    std::vector<unsigned> ends;
-    for (unsigned i : lasts)
-      ends.push_back(unsigned(size_t(t) * C + i));
-    epi[t] = add(G, r.epilogueMs, std::move(ends));
-    unsigned k = t / K;
-    if (t % K != K - 1) {
-      stage(t + L);
-      continue;
-    }
-    bool last = k + 1 == N;
-    // The update in flight finishes before the next one starts.
-    unsigned finished = epi[t];
-    if (!o.sync && k >= 1)
-      finished = add(G, 0, {opt[k - 1]});
-    if (last) {
-      // The run's end settles the weights: the update runs inline.
-      update(k, G, finished);
-    } else if (o.sync) {
-      stage(t + L);
-      update(k, G, finished);
-    } else {
-      // Passes of the next steps are staged before the update starts.
-      stage(t + L);
-      update(k, G + 1, finished);
-    }
-  }
-  // A pass of step k computes with W_k (sync) or W_max(k-1,0) (async):
-  // a job that reads parameters waits for their gates, which open once the
-  // pass is staged and the update making that version has written them;
-  // other jobs wait for the staging only (gate 0). Each gate has a lane
-  // of its own (host "device" G + 2 + gate), so gates of one pass never
-  // wait for each other, and a parameter's gates open pass after pass.
-  size_t perPass = gateCount + 1;
-  unsigned gates = unsigned(commandTasks + host.size());
-  for (unsigned t = 0; t < P; ++t) {
-    unsigned k = t / K;
-    unsigned version = o.sync ? k : (k ? k - 1 : 0);
-    for (size_t g = 0; g < perPass; ++g) {
-      std::vector<unsigned> waits{pro[t]};
-      if (g > 0 && version >= 1)
-        waits.push_back(written[version - 1][g - 1]);
-      host.push_back(
-          {unsigned(G + 2 + g), timing::Lane::host, 0, std::move(waits)});
-    }
-  }
-  // Per command of a pass: the gates it waits for, relative to its pass's.
-  std::vector<std::vector<unsigned>> gatesOfCommand(C);
-  for (size_t i = 0; i < C; ++i) {
-    int64_t j = cmds[i].job;
-    if (!perParam) {
-      gatesOfCommand[i] = {1};
-    } else if (j >= 0 && size_t(j) < o.gatesOf.size() &&
-               !o.gatesOf[j].empty()) {
-      for (uint32_t p : o.gatesOf[j])
-        gatesOfCommand[i].push_back(1 + p);
-    } else {
-      gatesOfCommand[i] = {0};
-    }
-  }
-
-  timing::Graph g;
-  g.devices = G;
-  g.gpusPerLink = pass.gpusPerLink;
-  g.tasks.reserve(commandTasks + host.size());
-  for (unsigned t = 0; t < P; ++t) {
-    uint32_t shift = shiftOf(t);
+  // The run's layout is the timing core's (rp/timing/Continuous.h), the
+  // one the compiler's steady state times too.
+  timing::RunLayout layout;
+  layout.steps = o.steps;
+  layout.accumulate = o.accumulate;
+  layout.sync = o.sync;
+  layout.slots = o.slots;
+  layout.shift = o.shift;
+  layout.prologueMs = r.prologueMs;
+  layout.epilogueMs = r.epilogueMs;
+  layout.optimizerMs = r.optimizerMs;
+  // Per command of a pass: the gates it waits for (the parameters its job
+  // reads, or the staging only); without per-parameter gates, the whole
+  // update.
+  if (!o.gatesOf.empty() && !o.order.empty()) {
+    layout.order = o.order;
+    layout.share = o.share;
+    layout.gatesOfTask.resize(C);
     for (size_t i = 0; i < C; ++i) {
-      timing::Task task = pass.tasks[i];
-      task.device = (task.device + shift) % G;
-      for (unsigned &w : task.waits)
-        w += unsigned(size_t(t) * C);
-      for (unsigned gate : gatesOfCommand[i])
-        task.waits.push_back(unsigned(gates + t * perPass + gate));
-      g.tasks.push_back(std::move(task));
+      int64_t j = cmds[i].job;
+      if (j >= 0 && size_t(j) < o.gatesOf.size())
+        for (uint32_t p : o.gatesOf[j])
+          layout.gatesOfTask[i].push_back(1 + p);
     }
   }
-  for (timing::Task &task : host)
-    g.tasks.push_back(std::move(task));
   size_t stuck = 0;
-  std::optional<timing::Times> resolved = timing::resolve(g, &stuck);
-  if (!resolved)
+  std::optional<timing::ContinuousRun> laidOut =
+      timing::layOutRun(pass, layout, &stuck);
+  if (!laidOut)
     return internalError("the sim cannot order the run's passes (a cycle at "
                          "task " +
-                         std::to_string(stuck) + " of " +
-                         std::to_string(g.tasks.size()) + "); report it");
-  const timing::Times &times = *resolved;
-
-  // Steady state: the mean period between step ends (a step ends with its
-  // last pass's epilogue) over the window of `rotation` steps that ends
-  // `rotation` steps before the run's last.
-  auto stepEnd = [&](unsigned k) { return times.end[epi[k * K + K - 1]]; };
-  unsigned windowEnd = N - 1 - rotation;
-  double w1 = stepEnd(windowEnd), w0 = stepEnd(windowEnd - rotation);
+                         std::to_string(stuck) + "); report it");
+  const timing::ContinuousRun &run = *laidOut;
+  const timing::Graph &g = run.graph;
+  const timing::Times &times = run.times;
+  unsigned K = run.accumulate, P = run.passes;
+  size_t commandTasks = size_t(P) * C;
+  const std::vector<unsigned> &pro = run.prologue, &epi = run.epilogue,
+                              &opt = run.optimizer,
+                              &optFirst = run.optimizerFirst;
+  double w0 = run.windowFrom, w1 = run.windowTo;
   r.continuous = true;
-  r.steps = N;
+  r.steps = run.steps;
   r.shift = o.shift;
-  r.rotationSteps = rotation;
-  r.inFlight = L;
-  r.stepMs = (w1 - w0) / rotation;
+  r.rotationSteps = run.rotation;
+  r.inFlight = std::max(o.slots, 1u);
+  r.stepMs = run.stepMs;
   r.tokens *= K;
   r.tokensPerSecond = r.stepMs > 0 ? r.tokens / (r.stepMs / 1e3) : 0;
   r.runMs = times.makespan;
@@ -299,7 +188,7 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
       for (size_t j = 0; j < plan.jobs.size(); ++j)
         if (from[j] >= 0)
           slots[j] = {ns(from[j]), ns(to[j]),
-                      int32_t((plan.jobs[j].device + shiftOf(t)) % G)};
+                      int32_t((plan.jobs[j].device + run.shiftOf(t)) % G)};
       trace->endStep(ns(lastEnd), true);
       if (r.prologueMs > 0)
         trace->addHostSpan("prologue", k, ns(times.start[pro[t]]),

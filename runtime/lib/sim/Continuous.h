@@ -12,8 +12,9 @@
 // per pass and parameter a gate that opens once the pass is staged and the
 // update making its weight version (W_k in sync mode, W_max(k-1,0) in
 // async: the update of step k-1, or of k-2) has written that parameter, as
-// the trainer's per-parameter fences. The timing core resolves the whole
-// run at once.
+// the trainer's per-parameter fences. That layout is the timing core's
+// (rp/timing/Continuous.h), which the compiler's steady state lays out
+// too; this file reads the sim's report off it (bubble split, trace).
 //
 //===----------------------------------------------------------------------===//
 

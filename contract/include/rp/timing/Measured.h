@@ -65,7 +65,9 @@ std::optional<MeasuredTimes> loadMeasuredTimes(const std::string &path,
 std::string formatMeasuredTimes(const MeasuredTimes &times);
 
 /// The measured time of one run of the program named `program`; `tail`
-/// when a fused tail job runs it. std::nullopt: keep the model's time.
+/// when a fused tail job runs it. "L.backward.recompute" and
+/// "L.backward.rest" (a backward split after its recompute) take the
+/// layers' recompute_ms and backward_ms. std::nullopt: keep the model's time.
 std::optional<double> measuredProgramMs(const MeasuredTimes &times,
                                         const std::string &program, bool tail);
 

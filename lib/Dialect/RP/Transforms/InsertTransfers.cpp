@@ -106,7 +106,8 @@ struct InsertTransfersPass
         op->setStepMsAttr(b.getF64FloatAttr(steady->stepMs));
         op->setBubbleAttr(b.getF64FloatAttr(steady->bubble()));
       }
-    } else if (std::optional<Timing> t = estimateTiming(pl->schedule)) {
+    } else if (std::optional<Timing> t = estimateTiming(
+                   recomputeSplit(pl->schedule, *pl, in->costs))) {
       op->setStepMsAttr(b.getF64FloatAttr(t->iterationMs));
       op->setBubbleAttr(b.getF64FloatAttr(t->bubbleFraction()));
     }

@@ -105,10 +105,16 @@ struct PrintPartitionPass
       printStages(os, "backward", p->backward);
       unsigned m = numMicrobatches();
       std::string stuck, error;
-      std::optional<Timing> timing = estimateTiming(
-          roundRobinSchedule(*p, *costs, inputs->hw, devices, m), &stuck);
       FailureOr<Pipeline> pl = lowerSchedule(
           *p, *costs, ScheduleKind::roundRobin, devices, m, error);
+      // As the plan runs it: recompute split from backward.
+      std::optional<Timing> timing;
+      if (succeeded(pl))
+        timing = estimateTiming(
+            recomputeSplit(
+                roundRobinSchedule(*p, *costs, inputs->hw, devices, m), *pl,
+                *costs),
+            &stuck);
       std::optional<SteadyState> steady;
       if (timing && succeeded(pl))
         steady = dispatchPasses(*pl, *costs, inputs->hw, *dispatchKind,

@@ -1,0 +1,99 @@
+//===- Continuous.h - one pass's graph laid out as a run ---------*- C++
+//-*-===//
+//
+// The one layout of a continuous run (issue 16) that the compiler's steady
+// state (include/rp/Analysis/Continuous.h) and the sim device
+// (runtime/lib/sim/Continuous.h) both time, so the two cannot model the
+// schedule twice: one pass's task graph (its commands, transfers included)
+// is repeated for every pass of the run (steps x accumulation passes), pass
+// p with the devices renamed by p * shift mod G, each physical lane running
+// its share of pass p before pass p+1's, and the host's work added as
+// tasks of the same graph, as the trainer runs a staged plan
+// (runtime/lib/exec/StagedTrainer.cpp):
+// - the prologue that stages a pass into its slot (pass p + slots only
+//   after pass p's epilogue), on the host lane of "device" G;
+// - the epilogue after a pass's last command (its losses read);
+// - the optimizer after a step's last epilogue, parameter by parameter in
+//   the trainer's order (its own thread G + 1 in async mode, inline in sync
+//   mode), the update in flight finishing before the next one starts;
+// - per pass and parameter a gate (lane G + 2 + gate) that opens once the
+//   pass is staged and the update making its weight version (W_k in sync
+//   mode, W_max(k-1,0) in async mode) has written that parameter, as the
+//   trainer's per-parameter fences.
+//
+// The period is read as the mean between step ends (a step ends with its
+// last pass's epilogue) over one rotation (G / gcd(K * shift, G) steps,
+// after which every pass is back on its first devices), over the window
+// that ends a rotation before the run's last step, after a warm-up of at
+// least rotation + 3 steps: the first steps wait for no update and run
+// ahead while the devices' backlog builds up.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_TIMING_CONTINUOUS_H
+#define RP_TIMING_CONTINUOUS_H
+
+#include "rp/timing/Timeline.h"
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+namespace rp::timing {
+
+struct RunLayout {
+  /// Steps to lay out at least (more when the rotation needs them).
+  unsigned steps = 3;
+  /// Passes per optimizer step (gradient accumulation).
+  unsigned accumulate = 1;
+  /// W_k (sync) or W_max(k-1,0) (async) for step k's passes.
+  bool sync = false;
+  /// Passes in flight (buffer slots), 2 as the trainer runs them.
+  unsigned slots = 2;
+  /// Device shift per pass (0: every pass on the same devices).
+  unsigned shift = 0;
+  /// Host work per pass (prologue, epilogue) and per step (optimizer).
+  double prologueMs = 0, epilogueMs = 0, optimizerMs = 0;
+  /// The parameters' gates: `order` lists the parameters in the order the
+  /// optimizer updates them and `share` gives each its part of the
+  /// optimizer's time (summing to 1). Empty order: one gate that opens
+  /// after the whole update.
+  std::vector<size_t> order;
+  std::vector<double> share;
+  /// Per task of the pass, the gates it waits for: 0 the pass's staging
+  /// only, g >= 1 parameter g - 1's. Empty (the whole vector): every task
+  /// waits for gate 1 (one gate, or the first parameter's).
+  std::vector<std::vector<unsigned>> gatesOfTask;
+};
+
+struct ContinuousRun {
+  /// The whole run: pass p's copy of the pass's task i is task
+  /// p * passTasks + i; the host's tasks follow.
+  Graph graph;
+  Times times;
+  unsigned steps = 0, passes = 0, accumulate = 1;
+  /// Steps after which every pass is back on its first devices.
+  unsigned rotation = 1;
+  unsigned shift = 0;
+  size_t passTasks = 0;
+  /// Per pass its prologue and epilogue task; per step its optimizer's
+  /// first and last task.
+  std::vector<unsigned> prologue, epilogue, optimizer, optimizerFirst;
+  /// The measuring window [windowFrom, windowTo] and the mean period.
+  double windowFrom = 0, windowTo = 0, stepMs = 0;
+
+  /// The end of step k: its last pass's epilogue.
+  double stepEnd(unsigned k) const;
+  /// The device shift of pass p.
+  unsigned shiftOf(unsigned pass) const;
+};
+
+/// Lays out and times the run of `pass` (one pass's tasks, as
+/// Timeline.h). std::nullopt when the run's waits form a cycle, with one
+/// stuck task in `stuck`.
+std::optional<ContinuousRun>
+layOutRun(const Graph &pass, const RunLayout &layout, size_t *stuck = nullptr);
+
+} // namespace rp::timing
+
+#endif // RP_TIMING_CONTINUOUS_H

@@ -1,0 +1,90 @@
+//===- ContinuousTest.cpp - the timing core's continuous-run layout -------===//
+
+#include "rp/timing/Continuous.h"
+
+#include <gtest/gtest.h>
+
+using namespace rp::timing;
+
+namespace {
+
+/// One pass: a 1 ms compute on device 0, then a 1 ms compute on device 1.
+Graph chain() {
+  Graph g;
+  g.devices = 2;
+  g.tasks.push_back({0, Lane::compute, 1, {}});
+  g.tasks.push_back({1, Lane::compute, 1, {0}});
+  return g;
+}
+
+} // namespace
+
+/// Pass p's copy of a task runs on its device renamed by p * shift mod G,
+/// waiting for its own pass's copies; the rotation sets the warm-up.
+TEST(ContinuousLayoutTest, PassesRotateTheDevices) {
+  Graph g = chain();
+  g.devices = 3;
+  RunLayout o;
+  o.shift = 1;
+  std::optional<ContinuousRun> run = layOutRun(g, o);
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->rotation, 3u);
+  EXPECT_EQ(run->steps, 3 * 3 + 4u);
+  for (unsigned p = 0; p < run->passes; ++p) {
+    EXPECT_EQ(run->graph.tasks[2 * p].device, p % 3);
+    EXPECT_EQ(run->graph.tasks[2 * p + 1].device, (1 + p) % 3);
+    EXPECT_EQ(run->graph.tasks[2 * p + 1].waits.front(), 2 * p);
+  }
+}
+
+/// Without renaming the passes pipeline: one per ms. Renamed by one on
+/// two devices, every device runs both tasks of every pass: two ms.
+TEST(ContinuousLayoutTest, PeriodIsTheSteadyState) {
+  RunLayout o;
+  std::optional<ContinuousRun> still = layOutRun(chain(), o);
+  ASSERT_TRUE(still);
+  EXPECT_NEAR(still->stepMs, 1, 1e-9);
+  EXPECT_NEAR(still->stepEnd(0), 2, 1e-9);
+  o.shift = 1;
+  std::optional<ContinuousRun> moved = layOutRun(chain(), o);
+  ASSERT_TRUE(moved);
+  EXPECT_NEAR(moved->stepMs, 2, 1e-9);
+}
+
+/// The optimizer gates the weights: async, a 3 ms update sets the period
+/// alone (step k reads W_(k-1)); sync, it adds to the pass. Accumulating
+/// two passes a step halves its share.
+TEST(ContinuousLayoutTest, OptimizerGatesTheWeights) {
+  RunLayout o;
+  o.optimizerMs = 3;
+  std::optional<ContinuousRun> async = layOutRun(chain(), o);
+  ASSERT_TRUE(async);
+  EXPECT_NEAR(async->stepMs, 3, 1e-9);
+  o.sync = true;
+  std::optional<ContinuousRun> sync = layOutRun(chain(), o);
+  ASSERT_TRUE(sync);
+  EXPECT_GT(sync->stepMs, 4 - 1e-9);
+  o.sync = false;
+  o.accumulate = 4;
+  std::optional<ContinuousRun> accumulated = layOutRun(chain(), o);
+  ASSERT_TRUE(accumulated);
+  EXPECT_NEAR(accumulated->stepMs, 4, 1e-9);
+}
+
+/// Per-parameter gates: a task whose job reads no parameter waits for the
+/// staging only, so it runs ahead of a slow update.
+TEST(ContinuousLayoutTest, TasksWaitForTheirParametersOnly) {
+  RunLayout o;
+  o.optimizerMs = 10;
+  o.sync = true;
+  o.order = {0};
+  o.share = {1};
+  o.gatesOfTask = {{}, {1}};
+  std::optional<ContinuousRun> run = layOutRun(chain(), o);
+  ASSERT_TRUE(run);
+  // Step 1's first task needs no parameter: it starts at once, while its
+  // second waits for step 0's update.
+  size_t C = run->passTasks;
+  EXPECT_NEAR(run->times.start[C], 1, 1e-9);
+  EXPECT_GE(run->times.start[C + 1], run->times.end[run->optimizer[0]]);
+}

@@ -6,11 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/Status.h"
+#include "rp/runtime/LastResort.h"
 
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <thread>
 
 using namespace rp::runtime;
 
@@ -114,6 +117,32 @@ TEST(StatusTest, ExpectedFromOkStatusIsInternalError) {
   ASSERT_FALSE(result);
   EXPECT_EQ(result.getStatus().getCode(), StatusCode::Internal);
   EXPECT_EQ(exitCode(result.getStatus()), 2);
+}
+
+// The last-resort handler: an exception that escapes (here from a worker
+// thread, where main's own try/catch cannot see it) or a bare
+// std::terminate ends in DESIGN.md's internal error, exit 2 with a message,
+// never an abort.
+TEST(LastResortDeathTest, ExceptionEscapingAThreadIsAnInternalError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        installLastResort("rp-test");
+        std::thread([] { throw std::runtime_error("boom"); }).join();
+      },
+      testing::ExitedWithCode(2),
+      "rp-test: internal error: uncaught exception: boom \\(a bug in rp");
+}
+
+TEST(LastResortDeathTest, TerminateWithoutAnExceptionIsAnInternalError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        installLastResort("rp-test");
+        std::terminate();
+      },
+      testing::ExitedWithCode(2),
+      "rp-test: internal error: std::terminate without an exception");
 }
 
 } // namespace

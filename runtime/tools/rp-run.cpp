@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <thread>
 
 using namespace rp::runtime;
@@ -217,8 +218,7 @@ int main(int argc, char **argv) {
   app.add_option("--initial-loss-scale", o.initialLossScale,
                  "f16 plans: the dynamic loss scale to start from (halved "
                  "on an overflowing step, which is skipped; doubled after "
-                 "2000 good steps)")
-      ->check(CLI::PositiveNumber);
+                 "2000 good steps)");
   app.add_flag("--shard-optimizer", o.train.shardOptimizer,
                "several processes: each keeps the optimizer state and "
                "master weights of 1/N of the parameters (ZeRO-1; a staged "
@@ -254,7 +254,9 @@ int main(int argc, char **argv) {
        "the weight decay is a finite number >= 0"},
       {"--clip-grad-norm", o.train.clipGradNorm, 0, kInf, true,
        "the gradient norm to clip to is a finite number >= 0 (0: off)"},
-      {"--initial-loss-scale", o.initialLossScale, 0, kInf, true,
+      // Above 0: the smallest positive double is the least value allowed.
+      {"--initial-loss-scale", o.initialLossScale,
+       std::numeric_limits<double>::denorm_min(), kInf, true,
        "the initial loss scale is a finite number > 0"},
   };
   for (const auto &n : numbers)

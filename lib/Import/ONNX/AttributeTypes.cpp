@@ -4,6 +4,10 @@
 
 #include <onnx/defs/schema.h>
 
+#include "llvm/ADT/STLExtras.h"
+
+#include <set>
+
 using namespace mlir;
 using namespace mlir::rp::onnx_import;
 
@@ -42,24 +46,64 @@ std::string typeName(int type) {
       static_cast<onnx::AttributeProto::AttributeType>(type));
 }
 
+/// The last opset of `domain` whose schemas this libonnx holds.
+int64_t lastKnownOpset(const std::string &domain) {
+  const auto &ranges =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto it = ranges.find(domain);
+  return it == ranges.end() ? 0 : it->second.second;
+}
+
 } // namespace
 
 LogicalResult
 mlir::rp::onnx_import::checkAttributeTypes(NodeImporter &importer) {
   const onnx::NodeProto &node = importer.node;
   // "ai.onnx" is the default domain's long name; libonnx registers it as "".
+  // Nodes of any other domain (custom operators, which have no schema to
+  // check against) are refused before this, by the importer.
   std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
   const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
       node.op_type(), int(importer.opset), domain);
-  // An operator without a schema is refused by the handler table.
+  // An operator without a schema at this opset is refused by the handler
+  // table.
   if (!schema)
     return success();
+  std::set<std::string> seen;
   for (const onnx::AttributeProto &a : node.attribute()) {
+    // Two attributes of one name: the handlers would read one of them.
+    if (!seen.insert(a.name()).second)
+      return importer.error()
+             << "attribute '" << a.name()
+             << "' appears more than once; re-export the model "
+                "(onnx.checker refuses it too)";
     auto declared = schema->attributes().find(a.name());
-    // Attributes the schema does not name are left to the handlers, which
-    // read only the ones they know.
-    if (declared == schema->attributes().end())
-      continue;
+    if (declared == schema->attributes().end()) {
+      // onnx.checker lets through names starting with "__" (an exporter's
+      // implementation details) and every attribute of the schemas marked
+      // AllowUncheckedAttributes; libonnx does not expose that mark, and
+      // LayerNormalization is the one operator it sets it on.
+      if (a.name().rfind("__", 0) == 0 ||
+          node.op_type() == "LayerNormalization")
+        continue;
+      // Past the last opset libonnx knows, the schema it returns may be an
+      // older version of the operator (Split's num_outputs came in opset
+      // 18): a name it lacks may be the newer version's.
+      if (importer.opset > lastKnownOpset(domain))
+        continue;
+      // Any other name is a misspelling or another opset's attribute that
+      // the handler would ignore: a silent wrong answer.
+      InFlightDiagnostic diag = importer.error()
+                                << "attribute '" << a.name() << "' is not one "
+                                << node.op_type() << " (opset "
+                                << importer.opset << ") declares (it has ";
+      if (schema->attributes().empty())
+        diag << "none";
+      llvm::interleaveComma(schema->attributes(), diag,
+                            [&](const auto &kv) { diag << kv.first; });
+      return diag << "); re-export the model without it (onnx.checker "
+                     "refuses it too)";
+    }
     int want = declared->second.type;
     if (a.type() != want || !holdsDeclaredField(a))
       return importer.error()

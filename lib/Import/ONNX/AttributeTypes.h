@@ -6,7 +6,9 @@
 // handler that asks for the declared type: a silent wrong answer.
 // onnx.checker and onnxruntime refuse such models; so does the importer,
 // for every node, before its handler runs, against libonnx's OpSchema for
-// the model's opset.
+// the model's opset. An attribute name the schema does not declare (a
+// misspelling, another opset's attribute), which the handler would ignore,
+// and a name given twice are refused the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,8 +19,9 @@
 
 namespace mlir::rp::onnx_import {
 
-/// Checks every attribute of `importer`'s node that the schema of its
-/// operator at its opset declares: of the declared type, with the field of
+/// Checks every attribute of `importer`'s node against the schema of its
+/// operator at its opset: declared there (as onnx.checker, names starting
+/// with "__" excepted), given once, of the declared type, with the field of
 /// that type set. An error names the node and the attribute.
 LogicalResult checkAttributeTypes(NodeImporter &importer);
 

@@ -332,6 +332,10 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
     }
   if (moe)
     return importMoENode(importer);
+  // Before folding too: a node folded into a constant reads its attributes
+  // like one a handler imports.
+  if (failed(checkAttributeTypes(importer)))
+    return failure();
   auto folded = tryEvaluate(importer);
   if (failed(folded))
     return failure();
@@ -361,8 +365,6 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
                                "re-export the model without it"
                             << moeRoutingHint(node.op_type());
   Operation *before = entry->empty() ? nullptr : &entry->back();
-  if (failed(checkAttributeTypes(importer)))
-    return failure();
   if (failed(it->second(importer)))
     return failure();
   // Input types the handler did not check surface here, at the node, rather

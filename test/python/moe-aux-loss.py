@@ -1,0 +1,134 @@
+# RUN: rm -rf %t && mkdir -p %t
+# RUN: env HF_HUB_OFFLINE=1 %PYTHON %s %t | FileCheck %s
+
+# The Switch/Mixtral load-balancing loss through rp.trace:
+# transformers' MixtralForCausalLM (tiny config, 4 experts, top-2,
+# output_router_logits=True, router_aux_loss_coef 0.5 so that the term
+# matters) wrapped to return its logits and coef * aux_loss, compiled with
+# --loss=cross-entropy+output:output_1. rp computes the auxiliary loss per
+# microbatch (transformers' load_balancing_loss_func over that
+# microbatch's tokens, every layer's router logits together) and adds it
+# weighted by the microbatch's label count, so the step loss is
+# (sum_m CE_sum_m + sum_m count_m * coef * aux_m) / sum_m count_m. The
+# reference computes exactly that with transformers' own aux_loss of each
+# microbatch. On one device with 4 microbatches the step-0 loss and every
+# gradient (router gates included) equal PyTorch's within 1e-4; the router
+# gates' gradients differ from those without the auxiliary loss; 2 and 4
+# devices in sync mode are bitwise one device.
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers as T
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
+import hf_models  # noqa: E402
+import rp  # noqa: E402
+import tiny_gpt  # noqa: E402
+from rp import safetensors as rp_safetensors  # noqa: E402
+
+out = Path(sys.argv[1])
+M = 4
+VOCAB = hf_models.VOCAB
+tokens, labels = tiny_gpt.batch(vocab=VOCAB, b=M, s=16)
+inputs = {"input_ids": tokens}
+
+
+class WithAux(torch.nn.Module):
+    """The logits and the model's weighted load-balancing loss."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids):
+        o = self.lm(input_ids=input_ids,
+                    attention_mask=torch.ones_like(input_ids),
+                    use_cache=False, output_router_logits=True,
+                    return_dict=True)
+        return o.logits, self.lm.config.router_aux_loss_coef * o.aux_loss
+
+
+torch.manual_seed(0)
+lm = T.MixtralForCausalLM(T.MixtralConfig(
+    vocab_size=VOCAB, hidden_size=32, intermediate_size=48,
+    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    max_position_embeddings=64, num_local_experts=4, num_experts_per_tok=2,
+    output_router_logits=True, router_aux_loss_coef=0.5))
+lm.config.use_cache = False
+lm.eval()
+model = tiny_gpt.make_distinct(WithAux(lm))
+
+
+def reference(aux_weight):
+    """Per microbatch: CE summed over its labels plus count * aux."""
+    model.zero_grad()
+    total, count = 0.0, 0
+    for m in range(M):
+        logits, aux = model(tokens[m:m + 1])
+        lab = labels[m:m + 1].reshape(-1)
+        c = int((lab != -100).sum())
+        total = total + torch.nn.functional.cross_entropy(
+            logits.reshape(-1, VOCAB), lab, ignore_index=-100,
+            reduction="sum") + aux_weight * c * aux
+        count += c
+    loss = total / count
+    loss.backward()
+    grads = {n: p.grad.detach().double().numpy()
+             for n, p in model.named_parameters()}
+    model.zero_grad()
+    return loss.item(), grads
+
+
+ref_loss, ref_grads = reference(1.0)
+_, plain_grads = reference(0.0)
+gates = [n for n in ref_grads if n.endswith("block_sparse_moe.gate.weight")]
+moved = min(np.linalg.norm(ref_grads[n] - plain_grads[n]) /
+            np.linalg.norm(ref_grads[n]) for n in gates)
+print(f"aux: {len(gates)} router gates, gradients moved by the aux loss: "
+      f"{moved > 1e-2}")
+
+src = rp.trace(model, (tokens[:1],), out / "mixtral")
+text = src.read_text()
+print(f"aux: moe ops: {text.count('rp.moe.route ')} routes "
+      f"(2 layers and the aux loss's top-k)")
+
+
+def run(devices):
+    grads = out / f"grads-{devices}.safetensors"
+    plan = rp.compile(src, out / f"mixtral-{devices}.rpplan", devices=devices,
+                      microbatches=M, loss="cross-entropy+output:output_1")
+    losses = [f"{v:.9g}" for v in rp.train(plan, inputs, labels, steps=2,
+                                           sync=True, dump_grads=grads)]
+    return losses, rp_safetensors.read(grads)
+
+
+one, grads = run(1)
+loss_err = abs(float(one[0]) - ref_loss) / abs(ref_loss)
+print(f"aux: loss within 1e-4: {loss_err <= 1e-4} "
+      f"(rp {one[0]}, torch {ref_loss:.9g})")
+errs = {n: np.linalg.norm(grads[n] - g) / np.linalg.norm(g)
+        for n, g in ref_grads.items() if n in grads}
+worst = max(errs, key=errs.get)
+print(f"aux: gradients {len(errs)} of {len(ref_grads)} within 1e-4: "
+      f"{all(e <= 1e-4 for e in errs.values())} "
+      f"(worst {errs[worst]:.2e}, {worst})")
+print(f"aux: router gates within 1e-4: "
+      f"{all(errs[n] <= 1e-4 for n in gates)}")
+for devices in (2, 4):
+    losses, g = run(devices)
+    same = losses == one and sorted(g) == sorted(grads) and all(
+        np.array_equal(g[n], grads[n]) for n in grads)
+    print(f"aux: {devices} devices bitwise: {same}"
+          + ("" if same else f" (losses {losses} vs {one})"))
+
+# CHECK:      aux: 2 router gates, gradients moved by the aux loss: True
+# CHECK-NEXT: aux: moe ops: 3 routes
+# CHECK-NEXT: aux: loss within 1e-4: True
+# CHECK-NEXT: aux: gradients 41 of 41 within 1e-4: True
+# CHECK-NEXT: aux: router gates within 1e-4: True
+# CHECK-NEXT: aux: 2 devices bitwise: True
+# CHECK-NEXT: aux: 4 devices bitwise: True

@@ -15,7 +15,10 @@ a block no form reproduces (expert biases, a capacity, another router) is
 an error naming it. While tracing, the block's forward becomes the
 router linear and one ``rp_trace::moe_swiglu`` op (recorded as one node),
 which the handler here writes as rp.moe.route, rp.moe.dispatch, three
-rp.moe.grouped_matmul, the activation and rp.moe.combine.
+rp.moe.grouped_matmul, the activation and rp.moe.combine. A model module's
+``load_balancing_loss_func`` (transformers' Switch/Mixtral auxiliary loss)
+is replaced meanwhile by ``_aux_loss``, the same math with its top-k
+one-hot as ``rp_trace::moe_expert_mask`` (docs/moe.md).
 """
 
 from __future__ import annotations

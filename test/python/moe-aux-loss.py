@@ -120,7 +120,11 @@ for name, make, mask in (("mixtral", mixtral, True),
     print(f"{name}: {len(gates)} router gates, gradients moved by the aux "
           f"loss: {moved > 1e-2}")
 
+    mod = sys.modules[type(lm).__module__]
+    before = mod.load_balancing_loss_func
     src = rp.trace(model, (tokens[:1],), out / name)
+    print(f"{name}: load_balancing_loss_func restored after the trace: "
+          f"{mod.load_balancing_loss_func is before}")
     text = src.read_text()
     print(f"{name}: moe ops: {text.count('rp.moe.route ')} routes "
           f"(2 layers and the aux loss's top-k)")
@@ -144,6 +148,7 @@ for name, make, mask in (("mixtral", mixtral, True),
               + ("" if same else f" (losses {losses} vs {one})"))
 
 # CHECK:      mixtral: 2 router gates, gradients moved by the aux loss: True
+# CHECK-NEXT: mixtral: load_balancing_loss_func restored after the trace: True
 # CHECK-NEXT: mixtral: moe ops: 3 routes
 # CHECK-NEXT: mixtral: loss within 1e-4: True
 # CHECK-NEXT: mixtral: gradients 41 of 41 within 1e-4: True
@@ -151,6 +156,7 @@ for name, make, mask in (("mixtral", mixtral, True),
 # CHECK-NEXT: mixtral: 2 devices bitwise: True
 # CHECK-NEXT: mixtral: 4 devices bitwise: True
 # CHECK-NEXT: qwen2-moe: 2 router gates, gradients moved by the aux loss: True
+# CHECK-NEXT: qwen2-moe: load_balancing_loss_func restored after the trace: True
 # CHECK-NEXT: qwen2-moe: moe ops: 3 routes
 # CHECK-NEXT: qwen2-moe: loss within 1e-4: True
 # CHECK-NEXT: qwen2-moe: gradients 55 of 55 within 1e-4: True

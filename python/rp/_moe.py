@@ -15,12 +15,16 @@ a block no form reproduces (expert biases, a capacity, another router) is
 an error naming it. While tracing, the block's forward becomes the
 router linear and one ``rp_trace::moe_swiglu`` op (recorded as one node),
 which the handler here writes as rp.moe.route, rp.moe.dispatch, three
-rp.moe.grouped_matmul, the activation and rp.moe.combine.
+rp.moe.grouped_matmul, the activation and rp.moe.combine. A model module's
+``load_balancing_loss_func`` (transformers' Switch/Mixtral auxiliary loss)
+is replaced meanwhile by ``_aux_loss``, the same math with its top-k
+one-hot as ``rp_trace::moe_expert_mask`` (docs/moe.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 
 from rp._irtext import TraceError, _ttype
 
@@ -53,6 +57,40 @@ def _reference(x, logits, w_gate, w_up, w_down, top_k, normalize, act):
     return out
 
 
+def _expert_mask(logits, top_k):
+    """[T, K, E] f32: one-hot of each token's top-k experts by softmax."""
+    import torch
+    _, experts = torch.topk(torch.softmax(logits.float(), dim=-1), top_k,
+                            dim=-1)
+    return torch.nn.functional.one_hot(experts, logits.shape[-1]).float()
+
+
+def _aux_loss(gate_logits, num_experts=None, top_k=2, attention_mask=None):
+    """The Switch/Mixtral load-balancing loss as transformers'
+    load_balancing_loss_func defines it, in a form rp.trace records: with
+    the router logits of every layer stacked (``[N, E]``), ``E * sum_e
+    f_e * P_e``, ``f_e`` the share of the ``N * top_k`` choices that went
+    to expert ``e`` and ``P_e`` its mean router probability, both over the
+    tokens the attention mask keeps. The choices (top-k, one-hot) are the
+    op rp_trace::moe_expert_mask; they carry no gradient."""
+    import torch
+    if not isinstance(gate_logits, tuple) or not gate_logits:
+        return 0
+    logits = torch.cat(list(gate_logits), dim=0)
+    n, e = logits.shape
+    probs = torch.softmax(logits, dim=-1)
+    mask = torch.ops.rp_trace.moe_expert_mask(logits, top_k)
+    if attention_mask is None:
+        share, prob = mask.mean(dim=0), probs.mean(dim=0)
+    else:
+        keep = attention_mask.reshape(1, -1).expand(
+            n // attention_mask.numel(), -1).reshape(n).to(probs.dtype)
+        kept = keep.sum()
+        share = (mask * keep[:, None, None]).sum(dim=0) / kept
+        prob = (probs * keep[:, None]).sum(dim=0) / kept
+    return (share * prob[None]).sum() * (num_experts or e)
+
+
 def _library():
     """Defines rp_trace::moe_swiglu once: an op the tracer records as one
     node, computed by _reference when the graph runs on real tensors."""
@@ -70,6 +108,13 @@ def _library():
                                   normalize, act)
 
         lib.impl("moe_swiglu", impl, "CPU")
+        lib.define("moe_expert_mask(Tensor logits, int top_k) -> Tensor")
+
+        def mask_impl(logits, top_k):
+            with torch.no_grad():
+                return _expert_mask(logits, top_k)
+
+        lib.impl("moe_expert_mask", mask_impl, "CPU")
         _LIB = lib
     return _LIB
 
@@ -198,7 +243,7 @@ def _probe(path, block, router, experts, top_k):
 def patched(module):
     """Within the block, every MoE block's forward is the traceable form."""
     import torch
-    saved = []
+    saved, funcs = [], []
     try:
         for path, block in list(module.named_modules()):
             found = _candidate(path, block)
@@ -231,6 +276,16 @@ def patched(module):
 
             saved.append((block, block.__dict__.get("forward")))
             block.forward = forward
+        if saved:
+            # A model that adds the load-balancing loss calls its module's
+            # load_balancing_loss_func (transformers' MoE models each have
+            # one); rp.trace records ours instead.
+            for m in module.modules():
+                mod = sys.modules.get(type(m).__module__)
+                if callable(getattr(mod, "load_balancing_loss_func", None)) \
+                        and all(mod is not s for s, _ in funcs):
+                    funcs.append((mod, mod.load_balancing_loss_func))
+                    mod.load_balancing_loss_func = _aux_loss
         yield
     finally:
         for block, old in saved:
@@ -238,6 +293,8 @@ def patched(module):
                 del block.forward
             else:
                 block.forward = old
+        for mod, old in funcs:
+            mod.load_balancing_loss_func = old
 
 
 def _stack(e, nodes):
@@ -297,4 +354,27 @@ def _moe_swiglu(e, n):
                   f"-> {ot}", ot)
 
 
-HANDLERS = {"moe_swiglu": _moe_swiglu}
+def _moe_expert_mask(e, n):
+    """rp.moe.route's experts compared with 0 .. E-1: the one-hot mask."""
+    import torch
+    logits, top_k = n.args
+    tokens, n_exp = e.values[logits].shape
+    dt = e.values[logits].dtype
+    ls = e.val(logits)
+    wt = _ttype((tokens, top_k), dt)
+    ext = _ttype((tokens, top_k), torch.int64)
+    w, ex = e.fresh(), e.fresh()
+    e.region.lines.append(
+        f"{w}, {ex} = rp.moe.route {ls} top_k = {top_k} softmax = before : "
+        f"{e.ty(ls)} -> ({wt}, {ext})")
+    e.types[w], e.types[ex] = wt, ext
+    col = _ttype((tokens, top_k, 1), torch.int64)
+    c = e.emit(f"rp.reshape {ex} : {ext} to {col}", col)
+    ids = e.constant(torch.arange(n_exp).reshape(1, 1, n_exp))
+    bt = _ttype((tokens, top_k, n_exp), torch.bool)
+    hit = e.emit(f"rp.cmp eq, {c}, {ids} : ({col}, {e.ty(ids)}) -> {bt}", bt)
+    ft = _ttype((tokens, top_k, n_exp), torch.float32)
+    return e.emit(f"rp.cast {hit} : {bt} to {ft}", ft)
+
+
+HANDLERS = {"moe_swiglu": _moe_swiglu, "moe_expert_mask": _moe_expert_mask}

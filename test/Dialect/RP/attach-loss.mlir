@@ -8,7 +8,7 @@
 // CHECK-SAME: %{{.+}}: tensor<2x4xi64> {rp.name = "labels"}) -> (tensor<f32> {rp.name = "loss_sum"}, tensor<i64> {rp.name = "count"})
 // CHECK: rp.layer "head"(%{{.+}}, %{{.+}}) : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
 // CHECK: rp.cross_entropy %{{.+}}, %{{.+}} ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)
-// OUTERR: error: --loss=output:aux names no output; outputs: logits
+// OUTERR: error: --loss=output:aux: 'aux' names no output; outputs: logits
 func.func @main(%x: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32> {rp.name = "logits"}) {
   %y = rp.layer "head" (%x) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   ^bb0(%a: tensor<2x4x8xf32>):

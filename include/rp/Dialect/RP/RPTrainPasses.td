@@ -38,7 +38,12 @@ def AttachLossPass : Pass<"rp-attach-loss", "::mlir::ModuleOp"> {
     `[..., C]`, adds an i64 `labels` input of the logits' shape without the
     class dimension, and computes `rp.cross_entropy` (ignore index -100) in
     the layer that produces the logits. `loss=output:NAME` uses the scalar
-    output NAME as the loss. Either way `@main` then returns `loss_sum` and
+    output NAME as the loss. `loss=cross-entropy+output:NAME` takes the
+    cross-entropy of the other output (the model has two) plus the scalar
+    output NAME, an auxiliary loss such as MoE load balancing computed per
+    microbatch, added to `loss_sum` times the microbatch's `count` (so the
+    step loss gets the token-weighted mean of the microbatches' auxiliary
+    losses). Either way `@main` then returns `loss_sum` and
     `count`: the step loss is the sum of `loss_sum` over the microbatches of
     a step divided by the sum of `count` (token-weighted; for an output
     loss `count` is 1, so the step loss is the mean over microbatches).
@@ -52,7 +57,8 @@ def AttachLossPass : Pass<"rp-attach-loss", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"loss", "loss", "std::string", "\"cross-entropy\"",
-           "cross-entropy, or output:NAME for a scalar output of the model">
+           "cross-entropy, output:NAME for a scalar output of the model, "
+           "or cross-entropy+output:NAME to add that output to it">
   ];
 }
 

@@ -40,7 +40,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 
   Option<std::string> loss{
       *this, "loss", flags, llvm::cl::init("cross-entropy"),
-      llvm::cl::desc("training loss: cross-entropy, or output:NAME")};
+      llvm::cl::desc("training loss: cross-entropy, output:NAME or "
+                     "cross-entropy+output:NAME")};
   Option<int64_t> loraRank{
       *this, "lora-rank", flags, llvm::cl::init(0),
       llvm::cl::desc(

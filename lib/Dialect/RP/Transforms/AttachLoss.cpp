@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <optional>
+
 namespace mlir::rp {
 #define GEN_PASS_DEF_ATTACHLOSSPASS
 #include "rp/Dialect/RP/RPPasses.h.inc"
@@ -37,8 +39,9 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
       if (auto n = main.getResultAttrOfType<StringAttr>(i, "rp.name");
           n && n.getValue() == name)
         return i;
-    InFlightDiagnostic diag = main.emitError("--loss=output:")
-                              << name << " names no output; outputs:";
+    InFlightDiagnostic diag = main.emitError("--loss=")
+                              << loss << ": '" << name
+                              << "' names no output; outputs:";
     for (unsigned i = 0; i < main.getNumResults(); ++i)
       if (auto n = main.getResultAttrOfType<StringAttr>(i, "rp.name"))
         diag << " " << n.getValue();
@@ -47,12 +50,29 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
 
   LogicalResult attach(func::FuncOp main) {
     StringRef spec = loss;
-    bool crossEntropy = spec == "cross-entropy";
+    // cross-entropy+output:NAME adds the scalar output NAME (an auxiliary
+    // loss, e.g. MoE load balancing) to the cross-entropy of the other one.
+    StringRef auxName = spec;
+    bool withAux = auxName.consume_front("cross-entropy+output:");
+    bool crossEntropy = spec == "cross-entropy" || withAux;
     if (!crossEntropy && !spec.starts_with("output:"))
       return main.emitError("unknown loss '")
-             << spec << "'; use cross-entropy or output:NAME";
+             << spec
+             << "'; use cross-entropy, output:NAME or "
+                "cross-entropy+output:NAME";
     unsigned index = 0;
-    if (crossEntropy) {
+    std::optional<unsigned> auxIndex;
+    if (withAux) {
+      if (main.getNumResults() != 2)
+        return main.emitError("--loss=")
+               << spec << " needs two outputs (logits and the scalar '"
+               << auxName << "'), but the model has " << main.getNumResults();
+      auto found = outputIndex(main, auxName);
+      if (failed(found))
+        return failure();
+      auxIndex = *found;
+      index = 1 - *found;
+    } else if (crossEntropy) {
       if (main.getNumResults() != 1)
         return main.emitError("the model has ")
                << main.getNumResults()
@@ -75,6 +95,18 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
       return main.emitError("cross-entropy needs float logits [..., classes], "
                             "but the output is ")
              << type;
+    Value aux;
+    if (auxIndex) {
+      Value auxOut = ret.getOperand(*auxIndex);
+      auto auxType = cast<RankedTensorType>(auxOut.getType());
+      if (auxOut.getDefiningOp<LayerOp>() != layer)
+        return main.emitError("the auxiliary loss '")
+               << auxName << "' must come from the layer computing the logits";
+      if (auxType.getRank() != 0 || !isa<FloatType>(auxType.getElementType()))
+        return main.emitError("the auxiliary loss '")
+               << auxName << "' must be a float scalar, but is " << auxType;
+      aux = auxOut;
+    }
     if (!crossEntropy && (type.getRank() != 0 ||
                           !isa<FloatType>(type.getElementType())))
       return main.emitError("an output loss must be a float scalar, but '")
@@ -116,6 +148,18 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
                                        inner, labelsArg, kIgnoreIndex);
       lossSum = ce.getLossSum();
       count = ce.getCount();
+      if (aux) {
+        // The step loss is sum(loss_sum) / sum(count); weighting each
+        // microbatch's auxiliary loss by its count adds their
+        // token-weighted mean (the plain mean when no label is ignored).
+        Value auxInner =
+            yield.getOperand(cast<OpResult>(aux).getResultNumber());
+        if (auxInner.getType() != scalarF)
+          auxInner = CastOp::create(b, loc, scalarF, auxInner);
+        Value countF = CastOp::create(b, loc, scalarF, count);
+        lossSum = AddOp::create(b, loc, lossSum,
+                                MulOp::create(b, loc, auxInner, countF));
+      }
     } else {
       lossSum = inner;
       count = ConstantOp::create(

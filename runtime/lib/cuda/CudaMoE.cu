@@ -39,15 +39,14 @@ __device__ inline bool before(double a, int64_t i, double b, int64_t j) {
 /// std::max's rule (keeps the first on NaN), as softmaxRow uses it.
 __device__ inline double maxOf(double m, double v) { return m < v ? v : m; }
 
-template <typename T>
-__device__ double loadD(const T *p, int64_t i) {
+template <typename T> __device__ double loadD(const T *p, int64_t i) {
   return double(load(p[i]));
 }
 
 template <typename T>
 __global__ void routeKernel(const T *logits, int64_t tokens, int64_t n,
-                            int64_t k, bool softmaxFirst, bool normalize,
-                            T *w, int64_t *experts) {
+                            int64_t k, bool softmaxFirst, bool normalize, T *w,
+                            int64_t *experts) {
   RP_GRID_LOOP(t, tokens) {
     const T *x = logits + t * n;
     T *wt = w + t * k;
@@ -343,10 +342,9 @@ __global__ void wgradKernel(const int64_t *offsets, const T *p, int64_t pCols,
 }
 
 template <typename T>
-__global__ void combineKernel(LaunchContext ctx, const T *rows,
-                              int64_t numRows, const int32_t *positions,
-                              const T *w, int64_t k, int64_t hidden, T *out,
-                              int64_t n) {
+__global__ void combineKernel(LaunchContext ctx, const T *rows, int64_t numRows,
+                              const int32_t *positions, const T *w, int64_t k,
+                              int64_t hidden, T *out, int64_t n) {
   using C = Compute<T>;
   RP_GRID_LOOP(item, n) {
     const int64_t t = item / hidden, h = item % hidden;
@@ -379,10 +377,9 @@ __global__ void checkPositionsKernel(LaunchContext ctx,
 }
 
 template <typename T>
-__global__ void combineGradRowsKernel(const int32_t *positions,
-                                      int64_t numRows, const T *w, const T *dy,
-                                      int64_t k, int64_t hidden, T *drows,
-                                      int64_t n) {
+__global__ void combineGradRowsKernel(const int32_t *positions, int64_t numRows,
+                                      const T *w, const T *dy, int64_t k,
+                                      int64_t hidden, T *drows, int64_t n) {
   using C = Compute<T>;
   RP_GRID_LOOP(item, n) {
     const int64_t i = item / hidden, h = item % hidden;
@@ -396,9 +393,8 @@ __global__ void combineGradRowsKernel(const int32_t *positions,
 
 template <typename T>
 __global__ void combineGradWeightsKernel(const T *rows, int64_t numRows,
-                                         const int32_t *positions,
-                                         const T *dy, int64_t k,
-                                         int64_t hidden, T *dw,
+                                         const int32_t *positions, const T *dy,
+                                         int64_t k, int64_t hidden, T *dw,
                                          int64_t choices) {
   using C = Compute<T>;
   RP_GRID_LOOP(i, choices) {
@@ -417,10 +413,11 @@ size_t align(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 } // namespace
 
-cudaError_t rp::runtime::cuda::launchMoERoute(
-    const LaunchContext &ctx, DType dtype, bool before, bool normalize,
-    const void *logits, int64_t tokens, int64_t n, int64_t k, void *weights,
-    int64_t *experts) {
+cudaError_t
+rp::runtime::cuda::launchMoERoute(const LaunchContext &ctx, DType dtype,
+                                  bool before, bool normalize,
+                                  const void *logits, int64_t tokens, int64_t n,
+                                  int64_t k, void *weights, int64_t *experts) {
   if (tokens == 0)
     return cudaSuccess;
   visitFloat(dtype, [&](auto tag) {
@@ -593,24 +590,22 @@ cudaError_t rp::runtime::cuda::launchMoECombineGrad(
             scratch, 0, moeCombineGradScratchBytes(numRows), ctx.stream);
         e != cudaSuccess)
       return e;
-  checkPositionsKernel<<<blocksFor(choices), kThreadsPerBlock, 0,
-                         ctx.stream>>>(ctx, positions, choices, numRows,
-                                       static_cast<int32_t *>(scratch));
+  checkPositionsKernel<<<blocksFor(choices), kThreadsPerBlock, 0, ctx.stream>>>(
+      ctx, positions, choices, numRows, static_cast<int32_t *>(scratch));
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *w = static_cast<const T *>(weights);
     if (n > 0)
-      combineGradRowsKernel<T><<<blocksFor(n), kThreadsPerBlock, 0,
-                                 ctx.stream>>>(positions, numRows, w,
-                                               static_cast<const T *>(dy), k,
-                                               hidden, static_cast<T *>(drows),
-                                               n);
+      combineGradRowsKernel<T>
+          <<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
+              positions, numRows, w, static_cast<const T *>(dy), k, hidden,
+              static_cast<T *>(drows), n);
     if (dweights)
-      combineGradWeightsKernel<T><<<blocksFor(choices), kThreadsPerBlock, 0,
-                                    ctx.stream>>>(
-          static_cast<const T *>(rows), numRows, positions,
-          static_cast<const T *>(dy), k, hidden, static_cast<T *>(dweights),
-          choices);
+      combineGradWeightsKernel<T>
+          <<<blocksFor(choices), kThreadsPerBlock, 0, ctx.stream>>>(
+              static_cast<const T *>(rows), numRows, positions,
+              static_cast<const T *>(dy), k, hidden, static_cast<T *>(dweights),
+              choices);
   });
   return lastLaunchError();
 }

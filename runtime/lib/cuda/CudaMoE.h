@@ -1,4 +1,4 @@
-//===- CudaMoE.h - the cuda device's mixture-of-experts launchers -*- C++ -*-===//
+//===- CudaMoE.h - the cuda device's MoE launchers --------------*- C++ -*-===//
 //
 // Private to lib/cuda: the boundary between CudaMoEDispatch.cpp (argument
 // checks, cuBLAS) and CudaMoE.cu (the kernels), plain data only, as
@@ -60,9 +60,8 @@ cudaError_t launchMoEGemmPlan(const LaunchContext &ctx, const MoEGemmTiles &t,
                               void *scratch);
 /// After the batched GEMM: the partial tiles' rows into `out`, and the
 /// rows past the groups zeroed.
-cudaError_t launchMoEGemmFinish(const LaunchContext &ctx,
-                                const MoEGemmTiles &t, int64_t experts,
-                                int64_t numRows, int64_t nOut,
+cudaError_t launchMoEGemmFinish(const LaunchContext &ctx, const MoEGemmTiles &t,
+                                int64_t experts, int64_t numRows, int64_t nOut,
                                 size_t elementSize, void *out,
                                 const void *scratch);
 /// Offsets only (counts checked): for the weight gradient.

@@ -359,14 +359,12 @@ Status combineGrad(const DispatchContext &dctx, const LaunchContext &ctx,
           scratch.allocate(moeCombineGradScratchBytes(rows.shape[0]), op);
       s.failed())
     return s;
-  return launched(launchMoECombineGrad(ctx, rows.dtype, rows.data,
-                                       rows.shape[0], positions.as<int32_t>(),
-                                       weights ? weights->data : nullptr,
-                                       dy.data, tokens, k, rows.shape[1],
-                                       drows.data,
-                                       weighted ? outs[1].data : nullptr,
-                                       scratch.get()),
-                  op);
+  return launched(
+      launchMoECombineGrad(
+          ctx, rows.dtype, rows.data, rows.shape[0], positions.as<int32_t>(),
+          weights ? weights->data : nullptr, dy.data, tokens, k, rows.shape[1],
+          drows.data, weighted ? outs[1].data : nullptr, scratch.get()),
+      op);
 }
 
 } // namespace

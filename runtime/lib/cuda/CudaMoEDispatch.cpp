@@ -221,9 +221,10 @@ Status groupedMatmul(const DispatchContext &dctx, const LaunchContext &ctx,
                           op);
       s.failed() || out.size() == 0)
     return s;
-  if (kIn == 0) // Empty sums: +0.0 everywhere.
+  // Empty sums, or no expert (every row past the groups): +0.0 everywhere.
+  if (kIn == 0 || experts == 0)
     return fromCuda(cudaMemsetAsync(out.data, 0, out.bytes(), dctx.stream),
-                    "cudaMemsetAsync (moe_grouped_matmul over no inputs)");
+                    "cudaMemsetAsync (moe_grouped_matmul of no products)");
   const bool f64 = x.dtype == DType::f64;
   const float oneF = 1.0f, zeroF = 0.0f;
   const double oneD = 1.0, zeroD = 0.0;

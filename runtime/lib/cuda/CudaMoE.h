@@ -1,11 +1,11 @@
 //===- CudaMoE.h - the cuda device's MoE launchers --------------*- C++ -*-===//
 //
 // Private to lib/cuda: the boundary between CudaMoEDispatch.cpp (argument
-// checks, cuBLAS) and CudaMoE.cu (the kernels), plain data only, as
-// CudaKernels.h. The semantics are host/HostMoE.cpp's; every per-expert row
-// count stays on the device: dispatch writes it, the grouped matmuls read it
-// there (no host copy, no synchronize), and a bad count, expert or position
-// goes to the device's KernelErrorRecord like a bad gather index.
+// checks, cuBLAS) and CudaMoE.cu / CudaMoEGemm.cu (the kernels), plain data
+// only, as CudaKernels.h. The semantics are host/HostMoE.cpp's; every
+// per-expert row count stays on the device: dispatch writes it, the grouped
+// matmuls read it there (no host copy, no synchronize), and a bad count, expert
+// or position goes to the device's KernelErrorRecord like a bad gather index.
 //
 //===----------------------------------------------------------------------===//
 

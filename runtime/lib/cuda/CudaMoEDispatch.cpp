@@ -3,7 +3,8 @@
 // Call for call host/HostDispatch.cpp's MoE cases, with host/HostMoE.cpp's
 // shape and dtype checks and messages; what the host checks by reading data
 // (experts in range, counts that fit, positions in range and unique) the
-// kernels check on the GPU (CudaMoE.cu), so the host never reads a count.
+// kernels check on the GPU (CudaMoE.cu, CudaMoEGemm.cu), so the host never
+// reads a count.
 //
 // The grouped matmul is one cublasGemmBatchedEx over tiles of up to 128
 // rows: the per-expert row counts exist only on the device, and cuBLAS's
@@ -15,7 +16,7 @@
 // numRows / 128 + experts tiles, so the work is at most one tile per expert
 // above the rows'. The weight gradient sums over each group's rows, which a
 // batched GEMM of fixed size cannot bound, so it is a tiled kernel that
-// sums every group in row order (CudaMoE.cu).
+// sums every group in row order (CudaMoEGemm.cu).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,11 +1,11 @@
 //===- CudaMoEEmuTest.cpp - the cuda MoE kernels on the CPU vs the host ---===//
 //
-// lib/cuda/CudaMoE.cu compiled as host C++ (CudaEmu.h, emulate.py) and run
-// against host/HostMoE.cpp on the same data, so that the kernels' logic is
-// tested where no GPU is attached. The grouped matmul's cuBLAS call is
-// replaced by a plain column-major batched GEMM given the same arguments
-// as CudaMoEDispatch.cpp's cublasGemmBatchedEx. On a GPU the conformance
-// suite (DeviceKernelConformanceTest) runs the real thing.
+// lib/cuda/CudaMoE.cu and CudaMoEGemm.cu compiled as host C++ (CudaEmu.h,
+// emulate.py) and run against host/HostMoE.cpp on the same data, so that the
+// kernels' logic is tested where no GPU is attached. The grouped matmul's
+// cuBLAS call is replaced by a plain column-major batched GEMM given the same
+// arguments as CudaMoEDispatch.cpp's cublasGemmBatchedEx. On a GPU the
+// conformance suite (DeviceKernelConformanceTest) runs the real thing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +24,7 @@
 
 // The kernels and launchers, launches rewritten by emulate.py.
 #include "CudaMoE.emu.inc"
+#include "CudaMoEGemm.emu.inc"
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;

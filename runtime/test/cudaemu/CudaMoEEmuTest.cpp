@@ -14,11 +14,13 @@
 #include "CudaCommon.cuh"
 #include "CudaMoE.h"
 
+#include "rp/runtime/Half.h"
 #include "rp/runtime/ThreadPool.h"
 #include "rp/runtime/host/MoE.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -209,6 +211,84 @@ TEST_F(CudaMoEEmu, GroupedMatmulAndItsWeightGradientAreTheHosts) {
                    transposeB ? x.data() : dy.data(), transposeB ? kIn : nOut,
                    dwCuda.data(), offsets.data());
     EXPECT_LE(maxDiff(dwCuda, dw), 1e-4);
+  }
+  EXPECT_EQ(record.code, 0);
+}
+
+TEST_F(CudaMoEEmu, HalfStorageIsTheHosts) {
+  // bf16 and f16 storage (f32 arithmetic): route rounds the probabilities
+  // it picks among to storage, combine and its gradient store once.
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    const int64_t T = 11, n = 8, k = 2, H = 5;
+    const size_t es = dtypeSize(dtype);
+    auto buffer = [&](int64_t count, bool fill) {
+      std::vector<uint8_t> b(count * es);
+      std::vector<float> v = random(count);
+      for (int64_t i = 0; fill && i < count; ++i) {
+        if (dtype == DType::bf16)
+          reinterpret_cast<bf16 *>(b.data())[i] = bf16(v[i]);
+        else
+          reinterpret_cast<f16 *>(b.data())[i] = f16(v[i]);
+      }
+      return b;
+    };
+    std::vector<uint8_t> logits = buffer(T * n, true), w = buffer(T * k, false);
+    std::vector<uint8_t> wCuda = w;
+    std::vector<int64_t> e(T * k), eCuda(T * k, -1);
+    ASSERT_TRUE(host::moeRoute(
+                    pool, ref(logits, dtype, {T, n}), host::MoESoftmax::before,
+                    true, ref(w, dtype, {T, k}), ref(e, DType::i64, {T, k}))
+                    .isOk());
+    launchMoERoute(ctx, dtype, true, true, logits.data(), T, n, k, wCuda.data(),
+                   eCuda.data());
+    // In bf16 equal probabilities are common: both pick the same experts
+    // with the same weights, but order an exact tie differently (the host
+    // as PyTorch's CPU topk, the cuda kernel lowest expert first).
+    EXPECT_EQ(wCuda, w);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<std::pair<double, int64_t>> host, cuda;
+      for (int64_t j = 0; j < k; ++j) {
+        double v = dtype == DType::bf16
+                       ? double(reinterpret_cast<bf16 *>(w.data())[t * k + j])
+                       : double(reinterpret_cast<f16 *>(w.data())[t * k + j]);
+        host.push_back({v, e[t * k + j]});
+        cuda.push_back({v, eCuda[t * k + j]});
+      }
+      std::sort(host.begin(), host.end());
+      std::sort(cuda.begin(), cuda.end());
+      EXPECT_EQ(cuda, host) << "token " << t;
+    }
+
+    std::vector<uint8_t> rows = buffer(T * k * H, true),
+                         y = buffer(T * H, false);
+    std::vector<uint8_t> yCuda = y;
+    std::vector<int32_t> pos(T * k);
+    for (int64_t i = 0; i < T * k; ++i)
+      pos[i] = int32_t((i * 7) % (T * k)); // A permutation: 7 is coprime.
+    ASSERT_TRUE(host::moeCombine(pool, ref(rows, dtype, {T * k, H}),
+                                 ref(pos, DType::i32, {T, k}),
+                                 ref(w, dtype, {T, k}), ref(y, dtype, {T, H}))
+                    .isOk());
+    launchMoECombine(ctx, dtype, rows.data(), T * k, pos.data(), w.data(), T, k,
+                     H, yCuda.data());
+    EXPECT_EQ(yCuda, y);
+
+    std::vector<uint8_t> dy = buffer(T * H, true),
+                         dr = buffer(T * k * H, false);
+    std::vector<uint8_t> dw = buffer(T * k, false), drCuda = dr, dwCuda = dw;
+    ASSERT_TRUE(
+        host::moeCombineGrad(pool, ref(rows, dtype, {T * k, H}),
+                             ref(pos, DType::i32, {T, k}),
+                             ref(w, dtype, {T, k}), ref(dy, dtype, {T, H}),
+                             ref(dr, dtype, {T * k, H}), ref(dw, dtype, {T, k}))
+            .isOk());
+    std::vector<int32_t> seen(T * k);
+    launchMoECombineGrad(ctx, dtype, rows.data(), T * k, pos.data(), w.data(),
+                         dy.data(), T, k, H, drCuda.data(), dwCuda.data(),
+                         seen.data());
+    EXPECT_EQ(drCuda, dr);
+    EXPECT_EQ(dwCuda, dw);
   }
   EXPECT_EQ(record.code, 0);
 }

@@ -252,8 +252,8 @@ TEST_F(CudaMoEEmu, HalfStorageIsTheHosts) {
         double v = dtype == DType::bf16
                        ? double(reinterpret_cast<bf16 *>(w.data())[t * k + j])
                        : double(reinterpret_cast<f16 *>(w.data())[t * k + j]);
-        host.push_back({v, e[t * k + j]});
-        cuda.push_back({v, eCuda[t * k + j]});
+        host.emplace_back(v, e[t * k + j]);
+        cuda.emplace_back(v, eCuda[t * k + j]);
       }
       std::sort(host.begin(), host.end());
       std::sort(cuda.begin(), cuda.end());

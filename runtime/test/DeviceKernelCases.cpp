@@ -356,6 +356,32 @@ std::vector<KernelCase> backwardCases(DType t) {
        {{t, {16, 5}}, {DType::i32, {7, 2}, kIota}, {t, {7, 2}}, {t, {7, 5}}},
        {{t, {16, 5}}, {t, {7, 2}}},
        {1}});
+  // Larger MoE shapes, for the cuda kernels' tiling: 400 choices (two
+  // blocks of the dispatch scan), 64 experts with top-1 (the host's
+  // partial_sort), groups of 100..139 rows (full 128-row tiles of the
+  // grouped matmul beside partial ones, unused rows at the end, weight
+  // gradient tiles cut at 20 and 18 columns).
+  const Buf manyExperts{DType::i64, {200, 2}, integersIn(0, 5)};
+  const Buf bigCounts{DType::i32, {2}, integersIn(100, 140)};
+  cases.push_back({"moe_route_wide_" + s,
+                   OpKind::moe_route,
+                   {{t, {130, 64}}},
+                   {{t, {130, 1}}, {DType::i64, {130, 1}}},
+                   {1, 0, 0}});
+  cases.push_back({"moe_dispatch_large_" + s,
+                   OpKind::moe_dispatch,
+                   {{t, {200, 3}}, manyExperts},
+                   {{t, {400, 3}}, {DType::i32, {200, 2}}, {DType::i32, {5}}}});
+  cases.push_back({"moe_grouped_matmul_large_" + s,
+                   OpKind::moe_grouped_matmul,
+                   {{t, {300, 20}}, {t, {2, 18, 20}}, bigCounts},
+                   {{t, {300, 18}}},
+                   {1}});
+  cases.push_back({"moe_grouped_matmul_wgrad_large_" + s,
+                   OpKind::moe_grouped_matmul_wgrad,
+                   {{t, {300, 20}}, {t, {300, 18}}, bigCounts},
+                   {{t, {2, 20, 18}}},
+                   {0}});
   return cases;
 }
 

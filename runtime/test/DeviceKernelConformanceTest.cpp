@@ -308,6 +308,50 @@ TEST_P(DeviceKernelConformance, ABadIndexIsAnErrorNamingTheCall) {
   EXPECT_TRUE(runOnDevice(plan, data, got).isOk());
 }
 
+TEST_P(DeviceKernelConformance, BadMoEDataIsAnErrorNamingTheCall) {
+  // What the host checks by reading experts, counts and positions the cuda
+  // kernels check on the GPU (the host never reads them there); both fail
+  // the step naming the call and the value.
+  struct Bad {
+    KernelCase c;
+    const char *says;
+  };
+  const DType f = DType::f32, i32 = DType::i32;
+  const Bad bads[] = {
+      {{"moe_dispatch_bad",
+        OpKind::moe_dispatch,
+        {{f, {3, 4}}, {DType::i64, {3, 2}, integersIn(7, 8)}},
+        {{f, {6, 4}}, {i32, {3, 2}}, {i32, {4}}}},
+       "expert 7 of "},
+      {{"moe_grouped_matmul_bad",
+        OpKind::moe_grouped_matmul,
+        {{f, {10, 5}}, {f, {2, 5, 6}}, {i32, {2}, integersIn(6, 7)}},
+        {{f, {10, 6}}},
+        {0}},
+       "rows; the groups must fit in the 10 rows"},
+      {{"moe_combine_grad_bad",
+        OpKind::moe_combine_grad,
+        {{f, {6, 4}}, {i32, {3, 2}, integersIn(0, 1)}, {f, {3, 4}}},
+        {{f, {6, 4}}},
+        {0}},
+       "row 0 is named by two choices"},
+  };
+  for (const Bad &bad : bads) {
+    SCOPED_TRACE(bad.c.name);
+    Plan plan = planOf(bad.c);
+    std::vector<std::vector<uint8_t>> data(plan.buffers.size()), got;
+    for (size_t b = 0; b < plan.buffers.size(); ++b) {
+      data[b].assign(plan.buffers[b].bytes(), 0);
+      if (b < bad.c.inputs.size())
+        fillBuffer(bad.c.inputs[b], data[b].data(), b);
+    }
+    Status s = runOnDevice(plan, data, got);
+    EXPECT_EQ(s.getCode(), StatusCode::InvalidArgument) << s.toString();
+    EXPECT_THAT(s.getMessage(), HasSubstr(bad.c.name));
+    EXPECT_THAT(s.getMessage(), HasSubstr(bad.says));
+  }
+}
+
 TEST_P(DeviceKernelConformance, KernelScratchIsReusedAcrossLaunches) {
   // attention_grad, norm_grad and cross_entropy take scratch from the
   // device's allocator on every launch; after the first round it must come

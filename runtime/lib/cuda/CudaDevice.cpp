@@ -98,6 +98,23 @@ Status kernelError(const KernelErrorRecord &r, const Plan *plan) {
   case kDivisionByZero:
     return invalidArgument(where + ": integer division by zero at element " +
                            std::to_string(r.position));
+  case kExpertOutOfRange:
+    return invalidArgument(where + ": expert " + std::to_string(r.value) +
+                           " of choice " + std::to_string(r.position) +
+                           " is outside [0, " + std::to_string(r.limit) + ")");
+  case kPositionOutOfRange:
+    return invalidArgument(where + ": position " + std::to_string(r.value) +
+                           " of choice " + std::to_string(r.position) +
+                           " is outside [0, " + std::to_string(r.limit) + ")");
+  case kDuplicatePosition:
+    return invalidArgument(where + ": row " + std::to_string(r.value) +
+                           " is named by two choices (choice " +
+                           std::to_string(r.position) + " is the second)");
+  case kGroupsOverflow:
+    return invalidArgument(where + ": expert " + std::to_string(r.position) +
+                           " has " + std::to_string(r.value) +
+                           " rows; the groups must fit in the " +
+                           std::to_string(r.limit) + " rows");
   default:
     return internalError(where + ": unknown kernel error code " +
                          std::to_string(r.code));

@@ -30,28 +30,6 @@ Status launched(cudaError_t error, const char *op) {
   return fromCuda(error, std::string("launching the ") + op + " kernel");
 }
 
-/// Kernel scratch from the device's stream-ordered pool, given back on the
-/// same stream after the kernels that use it, so the next call can reuse it
-/// without the driver.
-class Scratch {
-public:
-  explicit Scratch(cudaStream_t stream) : stream(stream) {}
-  ~Scratch() {
-    if (memory)
-      cudaFreeAsync(memory, stream);
-  }
-  Status allocate(size_t bytes, const char *op) {
-    return fromCuda(cudaMallocAsync(&memory, bytes ? bytes : 64, stream),
-                    std::string("cudaMallocAsync of ") + std::to_string(bytes) +
-                        " bytes of " + op + " scratch");
-  }
-  void *get() const { return memory; }
-
-private:
-  cudaStream_t stream;
-  void *memory = nullptr;
-};
-
 /// The plan of a broadcasting op (HostElementwise.cpp's planBroadcastOp).
 Status runCall(const DispatchContext &dctx, const Plan &plan,
                uint32_t programIndex, size_t index,
@@ -573,11 +551,7 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   case OpKind::moe_grouped_matmul_wgrad:
   case OpKind::moe_combine:
   case OpKind::moe_combine_grad:
-    // The grouped GEMMs need device-side group sizes (never read by the
-    // host); until those kernels exist the plan runs on --backend=host.
-    return unsupported(std::string(opKindName(c.op)) +
-                       ": mixture-of-experts kernels are not yet on the cuda "
-                       "device; run this plan with --backend=host");
+    return runMoE(dctx, ctx, c, tensors); // CudaMoEDispatch.cpp
   }
   return internalError("unknown kernel");
 }

@@ -11,6 +11,9 @@
 #define RP_LIB_CUDA_CUDADISPATCH_H
 
 #include "CudaKernels.h"
+#include "CudaStatus.h"
+
+#include "rp/runtime/kernels/OpKinds.h"
 
 #include "rp/runtime/Device.h"
 
@@ -36,10 +39,37 @@ struct DispatchContext {
 Status runProgram(const DispatchContext &ctx, const Plan &plan,
                   uint32_t program, const BufferAddresses &buffers);
 
+/// Kernel scratch from the device's stream-ordered pool, given back on the
+/// same stream after the kernels that use it, so the next call can reuse it
+/// without the driver.
+class Scratch {
+public:
+  explicit Scratch(cudaStream_t stream) : stream(stream) {}
+  ~Scratch() {
+    if (memory)
+      cudaFreeAsync(memory, stream);
+  }
+  Status allocate(size_t bytes, const char *op) {
+    return fromCuda(cudaMallocAsync(&memory, bytes ? bytes : 64, stream),
+                    std::string("cudaMallocAsync of ") + std::to_string(bytes) +
+                        " bytes of " + op + " scratch");
+  }
+  void *get() const { return memory; }
+
+private:
+  cudaStream_t stream;
+  void *memory = nullptr;
+};
+
 /// rp.matmul through cuBLAS (CudaMatmul.cpp).
 Status matmul(const DispatchContext &ctx, const TensorRef &a,
               const TensorRef &b, bool transposeA, bool transposeB,
               const TensorRef &out);
+
+/// The rp.moe.* calls (CudaMoEDispatch.cpp): checks as the host's, then the
+/// kernels of CudaMoE.cu and cuBLAS; `ctx` is the call's launch context.
+Status runMoE(const DispatchContext &dctx, const LaunchContext &ctx,
+              const KernelCallDesc &call, const kernels::CallTensors &tensors);
 
 } // namespace rp::runtime::cuda
 

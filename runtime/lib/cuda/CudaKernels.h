@@ -44,9 +44,13 @@ struct KernelErrorRecord {
 
 enum KernelErrorCode : int32_t {
   kNoKernelError = 0,
-  kIndexOutOfRange = 1, ///< gather, gather_grad
-  kLabelOutOfRange = 2, ///< cross_entropy, cross_entropy_grad
-  kDivisionByZero = 3,  ///< integer div
+  kIndexOutOfRange = 1,    ///< gather, gather_grad
+  kLabelOutOfRange = 2,    ///< cross_entropy, cross_entropy_grad
+  kDivisionByZero = 3,     ///< integer div
+  kExpertOutOfRange = 4,   ///< moe_route_grad, moe_dispatch
+  kPositionOutOfRange = 5, ///< moe_combine, moe_combine_grad
+  kDuplicatePosition = 6,  ///< moe_combine_grad
+  kGroupsOverflow = 7,     ///< the moe grouped matmuls' counts
 };
 
 /// Where and how a launcher enqueues.

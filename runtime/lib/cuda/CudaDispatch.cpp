@@ -578,6 +578,13 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
     return unsupported(std::string(opKindName(c.op)) +
                        ": mixture-of-experts kernels are not yet on the cuda "
                        "device; run this plan with --backend=host");
+  case OpKind::linear_cross_entropy:
+  case OpKind::linear_cross_entropy_grad:
+    // The chunked LM-head loss has host kernels only so far.
+    return unsupported(std::string(opKindName(c.op)) +
+                       ": the fused LM-head cross-entropy is not yet on the "
+                       "cuda device; compile with --fuse-loss=false, or run "
+                       "this plan with --backend=host");
   }
   return internalError("unknown kernel");
 }

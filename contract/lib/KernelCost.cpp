@@ -149,6 +149,22 @@ KernelWork rp::timing::kernelWork(uint16_t op,
       w.groups = double(stack[0]);
     return w;
   }
+  if (kind == K::linear_cross_entropy || kind == K::linear_cross_entropy_grad) {
+    // hidden [..., K] against the [C, K] head: the logits 2 T K C and
+    // cross-entropy's 5 per logit; the gradient recomputes the logits and
+    // forms dhidden and dweight (three products) and dlogits (10 per
+    // logit). The logits stay a chunk at a time, so only the operands and
+    // results move.
+    if (inputs.size() < 2 || inputs[0].shape.empty() ||
+        inputs[1].shape.size() != 2)
+      return w;
+    double k = double(inputs[1].shape[1]), classes = double(inputs[1].shape[0]);
+    double tokens = double(inputs[0].elements()) / std::max(k, 1.0);
+    double logits = tokens * classes;
+    w.flops = kind == K::linear_cross_entropy ? 2 * logits * k + 5 * logits
+                                              : 6 * logits * k + 10 * logits;
+    return w;
+  }
   if (kind == K::attention) {
     w.flops = attentionFlops(inputs, attr(0) != 0);
     return w;

@@ -202,6 +202,13 @@ std::vector<KernelCase> forwardCases(DType t) {
                    {{t, {4, 50, 11}}, {DType::i64, {4, 50}, labelsUpTo(11)}},
                    {{DType::f32, {}}, {DType::i64, {}}},
                    {-100}});
+  // The fused LM head + loss, 3 chunks of 32 rows (the last one short).
+  cases.push_back(
+      {"linear_cross_entropy_" + s,
+       OpKind::linear_cross_entropy,
+       {{t, {2, 40, 6}}, {t, {11, 6}}, {DType::i64, {2, 40}, labelsUpTo(11)}},
+       {{DType::f32, {}}, {DType::i64, {}}},
+       {-100, 32}});
   return cases;
 }
 
@@ -216,6 +223,14 @@ std::vector<KernelCase> backwardCases(DType t) {
                     {DType::f32, {}, uniformIn(0.01, 0.02)}},
                    {{t, {4, 50, 11}}},
                    {-100}});
+  cases.push_back({"linear_cross_entropy_grad_" + s,
+                   OpKind::linear_cross_entropy_grad,
+                   {{t, {2, 40, 6}},
+                    {t, {11, 6}},
+                    {DType::i32, {2, 40}, labelsUpTo(11)},
+                    {DType::f32, {}, uniformIn(0.01, 0.02)}},
+                   {{t, {2, 40, 6}}, {t, {11, 6}}},
+                   {-100, 32}});
   for (int kind = 0; kind <= 10; ++kind) {
     // exp, log, sqrt, rsqrt, tanh, erf, sigmoid, silu, relu, gelu, gelu_tanh
     bool needsPositive = kind >= 1 && kind <= 3;

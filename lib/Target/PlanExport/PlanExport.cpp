@@ -346,6 +346,12 @@ int64_t mlir::rp::planIndexLimit(Value v) {
     else if (auto ce = dyn_cast<CrossEntropyOp>(user);
              ce && use.get() == ce.getLabels())
       tighten(ce.getLogits().getType().getShape().back());
+    else if (auto lce = dyn_cast<LinearCrossEntropyOp>(user);
+             lce && use.get() == lce.getLabels())
+      tighten(lce.getWeight().getType().getDimSize(0));
+    else if (auto lceg = dyn_cast<LinearCrossEntropyGradOp>(user);
+             lceg && use.get() == lceg.getLabels())
+      tighten(lceg.getWeight().getType().getDimSize(0));
     else if (auto layer = dyn_cast<LayerOp>(user))
       tighten(planIndexLimit(
           layer.getBody().front().getArgument(use.getOperandNumber())));

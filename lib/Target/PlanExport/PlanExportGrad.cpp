@@ -44,6 +44,23 @@ std::optional<KernelSpec> mlir::rp::gradientKernelSpec(Operation *op) {
                           {o.getLogits(), o.getLabels(), o.getScale()},
                           {static_cast<int64_t>(o.getIgnoreIndex())}};
       })
+      // inputs: hidden, weight, labels; outputs: loss_sum, count;
+      // ints: [ignore_index, chunk]
+      .Case([&](LinearCrossEntropyOp o) {
+        return KernelSpec{pf::OpKind::linear_cross_entropy,
+                          {o.getHidden(), o.getWeight(), o.getLabels()},
+                          {static_cast<int64_t>(o.getIgnoreIndex()),
+                           static_cast<int64_t>(o.getChunk())}};
+      })
+      // inputs: hidden, weight, labels, scale; outputs: dhidden, dweight;
+      // ints: [ignore_index, chunk]
+      .Case([&](LinearCrossEntropyGradOp o) {
+        return KernelSpec{
+            pf::OpKind::linear_cross_entropy_grad,
+            {o.getHidden(), o.getWeight(), o.getLabels(), o.getScale()},
+            {static_cast<int64_t>(o.getIgnoreIndex()),
+             static_cast<int64_t>(o.getChunk())}};
+      })
       // inputs: x, dy; ints: [kind (UnaryGradKind)]
       .Case([&](UnaryGradOp o) {
         return KernelSpec{pf::OpKind::unary_grad,

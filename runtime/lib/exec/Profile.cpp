@@ -121,6 +121,16 @@ double callCost(const Plan &plan, const KernelCallDesc &call) {
                ? double(numElements(a)) * double(g[1])
                : written;
   }
+  case OpKind::linear_cross_entropy:
+  case OpKind::linear_cross_entropy_grad: {
+    // hidden [..., K] against the [C, K] head: T*K*C forward, three such
+    // products backward.
+    Shape h = shape(0), w = shape(1);
+    if (h.empty() || w.size() != 2 || w[1] <= 0)
+      return written;
+    double macs = double(numElements(h)) * double(w[0]);
+    return call.op == OpKind::linear_cross_entropy ? macs : 3 * macs;
+  }
   case OpKind::attention:
   case OpKind::attention_grad: {
     // q [..., S, D] against k [..., T, D]: S*T*D twice forward; the
@@ -138,6 +148,7 @@ double callCost(const Plan &plan, const KernelCallDesc &call) {
 bool isGradientOp(OpKind op) {
   switch (op) {
   case OpKind::cross_entropy_grad:
+  case OpKind::linear_cross_entropy_grad:
   case OpKind::unary_grad:
   case OpKind::softmax_grad:
   case OpKind::norm_grad:
@@ -204,7 +215,8 @@ TailSplit splitTail(const Plan &plan, const ProgramDesc &program,
   size_t boundary = program.calls.size();
   for (size_t i = 0;
        i < program.calls.size() && boundary == program.calls.size(); ++i)
-    if (program.calls[i].op == OpKind::cross_entropy)
+    if (program.calls[i].op == OpKind::cross_entropy ||
+        program.calls[i].op == OpKind::linear_cross_entropy)
       boundary = i + 1;
   for (size_t i = 0;
        i < program.calls.size() && boundary == program.calls.size(); ++i)

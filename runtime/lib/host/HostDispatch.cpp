@@ -107,6 +107,12 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
     return crossEntropy(pool, in[0], in[1], a[0], outs[0], outs[1]);
   case OpKind::cross_entropy_grad:
     return crossEntropyGrad(pool, in[0], in[1], a[0], scalarValue(in[2]), out);
+  case OpKind::linear_cross_entropy:
+    return linearCrossEntropy(pool, in[0], in[1], in[2], a[0], a[1], outs[0],
+                              outs[1]);
+  case OpKind::linear_cross_entropy_grad:
+    return linearCrossEntropyGrad(pool, in[0], in[1], in[2], a[0], a[1],
+                                  scalarValue(in[3]), outs[0], outs[1]);
   case OpKind::unary_grad:
     if (a[0] < 0 || a[0] >= kNumUnaryGradKinds)
       return invalidArgument("unknown unary gradient kind");

@@ -71,6 +71,10 @@ Signature signatureOf(OpKind op) {
     return {2, 2, 1, 0, 2, 2};
   case OpKind::cross_entropy_grad:
     return {3, 3, 1, 0};
+  case OpKind::linear_cross_entropy:
+    return {3, 3, 2, 0, 2, 2};
+  case OpKind::linear_cross_entropy_grad:
+    return {4, 4, 2, 0, 2, 2};
   case OpKind::unary_grad:
     return {2, 2, 1, 0};
   case OpKind::softmax_grad:

@@ -52,6 +52,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "lora-targets", flags, llvm::cl::init(""),
       llvm::cl::desc("regular expression on weight names (default: every "
                      "linear layer), e.g. q_proj|v_proj")};
+  Option<bool> fuseLoss{
+      *this, "fuse-loss", flags, llvm::cl::init(true),
+      llvm::cl::desc("compute the LM head and the cross-entropy as one op, "
+                     "a chunk of tokens at a time, so the [tokens, vocab] "
+                     "logits never exist (rp-fuse-linear-cross-entropy)")};
   Option<ComputeType> dtype{
       *this,
       "dtype",

@@ -38,7 +38,7 @@ struct ConvertFloatTypePass
   /// Retypes the results of `op` (and, for constants, their values).
   void retype(Operation *op) {
     // The loss stays f32: its precision is the printed loss's.
-    if (isa<CrossEntropyOp>(op))
+    if (isa<CrossEntropyOp, LinearCrossEntropyOp>(op))
       return;
     if (auto c = dyn_cast<ConstantOp>(op)) {
       auto dense = dyn_cast<DenseElementsAttr>(c.getValue());

@@ -39,6 +39,10 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   AttachLossPassOptions attach;
   attach.loss = options.loss;
   pm.addPass(createAttachLossPass(attach));
+  // Right after the loss exists, so that the partitioner, the memory plan
+  // and autodiff all see the fused op and no [tokens, vocab] logits.
+  if (options.fuseLoss)
+    pm.addPass(createFuseLinearCrossEntropyPass());
   // After the loss, so that the loss sees the model's own outputs; before
   // partitioning and autodiff, so that stages are cut by the compute type's
   // sizes and the backward runs in it too.

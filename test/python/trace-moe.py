@@ -17,15 +17,14 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 import transformers as T
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
 import hf_models  # noqa: E402
+import moe_check  # noqa: E402
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
-from rp import safetensors as rp_safetensors  # noqa: E402
 
 out = Path(sys.argv[1])
 M = 4
@@ -117,14 +116,6 @@ def plain(variant=None):
     return tiny_gpt.make_distinct(Plain(variant))
 
 
-def run(src, name, devices, steps, grads):
-    plan = rp.compile(src, out / "plans" / f"{name}-{devices}.rpplan",
-                      devices=devices, microbatches=M)
-    losses = [f"{v:.9g}" for v in rp.train(plan, inputs, labels, steps=steps,
-                                           sync=True, dump_grads=grads)]
-    return losses, rp_safetensors.read(grads)
-
-
 for name, make in (("mixtral", mixtral), ("plain", plain),
                    ("shared", lambda: plain("shared"))):
     model = make()
@@ -133,23 +124,8 @@ for name, make in (("mixtral", mixtral), ("plain", plain),
     text = src.read_text()
     print(f"{name}: moe ops: {text.count('rp.moe.route ')} routes, "
           f"{text.count('rp.moe.grouped_matmul ')} grouped matmuls")
-    one, grads = run(src, name, 1, 2, out / f"{name}-1.safetensors")
-    loss_err = abs(float(one[0]) - ref_loss) / abs(ref_loss)
-    errs = {n: np.linalg.norm(grads[n] - g) / np.linalg.norm(g)
-            for n, g in ref_grads.items() if n in grads}
-    worst = max(errs, key=errs.get)
-    print(f"{name}: loss within 1e-4: {loss_err <= 1e-4} "
-          f"(rp {one[0]}, torch {ref_loss:.9g})")
-    print(f"{name}: gradients {len(errs)} of {len(ref_grads)} within 1e-4: "
-          f"{all(e <= 1e-4 for e in errs.values())} "
-          f"(worst {errs[worst]:.2e}, {worst})")
-    for devices in (2, 4):
-        losses, g = run(src, name, devices, 2,
-                        out / f"{name}-{devices}.safetensors")
-        same = losses == one and sorted(g) == sorted(grads) and all(
-            np.array_equal(g[n], grads[n]) for n in grads)
-        print(f"{name}: {devices} devices bitwise: {same}"
-              + ("" if same else f" (losses {losses} vs {one})"))
+    moe_check.check(name, src, out, inputs, labels, M, ref_loss,
+                    ref_grads)
 
 torch.manual_seed(0)
 try:

@@ -554,11 +554,7 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
     return runMoE(dctx, ctx, c, tensors); // CudaMoEDispatch.cpp
   case OpKind::linear_cross_entropy:
   case OpKind::linear_cross_entropy_grad:
-    // The chunked LM-head loss has host kernels only so far.
-    return unsupported(std::string(opKindName(c.op)) +
-                       ": the fused LM-head cross-entropy is not yet on the "
-                       "cuda device; compile with --fuse-loss=false, or run "
-                       "this plan with --backend=host");
+    return runLinearLoss(dctx, ctx, c, tensors); // CudaLinearLossDispatch.cpp
   }
   return internalError("unknown kernel");
 }

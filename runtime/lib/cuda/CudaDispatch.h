@@ -71,6 +71,13 @@ Status matmul(const DispatchContext &ctx, const TensorRef &a,
 Status runMoE(const DispatchContext &dctx, const LaunchContext &ctx,
               const KernelCallDesc &call, const kernels::CallTensors &tensors);
 
+/// rp.linear_cross_entropy and its gradient (CudaLinearLossDispatch.cpp):
+/// the host kernel's checks, then the chunk loops of CudaLinearLoss.h on
+/// cuBLAS and the kernels of CudaLinearLoss.cu.
+Status runLinearLoss(const DispatchContext &dctx, const LaunchContext &ctx,
+                     const KernelCallDesc &call,
+                     const kernels::CallTensors &tensors);
+
 } // namespace rp::runtime::cuda
 
 #endif // RP_LIB_CUDA_CUDADISPATCH_H

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCommon.cuh"
+#include "CudaLoss.cuh"
 
 #include "rp/runtime/kernels/Elementwise.h"
 #include "rp/runtime/kernels/ElementwiseGrad.h"
@@ -32,8 +33,6 @@ namespace {
 /// host/HostGradientsNN.cpp's kParamRowBlock: rows summed into one partial
 /// of the scale and bias gradients. Part of the numerics.
 constexpr int64_t kParamRowBlock = 128;
-/// host/HostLoss.cpp's kLossRowGrain: rows per partial of the loss sum.
-constexpr int64_t kLossRowGrain = 64;
 
 /// Steps `offset` to the next reduced index in row-major order.
 __device__ inline void nextReduced(const ReduceMap &map, int64_t *index,
@@ -188,25 +187,6 @@ __global__ void normGradParamsKernel(const Compute<T> *scalePartials,
   }
 }
 
-template <typename I>
-__device__ inline bool readLabel(const LaunchContext &ctx, const I *labels,
-                                 int64_t row, int64_t ignoreIndex,
-                                 int64_t classes, int64_t &label) {
-  label = static_cast<int64_t>(labels[row]);
-  if (label == ignoreIndex)
-    return false;
-  if (label < 0 || label >= classes) {
-    reportError(ctx, kLabelOutOfRange, row, label, classes);
-    return false;
-  }
-  return true;
-}
-
-struct LossPartial {
-  double sum;
-  int64_t count;
-};
-
 template <typename T, typename I>
 __global__ void
 crossEntropyChunksKernel(LaunchContext ctx, const T *x, const I *labels,
@@ -224,35 +204,6 @@ crossEntropyChunksKernel(LaunchContext ctx, const T *x, const I *labels,
       ++p.count;
     }
     partials[chunk] = p;
-  }
-}
-
-/// One thread: the partials in chunk order (the host's deterministicReduce).
-template <typename S>
-__global__ void crossEntropyTotalKernel(const LossPartial *partials,
-                                        int64_t chunks, S *lossSum,
-                                        int64_t *count) {
-  if (blockIdx.x != 0 || threadIdx.x != 0)
-    return;
-  LossPartial total{0.0, 0};
-  for (int64_t c = 0; c < chunks; ++c) {
-    total.sum = total.sum + partials[c].sum;
-    total.count = total.count + partials[c].count;
-  }
-  *lossSum = static_cast<S>(total.sum);
-  *count = total.count;
-}
-
-__device__ inline double readScalar(DType type, const void *p) {
-  switch (type) {
-  case DType::f64:
-    return *static_cast<const double *>(p);
-  case DType::bf16:
-    return static_cast<float>(*static_cast<const bf16 *>(p));
-  case DType::f16:
-    return static_cast<float>(*static_cast<const f16 *>(p));
-  default:
-    return *static_cast<const float *>(p);
   }
 }
 
@@ -436,13 +387,13 @@ cudaError_t launchCrossEntropy(const LaunchContext &ctx, DType dtype,
         return;
     }
     if constexpr (std::is_same_v<T, double>)
-      crossEntropyTotalKernel<<<1, 1, 0, ctx.stream>>>(
-          partials, chunks, static_cast<double *>(lossSum),
-          static_cast<int64_t *>(count));
+      lossTotalKernel<<<1, 1, 0, ctx.stream>>>(partials, chunks,
+                                               static_cast<double *>(lossSum),
+                                               static_cast<int64_t *>(count));
     else
-      crossEntropyTotalKernel<<<1, 1, 0, ctx.stream>>>(
-          partials, chunks, static_cast<float *>(lossSum),
-          static_cast<int64_t *>(count));
+      lossTotalKernel<<<1, 1, 0, ctx.stream>>>(partials, chunks,
+                                               static_cast<float *>(lossSum),
+                                               static_cast<int64_t *>(count));
   });
   return error != cudaSuccess ? error : lastLaunchError();
 }

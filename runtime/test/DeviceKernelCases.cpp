@@ -209,6 +209,16 @@ std::vector<KernelCase> forwardCases(DType t) {
        {{t, {2, 40, 6}}, {t, {11, 6}}, {DType::i64, {2, 40}, labelsUpTo(11)}},
        {{DType::f32, {}}, {DType::i64, {}}},
        {-100, 32}});
+  // A wide vocabulary in one chunk: the cuda row kernel's full block (256
+  // threads over 3000 logits).
+  const Fill small = uniformIn(-1, 1);
+  cases.push_back({"linear_cross_entropy_wide_" + s,
+                   OpKind::linear_cross_entropy,
+                   {{t, {70, 8}, small},
+                    {t, {3000, 8}, small},
+                    {DType::i64, {70}, labelsUpTo(3000)}},
+                   {{DType::f32, {}}, {DType::i64, {}}},
+                   {-100, 128}});
   return cases;
 }
 
@@ -231,6 +241,15 @@ std::vector<KernelCase> backwardCases(DType t) {
                     {DType::f32, {}, uniformIn(0.01, 0.02)}},
                    {{t, {2, 40, 6}}, {t, {11, 6}}},
                    {-100, 32}});
+  const Fill small = uniformIn(-1, 1);
+  cases.push_back({"linear_cross_entropy_grad_wide_" + s,
+                   OpKind::linear_cross_entropy_grad,
+                   {{t, {70, 8}, small},
+                    {t, {3000, 8}, small},
+                    {DType::i32, {70}, labelsUpTo(3000)},
+                    {DType::f32, {}, uniformIn(0.01, 0.02)}},
+                   {{t, {70, 8}}, {t, {3000, 8}}},
+                   {-100, 128}});
   for (int kind = 0; kind <= 10; ++kind) {
     // exp, log, sqrt, rsqrt, tanh, erf, sigmoid, silu, relu, gelu, gelu_tanh
     bool needsPositive = kind >= 1 && kind <= 3;

@@ -79,8 +79,26 @@ cudaError_t launchZero(const LaunchContext &ctx, void *p, size_t bytes);
 // The chunk loops (CudaLinearLossLoop.cpp)
 //===----------------------------------------------------------------------===//
 
-/// The loops' GEMMs, row-major, enqueued in call order on the launches'
-/// stream: cuBLAS on the device, a plain GEMM in the emulation test.
+/// One GEMM as cublasGemmEx takes it: column-major C [m, n] = op(A) [m, k]
+/// * op(B) [k, n] (+ C when `accumulate`), A and B of `abType`, C of
+/// `cType`, products and sums in f32 (f64 for f64).
+struct ColumnMajorGemm {
+  bool transposeA = false, transposeB = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void *a = nullptr, *b = nullptr;
+  void *c = nullptr;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  DType abType = DType::f32, cType = DType::f32;
+  bool accumulate = false;
+};
+
+/// The weight gradient's GEMM: row-major acc [classes, K] = dl [n,
+/// classes]^T * h [n, K] (+ acc), acc of dl's dtype or f32.
+ColumnMajorGemm weightGradGemm(const TensorRef &dl, const TensorRef &h,
+                               bool accumulate, const TensorRef &acc);
+
+/// The loops' GEMMs, enqueued in call order on the launches' stream:
+/// cuBLAS on the device, a plain GEMM in the emulation test.
 class LinearLossGemms {
 public:
   virtual ~LinearLossGemms() = default;
@@ -88,11 +106,8 @@ public:
   /// f64): the chunk's logits (b = weight, transposed) and its dhidden.
   virtual Status matmul(const TensorRef &a, const TensorRef &b, bool transposeB,
                         const TensorRef &out) = 0;
-  /// acc [classes, K] = dl [n, classes]^T * h [n, K], plus acc when
-  /// `accumulate`; dl and h of one storage type, acc of it, or f32 for
-  /// 16-bit dl and h. Products and sums in f32 (f64 for f64).
-  virtual Status weightGrad(const TensorRef &dl, const TensorRef &h,
-                            bool accumulate, const TensorRef &acc) = 0;
+  /// One cublasGemmEx: the weight gradient (weightGradGemm).
+  virtual Status gemm(const ColumnMajorGemm &g) = 0;
 };
 
 /// One call's operands, checked (CudaLinearLossDispatch.cpp).

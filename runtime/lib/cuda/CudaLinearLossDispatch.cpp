@@ -115,32 +115,30 @@ public:
     return cuda::matmul(ctx, a, b, false, transposeB, out);
   }
 
-  Status weightGrad(const TensorRef &dl, const TensorRef &h, bool accumulate,
-                    const TensorRef &acc) override {
-    const int64_t n = dl.shape[0], classes = dl.shape[1], k = h.shape[1];
-    if (acc.size() == 0)
+  Status gemm(const ColumnMajorGemm &g) override {
+    if (g.m == 0 || g.n == 0)
       return {};
-    if (n > INT_MAX || classes > INT_MAX || k > INT_MAX)
+    if (g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX || g.lda > INT_MAX ||
+        g.ldb > INT_MAX || g.ldc > INT_MAX)
       return invalidArgument(
-          "linear_cross_entropy_grad: the weight gradient's GEMM " +
-          describe(dl) + "^T x " + describe(h) +
-          " has a dimension past cuBLAS's 32-bit sizes");
-    const bool f64 = acc.dtype == DType::f64;
-    const float oneF = 1.0f, betaF = accumulate ? 1.0f : 0.0f;
-    const double oneD = 1.0, betaD = accumulate ? 1.0 : 0.0;
-    // Row-major acc [classes, K] = dl^T h is column-major acc^T [K, classes]
-    // = h^T(col) * dl(col)^T: h as stored is column-major [K, n], dl is
-    // column-major [classes, n].
+          "linear_cross_entropy_grad: the weight gradient's GEMM (" +
+          std::to_string(g.m) + " x " + std::to_string(g.n) + " over " +
+          std::to_string(g.k) + ") has a size past cuBLAS's 32-bit ones");
+    const bool f64 = g.cType == DType::f64;
+    const float oneF = 1.0f, betaF = g.accumulate ? 1.0f : 0.0f;
+    const double oneD = 1.0, betaD = g.accumulate ? 1.0 : 0.0;
     return fromCublas(
         cublasGemmEx(
-            ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, int(k), int(classes), int(n),
-            f64 ? static_cast<const void *>(&oneD) : &oneF, h.data,
-            cudaType(h.dtype), int(k), dl.data, cudaType(dl.dtype),
-            int(classes), f64 ? static_cast<const void *>(&betaD) : &betaF,
-            acc.data, cudaType(acc.dtype), int(k),
+            ctx.blas, g.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N,
+            g.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N, int(g.m), int(g.n),
+            int(g.k), f64 ? static_cast<const void *>(&oneD) : &oneF, g.a,
+            cudaType(g.abType), int(g.lda), g.b, cudaType(g.abType), int(g.ldb),
+            f64 ? static_cast<const void *>(&betaD) : &betaF, g.c,
+            cudaType(g.cType), int(g.ldc),
             f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx (linear_cross_entropy_grad weight gradient, " +
-            describe(dl) + "^T x " + describe(h) + ")");
+            std::to_string(g.m) + " x " + std::to_string(g.n) + " over " +
+            std::to_string(g.k) + ")");
   }
 
 private:

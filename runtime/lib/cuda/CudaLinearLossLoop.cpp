@@ -36,6 +36,31 @@ TensorRef rowsOf(const TensorRef &t, int64_t begin, int64_t n, int64_t width) {
 
 } // namespace
 
+ColumnMajorGemm rp::runtime::cuda::weightGradGemm(const TensorRef &dl,
+                                                  const TensorRef &h,
+                                                  bool accumulate,
+                                                  const TensorRef &acc) {
+  // A row-major [r, c] matrix is the column-major [c, r] one, so row-major
+  // acc = dl^T h is column-major acc' [K, classes] = h' [K, n] * (dl'
+  // [classes, n])^T.
+  ColumnMajorGemm g;
+  g.transposeA = false;
+  g.transposeB = true;
+  g.m = h.shape[1];
+  g.n = dl.shape[1];
+  g.k = dl.shape[0];
+  g.a = h.data;
+  g.lda = h.shape[1];
+  g.b = dl.data;
+  g.ldb = dl.shape[1];
+  g.c = acc.data;
+  g.ldc = h.shape[1];
+  g.abType = dl.dtype;
+  g.cType = acc.dtype;
+  g.accumulate = accumulate;
+  return g;
+}
+
 LinearLossScratch rp::runtime::cuda::linearLossScratch(const LinearLossArgs &a,
                                                        bool grad) {
   LinearLossScratch s;
@@ -126,7 +151,7 @@ Status rp::runtime::cuda::linearCrossEntropyGradChunks(
       return s;
     // The first chunk writes, the others add: dweight's sum over chunks
     // in chunk order.
-    if (Status s = gemms.weightGrad(dl, h, /*accumulate=*/begin > 0, acc);
+    if (Status s = gemms.gemm(weightGradGemm(dl, h, begin > 0, acc));
         s.failed())
       return s;
   }

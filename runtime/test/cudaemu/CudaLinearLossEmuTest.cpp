@@ -36,7 +36,9 @@ namespace {
 constexpr int64_t kIgnore = -100;
 
 /// The loops' GEMMs in the compute type, one dot product per output in
-/// index order; records the rows of every logits GEMM (transposed weight).
+/// index order: rp.matmul's row-major definition, and cublasGemmEx's
+/// column-major one given the loop's arguments. Records the rows of every
+/// logits GEMM (transposed weight) and which GEMMs accumulate.
 class PlainGemms final : public LinearLossGemms {
 public:
   Status matmul(const TensorRef &a, const TensorRef &b, bool transposeB,
@@ -61,26 +63,28 @@ public:
     return {};
   }
 
-  Status weightGrad(const TensorRef &dl, const TensorRef &h, bool accumulate,
-                    const TensorRef &acc) override {
-    const int64_t n = dl.shape[0], classes = dl.shape[1], k = h.shape[1];
-    accumulated.push_back(accumulate);
-    visitFloat(dl.dtype, [&](auto tag) {
+  /// cublasGemmEx's column-major definition, from the same arguments.
+  Status gemm(const ColumnMajorGemm &g) override {
+    accumulated.push_back(g.accumulate);
+    visitFloat(g.abType, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = kernels::Compute<T>;
-      const T *D = dl.as<const T>(), *H = h.as<const T>();
-      for (int64_t v = 0; v < classes; ++v)
-        for (int64_t j = 0; j < k; ++j) {
+      const T *A = static_cast<const T *>(g.a),
+              *B = static_cast<const T *>(g.b);
+      for (int64_t j = 0; j < g.n; ++j)
+        for (int64_t i = 0; i < g.m; ++i) {
           C s = C(0);
-          for (int64_t r = 0; r < n; ++r)
-            s +=
-                kernels::load(D[r * classes + v]) * kernels::load(H[r * k + j]);
-          if (acc.dtype == dl.dtype) {
-            T &o = acc.as<T>()[v * k + j];
-            o = kernels::store<T>(accumulate ? kernels::load(o) + s : s);
+          for (int64_t l = 0; l < g.k; ++l)
+            s += kernels::load(g.transposeA ? A[l + i * g.lda]
+                                            : A[i + l * g.lda]) *
+                 kernels::load(g.transposeB ? B[j + l * g.ldb]
+                                            : B[l + j * g.ldb]);
+          if (g.cType == g.abType) {
+            T &o = static_cast<T *>(g.c)[i + j * g.ldc];
+            o = kernels::store<T>(g.accumulate ? kernels::load(o) + s : s);
           } else {
-            float &o = acc.as<float>()[v * k + j];
-            o = accumulate ? o + float(s) : float(s);
+            float &o = static_cast<float *>(g.c)[i + j * g.ldc];
+            o = g.accumulate ? o + float(s) : float(s);
           }
         }
     });

@@ -52,8 +52,10 @@ inline Plan unstagedPlan(unsigned M) {
 }
 
 /// The staged plan: device buffers per microbatch, so that the events only
-/// order producers before consumers.
-inline Plan stagedPlan(unsigned M) {
+/// order producers before consumers. `fusedLoss`: the head and loss as
+/// rp-compile emits them by default, linear_cross_entropy and its gradient
+/// (in chunks of 2 rows) on the transposed head.
+inline Plan stagedPlan(unsigned M, bool fusedLoss = false) {
   PlanBuilder b(2, M, true);
   int64_t G = int64_t(M) * R;
   uint32_t X = b.buffer("x", {G, D}),
@@ -100,13 +102,23 @@ inline Plan stagedPlan(unsigned M) {
     parts1.push_back(p1);
     uint32_t f0 =
         b.program("F0" + mb, {call(OpKind::matmul, {x0, w0}, {h0}, {0, 0})});
-    uint32_t tail = b.program(
-        "T1" + mb,
-        {call(OpKind::matmul, {h1, w1}, {logits}, {0, 0}),
-         call(OpKind::cross_entropy, {logits, l1}, {lossd, countd}, {-100}),
-         call(OpKind::cross_entropy_grad, {logits, l1, s1}, {dlogits}, {-100}),
-         call(OpKind::matmul, {h1, dlogits}, {gw1}, {1, 0}),
-         call(OpKind::matmul, {dlogits, w1}, {dh1}, {0, 1})});
+    std::vector<KernelCallDesc> tailCalls = {
+        call(OpKind::matmul, {h1, w1}, {logits}, {0, 0}),
+        call(OpKind::cross_entropy, {logits, l1}, {lossd, countd}, {-100}),
+        call(OpKind::cross_entropy_grad, {logits, l1, s1}, {dlogits}, {-100}),
+        call(OpKind::matmul, {h1, dlogits}, {gw1}, {1, 0}),
+        call(OpKind::matmul, {dlogits, w1}, {dh1}, {0, 1})};
+    if (fusedLoss) {
+      uint32_t w1t = b.buffer("w1t." + n, {C, H}, 1),
+               gw1t = b.buffer("gw1t." + n, {C, H}, 1);
+      tailCalls = {call(OpKind::transpose, {w1}, {w1t}, {1, 0}),
+                   call(OpKind::linear_cross_entropy, {h1, w1t, l1},
+                        {lossd, countd}, {-100, 2}),
+                   call(OpKind::linear_cross_entropy_grad, {h1, w1t, l1, s1},
+                        {dh1, gw1t}, {-100, 2}),
+                   call(OpKind::transpose, {gw1t}, {gw1}, {1, 0})};
+    }
+    uint32_t tail = b.program("T1" + mb, tailCalls);
     uint32_t b0 =
         b.program("B0" + mb, {call(OpKind::matmul, {x0, dh0}, {gw0}, {1, 0})});
     uint64_t xs = R * D * 4, hs = R * H * 4;

@@ -279,7 +279,8 @@ TEST(StagedTrainingTest,
 
 /// The two-device plan trained on each backend against the host backend:
 /// bitwise on the host itself, within f32 rounding on a GPU (whose exp and
-/// GEMM round differently), for losses and final weights.
+/// GEMM round differently), for losses and final weights; with the plain
+/// cross-entropy and with the fused LM-head loss.
 class StagedTrainingOnBackend : public ::testing::TestWithParam<const char *> {
 };
 
@@ -291,17 +292,31 @@ TEST_P(StagedTrainingOnBackend, TrainsLikeTheHostBackend) {
                    << "' not run: " << probe.getStatus().getMessage();
   }
   const bool exact = std::string(GetParam()) == "host";
-  for (bool sync : {true, false}) {
-    SCOPED_TRACE(sync ? "sync" : "async");
+  for (int run = 0; run < 4; ++run) {
+    // Sync and async, with the plain loss and with the fused LM-head loss.
+    const bool sync = run % 2 == 0, fused = run >= 2;
+    SCOPED_TRACE(std::string(sync ? "sync" : "async") +
+                 (fused ? ", fused loss" : ""));
     TrainOptions options;
     options.steps = 4;
     options.sync = sync;
     options.seed = 5;
     options.adamw.lr = 0.05;
     options.inputs["labels"] = labelsArray(3);
-    Outcome want = trainPlan(stagedPlan(3), "on-host.rpplan", options, 2);
-    Outcome got = trainPlan(stagedPlan(3), "on-backend.rpplan", options, 2, {},
-                            GetParam());
+    Outcome want =
+        trainPlan(stagedPlan(3, fused), "on-host.rpplan", options, 2);
+    Outcome got = trainPlan(stagedPlan(3, fused), "on-backend.rpplan", options,
+                            2, {}, GetParam());
+    if (fused) {
+      // The fused loss trains like the plain one on the host (the head's
+      // GEMMs may sum in other orders: within f32 rounding).
+      Outcome plain = trainPlan(stagedPlan(3), "plain.rpplan", options, 2);
+      ASSERT_EQ(plain.losses.size(), want.losses.size());
+      for (size_t k = 0; k < want.losses.size(); ++k)
+        EXPECT_NEAR(want.losses[k], plain.losses[k],
+                    1e-6 * std::max(1.0, std::fabs(plain.losses[k])))
+            << "step " << k;
+    }
     ASSERT_EQ(got.losses.size(), want.losses.size());
     ASSERT_EQ(got.weights.size(), want.weights.size());
     EXPECT_NE(want.losses.front(), want.losses.back());

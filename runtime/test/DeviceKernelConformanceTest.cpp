@@ -353,12 +353,16 @@ TEST_P(DeviceKernelConformance, BadMoEDataIsAnErrorNamingTheCall) {
 }
 
 TEST_P(DeviceKernelConformance, KernelScratchIsReusedAcrossLaunches) {
-  // attention_grad, norm_grad and cross_entropy take scratch from the
-  // device's allocator on every launch; after the first round it must come
-  // from what the allocator already holds.
+  // attention_grad, norm_grad, cross_entropy and the fused loss take
+  // scratch from the device's allocator on every launch; after the first
+  // round it must come from what the allocator already holds.
+  // (The fused loss in bf16: its weight gradient's f32 accumulator too.)
   std::vector<KernelCase> cases;
   for (KernelCase &c : backwardCases(DType::f32))
     if (c.op == OpKind::attention_grad || c.op == OpKind::norm_grad)
+      cases.push_back(std::move(c));
+  for (KernelCase &c : backwardCases(DType::bf16))
+    if (c.op == OpKind::linear_cross_entropy_grad)
       cases.push_back(std::move(c));
   Device &device = backend->getDevice(0);
   size_t afterFirst = 0;

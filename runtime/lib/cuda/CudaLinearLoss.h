@@ -117,6 +117,15 @@ struct LinearLossArgs {
   int64_t rows = 0, k = 0, classes = 0;
 };
 
+/// host/HostLinearLoss.cpp's argument checks and messages but the labels'
+/// values (which the row kernels check), in one place (Checks.h is where a
+/// shared one would go), and the outputs': the loss sum and count, or the
+/// two gradients and the loss scale. Fills `args` but its ignore index and
+/// chunk, which the caller sets first.
+Status checkLinearLoss(const char *op, const std::vector<TensorRef> &in,
+                       const std::vector<TensorRef> &outs, bool grad,
+                       LinearLossArgs &args);
+
 /// Where a call's scratch lies in one allocation of `bytes`.
 struct LinearLossScratch {
   int64_t step = 0;         ///< Rows per chunk: the op's chunk, or all rows.

@@ -2,10 +2,10 @@
 //
 // rp.linear_cross_entropy and rp.linear_cross_entropy_grad on the cuda
 // device: the host kernel's shape and dtype checks and messages
-// (host/HostLinearLoss.cpp; the labels' values are checked on the GPU and
-// reported through the error record, as cross_entropy's), the call's
-// scratch from the stream-ordered pool, and the chunk loops
-// (CudaLinearLossLoop.cpp) with their GEMMs on cuBLAS.
+// (checkLinearLoss; the labels' values are checked on the GPU and reported
+// through the error record, as cross_entropy's), the call's scratch from
+// the stream-ordered pool, and the chunk loops (CudaLinearLossLoop.cpp)
+// with their GEMMs on cuBLAS.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,84 +13,14 @@
 #include "CudaLinearLoss.h"
 #include "CudaStatus.h"
 
-#include "rp/runtime/kernels/Checks.h"
-
 #include <cublas_v2.h>
 
 #include <climits>
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
-using namespace rp::runtime::kernels;
 
 namespace {
-
-/// host/HostLinearLoss.cpp's argument checks but the labels' values, in one
-/// place (rp/runtime/kernels/Checks.h is where a shared one would go), and
-/// the outputs': the loss sum and count, or the two gradients.
-Status checkLinearLoss(const char *op, const CallTensors &t, bool grad,
-                       LinearLossArgs &args) {
-  const TensorRef &hidden = t.in[0], &weight = t.in[1], &labels = t.in[2];
-  if (Status s = checkTensor(hidden, "hidden", op); s.failed())
-    return s;
-  if (!isFloat(hidden.dtype))
-    return unsupportedDType(op, hidden.dtype);
-  if (Status s = checkTensorOf(weight, hidden.dtype, "weight", op); s.failed())
-    return s;
-  if (Status s = checkTensor(labels, "labels", op); s.failed())
-    return s;
-  if (labels.dtype != DType::i32 && labels.dtype != DType::i64)
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " must be i32 or i64");
-  if (hidden.shape.empty() || weight.shape.size() != 2 ||
-      weight.shape[1] != hidden.shape.back())
-    return invalidArgument(std::string(op) + ": weight " + describe(weight) +
-                           " should be [classes, K] for hidden " +
-                           describe(hidden));
-  Shape expected(hidden.shape.begin(), hidden.shape.end() - 1);
-  if (labels.shape != expected)
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " should have shape " + describeShape(expected));
-  if (args.chunk <= 0)
-    return invalidArgument(std::string(op) + ": chunk " +
-                           std::to_string(args.chunk) + " must be positive");
-  args.hidden = hidden;
-  args.weight = weight;
-  args.labels = labels;
-  args.k = hidden.shape.back();
-  args.classes = weight.shape[0];
-  args.rows = labels.size();
-  if (grad) {
-    const TensorRef &dhidden = t.outs[0], &dweight = t.outs[1];
-    if (!isFloat(t.in[3].dtype) || t.in[3].size() != 1)
-      return invalidArgument(std::string(op) + ": loss scale " +
-                             describe(t.in[3]) +
-                             " should be a one-element float tensor");
-    if (Status s = checkTensorOf(dhidden, hidden.dtype, "hidden gradient", op);
-        s.failed())
-      return s;
-    if (Status s = checkTensorOf(dweight, hidden.dtype, "weight gradient", op);
-        s.failed())
-      return s;
-    if (dhidden.shape != hidden.shape || dweight.shape != weight.shape)
-      return invalidArgument(std::string(op) + ": gradients " +
-                             describe(dhidden) + " and " + describe(dweight) +
-                             " should have the shapes of " + describe(hidden) +
-                             " and " + describe(weight));
-    return {};
-  }
-  const TensorRef &lossSum = t.outs[0], &count = t.outs[1];
-  DType sumType = hidden.dtype == DType::f64 ? DType::f64 : DType::f32;
-  if (Status s = checkTensorOf(lossSum, sumType, "loss sum", op); s.failed())
-    return s;
-  if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
-    return s;
-  if (lossSum.size() != 1 || count.size() != 1)
-    return invalidArgument(std::string(op) + ": loss sum " + describe(lossSum) +
-                           " and count " + describe(count) +
-                           " must be scalars");
-  return {};
-}
 
 cudaDataType_t cudaType(DType dtype) {
   switch (dtype) {
@@ -156,7 +86,8 @@ Status rp::runtime::cuda::runLinearLoss(const DispatchContext &dctx,
   LinearLossArgs args; // Arities: the plan's validation (Plan.cpp).
   args.ignoreIndex = call.ints[0];
   args.chunk = call.ints[1];
-  if (Status s = checkLinearLoss(op, tensors, grad, args); s.failed())
+  if (Status s = checkLinearLoss(op, tensors.in, tensors.outs, grad, args);
+      s.failed())
     return s;
   const LinearLossScratch layout = linearLossScratch(args, grad);
   Scratch scratch(dctx.stream);

@@ -1,6 +1,7 @@
 //===- CudaLinearLossLoop.cpp - the fused LM-head loss's chunk loops ------===//
 //
-// The host side of CudaLinearLoss.h: the scratch layout and the loops that
+// The host side of CudaLinearLoss.h: the call's checks, the scratch layout,
+// the weight gradient's cuBLAS arguments, and the loops that
 // enqueue, chunk after chunk, the logits GEMM, the row kernel and (for the
 // gradient) the two GEMMs that consume the chunk's dl. Everything goes on
 // one stream in a fixed order, so dweight's sum over chunks is the same
@@ -12,10 +13,13 @@
 #include "CudaLinearLoss.h"
 #include "CudaStatus.h"
 
+#include "rp/runtime/kernels/Checks.h"
+
 #include <algorithm>
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
+using namespace rp::runtime::kernels;
 
 namespace {
 
@@ -35,6 +39,72 @@ TensorRef rowsOf(const TensorRef &t, int64_t begin, int64_t n, int64_t width) {
 }
 
 } // namespace
+
+Status rp::runtime::cuda::checkLinearLoss(const char *op,
+                                          const std::vector<TensorRef> &in,
+                                          const std::vector<TensorRef> &outs,
+                                          bool grad, LinearLossArgs &args) {
+  const TensorRef &hidden = in[0], &weight = in[1], &labels = in[2];
+  if (Status s = checkTensor(hidden, "hidden", op); s.failed())
+    return s;
+  if (!isFloat(hidden.dtype))
+    return unsupportedDType(op, hidden.dtype);
+  if (Status s = checkTensorOf(weight, hidden.dtype, "weight", op); s.failed())
+    return s;
+  if (Status s = checkTensor(labels, "labels", op); s.failed())
+    return s;
+  if (labels.dtype != DType::i32 && labels.dtype != DType::i64)
+    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
+                           " must be i32 or i64");
+  if (hidden.shape.empty() || weight.shape.size() != 2 ||
+      weight.shape[1] != hidden.shape.back())
+    return invalidArgument(std::string(op) + ": weight " + describe(weight) +
+                           " should be [classes, K] for hidden " +
+                           describe(hidden));
+  Shape expected(hidden.shape.begin(), hidden.shape.end() - 1);
+  if (labels.shape != expected)
+    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
+                           " should have shape " + describeShape(expected));
+  if (args.chunk <= 0)
+    return invalidArgument(std::string(op) + ": chunk " +
+                           std::to_string(args.chunk) + " must be positive");
+  args.hidden = hidden;
+  args.weight = weight;
+  args.labels = labels;
+  args.k = hidden.shape.back();
+  args.classes = weight.shape[0];
+  args.rows = labels.size();
+  if (grad) {
+    const TensorRef &dhidden = outs[0], &dweight = outs[1];
+    if (!isFloat(in[3].dtype) || in[3].size() != 1)
+      return invalidArgument(std::string(op) + ": loss scale " +
+                             describe(in[3]) +
+                             " should be a one-element float tensor");
+    if (Status s = checkTensorOf(dhidden, hidden.dtype, "hidden gradient", op);
+        s.failed())
+      return s;
+    if (Status s = checkTensorOf(dweight, hidden.dtype, "weight gradient", op);
+        s.failed())
+      return s;
+    if (dhidden.shape != hidden.shape || dweight.shape != weight.shape)
+      return invalidArgument(std::string(op) + ": gradients " +
+                             describe(dhidden) + " and " + describe(dweight) +
+                             " should have the shapes of " + describe(hidden) +
+                             " and " + describe(weight));
+    return {};
+  }
+  const TensorRef &lossSum = outs[0], &count = outs[1];
+  DType sumType = hidden.dtype == DType::f64 ? DType::f64 : DType::f32;
+  if (Status s = checkTensorOf(lossSum, sumType, "loss sum", op); s.failed())
+    return s;
+  if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
+    return s;
+  if (lossSum.size() != 1 || count.size() != 1)
+    return invalidArgument(std::string(op) + ": loss sum " + describe(lossSum) +
+                           " and count " + describe(count) +
+                           " must be scalars");
+  return {};
+}
 
 ColumnMajorGemm rp::runtime::cuda::weightGradGemm(const TensorRef &dl,
                                                   const TensorRef &h,

@@ -343,4 +343,85 @@ TEST_F(CudaLinearLossEmu, ALabelOutOfRangeIsReported) {
   }
 }
 
+TEST_F(CudaLinearLossEmu, RefusesWhatTheHostRefusesWithItsMessage) {
+  // Each call as the plan's buffers give it: the device's check must fail
+  // as the host kernel does, word for word.
+  struct Bad {
+    const char *what;
+    Shape hidden, weight, labels;
+    DType labelType = DType::i64, lossType = DType::f32,
+          weightType = DType::f32;
+    int64_t chunk = 8;
+    Shape dweight = {};
+  };
+  const Bad bads[] = {
+      {"weight's K", {4, 6}, {9, 5}, {4}},
+      {"weight's rank", {4, 6}, {9, 6, 1}, {4}},
+      {"labels' shape", {2, 2, 6}, {9, 6}, {4}},
+      {"labels' dtype", {4, 6}, {9, 6}, {4}, DType::f32},
+      {"chunk", {4, 6}, {9, 6}, {4}, DType::i64, DType::f32, DType::f32, 0},
+      {"loss sum's dtype", {4, 6}, {9, 6}, {4}, DType::i64, DType::f64},
+      {"weight's dtype",
+       {4, 6},
+       {9, 6},
+       {4},
+       DType::i64,
+       DType::f32,
+       DType::bf16},
+      {"weight gradient's shape",
+       {4, 6},
+       {9, 6},
+       {4},
+       DType::i64,
+       DType::f32,
+       DType::f32,
+       8,
+       {6, 9}},
+  };
+  for (const Bad &bad : bads) {
+    SCOPED_TRACE(bad.what);
+    Buffer hidden(DType::f32, bad.hidden), weight(bad.weightType, bad.weight),
+        labels(bad.labelType, bad.labels), loss(bad.lossType, {}),
+        count(DType::i64, {}), scale(DType::f32, {}),
+        dh(DType::f32, bad.hidden),
+        dw(DType::f32, bad.dweight.empty() ? bad.weight : bad.dweight);
+    const bool grad = !bad.dweight.empty();
+    Status host =
+        grad ? host::linearCrossEntropyGrad(pool, hidden.ref(), weight.ref(),
+                                            labels.ref(), kIgnore, bad.chunk,
+                                            1.0, dh.ref(), dw.ref())
+             : host::linearCrossEntropy(pool, hidden.ref(), weight.ref(),
+                                        labels.ref(), kIgnore, bad.chunk,
+                                        loss.ref(), count.ref());
+    ASSERT_TRUE(host.failed());
+    LinearLossArgs args;
+    args.ignoreIndex = kIgnore;
+    args.chunk = bad.chunk;
+    Status cuda =
+        grad ? checkLinearLoss(
+                   "linear_cross_entropy_grad",
+                   {hidden.ref(), weight.ref(), labels.ref(), scale.ref()},
+                   {dh.ref(), dw.ref()}, true, args)
+             : checkLinearLoss("linear_cross_entropy",
+                               {hidden.ref(), weight.ref(), labels.ref()},
+                               {loss.ref(), count.ref()}, false, args);
+    EXPECT_EQ(cuda.getCode(), host.getCode());
+    EXPECT_EQ(cuda.getMessage(), host.getMessage());
+  }
+  // What the host accepts, the device's check accepts, and it gives the
+  // loops their sizes.
+  Problem p = makeProblem(DType::bf16, DType::i32, 12, 5, 7, 1);
+  Buffer loss(DType::f32, {}), count(DType::i64, {});
+  LinearLossArgs args;
+  args.ignoreIndex = kIgnore;
+  args.chunk = 4;
+  ASSERT_TRUE(checkLinearLoss("linear_cross_entropy",
+                              {p.hidden.ref(), p.weight.ref(), p.labels.ref()},
+                              {loss.ref(), count.ref()}, false, args)
+                  .isOk());
+  EXPECT_EQ(args.rows, 12);
+  EXPECT_EQ(args.k, 5);
+  EXPECT_EQ(args.classes, 7);
+}
+
 } // namespace

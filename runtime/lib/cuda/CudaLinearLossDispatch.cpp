@@ -80,7 +80,7 @@ private:
 Status rp::runtime::cuda::runLinearLoss(const DispatchContext &dctx,
                                         const LaunchContext &ctx,
                                         const KernelCallDesc &call,
-                                        const CallTensors &tensors) {
+                                        const kernels::CallTensors &tensors) {
   const bool grad = call.op == OpKind::linear_cross_entropy_grad;
   const char *op = grad ? "linear_cross_entropy_grad" : "linear_cross_entropy";
   LinearLossArgs args; // Arities: the plan's validation (Plan.cpp).

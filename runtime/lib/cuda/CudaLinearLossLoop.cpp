@@ -1,12 +1,12 @@
 //===- CudaLinearLossLoop.cpp - the fused LM-head loss's chunk loops ------===//
 //
 // The host side of CudaLinearLoss.h: the call's checks, the scratch layout,
-// the weight gradient's cuBLAS arguments, and the loops that
-// enqueue, chunk after chunk, the logits GEMM, the row kernel and (for the
-// gradient) the two GEMMs that consume the chunk's dl. Everything goes on
-// one stream in a fixed order, so dweight's sum over chunks is the same
-// run after run. No CUDA API call but the launches and the GEMMs, so
-// rp-cuda-emu-tests compiles this file as it is.
+// the weight gradient's cuBLAS arguments, and the loops that enqueue, chunk
+// after chunk, the logits GEMM, the row kernel and (for the gradient) the
+// two GEMMs that consume the chunk's dl. Everything goes on one stream in a
+// fixed order, so dweight's sum over chunks is the same run after run. No
+// CUDA API call but the launches and the GEMMs, so rp-cuda-emu-tests
+// compiles this file as it is.
 //
 //===----------------------------------------------------------------------===//
 

@@ -187,16 +187,23 @@ Type computeType(Operation *op) {
 
 /// Bytes an op holds while it runs beyond its results: the logits of one
 /// chunk for rp.linear_cross_entropy (chunk x classes, never tokens x
-/// classes; the gradient's f32 weight accumulator is weight-sized).
+/// classes). The layer's work bytes also bound its backward, so this counts
+/// what the gradient kernel holds too: with 16-bit weights and more than
+/// one chunk, the cuda kernel sums the weight gradient over the chunks in
+/// an f32 copy of it (4 bytes per weight element; 1.2 GiB for a
+/// 151,936 x 2,048 head), rounded once at the end.
 int64_t opScratchBytes(Operation &op) {
   auto loss = dyn_cast<LinearCrossEntropyOp>(op);
   if (!loss)
     return 0;
   auto weight = loss.getWeight().getType();
-  int64_t rows =
-      std::min(static_cast<int64_t>(loss.getChunk()), numel(loss.getLabels()));
-  int64_t bytes = (weight.getElementType().getIntOrFloatBitWidth() + 7) / 8;
-  return rows * weight.getShape()[0] * bytes;
+  int64_t tokens = numel(loss.getLabels());
+  int64_t rows = std::min(static_cast<int64_t>(loss.getChunk()), tokens);
+  unsigned width = weight.getElementType().getIntOrFloatBitWidth();
+  int64_t bytes = rows * weight.getShape()[0] * ((width + 7) / 8);
+  if (width < 32 && tokens > rows)
+    bytes += 4 * weight.getNumElements();
+  return bytes;
 }
 
 /// Peak bytes of the body's intermediate values, each live from its op to

@@ -301,12 +301,29 @@ Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
                                   const Pipeline &pipeline,
                                   llvm::ArrayRef<LayerCost> layers) {
   const std::vector<Command> &cmds = schedule.commands;
+  // What runs before the gradient: a stage-grain backward recomputes its
+  // whole stage first; a layer-grain one recomputes and differentiates one
+  // layer at a time, deepest first, so only the deepest layer's recompute
+  // can go ahead (the next layer's recompute follows its backward in the
+  // queue, as the exporter orders it). A layer-grain backward whose
+  // deepest layer recomputes nothing is not split (nor is its program).
+  auto aheadMs = [&](const Command &c) {
+    const StageJob &j = pipeline.jobs[c.job];
+    unsigned end = std::min<unsigned>(j.range.end, layers.size());
+    double ms = 0;
+    for (unsigned l = j.range.begin; l < end; ++l)
+      if (!j.layerGrain || l + 1 == end)
+        ms += layers[l].recomputeMs;
+    return ms;
+  };
   auto splits = [&](const Command &c) {
     return c.kind == CommandKind::backward && c.job >= 0 &&
            size_t(c.job) < pipeline.jobs.size() &&
-           llvm::any_of(c.waits, [&](unsigned w) {
-             return cmds[w].kind == CommandKind::h2dGradient;
-           });
+           llvm::any_of(c.waits,
+                        [&](unsigned w) {
+                          return cmds[w].kind == CommandKind::h2dGradient;
+                        }) &&
+           (!pipeline.jobs[c.job].layerGrain || aheadMs(c) > 0);
   };
   // New indices: a split command's recompute goes right before it.
   std::vector<unsigned> index(cmds.size());
@@ -327,11 +344,7 @@ Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
       out.add(std::move(rest));
       continue;
     }
-    const StageRange &r = pipeline.jobs[c.job].range;
-    double recomputeMs = 0;
-    for (unsigned l = r.begin; l < r.end && l < layers.size(); ++l)
-      recomputeMs += layers[l].recomputeMs;
-    recomputeMs = std::min(recomputeMs, c.ms);
+    double recomputeMs = std::min(aheadMs(c), c.ms);
     Command recompute = rest;
     recompute.ms = recomputeMs;
     recompute.label += " recompute";

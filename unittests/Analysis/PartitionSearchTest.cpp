@@ -52,10 +52,12 @@ TEST(PartitionSearchTest, MatchesExhaustiveSearchOnSmallModels) {
         worstGap = std::max(worstGap, oursMs / bestMs - 1);
       }
   // Local search is not exhaustive: on these transfer-bound models (1-2 GB
-  // per layer over 25 GB/s) it stops at most 9.2% short of the optimum
-  // (5.9% before the steady state took the sim's layout: two passes in
-  // flight and per-layer version gates, 8.7% before the recompute split).
-  EXPECT_LT(worstGap, 0.10);
+  // per layer over 25 GB/s) one climb from the best start stopped up to
+  // 9.2% short of the optimum (two n = 5, G = 4 cases whose optimum is
+  // three moves away). Climbing again from the next best starts finds the
+  // optimum on every case here (and on 8 seeds instead of 3); the bound
+  // leaves room for a near miss, not for a lost restart.
+  EXPECT_LT(worstGap, 0.01);
   RecordProperty("worst_gap_pct", std::to_string(100 * worstGap));
   std::printf("worst gap to exhaustive: %.3f%%\n", 100 * worstGap);
 }

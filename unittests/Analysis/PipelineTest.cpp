@@ -260,4 +260,49 @@ TEST(PipelineTest, BackwardReadsSavedInputsFromTheForwardThatMadeThem) {
   EXPECT_EQ(downloads.size(), 2u);
 }
 
+TEST(PipelineTest, RecomputeAheadOfTheGradientFollowsTheGrain) {
+  // Forward [0, 4), tail [4, 6), backward [2, 4) and [0, 2), layer l
+  // recomputing in l + 1 ms. A split backward's recompute (the command
+  // before it, gated on no gradient upload) is its stage's whole recompute
+  // at stage grain, and only its deepest layer's at layer grain, which
+  // recomputes and differentiates one layer at a time as the exporter
+  // orders the programs.
+  std::vector<LayerCost> layers = uniform(6, 0);
+  for (auto [l, c] : llvm::enumerate(layers)) {
+    c.recomputeMs = double(l + 1);
+    c.backwardMs = 10;
+  }
+  for (bool layerGrain : {false, true}) {
+    Partition p = partitionFromSizes({4}, 2, {2, 2}, 6);
+    p.layerGrain = layerGrain;
+    std::string error;
+    auto pl = lowerSchedule(p, layers, ScheduleKind::roundRobin, 4, 2, error);
+    ASSERT_TRUE(mlir::succeeded(pl)) << error;
+    insertTransfers(*pl, layers, link(10));
+    Schedule split = recomputeSplit(pl->schedule, *pl, layers);
+    unsigned seen = 0;
+    for (auto [i, c] : llvm::enumerate(split.commands)) {
+      if (c.label.find(" recompute") == std::string::npos)
+        continue;
+      ++seen;
+      const Command &rest = split.commands[i + 1];
+      const StageRange &r = pl->jobs[c.job].range;
+      double whole = 0;
+      for (unsigned l = r.begin; l < r.end; ++l)
+        whole += layers[l].recomputeMs;
+      double ahead = layerGrain ? layers[r.end - 1].recomputeMs : whole;
+      EXPECT_DOUBLE_EQ(c.ms, ahead) << c.label;
+      EXPECT_DOUBLE_EQ(rest.ms, whole + 20 - ahead) << rest.label;
+      EXPECT_EQ(rest.job, c.job);
+      for (unsigned w : c.waits)
+        EXPECT_NE(split.commands[w].kind, CommandKind::h2dGradient);
+      EXPECT_TRUE(llvm::any_of(rest.waits, [&](unsigned w) {
+        return split.commands[w].kind == CommandKind::h2dGradient;
+      }));
+    }
+    // Both backward stages take their gradient by upload, 2 microbatches.
+    EXPECT_EQ(seen, 4u) << (layerGrain ? "layer grain" : "stage grain");
+  }
+}
+
 } // namespace

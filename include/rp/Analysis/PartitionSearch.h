@@ -4,15 +4,18 @@
 // minimizes the estimated steady-state step time of the round-robin
 // schedule of the partition, its steps run back to back (transfers
 // included; Continuous.h).
-// It starts from RoundPipe's partition and greedy cuts under a range of
-// bottlenecks, keeps the best, then moves stage boundaries one layer at a
-// time (shift, merge, split, grow or shrink the tail) while that lowers
-// the estimate. Every partition it considers respects the per-stage byte
-// cap. Deterministic, and never worse than RoundPipe's partition, which is
-// one of its starts. It is a local search: on small models, where the
-// exhaustive search gives the optimum, it can stop a few percent short
-// when the better partition is two moves away (adding one stage moves
-// every later job to another device).
+// It starts from RoundPipe's partition, greedy cuts under a range of
+// bottlenecks and balanced cuts into many stage counts, keeps the best,
+// then moves stage boundaries (shift, merge, split, grow or shrink the
+// tail) while that lowers the estimate. Every partition it considers
+// respects the per-stage byte cap. Deterministic, and never worse than
+// RoundPipe's partition, which is one of its starts. It is a local
+// search: a better partition two or three moves away (adding one stage
+// moves every later job to another device) is invisible from a local
+// optimum, so on small models (at most 16 layers) it climbs again from
+// the next 8 best starts, which finds the exhaustive search's optimum on
+// PartitionSearchTest's models (one climb stopped up to 9.2 % short).
+// Large models climb once: each climb there times hundreds of neighbours.
 //
 //===----------------------------------------------------------------------===//
 

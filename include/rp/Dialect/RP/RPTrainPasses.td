@@ -160,7 +160,8 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
   let description = [{
     For every `rp.matmul` whose right operand is a 2-D parameter whose name
     matches `targets` (a regular expression, e.g. `q_proj|v_proj`; empty
-    matches every linear layer), adds two trainable parameters,
+    matches every linear layer but the output layer, as PEFT's
+    `all-linear`), adds two trainable parameters,
     `<param>.lora_A` `[rank, in]` (uniform in +-1/sqrt(in), as PEFT's
     kaiming init) and `<param>.lora_B` `[out, rank]` (zeros), and the update
     `y + (alpha / rank) * (x A^T) B^T`. Every other parameter is frozen.
@@ -168,6 +169,13 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
     3-D parameter `[E, out, in]`) get stacked adapters `[E, rank, in]` and
     `[E, out, rank]` applied per group with two more grouped matmuls: each
     expert trains its own pair and its frozen weight produces no gradient.
+
+    The output layer is the matmul whose result reaches a result of `@main`
+    or the logits of an `rp.cross_entropy` through views, casts and layer
+    boundaries only (the LM head, tied or not). The default leaves it out:
+    its update would add `[tokens, vocabulary]` values and keep
+    rp-fuse-linear-cross-entropy from removing the logits. Targets that
+    name its weight (e.g. `lm_head`) adapt it.
 
     ```mlir
     %y = rp.matmul %x, %w transpose_b : (tensor<2x64xf32>, tensor<32x64xf32>)
@@ -186,7 +194,8 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
     Option<"rank", "rank", "int64_t", "8", "adapter rank r">,
     Option<"alpha", "alpha", "double", "16.0", "scaling numerator (alpha / r)">,
     Option<"targets", "targets", "std::string", "\"\"",
-           "regular expression on weight names; empty: every linear layer">
+           "regular expression on weight names; empty: every linear layer "
+           "but the output layer">
   ];
 }
 

@@ -23,6 +23,36 @@ struct Adapter {
   ParamOp a, b;
 };
 
+/// True when `mm` is the model's output layer (the LM head): its result
+/// reaches a result of @main, or the logits of an rp.cross_entropy, through
+/// nothing but views and casts and layer boundaries. PEFT's "all-linear"
+/// leaves that layer out, and so does the default target set: an adapted
+/// head adds [tokens, vocabulary] values (the update, the sum) and keeps
+/// rp-fuse-linear-cross-entropy from removing the logits.
+bool isOutputLayer(MatmulOp mm) {
+  SmallVector<Value> work{mm.getResult()};
+  llvm::SmallPtrSet<Value, 8> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<func::ReturnOp>(user))
+        return true;
+      if (auto ce = dyn_cast<CrossEntropyOp>(user))
+        if (ce.getLogits() == v)
+          return true;
+      if (isa<ReshapeOp, CastOp>(user))
+        work.push_back(user->getResult(0));
+      else if (isa<YieldOp>(user))
+        if (auto layer = dyn_cast<LayerOp>(user->getParentOp()))
+          work.push_back(layer->getResult(use.getOperandNumber()));
+    }
+  }
+  return false;
+}
+
 struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
   using AddLoraPassBase::AddLoraPassBase;
 
@@ -33,7 +63,8 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
       return signalPassFailure();
     }
     std::string error;
-    llvm::Regex pattern(targets.empty() ? std::string(".*") : targets.getValue());
+    llvm::Regex pattern(targets.empty() ? std::string(".*")
+                                        : targets.getValue());
     if (!pattern.isValid(error) || rank < 1 || !(alpha > 0)) {
       main.emitError("bad LoRA options: rank ")
           << rank << ", alpha " << alpha << ", targets '" << targets << "'"
@@ -53,7 +84,8 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
         auto param =
             layer.getInputs()[arg.getArgNumber()].getDefiningOp<ParamOp>();
         if (!param || param.getType().getRank() != 2 ||
-            !pattern.match(param.getName()))
+            !pattern.match(param.getName()) ||
+            (targets.empty() && isOutputLayer(mm)))
           continue;
         ++matched;
         Adapter &ad = adapters[param];
@@ -80,6 +112,12 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
           ad = createAdapter(param, gm.getTransposeB(), created);
         addGroupedUpdate(layer, gm, ad);
       }
+    }
+    if (matched == 0 && targets.empty()) {
+      main.emitError("no linear layer to adapt but the output layer, which "
+                     "the default targets leave out; name its weight in "
+                     "the LoRA targets to adapt it");
+      return signalPassFailure();
     }
     if (matched == 0) {
       main.emitError("no linear layer has a weight matching LoRA targets '")
@@ -113,9 +151,9 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
     ad.a = ParamOp::create(b, w.getLoc(), aType,
                            (w.getName() + ".lora_A").str(), true, nullptr,
                            nullptr, b.getF64FloatAttr(1.0 / std::sqrt(in)));
-    ad.b = ParamOp::create(b, w.getLoc(), bType,
-                           (w.getName() + ".lora_B").str(), true, nullptr,
-                           nullptr, nullptr);
+    ad.b =
+        ParamOp::create(b, w.getLoc(), bType, (w.getName() + ".lora_B").str(),
+                        true, nullptr, nullptr, nullptr);
     created.insert(ad.a);
     created.insert(ad.b);
     return ad;

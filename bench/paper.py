@@ -5,8 +5,9 @@ Usage: python3 bench/paper.py [--models qwen3-1.7b,...] [--no-max-seq]
 
 For Qwen3-1.7B, Llama-3.1-8B, Qwen3-32B and the mixture-of-experts
 GPT-OSS-20B and Qwen3-235B-A22B (weightless f16 graphs from rp.shapes,
-sequence 2048; the 235B with LoRA r=32, alpha 16 on every linear layer,
-experts included, as RoundPipe ran it) it compiles one training plan per schedule for
+sequence 2048; the 235B with LoRA r=32, alpha 16 on every linear layer
+but the LM head, experts and routers included: PEFT's all-linear, as
+RoundPipe ran it, and rp-add-lora's default) it compiles one training plan per schedule for
 8 GPUs on the rtx4090 profile (calibrated on Qwen3-1.7B only, by
 bench/calibrate.py) and times it on the sim device (rp-run --backend sim):
 round-robin with rp's partitioner in async and sync mode, and the static

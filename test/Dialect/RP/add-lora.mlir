@@ -1,8 +1,8 @@
 // RUN: rp-opt %s -rp-add-lora="rank=2 alpha=4 targets=q_proj" -split-input-file -verify-diagnostics | FileCheck %s
 
 // The matching weight gets adapters A [r, in] (uniform +-1/sqrt(in)) and
-// B [out, r] (zeros) feeding y + (alpha/r) (x A^T) B^T; every other
-// parameter is frozen.
+// B [out, r] (zeros) feeding y + ((alpha/r) x A^T) B^T, the scale on the
+// rank-wide side; every other parameter is frozen.
 // CHECK-LABEL: func.func @main
 // CHECK: rp.param "q_proj" at "w.bin"[0] : tensor<8x4xf32>
 // CHECK-NEXT: %[[A:.+]] = rp.param "q_proj.lora_A" trainable init = 5.000000e-01 : tensor<2x4xf32>
@@ -11,11 +11,11 @@
 // CHECK: rp.layer "h.0"(%{{.+}}, %{{.+}}, %{{.+}}, %[[A]], %[[B]])
 // CHECK: %[[Y:.+]] = rp.matmul %[[X:.+]], %{{.+}} transpose_b : (tensor<3x4xf32>, tensor<8x4xf32>) -> tensor<3x8xf32>
 // CHECK-NEXT: %[[XA:.+]] = rp.matmul %[[X]], %{{.+}} transpose_b : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
-// CHECK-NEXT: %[[XB:.+]] = rp.matmul %[[XA]], %{{.+}} transpose_b : (tensor<3x2xf32>, tensor<8x2xf32>) -> tensor<3x8xf32>
 // CHECK-NEXT: %[[S:.+]] = rp.constant dense<2.000000e+00> : tensor<f32>
-// CHECK-NEXT: %[[M:.+]] = rp.mul %[[XB]], %[[S]]
-// CHECK-NEXT: %[[SUM:.+]] = rp.add %[[Y]], %[[M]]
-// CHECK: rp.tanh %[[SUM]]
+// CHECK-NEXT: %[[M:.+]] = rp.mul %[[XA]], %[[S]] : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+// CHECK-NEXT: %[[XB:.+]] = rp.matmul %[[M]], %{{.+}} transpose_b : (tensor<3x2xf32>, tensor<8x2xf32>) -> tensor<3x8xf32>
+// CHECK-NEXT: %[[SUM:.+]] = rp.add %[[Y]], %[[XB]]
+// CHECK-NEXT: rp.tanh %[[SUM]]
 func.func @main(%x: tensor<3x4xf32>) -> tensor<3x8xf32> {
   %q = rp.param "q_proj" trainable at "w.bin"[0] : tensor<8x4xf32>
   %k = rp.param "k_proj" trainable at "w.bin"[128] : tensor<8x4xf32>

@@ -160,14 +160,31 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
   let description = [{
     For every `rp.matmul` whose right operand is a 2-D parameter whose name
     matches `targets` (a regular expression, e.g. `q_proj|v_proj`; empty
-    matches every linear layer), adds two trainable parameters,
+    matches every linear layer but the output layer, as PEFT's
+    `all-linear`), adds two trainable parameters,
     `<param>.lora_A` `[rank, in]` (uniform in +-1/sqrt(in), as PEFT's
     kaiming init) and `<param>.lora_B` `[out, rank]` (zeros), and the update
-    `y + (alpha / rank) * (x A^T) B^T`. Every other parameter is frozen.
+    `y + ((alpha / rank) * x A^T) B^T`. Every other parameter is frozen.
+    The scale multiplies the rank-wide `x A^T`, which follows the matmul;
+    the B side and the sum come right before `y`'s first reader, so `x` is
+    freed where it was and no more than `y`, the update and their sum are
+    live at once.
     The experts of a mixture-of-experts layer (`rp.moe.grouped_matmul` of a
     3-D parameter `[E, out, in]`) get stacked adapters `[E, rank, in]` and
     `[E, out, rank]` applied per group with two more grouped matmuls: each
     expert trains its own pair and its frozen weight produces no gradient.
+    An expert output read only by `rp.moe.combine` gets its update combined
+    on its own and added in token space (`combine(y) + combine(update)`;
+    combine is linear in its rows), so the `[tokens x top_k, out]` output,
+    update and sum are never live together: a third of Qwen3-235B's MoE
+    layer working memory.
+
+    The output layer is the matmul whose result reaches a result of `@main`
+    or the logits of an `rp.cross_entropy` through views, casts and layer
+    boundaries only (the LM head, tied or not). The default leaves it out:
+    its update would add `[tokens, vocabulary]` values and keep
+    rp-fuse-linear-cross-entropy from removing the logits. Targets that
+    name its weight (e.g. `lm_head`) adapt it.
 
     ```mlir
     %y = rp.matmul %x, %w transpose_b : (tensor<2x64xf32>, tensor<32x64xf32>)
@@ -176,17 +193,18 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
     %y = rp.matmul %x, %w transpose_b : ...
     %xa = rp.matmul %x, %a transpose_b : (tensor<2x64xf32>, tensor<8x64xf32>)
         -> tensor<2x8xf32>
-    %xb = rp.matmul %xa, %b transpose_b : (tensor<2x8xf32>, tensor<32x8xf32>)
+    %s = rp.mul %xa, %scale : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %xb = rp.matmul %s, %b transpose_b : (tensor<2x8xf32>, tensor<32x8xf32>)
         -> tensor<2x32xf32>
-    %s = rp.mul %xb, %scale : ...
-    %y2 = rp.add %y, %s : ...
+    %y2 = rp.add %y, %xb : ...
     ```
   }];
   let options = [
     Option<"rank", "rank", "int64_t", "8", "adapter rank r">,
     Option<"alpha", "alpha", "double", "16.0", "scaling numerator (alpha / r)">,
     Option<"targets", "targets", "std::string", "\"\"",
-           "regular expression on weight names; empty: every linear layer">
+           "regular expression on weight names; empty: every linear layer "
+           "but the output layer">
   ];
 }
 

@@ -51,7 +51,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<std::string> loraTargets{
       *this, "lora-targets", flags, llvm::cl::init(""),
       llvm::cl::desc("regular expression on weight names (default: every "
-                     "linear layer), e.g. q_proj|v_proj")};
+                     "linear layer but the output layer, as PEFT's "
+                     "all-linear), e.g. q_proj|v_proj or lm_head")};
   Option<bool> fuseLoss{
       *this, "fuse-loss", flags, llvm::cl::init(true),
       llvm::cl::desc("compute the LM head and the cross-entropy as one op, "

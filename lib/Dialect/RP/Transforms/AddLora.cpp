@@ -23,6 +23,36 @@ struct Adapter {
   ParamOp a, b;
 };
 
+/// True when `mm` is the model's output layer (the LM head): its result
+/// reaches a result of @main, or the logits of an rp.cross_entropy, through
+/// nothing but views and casts and layer boundaries. PEFT's "all-linear"
+/// leaves that layer out, and so does the default target set: an adapted
+/// head adds [tokens, vocabulary] values (the update, the sum) and keeps
+/// rp-fuse-linear-cross-entropy from removing the logits.
+bool isOutputLayer(MatmulOp mm) {
+  SmallVector<Value> work{mm.getResult()};
+  llvm::SmallPtrSet<Value, 8> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<func::ReturnOp>(user))
+        return true;
+      if (auto ce = dyn_cast<CrossEntropyOp>(user))
+        if (ce.getLogits() == v)
+          return true;
+      if (isa<ReshapeOp, CastOp>(user))
+        work.push_back(user->getResult(0));
+      else if (isa<YieldOp>(user))
+        if (auto layer = dyn_cast<LayerOp>(user->getParentOp()))
+          work.push_back(layer->getResult(use.getOperandNumber()));
+    }
+  }
+  return false;
+}
+
 struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
   using AddLoraPassBase::AddLoraPassBase;
 
@@ -33,7 +63,8 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
       return signalPassFailure();
     }
     std::string error;
-    llvm::Regex pattern(targets.empty() ? std::string(".*") : targets.getValue());
+    llvm::Regex pattern(targets.empty() ? std::string(".*")
+                                        : targets.getValue());
     if (!pattern.isValid(error) || rank < 1 || !(alpha > 0)) {
       main.emitError("bad LoRA options: rank ")
           << rank << ", alpha " << alpha << ", targets '" << targets << "'"
@@ -53,7 +84,8 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
         auto param =
             layer.getInputs()[arg.getArgNumber()].getDefiningOp<ParamOp>();
         if (!param || param.getType().getRank() != 2 ||
-            !pattern.match(param.getName()))
+            !pattern.match(param.getName()) ||
+            (targets.empty() && isOutputLayer(mm)))
           continue;
         ++matched;
         Adapter &ad = adapters[param];
@@ -80,6 +112,12 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
           ad = createAdapter(param, gm.getTransposeB(), created);
         addGroupedUpdate(layer, gm, ad);
       }
+    }
+    if (matched == 0 && targets.empty()) {
+      main.emitError("no linear layer to adapt but the output layer, which "
+                     "the default targets leave out; name its weight in "
+                     "the LoRA targets to adapt it");
+      return signalPassFailure();
     }
     if (matched == 0) {
       main.emitError("no linear layer has a weight matching LoRA targets '")
@@ -113,61 +151,107 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
     ad.a = ParamOp::create(b, w.getLoc(), aType,
                            (w.getName() + ".lora_A").str(), true, nullptr,
                            nullptr, b.getF64FloatAttr(1.0 / std::sqrt(in)));
-    ad.b = ParamOp::create(b, w.getLoc(), bType,
-                           (w.getName() + ".lora_B").str(), true, nullptr,
-                           nullptr, nullptr);
+    ad.b =
+        ParamOp::create(b, w.getLoc(), bType, (w.getName() + ".lora_B").str(),
+                        true, nullptr, nullptr, nullptr);
     created.insert(ad.a);
     created.insert(ad.b);
     return ad;
   }
 
-  /// y = x W -> y + (alpha / rank) * (x A^T) B^T inside `layer`.
+  /// y = x W -> y + ((alpha / rank) * (x A^T)) B^T inside `layer`. The
+  /// scale multiplies the rank-wide x A^T, and the update is formed right
+  /// before y's first reader while x A^T follows the matmul: x (often the
+  /// largest input, a MoE layer's dispatched rows) is freed as early as
+  /// without the adapter, and no out-wide value but y, the update and the
+  /// sum is live at once.
   void addUpdate(LayerOp layer, MatmulOp mm, Adapter ad) {
-    Block &body = layer.getBody().front();
-    layer->insertOperands(layer->getNumOperands(),
-                          {ad.a.getResult(), ad.b.getResult()});
-    Value a = body.addArgument(ad.a.getType(), mm.getLoc());
-    Value bArg = body.addArgument(ad.b.getType(), mm.getLoc());
+    auto [a, bArg] = addAdapterArgs(layer, ad, mm.getLoc());
     OpBuilder b(mm->getContext());
     b.setInsertionPointAfter(mm);
     Location loc = mm.getLoc();
     Value xa = MatmulOp::create(b, loc, mm.getLhs(), a, false, true);
-    Value xb = MatmulOp::create(b, loc, xa, bArg, false, true);
-    Type element = mm.getType().getElementType();
-    Value scale = ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(RankedTensorType::get({}, element),
-                               b.getFloatAttr(element, alpha / double(rank))));
-    Value scaled = MulOp::create(b, loc, xb, scale);
-    Value sum = AddOp::create(b, loc, mm.getResult(), scaled);
+    Value scaled = MulOp::create(b, loc, xa, scaleOf(b, loc, xa));
+    b.setInsertionPoint(firstReader(layer, mm.getResult()));
+    Value xb = MatmulOp::create(b, loc, scaled, bArg, false, true);
+    Value sum = AddOp::create(b, loc, mm.getResult(), xb);
     mm.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
   }
 
-  /// y = grouped(x, W) -> y + (alpha / rank) * grouped(grouped(x, A), B),
-  /// both adapters read as [out, in] per expert (transpose_b).
+  /// y = grouped(x, W) -> y + grouped((alpha / rank) * grouped(x, A), B),
+  /// both adapters read as [out, in] per expert (transpose_b), ordered as in
+  /// addUpdate. When y's only reader is rp.moe.combine, the update is
+  /// combined on its own and added in token space: combine(y) +
+  /// combine(update) (combine is linear in its rows), so that y and the
+  /// update, [tokens x top_k, out] each, are never live together with
+  /// their sum.
   void addGroupedUpdate(LayerOp layer, MoEGroupedMatmulOp gm, Adapter ad) {
-    Block &body = layer.getBody().front();
-    layer->insertOperands(layer->getNumOperands(),
-                          {ad.a.getResult(), ad.b.getResult()});
-    Value a = body.addArgument(ad.a.getType(), gm.getLoc());
-    Value bArg = body.addArgument(ad.b.getType(), gm.getLoc());
+    auto [a, bArg] = addAdapterArgs(layer, ad, gm.getLoc());
     OpBuilder b(gm->getContext());
-    b.setInsertionPointAfter(gm);
     Location loc = gm.getLoc();
     auto in = cast<RankedTensorType>(gm.getInput().getType());
     Type element = in.getElementType();
     auto xaType = RankedTensorType::get({in.getDimSize(0), rank}, element);
+    auto combine = dyn_cast<MoECombineOp>(
+        gm->hasOneUse() ? *gm->getUsers().begin() : nullptr);
+    if (combine && combine.getRows() != gm.getResult())
+      combine = nullptr;
+    b.setInsertionPointAfter(gm);
+    Value combined;
+    if (combine) {
+      Operation *first = b.clone(*combine);
+      combined = first->getResult(0);
+    }
     Value xa = MoEGroupedMatmulOp::create(b, loc, xaType, gm.getInput(), a,
                                           gm.getCounts(), true);
-    Value xb = MoEGroupedMatmulOp::create(b, loc, gm.getType(), xa, bArg,
+    Value scaled = MulOp::create(b, loc, xa, scaleOf(b, loc, xa));
+    b.setInsertionPoint(combine ? combine.getOperation()
+                                : firstReader(layer, gm.getResult()));
+    Value xb = MoEGroupedMatmulOp::create(b, loc, gm.getType(), scaled, bArg,
                                           gm.getCounts(), true);
-    Value scale = ConstantOp::create(
+    if (!combine) {
+      Value sum = AddOp::create(b, loc, gm.getResult(), xb);
+      gm.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
+      return;
+    }
+    Operation *update = b.clone(*combine);
+    update->setOperand(0, xb);
+    Value sum = AddOp::create(b, loc, combined, update->getResult(0));
+    combine.getResult().replaceAllUsesWith(sum);
+    combine.erase();
+  }
+
+  /// The adapters as two new inputs of `layer`, and their block arguments.
+  std::pair<Value, Value> addAdapterArgs(LayerOp layer, Adapter ad,
+                                         Location loc) {
+    Block &body = layer.getBody().front();
+    layer->insertOperands(layer->getNumOperands(),
+                          {ad.a.getResult(), ad.b.getResult()});
+    Value a = body.addArgument(ad.a.getType(), loc);
+    Value bArg = body.addArgument(ad.b.getType(), loc);
+    return {a, bArg};
+  }
+
+  /// alpha / rank as a scalar of `like`'s element type.
+  Value scaleOf(OpBuilder &b, Location loc, Value like) {
+    Type element = cast<RankedTensorType>(like.getType()).getElementType();
+    return ConstantOp::create(
         b, loc,
         DenseElementsAttr::get(RankedTensorType::get({}, element),
                                b.getFloatAttr(element, alpha / double(rank))));
-    Value scaled = MulOp::create(b, loc, xb, scale);
-    Value sum = AddOp::create(b, loc, gm.getResult(), scaled);
-    gm.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
+  }
+
+  /// The op of `layer`'s body that reads `v` first (its terminator when
+  /// nothing else does).
+  static Operation *firstReader(LayerOp layer, Value v) {
+    Block &body = layer.getBody().front();
+    Operation *first = nullptr;
+    for (Operation *user : v.getUsers()) {
+      Operation *op = body.findAncestorOpInBlock(*user);
+      if (op && (!first || op->isBeforeInBlock(first)))
+        first = op;
+    }
+    return first ? first : body.getTerminator();
   }
 };
 

@@ -10,6 +10,9 @@ retyping agrees with a graph that really has that sequence length. With
 `layer`, the backward stages hold two layers each and recompute at layer
 grain (one layer's intermediates at a time); with `stage` the same stages
 recompute at stage grain, and the report adds what layer grain reaches.
+With `moe`, the layers are mixture-of-experts layers (4 experts, top-2)
+and the microbatch holds 2 sequences: the dispatched rows (tokens x top_k)
+and the flattened tokens (2 x sequence) grow with the sequence too.
 """
 import re
 import subprocess
@@ -19,7 +22,12 @@ rp_opt, out = sys.argv[1], sys.argv[2]
 grain = sys.argv[3] if len(sys.argv) > 3 else ""
 shape = ("layers=3,hidden=96,heads=4,kv_heads=2,head_dim=24,ffn=160,"
          "vocab=101,tied=0,qk_norm=1")
-stages = "fwd:2,2;bwd:1,1,1,1,1" if not grain else "fwd:2,2;bwd:1,2,2"
+batch = 1
+if grain == "moe":
+    shape += ",experts=4,top_k=2"
+    batch = 2
+stages = ("fwd:2,2;bwd:1,2,2" if grain in ("stage", "layer")
+          else "fwd:2,2;bwd:1,1,1,1,1")
 options = "devices=2 hw=rtx4090 microbatches=3 stages=" + stages
 if grain == "layer":
     options += " recompute=layer"
@@ -28,7 +36,8 @@ if grain == "layer":
 def graph(seq):
     path = "%s/g%s%d.mlir" % (out, grain, seq)
     subprocess.run([sys.executable, "-m", "rp.shapes", "--custom", shape,
-                    "--seq", str(seq), "--dtype", "f32", "-o", path], check=True)
+                    "--seq", str(seq), "--batch", str(batch), "--dtype", "f32",
+                    "-o", path], check=True)
     return path
 
 

@@ -1,8 +1,12 @@
 //===- WeightsWriter.cpp - the weights file of an import ------------------===//
 
 #include "rp/Support/WeightsWriter.h"
+#include "rp/Dialect/RP/RPOps.h"
 #include "rp/Support/AtomicWrite.h"
+#include "rp/runtime/WeightFingerprint.h"
 
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -23,6 +27,74 @@ std::string mlir::rp::relativePath(StringRef file, StringRef dir) {
   if (rest.consume_front(absDir) && rest.consume_front("/"))
     return rest.str();
   return absFile.str().str();
+}
+
+/// `file` as a param names it, taken from `irDir` when relative.
+static std::string resolveWeightFile(StringRef file, StringRef irDir) {
+  if (llvm::sys::path::is_absolute(file))
+    return file.str();
+  SmallString<256> path(irDir.empty() ? "." : irDir);
+  llvm::sys::path::append(path, file);
+  return path.str().str();
+}
+
+void mlir::rp::recordWeightFingerprints(ModuleOp module, StringRef irDir) {
+  llvm::SetVector<StringRef> files;
+  module.walk([&](ParamOp p) {
+    if (p.getFile())
+      files.insert(*p.getFile());
+  });
+  Builder b(module.getContext());
+  auto ui64 = b.getIntegerType(64, /*isSigned=*/false);
+  SmallVector<NamedAttribute> entries;
+  for (StringRef file : files)
+    if (std::optional<uint64_t> fp = ::rp::runtime::weightFileFingerprint(
+            resolveWeightFile(file, irDir)))
+      entries.push_back(
+          b.getNamedAttr(file, b.getIntegerAttr(ui64, llvm::APInt(64, *fp))));
+  if (entries.empty())
+    module->removeAttr(kWeightFingerprintsAttr);
+  else
+    module->setAttr(kWeightFingerprintsAttr, b.getDictionaryAttr(entries));
+}
+
+LogicalResult mlir::rp::verifyWeightFingerprints(ModuleOp module,
+                                                 StringRef irDir) {
+  Attribute attr = module->getAttr(kWeightFingerprintsAttr);
+  if (!attr)
+    return success();
+  // At the module's location (the IR file), without the module printed
+  // after the message as an op's diagnostic would be.
+  Location loc = module.getLoc();
+  auto dict = dyn_cast<DictionaryAttr>(attr);
+  if (!dict)
+    return emitError(loc)
+           << kWeightFingerprintsAttr
+           << " must be a dictionary from weight file to ui64 fingerprint; "
+              "re-run rp-import to write it";
+  for (NamedAttribute entry : dict) {
+    auto recorded = dyn_cast<IntegerAttr>(entry.getValue());
+    if (!recorded || recorded.getType().getIntOrFloatBitWidth() != 64)
+      return emitError(loc)
+             << kWeightFingerprintsAttr << " entry '"
+             << entry.getName().getValue()
+             << "' must be a ui64 fingerprint; re-run rp-import to write it";
+    std::string path = resolveWeightFile(entry.getName(), irDir);
+    std::optional<uint64_t> actual = ::rp::runtime::weightFileFingerprint(path);
+    if (!actual)
+      return emitError(loc)
+             << "weight file '" << path
+             << "' of this IR is missing or not a regular file; keep it "
+                "beside the IR where rp-import wrote it, or re-run rp-import";
+    if (*actual != recorded.getValue().getZExtValue())
+      return emitError(loc)
+             << "weight file '" << path
+             << "' is not the one this IR was written with (an rp-import "
+                "replaced it and did not finish writing its IR, or the file "
+                "was replaced since); re-run rp-import to write the IR and "
+                "its weights again";
+  }
+  return success();
 }
 
 WeightsWriter::~WeightsWriter() {

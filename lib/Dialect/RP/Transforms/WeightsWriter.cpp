@@ -98,14 +98,15 @@ LogicalResult mlir::rp::verifyWeightFingerprints(ModuleOp module,
 }
 
 WeightsWriter::~WeightsWriter() {
-  if (!committed && !tempPath.empty()) {
-    if (os)
-      os->clear_error();
-    os.reset();
-    if (fd >= 0)
-      ::close(fd);
+  if (committed)
+    return;
+  if (os)
+    os->clear_error();
+  os.reset();
+  if (fd >= 0)
+    ::close(fd);
+  if (!tempPath.empty())
     llvm::sys::fs::remove(tempPath);
-  }
 }
 
 LogicalResult WeightsWriter::open(Location loc) {
@@ -127,12 +128,12 @@ LogicalResult WeightsWriter::openAppend(Location loc) {
     if (auto ec = llvm::sys::fs::file_size(path, existing))
       return emitError(loc) << "cannot read the weights file '" << path
                             << "': " << ec.message();
-  std::error_code ec;
-  os = std::make_unique<llvm::raw_fd_ostream>(path, ec,
-                                              llvm::sys::fs::OF_Append);
-  if (ec)
+  // Our own descriptor, so that commit can fsync it.
+  if (std::error_code ec = llvm::sys::fs::openFileForWrite(
+          path, fd, llvm::sys::fs::CD_OpenAlways, llvm::sys::fs::OF_Append))
     return emitError(loc) << "cannot open the weights file '" << path
                           << "': " << ec.message();
+  os = std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/false);
   size = existing;
   appending = true;
   return success();
@@ -151,12 +152,20 @@ LogicalResult WeightsWriter::commit(Location loc) {
   if (appending) {
     // Folded constants appended after the import committed the file: the
     // file is already in place, so the appended bytes are checked and
-    // flushed but not renamed.
-    os->close();
-    if (os->has_error())
-      return emitError(loc) << "cannot write the weights file '" << path
-                            << "': " << os->error().message();
+    // fsynced, not renamed: the IR that reads them is renamed into place
+    // after this returns, and must not outlive them on a power loss.
+    os->flush();
+    std::error_code ec = os->error();
+    os->clear_error();
+    if (!ec)
+      ec = syncFileOrFolder(fd);
+    if (::close(fd) != 0 && !ec)
+      ec = std::error_code(errno, std::generic_category());
+    fd = -1;
     committed = true;
+    if (ec)
+      return emitError(loc) << "cannot write the weights file '" << path
+                            << "': " << ec.message();
     return success();
   }
   // Every write checked, fsynced, renamed, folder fsynced (AtomicWrite.h).

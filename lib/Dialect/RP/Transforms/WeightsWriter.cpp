@@ -74,7 +74,7 @@ LogicalResult mlir::rp::verifyWeightFingerprints(ModuleOp module,
               "re-run rp-import to write it";
   for (NamedAttribute entry : dict) {
     auto recorded = dyn_cast<IntegerAttr>(entry.getValue());
-    if (!recorded || recorded.getType().getIntOrFloatBitWidth() != 64)
+    if (!recorded || !recorded.getType().isInteger(64))
       return emitError(loc)
              << kWeightFingerprintsAttr << " entry '"
              << entry.getName().getValue()

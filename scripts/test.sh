@@ -2,8 +2,9 @@
 # Sets everything up, builds, and runs every test: the lit suite (compiler and
 # python), the GoogleTest suites (compiler and runtime), clang-tidy on the
 # changed C++ sources, the runtime tests again under ThreadSanitizer and
-# under ASan + UBSan, the compiler's tests under ASan + UBSan, and each
-# reader's fuzz target for 60 s. The last line is the total count.
+# under ASan + UBSan (with the readers' lit tests against that rp-run), the
+# compiler's tests under ASan + UBSan, and each reader's fuzz target for
+# 60 s. The last line is the total count.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -110,14 +111,35 @@ else
   tally tsan 0 1
 fi
 
-# ASan + UBSan over the runtime's tests: test targets only (the tools are
-# exercised by lit above), optimized at -O1, ccache-warm after the first run.
+# ASan + UBSan over the runtime's tests: the test target and rp-run, whose
+# readers' regression lit tests run again against it (asan_lit_tests),
+# optimized at -O1, ccache-warm after the first run.
+asan_lit_tests='Runtime/(npy-errors|safetensors-errors|checkpoint-errors|checkpoint|checkpoint-faults|lora|run-errors|option-ranges|data|plan-weights-pair)\.test|Target/bad-plans\.test'
 echo "== runtime under AddressSanitizer + UndefinedBehaviorSanitizer"
 if cmake -G Ninja -S runtime -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DRP_RUNTIME_ASAN=ON -DRP_ENABLE_CUDA=OFF >build-asan.configure.log 2>&1 &&
-   ninja -C build-asan rp-runtime-tests >build-asan.build.log 2>&1; then
+   ninja -C build-asan rp-runtime-tests rp-run >build-asan.build.log 2>&1; then
   ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     run_ctest asan build-asan
+  # The readers' regression tests (malformed .npy, .safetensors, state.json,
+  # token files and plans, bad options) with this build's rp-run. A
+  # sanitizer report exits 86, never the 1 these tests expect of a refusal.
+  asan_lit_json=$(mktemp)
+  ASAN_OPTIONS="detect_leaks=1:exitcode=86" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=86" \
+    /usr/lib/llvm-22/bin/lit -s -j "$jobs" --output "$asan_lit_json" \
+    --filter "$asan_lit_tests" --param rp_run="$root/build-asan/bin/rp-run" \
+    build/test
+  read -r ap af < <(.venv/bin/python - "$asan_lit_json" <<'PY'
+import json, sys
+tests = json.load(open(sys.argv[1])).get("tests", [])
+ok = sum(t["code"] == "PASS" for t in tests)
+bad = sum(t["code"] not in ("PASS", "UNSUPPORTED") for t in tests)
+print(ok, bad if tests else 1)
+PY
+  ) || { ap=0; af=1; }
+  rm -f "$asan_lit_json"
+  tally "asan readers (lit)" "$ap" "$af"
 else
   cat build-asan.configure.log build-asan.build.log 2>/dev/null | tail -30
   tally asan 0 1

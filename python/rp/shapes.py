@@ -240,9 +240,18 @@ def _parse_shape(text: str) -> Shape:
         raise SystemExit(f"rp.shapes: --custom needs {missing.args[0]}=N; "
                          f"fields: {', '.join(f.name for f in dataclasses.fields(Shape))}")
 
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on a usage error; rp's tools exit 1 on bad input and
+    keep 2 for an internal error."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rp.shapes",
-                                     description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m rp.shapes",
+                     description=__doc__.split("\n\n")[0])
     parser.add_argument("model", nargs="?", choices=sorted(SHAPES),
                         help="a published shape (reference/models.md)")
     parser.add_argument("--custom", help="layers=N,hidden=N,heads=N,kv_heads=N,"

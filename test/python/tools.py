@@ -1,6 +1,6 @@
 # RUN: %PYTHON %s %S/Inputs/scale.mlir | FileCheck %s
 # RUN: %PYTHON -m rp opt %S/Inputs/scale.mlir --canonicalize | FileCheck %s --check-prefix=MAIN
-# RUN: not %PYTHON -m rp no-such-tool 2>&1 | FileCheck %s --check-prefix=MISSING
+# RUN: (%PYTHON -m rp no-such-tool 2>&1; echo "exit $?") | FileCheck %s --check-prefix=MISSING
 
 # rp.opt runs rp-opt found through RP_BIN and returns the printed IR; a
 # failing tool becomes rp.ToolError carrying the diagnostics.
@@ -53,3 +53,4 @@ except rp.ToolNotFoundError as err:
 # MAIN: func.func @scale
 # MAIN-NEXT: return %arg0
 # MISSING: error: cannot find 'rp-no-such-tool'
+# MISSING: exit 1

@@ -18,6 +18,7 @@
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/Support/ToolGuards.h"
+#include "rp/Support/WeightsWriter.h"
 #include "rp/Target/PlanExport.h"
 
 #include "mlir/IR/AsmState.h"
@@ -238,6 +239,11 @@ int main(int argc, char **argv) {
     }
     sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    // The plan reads the weights the params name: refuse files that are not
+    // the ones the IR was written with (rp-verify-weights), such as the new
+    // weights an interrupted rp-import left beside the previous IR.
+    if (module && failed(rp::verifyWeightFingerprints(*module, irDir)))
+      module = nullptr;
     // Already imported (rp-import, rp.trace) or written by hand: the same
     // cleanups, without a weights file to move constants to.
     if (module && failed(rp::runPreparePipeline(*module, "", irDir)))

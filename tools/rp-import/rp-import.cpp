@@ -14,6 +14,7 @@
 #include "rp/Import/ONNX/Importer.h"
 #include "rp/Support/AtomicWrite.h"
 #include "rp/Support/ToolGuards.h"
+#include "rp/Support/WeightsWriter.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -78,6 +79,11 @@ int main(int argc, char **argv) {
       (prepare && failed(rp::runPreparePipeline(*module, options->weightsPath,
                                                 options->irDir))))
     return 1;
+  // The weight files are complete (the weights renamed into place, the
+  // folded constants appended): the IR records their fingerprints, so a
+  // crash before the IR's rename below leaves a pair rp-opt and rp-compile
+  // refuse (rp-verify-weights) instead of the old IR over the new weights.
+  rp::recordWeightFingerprints(*module, options->irDir);
   if (printLayers)
     rp::printLayerSummary(*module, llvm::outs());
 

@@ -3,20 +3,26 @@
 // Parses rp modules, runs rp passes and pipelines, prints the result. An
 // input ending in `.onnx` is imported first, exactly as rp-import would
 // (same flags, then the rp-prepare pipeline), so `rp-opt model.onnx --pass`
-// works without an intermediate file.
+// works without an intermediate file. An IR file is checked against the
+// fingerprints of its weight files first (rp-verify-weights), so that the
+// new weights of an interrupted rp-import are refused beside the old IR.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
+#include "rp/Dialect/RP/RPPasses.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/InitAllPasses.h"
 #include "rp/Support/ToolGuards.h"
+#include "rp/Support/WeightsWriter.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -36,6 +42,7 @@ importToBuffer(StringRef input, StringRef output,
   if (!module || failed(rp::runPreparePipeline(*module, options->weightsPath,
                                                options->irDir)))
     return nullptr;
+  rp::recordWeightFingerprints(*module, options->irDir);
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os);
@@ -63,6 +70,18 @@ int main(int argc, char **argv) {
     if (!buffer) {
       llvm::errs() << "rp-opt: " << error << "\n";
       return 1;
+    }
+    // Params name their files relative to the IR's folder; from stdin that
+    // folder is unknown, so only a file is checked.
+    if (input != "-") {
+      std::string irDir = llvm::sys::path::parent_path(input).str();
+      MlirOptMainConfig passes = config;
+      config.setPassPipelineSetupFn(
+          [passes, irDir](PassManager &pm) -> LogicalResult {
+            pm.addPass(rp::createVerifyWeightsPass(
+                {irDir.empty() ? std::string(".") : irDir}));
+            return passes.setupPassPipeline(pm);
+          });
     }
   }
   auto out = openOutputFile(output, &error);

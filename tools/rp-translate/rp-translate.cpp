@@ -9,13 +9,14 @@
 
 #include "rp/InitAllDialects.h"
 #include "rp/Support/ToolGuards.h"
+#include "rp/Support/WeightsWriter.h"
 #include "rp/Target/PlanExport.h"
 
 #include "mlir/IR/AsmState.h"
-#include "mlir/Support/FileUtilities.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/InitLLVM.h"
@@ -65,7 +66,10 @@ int main(int argc, char **argv) {
   }
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module || failed(verify(*module)))
+  // The plan reads the weights the params name: refuse files that are not
+  // the ones the IR was written with (rp-verify-weights).
+  if (!module || failed(verify(*module)) ||
+      failed(rp::verifyWeightFingerprints(*module, folderOf(inputPath))))
     return 1;
 
   rp::PlanExportOptions options;

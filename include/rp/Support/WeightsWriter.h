@@ -11,6 +11,7 @@
 #ifndef RP_SUPPORT_WEIGHTSWRITER_H
 #define RP_SUPPORT_WEIGHTSWRITER_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
 #include "llvm/ADT/SmallString.h"
@@ -22,6 +23,25 @@ namespace mlir::rp {
 
 /// `file` relative to `dir` when it lies inside it, else its absolute path.
 std::string relativePath(StringRef file, StringRef dir);
+
+/// The module attribute that pairs an IR with its weight files: a
+/// dictionary from each file its params read (the path as they name it) to
+/// the file's fingerprint (ui64,
+/// runtime/include/rp/runtime/WeightFingerprint.h). rp-import writes its
+/// weights and its IR in two renames; the fingerprints let a reader refuse the
+/// new weights beside the previous IR.
+inline constexpr llvm::StringLiteral kWeightFingerprintsAttr =
+    "rp.weight_fingerprints";
+
+/// Records in `module` the fingerprint of every file its params read,
+/// relative paths taken from `irDir`; a file that cannot be read is left
+/// out (the param's reader reports it).
+void recordWeightFingerprints(ModuleOp module, StringRef irDir);
+
+/// Recomputes the fingerprints `module` records (none recorded: success)
+/// and emits an error naming the IR and the file for one that is missing
+/// or differs.
+LogicalResult verifyWeightFingerprints(ModuleOp module, StringRef irDir);
 
 class WeightsWriter {
 public:

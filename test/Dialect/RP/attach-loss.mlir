@@ -1,6 +1,6 @@
 // RUN: rp-opt %s -rp-attach-loss -split-input-file -verify-diagnostics | FileCheck %s
-// RUN: not rp-opt %s -rp-attach-loss=loss=output:aux -split-input-file 2>/dev/null | FileCheck %s --check-prefix=OUTPUT
-// RUN: not rp-opt %s -rp-attach-loss=loss=output:aux -split-input-file 2>&1 >/dev/null | FileCheck %s --check-prefix=OUTERR
+// RUN: (rp-opt %s -rp-attach-loss=loss=output:aux -split-input-file 2>/dev/null; echo "exit $?") | FileCheck %s --check-prefix=OUTPUT
+// RUN: (rp-opt %s -rp-attach-loss=loss=output:aux -split-input-file 2>&1 >/dev/null; echo "exit $?") | FileCheck %s --check-prefix=OUTERR
 
 // Cross-entropy on the only output: a labels input, the loss in the last
 // layer, @main returning loss_sum and count.
@@ -53,3 +53,5 @@ func.func @main(%x: tensor<2x8xi64>) -> tensor<2x8xi64> {
   }
   return %y : tensor<2x8xi64>
 }
+// OUTERR: exit 1
+// OUTPUT: exit 1

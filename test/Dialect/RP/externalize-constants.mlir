@@ -2,8 +2,8 @@
 // RUN: rp-opt %s --rp-externalize-constants="weights=%t/model.weights.bin ir-dir=%t max-inline-elements=4" | FileCheck %s
 // RUN: test -s %t/model.weights.bin
 // RUN: rp-opt %s --rp-externalize-constants="max-inline-elements=4" | FileCheck %s --check-prefix=KEEP
-// RUN: not rp-opt %s --rp-externalize-constants="weights=%t/no/such/dir/w.bin ir-dir=%t max-inline-elements=4" 2>&1 | FileCheck %s --check-prefix=UNWRITABLE
-// RUN: not rp-opt %s --rp-externalize-constants="weights=%t/w.bin max-inline-elements=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: (rp-opt %s --rp-externalize-constants="weights=%t/no/such/dir/w.bin ir-dir=%t max-inline-elements=4" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=UNWRITABLE
+// RUN: (rp-opt %s --rp-externalize-constants="weights=%t/w.bin max-inline-elements=-1" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=NEGATIVE
 
 // A constant over the limit becomes a frozen param in the weights file,
 // named after its location, with a path relative to ir-dir; a second one of
@@ -30,3 +30,5 @@ func.func @main() -> (tensor<2x3xf32>, tensor<6xf32>, tensor<8xf32>, tensor<6xi1
   %small = rp.constant dense<[1.0, 2.0]> : tensor<2xf32>
   return %big, %big2, %splat, %bits, %small : tensor<2x3xf32>, tensor<6xf32>, tensor<8xf32>, tensor<6xi1>, tensor<2xf32>
 }
+// NEGATIVE: exit 1
+// UNWRITABLE: exit 1

@@ -1,6 +1,6 @@
 // RUN: rp-opt %s -rp-fuse-linear-cross-entropy -split-input-file | FileCheck %s
 // RUN: rp-opt %s -rp-fuse-linear-cross-entropy=chunk=256 -split-input-file | FileCheck %s --check-prefix=CHUNK
-// RUN: not rp-opt %s -rp-fuse-linear-cross-entropy=chunk=-1 -split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: (rp-opt %s -rp-fuse-linear-cross-entropy=chunk=-1 -split-input-file 2>&1; echo "exit $?") | FileCheck %s --check-prefix=BAD
 
 // BAD: rp-fuse-linear-cross-entropy: chunk must be 0 (automatic) or a positive number of rows, got -1
 
@@ -62,3 +62,4 @@ func.func @not_linear(%h: tensor<2x16x32xf32>, %e: tensor<2x64x32xf32>, %y: tens
   %s2, %n2 = rp.cross_entropy %d, %y ignore_index = -100 : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> (tensor<f32>, tensor<i64>)
   return %s, %s2 : tensor<f32>, tensor<f32>
 }
+// BAD: exit 1

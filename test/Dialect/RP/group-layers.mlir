@@ -1,7 +1,7 @@
 // RUN: rp-opt %s -rp-group-layers -split-input-file | FileCheck %s
-// RUN: not rp-opt %s -rp-group-layers=source=structure -split-input-file 2>/dev/null | FileCheck %s --check-prefix=STRUCT
-// RUN: not rp-opt %s -rp-group-layers=source=structure -split-input-file 2>&1 >/dev/null | FileCheck %s --check-prefix=STRUCTERR
-// RUN: not rp-opt %s -rp-group-layers=source=scope -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=SCOPE
+// RUN: (rp-opt %s -rp-group-layers=source=structure -split-input-file 2>/dev/null; echo "exit $?") | FileCheck %s --check-prefix=STRUCT
+// RUN: (rp-opt %s -rp-group-layers=source=structure -split-input-file 2>&1 >/dev/null; echo "exit $?") | FileCheck %s --check-prefix=STRUCTERR
+// RUN: (rp-opt %s -rp-group-layers=source=scope -split-input-file -o /dev/null 2>&1; echo "exit $?") | FileCheck %s --check-prefix=SCOPE
 
 // Layers from exporter scopes: ops of /h.N/ form layer h.N, the ops before
 // them the prefix, after them the suffix. A constant is copied into each
@@ -91,3 +91,6 @@ func.func @grouped(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %0 : tensor<4xf32>
 }
+// SCOPE: exit 1
+// STRUCT: exit 1
+// STRUCTERR: exit 1

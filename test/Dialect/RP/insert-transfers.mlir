@@ -2,9 +2,9 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 schedule=1f1b microbatches=2" --rp-lower-schedule --rp-insert-transfers | FileCheck %s --check-prefix=RESIDENT
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 schedule=1f1b microbatches=2" --rp-lower-schedule --rp-insert-transfers="weight-budget=0.0000000001" | FileCheck %s --check-prefix=OFFLOAD
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1" --rp-lower-schedule --rp-insert-transfers="pass-shift=0" | FileCheck %s --check-prefix=SHIFT0
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-insert-transfers="dispatch=sideways" 2>&1 | FileCheck %s --check-prefix=DISPATCH
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-insert-transfers --rp-insert-transfers 2>&1 | FileCheck %s --check-prefix=TWICE
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-insert-transfers 2>&1 | FileCheck %s --check-prefix=NOSCHEDULE
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-insert-transfers="dispatch=sideways" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=DISPATCH
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-insert-transfers --rp-insert-transfers 2>&1; echo "exit $?") | FileCheck %s --check-prefix=TWICE
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-insert-transfers 2>&1; echo "exit $?") | FileCheck %s --check-prefix=NOSCHEDULE
 
 // The pass shift: five stage jobs on 2 devices move by 1 per pass (the
 // job counter carrying on, dispatch=modulo); pass-shift sets it.
@@ -67,3 +67,6 @@
 
 // TWICE: error: 'rp.schedule' op has transfers already
 // NOSCHEDULE: error: no rp.schedule; run rp-lower-schedule first
+// DISPATCH: exit 1
+// NOSCHEDULE: exit 1
+// TWICE: exit 1

@@ -1,12 +1,12 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=2" --rp-lower-schedule | FileCheck %s --check-prefix=RR
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=gpipe microbatches=3" --rp-lower-schedule | FileCheck %s --check-prefix=GPIPE
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b microbatches=3" --rp-lower-schedule | FileCheck %s --check-prefix=ONEF
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=interleaved-1f1b microbatches=3" --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=interleaved-1f1b microbatches=3" --rp-lower-schedule 2>&1; echo "exit $?") | FileCheck %s --check-prefix=INTERLEAVED
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=looped-bfs microbatches=2" --rp-lower-schedule | FileCheck %s --check-prefix=LOOPED
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b stages=fwd:2;bwd:2,1,1" --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=ASYMMETRIC
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b stages=fwd:2;bwd:2,1,1" --rp-lower-schedule 2>&1; echo "exit $?") | FileCheck %s --check-prefix=ASYMMETRIC
 // RUN: rp-opt %S/Inputs/partition-mismatch.mlir --rp-lower-schedule -verify-diagnostics
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=NOPARTITION
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-lower-schedule 2>&1; echo "exit $?") | FileCheck %s --check-prefix=NOPARTITION
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-lower-schedule --rp-lower-schedule 2>&1; echo "exit $?") | FileCheck %s --check-prefix=TWICE
 
 // Round-robin: job n on device n mod 2, every job over both microbatches;
 // a backward waits for the gradient (the job before it) and for the
@@ -37,7 +37,7 @@
 // ASYMMETRIC: error: static schedules run the forward and backward of a stage on one device, so the backward stages must mirror the forward ones
 // NOPARTITION: error: has no rp.partition attribute; run rp-partition first
 // TWICE: error: already has an rp.schedule
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=gpipe stages=fwd:1,1;bwd:2,1,1" --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=TOOMANY
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=gpipe stages=fwd:1,1;bwd:2,1,1" --rp-lower-schedule 2>&1; echo "exit $?") | FileCheck %s --check-prefix=TOOMANY
 // TOOMANY: error: gpipe runs one stage per device: 3 stages do not fit 2 devices
 
 // Looped-BFS: four one-layer stages, two per device (stage s on device
@@ -53,3 +53,8 @@
 // LOOPED: rp.compute backward job 4 layers 2 to 3 mb 1 device 0
 // LOOPED: rp.compute backward job 6 layers 0 to 1 mb 0 device 0 weights 0
 // LOOPED: rp.compute backward job 6 layers 0 to 1 mb 1 device 0
+// ASYMMETRIC: exit 1
+// INTERLEAVED: exit 1
+// NOPARTITION: exit 1
+// TOOMANY: exit 1
+// TWICE: exit 1

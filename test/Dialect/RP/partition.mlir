@@ -4,12 +4,12 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=1f1b microbatches=4" | FileCheck %s --check-prefix=STATIC
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=interleaved-1f1b microbatches=4" | FileCheck %s --check-prefix=INTERLEAVED
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 partitioner=roundpipe recompute=layer" | FileCheck %s --check-prefix=CHOICES
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="partitioner=greedy" 2>&1 | FileCheck %s --check-prefix=BADPARTITIONER
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=zero-bubble" 2>&1 | FileCheck %s --check-prefix=BADSCHEDULE
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=0" 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=gpipe partitioner=roundpipe" 2>&1 | FileCheck %s --check-prefix=MIXED
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="stages=fwd:1;bwd:1,1,1,1" 2>&1 | FileCheck %s --check-prefix=COVER
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="stage-bytes=300 stages=fwd:2;bwd:2,1,1" 2>&1 | FileCheck %s --check-prefix=CAP
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="partitioner=greedy" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=BADPARTITIONER
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=zero-bubble" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=BADSCHEDULE
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=0" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=BAD
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=gpipe partitioner=roundpipe" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=MIXED
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="stages=fwd:1;bwd:1,1,1,1" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=COVER
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="stage-bytes=300 stages=fwd:2;bwd:2,1,1" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=CAP
 
 // A user partition is recorded as given, with the target it was made for;
 // microbatches default to devices + 1.
@@ -38,3 +38,9 @@
 // MIXED: error: partitioner=roundpipe cuts round-robin stages; gpipe uses balanced static stages
 // COVER: error: stages 'fwd:1;bwd:1,1,1,1' do not cover the 4 layers
 // CAP: error: forward stage of layers 0-1 ('l0' to 'l1') needs 512 bytes of weights, over the per-stage cap of 300 bytes; split the stage or raise weight-budget
+// BAD: exit 1
+// BADPARTITIONER: exit 1
+// BADSCHEDULE: exit 1
+// CAP: exit 1
+// COVER: exit 1
+// MIXED: exit 1

@@ -1,7 +1,7 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory | FileCheck %s
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 schedule=1f1b microbatches=2" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory --rp-verify-schedule | FileCheck %s --check-prefix=STATIC
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="budget-gib=0.0000015" 2>&1 | FileCheck %s --check-prefix=OVER
-// RUN: not rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-plan-memory 2>&1 | FileCheck %s --check-prefix=NOSCHEDULE
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="budget-gib=0.0000015" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=OVER
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition --rp-plan-memory 2>&1; echo "exit $?") | FileCheck %s --check-prefix=NOSCHEDULE
 
 // Every compute gets its weights, input, output and work offsets; the
 // schedule its per-device peak, the budget (the profile's 24 GiB) and the
@@ -27,3 +27,5 @@
 // OVER: note: the biggest buffers: weights of set 4 (layers 0-0), 4.77e-07 GiB
 // OVER: note: to fit, cut smaller stages (a lower weight-budget or stage-bytes, or --stages) or use more devices
 // NOSCHEDULE: error: no rp.schedule; run rp-lower-schedule first
+// NOSCHEDULE: exit 1
+// OVER: exit 1

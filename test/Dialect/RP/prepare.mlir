@@ -2,7 +2,7 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: rp-opt %s "--rp-prepare=weights=%t/m.weights.bin ir-dir=%t" | FileCheck %s
 // RUN: not test -e %t/m.weights.bin
-// RUN: not rp-opt %S/Inputs/param-twice.mlir --rp-prepare 2>&1 | FileCheck %s --check-prefix=INVALID
+// RUN: (rp-opt %S/Inputs/param-twice.mlir --rp-prepare 2>&1; echo "exit $?") | FileCheck %s --check-prefix=INVALID
 
 // The cleanups every graph goes through after its producer (rp-import,
 // rp.trace, a hand-written file): the duplicate constant merges, the
@@ -33,3 +33,4 @@ func.func @main(%x: tensor<2x8xf32>, %w: tensor<8x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// INVALID: exit 1

@@ -31,6 +31,39 @@ def VerifyGraphPass : Pass<"rp-verify-graph", "::mlir::ModuleOp"> {
   ];
 }
 
+def VerifyWeightsPass : Pass<"rp-verify-weights", "::mlir::ModuleOp"> {
+  let summary = "checks that the weight files are the ones the IR was made with";
+  let description = [{
+    rp-import writes its weights file and its IR each atomically, weights
+    first; a crash between the two renames leaves the new weights beside
+    the previous IR, whose params would read other bytes at their offsets.
+    So rp-import records, in the module's `rp.weight_fingerprints`, the
+    fingerprint of every file its params read (the file's size and 64
+    sampled 4 KiB blocks, runtime/include/rp/runtime/WeightFingerprint.h),
+    keyed by the path as the params name it. This pass recomputes each one,
+    with relative paths taken from `ir-dir` (the IR file's folder), and
+    fails naming the file when it is missing or differs: re-run rp-import.
+    A module without the attribute (rp.trace's, a hand-written one) passes.
+    rp-opt runs it first on an IR file, rp-compile and rp-translate check
+    the same before they read weights. rp-externalize-constants updates the
+    entry of the file it appends to.
+
+    It changes nothing. On this input it fails unless `model.weights.bin`
+    beside the IR still has that fingerprint:
+
+    ```mlir
+    module attributes {rp.weight_fingerprints =
+        {"model.weights.bin" = 1311768467463790320 : ui64}} {
+      ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"irDir", "ir-dir", "std::string", "\".\"",
+           "the folder relative weight file paths are taken from">
+  ];
+}
+
 def ExternalizeConstantsPass
     : Pass<"rp-externalize-constants", "::mlir::ModuleOp"> {
   let summary = "moves large constants out of the IR text into a weights file";

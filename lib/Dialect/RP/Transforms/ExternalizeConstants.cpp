@@ -76,6 +76,10 @@ struct ExternalizeConstantsPass
     }
     if (failed(writer.commit(loc)))
       return signalPassFailure();
+    // The file changed: an IR that records its weight files' fingerprints
+    // (rp-verify-weights) records the new one.
+    if (module->hasAttr(kWeightFingerprintsAttr))
+      recordWeightFingerprints(module, irDir);
   }
 };
 

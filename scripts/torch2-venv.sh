@@ -4,7 +4,7 @@
 # scripts/torch2-requirements.txt, every one pinned and installed with
 # --no-deps: torch 2.15, transformers 5.24 and onnxscript from PyPI, for the
 # lit tests that need them (REQUIRES: torch2, run with %TORCH2_PYTHON;
-# docs/testing.md). Quiet and quick when the venv already holds those pins.
+# README.md). Quiet and quick when the venv already holds those pins.
 #
 # Usage: scripts/torch2-venv.sh [VENV]
 set -euo pipefail

@@ -12,7 +12,12 @@ a shared expert (``+ S(x)``, or ``+ sigmoid(G(x)) * S(x)`` with a
 one-output linear ``G``, as Qwen2-MoE) are then found by running the block:
 a form that reproduces its output on random tokens is the one traced, and
 a block no form reproduces (expert biases, a capacity, another router) is
-an error naming it. While tracing, the block's forward becomes the
+an error naming it. transformers 5's blocks hold the experts as two
+stacked parameters of one module instead (``[E, 2F, H]`` gate and up,
+``[E, H, F]`` down) beside a router module with a bare ``[E, H]`` weight;
+that form is found and probed the same way and traced as
+``rp_trace::moe_swiglu_fused``, one grouped matmul by the gate-and-up
+stack whose output is sliced in two. While tracing, the block's forward becomes the
 router linear and one ``rp_trace::moe_swiglu`` op (recorded as one node),
 which the handler here writes as rp.moe.route, rp.moe.dispatch, three
 rp.moe.grouped_matmul, the activation and rp.moe.combine. A model module's

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from rp import _moe_oss
 from rp._irtext import TraceError, _ttype
 
 _ACTS = ("silu", "gelu")
@@ -132,6 +133,7 @@ def _library():
                 return _expert_mask(logits, top_k)
 
         lib.impl("moe_expert_mask", mask_impl, "CPU")
+        _moe_oss.define(lib)
         _LIB = lib
     return _LIB
 
@@ -324,6 +326,15 @@ def patched(module):
         for path, block in list(module.named_modules()):
             found = _candidate(path, block)
             if found is None:
+                oss = _moe_oss.candidate(path, block)
+                if oss is not None:
+                    router, experts, top_k, names = oss
+                    interleaved, as_tuple = _moe_oss.probe(
+                        path, block, router, experts, top_k, names)
+                    _library()
+                    saved.append((block, block.__dict__.get("forward")))
+                    block.forward = _moe_oss.forward_for(
+                        router, experts, top_k, names, interleaved, as_tuple)
                 continue
             router, experts, top_k = found
             roles = None if isinstance(experts, Fused) else [
@@ -489,4 +500,4 @@ def _moe_expert_mask(e, n):
 
 
 HANDLERS = {"moe_swiglu": _moe_swiglu, "moe_swiglu_fused": _moe_swiglu_fused,
-            "moe_expert_mask": _moe_expert_mask}
+            "moe_expert_mask": _moe_expert_mask, "moe_oss": _moe_oss.handler}

@@ -268,6 +268,23 @@ def _shared_term(x, shared, gate):
     return torch.sigmoid(gate(x)) * y if gate is not None else y
 
 
+def _router_hooks(router, x, logits):
+    """Runs the hooks of a router module the traced forward does not call,
+    as if it had been called and returned (logits, ...): transformers 5
+    records the router logits its load-balancing loss reads
+    (output_router_logits) with a forward hook taking the first output."""
+    for key, hook in list(router._forward_pre_hooks.items()):
+        if key in router._forward_pre_hooks_with_kwargs:
+            hook(router, (x,), {})
+        else:
+            hook(router, (x,))
+    for key, hook in list(router._forward_hooks.items()):
+        if key in router._forward_hooks_with_kwargs:
+            hook(router, (x,), {}, (logits,))
+        else:
+            hook(router, (x,), (logits,))
+
+
 def _weights(experts, roles, gate_first):
     """(gate, up, down) weight lists of the experts as they are now."""
     if isinstance(experts, Fused):
@@ -350,8 +367,11 @@ def patched(module):
                 x = hidden_states.reshape(-1, shape[-1])
                 # Read the weights here, where functional_call has put the
                 # traced parameters in place of the modules' own.
-                logits = _r(x) if isinstance(_r, torch.nn.Linear) else \
-                    torch.nn.functional.linear(x, _r.weight)
+                if isinstance(_r, torch.nn.Linear):
+                    logits = _r(x)
+                else:
+                    logits = torch.nn.functional.linear(x, _r.weight)
+                    _router_hooks(_r, x, logits)
                 if isinstance(_ex, Fused):
                     y = torch.ops.rp_trace.moe_swiglu_fused(
                         x, logits, *_ex.stacks(), _k, _n, _act, _gf)

@@ -144,9 +144,11 @@ def forward_for(router, experts, top_k, names, interleaved, as_tuple):
 
     def forward(hidden_states, *_):
         import torch
+        from rp._moe import _router_hooks
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, shape[-1])
         logits = torch.nn.functional.linear(x, router.weight, router.bias)
+        _router_hooks(router, x, logits)
         y = torch.ops.rp_trace.moe_oss(
             x, logits, getattr(experts, up), getattr(experts, up_b),
             getattr(experts, down), getattr(experts, down_b), top_k,

@@ -17,10 +17,11 @@ stacked parameters of one module instead (``[E, 2F, H]`` gate and up,
 ``[E, H, F]`` down) beside a router module with a bare ``[E, H]`` weight;
 that form is found and probed the same way and traced as
 ``rp_trace::moe_swiglu_fused``, one grouped matmul by the gate-and-up
-stack whose output is sliced in two. While tracing, the block's forward becomes the
-router linear and one ``rp_trace::moe_swiglu`` op (recorded as one node),
-which the handler here writes as rp.moe.route, rp.moe.dispatch, three
-rp.moe.grouped_matmul, the activation and rp.moe.combine. A model module's
+stack whose output is sliced in two (GPT-OSS's form is rp._moe_oss's).
+While tracing, the block's forward becomes the router linear and one
+``rp_trace::moe_swiglu`` op (recorded as one node), which the handler here
+writes as rp.moe.route, rp.moe.dispatch, three rp.moe.grouped_matmul, the
+activation and rp.moe.combine. A model module's
 ``load_balancing_loss_func`` (transformers' Switch/Mixtral auxiliary loss)
 is replaced meanwhile by ``_aux_loss``, the same math with its top-k
 one-hot as ``rp_trace::moe_expert_mask`` (docs/moe.md).

@@ -92,7 +92,8 @@ def reference(x, logits, w_gu, b_gu, w_d, b_d, top_k, interleaved, alpha,
         if tok.numel() == 0:
             continue
         h = _gate(x[tok] @ w_gu[e] + b_gu[e], interleaved, alpha, limit)
-        out.index_add_(0, tok, (h @ w_d[e] + b_d[e]) * weights[tok, slot, None])
+        y = (h @ w_d[e] + b_d[e]) * weights[tok, slot, None]
+        out.index_add_(0, tok, y)
     return out
 
 

@@ -14,7 +14,9 @@ venv=${1:-$root/.venv-torch2}
 req="$root/scripts/torch2-requirements.txt"
 stamp="$venv/.rp-requirements"
 
-if [ -x "$venv/bin/python" ] && cmp -s "$req" "$stamp"; then
+# The pins, without comments: what the stamp records.
+pins=$(grep -vE '^[[:space:]]*(#|$)' "$req")
+if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pins" ]; then
   exit 0
 fi
 echo "setup: installing the torch-2 venv $venv ($(grep -c '==' "$req") pinned packages, ~2.3 GB)"
@@ -23,4 +25,4 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$req"
 "$venv/bin/python" -c "import torch, transformers, onnxscript; print('setup: torch-2 venv: torch', torch.__version__, 'transformers', transformers.__version__)"
-cp "$req" "$stamp"
+echo "$pins" >"$stamp"

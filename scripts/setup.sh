@@ -46,7 +46,7 @@ fi
 # Llama, Qwen2, Mistral and GPT-2 (test/python/transformers-models.py),
 # Mixtral and Qwen2-MoE (test/python/onnx-moe.py, trace-moe.py,
 # qwen-moe.py); it pulls tokenizers 0.19. Qwen3 and Qwen3-MoE came later
-# (4.51, which needs torch 2) and are tested through scripts/torch2-venv.sh.
+# (4.51, which needs torch 2) and are tested in the torch-2 venv below.
 pypi=(onnxruntime==1.16.3 transformers==4.40.2)
 if [ ! -x "$venv/bin/python" ]; then
   echo "setup: creating $venv"
@@ -67,4 +67,9 @@ PY
   echo "$want" >"$stamp"
 fi
 
-echo "setup: ok (MLIR $(/usr/lib/llvm-22/bin/mlir-opt --version | sed -n 's/.*LLVM version \([0-9.]*\).*/\1/p' | head -1), venv $venv)"
+# The torch-2 venv (.venv-torch2): torch 2 and transformers 5 for the tests
+# that need them (Qwen3-MoE, transformers 5's models, the dynamo exporter),
+# every package pinned in scripts/torch2-requirements.txt.
+bash "$root/scripts/torch2-venv.sh" "$root/.venv-torch2"
+
+echo "setup: ok (MLIR $(/usr/lib/llvm-22/bin/mlir-opt --version | sed -n 's/.*LLVM version \([0-9.]*\).*/\1/p' | head -1), venv $venv, torch-2 venv $root/.venv-torch2)"

@@ -475,6 +475,28 @@ def _reduce(kind):
     return h
 
 
+def _max(e, n):
+    """torch.max: of two tensors (max.other), of all elements (max), or
+    along a dim (max.dim: the values; the indices are not mapped, so a
+    use of them is an error naming the op)."""
+    overload = n.target._overloadname
+    if overload == "other":
+        return _binary("maximum")(e, n)
+    if overload == "default":
+        return _reduce("max")(e, n)
+    if overload != "dim":
+        return _UNSUPPORTED
+    x = n.args[0]
+    rank = e.values[x].dim()
+    dim = _dim(n.args[1], rank)
+    keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
+    xv = e.val(x)
+    ty = _ttype(e.values[n][0].shape, e.values[n][0].dtype)
+    kd = " keep_dims" if keep else ""
+    return (e.emit(f"rp.reduce max {xv} dims = [{dim}]{kd} : {e.ty(xv)} -> "
+                   f"{ty}", ty), None)
+
+
 def _masked_fill(e, n):
     x, mask, value = n.args[:3]
     dt = e.values[n].dtype
@@ -540,6 +562,7 @@ HANDLERS = {
     "embedding": _embedding, "native_layer_norm": _layer_norm,
     "_softmax": _softmax("softmax"), "_log_softmax": _softmax("log_softmax"),
     "mean": _reduce("mean"), "sum": _reduce("sum"), "amax": _reduce("max"),
+    "max": _max,
     "amin": _reduce("min"),
     "masked_fill": _masked_fill, "where": _where,
     "native_dropout": _dropout,

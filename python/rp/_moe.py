@@ -12,10 +12,16 @@ a shared expert (``+ S(x)``, or ``+ sigmoid(G(x)) * S(x)`` with a
 one-output linear ``G``, as Qwen2-MoE) are then found by running the block:
 a form that reproduces its output on random tokens is the one traced, and
 a block no form reproduces (expert biases, a capacity, another router) is
-an error naming it. While tracing, the block's forward becomes the
-router linear and one ``rp_trace::moe_swiglu`` op (recorded as one node),
-which the handler here writes as rp.moe.route, rp.moe.dispatch, three
-rp.moe.grouped_matmul, the activation and rp.moe.combine. A model module's
+an error naming it. transformers 5's blocks hold the experts as two
+stacked parameters of one module instead (``[E, 2F, H]`` gate and up,
+``[E, H, F]`` down) beside a router module with a bare ``[E, H]`` weight;
+that form is found and probed the same way and traced as
+``rp_trace::moe_swiglu_fused``, one grouped matmul by the gate-and-up
+stack whose output is sliced in two (GPT-OSS's form is rp._moe_oss's).
+While tracing, the block's forward becomes the router linear and one
+``rp_trace::moe_swiglu`` op (recorded as one node), which the handler here
+writes as rp.moe.route, rp.moe.dispatch, three rp.moe.grouped_matmul, the
+activation and rp.moe.combine. A model module's
 ``load_balancing_loss_func`` (transformers' Switch/Mixtral auxiliary loss)
 is replaced meanwhile by ``_aux_loss``, the same math with its top-k
 one-hot as ``rp_trace::moe_expert_mask`` (docs/moe.md).
@@ -26,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from rp import _moe_oss
 from rp._irtext import TraceError, _ttype
 
 _ACTS = ("silu", "gelu")
@@ -108,6 +115,18 @@ def _library():
                                   normalize, act)
 
         lib.impl("moe_swiglu", impl, "CPU")
+        lib.define("moe_swiglu_fused(Tensor x, Tensor logits, Tensor gate_up, "
+                   "Tensor down, int top_k, bool normalize, str act, "
+                   "bool gate_first) -> Tensor")
+
+        def fused_impl(x, logits, gate_up, down, top_k, normalize, act,
+                       gate_first):
+            with torch.no_grad():
+                w_gate, w_up, w_down = _split_fused(gate_up, down, gate_first)
+                return _reference(x, logits, w_gate, w_up, w_down, top_k,
+                                  normalize, act)
+
+        lib.impl("moe_swiglu_fused", fused_impl, "CPU")
         lib.define("moe_expert_mask(Tensor logits, int top_k) -> Tensor")
 
         def mask_impl(logits, top_k):
@@ -115,6 +134,7 @@ def _library():
                 return _expert_mask(logits, top_k)
 
         lib.impl("moe_expert_mask", mask_impl, "CPU")
+        _moe_oss.define(lib)
         _LIB = lib
     return _LIB
 
@@ -144,16 +164,68 @@ def _candidate(path, block):
                     break
             if not ok:
                 continue
-            top_k = getattr(block, "top_k", None) or \
-                getattr(block, "num_experts_per_tok", None)
-            if not isinstance(top_k, int):
-                raise TraceError(
-                    f"rp.trace: module '{path}' ({type(block).__name__}) has a "
-                    f"router and {e} experts but no integer top_k or "
-                    f"num_experts_per_tok attribute saying how many experts "
-                    f"each token uses", module_path=path)
-            return router, experts, top_k
+            return router, experts, _top_k(path, block, router, e)
+    return _fused_candidate(path, block)
+
+
+def _top_k(path, block, router, e):
+    for m in (block, router):
+        for attr in ("top_k", "num_experts_per_tok"):
+            if isinstance(getattr(m, attr, None), int):
+                return getattr(m, attr)
+    raise TraceError(
+        f"rp.trace: module '{path}' ({type(block).__name__}) has a "
+        f"router and {e} experts but no integer top_k or "
+        f"num_experts_per_tok attribute saying how many experts "
+        f"each token uses", module_path=path)
+
+
+def _fused_candidate(path, block):
+    """(router, Fused, top_k) when `block` holds its experts as stacked
+    weights (transformers 5): a router child whose only parameter is a
+    [E, H] `weight`, and an experts child whose own parameters are exactly
+    a [E, 2F, H] gate-and-up stack and a [E, H, F] down stack."""
+    for router in block.children():
+        params = dict(router.named_parameters())
+        w = params.get("weight")
+        if len(params) != 1 or w is None or w.dim() != 2 or w.shape[0] < 2:
+            continue
+        e, hidden = w.shape
+        for experts in block.children():
+            if experts is router:
+                continue
+            own = dict(experts.named_parameters(recurse=False))
+            if len(own) != 2 or any(p.dim() != 3 or p.shape[0] != e
+                                    for p in own.values()):
+                continue
+            names = sorted(own)
+            for up_name, down_name in (names, names[::-1]):
+                up, down = own[up_name], own[down_name]
+                if up.shape[2] == hidden and down.shape[1] == hidden and \
+                        up.shape[1] == 2 * down.shape[2]:
+                    return (router, Fused(experts, up_name, down_name),
+                            _top_k(path, block, router, e))
     return None
+
+
+class Fused:
+    """Experts stored as two stacked parameters of one module."""
+
+    def __init__(self, module, up_name, down_name):
+        self.module, self.up_name, self.down_name = module, up_name, down_name
+
+    def stacks(self):
+        """The stacks as they are now (traced parameters while tracing)."""
+        return (getattr(self.module, self.up_name),
+                getattr(self.module, self.down_name))
+
+
+def _split_fused(gate_up, down, gate_first):
+    """Per-expert (gate, up, down) weights of a [E, 2F, H] / [E, H, F] pair."""
+    f = down.shape[2]
+    lo, hi = gate_up[:, :f], gate_up[:, f:]
+    w_gate, w_up = (lo, hi) if gate_first else (hi, lo)
+    return list(w_gate), list(w_up), list(down)
 
 
 def _expert_roles(path, ex, hidden):
@@ -177,10 +249,12 @@ def _shared_forms(block, router, experts):
     another child module S (a shared expert: + S(x)), or S scaled by a
     one-output linear G (Qwen-MoE: + sigmoid(G(x)) * S(x))."""
     import torch
+    held = experts.module if isinstance(experts, Fused) else experts
     others = [m for m in block.children()
-              if m is not router and m is not experts]
+              if m is not router and m is not held]
     gates = [m for m in others if isinstance(m, torch.nn.Linear) and
-             m.out_features == 1 and m.in_features == router.in_features]
+             m.out_features == 1 and
+             m.in_features == router.weight.shape[1]]
     shared = [m for m in others if m not in gates]
     forms = [(None, None)]
     for s in shared:
@@ -195,12 +269,38 @@ def _shared_term(x, shared, gate):
     return torch.sigmoid(gate(x)) * y if gate is not None else y
 
 
-def _probe(path, block, router, experts, top_k):
+def _router_hooks(router, x, logits):
+    """Runs the hooks of a router module the traced forward does not call,
+    as if it had been called and returned (logits, ...): transformers 5
+    records the router logits its load-balancing loss reads
+    (output_router_logits) with a forward hook taking the first output."""
+    for key, hook in list(router._forward_pre_hooks.items()):
+        if key in router._forward_pre_hooks_with_kwargs:
+            hook(router, (x,), {})
+        else:
+            hook(router, (x,))
+    for key, hook in list(router._forward_hooks.items()):
+        if key in router._forward_hooks_with_kwargs:
+            hook(router, (x,), {}, (logits,))
+        else:
+            hook(router, (x,), (logits,))
+
+
+def _weights(experts, roles, gate_first):
+    """(gate, up, down) weight lists of the experts as they are now."""
+    if isinstance(experts, Fused):
+        return _split_fused(*experts.stacks(), gate_first)
+    w_gate = [(u[0] if gate_first else u[1]).weight for u, _ in roles]
+    w_up = [(u[1] if gate_first else u[0]).weight for u, _ in roles]
+    return w_gate, w_up, [d.weight for _, d in roles]
+
+
+def _probe(path, block, router, experts, roles, top_k):
     """The form (gate index, activation, normalize, tuple output, shared
     expert, its gate) reproducing the block."""
     import torch
-    hidden = router.in_features
-    roles = [_expert_roles(path, ex, hidden) for ex in experts]
+    import torch.nn.functional as F
+    hidden = router.weight.shape[1]
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 5, hidden, generator=g,
                     dtype=router.weight.dtype)
@@ -208,7 +308,7 @@ def _probe(path, block, router, experts, top_k):
         out = block(x)
         ref = out[0] if isinstance(out, tuple) else out
         flat = x.reshape(-1, hidden)
-        logits = router(flat)
+        logits = F.linear(flat, router.weight)
         for shared, sgate in _shared_forms(block, router, experts):
             extra = 0
             if shared is not None:
@@ -217,11 +317,7 @@ def _probe(path, block, router, experts, top_k):
                 except Exception:  # not a module of x alone
                     continue
             for gate_first in (True, False):
-                w_gate = [(u[0] if gate_first else u[1]).weight
-                          for u, _ in roles]
-                w_up = [(u[1] if gate_first else u[0]).weight
-                        for u, _ in roles]
-                w_down = [d.weight for _, d in roles]
+                w_gate, w_up, w_down = _weights(experts, roles, gate_first)
                 for act in _ACTS:
                     for normalize in (True, False):
                         got = _reference(flat, logits, w_gate, w_up, w_down,
@@ -248,27 +344,41 @@ def patched(module):
         for path, block in list(module.named_modules()):
             found = _candidate(path, block)
             if found is None:
+                oss = _moe_oss.candidate(path, block)
+                if oss is not None:
+                    router, experts, top_k, names = oss
+                    interleaved, as_tuple = _moe_oss.probe(
+                        path, block, router, experts, top_k, names)
+                    _library()
+                    saved.append((block, block.__dict__.get("forward")))
+                    block.forward = _moe_oss.forward_for(
+                        router, experts, top_k, names, interleaved, as_tuple)
                 continue
             router, experts, top_k = found
+            roles = None if isinstance(experts, Fused) else [
+                _expert_roles(path, ex, router.in_features) for ex in experts]
             gate_first, act, normalize, as_tuple, shared, sgate = _probe(
-                path, block, router, experts, top_k)
+                path, block, router, experts, roles, top_k)
             _library()
-            roles = [_expert_roles(path, ex, router.in_features)
-                     for ex in experts]
 
-            def forward(hidden_states, *_, _r=router, _roles=roles, _k=top_k,
-                        _gf=gate_first, _act=act, _n=normalize,
-                        _tuple=as_tuple, _s=shared, _sg=sgate):
+            def forward(hidden_states, *_, _r=router, _ex=experts,
+                        _roles=roles, _k=top_k, _gf=gate_first, _act=act,
+                        _n=normalize, _tuple=as_tuple, _s=shared, _sg=sgate):
                 shape = hidden_states.shape
                 x = hidden_states.reshape(-1, shape[-1])
-                logits = _r(x)
                 # Read the weights here, where functional_call has put the
                 # traced parameters in place of the modules' own.
-                w_gate = [(u[0] if _gf else u[1]).weight for u, _ in _roles]
-                w_up = [(u[1] if _gf else u[0]).weight for u, _ in _roles]
-                w_down = [d.weight for _, d in _roles]
-                y = torch.ops.rp_trace.moe_swiglu(x, logits, w_gate, w_up,
-                                                  w_down, _k, _n, _act)
+                if isinstance(_r, torch.nn.Linear):
+                    logits = _r(x)
+                else:
+                    logits = torch.nn.functional.linear(x, _r.weight)
+                    _router_hooks(_r, x, logits)
+                if isinstance(_ex, Fused):
+                    y = torch.ops.rp_trace.moe_swiglu_fused(
+                        x, logits, *_ex.stacks(), _k, _n, _act, _gf)
+                else:
+                    y = torch.ops.rp_trace.moe_swiglu(
+                        x, logits, *_weights(_ex, _roles, _gf), _k, _n, _act)
                 if _s is not None:
                     y = y + _shared_term(x, _s, _sg)
                 y = y.reshape(shape)
@@ -312,14 +422,48 @@ def _stack(e, nodes):
 
 
 def _moe_swiglu(e, n):
-    import torch
     x, logits, w_gate, w_up, w_down, top_k, normalize, act = n.args
+    ffn = e.values[w_gate[0]].shape[0]
+
+    def experts(grouped, r, ht):
+        return (grouped(r, _stack(e, w_gate), ht),
+                grouped(r, _stack(e, w_up), ht), _stack(e, w_down))
+
+    return _moe_block(e, x, logits, len(w_gate), ffn, top_k, normalize, act,
+                      experts)
+
+
+def _moe_swiglu_fused(e, n):
+    """The stacked form: one grouped matmul by the [E, 2F, H] gate-and-up
+    stack, its halves sliced apart."""
+    x, logits, gate_up, down, top_k, normalize, act, gate_first = n.args
+    n_exp, ffn2, _ = e.values[gate_up].shape
+    ffn = ffn2 // 2
+
+    def experts(grouped, r, ht):
+        rows = e.values[x].shape[0] * top_k
+        both_t = _ttype((rows, ffn2), e.values[x].dtype)
+        both = grouped(r, e.val(gate_up), both_t)
+        lo = e.emit(f"rp.slice {both} offsets = [0, 0] strides = [1, 1] : "
+                    f"{both_t} -> {ht}", ht)
+        hi = e.emit(f"rp.slice {both} offsets = [0, {ffn}] strides = [1, 1] "
+                    f": {both_t} -> {ht}", ht)
+        g, u = (lo, hi) if gate_first else (hi, lo)
+        return g, u, e.val(down)
+
+    return _moe_block(e, x, logits, n_exp, ffn, top_k, normalize, act,
+                      experts)
+
+
+def _moe_block(e, x, logits, n_exp, ffn, top_k, normalize, act, experts):
+    """route, dispatch, the experts' gated MLP as grouped matmuls
+    (`experts` gives the gate and up products and the down stack), the
+    weighted combine."""
+    import torch
     xv = e.values[x]
     tokens, hidden = xv.shape
-    n_exp = len(w_gate)
     dt = xv.dtype
     rows = tokens * top_k
-    ffn = e.values[w_gate[0]].shape[0]
     xs, ls = e.val(x), e.val(logits, dt)
     wt = _ttype((tokens, top_k), dt)
     ext = _ttype((tokens, top_k), torch.int64)
@@ -344,11 +488,10 @@ def _moe_swiglu(e, n):
                       out_ty)
 
     ht = _ttype((rows, ffn), dt)
-    g = grouped(r, _stack(e, w_gate), ht)
-    u = grouped(r, _stack(e, w_up), ht)
+    g, u, w_down = experts(grouped, r, ht)
     a = e.emit(f"rp.{act} {g} : {ht}", ht)
     h = e.emit(f"rp.mul {a}, {u} : ({ht}, {ht}) -> {ht}", ht)
-    y = grouped(h, _stack(e, w_down), rt)
+    y = grouped(h, w_down, rt)
     ot = _ttype((tokens, hidden), dt)
     return e.emit(f"rp.moe.combine {y}, {p} weights({w}) : ({rt}, {pt}, {wt}) "
                   f"-> {ot}", ot)
@@ -377,4 +520,5 @@ def _moe_expert_mask(e, n):
     return e.emit(f"rp.cast {hit} : {bt} to {ft}", ft)
 
 
-HANDLERS = {"moe_swiglu": _moe_swiglu, "moe_expert_mask": _moe_expert_mask}
+HANDLERS = {"moe_swiglu": _moe_swiglu, "moe_swiglu_fused": _moe_swiglu_fused,
+            "moe_expert_mask": _moe_expert_mask, "moe_oss": _moe_oss.handler}

@@ -1,6 +1,6 @@
 # REQUIRES: torch2
 # RUN: rm -rf %t && mkdir -p %t
-# RUN: %PYTHON %s %t | FileCheck %s
+# RUN: %TORCH2_PYTHON %s %t | FileCheck %s
 # RUN: FileCheck %s --check-prefix=IR < %t/causal/model.mlir
 
 # torch 2 only: F.scaled_dot_product_attention (make_fx records

@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "MoEBlocks.h"
+#include "MoEGraphIndex.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
@@ -36,127 +37,17 @@
 using namespace mlir;
 using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
+using namespace mlir::rp::onnx_import::moe;
 
 namespace {
 
-/// Input or output `i` of a node, "" when it has fewer: a malformed graph
-/// fails to match rather than reading past the end.
-const std::string &inputOf(const onnx::NodeProto &node, int i) {
-  static const std::string none;
-  return i < node.input_size() ? node.input(i) : none;
-}
-const std::string &outputOf(const onnx::NodeProto &node, int i) {
-  static const std::string none;
-  return i < node.output_size() ? node.output(i) : none;
-}
-
-/// Producers, consumers and integer constants of a graph's values.
-struct GraphIndex {
-  explicit GraphIndex(const onnx::GraphProto &graph) : graph(graph) {
-    for (const auto &t : graph.initializer())
-      initializers[t.name()] = &t;
-    for (const auto &out : graph.output())
-      outputs.insert(out.name());
-    for (auto [i, node] : llvm::enumerate(graph.node())) {
-      for (const std::string &o : node.output())
-        if (!o.empty())
-          producer[o] = i;
-      for (const std::string &in : node.input())
-        if (!in.empty())
-          consumers[in].push_back(i);
-    }
-  }
-
-  const onnx::NodeProto *producerOf(StringRef value) const {
-    auto it = producer.find(value);
-    return it == producer.end() ? nullptr : &graph.node(it->second);
-  }
-
-  /// The producer of `value`, looking through Cast and Identity.
-  const onnx::NodeProto *sourceOf(StringRef value) const {
-    const onnx::NodeProto *node = producerOf(value);
-    while (node && (node->op_type() == "Cast" || node->op_type() == "Identity"))
-      node = producerOf(inputOf(*node, 0));
-    return node;
-  }
-
-  /// A one-element integer tensor held in a Constant node or initializer.
-  std::optional<int64_t> scalarInt(StringRef value) const {
-    const onnx::TensorProto *t = initializers.lookup(value);
-    const onnx::NodeProto *node = producerOf(value);
-    // Exporters reshape scalars to [1] and back; the value is the same.
-    while (node && llvm::is_contained(
-                       {"Reshape", "Unsqueeze", "Squeeze", "Cast", "Identity"},
-                       node->op_type())) {
-      t = initializers.lookup(inputOf(*node, 0));
-      node = producerOf(inputOf(*node, 0));
-    }
-    if (node)
-      if (node->op_type() == "Constant")
-        for (const auto &a : node->attribute())
-          if (a.name() == "value" && a.has_t())
-            t = &a.t();
-    if (!t)
-      return std::nullopt;
-    int64_t count = 1;
-    for (int64_t d : t->dims())
-      count *= d;
-    if (count != 1)
-      return std::nullopt;
-    if (t->data_type() == onnx::TensorProto::INT64) {
-      if (t->int64_data_size())
-        return t->int64_data(0);
-      if (t->raw_data().size() == 8) {
-        int64_t v;
-        std::memcpy(&v, t->raw_data().data(), 8);
-        return v;
-      }
-    }
-    if (t->data_type() == onnx::TensorProto::INT32) {
-      if (t->int32_data_size())
-        return t->int32_data(0);
-      if (t->raw_data().size() == 4) {
-        int32_t v;
-        std::memcpy(&v, t->raw_data().data(), 4);
-        return v;
-      }
-    }
-    return std::nullopt;
-  }
-
-  /// The initializer a MatMul multiplies by, as an nn.Linear weight ([out,
-  /// in]): through a Transpose with perm [1, 0]; empty when it is not one.
-  std::string linearWeight(const onnx::NodeProto &matmul) const {
-    if (matmul.op_type() != "MatMul" || matmul.input_size() != 2)
-      return "";
-    const onnx::NodeProto *t = producerOf(inputOf(matmul, 1));
-    if (!t || t->op_type() != "Transpose" ||
-        !initializers.count(inputOf(*t, 0)))
-      return "";
-    for (const auto &a : t->attribute())
-      if (a.name() == "perm" &&
-          (a.ints_size() != 2 || a.ints(0) != 1 || a.ints(1) != 0))
-        return "";
-    return inputOf(*t, 0);
-  }
-
-  int64_t intAttr(const onnx::NodeProto &node, StringRef name,
-                  int64_t dflt) const {
-    for (const auto &a : node.attribute())
-      if (a.name() == name)
-        return a.i();
-    return dflt;
-  }
-
-  const onnx::GraphProto &graph;
-  llvm::StringMap<const onnx::TensorProto *> initializers;
-  llvm::StringSet<> outputs;
-  llvm::StringMap<int> producer;
-  llvm::StringMap<SmallVector<int>> consumers;
-};
-
 struct Expert {
   std::string gate, up, down; // W1, W3, W2
+  /// transformers 5's form: `gate` (== `up`) is the [E, 2F, H] stack whose
+  /// halves are W1 and W3 (W1 first when `gateFirst`), `down` the [E, H, F]
+  /// stack, `index` the value selecting this expert from both.
+  bool stacked = false, gateFirst = true;
+  std::string index;
 };
 
 /// One block's match: what the replacement node needs and the nodes it
@@ -165,6 +56,7 @@ struct MoEMatch {
   std::string x, logits, output;
   int64_t topK = 0;
   bool normalize = false;
+  bool stacked = false, gateFirst = true;
   SmallVector<Expert> experts;
   llvm::DenseSet<int> nodes;
   int last = -1;
@@ -195,6 +87,13 @@ private:
   std::string siluInput(const onnx::NodeProto *node) const;
   /// Matches W2(silu(W1 x) * W3 x) ending at `down`.
   std::optional<Expert> matchExpert(const onnx::NodeProto &down) const;
+  /// The same with stacked weights: W2[i](silu(a) * b), a and b the two
+  /// halves (Slice) of W13[i] x.
+  std::optional<Expert> matchStackedExpert(const onnx::NodeProto &down) const;
+  /// (i, n) when `index` is the i-th of the n experts the routing hit: the
+  /// expert loop of transformers 5 runs over `NonZero(hit)` split into one
+  /// value per expert, so each one-hot class it reads is a run-time value.
+  std::optional<std::pair<int64_t, int64_t>> hitClass(StringRef index) const;
 
   const GraphIndex &g;
   Location fileLoc;
@@ -233,6 +132,75 @@ std::optional<Expert> Matcher::matchExpert(const onnx::NodeProto &down) const {
     if (!w1.empty() && !w3.empty() && inputOf(*gate, 0) == inputOf(*up, 0))
       return Expert{w1, w3, w2};
   }
+  return std::nullopt;
+}
+
+std::optional<Expert>
+Matcher::matchStackedExpert(const onnx::NodeProto &down) const {
+  auto [w2, index] = g.stackedWeight(down);
+  const onnx::NodeProto *h = g.producerOf(inputOf(down, 0));
+  if (w2.empty() || !h || h->op_type() != "Mul")
+    return std::nullopt;
+  // A Slice of the last axis of a rank-2 value, steps 1.
+  auto halfOf = [&](const onnx::NodeProto *s) -> const onnx::NodeProto * {
+    if (!s || s->op_type() != "Slice" || s->input_size() < 4)
+      return nullptr;
+    auto axis = g.scalarInt(inputOf(*s, 3));
+    if (!axis || (*axis != -1 && *axis != 1) ||
+        (s->input_size() > 4 && g.scalarInt(inputOf(*s, 4)) != 1))
+      return nullptr;
+    return g.producerOf(inputOf(*s, 0));
+  };
+  for (int i = 0; i < 2; ++i) {
+    std::string a = siluInput(g.producerOf(inputOf(*h, i)));
+    const onnx::NodeProto *gate = a.empty() ? nullptr : g.producerOf(a);
+    const onnx::NodeProto *up = g.producerOf(inputOf(*h, 1 - i));
+    const onnx::NodeProto *both = halfOf(gate);
+    if (!both || both != halfOf(up))
+      continue;
+    auto [w13, index13] = g.stackedWeight(*both);
+    if (w13.empty() || index13 != index)
+      continue;
+    // The first half starts at 0 and ends where the second starts (torch's
+    // chunk(2) writes both bounds from the width at run time).
+    bool gateFirst = g.scalarInt(inputOf(*gate, 1)) == 0 &&
+                     inputOf(*gate, 2) == inputOf(*up, 1);
+    bool upFirst = g.scalarInt(inputOf(*up, 1)) == 0 &&
+                   inputOf(*up, 2) == inputOf(*gate, 1);
+    if (gateFirst == upFirst)
+      continue;
+    Expert e{w13, w13, w2};
+    e.stacked = true;
+    e.gateFirst = gateFirst;
+    e.index = index;
+    return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::pair<int64_t, int64_t>>
+Matcher::hitClass(StringRef index) const {
+  std::string value = index.str();
+  const onnx::NodeProto *node = g.producerOf(value);
+  // `expert_hit[i][0]`: through a Gather at 0 and the reshapes around it.
+  while (node && (llvm::is_contained(
+                      {"Squeeze", "Reshape", "Unsqueeze", "Cast", "Identity"},
+                      node->op_type()) ||
+                  (node->op_type() == "Gather" &&
+                   g.scalarInt(inputOf(*node, 1)) == 0))) {
+    value = inputOf(*node, 0);
+    node = g.producerOf(value);
+  }
+  if (!node || node->op_type() != "Split")
+    return std::nullopt;
+  const onnx::NodeProto *nonZero = g.producerOf(inputOf(*node, 0));
+  if (nonZero && nonZero->op_type() == "Transpose")
+    nonZero = g.producerOf(inputOf(*nonZero, 0));
+  if (!nonZero || nonZero->op_type() != "NonZero")
+    return std::nullopt;
+  for (int i = 0; i < node->output_size(); ++i)
+    if (node->output(i) == value)
+      return std::make_pair(int64_t(i), int64_t(node->output_size()));
   return std::nullopt;
 }
 
@@ -312,6 +280,8 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
   // Normalisation, the expert count (OneHot's depth), the experts in the
   // order of the one-hot classes the block reads, and their outputs.
   SmallVector<int64_t> classes;
+  llvm::StringMap<int64_t> classOf; // run-time expert index -> class
+  int64_t hit = -1;                 // experts the stacked loop runs over
   std::optional<int64_t> depth;
   llvm::StringSet<> mask; // the one-hot expert mask, permuted or cast
   SmallVector<int> order(b.nodes.begin(), b.nodes.end());
@@ -330,8 +300,13 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     } else if (op == "Gather" && g.intAttr(node, "axis", 0) == 0 &&
                mask.count(inputOf(node, 0))) {
       // The expert loop's `expert_mask[e]`: one class of the one-hot.
-      if (auto c = g.scalarInt(inputOf(node, 1)))
+      if (auto c = g.scalarInt(inputOf(node, 1))) {
         classes.push_back(*c);
+      } else if (auto c = hitClass(inputOf(node, 1))) {
+        classes.push_back(c->first);
+        classOf[inputOf(node, 1)] = c->first;
+        hit = c->second;
+      }
     } else if (op == "Mul") {
       for (const std::string &in : node.input()) {
         const onnx::NodeProto *src = g.producerOf(in);
@@ -345,11 +320,31 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
           continue;
         auto expert = matchExpert(*src);
         if (!expert)
+          expert = matchStackedExpert(*src);
+        if (!expert)
           return error(*src, indexOf(src))
                  << "this MatMul's output is weighted by the routing but is "
                     "not a gated SiLU expert (W2(silu(W1 x) * W3 x) with "
-                    "nn.Linear weights); rp maps SwiGLU experts from ONNX, "
+                    "nn.Linear weights, or slices of stacked [E, 2F, H] and "
+                    "[E, H, F] weights); rp maps SwiGLU experts from ONNX, "
                     "rp.trace maps the other forms";
+        if (expert->stacked) {
+          // Every expert reads the same two stacks, each at the class its
+          // one-hot mask was read at, in class order.
+          const Expert *first = b.experts.empty() ? nullptr : &b.experts[0];
+          auto c = classOf.find(expert->index);
+          if ((first && (!first->stacked || first->gate != expert->gate ||
+                         first->down != expert->down ||
+                         first->gateFirst != expert->gateFirst)) ||
+              c == classOf.end() || c->second != (int64_t)b.experts.size())
+            return error(*src, indexOf(src))
+                   << "this expert's stacked weights are not read at the "
+                      "one-hot class of its tokens, or differ from the other "
+                      "experts'; rp maps one stack per block read in class "
+                      "order, rp.trace maps the other forms";
+          b.stacked = true;
+          b.gateFirst = expert->gateFirst;
+        }
         b.experts.push_back(*expert);
       }
     }
@@ -358,11 +353,22 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     return error(topK, topKIndex)
            << "no OneHot with a constant depth (the number of experts) "
               "reads its chosen experts";
-  SmallVector<int64_t> want = llvm::to_vector(llvm::seq<int64_t>(0, *depth));
-  if (classes != want || (int64_t)b.experts.size() != *depth) {
+  // The stacked form counts its experts by the stack and may one-hot to one
+  // more class (transformers 5's expert-parallel sentinel, never chosen).
+  int64_t count = *depth;
+  if (b.stacked) {
+    count = g.initializers.lookup(b.experts[0].gate)->dims(0);
+    if (*depth != count && *depth != count + 1)
+      return error(topK, topKIndex)
+             << "its OneHot has " << *depth << " classes for " << count
+             << " stacked experts";
+  }
+  SmallVector<int64_t> want = llvm::to_vector(llvm::seq<int64_t>(0, count));
+  if (classes != want || (int64_t)b.experts.size() != count ||
+      (b.stacked && hit != count)) {
     InFlightDiagnostic diag = error(topK, topKIndex)
                               << "the graph holds " << b.experts.size()
-                              << " experts of the " << *depth
+                              << " experts of the " << count
                               << " it routes to (one-hot classes read:";
     for (int64_t c : classes)
       diag << " " << c;
@@ -406,21 +412,30 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
                                      : topK.name() + "/moe");
     moe.add_input(b->x);
     moe.add_input(b->logits);
-    for (const Expert &e : b->experts)
-      moe.add_input(e.gate);
-    for (const Expert &e : b->experts)
-      moe.add_input(e.up);
-    for (const Expert &e : b->experts)
-      moe.add_input(e.down);
+    if (b->stacked) {
+      moe.add_input(b->experts[0].gate);
+      moe.add_input(b->experts[0].down);
+    } else {
+      for (const Expert &e : b->experts)
+        moe.add_input(e.gate);
+      for (const Expert &e : b->experts)
+        moe.add_input(e.up);
+      for (const Expert &e : b->experts)
+        moe.add_input(e.down);
+    }
     moe.add_output(b->output);
-    auto *k = moe.add_attribute();
-    k->set_name("top_k");
-    k->set_type(onnx::AttributeProto::INT);
-    k->set_i(b->topK);
-    auto *norm = moe.add_attribute();
-    norm->set_name("normalize");
-    norm->set_type(onnx::AttributeProto::INT);
-    norm->set_i(b->normalize);
+    auto attr = [&](StringRef name, int64_t v) {
+      auto *a = moe.add_attribute();
+      a->set_name(name.str());
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(v);
+    };
+    attr("top_k", b->topK);
+    attr("normalize", b->normalize);
+    if (b->stacked) {
+      attr("stacked", 1);
+      attr("gate_first", b->gateFirst);
+    }
 
     // Nodes that only fed the replaced ones (the baked-in token gathers,
     // the experts' own matmuls) are dropped with them.
@@ -459,89 +474,4 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
       if (!node.op_type().empty())
         *graph.add_node() = std::move(node);
   }
-}
-
-/// [E, a, b] from E weights [a, b]: a reshape each and one concat.
-static Value stackWeights(NodeImporter &n, int first, int count) {
-  SmallVector<Value> parts;
-  for (int i = first; i < first + count; ++i) {
-    Value w = n.input(i);
-    if (!w)
-      return nullptr;
-    SmallVector<int64_t> shape{1};
-    llvm::append_range(shape, cast<RankedTensorType>(w.getType()).getShape());
-    parts.push_back(n.reshape(w, shape));
-  }
-  auto one = cast<RankedTensorType>(parts.front().getType());
-  SmallVector<int64_t> shape(one.getShape());
-  shape[0] = count;
-  for (Value p : parts)
-    if (p.getType() != one)
-      return n.error() << "the experts' weights differ in shape ("
-                       << p.getType() << " and " << one
-                       << "); rp stacks experts of one shape",
-             nullptr;
-  return n.create<ConcatOp>(RankedTensorType::get(shape, one.getElementType()),
-                            parts, uint64_t(0));
-}
-
-LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
-  int experts = (n.numInputs() - 2) / 3;
-  Value x = n.input(0), logits = n.input(1);
-  if (!x || !logits)
-    return failure();
-  auto xt = cast<RankedTensorType>(x.getType());
-  auto lt = cast<RankedTensorType>(logits.getType());
-  if (xt.getRank() != 2 || lt.getRank() != 2 || lt.getDimSize(1) != experts ||
-      lt.getDimSize(0) != xt.getDimSize(0))
-    return n.error() << "the tokens " << x.getType() << " and router logits "
-                     << logits.getType() << " are not [T, H] and [T, "
-                     << experts << "] (one row per token, " << experts
-                     << " experts)";
-  int64_t tokens = xt.getDimSize(0), hidden = xt.getDimSize(1);
-  int64_t k = n.intAttr("top_k", 1);
-  if (k > experts)
-    return n.error() << "top_k " << k << " is more than the " << experts
-                     << " experts";
-  Type f = xt.getElementType();
-  MLIRContext *ctx = n.builder.getContext();
-  Type i64 = IntegerType::get(ctx, 64), i32 = IntegerType::get(ctx, 32);
-  if (lt.getElementType() != f)
-    logits = n.castTo(logits, f);
-  auto route = MoERouteOp::create(
-      n.builder, n.loc, RankedTensorType::get({tokens, k}, f),
-      RankedTensorType::get({tokens, k}, i64), logits, uint64_t(k),
-      MoESoftmax::before, n.intAttr("normalize", 0) != 0);
-  int64_t rows = tokens * k;
-  auto dispatch = MoEDispatchOp::create(
-      n.builder, n.loc, RankedTensorType::get({rows, hidden}, f),
-      RankedTensorType::get({tokens, k}, i32),
-      RankedTensorType::get({experts}, i32), x, route.getExperts());
-  Value gate = stackWeights(n, 2, experts);
-  Value up = gate ? stackWeights(n, 2 + experts, experts) : nullptr;
-  Value down = up ? stackWeights(n, 2 + 2 * experts, experts) : nullptr;
-  if (!down)
-    return failure();
-  auto gs = cast<RankedTensorType>(gate.getType()).getShape();
-  auto ds = cast<RankedTensorType>(down.getType()).getShape();
-  if (gs[2] != hidden || up.getType() != gate.getType() || ds[1] != hidden ||
-      ds[2] != gs[1])
-    return n.error() << "the expert weights " << gate.getType() << ", "
-                     << up.getType() << " and " << down.getType()
-                     << " do not make a gated MLP of width " << hidden;
-  Value counts = dispatch.getCounts();
-  auto grouped = [&](Value in, Value w, int64_t width) -> Value {
-    return MoEGroupedMatmulOp::create(n.builder, n.loc,
-                                      RankedTensorType::get({rows, width}, f),
-                                      in, w, counts, /*transpose_b=*/true);
-  };
-  Value g = grouped(dispatch.getRows(), gate, gs[1]);
-  Value u = grouped(dispatch.getRows(), up, gs[1]);
-  Value h =
-      MulOp::create(n.builder, n.loc, SiluOp::create(n.builder, n.loc, g), u);
-  Value y = grouped(h, down, hidden);
-  n.setOutput(0, MoECombineOp::create(n.builder, n.loc, xt, y,
-                                      dispatch.getPositions(),
-                                      route.getWeights()));
-  return success();
 }

@@ -3,10 +3,10 @@
 CI runs Debian's torch 1.13, which can neither run transformers 5 nor
 torch 2's dynamo exporter, so the exports of those are committed, with the
 PyTorch references they are checked against (torch2-fixtures.py). Run
-with the venv of scripts/torch2-venv.sh (torch 2, transformers 5,
+with the torch-2 venv scripts/setup.sh makes (torch 2, transformers 5,
 onnxscript):
 
-    /tmp/torch2-venv/bin/python test/python/Inputs/make_torch2_fixtures.py
+    .venv-torch2/bin/python test/python/Inputs/make_torch2_fixtures.py
 
 For each tiny causal LM (config objects only, HF_HUB_OFFLINE=1, distinct
 random weights) it writes, for the TorchScript exporter at opset 17

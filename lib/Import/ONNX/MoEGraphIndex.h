@@ -1,0 +1,170 @@
+//===- MoEGraphIndex.h - an ONNX graph indexed for MoE matching -*- C++ -*-===//
+//
+// Private to MoEBlocks.cpp: producers, consumers, initializers and integer
+// constants of an ONNX graph's values, and the weight forms an exported
+// expert multiplies by, which the mixture-of-experts matcher walks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_LIB_IMPORT_ONNX_MOEGRAPHINDEX_H
+#define RP_LIB_IMPORT_ONNX_MOEGRAPHINDEX_H
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace mlir::rp::onnx_import::moe {
+
+using llvm::SmallVector;
+using llvm::StringRef;
+
+/// Input or output `i` of a node, "" when it has fewer: a malformed graph
+/// fails to match rather than reading past the end.
+inline const std::string &inputOf(const onnx::NodeProto &node, int i) {
+  static const std::string none;
+  return i < node.input_size() ? node.input(i) : none;
+}
+inline const std::string &outputOf(const onnx::NodeProto &node, int i) {
+  static const std::string none;
+  return i < node.output_size() ? node.output(i) : none;
+}
+
+/// Producers, consumers and integer constants of a graph's values.
+struct GraphIndex {
+  explicit GraphIndex(const onnx::GraphProto &graph) : graph(graph) {
+    for (const auto &t : graph.initializer())
+      initializers[t.name()] = &t;
+    for (const auto &out : graph.output())
+      outputs.insert(out.name());
+    for (auto [i, node] : llvm::enumerate(graph.node())) {
+      for (const std::string &o : node.output())
+        if (!o.empty())
+          producer[o] = i;
+      for (const std::string &in : node.input())
+        if (!in.empty())
+          consumers[in].push_back(i);
+    }
+  }
+
+  const onnx::NodeProto *producerOf(StringRef value) const {
+    auto it = producer.find(value);
+    return it == producer.end() ? nullptr : &graph.node(it->second);
+  }
+
+  /// The producer of `value`, looking through Cast and Identity.
+  const onnx::NodeProto *sourceOf(StringRef value) const {
+    const onnx::NodeProto *node = producerOf(value);
+    while (node && (node->op_type() == "Cast" || node->op_type() == "Identity"))
+      node = producerOf(inputOf(*node, 0));
+    return node;
+  }
+
+  /// A one-element integer tensor held in a Constant node or initializer.
+  std::optional<int64_t> scalarInt(StringRef value) const {
+    const onnx::TensorProto *t = initializers.lookup(value);
+    const onnx::NodeProto *node = producerOf(value);
+    // Exporters reshape scalars to [1] and back; the value is the same.
+    while (node && llvm::is_contained(
+                       {"Reshape", "Unsqueeze", "Squeeze", "Cast", "Identity"},
+                       node->op_type())) {
+      t = initializers.lookup(inputOf(*node, 0));
+      node = producerOf(inputOf(*node, 0));
+    }
+    if (node)
+      if (node->op_type() == "Constant")
+        for (const auto &a : node->attribute())
+          if (a.name() == "value" && a.has_t())
+            t = &a.t();
+    if (!t)
+      return std::nullopt;
+    int64_t count = 1;
+    for (int64_t d : t->dims())
+      count *= d;
+    if (count != 1)
+      return std::nullopt;
+    if (t->data_type() == onnx::TensorProto::INT64) {
+      if (t->int64_data_size())
+        return t->int64_data(0);
+      if (t->raw_data().size() == 8) {
+        int64_t v;
+        std::memcpy(&v, t->raw_data().data(), 8);
+        return v;
+      }
+    }
+    if (t->data_type() == onnx::TensorProto::INT32) {
+      if (t->int32_data_size())
+        return t->int32_data(0);
+      if (t->raw_data().size() == 4) {
+        int32_t v;
+        std::memcpy(&v, t->raw_data().data(), 4);
+        return v;
+      }
+    }
+    return std::nullopt;
+  }
+
+  /// The initializer a MatMul multiplies by, as an nn.Linear weight ([out,
+  /// in]): through a Transpose with perm [1, 0]; empty when it is not one.
+  std::string linearWeight(const onnx::NodeProto &matmul) const {
+    if (matmul.op_type() != "MatMul" || matmul.input_size() != 2)
+      return "";
+    const onnx::NodeProto *t = producerOf(inputOf(matmul, 1));
+    if (!t || t->op_type() != "Transpose" ||
+        !initializers.count(inputOf(*t, 0)))
+      return "";
+    for (const auto &a : t->attribute())
+      if (a.name() == "perm" &&
+          (a.ints_size() != 2 || a.ints(0) != 1 || a.ints(1) != 0))
+        return "";
+    return inputOf(*t, 0);
+  }
+
+  /// The stacked initializer ([E, out, in]) a MatMul multiplies by one
+  /// expert of, and the expert's index value: `MatMul(x, Transpose(
+  /// Gather(W, i)))` (transformers 5's `F.linear(x, W[i])`); empty when not.
+  std::pair<std::string, std::string>
+  stackedWeight(const onnx::NodeProto &matmul) const {
+    if (matmul.op_type() != "MatMul" || matmul.input_size() != 2)
+      return {};
+    const onnx::NodeProto *t = producerOf(inputOf(matmul, 1));
+    if (!t || t->op_type() != "Transpose")
+      return {};
+    for (const auto &a : t->attribute())
+      if (a.name() == "perm" &&
+          (a.ints_size() != 2 || a.ints(0) != 1 || a.ints(1) != 0))
+        return {};
+    const onnx::NodeProto *gather = producerOf(inputOf(*t, 0));
+    if (!gather || gather->op_type() != "Gather" ||
+        intAttr(*gather, "axis", 0) != 0)
+      return {};
+    const onnx::TensorProto *w = initializers.lookup(inputOf(*gather, 0));
+    if (!w || w->dims_size() != 3)
+      return {};
+    return {inputOf(*gather, 0), inputOf(*gather, 1)};
+  }
+
+  int64_t intAttr(const onnx::NodeProto &node, StringRef name,
+                  int64_t dflt) const {
+    for (const auto &a : node.attribute())
+      if (a.name() == name)
+        return a.i();
+    return dflt;
+  }
+
+  const onnx::GraphProto &graph;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  llvm::StringSet<> outputs;
+  llvm::StringMap<int> producer;
+  llvm::StringMap<SmallVector<int>> consumers;
+};
+
+} // namespace mlir::rp::onnx_import::moe
+
+#endif // RP_LIB_IMPORT_ONNX_MOEGRAPHINDEX_H

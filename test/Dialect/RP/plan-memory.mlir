@@ -22,7 +22,7 @@
 
 // 1F1B with resident weights: one weight set per device, kept inputs.
 // STATIC: rp.partition = #rp.partition<schedule = "1f1b"
-// STATIC: rp.schedule @main {{.*}} resident attributes {bubble = {{.*}}, budget_bytes = 25769803776 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>
+// STATIC: rp.schedule @main resident attributes {bubble = {{.*}}, budget_bytes = 25769803776 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>
 
 // OVER: error: device 0 needs 1.85e-06 GiB (1984 bytes) at its peak, over its budget of 1.5e-06 GiB (1610 bytes)
 // OVER: note: the biggest buffers: weights of set 2 (layers 2-3), 9.54e-07 GiB

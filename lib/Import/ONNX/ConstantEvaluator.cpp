@@ -296,8 +296,6 @@ static LogicalResult evalElementwise(Eval &e) {
       return failure();
     ins.push_back(*t);
   }
-  if (ins.empty())
-    return e.n.error() << "needs at least one input";
   SmallVector<int64_t> shape(ins[0]->shape);
   for (const Tensor *t : ArrayRef(ins).drop_front()) {
     SmallVector<int64_t> next;
@@ -509,6 +507,8 @@ onnx_import::evaluateNode(NodeImporter &n, ArrayRef<DenseElementsAttr> inputs) {
   for (DenseElementsAttr a : inputs)
     e.in.push_back(a ? fromAttr(a) : Tensor());
   // The input every evaluator reads (Eval::first), checked once here.
+  if (e.in.empty())
+    return n.error() << "needs at least one input";
   if (failed(e.input(0)) || failed(evaluators().lookup(n.node.op_type())(e)))
     return failure();
   SmallVector<DenseElementsAttr> out;

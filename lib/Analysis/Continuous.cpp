@@ -7,8 +7,6 @@
 
 #include "rp/timing/Continuous.h"
 
-#include "llvm/ADT/StringSwitch.h"
-
 using namespace mlir;
 using namespace mlir::rp;
 
@@ -150,17 +148,6 @@ mlir::rp::steadyState(const Pipeline &pipeline,
   // and per parameter a version gate.
   return timeSteps(pipeline, oneStep(pipeline, layers, hw, syncOptimizer),
                    pipeline.shiftPerPass(), steps, stuck);
-}
-
-std::optional<Dispatch> mlir::rp::parseDispatch(llvm::StringRef name) {
-  return llvm::StringSwitch<std::optional<Dispatch>>(name)
-      .Case("modulo", Dispatch::modulo)
-      .Case("rounds", Dispatch::rounds)
-      .Default(std::nullopt);
-}
-
-llvm::StringRef mlir::rp::dispatchName(Dispatch dispatch) {
-  return dispatch == Dispatch::modulo ? "modulo" : "rounds";
 }
 
 std::optional<SteadyState>

@@ -12,10 +12,6 @@
 
 using namespace mlir::rp;
 
-static_assert(static_cast<int>(Queue::host) ==
-                  static_cast<int>(::rp::timing::Lane::host),
-              "the schedule's queues are the timing core's lanes");
-
 bool mlir::rp::isCompute(CommandKind kind) {
   return kind == CommandKind::forward || kind == CommandKind::tail ||
          kind == CommandKind::backward;
@@ -59,7 +55,7 @@ double Timing::bubbleFraction() const {
   for (const Command &c : schedule.commands) {
     ::rp::timing::Task t;
     t.device = c.device;
-    t.lane = static_cast<::rp::timing::Lane>(c.queue);
+    t.lane = c.queue;
     t.ms = c.ms;
     t.waits = c.waits;
     g.tasks.push_back(std::move(t));

@@ -142,8 +142,8 @@ TEST(ContinuousTest, PassShiftMovesTheSteps) {
   EXPECT_LE(r->stepMs, m->stepMs);
   EXPECT_EQ(r->stepMs < m->stepMs ? 1 : 0, rounds.passShift);
   EXPECT_EQ(r->stepMs, std::min(m->stepMs, shifted->stepMs));
-  EXPECT_EQ(parseDispatch("rounds"), Dispatch::rounds);
-  EXPECT_FALSE(parseDispatch("sideways"));
+  EXPECT_EQ(symbolizeDispatch("rounds"), Dispatch::rounds);
+  EXPECT_FALSE(symbolizeDispatch("sideways"));
 }
 
 /// A backward job's saved input is uploaded ahead of its activation

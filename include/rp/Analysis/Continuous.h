@@ -69,8 +69,10 @@ steadyState(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
             const HardwareProfile &hw, bool syncOptimizer = false,
             unsigned steps = kSteadySteps, std::string *stuck = nullptr);
 
-/// How a round-robin plan moves its jobs from one pass to the next (the
-/// plan's pass shift, decided at compile time so plans stay static):
+/// `Dispatch` (an ODS enum in RPAttrs.td, whose names the `dispatch`
+/// options take) says how a round-robin plan moves its jobs from one pass
+/// to the next (the plan's pass shift, decided at compile time so plans
+/// stay static):
 /// - modulo: the job counter carries on, pass p's job n on device
 ///   (n + p * S) mod G for S stage jobs a pass;
 /// - rounds: each pass (a round of the job chain) starts on the device the
@@ -80,11 +82,6 @@ steadyState(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
 ///   whose steady step is shortest (modulo on ties). Never slower than
 ///   modulo in the timing model; it spreads the busy time of plans whose
 ///   modulo shift leaves some devices with the long jobs every pass.
-enum class Dispatch { modulo, rounds };
-
-/// `modulo`, `rounds`.
-std::optional<Dispatch> parseDispatch(llvm::StringRef name);
-llvm::StringRef dispatchName(Dispatch dispatch);
 
 /// Chooses the pass shift of `pipeline` (compute only) under `dispatch`,
 /// stores it in pipeline.passShift (static schedules keep -1) and returns

@@ -29,9 +29,9 @@
 
 namespace mlir::rp {
 
-/// A device's four ordered queues, and the host's optimizer thread.
-enum class Queue : uint8_t { compute, weightH2D, activationH2D, d2h, host };
-constexpr unsigned kNumQueues = 5;
+/// A device's four ordered queues, and the host's optimizer thread: the
+/// timing core's lanes, one list for both.
+using Queue = ::rp::timing::Lane;
 
 /// What a command does: compute of a stage job, a copy, or the optimizer.
 enum class CommandKind : uint8_t {
@@ -102,7 +102,7 @@ std::optional<Timing> estimateTiming(const Schedule &schedule,
                                      std::string *stuck = nullptr);
 
 /// The schedule as the shared timing core's graph (rp/timing/Timeline.h):
-/// the queues are its lanes, in the same order.
+/// the queues are its lanes.
 ::rp::timing::Graph timingGraphOf(const Schedule &schedule);
 
 /// `schedule` reissued so that every command comes after the commands it

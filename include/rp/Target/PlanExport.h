@@ -11,12 +11,15 @@
 #define RP_TARGET_PLANEXPORT_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/AnalysisManager.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
 #include <vector>
 
 namespace mlir::rp {
+
+class CostModel;
 
 struct PlanExportOptions {
   /// The folder that param file paths in the IR are relative to (the
@@ -27,6 +30,11 @@ struct PlanExportOptions {
   std::string planDir = ".";
   /// What produced the plan, recorded for --describe.
   std::string producer;
+  /// The compile's CostModel analysis (include/rp/Analysis/CostModel.h):
+  /// the predicted job times take the hardware and measured profiles the
+  /// passes parsed from it instead of parsing them again. Null: the
+  /// exporter parses them itself, through a CostModel of its own.
+  CostModel *costs = nullptr;
 };
 
 /// Serializes `module` (its `func.func @main`) into plan bytes. Errors are
@@ -40,6 +48,11 @@ LogicalResult exportPlan(ModuleOp module, const PlanExportOptions &options,
 FailureOr<size_t> exportPlanToFile(ModuleOp module,
                                    const PlanExportOptions &options,
                                    StringRef path);
+/// The same, run as a pass's work on `module` (rp-compile's last step): the
+/// plan's predicted times take the profiles that the passes before it
+/// parsed, from the CostModel analysis of `analyses`.
+FailureOr<size_t> exportPlanToFile(ModuleOp module, PlanExportOptions options,
+                                   StringRef path, AnalysisManager analyses);
 
 /// What a staged plan's predicted job times say about its step: the jobs'
 /// end and the compute queues' idle share over it (what `rp-run --backend

@@ -6,7 +6,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/Dialect/RP/RPOps.h"
-#include "ScheduleDirectives.h"
 #include "ShapeDiagnostics.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -1,6 +1,5 @@
 //===- RPScheduleOps.cpp - rp plan-level types, attributes and ops --------===//
 
-#include "ScheduleDirectives.h"
 #include "rp/Dialect/RP/RPDialect.h"
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -172,87 +171,83 @@ LogicalResult HardwareAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // Schedule ops
 //===----------------------------------------------------------------------===//
 
-/// `"round-robin"`: the schedule kind as the string the options use.
-ParseResult mlir::rp::parseScheduleKindName(OpAsmParser &parser,
-                                            ScheduleKindAttr &kind) {
-  SMLoc loc = parser.getCurrentLocation();
-  std::string name;
-  if (parser.parseString(&name))
-    return failure();
-  std::optional<ScheduleKind> value = symbolizeScheduleKind(name);
-  if (!value)
-    return parser.emitError(loc) << "'rp.schedule' op unknown schedule '"
-                                 << name << "'; expected " << kScheduleNames;
-  kind = ScheduleKindAttr::get(parser.getContext(), *value);
-  return success();
-}
-
-void mlir::rp::printScheduleKindName(OpAsmPrinter &p, ScheduleOp,
-                                     ScheduleKindAttr kind) {
-  p.printString(stringifyScheduleKind(kind.getValue()));
-}
-
-/// `"rtx4090"`: the profile without the attribute's own syntax.
-ParseResult mlir::rp::parseHardwareName(OpAsmParser &parser, HardwareAttr &hw) {
-  std::string profile;
-  if (parser.parseString(&profile))
-    return failure();
-  hw = parser.getChecked<HardwareAttr>(parser.getContext(), profile);
-  return success(bool(hw));
-}
-
-void mlir::rp::printHardwareName(OpAsmPrinter &p, ScheduleOp, HardwareAttr hw) {
-  p.printString(hw.getProfile());
-}
-
 void ScheduleOp::build(OpBuilder &builder, OperationState &state,
-                       StringRef function, ScheduleKind kind, int64_t devices,
-                       int64_t microbatches, HardwareAttr hw) {
+                       StringRef function) {
   state.addAttribute(getFunctionAttrName(state.name),
                      FlatSymbolRefAttr::get(builder.getContext(), function));
-  state.addAttribute(getKindAttrName(state.name),
-                     ScheduleKindAttr::get(builder.getContext(), kind));
-  state.addAttribute(getDevicesAttrName(state.name),
-                     builder.getI64IntegerAttr(devices));
-  state.addAttribute(getMicrobatchesAttrName(state.name),
-                     builder.getI64IntegerAttr(microbatches));
-  state.addAttribute(getHwAttrName(state.name), hw);
   Region *body = state.addRegion();
   body->push_back(new Block);
 }
 
-LogicalResult ScheduleOp::verify() {
-  if (auto peaks = getPeakBytes(); peaks && peaks->size() != getDevices())
-    return emitOpError("has ")
-           << peaks->size() << " peak_bytes for " << getDevices() << " devices";
+/// The function attribute rp-partition records its decision in.
+static constexpr llvm::StringLiteral kPartitionAttr = "rp.partition";
+
+PartitionAttr ScheduleOp::getPartition() {
+  Operation *func =
+      SymbolTable::lookupNearestSymbolFrom(*this, getFunctionAttr());
+  return func ? func->getAttrOfType<PartitionAttr>(kPartitionAttr)
+              : PartitionAttr();
+}
+
+/// Checks a command against its schedule's partition: a compute runs one
+/// of the step's microbatches, and every command runs on one of its
+/// devices.
+static LogicalResult verifyCommand(Operation *op, PartitionAttr partition,
+                                   int64_t device, std::optional<int64_t> mb) {
+  if (mb && (*mb < 0 || *mb >= int64_t(partition.getMicrobatches())))
+    return op->emitOpError("runs microbatch ")
+           << *mb << " of a step of " << partition.getMicrobatches();
+  if (device < 0 || device >= int64_t(partition.getDevices()))
+    return op->emitOpError("runs on device ")
+           << device << " but the schedule has " << partition.getDevices();
   return success();
 }
 
-/// Checks what every schedule command shares: a device of the schedule
-/// and a non-negative time.
-static LogicalResult verifyCommand(Operation *op, int64_t device, double ms) {
-  auto schedule = op->getParentOfType<ScheduleOp>();
-  if (device < 0 || device >= int64_t(schedule.getDevices()))
-    return op->emitOpError("runs on device ")
-           << device << " but the schedule has " << schedule.getDevices();
-  if (!(ms >= 0))
-    return op->emitOpError("has a negative time");
+// The checks against the function's partition: a symbol use, verified once
+// the whole module is.
+LogicalResult ScheduleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  Operation *func =
+      symbolTable.lookupNearestSymbolFrom(*this, getFunctionAttr());
+  if (!func)
+    return emitOpError("schedules @")
+           << getFunction() << ", which is not in the module";
+  auto partition = func->getAttrOfType<PartitionAttr>(kPartitionAttr);
+  if (!partition)
+    return emitOpError("schedules @")
+           << getFunction()
+           << ", which has no rp.partition; run rp-partition first";
+  if (auto peaks = getPeakBytes();
+      peaks && peaks->size() != partition.getDevices())
+    return emitOpError("has ") << peaks->size() << " peak_bytes for "
+                               << partition.getDevices() << " devices";
+  for (Operation &op : getBody().front()) {
+    LogicalResult ok =
+        TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case([&](ComputeOp c) {
+              return verifyCommand(c, partition, c.getDevice(),
+                                   int64_t(c.getMb()));
+            })
+            .Case([&](CopyOp c) {
+              return verifyCommand(c, partition, c.getDevice(), std::nullopt);
+            })
+            .Default([](Operation *) { return success(); });
+    if (failed(ok))
+      return failure();
+  }
   return success();
 }
 
 LogicalResult ComputeOp::verify() {
   // I64Attr getters return uint64_t: compare as signed.
-  int64_t begin = getBegin(), end = getEnd(), mb = getMb();
+  int64_t begin = getBegin(), end = getEnd();
   if (begin < 0 || end <= begin)
     return emitOpError("has an empty layer range [")
            << begin << ", " << end << ")";
-  auto schedule = (*this)->getParentOfType<ScheduleOp>();
-  if (mb < 0 || mb >= int64_t(schedule.getMicrobatches()))
-    return emitOpError("runs microbatch ")
-           << mb << " of a step of " << schedule.getMicrobatches();
   if (auto offsets = getOffsets(); offsets && offsets->size() != 4)
     return emitOpError("needs 4 offsets (weights, input, output, work)");
-  return verifyCommand(*this, getDevice(), getMs().convertToDouble());
+  if (!(getMs().convertToDouble() >= 0))
+    return emitOpError("has a negative time");
+  return success();
 }
 
 LogicalResult CopyOp::verify() {
@@ -272,5 +267,7 @@ LogicalResult CopyOp::verify() {
                              "boundary");
   if (int64_t(getBytes()) < 0)
     return emitOpError("moves a negative number of bytes");
-  return verifyCommand(*this, getDevice(), getMs().convertToDouble());
+  if (!(getMs().convertToDouble() >= 0))
+    return emitOpError("has a negative time");
+  return success();
 }

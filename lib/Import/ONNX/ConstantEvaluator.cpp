@@ -296,8 +296,6 @@ static LogicalResult evalElementwise(Eval &e) {
       return failure();
     ins.push_back(*t);
   }
-  if (ins.empty())
-    return e.n.error() << "needs at least one input";
   SmallVector<int64_t> shape(ins[0]->shape);
   for (const Tensor *t : ArrayRef(ins).drop_front()) {
     SmallVector<int64_t> next;
@@ -430,9 +428,7 @@ static LogicalResult evalElementwise(Eval &e) {
 }
 
 static LogicalResult evalCast(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
+  const Tensor &t = e.first();
   Type to;
   if (e.n.node.op_type() == "CastLike") {
     auto like = e.input(1);
@@ -446,7 +442,6 @@ static LogicalResult evalCast(Eval &e) {
       return e.n.error() << "cast to " << elementTypeName(code)
                          << " is not supported";
   }
-  const Tensor &t = **x;
   Tensor r = Tensor::make(to, t.shape);
   for (int64_t k = 0; k < t.size(); ++k) {
     if (r.isFloat()) {
@@ -511,7 +506,10 @@ onnx_import::evaluateNode(NodeImporter &n, ArrayRef<DenseElementsAttr> inputs) {
   Eval e{n, {}, {}};
   for (DenseElementsAttr a : inputs)
     e.in.push_back(a ? fromAttr(a) : Tensor());
-  if (failed(evaluators().lookup(n.node.op_type())(e)))
+  // The input every evaluator reads (Eval::first), checked once here.
+  if (e.in.empty())
+    return n.error() << "needs at least one input";
+  if (failed(e.input(0)) || failed(evaluators().lookup(n.node.op_type())(e)))
     return failure();
   SmallVector<DenseElementsAttr> out;
   for (const Tensor &t : e.out) {

@@ -45,10 +45,7 @@ static FailureOr<SmallVector<int64_t>> reduceAxes(Eval &e, int64_t rank,
 /// ReduceSum/Mean/Max/Min/Prod. Axes are an input from opset 18 (ReduceSum
 /// from 13). Elements accumulate in row-major order in the element type.
 static LogicalResult evalReduce(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  const Tensor &t = **x;
+  const Tensor &t = e.first();
   StringRef op = e.n.node.op_type();
   bool fromInput = op == "ReduceSum" || e.n.opset >= 18;
   auto axes = reduceAxes(e, t.rank(), fromInput);
@@ -122,11 +119,10 @@ static LogicalResult evalReduce(Eval &e) {
 
 /// CumSum along the axis given as input 1, with `exclusive` and `reverse`.
 static LogicalResult evalCumSum(Eval &e) {
-  auto x = e.input(0);
+  const Tensor &t = e.first();
   auto axisIn = e.ints(1, "axis");
-  if (failed(x) || failed(axisIn))
+  if (failed(axisIn))
     return failure();
-  const Tensor &t = **x;
   if (axisIn->size() != 1)
     return e.n.error() << "axis must hold one value";
   auto axis = e.n.normalizeAxis(axisIn->front(), t.rank());
@@ -162,9 +158,7 @@ static LogicalResult evalCumSum(Eval &e) {
 /// Trilu keeps the upper (or lower) triangle of the last two dimensions
 /// relative to diagonal k and zeroes the rest.
 static LogicalResult evalTrilu(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
+  const Tensor &t = e.first();
   int64_t k = 0;
   if (e.n.hasInput(1)) {
     auto given = e.ints(1, "k");
@@ -174,7 +168,6 @@ static LogicalResult evalTrilu(Eval &e) {
       return e.n.error() << "k must hold one value, got " << given->size();
     k = given->front();
   }
-  const Tensor &t = **x;
   if (t.rank() < 2)
     return e.n.error() << "input must have rank >= 2";
   bool upper = e.n.intAttr("upper", 1) != 0;
@@ -191,10 +184,10 @@ static LogicalResult evalTrilu(Eval &e) {
 
 /// numpy matmul; f32 accumulates in float in order of the inner dimension.
 static LogicalResult evalMatMul(Eval &e) {
-  auto a = e.input(0), b = e.input(1);
-  if (failed(a) || failed(b))
+  auto b = e.input(1);
+  if (failed(b))
     return failure();
-  Tensor x = **a, y = **b;
+  Tensor x = e.first(), y = **b;
   if (x.element != y.element || x.isBool() || !x.rank() || !y.rank())
     return e.n.error() << "cannot multiply these operands";
   bool vecA = x.rank() == 1, vecB = y.rank() == 1;
@@ -354,11 +347,10 @@ static LogicalResult evalEinsum(Eval &e) {
 /// Pad in constant, edge, reflect and wrap modes; pads may be negative
 /// (crop). Axes are input 3 from opset 18.
 static LogicalResult evalPad(Eval &e) {
-  auto x = e.input(0);
+  const Tensor &t = e.first();
   auto pads = e.ints(1, "pads");
-  if (failed(x) || failed(pads))
+  if (failed(pads))
     return failure();
-  const Tensor &t = **x;
   SmallVector<int64_t> axes;
   if (e.n.hasInput(3)) {
     auto given = e.ints(3, "axes");
@@ -466,12 +458,12 @@ static FailureOr<std::string> reductionOf(Eval &e) {
 /// slice of the data that the matching slice of the updates replaces or
 /// combines into, in order.
 static LogicalResult evalScatterND(Eval &e) {
-  auto x = e.input(0), up = e.input(2);
+  auto up = e.input(2);
   auto ids = e.ints(1, "indices");
   auto reduction = reductionOf(e);
-  if (failed(x) || failed(up) || failed(ids) || failed(reduction))
+  if (failed(up) || failed(ids) || failed(reduction))
     return failure();
-  const Tensor &t = **x, &u = **up;
+  const Tensor &t = e.first(), &u = **up;
   ArrayRef<int64_t> is = e.in[1].shape;
   if (is.empty() || is.back() > t.rank() || u.element != t.element)
     return e.n.error() << "indices of shape [" << is
@@ -502,12 +494,12 @@ static LogicalResult evalScatterND(Eval &e) {
 /// ScatterElements: element i of the updates goes to the data position of
 /// i with its `axis` coordinate replaced by indices[i].
 static LogicalResult evalScatterElements(Eval &e) {
-  auto x = e.input(0), up = e.input(2);
+  auto up = e.input(2);
   auto ids = e.ints(1, "indices");
   auto reduction = reductionOf(e);
-  if (failed(x) || failed(up) || failed(ids) || failed(reduction))
+  if (failed(up) || failed(ids) || failed(reduction))
     return failure();
-  const Tensor &t = **x, &u = **up;
+  const Tensor &t = e.first(), &u = **up;
   auto axis = e.n.normalizeAxis(e.n.intAttr("axis", 0), t.rank());
   if (failed(axis))
     return failure();

@@ -39,10 +39,8 @@ static LogicalResult reshaped(Eval &e, const Tensor &x,
 }
 
 static LogicalResult evalShape(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  ArrayRef<int64_t> shape = (*x)->shape;
+  const Tensor &x = e.first();
+  ArrayRef<int64_t> shape = x.shape;
   int64_t rank = shape.size();
   auto clampAxis = [&](int64_t a) {
     return std::clamp<int64_t>(a < 0 ? a + rank : a, 0, rank);
@@ -56,19 +54,16 @@ static LogicalResult evalShape(Eval &e) {
 }
 
 static LogicalResult evalSize(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  e.out.push_back(i64Tensor(e.n.builder.getContext(), {}, {(*x)->size()}));
+  const Tensor &x = e.first();
+  e.out.push_back(i64Tensor(e.n.builder.getContext(), {}, {x.size()}));
   return success();
 }
 
 static LogicalResult evalReshape(Eval &e) {
-  auto x = e.input(0);
+  const Tensor &t = e.first();
   auto target = e.ints(1, "shape");
-  if (failed(x) || failed(target))
+  if (failed(target))
     return failure();
-  const Tensor &t = **x;
   bool allowZero = e.n.intAttr("allowzero", 0) != 0;
   SmallVector<int64_t> shape;
   int64_t inferred = -1, known = 1;
@@ -101,10 +96,7 @@ static LogicalResult evalReshape(Eval &e) {
 }
 
 static LogicalResult evalFlatten(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  const Tensor &t = **x;
+  const Tensor &t = e.first();
   int64_t axis = e.n.intAttr("axis", 1);
   if (axis < 0)
     axis += t.rank();
@@ -137,10 +129,7 @@ static FailureOr<SmallVector<int64_t>> squeezeAxes(Eval &e, int64_t rank) {
 }
 
 static LogicalResult evalSqueeze(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  const Tensor &t = **x;
+  const Tensor &t = e.first();
   auto axes = squeezeAxes(e, t.rank());
   if (failed(axes))
     return failure();
@@ -157,11 +146,10 @@ static LogicalResult evalSqueeze(Eval &e) {
 }
 
 static LogicalResult evalUnsqueeze(Eval &e) {
-  auto x = e.input(0);
+  const Tensor &t = e.first();
   auto count = e.ints(1, "axes");
-  if (failed(x) || failed(count))
+  if (failed(count))
     return failure();
-  const Tensor &t = **x;
   int64_t outRank = t.rank() + count->size();
   auto axes = squeezeAxes(e, outRank);
   if (failed(axes))
@@ -174,18 +162,13 @@ static LogicalResult evalUnsqueeze(Eval &e) {
 }
 
 static LogicalResult evalIdentity(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  e.out.push_back(**x);
+  const Tensor &x = e.first();
+  e.out.push_back(x);
   return success();
 }
 
 static LogicalResult evalTranspose(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  const Tensor &t = **x;
+  const Tensor &t = e.first();
   SmallVector<int64_t> perm;
   if (auto given = e.n.intsAttr("perm"))
     perm = *given;
@@ -208,11 +191,10 @@ static LogicalResult evalTranspose(Eval &e) {
 
 /// Slice with any steps, negative ones included (ONNX clamping rules).
 static LogicalResult evalSlice(Eval &e) {
-  auto x = e.input(0);
+  const Tensor &t = e.first();
   auto starts = e.ints(1, "starts"), ends = e.ints(2, "ends");
-  if (failed(x) || failed(starts) || failed(ends))
+  if (failed(starts) || failed(ends))
     return failure();
-  const Tensor &t = **x;
   SmallVector<int64_t> axes, steps(starts->size(), 1);
   if (e.n.hasInput(3)) {
     auto given = e.ints(3, "axes");
@@ -264,11 +246,10 @@ static LogicalResult evalSlice(Eval &e) {
 }
 
 static LogicalResult evalGather(Eval &e) {
-  auto x = e.input(0);
+  const Tensor &t = e.first();
   auto ids = e.ints(1, "indices");
-  if (failed(x) || failed(ids))
+  if (failed(ids))
     return failure();
-  const Tensor &t = **x;
   auto axis = e.n.normalizeAxis(e.n.intAttr("axis", 0), t.rank());
   if (failed(axis))
     return failure();
@@ -296,11 +277,10 @@ static LogicalResult evalGather(Eval &e) {
 /// indices picks a slice of the data (torch 2's dynamo exporter writes it
 /// for advanced indexing of attention masks).
 static LogicalResult evalGatherND(Eval &e) {
-  auto x = e.input(0);
+  const Tensor &t = e.first();
   auto ids = e.ints(1, "indices");
-  if (failed(x) || failed(ids))
+  if (failed(ids))
     return failure();
-  const Tensor &t = **x;
   ArrayRef<int64_t> is = e.in[1].shape;
   int64_t b = e.n.intAttr("batch_dims", 0);
   if (is.empty() || b < 0 || b >= int64_t(is.size()) ||
@@ -344,8 +324,6 @@ static LogicalResult evalConcat(Eval &e) {
       return failure();
     ins.push_back(*t);
   }
-  if (ins.empty())
-    return e.n.error() << "needs at least one input";
   const Tensor &first = *ins[0];
   auto axis = e.n.normalizeAxis(e.n.intAttr("axis", 0), first.rank());
   if (failed(axis))
@@ -376,10 +354,7 @@ static LogicalResult evalConcat(Eval &e) {
 /// Split by the `split` input, or into equal parts: as many as outputs, or
 /// `num_outputs` from opset 18 (the last part smaller when uneven).
 static LogicalResult evalSplit(Eval &e) {
-  auto x = e.input(0);
-  if (failed(x))
-    return failure();
-  const Tensor &t = **x;
+  const Tensor &t = e.first();
   auto axis = e.n.normalizeAxis(e.n.intAttr("axis", 0), t.rank());
   if (failed(axis))
     return failure();
@@ -416,24 +391,23 @@ static LogicalResult evalSplit(Eval &e) {
 }
 
 static LogicalResult evalExpand(Eval &e) {
-  auto x = e.input(0);
+  const Tensor &x = e.first();
   auto target = e.ints(1, "shape");
-  if (failed(x) || failed(target))
+  if (failed(target))
     return failure();
   SmallVector<int64_t> shape;
-  if (!OpTrait::util::getBroadcastedShape((*x)->shape, *target, shape))
+  if (!OpTrait::util::getBroadcastedShape(x.shape, *target, shape))
     return e.n.error() << "the input shape does not broadcast with the "
                           "requested shape";
-  e.out.push_back(take(**x, broadcastIndex((*x)->shape, shape), shape));
+  e.out.push_back(take(x, broadcastIndex(x.shape, shape), shape));
   return success();
 }
 
 static LogicalResult evalTile(Eval &e) {
-  auto x = e.input(0);
+  const Tensor &t = e.first();
   auto repeats = e.ints(1, "repeats");
-  if (failed(x) || failed(repeats))
+  if (failed(repeats))
     return failure();
-  const Tensor &t = **x;
   if (int64_t(repeats->size()) != t.rank())
     return e.n.error() << "repeats has " << repeats->size()
                        << " entries for rank " << t.rank();

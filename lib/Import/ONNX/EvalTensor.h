@@ -46,6 +46,10 @@ struct Eval {
   SmallVector<Tensor> in;
   SmallVector<Tensor> out;
 
+  /// Input 0: evaluateNode checked that it is present (the first input of
+  /// every evaluated op is required), so evaluators read it without a
+  /// failure path of their own.
+  const Tensor &first() const { return in[0]; }
   /// Input `k`, or an error when it is missing.
   FailureOr<const Tensor *> input(int k);
   /// Integer elements of input `k` (`what` names its role).

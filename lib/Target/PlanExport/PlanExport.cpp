@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanWriter.h"
+#include "rp/Analysis/CostModel.h"
 #include "rp/Support/AtomicWrite.h"
 #include "rp/contract/PlanFormat.h"
 #include "rp/runtime/WeightFingerprint.h"
@@ -536,4 +537,12 @@ FailureOr<size_t> mlir::rp::exportPlanToFile(ModuleOp module,
   if (err)
     return module.emitError(llvm::toString(std::move(err)));
   return bytes.size();
+}
+
+FailureOr<size_t> mlir::rp::exportPlanToFile(ModuleOp module,
+                                             PlanExportOptions options,
+                                             StringRef path,
+                                             AnalysisManager analyses) {
+  options.costs = &analyses.getAnalysis<CostModel>();
+  return exportPlanToFile(module, options, path);
 }

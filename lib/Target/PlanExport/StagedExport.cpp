@@ -26,6 +26,8 @@
 
 #include "StagedExporter.h"
 
+#include "rp/Analysis/CostModel.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -500,7 +502,9 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   w.overrides.clear();
   // A profile file is recorded by its absolute path, so that rp-run finds
   // it from any folder.
-  SmallString<256> hw(schedule.getHw().getProfile());
+  PartitionAttr partition = schedule.getPartition();
+  StringRef profile = partition.getHw().getProfile();
+  SmallString<256> hw(profile);
   if (hw.str().contains('/') || hw.str().ends_with(".json")) {
     (void)llvm::sys::fs::make_absolute(hw);
     llvm::sys::path::remove_dots(hw, /*remove_dot_dot=*/true);
@@ -509,27 +513,29 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   if (std::optional<ArrayRef<int64_t>> peaks = schedule.getPeakBytes())
     w.plannedPeakBytes.assign(peaks->begin(), peaks->end());
   w.finish(bytes, devices, events, /*staged=*/true, prologueIndex,
-           epilogueIndex, stringifyScheduleKind(schedule.getKind()), hw.str(),
-           shift ? int(*shift % devices) : -1);
+           epilogueIndex, stringifyScheduleKind(partition.getSchedule()),
+           hw.str(), shift ? int(*shift % devices) : -1);
   // The jobs' predicted times: the plan's own calls and copies, timed as
-  // the sim device times them.
-  std::string error;
-  std::optional<::rp::timing::HardwareModel> model =
-      ::rp::timing::loadHardwareModel(hw.str().str(), error);
-  if (!model)
-    return schedule.emitOpError() << error;
-  // Measured per-layer times (rp-compile --measured) time the programs of
-  // the layers they name, as the partitioner saw them.
-  std::optional<::rp::timing::MeasuredTimes> measured;
+  // the sim device times them, with the profile the passes costed the
+  // layers with and their measured per-layer times (rp-compile
+  // --measured), which time the programs of the layers they name. Both
+  // come from the compile's CostModel when the caller has one (parsed
+  // once, by the passes), under the keys the passes used.
+  StringRef measuredPath;
   if (auto path = main->getContext()
                       ->getLoadedDialect<RPDialect>()
                       ->getMeasuredAttrHelper()
-                      .getAttr(main)) {
-    measured = ::rp::timing::loadMeasuredTimes(path.str(), error);
-    if (!measured)
-      return schedule.emitOpError() << error;
-  }
-  if (!predictJobTimes(bytes, *model, error, measured ? &*measured : nullptr))
+                      .getAttr(main))
+    measuredPath = path.getValue();
+  CostModel own(nullptr);
+  CostModel &model = w.options.costs ? *w.options.costs : own;
+  FailureOr<const CostInputs *> in =
+      model.inputs(profile, measuredPath, main->getContext());
+  if (failed(in))
+    return failure();
+  std::string error;
+  if (!predictJobTimes(bytes, (*in)->hw, error,
+                       (*in)->measured ? &*(*in)->measured : nullptr))
     return schedule.emitOpError() << error;
   return success();
 }

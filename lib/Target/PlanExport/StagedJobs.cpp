@@ -52,9 +52,10 @@ LogicalResult StagedExporter::readCommands() {
         "keeps weights resident on the devices, but plans run the optimizer "
         "on the host and upload weights every step; run rp-insert-transfers "
         "with weight-budget=0");
-  roundRobin = schedule.getKind() == ScheduleKind::roundRobin;
-  devices = schedule.getDevices();
-  microbatches = schedule.getMicrobatches();
+  PartitionAttr partition = schedule.getPartition();
+  roundRobin = partition.getSchedule() == ScheduleKind::roundRobin;
+  devices = partition.getDevices();
+  microbatches = partition.getMicrobatches();
   w.microbatches = microbatches;
   llvm::DenseMap<Operation *, unsigned> index;
   bool transfers = false;

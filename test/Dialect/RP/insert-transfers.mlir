@@ -8,9 +8,11 @@
 
 // The pass shift: five stage jobs on 2 devices move by 1 per pass (the
 // job counter carrying on, dispatch=modulo); pass-shift sets it.
-// RR: rp.schedule @main "round-robin" devices = 2 microbatches = 3 hw = "rtx4090" attributes {{{.*}}pass_shift = 1 : i64
-// SHIFT0: rp.schedule @main "round-robin" devices = 2 microbatches = 3 hw = "rtx4090" attributes {{{.*}}pass_shift = 0 : i64
-// DISPATCH: error: rp-insert-transfers: unknown dispatch 'sideways' (rounds or modulo)
+// RR: rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090"
+// RR: rp.schedule @main attributes {{{.*}}pass_shift = 1 : i64
+// SHIFT0: rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090"
+// SHIFT0: rp.schedule @main attributes {{{.*}}pass_shift = 0 : i64
+// DISPATCH: for the --dispatch option: Cannot find option named 'sideways'
 
 // Round-robin on 2 devices, 3 microbatches: each job uploads its weights
 // once (PCIe time from the profile: 256 B at 25 GB/s); job 0 reads the
@@ -45,7 +47,8 @@
 
 // 1F1B whose stages fit: weights stay resident, the backward reads the
 // input its forward kept on the device, only stage-boundary traffic moves.
-// RESIDENT: rp.schedule @main "1f1b" devices = 2 microbatches = 2 hw = "rtx4090" resident
+// RESIDENT: rp.partition = #rp.partition<schedule = "1f1b", devices = 2, microbatches = 2, hw = "rtx4090"
+// RESIDENT: rp.schedule @main resident
 // RESIDENT-NOT: weights
 // RESIDENT: %[[F:.*]] = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
 // RESIDENT: rp.compute backward job 2 layers 0 to 2 mb 0 device 0 weights 0 after(%[[F]], %{{.*}})
@@ -57,7 +60,8 @@
 // The estimated step and the idle share of the devices' compute (a
 // backward's recompute timed before its gradient lands, as the plan runs
 // it; 0.076 ms and 32% when it waited).
-// OFFLOAD: rp.schedule @main "1f1b" devices = 2 microbatches = 2 hw = "rtx4090" attributes {bubble = 0.237{{[0-9]*}} : f64, step_ms = 0.068{{[0-9]*}} : f64} {
+// OFFLOAD: rp.partition = #rp.partition<schedule = "1f1b", devices = 2, microbatches = 2, hw = "rtx4090"
+// OFFLOAD: rp.schedule @main attributes {bubble = 0.237{{[0-9]*}} : f64, step_ms = 0.068{{[0-9]*}} : f64} {
 // OFFLOAD-COUNT-2: rp.copy h2d weights
 // OFFLOAD-NOT: rp.copy h2d weights
 // OFFLOAD-COUNT-2: rp.copy d2h weight_grads

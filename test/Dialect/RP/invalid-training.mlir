@@ -171,75 +171,103 @@ func.func @bad_partition_size() attributes {rp.partition = #rp.partition<schedul
 
 // -----
 
-// expected-error @+1 {{'rp.schedule' op unknown schedule 'zero-bubble'}}
-rp.schedule @main "zero-bubble" devices = 1 microbatches = 1 hw = "host" {
+// expected-error @+1 {{'rp.schedule' op schedules @main, which is not in the module}}
+rp.schedule @main {
 }
 
 // -----
+
+func.func private @main()
+
+// expected-error @+1 {{'rp.schedule' op schedules @main, which has no rp.partition; run rp-partition first}}
+rp.schedule @main {
+}
+
+// -----
+
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "gpipe", devices = 2, microbatches = 1, hw = "host", forward = [], backward = [1]>}
 
 // expected-error @+1 {{'rp.schedule' op has 1 peak_bytes for 2 devices}}
-rp.schedule @main "gpipe" devices = 2 microbatches = 1 hw = "host" attributes {peak_bytes = array<i64: 1>} {
+rp.schedule @main attributes {peak_bytes = array<i64: 1>} {
 }
 
 // -----
 
-rp.schedule @main "round-robin" devices = 2 microbatches = 1 hw = "host" {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 1, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
   // expected-error @+1 {{runs on device 2 but the schedule has 2}}
   %c = rp.compute forward job 0 layers 0 to 1 mb 0 device 2 weights 0 {ms = 1.0 : f64}
 }
 
 // -----
 
-rp.schedule @main "round-robin" devices = 1 microbatches = 2 hw = "host" {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 2, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
   // expected-error @+1 {{runs microbatch 2 of a step of 2}}
   %c = rp.compute forward job 0 layers 0 to 1 mb 2 device 0 weights 0 {ms = 1.0 : f64}
 }
 
 // -----
 
-rp.schedule @main "round-robin" devices = 1 microbatches = 1 hw = "host" {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
   // expected-error @+1 {{has an empty layer range [1, 1)}}
   %c = rp.compute forward job 0 layers 1 to 1 mb 0 device 0 weights 0 {ms = 1.0 : f64}
 }
 
 // -----
 
-rp.schedule @main "round-robin" devices = 1 microbatches = 1 hw = "host" {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
   // expected-error @+1 {{needs 4 offsets (weights, input, output, work)}}
   %c = rp.compute forward job 0 layers 0 to 1 mb 0 device 0 weights 0 {ms = 1.0 : f64, offsets = array<i64: 0>}
 }
 
 // -----
 
-rp.schedule @main "round-robin" devices = 1 microbatches = 1 hw = "host" {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
   // expected-error @+1 {{has a negative time}}
   %c = rp.compute forward job 0 layers 0 to 1 mb 0 device 0 weights 0 {ms = -1.0 : f64}
 }
 
 // -----
 
-rp.schedule @main "round-robin" devices = 1 microbatches = 1 hw = "host" {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
   // expected-error @+1 {{copies weights the wrong way}}
   %c = rp.copy d2h weights job 0 device 0 bytes 4 {ms = 1.0 : f64}
 }
 
 // -----
 
-rp.schedule @main "round-robin" devices = 1 microbatches = 1 hw = "host" {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
   // expected-error @+1 {{of an activation or gradient needs mb and boundary}}
   %c = rp.copy h2d activation job 0 device 0 bytes 4 {ms = 1.0 : f64}
 }
 
 // -----
 
-rp.schedule @main "round-robin" devices = 1 microbatches = 1 hw = "host" {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
   // expected-error @+1 {{of weights or weight gradients takes no mb or boundary}}
   %c = rp.copy d2h weight_grads job 0 mb 0 device 0 bytes 4 {ms = 1.0 : f64}
 }
 
 // -----
 
-rp.schedule @main "round-robin" devices = 1 microbatches = 1 hw = "host" {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
   // expected-error @+1 {{moves a negative number of bytes}}
   %c = rp.copy h2d weights job 0 device 0 bytes -4 {ms = 1.0 : f64}
 }

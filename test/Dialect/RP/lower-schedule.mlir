@@ -11,7 +11,8 @@
 // Round-robin: job n on device n mod 2, every job over both microbatches;
 // a backward waits for the gradient (the job before it) and for the
 // forward that computed its saved input. Ordered by estimated start.
-// RR: rp.schedule @main "round-robin" devices = 2 microbatches = 2 hw = "rtx4090" {
+// RR: rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 2, hw = "rtx4090"
+// RR: rp.schedule @main {
 // RR-NEXT: %[[F0:.*]] = rp.compute forward job 0 layers 0 to 1 mb 0 device 0 weights 0 {ms = {{.*}} : f64, work_bytes = 64 : i64}
 // RR-NEXT: %[[F0B:.*]] = rp.compute forward job 0 layers 0 to 1 mb 1 device 0 weights 0
 // RR-NEXT: %[[F1:.*]] = rp.compute forward job 1 layers 1 to 2 mb 0 device 1 weights 1 after(%[[F0]])
@@ -22,12 +23,14 @@
 
 // Static schedules: stage s on device s; GPipe runs every forward first,
 // 1F1B alternates after one warm-up forward on device 0.
-// GPIPE: rp.schedule @main "gpipe"
+// GPIPE: rp.partition = #rp.partition<schedule = "gpipe"
+// GPIPE: rp.schedule @main
 // GPIPE: forward job 0 {{.*}} mb 0 device 0
 // GPIPE: forward job 0 {{.*}} mb 1 device 0
 // GPIPE: forward job 0 {{.*}} mb 2 device 0
 // GPIPE: backward job 2 {{.*}} mb 0 device 0
-// ONEF: rp.schedule @main "1f1b"
+// ONEF: rp.partition = #rp.partition<schedule = "1f1b"
+// ONEF: rp.schedule @main
 // ONEF: forward job 0 {{.*}} mb 0 device 0
 // ONEF: forward job 0 {{.*}} mb 1 device 0
 // ONEF: backward job 2 {{.*}} mb 0 device 0
@@ -43,7 +46,8 @@
 // Looped-BFS: four one-layer stages, two per device (stage s on device
 // s mod 2, the last the fused tail); each device runs every microbatch of
 // its first stage, then of its second, then the backwards deepest first.
-// LOOPED: rp.schedule @main "looped-bfs" devices = 2 microbatches = 2
+// LOOPED: rp.partition = #rp.partition<schedule = "looped-bfs", devices = 2, microbatches = 2
+// LOOPED: rp.schedule @main
 // LOOPED: rp.compute forward job 0 layers 0 to 1 mb 0 device 0
 // LOOPED: rp.compute forward job 0 layers 0 to 1 mb 1 device 0
 // LOOPED: rp.compute forward job 2 layers 2 to 3 mb 0 device 0

@@ -181,13 +181,13 @@ func.func @train_ops(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi64>, %s: t
 func.func @partitioned() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090", forward = [], backward = [2]>} {
   return
 }
-// CHECK: rp.schedule @partitioned "round-robin" devices = 2 microbatches = 3 hw = "rtx4090" attributes {peak_bytes = array<i64: 10, 20>} {
+// CHECK: rp.schedule @partitioned attributes {peak_bytes = array<i64: 10, 20>} {
 // CHECK-NEXT: %[[W:.+]] = rp.copy h2d weights job 0 device 1 bytes 4096 {chunk = 1 : i64, ms = 1.000000e-01 : f64}
 // CHECK-NEXT: %[[I:.+]] = rp.copy h2d activation job 0 mb 2 device 1 bytes 64 boundary 0 {ms = 0.000000e+00 : f64}
 // CHECK-NEXT: %[[C:.+]] = rp.compute tail job 0 layers 0 to 2 mb 2 device 1 weights 0 after(%[[W]], %[[I]]) {ms = 1.500000e+00 : f64, offsets = array<i64: 0, 1, 2, 3>, work_bytes = 8 : i64}
 // CHECK-NEXT: %[[G:.+]] = rp.copy d2h weight_grads job 0 device 1 bytes 4096 after(%[[C]])
 // CHECK-NEXT: rp.optimizer_step after(%[[G]]) {ms = 0.000000e+00 : f64}
-rp.schedule @partitioned "round-robin" devices = 2 microbatches = 3 hw = "rtx4090" attributes {peak_bytes = array<i64: 10, 20>} {
+rp.schedule @partitioned attributes {peak_bytes = array<i64: 10, 20>} {
   %w = rp.copy h2d weights job 0 device 1 bytes 4096 {chunk = 1 : i64, ms = 0.1 : f64}
   %i = rp.copy h2d activation job 0 mb 2 device 1 bytes 64 boundary 0 {ms = 0.0 : f64}
   %c = rp.compute tail job 0 layers 0 to 2 mb 2 device 1 weights 0 after(%w, %i) {ms = 1.5 : f64, offsets = array<i64: 0, 1, 2, 3>, work_bytes = 8 : i64}

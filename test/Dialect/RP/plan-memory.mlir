@@ -7,7 +7,8 @@
 // schedule its per-device peak, the budget (the profile's 24 GiB) and the
 // pinned host memory (weights and gradients of the model, 2 x 1024 bytes,
 // plus the staged activations).
-// CHECK: rp.schedule @main "round-robin" devices = 2 microbatches = 1 hw = "rtx4090" attributes {bubble = {{.*}} : f64, budget_bytes = 25769803776 : i64, pass_shift = 1 : i64, peak_bytes = array<i64: 1984, 1088>, pinned_bytes = 2176 : i64, step_ms = {{.*}} : f64}
+// CHECK: rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 1, hw = "rtx4090"
+// CHECK: rp.schedule @main attributes {bubble = {{.*}} : f64, budget_bytes = 25769803776 : i64, pass_shift = 1 : i64, peak_bytes = array<i64: 1984, 1088>, pinned_bytes = 2176 : i64, step_ms = {{.*}} : f64}
 // CHECK: rp.compute forward job 0 {{.*}} offsets = array<i64: 0, 256, 320, 384>
 // Job 1 on device 1: its weights at 0, then its 64-byte input and output.
 // CHECK: rp.compute forward job 1 {{.*}} offsets = array<i64: 0, 768, 832, 896>
@@ -20,7 +21,8 @@
 // CHECK: rp.compute backward job 3 {{.*}} offsets = array<i64: 256, 960, 0, 64>
 
 // 1F1B with resident weights: one weight set per device, kept inputs.
-// STATIC: rp.schedule @main "1f1b" {{.*}} resident attributes {bubble = {{.*}}, budget_bytes = 25769803776 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>
+// STATIC: rp.partition = #rp.partition<schedule = "1f1b"
+// STATIC: rp.schedule @main resident attributes {bubble = {{.*}}, budget_bytes = 25769803776 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>
 
 // OVER: error: device 0 needs 1.85e-06 GiB (1984 bytes) at its peak, over its budget of 1.5e-06 GiB (1610 bytes)
 // OVER: note: the biggest buffers: weights of set 2 (layers 2-3), 9.54e-07 GiB

@@ -29,6 +29,11 @@ func.func @hw() attributes {rp.hw = #rp.hw<"rtx3090">} {
 
 // -----
 
-// CHECK: rp.schedule @main "interleaved-1f1b" devices = 2 microbatches = 2 hw = "a800" {
-rp.schedule @main "interleaved-1f1b" devices = 2 microbatches = 2 hw = "a800" {
+// The schedule keeps no copy of the decision: its kind, devices,
+// microbatches and hardware are its function's partition's.
+// CHECK-LABEL: func.func private @main
+// CHECK-SAME: #rp.partition<schedule = "interleaved-1f1b", devices = 2, microbatches = 2, hw = "a800", forward = [1], backward = [1, 1]>
+// CHECK: rp.schedule @main {
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "interleaved-1f1b", devices = 2, microbatches = 2, hw = "a800", forward = [1], backward = [1, 1]>}
+rp.schedule @main {
 }

@@ -1,7 +1,8 @@
 // The plan as rp-plan-memory wrote it passes; each RUN below breaks one
 // rule with sed and expects the verifier's error for it.
 // RUN: rp-opt %S/Inputs/four-layers-schedule.mlir --rp-verify-schedule | FileCheck %s --check-prefix=OK
-// OK: rp.schedule @main "round-robin"
+// OK: rp.partition = #rp.partition<schedule = "round-robin"
+// OK: rp.schedule @main
 
 // Read after event: job 1's compute no longer waits for its input upload.
 // RUN: sed 's/after(%%2, %%8)/after(%%2)/' %S/Inputs/four-layers-schedule.mlir | (rp-opt --rp-verify-schedule 2>&1; echo "exit $?") | FileCheck %s --check-prefix=INPUT

@@ -85,6 +85,14 @@ def RP_Partitioner : I32EnumAttr<"Partitioner",
   let cppNamespace = "::mlir::rp";
 }
 
+def RP_Dispatch : I32EnumAttr<"Dispatch",
+    "how round-robin moves its jobs from pass to pass (include/rp/Analysis/Continuous.h)", [
+    I32EnumAttrCase<"modulo", 0>,
+    I32EnumAttrCase<"rounds", 1>
+  ]> {
+  let cppNamespace = "::mlir::rp";
+}
+
 def RP_RecomputeGrain : I32EnumAttr<"RecomputeGrain",
     "the groups rp-autodiff recomputes in backward", [
     I32EnumAttrCase<"stage", 0>,

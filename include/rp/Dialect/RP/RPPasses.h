@@ -39,6 +39,16 @@ inline llvm::cl::ValuesClass partitionerValues() {
                  "every partition (at most 10 layers)"));
 }
 
+/// The values of a dispatch option (rp-partition's, rp-print-partition's,
+/// rp-insert-transfers' and the training pipeline's), named as Dispatch's
+/// ODS strings.
+inline llvm::cl::ValuesClass dispatchValues() {
+  return llvm::cl::values(
+      clEnumValN(Dispatch::modulo, "modulo", "the job counter carries on"),
+      clEnumValN(Dispatch::rounds, "rounds",
+                 "each pass starts where the timing model finds best"));
+}
+
 #define GEN_PASS_DECL
 #include "rp/Dialect/RP/RPPasses.h.inc"
 

@@ -22,21 +22,25 @@ def RP_ScheduleOps : OpDocGroup {
 
 let opDocGroup = RP_ScheduleOps in {
 
-def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
+def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "the commands of one training step of a function";
   let description = [{
-    The dispatch plan of `function`'s training step under `kind`
-    (`round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`, `looped-bfs`) on
-    `devices`
-    devices with `microbatches` microbatches, timed with the hardware
-    profile `hw` (the function's `#rp.partition` decided all four; the
-    kind and the profile are written as strings). Each device has four ordered queues (compute, weight H2D,
-    activation H2D, D2H) and the host one (the optimizer); the body lists
-    every command, and the order of the commands of one device and queue
-    is that queue's order. A command starts when its queue has finished the
-    one before it and every token it waits for is ready, so the body must
-    list a command after the ones it waits for (SSA) and the verifier
-    rejects waits that would deadlock against a queue's order.
+    The dispatch plan of `function`'s training step. The function's
+    `#rp.partition` is the one record of what rp-partition decided: the
+    schedule kind (`round-robin`, `gpipe`, `1f1b`, `interleaved-1f1b`,
+    `looped-bfs`), the device count, the microbatches per step and the
+    hardware profile the commands were timed with. The schedule reads them
+    from there (`getPartition()`, and `getKind()`, `getDevices()`,
+    `getMicrobatches()`, `getHw()` derived from it) rather than keeping
+    copies, so the verifier refuses a schedule whose function is missing
+    or has no partition. Each device has four ordered queues (compute,
+    weight H2D, activation H2D, D2H) and the host one (the optimizer); the
+    body lists every command, and the order of the commands of one device
+    and queue is that queue's order. A command starts when its queue has
+    finished the one before it and every token it waits for is ready, so
+    the body must list a command after the ones it waits for (SSA) and the
+    verifier rejects waits that would deadlock against a queue's order.
 
     `resident` says the devices keep their stages' weights (static
     schedules whose weights fit): no weight uploads or gradient downloads.
@@ -52,18 +56,17 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
     rp-insert-transfers' `dispatch` and carried into the plan.
 
     ```mlir
-    rp.schedule @main "round-robin" devices = 2 microbatches = 3
-        hw = "rtx4090" {
+    func.func @main(...) attributes {rp.partition = #rp.partition<
+        schedule = "round-robin", devices = 2, microbatches = 3,
+        hw = "rtx4090", forward = [2], backward = [1, 2]>} { ... }
+    rp.schedule @main {
       %w = rp.copy h2d weights job 0 device 0 bytes 4096 {ms = 0.1 : f64}
       %c = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
           after(%w) {ms = 1.5 : f64}
     }
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$function, RP_ScheduleKind:$kind,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$devices,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$microbatches,
-                       RP_HardwareAttr:$hw, UnitAttr:$resident,
+  let arguments = (ins FlatSymbolRefAttr:$function, UnitAttr:$resident,
                        OptionalAttr<DenseI64ArrayAttr>:$peak_bytes,
                        OptionalAttr<I64Attr>:$pinned_bytes,
                        OptionalAttr<I64Attr>:$budget_bytes,
@@ -72,18 +75,24 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator]> {
                        OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$pass_shift);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $function custom<ScheduleKindName>($kind) `devices` `=` $devices
-    `microbatches` `=` $microbatches `hw` `=` custom<HardwareName>($hw)
-    (`resident` $resident^)? attr-dict-with-keyword $body
+    $function (`resident` $resident^)? attr-dict-with-keyword $body
   }];
-  let hasVerifier = 1;
   let skipDefaultBuilders = 1;
   let builders = [
-    /// Creates the schedule with an empty body block.
-    OpBuilder<(ins "StringRef":$function, "ScheduleKind":$kind,
-                   "int64_t":$devices, "int64_t":$microbatches,
-                   "HardwareAttr":$hw)>
+    /// Creates the schedule of `function` with an empty body block.
+    OpBuilder<(ins "StringRef":$function)>
   ];
+  let extraClassDeclaration = [{
+    /// The partition of `function` that this schedule carries out; null
+    /// when the module has no such function or it has no `rp.partition`
+    /// (which the verifier refuses).
+    PartitionAttr getPartition();
+    /// What the partition decided, derived from it.
+    ScheduleKind getKind() { return getPartition().getSchedule(); }
+    unsigned getDevices() { return getPartition().getDevices(); }
+    unsigned getMicrobatches() { return getPartition().getMicrobatches(); }
+    HardwareAttr getHw() { return getPartition().getHw(); }
+  }];
 }
 
 def RP_ComputeOp : RP_Op<"compute", [HasParent<"ScheduleOp">]> {

@@ -89,8 +89,10 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     Option<"stages", "stages", "std::string", "\"\"",
            "a user partition, fwd:A,B,...;bwd:X,Y,... (DESIGN.md), checked "
            "against the cap and scored instead of partitioning">,
-    Option<"dispatch", "dispatch", "std::string", "\"modulo\"",
-           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h">
+    Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
+           "::mlir::rp::Dispatch::modulo",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
+           "::mlir::rp::dispatchValues()">
   ];
 }
 
@@ -149,15 +151,19 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
                         "one group: every layer before the tail"),
              clEnumValN(::mlir::rp::RecomputeGrain::layer, "layer",
                         "each layer recomputed alone"))}]>,
-    Option<"dispatch", "dispatch", "std::string", "\"modulo\"",
-           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h">
+    Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
+           "::mlir::rp::Dispatch::modulo",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
+           "::mlir::rp::dispatchValues()">
   ];
 }
 
 def LowerSchedulePass : Pass<"rp-lower-schedule", "::mlir::ModuleOp"> {
   let summary = "binds stage jobs to devices and orders their compute";
   let description = [{
-    Turns the function's `rp.partition` into an `rp.schedule` with one
+    Turns the function's `rp.partition` into an `rp.schedule` of that
+    function (which reads kind, devices, microbatches and hardware from the
+    partition rather than copying them) with one
     `rp.compute` per stage job and microbatch: round-robin puts job n on
     device n mod G; the static schedules bind stage s to device s mod G
     and order each device's work as GPipe, 1F1B or Megatron's interleaved
@@ -167,8 +173,7 @@ def LowerSchedulePass : Pass<"rp-lower-schedule", "::mlir::ModuleOp"> {
     The commands are listed in order of their estimated start.
 
     ```mlir
-    rp.schedule @main "round-robin" devices = 2 microbatches = 1
-        hw = "rtx4090" {
+    rp.schedule @main {
       %0 = rp.compute forward job 0 layers 0 to 1 mb 0 device 0 weights 0
           {ms = 1.0 : f64}
       %1 = rp.compute tail job 1 layers 1 to 2 mb 0 device 1 weights 1
@@ -218,8 +223,10 @@ def InsertTransfersPass : Pass<"rp-insert-transfers", "::mlir::ModuleOp"> {
            "share of device memory for resident weights and gradients">,
     Option<"passShift", "pass-shift", "int", "-1",
            "round-robin: this device shift per pass instead of dispatch's (-1: dispatch's)">,
-    Option<"dispatch", "dispatch", "std::string", "\"modulo\"",
-           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h">
+    Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
+           "::mlir::rp::Dispatch::modulo",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
+           "::mlir::rp::dispatchValues()">
   ];
 }
 
@@ -272,8 +279,7 @@ def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
     a smaller microbatch when working memory does.
 
     ```mlir
-    rp.schedule @main "round-robin" devices = 2 microbatches = 3
-        hw = "rtx4090" attributes {budget_bytes = 25769803776 : i64,
+    rp.schedule @main attributes {budget_bytes = 25769803776 : i64,
         peak_bytes = array<i64: 2048, 2048>, pinned_bytes = 4096 : i64} {
       %c = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
           {ms = 1.5 : f64, offsets = array<i64: 0, 512, 768, 1024>}

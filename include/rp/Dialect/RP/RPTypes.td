@@ -38,9 +38,9 @@ def RP_HardwareAttr : AttrDef<RP_Dialect, "Hardware"> {
   let description = [{
     A shipped profile's name (`rtx4090`, `rtx3090`, `a800`, `h100`,
     `host`) or the path of a profile JSON file (docs/hardware-profiles.md).
-    The partition and the schedule carry it, so every pass after
-    rp-partition costs the layers with the same profile. Inside
-    `#rp.partition` and `rp.schedule` it is written as the bare string.
+    The partition carries it (and the schedule reads it there), so every
+    pass after rp-partition costs the layers with the same profile. Inside
+    `#rp.partition` it is written as the bare string.
 
     ```mlir
     #rp.hw<"rtx4090">

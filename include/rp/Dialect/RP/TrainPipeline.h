@@ -93,12 +93,16 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("rp (least estimated step time), roundpipe or "
                      "exhaustive"),
       partitionerValues()};
-  Option<std::string> dispatch{
-      *this, "dispatch", flags, llvm::cl::init("modulo"),
+  Option<Dispatch> dispatch{
+      *this,
+      "dispatch",
+      flags,
+      llvm::cl::init(Dispatch::modulo),
       llvm::cl::desc("round-robin: how the jobs move from pass to pass, "
                      "modulo (the job counter carries on) or rounds (the "
                      "pass shift the timing model finds fastest; "
-                     "docs/pipeline.md)")};
+                     "docs/pipeline.md)"),
+      dispatchValues()};
   Option<int> passShift{
       *this, "pass-shift", flags, llvm::cl::init(-1),
       llvm::cl::desc("round-robin: move the jobs by this many devices per "

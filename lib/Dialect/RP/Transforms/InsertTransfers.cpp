@@ -58,13 +58,6 @@ struct InsertTransfersPass
       op->emitOpError("has transfers already");
       return signalPassFailure();
     }
-    std::optional<Dispatch> how = parseDispatch(dispatch);
-    if (!how) {
-      mlir::emitError(module.getLoc())
-          << "rp-insert-transfers: unknown dispatch '" << dispatch
-          << "' (rounds or modulo)";
-      return signalPassFailure();
-    }
     if (passShift < -1) {
       mlir::emitError(module.getLoc())
           << "rp-insert-transfers: pass-shift " << std::to_string(int(passShift))
@@ -81,7 +74,7 @@ struct InsertTransfersPass
         computeOnly.passShift = passShift % int(pl->devices);
         steady = steadyState(computeOnly, in->costs, in->hw);
       } else {
-        steady = dispatchPasses(computeOnly, in->costs, in->hw, *how);
+        steady = dispatchPasses(computeOnly, in->costs, in->hw, dispatch);
       }
       pl->passShift = computeOnly.passShift;
     }

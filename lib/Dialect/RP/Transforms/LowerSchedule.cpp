@@ -43,9 +43,9 @@ struct LowerSchedulePass
       return signalPassFailure();
     }
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-    auto op = ScheduleOp::create(b, in->func.getLoc(), in->func.getSymName(),
-                                 attr.getSchedule(), attr.getDevices(),
-                                 attr.getMicrobatches(), attr.getHw());
+    // The schedule names the function; its partition stays the one record
+    // of kind, devices, microbatches and hardware.
+    auto op = ScheduleOp::create(b, in->func.getLoc(), in->func.getSymName());
     writeSchedule(op, *pl);
   }
 };

@@ -26,20 +26,14 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // The schedule and the partitioner are enum options: a name outside
-    // their ODS enums is refused when the options are parsed.
+    // The schedule, the partitioner and the dispatch are enum options: a
+    // name outside their ODS enums is refused when the options are parsed.
     const ScheduleKind kind = schedule;
     const Partitioner how = partitioner;
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
         stageBytes < 0) {
       module.emitError() << "rp-partition needs devices >= 1, 0 < "
                             "weight-budget <= 1 and stage-bytes >= 0";
-      return signalPassFailure();
-    }
-    std::optional<Dispatch> dispatchKind = parseDispatch(dispatch);
-    if (!dispatchKind) {
-      mlir::emitError(module.getLoc()) << "rp-partition: unknown dispatch '"
-                                       << dispatch << "' (rounds or modulo)";
       return signalPassFailure();
     }
     if (how == Partitioner::roundpipe && kind != ScheduleKind::roundRobin) {
@@ -69,7 +63,7 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
         microbatches ? unsigned(microbatches) : defaultMicrobatches(devices);
     request.partitioner = how;
     request.stages = stages;
-    request.dispatch = *dispatchKind;
+    request.dispatch = dispatch;
     request.cap = stageBytes
                       ? static_cast<int64_t>(stageBytes)
                       : static_cast<int64_t>((*inputs)->hw.memoryBytes() *

@@ -55,13 +55,7 @@ struct PrintPartitionPass
              "and stage-bytes >= 0";
       return signalPassFailure();
     }
-    std::optional<Dispatch> dispatchKind = parseDispatch(dispatch);
-    if (!dispatchKind) {
-      mlir::emitError(getOperation().getLoc())
-          << "rp-print-partition: unknown dispatch '" << dispatch
-          << "' (rounds or modulo)";
-      return signalPassFailure();
-    }
+    const Dispatch dispatchKind = dispatch;
     CostModel &model = getAnalysis<CostModel>();
     FailureOr<const CostInputs *> loaded =
         model.inputs(hw, measured, &getContext());
@@ -87,7 +81,7 @@ struct PrintPartitionPass
       request.partitioner = partitioner;
       request.stages = stages;
       request.cap = cap;
-      request.dispatch = *dispatchKind;
+      request.dispatch = dispatchKind;
       FailureOr<Partition> p =
           choosePartition(func, *costs, request, inputs->hw);
       if (failed(p))
@@ -117,7 +111,7 @@ struct PrintPartitionPass
             &stuck);
       std::optional<SteadyState> steady;
       if (timing && succeeded(pl))
-        steady = dispatchPasses(*pl, *costs, inputs->hw, *dispatchKind,
+        steady = dispatchPasses(*pl, *costs, inputs->hw, dispatchKind,
                                 /*syncOptimizer=*/false, &stuck);
       if (!steady) {
         mlir::emitError(func.getLoc())
@@ -136,7 +130,7 @@ struct PrintPartitionPass
          << llvm::format(" busy_ratio=%.4g", steady->busyRatio())
          << " pass_shift=" << steady->shift << "\n";
       if (stages.empty() && partitioner == Partitioner::rp) {
-        SearchTarget target{inputs->hw, devices, m, cap, *dispatchKind};
+        SearchTarget target{inputs->hw, devices, m, cap, dispatchKind};
         double theirs = estimatedStepMs(
             partitionRoundPipe(*costs, cap, devices), *costs, target);
         os << llvm::format("versus roundpipe step_ms=%.6g ratio=%.4f\n", theirs,

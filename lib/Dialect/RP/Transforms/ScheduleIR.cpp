@@ -101,10 +101,16 @@ static CommandKind commandKind(LayerRole role) {
 }
 
 FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
+  // Kind, devices and microbatches are the function's partition's, the one
+  // record of them.
+  PartitionAttr partition = op.getPartition();
+  if (!partition)
+    return op.emitOpError("schedules @")
+           << op.getFunction() << ", which has no rp.partition";
   Pipeline pl;
-  pl.kind = op.getKind();
-  pl.devices = op.getDevices();
-  pl.microbatches = op.getMicrobatches();
+  pl.kind = partition.getSchedule();
+  pl.devices = partition.getDevices();
+  pl.microbatches = partition.getMicrobatches();
   pl.residentWeights = op.getResident();
   if (std::optional<uint64_t> shift = op.getPassShift())
     pl.passShift = int(*shift);
@@ -227,7 +233,6 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
   Block &body = op.getBody().front();
   while (!body.empty())
     body.back().erase();
-  op.setKind(pl.kind);
   op.setResident(pl.residentWeights);
   if (pl.kind == ScheduleKind::roundRobin && pl.passShift >= 0)
     op.setPassShift(uint64_t(pl.passShift));

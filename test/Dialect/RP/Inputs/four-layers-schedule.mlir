@@ -29,7 +29,7 @@ module {
     }
     return %7 : tensor<2x8xf32>
   }
-  rp.schedule @main "round-robin" devices = 2 microbatches = 1 hw = "rtx4090" attributes {budget_bytes = 25769803776 : i64, peak_bytes = array<i64: 1984, 960>, pinned_bytes = 2176 : i64} {
+  rp.schedule @main attributes {budget_bytes = 25769803776 : i64, peak_bytes = array<i64: 1984, 960>, pinned_bytes = 2176 : i64} {
     %0 = rp.copy h2d weights job 0 device 0 bytes 256 {ms = 1.024000e-05 : f64}
     %1 = rp.copy h2d activation job 0 mb 0 device 0 bytes 64 boundary 0 {ms = 2.560000e-06 : f64}
     %2 = rp.copy h2d weights job 1 device 1 bytes 256 {ms = 1.024000e-05 : f64}

@@ -18,8 +18,3 @@ func.func @roundpipe_static() attributes {rp.partition = #rp.partition<schedule 
 // expected-error @+1 {{needs a hardware profile: a shipped name or a JSON file}}
 func.func @no_hw() attributes {rp.partition = #rp.partition<schedule = "gpipe", devices = 1, microbatches = 1, hw = "", forward = [], backward = [1]>}
 
-// -----
-
-// expected-error @+1 {{needs a hardware profile}}
-rp.schedule @main "gpipe" devices = 1 microbatches = 1 hw = "" {
-}

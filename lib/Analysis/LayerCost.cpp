@@ -351,6 +351,8 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       if (needs.contains(value))
         needs.insert(result);
     cost.workBytes = peakWorkBytes(body);
+    for (auto constant : body.getOps<ConstantOp>())
+      cost.constBytes += bytesOf(constant->getResult(0).getType());
     cost.recomputeMs = cost.forwardMs;
     cost.uploadMs = cost.paramBytes / (hw.h2dGBps * 1e9) * 1e3;
     cost.downloadMs = cost.gradBytes / (hw.d2hGBps * 1e9) * 1e3;

@@ -104,9 +104,11 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
     int b = create(BufferRole::weights, job.device,
                    "weights of set " + std::to_string(job.weightSet) + " (" +
                        rangeText(span) + ")");
+    // A layer's constants stay on the device beside its weights.
     for (unsigned l = 0; l < layers.size(); ++l)
-      mp.buffers[b].bytes += (inSet[l] ? layers[l].paramBytes : 0) +
-                             (grads[l] ? layers[l].gradBytes : 0);
+      mp.buffers[b].bytes +=
+          (inSet[l] ? layers[l].paramBytes + layers[l].constBytes : 0) +
+          (grads[l] ? layers[l].gradBytes : 0);
     setBuffer[job.weightSet] = b;
   }
 

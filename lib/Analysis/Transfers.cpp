@@ -226,14 +226,28 @@ void Inserter::run() {
     done.push_back(ci);
     lastComputeOf[step][dev] = ci;
 
+    // A layer-grain backward reads the inputs of its inner layers, saved
+    // by the forward that computes them: they go down with that forward's
+    // first download (the exporter's carrier), so its output buffer holds
+    // them too.
+    int64_t savedBytes = 0;
+    if (job.kind == CommandKind::forward)
+      for (unsigned k = step * perStep;
+           k < std::min<size_t>((step + 1) * perStep, pl.jobs.size()); ++k) {
+        const StageJob &b = pl.jobs[k];
+        if (b.kind == CommandKind::backward && b.layerGrain)
+          for (unsigned l = std::max(b.range.begin + 1, job.range.begin + 1);
+               l < std::min(b.range.end, job.range.end); ++l)
+            savedBytes += layers[l].actInBytes;
+      }
     for (const Edge &e : downloads[i]) {
-      Command d = copy(e.download, dev, boundaryBytes(layers, e.boundary),
-                       out.commands[ci],
-                       (e.download == CommandKind::d2hGradient ? "DOUT s"
-                                                               : "OUT s") +
-                           tag);
+      Command d = copy(
+          e.download, dev, boundaryBytes(layers, e.boundary) + savedBytes,
+          out.commands[ci],
+          (e.download == CommandKind::d2hGradient ? "DOUT s" : "OUT s") + tag);
       d.boundary = e.boundary;
       d.waits.push_back(ci);
+      savedBytes = 0;
       unsigned di = add(std::move(d));
       emitted[{i, e.download, e.boundary}] = di;
       lastDownloadOf[ci] = di;

@@ -157,27 +157,48 @@ TEST(DeviceMemory, PackedStepComputesLikeABufferApiece) {
   }
 }
 
-// The compiler's planned peak bounds what a run allocates per device: one
-// arena each, or `slots` copies; a rotating layout sizes every arena as the
-// largest. A plan without a peak is not checked.
+// The compiler's planned peak bounds one pass's arena per device, with the
+// device's alignment padding as slack; a rotating layout sizes every arena
+// as the largest and holds it to the largest peak. A plan without a peak is
+// not checked.
 TEST(DeviceMemory, ArenasAreCheckedAgainstThePlannedPeak) {
   Plan plan;
   plan.devices = 2;
   DeviceLayout layout;
   layout.arenaBytes = {1000, 400};
+  layout.paddingBytes = {0, 10};
   EXPECT_FALSE(checkArenasWithinPlan(plan, layout).failed());
   plan.plannedPeakBytes = {1000, 500};
   EXPECT_FALSE(checkArenasWithinPlan(plan, layout).failed());
-  Status rotating = checkArenasWithinPlan(plan, layout, 1, true);
-  EXPECT_EQ(rotating.getCode(), StatusCode::ResourceExhausted);
-  EXPECT_THAT(
-      rotating.getMessage(),
-      HasSubstr("device 1 allocates 1000 bytes of buffers (1 arena(s)), "
-                "over the compiler's planned peak of 500 bytes"));
-  Status two = checkArenasWithinPlan(plan, layout, 2);
-  EXPECT_THAT(two.getMessage(), HasSubstr("device 0 allocates 2000 bytes"));
-  layout.arenaBytes[1] = 501;
-  EXPECT_TRUE(checkArenasWithinPlan(plan, layout).failed());
+  EXPECT_FALSE(checkArenasWithinPlan(plan, layout, true).failed());
+  layout.arenaBytes = {1001, 510};
+  Status over = checkArenasWithinPlan(plan, layout);
+  EXPECT_EQ(over.getCode(), StatusCode::ResourceExhausted);
+  EXPECT_THAT(over.getMessage(),
+              HasSubstr("device 0's buffers take 1001 bytes in one pass, "
+                        "over the compiler's planned peak of 1000 bytes plus "
+                        "0 bytes of alignment padding (1.001x the peak)"));
+  EXPECT_THAT(over.getMessage(), HasSubstr("recompile it"));
+  // Device 1 is within its peak and its padding.
+  layout.arenaBytes[0] = 1000;
+  EXPECT_FALSE(checkArenasWithinPlan(plan, layout).failed());
+  layout.arenaBytes[1] = 511;
+  EXPECT_THAT(checkArenasWithinPlan(plan, layout).getMessage(),
+              HasSubstr("device 1's buffers take 511 bytes"));
+  // Renamed devices: the largest arena against the largest peak and
+  // padding (1000 + 10).
+  layout.arenaBytes = {1010, 400};
+  EXPECT_FALSE(checkArenasWithinPlan(plan, layout, true).failed());
+  layout.arenaBytes = {1011, 400};
+  EXPECT_THAT(checkArenasWithinPlan(plan, layout, true).getMessage(),
+              HasSubstr("device 0's buffers take 1011 bytes in one pass "
+                        "(every device sized as the largest"));
+  // rp-run's margin: a tenth more of the peak (1000 + 10 + 100).
+  layout.arenaBytes = {1110, 400};
+  EXPECT_FALSE(checkArenasWithinPlan(plan, layout, true, 0.1).failed());
+  layout.arenaBytes = {1111, 400};
+  EXPECT_THAT(checkArenasWithinPlan(plan, layout, true, 0.1).getMessage(),
+              HasSubstr("plus 110 bytes of margin and alignment padding"));
 }
 
 } // namespace

@@ -41,6 +41,9 @@ struct LayerCost {
   int64_t actOutBytes = 0;
   /// Peak bytes of intermediate values live during the forward.
   int64_t workBytes = 0;
+  /// Bytes of the layer's constants (rotary tables, masks), which the
+  /// runtime keeps on every device that runs the layer.
+  int64_t constBytes = 0;
   /// Kernels launched by the forward.
   int64_t kernels = 0;
   double forwardMs = 0;

@@ -110,7 +110,8 @@ struct Pipeline {
 /// (and the tail) keeps every recomputed layer's intermediates for the
 /// reverse sweep; a layer-grain backward keeps the saved inputs of the
 /// stage's inner layers and one layer's recomputed intermediates plus its
-/// backward's.
+/// backward's. A backward or the tail also holds its microbatch's weight
+/// gradients until it adds them to the weight set's accumulators.
 int64_t jobWorkBytes(CommandKind kind, StageRange range,
                      llvm::ArrayRef<LayerCost> layers, bool layerGrain = false);
 

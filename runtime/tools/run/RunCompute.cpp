@@ -88,6 +88,13 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
   if (!fwd)
     return fail(fwd.getStatus());
   setup.fwd = std::move(*fwd);
+  // The arenas the layout packs must be what the compiler planned: a plan
+  // whose memory model missed a buffer would not fit the device it was
+  // planned for.
+  if (Status s = checkArenasWithinPlan(plan, setup.fwd->getLayout(),
+                                       setup.fwd->rotates(), kArenaMargin);
+      s.failed())
+    return fail(s);
   if (Status s = setup.fwd->initParameters(o.seed); s.failed())
     return fail(s);
   if (!o.initWeights.empty()) {

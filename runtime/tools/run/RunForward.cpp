@@ -70,7 +70,7 @@ int rp::runtime::run::runForward(const RunOptions &o, const Plan &plan,
     if (Status s = dumpOutput(*setup.fwd, o.dumpPath); s.failed())
       return fail(s);
   if (plan.staged)
-    reportMemory(*setup.fwd);
+    reportMemory(plan, *setup.fwd);
   if (setup.trace)
     reportTime(*setup.trace, false);
   if (plan.outputs.empty())

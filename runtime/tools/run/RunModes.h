@@ -92,7 +92,7 @@ int runForward(const RunOptions &o, const Plan &plan, ComputeSetup &setup);
 
 /// The plan's device memory, on stderr: each device's arena, and what its
 /// buffers would take one apiece.
-void reportMemory(const HostForward &fwd);
+void reportMemory(const Plan &plan, const HostForward &fwd);
 /// Where a staged run's time went, on stderr: per device, then the host.
 void reportTime(const Trace &trace, bool overlapped);
 /// --trace and --profile; the trace is written even when the run failed,

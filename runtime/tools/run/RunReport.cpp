@@ -22,7 +22,7 @@ int rp::runtime::run::fail(const Status &s) {
 
 /// A staged plan's device memory, on stderr: each device's arena, and what
 /// its buffers would take one apiece.
-void rp::runtime::run::reportMemory(const HostForward &fwd) {
+void rp::runtime::run::reportMemory(const Plan &plan, const HostForward &fwd) {
   const DeviceLayout &layout = fwd.getLayout();
   std::string arenas, apart;
   for (size_t d = 0; d < layout.arenaBytes.size(); ++d) {
@@ -38,6 +38,31 @@ void rp::runtime::run::reportMemory(const HostForward &fwd) {
                "rp-run: device buffers per device: %s KiB (%s KiB with no "
                "buffer sharing bytes)\n",
                arenas.c_str(), apart.c_str());
+  if (plan.plannedPeakBytes.size() == layout.arenaBytes.size()) {
+    // One pass's arenas against the compiler's one-pass peak (a renamed
+    // device holds any plan device's buffers: the largest against the
+    // largest), which checkArenasWithinPlan held them to before the run.
+    std::string planned;
+    uint64_t largest = 0, peak = 0;
+    double ratio = 0;
+    for (size_t d = 0; d < layout.arenaBytes.size(); ++d) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%s%.1f", d ? " " : "",
+                    double(plan.plannedPeakBytes[d]) / 1024);
+      planned += text;
+      largest = std::max(largest, layout.arenaBytes[d]);
+      peak = std::max<uint64_t>(peak, plan.plannedPeakBytes[d]);
+      if (!fwd.rotates() && plan.plannedPeakBytes[d])
+        ratio = std::max(ratio, double(layout.arenaBytes[d]) /
+                                    double(plan.plannedPeakBytes[d]));
+    }
+    if (fwd.rotates() && peak)
+      ratio = double(largest) / double(peak);
+    std::fprintf(stderr,
+                 "rp-run: the compiler's planned peak per device: %s KiB; "
+                 "arenas at most %.3fx it\n",
+                 planned.c_str(), ratio);
+  }
   if (fwd.getSlots() > 1) {
     uint64_t one = 0;
     for (uint64_t bytes : layout.arenaBytes)

@@ -135,7 +135,7 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
                o.steps, setup.backend->getName(), o.threads, plan.devices,
                bestMs, meanMs);
   if (plan.staged)
-    reportMemory(*setup.fwd);
+    reportMemory(plan, *setup.fwd);
   if (setup.trace)
     reportTime(*setup.trace, !o.serialOptimizer);
   return 0;

@@ -39,6 +39,10 @@ struct DeviceLayout {
   /// Per device: the arena's size, and the bytes its buffers would take
   /// allocated one by one (aligned the same way), for reports.
   std::vector<uint64_t> arenaBytes, unsharedBytes;
+  /// Per device: the bytes that aligning each buffer adds to its size, the
+  /// slack the arena may take over the compiler's planned peak (which
+  /// counts tensors' bytes, not where the runtime puts them).
+  std::vector<uint64_t> paddingBytes;
   /// Per plan buffer: its offset in its device's arena (0 for host buffers).
   std::vector<uint64_t> offset;
   /// Per plan buffer: whether it shares bytes with another buffer.
@@ -80,13 +84,27 @@ Expected<DeviceLayout> planDeviceMemory(const Plan &plan);
 /// Internal (the tests' and the loader's second opinion) on failure.
 Status verifyDeviceLayout(const Plan &plan, const DeviceLayout &layout);
 
-/// The device memory a run allocates per device, `slots` copies of the
-/// arenas (a rotating layout sizes every arena as the largest), against the
-/// compiler's planned peak (Plan::plannedPeakBytes): ResourceExhausted,
-/// naming the device and both sizes, when one is larger; ok when the plan
-/// carries no peak.
+/// One pass's arenas against the compiler's planned peak
+/// (Plan::plannedPeakBytes, one pass's peak per plan device): each arena
+/// may exceed its device's peak by the device's alignment padding at most.
+/// A rotating layout (continuous execution renames devices pass by pass)
+/// sizes every arena as the largest and puts any plan device's buffers on
+/// any device, so each is held to the largest peak. Continuous execution
+/// keeps two passes in flight, each on its own copy of the arenas; the
+/// planned peak is one pass's, so copies are not counted here.
+/// `margin` allows that fraction of the peak more (rp-run's
+/// kArenaMargin). ResourceExhausted, naming the device, both sizes and what
+/// to do, when an arena is larger; ok when the plan carries no peak.
 Status checkArenasWithinPlan(const Plan &plan, const DeviceLayout &layout,
-                             unsigned slots = 1, bool rotating = false);
+                             bool rotating = false, double margin = 0);
+
+/// How far rp-run lets one pass's arenas exceed the planned peak (beyond
+/// the alignment padding) before it refuses a plan. The memory model sizes
+/// a stage-grain backward's kept intermediates by each layer's forward
+/// peak, not by what its reverse sweep really keeps: plans with the
+/// unfused loss (--fuse-loss=false) measure up to 1.16x on the test
+/// models; every other plan tested is within 1.0x.
+constexpr double kArenaMargin = 0.25;
 
 } // namespace rp::runtime
 

@@ -3,6 +3,7 @@ side by side.
 
 Usage: .venv/bin/python bench/multibox.py [--steps 6] [--threads 1]
                    [--baseline OTHER/build/bin] [--shard-optimizer]
+                   [--async]
 
 A GPT-2-style model exported by torch.onnx (4 layers, width 256, 3.7 M
 parameters: 15 MB of f32 gradients summed per step) compiled for 2 host
@@ -19,7 +20,8 @@ prediction in docs/multi-box.md is for those). --baseline runs another
 build's rp-run and rp-compile (say, main's) beside this one's, alternating
 per world size, so that the two are measured under the same load.
 Each run also gives its largest rank's peak RSS (host memory per box);
---shard-optimizer runs the ranks with a sharded optimizer (ZeRO-1).
+--shard-optimizer runs the ranks with a sharded optimizer (ZeRO-1);
+--async runs them in async mode (the default is --sync).
 """
 
 import argparse
@@ -50,6 +52,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument("--shard-optimizer", action="store_true")
+    parser.add_argument("--async", dest="run_async", action="store_true")
     args = parser.parse_args()
     builds = [("this", ROOT / "build/bin")]
     if args.baseline:
@@ -86,9 +89,11 @@ def measure(tmp, bin_dir, plan, world, args):
     launch = ROOT / "test/Runtime/Inputs/launch_ranks.py"
     out = tmp / f"w{world}"
     trace_path = tmp / f"w{world}.trace.json"
-    cmd = [str(bin_dir / "rp-run"), str(plan), "--sync", "--steps",
+    cmd = [str(bin_dir / "rp-run"), str(plan), "--steps",
            str(args.steps), "--threads", str(args.threads),
            "--watchdog-ms", "120000", "--trace", str(trace_path)]
+    if not args.run_async:
+        cmd.append("--sync")
     if args.shard_optimizer:
         cmd.append("--shard-optimizer")
     # Each rank's peak RSS, from its parent's wait4, on its stderr.

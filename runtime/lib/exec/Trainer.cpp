@@ -47,10 +47,9 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       !options.save.empty() && (!options.comm || !options.comm->rank());
   unsigned world = options.comm ? unsigned(options.comm->size()) : 1;
   bool sharded = options.shardOptimizer && world > 1;
-  // ZeRO-1 shards the master weights too, except a staged plan's in async
-  // mode: its passes may need a version no buffer slot is free to hold
-  // (docs/multi-box.md, Open).
-  bool shardMaster = sharded && (options.sync || !plan.staged);
+  // ZeRO-1 shards the master weights too (in a staged plan's async run,
+  // each step gathers the version its next step needs before its update).
+  bool shardMaster = sharded;
   if (saving)
     if (Status s = checkSaveTarget(options.save); s.failed())
       return s;

@@ -329,14 +329,6 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     if (apply && options.clipGradNorm > 0)
       gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
                                       options.clipGradNorm);
-    // A sharded master's new weights are gathered into the first waiting
-    // pass's slot, or with none waiting into slot 0, whose compute copies
-    // are then stale.
-    if (apply && c.shardedMaster && !gatherFirst) {
-      homeSlot = targets.empty() ? 0 : targets[0].first;
-      if (targets.empty())
-        slotVersion[0] = -1;
-    }
     Status result;
     for (size_t i : order) {
       Param &p = params[i];
@@ -608,13 +600,25 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       targets = std::move(it->second);
       waitingFor.erase(it);
     }
-    // A sharded optimizer's gathers go between the reducer's sums: its
-    // update runs here, between the steps (the same bits).
-    if (options.overlapOptimizer && !settling && !c.gatherParam) {
+    // A sharded master's new weights (sync) are gathered into the first
+    // waiting pass's slot, or with none waiting into slot 0, whose compute
+    // copies are then stale. Set here, before an overlapped update starts.
+    if (apply && c.shardedMaster && !gatherFirst) {
+      homeSlot = targets.empty() ? 0 : targets[0].first;
+      if (targets.empty())
+        slotVersion[0] = -1;
+    }
+    // Overlapped with the next step's passes. A sharded optimizer's gathers
+    // take the step's window of the reducer (the next step's sums wait for
+    // it), so every rank issues them in one order; the window closes when
+    // the update ends, failed or not.
+    if (options.overlapOptimizer && !settling) {
       inflightVersion = done;
-      pending.task = optimizerThread.submit([&pending, &update, step, number,
-                                             unscale, apply, targets] {
+      pending.task = optimizerThread.submit([&pending, &update, &c, step,
+                                             number, unscale, apply, targets] {
         pending.status = update(step, number, unscale, apply, targets, nullptr);
+        if (c.releaseStep)
+          c.releaseStep(step);
       });
     } else {
       Status s = update(step, number, unscale, apply, targets,

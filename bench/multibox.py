@@ -19,7 +19,9 @@ communicator's overhead, not the scaling of separate boxes (the sim's
 prediction in docs/multi-box.md is for those). --baseline runs another
 build's rp-run and rp-compile (say, main's) beside this one's, alternating
 per world size, so that the two are measured under the same load.
-Each run also gives its largest rank's peak RSS (host memory per box);
+Each run also gives its largest rank's peak RSS (host memory per box)
+and what a rank sent through its collectives per step (rp-run's count of
+payload bytes: what crosses the network from a box);
 --shard-optimizer runs the ranks with a sharded optimizer (ZeRO-1);
 --async runs them in async mode (the default is --sync).
 """
@@ -73,19 +75,21 @@ def main():
                                     str(tmp / "gpt.onnx"), "-o", str(plan),
                                     "--devices", "2", "--microbatches", "2"],
                                    check=True, capture_output=True)
-                mean, share, rss = measure(tmp, bin_dir, plan, world, args)
+                mean, share, rss, sent = measure(tmp, bin_dir, plan, world,
+                                                 args)
                 tps = world * tokens_per_rank / (mean / 1e3)
                 base.setdefault(name, tps)
                 print(f"  {name:8s} {world} rank(s): mean step {mean:8.1f} "
                       f"ms, {tps:8.0f} tokens/s ({tps / base[name]:.2f}x of "
                       f"1 rank), all-reduce {share * 100:5.1f}% of a step, "
-                      f"peak RSS {rss / 1024:6.1f} MiB per rank")
+                      f"peak RSS {rss / 1024:6.1f} MiB, sent "
+                      f"{sent:6.2f} MiB a step per rank")
 
 
 def measure(tmp, bin_dir, plan, world, args):
     """One run at `world` ranks: the mean step (ms, the slowest rank's) and
     the all-reduce span's share of it, and the largest rank's peak RSS
-    (KiB, from wait4)."""
+    (KiB, from wait4), and the most a rank sent a step (MiB)."""
     launch = ROOT / "test/Runtime/Inputs/launch_ranks.py"
     out = tmp / f"w{world}"
     trace_path = tmp / f"w{world}.trace.json"
@@ -110,6 +114,10 @@ def measure(tmp, bin_dir, plan, world, args):
                                e).group(1)) for e in errs)
     rss = max(int(re.search(r"^peak rss (\d+) KiB$", e, re.M).group(1))
               for e in errs)
+    # Builds before the count print none.
+    sent = max([float(m.group(1)) for e in errs
+                for m in [re.search(r"\(([0-9.]+) MiB a step\)", e)] if m]
+               or [0.0])
     share = 0.0
     if world > 1:
         trace = json.load(open(trace_path))
@@ -118,7 +126,7 @@ def measure(tmp, bin_dir, plan, world, args):
                  if e.get("name") == "all-reduce" and "dur" in e]
         if spans:
             share = sum(spans[1:]) / max(len(spans) - 1, 1) / mean
-    return mean, share, rss
+    return mean, share, rss, sent
 
 if __name__ == "__main__":
     main()

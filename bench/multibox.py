@@ -3,6 +3,7 @@ side by side.
 
 Usage: .venv/bin/python bench/multibox.py [--steps 6] [--threads 1]
                    [--baseline OTHER/build/bin] [--shard-optimizer]
+                   [--async]
 
 A GPT-2-style model exported by torch.onnx (4 layers, width 256, 3.7 M
 parameters: 15 MB of f32 gradients summed per step) compiled for 2 host
@@ -18,8 +19,11 @@ communicator's overhead, not the scaling of separate boxes (the sim's
 prediction in docs/multi-box.md is for those). --baseline runs another
 build's rp-run and rp-compile (say, main's) beside this one's, alternating
 per world size, so that the two are measured under the same load.
-Each run also gives its largest rank's peak RSS (host memory per box);
---shard-optimizer runs the ranks with a sharded optimizer (ZeRO-1).
+Each run also gives its largest rank's peak RSS (host memory per box)
+and what a rank sent through its collectives per step (rp-run's count of
+payload bytes: what crosses the network from a box);
+--shard-optimizer runs the ranks with a sharded optimizer (ZeRO-1);
+--async runs them in async mode (the default is --sync).
 """
 
 import argparse
@@ -50,6 +54,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument("--shard-optimizer", action="store_true")
+    parser.add_argument("--async", dest="run_async", action="store_true")
     args = parser.parse_args()
     builds = [("this", ROOT / "build/bin")]
     if args.baseline:
@@ -70,25 +75,29 @@ def main():
                                     str(tmp / "gpt.onnx"), "-o", str(plan),
                                     "--devices", "2", "--microbatches", "2"],
                                    check=True, capture_output=True)
-                mean, share, rss = measure(tmp, bin_dir, plan, world, args)
+                mean, share, rss, sent = measure(tmp, bin_dir, plan, world,
+                                                 args)
                 tps = world * tokens_per_rank / (mean / 1e3)
                 base.setdefault(name, tps)
                 print(f"  {name:8s} {world} rank(s): mean step {mean:8.1f} "
                       f"ms, {tps:8.0f} tokens/s ({tps / base[name]:.2f}x of "
                       f"1 rank), all-reduce {share * 100:5.1f}% of a step, "
-                      f"peak RSS {rss / 1024:6.1f} MiB per rank")
+                      f"peak RSS {rss / 1024:6.1f} MiB, sent "
+                      f"{sent:6.2f} MiB a step per rank")
 
 
 def measure(tmp, bin_dir, plan, world, args):
     """One run at `world` ranks: the mean step (ms, the slowest rank's) and
     the all-reduce span's share of it, and the largest rank's peak RSS
-    (KiB, from wait4)."""
+    (KiB, from wait4), and the most a rank sent a step (MiB)."""
     launch = ROOT / "test/Runtime/Inputs/launch_ranks.py"
     out = tmp / f"w{world}"
     trace_path = tmp / f"w{world}.trace.json"
-    cmd = [str(bin_dir / "rp-run"), str(plan), "--sync", "--steps",
+    cmd = [str(bin_dir / "rp-run"), str(plan), "--steps",
            str(args.steps), "--threads", str(args.threads),
            "--watchdog-ms", "120000", "--trace", str(trace_path)]
+    if not args.run_async:
+        cmd.append("--sync")
     if args.shard_optimizer:
         cmd.append("--shard-optimizer")
     # Each rank's peak RSS, from its parent's wait4, on its stderr.
@@ -105,6 +114,10 @@ def measure(tmp, bin_dir, plan, world, args):
                                e).group(1)) for e in errs)
     rss = max(int(re.search(r"^peak rss (\d+) KiB$", e, re.M).group(1))
               for e in errs)
+    # Builds before the count print none.
+    sent = max([float(m.group(1)) for e in errs
+                for m in [re.search(r"\(([0-9.]+) MiB a step\)", e)] if m]
+               or [0.0])
     share = 0.0
     if world > 1:
         trace = json.load(open(trace_path))
@@ -113,7 +126,7 @@ def measure(tmp, bin_dir, plan, world, args):
                  if e.get("name") == "all-reduce" and "dur" in e]
         if spans:
             share = sum(spans[1:]) / max(len(spans) - 1, 1) / mean
-    return mean, share, rss
+    return mean, share, rss, sent
 
 if __name__ == "__main__":
     main()

@@ -140,6 +140,80 @@ TEST(CommTest, ReducerBucketsSmallGradientsWithTheSameBits) {
     });
 }
 
+TEST(CommTest, ReduceScatterGivesEachRankItsChunkOfTheSumWithHalfTheBytes) {
+  if (!glooBuiltIn())
+    GTEST_SKIP() << "built without Gloo (libgloo-dev)";
+  // 3 chunks of 5 elements with order-sensitive values: each rank's chunk
+  // is the bits sum() gives it, and the rank sent (N - 1)/N of the buffer
+  // where a sum sends twice that.
+  const float v[3] = {1e8f, 1.0f, -1e8f};
+  onRanks(3, [&](Communicator &c) {
+    std::vector<float> x(15), whole;
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = v[(size_t(c.rank()) + i) % 3] + float(i);
+    whole = x;
+    size_t before = c.bytesSent();
+    ASSERT_TRUE(c.sum(whole.data(), whole.size()).isOk());
+    size_t summed = c.bytesSent() - before;
+    ASSERT_TRUE(c.reduceScatter(x.data(), 5).isOk());
+    size_t scattered = c.bytesSent() - before - summed;
+    EXPECT_EQ(summed, 2 * 2 * 5 * sizeof(float));
+    EXPECT_EQ(scattered, 2 * 5 * sizeof(float));
+    for (size_t i = 5 * size_t(c.rank()); i < 5 * size_t(c.rank() + 1); ++i)
+      EXPECT_EQ(x[i], whole[i]) << "element " << i;
+  });
+}
+
+TEST(CommTest, ReducerScattersEachRanksShardsWithTheBitsOfTheSum) {
+  if (!glooBuiltIn())
+    GTEST_SKIP() << "built without Gloo (libgloo-dev)";
+  // Items 0..3 of sizes 7, 100, 2, 4 (item 3 an epilogue use) in the
+  // order 0, 2, 1, 3; bucketed (items of at most 8 elements, 12 in all)
+  // {0, 2}, {1}, {3}. Step 0 is scattered, step 1 summed whole: each rank's
+  // shard of a parameter (setShard's) has the bits of the whole sum, with
+  // chunks that do not divide the bucket evenly; the use is whole in both
+  // steps; step 0 sent less.
+  const float v[3] = {1e8f, 1.0f, -1e8f};
+  const size_t sizes[4] = {7, 100, 2, 4};
+  for (bool bucketed : {false, true})
+    onRanks(3, [&](Communicator &c) {
+      detail::Bucketing b;
+      b.smallItem = bucketed ? 8 : 0;
+      b.bucket = 12;
+      detail::GradientReducer reducer(c, {0, 2, 1, 3}, 0, nullptr, false, 3, b,
+                                      [](unsigned step) { return !step; });
+      std::vector<std::vector<float>> grads[2];
+      size_t sent[2];
+      for (unsigned step : {0u, 1u}) {
+        for (size_t i = 0; i < 4; ++i) {
+          grads[step].emplace_back(sizes[i]);
+          for (size_t e = 0; e < sizes[i]; ++e)
+            grads[step][i][e] = v[(size_t(c.rank()) + e) % 3] + float(i + e);
+        }
+        size_t before = c.bytesSent();
+        for (size_t i = 0; i < 4; ++i)
+          reducer.ready(step, i, grads[step][i].data(), sizes[i]);
+        double loss = 0;
+        ASSERT_TRUE(reducer.finishStep(step, loss).isOk());
+        sent[step] = c.bytesSent() - before;
+      }
+      // Step 0: {0, 2} bucketed (or 0 and 2 apart) and 1 scattered.
+      EXPECT_EQ(reducer.scatterCollectives(), bucketed ? 2u : 3u);
+      EXPECT_LT(sent[0], sent[1]);
+      for (size_t i = 0; i < 4; ++i) {
+        detail::Param p;
+        detail::setShard(p, sizes[i], unsigned(c.rank()), 3);
+        if (i == 3) {
+          EXPECT_EQ(grads[0][i], grads[1][i]);
+          continue;
+        }
+        for (size_t e = p.shardBegin; e < p.shardEnd; ++e)
+          EXPECT_EQ(grads[0][i][e], grads[1][i][e])
+              << "item " << i << " element " << e;
+      }
+    });
+}
+
 /// Sets the variables of `vars` (a null value unsets) for one test.
 struct Env {
   explicit Env(std::vector<std::pair<const char *, const char *>> vars) {

@@ -221,8 +221,9 @@ int main(int argc, char **argv) {
                  "2000 good steps)");
   app.add_flag("--shard-optimizer", o.train.shardOptimizer,
                "several processes: each keeps the optimizer state and "
-               "master weights of 1/N of the parameters (ZeRO-1; a staged "
-               "plan in async mode keeps the whole master); the same bits");
+               "master weights of 1/N of the parameters and sums only its "
+               "1/N of the gradients (ZeRO-1; all of them with "
+               "--clip-grad-norm); the same bits");
   app.add_flag("--sync", o.syncMode, "gradients of step k at W_k");
   app.add_flag("--async", o.asyncMode,
                "gradients of step k at W_(k-1) (the default)");

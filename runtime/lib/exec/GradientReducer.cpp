@@ -9,9 +9,11 @@ using namespace rp::runtime::detail;
 
 GradientReducer::GradientReducer(Communicator &comm, std::vector<size_t> order,
                                  unsigned first, Trace *trace, bool hold,
-                                 size_t firstUse, Bucketing bucketing)
+                                 size_t firstUse, Bucketing bucketing,
+                                 std::function<bool(unsigned)> scatter)
     : comm(comm), order(std::move(order)), firstUse(firstUse),
-      bucketing(bucketing), trace(trace), hold(hold), next(first) {
+      bucketing(bucketing), scatterStep(std::move(scatter)), trace(trace),
+      hold(hold), next(first) {
   for (size_t i : this->order)
     items = std::max(items, i + 1);
   worker = std::thread([this] { run(); });
@@ -89,9 +91,36 @@ void GradientReducer::release(unsigned step) {
   cv.notify_all();
 }
 
-Status GradientReducer::sumParts(
-    const std::vector<std::pair<float *, size_t>> &parts) {
+Status
+GradientReducer::sumParts(const std::vector<std::pair<float *, size_t>> &parts,
+                          bool scatter) {
   ++collectives;
+  if (scatter) {
+    // Rank-major: segment r holds every part's chunk r (setShard's, the
+    // last rank's padded), so each rank's segment is its shards.
+    ++scatters;
+    size_t world = size_t(comm.size()), rank = size_t(comm.rank()), seg = 0;
+    for (auto [data, n] : parts)
+      seg += (n + world - 1) / world;
+    bucket.assign(seg * world, 0.0f);
+    for (size_t r = 0, at = 0; r < world; ++r)
+      for (auto [data, n] : parts) {
+        size_t chunk = (n + world - 1) / world;
+        size_t b = std::min(r * chunk, n), e = std::min(b + chunk, n);
+        std::copy(data + b, data + e, bucket.begin() + at);
+        at += chunk;
+      }
+    if (Status s = comm.reduceScatter(bucket.data(), seg); s.failed())
+      return s;
+    const float *from = bucket.data() + rank * seg;
+    for (auto [data, n] : parts) {
+      size_t chunk = (n + world - 1) / world;
+      size_t b = std::min(rank * chunk, n), e = std::min(b + chunk, n);
+      std::copy(from, from + (e - b), data + b);
+      from += chunk;
+    }
+    return Status::ok();
+  }
   if (parts.size() == 1)
     return comm.sum(parts[0].first, parts[0].second);
   size_t total = 0;
@@ -116,6 +145,7 @@ void GradientReducer::run() {
   for (;; ++next) {
     Status status;
     int64_t start = 0;
+    bool scatter = scatterStep && scatterStep(next);
     for (size_t k = 0; k < order.size();) {
       // Small items go in buckets of consecutive items, one collective
       // each: which items share one depends on their sizes alone, the same
@@ -150,7 +180,7 @@ void GradientReducer::run() {
         start = trace->now();
       // After a failure the other sums are skipped: the step fails.
       if (status.isOk())
-        status = sumParts(parts);
+        status = sumParts(parts, scatter && members[0] < firstUse);
       lock.lock();
       StepState &s = stateOf(next);
       for (size_t i : members)

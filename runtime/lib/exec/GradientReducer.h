@@ -44,15 +44,22 @@ public:
   /// for the collectives of its update and checkpoint (collective()), closed
   /// by release().
   /// Items from `firstUse` on are the epilogue's uses.
+  /// ZeRO-1: in the steps `scatter` picks, a parameter's gradient (an item
+  /// before `firstUse`) is reduce-scattered: only this rank's shard of it
+  /// (setShard's chunk) is summed, the rest is left undefined. The
+  /// epilogue's uses stay whole. `scatter` is called on the reducer's
+  /// thread.
   GradientReducer(Communicator &comm, std::vector<size_t> order, unsigned first,
                   Trace *trace, bool hold = false, size_t firstUse = SIZE_MAX,
-                  Bucketing bucketing = {});
+                  Bucketing bucketing = {},
+                  std::function<bool(unsigned step)> scatter = nullptr);
   ~GradientReducer();
 
   Communicator &communicator() { return comm; }
   /// The collectives its sums issued so far (reducer's thread; read it
-  /// once the steps are finished).
+  /// once the steps are finished), and how many of them reduce-scattered.
   size_t sumCollectives() const { return collectives; }
+  size_t scatterCollectives() const { return scatters; }
 
   /// Item i's value of `step` (all its passes) is at data[0..n): it is
   /// summed across the ranks in place. Any thread.
@@ -85,8 +92,10 @@ private:
     Status status;
   };
   StepState &stateOf(unsigned step); ///< holds `m`
-  /// Sums `parts` across the ranks in one collective.
-  Status sumParts(const std::vector<std::pair<float *, size_t>> &parts);
+  /// Sums `parts` across the ranks in one collective (with `scatter`,
+  /// each part's shard on this rank only).
+  Status sumParts(const std::vector<std::pair<float *, size_t>> &parts,
+                  bool scatter);
   void run();
 
   Communicator &comm;
@@ -95,7 +104,8 @@ private:
   size_t firstUse;
   Bucketing bucketing;
   std::vector<float> bucket;
-  size_t collectives = 0;
+  size_t collectives = 0, scatters = 0;
+  std::function<bool(unsigned)> scatterStep;
   Trace *trace;
   bool hold;
   unsigned next;

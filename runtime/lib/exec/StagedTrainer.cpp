@@ -235,7 +235,11 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     stash.emplace_back(w.as<float>(), w.as<float>() + w.size());
   }
   std::vector<int64_t> slotVersion(S, -1);
-  // A sharded master (sync mode, where no pass in flight needs an older
+  // A sharded master in async mode: the whole W_k is nowhere until step k's
+  // update gathers it from the ranks' chunks, before updating them, into
+  // the passes waiting for it (docs/multi-box.md, ZeRO-1).
+  bool gatherFirst = c.shardedMaster && !options.sync;
+  // A sharded master in sync mode (no pass in flight needs an older
   // version): the slot whose parameter buffers hold `masterVersion`.
   unsigned homeSlot = 0;
   auto masterWhole = [&](size_t i) -> const float * {
@@ -286,12 +290,36 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     return result;
   };
 
+  // With `gatherFirst`: parameter i's W_k (step k's, before its update)
+  // gathered into the first target's slot and copied into the others' and
+  // into `whole`. The targets' gates open even after a failure (`collect`
+  // false: an earlier one; no collective then).
+  const std::vector<std::pair<unsigned, uint64_t>> noTargets;
+  auto gatherBefore =
+      [&](unsigned step, size_t i,
+          const std::vector<std::pair<unsigned, uint64_t>> &targets,
+          std::vector<std::vector<float>> *whole, bool collect) -> Status {
+    Param &p = params[i];
+    float *dst =
+        targets.empty()
+            ? (*whole)[i].data()
+            : static_cast<float *>(fwd.buffer(p.buffer, targets[0].first).data);
+    Status result = collect ? c.gatherParam(step, i, dst) : Status::ok();
+    for (auto [slot, pass] : targets)
+      if (Status s = writeParam(i, dst, slot, pass); result.isOk())
+        result = s;
+    if (whole && !targets.empty())
+      std::memcpy((*whole)[i].data(), dst, p.size * sizeof(float));
+    return result;
+  };
   // Step k's update: parameter by parameter in the order the next passes
   // read them, each followed by its copies into the slots of the passes
-  // waiting for W_(k+1). It empties step k's gradient sums for step k+2.
-  auto update =
-      [&](unsigned step, unsigned number, double unscale, bool apply,
-          const std::vector<std::pair<unsigned, uint64_t>> &targets) -> Status {
+  // waiting for W_(k+1) (with `gatherFirst`, preceded by the gather of W_k
+  // into those waiting for it and into `whole`, where given). It empties
+  // step k's gradient sums for step k+2.
+  auto update = [&](unsigned step, unsigned number, double unscale, bool apply,
+                    const std::vector<std::pair<unsigned, uint64_t>> &targets,
+                    std::vector<std::vector<float>> *whole) -> Status {
     int64_t start = trace ? trace->now() : 0;
     std::vector<ParamSlot> slots;
     for (Param &p : params)
@@ -301,17 +329,13 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     if (apply && options.clipGradNorm > 0)
       gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
                                       options.clipGradNorm);
-    // A sharded master's new weights are gathered into the first waiting
-    // pass's slot, or with none waiting into slot 0, whose compute copies
-    // are then stale.
-    if (apply && c.shardedMaster) {
-      homeSlot = targets.empty() ? 0 : targets[0].first;
-      if (targets.empty())
-        slotVersion[0] = -1;
-    }
     Status result;
     for (size_t i : order) {
       Param &p = params[i];
+      if (gatherFirst && (whole || !targets.empty()))
+        if (Status s = gatherBefore(step, i, targets, whole, result.isOk());
+            result.isOk())
+          result = s;
       // Its shard (all of it unless the optimizer is sharded); the
       // clipping norm above is the whole gradient's.
       ParamSlot shard = shardSlot(p, stepGrad(p, step));
@@ -320,7 +344,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
             options.sgd
                 ? sgdStep(pool, options.sgdConfig, number, {shard}, gradScale)
                 : adamwStep(pool, options.adamw, number, {shard}, gradScale);
-      if (apply && c.gatherParam && result.isOk())
+      if (apply && c.gatherParam && !gatherFirst && result.isOk())
         result = c.gatherParam(
             step, i,
             c.shardedMaster
@@ -328,7 +352,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
                 : p.master.data());
       std::vector<float> &g = stepGrad(p, step);
       std::fill(g.begin(), g.end(), 0.0f);
-      for (auto [slot, pass] : targets)
+      for (auto [slot, pass] : gatherFirst ? noTargets : targets)
         if (Status s = writeParam(i, masterWhole(i), slot, pass); result.isOk())
           result = s;
     }
@@ -399,9 +423,12 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       if (inflightVersion >= 0 && v <= inflightVersion)
         if (Status s = finishUpdate(); s.failed())
           return s;
-      if (inflightVersion < 0 && masterVersion == v) {
+      if (inflightVersion < 0 && masterVersion == v && !gatherFirst) {
         written = writeAll(masterWhole, slot, pass);
-      } else if (v > std::max(masterVersion, inflightVersion)) {
+      } else if (v > std::max(masterVersion, inflightVersion) ||
+                 (gatherFirst && v == masterVersion)) {
+        // Made by step v-1's update, or with `gatherFirst` gathered by
+        // step v's: the pass waits for it.
         waitingFor[v].push_back({slot, pass});
       } else if (S == 2 && slotVersion[1 - slot] == v) {
         written = writeAll(
@@ -561,27 +588,41 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     std::vector<std::vector<float>> before;
     if (settling && !options.sync)
       for (Param &p : params)
-        before.push_back(p.master);
+        before.push_back(gatherFirst ? std::vector<float>(p.size) : p.master);
     // Passes of the next steps are staged before the update starts, so it
     // can write their weights as it goes.
     if (!settling)
       if (Status s = submitUpTo(t + 1 + S); s.failed())
         return s;
     std::vector<std::pair<unsigned, uint64_t>> targets;
-    if (auto it = waitingFor.find(done); it != waitingFor.end()) {
+    if (auto it = waitingFor.find(gatherFirst ? step : done);
+        it != waitingFor.end()) {
       targets = std::move(it->second);
       waitingFor.erase(it);
     }
-    // A sharded optimizer's gathers go between the reducer's sums: its
-    // update runs here, between the steps (the same bits).
-    if (options.overlapOptimizer && !settling && !c.gatherParam) {
+    // A sharded master's new weights (sync) are gathered into the first
+    // waiting pass's slot, or with none waiting into slot 0, whose compute
+    // copies are then stale. Set here, before an overlapped update starts.
+    if (apply && c.shardedMaster && !gatherFirst) {
+      homeSlot = targets.empty() ? 0 : targets[0].first;
+      if (targets.empty())
+        slotVersion[0] = -1;
+    }
+    // Overlapped with the next step's passes. A sharded optimizer's gathers
+    // take the step's window of the reducer (the next step's sums wait for
+    // it), so every rank issues them in one order; the window closes when
+    // the update ends, failed or not.
+    if (options.overlapOptimizer && !settling) {
       inflightVersion = done;
-      pending.task = optimizerThread.submit(
-          [&pending, &update, step, number, unscale, apply, targets] {
-            pending.status = update(step, number, unscale, apply, targets);
-          });
+      pending.task = optimizerThread.submit([&pending, &update, &c, step,
+                                             number, unscale, apply, targets] {
+        pending.status = update(step, number, unscale, apply, targets, nullptr);
+        if (c.releaseStep)
+          c.releaseStep(step);
+      });
     } else {
-      Status s = update(step, number, unscale, apply, targets);
+      Status s = update(step, number, unscale, apply, targets,
+                        gatherFirst && settling ? &before : nullptr);
       masterVersion = done;
       if (s.failed())
         return s;

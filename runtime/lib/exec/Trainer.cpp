@@ -47,10 +47,9 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       !options.save.empty() && (!options.comm || !options.comm->rank());
   unsigned world = options.comm ? unsigned(options.comm->size()) : 1;
   bool sharded = options.shardOptimizer && world > 1;
-  // ZeRO-1 shards the master weights too, except a staged plan's in async
-  // mode: its passes may need a version no buffer slot is free to hold
-  // (docs/multi-box.md, Open).
-  bool shardMaster = sharded && (options.sync || !plan.staged);
+  // ZeRO-1 shards the master weights too (in a staged plan's async run,
+  // each step gathers the version its next step needs before its update).
+  bool shardMaster = sharded;
   if (saving)
     if (Status s = checkSaveTarget(options.save); s.failed())
       return s;
@@ -170,6 +169,9 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   for (const BufferDesc &b : plan.buffers)
     scaling |= options.lossScaling && b.dtype == DType::f16;
   LossScaler scaler(options.lossScale);
+  // A failed collective of the skip decision (decideApply), reported by
+  // the next step.
+  Status applyFailure;
   unsigned updates = 0;
   unsigned first = 0;
   if (!options.resume.empty()) {
@@ -229,6 +231,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   // input that carries it.
   auto stepScale = [&](unsigned step, double &lossScale, NpyArray &scaleArray,
                        int64_t &count) -> Status {
+    if (applyFailure.failed())
+      return applyFailure;
     count = countLabels();
     if (count == 0)
       return invalidArgument("every label of the batch is the ignore index "
@@ -244,6 +248,15 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     std::memcpy(scaleArray.data.data(), &scaleValue, 8);
     return Status::ok();
   };
+  // Several processes: gradients summed across the ranks (below).
+  std::optional<GradientReducer> reducer;
+  // ZeRO-1: the steps whose gradients are reduce-scattered (each rank sums
+  // its shards only), unless something reads them whole: clipping's norm,
+  // --dump-grads (docs/multi-box.md).
+  auto scattered = [&](unsigned step) {
+    return sharded && options.clipGradNorm <= 0 &&
+           (options.dumpGrads.empty() || step != first);
+  };
   // Whether step k's gradients (`grads`) are applied: a step whose scaled
   // gradients overflowed is skipped (W_(k+1) = W_k).
   auto decideApply = [&](unsigned step,
@@ -251,10 +264,25 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     if (!scaling)
       return true;
     std::vector<ParamSlot> slots;
-    for (std::vector<float> *g : grads)
+    bool shards = scattered(step);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      size_t b = shards ? params[i].shardBegin : 0,
+             e = shards ? params[i].shardEnd : grads[i]->size();
       slots.push_back(
-          {nullptr, g->data(), nullptr, nullptr, int64_t(g->size())});
-    bool apply = scaler.update(allGradientsFinite(pool, slots));
+          {nullptr, grads[i]->data() + b, nullptr, nullptr, int64_t(e - b)});
+    }
+    bool finite = allGradientsFinite(pool, slots);
+    // Reduce-scattered: every rank's verdict on its shards, as one flag
+    // summed across the ranks (exact), so all take the same decision.
+    if (shards) {
+      double overflowed = finite ? 0.0 : 1.0;
+      Status s = reducer->collective(
+          step, [&] { return options.comm->sum(&overflowed, 1); });
+      if (s.failed() && applyFailure.isOk())
+        applyFailure = s;
+      finite = s.isOk() && overflowed == 0.0;
+    }
+    bool apply = scaler.update(finite);
     if (!apply && options.onSkippedStep)
       options.onSkippedStep(step, scaler.getScale());
     return apply;
@@ -283,7 +311,6 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   // Several processes: gradients summed across the ranks as they land, in
   // the order they land (staged plans: by the job that writes them).
   // A staged plan's epilogue uses follow, summed before the epilogue.
-  std::optional<GradientReducer> reducer;
   if (options.comm) {
     EpilogueUses uses;
     if (plan.staged)
@@ -291,7 +318,9 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     reducer.emplace(*options.comm,
                     landingOrder(landsWith, params.size(), uses.buffers.size(),
                                  uses.summedPerUse),
-                    first, trace, sharded, params.size());
+                    first, trace, sharded, params.size(), Bucketing(),
+                    sharded ? std::function<bool(unsigned)>(scattered)
+                            : nullptr);
   }
   // Parameter i's whole weights into `whole` (the master itself unless
   // it is sharded) from every rank's updated chunk.

@@ -134,6 +134,13 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
                "first\n",
                o.steps, setup.backend->getName(), o.threads, plan.devices,
                bestMs, meanMs);
+  // What crossed the network from this rank (docs/multi-box.md).
+  if (comm)
+    std::fprintf(stderr,
+                 "rp-run: rank %d sent %.3f MiB through its collectives "
+                 "(%.3f MiB a step)\n",
+                 comm->rank(), double(comm->bytesSent()) / (1 << 20),
+                 double(comm->bytesSent()) / (1 << 20) / std::max(o.steps, 1u));
   if (plan.staged)
     reportMemory(plan, *setup.fwd);
   if (setup.trace)

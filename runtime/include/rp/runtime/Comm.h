@@ -58,9 +58,18 @@ public:
   /// rank order (the same bits on every rank).
   virtual Status sum(float *data, size_t count) = 0;
   virtual Status sum(double *data, size_t count) = 0;
+  /// `data` holds size() chunks of `chunk` elements: this rank's chunk
+  /// (data[rank() * chunk ..)) is replaced by its sum over the ranks, the
+  /// bits sum() gives it; the other chunks are left undefined. What crosses
+  /// the network is half a sum's: each rank sends every other rank its
+  /// chunk of them (ZeRO-1's gradients, docs/multi-box.md).
+  virtual Status reduceScatter(float *data, size_t chunk) = 0;
   /// Every rank's `bytes` bytes at `mine`, in rank order, into `all`
   /// (size() * bytes).
   virtual Status allGather(const void *mine, void *all, size_t bytes) = 0;
+  /// Payload bytes this rank has sent through its collectives so far
+  /// (what crosses the network from it; the transport's own not counted).
+  size_t bytesSent() const { return sent; }
   /// Says this rank is done with every collective: its process ending is
   /// then no loss to the others. A rank that ends without it (an error, a
   /// kill) is named as lost by the others' next collective.
@@ -69,6 +78,7 @@ public:
 protected:
   explicit Communicator(Rendezvous info) : info(std::move(info)) {}
   Rendezvous info;
+  size_t sent = 0;
 };
 
 /// How long rendezvous and every collective may wait for the other ranks.

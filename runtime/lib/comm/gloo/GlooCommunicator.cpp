@@ -79,7 +79,24 @@ public:
   Status sum(float *data, size_t count) override { return sumOf(data, count); }
   Status sum(double *data, size_t count) override { return sumOf(data, count); }
 
+  Status reduceScatter(float *data, size_t chunk) override {
+    if (chunk == 0)
+      return Status::ok();
+    size_t n = size_t(info.worldSize);
+    std::vector<float> recv(chunk * n);
+    sent += (n - 1) * chunk * sizeof(float);
+    return guarded("a gradient sum", [&] {
+      gloo::AlltoallOptions a(context);
+      a.setInput(data, chunk * n);
+      a.setOutput(recv.data(), recv.size());
+      a.setTimeout(timeout);
+      gloo::alltoall(a);
+      addChunks(recv.data(), data + size_t(info.rank) * chunk, chunk);
+    });
+  }
+
   Status allGather(const void *mine, void *all, size_t bytes) override {
+    sent += (size_t(info.worldSize) - 1) * bytes;
     return guarded("an all-gather", [&] {
       gloo::AllgatherOptions o(context);
       o.setInput(const_cast<char *>(static_cast<const char *>(mine)), bytes);
@@ -97,19 +114,14 @@ private:
     size_t chunk = (count + n - 1) / n;
     std::vector<T> send(chunk * n, T(0)), recv(chunk * n), mine(chunk);
     std::memcpy(send.data(), data, count * sizeof(T));
+    sent += 2 * (n - 1) * chunk * sizeof(T);
     return guarded("a gradient sum", [&] {
       gloo::AlltoallOptions a(context);
       a.setInput(send.data(), send.size());
       a.setOutput(recv.data(), recv.size());
       a.setTimeout(timeout);
       gloo::alltoall(a);
-      // recv holds every rank's copy of this rank's chunk, in rank order.
-      for (size_t i = 0; i < chunk; ++i) {
-        T s = recv[i];
-        for (size_t r = 1; r < n; ++r)
-          s += recv[r * chunk + i];
-        mine[i] = s;
-      }
+      addChunks(recv.data(), mine.data(), chunk);
       gloo::AllgatherOptions g(context);
       g.setInput(mine.data(), chunk);
       g.setOutput(send.data(), send.size());
@@ -117,6 +129,18 @@ private:
       gloo::allgather(g);
       std::memcpy(data, send.data(), count * sizeof(T));
     });
+  }
+
+  /// `recv` holds every rank's copy of this rank's chunk, in rank order:
+  /// their sum, added in rank order, into `mine`.
+  template <typename T> void addChunks(const T *recv, T *mine, size_t chunk) {
+    size_t n = size_t(info.worldSize);
+    for (size_t i = 0; i < chunk; ++i) {
+      T s = recv[i];
+      for (size_t r = 1; r < n; ++r)
+        s += recv[r * chunk + i];
+      mine[i] = s;
+    }
   }
 
   /// Runs a collective; a failure names the lost rank when there is one.

@@ -80,7 +80,30 @@ public:
     return reduce(data, count * sizeof(double), count, ncclFloat64);
   }
 
+  Status reduceScatter(float *data, size_t chunk) override {
+    size_t n = size_t(info.worldSize), bytes = chunk * sizeof(float);
+    if (Status s = reserve(n * bytes); s.failed())
+      return s;
+    if (cudaError_t e = cudaMemcpyAsync(buffer, data, n * bytes,
+                                        cudaMemcpyHostToDevice, stream);
+        e != cudaSuccess)
+      return cuda("cudaMemcpyAsync", e);
+    // In place: this rank's chunk of the buffer receives its sum.
+    char *mine = static_cast<char *>(buffer) + size_t(info.rank) * bytes;
+    if (ncclResult_t r = ncclReduceScatter(buffer, mine, chunk, ncclFloat32,
+                                           ncclSum, comm, stream);
+        r != ncclSuccess)
+      return nccl("ncclReduceScatter", r);
+    if (cudaError_t e = cudaMemcpyAsync(data + size_t(info.rank) * chunk, mine,
+                                        bytes, cudaMemcpyDeviceToHost, stream);
+        e != cudaSuccess)
+      return cuda("cudaMemcpyAsync", e);
+    sent += (n - 1) * bytes;
+    return finish();
+  }
+
   Status allGather(const void *mine, void *all, size_t bytes) override {
+    sent += (size_t(info.worldSize) - 1) * bytes;
     size_t total = bytes * size_t(info.worldSize);
     if (Status s = reserve(total + bytes); s.failed())
       return s;
@@ -106,6 +129,9 @@ private:
   Status reduce(void *data, size_t bytes, size_t count, ncclDataType_t type) {
     if (Status s = reserve(bytes); s.failed())
       return s;
+    // A ring all-reduce: 2 (N - 1)/N of the buffer.
+    size_t n = size_t(info.worldSize);
+    sent += 2 * (n - 1) * ((bytes + n - 1) / n);
     if (cudaError_t e = cudaMemcpyAsync(buffer, data, bytes,
                                         cudaMemcpyHostToDevice, stream);
         e != cudaSuccess)

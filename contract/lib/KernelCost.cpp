@@ -175,8 +175,12 @@ KernelWork rp::timing::kernelWork(uint16_t op,
     w.flops = attentionFlops(inputs, attr(0) != 0) * 5 / 2;
     return w;
   }
+  // A reduction's work is per input element: cross-entropy reads every
+  // logit into a scalar loss, and its gradient (about twice the forward,
+  // see flopsPerElement) is per logit too.
   double elements = 0;
-  if ((kind == K::reduce || outputs.empty()) && !inputs.empty())
+  if ((kind == K::reduce || kind == K::cross_entropy || outputs.empty()) &&
+      !inputs.empty())
     elements = double(inputs[0].elements());
   else if (!outputs.empty())
     elements = double(outputs[0].elements());

@@ -233,7 +233,9 @@ def InsertTransfersPass : Pass<"rp-insert-transfers", "::mlir::ModuleOp"> {
 def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
   let summary = "reports the largest sequence length whose plan fits";
   let description = [{
-    After rp-partition: finds, by bisection, the largest sequence length
+    After rp-partition: finds, by a bisection whose probes follow the
+    peak's near-linear growth (the secant's crossing of the budget, with
+    bisection steps where the peak jumps), the largest sequence length
     whose training step still fits every device's memory with the
     function's stages, schedule and microbatch (its batch rows unchanged),
     and reports it as a remark with the peak it reaches. Each trial scales

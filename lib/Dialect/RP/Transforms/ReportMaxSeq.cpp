@@ -14,6 +14,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
 
+#include <algorithm>
 #include <functional>
 
 namespace mlir::rp {
@@ -216,7 +217,7 @@ struct ReportMaxSeqPass
       return;
     }
     FailureOr<std::pair<int64_t, Trial>> found =
-        largest(module, seq0, budget, layerGrain, *small);
+        largest(module, seq0, budget, layerGrain, *small, {{seq0, *base}});
     if (failed(found))
       return signalPassFailure();
     auto [lo, best] = *found;
@@ -237,8 +238,13 @@ struct ReportMaxSeqPass
         return signalPassFailure();
       if (!one->fits)
         return;
+      // Layer grain holds less than stage grain: its first probe, at the
+      // stage grain's answer, is likely to fit and close.
+      FailureOr<Trial> seed = trial(module, seq0, lo, budget, true);
+      if (failed(seed))
+        return signalPassFailure();
       FailureOr<std::pair<int64_t, Trial>> layer =
-          largest(module, seq0, budget, true, *one);
+          largest(module, seq0, budget, true, *one, {{lo, *seed}});
       if (failed(layer))
         return signalPassFailure();
       if (layer->first > lo)
@@ -252,22 +258,70 @@ struct ReportMaxSeqPass
   /// Sequences per microbatch: the input's dimension 0.
   int64_t rows = 1;
 
-  /// Bisection on [fits, does not fit) up to `limit`, from a trial at one
-  /// token that fits.
-  FailureOr<std::pair<int64_t, Trial>> largest(ModuleOp module, int64_t seq0,
-                                               int64_t budget, bool layerGrain,
-                                               Trial best) {
-    int64_t lo = 1, hi = limit + 1;
+  /// The largest sequence in [1, limit] that fits, from the trial at one
+  /// token (which fits) and others that already ran. The bracket [lo fits, hi
+  /// does not) closes as a bisection's would, but each probe is where the
+  /// peak, close to linear in the sequence, crosses the budget: the secant
+  /// through the bracket's ends (or the two longest fitting trials while
+  /// no trial is over), pushed a margin past that crossing towards the end
+  /// that has not moved, so that the next probe moves it. The margin grows
+  /// while one end keeps moving; a probe that leaves the bracket over half
+  /// its width is followed by a bisection (the peak jumps where stages'
+  /// buffers change size), so it takes at most about twice a bisection's
+  /// trials. Feasibility being monotone, the answer is the bisection's.
+  FailureOr<std::pair<int64_t, Trial>>
+  largest(ModuleOp module, int64_t seq0, int64_t budget, bool layerGrain,
+          Trial small, ArrayRef<std::pair<int64_t, Trial>> known) {
+    int64_t lo = 1, hi = limit + 1, below = 0;
+    Trial best = small, over, prev;
+    bool overKnown = false;
+    int lastMoved = 0; // +1: lo, -1: hi
+    auto record = [&](int64_t seq, const Trial &t) {
+      if (seq <= lo || seq >= hi)
+        return;
+      if (t.fits) {
+        below = lo;
+        prev = best;
+        lo = seq;
+        best = t;
+        lastMoved = 1;
+      } else {
+        hi = seq;
+        over = t;
+        overKnown = true;
+        lastMoved = -1;
+      }
+    };
+    for (const auto &[seq, t] : known)
+      record(seq, t);
+    int64_t margin = 1, mark = hi - lo;
+    int sinceHalved = 0, side = lastMoved;
     while (hi - lo > 1) {
-      int64_t mid = lo + (hi - lo) / 2;
-      FailureOr<Trial> t = trial(module, seq0, mid, budget, layerGrain);
+      double cross = -1;
+      if (overKnown && over.peak > best.peak)
+        cross = lo + double(budget - best.peak) * double(hi - lo) /
+                         double(over.peak - best.peak);
+      else if (below > 0 && best.peak > prev.peak)
+        cross = lo + double(budget - best.peak) * double(lo - below) /
+                         double(best.peak - prev.peak);
+      int64_t probe;
+      if (cross < 0 || sinceHalved > 0) {
+        probe = lo + (hi - lo) / 2;
+      } else {
+        probe = int64_t(std::min(cross, double(hi))) + lastMoved * margin;
+        probe = std::clamp(probe, lo + 1, hi - 1);
+      }
+      FailureOr<Trial> t = trial(module, seq0, probe, budget, layerGrain);
       if (failed(t))
         return failure();
-      if (t->fits) {
-        lo = mid;
-        best = *t;
+      record(probe, *t);
+      margin = lastMoved == side ? std::min<int64_t>(margin * 4, limit) : 1;
+      side = lastMoved;
+      if (2 * (hi - lo) <= mark) {
+        mark = hi - lo;
+        sinceHalved = 0;
       } else {
-        hi = mid;
+        ++sinceHalved;
       }
     }
     return std::make_pair(lo, best);

@@ -42,6 +42,25 @@ Status checkLike(const char *op, const char *role, const TensorRef &t,
   return {};
 }
 
+Status expectRank2(const char *op, const char *role, const TensorRef &t) {
+  if (Status s = checkTensor(t, role, op); s.failed())
+    return s;
+  if (t.shape.size() != 2)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
+                           " should have rank 2");
+  return {};
+}
+
+Status expectShape(const char *op, const char *role, const TensorRef &t,
+                   DType dtype, const Shape &shape) {
+  if (Status s = checkTensorOf(t, dtype, role, op); s.failed())
+    return s;
+  if (t.shape != shape)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
+                           " should have shape " + describeShape(shape));
+  return {};
+}
+
 Status checkSameShape(const TensorRef &a, const TensorRef &b, const char *op) {
   if (a.shape != b.shape)
     return invalidArgument(std::string(op) + ": output " + describe(b) +

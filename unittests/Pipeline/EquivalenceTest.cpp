@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/Dialect/RP/TrainPipeline.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
+#include "rp/Dialect/RP/TrainPipeline.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/Target/PlanExport.h"

@@ -499,3 +499,18 @@ Status PipelineExecutor::step(ThreadPool &hostPool, bool prologue) {
     trace->addHostSpan("step", label, stepStart, trace->now());
   return s;
 }
+
+uint32_t rp::runtime::passShiftJobs(const Plan &plan) {
+  // Decided at compile time (plan.fbs's pass_shift).
+  if (plan.passShift >= 0)
+    return uint32_t(plan.passShift);
+  uint32_t stageJobs = 0;
+  for (const JobDesc &job : plan.jobs)
+    if (job.stage >= 0)
+      stageJobs = std::max(stageJobs, uint32_t(job.stage) + 1);
+  for (const JobDesc &job : plan.jobs)
+    if (job.kind == JobKind::run && job.stage >= 0 &&
+        job.device != uint32_t(job.stage) % plan.devices)
+      return 0;
+  return stageJobs;
+}

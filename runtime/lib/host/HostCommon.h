@@ -30,6 +30,7 @@ namespace rp::runtime::host::detail {
 
 using kernels::Bool8;
 using kernels::broadcastShapes;
+using kernels::checkConcat;
 using kernels::checkLogitsShape;
 using kernels::checkNormalized;
 using kernels::checkNormAxis;

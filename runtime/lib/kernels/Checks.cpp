@@ -407,4 +407,42 @@ Status checkLogitsShape(const char *op, const TensorRef &logits,
   return {};
 }
 
+Status checkConcat(const std::vector<TensorRef> &inputs, int64_t dim,
+                   const TensorRef &out, int64_t &outer, int64_t &inner) {
+  const char *op = "concat";
+  if (Status s = checkTensor(out, "output", op); s.failed())
+    return s;
+  const int64_t rank = static_cast<int64_t>(out.shape.size());
+  if (inputs.empty() || dim < 0 || dim >= rank)
+    return invalidArgument(std::string(op) +
+                           ": needs at least one input and "
+                           "a dimension within the rank of " +
+                           describe(out) + ", got dim " + std::to_string(dim));
+  int64_t total = 0;
+  for (const TensorRef &in : inputs) {
+    if (Status s = checkTensorOf(in, out.dtype, "input", op); s.failed())
+      return s;
+    bool agrees = static_cast<int64_t>(in.shape.size()) == rank;
+    for (int64_t d = 0; agrees && d < rank; ++d)
+      agrees = d == dim || in.shape[d] == out.shape[d];
+    if (!agrees)
+      return invalidArgument(std::string(op) + ": input " + describe(in) +
+                             " does not match output " + describe(out) +
+                             " outside dimension " + std::to_string(dim));
+    total += in.shape[dim];
+  }
+  if (total != out.shape[dim])
+    return invalidArgument(
+        std::string(op) + ": inputs add up to " + std::to_string(total) +
+        " along dimension " + std::to_string(dim) + " but the output " +
+        describe(out) + " has " + std::to_string(out.shape[dim]));
+  outer = 1;
+  inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= out.shape[d];
+  for (int64_t d = dim + 1; d < rank; ++d)
+    inner *= out.shape[d];
+  return {};
+}
+
 } // namespace rp::runtime::kernels

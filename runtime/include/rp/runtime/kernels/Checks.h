@@ -141,6 +141,12 @@ Status gatherShape(const char *op, const TensorRef &x, const TensorRef &indices,
                    int64_t axis, const TensorRef &gathered, const char *role,
                    int64_t &outer, int64_t &inner);
 
+/// Checks concat's operands (at least one input, each of out's dtype and
+/// shape but along `dim`, adding up to out's size along it); gives the
+/// element counts before and after `dim`.
+Status checkConcat(const std::vector<TensorRef> &inputs, int64_t dim,
+                   const TensorRef &out, int64_t &outer, int64_t &inner);
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//

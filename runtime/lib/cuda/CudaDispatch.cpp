@@ -338,33 +338,23 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   case OpKind::softmax:
   case OpKind::log_softmax: {
     bool log = c.op == OpKind::log_softmax;
-    const char *op = log ? "log_softmax" : "softmax";
-    if (!isFloat(in[0].dtype))
-      return unsupportedDType(op, in[0].dtype);
-    if (Status s = checkLike(op, "output", out, in[0]); s.failed())
-      return s;
-    int64_t outer, n, inner;
-    if (Status s = softmaxRows(op, in[0], a[0], outer, n, inner); s.failed())
+    SoftmaxRows rows;
+    if (Status s = checkSoftmax(log, in[0], a[0], out, rows); s.failed())
       return s;
     return launched(launchSoftmax(ctx, in[0].dtype, log, in[0].data, out.data,
-                                  outer, n, inner),
-                    op);
+                                  rows.outer, rows.n, rows.inner),
+                    log ? "log_softmax" : "softmax");
   }
   case OpKind::softmax_grad: {
     bool log = a[1] != 0;
-    const char *op = log ? "log_softmax_grad" : "softmax_grad";
-    if (!isFloat(in[0].dtype))
-      return unsupportedDType(op, in[0].dtype);
-    if (Status s = checkLike(op, "output gradient", in[1], in[0]); s.failed())
-      return s;
-    if (Status s = checkLike(op, "input gradient", out, in[0]); s.failed())
-      return s;
-    int64_t outer, n, inner;
-    if (Status s = softmaxRows(op, in[0], a[0], outer, n, inner); s.failed())
+    SoftmaxRows rows;
+    if (Status s = checkSoftmaxGrad(log, in[0], in[1], a[0], out, rows);
+        s.failed())
       return s;
     return launched(launchSoftmaxGrad(ctx, in[0].dtype, log, in[0].data,
-                                      in[1].data, out.data, outer, n, inner),
-                    op);
+                                      in[1].data, out.data, rows.outer, rows.n,
+                                      rows.inner),
+                    log ? "log_softmax_grad" : "softmax_grad");
   }
   case OpKind::layer_norm:
   case OpKind::rms_norm: {

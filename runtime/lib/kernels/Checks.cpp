@@ -407,6 +407,50 @@ Status checkLogitsShape(const char *op, const TensorRef &logits,
   return {};
 }
 
+/// `dim` within x's rank; the rows over it.
+static Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
+                          SoftmaxRows &rows) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (dim < 0 || dim >= rank)
+    return invalidArgument(std::string(op) + ": dimension " +
+                           std::to_string(dim) + " is out of range for " +
+                           describe(x));
+  rows = {1, x.shape[dim], 1};
+  for (int64_t d = 0; d < dim; ++d)
+    rows.outer *= x.shape[d];
+  for (int64_t d = dim + 1; d < rank; ++d)
+    rows.inner *= x.shape[d];
+  return {};
+}
+
+Status checkSoftmax(bool log, const TensorRef &x, int64_t dim,
+                    const TensorRef &out, SoftmaxRows &rows) {
+  const char *op = log ? "log_softmax" : "softmax";
+  if (Status s = checkTensor(x, "input", op); s.failed())
+    return s;
+  if (Status s = checkTensorOf(out, x.dtype, "output", op); s.failed())
+    return s;
+  if (Status s = checkSameShape(x, out, op); s.failed())
+    return s;
+  if (!isFloat(x.dtype))
+    return unsupportedDType(op, x.dtype);
+  return softmaxRows(op, x, dim, rows);
+}
+
+Status checkSoftmaxGrad(bool log, const TensorRef &y, const TensorRef &dy,
+                        int64_t dim, const TensorRef &dx, SoftmaxRows &rows) {
+  const char *op = log ? "log_softmax_grad" : "softmax_grad";
+  if (Status s = checkTensor(y, "output", op); s.failed())
+    return s;
+  if (!isFloat(y.dtype))
+    return unsupportedDType(op, y.dtype);
+  if (Status s = checkLike(op, "output gradient", dy, y); s.failed())
+    return s;
+  if (Status s = checkLike(op, "input gradient", dx, y); s.failed())
+    return s;
+  return softmaxRows(op, y, dim, rows);
+}
+
 Status checkConcat(const std::vector<TensorRef> &inputs, int64_t dim,
                    const TensorRef &out, int64_t &outer, int64_t &inner) {
   const char *op = "concat";

@@ -141,6 +141,23 @@ Status gatherShape(const char *op, const TensorRef &x, const TensorRef &indices,
                    int64_t axis, const TensorRef &gathered, const char *role,
                    int64_t &outer, int64_t &inner);
 
+/// The rows of a softmax over one dimension: outer x n x inner elements,
+/// each row n elements `inner` apart.
+struct SoftmaxRows {
+  int64_t outer = 1, n = 0, inner = 1;
+};
+
+/// softmax and log_softmax (`log`): x float, out of its dtype and shape,
+/// `dim` within its rank.
+Status checkSoftmax(bool log, const TensorRef &x, int64_t dim,
+                    const TensorRef &out, SoftmaxRows &rows);
+
+/// softmax_grad and log_softmax_grad (`log`): y (the forward's output)
+/// float, the output gradient dy and input gradient dx of its dtype and
+/// shape, `dim` within its rank.
+Status checkSoftmaxGrad(bool log, const TensorRef &y, const TensorRef &dy,
+                        int64_t dim, const TensorRef &dx, SoftmaxRows &rows);
+
 /// Checks concat's operands (at least one input, each of out's dtype and
 /// shape but along `dim`, adding up to out's size along it); gives the
 /// element counts before and after `dim`.

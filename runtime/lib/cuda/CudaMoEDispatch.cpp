@@ -92,19 +92,6 @@ Status dispatch(const DispatchContext &dctx, const LaunchContext &ctx,
                   op);
 }
 
-cudaDataType_t cudaTypeOf(DType t) {
-  switch (t) {
-  case DType::f16:
-    return CUDA_R_16F;
-  case DType::bf16:
-    return CUDA_R_16BF;
-  case DType::f64:
-    return CUDA_R_64F;
-  default:
-    return CUDA_R_32F;
-  }
-}
-
 Status groupedMatmul(const DispatchContext &dctx, const LaunchContext &ctx,
                      const std::vector<TensorRef> &in, const TensorRef &out,
                      bool transposeB) {
@@ -138,12 +125,8 @@ Status groupedMatmul(const DispatchContext &dctx, const LaunchContext &ctx,
   if (kIn == 0 || experts == 0)
     return fromCuda(cudaMemsetAsync(out.data, 0, out.bytes(), dctx.stream),
                     "cudaMemsetAsync (moe_grouped_matmul of no products)");
-  const bool f64 = x.dtype == DType::f64;
-  const float oneF = 1.0f, zeroF = 0.0f;
-  const double oneD = 1.0, zeroD = 0.0;
-  const void *alpha = f64 ? static_cast<const void *>(&oneD) : &oneF;
-  const void *beta = f64 ? static_cast<const void *>(&zeroD) : &zeroF;
-  const cudaDataType_t type = cudaTypeOf(x.dtype);
+  const BlasTypes blas = blasTypes(x.dtype);
+  const cudaDataType_t type = blas.type;
   // Row-major tile [R, nOut] = X [R, kIn] op(W) is column-major
   // C^T = op(W)^T X^T: the weight goes first (as CudaMatmul.cpp).
   const char *base = static_cast<const char *>(scratch.get());
@@ -151,13 +134,12 @@ Status groupedMatmul(const DispatchContext &dctx, const LaunchContext &ctx,
   if (Status s = fromCublas(
           cublasGemmBatchedEx(
               dctx.blas, transposeB ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
-              int(nOut), int(tiles.tileRows), int(kIn), alpha,
+              int(nOut), int(tiles.tileRows), int(kIn), blas.one,
               reinterpret_cast<const void *const *>(pointers), type,
               int(transposeB ? kIn : nOut),
               reinterpret_cast<const void *const *>(pointers + tiles.numTiles),
-              type, int(kIn), beta, pointers + 2 * tiles.numTiles, type,
-              int(nOut), int(tiles.numTiles),
-              f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+              type, int(kIn), blas.zero, pointers + 2 * tiles.numTiles, type,
+              int(nOut), int(tiles.numTiles), blas.compute,
               CUBLAS_GEMM_DEFAULT),
           "cublasGemmBatchedEx (" + describe(x) + " x " + describe(weight) +
               " by expert)");

@@ -319,7 +319,7 @@ void PipelineExecutor::controllerLoop(Controller &q) {
       }
       if (watched[index]) {
         ++pass.landingsPending;
-        landing.push_back({index, number});
+        landing.emplace_back(index, number);
         landingWake.notify_one();
       }
       // The host-side signal: the device records are enqueued.

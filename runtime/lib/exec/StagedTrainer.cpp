@@ -40,6 +40,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   uint32_t shiftJobs = passShiftJobs(plan);
   bool rotate = S == 2 && fwd.rotates() && shiftJobs % G != 0;
   std::vector<uint32_t> buffers;
+  buffers.reserve(params.size());
   for (const Param &p : params)
     buffers.push_back(p.buffer);
   std::optional<ParamFences> fences = planParamFences(plan, buffers);
@@ -224,6 +225,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
           const std::vector<std::pair<unsigned, uint64_t>> &targets) -> Status {
     int64_t start = trace ? trace->now() : 0;
     std::vector<ParamSlot> slots;
+    slots.reserve(params.size());
     for (Param &p : params)
       slots.push_back({nullptr, stepGrad(p, step).data(), nullptr, nullptr,
                        int64_t(p.size)});
@@ -469,6 +471,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
         return s;
     c.onStep(step, lossSums[step % 2] / double(counts[step % 2]));
     std::vector<std::vector<float> *> grads;
+    grads.reserve(params.size());
     for (Param &p : params)
       grads.push_back(&stepGrad(p, step));
     if (step == c.first && !options.dumpGrads.empty())

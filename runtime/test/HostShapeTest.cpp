@@ -142,6 +142,7 @@ TEST(HostShapeTest, ConcatMatchesReference) {
         inputs.push_back(randomBuffer(dtype, s, rng, -50, 50));
         outShape[dim] += size;
       }
+      refs.reserve(inputs.size());
       for (const Buffer &b : inputs)
         refs.push_back(b.ref());
       Buffer out(dtype, outShape);

@@ -124,7 +124,7 @@ TEST(PipelineTest, LoopedBfsRunsStagesBreadthFirst) {
   std::vector<std::pair<int, int>> order;
   for (const Command &c : pl->schedule.commands)
     if (c.device == 1)
-      order.push_back({c.job, c.microbatch});
+      order.emplace_back(c.job, c.microbatch);
   std::vector<int> jobs;
   for (auto [job, mb] : order)
     if (jobs.empty() || jobs.back() != job)

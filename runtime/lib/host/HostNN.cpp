@@ -56,7 +56,7 @@ ReducePlan planReduce(const Shape &shape, const std::vector<int64_t> &dims) {
     if (!groups.empty() && groups.back().second == reduced)
       groups.back().first *= shape[d];
     else
-      groups.push_back({shape[d], reduced});
+      groups.emplace_back(shape[d], reduced);
   }
   ReducePlan plan;
   int64_t stride = 1;

@@ -38,7 +38,11 @@ inBuild() { printf '%s\n' "${built[@]}" | grep -qxF "$1"; }
 mapfile -t fixed < <(printf '%s\n' "${built[@]}" |
   grep -E '^runtime/(lib|tools)/.*\.cpp$')
 
-base=${1:-$(git merge-base HEAD main 2>/dev/null)}
+if [ $# -gt 0 ] && ! git rev-parse -q --verify "$1^{commit}" >/dev/null; then
+  echo "tidy: BASE '$1' is not a commit; give one, or nothing for main" >&2
+  exit 1
+fi
+base=$(git rev-parse -q --verify "${1:-$(git merge-base HEAD main 2>/dev/null)}^{commit}")
 if [ -z "$base" ] || [ "$base" = "$(git rev-parse HEAD)" ]; then
   last=$(git log -1 --format=%H -- '*.cpp' '*.h' 2>/dev/null)
   base=${last:+$last~1}

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# clang-tidy with the root .clang-tidy on the C++ sources changed since BASE
-# (default: where this branch left main; on main itself, the last commit),
-# through build/compile_commands.json, so it takes seconds per file rather
-# than the whole tree (the whole tree is some 300 sources, most including
-# MLIR: far more than CI's time on 2 cores). Headers are checked where a
-# changed source includes them. scripts/test.sh runs it and counts each
-# checked file as one test; run it before a commit too.
+# clang-tidy with the root .clang-tidy, through build/compile_commands.json,
+# on two sets of C++ sources:
+#  - the runtime's own (runtime/lib, runtime/tools: every one the build
+#    compiles, the cuda driver's where CUDA is on): a fixed set that needs
+#    no MLIR header, so each file takes seconds, and a set that does not
+#    shrink to nothing after a docs-only commit;
+#  - the sources changed since BASE (default: where this branch left main;
+#    on main itself, since the parent of the last commit that touched C++),
+#    compiler ones included: the whole compiler tree, most of it including
+#    MLIR, is far more than CI's time on 2 cores, so a compiler file is
+#    checked when it changes.
+# Headers are checked where a checked source includes them (a filter
+# anchored at the checkout, so generated headers in build/ are not).
+# scripts/test.sh runs it and counts each checked file as one test; run it
+# before a commit too. Files run RP_TIDY_JOBS at a time (default: nproc).
 # The last line is "tidy: N clean, M with findings".
 # Usage: scripts/tidy.sh [BASE]
 set -uo pipefail
@@ -16,32 +24,61 @@ tidy=$(command -v clang-tidy-14 || command -v clang-tidy) || {
   echo "tidy: clang-tidy not found (apt-get install clang-tidy-14)" >&2
   exit 1
 }
-[ -f build/compile_commands.json ] || {
-  echo "tidy: build/compile_commands.json is missing; run scripts/build.sh" >&2
+db=build/compile_commands.json
+[ -f "$db" ] || {
+  echo "tidy: $db is missing; run scripts/build.sh" >&2
   exit 1
 }
-base=${1:-$(git merge-base HEAD main 2>/dev/null)}
-if [ -z "$base" ] || [ "$base" = "$(git rev-parse HEAD)" ]; then
-  base=HEAD~1
+
+# Every source the build compiles, relative to the checkout.
+mapfile -t built < <(sed -nE "s|^ *\"file\": \"$root/([^\"]*)\",?$|\1|p" "$db" |
+  sort -u)
+inBuild() { printf '%s\n' "${built[@]}" | grep -qxF "$1"; }
+
+mapfile -t fixed < <(printf '%s\n' "${built[@]}" |
+  grep -E '^runtime/(lib|tools)/.*\.cpp$')
+
+if [ $# -gt 0 ] && ! git rev-parse -q --verify "$1^{commit}" >/dev/null; then
+  echo "tidy: BASE '$1' is not a commit; give one, or nothing for main" >&2
+  exit 1
 fi
-mapfile -t files < <(git diff --name-only --diff-filter=AMR "$base" -- \
-  '*.cpp' | while read -r f; do
-    grep -q "\"file\": \"[^\"]*/$f\"" build/compile_commands.json && echo "$f"
-  done)
-echo "tidy: ${#files[@]} file(s) changed since $base"
-clean=0
-dirty=0
-for f in "${files[@]}"; do
-  # Findings are errors (WarningsAsErrors), so tidy's status says nothing
-  # the output does not: a file is clean when no line names a finding.
+base=$(git rev-parse -q --verify "${1:-$(git merge-base HEAD main 2>/dev/null)}^{commit}")
+if [ -z "$base" ] || [ "$base" = "$(git rev-parse HEAD)" ]; then
+  last=$(git log -1 --format=%H -- '*.cpp' '*.h' 2>/dev/null)
+  base=${last:+$last~1}
+fi
+changed=()
+if [ -n "$base" ] && git rev-parse -q --verify "$base^{commit}" >/dev/null; then
+  while read -r f; do
+    inBuild "$f" && changed+=("$f")
+  done < <(git diff --name-only --diff-filter=AMR "$base" -- '*.cpp')
+fi
+mapfile -t files < <(printf '%s\n' "${fixed[@]}" "${changed[@]}" |
+  grep -v '^$' | sort -u)
+echo "tidy: ${#files[@]} file(s): the runtime's ${#fixed[@]} and" \
+  "${#changed[@]} changed since ${base:-(none)}"
+
+# One file: its findings (none when clean), then a line "tidy-file: clean"
+# or "tidy-file: findings". Findings are errors (WarningsAsErrors), so
+# tidy's status says nothing the output does not.
+checkOne() {
   out=$("$tidy" -p build --quiet \
     --header-filter="^$root/(include|lib|tools|runtime/include|runtime/lib|runtime/tools)/" \
-    "$f" 2>/dev/null)
-  if echo "$out" | grep -E '(warning|error):'; then
-    dirty=$((dirty + 1))
+    "$1" 2>/dev/null | grep -E '(warning|error):')
+  if [ -n "$out" ]; then
+    printf '%s\ntidy-file: findings\n' "$out"
   else
-    clean=$((clean + 1))
+    echo "tidy-file: clean"
   fi
-done
+}
+export -f checkOne
+export tidy root
+start=$SECONDS
+results=$(printf '%s\0' "${files[@]}" |
+  xargs -0 -r -n 1 -P "${RP_TIDY_JOBS:-$(nproc)}" bash -c 'checkOne "$1"' _)
+echo "$results" | grep -v '^tidy-file: ' | grep -v '^$'
+clean=$(echo "$results" | grep -c '^tidy-file: clean$')
+dirty=$(echo "$results" | grep -c '^tidy-file: findings$')
+echo "tidy: $((SECONDS - start)) s"
 echo "tidy: $clean clean, $dirty with findings"
-[ $dirty -eq 0 ]
+[ "$dirty" -eq 0 ]

@@ -87,6 +87,18 @@ TEST(HostGradientsNNTest, SoftmaxGradErrors) {
   Buffer dx16(DType::f16, {2, 3});
   EXPECT_FALSE(
       softmaxGrad(pool, y.ref(), dy.ref(), 1, true, dx16.ref()).isOk());
+  // The messages are the kernels' shared check's (kernels::
+  // checkSoftmaxGrad), the cuda dispatch's too.
+  Status s = softmaxGrad(pool, y.ref(), dyT.ref(), 1, false, dx.ref());
+  EXPECT_NE(s.getMessage().find("softmax_grad: output gradient f32[3, 2] "
+                                "should have shape [2, 3]"),
+            std::string::npos)
+      << s.getMessage();
+  s = softmaxGrad(pool, y.ref(), dy.ref(), 2, true, dx.ref());
+  EXPECT_NE(s.getMessage().find("log_softmax_grad: dimension 2 is out of "
+                                "range for f32[2, 3]"),
+            std::string::npos)
+      << s.getMessage();
 }
 
 //===----------------------------------------------------------------------===//

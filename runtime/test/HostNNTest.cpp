@@ -196,6 +196,13 @@ TEST(HostNNTest, SoftmaxMatchesReference) {
   EXPECT_FALSE(softmax(pool, x.ref(), 1, false, out.ref()).isOk());
   Buffer ints(DType::i32, {3});
   EXPECT_FALSE(softmax(pool, ints.ref(), 0, false, ints.ref()).isOk());
+  // The message is the kernels' shared check's (kernels::checkSoftmax), the
+  // cuda dispatch's too.
+  Status s = softmax(pool, x.ref(), 1, true, out.ref());
+  EXPECT_NE(s.getMessage().find("log_softmax: dimension 1 is out of range "
+                                "for f32[3]"),
+            std::string::npos)
+      << s.getMessage();
 }
 
 TEST(HostNNTest, SoftmaxOfAllMinusInfinityIsNaN) {

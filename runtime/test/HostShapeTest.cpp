@@ -142,6 +142,7 @@ TEST(HostShapeTest, ConcatMatchesReference) {
         inputs.push_back(randomBuffer(dtype, s, rng, -50, 50));
         outShape[dim] += size;
       }
+      refs.reserve(inputs.size());
       for (const Buffer &b : inputs)
         refs.push_back(b.ref());
       Buffer out(dtype, outShape);
@@ -166,6 +167,33 @@ TEST(HostShapeTest, ConcatMatchesReference) {
   EXPECT_TRUE(concat(pool, {a.ref(), b.ref()}, 0, out.ref()).isOk());
   Buffer i(DType::i32, {3, 3});
   EXPECT_FALSE(concat(pool, {a.ref(), i.ref()}, 0, out.ref()).isOk());
+}
+
+// The checks are the kernels' shared ones (kernels::checkConcat), which the
+// cuda dispatch runs too: the messages name what is wrong.
+TEST(HostShapeTest, ConcatRefusesWhatDoesNotFitTheOutput) {
+  ThreadPool pool(2);
+  Buffer a(DType::f32, {2, 3}), b(DType::f32, {3, 3}), out(DType::f32, {5, 3});
+  auto message = [&](const std::vector<TensorRef> &in, int64_t dim,
+                     const TensorRef &o) {
+    Status s = concat(pool, in, dim, o);
+    return s.failed() ? s.getMessage() : std::string("ok");
+  };
+  EXPECT_NE(message({a.ref(), b.ref()}, 1, out.ref())
+                .find("does not match output f32[5, 3] outside dimension 1"),
+            std::string::npos);
+  EXPECT_NE(message({}, 0, out.ref()).find("needs at least one input"),
+            std::string::npos);
+  EXPECT_NE(message({a.ref(), b.ref()}, 2, out.ref()).find("got dim 2"),
+            std::string::npos);
+  EXPECT_NE(message({a.ref(), a.ref()}, 0, out.ref())
+                .find("inputs add up to 4 along dimension 0 but the output "
+                      "f32[5, 3] has 5"),
+            std::string::npos);
+  Buffer i(DType::i32, {3, 3});
+  EXPECT_NE(message({a.ref(), i.ref()}, 0, out.ref())
+                .find("should have element type f32"),
+            std::string::npos);
 }
 
 TEST(HostShapeTest, BroadcastMatchesReference) {

@@ -27,9 +27,9 @@ import transformers as T
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
 import hf_models  # noqa: E402
+import moe_check  # noqa: E402
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
-from rp import safetensors as rp_safetensors  # noqa: E402
 
 out = Path(sys.argv[1])
 M = 4
@@ -95,12 +95,8 @@ def reference(model, aux_weight):
 
 
 def run(src, name, devices):
-    grads = out / f"{name}-{devices}.safetensors"
-    plan = rp.compile(src, out / f"{name}-{devices}.rpplan", devices=devices,
-                      microbatches=M, loss="cross-entropy+output:output_1")
-    losses = [f"{v:.9g}" for v in rp.train(plan, inputs, labels, steps=2,
-                                           sync=True, dump_grads=grads)]
-    return losses, rp_safetensors.read(grads)
+    return moe_check.run(src, out, name, devices, inputs, labels, M,
+                         loss="cross-entropy+output:output_1")
 
 
 for name, make, mask in (("mixtral", mixtral, True),

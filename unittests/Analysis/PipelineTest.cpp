@@ -124,7 +124,7 @@ TEST(PipelineTest, LoopedBfsRunsStagesBreadthFirst) {
   std::vector<std::pair<int, int>> order;
   for (const Command &c : pl->schedule.commands)
     if (c.device == 1)
-      order.push_back({c.job, c.microbatch});
+      order.emplace_back(c.job, c.microbatch);
   std::vector<int> jobs;
   for (auto [job, mb] : order)
     if (jobs.empty() || jobs.back() != job)
@@ -165,8 +165,8 @@ TEST(PipelineTest, StaticBaselinesHaveTheTextbookBubble) {
         std::vector<LayerCost> layers = uniform(p, 0, 1, 2);
         layers.back().forwardMs = 2;
         std::string error;
-        auto pl = lowerSchedule(staticPartition(layers, p), layers, kind, p,
-                                m, error);
+        auto pl = lowerSchedule(staticPartition(layers, p), layers, kind, p, m,
+                                error);
         ASSERT_TRUE(mlir::succeeded(pl)) << error;
         insertTransfers(*pl, layers, link(1e12));
         std::optional<Timing> t = estimateTiming(pl->schedule);
@@ -182,8 +182,7 @@ TEST(PipelineTest, WeightsUploadInChunksOncePerSet) {
   std::vector<LayerCost> layers = uniform(4, int64_t(600) << 20);
   std::string error;
   Partition p = partitionFromSizes({1, 1, 1}, 1, {1, 1, 1}, 4);
-  auto pl =
-      lowerSchedule(p, layers, ScheduleKind::roundRobin, 2, 3, error);
+  auto pl = lowerSchedule(p, layers, ScheduleKind::roundRobin, 2, 3, error);
   ASSERT_TRUE(mlir::succeeded(pl));
   insertTransfers(*pl, layers, link(25));
   std::map<int, int64_t> uploaded;
@@ -232,12 +231,15 @@ TEST(PipelineTest, RoundRobinKeepsTwoWeightSetsPerDevice) {
   for (unsigned i = 0; i < cmds.size(); ++i) {
     if (isCompute(cmds[i].kind))
       computeEnd[cmds[i].job] = std::max(computeEnd[cmds[i].job], t->end[i]);
-    if (cmds[i].kind == CommandKind::h2dWeights && !uploadStart.count(cmds[i].job))
+    if (cmds[i].kind == CommandKind::h2dWeights &&
+        !uploadStart.count(cmds[i].job))
       uploadStart[cmds[i].job] = t->start[i];
   }
   for (auto [job, start] : uploadStart) {
-    if (job >= 4)
+    // Braces: EXPECT_GE is an if/else of its own (-Wdangling-else).
+    if (job >= 4) {
       EXPECT_GE(start, computeEnd[job - 4]) << "job " << job;
+    }
   }
 }
 

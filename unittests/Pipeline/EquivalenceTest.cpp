@@ -43,7 +43,7 @@ struct Config {
   bool bf16 = false;
   bool f16 = false;
   /// A user partition (--stages) and layer-grain recompute.
-  std::string stages = "";
+  std::string stages;
   bool layerGrain = false;
   std::string name() const {
     return schedule + " G=" + std::to_string(devices) +
@@ -166,7 +166,7 @@ Outcome train(const std::string &planPath, bool sync, const std::string &dir,
       rt::train(*plan, **fwd, pool, options, [&](unsigned, double loss) {
         char text[32];
         snprintf(text, sizeof(text), "%.9g", loss);
-        o.losses.push_back(text);
+        o.losses.emplace_back(text);
       });
   EXPECT_FALSE(s.failed()) << s.getMessage();
   std::ifstream in(options.save + "/weights.safetensors", std::ios::binary);
@@ -311,7 +311,7 @@ TEST(Equivalence, AnOverflowingF16StepIsSkippedAndTheScaleBacksOff) {
     o.steps = 2;
     o.lossScale.initial = std::ldexp(1.0, 60);
     o.onSkippedStep = [&](unsigned step, double scale) {
-      skipped.push_back({step, scale});
+      skipped.emplace_back(step, scale);
     };
   });
   ASSERT_EQ(got.losses.size(), 2u);
@@ -372,7 +372,8 @@ TEST(Equivalence, SyncFencesGiveTheSerialOptimizersBits) {
   // beside the next step: the same bits as updating between the steps,
   // with the bf16 copies made per parameter and with clipping.
   std::string model = modelPath("gpt_op17.onnx");
-  for (Config c : {Config{"round-robin", 3, 4}, Config{"1f1b", 2, 3, true}}) {
+  for (const Config &c :
+       {Config{"round-robin", 3, 4}, Config{"1f1b", 2, 3, true}}) {
     std::string dir = scratchDir();
     std::string plan = compile(model, c, dir);
     for (double clip : {0.0, 0.5}) {
@@ -413,7 +414,7 @@ Scaled trainScaled(const std::string &plan, bool sync, const std::string &dir,
         o.lossScale.interval = 2;
         o.steps = 10;
         o.onSkippedStep = [&](unsigned step, double scale) {
-          r.skipped.push_back({step, scale});
+          r.skipped.emplace_back(step, scale);
         };
         if (more)
           more(o);
@@ -438,9 +439,9 @@ TEST(Equivalence, F16LossScalingKeepsThePipelineFullAndTrainsLikeOneDevice) {
     // Both kinds of step happen.
     EXPECT_GE(want.skipped.size(), 2u);
     EXPECT_LE(want.skipped.size(), 8u);
-    for (Config c : {Config{"round-robin", 1, 3, false, true},
-                     Config{"round-robin", 2, 3, false, true},
-                     Config{"round-robin", 3, 3, false, true}}) {
+    for (const Config &c : {Config{"round-robin", 1, 3, false, true},
+                            Config{"round-robin", 2, 3, false, true},
+                            Config{"round-robin", 3, 3, false, true}}) {
       std::string dir = scratchDir();
       Scaled got =
           trainScaled(compile(model, c, dir), sync, dir, Run::continuous, {});

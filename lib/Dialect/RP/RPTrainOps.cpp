@@ -33,17 +33,25 @@ static Type lossType(RankedTensorType logits) {
   return e.isF64() ? e : Float32Type::get(e.getContext());
 }
 
+/// The results of both losses (rp.cross_entropy, rp.linear_cross_entropy):
+/// the loss sum, a scalar of lossType(input), and the i64 scalar count.
+static LogicalResult verifyLossResults(Operation *op, RankedTensorType input,
+                                       RankedTensorType lossSum,
+                                       RankedTensorType count) {
+  if (failed(verifyFloatScalar(op, "loss_sum", lossSum, lossType(input))))
+    return failure();
+  if (count.getRank() != 0 || !count.getElementType().isInteger(64))
+    return op->emitOpError("expected count to be an i64 scalar but got ")
+           << count;
+  return success();
+}
+
 LogicalResult CrossEntropyOp::verify() {
   auto logits = getLogits().getType();
-  if (failed(verifyLabels(*this, logits, getLabels().getType())) ||
-      failed(verifyFloatScalar(*this, "loss_sum", getLossSum().getType(),
-                               lossType(logits))))
+  if (failed(verifyLabels(*this, logits, getLabels().getType())))
     return failure();
-  if (getCount().getType().getRank() != 0 ||
-      !getCount().getType().getElementType().isInteger(64))
-    return emitOpError("expected count to be an i64 scalar but got ")
-           << getCount().getType();
-  return success();
+  return verifyLossResults(*this, logits, getLossSum().getType(),
+                           getCount().getType());
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
@@ -79,15 +87,10 @@ static LogicalResult verifyLinearLoss(Operation *op, RankedTensorType hidden,
 LogicalResult LinearCrossEntropyOp::verify() {
   auto hidden = getHidden().getType();
   if (failed(verifyLinearLoss(*this, hidden, getWeight().getType(),
-                              getLabels().getType(), getChunk())) ||
-      failed(verifyFloatScalar(*this, "loss_sum", getLossSum().getType(),
-                               lossType(hidden))))
+                              getLabels().getType(), getChunk())))
     return failure();
-  if (getCount().getType().getRank() != 0 ||
-      !getCount().getType().getElementType().isInteger(64))
-    return emitOpError("expected count to be an i64 scalar but got ")
-           << getCount().getType();
-  return success();
+  return verifyLossResults(*this, hidden, getLossSum().getType(),
+                           getCount().getType());
 }
 
 LogicalResult LinearCrossEntropyGradOp::verify() {
@@ -100,18 +103,18 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
 }
 
 LogicalResult SoftmaxGradOp::verify() {
-  if (getDim() >= getOutput().getType().getRank())
-    return emitOpError("dimension ")
-           << getDim() << " is out of range for rank "
-           << getOutput().getType().getRank();
+  // dim is non-negative (IntNonNegative), so it fits int64_t.
+  if (static_cast<int64_t>(getDim()) >= getOutput().getType().getRank())
+    return emitOpError("dimension ") << getDim() << " is out of range for rank "
+                                     << getOutput().getType().getRank();
   return success();
 }
 
 LogicalResult NormGradOp::verify() {
   auto in = getInput().getType();
-  if (getAxis() >= in.getRank())
-    return emitOpError("axis ") << getAxis() << " is out of range for rank "
-                                << in.getRank();
+  if (static_cast<int64_t>(getAxis()) >= in.getRank())
+    return emitOpError("axis ")
+           << getAxis() << " is out of range for rank " << in.getRank();
   if (getGrad().getType() != in || getInputGrad().getType() != in)
     return emitOpError("expected the gradient and the input gradient to have "
                        "the input's type ")
@@ -144,8 +147,8 @@ LogicalResult AttentionGradOp::verify() {
   if (getScale())
     scale = getScale()->convertToDouble();
   if (failed(verifyAttentionShapes(
-          *this, getQuery().getType(), getKey().getType(),
-          getValue().getType(), getMask(), getCausal(), scale,
+          *this, getQuery().getType(), getKey().getType(), getValue().getType(),
+          getMask(), getCausal(), scale,
           cast<RankedTensorType>(getGrad().getType()))))
     return failure();
   if (getQueryGrad().getType() != getQuery().getType() ||
@@ -160,8 +163,8 @@ LogicalResult GatherGradOp::verify() {
   auto out = getType();
   int64_t axis = getAxis();
   if (axis >= out.getRank())
-    return emitOpError("axis ") << axis << " is out of range for rank "
-                                << out.getRank();
+    return emitOpError("axis ")
+           << axis << " is out of range for rank " << out.getRank();
   SmallVector<int64_t> expected(out.getShape().take_front(axis));
   llvm::append_range(expected, getIndices().getType().getShape());
   llvm::append_range(expected, out.getShape().drop_front(axis + 1));
@@ -182,7 +185,8 @@ LogicalResult SliceGradOp::verify() {
 
 LogicalResult ExtremumGradOp::verify() {
   if (getKind() != ReduceKind::max && getKind() != ReduceKind::min)
-    return emitOpError("takes max or min, not ") << stringifyReduceKind(getKind());
+    return emitOpError("takes max or min, not ")
+           << stringifyReduceKind(getKind());
   auto in = getInput().getType();
   ArrayRef<int64_t> dims = getDims();
   SmallVector<int64_t> expected;

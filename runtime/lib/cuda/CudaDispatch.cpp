@@ -217,32 +217,10 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
                     op);
   }
   case OpKind::concat: {
-    const char *op = "concat";
-    const int64_t dim = a[0], rank = int64_t(out.shape.size());
-    if (dim < 0 || dim >= rank)
-      return invalidArgument(std::string(op) + ": dimension " +
-                             std::to_string(dim) + " is out of range for " +
-                             describe(out));
-    int64_t outer = 1, inner = 1, total = 0;
-    for (int64_t d = 0; d < dim; ++d)
-      outer *= out.shape[d];
-    for (int64_t d = dim + 1; d < rank; ++d)
-      inner *= out.shape[d];
-    for (const TensorRef &t : in) {
-      bool agrees = t.dtype == out.dtype && int64_t(t.shape.size()) == rank;
-      for (int64_t d = 0; agrees && d < rank; ++d)
-        agrees = d == dim || t.shape[d] == out.shape[d];
-      if (!agrees)
-        return invalidArgument(std::string(op) + ": input " + describe(t) +
-                               " does not match output " + describe(out) +
-                               " outside dimension " + std::to_string(dim));
-      total += t.shape[dim];
-    }
-    if (total != out.shape[dim])
-      return invalidArgument(
-          std::string(op) + ": inputs add up to " + std::to_string(total) +
-          " along dimension " + std::to_string(dim) + " but the output " +
-          describe(out) + " has " + std::to_string(out.shape[dim]));
+    const int64_t dim = a[0];
+    int64_t outer = 0, inner = 0;
+    if (Status s = checkConcat(in, dim, out, outer, inner); s.failed())
+      return s;
     // Each input is one block per outer row of the output, laid end to end.
     const size_t outRow = size_t(out.shape[dim] * inner) * es;
     size_t start = 0;
@@ -360,33 +338,23 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   case OpKind::softmax:
   case OpKind::log_softmax: {
     bool log = c.op == OpKind::log_softmax;
-    const char *op = log ? "log_softmax" : "softmax";
-    if (!isFloat(in[0].dtype))
-      return unsupportedDType(op, in[0].dtype);
-    if (Status s = checkLike(op, "output", out, in[0]); s.failed())
-      return s;
-    int64_t outer, n, inner;
-    if (Status s = softmaxRows(op, in[0], a[0], outer, n, inner); s.failed())
+    SoftmaxRows rows;
+    if (Status s = checkSoftmax(log, in[0], a[0], out, rows); s.failed())
       return s;
     return launched(launchSoftmax(ctx, in[0].dtype, log, in[0].data, out.data,
-                                  outer, n, inner),
-                    op);
+                                  rows.outer, rows.n, rows.inner),
+                    log ? "log_softmax" : "softmax");
   }
   case OpKind::softmax_grad: {
     bool log = a[1] != 0;
-    const char *op = log ? "log_softmax_grad" : "softmax_grad";
-    if (!isFloat(in[0].dtype))
-      return unsupportedDType(op, in[0].dtype);
-    if (Status s = checkLike(op, "output gradient", in[1], in[0]); s.failed())
-      return s;
-    if (Status s = checkLike(op, "input gradient", out, in[0]); s.failed())
-      return s;
-    int64_t outer, n, inner;
-    if (Status s = softmaxRows(op, in[0], a[0], outer, n, inner); s.failed())
+    SoftmaxRows rows;
+    if (Status s = checkSoftmaxGrad(log, in[0], in[1], a[0], out, rows);
+        s.failed())
       return s;
     return launched(launchSoftmaxGrad(ctx, in[0].dtype, log, in[0].data,
-                                      in[1].data, out.data, outer, n, inner),
-                    op);
+                                      in[1].data, out.data, rows.outer, rows.n,
+                                      rows.inner),
+                    log ? "log_softmax_grad" : "softmax_grad");
   }
   case OpKind::layer_norm:
   case OpKind::rms_norm: {

@@ -62,6 +62,15 @@ private:
 };
 
 /// rp.matmul through cuBLAS (CudaMatmul.cpp).
+/// How cuBLAS's *Ex calls see a float dtype: its storage type, the compute
+/// type (f32, f64 for f64) and alpha = 1, beta = 0 in that compute type.
+struct BlasTypes {
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  const void *one, *zero;
+};
+BlasTypes blasTypes(DType dtype);
+
 Status matmul(const DispatchContext &ctx, const TensorRef &a,
               const TensorRef &b, bool transposeA, bool transposeB,
               const TensorRef &out);

@@ -68,22 +68,6 @@ Status reduceMap(const char *op, const TensorRef &x,
   return {};
 }
 
-Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
-                   int64_t &outer, int64_t &n, int64_t &inner) {
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  if (dim < 0 || dim >= rank)
-    return invalidArgument(std::string(op) + ": dimension " +
-                           std::to_string(dim) + " is out of range for " +
-                           describe(x));
-  outer = inner = 1;
-  n = x.shape[dim];
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= x.shape[d];
-  for (int64_t d = dim + 1; d < rank; ++d)
-    inner *= x.shape[d];
-  return {};
-}
-
 Status attentionShape(const TensorRef &q, const TensorRef &k,
                       const TensorRef &v, const std::optional<TensorRef> &mask,
                       bool causal, double scale, const TensorRef &y,

@@ -32,12 +32,9 @@ Status reduceMap(const char *op, const TensorRef &x,
                  const std::vector<int64_t> &dims, bool keepDims,
                  ReduceMap &map, Shape &expected);
 
-/// Rows of a softmax over `dim`: outer x n x inner.
-Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
-                   int64_t &outer, int64_t &n, int64_t &inner);
-
-// Logits and labels, and gather's shapes: kernels::checkLogitsShape and
-// gatherShape (Checks.h); the kernels check the values on the GPU.
+// Logits and labels, gather's shapes, softmax and concat: kernels::
+// checkLogitsShape, gatherShape, checkSoftmax(Grad) and checkConcat
+// (Checks.h, as the host kernels); the kernels check the values on the GPU.
 
 /// attention's and attention_grad's checks (kernels::checkAttentionArgs) and
 /// the kernels' view of the shapes; heads wider than kMaxHeadDim are refused.

@@ -44,6 +44,21 @@ bool constantStride(const std::vector<int64_t> &offsets, int64_t &step) {
 
 } // namespace
 
+BlasTypes rp::runtime::cuda::blasTypes(DType dtype) {
+  static const float oneF = 1.0f, zeroF = 0.0f;
+  static const double oneD = 1.0, zeroD = 0.0;
+  switch (dtype) {
+  case DType::f16:
+    return {CUDA_R_16F, CUBLAS_COMPUTE_32F, &oneF, &zeroF};
+  case DType::bf16:
+    return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, &oneF, &zeroF};
+  case DType::f64:
+    return {CUDA_R_64F, CUBLAS_COMPUTE_64F, &oneD, &zeroD};
+  default:
+    return {CUDA_R_32F, CUBLAS_COMPUTE_32F, &oneF, &zeroF};
+  }
+}
+
 Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
                                  const TensorRef &b, bool transposeA,
                                  bool transposeB, const TensorRef &out) {
@@ -56,28 +71,10 @@ Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
     return fromCuda(cudaMemsetAsync(out.data, 0, out.bytes(), ctx.stream),
                     "cudaMemsetAsync (matmul over an empty dimension)");
 
-  cudaDataType_t type = CUDA_R_32F;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  switch (a.dtype) {
-  case DType::f16:
-    type = CUDA_R_16F;
-    break;
-  case DType::bf16:
-    type = CUDA_R_16BF;
-    break;
-  case DType::f64:
-    type = CUDA_R_64F;
-    compute = CUBLAS_COMPUTE_64F;
-    break;
-  default:
-    break;
-  }
-  const float oneF = 1.0f, zeroF = 0.0f;
-  const double oneD = 1.0, zeroD = 0.0;
-  const void *alpha =
-      a.dtype == DType::f64 ? static_cast<const void *>(&oneD) : &oneF;
-  const void *beta =
-      a.dtype == DType::f64 ? static_cast<const void *>(&zeroD) : &zeroF;
+  const BlasTypes blas = blasTypes(a.dtype);
+  const cudaDataType_t type = blas.type;
+  const cublasComputeType_t compute = blas.compute;
+  const void *alpha = blas.one, *beta = blas.zero;
   const size_t es = dtypeSize(a.dtype);
   const int m = int(p.m), n = int(p.n), k = int(p.k);
   const int lda = int(p.ta ? p.m : p.k), ldb = int(p.tb ? p.k : p.n);

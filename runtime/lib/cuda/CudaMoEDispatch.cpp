@@ -1,10 +1,10 @@
 //===- CudaMoEDispatch.cpp - the rp.moe.* calls on the cuda device --------===//
 //
-// Call for call host/HostDispatch.cpp's MoE cases, with host/HostMoE.cpp's
-// shape and dtype checks and messages; what the host checks by reading data
-// (experts in range, counts that fit, positions in range and unique) the
-// kernels check on the GPU (CudaMoE.cu, CudaMoEGemm.cu), so the host never
-// reads a count.
+// Call for call host/HostDispatch.cpp's MoE cases, with the shape and dtype
+// checks host/HostMoE.cpp calls too (kernels/Checks.h, lib/kernels/
+// MoEChecks.cpp); what the host checks by reading data (experts in range,
+// counts that fit, positions in range and unique) the kernels check on the
+// GPU (CudaMoE.cu, CudaMoEGemm.cu), so the host never reads a count.
 //
 // The grouped matmul is one cublasGemmBatchedEx over tiles of up to 128
 // rows: the per-expert row counts exist only on the device, and cuBLAS's
@@ -41,90 +41,31 @@ Status launched(cudaError_t error, const char *op) {
   return fromCuda(error, std::string("launching the ") + op + " kernels");
 }
 
-Status expectRank2(const char *op, const char *role, const TensorRef &t) {
-  if (Status s = checkTensor(t, role, op); s.failed())
-    return s;
-  if (t.shape.size() != 2)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
-                           " should have rank 2");
-  return {};
-}
-
-Status expectShape(const char *op, const char *role, const TensorRef &t,
-                   DType dtype, const Shape &shape) {
-  if (Status s = checkTensorOf(t, dtype, role, op); s.failed())
-    return s;
-  if (t.shape != shape)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
-                           " should have shape " + describeShape(shape));
-  return {};
-}
-
-Status expectFloatMatrix(const char *op, const char *role, const TensorRef &t) {
-  if (Status s = expectRank2(op, role, t); s.failed())
-    return s;
-  return isFloat(t.dtype) ? Status{} : unsupportedDType(op, t.dtype);
-}
-
-Status expectStack(const char *op, const char *role, const TensorRef &t,
-                   DType dtype, const char *why) {
-  if (Status s = checkTensorOf(t, dtype, role, op); s.failed())
-    return s;
-  if (t.shape.size() != 3)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
-                           " should have rank 3" + why);
-  return {};
-}
-
 Status route(const LaunchContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &outs, bool before, bool normalize) {
-  const char *op = "moe_route";
   const TensorRef &logits = in[0], &weights = outs[0], &experts = outs[1];
-  if (Status s = expectFloatMatrix(op, "logits", logits); s.failed())
+  if (Status s = checkMoERoute(logits, weights, experts); s.failed())
     return s;
   const int64_t tokens = logits.shape[0], n = logits.shape[1];
-  const int64_t k = weights.shape.size() == 2 ? weights.shape[1] : 0;
-  if (k < 1 || k > n)
-    return invalidArgument(std::string(op) + ": weights " + describe(weights) +
-                           " should be [" + std::to_string(tokens) +
-                           ", k] with 1 <= k <= " + std::to_string(n));
-  if (Status s = expectShape(op, "weights", weights, logits.dtype, {tokens, k});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "experts", experts, DType::i64, {tokens, k});
-      s.failed())
-    return s;
+  const int64_t k = weights.shape[1];
   return launched(launchMoERoute(ctx, logits.dtype, before, normalize,
                                  logits.data, tokens, n, k, weights.data,
                                  experts.as<int64_t>()),
-                  op);
+                  "moe_route");
 }
 
 Status routeGrad(const LaunchContext &ctx, const std::vector<TensorRef> &in,
                  const TensorRef &dlogits, bool before, bool normalize) {
-  const char *op = "moe_route_grad";
   const TensorRef &logits = in[0], &experts = in[1], &dweights = in[2];
-  if (Status s = expectFloatMatrix(op, "logits", logits); s.failed())
-    return s;
-  if (Status s = expectRank2(op, "experts", experts); s.failed())
+  if (Status s = checkMoERouteGrad(logits, experts, dweights, dlogits);
+      s.failed())
     return s;
   const int64_t tokens = logits.shape[0], n = logits.shape[1];
   const int64_t k = experts.shape[1];
-  if (Status s = expectShape(op, "experts", experts, DType::i64, {tokens, k});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "weights gradient", dweights, logits.dtype,
-                             {tokens, k});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "logits gradient", dlogits, logits.dtype,
-                             {tokens, n});
-      s.failed())
-    return s;
   return launched(launchMoERouteGrad(ctx, logits.dtype, before, normalize,
                                      logits.data, experts.as<int64_t>(),
                                      dweights.data, tokens, n, k, dlogits.data),
-                  op);
+                  "moe_route_grad");
 }
 
 Status dispatch(const DispatchContext &dctx, const LaunchContext &ctx,
@@ -133,28 +74,11 @@ Status dispatch(const DispatchContext &dctx, const LaunchContext &ctx,
   const char *op = "moe_dispatch";
   const TensorRef &x = in[0], &experts = in[1];
   const TensorRef &rows = outs[0], &positions = outs[1], &counts = outs[2];
-  if (Status s = expectRank2(op, "input", x); s.failed())
-    return s;
-  if (Status s = expectRank2(op, "experts", experts); s.failed())
+  if (Status s = checkMoEDispatch(x, experts, rows, positions, counts);
+      s.failed())
     return s;
   const int64_t tokens = x.shape[0], hidden = x.shape[1];
   const int64_t k = experts.shape[1];
-  if (Status s = expectShape(op, "experts", experts, DType::i64, {tokens, k});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "rows", rows, x.dtype, {tokens * k, hidden});
-      s.failed())
-    return s;
-  if (Status s =
-          expectShape(op, "positions", positions, DType::i32, {tokens, k});
-      s.failed())
-    return s;
-  if (counts.shape.size() != 1 || counts.dtype != DType::i32)
-    return invalidArgument(std::string(op) + ": counts " + describe(counts) +
-                           " should be i32[experts]");
-  if (tokens * k > INT32_MAX)
-    return invalidArgument(std::string(op) + ": " + std::to_string(tokens * k) +
-                           " choices do not fit the i32 positions");
   const int64_t numExperts = counts.shape[0];
   Scratch scratch(dctx.stream);
   if (Status s = scratch.allocate(moeDispatchScratchBytes(numExperts), op);
@@ -168,42 +92,17 @@ Status dispatch(const DispatchContext &dctx, const LaunchContext &ctx,
                   op);
 }
 
-cudaDataType_t cudaTypeOf(DType t) {
-  switch (t) {
-  case DType::f16:
-    return CUDA_R_16F;
-  case DType::bf16:
-    return CUDA_R_16BF;
-  case DType::f64:
-    return CUDA_R_64F;
-  default:
-    return CUDA_R_32F;
-  }
-}
-
 Status groupedMatmul(const DispatchContext &dctx, const LaunchContext &ctx,
                      const std::vector<TensorRef> &in, const TensorRef &out,
                      bool transposeB) {
   const char *op = "moe_grouped_matmul";
   const TensorRef &x = in[0], &weight = in[1], &counts = in[2];
-  if (Status s = expectFloatMatrix(op, "input", x); s.failed())
-    return s;
-  if (Status s = expectStack(op, "weight", weight, x.dtype,
-                             " (a stack of expert weights)");
+  if (Status s = checkMoEGroupedMatmul(x, weight, counts, transposeB, out);
       s.failed())
     return s;
   const int64_t numRows = x.shape[0], experts = weight.shape[0];
   const int64_t kIn = weight.shape[transposeB ? 2 : 1];
   const int64_t nOut = weight.shape[transposeB ? 1 : 2];
-  if (x.shape[1] != kIn)
-    return invalidArgument(std::string(op) + ": input " + describe(x) +
-                           " does not match the weight " + describe(weight));
-  if (Status s = expectShape(op, "output", out, x.dtype, {numRows, nOut});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "counts", counts, DType::i32, {experts});
-      s.failed())
-    return s;
   const size_t es = dtypeSize(x.dtype);
   const MoEGemmTiles tiles = moeGemmTiles(numRows, experts, nOut, es);
   if (tiles.numTiles > INT_MAX || kIn > INT_MAX || nOut > INT_MAX)
@@ -226,12 +125,8 @@ Status groupedMatmul(const DispatchContext &dctx, const LaunchContext &ctx,
   if (kIn == 0 || experts == 0)
     return fromCuda(cudaMemsetAsync(out.data, 0, out.bytes(), dctx.stream),
                     "cudaMemsetAsync (moe_grouped_matmul of no products)");
-  const bool f64 = x.dtype == DType::f64;
-  const float oneF = 1.0f, zeroF = 0.0f;
-  const double oneD = 1.0, zeroD = 0.0;
-  const void *alpha = f64 ? static_cast<const void *>(&oneD) : &oneF;
-  const void *beta = f64 ? static_cast<const void *>(&zeroD) : &zeroF;
-  const cudaDataType_t type = cudaTypeOf(x.dtype);
+  const BlasTypes blas = blasTypes(x.dtype);
+  const cudaDataType_t type = blas.type;
   // Row-major tile [R, nOut] = X [R, kIn] op(W) is column-major
   // C^T = op(W)^T X^T: the weight goes first (as CudaMatmul.cpp).
   const char *base = static_cast<const char *>(scratch.get());
@@ -239,13 +134,12 @@ Status groupedMatmul(const DispatchContext &dctx, const LaunchContext &ctx,
   if (Status s = fromCublas(
           cublasGemmBatchedEx(
               dctx.blas, transposeB ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
-              int(nOut), int(tiles.tileRows), int(kIn), alpha,
+              int(nOut), int(tiles.tileRows), int(kIn), blas.one,
               reinterpret_cast<const void *const *>(pointers), type,
               int(transposeB ? kIn : nOut),
               reinterpret_cast<const void *const *>(pointers + tiles.numTiles),
-              type, int(kIn), beta, pointers + 2 * tiles.numTiles, type,
-              int(nOut), int(tiles.numTiles),
-              f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+              type, int(kIn), blas.zero, pointers + 2 * tiles.numTiles, type,
+              int(nOut), int(tiles.numTiles), blas.compute,
               CUBLAS_GEMM_DEFAULT),
           "cublasGemmBatchedEx (" + describe(x) + " x " + describe(weight) +
               " by expert)");
@@ -261,27 +155,10 @@ Status groupedMatmulWGrad(const DispatchContext &dctx, const LaunchContext &ctx,
                           const TensorRef &dweight, bool transposeB) {
   const char *op = "moe_grouped_matmul_wgrad";
   const TensorRef &x = in[0], &dy = in[1], &counts = in[2];
-  if (Status s = expectFloatMatrix(op, "input", x); s.failed())
-    return s;
-  if (Status s = expectRank2(op, "output gradient", dy); s.failed())
-    return s;
-  const int64_t numRows = x.shape[0];
-  if (Status s = expectStack(op, "weight gradient", dweight, x.dtype, "");
+  if (Status s = checkMoEGroupedMatmulWGrad(x, dy, counts, transposeB, dweight);
       s.failed())
     return s;
-  const int64_t experts = dweight.shape[0];
-  Shape expected = transposeB ? Shape{experts, dy.shape[1], x.shape[1]}
-                              : Shape{experts, x.shape[1], dy.shape[1]};
-  if (Status s = expectShape(op, "weight gradient", dweight, x.dtype, expected);
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "output gradient", dy, x.dtype,
-                             {numRows, dy.shape[1]});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "counts", counts, DType::i32, {experts});
-      s.failed())
-    return s;
+  const int64_t numRows = x.shape[0], experts = dweight.shape[0];
   Scratch scratch(dctx.stream);
   if (Status s = scratch.allocate(moeOffsetsScratchBytes(experts), op);
       s.failed())
@@ -293,42 +170,19 @@ Status groupedMatmulWGrad(const DispatchContext &dctx, const LaunchContext &ctx,
                   op);
 }
 
-/// What moe_combine and its gradient both read (HostMoE.cpp's
-/// checkCombine, less the positions' values).
-Status checkCombine(const char *op, const TensorRef &rows,
-                    const TensorRef &positions,
-                    const std::optional<TensorRef> &weights,
-                    const char *outRole, const TensorRef &out) {
-  if (Status s = expectFloatMatrix(op, "rows", rows); s.failed())
-    return s;
-  if (Status s = expectRank2(op, "positions", positions); s.failed())
-    return s;
-  if (positions.dtype != DType::i32)
-    return unsupportedDType(op, positions.dtype, "positions");
-  const int64_t tokens = positions.shape[0], k = positions.shape[1];
-  if (weights)
-    if (Status s =
-            expectShape(op, "weights", *weights, rows.dtype, {tokens, k});
-        s.failed())
-      return s;
-  return expectShape(op, outRole, out, rows.dtype, {tokens, rows.shape[1]});
-}
-
 Status combine(const LaunchContext &ctx, const std::vector<TensorRef> &in,
                const TensorRef &out, bool weighted) {
-  const char *op = "moe_combine";
   const std::optional<TensorRef> weights =
       weighted ? std::optional<TensorRef>(in[2]) : std::nullopt;
   const TensorRef &rows = in[0], &positions = in[1];
-  if (Status s = checkCombine(op, rows, positions, weights, "output", out);
-      s.failed())
+  if (Status s = checkMoECombine(rows, positions, weights, out); s.failed())
     return s;
   return launched(launchMoECombine(ctx, rows.dtype, rows.data, rows.shape[0],
                                    positions.as<int32_t>(),
                                    weights ? weights->data : nullptr,
                                    positions.shape[0], positions.shape[1],
                                    rows.shape[1], out.data),
-                  op);
+                  "moe_combine");
 }
 
 Status combineGrad(const DispatchContext &dctx, const LaunchContext &ctx,
@@ -339,23 +193,14 @@ Status combineGrad(const DispatchContext &dctx, const LaunchContext &ctx,
       weighted ? std::optional<TensorRef>(in[2]) : std::nullopt;
   const TensorRef &rows = in[0], &positions = in[1], &dy = in.back();
   const TensorRef &drows = outs[0];
-  if (weighted && outs.size() < 2)
-    return invalidArgument(std::string(op) +
-                           ": weights and their gradient go together");
+  const std::optional<TensorRef> dweights =
+      weighted && outs.size() >= 2 ? std::optional<TensorRef>(outs[1])
+                                   : std::nullopt;
   if (Status s =
-          checkCombine(op, rows, positions, weights, "output gradient", dy);
+          checkMoECombineGrad(rows, positions, weights, dy, drows, dweights);
       s.failed())
     return s;
   const int64_t tokens = positions.shape[0], k = positions.shape[1];
-  if (weighted)
-    if (Status s = expectShape(op, "weights gradient", outs[1], rows.dtype,
-                               {tokens, k});
-        s.failed())
-      return s;
-  if (Status s =
-          expectShape(op, "rows gradient", drows, rows.dtype, rows.shape);
-      s.failed())
-    return s;
   Scratch scratch(dctx.stream);
   if (Status s =
           scratch.allocate(moeCombineGradScratchBytes(rows.shape[0]), op);

@@ -173,6 +173,7 @@ void GradientReducer::run() {
         }
       }
       std::vector<std::pair<float *, size_t>> parts;
+      parts.reserve(members.size());
       for (size_t i : members)
         parts.push_back(stateOf(next).grads[i]);
       lock.unlock();

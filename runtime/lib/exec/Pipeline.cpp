@@ -319,7 +319,7 @@ void PipelineExecutor::controllerLoop(Controller &q) {
       }
       if (watched[index]) {
         ++pass.landingsPending;
-        landing.push_back({index, number});
+        landing.emplace_back(index, number);
         landingWake.notify_one();
       }
       // The host-side signal: the device records are enqueued.
@@ -498,4 +498,19 @@ Status PipelineExecutor::step(ThreadPool &hostPool, bool prologue) {
   if (trace)
     trace->addHostSpan("step", label, stepStart, trace->now());
   return s;
+}
+
+uint32_t rp::runtime::passShiftJobs(const Plan &plan) {
+  // Decided at compile time (plan.fbs's pass_shift).
+  if (plan.passShift >= 0)
+    return uint32_t(plan.passShift);
+  uint32_t stageJobs = 0;
+  for (const JobDesc &job : plan.jobs)
+    if (job.stage >= 0)
+      stageJobs = std::max(stageJobs, uint32_t(job.stage) + 1);
+  for (const JobDesc &job : plan.jobs)
+    if (job.kind == JobKind::run && job.stage >= 0 &&
+        job.device != uint32_t(job.stage) % plan.devices)
+      return 0;
+  return stageJobs;
 }

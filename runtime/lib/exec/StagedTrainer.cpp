@@ -20,76 +20,6 @@
 using namespace rp::runtime;
 using namespace rp::runtime::detail;
 
-/// Microbatch `m` of a global-batch array: rows [m*rows, (m+1)*rows).
-NpyArray rp::runtime::detail::slice(const NpyArray &global, unsigned m,
-                                    unsigned count) {
-  NpyArray part;
-  part.dtype = global.dtype;
-  part.shape = global.shape;
-  part.shape[0] /= count;
-  size_t bytes = numElements(part.shape) * dtypeSize(part.dtype);
-  part.data.assign(global.data.begin() + m * bytes,
-                   global.data.begin() + (m + 1) * bytes);
-  return part;
-}
-
-uint32_t rp::runtime::passShiftJobs(const Plan &plan) {
-  // Decided at compile time (plan.fbs's pass_shift).
-  if (plan.passShift >= 0)
-    return uint32_t(plan.passShift);
-  uint32_t stageJobs = 0;
-  for (const JobDesc &job : plan.jobs)
-    if (job.stage >= 0)
-      stageJobs = std::max(stageJobs, uint32_t(job.stage) + 1);
-  for (const JobDesc &job : plan.jobs)
-    if (job.kind == JobKind::run && job.stage >= 0 &&
-        job.device != uint32_t(job.stage) % plan.devices)
-      return 0;
-  return stageJobs;
-}
-
-EpilogueUses
-rp::runtime::detail::epilogueUses(const Plan &plan,
-                                  const std::vector<Param> &params,
-                                  const std::vector<bool> &landsEarly) {
-  // Only when every use is an f32 download and the epilogue makes nothing
-  // but such parameters' gradients: else the epilogue runs per pass.
-  EpilogueUses r;
-  if (plan.epilogue < 0)
-    return r;
-  std::vector<uint32_t> &uses = r.buffers;
-  std::vector<bool> made(plan.buffers.size(), false), downloaded = made;
-  for (const JobDesc &job : plan.jobs)
-    for (const CopyDesc &copy : job.copies)
-      downloaded[copy.dst] = true;
-  bool linear = true;
-  for (const KernelCallDesc &call : plan.programs[plan.epilogue].calls) {
-    for (uint32_t b : call.inputs) {
-      const BufferDesc &d = plan.buffers[b];
-      if (made[b] || std::find(uses.begin(), uses.end(), b) != uses.end())
-        continue;
-      linear &= d.dtype == DType::f32 && downloaded[b] && !d.weight &&
-                d.constant.empty();
-      uses.push_back(b);
-    }
-    for (uint32_t b : call.outputs)
-      made[b] = true;
-  }
-  std::vector<bool> isGrad(plan.buffers.size(), false);
-  for (size_t i = 0; i < params.size(); ++i)
-    isGrad[params[i].gradOutput] = !landsEarly[i];
-  for (const BindingDesc &out : plan.outputs)
-    linear &= !made[out.buffer] || isGrad[out.buffer];
-  if (!linear) {
-    uses.clear();
-    return r;
-  }
-  r.summedPerUse.resize(params.size());
-  for (size_t i = 0; i < params.size(); ++i)
-    r.summedPerUse[i] = made[params[i].gradOutput] && !landsEarly[i];
-  return r;
-}
-
 Status rp::runtime::detail::trainStaged(StagedContext c) {
   const Plan &plan = c.plan;
   HostForward &fwd = c.fwd;
@@ -110,6 +40,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   uint32_t shiftJobs = passShiftJobs(plan);
   bool rotate = S == 2 && fwd.rotates() && shiftJobs % G != 0;
   std::vector<uint32_t> buffers;
+  buffers.reserve(params.size());
   for (const Param &p : params)
     buffers.push_back(p.buffer);
   std::optional<ParamFences> fences = planParamFences(plan, buffers);
@@ -322,6 +253,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
                     std::vector<std::vector<float>> *whole) -> Status {
     int64_t start = trace ? trace->now() : 0;
     std::vector<ParamSlot> slots;
+    slots.reserve(params.size());
     for (Param &p : params)
       slots.push_back({nullptr, stepGrad(p, step).data(), nullptr, nullptr,
                        int64_t(p.size)});
@@ -566,6 +498,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
         return s;
     c.onStep(step, lossSums[step % 2] / double(counts[step % 2]));
     std::vector<std::vector<float> *> grads;
+    grads.reserve(params.size());
     for (Param &p : params)
       grads.push_back(&stepGrad(p, step));
     if (step == c.first && !options.dumpGrads.empty())

@@ -71,7 +71,8 @@ struct PendingOptimizer {
   }
 };
 
-/// Microbatch `m` of a global-batch array: rows [m*rows, (m+1)*rows).
+/// Microbatch `m` of a global-batch array: rows [m*rows, (m+1)*rows)
+/// (TrainData.cpp).
 NpyArray slice(const NpyArray &global, unsigned m, unsigned count);
 
 /// What the staged trainer shares with train(): the run's inputs and
@@ -123,6 +124,7 @@ struct EpilogueUses {
   std::vector<uint32_t> buffers;
   std::vector<bool> summedPerUse;
 };
+/// (EpilogueUses.cpp)
 EpilogueUses epilogueUses(const Plan &plan, const std::vector<Param> &params,
                           const std::vector<bool> &landsEarly);
 

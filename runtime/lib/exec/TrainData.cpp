@@ -16,6 +16,18 @@ using namespace rp::runtime;
 
 namespace rp::runtime::detail {
 
+/// Microbatch `m` of a global-batch array: rows [m*rows, (m+1)*rows).
+NpyArray slice(const NpyArray &global, unsigned m, unsigned count) {
+  NpyArray part;
+  part.dtype = global.dtype;
+  part.shape = global.shape;
+  part.shape[0] /= count;
+  size_t bytes = numElements(part.shape) * dtypeSize(part.dtype);
+  part.data.assign(global.data.begin() + m * bytes,
+                   global.data.begin() + (m + 1) * bytes);
+  return part;
+}
+
 /// The shape of input `in`'s global batch: a staged plan binds the global
 /// batch itself, an unstaged one a microbatch.
 /// With `accumulate` K, a step takes K such batches (K passes).

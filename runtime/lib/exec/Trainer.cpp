@@ -260,10 +260,11 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   // Whether step k's gradients (`grads`) are applied: a step whose scaled
   // gradients overflowed is skipped (W_(k+1) = W_k).
   auto decideApply = [&](unsigned step,
-                         std::vector<std::vector<float> *> grads) -> bool {
+                         const std::vector<std::vector<float> *> &grads) {
     if (!scaling)
       return true;
     std::vector<ParamSlot> slots;
+    slots.reserve(grads.size());
     bool shards = scattered(step);
     for (size_t i = 0; i < grads.size(); ++i) {
       size_t b = shards ? params[i].shardBegin : 0,
@@ -434,6 +435,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     }
     onStep(step, lossSum / double(count));
     std::vector<std::vector<float> *> grads;
+    grads.reserve(params.size());
     for (Param &p : params)
       grads.push_back(&p.grad);
     if (step == first && !options.dumpGrads.empty())

@@ -30,11 +30,14 @@ namespace rp::runtime::host::detail {
 
 using kernels::Bool8;
 using kernels::broadcastShapes;
+using kernels::checkConcat;
 using kernels::checkLogitsShape;
 using kernels::checkNormalized;
 using kernels::checkNormAxis;
 using kernels::checkReduceDims;
 using kernels::checkSameShape;
+using kernels::checkSoftmax;
+using kernels::checkSoftmaxGrad;
 using kernels::checkTensor;
 using kernels::checkTensorOf;
 using kernels::gatherIndices;
@@ -48,6 +51,7 @@ using kernels::MatmulProblem;
 using kernels::planBroadcastOp;
 using kernels::planMatmul;
 using kernels::sliceWindow;
+using kernels::SoftmaxRows;
 using kernels::StridedPlan;
 using kernels::Tag;
 using kernels::unsupportedDType;

@@ -152,25 +152,10 @@ Status normGrad(ThreadPool &pool, bool centered, const TensorRef &x,
 
 Status softmaxGrad(ThreadPool &pool, const TensorRef &y, const TensorRef &dy,
                    int64_t dim, bool log, const TensorRef &dx) {
-  const char *op = log ? "log_softmax_grad" : "softmax_grad";
-  if (Status s = checkTensor(y, "output", op); s.failed())
+  SoftmaxRows rows;
+  if (Status s = checkSoftmaxGrad(log, y, dy, dim, dx, rows); s.failed())
     return s;
-  if (!isFloat(y.dtype))
-    return unsupportedDType(op, y.dtype);
-  if (Status s = checkLike(op, "output gradient", dy, y); s.failed())
-    return s;
-  if (Status s = checkLike(op, "input gradient", dx, y); s.failed())
-    return s;
-  const int64_t rank = static_cast<int64_t>(y.shape.size());
-  if (dim < 0 || dim >= rank)
-    return invalidArgument(std::string(op) + ": dimension " +
-                           std::to_string(dim) + " is out of range for " +
-                           describe(y));
-  int64_t outer = 1, inner = 1, n = y.shape[dim];
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= y.shape[d];
-  for (int64_t d = dim + 1; d < rank; ++d)
-    inner *= y.shape[d];
+  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
   visitFloat(y.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *yd = y.as<const T>(), *dyd = dy.as<const T>();

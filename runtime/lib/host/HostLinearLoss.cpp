@@ -9,8 +9,8 @@
 //  - a chunk is a whole number of kGroupRows (the host matmul's row block),
 //    so the chunk's GEMM tiles are the tiles the unfused matmul would run
 //    and the logits, the per-row losses and hidden_grad have its bits;
-//  - the loss sum is the unfused kernel's: per-row losses summed in f64 in
-//    HostLoss.cpp's fixed row chunks;
+//  - the loss sum is the unfused kernel's: the same labels check, row loss
+//    and f64 sum in fixed row chunks (HostLossCommon.h);
 //  - weight_grad sums over tokens, which the unfused GEMM does in one call.
 //    Here every group of kGroupRows tokens (fixed from row 0, whatever the
 //    chunk) is one GEMM in f32 (f64 for f64), and the group products are
@@ -21,11 +21,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "HostCommon.h"
+#include "HostLossCommon.h"
 
 #include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/host/Kernels.h"
-#include "rp/runtime/kernels/SoftmaxGrad.h"
 
 namespace rp::runtime::host {
 
@@ -37,13 +36,6 @@ namespace {
 /// Rows per GEMM group; equal to HostMatmul.cpp's row block (part of the
 /// numerics, see above).
 constexpr int64_t kGroupRows = 128;
-/// Rows per chunk of the f64 loss sum: HostLoss.cpp's kLossRowGrain.
-constexpr int64_t kLossRowGrain = 64;
-
-int64_t labelAt(const TensorRef &labels, int64_t i) {
-  return labels.dtype == DType::i32 ? labels.as<const int32_t>()[i]
-                                    : labels.as<const int64_t>()[i];
-}
 
 /// Shapes, dtypes and every label; gives rows (tokens), K and classes.
 Status checkLinearLoss(const char *op, const TensorRef &hidden,
@@ -76,16 +68,8 @@ Status checkLinearLoss(const char *op, const TensorRef &hidden,
   k = hidden.shape.back();
   classes = weight.shape[0];
   rows = labels.size();
-  for (int64_t i = 0; i < rows; ++i) {
-    int64_t label = labelAt(labels, i);
-    if (label == ignoreIndex || (label >= 0 && label < classes))
-      continue;
-    return invalidArgument(
-        std::string(op) + ": label " + std::to_string(label) + " at row " +
-        std::to_string(i) + " is out of range [0, " + std::to_string(classes) +
-        ") and is not the ignore index " + std::to_string(ignoreIndex));
-  }
-  return {};
+  return checkLabelValues(op, labels, rows, classes, ignoreIndex,
+                          LabelPlace::row);
 }
 
 /// Rows per chunk: `chunk` rounded up to whole GEMM groups.
@@ -118,15 +102,8 @@ Status linearCrossEntropy(ThreadPool &pool, const TensorRef &hidden,
                                  rows, k, classes);
       s.failed())
     return s;
-  DType sumType = hidden.dtype == DType::f64 ? DType::f64 : DType::f32;
-  if (Status s = checkTensorOf(lossSum, sumType, "loss sum", op); s.failed())
+  if (Status s = checkLossOutputs(op, hidden.dtype, lossSum, count); s.failed())
     return s;
-  if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
-    return s;
-  if (lossSum.size() != 1 || count.size() != 1)
-    return invalidArgument(std::string(op) + ": loss sum " + describe(lossSum) +
-                           " and count " + describe(count) +
-                           " must be scalars");
   // Per-row losses (tokens x 8 bytes), so that the sum below is the
   // unfused kernel's whatever the chunk.
   std::vector<double> rowLoss(rows, 0.0);
@@ -153,30 +130,9 @@ Status linearCrossEntropy(ThreadPool &pool, const TensorRef &hidden,
   });
   if (failed.failed())
     return failed;
-  struct Partial {
-    double sum = 0;
-    int64_t count = 0;
-  };
-  Partial total = deterministicReduce(
-      pool, fixedChunks(rows, kLossRowGrain), Partial{},
-      [&](int64_t begin, int64_t end) {
-        Partial p;
-        for (int64_t row = begin; row < end; ++row) {
-          if (labelAt(labels, row) == ignoreIndex)
-            continue;
-          p.sum += rowLoss[row];
-          ++p.count;
-        }
-        return p;
-      },
-      [](Partial a, Partial b) {
-        return Partial{a.sum + b.sum, a.count + b.count};
-      });
-  if (sumType == DType::f64)
-    *lossSum.as<double>() = total.sum;
-  else
-    *lossSum.as<float>() = static_cast<float>(total.sum);
-  *count.as<int64_t>() = total.count;
+  writeLossSum(
+      pool, labels, rows, ignoreIndex,
+      [&](int64_t row, int64_t) { return rowLoss[row]; }, lossSum, count);
   return {};
 }
 
@@ -224,11 +180,8 @@ Status linearCrossEntropyGrad(ThreadPool &pool, const TensorRef &hidden,
       parallelRanges(pool, n, rowGrain(classes), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) {
           T *row = dl.data() + r * classes;
-          int64_t label = labelAt(labels, begin + r);
-          if (label == ignoreIndex)
-            std::fill(row, row + classes, store<T>(C(0)));
-          else
-            crossEntropyGradRow(row, row, classes, label, scaleC);
+          lossGradRow(row, row, classes, labelAt(labels, begin + r),
+                      ignoreIndex, scaleC);
         }
       });
       if ((failed = matmul(pool, dlChunk, weight, false, false,

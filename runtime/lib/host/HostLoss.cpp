@@ -15,11 +15,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "HostCommon.h"
+#include "HostLossCommon.h"
 
 #include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/kernels/Cast.h"
-#include "rp/runtime/kernels/SoftmaxGrad.h"
 
 #include <type_traits>
 
@@ -29,12 +28,6 @@ using namespace detail;
 using namespace kernels;
 
 namespace {
-
-/// Reads label `i` as i64.
-int64_t labelAt(const TensorRef &labels, int64_t i) {
-  return labels.dtype == DType::i32 ? labels.as<const int32_t>()[i]
-                                    : labels.as<const int64_t>()[i];
-}
 
 /// "[1, 3]": the multi-index of row-major position `linear` in `shape`.
 std::string indexString(const Shape &shape, int64_t linear) {
@@ -46,31 +39,53 @@ std::string indexString(const Shape &shape, int64_t linear) {
   return describeShape(index);
 }
 
-/// Checks logits and labels, then every label: in [0, C) or the ignore
-/// index. Gives the number of rows and of classes.
+/// Checks logits and labels, then every label. Gives the number of rows
+/// and of classes.
 Status checkLogitsAndLabels(const char *op, const TensorRef &logits,
                             const TensorRef &labels, int64_t ignoreIndex,
                             int64_t &rows, int64_t &classes) {
   if (Status s = checkLogitsShape(op, logits, labels, rows, classes);
       s.failed())
     return s;
+  return checkLabelValues(op, labels, rows, classes, ignoreIndex,
+                          LabelPlace::index);
+}
+
+} // namespace
+
+Status detail::checkLabelValues(const char *op, const TensorRef &labels,
+                                int64_t rows, int64_t classes,
+                                int64_t ignoreIndex, LabelPlace place) {
   for (int64_t i = 0; i < rows; ++i) {
     int64_t label = labelAt(labels, i);
     if (label == ignoreIndex || (label >= 0 && label < classes))
       continue;
+    std::string where = place == LabelPlace::row
+                            ? "row " + std::to_string(i)
+                            : "position " + indexString(labels.shape, i) +
+                                  " of " + describe(labels);
     return invalidArgument(
-        std::string(op) + ": label " + std::to_string(label) + " at position " +
-        indexString(labels.shape, i) + " of " + describe(labels) +
+        std::string(op) + ": label " + std::to_string(label) + " at " + where +
         " is out of range [0, " + std::to_string(classes) +
         ") and is not the ignore index " + std::to_string(ignoreIndex));
   }
   return {};
 }
 
-/// Rows per chunk of the loss sum. Part of the numerics (the f64 sum).
-constexpr int64_t kLossRowGrain = 64;
-
-} // namespace
+Status detail::checkLossOutputs(const char *op, DType dtype,
+                                const TensorRef &lossSum,
+                                const TensorRef &count) {
+  if (Status s = checkTensorOf(lossSum, lossSumType(dtype), "loss sum", op);
+      s.failed())
+    return s;
+  if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
+    return s;
+  if (lossSum.size() != 1 || count.size() != 1)
+    return invalidArgument(std::string(op) + ": loss sum " + describe(lossSum) +
+                           " and count " + describe(count) +
+                           " must be scalars");
+  return {};
+}
 
 Status crossEntropy(ThreadPool &pool, const TensorRef &logits,
                     const TensorRef &labels, int64_t ignoreIndex,
@@ -81,50 +96,19 @@ Status crossEntropy(ThreadPool &pool, const TensorRef &logits,
           checkLogitsAndLabels(op, logits, labels, ignoreIndex, rows, classes);
       s.failed())
     return s;
-  // The sum is kept in f32 (f64 for f64 logits) whatever the storage type:
-  // a bf16 sum would round the printed loss to 3 digits, an f16 one
-  // overflow past 65504.
-  DType sumType = logits.dtype == DType::f64 ? DType::f64 : DType::f32;
-  if (Status s = checkTensorOf(lossSum, sumType, "loss sum", op); s.failed())
+  if (Status s = checkLossOutputs(op, logits.dtype, lossSum, count); s.failed())
     return s;
-  if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
-    return s;
-  if (lossSum.size() != 1 || count.size() != 1)
-    return invalidArgument(std::string(op) + ": loss sum " + describe(lossSum) +
-                           " and count " + describe(count) +
-                           " must be scalars");
-  struct Partial {
-    double sum = 0;
-    int64_t count = 0;
-  };
-  Partial total;
   visitFloat(logits.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *x = logits.as<const T>();
-    total = deterministicReduce(
-        pool, fixedChunks(rows, kLossRowGrain), Partial{},
-        [&](int64_t begin, int64_t end) {
-          Partial p;
-          for (int64_t row = begin; row < end; ++row) {
-            int64_t label = labelAt(labels, row);
-            if (label == ignoreIndex)
-              continue;
-            p.sum += static_cast<double>(
-                crossEntropyRow(x + row * classes, classes, label));
-            ++p.count;
-          }
-          return p;
+    writeLossSum(
+        pool, labels, rows, ignoreIndex,
+        [&](int64_t row, int64_t label) {
+          return static_cast<double>(
+              crossEntropyRow(x + row * classes, classes, label));
         },
-        [](Partial a, Partial b) {
-          return Partial{a.sum + b.sum, a.count + b.count};
-        });
-    (void)sizeof(T);
+        lossSum, count);
   });
-  if (sumType == DType::f64)
-    *lossSum.as<double>() = total.sum;
-  else
-    *lossSum.as<float>() = static_cast<float>(total.sum);
-  *count.as<int64_t>() = total.count;
   return {};
 }
 
@@ -150,19 +134,12 @@ Status crossEntropyGrad(ThreadPool &pool, const TensorRef &logits,
     const T *x = logits.as<const T>();
     T *dx = dlogits.as<T>();
     const C scaleC = static_cast<C>(scale);
-    parallelRanges(pool, rows, rowGrain(classes),
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t row = begin; row < end; ++row) {
-                       int64_t label = labelAt(labels, row);
-                       T *dxRow = dx + row * classes;
-                       if (label == ignoreIndex) {
-                         std::fill(dxRow, dxRow + classes, store<T>(C(0)));
-                         continue;
-                       }
-                       crossEntropyGradRow(x + row * classes, dxRow, classes,
-                                           label, scaleC);
-                     }
-                   });
+    parallelRanges(
+        pool, rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
+          for (int64_t row = begin; row < end; ++row)
+            lossGradRow(x + row * classes, dx + row * classes, classes,
+                        labelAt(labels, row), ignoreIndex, scaleC);
+        });
   });
   return {};
 }

@@ -34,6 +34,7 @@
 #ifdef RP_HAVE_OPENBLAS
 // Declared again because cblas.h may be the reference (netlib) header, which
 // lacks OpenBLAS's extensions; the library linked is OpenBLAS either way.
+// NOLINTNEXTLINE(readability-redundant-declaration)
 extern "C" void openblas_set_num_threads(int numThreads);
 #endif
 

@@ -14,6 +14,10 @@
 // Equal scores then come out in the same order as PyTorch's, since both
 // run the same standard-library algorithms on the same sequence.
 //
+// Shapes and dtypes are checked by the kernels' shared checks (lib/kernels/
+// MoEChecks.cpp, as on the cuda device); what needs the data (experts in
+// range, counts that fit, positions in range and unique) is checked here.
+//
 //===----------------------------------------------------------------------===//
 
 #include "HostCommon.h"
@@ -30,48 +34,6 @@ using namespace detail;
 using namespace kernels;
 
 namespace {
-
-Status expectRank2(const char *op, const char *role, const TensorRef &t) {
-  if (Status s = checkTensor(t, role, op); s.failed())
-    return s;
-  if (t.shape.size() != 2)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
-                           " should have rank 2");
-  return {};
-}
-
-Status expectShape(const char *op, const char *role, const TensorRef &t,
-                   DType dtype, const Shape &shape) {
-  if (Status s = checkTensorOf(t, dtype, role, op); s.failed())
-    return s;
-  if (t.shape != shape)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
-                           " should have shape " + describeShape(shape));
-  return {};
-}
-
-Status expectFloat(const char *op, const TensorRef &t) {
-  return isFloat(t.dtype) ? Status{} : unsupportedDType(op, t.dtype);
-}
-
-/// The floating-point matrix every forward kernel and its gradient read
-/// first (logits, input, rows).
-Status expectFloatMatrix(const char *op, const char *role, const TensorRef &t) {
-  if (Status s = expectRank2(op, role, t); s.failed())
-    return s;
-  return expectFloat(op, t);
-}
-
-/// A stack of expert matrices (weight or its gradient) of `dtype`.
-Status expectStack(const char *op, const char *role, const TensorRef &t,
-                   DType dtype, const char *why) {
-  if (Status s = checkTensorOf(t, dtype, role, op); s.failed())
-    return s;
-  if (t.shape.size() != 3)
-    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
-                           " should have rank 3" + why);
-  return {};
-}
 
 /// Every expert index (row-major [tokens, k] i64) names one of `n` experts.
 Status checkExpertRange(const char *op, const TensorRef &experts, int64_t k,
@@ -122,13 +84,10 @@ template <typename T> void loadRow(const T *src, int64_t n, double *dst) {
     dst[j] = double(load(src[j]));
 }
 
-/// Group sizes: non-negative, summing to at most `rows`; gives each
-/// group's first row.
+/// Group sizes (counts [E] i32, checked): non-negative, summing to at
+/// most `rows`; gives each group's first row.
 Status groupOffsets(const char *op, const TensorRef &counts, int64_t experts,
                     int64_t rows, std::vector<int64_t> &offsets) {
-  if (Status s = expectShape(op, "counts", counts, DType::i32, {experts});
-      s.failed())
-    return s;
   offsets.assign(experts + 1, 0);
   const int32_t *c = counts.as<const int32_t>();
   for (int64_t e = 0; e < experts; ++e) {
@@ -159,13 +118,9 @@ TensorRef matrixOf(const TensorRef &stack, int64_t index) {
                    {stack.shape[1], stack.shape[2]}};
 }
 
-/// positions [T, K] i32 naming rows of `rows`; with `unique`, none twice.
+/// positions (i32, checked) name rows of `rows`; with `unique`, none twice.
 Status checkPositions(const char *op, const TensorRef &positions,
                       int64_t numRows, bool unique) {
-  if (Status s = expectRank2(op, "positions", positions); s.failed())
-    return s;
-  if (positions.dtype != DType::i32)
-    return unsupportedDType(op, positions.dtype, "positions");
   std::vector<char> seen(unique ? numRows : 0, 0);
   const int32_t *p = positions.as<const int32_t>();
   for (int64_t i = 0; i < positions.size(); ++i) {
@@ -181,47 +136,15 @@ Status checkPositions(const char *op, const TensorRef &positions,
   return {};
 }
 
-/// What moe_combine and its gradient both read: rows [N, H] float,
-/// positions [T, K] into them, optional weights [T, K] and the [T, H] output
-/// (or its gradient).
-Status checkCombine(const char *op, const TensorRef &rows,
-                    const TensorRef &positions, bool unique,
-                    const std::optional<TensorRef> &weights,
-                    const char *outRole, const TensorRef &out) {
-  if (Status s = expectFloatMatrix(op, "rows", rows); s.failed())
-    return s;
-  if (Status s = checkPositions(op, positions, rows.shape[0], unique);
-      s.failed())
-    return s;
-  const int64_t tokens = positions.shape[0], k = positions.shape[1];
-  if (weights)
-    if (Status s =
-            expectShape(op, "weights", *weights, rows.dtype, {tokens, k});
-        s.failed())
-      return s;
-  return expectShape(op, outRole, out, rows.dtype, {tokens, rows.shape[1]});
-}
-
 } // namespace
 
 Status moeRoute(ThreadPool &pool, const TensorRef &logits, MoESoftmax softmax,
                 bool normalize, const TensorRef &weights,
                 const TensorRef &experts) {
-  const char *op = "moe_route";
-  if (Status s = expectFloatMatrix(op, "logits", logits); s.failed())
+  if (Status s = checkMoERoute(logits, weights, experts); s.failed())
     return s;
   const int64_t tokens = logits.shape[0], n = logits.shape[1];
-  const int64_t k = weights.shape.size() == 2 ? weights.shape[1] : 0;
-  if (k < 1 || k > n)
-    return invalidArgument(std::string(op) + ": weights " + describe(weights) +
-                           " should be [" + std::to_string(tokens) +
-                           ", k] with 1 <= k <= " + std::to_string(n));
-  if (Status s = expectShape(op, "weights", weights, logits.dtype, {tokens, k});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "experts", experts, DType::i64, {tokens, k});
-      s.failed())
-    return s;
+  const int64_t k = weights.shape[1];
   visitFloat(logits.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *l = logits.as<const T>();
@@ -265,25 +188,12 @@ Status moeRouteGrad(ThreadPool &pool, const TensorRef &logits,
                     const TensorRef &experts, const TensorRef &dweights,
                     MoESoftmax softmax, bool normalize,
                     const TensorRef &dlogits) {
-  const char *op = "moe_route_grad";
-  if (Status s = expectFloatMatrix(op, "logits", logits); s.failed())
-    return s;
-  if (Status s = expectRank2(op, "experts", experts); s.failed())
+  if (Status s = checkMoERouteGrad(logits, experts, dweights, dlogits);
+      s.failed())
     return s;
   const int64_t tokens = logits.shape[0], n = logits.shape[1];
   const int64_t k = experts.shape[1];
-  if (Status s = expectShape(op, "experts", experts, DType::i64, {tokens, k});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "weights gradient", dweights, logits.dtype,
-                             {tokens, k});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "logits gradient", dlogits, logits.dtype,
-                             {tokens, n});
-      s.failed())
-    return s;
-  if (Status s = checkExpertRange(op, experts, k, n); s.failed())
+  if (Status s = checkExpertRange("moe_route_grad", experts, k, n); s.failed())
     return s;
   const int64_t *e = experts.as<const int64_t>();
   visitFloat(logits.dtype, [&](auto tag) {
@@ -338,31 +248,17 @@ Status moeRouteGrad(ThreadPool &pool, const TensorRef &logits,
 Status moeDispatch(ThreadPool &pool, const TensorRef &x,
                    const TensorRef &experts, const TensorRef &rows,
                    const TensorRef &positions, const TensorRef &counts) {
-  const char *op = "moe_dispatch";
-  if (Status s = expectRank2(op, "input", x); s.failed())
-    return s;
-  if (Status s = expectRank2(op, "experts", experts); s.failed())
+  if (Status s = checkMoEDispatch(x, experts, rows, positions, counts);
+      s.failed())
     return s;
   const int64_t tokens = x.shape[0], hidden = x.shape[1];
   const int64_t k = experts.shape[1];
-  if (Status s = expectShape(op, "experts", experts, DType::i64, {tokens, k});
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "rows", rows, x.dtype, {tokens * k, hidden});
-      s.failed())
-    return s;
-  if (Status s =
-          expectShape(op, "positions", positions, DType::i32, {tokens, k});
-      s.failed())
-    return s;
-  if (counts.shape.size() != 1 || counts.dtype != DType::i32)
-    return invalidArgument(std::string(op) + ": counts " + describe(counts) +
-                           " should be i32[experts]");
   const int64_t numExperts = counts.shape[0];
   const int64_t *e = experts.as<const int64_t>();
   int32_t *c = counts.as<int32_t>();
   int32_t *pos = positions.as<int32_t>();
-  if (Status s = checkExpertRange(op, experts, k, numExperts); s.failed())
+  if (Status s = checkExpertRange("moe_dispatch", experts, k, numExperts);
+      s.failed())
     return s;
   std::vector<int64_t> next(numExperts + 1, 0);
   for (int64_t i = 0; i < tokens * k; ++i)
@@ -388,24 +284,13 @@ Status moeDispatch(ThreadPool &pool, const TensorRef &x,
 Status moeGroupedMatmul(ThreadPool &pool, const TensorRef &x,
                         const TensorRef &weight, const TensorRef &counts,
                         bool transposeB, const TensorRef &out) {
-  const char *op = "moe_grouped_matmul";
-  if (Status s = expectFloatMatrix(op, "input", x); s.failed())
-    return s;
-  if (Status s = expectStack(op, "weight", weight, x.dtype,
-                             " (a stack of expert weights)");
+  if (Status s = checkMoEGroupedMatmul(x, weight, counts, transposeB, out);
       s.failed())
     return s;
   const int64_t numRows = x.shape[0], experts = weight.shape[0];
-  const int64_t kIn = weight.shape[transposeB ? 2 : 1];
-  const int64_t nOut = weight.shape[transposeB ? 1 : 2];
-  if (x.shape[1] != kIn)
-    return invalidArgument(std::string(op) + ": input " + describe(x) +
-                           " does not match the weight " + describe(weight));
-  if (Status s = expectShape(op, "output", out, x.dtype, {numRows, nOut});
-      s.failed())
-    return s;
   std::vector<int64_t> offsets;
-  if (Status s = groupOffsets(op, counts, experts, numRows, offsets);
+  if (Status s =
+          groupOffsets("moe_grouped_matmul", counts, experts, numRows, offsets);
       s.failed())
     return s;
   for (int64_t e = 0; e < experts; ++e) {
@@ -427,27 +312,13 @@ Status moeGroupedMatmul(ThreadPool &pool, const TensorRef &x,
 Status moeGroupedMatmulWGrad(ThreadPool &pool, const TensorRef &x,
                              const TensorRef &dy, const TensorRef &counts,
                              bool transposeB, const TensorRef &dweight) {
-  const char *op = "moe_grouped_matmul_wgrad";
-  if (Status s = expectFloatMatrix(op, "input", x); s.failed())
-    return s;
-  if (Status s = expectRank2(op, "output gradient", dy); s.failed())
-    return s;
-  const int64_t numRows = x.shape[0];
-  if (Status s = expectStack(op, "weight gradient", dweight, x.dtype, "");
+  if (Status s = checkMoEGroupedMatmulWGrad(x, dy, counts, transposeB, dweight);
       s.failed())
     return s;
-  const int64_t experts = dweight.shape[0];
-  Shape expected = transposeB ? Shape{experts, dy.shape[1], x.shape[1]}
-                              : Shape{experts, x.shape[1], dy.shape[1]};
-  if (Status s = expectShape(op, "weight gradient", dweight, x.dtype, expected);
-      s.failed())
-    return s;
-  if (Status s = expectShape(op, "output gradient", dy, x.dtype,
-                             {numRows, dy.shape[1]});
-      s.failed())
-    return s;
+  const int64_t numRows = x.shape[0], experts = dweight.shape[0];
   std::vector<int64_t> offsets;
-  if (Status s = groupOffsets(op, counts, experts, numRows, offsets);
+  if (Status s = groupOffsets("moe_grouped_matmul_wgrad", counts, experts,
+                              numRows, offsets);
       s.failed())
     return s;
   for (int64_t e = 0; e < experts; ++e) {
@@ -467,9 +338,9 @@ Status moeCombine(ThreadPool &pool, const TensorRef &rows,
                   const TensorRef &positions,
                   const std::optional<TensorRef> &weights,
                   const TensorRef &out) {
-  const char *op = "moe_combine";
-  if (Status s =
-          checkCombine(op, rows, positions, false, weights, "output", out);
+  if (Status s = checkMoECombine(rows, positions, weights, out); s.failed())
+    return s;
+  if (Status s = checkPositions("moe_combine", positions, rows.shape[0], false);
       s.failed())
     return s;
   const int64_t tokens = positions.shape[0], k = positions.shape[1];
@@ -505,25 +376,16 @@ Status moeCombineGrad(ThreadPool &pool, const TensorRef &rows,
                       const std::optional<TensorRef> &weights,
                       const TensorRef &dy, const TensorRef &drows,
                       const std::optional<TensorRef> &dweights) {
-  const char *op = "moe_combine_grad";
-  if (weights.has_value() != dweights.has_value())
-    return invalidArgument(std::string(op) +
-                           ": weights and their gradient go together");
-  if (Status s = checkCombine(op, rows, positions, true, weights,
-                              "output gradient", dy);
+  if (Status s =
+          checkMoECombineGrad(rows, positions, weights, dy, drows, dweights);
+      s.failed())
+    return s;
+  if (Status s =
+          checkPositions("moe_combine_grad", positions, rows.shape[0], true);
       s.failed())
     return s;
   const int64_t tokens = positions.shape[0], k = positions.shape[1];
   const int64_t hidden = rows.shape[1];
-  if (dweights)
-    if (Status s = expectShape(op, "weights gradient", *dweights, rows.dtype,
-                               {tokens, k});
-        s.failed())
-      return s;
-  if (Status s =
-          expectShape(op, "rows gradient", drows, rows.dtype, rows.shape);
-      s.failed())
-    return s;
   // Rows no token reads (past the dispatched ones) get zero.
   if (drows.size() > 0)
     std::memset(drows.data, 0, drows.bytes());

@@ -56,7 +56,7 @@ ReducePlan planReduce(const Shape &shape, const std::vector<int64_t> &dims) {
     if (!groups.empty() && groups.back().second == reduced)
       groups.back().first *= shape[d];
     else
-      groups.push_back({shape[d], reduced});
+      groups.emplace_back(shape[d], reduced);
   }
   ReducePlan plan;
   int64_t stride = 1;
@@ -263,19 +263,10 @@ Status reduce(ThreadPool &pool, ReduceKind kind, const TensorRef &x,
 
 Status softmax(ThreadPool &pool, const TensorRef &x, int64_t dim, bool log,
                const TensorRef &out) {
-  const char *op = log ? "log_softmax" : "softmax";
-  if (Status s = checkRowOp(op, x, out); s.failed())
+  SoftmaxRows rows;
+  if (Status s = checkSoftmax(log, x, dim, out, rows); s.failed())
     return s;
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  if (dim < 0 || dim >= rank)
-    return invalidArgument(std::string(op) + ": dimension " +
-                           std::to_string(dim) + " is out of range for " +
-                           describe(x));
-  int64_t outer = 1, inner = 1, n = x.shape[dim];
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= x.shape[d];
-  for (int64_t d = dim + 1; d < rank; ++d)
-    inner *= x.shape[d];
+  const int64_t outer = rows.outer, n = rows.n, inner = rows.inner;
   visitFloat(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *in = x.as<const T>();

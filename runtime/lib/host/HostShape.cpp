@@ -112,40 +112,11 @@ Status slice(ThreadPool &pool, const TensorRef &x,
 
 Status concat(ThreadPool &pool, const std::vector<TensorRef> &inputs,
               int64_t dim, const TensorRef &out) {
-  const char *op = "concat";
-  if (Status s = checkTensor(out, "output", op); s.failed())
+  int64_t outer = 0, inner = 0;
+  if (Status s = checkConcat(inputs, dim, out, outer, inner); s.failed())
     return s;
-  const int64_t rank = static_cast<int64_t>(out.shape.size());
-  if (inputs.empty() || dim < 0 || dim >= rank)
-    return invalidArgument(std::string(op) +
-                           ": needs at least one input and "
-                           "a dimension within the rank of " +
-                           describe(out) + ", got dim " + std::to_string(dim));
-  int64_t total = 0;
-  for (const TensorRef &in : inputs) {
-    if (Status s = checkTensorOf(in, out.dtype, "input", op); s.failed())
-      return s;
-    bool agrees = static_cast<int64_t>(in.shape.size()) == rank;
-    for (int64_t d = 0; agrees && d < rank; ++d)
-      agrees = d == dim || in.shape[d] == out.shape[d];
-    if (!agrees)
-      return invalidArgument(std::string(op) + ": input " + describe(in) +
-                             " does not match output " + describe(out) +
-                             " outside dimension " + std::to_string(dim));
-    total += in.shape[dim];
-  }
-  if (total != out.shape[dim])
-    return invalidArgument(
-        std::string(op) + ": inputs add up to " + std::to_string(total) +
-        " along dimension " + std::to_string(dim) + " but the output " +
-        describe(out) + " has " + std::to_string(out.shape[dim]));
   // Viewed as [outer, dim * inner]: each input contributes one contiguous
   // block per outer row, laid end to end.
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= out.shape[d];
-  for (int64_t d = dim + 1; d < rank; ++d)
-    inner *= out.shape[d];
   const size_t elementSize = dtypeSize(out.dtype);
   const int64_t outRow = out.shape[dim] * inner;
   std::vector<int64_t> blockStart;

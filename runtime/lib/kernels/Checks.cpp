@@ -42,6 +42,25 @@ Status checkLike(const char *op, const char *role, const TensorRef &t,
   return {};
 }
 
+Status expectRank2(const char *op, const char *role, const TensorRef &t) {
+  if (Status s = checkTensor(t, role, op); s.failed())
+    return s;
+  if (t.shape.size() != 2)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
+                           " should have rank 2");
+  return {};
+}
+
+Status expectShape(const char *op, const char *role, const TensorRef &t,
+                   DType dtype, const Shape &shape) {
+  if (Status s = checkTensorOf(t, dtype, role, op); s.failed())
+    return s;
+  if (t.shape != shape)
+    return invalidArgument(std::string(op) + ": " + role + " " + describe(t) +
+                           " should have shape " + describeShape(shape));
+  return {};
+}
+
 Status checkSameShape(const TensorRef &a, const TensorRef &b, const char *op) {
   if (a.shape != b.shape)
     return invalidArgument(std::string(op) + ": output " + describe(b) +
@@ -385,6 +404,88 @@ Status checkLogitsShape(const char *op, const TensorRef &logits,
                            " without the class dimension)");
   classes = logits.shape.back();
   rows = labels.size();
+  return {};
+}
+
+/// `dim` within x's rank; the rows over it.
+static Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
+                          SoftmaxRows &rows) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (dim < 0 || dim >= rank)
+    return invalidArgument(std::string(op) + ": dimension " +
+                           std::to_string(dim) + " is out of range for " +
+                           describe(x));
+  rows = {1, x.shape[dim], 1};
+  for (int64_t d = 0; d < dim; ++d)
+    rows.outer *= x.shape[d];
+  for (int64_t d = dim + 1; d < rank; ++d)
+    rows.inner *= x.shape[d];
+  return {};
+}
+
+Status checkSoftmax(bool log, const TensorRef &x, int64_t dim,
+                    const TensorRef &out, SoftmaxRows &rows) {
+  const char *op = log ? "log_softmax" : "softmax";
+  if (Status s = checkTensor(x, "input", op); s.failed())
+    return s;
+  if (Status s = checkTensorOf(out, x.dtype, "output", op); s.failed())
+    return s;
+  if (Status s = checkSameShape(x, out, op); s.failed())
+    return s;
+  if (!isFloat(x.dtype))
+    return unsupportedDType(op, x.dtype);
+  return softmaxRows(op, x, dim, rows);
+}
+
+Status checkSoftmaxGrad(bool log, const TensorRef &y, const TensorRef &dy,
+                        int64_t dim, const TensorRef &dx, SoftmaxRows &rows) {
+  const char *op = log ? "log_softmax_grad" : "softmax_grad";
+  if (Status s = checkTensor(y, "output", op); s.failed())
+    return s;
+  if (!isFloat(y.dtype))
+    return unsupportedDType(op, y.dtype);
+  if (Status s = checkLike(op, "output gradient", dy, y); s.failed())
+    return s;
+  if (Status s = checkLike(op, "input gradient", dx, y); s.failed())
+    return s;
+  return softmaxRows(op, y, dim, rows);
+}
+
+Status checkConcat(const std::vector<TensorRef> &inputs, int64_t dim,
+                   const TensorRef &out, int64_t &outer, int64_t &inner) {
+  const char *op = "concat";
+  if (Status s = checkTensor(out, "output", op); s.failed())
+    return s;
+  const int64_t rank = static_cast<int64_t>(out.shape.size());
+  if (inputs.empty() || dim < 0 || dim >= rank)
+    return invalidArgument(std::string(op) +
+                           ": needs at least one input and "
+                           "a dimension within the rank of " +
+                           describe(out) + ", got dim " + std::to_string(dim));
+  int64_t total = 0;
+  for (const TensorRef &in : inputs) {
+    if (Status s = checkTensorOf(in, out.dtype, "input", op); s.failed())
+      return s;
+    bool agrees = static_cast<int64_t>(in.shape.size()) == rank;
+    for (int64_t d = 0; agrees && d < rank; ++d)
+      agrees = d == dim || in.shape[d] == out.shape[d];
+    if (!agrees)
+      return invalidArgument(std::string(op) + ": input " + describe(in) +
+                             " does not match output " + describe(out) +
+                             " outside dimension " + std::to_string(dim));
+    total += in.shape[dim];
+  }
+  if (total != out.shape[dim])
+    return invalidArgument(
+        std::string(op) + ": inputs add up to " + std::to_string(total) +
+        " along dimension " + std::to_string(dim) + " but the output " +
+        describe(out) + " has " + std::to_string(out.shape[dim]));
+  outer = 1;
+  inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= out.shape[d];
+  for (int64_t d = dim + 1; d < rank; ++d)
+    inner *= out.shape[d];
   return {};
 }
 

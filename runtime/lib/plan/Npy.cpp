@@ -1,6 +1,7 @@
 //===- Npy.cpp - numpy .npy files in and out ------------------------------===//
 
 #include "rp/runtime/Npy.h"
+#include "PlanInternal.h"
 #include "rp/runtime/FileIO.h"
 
 #include <cstdio>
@@ -21,16 +22,6 @@ constexpr Descr kDescrs[] = {
 };
 
 } // namespace
-
-/// The bytes an array of `shape` and `dtype` takes, or false when a
-/// dimension is negative or the product overflows.
-static bool byteSize(const Shape &shape, DType dtype, uint64_t &bytes) {
-  bytes = dtypeSize(dtype);
-  for (int64_t d : shape)
-    if (d < 0 || __builtin_mul_overflow(bytes, uint64_t(d), &bytes))
-      return false;
-  return true;
-}
 
 /// The dimensions of a header's shape tuple text ("2, 3" or "4," or ""):
 /// decimal numbers of at most 18 digits, so that none overflows.
@@ -113,7 +104,7 @@ Expected<NpyArray> rp::runtime::parseNpy(std::string_view bytes,
                ") is not a tuple of at most " + std::to_string(kMaxNpyRank) +
                " dimensions below 10^18");
   uint64_t need = 0;
-  if (!byteSize(out.shape, out.dtype, need))
+  if (!checkedByteSize(out.shape, out.dtype, need))
     return bad("its shape (" + std::string(m[1]) +
                ") holds more bytes than fit in 64 bits");
   size_t have = bytes.size() - start - headerLen;

@@ -1,6 +1,7 @@
 //===- Safetensors.cpp - .safetensors files in and out --------------------===//
 
 #include "rp/runtime/Safetensors.h"
+#include "PlanInternal.h"
 #include "rp/runtime/FileIO.h"
 
 #include <nlohmann/json.hpp>
@@ -45,16 +46,6 @@ Status rp::runtime::writeSafetensors(const std::string &path,
   for (const NamedTensor &t : tensors)
     pieces.push_back({t.tensor.data, t.tensor.bytes()});
   return writeFileAtomic(path, pieces);
-}
-
-/// The bytes an entry of `shape` and `dtype` takes, or false when the
-/// product overflows.
-static bool byteSize(const Shape &shape, DType dtype, uint64_t &bytes) {
-  bytes = dtypeSize(dtype);
-  for (int64_t d : shape)
-    if (d < 0 || __builtin_mul_overflow(bytes, uint64_t(d), &bytes))
-      return false;
-  return true;
 }
 
 Expected<SafetensorsFile>
@@ -111,8 +102,8 @@ rp::runtime::parseSafetensors(std::string_view bytes, const std::string &path) {
       return bad(where + " has no data_offsets (two byte offsets)");
     uint64_t b = (*offsets)[0].get<uint64_t>(),
              end = (*offsets)[1].get<uint64_t>(), need = 0;
-    if (!byteSize(e.shape, e.dtype, need) || b > end || end > dataBytes ||
-        end - b != need)
+    if (!checkedByteSize(e.shape, e.dtype, need) || b > end ||
+        end > dataBytes || end - b != need)
       return bad(where + " has a bad byte range: data_offsets " +
                  offsets->dump() + " for " + std::to_string(need) +
                  " bytes of shape " + shape->dump() + ", in " +

@@ -61,7 +61,7 @@ rp::runtime::sim::predictAllReduce(const Plan &plan, const SimReport &report,
         for (const CopyDesc &c : plan.jobs[j].copies)
           if (c.dst == o.buffer)
             at = std::max(at, report.jobEndMs[j]);
-    ready.push_back({at < 0 ? jobsEnd : at, bytes});
+    ready.emplace_back(at < 0 ? jobsEnd : at, bytes);
     p.gradientBytes += bytes;
   }
   std::stable_sort(

@@ -10,7 +10,6 @@
 
 using namespace rp::runtime;
 using namespace rp::runtime::sim;
-namespace timing = rp::timing;
 
 double rp::runtime::sim::coveredBy(const Interval &idle,
                                    const std::vector<Interval> &busy) {

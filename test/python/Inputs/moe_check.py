@@ -6,11 +6,13 @@ import rp
 from rp import safetensors as rp_safetensors
 
 
-def run(src, out, name, devices, inputs, labels, microbatches, steps=2):
-    """Losses (as printed) and step-0 gradients of a sync run on DEVICES."""
+def run(src, out, name, devices, inputs, labels, microbatches, steps=2,
+        loss=None):
+    """Losses (as printed) and step-0 gradients of a sync run on DEVICES;
+    LOSS is rp-compile's --loss (None: its default)."""
     grads = out / f"{name}-{devices}.safetensors"
     plan = rp.compile(src, out / "plans" / f"{name}-{devices}.rpplan",
-                      devices=devices, microbatches=microbatches)
+                      devices=devices, microbatches=microbatches, loss=loss)
     losses = [f"{v:.9g}" for v in rp.train(plan, inputs, labels, steps=steps,
                                            sync=True, dump_grads=grads)]
     return losses, rp_safetensors.read(grads)

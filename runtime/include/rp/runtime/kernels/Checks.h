@@ -43,6 +43,11 @@ Status checkNormAxis(const char *op, const TensorRef &x, int64_t axis,
 Status checkNormalized(const char *op, const char *role,
                        const std::optional<TensorRef> &t, const TensorRef &x,
                        int64_t axis);
+/// checkTensor, plus rank 2.
+Status expectRank2(const char *op, const char *role, const TensorRef &t);
+/// checkTensorOf `dtype`, plus exactly `shape`.
+Status expectShape(const char *op, const char *role, const TensorRef &t,
+                   DType dtype, const Shape &shape);
 /// "op: <what> is not supported for <dtype>".
 Status unsupportedDType(const char *op, DType dtype, const char *what = "");
 
@@ -136,6 +141,29 @@ Status gatherShape(const char *op, const TensorRef &x, const TensorRef &indices,
                    int64_t axis, const TensorRef &gathered, const char *role,
                    int64_t &outer, int64_t &inner);
 
+/// The rows of a softmax over one dimension: outer x n x inner elements,
+/// each row n elements `inner` apart.
+struct SoftmaxRows {
+  int64_t outer = 1, n = 0, inner = 1;
+};
+
+/// softmax and log_softmax (`log`): x float, out of its dtype and shape,
+/// `dim` within its rank.
+Status checkSoftmax(bool log, const TensorRef &x, int64_t dim,
+                    const TensorRef &out, SoftmaxRows &rows);
+
+/// softmax_grad and log_softmax_grad (`log`): y (the forward's output)
+/// float, the output gradient dy and input gradient dx of its dtype and
+/// shape, `dim` within its rank.
+Status checkSoftmaxGrad(bool log, const TensorRef &y, const TensorRef &dy,
+                        int64_t dim, const TensorRef &dx, SoftmaxRows &rows);
+
+/// Checks concat's operands (at least one input, each of out's dtype and
+/// shape but along `dim`, adding up to out's size along it); gives the
+/// element counts before and after `dim`.
+Status checkConcat(const std::vector<TensorRef> &inputs, int64_t dim,
+                   const TensorRef &out, int64_t &outer, int64_t &inner);
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
@@ -170,6 +198,58 @@ Status checkAttentionArgs(const TensorRef &q, const TensorRef &k,
                           const std::optional<TensorRef> &mask, bool causal,
                           double scale, const TensorRef &y,
                           const AttentionGradRefs *grads, AttentionDims &dims);
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts (MoEChecks.cpp)
+//===----------------------------------------------------------------------===//
+//
+// The shapes and dtypes of the rp.moe.* kernels, checked the same way on
+// both devices. What needs the data (expert indices in range, counts that
+// fit, positions in range and unique) is the host kernels' and the cuda
+// kernels' own business: the cuda device never reads a count on the host.
+// Names: T tokens, E experts, K choices per token, H hidden, R rows.
+
+/// moe_route: logits [T, E] float, weights [T, K] of its dtype with
+/// 1 <= K <= E, experts [T, K] i64.
+Status checkMoERoute(const TensorRef &logits, const TensorRef &weights,
+                     const TensorRef &experts);
+
+/// moe_route_grad: logits [T, E] float, experts [T, K] i64, and the
+/// weights' gradient [T, K] and logits' gradient [T, E] of logits' dtype.
+Status checkMoERouteGrad(const TensorRef &logits, const TensorRef &experts,
+                         const TensorRef &dweights, const TensorRef &dlogits);
+
+/// moe_dispatch: x [T, H], experts [T, K] i64, rows [T*K, H] of x's dtype,
+/// positions [T, K] i32 (T*K fits in i32), counts [E] i32.
+Status checkMoEDispatch(const TensorRef &x, const TensorRef &experts,
+                        const TensorRef &rows, const TensorRef &positions,
+                        const TensorRef &counts);
+
+/// moe_grouped_matmul: x [R, Kin] float, weight [E, Kin, N] of its dtype
+/// ([E, N, Kin] with transposeB), out [R, N], counts [E] i32.
+Status checkMoEGroupedMatmul(const TensorRef &x, const TensorRef &weight,
+                             const TensorRef &counts, bool transposeB,
+                             const TensorRef &out);
+
+/// moe_grouped_matmul_wgrad: x [R, Kin] float, dy [R, N], dweight
+/// [E, Kin, N] ([E, N, Kin] with transposeB), counts [E] i32.
+Status checkMoEGroupedMatmulWGrad(const TensorRef &x, const TensorRef &dy,
+                                  const TensorRef &counts, bool transposeB,
+                                  const TensorRef &dweight);
+
+/// moe_combine: rows [R, H] float, positions [T, K] i32, optional weights
+/// [T, K] and out [T, H] of rows' dtype.
+Status checkMoECombine(const TensorRef &rows, const TensorRef &positions,
+                       const std::optional<TensorRef> &weights,
+                       const TensorRef &out);
+
+/// moe_combine_grad: moe_combine's operands with the output gradient dy in
+/// out's place, the rows' gradient (rows' shape) and, exactly when there
+/// are weights, the weights' gradient [T, K].
+Status checkMoECombineGrad(const TensorRef &rows, const TensorRef &positions,
+                           const std::optional<TensorRef> &weights,
+                           const TensorRef &dy, const TensorRef &drows,
+                           const std::optional<TensorRef> &dweights);
 
 } // namespace rp::runtime::kernels
 

@@ -16,10 +16,12 @@
 
 namespace rp::runtime::kernels {
 
-/// (x - mean) / sqrt(var + epsilon) * scale + bias.
+/// Mean (0 for RMS norm) and 1 / sqrt(var + epsilon) of a row.
+template <typename Acc> struct NormStats { Acc mean, rstd; };
+
+/// The statistics of layerNormRow (and of its gradient).
 template <typename T, typename Acc = Compute<T>>
-RP_HD inline void layerNormRow(const T *x, const T *scale, const T *bias, T *y,
-                               int64_t n, Acc epsilon) {
+RP_HD inline NormStats<Acc> layerNormStats(const T *x, int64_t n, Acc epsilon) {
   Acc count = static_cast<Acc>(n);
   Acc mean = orderedSum<Acc>(n, [&](int64_t i) { return load(x[i]); }) / count;
   Acc var = orderedSum<Acc>(n,
@@ -28,9 +30,28 @@ RP_HD inline void layerNormRow(const T *x, const T *scale, const T *bias, T *y,
                               return d * d;
                             }) /
             count;
-  Acc rstd = Acc(1) / kSqrt(var + epsilon);
+  return {mean, Acc(1) / kSqrt(var + epsilon)};
+}
+
+/// The statistics of rmsNormRow (and of its gradient); mean is 0.
+template <typename T, typename Acc = Compute<T>>
+RP_HD inline NormStats<Acc> rmsNormStats(const T *x, int64_t n, Acc epsilon) {
+  Acc meanSquare = orderedSum<Acc>(n,
+                                   [&](int64_t i) {
+                                     Acc v = load(x[i]);
+                                     return v * v;
+                                   }) /
+                   static_cast<Acc>(n);
+  return {Acc(0), Acc(1) / kSqrt(meanSquare + epsilon)};
+}
+
+/// (x - mean) / sqrt(var + epsilon) * scale + bias.
+template <typename T, typename Acc = Compute<T>>
+RP_HD inline void layerNormRow(const T *x, const T *scale, const T *bias, T *y,
+                               int64_t n, Acc epsilon) {
+  const NormStats<Acc> stats = layerNormStats<T, Acc>(x, n, epsilon);
   for (int64_t i = 0; i < n; ++i) {
-    Acc v = (load(x[i]) - mean) * rstd;
+    Acc v = (load(x[i]) - stats.mean) * stats.rstd;
     if (scale)
       v *= load(scale[i]);
     if (bias)
@@ -44,13 +65,7 @@ RP_HD inline void layerNormRow(const T *x, const T *scale, const T *bias, T *y,
 template <typename T, typename Acc = Compute<T>>
 RP_HD inline void rmsNormRow(const T *x, const T *scale, T *y, int64_t n,
                              Acc epsilon) {
-  Acc meanSquare = orderedSum<Acc>(n,
-                                   [&](int64_t i) {
-                                     Acc v = load(x[i]);
-                                     return v * v;
-                                   }) /
-                   static_cast<Acc>(n);
-  Acc rstd = Acc(1) / kSqrt(meanSquare + epsilon);
+  const Acc rstd = rmsNormStats<T, Acc>(x, n, epsilon).rstd;
   for (int64_t i = 0; i < n; ++i) {
     Acc v = load(x[i]) * rstd;
     if (scale)

@@ -1,7 +1,7 @@
 //===- NormsGrad.h - layer norm and RMS norm backward of one row -*- C++ -*-=//
 //
 // The input gradient of one normalized row. The statistics are recomputed
-// from x exactly as the forward (Norms.h) computes them, and returned so
+// from x by the forward's own functions (Norms.h), and returned so
 // that the host kernel can form the scale and bias gradients, which sum
 // over rows, without computing them again. With g = dy * scale and
 // xhat = (x - mean) * rstd (layer norm) or x * rstd (RMS norm):
@@ -14,38 +14,9 @@
 #ifndef RP_RUNTIME_KERNELS_NORMSGRAD_H
 #define RP_RUNTIME_KERNELS_NORMSGRAD_H
 
-#include "rp/runtime/kernels/Numeric.h"
+#include "rp/runtime/kernels/Norms.h"
 
 namespace rp::runtime::kernels {
-
-/// Mean (0 for RMS norm) and 1 / sqrt(var + epsilon) of a row.
-template <typename Acc> struct NormStats { Acc mean, rstd; };
-
-/// The statistics of layerNormRow, in its order.
-template <typename T, typename Acc = Compute<T>>
-RP_HD inline NormStats<Acc> layerNormStats(const T *x, int64_t n, Acc epsilon) {
-  Acc count = static_cast<Acc>(n);
-  Acc mean = orderedSum<Acc>(n, [&](int64_t i) { return load(x[i]); }) / count;
-  Acc var = orderedSum<Acc>(n,
-                            [&](int64_t i) {
-                              Acc d = load(x[i]) - mean;
-                              return d * d;
-                            }) /
-            count;
-  return {mean, Acc(1) / kSqrt(var + epsilon)};
-}
-
-/// The statistics of rmsNormRow, in its order (mean is 0).
-template <typename T, typename Acc = Compute<T>>
-RP_HD inline NormStats<Acc> rmsNormStats(const T *x, int64_t n, Acc epsilon) {
-  Acc meanSquare = orderedSum<Acc>(n,
-                                   [&](int64_t i) {
-                                     Acc v = load(x[i]);
-                                     return v * v;
-                                   }) /
-                   static_cast<Acc>(n);
-  return {Acc(0), Acc(1) / kSqrt(meanSquare + epsilon)};
-}
 
 /// dx of one row given its statistics; `centered` selects layer norm
 /// (subtracts mean(g)) over RMS norm.

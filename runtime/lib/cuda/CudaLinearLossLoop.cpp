@@ -45,53 +45,25 @@ Status rp::runtime::cuda::checkLinearLoss(const char *op,
                                           const std::vector<TensorRef> &outs,
                                           bool grad, LinearLossArgs &args) {
   const TensorRef &hidden = in[0], &weight = in[1], &labels = in[2];
-  if (Status s = checkTensor(hidden, "hidden", op); s.failed())
+  LinearLossShape shape;
+  if (Status s = kernels::checkLinearLoss(op, hidden, weight, labels,
+                                          args.chunk, shape);
+      s.failed())
     return s;
-  if (!isFloat(hidden.dtype))
-    return unsupportedDType(op, hidden.dtype);
-  if (Status s = checkTensorOf(weight, hidden.dtype, "weight", op); s.failed())
-    return s;
-  if (Status s = checkTensor(labels, "labels", op); s.failed())
-    return s;
-  if (labels.dtype != DType::i32 && labels.dtype != DType::i64)
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " must be i32 or i64");
-  if (hidden.shape.empty() || weight.shape.size() != 2 ||
-      weight.shape[1] != hidden.shape.back())
-    return invalidArgument(std::string(op) + ": weight " + describe(weight) +
-                           " should be [classes, K] for hidden " +
-                           describe(hidden));
-  Shape expected(hidden.shape.begin(), hidden.shape.end() - 1);
-  if (labels.shape != expected)
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " should have shape " + describeShape(expected));
-  if (args.chunk <= 0)
-    return invalidArgument(std::string(op) + ": chunk " +
-                           std::to_string(args.chunk) + " must be positive");
   args.hidden = hidden;
   args.weight = weight;
   args.labels = labels;
-  args.k = hidden.shape.back();
-  args.classes = weight.shape[0];
-  args.rows = labels.size();
+  args.k = shape.k;
+  args.classes = shape.classes;
+  args.rows = shape.rows;
   if (grad) {
     const TensorRef &dhidden = outs[0], &dweight = outs[1];
     if (!isFloat(in[3].dtype) || in[3].size() != 1)
       return invalidArgument(std::string(op) + ": loss scale " +
                              describe(in[3]) +
                              " should be a one-element float tensor");
-    if (Status s = checkTensorOf(dhidden, hidden.dtype, "hidden gradient", op);
-        s.failed())
-      return s;
-    if (Status s = checkTensorOf(dweight, hidden.dtype, "weight gradient", op);
-        s.failed())
-      return s;
-    if (dhidden.shape != hidden.shape || dweight.shape != weight.shape)
-      return invalidArgument(std::string(op) + ": gradients " +
-                             describe(dhidden) + " and " + describe(dweight) +
-                             " should have the shapes of " + describe(hidden) +
-                             " and " + describe(weight));
-    return {};
+    return kernels::checkLinearLossGradients(op, hidden, weight, dhidden,
+                                             dweight);
   }
   const TensorRef &lossSum = outs[0], &count = outs[1];
   DType sumType = hidden.dtype == DType::f64 ? DType::f64 : DType::f32;

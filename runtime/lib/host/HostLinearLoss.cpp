@@ -37,37 +37,20 @@ namespace {
 /// numerics, see above).
 constexpr int64_t kGroupRows = 128;
 
-/// Shapes, dtypes and every label; gives rows (tokens), K and classes.
+/// Shapes and dtypes (kernels::checkLinearLoss, shared with the cuda
+/// device) and every label; gives rows (tokens), K and classes.
 Status checkLinearLoss(const char *op, const TensorRef &hidden,
                        const TensorRef &weight, const TensorRef &labels,
                        int64_t ignoreIndex, int64_t chunk, int64_t &rows,
                        int64_t &k, int64_t &classes) {
-  if (Status s = checkTensor(hidden, "hidden", op); s.failed())
+  kernels::LinearLossShape shape;
+  if (Status s =
+          kernels::checkLinearLoss(op, hidden, weight, labels, chunk, shape);
+      s.failed())
     return s;
-  if (!isFloat(hidden.dtype))
-    return unsupportedDType(op, hidden.dtype);
-  if (Status s = checkTensorOf(weight, hidden.dtype, "weight", op); s.failed())
-    return s;
-  if (Status s = checkTensor(labels, "labels", op); s.failed())
-    return s;
-  if (labels.dtype != DType::i32 && labels.dtype != DType::i64)
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " must be i32 or i64");
-  if (hidden.shape.empty() || weight.shape.size() != 2 ||
-      weight.shape[1] != hidden.shape.back())
-    return invalidArgument(std::string(op) + ": weight " + describe(weight) +
-                           " should be [classes, K] for hidden " +
-                           describe(hidden));
-  Shape expected(hidden.shape.begin(), hidden.shape.end() - 1);
-  if (labels.shape != expected)
-    return invalidArgument(std::string(op) + ": labels " + describe(labels) +
-                           " should have shape " + describeShape(expected));
-  if (chunk <= 0)
-    return invalidArgument(std::string(op) + ": chunk " +
-                           std::to_string(chunk) + " must be positive");
-  k = hidden.shape.back();
-  classes = weight.shape[0];
-  rows = labels.size();
+  rows = shape.rows;
+  k = shape.k;
+  classes = shape.classes;
   return checkLabelValues(op, labels, rows, classes, ignoreIndex,
                           LabelPlace::row);
 }
@@ -147,17 +130,10 @@ Status linearCrossEntropyGrad(ThreadPool &pool, const TensorRef &hidden,
                                  rows, k, classes);
       s.failed())
     return s;
-  if (Status s = checkTensorOf(dhidden, hidden.dtype, "hidden gradient", op);
+  if (Status s = kernels::checkLinearLossGradients(op, hidden, weight, dhidden,
+                                                   dweight);
       s.failed())
     return s;
-  if (Status s = checkTensorOf(dweight, hidden.dtype, "weight gradient", op);
-      s.failed())
-    return s;
-  if (dhidden.shape != hidden.shape || dweight.shape != weight.shape)
-    return invalidArgument(std::string(op) + ": gradients " +
-                           describe(dhidden) + " and " + describe(dweight) +
-                           " should have the shapes of " + describe(hidden) +
-                           " and " + describe(weight));
   const int64_t step = chunkRows(chunk);
   Status failed;
   visitFloat(hidden.dtype, [&](auto tag) {

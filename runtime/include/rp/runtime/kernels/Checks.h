@@ -165,6 +165,29 @@ Status checkConcat(const std::vector<TensorRef> &inputs, int64_t dim,
                    const TensorRef &out, int64_t &outer, int64_t &inner);
 
 //===----------------------------------------------------------------------===//
+// The fused LM-head loss (lib/kernels/LossChecks.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Tokens (rows), hidden width (k) and classes of a fused loss call.
+struct LinearLossShape {
+  int64_t rows = 0, k = 0, classes = 0;
+};
+
+/// Checks rp.linear_cross_entropy(_grad)'s operands: float `hidden`
+/// [..., K], `weight` [classes, K] of its type, i32/i64 `labels` of
+/// hidden's shape without the last dimension, a positive `chunk`. The
+/// label values are the device's to check, where the labels are.
+Status checkLinearLoss(const char *op, const TensorRef &hidden,
+                       const TensorRef &weight, const TensorRef &labels,
+                       int64_t chunk, LinearLossShape &shape);
+
+/// Checks the gradient's outputs: hidden's and weight's dtype and shapes.
+Status checkLinearLossGradients(const char *op, const TensorRef &hidden,
+                                const TensorRef &weight,
+                                const TensorRef &dhidden,
+                                const TensorRef &dweight);
+
+//===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
 

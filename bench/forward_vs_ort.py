@@ -26,7 +26,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def export(path, layers, width, seq, batch, vocab=2048, return_model=False):
+def gpt_model(layers, width, seq, vocab=2048):
+    """The GPT-2-style model, seeded (torch.manual_seed(0)), in eval mode."""
     import torch
     from torch import nn
 
@@ -61,13 +62,20 @@ def export(path, layers, width, seq, batch, vocab=2048, return_model=False):
             self.ln_f = nn.LayerNorm(width)
 
         def forward(self, tokens):
-            x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+            x = self.wte(tokens) + self.wpe(
+                torch.arange(tokens.shape[1], device=tokens.device))
             for block in self.h:
                 x = block(x)
             return self.ln_f(x) @ self.wte.weight.t()
 
     torch.manual_seed(0)
-    model = GPT().eval()
+    return GPT().eval()
+
+
+def export(path, layers, width, seq, batch, vocab=2048, return_model=False):
+    import torch
+
+    model = gpt_model(layers, width, seq, vocab)
     tokens = torch.randint(0, vocab, (batch, seq))
     torch.onnx.export(model, (tokens,), str(path), opset_version=17,
                       do_constant_folding=False, input_names=["tokens"],

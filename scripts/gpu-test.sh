@@ -5,7 +5,8 @@
 # without OpenBLAS, GoogleTest or network when build-gpu-deps/ (made by
 # scripts/pack-gpu-deps.sh on a development machine) is present.
 # Environment: RP_CUDA_ARCHS (default native: the GPUs of this machine),
-# RP_GPU_DEPS (default build-gpu-deps).
+# RP_GPU_DEPS (default build-gpu-deps), RP_GPU_CTEST_TIMEOUT (seconds for
+# the whole runtime suite after the GPU tests, default 600).
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,7 +33,15 @@ ls -l build-gpu/bin/librp-driver-cuda.so || exit 1
 build-gpu/bin/rp-run --list-devices
 status=0
 build-gpu/test/rp-runtime-tests --gtest_filter='*Conformance*' || status=1
-ctest --test-dir build-gpu --output-on-failure -j "$(nproc)" \
-  >build-gpu/ctest.log 2>&1 || status=1
+# One GPU: the two-device tests (cross-device events, the staged two-device
+# training against the host) again with both plan devices on GPU 0.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${gpus:-0}" = 1 ]; then
+  echo "== one GPU: the two-device tests with RP_CUDA_GPUS=0,0"
+  RP_CUDA_GPUS=0,0 build-gpu/test/rp-runtime-tests \
+    --gtest_filter='*Conformance*:*StagedTrainingOnBackend*' || status=1
+fi
+timeout "${RP_GPU_CTEST_TIMEOUT:-600}" ctest --test-dir build-gpu \
+  --output-on-failure -j "$(nproc)" >build-gpu/ctest.log 2>&1 || status=1
 grep -E 'tests passed|Failed|Skipped' build-gpu/ctest.log | tail -20
 exit $status

@@ -42,7 +42,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_set>
+#include <vector>
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
@@ -51,24 +53,26 @@ namespace {
 
 class CudaEvent : public Event {
 public:
-  CudaEvent(int device, cudaEvent_t event) : device(device), event(event) {}
+  CudaEvent(int device, int gpu, cudaEvent_t event)
+      : device(device), gpu(gpu), event(event) {}
   ~CudaEvent() override {
-    cudaSetDevice(device);
+    cudaSetDevice(gpu);
     cudaEventDestroy(event);
   }
   bool query() override {
-    cudaSetDevice(device);
+    cudaSetDevice(gpu);
     return cudaEventQuery(event) != cudaErrorNotReady;
   }
   Status synchronize() override {
-    cudaSetDevice(device);
+    cudaSetDevice(gpu);
     return fromCuda(cudaEventSynchronize(event), "cudaEventSynchronize");
   }
   cudaEvent_t get() const { return event; }
   int getDevice() const { return device; }
 
 private:
-  int device;
+  /// The plan's device that made it, and the GPU that device runs on.
+  int device, gpu;
   cudaEvent_t event;
 };
 
@@ -123,10 +127,12 @@ Status kernelError(const KernelErrorRecord &r, const Plan *plan) {
 
 class CudaQueue : public Queue {
 public:
-  CudaQueue(int device, QueueKind kind, int priority, cudaStream_t stream)
-      : device(device), kind(kind), priority(priority), stream(stream) {}
+  CudaQueue(int device, int gpu, QueueKind kind, int priority,
+            cudaStream_t stream)
+      : device(device), gpu(gpu), kind(kind), priority(priority),
+        stream(stream) {}
   ~CudaQueue() override {
-    cudaSetDevice(device);
+    cudaSetDevice(gpu);
     if (blas)
       cublasDestroy(blas);
     cudaStreamDestroy(stream);
@@ -149,7 +155,7 @@ public:
       return s;
     errorsHost = hostRecord;
     errorsDevice = deviceRecord;
-    context = DispatchContext{device, stream, blas, deviceRecord};
+    context = DispatchContext{gpu, stream, blas, deviceRecord};
     return Status::ok();
   }
   uint32_t getDevice() const override { return device; }
@@ -159,7 +165,7 @@ public:
   Status copy(void *dst, const void *src, size_t bytes, CopyKind how) override {
     if (bytes == 0)
       return Status::ok();
-    cudaSetDevice(device);
+    cudaSetDevice(gpu);
     cudaMemcpyKind k = how == CopyKind::hostToDevice ? cudaMemcpyHostToDevice
                        : how == CopyKind::deviceToHost
                            ? cudaMemcpyDeviceToHost
@@ -192,7 +198,7 @@ public:
           "cannot record an event of device " + std::to_string(e->getDevice()) +
           " on device " + std::to_string(device) + "'s " + queueName(kind) +
           " queue: an event is recorded on queues of its own device");
-    cudaSetDevice(device);
+    cudaSetDevice(gpu);
     return fromCuda(cudaEventRecord(e->get(), stream),
                     "cudaEventRecord on device " + std::to_string(device));
   }
@@ -202,12 +208,12 @@ public:
       return invalidArgument("cannot wait for an event of another backend on "
                              "cuda device " +
                              std::to_string(device));
-    cudaSetDevice(device);
+    cudaSetDevice(gpu);
     return fromCuda(cudaStreamWaitEvent(stream, e->get(), 0),
                     "cudaStreamWaitEvent on device " + std::to_string(device));
   }
   Status synchronize() override {
-    cudaSetDevice(device);
+    cudaSetDevice(gpu);
     const std::string what =
         "cudaStreamSynchronize on device " + std::to_string(device);
     // The record comes back behind the kernels that may have written it.
@@ -236,7 +242,8 @@ public:
   }
 
 private:
-  int device;
+  /// The plan's device this queue belongs to, and the GPU it runs on.
+  int device, gpu;
   QueueKind kind;
   int priority;
   cudaStream_t stream;
@@ -254,9 +261,9 @@ constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 
 class CudaDevice : public Device {
 public:
-  explicit CudaDevice(int index) : index(index) {}
+  CudaDevice(int index, int gpu) : index(index), gpu(gpu) {}
   ~CudaDevice() override {
-    cudaSetDevice(index);
+    cudaSetDevice(gpu);
     if (allocStream)
       cudaStreamSynchronize(allocStream);
     queues = {};
@@ -274,9 +281,9 @@ public:
       cudaMemPoolTrimTo(pool, 0);
   }
 
-  static Expected<std::unique_ptr<CudaDevice>> open(int index) {
-    std::unique_ptr<CudaDevice> d(new CudaDevice(index));
-    if (Status s = fromCuda(cudaSetDevice(index), "cudaSetDevice"); s.failed())
+  static Expected<std::unique_ptr<CudaDevice>> open(int index, int gpu) {
+    std::unique_ptr<CudaDevice> d(new CudaDevice(index, gpu));
+    if (Status s = fromCuda(cudaSetDevice(gpu), "cudaSetDevice"); s.failed())
       return s;
     // CUDA's priorities run the other way: a lower number is served first,
     // and the greatest priority is the least number.
@@ -296,7 +303,7 @@ public:
           s.failed())
         return s;
       d->queues[static_cast<int>(k)] =
-          std::make_unique<CudaQueue>(index, k, ours, stream);
+          std::make_unique<CudaQueue>(index, gpu, k, ours, stream);
     }
     if (Status s = d->openMemory(); s.failed())
       return s;
@@ -307,16 +314,16 @@ public:
   Status openMemory() {
     int pools = 0;
     if (Status s = fromCuda(cudaDeviceGetAttribute(
-                                &pools, cudaDevAttrMemoryPoolsSupported, index),
+                                &pools, cudaDevAttrMemoryPoolsSupported, gpu),
                             "cudaDeviceGetAttribute");
         s.failed())
       return s;
     if (!pools)
-      return unavailable("GPU " + std::to_string(index) +
+      return unavailable("GPU " + std::to_string(gpu) +
                          " has no stream-ordered memory pools "
                          "(cudaMallocAsync), which the cuda device needs; "
                          "update the driver, or run on --backend host");
-    if (Status s = fromCuda(cudaDeviceGetDefaultMemPool(&pool, index),
+    if (Status s = fromCuda(cudaDeviceGetDefaultMemPool(&pool, gpu),
                             "cudaDeviceGetDefaultMemPool");
         s.failed())
       return s;
@@ -361,7 +368,7 @@ public:
 
   uint32_t getIndex() const override { return index; }
   Expected<void *> allocate(size_t bytes) override {
-    cudaSetDevice(index);
+    cudaSetDevice(gpu);
     void *p = nullptr;
     // From the pool, on the allocation stream, which is then drained: the
     // memory is ready for every queue when allocate returns (Device.h).
@@ -383,14 +390,14 @@ public:
   void deallocate(void *memory) override {
     if (!memory)
       return;
-    cudaSetDevice(index);
+    cudaSetDevice(gpu);
     // No queued work uses it (the caller's promise), so it can go back to
     // the pool at once.
     std::lock_guard<std::mutex> lock(allocLock);
     cudaFreeAsync(memory, allocStream);
   }
   MemoryUse getMemoryUse() const override {
-    cudaSetDevice(index);
+    cudaSetDevice(gpu);
     // The frees enqueued so far count once they have run.
     cudaStreamSynchronize(allocStream);
     uint64_t used = 0, reserved = 0;
@@ -403,18 +410,19 @@ public:
     return *queues[static_cast<int>(kind)];
   }
   Expected<std::unique_ptr<Event>> createEvent() override {
-    cudaSetDevice(index);
+    cudaSetDevice(gpu);
     cudaEvent_t e;
     if (Status s = fromCuda(
             cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
             "cudaEventCreateWithFlags on device " + std::to_string(index));
         s.failed())
       return s;
-    return std::unique_ptr<Event>(new CudaEvent(index, e));
+    return std::unique_ptr<Event>(new CudaEvent(index, gpu, e));
   }
 
 private:
-  int index;
+  /// The plan's device, and the GPU it runs on (RP_CUDA_GPUS).
+  int index, gpu;
   std::array<std::unique_ptr<CudaQueue>, 4> queues;
   cudaMemPool_t pool = nullptr;
   /// Where allocate and deallocate order their pool operations.
@@ -505,6 +513,60 @@ Expected<uint32_t> countDevices() {
   return uint32_t(count);
 }
 
+/// The GPU each of the plan's `devices` runs on: RP_CUDA_GPUS, a
+/// comma-separated list of CUDA ordinals, one per plan device ("0,0" runs a
+/// two-device plan on GPU 0 twice: two sets of streams, cuBLAS handles and
+/// error records sharing one GPU and its memory pool), so that a machine with
+/// fewer GPUs than the plan can still run it, e.g. to test the multi-device
+/// protocol on one GPU. Plan device i runs on the list's entry i; entries
+/// past the plan's devices are unused. Unset: plan device i on GPU i.
+Expected<std::vector<int>> gpuMap(uint32_t devices, uint32_t count) {
+  std::vector<int> gpus;
+  const char *env = std::getenv("RP_CUDA_GPUS");
+  if (!env || !*env) {
+    if (count < devices)
+      return unavailable("the plan runs on " + std::to_string(devices) +
+                         " devices but this machine has " +
+                         std::to_string(count) +
+                         " GPU(s); recompile it with rp-compile --devices " +
+                         std::to_string(count) +
+                         ", or set RP_CUDA_GPUS (e.g. 0,0) to run several "
+                         "of the plan's devices on one GPU");
+    for (uint32_t i = 0; i < devices; ++i)
+      gpus.push_back(int(i));
+    return gpus;
+  }
+  std::string list(env);
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    std::string item =
+        list.substr(at, comma == std::string::npos ? std::string::npos
+                                                   : comma - at);
+    char *end = nullptr;
+    long gpu = item.empty() ? -1 : std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end || gpu < 0 || gpu >= long(count))
+      return invalidArgument(
+          "RP_CUDA_GPUS='" + list + "': '" + item +
+          "' is not a GPU of this machine (it has " + std::to_string(count) +
+          ": 0 to " + std::to_string(count - 1) +
+          "); give one GPU number per plan device, e.g. RP_CUDA_GPUS=0,0");
+    gpus.push_back(int(gpu));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  // Like CUDA_VISIBLE_DEVICES, a longer list serves smaller plans too.
+  if (gpus.size() < devices)
+    return invalidArgument("RP_CUDA_GPUS='" + list + "' names " +
+                           std::to_string(gpus.size()) +
+                           " GPU(s) but the plan runs on " +
+                           std::to_string(devices) +
+                           " devices; give one GPU number per plan device");
+  gpus.resize(devices);
+  return gpus;
+}
+
 /// Opens `options.devices` GPUs; Unavailable (saying why: no driver, no
 /// GPU, too few) when they cannot be had.
 Expected<std::unique_ptr<Backend>>
@@ -512,16 +574,12 @@ createBackend(const BackendOptions &options) {
   Expected<uint32_t> found = countDevices();
   if (!found)
     return found.getStatus();
-  uint32_t count = *found;
-  if (count < options.devices)
-    return unavailable("the plan runs on " + std::to_string(options.devices) +
-                       " devices but this machine has " +
-                       std::to_string(count) +
-                       " GPU(s); recompile it with rp-compile --devices " +
-                       std::to_string(count));
+  Expected<std::vector<int>> gpus = gpuMap(options.devices, *found);
+  if (!gpus)
+    return gpus.getStatus();
   auto backend = std::make_unique<CudaBackend>();
   for (uint32_t i = 0; i < options.devices; ++i) {
-    auto d = CudaDevice::open(int(i));
+    auto d = CudaDevice::open(int(i), (*gpus)[i]);
     if (!d)
       return d.getStatus();
     backend->devices.push_back(std::move(*d));

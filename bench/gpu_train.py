@@ -4,8 +4,10 @@ PyTorch on the same GPU. Two halves, since the plans need the compiler
 
     # here: export the models, compile their plans into DIR
     .venv/bin/python bench/gpu_train.py prepare build-gpu-plans
+    # here: the host backend's losses and times, into DIR/host.json
+    .venv/bin/python bench/gpu_train.py host build-gpu-plans [--steps 6]
     # on the GPU box, after scripts/gpu-test.sh built build-gpu/:
-    python3 bench/gpu_train.py run build-gpu-plans [--steps 20]
+    python3 bench/gpu_train.py run build-gpu-plans [--steps 6]
 
 Models: a GPT-2-style model exported by torch.onnx (6 layers, width 256,
 vocabulary 4096, 5.8 M parameters) and a Qwen3 causal LM from transformers'
@@ -103,17 +105,18 @@ def prepare(out):
     print(f"prepared {out}")
 
 
-def rp_run(bin_dir, plan, backend, steps, data, env, microbatches):
+def rp_run(bin_dir, plan, backend, steps, data, env, microbatches,
+           extra=()):
     m = microbatches
     cmd = [str(bin_dir / "rp-run"), str(plan), "--backend", backend,
            "--steps", str(steps), "--sync", "--input",
            f"tokens={data / f'tokens{m}.npy'}", "--labels",
-           str(data / f"labels{m}.npy")]
+           str(data / f"labels{m}.npy")] + list(extra)
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if run.returncode:
         return None, run.stderr[-3000:]
-    losses = [float(x) for x in re.findall(r"\) loss ([-0-9.e+naif]+)",
-                                           run.stderr)]
+    losses = [float(x) for x in re.findall(
+        r"^step \d+ loss ([-0-9.e+naif]+)$", run.stdout + run.stderr, re.M)]
     best = re.search(r"best step ([0-9.]+) ms, mean ([0-9.]+) ms",
                      run.stderr)
     return {"losses": losses, "best_ms": float(best.group(1)),
@@ -170,9 +173,30 @@ def torch_step_ms(model_name, dtype, steps):
     return best
 
 
-def run(data, steps, bin_dir):
+def host_reference(data, steps, bin_dir):
+    """Each plan's host-backend losses and step times, into data/host.json:
+    a GPU box may lack OpenBLAS, and its plain GEMM makes the host backend
+    slow there; here the host runs as it would for a user."""
+    out = {}
+    for model in ("gpt", "qwen3"):
+        for name, _ in PLANS:
+            devices = 1 if name.endswith("-1") else 4
+            row, err = rp_run(bin_dir, data / f"{model}-{name}" / "m.rpplan",
+                              "host", steps, data, dict(os.environ),
+                              MICROBATCHES[devices])
+            if err:
+                raise SystemExit(f"{model}-{name} on the host: {err}")
+            out[f"{model}-{name}"] = row
+            print(f"{model}-{name}: host losses {row['losses']}")
+    (data / "host.json").write_text(json.dumps(out, indent=1))
+
+
+def run(data, steps, bin_dir, trace_dir):
     results = {}
     ok = True
+    saved = {}
+    if (data / "host.json").exists():
+        saved = json.loads((data / "host.json").read_text())
     for model in ("gpt", "qwen3"):
         for name, _ in PLANS:
             plan = data / f"{model}-{name}" / "m.rpplan"
@@ -180,8 +204,17 @@ def run(data, steps, bin_dir):
             env = dict(os.environ)
             env.setdefault("RP_CUDA_GPUS", ",".join(["0"] * devices))
             m = MICROBATCHES[devices]
-            host, herr = rp_run(bin_dir, plan, "host", steps, data, env, m)
-            cuda, cerr = rp_run(bin_dir, plan, "cuda", steps, data, env, m)
+            key = f"{model}-{name}"
+            if key in saved and len(saved[key]["losses"]) >= steps:
+                host, herr = saved[key], None
+            else:
+                host, herr = rp_run(bin_dir, plan, "host", steps, data, env,
+                                    m)
+            extra = []
+            if trace_dir:
+                extra = ["--trace", str(trace_dir / f"trace-{key}.json")]
+            cuda, cerr = rp_run(bin_dir, plan, "cuda", steps, data, env, m,
+                                extra)
             row = {"host": host, "cuda": cuda, "host_error": herr,
                    "cuda_error": cerr}
             print(f"== {model} {name}")
@@ -193,16 +226,17 @@ def run(data, steps, bin_dir):
                            for a, b in zip(host["losses"], cuda["losses"]))
                 row["max_rel_loss_diff"] = diff
                 tokens = m * BATCH * SEQ
-                print(f"   host losses {host['losses'][0]:.5f} .. "
-                      f"{host['losses'][-1]:.5f}; cuda {cuda['losses'][0]:.5f}"
-                      f" .. {cuda['losses'][-1]:.5f}; max rel diff {diff:.2e}")
+                print(f"   host losses {host['losses'][0]:.6f} .. "
+                      f"{host['losses'][steps - 1]:.6f}; cuda "
+                      f"{cuda['losses'][0]:.6f} .. {cuda['losses'][-1]:.6f};"
+                      f" max rel diff over {steps} steps {diff:.2e}")
                 print(f"   step best/mean: host {host['best_ms']:.2f}/"
                       f"{host['mean_ms']:.2f} ms, cuda {cuda['best_ms']:.2f}/"
                       f"{cuda['mean_ms']:.2f} ms "
                       f"({tokens / cuda['best_ms'] * 1e3:,.0f} tokens/s)")
                 for line in cuda["tail"]:
                     print("   " + line)
-            results[f"{model}-{name}"] = row
+            results[key] = row
         for dtype in ("f32", "bf16"):
             try:
                 ms = torch_step_ms(model, dtype, steps)
@@ -223,16 +257,25 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("out", type=Path)
+    h = sub.add_parser("host")
+    h.add_argument("data", type=Path)
+    h.add_argument("--steps", type=int, default=6)
+    h.add_argument("--bin", type=Path, default=ROOT / "build" / "bin")
     r = sub.add_parser("run")
     r.add_argument("data", type=Path)
     r.add_argument("--steps", type=int, default=20)
     r.add_argument("--bin", type=Path, default=ROOT / "build-gpu" / "bin")
     r.add_argument("--json", type=Path)
+    r.add_argument("--trace", type=Path, help="write each cuda run's trace "
+                   "into this folder")
     args = ap.parse_args()
     if args.cmd == "prepare":
         prepare(args.out)
         return 0
-    results, ok = run(args.data, args.steps, args.bin)
+    if args.cmd == "host":
+        host_reference(args.data, args.steps, args.bin)
+        return 0
+    results, ok = run(args.data, args.steps, args.bin, args.trace)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0 if ok else 1

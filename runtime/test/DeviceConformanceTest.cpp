@@ -312,8 +312,10 @@ TEST_P(DeviceConformance, AKernelLaunchRunsAProgram) {
   ASSERT_TRUE(up.copy(at[p.bb], hb, bytes, CopyKind::hostToDevice).isOk());
   ASSERT_TRUE(up.synchronize().isOk());
   Queue &compute = dev.getQueue(QueueKind::compute);
-  ASSERT_TRUE(compute.launch(plan, p.sum, at).isOk());
-  ASSERT_TRUE(compute.synchronize().isOk());
+  Status launched = compute.launch(plan, p.sum, at);
+  ASSERT_TRUE(launched.isOk()) << launched.toString();
+  Status done = compute.synchronize();
+  ASSERT_TRUE(done.isOk()) << done.toString();
   std::vector<uint8_t> got = read(last, at[p.c], bytes);
   const float *c = reinterpret_cast<const float *>(got.data());
   for (int64_t i = 0; i < n; ++i) {

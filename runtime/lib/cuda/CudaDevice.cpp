@@ -367,6 +367,7 @@ public:
   }
 
   uint32_t getIndex() const override { return index; }
+  int getGpu() const { return gpu; }
   Expected<void *> allocate(size_t bytes) override {
     cudaSetDevice(gpu);
     void *p = nullptr;
@@ -440,9 +441,14 @@ public:
     std::string text = "cuda, " + std::to_string(devices.size()) + " GPU(s)";
     for (size_t i = 0; i < devices.size(); ++i) {
       cudaDeviceProp prop;
-      if (cudaGetDeviceProperties(&prop, int(i)) == cudaSuccess)
+      // The GPU the device runs on: with RP_CUDA_GPUS=0,0 device 1 is GPU
+      // 0, and asking for ordinal 1 would leave an invalid-device error
+      // for the next launch's cudaGetLastError to report.
+      int gpu = devices[i]->getGpu();
+      if (cudaGetDeviceProperties(&prop, gpu) == cudaSuccess)
         text += std::string(i ? ", " : ": ") + prop.name + " " +
-                std::to_string(prop.totalGlobalMem >> 30) + " GiB";
+                std::to_string(prop.totalGlobalMem >> 30) + " GiB" +
+                (gpu != int(i) ? " (GPU " + std::to_string(gpu) + ")" : "");
     }
     return text;
   }

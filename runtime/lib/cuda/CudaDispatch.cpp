@@ -535,6 +535,11 @@ Status rp::runtime::cuda::runProgram(const DispatchContext &ctx,
   if (Status s = fromCuda(cudaSetDevice(ctx.device), "cudaSetDevice");
       s.failed())
     return s;
+  // A launch reads its error with cudaGetLastError, which also returns an
+  // earlier call's error on this thread (one that call reported itself);
+  // clear it, so that a launch reports only its own. A sticky error (a
+  // kernel fault) is returned again by the next call regardless.
+  (void)cudaGetLastError();
   const ProgramDesc &program = plan.programs[index];
   for (size_t i = 0; i < program.calls.size(); ++i) {
     Status s = runCall(ctx, plan, index, i, buffers);

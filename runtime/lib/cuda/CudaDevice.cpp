@@ -9,8 +9,8 @@
 // the host kernels' shared RP_HD code). The driver's one entry point is
 // rp_driver_cuda (Driver.h); the registry loads this library for it.
 //
-// Compiled and linked in CI, never run there: no GPU is attached to the
-// development machines (docs/cuda.md lists what has run on a GPU).
+// Compiled and linked in CI, not run there: no GPU is attached to CI's
+// machines (docs/cuda.md lists what has run on a GPU, and where).
 //
 // Every call sets its GPU current first: the controllers of several GPUs
 // run on their own threads, and the current device is per thread.

@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/runtime/DeviceMap.h"
 #include "rp/runtime/Driver.h"
 
 #include "CudaDispatch.h"
@@ -519,60 +520,6 @@ Expected<uint32_t> countDevices() {
   return uint32_t(count);
 }
 
-/// The GPU each of the plan's `devices` runs on: RP_CUDA_GPUS, a
-/// comma-separated list of CUDA ordinals, one per plan device ("0,0" runs a
-/// two-device plan on GPU 0 twice: two sets of streams, cuBLAS handles and
-/// error records sharing one GPU and its memory pool), so that a machine with
-/// fewer GPUs than the plan can still run it, e.g. to test the multi-device
-/// protocol on one GPU. Plan device i runs on the list's entry i; entries
-/// past the plan's devices are unused. Unset: plan device i on GPU i.
-Expected<std::vector<int>> gpuMap(uint32_t devices, uint32_t count) {
-  std::vector<int> gpus;
-  const char *env = std::getenv("RP_CUDA_GPUS");
-  if (!env || !*env) {
-    if (count < devices)
-      return unavailable("the plan runs on " + std::to_string(devices) +
-                         " devices but this machine has " +
-                         std::to_string(count) +
-                         " GPU(s); recompile it with rp-compile --devices " +
-                         std::to_string(count) +
-                         ", or set RP_CUDA_GPUS (e.g. 0,0) to run several "
-                         "of the plan's devices on one GPU");
-    for (uint32_t i = 0; i < devices; ++i)
-      gpus.push_back(int(i));
-    return gpus;
-  }
-  std::string list(env);
-  size_t at = 0;
-  while (at <= list.size()) {
-    size_t comma = list.find(',', at);
-    std::string item =
-        list.substr(at, comma == std::string::npos ? std::string::npos
-                                                   : comma - at);
-    char *end = nullptr;
-    long gpu = item.empty() ? -1 : std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || gpu < 0 || gpu >= long(count))
-      return invalidArgument(
-          "RP_CUDA_GPUS='" + list + "': '" + item +
-          "' is not a GPU of this machine (it has " + std::to_string(count) +
-          ": 0 to " + std::to_string(count - 1) +
-          "); give one GPU number per plan device, e.g. RP_CUDA_GPUS=0,0");
-    gpus.push_back(int(gpu));
-    if (comma == std::string::npos)
-      break;
-    at = comma + 1;
-  }
-  // Like CUDA_VISIBLE_DEVICES, a longer list serves smaller plans too.
-  if (gpus.size() < devices)
-    return invalidArgument("RP_CUDA_GPUS='" + list + "' names " +
-                           std::to_string(gpus.size()) +
-                           " GPU(s) but the plan runs on " +
-                           std::to_string(devices) +
-                           " devices; give one GPU number per plan device");
-  gpus.resize(devices);
-  return gpus;
-}
-
 /// Opens `options.devices` GPUs; Unavailable (saying why: no driver, no
 /// GPU, too few) when they cannot be had.
 Expected<std::unique_ptr<Backend>>
@@ -580,7 +527,9 @@ createBackend(const BackendOptions &options) {
   Expected<uint32_t> found = countDevices();
   if (!found)
     return found.getStatus();
-  Expected<std::vector<int>> gpus = gpuMap(options.devices, *found);
+  // RP_CUDA_GPUS=0,0 runs a two-device plan on GPU 0 (DeviceMap.h).
+  Expected<std::vector<int>> gpus = mapPlanDevices(
+      options.devices, *found, std::getenv("RP_CUDA_GPUS"), "RP_CUDA_GPUS");
   if (!gpus)
     return gpus.getStatus();
   auto backend = std::make_unique<CudaBackend>();

@@ -191,7 +191,7 @@ def host_reference(data, steps, bin_dir):
     (data / "host.json").write_text(json.dumps(out, indent=1))
 
 
-def run(data, steps, bin_dir, trace_dir):
+def run(data, steps, bin_dir, trace_dir, torch_baseline=True):
     results = {}
     ok = True
     saved = {}
@@ -237,7 +237,7 @@ def run(data, steps, bin_dir, trace_dir):
                 for line in cuda["tail"]:
                     print("   " + line)
             results[key] = row
-        for dtype in ("f32", "bf16"):
+        for dtype in ("f32", "bf16") if torch_baseline else ():
             try:
                 ms = torch_step_ms(model, dtype, steps)
             except Exception as e:  # report, keep going
@@ -268,6 +268,8 @@ def main():
     r.add_argument("--json", type=Path)
     r.add_argument("--trace", type=Path, help="write each cuda run's trace "
                    "into this folder")
+    r.add_argument("--no-torch", action="store_true",
+                   help="leave out PyTorch's step on the GPU")
     args = ap.parse_args()
     if args.cmd == "prepare":
         prepare(args.out)
@@ -275,7 +277,8 @@ def main():
     if args.cmd == "host":
         host_reference(args.data, args.steps, args.bin)
         return 0
-    results, ok = run(args.data, args.steps, args.bin, args.trace)
+    results, ok = run(args.data, args.steps, args.bin, args.trace,
+                      not args.no_torch)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0 if ok else 1

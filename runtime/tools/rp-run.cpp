@@ -91,10 +91,9 @@ int rp::runtime::run::listDevices(const RunOptions &o) {
     std::cout << "communicator: none (one process; " << sums
               << " under torchrun's or mpirun's environment)\n";
   else
-    std::cout << "communicator: " << sums << ", rank " << (*job)->rank
-              << " of " << (*job)->worldSize << " (" << (*job)->launcher
-              << "), master " << (*job)->masterAddr << ":"
-              << (*job)->masterPort << "\n";
+    std::cout << "communicator: " << sums << ", rank " << (*job)->rank << " of "
+              << (*job)->worldSize << " (" << (*job)->launcher << "), master "
+              << (*job)->masterAddr << ":" << (*job)->masterPort << "\n";
   return 0;
 }
 

@@ -35,6 +35,7 @@ using kernels::checkLogitsShape;
 using kernels::checkNormalized;
 using kernels::checkNormAxis;
 using kernels::checkReduceDims;
+using kernels::checkRowOp;
 using kernels::checkSameShape;
 using kernels::checkSoftmax;
 using kernels::checkSoftmaxGrad;

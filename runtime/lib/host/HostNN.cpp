@@ -170,18 +170,6 @@ void runReduce(ThreadPool &pool, const ReducePlan &plan, bool mean, const T *x,
                  });
 }
 
-Status checkRowOp(const char *op, const TensorRef &x, const TensorRef &out) {
-  if (Status s = checkTensor(x, "input", op); s.failed())
-    return s;
-  if (Status s = checkTensorOf(out, x.dtype, "output", op); s.failed())
-    return s;
-  if (Status s = checkSameShape(x, out, op); s.failed())
-    return s;
-  if (!isFloat(x.dtype))
-    return unsupportedDType(op, x.dtype);
-  return {};
-}
-
 Status checkNorm(const char *op, const TensorRef &x, int64_t axis,
                  double epsilon, const TensorRef &out) {
   if (Status s = checkRowOp(op, x, out); s.failed())

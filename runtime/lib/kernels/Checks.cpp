@@ -423,9 +423,7 @@ static Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
   return {};
 }
 
-Status checkSoftmax(bool log, const TensorRef &x, int64_t dim,
-                    const TensorRef &out, SoftmaxRows &rows) {
-  const char *op = log ? "log_softmax" : "softmax";
+Status checkRowOp(const char *op, const TensorRef &x, const TensorRef &out) {
   if (Status s = checkTensor(x, "input", op); s.failed())
     return s;
   if (Status s = checkTensorOf(out, x.dtype, "output", op); s.failed())
@@ -434,6 +432,14 @@ Status checkSoftmax(bool log, const TensorRef &x, int64_t dim,
     return s;
   if (!isFloat(x.dtype))
     return unsupportedDType(op, x.dtype);
+  return {};
+}
+
+Status checkSoftmax(bool log, const TensorRef &x, int64_t dim,
+                    const TensorRef &out, SoftmaxRows &rows) {
+  const char *op = log ? "log_softmax" : "softmax";
+  if (Status s = checkRowOp(op, x, out); s.failed())
+    return s;
   return softmaxRows(op, x, dim, rows);
 }
 

@@ -147,6 +147,10 @@ struct SoftmaxRows {
   int64_t outer = 1, n = 0, inner = 1;
 };
 
+/// A row op's operands (softmax, the norms): a float input and an output
+/// of its dtype and shape.
+Status checkRowOp(const char *op, const TensorRef &x, const TensorRef &out);
+
 /// softmax and log_softmax (`log`): x float, out of its dtype and shape,
 /// `dim` within its rank.
 Status checkSoftmax(bool log, const TensorRef &x, int64_t dim,

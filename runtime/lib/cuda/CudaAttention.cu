@@ -166,11 +166,17 @@ __global__ void attentionKernel(AttentionShape sh, const T *q, const T *k,
       ps[r][jj] =
           tileScore<T, kPad>(sh, maskAt, qs, ks, r, jj, b, h, i, j0 + jj);
     __syncthreads();
-    // Every thread of the row runs the row's softmax bookkeeping, so that
-    // all hold the same running max and sum without another barrier.
+    // Every thread of the row finds the row's max (cheap compares), so that
+    // all hold the same running state without a reduction; each then takes
+    // the exponentials of its own keys only, in place.
     C newMax = rowMax<C>(ps[r], kRows, sawNan);
     if (runningMax > newMax)
       newMax = runningMax;
+    __syncthreads();
+    if (newMax != kNegInf)
+      for (int jj = sub; jj < kRows; jj += kGroup)
+        ps[r][jj] = kExp(ps[r][jj] - newMax);
+    __syncthreads();
     if (newMax != kNegInf) {
       if (newMax != runningMax) {
         C correction = kExp(runningMax - newMax);
@@ -180,7 +186,7 @@ __global__ void attentionKernel(AttentionShape sh, const T *q, const T *k,
         runningMax = newMax;
       }
       for (int jj = 0; jj < kRows; ++jj) {
-        C p = kExp(ps[r][jj] - runningMax);
+        C p = ps[r][jj];
         if (p == C(0))
           continue;
         runningSum += p;
@@ -245,6 +251,14 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
     C newMax = rowMax<C>(ps[r], kRows, sawNan);
     if (m > newMax)
       newMax = m;
+    __syncthreads();
+    if (newMax != kNegInf)
+      for (int jj = sub; jj < kRows; jj += kGroup) {
+        C e = kExp(ps[r][jj] - newMax);
+        ps[r][jj] = e;
+        dps[r][jj] = e == C(0) ? C(0) : e * dps[r][jj];
+      }
+    __syncthreads();
     if (newMax != kNegInf) {
       if (newMax != m) {
         C correction = kExp(m - newMax);
@@ -253,11 +267,8 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
         m = newMax;
       }
       for (int jj = 0; jj < kRows; ++jj) {
-        C e = kExp(ps[r][jj] - m);
-        if (e == C(0))
-          continue;
-        sum += e;
-        weighted += e * dps[r][jj];
+        sum += ps[r][jj];
+        weighted += dps[r][jj];
       }
     }
     __syncthreads();

@@ -56,6 +56,9 @@ template <typename C, int kD> struct AttentionTile {
   static constexpr int kGroup = kAttentionThreads / kRows;
   static constexpr int kCols = kD / kGroup;
   static constexpr int kPad = kD + 1; // Rows in different banks.
+  /// Rows of the other tile a thread scores its row against: every
+  /// kGroup-th (with more threads than rows, threads sub >= kRows idle).
+  static constexpr int kPer = kRows >= kGroup ? kRows / kGroup : 1;
   static_assert(kRows * kGroup == kAttentionThreads && kCols * kGroup == kD);
 };
 
@@ -84,32 +87,43 @@ template <typename T> struct DeviceMask {
 template <int kRows, int kPad, typename T, typename C>
 __device__ void loadTile(C (*tile)[kPad], const T *src, int64_t first,
                          int64_t count, int64_t width) {
-  for (int64_t e = threadIdx.x; e < kRows * width; e += kAttentionThreads) {
-    int64_t r = e / width, c = e % width;
-    tile[r][c] = first + r < count ? load(src[(first + r) * width + c]) : C(0);
+  // 32-bit index arithmetic: a tile is at most kRows x kMaxHeadDim values.
+  const int w = static_cast<int>(width);
+  const T *base = src + first * width;
+  for (int e = threadIdx.x; e < kRows * w; e += kAttentionThreads) {
+    int r = e / w, c = e - r * w;
+    tile[r][c] = first + r < count ? load(base[e]) : C(0);
   }
 }
 
-template <typename C> __device__ C dotRows(const C *a, const C *b, int64_t n) {
-  C sum = C(0);
-  for (int64_t c = 0; c < n; ++c)
-    sum += a[c] * b[c];
-  return sum;
+/// dots[x] = a . rows[first + x * kGroup] over n columns, for the kPer tile
+/// rows a thread scores: `a` is read once per column for all of them. Each
+/// dot product sums its columns in order.
+template <int kPer, int kGroup, int kPad, typename C>
+__device__ void dotRows(C (&dots)[kPer], const C *a, const C (*rows)[kPad],
+                        int first, int64_t n) {
+  for (int x = 0; x < kPer; ++x)
+    dots[x] = C(0);
+  for (int64_t c = 0; c < n; ++c) {
+    const C ac = a[c];
+    for (int x = 0; x < kPer; ++x)
+      dots[x] += ac * rows[first + x * kGroup][c];
+  }
 }
 
-/// The score of query row i (tile row `qi`) and key j (tile row `kj`), or
-/// -inf when the key is out of range, above the causal diagonal or masked.
-template <typename T, int kPad, typename C = Compute<T>>
-__device__ C tileScore(const AttentionShape &sh, const DeviceMask<T> &mask,
-                       const C (*qs)[kPad], const C (*ks)[kPad], int qi, int kj,
-                       int64_t b, int64_t h, int64_t i, int64_t j) {
+/// The score of query row i and key j given their dot product, or -inf
+/// when the key is out of range, above the causal diagonal or masked (the
+/// dot product is then not used, as the host never computes it).
+template <typename T, typename C = Compute<T>>
+__device__ C scoreOf(const AttentionShape &sh, const DeviceMask<T> &mask, C dot,
+                     int64_t b, int64_t h, int64_t i, int64_t j) {
   const C kNegInf = -kInfinity<C>();
   if (i >= sh.s || j >= sh.t || (sh.causal && j > i))
     return kNegInf;
   C bias = mask(b, h, i, j);
   if (bias == kNegInf)
     return kNegInf;
-  return dotRows<C>(qs[qi], ks[kj], sh.d) * static_cast<C>(sh.scale) + bias;
+  return dot * static_cast<C>(sh.scale) + bias;
 }
 
 /// The key tiles a query tile starting at i0 visits: all, or (causal) those
@@ -138,7 +152,8 @@ __global__ void attentionKernel(AttentionShape sh, const T *q, const T *k,
                                 const T *v, const void *mask, T *out) {
   using C = Compute<T>;
   using L = AttentionTile<C, kD>;
-  constexpr int kRows = L::kRows, kGroup = L::kGroup, kPad = L::kPad;
+  constexpr int kRows = L::kRows, kGroup = L::kGroup, kPad = L::kPad,
+                kPer = L::kPer;
   __shared__ C qs[kRows][kPad], ks[kRows][kPad], vs[kRows][kPad];
   __shared__ C ps[kRows][kRows + 1];
   const C kNegInf = -kInfinity<C>();
@@ -162,9 +177,14 @@ __global__ void attentionKernel(AttentionShape sh, const T *q, const T *k,
     loadTile<kRows, kPad>(ks, kHead, j0, sh.t, sh.d);
     loadTile<kRows, kPad>(vs, vHead, j0, sh.t, sh.dv);
     __syncthreads();
-    for (int jj = sub; jj < kRows; jj += kGroup)
-      ps[r][jj] =
-          tileScore<T, kPad>(sh, maskAt, qs, ks, r, jj, b, h, i, j0 + jj);
+    if (sub < kRows) {
+      C dots[kPer];
+      dotRows<kPer, kGroup, kPad>(dots, qs[r], ks, sub, sh.d);
+      for (int x = 0; x < kPer; ++x) {
+        const int jj = sub + x * kGroup;
+        ps[r][jj] = scoreOf<T>(sh, maskAt, dots[x], b, h, i, j0 + jj);
+      }
+    }
     __syncthreads();
     // Every thread of the row finds the row's max (cheap compares), so that
     // all hold the same running state without a reduction; each then takes
@@ -217,7 +237,8 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
                                          AttentionRowStats<Compute<T>> *stats) {
   using C = Compute<T>;
   using L = AttentionTile<C, kD>;
-  constexpr int kRows = L::kRows, kGroup = L::kGroup, kPad = L::kPad;
+  constexpr int kRows = L::kRows, kGroup = L::kGroup, kPad = L::kPad,
+                kPer = L::kPer;
   __shared__ C qs[kRows][kPad], dos[kRows][kPad], ks[kRows][kPad],
       vs[kRows][kPad];
   __shared__ C ps[kRows][kRows + 1], dps[kRows][kRows + 1];
@@ -242,10 +263,16 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
     loadTile<kRows, kPad>(ks, kHead, j0, sh.t, sh.d);
     loadTile<kRows, kPad>(vs, vHead, j0, sh.t, sh.dv);
     __syncthreads();
-    for (int jj = sub; jj < kRows; jj += kGroup) {
-      C s = tileScore<T, kPad>(sh, maskAt, qs, ks, r, jj, b, h, i, j0 + jj);
-      ps[r][jj] = s;
-      dps[r][jj] = s == kNegInf ? C(0) : dotRows<C>(dos[r], vs[jj], sh.dv);
+    if (sub < kRows) {
+      C dots[kPer], dpDots[kPer];
+      dotRows<kPer, kGroup, kPad>(dots, qs[r], ks, sub, sh.d);
+      dotRows<kPer, kGroup, kPad>(dpDots, dos[r], vs, sub, sh.dv);
+      for (int x = 0; x < kPer; ++x) {
+        const int jj = sub + x * kGroup;
+        C s = scoreOf<T>(sh, maskAt, dots[x], b, h, i, j0 + jj);
+        ps[r][jj] = s;
+        dps[r][jj] = s == kNegInf ? C(0) : dpDots[x];
+      }
     }
     __syncthreads();
     C newMax = rowMax<C>(ps[r], kRows, sawNan);
@@ -291,16 +318,22 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
     loadTile<kRows, kPad>(ks, kHead, j0, sh.t, sh.d);
     loadTile<kRows, kPad>(vs, vHead, j0, sh.t, sh.dv);
     __syncthreads();
-    for (int jj = sub; jj < kRows; jj += kGroup) {
-      C p = C(0), ds = C(0);
-      if (live) {
-        C s = tileScore<T, kPad>(sh, maskAt, qs, ks, r, jj, b, h, i, j0 + jj);
-        p = s == kNegInf ? C(0) : kExp(s - m) / sum;
-        if (p != C(0))
-          ds = p * (dotRows<C>(dos[r], vs[jj], sh.dv) - delta);
+    if (sub < kRows) {
+      C dots[kPer], dpDots[kPer];
+      dotRows<kPer, kGroup, kPad>(dots, qs[r], ks, sub, sh.d);
+      dotRows<kPer, kGroup, kPad>(dpDots, dos[r], vs, sub, sh.dv);
+      for (int x = 0; x < kPer; ++x) {
+        const int jj = sub + x * kGroup;
+        C p = C(0), ds = C(0);
+        if (live) {
+          C s = scoreOf<T>(sh, maskAt, dots[x], b, h, i, j0 + jj);
+          p = s == kNegInf ? C(0) : kExp(s - m) / sum;
+          if (p != C(0))
+            ds = p * (dpDots[x] - delta);
+        }
+        ps[r][jj] = p;
+        dps[r][jj] = ds;
       }
-      ps[r][jj] = p;
-      dps[r][jj] = ds;
     }
     __syncthreads();
     for (int jj = 0; jj < kRows; ++jj) {
@@ -330,7 +363,8 @@ attentionGradKeyKernel(AttentionShape sh, const T *q, const T *k, const T *v,
                        const AttentionRowStats<Compute<T>> *stats) {
   using C = Compute<T>;
   using L = AttentionTile<C, kD>;
-  constexpr int kRows = L::kRows, kGroup = L::kGroup, kPad = L::kPad;
+  constexpr int kRows = L::kRows, kGroup = L::kGroup, kPad = L::kPad,
+                kPer = L::kPer;
   __shared__ C ks[kRows][kPad], vs[kRows][kPad], qs[kRows][kPad],
       dos[kRows][kPad];
   __shared__ C ps[kRows][kRows + 1], dss[kRows][kRows + 1];
@@ -362,21 +396,27 @@ attentionGradKeyKernel(AttentionShape sh, const T *q, const T *k, const T *v,
       if (threadIdx.x < kRows && i0 + threadIdx.x < sh.s)
         rowStats[threadIdx.x] = stats[bh * sh.s + i0 + threadIdx.x];
       __syncthreads();
-      for (int ii = sub; ii < kRows; ii += kGroup) {
-        const int64_t i = i0 + ii;
-        C p = C(0), ds = C(0);
-        // sum == 0: every key of the row masked, no gradient flows.
-        if (i < sh.s && rowStats[ii].sum != C(0)) {
-          C s = tileScore<T, kPad>(sh, maskAt, qs, ks, ii, r, b, h, i, j);
-          if (s != kNegInf) {
-            const AttentionRowStats<C> st = rowStats[ii];
-            p = kExp(s - st.max) / st.sum;
-            if (p != C(0))
-              ds = p * (dotRows<C>(dos[ii], vs[r], sh.dv) - st.delta) * scale;
+      if (sub < kRows) {
+        C dots[kPer], dpDots[kPer];
+        dotRows<kPer, kGroup, kPad>(dots, ks[r], qs, sub, sh.d);
+        dotRows<kPer, kGroup, kPad>(dpDots, vs[r], dos, sub, sh.dv);
+        for (int x = 0; x < kPer; ++x) {
+          const int ii = sub + x * kGroup;
+          const int64_t i = i0 + ii;
+          C p = C(0), ds = C(0);
+          // sum == 0: every key of the row masked, no gradient flows.
+          if (i < sh.s && rowStats[ii].sum != C(0)) {
+            C s = scoreOf<T>(sh, maskAt, dots[x], b, h, i, j);
+            if (s != kNegInf) {
+              const AttentionRowStats<C> st = rowStats[ii];
+              p = kExp(s - st.max) / st.sum;
+              if (p != C(0))
+                ds = p * (dpDots[x] - st.delta) * scale;
+            }
           }
+          ps[r][ii] = p;
+          dss[r][ii] = ds;
         }
-        ps[r][ii] = p;
-        dss[r][ii] = ds;
       }
       __syncthreads();
       for (int ii = 0; ii < kRows; ++ii) {

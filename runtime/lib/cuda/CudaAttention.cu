@@ -36,6 +36,7 @@
 #include "rp/runtime/kernels/AttentionGrad.h"
 
 #include <climits>
+#include <cmath>
 #include <type_traits>
 
 namespace rp::runtime::cuda {
@@ -96,6 +97,18 @@ __device__ void loadTile(C (*tile)[kPad], const T *src, int64_t first,
   }
 }
 
+/// a * b + c rounded once. The dot products and accumulators use fused
+/// multiply-adds although the .cu files are built with --fmad=false (which
+/// keeps the elementwise kernels' rounding the host's): attention sums in
+/// its own order anyway, and a fused multiply-add is one instruction where
+/// the inner loops would otherwise issue two.
+__device__ inline float mulAdd(float a, float b, float c) {
+  return fmaf(a, b, c);
+}
+__device__ inline double mulAdd(double a, double b, double c) {
+  return fma(a, b, c);
+}
+
 /// dots[x] = a . rows[first + x * kGroup] over n columns, for the kPer tile
 /// rows a thread scores: `a` is read once per column for all of them. Each
 /// dot product sums its columns in order.
@@ -107,7 +120,7 @@ __device__ void dotRows(C (&dots)[kPer], const C *a, const C (*rows)[kPad],
   for (int64_t c = 0; c < n; ++c) {
     const C ac = a[c];
     for (int x = 0; x < kPer; ++x)
-      dots[x] += ac * rows[first + x * kGroup][c];
+      dots[x] = mulAdd(ac, rows[first + x * kGroup][c], dots[x]);
   }
 }
 
@@ -211,7 +224,7 @@ __global__ void attentionKernel(AttentionShape sh, const T *q, const T *k,
           continue;
         runningSum += p;
         for (int x = 0; x < L::kCols; ++x)
-          acc[x] += p * vs[jj][sub + x * kGroup];
+          acc[x] = mulAdd(p, vs[jj][sub + x * kGroup], acc[x]);
       }
     }
     __syncthreads();
@@ -341,7 +354,7 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
         continue;
       C ds = dps[r][jj];
       for (int x = 0; x < L::kCols; ++x)
-        acc[x] += ds * ks[jj][sub + x * kGroup];
+        acc[x] = mulAdd(ds, ks[jj][sub + x * kGroup], acc[x]);
     }
     __syncthreads();
   }
@@ -425,8 +438,8 @@ attentionGradKeyKernel(AttentionShape sh, const T *q, const T *k, const T *v,
           continue;
         C ds = dss[r][ii];
         for (int x = 0; x < L::kCols; ++x) {
-          dvAcc[x] += p * dos[ii][sub + x * kGroup];
-          dkAcc[x] += ds * qs[ii][sub + x * kGroup];
+          dvAcc[x] = mulAdd(p, dos[ii][sub + x * kGroup], dvAcc[x]);
+          dkAcc[x] = mulAdd(ds, qs[ii][sub + x * kGroup], dkAcc[x]);
         }
       }
       __syncthreads();

@@ -202,28 +202,31 @@ INSTANTIATE_TEST_SUITE_P(FloatTypes, CudaAttentionEmu,
                            return std::string(dtypeName(info.param));
                          });
 
-class CudaAttentionEmuF32 : public CudaAttentionEmu {};
+class CudaAttentionEmuShapes : public CudaAttentionEmu {};
 
 // Query and key lengths that differ (causal needs them equal): more keys
 // than queries, then more queries than keys, each a partial tile.
-TEST_F(CudaAttentionEmuF32, LengthsDiffer) {
+TEST_F(CudaAttentionEmuShapes, LengthsDiffer) {
   check({1, 2, 1, 13, 40, 8, 8}, DType::f32, 5);
   check({1, 2, 2, 40, 13, 8, 8}, DType::f32, 6);
 }
 
-// The 128- and 256-column buckets (16- and 8-row tiles); d and dv differ.
-TEST_F(CudaAttentionEmuF32, WideHeads) {
-  Case c{1, 2, 1, 19, 19, 80, 72};
-  c.causal = true;
-  check(c, DType::f32, 7);
-  Case d{1, 1, 1, 11, 17, 130, 256};
-  d.mask = Mask::boolean;
-  check(d, DType::f32, 8);
+// The 128- and 256-column buckets (16- and 8-row tiles in f32, 8 and 4 in
+// f64, with idle threads); d and dv differ.
+TEST_F(CudaAttentionEmuShapes, WideHeads) {
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
+    Case c{1, 2, 1, 19, 19, 80, 72};
+    c.causal = true;
+    check(c, dtype, 7);
+    Case d{1, 1, 1, 11, 17, 130, 256};
+    d.mask = Mask::boolean;
+    check(d, dtype, 8);
+  }
 }
 
 // A NaN in one query row: that row's output, dq and (through its
 // statistics) every dk/dv it reaches come out NaN, as on the host.
-TEST_F(CudaAttentionEmuF32, NaNQueryRow) {
+TEST_F(CudaAttentionEmuShapes, NaNQueryRow) {
   check({1, 1, 1, 9, 9, 8, 8}, DType::f32, 9,
         [](Problem &p) { p.q.set(3 * 8 + 1, std::nan("")); });
 }

@@ -139,6 +139,10 @@ __device__ C scoreOf(const AttentionShape &sh, const DeviceMask<T> &mask, C dot,
   return dot * static_cast<C>(sh.scale) + bias;
 }
 
+// A query-tile block's (head, tile) comes from blockIdx.x with the heads
+// innermost and the last tiles first: under a causal mask those see the
+// most keys, so on a grid of several waves the longest blocks start first.
+
 /// The key tiles a query tile starting at i0 visits: all, or (causal) those
 /// up to its last row.
 __device__ inline int64_t keyEnd(const AttentionShape &sh, int64_t i0,
@@ -172,7 +176,8 @@ __global__ void attentionKernel(AttentionShape sh, const T *q, const T *k,
   const C kNegInf = -kInfinity<C>();
   const int r = threadIdx.x / kGroup, sub = threadIdx.x % kGroup;
   const int64_t tiles = (sh.s + kRows - 1) / kRows;
-  const int64_t bh = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kRows;
+  const int64_t bh = blockIdx.x % (sh.b * sh.h),
+                i0 = (tiles - 1 - blockIdx.x / (sh.b * sh.h)) * kRows;
   const int64_t b = bh / sh.h, h = bh % sh.h, hk = h / (sh.h / sh.hkv);
   const int64_t i = i0 + r;
   const T *kHead = k + (b * sh.hkv + hk) * sh.t * sh.d;
@@ -258,7 +263,8 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
   const C kNegInf = -kInfinity<C>();
   const int r = threadIdx.x / kGroup, sub = threadIdx.x % kGroup;
   const int64_t tiles = (sh.s + kRows - 1) / kRows;
-  const int64_t bh = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kRows;
+  const int64_t bh = blockIdx.x % (sh.b * sh.h),
+                i0 = (tiles - 1 - blockIdx.x / (sh.b * sh.h)) * kRows;
   const int64_t b = bh / sh.h, h = bh % sh.h, hk = h / (sh.h / sh.hkv);
   const int64_t i = i0 + r;
   const T *kHead = k + (b * sh.hkv + hk) * sh.t * sh.d;

@@ -331,9 +331,13 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
     if (x.size() == 0 && out.size() > 0 && (kind == 2 || kind == 3))
       return invalidArgument(std::string(op) +
                              ": max/min over no elements of " + describe(x));
-    return launched(
-        launchReduce(ctx, x.dtype, kind, map, x.data, out.data, out.size()),
-        op);
+    Scratch scratch(dctx.stream);
+    if (size_t bytes = reduceScratchBytes(map, out.size()))
+      if (Status s = scratch.allocate(bytes, op); s.failed())
+        return s;
+    return launched(launchReduce(ctx, x.dtype, kind, map, x.data, out.data,
+                                 out.size(), scratch.get()),
+                    op);
   }
   case OpKind::softmax:
   case OpKind::log_softmax: {

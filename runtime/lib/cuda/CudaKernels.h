@@ -122,9 +122,12 @@ cudaError_t launchGatherGrad(const LaunchContext &ctx, DType dtype,
                              int64_t inner, const void *dy, void *dx,
                              void *scratch);
 
+/// Scratch of launchReduce: the partials of a two-level reduce, 0 when the
+/// reduce is one level (many outputs, or few elements each).
+size_t reduceScratchBytes(const ReduceMap &map, int64_t numOut);
 cudaError_t launchReduce(const LaunchContext &ctx, DType dtype, int kind,
                          const ReduceMap &map, const void *x, void *out,
-                         int64_t numOut);
+                         int64_t numOut, void *scratch);
 cudaError_t launchExtremumGrad(const LaunchContext &ctx, DType dtype,
                                bool isMax, const ReduceMap &map, const void *x,
                                const void *dy, void *dx, int64_t numOut);

@@ -1,13 +1,19 @@
 //===- CudaNN.cu - reductions, softmax, norms and the loss on the GPU -----===//
 //
-// Row kernels: one thread computes one output element (reduce and its
-// extremum gradient) or one whole row (softmax, the norms, cross-entropy)
-// with the row functions of kernels/Softmax.h, SoftmaxGrad.h, Norms.h and
-// NormsGrad.h, in the order the host kernels use (host/HostNN.cpp,
+// Row kernels: one thread computes one output element (reduce with few
+// elements per output, extremum_grad) or one whole row (softmax, the norms,
+// cross-entropy) with the row functions of kernels/Softmax.h, SoftmaxGrad.h,
+// Norms.h and NormsGrad.h, in the order the host kernels use (host/HostNN.cpp,
 // HostGradientsNN.cpp, HostLoss.cpp). Sums across rows (the norms' scale
 // and bias gradients, the loss) use the host's fixed blocks: partials per
 // block in row order, then the partials in block order. Nothing is
 // combined with a float atomic, so every run gives the same bits.
+//
+// A reduce with few outputs and many elements each (a bias gradient,
+// [2048, 1024] -> [1024]) is two-level, so that it fills the GPU: each
+// output's elements are split into chunks fixed by the shape, a thread
+// folds one chunk of one output into a partial in row-major order, then a
+// thread per output folds its partials in chunk order (reduceChunks).
 //
 // One thread per row is the simple, exact form; a warp per row would be
 // faster on long rows but would sum in another order than the host.
@@ -69,6 +75,86 @@ __global__ void reduceKernel(ReduceMap map, bool mean, const T *x, T *out,
       nextReduced(map, index, offset);
       acc = combine(acc, load(x[base + offset]));
     }
+    if constexpr (std::is_floating_point_v<C>)
+      if (mean)
+        acc /= static_cast<C>(map.reducedCount);
+    out[o] = store<T>(acc);
+  }
+}
+
+/// The two-level reduce's split: the reduced elements of each output in
+/// `chunks` runs of `length` (the last one shorter), in row-major order.
+/// It depends on the shape alone, so the order of the sums, hence the
+/// bits, is the same on every GPU.
+struct ReduceChunks {
+  int64_t chunks = 1, length = 0;
+};
+
+/// Outputs times chunks aimed at: enough threads to fill a GPU.
+constexpr int64_t kReduceThreads = int64_t(1) << 17;
+/// Elements of a chunk at least, and chunks of an output at most (the
+/// second level is one thread per output over its chunks).
+constexpr int64_t kReduceMinChunk = 32, kReduceMaxChunks = 1024;
+
+ReduceChunks reduceChunks(const ReduceMap &map, int64_t numOut) {
+  ReduceChunks split;
+  split.length = map.reducedCount;
+  if (numOut <= 0 || numOut >= kReduceThreads ||
+      map.reducedCount < 2 * kReduceMinChunk)
+    return split;
+  int64_t chunks = (kReduceThreads + numOut - 1) / numOut;
+  int64_t most = map.reducedCount / kReduceMinChunk;
+  chunks = chunks < most ? chunks : most;
+  chunks = chunks < kReduceMaxChunks ? chunks : kReduceMaxChunks;
+  if (chunks < 2)
+    return split;
+  split.length = (map.reducedCount + chunks - 1) / chunks;
+  split.chunks = (map.reducedCount + split.length - 1) / split.length;
+  return split;
+}
+
+/// Level one: partial[c * numOut + o] folds the reduced elements of output
+/// o in chunk c, in row-major order (consecutive threads take consecutive
+/// outputs, so a reduce over leading dimensions reads whole rows).
+template <typename T, typename Combine>
+__global__ void reducePartialKernel(ReduceMap map, ReduceChunks split,
+                                    const T *x, Compute<T> *partial,
+                                    int64_t numOut, Combine combine) {
+  using C = Compute<T>;
+  RP_GRID_LOOP(item, numOut * split.chunks) {
+    const int64_t o = item % numOut, chunk = item / numOut;
+    const int64_t first = chunk * split.length;
+    const int64_t last = first + split.length < map.reducedCount
+                             ? first + split.length
+                             : map.reducedCount;
+    // The reduced index of `first`, digit by digit, for nextReduced.
+    int64_t index[kMaxRank] = {};
+    int64_t offset = 0;
+    for (int64_t k = map.numReduced, rest = first; k-- > 0;) {
+      index[k] = rest % map.reducedSize[k];
+      offset += index[k] * map.reducedStride[k];
+      rest /= map.reducedSize[k];
+    }
+    const int64_t base = keptOffset(map, o);
+    C acc = load(x[base + offset]);
+    for (int64_t r = first + 1; r < last; ++r) {
+      nextReduced(map, index, offset);
+      acc = combine(acc, load(x[base + offset]));
+    }
+    partial[item] = acc;
+  }
+}
+
+/// Level two: each output folds its chunks' partials in chunk order.
+template <typename T, typename Combine>
+__global__ void reduceChunksKernel(ReduceMap map, ReduceChunks split, bool mean,
+                                   const Compute<T> *partial, T *out,
+                                   int64_t numOut, Combine combine) {
+  using C = Compute<T>;
+  RP_GRID_LOOP(o, numOut) {
+    C acc = partial[o];
+    for (int64_t c = 1; c < split.chunks; ++c)
+      acc = combine(acc, partial[c * numOut + o]);
     if constexpr (std::is_floating_point_v<C>)
       if (mean)
         acc /= static_cast<C>(map.reducedCount);
@@ -228,27 +314,44 @@ crossEntropyGradKernel(LaunchContext ctx, const T *x, const I *labels,
 
 } // namespace
 
+size_t reduceScratchBytes(const ReduceMap &map, int64_t numOut) {
+  ReduceChunks split = reduceChunks(map, numOut);
+  // Compute types are at most 8 bytes (f64, i64).
+  return split.chunks > 1 ? size_t(split.chunks * numOut) * 8 : 0;
+}
+
 cudaError_t launchReduce(const LaunchContext &ctx, DType dtype, int kind,
                          const ReduceMap &map, const void *x, void *out,
-                         int64_t numOut) {
+                         int64_t numOut, void *scratch) {
   if (numOut == 0)
     return cudaSuccess;
+  const ReduceChunks split = reduceChunks(map, numOut);
   visitDType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, Bool8>) {
       const T *in = static_cast<const T *>(x);
       T *y = static_cast<T *>(out);
+      auto run = [&](bool mean, auto combine) {
+        if (split.chunks == 1) {
+          reduceKernel<<<blocksFor(numOut), kThreadsPerBlock, 0, ctx.stream>>>(
+              map, mean, in, y, numOut, combine);
+          return;
+        }
+        auto *partial = static_cast<Compute<T> *>(scratch);
+        reducePartialKernel<<<blocksFor(numOut * split.chunks),
+                              kThreadsPerBlock, 0, ctx.stream>>>(
+            map, split, in, partial, numOut, combine);
+        reduceChunksKernel<<<blocksFor(numOut), kThreadsPerBlock, 0,
+                             ctx.stream>>>(map, split, mean, partial, y, numOut,
+                                           combine);
+      };
       // ReduceKind: sum, mean, max, min.
-      unsigned blocks = blocksFor(numOut);
       if (kind == 0 || kind == 1)
-        reduceKernel<<<blocks, kThreadsPerBlock, 0, ctx.stream>>>(
-            map, kind == 1, in, y, numOut, AddOp{});
+        run(kind == 1, AddOp{});
       else if (kind == 2)
-        reduceKernel<<<blocks, kThreadsPerBlock, 0, ctx.stream>>>(
-            map, false, in, y, numOut, MaxOp{});
+        run(false, MaxOp{});
       else
-        reduceKernel<<<blocks, kThreadsPerBlock, 0, ctx.stream>>>(
-            map, false, in, y, numOut, MinOp{});
+        run(false, MinOp{});
     }
   });
   return lastLaunchError();

@@ -1,0 +1,102 @@
+//===- CudaReduceEmuTest.cpp - the cuda reduce on the CPU vs the host -----===//
+//
+// lib/cuda/CudaNN.cu compiled as host C++ (CudaEmu.h, emulate.py); its
+// `reduce` run against host/HostNN.cpp's on the same data. Few outputs
+// with many elements each take the two-level path (partials per chunk of
+// rows, then the chunks in order), whose sums are in another order than the
+// host's single fold, so sums and means agree within rounding; max and min
+// are exact. On a GPU the conformance suite runs the real kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaEmu.h"
+
+#include "../HostKernelsTestUtil.h"
+
+#include "CudaCommon.cuh"
+#include "CudaDispatchChecks.h"
+
+#include "rp/runtime/host/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+// The kernels and launchers, launches rewritten by emulate.py.
+#include "CudaNN.emu.inc"
+
+using namespace rp::runtime;
+using namespace rp::runtime::cuda;
+using rp::runtime::testing::Buffer;
+using rp::runtime::testing::randomBuffer;
+using rp::runtime::testing::Rng;
+
+namespace {
+
+using kernels::ReduceKind;
+
+class CudaReduceEmu : public ::testing::Test {
+protected:
+  /// Reduces `x` over `dims` on both devices; returns the scratch the
+  /// emulated device asked for (0: one level).
+  size_t check(const Buffer &x, ReduceKind kind, std::vector<int64_t> dims,
+               double tolerance) {
+    ReduceMap map;
+    Shape shape;
+    EXPECT_TRUE(
+        cuda::detail::reduceMap("reduce", x.ref(), dims, false, map, shape)
+            .isOk());
+    Buffer want(x.dtype, shape), got(x.dtype, shape);
+    EXPECT_TRUE(
+        host::reduce(pool, kind, x.ref(), dims, false, want.ref()).isOk());
+    const size_t bytes = reduceScratchBytes(map, got.size());
+    std::vector<uint64_t> scratch(bytes / 8 + 1, 0x7ff4dead7ff4deadull);
+    EXPECT_EQ(launchReduce(ctx, x.dtype, int(kind), map, x.data(),
+                           got.ref().data, got.size(), scratch.data()),
+              cudaSuccess);
+    for (int64_t i = 0; i < want.size(); ++i) {
+      double w = want.get(i), g = got.get(i);
+      EXPECT_NEAR(g, w, tolerance * std::max(1.0, std::fabs(w)))
+          << "output " << i << " of " << int(kind);
+    }
+    return bytes;
+  }
+
+  ThreadPool pool{2};
+  KernelErrorRecord record{};
+  LaunchContext ctx{nullptr, &record, 42};
+};
+
+// A bias gradient's shape, [rows, columns] -> [columns]: two levels.
+TEST_F(CudaReduceEmu, LeadingRowsTwoLevels) {
+  Rng rng(11);
+  Buffer x = randomBuffer(DType::f32, {300, 40}, rng, -2, 2);
+  for (ReduceKind kind :
+       {ReduceKind::sum, ReduceKind::mean, ReduceKind::max, ReduceKind::min})
+    EXPECT_GT(check(x, kind, {0}, kind <= ReduceKind::mean ? 1e-5 : 0), 0u);
+}
+
+// Reduced dimensions around a kept one, and 16-bit storage: the chunks
+// start in the middle of a reduced index.
+TEST_F(CudaReduceEmu, SplitDimensions) {
+  Rng rng(12);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Buffer x = randomBuffer(dtype, {7, 3, 45}, rng, -2, 2);
+    double tolerance = dtype == DType::f32 ? 1e-5 : 1e-2;
+    EXPECT_GT(check(x, ReduceKind::sum, {0, 2}, tolerance), 0u);
+    EXPECT_GT(check(x, ReduceKind::mean, {0, 2}, tolerance), 0u);
+    EXPECT_GT(check(x, ReduceKind::max, {0, 2}, 0), 0u);
+  }
+  Buffer ints = randomBuffer(DType::i32, {130, 2}, rng, -50, 50);
+  EXPECT_GT(check(ints, ReduceKind::sum, {0}, 0), 0u);
+}
+
+// Few elements per output, or many outputs: one level, no scratch.
+TEST_F(CudaReduceEmu, ShortRowsOneLevel) {
+  Rng rng(13);
+  Buffer x = randomBuffer(DType::f32, {5, 40}, rng, -2, 2);
+  EXPECT_EQ(check(x, ReduceKind::sum, {0}, 1e-6), 0u);
+  EXPECT_EQ(check(x, ReduceKind::max, {1}, 0), 0u);
+}
+
+} // namespace

@@ -144,9 +144,9 @@ def seq_table(tmp):
               f"  {grain:5s}  {b} x {seq}, peak {peaks}")
 
 
-def max_seq(name, tmp, extra=()):
+def max_seq(name, tmp, extra=(), built=3000):
     path = Path(tmp) / f"{name}.seq.mlir"
-    path.write_text(shapes.build(shapes.SHAPES[name], 1, 3000, "f16"))
+    path.write_text(shapes.build(shapes.SHAPES[name], 1, built, "f16"))
     start = time.perf_counter()
     r = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",
                         str(Path(tmp) / "seq.rpplan"), "--devices", str(G),
@@ -166,8 +166,47 @@ def max_seq(name, tmp, extra=()):
     if layer and seq and int(layer.group(1)) > seq:
         seq, grain = int(layer.group(1)), "layer"
         why = f"{layer.group(2)}: {layer.group(3)} {layer.group(4)}"
+    stages = re.search(r"stages (fwd:\S+;bwd:\S+) \(", r.stderr)
     return (seq, grain, time.perf_counter() - start, why,
-            re.search(r"remark: (.*)", r.stderr))
+            re.search(r"remark: (.*)", r.stderr),
+            stages.group(1) if stages else None)
+
+
+def max_seq_cut(name, tmp, extra, seq):
+    """The stages rp-compile cuts depend on the graph's sequence: those of
+    a 3000-token graph put up to six layers in a backward stage of 8B. So
+    the graph is rebuilt at the length found and asked again, while the
+    answer grows (by 1 % at least, 4 rounds at most). Each answer is the
+    longest sequence that fits with the stages rp cuts for the graph's
+    length (rp-compile --stages as it prints them), and a graph at that
+    length fits with its own stages only when the answer is above it, so a
+    round that answers less than its graph's length ends the search and
+    the answer before stands. The answer is then compiled for real, a
+    graph of that length with those stages and grain (`fits`: rp-compile
+    exits 0, its memory plan within 24 GB). Returns (tokens, grain,
+    seconds, limit, built length, stages, fits) or None when no round
+    grew."""
+    best, took = None, 0.0
+    for _ in range(4):
+        r = max_seq(name, tmp, extra, built=seq)
+        took += r[2]
+        if not r[0] or r[0] <= seq or not r[5]:
+            break
+        best = [r[0], r[1], took, r[3], seq, r[5], False]
+        if r[0] < seq * 1.01:
+            break
+        seq = r[0]
+    if best:
+        path = Path(tmp) / f"{name}.check.mlir"
+        path.write_text(shapes.build(shapes.SHAPES[name], 1, best[0], "f16"))
+        grain = ["--recompute", "layer"] if best[1] == "layer" else []
+        c = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",
+                            str(Path(tmp) / "check.rpplan"), "--devices",
+                            str(G), "--hw", "rtx4090", "--dtype", "f16",
+                            "--stages", best[5], *grain, *extra],
+                           capture_output=True, text=True)
+        best[6] = c.returncode == 0
+    return best
 
 
 def main():
@@ -268,10 +307,11 @@ def memory_rows(models):
           "microbatch, round-robin):")
     print("model             rp tokens  grain  RoundPipe  rp/RoundPipe  "
           "report  limited by")
+    cut = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            seq, grain, took, why, remark = max_seq(name, tmp,
-                                                    LORA.get(name, []))
+            seq, grain, took, why, remark, _ = max_seq(name, tmp,
+                                                       LORA.get(name, []))
             pub = PUBLISHED[name][4]
             if not seq:
                 print(f"{name:16s} {'?':>10s}         {pub:9,}  "
@@ -279,6 +319,21 @@ def memory_rows(models):
                 continue
             print(f"{name:16s} {seq:10,} {grain:>6s} {pub:10,} "
                   f"{seq / pub:13.2f} {took:6.1f}s  {why}")
+            cut.append((name, pub, max_seq_cut(name, tmp, LORA.get(name, []),
+                                               seq)))
+    print("\nwith the stages cut for the length (the graph rebuilt at the "
+          "length found, asked again while the answer grows):")
+    print("model             rp tokens  grain  RoundPipe  rp/RoundPipe  "
+          "search  stages cut at  limited by")
+    for name, pub, best in cut:
+        if not best:
+            print(f"{name:16s} (no longer than above)")
+            continue
+        seq, grain, took, why, built, stages, fits = best
+        print(f"{name:16s} {seq:10,} {grain:>6s} {pub:10,} "
+              f"{seq / pub:13.2f} {took:6.1f}s  {built:13,}  {why}; "
+              f"compiled at {seq:,}: {'fits' if fits else 'DOES NOT FIT'}; "
+              f"--stages '{stages}'")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,11 @@ optimizer step) beside the sim's. Then the largest sequence length whose round-r
 24 GB (rp-report-max-seq: one sequence per microbatch, stage grain and
 layer grain, the larger kept, as RoundPipe's runs use layer grain for the
 small models) next to RoundPipe's, with what limits it (the peak device's
-biggest buffer), and for Qwen3-1.7B RoundPipe's sequence-length table
+biggest buffer); the same with the stages cut for the length found (the
+graph rebuilt at it and asked again while the answer grows) and with lean
+stages (--stages: one-layer tail and backward stages, forward stages of 1
+to 3 layers), each answer compiled for real at its length with its stages;
+and for Qwen3-1.7B RoundPipe's sequence-length table
 (tokens/s at 512 ... 64k) with rp's prediction beside it: microbatches of
 about 26k tokens as at 2048 (13 sequences), one sequence from 32k on,
 layer grain where stage grain does not fit. --only-memory skips the
@@ -144,9 +148,9 @@ def seq_table(tmp):
               f"  {grain:5s}  {b} x {seq}, peak {peaks}")
 
 
-def max_seq(name, tmp, extra=()):
+def max_seq(name, tmp, extra=(), built=3000):
     path = Path(tmp) / f"{name}.seq.mlir"
-    path.write_text(shapes.build(shapes.SHAPES[name], 1, 3000, "f16"))
+    path.write_text(shapes.build(shapes.SHAPES[name], 1, built, "f16"))
     start = time.perf_counter()
     r = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",
                         str(Path(tmp) / "seq.rpplan"), "--devices", str(G),
@@ -166,8 +170,78 @@ def max_seq(name, tmp, extra=()):
     if layer and seq and int(layer.group(1)) > seq:
         seq, grain = int(layer.group(1)), "layer"
         why = f"{layer.group(2)}: {layer.group(3)} {layer.group(4)}"
+    stages = re.search(r"(\d+) layers in stages (fwd:\S+;bwd:\S+) \(",
+                       r.stderr)
     return (seq, grain, time.perf_counter() - start, why,
-            re.search(r"remark: (.*)", r.stderr))
+            re.search(r"remark: (.*)", r.stderr),
+            stages.group(2) if stages else None,
+            int(stages.group(1)) if stages else None)
+
+
+def fits_at(name, tmp, extra, seq, stages, grain):
+    """Whether a graph of `seq` tokens compiles with `stages` and `grain`
+    (rp-compile exits 0: its memory plan fits 24 GB)."""
+    path = Path(tmp) / f"{name}.check.mlir"
+    path.write_text(shapes.build(shapes.SHAPES[name], 1, seq, "f16"))
+    flags = ["--recompute", "layer"] if grain == "layer" else []
+    c = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",
+                        str(Path(tmp) / "check.rpplan"), "--devices", str(G),
+                        "--hw", "rtx4090", "--dtype", "f16", "--stages",
+                        stages, *flags, *extra], capture_output=True,
+                       text=True)
+    return c.returncode == 0
+
+
+def max_seq_lean(name, tmp, extra, layers):
+    """The longest sequence with stages that hold little at a time: a
+    one-layer fused tail, one-layer backward stages and forward stages of
+    `f` layers, f in 1..3 (the best kept). rp's partitioner cuts for step
+    time (and takes a partition that fits when its best does not), so it
+    cuts larger stages than long sequences want. Returns (tokens, grain,
+    seconds, limit, stages, fits) or None."""
+    best, took = None, 0.0
+    for f in (1, 2, 3):
+        n = layers - 1
+        fwd = [f] * (n // f) + ([n % f] if n % f else [])
+        stages = ("fwd:" + ",".join(map(str, fwd)) + ";bwd:" +
+                  ",".join(["1"] * layers))
+        r = max_seq(name, tmp, [*extra, "--stages", stages])
+        took += r[2]
+        if r[0] and (not best or r[0] > best[0]):
+            best = [r[0], r[1], 0.0, r[3], stages, False]
+    if best:
+        best[2] = took
+        best[5] = fits_at(name, tmp, extra, best[0], best[4], best[1])
+    return best
+
+
+def max_seq_cut(name, tmp, extra, seq):
+    """The stages rp-compile cuts depend on the graph's sequence: those of
+    a 3000-token graph put up to six layers in a backward stage of 8B. So
+    the graph is rebuilt at the length found and asked again, while the
+    answer grows (by 1 % at least, 4 rounds at most). Each answer is the
+    longest sequence that fits with the stages rp cuts for the graph's
+    length (rp-compile --stages as it prints them), and a graph at that
+    length fits with its own stages only when the answer is above it, so a
+    round that answers less than its graph's length ends the search and
+    the answer before stands. The answer is then compiled for real, a
+    graph of that length with those stages and grain (`fits`: rp-compile
+    exits 0, its memory plan within 24 GB). Returns (tokens, grain,
+    seconds, limit, built length, stages, fits) or None when no round
+    grew."""
+    best, took = None, 0.0
+    for _ in range(4):
+        r = max_seq(name, tmp, extra, built=seq)
+        took += r[2]
+        if not r[0] or r[0] <= seq or not r[5]:
+            break
+        best = [r[0], r[1], took, r[3], seq, r[5], False]
+        if r[0] < seq * 1.01:
+            break
+        seq = r[0]
+    if best:
+        best[6] = fits_at(name, tmp, extra, best[0], best[5], best[1])
+    return best
 
 
 def main():
@@ -268,10 +342,11 @@ def memory_rows(models):
           "microbatch, round-robin):")
     print("model             rp tokens  grain  RoundPipe  rp/RoundPipe  "
           "report  limited by")
+    cut = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            seq, grain, took, why, remark = max_seq(name, tmp,
-                                                    LORA.get(name, []))
+            seq, grain, took, why, remark, _, layers = max_seq(
+                name, tmp, LORA.get(name, []))
             pub = PUBLISHED[name][4]
             if not seq:
                 print(f"{name:16s} {'?':>10s}         {pub:9,}  "
@@ -279,6 +354,35 @@ def memory_rows(models):
                 continue
             print(f"{name:16s} {seq:10,} {grain:>6s} {pub:10,} "
                   f"{seq / pub:13.2f} {took:6.1f}s  {why}")
+            cut.append((name, pub, max_seq_cut(name, tmp, LORA.get(name, []),
+                                               seq),
+                        max_seq_lean(name, tmp, LORA.get(name, []), layers)))
+    print("\nwith the stages cut for the length (the graph rebuilt at the "
+          "length found, asked again while the answer grows):")
+    print("model             rp tokens  grain  RoundPipe  rp/RoundPipe  "
+          "search  stages cut at  limited by")
+    for name, pub, best, _ in cut:
+        if not best:
+            print(f"{name:16s} (no longer than above)")
+            continue
+        seq, grain, took, why, built, stages, fits = best
+        print(f"{name:16s} {seq:10,} {grain:>6s} {pub:10,} "
+              f"{seq / pub:13.2f} {took:6.1f}s  {built:13,}  {why}; "
+              f"compiled at {seq:,}: {'fits' if fits else 'DOES NOT FIT'}; "
+              f"--stages '{stages}'")
+    print("\nwith lean stages (a one-layer tail and backward stages, forward "
+          "stages of 1 to 3 layers, the best):")
+    print("model             rp tokens  grain  RoundPipe  rp/RoundPipe  "
+          "search  limited by")
+    for name, pub, _, lean in cut:
+        if not lean:
+            print(f"{name:16s} (none fits)")
+            continue
+        seq, grain, took, why, stages, fits = lean
+        print(f"{name:16s} {seq:10,} {grain:>6s} {pub:10,} "
+              f"{seq / pub:13.2f} {took:6.1f}s  {why}; compiled at "
+              f"{seq:,}: {'fits' if fits else 'DOES NOT FIT'}; --stages "
+              f"'{stages[:40]}...'")
 
 
 if __name__ == "__main__":

@@ -80,10 +80,11 @@ double computeMs(CommandKind kind, StageRange r,
 int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
                                llvm::ArrayRef<LayerCost> layers,
                                bool layerGrain) {
-  int64_t sum = 0, peak = 0, saved = 0, grads = 0;
+  int64_t sum = 0, peak = 0, saved = 0, grads = 0, layerGrads = 0;
   for (unsigned l = r.begin; l < r.end; ++l) {
     sum += layers[l].workBytes;
     grads += layers[l].gradBytes;
+    layerGrads = std::max(layerGrads, layers[l].gradBytes);
     peak = std::max(peak, layers[l].workBytes);
     // The stage's own input is the job's input buffer; the inner layers'
     // inputs are what a layer-grain backward keeps instead of their
@@ -94,10 +95,12 @@ int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
   if (kind == CommandKind::forward)
     return peak;
   // A backward (and the tail) computes its microbatch's weight gradients
-  // apart from the set's accumulators and adds them in at the job's end,
-  // so they are live beside its intermediates.
+  // apart from the set's accumulators and adds each program's into them
+  // as soon as it has run, so one program's gradients are live beside the
+  // intermediates: one layer's at layer grain, the stage's otherwise (one
+  // program).
   if (kind == CommandKind::backward && layerGrain)
-    return grads + std::min(saved + 2 * peak, sum + peak);
+    return layerGrads + std::min(saved + 2 * peak, sum + peak);
   return grads + sum + peak;
 }
 

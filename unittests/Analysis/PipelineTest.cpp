@@ -308,3 +308,27 @@ TEST(PipelineTest, RecomputeAheadOfTheGradientFollowsTheGrain) {
 }
 
 } // namespace
+
+// A layer-grain backward adds each layer's weight gradients into the job's
+// accumulators right after that layer's backward (the exporter's
+// start-grads / add-grads per layer), so its work holds the largest
+// layer's gradients, not the stage's; a stage-grain backward and the tail
+// are one program each and hold them all (issue 20).
+TEST(PipelineTest, LayerGrainBackwardHoldsOneLayersGradients) {
+  std::vector<LayerCost> layers = uniform(3, 0);
+  for (auto [i, c] : llvm::enumerate(layers)) {
+    c.gradBytes = 1000 * int64_t(i + 1);
+    c.workBytes = 100;
+    c.actInBytes = 10;
+  }
+  StageRange all{0, 3};
+  // Saved inner inputs 20, two layers' intermediates 200 (less than the
+  // stage's 300 plus one layer's 100).
+  EXPECT_EQ(jobWorkBytes(CommandKind::backward, all, layers, true),
+            3000 + 20 + 200);
+  EXPECT_EQ(jobWorkBytes(CommandKind::backward, all, layers, false),
+            6000 + 300 + 100);
+  EXPECT_EQ(jobWorkBytes(CommandKind::tail, all, layers, true),
+            6000 + 300 + 100);
+  EXPECT_EQ(jobWorkBytes(CommandKind::forward, all, layers, true), 100);
+}

@@ -106,6 +106,35 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   // Where in `run` the gradient is first needed (0: the first job).
   size_t gradientAt = 0;
   SmallVector<uint32_t> run;
+  // Per entry of `run`: the weight gradients whose download follows it.
+  std::map<size_t, SmallVector<Value>> downloadAfter;
+  // Each layer's weight gradients go into the job's accumulators as soon
+  // as its backward has run, so its gradient buffers are free for the next
+  // layer's; in the job's last microbatch the accumulators then go down,
+  // layer by layer, while the layers below compute. The last layer's go
+  // with the set's GRAD download, which the schedule times and the
+  // optimizer and the next uploads wait for.
+  bool first = int(mb) == j.firstMb, last = int(mb) == j.lastMb;
+  LayerOp lastWithGrads;
+  for (LayerOp l : j.layers)
+    for (Value r : l.getResults())
+      if (llvm::is_contained(j.grads, r))
+        lastWithGrads = l;
+  auto accumulate = [&](LayerOp l) -> LogicalResult {
+    SmallVector<Value> grads;
+    for (Value r : l.getResults())
+      if (llvm::is_contained(j.grads, r))
+        grads.push_back(r);
+    if (grads.empty())
+      return success();
+    FailureOr<uint32_t> p = accumulateProgram(c.job, l, grads, first);
+    if (failed(p))
+      return failure();
+    run.push_back(*p);
+    if (last && l != lastWithGrads)
+      downloadAfter[run.size() - 1] = grads;
+    return success();
+  };
   for (LayerOp l : j.layers) {
     auto key = std::make_pair(unsigned(layerIndex.at(l)), slotKey(c.job, mb));
     bool split = !gradientWaits.empty() && run.empty() &&
@@ -116,6 +145,8 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
       if (split)
         gradientAt = run.size();
       run.push_back(rest->second);
+      if (failed(accumulate(l)))
+        return failure();
       continue;
     }
     if (it == programs.end()) {
@@ -186,6 +217,8 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
         run.push_back(*a);
         gradientAt = run.size();
         run.push_back(*b);
+        if (failed(accumulate(l)))
+          return failure();
         continue;
       }
       FailureOr<uint32_t> p = w.addProgram(name + slot, ops, extra);
@@ -195,30 +228,8 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
       it = programs.emplace(key, *p).first;
     }
     run.push_back(it->second);
-  }
-  if (!j.grads.empty()) {
-    // The first microbatch's gradients start the accumulators.
-    bool first = int(mb) == j.firstMb;
-    auto key = std::make_pair(~0u - unsigned(first), unsigned(c.job));
-    auto it = programs.find(key);
-    if (it == programs.end()) {
-      std::vector<fb::Offset<pf::KernelCall>> calls;
-      w.device = j.device;
-      for (Value r : j.grads) {
-        auto [a, fresh] = accBuffer.try_emplace(r, 0);
-        if (fresh)
-          a->second = w.newBuffer(r.getType(), "acc s" + std::to_string(c.job),
-                                  j.device);
-        calls.push_back(w.copyCall(gradBuffer.at(r), a->second, !first));
-      }
-      FailureOr<uint32_t> p = w.addProgram(
-          (first ? "start-grads s" : "add-grads s") + std::to_string(c.job),
-          {}, calls);
-      if (failed(p))
-        return failure();
-      it = programs.emplace(key, *p).first;
-    }
-    run.push_back(it->second);
+    if (failed(accumulate(l)))
+      return failure();
   }
   if (run.empty()) {
     // A backward with nothing to differentiate (a frozen prefix) still
@@ -234,7 +245,6 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
     run.push_back(it->second);
   }
   for (auto [k, p] : llvm::enumerate(run)) {
-    bool last = k + 1 == run.size();
     ArrayRef<unsigned> jobWaits;
     if (gradientAt == 0)
       jobWaits = k == 0 ? ArrayRef<unsigned>(waits) : ArrayRef<unsigned>();
@@ -242,9 +252,27 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
       jobWaits = otherWaits;
     else if (k == gradientAt)
       jobWaits = gradientWaits;
-    unsigned e = addJob(c, pf::Queue::compute, p, {}, jobWaits, label(c), last);
-    if (last)
+    auto down = downloadAfter.find(k);
+    bool end = k + 1 == run.size();
+    unsigned e = addJob(c, pf::Queue::compute, p, {}, jobWaits, label(c),
+                        end || down != downloadAfter.end());
+    if (end)
       eventOf[index] = e;
+    if (down == downloadAfter.end())
+      continue;
+    std::vector<fb::Offset<pf::Copy>> copies;
+    for (Value r : down->second) {
+      auto [h, fresh] = gradHost.try_emplace(r, 0);
+      if (fresh)
+        h->second = w.newBuffer(r.getType(), "grad", -1);
+      copies.push_back(
+          copy(accBuffer.at(r), 0, h->second, 0, w.bufferBytes[h->second]));
+      downloadedEarly.insert(r);
+    }
+    std::string layer =
+        cast<LayerOp>(down->second.front().getDefiningOp()).getName().str();
+    addJob(c, pf::Queue::d2h, std::nullopt, copies, {e},
+           "GRAD s" + std::to_string(c.job) + " " + layer);
   }
   computeEvents[c.device].push_back(eventOf[index]);
   done.push_back(-1);
@@ -256,6 +284,31 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
     done.back() = e;
   }
   return success();
+}
+
+FailureOr<uint32_t> StagedExporter::accumulateProgram(unsigned job, LayerOp l,
+                                                      ArrayRef<Value> grads,
+                                                      bool first) {
+  auto key = std::make_pair(unsigned(layerIndex.at(l)), first);
+  if (auto it = accumulatePrograms.find(key); it != accumulatePrograms.end())
+    return it->second;
+  // The first microbatch's gradients start the accumulators, the others
+  // add to them in microbatch order: the same sums, bit for bit, as when
+  // the whole job's gradients were added at its end.
+  std::vector<fb::Offset<pf::KernelCall>> calls;
+  w.device = jobs[job].device;
+  for (Value r : grads) {
+    auto [a, fresh] = accBuffer.try_emplace(r, 0);
+    if (fresh)
+      a->second =
+          w.newBuffer(r.getType(), "acc s" + std::to_string(job), w.device);
+    calls.push_back(w.copyCall(gradBuffer.at(r), a->second, !first));
+  }
+  FailureOr<uint32_t> p = w.addProgram(
+      (first ? "start-grads " : "add-grads ") + l.getName().str(), {}, calls);
+  if (succeeded(p))
+    accumulatePrograms.emplace(key, *p);
+  return p;
 }
 
 void StagedExporter::assignCarriers(unsigned job, unsigned mb) {
@@ -379,6 +432,8 @@ void StagedExporter::emitWeightGrads(unsigned index) {
   for (const StageJob &j : jobs)
     if (j.weightSet == set)
       for (Value r : j.grads) {
+        if (downloadedEarly.contains(r))
+          continue;
         auto [h, fresh] = gradHost.try_emplace(r, 0);
         if (fresh)
           h->second = w.newBuffer(r.getType(), "grad", -1);

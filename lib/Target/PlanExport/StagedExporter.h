@@ -64,7 +64,7 @@ private:
     llvm::SetVector<Value> handedOn;
     /// Weight gradients, accumulated over the microbatches.
     SmallVector<Value> grads;
-    int firstMb = -1;
+    int firstMb = -1, lastMb = -1;
   };
 
   /// Buffers by value (its opaque pointer) and a number: weights by weight
@@ -85,6 +85,10 @@ private:
   /// Which of the (job, mb) downloads carries each value it hands on.
   void assignCarriers(unsigned job, unsigned mb);
   void emitWeightGrads(unsigned index);
+  /// The program that starts (`first`) or adds to the accumulators of the
+  /// weight gradients `grads` of one layer of stage job `job`.
+  FailureOr<uint32_t> accumulateProgram(unsigned job, LayerOp l,
+                                        ArrayRef<Value> grads, bool first);
   /// Appends a job; returns the event it records.
   unsigned addJob(const Cmd &c, pf::Queue queue, std::optional<uint32_t> program,
                   ArrayRef<fb::Offset<pf::Copy>> copies,
@@ -148,6 +152,11 @@ private:
   /// Per (layer, slot) of a backward split after its recompute (`programs`
   /// holds the recompute): the program of the rest.
   std::map<std::pair<unsigned, unsigned>, uint32_t> recomputeRest;
+  /// Per (layer, first microbatch or not): its accumulate program.
+  std::map<std::pair<unsigned, bool>, uint32_t> accumulatePrograms;
+  /// Weight gradients downloaded as their layer's backward finished in
+  /// the job's last microbatch (the set's GRAD download skips them).
+  llvm::DenseSet<Value> downloadedEarly;
   std::map<unsigned, unsigned> setTurn, upCount;
   std::map<unsigned, unsigned> setFirstForward;
   std::map<unsigned, llvm::SetVector<Value>> setWeights;

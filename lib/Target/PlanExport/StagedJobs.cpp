@@ -81,6 +81,7 @@ LogicalResult StagedExporter::readCommands() {
       j.weightSet = compute.getWeights();
       if (j.firstMb < 0)
         j.firstMb = c.mb;
+      j.lastMb = c.mb;
     } else if (auto copy = dyn_cast<CopyOp>(op)) {
       transfers = true;
       bool up = copy.getDirection() == CopyDirection::h2d;

@@ -10,7 +10,8 @@
 //           layer or of the layers from A to B;
 //   T jobs  "L" or "A..B": the fused tail, forward + loss + backward of its
 //           layers with no recompute;
-//   "start-grads sN", "add-grads sN", "nothing": gradient accumulation and
+//   "start-grads L", "add-grads L" (per layer), "nothing": gradient
+//   accumulation and
 //           placeholders, no layer's time.
 //
 // The job's label (F3, B5, T2) says which kind it is; a tail of one layer

@@ -15,7 +15,8 @@ schedules 1F1B, GPipe, interleaved 1F1B and Looped-BFS. Microbatches and accumul
 follow RoundPipe's throughput runs (reference/roundpipe.md §6: global
 batch / microbatches / accumulation steps 512/10/4, 256/10/2, 128/10/2,
 and 128/16/1 for 20B, 64/10/1 for 235B): M microbatches of
-round(batch / (M x accumulation)) sequences, and the
+round(batch / (M x accumulation)) sequences (GPT-OSS-20B: its batch of 128
+in 32 microbatches of 4, unfused loss; see MICROBATCHES), and the
 sim runs K = accumulation passes per optimizer step (rp-run --accumulate
 K), laid out continuously as the trainer runs them (docs/sim.md; two
 passes in flight, f16 loss scaling included: its scale is one step stale,
@@ -63,7 +64,17 @@ RUNS = {  # global batch, accumulation steps
     "gpt-oss-20b": (128, 1),
     "qwen3-235b-a22b": (64, 1),
 }
-MICROBATCHES = {"gpt-oss-20b": 16}  # the others: M
+# The others: M. GPT-OSS-20B at RoundPipe's global batch of 128 sequences,
+# but in 32 microbatches of 4 rather than its 16 of 8: 8 x 2048 tokens no
+# longer fit 24 GB once the memory model counts each backward job's
+# weight gradients (device 1 needs 25.5 GiB at either grain).
+MICROBATCHES = {"gpt-oss-20b": 32}
+# Throughput runs only (not the max sequence): GPT-OSS-20B's head is
+# unfused, since its logits fit at 4 x 2048 tokens and the fused loss,
+# which recomputes them in its backward, makes the tail (the head alone)
+# slower per microbatch than a two-layer backward stage, which it then
+# paces (docs/moe.md).
+THROUGHPUT_FLAGS = {"gpt-oss-20b": ["--fuse-loss=false"]}
 LORA = {"qwen3-235b-a22b": ["--lora-rank", "32", "--lora-alpha", "16"]}
 PUBLISHED = {  # async tok/s, sync tok/s, async bubble, sync bubble, max seq
     "qwen3-1.7b": (65417, 56489, 4.0, 19.1, 73000),
@@ -257,20 +268,24 @@ def main():
         memory_rows(args.models.split(","))
         return
     print(f"8 x rtx4090 (profiles/rtx4090.json), f16, sequence 2048, "
-          f"{M} microbatches per pass (20B: 16); tokens/s per optimizer "
+          f"{M} microbatches per pass (20B: 32 of 4 sequences); tokens/s per "
+          f"optimizer "
           f"step")
     summary = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             batch, passes = RUNS[name]
-            m, extra = MICROBATCHES.get(name, M), LORA.get(name, [])
+            m = MICROBATCHES.get(name, M)
+            extra = LORA.get(name, []) + THROUGHPUT_FLAGS.get(name, [])
             b = max(1, round(batch / (m * passes)))
             graph = Path(tmp) / f"{name}.mlir"
             graph.write_text(shapes.build(shapes.SHAPES[name], b, 2048, "f16"))
             pub = PUBLISHED[name]
             print(f"\n{name}: microbatch {b} x 2048, {passes} passes of "
                   f"{m} microbatches per optimizer step (RoundPipe: batch "
-                  f"{batch})" + (" with LoRA r=32" if extra else ""))
+                  f"{batch})" + (" with LoRA r=32" if name in LORA else "")
+                  + (" " + " ".join(THROUGHPUT_FLAGS[name])
+                     if name in THROUGHPUT_FLAGS else ""))
             rows = {}
             for schedule in SCHEDULES:
                 plan = Path(tmp) / f"{name}.{schedule}.rpplan"

@@ -15,7 +15,9 @@
 # microbatch. On one device with 4 microbatches the step-0 loss and every
 # gradient (router gates included) equal PyTorch's within 1e-4; the router
 # gates' gradients differ from those without the auxiliary loss; 2 and 4
-# devices in sync mode are bitwise one device.
+# devices in sync mode are bitwise one device. Where transformers has them
+# (the torch-2 venv), Qwen3-MoE and GPT-OSS (its biased router, top-k
+# before the softmax) run the same checks.
 
 import os
 import sys
@@ -74,6 +76,27 @@ def qwen2_moe():
         output_router_logits=True, router_aux_loss_coef=0.5))
 
 
+def qwen3_moe():
+    # transformers >= 4.51 only (the torch-2 venv).
+    return T.Qwen3MoeForCausalLM(T.Qwen3MoeConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48,
+        moe_intermediate_size=24, num_experts=4, num_experts_per_tok=2,
+        norm_topk_prob=True, decoder_sparse_step=1, head_dim=8,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=64, output_router_logits=True,
+        router_aux_loss_coef=0.5))
+
+
+def gpt_oss():
+    # transformers >= 4.55 only (the torch-2 venv).
+    return T.GptOssForCausalLM(T.GptOssConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, head_dim=8,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=64, num_local_experts=4,
+        num_experts_per_tok=2, sliding_window=4, swiglu_limit=0.1,
+        output_router_logits=True, router_aux_loss_coef=0.5))
+
+
 def reference(model, aux_weight):
     """Per microbatch: CE summed over its labels plus count * aux."""
     model.zero_grad()
@@ -99,8 +122,14 @@ def run(src, name, devices):
                          loss="cross-entropy+output:output_1")
 
 
-for name, make, mask in (("mixtral", mixtral, True),
-                         ("qwen2-moe", qwen2_moe, False)):
+# Qwen3-MoE and GPT-OSS need a later transformers than scripts/setup.sh's
+# 4.40: they run in the torch-2 venv (torch2-moe-aux-loss.test).
+MODELS = [("mixtral", mixtral, True), ("qwen2-moe", qwen2_moe, False)]
+if hasattr(T, "Qwen3MoeForCausalLM"):
+    MODELS.append(("qwen3-moe", qwen3_moe, True))
+if hasattr(T, "GptOssForCausalLM"):
+    MODELS.append(("gpt-oss", gpt_oss, True))
+for name, make, mask in MODELS:
     torch.manual_seed(0)
     lm = make()
     lm.config.use_cache = False
@@ -108,9 +137,11 @@ for name, make, mask in (("mixtral", mixtral, True),
     model = tiny_gpt.make_distinct(WithAux(lm, mask))
     ref_loss, ref_grads = reference(model, 1.0)
     _, plain_grads = reference(model, 0.0)
-    # The routers: mixtral's block_sparse_moe.gate, Qwen2-MoE's mlp.gate.
+    # The routers: mixtral's block_sparse_moe.gate, Qwen2-MoE's and
+    # Qwen3-MoE's mlp.gate, GPT-OSS's mlp.router.
     gates = [n for n in ref_grads if n.endswith("moe.gate.weight") or
-             n.endswith("mlp.gate.weight")]
+             n.endswith("mlp.gate.weight") or
+             n.endswith("mlp.router.weight")]
     moved = min(np.linalg.norm(ref_grads[n] - plain_grads[n]) /
                 np.linalg.norm(ref_grads[n]) for n in gates)
     print(f"{name}: {len(gates)} router gates, gradients moved by the aux "

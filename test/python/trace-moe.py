@@ -10,7 +10,10 @@
 # On one device with 4 microbatches the step-0 loss and every parameter's
 # gradient equal PyTorch autograd's within 1e-4; on 2 and 4 devices in sync
 # mode the losses of 2 steps and the step-0 gradients are bitwise those of
-# one device. A block that has the structure but computes something else
+# one device. "tie" is Mixtral with experts 1 and 2 given the same router
+# row, so that tokens are routed by the tie-break: the loss and gradients
+# match PyTorch only if rp breaks it as torch.topk does (the lower index
+# first). A block that has the structure but computes something else
 # (sigmoid routing weights) is refused by name.
 
 import os
@@ -99,7 +102,7 @@ class Plain(torch.nn.Module):
         return self.head(x)
 
 
-def mixtral():
+def mixtral(tie=False):
     torch.manual_seed(0)
     lm = T.MixtralForCausalLM(T.MixtralConfig(
         vocab_size=VOCAB, hidden_size=32, intermediate_size=48,
@@ -108,7 +111,35 @@ def mixtral():
         num_experts_per_tok=2))
     lm.config.use_cache = False
     lm.eval()
-    return tiny_gpt.make_distinct(hf_models.LogitsOnly(lm))
+    model = tiny_gpt.make_distinct(hf_models.LogitsOnly(lm))
+    if tie:
+        # Experts 1 and 2 get the same router row: every token scores them
+        # equal, and torch.topk takes the lower index first.
+        with torch.no_grad():
+            for layer in lm.model.layers:
+                gate = layer.block_sparse_moe.gate.weight
+                gate[2] = gate[1]
+    return model
+
+
+def boundary_ties(model):
+    """Tokens whose top-2 holds exactly one of experts 1 and 2 while the
+    two score bitwise equal: where the tie-break decides the routing."""
+    count = []
+
+    def hook(module, args, logits):
+        p = torch.softmax(logits, -1)
+        top = p.topk(2, -1).indices
+        one = (top == 1).any(-1) ^ (top == 2).any(-1)
+        count.append(int((one & (p[:, 1] == p[:, 2])).sum()))
+
+    hooks = [layer.block_sparse_moe.gate.register_forward_hook(hook)
+             for layer in model.lm.model.layers]
+    with torch.no_grad():
+        model(tokens)
+    for h in hooks:
+        h.remove()
+    return sum(count)
 
 
 def plain(variant=None):
@@ -117,8 +148,11 @@ def plain(variant=None):
 
 
 for name, make in (("mixtral", mixtral), ("plain", plain),
-                   ("shared", lambda: plain("shared"))):
+                   ("shared", lambda: plain("shared")),
+                   ("tie", lambda: mixtral(True))):
     model = make()
+    if name == "tie":
+        print(f"tie: tokens routed by a tie: {boundary_ties(model) > 0}")
     ref_loss, ref_grads = tiny_gpt.reference(model, tokens, labels)
     src = rp.trace(model, (tokens[:1],), out / name)
     text = src.read_text()
@@ -149,4 +183,10 @@ except rp.TraceError as err:
 # CHECK-NEXT: shared: gradients 30 of 30 within 1e-4: True
 # CHECK-NEXT: shared: 2 devices bitwise: True
 # CHECK-NEXT: shared: 4 devices bitwise: True
+# CHECK-NEXT: tie: tokens routed by a tie: True
+# CHECK-NEXT: tie: moe ops: 2 routes, 6 grouped matmuls
+# CHECK-NEXT: tie: loss within 1e-4: True
+# CHECK-NEXT: tie: gradients 41 of 41 within 1e-4: True
+# CHECK-NEXT: tie: 2 devices bitwise: True
+# CHECK-NEXT: tie: 4 devices bitwise: True
 # CHECK-NEXT: sigmoid: rp.trace: module 'layers.0.moe' (Block) has a router and 3 experts, but its output is not the top-1 softmax-weighted sum of gated-MLP experts (plus a shared expert) rp maps to its MoE ops

@@ -3,6 +3,7 @@
 #include "Fences.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 using namespace rp::runtime;
@@ -39,7 +40,17 @@ rp::runtime::planParamFences(const Plan &plan,
         holds[out] = *param;
     }
   }
-  std::vector<size_t> firstReader(n, plan.jobs.size());
+  // A parameter's first reader: the earliest stage job of the step's chain
+  // that uploads it, then the earliest job. The plan lists the first
+  // stage jobs' upload chunks interleaved (every device prefetches at
+  // once), so job order alone would update the first G jobs' weights side
+  // by side and open the first job's gates near the end of the update; in
+  // stage order the update runs as fast as the chain needs its weights,
+  // and the forward jobs run beside it (the order the compiler's steady
+  // state assumes, Continuous.cpp). Unstaged plans: job order.
+  using Key = std::pair<int64_t, size_t>;
+  const Key never{INT64_MAX, plan.jobs.size()};
+  std::vector<Key> firstReader(n, never);
   for (size_t j = 0; j < plan.jobs.size(); ++j)
     for (const CopyDesc &c : plan.jobs[j].copies) {
       auto it = holds.find(c.src);
@@ -48,7 +59,8 @@ rp::runtime::planParamFences(const Plan &plan,
       std::vector<uint32_t> &gates = f.gatesOf[j];
       if (std::find(gates.begin(), gates.end(), it->second) == gates.end())
         gates.push_back(it->second);
-      firstReader[it->second] = std::min(firstReader[it->second], j);
+      Key key{std::max<int64_t>(plan.jobs[j].stage, 0), j};
+      firstReader[it->second] = std::min(firstReader[it->second], key);
     }
   f.order.resize(n);
   for (size_t i = 0; i < n; ++i)

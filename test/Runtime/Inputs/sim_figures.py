@@ -77,6 +77,30 @@ def gated(path):
     return 0
 
 
+def first_stage(path):
+    """In sync mode, when each step's first stage job computes, as a
+    share of the update before it (the update writes the parameters the
+    stage chain reads first first)."""
+    with open(path) as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    update = {e["args"]["step"]: (e["ts"], e["dur"]) for e in events
+              if e.get("cat") == "host" and e.get("name") == "optimizer"}
+    starts = {}
+    for e in events:
+        if e.get("cat") in ("compute", "recompute") and \
+                e["args"].get("stage") == 0:
+            step = e["args"]["step"]
+            starts[step] = min(starts.get(step, e["ts"]), e["ts"])
+    for s in sorted(starts):
+        if s == 0 or s - 1 not in update:
+            continue
+        t, d = update[s - 1]
+        print(f"step {s}'s first stage computes before half of step "
+              f"{s - 1}'s update: {starts[s] < t + d / 2}")
+    return 0
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "less":
         factor = float(sys.argv[5]) if len(sys.argv) > 5 else 1.0
@@ -87,4 +111,6 @@ if __name__ == "__main__":
         sys.exit(starts(sys.argv[2]))
     if sys.argv[1] == "gated":
         sys.exit(gated(sys.argv[2]))
+    if sys.argv[1] == "first-stage":
+        sys.exit(first_stage(sys.argv[2]))
     sys.exit(f"unknown check {sys.argv[1]}")

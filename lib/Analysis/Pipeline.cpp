@@ -37,8 +37,8 @@ Partition mlir::rp::staticPartition(llvm::ArrayRef<LayerCost> layers,
     prefix[l + 1] = prefix[l] + layers[l].recomputeMs + layers[l].backwardMs;
   // best[k][i]: the least bottleneck of layers [0, i) in k stages.
   constexpr double inf = 1e300;
-  std::vector<std::vector<double>> best(
-      stages + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<double>> best(stages + 1,
+                                        std::vector<double>(n + 1, inf));
   std::vector<std::vector<unsigned>> cut(stages + 1,
                                          std::vector<unsigned>(n + 1, 0));
   best[0][0] = 0;
@@ -77,6 +77,39 @@ double computeMs(CommandKind kind, StageRange r,
 
 } // namespace
 
+/// The peak of a backward's (or the tail's) body from each layer's
+/// measured liveness (BackwardLiveness.h), the stage's first input and
+/// last result gradient being the job's own buffers. Stage grain (and the
+/// tail) runs every layer's forward, then their sweeps deepest first: while
+/// layer k runs, every shallower layer holds what its sweep will read (and
+/// an inner layer the input its sweep reads), layer k its own forward or
+/// sweep values, its input while its forward runs and its result gradient
+/// while its sweep does. Layer grain holds the inner layers' saved inputs
+/// and one layer's body at a time.
+static int64_t backwardBodyBytes(CommandKind kind, StageRange r,
+                                 llvm::ArrayRef<LayerCost> layers,
+                                 bool layerGrain) {
+  int64_t peak = 0, kept = 0, saved = 0;
+  for (unsigned l = r.begin; l < r.end; ++l) {
+    const LayerCost &c = layers[l];
+    bool inner = l > r.begin, deepest = l + 1 == r.end;
+    int64_t grad = deepest ? 0 : c.resultGradBytes;
+    if (inner)
+      saved += c.actInBytes;
+    if (kind == CommandKind::backward && layerGrain) {
+      peak = std::max(
+          peak, grad + std::max(c.recomputePeakBytes, c.backwardPeakBytes));
+      continue;
+    }
+    int64_t input = inner ? c.actInBytes : 0;
+    int64_t keptInput = inner ? c.keptInputBytes : 0;
+    peak = std::max({peak, kept + input + c.recomputePeakBytes,
+                     kept + keptInput + c.backwardPeakBytes + grad});
+    kept += c.keptBytes + keptInput;
+  }
+  return kind == CommandKind::backward && layerGrain ? saved + peak : peak;
+}
+
 int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
                                llvm::ArrayRef<LayerCost> layers,
                                bool layerGrain) {
@@ -93,6 +126,11 @@ int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
   }
   if (kind == CommandKind::forward)
     return peak;
+  bool measured = true;
+  for (unsigned l = r.begin; l < r.end; ++l)
+    measured = measured && layers[l].backwardMeasured;
+  if (measured)
+    return grads + backwardBodyBytes(kind, r, layers, layerGrain);
   // A backward (and the tail) computes its microbatch's weight gradients
   // apart from the set's accumulators and adds them in at the job's end,
   // so they are live beside its intermediates.
@@ -139,9 +177,8 @@ std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
     unsigned chunk = (k / devices) % chunks;
     if (!forward)
       chunk = chunks - 1 - chunk;
-    unsigned mb = chunks == 1 ? k
-                              : (k / (devices * chunks)) * devices +
-                                    k % devices;
+    unsigned mb =
+        chunks == 1 ? k : (k / (devices * chunks)) * devices + k % devices;
     return Unit{chunk * devices + d, mb, forward};
   };
   unsigned warmup =
@@ -165,8 +202,7 @@ std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
 
 FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
                                             llvm::ArrayRef<LayerCost> layers,
-                                            ScheduleKind kind,
-                                            unsigned devices,
+                                            ScheduleKind kind, unsigned devices,
                                             unsigned microbatches,
                                             std::string &error) {
   Pipeline pl;
@@ -227,19 +263,21 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
       }
     if (kind != ScheduleKind::interleaved && kind != ScheduleKind::loopedBfs &&
         stages > devices) {
-      error = std::string(scheduleKindName(kind)) + " runs one stage per "
-              "device: " + std::to_string(stages) + " stages do not fit " +
+      error = std::string(scheduleKindName(kind)) +
+              " runs one stage per "
+              "device: " +
+              std::to_string(stages) + " stages do not fit " +
               std::to_string(devices) + " devices";
       return failure();
     }
     if (kind == ScheduleKind::interleaved &&
-        (stages % devices != 0 || (stages > devices &&
-                                   microbatches % devices != 0))) {
+        (stages % devices != 0 ||
+         (stages > devices && microbatches % devices != 0))) {
       error = "interleaved-1f1b needs the same number of stages on every "
               "device and, with several stages per device, microbatches a "
-              "multiple of the device count (got " + std::to_string(stages) +
-              " stages, " + std::to_string(devices) + " devices, " +
-              std::to_string(microbatches) + " microbatches)";
+              "multiple of the device count (got " +
+              std::to_string(stages) + " stages, " + std::to_string(devices) +
+              " devices, " + std::to_string(microbatches) + " microbatches)";
       return failure();
     }
     // Stage s: forward job s (the tail for the last one) and backward job
@@ -300,9 +338,9 @@ Schedule mlir::rp::roundRobinSchedule(const Partition &partition,
                                       const HardwareProfile &hw,
                                       unsigned devices, unsigned microbatches) {
   std::string error;
-  FailureOr<Pipeline> pl = lowerSchedule(
-      partition, layers, ScheduleKind::roundRobin, devices, microbatches,
-      error);
+  FailureOr<Pipeline> pl =
+      lowerSchedule(partition, layers, ScheduleKind::roundRobin, devices,
+                    microbatches, error);
   assert(succeeded(pl) && "round-robin lowering cannot fail");
   insertTransfers(*pl, layers, hw);
   return std::move(pl->schedule);

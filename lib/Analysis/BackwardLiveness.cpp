@@ -60,10 +60,16 @@ mlir::rp::measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
   std::vector<Operation *> forward;
   for (Operation &op : body.without_terminator())
     forward.push_back(b.clone(op, map));
+  if (forward.empty())
+    return BackwardLiveness();
   llvm::DenseSet<Value> inner;
-  for (Value v : needs)
-    if (Value m = map.lookupOrNull(v))
-      inner.insert(m);
+  for (BlockArgument arg : body.getArguments())
+    if (needs.contains(arg))
+      inner.insert(map.lookup(arg));
+  for (Operation &op : body.without_terminator())
+    for (Value r : op.getResults())
+      if (needs.contains(r))
+        inner.insert(map.lookup(r));
 
   // Seeds: one gradient per float result that needs one, as later layers
   // (or the loss scale, for the tail's loss) give it.

@@ -2,6 +2,8 @@
 
 #include "rp/Analysis/LayerCost.h"
 
+#include "rp/Analysis/BackwardLiveness.h"
+
 #include "rp/Dialect/RP/RPOps.h"
 #include "rp/timing/Hardware.h"
 
@@ -351,6 +353,21 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       if (needs.contains(value))
         needs.insert(result);
     cost.workBytes = peakWorkBytes(body);
+    // Parameters, as rp-autodiff tells them: what no layer computes and
+    // the function does not take as an argument.
+    auto isWeight = [&](unsigned i) {
+      Value in = layer.getInputs()[i];
+      return !isa<BlockArgument>(in) && !isa<LayerOp>(in.getDefiningOp());
+    };
+    if (std::optional<BackwardLiveness> bwd =
+            measureBackward(layer, needs, isWeight, opScratchBytes)) {
+      cost.recomputePeakBytes = bwd->forwardPeak;
+      cost.keptBytes = bwd->keptBytes;
+      cost.keptInputBytes = bwd->keptInputBytes;
+      cost.backwardPeakBytes = bwd->backwardPeak;
+      cost.resultGradBytes = bwd->resultGradBytes;
+      cost.backwardMeasured = true;
+    }
     for (auto constant : body.getOps<ConstantOp>())
       cost.constBytes += bytesOf(constant->getResult(0).getType());
     cost.recomputeMs = cost.forwardMs;

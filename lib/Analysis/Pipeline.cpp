@@ -77,6 +77,39 @@ double computeMs(CommandKind kind, StageRange r,
 
 } // namespace
 
+/// The peak of a backward's (or the tail's) body from each layer's
+/// measured liveness (BackwardLiveness.h), the stage's first input and
+/// last result gradient being the job's own buffers. Stage grain (and the
+/// tail) runs every layer's forward, then their sweeps deepest first: while
+/// layer k runs, every shallower layer holds what its sweep will read (and
+/// an inner layer the input its sweep reads), layer k its own forward or
+/// sweep values, its input while its forward runs and its result gradient
+/// while its sweep does. Layer grain holds the inner layers' saved inputs
+/// and one layer's body at a time.
+static int64_t backwardBodyBytes(CommandKind kind, StageRange r,
+                                 llvm::ArrayRef<LayerCost> layers,
+                                 bool layerGrain) {
+  int64_t peak = 0, kept = 0, saved = 0;
+  for (unsigned l = r.begin; l < r.end; ++l) {
+    const LayerCost &c = layers[l];
+    bool inner = l > r.begin, deepest = l + 1 == r.end;
+    int64_t grad = deepest ? 0 : c.resultGradBytes;
+    if (inner)
+      saved += c.actInBytes;
+    if (kind == CommandKind::backward && layerGrain) {
+      peak = std::max(
+          peak, grad + std::max(c.recomputePeakBytes, c.backwardPeakBytes));
+      continue;
+    }
+    int64_t input = inner ? c.actInBytes : 0;
+    int64_t keptInput = inner ? c.keptInputBytes : 0;
+    peak = std::max({peak, kept + input + c.recomputePeakBytes,
+                     kept + keptInput + c.backwardPeakBytes + grad});
+    kept += c.keptBytes + keptInput;
+  }
+  return kind == CommandKind::backward && layerGrain ? saved + peak : peak;
+}
+
 int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
                                llvm::ArrayRef<LayerCost> layers,
                                bool layerGrain) {
@@ -94,6 +127,11 @@ int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
   }
   if (kind == CommandKind::forward)
     return peak;
+  bool measured = true;
+  for (unsigned l = r.begin; l < r.end; ++l)
+    measured = measured && layers[l].backwardMeasured;
+  if (measured)
+    return grads + backwardBodyBytes(kind, r, layers, layerGrain);
   // A backward (and the tail) computes its microbatch's weight gradients
   // apart from the set's accumulators and adds each program's into them
   // as soon as it has run, so one program's gradients are live beside the

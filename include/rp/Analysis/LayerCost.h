@@ -41,6 +41,18 @@ struct LayerCost {
   int64_t actOutBytes = 0;
   /// Peak bytes of intermediate values live during the forward.
   int64_t workBytes = 0;
+  /// What the layer's recompute + backward body holds
+  /// (BackwardLiveness.h): the forward's peak, the forward values and the
+  /// activation inputs the reverse sweep reads, the sweep's peak, and the
+  /// gradients of the layer's results. `backwardMeasured` is false when no
+  /// sweep could be built (an op without a gradient rule); workBytes then
+  /// stands in for all of them.
+  int64_t recomputePeakBytes = 0;
+  int64_t keptBytes = 0;
+  int64_t keptInputBytes = 0;
+  int64_t backwardPeakBytes = 0;
+  int64_t resultGradBytes = 0;
+  bool backwardMeasured = false;
   /// Bytes of the layer's constants (rotary tables, masks), which the
   /// runtime keeps on every device that runs the layer.
   int64_t constBytes = 0;

@@ -107,11 +107,14 @@ struct Pipeline {
 
 /// Working memory of one microbatch of a stage job: a forward keeps one
 /// layer's intermediates with its input and output; a stage-grain backward
-/// (and the tail) keeps every recomputed layer's intermediates for the
-/// reverse sweep; a layer-grain backward keeps the saved inputs of the
-/// stage's inner layers and one layer's recomputed intermediates plus its
-/// backward's. A backward or the tail also holds its microbatch's weight
-/// gradients until it adds them to the weight set's accumulators.
+/// (and the tail) keeps, for every layer not yet swept, what its reverse
+/// sweep reads of its forward, beside the running layer's own forward or
+/// sweep values; a layer-grain backward keeps the saved inputs of the
+/// stage's inner layers and one layer's recompute + backward body (each
+/// layer's figures from BackwardLiveness.h; each layer's forward peak where
+/// no sweep could be measured). A backward or the tail also holds its
+/// microbatch's weight gradients until it adds them to the weight set's
+/// accumulators.
 int64_t jobWorkBytes(CommandKind kind, StageRange range,
                      llvm::ArrayRef<LayerCost> layers, bool layerGrain = false);
 

@@ -36,7 +36,14 @@ void printCost(llvm::raw_ostream &os, const LayerCost &c) {
                      "upload_ms=%.6g download_ms=%.6g",
                      c.forwardMs, c.recomputeMs, c.backwardMs, c.uploadMs,
                      c.downloadMs)
-     << " source=" << (c.measured ? "measured" : "model") << "\n";
+     << " source=" << (c.measured ? "measured" : "model");
+  if (c.backwardMeasured)
+    os << " recompute_peak_bytes=" << c.recomputePeakBytes
+       << " kept_bytes=" << c.keptBytes
+       << " kept_input_bytes=" << c.keptInputBytes
+       << " backward_peak_bytes=" << c.backwardPeakBytes
+       << " result_grad_bytes=" << c.resultGradBytes;
+  os << "\n";
 }
 
 struct PrintLayerCostsPass

@@ -48,13 +48,13 @@ struct Prediction {
 std::string gib(int64_t bytes) {
   std::string s;
   llvm::raw_string_ostream(s)
-      << llvm::format("%.2f GiB", bytes / double(1ull << 30));
+      << llvm::format("%.3g GiB", bytes / double(1ull << 30));
   return s;
 }
 
 std::string ms(double v) {
   std::string s;
-  llvm::raw_string_ostream(s) << llvm::format("%.1f ms", v);
+  llvm::raw_string_ostream(s) << llvm::format("%.3f ms", v);
   return s;
 }
 
@@ -73,11 +73,18 @@ void unfuse(ModuleOp module) {
       weight = t.getInput();
       transposeB = false;
     }
-    Value logits = MatmulOp::create(b, op.getLoc(), op.getHidden(), weight,
+    // rp-fuse-linear-cross-entropy fused the matmul's and the loss's
+    // locations, in that order.
+    Location mmLoc = op.getLoc(), ceLoc = op.getLoc();
+    if (auto both = dyn_cast<FusedLoc>(op.getLoc());
+        both && both.getLocations().size() == 2) {
+      mmLoc = both.getLocations()[0];
+      ceLoc = both.getLocations()[1];
+    }
+    Value logits = MatmulOp::create(b, mmLoc, op.getHidden(), weight,
                                     /*transposeA=*/false, transposeB);
-    auto ce =
-        CrossEntropyOp::create(b, op.getLoc(), op->getResultTypes(), logits,
-                               op.getLabels(), op.getIgnoreIndex());
+    auto ce = CrossEntropyOp::create(b, ceLoc, op->getResultTypes(), logits,
+                                     op.getLabels(), op.getIgnoreIndex());
     op->replaceAllUsesWith(ce->getResults());
     op->erase();
     if (t && t->use_empty())
@@ -266,6 +273,12 @@ struct ChooseLossFusionPass
     if (failed(unfused))
       return keepFused("the unfused graph cannot be planned (" + why + ")");
     std::string unfusedStep = ms(unfused->stepMs) + " unfused";
+    if (!unfused->fits && !fused->fits)
+      return keepFused("neither plan fits " + gib(budget) +
+                       "; the fused one peaks at " + gib(fused->peak) +
+                       " (device " + std::to_string(fused->device) +
+                       "), the unfused one at " + gib(unfused->peak) +
+                       " (device " + std::to_string(unfused->device) + ")");
     if (!unfused->fits)
       return keepFused("the unfused plan does not fit: device " +
                        std::to_string(unfused->device) + " would need " +

@@ -3,8 +3,8 @@
 A small Llama-shaped model (rp.shapes --custom: one decoder layer, width
 32, vocabulary 256) at 16,384 tokens per sequence, compiled with the fused
 loss (--fuse-loss: --fuse-loss=auto keeps these 16 MiB of logits unfused,
-and the memory model misses the copies of their gradient that the unfused
-backward makes, 1.26x the planned peak here) for 1 device and for 2 (a forward stage, the tail and a
+whose plan's arenas exceed its planned peak by about 13 MiB, 1.26x, which
+rp-run refuses; docs/graph-ir.md, "Fused only where it pays") for 1 device and for 2 (a forward stage, the tail and a
 backward stage), runs one sync step each with rp-run. For each run this
 prints the arenas rp-run allocates per pass, the compiler's planned peak,
 their ratio, and the process's peak resident memory next to what the plan

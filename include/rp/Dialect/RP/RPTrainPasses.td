@@ -39,10 +39,8 @@ def ChooseLossFusionPass : Pass<"rp-choose-loss-fusion", "::mlir::ModuleOp"> {
     (the layer costs, the partitioner, the schedule with its transfers, the
     steady-state timing and the memory plan) and keeps
     `rp.linear_cross_entropy` only where it pays: where the unfused plan
-    does not fit the memory budget (its `[tokens, vocabulary]` logits, with
-    one more logits-sized buffer on every device for the copy of their
-    gradient that the unfused backward makes and the memory plan does not
-    count), or where the fused plan is predicted no slower. Otherwise every
+    does not fit the memory budget (its `[tokens, vocabulary]` logits), or
+    where the fused plan is predicted no slower. Otherwise every
     `rp.linear_cross_entropy` becomes the `rp.matmul` and `rp.cross_entropy`
     it was fused from (a transposed `[K, vocabulary]` head reads its weight
     as before), and the function's `rp.partition` becomes the one the

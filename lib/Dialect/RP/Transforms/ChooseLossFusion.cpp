@@ -43,11 +43,6 @@ struct Prediction {
   int64_t peak = 0;
   std::string biggest;
   int64_t biggestBytes = 0;
-  /// Bytes the runtime keeps beyond the plan on every device.
-  int64_t extra = 0;
-
-  /// What the peak device needs, for messages.
-  std::string needs() const;
 };
 
 std::string gib(int64_t bytes) {
@@ -61,13 +56,6 @@ std::string ms(double v) {
   std::string s;
   llvm::raw_string_ostream(s) << llvm::format("%.3f ms", v);
   return s;
-}
-
-std::string Prediction::needs() const {
-  if (!extra)
-    return gib(peak);
-  return gib(peak + extra) + " (" + gib(peak) + " planned and " + gib(extra) +
-         " for the copy of the logits' gradient that the plan leaves out)";
 }
 
 /// Every rp.linear_cross_entropy of `module` back to the rp.matmul and
@@ -104,34 +92,14 @@ void unfuse(ModuleOp module) {
   }
 }
 
-/// What the unfused backward keeps beyond the memory plan: the gradient of
-/// the logits is reshaped for the head's weight gradient, a logits-sized
-/// copy on the host and cuda runtimes that the layer costs (a layer's
-/// forward peak, once more for the backward) leave out. Measured on the
-/// host (test/Runtime/long-sequence.test's model unfused, 16 MiB of
-/// logits): the arenas exceed the planned peak by 0.86 of the logits.
-int64_t gradientCopyBytes(ModuleOp module) {
-  int64_t bytes = 0;
-  module.walk([&](CrossEntropyOp op) {
-    auto t = cast<RankedTensorType>(op.getLogits().getType());
-    bytes = std::max<int64_t>(
-        bytes, t.getNumElements() *
-                   int64_t(t.getElementType().getIntOrFloatBitWidth() / 8));
-  });
-  return bytes;
-}
-
 struct ChooseLossFusionPass
     : mlir::rp::impl::ChooseLossFusionPassBase<ChooseLossFusionPass> {
   using Base::Base;
 
   /// Lowers, times and plans the memory of `module`'s partition, as
   /// rp-lower-schedule, rp-insert-transfers and rp-plan-memory will.
-  /// `extra` bytes that the runtime keeps beyond the memory plan count
-  /// against the budget on every device (the rotating layout sizes every
-  /// arena as the largest).
   FailureOr<Prediction> predict(ModuleOp module, CostModel &model,
-                                int64_t budget, int64_t extra = 0) {
+                                int64_t budget) {
     FailureOr<PipelineInputs> in = loadPipelineInputs(module, model);
     if (failed(in))
       return failure();
@@ -142,7 +110,6 @@ struct ChooseLossFusionPass
     if (failed(pl))
       return in->func.emitError(error);
     Prediction p;
-    p.extra = extra;
     // The pipeline inserts transfers with no weight budget: weights are
     // uploaded every step, never resident.
     pl->residentWeights = false;
@@ -181,7 +148,7 @@ struct ChooseLossFusionPass
         p.peak = peak;
         p.device = d;
       }
-      p.fits &= peak + extra <= budget;
+      p.fits &= peak <= budget;
     }
     for (const PlannedBuffer &b : mp.buffers)
       if (b.device == p.device && b.bytes > p.biggestBytes) {
@@ -253,7 +220,7 @@ struct ChooseLossFusionPass
                                    fused.getHw(), fused.getPartitioner(),
                                    fused.getRecompute(), fwd, bwd);
     (*func)->setAttr("rp.partition", partition);
-    return predict(*copy, scratch, budget, gradientCopyBytes(*copy));
+    return predict(*copy, scratch, budget);
   }
 
   void runOnOperation() override {
@@ -310,12 +277,12 @@ struct ChooseLossFusionPass
       return keepFused("neither plan fits " + gib(budget) +
                        "; the fused one peaks at " + gib(fused->peak) +
                        " (device " + std::to_string(fused->device) +
-                       "), the unfused one needs " + unfused->needs() +
+                       "), the unfused one at " + gib(unfused->peak) +
                        " (device " + std::to_string(unfused->device) + ")");
     if (!unfused->fits)
       return keepFused("the unfused plan does not fit: device " +
                        std::to_string(unfused->device) + " would need " +
-                       unfused->needs() + " of " + gib(budget) +
+                       gib(unfused->peak) + " of " + gib(budget) +
                        " (its biggest buffer: " + unfused->biggest + ", " +
                        gib(unfused->biggestBytes) + ")");
     if (fused->fits && fused->stepMs <= unfused->stepMs)
@@ -333,8 +300,8 @@ struct ChooseLossFusionPass
         *func,
         StringAttr::get(&getContext(),
                         "unfused: " + reason + "; the logits fit: device " +
-                            std::to_string(unfused->device) + " needs " +
-                            unfused->needs() + " of " + gib(budget)));
+                            std::to_string(unfused->device) + " peaks at " +
+                            gib(unfused->peak) + " of " + gib(budget)));
   }
 };
 

@@ -116,6 +116,13 @@ static void printSummary(ModuleOp module, size_t size) {
      << " backward program" << (backward == 1 ? "" : "s") << ", "
      << rp::stringifyRecomputeGrain(partition.getRecompute())
      << "-grain recompute, " << dtypeName << " compute)";
+  // --fuse-loss=auto's choice and why (rp-choose-loss-fusion).
+  for (auto func : module.getOps<func::FuncOp>())
+    if (StringAttr choice = module.getContext()
+                                ->getLoadedDialect<rp::RPDialect>()
+                                ->getLossFusionAttrHelper()
+                                .getAttr(func))
+      os << "; LM-head loss " << choice.getValue();
   if (FloatAttr ms = s.getStepMsAttr()) {
     // One figure: round-robin's is the steady state of a run whose steps
     // run back to back (the pipeline fills and drains once per run, not

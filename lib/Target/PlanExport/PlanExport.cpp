@@ -363,6 +363,11 @@ int64_t mlir::rp::planIndexLimit(Value v) {
 static std::string locationName(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();
+  // A fused op (rp.linear_cross_entropy) is named by its last named part.
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : llvm::reverse(fused.getLocations()))
+      if (std::string name = locationName(part); !name.empty())
+        return name;
   return {};
 }
 

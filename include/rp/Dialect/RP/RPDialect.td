@@ -28,13 +28,16 @@ def RP_Dialect : Dialect {
     the absolute path of the measured per-layer times (rp-partition's
     `measured`) that rp-partition costed the layers with; the later
     pipeline passes and the plan's predicted times read it, so every
-    consumer times the layers the same way.
+    consumer times the layers the same way. `rp.loss_fusion` on the same
+    function is rp-choose-loss-fusion's choice and why ("fused: ..." or
+    "unfused: ..."), which rp-compile's summary prints.
 
     ```mlir
     func.func @main(...) attributes {rp.measured = "/work/times.json"}
     ```
   }];
-  let discardableAttrs = (ins "::mlir::StringAttr":$measured);
+  let discardableAttrs = (ins "::mlir::StringAttr":$measured,
+                              "::mlir::StringAttr":$loss_fusion);
   let hasConstantMaterializer = 1;
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;

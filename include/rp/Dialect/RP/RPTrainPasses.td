@@ -31,6 +31,63 @@ def FuseLinearCrossEntropyPass : Pass<"rp-fuse-linear-cross-entropy"> {
   ];
 }
 
+def ChooseLossFusionPass : Pass<"rp-choose-loss-fusion", "::mlir::ModuleOp"> {
+  let summary = "keeps the fused LM-head loss only where it pays";
+  let description = [{
+    After rp-partition, on a graph whose loss rp-fuse-linear-cross-entropy
+    fused: plans the step both ways with the models the plan is made with
+    (the layer costs, the partitioner, the schedule with its transfers, the
+    steady-state timing and the memory plan) and keeps
+    `rp.linear_cross_entropy` only where it pays: where the unfused plan
+    does not fit the memory budget (its `[tokens, vocabulary]` logits), or
+    where the fused plan is predicted no slower (within 0.1 %, a tie: a
+    step bound by uploads or the optimizer hides the tail's extra GEMM). Otherwise every
+    `rp.linear_cross_entropy` becomes the `rp.matmul` and `rp.cross_entropy`
+    it was fused from (a transposed `[K, vocabulary]` head reads its weight
+    as before), and the function's `rp.partition` becomes the one the
+    partitioner chooses for that graph: the same IR as compiling with the
+    loss unfused. The fused backward recomputes the logits in the tail
+    (the head's GEMMs three times instead of two), so where the logits fit,
+    the unfused plan is usually faster. The choice and its reason are
+    recorded as the function's `rp.loss_fusion` (rp-compile prints it in
+    its summary). A graph with no fused loss is left alone.
+
+    ```mlir
+    // before (partitioned, fused)
+    %s, %n = rp.linear_cross_entropy %h, %w, %y ignore_index = -100
+        chunk = 128 : (tensor<1x64x32xf16>, tensor<1000x32xf16>,
+        tensor<1x64xi64>) -> (tensor<f32>, tensor<i64>)
+    // after, where the logits fit and the unfused plan is faster
+    %l = rp.matmul %h, %w transpose_b : (tensor<1x64x32xf16>,
+        tensor<1000x32xf16>) -> tensor<1x64x1000xf16>
+    %s, %n = rp.cross_entropy %l, %y ignore_index = -100
+        : (tensor<1x64x1000xf16>, tensor<1x64xi64>) -> (tensor<f32>, tensor<i64>)
+    // func.func @main(...) attributes {rp.loss_fusion = "unfused: ..."}
+    ```
+  }];
+  let options = [
+    Option<"budgetGiB", "budget-gib", "double", "0",
+           "device memory to fit in GiB; 0 takes the profile's">,
+    Option<"stages", "stages", "std::string", "\"\"",
+           "the user partition rp-partition was given (fwd:...;bwd:...), "
+           "kept for the unfused graph">,
+    Option<"weightBudget", "weight-budget", "double", "0.6",
+           "rp-partition's share of device memory for weights and "
+           "gradients">,
+    Option<"stageBytes", "stage-bytes", "int64_t", "0",
+           "rp-partition's per-stage byte cap; 0 derives it from the "
+           "profile">,
+    Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
+           "::mlir::rp::Dispatch::modulo",
+           "round-robin: how the jobs move from pass to pass, as "
+           "rp-insert-transfers's dispatch",
+           "::mlir::rp::dispatchValues()">,
+    Option<"passShift", "pass-shift", "int", "-1",
+           "round-robin: the device shift per pass, as "
+           "rp-insert-transfers's (-1: dispatch's)">
+  ];
+}
+
 def AttachLossPass : Pass<"rp-attach-loss", "::mlir::ModuleOp"> {
   let summary = "makes the model's last layer compute the training loss";
   let description = [{

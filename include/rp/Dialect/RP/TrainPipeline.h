@@ -30,6 +30,10 @@ struct ToolFlags {
   }
 };
 
+/// --fuse-loss: whether the LM head and the loss become one
+/// rp.linear_cross_entropy. `--fuse-loss` alone is `true`.
+enum class FuseLoss { always, never, automatic };
+
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   TrainPipelineOptions() = default;
   /// Options that are also the tool's flags: construct once, before the
@@ -53,11 +57,23 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("regular expression on weight names (default: every "
                      "linear layer but the output layer, as PEFT's "
                      "all-linear), e.g. q_proj|v_proj or lm_head")};
-  Option<bool> fuseLoss{
-      *this, "fuse-loss", flags, llvm::cl::init(true),
+  Option<FuseLoss> fuseLoss{
+      *this,
+      "fuse-loss",
+      flags,
+      llvm::cl::init(FuseLoss::automatic),
+      llvm::cl::ValueOptional,
       llvm::cl::desc("compute the LM head and the cross-entropy as one op, "
                      "a chunk of tokens at a time, so the [tokens, vocab] "
-                     "logits never exist (rp-fuse-linear-cross-entropy)")};
+                     "logits never exist (rp-fuse-linear-cross-entropy): "
+                     "auto where the unfused plan does not fit or is not "
+                     "faster (rp-choose-loss-fusion)"),
+      llvm::cl::values(
+          clEnumValN(FuseLoss::always, "true", "always fuse"),
+          clEnumValN(FuseLoss::always, "", "always fuse (--fuse-loss)"),
+          clEnumValN(FuseLoss::never, "false", "never fuse"),
+          clEnumValN(FuseLoss::automatic, "auto",
+                     "fuse where it pays (the default)"))};
   Option<ComputeType> dtype{
       *this,
       "dtype",
@@ -140,9 +156,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 void buildForwardPipeline(OpPassManager &pm,
                           const TrainPipelineOptions &options);
 
-/// add-lora, attach-loss, convert-float-type, recompute-shared, partition
-/// (which records the schedule, the partitioner and the recompute grain in
-/// #rp.partition), lower-schedule, insert-transfers (weights uploaded every
+/// add-lora, attach-loss, fuse-linear-cross-entropy (unless fuse-loss is
+/// false), convert-float-type, recompute-shared, partition (which records
+/// the schedule, the partitioner and the recompute grain in #rp.partition),
+/// report-max-seq (when asked), choose-loss-fusion (fuse-loss=auto),
+/// lower-schedule, insert-transfers (weights uploaded every
 /// step: the optimizer runs on the host), plan-memory, verify-schedule,
 /// autodiff, canonicalize, cse.
 void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options);

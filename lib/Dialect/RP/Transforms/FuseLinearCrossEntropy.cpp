@@ -61,9 +61,14 @@ struct FuseLinearCrossEntropy : OpRewritePattern<CrossEntropyOp> {
       weight = TransposeOp::create(rewriter, mm.getLoc(), weight,
                                    ArrayRef<int64_t>{1, 0});
     int64_t classes = cast<RankedTensorType>(weight.getType()).getShape()[0];
-    rewriter.replaceOpWithNewOp<LinearCrossEntropyOp>(
-        ce, ce->getResultTypes(), mm.getLhs(), weight, ce.getLabels(),
-        ce.getIgnoreIndex(), chunk > 0 ? chunk : defaultChunk(classes));
+    // Both locations, the loss's last (the name a plan gives the op), so
+    // that rp-choose-loss-fusion can give each op back its own.
+    Location loc = rewriter.getFusedLoc({mm.getLoc(), ce.getLoc()});
+    auto fused = LinearCrossEntropyOp::create(
+        rewriter, loc, ce->getResultTypes(), mm.getLhs(), weight,
+        ce.getLabels(), ce.getIgnoreIndex(),
+        chunk > 0 ? chunk : defaultChunk(classes));
+    rewriter.replaceOp(ce, fused->getResults());
     rewriter.eraseOp(mm);
     return success();
   }

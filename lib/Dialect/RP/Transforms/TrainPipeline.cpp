@@ -41,7 +41,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createAttachLossPass(attach));
   // Right after the loss exists, so that the partitioner, the memory plan
   // and autodiff all see the fused op and no [tokens, vocab] logits.
-  if (options.fuseLoss)
+  if (options.fuseLoss != FuseLoss::never)
     pm.addPass(createFuseLinearCrossEntropyPass());
   // After the loss, so that the loss sees the model's own outputs; before
   // partitioning and autodiff, so that stages are cut by the compute type's
@@ -67,6 +67,17 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     ReportMaxSeqPassOptions report;
     report.budgetGiB = options.budgetGiB;
     pm.addPass(createReportMaxSeqPass(report));
+  }
+  // After the report, which looks for the long sequences where only the
+  // fused loss fits; before the schedule, which then lowers the graph and
+  // partition chosen.
+  if (options.fuseLoss == FuseLoss::automatic) {
+    ChooseLossFusionPassOptions choose;
+    choose.budgetGiB = options.budgetGiB;
+    choose.stages = options.stages;
+    choose.dispatch = options.dispatch;
+    choose.passShift = options.passShift;
+    pm.addPass(createChooseLossFusionPass(choose));
   }
   pm.addPass(createLowerSchedulePass());
   // The optimizer runs on the host, so every step uploads the new weights:

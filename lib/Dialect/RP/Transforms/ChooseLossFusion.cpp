@@ -1,0 +1,313 @@
+//===- ChooseLossFusion.cpp - rp-choose-loss-fusion -----------------------===//
+//
+// The fused LM-head loss (rp.linear_cross_entropy) never holds the
+// [tokens, vocabulary] logits, but its backward recomputes them in the
+// tail: three head GEMMs instead of two. Where the logits fit, that is
+// throughput lost (Qwen3-1.7B at 2048 tokens on 8 x rtx4090: 11 % bubble
+// fused, 1 % unfused). This pass plans the step both ways and keeps the
+// fused op only where the unfused plan does not fit or is not faster.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Dialect/RP/RPPasses.h"
+
+#include "PartitionPolicy.h"
+#include "ScheduleIR.h"
+#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/ScheduleTiming.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/Format.h"
+
+namespace mlir::rp {
+#define GEN_PASS_DEF_CHOOSELOSSFUSIONPASS
+#include "rp/Dialect/RP/RPPasses.h.inc"
+} // namespace mlir::rp
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+/// Step times this close are a tie, which the fused loss takes (it holds
+/// less memory): a step bound by weight uploads or by the optimizer hides
+/// the tail's extra GEMM, and the two plans then differ in the last digits.
+constexpr double kTie = 1e-3;
+
+/// What the plan of one graph is predicted to do: the step time as
+/// rp-insert-transfers records it and the peaks as rp-plan-memory plans
+/// them.
+struct Prediction {
+  double stepMs = 0;
+  double bubble = 0;
+  bool fits = true;
+  /// The device with the highest peak and its biggest buffer.
+  unsigned device = 0;
+  int64_t peak = 0;
+  std::string biggest;
+  int64_t biggestBytes = 0;
+};
+
+std::string gib(int64_t bytes) {
+  std::string s;
+  llvm::raw_string_ostream(s)
+      << llvm::format("%.3g GiB", bytes / double(1ull << 30));
+  return s;
+}
+
+std::string ms(double v) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.3f ms", v);
+  return s;
+}
+
+/// Every rp.linear_cross_entropy of `module` back to the rp.matmul and
+/// rp.cross_entropy it was fused from: a weight that the fusion transposed
+/// (a `[K, classes]` head) is read as it was, without transpose_b.
+void unfuse(ModuleOp module) {
+  SmallVector<LinearCrossEntropyOp> fused;
+  module.walk([&](LinearCrossEntropyOp op) { fused.push_back(op); });
+  for (LinearCrossEntropyOp op : fused) {
+    OpBuilder b(op);
+    Value weight = op.getWeight();
+    bool transposeB = true;
+    auto t = weight.getDefiningOp<TransposeOp>();
+    if (t && t.getPermutation() == ArrayRef<int64_t>{1, 0}) {
+      weight = t.getInput();
+      transposeB = false;
+    }
+    // rp-fuse-linear-cross-entropy fused the matmul's and the loss's
+    // locations, in that order.
+    Location mmLoc = op.getLoc(), ceLoc = op.getLoc();
+    if (auto both = dyn_cast<FusedLoc>(op.getLoc());
+        both && both.getLocations().size() == 2) {
+      mmLoc = both.getLocations()[0];
+      ceLoc = both.getLocations()[1];
+    }
+    Value logits = MatmulOp::create(b, mmLoc, op.getHidden(), weight,
+                                    /*transposeA=*/false, transposeB);
+    auto ce = CrossEntropyOp::create(b, ceLoc, op->getResultTypes(), logits,
+                                     op.getLabels(), op.getIgnoreIndex());
+    op->replaceAllUsesWith(ce->getResults());
+    op->erase();
+    if (t && t->use_empty())
+      t->erase();
+  }
+}
+
+struct ChooseLossFusionPass
+    : mlir::rp::impl::ChooseLossFusionPassBase<ChooseLossFusionPass> {
+  using Base::Base;
+
+  /// Lowers, times and plans the memory of `module`'s partition, as
+  /// rp-lower-schedule, rp-insert-transfers and rp-plan-memory will.
+  FailureOr<Prediction> predict(ModuleOp module, CostModel &model,
+                                int64_t budget) {
+    FailureOr<PipelineInputs> in = loadPipelineInputs(module, model);
+    if (failed(in))
+      return failure();
+    std::string error;
+    FailureOr<Pipeline> pl =
+        lowerSchedule(in->partition, in->costs, in->attr.getSchedule(),
+                      in->attr.getDevices(), in->attr.getMicrobatches(), error);
+    if (failed(pl))
+      return in->func.emitError(error);
+    Prediction p;
+    // The pipeline inserts transfers with no weight budget: weights are
+    // uploaded every step, never resident.
+    pl->residentWeights = false;
+    bool roundRobin = pl->kind == ScheduleKind::roundRobin;
+    if (roundRobin) {
+      Pipeline computeOnly = *pl;
+      std::optional<SteadyState> steady;
+      if (passShift >= 0) {
+        computeOnly.passShift = passShift % int(pl->devices);
+        steady = steadyState(computeOnly, in->costs, in->hw);
+      } else {
+        steady = dispatchPasses(computeOnly, in->costs, in->hw, dispatch);
+      }
+      pl->passShift = computeOnly.passShift;
+      if (steady) {
+        p.stepMs = steady->stepMs;
+        p.bubble = steady->bubble();
+      }
+    }
+    insertTransfers(*pl, in->costs, in->hw);
+    std::optional<Schedule> issued = inIssueOrder(pl->schedule);
+    if (!issued)
+      return in->func.emitError("the schedule deadlocks once transfers are "
+                                "inserted; this is a bug in rp, please "
+                                "report it");
+    pl->schedule = std::move(*issued);
+    if (!roundRobin)
+      if (std::optional<Timing> t =
+              estimateTiming(recomputeSplit(pl->schedule, *pl, in->costs))) {
+        p.stepMs = t->iterationMs;
+        p.bubble = t->bubbleFraction();
+      }
+    MemoryPlan mp = planMemory(*pl, in->costs);
+    for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
+      if (peak > p.peak) {
+        p.peak = peak;
+        p.device = d;
+      }
+      p.fits &= peak <= budget;
+    }
+    for (const PlannedBuffer &b : mp.buffers)
+      if (b.device == p.device && b.bytes > p.biggestBytes) {
+        p.biggestBytes = b.bytes;
+        p.biggest = b.what;
+      }
+    return p;
+  }
+
+  /// The unfused graph of a copy of `module`, partitioned as rp-partition
+  /// partitions it, and its prediction; the copy's partition in
+  /// `partition`. Diagnostics go to `why`, not to the user: a graph that
+  /// cannot be planned unfused keeps its fused loss.
+  FailureOr<Prediction> predictUnfused(ModuleOp module, int64_t budget,
+                                       PartitionAttr &partition,
+                                       std::string &why) {
+    ScopedDiagnosticHandler quiet(&getContext(), [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error && why.empty())
+        why = d.str();
+      return success();
+    });
+    OwningOpRef<ModuleOp> copy = module.clone();
+    unfuse(*copy);
+    // The profiles parsed once; the copy's own costs, forgotten with it.
+    CostModel scratch = getAnalysis<CostModel>().forScratch();
+    FailureOr<func::FuncOp> func = layeredFunction(*copy);
+    if (failed(func))
+      return failure();
+    PartitionAttr fused = (*func)->getAttrOfType<PartitionAttr>("rp.partition");
+    if (!fused)
+      return failure();
+    StringRef hw = fused.getHw().getProfile();
+    std::string measured;
+    if (auto recorded = getContext()
+                            .getLoadedDialect<RPDialect>()
+                            ->getMeasuredAttrHelper()
+                            .getAttr(*func))
+      measured = recorded.str();
+    FailureOr<const CostInputs *> inputs =
+        scratch.inputs(hw, measured, &getContext());
+    if (failed(inputs))
+      return failure();
+    FailureOr<const std::vector<LayerCost> *> costs =
+        scratch.layerCosts(*func, hw, measured);
+    if (failed(costs))
+      return failure();
+    PartitionRequest request;
+    request.schedule = fused.getSchedule();
+    request.devices = fused.getDevices();
+    request.microbatches = fused.getMicrobatches();
+    request.partitioner = fused.getPartitioner();
+    request.stages = stages;
+    request.dispatch = dispatch;
+    request.cap = stageBytes
+                      ? static_cast<int64_t>(stageBytes)
+                      : static_cast<int64_t>((*inputs)->hw.memoryBytes() *
+                                             weightBudget / 2);
+    FailureOr<Partition> p =
+        choosePartition(*func, **costs, request, (*inputs)->hw);
+    if (failed(p))
+      return failure();
+    SmallVector<int64_t> fwd, bwd = {p->tail.size()};
+    for (const StageRange &s : p->forward)
+      fwd.push_back(s.size());
+    for (const StageRange &s : p->backward)
+      bwd.push_back(s.size());
+    partition = PartitionAttr::get(&getContext(), fused.getSchedule(),
+                                   fused.getDevices(), fused.getMicrobatches(),
+                                   fused.getHw(), fused.getPartitioner(),
+                                   fused.getRecompute(), fwd, bwd);
+    (*func)->setAttr("rp.partition", partition);
+    return predict(*copy, scratch, budget);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (budgetGiB < 0) {
+      mlir::emitError(module.getLoc())
+          << "rp-choose-loss-fusion: budget-gib must not be negative, got "
+          << static_cast<double>(budgetGiB);
+      return signalPassFailure();
+    }
+    if (passShift < -1) {
+      mlir::emitError(module.getLoc())
+          << "rp-choose-loss-fusion: pass-shift " << static_cast<int>(passShift)
+          << " is not a device shift; give 0 or more (-1: dispatch's)";
+      return signalPassFailure();
+    }
+    if (module
+            .walk([](LinearCrossEntropyOp) { return WalkResult::interrupt(); })
+            .wasInterrupted() == false) {
+      // Nothing fused: nothing to choose.
+      markAllAnalysesPreserved();
+      return;
+    }
+    FailureOr<func::FuncOp> func = layeredFunction(module);
+    if (failed(func))
+      return signalPassFailure();
+    CostModel &model = getAnalysis<CostModel>();
+    FailureOr<PipelineInputs> in = loadPipelineInputs(module, model);
+    if (failed(in))
+      return signalPassFailure();
+    int64_t budget = budgetGiB > 0
+                         ? static_cast<int64_t>(budgetGiB * (1ull << 30))
+                         : static_cast<int64_t>(in->hw.memoryBytes());
+    FailureOr<Prediction> fused = predict(module, model, budget);
+    if (failed(fused))
+      return signalPassFailure();
+    PartitionAttr partition;
+    std::string why;
+    FailureOr<Prediction> unfused =
+        predictUnfused(module, budget, partition, why);
+    auto lossFusion =
+        getContext().getLoadedDialect<RPDialect>()->getLossFusionAttrHelper();
+    auto keepFused = [&](const std::string &reason) {
+      lossFusion.setAttr(*func,
+                         StringAttr::get(&getContext(), "fused: " + reason));
+      // Only a discardable attribute changed.
+      markAllAnalysesPreserved();
+    };
+    std::string fusedStep = ms(fused->stepMs) + " a step fused";
+    if (failed(unfused))
+      return keepFused("the unfused graph cannot be planned (" + why + ")");
+    std::string unfusedStep = ms(unfused->stepMs) + " unfused";
+    if (!unfused->fits && !fused->fits)
+      return keepFused("neither plan fits " + gib(budget) +
+                       "; the fused one peaks at " + gib(fused->peak) +
+                       " (device " + std::to_string(fused->device) +
+                       "), the unfused one at " + gib(unfused->peak) +
+                       " (device " + std::to_string(unfused->device) + ")");
+    if (!unfused->fits)
+      return keepFused("the unfused plan does not fit: device " +
+                       std::to_string(unfused->device) + " would need " +
+                       gib(unfused->peak) + " of " + gib(budget) +
+                       " (its biggest buffer: " + unfused->biggest + ", " +
+                       gib(unfused->biggestBytes) + ")");
+    if (fused->fits && fused->stepMs <= unfused->stepMs * (1 + kTie))
+      return keepFused("predicted " + fusedStep + ", no slower than " +
+                       unfusedStep);
+    unfuse(module);
+    (*func)->setAttr("rp.partition", partition);
+    std::string reason = fused->fits
+                             ? "predicted " + unfusedStep + ", " + fusedStep +
+                                   " (its backward recomputes the logits)"
+                             : "the fused plan does not fit (device " +
+                                   std::to_string(fused->device) +
+                                   " would need " + gib(fused->peak) + ")";
+    lossFusion.setAttr(
+        *func,
+        StringAttr::get(&getContext(),
+                        "unfused: " + reason + "; the logits fit: device " +
+                            std::to_string(unfused->device) + " peaks at " +
+                            gib(unfused->peak) + " of " + gib(budget)));
+  }
+};
+
+} // namespace

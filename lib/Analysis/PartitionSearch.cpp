@@ -172,13 +172,23 @@ bool mlir::rp::fitsDeviceMemory(const Partition &p,
   });
 }
 
-Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
-                                         const SearchTarget &t) {
+namespace {
+
+/// The search of partitionForStepTime for one tail job count.
+Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
+                             const SearchTarget &t, unsigned tailJobs,
+                             double &foundMs) {
   unsigned n = layers.size();
+  auto toPartition = [&](const Sizes &s, unsigned numLayers) {
+    Partition p = partitionFromSizes(s.fwd, s.tail, s.bwd, numLayers);
+    p.tailJobs = tailJobs;
+    return p;
+  };
   // Starting points: RoundPipe's partition, and greedy cuts under
   // bottlenecks from the largest layer up to 4x it, for each tail that
   // RoundPipe's rule would give.
   Partition roundpipe = partitionRoundPipe(layers, t.stageBytes, t.devices);
+  roundpipe.tailJobs = tailJobs;
   int64_t cap = roundpipe.stageBytes;
   Sizes best = toSizes(roundpipe);
   double bestMs = estimatedStepMs(roundpipe, layers, t);
@@ -233,11 +243,11 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
       s.fwd = sizesOf(cutUnder(layers, k, w, cap, /*backward=*/false));
       s.bwd = sizesOf(cutUnder(layers, k, w, cap, /*backward=*/true));
       starts.push_back(s);
-      // Tails past the bottleneck are not worth trying.
+      // Tails past the bottleneck (per job) are not worth trying.
       double tail = 0;
       for (unsigned l = k; l < n; ++l)
         tail += layers[l].forwardMs + layers[l].backwardMs;
-      if (tail > w)
+      if (tail > w * tailJobs)
         break;
     }
   }
@@ -367,7 +377,28 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
   }
   p.stageBytes = cap;
   scorePartition(p, layers, t.devices);
+  p.tailJobs = tailJobs;
+  foundMs = estimatedStepMs(p, layers, t);
   return p;
+}
+
+} // namespace
+
+Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
+                                         const SearchTarget &t) {
+  // The split tail needs two microbatches to alternate.
+  if (t.tailJobs == 1 || t.microbatches < 2 || t.devices < 2) {
+    double ms;
+    return searchWithTailJobs(layers, t, 1, ms);
+  }
+  if (t.tailJobs == 2) {
+    double ms;
+    return searchWithTailJobs(layers, t, 2, ms);
+  }
+  double oneMs, twoMs;
+  Partition one = searchWithTailJobs(layers, t, 1, oneMs);
+  Partition two = searchWithTailJobs(layers, t, 2, twoMs);
+  return twoMs < oneMs ? two : one;
 }
 
 Partition mlir::rp::partitionExhaustive(llvm::ArrayRef<LayerCost> layers,

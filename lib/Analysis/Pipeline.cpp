@@ -37,8 +37,8 @@ Partition mlir::rp::staticPartition(llvm::ArrayRef<LayerCost> layers,
     prefix[l + 1] = prefix[l] + layers[l].recomputeMs + layers[l].backwardMs;
   // best[k][i]: the least bottleneck of layers [0, i) in k stages.
   constexpr double inf = 1e300;
-  std::vector<std::vector<double>> best(
-      stages + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<double>> best(stages + 1,
+                                        std::vector<double>(n + 1, inf));
   std::vector<std::vector<unsigned>> cut(stages + 1,
                                          std::vector<unsigned>(n + 1, 0));
   best[0][0] = 0;
@@ -139,9 +139,8 @@ std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
     unsigned chunk = (k / devices) % chunks;
     if (!forward)
       chunk = chunks - 1 - chunk;
-    unsigned mb = chunks == 1 ? k
-                              : (k / (devices * chunks)) * devices +
-                                    k % devices;
+    unsigned mb =
+        chunks == 1 ? k : (k / (devices * chunks)) * devices + k % devices;
     return Unit{chunk * devices + d, mb, forward};
   };
   unsigned warmup =
@@ -165,8 +164,7 @@ std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
 
 FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
                                             llvm::ArrayRef<LayerCost> layers,
-                                            ScheduleKind kind,
-                                            unsigned devices,
+                                            ScheduleKind kind, unsigned devices,
                                             unsigned microbatches,
                                             std::string &error) {
   Pipeline pl;
@@ -174,12 +172,31 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
   pl.devices = devices;
   pl.microbatches = microbatches;
   unsigned nf = partition.forward.size();
+  // Round-robin may run the tail as two jobs taking alternate microbatches.
+  unsigned tailJobs = kind == ScheduleKind::roundRobin && microbatches >= 2
+                          ? std::max(1u, std::min(partition.tailJobs, 2u))
+                          : 1;
   for (const StageRange &s : partition.forward)
     pl.jobs.push_back({CommandKind::forward, s, 0, 0});
-  pl.jobs.push_back({CommandKind::tail, partition.tail, 0, 0});
+  for (unsigned t = 0; t < tailJobs; ++t)
+    pl.jobs.push_back({CommandKind::tail, partition.tail, 0, 0});
   for (const StageRange &s : partition.backward)
     pl.jobs.push_back({CommandKind::backward, s, 0, 0, partition.layerGrain});
   unsigned numJobs = pl.jobs.size();
+  // Whether job n runs microbatch m: a split tail's jobs take alternate
+  // ones; `producerOf(n, m)` is the job of the stage before n's that runs
+  // m.
+  auto runs = [&](unsigned n, unsigned m) {
+    return n < nf || n >= nf + tailJobs || m % tailJobs == n - nf;
+  };
+  auto stageOf = [&](unsigned n) {
+    return n < nf ? n : n < nf + tailJobs ? nf : n - tailJobs + 1;
+  };
+  auto jobOf = [&](unsigned stage, unsigned m) {
+    return stage < nf    ? stage
+           : stage == nf ? nf + m % tailJobs
+                         : stage + tailJobs - 1;
+  };
   // computeOf[job][mb]: the index of the compute command.
   std::vector<std::vector<unsigned>> computeOf(
       numJobs, std::vector<unsigned>(microbatches, ~0u));
@@ -209,7 +226,8 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
     }
     for (unsigned n = 0; n < numJobs; ++n)
       for (unsigned m = 0; m < microbatches; ++m)
-        add(n, m);
+        if (runs(n, m))
+          add(n, m);
   } else {
     unsigned stages = nf + 1;
     if (partition.backward.size() != nf) {
@@ -227,19 +245,21 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
       }
     if (kind != ScheduleKind::interleaved && kind != ScheduleKind::loopedBfs &&
         stages > devices) {
-      error = std::string(scheduleKindName(kind)) + " runs one stage per "
-              "device: " + std::to_string(stages) + " stages do not fit " +
+      error = std::string(scheduleKindName(kind)) +
+              " runs one stage per "
+              "device: " +
+              std::to_string(stages) + " stages do not fit " +
               std::to_string(devices) + " devices";
       return failure();
     }
     if (kind == ScheduleKind::interleaved &&
-        (stages % devices != 0 || (stages > devices &&
-                                   microbatches % devices != 0))) {
+        (stages % devices != 0 ||
+         (stages > devices && microbatches % devices != 0))) {
       error = "interleaved-1f1b needs the same number of stages on every "
               "device and, with several stages per device, microbatches a "
-              "multiple of the device count (got " + std::to_string(stages) +
-              " stages, " + std::to_string(devices) + " devices, " +
-              std::to_string(microbatches) + " microbatches)";
+              "multiple of the device count (got " +
+              std::to_string(stages) + " stages, " + std::to_string(devices) +
+              " devices, " + std::to_string(microbatches) + " microbatches)";
       return failure();
     }
     // Stage s: forward job s (the tail for the last one) and backward job
@@ -263,9 +283,11 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
   // ones that cross devices into copies.
   for (unsigned n = 0; n < numJobs; ++n)
     for (unsigned m = 0; m < microbatches; ++m) {
+      if (!runs(n, m))
+        continue;
       std::vector<unsigned> &waits = sched.commands[computeOf[n][m]].waits;
-      if (n > 0)
-        waits.push_back(computeOf[n - 1][m]);
+      if (stageOf(n) > 0)
+        waits.push_back(computeOf[jobOf(stageOf(n) - 1, m)][m]);
       const StageJob &j = pl.jobs[n];
       if (j.kind != CommandKind::backward)
         continue;
@@ -300,9 +322,9 @@ Schedule mlir::rp::roundRobinSchedule(const Partition &partition,
                                       const HardwareProfile &hw,
                                       unsigned devices, unsigned microbatches) {
   std::string error;
-  FailureOr<Pipeline> pl = lowerSchedule(
-      partition, layers, ScheduleKind::roundRobin, devices, microbatches,
-      error);
+  FailureOr<Pipeline> pl =
+      lowerSchedule(partition, layers, ScheduleKind::roundRobin, devices,
+                    microbatches, error);
   assert(succeeded(pl) && "round-robin lowering cannot fail");
   insertTransfers(*pl, layers, hw);
   return std::move(pl->schedule);

@@ -48,6 +48,11 @@ struct Partition {
   /// backprops one layer at a time, instead of keeping every recomputed
   /// layer's intermediates of the stage.
   bool layerGrain = false;
+  /// Round-robin: the stage jobs the fused tail runs as, 1 or 2. With 2
+  /// the tail's microbatches alternate over two jobs on consecutive
+  /// devices (even microbatches on the first), so a tail up to twice as
+  /// slow per microbatch as the backward stages does not pace them.
+  unsigned tailJobs = 1;
 
   unsigned numStages() const { return forward.size() + 1 + backward.size(); }
 };

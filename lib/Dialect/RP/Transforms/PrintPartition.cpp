@@ -55,6 +55,13 @@ struct PrintPartitionPass
              "and stage-bytes >= 0";
       return signalPassFailure();
     }
+    if (tailJobs > 2) {
+      getOperation().emitError()
+          << "rp-print-partition: tail-jobs=" << unsigned(tailJobs)
+          << " is not supported; the fused tail is timed as 1 or 2 stage "
+             "jobs (0 lets rp's partitioner choose)";
+      return signalPassFailure();
+    }
     const Dispatch dispatchKind = dispatch;
     CostModel &model = getAnalysis<CostModel>();
     FailureOr<const CostInputs *> loaded =
@@ -82,6 +89,7 @@ struct PrintPartitionPass
       request.stages = stages;
       request.cap = cap;
       request.dispatch = dispatchKind;
+      request.tailJobs = tailJobs;
       FailureOr<Partition> p =
           choosePartition(func, *costs, request, inputs->hw);
       if (failed(p))
@@ -128,7 +136,8 @@ struct PrintPartitionPass
          << llvm::format(" one_step_ms=%.6g one_step_bubble_pct=%.4g",
                          timing->iterationMs, 100 * timing->bubbleFraction())
          << llvm::format(" busy_ratio=%.4g", steady->busyRatio())
-         << " pass_shift=" << steady->shift << "\n";
+         << " pass_shift=" << steady->shift
+         << " tail_jobs=" << pl->jobs.size() - p->numStages() + 1 << "\n";
       if (stages.empty() && partitioner == Partitioner::rp) {
         SearchTarget target{inputs->hw, devices, m, cap, dispatchKind};
         double theirs = estimatedStepMs(

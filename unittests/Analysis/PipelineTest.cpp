@@ -308,3 +308,58 @@ TEST(PipelineTest, RecomputeAheadOfTheGradientFollowsTheGrain) {
 }
 
 } // namespace
+
+// Partition::tailJobs = 2 (the timing model's split tail, docs/pipeline.md):
+// two tail jobs on consecutive devices take alternate microbatches, every
+// stage's microbatch runs once, each command waits for the job of the
+// stage before that ran its microbatch, and both tail sets upload their
+// weights and download their gradients.
+TEST(PipelineTest, SplitTailAlternatesMicrobatches) {
+  std::vector<LayerCost> layers = uniform(6, 1000);
+  Partition p = partitionFromSizes({2, 2}, 2, {2, 2}, 6);
+  p.tailJobs = 2;
+  std::string error;
+  auto pl = lowerSchedule(p, layers, ScheduleKind::roundRobin, 4, 5, error);
+  ASSERT_TRUE(mlir::succeeded(pl)) << error;
+  ASSERT_EQ(pl->jobs.size(), 6u); // F0 F1 T2 T3 B4 B5
+  EXPECT_EQ(pl->jobs[2].kind, CommandKind::tail);
+  EXPECT_EQ(pl->jobs[3].kind, CommandKind::tail);
+  EXPECT_EQ(pl->jobs[2].device, 2u);
+  EXPECT_EQ(pl->jobs[3].device, 3u);
+  std::map<unsigned, std::set<int>> mbs; // job -> microbatches
+  const auto &cmds = pl->schedule.commands;
+  for (const Command &c : cmds) {
+    EXPECT_TRUE(mbs[c.job].insert(c.microbatch).second);
+    for (unsigned w : c.waits) {
+      // Same microbatch, the stage before: F1 <- F0, T <- F1, B4 <- its T.
+      EXPECT_EQ(cmds[w].microbatch, c.microbatch);
+      // B4's gradient comes from the tail job that ran its microbatch (its
+      // saved input from F0).
+      if (c.job == 4 && cmds[w].kind == CommandKind::tail)
+        EXPECT_EQ(cmds[w].job, 2 + c.microbatch % 2);
+      if (c.job == 4 && cmds[w].kind != CommandKind::tail)
+        EXPECT_EQ(cmds[w].job, 0);
+    }
+  }
+  EXPECT_EQ(mbs[2], (std::set<int>{0, 2, 4}));
+  EXPECT_EQ(mbs[3], (std::set<int>{1, 3}));
+  for (unsigned j : {0u, 1u, 4u, 5u})
+    EXPECT_EQ(mbs[j].size(), 5u);
+  insertTransfers(*pl, layers, link(10));
+  std::map<int, int> uploads, grads; // job -> count
+  for (const Command &c : pl->schedule.commands) {
+    if (c.kind == CommandKind::h2dWeights)
+      ++uploads[c.job];
+    if (c.kind == CommandKind::d2hWeightGrads)
+      ++grads[c.job];
+  }
+  EXPECT_EQ(uploads[2], 1);
+  EXPECT_EQ(uploads[3], 1);
+  EXPECT_EQ(grads[2], 1);
+  EXPECT_EQ(grads[3], 1);
+  EXPECT_TRUE(estimateTiming(pl->schedule));
+  // Static schedules and a single microbatch keep one tail job.
+  auto one = lowerSchedule(p, layers, ScheduleKind::roundRobin, 4, 1, error);
+  ASSERT_TRUE(mlir::succeeded(one));
+  EXPECT_EQ(one->jobs.size(), 5u);
+}

@@ -37,8 +37,8 @@ Partition mlir::rp::staticPartition(llvm::ArrayRef<LayerCost> layers,
     prefix[l + 1] = prefix[l] + layers[l].recomputeMs + layers[l].backwardMs;
   // best[k][i]: the least bottleneck of layers [0, i) in k stages.
   constexpr double inf = 1e300;
-  std::vector<std::vector<double>> best(stages + 1,
-                                        std::vector<double>(n + 1, inf));
+  std::vector<std::vector<double>> best(
+      stages + 1, std::vector<double>(n + 1, inf));
   std::vector<std::vector<unsigned>> cut(stages + 1,
                                          std::vector<unsigned>(n + 1, 0));
   best[0][0] = 0;
@@ -139,8 +139,9 @@ std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
     unsigned chunk = (k / devices) % chunks;
     if (!forward)
       chunk = chunks - 1 - chunk;
-    unsigned mb =
-        chunks == 1 ? k : (k / (devices * chunks)) * devices + k % devices;
+    unsigned mb = chunks == 1 ? k
+                              : (k / (devices * chunks)) * devices +
+                                    k % devices;
     return Unit{chunk * devices + d, mb, forward};
   };
   unsigned warmup =
@@ -164,7 +165,8 @@ std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
 
 FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
                                             llvm::ArrayRef<LayerCost> layers,
-                                            ScheduleKind kind, unsigned devices,
+                                            ScheduleKind kind,
+                                            unsigned devices,
                                             unsigned microbatches,
                                             std::string &error) {
   Pipeline pl;
@@ -178,8 +180,22 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
                           : 1;
   for (const StageRange &s : partition.forward)
     pl.jobs.push_back({CommandKind::forward, s, 0, 0});
-  for (unsigned t = 0; t < tailJobs; ++t)
-    pl.jobs.push_back({CommandKind::tail, partition.tail, 0, 0});
+  // Or as a pair split by layers: the shallow half's forward job, the
+  // fused deep half, the shallow half's backward (same device and set).
+  bool pair = kind == ScheduleKind::roundRobin && tailJobs == 1 &&
+              partition.tailPairAt > 0 &&
+              partition.tailPairAt < partition.tail.size();
+  if (pair) {
+    unsigned at = partition.tail.begin + partition.tailPairAt;
+    pl.jobs.push_back({CommandKind::forward, {partition.tail.begin, at}, 0, 0});
+    pl.jobs.push_back({CommandKind::tail, {at, partition.tail.end}, 0, 0});
+    StageJob back{CommandKind::backward, {partition.tail.begin, at}, 0, 0};
+    back.keepsForward = true;
+    pl.jobs.push_back(back);
+  } else {
+    for (unsigned t = 0; t < tailJobs; ++t)
+      pl.jobs.push_back({CommandKind::tail, partition.tail, 0, 0});
+  }
   for (const StageRange &s : partition.backward)
     pl.jobs.push_back({CommandKind::backward, s, 0, 0, partition.layerGrain});
   unsigned numJobs = pl.jobs.size();
@@ -211,6 +227,11 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
     c.job = job;
     c.microbatch = mb;
     c.ms = computeMs(j.kind, j.range, layers);
+    if (j.keepsForward) {
+      c.ms = 0;
+      for (unsigned l = j.range.begin; l < j.range.end; ++l)
+        c.ms += layers[l].backwardMs;
+    }
     c.bytes = jobWorkBytes(j.kind, j.range, layers, j.layerGrain);
     c.label = std::string(j.kind == CommandKind::forward ? "F"
                           : j.kind == CommandKind::tail  ? "T"
@@ -220,14 +241,30 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
   };
 
   if (kind == ScheduleKind::roundRobin) {
-    for (unsigned n = 0; n < numJobs; ++n) {
-      pl.jobs[n].device = n % devices;
-      pl.jobs[n].weightSet = n;
+    // A pair's backward half takes its forward half's device and set; the
+    // jobs after it move up one device.
+    for (unsigned n = 0, d = 0; n < numJobs; ++n) {
+      bool back = pair && n == nf + 2;
+      pl.jobs[n].device = back ? pl.jobs[nf].device : d++ % devices;
+      pl.jobs[n].weightSet = back ? nf : n;
     }
-    for (unsigned n = 0; n < numJobs; ++n)
+    for (unsigned n = 0; n < numJobs; ++n) {
+      if (pair && n == nf + 2)
+        continue;
+      if (pair && n == nf) {
+        // One forward ahead: F0, F1, B0, F2, B1, ..., B(M-1).
+        for (unsigned m = 0; m < microbatches; ++m) {
+          add(nf, m);
+          if (m > 0)
+            add(nf + 2, m - 1);
+        }
+        add(nf + 2, microbatches - 1);
+        continue;
+      }
       for (unsigned m = 0; m < microbatches; ++m)
         if (runs(n, m))
           add(n, m);
+    }
   } else {
     unsigned stages = nf + 1;
     if (partition.backward.size() != nf) {
@@ -245,21 +282,19 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
       }
     if (kind != ScheduleKind::interleaved && kind != ScheduleKind::loopedBfs &&
         stages > devices) {
-      error = std::string(scheduleKindName(kind)) +
-              " runs one stage per "
-              "device: " +
-              std::to_string(stages) + " stages do not fit " +
+      error = std::string(scheduleKindName(kind)) + " runs one stage per "
+              "device: " + std::to_string(stages) + " stages do not fit " +
               std::to_string(devices) + " devices";
       return failure();
     }
     if (kind == ScheduleKind::interleaved &&
-        (stages % devices != 0 ||
-         (stages > devices && microbatches % devices != 0))) {
+        (stages % devices != 0 || (stages > devices &&
+                                   microbatches % devices != 0))) {
       error = "interleaved-1f1b needs the same number of stages on every "
               "device and, with several stages per device, microbatches a "
-              "multiple of the device count (got " +
-              std::to_string(stages) + " stages, " + std::to_string(devices) +
-              " devices, " + std::to_string(microbatches) + " microbatches)";
+              "multiple of the device count (got " + std::to_string(stages) +
+              " stages, " + std::to_string(devices) + " devices, " +
+              std::to_string(microbatches) + " microbatches)";
       return failure();
     }
     // Stage s: forward job s (the tail for the last one) and backward job
@@ -291,6 +326,11 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
       const StageJob &j = pl.jobs[n];
       if (j.kind != CommandKind::backward)
         continue;
+      // The pair's backward half reads what its forward half kept.
+      if (j.keepsForward) {
+        waits.push_back(computeOf[nf][m]);
+        continue;
+      }
       // A static stage's backward reads the input its forward kept.
       if (kind != ScheduleKind::roundRobin) {
         waits.push_back(computeOf[numJobs - 1 - n][m]);
@@ -322,9 +362,9 @@ Schedule mlir::rp::roundRobinSchedule(const Partition &partition,
                                       const HardwareProfile &hw,
                                       unsigned devices, unsigned microbatches) {
   std::string error;
-  FailureOr<Pipeline> pl =
-      lowerSchedule(partition, layers, ScheduleKind::roundRobin, devices,
-                    microbatches, error);
+  FailureOr<Pipeline> pl = lowerSchedule(
+      partition, layers, ScheduleKind::roundRobin, devices, microbatches,
+      error);
   assert(succeeded(pl) && "round-robin lowering cannot fail");
   insertTransfers(*pl, layers, hw);
   return std::move(pl->schedule);

@@ -363,3 +363,45 @@ TEST(PipelineTest, SplitTailAlternatesMicrobatches) {
   ASSERT_TRUE(mlir::succeeded(one));
   EXPECT_EQ(one->jobs.size(), 5u);
 }
+
+// Partition::tailPairAt (the timing model's tail split by layers): the
+// shallow half's forward and backward jobs share a device and a weight
+// set, its backward recomputes nothing and reads its forward's output on
+// the device (no saved-input copy), one forward ahead of it in the queue;
+// the job counter moves on one device less.
+TEST(PipelineTest, TailPairSplitsTheTailByLayers) {
+  std::vector<LayerCost> layers = uniform(6, 1000);
+  Partition p = partitionFromSizes({2, 2}, 2, {2, 2}, 6);
+  p.tailPairAt = 1;
+  std::string error;
+  auto pl = lowerSchedule(p, layers, ScheduleKind::roundRobin, 4, 3, error);
+  ASSERT_TRUE(mlir::succeeded(pl)) << error;
+  ASSERT_EQ(pl->jobs.size(), 7u); // F0 F1 A2 T3 A4 B5 B6
+  EXPECT_EQ(pl->jobs[2].kind, CommandKind::forward);
+  EXPECT_EQ(pl->jobs[3].kind, CommandKind::tail);
+  EXPECT_EQ(pl->jobs[4].kind, CommandKind::backward);
+  EXPECT_TRUE(pl->jobs[4].keepsForward);
+  EXPECT_EQ(pl->jobs[4].device, pl->jobs[2].device);
+  EXPECT_EQ(pl->jobs[4].weightSet, pl->jobs[2].weightSet);
+  EXPECT_EQ(pl->jobs[5].device, 0u); // F0 d0, F1 d1, A d2, T d3, B5 d0
+  EXPECT_EQ(pl->devicesPerStep(), 6u);
+  EXPECT_EQ(pl->shiftPerPass(), 2u);
+  std::vector<std::string> order; // the shared device's queue
+  for (const Command &c : pl->schedule.commands) {
+    if (c.job == 4)
+      EXPECT_DOUBLE_EQ(c.ms, layers[4].backwardMs);
+    if (c.device == pl->jobs[2].device && (c.job == 2 || c.job == 4))
+      order.push_back(c.label);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"F2 mb0", "F2 mb1", "B4 mb0",
+                                             "F2 mb2", "B4 mb1", "B4 mb2"}));
+  insertTransfers(*pl, layers, link(10));
+  int uploads = 0, savedInputs = 0;
+  for (const Command &c : pl->schedule.commands) {
+    uploads += c.kind == CommandKind::h2dWeights && c.job == 2;
+    savedInputs += c.kind == CommandKind::h2dActivation && c.job == 4;
+  }
+  EXPECT_EQ(uploads, 1);
+  EXPECT_EQ(savedInputs, 0);
+  EXPECT_TRUE(estimateTiming(pl->schedule));
+}

@@ -17,7 +17,12 @@ rp's timing analysis: one step alone (fill and drain included, as
 RoundPipe's single-iteration makespan) and the steady state of steps run
 back to back (fill and drain once per run; compare its bubble with
 RoundPipe's async column, which counts switch and intra bubbles only).
-Rows: rp with RoundPipe's partition, rp's own partitioner, and
+Rows: rp with RoundPipe's partition, rp's own partitioner, rp's
+partitioner with the fused tail timed as two stage jobs taking alternate
+microbatches (rp-print-partition tail-jobs=2) and as a pair split by
+layers (tail-jobs=3; "pair at 0": the search kept one tail job), both the
+compiler's timing model only (plans do not run them yet, so they have no
+sim figure), and
 Looped-BFS (rp's static schedule, one step alone on the sim, beside
 RoundPipe's simulated Looped-BFS makespan). "sim" is
 the plan of that partition exported by rp-compile and run on the sim device
@@ -106,8 +111,9 @@ def roundpipe_stages(name):
             ",".join(map(str, bwd)))
 
 
-def timing(graph, hw, measured, stages=None):
-    opts = f"hw={hw} measured={measured} devices={G} microbatches={M}"
+def timing(graph, hw, measured, stages=None, tail_jobs=1):
+    opts = (f"hw={hw} measured={measured} devices={G} microbatches={M} "
+            f"tail-jobs={tail_jobs}")
     if stages:
         opts += f" stages={stages}"
     start = time.perf_counter()
@@ -193,6 +199,23 @@ def main():
                       f"{sim_bubble:5.1f}% (the compiler: "
                       f"{t['step_ms']:.0f} ms, "
                       f"{100 * (sim_steady / t['step_ms'] - 1):+.1f}%)")
+            if args.search:
+                # The fused tail as two stage jobs taking alternate
+                # microbatches, in the compiler's timing model only: plans
+                # run one tail job (docs/pipeline.md, "Where the time goes
+                # on RoundPipe's inputs"), so there is no sim figure.
+                for tail_jobs, label in ((2, "rp, tail as 2 jobs"),
+                                         (3, "rp, tail as a pair")):
+                    t, took = timing(graph, hw, measured,
+                                     tail_jobs=tail_jobs)
+                    print(f"{'':6s} {'':42s} | {label:22s} "
+                          f"({took:4.1f} s) {t['one_step_ms']:9.0f} ms "
+                          f"{100 * (t['one_step_ms'] / span - 1):+5.1f}% "
+                          f"{t['step_ms']:9.0f} ms "
+                          f"{100 * (t['step_ms'] / steady - 1):+5.1f}% "
+                          f"{t['bubble_pct']:5.1f}% {t['busy_ratio']:8.3f} "
+                          f"{'(model)':>8s}     {t['stages']} "
+                          f"pair at {int(t.get('tail_pair_at', 0))}")
             # RoundPipe's strongest static baseline, one step alone (a
             # static schedule's steps end at a barrier), with rp's
             # balanced stages (floor(L / G) per device).

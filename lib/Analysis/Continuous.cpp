@@ -158,7 +158,7 @@ mlir::rp::dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
   if (pipeline.kind != ScheduleKind::roundRobin)
     return steadyState(pipeline, layers, hw, syncOptimizer, kSteadySteps,
                        stuck);
-  unsigned modulo = pipeline.jobsPerStep() % g;
+  unsigned modulo = pipeline.devicesPerStep() % g;
   pipeline.passShift = int(modulo);
   // The step's graph does not depend on the shift: built once, laid out
   // per shift.

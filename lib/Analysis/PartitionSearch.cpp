@@ -172,13 +172,47 @@ bool mlir::rp::fitsDeviceMemory(const Partition &p,
   });
 }
 
-Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
-                                         const SearchTarget &t) {
+namespace {
+
+/// The first half's layer count that makes the two halves' forward +
+/// backward times most even.
+unsigned balancedPairSplit(StageRange tail, llvm::ArrayRef<LayerCost> layers) {
+  double total = 0;
+  for (unsigned l = tail.begin; l < tail.end; ++l)
+    total += layers[l].forwardMs + layers[l].backwardMs;
+  unsigned best = 1;
+  double bestGap = 1e300, first = 0;
+  for (unsigned a = 1; a < tail.size(); ++a) {
+    const LayerCost &c = layers[tail.begin + a - 1];
+    first += c.forwardMs + c.backwardMs;
+    double gap = std::max(first, total - first);
+    if (gap < bestGap) {
+      bestGap = gap;
+      best = a;
+    }
+  }
+  return best;
+}
+
+/// The search of partitionForStepTime for one tail job count.
+Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
+                             const SearchTarget &t, unsigned tailJobs,
+                             double &foundMs) {
   unsigned n = layers.size();
+  // tailJobs 3: one tail job split by layers into a pair (tailPairAt),
+  // the split where the halves' f + b are most even.
+  auto toPartition = [&](const Sizes &s, unsigned numLayers) {
+    Partition p = partitionFromSizes(s.fwd, s.tail, s.bwd, numLayers);
+    p.tailJobs = tailJobs == 3 ? 1 : tailJobs;
+    if (tailJobs == 3 && s.tail >= 2)
+      p.tailPairAt = balancedPairSplit(p.tail, layers);
+    return p;
+  };
   // Starting points: RoundPipe's partition, and greedy cuts under
   // bottlenecks from the largest layer up to 4x it, for each tail that
   // RoundPipe's rule would give.
   Partition roundpipe = partitionRoundPipe(layers, t.stageBytes, t.devices);
+  roundpipe.tailJobs = tailJobs == 3 ? 1 : tailJobs;
   int64_t cap = roundpipe.stageBytes;
   Sizes best = toSizes(roundpipe);
   double bestMs = estimatedStepMs(roundpipe, layers, t);
@@ -233,11 +267,11 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
       s.fwd = sizesOf(cutUnder(layers, k, w, cap, /*backward=*/false));
       s.bwd = sizesOf(cutUnder(layers, k, w, cap, /*backward=*/true));
       starts.push_back(s);
-      // Tails past the bottleneck are not worth trying.
+      // Tails past the bottleneck (per job) are not worth trying.
       double tail = 0;
       for (unsigned l = k; l < n; ++l)
         tail += layers[l].forwardMs + layers[l].backwardMs;
-      if (tail > w)
+      if (tail > w * std::min(tailJobs, 2u))
         break;
     }
   }
@@ -367,7 +401,30 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
   }
   p.stageBytes = cap;
   scorePartition(p, layers, t.devices);
+  Partition timedAs = toPartition(toSizes(p), n);
+  p.tailJobs = timedAs.tailJobs;
+  p.tailPairAt = timedAs.tailPairAt;
+  foundMs = estimatedStepMs(p, layers, t);
   return p;
+}
+
+} // namespace
+
+Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
+                                         const SearchTarget &t) {
+  // The split tail needs two microbatches to alternate.
+  if (t.tailJobs == 1 || t.microbatches < 2 || t.devices < 2) {
+    double ms;
+    return searchWithTailJobs(layers, t, 1, ms);
+  }
+  if (t.tailJobs == 2 || t.tailJobs == 3) {
+    double ms;
+    return searchWithTailJobs(layers, t, t.tailJobs, ms);
+  }
+  double oneMs, twoMs;
+  Partition one = searchWithTailJobs(layers, t, 1, oneMs);
+  Partition two = searchWithTailJobs(layers, t, 2, twoMs);
+  return twoMs < oneMs ? two : one;
 }
 
 Partition mlir::rp::partitionExhaustive(llvm::ArrayRef<LayerCost> layers,

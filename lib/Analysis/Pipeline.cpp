@@ -215,12 +215,45 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
   pl.devices = devices;
   pl.microbatches = microbatches;
   unsigned nf = partition.forward.size();
+  // Round-robin may run the tail as two jobs taking alternate microbatches.
+  unsigned tailJobs = kind == ScheduleKind::roundRobin && microbatches >= 2
+                          ? std::max(1u, std::min(partition.tailJobs, 2u))
+                          : 1;
   for (const StageRange &s : partition.forward)
     pl.jobs.push_back({CommandKind::forward, s, 0, 0});
-  pl.jobs.push_back({CommandKind::tail, partition.tail, 0, 0});
+  // Or as a pair split by layers: the shallow half's forward job, the
+  // fused deep half, the shallow half's backward (same device and set).
+  bool pair = kind == ScheduleKind::roundRobin && tailJobs == 1 &&
+              partition.tailPairAt > 0 &&
+              partition.tailPairAt < partition.tail.size();
+  if (pair) {
+    unsigned at = partition.tail.begin + partition.tailPairAt;
+    pl.jobs.push_back({CommandKind::forward, {partition.tail.begin, at}, 0, 0});
+    pl.jobs.push_back({CommandKind::tail, {at, partition.tail.end}, 0, 0});
+    StageJob back{CommandKind::backward, {partition.tail.begin, at}, 0, 0};
+    back.keepsForward = true;
+    pl.jobs.push_back(back);
+  } else {
+    for (unsigned t = 0; t < tailJobs; ++t)
+      pl.jobs.push_back({CommandKind::tail, partition.tail, 0, 0});
+  }
   for (const StageRange &s : partition.backward)
     pl.jobs.push_back({CommandKind::backward, s, 0, 0, partition.layerGrain});
   unsigned numJobs = pl.jobs.size();
+  // Whether job n runs microbatch m: a split tail's jobs take alternate
+  // ones; `producerOf(n, m)` is the job of the stage before n's that runs
+  // m.
+  auto runs = [&](unsigned n, unsigned m) {
+    return n < nf || n >= nf + tailJobs || m % tailJobs == n - nf;
+  };
+  auto stageOf = [&](unsigned n) {
+    return n < nf ? n : n < nf + tailJobs ? nf : n - tailJobs + 1;
+  };
+  auto jobOf = [&](unsigned stage, unsigned m) {
+    return stage < nf    ? stage
+           : stage == nf ? nf + m % tailJobs
+                         : stage + tailJobs - 1;
+  };
   // computeOf[job][mb]: the index of the compute command.
   std::vector<std::vector<unsigned>> computeOf(
       numJobs, std::vector<unsigned>(microbatches, ~0u));
@@ -235,6 +268,11 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
     c.job = job;
     c.microbatch = mb;
     c.ms = computeMs(j.kind, j.range, layers);
+    if (j.keepsForward) {
+      c.ms = 0;
+      for (unsigned l = j.range.begin; l < j.range.end; ++l)
+        c.ms += layers[l].backwardMs;
+    }
     c.bytes = jobWorkBytes(j.kind, j.range, layers, j.layerGrain);
     c.label = std::string(j.kind == CommandKind::forward ? "F"
                           : j.kind == CommandKind::tail  ? "T"
@@ -244,13 +282,30 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
   };
 
   if (kind == ScheduleKind::roundRobin) {
-    for (unsigned n = 0; n < numJobs; ++n) {
-      pl.jobs[n].device = n % devices;
-      pl.jobs[n].weightSet = n;
+    // A pair's backward half takes its forward half's device and set; the
+    // jobs after it move up one device.
+    for (unsigned n = 0, d = 0; n < numJobs; ++n) {
+      bool back = pair && n == nf + 2;
+      pl.jobs[n].device = back ? pl.jobs[nf].device : d++ % devices;
+      pl.jobs[n].weightSet = back ? nf : n;
     }
-    for (unsigned n = 0; n < numJobs; ++n)
+    for (unsigned n = 0; n < numJobs; ++n) {
+      if (pair && n == nf + 2)
+        continue;
+      if (pair && n == nf) {
+        // One forward ahead: F0, F1, B0, F2, B1, ..., B(M-1).
+        for (unsigned m = 0; m < microbatches; ++m) {
+          add(nf, m);
+          if (m > 0)
+            add(nf + 2, m - 1);
+        }
+        add(nf + 2, microbatches - 1);
+        continue;
+      }
       for (unsigned m = 0; m < microbatches; ++m)
-        add(n, m);
+        if (runs(n, m))
+          add(n, m);
+    }
   } else {
     unsigned stages = nf + 1;
     if (partition.backward.size() != nf) {
@@ -304,12 +359,19 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
   // ones that cross devices into copies.
   for (unsigned n = 0; n < numJobs; ++n)
     for (unsigned m = 0; m < microbatches; ++m) {
+      if (!runs(n, m))
+        continue;
       std::vector<unsigned> &waits = sched.commands[computeOf[n][m]].waits;
-      if (n > 0)
-        waits.push_back(computeOf[n - 1][m]);
+      if (stageOf(n) > 0)
+        waits.push_back(computeOf[jobOf(stageOf(n) - 1, m)][m]);
       const StageJob &j = pl.jobs[n];
       if (j.kind != CommandKind::backward)
         continue;
+      // The pair's backward half reads what its forward half kept.
+      if (j.keepsForward) {
+        waits.push_back(computeOf[nf][m]);
+        continue;
+      }
       // A static stage's backward reads the input its forward kept.
       if (kind != ScheduleKind::roundRobin) {
         waits.push_back(computeOf[numJobs - 1 - n][m]);

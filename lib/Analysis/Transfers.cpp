@@ -59,9 +59,11 @@ struct Inserter {
     return pl.jobs[old.commands[oldIdx].job];
   }
   /// Whether the dependency stays on the device (a static schedule's
-  /// backward reading the input its own stage's forward kept).
+  /// backward reading the input its own stage's forward kept, or a tail
+  /// pair's backward half its forward half's intermediates).
   bool direct(unsigned producer, unsigned consumer) const {
-    return pl.kind != ScheduleKind::roundRobin &&
+    return (pl.kind != ScheduleKind::roundRobin ||
+            jobOf(consumer).keepsForward) &&
            jobOf(producer).device == jobOf(consumer).device &&
            jobOf(producer).weightSet == jobOf(consumer).weightSet;
   }
@@ -333,6 +335,7 @@ Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
   auto splits = [&](const Command &c) {
     return c.kind == CommandKind::backward && c.job >= 0 &&
            size_t(c.job) < pipeline.jobs.size() &&
+           !pipeline.jobs[c.job].keepsForward &&
            llvm::any_of(c.waits,
                         [&](unsigned w) {
                           return cmds[w].kind == CommandKind::h2dGradient;

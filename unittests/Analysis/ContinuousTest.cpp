@@ -172,3 +172,27 @@ TEST(ContinuousTest, SavedInputGoesAheadOfTheGradient) {
     }
   EXPECT_GT(checked, 0u);
 }
+
+/// A tail slower per microbatch than the backward stages paces them when it
+/// is one job; as two jobs taking alternate microbatches (tailJobs = 2) it
+/// does not: the same work (nothing is computed twice), a shorter period,
+/// within a tenth of the work spread over the devices.
+TEST(ContinuousTest, SplitTailStopsPacingTheBackwardStages) {
+  std::vector<LayerCost> layers = uniform(8);
+  // Tail: 3 layers x 3 ms = 9 ms per microbatch; backward stages 2 x 3 ms.
+  Partition p = partitionFromSizes({3, 2}, 3, {2, 2, 1}, 8);
+  for (unsigned m : {8u, 9u}) {
+    std::optional<SteadyState> one =
+        steadyState(roundRobin(p, layers, 4, m), layers, freeLinks());
+    p.tailJobs = 2;
+    std::optional<SteadyState> two =
+        steadyState(roundRobin(p, layers, 4, m), layers, freeLinks());
+    p.tailJobs = 1;
+    ASSERT_TRUE(one && two);
+    EXPECT_NEAR(two->busyMs, one->busyMs, 1e-9);
+    double bound = one->busyMs / 4;
+    EXPECT_GT(one->stepMs, 1.2 * bound) << "M=" << m;
+    EXPECT_LT(two->stepMs, 1.1 * bound) << "M=" << m;
+    EXPECT_GE(two->stepMs, bound - 1e-9) << "M=" << m;
+  }
+}

@@ -332,3 +332,100 @@ TEST(PipelineTest, LayerGrainBackwardHoldsOneLayersGradients) {
             6000 + 300 + 100);
   EXPECT_EQ(jobWorkBytes(CommandKind::forward, all, layers, true), 100);
 }
+
+// Partition::tailJobs = 2 (the timing model's split tail, docs/pipeline.md):
+// two tail jobs on consecutive devices take alternate microbatches, every
+// stage's microbatch runs once, each command waits for the job of the
+// stage before that ran its microbatch, and both tail sets upload their
+// weights and download their gradients.
+TEST(PipelineTest, SplitTailAlternatesMicrobatches) {
+  std::vector<LayerCost> layers = uniform(6, 1000);
+  Partition p = partitionFromSizes({2, 2}, 2, {2, 2}, 6);
+  p.tailJobs = 2;
+  std::string error;
+  auto pl = lowerSchedule(p, layers, ScheduleKind::roundRobin, 4, 5, error);
+  ASSERT_TRUE(mlir::succeeded(pl)) << error;
+  ASSERT_EQ(pl->jobs.size(), 6u); // F0 F1 T2 T3 B4 B5
+  EXPECT_EQ(pl->jobs[2].kind, CommandKind::tail);
+  EXPECT_EQ(pl->jobs[3].kind, CommandKind::tail);
+  EXPECT_EQ(pl->jobs[2].device, 2u);
+  EXPECT_EQ(pl->jobs[3].device, 3u);
+  std::map<unsigned, std::set<int>> mbs; // job -> microbatches
+  const auto &cmds = pl->schedule.commands;
+  for (const Command &c : cmds) {
+    EXPECT_TRUE(mbs[c.job].insert(c.microbatch).second);
+    for (unsigned w : c.waits) {
+      // Same microbatch, the stage before: F1 <- F0, T <- F1, B4 <- its T.
+      EXPECT_EQ(cmds[w].microbatch, c.microbatch);
+      // B4's gradient comes from the tail job that ran its microbatch (its
+      // saved input from F0).
+      if (c.job == 4 && cmds[w].kind == CommandKind::tail)
+        EXPECT_EQ(cmds[w].job, 2 + c.microbatch % 2);
+      if (c.job == 4 && cmds[w].kind != CommandKind::tail)
+        EXPECT_EQ(cmds[w].job, 0);
+    }
+  }
+  EXPECT_EQ(mbs[2], (std::set<int>{0, 2, 4}));
+  EXPECT_EQ(mbs[3], (std::set<int>{1, 3}));
+  for (unsigned j : {0u, 1u, 4u, 5u})
+    EXPECT_EQ(mbs[j].size(), 5u);
+  insertTransfers(*pl, layers, link(10));
+  std::map<int, int> uploads, grads; // job -> count
+  for (const Command &c : pl->schedule.commands) {
+    if (c.kind == CommandKind::h2dWeights)
+      ++uploads[c.job];
+    if (c.kind == CommandKind::d2hWeightGrads)
+      ++grads[c.job];
+  }
+  EXPECT_EQ(uploads[2], 1);
+  EXPECT_EQ(uploads[3], 1);
+  EXPECT_EQ(grads[2], 1);
+  EXPECT_EQ(grads[3], 1);
+  EXPECT_TRUE(estimateTiming(pl->schedule));
+  // Static schedules and a single microbatch keep one tail job.
+  auto one = lowerSchedule(p, layers, ScheduleKind::roundRobin, 4, 1, error);
+  ASSERT_TRUE(mlir::succeeded(one));
+  EXPECT_EQ(one->jobs.size(), 5u);
+}
+
+// Partition::tailPairAt (the timing model's tail split by layers): the
+// shallow half's forward and backward jobs share a device and a weight
+// set, its backward recomputes nothing and reads its forward's output on
+// the device (no saved-input copy), one forward ahead of it in the queue;
+// the job counter moves on one device less.
+TEST(PipelineTest, TailPairSplitsTheTailByLayers) {
+  std::vector<LayerCost> layers = uniform(6, 1000);
+  Partition p = partitionFromSizes({2, 2}, 2, {2, 2}, 6);
+  p.tailPairAt = 1;
+  std::string error;
+  auto pl = lowerSchedule(p, layers, ScheduleKind::roundRobin, 4, 3, error);
+  ASSERT_TRUE(mlir::succeeded(pl)) << error;
+  ASSERT_EQ(pl->jobs.size(), 7u); // F0 F1 A2 T3 A4 B5 B6
+  EXPECT_EQ(pl->jobs[2].kind, CommandKind::forward);
+  EXPECT_EQ(pl->jobs[3].kind, CommandKind::tail);
+  EXPECT_EQ(pl->jobs[4].kind, CommandKind::backward);
+  EXPECT_TRUE(pl->jobs[4].keepsForward);
+  EXPECT_EQ(pl->jobs[4].device, pl->jobs[2].device);
+  EXPECT_EQ(pl->jobs[4].weightSet, pl->jobs[2].weightSet);
+  EXPECT_EQ(pl->jobs[5].device, 0u); // F0 d0, F1 d1, A d2, T d3, B5 d0
+  EXPECT_EQ(pl->devicesPerStep(), 6u);
+  EXPECT_EQ(pl->shiftPerPass(), 2u);
+  std::vector<std::string> order; // the shared device's queue
+  for (const Command &c : pl->schedule.commands) {
+    if (c.job == 4)
+      EXPECT_DOUBLE_EQ(c.ms, layers[4].backwardMs);
+    if (c.device == pl->jobs[2].device && (c.job == 2 || c.job == 4))
+      order.push_back(c.label);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"F2 mb0", "F2 mb1", "B4 mb0",
+                                             "F2 mb2", "B4 mb1", "B4 mb2"}));
+  insertTransfers(*pl, layers, link(10));
+  int uploads = 0, savedInputs = 0;
+  for (const Command &c : pl->schedule.commands) {
+    uploads += c.kind == CommandKind::h2dWeights && c.job == 2;
+    savedInputs += c.kind == CommandKind::h2dActivation && c.job == 4;
+  }
+  EXPECT_EQ(uploads, 1);
+  EXPECT_EQ(savedInputs, 0);
+  EXPECT_TRUE(estimateTiming(pl->schedule));
+}

@@ -48,6 +48,17 @@ struct Partition {
   /// backprops one layer at a time, instead of keeping every recomputed
   /// layer's intermediates of the stage.
   bool layerGrain = false;
+  /// Round-robin: the stage jobs the fused tail runs as, 1 or 2. With 2
+  /// the tail's microbatches alternate over two jobs on consecutive
+  /// devices (even microbatches on the first), so a tail up to twice as
+  /// slow per microbatch as the backward stages does not pace them.
+  unsigned tailJobs = 1;
+  /// Round-robin, timing model only: > 0 splits the fused tail by layers
+  /// instead, its first `tailPairAt` layers a job on one device that runs
+  /// their forward, hands the activation to the rest (a fused job on the
+  /// next device) and runs their backward without recompute from the
+  /// gradient it gets back, one forward ahead (1F1B between the two).
+  unsigned tailPairAt = 0;
 
   unsigned numStages() const { return forward.size() + 1 + backward.size(); }
 };

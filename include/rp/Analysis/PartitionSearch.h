@@ -35,6 +35,9 @@ struct SearchTarget {
   /// How the plan moves its jobs from pass to pass (Continuous.h): the
   /// partitioner times each candidate as the plan will run it.
   Dispatch dispatch = Dispatch::modulo;
+  /// The stage jobs the fused tail may run as (Partition::tailJobs): 1 or
+  /// 2, or 0 to search both and keep the faster (1 on ties).
+  unsigned tailJobs = 1;
 };
 
 /// The estimated step time of `p`'s round-robin schedule.

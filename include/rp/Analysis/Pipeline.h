@@ -70,6 +70,10 @@ struct StageJob {
   unsigned weightSet = 0;
   /// A backward that recomputes one layer at a time (Partition::layerGrain).
   bool layerGrain = false;
+  /// A backward that recomputes nothing: the shallow half of a tail split
+  /// by layers (Partition::tailPairAt) keeps its forward's intermediates
+  /// and runs on its forward's device.
+  bool keepsForward = false;
 };
 
 struct Pipeline {
@@ -98,11 +102,19 @@ struct Pipeline {
   unsigned shiftPerPass() const {
     if (kind != ScheduleKind::roundRobin)
       return 0;
-    unsigned s = passShift >= 0 ? unsigned(passShift) : jobsPerStep();
+    unsigned s = passShift >= 0 ? unsigned(passShift) : devicesPerStep();
     return s % std::max(1u, devices);
   }
 
   unsigned jobsPerStep() const { return jobs.size() / std::max(1u, steps); }
+  /// The devices the job counter moves on per step: one per stage job but
+  /// a tail pair's backward half, which runs on its forward half's.
+  unsigned devicesPerStep() const {
+    unsigned n = 0;
+    for (unsigned j = 0; j < jobsPerStep(); ++j)
+      n += !jobs[j].keepsForward;
+    return n;
+  }
 };
 
 /// Working memory of one microbatch of a stage job: a forward keeps one

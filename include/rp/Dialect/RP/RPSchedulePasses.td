@@ -62,6 +62,20 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     of one iteration of the round-robin schedule of that partition
     (include/rp/Analysis/Pipeline.h) over `microbatches` microbatches.
 
+    `tail-jobs=2` times the fused tail as two stage jobs on consecutive
+    devices taking alternate microbatches, so a tail up to twice as slow
+    per microbatch as the backward stages does not pace them (with
+    `stages`, that partition; without, rp's partitioner searches such
+    partitions); `tail-jobs=0` lets rp's partitioner take the faster of
+    one and two. `tail-pair=N` times the tail split by layers instead:
+    its first N layers a job that runs their forward and, one microbatch
+    later, their backward without recompute, the rest a fused job on the
+    next device; `tail-jobs=3` has rp's partitioner time every tail of
+    two or more layers as such a pair. Both are the timing model's only:
+    rp-partition and the exported plans run the tail as one job
+    (docs/pipeline.md, "The tail as two jobs", says why and what they
+    would give).
+
     ```
     partition @main partitioner=roundpipe layers=6 stages=5 ...
     forward sizes=5 ranges=0-4
@@ -92,7 +106,11 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
            "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
-           "::mlir::rp::dispatchValues()">
+           "::mlir::rp::dispatchValues()">,
+    Option<"tailJobs", "tail-jobs", "unsigned", "1",
+           "the stage jobs the fused tail is timed as: 1, 2 (alternate microbatches on two devices), 3 (rp's partitioner: a pair split by layers, as tail-pair), or 0 to let rp's partitioner choose between 1 and 2 (a user partition is timed with 1); the timing model only, plans run 1">,
+    Option<"tailPair", "tail-pair", "unsigned", "0",
+           "> 0: time the fused tail split by layers instead, its first N layers a job that runs their forward and, one microbatch later, their backward without recompute, the rest a fused job on the next device (timing model only)">
   ];
 }
 

@@ -18,8 +18,8 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
           costs,
           staticStageCount(request.schedule, request.devices, costs.size()));
     if (request.partitioner != Partitioner::roundpipe) {
-      SearchTarget target{hw, request.devices, request.microbatches, cap,
-                          request.dispatch};
+      SearchTarget target{hw,  request.devices,  request.microbatches,
+                          cap, request.dispatch, request.tailJobs};
       if (request.partitioner == Partitioner::rp)
         return partitionForStepTime(costs, target);
       if (costs.size() > 10)
@@ -67,5 +67,7 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
     if (failed(check(s, "backward", true)))
       return failure();
   scorePartition(*p, costs, request.devices);
+  if (request.schedule == ScheduleKind::roundRobin && request.tailJobs == 2)
+    p->tailJobs = 2;
   return p;
 }

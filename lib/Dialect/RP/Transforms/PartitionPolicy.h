@@ -26,6 +26,9 @@ struct PartitionRequest {
   std::string stages;                        ///< fwd:...;bwd:... when given
   int64_t cap = 0;                           ///< per-stage byte cap
   Dispatch dispatch = Dispatch::modulo;      ///< how passes move (round-robin)
+  /// Round-robin: the fused tail's stage jobs (Partition::tailJobs), 1 or
+  /// 2; 0 lets rp's partitioner choose (a user's stages then run 1).
+  unsigned tailJobs = 1;
 };
 
 /// The partition `request` asks for: a user partition is checked against

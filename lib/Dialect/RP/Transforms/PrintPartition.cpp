@@ -55,6 +55,14 @@ struct PrintPartitionPass
              "and stage-bytes >= 0";
       return signalPassFailure();
     }
+    if (tailJobs > 3) {
+      getOperation().emitError()
+          << "rp-print-partition: tail-jobs=" << unsigned(tailJobs)
+          << " is not supported; the fused tail is timed as 1 or 2 stage "
+             "jobs, 3 a pair split by layers (0 lets rp's partitioner choose "
+             "between 1 and 2)";
+      return signalPassFailure();
+    }
     const Dispatch dispatchKind = dispatch;
     CostModel &model = getAnalysis<CostModel>();
     FailureOr<const CostInputs *> loaded =
@@ -82,10 +90,21 @@ struct PrintPartitionPass
       request.stages = stages;
       request.cap = cap;
       request.dispatch = dispatchKind;
+      request.tailJobs = tailJobs;
       FailureOr<Partition> p =
           choosePartition(func, *costs, request, inputs->hw);
       if (failed(p))
         return signalPassFailure();
+      if (tailPair > 0) {
+        if (tailPair >= p->tail.size() || p->tailJobs != 1) {
+          mlir::emitError(func.getLoc())
+              << "tail-pair=" << unsigned(tailPair)
+              << " must leave the fused tail of " << p->tail.size()
+              << " layers at least one layer, with tail-jobs=1";
+          return signalPassFailure();
+        }
+        p->tailPairAt = tailPair;
+      }
       os << "partition @" << func.getSymName() << " partitioner="
          << (stages.empty() ? stringifyPartitioner(partitioner) : "user")
          << " hw=" << inputs->hw.name << " layers=" << costs->size()
@@ -128,7 +147,11 @@ struct PrintPartitionPass
          << llvm::format(" one_step_ms=%.6g one_step_bubble_pct=%.4g",
                          timing->iterationMs, 100 * timing->bubbleFraction())
          << llvm::format(" busy_ratio=%.4g", steady->busyRatio())
-         << " pass_shift=" << steady->shift << "\n";
+         << " pass_shift=" << steady->shift << " tail_jobs="
+         << (p->tailPairAt ? 1 : pl->jobs.size() - p->numStages() + 1);
+      if (p->tailPairAt)
+        os << " tail_pair_at=" << p->tailPairAt;
+      os << "\n";
       if (stages.empty() && partitioner == Partitioner::rp) {
         SearchTarget target{inputs->hw, devices, m, cap, dispatchKind};
         double theirs = estimatedStepMs(

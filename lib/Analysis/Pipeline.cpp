@@ -130,15 +130,21 @@ int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
   bool measured = true;
   for (unsigned l = r.begin; l < r.end; ++l)
     measured = measured && layers[l].backwardMeasured;
+  // A layer-grain backward adds each layer's gradients into the set's
+  // accumulators right after that layer's backward program, so one layer's
+  // are live at a time; a stage-grain backward and the tail are one
+  // program and hold the stage's.
+  const int64_t liveGrads =
+      kind == CommandKind::backward && layerGrain ? layerGrads : grads;
   if (measured)
-    return grads + backwardBodyBytes(kind, r, layers, layerGrain);
+    return liveGrads + backwardBodyBytes(kind, r, layers, layerGrain);
   // A backward (and the tail) computes its microbatch's weight gradients
   // apart from the set's accumulators and adds each program's into them
   // as soon as it has run, so one program's gradients are live beside the
   // intermediates: one layer's at layer grain, the stage's otherwise (one
   // program).
   if (kind == CommandKind::backward && layerGrain)
-    return layerGrads + std::min(saved + 2 * peak, sum + peak);
+    return liveGrads + std::min(saved + 2 * peak, sum + peak);
   return grads + sum + peak;
 }
 

@@ -333,6 +333,36 @@ TEST(PipelineTest, LayerGrainBackwardHoldsOneLayersGradients) {
   EXPECT_EQ(jobWorkBytes(CommandKind::forward, all, layers, true), 100);
 }
 
+// The same with the reverse sweep measured (BackwardLiveness): the body's
+// bytes are the same whichever gradients are counted, and a layer-grain
+// backward adds the largest layer's gradients to them, a stage-grain one
+// and the tail the stage's.
+TEST(PipelineTest, MeasuredLayerGrainBackwardHoldsOneLayersGradients) {
+  std::vector<LayerCost> layers = uniform(3, 0);
+  for (auto [i, c] : llvm::enumerate(layers)) {
+    c.gradBytes = 1000 * int64_t(i + 1);
+    c.workBytes = c.recomputePeakBytes = 100;
+    c.keptBytes = 40;
+    c.keptInputBytes = 10;
+    c.backwardPeakBytes = 120;
+    c.resultGradBytes = 10;
+    c.actInBytes = 10;
+    c.backwardMeasured = true;
+  }
+  StageRange all{0, 3};
+  int64_t layerBody = jobWorkBytes(CommandKind::backward, all, layers, true);
+  int64_t stageBody = jobWorkBytes(CommandKind::backward, all, layers, false);
+  int64_t tailBody = jobWorkBytes(CommandKind::tail, all, layers, true);
+  for (LayerCost &c : layers)
+    c.gradBytes = 0;
+  EXPECT_EQ(layerBody - jobWorkBytes(CommandKind::backward, all, layers, true),
+            3000);
+  EXPECT_EQ(stageBody - jobWorkBytes(CommandKind::backward, all, layers, false),
+            6000);
+  EXPECT_EQ(tailBody - jobWorkBytes(CommandKind::tail, all, layers, true),
+            6000);
+}
+
 // Partition::tailJobs = 2 (the timing model's split tail, docs/pipeline.md):
 // two tail jobs on consecutive devices take alternate microbatches, every
 // stage's microbatch runs once, each command waits for the job of the

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Sets everything up, builds, and runs every test: the lit suite (compiler and
 # python), the GoogleTest suites (compiler and runtime), clang-tidy on the
-# changed C++ sources, the runtime tests again under ThreadSanitizer and
-# under ASan + UBSan (with the readers' lit tests against that rp-run), the
-# compiler's tests under ASan + UBSan, and each reader's fuzz target for
-# 60 s. The last line is the total count.
+# changed C++ sources, clang-format on every C++ source, the runtime tests
+# again under ThreadSanitizer and under ASan + UBSan (with the readers' lit
+# tests against that rp-run), the compiler's tests under ASan + UBSan, and
+# each reader's fuzz target for 60 s. The last line is the total count.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -73,6 +73,16 @@ read -r tp tf < <(echo "$tidy_out" |
   sed -nE 's/^tidy: ([0-9]+) clean, ([0-9]+) with findings$/\1 \2/p') ||
   { tp=0; tf=1; }
 tally tidy "$tp" "$tf"
+
+# clang-format (.clang-format) on every tracked C++ and CUDA source: each
+# file is one test (scripts/format.sh; --fix formats them).
+echo "== clang-format"
+fmt_out=$(bash scripts/format.sh 2>&1)
+echo "$fmt_out" | sed 's/^/   /' | tail -20
+read -r fp ff < <(echo "$fmt_out" |
+  sed -nE 's/^format: ([0-9]+) clean, ([0-9]+) to format$/\1 \2/p') ||
+  { fp=0; ff=1; }
+tally format "$fp" "$ff"
 
 # The cuda device is built and linked whenever nvcc is there; its half of
 # the device-conformance suite runs where a GPU opens and is skipped, with

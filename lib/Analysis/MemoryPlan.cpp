@@ -139,7 +139,8 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
       // A static stage's backward reads the input its forward kept.
       for (unsigned p : c.waits) {
         const Command &pc = cmds[p];
-        if (c.kind == CommandKind::backward && pc.kind == CommandKind::forward &&
+        if (c.kind == CommandKind::backward &&
+            pc.kind == CommandKind::forward &&
             pl.jobs[pc.job].weightSet == job.weightSet) {
           int kept = input[{pc.job, pc.microbatch}];
           use(kept, i, 4);
@@ -154,11 +155,11 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
     case CommandKind::h2dActivation:
     case CommandKind::h2dGradient: {
       if (!input.count(key))
-        input[key] = create(BufferRole::input, c.device,
-                            "input of " + std::string(
-                                c.kind == CommandKind::h2dGradient ? "B" : "") +
-                                std::to_string(c.job) + " mb" +
-                                std::to_string(c.microbatch));
+        input[key] = create(
+            BufferRole::input, c.device,
+            "input of " +
+                std::string(c.kind == CommandKind::h2dGradient ? "B" : "") +
+                std::to_string(c.job) + " mb" + std::to_string(c.microbatch));
       mp.buffers[input[key]].bytes += c.bytes;
       use(input[key], i, 4);
       for (unsigned w : c.waits)
@@ -188,13 +189,12 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
     for (PlannedBuffer &b : mp.buffers)
       if (b.device == d && b.bytes > 0)
         mine.push_back(&b);
-    std::stable_sort(mine.begin(), mine.end(),
-                     [](const PlannedBuffer *x, const PlannedBuffer *y) {
-                       return *std::min_element(x->users.begin(),
-                                                x->users.end()) <
-                              *std::min_element(y->users.begin(),
-                                                y->users.end());
-                     });
+    std::stable_sort(
+        mine.begin(), mine.end(),
+        [](const PlannedBuffer *x, const PlannedBuffer *y) {
+          return *std::min_element(x->users.begin(), x->users.end()) <
+                 *std::min_element(y->users.begin(), y->users.end());
+        });
     std::vector<const PlannedBuffer *> placed;
     for (PlannedBuffer *b : mine) {
       place(*b, placed, hb);

@@ -37,8 +37,8 @@ Partition mlir::rp::staticPartition(llvm::ArrayRef<LayerCost> layers,
     prefix[l + 1] = prefix[l] + layers[l].recomputeMs + layers[l].backwardMs;
   // best[k][i]: the least bottleneck of layers [0, i) in k stages.
   constexpr double inf = 1e300;
-  std::vector<std::vector<double>> best(
-      stages + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<double>> best(stages + 1,
+                                        std::vector<double>(n + 1, inf));
   std::vector<std::vector<unsigned>> cut(stages + 1,
                                          std::vector<unsigned>(n + 1, 0));
   best[0][0] = 0;
@@ -186,9 +186,8 @@ std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
     unsigned chunk = (k / devices) % chunks;
     if (!forward)
       chunk = chunks - 1 - chunk;
-    unsigned mb = chunks == 1 ? k
-                              : (k / (devices * chunks)) * devices +
-                                    k % devices;
+    unsigned mb =
+        chunks == 1 ? k : (k / (devices * chunks)) * devices + k % devices;
     return Unit{chunk * devices + d, mb, forward};
   };
   unsigned warmup =
@@ -212,8 +211,7 @@ std::vector<Unit> staticOrder(ScheduleKind kind, unsigned d, unsigned devices,
 
 FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
                                             llvm::ArrayRef<LayerCost> layers,
-                                            ScheduleKind kind,
-                                            unsigned devices,
+                                            ScheduleKind kind, unsigned devices,
                                             unsigned microbatches,
                                             std::string &error) {
   Pipeline pl;
@@ -329,19 +327,21 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
       }
     if (kind != ScheduleKind::interleaved && kind != ScheduleKind::loopedBfs &&
         stages > devices) {
-      error = std::string(scheduleKindName(kind)) + " runs one stage per "
-              "device: " + std::to_string(stages) + " stages do not fit " +
+      error = std::string(scheduleKindName(kind)) +
+              " runs one stage per "
+              "device: " +
+              std::to_string(stages) + " stages do not fit " +
               std::to_string(devices) + " devices";
       return failure();
     }
     if (kind == ScheduleKind::interleaved &&
-        (stages % devices != 0 || (stages > devices &&
-                                   microbatches % devices != 0))) {
+        (stages % devices != 0 ||
+         (stages > devices && microbatches % devices != 0))) {
       error = "interleaved-1f1b needs the same number of stages on every "
               "device and, with several stages per device, microbatches a "
-              "multiple of the device count (got " + std::to_string(stages) +
-              " stages, " + std::to_string(devices) + " devices, " +
-              std::to_string(microbatches) + " microbatches)";
+              "multiple of the device count (got " +
+              std::to_string(stages) + " stages, " + std::to_string(devices) +
+              " devices, " + std::to_string(microbatches) + " microbatches)";
       return failure();
     }
     // Stage s: forward job s (the tail for the last one) and backward job
@@ -409,9 +409,9 @@ Schedule mlir::rp::roundRobinSchedule(const Partition &partition,
                                       const HardwareProfile &hw,
                                       unsigned devices, unsigned microbatches) {
   std::string error;
-  FailureOr<Pipeline> pl = lowerSchedule(
-      partition, layers, ScheduleKind::roundRobin, devices, microbatches,
-      error);
+  FailureOr<Pipeline> pl =
+      lowerSchedule(partition, layers, ScheduleKind::roundRobin, devices,
+                    microbatches, error);
   assert(succeeded(pl) && "round-robin lowering cannot fail");
   insertTransfers(*pl, layers, hw);
   return std::move(pl->schedule);

@@ -49,8 +49,7 @@ struct Inserter {
   Inserter(Pipeline &pl, llvm::ArrayRef<LayerCost> layers,
            const HardwareProfile &hw, const Schedule &old)
       : pl(pl), layers(layers), hw(hw), old(old),
-        newIndex(old.commands.size(), ~0u),
-        downloads(old.commands.size()) {
+        newIndex(old.commands.size(), ~0u), downloads(old.commands.size()) {
     out.devices = old.devices;
     out.gpusPerLink = hw.gpusPerLink;
   }
@@ -142,8 +141,8 @@ void Inserter::run() {
     unsigned step = std::min(unsigned(c.job) / perStep, steps - 1);
     std::vector<unsigned> waits;
     std::vector<unsigned> &done = deviceComputes[dev];
-    std::string tag = std::to_string(c.job) + " mb" +
-                      std::to_string(c.microbatch);
+    std::string tag =
+        std::to_string(c.job) + " mb" + std::to_string(c.microbatch);
 
     if (int(i) == firstOfSet[job.weightSet] && !pl.residentWeights) {
       int64_t bytes = 0;
@@ -158,13 +157,14 @@ void Inserter::run() {
         after = gradDownloadOf.count(twoBack) ? gradDownloadOf[twoBack]
                                               : newIndex[lastOfSet[twoBack]];
       }
-      unsigned chunks = std::max<int64_t>(
-          1, (bytes + kWeightChunkBytes - 1) / kWeightChunkBytes);
+      unsigned chunks = std::max<int64_t>(1, (bytes + kWeightChunkBytes - 1) /
+                                                 kWeightChunkBytes);
       for (unsigned k = 0; k < chunks; ++k) {
-        int64_t part = std::min(kWeightChunkBytes, bytes - k * kWeightChunkBytes);
-        Command up = copy(CommandKind::h2dWeights, dev, part, c,
-                          "UP s" + std::to_string(c.job) + " c" +
-                              std::to_string(k));
+        int64_t part =
+            std::min(kWeightChunkBytes, bytes - k * kWeightChunkBytes);
+        Command up =
+            copy(CommandKind::h2dWeights, dev, part, c,
+                 "UP s" + std::to_string(c.job) + " c" + std::to_string(k));
         up.microbatch = -1;
         up.chunk = k;
         if (after)
@@ -180,9 +180,9 @@ void Inserter::run() {
     // compute two places back to free its buffer.
     auto upload = [&](CommandKind kind, unsigned boundary,
                       std::optional<unsigned> after) {
-      Command in = copy(kind, dev, boundaryBytes(layers, boundary), c,
-                        (kind == CommandKind::h2dGradient ? "DIN s" : "IN s") +
-                            tag);
+      Command in =
+          copy(kind, dev, boundaryBytes(layers, boundary), c,
+               (kind == CommandKind::h2dGradient ? "DIN s" : "IN s") + tag);
       in.boundary = boundary;
       if (after)
         in.waits.push_back(*after);
@@ -262,9 +262,9 @@ void Inserter::run() {
           for (unsigned l = j.range.begin; l < j.range.end; ++l)
             bytes += layers[l].gradBytes;
       if (bytes > 0) {
-        Command g = copy(CommandKind::d2hWeightGrads, dev, bytes,
-                         out.commands[ci],
-                         "GRAD s" + std::to_string(job.weightSet));
+        Command g =
+            copy(CommandKind::d2hWeightGrads, dev, bytes, out.commands[ci],
+                 "GRAD s" + std::to_string(job.weightSet));
         g.microbatch = -1;
         g.waits.push_back(ci);
         gradDownloads[step].push_back(add(std::move(g)));

@@ -47,7 +47,7 @@ namespace {
 /// grain only affects scheduling; the norm's rounding depends on it.
 constexpr int64_t kOptimizerGrain = int64_t(1) << 16;
 
-#if (defined(__GNUC__) || defined(__clang__)) &&                              \
+#if (defined(__GNUC__) || defined(__clang__)) &&                               \
     (defined(__x86_64__) || defined(__i386__))
 #define RP_OPT_X86_DISPATCH 1
 #define RP_OPT_INLINE inline __attribute__((always_inline))
@@ -83,14 +83,14 @@ bool useAvx2Fma() {
 /// computes in Python.
 struct AdamWScalars {
   float gradScale;
-  float decay;        // 1 - lr * wd
-  float beta1;        // beta1
-  float oneMinusB1;   // 1 - beta1
-  float beta2;        // beta2
-  float oneMinusB2;   // 1 - beta2
-  float bc2Sqrt;      // sqrt(1 - beta2^t)
-  float eps;          // eps
-  float negStepSize;  // -(lr / (1 - beta1^t))
+  float decay;       // 1 - lr * wd
+  float beta1;       // beta1
+  float oneMinusB1;  // 1 - beta1
+  float beta2;       // beta2
+  float oneMinusB2;  // 1 - beta2
+  float bc2Sqrt;     // sqrt(1 - beta2^t)
+  float eps;         // eps
+  float negStepSize; // -(lr / (1 - beta1^t))
 };
 
 /// torch 1.13, per element, in this order:
@@ -204,14 +204,14 @@ double sumSquaresBase(const float *g, int64_t n) {
 }
 
 #if RP_OPT_X86_DISPATCH
-RP_OPT_TARGET_AVX2 void adamwAvx2(float *w, const float *g, float *m,
-                                  float *v, int64_t n, const AdamWScalars &s) {
+RP_OPT_TARGET_AVX2 void adamwAvx2(float *w, const float *g, float *m, float *v,
+                                  int64_t n, const AdamWScalars &s) {
   adamwKernel(w, g, m, v, n, s);
 }
 
 template <bool WD, Momentum Mom, bool Nesterov>
-RP_OPT_TARGET_AVX2 void sgdAvx2(float *w, const float *g, float *buf,
-                                int64_t n, const SGDScalars &s) {
+RP_OPT_TARGET_AVX2 void sgdAvx2(float *w, const float *g, float *buf, int64_t n,
+                                const SGDScalars &s) {
   sgdKernel<WD, Mom, Nesterov>(w, g, buf, n, s);
 }
 
@@ -397,8 +397,8 @@ Status adamwStep(ThreadPool &pool, const AdamWConfig &config, int64_t step,
     const ParamChunk &chunk = chunks[c];
     const ParamSlot &p = params[chunk.param];
     const int64_t b = chunk.begin;
-    kernel(p.weight + b, p.grad + b, p.state0 + b, p.state1 + b,
-           chunk.end - b, s);
+    kernel(p.weight + b, p.grad + b, p.state0 + b, p.state1 + b, chunk.end - b,
+           s);
   });
   return {};
 }
@@ -437,8 +437,7 @@ Status sgdStep(ThreadPool &pool, const SGDConfig &config, int64_t step,
                                     : Momentum::Later;
   // torch skips the weight-decay add when wd == 0; fma(p, 0, g) is not
   // always g (p = inf or nan, g = -0), so neither does rp.
-  const SGDFn kernel =
-      pickSGD(config.weightDecay != 0, mom, config.nesterov);
+  const SGDFn kernel = pickSGD(config.weightDecay != 0, mom, config.nesterov);
   const std::vector<ParamChunk> chunks = planChunks(params, kOptimizerGrain);
   pool.parallelFor(static_cast<int64_t>(chunks.size()), [&](int64_t c) {
     const ParamChunk &chunk = chunks[c];

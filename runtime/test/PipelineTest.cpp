@@ -42,7 +42,8 @@ Loaded load(const Plan &built, const std::string &name, unsigned threads = 2,
   if (!plan)
     return l;
   l.plan = std::make_unique<Plan>(std::move(*plan));
-  auto backend = host::HostBackend::create(backendOptions(l.plan->devices, threads));
+  auto backend =
+      host::HostBackend::create(backendOptions(l.plan->devices, threads));
   EXPECT_TRUE(backend) << backend.getStatus().toString();
   if (!backend)
     return l;

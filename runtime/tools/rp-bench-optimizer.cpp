@@ -67,9 +67,9 @@ static bool readFloats(const std::string &path, std::vector<float> &out,
 static bool writeFloats(const std::string &path, const std::vector<float> &data,
                         std::string &error) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out || !out.write(reinterpret_cast<const char *>(data.data()),
-                         static_cast<std::streamsize>(data.size() *
-                                                      sizeof(float)))) {
+  if (!out ||
+      !out.write(reinterpret_cast<const char *>(data.data()),
+                 static_cast<std::streamsize>(data.size() * sizeof(float)))) {
     error = "cannot write " + path;
     return false;
   }
@@ -146,8 +146,8 @@ int main(int argc, char **argv) {
     auto stop = std::chrono::steady_clock::now();
     if (s.failed())
       return fail(s.getMessage());
-    times.push_back(std::chrono::duration<double, std::milli>(stop - start)
-                        .count());
+    times.push_back(
+        std::chrono::duration<double, std::milli>(stop - start).count());
   }
 
   if (!outWeights.empty() && !writeFloats(outWeights, w, error))
@@ -159,7 +159,8 @@ int main(int argc, char **argv) {
 
   std::printf("params %lld\n", static_cast<long long>(total));
   std::printf("steps %u\n", steps);
-  std::printf("best_step_ms %.4f\n", *std::min_element(times.begin(), times.end()));
+  std::printf("best_step_ms %.4f\n",
+              *std::min_element(times.begin(), times.end()));
   std::printf("mean_step_ms %.4f\n",
               std::accumulate(times.begin(), times.end(), 0.0) / times.size());
   return 0;

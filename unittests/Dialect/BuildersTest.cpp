@@ -28,8 +28,8 @@ protected:
   }
 
   Value param(StringRef name, ArrayRef<int64_t> shape, Type element = {}) {
-    auto type = RankedTensorType::get(shape, element ? element
-                                                     : builder.getF32Type());
+    auto type =
+        RankedTensorType::get(shape, element ? element : builder.getF32Type());
     return ParamOp::create(builder, builder.getUnknownLoc(), type, name,
                            /*trainable=*/false, nullptr, nullptr, nullptr);
   }
@@ -55,8 +55,8 @@ TEST_F(BuildersTest, BinaryOpInfersBroadcastShape) {
   Value a = param("a", {2, 1, 8}), b = param("b", {3, 8});
   auto add = AddOp::create(builder, builder.getUnknownLoc(), a, b);
   EXPECT_EQ(shapeOf(add), (ArrayRef<int64_t>{2, 3, 8}));
-  auto cmp = CmpOp::create(builder, builder.getUnknownLoc(), CmpPredicate::lt,
-                           a, b);
+  auto cmp =
+      CmpOp::create(builder, builder.getUnknownLoc(), CmpPredicate::lt, a, b);
   EXPECT_TRUE(cmp.getType().getElementType().isInteger(1));
   EXPECT_TRUE(succeeded(verify(*module)));
 }
@@ -105,15 +105,15 @@ TEST_F(BuildersTest, LayerBindsInputsToBlockArguments) {
   Block &body = layer.getBody().front();
   ASSERT_EQ(body.getNumArguments(), 2u);
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
-  Value y = MatmulOp::create(inner, loc, body.getArgument(0),
-                             body.getArgument(1));
+  Value y =
+      MatmulOp::create(inner, loc, body.getArgument(0), body.getArgument(1));
   YieldOp::create(inner, loc, ValueRange{y});
   EXPECT_TRUE(succeeded(verify(*module)));
 }
 
 TEST_F(BuildersTest, ParamSizeCountsStoredBytes) {
-  auto p = cast<ParamOp>(param("w", {3, 5}, builder.getBF16Type())
-                             .getDefiningOp());
+  auto p =
+      cast<ParamOp>(param("w", {3, 5}, builder.getBF16Type()).getDefiningOp());
   EXPECT_EQ(p.getSizeInBytes(), 30);
   auto m = cast<ParamOp>(param("m", {7}, builder.getI1Type()).getDefiningOp());
   EXPECT_EQ(m.getSizeInBytes(), 7);

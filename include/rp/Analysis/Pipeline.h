@@ -137,8 +137,7 @@ Partition staticPartition(llvm::ArrayRef<LayerCost> layers, unsigned stages);
 
 /// How many stages a schedule cuts for `devices` devices (static
 /// schedules: one per device, two for interleaved, at most one per layer).
-unsigned staticStageCount(ScheduleKind kind, unsigned devices,
-                          unsigned layers);
+unsigned staticStageCount(ScheduleKind kind, unsigned devices, unsigned layers);
 
 /// Binds the jobs of `partition` to devices and orders their compute
 /// commands (one per job and microbatch) with the data dependencies
@@ -153,11 +152,11 @@ FailureOr<Pipeline> lowerSchedule(const Partition &partition,
 /// Adds the copies the compute needs, in the queues' order: weight uploads
 /// in chunks of at most kWeightChunkBytes (round-robin: after the job two
 /// turns back on the device has finished and its gradients are
-/// downloaded, so two weight sets are resident); activations, saved inputs and activation gradients through
-/// host memory (D2H on the producing device, H2D on the consuming one, at
-/// most two inputs in flight per device); weight gradients D2H once per
-/// weight set after its last microbatch; then the host optimizer step,
-/// after every gradient download.
+/// downloaded, so two weight sets are resident); activations, saved inputs and
+/// activation gradients through host memory (D2H on the producing device, H2D
+/// on the consuming one, at most two inputs in flight per device); weight
+/// gradients D2H once per weight set after its last microbatch; then the host
+/// optimizer step, after every gradient download.
 void insertTransfers(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
                      const HardwareProfile &hw);
 

@@ -44,8 +44,8 @@ void MatmulOp::build(OpBuilder &builder, OperationState &state, Value lhs,
   SmallVector<int64_t> shape(lt.getShape());
   if (lt.getRank() >= 2 && rt.getRank() >= 2) {
     MatmulDims d = matmulDims(lt, rt, transposeA, transposeB);
-    auto batch = broadcastShapes(lt.getShape().drop_back(2),
-                                 rt.getShape().drop_back(2));
+    auto batch =
+        broadcastShapes(lt.getShape().drop_back(2), rt.getShape().drop_back(2));
     if (succeeded(batch)) {
       shape = *batch;
       shape.push_back(d.m);
@@ -80,7 +80,8 @@ LogicalResult MatmulOp::verify() {
   expected.push_back(d.n);
   if (getType().getShape() != ArrayRef<int64_t>(expected))
     return emitOpError("expected result shape ")
-           << ShapeStr{expected} << " but got " << ShapeStr{getType().getShape()};
+           << ShapeStr{expected} << " but got "
+           << ShapeStr{getType().getShape()};
   return success();
 }
 
@@ -128,7 +129,8 @@ LogicalResult ReduceOp::verify() {
       reducedShape(in.getShape(), dims, getKeepDims());
   if (getType().getShape() != ArrayRef<int64_t>(expected))
     return emitOpError("expected result shape ")
-           << ShapeStr{expected} << " but got " << ShapeStr{getType().getShape()};
+           << ShapeStr{expected} << " but got "
+           << ShapeStr{getType().getShape()};
   return success();
 }
 
@@ -199,10 +201,12 @@ LogicalResult RmsNormOp::verify() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult mlir::rp::verifyAttentionShapes(
-    Operation *op, RankedTensorType q, RankedTensorType k, RankedTensorType v,
-    Value mask, bool causal, std::optional<double> scale,
-    RankedTensorType result) {
+LogicalResult mlir::rp::verifyAttentionShapes(Operation *op, RankedTensorType q,
+                                              RankedTensorType k,
+                                              RankedTensorType v, Value mask,
+                                              bool causal,
+                                              std::optional<double> scale,
+                                              RankedTensorType result) {
   for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"query", q},
                             {"key", k},
                             {"value", v},
@@ -215,8 +219,9 @@ LogicalResult mlir::rp::verifyAttentionShapes(
           d = q.getDimSize(3);
   int64_t hkv = k.getDimSize(1), t = k.getDimSize(2);
   if (k.getDimSize(0) != b || v.getDimSize(0) != b)
-    return op->emitOpError("query, key and value must share the batch size, but "
-                       "got ")
+    return op->emitOpError(
+               "query, key and value must share the batch size, but "
+               "got ")
            << b << ", " << k.getDimSize(0) << " and " << v.getDimSize(0);
   if (k.getDimSize(3) != d)
     return op->emitOpError("key head dim ")
@@ -234,8 +239,9 @@ LogicalResult mlir::rp::verifyAttentionShapes(
     return op->emitOpError("expected result shape ")
            << ShapeStr{expected} << " but got " << ShapeStr{result.getShape()};
   if (causal && s != t)
-    return op->emitOpError("causal attention needs equal query and key lengths, "
-                       "but got ")
+    return op->emitOpError(
+               "causal attention needs equal query and key lengths, "
+               "but got ")
            << s << " and " << t;
   if (scale && !(*scale > 0.0))
     return op->emitOpError("expected a positive scale but got ") << *scale;
@@ -268,5 +274,6 @@ LogicalResult AttentionOp::verify() {
 double AttentionOp::getEffectiveScale() {
   if (auto scale = getScale())
     return scale->convertToDouble();
-  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+  return 1.0 /
+         std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
 }

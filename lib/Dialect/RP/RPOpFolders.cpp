@@ -83,14 +83,12 @@ static Attribute foldBinaryConstants(ArrayRef<Attribute> operands, Type result,
   operands = expanded;
   if (isa<FloatType>(getElementTypeOrSelf(result)))
     return constFoldBinaryOpConditional<FloatAttr, APFloat, void>(
-        operands, result,
-        [&](APFloat a, APFloat b) -> std::optional<APFloat> {
+        operands, result, [&](APFloat a, APFloat b) -> std::optional<APFloat> {
           return floatFn(a, b);
         });
   return constFoldBinaryOpConditional<IntegerAttr, APInt, void>(
-      operands, result, [&](APInt a, APInt b) -> std::optional<APInt> {
-        return intFn(a, b);
-      });
+      operands, result,
+      [&](APInt a, APInt b) -> std::optional<APInt> { return intFn(a, b); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -220,16 +218,16 @@ OpFoldResult CmpOp::fold(FoldAdaptor adaptor) {
     return {};
   SmallVector<bool> out;
   if (isa<FloatType>(lhs.getElementType())) {
-    for (auto [a, b] : llvm::zip(lhs.getValues<APFloat>(),
-                                 rhs.getValues<APFloat>())) {
+    for (auto [a, b] :
+         llvm::zip(lhs.getValues<APFloat>(), rhs.getValues<APFloat>())) {
       APFloat::cmpResult r = a.compare(b);
       if (r == APFloat::cmpUnordered) {
         out.push_back(getPredicate() == CmpPredicate::ne);
         continue;
       }
-      out.push_back(compare(getPredicate(), r == APFloat::cmpLessThan    ? -1
-                                            : r == APFloat::cmpEqual     ? 0
-                                                                         : 1));
+      out.push_back(compare(getPredicate(), r == APFloat::cmpLessThan ? -1
+                                            : r == APFloat::cmpEqual  ? 0
+                                                                      : 1));
     }
   } else {
     for (auto [a, b] :
@@ -383,9 +381,11 @@ static bool widensExactly(Type narrow, Type wide) {
   auto n = dyn_cast<FloatType>(narrow), w = dyn_cast<FloatType>(wide);
   if (!n || !w)
     return false;
-  const llvm::fltSemantics &ns = n.getFloatSemantics(), &ws = w.getFloatSemantics();
+  const llvm::fltSemantics &ns = n.getFloatSemantics(),
+                           &ws = w.getFloatSemantics();
   return APFloat::semanticsPrecision(ns) <= APFloat::semanticsPrecision(ws) &&
-         APFloat::semanticsMaxExponent(ns) <= APFloat::semanticsMaxExponent(ws) &&
+         APFloat::semanticsMaxExponent(ns) <=
+             APFloat::semanticsMaxExponent(ws) &&
          APFloat::semanticsMinExponent(ns) >= APFloat::semanticsMinExponent(ws);
 }
 
@@ -431,7 +431,8 @@ struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
     ArrayRef<int64_t> perm = t.getPermutation();
     int64_t rank = perm.size();
     for (int64_t d = 0; d < rank; ++d) {
-      int64_t expected = d < rank - 2 ? d : (d == rank - 2 ? rank - 1 : rank - 2);
+      int64_t expected =
+          d < rank - 2 ? d : (d == rank - 2 ? rank - 1 : rank - 2);
       if (perm[d] != expected)
         return {};
     }

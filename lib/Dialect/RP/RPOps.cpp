@@ -64,13 +64,14 @@ LogicalResult mlir::rp::verifyBroadcastingElementwise(Operation *op) {
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
   SmallVector<int64_t> shape;
   for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
-    ArrayRef<int64_t> dims = cast<RankedTensorType>(operand.getType()).getShape();
+    ArrayRef<int64_t> dims =
+        cast<RankedTensorType>(operand.getType()).getShape();
     auto next = broadcastShapes(shape, dims);
     if (failed(next))
-      return op->emitOpError() << "operand #" << i << " of shape "
-                               << ShapeStr{dims}
-                               << " does not broadcast with the shape "
-                               << ShapeStr{shape} << " of the operands before it";
+      return op->emitOpError()
+             << "operand #" << i << " of shape " << ShapeStr{dims}
+             << " does not broadcast with the shape " << ShapeStr{shape}
+             << " of the operands before it";
     shape = std::move(*next);
   }
   if (resultType.getShape() != ArrayRef<int64_t>(shape))
@@ -150,7 +151,8 @@ LogicalResult LayerOp::verify() {
            << getInputs().size()
            << " entry block arguments (one per input) but got "
            << block.getNumArguments();
-  for (auto [i, input, arg] : llvm::enumerate(getInputs(), block.getArguments()))
+  for (auto [i, input, arg] :
+       llvm::enumerate(getInputs(), block.getArguments()))
     if (input.getType() != arg.getType())
       return emitOpError("entry block argument #")
              << i << " has type " << arg.getType()
@@ -229,7 +231,8 @@ LogicalResult TransposeOp::verify() {
     expected.push_back(in.getDimSize(p));
   if (getType().getShape() != ArrayRef<int64_t>(expected))
     return emitOpError("expected result shape ")
-           << ShapeStr{expected} << " but got " << ShapeStr{getType().getShape()};
+           << ShapeStr{expected} << " but got "
+           << ShapeStr{getType().getShape()};
   return success();
 }
 
@@ -264,8 +267,8 @@ LogicalResult mlir::rp::verifySliceWindow(Operation *op, RankedTensorType in,
 }
 
 LogicalResult SliceOp::verify() {
-  return verifySliceWindow(*this, getInput().getType(), getType(),
-                           getOffsets(), getStrides());
+  return verifySliceWindow(*this, getInput().getType(), getType(), getOffsets(),
+                           getStrides());
 }
 
 LogicalResult ConcatOp::verify() {
@@ -284,9 +287,8 @@ LogicalResult ConcatOp::verify() {
              << i << " has element type " << type.getElementType()
              << " but the result has " << out.getElementType();
     if (type.getRank() != rank)
-      return emitOpError("input #")
-             << i << " has rank " << type.getRank() << " but the result has "
-             << rank;
+      return emitOpError("input #") << i << " has rank " << type.getRank()
+                                    << " but the result has " << rank;
     for (int64_t d = 0; d < rank; ++d)
       if (d != dim && type.getDimSize(d) != out.getDimSize(d))
         return emitOpError("input #")
@@ -327,8 +329,8 @@ gatherShape(RankedTensorType input, RankedTensorType indices, int64_t axis) {
 void GatherOp::build(OpBuilder &builder, OperationState &state, Value input,
                      Value indices, int64_t axis) {
   auto inType = cast<RankedTensorType>(input.getType());
-  auto shape = gatherShape(inType, cast<RankedTensorType>(indices.getType()),
-                           axis);
+  auto shape =
+      gatherShape(inType, cast<RankedTensorType>(indices.getType()), axis);
   auto resultType = RankedTensorType::get(
       succeeded(shape) ? ArrayRef<int64_t>(*shape) : inType.getShape(),
       inType.getElementType());
@@ -336,8 +338,8 @@ void GatherOp::build(OpBuilder &builder, OperationState &state, Value input,
 }
 
 LogicalResult GatherOp::verify() {
-  auto shape = gatherShape(getInput().getType(), getIndices().getType(),
-                           getAxis());
+  auto shape =
+      gatherShape(getInput().getType(), getIndices().getType(), getAxis());
   if (failed(shape))
     return emitOpError("axis ") << getAxis() << " is out of range for rank "
                                 << getInput().getType().getRank();

@@ -40,7 +40,8 @@ static Value reduceTo(OpBuilder &b, Location loc, Value g,
   int64_t lead = type.getRank() - target.getRank();
   SmallVector<int64_t> dims;
   for (int64_t d = 0; d < type.getRank(); ++d)
-    if (d < lead || (target.getDimSize(d - lead) == 1 && type.getDimSize(d) != 1))
+    if (d < lead ||
+        (target.getDimSize(d - lead) == 1 && type.getDimSize(d) != 1))
       dims.push_back(d);
   Value sum = dims.empty() ? g
                            : ReduceOp::create(b, loc, ReduceKind::sum, g, dims,
@@ -61,7 +62,7 @@ static Value binaryAt(OpBuilder &b, Location loc, Value x, Value y) {
 LogicalResult AddOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                               SmallVectorImpl<Value> &dxs) {
   dxs.assign({reduceTo(b, getLoc(), dys[0], getLhs().getType()),
-         reduceTo(b, getLoc(), dys[0], getRhs().getType())});
+              reduceTo(b, getLoc(), dys[0], getRhs().getType())});
   return success();
 }
 
@@ -69,7 +70,7 @@ LogicalResult SubOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                               SmallVectorImpl<Value> &dxs) {
   Value neg = NegOp::create(b, getLoc(), dys[0]);
   dxs.assign({reduceTo(b, getLoc(), dys[0], getLhs().getType()),
-         reduceTo(b, getLoc(), neg, getRhs().getType())});
+              reduceTo(b, getLoc(), neg, getRhs().getType())});
   return success();
 }
 
@@ -77,9 +78,9 @@ LogicalResult MulOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                               SmallVectorImpl<Value> &dxs) {
   Location loc = getLoc();
   dxs.assign({reduceTo(b, loc, binaryAt<MulOp>(b, loc, dys[0], getRhs()),
-                  getLhs().getType()),
-         reduceTo(b, loc, binaryAt<MulOp>(b, loc, dys[0], getLhs()),
-                  getRhs().getType())});
+                       getLhs().getType()),
+              reduceTo(b, loc, binaryAt<MulOp>(b, loc, dys[0], getLhs()),
+                       getRhs().getType())});
   return success();
 }
 
@@ -89,10 +90,11 @@ LogicalResult DivOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
   // d/drhs (lhs / rhs) = -(lhs / rhs) / rhs: reuses the forward result.
   Value dl = binaryAt<DivOp>(b, loc, dys[0], getRhs());
   Value dr = NegOp::create(
-      b, loc, binaryAt<DivOp>(b, loc, binaryAt<MulOp>(b, loc, dys[0], getResult()),
-                              getRhs()));
+      b, loc,
+      binaryAt<DivOp>(b, loc, binaryAt<MulOp>(b, loc, dys[0], getResult()),
+                      getRhs()));
   dxs.assign({reduceTo(b, loc, dl, getLhs().getType()),
-         reduceTo(b, loc, dr, getRhs().getType())});
+              reduceTo(b, loc, dr, getRhs().getType())});
   return success();
 }
 
@@ -102,13 +104,13 @@ LogicalResult PowOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
   Type element = getType().getElementType();
   Value one = scalar(b, loc, element, 1.0);
   Value expm1 = binaryAt<SubOp>(b, loc, getRhs(), one);
-  Value dl = binaryAt<MulOp>(
-      b, loc, binaryAt<MulOp>(b, loc, dys[0], getRhs()),
-      binaryAt<PowOp>(b, loc, getLhs(), expm1));
-  Value dr = binaryAt<MulOp>(b, loc, binaryAt<MulOp>(b, loc, dys[0], getResult()),
-                             LogOp::create(b, loc, getLhs()));
+  Value dl = binaryAt<MulOp>(b, loc, binaryAt<MulOp>(b, loc, dys[0], getRhs()),
+                             binaryAt<PowOp>(b, loc, getLhs(), expm1));
+  Value dr =
+      binaryAt<MulOp>(b, loc, binaryAt<MulOp>(b, loc, dys[0], getResult()),
+                      LogOp::create(b, loc, getLhs()));
   dxs.assign({reduceTo(b, loc, dl, getLhs().getType()),
-         reduceTo(b, loc, dr, getRhs().getType())});
+              reduceTo(b, loc, dr, getRhs().getType())});
   return success();
 }
 
@@ -120,9 +122,9 @@ static void extremumVJP(OpBuilder &b, Operation *op, CmpPredicate lhsWins,
   Value mask = CmpOp::create(b, loc, lhsWins, lhs, rhs);
   Value zero = scalar(b, loc, tensorType(dy).getElementType(), 0.0);
   dxs.assign({reduceTo(b, loc, WhereOp::create(b, loc, mask, dy, zero),
-                  tensorType(lhs)),
-         reduceTo(b, loc, WhereOp::create(b, loc, mask, zero, dy),
-                  tensorType(rhs))});
+                       tensorType(lhs)),
+              reduceTo(b, loc, WhereOp::create(b, loc, mask, zero, dy),
+                       tensorType(rhs))});
 }
 
 LogicalResult MaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
@@ -141,11 +143,12 @@ LogicalResult WhereOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                 SmallVectorImpl<Value> &dxs) {
   Location loc = getLoc();
   Value zero = scalar(b, loc, getType().getElementType(), 0.0);
-  dxs.assign({Value(),
-         reduceTo(b, loc, WhereOp::create(b, loc, getCondition(), dys[0], zero),
-                  getOnTrue().getType()),
-         reduceTo(b, loc, WhereOp::create(b, loc, getCondition(), zero, dys[0]),
-                  getOnFalse().getType())});
+  dxs.assign(
+      {Value(),
+       reduceTo(b, loc, WhereOp::create(b, loc, getCondition(), dys[0], zero),
+                getOnTrue().getType()),
+       reduceTo(b, loc, WhereOp::create(b, loc, getCondition(), zero, dys[0]),
+                getOnFalse().getType())});
   return success();
 }
 
@@ -158,8 +161,8 @@ LogicalResult NegOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
 #define RP_UNARY_VJP(Op, Kind)                                                 \
   LogicalResult Op::buildVJP(OpBuilder &b, ArrayRef<Value> dys,                \
                              SmallVectorImpl<Value> &dxs) {                    \
-    dxs.assign({UnaryGradOp::create(b, getLoc(), getType(), UnaryGradKind::Kind,    \
-                               getInput(), dys[0])});                           \
+    dxs.assign({UnaryGradOp::create(                                           \
+        b, getLoc(), getType(), UnaryGradKind::Kind, getInput(), dys[0])});    \
     return success();                                                          \
   }
 RP_UNARY_VJP(ExpOp, exp)
@@ -178,7 +181,8 @@ LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
   auto kind = getApproximate() == GeluApproximation::tanh
                   ? UnaryGradKind::gelu_tanh
                   : UnaryGradKind::gelu;
-  dxs.assign({UnaryGradOp::create(b, getLoc(), getType(), kind, getInput(), dys[0])});
+  dxs.assign(
+      {UnaryGradOp::create(b, getLoc(), getType(), kind, getInput(), dys[0])});
   return success();
 }
 
@@ -186,8 +190,8 @@ LogicalResult CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                SmallVectorImpl<Value> &dxs) {
   auto in = getInput().getType();
   dxs.assign({isa<FloatType>(in.getElementType())
-             ? CastOp::create(b, getLoc(), in, dys[0]).getResult()
-             : Value()});
+                  ? CastOp::create(b, getLoc(), in, dys[0]).getResult()
+                  : Value()});
   return success();
 }
 
@@ -214,7 +218,7 @@ LogicalResult TransposeOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
 LogicalResult SliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                 SmallVectorImpl<Value> &dxs) {
   dxs.assign({SliceGradOp::create(b, getLoc(), getInput().getType(), dys[0],
-                             getOffsets(), getStrides())});
+                                  getOffsets(), getStrides())});
   return success();
 }
 
@@ -227,11 +231,11 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
     SmallVector<int64_t> offsets(type.getRank(), 0), strides(type.getRank(), 1);
     offsets[dim] = offset;
     offset += type.getDimSize(dim);
-    dxs.push_back(isa<FloatType>(type.getElementType())
-                      ? SliceOp::create(b, getLoc(), type, dys[0], offsets,
-                                        strides)
-                            .getResult()
-                      : Value());
+    dxs.push_back(
+        isa<FloatType>(type.getElementType())
+            ? SliceOp::create(b, getLoc(), type, dys[0], offsets, strides)
+                  .getResult()
+            : Value());
   }
   return success();
 }
@@ -244,9 +248,9 @@ LogicalResult BroadcastOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
 
 LogicalResult GatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                  SmallVectorImpl<Value> &dxs) {
-  dxs.assign({GatherGradOp::create(b, getLoc(), getInput().getType(), getIndices(),
-                              dys[0], getAxis()),
-         Value()});
+  dxs.assign({GatherGradOp::create(b, getLoc(), getInput().getType(),
+                                   getIndices(), dys[0], getAxis()),
+              Value()});
   return success();
 }
 
@@ -266,20 +270,23 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
   Value aRows = a, dcRows = dc;
   if (wType.getRank() == 2 && aType.getRank() > 2 && !ta) {
     int64_t rows = aType.getNumElements() / aType.getShape().back();
-    aRows = ReshapeOp::create(
-        b, loc, RankedTensorType::get({rows, aType.getShape().back()},
-                                      aType.getElementType()),
-        a);
+    aRows =
+        ReshapeOp::create(b, loc,
+                          RankedTensorType::get({rows, aType.getShape().back()},
+                                                aType.getElementType()),
+                          a);
     auto cType = tensorType(dc);
-    dcRows = ReshapeOp::create(
-        b, loc, RankedTensorType::get({rows, cType.getShape().back()},
-                                      cType.getElementType()),
-        dc);
+    dcRows =
+        ReshapeOp::create(b, loc,
+                          RankedTensorType::get({rows, cType.getShape().back()},
+                                                cType.getElementType()),
+                          dc);
   }
   Value da = ta ? MatmulOp::create(b, loc, w, dc, tb, true).getResult()
                 : MatmulOp::create(b, loc, dc, w, false, !tb).getResult();
-  Value dw = tb ? MatmulOp::create(b, loc, dcRows, aRows, true, ta).getResult()
-                : MatmulOp::create(b, loc, aRows, dcRows, !ta, false).getResult();
+  Value dw =
+      tb ? MatmulOp::create(b, loc, dcRows, aRows, true, ta).getResult()
+         : MatmulOp::create(b, loc, aRows, dcRows, !ta, false).getResult();
   dxs.assign({reduceTo(b, loc, da, aType), reduceTo(b, loc, dw, wType)});
   return success();
 }
@@ -289,8 +296,8 @@ LogicalResult ReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
   Location loc = getLoc();
   auto in = getInput().getType();
   if (getKind() == ReduceKind::max || getKind() == ReduceKind::min) {
-    dxs.assign({ExtremumGradOp::create(b, loc, in, getKind(), getInput(), dys[0],
-                                  getDims(), getKeepDims())});
+    dxs.assign({ExtremumGradOp::create(b, loc, in, getKind(), getInput(),
+                                       dys[0], getDims(), getKeepDims())});
     return success();
   }
   SmallVector<int64_t> kept(in.getShape());
@@ -311,14 +318,14 @@ LogicalResult ReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
 LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                   SmallVectorImpl<Value> &dxs) {
   dxs.assign({SoftmaxGradOp::create(b, getLoc(), getType(), getResult(), dys[0],
-                               getDim(), /*log=*/false)});
+                                    getDim(), /*log=*/false)});
   return success();
 }
 
 LogicalResult LogSoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                      SmallVectorImpl<Value> &dxs) {
   dxs.assign({SoftmaxGradOp::create(b, getLoc(), getType(), getResult(), dys[0],
-                               getDim(), /*log=*/true)});
+                                    getDim(), /*log=*/true)});
   return success();
 }
 
@@ -335,8 +342,8 @@ static void normVJP(OpBuilder &b, Operation *op, Value x, Value scale,
     affineTypes.push_back(affine);
   if (bias)
     affineTypes.push_back(affine);
-  auto grad = NormGradOp::create(b, op->getLoc(), in, affineTypes, x, scale,
-                                 dy, axis, eps, bias != nullptr, rms);
+  auto grad = NormGradOp::create(b, op->getLoc(), in, affineTypes, x, scale, dy,
+                                 axis, eps, bias != nullptr, rms);
   dxs.clear();
   dxs.push_back(grad.getInputGrad());
   unsigned next = 0;

@@ -70,10 +70,10 @@ onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
     auto file = llvm::MemoryBuffer::getFileSlice(
         path, length < 0 ? 0 : length, ext->offset, /*IsVolatile=*/false);
     if (!file || length < 0)
-      return emitError(loc) << "cannot read external data of tensor '"
-                            << tensor.name() << "' from '" << path << "'"
-                            << (file ? ": no length given"
-                                     : ": " + file.getError().message());
+      return emitError(loc)
+             << "cannot read external data of tensor '" << tensor.name()
+             << "' from '" << path << "'"
+             << (file ? ": no length given" : ": " + file.getError().message());
     return std::string((*file)->getBuffer());
   }
   if (tensor.has_raw_data())

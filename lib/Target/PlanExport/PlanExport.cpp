@@ -113,8 +113,9 @@ LogicalResult PlanWriter::addParam(ParamOp param) {
         fbb, 0, 0, fbb.CreateString(param.getName().str()),
         param.getTrainable(), /*stored=*/false, bound);
     bufferIndex[param.getResult()] = buffers.size();
-    buffers.push_back(pf::CreateBuffer(fbb, *planDTypeOf(type), shape, range, 0,
-                                       fbb.CreateString(param.getName().str())));
+    buffers.push_back(
+        pf::CreateBuffer(fbb, *planDTypeOf(type), shape, range, 0,
+                         fbb.CreateString(param.getName().str())));
     bufferBytes.push_back(param.getSizeInBytes());
     return success();
   }
@@ -124,15 +125,16 @@ LogicalResult PlanWriter::addParam(ParamOp param) {
     llvm::sys::path::append(path, *param.getFile());
   }
   std::string rel = relativeTo(path, options.planDir);
-  auto [it, inserted] = weightFileIndex.try_emplace(rel, weightFilePaths.size());
+  auto [it, inserted] =
+      weightFileIndex.try_emplace(rel, weightFilePaths.size());
   if (inserted) {
     weightFilePaths.push_back(rel);
     weightFileMinSize.push_back(0);
   }
   uint32_t file = it->second;
   uint64_t offset = param.getOffsetAttr().getInt();
-  weightFileMinSize[file] = std::max<uint64_t>(
-      weightFileMinSize[file], offset + param.getSizeInBytes());
+  weightFileMinSize[file] = std::max<uint64_t>(weightFileMinSize[file],
+                                               offset + param.getSizeInBytes());
   auto type = param.getType();
   auto shape = fbb.CreateVector(type.getShape().data(), type.getRank());
   auto range = pf::CreateWeightRange(fbb, file, offset,
@@ -148,7 +150,8 @@ LogicalResult PlanWriter::addParam(ParamOp param) {
 LogicalResult PlanWriter::addConstant(ConstantOp c) {
   auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
   if (!dense)
-    return c.emitOpError("holds a non-dense constant, which plans cannot embed");
+    return c.emitOpError(
+        "holds a non-dense constant, which plans cannot embed");
   std::vector<uint8_t> data;
   Type element = dense.getElementType();
   if (element.isInteger(1)) {
@@ -324,9 +327,8 @@ static std::optional<KernelSpec> contractionSpec(Operation *op) {
 }
 
 FailureOr<KernelSpec> PlanWriter::specOf(Operation *op) {
-  for (auto family :
-       {elementwiseSpec, layoutSpec, contractionSpec, gradientKernelSpec,
-        moeKernelSpec})
+  for (auto family : {elementwiseSpec, layoutSpec, contractionSpec,
+                      gradientKernelSpec, moeKernelSpec})
     if (std::optional<KernelSpec> spec = family(op))
       return *spec;
   return op->emitOpError("has no kernel in the plan format");
@@ -401,8 +403,7 @@ PlanWriter::addProgram(StringRef name, ArrayRef<Operation *> ops,
         fbb, spec->op, fbb.CreateVector(ins), fbb.CreateVector(outs),
         fbb.CreateVector(spec->ints.data(), spec->ints.size()),
         fbb.CreateVector(spec->floats.data(), spec->floats.size()),
-        loc.empty() ? 0 : fbb.CreateString(loc),
-        op.hasAttr(kRecomputeAttr)));
+        loc.empty() ? 0 : fbb.CreateString(loc), op.hasAttr(kRecomputeAttr)));
   }
   llvm::append_range(calls, extra);
   programs.push_back(pf::CreateProgram(fbb, fbb.CreateString(name.str()),
@@ -449,8 +450,7 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
   bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
 
-LogicalResult PlanWriter::run(func::FuncOp main,
-                              std::vector<uint8_t> &bytes) {
+LogicalResult PlanWriter::run(func::FuncOp main, std::vector<uint8_t> &bytes) {
   for (auto [i, arg] : llvm::enumerate(main.getArguments())) {
     if (!planDTypeOf(arg.getType()) || !isa<RankedTensorType>(arg.getType()))
       return main.emitOpError("argument #")

@@ -43,8 +43,7 @@ int64_t planIndexLimit(Value v);
 
 class PlanWriter {
 public:
-  PlanWriter(const PlanExportOptions &options)
-      : options(options) {}
+  PlanWriter(const PlanExportOptions &options) : options(options) {}
 
   /// One device, layers in order, run once per microbatch.
   LogicalResult run(func::FuncOp main, std::vector<uint8_t> &bytes);

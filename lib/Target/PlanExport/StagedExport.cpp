@@ -62,8 +62,8 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   SmallVector<unsigned> lateWaits;
   for (Value v : toUpload[{unsigned(c.job), mb}]) {
     HostSlice h = slice(v);
-    late.push_back(copy(h.buffer, h.offset, inputBuffer(v, c.job, mb), 0,
-                        h.bytes));
+    late.push_back(
+        copy(h.buffer, h.offset, inputBuffer(v, c.job, mb), 0, h.bytes));
     if (producer.count(v)) {
       auto it = firstDownload.find({producer[v], mb});
       if (it == firstDownload.end())
@@ -381,7 +381,8 @@ void StagedExporter::emitInputs(unsigned index) {
   llvm::DenseSet<unsigned> from;
   for (unsigned x : c.waits) {
     waits.push_back(eventOf[x]);
-    if (cmds[x].kind == Kind::activationOut || cmds[x].kind == Kind::gradientOut)
+    if (cmds[x].kind == Kind::activationOut ||
+        cmds[x].kind == Kind::gradientOut)
       from.insert(cmds[x].job);
   }
   bool gradient = c.kind == Kind::gradientIn;
@@ -408,8 +409,8 @@ void StagedExporter::emitWeights(unsigned index) {
   SmallVector<unsigned> waits = waitsOf(c);
   // The set's weights as one byte stream cut into the schedule's chunks.
   int64_t lo = int64_t(c.chunk) * kWeightChunkBytes;
-  int64_t hi = c.chunk + 1 == upCount[c.job] ? INT64_MAX
-                                             : lo + kWeightChunkBytes;
+  int64_t hi =
+      c.chunk + 1 == upCount[c.job] ? INT64_MAX : lo + kWeightChunkBytes;
   std::vector<fb::Offset<pf::Copy>> copies;
   int64_t at = 0;
   for (Value v : setWeights[set]) {
@@ -417,11 +418,12 @@ void StagedExporter::emitWeights(unsigned index) {
     int64_t n = w.bufferBytes[src];
     int64_t b = std::max(at, lo), e = std::min(at + n, hi);
     if (b < e)
-      copies.push_back(copy(src, b - at, weightBuffer(v, c.job), b - at, e - b));
+      copies.push_back(
+          copy(src, b - at, weightBuffer(v, c.job), b - at, e - b));
     at += n;
   }
-  eventOf[index] = addJob(c, pf::Queue::weight_h2d, std::nullopt, copies,
-                          waits, label(c));
+  eventOf[index] =
+      addJob(c, pf::Queue::weight_h2d, std::nullopt, copies, waits, label(c));
 }
 
 void StagedExporter::emitWeightGrads(unsigned index) {
@@ -437,13 +439,13 @@ void StagedExporter::emitWeightGrads(unsigned index) {
         auto [h, fresh] = gradHost.try_emplace(r, 0);
         if (fresh)
           h->second = w.newBuffer(r.getType(), "grad", -1);
-        copies.push_back(copy(accBuffer.at(r), 0, h->second, 0,
-                              w.bufferBytes[h->second]));
+        copies.push_back(
+            copy(accBuffer.at(r), 0, h->second, 0, w.bufferBytes[h->second]));
       }
   Cmd g = c;
   g.mb = -1;
-  eventOf[index] = addJob(g, pf::Queue::d2h, std::nullopt, copies, waits,
-                          label(c));
+  eventOf[index] =
+      addJob(g, pf::Queue::d2h, std::nullopt, copies, waits, label(c));
 }
 
 LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
@@ -539,7 +541,8 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
     w.overrides[v] = h;
   auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
   for (Value v : ret.getOperands())
-    if (!w.overrides.count(v) && !llvm::is_contained(epilogue, v.getDefiningOp()))
+    if (!w.overrides.count(v) &&
+        !llvm::is_contained(epilogue, v.getDefiningOp()))
       return ret.emitOpError("returns a value the staged plan does not "
                              "bring to the host");
   if (!epilogue.empty()) {

@@ -1,4 +1,5 @@
-//===- StagedExporter.h - a pipeline schedule into a staged plan -*- C++ -*-===//
+//===- StagedExporter.h - a pipeline schedule into a staged plan -*- C++
+//-*-===//
 //
 // The exporter behind PlanWriter::runStaged: StagedJobs.cpp reads the
 // schedule and maps its stage jobs to the graph's layers and buffers;
@@ -42,8 +43,14 @@ public:
 
 private:
   enum class Kind {
-    compute, weights, activationIn, gradientIn, activationOut,
-    gradientOut, weightGrads, optimizer
+    compute,
+    weights,
+    activationIn,
+    gradientIn,
+    activationOut,
+    gradientOut,
+    weightGrads,
+    optimizer
   };
   struct Cmd {
     Kind kind;
@@ -90,7 +97,8 @@ private:
   FailureOr<uint32_t> accumulateProgram(unsigned job, LayerOp l,
                                         ArrayRef<Value> grads, bool first);
   /// Appends a job; returns the event it records.
-  unsigned addJob(const Cmd &c, pf::Queue queue, std::optional<uint32_t> program,
+  unsigned addJob(const Cmd &c, pf::Queue queue,
+                  std::optional<uint32_t> program,
                   ArrayRef<fb::Offset<pf::Copy>> copies,
                   ArrayRef<unsigned> waits, const std::string &label,
                   bool record = true);

@@ -21,7 +21,9 @@ std::string StagedExporter::label(const Cmd &c) const {
   switch (c.kind) {
   case Kind::compute: {
     LayerRole r = jobs[c.job].role;
-    return (r == LayerRole::forward ? "F" : r == LayerRole::tail ? "T" : "B") +
+    return (r == LayerRole::forward ? "F"
+            : r == LayerRole::tail  ? "T"
+                                    : "B") +
            j + mb;
   }
   case Kind::weights:
@@ -188,8 +190,7 @@ LogicalResult StagedExporter::bindLayers() {
                            "rp-autodiff differentiated after rp-partition");
     int found = -1;
     for (auto [i, j] : llvm::enumerate(jobs))
-      if (j.role == l.getRole() && (*span)[0] >= j.begin &&
-          (*span)[1] <= j.end)
+      if (j.role == l.getRole() && (*span)[0] >= j.begin && (*span)[1] <= j.end)
         found = i;
     if (found < 0)
       return l.emitOpError("covers layers [")
@@ -240,8 +241,9 @@ uint32_t StagedExporter::hostRows(Value v) {
   auto it = hostBuffer.find(v);
   if (it != hostBuffer.end())
     return it->second;
-  uint32_t b = w.newBuffer(v.getType(), "host:" + std::to_string(hostBuffer.size()),
-                           -1, microbatches);
+  uint32_t b =
+      w.newBuffer(v.getType(), "host:" + std::to_string(hostBuffer.size()), -1,
+                  microbatches);
   hostBuffer[v] = b;
   return b;
 }

@@ -23,12 +23,12 @@
 namespace rp::runtime::cuda {
 
 using kernels::Bool8;
-using kernels::Tag;
-using kernels::visitDType;
-using kernels::visitElementSize;
 using kernels::Compute;
 using kernels::load;
 using kernels::store;
+using kernels::Tag;
+using kernels::visitDType;
+using kernels::visitElementSize;
 
 constexpr int kThreadsPerBlock = 256;
 

@@ -117,10 +117,9 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
       }
     }
   if (!options.gatesOf.empty() && options.gatesOf.size() != plan.jobs.size())
-    return internalError("gates are given for " +
-                         std::to_string(options.gatesOf.size()) +
-                         " jobs; the plan has " +
-                         std::to_string(plan.jobs.size()));
+    return internalError(
+        "gates are given for " + std::to_string(options.gatesOf.size()) +
+        " jobs; the plan has " + std::to_string(plan.jobs.size()));
   for (size_t i = 0; i < options.gatesOf.size(); ++i)
     for (uint32_t g : options.gatesOf[i])
       if (g >= options.gates)
@@ -456,8 +455,8 @@ std::string PipelineExecutor::stallMessage() const {
       for (uint32_t g : options.gatesOf[index])
         if (gateOpenFor[slot][g] < q->pass)
           missing = g;
-      text += "device " + std::to_string(q->device) + " " +
-              queueName(q->kind) + " queue waits for the host to open gate " +
+      text += "device " + std::to_string(q->device) + " " + queueName(q->kind) +
+              " queue waits for the host to open gate " +
               std::to_string(missing) + " before " + describeJob(plan, index);
       continue;
     }

@@ -10,8 +10,8 @@
 #include "rp/runtime/host/Dispatch.h"
 #include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/host/Kernels.h"
-#include "rp/runtime/kernels/OpKinds.h"
 #include "rp/runtime/host/MoE.h"
+#include "rp/runtime/kernels/OpKinds.h"
 
 using namespace rp::runtime;
 using namespace rp::runtime::host;

@@ -95,7 +95,6 @@ void gemm(bool ta, bool tb, int m, int n, int k, const C *a, int lda,
 }
 #endif
 
-
 /// Runs every tile of `p` as one GEMM on `a` and `b` (GEMM type C). Tiles go
 /// straight into `out` when it has type C, else through a C buffer rounded
 /// into OutT.

@@ -80,8 +80,7 @@ Expected<NpyArray> rp::runtime::parseNpy(std::string_view bytes,
                std::to_string(bytes.size() - start) + " after the magic)");
   std::string header(bytes.data() + start, headerLen);
   std::smatch m;
-  if (!std::regex_search(header, m,
-                         std::regex("'descr'\\s*:\\s*'([^']*)'")))
+  if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'")))
     return bad("no 'descr' in the header");
   std::string descr = m[1];
   NpyArray out;
@@ -94,10 +93,10 @@ Expected<NpyArray> rp::runtime::parseNpy(std::string_view bytes,
   if (!known)
     return bad("element type '" + descr +
                "' (rp reads float16/32/64, int32/64 and bool)");
-  if (std::regex_search(header, m,
-                        std::regex("'fortran_order'\\s*:\\s*True")))
+  if (std::regex_search(header, m, std::regex("'fortran_order'\\s*:\\s*True")))
     return bad("Fortran order; save a C-order array");
-  if (!std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)")))
+  if (!std::regex_search(header, m,
+                         std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)")))
     return bad("no 'shape' in the header");
   if (!parseDims(m[1], out.shape))
     return bad("its shape (" + std::string(m[1]) +
@@ -109,8 +108,10 @@ Expected<NpyArray> rp::runtime::parseNpy(std::string_view bytes,
                ") holds more bytes than fit in 64 bits");
   size_t have = bytes.size() - start - headerLen;
   if (have != need)
-    return bad("it holds " + std::to_string(have) + " data bytes but its "
-               "header declares " + std::to_string(need));
+    return bad("it holds " + std::to_string(have) +
+               " data bytes but its "
+               "header declares " +
+               std::to_string(need));
   out.data.assign(bytes.begin() + start + headerLen, bytes.end());
   return out;
 }

@@ -35,15 +35,20 @@ constexpr int64_t kMaxElements = int64_t(1) << 45;
 
 struct Signature {
   int minInputs, maxInputs;
-  int ints;   ///< exact count, or -1 when the op checks it itself
+  int ints; ///< exact count, or -1 when the op checks it itself
   int floats;
   int minOutputs = 1, maxOutputs = 1;
 };
 
 Signature signatureOf(OpKind op) {
   switch (op) {
-  case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div:
-  case OpKind::pow: case OpKind::max: case OpKind::min:
+  case OpKind::add:
+  case OpKind::sub:
+  case OpKind::mul:
+  case OpKind::div:
+  case OpKind::pow:
+  case OpKind::max:
+  case OpKind::min:
     return {2, 2, 0, 0};
   case OpKind::cmp:
     return {2, 2, 1, 0};
@@ -51,7 +56,9 @@ Signature signatureOf(OpKind op) {
     return {3, 3, 0, 0};
   case OpKind::gelu:
     return {1, 1, 1, 0};
-  case OpKind::transpose: case OpKind::slice: case OpKind::reduce:
+  case OpKind::transpose:
+  case OpKind::slice:
+  case OpKind::reduce:
     return {1, 1, -1, 0};
   case OpKind::concat:
     return {1, 1 << 20, 1, 0};
@@ -59,7 +66,8 @@ Signature signatureOf(OpKind op) {
     return {2, 2, 1, 0};
   case OpKind::matmul:
     return {2, 2, 2, 0};
-  case OpKind::softmax: case OpKind::log_softmax:
+  case OpKind::softmax:
+  case OpKind::log_softmax:
     return {1, 1, 1, 0};
   case OpKind::layer_norm:
     return {1, 3, 3, 1};
@@ -120,8 +128,8 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
                        : ""));
   int nOut = call.outputs.size();
   if (nOut < sig.minOutputs || nOut > sig.maxOutputs)
-    return c.fail(name + " has " + std::to_string(nOut) + " outputs; it writes " +
-                  std::to_string(sig.minOutputs) +
+    return c.fail(name + " has " + std::to_string(nOut) +
+                  " outputs; it writes " + std::to_string(sig.minOutputs) +
                   (sig.maxOutputs != sig.minOutputs
                        ? " to " + std::to_string(sig.maxOutputs)
                        : ""));
@@ -173,7 +181,7 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
     if (nIn != 2 + (call.ints[1] != 0) ||
         nOut != 1 + (call.ints[1] != 0) + (call.ints[2] != 0))
       return c.fail(name + " has inputs or outputs that disagree with its "
-                    "flags");
+                           "flags");
     return Status::ok();
   case OpKind::moe_combine:
   case OpKind::moe_combine_grad: {
@@ -183,7 +191,7 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
     bool weights = call.ints[0] != 0;
     if (nIn != 2 + weights + grad || nOut != 1 + (grad && weights))
       return c.fail(name + " has inputs or outputs that disagree with its "
-                    "flags");
+                           "flags");
     return Status::ok();
   }
   case OpKind::attention_grad:
@@ -318,8 +326,8 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
         n *= dim;
       }
       if (const pf::WeightRange *w = b->weight(); w && !w->stored()) {
-        d.weight = WeightRangeDesc{0, 0, w->param()->str(), w->trainable(),
-                                   false, w->init_bound()};
+        d.weight = WeightRangeDesc{
+            0, 0, w->param()->str(), w->trainable(), false, w->init_bound()};
       } else if (w) {
         if (w->file() >= plan.weightFiles.size())
           return c.fail(where + " reads weight file #" +
@@ -334,8 +342,7 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
       if (const auto *k = b->constant()) {
         d.constant.assign(k->begin(), k->end());
         if (d.constant.size() != d.bytes())
-          return c.fail(where + " embeds " +
-                        std::to_string(d.constant.size()) +
+          return c.fail(where + " embeds " + std::to_string(d.constant.size()) +
                         " bytes, but its shape and type need " +
                         std::to_string(d.bytes()));
       }
@@ -479,8 +486,8 @@ std::string rp::runtime::describePlanGrid(const Plan &plan) {
     const JobDesc &j = plan.jobs[i];
     bool run = j.kind == JobKind::run;
     std::string program = run ? plan.programs[j.program].name : "(copy)";
-    size_t calls = run ? plan.programs[j.program].calls.size()
-                       : j.copies.size();
+    size_t calls =
+        run ? plan.programs[j.program].calls.size() : j.copies.size();
     char line[160];
     snprintf(line, sizeof(line), "%3zu  %6u  %-10s %3u  %-28s %6zu\n", i,
              j.device, queues[static_cast<int>(j.queue) & 3], j.microbatch,
@@ -489,7 +496,8 @@ std::string rp::runtime::describePlanGrid(const Plan &plan) {
   }
   auto io = [&](const char *what, const std::vector<BindingDesc> &list) {
     for (const BindingDesc &b : list)
-      os << what << " " << b.name << ": " << dtypeName(plan.buffers[b.buffer].dtype)
+      os << what << " " << b.name << ": "
+         << dtypeName(plan.buffers[b.buffer].dtype)
          << describeShape(plan.buffers[b.buffer].shape) << "\n";
   };
   io("input", plan.inputs);

@@ -63,7 +63,8 @@ LogicalResult verifyAttentionShapes(Operation *op, RankedTensorType q,
                                     RankedTensorType result);
 
 template <typename ConcreteType>
-LogicalResult BroadcastingElementwise<ConcreteType>::verifyTrait(Operation *op) {
+LogicalResult
+BroadcastingElementwise<ConcreteType>::verifyTrait(Operation *op) {
   return verifyBroadcastingElementwise(op);
 }
 

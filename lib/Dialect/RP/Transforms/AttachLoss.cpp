@@ -90,8 +90,8 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
       return main.emitError("the loss input must come from a layer; group "
                             "the model into layers first (rp-group-layers)");
     auto type = cast<RankedTensorType>(out.getType());
-    if (crossEntropy && (type.getRank() < 1 ||
-                         !isa<FloatType>(type.getElementType())))
+    if (crossEntropy &&
+        (type.getRank() < 1 || !isa<FloatType>(type.getElementType())))
       return main.emitError("cross-entropy needs float logits [..., classes], "
                             "but the output is ")
              << type;
@@ -107,15 +107,14 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
                << auxName << "' must be a float scalar, but is " << auxType;
       aux = auxOut;
     }
-    if (!crossEntropy && (type.getRank() != 0 ||
-                          !isa<FloatType>(type.getElementType())))
+    if (!crossEntropy &&
+        (type.getRank() != 0 || !isa<FloatType>(type.getElementType())))
       return main.emitError("an output loss must be a float scalar, but '")
              << spec.drop_front(strlen("output:")) << "' is " << type;
 
     for (Value r : layer.getResults())
-      if (llvm::any_of(r.getUsers(), [&](Operation *u) {
-            return u != ret.getOperation();
-          }))
+      if (llvm::any_of(r.getUsers(),
+                       [&](Operation *u) { return u != ret.getOperation(); }))
         return layer.emitOpError("has results that other layers read; the "
                                  "layer computing the loss must be the last");
 
@@ -134,8 +133,8 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
     Value lossSum, count;
     b.setInsertionPoint(yield);
     if (crossEntropy) {
-      auto labelsType = RankedTensorType::get(type.getShape().drop_back(),
-                                              b.getI64Type());
+      auto labelsType =
+          RankedTensorType::get(type.getShape().drop_back(), b.getI64Type());
       unsigned argIndex = main.getNumArguments();
       if (failed(main.insertArgument(argIndex, labelsType,
                                      b.getDictionaryAttr(b.getNamedAttr(
@@ -162,8 +161,8 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
       }
     } else {
       lossSum = inner;
-      count = ConstantOp::create(
-          b, loc, DenseElementsAttr::get(scalarI, APInt(64, 1)));
+      count = ConstantOp::create(b, loc,
+                                 DenseElementsAttr::get(scalarI, APInt(64, 1)));
     }
     yield->setOperands({lossSum, count});
 

@@ -35,8 +35,7 @@ static bool isFloatTensor(Value v) {
 /// Adds `g` to the gradient of `v` in `grads`, emitting an add at `b` when
 /// `v` already has one.
 static void accumulate(OpBuilder &b, Location loc,
-                       llvm::MapVector<Value, Value> &grads, Value v,
-                       Value g) {
+                       llvm::MapVector<Value, Value> &grads, Value v, Value g) {
   auto [it, inserted] = grads.insert({v, g});
   if (!inserted)
     it->second = AddOp::create(b, loc, it->second, g);
@@ -249,7 +248,8 @@ FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
   SmallVector<Value> inputs(layer.getInputs());
   inputs.push_back(lossScale);
   b.setInsertionPoint(layer);
-  auto tail = LayerOp::create(b, layer.getLoc(), layer.getName(), types, inputs);
+  auto tail =
+      LayerOp::create(b, layer.getLoc(), layer.getName(), types, inputs);
   tail.setRole(LayerRole::tail);
   tail.setSpanAttr(layer.getSpanAttr());
   tail.getBody().takeBody(layer.getBody());
@@ -308,10 +308,9 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   llvm::append_range(operands, resultGrads);
   llvm::append_range(operands, carriedGrads);
   LayerOp first = group.front(), last = group.back();
-  std::string name =
-      group.size() == 1
-          ? first.getName().str()
-          : (first.getName() + ".." + last.getName()).str();
+  std::string name = group.size() == 1
+                         ? first.getName().str()
+                         : (first.getName() + ".." + last.getName()).str();
   OpBuilder b(before);
   // The body is built first: how many gradients it yields (one per use of
   // a weight) is known once it is.
@@ -321,8 +320,8 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
   // Recompute: the group's layers inlined in order.
   SmallVector<Operation *> recomputed;
-  IRMapping outer = inlineLayers(group, inputs.getArrayRef(), body, inner,
-                                 recomputed);
+  IRMapping outer =
+      inlineLayers(group, inputs.getArrayRef(), body, inner, recomputed);
   // Marked for the plan, whose timelines tell recompute from backward.
   for (Operation *op : recomputed)
     op->setAttr(kRecomputeAttr, inner.getUnitAttr());
@@ -340,11 +339,10 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   for (auto [k, i] : llvm::enumerate(carried))
     accumulate(inner, loc, grads, body.getArgument(i),
                body.getArgument(firstCarriedArg + k));
-  llvm::DenseSet<Value> perUse =
-      weightArgs(inputs.getArrayRef(), body);
+  llvm::DenseSet<Value> perUse = weightArgs(inputs.getArrayRef(), body);
   PerUse uses;
-  if (failed(reverseSweep(inner, recomputed, innerNeeds, grads, &perUse,
-                          &uses)))
+  if (failed(
+          reverseSweep(inner, recomputed, innerNeeds, grads, &perUse, &uses)))
     return failure();
   SmallVector<Value> yielded;
   SmallVector<unsigned> yieldedFor;
@@ -356,7 +354,8 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
       auto t = cast<RankedTensorType>(body.getArgument(i).getType());
       gs.push_back(ConstantOp::create(
           inner, loc,
-          DenseElementsAttr::get(t, inner.getFloatAttr(t.getElementType(), 0))));
+          DenseElementsAttr::get(t,
+                                 inner.getFloatAttr(t.getElementType(), 0))));
     }
     for (Value g : gs) {
       yielded.push_back(g);
@@ -398,9 +397,9 @@ static FailureOr<LayerOp> mergeLayers(ArrayRef<LayerOp> group) {
         inputs.insert(in);
   LayerOp first = group.front(), last = group.back();
   OpBuilder b(last);
-  auto merged = LayerOp::create(
-      b, last.getLoc(), (first.getName() + ".." + last.getName()).str(),
-      last.getResultTypes(), inputs.getArrayRef());
+  auto merged = LayerOp::create(b, last.getLoc(),
+                                (first.getName() + ".." + last.getName()).str(),
+                                last.getResultTypes(), inputs.getArrayRef());
   Block &body = merged.getBody().front();
   OpBuilder inner = OpBuilder::atBlockEnd(&body);
   SmallVector<Operation *> cloned;
@@ -518,11 +517,10 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   OpBuilder b(main.getContext());
   Type lossType = ret.getOperand(0).getType();
   unsigned scaleIndex = main.getNumArguments();
-  if (failed(main.insertArgument(
-          scaleIndex, lossType,
-          b.getDictionaryAttr(
-              b.getNamedAttr("rp.name", b.getStringAttr("loss_scale"))),
-          main.getLoc())))
+  if (failed(main.insertArgument(scaleIndex, lossType,
+                                 b.getDictionaryAttr(b.getNamedAttr(
+                                     "rp.name", b.getStringAttr("loss_scale"))),
+                                 main.getLoc())))
     return failure();
   Value lossScale = main.getArgument(scaleIndex);
 
@@ -539,8 +537,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   // One backward per recompute group, deep to shallow.
   for (auto [begin, end] : groups)
     if (failed(buildBackward(ArrayRef(layers).slice(begin, end - begin), ret,
-                             needs, funcGrads,
-                             {int64_t(begin), int64_t(end)})))
+                             needs, funcGrads, {int64_t(begin), int64_t(end)})))
       return failure();
 
   // Gradients through the ops between layers, back to the parameters.

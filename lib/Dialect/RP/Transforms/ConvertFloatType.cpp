@@ -63,8 +63,8 @@ struct ConvertFloatTypePass
     if (to == ComputeType::f32)
       return;
     Builder b(&getContext());
-    target = to == ComputeType::bf16 ? Type(b.getBF16Type())
-                                     : Type(b.getF16Type());
+    target =
+        to == ComputeType::bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal())
         convertFunction(func);

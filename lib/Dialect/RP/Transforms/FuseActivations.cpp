@@ -62,8 +62,7 @@ static LogicalResult rewriteGeluTail(Operation *core, Value x,
   if (!result || result.getType() != x.getType())
     return failure();
   rewriter.setInsertionPoint(result.getDefiningOp());
-  rewriter.replaceOpWithNewOp<GeluOp>(result.getDefiningOp(), x,
-                                      approximation);
+  rewriter.replaceOpWithNewOp<GeluOp>(result.getDefiningOp(), x, approximation);
   return success();
 }
 
@@ -122,10 +121,11 @@ struct FuseSilu : OpRewritePattern<MulOp> {
   LogicalResult matchAndRewrite(MulOp mul,
                                 PatternRewriter &rewriter) const override {
     Value x, s;
-    if (!matchEither<MulOp>(mul, x, s, [](Value a, Value b) {
-          auto sig = b.getDefiningOp<SigmoidOp>();
-          return sig && sig.getInput() == a;
-        }) ||
+    if (!matchEither<MulOp>(mul, x, s,
+                            [](Value a, Value b) {
+                              auto sig = b.getDefiningOp<SigmoidOp>();
+                              return sig && sig.getInput() == a;
+                            }) ||
         x.getType() != mul.getType())
       return failure();
     rewriter.replaceOpWithNewOp<SiluOp>(mul, x);

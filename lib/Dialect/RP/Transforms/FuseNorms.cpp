@@ -70,7 +70,8 @@ struct FuseRmsNorm : OpRewritePattern<SqrtOp> {
     for (Operation *user : sqrt->getUsers()) {
       Value numerator, denominator;
       Value normalized = user->getResult(0);
-      if (auto inv = dyn_cast<DivOp>(user); inv && isSplatNear(inv.getLhs(), 1.0)) {
+      if (auto inv = dyn_cast<DivOp>(user);
+          inv && isSplatNear(inv.getLhs(), 1.0)) {
         if (!singleUser(inv))
           continue;
         normalized = singleUser(inv)->getResult(0);
@@ -93,12 +94,12 @@ struct FuseRmsNorm : OpRewritePattern<SqrtOp> {
   }
 };
 
-template <typename Pattern, typename Base>
-struct FusePass : Base {
+template <typename Pattern, typename Base> struct FusePass : Base {
   void runOnOperation() override {
     RewritePatternSet patterns(&this->getContext());
     patterns.add<Pattern>(&this->getContext());
-    if (failed(applyPatternsGreedily(this->getOperation(), std::move(patterns))))
+    if (failed(
+            applyPatternsGreedily(this->getOperation(), std::move(patterns))))
       this->signalPassFailure();
   }
 };
@@ -107,7 +108,6 @@ struct FuseLayerNormPass
     : FusePass<FuseLayerNorm,
                rp::impl::FuseLayerNormPassBase<FuseLayerNormPass>> {};
 struct FuseRmsNormPass
-    : FusePass<FuseRmsNorm, rp::impl::FuseRmsNormPassBase<FuseRmsNormPass>> {
-};
+    : FusePass<FuseRmsNorm, rp::impl::FuseRmsNormPassBase<FuseRmsNormPass>> {};
 
 } // namespace

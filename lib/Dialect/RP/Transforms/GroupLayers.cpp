@@ -45,9 +45,8 @@ static void outline(func::FuncOp func, const LayerAssignment &a) {
         inputs.insert(v);
       }
       for (Value r : op->getResults())
-        if (llvm::any_of(r.getUsers(), [&](Operation *user) {
-              return !inside.count(user);
-            }))
+        if (llvm::any_of(r.getUsers(),
+                         [&](Operation *user) { return !inside.count(user); }))
           outputs.insert(r);
     }
     Location loc = NameLoc::get(builder.getStringAttr(a.names[index]),

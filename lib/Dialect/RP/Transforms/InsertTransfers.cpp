@@ -32,12 +32,12 @@ struct InsertTransfersPass
     std::vector<int64_t> bytes(pl.devices, 0);
     for (const StageJob &job : pl.jobs)
       for (unsigned l = job.range.begin; l < job.range.end; ++l)
-        bytes[job.device] += job.kind == CommandKind::backward
-                                 ? in.costs[l].gradBytes
-                                 : in.costs[l].paramBytes +
-                                       (job.kind == CommandKind::tail
-                                            ? in.costs[l].gradBytes
-                                            : 0);
+        bytes[job.device] +=
+            job.kind == CommandKind::backward
+                ? in.costs[l].gradBytes
+                : in.costs[l].paramBytes + (job.kind == CommandKind::tail
+                                                ? in.costs[l].gradBytes
+                                                : 0);
     double budget = in.hw.memoryBytes() * weightBudget;
     return llvm::all_of(bytes, [&](int64_t b) { return b <= budget; });
   }
@@ -60,7 +60,8 @@ struct InsertTransfersPass
     }
     if (passShift < -1) {
       mlir::emitError(module.getLoc())
-          << "rp-insert-transfers: pass-shift " << std::to_string(int(passShift))
+          << "rp-insert-transfers: pass-shift "
+          << std::to_string(int(passShift))
           << " is not a device shift; give 0 or more (-1: dispatch's)";
       return signalPassFailure();
     }
@@ -84,8 +85,9 @@ struct InsertTransfersPass
     std::optional<Schedule> issued = inIssueOrder(pl->schedule, &stuck);
     if (!issued) {
       op->emitOpError("deadlocks at '")
-          << stuck << "' once transfers are inserted; this is a bug in rp, "
-                      "please report it";
+          << stuck
+          << "' once transfers are inserted; this is a bug in rp, "
+             "please report it";
       return signalPassFailure();
     }
     pl->schedule = std::move(*issued);

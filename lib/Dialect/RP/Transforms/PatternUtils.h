@@ -1,4 +1,5 @@
-//===- PatternUtils.h - matching helpers of the rp fusion passes -*- C++ -*-===//
+//===- PatternUtils.h - matching helpers of the rp fusion passes -*- C++
+//-*-===//
 //
 // Private to the rp transforms. Exporters write the same formula in several
 // association orders; these helpers let a pattern state the formula once.
@@ -98,14 +99,14 @@ inline bool matchSquare(Value v, Value &x) {
 
 /// Matches the denominator of a normalization, sqrt(mean(d^2) + eps) over
 /// trailing dimensions; returns d, the first normalized axis and eps.
-inline bool matchRootMeanSquare(Value s, Value &d, int64_t &axis,
-                                double &eps) {
+inline bool matchRootMeanSquare(Value s, Value &d, int64_t &axis, double &eps) {
   auto sqrt = s ? s.getDefiningOp<SqrtOp>() : SqrtOp();
   if (!sqrt)
     return false;
   Value var, epsilon;
-  if (!matchEither<AddOp>(sqrt.getInput(), var, epsilon,
-                          [](Value, Value e) { return splatValue(e).has_value(); }))
+  if (!matchEither<AddOp>(sqrt.getInput(), var, epsilon, [](Value, Value e) {
+        return splatValue(e).has_value();
+      }))
     return false;
   Value squared;
   if (!matchTrailingMean(var, squared, axis) || !matchSquare(squared, d))

@@ -23,7 +23,8 @@ namespace {
 
 std::string gib(int64_t bytes) {
   std::string s;
-  llvm::raw_string_ostream(s) << llvm::format("%.3g GiB", bytes / double(1ull << 30));
+  llvm::raw_string_ostream(s)
+      << llvm::format("%.3g GiB", bytes / double(1ull << 30));
   return s;
 }
 
@@ -44,11 +45,12 @@ struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
                      [](const PlannedBuffer *x, const PlannedBuffer *y) {
                        return x->bytes > y->bytes;
                      });
-    InFlightDiagnostic diag =
-        op.emitError() << "device " << d << " needs " << gib(mp.peakBytes[d])
-                       << " (" << mp.peakBytes[d] << " bytes) at its peak, over "
-                       << "its budget of " << gib(budget) << " (" << budget
-                       << " bytes)";
+    InFlightDiagnostic diag = op.emitError()
+                              << "device " << d << " needs "
+                              << gib(mp.peakBytes[d]) << " (" << mp.peakBytes[d]
+                              << " bytes) at its peak, over "
+                              << "its budget of " << gib(budget) << " ("
+                              << budget << " bytes)";
     for (size_t i = 0; i < std::min<size_t>(3, mine.size()); ++i)
       diag.attachNote() << "the biggest buffers: " << mine[i]->what << ", "
                         << gib(mine[i]->bytes);

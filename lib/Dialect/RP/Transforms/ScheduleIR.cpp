@@ -43,8 +43,8 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
                             ->getMeasuredAttrHelper()
                             .getAttr(*func))
       measuredPath = recorded.str();
-  FailureOr<const CostInputs *> cost =
-      model.inputs(in.attr.getHw().getProfile(), measuredPath, module.getContext());
+  FailureOr<const CostInputs *> cost = model.inputs(
+      in.attr.getHw().getProfile(), measuredPath, module.getContext());
   if (failed(cost))
     return failure();
   in.hw = (*cost)->hw;
@@ -252,10 +252,9 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
       LayerRole role = c.kind == CommandKind::forward ? LayerRole::forward
                        : c.kind == CommandKind::tail  ? LayerRole::tail
                                                       : LayerRole::backward;
-      token = ComputeOp::create(b, loc, role, c.job, job.range.begin,
-                                job.range.end, c.microbatch, c.device,
-                                job.weightSet, after, ms, c.bytes,
-                                DenseI64ArrayAttr());
+      token = ComputeOp::create(
+          b, loc, role, c.job, job.range.begin, job.range.end, c.microbatch,
+          c.device, job.weightSet, after, ms, c.bytes, DenseI64ArrayAttr());
     } else if (c.kind == CommandKind::optimizer) {
       token = OptimizerStepOp::create(b, loc, after, b.getF64FloatAttr(c.ms));
     } else {
@@ -273,8 +272,7 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
           b, loc,
           CopyDirectionAttr::get(b.getContext(),
                                  up ? CopyDirection::h2d : CopyDirection::d2h),
-          CopyKindAttr::get(b.getContext(), kind),
-          b.getI64IntegerAttr(c.job),
+          CopyKindAttr::get(b.getContext(), kind), b.getI64IntegerAttr(c.job),
           perMicrobatch ? b.getI64IntegerAttr(c.microbatch) : IntegerAttr(),
           b.getI64IntegerAttr(c.device), b.getI64IntegerAttr(c.bytes),
           perMicrobatch ? b.getI64IntegerAttr(c.boundary) : IntegerAttr(),

@@ -11,8 +11,8 @@
 #ifndef RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
 #define RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
 
-#include "rp/Analysis/CostModel.h"
 #include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/CostModel.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/Dialect/RP/RPOps.h"
 

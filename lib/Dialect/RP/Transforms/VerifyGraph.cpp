@@ -61,14 +61,15 @@ struct VerifyGraphPass : rp::impl::VerifyGraphPassBase<VerifyGraphPass> {
     for (auto &file : byFile) {
       ParamOp prev;
       for (auto &[offset, param] : file.second) {
-        if (prev && prev.getOffsetAttr().getInt() + prev.getSizeInBytes() > offset) {
+        if (prev &&
+            prev.getOffsetAttr().getInt() + prev.getSizeInBytes() > offset) {
           InFlightDiagnostic diag =
               param.emitOpError("parameter '")
               << param.getName() << "' stored at bytes [" << offset << ", "
               << offset + param.getSizeInBytes() << ") of '" << file.first()
               << "' overlaps parameter '" << prev.getName() << "'";
-          diag.attachNote(prev.getLoc()) << "'" << prev.getName()
-                                         << "' is declared here";
+          diag.attachNote(prev.getLoc())
+              << "'" << prev.getName() << "' is declared here";
           ok = false;
         }
         prev = param;
@@ -91,8 +92,7 @@ struct VerifyGraphPass : rp::impl::VerifyGraphPassBase<VerifyGraphPass> {
         auto [it, inserted] = names.try_emplace(layer.getName(), layer);
         if (!inserted) {
           InFlightDiagnostic diag = layer.emitOpError("layer name '")
-                                    << layer.getName()
-                                    << "' is used twice in '"
+                                    << layer.getName() << "' is used twice in '"
                                     << func.getSymName() << "'";
           diag.attachNote(it->second.getLoc()) << "first used here";
           ok = false;

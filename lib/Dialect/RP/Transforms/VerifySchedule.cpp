@@ -104,9 +104,8 @@ LogicalResult Checker::checkInput(unsigned i, bool gradient, unsigned boundary,
     if (!made)
       return success();
     for (auto [d, y] : llvm::enumerate(cmds()))
-      if (y.kind == down && y.job == producer &&
-          y.microbatch == c.microbatch && y.boundary == int(boundary) &&
-          hb(d, u) && hb(*made, d))
+      if (y.kind == down && y.job == producer && y.microbatch == c.microbatch &&
+          y.boundary == int(boundary) && hb(d, u) && hb(*made, d))
         return success();
   }
   InFlightDiagnostic diag = ops[i]->emitOpError("reads ")
@@ -128,8 +127,7 @@ LogicalResult Checker::checkGradients() {
       optimizer.push_back(i);
   }
   if (optimizer.size() != 1)
-    return op.emitOpError("needs one optimizer step, has ")
-           << optimizer.size();
+    return op.emitOpError("needs one optimizer step, has ") << optimizer.size();
   for (auto [i, c] : llvm::enumerate(cmds())) {
     if (!isCompute(c.kind))
       continue;
@@ -164,8 +162,9 @@ LogicalResult Checker::checkGradients() {
       if (!hb(g, optimizer[0]))
         return ops[optimizer[0]]->emitOpError(
                    "may start before the gradients of weight set ")
-               << set << " are downloaded; the step's update needs all of "
-                         "them";
+               << set
+               << " are downloaded; the step's update needs all of "
+                  "them";
   return success();
 }
 
@@ -207,9 +206,8 @@ LogicalResult Checker::checkMemory() {
              << (*recorded)[d] << " bytes on device " << d
              << " but its buffers reach " << peak[d];
     if (auto budget = op.getBudgetBytes(); budget && peak[d] > int64_t(*budget))
-      return op.emitOpError("needs ")
-             << peak[d] << " bytes on device " << d << ", over its budget of "
-             << *budget;
+      return op.emitOpError("needs ") << peak[d] << " bytes on device " << d
+                                      << ", over its budget of " << *budget;
   }
   return success();
 }

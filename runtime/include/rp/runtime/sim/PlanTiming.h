@@ -1,4 +1,5 @@
-//===- PlanTiming.h - a plan's kernel calls timed by rp/timing ---*- C++ -*-===//
+//===- PlanTiming.h - a plan's kernel calls timed by rp/timing ---*- C++
+//-*-===//
 //
 // The bridge from a loaded plan to the shared timing model: a kernel call's
 // operands as rp/timing sees them (shapes, element sizes, the float type

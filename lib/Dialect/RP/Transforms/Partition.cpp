@@ -64,19 +64,13 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.partitioner = how;
     request.stages = stages;
     request.dispatch = dispatch;
-    request.cap = stageBytes
-                      ? static_cast<int64_t>(stageBytes)
-                      : static_cast<int64_t>((*inputs)->hw.memoryBytes() *
-                                             weightBudget / 2);
+    request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw);
     if (failed(p))
       return signalPassFailure();
-    SmallVector<int64_t> fwd, bwd = {p->tail.size()};
-    for (const StageRange &s : p->forward)
-      fwd.push_back(s.size());
-    for (const StageRange &s : p->backward)
-      bwd.push_back(s.size());
+    SmallVector<int64_t> fwd, bwd;
+    stageSizes(*p, fwd, bwd);
     (*func)->setAttr("rp.partition",
                      PartitionAttr::get(&getContext(), kind, devices,
                                         request.microbatches,

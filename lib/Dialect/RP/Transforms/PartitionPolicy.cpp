@@ -71,3 +71,19 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
     p->tailJobs = 2;
   return p;
 }
+
+int64_t mlir::rp::stageByteCap(int64_t stageBytes, const HardwareProfile &hw,
+                               double weightBudget) {
+  return stageBytes ? stageBytes
+                    : static_cast<int64_t>(hw.memoryBytes() * weightBudget / 2);
+}
+
+void mlir::rp::stageSizes(const Partition &p, SmallVectorImpl<int64_t> &fwd,
+                          SmallVectorImpl<int64_t> &bwd) {
+  fwd.clear();
+  bwd.assign(1, static_cast<int64_t>(p.tail.size()));
+  for (const StageRange &s : p.forward)
+    fwd.push_back(s.size());
+  for (const StageRange &s : p.backward)
+    bwd.push_back(s.size());
+}

@@ -39,6 +39,18 @@ FailureOr<Partition> choosePartition(func::FuncOp func,
                                      const PartitionRequest &request,
                                      const HardwareProfile &hw);
 
+/// The per-stage byte cap the partitioning passes ask for: `stageBytes`
+/// when the user gives it, else half the weight budget's share of the
+/// device's memory (two weight sets in flight per device).
+int64_t stageByteCap(int64_t stageBytes, const HardwareProfile &hw,
+                     double weightBudget);
+
+/// The stage sizes of `p` as #rp.partition spells them: the forward
+/// stages' layer counts in `fwd`, the tail's then the backward stages' in
+/// `bwd`.
+void stageSizes(const Partition &p, SmallVectorImpl<int64_t> &fwd,
+                SmallVectorImpl<int64_t> &bwd);
+
 } // namespace mlir::rp
 
 #endif // RP_DIALECT_RP_TRANSFORMS_PARTITIONPOLICY_H

@@ -70,10 +70,7 @@ struct PrintPartitionPass
     if (failed(loaded))
       return signalPassFailure();
     const CostInputs *inputs = *loaded;
-    int64_t cap =
-        stageBytes
-            ? static_cast<int64_t>(stageBytes)
-            : static_cast<int64_t>(inputs->hw.memoryBytes() * weightBudget / 2);
+    int64_t cap = stageByteCap(stageBytes, inputs->hw, weightBudget);
     llvm::raw_ostream &os = llvm::outs();
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal() || func.getOps<LayerOp>().empty())

@@ -236,9 +236,9 @@ struct ChooseLossFusionPass
           << " is not a device shift; give 0 or more (-1: dispatch's)";
       return signalPassFailure();
     }
-    if (module
-            .walk([](LinearCrossEntropyOp) { return WalkResult::interrupt(); })
-            .wasInterrupted() == false) {
+    if (!module
+             .walk([](LinearCrossEntropyOp) { return WalkResult::interrupt(); })
+             .wasInterrupted()) {
       // Nothing fused: nothing to choose.
       markAllAnalysesPreserved();
       return;

@@ -1,6 +1,7 @@
 //===- BackwardLiveness.cpp - what a layer's backward keeps ---------------===//
 
 #include "rp/Analysis/BackwardLiveness.h"
+#include "rp/Analysis/LayerCost.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -17,14 +18,6 @@ using namespace mlir;
 using namespace mlir::rp;
 
 namespace {
-
-int64_t bytesOf(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
-    return 0;
-  int64_t width = tensor.getElementType().getIntOrFloatBitWidth();
-  return tensor.getNumElements() * ((width + 7) / 8);
-}
 
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -80,7 +73,7 @@ mlir::rp::measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
     if (!isFloatTensor(v) || !inner.contains(v) || grads.count(v))
       continue;
     grads[v] = copy.addArgument(v.getType(), layer.getLoc());
-    live.resultGradBytes += bytesOf(v.getType());
+    live.resultGradBytes += tensorBytes(v.getType());
   }
   unsigned seedsFrom = body.getNumArguments();
 
@@ -166,7 +159,7 @@ mlir::rp::measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
     for (Value r : op.getResults()) {
       if (weightGrads.contains(r))
         continue;
-      int64_t bytes = bytesOf(r.getType());
+      int64_t bytes = tensorBytes(r.getType());
       unsigned last = lastUse(r, i);
       born[i] += bytes;
       freed[last] += bytes;
@@ -177,7 +170,7 @@ mlir::rp::measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
   for (BlockArgument arg : copy.getArguments())
     if (arg.getArgNumber() < seedsFrom && !isWeight(arg.getArgNumber()) &&
         lastUse(arg, 0) >= boundary && !arg.use_empty())
-      live.keptInputBytes += bytesOf(arg.getType());
+      live.keptInputBytes += tensorBytes(arg.getType());
   int64_t now = 0;
   for (auto [i, op] : llvm::enumerate(copy)) {
     now += born[i];

@@ -17,14 +17,6 @@ using namespace mlir::rp;
 
 namespace {
 
-int64_t bytesOf(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
-    return 0;
-  int64_t width = tensor.getElementType().getIntOrFloatBitWidth();
-  return tensor.getNumElements() * ((width + 7) / 8);
-}
-
 int64_t numel(Value v) {
   auto tensor = dyn_cast<RankedTensorType>(v.getType());
   return tensor && tensor.hasStaticShape() ? tensor.getNumElements() : 0;
@@ -78,9 +70,9 @@ Kernel forwardKernel(Operation *op) {
     // No plan kernel of that kind: one FLOP per result element.
     int64_t io = 0;
     for (Value v : op->getOperands())
-      io += bytesOf(v.getType());
+      io += tensorBytes(v.getType());
     for (Value v : op->getResults())
-      io += bytesOf(v.getType());
+      io += tensorBytes(v.getType());
     return {op->getNumResults() ? numel(op->getResult(0)) : 0, io};
   }
   std::vector<int64_t> ints;
@@ -223,8 +215,8 @@ int64_t peakWorkBytes(Block &body) {
       for (Operation *user : result.getUsers())
         last =
             std::max(last, position.lookup(body.findAncestorOpInBlock(*user)));
-      live += bytesOf(result.getType());
-      freedAt[last] += bytesOf(result.getType());
+      live += tensorBytes(result.getType());
+      freedAt[last] += tensorBytes(result.getType());
     }
     peak = std::max(peak, live + opScratchBytes(op));
     live -= freedAt[i];
@@ -291,7 +283,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
          llvm::zip(layer.getInputs(), body.getArguments())) {
       if (needs.contains(operand))
         needs.insert(arg);
-      int64_t bytes = bytesOf(operand.getType());
+      int64_t bytes = tensorBytes(operand.getType());
       // Mixed precision feeds layers the compute-type cast of a parameter:
       // it is uploaded and differentiated as the parameter.
       ParamOp param = operand.getDefiningOp<ParamOp>();
@@ -310,7 +302,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       }
     }
     for (Type t : layer.getResultTypes())
-      cost.actOutBytes += bytesOf(t);
+      cost.actOutBytes += tensorBytes(t);
 
     for (Operation &inner : body.without_terminator()) {
       if (isa<ConstantOp>(inner))
@@ -369,7 +361,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       cost.backwardMeasured = true;
     }
     for (auto constant : body.getOps<ConstantOp>())
-      cost.constBytes += bytesOf(constant->getResult(0).getType());
+      cost.constBytes += tensorBytes(constant->getResult(0).getType());
     cost.recomputeMs = cost.forwardMs;
     cost.uploadMs = cost.paramBytes / (hw.h2dGBps * 1e9) * 1e3;
     cost.downloadMs = cost.gradBytes / (hw.d2hGBps * 1e9) * 1e3;
@@ -409,4 +401,12 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     it->measured = true;
   }
   return costs;
+}
+
+int64_t mlir::rp::tensorBytes(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return 0;
+  int64_t width = tensor.getElementType().getIntOrFloatBitWidth();
+  return tensor.getNumElements() * ((width + 7) / 8);
 }

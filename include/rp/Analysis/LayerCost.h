@@ -79,6 +79,10 @@ analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
                   const MeasuredProfile *measured = nullptr,
                   bool strict = true);
 
+/// Bytes of a statically shaped tensor type (sub-byte elements rounded up
+/// to a byte); 0 for anything else.
+int64_t tensorBytes(Type type);
+
 } // namespace mlir::rp
 
 #endif // RP_ANALYSIS_LAYERCOST_H

@@ -103,7 +103,7 @@ OpKernels linearLossKernels(LinearCrossEntropyOp op,
   };
   auto work = [](const char *kind, std::vector<::rp::timing::Operand> in,
                  std::vector<::rp::timing::Operand> out,
-                 std::vector<int64_t> ints) {
+                 const std::vector<int64_t> &ints) {
     ::rp::timing::KernelWork w = ::rp::timing::kernelWork(
         uint16_t(::rp::timing::kernelOpIndex(kind)), in, out, ints);
     return Kernel{int64_t(w.flops), int64_t(w.bytes)};

@@ -101,8 +101,8 @@ OpKernels linearLossKernels(LinearCrossEntropyOp op,
     o.elementBytes = elementBytes;
     return o;
   };
-  auto work = [](const char *kind, std::vector<::rp::timing::Operand> in,
-                 std::vector<::rp::timing::Operand> out,
+  auto work = [](const char *kind, const std::vector<::rp::timing::Operand> &in,
+                 const std::vector<::rp::timing::Operand> &out,
                  const std::vector<int64_t> &ints) {
     ::rp::timing::KernelWork w = ::rp::timing::kernelWork(
         uint16_t(::rp::timing::kernelOpIndex(kind)), in, out, ints);

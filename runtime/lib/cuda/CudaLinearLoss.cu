@@ -1,10 +1,11 @@
 //===- CudaLinearLoss.cu - the fused LM-head loss's row kernels -----------===//
 //
 // The device half of rp.linear_cross_entropy and its gradient
-// (CudaLinearLoss.h): per chunk of rows, one block per row reduces the
-// row's logits (max, then the sum of exp(x - max)) and writes the row's
-// loss, or rewrites the row as scale * (softmax - onehot) in place; at the
-// end the per-row losses are summed in the host's fixed blocks.
+// (CudaLinearLoss.h), and the unfused rp.cross_entropy's (CudaNN.cu calls
+// the same row kernels on the whole logits): per chunk of rows, one block per
+// row reduces the row's logits (max, then the sum of exp(x - max)) and writes
+// the row's loss, or rewrites the row as scale * (softmax - onehot) in place;
+// at the end the per-row losses are summed in the host's fixed blocks.
 //
 // A chunk holds a few hundred rows of a vocabulary-wide row (151,936 for
 // Qwen3), so one thread per row (the unfused cross_entropy's kernel) would
@@ -96,26 +97,28 @@ __global__ void lossRowsKernel(LaunchContext ctx, const T *logits,
 }
 
 template <typename T, typename I>
-__global__ void gradRowsKernel(LaunchContext ctx, T *logits, const I *labels,
-                               int64_t ignoreIndex, int64_t begin,
-                               int64_t classes, DType scaleType,
+__global__ void gradRowsKernel(LaunchContext ctx, const T *logits, T *grad,
+                               const I *labels, int64_t ignoreIndex,
+                               int64_t begin, int64_t classes, DType scaleType,
                                const void *scale) {
   using C = Compute<T>;
   const int64_t r = blockIdx.x;
-  T *x = logits + r * classes;
+  const T *x = logits + r * classes;
+  T *dx = grad + r * classes;
   int64_t label = 0;
   if (!readLabel(ctx, labels, begin + r, ignoreIndex, classes, label)) {
     for (int64_t i = threadIdx.x; i < classes; i += blockDim.x)
-      x[i] = store<T>(C(0));
+      dx[i] = store<T>(C(0));
     return;
   }
   // The statistics read the whole row; blockReduce's barriers put every
-  // read before the first write below.
+  // read before the first write below (dx may be x: the fused loss
+  // rewrites its chunk in place).
   LogitsRowStats<C> stats = blockRowStats<T, C>(x, classes);
   const C s = static_cast<C>(readScalar(scaleType, scale));
   for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) {
     C p = kExp(load(x[i]) - stats.max) / stats.sum;
-    x[i] = store<T>(s * (i == label ? p - C(1) : p));
+    dx[i] = store<T>(s * (i == label ? p - C(1) : p));
   }
 }
 
@@ -217,20 +220,34 @@ cudaError_t launchLinearLossGradRows(const LaunchContext &ctx, DType dtype,
                                      bool labels64, int64_t ignoreIndex,
                                      int64_t begin, int64_t n, int64_t classes,
                                      DType scaleType, const void *scale) {
+  return launchCrossEntropyGradRows(ctx, dtype, logits, logits, labels,
+                                    labels64, ignoreIndex, begin, n, classes,
+                                    scaleType, scale);
+}
+
+cudaError_t launchCrossEntropyGradRows(const LaunchContext &ctx, DType dtype,
+                                       const void *logits, void *grad,
+                                       const void *labels, bool labels64,
+                                       int64_t ignoreIndex, int64_t begin,
+                                       int64_t n, int64_t classes,
+                                       DType scaleType, const void *scale) {
   const int threads = rowThreads(classes);
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T *x = static_cast<T *>(logits);
+    const T *x = static_cast<const T *>(logits);
+    T *dx = static_cast<T *>(grad);
     for (int64_t r = 0; r < n; r += kMaxRowBlocks) {
       unsigned blocks = unsigned(n - r < kMaxRowBlocks ? n - r : kMaxRowBlocks);
       if (labels64)
         gradRowsKernel<<<blocks, threads, 0, ctx.stream>>>(
-            ctx, x + r * classes, static_cast<const int64_t *>(labels),
-            ignoreIndex, begin + r, classes, scaleType, scale);
+            ctx, x + r * classes, dx + r * classes,
+            static_cast<const int64_t *>(labels), ignoreIndex, begin + r,
+            classes, scaleType, scale);
       else
         gradRowsKernel<<<blocks, threads, 0, ctx.stream>>>(
-            ctx, x + r * classes, static_cast<const int32_t *>(labels),
-            ignoreIndex, begin + r, classes, scaleType, scale);
+            ctx, x + r * classes, dx + r * classes,
+            static_cast<const int32_t *>(labels), ignoreIndex, begin + r,
+            classes, scaleType, scale);
     }
   });
   return lastLaunchError();

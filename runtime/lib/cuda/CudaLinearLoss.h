@@ -68,6 +68,15 @@ cudaError_t launchLinearLossGradRows(const LaunchContext &ctx, DType dtype,
                                      int64_t begin, int64_t n, int64_t classes,
                                      DType scaleType, const void *scale);
 
+/// The same rows written to `grad` instead of in place (`grad` may be
+/// `logits`): the unfused cross_entropy_grad.
+cudaError_t launchCrossEntropyGradRows(const LaunchContext &ctx, DType dtype,
+                                       const void *logits, void *grad,
+                                       const void *labels, bool labels64,
+                                       int64_t ignoreIndex, int64_t begin,
+                                       int64_t n, int64_t classes,
+                                       DType scaleType, const void *scale);
+
 /// out[i] (dtype, 16-bit) = the f32 accumulator rounded once.
 cudaError_t launchStoreAccumulator(const LaunchContext &ctx, DType dtype,
                                    const float *acc, void *out, int64_t n);

@@ -16,6 +16,7 @@
 #include "CudaCommon.cuh"
 #include "CudaDispatchChecks.h"
 
+#include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/host/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -97,6 +98,57 @@ TEST_F(CudaReduceEmu, ShortRowsOneLevel) {
   Buffer x = randomBuffer(DType::f32, {5, 40}, rng, -2, 2);
   EXPECT_EQ(check(x, ReduceKind::sum, {0}, 1e-6), 0u);
   EXPECT_EQ(check(x, ReduceKind::max, {1}, 0), 0u);
+}
+
+// The unfused cross_entropy and its gradient (CudaNN.cu over the fused
+// loss's row kernels): a block per row, so the row sums are in a tree
+// order, not the host's 8 lanes; the loss total in the host's blocks of 64
+// rows. 140 rows (three blocks), ignored labels, i32 and i64 labels.
+TEST_F(CudaReduceEmu, UnfusedCrossEntropyIsTheHostsWithinRounding) {
+  Rng rng(14);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (DType labelType : {DType::i64, DType::i32}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " logits, " +
+                   dtypeName(labelType) + " labels");
+      const int64_t rows = 140, classes = 300, ignore = -100;
+      Buffer logits = randomBuffer(dtype, {rows, classes}, rng, -6, 6);
+      Buffer labels(labelType, {rows});
+      for (int64_t r = 0; r < rows; ++r)
+        labels.set(r, r % 7 == 3 ? ignore : (r * 37) % classes);
+      Buffer wantSum(DType::f32, {1}), gotSum(DType::f32, {1});
+      Buffer wantCount(DType::i64, {1}), gotCount(DType::i64, {1});
+      ASSERT_TRUE(host::crossEntropy(pool, logits.ref(), labels.ref(), ignore,
+                                     wantSum.ref(), wantCount.ref())
+                      .isOk());
+      std::vector<uint64_t> scratch(crossEntropyScratchBytes(rows) / 8 + 1,
+                                    0x7ff4dead7ff4deadull);
+      ASSERT_EQ(launchCrossEntropy(ctx, dtype, logits.data(), labels.data(),
+                                   labelType == DType::i64, ignore, rows,
+                                   classes, gotSum.ref().data,
+                                   gotCount.ref().data, scratch.data()),
+                cudaSuccess);
+      EXPECT_EQ(gotCount.get(0), wantCount.get(0));
+      EXPECT_EQ(gotCount.get(0), rows - 20);
+      EXPECT_NEAR(gotSum.get(0), wantSum.get(0), 1e-5 * wantSum.get(0));
+
+      const float scale = 0.125f;
+      Buffer want(dtype, {rows, classes}), got(dtype, {rows, classes});
+      for (int64_t i = 0; i < got.size(); ++i)
+        got.set(i, 99); // Ignored rows must be written too.
+      ASSERT_TRUE(host::crossEntropyGrad(pool, logits.ref(), labels.ref(),
+                                         ignore, scale, want.ref())
+                      .isOk());
+      ASSERT_EQ(launchCrossEntropyGrad(ctx, dtype, logits.data(), labels.data(),
+                                       labelType == DType::i64, ignore, rows,
+                                       classes, DType::f32, &scale,
+                                       got.ref().data),
+                cudaSuccess);
+      const double tolerance = dtype == DType::f32 ? 1e-7 : 1e-3;
+      for (int64_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got.get(i), want.get(i), tolerance) << "element " << i;
+    }
+  }
+  EXPECT_EQ(record.code, 0);
 }
 
 } // namespace

@@ -244,11 +244,16 @@ def run(data, steps, bin_dir, trace_dir, torch_baseline=True):
                 print(f"torch {model} {dtype}: {e}")
                 continue
             results[f"{model}-torch-{dtype}"] = ms
+            # Throughputs, not step times: rp's 4-device step trains
+            # MICROBATCHES[4] batches, PyTorch's one.
+            torch_tps = BATCH * SEQ / ms * 1e3
             rp = results.get(f"{model}-{dtype}-4", {}).get("cuda")
-            ratio = f", rp 4-device / torch {rp['best_ms'] / ms:.2f}x" \
-                if rp else ""
+            ratio = ""
+            if rp:
+                rp_tps = MICROBATCHES[4] * BATCH * SEQ / rp["best_ms"] * 1e3
+                ratio = f"; rp 4-device tokens/s / PyTorch's {rp_tps / torch_tps:.2f}x"
             print(f"== {model} PyTorch eager {dtype} on the GPU: best step "
-                  f"{ms:.2f} ms{ratio}")
+                  f"{ms:.2f} ms ({torch_tps:,.0f} tokens/s){ratio}")
     return results, ok
 
 

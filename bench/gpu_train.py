@@ -13,12 +13,13 @@ Models: a GPT-2-style model exported by torch.onnx (6 layers, width 256,
 vocabulary 4096, 5.8 M parameters) and a Qwen3 causal LM from transformers'
 own code (GQA, RoPE, q/k RMSNorm; 4 layers, hidden 256, vocabulary 4096),
 batch 8 x 256 tokens. Plans: f32 on one device, f32 and bf16 on four
-devices (round-robin). `run` trains each plan on the host backend and on
+devices (round-robin); and the Qwen3 at one sequence of 8,192 tokens on
+two devices (f32 and bf16, fused loss, layer grain; 2 steps). `run` trains each plan on the host backend and on
 the cuda backend, the four devices on one GPU when the box has fewer
 (RP_CUDA_GPUS=0,0,0,0: four sets of streams on one GPU), prints both loss
 curves and their largest relative difference, and the step times; then
 PyTorch eager on the GPU (forward, cross-entropy, backward, AdamW) on the
-same batch for the step-time ratio. rp keeps weights and optimizer state in
+same batch, compared by tokens/s. rp keeps weights and optimizer state in
 host memory and runs AdamW on the CPU; PyTorch keeps everything on the GPU.
 """
 
@@ -35,12 +36,32 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ, BATCH, VOCAB = 256, 8, 4096
-PLANS = [("f32-1", ["--devices", "1"]), ("f32-4", ["--devices", "4"]),
-         ("bf16-4", ["--devices", "4", "--dtype", "bf16"])]
-# The 4-device plans take devices + 1 = 5 microbatches of [BATCH, SEQ].
-MICROBATCHES = {1: 1, 4: 5}
-# Qwen3's stage-grain 4-device plans keep more than the memory model counts
-# (rp-run refuses them: arenas 1.34x the planned peak); layer grain fits.
+LONG = 8192  # the long-sequence plans: one sequence of LONG tokens
+# (model, plan, rp-compile flags, plan devices, input tag): the inputs are
+# DIR/tokens{tag}.npy and labels{tag}.npy, one microbatch per
+# [BATCH, SEQ] block (tags 1 and 5), or one sequence of LONG tokens.
+# The 4-device plans take devices + 1 = 5 microbatches of [BATCH, SEQ]. The
+# long plans train one 8,192-token sequence on 2 devices with the fused
+# LM-head loss (issue 20's long sequences on a GPU: the tiled attention at
+# 8k, the fused loss's chunk loops). Above 8,192 tokens the importer
+# refuses transformers' export: it would fold an S x S causal mask.
+LONG_FLAGS = ["--devices", "2", "--microbatches", "1", "--fuse-loss=true",
+              "--recompute=layer"]
+PLANS = [(model, name, flags, devices, tag)
+         for model in ("gpt", "qwen3")
+         for name, flags, devices, tag in (
+             ("f32-1", ["--devices", "1"], 1, "1"),
+             ("f32-4", ["--devices", "4"], 4, "5"),
+             ("bf16-4", ["--devices", "4", "--dtype", "bf16"], 4, "5"))] + [
+    ("qwen3-long", "f32-2", LONG_FLAGS, 2, "long"),
+    ("qwen3-long", "bf16-2", LONG_FLAGS + ["--dtype", "bf16"], 2, "long")]
+TOKENS = {"1": BATCH * SEQ, "5": 5 * BATCH * SEQ, "long": LONG}
+
+
+def steps_for(tag, steps):
+    """The long plans train 2 steps: a host step takes minutes there."""
+    return min(steps, 2) if tag == "long" else steps
+# Qwen3's 4-device plans at layer grain (layer-grain Qwen3 on a GPU).
 EXTRA = {"qwen3": {"f32-4": ["--recompute=layer"],
                    "bf16-4": ["--recompute=layer"]}}
 
@@ -61,11 +82,12 @@ class LogitsOnly(torch.nn.Module):
         return self.lm(input_ids=input_ids,
                        attention_mask=torch.ones_like(input_ids),
                        use_cache=False, return_dict=False)[0]
-ids = torch.zeros(%d, %d, dtype=torch.long)
+batch, seq = int(sys.argv[2]), int(sys.argv[3])
+ids = torch.zeros(batch, seq, dtype=torch.long)
 torch.onnx.export(LogitsOnly(lm), (ids,), sys.argv[1], opset_version=17,
                   dynamo=False, input_names=["tokens"],
                   output_names=["logits"])
-""" % (VOCAB, SEQ, BATCH, SEQ)
+""" % (VOCAB, LONG)
 
 
 def prepare(out):
@@ -73,41 +95,40 @@ def prepare(out):
     from forward_vs_ort import export
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
-    for m in sorted(set(MICROBATCHES.values())):
-        tokens = rng.integers(0, VOCAB, (m * BATCH, SEQ), dtype=np.int64)
-        np.save(out / f"tokens{m}.npy", tokens)
-        np.save(out / f"labels{m}.npy", np.roll(tokens, -1, 1))
+    for tag, shape in (("1", (BATCH, SEQ)), ("5", (5 * BATCH, SEQ)),
+                       ("long", (1, LONG))):
+        tokens = rng.integers(0, VOCAB, shape, dtype=np.int64)
+        np.save(out / f"tokens{tag}.npy", tokens)
+        np.save(out / f"labels{tag}.npy", np.roll(tokens, -1, 1))
     export(out / "gpt.onnx", 6, 256, SEQ, BATCH, vocab=VOCAB)
     py2 = ROOT / ".venv-torch2" / "bin" / "python"
-    subprocess.run([str(py2), "-c", QWEN3_EXPORT, str(out / "qwen3.onnx")],
-                   check=True)
+    for model, batch, seq in (("qwen3", BATCH, SEQ), ("qwen3-long", 1, LONG)):
+        subprocess.run([str(py2), "-c", QWEN3_EXPORT,
+                        str(out / f"{model}.onnx"), str(batch), str(seq)],
+                       check=True)
     bin_dir = ROOT / "build" / "bin"
-    for model in ("gpt", "qwen3"):
-        first = None
-        for name, flags in PLANS:
-            d = out / f"{model}-{name}"
-            d.mkdir(exist_ok=True)
-            subprocess.run([str(bin_dir / "rp-compile"),
-                            str(out / f"{model}.onnx"), "-o",
-                            str(d / "m.rpplan")] + flags +
-                           EXTRA.get(model, {}).get(name, []), check=True)
-            w = d / "m.weights.bin"
-            if first is None:
-                first = d
-            elif w.read_bytes() == (first / "m.weights.bin").read_bytes():
-                # One copy travels: the plans share their weights.
-                w.unlink()
-                w.symlink_to(Path("..") / first.name / "m.weights.bin")
-        for f in (out / f"{model}.onnx",):
-            f.unlink()
-        for f in out.glob(f"{model}.onnx.data"):
-            f.unlink()
+    first = {}
+    for model, name, flags, _, _ in PLANS:
+        d = out / f"{model}-{name}"
+        d.mkdir(exist_ok=True)
+        subprocess.run([str(bin_dir / "rp-compile"),
+                        str(out / f"{model}.onnx"), "-o",
+                        str(d / "m.rpplan")] + flags +
+                       EXTRA.get(model, {}).get(name, []), check=True)
+        w = d / "m.weights.bin"
+        if model not in first:
+            first[model] = d
+        elif w.read_bytes() == (first[model] / "m.weights.bin").read_bytes():
+            # One copy travels: the plans share their weights.
+            w.unlink()
+            w.symlink_to(Path("..") / first[model].name / "m.weights.bin")
+    for f in out.glob("*.onnx*"):
+        f.unlink()
     print(f"prepared {out}")
 
 
-def rp_run(bin_dir, plan, backend, steps, data, env, microbatches,
-           extra=()):
-    m = microbatches
+def rp_run(bin_dir, plan, backend, steps, data, env, tag, extra=()):
+    m = tag
     cmd = [str(bin_dir / "rp-run"), str(plan), "--backend", backend,
            "--steps", str(steps), "--sync", "--input",
            f"tokens={data / f'tokens{m}.npy'}", "--labels",
@@ -178,65 +199,65 @@ def host_reference(data, steps, bin_dir):
     a GPU box may lack OpenBLAS, and its plain GEMM makes the host backend
     slow there; here the host runs as it would for a user."""
     out = {}
-    for model in ("gpt", "qwen3"):
-        for name, _ in PLANS:
-            devices = 1 if name.endswith("-1") else 4
-            row, err = rp_run(bin_dir, data / f"{model}-{name}" / "m.rpplan",
-                              "host", steps, data, dict(os.environ),
-                              MICROBATCHES[devices])
-            if err:
-                raise SystemExit(f"{model}-{name} on the host: {err}")
-            out[f"{model}-{name}"] = row
-            print(f"{model}-{name}: host losses {row['losses']}")
+    for model, name, _, _, tag in PLANS:
+        row, err = rp_run(bin_dir, data / f"{model}-{name}" / "m.rpplan",
+                          "host", steps_for(tag, steps), data,
+                          dict(os.environ), tag)
+        if err:
+            raise SystemExit(f"{model}-{name} on the host: {err}")
+        out[f"{model}-{name}"] = row
+        print(f"{model}-{name}: host losses {row['losses']}")
     (data / "host.json").write_text(json.dumps(out, indent=1))
 
 
-def run(data, steps, bin_dir, trace_dir, torch_baseline=True):
+def run(data, steps, bin_dir, trace_dir, torch_baseline=True, models=None):
     results = {}
     ok = True
     saved = {}
     if (data / "host.json").exists():
         saved = json.loads((data / "host.json").read_text())
+    for model, name, _, devices, tag in PLANS:
+        if models and model not in models:
+            continue
+        n = steps_for(tag, steps)
+        plan = data / f"{model}-{name}" / "m.rpplan"
+        env = dict(os.environ)
+        env.setdefault("RP_CUDA_GPUS", ",".join(["0"] * devices))
+        key = f"{model}-{name}"
+        if key in saved and len(saved[key]["losses"]) >= n:
+            host, herr = saved[key], None
+        else:
+            host, herr = rp_run(bin_dir, plan, "host", n, data, env, tag)
+        extra = []
+        if trace_dir:
+            extra = ["--trace", str(trace_dir / f"trace-{key}.json")]
+        cuda, cerr = rp_run(bin_dir, plan, "cuda", n, data, env, tag, extra)
+        row = {"host": host, "cuda": cuda, "host_error": herr,
+               "cuda_error": cerr}
+        print(f"== {model} {name}")
+        if herr or cerr:
+            ok = False
+            print("host error:", herr, "\ncuda error:", cerr)
+        else:
+            n = min(n, len(host["losses"]), len(cuda["losses"]))
+            diff = max(abs(a - b) / max(abs(a), 1e-9)
+                       for a, b in zip(host["losses"][:n], cuda["losses"]))
+            row["max_rel_loss_diff"] = diff
+            tokens = TOKENS[tag]
+            print(f"   host losses {host['losses'][0]:.6f} .. "
+                  f"{host['losses'][n - 1]:.6f}; cuda "
+                  f"{cuda['losses'][0]:.6f} .. {cuda['losses'][n - 1]:.6f};"
+                  f" max rel diff over {n} steps {diff:.2e}")
+            print(f"   step best/mean: host {host['best_ms']:.2f}/"
+                  f"{host['mean_ms']:.2f} ms, cuda {cuda['best_ms']:.2f}/"
+                  f"{cuda['mean_ms']:.2f} ms "
+                  f"({tokens / cuda['best_ms'] * 1e3:,.0f} tokens/s)")
+            for line in cuda["tail"]:
+                print("   " + line)
+        results[key] = row
     for model in ("gpt", "qwen3"):
-        for name, _ in PLANS:
-            plan = data / f"{model}-{name}" / "m.rpplan"
-            devices = 1 if name.endswith("-1") else 4
-            env = dict(os.environ)
-            env.setdefault("RP_CUDA_GPUS", ",".join(["0"] * devices))
-            m = MICROBATCHES[devices]
-            key = f"{model}-{name}"
-            if key in saved and len(saved[key]["losses"]) >= steps:
-                host, herr = saved[key], None
-            else:
-                host, herr = rp_run(bin_dir, plan, "host", steps, data, env,
-                                    m)
-            extra = []
-            if trace_dir:
-                extra = ["--trace", str(trace_dir / f"trace-{key}.json")]
-            cuda, cerr = rp_run(bin_dir, plan, "cuda", steps, data, env, m,
-                                extra)
-            row = {"host": host, "cuda": cuda, "host_error": herr,
-                   "cuda_error": cerr}
-            print(f"== {model} {name}")
-            if herr or cerr:
-                ok = False
-                print("host error:", herr, "\ncuda error:", cerr)
-            else:
-                diff = max(abs(a - b) / max(abs(a), 1e-9)
-                           for a, b in zip(host["losses"], cuda["losses"]))
-                row["max_rel_loss_diff"] = diff
-                tokens = m * BATCH * SEQ
-                print(f"   host losses {host['losses'][0]:.6f} .. "
-                      f"{host['losses'][steps - 1]:.6f}; cuda "
-                      f"{cuda['losses'][0]:.6f} .. {cuda['losses'][-1]:.6f};"
-                      f" max rel diff over {steps} steps {diff:.2e}")
-                print(f"   step best/mean: host {host['best_ms']:.2f}/"
-                      f"{host['mean_ms']:.2f} ms, cuda {cuda['best_ms']:.2f}/"
-                      f"{cuda['mean_ms']:.2f} ms "
-                      f"({tokens / cuda['best_ms'] * 1e3:,.0f} tokens/s)")
-                for line in cuda["tail"]:
-                    print("   " + line)
-            results[key] = row
+        if models and model not in models:
+            continue
         for dtype in ("f32", "bf16") if torch_baseline else ():
             try:
                 ms = torch_step_ms(model, dtype, steps)
@@ -244,14 +265,15 @@ def run(data, steps, bin_dir, trace_dir, torch_baseline=True):
                 print(f"torch {model} {dtype}: {e}")
                 continue
             results[f"{model}-torch-{dtype}"] = ms
-            # Throughputs, not step times: rp's 4-device step trains
-            # MICROBATCHES[4] batches, PyTorch's one.
+            # Throughputs, not step times: rp's 4-device step trains five
+            # batches, PyTorch's one.
             torch_tps = BATCH * SEQ / ms * 1e3
-            rp = results.get(f"{model}-{dtype}-4", {}).get("cuda")
+            rp = (results.get(f"{model}-{dtype}-4") or {}).get("cuda")
             ratio = ""
             if rp:
-                rp_tps = MICROBATCHES[4] * BATCH * SEQ / rp["best_ms"] * 1e3
-                ratio = f"; rp 4-device tokens/s / PyTorch's {rp_tps / torch_tps:.2f}x"
+                rp_tps = TOKENS["5"] / rp["best_ms"] * 1e3
+                ratio = (f"; rp 4-device tokens/s / PyTorch's "
+                         f"{rp_tps / torch_tps:.2f}x")
             print(f"== {model} PyTorch eager {dtype} on the GPU: best step "
                   f"{ms:.2f} ms ({torch_tps:,.0f} tokens/s){ratio}")
     return results, ok
@@ -273,6 +295,8 @@ def main():
     r.add_argument("--json", type=Path)
     r.add_argument("--trace", type=Path, help="write each cuda run's trace "
                    "into this folder")
+    r.add_argument("--models", help="comma-separated: run only these of "
+                   "gpt, qwen3, qwen3-long (their plans alone may travel)")
     r.add_argument("--no-torch", action="store_true",
                    help="leave out PyTorch's step on the GPU")
     args = ap.parse_args()
@@ -283,7 +307,8 @@ def main():
         host_reference(args.data, args.steps, args.bin)
         return 0
     results, ok = run(args.data, args.steps, args.bin, args.trace,
-                      not args.no_torch)
+                      not args.no_torch,
+                      args.models.split(",") if args.models else None)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0 if ok else 1

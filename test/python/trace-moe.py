@@ -21,13 +21,13 @@ import sys
 from pathlib import Path
 
 import torch
-import transformers as T
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
 import hf_models  # noqa: E402
 import moe_check  # noqa: E402
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
+import tiny_mixtral  # noqa: E402
 
 out = Path(sys.argv[1])
 M = 4
@@ -102,57 +102,18 @@ class Plain(torch.nn.Module):
         return self.head(x)
 
 
-def mixtral(tie=False):
-    torch.manual_seed(0)
-    lm = T.MixtralForCausalLM(T.MixtralConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=48,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=64, num_local_experts=4,
-        num_experts_per_tok=2))
-    lm.config.use_cache = False
-    lm.eval()
-    model = tiny_gpt.make_distinct(hf_models.LogitsOnly(lm))
-    if tie:
-        # Experts 1 and 2 get the same router row: every token scores them
-        # equal, and torch.topk takes the lower index first.
-        with torch.no_grad():
-            for layer in lm.model.layers:
-                gate = layer.block_sparse_moe.gate.weight
-                gate[2] = gate[1]
-    return model
-
-
-def boundary_ties(model):
-    """Tokens whose top-2 holds exactly one of experts 1 and 2 while the
-    two score bitwise equal: where the tie-break decides the routing."""
-    count = []
-
-    def hook(module, args, logits):
-        p = torch.softmax(logits, -1)
-        top = p.topk(2, -1).indices
-        one = (top == 1).any(-1) ^ (top == 2).any(-1)
-        count.append(int((one & (p[:, 1] == p[:, 2])).sum()))
-
-    hooks = [layer.block_sparse_moe.gate.register_forward_hook(hook)
-             for layer in model.lm.model.layers]
-    with torch.no_grad():
-        model(tokens)
-    for h in hooks:
-        h.remove()
-    return sum(count)
-
-
 def plain(variant=None):
     torch.manual_seed(0)
     return tiny_gpt.make_distinct(Plain(variant))
 
 
-for name, make in (("mixtral", mixtral), ("plain", plain),
+for name, make in (("mixtral", tiny_mixtral.mixtral), ("plain", plain),
                    ("shared", lambda: plain("shared")),
-                   ("tie", lambda: mixtral(True))):
+                   ("tie", lambda: tiny_mixtral.mixtral(True))):
     model = make()
     if name == "tie":
-        print(f"tie: tokens routed by a tie: {boundary_ties(model) > 0}")
+        ties = tiny_mixtral.boundary_ties(model, tokens)
+        print(f"tie: tokens routed by a tie: {ties > 0}")
     ref_loss, ref_grads = tiny_gpt.reference(model, tokens, labels)
     src = rp.trace(model, (tokens[:1],), out / name)
     text = src.read_text()

@@ -459,28 +459,10 @@ def _moe_block(e, x, logits, n_exp, ffn, top_k, normalize, act, experts):
     """route, dispatch, the experts' gated MLP as grouped matmuls
     (`experts` gives the gate and up products and the down stack), the
     weighted combine."""
-    import torch
-    xv = e.values[x]
-    tokens, hidden = xv.shape
-    dt = xv.dtype
-    rows = tokens * top_k
-    xs, ls = e.val(x), e.val(logits, dt)
-    wt = _ttype((tokens, top_k), dt)
-    ext = _ttype((tokens, top_k), torch.int64)
     flag = " normalize" if normalize else ""
-    w, ex = e.fresh(), e.fresh()
-    e.region.lines.append(
-        f"{w}, {ex} = rp.moe.route {ls} top_k = {top_k} softmax = before"
-        f"{flag} : {e.ty(ls)} -> ({wt}, {ext})")
-    e.types[w], e.types[ex] = wt, ext
-    rt = _ttype((rows, hidden), dt)
-    pt = _ttype((tokens, top_k), torch.int32)
-    ct = _ttype((n_exp,), torch.int32)
-    r, p, c = e.fresh(), e.fresh(), e.fresh()
-    e.region.lines.append(
-        f"{r}, {p}, {c} = rp.moe.dispatch {xs}, {ex} : ({e.ty(xs)}, {ext}) "
-        f"-> ({rt}, {pt}, {ct})")
-    e.types[r], e.types[p], e.types[c] = rt, pt, ct
+    m = _route_dispatch(e, x, logits, n_exp, top_k, "before" + flag)
+    ct, c, dt, rows = m.ct, m.c, m.dt, m.rows
+    r, rt = m.r, m.rt
 
     def grouped(inp, stack, out_ty):
         return e.emit(f"rp.moe.grouped_matmul {inp}, {stack}, {c} transpose_b "
@@ -492,9 +474,49 @@ def _moe_block(e, x, logits, n_exp, ffn, top_k, normalize, act, experts):
     a = e.emit(f"rp.{act} {g} : {ht}", ht)
     h = e.emit(f"rp.mul {a}, {u} : ({ht}, {ht}) -> {ht}", ht)
     y = grouped(h, w_down, rt)
-    ot = _ttype((tokens, hidden), dt)
-    return e.emit(f"rp.moe.combine {y}, {p} weights({w}) : ({rt}, {pt}, {wt}) "
-                  f"-> {ot}", ot)
+    return _combine(e, m, y)
+
+
+class _Routed:
+    """What rp.moe.route and rp.moe.dispatch gave a block: the weights w
+    (wt), the positions p (pt), the dispatched rows r (rt) and the
+    per-expert counts c (ct), with the block's tokens, hidden width, dtype
+    and dispatched row count."""
+
+
+def _route_dispatch(e, x, logits, n_exp, top_k, softmax):
+    """Emits rp.moe.route (`softmax`: "before", "before normalize" or
+    "after") and rp.moe.dispatch of the tokens x; both trace front ends'
+    blocks start so (_moe_block, _moe_oss.handler)."""
+    import torch
+    m = _Routed()
+    m.tokens, m.hidden = e.values[x].shape
+    m.dt = dt = e.values[x].dtype
+    m.rows = m.tokens * top_k
+    xs, ls = e.val(x), e.val(logits, dt)
+    m.wt = _ttype((m.tokens, top_k), dt)
+    ext = _ttype((m.tokens, top_k), torch.int64)
+    m.w, ex = e.fresh(), e.fresh()
+    e.region.lines.append(
+        f"{m.w}, {ex} = rp.moe.route {ls} top_k = {top_k} softmax = "
+        f"{softmax} : {e.ty(ls)} -> ({m.wt}, {ext})")
+    e.types[m.w], e.types[ex] = m.wt, ext
+    m.rt = _ttype((m.rows, m.hidden), dt)
+    m.pt = _ttype((m.tokens, top_k), torch.int32)
+    m.ct = _ttype((n_exp,), torch.int32)
+    m.r, m.p, m.c = e.fresh(), e.fresh(), e.fresh()
+    e.region.lines.append(
+        f"{m.r}, {m.p}, {m.c} = rp.moe.dispatch {xs}, {ex} : ({e.ty(xs)}, "
+        f"{ext}) -> ({m.rt}, {m.pt}, {m.ct})")
+    e.types[m.r], e.types[m.p], e.types[m.c] = m.rt, m.pt, m.ct
+    return m
+
+
+def _combine(e, m, y):
+    """rp.moe.combine of the experts' rows y back into token order."""
+    ot = _ttype((m.tokens, m.hidden), m.dt)
+    return e.emit(f"rp.moe.combine {y}, {m.p} weights({m.w}) : ({m.rt}, "
+                  f"{m.pt}, {m.wt}) -> {ot}", ot)
 
 
 def _moe_expert_mask(e, n):

@@ -164,27 +164,11 @@ def handler(e, n):
     import torch
     x, logits, w_gu, b_gu, w_d, b_d, top_k, interleaved, alpha, limit = \
         n.args
-    tokens, hidden = e.values[x].shape
+    from rp._moe import _combine, _route_dispatch
     n_exp, _, ffn2 = e.values[w_gu].shape
     ffn = ffn2 // 2
-    dt = e.values[x].dtype
-    rows = tokens * top_k
-    xs, ls = e.val(x), e.val(logits, dt)
-    wt = _ttype((tokens, top_k), dt)
-    ext = _ttype((tokens, top_k), torch.int64)
-    w, ex = e.fresh(), e.fresh()
-    e.region.lines.append(
-        f"{w}, {ex} = rp.moe.route {ls} top_k = {top_k} softmax = after : "
-        f"{e.ty(ls)} -> ({wt}, {ext})")
-    e.types[w], e.types[ex] = wt, ext
-    rt = _ttype((rows, hidden), dt)
-    pt = _ttype((tokens, top_k), torch.int32)
-    ct = _ttype((n_exp,), torch.int32)
-    r, p, c = e.fresh(), e.fresh(), e.fresh()
-    e.region.lines.append(
-        f"{r}, {p}, {c} = rp.moe.dispatch {xs}, {ex} : ({e.ty(xs)}, {ext}) "
-        f"-> ({rt}, {pt}, {ct})")
-    e.types[r], e.types[p], e.types[c] = rt, pt, ct
+    m = _route_dispatch(e, x, logits, n_exp, top_k, "after")
+    dt, rows, hidden, r, c, ct = m.dt, m.rows, m.hidden, m.r, m.c, m.ct
     ones = e.constant(torch.ones(rows, 1, dtype=dt))
 
     def biased(inp, stack, bias, width):
@@ -220,6 +204,4 @@ def handler(e, n):
     glu = binary("mul", gate, sg, ht)
     h = binary("mul", binary("add", up, e.scalar(1.0, dt)), glu, ht)
     y = biased(h, w_d, b_d, hidden)
-    ot = _ttype((tokens, hidden), dt)
-    return e.emit(f"rp.moe.combine {y}, {p} weights({w}) : ({rt}, {pt}, "
-                  f"{wt}) -> {ot}", ot)
+    return _combine(e, m, y)

@@ -1,13 +1,19 @@
 //===- CudaNN.cu - reductions, softmax, norms and the loss on the GPU -----===//
 //
 // Row kernels: one thread computes one output element (reduce with few
-// elements per output, extremum_grad) or one whole row (softmax, the norms,
-// cross-entropy) with the row functions of kernels/Softmax.h, SoftmaxGrad.h,
-// Norms.h and NormsGrad.h, in the order the host kernels use (host/HostNN.cpp,
-// HostGradientsNN.cpp, HostLoss.cpp). Sums across rows (the norms' scale
-// and bias gradients, the loss) use the host's fixed blocks: partials per
-// block in row order, then the partials in block order. Nothing is
-// combined with a float atomic, so every run gives the same bits.
+// elements per output, extremum_grad) or one whole row (softmax,
+// cross-entropy) with the row functions of kernels/Softmax.h and
+// SoftmaxGrad.h, in the order the host kernels use (host/HostNN.cpp,
+// HostLoss.cpp). Sums across rows (the norms' scale and bias gradients, the
+// loss) use the host's fixed blocks: partials per block in row order, then
+// the partials in block order. Nothing is combined with a float atomic, so
+// every run gives the same bits.
+//
+// The norms give each row 8 threads, one per lane of orderedSum
+// (kernels/Numeric.h): a lane's thread folds its elements in the host
+// lane's order and the lanes meet in shared memory in orderedSum's tree,
+// so the norms are bitwise the host's (Norms.h, NormsGrad.h) with 8 times
+// the threads and rows read by neighbouring threads, not a row apart.
 //
 // A reduce with few outputs and many elements each (a bias gradient,
 // [2048, 1024] -> [1024]) is two-level, so that it fills the GPU: each
@@ -15,8 +21,9 @@
 // folds one chunk of one output into a partial in row-major order, then a
 // thread per output folds its partials in chunk order (reduceChunks).
 //
-// One thread per row is the simple, exact form; a warp per row would be
-// faster on long rows but would sum in another order than the host.
+// One thread per row (softmax, cross-entropy) is the simple, exact form; a
+// warp per row would be faster on long rows but would sum in another order
+// than the host.
 //
 //===----------------------------------------------------------------------===//
 

@@ -10,7 +10,9 @@
 // when timing starts, each later one against the end of the one before
 // (short intervals, so cudaEventElapsedTime's float milliseconds keep
 // their microsecond). Any CUDA failure turns timing off for good; the
-// executor then keeps the host's enqueue spans.
+// executor then keeps the host's enqueue spans. A command enqueued on the
+// queue outside any job (none is, while the executor runs) would count in
+// the span of the job before it.
 //
 //===----------------------------------------------------------------------===//
 

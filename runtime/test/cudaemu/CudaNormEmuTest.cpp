@@ -1,8 +1,7 @@
 //===- CudaNormEmuTest.cpp - the cuda norms on the CPU vs the host --------===//
 //
-// lib/cuda/CudaNN.cu's layer norm and RMS norm, forward and backward, run
-// on the CPU (CudaEmu.h; the launchers come from CudaNN.emu.inc, included
-// once, by CudaReduceEmuTest.cpp) against host/HostNN.cpp and
+// lib/cuda/CudaNorms.cu's layer norm and RMS norm, forward and backward,
+// run on the CPU (CudaEmu.h, emulate.py) against host/HostNN.cpp and
 // HostGradientsNN.cpp on the same data. A row's kRowLanes threads fold
 // orderedSum's lanes and combine them in its tree, and the scale and bias
 // gradients sum blocks of 128 rows in order, so every output must be
@@ -24,6 +23,9 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+
+// The kernels and launchers, launches rewritten by emulate.py.
+#include "CudaNorms.emu.inc"
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;

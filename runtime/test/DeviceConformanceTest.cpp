@@ -22,6 +22,7 @@
 #include <gmock/gmock.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -264,6 +265,55 @@ TEST_P(DeviceConformance, AQueueRunsItsWorkInOrder) {
   EXPECT_EQ(std::vector<uint8_t>(slotOut, slotOut + 8),
             std::vector<uint8_t>(8, uint8_t(writes)));
   EXPECT_EQ(std::vector<uint8_t>(chainOut, chainOut + n), pattern);
+}
+
+int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Queue::timeJobs (cuda: cudaEvents around each job): each job's span on
+// the device, in the order the jobs were begun, inside the host's time
+// around them; a job without commands, or one asked for out of order, is
+// not measured, and the queue is back in step after.
+TEST_P(DeviceConformance, AQueueTimesItsJobsWhereItCan) {
+  Queue &q = backend->getDevice(last).getQueue(QueueKind::weight_h2d);
+  if (!q.timeJobs())
+    GTEST_SKIP() << "backend '" << GetParam()
+                 << "' does not time jobs: traces keep the host's spans";
+  const size_t n = size_t(64) << 20;
+  uint8_t *src = host(n, 1), *dst = device(last, n);
+  const int64_t before = steadyNs();
+  q.beginJob(3);
+  ASSERT_TRUE(q.copy(dst, src, n, CopyKind::hostToDevice).isOk());
+  q.beginJob(7);
+  q.beginJob(9);
+  ASSERT_TRUE(q.copy(dst, src, n / 2, CopyKind::hostToDevice).isOk());
+  int64_t s3 = 0, e3 = 0, s9 = 0, e9 = 0, x = 0, y = 0;
+  ASSERT_TRUE(q.takeJobTime(3, true, s3, e3));
+  EXPECT_FALSE(q.takeJobTime(7, true, x, y));
+  ASSERT_TRUE(q.takeJobTime(9, true, s9, e9));
+  const int64_t after = steadyNs();
+  // The device's clock is placed on the host's within microseconds.
+  const int64_t slack = 1000000;
+  EXPECT_LE(before - slack, s3);
+  EXPECT_LE(e3, s9);
+  EXPECT_LE(e9, after + slack);
+  // 64 MiB over PCIe take hundreds of microseconds; half that, half.
+  EXPECT_GT(e3 - s3, 50000);
+  EXPECT_GT(e9 - s9, 25000);
+  EXPECT_LT(e9 - s9, e3 - s3);
+  q.beginJob(1);
+  ASSERT_TRUE(q.copy(dst, src, 8, CopyKind::hostToDevice).isOk());
+  EXPECT_FALSE(q.takeJobTime(2, true, x, y));
+  EXPECT_FALSE(q.takeJobTime(1, true, x, y));
+  q.beginJob(4);
+  ASSERT_TRUE(q.copy(dst, src, 8, CopyKind::hostToDevice).isOk());
+  ASSERT_TRUE(q.takeJobTime(4, true, x, y));
+  EXPECT_LE(e9, x);
+  EXPECT_LE(x, y);
+  ASSERT_TRUE(q.synchronize().isOk());
 }
 
 /// A plan of two programs over f32[n] buffers of device `d`: "sum" writes

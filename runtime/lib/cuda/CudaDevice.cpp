@@ -33,6 +33,7 @@
 #include "rp/runtime/Driver.h"
 
 #include "CudaDispatch.h"
+#include "CudaJobTimer.h"
 #include "CudaStatus.h"
 
 #include <cublas_v2.h>
@@ -131,7 +132,7 @@ public:
   CudaQueue(int device, int gpu, QueueKind kind, int priority,
             cudaStream_t stream)
       : device(device), gpu(gpu), kind(kind), priority(priority),
-        stream(stream) {}
+        stream(stream), timer(gpu, stream) {}
   ~CudaQueue() override {
     cudaSetDevice(gpu);
     if (blas)
@@ -162,10 +163,17 @@ public:
   uint32_t getDevice() const override { return device; }
   QueueKind getKind() const override { return kind; }
   int getPriority() const override { return priority; }
+  void beginJob(uint32_t job) override { timer.begin(job); }
+  bool timeJobs() override { return timer.enable(); }
+  bool takeJobTime(uint32_t job, bool wait, int64_t &startNs,
+                   int64_t &endNs) override {
+    return timer.take(job, wait, startNs, endNs);
+  }
 
   Status copy(void *dst, const void *src, size_t bytes, CopyKind how) override {
     if (bytes == 0)
       return Status::ok();
+    timer.beforeWork();
     cudaSetDevice(gpu);
     cudaMemcpyKind k = how == CopyKind::hostToDevice ? cudaMemcpyHostToDevice
                        : how == CopyKind::deviceToHost
@@ -184,6 +192,7 @@ public:
       return invalidArgument("program " + std::to_string(program) +
                              " is not in the plan");
     lastPlan = &plan;
+    timer.beforeWork();
     return runProgram(context, plan, program, buffers);
   }
 
@@ -254,6 +263,8 @@ private:
   KernelErrorRecord *errorsHost = nullptr, *errorsDevice = nullptr;
   DispatchContext context;
   const Plan *lastPlan = nullptr;
+  /// The GPU's span of each job, when a trace asks (timeJobs).
+  JobTimer timer;
 };
 
 /// cuBLAS's workspace per GPU, allocated once: with a fixed workspace on

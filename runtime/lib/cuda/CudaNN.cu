@@ -1,13 +1,14 @@
-//===- CudaNN.cu - reductions, softmax, norms and the loss on the GPU -----===//
+//===- CudaNN.cu - reductions, softmax and the loss on the GPU ------------===//
 //
 // Row kernels: one thread computes one output element (reduce with few
-// elements per output, extremum_grad) or one whole row (softmax, the norms,
-// cross-entropy) with the row functions of kernels/Softmax.h, SoftmaxGrad.h,
-// Norms.h and NormsGrad.h, in the order the host kernels use (host/HostNN.cpp,
-// HostGradientsNN.cpp, HostLoss.cpp). Sums across rows (the norms' scale
-// and bias gradients, the loss) use the host's fixed blocks: partials per
-// block in row order, then the partials in block order. Nothing is
-// combined with a float atomic, so every run gives the same bits.
+// elements per output, extremum_grad) or one whole row (softmax) with the
+// row functions of kernels/Softmax.h and SoftmaxGrad.h, in the order the
+// host kernels use (host/HostNN.cpp). Nothing is combined with a float
+// atomic, so every run gives the same bits.
+//
+// The norms are in CudaNorms.cu; cross_entropy runs the fused loss's
+// block-per-row kernels (CudaLinearLoss.cu), its total in the host's fixed
+// blocks of rows.
 //
 // A reduce with few outputs and many elements each (a bias gradient,
 // [2048, 1024] -> [1024]) is two-level, so that it fills the GPU: each
@@ -15,19 +16,17 @@
 // folds one chunk of one output into a partial in row-major order, then a
 // thread per output folds its partials in chunk order (reduceChunks).
 //
-// One thread per row is the simple, exact form; a warp per row would be
-// faster on long rows but would sum in another order than the host.
+// One thread per row (softmax) is the simple, exact form; a
+// warp per row would be faster on long rows but would sum in another order
+// than the host.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaCommon.cuh"
 #include "CudaLinearLoss.h"
-#include "CudaLoss.cuh"
 
 #include "rp/runtime/kernels/Elementwise.h"
 #include "rp/runtime/kernels/ElementwiseGrad.h"
-#include "rp/runtime/kernels/Norms.h"
-#include "rp/runtime/kernels/NormsGrad.h"
 #include "rp/runtime/kernels/Softmax.h"
 #include "rp/runtime/kernels/SoftmaxGrad.h"
 
@@ -36,10 +35,6 @@ namespace rp::runtime::cuda {
 using namespace kernels;
 
 namespace {
-
-/// host/HostGradientsNN.cpp's kParamRowBlock: rows summed into one partial
-/// of the scale and bias gradients. Part of the numerics.
-constexpr int64_t kParamRowBlock = 128;
 
 /// Steps `offset` to the next reduced index in row-major order.
 __device__ inline void nextReduced(const ReduceMap &map, int64_t *index,
@@ -210,70 +205,6 @@ __global__ void softmaxGradKernel(bool log, const T *y, const T *dy, T *dx,
   }
 }
 
-template <typename T>
-__global__ void normKernel(bool centered, const T *x, const T *scale,
-                           const T *bias, T *y, int64_t rows, int64_t n,
-                           Compute<T> epsilon) {
-  RP_GRID_LOOP(row, rows) {
-    if (centered)
-      layerNormRow(x + row * n, scale, bias, y + row * n, n, epsilon);
-    else
-      rmsNormRow(x + row * n, scale, y + row * n, n, epsilon);
-  }
-}
-
-template <typename T>
-__global__ void normGradRowsKernel(bool centered, const T *x, const T *scale,
-                                   const T *dy, T *dx, int64_t rows, int64_t n,
-                                   Compute<T> epsilon,
-                                   NormStats<Compute<T>> *stats) {
-  RP_GRID_LOOP(row, rows) {
-    const T *xRow = x + row * n;
-    NormStats<Compute<T>> st = centered ? layerNormStats(xRow, n, epsilon)
-                                        : rmsNormStats(xRow, n, epsilon);
-    normGradRow(xRow, scale, dy + row * n, dx + row * n, n, st, centered);
-    if (stats)
-      stats[row] = st;
-  }
-}
-
-/// Partial sums of one block of kParamRowBlock rows for one column.
-template <typename T>
-__global__ void
-normGradPartialsKernel(const T *x, const T *dy,
-                       const NormStats<Compute<T>> *stats, int64_t rows,
-                       int64_t n, Compute<T> *scalePartials,
-                       Compute<T> *biasPartials, int64_t items) {
-  using C = Compute<T>;
-  RP_GRID_LOOP(item, items) {
-    int64_t rb = item / n, c = item % n;
-    int64_t r0 = rb * kParamRowBlock;
-    int64_t r1 = r0 + kParamRowBlock < rows ? r0 + kParamRowBlock : rows;
-    C s = C(0), b = C(0);
-    for (int64_t r = r0; r < r1; ++r) {
-      if (scalePartials)
-        s += normScaleGradTerm(x[r * n + c], dy[r * n + c], stats[r]);
-      if (biasPartials)
-        b += load(dy[r * n + c]);
-    }
-    if (scalePartials)
-      scalePartials[item] = s;
-    if (biasPartials)
-      biasPartials[item] = b;
-  }
-}
-
-template <typename T>
-__global__ void normGradParamsKernel(const Compute<T> *scalePartials,
-                                     const Compute<T> *biasPartials,
-                                     int64_t rowBlocks, int64_t n, T *dscale,
-                                     T *dbias) {
-  RP_GRID_LOOP(c, n) {
-    kernels::normParamGradColumn(scalePartials, biasPartials, rowBlocks, n, c,
-                                 dscale, dbias);
-  }
-}
-
 } // namespace
 
 size_t reduceScratchBytes(const ReduceMap &map, int64_t numOut) {
@@ -360,64 +291,6 @@ cudaError_t launchSoftmaxGrad(const LaunchContext &ctx, DType dtype, bool log,
         static_cast<T *>(dx), rows, n, inner);
   });
   return lastLaunchError();
-}
-
-cudaError_t launchNorm(const LaunchContext &ctx, DType dtype, bool centered,
-                       const void *x, const void *scale, const void *bias,
-                       void *out, int64_t rows, int64_t n, double epsilon) {
-  if (rows == 0 || n == 0)
-    return cudaSuccess;
-  visitFloat(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    normKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
-        centered, static_cast<const T *>(x), static_cast<const T *>(scale),
-        static_cast<const T *>(bias), static_cast<T *>(out), rows, n,
-        static_cast<Compute<T>>(epsilon));
-  });
-  return lastLaunchError();
-}
-
-size_t normGradScratchBytes(DType dtype, int64_t rows, int64_t n) {
-  size_t c = dtype == DType::f64 ? 8 : 4;
-  int64_t rowBlocks = (rows + kParamRowBlock - 1) / kParamRowBlock;
-  // Stats (mean, rstd) per row, then two partial arrays.
-  return size_t(rows) * 2 * c + size_t(rowBlocks) * size_t(n) * 2 * c + 64;
-}
-
-cudaError_t launchNormGrad(const LaunchContext &ctx, DType dtype, bool centered,
-                           const void *x, const void *scale, const void *dy,
-                           void *dx, void *dscale, void *dbias, int64_t rows,
-                           int64_t n, double epsilon, void *scratch) {
-  if (rows == 0 || n == 0)
-    return cudaSuccess;
-  const bool params = dscale || dbias;
-  const int64_t rowBlocks = (rows + kParamRowBlock - 1) / kParamRowBlock;
-  cudaError_t error = cudaSuccess;
-  visitFloat(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = Compute<T>;
-    auto *stats = params ? static_cast<NormStats<C> *>(scratch) : nullptr;
-    normGradRowsKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
-        centered, static_cast<const T *>(x), static_cast<const T *>(scale),
-        static_cast<const T *>(dy), static_cast<T *>(dx), rows, n,
-        static_cast<C>(epsilon), stats);
-    if (!params || (error = lastLaunchError()) != cudaSuccess)
-      return;
-    C *scalePartials = reinterpret_cast<C *>(stats + rows);
-    C *biasPartials = scalePartials + rowBlocks * n;
-    const int64_t items = rowBlocks * n;
-    normGradPartialsKernel<<<blocksFor(items), kThreadsPerBlock, 0,
-                             ctx.stream>>>(
-        static_cast<const T *>(x), static_cast<const T *>(dy), stats, rows, n,
-        dscale ? scalePartials : nullptr, dbias ? biasPartials : nullptr,
-        items);
-    if ((error = lastLaunchError()) != cudaSuccess)
-      return;
-    normGradParamsKernel<<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
-        scalePartials, biasPartials, rowBlocks, n, static_cast<T *>(dscale),
-        static_cast<T *>(dbias));
-  });
-  return error != cudaSuccess ? error : lastLaunchError();
 }
 
 // The unfused loss runs the fused loss's row kernels (CudaLinearLoss.cu) on

@@ -12,6 +12,7 @@
 #include "rp/runtime/Pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <system_error>
 
@@ -75,6 +76,7 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
       q.device = d;
       q.kind = kind;
       q.queue = &backend.getDevice(d).getQueue(kind);
+      q.timed = options.trace && q.queue->timeJobs();
     }
   // An event is recorded on its recorder's device (renamed by the shift);
   // one no job records (a broken plan the watchdog will name) still gets
@@ -419,12 +421,42 @@ Status PipelineExecutor::waitPass(uint64_t number) {
   }
   pass.waited = true;
   Trace *trace = options.trace;
-  if (trace && pass.traceSlots)
+  if (trace && pass.traceSlots) {
+    takeDeviceSpans(pass.traceSlots);
     trace->endStep(trace->now(), !cancelled);
+  }
   pass.traceSlots = nullptr;
   return cancelled ? (error.failed() ? error
                                      : internalError("the pass was cancelled"))
                    : Status::ok();
+}
+
+void PipelineExecutor::takeDeviceSpans(JobSpan *slots) {
+  // Each timed queue hands its jobs' spans back in the order it was given
+  // them: plan order within a pass. Every job that ran was begun on its
+  // queue, so a failed pass is read too (without waiting: its jobs may
+  // never run), and the next starts in step.
+  const int64_t toTrace =
+      options.trace->now() -
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    JobSpan &span = slots[i];
+    if (!span.ran())
+      continue;
+    const JobDesc &job = plan.jobs[i];
+    for (const auto &q : queues) {
+      if (!q->timed || q->device != span.deviceOf(job) || q->kind != job.queue)
+        continue;
+      int64_t start = 0, end = 0;
+      if (q->queue->takeJobTime(uint32_t(i), !cancelled, start, end)) {
+        span.start = start + toTrace;
+        span.end = end + toTrace;
+      }
+      break;
+    }
+  }
 }
 
 Status PipelineExecutor::runJobsOf(uint64_t label) {

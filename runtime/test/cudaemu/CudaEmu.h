@@ -107,6 +107,21 @@ inline int atomicAdd(int *p, int value) {
   *p += value;
   return old;
 }
+inline unsigned long long atomicAdd(unsigned long long *p,
+                                    unsigned long long value) {
+  std::lock_guard<std::mutex> lock(rp::runtime::cudaemu::atomics);
+  unsigned long long old = *p;
+  *p += value;
+  return old;
+}
+inline unsigned long long atomicMin(unsigned long long *p,
+                                    unsigned long long value) {
+  std::lock_guard<std::mutex> lock(rp::runtime::cudaemu::atomics);
+  unsigned long long old = *p;
+  if (value < old)
+    *p = value;
+  return old;
+}
 
 // Enqueued work runs at once, on host memory.
 #define cudaMemsetAsync(p, v, n, s)                                            \

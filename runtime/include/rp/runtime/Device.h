@@ -98,6 +98,22 @@ public:
   /// job `job`'s. Only a backend that reports per job needs it (sim: the
   /// virtual time of each job, for traces); the others ignore it.
   virtual void beginJob(uint32_t job) { (void)job; }
+  /// Asks the queue to time each job (beginJob to the next) on the device
+  /// itself, for traces; false: it cannot (the default), and the executor
+  /// keeps the host's enqueue spans. cuda: cudaEvents around each job.
+  virtual bool timeJobs() { return false; }
+  /// The device's span of the oldest timed job not yet taken, which must
+  /// be `job`, in std::chrono::steady_clock nanoseconds (since its epoch);
+  /// waits for the job to finish if `wait`, else takes it only if it has
+  /// (a failed pass's jobs may never run). False: not measured.
+  virtual bool takeJobTime(uint32_t job, bool wait, int64_t &startNs,
+                           int64_t &endNs) {
+    (void)job;
+    (void)wait;
+    (void)startNs;
+    (void)endNs;
+    return false;
+  }
 };
 
 /// What a device's allocator holds, in bytes.

@@ -165,6 +165,7 @@ private:
     uint32_t device = 0; ///< the device it enqueues on
     QueueKind kind = QueueKind::compute;
     Queue *queue = nullptr; ///< the device queue it enqueues on
+    bool timed = false;     ///< its queue times jobs itself (Queue::timeJobs)
     // Guarded by the executor's mutex.
     uint64_t pass = 0; ///< the last pass it took up
     /// Plan job indices of its current pass, in plan order.
@@ -203,6 +204,9 @@ private:
   bool ready(size_t job, uint64_t pass) const;
   /// The watchdog's message: every blocked queue, job and event.
   std::string stallMessage() const;
+  /// A traced pass's job spans from the devices' own clocks, where their
+  /// queues time jobs (cuda); the host's enqueue spans elsewhere.
+  void takeDeviceSpans(JobSpan *slots);
   PassState &passOf(uint64_t pass) { return passes[pass % passes.size()]; }
   const PassState &passOf(uint64_t pass) const {
     return passes[pass % passes.size()];

@@ -108,7 +108,7 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
            "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
            "::mlir::rp::dispatchValues()">,
     Option<"tailJobs", "tail-jobs", "unsigned", "1",
-           "the stage jobs the fused tail is timed as: 1, 2 (alternate microbatches on two devices), 3 (rp's partitioner: a pair split by layers, as tail-pair), or 0 to let rp's partitioner choose between 1 and 2 (a user partition is timed with 1); the timing model only, plans run 1">,
+           "the stage jobs the fused tail is timed as: 1, 2 (alternate microbatches on two devices, as rp-partition tail-jobs=2 plans run it), 3 (rp's partitioner: a pair split by layers, as tail-pair; timing model only), or 0 to let rp's partitioner choose between 1 and 2 (a user partition is timed with 1)">,
     Option<"tailPair", "tail-pair", "unsigned", "0",
            "> 0: time the fused tail split by layers instead, its first N layers a job that runs their forward and, one microbatch later, their backward without recompute, the rest a fused job on the next device (timing model only)">
   ];
@@ -172,7 +172,9 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
            "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
-           "::mlir::rp::dispatchValues()">
+           "::mlir::rp::dispatchValues()">,
+    Option<"tailJobs", "tail-jobs", "unsigned", "1",
+           "round-robin: the stage jobs the fused tail runs as, 1 or 2 (alternate microbatches on two devices; every tail gradient is then the even microbatches' fold plus the odd ones'), or 0 to let rp's partitioner take the faster (a user partition then runs 1)">
   ];
 }
 

@@ -207,6 +207,9 @@ struct ChooseLossFusionPass
     request.partitioner = fused.getPartitioner();
     request.stages = stages;
     request.dispatch = dispatch;
+    // The tail's jobs the compile chose stay (a user's stages keep 1 when
+    // the partition's is 1, as rp-partition's request decided).
+    request.tailJobs = fused.getTailJobs();
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw);
@@ -217,7 +220,7 @@ struct ChooseLossFusionPass
     partition = PartitionAttr::get(&getContext(), fused.getSchedule(),
                                    fused.getDevices(), fused.getMicrobatches(),
                                    fused.getHw(), fused.getPartitioner(),
-                                   fused.getRecompute(), fwd, bwd);
+                                   fused.getRecompute(), fwd, bwd, p->tailJobs);
     (*func)->setAttr("rp.partition", partition);
     return predict(*copy, scratch, budget);
   }

@@ -62,6 +62,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   partition.stages = options.stages;
   partition.recompute = options.recompute;
   partition.dispatch = options.dispatch;
+  partition.tailJobs = options.tailJobs;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;

@@ -131,13 +131,15 @@ def timing(graph, hw, measured, stages=None, tail_jobs=1):
     return {k: (float(v) if k != "stages" else v) for k, v in found.items()}, took
 
 
-def simulate(tmp, graph, hw, measured, stages=None, schedule="round-robin"):
+def simulate(tmp, graph, hw, measured, stages=None, schedule="round-robin",
+             tail_jobs=1):
     """One step alone on the sim device, timed with the measured times."""
     plan = Path(tmp) / "plan.rpplan"
     subprocess.run([str(BIN / "rp-compile"), str(graph), "-o", str(plan),
                     "--devices", str(G), "--microbatches", str(M), "--hw",
                     str(hw), "--measured", str(measured), "--schedule",
-                    schedule, "--dtype", "f16"] +
+                    schedule, "--dtype", "f16", "--tail-jobs",
+                    str(tail_jobs)] +
                    (["--stages", stages] if stages else []),
                    capture_output=True, text=True, check=True)
     figures = {}

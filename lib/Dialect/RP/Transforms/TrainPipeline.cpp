@@ -78,6 +78,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     choose.stages = options.stages;
     choose.dispatch = options.dispatch;
     choose.passShift = options.passShift;
+    choose.tailJobs = int(options.tailJobs);
     pm.addPass(createChooseLossFusionPass(choose));
   }
   pm.addPass(createLowerSchedulePass());

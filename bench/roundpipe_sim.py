@@ -17,12 +17,12 @@ rp's timing analysis: one step alone (fill and drain included, as
 RoundPipe's single-iteration makespan) and the steady state of steps run
 back to back (fill and drain once per run; compare its bubble with
 RoundPipe's async column, which counts switch and intra bubbles only).
-Rows: rp with RoundPipe's partition, rp's own partitioner, rp's
-partitioner with the fused tail timed as two stage jobs taking alternate
-microbatches (rp-print-partition tail-jobs=2) and as a pair split by
-layers (tail-jobs=3; "pair at 0": the search kept one tail job), both the
-compiler's timing model only (plans do not run them yet, so they have no
-sim figure), and
+Rows: rp with RoundPipe's partition, rp's own partitioner with one tail
+job (rp-compile's default), rp's partitioner free to run the fused tail as
+two stage jobs taking alternate microbatches (tail-jobs=0: the faster of
+one and two; plans run it, so it has sim figures), rp's partitioner with
+the tail as a pair split by layers (tail-jobs=3; "pair at 0": the search
+kept one tail job; the compiler's timing model only, no sim figure), and
 Looped-BFS (rp's static schedule, one step alone on the sim, beside
 RoundPipe's simulated Looped-BFS makespan). "sim" is
 the plan of that partition exported by rp-compile and run on the sim device
@@ -131,13 +131,15 @@ def timing(graph, hw, measured, stages=None, tail_jobs=1):
     return {k: (float(v) if k != "stages" else v) for k, v in found.items()}, took
 
 
-def simulate(tmp, graph, hw, measured, stages=None, schedule="round-robin"):
+def simulate(tmp, graph, hw, measured, stages=None, schedule="round-robin",
+             tail_jobs=1):
     """One step alone on the sim device, timed with the measured times."""
     plan = Path(tmp) / "plan.rpplan"
     subprocess.run([str(BIN / "rp-compile"), str(graph), "-o", str(plan),
                     "--devices", str(G), "--microbatches", str(M), "--hw",
                     str(hw), "--measured", str(measured), "--schedule",
-                    schedule, "--dtype", "f16"] +
+                    schedule, "--dtype", "f16", "--tail-jobs",
+                    str(tail_jobs)] +
                    (["--stages", stages] if stages else []),
                    capture_output=True, text=True, check=True)
     figures = {}
@@ -176,14 +178,16 @@ def main():
             graph, hw, measured = inputs(tmp, name)
             span, bubble, sync = MODELS[name][8:11]
             steady = span * (1 - sync / 100) / (1 - bubble / 100)
-            rows = [("RoundPipe's partition", roundpipe_stages(name))]
+            rows = [("RoundPipe's partition", roundpipe_stages(name), 1)]
             if args.search:
-                rows.append(("rp's partitioner", None))
-            for label, stages in rows:
-                t, took = timing(graph, hw, measured, stages)
+                rows.append(("rp's partitioner", None, 1))
+                rows.append(("rp, tail-jobs=0", None, 0))
+            for label, stages, tail_jobs in rows:
+                t, took = timing(graph, hw, measured, stages, tail_jobs)
                 one = t["one_step_ms"]
-                sim, sim_steady, sim_bubble = simulate(tmp, graph, hw,
-                                                       measured, t["stages"])
+                jobs = int(t.get("tail_jobs", 1))
+                sim, sim_steady, sim_bubble = simulate(
+                    tmp, graph, hw, measured, t["stages"], tail_jobs=jobs)
                 print(f"{name:6s} {span:9.0f} ms {steady:9.0f} ms "
                       f"{bubble:4.1f}% | "
                       f"{label:22s} ({took:4.1f} s) {one:9.0f} ms "
@@ -192,7 +196,7 @@ def main():
                       f"{100 * (t['step_ms'] / steady - 1):+5.1f}% "
                       f"{t['bubble_pct']:5.1f}% "
                       f"{t['busy_ratio']:8.3f} {sim:8.0f} ms  "
-                      f"{t['stages']}")
+                      f"{t['stages']} tail jobs {jobs}")
                 print(f"{'':6s} {'':42s} | {'  sim, continuous async':22s} "
                       f"{'':8s} {'':18s} {sim_steady:9.0f} ms "
                       f"{100 * (sim_steady / steady - 1):+5.1f}% "
@@ -200,12 +204,11 @@ def main():
                       f"{t['step_ms']:.0f} ms, "
                       f"{100 * (sim_steady / t['step_ms'] - 1):+.1f}%)")
             if args.search:
-                # The fused tail as two stage jobs taking alternate
-                # microbatches, in the compiler's timing model only: plans
-                # run one tail job (docs/pipeline.md, "Where the time goes
-                # on RoundPipe's inputs"), so there is no sim figure.
-                for tail_jobs, label in ((2, "rp, tail as 2 jobs"),
-                                         (3, "rp, tail as a pair")):
+                # The fused tail as a pair split by layers, in the
+                # compiler's timing model only: plans do not run it
+                # (docs/pipeline.md, "The tail as two jobs"), so there is
+                # no sim figure.
+                for tail_jobs, label in ((3, "rp, tail as a pair"),):
                     t, took = timing(graph, hw, measured,
                                      tail_jobs=tail_jobs)
                     print(f"{'':6s} {'':42s} | {label:22s} "

@@ -190,10 +190,10 @@ void Inserter::run() {
         in.waits.push_back(done[done.size() - 2]);
       waits.push_back(add(std::move(in)));
     };
-    bool fromHost =
-        job.range.begin == 0 &&
-        (c.job % perStep == 0 || (job.kind == CommandKind::backward &&
-                                  pl.kind == ScheduleKind::roundRobin));
+    bool fromHost = job.range.begin == 0 &&
+                    (c.job % perStep == 0 || job.kind == CommandKind::tail ||
+                     (job.kind == CommandKind::backward &&
+                      pl.kind == ScheduleKind::roundRobin));
     if (fromHost)
       upload(CommandKind::h2dActivation, 0, std::nullopt);
     // A backward's saved input is uploaded ahead of its activation

@@ -116,6 +116,12 @@ static void printSummary(ModuleOp module, size_t size) {
      << " backward program" << (backward == 1 ? "" : "s") << ", "
      << rp::stringifyRecomputeGrain(partition.getRecompute())
      << "-grain recompute, " << dtypeName << " compute)";
+  // Two tail jobs change how the tail's gradients are summed, which the
+  // one-device reference must share to give the same bits.
+  if (partition.getTailJobs() == 2)
+    os << "; the fused tail as 2 jobs on alternate microbatches (its "
+          "gradients the even microbatches' sum plus the odd ones': compile "
+          "a one-device reference with --tail-jobs 2)";
   // --fuse-loss=auto's choice and why (rp-choose-loss-fusion).
   for (auto func : module.getOps<func::FuncOp>())
     if (StringAttr choice = module.getContext()

@@ -49,6 +49,8 @@ void PartitionAttr::print(AsmPrinter &p) const {
     p << "partitioner = \"" << stringifyPartitioner(getPartitioner()) << "\", ";
   if (getRecompute() != RecomputeGrain::stage)
     p << "recompute = \"" << stringifyRecomputeGrain(getRecompute()) << "\", ";
+  if (getTailJobs() != 1)
+    p << "tail_jobs = " << getTailJobs() << ", ";
   p << "forward = ";
   printSizes(p, getForward());
   p << ", backward = ";
@@ -80,7 +82,7 @@ Attribute PartitionAttr::parse(AsmParser &parser, Type) {
   ScheduleKind schedule = ScheduleKind::roundRobin;
   Partitioner partitioner = Partitioner::rp;
   RecomputeGrain recompute = RecomputeGrain::stage;
-  unsigned devices = 0, microbatches = 0;
+  unsigned devices = 0, microbatches = 0, tailJobs = 1;
   SmallVector<int64_t> forward, backward;
   auto sizes = [&](SmallVector<int64_t> &out) {
     return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
@@ -110,6 +112,10 @@ Attribute PartitionAttr::parse(AsmParser &parser, Type) {
                        &symbolizeRecomputeGrain) ||
        parser.parseComma()))
     return {};
+  if (succeeded(parser.parseOptionalKeyword("tail_jobs")) &&
+      (parser.parseEqual() || parser.parseInteger(tailJobs) ||
+       parser.parseComma()))
+    return {};
   if (parser.parseKeyword("forward") || parser.parseEqual() || sizes(forward) ||
       parser.parseComma() || parser.parseKeyword("backward") ||
       parser.parseEqual() || sizes(backward) || parser.parseGreater())
@@ -120,17 +126,23 @@ Attribute PartitionAttr::parse(AsmParser &parser, Type) {
     return {};
   return parser.getChecked<PartitionAttr>(
       parser.getContext(), schedule, devices, microbatches, hwAttr, partitioner,
-      recompute, forward, backward);
+      recompute, forward, backward, tailJobs);
 }
 
-LogicalResult
-PartitionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                      ScheduleKind schedule, unsigned devices,
-                      unsigned microbatches, HardwareAttr hw,
-                      Partitioner partitioner, RecomputeGrain recompute,
-                      ArrayRef<int64_t> forward, ArrayRef<int64_t> backward) {
+LogicalResult PartitionAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, ScheduleKind schedule,
+    unsigned devices, unsigned microbatches, HardwareAttr hw,
+    Partitioner partitioner, RecomputeGrain recompute,
+    ArrayRef<int64_t> forward, ArrayRef<int64_t> backward, unsigned tailJobs) {
   if (devices == 0 || microbatches == 0)
     return emitError() << "devices and microbatches must be at least 1";
+  if (tailJobs != 1 && tailJobs != 2)
+    return emitError() << "tail_jobs must be 1 or 2, not " << tailJobs;
+  if (tailJobs == 2 &&
+      (schedule != ScheduleKind::roundRobin || microbatches < 2))
+    return emitError() << "tail_jobs = 2 takes alternate microbatches of a "
+                          "round-robin schedule, so it needs round-robin and "
+                          "at least 2 microbatches";
   if (!hw)
     return emitError() << "needs a hardware profile";
   if (partitioner == Partitioner::roundpipe &&

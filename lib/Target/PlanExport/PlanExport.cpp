@@ -375,8 +375,9 @@ static std::string locationName(Location loc) {
 
 FailureOr<uint32_t>
 PlanWriter::addProgram(StringRef name, ArrayRef<Operation *> ops,
-                       ArrayRef<fb::Offset<pf::KernelCall>> extra) {
-  std::vector<fb::Offset<pf::KernelCall>> calls;
+                       ArrayRef<fb::Offset<pf::KernelCall>> extra,
+                       ArrayRef<fb::Offset<pf::KernelCall>> prefix) {
+  std::vector<fb::Offset<pf::KernelCall>> calls(prefix.begin(), prefix.end());
   for (Operation *opPtr : ops) {
     Operation &op = *opPtr;
     if (auto c = dyn_cast<ConstantOp>(op)) {

@@ -61,11 +61,12 @@ private:
   uint32_t newBuffer(Type type, StringRef name, int device, int64_t rows = 1);
   LogicalResult addParam(ParamOp param);
   LogicalResult addConstant(ConstantOp c);
-  /// Appends a program of `ops`' kernel calls (plus `extra` calls) and
-  /// returns its index.
+  /// Appends a program of `ops`' kernel calls (after the `prefix` calls,
+  /// before the `extra` ones) and returns its index.
   FailureOr<uint32_t>
   addProgram(StringRef name, ArrayRef<Operation *> ops,
-             ArrayRef<fb::Offset<pf::KernelCall>> extra = {});
+             ArrayRef<fb::Offset<pf::KernelCall>> extra = {},
+             ArrayRef<fb::Offset<pf::KernelCall>> prefix = {});
   /// A call of `op` (copy when `add` is false, else `dst += src`).
   fb::Offset<pf::KernelCall> copyCall(uint32_t src, uint32_t dst, bool add);
   FailureOr<KernelSpec> specOf(Operation *op);

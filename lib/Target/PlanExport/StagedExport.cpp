@@ -65,10 +65,10 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
     late.push_back(
         copy(h.buffer, h.offset, inputBuffer(v, c.job, mb), 0, h.bytes));
     if (producer.count(v)) {
-      auto it = firstDownload.find({producer[v], mb});
+      auto it = firstDownload.find({producerOf(v, mb), mb});
       if (it == firstDownload.end())
         return schedule.emitOpError("stage job ")
-               << c.job << " reads a value of stage job " << producer[v]
+               << c.job << " reads a value of stage job " << producerOf(v, mb)
                << " before the schedule computes it";
       // The download that carries it, when it has run already.
       auto by = carrier.find({valueKey(v), mb});
@@ -150,6 +150,7 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
       continue;
     }
     if (it == programs.end()) {
+      JobBodyBuffers own(*this, l, c.job);
       w.device = j.device;
       w.overrides.clear();
       Block &body = l.getBody().front();
@@ -157,7 +158,7 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
         uint32_t b;
         if (isWeight(v))
           b = weightBuffer(v, c.job);
-        else if (producer.count(v) && producer[v] == unsigned(c.job))
+        else if (inJob(c.job, v.getDefiningOp()))
           b = outputBuffer(v, c.job, mb);
         else if (std::optional<unsigned> src = directSource(c.job, v))
           b = inputBuffer(v, *src, mb);
@@ -170,7 +171,8 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
       for (auto [r, y] : llvm::zip(l.getResults(), yield.getOperands())) {
         uint32_t target;
         if (llvm::is_contained(j.grads, r)) {
-          auto [g, fresh] = gradBuffer.try_emplace(r, 0);
+          auto [g, fresh] =
+              gradBuffer.try_emplace({valueKey(r), unsigned(c.job)}, 0);
           if (fresh)
             g->second = w.newBuffer(r.getType(), "dw s" + std::to_string(c.job),
                                     j.device);
@@ -189,7 +191,7 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
         ops.push_back(&op);
       std::string name = l.getName().str();
       std::string slot = roundRobin && microbatches > 1
-                             ? " slot" + std::to_string(slotOf(mb))
+                             ? " slot" + std::to_string(slotOf(c.job, mb))
                              : "";
       // The recompute prefix: constants and recompute-marked ops up to the
       // first op that is neither.
@@ -262,12 +264,13 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
       continue;
     std::vector<fb::Offset<pf::Copy>> copies;
     for (Value r : down->second) {
-      auto [h, fresh] = gradHost.try_emplace(r, 0);
+      std::pair<Operation *, unsigned> key{valueKey(r), unsigned(c.job)};
+      auto [h, fresh] = gradHost.try_emplace(key, 0);
       if (fresh)
         h->second = w.newBuffer(r.getType(), "grad", -1);
       copies.push_back(
-          copy(accBuffer.at(r), 0, h->second, 0, w.bufferBytes[h->second]));
-      downloadedEarly.insert(r);
+          copy(accBuffer.at(key), 0, h->second, 0, w.bufferBytes[h->second]));
+      downloadedEarly.insert(key);
     }
     std::string layer =
         cast<LayerOp>(down->second.front().getDefiningOp()).getName().str();
@@ -289,7 +292,7 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
 FailureOr<uint32_t> StagedExporter::accumulateProgram(unsigned job, LayerOp l,
                                                       ArrayRef<Value> grads,
                                                       bool first) {
-  auto key = std::make_pair(unsigned(layerIndex.at(l)), first);
+  auto key = std::make_tuple(unsigned(layerIndex.at(l)), first, job);
   if (auto it = accumulatePrograms.find(key); it != accumulatePrograms.end())
     return it->second;
   // The first microbatch's gradients start the accumulators, the others
@@ -298,11 +301,12 @@ FailureOr<uint32_t> StagedExporter::accumulateProgram(unsigned job, LayerOp l,
   std::vector<fb::Offset<pf::KernelCall>> calls;
   w.device = jobs[job].device;
   for (Value r : grads) {
-    auto [a, fresh] = accBuffer.try_emplace(r, 0);
+    std::pair<Operation *, unsigned> k{valueKey(r), job};
+    auto [a, fresh] = accBuffer.try_emplace(k, 0);
     if (fresh)
       a->second =
           w.newBuffer(r.getType(), "acc s" + std::to_string(job), w.device);
-    calls.push_back(w.copyCall(gradBuffer.at(r), a->second, !first));
+    calls.push_back(w.copyCall(gradBuffer.at(k), a->second, !first));
   }
   FailureOr<uint32_t> p = w.addProgram(
       (first ? "start-grads " : "add-grads ") + l.getName().str(), {}, calls);
@@ -391,7 +395,7 @@ void StagedExporter::emitInputs(unsigned index) {
   for (Value v : SmallVector<Value>(pending.begin(), pending.end())) {
     if (isGradientValue(v) != gradient)
       continue;
-    if (producer.count(v) && !from.contains(producer[v]))
+    if (producer.count(v) && !from.contains(producerOf(v, mb)))
       continue;
     uint32_t b = isa<BlockArgument>(v) ? w.bufferIndex.at(v) : hostRows(v);
     int64_t row = rowBytes(v, b);
@@ -431,16 +435,17 @@ void StagedExporter::emitWeightGrads(unsigned index) {
   unsigned set = jobs[c.job].weightSet;
   SmallVector<unsigned> waits = waitsOf(c);
   std::vector<fb::Offset<pf::Copy>> copies;
-  for (const StageJob &j : jobs)
+  for (auto [n, j] : llvm::enumerate(jobs))
     if (j.weightSet == set)
       for (Value r : j.grads) {
-        if (downloadedEarly.contains(r))
+        std::pair<Operation *, unsigned> key{valueKey(r), unsigned(n)};
+        if (downloadedEarly.count(key))
           continue;
-        auto [h, fresh] = gradHost.try_emplace(r, 0);
+        auto [h, fresh] = gradHost.try_emplace(key, 0);
         if (fresh)
           h->second = w.newBuffer(r.getType(), "grad", -1);
         copies.push_back(
-            copy(accBuffer.at(r), 0, h->second, 0, w.bufferBytes[h->second]));
+            copy(accBuffer.at(key), 0, h->second, 0, w.bufferBytes[h->second]));
       }
   Cmd g = c;
   g.mb = -1;
@@ -479,7 +484,8 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   for (auto [i, j] : llvm::enumerate(jobs))
     for (unsigned mb = 0; mb < microbatches; ++mb)
       for (Value v : j.outside)
-        if (!directSource(i, v))
+        if (!directSource(i, v) &&
+            (j.role != LayerRole::tail || tailOfMb[mb] == int(i)))
           toUpload[{unsigned(i), mb}].insert(v);
   for (auto [i, c] : llvm::enumerate(cmds))
     if (c.kind == Kind::activationOut || c.kind == Kind::gradientOut) {
@@ -535,8 +541,8 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   // Host side of the step's end: loss rows, gradient sums, outputs.
   w.device = -1;
   w.overrides.clear();
-  for (auto &[r, h] : gradHost)
-    w.overrides[r] = h;
+  std::vector<fb::Offset<pf::KernelCall>> sums;
+  bindHostGradients(sums);
   for (auto &[v, h] : hostBuffer)
     w.overrides[v] = h;
   auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
@@ -545,8 +551,8 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
         !llvm::is_contained(epilogue, v.getDefiningOp()))
       return ret.emitOpError("returns a value the staged plan does not "
                              "bring to the host");
-  if (!epilogue.empty()) {
-    FailureOr<uint32_t> p = w.addProgram("epilogue", epilogue);
+  if (!epilogue.empty() || !sums.empty()) {
+    FailureOr<uint32_t> p = w.addProgram("epilogue", epilogue, {}, sums);
     if (failed(p))
       return failure();
     epilogueIndex = *p;

@@ -82,6 +82,29 @@ private:
   LogicalResult classifyOps();
   LogicalResult bindLayers();
   void analyzeJobs();
+  /// The stage job that computes `v` in microbatch `mb`: its layer's job,
+  /// or for a tail run as several jobs (alternate microbatches), the one
+  /// that runs `mb`.
+  unsigned producerOf(Value v, unsigned mb) const;
+  /// A layer run by several stage jobs (a tail as two jobs, on two
+  /// devices) has its program's intermediates and constants per job: while
+  /// a guard lives, the writer's buffers of the values defined in `l`'s
+  /// body are `job`'s.
+  struct JobBodyBuffers {
+    StagedExporter &e;
+    LayerOp l;
+    unsigned job;
+    bool active;
+    JobBodyBuffers(StagedExporter &e, LayerOp l, unsigned job);
+    ~JobBodyBuffers();
+  };
+  /// Whether `op` is one of stage job `job`'s layers.
+  bool inJob(unsigned job, Operation *op) const;
+  /// The host gradients of every weight: one download per value, or, for
+  /// the tail's weights when the tail runs as several jobs, one per job,
+  /// summed in job order into one host buffer by calls that open the
+  /// epilogue (`sums`). Sets the writer's overrides for the host side.
+  void bindHostGradients(std::vector<fb::Offset<pf::KernelCall>> &sums);
   LogicalResult emitCompute(unsigned index);
   void emitWeights(unsigned index);
   void emitInputs(unsigned index);
@@ -116,9 +139,15 @@ private:
     auto l = v.getDefiningOp<LayerOp>();
     return l && l.getRole() != LayerRole::forward;
   }
-  unsigned slotOf(unsigned mb) const { return roundRobin ? mb % 2 : mb; }
+  /// Round-robin double buffers by the job's own count of microbatches:
+  /// a tail run as T jobs runs every T-th one.
+  unsigned slotOf(unsigned job, unsigned mb) const {
+    if (!roundRobin)
+      return mb;
+    return (jobs[job].role == LayerRole::tail ? mb / tailJobs : mb) % 2;
+  }
   unsigned slotKey(unsigned job, unsigned mb) const {
-    return job * microbatches + slotOf(mb);
+    return job * microbatches + slotOf(job, mb);
   }
   uint32_t hostRows(Value v);
   int64_t rowBytes(Value v, uint32_t buffer) const;
@@ -148,7 +177,16 @@ private:
   SmallVector<Operation *> prologue, epilogue;
   llvm::MapVector<Value, uint32_t> hostBuffer;
   BufferMap weightBuffers, inBuffers, outBuffers;
-  llvm::DenseMap<Value, uint32_t> accBuffer, gradBuffer;
+  /// Per (weight gradient, stage job): a tail run as two jobs has its
+  /// gradients and accumulators on both.
+  std::map<std::pair<Operation *, unsigned>, uint32_t> accBuffer, gradBuffer;
+  /// Per stage job: its buffers of the values defined in the bodies of
+  /// layers it shares with other jobs (JobBodyBuffers).
+  std::map<unsigned, llvm::DenseMap<Value, uint32_t>> jobBodyBuffers;
+  /// Per microbatch: the tail job that runs it (-1 before it is known).
+  std::vector<int> tailOfMb;
+  /// The stage jobs the tail runs as (#rp.partition's tail_jobs).
+  unsigned tailJobs = 1;
   /// Per (stage job, microbatch): the event of its first download, and the
   /// values not moved yet.
   std::map<std::pair<unsigned, unsigned>, unsigned> firstDownload;
@@ -160,15 +198,17 @@ private:
   /// Per (layer, slot) of a backward split after its recompute (`programs`
   /// holds the recompute): the program of the rest.
   std::map<std::pair<unsigned, unsigned>, uint32_t> recomputeRest;
-  /// Per (layer, first microbatch or not): its accumulate program.
-  std::map<std::pair<unsigned, bool>, uint32_t> accumulatePrograms;
+  /// Per (layer, first microbatch or not, stage job): its accumulate
+  /// program.
+  std::map<std::tuple<unsigned, bool, unsigned>, uint32_t> accumulatePrograms;
   /// Weight gradients downloaded as their layer's backward finished in
   /// the job's last microbatch (the set's GRAD download skips them).
-  llvm::DenseSet<Value> downloadedEarly;
+  std::set<std::pair<Operation *, unsigned>> downloadedEarly;
   std::map<unsigned, unsigned> setTurn, upCount;
   std::map<unsigned, unsigned> setFirstForward;
   std::map<unsigned, llvm::SetVector<Value>> setWeights;
-  llvm::MapVector<Value, uint32_t> gradHost;
+  /// Per (weight gradient, stage job): its host buffer, in creation order.
+  llvm::MapVector<std::pair<Operation *, unsigned>, uint32_t> gradHost;
   llvm::DenseMap<Operation *, unsigned> layerIndex;
   std::set<std::pair<unsigned, unsigned>> hasDownload;
   /// Per (stage job, microbatch): its download commands in queue order;

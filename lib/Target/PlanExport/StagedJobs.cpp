@@ -59,6 +59,7 @@ LogicalResult StagedExporter::readCommands() {
   devices = partition.getDevices();
   microbatches = partition.getMicrobatches();
   w.microbatches = microbatches;
+  tailJobs = partition.getTailJobs();
   llvm::DenseMap<Operation *, unsigned> index;
   bool transfers = false;
   for (Operation &op : schedule.getBody().front()) {
@@ -84,6 +85,10 @@ LogicalResult StagedExporter::readCommands() {
       if (j.firstMb < 0)
         j.firstMb = c.mb;
       j.lastMb = c.mb;
+      if (j.role == LayerRole::tail) {
+        tailOfMb.resize(microbatches, -1);
+        tailOfMb[c.mb] = c.job;
+      }
     } else if (auto copy = dyn_cast<CopyOp>(op)) {
       transfers = true;
       bool up = copy.getDirection() == CopyDirection::h2d;
@@ -192,6 +197,19 @@ LogicalResult StagedExporter::bindLayers() {
     for (auto [i, j] : llvm::enumerate(jobs))
       if (j.role == l.getRole() && (*span)[0] >= j.begin && (*span)[1] <= j.end)
         found = i;
+    // A tail run as several jobs (alternate microbatches) runs its layers
+    // in each; the first is the layer's job for the maps below.
+    if (found >= 0 && l.getRole() == LayerRole::tail) {
+      found = -1;
+      for (auto [i, j] : llvm::enumerate(jobs))
+        if (j.role == LayerRole::tail && (*span)[0] >= j.begin &&
+            (*span)[1] <= j.end) {
+          if (found < 0)
+            found = i;
+          else
+            j.layers.push_back(l);
+        }
+    }
     if (found < 0)
       return l.emitOpError("covers layers [")
              << (*span)[0] << ", " << (*span)[1]
@@ -215,14 +233,14 @@ void StagedExporter::analyzeJobs() {
   for (auto [index, j] : llvm::enumerate(jobs)) {
     for (LayerOp l : j.layers) {
       for (Value v : l.getInputs())
-        if (!isWeight(v) && !(producer.count(v) && producer[v] == index))
+        if (!isWeight(v) && !inJob(index, v.getDefiningOp()))
           j.outside.insert(v);
       for (auto [k, r] : llvm::enumerate(l.getResults())) {
         bool readByLayer = false, elsewhere = false;
         for (Operation *user : r.getUsers())
           if (isa<LayerOp>(user)) {
             readByLayer = true;
-            elsewhere |= layerJob.lookup(user) != index;
+            elsewhere |= !inJob(index, user);
           }
         // The tail's first two results are the loss sum and count of a
         // microbatch; every other result no layer reads is a weight
@@ -234,6 +252,77 @@ void StagedExporter::analyzeJobs() {
           j.grads.push_back(r);
       }
     }
+  }
+}
+
+unsigned StagedExporter::producerOf(Value v, unsigned mb) const {
+  unsigned p = producer.lookup(v);
+  if (jobs[p].role == LayerRole::tail && mb < tailOfMb.size() &&
+      tailOfMb[mb] >= 0)
+    return unsigned(tailOfMb[mb]);
+  return p;
+}
+
+StagedExporter::JobBodyBuffers::JobBodyBuffers(StagedExporter &e, LayerOp l,
+                                               unsigned job)
+    : e(e), l(l), job(job) {
+  unsigned runs = 0;
+  for (unsigned j = 0; j < e.jobs.size(); ++j)
+    runs += e.inJob(j, l);
+  active = runs > 1;
+  if (!active)
+    return;
+  llvm::DenseMap<Value, uint32_t> &mine = e.jobBodyBuffers[job];
+  l.getBody().walk([&](Operation *op) {
+    for (Value r : op->getResults()) {
+      e.w.bufferIndex.erase(r);
+      if (auto it = mine.find(r); it != mine.end())
+        e.w.bufferIndex[r] = it->second;
+    }
+  });
+}
+
+StagedExporter::JobBodyBuffers::~JobBodyBuffers() {
+  if (!active)
+    return;
+  llvm::DenseMap<Value, uint32_t> &mine = e.jobBodyBuffers[job];
+  l.getBody().walk([&](Operation *op) {
+    for (Value r : op->getResults())
+      if (auto it = e.w.bufferIndex.find(r); it != e.w.bufferIndex.end()) {
+        mine[r] = it->second;
+        e.w.bufferIndex.erase(it);
+      }
+  });
+}
+
+bool StagedExporter::inJob(unsigned job, Operation *op) const {
+  return op && llvm::any_of(jobs[job].layers,
+                            [&](LayerOp l) { return l.getOperation() == op; });
+}
+
+void StagedExporter::bindHostGradients(
+    std::vector<fb::Offset<pf::KernelCall>> &sums) {
+  // Each value's host buffers in job order (gradHost keeps creation order,
+  // which may not be).
+  llvm::MapVector<Operation *, std::map<unsigned, uint32_t>> byValue;
+  for (auto &[key, h] : gradHost)
+    byValue[key.first][key.second] = h;
+  for (auto &[key, hosts] : byValue) {
+    Value r = Value::getFromOpaquePointer(key);
+    if (hosts.size() == 1) {
+      w.overrides[r] = hosts.begin()->second;
+      continue;
+    }
+    // The tail as several jobs: each job's fold over its microbatches,
+    // added in job order (the even microbatches' fold, then the odd
+    // ones'), on every device count alike.
+    uint32_t sum = w.newBuffer(r.getType(), "grad", -1);
+    bool first = true;
+    for (auto &[job, h] : hosts) {
+      sums.push_back(w.copyCall(h, sum, !first));
+      first = false;
+    }
+    w.overrides[r] = sum;
   }
 }
 

@@ -11,12 +11,20 @@
 // RUN: (rp-opt %s -split-input-file --rp-attach-loss --rp-fuse-linear-cross-entropy "--rp-partition=devices=2 hw=rtx4090" --rp-choose-loss-fusion=budget-gib=-1 2>&1; echo "exit $?") | FileCheck %s --check-prefix=BUDGET
 // RUN: (rp-opt %s -split-input-file --rp-attach-loss --rp-fuse-linear-cross-entropy "--rp-partition=devices=2 hw=rtx4090" --rp-choose-loss-fusion=pass-shift=-2 2>&1; echo "exit $?") | FileCheck %s --check-prefix=SHIFT
 // RUN: (rp-opt %s -split-input-file --rp-attach-loss --rp-fuse-linear-cross-entropy --rp-choose-loss-fusion 2>&1; echo "exit $?") | FileCheck %s --check-prefix=UNPARTITIONED
+// RUN: (rp-opt %s -split-input-file --rp-attach-loss --rp-fuse-linear-cross-entropy "--rp-partition=devices=2 hw=rtx4090" --rp-choose-loss-fusion=tail-jobs=3 2>&1; echo "exit $?") | FileCheck %s --check-prefix=TAILJOBS
+// The partition's tail jobs stay whichever loss is kept (-1, the default:
+// the unfused graph is cut with the partition's tail_jobs).
+// RUN: rp-opt %s -split-input-file --rp-attach-loss --rp-fuse-linear-cross-entropy=chunk=128 "--rp-partition=devices=2 hw=rtx4090 microbatches=3 tail-jobs=2" --rp-choose-loss-fusion | FileCheck %s --check-prefix=TWO
 // BUDGET: rp-choose-loss-fusion: budget-gib must not be negative, got -1
 // BUDGET: exit 1
 // SHIFT: rp-choose-loss-fusion: pass-shift -2 is not a device shift; give 0 or more (-1: dispatch's)
 // SHIFT: exit 1
 // UNPARTITIONED: error: has no rp.partition attribute; run rp-partition first
 // UNPARTITIONED: exit 1
+// TAILJOBS: rp-choose-loss-fusion: tail-jobs 3 is not a tail plans run; give 1, 2, 0 (the faster) or -1 (the partition's)
+// TAILJOBS: exit 1
+// TWO: rp.loss_fusion = "{{(un)?}}fused
+// TWO-SAME: tail_jobs = 2
 
 // A tied head over 8192 words, 2 x 256 tokens: the logits (16 MiB) fit 24
 // GiB, and the fused backward, which recomputes them, is predicted slower,

@@ -41,6 +41,20 @@
 // NOPARTITION: error: has no rp.partition attribute; run rp-partition first
 // TWICE: error: already has an rp.schedule
 // RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=gpipe stages=fwd:1,1;bwd:2,1,1" --rp-lower-schedule 2>&1; echo "exit $?") | FileCheck %s --check-prefix=TOOMANY
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=3 tail-jobs=2" --rp-lower-schedule | FileCheck %s --check-prefix=TAIL2
+
+// tail_jobs = 2: the fused tail is two stage jobs on consecutive devices,
+// each with its own weight set, the first taking the even microbatches and
+// the second the odd ones; the first backward reads each microbatch's
+// gradient from the tail job that ran it, and the jobs after the tail move
+// on one device.
+// TAIL2: rp.compute tail job 2 layers 2 to 4 mb 0 device 0 weights 2 after(%[[F0:[0-9]+]])
+// TAIL2: rp.compute tail job 3 layers 2 to 4 mb 1 device 1 weights 3 after(%[[F1:[0-9]+]])
+// TAIL2: rp.compute tail job 2 layers 2 to 4 mb 2 device 0 weights 2
+// TAIL2-NOT: rp.compute tail
+// TAIL2: %[[B0:[0-9]+]] = rp.compute backward job 4 layers 1 to 2 mb 0 device 0 weights 4
+// TAIL2: rp.compute backward job 4 layers 1 to 2 mb 1 device 0 weights 4
+// TAIL2: rp.compute backward job 5 layers 0 to 1 mb 0 device 1 weights 5 after(%[[B0]])
 // TOOMANY: error: gpipe runs one stage per device: 3 stages do not fit 2 devices
 
 // Looped-BFS: four one-layer stages, two per device (stage s on device

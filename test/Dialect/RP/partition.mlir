@@ -10,6 +10,11 @@
 // RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="schedule=gpipe partitioner=roundpipe" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=MIXED
 // RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="stages=fwd:1;bwd:1,1,1,1" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=COVER
 // RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="stage-bytes=300 stages=fwd:2;bwd:2,1,1" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=CAP
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 tail-jobs=2" | FileCheck %s --check-prefix=TAIL2
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=1 microbatches=3 tail-jobs=2" | FileCheck %s --check-prefix=TAIL2ONE
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 microbatches=1 tail-jobs=2" | FileCheck %s --check-prefix=TAIL2M1
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 tail-jobs=3" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=TAIL3
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 schedule=gpipe tail-jobs=2" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=TAILSTATIC
 
 // A user partition is recorded as given, with the target it was made for;
 // microbatches default to devices + 1.
@@ -44,3 +49,15 @@
 // CAP: exit 1
 // COVER: exit 1
 // MIXED: exit 1
+
+// The fused tail as two stage jobs (alternate microbatches) is recorded
+// with the stages, also on one device (the reference that sums the tail's
+// gradients as the plans it is compared with do); one microbatch has no
+// odd fold and runs one tail job.
+// TAIL2: #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090", tail_jobs = 2, forward = [1, 1], backward = [2, 1, 1]>
+// TAIL2ONE: #rp.partition<schedule = "round-robin", devices = 1, microbatches = 3, hw = "host", tail_jobs = 2, forward =
+// TAIL2M1: #rp.partition<schedule = "round-robin", devices = 2, microbatches = 1, hw = "host", forward =
+// TAIL3: error: rp-partition tail-jobs=3: plans run the fused tail as 1 or 2 round-robin stage jobs (0 lets rp's partitioner choose); a tail split by layers is in the timing model only (rp-print-partition tail-pair=N)
+// TAIL3: exit 1
+// TAILSTATIC: error: rp-partition tail-jobs=2: plans run the fused tail as 1 or 2 round-robin stage jobs
+// TAILSTATIC: exit 1

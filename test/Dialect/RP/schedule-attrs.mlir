@@ -37,3 +37,21 @@ func.func @hw() attributes {rp.hw = #rp.hw<"rtx3090">} {
 func.func private @main() attributes {rp.partition = #rp.partition<schedule = "interleaved-1f1b", devices = 2, microbatches = 2, hw = "a800", forward = [1], backward = [1, 1]>}
 rp.schedule @main {
 }
+
+// -----
+
+// Round-robin's fused tail as two stage jobs taking alternate microbatches
+// is part of the decision; one job (the default) is left unwritten.
+// CHECK-LABEL: func.func @two_tail_jobs
+// CHECK-SAME: hw = "rtx4090", tail_jobs = 2, forward = [2], backward = [2, 2]>
+func.func @two_tail_jobs() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 4, microbatches = 5, hw = "rtx4090", tail_jobs = 2, forward = [2], backward = [2, 2]>} {
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @one_tail_job
+// CHECK-SAME: hw = "rtx4090", forward = [2], backward = [2, 2]>
+func.func @one_tail_job() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 4, microbatches = 5, hw = "rtx4090", tail_jobs = 1, forward = [2], backward = [2, 2]>} {
+  return
+}

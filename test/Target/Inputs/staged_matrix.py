@@ -22,7 +22,11 @@ configs += [("round-robin", 4, 5, "layer bf16"), ("1f1b", 3, 6, ""),
             ("looped-bfs", 2, 3, ""),
             # Forward outputs and saved inputs in separate downloads.
             ("round-robin", 2, 3, "stages=fwd:2,1;bwd:1,1,1,1"),
-            ("round-robin", 2, 3, "layer stages=fwd:2,1;bwd:1,1,1,1")]
+            ("round-robin", 2, 3, "layer stages=fwd:2,1;bwd:1,1,1,1"),
+            # The fused tail as two jobs taking alternate microbatches.
+            ("round-robin", 1, 5, "tail-jobs=2 stages=fwd:2;bwd:2,1,1"),
+            ("round-robin", 3, 5, "tail-jobs=2 stages=fwd:2;bwd:2,1,1"),
+            ("round-robin", 4, 6, "tail-jobs=2 layer bf16 stages=fwd:1;bwd:3,1")]
 configs = list(dict.fromkeys(configs))
 failed = 0
 for s, g, m, extra in configs:
@@ -34,6 +38,8 @@ for s, g, m, extra in configs:
         args += ["--recompute", "layer"]
     if "bf16" in extra:
         args += ["--dtype", "bf16"]
+    if "tail-jobs=" in extra:
+        args += ["--tail-jobs", extra.split("tail-jobs=")[1].split()[0]]
     if "stages=" in extra:
         args += ["--stages", extra.split("stages=")[1].split()[0]]
     r = subprocess.run(args, capture_output=True, text=True)

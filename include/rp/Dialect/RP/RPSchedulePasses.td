@@ -71,10 +71,10 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
     its first N layers a job that runs their forward and, one microbatch
     later, their backward without recompute, the rest a fused job on the
     next device; `tail-jobs=3` has rp's partitioner time every tail of
-    two or more layers as such a pair. Both are the timing model's only:
-    rp-partition and the exported plans run the tail as one job
-    (docs/pipeline.md, "The tail as two jobs", says why and what they
-    would give).
+    two or more layers as such a pair. Plans run the first
+    (rp-partition's `tail-jobs`, rp-compile `--tail-jobs`); the pair is
+    the timing model's only (docs/pipeline.md, "The tail as two jobs",
+    says why and what it would give).
 
     ```
     partition @main partitioner=roundpipe layers=6 stages=5 ...
@@ -108,7 +108,7 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
            "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
            "::mlir::rp::dispatchValues()">,
     Option<"tailJobs", "tail-jobs", "unsigned", "1",
-           "the stage jobs the fused tail is timed as: 1, 2 (alternate microbatches on two devices), 3 (rp's partitioner: a pair split by layers, as tail-pair), or 0 to let rp's partitioner choose between 1 and 2 (a user partition is timed with 1); the timing model only, plans run 1">,
+           "the stage jobs the fused tail is timed as: 1, 2 (alternate microbatches on two devices, as rp-partition tail-jobs=2 plans run it), 3 (rp's partitioner: a pair split by layers, as tail-pair; timing model only), or 0 to let rp's partitioner choose between 1 and 2 (a user partition is timed with 1)">,
     Option<"tailPair", "tail-pair", "unsigned", "0",
            "> 0: time the fused tail split by layers instead, its first N layers a job that runs their forward and, one microbatch later, their backward without recompute, the rest a fused job on the next device (timing model only)">
   ];
@@ -130,6 +130,13 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     stage are resident together). The attribute also records the
     partitioner and the `recompute` grain rp-autodiff applies, so the
     schedule is decided here once and later passes read it typed.
+    `tail-jobs=2` (round-robin, at least 2 microbatches) records
+    `tail_jobs = 2`: the fused tail runs as two stage jobs on consecutive
+    devices taking alternate microbatches, and every tail parameter's
+    gradient is the even microbatches' fold plus the odd ones' on any
+    device count, one device included; `tail-jobs=0` lets rp's
+    partitioner take the faster of one and two tail jobs (a user's
+    `stages` then run one).
     `microbatches=0` takes the default of `defaultMicrobatches`
     (include/rp/Analysis/Pipeline.h): 1 on one device, else devices + 1.
 
@@ -172,7 +179,9 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
            "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
-           "::mlir::rp::dispatchValues()">
+           "::mlir::rp::dispatchValues()">,
+    Option<"tailJobs", "tail-jobs", "unsigned", "1",
+           "round-robin: the stage jobs the fused tail runs as, 1 or 2 (alternate microbatches on two devices; every tail gradient is then the even microbatches' fold plus the odd ones'), or 0 to let rp's partitioner take the faster (a user partition then runs 1)">
   ];
 }
 

@@ -84,7 +84,10 @@ def ChooseLossFusionPass : Pass<"rp-choose-loss-fusion", "::mlir::ModuleOp"> {
            "::mlir::rp::dispatchValues()">,
     Option<"passShift", "pass-shift", "int", "-1",
            "round-robin: the device shift per pass, as "
-           "rp-insert-transfers's (-1: dispatch's)">
+           "rp-insert-transfers's (-1: dispatch's)">,
+    Option<"tailJobs", "tail-jobs", "int", "-1",
+           "rp-partition's tail-jobs, for the unfused graph (0: the faster "
+           "of one and two tail jobs; -1: the partition's tail_jobs)">
   ];
 }
 

@@ -63,7 +63,12 @@ def RP_PartitionAttr : AttrDef<RP_Dialect, "Partition"> {
     in execution order starting with the fused tail (which the forward list
     leaves out), so sum(forward) + backward[0] = sum(backward) = the number
     of layers. `partitioner` and `recompute` are written only when they are
-    not the defaults (`rp`, `stage`).
+    not the defaults (`rp`, `stage`), and so is `tail_jobs`: round-robin's
+    fused tail as 2 stage jobs on consecutive devices, the first taking the
+    even microbatches and the second the odd ones (default 1). With 2 the
+    plan's gradient of every tail parameter is defined as the even
+    microbatches' fold plus the odd ones' (docs/pipeline.md, "The tail as
+    two jobs"), on any device count.
 
     ```mlir
     func.func @main(...) attributes {rp.partition = #rp.partition<
@@ -73,6 +78,9 @@ def RP_PartitionAttr : AttrDef<RP_Dialect, "Partition"> {
         schedule = "round-robin", devices = 2, microbatches = 3,
         hw = "rtx4090", partitioner = "roundpipe", recompute = "layer",
         forward = [2, 2], backward = [1, 2, 1]>}
+    func.func @split(...) attributes {rp.partition = #rp.partition<
+        schedule = "round-robin", devices = 4, microbatches = 5,
+        hw = "rtx4090", tail_jobs = 2, forward = [2], backward = [2, 2]>}
     ```
   }];
   let parameters = (ins
@@ -83,7 +91,8 @@ def RP_PartitionAttr : AttrDef<RP_Dialect, "Partition"> {
     "Partitioner":$partitioner,
     "RecomputeGrain":$recompute,
     ArrayRefParameter<"int64_t", "forward stage sizes">:$forward,
-    ArrayRefParameter<"int64_t", "backward stage sizes, the tail first">:$backward
+    ArrayRefParameter<"int64_t", "backward stage sizes, the tail first">:$backward,
+    "unsigned":$tailJobs
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -123,6 +123,13 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "pass-shift", flags, llvm::cl::init(-1),
       llvm::cl::desc("round-robin: move the jobs by this many devices per "
                      "pass instead (to compare; -1: --dispatch decides)")};
+  Option<unsigned> tailJobs{
+      *this, "tail-jobs", flags, llvm::cl::init(1),
+      llvm::cl::desc("round-robin: run the fused tail as 1 or 2 stage jobs "
+                     "(2: alternate microbatches on two devices, each tail "
+                     "gradient the even microbatches' fold plus the odd "
+                     "ones'; compile the one-device reference the same "
+                     "way), or 0: the faster for rp's partitioner")};
   Option<std::string> stages{
       *this, "stages", flags, llvm::cl::init(""),
       llvm::cl::desc("a partition of your own: fwd:A,B,...;bwd:X,Y,... "

@@ -207,6 +207,9 @@ struct ChooseLossFusionPass
     request.partitioner = fused.getPartitioner();
     request.stages = stages;
     request.dispatch = dispatch;
+    // The unfused graph is cut under the same request as the fused one:
+    // with tail-jobs=0 its partitioner picks one or two tail jobs afresh.
+    request.tailJobs = tailJobs >= 0 ? unsigned(tailJobs) : fused.getTailJobs();
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw);
@@ -217,7 +220,7 @@ struct ChooseLossFusionPass
     partition = PartitionAttr::get(&getContext(), fused.getSchedule(),
                                    fused.getDevices(), fused.getMicrobatches(),
                                    fused.getHw(), fused.getPartitioner(),
-                                   fused.getRecompute(), fwd, bwd);
+                                   fused.getRecompute(), fwd, bwd, p->tailJobs);
     (*func)->setAttr("rp.partition", partition);
     return predict(*copy, scratch, budget);
   }
@@ -228,6 +231,13 @@ struct ChooseLossFusionPass
       mlir::emitError(module.getLoc())
           << "rp-choose-loss-fusion: budget-gib must not be negative, got "
           << static_cast<double>(budgetGiB);
+      return signalPassFailure();
+    }
+    if (tailJobs < -1 || tailJobs > 2) {
+      mlir::emitError(module.getLoc())
+          << "rp-choose-loss-fusion: tail-jobs " << static_cast<int>(tailJobs)
+          << " is not a tail plans run; give 1, 2, 0 (the faster) or -1 (the "
+             "partition's)";
       return signalPassFailure();
     }
     if (passShift < -1) {

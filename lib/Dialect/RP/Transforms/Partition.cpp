@@ -36,6 +36,14 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
                             "weight-budget <= 1 and stage-bytes >= 0";
       return signalPassFailure();
     }
+    if (tailJobs > 2 || (tailJobs == 2 && kind != ScheduleKind::roundRobin)) {
+      module.emitError() << "rp-partition tail-jobs=" << unsigned(tailJobs)
+                         << ": plans run the fused tail as 1 or 2 round-robin "
+                            "stage jobs (0 lets rp's partitioner choose); a "
+                            "tail split by layers is in the timing model only "
+                            "(rp-print-partition tail-pair=N)";
+      return signalPassFailure();
+    }
     if (how == Partitioner::roundpipe && kind != ScheduleKind::roundRobin) {
       module.emitError() << "partitioner=roundpipe cuts round-robin stages; "
                          << stringifyScheduleKind(kind)
@@ -64,6 +72,7 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.partitioner = how;
     request.stages = stages;
     request.dispatch = dispatch;
+    request.tailJobs = tailJobs;
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw);
@@ -75,7 +84,7 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
                      PartitionAttr::get(&getContext(), kind, devices,
                                         request.microbatches,
                                         HardwareAttr::get(&getContext(), hw),
-                                        how, recompute, fwd, bwd));
+                                        how, recompute, fwd, bwd, p->tailJobs));
     // The passes after this one (the schedule, its transfers and memory,
     // the plan's predicted times) cost the layers the same way.
     auto recorded =

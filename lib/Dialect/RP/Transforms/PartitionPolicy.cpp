@@ -7,6 +7,16 @@
 using namespace mlir;
 using namespace mlir::rp;
 
+/// Two tail jobs asked for run as two on any device count, so a one-device
+/// reference sums the tail's gradients as the plans it is compared with
+/// (rp's partitioner, which times one device with one tail job, and the
+/// other partitioners cut the stages); one microbatch has no odd fold.
+static Partition withTailJobs(Partition p, const PartitionRequest &request) {
+  if (request.schedule == ScheduleKind::roundRobin && request.tailJobs == 2)
+    p.tailJobs = request.microbatches >= 2 ? 2 : 1;
+  return p;
+}
+
 FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
                                                llvm::ArrayRef<LayerCost> costs,
                                                const PartitionRequest &request,
@@ -21,13 +31,13 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
       SearchTarget target{hw,  request.devices,  request.microbatches,
                           cap, request.dispatch, request.tailJobs};
       if (request.partitioner == Partitioner::rp)
-        return partitionForStepTime(costs, target);
+        return withTailJobs(partitionForStepTime(costs, target), request);
       if (costs.size() > 10)
         return mlir::emitError(func.getLoc())
                << "partitioner=exhaustive tries every partition of at most "
                   "10 layers; this model has "
                << costs.size() << " (use partitioner=rp)";
-      return partitionExhaustive(costs, target);
+      return withTailJobs(partitionExhaustive(costs, target), request);
     }
     std::string raisedFor;
     Partition p = partitionRoundPipe(costs, cap, request.devices, &raisedFor);
@@ -37,7 +47,7 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
           << cap << " bytes; the cap is raised to " << p.stageBytes
           << " bytes (RoundPipe's rule); give more memory "
              "to weights or train fewer of its parameters";
-    return p;
+    return withTailJobs(p, request);
   }
   FailureOr<Partition> p = parseStages(request.stages, costs.size(), [&] {
     return mlir::emitError(func.getLoc());
@@ -67,9 +77,7 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
     if (failed(check(s, "backward", true)))
       return failure();
   scorePartition(*p, costs, request.devices);
-  if (request.schedule == ScheduleKind::roundRobin && request.tailJobs == 2)
-    p->tailJobs = 2;
-  return p;
+  return withTailJobs(*p, request);
 }
 
 int64_t mlir::rp::stageByteCap(int64_t stageBytes, const HardwareProfile &hw,

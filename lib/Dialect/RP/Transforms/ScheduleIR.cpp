@@ -67,6 +67,7 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
       SmallVector<unsigned>(fwd.begin(), fwd.end()), unsigned(bwd.front()),
       SmallVector<unsigned>(bwd.begin() + 1, bwd.end()), in.costs.size());
   in.partition.layerGrain = in.attr.getRecompute() == RecomputeGrain::layer;
+  in.partition.tailJobs = in.attr.getTailJobs();
   return in;
 }
 

@@ -62,6 +62,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   partition.stages = options.stages;
   partition.recompute = options.recompute;
   partition.dispatch = options.dispatch;
+  partition.tailJobs = options.tailJobs;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;
@@ -77,6 +78,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     choose.stages = options.stages;
     choose.dispatch = options.dispatch;
     choose.passShift = options.passShift;
+    choose.tailJobs = int(options.tailJobs);
     pm.addPass(createChooseLossFusionPass(choose));
   }
   pm.addPass(createLowerSchedulePass());

@@ -220,6 +220,22 @@ LogicalResult Checker::run() {
   unsigned nf = 0;
   while (nf < pl.jobs.size() && pl.jobs[nf].kind == CommandKind::forward)
     ++nf;
+  // The fused tail may run as several jobs taking alternate microbatches
+  // (tail_jobs): each reads the last forward's output, and the first
+  // backward reads the gradient of the tail job that ran its microbatch.
+  unsigned tails = 0;
+  while (nf + tails < pl.jobs.size() &&
+         pl.jobs[nf + tails].kind == CommandKind::tail)
+    ++tails;
+  auto producerOf = [&](const Command &c) -> int {
+    if (tails > 1 && unsigned(c.job) >= nf && unsigned(c.job) < nf + tails)
+      return int(nf) - 1;
+    if (tails > 1 && unsigned(c.job) == nf + tails)
+      for (unsigned t = nf; t < nf + tails; ++t)
+        if (computeOf.count({int(t), c.microbatch}))
+          return int(t);
+    return c.job - 1;
+  };
   for (auto [i, c] : llvm::enumerate(cmds())) {
     if (!isCompute(c.kind))
       continue;
@@ -227,7 +243,7 @@ LogicalResult Checker::run() {
       return failure();
     const StageJob &job = pl.jobs[c.job];
     if (c.kind == CommandKind::backward) {
-      if (failed(checkInput(i, true, job.range.end, c.job - 1)))
+      if (failed(checkInput(i, true, job.range.end, producerOf(c))))
         return failure();
       // The saved input: kept by the stage's forward in static schedules,
       // else made by the forward job that computed it (or the host's).
@@ -240,7 +256,7 @@ LogicalResult Checker::run() {
           maker = f;
       if (failed(checkInput(i, false, job.range.begin, maker)))
         return failure();
-    } else if (failed(checkInput(i, false, job.range.begin, c.job - 1))) {
+    } else if (failed(checkInput(i, false, job.range.begin, producerOf(c)))) {
       return failure();
     }
   }

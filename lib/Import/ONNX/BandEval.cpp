@@ -25,15 +25,17 @@ static constexpr int64_t kMinBandElements = int64_t(1) << 16;
 
 static const llvm::StringSet<> &elementwiseOps() {
   static const llvm::StringSet<> ops = {
-      "Add",     "Sub",         "Mul",     "Div",           "Pow",
-      "Max",     "Min",         "Sum",     "Mean",          "Mod",
-      "Neg",     "Abs",         "Sqrt",    "Reciprocal",    "Exp",
-      "Log",     "Sin",         "Cos",     "Tan",           "Tanh",
-      "Erf",     "Sigmoid",     "Relu",    "Floor",         "Ceil",
-      "Round",   "Sign",        "Equal",   "Less",          "LessOrEqual",
-      "Greater", "GreaterOrEqual", "And",  "Or",            "Xor",
-      "Not",     "Where",       "IsNaN",   "IsInf",         "BitwiseAnd",
-      "BitwiseOr", "BitwiseXor", "Cast",   "CastLike"};
+      "Add",       "Sub",         "Mul",     "Div",
+      "Pow",       "Max",         "Min",     "Sum",
+      "Mean",      "Mod",         "Neg",     "Abs",
+      "Sqrt",      "Reciprocal",  "Exp",     "Log",
+      "Sin",       "Cos",         "Tan",     "Tanh",
+      "Erf",       "Sigmoid",     "Relu",    "Floor",
+      "Ceil",      "Round",       "Sign",    "Equal",
+      "Less",      "LessOrEqual", "Greater", "GreaterOrEqual",
+      "And",       "Or",          "Xor",     "Not",
+      "Where",     "IsNaN",       "IsInf",   "BitwiseAnd",
+      "BitwiseOr", "BitwiseXor",  "Cast",    "CastLike"};
   return ops;
 }
 
@@ -71,10 +73,10 @@ static int64_t colsOf(RankedTensorType t) { return t.getShape().back(); }
 static BandResult finish(LazyBand b) {
   int64_t rows = rowsOf(b.type), cols = colsOf(b.type);
   BandMask &m = b.band;
-  bool empty = (m.lo != BandMask::kOpenLo && m.lo > cols - 1) ||
-               (m.hi != BandMask::kOpenHi && m.hi < -(rows - 1)) ||
-               (m.lo != BandMask::kOpenLo && m.hi != BandMask::kOpenHi &&
-                m.lo > m.hi);
+  bool empty =
+      (m.lo != BandMask::kOpenLo && m.lo > cols - 1) ||
+      (m.hi != BandMask::kOpenHi && m.hi < -(rows - 1)) ||
+      (m.lo != BandMask::kOpenLo && m.hi != BandMask::kOpenHi && m.lo > m.hi);
   if (m.lo != BandMask::kOpenLo && m.lo <= -(rows - 1))
     m.lo = BandMask::kOpenLo;
   if (m.hi != BandMask::kOpenHi && m.hi >= cols - 1)
@@ -243,9 +245,9 @@ onnx_import::evaluateBand(NodeImporter &n, ArrayRef<BandOperand> ops) {
     if (!predicate || ops.size() != 2 || !ops[0].dense || !ops[1].dense)
       return std::optional<BandResult>();
     SmallVector<int64_t> shape;
-    if (!OpTrait::util::getBroadcastedShape(
-            ops[0].dense.getType().getShape(),
-            ops[1].dense.getType().getShape(), shape) ||
+    if (!OpTrait::util::getBroadcastedShape(ops[0].dense.getType().getShape(),
+                                            ops[1].dense.getType().getShape(),
+                                            shape) ||
         shape.size() < 2)
       return std::optional<BandResult>();
     auto type = RankedTensorType::get(shape, n.builder.getI1Type());
@@ -302,8 +304,8 @@ Value onnx_import::emitBand(NodeImporter &n, const LazyBand &b) {
   Type i64 = builder.getI64Type();
   SmallVector<int64_t> colShape(shape.drop_back(2));
   colShape.append({1, cols});
-  std::vector<int64_t> colValues(RankedTensorType::get(colShape, i64)
-                                     .getNumElements());
+  std::vector<int64_t> colValues(
+      RankedTensorType::get(colShape, i64).getNumElements());
   for (size_t k = 0; k < colValues.size(); ++k)
     colValues[k] = int64_t(k) % cols;
   Value col = ConstantOp::create(
@@ -322,23 +324,23 @@ Value onnx_import::emitBand(NodeImporter &n, const LazyBand &b) {
   // column <= row + hi and column >= row + lo.
   Value cond;
   if (b.band.hi != BandMask::kOpenHi)
-    cond = CmpOp::create(builder, loc, CmpPredicate::le, col,
-                         rowsPlus(b.band.hi));
+    cond =
+        CmpOp::create(builder, loc, CmpPredicate::le, col, rowsPlus(b.band.hi));
   if (b.band.lo != BandMask::kOpenLo) {
-    Value ge = CmpOp::create(builder, loc, CmpPredicate::ge, col,
-                             rowsPlus(b.band.lo));
+    Value ge =
+        CmpOp::create(builder, loc, CmpPredicate::ge, col, rowsPlus(b.band.lo));
     if (cond) {
       auto no = ConstantOp::create(
           builder, loc,
-          DenseElementsAttr::get(
-              RankedTensorType::get({}, builder.getI1Type()), false));
+          DenseElementsAttr::get(RankedTensorType::get({}, builder.getI1Type()),
+                                 false));
       cond = WhereOp::create(builder, loc, cond, ge, no);
     } else {
       cond = ge;
     }
   }
-  if (b.type.getElementType().isInteger(1) &&
-      b.inside.getSplatValue<bool>() && !b.outside.getSplatValue<bool>())
+  if (b.type.getElementType().isInteger(1) && b.inside.getSplatValue<bool>() &&
+      !b.outside.getSplatValue<bool>())
     return cond;
   return WhereOp::create(builder, loc, cond,
                          ConstantOp::create(builder, loc, b.inside),

@@ -301,7 +301,8 @@ static LogicalResult evalElementwise(Eval &e) {
   }
   if (numElements(shape) > kMaxEvalElements)
     return e.n.error() << "the result has " << numElements(shape)
-                       << " elements, too many to fold at import" << kTooLargeHint;
+                       << " elements, too many to fold at import"
+                       << kTooLargeHint;
   std::vector<std::vector<int64_t>> idx;
   for (const Tensor *t : ins)
     idx.push_back(broadcastIndex(t->shape, shape));
@@ -511,7 +512,8 @@ onnx_import::evaluateNode(NodeImporter &n, ArrayRef<DenseElementsAttr> inputs) {
   for (const Tensor &t : e.out) {
     if (t.size() > kMaxEvalElements)
       return n.error() << "the result has " << t.size()
-                       << " elements, too many to fold at import" << kTooLargeHint;
+                       << " elements, too many to fold at import"
+                       << kTooLargeHint;
     out.push_back(toAttr(t));
   }
   return out;

@@ -188,10 +188,10 @@ static Value peelMask(Value scores, MaskPlan &plan) {
     if (auto where = additive.getDefiningOp<WhereOp>()) {
       auto onTrue = splatValue(where.getOnTrue());
       auto onFalse = splatValue(where.getOnFalse());
-      bool keepWhenTrue = onTrue && onFalse && *onTrue == 0.0 &&
-                          *onFalse <= kMaskedScore;
-      bool dropWhenTrue = onTrue && onFalse && *onFalse == 0.0 &&
-                          *onTrue <= kMaskedScore;
+      bool keepWhenTrue =
+          onTrue && onFalse && *onTrue == 0.0 && *onFalse <= kMaskedScore;
+      bool dropWhenTrue =
+          onTrue && onFalse && *onFalse == 0.0 && *onTrue <= kMaskedScore;
       if ((keepWhenTrue || dropWhenTrue) &&
           isCausalBand(where.getCondition(), dropWhenTrue)) {
         plan.kind = MaskPlan::causal;

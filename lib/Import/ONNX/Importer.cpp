@@ -82,8 +82,8 @@ class GraphImporter {
 public:
   GraphImporter(const onnx::ModelProto &model, StringRef path, int64_t opset,
                 MLIRContext *context, const ONNXImportOptions &options)
-      : model(model), graph(model.graph()), path(path), opset(opset),
-        context(context), options(options), builder(context),
+      : graph(model.graph()), path(path), opset(opset), context(context),
+        options(options), builder(context),
         modelDir(llvm::sys::path::parent_path(path)) {
     if (modelDir.empty())
       modelDir = ".";
@@ -106,7 +106,6 @@ private:
   /// input is input-independent; returns true when it did.
   FailureOr<bool> tryEvaluate(NodeImporter &importer);
 
-  const onnx::ModelProto &model;
   const onnx::GraphProto &graph;
   std::string path;
   int64_t opset;

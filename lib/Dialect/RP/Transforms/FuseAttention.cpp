@@ -256,7 +256,8 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
     // Match everything first: a pattern that fails must not have changed
     // the IR.
     int64_t rank = softmax.getType().getRank();
-    if ((rank != 3 && rank != 4) || softmax.getDim() != rank - 1)
+    if ((rank != 3 && rank != 4) ||
+        static_cast<int64_t>(softmax.getDim()) != rank - 1)
       return failure();
     Value probs = softmax.getResult();
     WhereOp guard = singleUser(probs) ? WhereOp() : nanGuard(softmax);

@@ -16,7 +16,9 @@ How it works (torch 1.13's ``make_fx``, ATen level):
   before the first layer form ``prefix``, ops after the last ``suffix``.
 * Values that do not depend on the inputs or the parameters (buffers,
   ``arange``, masks, ``torch.full`` ...) are folded at trace time into
-  ``rp.constant`` ops, copied into each layer that uses them.
+  ``rp.constant`` ops, copied into each layer that uses them; one of more
+  than 65536 elements (a rotary table at a long sequence) is a frozen
+  ``rp.param "<node>:folded"`` in the weights file instead.
 * Mixture-of-experts blocks (a router linear and a ModuleList of gated-MLP
   experts, found by structure) trace as one op each and become the rp.moe
   ops (``rp._moe``).
@@ -53,9 +55,13 @@ _HANDLERS = {**_aten.HANDLERS, **_conv.HANDLERS, **_moe.HANDLERS}
 _READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)
 
-# Constants folded at trace time are written as rp.constant text, so a
-# larger one is an error rather than megabytes of IR.
+# Constants folded at trace time are written as rp.constant text up to this
+# many elements, so that the IR stays small.
 _MAX_CONSTANT_ELEMENTS = 65536
+# Larger ones (rotary tables at long sequences: sequence x head_dim) go to
+# the weights file as frozen params, up to this many elements; more is an
+# S x S mask (eager attention), which the runtime must never hold.
+_MAX_FOLDED_ELEMENTS = 1 << 26
 
 # The importers' cleanups, spelled once in C++ (rp-prepare): canonicalize,
 # CSE, the fusions, layer grouping (a no-op here: the layers are traced)
@@ -97,7 +103,9 @@ class _Emitter:
         self.counter = 0
         self.types: Dict[str, str] = {}
         self.region: Optional[_Region] = None
-        self.large_consts: List[Tuple[str, Any]] = []
+        # Constant nodes too large for text, in first-use order: frozen
+        # params "<node>:folded" in the weights file.
+        self.large_consts: List[Any] = []
         self.const_nodes = set()
 
     def fresh(self) -> str:
@@ -222,6 +230,27 @@ class _Emitter:
             r.consts[key] = ssa
         return ssa
 
+    def is_large(self, n) -> bool:
+        """Whether the constant node ``n`` is too large for IR text: it
+        becomes a frozen parameter in the weights file (rotary tables at
+        long sequences), passed into the layers that read it."""
+        import torch
+        v = self.values.get(n)
+        if not isinstance(v, torch.Tensor) or \
+                v.numel() <= _MAX_CONSTANT_ELEMENTS:
+            return False
+        if v.numel() > _MAX_FOLDED_ELEMENTS:
+            raise TraceError(
+                f"rp.trace: a constant of {v.numel()} elements (shape "
+                f"{list(v.shape)}) is computed from buffers in "
+                f"{self.where(n)}, more than the {_MAX_FOLDED_ELEMENTS} rp "
+                f"folds at trace time; an attention mask of sequence x "
+                f"sequence is one: trace the model with "
+                f"attn_implementation=\"sdpa\" (the causal mask then stays "
+                f"a flag), or with fewer tokens",
+                op=_qualname(n), module_path=_innermost(n))
+        return True
+
     def scalar(self, x, dtype) -> str:
         key = ("scalar", repr(x), str(dtype))
         r = self.region
@@ -238,7 +267,7 @@ class _Emitter:
         import torch
         r = self.region
         if isinstance(a, torch.fx.Node):
-            if a in self.const_nodes:
+            if a in self.const_nodes and not self.is_large(a):
                 v = self.values[a]
                 ssa = self.constant(v, key=a)
             elif a in r.local:
@@ -330,6 +359,10 @@ class _Emitter:
                    if any(c > s for c in consumers.get(n, ())) or n in flat_out]
             res_ssa = [self.val(n) for n in res]
             res_types = [self.ty(x) for x in res_ssa]
+            for a in r.args:
+                if a not in top and a in self.const_nodes:
+                    top[a] = f"%f{len(self.large_consts)}"
+                    self.large_consts.append(a)
             operands = [top[a] if a in top else None for a in r.args]
             for a, o in zip(r.args, operands):
                 if o is None:
@@ -503,13 +536,20 @@ def trace(module, example_inputs, out_dir: PathLike,
     out_dir.mkdir(parents=True, exist_ok=True)
     trainable = {name: t.requires_grad for name, t in params}
     weights = [(param_nodes[n], values[n]) for n in params_used]
-    offsets = _write_safetensors(out_dir / "weights.safetensors", weights)
+    folded = [(f"{n.name}:folded", values[n].contiguous())
+              for n in e.large_consts]
+    offsets = _write_safetensors(out_dir / "weights.safetensors",
+                                 weights + folded)
     decls = []
     for i, n in enumerate(params_used):
         name = param_nodes[n]
         v = values[n]
         flag = " trainable" if trainable[name] else ""
         decls.append(f'    %p{i} = rp.param "{name}"{flag} at '
+                     f'"weights.safetensors"[{offsets[name]}] : '
+                     f'{_ttype(v.shape, v.dtype)}')
+    for i, (name, v) in enumerate(folded):
+        decls.append(f'    %f{i} = rp.param "{name}" at '
                      f'"weights.safetensors"[{offsets[name]}] : '
                      f'{_ttype(v.shape, v.dtype)}')
     text = "\n".join(["module {", "  " + header[0]] + decls + body +

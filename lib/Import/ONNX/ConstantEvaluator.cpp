@@ -21,10 +21,6 @@ using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
 using namespace mlir::rp::onnx_import::eval;
 
-/// Folding a result bigger than this would take more memory than a model's
-/// masks and tables ever need; such a node is left to the handlers.
-static constexpr int64_t kMaxEvalElements = int64_t(1) << 26;
-
 //===----------------------------------------------------------------------===//
 // Tensors
 //===----------------------------------------------------------------------===//
@@ -305,7 +301,8 @@ static LogicalResult evalElementwise(Eval &e) {
   }
   if (numElements(shape) > kMaxEvalElements)
     return e.n.error() << "the result has " << numElements(shape)
-                       << " elements, too many to fold at import";
+                       << " elements, too many to fold at import"
+                       << kTooLargeHint;
   std::vector<std::vector<int64_t>> idx;
   for (const Tensor *t : ins)
     idx.push_back(broadcastIndex(t->shape, shape));
@@ -515,7 +512,8 @@ onnx_import::evaluateNode(NodeImporter &n, ArrayRef<DenseElementsAttr> inputs) {
   for (const Tensor &t : e.out) {
     if (t.size() > kMaxEvalElements)
       return n.error() << "the result has " << t.size()
-                       << " elements, too many to fold at import";
+                       << " elements, too many to fold at import"
+                       << kTooLargeHint;
     out.push_back(toAttr(t));
   }
   return out;

@@ -20,6 +20,16 @@
 
 namespace mlir::rp::onnx_import {
 
+/// Folding a result bigger than this would take more memory than a model's
+/// masks and tables ever need; such a node is left to the handlers.
+inline constexpr int64_t kMaxEvalElements = int64_t(1) << 26;
+
+/// What to do about a result over kMaxEvalElements, for its error.
+inline constexpr const char *kTooLargeHint =
+    " (rp keeps causal and sliding-window masks computed from index ranges "
+    "without their elements, but this value has another form: export with "
+    "rp.trace, or with fewer tokens)";
+
 /// Whether the evaluator computes nodes of `opType`.
 bool canEvaluate(StringRef opType);
 

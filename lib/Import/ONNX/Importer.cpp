@@ -8,6 +8,7 @@
 
 #include "rp/Import/ONNX/Importer.h"
 #include "AttributeTypes.h"
+#include "BandEval.h"
 #include "ConstantEvaluator.h"
 #include "MoEBlocks.h"
 #include "NodeImporter.h"
@@ -81,8 +82,8 @@ class GraphImporter {
 public:
   GraphImporter(const onnx::ModelProto &model, StringRef path, int64_t opset,
                 MLIRContext *context, const ONNXImportOptions &options)
-      : model(model), graph(model.graph()), path(path), opset(opset),
-        context(context), options(options), builder(context),
+      : graph(model.graph()), path(path), opset(opset), context(context),
+        options(options), builder(context),
         modelDir(llvm::sys::path::parent_path(path)) {
     if (modelDir.empty())
       modelDir = ".";
@@ -105,7 +106,6 @@ private:
   /// input is input-independent; returns true when it did.
   FailureOr<bool> tryEvaluate(NodeImporter &importer);
 
-  const onnx::ModelProto &model;
   const onnx::GraphProto &graph;
   std::string path;
   int64_t opset;
@@ -132,6 +132,9 @@ private:
   /// The --shape changes of dimensions the model fixes, for messages.
   SmallVector<std::string> overrides;
   llvm::DenseMap<Operation *, DenseElementsAttr> bufferValues;
+  /// Input-independent masks kept as bands (BandEval.h), by the value that
+  /// computes them in the IR.
+  llvm::DenseMap<Value, LazyBand> bands;
 };
 
 } // namespace
@@ -406,16 +409,49 @@ FailureOr<bool> GraphImporter::tryEvaluate(NodeImporter &importer) {
   const onnx::NodeProto &node = importer.node;
   if (!canEvaluate(node.op_type()))
     return false;
-  SmallVector<DenseElementsAttr> inputs;
+  SmallVector<BandOperand> operands;
   for (const std::string &in : node.input()) {
     if (in.empty()) {
-      inputs.push_back({});
+      operands.push_back({});
       continue;
     }
-    auto value = constantValue(values.lookup(in));
+    Value v = values.lookup(in);
+    auto band = bands.find(v);
+    if (band != bands.end()) {
+      operands.push_back({{}, &band->second});
+      continue;
+    }
+    auto value = constantValue(v);
     if (failed(value))
       return false;
-    inputs.push_back(*value);
+    operands.push_back({*value, nullptr});
+  }
+  auto lazy = evaluateBand(importer, operands);
+  if (failed(lazy))
+    return failure();
+  if (*lazy) {
+    if ((*lazy)->dense) {
+      importer.setOutput(0, importer.constant((*lazy)->dense));
+    } else {
+      Value v = emitBand(importer, *(*lazy)->band);
+      bands[v] = *(*lazy)->band;
+      importer.setOutput(0, v);
+    }
+    return true;
+  }
+  // A band this node cannot fold through: its elements, when they fit.
+  SmallVector<DenseElementsAttr> inputs;
+  for (auto [i, o] : llvm::enumerate(operands)) {
+    if (o.band && o.band->type.getNumElements() > kMaxEvalElements)
+      return importer.error()
+             << "input '" << node.input(i) << "' is " << describe(*o.band)
+             << ", which rp folds without its elements through elementwise "
+                "ops with uniform operands, Expand, Reshape, Squeeze and "
+                "Unsqueeze; this node needs its "
+             << o.band->type.getNumElements()
+             << " elements, too many to fold at import: export with rp.trace, "
+                "or with fewer tokens";
+    inputs.push_back(o.band ? materialize(*o.band) : o.dense);
   }
   auto outputs = evaluateNode(importer, inputs);
   if (failed(outputs))

@@ -6,7 +6,9 @@
 // linear in the sequence length. Handles the forms exporters emit: the scale
 // on Q or on the scores, K^T as a transpose or a transposed matmul, masks as
 // where(masked, -inf, scores) or an additive float tensor, a constant causal
-// mask (which becomes the `causal` flag), [batch*heads, seq, dim] tensors,
+// mask (which becomes the `causal` flag), the same mask computed from two
+// index ranges (BandMask.h: how long-sequence imports write it, with no
+// S x S constant), [batch*heads, seq, dim] tensors,
 // key/value heads repeated for grouped-query attention (the repeat is
 // dropped: rp.attention shares key/value heads itself), and torch 2's NaN
 // guard where(p != p, 0, p) on the probabilities when no row can be fully
@@ -15,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PatternUtils.h"
+#include "rp/Dialect/RP/BandMask.h"
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "mlir/IR/Matchers.h"
@@ -96,6 +99,22 @@ static bool isCausal(DenseElementsAttr keep) {
   return true;
 }
 
+/// Whether the i1 value `cond`, computed from index ranges, keeps exactly
+/// j <= i of square [.., S, S] scores (masks them when `dropWhenTrue`).
+static bool isCausalBand(Value cond, bool dropWhenTrue) {
+  ArrayRef<int64_t> shape = shapeOf(cond);
+  if (shape.size() < 2 || shape[shape.size() - 1] != shape[shape.size() - 2])
+    return false;
+  std::optional<BandMask> band = matchBandMask(cond);
+  if (band && dropWhenTrue)
+    band = band->complement();
+  if (!band)
+    return false;
+  // Diagonals beyond the scores' extent change nothing.
+  int64_t n = shape.back();
+  return band->lo <= -(n - 1) && band->hi == 0;
+}
+
 namespace {
 
 /// What to do with the mask, decided before anything is rewritten.
@@ -132,6 +151,8 @@ static Value peelMask(Value scores, MaskPlan &plan) {
       for (bool c : cond.getValues<bool>())
         keep.push_back(dropWhenTrue ? !c : c);
       plan = planKeep(DenseElementsAttr::get(cond.getType(), keep));
+    } else if (isCausalBand(where.getCondition(), dropWhenTrue)) {
+      plan.kind = MaskPlan::causal;
     } else {
       plan.kind = dropWhenTrue ? MaskPlan::dropWhere : MaskPlan::keepWhere;
       plan.value = where.getCondition();
@@ -160,6 +181,20 @@ static Value peelMask(Value scores, MaskPlan &plan) {
         auto type = RankedTensorType::get(m.getType().getShape(),
                                           IntegerType::get(m.getContext(), 1));
         plan = planKeep(DenseElementsAttr::get(type, keep));
+        return s;
+      }
+    }
+    // where(keep, 0, -big) or where(drop, -big, 0) of an index-range band.
+    if (auto where = additive.getDefiningOp<WhereOp>()) {
+      auto onTrue = splatValue(where.getOnTrue());
+      auto onFalse = splatValue(where.getOnFalse());
+      bool keepWhenTrue =
+          onTrue && onFalse && *onTrue == 0.0 && *onFalse <= kMaskedScore;
+      bool dropWhenTrue =
+          onTrue && onFalse && *onFalse == 0.0 && *onTrue <= kMaskedScore;
+      if ((keepWhenTrue || dropWhenTrue) &&
+          isCausalBand(where.getCondition(), dropWhenTrue)) {
+        plan.kind = MaskPlan::causal;
         return s;
       }
     }
@@ -221,7 +256,8 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
     // Match everything first: a pattern that fails must not have changed
     // the IR.
     int64_t rank = softmax.getType().getRank();
-    if ((rank != 3 && rank != 4) || softmax.getDim() != rank - 1)
+    if ((rank != 3 && rank != 4) ||
+        static_cast<int64_t>(softmax.getDim()) != rank - 1)
       return failure();
     Value probs = softmax.getResult();
     WhereOp guard = singleUser(probs) ? WhereOp() : nanGuard(softmax);

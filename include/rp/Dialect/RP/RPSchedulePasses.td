@@ -122,7 +122,11 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     partitioner cuts as its `rp.partition` attribute, with the schedule,
     device count, microbatches and hardware profile the later pipeline
     passes use. Round-robin uses rp's partitioner (least estimated step
-    time) or RoundPipe's (`partitioner=roundpipe`); the static schedules
+    time among the partitions whose memory plan fits `budget-gib`, at the
+    `recompute` grain: when the fastest does not fit, lean stages, a short
+    tail and one-layer backward stages, are searched for the fastest that
+    fits; include/rp/Analysis/PartitionMemory.h) or RoundPipe's
+    (`partitioner=roundpipe`); the static schedules
     (`gpipe`, `1f1b`: one stage per device; `interleaved-1f1b`: two) cut
     balanced symmetric stages. `stages=fwd:A,...;bwd:X,...` takes a user
     partition, checked against the per-stage byte cap (half of
@@ -172,7 +176,9 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
            "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
-           "::mlir::rp::dispatchValues()">
+           "::mlir::rp::dispatchValues()">,
+    Option<"budgetGiB", "budget-gib", "double", "0",
+           "device memory the partition's memory plan must fit (rp's partitioner), in GiB; 0 takes the profile's">
   ];
 }
 
@@ -255,8 +261,15 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
     peak's near-linear growth (the secant's crossing of the budget, with
     bisection steps where the peak jumps), the largest sequence length
     whose training step still fits every device's memory with the
-    function's stages, schedule and microbatch (its batch rows unchanged),
-    and reports it as a remark with the peak it reaches. Each trial scales
+    function's schedule and microbatch (its batch rows unchanged), and
+    reports it as a remark with the peak it reaches. The stages are rp's
+    partitioner's at each length when rp-partition used it (round-robin,
+    `partitioner=rp`, no `stages`): a trial fits when the partitioner's
+    memory objective finds a partition that fits (the leanest it tries,
+    include/rp/Analysis/PartitionMemory.h), and the remark prints the
+    stages the partitioner cuts at the answer, so the answer is the
+    longest sequence rp-compile compiles by itself. Otherwise every length
+    is tried with the function's stages. Each trial scales
     every tensor dimension equal to the graph's sequence length (dimension
     1 of the first input of rank 2 or more), then costs the layers, lowers
     the schedule with its transfers (weights uploaded every step) and plans
@@ -270,7 +283,9 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
 
     ```
     remark: the largest sequence that fits is 73728 tokens (microbatch 1 x
-      73728): device 3 peaks at 23.9 GiB of 24 GiB; at 2048 tokens the
+      73728, stage-grain recompute, rp's stages at each length): device 3
+      peaks at 23.9 GiB of 24 GiB (its biggest buffer: ...); rp's
+      partitioner cuts fwd:3,3,...;bwd:1,1,... there; at 2048 tokens the
       peak is 2.9 GiB
     ```
   }];
@@ -278,7 +293,13 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
     Option<"budgetGiB", "budget-gib", "double", "0",
            "device memory to fit in GiB; 0 takes the profile's">,
     Option<"limit", "limit", "int64_t", "1048576",
-           "the longest sequence to try">
+           "the longest sequence to try">,
+    Option<"stages", "stages", "std::string", "\"\"",
+           "the user partition rp-partition was given: when set, every length is tried with it, not with rp's partitioner">,
+    Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
+           "::mlir::rp::Dispatch::modulo",
+           "the dispatch rp-partition was given (rp's partitioner times partitions with it)",
+           "::mlir::rp::dispatchValues()">
   ];
 }
 

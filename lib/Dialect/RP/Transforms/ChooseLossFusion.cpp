@@ -208,6 +208,8 @@ struct ChooseLossFusionPass
     request.stages = stages;
     request.dispatch = dispatch;
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
+    request.layerGrain = fused.getRecompute() == RecomputeGrain::layer;
+    request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw);
     if (failed(p))

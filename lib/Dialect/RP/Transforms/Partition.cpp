@@ -31,9 +31,10 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     const ScheduleKind kind = schedule;
     const Partitioner how = partitioner;
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0) {
+        stageBytes < 0 || budgetGiB < 0) {
       module.emitError() << "rp-partition needs devices >= 1, 0 < "
-                            "weight-budget <= 1 and stage-bytes >= 0";
+                            "weight-budget <= 1, stage-bytes >= 0 and "
+                            "budget-gib >= 0";
       return signalPassFailure();
     }
     if (how == Partitioner::roundpipe && kind != ScheduleKind::roundRobin) {
@@ -65,6 +66,8 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.stages = stages;
     request.dispatch = dispatch;
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
+    request.layerGrain = recompute == RecomputeGrain::layer;
+    request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw);
     if (failed(p))

@@ -62,10 +62,13 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   partition.stages = options.stages;
   partition.recompute = options.recompute;
   partition.dispatch = options.dispatch;
+  partition.budgetGiB = options.budgetGiB;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;
     report.budgetGiB = options.budgetGiB;
+    report.stages = options.stages;
+    report.dispatch = options.dispatch;
     pm.addPass(createReportMaxSeqPass(report));
   }
   // After the report, which looks for the long sequences where only the

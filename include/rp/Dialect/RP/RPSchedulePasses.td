@@ -262,9 +262,10 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
     bisection steps where the peak jumps), the largest sequence length
     whose training step still fits every device's memory with the
     function's schedule and microbatch (its batch rows unchanged), and
-    reports it as a remark with the peak it reaches. The stages are rp's
-    partitioner's at each length when rp-partition used it (round-robin,
-    `partitioner=rp`, no `stages`): a trial fits when the partitioner's
+    reports it as a remark with the peak it reaches. With `repartition`
+    (rp-compile's default unless given `--stages`), and when rp-partition
+    used rp's partitioner for a round-robin schedule, the stages are the
+    partitioner's at each length: a trial fits when the partitioner's
     memory objective finds a partition that fits (the leanest it tries,
     include/rp/Analysis/PartitionMemory.h), and the remark prints the
     stages the partitioner cuts at the answer, so the answer is the
@@ -294,8 +295,8 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
            "device memory to fit in GiB; 0 takes the profile's">,
     Option<"limit", "limit", "int64_t", "1048576",
            "the longest sequence to try">,
-    Option<"stages", "stages", "std::string", "\"\"",
-           "the user partition rp-partition was given: when set, every length is tried with it, not with rp's partitioner">,
+    Option<"repartition", "repartition", "bool", "false",
+           "try each length with the stages rp's partitioner cuts for it (when the function's partition is round-robin and partitioner=rp; rp-compile sets it unless given --stages)">,
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
            "the dispatch rp-partition was given (rp's partitioner times partitions with it)",

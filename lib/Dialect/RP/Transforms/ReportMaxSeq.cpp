@@ -255,7 +255,7 @@ struct ReportMaxSeqPass
     // rp's partitioner cuts other stages at other lengths; a user's stages
     // and the other partitioners' do not depend on the length as much, and
     // are tried as they are.
-    ownStages = stages.empty() &&
+    ownStages = repartition &&
                 in->attr.getSchedule() == ScheduleKind::roundRobin &&
                 in->attr.getPartitioner() == Partitioner::rp;
     FailureOr<Trial> base = trial(module, seq0, seq0, budget, layerGrain);

@@ -67,7 +67,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;
     report.budgetGiB = options.budgetGiB;
-    report.stages = options.stages;
+    report.repartition = options.stages.empty();
     report.dispatch = options.dispatch;
     pm.addPass(createReportMaxSeqPass(report));
   }

@@ -56,9 +56,9 @@ Partition lean(unsigned n, unsigned t, unsigned b, unsigned f) {
 
 } // namespace
 
-MemorySearchResult mlir::rp::partitionForMemory(
-    llvm::ArrayRef<LayerCost> layers, const SearchTarget &t,
-    bool feasibilityOnly) {
+MemorySearchResult
+mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
+                             const SearchTarget &t, bool feasibilityOnly) {
   unsigned n = layers.size();
   MemorySearchResult r;
   r.least.bytes = std::numeric_limits<int64_t>::max();

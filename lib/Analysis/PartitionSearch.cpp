@@ -422,6 +422,9 @@ Partition searchForStepTime(llvm::ArrayRef<LayerCost> layers,
 Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
                                          const SearchTarget &t) {
   Partition p = searchForStepTime(layers, t);
+  // A profile without a memory size has nothing to fit.
+  if (t.budget() <= 0)
+    return p;
   // The memory objective: at a long sequence the fastest partitions do not
   // fit, lean ones may. A graph that fits with some lean partition is
   // never refused; one that fits with none gets the least peak found, so

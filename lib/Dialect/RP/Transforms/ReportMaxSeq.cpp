@@ -295,12 +295,12 @@ struct ReportMaxSeqPass
            << ", " << gib(best.biggestBytes) << ")";
     if (ownStages)
       report << "; rp's partitioner cuts " << best.stages << " there"
-             << (best.fits ? "" : ", which does NOT fit (a bug in rp, "
-                                  "please report it)");
-    FailureOr<Trial> at0 =
-        ownStages ? trial(module, seq0, seq0, budget, layerGrain,
-                          Stages::function)
-                  : base;
+             << (best.fits ? ""
+                           : ", which does NOT fit (a bug in rp, "
+                             "please report it)");
+    FailureOr<Trial> at0 = ownStages ? trial(module, seq0, seq0, budget,
+                                             layerGrain, Stages::function)
+                                     : base;
     if (failed(at0))
       return signalPassFailure();
     report << "; at " << seq0 << " tokens the peak is " << gib(at0->peak);

@@ -122,7 +122,7 @@ mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
       anyB = true;
       if (feasibilityOnly) {
         r.fastest = lean(n, tail, b, lo);
-        return r;
+        break;
       }
       // Longer forward stages hold more weights: gallop, then bisect for
       // the longest that fits.
@@ -147,7 +147,7 @@ mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
         if (f == lo || fits(tail, b, f))
           consider(tail, b, f);
     }
-    if (!anyB)
+    if (!anyB || (feasibilityOnly && r.fastest))
       break;
   }
   if (r.fastest) {

@@ -24,14 +24,15 @@ docs/pipeline.md). tokens/s and the step are
 the sim's steady state; bubble % is its steady bubble, with the run's
 split (fill and drain once per run) beside it. The row "round-robin continuous" is the compiler's
 predicted steady state (rp-compile's one predicted step, K passes per
-optimizer step) beside the sim's. Then the largest sequence length whose round-robin plan fits
-24 GB (rp-report-max-seq: one sequence per microbatch, stage grain and
-layer grain, the larger kept, as RoundPipe's runs use layer grain for the
-small models) next to RoundPipe's, with what limits it (the peak device's
-biggest buffer); the same with the stages cut for the length found (the
-graph rebuilt at it and asked again while the answer grows) and with lean
-stages (--stages: one-layer tail and backward stages, forward stages of 1
-to 3 layers), each answer compiled for real at its length with its stages;
+optimizer step) beside the sim's. Then the largest sequence length whose
+round-robin plan fits 24 GB, as a user asks for it (rp-compile
+--report-max-seq on a 3000-token graph, no --stages: one sequence per
+microbatch, stage grain, each length tried with the stages rp's
+partitioner cuts for it), next to RoundPipe's, with what limits it (the
+peak device's biggest buffer) and the stages rp cuts there, each answer
+compiled for real at its length with rp-compile's own stages; then the
+same with the 3000-token graph's stages kept at every length (--stages;
+stage grain, or layer grain where that reaches further), for comparison;
 and for Qwen3-1.7B RoundPipe's sequence-length table
 (tokens/s at 512 ... 64k) with rp's prediction beside it: microbatches of
 about 26k tokens as at 2048 (13 sequences), one sequence from 32k on,
@@ -160,6 +161,11 @@ def seq_table(tmp):
 
 
 def max_seq(name, tmp, extra=(), built=3000):
+    """rp-compile --report-max-seq on a `built`-token graph. Without
+    --stages in `extra` (the user's path) each length is tried with the
+    stages rp's partitioner cuts for it, and the remark names those it cuts
+    at the answer. Returns (tokens, grain, seconds, limit, remark, stages
+    at the answer or None, layers, stages of the built graph)."""
     path = Path(tmp) / f"{name}.seq.mlir"
     path.write_text(shapes.build(shapes.SHAPES[name], 1, built, "f16"))
     start = time.perf_counter()
@@ -174,6 +180,7 @@ def max_seq(name, tmp, extra=(), built=3000):
                       r"([0-9.]+ GiB)", r.stderr)
     limit = re.search(r"(device \d+) peaks at .*? of .*?\(its biggest "
                       r"buffer: (.*?), ([0-9.]+ GiB)", r.stderr)
+    cut = re.search(r"rp's partitioner cuts (\S+) there", r.stderr)
     seq = int(found.group(1).replace(",", "")) if found else None
     grain, why = "stage", ""
     if limit:
@@ -185,74 +192,27 @@ def max_seq(name, tmp, extra=(), built=3000):
                        r.stderr)
     return (seq, grain, time.perf_counter() - start, why,
             re.search(r"remark: (.*)", r.stderr),
-            stages.group(2) if stages else None,
-            int(stages.group(1)) if stages else None)
+            cut.group(1) if cut else None,
+            int(stages.group(1)) if stages else None,
+            stages.group(2) if stages else None)
 
 
 def fits_at(name, tmp, extra, seq, stages, grain):
-    """Whether a graph of `seq` tokens compiles with `stages` and `grain`
-    (rp-compile exits 0: its memory plan fits 24 GB)."""
+    """Whether a graph of `seq` tokens compiles (rp-compile exits 0: its
+    memory plan fits 24 GB) with `stages` and `grain`, or, with `stages`
+    None, with the stages rp-compile cuts by itself. Returns (fits, the
+    stages compiled)."""
     path = Path(tmp) / f"{name}.check.mlir"
     path.write_text(shapes.build(shapes.SHAPES[name], 1, seq, "f16"))
     flags = ["--recompute", "layer"] if grain == "layer" else []
+    if stages:
+        flags += ["--stages", stages]
     c = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",
                         str(Path(tmp) / "check.rpplan"), "--devices", str(G),
-                        "--hw", "rtx4090", "--dtype", "f16", "--stages",
-                        stages, *flags, *extra], capture_output=True,
-                       text=True)
-    return c.returncode == 0
-
-
-def max_seq_lean(name, tmp, extra, layers):
-    """The longest sequence with stages that hold little at a time: a
-    one-layer fused tail, one-layer backward stages and forward stages of
-    `f` layers, f in 1..3 (the best kept). rp's partitioner cuts for step
-    time (and takes a partition that fits when its best does not), so it
-    cuts larger stages than long sequences want. Returns (tokens, grain,
-    seconds, limit, stages, fits) or None."""
-    best, took = None, 0.0
-    for f in (1, 2, 3):
-        n = layers - 1
-        fwd = [f] * (n // f) + ([n % f] if n % f else [])
-        stages = ("fwd:" + ",".join(map(str, fwd)) + ";bwd:" +
-                  ",".join(["1"] * layers))
-        r = max_seq(name, tmp, [*extra, "--stages", stages])
-        took += r[2]
-        if r[0] and (not best or r[0] > best[0]):
-            best = [r[0], r[1], 0.0, r[3], stages, False]
-    if best:
-        best[2] = took
-        best[5] = fits_at(name, tmp, extra, best[0], best[4], best[1])
-    return best
-
-
-def max_seq_cut(name, tmp, extra, seq):
-    """The stages rp-compile cuts depend on the graph's sequence: those of
-    a 3000-token graph put up to six layers in a backward stage of 8B. So
-    the graph is rebuilt at the length found and asked again, while the
-    answer grows (by 1 % at least, 4 rounds at most). Each answer is the
-    longest sequence that fits with the stages rp cuts for the graph's
-    length (rp-compile --stages as it prints them), and a graph at that
-    length fits with its own stages only when the answer is above it, so a
-    round that answers less than its graph's length ends the search and
-    the answer before stands. The answer is then compiled for real, a
-    graph of that length with those stages and grain (`fits`: rp-compile
-    exits 0, its memory plan within 24 GB). Returns (tokens, grain,
-    seconds, limit, built length, stages, fits) or None when no round
-    grew."""
-    best, took = None, 0.0
-    for _ in range(4):
-        r = max_seq(name, tmp, extra, built=seq)
-        took += r[2]
-        if not r[0] or r[0] <= seq or not r[5]:
-            break
-        best = [r[0], r[1], took, r[3], seq, r[5], False]
-        if r[0] < seq * 1.01:
-            break
-        seq = r[0]
-    if best:
-        best[6] = fits_at(name, tmp, extra, best[0], best[5], best[1])
-    return best
+                        "--hw", "rtx4090", "--dtype", "f16", *flags, *extra],
+                       capture_output=True, text=True)
+    cut = re.search(r"layers in stages (fwd:\S+;bwd:\S+) \(", c.stderr)
+    return c.returncode == 0, cut.group(1) if cut else None
 
 
 def main():
@@ -352,52 +312,45 @@ def main():
 
 def memory_rows(models):
     """The largest sequence per model whose round-robin plan fits 24 GB,
-    next to RoundPipe's, and what limits it."""
+    next to RoundPipe's, and what limits it: rp's own stages at each
+    length (the user's path), each answer compiled for real with the
+    stages rp-compile cuts by itself; then the 3000-token graph's stages
+    kept at every length, for comparison."""
     print("\nmax sequence on 24 GB (8 x rtx4090, one sequence per "
-          "microbatch, round-robin):")
-    print("model             rp tokens  grain  RoundPipe  rp/RoundPipe  "
-          "report  limited by")
-    cut = []
+          "microbatch, round-robin, stage grain), rp's partitioner at each "
+          "length (rp-compile --report-max-seq, no --stages):")
+    print("model             rp tokens  RoundPipe  rp/RoundPipe  report  "
+          "limited by")
+    fixed = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            seq, grain, took, why, remark, _, layers = max_seq(
-                name, tmp, LORA.get(name, []))
+            extra = LORA.get(name, [])
+            seq, _, took, why, remark, cut, _, built = max_seq(name, tmp,
+                                                               extra)
             pub = PUBLISHED[name][4]
             if not seq:
-                print(f"{name:16s} {'?':>10s}         {pub:9,}  "
+                print(f"{name:16s} {'?':>10s} {pub:10,}  "
                       f"({remark.group(1) if remark else 'no report'})")
                 continue
-            print(f"{name:16s} {seq:10,} {grain:>6s} {pub:10,} "
-                  f"{seq / pub:13.2f} {took:6.1f}s  {why}")
-            cut.append((name, pub, max_seq_cut(name, tmp, LORA.get(name, []),
-                                               seq),
-                        max_seq_lean(name, tmp, LORA.get(name, []), layers)))
-    print("\nwith the stages cut for the length (the graph rebuilt at the "
-          "length found, asked again while the answer grows):")
+            fits, compiled = fits_at(name, tmp, extra, seq, None, "stage")
+            print(f"{name:16s} {seq:10,} {pub:10,} {seq / pub:13.2f} "
+                  f"{took:6.1f}s  {why}; compiled at {seq:,}: "
+                  f"{'fits' if fits else 'DOES NOT FIT'}"
+                  f"{'' if compiled == cut else ', OTHER STAGES'}; stages "
+                  f"'{(cut or '?')[:60]}...'")
+            if built:
+                f = max_seq(name, tmp, [*extra, "--stages", built])
+                fixed.append((name, pub, f[0], f[1], f[2], f[3]))
+    print("\nwith the 3000-token graph's stages at every length "
+          "(--stages; stage grain, or layer grain where longer):")
     print("model             rp tokens  grain  RoundPipe  rp/RoundPipe  "
-          "search  stages cut at  limited by")
-    for name, pub, best, _ in cut:
-        if not best:
-            print(f"{name:16s} (no longer than above)")
-            continue
-        seq, grain, took, why, built, stages, fits = best
-        print(f"{name:16s} {seq:10,} {grain:>6s} {pub:10,} "
-              f"{seq / pub:13.2f} {took:6.1f}s  {built:13,}  {why}; "
-              f"compiled at {seq:,}: {'fits' if fits else 'DOES NOT FIT'}; "
-              f"--stages '{stages}'")
-    print("\nwith lean stages (a one-layer tail and backward stages, forward "
-          "stages of 1 to 3 layers, the best):")
-    print("model             rp tokens  grain  RoundPipe  rp/RoundPipe  "
-          "search  limited by")
-    for name, pub, _, lean in cut:
-        if not lean:
+          "report  limited by")
+    for name, pub, seq, grain, took, why in fixed:
+        if not seq:
             print(f"{name:16s} (none fits)")
             continue
-        seq, grain, took, why, stages, fits = lean
         print(f"{name:16s} {seq:10,} {grain:>6s} {pub:10,} "
-              f"{seq / pub:13.2f} {took:6.1f}s  {why}; compiled at "
-              f"{seq:,}: {'fits' if fits else 'DOES NOT FIT'}; --stages "
-              f"'{stages[:40]}...'")
+              f"{seq / pub:13.2f} {took:6.1f}s  {why}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 #include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/PartitionMemory.h"
 
 #include "llvm/Support/Parallel.h"
 
@@ -156,20 +157,7 @@ bool mlir::rp::fitsStageBytes(const Partition &p,
 bool mlir::rp::fitsDeviceMemory(const Partition &p,
                                 llvm::ArrayRef<LayerCost> layers,
                                 const SearchTarget &t) {
-  std::string error;
-  FailureOr<Pipeline> pl = lowerSchedule(p, layers, ScheduleKind::roundRobin,
-                                         t.devices, t.microbatches, error);
-  if (failed(pl))
-    return false;
-  insertTransfers(*pl, layers, t.hw);
-  // The order rp-insert-transfers lists commands in, which buffer reuse
-  // follows.
-  if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
-    pl->schedule = std::move(*issued);
-  MemoryPlan mp = planMemory(*pl, layers);
-  return llvm::all_of(mp.peakBytes, [&](int64_t peak) {
-    return double(peak) <= t.hw.memoryBytes();
-  });
+  return devicePeak(p, layers, t).fits;
 }
 
 namespace {
@@ -410,8 +398,10 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
 
 } // namespace
 
-Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
-                                         const SearchTarget &t) {
+namespace {
+
+Partition searchForStepTime(llvm::ArrayRef<LayerCost> layers,
+                            const SearchTarget &t) {
   // The split tail needs two microbatches to alternate.
   if (t.tailJobs == 1 || t.microbatches < 2 || t.devices < 2) {
     double ms;
@@ -425,6 +415,27 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
   Partition one = searchWithTailJobs(layers, t, 1, oneMs);
   Partition two = searchWithTailJobs(layers, t, 2, twoMs);
   return twoMs < oneMs ? two : one;
+}
+
+} // namespace
+
+Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
+                                         const SearchTarget &t) {
+  Partition p = searchForStepTime(layers, t);
+  // A profile without a memory size has nothing to fit.
+  if (t.budget() <= 0)
+    return p;
+  // The memory objective: at a long sequence the fastest partitions do not
+  // fit, lean ones may. A graph that fits with some lean partition is
+  // never refused; one that fits with none gets the least peak found, so
+  // that the memory plan's refusal names it.
+  DevicePeak peak = devicePeak(p, layers, t);
+  if (peak.fits)
+    return p;
+  MemorySearchResult lean = partitionForMemory(layers, t);
+  if (lean.fastest)
+    return *lean.fastest;
+  return lean.least.bytes < peak.bytes ? lean.leastPeak : p;
 }
 
 Partition mlir::rp::partitionExhaustive(llvm::ArrayRef<LayerCost> layers,

@@ -38,6 +38,14 @@ struct SearchTarget {
   /// The stage jobs the fused tail may run as (Partition::tailJobs): 1 or
   /// 2, or 0 to search both and keep the faster (1 on ties).
   unsigned tailJobs = 1;
+  /// Layer-grain recompute in every backward stage (the user's
+  /// --recompute): memory plans are checked at that grain.
+  bool layerGrain = false;
+  /// The device budget memory plans must fit; 0: the profile's memory.
+  int64_t budgetBytes = 0;
+  int64_t budget() const {
+    return budgetBytes > 0 ? budgetBytes : int64_t(hw.memoryBytes());
+  }
 };
 
 /// The estimated step time of `p`'s round-robin schedule.
@@ -49,12 +57,14 @@ bool fitsStageBytes(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                     int64_t cap);
 
 /// Whether the memory plan of `p`'s round-robin schedule fits every
-/// device's memory.
+/// device's budget (target.budget()).
 bool fitsDeviceMemory(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                       const SearchTarget &target);
 
 /// rp's partitioner. `bottleneckMs` and `proxyCostMs` are filled as for
-/// RoundPipe's, for comparison.
+/// RoundPipe's, for comparison. When the fastest partition's memory plan
+/// does not fit, it takes the fastest lean one that does
+/// (PartitionMemory.h), or, when none does, the least peak found.
 Partition partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
                                const SearchTarget &target);
 

@@ -122,7 +122,11 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     partitioner cuts as its `rp.partition` attribute, with the schedule,
     device count, microbatches and hardware profile the later pipeline
     passes use. Round-robin uses rp's partitioner (least estimated step
-    time) or RoundPipe's (`partitioner=roundpipe`); the static schedules
+    time among the partitions whose memory plan fits `budget-gib`, at the
+    `recompute` grain: when the fastest does not fit, lean stages, a short
+    tail and one-layer backward stages, are searched for the fastest that
+    fits; include/rp/Analysis/PartitionMemory.h) or RoundPipe's
+    (`partitioner=roundpipe`); the static schedules
     (`gpipe`, `1f1b`: one stage per device; `interleaved-1f1b`: two) cut
     balanced symmetric stages. `stages=fwd:A,...;bwd:X,...` takes a user
     partition, checked against the per-stage byte cap (half of
@@ -181,7 +185,9 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
            "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
            "::mlir::rp::dispatchValues()">,
     Option<"tailJobs", "tail-jobs", "unsigned", "1",
-           "round-robin: the stage jobs the fused tail runs as, 1 or 2 (alternate microbatches on two devices; every tail gradient is then the even microbatches' fold plus the odd ones'), or 0 to let rp's partitioner take the faster (a user partition then runs 1)">
+           "round-robin: the stage jobs the fused tail runs as, 1 or 2 (alternate microbatches on two devices; every tail gradient is then the even microbatches' fold plus the odd ones'), or 0 to let rp's partitioner take the faster (a user partition then runs 1)">,
+    Option<"budgetGiB", "budget-gib", "double", "0",
+           "device memory the partition's memory plan must fit (rp's partitioner), in GiB; 0 takes the profile's">
   ];
 }
 
@@ -264,8 +270,16 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
     peak's near-linear growth (the secant's crossing of the budget, with
     bisection steps where the peak jumps), the largest sequence length
     whose training step still fits every device's memory with the
-    function's stages, schedule and microbatch (its batch rows unchanged),
-    and reports it as a remark with the peak it reaches. Each trial scales
+    function's schedule and microbatch (its batch rows unchanged), and
+    reports it as a remark with the peak it reaches. With `repartition`
+    (rp-compile's default unless given `--stages`), and when rp-partition
+    used rp's partitioner for a round-robin schedule, the stages are the
+    partitioner's at each length: a trial fits when the partitioner's
+    memory objective finds a partition that fits (the leanest it tries,
+    include/rp/Analysis/PartitionMemory.h), and the remark prints the
+    stages the partitioner cuts at the answer, so the answer is the
+    longest sequence rp-compile compiles by itself. Otherwise every length
+    is tried with the function's stages. Each trial scales
     every tensor dimension equal to the graph's sequence length (dimension
     1 of the first input of rank 2 or more), then costs the layers, lowers
     the schedule with its transfers (weights uploaded every step) and plans
@@ -279,7 +293,9 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
 
     ```
     remark: the largest sequence that fits is 73728 tokens (microbatch 1 x
-      73728): device 3 peaks at 23.9 GiB of 24 GiB; at 2048 tokens the
+      73728, stage-grain recompute, rp's stages at each length): device 3
+      peaks at 23.9 GiB of 24 GiB (its biggest buffer: ...); rp's
+      partitioner cuts fwd:3,3,...;bwd:1,1,... there; at 2048 tokens the
       peak is 2.9 GiB
     ```
   }];
@@ -287,7 +303,13 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
     Option<"budgetGiB", "budget-gib", "double", "0",
            "device memory to fit in GiB; 0 takes the profile's">,
     Option<"limit", "limit", "int64_t", "1048576",
-           "the longest sequence to try">
+           "the longest sequence to try">,
+    Option<"repartition", "repartition", "bool", "false",
+           "try each length with the stages rp's partitioner cuts for it (when the function's partition is round-robin and partitioner=rp; rp-compile sets it unless given --stages)">,
+    Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
+           "::mlir::rp::Dispatch::modulo",
+           "the dispatch rp-partition was given (rp's partitioner times partitions with it)",
+           "::mlir::rp::dispatchValues()">
   ];
 }
 

@@ -151,11 +151,14 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<bool> reportMaxSeq{
       *this, "report-max-seq", flags, llvm::cl::init(false),
       llvm::cl::desc("also report the largest sequence length whose plan "
-                     "fits the devices (a remark on stderr)")};
+                     "fits the devices, with the stages rp's partitioner "
+                     "cuts for each length unless --stages is given (a "
+                     "remark on stderr)")};
   Option<double> budgetGiB{
       *this, "budget-gib", flags, llvm::cl::init(0),
       llvm::cl::desc("device memory to plan against in GiB (0: the "
-                     "profile's)")};
+                     "profile's); rp's partitioner picks stages that fit "
+                     "it")};
 };
 
 /// rp-compile --forward-only: what changes the model alone, rp-add-lora

@@ -211,6 +211,8 @@ struct ChooseLossFusionPass
     // with tail-jobs=0 its partitioner picks one or two tail jobs afresh.
     request.tailJobs = tailJobs >= 0 ? unsigned(tailJobs) : fused.getTailJobs();
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
+    request.layerGrain = fused.getRecompute() == RecomputeGrain::layer;
+    request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw);
     if (failed(p))

@@ -31,9 +31,10 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     const ScheduleKind kind = schedule;
     const Partitioner how = partitioner;
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0) {
+        stageBytes < 0 || budgetGiB < 0) {
       module.emitError() << "rp-partition needs devices >= 1, 0 < "
-                            "weight-budget <= 1 and stage-bytes >= 0";
+                            "weight-budget <= 1, stage-bytes >= 0 and "
+                            "budget-gib >= 0";
       return signalPassFailure();
     }
     if (tailJobs > 2 || (tailJobs == 2 && kind != ScheduleKind::roundRobin)) {
@@ -74,6 +75,8 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.dispatch = dispatch;
     request.tailJobs = tailJobs;
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
+    request.layerGrain = recompute == RecomputeGrain::layer;
+    request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw);
     if (failed(p))

@@ -30,6 +30,8 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
     if (request.partitioner != Partitioner::roundpipe) {
       SearchTarget target{hw,  request.devices,  request.microbatches,
                           cap, request.dispatch, request.tailJobs};
+      target.layerGrain = request.layerGrain;
+      target.budgetBytes = request.budgetBytes;
       if (request.partitioner == Partitioner::rp)
         return withTailJobs(partitionForStepTime(costs, target), request);
       if (costs.size() > 10)

@@ -29,6 +29,10 @@ struct PartitionRequest {
   /// Round-robin: the fused tail's stage jobs (Partition::tailJobs), 1 or
   /// 2; 0 lets rp's partitioner choose (a user's stages then run 1).
   unsigned tailJobs = 1;
+  /// rp's partitioner: memory plans are checked at this grain against this
+  /// budget (0: the profile's memory), PartitionMemory.h.
+  bool layerGrain = false;
+  int64_t budgetBytes = 0;
 };
 
 /// The partition `request` asks for: a user partition is checked against

@@ -3,13 +3,21 @@
 // Bisects the sequence length: each trial retypes a copy of the module with
 // the sequence dimension scaled and plans its memory from scratch, so the
 // answer comes from the same cost, schedule and memory models as the plan.
+// With rp's partitioner, each trial also partitions for its length as
+// rp-partition would: the step-time search's partitions are cut for speed
+// and at a long sequence the memory objective's lean ones are what fit, so
+// a trial asks only whether the memory objective finds one (the leanest
+// first, a few memory plans), and the partitioner runs in full once, at
+// the answer, for the stages it prints.
 //
 //===----------------------------------------------------------------------===//
 
 #include "rp/Dialect/RP/RPPasses.h"
 
+#include "PartitionPolicy.h"
 #include "ScheduleIR.h"
 #include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/PartitionMemory.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
@@ -109,6 +117,22 @@ struct Trial {
   /// The peak device's biggest buffer: what limits the sequence.
   std::string biggest;
   int64_t biggestBytes = 0;
+  /// The stages planned (--stages form).
+  std::string stages;
+};
+
+/// How a trial picks its stages.
+enum class Stages {
+  /// lean when the function's stages are rp's partitioner's, else the
+  /// function's.
+  automatic,
+  /// The function's #rp.partition.
+  function,
+  /// The leanest partition rp's memory objective finds that fits (or the
+  /// least peak when none does).
+  lean,
+  /// rp's partitioner in full, as rp-partition runs it.
+  partitioner,
 };
 
 struct ReportMaxSeqPass
@@ -117,7 +141,10 @@ struct ReportMaxSeqPass
 
   /// Plans the step at sequence length `seq` on a retyped copy.
   FailureOr<Trial> trial(ModuleOp module, int64_t seq0, int64_t seq,
-                         int64_t budget, bool layerGrain) {
+                         int64_t budget, bool layerGrain,
+                         Stages how = Stages::automatic) {
+    if (how == Stages::automatic)
+      how = ownStages ? Stages::lean : Stages::function;
     SmallVector<int64_t> multiples = sequenceMultiples(module, rows);
     // The profiles parsed once; the copy's own costs, forgotten with it.
     CostModel scratch = getAnalysis<CostModel>().forScratch();
@@ -143,6 +170,25 @@ struct ReportMaxSeqPass
     FailureOr<PipelineInputs> in = loadPipelineInputs(*copy, scratch);
     if (failed(in))
       return failure();
+    if (how != Stages::function) {
+      // rp-partition's defaults: its cap (weight-budget 0.6, no
+      // stage-bytes; rp-compile sets neither) and tail jobs (1).
+      SearchTarget target{in->hw,
+                          in->attr.getDevices(),
+                          in->attr.getMicrobatches(),
+                          stageByteCap(0, in->hw, 0.6),
+                          dispatch,
+                          1};
+      target.layerGrain = layerGrain;
+      target.budgetBytes = budget;
+      if (how == Stages::partitioner) {
+        in->partition = partitionForStepTime(in->costs, target);
+      } else {
+        MemorySearchResult lean =
+            partitionForMemory(in->costs, target, /*feasibilityOnly=*/true);
+        in->partition = lean.fastest ? *lean.fastest : lean.leastPeak;
+      }
+    }
     in->partition.layerGrain = layerGrain;
     std::string error;
     FailureOr<Pipeline> pl =
@@ -158,6 +204,7 @@ struct ReportMaxSeqPass
     MemoryPlan mp = planMemory(*pl, in->costs);
     Trial t;
     t.fits = true;
+    t.stages = formatStages(in->partition);
     for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
       if (peak > t.peak) {
         t.peak = peak;
@@ -205,6 +252,12 @@ struct ReportMaxSeqPass
       return s;
     };
     bool layerGrain = in->partition.layerGrain;
+    // rp's partitioner cuts other stages at other lengths; a user's stages
+    // and the other partitioners' do not depend on the length as much, and
+    // are tried as they are.
+    ownStages = repartition &&
+                in->attr.getSchedule() == ScheduleKind::roundRobin &&
+                in->attr.getPartitioner() == Partitioner::rp;
     FailureOr<Trial> base = trial(module, seq0, seq0, budget, layerGrain);
     FailureOr<Trial> small = trial(module, seq0, 1, budget, layerGrain);
     if (failed(base) || failed(small))
@@ -213,7 +266,9 @@ struct ReportMaxSeqPass
     if (!small->fits) {
       report << "no sequence length fits: with one token per sequence "
              << "device " << small->device << " already needs "
-             << gib(small->peak) << " of " << gib(budget);
+             << gib(small->peak) << " of " << gib(budget)
+             << (ownStages ? " with the leanest stages rp's partitioner tries"
+                           : "");
       return;
     }
     FailureOr<std::pair<int64_t, Trial>> found =
@@ -221,18 +276,39 @@ struct ReportMaxSeqPass
     if (failed(found))
       return signalPassFailure();
     auto [lo, best] = *found;
+    if (ownStages) {
+      // The stages rp-compile cuts at the answer: the partitioner in full.
+      FailureOr<Trial> cut =
+          trial(module, seq0, lo, budget, layerGrain, Stages::partitioner);
+      if (failed(cut))
+        return signalPassFailure();
+      best = *cut;
+    }
     report << "the largest sequence that fits is " << lo
            << " tokens (microbatch " << rows << " x " << lo << ", "
-           << (layerGrain ? "layer" : "stage") << "-grain recompute)";
+           << (layerGrain ? "layer" : "stage") << "-grain recompute"
+           << (ownStages ? ", rp's stages at each length" : "") << ")";
     if (lo == limit)
       report << ", the limit tried";
     report << ": device " << best.device << " peaks at " << gib(best.peak)
            << " of " << gib(budget) << " (its biggest buffer: " << best.biggest
-           << ", " << gib(best.biggestBytes) << "); at " << seq0
-           << " tokens the peak is " << gib(base->peak);
+           << ", " << gib(best.biggestBytes) << ")";
+    if (ownStages)
+      report << "; rp's partitioner cuts " << best.stages << " there"
+             << (best.fits ? ""
+                           : ", which does NOT fit (a bug in rp, "
+                             "please report it)");
+    FailureOr<Trial> at0 = ownStages ? trial(module, seq0, seq0, budget,
+                                             layerGrain, Stages::function)
+                                     : base;
+    if (failed(at0))
+      return signalPassFailure();
+    report << "; at " << seq0 << " tokens the peak is " << gib(at0->peak);
     // Stage grain keeps every recomputed layer's intermediates of a
     // backward stage; say what layer grain (one layer's at a time) reaches.
-    if (!layerGrain) {
+    // rp's own lean stages hold one layer per backward stage, where layer
+    // grain holds no less than stage grain: not asked then.
+    if (!layerGrain && !ownStages) {
       FailureOr<Trial> one = trial(module, seq0, 1, budget, true);
       if (failed(one))
         return signalPassFailure();
@@ -254,6 +330,9 @@ struct ReportMaxSeqPass
                << gib(layer->second.biggestBytes) << ")";
     }
   }
+
+  /// Whether each length is tried with rp's partitioner's stages for it.
+  bool ownStages = false;
 
   /// Sequences per microbatch: the input's dimension 0.
   int64_t rows = 1;

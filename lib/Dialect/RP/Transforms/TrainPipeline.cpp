@@ -63,10 +63,13 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   partition.recompute = options.recompute;
   partition.dispatch = options.dispatch;
   partition.tailJobs = options.tailJobs;
+  partition.budgetGiB = options.budgetGiB;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;
     report.budgetGiB = options.budgetGiB;
+    report.repartition = options.stages.empty();
+    report.dispatch = options.dispatch;
     pm.addPass(createReportMaxSeqPass(report));
   }
   // After the report, which looks for the long sequences where only the

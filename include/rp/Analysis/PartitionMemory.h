@@ -1,0 +1,56 @@
+//===- PartitionMemory.h - partitions that fit long sequences --*- C++ -*-===//
+//
+// The partitioner's memory objective. rp's step-time search cuts large
+// stages (forward stages of several layers, multi-layer backward stages),
+// whose memory plans stop fitting the device long before lean stages do: a
+// backward stage at stage grain keeps every recomputed layer's
+// intermediates, the fused tail every tail layer's. When the step-time
+// search's partition does not fit, this search looks among lean
+// partitions, a short tail t, backward stages of b layers and forward
+// stages of f layers, for the fastest whose memory plan fits: for each
+// (t, b) from the leanest up, the longest forward stages that fit (their
+// peak grows with f, so a galloping then binary search over f), each timed
+// as the step-time search times partitions. Every fit is the exact memory
+// plan of the round-robin schedule (fitsDeviceMemory), so a graph that
+// fits with the leanest partition is never refused.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_ANALYSIS_PARTITIONMEMORY_H
+#define RP_ANALYSIS_PARTITIONMEMORY_H
+
+#include "rp/Analysis/PartitionSearch.h"
+
+#include <optional>
+
+namespace mlir::rp {
+
+/// The memory plan's highest device peak of `p`'s round-robin schedule.
+struct DevicePeak {
+  int64_t bytes = 0;
+  unsigned device = 0;
+  bool fits = false;
+};
+DevicePeak devicePeak(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+                      const SearchTarget &target);
+
+struct MemorySearchResult {
+  /// The fastest lean partition that fits, when one does.
+  std::optional<Partition> fastest;
+  /// Otherwise the partition with the least peak tried, and that peak.
+  Partition leastPeak;
+  DevicePeak least;
+  /// Memory plans and step-time estimates computed.
+  unsigned planned = 0, timed = 0;
+};
+
+/// Searches lean partitions for the fastest that fits `target`'s device
+/// budget. With `feasibilityOnly` it stops at the first that fits (what a
+/// max-sequence bisection asks: does any partition fit this length).
+MemorySearchResult partitionForMemory(llvm::ArrayRef<LayerCost> layers,
+                                      const SearchTarget &target,
+                                      bool feasibilityOnly = false);
+
+} // namespace mlir::rp
+
+#endif // RP_ANALYSIS_PARTITIONMEMORY_H

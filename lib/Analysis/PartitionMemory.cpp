@@ -1,0 +1,160 @@
+//===- PartitionMemory.cpp - partitions that fit long sequences -----------===//
+
+#include "rp/Analysis/PartitionMemory.h"
+#include "rp/Analysis/MemoryPlan.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+DevicePeak mlir::rp::devicePeak(const Partition &p,
+                                llvm::ArrayRef<LayerCost> layers,
+                                const SearchTarget &t) {
+  Partition q = p;
+  q.layerGrain = q.layerGrain || t.layerGrain;
+  std::string error;
+  FailureOr<Pipeline> pl = lowerSchedule(q, layers, ScheduleKind::roundRobin,
+                                         t.devices, t.microbatches, error);
+  DevicePeak peak;
+  if (failed(pl)) {
+    peak.bytes = std::numeric_limits<int64_t>::max();
+    return peak;
+  }
+  insertTransfers(*pl, layers, t.hw);
+  // The order rp-insert-transfers lists commands in, which buffer reuse
+  // follows.
+  if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
+    pl->schedule = std::move(*issued);
+  MemoryPlan mp = planMemory(*pl, layers);
+  for (auto [d, bytes] : llvm::enumerate(mp.peakBytes))
+    if (bytes > peak.bytes) {
+      peak.bytes = bytes;
+      peak.device = d;
+    }
+  peak.fits = peak.bytes <= t.budget();
+  return peak;
+}
+
+namespace {
+
+/// A lean partition: a tail of `t` layers, backward stages of `b` layers
+/// (the shallowest takes the rest) and forward stages of `f` (the deepest
+/// takes the rest).
+Partition lean(unsigned n, unsigned t, unsigned b, unsigned f) {
+  unsigned k = n - t;
+  std::vector<unsigned> fwd, bwd;
+  for (unsigned done = 0; done < k; done += f)
+    fwd.push_back(std::min(f, k - done));
+  for (unsigned done = 0; done < k; done += b)
+    bwd.push_back(std::min(b, k - done));
+  return partitionFromSizes(fwd, t, bwd, n);
+}
+
+} // namespace
+
+MemorySearchResult
+mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
+                             const SearchTarget &t, bool feasibilityOnly) {
+  unsigned n = layers.size();
+  MemorySearchResult r;
+  r.least.bytes = std::numeric_limits<int64_t>::max();
+  if (n < 2) {
+    r.leastPeak = lean(n, n, 1, 1);
+    r.least = devicePeak(r.leastPeak, layers, t);
+    ++r.planned;
+    if (r.least.fits)
+      r.fastest = r.leastPeak;
+    return r;
+  }
+  // The per-stage byte cap, raised to the largest layer as RoundPipe's
+  // rule raises it (a one-layer stage is as lean as stages get).
+  int64_t cap = t.stageBytes;
+  for (unsigned l = 0; l < n; ++l)
+    cap = std::max(cap, stageBytes({l, l + 1}, layers, true));
+  std::map<std::tuple<unsigned, unsigned, unsigned>, bool> fit;
+  auto fits = [&](unsigned tail, unsigned b, unsigned f) {
+    auto [it, fresh] = fit.try_emplace({tail, b, f}, false);
+    if (!fresh)
+      return it->second;
+    Partition p = lean(n, tail, b, f);
+    if (!fitsStageBytes(p, layers, cap))
+      return false;
+    DevicePeak peak = devicePeak(p, layers, t);
+    ++r.planned;
+    if (peak.bytes < r.least.bytes) {
+      r.least = peak;
+      r.leastPeak = p;
+    }
+    return it->second = peak.fits;
+  };
+  double bestMs = 0;
+  auto consider = [&](unsigned tail, unsigned b, unsigned f) {
+    Partition p = lean(n, tail, b, f);
+    double ms = estimatedStepMs(p, layers, t);
+    ++r.timed;
+    if (!r.fastest || ms < bestMs) {
+      r.fastest = p;
+      bestMs = ms;
+    }
+  };
+  // Tails and backward stages from the leanest up: a longer one holds
+  // more, so once none fits at some size the larger ones are not tried.
+  const unsigned backwardSizes[] = {1, 2, 3, 4, 6, 8};
+  for (unsigned tail = 1; tail <= std::min(3u, n - 1); ++tail) {
+    unsigned k = n - tail;
+    bool anyB = false;
+    for (unsigned b : backwardSizes) {
+      if (b > k)
+        break;
+      // The first of the shortest forward stages that fits: where stages
+      // land on devices changes with f, so the peak is not quite monotone
+      // in it at the start.
+      unsigned lo = 0;
+      for (unsigned f = 1; f <= std::min(3u, k) && !lo; ++f)
+        if (fits(tail, b, f))
+          lo = f;
+      if (!lo)
+        break;
+      anyB = true;
+      if (feasibilityOnly) {
+        r.fastest = lean(n, tail, b, lo);
+        break;
+      }
+      // Longer forward stages hold more weights: gallop, then bisect for
+      // the longest that fits.
+      unsigned hi = lo + 1, step = 1;
+      while (hi <= k && fits(tail, b, hi)) {
+        lo = hi;
+        step *= 2;
+        hi = lo + step;
+      }
+      hi = std::min(hi, k + 1);
+      while (hi - lo > 1) {
+        unsigned mid = lo + (hi - lo) / 2;
+        if (fits(tail, b, mid))
+          lo = mid;
+        else
+          hi = mid;
+      }
+      // The longest forward stages upload the fewest sets, but shorter
+      // ones spread a pass over more devices: time both ends and between.
+      std::set<unsigned> tries{lo, (lo + 1) / 2, (lo + 3) / 4};
+      for (unsigned f : tries)
+        if (f == lo || fits(tail, b, f))
+          consider(tail, b, f);
+    }
+    if (!anyB || (feasibilityOnly && r.fastest))
+      break;
+  }
+  if (r.fastest) {
+    r.fastest->stageBytes = cap;
+    scorePartition(*r.fastest, layers, t.devices);
+  }
+  r.leastPeak.stageBytes = cap;
+  scorePartition(r.leastPeak, layers, t.devices);
+  return r;
+}

@@ -1,0 +1,90 @@
+//===- PartitionMemoryTest.cpp - the partitioner's memory objective -------===//
+
+#include "rp/Analysis/PartitionMemory.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::rp;
+
+namespace {
+
+/// Twelve layers whose backward intermediates are large next to their
+/// weights, as at a long sequence: a stage-grain backward stage keeps every
+/// layer's, so multi-layer stages need far more memory than one-layer ones.
+std::vector<LayerCost> longSequenceModel() {
+  std::vector<LayerCost> layers(12);
+  for (auto [i, c] : llvm::enumerate(layers)) {
+    c.forwardMs = c.recomputeMs = 1 + 0.1 * (i % 3);
+    c.backwardMs = 2 * c.forwardMs;
+    c.paramBytes = c.gradBytes = int64_t(1) << 27;
+    c.workBytes = int64_t(1) << 30;
+    c.actInBytes = c.actOutBytes = int64_t(1) << 26;
+  }
+  return layers;
+}
+
+HardwareProfile device(double gib) {
+  HardwareProfile hw;
+  hw.h2dGBps = hw.d2hGBps = 25;
+  hw.memoryGiB = gib;
+  return hw;
+}
+
+/// The leanest partition the search tries: one-layer tail and stages.
+Partition leanest(unsigned n) {
+  std::vector<unsigned> ones(n - 1, 1);
+  return partitionFromSizes(ones, 1, ones, n);
+}
+
+} // namespace
+
+/// Over a range of budgets: whenever the leanest partition fits, rp's
+/// partitioner returns one that fits, also where its step-time search's
+/// (RoundPipe's among its starts) does not; where nothing fits, its choice
+/// has no higher peak than the step-time search's.
+TEST(PartitionMemoryTest, FitsWheneverTheLeanestFits) {
+  std::vector<LayerCost> layers = longSequenceModel();
+  unsigned rescued = 0, refused = 0;
+  for (double gib = 2; gib <= 16; gib += 0.5) {
+    SearchTarget t{device(gib), 4, 5, int64_t(1) << 40};
+    Partition p = partitionForStepTime(layers, t);
+    Partition rp = partitionRoundPipe(layers, t.stageBytes, t.devices);
+    if (devicePeak(leanest(layers.size()), layers, t).fits) {
+      EXPECT_TRUE(fitsDeviceMemory(p, layers, t)) << gib << " GiB";
+      rescued += !fitsDeviceMemory(rp, layers, t);
+    } else if (!fitsDeviceMemory(p, layers, t)) {
+      EXPECT_LE(devicePeak(p, layers, t).bytes, devicePeak(rp, layers, t).bytes)
+          << gib << " GiB";
+      ++refused;
+    }
+  }
+  // The sweep covers budgets only the memory objective fits, and budgets
+  // nothing fits.
+  EXPECT_GT(rescued, 0u);
+  EXPECT_GT(refused, 0u);
+}
+
+/// Among the lean partitions that fit, the fastest: with room to spare the
+/// search does not return the leanest (its forward stages grow), and a
+/// feasibility-only search stops at the first that fits.
+TEST(PartitionMemoryTest, FastestThatFitsAndFeasibilityOnly) {
+  std::vector<LayerCost> layers = longSequenceModel();
+  SearchTarget t{device(12), 4, 5, int64_t(1) << 40};
+  MemorySearchResult full = partitionForMemory(layers, t);
+  ASSERT_TRUE(full.fastest);
+  EXPECT_TRUE(fitsDeviceMemory(*full.fastest, layers, t));
+  EXPECT_LE(estimatedStepMs(*full.fastest, layers, t),
+            estimatedStepMs(leanest(layers.size()), layers, t) + 1e-9);
+  MemorySearchResult quick = partitionForMemory(layers, t, true);
+  ASSERT_TRUE(quick.fastest);
+  EXPECT_TRUE(fitsDeviceMemory(*quick.fastest, layers, t));
+  EXPECT_LT(quick.planned, full.planned);
+  // Layer grain is what the memory plans are checked at.
+  SearchTarget layer = t;
+  layer.layerGrain = true;
+  MemorySearchResult lg = partitionForMemory(layers, layer);
+  ASSERT_TRUE(lg.fastest);
+  Partition q = *lg.fastest;
+  q.layerGrain = true;
+  EXPECT_TRUE(devicePeak(q, layers, t).fits);
+}

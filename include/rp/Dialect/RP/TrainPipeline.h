@@ -149,6 +149,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "budget-gib", flags, llvm::cl::init(0),
       llvm::cl::desc("device memory to plan against in GiB (0: the "
                      "profile's)")};
+  Option<unsigned> passesInFlight{
+      *this, "passes-in-flight", flags, llvm::cl::init(0),
+      llvm::cl::desc("passes a continuous run keeps in flight, each on its "
+                     "own copy of the device arenas: 1, 2, or 0 for 2 when "
+                     "two copies fit the budget, else 1")};
 };
 
 /// rp-compile --forward-only: what changes the model alone, rp-add-lora

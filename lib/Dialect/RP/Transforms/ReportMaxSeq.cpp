@@ -109,6 +109,10 @@ struct Trial {
   /// The peak device's biggest buffer: what limits the sequence.
   std::string biggest;
   int64_t biggestBytes = 0;
+  /// What two passes in flight would take on the fullest device
+  /// (runPeakBytes), and whether they fit (else a run keeps one).
+  int64_t twoPassPeak = 0;
+  bool twoFit = false;
 };
 
 struct ReportMaxSeqPass
@@ -165,6 +169,10 @@ struct ReportMaxSeqPass
       }
       t.fits &= peak <= budget;
     }
+    bool renamed = renamesDevices(pl->shiftPerPass(), 2);
+    for (int64_t two : runPeakBytes(mp.peakBytes, 2, renamed))
+      t.twoPassPeak = std::max(t.twoPassPeak, two);
+    t.twoFit = choosePassesInFlight(mp.peakBytes, budget, renamed) == 2;
     for (const PlannedBuffer &b : mp.buffers)
       if (b.device == t.device && b.bytes > t.biggestBytes) {
         t.biggestBytes = b.bytes;
@@ -230,6 +238,13 @@ struct ReportMaxSeqPass
            << " of " << gib(budget) << " (its biggest buffer: " << best.biggest
            << ", " << gib(best.biggestBytes) << "); at " << seq0
            << " tokens the peak is " << gib(base->peak);
+    // The peaks are one pass's; a continuous run keeps two in flight where
+    // two copies of the arenas fit (rp-plan-memory).
+    report << "; at " << lo << " tokens "
+           << (best.twoFit ? "2 passes in flight ("
+                           : "1 pass in flight: two "
+                             "would need ")
+           << gib(best.twoPassPeak) << (best.twoFit ? ")" : "");
     // Stage grain keeps every recomputed layer's intermediates of a
     // backward stage; say what layer grain (one layer's at a time) reaches.
     if (!layerGrain) {

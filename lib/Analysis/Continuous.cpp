@@ -98,7 +98,10 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
   ::rp::timing::RunLayout layout = step.layout;
   layout.steps = steps;
   unsigned g = pipeline.devices;
-  layout.shift = shift;
+  // One pass in flight: the trainer stages a pass after the one before has
+  // finished (its epilogue run) and does not rename the devices.
+  layout.slots = std::max(1u, pipeline.passesInFlight);
+  layout.shift = layout.slots >= 2 ? shift : 0;
   size_t stuckAt = 0;
   std::optional<::rp::timing::ContinuousRun> run =
       ::rp::timing::layOutRun(step.graph, layout, &stuckAt);
@@ -128,7 +131,7 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
       jobMs[c.job] += c.ms;
   for (unsigned k = 0; k < run->rotation; ++k)
     for (unsigned n = 0; n < jobMs.size(); ++n)
-      s.deviceBusyMs[(pipeline.jobs[n].device + k * shift) % g] +=
+      s.deviceBusyMs[(pipeline.jobs[n].device + k * layout.shift) % g] +=
           jobMs[n] / run->rotation;
   s.runMs = run->times.makespan;
   s.stepMs = run->stepMs;

@@ -208,3 +208,22 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
     mp.pinnedHostBytes += l.paramBytes + l.gradBytes;
   return mp;
 }
+
+std::vector<int64_t> mlir::rp::runPeakBytes(llvm::ArrayRef<int64_t> passPeaks,
+                                            unsigned passes, bool renamed) {
+  int64_t largest = 0;
+  for (int64_t p : passPeaks)
+    largest = std::max(largest, p);
+  std::vector<int64_t> run;
+  for (int64_t p : passPeaks)
+    run.push_back(int64_t(passes) * (renamed ? largest : p));
+  return run;
+}
+
+unsigned mlir::rp::choosePassesInFlight(llvm::ArrayRef<int64_t> passPeaks,
+                                        int64_t budget, bool renamedWithTwo) {
+  for (int64_t p : runPeakBytes(passPeaks, 2, renamedWithTwo))
+    if (p > budget)
+      return 1;
+  return 2;
+}

@@ -201,4 +201,51 @@ TEST(DeviceMemory, ArenasAreCheckedAgainstThePlannedPeak) {
               HasSubstr("plus 110 bytes of margin and alignment padding"));
 }
 
+// What a run allocates per device, all slots together, against the plan's
+// planned peak for its passes in flight: each slot's alignment padding is
+// slack, nothing more. A plan older than passes_in_flight carries one
+// pass's peak, counted once per slot (the largest when renamed); fewer
+// slots than the plan's passes get their share, more are held to the
+// plan's peak and told to leave --passes-in-flight out.
+TEST(DeviceMemory, AllocationIsCheckedAgainstTheRunPeak) {
+  Plan plan;
+  plan.devices = 2;
+  DeviceLayout layout;
+  layout.paddingBytes = {4, 2};
+  plan.plannedPeakBytes = {2000, 2000};
+  plan.passesInFlight = 2;
+  EXPECT_FALSE(
+      checkAllocationWithinPlan(plan, layout, {2008, 2008}, 2, true).failed());
+  Status over = checkAllocationWithinPlan(plan, layout, {2009, 100}, 2, true);
+  EXPECT_EQ(over.getCode(), StatusCode::ResourceExhausted);
+  EXPECT_THAT(over.getMessage(),
+              HasSubstr("device 0 allocates 2009 bytes of buffers (2 passes "
+                        "in flight, a copy of the arenas each, every device "
+                        "sized as the largest since devices are renamed pass "
+                        "by pass), over the compiler's planned peak of 2000 "
+                        "bytes for its 2 passes in flight plus 8 bytes"));
+  // One slot of a two-pass plan: half of it, one slot's padding.
+  EXPECT_FALSE(
+      checkAllocationWithinPlan(plan, layout, {1004, 1002}, 1, false).failed());
+  EXPECT_THAT(
+      checkAllocationWithinPlan(plan, layout, {1005, 0}, 1, false).getMessage(),
+      HasSubstr("planned peak of 1000 bytes for 1 of its 2 passes in flight"));
+  // A one-pass plan run with two slots: refused, and told why.
+  plan.plannedPeakBytes = {1000, 600};
+  plan.passesInFlight = 1;
+  EXPECT_FALSE(
+      checkAllocationWithinPlan(plan, layout, {1004, 602}, 1, false).failed());
+  EXPECT_THAT(checkAllocationWithinPlan(plan, layout, {2000, 1200}, 2, true)
+                  .getMessage(),
+              HasSubstr("leave --passes-in-flight out"));
+  // An older plan: one pass's peak, a copy per slot, the largest renamed.
+  plan.passesInFlight = 0;
+  EXPECT_FALSE(
+      checkAllocationWithinPlan(plan, layout, {2008, 2008}, 2, true).failed());
+  EXPECT_TRUE(
+      checkAllocationWithinPlan(plan, layout, {1000, 1205}, 2, false).failed());
+  EXPECT_EQ(plannedRunPeak(plan, 1, 2, true), 2000u);
+  EXPECT_EQ(plannedRunPeak(plan, 1, 2, false), 1200u);
+}
+
 } // namespace

@@ -208,6 +208,9 @@ int main(int argc, char **argv) {
   app.add_flag("--step-barrier", o.stepBarrier,
                "staged plans: finish each pass before the next starts "
                "(no continuous execution; to compare)");
+  app.add_option("--passes-in-flight", o.passesInFlight,
+                 "staged training plans: passes in flight, 1 or 2 (default: "
+                 "the plan's, which the compiler chose to fit the devices)");
   app.add_flag("--serial-optimizer", o.serialOptimizer,
                "async mode: run each step's optimizer between the steps "
                "instead of beside the next one (same results; to compare)");

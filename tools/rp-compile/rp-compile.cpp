@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/Analysis/PassesInFlight.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Dialect/RP/RPPasses.h"
 #include "rp/Dialect/RP/TrainPipeline.h"
@@ -166,11 +167,27 @@ static void printSummary(ModuleOp module, size_t size) {
     os << text;
   }
   if (std::optional<ArrayRef<int64_t>> peaks = s.getPeakBytes()) {
+    // What a run allocates: a copy of the arenas per pass in flight, each
+    // the largest device's when the devices are renamed.
+    uint64_t passes = s.getPassesInFlight().value_or(2);
+    unsigned shift = partition.getSchedule() == rp::ScheduleKind::roundRobin
+                         ? unsigned(s.getPassShift().value_or(0) % devices)
+                         : 0;
+    std::vector<int64_t> run = rp::runPeakBytes(
+        *peaks, unsigned(passes), rp::renamesDevices(shift, passes));
     os << "; peak device memory";
-    for (auto [d, p] : llvm::enumerate(*peaks))
+    for (auto [d, p] : llvm::enumerate(run))
       os << (d ? ", " : " ") << formatBytes(p);
     if (std::optional<uint64_t> budget = s.getBudgetBytes())
       os << " of " << formatBytes(*budget);
+    if (passes >= 2) {
+      os << " (2 passes in flight)";
+    } else {
+      std::vector<int64_t> two =
+          rp::runPeakBytes(*peaks, 2, rp::renamesDevices(shift, 2));
+      os << " (1 pass in flight: two would need "
+         << formatBytes(*std::max_element(two.begin(), two.end())) << ")";
+    }
   }
   if (std::optional<uint64_t> pinned = s.getPinnedBytes())
     os << "; pinned host memory " << formatBytes(*pinned);

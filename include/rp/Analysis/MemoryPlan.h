@@ -18,6 +18,7 @@
 #ifndef RP_ANALYSIS_MEMORYPLAN_H
 #define RP_ANALYSIS_MEMORYPLAN_H
 
+#include "rp/Analysis/PassesInFlight.h"
 #include "rp/Analysis/Pipeline.h"
 
 #include <array>

@@ -95,6 +95,10 @@ struct Pipeline {
   /// pass's (pass p's job n runs on (device of job n + p * passShift) mod
   /// G); -1 is the job counter carrying on (the stage job count).
   int passShift = -1;
+  /// Continuous runs: passes in flight (buffer slots), 2 unless the memory
+  /// plan finds that two copies of the arenas do not fit (rp-plan-memory);
+  /// with 1 a pass is staged after the one before has finished.
+  unsigned passesInFlight = 2;
   Schedule schedule;
 
   /// The device shift from one pass to the next, in [0, devices): 0 for

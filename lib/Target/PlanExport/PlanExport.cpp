@@ -446,7 +446,8 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
       prologue, epilogue,
       schedule.empty() ? 0 : fbb.CreateString(schedule.str()),
       hardware.empty() ? 0 : fbb.CreateString(hardware.str()), passShift,
-      plannedPeakBytes.empty() ? 0 : fbb.CreateVector(plannedPeakBytes));
+      plannedPeakBytes.empty() ? 0 : fbb.CreateVector(plannedPeakBytes),
+      passesInFlight);
   pf::FinishPlanBuffer(fbb, plan);
   bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }

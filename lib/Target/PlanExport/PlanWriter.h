@@ -79,6 +79,8 @@ private:
   unsigned microbatches = 1;
   /// Staged plans: per device, the memory plan's peak (rp-plan-memory).
   std::vector<uint64_t> plannedPeakBytes;
+  /// Staged training plans: passes in flight (0: not decided).
+  unsigned passesInFlight = 0;
   fb::FlatBufferBuilder fbb{1 << 16};
   std::vector<fb::Offset<pf::Buffer>> buffers;
   std::vector<int64_t> bufferBytes;

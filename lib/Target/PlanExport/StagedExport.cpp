@@ -27,6 +27,7 @@
 #include "StagedExporter.h"
 
 #include "rp/Analysis/CostModel.h"
+#include "rp/Analysis/MemoryPlan.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -574,8 +575,21 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
     llvm::sys::path::remove_dots(hw, /*remove_dot_dot=*/true);
   }
   std::optional<uint64_t> shift = schedule.getPassShift();
-  if (std::optional<ArrayRef<int64_t>> peaks = schedule.getPeakBytes())
-    w.plannedPeakBytes.assign(peaks->begin(), peaks->end());
+  // What the run allocates per device: one pass's peak per pass in flight,
+  // the largest device's when the devices are renamed (runPeakBytes).
+  w.passesInFlight = unsigned(schedule.getPassesInFlight().value_or(0));
+  if (std::optional<ArrayRef<int64_t>> peaks = schedule.getPeakBytes()) {
+    unsigned passes = std::max(w.passesInFlight, 1u);
+    unsigned moved =
+        partition.getSchedule() == ScheduleKind::roundRobin && shift
+            ? unsigned(*shift % devices)
+            : 0;
+    std::vector<int64_t> run =
+        w.passesInFlight
+            ? runPeakBytes(*peaks, passes, renamesDevices(moved, passes))
+            : std::vector<int64_t>(peaks->begin(), peaks->end());
+    w.plannedPeakBytes.assign(run.begin(), run.end());
+  }
   w.finish(bytes, devices, events, /*staged=*/true, prologueIndex,
            epilogueIndex, stringifyScheduleKind(partition.getSchedule()),
            hw.str(), shift ? int(*shift % devices) : -1);

@@ -32,6 +32,14 @@ uint64_t HostForward::allocatedDeviceBytes() const {
   return total;
 }
 
+std::vector<uint64_t> HostForward::allocatedPerDevice() const {
+  uint32_t G = numDevices();
+  std::vector<uint64_t> bytes(G, 0);
+  for (size_t a = 0; a < arenas.size(); ++a)
+    bytes[a % G] += arenas[a] ? arenaSizes[a] : 0;
+  return bytes;
+}
+
 Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan) {
   BackendOptions options;
   options.devices = plan.devices;

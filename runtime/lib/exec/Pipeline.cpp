@@ -545,3 +545,12 @@ uint32_t rp::runtime::passShiftJobs(const Plan &plan) {
       return 0;
   return stageJobs;
 }
+
+unsigned rp::runtime::passesInFlight(const Plan &plan) {
+  return plan.passesInFlight ? plan.passesInFlight : 2;
+}
+
+bool rp::runtime::renamesDevices(const Plan &plan, unsigned slots) {
+  return slots >= 2 && plan.devices > 1 &&
+         passShiftJobs(plan) % plan.devices != 0;
+}

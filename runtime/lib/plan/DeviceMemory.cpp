@@ -368,6 +368,78 @@ Expected<DeviceLayout> rp::runtime::planDeviceMemory(const Plan &plan) {
   return layout;
 }
 
+uint64_t rp::runtime::plannedPassPeak(const Plan &plan, size_t d) {
+  return plan.plannedPeakBytes[d] / std::max<uint32_t>(plan.passesInFlight, 1);
+}
+
+uint64_t rp::runtime::plannedRunPeak(const Plan &plan, size_t d, unsigned slots,
+                                     bool rotating) {
+  // Older plans carry one pass's peak: a copy per slot (the largest when
+  // renamed). Fewer slots than the plan's passes (rp-run --step-barrier)
+  // hold the run to that many passes' share; more to the plan's peak.
+  if (!plan.passesInFlight) {
+    uint64_t largest = 0;
+    for (uint64_t p : plan.plannedPeakBytes)
+      largest = std::max(largest, p);
+    return uint64_t(slots) * (rotating ? largest : plan.plannedPeakBytes[d]);
+  }
+  if (slots < plan.passesInFlight)
+    return plannedPassPeak(plan, d) * slots;
+  return plan.plannedPeakBytes[d];
+}
+
+Status rp::runtime::checkAllocationWithinPlan(
+    const Plan &plan, const DeviceLayout &layout,
+    const std::vector<uint64_t> &allocated, unsigned slots, bool rotating) {
+  size_t n = allocated.size();
+  if (plan.plannedPeakBytes.size() != n || layout.paddingBytes.size() != n)
+    return Status::ok();
+  uint64_t padding = 0;
+  for (size_t d = 0; d < n; ++d)
+    padding = std::max(padding, layout.paddingBytes[d]);
+  for (size_t d = 0; d < n; ++d) {
+    uint64_t planned = plannedRunPeak(plan, d, slots, rotating);
+    uint64_t slack =
+        uint64_t(slots) * (rotating ? padding : layout.paddingBytes[d]);
+    if (allocated[d] <= planned + slack)
+      continue;
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.3f",
+                  planned ? double(allocated[d]) / double(planned) : 0.0);
+    std::string what =
+        (slots == 1 ? std::string("1 pass in flight: one copy of the arenas")
+                    : std::to_string(slots) +
+                          " passes in flight, a copy of the arenas each") +
+        (rotating ? ", every device sized as the largest since devices are "
+                    "renamed pass by pass"
+                  : "");
+    bool more = plan.passesInFlight && slots > plan.passesInFlight;
+    return Status(
+        StatusCode::ResourceExhausted,
+        "device " + std::to_string(d) + " allocates " +
+            std::to_string(allocated[d]) + " bytes of buffers (" + what +
+            "), over the compiler's planned peak of " +
+            std::to_string(planned) + " bytes" +
+            (!plan.passesInFlight ? ""
+             : slots < plan.passesInFlight
+                 ? " for " + std::to_string(slots) + " of its " +
+                       std::to_string(plan.passesInFlight) + " passes in flight"
+                 : " for its " + std::to_string(plan.passesInFlight) + " pass" +
+                       (plan.passesInFlight == 1 ? "" : "es") + " in flight") +
+            " plus " + std::to_string(slack) + " bytes of alignment padding (" +
+            ratio + "x the peak); " +
+            (more ? "the plan keeps " + std::to_string(plan.passesInFlight) +
+                        " pass in flight because two do not fit its "
+                        "devices: leave --passes-in-flight out"
+                  : "the plan's memory model (rp-plan-memory) misses what "
+                    "this runtime keeps, so the plan may not fit the device "
+                    "it was planned for: recompile it with this version's "
+                    "rp-compile, and if that does not help, report it with "
+                    "the plan"));
+  }
+  return Status::ok();
+}
+
 Status rp::runtime::checkArenasWithinPlan(const Plan &plan,
                                           const DeviceLayout &layout,
                                           bool rotating, double margin) {
@@ -377,12 +449,12 @@ Status rp::runtime::checkArenasWithinPlan(const Plan &plan,
   uint64_t largest = 0, peak = 0, padding = 0;
   for (size_t d = 0; d < n; ++d) {
     largest = std::max(largest, layout.arenaBytes[d]);
-    peak = std::max<uint64_t>(peak, plan.plannedPeakBytes[d]);
+    peak = std::max<uint64_t>(peak, plannedPassPeak(plan, d));
     padding = std::max(padding, layout.paddingBytes[d]);
   }
   for (size_t d = 0; d < n; ++d) {
     uint64_t arena = rotating ? largest : layout.arenaBytes[d];
-    uint64_t planned = rotating ? peak : uint64_t(plan.plannedPeakBytes[d]);
+    uint64_t planned = rotating ? peak : plannedPassPeak(plan, d);
     uint64_t slack = (rotating ? padding : layout.paddingBytes[d]) +
                      uint64_t(margin * double(planned));
     if (arena <= planned + slack)

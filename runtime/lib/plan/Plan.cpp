@@ -416,6 +416,10 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
                     " devices in a plan for " + std::to_string(plan.devices) +
                     "; recompile the model");
   }
+  plan.passesInFlight = root->passes_in_flight();
+  if (plan.passesInFlight > 2)
+    return c.fail("passes in flight " + std::to_string(plan.passesInFlight) +
+                  " is not 1 or 2 (0 in older plans); recompile the model");
   if (plan.passShift < -1 ||
       (plan.passShift >= 0 && uint32_t(plan.passShift) >= plan.devices))
     return c.fail("pass shift " + std::to_string(plan.passShift) +

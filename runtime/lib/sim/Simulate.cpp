@@ -73,10 +73,15 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
   // Sizes only, as createUnfilled. Asking for renaming tells whether the
   // trainer would rename the devices pass after pass (rotates()), which
   // needs the shared layout's transient buffers.
+  unsigned slots =
+      options.passesInFlight ? options.passesInFlight : passesInFlight(plan);
+  if (slots > 2)
+    return invalidArgument("--passes-in-flight " + std::to_string(slots) +
+                           ": give 1 or 2");
   ForwardOptions fo;
   fo.fill = false;
   fo.shareDeviceMemory = continuous;
-  fo.rotate = continuous;
+  fo.rotate = continuous && renamesDevices(plan, slots);
   Expected<std::unique_ptr<HostForward>> fwd =
       HostForward::create(plan, backend, fo);
   if (!fwd)
@@ -130,16 +135,21 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
     r.devices.assign(plan.devices, {});
     for (uint32_t d = 0; d < plan.devices; ++d)
       r.devices[d].busyMs = times->computeBusyMs[d];
-    // As the trainer: two passes in flight (loss scaling too: its scale
-    // is one step stale, LossScale.h), renamed when the plan is
-    // round-robin and its device buffers are all transient.
+    // As the trainer: the plan's passes in flight (loss scaling too: its
+    // scale is one step stale, LossScale.h), renamed when two are, the
+    // plan is round-robin and its device buffers are all transient. With
+    // one, a pass is staged once the pass before has finished (its
+    // epilogue run).
     ContinuousLayout layout;
     layout.steps = options.steps;
     layout.accumulate = options.accumulate;
     layout.sync = options.sync;
+    layout.slots = slots;
     uint32_t shift = passShiftJobs(plan);
     layout.shift = (*fwd)->rotates() ? shift % plan.devices : 0;
-    if (shift % plan.devices != 0 && !layout.shift)
+    if (shift % plan.devices != 0 && slots < 2)
+      r.notRenamed = "one pass in flight";
+    else if (shift % plan.devices != 0 && !layout.shift)
       r.notRenamed = "device buffer '" + (*fwd)->getRotationBlocker() +
                      "' outlives a pass";
     else if (!shift)

@@ -8,6 +8,7 @@
 
 #include "RunModes.h"
 
+#include "rp/runtime/Pipeline.h"
 #include "rp/runtime/Safetensors.h"
 
 #include <algorithm>
@@ -76,13 +77,22 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
     return fail(invalidArgument("--accumulate needs a training plan: '" +
                                 o.planPath + "' computes no gradients"));
   setup.start = std::chrono::steady_clock::now();
-  // A staged training plan runs continuously: two passes in flight, each on
-  // its own slot of buffers, with the devices renamed pass after pass.
+  // A staged training plan runs continuously: the plan's passes in flight
+  // (or --passes-in-flight's), each on its own slot of buffers, with the
+  // devices renamed pass after pass when two are.
+  if (o.passesInFlight > 2)
+    return fail(invalidArgument("--passes-in-flight " +
+                                std::to_string(o.passesInFlight) +
+                                ": give 1 or 2 (the plan's choice: " +
+                                std::to_string(passesInFlight(plan)) + ")"));
   ForwardOptions forwardOptions;
   bool continuous = setup.continuous =
       plan.staged && isTrainingPlan(plan) && !o.stepBarrier;
-  forwardOptions.slots = continuous ? 2 : 1;
-  forwardOptions.rotate = continuous;
+  unsigned slots = !continuous        ? 1
+                   : o.passesInFlight ? o.passesInFlight
+                                      : passesInFlight(plan);
+  forwardOptions.slots = slots;
+  forwardOptions.rotate = continuous && renamesDevices(plan, slots);
   Expected<std::unique_ptr<HostForward>> fwd =
       HostForward::create(plan, *setup.backend, forwardOptions);
   if (!fwd)
@@ -91,8 +101,10 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
   // The arenas the layout packs must be what the compiler planned: a plan
   // whose memory model missed a buffer would not fit the device it was
   // planned for.
-  if (Status s = checkArenasWithinPlan(plan, setup.fwd->getLayout(),
-                                       setup.fwd->rotates(), kArenaMargin);
+  // All slots together: what the device holds while the run lasts.
+  if (Status s = checkAllocationWithinPlan(
+          plan, setup.fwd->getLayout(), setup.fwd->allocatedPerDevice(),
+          setup.fwd->getSlots(), setup.fwd->rotates());
       s.failed())
     return fail(s);
   if (Status s = setup.fwd->initParameters(o.seed); s.failed())

@@ -49,6 +49,8 @@ struct RunOptions {
   std::string tracePath, profilePath, profileHw = "host";
   unsigned accumulate = 1;
   bool stepBarrier = false, serialOptimizer = false, noLossScaling = false;
+  /// Continuous runs: passes in flight (1 or 2); 0 takes the plan's.
+  unsigned passesInFlight = 0;
   double initialLossScale = 0;
   /// sim: predict this many boxes training data-parallel (docs/multi-box.md).
   unsigned boxes = 1;

@@ -39,29 +39,26 @@ void rp::runtime::run::reportMemory(const Plan &plan, const HostForward &fwd) {
                "buffer sharing bytes)\n",
                arenas.c_str(), apart.c_str());
   if (plan.plannedPeakBytes.size() == layout.arenaBytes.size()) {
-    // One pass's arenas against the compiler's one-pass peak (a renamed
-    // device holds any plan device's buffers: the largest against the
-    // largest), which checkArenasWithinPlan held them to before the run.
+    // What each device allocates, all slots together, against the
+    // compiler's peak for the run (plannedRunPeak), which
+    // checkAllocationWithinPlan held it to before the run.
     std::string planned;
-    uint64_t largest = 0, peak = 0;
+    std::vector<uint64_t> allocated = fwd.allocatedPerDevice();
     double ratio = 0;
-    for (size_t d = 0; d < layout.arenaBytes.size(); ++d) {
+    for (size_t d = 0; d < allocated.size(); ++d) {
       char text[32];
       std::snprintf(text, sizeof(text), "%s%.1f", d ? " " : "",
                     double(plan.plannedPeakBytes[d]) / 1024);
       planned += text;
-      largest = std::max(largest, layout.arenaBytes[d]);
-      peak = std::max<uint64_t>(peak, plan.plannedPeakBytes[d]);
-      if (!fwd.rotates() && plan.plannedPeakBytes[d])
-        ratio = std::max(ratio, double(layout.arenaBytes[d]) /
-                                    double(plan.plannedPeakBytes[d]));
+      uint64_t run = plannedRunPeak(plan, d, fwd.getSlots(), fwd.rotates());
+      if (run)
+        ratio = std::max(ratio, double(allocated[d]) / double(run));
     }
-    if (fwd.rotates() && peak)
-      ratio = double(largest) / double(peak);
+    unsigned slots = fwd.getSlots();
     std::fprintf(stderr,
                  "rp-run: the compiler's planned peak per device: %s KiB; "
-                 "arenas at most %.3fx it\n",
-                 planned.c_str(), ratio);
+                 "arenas at most %.3fx it (%u pass%s in flight)\n",
+                 planned.c_str(), ratio, slots, slots == 1 ? "" : "es");
   }
   if (fwd.getSlots() > 1) {
     uint64_t one = 0;

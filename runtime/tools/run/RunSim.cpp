@@ -85,6 +85,7 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
   options.sync = o.syncMode;
   options.stepBarrier = o.stepBarrier;
   options.accumulate = o.accumulate;
+  options.passesInFlight = o.passesInFlight;
   options.trace = simTrace.get();
   Expected<sim::SimReport> report = sim::simulate(plan, **simBackend, options);
   if (!report)

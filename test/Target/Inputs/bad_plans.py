@@ -40,6 +40,7 @@ def main(flatc, schema, good, out):
 
     variant("version", lambda p: p.update(schema_version=99))
     variant("pass-shift", lambda p: p.update(pass_shift=3))
+    variant("passes-in-flight", lambda p: p.update(passes_in_flight=3))
     variant("buffer-index", lambda p: p["programs"][1]["calls"][0]
             .update(inputs=[100000]))
     variant("missing-weights", lambda p: p["weight_files"][0]

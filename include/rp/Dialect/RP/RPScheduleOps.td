@@ -47,7 +47,13 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator,
     After rp-plan-memory, `peak_bytes` holds each device's planned peak,
     `budget_bytes` the device memory it was planned against and
     `pinned_bytes` the pinned host memory (the model's weights and
-    gradients, and the staged activations at their peak). After
+    gradients, and the staged activations at their peak); `peak_bytes` is
+    one pass's. `passes_in_flight` (1 or 2) is how many passes a
+    continuous run keeps in flight, each on its own copy of the arenas:
+    what a run allocates per device is that many copies, each the largest
+    device's when two passes rename the devices (runPeakBytes,
+    include/rp/Analysis/MemoryPlan.h), and the plan export carries that
+    as `planned_peak_bytes`. After
     rp-insert-transfers, `step_ms` is the estimated time of the step and
     `bubble` the share of it the devices' compute queues are idle
     (include/rp/Analysis/ScheduleTiming.h); for round-robin, `pass_shift`
@@ -72,7 +78,8 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator,
                        OptionalAttr<I64Attr>:$budget_bytes,
                        OptionalAttr<F64Attr>:$step_ms,
                        OptionalAttr<F64Attr>:$bubble,
-                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$pass_shift);
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$pass_shift,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>, IntMaxValue<2>]>>:$passes_in_flight);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $function (`resident` $resident^)? attr-dict-with-keyword $body

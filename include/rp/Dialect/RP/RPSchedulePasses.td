@@ -322,7 +322,15 @@ def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
     device's arena; two buffers share bytes only when every command of one
     happens before every command of the other, whatever the timing. Writes
     each compute's `offsets` (weights, input, output, work) and the
-    schedule's `peak_bytes`, `budget_bytes` and `pinned_bytes`.
+    schedule's `peak_bytes` (one pass's), `budget_bytes` and `pinned_bytes`.
+
+    It also decides how many passes a continuous run keeps in flight
+    (`passes_in_flight`), each on its own copy of the arenas: 2 when two
+    copies fit every device's budget (with renamed devices each copy is
+    the largest device's), else 1, where a pass starts once the one before
+    has finished; `passes-in-flight` forces 1 or 2. When it is 1 on a
+    round-robin schedule, the steady step (`step_ms`, `bubble`) is timed
+    again with one pass in flight.
 
     A device over its budget (the profile's memory, or `budget-gib`) is an
     error that gives the peak, the budget, the biggest buffers and what to
@@ -331,7 +339,8 @@ def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
 
     ```mlir
     rp.schedule @main attributes {budget_bytes = 25769803776 : i64,
-        peak_bytes = array<i64: 2048, 2048>, pinned_bytes = 4096 : i64} {
+        passes_in_flight = 2 : i64, peak_bytes = array<i64: 2048, 2048>,
+        pinned_bytes = 4096 : i64} {
       %c = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
           {ms = 1.5 : f64, offsets = array<i64: 0, 512, 768, 1024>}
     }
@@ -339,7 +348,10 @@ def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"budgetGiB", "budget-gib", "double", "0",
-           "device memory to plan against in GiB; 0 takes the profile's">
+           "device memory to plan against in GiB; 0 takes the profile's">,
+    Option<"passesInFlight", "passes-in-flight", "unsigned", "0",
+           "passes a continuous run keeps in flight: 1, 2, or 0 for 2 "
+           "when two copies of the arenas fit, else 1">
   ];
 }
 

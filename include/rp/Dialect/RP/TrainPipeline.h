@@ -159,6 +159,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("device memory to plan against in GiB (0: the "
                      "profile's); rp's partitioner picks stages that fit "
                      "it")};
+  Option<unsigned> passesInFlight{
+      *this, "passes-in-flight", flags, llvm::cl::init(0),
+      llvm::cl::desc("passes a continuous run keeps in flight, each on its "
+                     "own copy of the device arenas: 1, 2, or 0 for 2 when "
+                     "two copies fit the budget, else 1")};
 };
 
 /// rp-compile --forward-only: what changes the model alone, rp-add-lora

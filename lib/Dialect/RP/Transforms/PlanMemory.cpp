@@ -7,6 +7,7 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "ScheduleIR.h"
+#include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/MemoryPlan.h"
 
 #include "llvm/Support/Format.h"
@@ -122,7 +123,68 @@ struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
         over = true;
       }
     if (over)
+      return signalPassFailure();
+    if (failed(decidePassesInFlight(*op, *pl, *in, mp, budget)))
       signalPassFailure();
+  }
+
+  /// Records how many passes a continuous run keeps in flight: the option's
+  /// count, or 2 when two copies of the arenas fit every device's budget
+  /// (runPeakBytes), else 1; a round-robin schedule's steady step is then
+  /// timed again with one pass in flight.
+  LogicalResult decidePassesInFlight(ScheduleOp op, const Pipeline &pl,
+                                     const PipelineInputs &in,
+                                     const MemoryPlan &mp, int64_t budget) {
+    if (passesInFlight > 2)
+      return op->emitError("passes-in-flight ")
+             << unsigned(passesInFlight)
+             << " is not a count of passes in flight; give 1, 2 or 0 (2 "
+                "when two copies of the arenas fit, else 1)";
+    unsigned shift = pl.shiftPerPass();
+    unsigned passes = passesInFlight
+                          ? unsigned(passesInFlight)
+                          : choosePassesInFlight(mp.peakBytes, budget,
+                                                 renamesDevices(shift, 2));
+    if (passesInFlight == 2) {
+      std::vector<int64_t> run =
+          runPeakBytes(mp.peakBytes, 2, renamesDevices(shift, 2));
+      for (auto [d, bytes] : llvm::enumerate(run))
+        if (bytes > budget)
+          return op.emitError()
+                 << "two passes in flight need " << gib(bytes) << " (" << bytes
+                 << " bytes) on device " << d
+                 << " (a copy of the arenas per pass"
+                 << (renamesDevices(shift, 2)
+                         ? ", each the largest device's since the devices "
+                           "are renamed pass by pass"
+                         : "")
+                 << "), over its budget of " << gib(budget) << " (" << budget
+                 << " bytes); leave passes-in-flight out (1 pass in flight "
+                    "fits) or use fewer tokens per microbatch";
+    }
+    Builder b(op.getContext());
+    op.setPassesInFlightAttr(b.getI64IntegerAttr(passes));
+    if (passes == 2 || pl.kind != ScheduleKind::roundRobin)
+      return success();
+    // The compute-only pipeline the transfers were inserted into, timed as
+    // rp-insert-transfers did but with one pass in flight.
+    std::string error;
+    FailureOr<Pipeline> computeOnly =
+        lowerSchedule(in.partition, in.costs, in.attr.getSchedule(),
+                      in.attr.getDevices(), in.attr.getMicrobatches(), error);
+    if (failed(computeOnly))
+      return op.emitError() << error;
+    computeOnly->passShift = pl.passShift;
+    computeOnly->passesInFlight = 1;
+    std::string stuck;
+    std::optional<SteadyState> steady =
+        steadyState(*computeOnly, in.costs, in.hw, false, kSteadySteps, &stuck);
+    if (!steady)
+      return op.emitError("deadlocks with one pass in flight at '")
+             << stuck << "'; this is a bug in rp, please report it";
+    op.setStepMsAttr(b.getF64FloatAttr(steady->stepMs));
+    op.setBubbleAttr(b.getF64FloatAttr(steady->bubble()));
+    return success();
   }
 };
 

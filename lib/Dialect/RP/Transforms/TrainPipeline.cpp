@@ -94,6 +94,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createInsertTransfersPass(transfers));
   PlanMemoryPassOptions memory;
   memory.budgetGiB = options.budgetGiB;
+  memory.passesInFlight = options.passesInFlight;
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createVerifySchedulePass());
   pm.addPass(createAutodiffPass());

@@ -209,6 +209,18 @@ LogicalResult Checker::checkMemory() {
       return op.emitOpError("needs ") << peak[d] << " bytes on device " << d
                                       << ", over its budget of " << *budget;
   }
+  // A copy of the arenas per pass in flight must fit too.
+  if (auto passes = op.getPassesInFlight(); passes && recorded)
+    if (auto budget = op.getBudgetBytes()) {
+      std::vector<int64_t> run =
+          runPeakBytes(*recorded, unsigned(*passes),
+                       renamesDevices(pl.shiftPerPass(), unsigned(*passes)));
+      for (auto [d, bytes] : llvm::enumerate(run))
+        if (bytes > int64_t(*budget))
+          return op.emitOpError("keeps ") << *passes << " passes in flight, "
+                                          << bytes << " bytes on device " << d
+                                          << ", over its budget of " << *budget;
+    }
   return success();
 }
 

@@ -84,28 +84,41 @@ Expected<DeviceLayout> planDeviceMemory(const Plan &plan);
 /// Internal (the tests' and the loader's second opinion) on failure.
 Status verifyDeviceLayout(const Plan &plan, const DeviceLayout &layout);
 
-/// One pass's arenas against the compiler's planned peak
-/// (Plan::plannedPeakBytes, one pass's peak per plan device): each arena
-/// may exceed its device's peak by the device's alignment padding at most.
-/// A rotating layout (continuous execution renames devices pass by pass)
-/// sizes every arena as the largest and puts any plan device's buffers on
-/// any device, so each is held to the largest peak. Continuous execution
-/// keeps two passes in flight, each on its own copy of the arenas; the
-/// planned peak is one pass's, so copies are not counted here.
-/// `margin` allows that fraction of the peak more (rp-run's
-/// kArenaMargin). ResourceExhausted, naming the device, both sizes and what
-/// to do, when an arena is larger; ok when the plan carries no peak.
+/// The compiler's planned peak of one pass on device `d`: the plan's
+/// planned_peak_bytes cover all its passes in flight (Plan::passesInFlight
+/// copies; one pass's in older plans, where the field is 0).
+uint64_t plannedPassPeak(const Plan &plan, size_t d);
+
+/// The compiler's planned peak on device `d` for a run with `slots` passes
+/// in flight (`rotating`: renamed devices): the plan's planned_peak_bytes,
+/// that many passes' share of it when fewer than the plan's, and for plans
+/// older than passes_in_flight a copy of one pass's peak per slot (the
+/// largest device's when renamed).
+uint64_t plannedRunPeak(const Plan &plan, size_t d, unsigned slots,
+                        bool rotating);
+
+/// One pass's arenas against the compiler's planned peak of one pass
+/// (plannedPassPeak): each arena may exceed its device's peak by the
+/// device's alignment padding at most. A rotating layout (continuous
+/// execution renames devices pass by pass) sizes every arena as the largest
+/// and puts any plan device's buffers on any device, so each is held to the
+/// largest peak. `margin` allows that fraction of the peak more.
+/// ResourceExhausted, naming the device, both sizes and what to do, when an
+/// arena is larger; ok when the plan carries no peak.
 Status checkArenasWithinPlan(const Plan &plan, const DeviceLayout &layout,
                              bool rotating = false, double margin = 0);
 
-/// How far rp-run lets one pass's arenas exceed the planned peak (beyond
-/// the alignment padding) before it refuses a plan: none. The memory model
-/// sizes a backward's body by what each layer's reverse sweep reads
-/// (rp/Analysis/BackwardLiveness.h), so every plan tested (stage and layer
-/// grain, f32 and bf16, fused and unfused loss, 1-4 devices) is within
-/// 1.0x; test/Runtime/arena-within-peak.test holds a Qwen3-shaped model to
-/// it.
-constexpr double kArenaMargin = 0;
+/// What a run allocates per device, `allocated` (every slot's arena:
+/// HostForward::allocatedPerDevice), against the plan's planned peak for
+/// the run, the device's alignment padding per slot allowed (each renamed
+/// device's the largest padding) and nothing more. A plan older than
+/// passes_in_flight carries one pass's peak: it is counted once per slot
+/// (the largest when `rotating`). ResourceExhausted with both sizes, the
+/// slots and what to do when a device's total is larger; ok when the plan
+/// carries no peak.
+Status checkAllocationWithinPlan(const Plan &plan, const DeviceLayout &layout,
+                                 const std::vector<uint64_t> &allocated,
+                                 unsigned slots, bool rotating);
 
 } // namespace rp::runtime
 

@@ -110,6 +110,8 @@ public:
   const std::string &getRotationBlocker() const { return fixedBy; }
   /// Device bytes allocated for buffers, over all devices and slots.
   uint64_t allocatedDeviceBytes() const;
+  /// Per device, its bytes allocated for buffers, all slots together.
+  std::vector<uint64_t> allocatedPerDevice() const;
   Backend &getBackend() const { return *backend; }
   /// Where the device buffers live: arena sizes and offsets per device.
   const DeviceLayout &getLayout() const { return layout; }

@@ -116,6 +116,18 @@ struct PipelineOptions {
 /// device both rename with it).
 uint32_t passShiftJobs(const Plan &plan);
 
+/// The passes a continuous run of `plan` keeps in flight, each on its own
+/// slot of buffers: the plan's decision (plan.fbs's passes_in_flight), 2
+/// in plans older than it.
+unsigned passesInFlight(const Plan &plan);
+
+/// Whether a continuous run with `slots` passes in flight renames the
+/// devices pass by pass (asks HostForward for rotating arenas): two passes
+/// in flight whose pass shift moves the jobs. One pass in flight starts a
+/// pass after the one before has finished, so the devices keep their own
+/// arenas, no larger than their planned peak.
+bool renamesDevices(const Plan &plan, unsigned slots);
+
 class PipelineExecutor {
 public:
   /// Starts the controllers of a staged `plan` over the buffers of `fwd`

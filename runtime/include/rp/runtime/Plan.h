@@ -148,9 +148,13 @@ struct Plan {
   /// Device shift from one pass to the next (plan.fbs); -1 in older plans
   /// (passShiftJobs derives it).
   int32_t passShift = -1;
-  /// Per device, the compiler's planned peak bytes (plan.fbs); empty in
-  /// older plans. The device arenas must fit within it (checkArenasWithinPlan).
+  /// Per device, the compiler's planned peak bytes for the run, all passes
+  /// in flight (plan.fbs); empty in older plans. What the runtime allocates
+  /// per device must fit within it (checkArenasWithinPlan).
   std::vector<uint64_t> plannedPeakBytes;
+  /// Passes a continuous run keeps in flight (1 or 2, plan.fbs); 0 in
+  /// older plans, which run two and whose planned peak is one pass's.
+  uint32_t passesInFlight = 0;
   /// The file's bytes, for --describe=json.
   std::vector<uint8_t> raw;
 };

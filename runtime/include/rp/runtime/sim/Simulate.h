@@ -48,6 +48,9 @@ struct SimulateOptions {
   bool stepBarrier = false;
   /// Passes of the plan's microbatches per optimizer step (--accumulate).
   unsigned accumulate = 1;
+  /// Passes in flight (rp-run --passes-in-flight); 0 takes the plan's
+  /// (passesInFlight).
+  unsigned passesInFlight = 0;
   /// Where to record every step's jobs and host spans in virtual time
   /// (ns), if anywhere.
   Trace *trace = nullptr;

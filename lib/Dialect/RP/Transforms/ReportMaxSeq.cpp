@@ -10,6 +10,7 @@
 
 #include "ScheduleIR.h"
 #include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/RecomputeChoice.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
@@ -109,6 +110,8 @@ struct Trial {
   /// The peak device's biggest buffer: what limits the sequence.
   std::string biggest;
   int64_t biggestBytes = 0;
+  /// The backward stages at layer grain (of how many).
+  unsigned layerStages = 0, stages = 0;
 };
 
 struct ReportMaxSeqPass
@@ -143,8 +146,21 @@ struct ReportMaxSeqPass
     FailureOr<PipelineInputs> in = loadPipelineInputs(*copy, scratch);
     if (failed(in))
       return failure();
-    in->partition.layerGrain = layerGrain;
     std::string error;
+    // Layer grain for all, the grains `auto` chooses at this length, or
+    // the partition's own.
+    if (layerGrain) {
+      in->partition.layerGrain = true;
+      in->partition.stageLayerGrain.clear();
+    } else if (chooseGrains) {
+      GrainTarget target{in->attr.getSchedule(), in->attr.getDevices(),
+                         in->attr.getMicrobatches(), in->hw, budget};
+      FailureOr<GrainChoice> choice =
+          chooseRecomputeGrains(in->partition, in->costs, target, error);
+      if (failed(choice))
+        return module.emitError(error);
+      in->partition.stageLayerGrain = choice->layerGrain;
+    }
     FailureOr<Pipeline> pl =
         lowerSchedule(in->partition, in->costs, in->attr.getSchedule(),
                       in->attr.getDevices(), in->attr.getMicrobatches(), error);
@@ -158,6 +174,9 @@ struct ReportMaxSeqPass
     MemoryPlan mp = planMemory(*pl, in->costs);
     Trial t;
     t.fits = true;
+    t.stages = in->partition.backward.size();
+    for (unsigned b = 0; b < t.stages; ++b)
+      t.layerStages += in->partition.layerGrainAt(b);
     for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
       if (peak > t.peak) {
         t.peak = peak;
@@ -205,6 +224,8 @@ struct ReportMaxSeqPass
       return s;
     };
     bool layerGrain = in->partition.layerGrain;
+    chooseGrains = in->attr.getRecompute() == RecomputeGrain::automatic &&
+                   !in->attr.isMixed();
     FailureOr<Trial> base = trial(module, seq0, seq0, budget, layerGrain);
     FailureOr<Trial> small = trial(module, seq0, 1, budget, layerGrain);
     if (failed(base) || failed(small))
@@ -222,8 +243,15 @@ struct ReportMaxSeqPass
       return signalPassFailure();
     auto [lo, best] = *found;
     report << "the largest sequence that fits is " << lo
-           << " tokens (microbatch " << rows << " x " << lo << ", "
-           << (layerGrain ? "layer" : "stage") << "-grain recompute)";
+           << " tokens (microbatch " << rows << " x " << lo << ", ";
+    if (chooseGrains)
+      report << "recompute grain chosen per stage: layer grain in "
+             << best.layerStages << " of " << best.stages
+             << " backward stages)";
+    else if (in->attr.isMixed())
+      report << "mixed-grain recompute)";
+    else
+      report << (layerGrain ? "layer" : "stage") << "-grain recompute)";
     if (lo == limit)
       report << ", the limit tried";
     report << ": device " << best.device << " peaks at " << gib(best.peak)
@@ -232,7 +260,7 @@ struct ReportMaxSeqPass
            << " tokens the peak is " << gib(base->peak);
     // Stage grain keeps every recomputed layer's intermediates of a
     // backward stage; say what layer grain (one layer's at a time) reaches.
-    if (!layerGrain) {
+    if (!layerGrain && !chooseGrains && !in->attr.isMixed()) {
       FailureOr<Trial> one = trial(module, seq0, 1, budget, true);
       if (failed(one))
         return signalPassFailure();
@@ -257,6 +285,8 @@ struct ReportMaxSeqPass
 
   /// Sequences per microbatch: the input's dimension 0.
   int64_t rows = 1;
+  /// `recompute = "auto"`: each trial chooses the grains at its length.
+  bool chooseGrains = false;
 
   /// The largest sequence in [1, limit] that fits, from the trial at one
   /// token (which fits) and others that already ran. The bracket [lo fits, hi

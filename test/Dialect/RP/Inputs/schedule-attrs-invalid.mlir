@@ -5,7 +5,7 @@ func.func @bad_partitioner() attributes {rp.partition = #rp.partition<schedule =
 
 // -----
 
-// expected-error @+1 {{unknown recompute grain 'block'; expected stage or layer}}
+// expected-error @+1 {{unknown recompute grain 'block'; expected stage, layer or auto}}
 func.func @bad_grain() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", recompute = "block", forward = [], backward = [1]>}
 
 // -----

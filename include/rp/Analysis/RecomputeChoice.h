@@ -1,5 +1,4 @@
-//===- RecomputeChoice.h - the recompute grain of each backward stage -*- C++
-//-*-===//
+//===- RecomputeChoice.h - each backward stage's grain ----------*- C++ -*-===//
 //
 // Stage grain recomputes a backward stage's layers at once and holds every
 // layer's intermediates its sweep reads; layer grain keeps the inputs of

@@ -298,8 +298,11 @@ def ChooseRecomputePass : Pass<"rp-choose-recompute", "::mlir::ModuleOp"> {
     it, largest saving first, until every device fits. A plan that still
     does not fit keeps the grains that got it closest; rp-plan-memory
     refuses it with the numbers. A partition whose grain is given
-    (`stage`, `layer` or a list) is left as it is. Run after rp-partition
-    (and rp-choose-loss-fusion), before rp-lower-schedule.
+    (`stage`, `layer` or a list) is left as it is. `grains=layer,stage,...`
+    sets each backward stage's grain instead (one per stage after the
+    tail, in the `backward` list's order), whatever the partition holds.
+    Run after rp-partition (and rp-choose-loss-fusion), before
+    rp-lower-schedule.
 
     ```mlir
     // Before: recompute = "auto", backward = [1, 3, 2]; the 3-layer
@@ -312,7 +315,10 @@ def ChooseRecomputePass : Pass<"rp-choose-recompute", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"budgetGiB", "budget-gib", "double", "0",
-           "device memory to plan against in GiB; 0 takes the profile's">
+           "device memory to plan against in GiB; 0 takes the profile's">,
+    Option<"grains", "grains", "std::string", "\"\"",
+           "each backward stage's grain after the tail, stage or layer, "
+           "comma separated (instead of choosing)">
   ];
 }
 

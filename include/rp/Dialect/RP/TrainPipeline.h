@@ -145,6 +145,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
           clEnumValN(RecomputeGrain::automatic, "auto",
                      "per backward stage: layer grain only where stage "
                      "grain does not fit (rp-choose-recompute)"))};
+  Option<std::string> recomputeStages{
+      *this, "recompute-stages", flags, llvm::cl::init(""),
+      llvm::cl::desc("the grain of each backward stage after the tail, "
+                     "stage or layer, comma separated in the stages' order "
+                     "(overrides --recompute)")};
   Option<bool> reportMaxSeq{
       *this, "report-max-seq", flags, llvm::cl::init(false),
       llvm::cl::desc("also report the largest sequence length whose plan "

@@ -38,6 +38,38 @@ struct ChooseRecomputePass
     auto attr = (*func)->getAttrOfType<PartitionAttr>("rp.partition");
     // Only attributes change: the layer costs stay valid.
     markAnalysesPreserved<CostModel>();
+    if (!grains.empty()) {
+      if (!attr) {
+        func->emitError("has no rp.partition attribute; run rp-partition "
+                        "first");
+        return signalPassFailure();
+      }
+      SmallVector<StringRef> names;
+      StringRef(grains).split(names, ',');
+      SmallVector<RecomputeGrain> given;
+      for (StringRef name : names) {
+        std::optional<RecomputeGrain> g = symbolizeRecomputeGrain(name.trim());
+        if (!g || *g == RecomputeGrain::automatic) {
+          func->emitError("recompute grain '")
+              << name.trim() << "' in '" << grains
+              << "': each backward stage's grain is stage or layer";
+          return signalPassFailure();
+        }
+        given.push_back(*g);
+      }
+      size_t stages = attr.getBackward().size() - 1;
+      if (given.size() != stages) {
+        func->emitError("'")
+            << grains << "' gives " << given.size() << " recompute grain"
+            << (given.size() == 1 ? "" : "s") << " but the partition has "
+            << stages << " backward stage" << (stages == 1 ? "" : "s")
+            << " after the tail; give one per stage, in the order of "
+            << "the bwd list after the tail";
+        return signalPassFailure();
+      }
+      (*func)->setAttr("rp.partition", attr.withGrains(given));
+      return;
+    }
     if (!attr || attr.isMixed() ||
         attr.getRecompute() != RecomputeGrain::automatic)
       return;

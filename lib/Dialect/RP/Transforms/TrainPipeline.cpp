@@ -83,6 +83,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   // `--recompute auto` becomes a grain per backward stage.
   ChooseRecomputePassOptions grain;
   grain.budgetGiB = options.budgetGiB;
+  grain.grains = options.recomputeStages;
   pm.addPass(createChooseRecomputePass(grain));
   pm.addPass(createLowerSchedulePass());
   // The optimizer runs on the host, so every step uploads the new weights:

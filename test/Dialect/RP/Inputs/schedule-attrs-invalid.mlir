@@ -10,6 +10,16 @@ func.func @bad_grain() attributes {rp.partition = #rp.partition<schedule = "roun
 
 // -----
 
+// expected-error @+1 {{recompute lists 3 grains but there are 2 backward stages after the tail; give one grain per backward stage, or one for all}}
+func.func @grain_count() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "host", recompute = ["layer", "stage", "layer"], forward = [2, 2], backward = [1, 2, 2]>}
+
+// -----
+
+// expected-error @+1 {{a per-stage recompute list holds chosen grains, stage or layer; give "auto" alone to have rp-choose-recompute choose them}}
+func.func @grain_auto() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "host", recompute = ["auto", "layer"], forward = [2, 2], backward = [1, 2, 2]>}
+
+// -----
+
 // expected-error @+1 {{partitioner roundpipe cuts round-robin stages, not gpipe ones}}
 func.func @roundpipe_static() attributes {rp.partition = #rp.partition<schedule = "gpipe", devices = 1, microbatches = 1, hw = "host", partitioner = "roundpipe", forward = [], backward = [1]>}
 

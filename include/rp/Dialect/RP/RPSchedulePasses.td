@@ -128,7 +128,8 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     partition, checked against the per-stage byte cap (half of
     `weight-budget` of the device memory: the running and the prefetched
     stage are resident together). The attribute also records the
-    partitioner and the `recompute` grain rp-autodiff applies, so the
+    partitioner and the `recompute` grain rp-autodiff applies (`auto`:
+    rp-choose-recompute chooses one per backward stage later), so the
     schedule is decided here once and later passes read it typed.
     `microbatches=0` takes the default of `defaultMicrobatches`
     (include/rp/Analysis/Pipeline.h): 1 on one device, else devices + 1.

@@ -25,9 +25,9 @@ the sim's steady state; bubble % is its steady bubble, with the run's
 split (fill and drain once per run) beside it. The row "round-robin continuous" is the compiler's
 predicted steady state (rp-compile's one predicted step, K passes per
 optimizer step) beside the sim's. Then the largest sequence length whose round-robin plan fits
-24 GB (rp-report-max-seq: one sequence per microbatch, stage grain and
-layer grain, the larger kept, as RoundPipe's runs use layer grain for the
-small models) next to RoundPipe's, with what limits it (the peak device's
+24 GB (rp-report-max-seq: one sequence per microbatch, the recompute
+grain chosen per backward stage, `layer N/M` naming the stages put at
+layer grain, as RoundPipe's runs use layer grain for the small models) next to RoundPipe's, with what limits it (the peak device's
 biggest buffer); the same with the stages cut for the length found (the
 graph rebuilt at it and asked again while the answer grows) and with lean
 stages (--stages: one-layer tail and backward stages, forward stages of 1
@@ -35,7 +35,7 @@ to 3 layers), each answer compiled for real at its length with its stages;
 and for Qwen3-1.7B RoundPipe's sequence-length table
 (tokens/s at 512 ... 64k) with rp's prediction beside it: microbatches of
 about 26k tokens as at 2048 (13 sequences), one sequence from 32k on,
-layer grain where stage grain does not fit. --only-memory skips the
+layer grain for the backward stages where stage grain does not fit. --only-memory skips the
 throughput runs.
 """
 
@@ -94,20 +94,32 @@ SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b",
              "looped-bfs")
 
 
+def grain_of(summary):
+    """The recompute grain rp-compile's summary names: stage, layer, or
+    `layer N/M` for the backward stages --recompute auto put at layer
+    grain."""
+    mixed = re.search(r"layer grain in backward stages? ([\d,]+) of (\d+)",
+                      summary)
+    if mixed:
+        return f"layer {len(mixed.group(1).split(','))}/{mixed.group(2)}"
+    one = re.search(r"(\w+)-grain recompute", summary)
+    return one.group(1) if one else "?"
+
+
 def compile_plan(graph, plan, schedule, m=M, extra=()):
-    """Compiles at stage-grain recompute, or layer grain where that does
-    not fit 24 GB (as RoundPipe's runs do for long sequences)."""
+    """Compiles with the recompute grain chosen per backward stage
+    (--recompute auto: layer grain only for the stages where stage grain
+    does not fit 24 GB, as RoundPipe's runs use layer grain for long
+    sequences)."""
     micro = m if schedule != "interleaved-1f1b" else -(-m // G) * G
     start = time.perf_counter()
-    for grain in ("stage", "layer"):
-        r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
-                            str(plan), "--devices", str(G), "--microbatches",
-                            str(micro), "--hw", "rtx4090", "--dtype", "f16",
-                            "--schedule", schedule, "--recompute", grain,
-                            *extra],
-                           capture_output=True, text=True)
-        if not r.returncode:
-            break
+    r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
+                        str(plan), "--devices", str(G), "--microbatches",
+                        str(micro), "--hw", "rtx4090", "--dtype", "f16",
+                        "--schedule", schedule, "--recompute", "auto",
+                        *extra],
+                       capture_output=True, text=True)
+    grain = grain_of(r.stderr)
     took = time.perf_counter() - start
     if r.returncode:
         lines = [l for l in r.stderr.strip().splitlines() if "error" in l]
@@ -176,6 +188,12 @@ def max_seq(name, tmp, extra=(), built=3000):
                       r"buffer: (.*?), ([0-9.]+ GiB)", r.stderr)
     seq = int(found.group(1).replace(",", "")) if found else None
     grain, why = "stage", ""
+    # --recompute auto (the default): the grains chosen at that length.
+    chosen = re.search(r"layer grain in (\d+) of (\d+) backward stages",
+                       r.stderr)
+    if chosen:
+        grain = (f"layer {chosen.group(1)}/{chosen.group(2)}"
+                 if chosen.group(1) != "0" else "stage")
     if limit:
         why = f"{limit.group(1)}: {limit.group(2)} {limit.group(3)}"
     if layer and seq and int(layer.group(1)) > seq:
@@ -194,7 +212,9 @@ def fits_at(name, tmp, extra, seq, stages, grain):
     (rp-compile exits 0: its memory plan fits 24 GB)."""
     path = Path(tmp) / f"{name}.check.mlir"
     path.write_text(shapes.build(shapes.SHAPES[name], 1, seq, "f16"))
-    flags = ["--recompute", "layer"] if grain == "layer" else []
+    flags = (["--recompute", "layer"] if grain == "layer" else
+             ["--recompute", "stage"] if grain == "stage" else
+             ["--recompute", "auto"])
     c = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",
                         str(Path(tmp) / "check.rpplan"), "--devices", str(G),
                         "--hw", "rtx4090", "--dtype", "f16", "--stages",

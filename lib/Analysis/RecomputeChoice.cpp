@@ -86,6 +86,45 @@ mlir::rp::chooseRecomputeGrains(const Partition &partition,
       p.stageLayerGrain[best] = false;
     }
   }
+  // One stage at a time can stall where the stages are coupled (a switch
+  // that relieves its device pushes another over with the saved inputs it
+  // sends down): then start from layer grain in every stage of several
+  // layers and give stage grain back, least saving first, where the plan
+  // still fits.
+  if (over(*mp) > 0) {
+    Partition all = p;
+    std::vector<std::pair<int64_t, unsigned>> order;
+    for (auto [b, s] : llvm::enumerate(all.backward)) {
+      all.stageLayerGrain[b] = s.size() > 1;
+      if (s.size() > 1)
+        order.push_back(
+            {jobWorkBytes(CommandKind::backward, s, layers, false) -
+                 jobWorkBytes(CommandKind::backward, s, layers, true),
+             unsigned(b)});
+    }
+    FailureOr<MemoryPlan> allPlan =
+        planGrains(all, layers, target, nullptr, error);
+    if (failed(allPlan))
+      return failure();
+    if (over(*allPlan) < over(*mp)) {
+      p = all;
+      mp = std::move(allPlan);
+      std::sort(order.begin(), order.end());
+      for (auto [saving, b] : order) {
+        if (over(*mp) > 0)
+          break;
+        p.stageLayerGrain[b] = false;
+        FailureOr<MemoryPlan> trial =
+            planGrains(p, layers, target, nullptr, error);
+        if (failed(trial))
+          return failure();
+        if (over(*trial) == 0)
+          mp = std::move(trial);
+        else
+          p.stageLayerGrain[b] = true;
+      }
+    }
+  }
   GrainChoice choice;
   choice.layerGrain = p.stageLayerGrain;
   choice.peakBytes = mp->peakBytes;

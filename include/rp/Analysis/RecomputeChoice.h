@@ -50,8 +50,13 @@ FailureOr<MemoryPlan> planGrains(const Partition &partition,
 /// the most working memory goes to layer grain, kept when it lowers the
 /// bytes over budget summed over the devices (it may not: weights or the
 /// saved inputs on the forward devices may bind), until every device fits
-/// or no such stage is left. Layer grain is thus only where stage grain
-/// does not fit, and the partition's stages are not changed.
+/// or no such stage is left. Where that stalls short of fitting (the
+/// stages are coupled: layer grain's saved inputs also go down from the
+/// forward devices) and layer grain in every stage of several layers
+/// does better, the choice starts from there and gives stage grain back,
+/// least saving first, wherever the plan still fits. Layer grain is thus
+/// only where stage grain does not fit, and the partition's stages are
+/// not changed.
 FailureOr<GrainChoice> chooseRecomputeGrains(const Partition &partition,
                                              llvm::ArrayRef<LayerCost> layers,
                                              const GrainTarget &target,

@@ -27,16 +27,17 @@ predicted steady state (rp-compile's one predicted step, K passes per
 optimizer step) beside the sim's. Then the largest sequence length whose round-robin plan fits
 24 GB (rp-report-max-seq: one sequence per microbatch, the recompute
 grain chosen per backward stage, `layer N/M` naming the stages put at
-layer grain, as RoundPipe's runs use layer grain for the small models) next to RoundPipe's, with what limits it (the peak device's
-biggest buffer); the same with the stages cut for the length found (the
+layer grain, as RoundPipe's runs use layer grain for the small models)
+next to RoundPipe's, with what limits it (the peak device's biggest
+buffer); the same with the stages cut for the length found (the
 graph rebuilt at it and asked again while the answer grows) and with lean
 stages (--stages: one-layer tail and backward stages, forward stages of 1
 to 3 layers), each answer compiled for real at its length with its stages;
 and for Qwen3-1.7B RoundPipe's sequence-length table
 (tokens/s at 512 ... 64k) with rp's prediction beside it: microbatches of
 about 26k tokens as at 2048 (13 sequences), one sequence from 32k on,
-layer grain for the backward stages where stage grain does not fit. --only-memory skips the
-throughput runs.
+layer grain for the backward stages where stage grain does not fit.
+--only-memory skips the throughput runs.
 """
 
 import argparse

@@ -172,7 +172,8 @@ def max_seq(name, tmp, extra=(), built=3000):
     r = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",
                         str(Path(tmp) / "seq.rpplan"), "--devices", str(G),
                         "--hw", "rtx4090", "--dtype", "f16",
-                        "--report-max-seq", *extra], capture_output=True,
+                        "--report-max-seq", "--recompute", "stage", *extra],
+                       capture_output=True,
                        text=True)
     found = re.search(r"remark: .*?(\d[\d,]*) tokens", r.stderr)
     layer = re.search(r"with layer-grain recompute \(--recompute layer\) "
@@ -204,7 +205,7 @@ def fits_at(name, tmp, extra, seq, stages, grain):
     stages compiled)."""
     path = Path(tmp) / f"{name}.check.mlir"
     path.write_text(shapes.build(shapes.SHAPES[name], 1, seq, "f16"))
-    flags = ["--recompute", "layer"] if grain == "layer" else []
+    flags = ["--recompute", "layer" if grain == "layer" else "stage"]
     if stages:
         flags += ["--stages", stages]
     c = subprocess.run([str(BIN / "rp-compile"), str(path), "-o",

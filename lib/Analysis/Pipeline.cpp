@@ -88,7 +88,7 @@ double computeMs(CommandKind kind, StageRange r,
 /// and one layer's body at a time.
 static int64_t backwardBodyBytes(CommandKind kind, StageRange r,
                                  llvm::ArrayRef<LayerCost> layers,
-                                 bool layerGrain) {
+                                 bool layerGrain, bool savedAsInputs) {
   int64_t peak = 0, kept = 0, saved = 0;
   for (unsigned l = r.begin; l < r.end; ++l) {
     const LayerCost &c = layers[l];
@@ -107,12 +107,14 @@ static int64_t backwardBodyBytes(CommandKind kind, StageRange r,
                      kept + keptInput + c.backwardPeakBytes + grad});
     kept += c.keptBytes + keptInput;
   }
-  return kind == CommandKind::backward && layerGrain ? saved + peak : peak;
+  return kind == CommandKind::backward && layerGrain && !savedAsInputs
+             ? saved + peak
+             : peak;
 }
 
 int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
                                llvm::ArrayRef<LayerCost> layers,
-                               bool layerGrain) {
+                               bool layerGrain, bool savedAsInputs) {
   int64_t sum = 0, peak = 0, saved = 0, grads = 0, layerGrads = 0;
   for (unsigned l = r.begin; l < r.end; ++l) {
     sum += layers[l].workBytes;
@@ -137,14 +139,16 @@ int64_t mlir::rp::jobWorkBytes(CommandKind kind, StageRange r,
   const int64_t liveGrads =
       kind == CommandKind::backward && layerGrain ? layerGrads : grads;
   if (measured)
-    return liveGrads + backwardBodyBytes(kind, r, layers, layerGrain);
+    return liveGrads +
+           backwardBodyBytes(kind, r, layers, layerGrain, savedAsInputs);
   // A backward (and the tail) computes its microbatch's weight gradients
   // apart from the set's accumulators and adds each program's into them
   // as soon as it has run, so one program's gradients are live beside the
   // intermediates: one layer's at layer grain, the stage's otherwise (one
   // program).
   if (kind == CommandKind::backward && layerGrain)
-    return liveGrads + std::min(saved + 2 * peak, sum + peak);
+    return liveGrads +
+           (savedAsInputs ? 2 * peak : std::min(saved + 2 * peak, sum + peak));
   return grads + sum + peak;
 }
 
@@ -241,8 +245,9 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
     for (unsigned t = 0; t < tailJobs; ++t)
       pl.jobs.push_back({CommandKind::tail, partition.tail, 0, 0});
   }
-  for (const StageRange &s : partition.backward)
-    pl.jobs.push_back({CommandKind::backward, s, 0, 0, partition.layerGrain});
+  for (auto [b, s] : llvm::enumerate(partition.backward))
+    pl.jobs.push_back(
+        {CommandKind::backward, s, 0, 0, partition.layerGrainAt(unsigned(b))});
   unsigned numJobs = pl.jobs.size();
   // Whether job n runs microbatch m: a split tail's jobs take alternate
   // ones; `producerOf(n, m)` is the job of the stage before n's that runs
@@ -277,7 +282,11 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
       for (unsigned l = j.range.begin; l < j.range.end; ++l)
         c.ms += layers[l].backwardMs;
     }
-    c.bytes = jobWorkBytes(j.kind, j.range, layers, j.layerGrain);
+    // Round-robin uploads a layer-grain backward's saved inputs (its
+    // input buffers hold them, insertTransfers); a static schedule's
+    // backward keeps them in its work.
+    c.bytes = jobWorkBytes(j.kind, j.range, layers, j.layerGrain,
+                           kind == ScheduleKind::roundRobin);
     c.label = std::string(j.kind == CommandKind::forward ? "F"
                           : j.kind == CommandKind::tail  ? "T"
                                                          : "B") +

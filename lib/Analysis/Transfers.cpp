@@ -122,6 +122,10 @@ void Inserter::run() {
     for (auto [turn, s] : llvm::enumerate(sets))
       setTurn[s] = turn;
   std::vector<unsigned> lastUpload(numSets, ~0u);
+  // The old index of each job's compute of each microbatch.
+  std::map<std::pair<unsigned, unsigned>, unsigned> computeAt;
+  for (unsigned i = 0; i < cmds.size(); ++i)
+    computeAt[{unsigned(cmds[i].job), unsigned(cmds[i].microbatch)}] = i;
   // Per device, the computes emitted so far, and their last download.
   std::vector<std::vector<unsigned>> deviceComputes(pl.devices);
   std::map<unsigned, unsigned> lastDownloadOf;
@@ -179,13 +183,17 @@ void Inserter::run() {
     // Inputs: at most two in flight per device, so an upload waits for the
     // compute two places back to free its buffer.
     auto upload = [&](CommandKind kind, unsigned boundary,
-                      std::optional<unsigned> after) {
+                      std::vector<unsigned> after, int64_t extra = 0,
+                      const char *name = nullptr) {
       Command in =
-          copy(kind, dev, boundaryBytes(layers, boundary), c,
-               (kind == CommandKind::h2dGradient ? "DIN s" : "IN s") + tag);
+          copy(kind, dev,
+               boundaryBytes(layers, boundary) * (name == nullptr) + extra, c,
+               (name                               ? name
+                : kind == CommandKind::h2dGradient ? "DIN s"
+                                                   : "IN s") +
+                   tag);
       in.boundary = boundary;
-      if (after)
-        in.waits.push_back(*after);
+      llvm::append_range(in.waits, after);
       if (done.size() >= 2)
         in.waits.push_back(done[done.size() - 2]);
       waits.push_back(add(std::move(in)));
@@ -194,8 +202,31 @@ void Inserter::run() {
                     (c.job % perStep == 0 || job.kind == CommandKind::tail ||
                      (job.kind == CommandKind::backward &&
                       pl.kind == ScheduleKind::roundRobin));
+    // A layer-grain backward (round-robin) reads its inner layers' inputs,
+    // which the forward jobs that computed them sent down: those of the
+    // forward that also made the stage's input come up with it, the others
+    // in one more upload ("IN+"), behind the saved input and ahead of the
+    // activation gradient, after every download of their forwards (the
+    // exporter moves each value with one of them).
+    std::map<unsigned, int64_t> savedFrom; // forward job -> bytes
+    int producerOfInput = -1;
+    if (job.kind == CommandKind::backward && job.layerGrain &&
+        pl.kind == ScheduleKind::roundRobin) {
+      for (unsigned k = step * perStep;
+           k < std::min<size_t>((step + 1) * perStep, pl.jobs.size()); ++k) {
+        const StageJob &f = pl.jobs[k];
+        if (f.kind != CommandKind::forward)
+          continue;
+        if (job.range.begin > 0 && f.range.begin < job.range.begin &&
+            job.range.begin <= f.range.end)
+          producerOfInput = int(k);
+        for (unsigned l = job.range.begin + 1; l < job.range.end; ++l)
+          if (f.range.begin < l && l <= f.range.end)
+            savedFrom[k] += layers[l].actInBytes;
+      }
+    }
     if (fromHost)
-      upload(CommandKind::h2dActivation, 0, std::nullopt);
+      upload(CommandKind::h2dActivation, 0, {});
     // A backward's saved input is uploaded ahead of its activation
     // gradient: the saved input is ready first (its forward ran long
     // before), and behind the gradient it would hold up the recompute.
@@ -203,18 +234,52 @@ void Inserter::run() {
     std::stable_partition(inputs.begin(), inputs.end(), [&](unsigned p) {
       return direct(p, i) || jobOf(p).kind == CommandKind::forward;
     });
+    bool savedSent = savedFrom.empty();
+    auto sendSaved = [&] {
+      savedSent = true;
+      int64_t bytes = 0;
+      std::vector<unsigned> after;
+      unsigned first = job.range.end;
+      for (auto [k, b] : savedFrom) {
+        if (int(k) == producerOfInput)
+          continue;
+        bytes += b;
+        first = std::min(first, pl.jobs[k].range.end);
+        auto at = computeAt.find({k, unsigned(c.microbatch)});
+        if (at == computeAt.end())
+          continue;
+        for (const auto &[key, d] : emitted)
+          if (std::get<0>(key) == at->second)
+            after.push_back(d);
+      }
+      if (bytes > 0)
+        upload(CommandKind::h2dActivation, first, after, bytes, "IN+ s");
+    };
     for (unsigned p : inputs) {
       if (direct(p, i)) {
         waits.push_back(newIndex[p]);
         continue;
       }
       Edge e = edgeBetween(jobOf(p), job);
+      if (e.download == CommandKind::d2hGradient && !savedSent)
+        sendSaved();
       unsigned d = emitted.at({p, e.download, e.boundary});
-      upload(e.download == CommandKind::d2hActivation
-                 ? CommandKind::h2dActivation
-                 : CommandKind::h2dGradient,
-             e.boundary, d);
+      int64_t extra = 0;
+      if (int(old.commands[p].job) == producerOfInput &&
+          e.download == CommandKind::d2hActivation)
+        if (auto it = savedFrom.find(unsigned(producerOfInput));
+            it != savedFrom.end())
+          extra = boundaryBytes(layers, e.boundary) + it->second;
+      if (extra > 0)
+        upload(CommandKind::h2dActivation, e.boundary, {d}, extra, "IN s");
+      else
+        upload(e.download == CommandKind::d2hActivation
+                   ? CommandKind::h2dActivation
+                   : CommandKind::h2dGradient,
+               e.boundary, {d});
     }
+    if (!savedSent)
+      sendSaved();
     // Outputs: two buffers per device, so the compute waits for the
     // downloads of the compute two places back.
     if (done.size() >= 2) {
@@ -232,7 +297,10 @@ void Inserter::run() {
     // by the forward that computes them: they go down with that forward's
     // first download (the exporter's carrier), so its output buffer holds
     // them too.
-    int64_t savedBytes = 0;
+    // (The exporter sends a value with the first download, in queue order,
+    // towards a job that reads it, else with the first: here, the download
+    // towards the backward's own input when there is one.)
+    std::map<unsigned, int64_t> savedFor; // backward's first layer -> bytes
     if (job.kind == CommandKind::forward)
       for (unsigned k = step * perStep;
            k < std::min<size_t>((step + 1) * perStep, pl.jobs.size()); ++k) {
@@ -240,16 +308,24 @@ void Inserter::run() {
         if (b.kind == CommandKind::backward && b.layerGrain)
           for (unsigned l = std::max(b.range.begin + 1, job.range.begin + 1);
                l < std::min(b.range.end, job.range.end); ++l)
-            savedBytes += layers[l].actInBytes;
+            savedFor[b.range.begin] += layers[l].actInBytes;
       }
+    bool firstDownload = true;
     for (const Edge &e : downloads[i]) {
+      int64_t savedBytes = 0;
+      for (auto [begin, bytes] : savedFor)
+        if (begin == e.boundary ||
+            (firstDownload && llvm::none_of(downloads[i], [&](const Edge &x) {
+               return x.boundary == begin;
+             })))
+          savedBytes += bytes;
+      firstDownload = false;
       Command d = copy(
           e.download, dev, boundaryBytes(layers, e.boundary) + savedBytes,
           out.commands[ci],
           (e.download == CommandKind::d2hGradient ? "DOUT s" : "OUT s") + tag);
       d.boundary = e.boundary;
       d.waits.push_back(ci);
-      savedBytes = 0;
       unsigned di = add(std::move(d));
       emitted[{i, e.download, e.boundary}] = di;
       lastDownloadOf[ci] = di;

@@ -114,9 +114,22 @@ static void printSummary(ModuleOp module, size_t size) {
      << " schedule, " << microbatches << " microbatch"
      << (microbatches == 1 ? "" : "es") << " per step; " << layers
      << " layers in stages fwd:" << fwd << ";bwd:" << bwd << " (" << backward
-     << " backward program" << (backward == 1 ? "" : "s") << ", "
-     << rp::stringifyRecomputeGrain(partition.getRecompute())
-     << "-grain recompute, " << dtypeName << " compute)";
+     << " backward program" << (backward == 1 ? "" : "s") << ", ";
+  if (partition.isMixed()) {
+    // Which backward stages (1: the first after the tail) --recompute auto
+    // put at layer grain.
+    std::string which;
+    for (auto [b, g] : llvm::enumerate(partition.getGrains()))
+      if (g == rp::RecomputeGrain::layer)
+        which += (which.empty() ? "" : ",") + std::to_string(b + 1);
+    os << "mixed-grain recompute: layer grain in backward stage"
+       << (which.find(',') == std::string::npos ? " " : "s ") << which << " of "
+       << partition.getGrains().size() << ", stage grain elsewhere";
+  } else {
+    os << rp::stringifyRecomputeGrain(partition.getRecompute())
+       << "-grain recompute";
+  }
+  os << ", " << dtypeName << " compute)";
   // Two tail jobs change how the tail's gradients are summed, which the
   // one-device reference must share to give the same bits.
   if (partition.getTailJobs() == 2)

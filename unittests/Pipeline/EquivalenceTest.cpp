@@ -49,12 +49,15 @@ struct Config {
   bool layerGrain = false;
   /// The fused tail's stage jobs (--tail-jobs).
   unsigned tailJobs = 1;
+  /// Each backward stage's grain (--recompute-stages), when given.
+  std::string grains;
   std::string name() const {
     return schedule + " G=" + std::to_string(devices) +
            " M=" + std::to_string(microbatches) + (bf16 ? " bf16" : "") +
            (f16 ? " f16" : "") + (stages.empty() ? "" : " " + stages) +
            (layerGrain ? " layer" : "") +
-           (tailJobs != 1 ? " tail-jobs=" + std::to_string(tailJobs) : "");
+           (tailJobs != 1 ? " tail-jobs=" + std::to_string(tailJobs) : "") +
+           (grains.empty() ? "" : " " + grains);
   }
 };
 
@@ -95,8 +98,9 @@ std::string compile(const std::string &model, const Config &c,
     options.dtype =
         c.bf16 ? mlir::rp::ComputeType::bf16 : mlir::rp::ComputeType::f16;
   options.stages = c.stages;
-  if (c.layerGrain)
-    options.recompute = mlir::rp::RecomputeGrain::layer;
+  options.recompute = c.layerGrain ? mlir::rp::RecomputeGrain::layer
+                                   : mlir::rp::RecomputeGrain::stage;
+  options.recomputeStages = c.grains;
   options.tailJobs = c.tailJobs;
   mlir::rp::buildTrainPipeline(pm, options);
   EXPECT_TRUE(succeeded(pm.run(*module))) << c.name();
@@ -267,6 +271,38 @@ TEST(Equivalence, LayerGrainPlansTrainLikeStageGrain) {
           << name << " " << layer.name() << ": final weights differ";
       EXPECT_TRUE(byLayer.weights == reference.weights)
           << name << " " << layer.name() << ": final weights differ";
+      llvm::sys::fs::remove_directories(dir);
+      llvm::sys::fs::remove_directories(refDir);
+    }
+  }
+}
+
+// A mixed plan (each backward stage its own grain, as --recompute auto
+// chooses them): the two-layer stage at layer grain beside a one-layer
+// stage at stage grain, and the other way round, train with the bits of
+// stage grain everywhere and of one device.
+TEST(Equivalence, MixedGrainPlansTrainLikeStageGrain) {
+  for (const char *name : {"gpt_op17.onnx", "llama_op17.onnx"}) {
+    std::string model = modelPath(name);
+    for (auto [g, m] : {std::pair{1u, 2u}, {2u, 3u}, {3u, 4u}}) {
+      std::string refDir = scratchDir(), dir = scratchDir();
+      Outcome reference =
+          train(compile(model, {"round-robin", 1, m}, refDir), true, refDir);
+      Config stage{"round-robin", g, m};
+      stage.stages = "fwd:3;bwd:1,2,1";
+      Outcome byStage = train(compile(model, stage, dir), true, dir);
+      ASSERT_EQ(reference.losses.size(), 3u) << stage.name();
+      EXPECT_EQ(byStage.losses, reference.losses)
+          << name << " " << stage.name();
+      for (const char *grains : {"layer,stage", "stage,layer"}) {
+        Config mixed = stage;
+        mixed.grains = grains;
+        Outcome byMixed = train(compile(model, mixed, dir), true, dir);
+        EXPECT_EQ(byMixed.losses, byStage.losses)
+            << name << " " << mixed.name();
+        EXPECT_TRUE(byMixed.weights == reference.weights)
+            << name << " " << mixed.name() << ": final weights differ";
+      }
       llvm::sys::fs::remove_directories(dir);
       llvm::sys::fs::remove_directories(refDir);
     }

@@ -48,6 +48,10 @@ struct Partition {
   /// backprops one layer at a time, instead of keeping every recomputed
   /// layer's intermediates of the stage.
   bool layerGrain = false;
+  /// The grain per backward stage (indexed as `backward`) where the stages
+  /// differ (#rp.partition's recompute list, rp-choose-recompute's
+  /// choice); empty: `layerGrain` for every one.
+  std::vector<bool> stageLayerGrain;
   /// Round-robin: the stage jobs the fused tail runs as, 1 or 2. With 2
   /// the tail's microbatches alternate over two jobs on consecutive
   /// devices (even microbatches on the first), so a tail up to twice as
@@ -61,6 +65,10 @@ struct Partition {
   unsigned tailPairAt = 0;
 
   unsigned numStages() const { return forward.size() + 1 + backward.size(); }
+  /// Whether backward stage `b` recomputes one layer at a time.
+  bool layerGrainAt(unsigned b) const {
+    return b < stageLayerGrain.size() ? bool(stageLayerGrain[b]) : layerGrain;
+  }
 };
 
 /// RoundPipe's procedure (reference/roundpipe.md §3): candidate bottlenecks

@@ -130,9 +130,11 @@ struct Pipeline {
 /// layer's figures from BackwardLiveness.h; each layer's forward peak where
 /// no sweep could be measured). A backward or the tail also holds its
 /// microbatch's weight gradients until it adds them to the weight set's
-/// accumulators.
+/// accumulators. `savedAsInputs`: a layer-grain backward's saved inputs
+/// are its input buffers' (round-robin uploads them), not its work.
 int64_t jobWorkBytes(CommandKind kind, StageRange range,
-                     llvm::ArrayRef<LayerCost> layers, bool layerGrain = false);
+                     llvm::ArrayRef<LayerCost> layers, bool layerGrain = false,
+                     bool savedAsInputs = false);
 
 /// Stage sizes for the static schedules: `stages` contiguous stages whose
 /// forward + backward times are as even as a linear partition makes them;

@@ -47,8 +47,15 @@ void PartitionAttr::print(AsmPrinter &p) const {
   // The defaults stay unwritten, so most partitions read as they always did.
   if (getPartitioner() != Partitioner::rp)
     p << "partitioner = \"" << stringifyPartitioner(getPartitioner()) << "\", ";
-  if (getRecompute() != RecomputeGrain::stage)
+  if (isMixed()) {
+    p << "recompute = [";
+    llvm::interleaveComma(getGrains(), p, [&](RecomputeGrain g) {
+      p << "\"" << stringifyRecomputeGrain(g) << "\"";
+    });
+    p << "], ";
+  } else if (getRecompute() != RecomputeGrain::stage) {
     p << "recompute = \"" << stringifyRecomputeGrain(getRecompute()) << "\", ";
+  }
   if (getTailJobs() != 1)
     p << "tail_jobs = " << getTailJobs() << ", ";
   p << "forward = ";
@@ -84,6 +91,7 @@ Attribute PartitionAttr::parse(AsmParser &parser, Type) {
   RecomputeGrain recompute = RecomputeGrain::stage;
   unsigned devices = 0, microbatches = 0, tailJobs = 1;
   SmallVector<int64_t> forward, backward;
+  SmallVector<RecomputeGrain> grains;
   auto sizes = [&](SmallVector<int64_t> &out) {
     return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
       return parser.parseInteger(out.emplace_back());
@@ -106,16 +114,30 @@ Attribute PartitionAttr::parse(AsmParser &parser, Type) {
                        "rp, roundpipe or exhaustive", &symbolizePartitioner) ||
        parser.parseComma()))
     return {};
+  // One grain, or a list of one per backward stage after the tail.
+  auto grain = [&](RecomputeGrain &out) {
+    return parseEnumString(parser, out, "recompute grain",
+                           "stage, layer or auto", &symbolizeRecomputeGrain);
+  };
+  auto grainOrList = [&]() -> ParseResult {
+    if (failed(parser.parseOptionalLSquare()))
+      return grain(recompute);
+    return failure(parser.parseCommaSeparatedList([&] {
+      return grain(grains.emplace_back());
+    }) || parser.parseRSquare());
+  };
   if (succeeded(parser.parseOptionalKeyword("recompute")) &&
-      (parser.parseEqual() ||
-       parseEnumString(parser, recompute, "recompute grain", "stage or layer",
-                       &symbolizeRecomputeGrain) ||
-       parser.parseComma()))
+      (parser.parseEqual() || grainOrList() || parser.parseComma()))
     return {};
   if (succeeded(parser.parseOptionalKeyword("tail_jobs")) &&
       (parser.parseEqual() || parser.parseInteger(tailJobs) ||
        parser.parseComma()))
     return {};
+  // A list of equal grains is that one grain.
+  if (!grains.empty() && llvm::all_equal(grains)) {
+    recompute = grains.front();
+    grains.clear();
+  }
   if (parser.parseKeyword("forward") || parser.parseEqual() || sizes(forward) ||
       parser.parseComma() || parser.parseKeyword("backward") ||
       parser.parseEqual() || sizes(backward) || parser.parseGreater())
@@ -126,14 +148,25 @@ Attribute PartitionAttr::parse(AsmParser &parser, Type) {
     return {};
   return parser.getChecked<PartitionAttr>(
       parser.getContext(), schedule, devices, microbatches, hwAttr, partitioner,
-      recompute, forward, backward, tailJobs);
+      recompute, forward, backward, tailJobs, grains);
 }
 
-LogicalResult PartitionAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, ScheduleKind schedule,
-    unsigned devices, unsigned microbatches, HardwareAttr hw,
-    Partitioner partitioner, RecomputeGrain recompute,
-    ArrayRef<int64_t> forward, ArrayRef<int64_t> backward, unsigned tailJobs) {
+PartitionAttr PartitionAttr::withGrains(ArrayRef<RecomputeGrain> grains) const {
+  bool uniform = grains.empty() || llvm::all_equal(grains);
+  RecomputeGrain one = grains.empty() ? getRecompute() : grains.front();
+  return get(getContext(), getSchedule(), getDevices(), getMicrobatches(),
+             getHw(), getPartitioner(), uniform ? one : RecomputeGrain::stage,
+             getForward(), getBackward(), getTailJobs(),
+             uniform ? ArrayRef<RecomputeGrain>{} : grains);
+}
+
+LogicalResult
+PartitionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      ScheduleKind schedule, unsigned devices,
+                      unsigned microbatches, HardwareAttr hw,
+                      Partitioner partitioner, RecomputeGrain recompute,
+                      ArrayRef<int64_t> forward, ArrayRef<int64_t> backward,
+                      unsigned tailJobs, ArrayRef<RecomputeGrain> grains) {
   if (devices == 0 || microbatches == 0)
     return emitError() << "devices and microbatches must be at least 1";
   if (tailJobs != 1 && tailJobs != 2)
@@ -164,6 +197,15 @@ LogicalResult PartitionAttr::verify(
     return emitError() << "the forward stages and the tail cover " << fwd
                        << " + " << backward.front()
                        << " layers but the backward stages cover " << bwd;
+  if (!grains.empty() && grains.size() + 1 != backward.size())
+    return emitError() << "recompute lists " << grains.size()
+                       << " grains but there are " << backward.size() - 1
+                       << " backward stages after the tail; give one grain "
+                          "per backward stage, or one for all";
+  if (llvm::is_contained(grains, RecomputeGrain::automatic))
+    return emitError() << "a per-stage recompute list holds chosen grains, "
+                          "stage or layer; give \"auto\" alone to have "
+                          "rp-choose-recompute choose them";
   return success();
 }
 

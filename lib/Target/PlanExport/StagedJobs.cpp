@@ -29,7 +29,8 @@ std::string StagedExporter::label(const Cmd &c) const {
   case Kind::weights:
     return "UP s" + j + " c" + std::to_string(c.chunk);
   case Kind::activationIn:
-    return "IN s" + j + mb;
+    // A layer-grain backward's saved inner-layer inputs: "IN+".
+    return (c.boundary > int(jobs[c.job].begin) ? "IN+ s" : "IN s") + j + mb;
   case Kind::gradientIn:
     return "DIN s" + j + mb;
   case Kind::activationOut:

@@ -12,6 +12,26 @@ func.func @choices() attributes {rp.partition = #rp.partition<schedule = "looped
 
 // -----
 
+// A grain per backward stage after the tail (rp-choose-recompute's
+// choice); a list of equal grains reads as that grain; auto not chosen yet.
+// CHECK-LABEL: func.func @mixed
+// CHECK-SAME: recompute = ["layer", "stage"], forward = [2, 2], backward = [1, 2, 2]
+func.func @mixed() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090", recompute = ["layer", "stage"], forward = [2, 2], backward = [1, 2, 2]>} {
+  return
+}
+// CHECK-LABEL: func.func @uniform
+// CHECK-SAME: recompute = "layer", forward = [2, 2]
+func.func @uniform() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090", recompute = ["layer", "layer"], forward = [2, 2], backward = [1, 2, 2]>} {
+  return
+}
+// CHECK-LABEL: func.func @auto
+// CHECK-SAME: recompute = "auto", forward = [2, 2]
+func.func @auto() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "rtx4090", recompute = "auto", forward = [2, 2], backward = [1, 2, 2]>} {
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @roundpipe
 // CHECK-SAME: hw = "h100", partitioner = "roundpipe", forward = []
 func.func @roundpipe() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "h100", partitioner = "roundpipe", forward = [], backward = [2]>} {

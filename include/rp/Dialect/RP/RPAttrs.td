@@ -94,9 +94,10 @@ def RP_Dispatch : I32EnumAttr<"Dispatch",
 }
 
 def RP_RecomputeGrain : I32EnumAttr<"RecomputeGrain",
-    "the groups rp-autodiff recomputes in backward", [
+    "the groups rp-autodiff recomputes in backward (auto: chosen per stage by rp-choose-recompute)", [
     I32EnumAttrCase<"stage", 0>,
-    I32EnumAttrCase<"layer", 1>
+    I32EnumAttrCase<"layer", 1>,
+    I32EnumAttrCase<"automatic", 2, "auto">
   ]> {
   let cppNamespace = "::mlir::rp";
 }

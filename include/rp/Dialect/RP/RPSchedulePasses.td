@@ -132,7 +132,8 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     partition, checked against the per-stage byte cap (half of
     `weight-budget` of the device memory: the running and the prefetched
     stage are resident together). The attribute also records the
-    partitioner and the `recompute` grain rp-autodiff applies, so the
+    partitioner and the `recompute` grain rp-autodiff applies (`auto`:
+    rp-choose-recompute chooses one per backward stage later), so the
     schedule is decided here once and later passes read it typed.
     `tail-jobs=2` (round-robin, at least 2 microbatches) records
     `tail_jobs = 2`: the fused tail runs as two stage jobs on consecutive
@@ -179,7 +180,9 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
              clEnumValN(::mlir::rp::RecomputeGrain::stage, "stage",
                         "one group: every layer before the tail"),
              clEnumValN(::mlir::rp::RecomputeGrain::layer, "layer",
-                        "each layer recomputed alone"))}]>,
+                        "each layer recomputed alone"),
+             clEnumValN(::mlir::rp::RecomputeGrain::automatic, "auto",
+                        "chosen per backward stage by rp-choose-recompute"))}]>,
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
            "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
@@ -310,6 +313,44 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
            "::mlir::rp::Dispatch::modulo",
            "the dispatch rp-partition was given (rp's partitioner times partitions with it)",
            "::mlir::rp::dispatchValues()">
+  ];
+}
+
+def ChooseRecomputePass : Pass<"rp-choose-recompute", "::mlir::ModuleOp"> {
+  let summary = "chooses the recompute grain of each backward stage";
+  let description = [{
+    Resolves `recompute = "auto"` in the function's `#rp.partition` into
+    one grain per backward stage (include/rp/Analysis/RecomputeChoice.h):
+    stage grain (the whole stage recomputed at once: fewer bytes over the
+    host link, its recompute ahead of the gradient) wherever the plan fits
+    the device budget (the profile's memory, or `budget-gib`), layer grain
+    (each layer recomputed alone from its input, the inner layers' inputs
+    kept in pinned host memory and uploaded for the backward) for the
+    stages on a device over budget whose layer grain lowers the bytes over
+    it, largest saving first, until every device fits. A plan that still
+    does not fit keeps the grains that got it closest; rp-plan-memory
+    refuses it with the numbers. A partition whose grain is given
+    (`stage`, `layer` or a list) is left as it is. `grains=layer,stage,...`
+    sets each backward stage's grain instead (one per stage after the
+    tail, in the `backward` list's order), whatever the partition holds.
+    Run after rp-partition (and rp-choose-loss-fusion), before
+    rp-lower-schedule.
+
+    ```mlir
+    // Before: recompute = "auto", backward = [1, 3, 2]; the 3-layer
+    // stage's intermediates do not fit.
+    func.func @main(...) attributes {rp.partition = #rp.partition<
+        schedule = "round-robin", devices = 3, microbatches = 4,
+        hw = "rtx4090", recompute = ["layer", "stage"],
+        forward = [5], backward = [1, 3, 2]>}
+    ```
+  }];
+  let options = [
+    Option<"budgetGiB", "budget-gib", "double", "0",
+           "device memory to plan against in GiB; 0 takes the profile's">,
+    Option<"grains", "grains", "std::string", "\"\"",
+           "each backward stage's grain after the tail, stage or layer, "
+           "comma separated (instead of choosing)">
   ];
 }
 

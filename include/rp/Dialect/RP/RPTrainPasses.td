@@ -199,8 +199,10 @@ def AutodiffPass : Pass<"rp-autodiff", "::mlir::ModuleOp"> {
     fused tail, and `recompute` chooses the groups a backward recomputes:
     `stage` (the default, RoundPipe's) gives each backward stage one
     backward layer that recomputes the stage from its input; `layer` gives
-    each layer its own backward; the grain is the partition's (rp-partition
-    `recompute`) unless this pass is given one. Without a partition the tail is the last
+    each layer its own backward; the grain is each backward stage's in the
+    partition (rp-partition's `recompute`, or one per stage after
+    rp-choose-recompute; `auto` not yet chosen is `stage`) unless this
+    pass is given one for all. Without a partition the tail is the last
     layer and the backward stage is every layer before it. Every layer gets
     `span`, the forward layers it covers.
   }];

@@ -70,6 +70,14 @@ def RP_PartitionAttr : AttrDef<RP_Dialect, "Partition"> {
     microbatches' fold plus the odd ones' (docs/pipeline.md, "The tail as
     two jobs"), on any device count.
 
+    `recompute` is one grain for every backward stage (`"stage"`,
+    `"layer"`, or `"auto"`: not chosen yet, which `rp-choose-recompute`
+    resolves), or a list with one grain per backward stage in the
+    `backward` list's order, the tail left out (the tail recomputes
+    nothing): `recompute = ["layer", "stage"]` with `backward = [1, 2, 2]`
+    recomputes the deeper backward stage one layer at a time. A list
+    whose grains are all equal reads as that one grain.
+
     ```mlir
     func.func @main(...) attributes {rp.partition = #rp.partition<
         schedule = "round-robin", devices = 2, microbatches = 3,
@@ -81,6 +89,10 @@ def RP_PartitionAttr : AttrDef<RP_Dialect, "Partition"> {
     func.func @split(...) attributes {rp.partition = #rp.partition<
         schedule = "round-robin", devices = 4, microbatches = 5,
         hw = "rtx4090", tail_jobs = 2, forward = [2], backward = [2, 2]>}
+    func.func @mixed(...) attributes {rp.partition = #rp.partition<
+        schedule = "round-robin", devices = 2, microbatches = 3,
+        hw = "rtx4090", recompute = ["layer", "stage"],
+        forward = [2, 2], backward = [1, 2, 1]>}
     ```
   }];
   let parameters = (ins
@@ -92,8 +104,33 @@ def RP_PartitionAttr : AttrDef<RP_Dialect, "Partition"> {
     "RecomputeGrain":$recompute,
     ArrayRefParameter<"int64_t", "forward stage sizes">:$forward,
     ArrayRefParameter<"int64_t", "backward stage sizes, the tail first">:$backward,
-    "unsigned":$tailJobs
+    "unsigned":$tailJobs,
+    ArrayRefParameter<"RecomputeGrain", "per backward stage after the tail, its grain (empty: `recompute` for all)">:$grains
   );
+  let builders = [
+    // One grain for every backward stage.
+    AttrBuilder<(ins "ScheduleKind":$schedule, "unsigned":$devices,
+                     "unsigned":$microbatches, "HardwareAttr":$hw,
+                     "Partitioner":$partitioner, "RecomputeGrain":$recompute,
+                     "::llvm::ArrayRef<int64_t>":$forward,
+                     "::llvm::ArrayRef<int64_t>":$backward,
+                     CArg<"unsigned", "1">:$tailJobs), [{
+      return $_get($_ctxt, schedule, devices, microbatches, hw, partitioner,
+                   recompute, forward, backward, tailJobs,
+                   ::llvm::ArrayRef<RecomputeGrain>{});
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// The grain of backward stage `b` (0: the first after the tail).
+    RecomputeGrain getGrain(unsigned b) const {
+      return b < getGrains().size() ? getGrains()[b] : getRecompute();
+    }
+    /// Whether the backward stages recompute at different grains.
+    bool isMixed() const { return !getGrains().empty(); }
+    /// This partition with one grain per backward stage after the tail; a
+    /// list of equal grains becomes that one grain.
+    PartitionAttr withGrains(::llvm::ArrayRef<RecomputeGrain> grains) const;
+  }];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

@@ -142,12 +142,21 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this,
       "recompute",
       flags,
-      llvm::cl::init(RecomputeGrain::stage),
+      llvm::cl::init(RecomputeGrain::automatic),
       llvm::cl::desc("what a backward recomputes from its saved input"),
       llvm::cl::values(
           clEnumValN(RecomputeGrain::stage, "stage",
-                     "every layer before the tail as one group"),
-          clEnumValN(RecomputeGrain::layer, "layer", "each layer alone"))};
+                     "every backward stage at once"),
+          clEnumValN(RecomputeGrain::layer, "layer",
+                     "each layer alone, in every backward stage"),
+          clEnumValN(RecomputeGrain::automatic, "auto",
+                     "per backward stage: layer grain only where stage "
+                     "grain does not fit (rp-choose-recompute)"))};
+  Option<std::string> recomputeStages{
+      *this, "recompute-stages", flags, llvm::cl::init(""),
+      llvm::cl::desc("the grain of each backward stage after the tail, "
+                     "stage or layer, comma separated in the stages' order "
+                     "(overrides --recompute)")};
   Option<bool> reportMaxSeq{
       *this, "report-max-seq", flags, llvm::cl::init(false),
       llvm::cl::desc("also report the largest sequence length whose plan "

@@ -431,11 +431,10 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   // stages, deep to shallow), else a one-layer tail and one backward stage.
   unsigned numLayers = layers.size(), tailSize = 1;
   SmallVector<std::pair<unsigned, unsigned>> groups;
-  // The grain rp-partition recorded, unless this pass was given one.
-  RecomputeGrain grain = recompute;
+  // Per backward stage, the grain rp-partition (or rp-choose-recompute)
+  // recorded, unless this pass was given one for all.
+  SmallVector<RecomputeGrain> grains;
   auto p = main->getAttrOfType<PartitionAttr>("rp.partition");
-  if (p && !recompute.hasValue())
-    grain = p.getRecompute();
   if (p) {
     int64_t fwd = 0, bwd = 0;
     for (int64_t n : p.getForward())
@@ -450,19 +449,26 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
     tailSize = p.getBackward()[0];
     unsigned end = numLayers - tailSize;
     for (int64_t n : p.getBackward().drop_front()) {
+      grains.push_back(recompute.hasValue() ? RecomputeGrain(recompute)
+                                            : p.getGrain(groups.size()));
       groups.push_back({end - unsigned(n), end});
       end -= n;
     }
   } else if (numLayers > 1) {
     groups.push_back({0, numLayers - 1});
+    grains.push_back(recompute);
   }
-  if (grain == RecomputeGrain::layer) {
-    SmallVector<std::pair<unsigned, unsigned>> single;
-    for (auto [begin, end] : groups)
-      for (unsigned l = end; l-- > begin;)
-        single.push_back({l, l + 1});
-    groups = single;
+  // A layer-grain stage becomes one group per layer, deep to shallow.
+  SmallVector<std::pair<unsigned, unsigned>> split;
+  for (auto [group, grain] : llvm::zip(groups, grains)) {
+    if (grain != RecomputeGrain::layer) {
+      split.push_back(group);
+      continue;
+    }
+    for (unsigned l = group.second; l-- > group.first;)
+      split.push_back({l, l + 1});
   }
+  groups = split;
   if (tailSize > 1) {
     FailureOr<LayerOp> merged =
         mergeLayers(ArrayRef(layers).take_back(tailSize));

@@ -18,6 +18,7 @@
 #include "ScheduleIR.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PartitionMemory.h"
+#include "rp/Analysis/RecomputeChoice.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
@@ -123,6 +124,8 @@ struct Trial {
   /// (runPeakBytes), and whether they fit (else a run keeps one).
   int64_t twoPassPeak = 0;
   bool twoFit = false;
+  /// The backward stages at layer grain (of how many).
+  unsigned layerStages = 0, backwardStages = 0;
 };
 
 /// How a trial picks its stages.
@@ -195,6 +198,20 @@ struct ReportMaxSeqPass
     }
     in->partition.layerGrain = layerGrain;
     std::string error;
+    // Layer grain for all, the grains `auto` chooses at this length, or
+    // the partition's own.
+    if (layerGrain) {
+      in->partition.layerGrain = true;
+      in->partition.stageLayerGrain.clear();
+    } else if (chooseGrains) {
+      GrainTarget target{in->attr.getSchedule(), in->attr.getDevices(),
+                         in->attr.getMicrobatches(), in->hw, budget};
+      FailureOr<GrainChoice> choice =
+          chooseRecomputeGrains(in->partition, in->costs, target, error);
+      if (failed(choice))
+        return module.emitError(error);
+      in->partition.stageLayerGrain = choice->layerGrain;
+    }
     FailureOr<Pipeline> pl =
         lowerSchedule(in->partition, in->costs, in->attr.getSchedule(),
                       in->attr.getDevices(), in->attr.getMicrobatches(), error);
@@ -209,6 +226,9 @@ struct ReportMaxSeqPass
     Trial t;
     t.fits = true;
     t.stages = formatStages(in->partition);
+    t.backwardStages = in->partition.backward.size();
+    for (unsigned b = 0; b < t.backwardStages; ++b)
+      t.layerStages += in->partition.layerGrainAt(b);
     for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
       if (peak > t.peak) {
         t.peak = peak;
@@ -266,6 +286,8 @@ struct ReportMaxSeqPass
     ownStages = repartition &&
                 in->attr.getSchedule() == ScheduleKind::roundRobin &&
                 in->attr.getPartitioner() == Partitioner::rp;
+    chooseGrains = in->attr.getRecompute() == RecomputeGrain::automatic &&
+                   !in->attr.isMixed();
     FailureOr<Trial> base = trial(module, seq0, seq0, budget, layerGrain);
     FailureOr<Trial> small = trial(module, seq0, 1, budget, layerGrain);
     if (failed(base) || failed(small))
@@ -293,9 +315,16 @@ struct ReportMaxSeqPass
       best = *cut;
     }
     report << "the largest sequence that fits is " << lo
-           << " tokens (microbatch " << rows << " x " << lo << ", "
-           << (layerGrain ? "layer" : "stage") << "-grain recompute"
-           << (ownStages ? ", rp's stages at each length" : "") << ")";
+           << " tokens (microbatch " << rows << " x " << lo << ", ";
+    if (chooseGrains)
+      report << "recompute grain chosen per stage: layer grain in "
+             << best.layerStages << " of " << best.backwardStages
+             << " backward stages";
+    else if (in->attr.isMixed())
+      report << "mixed-grain recompute";
+    else
+      report << (layerGrain ? "layer" : "stage") << "-grain recompute";
+    report << (ownStages ? ", rp's stages at each length" : "") << ")";
     if (lo == limit)
       report << ", the limit tried";
     report << ": device " << best.device << " peaks at " << gib(best.peak)
@@ -323,7 +352,7 @@ struct ReportMaxSeqPass
     // backward stage; say what layer grain (one layer's at a time) reaches.
     // rp's own lean stages hold one layer per backward stage, where layer
     // grain holds no less than stage grain: not asked then.
-    if (!layerGrain && !ownStages) {
+    if (!layerGrain && !ownStages && !chooseGrains && !in->attr.isMixed()) {
       FailureOr<Trial> one = trial(module, seq0, 1, budget, true);
       if (failed(one))
         return signalPassFailure();
@@ -351,6 +380,8 @@ struct ReportMaxSeqPass
 
   /// Sequences per microbatch: the input's dimension 0.
   int64_t rows = 1;
+  /// `recompute = "auto"`: each trial chooses the grains at its length.
+  bool chooseGrains = false;
 
   /// The largest sequence in [1, limit] that fits, from the trial at one
   /// token (which fits) and others that already ran. The bracket [lo fits, hi

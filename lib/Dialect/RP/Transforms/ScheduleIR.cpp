@@ -66,7 +66,13 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
   in.partition = partitionFromSizes(
       SmallVector<unsigned>(fwd.begin(), fwd.end()), unsigned(bwd.front()),
       SmallVector<unsigned>(bwd.begin() + 1, bwd.end()), in.costs.size());
-  in.partition.layerGrain = in.attr.getRecompute() == RecomputeGrain::layer;
+  // Per backward stage its grain; `auto` not yet chosen recomputes a stage
+  // at once (rp-choose-recompute resolves it before the schedule).
+  in.partition.layerGrain =
+      !in.attr.isMixed() && in.attr.getRecompute() == RecomputeGrain::layer;
+  for (unsigned b = 0; b < in.partition.backward.size(); ++b)
+    in.partition.stageLayerGrain.push_back(in.attr.getGrain(b) ==
+                                           RecomputeGrain::layer);
   in.partition.tailJobs = in.attr.getTailJobs();
   return in;
 }
@@ -224,9 +230,15 @@ FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module,
   if (failed(pl))
     return failure();
   pl->schedule.gpusPerLink = in->hw.gpusPerLink;
-  // The grain is the partition's: the schedule's commands do not carry it.
-  for (StageJob &j : pl->jobs)
-    j.layerGrain = j.kind == CommandKind::backward && in->partition.layerGrain;
+  // The grain is the partition's backward stage's: the schedule's commands
+  // do not carry it. (A tail pair's backward half is no partition stage.)
+  for (StageJob &j : pl->jobs) {
+    j.layerGrain = false;
+    if (j.kind == CommandKind::backward)
+      for (auto [b, s] : llvm::enumerate(in->partition.backward))
+        if (s == j.range)
+          j.layerGrain = in->partition.layerGrainAt(unsigned(b));
+  }
   return LoadedSchedule{std::move(*in), *op, std::move(*pl)};
 }
 

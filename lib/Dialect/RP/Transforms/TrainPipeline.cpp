@@ -84,6 +84,12 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     choose.tailJobs = int(options.tailJobs);
     pm.addPass(createChooseLossFusionPass(choose));
   }
+  // After the loss fusion's choice, on the graph and partition it kept:
+  // `--recompute auto` becomes a grain per backward stage.
+  ChooseRecomputePassOptions grain;
+  grain.budgetGiB = options.budgetGiB;
+  grain.grains = options.recomputeStages;
+  pm.addPass(createChooseRecomputePass(grain));
   pm.addPass(createLowerSchedulePass());
   // The optimizer runs on the host, so every step uploads the new weights:
   // no schedule keeps them resident.

@@ -9,7 +9,9 @@ same stages: the first must fit and the second must not. So the report's
 retyping agrees with a graph that really has that sequence length. With
 `layer`, the backward stages hold two layers each and recompute at layer
 grain (one layer's intermediates at a time); with `stage` the same stages
-recompute at stage grain, and the report adds what layer grain reaches.
+recompute at stage grain, and the report adds what layer grain reaches;
+with `auto` each trial chooses the grain per stage (rp-choose-recompute),
+as the real plans then do.
 With `moe`, the layers are mixture-of-experts layers (4 experts, top-2)
 and the microbatch holds 2 sequences: the dispatched rows (tokens x top_k)
 and the flattened tokens (2 x sequence) grow with the sequence too.
@@ -26,11 +28,11 @@ batch = 1
 if grain == "moe":
     shape += ",experts=4,top_k=2"
     batch = 2
-stages = ("fwd:2,2;bwd:1,2,2" if grain in ("stage", "layer")
+stages = ("fwd:2,2;bwd:1,2,2" if grain in ("stage", "layer", "auto")
           else "fwd:2,2;bwd:1,1,1,1,1")
 options = "devices=2 hw=rtx4090 microbatches=3 stages=" + stages
-if grain == "layer":
-    options += " recompute=layer"
+if grain in ("layer", "auto"):
+    options += " recompute=" + grain
 
 
 def graph(seq):
@@ -43,7 +45,9 @@ def graph(seq):
 
 def plan(seq):
     r = subprocess.run([rp_opt, graph(seq), "--rp-attach-loss",
-                        "--rp-partition=" + options, "--rp-lower-schedule",
+                        "--rp-partition=" + options,
+                        "--rp-choose-recompute=budget-gib=0.0625",
+                        "--rp-lower-schedule",
                         "--rp-insert-transfers=weight-budget=0",
                         "--rp-plan-memory=budget-gib=0.0625", "-o", "/dev/null"],
                        capture_output=True, text=True)

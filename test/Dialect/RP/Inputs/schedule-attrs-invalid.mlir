@@ -5,8 +5,18 @@ func.func @bad_partitioner() attributes {rp.partition = #rp.partition<schedule =
 
 // -----
 
-// expected-error @+1 {{unknown recompute grain 'block'; expected stage or layer}}
+// expected-error @+1 {{unknown recompute grain 'block'; expected stage, layer or auto}}
 func.func @bad_grain() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", recompute = "block", forward = [], backward = [1]>}
+
+// -----
+
+// expected-error @+1 {{recompute lists 3 grains but there are 2 backward stages after the tail; give one grain per backward stage, or one for all}}
+func.func @grain_count() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "host", recompute = ["layer", "stage", "layer"], forward = [2, 2], backward = [1, 2, 2]>}
+
+// -----
+
+// expected-error @+1 {{a per-stage recompute list holds chosen grains, stage or layer; give "auto" alone to have rp-choose-recompute choose them}}
+func.func @grain_auto() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 3, hw = "host", recompute = ["auto", "layer"], forward = [2, 2], backward = [1, 2, 2]>}
 
 // -----
 

@@ -23,37 +23,38 @@ namespace {
 
 struct ChainPlan {
   PlanBuilder b{1, 1, true};
-  uint32_t X = 0, Y = 0, Q = 0;
+  uint32_t hostX = 0, hostY = 0, hostQ = 0;
   uint32_t a = 0, bb = 0, c = 0, d = 0, e = 0, f = 0;
 };
 
-/// IN: a <- X; J1: bb = relu(a), c = neg(bb); J2: d = exp(c) + f;
-/// OUT: Y <- d; and on the weight queue, unordered with all of it, e <- Q.
+/// IN: a <- hostX; J1: bb = relu(a), c = neg(bb); J2: d = exp(c) + f;
+/// OUT: hostY <- d; and on the weight queue, unordered with all of it,
+/// e <- hostQ.
 /// f is read and never written.
 ChainPlan makeChainPlan() {
   ChainPlan t;
   PlanBuilder &b = t.b;
-  t.X = b.buffer("x", {4, 4});
-  t.Y = b.buffer("y", {4, 4});
-  t.Q = b.buffer("q", {4, 4});
+  t.hostX = b.buffer("x", {4, 4});
+  t.hostY = b.buffer("y", {4, 4});
+  t.hostQ = b.buffer("q", {4, 4});
   t.a = b.buffer("a", {4, 4}, 0);
   t.bb = b.buffer("b", {4, 4}, 0);
   t.c = b.buffer("c", {4, 4}, 0);
   t.d = b.buffer("d", {4, 4}, 0);
   t.e = b.buffer("e", {4, 4}, 0);
   t.f = b.buffer("f", {4, 4}, 0);
-  b.input("x", t.X);
-  b.output("y", t.Y);
+  b.input("x", t.hostX);
+  b.output("y", t.hostY);
   uint32_t p1 = b.program("J1", {call(OpKind::relu, {t.a}, {t.bb}),
                                  call(OpKind::neg, {t.bb}, {t.c})});
   uint32_t p2 = b.program("J2", {call(OpKind::exp, {t.c}, {t.d}),
                                  call(OpKind::add, {t.d, t.f}, {t.d})});
   uint32_t in = b.event(), j2 = b.event();
-  b.copy(0, QueueKind::activation_h2d, {b.whole(t.X, t.a)}, {}, {in}, "IN");
+  b.copy(0, QueueKind::activation_h2d, {b.whole(t.hostX, t.a)}, {}, {in}, "IN");
   b.run(0, p1, {in}, {}, "J1");
   b.run(0, p2, {}, {j2}, "J2");
-  b.copy(0, QueueKind::d2h, {b.whole(t.d, t.Y)}, {j2}, {}, "OUT");
-  b.copy(0, QueueKind::weight_h2d, {b.whole(t.Q, t.e)}, {}, {}, "UP");
+  b.copy(0, QueueKind::d2h, {b.whole(t.d, t.hostY)}, {j2}, {}, "OUT");
+  b.copy(0, QueueKind::weight_h2d, {b.whole(t.hostQ, t.e)}, {}, {}, "UP");
   return t;
 }
 
@@ -99,23 +100,23 @@ TEST(DeviceMemory, VerifyFindsBuffersInUseAtOnce) {
 /// last reader.
 TEST(DeviceMemory, AnUploadInChunksWritesItsBufferWhole) {
   PlanBuilder b{1, 1, true};
-  uint32_t Q = b.buffer("q", {4, 4});
-  uint32_t Y = b.buffer("y", {4, 4});
+  uint32_t q = b.buffer("q", {4, 4});
+  uint32_t y = b.buffer("y", {4, 4});
   uint32_t w = b.buffer("w", {4, 4}, 0);
   uint32_t h = b.buffer("h", {4, 4}, 0);
   uint32_t g = b.buffer("g", {4, 4}, 0);
-  b.output("y", Y);
+  b.output("y", y);
   uint32_t p1 = b.program("J1", {call(OpKind::neg, {w}, {h})});
   uint32_t p2 = b.program("J2", {call(OpKind::exp, {h}, {g})});
   uint32_t up = b.event(), done = b.event();
   uint64_t half = 8 * sizeof(float);
-  b.copy(0, QueueKind::weight_h2d, {CopyDesc{Q, 0, w, 0, half}}, {}, {},
+  b.copy(0, QueueKind::weight_h2d, {CopyDesc{q, 0, w, 0, half}}, {}, {},
          "UP c0");
-  b.copy(0, QueueKind::weight_h2d, {CopyDesc{Q, half, w, half, half}}, {}, {up},
+  b.copy(0, QueueKind::weight_h2d, {CopyDesc{q, half, w, half, half}}, {}, {up},
          "UP c1");
   b.run(0, p1, {up}, {}, "J1");
   b.run(0, p2, {}, {done}, "J2");
-  b.copy(0, QueueKind::d2h, {b.whole(g, Y)}, {done}, {}, "OUT");
+  b.copy(0, QueueKind::d2h, {b.whole(g, y)}, {done}, {}, "OUT");
   Expected<Plan> plan = writeAndLoad(b.plan, "chunks.rpplan");
   ASSERT_TRUE(plan) << plan.getStatus().toString();
   Expected<DeviceLayout> layout = planDeviceMemory(*plan);
@@ -146,7 +147,7 @@ TEST(DeviceMemory, PackedStepComputesLikeABufferApiece) {
     ASSERT_TRUE(exec) << exec.getStatus().toString();
     ThreadPool pool(1);
     ASSERT_TRUE((*exec)->step(pool).isOk());
-    TensorRef y = (*fwd)->buffer(t.Y);
+    TensorRef y = (*fwd)->buffer(t.hostY);
     results[share].assign(y.as<float>(), y.as<float>() + y.size());
   }
   const float *in = reinterpret_cast<const float *>(x.data.data());

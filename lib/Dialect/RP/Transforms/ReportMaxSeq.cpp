@@ -396,7 +396,7 @@ struct ReportMaxSeqPass
   /// trials. Feasibility being monotone, the answer is the bisection's.
   FailureOr<std::pair<int64_t, Trial>>
   largest(ModuleOp module, int64_t seq0, int64_t budget, bool layerGrain,
-          Trial small, ArrayRef<std::pair<int64_t, Trial>> known) {
+          const Trial &small, ArrayRef<std::pair<int64_t, Trial>> known) {
     int64_t lo = 1, hi = limit + 1, below = 0;
     Trial best = small, over, prev;
     bool overKnown = false;

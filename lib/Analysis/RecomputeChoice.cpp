@@ -97,10 +97,10 @@ mlir::rp::chooseRecomputeGrains(const Partition &partition,
     for (auto [b, s] : llvm::enumerate(all.backward)) {
       all.stageLayerGrain[b] = s.size() > 1;
       if (s.size() > 1)
-        order.push_back(
-            {jobWorkBytes(CommandKind::backward, s, layers, false) -
-                 jobWorkBytes(CommandKind::backward, s, layers, true),
-             unsigned(b)});
+        order.emplace_back(
+            jobWorkBytes(CommandKind::backward, s, layers, false) -
+                jobWorkBytes(CommandKind::backward, s, layers, true),
+            unsigned(b));
     }
     FailureOr<MemoryPlan> allPlan =
         planGrains(all, layers, target, nullptr, error);

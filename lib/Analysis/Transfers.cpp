@@ -174,7 +174,7 @@ void Inserter::run() {
         if (after)
           up.waits.push_back(*after);
         lastUpload[job.weightSet] = add(std::move(up));
-        weightUploads.push_back({lastUpload[job.weightSet], step});
+        weightUploads.emplace_back(lastUpload[job.weightSet], step);
       }
     }
     if (lastUpload[job.weightSet] != ~0u)
@@ -313,12 +313,15 @@ void Inserter::run() {
     bool firstDownload = true;
     for (const Edge &e : downloads[i]) {
       int64_t savedBytes = 0;
-      for (auto [begin, bytes] : savedFor)
+      for (const auto &[first, bytes] : savedFor) {
+        // A structured binding is not captured by a lambda before C++20.
+        unsigned begin = first;
         if (begin == e.boundary ||
             (firstDownload && llvm::none_of(downloads[i], [&](const Edge &x) {
                return x.boundary == begin;
              })))
           savedBytes += bytes;
+      }
       firstDownload = false;
       Command d = copy(
           e.download, dev, boundaryBytes(layers, e.boundary) + savedBytes,

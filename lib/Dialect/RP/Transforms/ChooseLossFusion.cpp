@@ -15,6 +15,7 @@
 #include "ScheduleIR.h"
 #include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/PassesInFlight.h"
 #include "rp/Analysis/ScheduleTiming.h"
 
 #include "mlir/IR/Builders.h"
@@ -119,8 +120,8 @@ struct ChooseLossFusionPass
     // uploaded every step, never resident.
     pl->residentWeights = false;
     bool roundRobin = pl->kind == ScheduleKind::roundRobin;
+    Pipeline computeOnly = *pl;
     if (roundRobin) {
-      Pipeline computeOnly = *pl;
       std::optional<SteadyState> steady;
       if (passShift >= 0) {
         computeOnly.passShift = passShift % int(pl->devices);
@@ -148,6 +149,19 @@ struct ChooseLossFusionPass
         p.bubble = t->bubbleFraction();
       }
     MemoryPlan mp = planMemory(*pl, in->costs);
+    // As rp-plan-memory decides: where two copies of the arenas do not fit,
+    // a continuous run keeps one pass in flight, and pays the fill and the
+    // drain every pass (an unfused head's logits can tip a plan over).
+    if (roundRobin &&
+        choosePassesInFlight(mp.peakBytes, budget,
+                             renamesDevices(pl->shiftPerPass(), 2)) == 1) {
+      computeOnly.passesInFlight = 1;
+      if (std::optional<SteadyState> one =
+              steadyState(computeOnly, in->costs, in->hw)) {
+        p.stepMs = one->stepMs;
+        p.bubble = one->bubble();
+      }
+    }
     for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
       if (peak > p.peak) {
         p.peak = peak;

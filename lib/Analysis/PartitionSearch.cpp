@@ -29,6 +29,7 @@ struct Sizes {
 
 std::vector<unsigned> sizesOf(const std::vector<StageRange> &stages) {
   std::vector<unsigned> sizes;
+  sizes.reserve(stages.size());
   for (const StageRange &r : stages)
     sizes.push_back(r.size());
   return sizes;
@@ -350,8 +351,8 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   std::vector<std::pair<double, Sizes>> seeds;
   for (const auto &[key, ms] : timed)
     if (std::isfinite(ms))
-      seeds.push_back(
-          {ms, Sizes{std::get<0>(key), std::get<1>(key), std::get<2>(key)}});
+      seeds.emplace_back(
+          ms, Sizes{std::get<0>(key), std::get<1>(key), std::get<2>(key)});
   // Ties in the order the map keeps, so the result is deterministic.
   std::stable_sort(
       seeds.begin(), seeds.end(),
@@ -374,8 +375,8 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
     std::vector<std::pair<double, Sizes>> byTime;
     for (const auto &[key, ms] : timed)
       if (ms < bestRoundPipeMs)
-        byTime.push_back(
-            {ms, Sizes{std::get<0>(key), std::get<1>(key), std::get<2>(key)}});
+        byTime.emplace_back(
+            ms, Sizes{std::get<0>(key), std::get<1>(key), std::get<2>(key)});
     llvm::sort(byTime,
                [](const auto &a, const auto &b) { return a.first < b.first; });
     p = roundpipe;

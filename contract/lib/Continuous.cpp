@@ -50,6 +50,19 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
   std::vector<unsigned> lasts;
   for (auto &[lane, i] : lastOf)
     lasts.push_back(i);
+  // One copy of the arenas shared by the passes: the first task of each
+  // (device, lane) of pass p+1 waits for every last task of pass p that
+  // ran on the same physical device.
+  bool shared = o.arenaCopies == 1 && L >= 2;
+  std::vector<std::vector<unsigned>> lastsOfDevice(G);
+  std::map<std::pair<unsigned, unsigned>, unsigned> firstOf;
+  for (auto &[lane, i] : lastOf)
+    lastsOfDevice[lane.first % G].push_back(i);
+  for (size_t i = C; i-- > 0;)
+    firstOf[{pass.tasks[i].device, unsigned(pass.tasks[i].lane)}] = unsigned(i);
+  std::vector<bool> isFirst(C, false);
+  for (auto &[lane, i] : firstOf)
+    isFirst[i] = true;
 
   // Host work, in the trainer's order: lane G is the thread running the
   // steps, G + 1 the optimizer's thread, G + 2 the gates.
@@ -158,6 +171,12 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
       task.waits.reserve(of.waits.size() + gatesOf.size());
       for (unsigned w : of.waits)
         task.waits.push_back(w + unsigned(size_t(t) * C));
+      if (shared && t > 0 && isFirst[i]) {
+        // The plan device pass t-1 ran on this physical device.
+        unsigned before = (task.device + G - run.shiftOf(t - 1)) % G;
+        for (unsigned w : lastsOfDevice[before])
+          task.waits.push_back(w + unsigned(size_t(t - 1) * C));
+      }
       for (unsigned gate : gatesOf)
         if (gate < perPass)
           task.waits.push_back(unsigned(gates + t * perPass + gate));

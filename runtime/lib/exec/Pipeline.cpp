@@ -550,6 +550,11 @@ unsigned rp::runtime::passesInFlight(const Plan &plan) {
   return plan.passesInFlight ? plan.passesInFlight : 2;
 }
 
+unsigned rp::runtime::arenaCopies(const Plan &plan, unsigned slots) {
+  unsigned copies = plan.arenaCopies ? plan.arenaCopies : slots;
+  return std::max(1u, std::min(copies, slots));
+}
+
 bool rp::runtime::renamesDevices(const Plan &plan, unsigned slots) {
   return slots >= 2 && plan.devices > 1 &&
          passShiftJobs(plan) % plan.devices != 0;

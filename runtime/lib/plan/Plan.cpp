@@ -420,6 +420,16 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
   if (plan.passesInFlight > 2)
     return c.fail("passes in flight " + std::to_string(plan.passesInFlight) +
                   " is not 1 or 2 (0 in older plans); recompile the model");
+  plan.arenaCopies = root->arena_copies();
+  if (plan.arenaCopies > 2)
+    return c.fail("arena copies " + std::to_string(plan.arenaCopies) +
+                  " is not 1 or 2 (0 in older plans); recompile the model");
+  if (plan.arenaCopies > std::max(plan.passesInFlight, 1u) &&
+      plan.passesInFlight)
+    return c.fail(std::to_string(plan.arenaCopies) +
+                  " copies of the arenas for " +
+                  std::to_string(plan.passesInFlight) +
+                  " pass(es) in flight; recompile the model");
   if (plan.passShift < -1 ||
       (plan.passShift >= 0 && uint32_t(plan.passShift) >= plan.devices))
     return c.fail("pass shift " + std::to_string(plan.passShift) +

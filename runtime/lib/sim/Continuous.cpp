@@ -61,6 +61,7 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   layout.accumulate = o.accumulate;
   layout.sync = o.sync;
   layout.slots = o.slots;
+  layout.arenaCopies = o.arenaCopies;
   layout.shift = o.shift;
   layout.prologueMs = r.prologueMs;
   layout.epilogueMs = r.epilogueMs;

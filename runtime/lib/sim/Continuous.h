@@ -42,6 +42,8 @@ struct ContinuousLayout {
   bool sync = false;
   /// Passes in flight (buffer slots), 2 as the trainer runs them.
   unsigned slots = 2;
+  /// Copies of the device arenas (0: one per pass in flight).
+  unsigned arenaCopies = 0;
   /// Device shift per pass (passShiftJobs, 0 without renaming).
   uint32_t shift = 0;
   /// The trainer's weight gates (lib/exec/Fences.h): per plan job the

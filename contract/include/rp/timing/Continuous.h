@@ -50,6 +50,10 @@ struct RunLayout {
   bool sync = false;
   /// Passes in flight (buffer slots), 2 as the trainer runs them.
   unsigned slots = 2;
+  /// Copies of the device arenas: one per pass in flight (0), or 1, one
+  /// set that every pass on a device shares, so a device takes up pass
+  /// p+1's work once its own part of pass p is done (on every lane).
+  unsigned arenaCopies = 0;
   /// Device shift per pass (0: every pass on the same devices).
   unsigned shift = 0;
   /// Host work per pass (prologue, epilogue) and per step (optimizer).

@@ -38,6 +38,11 @@ struct ForwardOptions {
   /// Copies of every buffer (1 or 2): continuous execution runs pass p on
   /// slot p % 2, so two passes in flight never share bytes.
   unsigned slots = 1;
+  /// Copies of the device buffers (0: one per slot). 1 with two slots:
+  /// both slots' device buffers are the same bytes (host buffers keep a
+  /// copy per slot), and the pipeline executor then lets a device take up
+  /// a pass only once all its queues are done with the pass before.
+  unsigned arenaCopies = 0;
   /// Lets a pass run with its devices renamed (device k's buffers on device
   /// (k + shift) % G): every arena is sized for the largest device's
   /// layout. Off when a device buffer holds contents beyond one step (they

@@ -121,6 +121,12 @@ uint32_t passShiftJobs(const Plan &plan);
 /// in plans older than it.
 unsigned passesInFlight(const Plan &plan);
 
+/// The copies of the device arenas a continuous run of `plan` with `slots`
+/// passes in flight allocates: the plan's decision (plan.fbs's
+/// arena_copies), one per pass in flight in plans older than it, never
+/// more than `slots`.
+unsigned arenaCopies(const Plan &plan, unsigned slots);
+
 /// Whether a continuous run with `slots` passes in flight renames the
 /// devices pass by pass (asks HostForward for rotating arenas): two passes
 /// in flight whose pass shift moves the jobs. One pass in flight starts a

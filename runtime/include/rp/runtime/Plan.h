@@ -155,6 +155,9 @@ struct Plan {
   /// Passes a continuous run keeps in flight (1 or 2, plan.fbs); 0 in
   /// older plans, which run two and whose planned peak is one pass's.
   uint32_t passesInFlight = 0;
+  /// Copies of the device arenas a continuous run allocates (1 or 2,
+  /// plan.fbs); 0 in older plans: one per pass in flight (arenaCopies()).
+  uint32_t arenaCopies = 0;
   /// The file's bytes, for --describe=json.
   std::vector<uint8_t> raw;
 };

@@ -99,9 +99,12 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
   layout.steps = steps;
   unsigned g = pipeline.devices;
   // One pass in flight: the trainer stages a pass after the one before has
-  // finished (its epilogue run) and does not rename the devices.
+  // finished (its epilogue run) and does not rename the devices. One copy
+  // of the arenas for two: a device waits for its own part of the pass
+  // before.
   layout.slots = std::max(1u, pipeline.passesInFlight);
   layout.shift = layout.slots >= 2 ? shift : 0;
+  layout.arenaCopies = pipeline.arenaCopies;
   size_t stuckAt = 0;
   std::optional<::rp::timing::ContinuousRun> run =
       ::rp::timing::layOutRun(step.graph, layout, &stuckAt);
@@ -151,6 +154,15 @@ mlir::rp::steadyState(const Pipeline &pipeline,
   // and per parameter a version gate.
   return timeSteps(pipeline, oneStep(pipeline, layers, hw, syncOptimizer),
                    pipeline.shiftPerPass(), steps, stuck);
+}
+
+std::optional<SteadyState>
+mlir::rp::steadyStateInMemory(Pipeline pipeline, unsigned passes,
+                              unsigned copies, llvm::ArrayRef<LayerCost> layers,
+                              const HardwareProfile &hw, std::string *stuck) {
+  pipeline.passesInFlight = passes;
+  pipeline.arenaCopies = copies;
+  return steadyState(pipeline, layers, hw, false, kSteadySteps, stuck);
 }
 
 std::optional<SteadyState>

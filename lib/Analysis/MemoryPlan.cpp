@@ -210,19 +210,19 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
 }
 
 std::vector<int64_t> mlir::rp::runPeakBytes(llvm::ArrayRef<int64_t> passPeaks,
-                                            unsigned passes, bool renamed) {
+                                            unsigned copies, bool renamed) {
   int64_t largest = 0;
   for (int64_t p : passPeaks)
     largest = std::max(largest, p);
   std::vector<int64_t> run;
   for (int64_t p : passPeaks)
-    run.push_back(int64_t(passes) * (renamed ? largest : p));
+    run.push_back(int64_t(copies) * (renamed ? largest : p));
   return run;
 }
 
-unsigned mlir::rp::choosePassesInFlight(llvm::ArrayRef<int64_t> passPeaks,
-                                        int64_t budget, bool renamedWithTwo) {
-  for (int64_t p : runPeakBytes(passPeaks, 2, renamedWithTwo))
+unsigned mlir::rp::chooseArenaCopies(llvm::ArrayRef<int64_t> passPeaks,
+                                     int64_t budget, bool renamed) {
+  for (int64_t p : runPeakBytes(passPeaks, 2, renamed))
     if (p > budget)
       return 1;
   return 2;

@@ -180,25 +180,28 @@ static void printSummary(ModuleOp module, size_t size) {
     os << text;
   }
   if (std::optional<ArrayRef<int64_t>> peaks = s.getPeakBytes()) {
-    // What a run allocates: a copy of the arenas per pass in flight, each
-    // the largest device's when the devices are renamed.
+    // What a run allocates: its copies of the arenas, each the largest
+    // device's when the devices are renamed.
     uint64_t passes = s.getPassesInFlight().value_or(2);
+    uint64_t copies = s.getArenaCopies().value_or(passes);
     unsigned shift = partition.getSchedule() == rp::ScheduleKind::roundRobin
                          ? unsigned(s.getPassShift().value_or(0) % devices)
                          : 0;
     std::vector<int64_t> run = rp::runPeakBytes(
-        *peaks, unsigned(passes), rp::renamesDevices(shift, passes));
+        *peaks, unsigned(copies), rp::renamesDevices(shift, passes));
     os << "; peak device memory";
     for (auto [d, p] : llvm::enumerate(run))
       os << (d ? ", " : " ") << formatBytes(p);
     if (std::optional<uint64_t> budget = s.getBudgetBytes())
       os << " of " << formatBytes(*budget);
-    if (passes >= 2) {
-      os << " (2 passes in flight)";
+    if (passes >= 2 && copies >= 2) {
+      os << " (2 passes in flight, a copy of the arenas each)";
     } else {
       std::vector<int64_t> two =
           rp::runPeakBytes(*peaks, 2, rp::renamesDevices(shift, 2));
-      os << " (1 pass in flight: two would need "
+      os << (passes >= 2 ? " (2 passes in flight sharing one copy of the "
+                           "arenas: two copies would need "
+                         : " (1 pass in flight: two copies would need ")
          << formatBytes(*std::max_element(two.begin(), two.end())) << ")";
     }
   }

@@ -69,6 +69,15 @@ steadyState(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
             const HardwareProfile &hw, bool syncOptimizer = false,
             unsigned steps = kSteadySteps, std::string *stuck = nullptr);
 
+/// The steady state of a compute-only round-robin `pipeline` run as the
+/// memory plan decides (rp-plan-memory): `passes` in flight on `copies`
+/// copies of the arenas (1: shared, a device waits for its own part of the
+/// pass before). rp-choose-loss-fusion times its options the same way.
+std::optional<SteadyState>
+steadyStateInMemory(Pipeline pipeline, unsigned passes, unsigned copies,
+                    llvm::ArrayRef<LayerCost> layers,
+                    const HardwareProfile &hw, std::string *stuck = nullptr);
+
 /// `Dispatch` (an ODS enum in RPAttrs.td, whose names the `dispatch`
 /// options take) says how a round-robin plan moves its jobs from one pass
 /// to the next (the plan's pass shift, decided at compile time so plans

@@ -95,10 +95,15 @@ struct Pipeline {
   /// pass's (pass p's job n runs on (device of job n + p * passShift) mod
   /// G); -1 is the job counter carrying on (the stage job count).
   int passShift = -1;
-  /// Continuous runs: passes in flight (buffer slots), 2 unless the memory
-  /// plan finds that two copies of the arenas do not fit (rp-plan-memory);
-  /// with 1 a pass is staged after the one before has finished.
+  /// Continuous runs: passes in flight (buffer slots), 2 unless forced to
+  /// 1 (rp-plan-memory), where a pass is staged after the one before has
+  /// finished.
   unsigned passesInFlight = 2;
+  /// Continuous runs: copies of the device arenas, one per pass in flight
+  /// (0, or 2), or 1 where the memory plan finds that two do not fit
+  /// (rp-plan-memory): the passes in flight share one set, and a device
+  /// takes up pass p+1's work once its own part of pass p is done.
+  unsigned arenaCopies = 0;
   Schedule schedule;
 
   /// The device shift from one pass to the next, in [0, devices): 0 for

@@ -81,6 +81,8 @@ private:
   std::vector<uint64_t> plannedPeakBytes;
   /// Staged training plans: passes in flight (0: not decided).
   unsigned passesInFlight = 0;
+  /// Staged training plans: copies of the device arenas (0: not decided).
+  unsigned arenaCopies = 0;
   fb::FlatBufferBuilder fbb{1 << 16};
   std::vector<fb::Offset<pf::Buffer>> buffers;
   std::vector<int64_t> bufferBytes;

@@ -575,18 +575,21 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
     llvm::sys::path::remove_dots(hw, /*remove_dot_dot=*/true);
   }
   std::optional<uint64_t> shift = schedule.getPassShift();
-  // What the run allocates per device: one pass's peak per pass in flight,
-  // the largest device's when the devices are renamed (runPeakBytes).
+  // What the run allocates per device: one pass's peak per copy of the
+  // arenas, the largest device's when the devices are renamed
+  // (runPeakBytes).
   w.passesInFlight = unsigned(schedule.getPassesInFlight().value_or(0));
+  w.arenaCopies = unsigned(schedule.getArenaCopies().value_or(0));
   if (std::optional<ArrayRef<int64_t>> peaks = schedule.getPeakBytes()) {
     unsigned passes = std::max(w.passesInFlight, 1u);
+    unsigned copies = w.arenaCopies ? w.arenaCopies : passes;
     unsigned moved =
         partition.getSchedule() == ScheduleKind::roundRobin && shift
             ? unsigned(*shift % devices)
             : 0;
     std::vector<int64_t> run =
         w.passesInFlight
-            ? runPeakBytes(*peaks, passes, renamesDevices(moved, passes))
+            ? runPeakBytes(*peaks, copies, renamesDevices(moved, passes))
             : std::vector<int64_t>(peaks->begin(), peaks->end());
     w.plannedPeakBytes.assign(run.begin(), run.end());
   }

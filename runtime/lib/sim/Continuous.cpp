@@ -101,6 +101,7 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   r.shift = o.shift;
   r.rotationSteps = run.rotation;
   r.inFlight = std::max(o.slots, 1u);
+  r.arenaCopies = o.arenaCopies ? o.arenaCopies : r.inFlight;
   r.stepMs = run.stepMs;
   r.tokens *= K;
   r.tokensPerSecond = r.stepMs > 0 ? r.tokens / (r.stepMs / 1e3) : 0;

@@ -78,6 +78,13 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
   if (slots > 2)
     return invalidArgument("--passes-in-flight " + std::to_string(slots) +
                            ": give 1 or 2");
+  unsigned copies =
+      options.arenaCopies ? options.arenaCopies : arenaCopies(plan, slots);
+  if (copies > slots)
+    return invalidArgument("--arena-copies " + std::to_string(copies) +
+                           " for " + std::to_string(slots) +
+                           " pass(es) in flight: give at most one copy of "
+                           "the arenas per pass");
   ForwardOptions fo;
   fo.fill = false;
   fo.shareDeviceMemory = continuous;
@@ -145,6 +152,7 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
     layout.accumulate = options.accumulate;
     layout.sync = options.sync;
     layout.slots = slots;
+    layout.arenaCopies = copies < slots ? 1 : 0;
     uint32_t shift = passShiftJobs(plan);
     layout.shift = (*fwd)->rotates() ? shift % plan.devices : 0;
     if (shift % plan.devices != 0 && slots < 2)

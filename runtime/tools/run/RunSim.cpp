@@ -124,11 +124,13 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
   if (report->continuous)
     std::fprintf(
         stderr,
-        "rp-run: continuous: %u pass(es) per step, %u in flight, devices "
+        "rp-run: continuous: %u pass(es) per step, %u in flight on %u "
+        "cop%s of the arenas, devices "
         "shifted by %u per pass%s; steady step over a window of %u "
         "step(s), bubble %.1f%% there; the run %.3f ms, its "
         "bubble (fill and drain once) %.1f%%\n",
-        o.accumulate, report->inFlight, report->shift,
+        o.accumulate, report->inFlight, report->arenaCopies,
+        report->arenaCopies == 1 ? "y" : "ies", report->shift,
         report->notRenamed.empty() ? ""
                                    : (" (" + report->notRenamed + ")").c_str(),
         report->rotationSteps, report->steadyBubblePct, report->runMs,

@@ -5,7 +5,10 @@
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="budget-gib=0.0000049" | FileCheck %s --check-prefix=TWOFIT
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="budget-gib=0.0000045" --rp-verify-schedule | FileCheck %s --check-prefix=ONE
 // RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="passes-in-flight=1" | FileCheck %s --check-prefix=FORCED1
-// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="budget-gib=0.0000045 passes-in-flight=2" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=FORCED2
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="budget-gib=0.0000045 arena-copies=2" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=FORCED2
+// RUN: rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="arena-copies=1" --rp-verify-schedule | FileCheck %s --check-prefix=SHARED
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="passes-in-flight=1 arena-copies=2" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=TWOFORONE
+// RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="arena-copies=3" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=THREECOPIES
 // RUN: (rp-opt %S/Inputs/four-layers.mlir --rp-partition="devices=2 hw=rtx4090 stages=fwd:1,1;bwd:2,1,1 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory="passes-in-flight=3" 2>&1; echo "exit $?") | FileCheck %s --check-prefix=THREE
 
 // Every compute gets its weights, input, output and work offsets; the
@@ -13,7 +16,7 @@
 // pinned host memory (weights and gradients of the model, 2 x 1024 bytes,
 // plus the staged activations).
 // CHECK: rp.partition = #rp.partition<schedule = "round-robin", devices = 2, microbatches = 1, hw = "rtx4090"
-// CHECK: rp.schedule @main attributes {bubble = {{.*}} : f64, budget_bytes = 25769803776 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2624, 1408>, pinned_bytes = 2176 : i64, step_ms = {{.*}} : f64}
+// CHECK: rp.schedule @main attributes {arena_copies = 2 : i64, bubble = {{.*}} : f64, budget_bytes = 25769803776 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2624, 1408>, pinned_bytes = 2176 : i64, step_ms = {{.*}} : f64}
 // CHECK: rp.compute forward job 0 {{.*}} offsets = array<i64: 0, 256, 320, 384>
 // Job 1 on device 1: its weights at 0, then its 64-byte input and output.
 // CHECK: rp.compute forward job 1 {{.*}} offsets = array<i64: 0, 768, 832, 896>
@@ -32,7 +35,7 @@
 
 // 1F1B with resident weights: one weight set per device, kept inputs.
 // STATIC: rp.partition = #rp.partition<schedule = "1f1b"
-// STATIC: rp.schedule @main resident attributes {bubble = {{.*}}, budget_bytes = 25769803776 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>
+// STATIC: rp.schedule @main resident attributes {arena_copies = 2 : i64, bubble = {{.*}}, budget_bytes = 25769803776 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>
 
 // OVER: error: device 0 needs 2.44e-06 GiB (2624 bytes) at its peak, over its budget of 1.5e-06 GiB (1610 bytes)
 // OVER: note: the biggest buffers: weights of set 2 (layers 2-3), 9.54e-07 GiB
@@ -43,15 +46,22 @@
 // NOSCHEDULE: exit 1
 // OVER: exit 1
 
-// Passes in flight: a continuous run keeps two when two copies of the
-// arenas fit every device, each the largest device's (2624 bytes) since
-// round-robin renames the devices: 5248 bytes. A budget of 5261 bytes
-// keeps two; one of 4831 bytes one, the steady step timed again with one
-// pass in flight.
-// TWOFIT: rp.schedule @main attributes {{{.*}}, budget_bytes = 5261 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2624, 1408>
-// ONE: rp.schedule @main attributes {{{.*}}, budget_bytes = 4831 : i64, pass_shift = 1 : i64, passes_in_flight = 1 : i64, peak_bytes = array<i64: 2624, 1408>, {{.*}}step_ms =
-// FORCED1: passes_in_flight = 1 : i64, peak_bytes = array<i64: 2624, 1408>
-// FORCED2: error: two passes in flight need 4.89e-06 GiB (5248 bytes) on device 0 (a copy of the arenas per pass, each the largest device's since the devices are renamed pass by pass), over its budget of 4.5e-06 GiB (4831 bytes); leave passes-in-flight out (1 pass in flight fits) or use fewer tokens per microbatch
+// Passes in flight: a continuous run keeps two, each on its own copy of
+// the arenas when two copies fit every device, each the largest device's
+// (2624 bytes) since round-robin renames the devices: 5248 bytes. A
+// budget of 5261 bytes keeps two copies; one of 4831 bytes one that the
+// two passes share (a device takes up the next pass once its own part of
+// the pass before is done), the steady step timed again that way.
+// TWOFIT: rp.schedule @main attributes {arena_copies = 2 : i64, {{.*}}, budget_bytes = 5261 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2624, 1408>
+// ONE: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}, budget_bytes = 4831 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2624, 1408>, {{.*}}step_ms =
+// SHARED: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}passes_in_flight = 2 : i64
+// One pass in flight has one copy of the arenas.
+// FORCED1: arena_copies = 1 : i64, {{.*}}passes_in_flight = 1 : i64, peak_bytes = array<i64: 2624, 1408>
+// FORCED2: error: two copies of the arenas need 4.89e-06 GiB (5248 bytes) on device 0 (one per pass in flight, each the largest device's since the devices are renamed pass by pass), over its budget of 4.5e-06 GiB (4831 bytes); leave arena-copies out (the two passes then share one copy) or use fewer tokens per microbatch
 // FORCED2: exit 1
-// THREE: error: passes-in-flight 3 is not a count of passes in flight; give 1, 2 or 0 (2 when two copies of the arenas fit, else 1)
+// TWOFORONE: error: arena-copies 2 for 1 pass in flight: a pass needs one copy of the arenas; leave arena-copies out
+// TWOFORONE: exit 1
+// THREE: error: passes-in-flight 3 is not a count of passes in flight; give 1 or 2
 // THREE: exit 1
+// THREECOPIES: error: arena-copies 3 is not a count of arena copies; give 1, 2 or 0 (2 when two copies fit, else 1)
+// THREECOPIES: exit 1

@@ -49,11 +49,14 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator,
     `pinned_bytes` the pinned host memory (the model's weights and
     gradients, and the staged activations at their peak); `peak_bytes` is
     one pass's. `passes_in_flight` (1 or 2) is how many passes a
-    continuous run keeps in flight, each on its own copy of the arenas:
-    what a run allocates per device is that many copies, each the largest
+    continuous run keeps in flight and `arena_copies` (1 or 2, no more
+    than the passes) how many copies of the device arenas it allocates:
+    one per pass, or one that two passes share, each device taking up the
+    next pass's jobs once its own part of the pass before is done. What a
+    run allocates per device is that many copies, each the largest
     device's when two passes rename the devices (runPeakBytes,
-    include/rp/Analysis/MemoryPlan.h), and the plan export carries that
-    as `planned_peak_bytes`. After
+    include/rp/Analysis/PassesInFlight.h), and the plan export carries
+    that as `planned_peak_bytes`. After
     rp-insert-transfers, `step_ms` is the estimated time of the step and
     `bubble` the share of it the devices' compute queues are idle
     (include/rp/Analysis/ScheduleTiming.h); for round-robin, `pass_shift`
@@ -79,7 +82,8 @@ def RP_ScheduleOp : RP_Op<"schedule", [SingleBlock, NoTerminator,
                        OptionalAttr<F64Attr>:$step_ms,
                        OptionalAttr<F64Attr>:$bubble,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$pass_shift,
-                       OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>, IntMaxValue<2>]>>:$passes_in_flight);
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>, IntMaxValue<2>]>>:$passes_in_flight,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>, IntMaxValue<2>]>>:$arena_copies);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $function (`resident` $resident^)? attr-dict-with-keyword $body

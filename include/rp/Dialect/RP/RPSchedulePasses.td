@@ -365,13 +365,16 @@ def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
     each compute's `offsets` (weights, input, output, work) and the
     schedule's `peak_bytes` (one pass's), `budget_bytes` and `pinned_bytes`.
 
-    It also decides how many passes a continuous run keeps in flight
-    (`passes_in_flight`), each on its own copy of the arenas: 2 when two
-    copies fit every device's budget (with renamed devices each copy is
-    the largest device's), else 1, where a pass starts once the one before
-    has finished; `passes-in-flight` forces 1 or 2. When it is 1 on a
-    round-robin schedule, the steady step (`step_ms`, `bubble`) is timed
-    again with one pass in flight.
+    It also records how a continuous run holds its passes: two in flight
+    (`passes_in_flight`; `passes-in-flight` 1 forces one, where a pass
+    starts once the one before has finished) on `arena_copies` copies of
+    the device arenas: 2, one per pass, when two copies fit every device's
+    budget (with renamed devices each copy is the largest device's), else
+    1, one set the two passes share, a device taking up the next pass's
+    jobs once its own part of the pass before is done; `arena-copies`
+    forces 1 or 2. With one copy on a round-robin schedule, the steady
+    step (`step_ms`, `bubble`) is timed again as the run holds its
+    passes.
 
     A device over its budget (the profile's memory, or `budget-gib`) is an
     error that gives the peak, the budget, the biggest buffers and what to
@@ -379,7 +382,8 @@ def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
     a smaller microbatch when working memory does.
 
     ```mlir
-    rp.schedule @main attributes {budget_bytes = 25769803776 : i64,
+    rp.schedule @main attributes {arena_copies = 2 : i64,
+        budget_bytes = 25769803776 : i64,
         passes_in_flight = 2 : i64, peak_bytes = array<i64: 2048, 2048>,
         pinned_bytes = 4096 : i64} {
       %c = rp.compute forward job 0 layers 0 to 2 mb 0 device 0 weights 0
@@ -391,8 +395,11 @@ def PlanMemoryPass : Pass<"rp-plan-memory", "::mlir::ModuleOp"> {
     Option<"budgetGiB", "budget-gib", "double", "0",
            "device memory to plan against in GiB; 0 takes the profile's">,
     Option<"passesInFlight", "passes-in-flight", "unsigned", "0",
-           "passes a continuous run keeps in flight: 1, 2, or 0 for 2 "
-           "when two copies of the arenas fit, else 1">
+           "passes a continuous run keeps in flight: 1, or 2 (0)">,
+    Option<"arenaCopies", "arena-copies", "unsigned", "0",
+           "copies of the device arenas a continuous run allocates: 1 "
+           "(the passes in flight share it), 2 (one per pass), or 0 for "
+           "2 when two fit, else 1">
   ];
 }
 

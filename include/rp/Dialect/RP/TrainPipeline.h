@@ -170,9 +170,15 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "it")};
   Option<unsigned> passesInFlight{
       *this, "passes-in-flight", flags, llvm::cl::init(0),
-      llvm::cl::desc("passes a continuous run keeps in flight, each on its "
-                     "own copy of the device arenas: 1, 2, or 0 for 2 when "
-                     "two copies fit the budget, else 1")};
+      llvm::cl::desc("passes a continuous run keeps in flight: 1 (a pass "
+                     "starts once the one before has finished), or 2 (0)")};
+  Option<unsigned> arenaCopies{
+      *this, "arena-copies", flags, llvm::cl::init(0),
+      llvm::cl::desc("copies of the device arenas a continuous run "
+                     "allocates: 1 (the passes in flight share it, each "
+                     "device waiting for its own part of the pass before), "
+                     "2 (one per pass), or 0 for 2 when two fit the budget, "
+                     "else 1")};
 };
 
 /// rp-compile --forward-only: what changes the model alone, rp-add-lora

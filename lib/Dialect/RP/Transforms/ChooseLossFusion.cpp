@@ -150,18 +150,17 @@ struct ChooseLossFusionPass
       }
     MemoryPlan mp = planMemory(*pl, in->costs);
     // As rp-plan-memory decides: where two copies of the arenas do not fit,
-    // a continuous run keeps one pass in flight, and pays the fill and the
-    // drain every pass (an unfused head's logits can tip a plan over).
+    // the two passes in flight share one, each device waiting for its own
+    // part of the pass before (an unfused head's logits can tip a plan
+    // over).
     if (roundRobin &&
-        choosePassesInFlight(mp.peakBytes, budget,
-                             renamesDevices(pl->shiftPerPass(), 2)) == 1) {
-      computeOnly.passesInFlight = 1;
+        chooseArenaCopies(mp.peakBytes, budget,
+                          renamesDevices(pl->shiftPerPass(), 2)) == 1)
       if (std::optional<SteadyState> one =
-              steadyState(computeOnly, in->costs, in->hw)) {
+              steadyStateInMemory(computeOnly, 2, 1, in->costs, in->hw)) {
         p.stepMs = one->stepMs;
         p.bubble = one->bubble();
       }
-    }
     for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
       if (peak > p.peak) {
         p.peak = peak;

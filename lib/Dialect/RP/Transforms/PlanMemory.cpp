@@ -128,46 +128,56 @@ struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
       signalPassFailure();
   }
 
-  /// Records how many passes a continuous run keeps in flight: the option's
-  /// count, or 2 when two copies of the arenas fit every device's budget
-  /// (runPeakBytes), else 1; a round-robin schedule's steady step is then
-  /// timed again with one pass in flight.
+  /// Records how a continuous run holds its passes: two in flight (or the
+  /// option's one) on the option's copies of the arenas, or 2 when two
+  /// copies fit every device's budget (runPeakBytes), else 1 shared; a
+  /// round-robin schedule's steady step is then timed again that way.
   LogicalResult decidePassesInFlight(ScheduleOp op, const Pipeline &pl,
                                      const PipelineInputs &in,
                                      const MemoryPlan &mp, int64_t budget) {
     if (passesInFlight > 2)
       return op->emitError("passes-in-flight ")
              << unsigned(passesInFlight)
-             << " is not a count of passes in flight; give 1, 2 or 0 (2 "
-                "when two copies of the arenas fit, else 1)";
+             << " is not a count of passes in flight; give 1 or 2";
+    if (arenaCopies > 2)
+      return op->emitError("arena-copies ")
+             << unsigned(arenaCopies)
+             << " is not a count of arena copies; give 1, 2 or 0 (2 when "
+                "two copies fit, else 1)";
+    unsigned passes = passesInFlight ? unsigned(passesInFlight) : 2;
+    if (arenaCopies > passes)
+      return op->emitError("arena-copies ")
+             << unsigned(arenaCopies) << " for " << passes
+             << " pass in flight: a pass needs one copy of the arenas; "
+                "leave arena-copies out";
     unsigned shift = pl.shiftPerPass();
-    unsigned passes = passesInFlight
-                          ? unsigned(passesInFlight)
-                          : choosePassesInFlight(mp.peakBytes, budget,
-                                                 renamesDevices(shift, 2));
-    if (passesInFlight == 2) {
-      std::vector<int64_t> run =
-          runPeakBytes(mp.peakBytes, 2, renamesDevices(shift, 2));
+    bool renamed = renamesDevices(shift, passes);
+    unsigned copies = passes == 1    ? 1
+                      : arenaCopies ? unsigned(arenaCopies)
+                                    : chooseArenaCopies(mp.peakBytes, budget,
+                                                        renamed);
+    if (copies == 2) {
+      std::vector<int64_t> run = runPeakBytes(mp.peakBytes, 2, renamed);
       for (auto [d, bytes] : llvm::enumerate(run))
         if (bytes > budget)
           return op.emitError()
-                 << "two passes in flight need " << gib(bytes) << " (" << bytes
-                 << " bytes) on device " << d
-                 << " (a copy of the arenas per pass"
-                 << (renamesDevices(shift, 2)
-                         ? ", each the largest device's since the devices "
-                           "are renamed pass by pass"
-                         : "")
+                 << "two copies of the arenas need " << gib(bytes) << " ("
+                 << bytes << " bytes) on device " << d << " (one per pass in "
+                 << "flight"
+                 << (renamed ? ", each the largest device's since the "
+                               "devices are renamed pass by pass"
+                             : "")
                  << "), over its budget of " << gib(budget) << " (" << budget
-                 << " bytes); leave passes-in-flight out (1 pass in flight "
-                    "fits) or use fewer tokens per microbatch";
+                 << " bytes); leave arena-copies out (the two passes then "
+                    "share one copy) or use fewer tokens per microbatch";
     }
     Builder b(op.getContext());
     op.setPassesInFlightAttr(b.getI64IntegerAttr(passes));
-    if (passes == 2 || pl.kind != ScheduleKind::roundRobin)
+    op.setArenaCopiesAttr(b.getI64IntegerAttr(copies));
+    if (copies == 2 || pl.kind != ScheduleKind::roundRobin)
       return success();
     // The compute-only pipeline the transfers were inserted into, timed as
-    // rp-insert-transfers did but with one pass in flight.
+    // rp-insert-transfers did but as the run holds its passes.
     std::string error;
     FailureOr<Pipeline> computeOnly =
         lowerSchedule(in.partition, in.costs, in.attr.getSchedule(),
@@ -175,12 +185,12 @@ struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
     if (failed(computeOnly))
       return op.emitError() << error;
     computeOnly->passShift = pl.passShift;
-    computeOnly->passesInFlight = 1;
     std::string stuck;
-    std::optional<SteadyState> steady =
-        steadyState(*computeOnly, in.costs, in.hw, false, kSteadySteps, &stuck);
+    std::optional<SteadyState> steady = steadyStateInMemory(
+        *computeOnly, passes, copies, in.costs, in.hw, &stuck);
     if (!steady)
-      return op.emitError("deadlocks with one pass in flight at '")
+      return op.emitError("deadlocks with ")
+             << passes << " pass(es) in flight on one copy of the arenas at '"
              << stuck << "'; this is a bug in rp, please report it";
     op.setStepMsAttr(b.getF64FloatAttr(steady->stepMs));
     op.setBubbleAttr(b.getF64FloatAttr(steady->bubble()));

@@ -120,8 +120,8 @@ struct Trial {
   int64_t biggestBytes = 0;
   /// The stages planned (--stages form).
   std::string stages;
-  /// What two passes in flight would take on the fullest device
-  /// (runPeakBytes), and whether they fit (else a run keeps one).
+  /// What two copies of the arenas would take on the fullest device
+  /// (runPeakBytes), and whether they fit (else the passes share one).
   int64_t twoPassPeak = 0;
   bool twoFit = false;
   /// The backward stages at layer grain (of how many).
@@ -239,7 +239,7 @@ struct ReportMaxSeqPass
     bool renamed = renamesDevices(pl->shiftPerPass(), 2);
     for (int64_t two : runPeakBytes(mp.peakBytes, 2, renamed))
       t.twoPassPeak = std::max(t.twoPassPeak, two);
-    t.twoFit = choosePassesInFlight(mp.peakBytes, budget, renamed) == 2;
+    t.twoFit = chooseArenaCopies(mp.peakBytes, budget, renamed) == 2;
     for (const PlannedBuffer &b : mp.buffers)
       if (b.device == t.device && b.bytes > t.biggestBytes) {
         t.biggestBytes = b.bytes;
@@ -341,12 +341,13 @@ struct ReportMaxSeqPass
     if (failed(at0))
       return signalPassFailure();
     report << "; at " << seq0 << " tokens the peak is " << gib(at0->peak);
-    // The peaks are one pass's; a continuous run keeps two in flight where
-    // two copies of the arenas fit (rp-plan-memory).
-    report << "; at " << lo << " tokens "
-           << (best.twoFit ? "2 passes in flight ("
-                           : "1 pass in flight: two "
-                             "would need ")
+    // The peaks are one pass's; a continuous run keeps its two passes in
+    // flight on a copy of the arenas each where two fit, else on one
+    // (rp-plan-memory).
+    report << "; at " << lo << " tokens 2 passes in flight "
+           << (best.twoFit ? "on a copy of the arenas each ("
+                           : "sharing one copy of the arenas: two would "
+                             "need ")
            << gib(best.twoPassPeak) << (best.twoFit ? ")" : "");
     // Stage grain keeps every recomputed layer's intermediates of a
     // backward stage; say what layer grain (one layer's at a time) reaches.

@@ -101,6 +101,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   PlanMemoryPassOptions memory;
   memory.budgetGiB = options.budgetGiB;
   memory.passesInFlight = options.passesInFlight;
+  memory.arenaCopies = options.arenaCopies;
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createVerifySchedulePass());
   pm.addPass(createAutodiffPass());

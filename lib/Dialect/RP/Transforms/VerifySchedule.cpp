@@ -209,17 +209,23 @@ LogicalResult Checker::checkMemory() {
       return op.emitOpError("needs ") << peak[d] << " bytes on device " << d
                                       << ", over its budget of " << *budget;
   }
-  // A copy of the arenas per pass in flight must fit too.
+  // The run's copies of the arenas must fit too.
   if (auto passes = op.getPassesInFlight(); passes && recorded)
     if (auto budget = op.getBudgetBytes()) {
+      unsigned copies = unsigned(op.getArenaCopies().value_or(*passes));
+      if (copies > *passes)
+        return op.emitOpError("keeps ")
+               << copies << " copies of the arenas for " << *passes
+               << " pass(es) in flight; a pass needs one copy at most";
       std::vector<int64_t> run =
-          runPeakBytes(*recorded, unsigned(*passes),
+          runPeakBytes(*recorded, copies,
                        renamesDevices(pl.shiftPerPass(), unsigned(*passes)));
       for (auto [d, bytes] : llvm::enumerate(run))
         if (bytes > int64_t(*budget))
-          return op.emitOpError("keeps ") << *passes << " passes in flight, "
-                                          << bytes << " bytes on device " << d
-                                          << ", over its budget of " << *budget;
+          return op.emitOpError("keeps ")
+                 << copies << " copies of the arenas (" << *passes
+                 << " passes in flight), " << bytes << " bytes on device " << d
+                 << ", over its budget of " << *budget;
     }
   return success();
 }

@@ -51,6 +51,10 @@ struct SimulateOptions {
   /// Passes in flight (rp-run --passes-in-flight); 0 takes the plan's
   /// (passesInFlight).
   unsigned passesInFlight = 0;
+  /// Copies of the device arenas (rp-run --arena-copies); 0 takes the
+  /// plan's (arenaCopies). One for two passes: a device takes up a pass
+  /// once its own part of the pass before is done.
+  unsigned arenaCopies = 0;
   /// Where to record every step's jobs and host spans in virtual time
   /// (ns), if anywhere.
   Trace *trace = nullptr;
@@ -85,7 +89,7 @@ struct SimReport {
   /// steady window (continuous), or in one pass (barrier layout).
   double busyRatio = 1;
   uint32_t shift = 0;
-  unsigned rotationSteps = 1, inFlight = 1;
+  unsigned rotationSteps = 1, inFlight = 1, arenaCopies = 1;
   /// Why the devices are not renamed pass after pass, when they are not
   /// and the plan would move them.
   std::string notRenamed;

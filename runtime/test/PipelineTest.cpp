@@ -23,6 +23,7 @@
 using namespace rp::runtime;
 using namespace rp::runtime::test;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -190,10 +191,11 @@ void runTwelvePasses(TwoStagePlan &t, const std::string &name, unsigned copies,
   // with a copy of the arenas each, the same bytes with one.
   EXPECT_NE((*fwd)->buffer(t.X, 0).data, (*fwd)->buffer(t.X, 1).data);
   for (uint32_t b = 0; b < plan->buffers.size(); ++b)
-    if (!plan->buffers[b].onHost())
+    if (!plan->buffers[b].onHost()) {
       EXPECT_EQ((*fwd)->buffer(b, 0).data == (*fwd)->buffer(b, 1).data,
                 copies == 1)
           << plan->buffers[b].name;
+    }
   PipelineOptions options;
   options.slots = 2;
   options.rotate = true;
@@ -282,6 +284,46 @@ TEST(PipelineTest, PassesOnOneCopyOfTheArenasWaitForTheirDevice) {
   // Whether the passes overlap at all depends on the OS's scheduling of
   // the device threads; the lit test shared-arenas.test retries for it.
   RecordProperty("overlapped", int(overlapped));
+}
+
+TEST(PipelineTest, WatchdogNamesAQueueWaitingForItsDevicesPreviousPass) {
+  // One copy of the arenas, two passes in flight, pass 1 stalled on device
+  // 1's last download (a gate the host never opens): device 1's other
+  // queues, done with pass 1, wait for the device before pass 2, and the
+  // stall message says so beside the gate; device 0, done with pass 1,
+  // runs its part of pass 2 through.
+  TwoStagePlan t = makeTwoStagePlan(3, 2, 4);
+  Expected<Plan> plan = writeAndLoad(t.b.plan, "shared-stall.rpplan");
+  ASSERT_TRUE(plan) << plan.getStatus().toString();
+  auto backend = host::HostBackend::create(backendOptions(2, 2));
+  ASSERT_TRUE(backend) << backend.getStatus().toString();
+  ForwardOptions fo;
+  fo.slots = 2;
+  fo.arenaCopies = 1;
+  auto fwd = HostForward::create(*plan, **backend, fo);
+  ASSERT_TRUE(fwd) << fwd.getStatus().toString();
+  PipelineOptions options;
+  options.slots = 2;
+  options.progressWindow = std::chrono::milliseconds(300);
+  options.gates = 1;
+  options.gatesOf.resize(plan->jobs.size());
+  options.gatesOf[t.jOut1.back()] = {0};
+  auto exec = PipelineExecutor::create(*plan, **fwd, options);
+  ASSERT_TRUE(exec) << exec.getStatus().toString();
+  uint64_t first = (*exec)->submitPass(0, 0);
+  uint64_t second = (*exec)->submitPass(0, 1);
+  Status s = (*exec)->waitPass(first);
+  ASSERT_EQ(s.getCode(), StatusCode::DeadlineExceeded) << s.toString();
+  EXPECT_THAT(s.getMessage(),
+              HasSubstr("device 1 d2h queue waits for the host to open gate 0 "
+                        "before job #" +
+                        std::to_string(t.jOut1.back())));
+  EXPECT_THAT(s.getMessage(),
+              HasSubstr("device 1 compute queue waits for the device's other "
+                        "queues to finish pass 1 before taking up pass 2 (its "
+                        "passes share one copy of the arenas)"));
+  EXPECT_THAT(s.getMessage(), Not(HasSubstr("device 0")));
+  EXPECT_EQ((*exec)->waitPass(second).getCode(), StatusCode::DeadlineExceeded);
 }
 
 TEST(PipelineTest, LandedJobsAreHandledWhileTheStepRuns) {

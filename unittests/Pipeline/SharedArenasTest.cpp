@@ -116,11 +116,14 @@ Outcome train(const std::string &planPath, Run run, const std::string &save,
     // One copy: every slot's device buffers are the same bytes, and the
     // run stays within one pass's share of the planned peak.
     EXPECT_EQ((*fwd)->getArenaCopies(), 1u);
-    if (plan->devices > 1)
+    if (plan->devices > 1) {
       EXPECT_TRUE((*fwd)->rotates()) << planPath;
-    for (uint32_t b = 0; b < plan->buffers.size(); ++b)
-      if (!plan->buffers[b].onHost())
+    }
+    for (uint32_t b = 0; b < plan->buffers.size(); ++b) {
+      if (!plan->buffers[b].onHost()) {
         EXPECT_EQ((*fwd)->buffer(b, 0).data, (*fwd)->buffer(b, 1).data);
+      }
+    }
     rt::Status within = rt::checkAllocationWithinPlan(
         *plan, (*fwd)->getLayout(), (*fwd)->allocatedPerDevice(), 2, 1,
         (*fwd)->rotates());

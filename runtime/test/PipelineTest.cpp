@@ -281,6 +281,17 @@ TEST(PipelineTest, PassesOnOneCopyOfTheArenasWaitForTheirDevice) {
     overlapped += nextStart < end;
   }
   EXPECT_EQ(compared, 22u);
+  // More copies than slots is a caller's mistake, named.
+  Expected<Plan> plan = writeAndLoad(t.b.plan, "copies.rpplan");
+  ASSERT_TRUE(plan) << plan.getStatus().toString();
+  auto backend = host::HostBackend::create(backendOptions(2, 2));
+  ASSERT_TRUE(backend) << backend.getStatus().toString();
+  ForwardOptions two;
+  two.arenaCopies = 2;
+  auto refused = HostForward::create(*plan, **backend, two);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.getStatus().getMessage(),
+              HasSubstr("2 copies of the device arenas for 1 buffer slot(s)"));
   // Whether the passes overlap at all depends on the OS's scheduling of
   // the device threads; the lit test shared-arenas.test retries for it.
   RecordProperty("overlapped", int(overlapped));

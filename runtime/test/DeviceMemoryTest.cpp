@@ -215,9 +215,10 @@ TEST(DeviceMemory, AllocationIsCheckedAgainstTheRunPeak) {
   layout.paddingBytes = {4, 2};
   plan.plannedPeakBytes = {2000, 2000};
   plan.passesInFlight = 2;
-  EXPECT_FALSE(
-      checkAllocationWithinPlan(plan, layout, {2008, 2008}, 2, true).failed());
-  Status over = checkAllocationWithinPlan(plan, layout, {2009, 100}, 2, true);
+  EXPECT_FALSE(checkAllocationWithinPlan(plan, layout, {2008, 2008}, 2, 2, true)
+                   .failed());
+  Status over =
+      checkAllocationWithinPlan(plan, layout, {2009, 100}, 2, 2, true);
   EXPECT_EQ(over.getCode(), StatusCode::ResourceExhausted);
   EXPECT_THAT(over.getMessage(),
               HasSubstr("device 0 allocates 2009 bytes of buffers (2 passes "
@@ -227,26 +228,95 @@ TEST(DeviceMemory, AllocationIsCheckedAgainstTheRunPeak) {
                         "bytes for its 2 passes in flight plus 8 bytes"));
   // One slot of a two-pass plan: half of it, one slot's padding.
   EXPECT_FALSE(
-      checkAllocationWithinPlan(plan, layout, {1004, 1002}, 1, false).failed());
+      checkAllocationWithinPlan(plan, layout, {1004, 1002}, 1, 1, false)
+          .failed());
   EXPECT_THAT(
-      checkAllocationWithinPlan(plan, layout, {1005, 0}, 1, false).getMessage(),
+      checkAllocationWithinPlan(plan, layout, {1005, 0}, 1, 1, false)
+          .getMessage(),
       HasSubstr("planned peak of 1000 bytes for 1 of its 2 passes in flight"));
   // A one-pass plan run with two slots: refused, and told why.
   plan.plannedPeakBytes = {1000, 600};
   plan.passesInFlight = 1;
-  EXPECT_FALSE(
-      checkAllocationWithinPlan(plan, layout, {1004, 602}, 1, false).failed());
-  EXPECT_THAT(checkAllocationWithinPlan(plan, layout, {2000, 1200}, 2, true)
+  EXPECT_FALSE(checkAllocationWithinPlan(plan, layout, {1004, 602}, 1, 1, false)
+                   .failed());
+  EXPECT_THAT(checkAllocationWithinPlan(plan, layout, {2000, 1200}, 2, 2, true)
                   .getMessage(),
               HasSubstr("leave --passes-in-flight out"));
   // An older plan: one pass's peak, a copy per slot, the largest renamed.
   plan.passesInFlight = 0;
-  EXPECT_FALSE(
-      checkAllocationWithinPlan(plan, layout, {2008, 2008}, 2, true).failed());
-  EXPECT_TRUE(
-      checkAllocationWithinPlan(plan, layout, {1000, 1205}, 2, false).failed());
+  EXPECT_FALSE(checkAllocationWithinPlan(plan, layout, {2008, 2008}, 2, 2, true)
+                   .failed());
+  EXPECT_TRUE(checkAllocationWithinPlan(plan, layout, {1000, 1205}, 2, 2, false)
+                  .failed());
   EXPECT_EQ(plannedRunPeak(plan, 1, 2, true), 2000u);
   EXPECT_EQ(plannedRunPeak(plan, 1, 2, false), 1200u);
+  // Two passes sharing one copy of an older plan's arenas: one pass's peak.
+  EXPECT_FALSE(checkAllocationWithinPlan(plan, layout, {1004, 1004}, 2, 1, true)
+                   .failed());
+  EXPECT_EQ(plannedRunPeak(plan, 1, 1, true), 1000u);
+}
+
+// A plan with arena_copies carries that many copies' peak (the largest
+// pass's when renamed): two passes in flight on one shared copy are held
+// to one pass's peak and one copy's padding; two copies forced onto a plan
+// planned for one are refused and told to leave --arena-copies out.
+// Running one copy of a plan planned for two (arena_copies 2) gets half.
+TEST(DeviceMemory, SharedArenasAreCheckedAsOneCopy) {
+  Plan plan;
+  plan.devices = 2;
+  DeviceLayout layout;
+  layout.paddingBytes = {4, 2};
+  plan.plannedPeakBytes = {1000, 1000};
+  plan.passesInFlight = 2;
+  plan.arenaCopies = 1;
+  EXPECT_EQ(plannedPassPeak(plan, 0), 1000u);
+  EXPECT_EQ(plannedRunPeak(plan, 0, 1, true), 1000u);
+  EXPECT_FALSE(checkAllocationWithinPlan(plan, layout, {1004, 1004}, 2, 1, true)
+                   .failed());
+  Status one =
+      checkAllocationWithinPlan(plan, layout, {1005, 1004}, 2, 1, true);
+  EXPECT_EQ(one.getCode(), StatusCode::ResourceExhausted);
+  EXPECT_THAT(one.getMessage(),
+              HasSubstr("device 0 allocates 1005 bytes of buffers (2 passes "
+                        "in flight sharing one copy of the arenas, every "
+                        "device sized as the largest since devices are "
+                        "renamed pass by pass), over the compiler's planned "
+                        "peak of 1000 bytes for its 2 passes in flight "
+                        "sharing one copy of the arenas plus 4 bytes"));
+  EXPECT_THAT(one.getMessage(), HasSubstr("recompile it"));
+  // Two copies on a plan planned for one: refused, with what to do.
+  Status two =
+      checkAllocationWithinPlan(plan, layout, {2000, 2000}, 2, 2, true);
+  EXPECT_EQ(two.getCode(), StatusCode::ResourceExhausted);
+  EXPECT_THAT(two.getMessage(),
+              HasSubstr("device 0 allocates 2000 bytes of buffers (2 passes "
+                        "in flight, a copy of the arenas each"));
+  EXPECT_THAT(two.getMessage(),
+              HasSubstr("the plan shares one copy of the arenas between its "
+                        "2 passes in flight because two copies do not fit "
+                        "its devices: leave --arena-copies out"));
+  // A plan planned for two copies, run on one: half its peak.
+  plan.plannedPeakBytes = {2000, 2000};
+  plan.arenaCopies = 2;
+  EXPECT_EQ(plannedPassPeak(plan, 1), 1000u);
+  EXPECT_EQ(plannedRunPeak(plan, 1, 1, true), 1000u);
+  EXPECT_FALSE(checkAllocationWithinPlan(plan, layout, {1004, 1004}, 2, 1, true)
+                   .failed());
+  EXPECT_THAT(checkAllocationWithinPlan(plan, layout, {1005, 0}, 2, 1, false)
+                  .getMessage(),
+              HasSubstr("planned peak of 1000 bytes for 1 of its 2 copies of "
+                        "the arenas"));
+  // A one-pass plan (no arena_copies) with two passes forced: the hint
+  // names both ways out.
+  plan.arenaCopies = 0;
+  plan.passesInFlight = 1;
+  plan.plannedPeakBytes = {1000, 1000};
+  EXPECT_THAT(checkAllocationWithinPlan(plan, layout, {2000, 2000}, 2, 2, true)
+                  .getMessage(),
+              HasSubstr("leave --passes-in-flight out, or keep two passes on "
+                        "one copy of the arenas with --arena-copies 1"));
+  EXPECT_FALSE(checkAllocationWithinPlan(plan, layout, {1004, 1004}, 2, 1, true)
+                   .failed());
 }
 
 } // namespace

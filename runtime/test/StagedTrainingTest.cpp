@@ -101,33 +101,37 @@ TEST(StagedTrainingTest, EqualsTheUnstagedPlan) {
 
 TEST(StagedTrainingTest, ContinuousPassesEqualTheBarrierOnes) {
   // Two passes in flight on two buffer slots, the devices renamed every
-  // pass, with and without gradient accumulation: the losses and final
-  // weights of a barrier after every pass, bit for bit. K passes of M
-  // microbatches take K global batches.
+  // pass, with and without gradient accumulation, on a copy of the device
+  // arenas per pass or on one shared copy: the losses and final weights of
+  // a barrier after every pass, bit for bit. K passes of M microbatches
+  // take K global batches.
   ForwardOptions continuous;
   continuous.slots = 2;
   continuous.rotate = true;
-  for (unsigned K : {1u, 2u})
-    for (bool sync : {true, false}) {
-      SCOPED_TRACE("K " + std::to_string(K) + (sync ? " sync" : " async"));
-      TrainOptions options;
-      options.steps = 5;
-      options.sync = sync;
-      options.seed = 4;
-      options.adamw.lr = 0.05;
-      options.accumulate = K;
-      NpyArray labels = labelsArray(2 * K);
-      options.inputs["labels"] = labels;
-      options.continuous = false;
-      Outcome want = trainPlan(stagedPlan(2), "barrier.rpplan", options, 3);
-      options.continuous = true;
-      Outcome got = trainPlan(stagedPlan(2), "continuous.rpplan", options, 3,
-                              {}, "host", continuous);
-      ASSERT_EQ(want.losses.size(), 5u);
-      EXPECT_EQ(got.losses, want.losses);
-      EXPECT_EQ(got.weights, want.weights);
-      EXPECT_NE(want.losses.front(), want.losses.back());
-    }
+  for (unsigned copies : {2u, 1u})
+    for (unsigned K : {1u, 2u})
+      for (bool sync : {true, false}) {
+        continuous.arenaCopies = copies;
+        SCOPED_TRACE("K " + std::to_string(K) + (sync ? " sync" : " async") +
+                     " arena copies " + std::to_string(copies));
+        TrainOptions options;
+        options.steps = 5;
+        options.sync = sync;
+        options.seed = 4;
+        options.adamw.lr = 0.05;
+        options.accumulate = K;
+        NpyArray labels = labelsArray(2 * K);
+        options.inputs["labels"] = labels;
+        options.continuous = false;
+        Outcome want = trainPlan(stagedPlan(2), "barrier.rpplan", options, 3);
+        options.continuous = true;
+        Outcome got = trainPlan(stagedPlan(2), "continuous.rpplan", options, 3,
+                                {}, "host", continuous);
+        ASSERT_EQ(want.losses.size(), 5u);
+        EXPECT_EQ(got.losses, want.losses);
+        EXPECT_EQ(got.weights, want.weights);
+        EXPECT_NE(want.losses.front(), want.losses.back());
+      }
 }
 
 TEST(StagedTrainingTest, AccumulatedPassesOfOneMicrobatchEqualOnePassOfTwo) {

@@ -211,6 +211,11 @@ int main(int argc, char **argv) {
   app.add_option("--passes-in-flight", o.passesInFlight,
                  "staged training plans: passes in flight, 1 or 2 (default: "
                  "the plan's, which the compiler chose to fit the devices)");
+  app.add_option("--arena-copies", o.arenaCopies,
+                 "staged training plans: copies of the device arenas, 1 "
+                 "(two passes in flight share one, a device taking up a "
+                 "pass once it is done with the one before) or 2 (one per "
+                 "pass in flight); default: the plan's");
   app.add_flag("--serial-optimizer", o.serialOptimizer,
                "async mode: run each step's optimizer between the steps "
                "instead of beside the next one (same results; to compare)");

@@ -97,8 +97,15 @@ HostForward::create(const Plan &plan, Backend &backend,
   if (options.slots < 1 || options.slots > 2)
     return internalError("a plan's buffers come in 1 or 2 slots, not " +
                          std::to_string(options.slots));
+  unsigned copies = options.arenaCopies ? options.arenaCopies : options.slots;
+  if (copies > options.slots)
+    return invalidArgument(std::to_string(copies) +
+                           " copies of the device arenas for " +
+                           std::to_string(options.slots) +
+                           " buffer slot(s): give at most one per slot");
   uint32_t G = plan.devices;
   fwd->slots = options.slots;
+  fwd->copies = copies;
   // Renaming devices puts plan device k's buffers on device (k + shift) %
   // G. Transient buffers keep their offsets (every arena is as large as the
   // largest device's packing); the others (constants) are read-only and
@@ -143,9 +150,11 @@ HostForward::create(const Plan &plan, Backend &backend,
         largest += align(plan.buffers[i].bytes());
       }
   }
-  fwd->arenas.assign(size_t(options.slots) * G, nullptr);
-  fwd->arenaSizes.assign(size_t(options.slots) * G, 0);
-  for (unsigned slot = 0; slot < options.slots; ++slot)
+  // Shared arenas (fewer copies than slots): slot s uses copy s % copies,
+  // and the pipeline executor keeps two passes from a device at once.
+  fwd->arenas.assign(size_t(copies) * G, nullptr);
+  fwd->arenaSizes.assign(size_t(copies) * G, 0);
+  for (unsigned slot = 0; slot < copies; ++slot)
     for (uint32_t d = 0; d < G; ++d) {
       uint64_t bytes = rotating ? largest : fwd->layout.arenaBytes[d];
       if (!bytes)
@@ -156,7 +165,7 @@ HostForward::create(const Plan &plan, Backend &backend,
         return Status(memory.getStatus().getCode(),
                       "device " + std::to_string(d) + "'s " +
                           std::to_string(bytes) + " bytes of buffers" +
-                          (slot ? " (second slot)" : "") + ": " +
+                          (slot ? " (second copy)" : "") + ": " +
                           memory.getStatus().getMessage());
       fwd->arenas[slot * G + d] = static_cast<uint8_t *>(*memory);
       fwd->arenaSizes[slot * G + d] = bytes;
@@ -193,14 +202,18 @@ Status HostForward::allocateBuffer(uint32_t index,
         return s;
       continue;
     }
+    unsigned copy = slot % copies;
     for (uint32_t shift = 0; shift < G; ++shift) {
       uint32_t d = (uint32_t(b.device) + (rotating ? shift : 0)) % G;
       uint8_t *p =
-          arenas[slot * G + d] + (rotating ? placed : layout.offset)[index];
+          arenas[copy * G + d] + (rotating ? placed : layout.offset)[index];
       tables[slot * G + shift][index] = p;
       // Without renaming every shift is the same place: fill it once. With
       // it a transient buffer keeps its NaNs, so that a read before its
-      // pass writes it shows; a constant is on every device.
+      // pass writes it shows; a constant is on every device. A slot on an
+      // arena copy an earlier slot filled has its contents already.
+      if (copy != slot)
+        continue;
       if (rotating ? !layout.transient[index] : shift == 0)
         if (Status s = fillBuffer(index, p, &backend->getDevice(d), files);
             s.failed())
@@ -269,8 +282,10 @@ Status HostForward::initParameters(uint64_t seed) {
     for (int64_t k = 0; k < b.size(); ++k)
       w[k] = static_cast<float>(
           (double(rng() >> 11) / double(1ull << 53) * 2.0 - 1.0) * bound);
+    // A device parameter on a shared arena is the same bytes in every slot.
     for (unsigned slot = 1; slot < slots; ++slot)
-      std::memcpy(buffer(i, slot).data, w, b.bytes());
+      if (buffer(i, slot).data != w)
+        std::memcpy(buffer(i, slot).data, w, b.bytes());
   }
   return Status::ok();
 }

@@ -49,6 +49,7 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
                          "were not laid out for it");
   std::unique_ptr<PipelineExecutor> exec(
       new PipelineExecutor(plan, fwd, options));
+  exec->sharedArenas = fwd.getArenaCopies() < slots;
   uint32_t G = plan.devices;
   exec->recorder.assign(plan.events, kNoJob);
   exec->passes.resize(slots);
@@ -78,6 +79,9 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
       q.queue = &backend.getDevice(d).getQueue(kind);
       q.timed = options.trace && q.queue->timeJobs();
     }
+  exec->onDevice.resize(G);
+  for (auto &q : exec->queues)
+    exec->onDevice[q->device].push_back(q.get());
   // An event is recorded on its recorder's device (renamed by the shift);
   // one no job records (a broken plan the watchdog will name) still gets
   // one, on device 0.
@@ -217,6 +221,13 @@ bool PipelineExecutor::ready(size_t index, uint64_t pass) const {
   return true;
 }
 
+bool PipelineExecutor::deviceDoneWith(uint32_t device, uint64_t pass) const {
+  for (const Controller *q : onDevice[device])
+    if (q->pass < pass || (q->pass == pass && !q->done))
+      return false;
+  return true;
+}
+
 uint64_t PipelineExecutor::nextStepNumber() const {
   std::lock_guard<std::mutex> lock(mutex);
   return stepNumber + 1;
@@ -279,6 +290,17 @@ void PipelineExecutor::controllerLoop(Controller &q) {
     });
     if (shutdown)
       return;
+    // One copy of the arenas for two passes: the device's other queues
+    // must be done with the pass before (a cancelled run runs no job).
+    if (sharedArenas && !deviceDoneWith(q.device, q.pass)) {
+      q.waitsForDevice = true;
+      q.wake.wait(lock, [&] {
+        return shutdown || cancelled || deviceDoneWith(q.device, q.pass);
+      });
+      q.waitsForDevice = false;
+      if (shutdown)
+        return;
+    }
     uint64_t number = ++q.pass;
     PassState &pass = passOf(number);
     uint32_t planDevice =
@@ -351,6 +373,10 @@ void PipelineExecutor::controllerLoop(Controller &q) {
     }
     q.done = true;
     --pass.activeQueues;
+    if (sharedArenas)
+      for (Controller *other : onDevice[q.device])
+        if (other != &q)
+          other->wake.notify_one();
     queueDone.notify_all();
   }
 }
@@ -468,6 +494,16 @@ std::string PipelineExecutor::stallMessage() const {
                      std::to_string(options.progressWindow.count()) + " ms: ";
   bool first = true;
   for (const auto &q : queues) {
+    if (q->waitsForDevice) {
+      text += std::string(first ? "" : "; ") + "device " +
+              std::to_string(q->device) + " " + queueName(q->kind) +
+              " queue waits for the device's other queues to finish pass " +
+              std::to_string(q->pass) + " before taking up pass " +
+              std::to_string(q->pass + 1) +
+              " (its passes share one copy of the arenas)";
+      first = false;
+      continue;
+    }
     if (q->done || q->running || !q->jobs || q->next >= q->jobs->size())
       continue;
     size_t index = (*q->jobs)[q->next];

@@ -368,74 +368,106 @@ Expected<DeviceLayout> rp::runtime::planDeviceMemory(const Plan &plan) {
   return layout;
 }
 
-uint64_t rp::runtime::plannedPassPeak(const Plan &plan, size_t d) {
-  return plan.plannedPeakBytes[d] / std::max<uint32_t>(plan.passesInFlight, 1);
+/// The copies of the arenas the plan's planned_peak_bytes count: its
+/// arena_copies, else one per pass in flight (0: one pass's peak, older
+/// plans).
+static unsigned plannedCopies(const Plan &plan) {
+  return plan.arenaCopies ? plan.arenaCopies : plan.passesInFlight;
 }
 
-uint64_t rp::runtime::plannedRunPeak(const Plan &plan, size_t d, unsigned slots,
-                                     bool rotating) {
-  // Older plans carry one pass's peak: a copy per slot (the largest when
-  // renamed). Fewer slots than the plan's passes (rp-run --step-barrier)
-  // hold the run to that many passes' share; more to the plan's peak.
+uint64_t rp::runtime::plannedPassPeak(const Plan &plan, size_t d) {
+  return plan.plannedPeakBytes[d] / std::max(plannedCopies(plan), 1u);
+}
+
+uint64_t rp::runtime::plannedRunPeak(const Plan &plan, size_t d,
+                                     unsigned copies, bool rotating) {
+  // Older plans carry one pass's peak: a copy per arena copy (the largest
+  // when renamed). Fewer copies than the plan's (rp-run --step-barrier,
+  // --arena-copies 1) hold the run to that many copies' share; more to
+  // the plan's peak.
   if (!plan.passesInFlight) {
     uint64_t largest = 0;
     for (uint64_t p : plan.plannedPeakBytes)
       largest = std::max(largest, p);
-    return uint64_t(slots) * (rotating ? largest : plan.plannedPeakBytes[d]);
+    return uint64_t(copies) * (rotating ? largest : plan.plannedPeakBytes[d]);
   }
-  if (slots < plan.passesInFlight)
-    return plannedPassPeak(plan, d) * slots;
+  if (copies < plannedCopies(plan))
+    return plannedPassPeak(plan, d) * copies;
   return plan.plannedPeakBytes[d];
 }
 
 Status rp::runtime::checkAllocationWithinPlan(
     const Plan &plan, const DeviceLayout &layout,
-    const std::vector<uint64_t> &allocated, unsigned slots, bool rotating) {
+    const std::vector<uint64_t> &allocated, unsigned slots, unsigned copies,
+    bool rotating) {
   size_t n = allocated.size();
   if (plan.plannedPeakBytes.size() != n || layout.paddingBytes.size() != n)
     return Status::ok();
   uint64_t padding = 0;
   for (size_t d = 0; d < n; ++d)
     padding = std::max(padding, layout.paddingBytes[d]);
+  unsigned planned = plannedCopies(plan);
+  unsigned passes = plan.passesInFlight;
   for (size_t d = 0; d < n; ++d) {
-    uint64_t planned = plannedRunPeak(plan, d, slots, rotating);
+    uint64_t peak = plannedRunPeak(plan, d, copies, rotating);
     uint64_t slack =
-        uint64_t(slots) * (rotating ? padding : layout.paddingBytes[d]);
-    if (allocated[d] <= planned + slack)
+        uint64_t(copies) * (rotating ? padding : layout.paddingBytes[d]);
+    if (allocated[d] <= peak + slack)
       continue;
     char ratio[32];
     std::snprintf(ratio, sizeof(ratio), "%.3f",
-                  planned ? double(allocated[d]) / double(planned) : 0.0);
+                  peak ? double(allocated[d]) / double(peak) : 0.0);
     std::string what =
-        (slots == 1 ? std::string("1 pass in flight: one copy of the arenas")
-                    : std::to_string(slots) +
-                          " passes in flight, a copy of the arenas each") +
+        (slots == 1    ? std::string("1 pass in flight: one copy of the arenas")
+         : copies == 1 ? std::to_string(slots) +
+                             " passes in flight sharing one copy of the arenas"
+                       : std::to_string(slots) +
+                             " passes in flight, a copy of the arenas each") +
         (rotating ? ", every device sized as the largest since devices are "
                     "renamed pass by pass"
                   : "");
-    bool more = plan.passesInFlight && slots > plan.passesInFlight;
-    return Status(
-        StatusCode::ResourceExhausted,
-        "device " + std::to_string(d) + " allocates " +
-            std::to_string(allocated[d]) + " bytes of buffers (" + what +
-            "), over the compiler's planned peak of " +
-            std::to_string(planned) + " bytes" +
-            (!plan.passesInFlight ? ""
-             : slots < plan.passesInFlight
-                 ? " for " + std::to_string(slots) + " of its " +
-                       std::to_string(plan.passesInFlight) + " passes in flight"
-                 : " for its " + std::to_string(plan.passesInFlight) + " pass" +
-                       (plan.passesInFlight == 1 ? "" : "es") + " in flight") +
-            " plus " + std::to_string(slack) + " bytes of alignment padding (" +
-            ratio + "x the peak); " +
-            (more ? "the plan keeps " + std::to_string(plan.passesInFlight) +
-                        " pass in flight because two do not fit its "
-                        "devices: leave --passes-in-flight out"
-                  : "the plan's memory model (rp-plan-memory) misses what "
-                    "this runtime keeps, so the plan may not fit the device "
-                    "it was planned for: recompile it with this version's "
-                    "rp-compile, and if that does not help, report it with "
-                    "the plan"));
+    // What the plan's peak covers.
+    std::string covers;
+    if (passes && copies < planned)
+      covers =
+          " for " + std::to_string(copies) + " of its " +
+          std::to_string(planned) +
+          (plan.arenaCopies ? " copies of the arenas" : " passes in flight");
+    else if (passes)
+      covers = " for its " + std::to_string(passes) + " pass" +
+               (passes == 1 ? "" : "es") + " in flight" +
+               (plan.arenaCopies == 1 && passes > 1
+                    ? " sharing one copy of the arenas"
+                    : "");
+    std::string advice;
+    if (passes && copies > planned)
+      advice = plan.arenaCopies
+                   ? "the plan shares one copy of the arenas between its " +
+                         std::to_string(passes) +
+                         " passes in flight because two copies do not fit "
+                         "its devices: leave --arena-copies out"
+                   : "the plan keeps " + std::to_string(passes) +
+                         " pass in flight because two do not fit its "
+                         "devices: leave --passes-in-flight out, or keep two "
+                         "passes on one copy of the arenas with "
+                         "--arena-copies 1";
+    else if (passes && slots > passes)
+      advice = "the plan keeps " + std::to_string(passes) +
+               " pass in flight, each device on its own arena, and more "
+               "passes rename the devices, every arena sized as the "
+               "largest: leave --passes-in-flight out";
+    else
+      advice = "the plan's memory model (rp-plan-memory) misses what this "
+               "runtime keeps, so the plan may not fit the device it was "
+               "planned for: recompile it with this version's rp-compile, "
+               "and if that does not help, report it with the plan";
+    return Status(StatusCode::ResourceExhausted,
+                  "device " + std::to_string(d) + " allocates " +
+                      std::to_string(allocated[d]) + " bytes of buffers (" +
+                      what + "), over the compiler's planned peak of " +
+                      std::to_string(peak) + " bytes" + covers + " plus " +
+                      std::to_string(slack) + " bytes of alignment padding (" +
+                      ratio + "x the peak); " + advice);
   }
   return Status::ok();
 }

@@ -91,7 +91,26 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
   unsigned slots = !continuous        ? 1
                    : o.passesInFlight ? o.passesInFlight
                                       : passesInFlight(plan);
+  // Copies of the device arenas: the plan's (one shared by both passes
+  // where two copies do not fit), or --arena-copies'.
+  if (o.arenaCopies > 2)
+    return fail(invalidArgument(
+        "--arena-copies " + std::to_string(o.arenaCopies) +
+        ": give 1 or 2 (the plan's choice: " +
+        std::to_string(arenaCopies(plan, passesInFlight(plan))) + ")"));
+  if (o.arenaCopies > slots)
+    return fail(invalidArgument(
+        "--arena-copies " + std::to_string(o.arenaCopies) + " with " +
+        std::to_string(slots) + " pass in flight" +
+        (continuous ? ""
+                    : " (--step-barrier, or a plan that is not a staged "
+                      "training plan)") +
+        ": a copy of the device arenas serves one pass at most; give "
+        "--arena-copies 1" +
+        (continuous ? ", or --passes-in-flight 2" : "")));
   forwardOptions.slots = slots;
+  forwardOptions.arenaCopies =
+      o.arenaCopies ? o.arenaCopies : arenaCopies(plan, slots);
   forwardOptions.rotate = continuous && renamesDevices(plan, slots);
   Expected<std::unique_ptr<HostForward>> fwd =
       HostForward::create(plan, *setup.backend, forwardOptions);
@@ -101,10 +120,11 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
   // The arenas the layout packs must be what the compiler planned: a plan
   // whose memory model missed a buffer would not fit the device it was
   // planned for.
-  // All slots together: what the device holds while the run lasts.
+  // All copies together: what the device holds while the run lasts.
   if (Status s = checkAllocationWithinPlan(
           plan, setup.fwd->getLayout(), setup.fwd->allocatedPerDevice(),
-          setup.fwd->getSlots(), setup.fwd->rotates());
+          setup.fwd->getSlots(), setup.fwd->getArenaCopies(),
+          setup.fwd->rotates());
       s.failed())
     return fail(s);
   if (Status s = setup.fwd->initParameters(o.seed); s.failed())

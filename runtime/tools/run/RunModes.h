@@ -51,6 +51,9 @@ struct RunOptions {
   bool stepBarrier = false, serialOptimizer = false, noLossScaling = false;
   /// Continuous runs: passes in flight (1 or 2); 0 takes the plan's.
   unsigned passesInFlight = 0;
+  /// Copies of the device arenas (1 or 2, at most one per pass in
+  /// flight); 0 takes the plan's.
+  unsigned arenaCopies = 0;
   double initialLossScale = 0;
   /// sim: predict this many boxes training data-parallel (docs/multi-box.md).
   unsigned boxes = 1;

@@ -50,23 +50,26 @@ void rp::runtime::run::reportMemory(const Plan &plan, const HostForward &fwd) {
       std::snprintf(text, sizeof(text), "%s%.1f", d ? " " : "",
                     double(plan.plannedPeakBytes[d]) / 1024);
       planned += text;
-      uint64_t run = plannedRunPeak(plan, d, fwd.getSlots(), fwd.rotates());
+      uint64_t run =
+          plannedRunPeak(plan, d, fwd.getArenaCopies(), fwd.rotates());
       if (run)
         ratio = std::max(ratio, double(allocated[d]) / double(run));
     }
     unsigned slots = fwd.getSlots();
-    std::fprintf(stderr,
-                 "rp-run: the compiler's planned peak per device: %s KiB; "
-                 "arenas at most %.3fx it (%u pass%s in flight)\n",
-                 planned.c_str(), ratio, slots, slots == 1 ? "" : "es");
+    std::fprintf(
+        stderr,
+        "rp-run: the compiler's planned peak per device: %s KiB; "
+        "arenas at most %.3fx it (%u pass%s in flight%s)\n",
+        planned.c_str(), ratio, slots, slots == 1 ? "" : "es",
+        fwd.getArenaCopies() < slots ? " sharing one copy of the arenas" : "");
   }
   if (fwd.getSlots() > 1) {
     uint64_t one = 0;
     for (uint64_t bytes : layout.arenaBytes)
       one += bytes;
     std::fprintf(stderr,
-                 "rp-run: continuous execution: %u buffer slots%s, %.1f KiB "
-                 "of device buffers in all (%.1f KiB for one pass)\n",
+                 "rp-run: continuous execution: %u buffer slots%s%s, %.1f "
+                 "KiB of device buffers in all (%.1f KiB for one pass)\n",
                  fwd.getSlots(),
                  fwd.rotates() ? ", devices renamed pass by pass"
                  : fwd.getRotationBlocker().empty()
@@ -74,6 +77,11 @@ void rp::runtime::run::reportMemory(const Plan &plan, const HostForward &fwd) {
                      : (", devices not renamed: '" + fwd.getRotationBlocker() +
                         "' keeps its contents from pass to pass")
                            .c_str(),
+                 fwd.getArenaCopies() < fwd.getSlots()
+                     ? ", one copy of the device arenas shared by both passes "
+                       "(a device takes up a pass once it is done with the "
+                       "one before)"
+                     : "",
                  double(fwd.allocatedDeviceBytes()) / 1024, double(one) / 1024);
   }
 }

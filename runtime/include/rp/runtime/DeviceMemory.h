@@ -12,7 +12,9 @@
 // events; so a reuse never needs a synchronization the plan does not have
 // (the stream-ordered reuse of reference/roundpipe.md §2.9, decided ahead
 // of time). Passes that overlap (continuous execution) run on separate
-// copies of the arenas (HostForward's slots), so one pass's order is enough.
+// copies of the arenas (HostForward's slots), or on one copy that a device
+// takes up for the next pass only once its part of the pass before is
+// over (PipelineExecutor), so one pass's order is enough.
 //
 // A buffer is shared only when its contents never outlive a step: it has no
 // initial contents, no host program touches it, and one use writes all of
@@ -85,16 +87,17 @@ Expected<DeviceLayout> planDeviceMemory(const Plan &plan);
 Status verifyDeviceLayout(const Plan &plan, const DeviceLayout &layout);
 
 /// The compiler's planned peak of one pass on device `d`: the plan's
-/// planned_peak_bytes cover all its passes in flight (Plan::passesInFlight
-/// copies; one pass's in older plans, where the field is 0).
+/// planned_peak_bytes cover all its copies of the arenas (Plan::arenaCopies,
+/// or one per pass in flight where that is 0; one pass's peak in plans
+/// older than passes_in_flight).
 uint64_t plannedPassPeak(const Plan &plan, size_t d);
 
-/// The compiler's planned peak on device `d` for a run with `slots` passes
-/// in flight (`rotating`: renamed devices): the plan's planned_peak_bytes,
-/// that many passes' share of it when fewer than the plan's, and for plans
-/// older than passes_in_flight a copy of one pass's peak per slot (the
-/// largest device's when renamed).
-uint64_t plannedRunPeak(const Plan &plan, size_t d, unsigned slots,
+/// The compiler's planned peak on device `d` for a run with `copies`
+/// copies of the arenas (`rotating`: renamed devices): the plan's
+/// planned_peak_bytes, that many copies' share of it when fewer than the
+/// plan's, and for plans older than passes_in_flight one pass's peak per
+/// copy (the largest device's when renamed).
+uint64_t plannedRunPeak(const Plan &plan, size_t d, unsigned copies,
                         bool rotating);
 
 /// One pass's arenas against the compiler's planned peak of one pass
@@ -108,17 +111,18 @@ uint64_t plannedRunPeak(const Plan &plan, size_t d, unsigned slots,
 Status checkArenasWithinPlan(const Plan &plan, const DeviceLayout &layout,
                              bool rotating = false, double margin = 0);
 
-/// What a run allocates per device, `allocated` (every slot's arena:
+/// What a run allocates per device, `allocated` (every copy of its arena:
 /// HostForward::allocatedPerDevice), against the plan's planned peak for
-/// the run, the device's alignment padding per slot allowed (each renamed
-/// device's the largest padding) and nothing more. A plan older than
-/// passes_in_flight carries one pass's peak: it is counted once per slot
-/// (the largest when `rotating`). ResourceExhausted with both sizes, the
-/// slots and what to do when a device's total is larger; ok when the plan
-/// carries no peak.
+/// the run's `copies` of the arenas (plannedRunPeak), the device's
+/// alignment padding per copy allowed (each renamed device's the largest
+/// padding) and nothing more; `slots` (passes in flight) is for the
+/// message. ResourceExhausted with both sizes, the passes, the copies and
+/// what to do when a device's total is larger; ok when the plan carries no
+/// peak.
 Status checkAllocationWithinPlan(const Plan &plan, const DeviceLayout &layout,
                                  const std::vector<uint64_t> &allocated,
-                                 unsigned slots, bool rotating);
+                                 unsigned slots, unsigned copies,
+                                 bool rotating);
 
 } // namespace rp::runtime
 

@@ -38,10 +38,12 @@ struct ForwardOptions {
   /// Copies of every buffer (1 or 2): continuous execution runs pass p on
   /// slot p % 2, so two passes in flight never share bytes.
   unsigned slots = 1;
-  /// Copies of the device buffers (0: one per slot). 1 with two slots:
-  /// both slots' device buffers are the same bytes (host buffers keep a
-  /// copy per slot), and the pipeline executor then lets a device take up
-  /// a pass only once all its queues are done with the pass before.
+  /// Copies of the device arenas (0: one per slot; at most `slots`). 1
+  /// with two slots: both slots' device buffers are the same bytes, and
+  /// constants are filled once (host buffers keep a copy per slot); the
+  /// pipeline executor then lets a device take up a pass only once all its
+  /// queues are done with the pass before (Pipeline.h), which every device
+  /// buffer being transient within a pass makes enough.
   unsigned arenaCopies = 0;
   /// Lets a pass run with its devices renamed (device k's buffers on device
   /// (k + shift) % G): every arena is sized for the largest device's
@@ -109,13 +111,17 @@ public:
     return tables[slot * numDevices() + (rotating ? shift : 0)];
   }
   unsigned getSlots() const { return slots; }
+  /// Copies of the device arenas (ForwardOptions::arenaCopies): slot s's
+  /// device buffers are those of copy s % getArenaCopies().
+  unsigned getArenaCopies() const { return copies; }
   bool rotates() const { return rotating; }
   /// Why not, when renaming was asked for: the device buffer that holds
   /// contents beyond a step.
   const std::string &getRotationBlocker() const { return fixedBy; }
-  /// Device bytes allocated for buffers, over all devices and slots.
+  /// Device bytes allocated for buffers, over all devices and copies of
+  /// the arenas.
   uint64_t allocatedDeviceBytes() const;
-  /// Per device, its bytes allocated for buffers, all slots together.
+  /// Per device, its bytes allocated for buffers, all copies together.
   std::vector<uint64_t> allocatedPerDevice() const;
   Backend &getBackend() const { return *backend; }
   /// Where the device buffers live: arena sizes and offsets per device.
@@ -143,11 +149,12 @@ private:
   /// Per slot and shift: every buffer's address (slot * devices + shift).
   std::vector<BufferAddresses> tables;
   DeviceLayout layout;
-  /// Per slot and device (slot * devices + device): its arena (null when
+  /// Per copy and device (copy * devices + device): its arena (null when
   /// it has no buffers), and its size.
   std::vector<uint8_t *> arenas;
   std::vector<uint64_t> arenaSizes;
   unsigned slots = 1;
+  unsigned copies = 1;
   bool rotating = false;
   std::string fixedBy;
   /// With renaming: each device buffer's offset in every arena.

@@ -58,6 +58,19 @@
 // never satisfies a waiter of pass p. runJobs is one pass submitted and
 // waited for.
 //
+// Two passes in flight may share one copy of the device arenas
+// (ForwardOptions::arenaCopies = 1: the memory of one pass, where two
+// copies do not fit the devices). Every device buffer is transient within
+// a pass, and a device's queues touch only its own memory, so pass p+1 may
+// reuse device X's arena once X's part of pass p is over: a controller on
+// X takes up pass p+1 only when every controller on X is done with pass p
+// (each ended it with a synchronize of its queue, so the device's work is
+// complete). Pass p+1 still starts on the devices pass p has left while
+// pass p drains on the others. The wait is the executor's, under its mutex
+// like the others: cancellation ends it, and the watchdog counts a device
+// that still makes progress on pass p as progress (its stall message names
+// a queue that waits so).
+//
 // With PipelineOptions::trace set, every job's start and end go to the
 // Trace's slots for the step (one per job, written by the controller that
 // runs it, outside the lock), and step() adds the host spans of the step,
@@ -191,6 +204,9 @@ private:
     size_t next = 0;      ///< position in `jobs` of its current job
     bool running = false; ///< running (*jobs)[next] now
     bool done = true;     ///< finished or stopped its part of `pass`
+    /// Shared arenas: pass + 1 is submitted, and it waits for its device's
+    /// other queues to be done with `pass`.
+    bool waitsForDevice = false;
     /// Its thread waits here: woken by a new pass, by a record or gate,
     /// by cancellation and shutdown.
     std::condition_variable wake;
@@ -220,6 +236,9 @@ private:
   Status runJobsOf(uint64_t label);
   /// True once every event and gate `job` waits for is set for `pass`.
   bool ready(size_t job, uint64_t pass) const;
+  /// True once every controller on `device` is done with `pass` (or
+  /// further): its arena is free for the next pass.
+  bool deviceDoneWith(uint32_t device, uint64_t pass) const;
   /// The watchdog's message: every blocked queue, job and event.
   std::string stallMessage() const;
   /// A traced pass's job spans from the devices' own clocks, where their
@@ -244,6 +263,12 @@ private:
   Backend &backend;
   const PipelineOptions options;
   std::vector<std::unique_ptr<Controller>> queues;
+  /// Per device: its controllers.
+  std::vector<std::vector<Controller *>> onDevice;
+  /// The passes in flight share one copy of the device arenas (fwd has
+  /// fewer than the slots): a device takes up a pass only once all its
+  /// queues are done with the one before.
+  bool sharedArenas = false;
   std::vector<std::vector<size_t>> jobLists;
   /// Per slot and shift (slot * devices + shift): the device event of each
   /// plan event, made on the device its recorder runs on.

@@ -441,16 +441,15 @@ Status rp::runtime::checkAllocationWithinPlan(
                     : "");
     std::string advice;
     if (passes && copies > planned)
-      advice = plan.arenaCopies
+      advice = plan.arenaCopies && passes > 1
                    ? "the plan shares one copy of the arenas between its " +
                          std::to_string(passes) +
                          " passes in flight because two copies do not fit "
                          "its devices: leave --arena-copies out"
                    : "the plan keeps " + std::to_string(passes) +
-                         " pass in flight because two do not fit its "
-                         "devices: leave --passes-in-flight out, or keep two "
-                         "passes on one copy of the arenas with "
-                         "--arena-copies 1";
+                         " pass in flight on one copy of the arenas: leave "
+                         "--passes-in-flight out, or keep two passes on one "
+                         "copy of the arenas with --arena-copies 1";
     else if (passes && slots > passes)
       advice = "the plan keeps " + std::to_string(passes) +
                " pass in flight, each device on its own arena, and more "

@@ -86,6 +86,7 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
   options.stepBarrier = o.stepBarrier;
   options.accumulate = o.accumulate;
   options.passesInFlight = o.passesInFlight;
+  options.arenaCopies = o.arenaCopies;
   options.trace = simTrace.get();
   Expected<sim::SimReport> report = sim::simulate(plan, **simBackend, options);
   if (!report)

@@ -14,10 +14,14 @@ are bitwise identical (they must be: DESIGN.md's equivalence contract).
 
 Then continuous execution, in both optimizer modes: the 4-device plan with
 a barrier after every step (--step-barrier, the executor's order before
-continuous execution) and continuous (steps overlap, devices renamed pass
-by pass), side by side on the same machine; tokens/s from the mean step
-time after the first (rp-run's "mean ... after the first"), and every
-loss bitwise the 1-device one of the same mode.
+continuous execution), with one pass in flight (--passes-in-flight 1: a
+pass starts once the one before has finished), with two passes sharing
+one copy of the device arenas (--arena-copies 1: a device takes up the
+next pass once its own part of the pass before is done) and with a copy
+each (steps overlap fully, devices renamed pass by pass), side by side on
+the same machine; tokens/s from the mean step time after the first
+(rp-run's "mean ... after the first"), and every loss bitwise the
+1-device one of the same mode.
 """
 
 import argparse
@@ -100,26 +104,26 @@ def main():
             _, ref, _ = run(bin_dir, plans[1], tmp, args, [], mode)
             # Alternated, the median of --repeat runs each: other load on
             # the machine hits both alike.
-            times = {"barrier": [], "continuous": []}
-            same = {"barrier": True, "continuous": True}
+            variants = (("barrier", ["--step-barrier"]),
+                        ("one pass", ["--passes-in-flight", "1"]),
+                        ("one copy", ["--arena-copies", "1"]),
+                        ("continuous", ["--arena-copies", "2"]))
+            times = {name: [] for name, _ in variants}
+            same = {name: True for name, _ in variants}
             for _ in range(args.repeat):
-                for name, extra in (("barrier", ["--step-barrier"]),
-                                    ("continuous", [])):
+                for name, extra in variants:
                     _, out, err = run(bin_dir, plans[args.devices], tmp, args,
                                       extra, mode)
                     times[name].append(mean_step(err))
                     same[name] = same[name] and out == ref
             before = float(np.median(times["barrier"]))
-            after = float(np.median(times["continuous"]))
-            print(f"  {mode[2:]:5}: --step-barrier {before:8.1f} ms/step "
-                  f"({tokens_per_step / before * 1e3:8.0f} tokens/s), "
-                  f"continuous {after:8.1f} ms/step "
-                  f"({tokens_per_step / after * 1e3:8.0f} tokens/s), "
-                  f"speedup {before / after:.3f} (median of {args.repeat})")
-            print(f"         losses bitwise the 1-device ones: barrier "
-                  + ("yes" if same["barrier"] else "NO") + ", continuous "
-                  + ("yes" if same["continuous"] else "NO"))
-
+            print(f"  {mode[2:]:5} (median of {args.repeat}):")
+            for name, _ in variants:
+                ms = float(np.median(times[name]))
+                print(f"    {name:10}: {ms:8.1f} ms/step "
+                      f"({tokens_per_step / ms * 1e3:8.0f} tokens/s), "
+                      f"{before / ms:.3f}x the barrier's, losses bitwise the "
+                      f"1-device ones: " + ("yes" if same[name] else "NO"))
 
 if __name__ == "__main__":
     main()

@@ -48,6 +48,7 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
   for (size_t i = 0; i < C; ++i)
     lastOf[{pass.tasks[i].device, unsigned(pass.tasks[i].lane)}] = unsigned(i);
   std::vector<unsigned> lasts;
+  lasts.reserve(lastOf.size());
   for (auto &[lane, i] : lastOf)
     lasts.push_back(i);
   // One copy of the arenas shared by the passes: the first task of each
@@ -109,6 +110,7 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
     stage(t);
   for (unsigned t = 0; t < P; ++t) {
     std::vector<unsigned> ends;
+    ends.reserve(lasts.size());
     for (unsigned i : lasts)
       ends.push_back(unsigned(size_t(t) * C + i));
     epi[t] = add(G, o.epilogueMs, std::move(ends));

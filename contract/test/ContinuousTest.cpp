@@ -126,8 +126,8 @@ TEST(ContinuousLayoutTest, SharedArenasWaitPerDevice) {
         if (moved->graph.tasks[now].device == device)
           firstStart = std::min(firstStart, moved->times.start[now]);
       }
-      EXPECT_GE(firstStart, lastEnd - 1e-9) << "pass " << p << " device "
-                                            << device;
+      EXPECT_GE(firstStart, lastEnd - 1e-9)
+          << "pass " << p << " device " << device;
     }
   // Without the wait, the renamed passes overlap on a device.
   o.arenaCopies = 0;

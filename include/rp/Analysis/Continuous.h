@@ -73,10 +73,11 @@ steadyState(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
 /// memory plan decides (rp-plan-memory): `passes` in flight on `copies`
 /// copies of the arenas (1: shared, a device waits for its own part of the
 /// pass before). rp-choose-loss-fusion times its options the same way.
-std::optional<SteadyState>
-steadyStateInMemory(Pipeline pipeline, unsigned passes, unsigned copies,
-                    llvm::ArrayRef<LayerCost> layers,
-                    const HardwareProfile &hw, std::string *stuck = nullptr);
+std::optional<SteadyState> steadyStateInMemory(Pipeline pipeline,
+                                               unsigned passes, unsigned copies,
+                                               llvm::ArrayRef<LayerCost> layers,
+                                               const HardwareProfile &hw,
+                                               std::string *stuck = nullptr);
 
 /// `Dispatch` (an ODS enum in RPAttrs.td, whose names the `dispatch`
 /// options take) says how a round-robin plan moves its jobs from one pass

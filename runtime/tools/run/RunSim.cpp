@@ -123,19 +123,19 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
                o.syncMode ? ", after the step" : ", beside the next step",
                report->tokensPerSecond, report->bubblePct);
   if (report->continuous)
-    std::fprintf(
-        stderr,
-        "rp-run: continuous: %u pass(es) per step, %u in flight on %u "
-        "cop%s of the arenas, devices "
-        "shifted by %u per pass%s; steady step over a window of %u "
-        "step(s), bubble %.1f%% there; the run %.3f ms, its "
-        "bubble (fill and drain once) %.1f%%\n",
-        o.accumulate, report->inFlight, report->arenaCopies,
-        report->arenaCopies == 1 ? "y" : "ies", report->shift,
-        report->notRenamed.empty() ? ""
-                                   : (" (" + report->notRenamed + ")").c_str(),
-        report->rotationSteps, report->steadyBubblePct, report->runMs,
-        report->bubblePct);
+    std::fprintf(stderr,
+                 "rp-run: continuous: %u pass(es) per step, %u in flight on %u "
+                 "cop%s of the arenas, devices "
+                 "shifted by %u per pass%s; steady step over a window of %u "
+                 "step(s), bubble %.1f%% there; the run %.3f ms, its "
+                 "bubble (fill and drain once) %.1f%%\n",
+                 o.accumulate, report->inFlight, report->arenaCopies,
+                 report->arenaCopies == 1 ? "y" : "ies", report->shift,
+                 report->notRenamed.empty()
+                     ? ""
+                     : (" (" + report->notRenamed + ")").c_str(),
+                 report->rotationSteps, report->steadyBubblePct, report->runMs,
+                 report->bubblePct);
   // Per device, shares of the steady step's period (barriers) or of the
   // run (continuous).
   double span = report->continuous ? report->runMs : report->stepMs;

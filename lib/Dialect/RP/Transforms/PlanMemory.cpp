@@ -152,10 +152,10 @@ struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
                 "leave arena-copies out";
     unsigned shift = pl.shiftPerPass();
     bool renamed = renamesDevices(shift, passes);
-    unsigned copies = passes == 1    ? 1
-                      : arenaCopies ? unsigned(arenaCopies)
-                                    : chooseArenaCopies(mp.peakBytes, budget,
-                                                        renamed);
+    unsigned copies = passes == 1 ? 1
+                      : arenaCopies
+                          ? unsigned(arenaCopies)
+                          : chooseArenaCopies(mp.peakBytes, budget, renamed);
     if (copies == 2) {
       std::vector<int64_t> run = runPeakBytes(mp.peakBytes, 2, renamed);
       for (auto [d, bytes] : llvm::enumerate(run))

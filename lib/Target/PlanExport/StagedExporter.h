@@ -35,6 +35,12 @@ bool predictJobTimes(std::vector<uint8_t> &bytes,
                      const ::rp::timing::HardwareModel &hw, std::string &error,
                      const ::rp::timing::MeasuredTimes *measured = nullptr);
 
+/// Values keyed by their opaque pointer (op result or block argument), as
+/// the exporter's buffer maps are.
+inline Operation *valueKey(Value v) {
+  return reinterpret_cast<Operation *>(v.getAsOpaquePointer());
+}
+
 class StagedExporter {
 public:
   StagedExporter(PlanWriter &w, func::FuncOp main, ScheduleOp schedule)

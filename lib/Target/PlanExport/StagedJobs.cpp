@@ -11,10 +11,6 @@
 using namespace mlir;
 using namespace mlir::rp;
 
-/// Buffers keyed by value and a number share one map of (op-or-arg, n).
-static Operation *opKey(Value v) {
-  return reinterpret_cast<Operation *>(v.getAsOpaquePointer());
-}
 
 std::string StagedExporter::label(const Cmd &c) const {
   std::string j = std::to_string(c.job), mb = " mb" + std::to_string(c.mb);
@@ -346,7 +342,7 @@ int64_t StagedExporter::rowBytes(Value v, uint32_t buffer) const {
 
 uint32_t StagedExporter::cached(BufferMap &map, Value v, unsigned key,
                                 const std::string &name, unsigned device) {
-  auto [it, fresh] = map.try_emplace({opKey(v), key}, 0);
+  auto [it, fresh] = map.try_emplace({valueKey(v), key}, 0);
   if (fresh)
     it->second = w.newBuffer(v.getType(), name, device);
   return it->second;

@@ -11,7 +11,6 @@
 using namespace mlir;
 using namespace mlir::rp;
 
-
 std::string StagedExporter::label(const Cmd &c) const {
   std::string j = std::to_string(c.job), mb = " mb" + std::to_string(c.mb);
   switch (c.kind) {

@@ -35,9 +35,10 @@ same with the 3000-token graph's stages kept at every length (--stages;
 stage grain, or layer grain where that reaches further), for comparison;
 and for Qwen3-1.7B RoundPipe's sequence-length table
 (tokens/s at 512 ... 64k) with rp's prediction beside it: microbatches of
-about 26k tokens as at 2048 (13 sequences), one sequence from 32k on,
-layer grain where stage grain does not fit. --only-memory skips the
-throughput runs.
+about 26k tokens as at 2048 (13 sequences), one sequence from 32k on.
+Every throughput plan takes rp-compile's default recompute grain
+(`--recompute auto`), which the summary's grain column reports.
+--only-memory skips the throughput runs.
 """
 
 import argparse
@@ -96,20 +97,19 @@ SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b",
 
 
 def compile_plan(graph, plan, schedule, m=M, extra=()):
-    """Compiles at stage-grain recompute, or layer grain where that does
-    not fit 24 GB (as RoundPipe's runs do for long sequences)."""
+    """Compiles with rp-compile's default recompute grain (`--recompute
+    auto`: chosen per backward stage by rp-choose-recompute); the grain it
+    chose comes back from its summary."""
     micro = m if schedule != "interleaved-1f1b" else -(-m // G) * G
     start = time.perf_counter()
-    for grain in ("stage", "layer"):
-        r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
-                            str(plan), "--devices", str(G), "--microbatches",
-                            str(micro), "--hw", "rtx4090", "--dtype", "f16",
-                            "--schedule", schedule, "--recompute", grain,
-                            *extra],
-                           capture_output=True, text=True)
-        if not r.returncode:
-            break
+    r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
+                        str(plan), "--devices", str(G), "--microbatches",
+                        str(micro), "--hw", "rtx4090", "--dtype", "f16",
+                        "--schedule", schedule, *extra],
+                       capture_output=True, text=True)
     took = time.perf_counter() - start
+    chosen = re.search(r"(\S+)-grain recompute", r.stderr)
+    grain = chosen.group(1) if chosen else "?"
     if r.returncode:
         lines = [l for l in r.stderr.strip().splitlines() if "error" in l]
         return None, took, re.sub(r"^.*?error: ", "", (lines or ["?"])[0])

@@ -20,6 +20,8 @@
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/Trainer.h"
 
+#include "TrainOutcome.h"
+
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
@@ -61,10 +63,7 @@ struct Config {
   }
 };
 
-struct Outcome {
-  std::vector<std::string> losses; ///< printed as rp-run prints them
-  std::string weights;             ///< the final checkpoint's bytes
-};
+using ::rp::test::Outcome;
 
 std::string scratchDir() {
   SmallString<128> dir;
@@ -172,16 +171,7 @@ Outcome train(const std::string &planPath, bool sync, const std::string &dir,
   options.save = dir + "/checkpoint";
   if (tweak)
     tweak(options);
-  rt::Status s =
-      rt::train(*plan, **fwd, pool, options, [&](unsigned, double loss) {
-        char text[32];
-        snprintf(text, sizeof(text), "%.9g", loss);
-        o.losses.emplace_back(text);
-      });
-  EXPECT_FALSE(s.failed()) << s.getMessage();
-  std::ifstream in(options.save + "/weights.safetensors", std::ios::binary);
-  o.weights.assign(std::istreambuf_iterator<char>(in), {});
-  EXPECT_FALSE(o.weights.empty());
+  ::rp::test::trainInto(o, *plan, **fwd, pool, options);
   return o;
 }
 

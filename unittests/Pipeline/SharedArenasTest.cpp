@@ -25,6 +25,8 @@
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/Trainer.h"
 
+#include "TrainOutcome.h"
+
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
@@ -79,10 +81,7 @@ std::string compile(unsigned devices, const std::string &stages,
   return plan;
 }
 
-struct Outcome {
-  std::vector<std::string> losses; ///< printed as rp-run prints them
-  std::string weights;             ///< the final checkpoint's bytes
-};
+using ::rp::test::Outcome;
 
 /// How a run keeps its passes: one at a time behind barriers (the
 /// reference), or two in flight on one shared copy of the device arenas.
@@ -139,16 +138,7 @@ Outcome train(const std::string &planPath, Run run, const std::string &save,
   // The reference's async optimizer runs between the steps.
   if (run == Run::barrier)
     options.overlapOptimizer = false;
-  rt::Status s =
-      rt::train(*plan, **fwd, pool, options, [&](unsigned, double loss) {
-        char text[32];
-        snprintf(text, sizeof(text), "%.9g", loss);
-        o.losses.emplace_back(text);
-      });
-  EXPECT_FALSE(s.failed()) << s.getMessage();
-  std::ifstream in(options.save + "/weights.safetensors", std::ios::binary);
-  o.weights.assign(std::istreambuf_iterator<char>(in), {});
-  EXPECT_FALSE(o.weights.empty());
+  ::rp::test::trainInto(o, *plan, **fwd, pool, options);
   return o;
 }
 

@@ -132,9 +132,14 @@ double mlir::rp::estimatedStepMs(const Partition &p,
                                  llvm::ArrayRef<LayerCost> layers,
                                  const SearchTarget &t) {
   // The steady state of a continuous run: what a run of many steps takes
-  // per step, with fill and drain paid once.
+  // per step, with fill and drain paid once. At layer grain (as
+  // devicePeak plans it) the backward jobs are timed as they will run:
+  // their inner layers' saved inputs uploaded, and only the deepest
+  // layer's recompute ahead of the gradient.
+  Partition q = p;
+  q.layerGrain = q.layerGrain || t.layerGrain;
   std::string error;
-  FailureOr<Pipeline> pl = lowerSchedule(p, layers, ScheduleKind::roundRobin,
+  FailureOr<Pipeline> pl = lowerSchedule(q, layers, ScheduleKind::roundRobin,
                                          t.devices, t.microbatches, error);
   assert(succeeded(pl) && "round-robin lowering cannot fail");
   std::optional<SteadyState> s = dispatchPasses(*pl, layers, t.hw, t.dispatch);

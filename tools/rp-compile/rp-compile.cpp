@@ -136,12 +136,16 @@ static void printSummary(ModuleOp module, size_t size) {
     os << "; the fused tail as 2 jobs on alternate microbatches (its "
           "gradients the even microbatches' sum plus the odd ones': compile "
           "a one-device reference with --tail-jobs 2)";
-  // --fuse-loss=auto's choice and why (rp-choose-loss-fusion).
+  // --recompute auto's grain and why (rp-partition), and --fuse-loss=auto's
+  // choice and why (rp-choose-loss-fusion).
+  rp::RPDialect *dialect =
+      module.getContext()->getLoadedDialect<rp::RPDialect>();
   for (auto func : module.getOps<func::FuncOp>())
-    if (StringAttr choice = module.getContext()
-                                ->getLoadedDialect<rp::RPDialect>()
-                                ->getLossFusionAttrHelper()
-                                .getAttr(func))
+    if (StringAttr choice =
+            dialect->getRecomputeChoiceAttrHelper().getAttr(func))
+      os << "; --recompute auto chose " << choice.getValue();
+  for (auto func : module.getOps<func::FuncOp>())
+    if (StringAttr choice = dialect->getLossFusionAttrHelper().getAttr(func))
       os << "; LM-head loss " << choice.getValue();
   if (FloatAttr ms = s.getStepMsAttr()) {
     // One figure: round-robin's is the steady state of a run whose steps

@@ -123,3 +123,25 @@ TEST(PartitionSearchTest, ChoiceFitsTheDeviceMemory) {
   }
   EXPECT_GT(checked, 0u);
 }
+
+// A search at layer grain (the user's --recompute layer, and the layer
+// half of --recompute auto's choice) times each candidate as the plan will
+// run it: its backward stages upload their inner layers' saved inputs and
+// recompute only the deepest layer ahead of the gradient. Timed at stage
+// grain instead, the layer-grain plan looked as fast as stage grain's.
+TEST(PartitionSearchTest, LayerGrainCandidatesAreTimedAtLayerGrain) {
+  HardwareProfile hw = pcie();
+  std::vector<LayerCost> layers = model(6, 1);
+  // Large saved inputs (80 ms each over 25 GB/s): the uploads show.
+  for (LayerCost &c : layers)
+    c.actInBytes = c.actOutBytes = int64_t(2e9);
+  Partition p = partitionFromSizes({2, 3}, 1, {3, 2}, 6);
+  SearchTarget stage{hw, 2, 3, int64_t(8e9)};
+  SearchTarget layer = stage;
+  layer.layerGrain = true;
+  Partition atLayer = p;
+  atLayer.layerGrain = true;
+  double byTarget = estimatedStepMs(p, layers, layer);
+  EXPECT_DOUBLE_EQ(byTarget, estimatedStepMs(atLayer, layers, stage));
+  EXPECT_GT(byTarget, estimatedStepMs(p, layers, stage) * 1.01);
+}

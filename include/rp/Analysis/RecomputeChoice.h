@@ -6,8 +6,11 @@
 // forward that computes them, uploaded again for the backward: offloaded
 // activations) and holds one layer's body at a time. Layer grain moves
 // more bytes over the host link and runs the recompute of every layer but
-// the deepest after the gradient arrives, so it is chosen only where the
-// plan needs its memory (docs/pipeline.md, "The recompute grain").
+// the deepest after the gradient arrives, so here (rp-choose-recompute,
+// on a partition cut at stage grain) it is chosen only where the plan
+// needs its memory; rp-partition's `auto` takes it everywhere first where
+// its own partition is predicted faster (PartitionPolicy.h,
+// docs/pipeline.md "The recompute grain").
 //
 //===----------------------------------------------------------------------===//
 

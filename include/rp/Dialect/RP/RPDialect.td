@@ -30,14 +30,21 @@ def RP_Dialect : Dialect {
     pipeline passes and the plan's predicted times read it, so every
     consumer times the layers the same way. `rp.loss_fusion` on the same
     function is rp-choose-loss-fusion's choice and why ("fused: ..." or
-    "unfused: ..."), which rp-compile's summary prints.
+    "unfused: ..."), which rp-compile's summary prints. `rp.recompute_choice`
+    on the same function is the grain `recompute = "auto"` chose for speed
+    (rp-partition, round-robin, rp's partitioner, no user stages) and why
+    ("layer: ..." or "stage: ..."): its presence tells the later passes
+    that a `recompute = "layer"` was auto's choice, not the user's, so
+    rp-choose-loss-fusion chooses again for the graph it re-partitions
+    and rp-report-max-seq chooses the grains at each length.
 
     ```mlir
     func.func @main(...) attributes {rp.measured = "/work/times.json"}
     ```
   }];
   let discardableAttrs = (ins "::mlir::StringAttr":$measured,
-                              "::mlir::StringAttr":$loss_fusion);
+                              "::mlir::StringAttr":$loss_fusion,
+                              "::mlir::StringAttr":$recompute_choice);
   let hasConstantMaterializer = 1;
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;

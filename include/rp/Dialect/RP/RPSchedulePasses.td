@@ -132,9 +132,17 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     partition, checked against the per-stage byte cap (half of
     `weight-budget` of the device memory: the running and the prefetched
     stage are resident together). The attribute also records the
-    partitioner and the `recompute` grain rp-autodiff applies (`auto`:
-    rp-choose-recompute chooses one per backward stage later), so the
+    partitioner and the `recompute` grain rp-autodiff applies, so the
     schedule is decided here once and later passes read it typed.
+    `recompute=auto` with rp's partitioner (round-robin, no `stages`)
+    chooses the grain for speed: the partitioner searches at stage grain
+    and at layer grain, both plans are predicted as they will run
+    (include/rp/Analysis/PlanPrediction.h) and the faster one that fits
+    is kept, stage grain unless layer grain is more than 0.1 % faster;
+    layer grain is recorded as `recompute = "layer"`, stage grain as
+    `"auto"` (rp-choose-recompute then puts stages at layer grain only
+    where they do not fit), and the function's `rp.recompute_choice`
+    says which and why. Elsewhere `auto` is recorded as it is.
     `tail-jobs=2` (round-robin, at least 2 microbatches) records
     `tail_jobs = 2`: the fused tail runs as two stage jobs on consecutive
     devices taking alternate microbatches, and every tail parameter's
@@ -330,7 +338,8 @@ def ChooseRecomputePass : Pass<"rp-choose-recompute", "::mlir::ModuleOp"> {
     it, largest saving first, until every device fits. A plan that still
     does not fit keeps the grains that got it closest; rp-plan-memory
     refuses it with the numbers. A partition whose grain is given
-    (`stage`, `layer` or a list) is left as it is. `grains=layer,stage,...`
+    (`stage`, `layer` or a list; `layer` also where rp-partition's `auto`
+    chose it for speed) is left as it is. `grains=layer,stage,...`
     sets each backward stage's grain instead (one per stage after the
     tail, in the `backward` list's order), whatever the partition holds.
     Run after rp-partition (and rp-choose-loss-fusion), before

@@ -150,8 +150,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
           clEnumValN(RecomputeGrain::layer, "layer",
                      "each layer alone, in every backward stage"),
           clEnumValN(RecomputeGrain::automatic, "auto",
-                     "per backward stage: layer grain only where stage "
-                     "grain does not fit (rp-choose-recompute)"))};
+                     "the faster of stage and layer grain (rp's "
+                     "partitioner, round-robin), then per backward stage "
+                     "layer grain only where stage grain does not fit "
+                     "(rp-choose-recompute)"))};
   Option<std::string> recomputeStages{
       *this, "recompute-stages", flags, llvm::cl::init(""),
       llvm::cl::desc("the grain of each backward stage after the tail, "

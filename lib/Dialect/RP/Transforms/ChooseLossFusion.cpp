@@ -13,10 +13,7 @@
 
 #include "PartitionPolicy.h"
 #include "ScheduleIR.h"
-#include "rp/Analysis/Continuous.h"
-#include "rp/Analysis/MemoryPlan.h"
-#include "rp/Analysis/PassesInFlight.h"
-#include "rp/Analysis/ScheduleTiming.h"
+#include "rp/Analysis/PlanPrediction.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -36,20 +33,6 @@ namespace {
 /// less memory): a step bound by weight uploads or by the optimizer hides
 /// the tail's extra GEMM, and the two plans then differ in the last digits.
 constexpr double kTie = 1e-3;
-
-/// What the plan of one graph is predicted to do: the step time as
-/// rp-insert-transfers records it and the peaks as rp-plan-memory plans
-/// them.
-struct Prediction {
-  double stepMs = 0;
-  double bubble = 0;
-  bool fits = true;
-  /// The device with the highest peak and its biggest buffer.
-  unsigned device = 0;
-  int64_t peak = 0;
-  std::string biggest;
-  int64_t biggestBytes = 0;
-};
 
 std::string gib(int64_t bytes) {
   std::string s;
@@ -104,85 +87,36 @@ struct ChooseLossFusionPass
 
   /// Lowers, times and plans the memory of `module`'s partition, as
   /// rp-lower-schedule, rp-insert-transfers and rp-plan-memory will.
-  FailureOr<Prediction> predict(ModuleOp module, CostModel &model,
-                                int64_t budget) {
+  FailureOr<PlanPrediction> predict(ModuleOp module, CostModel &model,
+                                    int64_t budget) {
     FailureOr<PipelineInputs> in = loadPipelineInputs(module, model);
     if (failed(in))
       return failure();
+    PlanTarget target{in->hw,
+                      in->attr.getSchedule(),
+                      in->attr.getDevices(),
+                      in->attr.getMicrobatches(),
+                      dispatch,
+                      passShift,
+                      budget};
     std::string error;
-    FailureOr<Pipeline> pl =
-        lowerSchedule(in->partition, in->costs, in->attr.getSchedule(),
-                      in->attr.getDevices(), in->attr.getMicrobatches(), error);
-    if (failed(pl))
+    FailureOr<PlanPrediction> p =
+        predictPlan(in->partition, in->costs, target, error);
+    if (failed(p))
       return in->func.emitError(error);
-    Prediction p;
-    // The pipeline inserts transfers with no weight budget: weights are
-    // uploaded every step, never resident.
-    pl->residentWeights = false;
-    bool roundRobin = pl->kind == ScheduleKind::roundRobin;
-    Pipeline computeOnly = *pl;
-    if (roundRobin) {
-      std::optional<SteadyState> steady;
-      if (passShift >= 0) {
-        computeOnly.passShift = passShift % int(pl->devices);
-        steady = steadyState(computeOnly, in->costs, in->hw);
-      } else {
-        steady = dispatchPasses(computeOnly, in->costs, in->hw, dispatch);
-      }
-      pl->passShift = computeOnly.passShift;
-      if (steady) {
-        p.stepMs = steady->stepMs;
-        p.bubble = steady->bubble();
-      }
-    }
-    insertTransfers(*pl, in->costs, in->hw);
-    std::optional<Schedule> issued = inIssueOrder(pl->schedule);
-    if (!issued)
-      return in->func.emitError("the schedule deadlocks once transfers are "
-                                "inserted; this is a bug in rp, please "
-                                "report it");
-    pl->schedule = std::move(*issued);
-    if (!roundRobin)
-      if (std::optional<Timing> t =
-              estimateTiming(recomputeSplit(pl->schedule, *pl, in->costs))) {
-        p.stepMs = t->iterationMs;
-        p.bubble = t->bubbleFraction();
-      }
-    MemoryPlan mp = planMemory(*pl, in->costs);
-    // As rp-plan-memory decides: where two copies of the arenas do not fit,
-    // the two passes in flight share one, each device waiting for its own
-    // part of the pass before (an unfused head's logits can tip a plan
-    // over).
-    if (roundRobin &&
-        chooseArenaCopies(mp.peakBytes, budget,
-                          renamesDevices(pl->shiftPerPass(), 2)) == 1)
-      if (std::optional<SteadyState> one =
-              steadyStateInMemory(computeOnly, 2, 1, in->costs, in->hw)) {
-        p.stepMs = one->stepMs;
-        p.bubble = one->bubble();
-      }
-    for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
-      if (peak > p.peak) {
-        p.peak = peak;
-        p.device = d;
-      }
-      p.fits &= peak <= budget;
-    }
-    for (const PlannedBuffer &b : mp.buffers)
-      if (b.device == p.device && b.bytes > p.biggestBytes) {
-        p.biggestBytes = b.bytes;
-        p.biggest = b.what;
-      }
     return p;
   }
 
   /// The unfused graph of a copy of `module`, partitioned as rp-partition
   /// partitions it, and its prediction; the copy's partition in
-  /// `partition`. Diagnostics go to `why`, not to the user: a graph that
-  /// cannot be planned unfused keeps its fused loss.
-  FailureOr<Prediction> predictUnfused(ModuleOp module, int64_t budget,
-                                       PartitionAttr &partition,
-                                       std::string &why) {
+  /// `partition`, and where `recompute = auto` chose the fused graph's
+  /// grain, the unfused graph's own choice in `grainChoice`. Diagnostics
+  /// go to `why`, not to the user: a graph that cannot be planned unfused
+  /// keeps its fused loss.
+  FailureOr<PlanPrediction> predictUnfused(ModuleOp module, int64_t budget,
+                                           PartitionAttr &partition,
+                                           std::string &grainChoice,
+                                           std::string &why) {
     ScopedDiagnosticHandler quiet(&getContext(), [&](Diagnostic &d) {
       if (d.getSeverity() == DiagnosticSeverity::Error && why.empty())
         why = d.str();
@@ -224,18 +158,34 @@ struct ChooseLossFusionPass
     // with tail-jobs=0 its partitioner picks one or two tail jobs afresh.
     request.tailJobs = tailJobs >= 0 ? unsigned(tailJobs) : fused.getTailJobs();
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
-    request.layerGrain = fused.getRecompute() == RecomputeGrain::layer;
+    // Where `recompute = auto` chose the fused graph's grain for speed
+    // (rp-partition), the unfused graph's is chosen the same way: its
+    // tail differs, and so may the faster grain.
+    request.chooseGrain = bool(getContext()
+                                   .getLoadedDialect<RPDialect>()
+                                   ->getRecomputeChoiceAttrHelper()
+                                   .getAttr(*func)) &&
+                          stages.empty();
+    request.layerGrain =
+        !request.chooseGrain && fused.getRecompute() == RecomputeGrain::layer;
     request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
+    GrainSpeedChoice grain;
     FailureOr<Partition> p =
-        choosePartition(*func, **costs, request, (*inputs)->hw);
+        choosePartition(*func, **costs, request, (*inputs)->hw, &grain);
     if (failed(p))
       return failure();
     SmallVector<int64_t> fwd, bwd;
     stageSizes(*p, fwd, bwd);
+    RecomputeGrain recompute = fused.getRecompute();
+    if (request.chooseGrain) {
+      recompute =
+          grain.layer ? RecomputeGrain::layer : RecomputeGrain::automatic;
+      grainChoice = grain.reason;
+    }
     partition = PartitionAttr::get(&getContext(), fused.getSchedule(),
                                    fused.getDevices(), fused.getMicrobatches(),
                                    fused.getHw(), fused.getPartitioner(),
-                                   fused.getRecompute(), fwd, bwd, p->tailJobs);
+                                   recompute, fwd, bwd, p->tailJobs);
     (*func)->setAttr("rp.partition", partition);
     return predict(*copy, scratch, budget);
   }
@@ -278,13 +228,13 @@ struct ChooseLossFusionPass
     int64_t budget = budgetGiB > 0
                          ? static_cast<int64_t>(budgetGiB * (1ull << 30))
                          : static_cast<int64_t>(in->hw.memoryBytes());
-    FailureOr<Prediction> fused = predict(module, model, budget);
+    FailureOr<PlanPrediction> fused = predict(module, model, budget);
     if (failed(fused))
       return signalPassFailure();
     PartitionAttr partition;
-    std::string why;
-    FailureOr<Prediction> unfused =
-        predictUnfused(module, budget, partition, why);
+    std::string grainChoice, why;
+    FailureOr<PlanPrediction> unfused =
+        predictUnfused(module, budget, partition, grainChoice, why);
     auto lossFusion =
         getContext().getLoadedDialect<RPDialect>()->getLossFusionAttrHelper();
     auto keepFused = [&](const std::string &reason) {
@@ -314,6 +264,11 @@ struct ChooseLossFusionPass
                        unfusedStep);
     unfuse(module);
     (*func)->setAttr("rp.partition", partition);
+    if (!grainChoice.empty())
+      getContext()
+          .getLoadedDialect<RPDialect>()
+          ->getRecomputeChoiceAttrHelper()
+          .setAttr(*func, StringAttr::get(&getContext(), grainChoice));
     std::string reason = fused->fits
                              ? "predicted " + unfusedStep + ", " + fusedStep +
                                    " (its backward recomputes the logits)"

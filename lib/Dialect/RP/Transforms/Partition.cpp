@@ -77,27 +77,50 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
     request.layerGrain = recompute == RecomputeGrain::layer;
     request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
+    // `auto` chooses the grain for speed where rp's partitioner cuts the
+    // round-robin stages; elsewhere (the user's stages, the other
+    // partitioners) the stages are given, and rp-choose-recompute keeps
+    // stage grain wherever it fits.
+    request.chooseGrain = recompute == RecomputeGrain::automatic &&
+                          stages.empty() && kind == ScheduleKind::roundRobin &&
+                          how == Partitioner::rp;
+    GrainSpeedChoice grain;
     FailureOr<Partition> p =
-        choosePartition(*func, **costs, request, (*inputs)->hw);
+        choosePartition(*func, **costs, request, (*inputs)->hw, &grain);
     if (failed(p))
       return signalPassFailure();
     SmallVector<int64_t> fwd, bwd;
     stageSizes(*p, fwd, bwd);
+    // Layer grain chosen is recorded as the user's `layer` would be, so
+    // that the schedule, its transfers and rp-autodiff realize it;
+    // rp.recompute_choice tells the passes that weigh options later that
+    // `auto` chose it. Stage grain chosen stays `auto` for
+    // rp-choose-recompute's memory fallback.
+    RecomputeGrain recorded = request.chooseGrain && grain.layer
+                                  ? RecomputeGrain::layer
+                                  : RecomputeGrain(recompute);
     (*func)->setAttr("rp.partition",
                      PartitionAttr::get(&getContext(), kind, devices,
                                         request.microbatches,
                                         HardwareAttr::get(&getContext(), hw),
-                                        how, recompute, fwd, bwd, p->tailJobs));
+                                        how, recorded, fwd, bwd, p->tailJobs));
+    auto choice = getContext()
+                      .getLoadedDialect<RPDialect>()
+                      ->getRecomputeChoiceAttrHelper();
+    if (request.chooseGrain)
+      choice.setAttr(*func, StringAttr::get(&getContext(), grain.reason));
+    else
+      choice.removeAttr(*func);
     // The passes after this one (the schedule, its transfers and memory,
     // the plan's predicted times) cost the layers the same way.
-    auto recorded =
+    auto measuredAttr =
         getContext().getLoadedDialect<RPDialect>()->getMeasuredAttrHelper();
     if (!measured.empty()) {
       SmallString<256> path(measured);
       (void)llvm::sys::fs::make_absolute(path);
-      recorded.setAttr(*func, StringAttr::get(&getContext(), path));
+      measuredAttr.setAttr(*func, StringAttr::get(&getContext(), path));
     } else
-      recorded.removeAttr(*func);
+      measuredAttr.removeAttr(*func);
   }
 };
 

@@ -3,6 +3,10 @@
 #include "PartitionPolicy.h"
 
 #include "rp/Analysis/PartitionSearch.h"
+#include "rp/Analysis/PlanPrediction.h"
+#include "rp/Analysis/RecomputeChoice.h"
+
+#include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -20,7 +24,8 @@ static Partition withTailJobs(Partition p, const PartitionRequest &request) {
 FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
                                                llvm::ArrayRef<LayerCost> costs,
                                                const PartitionRequest &request,
-                                               const HardwareProfile &hw) {
+                                               const HardwareProfile &hw,
+                                               GrainSpeedChoice *grain) {
   int64_t cap = request.cap;
   if (request.stages.empty()) {
     if (request.schedule != ScheduleKind::roundRobin)
@@ -32,8 +37,14 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
                           cap, request.dispatch, request.tailJobs};
       target.layerGrain = request.layerGrain;
       target.budgetBytes = request.budgetBytes;
-      if (request.partitioner == Partitioner::rp)
+      if (request.partitioner == Partitioner::rp) {
+        if (request.chooseGrain) {
+          GrainSpeedChoice unused;
+          return chooseGrainForSpeed(func, costs, request, hw,
+                                     grain ? *grain : unused);
+        }
         return withTailJobs(partitionForStepTime(costs, target), request);
+      }
       if (costs.size() > 10)
         return mlir::emitError(func.getLoc())
                << "partitioner=exhaustive tries every partition of at most "
@@ -80,6 +91,96 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
       return failure();
   scorePartition(*p, costs, request.devices);
   return withTailJobs(*p, request);
+}
+
+static std::string msText(double ms) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.3f ms", ms);
+  return s;
+}
+
+static std::string gibText(int64_t bytes) {
+  std::string s;
+  llvm::raw_string_ostream(s)
+      << llvm::format("%.3g GiB", bytes / double(1ull << 30));
+  return s;
+}
+
+FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
+    func::FuncOp func, llvm::ArrayRef<LayerCost> costs,
+    const PartitionRequest &request, const HardwareProfile &hw,
+    GrainSpeedChoice &choice) {
+  SearchTarget target{hw,          request.devices,  request.microbatches,
+                      request.cap, request.dispatch, request.tailJobs};
+  target.budgetBytes = request.budgetBytes;
+  // Each grain gets its own partition: layer grain holds one layer's
+  // intermediates at a time, so its backward stages can be larger.
+  target.layerGrain = false;
+  Partition atStage =
+      withTailJobs(partitionForStepTime(costs, target), request);
+  target.layerGrain = true;
+  Partition atLayer =
+      withTailJobs(partitionForStepTime(costs, target), request);
+  atLayer.layerGrain = true;
+  atLayer.stageLayerGrain.clear();
+  int64_t budget = target.budget();
+  std::string error;
+  // The stage-grain plan as it will run: rp-choose-recompute puts the
+  // stages that do not fit at layer grain.
+  GrainTarget grains{ScheduleKind::roundRobin, request.devices,
+                     request.microbatches, hw, budget};
+  FailureOr<GrainChoice> fallback =
+      chooseRecomputeGrains(atStage, costs, grains, error);
+  if (failed(fallback))
+    return mlir::emitError(func.getLoc()) << error;
+  Partition stagePlan = atStage;
+  stagePlan.stageLayerGrain = fallback->layerGrain;
+  PlanTarget plan{hw,
+                  ScheduleKind::roundRobin,
+                  request.devices,
+                  request.microbatches,
+                  request.dispatch,
+                  /*passShift=*/-1,
+                  budget};
+  FailureOr<PlanPrediction> stage = predictPlan(stagePlan, costs, plan, error);
+  if (failed(stage))
+    return mlir::emitError(func.getLoc()) << error;
+  FailureOr<PlanPrediction> layer = predictPlan(atLayer, costs, plan, error);
+  if (failed(layer))
+    return mlir::emitError(func.getLoc()) << error;
+  choice.stageMs = stage->stepMs;
+  choice.layerMs = layer->stepMs;
+  choice.stageFits = stage->fits;
+  choice.layerFits = layer->fits;
+  bool mixed = llvm::is_contained(fallback->layerGrain, true);
+  std::string stageName =
+      mixed ? "stage grain (layer grain where it does not fit)" : "stage grain";
+  std::string times = msText(layer->stepMs) + " a step at layer grain, " +
+                      msText(stage->stepMs) + " at " + stageName;
+  if (layer->fits &&
+      (!stage->fits || layer->stepMs < stage->stepMs * (1 - kGrainTie))) {
+    choice.layer = true;
+    choice.reason =
+        "layer: " +
+        (stage->fits
+             ? "predicted " + times
+             : "the stage-grain plan does not fit (device " +
+                   std::to_string(stage->device) + " would need " +
+                   gibText(stage->peak) + " of " + gibText(budget) + ")");
+    return atLayer;
+  }
+  choice.layer = false;
+  if (!layer->fits)
+    choice.reason = "stage: the layer-grain plan does not fit (device " +
+                    std::to_string(layer->device) + " would need " +
+                    gibText(layer->peak) + " of " + gibText(budget) + ")";
+  else
+    choice.reason =
+        "stage: predicted " + msText(stage->stepMs) + " a step at " +
+        stageName + ", " +
+        (stage->stepMs < layer->stepMs ? "faster than " : "within 0.1 % of ") +
+        msText(layer->stepMs) + " at layer grain";
+  return atStage;
 }
 
 int64_t mlir::rp::stageByteCap(int64_t stageBytes, const HardwareProfile &hw,

@@ -33,7 +33,33 @@ struct PartitionRequest {
   /// budget (0: the profile's memory), PartitionMemory.h.
   bool layerGrain = false;
   int64_t budgetBytes = 0;
+  /// `recompute = auto` (round-robin, rp's partitioner, no `stages`):
+  /// search at stage grain and at layer grain and keep the faster plan
+  /// (chooseGrainForSpeed); `layerGrain` is then ignored.
+  bool chooseGrain = false;
 };
+
+/// What `recompute = auto` chose for speed, and why.
+struct GrainSpeedChoice {
+  /// Layer grain in every backward stage; else stage grain, with
+  /// rp-choose-recompute's layer grain only where stage grain does not fit.
+  bool layer = false;
+  /// The two plans' predicted steps, and whether they fit the budget.
+  double stageMs = 0, layerMs = 0;
+  bool stageFits = true, layerFits = true;
+  /// "layer: ..." or "stage: ...", the function's rp.recompute_choice.
+  std::string reason;
+};
+
+/// A layer-grain plan must be predicted faster than the stage-grain one by
+/// more than this share to be chosen: both come from one deterministic
+/// timing model, so the margin only absorbs its last digits (a step bound
+/// by weight uploads or the optimizer hides the grain, and the two plans
+/// then differ in rounding), and such a tie keeps stage grain, which
+/// moves fewer bytes and holds less pinned host memory. A wider margin
+/// would give up real gains: Qwen3-32B's layer-grain plan is predicted
+/// 0.35 % faster and runs 3.4 % faster on the sim (docs/pipeline.md).
+constexpr double kGrainTie = 1e-3;
 
 /// The partition `request` asks for: a user partition is checked against
 /// the cap; round-robin uses rp's or RoundPipe's partitioner, the static
@@ -41,7 +67,23 @@ struct PartitionRequest {
 FailureOr<Partition> choosePartition(func::FuncOp func,
                                      llvm::ArrayRef<LayerCost> costs,
                                      const PartitionRequest &request,
-                                     const HardwareProfile &hw);
+                                     const HardwareProfile &hw,
+                                     GrainSpeedChoice *grain = nullptr);
+
+/// `recompute = auto`'s grain for speed: rp's partitioner searches at
+/// stage grain and at layer grain; each partition is planned as it will
+/// run (PlanPrediction.h: the steady state under `request.dispatch`,
+/// layer grain's saved-input uploads included, the arena copies its
+/// memory allows), the stage-grain one with rp-choose-recompute's layer
+/// grain where stage grain does not fit; the faster plan that fits is
+/// kept, stage grain on ties (kGrainTie) and where neither fits. The
+/// partition returned holds the grain (Partition::layerGrain); `choice`
+/// says which and why.
+FailureOr<Partition> chooseGrainForSpeed(func::FuncOp func,
+                                         llvm::ArrayRef<LayerCost> costs,
+                                         const PartitionRequest &request,
+                                         const HardwareProfile &hw,
+                                         GrainSpeedChoice &choice);
 
 /// The per-stage byte cap the partitioning passes ask for: `stageBytes`
 /// when the user gives it, else half the weight budget's share of the

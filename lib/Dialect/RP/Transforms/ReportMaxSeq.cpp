@@ -196,6 +196,8 @@ struct ReportMaxSeqPass
         in->partition = lean.fastest ? *lean.fastest : lean.leastPeak;
       }
     }
+    // The function's own partition at the layer grain `auto` chose for it.
+    layerGrain |= how == Stages::function && autoChoseLayer;
     in->partition.layerGrain = layerGrain;
     std::string error;
     // Layer grain for all, the grains `auto` chooses at this length, or
@@ -279,15 +281,24 @@ struct ReportMaxSeqPass
           << " bytes)";
       return s;
     };
-    bool layerGrain = in->partition.layerGrain;
+    // A layer grain that `recompute = auto` chose for speed at this length
+    // (rp.recompute_choice) is still auto's: the longest sequence is the
+    // longest at which auto's grains fit, chosen at each length.
+    bool autoChose = bool(getContext()
+                              .getLoadedDialect<RPDialect>()
+                              ->getRecomputeChoiceAttrHelper()
+                              .getAttr(in->func));
+    autoChoseLayer = autoChose && in->partition.layerGrain;
+    bool layerGrain = in->partition.layerGrain && !autoChose;
     // rp's partitioner cuts other stages at other lengths; a user's stages
     // and the other partitioners' do not depend on the length as much, and
     // are tried as they are.
     ownStages = repartition &&
                 in->attr.getSchedule() == ScheduleKind::roundRobin &&
                 in->attr.getPartitioner() == Partitioner::rp;
-    chooseGrains = in->attr.getRecompute() == RecomputeGrain::automatic &&
-                   !in->attr.isMixed();
+    chooseGrains =
+        autoChose || (in->attr.getRecompute() == RecomputeGrain::automatic &&
+                      !in->attr.isMixed());
     FailureOr<Trial> base = trial(module, seq0, seq0, budget, layerGrain);
     FailureOr<Trial> small = trial(module, seq0, 1, budget, layerGrain);
     if (failed(base) || failed(small))
@@ -383,6 +394,8 @@ struct ReportMaxSeqPass
   int64_t rows = 1;
   /// `recompute = "auto"`: each trial chooses the grains at its length.
   bool chooseGrains = false;
+  /// `auto` chose layer grain for the function's own partition.
+  bool autoChoseLayer = false;
 
   /// The largest sequence in [1, limit] that fits, from the trial at one
   /// token (which fits) and others that already ran. The bracket [lo fits, hi

@@ -60,7 +60,12 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   partition.measured = options.measured;
   partition.partitioner = options.partitioner;
   partition.stages = options.stages;
-  partition.recompute = options.recompute;
+  // Grains given per stage (--recompute-stages) name the stages that
+  // `auto` would cut without choosing a grain: stage grain's.
+  partition.recompute = options.recomputeStages.empty() ||
+                                options.recompute != RecomputeGrain::automatic
+                            ? options.recompute
+                            : RecomputeGrain::stage;
   partition.dispatch = options.dispatch;
   partition.tailJobs = options.tailJobs;
   partition.budgetGiB = options.budgetGiB;

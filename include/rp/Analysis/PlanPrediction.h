@@ -1,0 +1,64 @@
+//===- PlanPrediction.h - what a partition's plan will do -------*- C++ -*-===//
+//
+// The predicted step and device memory of a partition's plan, computed as
+// the pipeline passes compute them: rp-lower-schedule's jobs,
+// rp-insert-transfers' steady state (round-robin: steps back to back,
+// under the dispatch or the pass shift given; a static schedule: one step)
+// and rp-plan-memory's peaks, with the step timed again where two copies
+// of the arenas do not fit and the two passes in flight share one. The
+// passes that weigh two plans before the schedule exists use it
+// (rp-choose-loss-fusion its fused and unfused graphs, rp-partition the
+// two recompute grains of `recompute = auto`), so each option is timed as
+// the plan it becomes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_ANALYSIS_PLANPREDICTION_H
+#define RP_ANALYSIS_PLANPREDICTION_H
+
+#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/Pipeline.h"
+
+#include <string>
+
+namespace mlir::rp {
+
+/// The pipeline a prediction plans.
+struct PlanTarget {
+  const HardwareProfile &hw;
+  ScheduleKind kind = ScheduleKind::roundRobin;
+  unsigned devices = 1, microbatches = 1;
+  /// Round-robin: how the passes move (the partitioner's and
+  /// rp-insert-transfers' `dispatch`), or the shift given (>= 0).
+  Dispatch dispatch = Dispatch::modulo;
+  int passShift = -1;
+  /// The device memory the plan must fit.
+  int64_t budget = 0;
+};
+
+struct PlanPrediction {
+  /// The plan's predicted step (round-robin: the steady state) and bubble.
+  double stepMs = 0;
+  double bubble = 0;
+  /// Whether every device's peak fits the budget.
+  bool fits = true;
+  /// Round-robin: the copies of the arenas the run keeps (2, or 1 where
+  /// two do not fit).
+  unsigned arenaCopies = 2;
+  /// The device with the highest peak, the peak and its biggest buffer.
+  unsigned device = 0;
+  int64_t peak = 0;
+  std::string biggest;
+  int64_t biggestBytes = 0;
+};
+
+/// Plans `partition` (its grains included) for `target`. Fails with
+/// `error` when the schedule cannot run the partition or deadlocks.
+FailureOr<PlanPrediction> predictPlan(const Partition &partition,
+                                      llvm::ArrayRef<LayerCost> layers,
+                                      const PlanTarget &target,
+                                      std::string &error);
+
+} // namespace mlir::rp
+
+#endif // RP_ANALYSIS_PLANPREDICTION_H

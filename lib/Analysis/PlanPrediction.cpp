@@ -1,0 +1,82 @@
+//===- PlanPrediction.cpp - what a partition's plan will do ---------------===//
+
+#include "rp/Analysis/PlanPrediction.h"
+
+#include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/PassesInFlight.h"
+#include "rp/Analysis/ScheduleTiming.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+
+FailureOr<PlanPrediction>
+mlir::rp::predictPlan(const Partition &partition,
+                      llvm::ArrayRef<LayerCost> layers,
+                      const PlanTarget &target, std::string &error) {
+  FailureOr<Pipeline> pl =
+      lowerSchedule(partition, layers, target.kind, target.devices,
+                    target.microbatches, error);
+  if (failed(pl))
+    return failure();
+  PlanPrediction p;
+  // Weights are uploaded every step (the optimizer runs on the host),
+  // never resident.
+  pl->residentWeights = false;
+  bool roundRobin = pl->kind == ScheduleKind::roundRobin;
+  Pipeline computeOnly = *pl;
+  if (roundRobin) {
+    std::optional<SteadyState> steady;
+    if (target.passShift >= 0) {
+      computeOnly.passShift = target.passShift % int(pl->devices);
+      steady = steadyState(computeOnly, layers, target.hw);
+    } else {
+      steady = dispatchPasses(computeOnly, layers, target.hw, target.dispatch);
+    }
+    pl->passShift = computeOnly.passShift;
+    if (steady) {
+      p.stepMs = steady->stepMs;
+      p.bubble = steady->bubble();
+    }
+  }
+  insertTransfers(*pl, layers, target.hw);
+  std::optional<Schedule> issued = inIssueOrder(pl->schedule);
+  if (!issued) {
+    error = "the schedule deadlocks once transfers are inserted; this is a "
+            "bug in rp, please report it";
+    return failure();
+  }
+  pl->schedule = std::move(*issued);
+  if (!roundRobin)
+    if (std::optional<Timing> t =
+            estimateTiming(recomputeSplit(pl->schedule, *pl, layers))) {
+      p.stepMs = t->iterationMs;
+      p.bubble = t->bubbleFraction();
+    }
+  MemoryPlan mp = planMemory(*pl, layers);
+  // As rp-plan-memory decides: where two copies of the arenas do not fit,
+  // the two passes in flight share one, each device waiting for its own
+  // part of the pass before.
+  if (roundRobin) {
+    p.arenaCopies = chooseArenaCopies(mp.peakBytes, target.budget,
+                                      renamesDevices(pl->shiftPerPass(), 2));
+    if (p.arenaCopies == 1)
+      if (std::optional<SteadyState> one =
+              steadyStateInMemory(computeOnly, 2, 1, layers, target.hw)) {
+        p.stepMs = one->stepMs;
+        p.bubble = one->bubble();
+      }
+  }
+  for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
+    if (peak > p.peak) {
+      p.peak = peak;
+      p.device = d;
+    }
+    p.fits &= peak <= target.budget;
+  }
+  for (const PlannedBuffer &b : mp.buffers)
+    if (b.device == p.device && b.bytes > p.biggestBytes) {
+      p.biggestBytes = b.bytes;
+      p.biggest = b.what;
+    }
+  return p;
+}

@@ -10,6 +10,7 @@
 #include "AttributeTypes.h"
 #include "BandEval.h"
 #include "ConstantEvaluator.h"
+#include "GraphImporter.h"
 #include "MoEBlocks.h"
 #include "NodeImporter.h"
 #include "rp/Support/ToolGuards.h"
@@ -33,9 +34,6 @@ using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
 
 static constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
-/// Integer initializers up to this size are shape data and become
-/// constants, so that the arithmetic on them folds.
-static constexpr int64_t kMaxConstantElements = 1 << 16;
 
 LogicalResult mlir::rp::parseShapeOption(StringRef text,
                                          ONNXImportOptions &options,
@@ -76,223 +74,12 @@ static std::string moeRoutingHint(StringRef opType) {
          "model with rp.trace, which maps more forms to the rp.moe ops";
 }
 
-namespace {
-
-class GraphImporter {
-public:
-  GraphImporter(const onnx::ModelProto &model, StringRef path, int64_t opset,
-                MLIRContext *context, const ONNXImportOptions &options)
-      : graph(model.graph()), path(path), opset(opset), context(context),
-        options(options), builder(context),
-        modelDir(llvm::sys::path::parent_path(path)) {
-    if (modelDir.empty())
-      modelDir = ".";
-  }
-
-  OwningOpRef<ModuleOp> run();
-
-private:
-  Location nodeLoc(const onnx::NodeProto &node, int index);
-  FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
-  /// Creates the rp.param or rp.constant of initializer `name` on first use.
-  Value lookupInitializer(StringRef name);
-  FailureOr<Value> importInitializer(const onnx::TensorProto &tensor);
-  LogicalResult importNode(const onnx::NodeProto &node, int index);
-  LogicalResult importNodeImpl(const onnx::NodeProto &node, int index);
-  /// The value of `v` when it is input-independent: a constant, or a param
-  /// of a buffer (see `buffers`); null otherwise.
-  FailureOr<DenseElementsAttr> constantValue(Value v);
-  /// Folds `node` into constants when the evaluator knows its op and every
-  /// input is input-independent; returns true when it did.
-  FailureOr<bool> tryEvaluate(NodeImporter &importer);
-
-  const onnx::GraphProto &graph;
-  std::string path;
-  int64_t opset;
-  MLIRContext *context;
-  const ONNXImportOptions &options;
-  OpBuilder builder;
-  SmallString<128> modelDir;
-
-  llvm::StringMap<Value> values;
-  llvm::StringMap<SmallVector<Value>> sequences;
-  llvm::StringMap<const onnx::TensorProto *> initializers;
-  llvm::StringMap<Handler> handlers;
-  /// Params and constants of initializers go to the top of the function,
-  /// in first-use order.
-  Block *entry = nullptr;
-  Operation *lastInitializerOp = nullptr;
-  std::unique_ptr<WeightsWriter> weights;
-  bool initializerFailed = false;
-  /// Initializers that are buffers rather than weights: integer and bool
-  /// tensors, and floats named like the buffers exporters write (rotary
-  /// frequencies and tables, masks, position ids). Their params fold; a
-  /// frozen weight stays a param.
-  llvm::StringSet<> buffers;
-  /// The --shape changes of dimensions the model fixes, for messages.
-  SmallVector<std::string> overrides;
-  llvm::DenseMap<Operation *, DenseElementsAttr> bufferValues;
-  /// Input-independent masks kept as bands (BandEval.h), by the value that
-  /// computes them in the IR.
-  llvm::DenseMap<Value, LazyBand> bands;
-};
-
-} // namespace
-
 Location GraphImporter::nodeLoc(const onnx::NodeProto &node, int index) {
   std::string name = node.name().empty()
                          ? node.op_type() + "_" + std::to_string(index)
                          : node.name();
   return NameLoc::get(StringAttr::get(context, name),
                       FileLineColLoc::get(context, path, 0, 0));
-}
-
-FailureOr<RankedTensorType>
-GraphImporter::inputType(const onnx::ValueInfoProto &info) {
-  Location loc = NameLoc::get(StringAttr::get(context, info.name()),
-                              FileLineColLoc::get(context, path, 0, 0));
-  if (!info.type().has_tensor_type())
-    return emitError(loc) << "input '" << info.name()
-                          << "' is not a tensor; rp imports tensor inputs only";
-  const auto &tt = info.type().tensor_type();
-  Type element = convertElementType(tt.elem_type(), context);
-  if (!element)
-    return emitError(loc) << "input '" << info.name() << "' has data type "
-                          << elementTypeName(tt.elem_type())
-                          << ", which rp does not support (FLOAT, FLOAT16, "
-                             "BFLOAT16, DOUBLE, INT64, INT32, BOOL)";
-  SmallVector<int64_t> shape;
-  for (const auto &d : tt.shape().dim())
-    shape.push_back(d.has_dim_value() ? d.dim_value() : ShapedType::kDynamic);
-  auto it = options.shapes.find(info.name());
-  if (it != options.shapes.end()) {
-    ArrayRef<int64_t> given = it->second;
-    if (given.size() != shape.size())
-      return emitError(loc)
-             << "--shape " << info.name() << " gives " << given.size()
-             << " dimensions but the input has " << shape.size();
-    // A dimension fixed at export is re-specialised: what reads it through
-    // Shape follows; a node that baked the exported size into a constant
-    // fails, and its error names the override (see importNode).
-    for (auto [d, g] : llvm::enumerate(given))
-      if (shape[d] != ShapedType::kDynamic && shape[d] != g)
-        overrides.push_back("dimension " + std::to_string(d) + " of '" +
-                            info.name() + "' (exported as " +
-                            std::to_string(shape[d]) + ") to " +
-                            std::to_string(g));
-    shape.assign(given.begin(), given.end());
-  }
-  for (auto [d, size] : llvm::enumerate(shape))
-    if (size == ShapedType::kDynamic) {
-      const auto &dim = tt.shape().dim(d);
-      InFlightDiagnostic diag = emitError(loc)
-                                << "input '" << info.name()
-                                << "' has dynamic dimension " << d;
-      if (dim.has_dim_param())
-        diag << " ('" << dim.dim_param() << "')";
-      diag << "; set every dimension with --shape " << info.name() << "=";
-      for (size_t k = 0; k < shape.size(); ++k)
-        diag << (k ? "x" : "")
-             << (shape[k] == ShapedType::kDynamic ? "N"
-                                                  : std::to_string(shape[k]));
-      return diag;
-    }
-  return RankedTensorType::get(shape, element);
-}
-
-FailureOr<Value>
-GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
-  Location loc = NameLoc::get(StringAttr::get(context, tensor.name()),
-                              FileLineColLoc::get(context, path, 0, 0));
-  Type element = convertElementType(tensor.data_type(), context);
-  if (!element)
-    return emitError(loc) << "initializer '" << tensor.name()
-                          << "' has data type "
-                          << elementTypeName(tensor.data_type())
-                          << ", which rp does not support";
-  SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
-  auto type = RankedTensorType::get(shape, element);
-  OpBuilder::InsertionGuard guard(builder);
-  if (lastInitializerOp)
-    builder.setInsertionPointAfter(lastInitializerOp);
-  else
-    builder.setInsertionPointToStart(entry);
-
-  bool isFloat = isa<FloatType>(element);
-  int64_t n = type.getNumElements();
-  if ((!isFloat && n <= kMaxConstantElements) || (isFloat && n == 1)) {
-    auto data = readTensor(tensor, type, modelDir, loc);
-    if (failed(data))
-      return failure();
-    lastInitializerOp = ConstantOp::create(builder, loc, *data);
-    return lastInitializerOp->getResult(0);
-  }
-
-  int64_t bytes = n * getElementSizeInBytes(type);
-  std::string file;
-  int64_t offset = 0;
-  bool constantMask = false;
-  if (auto ext = externalDataOf(tensor)) {
-    offset = ext->offset;
-    int64_t length = ext->length;
-    SmallString<256> dataPath(modelDir);
-    llvm::sys::path::append(dataPath, ext->location);
-    uint64_t size = 0;
-    if (ext->location.empty() || offset < 0 ||
-        llvm::sys::fs::file_size(dataPath, size))
-      return emitError(loc) << "initializer '" << tensor.name()
-                            << "' refers to external data file '" << dataPath
-                            << "', which cannot be read";
-    if (length >= 0 && length != bytes)
-      return emitError(loc)
-             << "initializer '" << tensor.name() << "' stores " << length
-             << " bytes but " << type << " needs " << bytes;
-    if (static_cast<uint64_t>(offset + bytes) > size)
-      return emitError(loc)
-             << "initializer '" << tensor.name() << "' needs bytes [" << offset
-             << ", " << offset + bytes << ") of '" << dataPath
-             << "', which holds only " << size << " bytes";
-    file = relativePath(dataPath, options.irDir);
-  } else {
-    if (!weights) {
-      weights = std::make_unique<WeightsWriter>(options.weightsPath);
-      if (failed(weights->open(loc)))
-        return failure();
-    }
-    auto data = readTensorBytes(tensor, modelDir, loc);
-    if (failed(data) || failed(checkTensorSize(tensor, *data, type, loc)))
-      return failure();
-    offset = weights->append(*data);
-    file = relativePath(options.weightsPath, options.irDir);
-    constantMask = isFloat && holdsMaskValue(*data, element);
-  }
-  // ONNX does not tell parameters from buffers; a float initializer holding
-  // a masking value (a causal mask buffer, or one an exporter's constant
-  // folding made from finfo.min) is not a weight, so it is a frozen
-  // parameter and, like the buffers named as such, may be folded. Other
-  // buffers need --frozen.
-  bool trainable = isFloat && !constantMask &&
-                   !matchesAny(tensor.name(), options.frozenPatterns);
-  if (!isFloat || constantMask ||
-      matchesAny(tensor.name(), ONNXImportOptions::defaultFrozenPatterns()))
-    buffers.insert(tensor.name());
-  lastInitializerOp = ParamOp::create(
-      builder, loc, type, tensor.name(), trainable, builder.getStringAttr(file),
-      builder.getI64IntegerAttr(offset), FloatAttr());
-  return lastInitializerOp->getResult(0);
-}
-
-Value GraphImporter::lookupInitializer(StringRef name) {
-  auto it = initializers.find(name);
-  if (it == initializers.end())
-    return {};
-  auto v = importInitializer(*it->second);
-  if (failed(v)) {
-    initializerFailed = true;
-    return {};
-  }
-  values[name] = *v;
-  return *v;
 }
 
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,

@@ -1,0 +1,89 @@
+//===- GraphImporter.h - one ONNX graph into an rp function -----*- C++ -*-===//
+//
+// The importer's state for one graph (Importer.cpp): its values, its
+// initializers and the handler table. Importer.cpp walks the nodes;
+// ImportInitializers.cpp makes arguments and initializers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_IMPORT_ONNX_GRAPHIMPORTER_H
+#define RP_IMPORT_ONNX_GRAPHIMPORTER_H
+
+#include "rp/Import/ONNX/Importer.h"
+#include "BandEval.h"
+#include "NodeImporter.h"
+#include "rp/Support/WeightsWriter.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+
+namespace mlir::rp::onnx_import {
+
+/// Integer initializers up to this size are shape data and become
+/// constants, so that the arithmetic on them folds.
+inline constexpr int64_t kMaxConstantElements = 1 << 16;
+
+class GraphImporter {
+public:
+  GraphImporter(const onnx::ModelProto &model, StringRef path, int64_t opset,
+                MLIRContext *context, const ONNXImportOptions &options)
+      : graph(model.graph()), path(path), opset(opset), context(context),
+        options(options), builder(context),
+        modelDir(llvm::sys::path::parent_path(path)) {
+    if (modelDir.empty())
+      modelDir = ".";
+  }
+
+  OwningOpRef<ModuleOp> run();
+
+private:
+  Location nodeLoc(const onnx::NodeProto &node, int index);
+  FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
+  /// Creates the rp.param or rp.constant of initializer `name` on first use.
+  Value lookupInitializer(StringRef name);
+  FailureOr<Value> importInitializer(const onnx::TensorProto &tensor);
+  LogicalResult importNode(const onnx::NodeProto &node, int index);
+  LogicalResult importNodeImpl(const onnx::NodeProto &node, int index);
+  /// The value of `v` when it is input-independent: a constant, or a param
+  /// of a buffer (see `buffers`); null otherwise.
+  FailureOr<DenseElementsAttr> constantValue(Value v);
+  /// Folds `node` into constants when the evaluator knows its op and every
+  /// input is input-independent; returns true when it did.
+  FailureOr<bool> tryEvaluate(NodeImporter &importer);
+
+  const onnx::GraphProto &graph;
+  std::string path;
+  int64_t opset;
+  MLIRContext *context;
+  const ONNXImportOptions &options;
+  OpBuilder builder;
+  SmallString<128> modelDir;
+
+  llvm::StringMap<Value> values;
+  llvm::StringMap<SmallVector<Value>> sequences;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  llvm::StringMap<Handler> handlers;
+  /// Params and constants of initializers go to the top of the function,
+  /// in first-use order.
+  Block *entry = nullptr;
+  Operation *lastInitializerOp = nullptr;
+  std::unique_ptr<WeightsWriter> weights;
+  bool initializerFailed = false;
+  /// Initializers that are buffers rather than weights: integer and bool
+  /// tensors, and floats named like the buffers exporters write (rotary
+  /// frequencies and tables, masks, position ids). Their params fold; a
+  /// frozen weight stays a param.
+  llvm::StringSet<> buffers;
+  /// The --shape changes of dimensions the model fixes, for messages.
+  SmallVector<std::string> overrides;
+  llvm::DenseMap<Operation *, DenseElementsAttr> bufferValues;
+  /// Input-independent masks kept as bands (BandEval.h), by the value that
+  /// computes them in the IR.
+  llvm::DenseMap<Value, LazyBand> bands;
+};
+
+
+} // namespace mlir::rp::onnx_import
+
+#endif // RP_IMPORT_ONNX_GRAPHIMPORTER_H

@@ -9,9 +9,9 @@
 #ifndef RP_IMPORT_ONNX_GRAPHIMPORTER_H
 #define RP_IMPORT_ONNX_GRAPHIMPORTER_H
 
-#include "rp/Import/ONNX/Importer.h"
 #include "BandEval.h"
 #include "NodeImporter.h"
+#include "rp/Import/ONNX/Importer.h"
 #include "rp/Support/WeightsWriter.h"
 
 #include "mlir/IR/Builders.h"
@@ -82,7 +82,6 @@ private:
   /// computes them in the IR.
   llvm::DenseMap<Value, LazyBand> bands;
 };
-
 
 } // namespace mlir::rp::onnx_import
 

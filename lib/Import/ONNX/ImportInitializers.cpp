@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GraphImporter.h"
 #include "AttributeTypes.h"
+#include "GraphImporter.h"
 
 #include "llvm/Support/FileSystem.h"
 
@@ -163,4 +163,3 @@ Value GraphImporter::lookupInitializer(StringRef name) {
   values[name] = *v;
   return *v;
 }
-

@@ -209,6 +209,21 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
   return mp;
 }
 
+FullestDevice mlir::rp::fullestDevice(const MemoryPlan &mp) {
+  FullestDevice f;
+  for (auto [d, peak] : llvm::enumerate(mp.peakBytes))
+    if (peak > f.peak) {
+      f.peak = peak;
+      f.device = unsigned(d);
+    }
+  for (const PlannedBuffer &b : mp.buffers)
+    if (b.device == f.device && b.bytes > f.biggestBytes) {
+      f.biggestBytes = b.bytes;
+      f.biggest = b.what;
+    }
+  return f;
+}
+
 std::vector<int64_t> mlir::rp::runPeakBytes(llvm::ArrayRef<int64_t> passPeaks,
                                             unsigned copies, bool renamed) {
   int64_t largest = 0;

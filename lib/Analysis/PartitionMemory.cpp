@@ -14,11 +14,8 @@ using namespace mlir::rp;
 DevicePeak mlir::rp::devicePeak(const Partition &p,
                                 llvm::ArrayRef<LayerCost> layers,
                                 const SearchTarget &t) {
-  Partition q = p;
-  q.layerGrain = q.layerGrain || t.layerGrain;
   std::string error;
-  FailureOr<Pipeline> pl = lowerSchedule(q, layers, ScheduleKind::roundRobin,
-                                         t.devices, t.microbatches, error);
+  FailureOr<Pipeline> pl = lowerForTarget(p, layers, t, error);
   DevicePeak peak;
   if (failed(pl)) {
     peak.bytes = std::numeric_limits<int64_t>::max();
@@ -29,12 +26,9 @@ DevicePeak mlir::rp::devicePeak(const Partition &p,
   // follows.
   if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
     pl->schedule = std::move(*issued);
-  MemoryPlan mp = planMemory(*pl, layers);
-  for (auto [d, bytes] : llvm::enumerate(mp.peakBytes))
-    if (bytes > peak.bytes) {
-      peak.bytes = bytes;
-      peak.device = d;
-    }
+  FullestDevice full = fullestDevice(planMemory(*pl, layers));
+  peak.bytes = full.peak;
+  peak.device = full.device;
   peak.fits = peak.bytes <= t.budget();
   return peak;
 }

@@ -128,6 +128,16 @@ std::vector<unsigned> balancedSizes(llvm::ArrayRef<LayerCost> layers,
 
 } // namespace
 
+FailureOr<Pipeline> mlir::rp::lowerForTarget(const Partition &p,
+                                             llvm::ArrayRef<LayerCost> layers,
+                                             const SearchTarget &t,
+                                             std::string &error) {
+  Partition q = p;
+  q.layerGrain = q.layerGrain || t.layerGrain;
+  return lowerSchedule(q, layers, ScheduleKind::roundRobin, t.devices,
+                       t.microbatches, error);
+}
+
 double mlir::rp::estimatedStepMs(const Partition &p,
                                  llvm::ArrayRef<LayerCost> layers,
                                  const SearchTarget &t) {
@@ -136,11 +146,8 @@ double mlir::rp::estimatedStepMs(const Partition &p,
   // devicePeak plans it) the backward jobs are timed as they will run:
   // their inner layers' saved inputs uploaded, and only the deepest
   // layer's recompute ahead of the gradient.
-  Partition q = p;
-  q.layerGrain = q.layerGrain || t.layerGrain;
   std::string error;
-  FailureOr<Pipeline> pl = lowerSchedule(q, layers, ScheduleKind::roundRobin,
-                                         t.devices, t.microbatches, error);
+  FailureOr<Pipeline> pl = lowerForTarget(p, layers, t, error);
   assert(succeeded(pl) && "round-robin lowering cannot fail");
   std::optional<SteadyState> s = dispatchPasses(*pl, layers, t.hw, t.dispatch);
   assert(s && "round-robin schedules cannot deadlock");

@@ -66,17 +66,11 @@ mlir::rp::predictPlan(const Partition &partition,
         p.bubble = one->bubble();
       }
   }
-  for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
-    if (peak > p.peak) {
-      p.peak = peak;
-      p.device = d;
-    }
-    p.fits &= peak <= target.budget;
-  }
-  for (const PlannedBuffer &b : mp.buffers)
-    if (b.device == p.device && b.bytes > p.biggestBytes) {
-      p.biggestBytes = b.bytes;
-      p.biggest = b.what;
-    }
+  FullestDevice full = fullestDevice(mp);
+  p.peak = full.peak;
+  p.device = full.device;
+  p.fits = full.peak <= target.budget;
+  p.biggest = full.biggest;
+  p.biggestBytes = full.biggestBytes;
   return p;
 }

@@ -64,6 +64,16 @@ struct MemoryPlan {
   std::vector<std::array<int, 4>> commandBuffers;
 };
 
+/// The device of `mp` with the largest peak (the first on ties), that peak
+/// and its biggest buffer: what limits the plan, as reports name it.
+struct FullestDevice {
+  unsigned device = 0;
+  int64_t peak = 0;
+  int64_t biggestBytes = 0;
+  std::string biggest;
+};
+FullestDevice fullestDevice(const MemoryPlan &mp);
+
 /// Plans the buffers of `pipeline` (whose transfers are inserted).
 MemoryPlan planMemory(const Pipeline &pipeline,
                       llvm::ArrayRef<LayerCost> layers);

@@ -48,6 +48,14 @@ struct SearchTarget {
   }
 };
 
+/// `p`'s round-robin schedule (compute only) at the target's recompute
+/// grain (layer grain where `p` or the target asks for it): what the
+/// search times and plans the memory of.
+FailureOr<Pipeline> lowerForTarget(const Partition &p,
+                                   llvm::ArrayRef<LayerCost> layers,
+                                   const SearchTarget &target,
+                                   std::string &error);
+
 /// The estimated step time of `p`'s round-robin schedule.
 double estimatedStepMs(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                        const SearchTarget &target);

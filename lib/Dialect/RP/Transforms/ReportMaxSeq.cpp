@@ -231,22 +231,16 @@ struct ReportMaxSeqPass
     t.backwardStages = in->partition.backward.size();
     for (unsigned b = 0; b < t.backwardStages; ++b)
       t.layerStages += in->partition.layerGrainAt(b);
-    for (auto [d, peak] : llvm::enumerate(mp.peakBytes)) {
-      if (peak > t.peak) {
-        t.peak = peak;
-        t.device = d;
-      }
-      t.fits &= peak <= budget;
-    }
+    FullestDevice full = fullestDevice(mp);
+    t.peak = full.peak;
+    t.device = full.device;
+    t.fits = full.peak <= budget;
+    t.biggest = full.biggest;
+    t.biggestBytes = full.biggestBytes;
     bool renamed = renamesDevices(pl->shiftPerPass(), 2);
     for (int64_t two : runPeakBytes(mp.peakBytes, 2, renamed))
       t.twoPassPeak = std::max(t.twoPassPeak, two);
     t.twoFit = chooseArenaCopies(mp.peakBytes, budget, renamed) == 2;
-    for (const PlannedBuffer &b : mp.buffers)
-      if (b.device == t.device && b.bytes > t.biggestBytes) {
-        t.biggestBytes = b.bytes;
-        t.biggest = b.what;
-      }
     return t;
   }
 

@@ -74,4 +74,15 @@ fi
 # every package pinned in scripts/torch2-requirements.txt.
 bash "$root/scripts/torch2-venv.sh" "$root/.venv-torch2"
 
+# `import rp` and `python -m rp` in both venvs, as the README uses them: an
+# editable install of python/ (a .pth file naming it, which is what pip's
+# editable install writes, without needing setuptools or the network).
+for v in "$venv" "$root/.venv-torch2"; do
+  site=$("$v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  if [ "$(cat "$site/rp-editable.pth" 2>/dev/null)" != "$root/python" ]; then
+    echo "$root/python" >"$site/rp-editable.pth"
+    echo "setup: rp (python/) installed editable into $v"
+  fi
+done
+
 echo "setup: ok (MLIR $(/usr/lib/llvm-22/bin/mlir-opt --version | sed -n 's/.*LLVM version \([0-9.]*\).*/\1/p' | head -1), venv $venv, torch-2 venv $root/.venv-torch2)"

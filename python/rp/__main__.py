@@ -4,6 +4,12 @@
   compile  SRC [-o PLAN] [--devices N] ...          rp.compile (rp-compile)
   train    PLAN [--input NAME=FILE.npy] [--labels FILE.npy] [--steps N]
            [--plot LOSS.png] ...                    rp.train (rp-run)
+  data     SRC --tokenizer MODEL_DIR -o FILE.rpds --seq-len N
+                                                    rp.data: a dataset file
+  finetune MODEL_DIR --data FILE.jsonl --out OUT [--steps N|--epochs E]
+           [--eval-data F] [--lora-rank R] [--config F.yaml] ...
+                                                    rp.finetune
+  export   RUN --hf DIR | --peft DIR | --merged DIR  rp.export
   viz      TRACE.json -o TIMELINE.svg|.png ...      python -m rp.viz
   plot     loss LOG... -o OUT | timeline TRACE -o OUT   rp.plot
   TOOL     ARGS...                                  runs rp-TOOL (opt,
@@ -22,7 +28,8 @@ from pathlib import Path
 
 from rp.tools import ToolError, ToolNotFoundError, find_tool
 
-COMMANDS = ("trace", "compile", "train", "viz", "plot")
+COMMANDS = ("trace", "compile", "train", "viz", "plot", "data", "finetune",
+            "export")
 
 
 class UsageError(Exception):
@@ -159,7 +166,7 @@ def cmd_train(argv):
     steps, losses = [], []
     for k, loss in train_steps(args.plan, inputs, args.labels, args.steps,
                                args.lr, args.optimizer, args.sync,
-                               extra_args=extra):
+                               extra_args=extra, progress=True):
         print(f"step {k} loss {loss:.9g}", flush=True)
         steps.append(k)
         losses.append(loss)
@@ -226,8 +233,10 @@ def main(argv):
     if command == "viz":
         from rp import viz
         return viz.main(rest)
+    from rp import _cli_finetune as ft
     handler = {"trace": cmd_trace, "compile": cmd_compile,
-               "train": cmd_train, "plot": cmd_plot}[command]
+               "train": cmd_train, "plot": cmd_plot, "data": ft.cmd_data,
+               "finetune": ft.cmd_finetune, "export": ft.cmd_export}[command]
     try:
         return handler(rest)
     except UsageError as err:
@@ -237,6 +246,11 @@ def main(argv):
         sys.stderr.write(err.stderr)
         return err.returncode
     except ToolNotFoundError as err:
+        print(f"rp {command}: error: {err}", file=sys.stderr)
+        return 1
+    except (ValueError, OSError) as err:
+        if command not in ("data", "finetune", "export"):
+            raise
         print(f"rp {command}: error: {err}", file=sys.stderr)
         return 1
 

@@ -99,9 +99,12 @@ def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
                 labels: Any = None, steps: int = 1, lr: float = 1e-3,
                 optimizer: str = "adamw", sync: bool = False, *,
                 accumulate: int = 1, extra_args: Sequence[str] = (),
+                progress: bool = False,
                 **options) -> Iterator[Tuple[int, float]]:
     """As ``train``, yielding ``(step, loss)``: the step number as rp-run
-    prints it (it continues after ``resume=DIR``)."""
+    prints it (it continues after ``resume=DIR``). ``progress=True`` shows
+    rp-run's stderr (its progress line: step, loss, lr, tokens/s, ETA) on
+    this process's stderr as it comes."""
     if isinstance(accumulate, bool) or not isinstance(accumulate, int) \
             or accumulate < 1:
         raise ValueError(f"accumulate={accumulate!r}: give the number of "
@@ -118,8 +121,10 @@ def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
         args += _flags(options) + list(extra_args)
         tool = find_tool("rp-run")
         with open(Path(tmp) / "stderr.txt", "w+") as err:
-            proc = subprocess.Popen([str(tool), *args], stdout=subprocess.PIPE,
-                                    stderr=err, text=True)
+            proc = subprocess.Popen(
+                [str(tool), *args], stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if progress else err, text=True)
+            tee = _tee(proc.stderr, err) if progress else None
             try:
                 assert proc.stdout is not None
                 for line in proc.stdout:
@@ -131,9 +136,33 @@ def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
+                if tee is not None:
+                    tee.join()
             if rc != 0:
                 err.seek(0)
                 raise ToolError("rp-run", rc, err.read())
+
+
+def _tee(stream, copy):
+    """A thread copying ``stream`` to stderr and to the file ``copy``,
+    character by character so that a progress line's carriage returns
+    show as they come."""
+    import sys
+    import threading
+
+    def pump():
+        while True:
+            chunk = stream.read(1)
+            if not chunk:
+                break
+            sys.stderr.write(chunk)
+            if chunk in "\r\n":
+                sys.stderr.flush()
+            copy.write(chunk)
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread
 
 
 def _npy(value, path: Path) -> Path:

@@ -166,6 +166,26 @@ int main(int argc, char **argv) {
   app.add_option("--data", o.train.data,
                  "train on a flat token file (nanoGPT-style), the next "
                  "global batch every step");
+  app.add_option("--dataset", o.train.dataset,
+                 "train on a pretokenized dataset (python -m rp data): the "
+                 "next global batch of its rows every step, epoch after "
+                 "epoch (docs/finetune.md)");
+  app.add_option("--shuffle-seed", o.shuffleSeed,
+                 "--dataset: read each epoch's rows in an order shuffled "
+                 "from this seed (default: the file's order)");
+  app.add_option("--lr-schedule", o.lrSchedule,
+                 "constant (default), linear or cosine: the learning rate "
+                 "after --warmup-steps, linear and cosine decaying to 0 at "
+                 "--total-steps (transformers' schedules)")
+      ->check(CLI::IsMember({"constant", "linear", "cosine"}));
+  app.add_option("--warmup-steps", o.train.schedule.warmup,
+                 "steps of linear warmup from 0 to --lr");
+  app.add_option("--total-steps", o.train.schedule.total,
+                 "the steps linear and cosine decay over (default: --steps; "
+                 "give it when resuming)");
+  app.add_option("--metrics", o.metricsPath,
+                 "append a JSON line per step to this file: step, loss, the "
+                 "weights the loss is at, lr, grad_norm, tokens/s");
   app.add_option("--data-type", o.dataType, "u16 (default) or u32 tokens")
       ->check(CLI::IsMember({"u16", "u32"}));
   app.add_option("--save", o.train.save,
@@ -240,6 +260,7 @@ int main(int argc, char **argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
   o.weightDecayGiven = app.count("--weight-decay") > 0;
+  o.shuffle = app.count("--shuffle-seed") > 0;
 
   constexpr double kInf = HUGE_VAL;
   const struct {

@@ -28,6 +28,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/InitLLVM.h"
@@ -258,8 +259,20 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
+  // --help lists rp's flags: LLVM's and MLIR's, registered by now, go
+  // behind --help-hidden (they were most of a 436-line --help).
+  llvm::StringSet<> foreign;
+  for (auto &entry : cl::getRegisteredOptions())
+    foreign.insert(entry.first);
+  for (const char *own :
+       {"o", "forward-only", "help", "help-hidden", "version"})
+    foreign.erase(own);
   rp::ImportCLOptions importOptions;
   rp::TrainPipelineOptions &pipeline = pipelineOptions();
+  for (auto &entry : cl::getRegisteredOptions())
+    if (foreign.contains(entry.first) &&
+        entry.second->getOptionHiddenFlag() == cl::NotHidden)
+      entry.second->setHiddenFlag(cl::Hidden);
   cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
   unsigned devices = pipeline.devices, microbatches = pipeline.microbatches;
 
@@ -285,6 +298,11 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   rp::registerAllDialects(registry);
   MLIRContext context(registry);
+  // An error names the op's location; the whole IR only when asked.
+  auto &registered = cl::getRegisteredOptions();
+  auto printOp = registered.find("mlir-print-op-on-diagnostic");
+  if (printOp == registered.end() || !printOp->second->getNumOccurrences())
+    context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
 

@@ -258,9 +258,14 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       slots.push_back({nullptr, stepGrad(p, step).data(), nullptr, nullptr,
                        int64_t(p.size)});
     double gradScale = unscale;
+    double gradNorm = apply && (options.clipGradNorm > 0 || options.onUpdate)
+                          ? globalGradNorm(pool, slots) * unscale
+                          : 0.0;
     if (apply && options.clipGradNorm > 0)
-      gradScale = unscale * clipScale(globalGradNorm(pool, slots) * unscale,
-                                      options.clipGradNorm);
+      gradScale = unscale * clipScale(gradNorm, options.clipGradNorm);
+    AdamWConfig adamw = options.adamw;
+    SGDConfig sgd = options.sgdConfig;
+    adamw.lr = sgd.lr = options.lrAt(step);
     Status result;
     for (size_t i : order) {
       Param &p = params[i];
@@ -272,10 +277,9 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       // clipping norm above is the whole gradient's.
       ParamSlot shard = shardSlot(p, stepGrad(p, step));
       if (apply && result.isOk())
-        result =
-            options.sgd
-                ? sgdStep(pool, options.sgdConfig, number, {shard}, gradScale)
-                : adamwStep(pool, options.adamw, number, {shard}, gradScale);
+        result = options.sgd
+                     ? sgdStep(pool, sgd, number, {shard}, gradScale)
+                     : adamwStep(pool, adamw, number, {shard}, gradScale);
       if (apply && c.gatherParam && !gatherFirst && result.isOk())
         result = c.gatherParam(
             step, i,
@@ -291,6 +295,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
     for (auto [slot, pass] : targets)
       if (Status s = finishWrite(slot, pass); result.isOk())
         result = s;
+    if (apply && options.onUpdate && result.isOk())
+      options.onUpdate({step, adamw.lr, gradNorm});
     if (trace)
       trace->addHostSpan("optimizer", step, start, trace->now());
     return result;

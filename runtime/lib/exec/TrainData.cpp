@@ -101,6 +101,8 @@ Expected<TokenStream> TokenStream::open(const std::string &path, bool wide) {
 
 Status TokenStream::next(NpyArray &tokensOut, NpyArray &labelsOut,
                          int64_t limit) {
+  if (isDataset)
+    return nextRows(tokensOut, labelsOut, limit);
   int64_t rows = tokensOut.shape[0], seq = tokensOut.shape[1];
   if (tokens.size() < static_cast<size_t>(seq) + 1)
     return invalidArgument(
@@ -202,22 +204,28 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
                            "training plan");
   // --data: the token input and the labels come from the stream, a new
   // global batch every step.
-  if (!options.data.empty()) {
+  if (!options.data.empty() && !options.dataset.empty())
+    return invalidArgument("--data and --dataset exclude each other");
+  if (!options.data.empty() || !options.dataset.empty()) {
     if (!labels)
-      return invalidArgument("--data needs a cross-entropy training plan "
-                             "(one with a labels input)");
+      return invalidArgument(
+          "--data and --dataset need a cross-entropy training plan "
+          "(one with a labels input)");
     for (const BindingDesc &in : plan.inputs) {
       const BufferDesc &b = plan.buffers[in.buffer];
       if (&in == labels || &in == scale)
         continue;
       if (b.dtype != DType::i64 || b.shape.size() != 2 || !tokenInput.empty())
-        return invalidArgument("--data feeds a model whose only other input "
-                               "is i64 token ids [batch, seq]; '" +
-                               in.name + "' is " + dtypeName(b.dtype) +
-                               describeShape(b.shape));
+        return invalidArgument(
+            "--data and --dataset feed a model whose only other input "
+            "is i64 token ids [batch, seq]; '" +
+            in.name + "' is " + dtypeName(b.dtype) + describeShape(b.shape));
       tokenInput = in.name;
     }
-    auto s = TokenStream::open(options.data, options.data32);
+    auto s = options.dataset.empty()
+                 ? TokenStream::open(options.data, options.data32)
+                 : TokenStream::openDataset(options.dataset, options.shuffle,
+                                            options.shuffleSeed);
     if (!s)
       return s.getStatus();
     stream = std::move(*s);

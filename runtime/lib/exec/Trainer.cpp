@@ -15,6 +15,8 @@
 #include "rp/runtime/Safetensors.h"
 #include "rp/runtime/host/Kernels.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -28,6 +30,19 @@ bool rp::runtime::isTrainingPlan(const Plan &plan) {
     if (in.name == "loss_scale")
       return true;
   return false;
+}
+
+double rp::runtime::LrSchedule::factor(unsigned step) const {
+  // transformers' get_{constant,linear,cosine}_schedule_with_warmup.
+  if (step < warmup)
+    return double(step) / double(std::max(1u, warmup));
+  if (kind == constant)
+    return 1.0;
+  double span = double(std::max(1u, total > warmup ? total - warmup : 0u));
+  double progress = double(step - warmup) / span;
+  if (kind == linear)
+    return std::max(0.0, 1.0 - progress);
+  return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
 }
 
 using namespace rp::runtime::detail;
@@ -70,6 +85,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     // Several processes: the count is the global batch's, over every
     // rank's labels. Labels from --data are tokens, never the ignore
     // index: each rank's count is its rows', the same on every rank.
+    if (stream && stream->isDataset)
+      return stream->lastCount;
     if (world > 1 && stream)
       return numElements(global["labels"].shape) * int64_t(world);
     const NpyArray &l = world > 1 ? inputs.allLabels : global["labels"];
@@ -193,7 +210,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                                               : state->lossScale,
                      state->goodSteps);
     if (stream) {
-      if (state->dataPosition > stream->tokens.size())
+      // A dataset's position counts rows across epochs: any is valid.
+      if (!stream->isDataset && state->dataPosition > stream->tokens.size())
         return invalidArgument(
             "checkpoint '" + options.resume + "' continues the data at token " +
             std::to_string(state->dataPosition) + ", past the end of '" +
@@ -216,12 +234,19 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                                            const std::vector<ParamSlot> &norm) {
     int64_t start = trace ? trace->now() : 0;
     double gradScale = unscale;
+    double gradNorm = options.clipGradNorm > 0 || options.onUpdate
+                          ? globalGradNorm(pool, norm) * unscale
+                          : 0.0;
     if (options.clipGradNorm > 0)
-      gradScale = unscale * clipScale(globalGradNorm(pool, norm) * unscale,
-                                      options.clipGradNorm);
-    Status s = options.sgd
-                   ? sgdStep(pool, options.sgdConfig, update, slots, gradScale)
-                   : adamwStep(pool, options.adamw, update, slots, gradScale);
+      gradScale = unscale * clipScale(gradNorm, options.clipGradNorm);
+    AdamWConfig adamw = options.adamw;
+    SGDConfig sgd = options.sgdConfig;
+    double lr = options.lrAt(step);
+    adamw.lr = sgd.lr = lr;
+    Status s = options.sgd ? sgdStep(pool, sgd, update, slots, gradScale)
+                           : adamwStep(pool, adamw, update, slots, gradScale);
+    if (options.onUpdate)
+      options.onUpdate({step, lr, gradNorm});
     if (trace)
       trace->addHostSpan("optimizer", step, start, trace->now());
     return s;
@@ -254,7 +279,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   // its shards only), unless something reads them whole: clipping's norm,
   // --dump-grads (docs/multi-box.md).
   auto scattered = [&](unsigned step) {
-    return sharded && options.clipGradNorm <= 0 &&
+    return sharded && options.clipGradNorm <= 0 && !options.onUpdate &&
            (options.dumpGrads.empty() || step != first);
   };
   // Whether step k's gradients (`grads`) are applied: a step whose scaled

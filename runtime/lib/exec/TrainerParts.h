@@ -41,8 +41,30 @@ struct TokenStream {
 
   static Expected<TokenStream> open(const std::string &path, bool wide);
 
+  /// A pretokenized dataset (Dataset.cpp, docs/finetune.md) instead: rows
+  /// of `rowLength` tokens and labels; `position` counts the rows read,
+  /// across epochs.
+  bool isDataset = false;
+  uint32_t rowLength = 0;
+  uint64_t rows = 0;
+  std::vector<int32_t> rowTokens, rowLabels;
+  bool shuffle = false;
+  uint64_t shuffleSeed = 0;
+  /// The current epoch's order of the rows (shuffled).
+  std::vector<uint64_t> order;
+  uint64_t orderEpoch = UINT64_MAX;
+  /// The labels other than -100 in the last global batch (every rank's).
+  int64_t lastCount = 0;
+
+  static Expected<TokenStream> openDataset(const std::string &path,
+                                           bool shuffle, uint64_t seed);
+
   /// Fills `tokens` and `labels` ([rows, seq], i64) with the next windows.
   Status next(NpyArray &tokensOut, NpyArray &labelsOut, int64_t limit);
+
+private:
+  Status nextRows(NpyArray &tokensOut, NpyArray &labelsOut, int64_t limit);
+  uint64_t rowAt(uint64_t position);
 };
 
 /// A run's inputs: the global batch of every input but the loss scale, and

@@ -21,7 +21,10 @@
 #include "rp/runtime/Trainer.h"
 
 #include <chrono>
+#include <cstdio>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +61,34 @@ struct RunOptions {
   /// sim: predict this many boxes training data-parallel (docs/multi-box.md).
   unsigned boxes = 1;
   std::string network = "25gbe", networkAlgorithm = "ring";
+  /// --lr-schedule, --shuffle-seed (given: shuffle), --metrics.
+  std::string lrSchedule = "constant", metricsPath;
+  uint64_t shuffleSeed = 0;
+  bool shuffle = false;
+};
+
+/// --metrics: one JSON line per step (RunMetrics.cpp), written once the
+/// step's loss and its update are both known; the update of step k may
+/// come from the optimizer's thread, before or after step k+1's loss.
+class MetricsLog {
+public:
+  static Expected<std::unique_ptr<MetricsLog>> open(const std::string &path,
+                                                    bool sync);
+  void loss(unsigned step, double loss, double lr, double tokensPerSecond);
+  void update(const UpdateMetrics &u);
+  /// Writes the steps still waiting (a skipped f16 step has no update).
+  void finish();
+
+private:
+  struct Entry {
+    bool hasLoss = false, hasUpdate = false;
+    double loss = 0, lr = 0, tokensPerSecond = 0, gradNorm = 0;
+  };
+  void write(unsigned step, const Entry &e);
+  std::FILE *file = nullptr;
+  bool sync = false;
+  std::mutex mutex;
+  std::map<unsigned, Entry> pending;
 };
 
 /// Prints `s` as rp-run's error and gives its exit code.

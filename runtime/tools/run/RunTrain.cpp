@@ -40,6 +40,35 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
   };
   o.train.trace = setup.trace.get();
   o.train.adamw.lr = o.train.sgdConfig.lr = o.lr;
+  if (o.shuffle && o.train.dataset.empty())
+    return fail(invalidArgument("--shuffle-seed shuffles a --dataset's rows; "
+                                "give --dataset"));
+  o.train.shuffle = o.shuffle;
+  o.train.shuffleSeed = o.shuffleSeed;
+  o.train.schedule.kind = o.lrSchedule == "linear"   ? LrSchedule::linear
+                          : o.lrSchedule == "cosine" ? LrSchedule::cosine
+                                                     : LrSchedule::constant;
+  if (o.train.schedule.total == 0)
+    o.train.schedule.total = o.steps;
+  // --metrics: a step's line once both its loss (onStep) and its update
+  // (onUpdate, maybe on the optimizer's thread, maybe a step later) are in.
+  std::unique_ptr<MetricsLog> metrics;
+  if (!o.metricsPath.empty()) {
+    auto opened = MetricsLog::open(o.metricsPath, o.train.sync);
+    if (!opened)
+      return fail(opened.getStatus());
+    metrics = std::move(*opened);
+    o.train.onUpdate = [&metrics](const UpdateMetrics &u) {
+      metrics->update(u);
+    };
+  }
+  // The async convention, said where the losses are read (DESIGN.md).
+  if (!o.train.sync)
+    std::fprintf(stderr,
+                 "rp-run: async mode: the loss of step k is at step k-1's "
+                 "weights (step 0's at the initial ones, a resumed run's "
+                 "first at the checkpoint's compute weights); --sync for "
+                 "the loss at step k's own\n");
   // Each optimizer's own default unless given (DESIGN.md).
   if (o.weightDecayGiven)
     o.train.adamw.weightDecay = o.train.sgdConfig.weightDecay = o.weightDecay;
@@ -94,6 +123,7 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
   Status s = rp::runtime::train(
       plan, *setup.fwd, pool, o.train, [&](unsigned step, double loss) {
         std::printf("step %u loss %.9g\n", step, loss);
+        double lr = o.train.lrAt(step);
         std::fflush(stdout);
         auto now = std::chrono::steady_clock::now();
         // The step time includes the optimizer, which runs after the
@@ -107,12 +137,16 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
         ++done;
         double secs = std::chrono::duration<double>(now - t0).count();
         std::fprintf(stderr,
-                     "\rrp-run: step %u (%u/%u) loss %.4f  %.0f tokens/s, "
-                     "ETA %.1f s ",
-                     step, done, o.steps, loss, tokens / (stepMs / 1e3),
+                     "\rrp-run: step %u (%u/%u) loss %.4f lr %.3g  %.0f "
+                     "tokens/s, ETA %.1f s ",
+                     step, done, o.steps, loss, lr, tokens / (stepMs / 1e3),
                      secs / done * (o.steps - done));
+        if (metrics)
+          metrics->loss(step, loss, lr, tokens / (stepMs / 1e3));
       });
   std::fprintf(stderr, "\n");
+  if (metrics)
+    metrics->finish();
   Status written = setup.trace
                        ? writeTraceFiles(*setup.trace, o.tracePath,
                                          o.profilePath, o.profileHw, s.isOk())

@@ -20,7 +20,7 @@ func.func @main(%x: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32> {rp.name = "logits"
 
 // -----
 
-// expected-error @+1 {{the model has 2 outputs; choose the loss with --loss=output:NAME}}
+// expected-error @+1 {{the model has 2 outputs and cross-entropy needs one, the logits (outputs: logits aux). A Hugging Face model returns its KV cache too unless traced or exported with use_cache=False (rp finetune does that); otherwise choose the loss with --loss=output:NAME}}
 func.func @main(%x: tensor<2x8xf32>) -> (tensor<2x8xf32> {rp.name = "logits"}, tensor<f32> {rp.name = "aux"}) {
   %y:2 = rp.layer "head" (%x) : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<f32>) {
   ^bb0(%a: tensor<2x8xf32>):

@@ -73,10 +73,24 @@ struct AttachLossPass : rp::impl::AttachLossPassBase<AttachLossPass> {
       auxIndex = *found;
       index = 1 - *found;
     } else if (crossEntropy) {
-      if (main.getNumResults() != 1)
-        return main.emitError("the model has ")
-               << main.getNumResults()
-               << " outputs; choose the loss with --loss=output:NAME";
+      if (main.getNumResults() != 1) {
+        // A Hugging Face model traced with its KV cache on returns the
+        // cache's tensors beside the logits: say so, and name the outputs.
+        InFlightDiagnostic diag = main.emitError("the model has ")
+                                  << main.getNumResults()
+                                  << " outputs and cross-entropy needs one, "
+                                     "the logits (outputs:";
+        for (unsigned i = 0; i < main.getNumResults(); ++i) {
+          if (auto n = main.getResultAttrOfType<StringAttr>(i, "rp.name"))
+            diag << " " << n.getValue();
+          else
+            diag << " #" << i;
+        }
+        return diag << "). A Hugging Face model returns its KV cache too "
+                       "unless traced or exported with use_cache=False "
+                       "(rp finetune does that); otherwise choose the loss "
+                       "with --loss=output:NAME";
+      }
     } else {
       auto found = outputIndex(main, spec.drop_front(strlen("output:")));
       if (failed(found))

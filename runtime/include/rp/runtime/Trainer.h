@@ -45,6 +45,26 @@
 
 namespace rp::runtime {
 
+/// The learning rate of each optimizer step (Hugging Face's schedules, so a
+/// run matches transformers' get_*_schedule_with_warmup): step k (from 0)
+/// uses base * factor(k), factor rising linearly from 0 over `warmup` steps,
+/// then constant, falling linearly to 0 at `total` steps, or along half a
+/// cosine to 0 at `total`.
+struct LrSchedule {
+  enum Kind { constant, linear, cosine } kind = constant;
+  unsigned warmup = 0;
+  unsigned total = 0;
+  double factor(unsigned step) const;
+};
+
+/// What step k's update used, for the metrics (rp-run --metrics).
+struct UpdateMetrics {
+  unsigned step = 0;
+  double lr = 0;
+  /// The global L2 norm of the step's gradients before clipping.
+  double gradNorm = 0;
+};
+
 struct TrainOptions {
   unsigned steps = 1;
   bool sync = false;
@@ -63,6 +83,23 @@ struct TrainOptions {
   /// being the next tokens, wrapping at the end.
   std::string data;
   bool data32 = false;
+  /// A pretokenized dataset (`python -m rp data`, docs/finetune.md): rows of
+  /// tokens and labels (-100 where ignored), each step the next global
+  /// batch of rows, epoch after epoch, in a seeded order per epoch when
+  /// `shuffle`; the position is the rows read so far.
+  std::string dataset;
+  bool shuffle = false;
+  uint64_t shuffleSeed = 0;
+  /// The learning rate along the steps (the optimizer's lr is the base).
+  LrSchedule schedule;
+  /// Hears of every applied update (possibly from the optimizer's thread,
+  /// after onStep of that step or of the next).
+  std::function<void(const UpdateMetrics &)> onUpdate;
+
+  /// The learning rate of step `step`'s update.
+  double lrAt(unsigned step) const {
+    return (sgd ? sgdConfig.lr : adamw.lr) * schedule.factor(step);
+  }
   /// Checkpoints: written to `save` at the end and every `saveEvery` steps
   /// (0: never), atomically; `resume` continues from one.
   std::string save;

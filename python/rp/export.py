@@ -1,0 +1,148 @@
+"""``rp.export``: a fine-tuning run's weights back into the libraries the
+model came from (``python -m rp export RUN --hf|--peft|--merged DIR``).
+
+RUN is a ``rp finetune`` output folder (its ``checkpoints/last``), or a
+checkpoint folder inside one (``checkpoints/best``). The weights exported
+are the checkpoint's master weights (``weights.safetensors``): W after the
+last update, which is also what a resumed run continues from; in async
+mode ``compute.safetensors`` is one update older.
+
+* ``--hf DIR``: the base model from the run's model folder with the
+  trained weights loaded by name, written with ``save_pretrained``
+  (safetensors with ``{"format": "pt"}`` metadata, sharded with an index
+  when large, config and generation config), and the tokenizer: a folder
+  ``AutoModelForCausalLM.from_pretrained`` loads. A LoRA run's adapters are
+  merged in (as ``--merged``).
+* ``--peft DIR``: a LoRA run's adapters as PEFT writes them:
+  ``adapter_config.json`` (rank, alpha, the adapted modules) and
+  ``adapter_model.safetensors`` with PEFT's names
+  (``base_model.model.<module>.lora_A.weight``): ``PeftModel.from_pretrained``
+  loads it on the base model.
+* ``--merged DIR``: W + (alpha / rank) B A for every adapted weight, then
+  as ``--hf``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+PathLike = Union[str, os.PathLike]
+
+
+def find_run(run: PathLike) -> Tuple[Path, Dict[str, Any], Path]:
+    """(run folder, its finetune.json record, the checkpoint folder)."""
+    run = Path(run)
+    if (run / "finetune.json").is_file():
+        folder, checkpoint = run, run / "checkpoints" / "last"
+    elif (run / "weights.safetensors").is_file():
+        checkpoint = run
+        folder = next((p for p in run.parents
+                       if (p / "finetune.json").is_file()), None)
+        if folder is None:
+            raise ValueError(f"{run} is a checkpoint outside any rp finetune "
+                             "folder (no finetune.json above it)")
+    else:
+        raise ValueError(f"{run} is neither an rp finetune folder "
+                         "(finetune.json) nor a checkpoint (weights.safetensors)")
+    if not (checkpoint / "weights.safetensors").is_file():
+        raise ValueError(f"{checkpoint} has no weights.safetensors; the run "
+                         "has not saved a checkpoint yet")
+    return folder, json.loads((folder / "finetune.json").read_text()), checkpoint
+
+
+def _split(weights: Dict[str, Any]):
+    """(full weights, {module weight: (A, B)})."""
+    full, lora = {}, {}
+    for name, value in weights.items():
+        for part in ("lora_A", "lora_B"):
+            if name.endswith("." + part):
+                base = name[:-len(part) - 1]
+                lora.setdefault(base, {})[part] = value
+                break
+        else:
+            full[name] = value
+    return full, {k: (v["lora_A"], v["lora_B"]) for k, v in lora.items()}
+
+
+def _trained(checkpoint: Path):
+    from rp import safetensors as rp_safetensors
+    return _split(rp_safetensors.read(checkpoint / "weights.safetensors"))
+
+
+def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str]):
+    """The base model with the run's weights in (LoRA merged)."""
+    import torch
+    from rp.finetune import load_model
+    model, tokenizer = load_model(record["model"])
+    full, lora = _trained(checkpoint)
+    state = model.state_dict()
+    missing = [n for n in list(full) + list(lora) if n not in state]
+    if missing:
+        raise ValueError(f"the checkpoint's weights {missing[:3]} are not the "
+                         f"model's in {record['model']}")
+    scale = (record["lora"]["alpha"] / record["lora"]["rank"]
+             if record.get("lora") else 1.0)
+    with torch.no_grad():
+        for name, value in full.items():
+            state[name].copy_(torch.from_numpy(value.copy()))
+        for name, (a, b) in lora.items():
+            a, b = torch.from_numpy(a.copy()), torch.from_numpy(b.copy())
+            state[name].add_(scale * (b @ a))
+    if dtype:
+        model = model.to(getattr(torch, {"f32": "float32", "bf16": "bfloat16",
+                                          "f16": "float16"}.get(dtype, dtype)))
+    model.config.use_cache = True
+    return model, tokenizer
+
+
+def export_hf(run: PathLike, out: PathLike, dtype: Optional[str] = None) -> Path:
+    """RUN's weights (LoRA merged) as a transformers model folder."""
+    _, record, checkpoint = find_run(run)
+    model, tokenizer = _model_with(record, checkpoint, dtype)
+    out = Path(out)
+    model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    return out
+
+
+export_merged = export_hf
+
+
+def export_peft(run: PathLike, out: PathLike) -> Path:
+    """A LoRA run's adapters as a PEFT adapter folder."""
+    _, record, checkpoint = find_run(run)
+    if not record.get("lora"):
+        raise ValueError("the run trained every weight (no --lora-rank); "
+                         "export it with --hf")
+    from rp import safetensors as rp_safetensors
+    _, lora = _trained(checkpoint)
+    tensors, modules = {}, []
+    for name, (a, b) in sorted(lora.items()):
+        module = name[:-len(".weight")] if name.endswith(".weight") else name
+        modules.append(module)
+        tensors[f"base_model.model.{module}.lora_A.weight"] = a
+        tensors[f"base_model.model.{module}.lora_B.weight"] = b
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    import numpy as np
+    rp_safetensors.write_raw(
+        out / "adapter_model.safetensors",
+        [(name, "F32", array.shape,
+          np.ascontiguousarray(array, np.float32).tobytes())
+         for name, array in tensors.items()], {"format": "pt"})
+    config = {
+        "peft_type": "LORA", "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": record["model"],
+        "r": int(record["lora"]["rank"]),
+        "lora_alpha": float(record["lora"]["alpha"]),
+        "lora_dropout": 0.0, "bias": "none", "fan_in_fan_out": False,
+        "target_modules": modules, "modules_to_save": None,
+        "inference_mode": True, "use_rslora": False, "use_dora": False,
+        "init_lora_weights": True,
+    }
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return out

@@ -1,0 +1,263 @@
+"""``rp.finetune``: a Hugging Face model folder and a dataset in, a trained
+run folder out (``python -m rp finetune``, docs/finetune.md).
+
+The steps, each the tool a user could run alone:
+
+1. the model folder loads with transformers (config, safetensors, tokenizer),
+   its KV cache off; ``rp.trace`` writes its graph with the model's own
+   parameter names (``model.layers.0.self_attn.q_proj.weight``);
+2. ``rp.data.build`` tokenizes the training (and eval) records once into
+   dataset files;
+3. ``rp-compile`` makes the plan (devices, microbatches, LoRA, dtype);
+4. ``rp-run --dataset`` trains, ``--eval-every`` steps at a time: each
+   stretch resumes the checkpoint of the one before (bitwise the
+   uninterrupted run), the eval loss is computed at the checkpoint's master
+   weights and the best checkpoint kept;
+5. ``OUT/finetune.json`` records every option, so a run is reproducible, and
+   ``python -m rp export OUT --hf|--peft|--merged DIR`` writes the model.
+
+OUT holds ``train.rpds``/``eval.rpds``, ``trace/`` (graph, weights),
+``model.rpplan``, ``checkpoints/last`` and ``checkpoints/best``,
+``metrics.jsonl`` (a line per step from rp-run, a line per evaluation).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional, Union
+
+from rp import data as rp_data
+from rp.driver import compile as rp_compile
+from rp.driver import train_steps
+
+PathLike = Union[str, os.PathLike]
+
+# Every option, its default (Hugging Face Trainer's where it has one).
+DEFAULTS: Dict[str, Any] = {
+    "data": None, "eval_data": None, "out": None,
+    "steps": None, "epochs": None,
+    "lr": 5e-5, "lr_schedule": "linear", "warmup_steps": 0,
+    "weight_decay": 0.0, "clip_grad_norm": 1.0, "optimizer": "adamw",
+    "devices": 1, "microbatches": None, "batch_size": 1, "seq_len": 128,
+    "pack": False, "shuffle_seed": 0, "seed": 0,
+    "lora_rank": 0, "lora_alpha": 16.0, "lora_targets": "",
+    "dtype": "f32", "sync": False, "eval_every": 0, "threads": None,
+}
+
+
+def load_config(path: PathLike) -> Dict[str, Any]:
+    """A ``finetune.yaml`` (or ``.json``): option names as the Python
+    keywords (``lora_rank``) or the flags (``lora-rank``)."""
+    text = Path(path).read_text()
+    if str(path).endswith(".json"):
+        raw = json.loads(text)
+    else:
+        import yaml
+        raw = yaml.safe_load(text) or {}
+    out = {}
+    for key, value in raw.items():
+        key = key.replace("-", "_")
+        if key not in DEFAULTS and key != "model":
+            raise ValueError(f"{path}: unknown option '{key}'; options: "
+                             + ", ".join(sorted(DEFAULTS)))
+        out[key] = value
+    return out
+
+
+def _logits_module(model):
+    """The model's children under the model's own names, whose forward is
+    the model's with the cache off, returning the logits alone."""
+    import torch
+
+    class LogitsOnly(torch.nn.Module):
+        def forward(self, input_ids):
+            return self._model(input_ids=input_ids, use_cache=False,
+                               return_dict=False)[0]
+
+    wrapper = LogitsOnly()
+    for name, child in model.named_children():
+        setattr(wrapper, name, child)
+    # Not a submodule: parameter names stay the model's own.
+    object.__setattr__(wrapper, "_model", model)
+    return wrapper
+
+
+def load_model(model_dir: PathLike):
+    """The model (f32, eval mode, cache off) and tokenizer of a local
+    folder; nothing is fetched from a hub."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir),
+                                                 dtype=torch.float32)
+    model.config.use_cache = False
+    model.eval()
+    return model, tokenizer
+
+
+def _say(text: str) -> None:
+    print(f"rp finetune: {text}", file=sys.stderr, flush=True)
+
+
+def _pad_rows(path: Path, multiple: int) -> None:
+    """Fills an eval dataset with empty rows (every label ignored) to a
+    whole number of global batches, so no row is read twice."""
+    d = rp_data.read(path)
+    rows = d["rows"]
+    extra = (-rows) % multiple
+    if not extra:
+        return
+    import numpy as np
+    pad = lambda a, v: np.concatenate(
+        [a, np.full((extra, d["seq_len"]), v, dtype=np.int32)])
+    rp_data.write(path, pad(d["tokens"], 0), pad(d["labels"], -100),
+                  pad(d["segments"], -1), d["documents"], d["vocab"],
+                  d["packed"])
+
+
+def evaluate(plan: PathLike, weights: PathLike, dataset: PathLike,
+             global_rows: int, threads: Optional[int] = None) -> float:
+    """The token-weighted mean loss over every row of ``dataset`` at
+    ``weights`` (a checkpoint's ``weights.safetensors``): rp-run in sync
+    mode with a learning rate of 0, one step per global batch."""
+    d = rp_data.read(dataset)
+    steps = d["rows"] // global_rows
+    counts = [(d["labels"][s * global_rows:(s + 1) * global_rows] != -100).sum()
+              for s in range(steps)]
+    total = weighted = 0.0
+    for (_, loss), count in zip(
+            train_steps(plan, steps=steps, lr=0.0, sync=True,
+                        dataset=str(dataset), init_weights=str(weights),
+                        weight_decay=0.0, threads=threads), counts):
+        weighted += loss * float(count)
+        total += float(count)
+    return weighted / total
+
+
+def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
+             **options) -> Dict[str, Any]:
+    """Fine-tunes the Hugging Face model folder ``model_dir`` on ``data``
+    (text or JSONL) into the run folder ``out``; options as DEFAULTS (and
+    ``python -m rp finetune --help``). Returns the run's record (also in
+    ``out/finetune.json``)."""
+    unknown = set(options) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown options {sorted(unknown)}; options: "
+                         + ", ".join(sorted(DEFAULTS)))
+    opts = dict(DEFAULTS)
+    opts.update({k: v for k, v in options.items() if v is not None})
+    opts["data"], opts["out"] = str(data), str(out)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    import torch
+    torch.manual_seed(opts["seed"])
+
+    model, tokenizer = load_model(model_dir)
+    seq, b = int(opts["seq_len"]), int(opts["batch_size"])
+    devices = int(opts["devices"])
+    M = int(opts["microbatches"] or (1 if devices == 1 else devices + 1))
+    global_rows = M * b
+
+    train_info = rp_data.build(data, tokenizer, out / "train.rpds", seq,
+                               opts["pack"])
+    _say(f"{data}: {train_info['documents']} documents in "
+         f"{train_info['rows']} rows of {seq} tokens, "
+         f"{train_info['trained_tokens']} trained tokens -> {out}/train.rpds"
+         + (" (packed: attention crosses the documents of a row)"
+            if opts["pack"] else " (one document a row, padded)"))
+    eval_path = None
+    if opts["eval_data"]:
+        eval_path = out / "eval.rpds"
+        info = rp_data.build(opts["eval_data"], tokenizer, eval_path, seq)
+        _pad_rows(eval_path, global_rows)
+        _say(f"{opts['eval_data']}: {info['rows']} rows -> {eval_path}")
+    if opts["steps"]:
+        total = int(opts["steps"])
+    else:
+        epochs = float(opts["epochs"] or 1)
+        total = max(1, math.ceil(epochs * train_info["rows"] / global_rows))
+    opts["steps"] = total
+
+    traced = _logits_module(model)
+    example = torch.zeros((b, seq), dtype=torch.int64)
+    from rp.trace import trace
+    src = trace(traced, (example,), out / "trace")
+    plan_options = {"dtype": opts["dtype"] if opts["dtype"] != "f32" else None}
+    if opts["lora_rank"]:
+        plan_options.update(lora_rank=opts["lora_rank"],
+                            lora_alpha=opts["lora_alpha"],
+                            lora_targets=opts["lora_targets"] or None)
+    plan = rp_compile(src, out / "model.rpplan", devices=devices,
+                      microbatches=M, **plan_options)
+    _say(f"compiled {plan} for {devices} device(s), {M} microbatch(es) of "
+         f"{b} x {seq} tokens"
+         + (f", LoRA rank {opts['lora_rank']} alpha {opts['lora_alpha']}"
+            if opts["lora_rank"] else ", every weight trained"))
+
+    record = {"model": str(Path(model_dir).resolve()), "options": opts,
+              "plan": "model.rpplan", "trace": "trace/model.mlir",
+              "global_batch_rows": global_rows, "microbatches": M,
+              "lora": ({"rank": opts["lora_rank"], "alpha": opts["lora_alpha"],
+                        "targets": opts["lora_targets"]}
+                       if opts["lora_rank"] else None),
+              "current_weights": "checkpoints/last/weights.safetensors",
+              "evals": []}
+    (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")
+    last, best = out / "checkpoints" / "last", out / "checkpoints" / "best"
+    if last.exists():
+        shutil.rmtree(last)
+    last.parent.mkdir(parents=True, exist_ok=True)
+    metrics = out / "metrics.jsonl"
+    metrics.unlink(missing_ok=True)
+    every = int(opts["eval_every"]) if eval_path else 0
+    done, best_loss = 0, math.inf
+    _say(f"training {total} steps ({opts['lr_schedule']} schedule from lr "
+         f"{opts['lr']}, {opts['warmup_steps']} warmup steps); "
+         + ("async mode: the loss printed for step k is at step k-1's "
+            "weights" if not opts["sync"] else "sync mode"))
+    while done < total:
+        n = min(every or total, total - done)
+        flags = dict(dataset=str(out / "train.rpds"), save=str(last),
+                     resume=str(last) if done else None,
+                     lr_schedule=opts["lr_schedule"],
+                     warmup_steps=opts["warmup_steps"], total_steps=total,
+                     metrics=str(metrics), seed=opts["seed"],
+                     weight_decay=opts["weight_decay"],
+                     clip_grad_norm=opts["clip_grad_norm"] or None,
+                     threads=opts["threads"])
+        if opts["shuffle_seed"] is not None:
+            flags["shuffle_seed"] = opts["shuffle_seed"]
+        for step, loss in train_steps(plan, steps=n, lr=opts["lr"],
+                                      optimizer=opts["optimizer"],
+                                      sync=opts["sync"], progress=True,
+                                      **flags):
+            pass
+        done += n
+        if eval_path:
+            loss = evaluate(plan, last / "weights.safetensors", eval_path,
+                            global_rows, opts["threads"])
+            is_best = loss < best_loss
+            _say(f"step {done}: eval loss {loss:.6f}"
+                 + (" (best so far: checkpoints/best)" if is_best else ""))
+            with open(metrics, "a") as f:
+                f.write(json.dumps({"step": done - 1, "eval_loss": loss}) + "\n")
+            record["evals"].append({"steps_done": done, "eval_loss": loss})
+            if is_best:
+                best_loss = loss
+                if best.exists():
+                    shutil.rmtree(best)
+                shutil.copytree(last, best)
+                record["best"] = {"steps_done": done, "eval_loss": loss,
+                                  "weights": "checkpoints/best/weights.safetensors"}
+        record["steps_done"] = done
+        (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")
+    _say(f"done: {out}/checkpoints/last after {done} steps; export with "
+         f"python -m rp export {out} --hf DIR"
+         + (" or --peft DIR" if opts["lora_rank"] else ""))
+    return record

@@ -1,0 +1,88 @@
+//===- RunMetrics.cpp - rp-run --metrics ----------------------------------===//
+//
+// One JSON object per line and step, appended (a resumed run continues the
+// file): {"step", "loss", "loss_at_weights", "lr", "grad_norm",
+// "tokens_per_s"}. `loss_at_weights` says whose weights the loss was
+// computed at: step k's own in sync mode, step k-1's in async mode
+// (DESIGN.md, Optimizer modes), so a plot of the file is never misread.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RunModes.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+using namespace rp::runtime;
+using namespace rp::runtime::run;
+
+Expected<std::unique_ptr<MetricsLog>> MetricsLog::open(const std::string &path,
+                                                       bool sync) {
+  if (Status s = checkOutputFolder("--metrics", path); s.failed())
+    return s;
+  std::unique_ptr<MetricsLog> log(new MetricsLog());
+  log->file = std::fopen(path.c_str(), "a");
+  if (!log->file)
+    return invalidArgument("--metrics: cannot open '" + path +
+                           "': " + std::strerror(errno));
+  log->sync = sync;
+  return log;
+}
+
+void MetricsLog::loss(unsigned step, double loss, double lr,
+                      double tokensPerSecond) {
+  std::lock_guard<std::mutex> lock(mutex);
+  Entry &e = pending[step];
+  e.hasLoss = true;
+  e.loss = loss;
+  e.lr = lr;
+  e.tokensPerSecond = tokensPerSecond;
+  if (e.hasUpdate) {
+    write(step, e);
+    pending.erase(step);
+  }
+}
+
+void MetricsLog::update(const UpdateMetrics &u) {
+  std::lock_guard<std::mutex> lock(mutex);
+  Entry &e = pending[u.step];
+  e.hasUpdate = true;
+  e.lr = u.lr;
+  e.gradNorm = u.gradNorm;
+  if (e.hasLoss) {
+    write(u.step, e);
+    pending.erase(u.step);
+  }
+}
+
+void MetricsLog::finish() {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto &[step, e] : pending)
+    if (e.hasLoss)
+      write(step, e);
+  pending.clear();
+  if (file)
+    std::fclose(file);
+  file = nullptr;
+}
+
+void MetricsLog::write(unsigned step, const Entry &e) {
+  if (!file)
+    return;
+  auto number = [](double v) {
+    char text[40];
+    if (!std::isfinite(v))
+      return std::string("null");
+    std::snprintf(text, sizeof(text), "%.9g", v);
+    return std::string(text);
+  };
+  unsigned at = sync || step == 0 ? step : step - 1;
+  std::fprintf(file,
+               "{\"step\": %u, \"loss\": %s, \"loss_at_weights\": %u, "
+               "\"lr\": %s, \"grad_norm\": %s, \"tokens_per_s\": %s}\n",
+               step, number(e.loss).c_str(), at, number(e.lr).c_str(),
+               e.hasUpdate ? number(e.gradNorm).c_str() : "null",
+               number(e.tokensPerSecond).c_str());
+  std::fflush(file);
+}

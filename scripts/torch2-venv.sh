@@ -2,7 +2,7 @@
 # Makes the torch-2 venv (default: the project's .venv-torch2, which
 # scripts/setup.sh makes through this script) with the packages of
 # scripts/torch2-requirements.txt, every one pinned and installed with
-# --no-deps: torch 2.15, transformers 5.24 and onnxscript from PyPI, for the
+# --no-deps: torch 2.15, transformers 5.24, onnxscript and peft from PyPI, for the
 # lit tests that need them (REQUIRES: torch2, run with %TORCH2_PYTHON;
 # README.md). Quiet and quick when the venv already holds those pins.
 #
@@ -24,5 +24,5 @@ if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$req"
-"$venv/bin/python" -c "import torch, transformers, onnxscript; print('setup: torch-2 venv: torch', torch.__version__, 'transformers', transformers.__version__)"
+"$venv/bin/python" -c "import torch, transformers, onnxscript, peft; print('setup: torch-2 venv: torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
 echo "$pins" >"$stamp"

@@ -151,7 +151,8 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
         raise ValueError(f"unknown options {sorted(unknown)}; options: "
                          + ", ".join(sorted(DEFAULTS)))
     opts = dict(DEFAULTS)
-    opts.update({k: v for k, v in options.items() if v is not None})
+    opts.update({k: (str(v) if isinstance(v, os.PathLike) else v)
+                 for k, v in options.items() if v is not None})
     opts["data"], opts["out"] = str(data), str(out)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -246,7 +247,9 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
             _say(f"step {done}: eval loss {loss:.6f}"
                  + (" (best so far: checkpoints/best)" if is_best else ""))
             with open(metrics, "a") as f:
-                f.write(json.dumps({"step": done - 1, "eval_loss": loss}) + "\n")
+                # At the weights after `done` updates (step done-1's).
+                f.write(json.dumps({"step": done - 1, "eval_loss": loss,
+                                    "after_updates": done}) + "\n")
             record["evals"].append({"steps_done": done, "eval_loss": loss})
             if is_best:
                 best_loss = loss

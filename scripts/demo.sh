@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Sets everything up, builds rp, and runs the main job on the bundled default
-# model (examples/tiny_gpt, a GPT exported by torch.onnx): import the ONNX
+# Sets everything up, builds rp, and runs the quick start: fine-tune the
+# bundled tiny Llama folder (examples/tiny_llama/make.py makes it from a
+# config object) on a JSONL file on 2 host devices, export it and generate
+# from it with transformers. Then the compiler's own flow on the bundled
+# default model (examples/tiny_gpt, a GPT exported by torch.onnx): import the ONNX
 # file into the rp graph (layers, folded shape arithmetic, fused ops), show
 # it, compile it into a plan, run the plan's forward on the host and check
 # the logits against onnxruntime's, then compile a training plan and train
@@ -17,9 +20,55 @@ cd "$root"
 bash scripts/setup.sh
 bash scripts/build.sh rp-import rp-opt rp-compile rp-run
 
-model=examples/tiny_gpt/model.onnx
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+
+# The quick start (README.md): fine-tune a Hugging Face model folder on a
+# JSONL file on 2 host devices, export it, generate from it with
+# transformers. The bundled tiny Llama folder is made from a config object
+# the first time (tokenizer trained on the fly; nothing from a hub).
+export HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error
+py2=.venv-torch2/bin/python
+tiny=demo-out/tiny-llama
+if [ ! -f "$tiny/model/config.json" ]; then
+  $py2 examples/tiny_llama/make.py "$tiny" >/dev/null
+fi
+echo
+echo "== quick start: fine-tune $tiny/model (a 2-layer Llama saved with save_pretrained)"
+echo "   on $tiny/train.jsonl (chat, prompt/completion and text records) on 2 host devices"
+echo "\$ .venv-torch2/bin/python -m rp finetune $tiny/model --data $tiny/train.jsonl \\"
+echo "      --eval-data $tiny/eval.jsonl --out demo-out/run --devices 2 --epochs 16 \\"
+echo "      --batch-size 4 --seq-len 32 --lr 1e-2 --lr-schedule cosine --warmup-steps 10 --eval-every 32"
+$py2 -m rp finetune "$tiny/model" --data "$tiny/train.jsonl" \
+  --eval-data "$tiny/eval.jsonl" --out demo-out/run --devices 2 --epochs 16 \
+  --batch-size 4 --seq-len 32 --lr 1e-2 --lr-schedule cosine --warmup-steps 10 \
+  --eval-every 32 2>&1 | tr '\r' '\n' | awk '
+    /rp-run: step/ { n++; if (n % 16 == 0) print "   " $0; next }
+    /^$/ { next } { print "   " $0 }'
+echo "   metrics: demo-out/run/metrics.jsonl, e.g. $(sed -n 2p demo-out/run/metrics.jsonl)"
+echo "\$ .venv-torch2/bin/python -m rp export demo-out/run --hf demo-out/run-hf"
+rm -rf demo-out/run-hf
+$py2 -m rp export demo-out/run --hf demo-out/run-hf 2>&1 | grep -v '^demo-out' | sed 's/^/   /'
+echo "   $(ls demo-out/run-hf | tr '\n' ' ')"
+echo "== transformers: AutoModelForCausalLM.from_pretrained('demo-out/run-hf').generate(...)"
+$py2 - demo-out/run-hf <<'PY'
+import sys
+from transformers import AutoModelForCausalLM, AutoTokenizer
+folder = sys.argv[1]
+tok = AutoTokenizer.from_pretrained(folder)
+model = AutoModelForCausalLM.from_pretrained(folder).eval()
+for q in ("What is two plus three?", "What is one plus two?"):
+    ids = tok.apply_chat_template([{"role": "user", "content": q}],
+                                  add_generation_prompt=True,
+                                  return_tensors="pt", return_dict=True)["input_ids"]
+    out = model.generate(ids, max_new_tokens=6, do_sample=False,
+                         eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.eos_token_id)
+    answer = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    print(f"   {q} -> {answer!r}")
+PY
+
+model=examples/tiny_gpt/model.onnx
 
 echo
 echo "== rp demo: $model (GPT-2-style, 2 blocks, width 32, vocabulary 64, microbatch 2x16)"

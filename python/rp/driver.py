@@ -99,12 +99,13 @@ def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
                 labels: Any = None, steps: int = 1, lr: float = 1e-3,
                 optimizer: str = "adamw", sync: bool = False, *,
                 accumulate: int = 1, extra_args: Sequence[str] = (),
-                progress: bool = False,
+                progress: Union[bool, str] = False,
                 **options) -> Iterator[Tuple[int, float]]:
     """As ``train``, yielding ``(step, loss)``: the step number as rp-run
     prints it (it continues after ``resume=DIR``). ``progress=True`` shows
-    rp-run's stderr (its progress line: step, loss, lr, tokens/s, ETA) on
-    this process's stderr as it comes."""
+    rp-run's stderr (its progress line: step, loss, lr, tokens/s, ETA, then
+    its summary) on this process's stderr as it comes; ``"steps"`` the
+    progress line alone (and errors)."""
     if isinstance(accumulate, bool) or not isinstance(accumulate, int) \
             or accumulate < 1:
         raise ValueError(f"accumulate={accumulate!r}: give the number of "
@@ -124,7 +125,8 @@ def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
             proc = subprocess.Popen(
                 [str(tool), *args], stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE if progress else err, text=True)
-            tee = _tee(proc.stderr, err) if progress else None
+            tee = (_tee(proc.stderr, err, progress == "steps")
+                   if progress else None)
             try:
                 assert proc.stdout is not None
                 for line in proc.stdout:
@@ -143,22 +145,35 @@ def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
                 raise ToolError("rp-run", rc, err.read())
 
 
-def _tee(stream, copy):
-    """A thread copying ``stream`` to stderr and to the file ``copy``,
-    character by character so that a progress line's carriage returns
-    show as they come."""
+def _tee(stream, copy, only_steps: bool):
+    """A thread copying ``stream`` to the file ``copy`` and to stderr, a
+    line (up to each carriage return or newline) at a time, so that a
+    progress line shows as it is redrawn; ``only_steps`` shows only the
+    progress lines, the async-mode note and errors."""
     import sys
     import threading
 
+    shown = ("rp-run: step ", "async mode", "error", "warning")
+
     def pump():
+        line, last = "", "\n"
         while True:
             chunk = stream.read(1)
             if not chunk:
                 break
-            sys.stderr.write(chunk)
-            if chunk in "\r\n":
-                sys.stderr.flush()
             copy.write(chunk)
+            line += chunk
+            if chunk not in "\r\n":
+                continue
+            keep = not only_steps or any(s in line for s in shown) or (
+                line == "\n" and last == "\r")
+            if keep:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+                last = chunk
+            line = ""
+        if line:
+            sys.stderr.write(line)
 
     thread = threading.Thread(target=pump, daemon=True)
     thread.start()

@@ -218,10 +218,12 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
     metrics.unlink(missing_ok=True)
     every = int(opts["eval_every"]) if eval_path else 0
     done, best_loss = 0, math.inf
-    _say(f"training {total} steps ({opts['lr_schedule']} schedule from lr "
-         f"{opts['lr']}, {opts['warmup_steps']} warmup steps); "
-         + ("async mode: the loss printed for step k is at step k-1's "
-            "weights" if not opts["sync"] else "sync mode"))
+    _say(f"training {total} steps of {global_rows} rows "
+         f"({total * global_rows / train_info['rows']:.2f} epochs; "
+         f"{opts['lr_schedule']} schedule from lr {opts['lr']}, "
+         f"{opts['warmup_steps']} warmup steps, "
+         + ("sync" if opts["sync"] else "async") + " mode)"
+         + (f", eval every {every} steps" if every else ""))
     while done < total:
         n = min(every or total, total - done)
         flags = dict(dataset=str(out / "train.rpds"), save=str(last),
@@ -236,7 +238,7 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
             flags["shuffle_seed"] = opts["shuffle_seed"]
         for step, loss in train_steps(plan, steps=n, lr=opts["lr"],
                                       optimizer=opts["optimizer"],
-                                      sync=opts["sync"], progress=True,
+                                      sync=opts["sync"], progress="steps",
                                       **flags):
             pass
         done += n

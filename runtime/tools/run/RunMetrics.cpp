@@ -70,18 +70,20 @@ void MetricsLog::finish() {
 void MetricsLog::write(unsigned step, const Entry &e) {
   if (!file)
     return;
-  auto number = [](double v) {
+  // %.9g as the step lines; the lr exactly (%.17g), so a schedule can be
+  // compared with another's.
+  auto number = [](double v, int digits = 9) {
     char text[40];
     if (!std::isfinite(v))
       return std::string("null");
-    std::snprintf(text, sizeof(text), "%.9g", v);
+    std::snprintf(text, sizeof(text), "%.*g", digits, v);
     return std::string(text);
   };
   unsigned at = sync || step == 0 ? step : step - 1;
   std::fprintf(file,
                "{\"step\": %u, \"loss\": %s, \"loss_at_weights\": %u, "
                "\"lr\": %s, \"grad_norm\": %s, \"tokens_per_s\": %s}\n",
-               step, number(e.loss).c_str(), at, number(e.lr).c_str(),
+               step, number(e.loss).c_str(), at, number(e.lr, 17).c_str(),
                e.hasUpdate ? number(e.gradNorm).c_str() : "null",
                number(e.tokensPerSecond).c_str());
   std::fflush(file);

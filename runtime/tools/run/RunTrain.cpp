@@ -62,13 +62,7 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
       metrics->update(u);
     };
   }
-  // The async convention, said where the losses are read (DESIGN.md).
-  if (!o.train.sync)
-    std::fprintf(stderr,
-                 "rp-run: async mode: the loss of step k is at step k-1's "
-                 "weights (step 0's at the initial ones, a resumed run's "
-                 "first at the checkpoint's compute weights); --sync for "
-                 "the loss at step k's own\n");
+
   // Each optimizer's own default unless given (DESIGN.md).
   if (o.weightDecayGiven)
     o.train.adamw.weightDecay = o.train.sgdConfig.weightDecay = o.weightDecay;
@@ -122,6 +116,14 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
   auto firstDone = t0;
   Status s = rp::runtime::train(
       plan, *setup.fwd, pool, o.train, [&](unsigned step, double loss) {
+        // The async convention, said where the losses are read
+        // (DESIGN.md), once the run has started.
+        if (done == 0 && !o.train.sync)
+          std::fprintf(stderr,
+                       "rp-run: async mode: the loss of step k is at step "
+                       "k-1's weights (step 0's at the initial ones, a "
+                       "resumed run's first at the checkpoint's compute "
+                       "weights); --sync for the loss at step k's own\n");
         std::printf("step %u loss %.9g\n", step, loss);
         double lr = o.train.lrAt(step);
         std::fflush(stdout);

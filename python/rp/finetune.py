@@ -18,7 +18,8 @@ The steps, each the tool a user could run alone:
 
 OUT holds ``train.rpds``/``eval.rpds``, ``trace/`` (graph, weights),
 ``model.rpplan``, ``checkpoints/last`` and ``checkpoints/best``,
-``metrics.jsonl`` (a line per step from rp-run, a line per evaluation).
+``metrics.jsonl`` (a line per step from rp-run, a line per evaluation) and
+``tensorboard/`` (the same as TensorBoard event files, with tensorboardX).
 """
 
 from __future__ import annotations
@@ -99,6 +100,41 @@ def load_model(model_dir: PathLike):
     model.config.use_cache = False
     model.eval()
     return model, tokenizer
+
+
+class _Board:
+    """TensorBoard event files in OUT/tensorboard from metrics.jsonl, with
+    tensorboardX (pinned in the torch-2 venv) where it imports; the lines
+    of the file not written yet go in after each stretch of steps."""
+
+    def __init__(self, folder: Path, metrics: Path):
+        self.metrics, self.done, self.writer = metrics, 0, None
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError:
+            _say("no tensorboardX: metrics.jsonl only (scripts/setup.sh "
+                 "installs it in .venv-torch2)")
+            return
+        self.writer = SummaryWriter(str(folder))
+
+    def update(self) -> None:
+        if self.writer is None or not self.metrics.exists():
+            return
+        lines = self.metrics.read_text().splitlines()
+        for line in lines[self.done:]:
+            m = json.loads(line)
+            for key, tag in (("loss", "train/loss"), ("lr", "train/lr"),
+                             ("grad_norm", "train/grad_norm"),
+                             ("eval_loss", "eval/loss")):
+                if m.get(key) is not None:
+                    self.writer.add_scalar(tag, m[key], m["step"])
+        self.done = len(lines)
+        self.writer.flush()
+
+    def close(self) -> None:
+        # Drains tensorboardX's writer thread (flush alone may not).
+        if self.writer is not None:
+            self.writer.close()
 
 
 def _say(text: str) -> None:
@@ -217,6 +253,7 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
     metrics = out / "metrics.jsonl"
     metrics.unlink(missing_ok=True)
     every = int(opts["eval_every"]) if eval_path else 0
+    board = _Board(out / "tensorboard", metrics)
     done, best_loss = 0, math.inf
     _say(f"training {total} steps of {global_rows} rows "
          f"({total * global_rows / train_info['rows']:.2f} epochs; "
@@ -260,8 +297,10 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
                 shutil.copytree(last, best)
                 record["best"] = {"steps_done": done, "eval_loss": loss,
                                   "weights": "checkpoints/best/weights.safetensors"}
+        board.update()
         record["steps_done"] = done
         (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")
+    board.close()
     _say(f"done: {out}/checkpoints/last after {done} steps; export with "
          f"python -m rp export {out} --hf DIR"
          + (" or --peft DIR" if opts["lora_rank"] else ""))

@@ -57,6 +57,10 @@ ours, theirs = rp_loss(out / "run2"), torch_loss(model, out / "run2" / "eval.rpd
 print(f"export --hf: from_pretrained loss within 1e-5 of rp's: "
       f"{rel(ours, theirs) <= 1e-5}")
 print("tokenizer copied:", (hf / "tokenizer.json").is_file())
+events = list((out / "run2" / "tensorboard").glob("events.out.tfevents.*"))
+from tensorboard_reader import scalars  # noqa: E402
+tags = scalars(events[0])
+print("tensorboard:", {t: len(v) for t, v in sorted(tags.items())})
 
 # CHECK: metrics: 4 steps with lr and grad_norm: True, 2 evals
 # CHECK-NEXT: 1 device bitwise 2 devices: True
@@ -65,6 +69,7 @@ print("tokenizer copied:", (hf / "tokenizer.json").is_file())
 # CHECK-NEXT: metadata: {'format': 'pt'}
 # CHECK-NEXT: export --hf: from_pretrained loss within 1e-5 of rp's: True
 # CHECK-NEXT: tokenizer copied: True
+# CHECK-NEXT: tensorboard: {'eval/loss': 2, 'train/grad_norm': 4, 'train/loss': 4, 'train/lr': 4}
 # LOG: rp finetune: {{.*}}train.jsonl: 48 documents in 48 rows of 32 tokens
 # LOG: rp-run: step 3 (2/2) loss {{[0-9.]+}} lr
 # LOG: rp finetune: step 4: eval loss

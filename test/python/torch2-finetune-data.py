@@ -1,0 +1,80 @@
+# REQUIRES: torch2
+# RUN: rm -rf %t && mkdir -p %t
+# RUN: env HF_HUB_OFFLINE=1 %TORCH2_PYTHON %s %t 2> %t/err.txt | FileCheck %s
+
+# rp.data with the bundled tiny model's tokenizer (trained on the fly, a
+# chat template): a prompt/completion record trains its completion and EOS
+# only, a chat record its assistant turn and the turn's end marker, a text
+# record every next token; no label predicts past a document's end (packed
+# or padded; a document cut at a row's end loses that one label), padding
+# is -100. Then `python -m rp finetune --config F.yaml`
+# takes its options from the file (flags win) and records them.
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "Inputs"))
+from finetune_check import make_model  # noqa: E402
+
+import numpy as np  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
+
+from rp import data  # noqa: E402
+
+out = Path(sys.argv[1])
+model_dir = make_model(out / "tiny")
+tok = AutoTokenizer.from_pretrained(str(model_dir))
+records = [
+    {"prompt": "What is one plus two? ", "completion": "three."},
+    {"messages": [{"role": "user", "content": "What is two plus two?"},
+                  {"role": "assistant", "content": "four."}]},
+    {"text": "one plus one is two."},
+]
+src = out / "three.jsonl"
+src.write_text("".join(json.dumps(r) + "\n" for r in records))
+info = data.build(src, tok, out / "three.rpds", 24)
+d = data.read(out / "three.rpds")
+print("rows", info["rows"], "documents", info["documents"], "seq_len", info["seq_len"])
+for row, name in enumerate(("prompt/completion", "chat", "text")):
+    labels = d["labels"][row]
+    trained = [int(t) for t in labels if t != -100]
+    real = int((d["segments"][row] >= 0).sum())
+    next_ok = all(labels[j] in (-100, d["tokens"][row][j + 1])
+                  for j in range(real - 1))
+    print(f"{name}: trains {tok.decode(trained)!r}; labels are next tokens: "
+          f"{next_ok}; padding ignored: {bool((labels[real - 1:] == -100).all())}")
+
+packed = data.build(src, tok, out / "packed.rpds", 16, pack=True)
+p = data.read(out / "packed.rpds")
+crossing = sum(1 for r in range(p["rows"]) for j in range(15)
+               if p["labels"][r][j] != -100 and
+               p["segments"][r][j] != p["segments"][r][j + 1])
+print("packed:", packed["rows"], "rows, flag", packed["packed"],
+      "labels across a document end:", crossing,
+      "rows full but the last:",
+      bool((p["segments"][:-1] >= 0).all()))
+
+config = out / "finetune.yaml"
+config.write_text(f"model: {model_dir}\ndata: {out / 'tiny' / 'train.jsonl'}\n"
+                  f"out: {out / 'run'}\nsteps: 2\nseq-len: 32\nlora_rank: 2\n"
+                  "lr: 0.5\n")
+run = subprocess.run([sys.executable, "-m", "rp", "finetune", "--config",
+                      str(config), "--lr", "0.01"], capture_output=True, text=True)
+print("finetune --config exit", run.returncode)
+record = json.loads((out / "run" / "finetune.json").read_text())
+o = record["options"]
+print("recorded:", o["steps"], o["seq_len"], o["lora_rank"], o["lr"], record["lora"])
+bad = subprocess.run([sys.executable, "-m", "rp", "finetune", str(model_dir)],
+                     capture_output=True, text=True)
+print("no data:", bad.returncode, bad.stderr.strip())
+
+# CHECK: rows 3 documents 3 seq_len 24
+# CHECK-NEXT: prompt/completion: trains 'three.<|end|>'; labels are next tokens: True; padding ignored: True
+# CHECK-NEXT: chat: trains 'four.<|end|>'; labels are next tokens: True; padding ignored: True
+# CHECK-NEXT: text: trains ' plus one is two.<|end|>'; labels are next tokens: True; padding ignored: True
+# CHECK-NEXT: packed: {{[0-9]+}} rows, flag True labels across a document end: 0 rows full but the last: True
+# CHECK-NEXT: finetune --config exit 0
+# CHECK-NEXT: recorded: 2 32 2 0.01 {'rank': 2, 'alpha': 16.0, 'targets': ''}
+# CHECK-NEXT: no data: 1 rp finetune: error: give --data, --out

@@ -42,9 +42,13 @@ def find_run(run: PathLike) -> Tuple[Path, Dict[str, Any], Path]:
         checkpoint = run
         folder = next((p for p in run.parents
                        if (p / "finetune.json").is_file()), None)
+        if folder is None and (run / "run.json").is_file():
+            # A checkpoint copied away from its run: its own record.
+            return run, json.loads((run / "run.json").read_text()), run
         if folder is None:
             raise ValueError(f"{run} is a checkpoint outside any rp finetune "
-                             "folder (no finetune.json above it)")
+                             "folder (no finetune.json above it, no run.json "
+                             "in it)")
     else:
         raise ValueError(f"{run} is neither an rp finetune folder "
                          "(finetune.json) nor a checkpoint (weights.safetensors)")

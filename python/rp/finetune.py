@@ -137,6 +137,21 @@ class _Board:
             self.writer.close()
 
 
+def _stamp(checkpoint: Path, record: Dict[str, Any], done: int) -> None:
+    """What a checkpoint alone needs to be exported (rp.export reads it
+    where the checkpoint folder was copied away from its run): the model
+    folder, the LoRA settings, and which weights are current. rp-run
+    replaces the folder when it saves, so this follows every save."""
+    (checkpoint / "run.json").write_text(json.dumps({
+        "model": record["model"], "lora": record["lora"],
+        "steps_done": done,
+        "current_weights": "weights.safetensors (the master weights after "
+                           f"{done} updates; what a resumed run continues)",
+        "compute_weights": "compute.safetensors (what the next step computes "
+                           "with: one update older in async mode)",
+    }, indent=2) + "\n")
+
+
 def _say(text: str) -> None:
     print(f"rp finetune: {text}", file=sys.stderr, flush=True)
 
@@ -279,6 +294,7 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
                                       **flags):
             pass
         done += n
+        _stamp(last, record, done)
         if eval_path:
             loss = evaluate(plan, last / "weights.safetensors", eval_path,
                             global_rows, opts["threads"])

@@ -6,7 +6,8 @@
 # the LM head) on 2 host devices and on 1 (same microbatches: bitwise the
 # same losses), then `export --peft` (PEFT's names and adapter_config.json:
 # PeftModel.from_pretrained loads it on the base folder) and `--merged`
-# (W + alpha/r B A, from_pretrained): each gives rp's eval loss at the same
+# (W + alpha/r B A, from_pretrained; from the best checkpoint copied away
+# from its run, which records the LoRA settings itself): each gives rp's eval loss at the same
 # weights within 1e-5. peft is pinned in scripts/torch2-requirements.txt.
 
 import json
@@ -51,7 +52,10 @@ base = AutoModelForCausalLM.from_pretrained(str(model_dir))
 peft_model = PeftModel.from_pretrained(base, str(adapter)).eval()
 print(f"export --peft: PeftModel loss within 1e-5 of rp's: "
       f"{rel(ours, torch_loss(peft_model, run / 'eval.rpds')) <= 1e-5}")
-merged = export.export_merged(run, out / "merged")
+import shutil  # noqa: E402
+shutil.copytree(run / "checkpoints" / "best", out / "moved")
+print("the checkpoint records:", json.loads((out / "moved" / "run.json").read_text())["lora"])
+merged = export.export_merged(out / "moved", out / "merged")
 model = AutoModelForCausalLM.from_pretrained(str(merged)).eval()
 print(f"export --merged: from_pretrained loss within 1e-5 of rp's: "
       f"{rel(ours, torch_loss(model, run / 'eval.rpds')) <= 1e-5}")
@@ -63,5 +67,6 @@ print("the adapters changed the loss:",
 # CHECK-NEXT: recorded: {'rank': 4, 'alpha': 8, 'targets': ''}
 # CHECK-NEXT: adapter: 4 8.0 14 modules; base_model.model.model.layers.0.mlp.down_proj.lora_A.weight
 # CHECK-NEXT: export --peft: PeftModel loss within 1e-5 of rp's: True
+# CHECK-NEXT: the checkpoint records: {'rank': 4, 'alpha': 8, 'targets': ''}
 # CHECK-NEXT: export --merged: from_pretrained loss within 1e-5 of rp's: True
 # CHECK-NEXT: the adapters changed the loss: True

@@ -35,15 +35,16 @@ if [ ! -f "$tiny/model/config.json" ]; then
 fi
 echo
 echo "== quick start: fine-tune $tiny/model (a 2-layer Llama saved with save_pretrained)"
-echo "   on $tiny/train.jsonl (chat, prompt/completion and text records) on 2 host devices"
+echo "   on $tiny/train.jsonl (48 records: chat, prompt/completion and text; \"What comes after two?\" ->
+   \"three.\") on 2 host devices"
 echo "\$ .venv-torch2/bin/python -m rp finetune $tiny/model --data $tiny/train.jsonl \\"
-echo "      --eval-data $tiny/eval.jsonl --out demo-out/run --devices 2 --epochs 16 \\"
-echo "      --batch-size 4 --seq-len 32 --lr 1e-2 --lr-schedule cosine --warmup-steps 10 --eval-every 32"
+echo "      --eval-data $tiny/eval.jsonl --out demo-out/run --devices 2 --epochs 40 \\"
+echo "      --batch-size 4 --seq-len 32 --lr 1e-2 --lr-schedule cosine --warmup-steps 10 --eval-every 80"
 $py2 -m rp finetune "$tiny/model" --data "$tiny/train.jsonl" \
-  --eval-data "$tiny/eval.jsonl" --out demo-out/run --devices 2 --epochs 16 \
+  --eval-data "$tiny/eval.jsonl" --out demo-out/run --devices 2 --epochs 40 \
   --batch-size 4 --seq-len 32 --lr 1e-2 --lr-schedule cosine --warmup-steps 10 \
-  --eval-every 32 2>&1 | tr '\r' '\n' | awk '
-    /rp-run: step/ { n++; if (n % 16 == 0) print "   " $0; next }
+  --eval-every 80 2>&1 | tr '\r' '\n' | awk '
+    /rp-run: step/ { n++; if (n % 40 == 0) print "   " $0; next }
     /^$/ { next } { print "   " $0 }'
 echo "   metrics: demo-out/run/metrics.jsonl, e.g. $(sed -n 2p demo-out/run/metrics.jsonl)"
 echo "\$ .venv-torch2/bin/python -m rp export demo-out/run --hf demo-out/run-hf"
@@ -57,7 +58,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 folder = sys.argv[1]
 tok = AutoTokenizer.from_pretrained(folder)
 model = AutoModelForCausalLM.from_pretrained(folder).eval()
-for q in ("What is two plus three?", "What is one plus two?"):
+for q in ("What comes after two?", "What comes after five?", "What comes after eight?"):
     ids = tok.apply_chat_template([{"role": "user", "content": q}],
                                   add_generation_prompt=True,
                                   return_tensors="pt", return_dict=True)["input_ids"]

@@ -22,11 +22,13 @@ WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight",
 
 
 def records(rng, n):
+    """Records of one task (the number word after a number word) in the
+    three forms rp.data reads: chat messages, prompt/completion, text."""
     out = []
     for i in range(n):
-        a, b = rng.randrange(1, 5), rng.randrange(1, 5)
-        question = f"What is {WORDS[a - 1]} plus {WORDS[b - 1]}?"
-        answer = f"{WORDS[a + b - 1]}."
+        a = rng.randrange(0, 9)
+        question = f"What comes after {WORDS[a]}?"
+        answer = f"{WORDS[a + 1]}."
         kind = i % 3
         if kind == 0:
             out.append({"messages": [{"role": "user", "content": question},
@@ -34,8 +36,7 @@ def records(rng, n):
         elif kind == 1:
             out.append({"prompt": question + " ", "completion": answer})
         else:
-            out.append({"text": f"{WORDS[a - 1]} plus {WORDS[b - 1]} is "
-                                f"{WORDS[a + b - 1]}."})
+            out.append({"text": f"After {WORDS[a]} comes {WORDS[a + 1]}."})
     return out
 
 
@@ -46,7 +47,7 @@ def make(out: Path, pad_token: bool = False) -> Path:
 
     rng = random.Random(0)
     train, evals = records(rng, 48), records(rng, 12)
-    corpus = [json.dumps(r) for r in train] + [" ".join(WORDS) + " plus is What ?."]
+    corpus = [json.dumps(r) for r in train] + [" ".join(WORDS) + " What comes after ?."]
     specials = ["<|end|>", "<|user|>", "<|assistant|>", "<|pad|>"]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

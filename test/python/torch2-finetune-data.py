@@ -27,14 +27,14 @@ out = Path(sys.argv[1])
 model_dir = make_model(out / "tiny")
 tok = AutoTokenizer.from_pretrained(str(model_dir))
 records = [
-    {"prompt": "What is one plus two? ", "completion": "three."},
-    {"messages": [{"role": "user", "content": "What is two plus two?"},
+    {"prompt": "What comes after two? ", "completion": "three."},
+    {"messages": [{"role": "user", "content": "What comes after three?"},
                   {"role": "assistant", "content": "four."}]},
-    {"text": "one plus one is two."},
+    {"text": "After one comes two."},
 ]
 src = out / "three.jsonl"
 src.write_text("".join(json.dumps(r) + "\n" for r in records))
-info = data.build(src, tok, out / "three.rpds", 24)
+info = data.build(src, tok, out / "three.rpds", 40)
 d = data.read(out / "three.rpds")
 print("rows", info["rows"], "documents", info["documents"], "seq_len", info["seq_len"])
 for row, name in enumerate(("prompt/completion", "chat", "text")):
@@ -70,10 +70,10 @@ bad = subprocess.run([sys.executable, "-m", "rp", "finetune", str(model_dir)],
                      capture_output=True, text=True)
 print("no data:", bad.returncode, bad.stderr.strip())
 
-# CHECK: rows 3 documents 3 seq_len 24
+# CHECK: rows 3 documents 3 seq_len 40
 # CHECK-NEXT: prompt/completion: trains 'three.<|end|>'; labels are next tokens: True; padding ignored: True
 # CHECK-NEXT: chat: trains 'four.<|end|>'; labels are next tokens: True; padding ignored: True
-# CHECK-NEXT: text: trains ' plus one is two.<|end|>'; labels are next tokens: True; padding ignored: True
+# CHECK-NEXT: text: trains ' one comes two.<|end|>'; labels are next tokens: True; padding ignored: True
 # CHECK-NEXT: packed: {{[0-9]+}} rows, flag True labels across a document end: 0 rows full but the last: True
 # CHECK-NEXT: finetune --config exit 0
 # CHECK-NEXT: recorded: 2 32 2 0.01 {'rank': 2, 'alpha': 16.0, 'targets': ''}

@@ -73,6 +73,9 @@ def _finetune_parser():
     p.add_argument("--lora-alpha", type=float)
     p.add_argument("--lora-targets", help="regex of the adapted weights "
                    "(default: every linear layer but the LM head)")
+    p.add_argument("--lora-modules-to-save", help="regex of parameters "
+                   "trained whole beside the adapters (PEFT's "
+                   "modules_to_save), e.g. lm_head")
     p.add_argument("--dtype", choices=["f32", "bf16", "f16"])
     p.add_argument("--sync", action="store_true", default=None,
                    help="gradients of step k at W_k (default: async, the "

@@ -123,8 +123,13 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
         raise ValueError("the run trained every weight (no --lora-rank); "
                          "export it with --hf")
     from rp import safetensors as rp_safetensors
-    _, lora = _trained(checkpoint)
+    full, lora = _trained(checkpoint)
     tensors, modules = {}, []
+    # Parameters trained whole (modules_to_save): PEFT's names are the
+    # model's under base_model.model, its config lists their modules.
+    saved = sorted({name.rsplit(".", 1)[0] for name in full})
+    for name, value in full.items():
+        tensors[f"base_model.model.{name}"] = value
     for name, (a, b) in sorted(lora.items()):
         module = name[:-len(".weight")] if name.endswith(".weight") else name
         modules.append(module)
@@ -144,7 +149,7 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
         "r": int(record["lora"]["rank"]),
         "lora_alpha": float(record["lora"]["alpha"]),
         "lora_dropout": 0.0, "bias": "none", "fan_in_fan_out": False,
-        "target_modules": modules, "modules_to_save": None,
+        "target_modules": modules, "modules_to_save": saved or None,
         "inference_mode": True, "use_rslora": False, "use_dora": False,
         "init_lora_weights": True,
     }

@@ -47,6 +47,7 @@ DEFAULTS: Dict[str, Any] = {
     "devices": 1, "microbatches": None, "batch_size": 1, "seq_len": 128,
     "pack": False, "shuffle_seed": 0, "seed": 0,
     "lora_rank": 0, "lora_alpha": 16.0, "lora_targets": "",
+    "lora_modules_to_save": "",
     "dtype": "f32", "sync": False, "eval_every": 0, "threads": None,
 }
 
@@ -244,7 +245,9 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
     if opts["lora_rank"]:
         plan_options.update(lora_rank=opts["lora_rank"],
                             lora_alpha=opts["lora_alpha"],
-                            lora_targets=opts["lora_targets"] or None)
+                            lora_targets=opts["lora_targets"] or None,
+                            lora_modules_to_save=(opts["lora_modules_to_save"]
+                                                  or None))
     plan = rp_compile(src, out / "model.rpplan", devices=devices,
                       microbatches=M, **plan_options)
     _say(f"compiled {plan} for {devices} device(s), {M} microbatch(es) of "
@@ -256,7 +259,8 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
               "plan": "model.rpplan", "trace": "trace/model.mlir",
               "global_batch_rows": global_rows, "microbatches": M,
               "lora": ({"rank": opts["lora_rank"], "alpha": opts["lora_alpha"],
-                        "targets": opts["lora_targets"]}
+                        "targets": opts["lora_targets"],
+                        "modules_to_save": opts["lora_modules_to_save"]}
                        if opts["lora_rank"] else None),
               "current_weights": "checkpoints/last/weights.safetensors",
               "evals": []}

@@ -3,7 +3,8 @@
 # RUN: env HF_HUB_OFFLINE=1 %TORCH2_PYTHON %s %t 2> %t/err.txt | FileCheck %s
 
 # rp.finetune with LoRA adapters (rank 4, alpha 8, every linear layer but
-# the LM head) on 2 host devices and on 1 (same microbatches: bitwise the
+# the LM head, which trains whole: --lora-modules-to-save lm_head) on 2
+# host devices and on 1 (same microbatches: bitwise the
 # same losses), then `export --peft` (PEFT's names and adapter_config.json:
 # PeftModel.from_pretrained loads it on the base folder) and `--merged`
 # (W + alpha/r B A, from_pretrained; from the best checkpoint copied away
@@ -28,7 +29,8 @@ for devices in (2, 1):
     rp.finetune(model_dir, out / "tiny" / "train.jsonl", run,
                 eval_data=out / "tiny" / "eval.jsonl", steps=3,
                 devices=devices, microbatches=3, seq_len=32, lr=1e-2,
-                lora_rank=4, lora_alpha=8, sync=True)
+                lora_rank=4, lora_alpha=8, lora_modules_to_save="lm_head",
+                sync=True)
     losses[devices] = [json.loads(l).get("loss") for l in open(run / "metrics.jsonl")]
 print("1 device bitwise 2 devices:", losses[1] == losses[2])
 run = out / "lora2"
@@ -47,7 +49,8 @@ adapter = export.export_peft(run, out / "peft")
 config = json.loads((adapter / "adapter_config.json").read_text())
 names = sorted(safetensors.read(adapter / "adapter_model.safetensors"))
 print("adapter:", config["r"], config["lora_alpha"], len(config["target_modules"]),
-      "modules;", names[0])
+      "modules;", names[0], "; saved whole:", config["modules_to_save"],
+      [n for n in names if "lora" not in n])
 base = AutoModelForCausalLM.from_pretrained(str(model_dir))
 peft_model = PeftModel.from_pretrained(base, str(adapter)).eval()
 print(f"export --peft: PeftModel loss within 1e-5 of rp's: "
@@ -64,9 +67,9 @@ print("the adapters changed the loss:",
       rel(ours, torch_loss(untrained, run / "eval.rpds")) > 1e-4)
 
 # CHECK: 1 device bitwise 2 devices: True
-# CHECK-NEXT: recorded: {'rank': 4, 'alpha': 8, 'targets': ''}
-# CHECK-NEXT: adapter: 4 8.0 14 modules; base_model.model.model.layers.0.mlp.down_proj.lora_A.weight
+# CHECK-NEXT: recorded: {'rank': 4, 'alpha': 8, 'targets': '', 'modules_to_save': 'lm_head'}
+# CHECK-NEXT: adapter: 4 8.0 14 modules; base_model.model.lm_head.weight ; saved whole: ['lm_head'] ['base_model.model.lm_head.weight']
 # CHECK-NEXT: export --peft: PeftModel loss within 1e-5 of rp's: True
-# CHECK-NEXT: the checkpoint records: {'rank': 4, 'alpha': 8, 'targets': ''}
+# CHECK-NEXT: the checkpoint records: {'rank': 4, 'alpha': 8, 'targets': '', 'modules_to_save': 'lm_head'}
 # CHECK-NEXT: export --merged: from_pretrained loss within 1e-5 of rp's: True
 # CHECK-NEXT: the adapters changed the loss: True

@@ -226,7 +226,9 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
     `all-linear`), adds two trainable parameters,
     `<param>.lora_A` `[rank, in]` (uniform in +-1/sqrt(in), as PEFT's
     kaiming init) and `<param>.lora_B` `[out, rank]` (zeros), and the update
-    `y + ((alpha / rank) * x A^T) B^T`. Every other parameter is frozen.
+    `y + ((alpha / rank) * x A^T) B^T`. Every other parameter is frozen,
+    but the trainable ones matching `keep-trainable` (PEFT's
+    `modules_to_save`, e.g. `lm_head`), which train whole.
     The scale multiplies the rank-wide `x A^T`, which follows the matmul;
     the B side and the sum come right before `y`'s first reader, so `x` is
     freed where it was and no more than `y`, the update and their sum are
@@ -266,7 +268,10 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
     Option<"alpha", "alpha", "double", "16.0", "scaling numerator (alpha / r)">,
     Option<"targets", "targets", "std::string", "\"\"",
            "regular expression on weight names; empty: every linear layer "
-           "but the output layer">
+           "but the output layer">,
+    Option<"keep", "keep-trainable", "std::string", "\"\"",
+           "regular expression on parameter names that stay trainable beside "
+           "the adapters (PEFT's modules_to_save); empty: none">
   ];
 }
 

@@ -57,6 +57,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("regular expression on weight names (default: every "
                      "linear layer but the output layer, as PEFT's "
                      "all-linear), e.g. q_proj|v_proj or lm_head")};
+  Option<std::string> loraModulesToSave{
+      *this, "lora-modules-to-save", flags, llvm::cl::init(""),
+      llvm::cl::desc("regular expression on parameter names trained whole "
+                     "beside the adapters (PEFT's modules_to_save), e.g. "
+                     "lm_head")};
   Option<FuseLoss> fuseLoss{
       *this,
       "fuse-loss",

@@ -65,6 +65,13 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
     std::string error;
     llvm::Regex pattern(targets.empty() ? std::string(".*")
                                         : targets.getValue());
+    llvm::Regex keepPattern(keep.getValue());
+    std::string keepError;
+    if (!keep.empty() && !keepPattern.isValid(keepError)) {
+      main.emitError("bad LoRA modules to save '")
+          << keep << "': " << keepError;
+      return signalPassFailure();
+    }
     if (!pattern.isValid(error) || rank < 1 || !(alpha > 0)) {
       main.emitError("bad LoRA options: rank ")
           << rank << ", alpha " << alpha << ", targets '" << targets << "'"
@@ -124,9 +131,12 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
           << targets << "'";
       return signalPassFailure();
     }
-    // Only the adapters train.
+    // Only the adapters train, and the trainable parameters kept whole
+    // (modules_to_save).
     for (auto p : main.getOps<ParamOp>())
-      p.setTrainable(created.contains(p));
+      p.setTrainable(created.contains(p) ||
+                     (p.getTrainable() && !keep.empty() &&
+                      keepPattern.match(p.getName())));
   }
 
   /// A [rank, in] and B [out, rank] for a 2-D weight; [E, rank, in] and

@@ -16,6 +16,7 @@ static void addLora(OpPassManager &pm, const TrainPipelineOptions &options) {
   lora.rank = options.loraRank;
   lora.alpha = options.loraAlpha;
   lora.targets = options.loraTargets;
+  lora.keep = options.loraModulesToSave;
   pm.addPass(createAddLoraPass(lora));
 }
 

@@ -1,5 +1,5 @@
 // RUN: rp-opt %s -rp-add-lora="rank=2 alpha=4 targets=q_proj keep-trainable=k_proj" | FileCheck %s
-// RUN: rp-opt %s -rp-add-lora="rank=2 alpha=4 targets=q_proj keep-trainable=(" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not rp-opt %s -rp-add-lora="rank=2 alpha=4 targets=q_proj keep-trainable=(" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // keep-trainable (rp-compile --lora-modules-to-save, PEFT's modules_to_save):
 // the trainable parameters it matches train whole beside the adapters; a

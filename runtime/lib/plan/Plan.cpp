@@ -429,6 +429,7 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
     return c.fail("passes in flight " + std::to_string(plan.passesInFlight) +
                   " is not 1 or 2 (0 in older plans); recompile the model");
   plan.arenaCopies = root->arena_copies();
+  plan.tf32 = root->tf32();
   if (plan.arenaCopies > 2)
     return c.fail("arena copies " + std::to_string(plan.arenaCopies) +
                   " is not 1 or 2 (0 in older plans); recompile the model");

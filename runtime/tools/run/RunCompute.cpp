@@ -50,7 +50,8 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
         "--tf32 lets the cuda backend's f32 GEMMs round their inputs to "
         "TF32; the " +
         o.backend + " backend computes f32 products in f32"));
-  backendOptions.tf32 = o.tf32;
+  // The plan's --tf32 holds where it means something: on cuda.
+  backendOptions.tf32 = o.tf32 || (plan.tf32 && o.backend == "cuda");
   Expected<std::unique_ptr<Backend>> devicesOf =
       createBackend(o.backend, backendOptions);
   if (!devicesOf)

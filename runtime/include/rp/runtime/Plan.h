@@ -161,6 +161,8 @@ struct Plan {
   /// Copies of the device arenas a continuous run allocates (1 or 2,
   /// plan.fbs); 0 in older plans: one per pass in flight (arenaCopies()).
   uint32_t arenaCopies = 0;
+  /// rp-compile --tf32: the cuda device's f32 GEMMs may use TF32.
+  bool tf32 = false;
   /// The file's bytes, for --describe=json.
   std::vector<uint8_t> raw;
 };

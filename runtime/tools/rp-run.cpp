@@ -296,6 +296,9 @@ int main(int argc, char **argv) {
         return fail(invalidArgument(error));
       loadOptions.allowMissingWeights = true;
     }
+    // The sim reads no weights: a plan without its weights file times too.
+    if (o.backend == "sim")
+      loadOptions.allowMissingWeights = true;
   }
   Expected<Plan> plan = loadPlan(o.planPath, loadOptions);
   if (!plan)

@@ -16,7 +16,9 @@ for name, value in sorted(weights.items()):
     v = np.asarray(value, dtype=np.float64)
     if v.ndim >= 2:
         rule = "normal"
-        ok = abs(v.std() - 0.02) < 0.002 and abs(v.mean()) < 0.002
+        # Five standard errors of the sample's mean and deviation.
+        err = 5 * 0.02 / np.sqrt(v.size)
+        ok = abs(v.std() - 0.02) < err and abs(v.mean()) < err
     elif ".ln" in "." + name and name.endswith("weight"):
         rule = "ones"
         ok = bool(np.all(v == 1))

@@ -11,8 +11,8 @@
 //   - any other parameter (biases, norm shifts, scalars): zeros;
 //   - an unstored parameter whose plan says it starts at zero (LoRA's B,
 //     init_bound 0): zeros, so that an adapter starts as the identity.
-// Frozen parameters take the same rule (the weights file, present or not,
-// is not read).
+// Frozen parameters take the same rule: every value a weights file holds is
+// replaced.
 // Element k of a parameter is a function of the seed, the parameter's name
 // and k only (a counter-based generator: splitmix64 and Box-Muller), so the
 // values are the same on any device count and any thread count.

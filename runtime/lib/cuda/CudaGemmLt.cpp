@@ -243,11 +243,19 @@ Status rp::runtime::cuda::ltMatmul(const DispatchContext &ctx,
   bool f64 = key.type == DType::f64;
   const void *alpha = f64 ? static_cast<const void *>(&oneD) : &oneF;
   const void *beta = f64 ? static_cast<const void *>(&zeroD) : &zeroF;
-  if (Status s = fromCublas(cublasLtMatmul(ctx.lt, desc.op, alpha, a, desc.a, b,
-                                           desc.b, beta, d, desc.c, d, desc.c,
-                                           &algo, ctx.workspace,
-                                           ctx.workspaceBytes, ctx.stream),
-                            "cublasLtMatmul (" + describeGemm(key) + ")");
+  cublasStatus_t status = cublasLtMatmul(
+      ctx.lt, desc.op, alpha, a, desc.a, b, desc.b, beta, d, desc.c, d, desc.c,
+      &algo, ctx.workspace, ctx.workspaceBytes, ctx.stream);
+  // Refused before anything ran (the same for the shape on every device,
+  // so the results stay bitwise across device counts): cuBLAS runs it.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      status == CUBLAS_STATUS_INVALID_VALUE) {
+    sayFallback("cublasLtMatmul refused " + describeGemm(key) + ": " +
+                cublasGetStatusName(status));
+    return Status::ok();
+  }
+  if (Status s =
+          fromCublas(status, "cublasLtMatmul (" + describeGemm(key) + ")");
       s.failed())
     return s;
   ran = true;

@@ -119,7 +119,7 @@ TEST(GemmPlanCacheTest, EveryFieldIsPartOfTheKey) {
   GemmPlanCache cache(32 << 20);
   FakeHeuristic h({algo(1)});
   GemmKey base = key(16, 16, 16);
-  std::vector<GemmKey> keys(9, base);
+  std::vector<GemmKey> keys(10, base);
   keys[1].transA = true;
   keys[2].transB = true;
   keys[3].tf32 = true;
@@ -128,11 +128,21 @@ TEST(GemmPlanCacheTest, EveryFieldIsPartOfTheKey) {
   keys[6].type = DType::f16;
   keys[7].batch = 4, keys[7].strideA = 256;
   keys[8].ldc = 32;
+  keys[9].alignB = 16;
   for (const GemmKey &k : keys)
     ASSERT_TRUE(cache.choose(k, h).hasValue());
-  EXPECT_EQ(h.calls, 9);
-  EXPECT_EQ(cache.size(), 9u);
+  EXPECT_EQ(h.calls, 10);
+  EXPECT_EQ(cache.size(), 10u);
   EXPECT_EQ(describeGemm(keys[5]), "16 x 16 x 16, bf16, bias+gelu");
+}
+
+// A batch entry's alignment: what its offset from a 256-byte start allows.
+TEST(GemmPlanCacheTest, AlignmentOfStrides) {
+  EXPECT_EQ(gemmAlignment(0), 256u);
+  EXPECT_EQ(gemmAlignment(64 * 96 * 2), 256u);
+  EXPECT_EQ(gemmAlignment(5 * 70 * 4), 8u);
+  EXPECT_EQ(gemmAlignment(7 * 2), 2u);
+  EXPECT_EQ(gemmAlignment(3), 1u);
 }
 
 // Devices asking for the same new shape at once: one query, one answer.

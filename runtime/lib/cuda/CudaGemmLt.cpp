@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
@@ -161,6 +162,16 @@ public:
       st = cublasLtMatmulPreferenceSetAttribute(
           pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
           sizeof(schemes));
+    // Every batch entry's alignment, not only the first's.
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignA},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignB},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignC},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignC}};
+    for (const auto &[name, bytes] : aligns)
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, name, &bytes,
+                                                  sizeof(bytes));
     cublasLtMatmulHeuristicResult_t results[8] = {};
     int returned = 0;
     if (st == CUBLAS_STATUS_SUCCESS)

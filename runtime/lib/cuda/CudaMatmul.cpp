@@ -109,6 +109,9 @@ Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
       key.transA = p.tb, key.transB = p.ta;
       key.type = a.dtype;
       key.tf32 = ctx.tf32 && a.dtype == DType::f32;
+      key.alignA = gemmAlignment(strideB * int64_t(es));
+      key.alignB = gemmAlignment(strideA * int64_t(es));
+      key.alignC = gemmAlignment(cMatrix * int64_t(es));
       bool ran = false;
       if (Status s = ltMatmul(ctx, key, b.data, a.data, out.data, nullptr, ran);
           s.failed() || ran)

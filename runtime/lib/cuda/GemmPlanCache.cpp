@@ -12,7 +12,7 @@ namespace {
 auto tie(const GemmKey &k) {
   return std::tie(k.m, k.n, k.k, k.batch, k.lda, k.ldb, k.ldc, k.strideA,
                   k.strideB, k.strideC, k.transA, k.transB, k.type, k.tf32,
-                  k.epilogue);
+                  k.epilogue, k.alignA, k.alignB, k.alignC);
 }
 
 } // namespace
@@ -27,10 +27,19 @@ size_t GemmKeyHash::operator()(const GemmKey &key) const {
   for (int64_t v : {key.m, key.n, key.k, key.batch, key.lda, key.ldb, key.ldc,
                     key.strideA, key.strideB, key.strideC})
     mix(uint64_t(v));
+  mix(uint64_t(key.alignA) | uint64_t(key.alignB) << 16 |
+      uint64_t(key.alignC) << 32);
   mix(uint64_t(key.transA) | uint64_t(key.transB) << 1 |
       uint64_t(key.tf32) << 2 | uint64_t(key.epilogue) << 3 |
       uint64_t(key.type) << 8);
   return size_t(h);
+}
+
+uint32_t rp::runtime::cuda::gemmAlignment(int64_t bytes) {
+  uint32_t align = 256;
+  while (align > 1 && bytes % align != 0)
+    align /= 2;
+  return align;
 }
 
 std::string rp::runtime::cuda::describeGemm(const GemmKey &key) {

@@ -45,6 +45,10 @@ struct GemmKey {
   /// f32 inputs rounded to TF32 on the tensor cores (rp-run --tf32).
   bool tf32 = false;
   GemmEpilogue epilogue = GemmEpilogue::none;
+  /// The bytes every batch entry's A, B and C start on (a power of two up
+  /// to 256; gemmAlignment): the heuristic offers only algorithms that work
+  /// with them. A function of the shape, since plan buffers start on 256.
+  uint32_t alignA = 256, alignB = 256, alignC = 256;
 
   bool operator==(const GemmKey &o) const;
 };
@@ -52,6 +56,11 @@ struct GemmKey {
 struct GemmKeyHash {
   size_t operator()(const GemmKey &key) const;
 };
+
+/// The largest power of two up to 256 dividing `bytes` (256 for 0): the
+/// alignment of every batch entry of a matrix whose entries are `bytes`
+/// apart, its first entry on 256.
+uint32_t gemmAlignment(int64_t bytes);
 
 /// "m x n x k, batch b, A^T, bf16, bias": for messages.
 std::string describeGemm(const GemmKey &key);

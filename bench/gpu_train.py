@@ -30,7 +30,9 @@ alone (rp-run --init-weights random: kilobytes travel, not gigabytes):
     # on the GPU box:
     python3 bench/gpu_train.py real build-real-plans [--steps 4]
 
-`real` trains the Qwen3-1.7B-shaped plan (bf16, one GPU, 4 x 2048 tokens,
+`real` first checks the cuda paths on a small f32 shape with random
+weights (run to run and 2 plan devices on one GPU bitwise equal to 1, the
+host's losses within 1e-4), then trains the Qwen3-1.7B-shaped plan (bf16, one GPU, 4 x 2048 tokens,
 weights and AdamW on the host) with random weights, then PyTorch training
 the same model (transformers' Qwen3, bf16 autocast, AdamW) resident on the
 GPU, and prints both tokens/s and rp's step split from its trace: kernels
@@ -296,6 +298,34 @@ def run(data, steps, bin_dir, trace_dir, torch_baseline=True, models=None):
 
 # The real-width run: the Qwen3-1.7B shape of python -m rp.shapes.
 REAL_MODEL, REAL_BATCH, REAL_SEQ = "qwen3-1.7b", 4, 2048
+SMALL = ("layers=2,hidden=256,heads=4,kv_heads=2,head_dim=64,ffn=512,"
+         "vocab=1000,tied=0,qk_norm=1")
+
+
+def check_small(data, bin_dir):
+    """The cuda paths on random weights: run to run and 2 plan devices on
+    one GPU bitwise equal to 1, the host's losses within 1e-4."""
+    def losses(plan, gpus):
+        env = dict(os.environ, RP_CUDA_GPUS=gpus)
+        run = subprocess.run([str(bin_dir / "rp-run"), str(data / plan),
+                              "--backend", "cuda", "--init-weights",
+                              "random:1", "--steps", "3", "--sync"],
+                             capture_output=True, text=True, env=env)
+        if run.returncode:
+            raise SystemExit(f"rp-run {plan} on cuda:\n{run.stderr[-3000:]}")
+        return run.stdout
+    one, again = losses("small1.rpplan", "0"), losses("small1.rpplan", "0")
+    two = losses("small2.rpplan", "0,0")
+    host = (data / "small-host.txt").read_text()
+    parse = lambda t: [float(x) for x in re.findall(r"loss (\S+)", t)]
+    diff = max(abs(a - b) / max(abs(b), 1e-9)
+               for a, b in zip(parse(one), parse(host)))
+    ok = one == again and one == two and diff <= 1e-4
+    print(f"small f32 shape on cuda, random weights: run to run "
+          f"{'bitwise' if one == again else 'DIFFERENT'}, 2 devices "
+          f"{'= 1 bitwise' if one == two else 'DIFFER from 1'}, max rel "
+          f"loss diff vs host {diff:.2e} -> {'ok' if ok else 'FAILED'}")
+    return ok
 
 
 def prepare_real(out, batch, seq, bin_dir):
@@ -307,6 +337,22 @@ def prepare_real(out, batch, seq, bin_dir):
     subprocess.run([str(bin_dir / "rp-compile"), str(out / "g.mlir"), "-o",
                     str(out / "m.rpplan"), "--devices", "1"], check=True)
     (out / "g.mlir").unlink()
+    # A small f32 shape on 1 and 2 devices: the cuda paths' checks (random
+    # weights run to run, 2 devices = 1 bitwise, the host's losses).
+    subprocess.run([sys.executable, "-m", "rp.shapes", "--custom", SMALL,
+                    "--batch", "2", "--seq", "128", "--dtype", "f32", "-o",
+                    str(out / "s.mlir")], check=True, env=env)
+    for g in (1, 2):
+        subprocess.run([str(bin_dir / "rp-compile"), str(out / "s.mlir"),
+                        "-o", str(out / f"small{g}.rpplan"), "--devices",
+                        str(g), "--microbatches", "3", "--tail-jobs", "2"],
+                       check=True)
+    (out / "s.mlir").unlink()
+    host = subprocess.run([str(bin_dir / "rp-run"), str(out / "small1.rpplan"),
+                           "--init-weights", "random:1", "--steps", "3",
+                           "--sync"], capture_output=True, text=True,
+                          check=True)
+    (out / "small-host.txt").write_text(host.stdout)
     size = sum(f.stat().st_size for f in out.iterdir())
     print(f"prepared {out} ({size / 1024:.0f} KiB: no weights travel)")
 
@@ -389,6 +435,7 @@ def torch_real_ms(batch, seq, steps):
 
 def run_real(data, steps, bin_dir, batch, seq, torch_baseline):
     gpu_or_exit(bin_dir)
+    small_ok = check_small(data, bin_dir)
     trace = data / "trace-real.json"
     cmd = [str(bin_dir / "rp-run"), str(data / "m.rpplan"), "--backend",
            "cuda", "--init-weights", "random:0", "--steps", str(steps),
@@ -399,7 +446,8 @@ def run_real(data, steps, bin_dir, batch, seq, torch_baseline):
         raise SystemExit(f"rp-run failed:\n{run.stderr[-3000:]}")
     best = float(re.search(r"best step ([0-9.]+) ms", run.stderr).group(1))
     tokens = batch * seq
-    result = {"rp_best_ms": best, "rp_tokens_per_s": tokens / best * 1e3}
+    result = {"rp_best_ms": best, "rp_tokens_per_s": tokens / best * 1e3,
+              "small_checks_ok": small_ok}
     step, kernels, uploads, optimizer, host = step_split(trace)
     result.update(step_ms=step, kernels_ms=kernels, uploads_ms=uploads,
                   optimizer_ms=optimizer, host_ms=host)
@@ -465,7 +513,7 @@ def main():
                           args.seq, not args.no_torch)
         if args.json:
             args.json.write_text(json.dumps(result, indent=1))
-        return 0
+        return 0 if result["small_checks_ok"] else 1
     if args.cmd == "prepare":
         prepare(args.out)
         return 0

@@ -30,6 +30,7 @@ alone (rp-run --init-weights random: kilobytes travel, not gigabytes):
     # on the GPU box:
     python3 bench/gpu_train.py real build-real-plans [--steps 4]
 
+(`prepare-real --hw rtx4090` plans for a 24 GB card; h100 by default.)
 `real` first checks the cuda paths on a small f32 shape with random
 weights (run to run and 2 plan devices on one GPU bitwise equal to 1, the
 host's losses within 1e-4), then trains the Qwen3-1.7B-shaped plan (bf16, one GPU, 4 x 2048 tokens,
@@ -328,7 +329,7 @@ def check_small(data, bin_dir):
     return ok
 
 
-def prepare_real(out, batch, seq, bin_dir):
+def prepare_real(out, batch, seq, bin_dir, hw):
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
     # f32 master weights on the host, bf16 compute on the GPU.
@@ -337,7 +338,7 @@ def prepare_real(out, batch, seq, bin_dir):
                     "f32", "-o", str(out / "g.mlir")], check=True, env=env)
     subprocess.run([str(bin_dir / "rp-compile"), str(out / "g.mlir"), "-o",
                     str(out / "m.rpplan"), "--devices", "1", "--dtype",
-                    "bf16"], check=True)
+                    "bf16", "--hw", hw], check=True)
     (out / "g.mlir").unlink()
     # A small f32 shape on 1 and 2 devices: the cuda paths' checks (random
     # weights run to run, 2 devices = 1 bitwise, the host's losses).
@@ -480,6 +481,8 @@ def main():
     pr.add_argument("--batch", type=int, default=REAL_BATCH)
     pr.add_argument("--seq", type=int, default=REAL_SEQ)
     pr.add_argument("--bin", type=Path, default=ROOT / "build" / "bin")
+    pr.add_argument("--hw", default="h100", help="the card's profile "
+                    "(profiles/): its memory is the plan's budget")
     rr = sub.add_parser("real")
     rr.add_argument("data", type=Path)
     rr.add_argument("--steps", type=int, default=4)
@@ -508,7 +511,7 @@ def main():
                    help="leave out PyTorch's step on the GPU")
     args = ap.parse_args()
     if args.cmd == "prepare-real":
-        prepare_real(args.out, args.batch, args.seq, args.bin)
+        prepare_real(args.out, args.batch, args.seq, args.bin, args.hw)
         return 0
     if args.cmd == "real":
         result = run_real(args.data, args.steps, args.bin, args.batch,

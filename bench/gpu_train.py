@@ -21,6 +21,24 @@ curves and their largest relative difference, and the step times; then
 PyTorch eager on the GPU (forward, cross-entropy, backward, AdamW) on the
 same batch, compared by tokens/s. rp keeps weights and optimizer state in
 host memory and runs AdamW on the CPU; PyTorch keeps everything on the GPU.
+
+A real width (issue 31), with weights made on the GPU box from the plan
+alone (rp-run --init-weights random: kilobytes travel, not gigabytes):
+
+    # here (or on the GPU box if it has rp-compile): the Qwen3-1.7B shape
+    .venv/bin/python bench/gpu_train.py prepare-real build-real-plans
+    # on the GPU box:
+    python3 bench/gpu_train.py real build-real-plans [--steps 4]
+
+(`prepare-real --hw rtx4090` plans for a 24 GB card; h100 by default.)
+`real` first checks the cuda paths on a small f32 shape with random
+weights (run to run and 2 plan devices on one GPU bitwise equal to 1, the
+host's losses within 1e-4), then trains the Qwen3-1.7B-shaped plan (bf16, one GPU, 4 x 2048 tokens,
+weights and AdamW on the host) with random weights, then PyTorch training
+the same model (transformers' Qwen3, bf16 autocast, AdamW) resident on the
+GPU, and prints both tokens/s and rp's step split from its trace: kernels
+(the compute queue's busy time), weight uploads, the host's optimizer, and
+the rest of the step (host). Without a GPU it stops and says so.
 """
 
 import argparse
@@ -279,9 +297,201 @@ def run(data, steps, bin_dir, trace_dir, torch_baseline=True, models=None):
     return results, ok
 
 
+# The real-width run: the Qwen3-1.7B shape of python -m rp.shapes.
+REAL_MODEL, REAL_BATCH, REAL_SEQ = "qwen3-1.7b", 4, 2048
+SMALL = ("layers=2,hidden=256,heads=4,kv_heads=2,head_dim=64,ffn=512,"
+         "vocab=1000,tied=0,qk_norm=1")
+
+
+def check_small(data, bin_dir):
+    """The cuda paths on random weights: run to run and 2 plan devices on
+    one GPU bitwise equal to 1, the host's losses within 1e-4."""
+    def losses(plan, gpus):
+        env = dict(os.environ, RP_CUDA_GPUS=gpus)
+        run = subprocess.run([str(bin_dir / "rp-run"), str(data / plan),
+                              "--backend", "cuda", "--init-weights",
+                              "random:1", "--steps", "3", "--sync"],
+                             capture_output=True, text=True, env=env)
+        if run.returncode:
+            raise SystemExit(f"rp-run {plan} on cuda:\n{run.stderr[-3000:]}")
+        return run.stdout
+    one, again = losses("small1.rpplan", "0"), losses("small1.rpplan", "0")
+    two = losses("small2.rpplan", "0,0")
+    host = (data / "small-host.txt").read_text()
+    parse = lambda t: [float(x) for x in re.findall(r"loss (\S+)", t)]
+    diff = max(abs(a - b) / max(abs(b), 1e-9)
+               for a, b in zip(parse(one), parse(host)))
+    ok = one == again and one == two and diff <= 1e-4
+    print(f"small f32 shape on cuda, random weights: run to run "
+          f"{'bitwise' if one == again else 'DIFFERENT'}, 2 devices "
+          f"{'= 1 bitwise' if one == two else 'DIFFER from 1'}, max rel "
+          f"loss diff vs host {diff:.2e} -> {'ok' if ok else 'FAILED'}")
+    return ok
+
+
+def prepare_real(out, batch, seq, bin_dir, hw):
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    # f32 master weights on the host, bf16 compute on the GPU.
+    subprocess.run([sys.executable, "-m", "rp.shapes", REAL_MODEL,
+                    "--batch", str(batch), "--seq", str(seq), "--dtype",
+                    "f32", "-o", str(out / "g.mlir")], check=True, env=env)
+    subprocess.run([str(bin_dir / "rp-compile"), str(out / "g.mlir"), "-o",
+                    str(out / "m.rpplan"), "--devices", "1", "--dtype",
+                    "bf16", "--hw", hw], check=True)
+    (out / "g.mlir").unlink()
+    # A small f32 shape on 1 and 2 devices: the cuda paths' checks (random
+    # weights run to run, 2 devices = 1 bitwise, the host's losses).
+    subprocess.run([sys.executable, "-m", "rp.shapes", "--custom", SMALL,
+                    "--batch", "2", "--seq", "128", "--dtype", "f32", "-o",
+                    str(out / "s.mlir")], check=True, env=env)
+    for g in (1, 2):
+        subprocess.run([str(bin_dir / "rp-compile"), str(out / "s.mlir"),
+                        "-o", str(out / f"small{g}.rpplan"), "--devices",
+                        str(g), "--microbatches", "3", "--tail-jobs", "2"],
+                       check=True)
+    (out / "s.mlir").unlink()
+    host = subprocess.run([str(bin_dir / "rp-run"), str(out / "small1.rpplan"),
+                           "--init-weights", "random:1", "--steps", "3",
+                           "--sync"], capture_output=True, text=True,
+                          check=True)
+    (out / "small-host.txt").write_text(host.stdout)
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(f"prepared {out} ({size / 1024:.0f} KiB: no weights travel)")
+
+
+def gpu_or_exit(bin_dir):
+    """Stops with a clear line when this machine has no usable GPU."""
+    why = None
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            why = "PyTorch sees no CUDA device"
+    except ImportError:
+        why = "no PyTorch here"
+    run = subprocess.run([str(bin_dir / "rp-run"), "--list-devices"],
+                         capture_output=True, text=True)
+    cuda = [l for l in run.stdout.splitlines() if l.startswith("cuda")]
+    if run.returncode or not cuda or "no CUDA device" in cuda[0]:
+        why = (why + "; " if why else "") + (
+            cuda[0] if cuda else f"{bin_dir}/rp-run has no cuda backend")
+    if why:
+        raise SystemExit(f"gpu_train.py real: needs a GPU ({why}); run it "
+                         "on a GPU box after scripts/gpu-test.sh built "
+                         "build-gpu/")
+
+
+def step_split(trace_path):
+    """rp's last step from its trace: (step ms, kernels, uploads,
+    optimizer, host) in ms."""
+    events = json.load(open(trace_path))
+    if isinstance(events, dict):
+        events = events.get("traceEvents", [])
+    spans = [e for e in events if e.get("ph") == "X"]
+    last = max(e.get("args", {}).get("step", 0) for e in spans)
+    mine = [e for e in spans if e.get("args", {}).get("step") == last]
+    step = sum(e["dur"] for e in mine if e["name"].startswith("step"))
+    kernels = sum(e["dur"] for e in mine if e.get("cat") == "compute")
+    uploads = sum(e["dur"] for e in mine if e.get("cat") == "copy" and
+                  e["name"].startswith("UP "))
+    optimizer = sum(e["dur"] for e in mine if e["name"] == "optimizer")
+    host = max(0.0, step - kernels)
+    return [x / 1e3 for x in (step, kernels, uploads, optimizer, host)]
+
+
+def torch_real_ms(batch, seq, steps):
+    """PyTorch training the Qwen3-1.7B shape resident on the GPU: bf16
+    autocast over f32 weights, AdamW on the GPU."""
+    import torch
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import transformers as T
+    sys.path.insert(0, str(ROOT / "python"))
+    from rp.shapes import SHAPES
+    s = SHAPES[REAL_MODEL]
+    cfg = T.Qwen3Config(vocab_size=s.vocab, hidden_size=s.hidden,
+                        intermediate_size=s.ffn, num_hidden_layers=s.layers,
+                        num_attention_heads=s.heads,
+                        num_key_value_heads=s.kv_heads, head_dim=s.head_dim,
+                        max_position_embeddings=seq,
+                        tie_word_embeddings=s.tied)
+    dev = torch.device("cuda")
+    model = T.Qwen3ForCausalLM(cfg).to(dev).train()
+    tokens = torch.randint(0, s.vocab, (batch, seq), device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    best = float("inf")
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(input_ids=tokens, use_cache=False,
+                           return_dict=False)[0]
+        loss = torch.nn.functional.cross_entropy(
+            logits.float().reshape(-1, s.vocab),
+            torch.roll(tokens, -1, 1).reshape(-1))
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) * 1e3)
+    return best
+
+
+def run_real(data, steps, bin_dir, batch, seq, torch_baseline):
+    gpu_or_exit(bin_dir)
+    small_ok = check_small(data, bin_dir)
+    trace = data / "trace-real.json"
+    cmd = [str(bin_dir / "rp-run"), str(data / "m.rpplan"), "--backend",
+           "cuda", "--init-weights", "random:0", "--steps", str(steps),
+           "--sync", "--trace", str(trace)]
+    print("$ " + " ".join(cmd), flush=True)
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode:
+        raise SystemExit(f"rp-run failed:\n{run.stderr[-3000:]}")
+    best = float(re.search(r"best step ([0-9.]+) ms", run.stderr).group(1))
+    tokens = batch * seq
+    result = {"rp_best_ms": best, "rp_tokens_per_s": tokens / best * 1e3,
+              "small_checks_ok": small_ok}
+    step, kernels, uploads, optimizer, host = step_split(trace)
+    result.update(step_ms=step, kernels_ms=kernels, uploads_ms=uploads,
+                  optimizer_ms=optimizer, host_ms=host)
+    print(f"rp {REAL_MODEL} bf16, 1 GPU, {batch} x {seq} tokens, random "
+          f"weights: best step {best:.1f} ms ({result['rp_tokens_per_s']:,.0f}"
+          f" tokens/s); last step {step:.1f} ms: kernels {kernels:.1f}, "
+          f"weight uploads {uploads:.1f} (overlapped), optimizer "
+          f"{optimizer:.1f}, host/other {host:.1f}")
+    if torch_baseline:
+        try:
+            ms = torch_real_ms(batch, seq, steps)
+            result["torch_best_ms"] = ms
+            result["torch_tokens_per_s"] = tokens / ms * 1e3
+            print(f"PyTorch resident on the GPU: best step {ms:.1f} ms "
+                  f"({tokens / ms * 1e3:,.0f} tokens/s); rp / PyTorch "
+                  f"tokens/s {ms / best:.2f}x")
+        except Exception as e:  # an OOM is a result too: report it
+            result["torch_error"] = str(e)[:500]
+            print(f"PyTorch: {e}")
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
+    pr = sub.add_parser("prepare-real")
+    pr.add_argument("out", type=Path)
+    pr.add_argument("--batch", type=int, default=REAL_BATCH)
+    pr.add_argument("--seq", type=int, default=REAL_SEQ)
+    pr.add_argument("--bin", type=Path, default=ROOT / "build" / "bin")
+    pr.add_argument("--hw", default="h100", help="the card's profile "
+                    "(profiles/): its memory is the plan's budget")
+    rr = sub.add_parser("real")
+    rr.add_argument("data", type=Path)
+    rr.add_argument("--steps", type=int, default=4)
+    rr.add_argument("--batch", type=int, default=REAL_BATCH,
+                    help="as prepare-real was given")
+    rr.add_argument("--seq", type=int, default=REAL_SEQ)
+    rr.add_argument("--bin", type=Path, default=ROOT / "build-gpu" / "bin")
+    rr.add_argument("--json", type=Path)
+    rr.add_argument("--no-torch", action="store_true")
     p = sub.add_parser("prepare")
     p.add_argument("out", type=Path)
     h = sub.add_parser("host")
@@ -300,6 +510,15 @@ def main():
     r.add_argument("--no-torch", action="store_true",
                    help="leave out PyTorch's step on the GPU")
     args = ap.parse_args()
+    if args.cmd == "prepare-real":
+        prepare_real(args.out, args.batch, args.seq, args.bin, args.hw)
+        return 0
+    if args.cmd == "real":
+        result = run_real(args.data, args.steps, args.bin, args.batch,
+                          args.seq, not args.no_torch)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1))
+        return 0 if result["small_checks_ok"] else 1
     if args.cmd == "prepare":
         prepare(args.out)
         return 0

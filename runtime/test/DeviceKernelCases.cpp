@@ -121,6 +121,18 @@ std::vector<KernelCase> forwardCases(DType t) {
                    {{t, {2, 7, 5}}, {t, {2, 3, 7}}},
                    {{t, {2, 5, 3}}},
                    {1, 1}});
+  // Large enough for the tensor cores: cuBLASLt's plans on cuda
+  // (CudaGemmLt.h), one matrix shared by the batch and a strided batch.
+  cases.push_back({"matmul_gemm_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 64, 96}}, {t, {96, 80}}},
+                   {{t, {2, 64, 80}}},
+                   {0, 0}});
+  cases.push_back({"matmul_batched_tb_" + s,
+                   OpKind::matmul,
+                   {{t, {3, 32, 48}}, {t, {3, 40, 48}}},
+                   {{t, {3, 32, 40}}},
+                   {0, 1}});
   cases.push_back({"matmul_broadcast_" + s,
                    OpKind::matmul,
                    {{t, {2, 1, 4, 5}}, {t, {1, 3, 5, 6}}},

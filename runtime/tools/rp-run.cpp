@@ -30,6 +30,7 @@
 #include "rp/runtime/Comm.h"
 #include "rp/runtime/Driver.h"
 #include "rp/runtime/LastResort.h"
+#include "rp/runtime/RandomInit.h"
 
 #include <CLI/CLI.hpp>
 
@@ -196,7 +197,14 @@ int main(int argc, char **argv) {
   app.add_option("--resume", o.train.resume,
                  "continue from a checkpoint folder for --steps more steps");
   app.add_option("--init-weights", o.initWeights,
-                 "replace initial parameter values by name (.safetensors)");
+                 "replace initial parameter values by name (.safetensors), "
+                 "or random[:SEED]: every parameter made from the plan alone "
+                 "(normal(0, 0.02) matrices and embeddings, ones for norm "
+                 "scales, zeros else; SEED 0 by default), no weights file "
+                 "needed");
+  app.add_flag("--tf32", o.tf32,
+               "cuda: f32 GEMMs round their inputs to TF32 on the tensor "
+               "cores (off by default: f32 products as the host's)");
   app.add_option("--dump-grads", o.dumpGrads,
                  "write step 0's gradients of the trainable parameters "
                  "(.safetensors)");
@@ -299,6 +307,20 @@ int main(int argc, char **argv) {
                                 "writes one), or --list-devices"));
   LoadOptions loadOptions;
   loadOptions.checkEvents = !o.uncheckedEvents;
+  {
+    // random[:SEED] makes every parameter on the box: the weight files
+    // may be absent.
+    uint64_t seed = 0;
+    std::string error;
+    if (parseRandomInit(o.initWeights, seed, error)) {
+      if (!error.empty())
+        return fail(invalidArgument(error));
+      loadOptions.allowMissingWeights = true;
+    }
+    // The sim reads no weights: a plan without its weights file times too.
+    if (o.backend == "sim")
+      loadOptions.allowMissingWeights = true;
+  }
   Expected<Plan> plan = loadPlan(o.planPath, loadOptions);
   if (!plan)
     return fail(plan.getStatus());

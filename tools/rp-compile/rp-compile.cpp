@@ -51,6 +51,10 @@ static cl::opt<std::string> outputPath("o", cl::Required,
 static cl::opt<bool>
     forwardOnly("forward-only",
                 cl::desc("compile an inference plan (forward only)"));
+static cl::opt<bool>
+    tf32("tf32", cl::desc("let the cuda device's f32 GEMMs round their "
+                          "inputs to TF32 (recorded in the plan; off: f32 "
+                          "products as the host's)"));
 
 /// The pipeline's options are this tool's flags (--devices, --schedule, ...):
 /// one struct, parsed here and handed to the pipeline as is.
@@ -354,6 +358,9 @@ int main(int argc, char **argv) {
       "rp-compile " + inputPath +
       (forwardOnly ? " --forward-only" : " --loss " + pipeline.loss) +
       " --dtype " + dtypeNames[static_cast<int>(pipeline.dtype.getValue())];
+  options.tf32 = tf32;
+  if (tf32)
+    options.producer += " --tf32";
   if (!forwardOnly)
     options.producer += " --devices " + std::to_string(devices) +
                         " --schedule " +
@@ -371,5 +378,9 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)) || failed(size))
     return 1;
   printSummary(*module, *size);
+  if (tf32)
+    llvm::errs() << "f32 GEMMs on cuda in TF32 (--tf32: their inputs rounded "
+                    "to TF32 on the tensor cores; bf16 and f16 GEMMs as "
+                    "before)\n";
   return 0;
 }

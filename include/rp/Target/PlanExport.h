@@ -35,6 +35,8 @@ struct PlanExportOptions {
   /// passes parsed from it instead of parsing them again. Null: the
   /// exporter parses them itself, through a CostModel of its own.
   CostModel *costs = nullptr;
+  /// rp-compile --tf32: recorded in the plan (plan.fbs's tf32).
+  bool tf32 = false;
 };
 
 /// Serializes `module` (its `func.func @main`) into plan bytes. Errors are

@@ -447,7 +447,7 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
       schedule.empty() ? 0 : fbb.CreateString(schedule.str()),
       hardware.empty() ? 0 : fbb.CreateString(hardware.str()), passShift,
       plannedPeakBytes.empty() ? 0 : fbb.CreateVector(plannedPeakBytes),
-      passesInFlight, arenaCopies);
+      passesInFlight, arenaCopies, options.tf32);
   pf::FinishPlanBuffer(fbb, plan);
   bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }

@@ -36,10 +36,12 @@
 #include "CudaJobTimer.h"
 #include "CudaStatus.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -127,6 +129,10 @@ Status kernelError(const KernelErrorRecord &r, const Plan *plan) {
   }
 }
 
+/// rp-run --tf32: f32 GEMMs round their inputs to TF32 (the backend's
+/// option, for every device it opens).
+std::atomic<bool> useTf32{false};
+
 class CudaQueue : public Queue {
 public:
   CudaQueue(int device, int gpu, QueueKind kind, int priority,
@@ -137,6 +143,8 @@ public:
     cudaSetDevice(gpu);
     if (blas)
       cublasDestroy(blas);
+    if (lt)
+      cublasLtDestroy(lt);
     cudaStreamDestroy(stream);
   }
 
@@ -155,9 +163,14 @@ public:
                        "cublasSetWorkspace");
         s.failed())
       return s;
+    // cuBLASLt (CudaGemmLt.cpp) on the same stream and workspace.
+    if (Status s = fromCublas(cublasLtCreate(&lt), "cublasLtCreate");
+        s.failed())
+      return s;
     errorsHost = hostRecord;
     errorsDevice = deviceRecord;
-    context = DispatchContext{gpu, stream, blas, deviceRecord};
+    context = DispatchContext{gpu, stream,    blas,           deviceRecord,
+                              lt,  workspace, workspaceBytes, useTf32.load()};
     return Status::ok();
   }
   uint32_t getDevice() const override { return device; }
@@ -258,6 +271,7 @@ private:
   int priority;
   cudaStream_t stream;
   cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
   /// The kernel error record (compute queue only): in device memory, and
   /// its pinned host copy.
   KernelErrorRecord *errorsHost = nullptr, *errorsDevice = nullptr;
@@ -544,6 +558,7 @@ createBackend(const BackendOptions &options) {
   if (!gpus)
     return gpus.getStatus();
   auto backend = std::make_unique<CudaBackend>();
+  useTf32 = options.tf32;
   for (uint32_t i = 0; i < options.devices; ++i) {
     auto d = CudaDevice::open(int(i), (*gpus)[i]);
     if (!d)

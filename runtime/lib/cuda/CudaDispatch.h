@@ -17,6 +17,7 @@
 
 #include "rp/runtime/Device.h"
 
+#include <cublasLt.h>
 #include <cublas_api.h>
 
 namespace rp::runtime::cuda {
@@ -29,6 +30,12 @@ struct DispatchContext {
   cublasHandle_t blas = nullptr;
   /// The device's view of its KernelErrorRecord.
   KernelErrorRecord *errors = nullptr;
+  /// cuBLASLt on `stream` (CudaGemmLt.h), sharing cuBLAS's fixed workspace.
+  cublasLtHandle_t lt = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  /// rp-run --tf32: f32 GEMMs may round their inputs to TF32.
+  bool tf32 = false;
 };
 
 /// Enqueues program `program` of `plan` on ctx.stream, buffer b at

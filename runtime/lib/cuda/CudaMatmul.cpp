@@ -14,11 +14,15 @@
 //
 // cuBLAS gives the same bits run after run on one GPU model when a handle
 // is used from one stream with a fixed workspace (CudaDevice.cpp sets both),
-// which is what DESIGN.md's determinism needs on one box.
+// which is what DESIGN.md's determinism needs on one box. The strided
+// 16-bit and f32 products go through cuBLASLt first (CudaGemmLt.h: one
+// reduction-free algorithm per shape, the same on every device); cuBLAS's
+// own GEMM is the fallback and runs f64 and the per-entry broadcasts.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaDispatch.h"
+#include "CudaGemmLt.h"
 #include "CudaStatus.h"
 
 #include "rp/runtime/kernels/Checks.h"
@@ -95,8 +99,26 @@ Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
   };
   int64_t strideA = 0, strideB = 0;
   if (p.batch <= INT_MAX && constantStride(p.aOffset, strideA) &&
-      constantStride(p.bOffset, strideB))
+      constantStride(p.bOffset, strideB)) {
+    if (a.dtype != DType::f64) {
+      // The column-major C^T = op(B)^T op(A)^T, as the cuBLAS call below.
+      GemmKey key;
+      key.m = p.n, key.n = p.m, key.k = p.k, key.batch = p.batch;
+      key.lda = ldb, key.ldb = lda, key.ldc = n;
+      key.strideA = strideB, key.strideB = strideA, key.strideC = cMatrix;
+      key.transA = p.tb, key.transB = p.ta;
+      key.type = a.dtype;
+      key.tf32 = ctx.tf32 && a.dtype == DType::f32;
+      key.alignA = gemmAlignment(strideB * int64_t(es));
+      key.alignB = gemmAlignment(strideA * int64_t(es));
+      key.alignC = gemmAlignment(cMatrix * int64_t(es));
+      bool ran = false;
+      if (Status s = ltMatmul(ctx, key, b.data, a.data, out.data, nullptr, ran);
+          s.failed() || ran)
+        return s;
+    }
     return gemm(0, 0, 0, strideA, strideB, p.batch);
+  }
   for (int64_t i = 0; i < p.batch; ++i)
     if (Status s = gemm(p.aOffset[i], p.bOffset[i], i * cMatrix, 0, 0, 1);
         s.failed())

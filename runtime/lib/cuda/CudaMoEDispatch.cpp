@@ -15,8 +15,13 @@
 // computed into scratch and its rows copied out after; the batch holds
 // numRows / 128 + experts tiles, so the work is at most one tile per expert
 // above the rows'. The weight gradient sums over each group's rows, which a
-// batched GEMM of fixed size cannot bound, so it is a tiled kernel that
-// sums every group in row order (CudaMoEGemm.cu).
+// batched GEMM of fixed size cannot bound: it is cuBLAS's grouped GEMM, one
+// product per expert with k = the expert's rows, on the tensor cores. Its
+// sizes must be on the host, so this one call copies the counts back (the
+// host waits for the stream there); where the counts are bad, the types
+// are f64, or cuBLAS refuses the problem, the tiled kernel that sums every
+// group in row order (CudaMoEGemm.cu) runs instead, which checks and
+// reports bad counts as the host does, and the fallback is said once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,7 +33,9 @@
 
 #include <cublas_v2.h>
 
+#include <atomic>
 #include <climits>
+#include <cstdio>
 #include <optional>
 
 using namespace rp::runtime;
@@ -150,6 +157,117 @@ Status groupedMatmul(const DispatchContext &dctx, const LaunchContext &ctx,
                   op);
 }
 
+/// dW[e] = P_e^T Q_e through cublasGemmGroupedBatchedEx; `ran` false (and
+/// nothing that matters enqueued) where the kernel must run instead.
+Status groupedWGradGemm(const DispatchContext &dctx, const TensorRef &counts,
+                        int64_t numRows, const TensorRef &p, const TensorRef &q,
+                        const TensorRef &dweight, bool &ran) {
+  ran = false;
+  const int64_t experts = dweight.shape[0];
+  const int64_t pCols = p.shape[1], qCols = q.shape[1];
+  if (p.dtype == DType::f64 || experts == 0 || pCols == 0 || qCols == 0 ||
+      numRows > INT_MAX || pCols > INT_MAX || qCols > INT_MAX)
+    return Status::ok();
+  std::vector<int32_t> rows(size_t(experts), 0);
+  if (Status s = fromCuda(cudaMemcpyAsync(rows.data(), counts.data,
+                                          rows.size() * sizeof(int32_t),
+                                          cudaMemcpyDeviceToHost, dctx.stream),
+                          "cudaMemcpyAsync (moe_grouped_matmul_wgrad counts)");
+      s.failed())
+    return s;
+  if (Status s = fromCuda(cudaStreamSynchronize(dctx.stream),
+                          "cudaStreamSynchronize (moe_grouped_matmul_wgrad)");
+      s.failed())
+    return s;
+  // Bad counts: the kernel reports them, naming the expert, as the host.
+  int64_t begin = 0;
+  for (int32_t c : rows) {
+    if (c < 0 || begin + c > numRows)
+      return Status::ok();
+    begin += c;
+  }
+  // Empty experts take no product: their gradient is these zeros.
+  if (Status s = fromCuda(
+          cudaMemsetAsync(dweight.data, 0, dweight.bytes(), dctx.stream),
+          "cudaMemsetAsync (moe_grouped_matmul_wgrad)");
+      s.failed())
+    return s;
+  // Row-major dW[e] [pCols, qCols] = P_e^T Q_e is column-major
+  // C [qCols, pCols] = Q_e P_e^T, Q_e and P_e column-major as they lie.
+  const size_t es = dtypeSize(p.dtype);
+  std::vector<const void *> pointers;
+  std::vector<int> m, n, k, lda, ldb, ldc, size;
+  std::vector<float> one, zero;
+  begin = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t c = rows[size_t(e)];
+    if (c > 0) {
+      m.push_back(int(qCols)), n.push_back(int(pCols)), k.push_back(int(c));
+      lda.push_back(int(qCols)), ldb.push_back(int(pCols));
+      ldc.push_back(int(qCols)), size.push_back(1);
+      one.push_back(1.0f), zero.push_back(0.0f);
+    }
+    begin += c;
+  }
+  const int groups = int(m.size());
+  if (groups == 0) {
+    ran = true;
+    return Status::ok();
+  }
+  pointers.resize(3 * size_t(groups));
+  begin = 0;
+  for (int64_t e = 0, g = 0; e < experts; ++e) {
+    const int64_t c = rows[size_t(e)];
+    if (c > 0) {
+      pointers[g] = static_cast<const char *>(q.data) + begin * qCols * es;
+      pointers[groups + g] =
+          static_cast<const char *>(p.data) + begin * pCols * es;
+      pointers[2 * groups + g] =
+          static_cast<const char *>(dweight.data) + e * pCols * qCols * es;
+      ++g;
+    }
+    begin += c;
+  }
+  Scratch scratch(dctx.stream);
+  const size_t bytes = pointers.size() * sizeof(void *);
+  if (Status s = scratch.allocate(bytes, "moe_grouped_matmul_wgrad");
+      s.failed())
+    return s;
+  // From pageable memory: the call returns once the bytes are staged.
+  if (Status s = fromCuda(cudaMemcpyAsync(scratch.get(), pointers.data(), bytes,
+                                          cudaMemcpyHostToDevice, dctx.stream),
+                          "cudaMemcpyAsync (grouped GEMM pointers)");
+      s.failed())
+    return s;
+  auto *device = static_cast<const void *const *>(scratch.get());
+  std::vector<cublasOperation_t> opA(size_t(groups), CUBLAS_OP_N),
+      opB(size_t(groups), CUBLAS_OP_T);
+  const BlasTypes blas = blasTypes(p.dtype);
+  cublasStatus_t status = cublasGemmGroupedBatchedEx(
+      dctx.blas, opA.data(), opB.data(), m.data(), n.data(), k.data(),
+      one.data(), device, blas.type, lda.data(), device + groups, blas.type,
+      ldb.data(), zero.data(), const_cast<void *const *>(device + 2 * groups),
+      blas.type, ldc.data(), groups, size.data(), blas.compute);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      status == CUBLAS_STATUS_INVALID_VALUE ||
+      status == CUBLAS_STATUS_ARCH_MISMATCH) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      std::fprintf(stderr,
+                   "rp cuda: moe_grouped_matmul_wgrad runs the tiled kernel, "
+                   "not cuBLAS's grouped GEMM (said once): %s for %s\n",
+                   cublasGetStatusName(status), describe(p).c_str());
+    return Status::ok();
+  }
+  if (Status s =
+          fromCublas(status, "cublasGemmGroupedBatchedEx (" + describe(p) +
+                                 "^T x " + describe(q) + " by expert)");
+      s.failed())
+    return s;
+  ran = true;
+  return Status::ok();
+}
+
 Status groupedMatmulWGrad(const DispatchContext &dctx, const LaunchContext &ctx,
                           const std::vector<TensorRef> &in,
                           const TensorRef &dweight, bool transposeB) {
@@ -159,11 +277,15 @@ Status groupedMatmulWGrad(const DispatchContext &dctx, const LaunchContext &ctx,
       s.failed())
     return s;
   const int64_t numRows = x.shape[0], experts = dweight.shape[0];
+  const TensorRef &p = transposeB ? dy : x, &q = transposeB ? x : dy;
+  bool ran = false;
+  if (Status s = groupedWGradGemm(dctx, counts, numRows, p, q, dweight, ran);
+      s.failed() || ran)
+    return s;
   Scratch scratch(dctx.stream);
   if (Status s = scratch.allocate(moeOffsetsScratchBytes(experts), op);
       s.failed())
     return s;
-  const TensorRef &p = transposeB ? dy : x, &q = transposeB ? x : dy;
   return launched(launchMoEWGrad(ctx, x.dtype, counts.as<int32_t>(), experts,
                                  numRows, p.data, p.shape[1], q.data,
                                  q.shape[1], dweight.data, scratch.get()),

@@ -239,8 +239,9 @@ Status HostForward::fillBuffer(uint32_t index, uint8_t *p, Device *device,
   }
   if (!b.constant.empty()) {
     std::memcpy(p, b.constant.data(), b.constant.size());
-  } else if (b.weight && !b.weight->stored) {
-    // Filled by initParameters(), from the run's seed.
+  } else if (b.weight &&
+             (!b.weight->stored || plan.weightFiles[b.weight->file].missing)) {
+    // Filled by initParameters() or randomParameters(), from a seed.
     std::memset(p, 0, b.bytes());
   } else if (b.weight) {
     std::ifstream &f = files[b.weight->file];

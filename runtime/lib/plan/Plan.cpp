@@ -287,10 +287,18 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
       d.resolved = (folder / d.path).string();
       d.minSize = f->min_size();
       Expected<uint64_t> size = checkRegularFile(d.resolved, "weight file");
+      if (!size && size.getStatus().getCode() == StatusCode::NotFound &&
+          options.allowMissingWeights) {
+        d.missing = true;
+        plan.weightFiles.push_back(std::move(d));
+        continue;
+      }
       if (!size && size.getStatus().getCode() == StatusCode::NotFound)
         return notFound(path + ": weight file '" + d.path + "' (" + d.resolved +
                         ") is missing; keep weight files beside "
-                        "the plan, where rp-compile wrote them");
+                        "the plan, where rp-compile wrote them, or start "
+                        "from random weights made from the plan alone with "
+                        "rp-run --init-weights random[:SEED]");
       if (!size)
         return Status(size.getStatus().getCode(),
                       path + ": " + size.getStatus().getMessage());
@@ -421,6 +429,7 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
     return c.fail("passes in flight " + std::to_string(plan.passesInFlight) +
                   " is not 1 or 2 (0 in older plans); recompile the model");
   plan.arenaCopies = root->arena_copies();
+  plan.tf32 = root->tf32();
   if (plan.arenaCopies > 2)
     return c.fail("arena copies " + std::to_string(plan.arenaCopies) +
                   " is not 1 or 2 (0 in older plans); recompile the model");

@@ -9,9 +9,11 @@
 #include "RunModes.h"
 
 #include "rp/runtime/Pipeline.h"
+#include "rp/runtime/RandomInit.h"
 #include "rp/runtime/Safetensors.h"
 
 #include <algorithm>
+#include <thread>
 #include <unistd.h>
 
 using namespace rp::runtime;
@@ -43,6 +45,13 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
   BackendOptions backendOptions;
   backendOptions.devices = plan.devices;
   backendOptions.threads = o.threads;
+  if (o.tf32 && o.backend != "cuda")
+    return fail(invalidArgument(
+        "--tf32 lets the cuda backend's f32 GEMMs round their inputs to "
+        "TF32; the " +
+        o.backend + " backend computes f32 products in f32"));
+  // The plan's --tf32 holds where it means something: on cuda.
+  backendOptions.tf32 = o.tf32 || (plan.tf32 && o.backend == "cuda");
   Expected<std::unique_ptr<Backend>> devicesOf =
       createBackend(o.backend, backendOptions);
   if (!devicesOf)
@@ -127,9 +136,17 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
           setup.fwd->rotates());
       s.failed())
     return fail(s);
-  if (Status s = setup.fwd->initParameters(o.seed); s.failed())
+  uint64_t randomSeed = 0;
+  std::string randomError;
+  if (parseRandomInit(o.initWeights, randomSeed, randomError)) {
+    if (!randomError.empty())
+      return fail(invalidArgument(randomError));
+    ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
+    if (Status s = setup.fwd->randomParameters(pool, randomSeed); s.failed())
+      return fail(s);
+  } else if (Status s = setup.fwd->initParameters(o.seed); s.failed()) {
     return fail(s);
-  if (!o.initWeights.empty()) {
+  } else if (!o.initWeights.empty()) {
     Expected<SafetensorsFile> file = readSafetensors(o.initWeights);
     if (!file)
       return fail(file.getStatus());

@@ -38,6 +38,8 @@ struct RunOptions {
   std::string labelsPath, dumpGrads, optimizer = "adamw", initWeights;
   TrainOptions train;
   bool syncMode = false, asyncMode = false;
+  /// cuda: f32 GEMMs in TF32 (BackendOptions::tf32).
+  bool tf32 = false;
   uint64_t seed = 0;
   unsigned steps = 1;
   unsigned threads = 1;

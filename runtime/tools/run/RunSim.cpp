@@ -27,7 +27,8 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
       {"--init-weights", !o.initWeights.empty()},
       {"--dump-outputs", !o.dumpPath.empty()},
       {"--dump-grads", !o.dumpGrads.empty()},
-      {"--profile", !o.profilePath.empty()}};
+      {"--profile", !o.profilePath.empty()},
+      {"--tf32", o.tf32}};
   for (auto [flag, given] : unused)
     if (given)
       return fail(invalidArgument(

@@ -158,6 +158,9 @@ struct BackendOptions {
   /// sim: the hardware profile commands are timed on, a shipped name
   /// (profiles/) or a JSON file's path.
   std::string hardware;
+  /// cuda: f32 GEMMs round their inputs to TF32 on the tensor cores
+  /// (rp-run --tf32; off: f32 products as the host computes them).
+  bool tf32 = false;
 };
 
 /// A set of devices of one kind and the host memory they copy to and from.

@@ -28,7 +28,7 @@ namespace rp::runtime {
 
 /// Bumped whenever Driver, Backend, Device, Queue or Event change layout,
 /// so that a loadable driver from another build is refused, not crashed in.
-constexpr uint32_t kDriverAbiVersion = 2;
+constexpr uint32_t kDriverAbiVersion = 3;
 
 struct Driver {
   uint32_t abiVersion = kDriverAbiVersion;

@@ -83,6 +83,12 @@ public:
   /// Gives parameters that have no stored value their initial value:
   /// uniform in [-init_bound, init_bound] from `seed`, or zeros.
   Status initParameters(uint64_t seed);
+  /// rp-run --init-weights random:SEED: every parameter made from the plan
+  /// alone (RandomInit.h's rule: normal(0, 0.02) for matrices and
+  /// embeddings, ones for norm scales, zeros for the rest), each from SEED
+  /// and its name only, so any device count and thread count gives the same
+  /// bytes. An unstored parameter that starts at zero (a LoRA B) stays so.
+  Status randomParameters(ThreadPool &pool, uint64_t seed);
   /// Replaces parameters by name (rp-run --init-weights): every tensor of
   /// the file must name a parameter of the plan, with its shape.
   Status overrideParameters(const SafetensorsFile &file);

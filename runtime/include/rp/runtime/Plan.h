@@ -52,6 +52,9 @@ struct WeightFileDesc {
   std::string resolved; ///< joined with the plan's folder
   uint64_t minSize = 0;
   uint64_t fingerprint = 0; ///< WeightFingerprint.h; 0: not recorded
+  /// Absent, and loaded anyway (LoadOptions::allowMissingWeights): its
+  /// parameters start as zeros until HostForward::randomParameters.
+  bool missing = false;
 };
 
 struct WeightRangeDesc {
@@ -158,6 +161,8 @@ struct Plan {
   /// Copies of the device arenas a continuous run allocates (1 or 2,
   /// plan.fbs); 0 in older plans: one per pass in flight (arenaCopies()).
   uint32_t arenaCopies = 0;
+  /// rp-compile --tf32: the cuda device's f32 GEMMs may use TF32.
+  bool tf32 = false;
   /// The file's bytes, for --describe=json.
   std::vector<uint8_t> raw;
 };
@@ -166,6 +171,9 @@ struct LoadOptions {
   /// Run checkPlanEvents. Only tests of the executor's watchdog turn it off
   /// (rp-run --unchecked-events): a plan that fails it can stall.
   bool checkEvents = true;
+  /// Accept a plan whose weight files are absent (rp-run --init-weights
+  /// random: every parameter is made on the box from the seed).
+  bool allowMissingWeights = false;
 };
 
 /// Reads and validates the plan at `path`.

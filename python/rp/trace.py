@@ -428,7 +428,17 @@ class _Emitter:
                 f"rp.trace: unsupported op {_qualname(n)} in {self.where(n)}"
                 + hint,
                 op=_qualname(n), module_path=_innermost(n))
-        out = handler(self, n)
+        try:
+            out = handler(self, n)
+        except TraceError:
+            raise
+        except Exception as exc:  # a form the handler did not foresee
+            raise TraceError(
+                f"rp.trace: unsupported form of {_qualname(n)} in "
+                f"{self.where(n)} (arguments {_short_args(n)}): the mapping "
+                f"failed with {type(exc).__name__}: {exc}; rewrite the op in "
+                f"the module (or report it with this message)",
+                op=_qualname(n), module_path=_innermost(n)) from exc
         if out is _UNSUPPORTED:
             raise TraceError(
                 f"rp.trace: unsupported form of {_qualname(n)} in {self.where(n)}"

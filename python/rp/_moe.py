@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from rp import _moe_oss
+from rp import _moe_grouped, _moe_oss
 from rp._irtext import TraceError, _ttype
 
 _ACTS = ("silu", "gelu")
@@ -135,6 +135,7 @@ def _library():
 
         lib.impl("moe_expert_mask", mask_impl, "CPU")
         _moe_oss.define(lib)
+        _moe_grouped.define(lib)
         _LIB = lib
     return _LIB
 
@@ -351,6 +352,10 @@ def patched(module):
     saved, funcs = [], []
     try:
         for path, block in list(module.named_modules()):
+            if _moe_grouped.candidate(path, block) is not None:
+                _library()
+                _moe_grouped.patch(path, block, saved)
+                continue
             found = _candidate(path, block)
             if found is None:
                 oss = _moe_oss.candidate(path, block)
@@ -564,4 +569,5 @@ def _moe_expert_mask(e, n):
 
 
 HANDLERS = {"moe_swiglu": _moe_swiglu, "moe_swiglu_fused": _moe_swiglu_fused,
-            "moe_expert_mask": _moe_expert_mask, "moe_oss": _moe_oss.handler}
+            "moe_expert_mask": _moe_expert_mask, "moe_oss": _moe_oss.handler,
+            **_moe_grouped.HANDLERS}

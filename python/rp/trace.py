@@ -424,6 +424,10 @@ class _Emitter:
             if name in _RANDOM:
                 hint = ("; rp has no random ops (dropout is traced in training "
                         "mode and must have p = 0)")
+            elif name in ("copy", "copy_", "slice_scatter"):
+                hint = ("; rp has no writes into a view of a tensor (as "
+                        "x[..., :n].copy_(y), DeepSeek's MLA key assembly): "
+                        "build the tensor with torch.cat instead")
             raise TraceError(
                 f"rp.trace: unsupported op {_qualname(n)} in {self.where(n)}"
                 + hint,

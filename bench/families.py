@@ -320,16 +320,23 @@ def run_family(family, out, paths=PATHS):
     return result
 
 
+def _clean(reason):
+    """The reason without the run's own paths (tool messages start with
+    the file they read)."""
+    import re
+    return re.sub(r"\S*/(\S+)\.onnx:\d+:\d+: error: ", "", reason)
+
+
 def status(result, path):
     """"pass", or the reason the cell fails."""
     if result.get("build"):
-        return "cannot build: " + result["build"]
+        return "cannot build: " + _clean(result["build"])
     cell = result.get(path)
     if cell is None:
         return "not run"
     if cell["loss"] and cell["grads"] and cell["bitwise"]:
         return "pass"
-    return cell["reason"] or "fails"
+    return _clean(cell["reason"] or "fails")
 
 
 def families():
@@ -423,7 +430,7 @@ def markdown(results):
     for r in results:
         if r.get("build"):
             lines.append(f"| {r['family']} | all | - | - | - | cannot build "
-                         f"from the shrunk config: {r['build']} |")
+                         f"from the shrunk config: {_clean(r['build'])} |")
             continue
         for p in PATHS:
             cell = r.get(p) or {}
@@ -452,6 +459,8 @@ def main(argv=None):
                     help="seconds per family, all paths")
     ap.add_argument("--no-padding-flags", action="store_true",
                     help="do not pass --padding-idx (rp before it existed)")
+    ap.add_argument("--from-json", help="write the tables of this --json "
+                    "run instead of running")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     paths = tuple(args.paths.split(","))
@@ -469,6 +478,9 @@ def main(argv=None):
         return 0
     names = args.families.split(",") if args.families else families()
     results = []
+    if args.from_json:  # re-render a run's tables
+        results = json.loads(Path(args.from_json).read_text())
+        names = []
     start = time.perf_counter()
     for res in run_isolated(names, Path(args.out), args.timeout, paths,
                             extra):

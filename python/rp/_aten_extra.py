@@ -2,7 +2,8 @@
 a write into a slice (rp._capture rewrites ``base[..., a:b].copy_(src)``,
 as DeepSeek's MLA attention assembles its keys, into
 ``_rp_slice_scatter``), the ``new_empty`` tensor such writes fill, and
-``_safe_softmax`` (scaled_dot_product_attention's math path)."""
+``_safe_softmax`` (scaled_dot_product_attention's math path), and
+``stack``."""
 
 from __future__ import annotations
 
@@ -78,5 +79,29 @@ def _safe_softmax(e, n):
                   f"{ty}) -> {ty}", ty)
 
 
-HANDLERS = {"new_empty": _new_empty, "_rp_slice_scatter": _slice_scatter,
+def _stack(e, n):
+    """torch.stack: each tensor with a unit dimension at ``dim``, joined
+    along it (interleaved rotary embeddings stack their halves)."""
+    tensors = n.args[0]
+    dt = e.values[n].dtype
+    out = list(e.values[n].shape)
+    dim = _dim(n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0),
+               len(out))
+    one = list(out)
+    one[dim] = 1
+    ut = _ttype(one, dt)
+    xs = []
+    for t in tensors:
+        x = e.val(t, dt)
+        if e.ty(x) != ut:
+            x = e.emit(f"rp.reshape {x} : {e.ty(x)} to {ut}", ut)
+        xs.append(x)
+    ty = e.out_type(n)
+    if len(xs) == 1:
+        return xs[0]
+    return e.emit(f"rp.concat {', '.join(xs)} dim = {dim} : "
+                  f"({', '.join(e.ty(x) for x in xs)}) -> {ty}", ty)
+
+
+HANDLERS = {"stack": _stack, "new_empty": _new_empty, "_rp_slice_scatter": _slice_scatter,
             "_safe_softmax": _safe_softmax}

@@ -103,5 +103,6 @@ def _stack(e, n):
                   f"({', '.join(e.ty(x) for x in xs)}) -> {ty}", ty)
 
 
-HANDLERS = {"stack": _stack, "new_empty": _new_empty, "_rp_slice_scatter": _slice_scatter,
+HANDLERS = {"stack": _stack, "new_empty": _new_empty,
+            "_rp_slice_scatter": _slice_scatter,
             "_safe_softmax": _safe_softmax}

@@ -408,15 +408,41 @@ def _sdpa(e, n):
 
 
 def _embedding(e, n):
+    """aten.embedding: an rp.gather of the rows. With a padding_idx the
+    padding row's gradient is zero, as in PyTorch: the positions holding the
+    padding index read the row's value as a constant (taken at trace time;
+    PyTorch never gives that row a gradient, so only weight decay could move
+    it) and every other position gathers from the weight."""
+    import torch
     w, idx = n.args[0], n.args[1]
     padding_idx = n.args[2] if len(n.args) > 2 else n.kwargs.get("padding_idx", -1)
-    if padding_idx not in (-1, None):
-        return _UNSUPPORTED  # its gradient skips the padding row
-    if len(n.args) > 4 and n.args[4]:
-        return _UNSUPPORTED  # sparse
+    scale_by_freq = n.args[3] if len(n.args) > 3 else n.kwargs.get(
+        "scale_grad_by_freq", False)
+    sparse = n.args[4] if len(n.args) > 4 else n.kwargs.get("sparse", False)
+    if scale_by_freq or sparse:
+        return _UNSUPPORTED
     wv, iv = e.val(w), e.val(idx)
     ty = e.out_type(n)
-    return e.emit(f"rp.gather {wv}[{iv}] axis = 0 : ({e.ty(wv)}, {e.ty(iv)}) -> {ty}", ty)
+    out = e.emit(f"rp.gather {wv}[{iv}] axis = 0 : ({e.ty(wv)}, {e.ty(iv)}) -> {ty}", ty)
+    if padding_idx is None or padding_idx < 0:
+        return out
+    weight = e.values[w]
+    if weight.dim() != 2 or padding_idx >= weight.shape[0]:
+        return _UNSUPPORTED
+    row = weight[padding_idx].detach()
+    if not bool(row.any()):
+        # The usual case (nn.Embedding zeroes the padding row): a splat,
+        # exact whatever the optimizer does to the row.
+        rv = e.scalar(0.0, weight.dtype)
+    else:
+        rv = e.constant(row.clone())
+    pad = e.scalar(int(padding_idx), e.values[idx].dtype)
+    ishape = tuple(e.values[idx].shape)
+    cty = _ttype(ishape, torch.bool)
+    keep = e.emit(f"rp.cmp ne, {iv}, {pad} : ({e.ty(iv)}, {e.ty(pad)}) -> {cty}", cty)
+    kty = _ttype(ishape + (1,), torch.bool)
+    keep = e.emit(f"rp.reshape {keep} : {cty} to {kty}", kty)
+    return e.emit(f"rp.where {keep}, {out}, {rv} : ({kty}, {ty}, {e.ty(rv)}) -> {ty}", ty)
 
 
 def _layer_norm(e, n):

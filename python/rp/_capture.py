@@ -171,10 +171,59 @@ def _values(gm, flat_args):
     return values
 
 
+def _rp_slice_scatter(base, src, dim, start, end):
+    """``base`` with ``src`` (broadcast) written over ``base[start:end]``
+    along ``dim``: what ``base[..., start:end].copy_(src)`` leaves."""
+    size = base.shape[dim]
+    start = 0 if start is None else (start + size if start < 0 else start)
+    end = size if end is None else min(end + size if end < 0 else end, size)
+    part = base.narrow(dim, start, end - start)
+    return base.slice_scatter(src.to(base.dtype).expand_as(part), dim, start,
+                              end)
+
+
+def _view_writes_to_functional(graph):
+    """``base[..., a:b].copy_(src)`` (one slice of a tensor, as DeepSeek's
+    MLA attention assembles its keys): later uses of ``base`` read
+    ``_rp_slice_scatter(base, src, ...)``, the write's functional form."""
+    import torch
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not \
+                torch.ops.aten.copy_.default:
+            continue
+        view, src = n.args[0], n.args[1]
+        if getattr(view, "target", None) is not torch.ops.aten.slice.Tensor \
+                or (len(view.args) > 4 and view.args[4] != 1):
+            continue
+        base = view.args[0]
+        # Only a fresh tensor the model fills (not a view of another, whose
+        # writes would reach that one too; input-independent masks written
+        # so are folded from the values the graph computes anyway).
+        if getattr(base, "target", None) not in (
+                torch.ops.aten.new_empty.default,
+                torch.ops.aten.new_zeros.default, _rp_slice_scatter):
+            continue
+        dim = view.args[1] if len(view.args) > 1 else 0
+        start = view.args[2] if len(view.args) > 2 else None
+        end = view.args[3] if len(view.args) > 3 else None
+        with graph.inserting_after(n):
+            new = graph.call_function(_rp_slice_scatter,
+                                      (base, src, dim, start, end))
+        new.meta.update(n.meta)
+        for user in list(base.users):
+            if user not in (view, n, new) and order.get(user, -1) > order[n]:
+                user.replace_input_with(base, new)
+        order = {m: i for i, m in enumerate(graph.nodes)}
+        if not n.users:
+            graph.erase_node(n)
+
+
 def _inplace_to_functional(graph):
     """``x.add_(y)``: later uses of ``x`` read the op's result, and the op is
     then handled as its functional form (views of ``x`` taken before it are
     not updated: such code is rare in models and refused by torch.fx too)."""
+    _view_writes_to_functional(graph)
     order = {n: i for i, n in enumerate(graph.nodes)}
     for n in list(graph.nodes):
         if n.op != "call_function" or not hasattr(n.target, "overloadpacket"):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from rp import _moe_oss
+from rp import _moe_grouped, _moe_oss
 from rp._irtext import TraceError, _ttype
 
 _ACTS = ("silu", "gelu")
@@ -135,6 +135,7 @@ def _library():
 
         lib.impl("moe_expert_mask", mask_impl, "CPU")
         _moe_oss.define(lib)
+        _moe_grouped.define(lib)
         _LIB = lib
     return _LIB
 
@@ -327,12 +328,21 @@ def _probe(path, block, router, experts, roles, top_k):
                                                rtol=1e-4, atol=1e-5):
                             return (gate_first, act, normalize,
                                     isinstance(out, tuple), shared, sgate)
+    count = router.weight.shape[0]
+    biased = [n for n, _ in router.named_buffers()] + [
+        n for n, _ in block.named_buffers(recurse=False)]
+    what = (f" (its router holds {', '.join(biased)}: sigmoid scores with a "
+            f"correction bias or group-limited top-k, as DeepSeek-V3, are "
+            f"such a router)" if biased else "")
     raise TraceError(
         f"rp.trace: module '{path}' ({type(block).__name__}) has a router and "
-        f"{len(experts)} experts, but its output is not the top-{top_k} "
+        f"{count} experts, but its output is not the top-{top_k} "
         f"softmax-weighted sum of gated-MLP experts (plus a shared expert) rp "
-        f"maps to its MoE ops (expert biases, a capacity or another router "
-        f"are not supported yet)", module_path=path)
+        f"maps to its MoE ops; expert biases, a capacity or another router "
+        f"are not supported yet{what}. To train the model, give the block "
+        f"softmax top-k routing (a config option where the model has one) "
+        f"or replace its forward with that form", op="moe routing",
+        module_path=path)
 
 
 @contextlib.contextmanager
@@ -342,6 +352,10 @@ def patched(module):
     saved, funcs = [], []
     try:
         for path, block in list(module.named_modules()):
+            if _moe_grouped.candidate(path, block) is not None:
+                _library()
+                _moe_grouped.patch(path, block, saved)
+                continue
             found = _candidate(path, block)
             if found is None:
                 oss = _moe_oss.candidate(path, block)
@@ -355,10 +369,22 @@ def patched(module):
                         router, experts, top_k, names, interleaved, as_tuple)
                 continue
             router, experts, top_k = found
-            roles = None if isinstance(experts, Fused) else [
-                _expert_roles(path, ex, router.in_features) for ex in experts]
-            gate_first, act, normalize, as_tuple, shared, sgate = _probe(
-                path, block, router, experts, roles, top_k)
+            try:
+                roles = None if isinstance(experts, Fused) else [
+                    _expert_roles(path, ex, router.in_features)
+                    for ex in experts]
+                gate_first, act, normalize, as_tuple, shared, sgate = _probe(
+                    path, block, router, experts, roles, top_k)
+            except TraceError:
+                raise
+            except Exception as exc:  # the block rejects the probe's input
+                raise TraceError(
+                    f"rp.trace: module '{path}' ({type(block).__name__}) "
+                    f"looks like a mixture-of-experts block, but running it "
+                    f"on random tokens to find its form failed with "
+                    f"{type(exc).__name__}: {exc}; rp maps softmax top-k "
+                    f"routing over gated-MLP experts only",
+                    op="moe routing", module_path=path) from exc
             _library()
 
             def forward(hidden_states, *_, _r=router, _ex=experts,
@@ -543,4 +569,5 @@ def _moe_expert_mask(e, n):
 
 
 HANDLERS = {"moe_swiglu": _moe_swiglu, "moe_swiglu_fused": _moe_swiglu_fused,
-            "moe_expert_mask": _moe_expert_mask, "moe_oss": _moe_oss.handler}
+            "moe_expert_mask": _moe_expert_mask, "moe_oss": _moe_oss.handler,
+            **_moe_grouped.HANDLERS}

@@ -40,7 +40,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from rp import _aten, _conv, _moe
+from rp import _aten, _aten_extra, _conv, _moe
 from rp._capture import (_capture, _default_layers, _describe,
                          _inplace_to_functional, _values, _write_safetensors)
 from rp._irtext import (_RANDOM, _UNSUPPORTED, TraceError, _dense, _elem,
@@ -50,7 +50,8 @@ from rp.tools import run_tool
 
 PathLike = Union[str, os.PathLike]
 
-_HANDLERS = {**_aten.HANDLERS, **_conv.HANDLERS, **_moe.HANDLERS}
+_HANDLERS = {**_aten.HANDLERS, **_aten_extra.HANDLERS, **_conv.HANDLERS,
+             **_moe.HANDLERS}
 # ATen ops through which Python code reads a tensor's value.
 _READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)
@@ -424,11 +425,25 @@ class _Emitter:
             if name in _RANDOM:
                 hint = ("; rp has no random ops (dropout is traced in training "
                         "mode and must have p = 0)")
+            elif name in ("copy", "copy_", "slice_scatter"):
+                hint = ("; rp has no writes into a view of a tensor (as "
+                        "x[..., :n].copy_(y), DeepSeek's MLA key assembly): "
+                        "build the tensor with torch.cat instead")
             raise TraceError(
                 f"rp.trace: unsupported op {_qualname(n)} in {self.where(n)}"
                 + hint,
                 op=_qualname(n), module_path=_innermost(n))
-        out = handler(self, n)
+        try:
+            out = handler(self, n)
+        except TraceError:
+            raise
+        except Exception as exc:  # a form the handler did not foresee
+            raise TraceError(
+                f"rp.trace: unsupported form of {_qualname(n)} in "
+                f"{self.where(n)} (arguments {_short_args(n)}): the mapping "
+                f"failed with {type(exc).__name__}: {exc}; rewrite the op in "
+                f"the module (or report it with this message)",
+                op=_qualname(n), module_path=_innermost(n)) from exc
         if out is _UNSUPPORTED:
             raise TraceError(
                 f"rp.trace: unsupported form of {_qualname(n)} in {self.where(n)}"

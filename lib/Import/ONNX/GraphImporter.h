@@ -30,7 +30,8 @@ public:
                 MLIRContext *context, const ONNXImportOptions &options)
       : graph(model.graph()), path(path), opset(opset), context(context),
         options(options), builder(context),
-        modelDir(llvm::sys::path::parent_path(path)) {
+        modelDir(llvm::sys::path::parent_path(path)),
+        dynamoExport(isDynamoExport(model)) {
     if (modelDir.empty())
       modelDir = ".";
   }
@@ -38,6 +39,16 @@ public:
   OwningOpRef<ModuleOp> run();
 
 private:
+  // ExporterForms.cpp: what the PyTorch exporters lose.
+  /// Whether torch.onnx.export(dynamo=True) wrote `model`.
+  static bool isDynamoExport(const onnx::ModelProto &model);
+  /// Refuses float initializers the dynamo exporter folded from parameters
+  /// (unnamed derived constants), naming the option that keeps the names.
+  LogicalResult checkFoldedParameters();
+  /// After the Gather `node` of an embedding given --padding-idx: positions
+  /// holding the padding row read it as a constant (no gradient).
+  LogicalResult applyPaddingIdx(const onnx::NodeProto &node, Location loc);
+
   Location nodeLoc(const onnx::NodeProto &node, int index);
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
   /// Creates the rp.param or rp.constant of initializer `name` on first use.
@@ -59,6 +70,7 @@ private:
   const ONNXImportOptions &options;
   OpBuilder builder;
   SmallString<128> modelDir;
+  bool dynamoExport;
 
   llvm::StringMap<Value> values;
   llvm::StringMap<SmallVector<Value>> sequences;

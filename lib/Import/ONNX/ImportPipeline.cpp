@@ -29,6 +29,11 @@ FailureOr<ONNXImportOptions> ImportCLOptions::get(StringRef input,
       return emitError(loc) << "bad --frozen pattern '" << f << "': " << error;
     options.frozenPatterns.push_back(f);
   }
+  for (const std::string &p : paddingIdx) {
+    std::string error;
+    if (failed(parsePaddingIdxOption(p, options, error)))
+      return emitError(loc) << error;
+  }
   // Beside the output when there is one, else beside the model.
   SmallString<256> anchor(output == "-" ? input : output);
   options.irDir =

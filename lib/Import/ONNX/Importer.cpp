@@ -166,6 +166,9 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
     if (failed(verify(op)))
       return importer.error() << "its inputs have types this operator does "
                                  "not accept in rp (see the error above)";
+  if (node.op_type() == "Gather" && node.input_size() == 2 &&
+      options.paddingIdx.count(node.input(0)))
+    return applyPaddingIdx(node, loc);
   return success();
 }
 
@@ -258,6 +261,14 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   registerNNHandlers(handlers);
   for (const auto &t : graph.initializer())
     initializers[t.name()] = &t;
+  if (failed(checkFoldedParameters()))
+    return nullptr;
+  for (auto &p : options.paddingIdx)
+    if (!initializers.count(p.first()))
+      return emitError(FileLineColLoc::get(context, path, 0, 0))
+                 << "--padding-idx names '" << p.first()
+                 << "', which is not an initializer of the model",
+             nullptr;
   if (graph.sparse_initializer_size())
     return emitError(FileLineColLoc::get(context, path, 0, 0))
                << "sparse initializers are not supported",

@@ -17,8 +17,8 @@
 
 namespace mlir::rp {
 
-/// The import flags (--shape, --frozen, --weights); construct before
-/// parsing the command line.
+/// The import flags (--shape, --frozen, --padding-idx, --weights); construct
+/// before parsing the command line.
 struct ImportCLOptions {
   llvm::cl::list<std::string> shapes{
       "shape", llvm::cl::desc("static shape of an input: NAME=2x2048"),
@@ -28,6 +28,12 @@ struct ImportCLOptions {
       llvm::cl::desc("freeze float initializers matching this regular "
                      "expression (adds to the defaults)"),
       llvm::cl::value_desc("regex")};
+  llvm::cl::list<std::string> paddingIdx{
+      "padding-idx",
+      llvm::cl::desc("the embedding initializer NAME is gathered with a "
+                     "padding row ROW (nn.Embedding's padding_idx, which ONNX "
+                     "drops): that row gets no gradient"),
+      llvm::cl::value_desc("name=row")};
   llvm::cl::opt<std::string> weights{
       "weights",
       llvm::cl::desc("file for inline initializers (default: beside the "

@@ -45,6 +45,11 @@ struct ONNXImportOptions {
   /// The folder the .mlir will be written to; param file paths are relative
   /// to it when the weight file lies inside it, absolute otherwise.
   std::string irDir;
+  /// Embedding weights gathered with a padding row, by initializer name
+  /// (--padding-idx NAME=ROW): ONNX has no padding_idx, so the exporters drop
+  /// it; the row then reads as a constant and gets no gradient, as in
+  /// PyTorch's nn.Embedding(padding_idx=ROW).
+  llvm::StringMap<int64_t> paddingIdx;
 
   static std::vector<std::string> defaultFrozenPatterns() {
     return {"inv_freq", "(^|\\.)(cos|sin)_cached$", "(^|\\.)attn\\.bias$",
@@ -56,6 +61,10 @@ struct ONNXImportOptions {
 /// `error` when malformed.
 LogicalResult parseShapeOption(StringRef text, ONNXImportOptions &options,
                                std::string &error);
+
+/// Parses `--padding-idx` values: `NAME=ROW`.
+LogicalResult parsePaddingIdxOption(StringRef text, ONNXImportOptions &options,
+                                    std::string &error);
 
 /// The ONNX op types rp-import has handlers for, sorted.
 std::vector<std::string> supportedONNXOps();

@@ -1,0 +1,343 @@
+"""DeepSeek-V3's mixture-of-experts routing in rp.trace.
+
+transformers 5 splits such a block into a router module returning
+``(logits, weights, experts)`` and an experts module called as
+``experts(x, experts, weights)`` (stacked ``[E, 2F, H]`` gate-and-up and
+``[E, H, F]`` down parameters), beside shared experts the block adds. The
+router (DeepSeek-V3's, and the families that copy it: GLM-4-MoE, dots1,
+...) scores experts with a sigmoid, picks them by the scores plus a
+correction bias (a buffer) within the ``topk_group`` best of ``n_group``
+groups (a group's score is the sum of its two best), and weights the
+chosen experts by their sigmoid scores, renormalised (``norm_topk_prob``)
+and scaled (``routed_scaling_factor``).
+
+While tracing, the router's forward becomes the sigmoid, one
+``rp_trace::moe_group_topk`` op (the chosen experts: integers, no
+gradient; the handler writes the group-limited top-k as rp.moe.route on
+the group scores and then on the masked scores) and the weights computed
+from the scores with a one-hot mask, so their gradient reaches the router
+as in PyTorch. The experts' forward becomes one ``rp_trace::moe_experts``
+op: rp.moe.dispatch, the grouped matmuls and the weighted rp.moe.combine.
+Both forms are checked against the modules' own outputs on random tokens
+first; a router they do not reproduce is an rp.TraceError.
+"""
+
+from __future__ import annotations
+
+from rp._irtext import TraceError, _ttype
+
+_DEFINED = False
+
+
+def _group_topk(scores, bias, top_k, n_group, topk_group):
+    """The chosen experts, largest first (torch's own ops)."""
+    import torch
+    sel = scores + bias
+    t, e = sel.shape
+    if n_group > 1:
+        gs = sel.view(t, n_group, e // n_group).topk(2, dim=-1)[0].sum(-1)
+        gidx = torch.topk(gs, k=topk_group, dim=-1)[1]
+        gmask = torch.zeros_like(gs).scatter_(1, gidx, 1)
+        mask = gmask.unsqueeze(-1).expand(t, n_group, e // n_group) \
+            .reshape(t, e)
+        sel = sel.masked_fill(~mask.bool(), float("-inf"))
+    return torch.topk(sel, k=top_k, dim=-1)[1]
+
+
+def _experts_ref(x, experts, weights, gate_up, down, act, gate_first):
+    import torch
+    import torch.nn.functional as F
+    f = down.shape[2]
+    out = torch.zeros_like(x)
+    for k in range(experts.shape[1]):
+        for e in range(gate_up.shape[0]):
+            rows = experts[:, k] == e
+            if not bool(rows.any()):
+                continue
+            both = F.linear(x[rows], gate_up[e])
+            g, u = (both[:, :f], both[:, f:]) if gate_first else \
+                (both[:, f:], both[:, :f])
+            a = F.silu(g) if act == "silu" else F.gelu(g)
+            out[rows] += F.linear(a * u, down[e]) * weights[rows, k, None]
+    return out
+
+
+def define(lib):
+    """Defines the two ops on the rp_trace library."""
+    import torch
+    lib.define("moe_group_topk(Tensor scores, Tensor bias, int top_k, "
+               "int n_group, int topk_group) -> Tensor")
+
+    def topk_impl(scores, bias, top_k, n_group, topk_group):
+        with torch.no_grad():
+            return _group_topk(scores, bias, top_k, n_group, topk_group)
+
+    lib.impl("moe_group_topk", topk_impl, "CPU")
+    lib.define("moe_experts(Tensor x, Tensor experts, Tensor weights, "
+               "Tensor gate_up, Tensor down, str act, bool gate_first) "
+               "-> Tensor")
+
+    def experts_impl(x, experts, weights, gate_up, down, act, gate_first):
+        with torch.no_grad():
+            return _experts_ref(x, experts, weights, gate_up, down, act,
+                                gate_first)
+
+    lib.impl("moe_experts", experts_impl, "CPU")
+
+
+def _router_form(router):
+    """(top_k, n_group, topk_group, normalize, scale) of a DeepSeek-V3-like
+    router, or None."""
+    import torch
+    w = getattr(router, "weight", None)
+    bias = getattr(router, "e_score_correction_bias", None)
+    if not isinstance(w, torch.nn.Parameter) or w.dim() != 2 or \
+            not isinstance(bias, torch.Tensor) or bias.shape != w.shape[:1]:
+        return None
+    top_k = getattr(router, "top_k", None)
+    groups = getattr(router, "n_group", getattr(router, "num_group", None))
+    topk_group = getattr(router, "topk_group", None)
+    if not all(isinstance(v, int) for v in (top_k, groups, topk_group)):
+        return None
+    return (top_k, groups, topk_group,
+            bool(getattr(router, "norm_topk_prob", False)),
+            float(getattr(router, "routed_scaling_factor", 1.0) or 1.0))
+
+
+def _router_forward(router, form):
+    import torch
+    top_k, groups, topk_group, normalize, scale = form
+
+    def forward(hidden_states, *_):
+        x = hidden_states.reshape(-1, router.weight.shape[1])
+        logits = torch.nn.functional.linear(x.float(), router.weight.float())
+        scores = logits.sigmoid()
+        experts = torch.ops.rp_trace.moe_group_topk(
+            scores, router.e_score_correction_bias.float(), top_k, groups,
+            topk_group)
+        ids = torch.arange(scores.shape[1])
+        onehot = (experts.unsqueeze(-1) == ids).to(scores.dtype)
+        weights = (onehot * scores.unsqueeze(1)).sum(-1)
+        if normalize:
+            weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+        return logits, weights * scale, experts
+    return forward
+
+
+def _experts_forward(experts, act, gate_first):
+    import torch
+
+    def forward(hidden_states, top_k_index, top_k_weights, *_):
+        return torch.ops.rp_trace.moe_experts(
+            hidden_states, top_k_index,
+            top_k_weights.to(hidden_states.dtype), experts.gate_up_proj,
+            experts.down_proj, act, gate_first)
+    return forward
+
+
+def _act_of(experts):
+    import torch.nn.functional as F
+    fn = getattr(experts, "act_fn", None)
+    x = __import__("torch").linspace(-3, 3, 13)
+    if fn is None:
+        return None
+    y = fn(x)
+    for name, ref in (("silu", F.silu), ("gelu", F.gelu)):
+        if bool((y - ref(x)).abs().max() < 1e-6):
+            return name
+    return None
+
+
+def candidate(path, block):
+    """(router, experts, form, act) when `block` holds a DeepSeek-V3-like
+    router child and a stacked experts child; None otherwise. A router of
+    that form beside experts rp cannot map is a TraceError."""
+    router = next((m for m in block.children()
+                   if _router_form(m) is not None), None)
+    if router is None:
+        return None
+    ex = next((m for m in block.children()
+               if hasattr(m, "gate_up_proj") and hasattr(m, "down_proj")),
+              None)
+    act = _act_of(ex) if ex is not None else None
+    if ex is None or act is None or ex.gate_up_proj.dim() != 3:
+        raise TraceError(
+            f"rp.trace: module '{path}' ({type(block).__name__}) routes with "
+            f"sigmoid scores, a correction bias and group-limited top-k, but "
+            f"its experts are not stacked [E, 2F, H] / [E, H, F] gated MLPs "
+            f"with a SiLU or GELU activation, the form rp maps",
+            op="moe routing", module_path=path)
+    return router, ex, _router_form(router), act
+
+
+def probe(path, router, experts, form, act):
+    """gate_first, after checking the replicas against the modules."""
+    import torch
+    h = router.weight.shape[1]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10, h, generator=g, dtype=router.weight.dtype)
+    with torch.no_grad():
+        _, w_ref, i_ref = router(x)
+        order = torch.argsort(i_ref, dim=-1)
+        for gate_first in (True, False):
+            ids = _group_topk(
+                torch.sigmoid(torch.nn.functional.linear(
+                    x.float(), router.weight.float())),
+                router.e_score_correction_bias.float(), *form[:3])
+            _, w, _ = _router_forward(router, form)(x)
+            mine = torch.argsort(ids, dim=-1)
+            same_route = torch.equal(ids.gather(1, mine),
+                                     i_ref.gather(1, order)) and \
+                torch.allclose(w.gather(1, mine), w_ref.gather(1, order),
+                               rtol=1e-5, atol=1e-6)
+            if not same_route:
+                break
+            y_ref = experts(x, i_ref, w_ref)
+            y = _experts_ref(x, ids, w.to(x.dtype), experts.gate_up_proj,
+                             experts.down_proj, act, gate_first)
+            if torch.allclose(y, y_ref, rtol=1e-4, atol=1e-5):
+                return gate_first
+    raise TraceError(
+        f"rp.trace: module '{path}' has a router with a correction bias and "
+        f"group-limited top-k (DeepSeek-V3's form), but rp's replica of it "
+        f"(sigmoid scores, top-2 group sums, renormalised and scaled "
+        f"weights, gated-MLP experts) does not reproduce its output; rp "
+        f"cannot map this routing yet", op="moe routing", module_path=path)
+
+
+def patch(path, block, saved):
+    """Replaces the router's and experts' forwards; records them in saved.
+    Returns False when `block` is not of this form."""
+    found = candidate(path, block)
+    if found is None:
+        return False
+    router, experts, form, act = found
+    gate_first = probe(path, router, experts, form, act)
+    for m, fwd in ((router, _router_forward(router, form)),
+                   (experts, _experts_forward(experts, act, gate_first))):
+        saved.append((m, m.__dict__.get("forward")))
+        m.forward = fwd
+    return True
+
+
+# -- handlers -----------------------------------------------------------------
+
+def _onehot(e, ids, n):
+    """[.., k, n] f32 one-hot of the int64 ids [.., k]."""
+    import torch
+    ty = e.ty(ids)
+    dims = [int(d) for d in ty[len("tensor<"):].split("x")[:-1]]
+    col_t = _ttype(tuple(dims) + (1,), torch.int64)
+    col = e.emit(f"rp.reshape {ids} : {ty} to {col_t}", col_t)
+    rng = e.constant(torch.arange(n).reshape((1,) * len(dims) + (n,)))
+    bt = _ttype(tuple(dims) + (n,), torch.bool)
+    hit = e.emit(f"rp.cmp eq, {col}, {rng} : ({col_t}, {e.ty(rng)}) -> {bt}",
+                 bt)
+    ft = _ttype(tuple(dims) + (n,), torch.float32)
+    return e.emit(f"rp.cast {hit} : {bt} to {ft}", ft), dims
+
+
+def _route(e, x, k):
+    """The top-k ids of each row of the f32 [R, C] x (rp.moe.route: the
+    top-k of softmax(x), the top-k of x, in PyTorch's order)."""
+    import torch
+    rows = int(e.ty(x)[len("tensor<"):].split("x")[0])
+    wt = _ttype((rows, k), torch.float32)
+    it = _ttype((rows, k), torch.int64)
+    w, ids = e.fresh(), e.fresh()
+    e.region.lines.append(f"{w}, {ids} = rp.moe.route {x} top_k = {k} "
+                          f"softmax = before : {e.ty(x)} -> ({wt}, {it})")
+    e.types[w], e.types[ids] = wt, it
+    return ids
+
+
+def _group_topk_handler(e, n):
+    import torch
+    scores, bias, top_k, groups, topk_group = n.args
+    t, ne = e.values[scores].shape
+    f32 = torch.float32
+    st = _ttype((t, ne), f32)
+    sv, bv = e.val(scores), e.val(bias)
+    sel = e.emit(f"rp.add {sv}, {bv} : ({st}, {e.ty(bv)}) -> {st}", st)
+    if groups > 1:
+        per = ne // groups
+        gt = _ttype((t * groups, per), f32)
+        flat = e.emit(f"rp.reshape {sel} : {st} to {gt}", gt)
+        best2 = _route(e, flat, 2)
+        hot, _ = _onehot(e, best2, per)                      # [TG, 2, per]
+        ht = _ttype((t * groups, 2, per), f32)
+        ft3 = _ttype((t * groups, 1, per), f32)
+        flat3 = e.emit(f"rp.reshape {flat} : {gt} to {ft3}", ft3)
+        vals = e.emit(f"rp.mul {hot}, {flat3} : ({ht}, {ft3}) -> {ht}", ht)
+        gst = _ttype((t * groups,), f32)
+        gsum = e.emit(f"rp.reduce sum {vals} dims = [1, 2] : {ht} -> {gst}",
+                      gst)
+        gs_t = _ttype((t, groups), f32)
+        gs = e.emit(f"rp.reshape {gsum} : {gst} to {gs_t}", gs_t)
+        gids = _route(e, gs, topk_group)
+        ghot, _ = _onehot(e, gids, groups)             # [T, topk_group, G]
+        ght = _ttype((t, topk_group, groups), f32)
+        keep_t = _ttype((t, groups), f32)
+        keep = e.emit(f"rp.reduce sum {ghot} dims = [1] : {ght} -> {keep_t}",
+                      keep_t)
+        k3 = _ttype((t, groups, 1), f32)
+        keep = e.emit(f"rp.reshape {keep} : {keep_t} to {k3}", k3)
+        kb = _ttype((t, groups, per), f32)
+        keep = e.emit(f"rp.broadcast {keep} : {k3} to {kb}", kb)
+        keep = e.emit(f"rp.reshape {keep} : {kb} to {st}", st)
+        zero = e.scalar(0.0, f32)
+        bt = _ttype((t, ne), torch.bool)
+        cond = e.emit(f"rp.cmp gt, {keep}, {zero} : ({st}, {e.ty(zero)}) -> "
+                      f"{bt}", bt)
+        ninf = e.scalar(float("-inf"), f32)
+        sel = e.emit(f"rp.where {cond}, {sel}, {ninf} : ({bt}, {st}, "
+                     f"{e.ty(ninf)}) -> {st}", st)
+    return _route(e, sel, top_k)
+
+
+def _experts_handler(e, n):
+    import torch
+
+    from rp import _moe
+    x, experts, weights, gate_up, down, act, gate_first = n.args
+    tokens, hidden = e.values[x].shape
+    n_exp, ffn2, _ = e.values[gate_up].shape
+    top_k = e.values[experts].shape[1]
+    ffn = ffn2 // 2
+    m = _moe._Routed()
+    m.tokens, m.hidden = tokens, hidden
+    m.dt = dt = e.values[x].dtype
+    m.rows = rows = tokens * top_k
+    xs, ex = e.val(x), e.val(experts)
+    m.w = e.val(weights, dt)
+    m.wt = e.ty(m.w)
+    m.rt = _ttype((rows, hidden), dt)
+    m.pt = _ttype((tokens, top_k), torch.int32)
+    m.ct = _ttype((n_exp,), torch.int32)
+    m.r, m.p, m.c = e.fresh(), e.fresh(), e.fresh()
+    e.region.lines.append(
+        f"{m.r}, {m.p}, {m.c} = rp.moe.dispatch {xs}, {ex} : ({e.ty(xs)}, "
+        f"{e.ty(ex)}) -> ({m.rt}, {m.pt}, {m.ct})")
+    e.types[m.r], e.types[m.p], e.types[m.c] = m.rt, m.pt, m.ct
+
+    def grouped(inp, stack, out_ty):
+        return e.emit(f"rp.moe.grouped_matmul {inp}, {stack}, {m.c} "
+                      f"transpose_b : ({e.ty(inp)}, {e.ty(stack)}, {m.ct}) "
+                      f"-> {out_ty}", out_ty)
+
+    both_t = _ttype((rows, ffn2), dt)
+    ht = _ttype((rows, ffn), dt)
+    both = grouped(m.r, e.val(gate_up), both_t)
+    lo = e.emit(f"rp.slice {both} offsets = [0, 0] strides = [1, 1] : "
+                f"{both_t} -> {ht}", ht)
+    hi = e.emit(f"rp.slice {both} offsets = [0, {ffn}] strides = [1, 1] : "
+                f"{both_t} -> {ht}", ht)
+    g, u = (lo, hi) if gate_first else (hi, lo)
+    a = e.emit(f"rp.{act} {g} : {ht}", ht)
+    h = e.emit(f"rp.mul {a}, {u} : ({ht}, {ht}) -> {ht}", ht)
+    y = grouped(h, e.val(down), m.rt)
+    return _moe._combine(e, m, y)
+
+
+HANDLERS = {"moe_group_topk": _group_topk_handler,
+            "moe_experts": _experts_handler}

@@ -1,0 +1,38 @@
+# REQUIRES: torch2
+# RUN: rm -rf %t && mkdir -p %t
+# RUN: env HF_HUB_OFFLINE=1 %TORCH2_PYTHON %s %t | FileCheck %s
+
+# A fixed sample of transformers' causal-LM families (bench/families.py:
+# configs shrunk from each family's defaults by one rule) through rp.trace,
+# TorchScript ONNX and dynamo ONNX: loss within 1e-4 of PyTorch, every
+# gradient by name within 1e-4, 2 devices bitwise equal to 1. Each cell
+# must agree with the checked-in table families-expected.json (written by
+# the whole-mapping run, `bench/families.py --write-expected`): a listed
+# failure that starts passing fails this test as a passing cell that
+# breaks does, so the table stays true. docs/models.md is that run's table.
+
+import json
+import os
+import sys
+from pathlib import Path
+
+here = Path(__file__).resolve().parent
+sys.path.insert(0, str(here.parents[1] / "bench"))
+import families  # noqa: E402
+
+SAMPLE = ["llama", "gemma2", "qwen3", "gpt2", "glm", "mixtral", "glm4_moe",
+          "deepseek_v3"]
+expected = json.loads((here / "families-expected.json").read_text())
+out = Path(sys.argv[1])
+for name in SAMPLE:
+    result = families.run_family(name, out / name)
+    for path in families.PATHS:
+        got, want = families.status(result, path), expected[name][path]
+        same = (got == "pass") == (want == "pass")
+        print(f"{name}/{path}: {'as expected' if same else 'CHANGED'} "
+              f"({'pass' if got == 'pass' else 'fails'})"
+              + ("" if same else f": expected {want!r}, got {got!r}"))
+
+# CHECK-NOT: CHANGED
+# CHECK: llama/trace: as expected (pass)
+# CHECK: deepseek_v3/dynamo: as expected

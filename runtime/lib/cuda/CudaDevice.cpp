@@ -35,6 +35,9 @@
 #include "CudaDispatch.h"
 #include "CudaJobTimer.h"
 #include "CudaStatus.h"
+#ifdef RP_CUDA_CUDNN
+#include "cudnn/CudnnAttention.h"
+#endif
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -135,6 +138,9 @@ public:
         stream(stream), timer(gpu, stream) {}
   ~CudaQueue() override {
     cudaSetDevice(gpu);
+#ifdef RP_CUDA_CUDNN
+    cudnn.reset(); // Before its stream.
+#endif
     if (blas)
       cublasDestroy(blas);
     cudaStreamDestroy(stream);
@@ -158,6 +164,18 @@ public:
     errorsHost = hostRecord;
     errorsDevice = deviceRecord;
     context = DispatchContext{gpu, stream, blas, deviceRecord};
+    cudaDeviceGetAttribute(&context.sm, cudaDevAttrComputeCapabilityMajor, gpu);
+    int minor = 0;
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, gpu);
+    context.sm = context.sm * 10 + minor;
+    cudaDeviceGetAttribute(&context.smCount, cudaDevAttrMultiProcessorCount,
+                           gpu);
+#ifdef RP_CUDA_CUDNN
+    // Its handle is made on the first attention cuDNN takes.
+    cudnn = std::make_unique<CudnnAttention>(gpu, stream, context.sm,
+                                             context.smCount);
+    context.cudnn = cudnn.get();
+#endif
     return Status::ok();
   }
   uint32_t getDevice() const override { return device; }
@@ -258,6 +276,9 @@ private:
   int priority;
   cudaStream_t stream;
   cublasHandle_t blas = nullptr;
+#ifdef RP_CUDA_CUDNN
+  std::unique_ptr<CudnnAttention> cudnn;
+#endif
   /// The kernel error record (compute queue only): in device memory, and
   /// its pinned host copy.
   KernelErrorRecord *errorsHost = nullptr, *errorsDevice = nullptr;
@@ -563,6 +584,7 @@ rp_driver_cuda() {
     d.name = "cuda";
     d.create = createBackend;
     d.countDevices = countDevices;
+    d.describeAttention = describeAttention;
 #ifdef RP_CUDA_NCCL
     d.createCommunicator = createNcclCommunicator;
 #endif

@@ -366,3 +366,79 @@ Status CudnnAttention::backward(DType dtype, const AttentionShape &sh,
     bwd[kBias] = const_cast<void *>(mask);
   return st.run(b, bwd, "attention_grad");
 }
+
+DevicelessVerdict rp::runtime::cuda::planCudnnAttentionDeviceless(
+    const std::string &device, int sm, int smCount, DType dtype,
+    const AttentionShape &sh, bool backward) {
+  DevicelessVerdict v;
+  const LoadedCudnn &lib = processCudnn();
+  if (!lib.info.loaded)
+    return v.refused = "no cuDNN: " + lib.info.where, v;
+  fe::cudnn_dlhandle = lib.handle;
+  try {
+    auto props = std::make_shared<fe::DeviceProperties>();
+    std::vector<uint8_t> bytes(device.begin(), device.end());
+    fe::error_t e = props->deserialize(bytes);
+    if (e.is_bad())
+      return v.refused = "the device descriptor does not load: " +
+                         e.get_message(),
+             v;
+    // attention_grad: the forward with statistics, then the backward.
+    std::vector<std::pair<bool, bool>> graphs{{false, false}};
+    if (backward)
+      graphs = {{false, true}, {true, false}};
+    for (auto [isBackward, stats] : graphs) {
+      fe::graph::Graph g;
+      g.set_device_properties(props);
+      g.set_sm_version(sm).set_sm_count(smCount);
+      declare(g, isBackward, stats, dtype, sh);
+      const char *stage = "validate";
+      if ((e = g.validate()).is_good()) {
+        stage = "build_operation_graph";
+        e = g.build_operation_graph();
+      }
+      if (e.is_good()) {
+        stage = "create_execution_plans";
+        e = g.create_execution_plans({fe::HeurMode_t::A});
+      }
+      if (e.is_good()) {
+        stage = "check_support";
+        e = g.check_support();
+      }
+      const std::string which = isBackward ? "backward" : "forward";
+      if (e.is_bad())
+        return v.refused = which + " graph, " + stage + ": " + e.get_message(),
+               v;
+      if (v.notFinalized.empty() &&
+          (e = g.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE))
+              .is_bad())
+        v.notFinalized = which + " graph: " + e.get_message();
+    }
+  } catch (const std::exception &ex) {
+    v.refused = ex.what();
+  }
+  return v;
+}
+
+Expected<std::string> rp::runtime::cuda::captureCudnnDevice(int gpu) {
+  const LoadedCudnn &lib = processCudnn();
+  if (!lib.info.loaded)
+    return unavailable("no cuDNN: " + lib.info.where);
+  fe::cudnn_dlhandle = lib.handle;
+  try {
+    if (cudaSetDevice(gpu) != cudaSuccess)
+      return unavailable("no GPU " + std::to_string(gpu));
+    fe::DeviceProperties props;
+    props.set_device_id(gpu);
+    fe::error_t e = props.build();
+    std::vector<uint8_t> bytes;
+    if (e.is_good())
+      e = props.serialize(bytes);
+    if (e.is_bad())
+      return unavailable("cuDNN's device properties of GPU " +
+                         std::to_string(gpu) + ": " + e.get_message());
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const std::exception &ex) {
+    return unavailable(ex.what());
+  }
+}

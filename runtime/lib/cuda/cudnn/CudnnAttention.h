@@ -64,6 +64,34 @@ private:
   std::unique_ptr<State> state;
 };
 
+/// What cuDNN says, ahead of time and without a GPU (cuDNN 9.8 and later),
+/// of the graphs an attention call needs on the card a descriptor
+/// describes.
+struct DevicelessVerdict {
+  /// Why cuDNN does not support a graph (its support check on the card's
+  /// engine configs); empty when it does.
+  std::string refused;
+  /// Why an execution plan could not be finalized here (runtime-compiled
+  /// engines load their kernels through the CUDA driver); empty when
+  /// every plan was built.
+  std::string notFinalized;
+};
+
+/// Checks the graphs attention (`backward`: attention_grad, its forward
+/// with statistics and its backward) needs for `shape` on the card that
+/// `device` describes (cuDNN's serialized device properties, as
+/// captureCudnnDevice writes them; compute capability `sm`, `smCount`
+/// SMs), then tries to build their execution plans.
+DevicelessVerdict planCudnnAttentionDeviceless(const std::string &device,
+                                               int sm, int smCount,
+                                               DType dtype,
+                                               const AttentionShape &shape,
+                                               bool backward);
+
+/// GPU `gpu`'s device-properties descriptor, serialized by cuDNN (needs the
+/// GPU and its driver), for planCudnnAttentionDeviceless on other machines.
+Expected<std::string> captureCudnnDevice(int gpu);
+
 } // namespace rp::runtime::cuda
 
 #endif // RP_LIB_CUDA_CUDNN_CUDNNATTENTION_H

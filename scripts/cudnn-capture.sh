@@ -15,12 +15,10 @@ tool=$build/bin/rp-cudnn-device
   exit 1
 }
 i=0
-nvidia-smi --query-gpu=name,compute_cap,multiprocessor_count --format=csv,noheader 2>/dev/null |
-  while IFS=, read -r name cap sms; do
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null |
+  while read -r name; do
     slug=$(echo "$name" | tr 'A-Z' 'a-z' | sed -e 's/nvidia //' -e 's/geforce //' \
       -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//')
-    out=$root/profiles/cudnn/$slug.json
-    "$tool" capture --gpu "$i" -o "$out"
-    echo "cudnn-capture: GPU $i ($name, sm_${cap//[. ]/}, ${sms// /} SMs) -> $out"
+    "$tool" capture --gpu "$i" -o "$root/profiles/cudnn/$slug.json"
     i=$((i + 1))
   done

@@ -18,7 +18,10 @@
 # by scripts/pack-gpu-deps.sh on a development machine) is present.
 # Environment: RP_CUDA_ARCHS (default "89;90" plus this GPU's), RP_GPU_DEPS
 # (default build-gpu-deps), RP_GPU_PLANS (default build-gpu-plans),
-# RP_GPU_CTEST_TIMEOUT (seconds for the runtime suite, default 600),
+# RP_GPU_CTEST_TIMEOUT (seconds for the runtime suite, default 300),
+# RP_GPU_CHECKS (which checks: a comma-separated subset of
+# conformance,ctest,train,bitwise,aot,layer; default all, so that a short
+# device lease can run them in two calls; the build runs always),
 # RP_CUDNN_FRONTEND_INCLUDE_DIR, RP_CUDNN_LIBRARY (found when unset).
 set -uo pipefail
 
@@ -88,6 +91,7 @@ else
 fi
 status=0
 summary=()
+want() { [[ ",${RP_GPU_CHECKS:-conformance,ctest,train,bitwise,aot,layer}," == *",$1,"* ]]; }
 check() { # name, command...
   local name=$1
   shift
@@ -97,34 +101,48 @@ check() { # name, command...
     status=1
   fi
 }
-check "conformance (cuDNN where it takes the call)" \
+want conformance && check "conformance (cuDNN where it takes the call)" \
   build-gpu/test/rp-runtime-tests --gtest_filter='*Conformance*:*Cudnn*:*AttentionPath*'
-check "conformance, RP_CUDNN=off (CUDA-core attention)" env RP_CUDNN=off \
-  build-gpu/test/rp-runtime-tests --gtest_filter='*Conformance*'
+want conformance && check "conformance, RP_CUDNN=off (CUDA-core attention)" \
+  env RP_CUDNN=off build-gpu/test/rp-runtime-tests --gtest_filter='*Conformance*'
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${gpus:-0}" = 1 ]; then
+if want conformance && [ "${gpus:-0}" = 1 ]; then
   check "two-device tests, RP_CUDA_GPUS=0,0" env RP_CUDA_GPUS=0,0 \
     build-gpu/test/rp-runtime-tests \
     --gtest_filter='*Conformance*:*StagedTrainingOnBackend*'
 fi
-check "runtime suite (ctest)" bash -c "timeout ${RP_GPU_CTEST_TIMEOUT:-600} \
+want ctest && check "runtime suite (ctest)" bash -c "timeout ${RP_GPU_CTEST_TIMEOUT:-300} \
   ctest --test-dir build-gpu --output-on-failure -j $(nproc) \
   >build-gpu/ctest.log 2>&1; rc=\$?; grep -E 'tests passed|Failed|Skipped' \
   build-gpu/ctest.log | tail -20; exit \$rc"
 py=python3
 [ -x "$root/.venv-torch2/bin/python" ] && py=$root/.venv-torch2/bin/python
 if [ -d "$plans" ]; then
-  check "training vs host (bench/gpu_train.py)" \
+  want train && check "training vs host (bench/gpu_train.py)" \
     "$py" bench/gpu_train.py run "$plans" --steps 6 --bin build-gpu/bin
-  check "1, 2, 4 plan devices bitwise (bench/gpu_bitwise.py)" \
+  want bitwise && check "1, 2, 4 plan devices bitwise (bench/gpu_bitwise.py)" \
     "$py" bench/gpu_bitwise.py "$plans" --bin build-gpu/bin
 else
   summary+=("skip   training and bitwise runs: no $plans (scripts/gpu-prepare.sh)")
 fi
-if [ -d "$plans/layer" ]; then
+# cuDNN ahead of time: the card's descriptor captured, and the layer
+# plans' attention built from it (rp-cudnn-device, docs/cuda.md).
+if want aot && ninja -C build-gpu -t targets all 2>/dev/null | grep -q '^rp-cudnn-device:'; then
+  ninja -C build-gpu rp-cudnn-device >/dev/null &&
+    check "cuDNN descriptor capture (scripts/cudnn-capture.sh)" \
+      bash scripts/cudnn-capture.sh build-gpu
+  desc=$(ls -t profiles/cudnn/*.json 2>/dev/null | grep -v synthetic | head -1)
+  if [ -n "$desc" ] && [ -d "$plans/layer" ]; then
+    for p in "$plans"/layer/*.rpplan; do
+      check "cuDNN plans of $(basename "$p") from $desc" \
+        build-gpu/bin/rp-cudnn-device check "$p" --device "$desc"
+    done
+  fi
+fi
+if want layer && [ -d "$plans/layer" ]; then
   check "decoder layer vs PyTorch (bench/gpu_layer.py)" \
     "$py" bench/gpu_layer.py run "$plans/layer" --build build-gpu
-else
+elif want layer; then
   summary+=("skip   layer bench: no $plans/layer (scripts/gpu-prepare.sh)")
 fi
 echo "== summary"

@@ -3,7 +3,7 @@
 //   rp-cudnn-device capture [--gpu N] -o FILE.json
 //       On a GPU: writes cuDNN's device-properties descriptor of GPU N
 //       (scripts/cudnn-capture.sh names it after the card).
-//   rp-cudnn-device check PLAN.rpplan --device FILE.json --sm 90 --sms 132
+//   rp-cudnn-device check PLAN.rpplan --device FILE.json [--sm 90 --sms 132]
 //       Anywhere cuDNN 9.8+ loads, without a GPU: for every attention and
 //       attention_grad call of the plan, the path the card takes
 //       (AttentionPath.h) and, for cuDNN, whether cuDNN builds its
@@ -19,6 +19,8 @@
 #include "rp/runtime/AttentionPath.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/kernels/Checks.h"
+
+#include <cuda_runtime_api.h>
 
 #include <cstring>
 #include <dlfcn.h>
@@ -37,7 +39,7 @@ const std::string kSupported = "cuDNN supports it";
 int usage() {
   std::cerr << "usage: rp-cudnn-device capture [--gpu N] -o FILE.json\n"
                "       rp-cudnn-device check PLAN.rpplan --device FILE.json "
-               "--sm N --sms N [--allow-fallback]\n";
+               "[--sm N --sms N] [--allow-fallback]\n";
   return 1;
 }
 
@@ -48,9 +50,23 @@ int capture(int gpu, const std::string &out) {
     return 1;
   }
   std::ofstream(out) << *json;
-  std::cout << "rp-cudnn-device: wrote " << out << " (cuDNN "
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, gpu);
+  std::cout << "rp-cudnn-device: wrote " << out << " (" << prop.name
+            << ", sm_" << prop.major * 10 + prop.minor << ", "
+            << prop.multiProcessorCount << " SMs; cuDNN "
             << cudnnVersionString(processCudnn().info.version) << ")\n";
   return 0;
+}
+
+/// The integer after `"key":` in the descriptor's JSON (cuDNN 9.19 writes
+/// deviceVer, 900 for sm_90, and multiProcessorCount); 0 when absent.
+int jsonInt(const std::string &json, const std::string &key) {
+  size_t at = json.find("\"" + key + "\"");
+  if (at == std::string::npos)
+    return 0;
+  at = json.find(':', at);
+  return at == std::string::npos ? 0 : std::atoi(json.c_str() + at + 1);
 }
 
 TensorRef refOf(const Plan &plan, uint32_t buffer) {
@@ -117,6 +133,16 @@ int check(const std::string &planPath, const std::string &devicePath, int sm,
   }
   std::stringstream device;
   device << file.rdbuf();
+  if (sm == 0)
+    sm = jsonInt(device.str(), "deviceVer") / 10;
+  if (sms == 0)
+    sms = jsonInt(device.str(), "multiProcessorCount");
+  if (sm == 0 || sms == 0) {
+    std::cerr << "rp-cudnn-device: " << devicePath
+              << " does not name the card's compute capability and SM "
+                 "count; give --sm and --sms\n";
+    return 1;
+  }
   // cuDNN's engines compile at run time and refuse every config when the
   // CUDA driver library cannot be opened at all. Without a driver, the
   // toolkit's stub (SONAME libcuda.so.1, every call an error) lets its
@@ -234,8 +260,7 @@ int main(int argc, char **argv) {
   }
   if (mode == "capture" && !out.empty())
     return capture(gpu, out);
-  if (mode == "check" && !planPath.empty() && !devicePath.empty() && sm > 0 &&
-      sms > 0)
+  if (mode == "check" && !planPath.empty() && !devicePath.empty())
     return check(planPath, devicePath, sm, sms, allowFallback);
   return usage();
 }

@@ -286,7 +286,7 @@ struct CudnnAttention::State {
 
 CudnnAttention::CudnnAttention(int gpu, cudaStream_t stream, int sm,
                                int smCount)
-    : state(new State{gpu, stream, sm, smCount}) {}
+    : state(new State{gpu, stream, sm, smCount, nullptr, {}, {}}) {}
 
 CudnnAttention::~CudnnAttention() {
   if (state->handle) {
@@ -380,8 +380,8 @@ DevicelessVerdict rp::runtime::cuda::planCudnnAttentionDeviceless(
     std::vector<uint8_t> bytes(device.begin(), device.end());
     fe::error_t e = props->deserialize(bytes);
     if (e.is_bad())
-      return v.refused = "the device descriptor does not load: " +
-                         e.get_message(),
+      return v.refused =
+                 "the device descriptor does not load: " + e.get_message(),
              v;
     // attention_grad: the forward with statistics, then the backward.
     std::vector<std::pair<bool, bool>> graphs{{false, false}};

@@ -83,8 +83,7 @@ struct DevicelessVerdict {
 /// captureCudnnDevice writes them; compute capability `sm`, `smCount`
 /// SMs), then tries to build their execution plans.
 DevicelessVerdict planCudnnAttentionDeviceless(const std::string &device,
-                                               int sm, int smCount,
-                                               DType dtype,
+                                               int sm, int smCount, DType dtype,
                                                const AttentionShape &shape,
                                                bool backward);
 

@@ -73,6 +73,15 @@ PLANS = [(model, name, flags, devices, tag)
              ("bf16-4", ["--devices", "4", "--dtype", "bf16"], 4, "5"))] + [
     ("qwen3-long", "f32-2", LONG_FLAGS, 2, "long"),
     ("qwen3-long", "bf16-2", LONG_FLAGS + ["--dtype", "bf16"], 2, "long")]
+# G plan devices bitwise equal to one on a GPU (issue 31; cuDNN's
+# deterministic attention backward): bf16 Qwen3, 5 microbatches, the tail
+# as two jobs on every device count (README: the one-device reference is
+# compiled with --tail-jobs 2 too). bench/gpu_bitwise.py compares them.
+BITWISE = [("qwen3", f"bf16-{g}-tail2",
+            ["--devices", str(g), "--microbatches", "5", "--tail-jobs", "2",
+             "--dtype", "bf16", "--recompute=layer"], g, "5")
+           for g in (1, 2, 4)]
+PLANS += BITWISE
 TOKENS = {"1": BATCH * SEQ, "5": 5 * BATCH * SEQ, "long": LONG}
 
 

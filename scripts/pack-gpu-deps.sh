@@ -38,6 +38,20 @@ for f in FlatBuffersConfig.cmake FlatBuffersConfigVersion.cmake \
   FlatBuffersTargets.cmake FlatBuffersTargets-none.cmake; do
   cp "$lib/cmake/flatbuffers/$f" "$tmp/usr${lib#/usr}/cmake/flatbuffers/"
 done
+# cuDNN's frontend (header-only, 3 MB; scripts/setup.sh installs it into
+# .venv) and cuDNN's own headers, so that the box builds the cuDNN
+# attention; the box brings libcudnn.so.9 (its toolkit's or PyTorch's).
+fe=${RP_CUDNN_FRONTEND_INCLUDE_DIR:-$(ls -d "$root"/.venv/lib/python3*/site-packages/include 2>/dev/null | head -1)}
+if [ -f "$fe/cudnn_frontend.h" ]; then
+  mkdir -p "$tmp/cudnn-frontend"
+  cp -r "$fe" "$tmp/cudnn-frontend/include"
+else
+  echo "pack-gpu-deps: no cuDNN frontend headers (scripts/setup.sh); the box's attention will run on CUDA cores" >&2
+fi
+if ls /usr/local/cuda/include/cudnn*.h >/dev/null 2>&1; then
+  mkdir -p "$tmp/cudnn/include"
+  cp /usr/local/cuda/include/cudnn*.h "$tmp/cudnn/include/"
+fi
 rm -rf "$out"
 mv "$tmp" "$out"
 echo "pack-gpu-deps: $out ($(du -sh "$out" | cut -f1))"

@@ -69,6 +69,18 @@ PY
   echo "$want" >"$stamp"
 fi
 
+# cuDNN's frontend, header-only C++ (the cuda driver's fused attention,
+# runtime/lib/cuda/cudnn/): its wheel's include/ lands in the venv's
+# site-packages, where the build looks. --no-deps: its Python half's
+# dependencies (CUTLASS DSL, TVM FFI) are not needed for the headers.
+fe_pin=nvidia-cudnn-frontend==1.32.0
+fe_stamp="$venv/.rp-cudnn-frontend"
+if [ ! -f "$fe_stamp" ] || [ "$(cat "$fe_stamp")" != "$fe_pin" ]; then
+  echo "setup: installing the cuDNN frontend's headers: $fe_pin"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "$fe_pin"
+  echo "$fe_pin" >"$fe_stamp"
+fi
+
 # The torch-2 venv (.venv-torch2): torch 2 and transformers 5 for the tests
 # that need them (Qwen3-MoE, transformers 5's models, the dynamo exporter),
 # every package pinned in scripts/torch2-requirements.txt.

@@ -41,6 +41,10 @@ rp_run = lit_config.params.get("rp_run")
 tools = ["rp-opt", "rp-import", "rp-translate", "rp-compile",
          ToolSubst("rp-run", command=rp_run) if rp_run else "rp-run"]
 llvm_config.add_tool_substitutions(tools, [config.rp_tools_dir, config.llvm_tools_dir])
+# The cuDNN ahead-of-time checker, built where cuDNN and its frontend are.
+if os.path.exists(os.path.join(config.rp_tools_dir, "rp-cudnn-device")):
+    config.available_features.add("cudnn-device")
+    llvm_config.add_tool_substitutions(["rp-cudnn-device"], [config.rp_tools_dir])
 
 # RP_CHECK_ROUNDTRIP=1 makes every rp-opt run also check that its output
 # parses back to the same IR.

@@ -431,12 +431,56 @@ std::vector<KernelCase> backwardCases(DType t) {
   return cases;
 }
 
+std::vector<KernelCase> cudnnAttentionCases(DType t) {
+  // Shapes cuDNN's fused SDPA takes (head width 64, a multiple of 8; 4
+  // query heads over 2), so that a cuda device with cuDNN runs them there
+  // (AttentionPath.h); 80 rows, not a multiple of cuDNN's tiles. The
+  // additive mask is [1, 1, S, T], a bias broadcast over batch and heads.
+  std::vector<KernelCase> cases;
+  const std::string s = shortName(t);
+  const Buf q{t, {2, 4, 80, 64}}, k{t, {2, 2, 80, 64}}, v{t, {2, 2, 80, 64}};
+  const Buf o{t, {2, 4, 80, 64}};
+  const Buf bias{t, {1, 1, 80, 80}, uniformIn(-2, 0)};
+  const double scale = 0.125;
+  cases.push_back(
+      {"sdpa_" + s, OpKind::attention, {q, k, v}, {o}, {0, 0}, {scale}});
+  cases.push_back(
+      {"sdpa_causal_" + s, OpKind::attention, {q, k, v}, {o}, {1, 0}, {scale}});
+  cases.push_back({"sdpa_bias_" + s,
+                   OpKind::attention,
+                   {q, k, v, bias},
+                   {o},
+                   {0, 1},
+                   {scale}});
+  cases.push_back({"sdpa_grad_" + s,
+                   OpKind::attention_grad,
+                   {q, k, v, o},
+                   {q, k, v},
+                   {0, 0},
+                   {scale}});
+  cases.push_back({"sdpa_grad_causal_" + s,
+                   OpKind::attention_grad,
+                   {q, k, v, o},
+                   {q, k, v},
+                   {1, 0},
+                   {scale}});
+  cases.push_back({"sdpa_grad_bias_" + s,
+                   OpKind::attention_grad,
+                   {q, k, v, bias, o},
+                   {q, k, v},
+                   {0, 1},
+                   {scale}});
+  return cases;
+}
+
 std::vector<KernelCase> allCases() {
   std::vector<KernelCase> cases;
   for (DType t : kFloatTypes) {
     for (KernelCase &c : forwardCases(t))
       cases.push_back(std::move(c));
     for (KernelCase &c : backwardCases(t))
+      cases.push_back(std::move(c));
+    for (KernelCase &c : cudnnAttentionCases(t))
       cases.push_back(std::move(c));
   }
   // Integer arithmetic and data movement of integers.

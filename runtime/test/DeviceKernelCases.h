@@ -53,6 +53,9 @@ struct KernelCase {
 /// The forward and backward cases of one float dtype.
 std::vector<KernelCase> forwardCases(DType t);
 std::vector<KernelCase> backwardCases(DType t);
+/// Attention at shapes cuDNN's fused SDPA takes (f32: the same shapes on
+/// the CUDA-core kernel).
+std::vector<KernelCase> cudnnAttentionCases(DType t);
 
 /// Every case, in a fixed order (the test is parameterized by its name).
 std::vector<KernelCase> allCases();

@@ -418,6 +418,30 @@ TEST_P(DeviceKernelConformance, KernelScratchIsReusedAcrossLaunches) {
   }
 }
 
+TEST_P(DeviceKernelConformance, AttentionRepeatsBitwiseOnEveryPath) {
+  // rp's contract (DESIGN.md, "GPU kernels"): a run repeats bit for bit,
+  // on cuDNN's fused SDPA (its deterministic backward) as on the CUDA-core
+  // kernel. On cuda, docs/cuda.md's attention line says which path ran.
+  std::vector<KernelCase> cases;
+  for (DType t : {DType::bf16, DType::f16, DType::f32})
+    for (KernelCase &c : cudnnAttentionCases(t))
+      cases.push_back(std::move(c));
+  for (const KernelCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    Plan plan = planOf(c);
+    std::vector<std::vector<uint8_t>> data(plan.buffers.size()), first, again;
+    for (size_t b = 0; b < plan.buffers.size(); ++b) {
+      data[b].assign(plan.buffers[b].bytes(), 0);
+      if (b < c.inputs.size())
+        fillBuffer(c.inputs[b], data[b].data(), 7 * b + 1);
+    }
+    ASSERT_TRUE(runOnDevice(plan, data, first).isOk());
+    ASSERT_TRUE(runOnDevice(plan, data, again).isOk());
+    for (size_t o = c.inputs.size(); o < plan.buffers.size(); ++o)
+      EXPECT_EQ(first[o], again[o]) << "output " << o - c.inputs.size();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceKernelConformance,
                          ::testing::Values("host", "cuda"),
                          [](const auto &info) {

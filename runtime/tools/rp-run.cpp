@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <sstream>
 #include <thread>
 
 using namespace rp::runtime;
@@ -73,6 +74,11 @@ int rp::runtime::run::listDevices(const RunOptions &o) {
   } else {
     std::cout << "cuda: 0 devices (" << gpus.getStatus().getMessage() << ")\n";
   }
+  // Which attention kernel each GPU runs (cuDNN or CUDA cores, and why),
+  // or, without a GPU, whether cuDNN loads (docs/cuda.md).
+  std::istringstream attention(describeDriverAttention("cuda"));
+  for (std::string line; std::getline(attention, line);)
+    std::cout << "cuda " << line << "\n";
   Expected<std::unique_ptr<Backend>> sim = createBackend("sim", {});
   std::cout << "sim: "
             << (sim ? "available (virtual devices timed on a hardware "

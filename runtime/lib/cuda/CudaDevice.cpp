@@ -35,6 +35,9 @@
 #include "CudaDispatch.h"
 #include "CudaJobTimer.h"
 #include "CudaStatus.h"
+#ifdef RP_CUDA_CUDNN
+#include "cudnn/CudnnAttention.h"
+#endif
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -141,6 +144,9 @@ public:
         stream(stream), timer(gpu, stream) {}
   ~CudaQueue() override {
     cudaSetDevice(gpu);
+#ifdef RP_CUDA_CUDNN
+    cudnn.reset(); // Before its stream.
+#endif
     if (blas)
       cublasDestroy(blas);
     if (lt)
@@ -171,6 +177,18 @@ public:
     errorsDevice = deviceRecord;
     context = DispatchContext{gpu, stream,    blas,           deviceRecord,
                               lt,  workspace, workspaceBytes, useTf32.load()};
+    cudaDeviceGetAttribute(&context.sm, cudaDevAttrComputeCapabilityMajor, gpu);
+    int minor = 0;
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, gpu);
+    context.sm = context.sm * 10 + minor;
+    cudaDeviceGetAttribute(&context.smCount, cudaDevAttrMultiProcessorCount,
+                           gpu);
+#ifdef RP_CUDA_CUDNN
+    // Its handle is made on the first attention cuDNN takes.
+    cudnn = std::make_unique<CudnnAttention>(gpu, stream, context.sm,
+                                             context.smCount);
+    context.cudnn = cudnn.get();
+#endif
     return Status::ok();
   }
   uint32_t getDevice() const override { return device; }
@@ -272,6 +290,9 @@ private:
   cudaStream_t stream;
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t lt = nullptr;
+#ifdef RP_CUDA_CUDNN
+  std::unique_ptr<CudnnAttention> cudnn;
+#endif
   /// The kernel error record (compute queue only): in device memory, and
   /// its pinned host copy.
   KernelErrorRecord *errorsHost = nullptr, *errorsDevice = nullptr;
@@ -578,6 +599,7 @@ rp_driver_cuda() {
     d.name = "cuda";
     d.create = createBackend;
     d.countDevices = countDevices;
+    d.describeAttention = describeAttention;
 #ifdef RP_CUDA_NCCL
     d.createCommunicator = createNcclCommunicator;
 #endif

@@ -433,10 +433,9 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
                                   c.floats[0], out, nullptr, shape);
         s.failed())
       return s;
-    return launched(launchAttention(ctx, in[0].dtype, shape, in[0].data,
-                                    in[1].data, in[2].data,
-                                    mask ? mask->data : nullptr, out.data),
-                    "attention");
+    return attentionForward(dctx, ctx, in[0].dtype, shape, in[0].data,
+                            in[1].data, in[2].data, mask ? mask->data : nullptr,
+                            out.data);
   }
   case OpKind::attention_grad: {
     AttentionShape shape;
@@ -446,17 +445,10 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
                                   c.floats[0], in.back(), &grads, shape);
         s.failed())
       return s;
-    Scratch scratch(dctx.stream);
-    if (Status s = scratch.allocate(
-            attentionGradScratchBytes(in[0].dtype, shape), "attention_grad");
-        s.failed())
-      return s;
-    return launched(
-        launchAttentionGrad(ctx, in[0].dtype, shape, in[0].data, in[1].data,
-                            in[2].data, mask ? mask->data : nullptr,
-                            in.back().data, outs[0].data, outs[1].data,
-                            outs[2].data, scratch.get()),
-        "attention_grad");
+    return attentionBackward(dctx, ctx, in[0].dtype, shape, in[0].data,
+                             in[1].data, in[2].data,
+                             mask ? mask->data : nullptr, in.back().data,
+                             outs[0].data, outs[1].data, outs[2].data);
   }
   case OpKind::cross_entropy: {
     const char *op = "cross_entropy";

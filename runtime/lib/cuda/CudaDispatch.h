@@ -15,12 +15,15 @@
 
 #include "rp/runtime/kernels/OpKinds.h"
 
+#include "rp/runtime/AttentionPath.h"
 #include "rp/runtime/Device.h"
 
 #include <cublasLt.h>
 #include <cublas_api.h>
 
 namespace rp::runtime::cuda {
+
+class CudnnAttention;
 
 /// One GPU's compute stream and what its kernels need.
 struct DispatchContext {
@@ -36,6 +39,11 @@ struct DispatchContext {
   size_t workspaceBytes = 0;
   /// rp-run --tf32: f32 GEMMs may round their inputs to TF32.
   bool tf32 = false;
+  /// The GPU's compute capability (major * 10 + minor) and SM count.
+  int sm = 0, smCount = 0;
+  /// The queue's cuDNN attention (cudnn/); null in a driver built without
+  /// the cuDNN frontend.
+  CudnnAttention *cudnn = nullptr;
 };
 
 /// Enqueues program `program` of `plan` on ctx.stream, buffer b at
@@ -67,6 +75,26 @@ private:
   cudaStream_t stream;
   void *memory = nullptr;
 };
+
+/// rp.attention and its gradient (CudaAttentionDispatch.cpp) on the path
+/// chooseAttentionPath (AttentionPath.h) picks: cuDNN's fused SDPA, or the
+/// CUDA-core kernels of CudaAttention.cu, each fallback said once. `shape`
+/// has passed the host kernels' checks.
+Status attentionForward(const DispatchContext &dctx, const LaunchContext &ctx,
+                        DType dtype, const AttentionShape &shape, const void *q,
+                        const void *k, const void *v, const void *mask,
+                        void *out);
+Status attentionBackward(const DispatchContext &dctx, const LaunchContext &ctx,
+                         DType dtype, const AttentionShape &shape,
+                         const void *q, const void *k, const void *v,
+                         const void *mask, const void *dy, void *dq, void *dk,
+                         void *dv);
+/// The process's cuDNN as the choice sees it (not built: not loaded, and
+/// why).
+CudnnLibraryInfo cudnnInfo();
+/// rp-run --list-devices' attention lines (Driver::describeAttention): each
+/// GPU's path, or, without a GPU, whether cuDNN loads.
+std::string describeAttention();
 
 /// rp.matmul through cuBLAS (CudaMatmul.cpp).
 /// How cuBLAS's *Ex calls see a float dtype: its storage type, the compute

@@ -240,6 +240,12 @@ rp::runtime::createDriverCommunicator(const std::string &name,
   return driver->createCommunicator(info, timeouts);
 }
 
+std::string rp::runtime::describeDriverAttention(const std::string &name) {
+  Expected<Driver> driver = getDriver(name);
+  return driver && driver->describeAttention ? driver->describeAttention()
+                                             : std::string();
+}
+
 bool rp::runtime::driverHasCommunicator(const std::string &name) {
   Expected<Driver> driver = getDriver(name);
   return driver && driver->createCommunicator;

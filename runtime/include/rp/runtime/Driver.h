@@ -46,6 +46,10 @@ struct Driver {
   /// maps it); null for drivers whose runs sum over Gloo (host, sim).
   Expected<std::unique_ptr<Communicator>> (*createCommunicator)(
       const Rendezvous &, const CommTimeouts &) = nullptr;
+  /// Lines saying which kernel library runs each device's attention (cuda:
+  /// cuDNN's fused SDPA or the CUDA-core kernel, and why; AttentionPath.h),
+  /// for rp-run --list-devices; null for drivers with one kernel of each op.
+  std::string (*describeAttention)() = nullptr;
 };
 
 /// The symbol a loadable driver exports, followed by its name.
@@ -83,6 +87,10 @@ Expected<uint32_t> countDevices(const std::string &name);
 Expected<std::unique_ptr<Communicator>>
 createDriverCommunicator(const std::string &name, const Rendezvous &info,
                          const CommTimeouts &timeouts);
+
+/// The driver's attention lines (Driver::describeAttention), empty when it
+/// has none or cannot be loaded.
+std::string describeDriverAttention(const std::string &name);
 
 /// Whether backend `name`'s driver brings its own communicator (false
 /// when it has none or cannot be loaded).

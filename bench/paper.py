@@ -94,6 +94,20 @@ BASELINE_BUBBLES = {  # RoundPipe's simulated 1F1B, GPipe, interleaved 1F1B,
 }
 SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b",
              "looped-bfs")
+# reference/roundpipe.md §6, "Scaling from 1 to 8 RTX 4090s": measured
+# tokens/s on 1 GPU (its 8-GPU figure is PUBLISHED's async one).
+ONE_GPU = {"qwen3-1.7b": 8881, "llama-3.1-8b": 3142, "gpt-oss-20b": 3022,
+           "qwen3-32b": 740, "qwen3-235b-a22b": 480}
+
+
+def split(tps, bubble_pct, name):
+    """rp's ratio to RoundPipe split into (rate per busy GPU) x (scaling
+    from 1 to 8 GPUs): rp's rate per busy GPU is its tokens/s over the
+    GPUs' busy share (8 x (1 - steady bubble)), RoundPipe's is its measured
+    1-GPU rate; the scalings are 8-GPU tokens/s over those rates."""
+    per_gpu = tps / (G * (1 - bubble_pct / 100))
+    one, eight = ONE_GPU[name], PUBLISHED[name][0]
+    return per_gpu / one, (tps / per_gpu) / (eight / one), tps / eight
 
 
 def compile_plan(graph, plan, schedule, m=M, extra=()):
@@ -224,6 +238,8 @@ def main():
                         action="store_false")
     parser.add_argument("--only-memory", action="store_true",
                         help="only the max-sequence rows")
+    parser.add_argument("--schedules", default=",".join(SCHEDULES),
+                        help="schedules to compile (default: all)")
     args = parser.parse_args()
     if args.only_memory:
         memory_rows(args.models.split(","))
@@ -248,7 +264,7 @@ def main():
                   + (" " + " ".join(THROUGHPUT_FLAGS[name])
                      if name in THROUGHPUT_FLAGS else ""))
             rows = {}
-            for schedule in SCHEDULES:
+            for schedule in args.schedules.split(","):
                 plan = Path(tmp) / f"{name}.{schedule}.rpplan"
                 compiled, took, error = compile_plan(graph, plan, schedule,
                                                      m, extra)
@@ -298,15 +314,23 @@ def main():
                 print(f"  round-robin async / best static schedule: "
                       f"{rr[0] / best[0]:.2f}x; predicted / published "
                       f"RoundPipe: {rr[0] / pub[0]:.2f}")
-            summary.append((name, rr, pub))
+            summary.append((name, rr, pub,
+                            rows.get("round-robin async")))
         if args.seq_table and "qwen3-1.7b" in args.models.split(","):
             seq_table(tmp)
     print("\nmodel          predicted tok/s  published  error")
-    for name, rr, pub in summary:
+    for name, rr, pub, _ in summary:
         if rr:
             print(f"{name:14s} {rr[0]:15.0f} {pub[0]:10,} "
                   f"{(rr[0] / pub[0] - 1) * 100:+6.1f}%"
                   + ("" if name == "qwen3-1.7b" else "  (held out)"))
+    print("\nthe ratio split: rp / RoundPipe per busy GPU (RoundPipe: its "
+          "measured 1-GPU rate) x 8-GPU scaling")
+    print("model           per-GPU rate  scaling  ratio")
+    for name, _, _, async_row in summary:
+        if async_row:
+            rate, scaling, ratio = split(async_row[0], async_row[1], name)
+            print(f"{name:15s} {rate:12.2f} {scaling:8.2f} {ratio:6.2f}")
     if args.max_seq:
         memory_rows(args.models.split(","))
 

@@ -13,14 +13,17 @@ microbatch is not stated; we take 4 sequences of 2048 tokens:
  - with these per-layer times, 8 GPUs would reach 70.7k tokens/s if never
    idle, and RoundPipe publishes 65.4k at a 4% bubble.
 The LM head's forward (2 x 8192 x 2048 x 151936 FLOPs) in 22.07 ms is then
-231 TFLOP/s, above the 4090's f16 rate with f32 accumulation (165): the
-profile gives f16 and bf16 the f16-accumulate rate, 330 TFLOP/s, which is
-what these measurements need (reference/roundpipe.md's figure too).
-The fit moves two numbers of the profile's op_efficiency: the share of peak
-a small matmul reaches (the curve's point at 3.4e10 FLOPs; its point at
-2.5e12, the LM head's size, is 0.70 from the head's forward) and
-attention_grad's share, so that the decoder layer's forward and backward
-match. Everything else stays as shipped. Then Llama-3.1-8B, Qwen3-32B and
+231 TFLOP/s, 1.4 times the 4090's dense f16 rate with f32 accumulation
+(165.2 TFLOP/s, the accumulation rp's kernels use: cuBLAS with
+CUBLAS_COMPUTE_32F, docs/cuda.md). No f32-accumulate kernel does that, so
+the profile keeps the card's real peak and the head is not fitted: a
+matmul of the head's size reaches HEAD_SHARE of it (0.85, what tuned
+large GEMMs reach on Ada and Hopper, docs/hardware-profiles.md), and the
+head's published times stay an outlier the model does not claim to meet
+(its -40 % is printed below). The fit moves two numbers of the profile's
+op_efficiency: the share of peak a small matmul reaches (the curve's point
+at 3.4e10 FLOPs, at most HEAD_SHARE) and attention_grad's share, so that
+the decoder layer's forward and backward match. Everything else stays as shipped. Then Llama-3.1-8B, Qwen3-32B and
 the mixture-of-experts GPT-OSS-20B are predicted with those numbers,
 unchanged, next to their published times:
 the error there is the model's, honestly stated.
@@ -51,7 +54,7 @@ PUBLISHED = {
     "gpt-oss-20b": (21.6445625, 81.780875, 44.2925, 86.264),
 }
 BATCH, SEQ = 4, 2048
-HEAD_SHARE = 0.70
+HEAD_SHARE = 0.85
 
 
 def graph(model, out):
@@ -100,7 +103,7 @@ def main():
         target = PUBLISHED["qwen3-1.7b"]
         best = None
         # A coarse grid, then a fine one around its best point.
-        grid = [(s / 100, a / 100) for s in range(20, 61, 4)
+        grid = [(s / 100, a / 100) for s in range(20, 86, 4)
                 for a in range(10, 71, 10)]
         for _ in range(2):
             for small, ag in grid:
@@ -111,7 +114,8 @@ def main():
             _, s0, a0 = best
             grid = [(round(s0 + ds / 100, 3), round(a0 + da / 100, 3))
                     for ds in range(-3, 4) for da in range(-8, 9, 2)
-                    if s0 + ds / 100 > 0 and a0 + da / 100 > 0]
+                    if 0 < s0 + ds / 100 <= HEAD_SHARE and a0 + da / 100 > 0
+                    and a0 + da / 100 <= 1]
         _, small, ag = best
         fitted = with_fit(base, small, ag)
         print(f"fit on qwen3-1.7b (microbatch {BATCH} x {SEQ}, f16): "

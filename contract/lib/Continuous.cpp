@@ -69,7 +69,7 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
   // steps, G + 1 the optimizer's thread, G + 2 the gates.
   std::vector<Task> host;
   auto add = [&](unsigned lane, double ms, std::vector<unsigned> waits) {
-    host.push_back({lane, Lane::host, ms, std::move(waits)});
+    host.push_back({lane, Lane::host, ms, std::move(waits), o.hostGBps});
     return unsigned(commandTasks + host.size() - 1);
   };
   std::vector<unsigned> &pro = run.prologue, &epi = run.epilogue,
@@ -158,13 +158,14 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
   Graph &g = run.graph;
   g.devices = G;
   g.gpusPerLink = pass.gpusPerLink;
+  g.host = pass.host;
   g.tasks.reserve(commandTasks + host.size());
   static const std::vector<unsigned> wholeUpdate{1}, stagingOnly{0};
   for (unsigned t = 0; t < P; ++t) {
     unsigned shift = run.shiftOf(t);
     for (size_t i = 0; i < C; ++i) {
       const Task &of = pass.tasks[i];
-      Task task{(of.device + shift) % G, of.lane, of.ms, {}};
+      Task task{(of.device + shift) % G, of.lane, of.ms, {}, of.hostGBps};
       const std::vector<unsigned> &gatesOf =
           o.gatesOfTask.empty() ? wholeUpdate
           : i < o.gatesOfTask.size() && !o.gatesOfTask[i].empty()

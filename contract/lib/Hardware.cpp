@@ -22,11 +22,16 @@ const ShippedProfile kShipped[] = {
 #include "ShippedProfiles.inc"
 };
 
-const char *const kKeys[] = {
-    "name",         "description",       "tflops",     "compute_efficiency",
-    "memory_gbps",  "memory_efficiency", "memory_gib", "h2d_gbps",
-    "d2h_gbps",     "gpus_per_link",     "launch_us",  "optimizer_gbps",
-    "op_efficiency"};
+const char *const kKeys[] = {"name",           "description",
+                             "tflops",         "compute_efficiency",
+                             "memory_gbps",    "memory_efficiency",
+                             "memory_gib",     "h2d_gbps",
+                             "d2h_gbps",       "gpus_per_link",
+                             "launch_us",      "optimizer_gbps",
+                             "op_efficiency",  "uplink_gbps",
+                             "host_dram_gbps", "pinned",
+                             "pageable_gbps",  "job_us",
+                             "kernels",        "as_built_kernels"};
 
 /// A share of peak: a number in (0, 1] or a curve of [work, share] pairs.
 bool readCurve(const json &v, const std::string &where, Curve &out,
@@ -97,7 +102,17 @@ double HardwareModel::kernelMs(uint16_t op, const KernelWork &work,
     rate = tflops.find("f32");
   double peak = rate == tflops.end() ? 0 : rate->second * 1e12;
   double ce = computeEfficiency, me = memoryEfficiency;
-  auto it = opEfficiency.find(kernelOpName(op));
+  const char *opName = kernelOpName(op);
+  // The implementation the backend runs, where the profile names one with
+  // a measured rate: its FLOPs at that rate, its bytes as any kernel's.
+  if (auto impl = kernels.find(opName);
+      impl != kernels.end() && impl->second.tflops > 0) {
+    double seconds = work.flops / (impl->second.tflops * 1e12);
+    if (work.bytes > 0 && memoryGBps > 0)
+      seconds = std::max(seconds, work.bytes / (memoryGBps * 1e9 * me));
+    return seconds * 1e3 + launchUs * 1e-3;
+  }
+  auto it = opEfficiency.find(opName);
   // A grouped GEMM the profile does not measure runs as its groups'
   // matmuls do, each at one group's size.
   double groups = std::max(1.0, work.groups);
@@ -119,7 +134,25 @@ double HardwareModel::kernelMs(uint16_t op, const KernelWork &work,
 
 double HardwareModel::copyMs(double bytes, bool toDevice) const {
   double gbps = toDevice ? h2dGBps : d2hGBps;
+  if (!pinned && pageableGBps > 0)
+    gbps = std::min(gbps, pageableGBps);
   return gbps > 0 ? bytes / (gbps * 1e9) * 1e3 : 0;
+}
+
+HostModel HardwareModel::hostModel() const {
+  HostModel h;
+  h.h2dGBps = h2dGBps;
+  h.d2hGBps = d2hGBps;
+  if (!pinned && pageableGBps > 0) {
+    h.h2dGBps = std::min(h2dGBps, pageableGBps);
+    h.d2hGBps = std::min(d2hGBps, pageableGBps);
+  }
+  h.uplinkGBps = uplinkGBps;
+  h.dramGBps = hostDramGBps;
+  // A pageable copy is a CPU copy into a pinned staging buffer (read and
+  // write) and the DMA's read of it.
+  h.copyDramFactor = pinned ? 1 : 3;
+  return h;
 }
 
 double HardwareModel::deviceCopyMs(double bytes) const {
@@ -208,8 +241,19 @@ rp::timing::parseHardwareModel(const std::string &text,
       !number("d2h_gbps", hw.d2hGBps, true, false) ||
       !number("gpus_per_link", gpusPerLink, false, false) ||
       !number("launch_us", hw.launchUs, false, true) ||
-      !number("optimizer_gbps", hw.optimizerGBps, false, true))
+      !number("optimizer_gbps", hw.optimizerGBps, false, true) ||
+      !number("uplink_gbps", hw.uplinkGBps, false, true) ||
+      !number("host_dram_gbps", hw.hostDramGBps, false, true) ||
+      !number("pageable_gbps", hw.pageableGBps, false, true) ||
+      !number("job_us", hw.jobUs, false, true))
     return std::nullopt;
+  if (j.contains("pinned")) {
+    if (!j["pinned"].is_boolean()) {
+      error = where + ": \"pinned\" must be true or false";
+      return std::nullopt;
+    }
+    hw.pinned = j["pinned"].get<bool>();
+  }
   if (hw.computeEfficiency > 1 || hw.memoryEfficiency > 1) {
     error = where + ": efficiencies are shares of peak, at most 1";
     return std::nullopt;
@@ -256,6 +300,51 @@ rp::timing::parseHardwareModel(const std::string &text,
       hw.opEfficiency[op] = std::move(e);
     }
   }
+  // "as_built_kernels" is checked here and applied by the loader
+  // (readHardwareProfile, NAME:as-built).
+  for (const char *field : {"kernels", "as_built_kernels"}) {
+    if (!j.contains(field))
+      continue;
+    const json &ks = j[field];
+    if (!ks.is_object()) {
+      error = where + ": \"" + field + "\" must be an object of op kinds";
+      return std::nullopt;
+    }
+    for (auto &[op, v] : ks.items()) {
+      if (kernelOpIndex(op) < 0) {
+        error = where + ": \"kernels\" names \"" + op +
+                "\", which is not a plan op kind (plan.fbs OpKind)";
+        return std::nullopt;
+      }
+      if (!v.is_object() || !v.contains("name") || !v["name"].is_string() ||
+          (v.contains("tflops") &&
+           (!v["tflops"].is_number() || !(v["tflops"].get<double>() > 0)))) {
+        error = where + ": kernels \"" + op +
+                "\" must be {\"name\": \"...\", \"tflops\": achieved rate}";
+        return std::nullopt;
+      }
+      for (auto &[key, unused] : v.items())
+        if (key != "name" && key != "tflops" && key != "source") {
+          error = where + ": kernels \"" + op + "\" has \"" + key +
+                  "\"; known: name, tflops, source";
+          return std::nullopt;
+        }
+      KernelImpl impl;
+      impl.name = v["name"].get<std::string>();
+      impl.tflops = v.contains("tflops") ? v["tflops"].get<double>() : 0;
+      // An implementation cannot beat the card.
+      double best = 0;
+      for (auto &[type, r] : hw.tflops)
+        best = std::max(best, r);
+      if (impl.tflops > best) {
+        error = where + ": kernels \"" + op + "\" runs at " +
+                std::to_string(impl.tflops) + " TFLOP/s, above the card's peak";
+        return std::nullopt;
+      }
+      if (std::string(field) == "kernels")
+        hw.kernels[op] = std::move(impl);
+    }
+  }
   return hw;
 }
 
@@ -267,9 +356,54 @@ std::vector<std::string> rp::timing::shippedHardwareNames() {
   return names;
 }
 
-bool rp::timing::readHardwareProfile(const std::string &nameOrPath,
+namespace {
+
+bool readProfileText(const std::string &nameOrPath, std::string &text,
+                     std::string &source, std::string &error);
+
+} // namespace
+
+bool rp::timing::readHardwareProfile(const std::string &given,
                                      std::string &text, std::string &source,
                                      std::string &error) {
+  // NAME:as-built: the profile with its "as_built_kernels" as its kernels,
+  // so a prediction is of the kernels rp's backend runs today rather than
+  // of a tuned library's (docs/hardware-profiles.md).
+  static const std::string kAsBuilt = ":as-built";
+  bool asBuilt = given.size() > kAsBuilt.size() &&
+                 given.compare(given.size() - kAsBuilt.size(), kAsBuilt.size(),
+                               kAsBuilt) == 0;
+  std::string nameOrPath =
+      asBuilt ? given.substr(0, given.size() - kAsBuilt.size()) : given;
+  if (!readProfileText(nameOrPath, text, source, error))
+    return false;
+  if (!asBuilt)
+    return true;
+  source = given;
+  json j;
+  if (!rp::contract::parseJson(text, "hardware profile", source, j, error))
+    return false;
+  if (!j.is_object() || !j.contains("as_built_kernels")) {
+    error = "hardware profile '" + nameOrPath +
+            "' has no \"as_built_kernels\" for " + given;
+    return false;
+  }
+  json kernels = j.contains("kernels") ? j["kernels"] : json::object();
+  for (auto &[op, v] : j["as_built_kernels"].items())
+    kernels[op] = v;
+  j["kernels"] = kernels;
+  j["name"] = (j.contains("name") && j["name"].is_string()
+                   ? j["name"].get<std::string>()
+                   : nameOrPath) +
+              kAsBuilt;
+  text = j.dump(2);
+  return true;
+}
+
+namespace {
+
+bool readProfileText(const std::string &nameOrPath, std::string &text,
+                     std::string &source, std::string &error) {
   source = nameOrPath;
   bool isPath = nameOrPath.find('/') != std::string::npos ||
                 (nameOrPath.size() > 5 &&
@@ -287,9 +421,12 @@ bool rp::timing::readHardwareProfile(const std::string &nameOrPath,
     names += (names.empty() ? "" : ", ") + n;
   error = "unknown hardware profile '" + nameOrPath +
           "'; shipped profiles: " + names +
-          "; or give the path of a profile JSON file";
+          "; or give the path of a profile JSON file (NAME:as-built for "
+          "the kernels rp runs today)";
   return false;
 }
+
+} // namespace
 
 std::optional<HardwareModel>
 rp::timing::loadHardwareModel(const std::string &nameOrPath, std::string &error,

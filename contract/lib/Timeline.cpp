@@ -87,7 +87,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
       edges[fill[from]++] = to;
   }
   pairs = {};
-  // Per task its link direction (2 * link + up), or ~0u.
+  // Per task its uplink direction (2 * uplink + up), or ~0u; with the host
+  // model on, host tasks that stream host memory are flows too (~1u).
+  const HostModel &host = graph.host;
+  bool hostOn = host.on();
   std::vector<unsigned> linkOfTask(n, ~0u);
   unsigned linkCount = 0;
   for (unsigned i = 0; i < n; ++i)
@@ -95,25 +98,119 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
             linkOf(tasks[i], graph.gpusPerLink)) {
       linkOfTask[i] = 2 * l->first + (l->second ? 1 : 0);
       linkCount = std::max(linkCount, linkOfTask[i] + 1);
+    } else if (hostOn && host.dramGBps > 0 && tasks[i].lane == Lane::host &&
+               tasks[i].hostGBps > 0) {
+      linkOfTask[i] = ~1u;
     }
 
   Times t;
   t.start.assign(n, 0);
   t.end.assign(n, 0);
   t.computeBusyMs.assign(graph.devices, 0);
+  t.uplinkBusyMs.assign(linkCount, 0);
 
   // Discrete events in time order. Tasks start as soon as all their
-  // predecessors have ended; a transfer's remaining work drains at
-  // 1 / (transfers sharing its link direction) per ms; everything else
-  // ends after its duration.
+  // predecessors have ended; a flow's remaining work (ms alone) drains at
+  // 1 / slow[i] per ms; everything else ends after its duration.
   using Timed = std::pair<double, unsigned>;
   std::priority_queue<Timed, std::vector<Timed>, std::greater<Timed>> starts,
       ends;
   std::vector<double> readyAt(n, 0);
-  std::vector<std::vector<unsigned>> links(linkCount);
-  // The links with transfers running, in no particular order.
-  std::vector<unsigned> busyLinks;
-  std::vector<double> remaining(n, 0);
+  // The flows running, in no particular order, and how much slower than
+  // alone each runs.
+  std::vector<unsigned> active;
+  std::vector<double> remaining(n, 0), slow(n, 1);
+  std::vector<unsigned> perLink(linkCount, 0);
+  // With the host model on: per uplink direction and for DRAM, the share of
+  // capacity in use since the last change.
+  std::vector<double> linkUse(linkCount, 0);
+  double dramUse = 0;
+  bool changed = false;
+  // Equal shares per uplink direction (the model without the host).
+  auto shareLinks = [&] {
+    std::fill(perLink.begin(), perLink.end(), 0);
+    for (unsigned i : active)
+      ++perLink[linkOfTask[i]];
+    for (unsigned i : active)
+      slow[i] = perLink[linkOfTask[i]];
+  };
+  // Max-min fair rates over the GPUs' links, the uplinks and host DRAM
+  // (progressive filling): each round, the resource that fills first at a
+  // common share of every unfixed flow's speed alone fixes its flows there.
+  struct Resource {
+    double cap = 0;
+    int use = -1; ///< its linkUse index, or -2 for DRAM
+    std::vector<std::pair<unsigned, double>> flows; ///< active index, GB/s
+  };
+  std::vector<Resource> resources;
+  std::map<std::pair<int, unsigned>, unsigned> resourceOf;
+  std::vector<double> rate;
+  auto fairShares = [&] {
+    resources.clear();
+    resourceOf.clear();
+    auto join = [&](int kind, unsigned key, double cap, int use, unsigned f,
+                    double gbps) {
+      auto [it, added] = resourceOf.insert({{kind, key}, resources.size()});
+      if (added)
+        resources.push_back({cap, use, {}});
+      resources[it->second].flows.push_back({f, gbps});
+    };
+    for (unsigned f = 0; f < active.size(); ++f) {
+      const Task &task = tasks[active[f]];
+      unsigned l = linkOfTask[active[f]];
+      if (l == ~1u) {
+        join(2, 0, host.dramGBps, -2, f, task.hostGBps);
+        continue;
+      }
+      bool up = l % 2;
+      double gbps = up ? host.h2dGBps : host.d2hGBps;
+      if (!(gbps > 0))
+        gbps = 1;
+      join(0, 2 * task.device + (up ? 1 : 0), gbps, -1, f, gbps);
+      join(1, l, host.uplinkGBps > 0 ? host.uplinkGBps : gbps, int(l), f, gbps);
+      if (host.dramGBps > 0)
+        join(2, 0, host.dramGBps, -2, f, gbps * host.copyDramFactor);
+    }
+    rate.assign(active.size(), -1);
+    size_t left = active.size();
+    while (left) {
+      double level = 1;
+      int full = -1;
+      for (size_t r = 0; r < resources.size(); ++r) {
+        double avail = resources[r].cap, want = 0;
+        for (auto [f, gbps] : resources[r].flows)
+          if (rate[f] >= 0)
+            avail -= gbps * rate[f];
+          else
+            want += gbps;
+        if (want > 0 && avail / want < level) {
+          level = std::max(avail / want, 1e-9);
+          full = int(r);
+        }
+      }
+      for (unsigned f = 0; f < active.size(); ++f)
+        if (rate[f] < 0 &&
+            (full < 0 || std::any_of(resources[full].flows.begin(),
+                                     resources[full].flows.end(),
+                                     [&](auto &p) { return p.first == f; }))) {
+          rate[f] = level;
+          --left;
+        }
+    }
+    for (unsigned f = 0; f < active.size(); ++f)
+      slow[active[f]] = 1 / rate[f];
+    std::fill(linkUse.begin(), linkUse.end(), 0);
+    dramUse = 0;
+    for (const Resource &r : resources) {
+      double used = 0;
+      for (auto [f, gbps] : r.flows)
+        used += gbps * rate[f];
+      if (r.use >= 0)
+        linkUse[r.use] = used / r.cap;
+      else if (r.use == -2)
+        dramUse = used / r.cap;
+    }
+  };
   for (unsigned i = 0; i < n; ++i)
     if (pending[i] == 0)
       starts.push({0.0, i});
@@ -132,41 +229,49 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
   };
   std::vector<unsigned> drained;
   while (done < n) {
+    if (changed) {
+      if (hostOn)
+        fairShares();
+      else
+        shareLinks();
+      changed = false;
+    }
     // The next moment anything happens.
     double next = std::numeric_limits<double>::infinity();
     if (!starts.empty())
       next = starts.top().first;
     if (!ends.empty())
       next = std::min(next, ends.top().first);
-    for (unsigned l : busyLinks)
-      for (unsigned i : links[l])
-        next = std::min(next, now + remaining[i] * links[l].size());
+    for (unsigned i : active)
+      next = std::min(next, now + remaining[i] * slow[i]);
     if (next == std::numeric_limits<double>::infinity())
       break; // what is left waits in a cycle
-    // Transfers whose end is `next` (compared as computed, so the earliest
+    if (!active.empty()) {
+      if (hostOn) {
+        for (unsigned l = 0; l < linkCount; ++l)
+          t.uplinkBusyMs[l] += (next - now) * linkUse[l];
+        t.dramBusyMs += (next - now) * dramUse;
+      } else {
+        for (unsigned l = 0; l < linkCount; ++l)
+          if (perLink[l])
+            t.uplinkBusyMs[l] += next - now;
+      }
+    }
+    // Flows whose end is `next` (compared as computed, so the earliest
     // always ends and rounding cannot stall the clock) end now; the others
     // drain for the elapsed time.
     drained.clear();
-    for (size_t b = 0; b < busyLinks.size();) {
-      std::vector<unsigned> &active = links[busyLinks[b]];
-      size_t size = active.size(), kept = 0;
-      for (size_t x = 0; x < size; ++x) {
-        unsigned i = active[x];
-        if (now + remaining[i] * size <= next) {
-          drained.push_back(i);
-        } else {
-          remaining[i] -= (next - now) / size;
-          active[kept++] = i;
-        }
-      }
-      active.resize(kept);
-      if (active.empty()) {
-        busyLinks[b] = busyLinks.back();
-        busyLinks.pop_back();
+    size_t kept = 0;
+    for (unsigned i : active) {
+      if (now + remaining[i] * slow[i] <= next) {
+        drained.push_back(i);
       } else {
-        ++b;
+        remaining[i] -= (next - now) / slow[i];
+        active[kept++] = i;
       }
     }
+    active.resize(kept);
+    changed |= !drained.empty();
     now = next;
     // Ends first (in index order within a kind), then starts.
     while (!ends.empty() && ends.top().first <= now) {
@@ -185,11 +290,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
         t.computeBusyMs[tasks[i].device] += tasks[i].ms;
       if (tasks[i].ms <= 0) {
         finish(i);
-      } else if (unsigned l = linkOfTask[i]; l != ~0u) {
+      } else if (linkOfTask[i] != ~0u) {
         remaining[i] = tasks[i].ms;
-        if (links[l].empty())
-          busyLinks.push_back(l);
-        links[l].push_back(i);
+        active.push_back(i);
+        changed = true;
       } else {
         ends.push({now + tasks[i].ms, i});
       }

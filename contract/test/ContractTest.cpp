@@ -41,8 +41,9 @@ TEST(ContractTest, OpKindsAreTheSchemas) {
 
 TEST(ContractTest, ShippedProfilesParseForACompile) {
   std::vector<std::string> names = shippedHardwareNames();
-  EXPECT_EQ(names, (std::vector<std::string>{"a800", "h100", "host", "rtx3090",
-                                             "rtx4090"}));
+  // h200 since issue 32: the GPU rp can be measured on.
+  EXPECT_EQ(names, (std::vector<std::string>{"a800", "h100", "h200", "host",
+                                             "rtx3090", "rtx4090"}));
   for (const std::string &name : names) {
     std::string error;
     std::optional<HardwareModel> hw =
@@ -51,6 +52,18 @@ TEST(ContractTest, ShippedProfilesParseForACompile) {
     EXPECT_EQ(hw->name, name);
     EXPECT_GT(hw->memoryBytes(), 0) << name;
     EXPECT_GT(hw->bytesPerSecond(), 0) << name;
+    // Physically right (issue 32): no op kind reaches more than 0.85 of
+    // the card's peak, what tuned large GEMMs reach
+    // (docs/hardware-profiles.md, "Sources").
+    for (auto &[op, e] : hw->opEfficiency)
+      if (e.compute)
+        for (auto &[work, share] : e.compute->points)
+          EXPECT_LE(share, 0.85) << name << " " << op;
+    // Both kernel forms load: NAME:as-built where the profile has one.
+    std::string built = name + ":as-built";
+    std::optional<HardwareModel> asBuilt = loadHardwareModel(built, error);
+    if (name == "rtx4090" || name == "h200")
+      EXPECT_TRUE(asBuilt && !asBuilt->kernels.empty()) << error;
   }
 }
 

@@ -48,6 +48,8 @@ OneStep oneStep(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
   std::vector<unsigned> index(cmds.size(), ~0u);
   pass.devices = one.schedule.devices;
   pass.gpusPerLink = one.schedule.gpusPerLink;
+  pass.host = one.schedule.host;
+  layout.hostGBps = hw.optimizerGBps;
   for (auto [i, c] : llvm::enumerate(cmds)) {
     if (c.kind == CommandKind::optimizer) {
       layout.optimizerMs += c.ms;

@@ -51,6 +51,7 @@ double Timing::bubbleFraction() const {
   ::rp::timing::Graph g;
   g.devices = schedule.devices;
   g.gpusPerLink = schedule.gpusPerLink;
+  g.host = schedule.host;
   g.tasks.reserve(schedule.commands.size());
   for (const Command &c : schedule.commands) {
     ::rp::timing::Task t;

@@ -52,6 +52,7 @@ struct Inserter {
         newIndex(old.commands.size(), ~0u), downloads(old.commands.size()) {
     out.devices = old.devices;
     out.gpusPerLink = hw.gpusPerLink;
+    out.host = hw.hostModel();
   }
 
   const StageJob &jobOf(unsigned oldIdx) const {
@@ -364,8 +365,7 @@ void Inserter::run() {
     opt.queue = Queue::host;
     opt.label = steps > 1 ? "OPT " + std::to_string(k) : "OPT";
     if (hw.optimizerGBps > 0)
-      opt.ms =
-          trainable * kOptimizerBytesPerParam / (hw.optimizerGBps * 1e9) * 1e3;
+      opt.ms = hw.optimizerMs(double(trainable));
     opt.waits = gradDownloads[k];
     if (pl.residentWeights)
       for (int last : lastComputeOf[k])
@@ -431,6 +431,7 @@ Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
   Schedule out;
   out.devices = schedule.devices;
   out.gpusPerLink = schedule.gpusPerLink;
+  out.host = schedule.host;
   out.commands.reserve(n);
   for (const Command &c : cmds) {
     Command rest = c;

@@ -26,9 +26,9 @@ std::vector<LayerCost> uniform(unsigned n, double f = 1, double b = 2) {
 HardwareProfile freeLinks(double optimizerMs = 0) {
   HardwareProfile hw;
   hw.h2dGBps = hw.d2hGBps = 1e12;
-  // 28 bytes per trainable parameter streamed at optimizer_gbps.
+  // kOptimizerBytesPerParam per trainable parameter at optimizer_gbps.
   if (optimizerMs > 0)
-    hw.optimizerGBps = 8 * 250 * 28 / (optimizerMs * 1e6);
+    hw.optimizerGBps = 8 * 250 * kOptimizerBytesPerParam / (optimizerMs * 1e6);
   return hw;
 }
 

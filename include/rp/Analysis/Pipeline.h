@@ -57,9 +57,11 @@ inline unsigned defaultMicrobatches(unsigned devices) {
 /// activation copies are never queued behind one huge transfer.
 constexpr int64_t kWeightChunkBytes = int64_t(256) << 20;
 
-/// Bytes AdamW reads and writes per parameter: f32 weight, gradient and two
-/// moments in, weight and moments out.
-constexpr int64_t kOptimizerBytesPerParam = 28;
+/// Bytes the host streams per trainable parameter for one update (the
+/// timing core's figure, rp/timing/Hardware.h: AdamW's 28 and the gradient
+/// and weight conversions around it).
+constexpr double kOptimizerBytesPerParam =
+    ::rp::timing::kOptimizerBytesPerParam;
 
 struct StageJob {
   CommandKind kind; ///< forward, tail or backward

@@ -78,6 +78,8 @@ struct Schedule {
   /// e / gpusPerLink; the copies of one direction on one link share its
   /// bandwidth.
   unsigned gpusPerLink = 1;
+  /// The host side of the copies: uplinks, host DRAM (timing/Timeline.h).
+  ::rp::timing::HostModel host;
   std::vector<Command> commands;
 
   unsigned add(Command c) {

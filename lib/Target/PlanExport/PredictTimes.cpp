@@ -104,6 +104,7 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
   timing::Graph g;
   g.devices = plan->devices();
   g.gpusPerLink = hw.gpusPerLink;
+  g.host = hw.hostModel();
   std::vector<int64_t> recorder(plan->events(), -1);
   for (uint32_t i = 0; i < jobs->size(); ++i)
     if (const auto *records = jobs->Get(i)->records())
@@ -116,7 +117,8 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
     t.device = job->device();
     t.lane = static_cast<timing::Lane>(job->queue());
     if (job->kind() == pf::JobKind::run) {
-      t.ms = timeProgram(job->program());
+      // The host dispatches the job before its kernels run.
+      t.ms = timeProgram(job->program()) + hw.jobUs * 1e-3;
     } else if (job->copies()) {
       for (const pf::Copy *c : *job->copies()) {
         bool fromHost = buffers->Get(c->src())->device() < 0;

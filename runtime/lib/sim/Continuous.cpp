@@ -66,6 +66,7 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   layout.prologueMs = r.prologueMs;
   layout.epilogueMs = r.epilogueMs;
   layout.optimizerMs = r.optimizerMs;
+  layout.hostGBps = o.hostGBps;
   // Per command of a pass: the gates it waits for (the parameters its job
   // reads, or the staging only); without per-parameter gates, the whole
   // update.
@@ -106,6 +107,13 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   r.tokens *= K;
   r.tokensPerSecond = r.stepMs > 0 ? r.tokens / (r.stepMs / 1e3) : 0;
   r.runMs = times.makespan;
+  // How busy the host side was over the run: each uplink direction and
+  // host DRAM, as a share of their bandwidth.
+  r.hostModel = pass.host.on();
+  r.uplinkBusyPct.clear();
+  for (double busy : times.uplinkBusyMs)
+    r.uplinkBusyPct.push_back(r.runMs > 0 ? busy / r.runMs * 100 : 0);
+  r.hostDramBusyPct = r.runMs > 0 ? times.dramBusyMs / r.runMs * 100 : 0;
 
   // The bubble over the run (fill and drain once) and over the window.
   double steadyBusy = 0;

@@ -39,6 +39,9 @@ void splitBubble(SimReport &report, double total);
 
 struct ContinuousLayout {
   unsigned steps = 3, accumulate = 1;
+  /// The rate the host's work streams host memory at (GB/s): it shares
+  /// host DRAM with the copies when the profile limits DRAM.
+  double hostGBps = 0;
   bool sync = false;
   /// Passes in flight (buffer slots), 2 as the trainer runs them.
   unsigned slots = 2;

@@ -154,7 +154,9 @@ Status SimQueue::launch(const Plan &plan, uint32_t program,
   if (Status s = checkLaunch(plan, program, buffers.size(), kind, name());
       s.failed())
     return s;
-  double ms = backend.programMs(plan, program);
+  // The host dispatches the job before its kernels run.
+  double ms =
+      backend.programMs(plan, program) + backend.getHardware().jobUs * 1e-3;
   std::lock_guard<std::mutex> lock(backend.mutex);
   add(ms, 0);
   return Status::ok();
@@ -287,6 +289,7 @@ timing::Graph SimBackend::graphOf(const std::vector<SimCommand> &cmds) const {
   timing::Graph g;
   g.devices = uint32_t(devices.size());
   g.gpusPerLink = hw.gpusPerLink;
+  g.host = hw.hostModel();
   for (const SimCommand &c : cmds) {
     timing::Task t;
     t.device = c.device;

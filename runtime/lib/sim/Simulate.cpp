@@ -185,6 +185,7 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
                                          : 0.0);
     }
     layout.trace = options.trace;
+    layout.hostGBps = backend.getHardware().optimizerGBps;
     if (Status s = layOutContinuous(plan, cmds, graph, layout, r); s.failed())
       return s;
     return r;
@@ -368,5 +369,14 @@ std::string rp::runtime::sim::formatReport(const SimReport &r) {
   line("steady_bubble_pct", r.steadyBubblePct);
   line("run_ms", r.runMs);
   line("busy_ratio", r.busyRatio);
+  if (r.continuous && r.hostModel) {
+    line("host_dram_busy_pct", r.hostDramBusyPct);
+    for (size_t l = 0; l < r.uplinkBusyPct.size(); l += 2) {
+      std::string u = "uplink" + std::to_string(l / 2);
+      line(u + "_d2h_busy_pct", r.uplinkBusyPct[l]);
+      if (l + 1 < r.uplinkBusyPct.size())
+        line(u + "_h2d_busy_pct", r.uplinkBusyPct[l + 1]);
+    }
+  }
   return out;
 }

@@ -58,6 +58,9 @@ struct RunLayout {
   unsigned shift = 0;
   /// Host work per pass (prologue, epilogue) and per step (optimizer).
   double prologueMs = 0, epilogueMs = 0, optimizerMs = 0;
+  /// The rate the host's work streams host memory at (GB/s), so that with a
+  /// host-DRAM limit it shares DRAM with the copies (Timeline.h).
+  double hostGBps = 0;
   /// The parameters' gates: `order` lists the parameters in the order the
   /// optimizer updates them and `share` gives each its part of the
   /// optimizer's time (summing to 1). Empty order: one gate that opens

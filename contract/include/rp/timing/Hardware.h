@@ -22,6 +22,7 @@
 #define RP_TIMING_HARDWARE_H
 
 #include "rp/timing/KernelCost.h"
+#include "rp/timing/Timeline.h"
 
 #include <map>
 #include <optional>
@@ -42,9 +43,27 @@ struct OpEfficiency {
   std::optional<Curve> compute, memory;
 };
 
-/// Bytes the host optimizer streams per trainable parameter: AdamW reads
-/// and writes the f32 master weight, its gradient and both moments.
-inline constexpr double kOptimizerBytesPerParam = 28;
+/// Bytes the host streams per trainable parameter for one update: the
+/// downloaded f16 gradient made f32 (read 2, write 4), AdamW (reads the
+/// f32 master weight, gradient and both moments, writes all but the
+/// gradient: 28) and the master weight copied to the f16 upload copy
+/// (read 4, write 2). AdamW alone was 28; the two conversions are as real.
+inline constexpr double kAdamWBytesPerParam = 28;
+inline constexpr double kOptimizerBytesPerParam = 6 + kAdamWBytesPerParam + 6;
+
+/// The host optimizer's rate `bench/adamw_vs_torch.py` measured on the
+/// development machine (the `host` profile), GB/s: what a profile says
+/// when it has no measurement of its own ("optimizer_gbps" absent).
+inline constexpr double kMeasuredOptimizerGBps = 58;
+
+/// How each op kind is implemented on a profile's card (its "kernels"
+/// field): a name, and an achieved rate that replaces the peak x
+/// efficiency estimate for that op kind only.
+struct KernelImpl {
+  std::string name;
+  /// Achieved TFLOP/s of the implementation (0: the profile's estimate).
+  double tflops = 0;
+};
 
 struct HardwareModel {
   std::string name;
@@ -54,14 +73,30 @@ struct HardwareModel {
   /// Device memory; 0 when the profile does not say (the sim needs none).
   double memoryGiB = 0;
   double h2dGBps = 0, d2hGBps = 0;
-  /// GPUs that share one host link (a PCIe switch): their copies contend.
+  /// GPUs that share one uplink (a PCIe switch or root port): their
+  /// copies contend.
   unsigned gpusPerLink = 1;
+  /// The uplink's bandwidth per direction; 0: one GPU link's (the GPUs
+  /// behind it share one link, the model before the host model).
+  double uplinkGBps = 0;
+  /// Host DRAM bandwidth, shared by every copy and the host's streaming
+  /// work; 0: unlimited.
+  double hostDramGBps = 0;
+  /// Whether the host buffers copies read and write are pinned; pageable
+  /// copies run at pageableGBps and move their bytes through DRAM 3 times.
+  bool pinned = true;
+  double pageableGBps = 0;
   double launchUs = 0;
+  /// The host's cost to dispatch one job (a stage job's launch or copy
+  /// batch), on the device's queue before it.
+  double jobUs = 0;
   /// The host's streaming rate for its optimizer and host programs; 0
   /// leaves them untimed.
   double optimizerGBps = 0;
   /// By op kind name.
   std::map<std::string, OpEfficiency> opEfficiency;
+  /// By op kind name, the implementation the plan's backend runs.
+  std::map<std::string, KernelImpl> kernels;
 
   /// The memory bandwidth a kernel reaches.
   double bytesPerSecond() const { return memoryGBps * 1e9 * memoryEfficiency; }
@@ -75,6 +110,8 @@ struct HardwareModel {
                   const std::string &dtype) const;
   /// A copy of `bytes` over the host link, alone on it.
   double copyMs(double bytes, bool toDevice) const;
+  /// The host side of copies, for the timing core (Timeline.h).
+  HostModel hostModel() const;
   /// A copy within one device's memory (read and write).
   double deviceCopyMs(double bytes) const;
   /// The host optimizer step over `params` trainable parameters.

@@ -12,6 +12,17 @@
 // upload lanes of every device behind it, or their download lanes) share
 // its bandwidth equally, so each takes longer (a fluid model).
 //
+// With the host model on (HostModel::on: a host-DRAM limit, or an uplink
+// slower than the GPUs' own links) the copies and the host tasks that stream
+// host memory (the optimizer, a task's `hostGBps`) are flows of one fluid
+// model sharing three kinds of resource: each GPU's own link per direction,
+// the uplink (PCIe switch or root port) of its `gpusPerLink` GPUs per
+// direction, and host DRAM, read by uploads and written by downloads (x3
+// for pageable copies, which the driver bounces through a pinned buffer) and
+// streamed by the optimizer. Rates are max-min fair (progressive filling):
+// every flow runs at the same share of its speed alone until a resource it
+// uses is full. Off, the old equal-share model runs unchanged.
+//
 // The result depends on the graph only: not on the order tasks were added
 // in beyond each lane's own order, which is why the sim device can resolve
 // a step once all of its commands are in, whatever the interleaving of the
@@ -37,16 +48,42 @@ enum class Lane : uint8_t { compute, weightH2D, activationH2D, d2h, host };
 struct Task {
   unsigned device = 0;
   Lane lane = Lane::compute;
+  /// Its duration alone (a copy: alone on its link, at full DRAM speed).
   double ms = 0;
   /// Indices of the tasks this one waits for, anywhere in the graph.
   std::vector<unsigned> waits;
+  /// A host task streaming host memory at this rate when alone (GB/s): a
+  /// flow on host DRAM when the host model is on; 0 for none.
+  double hostGBps = 0;
+};
+
+/// The host side of the copies (docs/sim.md "What it models"): rates in
+/// GB/s, from the hardware profile (HardwareModel::hostModel).
+struct HostModel {
+  /// Each GPU's own link, per direction: a copy's rate alone.
+  double h2dGBps = 0, d2hGBps = 0;
+  /// The uplink the gpusPerLink GPUs behind one switch share, per
+  /// direction; 0: as fast as one GPU's link (the GPUs share one link).
+  double uplinkGBps = 0;
+  /// Host DRAM, shared by every copy and the host's streaming work; 0:
+  /// unlimited.
+  double dramGBps = 0;
+  /// Bytes of DRAM traffic per byte copied: 1 pinned, 3 pageable.
+  double copyDramFactor = 1;
+  bool on() const {
+    // An uplink as fast as a GPU's link is the model without the host:
+    // the GPUs behind it share one link.
+    return dramGBps > 0 ||
+           (uplinkGBps > 0 && (uplinkGBps != h2dGBps || uplinkGBps != d2hGBps));
+  }
 };
 
 struct Graph {
   unsigned devices = 1;
-  /// Devices d and e share a host link when d / gpusPerLink equals
-  /// e / gpusPerLink.
+  /// Devices d and e share a host link (an uplink) when d / gpusPerLink
+  /// equals e / gpusPerLink.
   unsigned gpusPerLink = 1;
+  HostModel host;
   /// Per (device, lane), the order of this vector is the lane's order.
   std::vector<Task> tasks;
 };
@@ -57,6 +94,11 @@ struct Times {
   double makespan = 0;
   /// Per device, the sum of its compute tasks' durations.
   std::vector<double> computeBusyMs;
+  /// Per uplink and direction (2 * uplink + 1 up, 2 * uplink down), the
+  /// integral of its used share of bandwidth over time (ms at 100 %).
+  std::vector<double> uplinkBusyMs;
+  /// The same for host DRAM (0 without a DRAM limit).
+  double dramBusyMs = 0;
 };
 
 /// What each task must wait for: its predecessor on its lane and the tasks

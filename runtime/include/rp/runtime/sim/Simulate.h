@@ -85,6 +85,13 @@ struct SimReport {
   /// steps), the device shift per pass and the steps of one rotation.
   bool continuous = false;
   double runMs = 0, steadyBubblePct = 0;
+  /// Continuous layout: per uplink direction (2u + 1 up, 2u down) and for
+  /// host DRAM, the share of bandwidth in use over the run, in percent.
+  std::vector<double> uplinkBusyPct;
+  /// Whether the profile models the host (HostModel::on): the summary
+  /// prints the two above only then.
+  bool hostModel = false;
+  double hostDramBusyPct = 0;
   /// The busiest device's compute over the idlest's (1: even): over the
   /// steady window (continuous), or in one pass (barrier layout).
   double busyRatio = 1;

@@ -1,0 +1,181 @@
+//===- HostModelTest.cpp - the host side of the timing core ---------------===//
+//
+// The host model (Timeline.h, docs/sim.md): copies share each GPU's link,
+// the uplink of the GPUs behind one switch, and host DRAM with the
+// optimizer; kernel-aware profiles (Hardware.h "kernels").
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/timing/Continuous.h"
+#include "rp/timing/Hardware.h"
+
+#include <gtest/gtest.h>
+
+using namespace rp::timing;
+
+namespace {
+
+/// `devices` GPUs, each one upload of 10 ms alone on its 25 GB/s link
+/// (250 MB), behind uplinks of `perUplink` GPUs at `uplink` GB/s, host
+/// DRAM at `dram` GB/s (0: unlimited).
+Graph uploads(unsigned devices, unsigned perUplink, double uplink,
+              double dram) {
+  Graph g;
+  g.devices = devices;
+  g.gpusPerLink = perUplink;
+  g.host.h2dGBps = g.host.d2hGBps = 25;
+  g.host.uplinkGBps = uplink;
+  g.host.dramGBps = dram;
+  for (unsigned d = 0; d < devices; ++d)
+    g.tasks.push_back({d, Lane::weightH2D, 10, {}});
+  return g;
+}
+
+double lastEnd(const Times &t) { return t.makespan; }
+
+} // namespace
+
+/// Two GPUs behind one 25 GB/s uplink: their two copies take twice as long
+/// as one alone; behind two uplinks, as long as alone.
+TEST(HostModelTest, TwoCopiesOnOneUplinkTakeTwiceAsLong) {
+  std::optional<Times> shared = resolve(uploads(2, 2, 25, 0));
+  ASSERT_TRUE(shared);
+  EXPECT_NEAR(lastEnd(*shared), 20, 1e-9);
+  std::optional<Times> apart = resolve(uploads(2, 1, 25, 0));
+  ASSERT_TRUE(apart);
+  EXPECT_NEAR(lastEnd(*apart), 10, 1e-9);
+  // A 32 GB/s uplink behind two 25 GB/s links: 500 MB at 32 GB/s.
+  Graph g = uploads(2, 2, 32, 0);
+  EXPECT_TRUE(g.host.on());
+  std::optional<Times> wider = resolve(g);
+  ASSERT_TRUE(wider);
+  EXPECT_NEAR(lastEnd(*wider), 500.0 / 32, 1e-9);
+  // The uplink's busy share: full while both copies run.
+  EXPECT_NEAR(wider->uplinkBusyMs[1], 500.0 / 32, 1e-9);
+}
+
+/// The old model (GPUs sharing one link, no DRAM limit) is unchanged: the
+/// host model is off and copies share the link equally.
+TEST(HostModelTest, WithoutTheHostTheOldShares) {
+  Graph g = uploads(4, 2, 0, 0);
+  EXPECT_FALSE(g.host.on());
+  std::optional<Times> t = resolve(g);
+  ASSERT_TRUE(t);
+  EXPECT_NEAR(lastEnd(*t), 20, 1e-9);
+}
+
+/// Host DRAM shared by every copy: eight GPUs' 25 GB/s uploads on their own
+/// links need 200 GB/s; at 100 GB/s they take twice as long.
+TEST(HostModelTest, DramLimitsCopiesOnSeparateLinks) {
+  std::optional<Times> t = resolve(uploads(8, 1, 0, 100));
+  ASSERT_TRUE(t);
+  EXPECT_NEAR(lastEnd(*t), 20, 1e-9);
+  EXPECT_NEAR(t->dramBusyMs, 20, 1e-9);
+  std::optional<Times> fast = resolve(uploads(8, 1, 0, 300));
+  ASSERT_TRUE(fast);
+  EXPECT_NEAR(lastEnd(*fast), 10, 1e-9);
+}
+
+/// The optimizer streams host memory too: with DRAM at 50 GB/s, a 20 ms
+/// update streaming at 50 GB/s alone and two uploads of 25 GB/s share it
+/// max-min fairly, so the copies run at half speed while it runs.
+TEST(HostModelTest, TheOptimizerSlowsCopiesWhenDramIsSaturated) {
+  Graph g = uploads(2, 1, 0, 50);
+  Task opt{2, Lane::host, 20, {}, 50};
+  g.tasks.push_back(opt);
+  std::optional<Times> t = resolve(g);
+  ASSERT_TRUE(t);
+  // Each of the three flows at the same share s of its speed alone:
+  // 25 s + 25 s + 50 s = 50, s = 1/2, so the copies end at 20 ms.
+  EXPECT_NEAR(t->end[0], 20, 1e-9);
+  EXPECT_NEAR(t->end[1], 20, 1e-9);
+  // At 20 ms the update has done 10 of its 20 ms; alone it does the rest.
+  EXPECT_NEAR(t->end[2], 30, 1e-9);
+  // Without the DRAM limit neither waits for the other.
+  Graph free = g;
+  free.host.dramGBps = 0;
+  std::optional<Times> u = resolve(free);
+  ASSERT_TRUE(u);
+  EXPECT_NEAR(u->end[0], 10, 1e-9);
+  EXPECT_NEAR(u->end[2], 20, 1e-9);
+}
+
+/// The continuous layout's optimizer is a DRAM flow (RunLayout::hostGBps):
+/// a run whose update overlaps its uploads gets slower with less DRAM.
+TEST(HostModelTest, TheLayoutsOptimizerSharesDram) {
+  Graph g = uploads(2, 1, 0, 0);
+  g.tasks.push_back({0, Lane::compute, 10, {0}});
+  g.tasks.push_back({1, Lane::compute, 10, {1}});
+  RunLayout o;
+  o.optimizerMs = 15;
+  o.hostGBps = 50;
+  std::optional<ContinuousRun> unlimited = layOutRun(g, o);
+  ASSERT_TRUE(unlimited);
+  g.host.dramGBps = 50;
+  std::optional<ContinuousRun> limited = layOutRun(g, o);
+  ASSERT_TRUE(limited);
+  EXPECT_GT(limited->stepMs, unlimited->stepMs + 1);
+}
+
+/// Pageable copies run at pageable_gbps and cost DRAM three times.
+TEST(HostModelTest, PageableCopies) {
+  std::string error;
+  std::optional<HardwareModel> hw = parseHardwareModel(
+      R"({"tflops": {"f32": 1}, "memory_gbps": 1, "h2d_gbps": 25,
+          "d2h_gbps": 25, "pinned": false, "pageable_gbps": 10,
+          "host_dram_gbps": 100, "uplink_gbps": 32, "job_us": 30})",
+      "t.json", error);
+  ASSERT_TRUE(hw) << error;
+  EXPECT_NEAR(hw->copyMs(1e9, true), 100, 1e-9);
+  HostModel h = hw->hostModel();
+  EXPECT_EQ(h.h2dGBps, 10);
+  EXPECT_EQ(h.copyDramFactor, 3);
+  EXPECT_EQ(h.uplinkGBps, 32);
+  EXPECT_EQ(hw->jobUs, 30);
+  EXPECT_FALSE(parseHardwareModel(
+      R"({"tflops": {"f32": 1}, "memory_gbps": 1, "h2d_gbps": 1,
+          "d2h_gbps": 1, "pinned": 1})",
+      "t.json", error));
+}
+
+/// The optimizer's bytes per parameter: AdamW's 28 and the two
+/// conversions around it.
+TEST(HostModelTest, OptimizerBytes) {
+  HardwareModel hw;
+  hw.optimizerGBps = 40;
+  EXPECT_EQ(kOptimizerBytesPerParam, 40);
+  EXPECT_NEAR(hw.optimizerMs(1e9), 1000, 1e-9);
+}
+
+/// A kernel-aware profile changes exactly the op kinds it names: the
+/// as-built rtx4090 (its "as_built_kernels") times attention at its
+/// CUDA-core rate and every other op as the library profile does.
+TEST(HostModelTest, KernelAwareProfileChangesOnlyTheOpsItNames) {
+  std::string error;
+  std::optional<HardwareModel> library = loadHardwareModel("rtx4090", error);
+  ASSERT_TRUE(library) << error;
+  std::optional<HardwareModel> built =
+      loadHardwareModel("rtx4090:as-built", error);
+  ASSERT_TRUE(built) << error;
+  EXPECT_EQ(built->name, "rtx4090:as-built");
+  EXPECT_TRUE(library->kernels.empty());
+  KernelWork work{1e12, 1e6, true, 1};
+  int changed = 0;
+  for (uint16_t op = 0; op < kNumKernelOps; ++op) {
+    double a = library->kernelMs(op, work, "f16");
+    double b = built->kernelMs(op, work, "f16");
+    if (built->kernels.count(kernelOpName(op))) {
+      ++changed;
+      EXPECT_NEAR(b, 1e12 / (built->kernels.at(kernelOpName(op)).tflops *
+                             1e12) * 1e3 + built->launchUs * 1e-3,
+                  1e-9)
+          << kernelOpName(op);
+      EXPECT_GT(b, a) << kernelOpName(op);
+    } else {
+      EXPECT_EQ(a, b) << kernelOpName(op);
+    }
+  }
+  EXPECT_EQ(changed, 3);
+  EXPECT_FALSE(loadHardwareModel("host:as-built", error));
+  EXPECT_NE(error.find("as_built_kernels"), std::string::npos) << error;
+}

@@ -4,8 +4,10 @@
 Usage: check-doc-paths.py REPO_ROOT [FILE.md ...]
 
 With no files it reads README.md, docs/*.md, runtime/README.md and
-bench/README.md. A doc names a path in backquotes (`lib/Foo.cpp`) or in a
-Markdown link target ([x](docs/foo.md)). A token counts as a repository path
+bench/README.md. A doc names a path in backquotes (`lib/Foo.cpp`), in a
+Markdown link target ([x](docs/foo.md)) or bare in prose when it starts with
+a top-level folder and a slash (lib/Foo.cpp). Fenced code blocks are not
+read: they hold commands and drawings. A token counts as a repository path
 when, after its `:LINE` suffix and trailing punctuation are cut:
   - it has a `/` and its first part is a top-level folder of the repository
     (lib/, docs/, runtime/, ...), or
@@ -13,8 +15,9 @@ when, after its `:LINE` suffix and trailing punctuation are cut:
     `/` (a bare file name such as `Plan.cpp` says no folder, so it is not
     checked).
 Paths are read from the repository root (an #include spelling `rp/...`
-from include/, contract/include/ or runtime/include/); a link target is also tried beside
-the doc that holds it (Markdown links are relative to their file). A token
+from include/, contract/include/ or runtime/include/); a link target is
+also tried beside the doc that holds it (Markdown links are relative to
+their file). A token
 that climbs out of the repository (`../shared/...`) is an error: a
 clone does not have it.
 
@@ -81,8 +84,12 @@ def excluded(token):
             or token.startswith(OUTPUT_PREFIXES))
 
 
-def tokens_of(text):
+def tokens_of(text, tops):
     """Yields (line number, token, is_link) outside fenced code blocks."""
+    # A bare path in prose: a top-level folder (or ..), a slash, and more,
+    # not inside a longer word or path.
+    bare = re.compile(r"(?<![\w/.`-])((?:%s)/[\w./+-]*[\w/])"
+                      % "|".join(sorted(map(re.escape, tops)) + [r"\.\."]))
     fenced = False
     for number, line in enumerate(text.splitlines(), 1):
         if FENCE.match(line):
@@ -94,13 +101,16 @@ def tokens_of(text):
             yield number, match.group(1), False
         for match in LINKED.finditer(line):
             yield number, match.group(1), True
+        prose = LINKED.sub("", BACKQUOTED.sub("", line))
+        for match in bare.finditer(prose):
+            yield number, match.group(1), False
 
 
 def check(root, doc, tops):
     errors = []
     with open(os.path.join(root, doc), encoding="utf-8") as f:
         text = f.read()
-    for number, raw, is_link in tokens_of(text):
+    for number, raw, is_link in tokens_of(text, tops):
         token = clean(raw)
         if not looks_like_path(token, tops):
             continue

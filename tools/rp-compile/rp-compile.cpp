@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/PassesInFlight.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Dialect/RP/RPPasses.h"
@@ -50,6 +51,13 @@ static cl::opt<std::string> outputPath("o", cl::Required,
 static cl::opt<bool>
     forwardOnly("forward-only",
                 cl::desc("compile an inference plan (forward only)"));
+/// A refusal (a plan over its memory budget, a bad --stages) is about
+/// numbers, not the IR: the op a diagnostic is attached to (the whole
+/// schedule, thousands of lines for a real model) is printed only when
+/// asked.
+static cl::opt<bool> printIrOnError(
+    "print-ir-on-error",
+    cl::desc("print the operation an error is about (the IR) after it"));
 
 /// The pipeline's options are this tool's flags (--devices, --schedule, ...):
 /// one struct, parsed here and handed to the pipeline as is.
@@ -164,6 +172,21 @@ static void printSummary(ModuleOp module, size_t size) {
                : "",
         100 * bubble);
     os << text;
+  }
+  // What choosing cost: rp's partitioner times candidates (each a schedule
+  // laid out as a run), for every choice left automatic.
+  if (rp::SearchStats search = rp::searchStats(); search.searches) {
+    char text[200];
+    snprintf(text, sizeof(text),
+             "; the partition search timed %llu candidates in %.2f s (%u "
+             "search%s",
+             (unsigned long long)search.candidates, search.seconds,
+             search.searches, search.searches == 1 ? "" : "es");
+    os << text;
+    if (search.budgetStops)
+      os << ", " << search.budgetStops << " stopped at their budget of "
+         << rp::kSearchBudget << " candidates, the best found kept";
+    os << ")";
   }
   if (std::optional<uint64_t> shift = s.getPassShift()) {
     // Each device's compute per step over a rotation (the passes after
@@ -285,6 +308,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   rp::registerAllDialects(registry);
   MLIRContext context(registry);
+  context.printOpOnDiagnostic(printIrOnError);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
 

@@ -174,21 +174,6 @@ static void printSummary(ModuleOp module, size_t size) {
         100 * bubble);
     os << text;
   }
-  // What choosing cost: rp's partitioner times candidates (each a schedule
-  // laid out as a run), for every choice left automatic.
-  if (rp::SearchStats search = rp::searchStats(); search.searches) {
-    char text[200];
-    snprintf(text, sizeof(text),
-             "; the partition search timed %llu candidates in %.2f s (%u "
-             "search%s",
-             (unsigned long long)search.candidates, search.seconds,
-             search.searches, search.searches == 1 ? "" : "es");
-    os << text;
-    if (search.budgetStops)
-      os << ", " << search.budgetStops << " stopped at their budget of "
-         << rp::kSearchBudget << " candidates, the best found kept";
-    os << ")";
-  }
   if (std::optional<uint64_t> shift = s.getPassShift()) {
     // Each device's compute per step over a rotation (the passes after
     // which every job is back where it started): 1 is even.
@@ -235,7 +220,23 @@ static void printSummary(ModuleOp module, size_t size) {
   }
   if (std::optional<uint64_t> pinned = s.getPinnedBytes())
     os << "; pinned host memory " << formatBytes(*pinned);
-  os << "; " << size << " bytes\n";
+  os << "; " << size << " bytes";
+  // What choosing cost: rp's partitioner times candidates (each a schedule
+  // laid out as a run), for every choice left automatic.
+  if (rp::SearchStats search = rp::searchStats(); search.searches) {
+    char text[200];
+    snprintf(text, sizeof(text),
+             "; the partition search timed %llu candidates in %.2f s (%u "
+             "search%s",
+             (unsigned long long)search.candidates, search.seconds,
+             search.searches, search.searches == 1 ? "" : "es");
+    os << text;
+    if (search.budgetStops)
+      os << ", " << search.budgetStops << " stopped at their budget of "
+         << rp::kSearchBudget << " candidates, the best found kept";
+    os << ")";
+  }
+  os << "\n";
 }
 
 namespace {

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/Analysis/PartitionSearch.h"
+#include "rp/Analysis/SearchStats.h"
 #include "rp/Analysis/PassesInFlight.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Dialect/RP/RPPasses.h"

@@ -24,6 +24,7 @@
 
 #include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/SearchStats.h"
 
 namespace mlir::rp {
 
@@ -45,23 +46,6 @@ struct SearchMemo {
   };
   std::vector<Found> found;
 };
-
-/// What the searches of this process cost: candidates timed (each one
-/// schedule lowered and laid out as a run) and seconds, summed over every
-/// search; rp-compile's summary says them.
-struct SearchStats {
-  uint64_t candidates = 0;
-  double seconds = 0;
-  unsigned searches = 0;
-  /// Searches that stopped at their candidate budget.
-  unsigned budgetStops = 0;
-};
-SearchStats searchStats();
-
-/// Candidates one search times at most: past it, the search keeps the best
-/// found so far (a count, not seconds, so that plans stay reproducible).
-/// Qwen3-32B's search times about 600, a 256-layer model's about 2,500.
-constexpr unsigned kSearchBudget = 6000;
 
 struct SearchTarget {
   const HardwareProfile &hw;

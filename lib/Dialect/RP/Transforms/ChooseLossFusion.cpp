@@ -169,7 +169,6 @@ struct ChooseLossFusionPass
     request.layerGrain =
         !request.chooseGrain && fused.getRecompute() == RecomputeGrain::layer;
     request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
-    request.memo = &scratch.searchMemo();
     GrainSpeedChoice grain;
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw, &grain);

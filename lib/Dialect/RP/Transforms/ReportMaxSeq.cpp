@@ -188,9 +188,6 @@ struct ReportMaxSeqPass
                           1};
       target.layerGrain = layerGrain;
       target.budgetBytes = budget;
-      // The search at the answer starts from rp-partition's (the memo is
-      // shared with the scratch model), not from fresh sweeps.
-      target.memo = &scratch.searchMemo();
       if (how == Stages::partitioner) {
         in->partition = partitionForStepTime(in->costs, target);
       } else {

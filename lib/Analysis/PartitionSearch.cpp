@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -291,7 +291,8 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
           queued.insert({s.fwd, s.tail, s.bwd}).second)
         todo.push_back(&s);
     if (spent + todo.size() > t.candidateBudget) {
-      todo.resize(t.candidateBudget - std::min<uint64_t>(spent, t.candidateBudget));
+      todo.resize(t.candidateBudget -
+                  std::min<uint64_t>(spent, t.candidateBudget));
       stopped = true;
     }
     spent += todo.size();
@@ -507,9 +508,10 @@ struct SearchClock {
   std::chrono::steady_clock::time_point start =
       std::chrono::steady_clock::now();
   ~SearchClock() {
-    statMicros += uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
-                               std::chrono::steady_clock::now() - start)
-                               .count());
+    statMicros +=
+        uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
   }
 };
 

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/Analysis/SearchStats.h"
 #include "rp/Analysis/PassesInFlight.h"
+#include "rp/Analysis/SearchStats.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Dialect/RP/RPPasses.h"
 #include "rp/Dialect/RP/TrainPipeline.h"

@@ -1,6 +1,7 @@
 //===- CostModel.cpp - profiles and layer costs, once per compile ---------===//
 
 #include "rp/Analysis/CostModel.h"
+#include "rp/Analysis/PartitionSearch.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -53,5 +54,13 @@ CostModel::layerCosts(func::FuncOp func, StringRef hw, StringRef measured,
 CostModel CostModel::forScratch() const {
   CostModel scratch(nullptr);
   scratch.parsed = parsed;
+  searchMemo();
+  scratch.memo = memo;
   return scratch;
+}
+
+SearchMemo &CostModel::searchMemo() const {
+  if (!memo)
+    memo = std::make_shared<SearchMemo>();
+  return *memo;
 }

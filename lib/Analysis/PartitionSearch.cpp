@@ -8,16 +8,24 @@
 #include "llvm/Support/Parallel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 using namespace mlir;
 using namespace mlir::rp;
 
 namespace {
+
+/// The process's search costs (searchStats): atomics, as the passes of
+/// two modules may search at once.
+std::atomic<uint64_t> statCandidates{0}, statMicros{0};
+std::atomic<unsigned> statSearches{0}, statBudgetStops{0};
 
 /// A partition as stage sizes: forward from layer 0, the tail, backward
 /// from deep to shallow (DESIGN.md's --stages form).
@@ -195,11 +203,39 @@ unsigned balancedPairSplit(StageRange tail, llvm::ArrayRef<LayerCost> layers) {
   return best;
 }
 
+/// What SearchMemo keys a search's problem by: what the partitions it
+/// may return depend on, but the grain and the layers' costs.
+std::string problemOf(unsigned n, const SearchTarget &t, unsigned tailJobs) {
+  return std::to_string(n) + "/" + std::to_string(t.devices) + "/" +
+         std::to_string(t.microbatches) + "/" + std::to_string(t.stageBytes) +
+         "/" + std::to_string(tailJobs) + "/" +
+         std::to_string(unsigned(t.dispatch)) + "/" +
+         std::to_string(t.budget()) + "/" +
+         std::to_string(reinterpret_cast<uintptr_t>(&t.hw));
+}
+
+/// Models this small are searched in full every time: their searches are
+/// cheap, and their restarts find the exhaustive optimum.
+constexpr unsigned kFullSearchLayers = 16;
+
 /// The search of partitionForStepTime for one tail job count.
 Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
                              const SearchTarget &t, unsigned tailJobs,
                              double &foundMs) {
   unsigned n = layers.size();
+  ++statSearches;
+  // Earlier searches of the same problem in this compile (SearchMemo):
+  // their bests are the starts, and the sweeps are skipped.
+  std::string problem = problemOf(n, t, tailJobs);
+  std::vector<const SearchMemo::Found *> earlier;
+  if (t.memo && n > kFullSearchLayers)
+    for (const SearchMemo::Found &f : t.memo->found)
+      if (f.problem == problem)
+        earlier.push_back(&f);
+  // The candidate budget: past it every untimed candidate is +inf, so
+  // the climb stops where it is, its best kept.
+  uint64_t spent = 0;
+  bool stopped = false;
   // tailJobs 3: one tail job split by layers into a pair (tailPairAt),
   // the split where the halves' f + b are most even.
   auto toPartition = [&](const Sizes &s, unsigned numLayers) {
@@ -231,19 +267,35 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
                : std::numeric_limits<double>::infinity();
   };
   auto timeOf = [&](const Sizes &s) {
-    auto [it, fresh] = timed.try_emplace({s.fwd, s.tail, s.bwd}, 0.0);
-    if (fresh)
-      it->second = evaluate(s);
-    return it->second;
+    auto it = timed.find({s.fwd, s.tail, s.bwd});
+    if (it != timed.end())
+      return it->second;
+    if (spent >= t.candidateBudget) {
+      stopped = true;
+      return std::numeric_limits<double>::infinity();
+    }
+    ++spent;
+    double ms = evaluate(s);
+    timed.try_emplace({s.fwd, s.tail, s.bwd}, ms);
+    return ms;
   };
   // Times the candidates not timed yet on all cores; the search then
   // reads them in its own order, so the result does not depend on the
   // thread count.
   auto timeAll = [&](const std::vector<Sizes> &candidates) {
     std::vector<const Sizes *> todo;
+    std::set<std::tuple<std::vector<unsigned>, unsigned, std::vector<unsigned>>>
+        queued;
     for (const Sizes &s : candidates)
-      if (!timed.count({s.fwd, s.tail, s.bwd}))
+      if (!timed.count({s.fwd, s.tail, s.bwd}) &&
+          queued.insert({s.fwd, s.tail, s.bwd}).second)
         todo.push_back(&s);
+    if (spent + todo.size() > t.candidateBudget) {
+      todo.resize(t.candidateBudget -
+                  std::min<uint64_t>(spent, t.candidateBudget));
+      stopped = true;
+    }
+    spent += todo.size();
     std::vector<double> ms(todo.size());
     llvm::parallelFor(0, todo.size(),
                       [&](size_t i) { ms[i] = evaluate(*todo[i]); });
@@ -260,7 +312,9 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
     return false;
   };
   std::vector<Sizes> starts;
-  for (unsigned step = 0; step <= 30; ++step) {
+  for (const SearchMemo::Found *f : earlier)
+    starts.push_back(Sizes{f->fwd, f->tail, f->bwd});
+  for (unsigned step = 0; earlier.empty() && step <= 30; ++step) {
     double w = wMax * (1 + step * 0.1);
     for (unsigned k = n; k-- > 0;) {
       Sizes s;
@@ -287,6 +341,8 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // three rounds): a step's time depends on them almost separably, and all
   // pairs would cost k^2 timings (4,000 for a 64-layer model).
   for (unsigned tailSize : {roundpipe.tail.size(), best.tail}) {
+    if (!earlier.empty())
+      break;
     unsigned k = n - tailSize;
     unsigned sf = std::clamp<unsigned>(best.fwd.size(), 1, std::max(k, 1u));
     unsigned sb = std::clamp<unsigned>(best.bwd.size(), 1, std::max(k, 1u));
@@ -381,6 +437,10 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // plan does not fit a device but RoundPipe's does, take the fastest
   // partition timed that fits (RoundPipe's at worst). A model no
   // partition fits is the memory plan's to report.
+  if (t.memo)
+    t.memo->found.push_back({problem, best.fwd, best.bwd, best.tail});
+  statCandidates += spent + 2;
+  statBudgetStops += stopped;
   Partition p = toPartition(best, n);
   if (!fitsDeviceMemory(p, layers, t) &&
       fitsDeviceMemory(roundpipe, layers, t)) {
@@ -432,8 +492,34 @@ Partition searchForStepTime(llvm::ArrayRef<LayerCost> layers,
 
 } // namespace
 
+SearchStats mlir::rp::searchStats() {
+  SearchStats s;
+  s.candidates = statCandidates;
+  s.seconds = double(statMicros) * 1e-6;
+  s.searches = statSearches;
+  s.budgetStops = statBudgetStops;
+  return s;
+}
+
+namespace {
+
+/// Adds the seconds from its making to its end to searchStats().
+struct SearchClock {
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
+  ~SearchClock() {
+    statMicros +=
+        uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+};
+
+} // namespace
+
 Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
                                          const SearchTarget &t) {
+  SearchClock clock;
   Partition p = searchForStepTime(layers, t);
   // A profile without a memory size has nothing to fit.
   if (t.budget() <= 0)

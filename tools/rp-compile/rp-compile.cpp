@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/Analysis/PassesInFlight.h"
+#include "rp/Analysis/SearchStats.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
 #include "rp/Dialect/RP/RPPasses.h"
 #include "rp/Dialect/RP/TrainPipeline.h"
@@ -38,6 +39,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <malloc.h>
 #include <numeric>
 
 using namespace mlir;
@@ -55,6 +57,13 @@ static cl::opt<bool>
     tf32("tf32", cl::desc("let the cuda device's f32 GEMMs round their "
                           "inputs to TF32 (recorded in the plan; off: f32 "
                           "products as the host's)"));
+/// A refusal (a plan over its memory budget, a bad --stages) is about
+/// numbers, not the IR: the op a diagnostic is attached to (the whole
+/// schedule, thousands of lines for a real model) is printed only when
+/// asked.
+static cl::opt<bool> printIrOnError(
+    "print-ir-on-error",
+    cl::desc("print the operation an error is about (the IR) after it"));
 
 /// The pipeline's options are this tool's flags (--devices, --schedule, ...):
 /// one struct, parsed here and handed to the pipeline as is.
@@ -216,7 +225,23 @@ static void printSummary(ModuleOp module, size_t size) {
   }
   if (std::optional<uint64_t> pinned = s.getPinnedBytes())
     os << "; pinned host memory " << formatBytes(*pinned);
-  os << "; " << size << " bytes\n";
+  os << "; " << size << " bytes";
+  // What choosing cost: rp's partitioner times candidates (each a schedule
+  // laid out as a run), for every choice left automatic.
+  if (rp::SearchStats search = rp::searchStats(); search.searches) {
+    char text[200];
+    snprintf(text, sizeof(text),
+             "; the partition search timed %llu candidates in %.2f s (%u "
+             "search%s",
+             (unsigned long long)search.candidates, search.seconds,
+             search.searches, search.searches == 1 ? "" : "es");
+    os << text;
+    if (search.budgetStops)
+      os << ", " << search.budgetStops << " stopped at their budget of "
+         << rp::kSearchBudget << " candidates, the best found kept";
+    os << ")";
+  }
+  os << "\n";
 }
 
 namespace {
@@ -260,6 +285,13 @@ constexpr unsigned kMaxMicrobatches = 1024;
 
 int main(int argc, char **argv) {
   rp::installLastResort("rp-compile");
+  // The partition search lays out thousands of runs, each a graph of
+  // small vectors: keep the freed memory instead of returning it to the
+  // system and faulting it in again (a tenth of Llama-3.1-8B's compile
+  // was page faults and heap trimming).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 64 << 20);
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
@@ -268,8 +300,8 @@ int main(int argc, char **argv) {
   llvm::StringSet<> foreign;
   for (auto &entry : cl::getRegisteredOptions())
     foreign.insert(entry.first);
-  for (const char *own :
-       {"o", "forward-only", "help", "help-hidden", "version"})
+  for (const char *own : {"o", "forward-only", "tf32", "print-ir-on-error",
+                          "help", "help-hidden", "version"})
     foreign.erase(own);
   rp::ImportCLOptions importOptions;
   rp::TrainPipelineOptions &pipeline = pipelineOptions();
@@ -302,11 +334,13 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   rp::registerAllDialects(registry);
   MLIRContext context(registry);
-  // An error names the op's location; the whole IR only when asked.
+  // An error names the op's location and its numbers; the whole IR only
+  // when asked (--print-ir-on-error, or MLIR's --mlir-print-op-on-diagnostic).
   auto &registered = cl::getRegisteredOptions();
   auto printOp = registered.find("mlir-print-op-on-diagnostic");
-  if (printOp == registered.end() || !printOp->second->getNumOccurrences())
-    context.printOpOnDiagnostic(false);
+  context.printOpOnDiagnostic(
+      printIrOnError ||
+      (printOp != registered.end() && printOp->second->getNumOccurrences()));
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
 

@@ -86,6 +86,60 @@ TEST(PartitionSearchTest, IsDeterministic) {
   EXPECT_EQ(a.tail, b.tail);
 }
 
+/// A later search of the same problem (another grain, another tail's
+/// costs) starts from the earlier's best instead of sweeping again: it
+/// times fewer candidates, finds a partition no slower than RoundPipe's,
+/// and gives the same answer each time.
+TEST(PartitionSearchTest, LaterSearchesStartFromTheMemo) {
+  HardwareProfile hw = pcie();
+  std::vector<LayerCost> layers = model(40, 3);
+  SearchMemo memo;
+  SearchTarget target{hw, 8, 9, int64_t(20e9)};
+  target.memo = &memo;
+  uint64_t before = searchStats().candidates;
+  Partition first = partitionForStepTime(layers, target);
+  uint64_t full = searchStats().candidates - before;
+  ASSERT_EQ(memo.found.size(), 1u);
+  // The same problem with a heavier head, as rp-choose-loss-fusion's
+  // unfused graph.
+  std::vector<LayerCost> heavier = layers;
+  heavier.back().forwardMs *= 1.5;
+  heavier.back().backwardMs *= 1.5;
+  before = searchStats().candidates;
+  Partition later = partitionForStepTime(heavier, target);
+  uint64_t climbed = searchStats().candidates - before;
+  EXPECT_LT(climbed, full) << full << " candidates, then " << climbed;
+  EXPECT_EQ(memo.found.size(), 2u);
+  Partition roundpipe = partitionRoundPipe(heavier, target.stageBytes, 8);
+  EXPECT_LE(estimatedStepMs(later, heavier, target),
+            estimatedStepMs(roundpipe, heavier, target) + 1e-9);
+  // Without the memo the search is the full one, as before.
+  SearchTarget alone{hw, 8, 9, int64_t(20e9)};
+  Partition again = partitionForStepTime(layers, alone);
+  EXPECT_EQ(again.forward, first.forward);
+  EXPECT_EQ(again.backward, first.backward);
+}
+
+/// The candidate budget stops a search deterministically, its best kept.
+TEST(PartitionSearchTest, StopsAtTheCandidateBudget) {
+  HardwareProfile hw = pcie();
+  std::vector<LayerCost> layers = model(40, 3);
+  SearchTarget target{hw, 8, 9, int64_t(20e9)};
+  target.candidateBudget = 50;
+  unsigned stops = searchStats().budgetStops;
+  uint64_t before = searchStats().candidates;
+  Partition a = partitionForStepTime(layers, target);
+  EXPECT_LE(searchStats().candidates - before, 50u + 2);
+  EXPECT_EQ(searchStats().budgetStops, stops + 1);
+  Partition b = partitionForStepTime(layers, target);
+  EXPECT_EQ(a.forward, b.forward);
+  EXPECT_EQ(a.backward, b.backward);
+  EXPECT_TRUE(fitsStageBytes(a, layers, target.stageBytes));
+  Partition roundpipe = partitionRoundPipe(layers, target.stageBytes, 8);
+  EXPECT_LE(estimatedStepMs(a, layers, target),
+            estimatedStepMs(roundpipe, layers, target) + 1e-9);
+}
+
 } // namespace
 
 /// The steady state rewards large stages; the byte cap counts weights

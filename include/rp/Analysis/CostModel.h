@@ -27,6 +27,8 @@
 
 namespace mlir::rp {
 
+struct SearchMemo;
+
 class CostModel {
 public:
   explicit CostModel(Operation *) {}
@@ -48,6 +50,12 @@ public:
   /// keyed by the function, and a freed copy's address may be reused.
   CostModel forScratch() const;
 
+  /// The partition searches' shared work (PartitionSearch.h), for the
+  /// whole pass manager's run; a scratch model shares it, so that a copy's
+  /// searches (rp-choose-loss-fusion's unfused graph) start from the
+  /// original's.
+  SearchMemo &searchMemo() const;
+
   /// The profiles survive every pass; the layer costs only passes that
   /// preserve this analysis.
   bool isInvalidated(const AnalysisManager::PreservedAnalyses &pa) {
@@ -66,6 +74,7 @@ private:
   std::map<std::tuple<Operation *, std::string, std::string, bool>,
            std::vector<LayerCost>>
       costs;
+  mutable std::shared_ptr<SearchMemo> memo;
 };
 
 } // namespace mlir::rp

@@ -24,8 +24,28 @@
 
 #include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/SearchStats.h"
 
 namespace mlir::rp {
+
+/// The partition searches of one compile share their work through this
+/// (CostModel::searchMemo(), so rp-partition's two grains and
+/// rp-choose-loss-fusion's unfused graph reuse rp-partition's search):
+/// each search records the best partition it found for its problem (the
+/// layer count, devices, microbatches, cap, tail jobs, dispatch and
+/// budget: not the grain or the layers' costs, which the later searches
+/// change), and a later search of the same problem starts from those
+/// bests and RoundPipe's partition and climbs from there, instead of
+/// sweeping bottlenecks and balanced stage counts again (most of a search's
+/// timings). Deterministic: a compile runs its searches in one order.
+struct SearchMemo {
+  struct Found {
+    std::string problem;
+    std::vector<unsigned> fwd, bwd;
+    unsigned tail = 0;
+  };
+  std::vector<Found> found;
+};
 
 struct SearchTarget {
   const HardwareProfile &hw;
@@ -46,6 +66,10 @@ struct SearchTarget {
   int64_t budget() const {
     return budgetBytes > 0 ? budgetBytes : int64_t(hw.memoryBytes());
   }
+  /// Earlier searches of this compile to start from (nullptr: none).
+  SearchMemo *memo = nullptr;
+  /// Candidates one search may time (kSearchBudget).
+  unsigned candidateBudget = kSearchBudget;
 };
 
 /// `p`'s round-robin schedule (compute only) at the target's recompute

@@ -11,6 +11,7 @@
 #define RP_DIALECT_RP_TRANSFORMS_PARTITIONPOLICY_H
 
 #include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -37,6 +38,8 @@ struct PartitionRequest {
   /// search at stage grain and at layer grain and keep the faster plan
   /// (chooseGrainForSpeed); `layerGrain` is then ignored.
   bool chooseGrain = false;
+  /// The compile's earlier searches to start from (CostModel::searchMemo).
+  SearchMemo *memo = nullptr;
 };
 
 /// What `recompute = auto` chose for speed, and why.

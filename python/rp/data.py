@@ -16,9 +16,10 @@ document's last token, as rp never shifts labels. By default a row is one
 document padded on the right: a causal model's tokens never attend to the
 padding after them, so the loss is the document's alone. ``pack=True``
 concatenates documents into full rows instead (labels never cross a
-document's end), but a traced model with only ``input_ids`` attends across
-the documents of a row: rp's graphs take no per-row mask or positions yet.
-Rows are read by rp-run in file order or in a seeded order per epoch,
+document's end). The segments (each token's document in its row, -1 on
+padding) go to the graph beside the tokens: ``rp.finetune``'s traced
+models build a block-diagonal causal mask and per-document positions from
+them, so a packed row's loss is its documents' alone too. Rows are read by rp-run in file order or in a seeded order per epoch,
 which ``row_order`` reproduces.
 """
 

@@ -7,8 +7,11 @@
 # tiny Qwen3-MoE (4 experts, top 2), each made from a config object with
 # the bundled tokenizer (pad_token_id None), fine-tuned on packed SFT JSONL
 # (chat, prompt/completion, text) on 2 devices, in full (export --hf:
-# from_pretrained) and with LoRA (export --peft: PeftModel.from_pretrained):
-# each export gives rp's eval loss at the same weights within 1e-5.
+# from_pretrained) and with LoRA (export --peft: PeftModel.from_pretrained;
+# the MoE's default targets adapt the stacked experts too, which export
+# --merged, and --peft refuses them by name; its attention and router
+# adapters export --peft): each export gives rp's eval loss at the same
+# weights within 1e-5.
 
 import json
 import sys
@@ -45,25 +48,38 @@ for name, (cls, config) in families.items():
     torch.manual_seed(0)
     cls(config).save_pretrained(str(folder))
     tok.save_pretrained(str(folder))
-    for lora in (0, 4):
-        run = out / f"{name}-{'lora' if lora else 'full'}"
+    # (LoRA rank, targets, export): the MoE's default targets include the
+    # stacked experts, which export merged; PEFT takes the others.
+    runs = [(0, "", "--hf"), (4, "", "--peft")]
+    if name == "qwen3-moe":
+        runs = [(0, "", "--hf"), (4, "", "--merged"),
+                (4, r"self_attn|mlp\.gate\.", "--peft")]
+    for lora, targets, how in runs:
+        run = out / f"{name}-{how[2:]}"
         rp.finetune(folder, out / "tiny" / "train.jsonl", run,
                     eval_data=out / "tiny" / "eval.jsonl", steps=2,
                     devices=2, microbatches=3, seq_len=32, lr=1e-2, sync=True,
-                    lora_rank=lora, lora_alpha=8)
+                    lora_rank=lora, lora_alpha=8, lora_targets=targets)
         ours = rp_loss(run)
-        base = AutoModelForCausalLM.from_pretrained(str(folder))
-        if lora:
+        base = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+        # Before PeftModel adds the adapters into `base`.
+        untrained = torch_loss(base, run / "eval.rpds")
+        if how == "--peft":
             model = PeftModel.from_pretrained(
                 base, str(export.export_peft(run, out / f"{run.name}-peft")))
         else:
             model = AutoModelForCausalLM.from_pretrained(
                 str(export.export_hf(run, out / f"{run.name}-hf")))
         theirs = torch_loss(model.eval(), run / "eval.rpds")
-        untrained = torch_loss(base.eval(), run / "eval.rpds")
-        print(f"{name} {'--peft' if lora else '--hf'}: loss within 1e-5 of "
+        print(f"{name} {how}: loss within 1e-5 of "
               f"rp's: {rel(ours, theirs) <= 1e-5}, trained: "
               f"{rel(ours, untrained) > 1e-4} ({ours:.6f} vs {theirs:.6f})")
+        if how == "--merged":
+            try:
+                export.export_peft(run, out / "refused")
+            except ValueError as err:
+                print("expert adapters refused by --peft:",
+                      "stacked expert weights" in str(err))
         if name == "qwen3" and not lora:
             print("tied in the export:",
                   model.lm_head.weight.data_ptr()
@@ -73,4 +89,6 @@ for name, (cls, config) in families.items():
 # CHECK-NEXT: tied in the export: True
 # CHECK-NEXT: qwen3 --peft: loss within 1e-5 of rp's: True, trained: True
 # CHECK-NEXT: qwen3-moe --hf: loss within 1e-5 of rp's: True, trained: True
+# CHECK-NEXT: qwen3-moe --merged: loss within 1e-5 of rp's: True, trained: True
+# CHECK-NEXT: expert adapters refused by --peft: True
 # CHECK-NEXT: qwen3-moe --peft: loss within 1e-5 of rp's: True, trained: True

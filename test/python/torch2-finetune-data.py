@@ -46,9 +46,9 @@ for row, name in enumerate(("prompt/completion", "chat", "text")):
     print(f"{name}: trains {tok.decode(trained)!r}; labels are next tokens: "
           f"{next_ok}; padding ignored: {bool((labels[real - 1:] == -100).all())}")
 
-packed = data.build(src, tok, out / "packed.rpds", 16, pack=True)
+packed = data.build(src, tok, out / "packed.rpds", 40, pack=True)
 p = data.read(out / "packed.rpds")
-crossing = sum(1 for r in range(p["rows"]) for j in range(15)
+crossing = sum(1 for r in range(p["rows"]) for j in range(39)
                if p["labels"][r][j] != -100 and
                p["segments"][r][j] != p["segments"][r][j + 1])
 print("packed:", packed["rows"], "rows, flag", packed["packed"],

@@ -29,17 +29,17 @@ from rp.safetensors import read as load  # noqa: E402
 out = Path(sys.argv[1])
 model_dir = make_model(out / "tiny")
 model, tok = ft.load_model(model_dir)
-data.build(out / "tiny" / "train.jsonl", tok, out / "all.rpds", 32, pack=True)
+data.build(out / "tiny" / "train.jsonl", tok, out / "all.rpds", 48, pack=True)
 d = data.read(out / "all.rpds")
 rows = slice(0, 4)
 tokens, labels, segments = (d[k][rows] for k in ("tokens", "labels", "segments"))
 data.write(out / "packed.rpds", tokens, labels, segments, 0, d["vocab"], True)
 docs = [len(set(r[r >= 0])) for r in segments]
-# CHECK: packed: 4 rows of 32 tokens, {{[0-9]+}} documents, several in each row: True
-print(f"packed: {len(tokens)} rows of 32 tokens, {sum(docs)} documents, "
+# CHECK: packed: 4 rows of 48 tokens, {{[0-9]+}} documents, several in each row: True
+print(f"packed: {len(tokens)} rows of 48 tokens, {sum(docs)} documents, "
       f"several in each row: {min(docs) > 1}")
 
-src = ft.trace_model(model, 2, 32, out / "trace")
+src = ft.trace_model(model, 2, 48, out / "trace")
 plan = rp.compile(src, out / "model.rpplan", devices=2, microbatches=2)
 (_, loss), = train_steps(plan, steps=1, lr=0.0, sync=True,
                          dataset=str(out / "packed.rpds"),
@@ -89,10 +89,10 @@ stream = d["tokens"][d["segments"] >= 0]
 stream.astype("<u2").tofile(out / "flat.bin")
 (_, flat), = train_steps(plan, steps=1, lr=0.0, sync=True,
                          data=str(out / "flat.bin"))
-windows = torch.from_numpy(np.stack([stream[i * 32:i * 32 + 33]
+windows = torch.from_numpy(np.stack([stream[i * 48:i * 48 + 49]
                                      for i in range(4)]).astype(np.int64))
 with torch.no_grad():
-    logits = model(input_ids=windows[:, :32], use_cache=False).logits
+    logits = model(input_ids=windows[:, :48], use_cache=False).logits
 plain_ref = torch.nn.functional.cross_entropy(
     logits.reshape(-1, logits.shape[-1]), windows[:, 1:].reshape(-1)).item()
 # CHECK: --data: one document a window, within 1e-5: True

@@ -38,13 +38,13 @@ echo "== quick start: fine-tune $tiny/model (a 2-layer Llama saved with save_pre
 echo "   on $tiny/train.jsonl (48 records: chat, prompt/completion and text; \"What comes after two?\" ->
    \"three.\") on 2 host devices"
 echo "\$ .venv-torch2/bin/python -m rp finetune $tiny/model --data $tiny/train.jsonl \\"
-echo "      --eval-data $tiny/eval.jsonl --out demo-out/run --devices 2 --epochs 40 \\"
-echo "      --batch-size 4 --seq-len 32 --lr 1e-2 --lr-schedule cosine --warmup-steps 10 --eval-every 80"
+echo "      --eval-data $tiny/eval.jsonl --out demo-out/run --devices 2 --epochs 100 \\"
+echo "      --batch-size 4 --seq-len 32 --lr 1e-2 --lr-schedule cosine --warmup-steps 10 --eval-every 100"
 $py2 -m rp finetune "$tiny/model" --data "$tiny/train.jsonl" \
-  --eval-data "$tiny/eval.jsonl" --out demo-out/run --devices 2 --epochs 40 \
+  --eval-data "$tiny/eval.jsonl" --out demo-out/run --devices 2 --epochs 100 \
   --batch-size 4 --seq-len 32 --lr 1e-2 --lr-schedule cosine --warmup-steps 10 \
-  --eval-every 80 2>&1 | tr '\r' '\n' | awk '
-    /rp-run: step/ { n++; if (n % 40 == 0) print "   " $0; next }
+  --eval-every 100 2>&1 | tr '\r' '\n' | awk '
+    /rp-run: step/ { n++; if (n % 50 == 0) print "   " $0; next }
     /^$/ { next } { print "   " $0 }'
 echo "   metrics: demo-out/run/metrics.jsonl, e.g. $(sed -n 2p demo-out/run/metrics.jsonl)"
 echo "\$ .venv-torch2/bin/python -m rp export demo-out/run --hf demo-out/run-hf"

@@ -23,9 +23,9 @@ def cmd_data(argv):
     p.add_argument("-o", "--output", required=True, metavar="FILE.rpds")
     p.add_argument("--seq-len", type=int, required=True)
     p.add_argument("--pack", action="store_true",
-                   help="fill rows with several documents (attention then "
-                   "crosses them: rp's traced graphs take no mask input "
-                   "yet); default one document a row, padded")
+                   help="fill rows with several documents (the segments "
+                   "keep each document's attention its own in rp finetune's "
+                   "graphs); default one document a row, padded")
     args = p.parse_args(argv)
     import os
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -65,7 +65,9 @@ def _finetune_parser():
                    "device, devices + 1 on more")
     p.add_argument("--batch-size", type=int, help="rows per microbatch")
     p.add_argument("--seq-len", type=int, help="tokens per row")
-    p.add_argument("--pack", action="store_true", default=None)
+    p.add_argument("--pack", action=argparse.BooleanOptionalAction,
+                   default=None, help="several documents a row, attention "
+                   "kept within each (default); --no-pack: one a row, padded")
     p.add_argument("--shuffle-seed", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--lora-rank", type=int, help="train rank-R adapters "

@@ -15,10 +15,12 @@ is trained, -100 (PyTorch's ignore index) on prompts, padding and a
 document's last token, as rp never shifts labels. By default a row is one
 document padded on the right: a causal model's tokens never attend to the
 padding after them, so the loss is the document's alone. ``pack=True``
-concatenates documents into full rows instead (labels never cross a
-document's end), but a traced model with only ``input_ids`` attends across
-the documents of a row: rp's graphs take no per-row mask or positions yet.
-Rows are read by rp-run in file order or in a seeded order per epoch,
+fills each row with whole documents instead, in order, a document that
+does not fit the room left starting the next row (labels never cross a
+document's end). The segments (each token's document in its row, -1 on
+padding) go to the graph beside the tokens: ``rp.finetune``'s traced
+models build a block-diagonal causal mask and per-document positions from
+them, so a packed row's loss is its documents' alone too. Rows are read by rp-run in file order or in a seeded order per epoch,
 which ``row_order`` reproduces.
 """
 
@@ -138,20 +140,19 @@ def rows_from(documents: Iterable[Tuple[List[int], List[bool]]], seq_len: int,
             flush()
             row_t, row_l, row_s = [], [], []
             continue
-        while ids:
-            room = seq_len - len(row_t)
-            take = min(room, len(ids))
-            segment = (row_s[-1] + 1) if row_s else 0
-            row_t += ids[:take]
-            row_l += lab[:take]
-            row_s += [segment] * take
-            # A document cut at a row's end does not predict across it.
-            if take < len(ids):
-                row_l[-1] = IGNORE
-            ids, lab = ids[take:], lab[take:]
-            if len(row_t) == seq_len:
-                flush()
-                row_t, row_l, row_s = [], [], []
+        # Documents stay whole: one that does not fit the room left starts
+        # the next row (a part cut off would train without its prompt), so
+        # only a document longer than a row is cut, as padded rows cut it.
+        if len(row_t) + len(ids) > seq_len:
+            flush()
+            row_t, row_l, row_s = [], [], []
+        segment = (row_s[-1] + 1) if row_s else 0
+        row_t += ids
+        row_l += lab
+        row_s += [segment] * len(ids)
+        if len(row_t) == seq_len:
+            flush()
+            row_t, row_l, row_s = [], [], []
     if row_t:
         flush()
     as_array = lambda rows: np.asarray(rows, dtype=np.int32).reshape(-1, seq_len)

@@ -130,6 +130,13 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
     saved = sorted({name.rsplit(".", 1)[0] for name in full})
     for name, value in full.items():
         tensors[f"base_model.model.{name}"] = value
+    stacked = [name for name, (a, _) in lora.items() if a.ndim != 2]
+    if stacked:
+        raise ValueError(
+            f"the adapters of {len(stacked)} stacked expert weights "
+            f"({stacked[0]}, ...) have no PEFT LoRA-module form: export the "
+            "run with --merged (or --hf), or train with --lora-targets "
+            "leaving the experts out (e.g. 'self_attn|mlp.gate$')")
     for name, (a, b) in sorted(lora.items()):
         module = name[:-len(".weight")] if name.endswith(".weight") else name
         modules.append(module)

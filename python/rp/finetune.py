@@ -45,7 +45,7 @@ DEFAULTS: Dict[str, Any] = {
     "lr": 5e-5, "lr_schedule": "linear", "warmup_steps": 0,
     "weight_decay": 0.0, "clip_grad_norm": 1.0, "optimizer": "adamw",
     "devices": 1, "microbatches": None, "batch_size": 1, "seq_len": 128,
-    "pack": False, "shuffle_seed": 0, "seed": 0,
+    "pack": True, "shuffle_seed": 0, "seed": 0,
     "lora_rank": 0, "lora_alpha": 16.0, "lora_targets": "",
     "lora_modules_to_save": "",
     "dtype": "f32", "sync": False, "eval_every": 0, "threads": None,
@@ -73,12 +73,26 @@ def load_config(path: PathLike) -> Dict[str, Any]:
 
 def _logits_module(model):
     """The model's children under the model's own names, whose forward is
-    the model's with the cache off, returning the logits alone."""
+    the model's with the cache off, returning the logits alone. It takes
+    each token's document (``segment_ids``, the dataset's segments, -1 on
+    padding) beside the tokens: a token attends to the tokens before it in
+    its own document only (a block-diagonal causal mask, built in the graph
+    from the segments) at its position within that document, so a packed
+    row computes what its documents would alone, as a padded one does."""
     import torch
 
     class LogitsOnly(torch.nn.Module):
-        def forward(self, input_ids):
-            return self._model(input_ids=input_ids, use_cache=False,
+        def forward(self, input_ids, segment_ids):
+            seq = input_ids.shape[1]
+            same = segment_ids[:, :, None] == segment_ids[:, None, :]
+            causal = torch.ones(seq, seq, dtype=torch.bool,
+                                device=input_ids.device).tril()
+            keep = torch.where(causal, same, False)          # [B, S, S]
+            # Position within the document: the earlier tokens it keeps.
+            positions = keep.to(torch.float32).sum(-1).to(torch.int64) - 1
+            return self._model(input_ids=input_ids,
+                               attention_mask=keep[:, None],
+                               position_ids=positions, use_cache=False,
                                return_dict=False)[0]
 
     wrapper = LogitsOnly()
@@ -87,6 +101,54 @@ def _logits_module(model):
     # Not a submodule: parameter names stay the model's own.
     object.__setattr__(wrapper, "_model", model)
     return wrapper
+
+
+class _RotaryTables:
+    """While tracing: each rotary embedding (a module with
+    ``forward(x, position_ids) -> (cos, sin)``, as transformers' Llama,
+    Qwen3 and Mixtral have) computes its tables for positions 0..S-1,
+    input-independent so the tracer folds them, and gathers the rows of the
+    given positions; rp has no cos/sin kernel for positions computed at run
+    time. The values are the module's own (the same float ops per position),
+    so traced and eager models agree."""
+
+    def __init__(self, model):
+        self.model, self.saved = model, []
+
+    def __enter__(self):
+        import types
+
+        import torch
+        import torch.nn.functional as F
+
+        def forward(module, x, position_ids):
+            base = torch.arange(position_ids.shape[-1],
+                                device=position_ids.device)[None]
+            cos, sin = module._rp_forward(x, base)
+            return (F.embedding(position_ids, cos[0]),
+                    F.embedding(position_ids, sin[0]))
+
+        for name, module in self.model.named_modules():
+            if type(module).__name__.endswith("RotaryEmbedding"):
+                module._rp_forward = module.forward
+                module.forward = types.MethodType(forward, module)
+                self.saved.append(module)
+        return self
+
+    def __exit__(self, *exc):
+        for module in self.saved:
+            del module.forward
+            del module._rp_forward
+
+
+def trace_model(model, batch: int, seq: int, out: PathLike) -> Path:
+    """``rp.trace`` of the model's logits from ``input_ids`` and
+    ``segment_ids`` ([batch, seq] each), the model's own parameter names."""
+    import torch
+    from rp.trace import trace
+    example = torch.zeros((batch, seq), dtype=torch.int64)
+    with _RotaryTables(model):
+        return trace(_logits_module(model), (example, example.clone()), out)
 
 
 def load_model(model_dir: PathLike):
@@ -222,7 +284,7 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
     _say(f"{data}: {train_info['documents']} documents in "
          f"{train_info['rows']} rows of {seq} tokens, "
          f"{train_info['trained_tokens']} trained tokens -> {out}/train.rpds"
-         + (" (packed: attention crosses the documents of a row)"
+         + (" (packed; attention kept within each document)"
             if opts["pack"] else " (one document a row, padded)"))
     eval_path = None
     if opts["eval_data"]:
@@ -237,10 +299,7 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
         total = max(1, math.ceil(epochs * train_info["rows"] / global_rows))
     opts["steps"] = total
 
-    traced = _logits_module(model)
-    example = torch.zeros((b, seq), dtype=torch.int64)
-    from rp.trace import trace
-    src = trace(traced, (example,), out / "trace")
+    src = trace_model(model, b, seq, out / "trace")
     plan_options = {"dtype": opts["dtype"] if opts["dtype"] != "f32" else None}
     if opts["lora_rank"]:
         plan_options.update(lora_rank=opts["lora_rank"],

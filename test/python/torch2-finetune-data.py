@@ -46,15 +46,16 @@ for row, name in enumerate(("prompt/completion", "chat", "text")):
     print(f"{name}: trains {tok.decode(trained)!r}; labels are next tokens: "
           f"{next_ok}; padding ignored: {bool((labels[real - 1:] == -100).all())}")
 
-packed = data.build(src, tok, out / "packed.rpds", 16, pack=True)
+packed = data.build(src, tok, out / "packed.rpds", 40, pack=True)
 p = data.read(out / "packed.rpds")
-crossing = sum(1 for r in range(p["rows"]) for j in range(15)
+crossing = sum(1 for r in range(p["rows"]) for j in range(39)
                if p["labels"][r][j] != -100 and
                p["segments"][r][j] != p["segments"][r][j + 1])
 print("packed:", packed["rows"], "rows, flag", packed["packed"],
       "labels across a document end:", crossing,
-      "rows full but the last:",
-      bool((p["segments"][:-1] >= 0).all()))
+      "documents whole:", p["documents"] == len(
+          {(r, v) for r in range(p["rows"]) for v in p["segments"][r] if v >= 0}),
+      "rows hold several:", bool((p["segments"].max(axis=1) > 0).any()))
 
 config = out / "finetune.yaml"
 config.write_text(f"model: {model_dir}\ndata: {out / 'tiny' / 'train.jsonl'}\n"
@@ -74,7 +75,7 @@ print("no data:", bad.returncode, bad.stderr.strip())
 # CHECK-NEXT: prompt/completion: trains 'three.<|end|>'; labels are next tokens: True; padding ignored: True
 # CHECK-NEXT: chat: trains 'four.<|end|>'; labels are next tokens: True; padding ignored: True
 # CHECK-NEXT: text: trains ' one comes two.<|end|>'; labels are next tokens: True; padding ignored: True
-# CHECK-NEXT: packed: {{[0-9]+}} rows, flag True labels across a document end: 0 rows full but the last: True
+# CHECK-NEXT: packed: {{[0-9]+}} rows, flag True labels across a document end: 0 documents whole: True rows hold several: True
 # CHECK-NEXT: finetune --config exit 0
 # CHECK-NEXT: recorded: 2 32 2 0.01 {'rank': 2, 'alpha': 16.0, 'targets': '', 'modules_to_save': ''}
 # CHECK-NEXT: no data: 1 rp finetune: error: give --data, --out

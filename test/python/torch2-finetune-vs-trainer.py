@@ -7,8 +7,11 @@
 # (rp.data.batch_rows gives the shuffled order rp-run reads; the Trainer
 # takes them in that order), AdamW (weight decay 0, as Trainer's default),
 # a cosine schedule with 2 warmup steps, the gradient norm clipped at 1,
-# sync mode on 2 host devices (3 microbatches of 2 rows). Trainer's model
-# shifts labels itself, so it gets rp's labels unshifted. Every step's loss
+# sync mode on 2 host devices (3 microbatches of 2 rows), the rows packed
+# (several documents each): Trainer's model gets each row's block-diagonal
+# causal mask (4D, a token sees its own document's earlier tokens) and
+# per-document position ids, as TRL's padding-free packing does. Trainer's
+# model shifts labels itself, so it gets rp's labels unshifted. Every step's loss
 # agrees within 1e-4 relative (measured: about 1e-7), and so do every
 # step's learning rate and gradient norm (before clipping).
 
@@ -37,6 +40,7 @@ rp.finetune(model_dir, out / "tiny" / "train.jsonl", out / "run", steps=steps,
 ours = [json.loads(l) for l in open(out / "run" / "metrics.jsonl")]
 
 d = data.read(out / "run" / "train.rpds")
+print("packed:", d["packed"], d["documents"] > d["rows"])
 order = [r for k in range(steps)
          for r in data.batch_rows(d["rows"], rows_per_step, k, 11)]
 
@@ -49,8 +53,11 @@ class Rows(torch.utils.data.Dataset):
         r = order[i]
         labels = np.full(d["seq_len"], -100, np.int64)
         labels[1:] = d["labels"][r][:-1]        # the model shifts them back
+        seg = torch.from_numpy(d["segments"][r].astype(np.int64))
+        keep = (seg[:, None] == seg[None, :]).tril()
         return {"input_ids": torch.from_numpy(d["tokens"][r].astype(np.int64)),
-                "labels": torch.from_numpy(labels)}
+                "labels": torch.from_numpy(labels),
+                "attention_mask": keep[None], "position_ids": keep.sum(-1) - 1}
 
 
 class InOrder(Trainer):
@@ -88,6 +95,7 @@ print("gradient norms within 1e-4:",
       all(abs(a["grad_norm"] - b) <= 1e-4 * b for a, b in zip(ours, norms)))
 print(f"worst relative difference {worst:.1e}", file=sys.stderr)
 
+# CHECK: packed: True True
 # CHECK: steps: rp 6, Trainer 6
 # CHECK-NEXT: losses within 1e-4: True
 # CHECK-NEXT: learning rates within 1e-12: True

@@ -70,6 +70,6 @@ print("tensorboard:", {t: len(v) for t, v in sorted(tags.items())})
 # CHECK-NEXT: export --hf: from_pretrained loss within 1e-5 of rp's: True
 # CHECK-NEXT: tokenizer copied: True
 # CHECK-NEXT: tensorboard: {'eval/loss': 2, 'train/grad_norm': 4, 'train/loss': 4, 'train/lr': 4}
-# LOG: rp finetune: {{.*}}train.jsonl: 48 documents in 48 rows of 32 tokens
+# LOG: rp finetune: {{.*}}train.jsonl: 48 documents in 26 rows of 32 tokens, {{.*}} (packed; attention kept within each document)
 # LOG: rp-run: step 3 (2/2) loss {{[0-9.]+}} lr
 # LOG: rp finetune: step 4: eval loss

@@ -71,6 +71,9 @@ Expected<TokenStream> TokenStream::openDataset(const std::string &path,
   std::memcpy(s.rowTokens.data(), raw->data() + kHeaderBytes, 4 * cells);
   std::memcpy(s.rowLabels.data(), raw->data() + kHeaderBytes + 4 * cells,
               4 * cells);
+  s.rowSegments.resize(cells);
+  std::memcpy(s.rowSegments.data(), raw->data() + kHeaderBytes + 8 * cells,
+              4 * cells);
   s.shuffle = shuffle;
   s.shuffleSeed = seed;
   return s;
@@ -101,6 +104,9 @@ Status TokenStream::nextRows(NpyArray &tokensOut, NpyArray &labelsOut,
         "; write it with --seq-len " + std::to_string(seq));
   auto *t = reinterpret_cast<int64_t *>(tokensOut.data.data());
   auto *l = reinterpret_cast<int64_t *>(labelsOut.data.data());
+  int64_t *sg = segmentsOut
+                    ? reinterpret_cast<int64_t *>(segmentsOut->data.data())
+                    : nullptr;
   lastCount = 0;
   // Every rank walks the whole global batch and keeps its own rows, as
   // with --data; the count is the global batch's.
@@ -108,6 +114,7 @@ Status TokenStream::nextRows(NpyArray &tokensOut, NpyArray &labelsOut,
     uint64_t row = rowAt(position++);
     const int32_t *rt = rowTokens.data() + row * rowLength;
     const int32_t *rl = rowLabels.data() + row * rowLength;
+    const int32_t *rs = rowSegments.data() + row * rowLength;
     int64_t r = g - int64_t(rank) * count;
     for (int64_t k = 0; k < seq; ++k) {
       if (rl[k] != -100)
@@ -122,6 +129,8 @@ Status TokenStream::nextRows(NpyArray &tokensOut, NpyArray &labelsOut,
               std::to_string(limit));
       t[r * seq + k] = rt[k];
       l[r * seq + k] = rl[k];
+      if (sg)
+        sg[r * seq + k] = rs[k];
     }
   }
   return Status::ok();

@@ -49,6 +49,10 @@ Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
   a.shape = globalShape(plan, in, accumulate);
   a.data.resize(numElements(a.shape) * dtypeSize(a.dtype));
   std::mt19937_64 rng(seed ^ std::hash<std::string>()(in.name));
+  // Each token's document (rp.finetune's graphs): zeros, one document a
+  // row, unless --input or --dataset gives them.
+  if (in.name == "segment_ids" && a.dtype == DType::i64)
+    return a;
   if (a.dtype == DType::i64 || a.dtype == DType::i32) {
     if (in.limit <= 0)
       return invalidArgument("input '" + in.name +
@@ -215,10 +219,20 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
       const BufferDesc &b = plan.buffers[in.buffer];
       if (&in == labels || &in == scale)
         continue;
+      // A packed model's document of each token (rp.finetune traces it):
+      // the dataset's segments, -1 on padding.
+      // (--data's windows are one document each: zeros.)
+      if (in.name == "segment_ids" && b.dtype == DType::i64 &&
+          b.shape.size() == 2) {
+        if (!options.dataset.empty())
+          out.segmentInput = in.name;
+        continue;
+      }
       if (b.dtype != DType::i64 || b.shape.size() != 2 || !tokenInput.empty())
         return invalidArgument(
             "--data and --dataset feed a model whose only other input "
-            "is i64 token ids [batch, seq]; '" +
+            "is i64 token ids [batch, seq] (and, with --dataset, "
+            "segment_ids); '" +
             in.name + "' is " + dtypeName(b.dtype) + describeShape(b.shape));
       tokenInput = in.name;
     }

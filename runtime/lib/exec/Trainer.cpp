@@ -76,6 +76,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   std::optional<TokenStream> &stream = inputs.stream;
   std::string &tokenInput = inputs.tokenInput;
   int64_t tokenLimit = inputs.tokenLimit;
+  if (stream && !inputs.segmentInput.empty())
+    stream->segmentsOut = &global[inputs.segmentInput];
   // Token-weighted mean over the global batch: one count for all
   // microbatches. An output loss counts 1 per microbatch (the step loss is
   // the mean of the microbatches' losses).

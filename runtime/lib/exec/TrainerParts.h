@@ -47,7 +47,11 @@ struct TokenStream {
   bool isDataset = false;
   uint32_t rowLength = 0;
   uint64_t rows = 0;
-  std::vector<int32_t> rowTokens, rowLabels;
+  std::vector<int32_t> rowTokens, rowLabels, rowSegments;
+  /// Where each step's segments go (the plan's `segment_ids` input: the
+  /// document of each token, from which a packed model's graph builds its
+  /// block-diagonal mask and position ids); null when the plan has none.
+  NpyArray *segmentsOut = nullptr;
   bool shuffle = false;
   uint64_t shuffleSeed = 0;
   /// The current epoch's order of the rows (shuffled).
@@ -74,6 +78,8 @@ struct TrainInputs {
   const BindingDesc *labels = nullptr, *scale = nullptr;
   std::optional<TokenStream> stream;
   std::string tokenInput;
+  /// --dataset: the input fed each row's segments (`segment_ids`), if any.
+  std::string segmentInput;
   int64_t tokenLimit = 0;
   /// Several processes: the labels of every rank (the loss counts them
   /// all); `global` holds this rank's slice.

@@ -68,3 +68,31 @@ func.func @main(%x: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
   }
   return %y#0, %y#1 : tensor<3x4xf32>, tensor<3x4xf32>
 }
+
+// -----
+
+// An expert output read twice (transformers 5's fused gate_up, sliced into
+// the gate and the up halves): the update is added right after it, before
+// its first reader (this crashed: a null user taken for a combine).
+// CHECK-LABEL: rp.param "experts.gate_up" at
+// CHECK: %[[Y:.+]] = rp.moe.grouped_matmul %[[X:[^,]+]], %{{.+}}, %[[C:[^ ]+]] transpose_b : (tensor<6x4xf32>, tensor<3x8x4xf32>, tensor<3xi32>) -> tensor<6x8xf32>
+// CHECK: %[[XB:.+]] = rp.moe.grouped_matmul %{{.+}}, %{{.+}}, %[[C]] transpose_b : (tensor<6x2xf32>, tensor<3x8x2xf32>, tensor<3xi32>) -> tensor<6x8xf32>
+// CHECK-NEXT: %[[SUM:.+]] = rp.add %[[Y]], %[[XB]]
+// CHECK-NEXT: rp.slice %[[SUM]]
+// CHECK-NEXT: rp.slice %[[SUM]]
+func.func @main(%x: tensor<3x4xf32>) -> tensor<6x4xf32> {
+  %g = rp.param "router" trainable at "w.bin"[0] : tensor<3x4xf32>
+  %u = rp.param "experts.gate_up" trainable at "w.bin"[48] : tensor<3x8x4xf32>
+  %y = rp.layer "h.0" (%x, %g, %u) : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x8x4xf32>) -> tensor<6x4xf32> {
+  ^bb0(%a: tensor<3x4xf32>, %wg: tensor<3x4xf32>, %wu: tensor<3x8x4xf32>):
+    %l = rp.matmul %a, %wg transpose_b : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x3xf32>
+    %w, %e = rp.moe.route %l top_k = 2 softmax = before normalize : tensor<3x3xf32> -> (tensor<3x2xf32>, tensor<3x2xi64>)
+    %rows, %pos, %cnt = rp.moe.dispatch %a, %e : (tensor<3x4xf32>, tensor<3x2xi64>) -> (tensor<6x4xf32>, tensor<3x2xi32>, tensor<3xi32>)
+    %h = rp.moe.grouped_matmul %rows, %wu, %cnt transpose_b : (tensor<6x4xf32>, tensor<3x8x4xf32>, tensor<3xi32>) -> tensor<6x8xf32>
+    %g0 = rp.slice %h offsets = [0, 0] strides = [1, 1] : tensor<6x8xf32> -> tensor<6x4xf32>
+    %u0 = rp.slice %h offsets = [0, 4] strides = [1, 1] : tensor<6x8xf32> -> tensor<6x4xf32>
+    %p = rp.mul %g0, %u0 : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
+    rp.yield %p : tensor<6x4xf32>
+  }
+  return %y : tensor<6x4xf32>
+}

@@ -202,7 +202,7 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
     auto in = cast<RankedTensorType>(gm.getInput().getType());
     Type element = in.getElementType();
     auto xaType = RankedTensorType::get({in.getDimSize(0), rank}, element);
-    auto combine = dyn_cast<MoECombineOp>(
+    auto combine = dyn_cast_if_present<MoECombineOp>(
         gm->hasOneUse() ? *gm->getUsers().begin() : nullptr);
     if (combine && combine.getRows() != gm.getResult())
       combine = nullptr;

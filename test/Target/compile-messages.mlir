@@ -1,19 +1,24 @@
-// rp-compile's messages: --help lists rp's own flags (LLVM's and MLIR's
-// behind --help-hidden); an error names the op's location without dumping
-// the IR (unless --mlir-print-op-on-diagnostic asks); the loss-choice error
-// of a model with several outputs says why (a Hugging Face model's KV cache)
-// and what to do (use_cache=False, or --loss=output:NAME).
+// rp-compile's messages: --help lists rp's own flags (--print-ir-on-error
+// and --tf32 among them; LLVM's and MLIR's behind --help-hidden); an error
+// names the op's location without dumping the IR (unless --print-ir-on-error
+// or --mlir-print-op-on-diagnostic asks); the loss-choice error of a model
+// with several outputs says why (a Hugging Face model's KV cache) and what to
+// do (use_cache=False, or --loss=output:NAME).
 
 // RUN: rp-compile --help | FileCheck %s --check-prefix=HELP
+// RUN: rp-compile --help | FileCheck %s --check-prefix=FOREIGN
 // RUN: rp-compile --help-hidden | FileCheck %s --check-prefix=HIDDEN
 // RUN: not rp-compile %s -o %t.rpplan 2>&1 | FileCheck %s --check-prefix=LOSS
 // RUN: not rp-compile %s -o %t.rpplan --mlir-print-op-on-diagnostic 2>&1 | FileCheck %s --check-prefix=ASKED
 
 // HELP: --devices=
 // HELP: --lora-rank=
-// HELP-NOT: --mlir-
-// HELP-NOT: --print-
-// HELP-NOT: --debug
+// HELP: --print-ir-on-error
+// HELP: --tf32
+// FOREIGN-NOT: --mlir-
+// FOREIGN-NOT: --print-ir-after
+// FOREIGN-NOT: --print-ir-before
+// FOREIGN-NOT: --debug
 // HIDDEN: --mlir-print-op-on-diagnostic
 
 // LOSS: error: the model has 2 outputs and cross-entropy needs one, the logits (outputs: logits past_key_values.0). A Hugging Face model returns its KV cache too unless traced or exported with use_cache=False (rp finetune does that); otherwise choose the loss with --loss=output:NAME

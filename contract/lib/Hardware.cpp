@@ -70,7 +70,7 @@ bool readCurve(const json &v, const std::string &where, Curve &out,
       error = where + " must list its points by increasing work";
       return false;
     }
-    out.points.push_back({p[0].get<double>(), d});
+    out.points.emplace_back(p[0].get<double>(), d);
   }
   return true;
 }
@@ -351,7 +351,7 @@ rp::timing::parseHardwareModel(const std::string &text,
 std::vector<std::string> rp::timing::shippedHardwareNames() {
   std::vector<std::string> names;
   for (const ShippedProfile &p : kShipped)
-    names.push_back(p.name);
+    names.emplace_back(p.name);
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -68,11 +68,11 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
     unsigned &last =
         lastOnLane[size_t(tasks[i].device) * kLanes + unsigned(tasks[i].lane)];
     if (last != ~0u)
-      pairs.push_back({last, i});
+      pairs.emplace_back(last, i);
     last = i;
     for (unsigned w : tasks[i].waits)
       if (w < n)
-        pairs.push_back({w, i});
+        pairs.emplace_back(w, i);
   }
   for (auto [from, to] : pairs) {
     ++first[from + 1];
@@ -153,7 +153,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
       auto [it, added] = resourceOf.insert({{kind, key}, resources.size()});
       if (added)
         resources.push_back({cap, use, {}});
-      resources[it->second].flows.push_back({f, gbps});
+      resources[it->second].flows.emplace_back(f, gbps);
     };
     for (unsigned f = 0; f < active.size(); ++f) {
       const Task &task = tasks[active[f]];

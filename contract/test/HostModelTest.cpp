@@ -166,8 +166,10 @@ TEST(HostModelTest, KernelAwareProfileChangesOnlyTheOpsItNames) {
     double b = built->kernelMs(op, work, "f16");
     if (built->kernels.count(kernelOpName(op))) {
       ++changed;
-      EXPECT_NEAR(b, 1e12 / (built->kernels.at(kernelOpName(op)).tflops *
-                             1e12) * 1e3 + built->launchUs * 1e-3,
+      EXPECT_NEAR(b,
+                  1e12 / (built->kernels.at(kernelOpName(op)).tflops * 1e12) *
+                          1e3 +
+                      built->launchUs * 1e-3,
                   1e-9)
           << kernelOpName(op);
       EXPECT_GT(b, a) << kernelOpName(op);

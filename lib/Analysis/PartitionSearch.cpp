@@ -312,6 +312,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
     return false;
   };
   std::vector<Sizes> starts;
+  starts.reserve(earlier.size());
   for (const SearchMemo::Found *f : earlier)
     starts.push_back(Sizes{f->fwd, f->tail, f->bwd});
   for (unsigned step = 0; earlier.empty() && step <= 30; ++step) {

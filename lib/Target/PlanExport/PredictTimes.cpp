@@ -92,7 +92,7 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
       for (uint32_t i = 0; i < jobs->size(); ++i) {
         const pf::Job *job = jobs->Get(i);
         tail |= job->kind() == pf::JobKind::run && job->program() == p &&
-                job->label() && job->label()->str().rfind("T", 0) == 0;
+                job->label() && job->label()->str().rfind('T', 0) == 0;
       }
       if (std::optional<double> m = timing::measuredProgramMs(
               *measured, programs->Get(p)->name()->str(), tail))

@@ -54,7 +54,7 @@ Expected<TokenStream> TokenStream::openDataset(const std::string &path,
     return invalidFormat("dataset '" + path + "' " + why +
                          "; write it with `python -m rp data`");
   };
-  if (raw->size() < kHeaderBytes || std::memcmp(raw->data(), kMagic, 8))
+  if (raw->size() < kHeaderBytes || std::memcmp(raw->data(), kMagic, 8) != 0)
     return bad("is not an rp dataset (no RPDSET01 header)");
   TokenStream s;
   s.isDataset = true;

@@ -19,7 +19,7 @@ rp::runtime::cuda::openCudnn(const char *off, const char *file,
   }
   std::vector<std::string> tries;
   if (file && *file)
-    tries.push_back(file);
+    tries.emplace_back(file);
   else
     tries = candidates;
   std::string failures;
@@ -60,7 +60,7 @@ const LoadedCudnn &rp::runtime::cuda::processCudnn() {
 #ifdef RP_CUDNN_BUILD_LIBRARY
     // The cuDNN the build compiled against, where the loader's path does
     // not reach (CUDA's lib folder is often not in the ld cache).
-    candidates.push_back(RP_CUDNN_BUILD_LIBRARY);
+    candidates.emplace_back(RP_CUDNN_BUILD_LIBRARY);
 #endif
     return openCudnn(std::getenv("RP_CUDNN"), std::getenv("RP_CUDNN_LIBRARY"),
                      candidates);

@@ -97,7 +97,7 @@ bool shapeOf(const Plan &plan, const KernelCallDesc &call, AttentionShape &sh,
   std::vector<TensorRef> outs;
   for (uint32_t b : call.outputs)
     outs.push_back(refOf(plan, b));
-  if (in.size() < size_t(3 + (hasMask ? 1 : 0) + (backward ? 1 : 0)) ||
+  if (in.size() < size_t(3) + (hasMask ? 1 : 0) + (backward ? 1 : 0) ||
       outs.size() < (backward ? 3u : 1u) || call.floats.empty()) {
     why = "malformed call";
     return false;

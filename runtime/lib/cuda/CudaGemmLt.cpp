@@ -9,6 +9,7 @@
 
 #include "CudaGemmLt.h"
 #include "CudaStatus.h"
+#include "CudaTypes.h"
 
 #include <cublasLt.h>
 
@@ -25,19 +26,6 @@ namespace {
 /// The fixed workspace a plan may use: the device's cuBLAS workspace
 /// (CudaDevice.cpp), shared with cuBLAS on the same stream.
 constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
-
-cudaDataType_t ltType(DType t) {
-  switch (t) {
-  case DType::f16:
-    return CUDA_R_16F;
-  case DType::bf16:
-    return CUDA_R_16BF;
-  case DType::f64:
-    return CUDA_R_64F;
-  default:
-    return CUDA_R_32F;
-  }
-}
 
 cublasLtEpilogue_t ltEpilogue(GemmEpilogue e) {
   switch (e) {
@@ -80,7 +68,7 @@ struct Descriptors {
     cublasOperation_t ta = key.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = key.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epilogue = ltEpilogue(key.epilogue);
-    cudaDataType_t type = ltType(key.type);
+    cudaDataType_t type = cudaDataTypeOf(key.type);
     struct Attribute {
       cublasLtMatmulDescAttributes_t name;
       const void *value;

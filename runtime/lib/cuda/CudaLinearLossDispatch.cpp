@@ -12,6 +12,7 @@
 #include "CudaDispatch.h"
 #include "CudaLinearLoss.h"
 #include "CudaStatus.h"
+#include "CudaTypes.h"
 
 #include <cublas_v2.h>
 
@@ -21,19 +22,6 @@ using namespace rp::runtime;
 using namespace rp::runtime::cuda;
 
 namespace {
-
-cudaDataType_t cudaType(DType dtype) {
-  switch (dtype) {
-  case DType::f16:
-    return CUDA_R_16F;
-  case DType::bf16:
-    return CUDA_R_16BF;
-  case DType::f64:
-    return CUDA_R_64F;
-  default:
-    return CUDA_R_32F;
-  }
-}
 
 /// The loops' GEMMs on the call's cuBLAS handle (bound to its stream).
 class CublasGemms final : public LinearLossGemms {
@@ -62,9 +50,9 @@ public:
             ctx.blas, g.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N,
             g.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N, int(g.m), int(g.n),
             int(g.k), f64 ? static_cast<const void *>(&oneD) : &oneF, g.a,
-            cudaType(g.abType), int(g.lda), g.b, cudaType(g.abType), int(g.ldb),
-            f64 ? static_cast<const void *>(&betaD) : &betaF, g.c,
-            cudaType(g.cType), int(g.ldc),
+            cudaDataTypeOf(g.abType), int(g.lda), g.b, cudaDataTypeOf(g.abType),
+            int(g.ldb), f64 ? static_cast<const void *>(&betaD) : &betaF, g.c,
+            cudaDataTypeOf(g.cType), int(g.ldc),
             f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx (linear_cross_entropy_grad weight gradient, " +
             std::to_string(g.m) + " x " + std::to_string(g.n) + " over " +

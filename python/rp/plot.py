@@ -22,6 +22,8 @@ import re
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
+from rp import traces
+
 
 PathLike = Union[str, os.PathLike]
 Losses = Union[Sequence[float], PathLike]
@@ -130,11 +132,8 @@ def timeline(trace: PathLike, out: Optional[PathLike] = None,
     _require_matplotlib()
     from matplotlib.patches import Patch, Rectangle
 
-    # Imported here: `import rp` imports this module, and a module-level
-    # import would load rp.viz before `python -m rp.viz` runs it.
-    from rp import viz
     try:
-        rows, label, spans = viz.load(trace, step)
+        rows, label, spans = traces.load(trace, step)
     except (OSError, ValueError) as err:
         raise PlotError(f"rp.plot: cannot read trace '{trace}': {err}") from err
     if not spans:
@@ -143,7 +142,7 @@ def timeline(trace: PathLike, out: Optional[PathLike] = None,
     predicted = []
     if plan is not None:
         try:
-            predicted = viz.predicted_spans(plan)
+            predicted = traces.predicted_spans(plan)
         except (OSError, ValueError) as err:
             raise PlotError(f"rp.plot: cannot read plan '{plan}': "
                             f"{err}") from err
@@ -153,7 +152,7 @@ def timeline(trace: PathLike, out: Optional[PathLike] = None,
     ax = fig.add_subplot()
     index = {r: i for i, r in enumerate(rows)}
     for e in spans:
-        kind, colour = viz.colour_of(e)
+        kind, colour = traces.colour_of(e)
         y = index[(e["pid"], e["tid"])]
         ax.add_patch(Rectangle(((e["ts"] - t0) / 1e3, y - 0.4),
                                e["dur"] / 1e3, 0.8, facecolor=colour,
@@ -162,7 +161,7 @@ def timeline(trace: PathLike, out: Optional[PathLike] = None,
     for row, name, start, dur in predicted:
         if row not in by_name:
             continue
-        _, colour = viz.kind_of(name)
+        _, colour = traces.kind_of(name)
         ax.add_patch(Rectangle((start / 1e3, by_name[row] + 0.25), dur / 1e3,
                                0.12, facecolor=colour, alpha=0.6,
                                gid="predicted"))
@@ -172,7 +171,7 @@ def timeline(trace: PathLike, out: Optional[PathLike] = None,
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([label[r] for r in rows], fontsize=8)
     ax.set_xlabel("ms")
-    kinds = viz.KINDS + [(None,) + viz.HOST]
+    kinds = traces.KINDS + [(None,) + traces.HOST]
     ax.legend(handles=[Patch(facecolor=c, label=k) for _, k, c in kinds],
               loc="upper center", bbox_to_anchor=(0.5, -0.25 if rows else 0),
               ncol=len(kinds), fontsize=8, frameon=False)

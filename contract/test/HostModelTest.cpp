@@ -181,3 +181,22 @@ TEST(HostModelTest, KernelAwareProfileChangesOnlyTheOpsItNames) {
   EXPECT_FALSE(loadHardwareModel("host:as-built", error));
   EXPECT_NE(error.find("as_built_kernels"), std::string::npos) << error;
 }
+
+// Every shipped profile states its host (docs/hardware-profiles.md,
+// "Sources"): host DRAM, and for the GPUs the uplink their links share, so
+// a prediction on a shipped name times the box and not unlimited memory.
+TEST(HostModelTest, EveryShippedProfileStatesItsHost) {
+  for (const std::string &name : shippedHardwareNames()) {
+    std::string error;
+    std::optional<HardwareModel> hw = loadHardwareModel(name, error);
+    ASSERT_TRUE(hw) << name << ": " << error;
+    EXPECT_GT(hw->hostDramGBps, 0) << name;
+    if (name == "host")
+      continue;
+    EXPECT_GT(hw->uplinkGBps, 0) << name;
+    EXPECT_LE(hw->uplinkGBps, hw->gpusPerLink * hw->h2dGBps) << name;
+    // Eight GPUs' copies in both directions could take more than the
+    // DRAM gives: the host model is on for every shipped GPU profile.
+    EXPECT_TRUE(hw->hostModel().on()) << name;
+  }
+}

@@ -10,10 +10,6 @@ using namespace mlir::rp;
 
 namespace {
 
-double transferMs(int64_t bytes, double gbps) {
-  return gbps > 0 ? bytes / (gbps * 1e9) * 1e3 : 0;
-}
-
 /// Bytes of the activation entering layer `b` (the model output for the
 /// boundary after the last layer); its gradient has the same size.
 int64_t boundaryBytes(llvm::ArrayRef<LayerCost> layers, unsigned b) {
@@ -53,6 +49,7 @@ struct Inserter {
     out.devices = old.devices;
     out.gpusPerLink = hw.gpusPerLink;
     out.host = hw.hostModel();
+    out.jobMs = hw.jobUs * 1e-3;
   }
 
   const StageJob &jobOf(unsigned oldIdx) const {
@@ -79,9 +76,30 @@ struct Inserter {
     c.bytes = bytes;
     c.job = of.job;
     c.microbatch = of.microbatch;
-    c.ms = transferMs(bytes, c.queue == Queue::d2h ? hw.d2hGBps : hw.h2dGBps);
+    // At the rate the timing core gives a copy alone on its link (pageable
+    // host memory's where the profile says so), as the sim times it.
+    c.ms = hw.copyMs(double(bytes), c.queue != Queue::d2h);
     c.label = std::move(label);
     return c;
+  }
+
+  /// The run jobs the plan exporter makes of one microbatch of `job`, each
+  /// of which the host dispatches (`job_us`) before its kernels run: a
+  /// program per layer of a forward; a stage-grain backward's or the
+  /// tail's one program (two once recomputeSplit splits it) and the one
+  /// starting (first microbatch) or adding to its gradient accumulators;
+  /// a layer-grain backward's program per layer and the accumulators' per
+  /// layer with gradients.
+  unsigned runJobs(const StageJob &job) const {
+    unsigned n = job.range.end - job.range.begin, withGrads = 0;
+    for (unsigned l = job.range.begin; l < job.range.end && l < layers.size();
+         ++l)
+      withGrads += layers[l].gradBytes > 0;
+    if (job.kind == CommandKind::forward)
+      return n;
+    if (job.kind == CommandKind::backward && job.layerGrain)
+      return n + withGrads;
+    return 1 + (withGrads > 0);
   }
 
   void run();
@@ -142,6 +160,7 @@ void Inserter::run() {
   for (unsigned i = 0; i < cmds.size(); ++i) {
     Command c = cmds[i];
     const StageJob &job = jobOf(i);
+    c.ms += out.jobMs * runJobs(job);
     unsigned dev = job.device;
     unsigned step = std::min(unsigned(c.job) / perStep, steps - 1);
     std::vector<unsigned> waits;
@@ -432,6 +451,7 @@ Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
   out.devices = schedule.devices;
   out.gpusPerLink = schedule.gpusPerLink;
   out.host = schedule.host;
+  out.jobMs = schedule.jobMs;
   out.commands.reserve(n);
   for (const Command &c : cmds) {
     Command rest = c;
@@ -441,9 +461,10 @@ Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
       out.add(std::move(rest));
       continue;
     }
+    // The recompute is one more run job for the host to dispatch.
     double recomputeMs = std::min(aheadMs(c), c.ms);
     Command recompute = rest;
-    recompute.ms = recomputeMs;
+    recompute.ms = recomputeMs + schedule.jobMs;
     recompute.label += " recompute";
     recompute.waits.clear();
     rest.waits.clear();

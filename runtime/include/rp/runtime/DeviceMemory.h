@@ -68,6 +68,10 @@ public:
   }
   /// Job j's position in one topological order of the jobs.
   size_t rank(size_t j) const { return ranks[j]; }
+  /// Row a of the order: the jobs after job a, as `rowWords()` words of a
+  /// bitset (for summaries over many jobs, DeviceMemory.cpp's lives).
+  const uint64_t *after(size_t a) const { return &reach[a * words]; }
+  size_t rowWords() const { return words; }
 
 private:
   size_t words = 0;

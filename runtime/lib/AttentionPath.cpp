@@ -109,10 +109,12 @@ AttentionChoice rp::runtime::chooseAttentionPath(const AttentionProblem &p,
   case AttentionMaskKind::additive:
     break;
   case AttentionMaskKind::band:
-    // A band that is not causal (a sliding window without the causal
-    // bound, or with a bias) came with cuDNN 9.10.2.
+    // A band that is not causal (a window without the causal bound, or
+    // with a bias) came with cuDNN 9.10.2; rp's causal sliding window is
+    // `causal` with AttentionProblem::window instead.
     if (cudnn.version < 91002)
-      return cores("banded (sliding-window) mask: needs cuDNN 9.10.2, found " +
+      return cores("banded mask without the causal bound: needs cuDNN "
+                   "9.10.2, found " +
                    cudnnVersionString(cudnn.version));
     break;
   case AttentionMaskKind::boolean:

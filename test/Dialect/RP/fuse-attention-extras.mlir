@@ -98,3 +98,20 @@ func.func @top_left_is_a_mask(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x5x4xf32>, 
   %o = rp.matmul %p, %v : (tensor<1x1x2x5xf32>, tensor<1x1x5x4xf32>) -> tensor<1x1x2x4xf32>
   return %o : tensor<1x1x2x4xf32>
 }
+
+// -----
+
+// rp.trace's scaled_dot_product_attention with transformers' sliding-window
+// mask as an operand (a 0 / -inf constant, window 2 of 4): the causal flag
+// and the window, no mask operand. A mask that is no causal band (the
+// second, top-left over more keys) stays.
+// CHECK-LABEL: func.func @sdpa_window_mask
+// CHECK: rp.attention %{{[^ ]+}}, %{{[^ ]+}}, %{{[^ ]+}} causal scale = 5.000000e-01 window = 2 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+// CHECK: rp.attention %{{[^ ]+}}, %{{[^ ]+}}, %{{[^ ]+}} mask(%{{[^)]+}}) :
+func.func @sdpa_window_mask(%q: tensor<1x2x4x4xf32>, %k: tensor<1x2x4x4xf32>, %k6: tensor<1x2x6x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) {
+  %m = rp.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0xFF800000, 0.0, 0.0, 0xFF800000], [0xFF800000, 0xFF800000, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %o = rp.attention %q, %k, %k mask(%m) scale = 0.5 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %tl = rp.constant dense<[[true, false, false, false, false, false], [true, true, false, false, false, false], [true, true, true, false, false, false], [true, true, true, true, false, false]]> : tensor<4x6xi1>
+  %o2 = rp.attention %q, %k6, %k6 mask(%tl) : (tensor<1x2x4x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x4xf32>, tensor<4x6xi1>) -> tensor<1x2x4x4xf32>
+  return %o, %o2 : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+}

@@ -112,15 +112,18 @@ static std::optional<int64_t> causalWindowOf(BandMask band, int64_t rows,
   return band.hi - band.lo + 1;
 }
 
-/// The window (0: none) of a constant keep-mask [.., S, T] that keeps
-/// exactly rp.attention's causal band in every leading slice; nullopt when
-/// it keeps anything else.
-static std::optional<int64_t> causalWindowOf(DenseElementsAttr keep) {
+/// The window (0: none) of a constant keep-mask [.., S, T] of [.., S, T]
+/// `scores` (not broadcast along either) that keeps exactly rp.attention's
+/// causal band in every leading slice; nullopt when it keeps anything
+/// else.
+static std::optional<int64_t> causalWindowOf(DenseElementsAttr keep,
+                                             ArrayRef<int64_t> scores) {
   ArrayRef<int64_t> shape = keep.getType().getShape();
-  if (shape.size() < 2)
+  if (shape.size() < 2 || scores.size() < 2)
     return std::nullopt;
   int64_t rows = shape[shape.size() - 2], cols = shape.back();
-  if (rows > cols || rows == 0)
+  if (rows != scores[scores.size() - 2] || cols != scores.back() ||
+      rows > cols || rows == 0)
     return std::nullopt;
   SmallVector<bool> values(keep.getValues<bool>());
   if (keep.isSplat())
@@ -169,9 +172,9 @@ struct MaskPlan {
 };
 
 /// Turns a constant keep mask into the causal flag or a constant operand.
-static MaskPlan planKeep(DenseElementsAttr keep) {
+static MaskPlan planKeep(DenseElementsAttr keep, ArrayRef<int64_t> scores) {
   MaskPlan plan;
-  std::optional<int64_t> window = causalWindowOf(keep);
+  std::optional<int64_t> window = causalWindowOf(keep, scores);
   plan.kind = window ? MaskPlan::causal : MaskPlan::keep;
   plan.window = window.value_or(0);
   plan.keepConstant = keep;
@@ -196,7 +199,8 @@ static Value peelMask(Value scores, MaskPlan &plan) {
       SmallVector<bool> keep;
       for (bool c : cond.getValues<bool>())
         keep.push_back(dropWhenTrue ? !c : c);
-      plan = planKeep(DenseElementsAttr::get(cond.getType(), keep));
+      plan =
+          planKeep(DenseElementsAttr::get(cond.getType(), keep), scoresShape);
     } else if (std::optional<int64_t> window = causalBandWindow(
                    where.getCondition(), dropWhenTrue, scoresShape)) {
       plan.kind = MaskPlan::causal;
@@ -228,7 +232,7 @@ static Value peelMask(Value scores, MaskPlan &plan) {
       if (!keep.empty()) {
         auto type = RankedTensorType::get(m.getType().getShape(),
                                           IntegerType::get(m.getContext(), 1));
-        plan = planKeep(DenseElementsAttr::get(type, keep));
+        plan = planKeep(DenseElementsAttr::get(type, keep), scoresShape);
         return s;
       }
     }
@@ -479,10 +483,82 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
   }
 };
 
+/// The window (0: none) when an rp.attention mask operand keeps exactly
+/// the causal band of its [.., S, T] scores: a constant i1 or 0 / -big
+/// float mask, an i1 band of index ranges, or where(band, 0, -big).
+static std::optional<int64_t> maskAsCausalWindow(Value mask,
+                                                 ArrayRef<int64_t> scores) {
+  DenseElementsAttr m;
+  if (matchPattern(mask, m_Constant(&m))) {
+    SmallVector<bool> keep;
+    if (m.getElementType().isInteger(1)) {
+      keep.assign(m.getValues<bool>().begin(), m.getValues<bool>().end());
+    } else {
+      for (const APFloat &x : m.getValues<APFloat>()) {
+        double d = x.convertToDouble();
+        if (d != 0.0 && d > kMaskedScore)
+          return std::nullopt;
+        keep.push_back(d == 0.0);
+      }
+    }
+    auto type = RankedTensorType::get(m.getType().getShape(),
+                                      IntegerType::get(m.getContext(), 1));
+    return causalWindowOf(DenseElementsAttr::get(type, keep), scores);
+  }
+  if (getElementTypeOrSelf(mask).isInteger(1))
+    return causalBandWindow(mask, /*dropWhenTrue=*/false, scores);
+  if (auto where = mask.getDefiningOp<WhereOp>()) {
+    auto onTrue = splatValue(where.getOnTrue());
+    auto onFalse = splatValue(where.getOnFalse());
+    if (!onTrue || !onFalse)
+      return std::nullopt;
+    if (*onTrue == 0.0 && *onFalse <= kMaskedScore)
+      return causalBandWindow(where.getCondition(), false, scores);
+    if (*onFalse == 0.0 && *onTrue <= kMaskedScore)
+      return causalBandWindow(where.getCondition(), true, scores);
+  }
+  return std::nullopt;
+}
+
+/// rp.attention built with its mask as an operand (rp.trace's
+/// scaled_dot_product_attention with transformers' causal or sliding-window
+/// mask, already a constant there) whose mask is the causal band: the
+/// `causal` flag and `window` instead, so no S x T operand reaches the
+/// device and cuDNN takes its diagonal band.
+struct AttentionBandMaskToFlags : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    Value mask = op.getMask();
+    if (!mask)
+      return failure();
+    auto q = op.getQuery().getType();
+    auto k = op.getKey().getType();
+    SmallVector<int64_t> scores = {q.getDimSize(0), q.getDimSize(1),
+                                   q.getDimSize(2), k.getDimSize(2)};
+    std::optional<int64_t> window = maskAsCausalWindow(mask, scores);
+    if (!window)
+      return failure();
+    // Already causal: the band AND-ed with the causal mask is the band.
+    // A window already set and another one in the mask: the narrower.
+    int64_t w = *window;
+    if (auto had = op.getWindow())
+      w = w == 0 ? int64_t(*had) : std::min<int64_t>(w, *had);
+    auto fused = AttentionOp::create(
+        rewriter, op.getLoc(), op.getType(), op.getQuery(), op.getKey(),
+        op.getValue(), Value(), /*causal=*/true, op.getScaleAttr(),
+        w > 0 ? rewriter.getI64IntegerAttr(w) : IntegerAttr(),
+        op.getSoftcapAttr());
+    rewriter.replaceOp(op, fused.getResult());
+    return success();
+  }
+};
+
 struct FuseAttentionPass : rp::impl::FuseAttentionPassBase<FuseAttentionPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseAttention>(&getContext());
+    patterns.add<FuseAttention, AttentionBandMaskToFlags>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -60,17 +60,21 @@ double flopsPerElement(uint16_t op) {
 }
 
 /// Query-key pairs an attention computes: all, or the lower triangle
-/// (aligned to the end of the keys) when causal.
-double attentionPairs(int64_t sq, int64_t sk, bool causal) {
+/// (aligned to the end of the keys) when causal, at most `window` keys a
+/// query with a sliding window (0: none).
+double attentionPairs(int64_t sq, int64_t sk, bool causal, int64_t window) {
   if (!causal)
     return double(sq) * double(sk);
   double pairs = 0;
-  for (int64_t i = 0; i < sq; ++i)
-    pairs += double(std::min(sk, std::max<int64_t>(0, i + 1 + sk - sq)));
+  for (int64_t i = 0; i < sq; ++i) {
+    int64_t keys = std::min(sk, std::max<int64_t>(0, i + 1 + sk - sq));
+    pairs += double(window > 0 ? std::min(keys, window) : keys);
+  }
   return pairs;
 }
 
-double attentionFlops(const std::vector<Operand> &in, bool causal) {
+double attentionFlops(const std::vector<Operand> &in, bool causal,
+                      int64_t window) {
   if (in.size() < 3 || in[0].shape.size() < 2 || in[1].shape.size() < 2 ||
       in[2].shape.size() < 2)
     return 0;
@@ -81,7 +85,7 @@ double attentionFlops(const std::vector<Operand> &in, bool causal) {
   if (sq <= 0 || d <= 0)
     return 0;
   double batch = double(in[0].elements()) / double(sq * d);
-  return 2 * batch * attentionPairs(sq, sk, causal) * double(d + dv);
+  return 2 * batch * attentionPairs(sq, sk, causal, window) * double(d + dv);
 }
 
 } // namespace
@@ -166,13 +170,14 @@ KernelWork rp::timing::kernelWork(uint16_t op,
     return w;
   }
   if (kind == K::attention) {
-    w.flops = attentionFlops(inputs, attr(0) != 0);
+    // ints: causal, has_mask, (window).
+    w.flops = attentionFlops(inputs, attr(0) != 0, attr(2));
     return w;
   }
   if (kind == K::attention_grad) {
     // Recomputes the scores and forms dV, dP, dQ, dK: five products to the
     // forward's two.
-    w.flops = attentionFlops(inputs, attr(0) != 0) * 5 / 2;
+    w.flops = attentionFlops(inputs, attr(0) != 0, attr(2)) * 5 / 2;
     return w;
   }
   // A reduction's work is per input element: cross-entropy reads every

@@ -79,7 +79,8 @@ Kernel forwardKernel(Operation *op) {
   if (auto mm = dyn_cast<MatmulOp>(op))
     ints = {mm.getTransposeA(), mm.getTransposeB()};
   else if (auto attn = dyn_cast<AttentionOp>(op))
-    ints = {attn.getCausal()};
+    ints = {attn.getCausal(), attn.getMask() != nullptr,
+            static_cast<int64_t>(attn.getWindow().value_or(0))};
   ::rp::timing::KernelWork w =
       ::rp::timing::kernelWork(uint16_t(index), in, out, ints);
   return {int64_t(w.flops), int64_t(w.bytes), w.groups};

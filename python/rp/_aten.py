@@ -398,6 +398,16 @@ def _sdpa(e, n):
         ops.append(e.val(mask))
         text += f" mask({ops[3]})"
     if causal:
+        # PyTorch aligns is_causal top-left; rp's causal is bottom-right
+        # (the queries the last positions): the same only when S == T.
+        sq, sk = e.values[q].shape[-2], e.values[k].shape[-2]
+        if sq != sk:
+            raise TraceError(
+                f"rp.trace: unsupported op {_qualname(n)} (is_causal with "
+                f"{sq} queries and {sk} keys) in {e.where(n)}; "
+                f"PyTorch's causal mask is aligned top-left, rp's "
+                f"bottom-right: pass the mask as attn_mask",
+                op=_qualname(n), module_path=_innermost(n))
         text += " causal"
     if scale is not None:
         text += f" scale = {'%.17e' % float(scale)}"

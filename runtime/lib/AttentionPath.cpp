@@ -85,19 +85,36 @@ AttentionChoice rp::runtime::chooseAttentionPath(const AttentionProblem &p,
                  std::to_string(p.kvHeads) +
                  " key/value heads: cuDNN needs a whole number of query "
                  "heads per key/value head");
+  // cudnn-frontend has no soft-cap attribute: a cap would be a score
+  // modifier (a pointwise subgraph, forward and backward), which turns off
+  // the frontend's own causal and window masks.
   if (p.softCap > 0)
-    return cores("soft-capped scores: rp's cuDNN graphs have no tanh "
-                 "soft-cap (cuDNN's score modifiers are not wired in)");
+    return cores("soft-capped scores (Gemma 2): cudnn-frontend's SDPA has no "
+                 "soft-cap attribute, and rp does not build one from score "
+                 "modifiers");
+  if (p.window > 0 && cudnn.version < 90200)
+    return cores("sliding window: cuDNN's causal band with a left bound "
+                 "needs cuDNN 9.2, found " +
+                 cudnnVersionString(cudnn.version));
+  if ((p.window > 0 || p.bottomRight) &&
+      (p.mask == AttentionMaskKind::additive ||
+       p.mask == AttentionMaskKind::boolean))
+    return cores(std::string(p.window > 0 ? "sliding window"
+                                          : "bottom-right causal mask") +
+                 " with a mask operand: cuDNN takes its diagonal band "
+                 "without a bias only");
   switch (p.mask) {
   case AttentionMaskKind::none:
   case AttentionMaskKind::causal:
   case AttentionMaskKind::additive:
     break;
   case AttentionMaskKind::band:
-    // A band that is not causal (a sliding window without the causal
-    // bound, or with a bias) came with cuDNN 9.10.2.
+    // A band that is not causal (a window without the causal bound, or
+    // with a bias) came with cuDNN 9.10.2; rp's causal sliding window is
+    // `causal` with AttentionProblem::window instead.
     if (cudnn.version < 91002)
-      return cores("banded (sliding-window) mask: needs cuDNN 9.10.2, found " +
+      return cores("banded mask without the causal bound: needs cuDNN "
+                   "9.10.2, found " +
                    cudnnVersionString(cudnn.version));
     break;
   case AttentionMaskKind::boolean:

@@ -126,7 +126,8 @@ TEST(AttentionPathTest, Masks) {
   p.mask = AttentionMaskKind::band;
   CudnnLibraryInfo v9{true, 90800, "libcudnn.so.9"};
   EXPECT_EQ(chooseAttentionPath(p, v9, 89).reason,
-            "banded (sliding-window) mask: needs cuDNN 9.10.2, found 9.8.0");
+            "banded mask without the causal bound: needs cuDNN 9.10.2, found "
+            "9.8.0");
   p.mask = AttentionMaskKind::boolean;
   EXPECT_THAT(chooseAttentionPath(p, cudnn919(), 89).reason,
               HasSubstr("boolean mask: cuDNN's attention takes an additive "
@@ -140,9 +141,50 @@ TEST(AttentionPathTest, Masks) {
 TEST(AttentionPathTest, SoftCapFallsBack) {
   AttentionProblem p = qwen3();
   p.softCap = 50.0;
-  AttentionChoice c = chooseAttentionPath(p, cudnn919(), 90);
-  EXPECT_EQ(c.path, AttentionPath::cudaCores);
-  EXPECT_THAT(c.reason, HasSubstr("soft-capped scores"));
+  for (bool backward : {false, true}) {
+    p.backward = backward;
+    AttentionChoice c = chooseAttentionPath(p, cudnn919(), 90);
+    EXPECT_EQ(c.path, AttentionPath::cudaCores);
+    EXPECT_THAT(c.reason, HasSubstr("soft-capped scores (Gemma 2): "
+                                    "cudnn-frontend's SDPA has no soft-cap "
+                                    "attribute"));
+  }
+}
+
+// rp.attention's sliding window and its causal mask over more keys than
+// queries are cuDNN's diagonal band (left bound, bottom-right alignment),
+// forward and backward, from cuDNN 9.2; with a mask operand they fall
+// back (cuDNN takes the band without a bias only).
+TEST(AttentionPathTest, WindowAndBottomRightCausal) {
+  for (int sm : {89, 90})
+    for (bool backward : {false, true}) {
+      AttentionProblem p = qwen3();
+      p.backward = backward;
+      p.window = 4096;
+      EXPECT_EQ(chooseAttentionPath(p, cudnn919(), sm).path,
+                AttentionPath::cudnn);
+      p.window = 0;
+      p.bottomRight = true;
+      EXPECT_EQ(chooseAttentionPath(p, cudnn919(), sm).path,
+                AttentionPath::cudnn);
+      p.window = 128;
+      EXPECT_EQ(chooseAttentionPath(p, cudnn919(), sm).path,
+                AttentionPath::cudnn);
+    }
+  AttentionProblem p = qwen3();
+  p.window = 4096;
+  CudnnLibraryInfo v91{true, 90100, "libcudnn.so.9"};
+  EXPECT_EQ(chooseAttentionPath(p, v91, 89).reason,
+            "sliding window: cuDNN's causal band with a left bound needs "
+            "cuDNN 9.2, found 9.1.0");
+  p.mask = AttentionMaskKind::additive;
+  EXPECT_THAT(chooseAttentionPath(p, cudnn919(), 89).reason,
+              HasSubstr("sliding window with a mask operand: cuDNN takes its "
+                        "diagonal band without a bias only"));
+  p.window = 0;
+  p.bottomRight = true;
+  EXPECT_THAT(chooseAttentionPath(p, cudnn919(), 89).reason,
+              HasSubstr("bottom-right causal mask with a mask operand"));
 }
 
 TEST(AttentionPathTest, DeterministicBackwardOnBlackwellNeeds918) {

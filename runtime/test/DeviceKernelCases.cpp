@@ -470,6 +470,45 @@ std::vector<KernelCase> cudnnAttentionCases(DType t) {
                    {q, k, v},
                    {0, 1},
                    {scale}});
+  // rp.attention's sliding window (cuDNN's left bound), causal over more
+  // keys than queries (its bottom-right diagonal) and Gemma 2's soft-cap
+  // (CUDA cores: cuDNN has no cap), forward and backward.
+  const Buf q48{t, {2, 4, 48, 64}}, o48{t, {2, 4, 48, 64}};
+  for (bool grad : {false, true}) {
+    OpKind op = grad ? OpKind::attention_grad : OpKind::attention;
+    std::string g = grad ? "grad_" : "";
+    auto ins = [&](const Buf &query, const Buf &dy) {
+      return grad ? std::vector<Buf>{query, k, v, dy}
+                  : std::vector<Buf>{query, k, v};
+    };
+    auto outs = [&](const Buf &query, const Buf &out) {
+      return grad ? std::vector<Buf>{query, k, v} : std::vector<Buf>{out};
+    };
+    cases.push_back({"sdpa_" + g + "window_" + s,
+                     op,
+                     ins(q, o),
+                     outs(q, o),
+                     {1, 0, 24},
+                     {scale}});
+    cases.push_back({"sdpa_" + g + "bottom_right_" + s,
+                     op,
+                     ins(q48, o48),
+                     outs(q48, o48),
+                     {1, 0, 0},
+                     {scale}});
+    cases.push_back({"sdpa_" + g + "bottom_right_window_" + s,
+                     op,
+                     ins(q48, o48),
+                     outs(q48, o48),
+                     {1, 0, 20},
+                     {scale}});
+    cases.push_back({"sdpa_" + g + "softcap_" + s,
+                     op,
+                     ins(q, o),
+                     outs(q, o),
+                     {1, 0},
+                     {scale, 2.0}});
+  }
   return cases;
 }
 

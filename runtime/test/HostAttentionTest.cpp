@@ -166,9 +166,11 @@ TEST(HostAttentionTest, ShapeErrors) {
   EXPECT_TRUE(attention(pool, q2.ref(), k2.ref(), v2.ref(), std::nullopt, false,
                         1.0, out2.ref())
                   .isOk());
-  EXPECT_FALSE(attention(pool, q2.ref(), k2.ref(), v2.ref(), std::nullopt, true,
-                         1.0, out2.ref())
-                   .isOk()); // Causal needs S == T.
+  // Causal with more keys than queries aligns bottom-right
+  // (HostAttentionExtrasTest); more queries than keys is refused there.
+  EXPECT_TRUE(attention(pool, q2.ref(), k2.ref(), v2.ref(), std::nullopt, true,
+                        1.0, out2.ref())
+                  .isOk());
   Buffer badMask(DType::i1, {3, 5});
   EXPECT_FALSE(attention(pool, q2.ref(), k2.ref(), v2.ref(), badMask.ref(),
                          false, 1.0, out2.ref())

@@ -331,6 +331,9 @@ TEST(Timing, KernelWork) {
   EXPECT_EQ(attn.flops, 2.0 * 2 * 10 * 16);
   auto full = timing::kernelWork(33, {q, q, q}, {q}, {0});
   EXPECT_EQ(full.flops, 2.0 * 2 * 16 * 16);
+  // A sliding window of 2: 1 + 2 + 2 + 2 pairs.
+  auto window = timing::kernelWork(33, {q, q, q}, {q}, {1, 0, 2});
+  EXPECT_EQ(window.flops, 2.0 * 2 * 7 * 16);
   auto grad = timing::kernelWork(39, {q, q, q, q}, {q, q, q}, {1});
   EXPECT_EQ(grad.flops, attn.flops * 5 / 2);
   EXPECT_FALSE(timing::kernelWork(21, {q}, {q}, {}).launches);

@@ -18,8 +18,9 @@
 # elements of an IR constant) become frozen params and the step's loss is
 # PyTorch's. Mistral with a sliding window of 64 at 512 tokens: the
 # TorchScript exporter writes the window into the file as a 512 x 512
-# constant, so the mask AND-ed with it folds densely (under 2^26 elements)
-# and stays a mask, never the causal flag; the loss is PyTorch's.
+# constant, so the mask AND-ed with it folds densely (under 2^26 elements),
+# and rp-fuse-attention reads that constant back as `causal` with
+# `window = 64`, no mask operand; the loss is PyTorch's.
 
 import os
 import sys
@@ -125,6 +126,6 @@ for name, seq, train_on in (("qwen3", S, 1), ("llama", S, 2),
 # IR: rp.attention {{.*}} causal
 # IR-NOT: 16384x16384
 
-# WINDOW-NOT: causal
-# WINDOW: rp.attention {{.*}} mask({{.*}}tensor<1x1x512x512xi1>
-# WINDOW-NOT: causal
+# WINDOW-NOT: mask(
+# WINDOW: rp.attention {{.*}} causal {{.*}}window = 64 :
+# WINDOW-NOT: mask(

@@ -67,5 +67,21 @@ for name, kw in [("scale", dict(scale=1e-5)),
 # CHECK:      mask: loss rp {{[0-9.]+}} torch {{[0-9.]+}}: within 0.0001: True
 # CHECK-NEXT: mask: gradients: 7 of 7, within 0.0001: True
 
+
+# PyTorch's is_causal over more keys than queries is aligned top-left,
+# rp.attention's causal bottom-right: refused, naming attn_mask.
+class TopLeft(nn.Module):
+    def forward(self, x):
+        return F.scaled_dot_product_attention(x[:, :, :2], x, x,
+                                              is_causal=True)
+
+
+import rp  # noqa: E402
+try:
+    rp.trace(TopLeft(), (torch.randn(1, 2, 4, 8),), out / "top-left")
+except Exception as exc:  # noqa: BLE001
+    print(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+# CHECK: TraceError: rp.trace: unsupported op {{.*}} (is_causal with 2 queries and 4 keys) in {{.*}}; PyTorch's causal mask is aligned top-left, rp's bottom-right: pass the mask as attn_mask
+
 # IR: rp.layer "blocks.0"
 # IR: rp.attention {{.*}} causal scale = 3.000000e-01

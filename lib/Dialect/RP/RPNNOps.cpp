@@ -201,12 +201,11 @@ LogicalResult RmsNormOp::verify() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult mlir::rp::verifyAttentionShapes(Operation *op, RankedTensorType q,
-                                              RankedTensorType k,
-                                              RankedTensorType v, Value mask,
-                                              bool causal,
-                                              std::optional<double> scale,
-                                              RankedTensorType result) {
+LogicalResult mlir::rp::verifyAttentionShapes(
+    Operation *op, RankedTensorType q, RankedTensorType k, RankedTensorType v,
+    Value mask, bool causal, std::optional<double> scale,
+    RankedTensorType result, std::optional<int64_t> window,
+    std::optional<double> softcap) {
   for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"query", q},
                             {"key", k},
                             {"value", v},
@@ -238,13 +237,19 @@ LogicalResult mlir::rp::verifyAttentionShapes(Operation *op, RankedTensorType q,
   if (result.getShape() != ArrayRef<int64_t>(expected))
     return op->emitOpError("expected result shape ")
            << ShapeStr{expected} << " but got " << ShapeStr{result.getShape()};
-  if (causal && s != t)
+  // Causal queries are the last S of the T positions (bottom-right), so
+  // every query sees at least its own key.
+  if (causal && s > t)
     return op->emitOpError(
-               "causal attention needs equal query and key lengths, "
-               "but got ")
-           << s << " and " << t;
+               "causal attention needs no more queries than keys, but got ")
+           << s << " queries and " << t << " keys";
+  if (window && !causal)
+    return op->emitOpError("a sliding window needs `causal` (it bounds the "
+                           "keys before each query's own position)");
   if (scale && !(*scale > 0.0))
     return op->emitOpError("expected a positive scale but got ") << *scale;
+  if (softcap && !(*softcap > 0.0))
+    return op->emitOpError("expected a positive softcap but got ") << *softcap;
   if (mask) {
     auto mt = cast<RankedTensorType>(mask.getType());
     SmallVector<int64_t> scores = {b, h, s, t};
@@ -268,7 +273,8 @@ LogicalResult AttentionOp::verify() {
     scale = getScale()->convertToDouble();
   return verifyAttentionShapes(*this, getQuery().getType(), getKey().getType(),
                                getValue().getType(), getMask(), getCausal(),
-                               scale, getType());
+                               scale, getType(), getWindow(),
+                               optionalDouble(getSoftcap()));
 }
 
 double AttentionOp::getEffectiveScale() {

@@ -146,10 +146,11 @@ LogicalResult AttentionGradOp::verify() {
   std::optional<double> scale;
   if (getScale())
     scale = getScale()->convertToDouble();
-  if (failed(verifyAttentionShapes(
-          *this, getQuery().getType(), getKey().getType(), getValue().getType(),
-          getMask(), getCausal(), scale,
-          cast<RankedTensorType>(getGrad().getType()))))
+  if (failed(verifyAttentionShapes(*this, getQuery().getType(),
+                                   getKey().getType(), getValue().getType(),
+                                   getMask(), getCausal(), scale,
+                                   cast<RankedTensorType>(getGrad().getType()),
+                                   getWindow(), optionalDouble(getSoftcap()))))
     return failure();
   if (getQueryGrad().getType() != getQuery().getType() ||
       getKeyGrad().getType() != getKey().getType() ||

@@ -373,7 +373,7 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
       b, getLoc(),
       TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
       getQuery(), getKey(), getValue(), getMask(), dys[0], getCausal(),
-      getScaleAttr());
+      getScaleAttr(), getWindowAttr(), getSoftcapAttr());
   dxs.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   if (getMask())
     dxs.push_back(Value());

@@ -313,14 +313,20 @@ static std::optional<KernelSpec> contractionSpec(Operation *op) {
         s.floats = {o.getEpsilon().convertToDouble()};
         return s;
       })
-      // inputs: q, k, v, [mask]; ints: [causal, has_mask]; floats: [scale]
+      // inputs: q, k, v, [mask]; ints: [causal, has_mask, (window)];
+      // floats: [scale, (softcap)]. The window and the soft-cap are written
+      // only when set, so plans without them read as before.
       .Case([&](AttentionOp o) {
         KernelSpec s{pf::OpKind::attention,
                      {o.getQuery(), o.getKey(), o.getValue()}};
         if (o.getMask())
           s.inputs.push_back(o.getMask());
         s.ints = {o.getCausal(), o.getMask() != nullptr};
+        if (auto window = o.getWindow())
+          s.ints.push_back(*window);
         s.floats = {o.getEffectiveScale()};
+        if (auto cap = o.getSoftcap())
+          s.floats.push_back(cap->convertToDouble());
         return s;
       })
       .Default([](Operation *) { return std::nullopt; });

@@ -86,7 +86,7 @@ std::optional<KernelSpec> mlir::rp::gradientKernelSpec(Operation *op) {
         return s;
       })
       // inputs: q, k, v, [mask], dy; outputs: dq, dk, dv;
-      // ints: [causal, has_mask]; floats: [scale]
+      // ints: [causal, has_mask, (window)]; floats: [scale, (softcap)]
       .Case([&](AttentionGradOp o) {
         KernelSpec s{pf::OpKind::attention_grad,
                      {o.getQuery(), o.getKey(), o.getValue()}};
@@ -94,7 +94,11 @@ std::optional<KernelSpec> mlir::rp::gradientKernelSpec(Operation *op) {
           s.inputs.push_back(o.getMask());
         s.inputs.push_back(o.getGrad());
         s.ints = {o.getCausal(), o.getMask() != nullptr};
+        if (auto window = o.getWindow())
+          s.ints.push_back(*window);
         s.floats = {attentionScale(o.getScale(), o.getQuery())};
+        if (auto cap = o.getSoftcap())
+          s.floats.push_back(cap->convertToDouble());
         return s;
       })
       // inputs: indices, dy; ints: [axis]

@@ -19,7 +19,11 @@
 //   each pair's P and dS recomputed from the row's statistics; every key's
 //   dk and dv rows are written by its own threads alone.
 //
-// Causal tiles above the diagonal are skipped. Each output is a sum in a
+// Causal attention is aligned bottom-right (query i at position
+// i + t - s); tiles above its diagonal and, with a sliding window, tiles
+// before the window are skipped (a skipped tile would add nothing). A
+// soft-cap applies softCap (kernels/Attention.h) to the scaled score and its
+// slope to dS. Each output is a sum in a
 // fixed order (key tiles in order; heads, then rows), with no atomics: the
 // same bits every run. The order differs from the host kernels' (one key
 // at a time in blocks of 16), so results agree within rounding, not
@@ -125,18 +129,30 @@ __device__ void dotRows(C (&dots)[kPer], const C *a, const C (*rows)[kPad],
 }
 
 /// The score of query row i and key j given their dot product, or -inf
-/// when the key is out of range, above the causal diagonal or masked (the
-/// dot product is then not used, as the host never computes it).
+/// when the key is out of range, above the causal diagonal, before the
+/// window or masked (the dot product is then not used, as the host never
+/// computes it).
 template <typename T, typename C = Compute<T>>
 __device__ C scoreOf(const AttentionShape &sh, const DeviceMask<T> &mask, C dot,
                      int64_t b, int64_t h, int64_t i, int64_t j) {
   const C kNegInf = -kInfinity<C>();
-  if (i >= sh.s || j >= sh.t || (sh.causal && j > i))
+  if (i >= sh.s || j >= sh.t)
+    return kNegInf;
+  const int64_t p = i + sh.t - sh.s;
+  if (sh.causal && (j > p || (sh.window > 0 && j <= p - sh.window)))
     return kNegInf;
   C bias = mask(b, h, i, j);
   if (bias == kNegInf)
     return kNegInf;
-  return dot * static_cast<C>(sh.scale) + bias;
+  return softCap(dot * static_cast<C>(sh.scale), static_cast<C>(sh.softcap)) +
+         bias;
+}
+
+/// The soft-cap's slope at a key's scaled score (1 without a cap).
+template <typename C> __device__ C capSlope(const AttentionShape &sh, C dot) {
+  return sh.softcap == 0.0 ? C(1)
+                           : softCapSlope(dot * static_cast<C>(sh.scale),
+                                          static_cast<C>(sh.softcap));
 }
 
 // A query-tile block's (head, tile) comes from blockIdx.x with the heads
@@ -144,10 +160,21 @@ __device__ C scoreOf(const AttentionShape &sh, const DeviceMask<T> &mask, C dot,
 // most keys, so on a grid of several waves the longest blocks start first.
 
 /// The key tiles a query tile starting at i0 visits: all, or (causal) those
-/// up to its last row.
+/// up to its last row's position.
 __device__ inline int64_t keyEnd(const AttentionShape &sh, int64_t i0,
                                  int rows) {
-  return sh.causal && i0 + rows < sh.t ? i0 + rows : sh.t;
+  const int64_t end = i0 + rows + sh.t - sh.s;
+  return sh.causal && end < sh.t ? end : sh.t;
+}
+
+/// The first key tile (a multiple of `rows`) a query tile starting at i0
+/// visits: 0, or (sliding window) the tile of its first row's first key.
+__device__ inline int64_t keyBegin(const AttentionShape &sh, int64_t i0,
+                                   int rows) {
+  if (!sh.causal || sh.window <= 0)
+    return 0;
+  const int64_t first = i0 + sh.t - sh.s - sh.window + 1;
+  return first > 0 ? first / rows * rows : 0;
 }
 
 /// The largest score of a tile row, for the forward's and the dq pass's
@@ -190,8 +217,8 @@ __global__ void attentionKernel(AttentionShape sh, const T *q, const T *k,
     acc[x] = C(0);
   C runningMax = kNegInf, runningSum = C(0);
   bool sawNan = false;
-  const int64_t end = keyEnd(sh, i0, kRows);
-  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+  const int64_t begin = keyBegin(sh, i0, kRows), end = keyEnd(sh, i0, kRows);
+  for (int64_t j0 = begin; j0 < end; j0 += kRows) {
     loadTile<kRows, kPad>(ks, kHead, j0, sh.t, sh.d);
     loadTile<kRows, kPad>(vs, vHead, j0, sh.t, sh.dv);
     __syncthreads();
@@ -270,7 +297,7 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
   const T *kHead = k + (b * sh.hkv + hk) * sh.t * sh.d;
   const T *vHead = v + (b * sh.hkv + hk) * sh.t * sh.dv;
   const DeviceMask<T> maskAt{mask, sh.maskKind, sh.maskStrides};
-  const int64_t end = keyEnd(sh, i0, kRows);
+  const int64_t begin = keyBegin(sh, i0, kRows), end = keyEnd(sh, i0, kRows);
 
   loadTile<kRows, kPad>(qs, q + bh * sh.s * sh.d, i0, sh.s, sh.d);
   loadTile<kRows, kPad>(dos, dy + bh * sh.s * sh.dv, i0, sh.s, sh.dv);
@@ -278,7 +305,7 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
   // Sweep 1: max, sum and sum_j exp(s_j - max) dP_j, online.
   C m = kNegInf, sum = C(0), weighted = C(0);
   bool sawNan = false;
-  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+  for (int64_t j0 = begin; j0 < end; j0 += kRows) {
     loadTile<kRows, kPad>(ks, kHead, j0, sh.t, sh.d);
     loadTile<kRows, kPad>(vs, vHead, j0, sh.t, sh.dv);
     __syncthreads();
@@ -333,7 +360,7 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
   C acc[L::kCols];
   for (int x = 0; x < L::kCols; ++x)
     acc[x] = C(0);
-  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+  for (int64_t j0 = begin; j0 < end; j0 += kRows) {
     loadTile<kRows, kPad>(ks, kHead, j0, sh.t, sh.d);
     loadTile<kRows, kPad>(vs, vHead, j0, sh.t, sh.dv);
     __syncthreads();
@@ -348,7 +375,7 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
           C s = scoreOf<T>(sh, maskAt, dots[x], b, h, i, j0 + jj);
           p = s == kNegInf ? C(0) : kExp(s - m) / sum;
           if (p != C(0))
-            ds = p * (dpDots[x] - delta);
+            ds = p * (dpDots[x] - delta) * capSlope(sh, dots[x]);
         }
         ps[r][jj] = p;
         dps[r][jj] = ds;
@@ -404,12 +431,17 @@ attentionGradKeyKernel(AttentionShape sh, const T *q, const T *k, const T *v,
   C dkAcc[L::kCols], dvAcc[L::kCols];
   for (int x = 0; x < L::kCols; ++x)
     dkAcc[x] = dvAcc[x] = C(0);
-  // Causal: rows i >= j0 only (tiles of queries and keys are the same size,
-  // so the first query tile is the key tile's own).
-  const int64_t first = sh.causal ? j0 : 0;
+  // Causal: rows at positions i + t - s >= j0 only; with a window, rows
+  // whose window still reaches the tile's last key. Rows that see none of
+  // the tile add nothing, so skipping them changes no bit.
+  const int64_t shift = sh.t - sh.s;
+  const int64_t first = sh.causal && j0 > shift ? j0 - shift : 0;
+  int64_t last = sh.s;
+  if (sh.causal && sh.window > 0 && j0 + kRows - 1 - shift + sh.window < last)
+    last = j0 + kRows - 1 - shift + sh.window;
   for (int64_t g = 0; g < group; ++g) {
     const int64_t h = hk * group + g, bh = b * sh.h + h;
-    for (int64_t i0 = first; i0 < sh.s; i0 += kRows) {
+    for (int64_t i0 = first; i0 < last; i0 += kRows) {
       loadTile<kRows, kPad>(qs, q + bh * sh.s * sh.d, i0, sh.s, sh.d);
       loadTile<kRows, kPad>(dos, dy + bh * sh.s * sh.dv, i0, sh.s, sh.dv);
       if (threadIdx.x < kRows && i0 + threadIdx.x < sh.s)
@@ -430,7 +462,7 @@ attentionGradKeyKernel(AttentionShape sh, const T *q, const T *k, const T *v,
               const AttentionRowStats<C> st = rowStats[ii];
               p = kExp(s - st.max) / st.sum;
               if (p != C(0))
-                ds = p * (dpDots[x] - st.delta) * scale;
+                ds = p * (dpDots[x] - st.delta) * capSlope(sh, dots[x]) * scale;
             }
           }
           ps[r][ii] = p;

@@ -43,6 +43,9 @@ AttentionProblem problemOf(DType dtype, const AttentionShape &sh,
   p.valueDim = sh.dv;
   p.heads = sh.h;
   p.kvHeads = sh.hkv;
+  p.softCap = sh.softcap;
+  p.window = sh.causal ? sh.window : 0;
+  p.bottomRight = sh.causal && sh.s != sh.t;
   p.backward = backward;
   return p;
 }

@@ -430,7 +430,8 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
     AttentionShape shape;
     auto mask = optional(a[1], 3);
     if (Status s = attentionShape(in[0], in[1], in[2], mask, a[0] != 0,
-                                  c.floats[0], out, nullptr, shape);
+                                  c.floats[0], out, nullptr, shape,
+                                  kernels::attentionExtrasOf(a, c.floats));
         s.failed())
       return s;
     return attentionForward(dctx, ctx, in[0].dtype, shape, in[0].data,
@@ -442,7 +443,8 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
     auto mask = optional(a[1], 3);
     const AttentionGradRefs grads{outs[0], outs[1], outs[2]};
     if (Status s = attentionShape(in[0], in[1], in[2], mask, a[0] != 0,
-                                  c.floats[0], in.back(), &grads, shape);
+                                  c.floats[0], in.back(), &grads, shape,
+                                  kernels::attentionExtrasOf(a, c.floats));
         s.failed())
       return s;
     return attentionBackward(dctx, ctx, in[0].dtype, shape, in[0].data,

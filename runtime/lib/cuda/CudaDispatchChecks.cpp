@@ -71,10 +71,11 @@ Status reduceMap(const char *op, const TensorRef &x,
 Status attentionShape(const TensorRef &q, const TensorRef &k,
                       const TensorRef &v, const std::optional<TensorRef> &mask,
                       bool causal, double scale, const TensorRef &y,
-                      const AttentionGradRefs *grads, AttentionShape &shape) {
+                      const AttentionGradRefs *grads, AttentionShape &shape,
+                      const kernels::AttentionExtras &extras) {
   AttentionDims dims;
-  if (Status s =
-          checkAttentionArgs(q, k, v, mask, causal, scale, y, grads, dims);
+  if (Status s = checkAttentionArgs(q, k, v, mask, causal, scale, y, grads,
+                                    dims, extras);
       s.failed())
     return s;
   if (dims.d > kMaxHeadDim || dims.dv > kMaxHeadDim)
@@ -88,6 +89,8 @@ Status attentionShape(const TensorRef &q, const TensorRef &k,
                          dims.dv, {},       static_cast<int>(maskKind(mask)),
                          causal,  scale};
   std::memcpy(shape.maskStrides, dims.maskStrides, sizeof(shape.maskStrides));
+  shape.window = extras.window;
+  shape.softcap = extras.softcap;
   return {};
 }
 

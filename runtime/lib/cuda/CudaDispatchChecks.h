@@ -41,7 +41,8 @@ Status reduceMap(const char *op, const TensorRef &x,
 Status attentionShape(const TensorRef &q, const TensorRef &k,
                       const TensorRef &v, const std::optional<TensorRef> &mask,
                       bool causal, double scale, const TensorRef &y,
-                      const AttentionGradRefs *grads, AttentionShape &shape);
+                      const AttentionGradRefs *grads, AttentionShape &shape,
+                      const kernels::AttentionExtras &extras = {});
 
 } // namespace rp::runtime::cuda::detail
 

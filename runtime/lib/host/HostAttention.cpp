@@ -29,8 +29,9 @@ constexpr int64_t kQueryBlock = 16;
 template <typename T, MaskKind Kind>
 void runAttention(ThreadPool &pool, const AttentionDims &dims, const T *q,
                   const T *k, const T *v, const void *mask, bool causal,
-                  double scale, T *out) {
+                  double scale, const AttentionExtras &extras, T *out) {
   using C = Compute<T>;
+  const C cap = static_cast<C>(extras.softcap);
   const int64_t queryBlocks = (dims.s + kQueryBlock - 1) / kQueryBlock;
   const int64_t group = dims.h / dims.hkv;
   const C scaleC = static_cast<C>(scale);
@@ -47,12 +48,23 @@ void runAttention(ThreadPool &pool, const AttentionDims &dims, const T *q,
         for (int64_t i = i0; i < std::min(dims.s, i0 + kQueryBlock); ++i) {
           const T *qRow = q + (bh * dims.s + i) * dims.d;
           T *outRow = out + (bh * dims.s + i) * dims.dv;
-          // Causal: keys after the query never enter the loop at all.
-          int64_t numKeys = causal ? i + 1 : dims.t;
+          // Keys after the query never enter the loop at all. Those before
+          // a window are masked; whole key blocks of them are skipped,
+          // which changes no bit (a block with every key masked adds
+          // nothing to the online softmax).
+          int64_t first = 0, end = dims.t;
+          attentionKeyRange(i, dims.s, dims.t, causal, extras.window, first,
+                            end);
+          int64_t skip = first / kAttentionKeyBlock * kAttentionKeyBlock;
           int64_t maskBase = b * ms[0] + h * ms[1] + i * ms[2];
           attentionRow<T>(
-              qRow, kHead, vHead, outRow, numKeys, dims.d, dims.dv, scaleC,
-              [&](int64_t j) { return maskAt(maskBase, j); }, acc.data());
+              qRow, kHead + skip * dims.d, vHead + skip * dims.dv, outRow,
+              end - skip, dims.d, dims.dv, scaleC,
+              [&](int64_t j) {
+                return j + skip < first ? -kInfinity<C>()
+                                        : maskAt(maskBase, j + skip);
+              },
+              acc.data(), cap);
         }
       });
 }
@@ -61,10 +73,11 @@ void runAttention(ThreadPool &pool, const AttentionDims &dims, const T *q,
 
 Status attention(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
                  const TensorRef &v, const std::optional<TensorRef> &mask,
-                 bool causal, double scale, const TensorRef &out) {
+                 bool causal, double scale, const TensorRef &out,
+                 const AttentionExtras &extras) {
   AttentionDims dims;
   if (Status s = checkAttentionArgs(q, k, v, mask, causal, scale, out,
-                                    /*grads=*/nullptr, dims);
+                                    /*grads=*/nullptr, dims, extras);
       s.failed())
     return s;
   if (out.size() == 0)
@@ -80,13 +93,13 @@ Status attention(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
       switch (kind) {
       case MaskKind::none:
         return runAttention<T, MaskKind::none>(pool, dims, qd, kd, vd, maskData,
-                                               causal, scale, o);
+                                               causal, scale, extras, o);
       case MaskKind::boolean:
-        return runAttention<T, MaskKind::boolean>(pool, dims, qd, kd, vd,
-                                                  maskData, causal, scale, o);
+        return runAttention<T, MaskKind::boolean>(
+            pool, dims, qd, kd, vd, maskData, causal, scale, extras, o);
       case MaskKind::additive:
-        return runAttention<T, MaskKind::additive>(pool, dims, qd, kd, vd,
-                                                   maskData, causal, scale, o);
+        return runAttention<T, MaskKind::additive>(
+            pool, dims, qd, kd, vd, maskData, causal, scale, extras, o);
       }
     }
   });

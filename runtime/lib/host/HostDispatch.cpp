@@ -102,7 +102,7 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
     return rmsNorm(pool, in[0], optional(a[1], 1), a[0], c.floats[0], out);
   case OpKind::attention:
     return attention(pool, in[0], in[1], in[2], optional(a[1], 3), a[0] != 0,
-                     c.floats[0], out);
+                     c.floats[0], out, kernels::attentionExtrasOf(a, c.floats));
   case OpKind::cross_entropy:
     return crossEntropy(pool, in[0], in[1], a[0], outs[0], outs[1]);
   case OpKind::cross_entropy_grad:
@@ -137,7 +137,7 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
   case OpKind::attention_grad:
     return attentionGrad(pool, in[0], in[1], in[2], optional(a[1], 3),
                          a[0] != 0, c.floats[0], in.back(), outs[0], outs[1],
-                         outs[2]);
+                         outs[2], kernels::attentionExtrasOf(a, c.floats));
   case OpKind::gather_grad:
     return gatherGrad(pool, in[0], a[0], in[1], out);
   case OpKind::slice_grad: {

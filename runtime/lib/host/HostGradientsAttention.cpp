@@ -44,8 +44,18 @@ constexpr int64_t kKeyBlock = 16;
 template <typename T, MaskKind Kind>
 void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
                       const T *k, const T *v, const void *mask, bool causal,
-                      double scale, const T *dy, T *dq, T *dk, T *dv) {
+                      double scale, const AttentionExtras &extras, const T *dy,
+                      T *dq, T *dk, T *dv) {
   using C = Compute<T>;
+  const C cap = static_cast<C>(extras.softcap);
+  // Keys outside a row's range (causal, window) are masked; the mask
+  // operand is read only inside it.
+  auto biasOf = [&](const MaskReader<T, Kind> &maskAt, int64_t i, int64_t base,
+                    int64_t j) {
+    int64_t first = 0, end = dims.t;
+    attentionKeyRange(i, dims.s, dims.t, causal, extras.window, first, end);
+    return j < first || j >= end ? -kInfinity<C>() : maskAt(base, j);
+  };
   const int64_t group = dims.h / dims.hkv;
   const C scaleC = static_cast<C>(scale);
   const int64_t *ms = dims.maskStrides;
@@ -64,13 +74,15 @@ void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
         std::vector<C> p(dims.t), dp(dims.t), acc(dims.d);
         for (int64_t i = i0; i < std::min(dims.s, i0 + kQueryBlock); ++i) {
           int64_t row = bh * dims.s + i;
-          int64_t numKeys = causal ? i + 1 : dims.t;
+          int64_t first = 0, numKeys = dims.t;
+          attentionKeyRange(i, dims.s, dims.t, causal, extras.window, first,
+                            numKeys);
           int64_t maskBase = b * ms[0] + h * ms[1] + i * ms[2];
           stats[row] = attentionGradQueryRow<T>(
               q + row * dims.d, kHead, vHead, dy + row * dims.dv,
               dq + row * dims.d, numKeys, dims.d, dims.dv, scaleC,
-              [&](int64_t j) { return maskAt(maskBase, j); }, p.data(),
-              dp.data(), acc.data());
+              [&](int64_t j) { return biasOf(maskAt, i, maskBase, j); },
+              p.data(), dp.data(), acc.data(), cap);
         }
       });
 
@@ -88,17 +100,32 @@ void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
             dvAcc((j1 - j0) * dims.dv, C(0));
         for (int64_t g = 0; g < group; ++g) {
           int64_t h = hk * group + g, bh = b * dims.h + h;
-          // Causal: row i sees keys j <= i, so rows before j0 see none of
-          // the block.
-          for (int64_t i = causal ? j0 : 0; i < dims.s; ++i) {
+          // Causal: row i sees keys j <= i + t - s, so rows before
+          // j0 - (t - s) see none of the block; with a window, nor do rows
+          // from j1 - 1 - (t - s) + window on. Rows that see none add
+          // nothing, so skipping them changes no bit.
+          int64_t shift = dims.t - dims.s;
+          int64_t iBegin = causal ? std::max<int64_t>(0, j0 - shift) : 0;
+          int64_t iEnd = causal && extras.window > 0
+                             ? std::min(dims.s, j1 - 1 - shift + extras.window)
+                             : dims.s;
+          for (int64_t i = iBegin; i < iEnd; ++i) {
             int64_t row = bh * dims.s + i;
-            int64_t count = causal ? std::min(j1, i + 1) - j0 : j1 - j0;
+            int64_t first = 0, end = dims.t;
+            attentionKeyRange(i, dims.s, dims.t, causal, extras.window, first,
+                              end);
+            int64_t count = std::min(j1, end) - j0;
+            if (count <= 0)
+              continue;
             int64_t maskBase = b * ms[0] + h * ms[1] + i * ms[2];
             attentionGradKeyRows<T>(
                 q + row * dims.d, dy + row * dims.dv, kBlock, vBlock, count,
                 dims.d, dims.dv, scaleC,
-                [&](int64_t jj) { return maskAt(maskBase, j0 + jj); },
-                stats[row], dkAcc.data(), dvAcc.data());
+                [&](int64_t jj) {
+                  return j0 + jj < first ? -kInfinity<C>()
+                                         : maskAt(maskBase, j0 + jj);
+                },
+                stats[row], dkAcc.data(), dvAcc.data(), cap);
           }
         }
         T *dkOut = dk + (bhk * dims.t + j0) * dims.d;
@@ -116,11 +143,11 @@ Status attentionGrad(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
                      const TensorRef &v, const std::optional<TensorRef> &mask,
                      bool causal, double scale, const TensorRef &dy,
                      const TensorRef &dq, const TensorRef &dk,
-                     const TensorRef &dv) {
+                     const TensorRef &dv, const AttentionExtras &extras) {
   AttentionDims dims;
   const AttentionGradRefs grads{dq, dk, dv};
-  if (Status s =
-          checkAttentionArgs(q, k, v, mask, causal, scale, dy, &grads, dims);
+  if (Status s = checkAttentionArgs(q, k, v, mask, causal, scale, dy, &grads,
+                                    dims, extras);
       s.failed())
     return s;
   MaskKind kind = maskKind(mask);
@@ -134,16 +161,16 @@ Status attentionGrad(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
       switch (kind) {
       case MaskKind::none:
         return runAttentionGrad<T, MaskKind::none>(pool, dims, qd, kd, vd,
-                                                   maskData, causal, scale, dyd,
-                                                   dqd, dkd, dvd);
+                                                   maskData, causal, scale,
+                                                   extras, dyd, dqd, dkd, dvd);
       case MaskKind::boolean:
-        return runAttentionGrad<T, MaskKind::boolean>(pool, dims, qd, kd, vd,
-                                                      maskData, causal, scale,
-                                                      dyd, dqd, dkd, dvd);
+        return runAttentionGrad<T, MaskKind::boolean>(
+            pool, dims, qd, kd, vd, maskData, causal, scale, extras, dyd, dqd,
+            dkd, dvd);
       case MaskKind::additive:
-        return runAttentionGrad<T, MaskKind::additive>(pool, dims, qd, kd, vd,
-                                                       maskData, causal, scale,
-                                                       dyd, dqd, dkd, dvd);
+        return runAttentionGrad<T, MaskKind::additive>(
+            pool, dims, qd, kd, vd, maskData, causal, scale, extras, dyd, dqd,
+            dkd, dvd);
       }
     }
   });

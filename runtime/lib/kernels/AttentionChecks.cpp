@@ -8,6 +8,7 @@
 
 #include "rp/runtime/kernels/Checks.h"
 
+#include <cmath>
 #include <utility>
 
 namespace rp::runtime::kernels {
@@ -16,7 +17,8 @@ Status checkAttentionArgs(const TensorRef &q, const TensorRef &k,
                           const TensorRef &v,
                           const std::optional<TensorRef> &mask, bool causal,
                           double scale, const TensorRef &y,
-                          const AttentionGradRefs *grads, AttentionDims &dims) {
+                          const AttentionGradRefs *grads, AttentionDims &dims,
+                          const AttentionExtras &extras) {
   const char *op = grads ? "attention_grad" : "attention";
   const char *yRole = grads ? "output gradient" : "output";
   if (Status s = checkTensor(q, "query", op); s.failed())
@@ -64,13 +66,20 @@ Status checkAttentionArgs(const TensorRef &q, const TensorRef &k,
                                describe(*grad) + " should have the shape of " +
                                describe(*primal));
   }
-  if (causal && dims.s != dims.t)
+  // Causal queries are the last s of the t positions (bottom-right).
+  if (causal && dims.s > dims.t)
     return invalidArgument(std::string(op) +
-                           ": causal attention needs equal query and key "
-                           "lengths, got " +
+                           ": causal attention needs no more queries than "
+                           "keys, got " +
                            shapes);
   if (!(scale > 0.0))
     return invalidArgument(std::string(op) + ": scale must be positive");
+  if (extras.window < 0 || (extras.window > 0 && !causal))
+    return invalidArgument(std::string(op) +
+                           ": a sliding window must be positive and causal");
+  if (!(extras.softcap >= 0.0) || std::isinf(extras.softcap))
+    return invalidArgument(std::string(op) +
+                           ": softcap must be positive and finite (0: none)");
   if (mask) {
     if (Status s = checkTensor(*mask, "mask", op); s.failed())
       return s;

@@ -73,8 +73,10 @@ Signature signatureOf(OpKind op) {
     return {1, 3, 3, 1};
   case OpKind::rms_norm:
     return {1, 2, 2, 1};
+  // ints [causal, has_mask, (window)], floats [scale, (softcap)]: plans
+  // written before the window and the soft-cap have neither.
   case OpKind::attention:
-    return {3, 4, 2, 1};
+    return {3, 4, -1, -1};
   case OpKind::cross_entropy:
     return {2, 2, 1, 0, 2, 2};
   case OpKind::cross_entropy_grad:
@@ -90,7 +92,7 @@ Signature signatureOf(OpKind op) {
   case OpKind::norm_grad:
     return {2, 3, 4, 1, 1, 3};
   case OpKind::attention_grad:
-    return {4, 5, 2, 1, 3, 3};
+    return {4, 5, -1, -1, 3, 3};
   case OpKind::gather_grad:
     return {2, 2, 1, 0};
   case OpKind::slice_grad:
@@ -113,6 +115,19 @@ Signature signatureOf(OpKind op) {
   default: // unary ops, cast, reshape, broadcast
     return {1, 1, 0, 0};
   }
+}
+
+/// attention's and attention_grad's attributes: ints [causal, has_mask]
+/// then an optional window, floats [scale] then an optional softcap.
+Status checkAttentionAttrs(const Checker &c, const std::string &name,
+                           const KernelCallDesc &call) {
+  if (call.ints.size() != 2 && call.ints.size() != 3)
+    return c.fail(name + " has " + std::to_string(call.ints.size()) +
+                  " integer attributes; it takes 2 or 3");
+  if (call.floats.size() != 1 && call.floats.size() != 2)
+    return c.fail(name + " has " + std::to_string(call.floats.size()) +
+                  " float attributes; it takes 1 or 2");
+  return Status::ok();
 }
 
 Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
@@ -152,7 +167,7 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
   if (sig.ints >= 0 && (int)call.ints.size() != sig.ints)
     return c.fail(name + " has " + std::to_string(call.ints.size()) +
                   " integer attributes; it takes " + std::to_string(sig.ints));
-  if ((int)call.floats.size() != sig.floats)
+  if (sig.floats >= 0 && (int)call.floats.size() != sig.floats)
     return c.fail(name + " has " + std::to_string(call.floats.size()) +
                   " float attributes; it takes " + std::to_string(sig.floats));
   const BufferDesc &in = plan.buffers[call.inputs[0]];
@@ -195,6 +210,8 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
     return Status::ok();
   }
   case OpKind::attention_grad:
+    if (Status s = checkAttentionAttrs(c, name, call); s.failed())
+      return s;
     if (nIn != 4 + (call.ints[1] != 0))
       return c.fail(name + " has inputs that disagree with its flags");
     return Status::ok();
@@ -212,6 +229,8 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
       return c.fail(name + " has inputs that disagree with its flags");
     return Status::ok();
   case OpKind::attention:
+    if (Status s = checkAttentionAttrs(c, name, call); s.failed())
+      return s;
     if (nIn != 3 + (call.ints[1] != 0))
       return c.fail(name + " has inputs that disagree with its flags");
     return Status::ok();

@@ -46,6 +46,9 @@ struct Case {
   Mask mask = Mask::none;
   /// The mask's shape: [B, 1, S, T] when true, [S, T] when false.
   bool perBatch = true;
+  /// rp.attention's sliding window (causal only) and soft-cap; 0: none.
+  int64_t window = 0;
+  double softcap = 0;
 };
 
 /// max|got - want| / max|want|; a NaN of `want` must be a NaN of `got`.
@@ -125,15 +128,19 @@ protected:
     if (edit)
       edit(p);
     const double scale = 1.0 / std::sqrt(double(c.d));
+    kernels::AttentionExtras extras;
+    extras.window = c.window;
+    extras.softcap = c.softcap;
     const Shape outShape{c.b, c.h, c.s, c.dv};
     Buffer hostOut(dtype, outShape), devOut(dtype, outShape);
     ASSERT_TRUE(host::attention(pool, p.q.ref(), p.k.ref(), p.v.ref(),
-                                maskRef(p), c.causal, scale, hostOut.ref())
+                                maskRef(p), c.causal, scale, hostOut.ref(),
+                                extras)
                     .isOk());
     AttentionShape shape;
-    ASSERT_TRUE(cuda::detail::attentionShape(p.q.ref(), p.k.ref(), p.v.ref(),
-                                             maskRef(p), c.causal, scale,
-                                             devOut.ref(), nullptr, shape)
+    ASSERT_TRUE(cuda::detail::attentionShape(
+                    p.q.ref(), p.k.ref(), p.v.ref(), maskRef(p), c.causal,
+                    scale, devOut.ref(), nullptr, shape, extras)
                     .isOk());
     const void *mask = p.mask ? p.mask->data() : nullptr;
     ASSERT_EQ(launchAttention(ctx, dtype, shape, p.q.data(), p.k.data(),
@@ -145,7 +152,8 @@ protected:
         hostDv(dtype, p.v.shape);
     ASSERT_TRUE(host::attentionGrad(pool, p.q.ref(), p.k.ref(), p.v.ref(),
                                     maskRef(p), c.causal, scale, p.dy.ref(),
-                                    hostDq.ref(), hostDk.ref(), hostDv.ref())
+                                    hostDq.ref(), hostDk.ref(), hostDv.ref(),
+                                    extras)
                     .isOk());
     // Outputs and scratch start as garbage: the kernels write every element.
     Buffer devDq(dtype, p.q.shape), devDk(dtype, p.k.shape),
@@ -204,11 +212,37 @@ INSTANTIATE_TEST_SUITE_P(FloatTypes, CudaAttentionEmu,
 
 class CudaAttentionEmuShapes : public CudaAttentionEmu {};
 
-// Query and key lengths that differ (causal needs them equal): more keys
-// than queries, then more queries than keys, each a partial tile.
+// Query and key lengths that differ: more keys than queries, then more
+// queries than keys, each a partial tile; causal with more keys than
+// queries aligns bottom-right.
 TEST_F(CudaAttentionEmuShapes, LengthsDiffer) {
   check({1, 2, 1, 13, 40, 8, 8}, DType::f32, 5);
   check({1, 2, 2, 40, 13, 8, 8}, DType::f32, 6);
+  Case c{1, 2, 1, 13, 75, 8, 8};
+  c.causal = true;
+  check(c, DType::f32, 10);
+}
+
+// rp.attention's sliding window (narrower and wider than a tile, with
+// bottom-right alignment and grouped-query heads) and Gemma 2's soft-cap,
+// alone and together, against the host in every float dtype.
+TEST_P(CudaAttentionEmu, WindowAndSoftcap) {
+  Case w{1, 4, 2, 70, 70, 8, 8};
+  w.causal = true;
+  w.window = 5;
+  check(w, GetParam(), 11);
+  w.window = 40;
+  check(w, GetParam(), 12);
+  Case br{1, 2, 2, 21, 90, 8, 8};
+  br.causal = true;
+  br.window = 33;
+  check(br, GetParam(), 13);
+  Case cap{1, 2, 2, 37, 37, 8, 8};
+  cap.causal = true;
+  cap.softcap = 0.8;
+  check(cap, GetParam(), 14);
+  cap.window = 9;
+  check(cap, GetParam(), 15);
 }
 
 // The 128- and 256-column buckets (16- and 8-row tiles in f32, 8 and 4 in

@@ -543,9 +543,41 @@ func.func @attention_result(%q: tensor<2x4x16x32xf32>) {
 
 // -----
 
-func.func @attention_causal(%q: tensor<2x4x8x32xf32>, %k: tensor<2x4x16x32xf32>) {
-  // expected-error @+1 {{causal attention needs equal query and key lengths, but got 8 and 16}}
-  %0 = rp.attention %q, %k, %k causal : (tensor<2x4x8x32xf32>, tensor<2x4x16x32xf32>, tensor<2x4x16x32xf32>) -> tensor<2x4x8x32xf32>
+func.func @attention_causal(%q: tensor<2x4x16x32xf32>, %k: tensor<2x4x8x32xf32>) {
+  // expected-error @+1 {{causal attention needs no more queries than keys, but got 16 queries and 8 keys}}
+  %0 = rp.attention %q, %k, %k causal : (tensor<2x4x16x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>) -> tensor<2x4x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_window_needs_causal(%q: tensor<2x4x8x32xf32>) {
+  // expected-error @+1 {{a sliding window needs `causal`}}
+  %0 = rp.attention %q, %q, %q window = 4 : (tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>) -> tensor<2x4x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_window_positive(%q: tensor<2x4x8x32xf32>) {
+  // expected-error @+1 {{attribute 'window' failed to satisfy constraint}}
+  %0 = rp.attention %q, %q, %q causal window = 0 : (tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>) -> tensor<2x4x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_softcap_positive(%q: tensor<2x4x8x32xf32>) {
+  // expected-error @+1 {{expected a positive softcap but got -5.0}}
+  %0 = rp.attention %q, %q, %q causal softcap = -5.0 : (tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>) -> tensor<2x4x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_window_needs_causal(%q: tensor<2x4x8x32xf32>) {
+  // expected-error @+1 {{a sliding window needs `causal`}}
+  %0:3 = rp.attention_grad %q, %q, %q grad(%q) window = 4 : (tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>)
   return
 }
 

@@ -144,6 +144,17 @@ func.func @attention(%q: tensor<2x8x16x32xbf16>, %k: tensor<2x2x16x32xbf16>, %v:
   return %0, %1 : tensor<2x8x16x32xbf16>, tensor<2x8x16x32xbf16>
 }
 
+// A sliding window, Gemma 2's soft-cap, and causal with more keys than
+// queries (aligned bottom-right).
+// CHECK-LABEL: func.func @attention_window_softcap
+func.func @attention_window_softcap(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x24x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) {
+  // CHECK: rp.attention %{{.+}}, %{{.+}}, %{{.+}} causal window = 4 softcap = 5.000000e+01 : (tensor<1x4x8x16xf32>, tensor<1x2x24x16xf32>, tensor<1x2x24x16xf32>) -> tensor<1x4x8x16xf32>
+  %0 = rp.attention %q, %k, %k causal window = 4 softcap = 50.0 : (tensor<1x4x8x16xf32>, tensor<1x2x24x16xf32>, tensor<1x2x24x16xf32>) -> tensor<1x4x8x16xf32>
+  // CHECK: rp.attention_grad %{{.+}}, %{{.+}}, %{{.+}} grad(%{{.+}}) causal scale = 2.500000e-01 window = 4 softcap = 3.000000e+01
+  %dq, %dk, %dv = rp.attention_grad %q, %k, %k grad(%0) causal scale = 0.25 window = 4 softcap = 30.0 : (tensor<1x4x8x16xf32>, tensor<1x2x24x16xf32>, tensor<1x2x24x16xf32>, tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x2x24x16xf32>, tensor<1x2x24x16xf32>)
+  return %0, %dq : tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>
+}
+
 // CHECK-LABEL: func.func @train_ops
 func.func @train_ops(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi64>, %s: tensor<f32>, %x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %ids: tensor<2x4xi64>, %w8: tensor<8x8xf32>) {
   // CHECK: rp.cross_entropy %{{.+}}, %{{.+}} ignore_index = -100 : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<i64>)

@@ -526,26 +526,36 @@ def RP_AttentionOp : RP_PureOp<"attention",
     attention shares each key/value head among `H / Hkv` query heads).
     `scale` defaults to `1 / sqrt(D)`. `mask` broadcasts to `[B, H, S, T]`:
     i1 keeps the positions that are true, a float mask is added to the
-    scores. `causal` masks key positions after the query position
-    (`S == T`). Devices may run it fused, with memory linear in `S`.
+    scores. `causal` masks key positions after the query position, with
+    the queries the last `S` of the `T` positions (`S <= T`, aligned
+    bottom-right as cuDNN's bottom-right causal mask: query `i` is at
+    position `i + T - S`; with `S == T` the usual causal mask). `window`
+    (with `causal` only) is a sliding window: the query at position `p`
+    sees the keys in `(p - window, p]` (Mistral's and Gemma's local
+    layers). `softcap` caps the scaled scores before the mask, as Gemma 2:
+    `softcap * tanh(scale * q.k / softcap)`. Devices may run it fused, with
+    memory linear in `S`, and skip what the window and causal mask drop.
     VJP: the standard attention backward (recomputing the probabilities
     from Q, K and the saved log-sum-exp). The mask gets no gradient;
     rp-autodiff rewrites an attention whose float mask needs one (a learned
     position bias) into matmuls, an add and a softmax first.
 
     ```mlir
-    %o = rp.attention %q, %k, %v causal
+    %o = rp.attention %q, %k, %v causal window = 4096 softcap = 50.0
         : (tensor<2x8x128x64xbf16>, tensor<2x2x128x64xbf16>,
            tensor<2x2x128x64xbf16>) -> tensor<2x8x128x64xbf16>
     ```
   }];
   let arguments = (ins RP_FloatTensor:$query, RP_FloatTensor:$key,
                    RP_FloatTensor:$value, Optional<RP_Tensor>:$mask,
-                   UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                   UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$window,
+                   OptionalAttr<F64Attr>:$softcap);
   let results = (outs RP_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` `(` $mask^ `)`)? (`causal` $causal^)?
-    (`scale` `=` $scale^)? attr-dict `:` functional-type(operands, results)
+    (`scale` `=` $scale^)? (`window` `=` $window^)?
+    (`softcap` `=` $softcap^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -233,7 +233,12 @@ def FuseAttentionPass : Pass<"rp-fuse-attention"> {
     dropped). The probabilities may pass through torch 2's NaN guard
     `where(p != p, 0, p)` when no row can be fully masked (no mask, a causal
     one, or a constant mask keeping a position in every row), where the
-    guard changes nothing.
+    guard changes nothing. Gemma 2's soft-cap `tanh(s / c) * c` between the
+    scores and the mask becomes `softcap = c`; a mask (constant or a band
+    of index ranges, also on an existing `rp.attention`) that keeps exactly
+    a causal band, aligned bottom-right when there are more keys than
+    queries and with a sliding window or not, becomes `causal` and
+    `window`, leaving no mask operand.
 
     ```mlir
     %kt = rp.transpose %k permutation = [0, 1, 3, 2] : ...

@@ -55,12 +55,22 @@ LogicalResult verifySliceWindow(Operation *op, RankedTensorType in,
                                 RankedTensorType out, ArrayRef<int64_t> offsets,
                                 ArrayRef<int64_t> strides);
 
-/// The shape rules of rp.attention, shared with rp.attention_grad.
+/// The value of an optional float attribute.
+inline std::optional<double> optionalDouble(std::optional<APFloat> x) {
+  if (x)
+    return x->convertToDouble();
+  return std::nullopt;
+}
+
+/// The shape and attribute rules of rp.attention, shared with
+/// rp.attention_grad.
 LogicalResult verifyAttentionShapes(Operation *op, RankedTensorType q,
                                     RankedTensorType k, RankedTensorType v,
                                     Value mask, bool causal,
                                     std::optional<double> scale,
-                                    RankedTensorType result);
+                                    RankedTensorType result,
+                                    std::optional<int64_t> window = {},
+                                    std::optional<double> softcap = {});
 
 template <typename ConcreteType>
 LogicalResult

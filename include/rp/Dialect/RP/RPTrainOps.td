@@ -220,7 +220,8 @@ def RP_AttentionGradOp : RP_PureOp<"attention_grad"> {
     Gradients of `rp.attention` with respect to query, key and value,
     recomputing the probabilities row by row (memory linear in the sequence
     length). With grouped-query attention the key and value gradients sum
-    over the query heads that share them. The mask gets no gradient.
+    over the query heads that share them. The mask gets no gradient;
+    `causal`, `window` and `softcap` are the forward's (rp.attention).
 
     ```mlir
     %dq, %dk, %dv = rp.attention_grad %q, %k, %v grad(%do) causal
@@ -232,13 +233,15 @@ def RP_AttentionGradOp : RP_PureOp<"attention_grad"> {
   let arguments = (ins RP_FloatTensor:$query, RP_FloatTensor:$key,
                    RP_FloatTensor:$value, Optional<RP_Tensor>:$mask,
                    RP_FloatTensor:$grad, UnitAttr:$causal,
-                   OptionalAttr<F64Attr>:$scale);
+                   OptionalAttr<F64Attr>:$scale,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$window,
+                   OptionalAttr<F64Attr>:$softcap);
   let results = (outs RP_FloatTensor:$query_grad, RP_FloatTensor:$key_grad,
                  RP_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` `(` $mask^ `)`)? `grad` `(` $grad `)`
-    (`causal` $causal^)? (`scale` `=` $scale^)? attr-dict `:`
-    functional-type(operands, results)
+    (`causal` $causal^)? (`scale` `=` $scale^)? (`window` `=` $window^)?
+    (`softcap` `=` $softcap^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -64,14 +64,25 @@ LogicalResult mlir::rp::expandAttention(AttentionOp a) {
       MatmulOp::create(b, loc, a.getQuery(), a.getKey(), false, true);
   if (double scale = a.getEffectiveScale(); scale != 1.0)
     scores = MulOp::create(b, loc, scores, scalar(scale));
+  // Gemma 2's order: divide, tanh, multiply, then the mask.
+  if (std::optional<APFloat> cap = a.getSoftcap()) {
+    Value c = scalar(cap->convertToDouble());
+    scores = DivOp::create(b, loc, scores, c);
+    scores = TanhOp::create(b, loc, scores);
+    scores = MulOp::create(b, loc, scores, c);
+  }
   scores = AddOp::create(b, loc, scores, a.getMask());
   if (a.getCausal()) {
     auto st = cast<RankedTensorType>(scores.getType());
     int64_t rows = st.getDimSize(rank - 2), cols = st.getDimSize(rank - 1);
+    // Bottom-right: query i is at position i + cols - rows.
+    int64_t window = a.getWindow().value_or(cols + 1);
     SmallVector<bool> keep;
     for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        keep.push_back(j <= i);
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t p = i + cols - rows;
+        keep.push_back(j <= p && j > p - window);
+      }
     auto kt = RankedTensorType::get({rows, cols}, b.getI1Type());
     Value kept = ConstantOp::create(b, loc, DenseElementsAttr::get(kt, keep));
     scores = WhereOp::create(b, loc, kept, scores,

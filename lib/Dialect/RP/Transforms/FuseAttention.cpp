@@ -12,7 +12,11 @@
 // key/value heads repeated for grouped-query attention (the repeat is
 // dropped: rp.attention shares key/value heads itself), and torch 2's NaN
 // guard where(p != p, 0, p) on the probabilities when no row can be fully
-// masked.
+// masked. A causal mask with fewer queries than keys (the queries the last
+// ones) or a sliding window (constant, or a band of index ranges) becomes
+// the `causal` flag and `window`, and Gemma 2's soft-cap of the scores,
+// tanh(s / cap) * cap between the scores and the mask, the `softcap`: so
+// neither leaves an S x T mask operand nor keeps the attention unfused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,34 +89,75 @@ static Value stripHeadRepeat(Value v) {
   return inner.getInput();
 }
 
-/// A constant keep-mask [.., S, T] that keeps exactly j <= i.
-static bool isCausal(DenseElementsAttr keep) {
-  ArrayRef<int64_t> shape = keep.getType().getShape();
-  if (shape.size() < 2 || shape[shape.size() - 1] != shape[shape.size() - 2])
-    return false;
-  int64_t n = shape.back();
-  for (auto [i, v] : llvm::enumerate(keep.getValues<bool>())) {
-    int64_t row = (i / n) % n, col = i % n;
-    if (v != (col <= row))
-      return false;
-  }
-  return true;
+/// rp.attention's causal mask as a band of diagonals of [S, T] scores:
+/// keys j <= i + T - S (the queries the last S positions), and with a
+/// window w > 0 also j > i + T - S - w.
+static BandMask causalBand(int64_t rows, int64_t cols, int64_t window) {
+  BandMask band{BandMask::kOpenLo, cols - rows};
+  if (window > 0)
+    band.lo = cols - rows - window + 1;
+  return band;
 }
 
-/// Whether the i1 value `cond`, computed from index ranges, keeps exactly
-/// j <= i of square [.., S, S] scores (masks them when `dropWhenTrue`).
-static bool isCausalBand(Value cond, bool dropWhenTrue) {
-  ArrayRef<int64_t> shape = shapeOf(cond);
-  if (shape.size() < 2 || shape[shape.size() - 1] != shape[shape.size() - 2])
-    return false;
+/// The window of a band that keeps what rp.attention's causal mask (with
+/// that window) keeps of [rows, cols] scores: 0 for the causal mask alone,
+/// nullopt when the band is no causal one. Diagonals beyond the scores'
+/// extent change nothing.
+static std::optional<int64_t> causalWindowOf(BandMask band, int64_t rows,
+                                             int64_t cols) {
+  if (rows > cols || band.hi != cols - rows)
+    return std::nullopt;
+  if (band.lo <= -(rows - 1))
+    return 0;
+  return band.hi - band.lo + 1;
+}
+
+/// The window (0: none) of a constant keep-mask [.., S, T] of [.., S, T]
+/// `scores` (not broadcast along either) that keeps exactly rp.attention's
+/// causal band in every leading slice; nullopt when it keeps anything
+/// else.
+static std::optional<int64_t> causalWindowOf(DenseElementsAttr keep,
+                                             ArrayRef<int64_t> scores) {
+  ArrayRef<int64_t> shape = keep.getType().getShape();
+  if (shape.size() < 2 || scores.size() < 2)
+    return std::nullopt;
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  if (rows != scores[scores.size() - 2] || cols != scores.back() ||
+      rows > cols || rows == 0)
+    return std::nullopt;
+  SmallVector<bool> values(keep.getValues<bool>());
+  if (keep.isSplat())
+    values.assign(keep.getType().getNumElements(), values.front());
+  // The last row has the most keys before its position: it keeps the
+  // window (or all of its keys when there is none).
+  int64_t kept = 0;
+  for (int64_t j = 0; j < cols; ++j)
+    kept += values[(rows - 1) * cols + j];
+  int64_t window = kept == cols ? 0 : kept;
+  if (kept == 0)
+    return std::nullopt;
+  BandMask band = causalBand(rows, cols, window);
+  for (auto [i, v] : llvm::enumerate(values)) {
+    int64_t row = (i / cols) % rows, col = i % cols;
+    if (v != band.contains(row, col))
+      return std::nullopt;
+  }
+  return window;
+}
+
+/// The window (0: none) when the i1 value `cond`, computed from index
+/// ranges, keeps exactly rp.attention's causal band of [.., S, T] scores
+/// (masks it when `dropWhenTrue`); nullopt otherwise.
+static std::optional<int64_t> causalBandWindow(Value cond, bool dropWhenTrue,
+                                               ArrayRef<int64_t> scores) {
+  if (shapeOf(cond).size() < 2 || scores.size() < 2)
+    return std::nullopt;
   std::optional<BandMask> band = matchBandMask(cond);
   if (band && dropWhenTrue)
     band = band->complement();
   if (!band)
-    return false;
-  // Diagonals beyond the scores' extent change nothing.
-  int64_t n = shape.back();
-  return band->lo <= -(n - 1) && band->hi == 0;
+    return std::nullopt;
+  return causalWindowOf(*band, scores[scores.size() - 2], scores.back());
 }
 
 namespace {
@@ -120,15 +165,18 @@ namespace {
 /// What to do with the mask, decided before anything is rewritten.
 struct MaskPlan {
   enum Kind { none, causal, keep, keepWhere, dropWhere, additive } kind = none;
+  int64_t window = 0;             // causal: the sliding window, 0 for none
   DenseElementsAttr keepConstant; // kind == keep
   Value value; // keepWhere: keep condition; dropWhere: masked condition;
                // additive: float mask
 };
 
 /// Turns a constant keep mask into the causal flag or a constant operand.
-static MaskPlan planKeep(DenseElementsAttr keep) {
+static MaskPlan planKeep(DenseElementsAttr keep, ArrayRef<int64_t> scores) {
   MaskPlan plan;
-  plan.kind = isCausal(keep) ? MaskPlan::causal : MaskPlan::keep;
+  std::optional<int64_t> window = causalWindowOf(keep, scores);
+  plan.kind = window ? MaskPlan::causal : MaskPlan::keep;
+  plan.window = window.value_or(0);
   plan.keepConstant = keep;
   return plan;
 }
@@ -138,6 +186,7 @@ static MaskPlan planKeep(DenseElementsAttr keep) {
 /// there is no mask), or null when the mask has a form rp.attention cannot
 /// take.
 static Value peelMask(Value scores, MaskPlan &plan) {
+  ArrayRef<int64_t> scoresShape = shapeOf(scores);
   if (auto where = scores.getDefiningOp<WhereOp>()) {
     auto fillTrue = splatValue(where.getOnTrue());
     auto fillFalse = splatValue(where.getOnFalse());
@@ -150,9 +199,12 @@ static Value peelMask(Value scores, MaskPlan &plan) {
       SmallVector<bool> keep;
       for (bool c : cond.getValues<bool>())
         keep.push_back(dropWhenTrue ? !c : c);
-      plan = planKeep(DenseElementsAttr::get(cond.getType(), keep));
-    } else if (isCausalBand(where.getCondition(), dropWhenTrue)) {
+      plan =
+          planKeep(DenseElementsAttr::get(cond.getType(), keep), scoresShape);
+    } else if (std::optional<int64_t> window = causalBandWindow(
+                   where.getCondition(), dropWhenTrue, scoresShape)) {
       plan.kind = MaskPlan::causal;
+      plan.window = *window;
     } else {
       plan.kind = dropWhenTrue ? MaskPlan::dropWhere : MaskPlan::keepWhere;
       plan.value = where.getCondition();
@@ -180,7 +232,7 @@ static Value peelMask(Value scores, MaskPlan &plan) {
       if (!keep.empty()) {
         auto type = RankedTensorType::get(m.getType().getShape(),
                                           IntegerType::get(m.getContext(), 1));
-        plan = planKeep(DenseElementsAttr::get(type, keep));
+        plan = planKeep(DenseElementsAttr::get(type, keep), scoresShape);
         return s;
       }
     }
@@ -192,9 +244,13 @@ static Value peelMask(Value scores, MaskPlan &plan) {
           onTrue && onFalse && *onTrue == 0.0 && *onFalse <= kMaskedScore;
       bool dropWhenTrue =
           onTrue && onFalse && *onFalse == 0.0 && *onTrue <= kMaskedScore;
-      if ((keepWhenTrue || dropWhenTrue) &&
-          isCausalBand(where.getCondition(), dropWhenTrue)) {
+      std::optional<int64_t> window;
+      if (keepWhenTrue || dropWhenTrue)
+        window =
+            causalBandWindow(where.getCondition(), dropWhenTrue, scoresShape);
+      if (window) {
         plan.kind = MaskPlan::causal;
+        plan.window = *window;
         return s;
       }
     }
@@ -203,6 +259,38 @@ static Value peelMask(Value scores, MaskPlan &plan) {
     return s;
   }
   return scores;
+}
+
+/// Peels Gemma 2's soft-cap off the scores, tanh(x / cap) * cap (or the
+/// division as a multiplication by 1 / cap); returns x and sets `cap`, or
+/// returns `v` itself.
+static Value peelSoftcap(Value v, double &cap) {
+  Value t, c;
+  if (!matchEither<MulOp>(v, t, c, [&](Value a, Value b) {
+        return a.getDefiningOp<TanhOp>() && splatValue(b) &&
+               a.getType() == v.getType();
+      }))
+    return v;
+  double k = *splatValue(c);
+  if (!(k > 0.0))
+    return v;
+  Value inner = t.getDefiningOp<TanhOp>().getInput();
+  if (auto div = inner.getDefiningOp<DivOp>()) {
+    auto d = splatValue(div.getRhs());
+    if (d && *d == k && div.getLhs().getType() == v.getType()) {
+      cap = k;
+      return div.getLhs();
+    }
+  }
+  Value x, r;
+  if (matchEither<MulOp>(inner, x, r, [&](Value a, Value b) {
+        auto m = splatValue(b);
+        return m && std::abs(*m * k - 1.0) < 1e-6 && a.getType() == v.getType();
+      })) {
+    cap = k;
+    return x;
+  }
+  return v;
 }
 
 /// torch 2's exporters guard the probabilities against fully masked rows,
@@ -275,6 +363,9 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
     if (guard && mask.kind != MaskPlan::none && mask.kind != MaskPlan::causal &&
         !(mask.kind == MaskPlan::keep && everyRowKeeps(mask.keepConstant)))
       return failure();
+    // The cap comes between the scaled scores and the mask.
+    double softcap = 0.0;
+    scores = peelSoftcap(scores, softcap);
     double scale = 1.0;
     scores = peelScale(scores, scale);
     auto qk = scores.getDefiningOp<MatmulOp>();
@@ -376,8 +467,15 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
     FloatAttr scaleAttr;
     if (std::abs(scale - natural) > 1e-6 * natural)
       scaleAttr = rewriter.getF64FloatAttr(scale);
+    IntegerAttr windowAttr;
+    if (mask.kind == MaskPlan::causal && mask.window > 0)
+      windowAttr = rewriter.getI64IntegerAttr(mask.window);
+    FloatAttr softcapAttr;
+    if (softcap > 0.0)
+      softcapAttr = rewriter.getF64FloatAttr(softcap);
     Value out = AttentionOp::create(rewriter, loc, type, q, k, v, maskValue,
-                                    mask.kind == MaskPlan::causal, scaleAttr);
+                                    mask.kind == MaskPlan::causal, scaleAttr,
+                                    windowAttr, softcapAttr);
     if (rank == 3)
       out = ReshapeOp::create(rewriter, loc, pv.getType(), out);
     rewriter.replaceOp(pv, out);
@@ -385,10 +483,82 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
   }
 };
 
+/// The window (0: none) when an rp.attention mask operand keeps exactly
+/// the causal band of its [.., S, T] scores: a constant i1 or 0 / -big
+/// float mask, an i1 band of index ranges, or where(band, 0, -big).
+static std::optional<int64_t> maskAsCausalWindow(Value mask,
+                                                 ArrayRef<int64_t> scores) {
+  DenseElementsAttr m;
+  if (matchPattern(mask, m_Constant(&m))) {
+    SmallVector<bool> keep;
+    if (m.getElementType().isInteger(1)) {
+      keep.assign(m.getValues<bool>().begin(), m.getValues<bool>().end());
+    } else {
+      for (const APFloat &x : m.getValues<APFloat>()) {
+        double d = x.convertToDouble();
+        if (d != 0.0 && d > kMaskedScore)
+          return std::nullopt;
+        keep.push_back(d == 0.0);
+      }
+    }
+    auto type = RankedTensorType::get(m.getType().getShape(),
+                                      IntegerType::get(m.getContext(), 1));
+    return causalWindowOf(DenseElementsAttr::get(type, keep), scores);
+  }
+  if (getElementTypeOrSelf(mask).isInteger(1))
+    return causalBandWindow(mask, /*dropWhenTrue=*/false, scores);
+  if (auto where = mask.getDefiningOp<WhereOp>()) {
+    auto onTrue = splatValue(where.getOnTrue());
+    auto onFalse = splatValue(where.getOnFalse());
+    if (!onTrue || !onFalse)
+      return std::nullopt;
+    if (*onTrue == 0.0 && *onFalse <= kMaskedScore)
+      return causalBandWindow(where.getCondition(), false, scores);
+    if (*onFalse == 0.0 && *onTrue <= kMaskedScore)
+      return causalBandWindow(where.getCondition(), true, scores);
+  }
+  return std::nullopt;
+}
+
+/// rp.attention built with its mask as an operand (rp.trace's
+/// scaled_dot_product_attention with transformers' causal or sliding-window
+/// mask, already a constant there) whose mask is the causal band: the
+/// `causal` flag and `window` instead, so no S x T operand reaches the
+/// device and cuDNN takes its diagonal band.
+struct AttentionBandMaskToFlags : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    Value mask = op.getMask();
+    if (!mask)
+      return failure();
+    auto q = op.getQuery().getType();
+    auto k = op.getKey().getType();
+    SmallVector<int64_t> scores = {q.getDimSize(0), q.getDimSize(1),
+                                   q.getDimSize(2), k.getDimSize(2)};
+    std::optional<int64_t> window = maskAsCausalWindow(mask, scores);
+    if (!window)
+      return failure();
+    // Already causal: the band AND-ed with the causal mask is the band.
+    // A window already set and another one in the mask: the narrower.
+    int64_t w = *window;
+    if (auto had = op.getWindow())
+      w = w == 0 ? int64_t(*had) : std::min<int64_t>(w, *had);
+    auto fused = AttentionOp::create(
+        rewriter, op.getLoc(), op.getType(), op.getQuery(), op.getKey(),
+        op.getValue(), Value(), /*causal=*/true, op.getScaleAttr(),
+        w > 0 ? rewriter.getI64IntegerAttr(w) : IntegerAttr(),
+        op.getSoftcapAttr());
+    rewriter.replaceOp(op, fused.getResult());
+    return success();
+  }
+};
+
 struct FuseAttentionPass : rp::impl::FuseAttentionPassBase<FuseAttentionPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseAttention>(&getContext());
+    patterns.add<FuseAttention, AttentionBandMaskToFlags>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

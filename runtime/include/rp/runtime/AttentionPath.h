@@ -31,9 +31,10 @@ enum class AttentionPath { cudnn, cudaCores };
 
 /// How an attention call masks its scores. A band (lo <= key - query <=
 /// hi) is what cuDNN's diagonal band bounds express; rp's plan op carries
-/// causal and a dense mask operand today, so the dispatch passes `causal`,
-/// `additive` or `boolean` (docs/graph-ir.md: a sliding window reaches the
-/// device as a mask operand).
+/// causal (with AttentionProblem's window and bottom-right alignment: the
+/// causal band) and a dense mask operand, so the dispatch passes `causal`,
+/// `additive` or `boolean`. `band` is a band without the causal bound,
+/// which rp's op does not express.
 enum class AttentionMaskKind { none, causal, band, additive, boolean };
 
 /// What the choice looks at: one attention or attention_grad call.
@@ -47,6 +48,12 @@ struct AttentionProblem {
   int64_t heads = 1, kvHeads = 1;
   /// tanh soft-capping of the scores (Gemma 2's 50.0); 0 for none.
   double softCap = 0;
+  /// A causal sliding window (rp.attention's `window`: the keys in
+  /// (p - window, p]); 0 for none. cuDNN's left bound.
+  int64_t window = 0;
+  /// Causal with fewer queries than keys: the queries are the last ones,
+  /// cuDNN's bottom-right diagonal alignment.
+  bool bottomRight = false;
   /// attention_grad: cuDNN's backward, with its deterministic algorithm.
   bool backward = false;
 };

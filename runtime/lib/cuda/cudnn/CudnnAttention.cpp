@@ -44,6 +44,8 @@ Key keyOf(bool backward, DType dtype, const AttentionShape &sh, int sm,
   float scale = static_cast<float>(sh.scale);
   uint32_t bits = 0;
   std::memcpy(&bits, &scale, sizeof(bits));
+  // A soft-capped call never reaches cuDNN (AttentionPath.h), so the
+  // cap's bits are not part of the key.
   return {backward ? 1 : 0,
           static_cast<int64_t>(dtype),
           sh.b,
@@ -62,8 +64,25 @@ Key keyOf(bool backward, DType dtype, const AttentionShape &sh, int sm,
           int64_t(bits),
           sm,
           smCount,
-          0,
+          sh.window,
           0};
+}
+
+/// rp's causal mask and sliding window as cuDNN's diagonal band: causal is
+/// aligned bottom-right (the queries are the last s of t positions; with
+/// s == t that is the top-left causal mask), and the window is cuDNN's
+/// left bound (it keeps key j when j + window > query position, the keys
+/// in (p - window, p]).
+template <typename Options>
+void setDiagonalBand(Options &options, const AttentionShape &sh) {
+  if (!sh.causal)
+    return;
+  if (sh.s == sh.t)
+    options.set_causal_mask(true);
+  else
+    options.set_causal_mask_bottom_right(true);
+  if (sh.window > 0)
+    options.set_sliding_window_length(static_cast<int>(sh.window));
 }
 
 /// Row-major strides of `dims`.
@@ -116,8 +135,7 @@ void declare(fe::graph::Graph &g, bool backward, bool stats, DType dtype,
                        .set_name("attention")
                        .set_generate_stats(stats)
                        .set_attn_scale(scale);
-    if (sh.causal)
-      options.set_causal_mask(true);
+    setDiagonalBand(options, sh);
     if (sh.maskKind == 2)
       options.set_bias(biasOf(g, sh));
     auto [o, st] = g.sdpa(q, k, v, options);
@@ -139,8 +157,7 @@ void declare(fe::graph::Graph &g, bool backward, bool stats, DType dtype,
                      .set_name("attention_grad")
                      .set_attn_scale(scale)
                      .set_deterministic_algorithm(true);
-  if (sh.causal)
-    options.set_causal_mask(true);
+  setDiagonalBand(options, sh);
   if (sh.maskKind == 2)
     options.set_bias(biasOf(g, sh));
   auto [dq, dk, dv] = g.sdpa_backward(q, k, v, o, dO, st, options);

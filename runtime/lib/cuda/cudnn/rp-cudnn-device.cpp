@@ -108,9 +108,12 @@ bool shapeOf(const Plan &plan, const KernelCallDesc &call, AttentionShape &sh,
   kernels::AttentionDims dims;
   kernels::AttentionGradRefs grads{outs[0], outs.size() > 1 ? outs[1] : outs[0],
                                    outs.size() > 2 ? outs[2] : outs[0]};
+  const kernels::AttentionExtras extras =
+      kernels::attentionExtrasOf(call.ints, call.floats);
   Status s = kernels::checkAttentionArgs(
       in[0], in[1], in[2], mask, call.ints[0] != 0, call.floats[0],
-      backward ? in.back() : outs[0], backward ? &grads : nullptr, dims);
+      backward ? in.back() : outs[0], backward ? &grads : nullptr, dims,
+      extras);
   if (s.failed()) {
     why = s.getMessage();
     return false;
@@ -125,7 +128,9 @@ bool shapeOf(const Plan &plan, const KernelCallDesc &call, AttentionShape &sh,
                       {},
                       !mask ? 0 : (mask->dtype == DType::i1 ? 1 : 2),
                       call.ints[0] != 0,
-                      call.floats[0]};
+                      call.floats[0],
+                      extras.window,
+                      extras.softcap};
   std::memcpy(sh.maskStrides, dims.maskStrides, sizeof(sh.maskStrides));
   return true;
 }
@@ -194,6 +199,8 @@ int check(const std::string &planPath, const std::string &devicePath, int sm,
                describeShape({sh.b, sh.h, sh.s, sh.d}) + " k" +
                describeShape({sh.b, sh.hkv, sh.t, sh.d}) +
                (sh.causal ? " causal" : "") +
+               (sh.window ? " window " + std::to_string(sh.window) : "") +
+               (sh.softcap ? " softcap" : "") +
                (sh.maskKind == 1   ? " i1 mask"
                 : sh.maskKind == 2 ? " additive mask"
                                    : "");
@@ -214,6 +221,9 @@ int check(const std::string &planPath, const std::string &devicePath, int sm,
         p.valueDim = sh.dv;
         p.heads = sh.h;
         p.kvHeads = sh.hkv;
+        p.softCap = sh.softcap;
+        p.window = sh.causal ? sh.window : 0;
+        p.bottomRight = sh.causal && sh.s != sh.t;
         p.backward = backward;
         AttentionChoice c = chooseAttentionPath(p, cudnn, sm);
         if (c.path != AttentionPath::cudnn) {

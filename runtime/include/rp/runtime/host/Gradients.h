@@ -106,7 +106,8 @@ Status attentionGrad(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
                      const TensorRef &v, const std::optional<TensorRef> &mask,
                      bool causal, double scale, const TensorRef &dy,
                      const TensorRef &dq, const TensorRef &dk,
-                     const TensorRef &dv);
+                     const TensorRef &dv,
+                     const kernels::AttentionExtras &extras = {});
 
 /// Gather backward: dx = zeros, then dy scatter-added at the indices along
 /// `axis` (negative indices count from the end); repeated indices

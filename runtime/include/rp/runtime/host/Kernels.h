@@ -26,6 +26,7 @@
 #include "rp/runtime/Status.h"
 #include "rp/runtime/Tensor.h"
 #include "rp/runtime/ThreadPool.h"
+#include "rp/runtime/kernels/Checks.h"
 #include "rp/runtime/kernels/Kinds.h"
 
 #include <optional>
@@ -88,11 +89,14 @@ Status rmsNorm(ThreadPool &pool, const TensorRef &x,
                double epsilon, const TensorRef &out);
 /// q [B,H,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv] -> out [B,H,S,Dv]; mask
 /// broadcastable to [B,H,S,T] (i1 keeps true positions, float is added);
-/// causal keeps key j <= query i. Memory beyond the output is O(T) per
-/// worker (online softmax), as the fused GPU kernel.
+/// causal keeps key j <= i + T - S for query i (bottom-right; S <= T), and
+/// `extras` adds a sliding window and soft-capping (kernels/Checks.h).
+/// Memory beyond the output is O(T) per worker (online softmax), as the
+/// fused GPU kernel.
 Status attention(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
                  const TensorRef &v, const std::optional<TensorRef> &mask,
-                 bool causal, double scale, const TensorRef &out);
+                 bool causal, double scale, const TensorRef &out,
+                 const kernels::AttentionExtras &extras = {});
 
 } // namespace rp::runtime::host
 

@@ -25,14 +25,48 @@ namespace rp::runtime::kernels {
 /// rescaling points, hence the rounding, depend on it.
 constexpr int kAttentionKeyBlock = 16;
 
+/// Gemma 2's soft-capping of a scaled score: cap * tanh(x / cap) in that
+/// order (transformers' division, tanh, multiplication); x for cap 0.
+template <typename Acc> RP_HD inline Acc softCap(Acc x, Acc cap) {
+  return cap == Acc(0) ? x : cap * kTanh(x / cap);
+}
+
+/// d softCap(x) / dx = 1 - tanh(x / cap)^2; 1 for cap 0.
+template <typename Acc> RP_HD inline Acc softCapSlope(Acc x, Acc cap) {
+  if (cap == Acc(0))
+    return Acc(1);
+  Acc t = kTanh(x / cap);
+  return Acc(1) - t * t;
+}
+
+/// The keys [first, end) that query row i of s sees among t keys.
+/// Causal is aligned bottom-right: the queries are the last s of the t
+/// positions, so row i is at position p = i + t - s and sees keys j <= p;
+/// a sliding window (window > 0, causal only) also drops j <= p - window.
+/// Keys outside the range are masked, whatever the mask operand says.
+RP_HD inline void attentionKeyRange(int64_t i, int64_t s, int64_t t,
+                                    bool causal, int64_t window, int64_t &first,
+                                    int64_t &end) {
+  first = 0;
+  end = t;
+  if (!causal)
+    return;
+  int64_t p = i + t - s;
+  end = p + 1 < t ? p + 1 : t;
+  if (window > 0 && p - window + 1 > 0)
+    first = p - window + 1;
+}
+
 /// `q` is one row [d]; `k` is [numKeys, d] and `v` is [numKeys, dv], both
 /// contiguous; `out` receives [dv]. `maskBias(j)` is added to the score of
 /// key j: 0 keeps it, -inf drops it, a float mask passes its value. `acc` is
-/// caller-provided scratch of dv compute-type values.
+/// caller-provided scratch of dv compute-type values. `cap` soft-caps the
+/// scaled score before the bias is added (softCap).
 template <typename T, typename Acc = Compute<T>, typename MaskFn>
 RP_HD inline void attentionRow(const T *q, const T *k, const T *v, T *out,
                                int64_t numKeys, int64_t d, int64_t dv,
-                               Acc scale, const MaskFn &maskBias, Acc *acc) {
+                               Acc scale, const MaskFn &maskBias, Acc *acc,
+                               Acc cap = Acc(0)) {
   const Acc kNegInf = -kInfinity<Acc>();
   Acc runningMax = kNegInf;
   Acc runningSum = Acc(0);
@@ -50,8 +84,10 @@ RP_HD inline void attentionRow(const T *q, const T *k, const T *v, T *out,
     for (int64_t jj = 0; jj < count; ++jj) {
       int64_t j = j0 + jj;
       Acc bias = maskBias(j);
-      Acc s = bias == kNegInf ? kNegInf
-                              : dotProduct<Acc>(q, k + j * d, d) * scale + bias;
+      Acc s =
+          bias == kNegInf
+              ? kNegInf
+              : softCap(dotProduct<Acc>(q, k + j * d, d) * scale, cap) + bias;
       scores[jj] = s;
       sawNan = sawNan || kIsNan(s);
       if (s > blockMax)

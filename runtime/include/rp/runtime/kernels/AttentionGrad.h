@@ -15,6 +15,9 @@
 // (m, l, delta) with the same arithmetic as pass 1, and
 // dv_j += P_j dout, dk_j += scale dS_j q.
 //
+// With a soft-cap (softCap), dS_j also carries the cap's slope
+// 1 - tanh(x_j / cap)^2 at the key's scaled score x_j.
+//
 // Masked keys (bias -inf) and probabilities that underflow to 0 contribute
 // nothing, as in the forward. A row whose keys are all masked has a
 // constant (zero) output, so it gives dq = 0 and nothing to dk and dv. A
@@ -26,7 +29,7 @@
 #ifndef RP_RUNTIME_KERNELS_ATTENTIONGRAD_H
 #define RP_RUNTIME_KERNELS_ATTENTIONGRAD_H
 
-#include "rp/runtime/kernels/Numeric.h"
+#include "rp/runtime/kernels/Attention.h"
 
 namespace rp::runtime::kernels {
 
@@ -41,14 +44,16 @@ template <typename T, typename Acc = Compute<T>, typename MaskFn>
 RP_HD inline AttentionRowStats<Acc>
 attentionGradQueryRow(const T *q, const T *k, const T *v, const T *dout, T *dq,
                       int64_t numKeys, int64_t d, int64_t dv, Acc scale,
-                      const MaskFn &maskBias, Acc *p, Acc *dp, Acc *acc) {
+                      const MaskFn &maskBias, Acc *p, Acc *dp, Acc *acc,
+                      Acc cap = Acc(0)) {
   const Acc kNegInf = -kInfinity<Acc>();
   Acc m = kNegInf;
   bool sawNan = false;
   for (int64_t j = 0; j < numKeys; ++j) {
     Acc bias = maskBias(j);
-    Acc s = bias == kNegInf ? kNegInf
-                            : dotProduct<Acc>(q, k + j * d, d) * scale + bias;
+    Acc s = bias == kNegInf
+                ? kNegInf
+                : softCap(dotProduct<Acc>(q, k + j * d, d) * scale, cap) + bias;
     p[j] = s;
     sawNan = sawNan || kIsNan(s);
     if (s > m)
@@ -79,6 +84,8 @@ attentionGradQueryRow(const T *q, const T *k, const T *v, const T *dout, T *dq,
     if (p[j] == Acc(0))
       continue;
     Acc ds = p[j] * (dp[j] - delta);
+    if (cap != Acc(0))
+      ds *= softCapSlope(dotProduct<Acc>(q, k + j * d, d) * scale, cap);
     const T *kRow = k + j * d;
     for (int64_t c = 0; c < d; ++c)
       acc[c] += ds * load(kRow[c]);
@@ -95,14 +102,17 @@ attentionGradQueryRow(const T *q, const T *k, const T *v, const T *dout, T *dq,
 /// where one row's scratch of the key count times every resident row would
 /// be quadratic in the sequence length.
 template <typename T, typename Acc = Compute<T>, typename MaskFn>
-RP_HD inline AttentionRowStats<Acc> attentionGradQueryRowStreaming(
-    const T *q, const T *k, const T *v, const T *dout, T *dq, int64_t numKeys,
-    int64_t d, int64_t dv, Acc scale, const MaskFn &maskBias, Acc *acc) {
+RP_HD inline AttentionRowStats<Acc>
+attentionGradQueryRowStreaming(const T *q, const T *k, const T *v,
+                               const T *dout, T *dq, int64_t numKeys, int64_t d,
+                               int64_t dv, Acc scale, const MaskFn &maskBias,
+                               Acc *acc, Acc cap = Acc(0)) {
   const Acc kNegInf = -kInfinity<Acc>();
   auto score = [&](int64_t j) {
     Acc bias = maskBias(j);
-    return bias == kNegInf ? kNegInf
-                           : dotProduct<Acc>(q, k + j * d, d) * scale + bias;
+    return bias == kNegInf
+               ? kNegInf
+               : softCap(dotProduct<Acc>(q, k + j * d, d) * scale, cap) + bias;
   };
   Acc m = kNegInf;
   bool sawNan = false;
@@ -140,6 +150,8 @@ RP_HD inline AttentionRowStats<Acc> attentionGradQueryRowStreaming(
     if (p == Acc(0))
       continue;
     Acc ds = p * (dprob(j, p) - delta);
+    if (cap != Acc(0))
+      ds *= softCapSlope(dotProduct<Acc>(q, k + j * d, d) * scale, cap);
     const T *kRow = k + j * d;
     for (int64_t c = 0; c < d; ++c)
       acc[c] += ds * load(kRow[c]);
@@ -158,7 +170,7 @@ RP_HD inline void
 attentionGradKeyRows(const T *q, const T *dout, const T *k, const T *v,
                      int64_t count, int64_t d, int64_t dv, Acc scale,
                      const MaskFn &maskBias, AttentionRowStats<Acc> stats,
-                     Acc *dkAcc, Acc *dvAcc) {
+                     Acc *dkAcc, Acc *dvAcc, Acc cap = Acc(0)) {
   const Acc kNegInf = -kInfinity<Acc>();
   if (stats.sum == Acc(0))
     return; // Every key of the row is masked: no gradient flows.
@@ -168,12 +180,16 @@ attentionGradKeyRows(const T *q, const T *dout, const T *k, const T *v,
       continue;
     const T *kRow = k + jj * d;
     const T *vRow = v + jj * dv;
-    Acc s = dotProduct<Acc>(q, kRow, d) * scale + bias;
+    Acc x = dotProduct<Acc>(q, kRow, d) * scale;
+    Acc s = softCap(x, cap) + bias;
     Acc p = kExp(s - stats.max) / stats.sum;
     if (p == Acc(0))
       continue;
     Acc dp = dotProduct<Acc>(dout, vRow, dv);
-    Acc ds = p * (dp - stats.delta) * scale;
+    Acc ds = p * (dp - stats.delta);
+    if (cap != Acc(0))
+      ds *= softCapSlope(x, cap);
+    ds *= scale;
     Acc *dkRow = dkAcc + jj * d;
     Acc *dvRow = dvAcc + jj * dv;
     for (int64_t c = 0; c < dv; ++c)

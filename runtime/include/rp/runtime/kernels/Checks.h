@@ -211,6 +211,26 @@ struct AttentionDims {
   int64_t maskStrides[4] = {0, 0, 0, 0};
 };
 
+/// What rp.attention's `window` and `softcap` attributes add (0: none).
+/// The plan carries them as attention's third int and second float.
+struct AttentionExtras {
+  /// A sliding window of causal attention: the query at position p sees
+  /// the keys in (p - window, p].
+  int64_t window = 0;
+  /// Soft-capping of the scaled scores, cap * tanh(x / cap).
+  double softcap = 0;
+};
+
+/// The extras of a plan call's attributes: ints [causal, has_mask,
+/// (window)], floats [scale, (softcap)].
+inline AttentionExtras attentionExtrasOf(const std::vector<int64_t> &ints,
+                                         const std::vector<double> &floats) {
+  AttentionExtras e;
+  e.window = ints.size() > 2 ? ints[2] : 0;
+  e.softcap = floats.size() > 1 ? floats[1] : 0.0;
+  return e;
+}
+
 /// The gradients attention_grad writes, each of its primal's shape.
 struct AttentionGradRefs {
   const TensorRef &dq, &dk, &dv;
@@ -224,7 +244,8 @@ Status checkAttentionArgs(const TensorRef &q, const TensorRef &k,
                           const TensorRef &v,
                           const std::optional<TensorRef> &mask, bool causal,
                           double scale, const TensorRef &y,
-                          const AttentionGradRefs *grads, AttentionDims &dims);
+                          const AttentionGradRefs *grads, AttentionDims &dims,
+                          const AttentionExtras &extras = {});
 
 //===----------------------------------------------------------------------===//
 // Mixture of experts (MoEChecks.cpp)

@@ -424,6 +424,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   if (total == 0)
     return options.save.empty() ? Status::ok()
                                 : c.saveCheckpoint(c.first, c.dataPosition());
+  if (options.onStart)
+    options.onStart();
   if (Status s = submitUpTo(S); s.failed())
     return s;
   for (unsigned t = 0; t < total; ++t) {

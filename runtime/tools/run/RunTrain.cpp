@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 
 using namespace rp::runtime;
 using namespace rp::runtime::run;
@@ -102,6 +103,17 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
   ThreadPool pool(o.threads);
   auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
+  // A step's time: from the end of the step `window` before it (the first
+  // step's from the start of the steps, after the set-up), over `window`.
+  // With two passes in flight the steps overlap and end in uneven pairs,
+  // so one step's interval alone says little (a step ending just after
+  // the one before it gave millions of tokens/s).
+  unsigned window = setup.continuous && setup.fwd->getSlots() >= 2 ? 2u : 1u;
+  std::deque<std::chrono::steady_clock::time_point> ends;
+  o.train.onStart = [&] {
+    t0 = last = std::chrono::steady_clock::now();
+    ends.assign(1, t0);
+  };
   double bestMs = 0;
   unsigned done = 0;
   int64_t tokens = 0;
@@ -129,9 +141,17 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
         std::fflush(stdout);
         auto now = std::chrono::steady_clock::now();
         // The step time includes the optimizer, which runs after the
-        // callback: it is measured from one callback to the next.
+        // callback: it is measured from one callback to the next (over
+        // the window).
+        if (ends.empty())
+          ends.push_back(t0);
         double stepMs =
-            std::chrono::duration<double, std::milli>(now - last).count();
+            std::chrono::duration<double, std::milli>(now - ends.front())
+                .count() /
+            double(ends.size());
+        ends.push_back(now);
+        if (ends.size() > window)
+          ends.pop_front();
         last = now;
         if (done == 0)
           firstDone = now;

@@ -504,6 +504,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       if (Status s = c.reducer->finishStep(step, lossSums[step % 2]);
           s.failed())
         return s;
+    if (options.onLabelCount)
+      options.onLabelCount(step, counts[step % 2]);
     c.onStep(step, lossSums[step % 2] / double(counts[step % 2]));
     std::vector<std::vector<float> *> grads;
     grads.reserve(params.size());

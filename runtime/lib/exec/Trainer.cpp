@@ -462,6 +462,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       if (Status s = reducer->finishStep(step, lossSum); s.failed())
         return s;
     }
+    if (options.onLabelCount)
+      options.onLabelCount(step, count);
     onStep(step, lossSum / double(count));
     std::vector<std::vector<float> *> grads;
     grads.reserve(params.size());

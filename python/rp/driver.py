@@ -153,7 +153,8 @@ def _tee(stream, copy, only_steps: bool):
     import sys
     import threading
 
-    shown = ("rp-run: step ", "async mode", "error", "warning")
+    shown = ("rp-run: step ", "rp-run: eval ", "async mode", "error",
+             "warning")
 
     def pump():
         line, last = "", "\n"

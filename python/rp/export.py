@@ -17,7 +17,8 @@ mode ``compute.safetensors`` is one update older.
   ``adapter_config.json`` (rank, alpha, the adapted modules) and
   ``adapter_model.safetensors`` with PEFT's names
   (``base_model.model.<module>.lora_A.weight``): ``PeftModel.from_pretrained``
-  loads it on the base model.
+  loads it on the base model. Adapters of stacked expert weights export as
+  PEFT's ``target_parameters`` (built and saved with PEFT itself).
 * ``--merged DIR``: W + (alpha / rank) B A for every adapted weight, then
   as ``--hf``.
 """
@@ -130,13 +131,8 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
     saved = sorted({name.rsplit(".", 1)[0] for name in full})
     for name, value in full.items():
         tensors[f"base_model.model.{name}"] = value
-    stacked = [name for name, (a, _) in lora.items() if a.ndim != 2]
-    if stacked:
-        raise ValueError(
-            f"the adapters of {len(stacked)} stacked expert weights "
-            f"({stacked[0]}, ...) have no PEFT LoRA-module form: export the "
-            "run with --merged (or --hf), or train with --lora-targets "
-            "leaving the experts out (e.g. 'self_attn|mlp.gate$')")
+    if any(a.ndim != 2 for a, _ in lora.values()):
+        return _export_peft_experts(record, full, lora, Path(out))
     for name, (a, b) in sorted(lora.items()):
         module = name[:-len(".weight")] if name.endswith(".weight") else name
         modules.append(module)
@@ -161,4 +157,62 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
         "init_lora_weights": True,
     }
     (out / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return out
+
+
+def _export_peft_experts(record: Dict[str, Any], full, lora, out: Path) -> Path:
+    """``--peft`` of a run whose adapters include stacked expert weights
+    ([E, out, in], as transformers' Qwen3-MoE keeps its experts): PEFT
+    adapts those with ``target_parameters`` (its ParamWrapper, several on
+    one module nested in the module's parameter order), so the adapter is
+    built with PEFT on the base model and saved by it, which names it as
+    PEFT loads it. rp's A [E, r, in] is PEFT's lora_A [E r, in] (expert
+    major); rp's B [E, out, r] is PEFT's lora_B [out, r E] (expert minor):
+    PEFT's delta is einsum("o r e, e r i -> e o i") of the two, rp's B_e A_e."""
+    import numpy as np
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from rp.finetune import load_model
+    base, _ = load_model(record["model"])
+    state = base.state_dict()
+    with torch.no_grad():
+        # modules_to_save copies the module as it is when wrapped.
+        for name, value in full.items():
+            state[name].copy_(torch.from_numpy(value.copy()))
+    modules = sorted(n[:-len(".weight")] for n, (a, _) in lora.items()
+                     if a.ndim == 2)
+    params = sorted(n for n, (a, _) in lora.items() if a.ndim != 2)
+    saved = sorted({name.rsplit(".", 1)[0] for name in full})
+    lora_cfg = record["lora"]
+    model = get_peft_model(base, LoraConfig(
+        r=int(lora_cfg["rank"]), lora_alpha=float(lora_cfg["alpha"]),
+        lora_dropout=0.0, target_modules=modules, target_parameters=params,
+        modules_to_save=saved or None))
+    done = set()
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not hasattr(module, "lora_A") or "default" not in module.lora_A:
+                continue
+            owner = name.removeprefix("base_model.model.").replace(
+                ".base_layer", "")
+            if hasattr(module, "parameter_name"):
+                ours = f"{owner}.{module.parameter_name}"
+                a, b = lora[ours]
+                if a.ndim == 3:
+                    experts, rank = a.shape[0], a.shape[1]
+                    a = a.reshape(experts * rank, a.shape[2])
+                    b = np.transpose(b, (1, 2, 0)).reshape(b.shape[1], -1)
+            else:
+                ours = f"{owner}.weight"
+                a, b = lora[ours]
+            module.lora_A["default"].weight.copy_(torch.from_numpy(a.copy()))
+            module.lora_B["default"].weight.copy_(torch.from_numpy(b.copy()))
+            done.add(ours)
+    if done != set(lora):
+        raise ValueError(f"PEFT adapted {sorted(done)[:3]}..., not the run's "
+                         f"adapters {sorted(set(lora) - done)[:3]}")
+    model.peft_config["default"].base_model_name_or_path = record["model"]
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out))
     return out

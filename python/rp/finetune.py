@@ -9,10 +9,10 @@ The steps, each the tool a user could run alone:
 2. ``rp.data.build`` tokenizes the training (and eval) records once into
    dataset files;
 3. ``rp-compile`` makes the plan (devices, microbatches, LoRA, dtype);
-4. ``rp-run --dataset`` trains, ``--eval-every`` steps at a time: each
-   stretch resumes the checkpoint of the one before (bitwise the
-   uninterrupted run), the eval loss is computed at the checkpoint's master
-   weights and the best checkpoint kept;
+4. ``rp-run --dataset`` trains; with eval data, ``rp-run --eval-dataset
+   --eval-every K --save-best`` computes the eval loss every K steps at the
+   master weights in the same process (bitwise the run without evals) and
+   keeps the best checkpoint;
 5. ``OUT/finetune.json`` records every option, so a run is reproducible, and
    ``python -m rp export OUT --hf|--peft|--merged DIR`` writes the model.
 
@@ -339,46 +339,46 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
          f"{opts['warmup_steps']} warmup steps, "
          + ("sync" if opts["sync"] else "async") + " mode)"
          + (f", eval every {every} steps" if every else ""))
-    while done < total:
-        n = min(every or total, total - done)
-        flags = dict(dataset=str(out / "train.rpds"), save=str(last),
-                     resume=str(last) if done else None,
-                     lr_schedule=opts["lr_schedule"],
-                     warmup_steps=opts["warmup_steps"], total_steps=total,
-                     metrics=str(metrics), seed=opts["seed"],
-                     weight_decay=opts["weight_decay"],
-                     clip_grad_norm=opts["clip_grad_norm"] or None,
-                     threads=opts["threads"])
-        if opts["shuffle_seed"] is not None:
-            flags["shuffle_seed"] = opts["shuffle_seed"]
-        for step, loss in train_steps(plan, steps=n, lr=opts["lr"],
-                                      optimizer=opts["optimizer"],
-                                      sync=opts["sync"], progress="steps",
-                                      **flags):
-            pass
-        done += n
-        _stamp(last, record, done)
-        if eval_path:
-            loss = evaluate(plan, last / "weights.safetensors", eval_path,
-                            global_rows, opts["threads"])
-            is_best = loss < best_loss
-            _say(f"step {done}: eval loss {loss:.6f}"
-                 + (" (best so far: checkpoints/best)" if is_best else ""))
-            with open(metrics, "a") as f:
-                # At the weights after `done` updates (step done-1's).
-                f.write(json.dumps({"step": done - 1, "eval_loss": loss,
-                                    "after_updates": done}) + "\n")
-            record["evals"].append({"steps_done": done, "eval_loss": loss})
-            if is_best:
-                best_loss = loss
-                if best.exists():
-                    shutil.rmtree(best)
-                shutil.copytree(last, best)
-                record["best"] = {"steps_done": done, "eval_loss": loss,
-                                  "weights": "checkpoints/best/weights.safetensors"}
-        board.update()
-        record["steps_done"] = done
-        (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")
+    flags = dict(dataset=str(out / "train.rpds"), save=str(last),
+                 lr_schedule=opts["lr_schedule"],
+                 warmup_steps=opts["warmup_steps"], total_steps=total,
+                 metrics=str(metrics), seed=opts["seed"],
+                 weight_decay=opts["weight_decay"],
+                 clip_grad_norm=opts["clip_grad_norm"] or None,
+                 threads=opts["threads"])
+    if opts["shuffle_seed"] is not None:
+        flags["shuffle_seed"] = opts["shuffle_seed"]
+    if eval_path:
+        # rp-run evaluates in its own process (every `every` steps and at
+        # the end), keeping the best checkpoint.
+        flags.update(eval_dataset=str(eval_path), eval_every=every or None,
+                     save_best=str(best))
+        if best.exists():
+            shutil.rmtree(best)
+    for step, loss in train_steps(plan, steps=total, lr=opts["lr"],
+                                  optimizer=opts["optimizer"],
+                                  sync=opts["sync"], progress="steps",
+                                  **flags):
+        pass
+    done = total
+    _stamp(last, record, done)
+    evals = [m for m in map(json.loads, metrics.read_text().splitlines())
+             if "eval_loss" in m]
+    for m in evals:
+        loss, after = m["eval_loss"], m["after_updates"]
+        is_best = loss < best_loss
+        _say(f"step {after}: eval loss {loss:.6f}"
+             + (" (best so far: checkpoints/best)" if is_best else ""))
+        record["evals"].append({"steps_done": after, "eval_loss": loss})
+        if is_best:
+            best_loss = loss
+            record["best"] = {"steps_done": after, "eval_loss": loss,
+                              "weights": "checkpoints/best/weights.safetensors"}
+    if "best" in record:
+        _stamp(best, record, record["best"]["steps_done"])
+    board.update()
+    record["steps_done"] = done
+    (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")
     board.close()
     _say(f"done: {out}/checkpoints/last after {done} steps; export with "
          f"python -m rp export {out} --hf DIR"

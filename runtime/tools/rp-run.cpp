@@ -193,6 +193,17 @@ int main(int argc, char **argv) {
   app.add_option("--metrics", o.metricsPath,
                  "append a JSON line per step to this file: step, loss, the "
                  "weights the loss is at, lr, grad_norm, tokens/s");
+  app.add_option("--eval-dataset", o.evalDataset,
+                 "every --eval-every steps and at the end, the token-weighted "
+                 "mean loss over this dataset's rows at the master weights "
+                 "(no update; needs --save), to --metrics and stderr");
+  app.add_option("--eval-every", o.evalEvery,
+                 "--eval-dataset: steps between evaluations (default: at the "
+                 "end only)")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--save-best", o.saveBest,
+                 "--eval-dataset: copy the checkpoint with the lowest eval "
+                 "loss so far to this folder");
   app.add_option("--data-type", o.dataType, "u16 (default) or u32 tokens")
       ->check(CLI::IsMember({"u16", "u32"}));
   app.add_option("--save", o.train.save,

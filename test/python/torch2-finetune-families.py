@@ -9,9 +9,9 @@
 # (chat, prompt/completion, text) on 2 devices, in full (export --hf:
 # from_pretrained) and with LoRA (export --peft: PeftModel.from_pretrained;
 # the MoE's default targets adapt the stacked experts too, which export
-# --merged, and --peft refuses them by name; its attention and router
-# adapters export --peft): each export gives rp's eval loss at the same
-# weights within 1e-5.
+# --merged and --peft, as PEFT's target_parameters; its attention and
+# router adapters alone export --peft): each export gives rp's eval loss at
+# the same weights within 1e-5.
 
 import json
 import sys
@@ -75,11 +75,16 @@ for name, (cls, config) in families.items():
               f"rp's: {rel(ours, theirs) <= 1e-5}, trained: "
               f"{rel(ours, untrained) > 1e-4} ({ours:.6f} vs {theirs:.6f})")
         if how == "--merged":
-            try:
-                export.export_peft(run, out / "refused")
-            except ValueError as err:
-                print("expert adapters refused by --peft:",
-                      "stacked expert weights" in str(err))
+            # The stacked experts' adapters as PEFT's target_parameters.
+            adapter = export.export_peft(run, out / "experts-peft")
+            config = json.loads((adapter / "adapter_config.json").read_text())
+            peft_model = PeftModel.from_pretrained(
+                AutoModelForCausalLM.from_pretrained(str(folder)).eval(),
+                str(adapter)).eval()
+            experts = [p for p in config["target_parameters"] if "experts" in p]
+            print(f"expert adapters --peft ({len(experts)} target_parameters): "
+                  f"loss within 1e-5 of "
+                  f"rp's: {rel(ours, torch_loss(peft_model, run / 'eval.rpds')) <= 1e-5}")
         if name == "qwen3" and not lora:
             print("tied in the export:",
                   model.lm_head.weight.data_ptr()
@@ -90,5 +95,5 @@ for name, (cls, config) in families.items():
 # CHECK-NEXT: qwen3 --peft: loss within 1e-5 of rp's: True, trained: True
 # CHECK-NEXT: qwen3-moe --hf: loss within 1e-5 of rp's: True, trained: True
 # CHECK-NEXT: qwen3-moe --merged: loss within 1e-5 of rp's: True, trained: True
-# CHECK-NEXT: expert adapters refused by --peft: True
+# CHECK-NEXT: expert adapters --peft (4 target_parameters): loss within 1e-5 of rp's: True
 # CHECK-NEXT: qwen3-moe --peft: loss within 1e-5 of rp's: True, trained: True

@@ -11,6 +11,7 @@
 
 #include "rp/runtime/kernels/Cast.h"
 #include "rp/runtime/kernels/ElementwiseGrad.h"
+#include "rp/runtime/kernels/Philox.h"
 
 namespace rp::runtime::cuda {
 
@@ -59,6 +60,17 @@ template <typename T, typename Op>
 __global__ void unaryGradKernel(const T *x, const T *dy, T *dx, int64_t n,
                                 Op op) {
   RP_GRID_LOOP(i, n) { dx[i] = store<T>(op(load(x[i]), load(dy[i]))); }
+}
+
+// Each element's keep bit from its global index alone (kernels/Philox.h),
+// as host/HostDropout.cpp computes it.
+template <typename T>
+__global__ void dropoutKernel(DropoutKey key, uint64_t threshold, float scale,
+                              const T *x, T *out, int64_t n) {
+  RP_GRID_LOOP(i, n) {
+    bool keep = dropoutBits(key, key.offset + uint64_t(i)) >= threshold;
+    out[i] = store<T>(keep ? float(load(x[i])) * scale : 0.0f);
+  }
 }
 
 template <typename To, typename From>
@@ -135,6 +147,20 @@ cudaError_t launchUnary(const LaunchContext &ctx, DType dtype, int kind,
       unaryKernel<<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
           static_cast<const T *>(x), static_cast<T *>(out), n, NegOp{});
     }
+  });
+  return lastLaunchError();
+}
+
+cudaError_t launchDropout(const LaunchContext &ctx, DType dtype,
+                          const DropoutKey &key, const void *x, void *out,
+                          int64_t n) {
+  if (n == 0)
+    return cudaSuccess;
+  visitFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dropoutKernel<<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
+        key, dropoutThreshold(key.p), dropoutScale(key.p),
+        static_cast<const T *>(x), static_cast<T *>(out), n);
   });
   return lastLaunchError();
 }

@@ -24,6 +24,7 @@
 
 #include "rp/runtime/Tensor.h"
 #include "rp/runtime/kernels/Indexing.h"
+#include "rp/runtime/kernels/Philox.h"
 
 #include <cuda_runtime_api.h>
 
@@ -94,6 +95,10 @@ cudaError_t launchWhere(const LaunchContext &ctx, size_t elementSize,
                         int64_t n);
 cudaError_t launchUnary(const LaunchContext &ctx, DType dtype, int kind,
                         const void *x, void *out, int64_t n);
+/// Dropout with kernels/Philox.h's counter-based mask (floats).
+cudaError_t launchDropout(const LaunchContext &ctx, DType dtype,
+                          const kernels::DropoutKey &key, const void *x,
+                          void *out, int64_t n);
 cudaError_t launchUnaryGrad(const LaunchContext &ctx, DType dtype, int kind,
                             const void *x, const void *dy, void *dx, int64_t n);
 cudaError_t launchCast(const LaunchContext &ctx, DType from, DType to,

@@ -424,6 +424,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
   if (total == 0)
     return options.save.empty() ? Status::ok()
                                 : c.saveCheckpoint(c.first, c.dataPosition());
+  if (options.onStart)
+    options.onStart();
   if (Status s = submitUpTo(S); s.failed())
     return s;
   for (unsigned t = 0; t < total; ++t) {
@@ -502,6 +504,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       if (Status s = c.reducer->finishStep(step, lossSums[step % 2]);
           s.failed())
         return s;
+    if (options.onLabelCount)
+      options.onLabelCount(step, counts[step % 2]);
     c.onStep(step, lossSums[step % 2] / double(counts[step % 2]));
     std::vector<std::vector<float> *> grads;
     grads.reserve(params.size());

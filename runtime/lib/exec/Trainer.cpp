@@ -420,6 +420,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   };
   // An unstaged plan runs once per microbatch, K * M of them per step.
   unsigned microbatches = M * K;
+  if (options.onStart)
+    options.onStart();
   for (unsigned step = first; step < first + options.steps; ++step) {
     for (Param &p : params)
       std::fill(p.grad.begin(), p.grad.end(), 0.0f);
@@ -460,6 +462,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       if (Status s = reducer->finishStep(step, lossSum); s.failed())
         return s;
     }
+    if (options.onLabelCount)
+      options.onLabelCount(step, count);
     onStep(step, lossSum / double(count));
     std::vector<std::vector<float> *> grads;
     grads.reserve(params.size());

@@ -5,6 +5,8 @@
 // "tokens_per_s"}. `loss_at_weights` says whose weights the loss was
 // computed at: step k's own in sync mode, step k-1's in async mode
 // (DESIGN.md, Optimizer modes), so a plot of the file is never misread.
+// --eval-dataset adds {"step", "eval_loss", "after_updates"} after each
+// evaluation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +56,19 @@ void MetricsLog::update(const UpdateMetrics &u) {
     write(u.step, e);
     pending.erase(u.step);
   }
+}
+
+void MetricsLog::eval(unsigned updates, double loss) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!file)
+    return;
+  // At the weights after `updates` updates: step updates-1's (the line
+  // rp finetune wrote before rp-run evaluated).
+  std::fprintf(file,
+               "{\"step\": %u, \"eval_loss\": %.9g, \"after_updates\": "
+               "%u}\n",
+               updates ? updates - 1 : 0, loss, updates);
+  std::fflush(file);
 }
 
 void MetricsLog::finish() {

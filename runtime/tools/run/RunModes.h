@@ -67,6 +67,9 @@ struct RunOptions {
   std::string lrSchedule = "constant", metricsPath;
   uint64_t shuffleSeed = 0;
   bool shuffle = false;
+  /// --eval-dataset, --eval-every, --save-best (RunEval.cpp).
+  std::string evalDataset, saveBest;
+  unsigned evalEvery = 0;
 };
 
 /// --metrics: one JSON line per step (RunMetrics.cpp), written once the
@@ -78,6 +81,8 @@ public:
                                                     bool sync);
   void loss(unsigned step, double loss, double lr, double tokensPerSecond);
   void update(const UpdateMetrics &u);
+  /// An eval loss at the master weights after `updates` steps.
+  void eval(unsigned updates, double loss);
   /// Writes the steps still waiting (a skipped f16 step has no update).
   void finish();
 
@@ -123,6 +128,14 @@ struct ComputeSetup {
 int setUpCompute(const RunOptions &o, const Plan &plan, ComputeSetup &setup);
 /// A training plan's steps.
 int runTraining(RunOptions &o, const Plan &plan, ComputeSetup &setup);
+/// --eval-dataset's token-weighted mean loss at the master weights of
+/// the checkpoint folder `checkpoint` (RunEval.cpp); the buffers of the
+/// plan's weights are left holding them.
+Expected<double> evaluate(const RunOptions &o, const Plan &plan,
+                          ComputeSetup &setup, ThreadPool &pool,
+                          const std::string &checkpoint);
+/// --save-best: the checkpoint folder `from` copied to `to`, whole or not.
+Status copyCheckpoint(const std::string &from, const std::string &to);
 /// A forward-only plan's steps.
 int runForward(const RunOptions &o, const Plan &plan, ComputeSetup &setup);
 

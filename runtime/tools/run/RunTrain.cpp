@@ -12,15 +12,62 @@
 #include "rp/runtime/Driver.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <deque>
 
 using namespace rp::runtime;
 using namespace rp::runtime::run;
+
+/// --eval-dataset: the steps --eval-every at a time, each stretch saving
+/// the checkpoint the next resumes and the eval runs at (RunEval.cpp); the
+/// loss after each, to stderr and the metrics, and the best checkpoint
+/// copied to --save-best.
+static Status
+trainWithEvals(RunOptions &o, const Plan &plan, ComputeSetup &setup,
+               ThreadPool &pool, MetricsLog *metrics,
+               const std::function<void(unsigned, double)> &onStep,
+               const unsigned &lastStep) {
+  unsigned total = o.steps;
+  unsigned every = o.evalEvery ? o.evalEvery : total;
+  double best = HUGE_VAL;
+  for (unsigned done = 0; done < total;) {
+    o.train.steps = std::min(every, total - done);
+    if (Status s = train(plan, *setup.fwd, pool, o.train, onStep); s.failed())
+      return s;
+    done += o.train.steps;
+    o.train.resume = o.train.save;
+    Expected<double> loss = evaluate(o, plan, setup, pool, o.train.save);
+    if (!loss)
+      return loss.getStatus();
+    unsigned updates = lastStep + 1;
+    bool isBest = *loss < best;
+    if (isBest && !o.saveBest.empty())
+      if (Status s = copyCheckpoint(o.train.save, o.saveBest); s.failed())
+        return s;
+    std::fprintf(stderr, "\nrp-run: eval after %u steps: loss %.6f%s\n",
+                 updates, *loss,
+                 isBest && !o.saveBest.empty()
+                     ? (" (the lowest so far: " + o.saveBest + ")").c_str()
+                     : "");
+    best = std::min(best, *loss);
+    if (metrics)
+      metrics->eval(updates, *loss);
+  }
+  return Status::ok();
+}
 
 int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
                                   ComputeSetup &setup) {
   if (o.syncMode && o.asyncMode)
     return fail(invalidArgument("--sync and --async exclude each other"));
+  if (o.evalDataset.empty() && (o.evalEvery || !o.saveBest.empty()))
+    return fail(invalidArgument("--eval-every and --save-best evaluate "
+                                "--eval-dataset; give it"));
+  if (!o.evalDataset.empty() && o.train.save.empty())
+    return fail(invalidArgument(
+        "--eval-dataset evaluates the checkpoint each stretch of steps "
+        "ends with, which the next resumes; give --save"));
   o.train.steps = o.steps;
   o.train.sync = o.syncMode;
   o.train.sgd = o.optimizer == "sgd";
@@ -99,11 +146,37 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
         }
     std::fprintf(stderr, "rp-run: %s\n", comm->describe().c_str());
   }
+  if (comm && !o.evalDataset.empty())
+    return fail(unsupported("--eval-dataset runs in one process; evaluate "
+                            "the checkpoints of several with rp-run "
+                            "--init-weights CKPT/weights.safetensors"));
   ThreadPool pool(o.threads);
   auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
+  // A step's time: from the end of the step `window` before it (the first
+  // step's from the start of the steps, after the set-up), over `window`.
+  // With two passes in flight the steps overlap and end in uneven pairs,
+  // so one step's interval alone says little (a step ending just after
+  // the one before it gave millions of tokens/s).
+  unsigned window = setup.continuous && setup.fwd->getSlots() >= 2 ? 2u : 1u;
+  std::deque<std::chrono::steady_clock::time_point> ends;
+  // Each stretch between evaluations starts anew (the eval's time is
+  // not a step's); the ETA counts from the first.
+  auto firstDone = t0;
   double bestMs = 0;
   unsigned done = 0;
+  bool started = false;
+  o.train.onStart = [&] {
+    auto now = std::chrono::steady_clock::now();
+    if (!started)
+      t0 = last = firstDone = now;
+    // The mean after the first step leaves out the evaluations.
+    else if (done > 0)
+      firstDone += now - last;
+    last = now;
+    started = true;
+    ends.assign(1, now);
+  };
   int64_t tokens = 0;
   for (const BindingDesc &in : plan.inputs)
     if (in.name == "labels")
@@ -113,39 +186,49 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
                (plan.staged ? 1 : plan.microbatches) * o.accumulate;
   // Steps that overlap finish unevenly; the mean after the first is the
   // throughput.
-  auto firstDone = t0;
-  Status s = rp::runtime::train(
-      plan, *setup.fwd, pool, o.train, [&](unsigned step, double loss) {
-        // The async convention, said where the losses are read
-        // (DESIGN.md), once the run has started.
-        if (done == 0 && !o.train.sync)
-          std::fprintf(stderr,
-                       "rp-run: async mode: the loss of step k is at step "
-                       "k-1's weights (step 0's at the initial ones, a "
-                       "resumed run's first at the checkpoint's compute "
-                       "weights); --sync for the loss at step k's own\n");
-        std::printf("step %u loss %.9g\n", step, loss);
-        double lr = o.train.lrAt(step);
-        std::fflush(stdout);
-        auto now = std::chrono::steady_clock::now();
-        // The step time includes the optimizer, which runs after the
-        // callback: it is measured from one callback to the next.
-        double stepMs =
-            std::chrono::duration<double, std::milli>(now - last).count();
-        last = now;
-        if (done == 0)
-          firstDone = now;
-        bestMs = done == 0 ? stepMs : std::min(bestMs, stepMs);
-        ++done;
-        double secs = std::chrono::duration<double>(now - t0).count();
-        std::fprintf(stderr,
-                     "\rrp-run: step %u (%u/%u) loss %.4f lr %.3g  %.0f "
-                     "tokens/s, ETA %.1f s ",
-                     step, done, o.steps, loss, lr, tokens / (stepMs / 1e3),
-                     secs / done * (o.steps - done));
-        if (metrics)
-          metrics->loss(step, loss, lr, tokens / (stepMs / 1e3));
-      });
+  unsigned lastStep = 0;
+  auto onStep = [&](unsigned step, double loss) {
+    lastStep = step;
+    // The async convention, said where the losses are read
+    // (DESIGN.md), once the run has started.
+    if (done == 0 && !o.train.sync)
+      std::fprintf(stderr, "rp-run: async mode: the loss of step k is at step "
+                           "k-1's weights (step 0's at the initial ones, a "
+                           "resumed run's first at the checkpoint's compute "
+                           "weights); --sync for the loss at step k's own\n");
+    std::printf("step %u loss %.9g\n", step, loss);
+    double lr = o.train.lrAt(step);
+    std::fflush(stdout);
+    auto now = std::chrono::steady_clock::now();
+    // The step time includes the optimizer, which runs after the
+    // callback: it is measured from one callback to the next (over
+    // the window).
+    if (ends.empty())
+      ends.push_back(t0);
+    double stepMs =
+        std::chrono::duration<double, std::milli>(now - ends.front()).count() /
+        double(ends.size());
+    ends.push_back(now);
+    if (ends.size() > window)
+      ends.pop_front();
+    last = now;
+    if (done == 0)
+      firstDone = now;
+    bestMs = done == 0 ? stepMs : std::min(bestMs, stepMs);
+    ++done;
+    double secs = std::chrono::duration<double>(now - t0).count();
+    std::fprintf(stderr,
+                 "\rrp-run: step %u (%u/%u) loss %.4f lr %.3g  %.0f "
+                 "tokens/s, ETA %.1f s ",
+                 step, done, o.steps, loss, lr, tokens / (stepMs / 1e3),
+                 secs / done * (o.steps - done));
+    if (metrics)
+      metrics->loss(step, loss, lr, tokens / (stepMs / 1e3));
+  };
+  Status s = o.evalDataset.empty()
+                 ? rp::runtime::train(plan, *setup.fwd, pool, o.train, onStep)
+                 : trainWithEvals(o, plan, setup, pool, metrics.get(), onStep,
+                                  lastStep);
   std::fprintf(stderr, "\n");
   if (metrics)
     metrics->finish();

@@ -95,6 +95,12 @@ struct TrainOptions {
   /// Hears of every applied update (possibly from the optimizer's thread,
   /// after onStep of that step or of the next).
   std::function<void(const UpdateMetrics &)> onUpdate;
+  /// Called once the set-up is done, just before the first step's work
+  /// (the start of the first step's time, not the set-up's).
+  std::function<void()> onStart;
+  /// Hears, before onStep(k, loss), the labels (not -100) step k's loss is
+  /// the mean over, so that losses over several steps can be weighted.
+  std::function<void(unsigned, int64_t)> onLabelCount;
 
   /// The learning rate of step `step`'s update.
   double lrAt(unsigned step) const {

@@ -28,6 +28,7 @@
 #include "rp/runtime/ThreadPool.h"
 #include "rp/runtime/kernels/Checks.h"
 #include "rp/runtime/kernels/Kinds.h"
+#include "rp/runtime/kernels/Philox.h"
 
 #include <optional>
 
@@ -51,6 +52,10 @@ Status where(ThreadPool &pool, const TensorRef &cond, const TensorRef &onTrue,
              const TensorRef &onFalse, const TensorRef &out);
 Status unary(ThreadPool &pool, UnaryKind kind, const TensorRef &x,
              const TensorRef &out);
+/// Dropout with the counter-based mask of kernels/Philox.h: out = x / (1 -
+/// p) where element key.offset + i is kept, else 0 (floats only).
+Status dropout(ThreadPool &pool, const kernels::DropoutKey &key,
+               const TensorRef &x, const TensorRef &out);
 /// Element type conversion, same shape (round to nearest even between
 /// floats, truncation toward zero float -> int, x != 0 to i1).
 Status cast(ThreadPool &pool, const TensorRef &x, const TensorRef &out);

@@ -259,6 +259,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   registerElementwiseHandlers(handlers);
   registerShapeHandlers(handlers);
   registerNNHandlers(handlers);
+  registerScatterHandlers(handlers);
   for (const auto &t : graph.initializer())
     initializers[t.name()] = &t;
   if (failed(checkFoldedParameters()))
@@ -345,6 +346,7 @@ std::vector<std::string> mlir::rp::supportedONNXOps() {
   registerElementwiseHandlers(table);
   registerShapeHandlers(table);
   registerNNHandlers(table);
+  registerScatterHandlers(table);
   std::vector<std::string> ops;
   for (auto &entry : table)
     ops.push_back(entry.first().str());

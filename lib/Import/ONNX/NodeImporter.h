@@ -142,6 +142,7 @@ using Handler = std::function<LogicalResult(NodeImporter &)>;
 void registerElementwiseHandlers(llvm::StringMap<Handler> &table);
 void registerShapeHandlers(llvm::StringMap<Handler> &table);
 void registerNNHandlers(llvm::StringMap<Handler> &table);
+void registerScatterHandlers(llvm::StringMap<Handler> &table);
 
 } // namespace mlir::rp::onnx_import
 

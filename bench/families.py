@@ -395,6 +395,60 @@ def _mark(v):
     return {True: "yes", False: "**no**", None: "-"}[v]
 
 
+def rows(r, paths=PATHS):
+    """The table rows of one family's result (one row when it does not
+    build), for `paths`."""
+    if r.get("build"):
+        return [f"| {r['family']} | all | - | - | - | cannot build "
+                f"from the shrunk config: {_clean(r['build'])} |"]
+    out = []
+    for p in paths:
+        cell = r.get(p) or {}
+        st = status(r, p)
+        grads = _mark(cell.get("grads"))
+        if cell.get("detail"):
+            grads += f" ({cell['detail']})"
+        out.append(
+            f"| {r['family']} | {p} | {_mark(cell.get('loss'))} | {grads}"
+            f" | {_mark(cell.get('bitwise'))} | "
+            f"{'' if st == 'pass' else st} |")
+    return out
+
+
+def merge_markdown(text, results, paths):
+    """`text` (a table markdown() wrote) with the rows of `results`' paths
+    replaced and the pass counts recounted: --update reruns a few families
+    instead of the whole mapping."""
+    lines = text.rstrip("\n").split("\n")
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("|---")) + 1
+    table = {}  # family -> {path or "all": row}
+    for ln in lines[start:]:
+        cells = [c.strip() for c in ln.split("|")]
+        table.setdefault(cells[1], {})[cells[2]] = ln
+    for r in results:
+        old = table.get(r["family"], {})
+        if r.get("build"):
+            table[r["family"]] = {"all": rows(r)[0]}
+            continue
+        if "all" in old:  # it builds now: the paths not run are not run
+            old = {p: f"| {r['family']} | {p} | - | - | - | not run |"
+                   for p in PATHS}
+        for p, row in zip(paths, rows(r, paths)):
+            old[p] = row
+        table[r["family"]] = old
+    npass = {p: sum(1 for fam in table.values() if p in fam
+                    and fam[p].rstrip().endswith("|  |")) for p in PATHS}
+    head = lines[:start]
+    for i, ln in enumerate(head):
+        if "Passing everything:" in ln:
+            head[i] = ln[:ln.index(";")] + f"; {len(table)} families. " \
+                "Passing everything: " + ", ".join(
+                    f"{p} {npass[p]}" for p in PATHS) + "."
+    body = [row for fam in sorted(table) for key in ("all",) + PATHS
+            for row in [table[fam].get(key)] if row]
+    return "\n".join(head + body) + "\n"
+
+
 def markdown(results):
     import torch
     import transformers
@@ -428,20 +482,7 @@ def markdown(results):
         "|---|---|---|---|---|---|",
     ]
     for r in results:
-        if r.get("build"):
-            lines.append(f"| {r['family']} | all | - | - | - | cannot build "
-                         f"from the shrunk config: {_clean(r['build'])} |")
-            continue
-        for p in PATHS:
-            cell = r.get(p) or {}
-            st = status(r, p)
-            grads = _mark(cell.get("grads"))
-            if cell.get("detail"):
-                grads += f" ({cell['detail']})"
-            lines.append(
-                f"| {r['family']} | {p} | {_mark(cell.get('loss'))} | {grads}"
-                f" | {_mark(cell.get('bitwise'))} | "
-                f"{'' if st == 'pass' else st} |")
+        lines.extend(rows(r))
     return "\n".join(lines) + "\n"
 
 
@@ -461,6 +502,11 @@ def main(argv=None):
                     help="do not pass --padding-idx (rp before it existed)")
     ap.add_argument("--from-json", help="write the tables of this --json "
                     "run instead of running")
+    ap.add_argument("--update", action="store_true",
+                    help="replace only the rows of --families (and --paths) "
+                         "in the existing --markdown and --write-expected "
+                         "files, recounting the passes, instead of "
+                         "rewriting them")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     paths = tuple(args.paths.split(","))
@@ -491,10 +537,19 @@ def main(argv=None):
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
     if args.markdown:
-        Path(args.markdown).write_text(markdown(results))
+        md = Path(args.markdown)
+        md.write_text(merge_markdown(md.read_text(), results, paths)
+                      if args.update else markdown(results))
     if args.write_expected:
-        table = {r["family"]: {p: status(r, p) for p in paths}
+        # A family that does not build fails on every path.
+        table = {r["family"]: {p: status(r, p) for p in
+                               (PATHS if r.get("build") else paths)}
                  for r in results}
+        if args.update:
+            old = json.loads(Path(args.write_expected).read_text())
+            for fam, cells in table.items():
+                old.setdefault(fam, {}).update(cells)
+            table = old
         Path(args.write_expected).write_text(
             json.dumps(table, indent=1, sort_keys=True) + "\n")
     return 0

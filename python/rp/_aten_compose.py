@@ -8,7 +8,7 @@ back through a one-hot mask so their gradient reaches the scores)."""
 
 from __future__ import annotations
 
-from rp._irtext import _UNSUPPORTED, _dim, _ttype
+from rp._irtext import _UNSUPPORTED, _dim, _opname, _ttype
 
 
 def _softplus(e, n):
@@ -199,5 +199,34 @@ def _gather(e, n):
     return e.emit(f"rp.reduce sum {sel} dims = [{rank}] : {ht} -> {ty}", ty)
 
 
-HANDLERS = {"softplus": _softplus, "expm1": _expm1, "gather": _gather, "cumsum": _cumsum, "repeat": _repeat,
+def _clamp(e, n):
+    """clamp (scalar bounds), clamp_min, clamp_max: rp.max then rp.min with
+    the input as lhs, so a value on a bound keeps its gradient (as
+    PyTorch's)."""
+    import torch
+    name = _opname(n)
+    x = n.args[0]
+    lo = hi = None
+    if name == "clamp_min":
+        lo = n.args[1]
+    elif name == "clamp_max":
+        hi = n.args[1]
+    else:
+        lo = n.args[1] if len(n.args) > 1 else n.kwargs.get("min")
+        hi = n.args[2] if len(n.args) > 2 else n.kwargs.get("max")
+    if any(isinstance(b, torch.fx.Node) for b in (lo, hi)):
+        return _UNSUPPORTED
+    dt = e.values[n].dtype
+    ty = e.out_type(n)
+    v = e.val(x, dt)
+    for op, b in (("max", lo), ("min", hi)):
+        if b is not None:
+            c = e.scalar(b, dt)
+            v = e.emit(f"rp.{op} {v}, {c} : ({e.ty(v)}, {e.ty(c)}) -> {ty}",
+                       ty)
+    return v
+
+
+HANDLERS = {"softplus": _softplus, "clamp": _clamp, "clamp_min": _clamp,
+            "clamp_max": _clamp, "expm1": _expm1, "gather": _gather, "cumsum": _cumsum, "repeat": _repeat,
             "topk": _topk}

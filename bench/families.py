@@ -62,7 +62,23 @@ SIZES = {
     "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8,
     "sliding_window": 8, "first_k_dense_replace": 1, "rotary_dim": 4,
     "rotary_emb_base": 10000,
+    # Encoder-decoder configs (their CausalLM is the decoder) name their
+    # sizes per stack.
+    "encoder_layers": 2, "decoder_layers": 2, "num_encoder_layers": 2,
+    "num_decoder_layers": 2, "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4, "num_encoder_attention_heads": 4,
+    "num_decoder_attention_heads": 4, "encoder_ffn_dim": 48,
+    "decoder_ffn_dim": 48,
 }
+
+
+def _get(config, key):
+    """config.key, None when it has none or it is per-layer (transformers
+    refuses a global read of an attribute that may vary by layer)."""
+    try:
+        return getattr(config, key, None)
+    except Exception:  # noqa: BLE001 - AmbiguousGlobalPerLayerAttributeError
+        return None
 
 
 def shrink(config):
@@ -71,24 +87,34 @@ def shrink(config):
     default has as many as query heads (multi-head) and 2 otherwise, list
     attributes with one entry per layer cut to the first layers, token ids
     past the vocabulary moved to its last ids, dropout off."""
+    # A config may hold sub-configs, or a list of per-layer ones (each
+    # shrunk alike, so the global values may be read and set meanwhile).
+    per_layer = hasattr(type(config), "allow_global_per_layer_attribute_access")
+    if per_layer:
+        config.allow_global_per_layer_attribute_access = True
     subs = [getattr(config, k) for k in vars(config)
             if hasattr(getattr(config, k), "to_dict")]
+    subs += [c for k in vars(config) if isinstance(getattr(config, k), list)
+             for c in getattr(config, k) if hasattr(c, "to_dict")]
     for sub in subs:
         shrink(sub)
-    layers0 = next((getattr(config, k) for k in
+    layers0 = next((_get(config, k) for k in
                     ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-                    if isinstance(getattr(config, k, None), int)), None)
-    heads0 = getattr(config, "num_attention_heads", None)
+                    if isinstance(_get(config, k), int)), None)
+    heads0 = _get(config, "num_attention_heads")
     for key, small in SIZES.items():
-        v = getattr(config, key, None)
+        v = _get(config, key)
         if isinstance(v, int) and not isinstance(v, bool) and v > small:
-            setattr(config, key, small)
-    kv = getattr(config, "num_key_value_heads", None)
+            try:
+                setattr(config, key, small)
+            except (NotImplementedError, AttributeError):
+                pass  # a derived attribute: its parts are in SIZES
+    kv = _get(config, "num_key_value_heads")
     if isinstance(kv, int) and heads0:
         config.num_key_value_heads = 4 if kv == heads0 else 2
-    layers = next((getattr(config, k) for k in
+    layers = next((_get(config, k) for k in
                    ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-                   if isinstance(getattr(config, k, None), int)), None)
+                   if isinstance(_get(config, k), int)), None)
     for key in list(vars(config)):
         v = getattr(config, key)
         if isinstance(v, list) and layers0 and len(v) == layers0 and \
@@ -100,6 +126,8 @@ def shrink(config):
                 key.endswith("dropout_prob") or key.endswith("dropout_rate"):
             if isinstance(v, float):
                 setattr(config, key, 0.0)
+    if per_layer:
+        config.allow_global_per_layer_attribute_access = False
     return config
 
 

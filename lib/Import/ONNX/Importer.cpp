@@ -260,6 +260,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   registerShapeHandlers(handlers);
   registerNNHandlers(handlers);
   registerScatterHandlers(handlers);
+  registerComposedHandlers(handlers);
   for (const auto &t : graph.initializer())
     initializers[t.name()] = &t;
   if (failed(checkFoldedParameters()))
@@ -347,6 +348,7 @@ std::vector<std::string> mlir::rp::supportedONNXOps() {
   registerShapeHandlers(table);
   registerNNHandlers(table);
   registerScatterHandlers(table);
+  registerComposedHandlers(table);
   std::vector<std::string> ops;
   for (auto &entry : table)
     ops.push_back(entry.first().str());

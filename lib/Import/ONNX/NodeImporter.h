@@ -143,6 +143,7 @@ void registerElementwiseHandlers(llvm::StringMap<Handler> &table);
 void registerShapeHandlers(llvm::StringMap<Handler> &table);
 void registerNNHandlers(llvm::StringMap<Handler> &table);
 void registerScatterHandlers(llvm::StringMap<Handler> &table);
+void registerComposedHandlers(llvm::StringMap<Handler> &table);
 
 } // namespace mlir::rp::onnx_import
 

@@ -20,7 +20,10 @@
 //   three W initializers (nn.Linear layout, through Transpose or not)
 //
 // and the block ends where every value that depends on TopK has been used
-// except one (the combined [T, H] output). Anything else is refused with an
+// except one (the combined [T, H] output). DeepSeek-V3's router (sigmoid
+// scores, a correction bias, group-limited top-k) is matched from its
+// first TopK by MoESigmoidRouter.cpp; the block then starts at the TopK
+// that picks the experts. Anything else is refused with an
 // error naming the node: rp never guesses at routing it did not check.
 //
 //===----------------------------------------------------------------------===//

@@ -89,7 +89,8 @@ def shrink(config):
     past the vocabulary moved to its last ids, dropout off."""
     # A config may hold sub-configs, or a list of per-layer ones (each
     # shrunk alike, so the global values may be read and set meanwhile).
-    per_layer = hasattr(type(config), "allow_global_per_layer_attribute_access")
+    per_layer = hasattr(type(config),
+                        "allow_global_per_layer_attribute_access")
     if per_layer:
         config.allow_global_per_layer_attribute_access = True
     subs = [getattr(config, k) for k in vars(config)

@@ -2,7 +2,7 @@
 whose VJPs give PyTorch's gradients: ``softplus`` and ``expm1`` (Mamba's
 and the gated delta nets' step sizes, XIELU), ``cumsum`` (RoBERTa's
 position ids), ``gather`` along the last axis (a router's chosen scores),
-``repeat`` (a concat of copies) and ``topk`` along the last axis (an
+``clamp``, ``repeat`` (a concat of copies) and ``topk`` along the last axis (an
 MoE router's choice: rp.moe.route picks the indices, the values are read
 back through a one-hot mask so their gradient reaches the scores)."""
 
@@ -228,5 +228,5 @@ def _clamp(e, n):
 
 
 HANDLERS = {"softplus": _softplus, "clamp": _clamp, "clamp_min": _clamp,
-            "clamp_max": _clamp, "expm1": _expm1, "gather": _gather, "cumsum": _cumsum, "repeat": _repeat,
-            "topk": _topk}
+            "clamp_max": _clamp, "expm1": _expm1, "gather": _gather,
+            "cumsum": _cumsum, "repeat": _repeat, "topk": _topk}

@@ -2,9 +2,10 @@
 whose VJPs give PyTorch's gradients: ``softplus`` and ``expm1`` (Mamba's
 and the gated delta nets' step sizes, XIELU), ``cumsum`` (RoBERTa's
 position ids), ``gather`` along the last axis (a router's chosen scores),
-``clamp``, ``repeat`` (a concat of copies) and ``topk`` along the last axis (an
-MoE router's choice: rp.moe.route picks the indices, the values are read
-back through a one-hot mask so their gradient reaches the scores)."""
+``clamp``, ``repeat`` (a concat of copies) and ``topk`` along the last
+axis (an MoE router's choice: rp.moe.route picks the indices, the values
+are read back through a one-hot mask so their gradient reaches the
+scores)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,10 @@ equal to 1 (loss and gradients). A cell that fails says why.
     HF_HUB_OFFLINE=1 .venv-torch2/bin/python bench/families.py \\
         --json build/families.json --markdown docs/models.md
     .venv-torch2/bin/python bench/families.py --families llama,gemma2
+    # rerun a few families (and paths) into the checked-in tables:
+    .venv-torch2/bin/python bench/families.py --families roberta,bert \\
+        --paths torchscript,dynamo --update --markdown docs/models.md \\
+        --write-expected test/python/families-expected.json
 
 test/python/torch2-families.py runs a fixed sample against the checked-in
 table test/python/families-expected.json (--write-expected rewrites it).
@@ -143,8 +147,14 @@ def build(family):
     import hf_models
     import tiny_gpt
     config = shrink(CONFIG_MAPPING[family]())
-    config.use_cache = False
     cls = getattr(T, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[family])
+    # A multimodal family's causal LM takes its text (or decoder) config:
+    # the sub-config of the class's config type.
+    want = getattr(cls, "config_class", None)
+    if isinstance(want, type) and not isinstance(config, want):
+        config = next((getattr(config, k) for k in vars(config)
+                       if isinstance(getattr(config, k), want)), config)
+    config.use_cache = False
     torch.manual_seed(0)
     lm = cls(config)
     lm.eval()  # dropout off; rp trains without dropout

@@ -14,6 +14,10 @@ equal to 1 (loss and gradients). A cell that fails says why.
     HF_HUB_OFFLINE=1 .venv-torch2/bin/python bench/families.py \\
         --json build/families.json --markdown docs/models.md
     .venv-torch2/bin/python bench/families.py --families llama,gemma2
+    # rerun a few families (and paths) into the checked-in tables:
+    .venv-torch2/bin/python bench/families.py --families roberta,bert \\
+        --paths torchscript,dynamo --update --markdown docs/models.md \\
+        --write-expected test/python/families-expected.json
 
 test/python/torch2-families.py runs a fixed sample against the checked-in
 table test/python/families-expected.json (--write-expected rewrites it).
@@ -62,7 +66,23 @@ SIZES = {
     "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8,
     "sliding_window": 8, "first_k_dense_replace": 1, "rotary_dim": 4,
     "rotary_emb_base": 10000,
+    # Encoder-decoder configs (their CausalLM is the decoder) name their
+    # sizes per stack.
+    "encoder_layers": 2, "decoder_layers": 2, "num_encoder_layers": 2,
+    "num_decoder_layers": 2, "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4, "num_encoder_attention_heads": 4,
+    "num_decoder_attention_heads": 4, "encoder_ffn_dim": 48,
+    "decoder_ffn_dim": 48,
 }
+
+
+def _get(config, key):
+    """config.key, None when it has none or it is per-layer (transformers
+    refuses a global read of an attribute that may vary by layer)."""
+    try:
+        return getattr(config, key, None)
+    except Exception:  # noqa: BLE001 - AmbiguousGlobalPerLayerAttributeError
+        return None
 
 
 def shrink(config):
@@ -71,24 +91,35 @@ def shrink(config):
     default has as many as query heads (multi-head) and 2 otherwise, list
     attributes with one entry per layer cut to the first layers, token ids
     past the vocabulary moved to its last ids, dropout off."""
+    # A config may hold sub-configs, or a list of per-layer ones (each
+    # shrunk alike, so the global values may be read and set meanwhile).
+    per_layer = hasattr(type(config),
+                        "allow_global_per_layer_attribute_access")
+    if per_layer:
+        config.allow_global_per_layer_attribute_access = True
     subs = [getattr(config, k) for k in vars(config)
             if hasattr(getattr(config, k), "to_dict")]
+    subs += [c for k in vars(config) if isinstance(getattr(config, k), list)
+             for c in getattr(config, k) if hasattr(c, "to_dict")]
     for sub in subs:
         shrink(sub)
-    layers0 = next((getattr(config, k) for k in
+    layers0 = next((_get(config, k) for k in
                     ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-                    if isinstance(getattr(config, k, None), int)), None)
-    heads0 = getattr(config, "num_attention_heads", None)
+                    if isinstance(_get(config, k), int)), None)
+    heads0 = _get(config, "num_attention_heads")
     for key, small in SIZES.items():
-        v = getattr(config, key, None)
+        v = _get(config, key)
         if isinstance(v, int) and not isinstance(v, bool) and v > small:
-            setattr(config, key, small)
-    kv = getattr(config, "num_key_value_heads", None)
+            try:
+                setattr(config, key, small)
+            except (NotImplementedError, AttributeError):
+                pass  # a derived attribute: its parts are in SIZES
+    kv = _get(config, "num_key_value_heads")
     if isinstance(kv, int) and heads0:
         config.num_key_value_heads = 4 if kv == heads0 else 2
-    layers = next((getattr(config, k) for k in
+    layers = next((_get(config, k) for k in
                    ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-                   if isinstance(getattr(config, k, None), int)), None)
+                   if isinstance(_get(config, k), int)), None)
     for key in list(vars(config)):
         v = getattr(config, key)
         if isinstance(v, list) and layers0 and len(v) == layers0 and \
@@ -100,6 +131,8 @@ def shrink(config):
                 key.endswith("dropout_prob") or key.endswith("dropout_rate"):
             if isinstance(v, float):
                 setattr(config, key, 0.0)
+    if per_layer:
+        config.allow_global_per_layer_attribute_access = False
     return config
 
 
@@ -114,8 +147,14 @@ def build(family):
     import hf_models
     import tiny_gpt
     config = shrink(CONFIG_MAPPING[family]())
-    config.use_cache = False
     cls = getattr(T, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[family])
+    # A multimodal family's causal LM takes its text (or decoder) config:
+    # the sub-config of the class's config type.
+    want = getattr(cls, "config_class", None)
+    if isinstance(want, type) and not isinstance(config, want):
+        config = next((getattr(config, k) for k in vars(config)
+                       if isinstance(getattr(config, k), want)), config)
+    config.use_cache = False
     torch.manual_seed(0)
     lm = cls(config)
     lm.eval()  # dropout off; rp trains without dropout
@@ -395,6 +434,60 @@ def _mark(v):
     return {True: "yes", False: "**no**", None: "-"}[v]
 
 
+def rows(r, paths=PATHS):
+    """The table rows of one family's result (one row when it does not
+    build), for `paths`."""
+    if r.get("build"):
+        return [f"| {r['family']} | all | - | - | - | cannot build "
+                f"from the shrunk config: {_clean(r['build'])} |"]
+    out = []
+    for p in paths:
+        cell = r.get(p) or {}
+        st = status(r, p)
+        grads = _mark(cell.get("grads"))
+        if cell.get("detail"):
+            grads += f" ({cell['detail']})"
+        out.append(
+            f"| {r['family']} | {p} | {_mark(cell.get('loss'))} | {grads}"
+            f" | {_mark(cell.get('bitwise'))} | "
+            f"{'' if st == 'pass' else st} |")
+    return out
+
+
+def merge_markdown(text, results, paths):
+    """`text` (a table markdown() wrote) with the rows of `results`' paths
+    replaced and the pass counts recounted: --update reruns a few families
+    instead of the whole mapping."""
+    lines = text.rstrip("\n").split("\n")
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("|---")) + 1
+    table = {}  # family -> {path or "all": row}
+    for ln in lines[start:]:
+        cells = [c.strip() for c in ln.split("|")]
+        table.setdefault(cells[1], {})[cells[2]] = ln
+    for r in results:
+        old = table.get(r["family"], {})
+        if r.get("build"):
+            table[r["family"]] = {"all": rows(r)[0]}
+            continue
+        if "all" in old:  # it builds now: the paths not run are not run
+            old = {p: f"| {r['family']} | {p} | - | - | - | not run |"
+                   for p in PATHS}
+        for p, row in zip(paths, rows(r, paths)):
+            old[p] = row
+        table[r["family"]] = old
+    npass = {p: sum(1 for fam in table.values() if p in fam
+                    and fam[p].rstrip().endswith("|  |")) for p in PATHS}
+    head = lines[:start]
+    for i, ln in enumerate(head):
+        if "Passing everything:" in ln:
+            head[i] = ln[:ln.index(";")] + f"; {len(table)} families. " \
+                "Passing everything: " + ", ".join(
+                    f"{p} {npass[p]}" for p in PATHS) + "."
+    body = [row for fam in sorted(table) for key in ("all",) + PATHS
+            for row in [table[fam].get(key)] if row]
+    return "\n".join(head + body) + "\n"
+
+
 def markdown(results):
     import torch
     import transformers
@@ -428,20 +521,7 @@ def markdown(results):
         "|---|---|---|---|---|---|",
     ]
     for r in results:
-        if r.get("build"):
-            lines.append(f"| {r['family']} | all | - | - | - | cannot build "
-                         f"from the shrunk config: {_clean(r['build'])} |")
-            continue
-        for p in PATHS:
-            cell = r.get(p) or {}
-            st = status(r, p)
-            grads = _mark(cell.get("grads"))
-            if cell.get("detail"):
-                grads += f" ({cell['detail']})"
-            lines.append(
-                f"| {r['family']} | {p} | {_mark(cell.get('loss'))} | {grads}"
-                f" | {_mark(cell.get('bitwise'))} | "
-                f"{'' if st == 'pass' else st} |")
+        lines.extend(rows(r))
     return "\n".join(lines) + "\n"
 
 
@@ -461,6 +541,11 @@ def main(argv=None):
                     help="do not pass --padding-idx (rp before it existed)")
     ap.add_argument("--from-json", help="write the tables of this --json "
                     "run instead of running")
+    ap.add_argument("--update", action="store_true",
+                    help="replace only the rows of --families (and --paths) "
+                         "in the existing --markdown and --write-expected "
+                         "files, recounting the passes, instead of "
+                         "rewriting them")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     paths = tuple(args.paths.split(","))
@@ -491,10 +576,19 @@ def main(argv=None):
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
     if args.markdown:
-        Path(args.markdown).write_text(markdown(results))
+        md = Path(args.markdown)
+        md.write_text(merge_markdown(md.read_text(), results, paths)
+                      if args.update else markdown(results))
     if args.write_expected:
-        table = {r["family"]: {p: status(r, p) for p in paths}
+        # A family that does not build fails on every path.
+        table = {r["family"]: {p: status(r, p) for p in
+                               (PATHS if r.get("build") else paths)}
                  for r in results}
+        if args.update:
+            old = json.loads(Path(args.write_expected).read_text())
+            for fam, cells in table.items():
+                old.setdefault(fam, {}).update(cells)
+            table = old
         Path(args.write_expected).write_text(
             json.dumps(table, indent=1, sort_keys=True) + "\n")
     return 0

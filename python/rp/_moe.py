@@ -352,12 +352,17 @@ def patched(module):
     saved, funcs = [], []
     try:
         for path, block in list(module.named_modules()):
+            if any(block is m for m, _ in saved):
+                continue
             if _moe_grouped.candidate(path, block) is not None:
                 _library()
                 _moe_grouped.patch(path, block, saved)
                 continue
             found = _candidate(path, block)
             if found is None:
+                if _moe_grouped.patch_experts(path, block, saved):
+                    _library()
+                    continue
                 oss = _moe_oss.candidate(path, block)
                 if oss is not None:
                     router, experts, top_k, names = oss
@@ -376,6 +381,14 @@ def patched(module):
                 gate_first, act, normalize, as_tuple, shared, sgate = _probe(
                     path, block, router, experts, roles, top_k)
             except TraceError:
+                # A router rp does not map as a whole over stacked experts:
+                # the experts alone become the rp.moe ops, the router is
+                # traced op by op.
+                if isinstance(experts, Fused) and \
+                        _moe_grouped.patch_experts(path, experts.module,
+                                                   saved):
+                    _library()
+                    continue
                 raise
             except Exception as exc:  # the block rejects the probe's input
                 raise TraceError(

@@ -141,7 +141,10 @@ def _act_of(experts):
     x = __import__("torch").linspace(-3, 3, 13)
     if fn is None:
         return None
-    y = fn(x)
+    try:
+        y = fn(x)
+    except Exception:  # noqa: BLE001 - an activation of another signature
+        return None
     for name, ref in (("silu", F.silu), ("gelu", F.gelu)):
         if bool((y - ref(x)).abs().max() < 1e-6):
             return name
@@ -218,6 +221,48 @@ def patch(path, block, saved):
         saved.append((m, m.__dict__.get("forward")))
         m.forward = fwd
     return True
+
+
+def patch_experts(path, experts, saved):
+    """Replaces the forward of a transformers 5 experts module alone
+    (stacked ``[E, 2F, H]`` / ``[E, H, F]`` gated MLPs called as
+    ``experts(x, top_k_index, top_k_weights)``) by the moe_experts op, when
+    its block's router is of no form rp maps as a whole: the router is then
+    traced op by op (its top-k, gathers and softmax), the experts by the
+    rp.moe ops. Returns False when `experts` is not such a module or rp's
+    replica does not reproduce it on random routing."""
+    import torch
+    gu = getattr(experts, "gate_up_proj", None)
+    down = getattr(experts, "down_proj", None)
+    if not isinstance(gu, torch.nn.Parameter) or \
+            not isinstance(down, torch.nn.Parameter) or gu.dim() != 3 or \
+            down.dim() != 3 or gu.shape[0] != down.shape[0] or \
+            gu.shape[1] != 2 * down.shape[2] or gu.shape[2] != down.shape[1] \
+            or getattr(gu, "bias", None) is not None:
+        return False
+    act = _act_of(experts)
+    if act is None:
+        return False
+    n_exp, h = gu.shape[0], gu.shape[2]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10, h, generator=g, dtype=gu.dtype)
+    k = min(2, n_exp)
+    ids = torch.stack([torch.randperm(n_exp, generator=g)[:k]
+                       for _ in range(10)])
+    w = torch.rand(10, k, generator=g, dtype=gu.dtype)
+    try:
+        with torch.no_grad():
+            y_ref = experts(x, ids, w)
+            for gate_first in (True, False):
+                y = _experts_ref(x, ids, w, gu, down, act, gate_first)
+                if torch.allclose(y, y_ref, rtol=1e-4, atol=1e-5):
+                    saved.append((experts, experts.__dict__.get("forward")))
+                    experts.forward = _experts_forward(experts, act,
+                                                       gate_first)
+                    return True
+    except Exception:  # noqa: BLE001 - not called this way: not this form
+        return False
+    return False
 
 
 # -- handlers -----------------------------------------------------------------

@@ -27,16 +27,16 @@ def attempt(what, fn):
         print(what, "TraceError:", err, f"[op={err.op} module={err.module_path}]")
 
 
-class CumSum(nn.Module):
+class LogCumSumExp(nn.Module):
     def forward(self, x):
-        return torch.cumsum(x, dim=-1)
+        return torch.logcumsumexp(x, dim=-1)
 
 
 class Body(nn.Module):
     def __init__(self):
         super().__init__()
         self.lin = nn.Linear(8, 8)
-        self.mix = CumSum()
+        self.mix = LogCumSumExp()
 
     def forward(self, x):
         return self.mix(self.lin(x))
@@ -53,7 +53,7 @@ class Net(nn.Module):
 
 
 x = torch.randn(2, 8)
-# CHECK: unsupported op: TraceError: rp.trace: unsupported op aten.cumsum.default in module 'blocks.0.mix' (CumSum) [op=aten.cumsum.default module=blocks.0.mix]
+# CHECK: unsupported op: TraceError: rp.trace: unsupported op aten.logcumsumexp.default in module 'blocks.0.mix' (LogCumSumExp) [op=aten.logcumsumexp.default module=blocks.0.mix]
 attempt("unsupported op:", lambda: rp.trace(Net(), (x,), out / "a"))
 
 # A transposed convolution is refused naming the attribute; any forward

@@ -259,6 +259,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   registerElementwiseHandlers(handlers);
   registerShapeHandlers(handlers);
   registerNNHandlers(handlers);
+  registerScatterHandlers(handlers);
+  registerComposedHandlers(handlers);
   for (const auto &t : graph.initializer())
     initializers[t.name()] = &t;
   if (failed(checkFoldedParameters()))
@@ -345,6 +347,8 @@ std::vector<std::string> mlir::rp::supportedONNXOps() {
   registerElementwiseHandlers(table);
   registerShapeHandlers(table);
   registerNNHandlers(table);
+  registerScatterHandlers(table);
+  registerComposedHandlers(table);
   std::vector<std::string> ops;
   for (auto &entry : table)
     ops.push_back(entry.first().str());

@@ -20,13 +20,17 @@
 //   three W initializers (nn.Linear layout, through Transpose or not)
 //
 // and the block ends where every value that depends on TopK has been used
-// except one (the combined [T, H] output). Anything else is refused with an
+// except one (the combined [T, H] output). DeepSeek-V3's router (sigmoid
+// scores, a correction bias, group-limited top-k) is matched from its
+// first TopK by MoESigmoidRouter.cpp; the block then starts at the TopK
+// that picks the experts. Anything else is refused with an
 // error naming the node: rp never guesses at routing it did not check.
 //
 //===----------------------------------------------------------------------===//
 
 #include "MoEBlocks.h"
 #include "MoEGraphIndex.h"
+#include "MoESigmoidRouter.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
@@ -58,6 +62,9 @@ struct MoEMatch {
   bool normalize = false;
   bool stacked = false, gateFirst = true;
   SmallVector<Expert> experts;
+  /// DeepSeek-V3's routing (sigmoid scores, group-limited top-k).
+  bool isSigmoid = false;
+  SigmoidRouter sigmoid;
   llvm::DenseSet<int> nodes;
   int last = -1;
 };
@@ -205,8 +212,29 @@ Matcher::hitClass(StringRef index) const {
 }
 
 FailureOr<MoEMatch> Matcher::match(int topKIndex) {
-  const onnx::NodeProto &topK = g.graph.node(topKIndex);
   MoEMatch b;
+  const onnx::NodeProto *softmax =
+      g.sourceOf(inputOf(g.graph.node(topKIndex), 0));
+  if (!softmax || softmax->op_type() != "Softmax") {
+    // DeepSeek-V3's routing reaches TopK through sigmoid scores; its first
+    // TopKs choose groups, the block's region starts at the one that picks
+    // experts.
+    std::string why;
+    int at = topKIndex;
+    if (!matchSigmoidRouter(g, topKIndex, b.sigmoid, why, at)) {
+      if (!why.empty())
+        return error(g.graph.node(at), at) << why;
+      return error(g.graph.node(topKIndex), topKIndex)
+             << "its scores are not a Softmax of router logits (the routing "
+                "rp maps is softmax then top-k, as Mixtral and Qwen-MoE "
+                "route, or sigmoid scores plus a correction bias, as "
+                "DeepSeek-V3 routes); trace the model with rp.trace, or "
+                "route that way";
+    }
+    b.isSigmoid = true;
+    topKIndex = b.sigmoid.expertTopK;
+  }
+  const onnx::NodeProto &topK = g.graph.node(topKIndex);
   auto k =
       topK.input_size() == 2 ? g.scalarInt(inputOf(topK, 1)) : std::nullopt;
   if (!k || *k < 1)
@@ -218,13 +246,8 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     return error(topK, topKIndex)
            << "it takes the smallest scores (largest = 0); experts are "
               "chosen by the largest";
-  const onnx::NodeProto *softmax = g.sourceOf(inputOf(topK, 0));
-  if (!softmax || softmax->op_type() != "Softmax")
-    return error(topK, topKIndex)
-           << "its scores are not a Softmax of router logits (the routing "
-              "rp maps is softmax then top-k, as Mixtral and Qwen-MoE "
-              "route); trace the model with rp.trace, or route that way";
-  b.logits = inputOf(*softmax, 0);
+  b.logits = b.isSigmoid ? inputOf(*g.producerOf(b.sigmoid.scores), 0)
+                         : inputOf(*softmax, 0);
   const onnx::NodeProto *router = g.sourceOf(b.logits);
   if (!router || (router->op_type() != "MatMul" && router->op_type() != "Gemm"))
     return error(topK, topKIndex)
@@ -250,6 +273,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     }
   };
   b.nodes.insert(topKIndex);
+  b.nodes.insert(b.sigmoid.nodes.begin(), b.sigmoid.nodes.end());
   produce(topK);
   int end = -1;
   for (int i = topKIndex + 1, n = g.graph.node_size(); i < n; ++i) {
@@ -411,7 +435,8 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
     moe.set_name(topK.name().empty() ? "moe_" + std::to_string(round)
                                      : topK.name() + "/moe");
     moe.add_input(b->x);
-    moe.add_input(b->logits);
+    // A sigmoid router's weights are read from its scores, not the logits.
+    moe.add_input(b->isSigmoid ? b->sigmoid.scores : b->logits);
     if (b->stacked) {
       moe.add_input(b->experts[0].gate);
       moe.add_input(b->experts[0].down);
@@ -423,6 +448,8 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
       for (const Expert &e : b->experts)
         moe.add_input(e.down);
     }
+    if (b->isSigmoid)
+      moe.add_input(b->sigmoid.choice);
     moe.add_output(b->output);
     auto attr = [&](StringRef name, int64_t v) {
       auto *a = moe.add_attribute();
@@ -430,6 +457,23 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
       a->set_type(onnx::AttributeProto::INT);
       a->set_i(v);
     };
+    auto floatAttr = [&](StringRef name, float v) {
+      auto *a = moe.add_attribute();
+      a->set_name(name.str());
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(v);
+    };
+    if (b->isSigmoid) {
+      const SigmoidRouter &r = b->sigmoid;
+      attr("sigmoid", 1);
+      attr("groups", r.groups);
+      attr("group_top", r.groupTop);
+      attr("topk_group", r.topkGroup);
+      floatAttr("fill", r.fill);
+      floatAttr("eps", r.eps);
+      floatAttr("scale", r.scale);
+      b->normalize = r.normalize;
+    }
     attr("top_k", b->topK);
     attr("normalize", b->normalize);
     if (b->stacked) {

@@ -8,6 +8,9 @@
 
 #include "MoEBlocks.h"
 
+#include <cmath>
+#include <tuple>
+
 using namespace mlir;
 using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
@@ -36,12 +39,88 @@ static Value stackWeights(NodeImporter &n, int first, int count) {
                             parts, uint64_t(0));
 }
 
+/// DeepSeek-V3's routing (MoESigmoidRouter.h): the experts by the
+/// group-limited top-k of `choice` (scores plus the correction bias), their
+/// weights the `scores` of the chosen experts, through a one-hot mask so
+/// that their gradient reaches the router. rp.moe.route orders its top-k as
+/// PyTorch's topk does; its weights are not used.
+static std::pair<Value, Value> routeSigmoid(NodeImporter &n, Value scores,
+                                            Value choice, int64_t k) {
+  auto st = cast<RankedTensorType>(scores.getType());
+  int64_t t = st.getDimSize(0), e = st.getDimSize(1);
+  Type f = st.getElementType();
+  Type i64 = n.builder.getI64Type();
+  auto ty = [&](ArrayRef<int64_t> shape, Type el) {
+    return RankedTensorType::get(shape, el);
+  };
+  auto scalar = [&](double v) {
+    return n.constant(
+        DenseElementsAttr::get(ty({}, f), n.builder.getFloatAttr(f, v)));
+  };
+  auto top = [&](Value x, int64_t kk) -> Value {
+    int64_t rows = cast<RankedTensorType>(x.getType()).getDimSize(0);
+    return MoERouteOp::create(n.builder, n.loc, ty({rows, kk}, f),
+                              ty({rows, kk}, i64), x, uint64_t(kk),
+                              MoESoftmax::before, false)
+        .getExperts();
+  };
+  // [R, K] ids -> [R, K, C] one-hot floats.
+  auto oneHot = [&](Value ids, int64_t classes) -> Value {
+    auto shape = cast<RankedTensorType>(ids.getType()).getShape();
+    Value col = n.reshape(ids, {shape[0], shape[1], 1});
+    SmallVector<int64_t> range =
+        llvm::to_vector(llvm::seq<int64_t>(0, classes));
+    Value hit = CmpOp::create(n.builder, n.loc, CmpPredicate::eq, col,
+                              n.reshape(n.i64Constant(range), {1, 1, classes}));
+    return n.castTo(hit, f);
+  };
+  auto sum = [&](Value x, ArrayRef<int64_t> dims, bool keep) -> Value {
+    return ReduceOp::create(n.builder, n.loc, ReduceKind::sum, x, dims, keep);
+  };
+  Value sel = n.castTo(choice, f);
+  int64_t groups = n.intAttr("groups", 1);
+  if (groups > 1) {
+    // A group's score is the sum of its best `group_top`; the experts of
+    // all but the best `topk_group` groups get `fill`.
+    int64_t per = e / groups, groupTop = n.intAttr("group_top", 2);
+    int64_t keepGroups = n.intAttr("topk_group", 1);
+    Value flat = n.reshape(sel, {t * groups, per});
+    Value best =
+        MulOp::create(n.builder, n.loc, oneHot(top(flat, groupTop), per),
+                      n.reshape(flat, {t * groups, 1, per}));
+    Value groupScores = n.reshape(sum(best, {1, 2}, false), {t, groups});
+    Value keep = sum(oneHot(top(groupScores, keepGroups), groups), {1}, false);
+    keep = BroadcastOp::create(n.builder, n.loc, ty({t, groups, per}, f),
+                               n.reshape(keep, {t, groups, 1}));
+    Value cond = CmpOp::create(n.builder, n.loc, CmpPredicate::gt,
+                               n.reshape(keep, {t, e}), scalar(0.0));
+    sel = WhereOp::create(n.builder, n.loc, cond, sel,
+                          scalar(n.floatAttr("fill", -INFINITY)));
+  }
+  Value ids = top(sel, k);
+  Value w = sum(MulOp::create(n.builder, n.loc, oneHot(ids, e),
+                              n.reshape(scores, {t, 1, e})),
+                {2}, false);
+  if (n.intAttr("normalize", 0)) {
+    Value den = AddOp::create(n.builder, n.loc, sum(w, {1}, true),
+                              scalar(n.floatAttr("eps", 0.0f)));
+    w = DivOp::create(n.builder, n.loc, w, den);
+  }
+  float scale = n.floatAttr("scale", 1.0f);
+  if (scale != 1.0f)
+    w = MulOp::create(n.builder, n.loc, w, scalar(scale));
+  return {w, ids};
+}
+
 LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
   bool stacked = n.intAttr("stacked", 0) != 0;
+  // A sigmoid router passes its scores as `logits` and the scores it picks
+  // experts by as the last input.
+  bool sigmoid = n.intAttr("sigmoid", 0) != 0;
   Value x = n.input(0), logits = n.input(1);
   if (!x || !logits)
     return failure();
-  int experts = (n.numInputs() - 2) / 3;
+  int experts = (n.numInputs() - 2 - sigmoid) / 3;
   if (stacked) {
     Value w13 = n.input(2);
     if (!w13)
@@ -66,15 +145,25 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
   Type i64 = IntegerType::get(ctx, 64), i32 = IntegerType::get(ctx, 32);
   if (lt.getElementType() != f)
     logits = n.castTo(logits, f);
-  auto route = MoERouteOp::create(
-      n.builder, n.loc, RankedTensorType::get({tokens, k}, f),
-      RankedTensorType::get({tokens, k}, i64), logits, uint64_t(k),
-      MoESoftmax::before, n.intAttr("normalize", 0) != 0);
+  Value weights, chosen;
+  if (sigmoid) {
+    Value choice = n.input(n.numInputs() - 1);
+    if (!choice)
+      return failure();
+    std::tie(weights, chosen) = routeSigmoid(n, logits, choice, k);
+  } else {
+    auto route = MoERouteOp::create(
+        n.builder, n.loc, RankedTensorType::get({tokens, k}, f),
+        RankedTensorType::get({tokens, k}, i64), logits, uint64_t(k),
+        MoESoftmax::before, n.intAttr("normalize", 0) != 0);
+    weights = route.getWeights();
+    chosen = route.getExperts();
+  }
   int64_t rows = tokens * k;
   auto dispatch = MoEDispatchOp::create(
       n.builder, n.loc, RankedTensorType::get({rows, hidden}, f),
       RankedTensorType::get({tokens, k}, i32),
-      RankedTensorType::get({experts}, i32), x, route.getExperts());
+      RankedTensorType::get({experts}, i32), x, chosen);
   Value counts = dispatch.getCounts();
   auto grouped = [&](Value in, Value w, int64_t width) -> Value {
     return MoEGroupedMatmulOp::create(n.builder, n.loc,
@@ -126,7 +215,6 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
       MulOp::create(n.builder, n.loc, SiluOp::create(n.builder, n.loc, g), u);
   Value y = grouped(h, down, hidden);
   n.setOutput(0, MoECombineOp::create(n.builder, n.loc, xt, y,
-                                      dispatch.getPositions(),
-                                      route.getWeights()));
+                                      dispatch.getPositions(), weights));
   return success();
 }

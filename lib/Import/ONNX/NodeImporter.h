@@ -142,6 +142,8 @@ using Handler = std::function<LogicalResult(NodeImporter &)>;
 void registerElementwiseHandlers(llvm::StringMap<Handler> &table);
 void registerShapeHandlers(llvm::StringMap<Handler> &table);
 void registerNNHandlers(llvm::StringMap<Handler> &table);
+void registerScatterHandlers(llvm::StringMap<Handler> &table);
+void registerComposedHandlers(llvm::StringMap<Handler> &table);
 
 } // namespace mlir::rp::onnx_import
 

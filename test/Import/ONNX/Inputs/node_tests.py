@@ -33,6 +33,13 @@ EXPECTED_FAILURES = [
     (r"^test_cast_(STRING|FLOAT_to_STRING|FLOAT8\w*|\w*FLOAT8\w*)",
      "string and float8 casts"),
     (r"^test_conv_\w+|^test_conv$", "convolutions other than patch embedding"),
+    (r"^test_scatternd\w*", "ScatterND other than a slice write (box "
+     "indices, no reduction)"),
+    (r"^test_gather_elements_(1|negative_indices)$|^test_nllloss_(?!NC_"
+     r"expanded$|NCd1d2d3_sum_weight_high_ii_expanded$)\w*expanded",
+     "GatherElements along an axis other than the last"),
+    (r"^test_cumsum\w*", "CumSum's axis as a run-time int32 input (the "
+     "tests bind int64 inputs only)"),
     (r"^test_training_dropout\w*", "dropout that drops in training mode"),
     (r"STRING", "string tensors"),
     (r"^test_identity_(opt|sequence)$", "optional and sequence values"),

@@ -1,0 +1,145 @@
+//===- ComposedHandlers.cpp - ONNX ops written as several rp ops ----------===//
+//
+// ONNX ops rp has no op of its own for, on run-time values, written as
+// compositions of rp ops whose VJPs give the ops' gradients (the same
+// compositions rp.trace writes, python/rp/_aten_compose.py):
+//
+//   Softplus        log(1 + exp(min(x, 20))), x where x > 20 (so neither
+//                   branch overflows: a NaN in the unselected one would
+//                   still reach the gradient)
+//   CumSum          x times a triangular ones constant along the axis,
+//                   summed (RoBERTa's position ids; f32, exact for the
+//                   integer counts it sums below 2^24)
+//   GatherElements  along the last axis: a one-hot of the indices selects
+//                   from the data (BERT's token type ids)
+//
+//===----------------------------------------------------------------------===//
+
+#include "NodeImporter.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+using namespace mlir::rp::onnx_import;
+
+static Value scalarOf(NodeImporter &n, Type element, double v) {
+  auto type = RankedTensorType::get({}, element);
+  if (isa<FloatType>(element))
+    return n.constant(
+        DenseElementsAttr::get(type, n.builder.getFloatAttr(element, v)));
+  return n.constant(DenseElementsAttr::get(
+      type, n.builder.getIntegerAttr(element, int64_t(v))));
+}
+
+static LogicalResult importSoftplus(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  Type f = cast<RankedTensorType>(x.getType()).getElementType();
+  if (!isa<FloatType>(f))
+    return n.error() << "Softplus of a non-float tensor";
+  Value threshold = scalarOf(n, f, 20.0);
+  Value ex = n.create<ExpOp>(n.create<MinOp>(x, threshold));
+  Value soft = n.create<LogOp>(n.create<AddOp>(ex, scalarOf(n, f, 1.0)));
+  Value big = n.create<CmpOp>(CmpPredicate::gt, x, threshold);
+  n.setOutput(0, n.create<WhereOp>(big, x, soft));
+  return success();
+}
+
+static LogicalResult importCumSum(NodeImporter &n) {
+  Value x = n.input(0);
+  auto axisIn = n.constantInts(1, "axis");
+  if (!x || failed(axisIn))
+    return failure();
+  auto xt = cast<RankedTensorType>(x.getType());
+  int64_t rank = xt.getRank();
+  if (axisIn->size() != 1)
+    return n.error() << "the axis is not one integer";
+  auto axis = n.normalizeAxis((*axisIn)[0], rank);
+  if (failed(axis))
+    return failure();
+  bool exclusive = n.intAttr("exclusive", 0), reverse = n.intAttr("reverse", 0);
+  ArrayRef<int64_t> shape = xt.getShape();
+  int64_t size = shape[*axis];
+  Type f32 = n.builder.getF32Type();
+  Type f = isa<FloatType>(xt.getElementType()) ? xt.getElementType() : f32;
+  // out[i] = sum_j x[j] * tri[j, i]: j <= i (j < i exclusive), reversed
+  // j >= i.
+  SmallVector<float> tri;
+  for (int64_t j = 0; j < size; ++j)
+    for (int64_t i = 0; i < size; ++i)
+      tri.push_back(reverse ? (exclusive ? j > i : j >= i)
+                            : (exclusive ? j < i : j <= i));
+  SmallVector<int64_t> triShape{size, size};
+  triShape.append(rank - *axis - 1, 1);
+  Value t =
+      n.castTo(n.constant(DenseElementsAttr::get(
+                   RankedTensorType::get(triShape, f32), ArrayRef<float>(tri))),
+               f);
+  SmallVector<int64_t> col(shape.begin(), shape.begin() + *axis + 1);
+  col.push_back(1);
+  col.append(shape.begin() + *axis + 1, shape.end());
+  Value prod = n.create<MulOp>(n.reshape(n.castTo(x, f), col), t);
+  Value sum = n.create<ReduceOp>(ReduceKind::sum, prod,
+                                 ArrayRef<int64_t>{*axis}, false);
+  n.setOutput(0, n.castTo(sum, xt.getElementType()));
+  return success();
+}
+
+static LogicalResult importGatherElements(NodeImporter &n) {
+  Value data = n.input(0), indices = n.input(1);
+  if (!data || !indices)
+    return failure();
+  auto dt = cast<RankedTensorType>(data.getType());
+  auto it = cast<RankedTensorType>(indices.getType());
+  int64_t rank = dt.getRank();
+  auto axis = n.normalizeAxis(n.intAttr("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> ds = dt.getShape(), is = it.getShape();
+  if (*axis != rank - 1 || it.getRank() != rank)
+    return n.error() << "GatherElements on run-time values is mapped along "
+                        "the last axis only (a one-hot selection); this one "
+                        "gathers along axis "
+                     << *axis << " of " << rank;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    if (is[d] > ds[d])
+      return n.error() << "the indices " << indices.getType()
+                       << " are larger than the data " << data.getType();
+  int64_t c = ds.back();
+  // The data's leading dims cut to the indices' (GatherElements reads only
+  // those), with a unit dim for the gathered positions.
+  SmallVector<int64_t> lead(is.drop_back());
+  if (!llvm::equal(lead, ds.drop_back())) {
+    SmallVector<int64_t> offsets(rank, 0), strides(rank, 1), cut(lead);
+    cut.push_back(c);
+    data = n.create<SliceOp>(RankedTensorType::get(cut, dt.getElementType()),
+                             data, offsets, strides);
+  }
+  SmallVector<int64_t> row(lead);
+  row.append({1, c});
+  Value data3 = n.reshape(data, row);
+  Type i64 = n.builder.getI64Type();
+  Value idx = n.castTo(indices, i64);
+  // Negative indices count from the end.
+  Value neg = n.create<CmpOp>(CmpPredicate::lt, idx, scalarOf(n, i64, 0));
+  idx = n.create<WhereOp>(
+      neg, n.create<AddOp>(idx, scalarOf(n, i64, double(c))), idx);
+  SmallVector<int64_t> col(is);
+  col.push_back(1);
+  SmallVector<int64_t> range = llvm::to_vector(llvm::seq<int64_t>(0, c));
+  SmallVector<int64_t> rangeShape(rank, 1);
+  rangeShape.push_back(c);
+  Value hit = n.create<CmpOp>(CmpPredicate::eq, n.reshape(idx, col),
+                              n.reshape(n.i64Constant(range), rangeShape));
+  Value picked =
+      n.create<WhereOp>(hit, data3, scalarOf(n, dt.getElementType(), 0.0));
+  n.setOutput(0, n.create<ReduceOp>(ReduceKind::sum, picked,
+                                    ArrayRef<int64_t>{rank}, false));
+  return success();
+}
+
+void onnx_import::registerComposedHandlers(llvm::StringMap<Handler> &t) {
+  t["Softplus"] = importSoftplus;
+  t["CumSum"] = importCumSum;
+  t["GatherElements"] = importGatherElements;
+}

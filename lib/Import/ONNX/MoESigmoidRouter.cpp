@@ -1,0 +1,271 @@
+//===- MoESigmoidRouter.cpp - DeepSeek-V3's router in an ONNX graph -------===//
+//
+// DeepSeek-V3's router (and the families that copy it: GLM-4-MoE, ...)
+// scores experts with a sigmoid and picks them by `scores + bias` within
+// the best groups, so it reaches TopK three times, none of them on a
+// Softmax. The TorchScript exporter writes it as
+//
+//   s      = Sigmoid(logits);  c = Add(s, bias)
+//   g      = ReduceSum(TopK(Reshape(c, [-1, G, E/G]), 2).values, -1)
+//   keep   = ScatterElements(zeros, TopK(g, topk_group).indices, 1), then
+//            Unsqueeze/Expand/Reshape to [T, E], Cast, Not
+//   e      = TopK(Where(not keep, -inf, c), top_k).indices
+//   w      = GatherElements(s, e) / (ReduceSum(...) + eps) * scale
+//
+// The mask's construction is checked by its op types only (each reads the
+// chosen groups or constants); the parts that decide which experts win
+// and their weights (the grouping shape, the two k, the fill value, the
+// gathered scores, normalisation and scale) are read from the graph.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MoESigmoidRouter.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+using namespace mlir::rp::onnx_import::moe;
+
+/// The constant tensor behind `value` (a Constant node or an initializer,
+/// through Cast and Identity).
+static const onnx::TensorProto *constantTensor(const GraphIndex &g,
+                                               StringRef value) {
+  const onnx::NodeProto *node = g.producerOf(value);
+  while (node && (node->op_type() == "Cast" || node->op_type() == "Identity")) {
+    value = inputOf(*node, 0);
+    node = g.producerOf(value);
+  }
+  if (!node)
+    return g.initializers.lookup(value);
+  if (node->op_type() == "Constant")
+    for (const auto &a : node->attribute())
+      if (a.name() == "value" && a.has_t())
+        return &a.t();
+  return nullptr;
+}
+
+/// A one-element float constant.
+static std::optional<double> scalarFloat(const GraphIndex &g, StringRef value) {
+  const onnx::TensorProto *t = constantTensor(g, value);
+  if (!t)
+    return std::nullopt;
+  int64_t count = 1;
+  for (int64_t d : t->dims())
+    count *= d;
+  if (count != 1)
+    return std::nullopt;
+  if (t->data_type() == onnx::TensorProto::FLOAT) {
+    if (t->float_data_size())
+      return t->float_data(0);
+    if (t->raw_data().size() == 4) {
+      float v;
+      std::memcpy(&v, t->raw_data().data(), 4);
+      return v;
+    }
+  }
+  if (t->data_type() == onnx::TensorProto::DOUBLE) {
+    if (t->double_data_size())
+      return t->double_data(0);
+    if (t->raw_data().size() == 8) {
+      double v;
+      std::memcpy(&v, t->raw_data().data(), 8);
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+/// The values of an int64 constant (a Reshape's shape, a reduction's axes).
+static std::optional<SmallVector<int64_t>> constantInts(const GraphIndex &g,
+                                                        StringRef value) {
+  const onnx::TensorProto *t = constantTensor(g, value);
+  if (!t || t->data_type() != onnx::TensorProto::INT64)
+    return std::nullopt;
+  SmallVector<int64_t> out(t->int64_data().begin(), t->int64_data().end());
+  if (out.empty())
+    for (size_t i = 0; i + 8 <= t->raw_data().size(); i += 8) {
+      int64_t v;
+      std::memcpy(&v, t->raw_data().data() + i, 8);
+      out.push_back(v);
+    }
+  return out;
+}
+
+/// The only reader of `value`, or null.
+static const onnx::NodeProto *onlyReader(const GraphIndex &g, StringRef value) {
+  auto readers = g.consumers.lookup(value);
+  if (readers.size() != 1 || g.outputs.count(value))
+    return nullptr;
+  return &g.graph.node(readers[0]);
+}
+
+/// The readers of `value` of op type `op`.
+static SmallVector<const onnx::NodeProto *>
+readersOf(const GraphIndex &g, StringRef value, StringRef op) {
+  SmallVector<const onnx::NodeProto *> out;
+  for (int i : g.consumers.lookup(value))
+    if (g.graph.node(i).op_type() == op)
+      out.push_back(&g.graph.node(i));
+  return out;
+}
+
+/// Whether `node` reduces over the last axis only (rank `rank`).
+static bool reducesLastAxis(const GraphIndex &g, const onnx::NodeProto &node,
+                            int64_t rank) {
+  std::optional<SmallVector<int64_t>> axes;
+  if (node.input_size() > 1)
+    axes = constantInts(g, inputOf(node, 1));
+  else
+    for (const auto &a : node.attribute())
+      if (a.name() == "axes")
+        axes = SmallVector<int64_t>(a.ints().begin(), a.ints().end());
+  return axes && axes->size() == 1 &&
+         ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
+}
+
+bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
+                                                    int topKIndex,
+                                                    SigmoidRouter &r,
+                                                    std::string &why, int &at) {
+  const onnx::NodeProto &first = g.graph.node(topKIndex);
+  const onnx::NodeProto *view = g.producerOf(inputOf(first, 0));
+  bool grouped = view && view->op_type() == "Reshape";
+  std::string choice = grouped ? inputOf(*view, 0) : inputOf(first, 0);
+  const onnx::NodeProto *add = g.producerOf(choice);
+  if (!add || add->op_type() != "Add")
+    return false;
+  for (int i = 0; i < 2; ++i) {
+    const onnx::NodeProto *s = g.producerOf(inputOf(*add, i));
+    if (s && s->op_type() == "Sigmoid")
+      r.scores = inputOf(*add, i);
+  }
+  if (r.scores.empty())
+    return false;
+  r.choice = choice;
+  at = topKIndex;
+  auto fail = [&](const onnx::NodeProto &node, const std::string &what) {
+    at = g.producer.lookup(outputOf(node, 0));
+    why = "sigmoid scores with a correction bias (DeepSeek-V3's routing), "
+          "but " +
+          what +
+          "; rp maps DeepSeek-V3's group-limited top-k as transformers "
+          "writes it, rp.trace maps the other forms";
+    return false;
+  };
+  r.expertTopK = topKIndex;
+  if (grouped) {
+    auto shape = constantInts(g, inputOf(*view, 1));
+    if (!shape || shape->size() != 3 || (*shape)[1] < 1 || (*shape)[2] < 1)
+      return fail(*view, "its scores are not viewed as [-1, groups, experts "
+                         "per group] by a constant shape");
+    r.groups = (*shape)[1];
+    auto k = g.scalarInt(inputOf(first, 1));
+    if (!k || *k < 1 || *k > (*shape)[2])
+      return fail(first, "its top-k within a group has no constant k");
+    r.groupTop = *k;
+    // The group scores: the sum of the group's best.
+    const onnx::NodeProto *sum = onlyReader(g, outputOf(first, 0));
+    if (!sum || sum->op_type() != "ReduceSum" ||
+        g.intAttr(*sum, "keepdims", 1) != 0 || !reducesLastAxis(g, *sum, 3) ||
+        !g.consumers.lookup(outputOf(first, 1)).empty())
+      return fail(first, "a group's score is not the sum of the top-k values "
+                         "of its experts");
+    const onnx::NodeProto *pick = onlyReader(g, outputOf(*sum, 0));
+    auto groupK = pick && pick->op_type() == "TopK"
+                      ? g.scalarInt(inputOf(*pick, 1))
+                      : std::nullopt;
+    if (!groupK || *groupK < 1 || *groupK > r.groups ||
+        g.intAttr(*pick, "largest", 1) != 1 ||
+        !g.consumers.lookup(outputOf(*pick, 0)).empty())
+      return fail(*sum, "the group scores are not read by one TopK of the "
+                        "best groups with a constant k");
+    r.topkGroup = *groupK;
+    // The mask: every node reading the chosen groups up to the TopK that
+    // picks the experts, which reads Where(mask, fill, choice).
+    llvm::DenseSet<int> nodes{topKIndex, g.producer.lookup(outputOf(*sum, 0)),
+                              g.producer.lookup(outputOf(*pick, 0))};
+    llvm::StringSet<> masked{outputOf(*pick, 1)};
+    int pickIndex = g.producer.lookup(outputOf(*pick, 0));
+    r.expertTopK = -1;
+    for (int i = pickIndex + 1, n = g.graph.node_size(); i < n; ++i) {
+      const onnx::NodeProto &node = g.graph.node(i);
+      if (llvm::none_of(node.input(), [&](const std::string &in) {
+            return masked.count(in) > 0;
+          }))
+        continue;
+      if (node.op_type() == "TopK") {
+        r.expertTopK = i;
+        break;
+      }
+      if (!llvm::is_contained({"Shape", "Expand", "ScatterElements",
+                               "Unsqueeze", "Squeeze", "Reshape", "Cast", "Not",
+                               "Where", "Equal", "Mul", "Tile", "Concat"},
+                              node.op_type()))
+        return fail(node, "the chosen groups are read by a " + node.op_type() +
+                              ", not only the ops that make them a mask");
+      nodes.insert(i);
+      for (const std::string &o : node.output())
+        masked.insert(o);
+    }
+    if (r.expertTopK < 0)
+      return fail(*pick, "no TopK picks experts among the chosen groups");
+    const onnx::NodeProto &expertTopK = g.graph.node(r.expertTopK);
+    const onnx::NodeProto *where = g.producerOf(inputOf(expertTopK, 0));
+    std::optional<double> fill;
+    if (where && where->op_type() == "Where" &&
+        masked.count(inputOf(*where, 0))) {
+      if (inputOf(*where, 2) == choice)
+        fill = scalarFloat(g, inputOf(*where, 1));
+    }
+    if (!fill)
+      return fail(expertTopK, "the experts are not picked from the scores "
+                              "with the other groups' replaced by a constant");
+    r.fill = *fill;
+    // The mask is used by nothing else.
+    for (int i : nodes)
+      for (const std::string &o : g.graph.node(i).output())
+        for (int reader : g.consumers.lookup(o))
+          if (reader != r.expertTopK && !nodes.count(reader))
+            return fail(g.graph.node(reader),
+                        "this node reads the group mask outside the router");
+    r.nodes.assign(nodes.begin(), nodes.end());
+    llvm::sort(r.nodes);
+  }
+
+  // The weights: the sigmoid scores of the chosen experts.
+  const onnx::NodeProto &expertTopK = g.graph.node(r.expertTopK);
+  SmallVector<const onnx::NodeProto *> gathers =
+      readersOf(g, outputOf(expertTopK, 1), "GatherElements");
+  if (gathers.size() != 1 || inputOf(*gathers[0], 0) != r.scores ||
+      g.intAttr(*gathers[0], "axis", 0) != 1 ||
+      !g.consumers.lookup(outputOf(expertTopK, 0)).empty())
+    return fail(expertTopK, "its weights are not the sigmoid scores of the "
+                            "chosen experts (one GatherElements)");
+  std::string w = outputOf(*gathers[0], 0);
+  SmallVector<const onnx::NodeProto *> sums = readersOf(g, w, "ReduceSum");
+  if (!sums.empty()) {
+    // w / (ReduceSum(w) + eps)
+    const onnx::NodeProto *den = onlyReader(g, outputOf(*sums[0], 0));
+    std::optional<double> eps = 0.0;
+    std::string denominator = outputOf(*sums[0], 0);
+    if (den && den->op_type() == "Add") {
+      int other = inputOf(*den, 0) == denominator ? 1 : 0;
+      eps = scalarFloat(g, inputOf(*den, other));
+      denominator = outputOf(*den, 0);
+    }
+    SmallVector<const onnx::NodeProto *> divs = readersOf(g, w, "Div");
+    if (sums.size() != 1 || !reducesLastAxis(g, *sums[0], 2) ||
+        g.intAttr(*sums[0], "keepdims", 1) != 1 || !eps || divs.size() != 1 ||
+        inputOf(*divs[0], 1) != denominator)
+      return fail(*sums[0], "its weights are not divided by their sum");
+    r.normalize = true;
+    r.eps = *eps;
+    w = outputOf(*divs[0], 0);
+  }
+  if (const onnx::NodeProto *mul = onlyReader(g, w))
+    if (mul->op_type() == "Mul") {
+      int other = inputOf(*mul, 0) == w ? 1 : 0;
+      if (auto scale = scalarFloat(g, inputOf(*mul, other)))
+        r.scale = *scale;
+    }
+  return true;
+}

@@ -13,6 +13,7 @@
 #ifndef RP_RUNTIME_TOOLS_RUN_RUNMODES_H
 #define RP_RUNTIME_TOOLS_RUN_RUNMODES_H
 
+#include "rp/runtime/Comm.h"
 #include "rp/runtime/Device.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/Npy.h"
@@ -125,6 +126,12 @@ int setUpCompute(const RunOptions &o, const Plan &plan, ComputeSetup &setup);
 int runTraining(RunOptions &o, const Plan &plan, ComputeSetup &setup);
 /// A forward-only plan's steps.
 int runForward(const RunOptions &o, const Plan &plan, ComputeSetup &setup);
+
+/// Several processes: every rank's settings that change results (the
+/// plan, weights, data, options, world) against every other's, before the
+/// first step (RunAgree.cpp); a difference names the setting and ranks.
+Status checkRanksAgree(const RunOptions &o, const Plan &plan,
+                       const ComputeSetup &setup, Communicator &comm);
 
 // After a staged run (RunReport.cpp).
 

@@ -100,37 +100,39 @@ std::vector<Setting> settingsOf(const RunOptions &o, const Plan &plan,
       if (t.data)
         weights = mix(weights, t.data, t.bytes());
     }
-  s.push_back({"the initial weights (the plan's weight file, --init-weights)",
-               o.initWeights.empty() ? "the plan's" : o.initWeights, weights});
+  s.push_back({"the initial weights",
+               o.initWeights.empty() ? "the plan's weight file"
+                                     : "--init-weights " + o.initWeights, weights});
   s.push_back({"--resume", o.train.resume.empty() ? "none" : o.train.resume,
                o.train.resume.empty() ? 0 : folderHash(o.train.resume)});
   // The data: its contents, not its path.
   if (!o.train.data.empty()) {
-    s.push_back({"the data (--data, --data-type)",
-                 o.train.data + " " + o.dataType,
+    s.push_back({"the data", "--data " + o.train.data + " (" + o.dataType + ")",
                  mix(fileHash(o.train.data), o.dataType)});
   } else if (!o.train.dataset.empty()) {
     std::string order =
-        o.shuffle ? "shuffled from " + std::to_string(o.shuffleSeed) : "";
-    s.push_back({"the data (--dataset, --shuffle-seed)",
-                 o.train.dataset + (order.empty() ? "" : " " + order),
+        o.shuffle ? " shuffled from " + std::to_string(o.shuffleSeed) : "";
+    s.push_back({"the data", "--dataset " + o.train.dataset + order,
                  mix(fileHash(o.train.dataset), order)});
   } else {
     uint64_t h = kSeed;
-    std::string files;
+    std::string names;
     for (const auto &[name, array] : o.train.inputs) {
       h = mix(mix(h, name), array.data.data(), array.data.size());
-      files += (files.empty() ? "" : ", ") + name;
+      names += (names.empty() ? "" : ", ") + name;
     }
-    s.push_back({"the data (--input, --labels)",
-                 files.empty() ? "synthetic" : files, h});
+    s.push_back({"the data",
+                 names.empty() ? "synthetic (from --seed)"
+                               : "--input/--labels (" + names + ")",
+                 h});
   }
   text("--seed", std::to_string(o.seed));
   text("--steps", std::to_string(o.steps));
   text("--optimizer", o.optimizer);
   text("--lr", number(o.lr));
-  text("--lr-schedule, --warmup-steps, --total-steps",
-       o.lrSchedule + " " + std::to_string(o.train.schedule.warmup) + " " +
+  text("the learning-rate schedule",
+       "--lr-schedule " + o.lrSchedule + " --warmup-steps " +
+           std::to_string(o.train.schedule.warmup) + " --total-steps " +
            std::to_string(o.train.schedule.total));
   // Every optimizer's settings, whichever runs: each rank must send as
   // many records as the others.
@@ -144,11 +146,12 @@ std::vector<Setting> settingsOf(const RunOptions &o, const Plan &plan,
   text("--sync/--async", o.syncMode ? "sync" : "async");
   text("--accumulate", std::to_string(o.accumulate));
   text("--shard-optimizer", o.train.shardOptimizer ? "on" : "off");
-  text("loss scaling (--no-loss-scaling, --initial-loss-scale)",
-       o.noLossScaling ? "off" : number(o.initialLossScale));
+  text("the loss scaling",
+       o.noLossScaling ? "--no-loss-scaling"
+                       : "from " + number(o.initialLossScale));
   text("--tf32", o.tf32 ? "on" : "off");
   const Rendezvous &r = comm.rendezvous();
-  text("the world (WORLD_SIZE, MASTER_ADDR:MASTER_PORT)",
+  text("the world",
        std::to_string(r.worldSize) + " ranks, master " + r.masterAddr + ":" +
            std::to_string(r.masterPort));
   return s;

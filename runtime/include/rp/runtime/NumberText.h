@@ -5,7 +5,8 @@
 // launcher's environment variables are read by these functions, so that
 // one rule holds everywhere: the whole text is one plain decimal number.
 // An empty value, trailing text ("1e-3x"), leading spaces, a '+', hex
-// ("0x10"), "nan" and "inf" are refused: strtod and CLI11 take some of
+// ("0x10"), leading zeros on a whole number ("010", octal to LLVM), "nan"
+// and "inf" are refused: strtod and CLI11 take some of
 // them (an empty --lr was 0, training nothing), and a number the user did
 // not mean is a silent wrong answer. Header-only: the compiler and the
 // runtime share it.
@@ -25,9 +26,10 @@
 
 namespace rp::runtime {
 
-/// Decimal digits only ("0" to "18446744073709551615"); none otherwise.
+/// Decimal digits only ("0" to "18446744073709551615"), without leading
+/// zeros (LLVM's parsers read "010" as octal 8); none otherwise.
 inline std::optional<uint64_t> parseUnsignedText(std::string_view text) {
-  if (text.empty() || text.size() > 20)
+  if (text.empty() || text.size() > 20 || (text.size() > 1 && text[0] == '0'))
     return std::nullopt;
   uint64_t value = 0;
   for (char c : text) {

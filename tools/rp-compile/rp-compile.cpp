@@ -32,6 +32,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -339,12 +340,14 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!(pipeline.loraAlpha > 0)) {
-    llvm::errs() << "rp-compile: --lora-alpha " << pipeline.loraAlpha
+    llvm::errs() << "rp-compile: --lora-alpha "
+                 << llvm::format("%g", double(pipeline.loraAlpha))
                  << ": the LoRA scaling numerator is a number > 0\n";
     return 1;
   }
   if (pipeline.budgetGiB < 0) {
-    llvm::errs() << "rp-compile: --budget-gib " << pipeline.budgetGiB
+    llvm::errs() << "rp-compile: --budget-gib "
+                 << llvm::format("%g", double(pipeline.budgetGiB))
                  << ": give 0 (the profile's memory) or a number of GiB > 0\n";
     return 1;
   }

@@ -100,8 +100,7 @@ Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
 /// `allowNonfinite`.
 Expected<CheckpointState> loadCheckpoint(const std::string &dir,
                                          std::vector<Param> &params,
-                                         HostForward &fwd,
-                                         bool allowNonfinite);
+                                         HostForward &fwd, bool allowNonfinite);
 
 } // namespace rp::runtime::detail
 

@@ -102,7 +102,8 @@ std::vector<Setting> settingsOf(const RunOptions &o, const Plan &plan,
     }
   s.push_back({"the initial weights",
                o.initWeights.empty() ? "the plan's weight file"
-                                     : "--init-weights " + o.initWeights, weights});
+                                     : "--init-weights " + o.initWeights,
+               weights});
   s.push_back({"--resume", o.train.resume.empty() ? "none" : o.train.resume,
                o.train.resume.empty() ? 0 : folderHash(o.train.resume)});
   // The data: its contents, not its path.
@@ -146,14 +147,13 @@ std::vector<Setting> settingsOf(const RunOptions &o, const Plan &plan,
   text("--sync/--async", o.syncMode ? "sync" : "async");
   text("--accumulate", std::to_string(o.accumulate));
   text("--shard-optimizer", o.train.shardOptimizer ? "on" : "off");
-  text("the loss scaling",
-       o.noLossScaling ? "--no-loss-scaling"
-                       : "from " + number(o.initialLossScale));
+  text("the loss scaling", o.noLossScaling
+                               ? "--no-loss-scaling"
+                               : "from " + number(o.initialLossScale));
   text("--tf32", o.tf32 ? "on" : "off");
   const Rendezvous &r = comm.rendezvous();
-  text("the world",
-       std::to_string(r.worldSize) + " ranks, master " + r.masterAddr + ":" +
-           std::to_string(r.masterPort));
+  text("the world", std::to_string(r.worldSize) + " ranks, master " +
+                        r.masterAddr + ":" + std::to_string(r.masterPort));
   return s;
 }
 

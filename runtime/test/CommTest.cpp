@@ -80,6 +80,47 @@ TEST(CommTest, SumsInRankOrderOnEveryRank) {
   });
 }
 
+TEST(CommTest, ARankThatFinishedIsNamedAsFinishedNotAsSilent) {
+  if (!glooBuiltIn())
+    GTEST_SKIP() << "built without Gloo (libgloo-dev)";
+  // Rank 1 ends its run cleanly (a shorter --steps) while rank 0 sums on:
+  // rank 0's sum fails naming rank 1 as finished, not as lost or hung.
+  int port = freePort();
+  std::string message;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      Rendezvous info;
+      info.rank = r;
+      info.worldSize = 2;
+      info.masterPort = port;
+      info.launcher = "test";
+      CommTimeouts t;
+      t.rendezvous = std::chrono::milliseconds(20000);
+      t.collective = std::chrono::milliseconds(1500);
+      auto comm = createGlooCommunicator(info, t);
+      ASSERT_TRUE(comm) << comm.getStatus().toString();
+      int mine = r, all[2] = {};
+      ASSERT_TRUE((*comm)->allGather(&mine, all, sizeof(int)).isOk());
+      if (r == 1) {
+        (*comm)->leave();
+        return;
+      }
+      float x = 1;
+      Status s = (*comm)->sum(&x, 1);
+      ASSERT_TRUE(s.failed());
+      message = s.getMessage();
+      (*comm)->leave();
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  EXPECT_NE(message.find("rank 1 has finished its run cleanly and left the "
+                         "job (not lost: the ranks ran different numbers of "
+                         "steps?)"),
+            std::string::npos)
+      << message;
+}
+
 TEST(CommTest, ReducerSumsGradientsThatLandInAnyOrder) {
   if (!glooBuiltIn())
     GTEST_SKIP() << "built without Gloo (libgloo-dev)";

@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "run/NumberFlags.h"
 #include "run/RunModes.h"
 
 #include "rp/runtime/Comm.h"
@@ -35,6 +36,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -44,21 +46,6 @@
 
 using namespace rp::runtime;
 using namespace rp::runtime::run;
-
-/// Checks a numeric option: finite and from `lo` up to `hi` (`hi` itself
-/// excluded when `hiOpen`), the range named in the message. PyTorch's
-/// optimizers refuse the same values; running on with a default instead
-/// would be a silent wrong answer.
-static Status checkNumber(const char *flag, double value, double lo, double hi,
-                          bool hiOpen, const char *range) {
-  bool ok = std::isfinite(value) && value >= lo &&
-            (hiOpen ? value < hi : value <= hi);
-  if (ok)
-    return Status::ok();
-  char given[64];
-  std::snprintf(given, sizeof(given), "%g", value);
-  return invalidArgument(std::string(flag) + " " + given + ": " + range);
-}
 
 int rp::runtime::run::listDevices(const RunOptions &o) {
   // DESIGN.md's lines: host: N threads, cuda: N devices or cuda: 0
@@ -120,6 +107,7 @@ int main(int argc, char **argv) {
   installLastResort("rp-run");
   RunOptions o;
   CLI::App app{"rp-run: runs a compiled rp plan"};
+  NumberFlags numbers;
   o.threads = std::max(1u, std::thread::hardware_concurrency());
   app.add_option("plan", o.planPath, "the .rpplan file");
   app.add_flag("--list-devices", o.listDevices,
@@ -136,10 +124,9 @@ int main(int argc, char **argv) {
                  "sim: per-layer times (rp-run --profile's file, or any of "
                  "that form) that replace the model's for the programs of "
                  "the layers they name");
-  app.add_option("--boxes", o.boxes,
-                 "sim: also predict this many boxes training data-parallel "
-                 "(the all-reduce of the gradients over --network)")
-      ->check(CLI::Range(1u, 4096u));
+  numbers.whole(app, "--boxes", o.boxes, 1, 4096,
+                "sim: also predict this many boxes training data-parallel "
+                "(the all-reduce of the gradients over --network)");
   app.add_option("--network", o.network,
                  "sim with --boxes: 25gbe (default), 100gbe or 400ib");
   app.add_option("--network-algorithm", o.networkAlgorithm,
@@ -148,21 +135,18 @@ int main(int argc, char **argv) {
   app.add_option("--input", o.inputs, "NAME=FILE.npy, once per model input");
   app.add_option("--dump-outputs", o.dumpPath,
                  "write the first output of step 0 as f32 .npy");
-  app.add_option("--seed", o.seed, "seed of synthetic inputs");
-  app.add_option("--steps", o.steps,
-                 "steps to run (a forward-only plan repeats its forward)")
-      ->check(CLI::Range(1u, 1000000u));
-  app.add_option("--threads", o.threads,
-                 "worker threads (default: cores), shared by the devices of "
-                 "a staged plan")
-      ->check(CLI::Range(1u, 1024u));
-  app.add_option("--devices", o.devices,
-                 "the devices to run on; must be the plan's device count")
-      ->check(CLI::Range(1u, 256u)); // rp-compile's cap
-  app.add_option("--watchdog-ms", o.train.watchdogMs,
-                 "stop a staged plan's step after this many ms without "
-                 "progress (default 60000)")
-      ->check(CLI::Range(1u, 86400000u));
+  numbers.whole(app, "--seed", o.seed, 0, UINT64_MAX,
+                "seed of synthetic inputs");
+  numbers.whole(app, "--steps", o.steps, 1, 1000000,
+                "steps to run (a forward-only plan repeats its forward)");
+  numbers.whole(app, "--threads", o.threads, 1, 1024,
+                "worker threads (default: cores), shared by the devices of "
+                "a staged plan");
+  numbers.whole(app, "--devices", o.devices, 1, 256, // rp-compile's cap
+                "the devices to run on; must be the plan's device count");
+  numbers.whole(app, "--watchdog-ms", o.train.watchdogMs, 1, 86400000,
+                "stop a staged plan's step after this many ms without "
+                "progress (default 60000)");
   // Hidden: lets tests run a plan that would stall, to see the watchdog.
   app.add_flag("--unchecked-events", o.uncheckedEvents,
                "skip the loader's event checks (tests of the watchdog)")
@@ -177,19 +161,19 @@ int main(int argc, char **argv) {
                  "train on a pretokenized dataset (python -m rp data): the "
                  "next global batch of its rows every step, epoch after "
                  "epoch (docs/finetune.md)");
-  app.add_option("--shuffle-seed", o.shuffleSeed,
-                 "--dataset: read each epoch's rows in an order shuffled "
-                 "from this seed (default: the file's order)");
+  numbers.whole(app, "--shuffle-seed", o.shuffleSeed, 0, UINT64_MAX,
+                "--dataset: read each epoch's rows in an order shuffled "
+                "from this seed (default: the file's order)");
   app.add_option("--lr-schedule", o.lrSchedule,
                  "constant (default), linear or cosine: the learning rate "
                  "after --warmup-steps, linear and cosine decaying to 0 at "
                  "--total-steps (transformers' schedules)")
       ->check(CLI::IsMember({"constant", "linear", "cosine"}));
-  app.add_option("--warmup-steps", o.train.schedule.warmup,
-                 "steps of linear warmup from 0 to --lr");
-  app.add_option("--total-steps", o.train.schedule.total,
-                 "the steps linear and cosine decay over (default: --steps; "
-                 "give it when resuming)");
+  numbers.whole(app, "--warmup-steps", o.train.schedule.warmup, 0, 1000000,
+                "steps of linear warmup from 0 to --lr");
+  numbers.whole(app, "--total-steps", o.train.schedule.total, 0, 1000000,
+                "the steps linear and cosine decay over (default: --steps; "
+                "give it when resuming)");
   app.add_option("--metrics", o.metricsPath,
                  "append a JSON line per step to this file: step, loss, the "
                  "weights the loss is at, lr, grad_norm, tokens/s");
@@ -208,9 +192,8 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"u16", "u32"}));
   app.add_option("--save", o.train.save,
                  "write a checkpoint folder at the end (atomically)");
-  app.add_option("--save-every", o.train.saveEvery,
-                 "also write the checkpoint every K steps")
-      ->check(CLI::Range(0u, 1000000u));
+  numbers.whole(app, "--save-every", o.train.saveEvery, 0, 1000000,
+                "also write the checkpoint every K steps");
   app.add_option("--resume", o.train.resume,
                  "continue from a checkpoint folder for --steps more steps");
   app.add_option("--init-weights", o.initWeights,
@@ -219,6 +202,10 @@ int main(int argc, char **argv) {
                  "(normal(0, 0.02) matrices and embeddings, ones for norm "
                  "scales, zeros else; SEED 0 by default), no weights file "
                  "needed");
+  app.add_flag("--allow-nonfinite", o.train.allowNonfinite,
+               "accept NaN, infinite or huge (above 1.8e19) values in "
+               "--init-weights and in a --resume checkpoint (refused by "
+               "default: they train into NaN)");
   app.add_flag("--tf32", o.tf32,
                "cuda: f32 GEMMs round their inputs to TF32 on the tensor "
                "cores (off by default: f32 products as the host's)");
@@ -228,15 +215,26 @@ int main(int argc, char **argv) {
   app.add_option("--optimizer", o.optimizer, "adamw or sgd")
       ->check(CLI::IsMember({"adamw", "sgd"}));
   o.lr = AdamWConfig().lr;
-  app.add_option("--lr", o.lr, "learning rate (default 1e-3)");
-  app.add_option("--beta1", o.train.adamw.beta1, "AdamW beta1");
-  app.add_option("--beta2", o.train.adamw.beta2, "AdamW beta2");
-  app.add_option("--eps", o.train.adamw.eps, "AdamW epsilon");
-  app.add_option("--momentum", o.train.sgdConfig.momentum, "SGD momentum");
-  app.add_option("--weight-decay", o.weightDecay,
-                 "weight decay (AdamW 1e-2, SGD 0 by default)");
-  app.add_option("--clip-grad-norm", o.train.clipGradNorm,
-                 "clip the global gradient norm to this (0: off)");
+  // PyTorch's optimizers refuse the same values; running on with a
+  // default instead would be a silent wrong answer.
+  constexpr double kInf = HUGE_VAL;
+  numbers.real(app, "--lr", o.lr, 0, kInf, true,
+               "the learning rate is a finite number >= 0",
+               "learning rate (default 1e-3)");
+  numbers.real(app, "--beta1", o.train.adamw.beta1, 0, 1, true,
+               "AdamW's beta1 is in [0, 1)", "AdamW beta1");
+  numbers.real(app, "--beta2", o.train.adamw.beta2, 0, 1, true,
+               "AdamW's beta2 is in [0, 1)", "AdamW beta2");
+  numbers.real(app, "--eps", o.train.adamw.eps, 0, kInf, true,
+               "AdamW's epsilon is a finite number >= 0", "AdamW epsilon");
+  numbers.real(app, "--momentum", o.train.sgdConfig.momentum, 0, kInf, true,
+               "SGD's momentum is a finite number >= 0", "SGD momentum");
+  numbers.real(app, "--weight-decay", o.weightDecay, 0, kInf, true,
+               "the weight decay is a finite number >= 0",
+               "weight decay (AdamW 1e-2, SGD 0 by default)");
+  numbers.real(app, "--clip-grad-norm", o.train.clipGradNorm, 0, kInf, true,
+               "the gradient norm to clip to is a finite number >= 0 (0: off)",
+               "clip the global gradient norm to this (0: off)");
   app.add_option("--trace", o.tracePath,
                  "write a Chrome trace of a staged plan's steps (Perfetto, "
                  "chrome://tracing)");
@@ -246,31 +244,39 @@ int main(int argc, char **argv) {
   app.add_option("--profile-hw", o.profileHw,
                  "the hardware profile --profile's times are for (default "
                  "host)");
-  app.add_option("--accumulate", o.accumulate,
-                 "passes of the plan's microbatches per optimizer step "
-                 "(gradient accumulation; inputs hold that many global "
-                 "batches)");
+  // These three are checked against the plan (RunCompute.cpp, whose
+  // messages name its choice); their text is read here.
+  numbers.whole(app, "--accumulate", o.accumulate, 0, UINT_MAX,
+                "passes of the plan's microbatches per optimizer step "
+                "(gradient accumulation; inputs hold that many global "
+                "batches)",
+                "give a whole number of passes, 1 or more");
   app.add_flag("--step-barrier", o.stepBarrier,
                "staged plans: finish each pass before the next starts "
                "(no continuous execution; to compare)");
-  app.add_option("--passes-in-flight", o.passesInFlight,
-                 "staged training plans: passes in flight, 1 or 2 (default: "
-                 "the plan's, which the compiler chose to fit the devices)");
-  app.add_option("--arena-copies", o.arenaCopies,
-                 "staged training plans: copies of the device arenas, 1 "
-                 "(two passes in flight share one, a device taking up a "
-                 "pass once it is done with the one before) or 2 (one per "
-                 "pass in flight); default: the plan's");
+  numbers.whole(app, "--passes-in-flight", o.passesInFlight, 0, UINT_MAX,
+                "staged training plans: passes in flight, 1 or 2 (default: "
+                "the plan's, which the compiler chose to fit the devices)",
+                "give 1 or 2 (0: the plan's)");
+  numbers.whole(app, "--arena-copies", o.arenaCopies, 0, UINT_MAX,
+                "staged training plans: copies of the device arenas, 1 "
+                "(two passes in flight share one, a device taking up a "
+                "pass once it is done with the one before) or 2 (one per "
+                "pass in flight); default: the plan's",
+                "give 1 or 2 (0: the plan's)");
   app.add_flag("--serial-optimizer", o.serialOptimizer,
                "async mode: run each step's optimizer between the steps "
                "instead of beside the next one (same results; to compare)");
   app.add_flag("--no-loss-scaling", o.noLossScaling,
                "f16 plans: train without dynamic loss scaling");
   o.initialLossScale = LossScaleConfig().initial;
-  app.add_option("--initial-loss-scale", o.initialLossScale,
-                 "f16 plans: the dynamic loss scale to start from (halved "
-                 "on an overflowing step, which is skipped; doubled after "
-                 "2000 good steps)");
+  // Above 0: the smallest positive double is the least value allowed.
+  numbers.real(app, "--initial-loss-scale", o.initialLossScale,
+               std::numeric_limits<double>::denorm_min(), kInf, true,
+               "the initial loss scale is a finite number > 0",
+               "f16 plans: the dynamic loss scale to start from (halved "
+               "on an overflowing step, which is skipped; doubled after "
+               "2000 good steps)");
   app.add_flag("--shard-optimizer", o.train.shardOptimizer,
                "several processes: each keeps the optimizer state and "
                "master weights of 1/N of the parameters and sums only its "
@@ -287,36 +293,8 @@ int main(int argc, char **argv) {
   o.weightDecayGiven = app.count("--weight-decay") > 0;
   o.shuffle = app.count("--shuffle-seed") > 0;
 
-  constexpr double kInf = HUGE_VAL;
-  const struct {
-    const char *flag;
-    double value, lo, hi;
-    bool hiOpen;
-    const char *range;
-  } numbers[] = {
-      {"--lr", o.lr, 0, kInf, true,
-       "the learning rate is a finite number >= 0"},
-      {"--beta1", o.train.adamw.beta1, 0, 1, true,
-       "AdamW's beta1 is in [0, 1)"},
-      {"--beta2", o.train.adamw.beta2, 0, 1, true,
-       "AdamW's beta2 is in [0, 1)"},
-      {"--eps", o.train.adamw.eps, 0, kInf, true,
-       "AdamW's epsilon is a finite number >= 0"},
-      {"--momentum", o.train.sgdConfig.momentum, 0, kInf, true,
-       "SGD's momentum is a finite number >= 0"},
-      {"--weight-decay", o.weightDecay, 0, kInf, true,
-       "the weight decay is a finite number >= 0"},
-      {"--clip-grad-norm", o.train.clipGradNorm, 0, kInf, true,
-       "the gradient norm to clip to is a finite number >= 0 (0: off)"},
-      // Above 0: the smallest positive double is the least value allowed.
-      {"--initial-loss-scale", o.initialLossScale,
-       std::numeric_limits<double>::denorm_min(), kInf, true,
-       "the initial loss scale is a finite number > 0"},
-  };
-  for (const auto &n : numbers)
-    if (Status s = checkNumber(n.flag, n.value, n.lo, n.hi, n.hiOpen, n.range);
-        s.failed())
-      return fail(s);
+  if (Status s = numbers.read(app); s.failed())
+    return fail(s);
   if (o.listDevices)
     return listDevices(o);
   if (o.planPath.empty())

@@ -32,6 +32,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -283,6 +284,10 @@ static std::string folderOf(StringRef path) {
 constexpr unsigned kMaxDevices = 256;
 constexpr unsigned kMaxMicrobatches = 1024;
 
+/// Refuses a numeric flag whose text is not one plain decimal number
+/// (CheckNumberFlags.cpp), before LLVM's parsers read it.
+bool checkNumberFlags(int argc, char **argv);
+
 int main(int argc, char **argv) {
   rp::installLastResort("rp-compile");
   // The partition search lays out thousands of runs, each a graph of
@@ -309,6 +314,8 @@ int main(int argc, char **argv) {
     if (foreign.contains(entry.first) &&
         entry.second->getOptionHiddenFlag() == cl::NotHidden)
       entry.second->setHiddenFlag(cl::Hidden);
+  if (!checkNumberFlags(argc, argv))
+    return 1;
   cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
   unsigned devices = pipeline.devices, microbatches = pipeline.microbatches;
 
@@ -323,6 +330,25 @@ int main(int argc, char **argv) {
   if (microbatches > kMaxMicrobatches) {
     llvm::errs() << "rp-compile: --microbatches " << microbatches
                  << ": give 0 (the default) to " << kMaxMicrobatches << "\n";
+    return 1;
+  }
+  // The numbers' text is checked as it is parsed (StrictNumbers.h); their
+  // ranges here, before any work, each with its meaning.
+  if (pipeline.loraRank < 0) {
+    llvm::errs() << "rp-compile: --lora-rank " << pipeline.loraRank
+                 << ": give 0 (no adapters) or a rank of 1 or more\n";
+    return 1;
+  }
+  if (!(pipeline.loraAlpha > 0)) {
+    llvm::errs() << "rp-compile: --lora-alpha "
+                 << llvm::format("%g", double(pipeline.loraAlpha))
+                 << ": the LoRA scaling numerator is a number > 0\n";
+    return 1;
+  }
+  if (pipeline.budgetGiB < 0) {
+    llvm::errs() << "rp-compile: --budget-gib "
+                 << llvm::format("%g", double(pipeline.budgetGiB))
+                 << ": give 0 (the profile's memory) or a number of GiB > 0\n";
     return 1;
   }
   if (forwardOnly && (devices != 1 || microbatches > 1)) {

@@ -23,6 +23,9 @@ namespace mlir::rp::onnx_import {
 /// Integer initializers up to this size are shape data and become
 /// constants, so that the arithmetic on them folds.
 inline constexpr int64_t kMaxConstantElements = 1 << 16;
+/// The most elements a graph input may have (2^40, 4 TiB of f32): beyond
+/// any device's memory, and far from where an element count overflows.
+inline constexpr uint64_t kMaxInputElements = uint64_t(1) << 40;
 
 class GraphImporter {
 public:

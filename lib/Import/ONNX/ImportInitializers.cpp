@@ -66,6 +66,24 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
                                                   : std::to_string(shape[k]));
       return diag;
     }
+  // onnx.checker's rule for dims: a size is 0 or more. An input too large
+  // for any buffer (or whose element count overflows) is refused here, not
+  // by rp-run as an "invalid shape" after a whole compile.
+  uint64_t elements = 1;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    if (size < 0)
+      return emitError(loc) << "input '" << info.name() << "' has dimension "
+                            << d << " of size " << size
+                            << "; sizes are 0 or more (onnx.checker refuses "
+                               "it too): re-export the model";
+    if (size > 0 && elements > kMaxInputElements / uint64_t(size))
+      return emitError(loc)
+             << "input '" << info.name() << "' has dimension " << d
+             << " of size " << size << ", which makes it more than 2^40 "
+             << "elements; give its real sizes (--shape " << info.name()
+             << "=...) or re-export the model";
+    elements *= uint64_t(size);
+  }
   return RankedTensorType::get(shape, element);
 }
 

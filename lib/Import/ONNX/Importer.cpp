@@ -342,6 +342,38 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   return module;
 }
 
+/// onnx.checker's single assignment: each value is defined once, by a
+/// graph input, an initializer or one node's output. A second definition
+/// used to win silently (the graph computed with the later node's value).
+static LogicalResult checkSingleAssignment(const onnx::GraphProto &graph,
+                                           Location loc) {
+  llvm::StringMap<std::string> definedBy;
+  for (const auto &in : graph.input())
+    definedBy.try_emplace(in.name(), "it is an input of the graph");
+  for (const auto &t : graph.initializer())
+    definedBy.try_emplace(t.name(), "it is an initializer");
+  for (auto [i, node] : llvm::enumerate(graph.node())) {
+    std::string self =
+        node.op_type() + " node '" +
+        (node.name().empty() ? node.op_type() + "_" + std::to_string(i)
+                             : node.name()) +
+        "'";
+    for (const std::string &out : node.output()) {
+      if (out.empty())
+        continue; // an optional output left out
+      auto [it, fresh] = definedBy.try_emplace(out, "");
+      if (!fresh)
+        return emitError(loc)
+               << self << " defines '" << out << "', but "
+               << (it->second.empty() ? "it is defined before" : it->second)
+               << "; an ONNX graph defines each value once (onnx.checker "
+                  "refuses it too): re-export the model";
+      it->second = self + " defines it too";
+    }
+  }
+  return success();
+}
+
 std::vector<std::string> mlir::rp::supportedONNXOps() {
   llvm::StringMap<Handler> table;
   registerElementwiseHandlers(table);
@@ -408,6 +440,8 @@ mlir::rp::importONNXModel(StringRef path, MLIRContext *context,
                           << kMaxOpset << ")",
            nullptr;
   }
+  if (failed(checkSingleAssignment(model.graph(), loc)))
+    return nullptr;
   // Mixture-of-experts blocks become one node each before the graph is
   // imported node by node (MoEBlocks.cpp says why).
   if (failed(recognizeMoEBlocks(*model.mutable_graph(), loc)))

@@ -33,6 +33,11 @@ namespace {
 /// kSilentMs is named when a collective fails.
 constexpr int kBeatMs = 500, kSilentMs = 2500;
 
+/// What rank 0's store answers a rank's hello with: a process on the port
+/// that answers anything else, or nothing within the rendezvous window, is
+/// not rp's store.
+const char *const kStoreHello = "rp-store 1";
+
 bool writeAll(int fd, const void *data, size_t n) {
   const char *p = static_cast<const char *>(data);
   while (n) {
@@ -227,7 +232,7 @@ private:
         // silent too.
         lastBeat[r] = std::chrono::steady_clock::now();
         lock.unlock();
-        reply(fd, 'o', "");
+        reply(fd, 'o', kStoreHello);
       } else if (op == 'S') {
         kv[key] = value;
         cv.notify_all();
@@ -252,11 +257,14 @@ private:
         std::string v = lostList();
         if (v.empty())
           v = silentList();
+        if (v.empty())
+          v = finishedList();
         lock.unlock();
         reply(fd, 'o', v);
       } else if (op == 'B') {
         left = true;
         lastBeat.erase(rank);
+        finished.insert(rank);
         lock.unlock();
         reply(fd, 'o', "");
       } else {
@@ -300,6 +308,20 @@ private:
     return s;
   }
 
+  /// Ranks that said goodbye: done with their run, not lost. A collective
+  /// that fails for want of one of them is a rank that ran fewer steps.
+  std::string finishedList() {
+    if (finished.empty())
+      return "";
+    std::vector<int> ranks(finished.begin(), finished.end());
+    std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i)
+      s += (i ? ", " : "") + std::to_string(ranks[i]);
+    return s + (ranks.size() == 1 ? " has" : " have") +
+           " finished its run cleanly and left the job (not lost: the "
+           "ranks ran different numbers of steps?)";
+  }
+
   int listenFd = -1;
   int world = 1;
   std::map<int, std::chrono::steady_clock::time_point> lastBeat;
@@ -307,7 +329,7 @@ private:
   std::condition_variable cv;
   bool stopping = false;
   std::map<std::string, std::string> kv;
-  std::set<int> ranks, lost;
+  std::set<int> ranks, lost, finished;
   std::string error;
   std::vector<int> clients;
   std::vector<std::thread> threads;
@@ -361,10 +383,28 @@ TcpStore::connect(const Rendezvous &info, std::chrono::milliseconds timeout) {
   int one = 1;
   ::setsockopt(store->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   std::string reply;
-  if (Status s = store->request('H', std::to_string(info.rank),
-                                std::to_string(info.worldSize), reply);
-      s.failed())
-    return s;
+  // The hello is bounded by what is left of the window: a program on the
+  // port that accepts and never answers must not hold the rank for longer.
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  left = std::max(left, std::chrono::milliseconds(100));
+  std::string foreign =
+      "rank " + std::to_string(info.rank) + " reached " + where +
+      " (MASTER_ADDR:MASTER_PORT), but what listens there is not rank 0's "
+      "rendezvous store: ";
+  Status hello = store->request('H', std::to_string(info.rank),
+                                std::to_string(info.worldSize), reply, left);
+  if (hello.getCode() == StatusCode::Unavailable)
+    return unavailable(foreign + "it did not answer as the store within " +
+                       std::to_string((left.count() + 999) / 1000) +
+                       " s; another program holds the port? pick a free "
+                       "MASTER_PORT for every rank");
+  if (hello.failed())
+    return hello;
+  if (reply != kStoreHello)
+    return unavailable(foreign +
+                       "it answered something else; another program holds "
+                       "the port? pick a free MASTER_PORT for every rank");
   TcpStore *self = store.get();
   store->heart = std::thread([self] {
     std::unique_lock<std::mutex> lock(self->heartMutex);
@@ -398,11 +438,15 @@ TcpStore::~TcpStore() {
 }
 
 Status TcpStore::request(char op, const std::string &key,
-                         const std::string &value, std::string &reply) {
+                         const std::string &value, std::string &reply,
+                         std::optional<std::chrono::milliseconds> bound) {
   std::lock_guard<std::mutex> lock(requestMutex);
   // A master that is alive answers at once; one that does not is gone or
   // hung, which a failed collective's question must learn promptly.
-  std::chrono::milliseconds wait(op == 'L' ? 3000 : 10000);
+  std::chrono::milliseconds wait(bound ? *bound
+                                 : op == 'L'
+                                     ? std::chrono::milliseconds(3000)
+                                     : std::chrono::milliseconds(10000));
   if (op == 'G')
     wait += std::chrono::milliseconds(std::atol(value.c_str()));
   setTimeout(fd, wait);

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,8 +50,10 @@ public:
 
 private:
   TcpStore() = default;
+  /// `bound`: how long to wait for the reply (else the op's own wait).
   Status request(char op, const std::string &key, const std::string &value,
-                 std::string &reply);
+                 std::string &reply,
+                 std::optional<std::chrono::milliseconds> bound = {});
   int fd = -1;
   Rendezvous info;
   std::unique_ptr<TcpStoreServer> server;

@@ -9,6 +9,7 @@
 #include "rp/runtime/FileIO.h"
 #include "rp/runtime/Safetensors.h"
 
+#include <cmath>
 #include <cstring>
 
 using namespace rp::runtime;
@@ -43,7 +44,8 @@ Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
 /// and the plan's (compute) weights; returns the steps done.
 Expected<CheckpointState> loadCheckpoint(const std::string &dir,
                                          std::vector<Param> &params,
-                                         HostForward &fwd) {
+                                         HostForward &fwd,
+                                         bool allowNonfinite) {
   Expected<std::string> folder = findCheckpoint(dir);
   if (!folder)
     return folder.getStatus();
@@ -61,6 +63,33 @@ Expected<CheckpointState> loadCheckpoint(const std::string &dir,
   for (auto *f : {&master, &compute, &opt})
     if (!*f)
       return f->getStatus();
+  // A checkpoint of NaN weights, or of AdamW second moments that are NaN or
+  // negative (whose square root is NaN), would resume into NaN losses: a
+  // damaged or hand-edited file is refused unless non-finite values are
+  // what the user wants (--allow-nonfinite).
+  if (!allowNonfinite) {
+    const std::pair<SafetensorsFile *, const char *> files[] = {
+        {&*master, "weights.safetensors"},
+        {&*compute, "compute.safetensors"},
+        {&*opt, "optimizer.safetensors"}};
+    for (auto [file, what] : files)
+      for (const auto &[name, entry] : file->tensors) {
+        bool moment = file == &*opt;
+        bool second = moment && !state->sgd && name.size() > 7 &&
+                      name.compare(name.size() - 7, 7, ".state1") == 0;
+        std::string why = firstBadValue(
+            entry, moment ? HUGE_VAL : kMaxWeightMagnitude, second);
+        if (!why.empty())
+          return invalidArgument(
+              "checkpoint '" + dir + "': " + what + ": '" + name + "' " + why +
+              (second ? " (AdamW's second moments are finite and >= 0)"
+               : moment
+                   ? " (optimizer state is finite)"
+                   : " (weights are finite, at most 1.8e19 in magnitude)") +
+              "; the checkpoint is damaged: resume from another, or give "
+              "--allow-nonfinite to resume from it anyway");
+      }
+  }
   auto take = [&](SafetensorsFile &file, const std::string &name,
                   size_t size) -> Expected<const std::vector<uint8_t> *> {
     auto it = file.tensors.find(name);

@@ -194,7 +194,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
   unsigned updates = 0;
   unsigned first = 0;
   if (!options.resume.empty()) {
-    auto state = loadCheckpoint(options.resume, params, fwd);
+    auto state =
+        loadCheckpoint(options.resume, params, fwd, options.allowNonfinite);
     if (!state)
       return state.getStatus();
     if (state->sync != options.sync || state->sgd != options.sgd)

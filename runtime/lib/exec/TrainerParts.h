@@ -95,10 +95,12 @@ Status saveCheckpoint(const std::string &dir, const std::vector<Param> &params,
                       const HostForward &fwd, const CheckpointState &state);
 
 /// Loads a checkpoint into the parameters' master weights, optimizer state
-/// and the plan's (compute) weights; returns the steps done.
+/// and the plan's (compute) weights; returns the steps done. Non-finite
+/// weights or state (or negative AdamW second moments) are refused unless
+/// `allowNonfinite`.
 Expected<CheckpointState> loadCheckpoint(const std::string &dir,
                                          std::vector<Param> &params,
-                                         HostForward &fwd);
+                                         HostForward &fwd, bool allowNonfinite);
 
 } // namespace rp::runtime::detail
 

@@ -3,9 +3,12 @@
 #include "rp/runtime/Safetensors.h"
 #include "PlanInternal.h"
 #include "rp/runtime/FileIO.h"
+#include "rp/runtime/Half.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 using namespace rp::runtime;
@@ -65,6 +68,11 @@ rp::runtime::parseSafetensors(std::string_view bytes, const std::string &path) {
   if (header.is_discarded() || !header.is_object())
     return bad("the header is not a JSON object");
   SafetensorsFile file;
+  struct Range {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Range> ranges;
   size_t base = 8 + len, dataBytes = bytes.size() - base;
   for (auto &[name, entry] : header.items()) {
     if (name == "__metadata__")
@@ -110,8 +118,66 @@ rp::runtime::parseSafetensors(std::string_view bytes, const std::string &path) {
                  std::to_string(dataBytes) + " data bytes");
     e.data.assign(bytes.begin() + base + b, bytes.begin() + base + end);
     file.tensors.emplace(name, std::move(e));
+    if (end > b)
+      ranges.push_back({b, end, name});
   }
+  // Two tensors sharing bytes: writing one would change the other, and the
+  // safetensors library refuses such a file.
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range &x, const Range &y) { return x.begin < y.begin; });
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].begin < ranges[i - 1].end)
+      return bad("tensors '" + ranges[i - 1].name + "' and '" + ranges[i].name +
+                 "' overlap (data_offsets [" +
+                 std::to_string(ranges[i - 1].begin) + ", " +
+                 std::to_string(ranges[i - 1].end) + "] and [" +
+                 std::to_string(ranges[i].begin) + ", " +
+                 std::to_string(ranges[i].end) + "])");
+  // Every reader of rp's (weights, checkpoints) needs tensors: an empty file
+  // would replace nothing without a word.
+  if (file.tensors.empty())
+    return bad("it holds no tensors");
   return file;
+}
+
+std::string rp::runtime::firstBadValue(const SafetensorsFile::Entry &e,
+                                       double limit, bool nonNegative) {
+  size_t n = e.data.size() / std::max<size_t>(1, dtypeSize(e.dtype));
+  const uint8_t *p = e.data.data();
+  auto at = [&](size_t i) -> double {
+    switch (e.dtype) {
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::f64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case DType::f16:
+    case DType::bf16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return e.dtype == DType::f16 ? half_detail::f16BitsToFloat(v)
+                                   : half_detail::bf16BitsToFloat(v);
+    }
+    default:
+      return 0;
+    }
+  };
+  if (!isFloat(e.dtype))
+    return "";
+  for (size_t i = 0; i < n; ++i) {
+    double v = at(i);
+    if (std::isfinite(v) && std::fabs(v) <= limit && !(nonNegative && v < 0))
+      continue;
+    char text[96];
+    std::snprintf(text, sizeof(text), "element %zu is %g", i, v);
+    return text;
+  }
+  return "";
 }
 
 Expected<SafetensorsFile>

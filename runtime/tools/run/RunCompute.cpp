@@ -85,6 +85,23 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
   if (o.accumulate > 1 && !isTrainingPlan(plan))
     return fail(invalidArgument("--accumulate needs a training plan: '" +
                                 o.planPath + "' computes no gradients"));
+  // An option a mode would ignore is refused in that mode: a run on other
+  // data than the user named, printing losses all the same, is a silent
+  // wrong answer.
+  const std::string &stream =
+      !o.train.data.empty() ? o.train.data : o.train.dataset;
+  const char *streamFlag = !o.train.data.empty() ? "--data" : "--dataset";
+  if (!stream.empty() && !isTrainingPlan(plan))
+    return fail(invalidArgument(
+        std::string(streamFlag) + " streams training batches, but '" +
+        o.planPath +
+        "' is a forward plan (rp-compile --forward-only): give its inputs "
+        "with --input NAME=FILE.npy, or compile a training plan"));
+  if (!stream.empty() && (!o.inputs.empty() || !o.labelsPath.empty()))
+    return fail(invalidArgument(
+        std::string(streamFlag) + " gives every step's inputs and labels, " +
+        "so --input and --labels would be ignored: give " + streamFlag +
+        " or --input/--labels, not both"));
   setup.start = std::chrono::steady_clock::now();
   // A staged training plan runs continuously: the plan's passes in flight
   // (or --passes-in-flight's), each on its own slot of buffers, with the
@@ -150,6 +167,26 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
     Expected<SafetensorsFile> file = readSafetensors(o.initWeights);
     if (!file)
       return fail(file.getStatus());
+    // Weights that are NaN, infinite or too large for the parameter train
+    // into NaN and save a checkpoint of it with exit 0: refused unless
+    // asked for.
+    for (const auto &[name, entry] : file->tensors) {
+      if (o.train.allowNonfinite)
+        break;
+      double limit = kMaxWeightMagnitude;
+      for (const BufferDesc &b : plan.buffers)
+        if (b.weight && b.weight->param == name)
+          limit = b.dtype == DType::f16 ? 65504.0 : limit; // f16's max
+      std::string why = firstBadValue(entry, limit);
+      if (!why.empty()) {
+        char most[32];
+        std::snprintf(most, sizeof(most), "%g", limit);
+        return fail(invalidArgument(
+            "--init-weights '" + o.initWeights + "': '" + name + "' " + why +
+            "; weights are finite and at most " + most +
+            " in magnitude (give --allow-nonfinite to load them anyway)"));
+      }
+    }
     if (Status s = setup.fwd->overrideParameters(*file); s.failed())
       return fail(s);
   }

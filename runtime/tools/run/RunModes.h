@@ -13,6 +13,7 @@
 #ifndef RP_RUNTIME_TOOLS_RUN_RUNMODES_H
 #define RP_RUNTIME_TOOLS_RUN_RUNMODES_H
 
+#include "rp/runtime/Comm.h"
 #include "rp/runtime/Device.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/Npy.h"
@@ -138,6 +139,12 @@ Expected<double> evaluate(const RunOptions &o, const Plan &plan,
 Status copyCheckpoint(const std::string &from, const std::string &to);
 /// A forward-only plan's steps.
 int runForward(const RunOptions &o, const Plan &plan, ComputeSetup &setup);
+
+/// Several processes: every rank's settings that change results (the
+/// plan, weights, data, options, world) against every other's, before the
+/// first step (RunAgree.cpp); a difference names the setting and ranks.
+Status checkRanksAgree(const RunOptions &o, const Plan &plan,
+                       const ComputeSetup &setup, Communicator &comm);
 
 // After a staged run (RunReport.cpp).
 

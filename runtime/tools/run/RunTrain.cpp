@@ -145,6 +145,11 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
           path->insert(dot, ".rank" + std::to_string(comm->rank()));
         }
     std::fprintf(stderr, "rp-run: %s\n", comm->describe().c_str());
+    if (Status s = checkRanksAgree(o, plan, setup, *comm); s.failed()) {
+      // Every rank found the same difference: none is lost to the others.
+      comm->leave();
+      return fail(s);
+    }
   }
   if (comm && !o.evalDataset.empty())
     return fail(unsupported("--eval-dataset runs in one process; evaluate "

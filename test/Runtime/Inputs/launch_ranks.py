@@ -13,6 +13,8 @@ a hung rank, and kills it once rank 0 has ended); --port-in-use holds the port
 open first; --world-of RANK:SIZE starts that rank with another WORLD_SIZE;
 --only "0" starts those ranks alone (the others never come). Prints
 "rank R exit C" per rank; exits 0 when every rank exited 0, else 1.
+--extra RANK:ARGS appends ARGS (split on spaces) to rank RANK's command
+only (ranks started with different settings).
 --mpirun starts the ranks with OpenMPI's mpirun instead (OMPI_COMM_WORLD_*
 in their environment; as root it needs --allow-run-as-root, and
 --oversubscribe lets it start more ranks than this machine has cores).
@@ -39,6 +41,7 @@ def main(argv):
     opts, cmd = argv[:sep], argv[sep + 1:]
     world, out = int(opts[0]), opts[1]
     kill = worlds = only = None
+    extra = {}
     hold = None
     mpirun = stop = False
     i = 2
@@ -52,6 +55,10 @@ def main(argv):
             i += 2
         elif opts[i] == "--only":
             only = [int(x) for x in opts[i + 1].split(",")]
+            i += 2
+        elif opts[i] == "--extra":
+            r, args = opts[i + 1].split(":", 1)
+            extra[int(r)] = args.split()
             i += 2
         elif opts[i] == "--mpirun":
             mpirun = True
@@ -83,7 +90,7 @@ def main(argv):
                                   else world),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         procs[r] = subprocess.Popen(
-            cmd, env=env, stdout=open(f"{out}.{r}.out", "w"),
+            cmd + extra.get(r, []), env=env, stdout=open(f"{out}.{r}.out", "w"),
             stderr=open(f"{out}.{r}.err", "w"))
     deadline = time.time() + 120
     killed = False

@@ -42,6 +42,18 @@ struct SafetensorsFile {
 /// header field's type and range before it allocates.
 Expected<SafetensorsFile> readSafetensors(const std::string &path);
 
+/// The largest weight magnitude a load accepts: above it, the square of
+/// the value (a norm, AdamW's second moment of a gradient that size)
+/// overflows f32, and the run trains on infinities.
+constexpr double kMaxWeightMagnitude = 1.8e19;
+
+/// What is wrong with the values of float tensor `e`: its first element
+/// that is NaN or infinite, above `limit` in magnitude, or (with
+/// `nonNegative`) below 0, as "element 3 is nan"; "" when none is (and for
+/// tensors that are not floats).
+std::string firstBadValue(const SafetensorsFile::Entry &e, double limit,
+                          bool nonNegative = false);
+
 /// The most dimensions a .safetensors entry may declare.
 constexpr size_t kMaxSafetensorsRank = 32;
 

@@ -111,6 +111,9 @@ struct TrainOptions {
   std::string save;
   unsigned saveEvery = 0;
   std::string resume;
+  /// Resume from a checkpoint whose weights or optimizer state hold NaN or
+  /// infinities (rp-run --allow-nonfinite); refused otherwise.
+  bool allowNonfinite = false;
   /// Staged plans: the executor's watchdog, in ms without progress.
   unsigned watchdogMs = 60000;
   /// Async mode: run step k's optimizer on its own thread while step k+1

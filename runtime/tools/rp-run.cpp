@@ -181,10 +181,9 @@ int main(int argc, char **argv) {
                  "every --eval-every steps and at the end, the token-weighted "
                  "mean loss over this dataset's rows at the master weights "
                  "(no update; needs --save), to --metrics and stderr");
-  app.add_option("--eval-every", o.evalEvery,
-                 "--eval-dataset: steps between evaluations (default: at the "
-                 "end only)")
-      ->check(CLI::Range(1u, 1000000u));
+  numbers.whole(app, "--eval-every", o.evalEvery, 1, 1000000,
+                "--eval-dataset: steps between evaluations (default: at the "
+                "end only)");
   app.add_option("--save-best", o.saveBest,
                  "--eval-dataset: copy the checkpoint with the lowest eval "
                  "loss so far to this folder");

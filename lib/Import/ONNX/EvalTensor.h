@@ -12,6 +12,7 @@
 
 #include "NodeImporter.h"
 
+#include <optional>
 #include <vector>
 
 namespace mlir::rp::onnx_import::eval {
@@ -20,6 +21,17 @@ inline int64_t numElements(ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
+  return n;
+}
+
+/// The element count of `shape`, or nullopt when a dimension is negative or
+/// the product overflows int64: a shape read from a model is checked with
+/// this before anything of its size is allocated.
+inline std::optional<int64_t> checkedNumElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return std::nullopt;
   return n;
 }
 

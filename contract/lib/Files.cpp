@@ -189,7 +189,8 @@ FileError rp::files::renameIntoPlace(const std::string &tempPath,
                                      const std::string &path,
                                      std::string_view what) {
   if (isNullDevice(path))
-    return {0, quoted(what, path) + " is the null device; rp never replaces it"};
+    return {0,
+            quoted(what, path) + " is the null device; rp never replaces it"};
   if (FileError error = checkOutputTarget(path, what))
     return error;
   if (::rename(tempPath.c_str(), path.c_str()) != 0)

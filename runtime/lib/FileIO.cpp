@@ -81,6 +81,8 @@ struct Fd {
 /// A contract FileError as a Status: a missing folder or file is a name
 /// problem, a full disk a resource problem, the rest the user's to fix.
 Status fromFileError(const files::FileError &e) {
+  if (!e)
+    return Status::ok();
   if (e.code == ENOSPC || e.code == EDQUOT)
     return resourceExhausted(e.message + " (free some space and retry)");
   if (e.code == ENOENT || e.code == ENOTDIR)
@@ -92,8 +94,7 @@ Status fromFileError(const files::FileError &e) {
 /// blocking on a FIFO), with no cap on its size.
 Status openRegular(const std::string &path, std::string_view what, Fd &fd,
                    uint64_t &size) {
-  return fromFileError(
-      files::openInput(path, what, UINT64_MAX, fd.fd, size));
+  return fromFileError(files::openInput(path, what, UINT64_MAX, fd.fd, size));
 }
 
 /// Writes all of `pieces` with as few system calls as the kernel allows
@@ -257,9 +258,8 @@ Status rp::runtime::removeTree(const std::string &path) {
   return Status::ok();
 }
 
-Expected<std::string>
-rp::runtime::makeTempFolderBeside(const std::string &path,
-                                  std::string_view what) {
+Expected<std::string> rp::runtime::makeTempFolderBeside(const std::string &path,
+                                                        std::string_view what) {
   if (Status s = faultPoint("create folder", path); s.failed())
     return s;
   std::string tmp;

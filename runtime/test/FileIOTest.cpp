@@ -106,7 +106,7 @@ TEST(FileIOTest, AWriteIntoAMissingFolderFailsAndNamesIt) {
   ASSERT_TRUE(s.failed());
   EXPECT_EQ(s.getCode(), StatusCode::NotFound);
   EXPECT_NE(s.getMessage().find("the folder of output file '" +
-                                 (dir / "no/such/out") + "' does not exist"),
+                                (dir / "no/such/out") + "' does not exist"),
             std::string::npos)
       << s.getMessage();
 }

@@ -94,8 +94,8 @@ int main(int argc, char **argv) {
     }
   }
   if (output == "-")
-    return failed(MlirOptMain(llvm::outs(), std::move(buffer), registry,
-                              config));
+    return failed(
+        MlirOptMain(llvm::outs(), std::move(buffer), registry, config));
   // A file goes through the tools' one atomic writer (AtomicWrite.h): never
   // half written, and never replacing a FIFO, a device or a link.
   std::string text;

@@ -65,8 +65,7 @@ int main(int argc, char **argv) {
     llvm::errs() << "rp-translate: " << why << "\n";
     return 1;
   }
-  if (std::string why = rp::checkOutputTarget(outputPath, "-o");
-      !why.empty()) {
+  if (std::string why = rp::checkOutputTarget(outputPath, "-o"); !why.empty()) {
     llvm::errs() << "rp-translate: " << why << "\n";
     return 1;
   }

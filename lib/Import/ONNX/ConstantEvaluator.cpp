@@ -435,8 +435,8 @@ static LogicalResult evalElementwise(Eval &e) {
           return failure();
         // INT32_MIN / -1 traps in an int32 kernel as the int64 case does.
         if (op == "Div" && wrapInt(x.element, *v) != *v)
-          return e.n.error() << "Div of " << acc << " by " << b
-                             << " overflows " << x.element;
+          return e.n.error() << "Div of " << acc << " by " << b << " overflows "
+                             << x.element;
         acc = wrapInt(x.element, *v);
       }
       r.i[k] = acc;

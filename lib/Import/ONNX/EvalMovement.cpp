@@ -493,8 +493,9 @@ static LogicalResult evalRange(Eval &e) {
   // Checked as a double, before the cast (UB past 2^63) and the allocation.
   double elements = std::ceil((l - s) / d);
   if (!(elements <= double(kMaxEvalElements)))
-    return e.n.error() << "the range from " << s << " to " << l << " by " << d
-                       << " has " << elements << " elements, more than the "
+    return e.n.error() << "the range from " << shortNumber(s) << " to "
+                       << shortNumber(l) << " by " << shortNumber(d) << " has "
+                       << shortNumber(elements) << " elements, more than the "
                        << kMaxEvalElements << " rp folds at import";
   int64_t count = std::max<int64_t>(0, int64_t(elements));
   Tensor r = Tensor::make(element, {count});

@@ -12,7 +12,9 @@
 
 #include "NodeImporter.h"
 
+#include <cstdio>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace mlir::rp::onnx_import::eval {
@@ -33,6 +35,14 @@ inline std::optional<int64_t> checkedNumElements(ArrayRef<int64_t> shape) {
     if (d < 0 || __builtin_mul_overflow(n, d, &n))
       return std::nullopt;
   return n;
+}
+
+/// `v` as a message shows a number: "0", "1e+18", "0.5" (diagnostics print
+/// doubles as 0.000000e+00).
+inline std::string shortNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", v);
+  return text;
 }
 
 struct Tensor {

@@ -405,19 +405,21 @@ static LogicalResult importRange(NodeImporter &n) {
   // 2^63) and the allocation.
   double elements = std::ceil((l - s) / d);
   if (!(elements <= double(kMaxEvalElements)))
-    return n.error() << "the range from " << s << " to " << l << " by " << d
-                     << " has " << elements << " elements, more than the "
-                     << kMaxEvalElements << " rp makes a constant of";
+    return n.error() << "the range from " << eval::shortNumber(s) << " to "
+                     << eval::shortNumber(l) << " by " << eval::shortNumber(d)
+                     << " has " << eval::shortNumber(elements)
+                     << " elements, more than the " << kMaxEvalElements
+                     << " rp makes a constant of";
   int64_t count = std::max<int64_t>(0, int64_t(elements));
   auto type = RankedTensorType::get({count}, element);
   SmallVector<Attribute> out;
   for (int64_t i = 0; i < count; ++i)
-    out.push_back(isa<FloatType>(element)
-                      ? Attribute(FloatAttr::get(element, s + i * d))
-                      : Attribute(IntegerAttr::get(
-                            element, int64_t(uint64_t(int64_t(s)) +
-                                             uint64_t(i) *
-                                                 uint64_t(int64_t(d))))));
+    out.push_back(
+        isa<FloatType>(element)
+            ? Attribute(FloatAttr::get(element, s + i * d))
+            : Attribute(IntegerAttr::get(
+                  element, int64_t(uint64_t(int64_t(s)) +
+                                   uint64_t(i) * uint64_t(int64_t(d))))));
   n.setOutput(0, n.constant(DenseElementsAttr::get(type, out)));
   return success();
 }

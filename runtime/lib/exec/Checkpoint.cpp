@@ -105,11 +105,10 @@ Status rp::runtime::checkSaveTarget(const std::string &given) {
       parent = files::folderOf(parent);
     if (::stat(parent.c_str(), &st) == 0 &&
         (!S_ISDIR(st.st_mode) || ::access(parent.c_str(), W_OK | X_OK) != 0))
-      return invalidArgument("--save '" + given + "': cannot create it in '" +
-                             parent + "' (" +
-                             (S_ISDIR(st.st_mode) ? "not writable"
-                                                  : "not a folder") +
-                             "); give a path in a folder you can write");
+      return invalidArgument(
+          "--save '" + given + "': cannot create it in '" + parent + "' (" +
+          (S_ISDIR(st.st_mode) ? "not writable" : "not a folder") +
+          "); give a path in a folder you can write");
     return Status::ok();
   }
   std::string refuse = "--save '" + given + "' ";

@@ -120,9 +120,9 @@ Status TokenStream::readWindow(uint64_t first,
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
-      return invalidArgument("cannot read data file '" + file->path + "': " +
-                             (n < 0 ? std::strerror(errno)
-                                    : "it shrank while it was read"));
+      return invalidArgument(
+          "cannot read data file '" + file->path + "': " +
+          (n < 0 ? std::strerror(errno) : "it shrank while it was read"));
     done += size_t(n);
   }
   for (size_t i = 0; i < window.size(); ++i) {
@@ -140,9 +140,9 @@ Status TokenStream::next(NpyArray &tokensOut, NpyArray &labelsOut,
     return nextRows(tokensOut, labelsOut, limit);
   int64_t rows = tokensOut.shape[0], seq = tokensOut.shape[1];
   if (count < static_cast<uint64_t>(seq) + 1)
-    return invalidArgument(
-        "the data file holds " + std::to_string(count) +
-        " tokens, fewer than one sequence of " + std::to_string(seq + 1));
+    return invalidArgument("the data file holds " + std::to_string(count) +
+                           " tokens, fewer than one sequence of " +
+                           std::to_string(seq + 1));
   auto *t = reinterpret_cast<int64_t *>(tokensOut.data.data());
   auto *l = reinterpret_cast<int64_t *>(labelsOut.data.data());
   std::vector<uint32_t> window(size_t(seq) + 1);

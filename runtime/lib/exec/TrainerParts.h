@@ -13,9 +13,9 @@
 #include "rp/runtime/Checkpoint.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
-#include <memory>
 #include <vector>
 
 namespace rp::runtime::detail {

@@ -134,11 +134,14 @@ private:
     i = end + 1;
     return true;
   }
-  /// An unknown key's value: a string, a tuple, or a bare word.
+  /// An unknown key's value: a string, a tuple, or a bare word or number.
   void skipValue() {
     std::string ignored;
-    if (!quoted(ignored) && !tuple(ignored))
-      identifier();
+    if (quoted(ignored) || tuple(ignored))
+      return;
+    while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) ||
+                            s[i] == '.' || s[i] == '-' || s[i] == '+'))
+      ++i;
   }
 
   std::string_view s;

@@ -29,8 +29,11 @@ def run(cmd, cwd):
         code, err = r.returncode, r.stderr
     except subprocess.TimeoutExpired:
         code, err = 124, ""
-    lines = [l for l in err.splitlines() if "error" in l or "refuse" in l]
-    return code, (lines[0] if lines else "")
+    if code == 0:
+        return code, ""
+    lines = [l for l in err.splitlines() if l.strip()]
+    errors = [l for l in lines if "error" in l]
+    return code, (errors or lines or [""])[0]
 
 
 def snapshot(path):
@@ -136,6 +139,9 @@ def main(model, out):
             if code == 0 and before[0] is None:
                 changed[0] = False
             if code == 0 and kind == "beside-tmp":
+                changed[0] = False
+            # --save fills an empty folder, and makes missing parents.
+            if code == 0 and writer == "rp-run --save" and kind == "folder":
                 changed[0] = False
             print("%s %s: exit %d, %s%s" % (
                 writer, kind, code, "CHANGED" if any(changed) else "kept",

@@ -14,10 +14,10 @@
 // - Writes are durable and atomic: the bytes go to a fresh temporary file
 //   (mkstemp) beside the target, which must be a regular file if it exists
 //   (a FIFO, a device, a folder or a symbolic link is refused before
-//   anything is written), every write's result is checked (a full disk is an error,
-//   not a truncated file), the file and then its folder are fsynced, and one
-//   rename puts it in place. At every instant the path holds the old file or
-//   the new one, whole.
+//   anything is written), every write's result is checked (a full disk is an
+//   error, not a truncated file), the file and then its folder are fsynced, and
+//   one rename puts it in place. At every instant the path holds the old file
+//   or the new one, whole.
 // - Folders (checkpoints) are replaced the same way: a fresh temporary
 //   folder (mkdtemp) is filled and synced, then swapped with the old one in
 //   a single atomic rename. Nothing rp did not create is deleted.

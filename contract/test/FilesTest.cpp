@@ -51,14 +51,14 @@ TEST(FilesTest, InputsMustBeRegularFilesUnderTheirCap) {
   TempFolder dir;
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
   std::ofstream(dir / "small") << "12345";
-  EXPECT_NE(checkInput(dir / "fifo", "the model", 100).message.find(
-                "is a FIFO, not a regular file"),
+  EXPECT_NE(checkInput(dir / "fifo", "the model", 100)
+                .message.find("is a FIFO, not a regular file"),
             std::string::npos);
-  EXPECT_NE(checkInput("/dev/zero", "the model", 100).message.find(
-                "is a device, not a regular file"),
+  EXPECT_NE(checkInput("/dev/zero", "the model", 100)
+                .message.find("is a device, not a regular file"),
             std::string::npos);
-  EXPECT_NE(checkInput(dir / "small", "the model", 4).message.find(
-                "holds 5 bytes, more than the 4 it may have"),
+  EXPECT_NE(checkInput(dir / "small", "the model", 4)
+                .message.find("holds 5 bytes, more than the 4 it may have"),
             std::string::npos);
   EXPECT_FALSE(checkInput(dir / "small", "the model", 5));
   EXPECT_EQ(checkInput(dir / "none", "the model", 5).code, ENOENT);
@@ -72,9 +72,9 @@ TEST(FilesTest, OutputTargetsMustBeRegularFilesOrNew) {
   fs::create_symlink(dir / "fifo", dir / "link");
   for (const char *name : {"fifo", "folder", "link"})
     EXPECT_TRUE(checkOutputTarget(dir / name, "-o")) << name;
-  EXPECT_NE(checkOutputTarget(dir / "link", "-o")
-                .message.find("is a symbolic link"),
-            std::string::npos);
+  EXPECT_NE(
+      checkOutputTarget(dir / "link", "-o").message.find("is a symbolic link"),
+      std::string::npos);
   EXPECT_EQ(checkOutputTarget(dir / "new/", "-o").code, EISDIR);
   EXPECT_EQ(checkOutputTarget(".", "-o").code, EISDIR);
   EXPECT_EQ(checkOutputTarget(dir / "no/out", "-o").code, ENOENT);

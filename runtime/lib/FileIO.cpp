@@ -1,6 +1,7 @@
 //===- FileIO.cpp - checked reads and durable writes of files -------------===//
 
 #include "rp/runtime/FileIO.h"
+#include "rp/contract/Files.h"
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 using namespace rp::runtime;
+namespace files = rp::files;
 namespace fs = std::filesystem;
 
 namespace {
@@ -76,42 +78,23 @@ struct Fd {
   }
 };
 
-/// What `mode` is, for messages about a file that is not regular.
-const char *kindOf(mode_t mode) {
-  if (S_ISDIR(mode))
-    return "a folder";
-  if (S_ISFIFO(mode))
-    return "a FIFO";
-  if (S_ISCHR(mode) || S_ISBLK(mode))
-    return "a device";
-  if (S_ISSOCK(mode))
-    return "a socket";
-  return "not a regular file";
+/// A contract FileError as a Status: a missing folder or file is a name
+/// problem, a full disk a resource problem, the rest the user's to fix.
+Status fromFileError(const files::FileError &e) {
+  if (!e)
+    return Status::ok();
+  if (e.code == ENOSPC || e.code == EDQUOT)
+    return resourceExhausted(e.message + " (free some space and retry)");
+  if (e.code == ENOENT || e.code == ENOTDIR)
+    return notFound(e.message);
+  return invalidArgument(e.message);
 }
 
-/// Opens `path` for reading without blocking (a FIFO with no writer would
-/// block a plain open) and checks that it is a regular file.
+/// Opens `path` for reading (files::openInput: regular files only, without
+/// blocking on a FIFO), with no cap on its size.
 Status openRegular(const std::string &path, std::string_view what, Fd &fd,
                    uint64_t &size) {
-  fd.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd.fd < 0) {
-    int error = errno;
-    std::string message = "cannot open " + std::string(what) + " '" + path +
-                          "': " + std::strerror(error);
-    if (error == ENOENT)
-      return notFound(message);
-    return invalidArgument(message);
-  }
-  struct stat st;
-  if (::fstat(fd.fd, &st) != 0)
-    return invalidArgument("cannot read " + std::string(what) + " '" + path +
-                           "': " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    return invalidArgument(std::string(what) + " '" + path + "' is " +
-                           kindOf(st.st_mode) + ", not a regular file; give " +
-                           "the path of a file");
-  size = static_cast<uint64_t>(st.st_size);
-  return Status::ok();
+  return fromFileError(files::openInput(path, what, UINT64_MAX, fd.fd, size));
 }
 
 /// Writes all of `pieces` with as few system calls as the kernel allows
@@ -148,10 +131,7 @@ Status writeAll(int fd, const std::vector<ByteSpan> &pieces,
   return Status::ok();
 }
 
-std::string parentOf(const std::string &path) {
-  std::string parent = fs::path(path).parent_path().string();
-  return parent.empty() ? "." : parent;
-}
+std::string parentOf(const std::string &path) { return files::folderOf(path); }
 
 } // namespace
 
@@ -171,10 +151,7 @@ Status rp::runtime::faultPoint(std::string_view op, const std::string &path) {
 }
 
 uint64_t rp::runtime::physicalMemoryBytes() {
-  long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || size <= 0)
-    return uint64_t(1) << 40;
-  return uint64_t(pages) * uint64_t(size);
+  return files::physicalMemoryBytes();
 }
 
 Expected<uint64_t> rp::runtime::checkRegularFile(const std::string &path,
@@ -230,15 +207,24 @@ Status rp::runtime::syncFolder(const std::string &path) {
   return Status::ok();
 }
 
+Status rp::runtime::checkOutputPath(const std::string &path,
+                                    std::string_view what) {
+  return fromFileError(files::checkOutputTarget(path, what));
+}
+
 Status rp::runtime::writeFileAtomic(const std::string &path,
-                                    const std::vector<ByteSpan> &pieces) {
-  std::string tmp = path + ".tmp";
-  if (Status s = faultPoint("create", tmp); s.failed())
+                                    const std::vector<ByteSpan> &pieces,
+                                    std::string_view what) {
+  if (Status s = checkOutputPath(path, what); s.failed())
+    return s;
+  if (files::isNullDevice(path))
+    return Status::ok(); // discarded, as -o /dev/null is for any tool
+  if (Status s = faultPoint("create", path); s.failed())
     return s;
   Fd fd;
-  fd.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd.fd < 0)
-    return ioError(errno, "create", tmp);
+  std::string tmp;
+  if (files::FileError e = files::createTempBeside(path, what, fd.fd, tmp))
+    return fromFileError(e);
   Status result = writeAll(fd.fd, pieces, tmp);
   if (result.isOk())
     result = faultPoint("sync", tmp);
@@ -250,9 +236,10 @@ Status rp::runtime::writeFileAtomic(const std::string &path,
     result = ioError(errno, "close", tmp);
   if (result.isOk())
     result = faultPoint("rename", tmp);
-  if (result.isOk() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    result = ioError(errno, "rename into place", tmp);
+  if (result.isOk())
+    result = fromFileError(files::renameIntoPlace(tmp, path, what));
   if (result.failed()) {
+    // Ours alone: mkstemp made it.
     ::unlink(tmp.c_str());
     return result;
   }
@@ -271,14 +258,14 @@ Status rp::runtime::removeTree(const std::string &path) {
   return Status::ok();
 }
 
-Status rp::runtime::makeFreshFolder(const std::string &path) {
-  if (Status s = removeTree(path); s.failed())
-    return s;
+Expected<std::string> rp::runtime::makeTempFolderBeside(const std::string &path,
+                                                        std::string_view what) {
   if (Status s = faultPoint("create folder", path); s.failed())
     return s;
-  if (::mkdir(path.c_str(), 0755) != 0)
-    return ioError(errno, "create folder", path);
-  return Status::ok();
+  std::string tmp;
+  if (files::FileError e = files::createTempFolderBeside(path, what, tmp))
+    return fromFileError(e);
+  return tmp;
 }
 
 Status rp::runtime::replaceFolder(const std::string &from,
@@ -309,6 +296,12 @@ Status rp::runtime::replaceFolder(const std::string &from,
   // No exchange here: the old folder steps aside first; a crash before the
   // second rename leaves it at `to`.old, where loading looks next.
   std::string old = to + ".old";
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(old, ec)) &&
+      !fs::is_regular_file(fs::path(old) / "state.json", ec))
+    return invalidArgument("cannot move '" + to + "' aside: '" + old +
+                           "' exists and is not an rp checkpoint; rp removes "
+                           "only what it made: move it away and save again");
   if (Status s = removeTree(old); s.failed())
     return s;
   if (::rename(to.c_str(), old.c_str()) != 0)

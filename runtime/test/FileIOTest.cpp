@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -104,20 +105,87 @@ TEST(FileIOTest, AWriteIntoAMissingFolderFailsAndNamesIt) {
   Status s = writeFileAtomic(dir / "no/such/out", "x");
   ASSERT_TRUE(s.failed());
   EXPECT_EQ(s.getCode(), StatusCode::NotFound);
-  EXPECT_NE(s.getMessage().find("no/such/out.tmp"), std::string::npos)
+  EXPECT_NE(s.getMessage().find("the folder of output file '" +
+                                (dir / "no/such/out") + "' does not exist"),
+            std::string::npos)
       << s.getMessage();
+}
+
+/// The names in `dir`, sorted.
+std::vector<std::string> namesIn(const std::string &dir) {
+  std::vector<std::string> names;
+  for (const auto &entry : fs::directory_iterator(dir))
+    names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(FileIOTest, AnAtomicWriteRefusesATargetThatIsNotARegularFile) {
+  TempFolder dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  fs::create_directory(dir / "folder");
+  std::ofstream(dir / "real") << "kept";
+  fs::create_symlink(dir / "real", dir / "link");
+  for (const char *name : {"fifo", "folder", "link"}) {
+    Status s = writeFileAtomic(dir / name, "x", "--trace");
+    ASSERT_TRUE(s.failed()) << name;
+    EXPECT_EQ(s.getCode(), StatusCode::InvalidArgument) << name;
+    EXPECT_NE(s.getMessage().find("--trace '" + (dir / name) + "'"),
+              std::string::npos)
+        << s.getMessage();
+  }
+  // The null device discards what is written to it; it is never replaced.
+  EXPECT_TRUE(writeFileAtomic("/dev/null", "x", "--trace").isOk());
+  struct stat st;
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  // Nothing replaced, nothing left behind.
+  EXPECT_TRUE(fs::is_fifo(dir / "fifo"));
+  EXPECT_TRUE(fs::is_symlink(dir / "link"));
+  EXPECT_EQ(slurp(dir / "real"), "kept");
+  EXPECT_EQ(namesIn(dir.path),
+            (std::vector<std::string>{"fifo", "folder", "link", "real"}));
+}
+
+TEST(FileIOTest, AnAtomicWriteLeavesAFileNamedLikeATemporaryAlone) {
+  TempFolder dir;
+  std::ofstream(dir / "out.npy.tmp") << "someone else's";
+  ASSERT_TRUE(writeFileAtomic(dir / "out.npy", "x").isOk());
+  EXPECT_EQ(slurp(dir / "out.npy.tmp"), "someone else's");
+  EXPECT_EQ(namesIn(dir.path),
+            (std::vector<std::string>{"out.npy", "out.npy.tmp"}));
 }
 
 TEST(FileIOTest, ReplaceFolderSwapsInTheNewFolderWhole) {
   TempFolder dir;
   fs::create_directory(dir / "ck");
   std::ofstream(dir / "ck/state.json") << "old";
-  ASSERT_TRUE(makeFreshFolder(dir / "ck.tmp").isOk());
-  std::ofstream(dir / "ck.tmp/state.json") << "new";
-  ASSERT_TRUE(replaceFolder(dir / "ck.tmp", dir / "ck").isOk());
+  fs::create_directory(dir / "ck.tmp");
+  std::ofstream(dir / "ck.tmp/mine") << "not rp's";
+  Expected<std::string> tmp = makeTempFolderBeside(dir / "ck", "checkpoint");
+  ASSERT_TRUE(tmp);
+  EXPECT_NE(*tmp, dir / "ck.tmp");
+  std::ofstream(*tmp + "/state.json") << "new";
+  ASSERT_TRUE(replaceFolder(*tmp, dir / "ck").isOk());
   EXPECT_EQ(slurp(dir / "ck/state.json"), "new");
-  EXPECT_FALSE(fs::exists(dir / "ck.tmp"));
+  EXPECT_FALSE(fs::exists(*tmp));
   EXPECT_FALSE(fs::exists(dir / "ck.old"));
+  EXPECT_EQ(slurp(dir / "ck.tmp/mine"), "not rp's");
+}
+
+TEST(FileIOTest, SaveTargetsThatCannotBeReplacedAreRefusedUpFront) {
+  TempFolder dir;
+  for (const char *path : {".", "..", "/", "./", "a/.."}) {
+    Status s = checkSaveTarget(path);
+    ASSERT_TRUE(s.failed()) << path;
+    EXPECT_NE(s.getMessage().find("which a save cannot replace"),
+              std::string::npos)
+        << s.getMessage();
+  }
+  fs::create_symlink(dir.path, dir / "link");
+  EXPECT_TRUE(checkSaveTarget(dir / "link").failed());
+  EXPECT_TRUE(checkSaveTarget(dir / "new/").isOk());
+  EXPECT_TRUE(checkSaveTarget(dir / "a/b/c").isOk());
 }
 
 TEST(CheckpointStateTest, RoundTripsEveryField) {

@@ -517,7 +517,9 @@ TEST(TraceTest, AtomicWriteLeavesNoTemporaryAndReportsAMissingFolder) {
   Status s = writeFileAtomically(tempPath("no-such-dir/x.json"), "trace file",
                                  [](std::ostream &) {});
   EXPECT_EQ(s.getCode(), StatusCode::NotFound);
-  EXPECT_THAT(s.getMessage(), HasSubstr("cannot create the trace file"));
+  EXPECT_THAT(s.getMessage(),
+              HasSubstr("the folder of trace file '" +
+                        tempPath("no-such-dir/x.json") + "' does not exist"));
 }
 
 } // namespace

@@ -19,6 +19,7 @@
 #include "rp/Dialect/RP/TrainPipeline.h"
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
+#include "rp/Support/AtomicWrite.h"
 #include "rp/Support/ToolGuards.h"
 #include "rp/Support/WeightsWriter.h"
 #include "rp/Target/PlanExport.h"
@@ -372,6 +373,11 @@ int main(int argc, char **argv) {
 
   if (std::string why = rp::checkRegularInput(inputPath, "the model");
       !why.empty()) {
+    llvm::errs() << "rp-compile: " << why << "\n";
+    return 1;
+  }
+  // Before any work: a FIFO or /dev/null is never replaced by the plan.
+  if (std::string why = rp::checkOutputTarget(outputPath, "-o"); !why.empty()) {
     llvm::errs() << "rp-compile: " << why << "\n";
     return 1;
   }

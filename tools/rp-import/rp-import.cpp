@@ -70,6 +70,11 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
 
+  // Before any work: a FIFO or /dev/null is never replaced by the IR.
+  if (std::string why = rp::checkOutputTarget(outputPath, "-o"); !why.empty()) {
+    llvm::errs() << "rp-import: " << why << "\n";
+    return 1;
+  }
   auto options = importOptions.get(inputPath, outputPath, &context);
   if (failed(options))
     return 1;

@@ -19,12 +19,12 @@
 #include "rp/Import/ONNX/ImportPipeline.h"
 #include "rp/InitAllDialects.h"
 #include "rp/InitAllPasses.h"
+#include "rp/Support/AtomicWrite.h"
 #include "rp/Support/ToolGuards.h"
 #include "rp/Support/WeightsWriter.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 
@@ -61,11 +61,20 @@ int main(int argc, char **argv) {
 
   std::unique_ptr<llvm::MemoryBuffer> buffer;
   std::string error;
+  if (std::string why = rp::checkOutputTarget(output, "-o"); !why.empty()) {
+    llvm::errs() << "rp-opt: " << why << "\n";
+    return 1;
+  }
   if (StringRef(input).ends_with(".onnx")) {
     buffer = importToBuffer(input, output, importOptions);
     if (!buffer)
       return 1;
   } else {
+    if (std::string why = rp::checkRegularInput(input, "the input");
+        !why.empty()) {
+      llvm::errs() << "rp-opt: " << why << "\n";
+      return 1;
+    }
     buffer = openInputFile(input, &error);
     if (!buffer) {
       llvm::errs() << "rp-opt: " << error << "\n";
@@ -84,13 +93,19 @@ int main(int argc, char **argv) {
           });
     }
   }
-  auto out = openOutputFile(output, &error);
-  if (!out) {
-    llvm::errs() << "rp-opt: " << error << "\n";
+  if (output == "-")
+    return failed(
+        MlirOptMain(llvm::outs(), std::move(buffer), registry, config));
+  // A file goes through the tools' one atomic writer (AtomicWrite.h): never
+  // half written, and never replacing a FIFO, a device or a link.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (failed(MlirOptMain(os, std::move(buffer), registry, config)))
+    return 1;
+  if (llvm::Error err = rp::writeFileAtomically(
+          output, [&](llvm::raw_ostream &out) { out << text; })) {
+    llvm::errs() << "rp-opt: " << llvm::toString(std::move(err)) << "\n";
     return 1;
   }
-  if (failed(MlirOptMain(out->os(), std::move(buffer), registry, config)))
-    return 1;
-  out->keep();
   return 0;
 }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/InitAllDialects.h"
+#include "rp/Support/AtomicWrite.h"
 #include "rp/Support/ToolGuards.h"
 #include "rp/Support/WeightsWriter.h"
 #include "rp/Target/PlanExport.h"
@@ -59,6 +60,15 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   std::string error;
+  if (std::string why = rp::checkRegularInput(inputPath, "the input");
+      !why.empty()) {
+    llvm::errs() << "rp-translate: " << why << "\n";
+    return 1;
+  }
+  if (std::string why = rp::checkOutputTarget(outputPath, "-o"); !why.empty()) {
+    llvm::errs() << "rp-translate: " << why << "\n";
+    return 1;
+  }
   auto file = openInputFile(inputPath, &error);
   if (!file) {
     llvm::errs() << "rp-translate: " << error << "\n";

@@ -8,6 +8,9 @@
 // folder fsynced. At every instant the path holds the previous file or the
 // new one, whole. llvm::writeToOutput does not check the stream's error
 // before it renames, so a full disk would put a truncated file in place.
+// The rules on names are the contract's (rp/contract/Files.h), the same as
+// the runtime's: a fresh temporary (mkstemp), and a target that exists and
+// is not a regular file (a FIFO, /dev/null, a folder, a link) is refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +80,23 @@ inline std::error_code injectedRenameFault(llvm::StringRef path) {
   return std::make_error_code(std::errc::no_space_on_device);
 }
 
+// The contract's rules (rp/contract/Files.h), wrapped in ToolFiles.cpp so
+// that this header does not declare the contract's namespace `::rp`, which
+// would make `rp::` ambiguous in the tools' `using namespace mlir` files.
+
+/// Why `path` cannot be an output of a tool (files::checkOutputTarget),
+/// or "" when it can; `what` names it ("-o").
+std::string checkOutputTarget(llvm::StringRef path,
+                              llvm::StringRef what = "output");
+/// Whether `path` is the null device, where an output is discarded.
+bool isNullDevice(llvm::StringRef path);
+/// A fresh temporary file beside `path` (files::createTempBeside).
+llvm::Error createTempBeside(llvm::StringRef path, int &fd,
+                             llvm::SmallVectorImpl<char> &tempPath);
+/// Renames `tempPath` to `path` after checking `path` again
+/// (files::renameIntoPlace).
+llvm::Error renameIntoPlace(llvm::StringRef tempPath, llvm::StringRef path);
+
 /// Finishes a temporary file: flushes `os` and checks every write, fsyncs
 /// and closes `fd`, renames `tempPath` to `path` and fsyncs the folder. On
 /// failure the temporary file is removed and the previous `path` is left.
@@ -92,12 +112,14 @@ inline llvm::Error commitTempFile(llvm::raw_fd_ostream &os, int fd,
     ec = std::error_code(errno, std::generic_category());
   if (!ec)
     ec = injectedRenameFault(path);
-  if (!ec)
-    ec = llvm::sys::fs::rename(tempPath, path);
   if (ec) {
     llvm::sys::fs::remove(tempPath);
     return llvm::createStringError(ec, "cannot write '%s': %s",
                                    path.str().c_str(), ec.message().c_str());
+  }
+  if (llvm::Error err = renameIntoPlace(tempPath, path)) {
+    llvm::sys::fs::remove(tempPath);
+    return err;
   }
   llvm::SmallString<256> folder(path);
   llvm::sys::path::remove_filename(folder);
@@ -119,12 +141,14 @@ writeFileAtomically(llvm::StringRef path,
     llvm::outs().flush();
     return llvm::Error::success();
   }
+  if (std::string refused = checkOutputTarget(path); !refused.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), refused);
+  if (isNullDevice(path))
+    return llvm::Error::success(); // discarded, never replaced
   int fd = -1;
   llvm::SmallString<256> tempPath;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueFile(path + ".%%%%%%.tmp", fd, tempPath))
-    return llvm::createStringError(ec, "cannot create a file beside '%s': %s",
-                                   path.str().c_str(), ec.message().c_str());
+  if (llvm::Error err = createTempBeside(path, fd, tempPath))
+    return err;
   llvm::raw_fd_ostream os(fd, /*shouldClose=*/false);
   write(os);
   return commitTempFile(os, fd, tempPath, path);

@@ -19,29 +19,24 @@
 #include <cstdlib>
 #include <cxxabi.h>
 #include <exception>
+#include <new>
 #include <string>
-#include <sys/stat.h>
 #include <typeinfo>
 
 namespace mlir::rp {
 
+/// The largest input of each kind (rp/contract/Files.h's caps, which
+/// ToolFiles.cpp checks these against): protobuf refuses an ONNX model over
+/// 2 GiB; MLIR text keeps dense constants in weight files.
+inline constexpr uint64_t kMaxOnnxInputBytes = uint64_t(2) << 30;
+inline constexpr uint64_t kMaxIrInputBytes = uint64_t(4) << 30;
+
 /// Why `path` cannot be read as `what` ("the ONNX model"), or "" when it
-/// names a regular file. A missing file is left to the reader's own
-/// message; "-" is stdin.
-inline std::string checkRegularInput(llvm::StringRef path,
-                                     llvm::StringRef what) {
-  struct stat st;
-  if (path == "-" || ::stat(path.str().c_str(), &st) != 0 ||
-      S_ISREG(st.st_mode))
-    return "";
-  const char *kind = S_ISDIR(st.st_mode)    ? "a folder"
-                     : S_ISFIFO(st.st_mode) ? "a FIFO"
-                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)
-                         ? "a device"
-                         : "not a regular file";
-  return what.str() + " '" + path.str() + "' is " + kind +
-         ", not a regular file; give the path of a file";
-}
+/// names a regular file of at most `maxBytes` (files::checkInput, the
+/// runtime's rules). A missing file is left to the reader's own message;
+/// "-" is stdin.
+std::string checkRegularInput(llvm::StringRef path, llvm::StringRef what,
+                              uint64_t maxBytes = kMaxIrInputBytes);
 
 namespace detail {
 inline const char *&guardedTool() {
@@ -55,6 +50,15 @@ inline const char *&guardedTool() {
                guardedTool(), what);
   std::_Exit(2);
 }
+/// An allocation failed: the input asked for more memory than the machine
+/// has, a user error (exit 1), not a bug. Only async-signal-safe calls.
+[[noreturn]] inline void outOfMemory() {
+  std::fprintf(stderr,
+               "%s: error: out of memory: the input needs more memory than "
+               "this machine has (a shape or a constant too large?)\n",
+               guardedTool());
+  std::_Exit(1);
+}
 } // namespace detail
 
 /// Makes an exception escaping `tool` (libstdc++ throws even where LLVM
@@ -66,6 +70,8 @@ inline void installLastResort(const char *tool) {
   // names the exception's type only.
   std::set_terminate([] {
     const std::type_info *type = abi::__cxa_current_exception_type();
+    if (type && *type == typeid(std::bad_alloc))
+      detail::outOfMemory();
     detail::internalError(
         (std::string("uncaught exception ") + (type ? type->name() : "?"))
             .c_str());
@@ -73,6 +79,9 @@ inline void installLastResort(const char *tool) {
   llvm::install_fatal_error_handler(
       [](void *, const char *reason, bool) { detail::internalError(reason); },
       nullptr);
+  // LLVM's allocation failures bypass the fatal error handler (and abort).
+  llvm::install_bad_alloc_error_handler(
+      [](void *, const char *, bool) { detail::outOfMemory(); }, nullptr);
 }
 
 } // namespace mlir::rp

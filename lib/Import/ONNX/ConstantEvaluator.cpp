@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Traits.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <climits>
 #include <cmath>
 
 using namespace mlir;
@@ -267,13 +268,23 @@ static FailureOr<int64_t> binaryInt(Eval &e, StringRef op, int64_t a,
   if (op == "BitwiseXor" || op == "Xor")
     return a ^ b;
   if (op == "Pow") {
-    int64_t r = 1;
-    for (int64_t k = 0; k < b; ++k)
-      r = int64_t(uint64_t(r) * uint64_t(a));
-    return r;
+    // Wrapping, by squaring: an exponent of 2^62 takes 62 steps, not 2^62.
+    uint64_t r = 1, base = ua;
+    for (uint64_t k = b < 0 ? 0 : ub; k; k >>= 1, base *= base)
+      if (k & 1)
+        r *= base;
+    return int64_t(r);
+  }
+  // INT64_MIN / -1 has no int64 result: the CPU traps (SIGFPE).
+  if (op == "Div" && a == INT64_MIN && b == -1) {
+    e.n.error() << "Div of " << a << " by -1 overflows "
+                << e.n.builder.getI64Type();
+    return failure();
   }
   if (op == "Div")
     return a / b; // truncates toward zero, as C++
+  if (b == -1)
+    return 0; // every integer is a multiple of -1 (and INT64_MIN % -1 traps)
   // Mod: fmod = 1 takes the sign of the dividend, else of the divisor.
   int64_t r = a % b;
   if (!e.n.intAttr("fmod", 0) && r != 0 && ((r < 0) != (b < 0)))
@@ -332,9 +343,14 @@ static LogicalResult evalElementwise(Eval &e) {
         r.f[k] =
             roundTo(x.element,
                     binaryFloatTable().lookup("Pow")(x.f[idx[0][k]], b, wide));
-      else
-        r.i[k] =
-            wrapInt(x.element, int64_t(std::pow(double(x.i[idx[0][k]]), b)));
+      else {
+        // As Cast: a power outside int64 (or NaN) has no defined value.
+        double v = std::trunc(std::pow(double(x.i[idx[0][k]]), b));
+        if (!(v >= -9.2233720368547758e18 && v < 9.2233720368547758e18))
+          return e.n.error() << "Pow gives " << v << " at element " << k
+                             << ", which does not fit in " << x.element;
+        r.i[k] = wrapInt(x.element, int64_t(v));
+      }
     }
     e.out.push_back(std::move(r));
     return success();
@@ -366,8 +382,10 @@ static LogicalResult evalElementwise(Eval &e) {
     } else if (op == "Neg" || op == "Abs" || op == "Sign") {
       for (int64_t k = 0; k < count; ++k) {
         int64_t v = x.i[k];
-        r.i[k] = wrapInt(x.element, op == "Neg"    ? -v
-                                    : op == "Abs"  ? std::abs(v)
+        // Wrapping, as the kernels do: -INT64_MIN is INT64_MIN, not UB.
+        int64_t negated = int64_t(0 - uint64_t(v));
+        r.i[k] = wrapInt(x.element, op == "Neg"    ? negated
+                                    : op == "Abs"  ? (v < 0 ? negated : v)
                                     : op == "Sign" ? (v > 0) - (v < 0)
                                                    : v);
       }
@@ -415,6 +433,10 @@ static LogicalResult evalElementwise(Eval &e) {
         auto v = binaryInt(e, op, acc, b);
         if (failed(v))
           return failure();
+        // INT32_MIN / -1 traps in an int32 kernel as the int64 case does.
+        if (op == "Div" && wrapInt(x.element, *v) != *v)
+          return e.n.error() << "Div of " << acc << " by " << b << " overflows "
+                             << x.element;
         acc = wrapInt(x.element, *v);
       }
       r.i[k] = acc;

@@ -24,6 +24,11 @@ namespace mlir::rp::onnx_import {
 /// masks and tables ever need; such a node is left to the handlers.
 inline constexpr int64_t kMaxEvalElements = int64_t(1) << 26;
 
+/// No tensor of a model may have more elements than this (4 TiB of f32, far
+/// beyond any device): larger shapes are refused at import, before a pass
+/// multiplies them into sizes that overflow.
+inline constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
 /// What to do about a result over kMaxEvalElements, for its error.
 inline constexpr const char *kTooLargeHint =
     " (rp keeps causal and sliding-window masks computed from index ranges "

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ConstantEvaluator.h"
 #include "EvalTensor.h"
 
 #include "mlir/Dialect/Traits.h"
@@ -439,6 +440,13 @@ static LogicalResult evalConstantOfShape(Eval &e) {
   if (llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
     return e.n.error() << "shape [" << ArrayRef(*shape)
                        << "] has a negative dimension";
+  // Checked before the tensor is allocated (a bad_alloc would abort).
+  std::optional<int64_t> count = checkedNumElements(*shape);
+  if (!count || *count > kMaxEvalElements)
+    return e.n.error() << "shape [" << ArrayRef(*shape) << "] has "
+                       << (count ? std::to_string(*count) : "over 2^63")
+                       << " elements, more than the " << kMaxEvalElements
+                       << " rp folds at import" << kTooLargeHint;
   MLIRContext *ctx = e.n.builder.getContext();
   Tensor r = Tensor::make(Float32Type::get(ctx), *shape);
   if (const auto *a = e.n.attr("value")) {
@@ -482,7 +490,14 @@ static LogicalResult evalRange(Eval &e) {
          d = args[2]->asDouble(0);
   if (d == 0)
     return e.n.error() << "delta is 0";
-  int64_t count = std::max<int64_t>(0, std::ceil((l - s) / d));
+  // Checked as a double, before the cast (UB past 2^63) and the allocation.
+  double elements = std::ceil((l - s) / d);
+  if (!(elements <= double(kMaxEvalElements)))
+    return e.n.error() << "the range from " << shortNumber(s) << " to "
+                       << shortNumber(l) << " by " << shortNumber(d) << " has "
+                       << shortNumber(elements) << " elements, more than the "
+                       << kMaxEvalElements << " rp folds at import";
+  int64_t count = std::max<int64_t>(0, int64_t(elements));
   Tensor r = Tensor::make(element, {count});
   if (r.isFloat()) {
     double v = s;
@@ -490,7 +505,8 @@ static LogicalResult evalRange(Eval &e) {
       r.f[k] = v;
   } else {
     for (int64_t k = 0; k < count; ++k)
-      r.i[k] = args[0]->i[0] + k * args[2]->i[0];
+      r.i[k] = int64_t(uint64_t(args[0]->i[0]) +
+                       uint64_t(k) * uint64_t(args[2]->i[0])); // wrapping
   }
   e.out.push_back(std::move(r));
   return success();

@@ -12,6 +12,9 @@
 
 #include "NodeImporter.h"
 
+#include <cstdio>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace mlir::rp::onnx_import::eval {
@@ -21,6 +24,25 @@ inline int64_t numElements(ArrayRef<int64_t> shape) {
   for (int64_t d : shape)
     n *= d;
   return n;
+}
+
+/// The element count of `shape`, or nullopt when a dimension is negative or
+/// the product overflows int64: a shape read from a model is checked with
+/// this before anything of its size is allocated.
+inline std::optional<int64_t> checkedNumElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return std::nullopt;
+  return n;
+}
+
+/// `v` as a message shows a number: "0", "1e+18", "0.5" (diagnostics print
+/// doubles as 0.000000e+00).
+inline std::string shortNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", v);
+  return text;
 }
 
 struct Tensor {

@@ -122,8 +122,10 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
   if (auto ext = externalDataOf(tensor)) {
     offset = ext->offset;
     int64_t length = ext->length;
-    SmallString<256> dataPath(modelDir);
-    llvm::sys::path::append(dataPath, ext->location);
+    auto resolved = externalDataPath(tensor, *ext, modelDir, loc);
+    if (failed(resolved))
+      return failure();
+    SmallString<256> dataPath(*resolved);
     uint64_t size = 0;
     if (ext->location.empty() || offset < 0 ||
         llvm::sys::fs::file_size(dataPath, size))

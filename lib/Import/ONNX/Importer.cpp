@@ -395,7 +395,9 @@ mlir::rp::importONNXModel(StringRef path, MLIRContext *context,
                           const ONNXImportOptions &options) {
   context->loadDialect<RPDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(context, path, 0, 0);
-  if (std::string why = checkRegularInput(path, "the ONNX model"); !why.empty())
+  if (std::string why =
+          checkRegularInput(path, "the ONNX model", kMaxOnnxInputBytes);
+      !why.empty())
     return emitError(loc) << why, nullptr;
   std::ifstream in(path.str(), std::ios::binary);
   if (!in)

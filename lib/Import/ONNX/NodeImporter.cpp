@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -61,11 +62,54 @@ onnx_import::externalDataOf(const onnx::TensorProto &tensor) {
 }
 
 FailureOr<std::string>
+onnx_import::externalDataPath(const onnx::TensorProto &tensor,
+                              const ExternalData &ext, StringRef modelDir,
+                              Location loc) {
+  StringRef location = ext.location;
+  auto refuse = [&](const Twine &why) {
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "': external data location '" << location << "' "
+                          << why
+                          << "; the data must be a file in the model's "
+                             "folder (onnxruntime refuses it too)";
+  };
+  if (location.empty() || location == ".")
+    return refuse("names no file");
+  if (location.contains('\0'))
+    return refuse("holds a NUL byte");
+  if (llvm::sys::path::is_absolute(location))
+    return refuse("is an absolute path");
+  for (StringRef part : llvm::make_range(llvm::sys::path::begin(location),
+                                         llvm::sys::path::end(location)))
+    if (part == "..")
+      return refuse("leaves the model's folder ('..')");
+  SmallString<256> path(modelDir);
+  llvm::sys::path::append(path, location);
+  // Symbolic links resolved on both sides: the file must lie below the
+  // folder, as onnxruntime checks with its canonical paths.
+  SmallString<256> realDir, realFile;
+  if (llvm::sys::fs::real_path(path, realFile))
+    return path.str().str();
+  if (llvm::sys::fs::real_path(modelDir.empty() ? StringRef(".") : modelDir,
+                               realDir))
+    return refuse("cannot be checked: the model's folder cannot be resolved");
+  StringRef file = realFile;
+  if (!file.consume_front(realDir) || !file.starts_with("/"))
+    return refuse("resolves to '" + realFile +
+                  "', outside the model's folder (a symbolic link?)");
+  if (!llvm::sys::fs::is_regular_file(realFile))
+    return refuse("is not a regular file");
+  return path.str().str();
+}
+
+FailureOr<std::string>
 onnx_import::readTensorBytes(const onnx::TensorProto &tensor,
                              StringRef modelDir, Location loc) {
   if (auto ext = externalDataOf(tensor)) {
-    SmallString<256> path(modelDir);
-    llvm::sys::path::append(path, ext->location);
+    auto resolved = externalDataPath(tensor, *ext, modelDir, loc);
+    if (failed(resolved))
+      return failure();
+    StringRef path = *resolved;
     int64_t length = ext->length;
     auto file = llvm::MemoryBuffer::getFileSlice(
         path, length < 0 ? 0 : length, ext->offset, /*IsVolatile=*/false);

@@ -40,6 +40,16 @@ struct ExternalData {
 /// The external data entry of `tensor`, if its data is stored outside.
 std::optional<ExternalData> externalDataOf(const onnx::TensorProto &tensor);
 
+/// The path of `ext`'s file, confined to the model's folder as onnxruntime
+/// confines it: a location that is empty, ".", absolute, holds a ".."
+/// component or a NUL, or resolves (through symbolic links) outside
+/// `modelDir` or to something other than a regular file is an error naming
+/// the tensor and the location. A file that does not exist is left to the
+/// reader's message.
+FailureOr<std::string> externalDataPath(const onnx::TensorProto &tensor,
+                                        const ExternalData &ext,
+                                        StringRef modelDir, Location loc);
+
 /// The raw little-endian bytes of a tensor (one byte per bool), wherever
 /// the model keeps them: raw data, typed fields, or an external data file
 /// relative to `modelDir`.

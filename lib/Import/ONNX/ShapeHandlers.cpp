@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ConstantEvaluator.h"
+#include "EvalTensor.h"
 #include "NodeImporter.h"
 
 #include <cmath>
@@ -353,6 +355,15 @@ static LogicalResult importConstantOfShape(NodeImporter &n) {
   if (llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
     return n.error() << "shape [" << ArrayRef(*shape)
                      << "] has a negative dimension";
+  // A splat is one value, but every pass after the importer sizes the
+  // tensor: an element count that overflows, or that no device could hold,
+  // is refused here rather than crashing later.
+  std::optional<int64_t> count = eval::checkedNumElements(*shape);
+  if (!count || *count > kMaxTensorElements)
+    return n.error() << "shape [" << ArrayRef(*shape) << "] has "
+                     << (count ? std::to_string(*count) : "over 2^63")
+                     << " elements, more than the " << kMaxTensorElements
+                     << " (2^40) of any tensor rp can place";
   Attribute value = n.builder.getF32FloatAttr(0.0f);
   if (const auto *a = n.attr("value")) {
     Type element =
@@ -390,14 +401,25 @@ static LogicalResult importRange(NodeImporter &n) {
   double s = scalar(*start), l = scalar(*limit), d = scalar(*delta);
   if (d == 0)
     return n.error() << "delta is 0";
-  int64_t count = std::max<int64_t>(0, std::ceil((l - s) / d));
+  // Every element becomes an attribute: checked before the cast (UB past
+  // 2^63) and the allocation.
+  double elements = std::ceil((l - s) / d);
+  if (!(elements <= double(kMaxEvalElements)))
+    return n.error() << "the range from " << eval::shortNumber(s) << " to "
+                     << eval::shortNumber(l) << " by " << eval::shortNumber(d)
+                     << " has " << eval::shortNumber(elements)
+                     << " elements, more than the " << kMaxEvalElements
+                     << " rp makes a constant of";
+  int64_t count = std::max<int64_t>(0, int64_t(elements));
   auto type = RankedTensorType::get({count}, element);
   SmallVector<Attribute> out;
   for (int64_t i = 0; i < count; ++i)
-    out.push_back(isa<FloatType>(element)
-                      ? Attribute(FloatAttr::get(element, s + i * d))
-                      : Attribute(IntegerAttr::get(
-                            element, int64_t(s) + i * int64_t(d))));
+    out.push_back(
+        isa<FloatType>(element)
+            ? Attribute(FloatAttr::get(element, s + i * d))
+            : Attribute(IntegerAttr::get(
+                  element, int64_t(uint64_t(int64_t(s)) +
+                                   uint64_t(i) * uint64_t(int64_t(d))))));
   n.setOutput(0, n.constant(DenseElementsAttr::get(type, out)));
   return success();
 }

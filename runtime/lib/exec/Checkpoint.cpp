@@ -1,6 +1,7 @@
 //===- Checkpoint.cpp - rp-run's checkpoint folders -----------------------===//
 
 #include "rp/runtime/Checkpoint.h"
+#include "rp/contract/Files.h"
 #include "rp/runtime/FileIO.h"
 
 #include <nlohmann/json.hpp>
@@ -8,8 +9,10 @@
 #include <cmath>
 #include <filesystem>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace rp::runtime;
+namespace files = rp::files;
 namespace fs = std::filesystem;
 
 std::string rp::runtime::formatCheckpointState(const CheckpointState &state) {
@@ -88,11 +91,27 @@ rp::runtime::parseCheckpointState(std::string_view text,
   return state;
 }
 
-Status rp::runtime::checkSaveTarget(const std::string &dir) {
+Status rp::runtime::checkSaveTarget(const std::string &given) {
+  if (files::FileError e = files::checkFolderTarget(given, "--save"))
+    return invalidArgument(e.message);
+  // "ck/" is the folder ck: the save goes beside it, not inside.
+  std::string dir = files::withoutTrailingSlashes(given);
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0)
+  if (::stat(dir.c_str(), &st) != 0) {
+    // Made at the end (with missing parents): a parent that exists must
+    // take new names now, not after the whole run.
+    std::string parent = files::folderOf(dir);
+    while (::stat(parent.c_str(), &st) != 0 && parent != "." && parent != "/")
+      parent = files::folderOf(parent);
+    if (::stat(parent.c_str(), &st) == 0 &&
+        (!S_ISDIR(st.st_mode) || ::access(parent.c_str(), W_OK | X_OK) != 0))
+      return invalidArgument(
+          "--save '" + given + "': cannot create it in '" + parent + "' (" +
+          (S_ISDIR(st.st_mode) ? "not writable" : "not a folder") +
+          "); give a path in a folder you can write");
     return Status::ok();
-  std::string refuse = "--save '" + dir + "' ";
+  }
+  std::string refuse = "--save '" + given + "' ";
   std::string fix = "; the save would replace it: give a new path, or "
                     "remove it first";
   if (!S_ISDIR(st.st_mode))
@@ -121,23 +140,36 @@ Expected<std::string> rp::runtime::findCheckpoint(const std::string &dir) {
 }
 
 Status
-rp::runtime::saveCheckpointFolder(const std::string &dir,
+rp::runtime::saveCheckpointFolder(const std::string &given,
                                   const std::vector<CheckpointFile> &files,
                                   const CheckpointState &state) {
-  std::string tmp = dir + ".tmp";
+  if (rp::files::FileError e = rp::files::checkFolderTarget(given, "--save"))
+    return invalidArgument(e.message);
+  std::string dir = rp::files::withoutTrailingSlashes(given);
   // Missing parent folders are made, as --save always did.
   std::error_code ec;
   if (fs::path parent = fs::path(dir).parent_path(); !parent.empty())
     fs::create_directories(parent, ec);
-  if (Status s = makeFreshFolder(tmp); s.failed())
-    return Status(s.getCode(), "checkpoint '" + dir + "': " + s.getMessage());
-  for (const CheckpointFile &f : files)
-    if (Status s = writeSafetensors(tmp + "/" + f.name, f.tensors); s.failed())
+  Expected<std::string> made = makeTempFolderBeside(dir, "checkpoint");
+  if (!made)
+    return made.getStatus();
+  // The temporary folder is ours alone (mkdtemp), so a failed save removes
+  // it; a killed one leaves it for the user, never touching another's.
+  std::string tmp = *made;
+  auto save = [&]() -> Status {
+    for (const CheckpointFile &f : files)
+      if (Status s = writeSafetensors(tmp + "/" + f.name, f.tensors);
+          s.failed())
+        return s;
+    // state.json last: a folder without it is never taken for a checkpoint.
+    if (Status s = writeFileAtomic(tmp + "/state.json",
+                                   formatCheckpointState(state), "state.json");
+        s.failed())
       return s;
-  // state.json last: a folder without it is never taken for a checkpoint.
-  if (Status s =
-          writeFileAtomic(tmp + "/state.json", formatCheckpointState(state));
-      s.failed())
-    return s;
-  return replaceFolder(tmp, dir);
+    return replaceFolder(tmp, dir);
+  };
+  Status s = save();
+  if (s.failed())
+    fs::remove_all(tmp, ec);
+  return s;
 }

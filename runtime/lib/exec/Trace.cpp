@@ -1,6 +1,7 @@
 //===- Trace.cpp - recording a staged plan's timeline ---------------------===//
 
 #include "rp/runtime/Trace.h"
+#include "rp/runtime/FileIO.h"
 #include "rp/runtime/sim/PlanTiming.h"
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -180,35 +182,11 @@ std::vector<double> Trace::jobMeansMs() const {
 Status rp::runtime::writeFileAtomically(
     const std::string &path, const std::string &what,
     const std::function<void(std::ostream &)> &write) {
-  namespace fs = std::filesystem;
-  // Beside the target, so the rename stays within one filesystem; the pid
-  // keeps two processes writing the same file from sharing a temporary.
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return notFound("cannot create the " + what + " '" + path +
-                      "' (by way of '" + tmp +
-                      "'); check that its folder exists and is writable");
-    write(out);
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return resourceExhausted("cannot write the " + what + " '" + path +
-                               "' (by way of '" + tmp +
-                               "'); is the disk full?");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    return notFound("cannot move the " + what + " into '" + path +
-                    "': " + ec.message());
-  }
-  return Status::ok();
+  // Rendered first, then written by the one atomic writer (FileIO.h), so a
+  // trace or profile follows the rules of every other output.
+  std::ostringstream text;
+  write(text);
+  return writeFileAtomic(path, text.str(), what);
 }
 
 namespace {

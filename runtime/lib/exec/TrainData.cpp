@@ -7,7 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "TrainerParts.h"
+#include "rp/contract/Files.h"
 #include "rp/runtime/FileIO.h"
+
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
 
 #include <cmath>
 #include <random>
@@ -79,28 +84,54 @@ Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
   return a;
 }
 
+TokenStream::File::~File() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
 Expected<TokenStream> TokenStream::open(const std::string &path, bool wide) {
-  Expected<std::string> raw =
-      readRegularFile(path, "data file", physicalMemoryBytes());
-  if (!raw)
-    return raw.getStatus();
+  auto file = std::make_shared<File>();
+  file->path = path;
+  uint64_t size = 0;
+  if (rp::files::FileError e =
+          rp::files::openInput(path, "data file", UINT64_MAX, file->fd, size))
+    return e.code == ENOENT ? notFound(e.message) : invalidArgument(e.message);
   size_t width = wide ? 4 : 2;
-  if (raw->size() % width)
+  if (size % width)
     return invalidArgument("data file '" + path + "' holds " +
-                           std::to_string(raw->size()) +
+                           std::to_string(size) +
                            " bytes, not a whole "
                            "number of " +
                            (wide ? "uint32" : "uint16") + " tokens");
   TokenStream s;
-  s.tokens.resize(raw->size() / width);
-  for (size_t i = 0; i < s.tokens.size(); ++i) {
+  s.file = std::move(file);
+  s.count = size / width;
+  s.width = unsigned(width);
+  return s;
+}
+
+Status TokenStream::readWindow(uint64_t first,
+                               std::vector<uint32_t> &window) const {
+  std::vector<unsigned char> bytes(window.size() * width);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::pread(file->fd, bytes.data() + done, bytes.size() - done,
+                        off_t(first * width + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return invalidArgument(
+          "cannot read data file '" + file->path + "': " +
+          (n < 0 ? std::strerror(errno) : "it shrank while it was read"));
+    done += size_t(n);
+  }
+  for (size_t i = 0; i < window.size(); ++i) {
     uint32_t v = 0;
     for (size_t b = 0; b < width; ++b)
-      v |= uint32_t(static_cast<unsigned char>((*raw)[i * width + b]))
-           << (8 * b);
-    s.tokens[i] = v;
+      v |= uint32_t(bytes[i * width + b]) << (8 * b);
+    window[i] = v;
   }
-  return s;
+  return Status::ok();
 }
 
 Status TokenStream::next(NpyArray &tokensOut, NpyArray &labelsOut,
@@ -108,25 +139,28 @@ Status TokenStream::next(NpyArray &tokensOut, NpyArray &labelsOut,
   if (isDataset)
     return nextRows(tokensOut, labelsOut, limit);
   int64_t rows = tokensOut.shape[0], seq = tokensOut.shape[1];
-  if (tokens.size() < static_cast<size_t>(seq) + 1)
-    return invalidArgument(
-        "the data file holds " + std::to_string(tokens.size()) +
-        " tokens, fewer than one sequence of " + std::to_string(seq + 1));
+  if (count < static_cast<uint64_t>(seq) + 1)
+    return invalidArgument("the data file holds " + std::to_string(count) +
+                           " tokens, fewer than one sequence of " +
+                           std::to_string(seq + 1));
   auto *t = reinterpret_cast<int64_t *>(tokensOut.data.data());
   auto *l = reinterpret_cast<int64_t *>(labelsOut.data.data());
+  std::vector<uint32_t> window(size_t(seq) + 1);
   // Every rank walks the whole global batch (world x rows windows) and
   // reads only its own rows, so the ranks' slices are those of one
   // process reading the global batch, and the position is the same on all.
   for (int64_t g = 0; g < rows * world; ++g) {
-    if (position + seq + 1 > tokens.size())
+    if (position + seq + 1 > count)
       position = 0;
     int64_t r = g - int64_t(rank) * rows;
     if (r < 0 || r >= rows) {
       position += seq;
       continue;
     }
+    if (Status st = readWindow(position, window); st.failed())
+      return st;
     for (int64_t k = 0; k < seq; ++k) {
-      uint32_t a = tokens[position + k], b = tokens[position + k + 1];
+      uint32_t a = window[k], b = window[k + 1];
       if (limit > 0 && (a >= uint64_t(limit) || b >= uint64_t(limit)))
         return invalidArgument("token " + std::to_string(std::max(a, b)) +
                                " of the data file is outside the model's "

@@ -214,11 +214,11 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                      state->goodSteps);
     if (stream) {
       // A dataset's position counts rows across epochs: any is valid.
-      if (!stream->isDataset && state->dataPosition > stream->tokens.size())
+      if (!stream->isDataset && state->dataPosition > stream->count)
         return invalidArgument(
             "checkpoint '" + options.resume + "' continues the data at token " +
             std::to_string(state->dataPosition) + ", past the end of '" +
-            options.data + "' (" + std::to_string(stream->tokens.size()) +
+            options.data + "' (" + std::to_string(stream->count) +
             " tokens); resume with the data file it was trained on");
       stream->position = state->dataPosition;
     }

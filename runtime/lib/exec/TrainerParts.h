@@ -13,6 +13,7 @@
 #include "rp/runtime/Checkpoint.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,7 +34,18 @@ Expected<NpyArray> synthetic(const Plan &plan, const BindingDesc &in,
 /// Streams a flat token file: sequence after sequence, labels shifted by
 /// one token (the data loader shifts; the graph never does).
 struct TokenStream {
-  std::vector<uint32_t> tokens;
+  /// The open token file: windows are read where they lie (pread), so a
+  /// file of any size costs one window of memory (reading it whole took
+  /// three times its size).
+  struct File {
+    int fd = -1;
+    std::string path;
+    ~File();
+  };
+  std::shared_ptr<File> file;
+  /// Tokens in the file, and bytes per token (2: uint16, 4: uint32).
+  uint64_t count = 0;
+  unsigned width = 2;
   uint64_t position = 0;
   /// This rank's slice of the global batch: its rows of `world` times the
   /// rows next() fills.
@@ -68,6 +80,8 @@ struct TokenStream {
 
 private:
   Status nextRows(NpyArray &tokensOut, NpyArray &labelsOut, int64_t limit);
+  /// Tokens [first, first + window.size()) of the file.
+  Status readWindow(uint64_t first, std::vector<uint32_t> &window) const;
   uint64_t rowAt(uint64_t position);
 };
 

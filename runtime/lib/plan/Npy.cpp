@@ -4,9 +4,9 @@
 #include "PlanInternal.h"
 #include "rp/runtime/FileIO.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
-#include <regex>
 
 using namespace rp::runtime;
 
@@ -19,6 +19,133 @@ struct Descr {
 constexpr Descr kDescrs[] = {
     {"<f4", DType::f32}, {"<f8", DType::f64}, {"<f2", DType::f16},
     {"<i4", DType::i32}, {"<i8", DType::i64}, {"|b1", DType::i1},
+};
+
+/// The largest header rp reads: numpy writes about a hundred bytes (and
+/// itself refuses more than 10,000 by default); anything far larger is not
+/// an array header.
+constexpr size_t kMaxHeaderBytes = 1 << 20;
+
+/// The header's dict literal as numpy writes it,
+///   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+/// read in one pass without regex or recursion (std::regex recursed per
+/// character and overflowed the stack on a 60 KB header). Keys and strings
+/// take single or double quotes, as Python's literal_eval does.
+struct HeaderFields {
+  std::string descr, shape, unknownKey;
+  bool hasDescr = false, hasShape = false, hasFortran = false, fortran = false;
+};
+
+class HeaderParser {
+public:
+  explicit HeaderParser(std::string_view text) : s(text) {}
+
+  /// Fills `out`, or returns what is wrong.
+  std::string parse(HeaderFields &out) {
+    if (!eat('{'))
+      return "the header is not a dict";
+    while (!eat('}')) {
+      std::string key;
+      if (!quoted(key) || !eat(':'))
+        return at("a quoted key and ':'");
+      bool *seen = key == "descr"           ? &out.hasDescr
+                   : key == "shape"         ? &out.hasShape
+                   : key == "fortran_order" ? &out.hasFortran
+                                            : nullptr;
+      if (seen && *seen)
+        return "'" + key + "' appears twice in the header";
+      if (seen)
+        *seen = true;
+      if (key == "descr") {
+        if (!quoted(out.descr))
+          return "'descr' is not a string (rp reads plain arrays, not "
+                 "structured ones)";
+      } else if (key == "fortran_order") {
+        std::string_view word = identifier();
+        if (word != "True" && word != "False")
+          return "'fortran_order' is neither True nor False";
+        out.fortran = word == "True";
+      } else if (key == "shape") {
+        if (!tuple(out.shape))
+          return "its shape is not a tuple";
+      } else {
+        if (out.unknownKey.empty())
+          out.unknownKey = key;
+        skipValue();
+      }
+      if (!eat(',') && !(peek('}')))
+        return at("',' or '}'");
+    }
+    skipSpace();
+    if (i != s.size())
+      return at("the end of the header");
+    return "";
+  }
+
+private:
+  void skipSpace() {
+    while (i < s.size() &&
+           (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+      ++i;
+  }
+  bool peek(char c) {
+    skipSpace();
+    return i < s.size() && s[i] == c;
+  }
+  bool eat(char c) {
+    if (!peek(c))
+      return false;
+    ++i;
+    return true;
+  }
+  std::string at(const char *expected) {
+    return "the header has no " + std::string(expected) + " at byte " +
+           std::to_string(i);
+  }
+  /// A string in single or double quotes, without escapes.
+  bool quoted(std::string &out) {
+    skipSpace();
+    if (i >= s.size() || (s[i] != '\'' && s[i] != '"'))
+      return false;
+    char quote = s[i++];
+    size_t end = s.find(quote, i);
+    if (end == std::string_view::npos ||
+        s.substr(i, end - i).find('\\') != std::string_view::npos)
+      return false;
+    out.assign(s.substr(i, end - i));
+    i = end + 1;
+    return true;
+  }
+  std::string_view identifier() {
+    skipSpace();
+    size_t start = i;
+    while (i < s.size() && std::isalpha(static_cast<unsigned char>(s[i])))
+      ++i;
+    return s.substr(start, i - start);
+  }
+  /// The text between '(' and ')'; parseDims reads the numbers.
+  bool tuple(std::string &out) {
+    if (!eat('('))
+      return false;
+    size_t end = s.find(')', i);
+    if (end == std::string_view::npos)
+      return false;
+    out.assign(s.substr(i, end - i));
+    i = end + 1;
+    return true;
+  }
+  /// An unknown key's value: a string, a tuple, or a bare word or number.
+  void skipValue() {
+    std::string ignored;
+    if (quoted(ignored) || tuple(ignored))
+      return;
+    while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) ||
+                            s[i] == '.' || s[i] == '-' || s[i] == '+'))
+      ++i;
+  }
+
+  std::string_view s;
+  size_t i = 0;
 };
 
 } // namespace
@@ -78,11 +205,22 @@ Expected<NpyArray> rp::runtime::parseNpy(std::string_view bytes,
     return bad("truncated header (it declares " + std::to_string(headerLen) +
                " header bytes; the file has " +
                std::to_string(bytes.size() - start) + " after the magic)");
-  std::string header(bytes.data() + start, headerLen);
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'")))
+  if (headerLen > kMaxHeaderBytes)
+    return bad("its header declares " + std::to_string(headerLen) +
+               " bytes, more than the " + std::to_string(kMaxHeaderBytes) +
+               " of any array header");
+  HeaderFields fields;
+  std::string error =
+      HeaderParser(bytes.substr(start, headerLen)).parse(fields);
+  if (!error.empty())
+    return bad(error);
+  if (!fields.hasDescr)
     return bad("no 'descr' in the header");
-  std::string descr = m[1];
+  if (!fields.unknownKey.empty())
+    return bad("unknown key '" + fields.unknownKey +
+               "' in the header (numpy writes descr, fortran_order and "
+               "shape)");
+  std::string descr = fields.descr;
   NpyArray out;
   bool known = false;
   for (const Descr &d : kDescrs)
@@ -93,18 +231,23 @@ Expected<NpyArray> rp::runtime::parseNpy(std::string_view bytes,
   if (!known)
     return bad("element type '" + descr +
                "' (rp reads float16/32/64, int32/64 and bool)");
-  if (std::regex_search(header, m, std::regex("'fortran_order'\\s*:\\s*True")))
+  if (!fields.hasFortran)
+    return bad("no 'fortran_order' in the header");
+  // Read as C order it would be silently transposed.
+  if (fields.fortran)
     return bad("Fortran order; save a C-order array");
-  if (!std::regex_search(header, m,
-                         std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)")))
+  if (!fields.hasShape)
     return bad("no 'shape' in the header");
-  if (!parseDims(m[1], out.shape))
-    return bad("its shape (" + std::string(m[1]) +
-               ") is not a tuple of at most " + std::to_string(kMaxNpyRank) +
-               " dimensions below 10^18");
+  // The shape text is quoted back in messages: at most its first 64 bytes.
+  std::string shapeText = fields.shape.size() > 64
+                              ? fields.shape.substr(0, 64) + "..."
+                              : fields.shape;
+  if (!parseDims(fields.shape, out.shape))
+    return bad("its shape (" + shapeText + ") is not a tuple of at most " +
+               std::to_string(kMaxNpyRank) + " dimensions below 10^18");
   uint64_t need = 0;
   if (!checkedByteSize(out.shape, out.dtype, need))
-    return bad("its shape (" + std::string(m[1]) +
+    return bad("its shape (" + shapeText +
                ") holds more bytes than fit in 64 bits");
   size_t have = bytes.size() - start - headerLen;
   if (have != need)

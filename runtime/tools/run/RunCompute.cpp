@@ -70,7 +70,9 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
   // Before training, not after it: a typo in a folder should not cost a
   // whole run.
   for (auto [flag, path] : {std::pair{"--trace", &o.tracePath},
-                            std::pair{"--profile", &o.profilePath}})
+                            std::pair{"--profile", &o.profilePath},
+                            std::pair{"--dump-outputs", &o.dumpPath},
+                            std::pair{"--dump-grads", &o.dumpGrads}})
     if (Status s = checkOutputFolder(flag, *path); s.failed())
       return fail(s);
   if (plan.staged)

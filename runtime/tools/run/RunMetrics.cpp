@@ -11,10 +11,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "RunModes.h"
+#include "rp/contract/Files.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace rp::runtime;
 using namespace rp::runtime::run;
@@ -24,10 +28,27 @@ Expected<std::unique_ptr<MetricsLog>> MetricsLog::open(const std::string &path,
   if (Status s = checkOutputFolder("--metrics", path); s.failed())
     return s;
   std::unique_ptr<MetricsLog> log(new MetricsLog());
-  log->file = std::fopen(path.c_str(), "a");
-  if (!log->file)
+  // Appended, not replaced (a resumed run continues the file), so not the
+  // atomic writer; still never through a link, and never a FIFO or device
+  // (checked above, and again on the descriptor against a race).
+  int fd = ::open(path.c_str(),
+                  O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+                      O_CLOEXEC,
+                  0644);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0 ||
+      !(S_ISREG(st.st_mode) || rp::files::isNullDevice(path))) {
+    std::string why = fd < 0 ? std::strerror(errno) : "not a regular file";
+    if (fd >= 0)
+      ::close(fd);
+    return invalidArgument("--metrics: cannot open '" + path + "': " + why);
+  }
+  log->file = ::fdopen(fd, "a");
+  if (!log->file) {
+    ::close(fd);
     return invalidArgument("--metrics: cannot open '" + path +
                            "': " + std::strerror(errno));
+  }
   log->sync = sync;
   return log;
 }

@@ -160,8 +160,9 @@ Status writeTraceFiles(const Trace &trace, const std::string &tracePath,
                        const std::string &profileHw, bool ranOk);
 /// The first output as f32, as --dump-outputs writes it.
 Status dumpOutput(const HostForward &fwd, const std::string &path);
-/// Refuses an output path whose folder does not exist, before a run that
-/// would write it at the end.
+/// Refuses an output path that cannot be written (its folder does not exist,
+/// or it is a FIFO, a device, a folder or a link: FileIO.h's rules), before
+/// a run that would write it at the end.
 Status checkOutputFolder(const char *flag, const std::string &path);
 
 } // namespace rp::runtime::run

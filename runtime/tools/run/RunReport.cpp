@@ -7,6 +7,7 @@
 
 #include "RunModes.h"
 
+#include "rp/runtime/FileIO.h"
 #include "rp/runtime/host/Kernels.h"
 
 #include <cstdio>
@@ -147,10 +148,5 @@ Status rp::runtime::run::checkOutputFolder(const char *flag,
                                            const std::string &path) {
   if (path.empty())
     return Status::ok();
-  std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
-    return notFound(std::string("the folder of ") + flag + " '" + path +
-                    "' does not exist; create it first");
-  return Status::ok();
+  return checkOutputPath(path, flag);
 }

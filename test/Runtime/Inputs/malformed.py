@@ -41,6 +41,20 @@ def main(out):
         # The header length field points past the end of the file.
         "header-past-end": b"\x93NUMPY\x01\x00\xff\xff{'descr'",
         "version-9": b"\x93NUMPY\x09\x00" + bytes(8),
+        # Valid files numpy loads, which a regex reader overflowed its
+        # stack on: a 60 KB header and 32,000 spaces in the shape tuple.
+        "header-60k": npy(good.replace("'descr':", "'descr':" + " " * 60000),
+                          data),
+        "shape-spaces": npy(good.replace("(2, 16)", "(2," + " " * 32000 + "16)"),
+                            data),
+        # Python accepts either quote; Fortran order must never read as C.
+        "fortran-double-quotes": npy(
+            good.replace("'fortran_order': False", '"fortran_order": True'),
+            data),
+        "double-quotes": npy(
+            '{"descr": "<i8", "fortran_order": False, "shape": (2, 16), }', data),
+        "unknown-key": npy(good.replace("}", "'extra': 1, }"), data),
+        "key-twice": npy(good.replace("}", "'shape': (2, 16), }"), data),
     }
     for name, content in npys.items():
         with open(os.path.join(out, "npy-" + name + ".npy"), "wb") as f:

@@ -14,6 +14,7 @@ mode with the operation count and how often each outcome was seen, and
 exits 1 on the first violation.
 """
 import filecmp
+import glob
 import os
 import shutil
 import subprocess
@@ -44,7 +45,8 @@ def main():
             n += 1
             if n > 500:
                 fail("%s: the save never finished" % mode)
-            for leftover in (ck, ck + ".tmp", ck + ".old"):
+            # A killed save leaves its temporary folder (ck.tmp-XXXXXX).
+            for leftover in [ck, ck + ".old"] + glob.glob(ck + ".tmp-*"):
                 shutil.rmtree(leftover, ignore_errors=True)
             shutil.copytree(old, ck)
             env = dict(os.environ, RP_FAULT_INJECT="%s:%d" % (mode, n))

@@ -110,6 +110,9 @@ WeightsWriter::~WeightsWriter() {
 }
 
 LogicalResult WeightsWriter::open(Location loc) {
+  if (std::string refused = checkOutputTarget(path, "weights file");
+      !refused.empty())
+    return emitError(loc) << refused;
   SmallString<256> model(path);
   llvm::sys::path::replace_extension(model, "");
   int tempFd;

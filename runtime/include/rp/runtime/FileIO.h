@@ -2,21 +2,25 @@
 //
 // Every file the runtime and its tools read or write goes through here, so
 // that one discipline holds for all of them (DESIGN.md: every bad input ends
-// in a clear error, never a crash, a hang or a silent wrong answer):
+// in a clear error, never a crash, a hang or a silent wrong answer). The
+// rules themselves are the contract's (rp/contract/Files.h), which the
+// compiler tools follow too:
 //
 // - Reads take regular files only. A folder, FIFO, device or socket is
 //   refused with a message before anything is read; the file is opened
 //   non-blocking and checked with fstat, so a FIFO without a writer never
 //   blocks. The size is checked against a cap before anything is allocated,
 //   so /dev/zero or a huge file cannot exhaust memory.
-// - Writes are durable and atomic: the bytes go to a temporary file beside
-//   the target, every write's result is checked (a full disk is an error,
-//   not a truncated file), the file and then its folder are fsynced, and one
-//   rename puts it in place. At every instant the path holds the old file or
-//   the new one, whole.
+// - Writes are durable and atomic: the bytes go to a fresh temporary file
+//   (mkstemp) beside the target, which must be a regular file if it exists
+//   (a FIFO, a device, a folder or a symbolic link is refused before
+//   anything is written), every write's result is checked (a full disk is an
+//   error, not a truncated file), the file and then its folder are fsynced, and
+//   one rename puts it in place. At every instant the path holds the old file
+//   or the new one, whole.
 // - Folders (checkpoints) are replaced the same way: a fresh temporary
-//   folder is filled and synced, then swapped with the old one in a single
-//   atomic rename.
+//   folder (mkdtemp) is filled and synced, then swapped with the old one in
+//   a single atomic rename. Nothing rp did not create is deleted.
 //
 // Fault injection, for tests only: RP_FAULT_INJECT=fail:N makes the N-th
 // file operation of the process (from 1) fail as a full disk would;
@@ -63,16 +67,24 @@ struct ByteSpan {
   size_t size;
 };
 
-/// Writes `pieces` to `path` atomically and durably (see the file comment).
+/// Refuses an output path that cannot be written as a regular file (see
+/// files::checkOutputTarget); `what` names it ("--trace").
+Status checkOutputPath(const std::string &path, std::string_view what);
+
+/// Writes `pieces` to `path` atomically and durably (see the file comment);
+/// `what` names the file in messages.
 Status writeFileAtomic(const std::string &path,
-                       const std::vector<ByteSpan> &pieces);
-inline Status writeFileAtomic(const std::string &path, std::string_view text) {
-  return writeFileAtomic(path, {ByteSpan{text.data(), text.size()}});
+                       const std::vector<ByteSpan> &pieces,
+                       std::string_view what = "output file");
+inline Status writeFileAtomic(const std::string &path, std::string_view text,
+                              std::string_view what = "output file") {
+  return writeFileAtomic(path, {ByteSpan{text.data(), text.size()}}, what);
 }
 
-/// Creates the folder `path` afresh: whatever is there (a leftover of an
-/// interrupted save) is removed first.
-Status makeFreshFolder(const std::string &path);
+/// Creates a fresh, empty temporary folder beside `path` and returns its
+/// path; the caller fills it and puts it in place with replaceFolder.
+Expected<std::string> makeTempFolderBeside(const std::string &path,
+                                           std::string_view what);
 
 /// Fsyncs the folder `path`, so that the names created in it last.
 Status syncFolder(const std::string &path);

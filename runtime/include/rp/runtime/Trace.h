@@ -183,9 +183,9 @@ Expected<std::string> measuredProfileJson(const Plan &plan,
 Status writeMeasuredProfile(const Trace &trace, const std::string &hw,
                             const std::string &path);
 
-/// Writes what `write` streams to `path` through a temporary file in the
-/// same folder and a rename, so a reader sees the old file or the new one,
-/// never half of one. `what` names the file in messages ("trace file").
+/// Writes what `write` streams to `path` with writeFileAtomic (FileIO.h), so
+/// a reader sees the old file or the new one, never half of one. `what`
+/// names the file in messages ("trace file").
 Status writeFileAtomically(const std::string &path, const std::string &what,
                            const std::function<void(std::ostream &)> &write);
 

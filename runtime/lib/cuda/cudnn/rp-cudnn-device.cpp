@@ -18,6 +18,7 @@
 #include "CudnnLibrary.h"
 
 #include "rp/runtime/AttentionPath.h"
+#include "rp/runtime/FileIO.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/kernels/Checks.h"
 
@@ -51,7 +52,12 @@ int capture(int gpu, const std::string &out) {
     std::cerr << "rp-cudnn-device: " << json.getStatus().getMessage() << "\n";
     return 1;
   }
-  std::ofstream(out) << *json;
+  // The tools' one atomic writer (FileIO.h): checked writes, never a FIFO,
+  // device or link replaced.
+  if (Status s = writeFileAtomic(out, *json, "-o"); s.failed()) {
+    std::cerr << "rp-cudnn-device: " << s.getMessage() << "\n";
+    return 1;
+  }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, gpu);
   std::cout << "rp-cudnn-device: wrote " << out << " (" << prop.name << ", sm_"

@@ -8,8 +8,8 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
-#include <map>
 #include <limits>
+#include <map>
 #include <numeric>
 
 using namespace mlir;
@@ -221,8 +221,8 @@ int64_t mlir::rp::keptKeyValueBytes(CommandKind kind, StageRange range,
                                     const SlicePairCosts &pairs,
                                     int64_t offset) {
   int64_t perToken = 0;
-  for (unsigned l = range.begin; l < range.end && l < pairs.keyValueBytes.size();
-       ++l)
+  for (unsigned l = range.begin;
+       l < range.end && l < pairs.keyValueBytes.size(); ++l)
     perToken += pairs.keyValueBytes[l];
   return (kind == CommandKind::forward ? 1 : 2) * perToken * offset;
 }
@@ -232,7 +232,7 @@ double mlir::rp::sliceComputeMs(const StageJob &job,
   double ms = 0;
   for (unsigned l = job.range.begin; l < job.range.end; ++l) {
     const LayerCost &c = layers[l];
-    ms += job.keepsForward                  ? c.backwardMs
+    ms += job.keepsForward                   ? c.backwardMs
           : job.kind == CommandKind::forward ? c.recomputeMs
           : job.kind == CommandKind::tail    ? c.forwardMs + c.backwardMs
                                              : c.recomputeMs + c.backwardMs;

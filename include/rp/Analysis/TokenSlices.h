@@ -135,12 +135,10 @@ struct SlicedPrediction {
 /// slices whose costs are `slices` (in order; `mean`: the layers at the
 /// mean slice, which the transfers are sized by). Fails with `error` for
 /// schedules and partitions the model has no slice order for.
-FailureOr<SlicedPrediction>
-predictSlicedPlan(const Partition &partition,
-                  llvm::ArrayRef<std::vector<LayerCost>> slices,
-                  llvm::ArrayRef<int64_t> sizes, llvm::ArrayRef<LayerCost> mean,
-                  const SlicePairCosts &pairs, const PlanTarget &target,
-                  std::string &error);
+FailureOr<SlicedPrediction> predictSlicedPlan(
+    const Partition &partition, llvm::ArrayRef<std::vector<LayerCost>> slices,
+    llvm::ArrayRef<int64_t> sizes, llvm::ArrayRef<LayerCost> mean,
+    const SlicePairCosts &pairs, const PlanTarget &target, std::string &error);
 
 } // namespace mlir::rp
 

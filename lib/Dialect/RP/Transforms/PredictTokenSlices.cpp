@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 namespace mlir::rp {
 #define GEN_PASS_DEF_PREDICTTOKENSLICESPASS
@@ -33,8 +34,8 @@ namespace {
 
 std::string gib(int64_t bytes) {
   std::string s;
-  llvm::raw_string_ostream(s) << llvm::format("%.2f GiB",
-                                              bytes / double(1ull << 30));
+  llvm::raw_string_ostream(s)
+      << llvm::format("%.2f GiB", bytes / double(1ull << 30));
   return s;
 }
 
@@ -61,8 +62,7 @@ bool seqAt(Value v, int64_t dim, int64_t seq) {
 /// across the sequence other than a causal attention), with the op; the
 /// number of causal attentions otherwise. Dimensions equal to the sequence
 /// length on values computed from the inputs are taken to be it.
-LogicalResult checkSliceable(func::FuncOp func, int64_t seq,
-                             unsigned &causal) {
+LogicalResult checkSliceable(func::FuncOp func, int64_t seq, unsigned &causal) {
   llvm::DenseSet<Value> fromInputs = valuesFromInputs(func);
   causal = 0;
   WalkResult r = func.walk([&](Operation *op) {
@@ -91,9 +91,8 @@ LogicalResult checkSliceable(func::FuncOp func, int64_t seq,
     else if (auto s = dyn_cast<LogSoftmaxOp>(op))
       mixing = mixes(s.getInput(), s.getDim());
     else if (auto red = dyn_cast<ReduceOp>(op))
-      mixing = llvm::any_of(red.getDims(), [&](int64_t d) {
-        return mixes(red.getInput(), d);
-      });
+      mixing = llvm::any_of(
+          red.getDims(), [&](int64_t d) { return mixes(red.getInput(), d); });
     else if (auto mm = dyn_cast<MatmulOp>(op))
       // Activations times activations over the sequence: an attention
       // spelled out (scores times values).
@@ -126,8 +125,7 @@ struct PredictTokenSlicesPass
   FailureOr<const std::vector<LayerCost> *> costsAt(int64_t seq) {
     if (auto it = memo.find(seq); it != memo.end())
       return &it->second;
-    OwningOpRef<ModuleOp> copy =
-        retypedCopy(getOperation(), seq0, seq, rows);
+    OwningOpRef<ModuleOp> copy = retypedCopy(getOperation(), seq0, seq, rows);
     CostModel scratch = getAnalysis<CostModel>().forScratch();
     FailureOr<PipelineInputs> in = loadPipelineInputs(*copy, scratch);
     if (failed(in))
@@ -200,26 +198,22 @@ struct PredictTokenSlicesPass
       if (at == tokens)
         break;
     }
-    unsigned jobs = in->partition.forward.size() + 1 +
-                    in->partition.backward.size();
+    unsigned jobs =
+        in->partition.forward.size() + 1 + in->partition.backward.size();
     auto linear = [&](int64_t s) {
-      auto hi = std::lower_bound(
-          grid.begin(), grid.end(), s,
-          [](const std::pair<int64_t, double> &g, int64_t v) {
-            return g.first < v;
-          });
+      auto hi = std::lower_bound(grid.begin(), grid.end(), s,
+                                 [](const std::pair<int64_t, double> &g,
+                                    int64_t v) { return g.first < v; });
       if (hi == grid.begin())
         return hi->second * double(s) / double(hi->first);
       if (hi == grid.end())
         return grid.back().second;
       auto lo = hi - 1;
-      return lo->second + (hi->second - lo->second) *
-                              double(s - lo->first) /
+      return lo->second + (hi->second - lo->second) * double(s - lo->first) /
                               double(hi->first - lo->first);
     };
     auto ms = [&](int64_t o, int64_t s) {
-      return (linear(s) + pairMs * (s * (s + 1) / 2.0 + double(o) * s)) /
-             jobs;
+      return (linear(s) + pairMs * (s * (s + 1) / 2.0 + double(o) * s)) / jobs;
     };
     SliceSearch problem;
     problem.tokens = tokens;
@@ -291,8 +285,8 @@ void PredictTokenSlicesPass::runOnOperation() {
     return signalPassFailure();
   pairs = fitPairCosts(**big, **half, h, keyValue);
 
-  int64_t budget = budgetGiB > 0 ? int64_t(budgetGiB * (1ull << 30))
-                                 : in->hw.memoryBytes();
+  int64_t budget =
+      budgetGiB > 0 ? int64_t(budgetGiB * (1ull << 30)) : in->hw.memoryBytes();
   PlanTarget target{in->hw, ScheduleKind::roundRobin, in->attr.getDevices(),
                     in->attr.getMicrobatches()};
   target.dispatch = dispatch;
@@ -309,8 +303,8 @@ void PredictTokenSlicesPass::runOnOperation() {
   // (and their gradients) one job keeps at the slice's offset.
   int64_t kvPerToken = 0;
   for (const StageRange &r : in->partition.forward)
-    kvPerToken = std::max(
-        kvPerToken, keptKeyValueBytes(CommandKind::forward, r, pairs, 1));
+    kvPerToken = std::max(kvPerToken,
+                          keptKeyValueBytes(CommandKind::forward, r, pairs, 1));
   kvPerToken =
       std::max(kvPerToken, keptKeyValueBytes(CommandKind::tail,
                                              in->partition.tail, pairs, 1));
@@ -327,9 +321,9 @@ void PredictTokenSlicesPass::runOnOperation() {
     func.emitError(error);
     return signalPassFailure();
   }
-  double perToken = seq0 > small ? double(plain->peak - atSmall->peak) /
-                                       double(seq0 - small)
-                                 : 0;
+  double perToken =
+      seq0 > small ? double(plain->peak - atSmall->peak) / double(seq0 - small)
+                   : 0;
   double base = double(atSmall->peak) - perToken * double(small);
   auto fits = [&](int64_t o, int64_t s) {
     return base + perToken * double(s) + double(kvPerToken) * double(o) <=
@@ -393,7 +387,8 @@ void PredictTokenSlicesPass::runOnOperation() {
       if ((even->plan.fits || !sliced->plan.fits) &&
           even->plan.stepMs < sliced->plan.stepMs) {
         sliced = std::move(even);
-        how = "auto: " + std::to_string(k) + " even slices, faster in the "
+        how = "auto: " + std::to_string(k) +
+              " even slices, faster in the "
               "plan's timing than the dynamic program's";
       }
     }
@@ -405,30 +400,40 @@ void PredictTokenSlicesPass::runOnOperation() {
   InFlightDiagnostic report = emitRemark(func.getLoc());
   report << "token slices (a prediction of the compiler's model: rp cannot "
             "run them yet): "
-         << sizes.size() << " slice" << (sizes.size() == 1 ? "" : "s")
-         << " of " << joined(sizes) << " tokens (" << how << ") on "
+         << sizes.size() << " slice" << (sizes.size() == 1 ? "" : "s") << " of "
+         << joined(sizes) << " tokens (" << how << ") on "
          << in->attr.getDevices() << " devices, " << in->hw.name << "; "
          << fmt("predicted step %.3f ms, %.0f%% bubble, %.0f "
-                         "tokens/s",
-                         sliced->plan.stepMs, 100 * sliced->plan.bubble,
-                         rate(sliced->plan.stepMs))
+                "tokens/s",
+                sliced->plan.stepMs, 100 * sliced->plan.bubble,
+                rate(sliced->plan.stepMs))
          << "; unsliced "
          << fmt("%.3f ms, %.0f%% bubble, %.0f tokens/s (sliced "
-                         "%.2fx)",
-                         plain->stepMs, 100 * plain->bubble,
-                         rate(plain->stepMs),
-                         plain->stepMs / std::max(1e-12, sliced->plan.stepMs))
+                "%.2fx)",
+                plain->stepMs, 100 * plain->bubble, rate(plain->stepMs),
+                plain->stepMs / std::max(1e-12, sliced->plan.stepMs))
          << "; peak " << gib(sliced->plan.peak) << " on device "
          << sliced->plan.device << " of " << gib(budget) << " ("
-         << (sliced->plan.fits ? "fits" : "does NOT fit")
-         << "; unsliced " << gib(plain->peak) << "), keys and values kept "
+         << (sliced->plan.fits ? "fits" : "does NOT fit") << "; unsliced "
+         << gib(plain->peak) << "), keys and values kept "
          << "by one job up to " << gib(sliced->keptBytes)
          << "; not modelled: the kept keys' and values' copies between a "
             "forward and its backward job, the tail's earlier slices' "
             "forwards overlapping the wait for the last";
   report.report();
 
-  if (reportMaxSeq) {
+  // A peak that does not grow with the sequence (or keys and values that
+  // cost nothing) leaves the linear model without a limit: say so rather
+  // than report one.
+  if (reportMaxSeq && (perToken <= 0 || kvPerToken <= 0)) {
+    emitRemark(func.getLoc())
+        << "token slices: no largest sequence reported: in the compiler's "
+           "model the peak at "
+        << small << " tokens is " << gib(atSmall->peak) << " and at " << seq0
+        << " tokens " << gib(plain->peak)
+        << ", which does not grow with the sequence, so the linear memory "
+           "model has no limit";
+  } else if (reportMaxSeq) {
     // The longest sequence whose last slice of one grain still fits the
     // linear model, then its plan checked at the slices auto picks there.
     auto at = [&](int64_t seq, std::vector<int64_t> &picked) -> int {
@@ -472,17 +477,21 @@ void PredictTokenSlicesPass::runOnOperation() {
     }
     InFlightDiagnostic max = emitRemark(func.getLoc());
     if (lo == 0) {
-      max << "token slices: no sequence of " << seq0
-          << " tokens or more fits " << gib(budget) << " in slices";
+      max << "token slices: no sequence of " << seq0 << " tokens or more fits "
+          << gib(budget) << " in slices";
     } else {
       max << "with token slices (a prediction: rp cannot run them yet) the "
              "largest sequence that fits is "
           << lo << " tokens (microbatch " << rows << " x " << lo
-          << ", the function's stages), in " << best.size()
-          << " slices from " << best.front() << " down to " << best.back()
+          << ", the function's stages), in " << best.size() << " slices from "
+          << best.front() << " down to " << best.back()
           << " tokens; a job keeps up to "
           << gib(kvPerToken * (lo - best.back()))
-          << " of keys, values and their gradients there";
+          << " of keys, values and their gradients there, and the keys "
+             "and values of every layer, kept in pinned host memory between "
+             "a forward job and its backward (not in the host model), take "
+          << gib(std::accumulate(keyValue.begin(), keyValue.end(), int64_t(0)) *
+                 lo * rows);
     }
     max.report();
   }

@@ -324,6 +324,47 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
   ];
 }
 
+def PredictTokenSlicesPass
+    : Pass<"rp-predict-token-slices", "::mlir::ModuleOp"> {
+  let summary = "predicts a causal model's step with each sequence cut into "
+                "token slices, and refuses to plan it";
+  let description = [{
+    After rp-partition (rp-compile --token-slices K|auto|s1,s2,...): cuts
+    each sequence of a causal model into token slices that the round-robin
+    runs as microbatches (TeraPipe), and reports as a remark the slices, the
+    predicted step, bubble and tokens/s beside the unsliced plan's, and the
+    peak memory with the keys and values the jobs keep across slices;
+    `auto` chooses the sizes by TeraPipe's dynamic program
+    (include/rp/Analysis/TokenSlices.h), `report-max-seq` adds the longest
+    sequence whose slices fit. rp cannot execute a sliced plan yet, so the
+    pass then fails with an error saying so: no plan is written. A model
+    whose attention is not causal, carries a mask, or whose ops mix tokens
+    across the sequence otherwise is refused. docs/token-slices.md.
+
+    ```
+    remark: token slices (a prediction: rp cannot run them yet): 4 slices
+      of 5120,4096,3840,3328 tokens (auto) ...; predicted step 912.4 ms,
+      31% bubble, 17958 tokens/s; unsliced 2402.1 ms, 74% bubble, 6821
+      tokens/s (2.63x)
+    error: --token-slices: rp-run cannot execute a token-sliced plan yet
+    ```
+  }];
+  let options = [
+    Option<"slices", "slices", "std::string", "\"auto\"",
+           "K (that many even slices), auto (TeraPipe's dynamic program) or the sizes s1,s2,... summing to the sequence">,
+    Option<"budgetGiB", "budget-gib", "double", "0",
+           "device memory to fit in GiB; 0 takes the profile's">,
+    Option<"reportMaxSeq", "report-max-seq", "bool", "false",
+           "also report the longest sequence whose slices fit">,
+    Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
+           "::mlir::rp::Dispatch::modulo",
+           "how round-robin moves its jobs from pass to pass (as rp-insert-transfers)",
+           "::mlir::rp::dispatchValues()">,
+    Option<"passShift", "pass-shift", "int", "-1",
+           "round-robin's device shift per pass; -1 takes dispatch's">
+  ];
+}
+
 def ChooseRecomputePass : Pass<"rp-choose-recompute", "::mlir::ModuleOp"> {
   let summary = "chooses the recompute grain of each backward stage";
   let description = [{

@@ -170,6 +170,13 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "fits the devices, with the stages rp's partitioner "
                      "cuts for each length unless --stages is given (a "
                      "remark on stderr)")};
+  Option<std::string> tokenSlices{
+      *this, "token-slices", flags, llvm::cl::init(""),
+      llvm::cl::desc("K|auto|s1,s2,...: predict the step with each "
+                     "sequence of a causal model cut into token slices run "
+                     "as microbatches (TeraPipe), then stop: rp cannot run "
+                     "a sliced plan yet, so no plan is written and the "
+                     "exit code is 1 (docs/token-slices.md)")};
   Option<double> budgetGiB{
       *this, "budget-gib", flags, llvm::cl::init(0),
       llvm::cl::desc("device memory to plan against in GiB (0: the "

@@ -15,6 +15,7 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "PartitionPolicy.h"
+#include "Retype.h"
 #include "ScheduleIR.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PartitionMemory.h"
@@ -35,81 +36,6 @@ using namespace mlir;
 using namespace mlir::rp;
 
 namespace {
-
-/// `type` with every dimension equal to `from` replaced by `to`; for a
-/// value computed from the inputs (`fromInputs`), also a leading dimension
-/// equal to `from` times one of `multiples` (flattened tokens, dispatched
-/// rows), replaced by `to` times it. Only the leading one: those rows are
-/// dimension 0 of every op that holds them, and a weight or a feature
-/// dimension that happens to equal a multiple stays as it is.
-Type rescaled(Type type, int64_t from, int64_t to, ArrayRef<int64_t> multiples,
-              bool fromInputs) {
-  auto t = dyn_cast<RankedTensorType>(type);
-  if (!t)
-    return type;
-  SmallVector<int64_t> dims(t.getShape());
-  for (auto [i, d] : llvm::enumerate(dims)) {
-    if (d == from) {
-      d = to;
-      continue;
-    }
-    if (i == 0 && fromInputs)
-      for (int64_t m : multiples)
-        if (d == from * m) {
-          d = to * m;
-          break;
-        }
-  }
-  return t.clone(dims);
-}
-
-/// The values of `func` computed from its arguments (not from parameters
-/// and constants alone), layer bodies included.
-llvm::DenseSet<Value> valuesFromInputs(func::FuncOp func) {
-  llvm::DenseSet<Value> from(func.getArguments().begin(),
-                             func.getArguments().end());
-  std::function<void(Block &)> visit = [&](Block &block) {
-    for (Operation &op : block) {
-      bool any = llvm::any_of(op.getOperands(),
-                              [&](Value v) { return from.contains(v); });
-      if (auto layer = dyn_cast<LayerOp>(op)) {
-        Block &body = layer.getBody().front();
-        for (auto [operand, arg] :
-             llvm::zip(layer.getInputs(), body.getArguments()))
-          if (from.contains(operand))
-            from.insert(arg);
-        visit(body);
-        for (auto [result, value] :
-             llvm::zip(layer.getResults(), body.getTerminator()->getOperands()))
-          if (from.contains(value))
-            from.insert(result);
-        continue;
-      }
-      if (any)
-        from.insert(op.getResults().begin(), op.getResults().end());
-    }
-  };
-  visit(func.getBody().front());
-  return from;
-}
-
-/// The multiples of the sequence length that a graph's dimensions hold: the
-/// sequence itself, the microbatch's tokens flattened (`rows` sequences),
-/// and a mixture-of-experts layer's dispatched rows (tokens x top_k, one row
-/// per token and chosen expert), which grow with the sequence too.
-SmallVector<int64_t> sequenceMultiples(ModuleOp module, int64_t rows) {
-  SmallVector<int64_t> multiples{1};
-  auto add = [&](int64_t m) {
-    if (m > 1 && !llvm::is_contained(multiples, m))
-      multiples.push_back(m);
-  };
-  add(rows);
-  module.walk([&](MoERouteOp route) {
-    add(route.getTopK());
-    add(rows * route.getTopK());
-  });
-  return multiples;
-}
 
 struct Trial {
   bool fits = false;
@@ -152,28 +78,9 @@ struct ReportMaxSeqPass
                          Stages how = Stages::automatic) {
     if (how == Stages::automatic)
       how = ownStages ? Stages::lean : Stages::function;
-    SmallVector<int64_t> multiples = sequenceMultiples(module, rows);
     // The profiles parsed once; the copy's own costs, forgotten with it.
     CostModel scratch = getAnalysis<CostModel>().forScratch();
-    OwningOpRef<ModuleOp> copy = module.clone();
-    // Which values are computed from the inputs, before any is retyped.
-    llvm::DenseSet<Value> fromInputs;
-    copy->walk([&](func::FuncOp f) {
-      llvm::DenseSet<Value> mine = valuesFromInputs(f);
-      fromInputs.insert(mine.begin(), mine.end());
-    });
-    auto retype = [&](Value v) {
-      v.setType(
-          rescaled(v.getType(), seq0, seq, multiples, fromInputs.contains(v)));
-    };
-    copy->walk([&](Operation *op) {
-      for (Value r : op->getResults())
-        retype(r);
-      for (Region &region : op->getRegions())
-        for (Block &block : region)
-          for (BlockArgument a : block.getArguments())
-            retype(a);
-    });
+    OwningOpRef<ModuleOp> copy = retypedCopy(module, seq0, seq, rows);
     FailureOr<PipelineInputs> in = loadPipelineInputs(*copy, scratch);
     if (failed(in))
       return failure();

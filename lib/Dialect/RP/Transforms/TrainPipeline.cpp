@@ -90,6 +90,17 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     choose.tailJobs = int(options.tailJobs);
     pm.addPass(createChooseLossFusionPass(choose));
   }
+  // On the graph and stages the plan would have; it reports and stops the
+  // compile, since no sliced plan can run yet.
+  if (!options.tokenSlices.empty()) {
+    PredictTokenSlicesPassOptions slices;
+    slices.slices = options.tokenSlices;
+    slices.budgetGiB = options.budgetGiB;
+    slices.reportMaxSeq = options.reportMaxSeq;
+    slices.dispatch = options.dispatch;
+    slices.passShift = options.passShift;
+    pm.addPass(createPredictTokenSlicesPass(slices));
+  }
   // After the loss fusion's choice, on the graph and partition it kept:
   // `--recompute auto` becomes a grain per backward stage.
   ChooseRecomputePassOptions grain;

@@ -1,0 +1,385 @@
+//===- TokenSlices.cpp - one sequence cut into token slices ---------------===//
+
+#include "rp/Analysis/TokenSlices.h"
+
+#include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/PassesInFlight.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+FailureOr<TokenSlicesSpec> mlir::rp::parseTokenSlices(llvm::StringRef text,
+                                                      std::string &error) {
+  TokenSlicesSpec spec;
+  text = text.trim();
+  if (text == "auto")
+    return spec;
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, ',');
+  std::vector<int64_t> values;
+  for (llvm::StringRef p : parts) {
+    int64_t v = 0;
+    if (p.trim().getAsInteger(10, v) || v <= 0) {
+      error = "--token-slices " + text.str() +
+              ": give auto, a slice count (K >= 1) or the slice sizes "
+              "(s1,s2,... tokens, each >= 1)";
+      return failure();
+    }
+    values.push_back(v);
+  }
+  if (values.size() == 1) {
+    spec.kind = TokenSlicesSpec::Kind::count;
+    spec.count = unsigned(values[0]);
+    return spec;
+  }
+  spec.kind = TokenSlicesSpec::Kind::sizes;
+  spec.sizes = std::move(values);
+  return spec;
+}
+
+std::vector<int64_t> mlir::rp::equalSlices(int64_t tokens, unsigned count) {
+  std::vector<int64_t> sizes(count, tokens / count);
+  for (int64_t i = 0; i < tokens % count; ++i)
+    ++sizes[i];
+  return sizes;
+}
+
+double mlir::rp::chainLatency(llvm::ArrayRef<double> ms, unsigned jobs) {
+  if (ms.empty())
+    return 0;
+  return std::accumulate(ms.begin(), ms.end(), 0.0) +
+         (jobs - 1) * *std::max_element(ms.begin(), ms.end());
+}
+
+int64_t mlir::rp::sliceGrain(int64_t tokens, int64_t units) {
+  int64_t grain = 1;
+  while (grain * units < tokens)
+    grain *= 2;
+  return grain;
+}
+
+namespace {
+
+/// The slice times on the grain's units: t[i][j] for units [i, j), NaN
+/// where the slice does not fit.
+struct UnitTimes {
+  unsigned units = 0;
+  std::vector<int64_t> bounds; // token offset of each unit boundary
+  std::vector<double> t;       // (units + 1)^2, row i, column j
+
+  explicit UnitTimes(const SliceSearch &s) {
+    int64_t grain = std::max<int64_t>(1, s.grain);
+    for (int64_t o = 0; o < s.tokens; o += grain)
+      bounds.push_back(o);
+    bounds.push_back(s.tokens);
+    units = bounds.size() - 1;
+    t.assign((units + 1) * (units + 1),
+             std::numeric_limits<double>::quiet_NaN());
+    for (unsigned i = 0; i < units; ++i)
+      for (unsigned j = i + 1; j <= units; ++j) {
+        int64_t o = bounds[i], size = bounds[j] - bounds[i];
+        if (!s.fits || s.fits(o, size))
+          t[i * (units + 1) + j] = s.ms(o, size);
+      }
+  }
+  double at(unsigned i, unsigned j) const { return t[i * (units + 1) + j]; }
+};
+
+SliceChoice choiceOf(const UnitTimes &u, llvm::ArrayRef<unsigned> cuts,
+                     unsigned jobs) {
+  SliceChoice c;
+  std::vector<double> ms;
+  for (unsigned k = 0; k + 1 < cuts.size(); ++k) {
+    c.sizes.push_back(u.bounds[cuts[k + 1]] - u.bounds[cuts[k]]);
+    ms.push_back(u.at(cuts[k], cuts[k + 1]));
+  }
+  c.latencyMs = chainLatency(ms, jobs);
+  return c;
+}
+
+/// The least sum of slice times over [0, units) with every slice no
+/// slower than `cap` (infinity: no cap); the cuts through `cuts`.
+double leastSum(const UnitTimes &u, double cap, std::vector<unsigned> &cuts) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> f(u.units + 1, inf);
+  std::vector<unsigned> from(u.units + 1, 0);
+  f[0] = 0;
+  for (unsigned j = 1; j <= u.units; ++j)
+    for (unsigned i = 0; i < j; ++i) {
+      double t = u.at(i, j);
+      // NaN (does not fit) fails both tests.
+      if (!(t <= cap) || f[i] == inf)
+        continue;
+      if (f[i] + t < f[j]) {
+        f[j] = f[i] + t;
+        from[j] = i;
+      }
+    }
+  cuts.clear();
+  if (f[u.units] == inf)
+    return inf;
+  for (unsigned j = u.units; j > 0; j = from[j])
+    cuts.push_back(j);
+  cuts.push_back(0);
+  std::reverse(cuts.begin(), cuts.end());
+  return f[u.units];
+}
+
+} // namespace
+
+std::optional<SliceChoice> mlir::rp::chooseSlices(const SliceSearch &s) {
+  if (s.tokens <= 0)
+    return std::nullopt;
+  UnitTimes u(s);
+  std::vector<unsigned> cuts;
+  double floor = leastSum(u, std::numeric_limits<double>::infinity(), cuts);
+  if (floor == std::numeric_limits<double>::infinity())
+    return std::nullopt;
+  std::vector<double> caps;
+  for (double t : u.t)
+    if (t == t)
+      caps.push_back(t);
+  std::sort(caps.begin(), caps.end());
+  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+  std::optional<SliceChoice> best;
+  for (double cap : caps) {
+    // Every later cap costs at least the least sum plus its own term.
+    if (best && floor + (s.jobs - 1) * cap >= best->latencyMs)
+      break;
+    if (leastSum(u, cap, cuts) == std::numeric_limits<double>::infinity())
+      continue;
+    SliceChoice c = choiceOf(u, cuts, s.jobs);
+    if (!best || c.latencyMs < best->latencyMs)
+      best = std::move(c);
+  }
+  return best;
+}
+
+std::optional<SliceChoice> mlir::rp::bruteForceSlices(const SliceSearch &s) {
+  UnitTimes u(s);
+  std::optional<SliceChoice> best;
+  unsigned inner = u.units - 1;
+  for (uint64_t mask = 0; mask < (uint64_t(1) << inner); ++mask) {
+    std::vector<unsigned> cuts{0};
+    for (unsigned b = 0; b < inner; ++b)
+      if (mask >> b & 1)
+        cuts.push_back(b + 1);
+    cuts.push_back(u.units);
+    bool fits = true;
+    for (unsigned k = 0; k + 1 < cuts.size(); ++k)
+      fits &= u.at(cuts[k], cuts[k + 1]) == u.at(cuts[k], cuts[k + 1]);
+    if (!fits)
+      continue;
+    SliceChoice c = choiceOf(u, cuts, s.jobs);
+    if (!best || c.latencyMs < best->latencyMs)
+      best = std::move(c);
+  }
+  return best;
+}
+
+SlicePairCosts mlir::rp::fitPairCosts(llvm::ArrayRef<LayerCost> at2h,
+                                      llvm::ArrayRef<LayerCost> atH, int64_t h,
+                                      std::vector<int64_t> keyValueBytes) {
+  SlicePairCosts p;
+  double pairs = double(h) * double(h);
+  auto fit = [&](double big, double small) {
+    return h > 0 ? std::max(0.0, (big - 2 * small) / pairs) : 0.0;
+  };
+  for (auto [big, small] : llvm::zip(at2h, atH)) {
+    p.forwardMs.push_back(fit(big.forwardMs, small.forwardMs));
+    p.recomputeMs.push_back(fit(big.recomputeMs, small.recomputeMs));
+    p.backwardMs.push_back(fit(big.backwardMs, small.backwardMs));
+  }
+  p.keyValueBytes = std::move(keyValueBytes);
+  p.keyValueBytes.resize(p.forwardMs.size(), 0);
+  return p;
+}
+
+std::vector<LayerCost> mlir::rp::sliceLayerCosts(llvm::ArrayRef<LayerCost> self,
+                                                 const SlicePairCosts &pairs,
+                                                 int64_t offset, int64_t size) {
+  std::vector<LayerCost> out(self.begin(), self.end());
+  // The slice's own pairs are in `self` (a causal sequence of `size`
+  // tokens); the rectangle against the earlier slices adds offset x size.
+  double extra = double(offset) * double(size);
+  for (size_t l = 0; l < out.size() && l < pairs.forwardMs.size(); ++l) {
+    out[l].forwardMs += pairs.forwardMs[l] * extra;
+    out[l].recomputeMs += pairs.recomputeMs[l] * extra;
+    out[l].backwardMs += pairs.backwardMs[l] * extra;
+  }
+  return out;
+}
+
+int64_t mlir::rp::keptKeyValueBytes(CommandKind kind, StageRange range,
+                                    const SlicePairCosts &pairs,
+                                    int64_t offset) {
+  int64_t perToken = 0;
+  for (unsigned l = range.begin;
+       l < range.end && l < pairs.keyValueBytes.size(); ++l)
+    perToken += pairs.keyValueBytes[l];
+  return (kind == CommandKind::forward ? 1 : 2) * perToken * offset;
+}
+
+double mlir::rp::sliceComputeMs(const StageJob &job,
+                                llvm::ArrayRef<LayerCost> layers) {
+  double ms = 0;
+  for (unsigned l = job.range.begin; l < job.range.end; ++l) {
+    const LayerCost &c = layers[l];
+    ms += job.keepsForward                   ? c.backwardMs
+          : job.kind == CommandKind::forward ? c.recomputeMs
+          : job.kind == CommandKind::tail    ? c.forwardMs + c.backwardMs
+                                             : c.recomputeMs + c.backwardMs;
+  }
+  return ms;
+}
+
+namespace {
+
+/// The tail and the backward jobs run each sequence's slices last first:
+/// a slice's key and value gradients are summed from the slices after it.
+/// Their compute commands (one per job and microbatch, in microbatch
+/// order) trade places within each sequence, so that each queue runs them
+/// last slice first; the waits follow, and the commands are reissued in
+/// an order where every one comes after those it waits for (what the
+/// transfers are inserted in). False when that deadlocks.
+bool reverseSliceOrder(Pipeline &pl, unsigned slices) {
+  Schedule &s = pl.schedule;
+  std::vector<unsigned> moved(s.commands.size());
+  std::iota(moved.begin(), moved.end(), 0u);
+  std::map<std::pair<int, int>, unsigned> at;
+  for (auto [i, c] : llvm::enumerate(s.commands))
+    at[{c.job, c.microbatch}] = i;
+  for (auto [i, c] : llvm::enumerate(s.commands)) {
+    if (c.kind == CommandKind::forward || c.microbatch < 0)
+      continue;
+    int first = c.microbatch / int(slices) * int(slices);
+    int mirror = first + int(slices) - 1 - (c.microbatch - first);
+    moved[i] = at.at({c.job, mirror});
+  }
+  std::vector<Command> out(s.commands.size());
+  for (auto [i, c] : llvm::enumerate(s.commands)) {
+    Command n = c;
+    for (unsigned &w : n.waits)
+      w = moved[w];
+    out[moved[i]] = std::move(n);
+  }
+  s.commands = std::move(out);
+  std::optional<Schedule> issued = inIssueOrder(s);
+  if (!issued)
+    return false;
+  s = std::move(*issued);
+  return true;
+}
+
+} // namespace
+
+FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
+    const Partition &partition, llvm::ArrayRef<std::vector<LayerCost>> slices,
+    llvm::ArrayRef<int64_t> sizes, llvm::ArrayRef<LayerCost> mean,
+    const SlicePairCosts &pairs, const PlanTarget &target, std::string &error) {
+  if (target.kind != ScheduleKind::roundRobin) {
+    error = "token slices are modelled for the round-robin schedule only";
+    return failure();
+  }
+  if (partition.tailJobs != 1) {
+    error = "token slices are modelled with the fused tail as one job "
+            "(--tail-jobs 1): a slice's tail needs the slices before it";
+    return failure();
+  }
+  unsigned k = slices.size();
+  FailureOr<Pipeline> pl =
+      lowerSchedule(partition, mean, target.kind, target.devices,
+                    target.microbatches * k, error);
+  if (failed(pl))
+    return failure();
+  for (const StageJob &j : pl->jobs)
+    if (j.keepsForward) {
+      error = "token slices are not modelled for a tail split into a pair "
+              "of jobs";
+      return failure();
+    }
+  SlicedPrediction out;
+  out.sizes.assign(sizes.begin(), sizes.end());
+  std::vector<int64_t> offsets(k, 0);
+  for (unsigned j = 1; j < k; ++j)
+    offsets[j] = offsets[j - 1] + sizes[j - 1];
+  for (Command &c : pl->schedule.commands) {
+    if (!isCompute(c.kind) || c.microbatch < 0)
+      continue;
+    unsigned j = unsigned(c.microbatch) % k;
+    const StageJob &job = pl->jobs[c.job];
+    c.ms = sliceComputeMs(job, slices[j]);
+    int64_t kept = keptKeyValueBytes(job.kind, job.range, pairs, offsets[j]);
+    out.keptBytes = std::max(out.keptBytes, kept);
+    c.bytes = jobWorkBytes(job.kind, job.range, slices[j], job.layerGrain,
+                           /*savedAsInputs=*/true) +
+              kept;
+  }
+  if (!reverseSliceOrder(*pl, k)) {
+    error = "the sliced schedule deadlocks; this is a bug in rp, please "
+            "report it";
+    return failure();
+  }
+  pl->residentWeights = false;
+  PlanPrediction &p = out.plan;
+  Pipeline computeOnly = *pl;
+  std::optional<SteadyState> steady;
+  if (target.passShift >= 0) {
+    computeOnly.passShift = target.passShift % int(pl->devices);
+    steady = steadyState(computeOnly, mean, target.hw);
+  } else {
+    steady = dispatchPasses(computeOnly, mean, target.hw, target.dispatch);
+  }
+  if (!steady) {
+    error = "the sliced schedule deadlocks; this is a bug in rp, please "
+            "report it";
+    return failure();
+  }
+  pl->passShift = computeOnly.passShift;
+  p.stepMs = steady->stepMs;
+  p.bubble = steady->bubble();
+  insertTransfers(*pl, mean, target.hw);
+  std::optional<Schedule> issued = inIssueOrder(pl->schedule);
+  if (!issued) {
+    error = "the sliced schedule deadlocks once transfers are inserted; "
+            "this is a bug in rp, please report it";
+    return failure();
+  }
+  pl->schedule = std::move(*issued);
+  // The transfers were sized by the mean slice; a slice's activations are
+  // its own size's.
+  double meanSize = 0;
+  for (int64_t s : sizes)
+    meanSize += double(s) / k;
+  for (Command &c : pl->schedule.commands)
+    if ((c.kind == CommandKind::h2dActivation ||
+         c.kind == CommandKind::h2dGradient ||
+         c.kind == CommandKind::d2hActivation ||
+         c.kind == CommandKind::d2hGradient) &&
+        c.microbatch >= 0)
+      c.bytes = int64_t(double(c.bytes) *
+                        double(sizes[unsigned(c.microbatch) % k]) / meanSize);
+  MemoryPlan mp = planMemory(*pl, mean);
+  p.arenaCopies = chooseArenaCopies(mp.peakBytes, target.budget,
+                                    renamesDevices(pl->shiftPerPass(), 2));
+  if (p.arenaCopies == 1)
+    if (std::optional<SteadyState> one =
+            steadyStateInMemory(computeOnly, 2, 1, mean, target.hw)) {
+      p.stepMs = one->stepMs;
+      p.bubble = one->bubble();
+    }
+  FullestDevice full = fullestDevice(mp);
+  p.peak = full.peak;
+  p.device = full.device;
+  p.fits = full.peak <= target.budget;
+  p.biggest = full.biggest;
+  p.biggestBytes = full.biggestBytes;
+  return out;
+}

@@ -1,0 +1,505 @@
+//===- PredictTokenSlices.cpp - rp-predict-token-slices -------------------===//
+//
+// Predicts the step of a causal model with each sequence cut into token
+// slices (include/rp/Analysis/TokenSlices.h), then refuses to go on: rp
+// cannot run a sliced plan yet, and a plan that rp-run would run unsliced
+// under a sliced prediction would be a silent wrong answer. A slice's
+// layer costs are the graph's own at the slice's length (a retyped copy,
+// as rp-report-max-seq's trials) plus the pairs its causal attention
+// forms with the earlier slices' keys.
+//
+//===----------------------------------------------------------------------===//
+
+#include "rp/Dialect/RP/RPPasses.h"
+
+#include "Retype.h"
+#include "ScheduleIR.h"
+#include "rp/Analysis/TokenSlices.h"
+
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace mlir::rp {
+#define GEN_PASS_DEF_PREDICTTOKENSLICESPASS
+#include "rp/Dialect/RP/RPPasses.h.inc"
+} // namespace mlir::rp
+
+using namespace mlir;
+using namespace mlir::rp;
+
+namespace {
+
+std::string gib(int64_t bytes) {
+  std::string s;
+  llvm::raw_string_ostream(s)
+      << llvm::format("%.2f GiB", bytes / double(1ull << 30));
+  return s;
+}
+
+template <typename... Ts> std::string fmt(const char *f, Ts... values) {
+  char text[256];
+  snprintf(text, sizeof(text), f, values...);
+  return text;
+}
+
+std::string joined(llvm::ArrayRef<int64_t> sizes) {
+  std::string s;
+  for (int64_t v : sizes)
+    s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
+}
+
+/// Whether `type` has a dimension `seq` at `dim`.
+bool seqAt(Value v, int64_t dim, int64_t seq) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && dim >= 0 && dim < t.getRank() && t.getDimSize(dim) == seq;
+}
+
+/// Why the graph cannot be cut into token slices (an op that mixes tokens
+/// across the sequence other than a causal attention), with the op; the
+/// number of causal attentions otherwise. Dimensions equal to the sequence
+/// length on values computed from the inputs are taken to be it.
+LogicalResult checkSliceable(func::FuncOp func, int64_t seq, unsigned &causal) {
+  llvm::DenseSet<Value> fromInputs = valuesFromInputs(func);
+  causal = 0;
+  WalkResult r = func.walk([&](Operation *op) {
+    if (auto a = dyn_cast<AttentionOp>(op)) {
+      if (!a.getCausal()) {
+        op->emitError("token slices need causal attention: this attention "
+                      "lets a token see later tokens, so a slice would need "
+                      "the slices after it");
+        return WalkResult::interrupt();
+      }
+      if (a.getMask()) {
+        op->emitError("token slices do not model an attention with a mask "
+                      "yet (a banded or sliding-window mask must take each "
+                      "slice's offset)");
+        return WalkResult::interrupt();
+      }
+      ++causal;
+      return WalkResult::advance();
+    }
+    auto mixes = [&](Value in, int64_t dim) {
+      return fromInputs.contains(in) && seqAt(in, dim, seq);
+    };
+    bool mixing = false;
+    if (auto s = dyn_cast<SoftmaxOp>(op))
+      mixing = mixes(s.getInput(), s.getDim());
+    else if (auto s = dyn_cast<LogSoftmaxOp>(op))
+      mixing = mixes(s.getInput(), s.getDim());
+    else if (auto red = dyn_cast<ReduceOp>(op))
+      mixing = llvm::any_of(
+          red.getDims(), [&](int64_t d) { return mixes(red.getInput(), d); });
+    else if (auto mm = dyn_cast<MatmulOp>(op))
+      // Activations times activations over the sequence: an attention
+      // spelled out (scores times values).
+      if (fromInputs.contains(mm.getLhs()) && fromInputs.contains(mm.getRhs()))
+        if (auto t = dyn_cast<RankedTensorType>(mm.getLhs().getType()))
+          mixing = mixes(mm.getLhs(), mm.getTransposeA() ? t.getRank() - 2
+                                                         : t.getRank() - 1);
+    if (mixing) {
+      op->emitError("token slices cannot cut this op: it mixes tokens "
+                    "across the sequence (dimension of ")
+          << seq << ") other than as a causal rp.attention";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (r.wasInterrupted())
+    return failure();
+  if (causal == 0)
+    return func.emitError(
+        "token slices need a causal model: this one has no causal "
+        "rp.attention, so nothing orders its tokens");
+  return success();
+}
+
+struct PredictTokenSlicesPass
+    : mlir::rp::impl::PredictTokenSlicesPassBase<PredictTokenSlicesPass> {
+  using Base::Base;
+
+  /// The layers' costs at `seq` tokens, once per length.
+  FailureOr<const std::vector<LayerCost> *> costsAt(int64_t seq) {
+    if (auto it = memo.find(seq); it != memo.end())
+      return &it->second;
+    OwningOpRef<ModuleOp> copy = retypedCopy(getOperation(), seq0, seq, rows);
+    CostModel scratch = getAnalysis<CostModel>().forScratch();
+    FailureOr<PipelineInputs> in = loadPipelineInputs(*copy, scratch);
+    if (failed(in))
+      return failure();
+    return &(memo[seq] = std::move(in->costs));
+  }
+
+  /// The costs of each slice of `sizes` and of the mean slice.
+  FailureOr<SlicedPrediction> predict(llvm::ArrayRef<int64_t> sizes,
+                                      const PlanTarget &target) {
+    std::vector<std::vector<LayerCost>> slices;
+    int64_t offset = 0;
+    for (int64_t s : sizes) {
+      FailureOr<const std::vector<LayerCost> *> self = costsAt(s);
+      if (failed(self))
+        return failure();
+      slices.push_back(sliceLayerCosts(**self, pairs, offset, s));
+      offset += s;
+    }
+    FailureOr<const std::vector<LayerCost> *> mean =
+        costsAt(std::max<int64_t>(1, offset / int64_t(sizes.size())));
+    if (failed(mean))
+      return failure();
+    std::string error;
+    FailureOr<SlicedPrediction> p = predictSlicedPlan(
+        in->partition, slices, sizes, **mean, pairs, target, error);
+    if (failed(p))
+      return in->func.emitError(error);
+    return p;
+  }
+
+  /// One pass's compute for a slice of `size` tokens at no offset, summed
+  /// over the jobs; the same sum of the per-pair times.
+  FailureOr<double> passMs(int64_t size) {
+    FailureOr<const std::vector<LayerCost> *> c = costsAt(size);
+    if (failed(c))
+      return failure();
+    return sumOverJobs(**c);
+  }
+  double sumOverJobs(llvm::ArrayRef<LayerCost> layers) {
+    double ms = 0;
+    for (const StageRange &r : in->partition.forward)
+      ms += sliceComputeMs({CommandKind::forward, r}, layers);
+    ms += sliceComputeMs({CommandKind::tail, in->partition.tail}, layers);
+    for (const StageRange &r : in->partition.backward)
+      ms += sliceComputeMs({CommandKind::backward, r}, layers);
+    return ms;
+  }
+
+  /// TeraPipe's search at `tokens`, its times per job from a grid of
+  /// lengths (the linear part interpolated, the pairs exact) and its
+  /// memory from the model `fits`.
+  FailureOr<std::optional<SliceChoice>>
+  search(int64_t tokens, llvm::function_ref<bool(int64_t, int64_t)> fits) {
+    int64_t grain = sliceGrain(tokens);
+    std::vector<LayerCost> perPair(in->costs.size());
+    for (auto [l, c] : llvm::enumerate(perPair)) {
+      c.forwardMs = pairs.forwardMs[l];
+      c.recomputeMs = pairs.recomputeMs[l];
+      c.backwardMs = pairs.backwardMs[l];
+    }
+    double pairMs = sumOverJobs(perPair);
+    std::vector<std::pair<int64_t, double>> grid;
+    for (int64_t s = grain;; s *= 2) {
+      int64_t at = std::min(s, tokens);
+      FailureOr<double> ms = passMs(at);
+      if (failed(ms))
+        return failure();
+      grid.push_back({at, *ms - pairMs * at * (at + 1) / 2.0});
+      if (at == tokens)
+        break;
+    }
+    unsigned jobs =
+        in->partition.forward.size() + 1 + in->partition.backward.size();
+    auto linear = [&](int64_t s) {
+      auto hi = std::lower_bound(grid.begin(), grid.end(), s,
+                                 [](const std::pair<int64_t, double> &g,
+                                    int64_t v) { return g.first < v; });
+      if (hi == grid.begin())
+        return hi->second * double(s) / double(hi->first);
+      if (hi == grid.end())
+        return grid.back().second;
+      auto lo = hi - 1;
+      return lo->second + (hi->second - lo->second) * double(s - lo->first) /
+                              double(hi->first - lo->first);
+    };
+    auto ms = [&](int64_t o, int64_t s) {
+      return (linear(s) + pairMs * (s * (s + 1) / 2.0 + double(o) * s)) / jobs;
+    };
+    SliceSearch problem;
+    problem.tokens = tokens;
+    problem.grain = grain;
+    problem.jobs = jobs;
+    problem.ms = ms;
+    problem.fits = fits;
+    return chooseSlices(problem);
+  }
+
+  void runOnOperation() override;
+
+  FailureOr<PipelineInputs> in;
+  std::map<int64_t, std::vector<LayerCost>> memo;
+  SlicePairCosts pairs;
+  int64_t seq0 = 0, rows = 1;
+};
+
+void PredictTokenSlicesPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  markAllAnalysesPreserved();
+  in = loadPipelineInputs(module, getAnalysis<CostModel>());
+  if (failed(in))
+    return signalPassFailure();
+  func::FuncOp func = in->func;
+  std::string error;
+  FailureOr<TokenSlicesSpec> spec = parseTokenSlices(slices, error);
+  if (failed(spec)) {
+    func.emitError(error);
+    return signalPassFailure();
+  }
+  for (BlockArgument a : func.getArguments())
+    if (auto t = dyn_cast<RankedTensorType>(a.getType());
+        t && t.getRank() >= 2 && t.hasStaticShape()) {
+      rows = t.getDimSize(0);
+      seq0 = t.getDimSize(1);
+      break;
+    }
+  if (seq0 <= 1) {
+    func.emitError("token slices: no input of rank 2 or more whose "
+                   "dimension 1 is a sequence to cut");
+    return signalPassFailure();
+  }
+  unsigned causal = 0;
+  if (failed(checkSliceable(func, seq0, causal)))
+    return signalPassFailure();
+  if (in->attr.getSchedule() != ScheduleKind::roundRobin) {
+    func.emitError("token slices are modelled for the round-robin schedule "
+                   "only");
+    return signalPassFailure();
+  }
+  // Keys and values per token of each layer, what a job keeps for the
+  // slices after the one it runs.
+  std::vector<int64_t> keyValue;
+  for (LayerOp layer : func.getOps<LayerOp>()) {
+    int64_t bytes = 0;
+    layer.walk([&](AttentionOp a) {
+      bytes += tensorBytes(a.getKey().getType()) +
+               tensorBytes(a.getValue().getType());
+    });
+    keyValue.push_back(bytes / seq0);
+  }
+  // The per-pair times from two lengths long enough that launches are
+  // noise beside the compute.
+  int64_t h = std::max<int64_t>(seq0 / 2, 4096);
+  FailureOr<const std::vector<LayerCost> *> big = costsAt(2 * h);
+  FailureOr<const std::vector<LayerCost> *> half = costsAt(h);
+  if (failed(big) || failed(half))
+    return signalPassFailure();
+  pairs = fitPairCosts(**big, **half, h, keyValue);
+
+  int64_t budget =
+      budgetGiB > 0 ? int64_t(budgetGiB * (1ull << 30)) : in->hw.memoryBytes();
+  PlanTarget target{in->hw, ScheduleKind::roundRobin, in->attr.getDevices(),
+                    in->attr.getMicrobatches()};
+  target.dispatch = dispatch;
+  target.passShift = passShift;
+  target.budget = budget;
+  FailureOr<PlanPrediction> plain =
+      predictPlan(in->partition, in->costs, target, error);
+  if (failed(plain)) {
+    func.emitError(error);
+    return signalPassFailure();
+  }
+  // The DP's memory model: the unsliced plan's peak, linear in its
+  // sequence (weights plus activations), plus the most keys and values
+  // (and their gradients) one job keeps at the slice's offset.
+  int64_t kvPerToken = 0;
+  for (const StageRange &r : in->partition.forward)
+    kvPerToken = std::max(kvPerToken,
+                          keptKeyValueBytes(CommandKind::forward, r, pairs, 1));
+  kvPerToken =
+      std::max(kvPerToken, keptKeyValueBytes(CommandKind::tail,
+                                             in->partition.tail, pairs, 1));
+  for (const StageRange &r : in->partition.backward)
+    kvPerToken = std::max(
+        kvPerToken, keptKeyValueBytes(CommandKind::backward, r, pairs, 1));
+  int64_t small = std::max<int64_t>(1, seq0 / 8);
+  FailureOr<const std::vector<LayerCost> *> smallCosts = costsAt(small);
+  if (failed(smallCosts))
+    return signalPassFailure();
+  FailureOr<PlanPrediction> atSmall =
+      predictPlan(in->partition, **smallCosts, target, error);
+  if (failed(atSmall)) {
+    func.emitError(error);
+    return signalPassFailure();
+  }
+  double perToken =
+      seq0 > small ? double(plain->peak - atSmall->peak) / double(seq0 - small)
+                   : 0;
+  double base = double(atSmall->peak) - perToken * double(small);
+  auto fits = [&](int64_t o, int64_t s) {
+    return base + perToken * double(s) + double(kvPerToken) * double(o) <=
+           double(budget);
+  };
+
+  std::vector<int64_t> sizes;
+  std::string how;
+  switch (spec->kind) {
+  case TokenSlicesSpec::Kind::count:
+    if (spec->count > unsigned(seq0)) {
+      func.emitError() << "--token-slices " << spec->count << ": more slices "
+                       << "than the sequence's " << seq0 << " tokens";
+      return signalPassFailure();
+    }
+    sizes = equalSlices(seq0, spec->count);
+    how = "even";
+    break;
+  case TokenSlicesSpec::Kind::sizes: {
+    sizes = spec->sizes;
+    int64_t sum = 0;
+    for (int64_t s : sizes)
+      sum += s;
+    if (sum != seq0) {
+      func.emitError() << "--token-slices " << slices.getValue()
+                       << ": the sizes sum to " << sum
+                       << " tokens, the sequence has " << seq0;
+      return signalPassFailure();
+    }
+    how = "given";
+    break;
+  }
+  case TokenSlicesSpec::Kind::automatic: {
+    FailureOr<std::optional<SliceChoice>> choice = search(seq0, fits);
+    if (failed(choice))
+      return signalPassFailure();
+    if (!*choice) {
+      func.emitError() << "--token-slices auto: no slicing of " << seq0
+                       << " tokens fits " << gib(budget)
+                       << " in the compiler's memory model";
+      return signalPassFailure();
+    }
+    sizes = (*choice)->sizes;
+    how = "auto: TeraPipe's dynamic program over " +
+          std::to_string(sliceGrain(seq0)) + "-token units";
+    break;
+  }
+  }
+  FailureOr<SlicedPrediction> sliced = predict(sizes, target);
+  if (failed(sliced))
+    return signalPassFailure();
+  if (spec->kind == TokenSlicesSpec::Kind::automatic) {
+    // The dynamic program prices TeraPipe's chain; the plan's timing can
+    // prefer even slices (or none): auto keeps the faster that fits.
+    for (unsigned k : {1u, 2u, 4u, 8u, 16u}) {
+      if (k > unsigned(seq0) || k == sizes.size())
+        continue;
+      FailureOr<SlicedPrediction> even = predict(equalSlices(seq0, k), target);
+      if (failed(even))
+        return signalPassFailure();
+      if ((even->plan.fits || !sliced->plan.fits) &&
+          even->plan.stepMs < sliced->plan.stepMs) {
+        sliced = std::move(even);
+        how = "auto: " + std::to_string(k) +
+              " even slices, faster in the "
+              "plan's timing than the dynamic program's";
+      }
+    }
+    sizes = sliced->sizes;
+  }
+
+  int64_t tokens = rows * seq0 * int64_t(in->attr.getMicrobatches());
+  auto rate = [&](double ms) { return ms > 0 ? tokens / (ms / 1e3) : 0.0; };
+  InFlightDiagnostic report = emitRemark(func.getLoc());
+  report << "token slices (a prediction of the compiler's model: rp cannot "
+            "run them yet): "
+         << sizes.size() << " slice" << (sizes.size() == 1 ? "" : "s") << " of "
+         << joined(sizes) << " tokens (" << how << ") on "
+         << in->attr.getDevices() << " devices, " << in->hw.name << "; "
+         << fmt("predicted step %.3f ms, %.0f%% bubble, %.0f "
+                "tokens/s",
+                sliced->plan.stepMs, 100 * sliced->plan.bubble,
+                rate(sliced->plan.stepMs))
+         << "; unsliced "
+         << fmt("%.3f ms, %.0f%% bubble, %.0f tokens/s (sliced "
+                "%.2fx)",
+                plain->stepMs, 100 * plain->bubble, rate(plain->stepMs),
+                plain->stepMs / std::max(1e-12, sliced->plan.stepMs))
+         << "; peak " << gib(sliced->plan.peak) << " on device "
+         << sliced->plan.device << " of " << gib(budget) << " ("
+         << (sliced->plan.fits ? "fits" : "does NOT fit") << "; unsliced "
+         << gib(plain->peak) << "), keys and values kept "
+         << "by one job up to " << gib(sliced->keptBytes)
+         << "; not modelled: the kept keys' and values' copies between a "
+            "forward and its backward job, the tail's earlier slices' "
+            "forwards overlapping the wait for the last";
+  report.report();
+
+  // A peak that does not grow with the sequence (or keys and values that
+  // cost nothing) leaves the linear model without a limit: say so rather
+  // than report one.
+  if (reportMaxSeq && (perToken <= 0 || kvPerToken <= 0)) {
+    emitRemark(func.getLoc())
+        << "token slices: no largest sequence reported: in the compiler's "
+           "model the peak at "
+        << small << " tokens is " << gib(atSmall->peak) << " and at " << seq0
+        << " tokens " << gib(plain->peak)
+        << ", which does not grow with the sequence, so the linear memory "
+           "model has no limit";
+  } else if (reportMaxSeq) {
+    // The longest sequence whose last slice of one grain still fits the
+    // linear model, then its plan checked at the slices auto picks there.
+    auto at = [&](int64_t seq, std::vector<int64_t> &picked) -> int {
+      FailureOr<std::optional<SliceChoice>> c = search(seq, fits);
+      if (failed(c))
+        return -1;
+      if (!*c)
+        return 0;
+      picked = (*c)->sizes;
+      return 1;
+    };
+    int64_t lo = 0, hi = int64_t(1) << 24;
+    std::vector<int64_t> picked, best;
+    // Feasibility is monotone in the sequence: a bisection on the model.
+    for (int64_t probe = std::max<int64_t>(seq0, 1); probe < hi;) {
+      int ok = at(probe, picked);
+      if (ok < 0)
+        return signalPassFailure();
+      if (ok) {
+        lo = probe;
+        best = picked;
+        probe = std::min(hi - 1, probe * 2);
+        if (probe == lo)
+          break;
+      } else {
+        hi = probe;
+        break;
+      }
+    }
+    while (lo > 0 && hi - lo > std::max<int64_t>(1, lo / 256)) {
+      int64_t mid = lo + (hi - lo) / 2;
+      int ok = at(mid, picked);
+      if (ok < 0)
+        return signalPassFailure();
+      if (ok) {
+        lo = mid;
+        best = picked;
+      } else {
+        hi = mid;
+      }
+    }
+    InFlightDiagnostic max = emitRemark(func.getLoc());
+    if (lo == 0) {
+      max << "token slices: no sequence of " << seq0 << " tokens or more fits "
+          << gib(budget) << " in slices";
+    } else {
+      max << "with token slices (a prediction: rp cannot run them yet) the "
+             "largest sequence that fits is "
+          << lo << " tokens (microbatch " << rows << " x " << lo
+          << ", the function's stages), in " << best.size() << " slices from "
+          << best.front() << " down to " << best.back()
+          << " tokens; a job keeps up to "
+          << gib(kvPerToken * (lo - best.back()))
+          << " of keys, values and their gradients there, and the keys "
+             "and values of every layer, kept in pinned host memory between "
+             "a forward job and its backward (not in the host model), take "
+          << gib(std::accumulate(keyValue.begin(), keyValue.end(), int64_t(0)) *
+                 lo * rows);
+    }
+    max.report();
+  }
+  func.emitError("--token-slices: rp-run cannot execute a token-sliced plan "
+                 "yet (the keys and values kept across slice jobs are not "
+                 "built: docs/token-slices.md), so no plan is written; the "
+                 "remarks above are the compiler's prediction");
+  signalPassFailure();
+}
+
+} // namespace

@@ -1,0 +1,215 @@
+//===- TokenSlicesTest.cpp - TeraPipe's slice program and its plan --------===//
+
+#include "rp/Analysis/TokenSlices.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace mlir::rp;
+using mlir::FailureOr;
+
+namespace {
+
+/// A causal layer stack's slice time: a launch cost, a per-token cost and
+/// the pairs of the slice's rows with every key before their end.
+struct Causal {
+  double launch, perToken, perPair;
+  double operator()(int64_t o, int64_t s) const {
+    return launch + perToken * s + perPair * s * (o + (s + 1) / 2.0);
+  }
+};
+
+/// A working set of the slice's activations and the keys and values kept.
+struct Memory {
+  double perToken, perKept, limit;
+  bool operator()(int64_t o, int64_t s) const {
+    return perToken * s + perKept * o <= limit;
+  }
+};
+
+} // namespace
+
+TEST(TokenSlicesTest, ParsesTheFlag) {
+  std::string error;
+  auto a = parseTokenSlices("auto", error);
+  ASSERT_TRUE(mlir::succeeded(a));
+  EXPECT_EQ(a->kind, TokenSlicesSpec::Kind::automatic);
+  auto k = parseTokenSlices("4", error);
+  ASSERT_TRUE(mlir::succeeded(k));
+  EXPECT_EQ(k->kind, TokenSlicesSpec::Kind::count);
+  EXPECT_EQ(k->count, 4u);
+  auto s = parseTokenSlices("512,256,256", error);
+  ASSERT_TRUE(mlir::succeeded(s));
+  EXPECT_EQ(s->kind, TokenSlicesSpec::Kind::sizes);
+  EXPECT_EQ(s->sizes, (std::vector<int64_t>{512, 256, 256}));
+  for (const char *bad : {"0", "-2", "", "4x", "1,,2", "a,b", "auto,2"})
+    EXPECT_TRUE(mlir::failed(parseTokenSlices(bad, error))) << bad;
+}
+
+TEST(TokenSlicesTest, EqualSlicesCoverTheSequence) {
+  EXPECT_EQ(equalSlices(10, 3), (std::vector<int64_t>{4, 3, 3}));
+  EXPECT_EQ(equalSlices(8, 4), (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(sliceGrain(128), 1);
+  EXPECT_EQ(sliceGrain(129), 2);
+  EXPECT_EQ(sliceGrain(65536), 512);
+}
+
+/// The dynamic program finds the brute force's optimum on every small
+/// case: costs with and without launch overhead, caps on memory, grains
+/// that leave a short last unit.
+TEST(TokenSlicesTest, DynamicProgramMatchesBruteForce) {
+  std::mt19937 rng(35);
+  std::uniform_real_distribution<double> u(0, 1);
+  unsigned cases = 0, sliced = 0, infeasible = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    int64_t grain = 1 + trial % 3;
+    int64_t tokens = grain * (1 + trial % 11) + (trial % 5 == 0 ? 1 : 0);
+    Causal ms{u(rng) < 0.3 ? 0.0 : u(rng), u(rng), u(rng) * 0.2};
+    Memory mem{1 + u(rng), u(rng), 2 + u(rng) * double(tokens)};
+    bool capped = trial % 2;
+    SliceSearch search;
+    search.tokens = tokens;
+    search.grain = grain;
+    search.jobs = 1 + trial % 9;
+    search.ms = ms;
+    if (capped)
+      search.fits = mem;
+    std::optional<SliceChoice> dp = chooseSlices(search);
+    std::optional<SliceChoice> brute = bruteForceSlices(search);
+    ASSERT_EQ(bool(dp), bool(brute)) << "trial " << trial;
+    ++cases;
+    if (!dp) {
+      ++infeasible;
+      continue;
+    }
+    EXPECT_NEAR(dp->latencyMs, brute->latencyMs,
+                1e-9 * std::max(1.0, brute->latencyMs))
+        << "trial " << trial;
+    int64_t sum = 0;
+    for (int64_t s : dp->sizes)
+      sum += s;
+    EXPECT_EQ(sum, tokens);
+    sliced += dp->sizes.size() > 1;
+    // The choice is priced as it claims.
+    std::vector<double> times;
+    int64_t o = 0;
+    for (int64_t s : dp->sizes) {
+      times.push_back(ms(o, s));
+      if (capped)
+        EXPECT_TRUE(mem(o, s));
+      o += s;
+    }
+    EXPECT_NEAR(chainLatency(times, search.jobs), dp->latencyMs, 1e-9);
+  }
+  // Both kinds of answer, and a few cases with none, were exercised.
+  EXPECT_GT(sliced, cases / 4);
+  EXPECT_GT(cases - sliced - infeasible, 0u);
+  EXPECT_GT(infeasible, 0u);
+}
+
+/// Later slices are shorter: they attend to more keys (TeraPipe's point).
+TEST(TokenSlicesTest, LaterSlicesAreShorter) {
+  Causal ms{0.01, 0.001, 1e-5};
+  SliceSearch search;
+  search.tokens = 4096;
+  search.grain = 64;
+  search.jobs = 8;
+  search.ms = ms;
+  std::optional<SliceChoice> c = chooseSlices(search);
+  ASSERT_TRUE(c);
+  ASSERT_GT(c->sizes.size(), 2u);
+  EXPECT_GT(c->sizes.front(), c->sizes.back());
+  // One job: nothing to pipeline, so one slice (launches cost).
+  search.jobs = 1;
+  c = chooseSlices(search);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->sizes.size(), 1u);
+}
+
+namespace {
+
+std::vector<LayerCost> layersOf(unsigned n, double scale) {
+  std::vector<LayerCost> layers(n);
+  for (LayerCost &c : layers) {
+    c.forwardMs = c.recomputeMs = 1 * scale;
+    c.backwardMs = 2 * scale;
+    c.paramBytes = c.gradBytes = 1 << 20;
+    c.actInBytes = c.actOutBytes = int64_t(4096 * scale);
+    c.workBytes = int64_t(8192 * scale);
+    c.trainableElements = 1 << 18;
+  }
+  return layers;
+}
+
+} // namespace
+
+/// One slice is the unsliced plan: the same step, bubble and peak.
+TEST(TokenSlicesTest, OneSliceIsTheUnslicedPlan) {
+  std::vector<LayerCost> layers = layersOf(8, 1);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  HardwareProfile hw;
+  SlicePairCosts pairs =
+      fitPairCosts(layersOf(8, 4), layers, 8, std::vector<int64_t>(8, 64));
+  for (unsigned g : {1u, 2u, 4u}) {
+    PlanTarget target{hw, ScheduleKind::roundRobin, g, 1};
+    target.budget = int64_t(1) << 34;
+    std::string error;
+    FailureOr<PlanPrediction> plain = predictPlan(p, layers, target, error);
+    ASSERT_TRUE(mlir::succeeded(plain)) << error;
+    std::vector<std::vector<LayerCost>> one{
+        sliceLayerCosts(layers, pairs, 0, 16)};
+    FailureOr<SlicedPrediction> sliced =
+        predictSlicedPlan(p, one, {16}, layers, pairs, target, error);
+    ASSERT_TRUE(mlir::succeeded(sliced)) << error;
+    EXPECT_DOUBLE_EQ(sliced->plan.stepMs, plain->stepMs);
+    EXPECT_DOUBLE_EQ(sliced->plan.bubble, plain->bubble);
+    EXPECT_EQ(sliced->plan.peak, plain->peak);
+    EXPECT_EQ(sliced->keptBytes, 0);
+  }
+}
+
+/// On 4 devices one sequence in 4 slices keeps more devices busy than one
+/// microbatch (layers linear in the tokens: the pairs' fit is 0).
+TEST(TokenSlicesTest, SlicesFillThePipeline) {
+  std::vector<LayerCost> whole = layersOf(8, 4), quarter = layersOf(8, 1);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  HardwareProfile hw;
+  PlanTarget target{hw, ScheduleKind::roundRobin, 4, 1};
+  target.budget = int64_t(1) << 34;
+  SlicePairCosts pairs =
+      fitPairCosts(layersOf(8, 8), whole, 64, std::vector<int64_t>(8, 64));
+  std::string error;
+  FailureOr<PlanPrediction> plain = predictPlan(p, whole, target, error);
+  ASSERT_TRUE(mlir::succeeded(plain)) << error;
+  std::vector<std::vector<LayerCost>> slices;
+  for (int64_t j = 0; j < 4; ++j)
+    slices.push_back(sliceLayerCosts(quarter, pairs, 16 * j, 16));
+  FailureOr<SlicedPrediction> sliced = predictSlicedPlan(
+      p, slices, {16, 16, 16, 16}, quarter, pairs, target, error);
+  ASSERT_TRUE(mlir::succeeded(sliced)) << error;
+  EXPECT_LT(sliced->plan.stepMs, plain->stepMs);
+  EXPECT_LT(sliced->plan.bubble, plain->bubble);
+  // A backward job at the last slice: keys, values and their gradients of
+  // 48 earlier tokens for its (at most 3) layers.
+  EXPECT_EQ(sliced->keptBytes, 2 * 3 * 64 * 48);
+}
+
+TEST(TokenSlicesTest, RefusesWhatItDoesNotModel) {
+  std::vector<LayerCost> layers = layersOf(8, 1);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  HardwareProfile hw;
+  SlicePairCosts pairs;
+  std::string error;
+  PlanTarget gpipe{hw, ScheduleKind::gpipe, 2, 2};
+  std::vector<std::vector<LayerCost>> two{layers, layers};
+  EXPECT_TRUE(mlir::failed(
+      predictSlicedPlan(p, two, {8, 8}, layers, pairs, gpipe, error)));
+  EXPECT_NE(error.find("round-robin"), std::string::npos);
+  Partition pair = p;
+  pair.tailJobs = 2;
+  PlanTarget rr{hw, ScheduleKind::roundRobin, 2, 2};
+  EXPECT_TRUE(mlir::failed(
+      predictSlicedPlan(pair, two, {8, 8}, layers, pairs, rr, error)));
+  EXPECT_NE(error.find("--tail-jobs 1"), std::string::npos);
+}

@@ -2,7 +2,7 @@
 # On a GPU box, after scripts/gpu-test.sh built build-gpu/: writes cuDNN's
 # device-properties descriptor of each GPU to profiles/cudnn/<card>.json
 # (rp-cudnn-device capture), for `rp-cudnn-device check` to build a plan's
-# cuDNN attention for that card ahead of time, without a GPU (docs/cuda.md,
+# cuDNN attention for that card ahead of time, without a GPU (docs/cuda-kernels.md,
 # "cuDNN plans ahead of time"). Commit the files it writes.
 # Usage: scripts/cudnn-capture.sh [BUILD_DIR] (default build-gpu)
 set -euo pipefail

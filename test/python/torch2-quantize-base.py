@@ -121,8 +121,8 @@ for name, w in weights.items():
     flat = w.reshape(-1)
     nibbles = np.stack([codes >> 4, codes & 15], 1).reshape(-1)[:n]
     formula = (levels[nibbles] * np.repeat(absmax_dq, 64)[:n]).astype(np.float32)
-    per = np.repeat(absmax_dq, 64)[:n]
-    bound = per * gap + np.abs(np.repeat(bnb_absmax - absmax_dq, 64)[:n]) + 1e-7
+    true_absmax = np.repeat(bnb_absmax, 64)[:n]
+    bound = true_absmax * gap + np.abs(np.repeat(bnb_absmax - absmax_dq, 64)[:n]) + 1e-7
     err = np.abs(flat - dq.reshape(-1))
     print(f"nf4 {name} {w.shape}: codes {np.array_equal(codes, bnb_codes)}, "
           f"offset within 2 ulp {ulps(offset, torch_mean) <= 2}, "

@@ -39,6 +39,7 @@ double flopsPerElement(uint16_t op) {
     return 5;
   case K::moe_combine:
   case K::moe_combine_grad:
+  case K::dequantize: // a scale and a level per value
     return 2;
   case K::slice:
   case K::concat:

@@ -45,7 +45,9 @@ def compile(src: PathLike, out: Optional[PathLike] = None, devices: int = 1,
     into a plan with ``rp-compile`` and returns the plan's path (default:
     ``src`` with the suffix ``.rpplan``). Other rp-compile flags are keyword
     options: ``stages="fwd:1;bwd:3,1"``, ``dtype="bf16"``, ``lora_rank=8``,
-    ``forward_only=True``; ``extra_args`` are flags passed as written.
+    ``forward_only=True``, ``quantize_base="nf4"`` (with ``lora_rank``: the
+    frozen base stored NF4 or ``"int8"``); ``extra_args`` are flags passed
+    as written.
     Raises ToolError with rp-compile's diagnostics.
     The one-paragraph summary rp-compile prints is kept in
     ``rp.driver.last_compile_summary``."""

@@ -27,6 +27,8 @@ const char *dtypeName(DType t) {
     return "i64";
   case DType::i1:
     return "i1";
+  case DType::u8:
+    return "u8";
   }
   return "?";
 }

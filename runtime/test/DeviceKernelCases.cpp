@@ -1,6 +1,7 @@
 //===- DeviceKernelCases.cpp - the kernel conformance cases ---------------===//
 
 #include "DeviceKernelCases.h"
+#include "rp/contract/Quantize.h"
 
 namespace rp::runtime::conformance {
 
@@ -82,6 +83,18 @@ std::vector<KernelCase> forwardCases(DType t) {
                    OpKind::cast,
                    {{DType::i1, {300}, kBoolean}},
                    {{t, {300}}}});
+  // A quantized weight's blob: bytes below 61 make every stored float
+  // (absmax values, the offset) small and finite.
+  for (int64_t kind : {0, 1}) {
+    int64_t bytes =
+        quant::layoutOf(static_cast<quant::QuantKind>(kind), 64 * 300).bytes;
+    cases.push_back(
+        {std::string(kind ? "dequantize_int8_" : "dequantize_nf4_") + s,
+         OpKind::dequantize,
+         {{DType::u8, {bytes}, integersIn(0, 60)}},
+         {{t, {64, 300}}},
+         {kind}});
+  }
   cases.push_back(
       {"reshape_" + s, OpKind::reshape, {{t, {2, 6}}}, {{t, {3, 4}}}});
   cases.push_back({"transpose_" + s,

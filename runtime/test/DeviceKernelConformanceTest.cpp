@@ -92,6 +92,9 @@ void fillBuffer(const Buf &b, uint8_t *data, uint64_t seed) {
     case DType::i1:
       data[i] = v != 0 ? 1 : 0;
       break;
+    case DType::u8:
+      data[i] = uint8_t(int64_t(v));
+      break;
     }
   }
 }
@@ -112,6 +115,8 @@ double valueAt(DType dtype, const uint8_t *data, int64_t i) {
     return double(reinterpret_cast<const int64_t *>(data)[i]);
   case DType::i1:
     return data[i] != 0;
+  case DType::u8:
+    return data[i];
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostMemory.h"
 #include "rp/Analysis/PassesInFlight.h"
 #include "rp/Analysis/SearchStats.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
@@ -85,6 +86,19 @@ static std::string formatBytes(int64_t bytes) {
   return text;
 }
 
+/// The host side of every plan: its host memory by part (a quantized base,
+/// rp-compile --quantize-base, shows here and in the uploads) and the
+/// weight bytes it uploads per step.
+static void printHostMemory(ModuleOp module, llvm::raw_ostream &os) {
+  rp::HostMemory m = rp::hostMemoryOf(module);
+  char uploads[64];
+  snprintf(uploads, sizeof(uploads), "%.3f MiB", m.uploads / double(1 << 20));
+  os << "; host memory " << formatBytes(m.total()) << ": base "
+     << formatBytes(m.base) << ", adapters and optimizer "
+     << formatBytes(m.trained) << ", pinned buffers " << formatBytes(m.pinned)
+     << "; weight uploads " << uploads << " per step";
+}
+
 /// The one-paragraph summary on stderr: what the plan runs where, and
 /// what the compiler predicts for it.
 static void printSummary(ModuleOp module, size_t size) {
@@ -113,7 +127,9 @@ static void printSummary(ModuleOp module, size_t size) {
   auto schedules = module.getOps<rp::ScheduleOp>();
   if (schedules.empty()) {
     os << "forward plan, 1 device, " << layers << " layers run in order, "
-       << dtypeName << " compute, " << size << " bytes\n";
+       << dtypeName << " compute";
+    printHostMemory(module, os);
+    os << ", " << size << " bytes\n";
     return;
   }
   rp::ScheduleOp s = *schedules.begin();
@@ -227,6 +243,7 @@ static void printSummary(ModuleOp module, size_t size) {
   }
   if (std::optional<uint64_t> pinned = s.getPinnedBytes())
     os << "; pinned host memory " << formatBytes(*pinned);
+  printHostMemory(module, os);
   os << "; " << size << " bytes";
   // What choosing cost: rp's partitioner times candidates (each a schedule
   // laid out as a run), for every choice left automatic.
@@ -416,6 +433,20 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
+  // --quantize-base: the blobs go beside the plan (MODEL.quant.bin), the
+  // params that read them relative to the IR's folder.
+  if (!pipeline.quantizeBase.empty()) {
+    if (pipeline.quantizeBase != "nf4" && pipeline.quantizeBase != "int8") {
+      llvm::errs() << "rp-compile: --quantize-base " << pipeline.quantizeBase
+                   << ": give nf4 or int8\n";
+      return 1;
+    }
+    SmallString<256> file(outputPath);
+    llvm::sys::path::replace_extension(file, "quant.bin");
+    pipeline.quantizeFile = file.str().str();
+    pipeline.quantizeIrDir = irDir;
+  }
+
   rp::PlanExportOptions options;
   options.irDir = irDir;
   options.planDir = folderOf(outputPath);
@@ -424,6 +455,8 @@ int main(int argc, char **argv) {
       "rp-compile " + inputPath +
       (forwardOnly ? " --forward-only" : " --loss " + pipeline.loss) +
       " --dtype " + dtypeNames[static_cast<int>(pipeline.dtype.getValue())];
+  if (!pipeline.quantizeBase.empty())
+    options.producer += " --quantize-base " + pipeline.quantizeBase;
   options.tf32 = tf32;
   if (tf32)
     options.producer += " --tf32";

@@ -44,6 +44,8 @@ std::optional<pf::DType> mlir::rp::planDTypeOf(Type type) {
     return pf::DType::i32;
   if (e.isInteger(1))
     return pf::DType::i1;
+  if (e.isInteger(8))
+    return pf::DType::u8;
   return std::nullopt;
 }
 
@@ -218,6 +220,12 @@ static std::optional<KernelSpec> elementwiseSpec(Operation *op) {
         return s;
       })
       .Case([&](CastOp o) { return unary(pf::OpKind::cast, o); })
+      // ints: [kind (0 nf4, 1 int8)]: contract/include/rp/contract/Quantize.h
+      .Case([&](DequantizeOp o) {
+        KernelSpec s = unary(pf::OpKind::dequantize, o);
+        s.ints = {static_cast<int64_t>(o.getKind())};
+        return s;
+      })
       .Default([](Operation *) { return std::nullopt; });
 }
 

@@ -33,6 +33,7 @@ static unsigned elementBytes(pf::DType t) {
   case pf::DType::bf16:
     return 2;
   case pf::DType::i1:
+  case pf::DType::u8:
     return 1;
   }
   return 4;

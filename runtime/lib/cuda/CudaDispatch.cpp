@@ -14,8 +14,10 @@
 #include "CudaStatus.h"
 
 #include "CudaDispatchChecks.h"
+#include "CudaQuant.h"
 
 #include "rp/runtime/kernels/OpKinds.h"
+#include "rp/runtime/kernels/QuantChecks.h"
 
 #include <cstring>
 
@@ -128,6 +130,14 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
     return launched(launchUnary(ctx, in[0].dtype, int(kind), in[0].data,
                                 out.data, out.size()),
                     op);
+  }
+  case OpKind::dequantize: {
+    if (Status s = checkDequantize(in[0], a[0], out); s.failed())
+      return s;
+    static const DequantTables tables = dequantTables();
+    return launched(launchDequantize(ctx, int(a[0]), tables, in[0].data,
+                                     out.dtype, out.data, out.size()),
+                    "dequantize");
   }
   case OpKind::cast:
     if (Status s = checkSameShape(in[0], out, "cast"); s.failed())

@@ -11,6 +11,7 @@
 #include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/host/Kernels.h"
 #include "rp/runtime/host/MoE.h"
+#include "rp/runtime/host/Quant.h"
 #include "rp/runtime/kernels/OpKinds.h"
 
 using namespace rp::runtime;
@@ -72,6 +73,8 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
     return unary(pool, unaryKindOf(c.op), in[0], out);
   case OpKind::cast:
     return cast(pool, in[0], out);
+  case OpKind::dequantize:
+    return dequantize(pool, in[0], a[0], out);
   case OpKind::reshape:
     return copy(pool, in[0], out);
   case OpKind::transpose:

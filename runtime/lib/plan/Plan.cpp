@@ -112,6 +112,8 @@ Signature signatureOf(OpKind op) {
     return {2, 3, 1, 0};
   case OpKind::moe_combine_grad:
     return {3, 4, 1, 0, 1, 2};
+  case OpKind::dequantize:
+    return {1, 1, 1, 0};
   default: // unary ops, cast, reshape, broadcast
     return {1, 1, 0, 0};
   }

@@ -21,7 +21,7 @@ struct DTypeName {
 constexpr DTypeName kNames[] = {
     {DType::f32, "F32"}, {DType::f16, "F16"}, {DType::bf16, "BF16"},
     {DType::f64, "F64"}, {DType::i32, "I32"}, {DType::i64, "I64"},
-    {DType::i1, "BOOL"},
+    {DType::i1, "BOOL"}, {DType::u8, "U8"},
 };
 } // namespace
 

@@ -14,7 +14,7 @@ namespace rp::plan {
 
 /// Bumped on every change a reader must know about; the loader accepts
 /// exactly this version.
-inline constexpr uint32_t kPlanSchemaVersion = 4;
+inline constexpr uint32_t kPlanSchemaVersion = 5;
 
 /// The file identifier at bytes 4..8 of every plan (plan.fbs).
 inline constexpr const char *kPlanIdentifier = "RPPL";

@@ -61,7 +61,7 @@ def RP_Dialect : Dialect {
 def RP_FloatElement : AnyTypeOf<[F32, F16, BF16, F64]>;
 def RP_IndexElement : AnyTypeOf<[I32, I64]>;
 def RP_NumericElement : AnyTypeOf<[F32, F16, BF16, F64, I32, I64]>;
-def RP_Element : AnyTypeOf<[F32, F16, BF16, F64, I32, I64, I1]>;
+def RP_Element : AnyTypeOf<[F32, F16, BF16, F64, I32, I64, I1, I8]>;
 
 def RP_Tensor : StaticShapeTensorOf<[RP_Element]>;
 def RP_NumericTensor : StaticShapeTensorOf<[RP_NumericElement]>;

@@ -78,6 +78,10 @@ BroadcastingElementwise<ConcreteType>::verifyTrait(Operation *op) {
   return verifyBroadcastingElementwise(op);
 }
 
+/// Bytes of a weight of `elements` values quantized as `kind`
+/// (contract/include/rp/contract/Quantize.h).
+int64_t quantizedBytes(QuantKind kind, int64_t elements);
+
 } // namespace mlir::rp
 
 #define GET_OP_CLASSES

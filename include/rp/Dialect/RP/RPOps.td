@@ -162,5 +162,6 @@ include "rp/Dialect/RP/RPComputeOps.td"
 include "rp/Dialect/RP/RPTrainOps.td"
 include "rp/Dialect/RP/RPScheduleOps.td"
 include "rp/Dialect/RP/RPMoEOps.td"
+include "rp/Dialect/RP/RPQuantOps.td"
 
 #endif // RP_DIALECT_RP_RPOPS_TD

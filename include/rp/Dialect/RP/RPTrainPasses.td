@@ -275,4 +275,49 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
   ];
 }
 
+def QuantizeBasePass : Pass<"rp-quantize-base", "::mlir::ModuleOp"> {
+  let summary = "stores the frozen linear and expert weights of a LoRA model quantized";
+  let description = [{
+    For every frozen parameter read only as the weight of `rp.matmul` (the
+    right operand) or `rp.moe.grouped_matmul` inside layers, but the output
+    layer's (kept whole, as bitsandbytes and PEFT keep `lm_head`) and the
+    router's (its scores pick the experts), quantizes
+    its stored values once as `kind` (QLoRA's NF4 with double quantization,
+    or int8; contract/include/rp/contract/Quantize.h), appends the blob to
+    `weights-file`, and replaces the parameter by an i8 parameter of the
+    same name holding the blob, read in each layer through an
+    `rp.dequantize` into the weight's type. Norms, embeddings, the router,
+    the adapters and every trained weight stay as they are. The model must
+    have LoRA adapters (rp-add-lora): a trained weight cannot be quantized.
+    Parameter files are read relative to `ir-dir`.
+
+    ```mlir
+    %w = rp.param "q.weight" at "w.bin"[0] : tensor<64x64xf32>
+    rp.layer "h.0" (%x, %w) { ^bb0(%a, %b): ... rp.matmul %a, %b ... }
+    // becomes
+    %w = rp.param "q.weight" at "q.bin"[0] : tensor<2180xi8>
+    rp.layer "h.0" (%x, %w) {
+    ^bb0(%a, %blob):
+      %b = rp.dequantize nf4 %blob : tensor<2180xi8> -> tensor<64x64xf32>
+      ... rp.matmul %a, %b ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"kind", "kind", "::mlir::rp::QuantKind", "::mlir::rp::QuantKind::nf4",
+           "the storage format", [{::llvm::cl::values(
+             clEnumValN(::mlir::rp::QuantKind::nf4, "nf4",
+                        "4-bit NormalFloat, double-quantized absmax (QLoRA)"),
+             clEnumValN(::mlir::rp::QuantKind::int8, "int8",
+                        "per-block absmax int8"))}]>,
+    Option<"weightsFile", "weights-file", "std::string", "\"\"",
+           "the file the blobs are appended to (made when missing)">,
+    Option<"irDir", "ir-dir", "std::string", "\".\"",
+           "the folder parameter files are relative to">
+  ];
+  let statistics = [
+    Statistic<"numQuantized", "quantized", "weights stored quantized">
+  ];
+}
+
 #endif // RP_DIALECT_RP_RPTRAINPASSES_TD

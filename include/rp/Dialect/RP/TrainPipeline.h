@@ -62,6 +62,19 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("regular expression on parameter names trained whole "
                      "beside the adapters (PEFT's modules_to_save), e.g. "
                      "lm_head")};
+  Option<std::string> quantizeBase{
+      *this, "quantize-base", flags, llvm::cl::init(""),
+      llvm::cl::desc("store the frozen linear and expert weights of a LoRA "
+                     "model quantized: nf4 (QLoRA's 4-bit NormalFloat, "
+                     "double-quantized scales) or int8 (default: as they "
+                     "are)")};
+  Option<std::string> quantizeFile{
+      *this, "quantize-file", llvm::cl::init(""),
+      llvm::cl::desc("the file the quantized weights are written to "
+                     "(rp-compile: MODEL.quant.bin beside the plan)")};
+  Option<std::string> quantizeIrDir{
+      *this, "quantize-ir-dir", llvm::cl::init("."),
+      llvm::cl::desc("the folder parameter files are relative to")};
   Option<FuseLoss> fuseLoss{
       *this,
       "fuse-loss",

@@ -1,5 +1,6 @@
 //===- AddLora.cpp - rp-add-lora ------------------------------------------===//
 
+#include "OutputLayer.h"
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,13 +24,15 @@ struct Adapter {
   ParamOp a, b;
 };
 
+} // namespace
+
 /// True when `mm` is the model's output layer (the LM head): its result
 /// reaches a result of @main, or the logits of an rp.cross_entropy, through
 /// nothing but views and casts and layer boundaries. PEFT's "all-linear"
 /// leaves that layer out, and so does the default target set: an adapted
 /// head adds [tokens, vocabulary] values (the update, the sum) and keeps
 /// rp-fuse-linear-cross-entropy from removing the logits.
-bool isOutputLayer(MatmulOp mm) {
+bool mlir::rp::isOutputLayer(MatmulOp mm) {
   SmallVector<Value> work{mm.getResult()};
   llvm::SmallPtrSet<Value, 8> seen;
   while (!work.empty()) {
@@ -52,6 +55,8 @@ bool isOutputLayer(MatmulOp mm) {
   }
   return false;
 }
+
+namespace {
 
 struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
   using AddLoraPassBase::AddLoraPassBase;

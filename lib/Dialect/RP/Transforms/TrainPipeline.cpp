@@ -20,6 +20,20 @@ static void addLora(OpPassManager &pm, const TrainPipelineOptions &options) {
   pm.addPass(createAddLoraPass(lora));
 }
 
+/// Right after the adapters exist (they say which weights are frozen), so
+/// that every pass after it counts the quantized bytes.
+static void addQuantize(OpPassManager &pm,
+                        const TrainPipelineOptions &options) {
+  if (options.quantizeBase.empty())
+    return;
+  QuantizeBasePassOptions quantize;
+  quantize.kind =
+      options.quantizeBase == "int8" ? QuantKind::int8 : QuantKind::nf4;
+  quantize.weightsFile = options.quantizeFile;
+  quantize.irDir = options.quantizeIrDir;
+  pm.addPass(createQuantizeBasePass(quantize));
+}
+
 static void addConvert(OpPassManager &pm, const TrainPipelineOptions &options) {
   if (options.dtype == ComputeType::f32)
     return;
@@ -31,12 +45,14 @@ static void addConvert(OpPassManager &pm, const TrainPipelineOptions &options) {
 void mlir::rp::buildForwardPipeline(OpPassManager &pm,
                                     const TrainPipelineOptions &options) {
   addLora(pm, options);
+  addQuantize(pm, options);
   addConvert(pm, options);
 }
 
 void mlir::rp::buildTrainPipeline(OpPassManager &pm,
                                   const TrainPipelineOptions &options) {
   addLora(pm, options);
+  addQuantize(pm, options);
   AttachLossPassOptions attach;
   attach.loss = options.loss;
   pm.addPass(createAttachLossPass(attach));

@@ -16,7 +16,8 @@
 namespace rp::runtime {
 
 /// Element types of plan buffers, as the compiler's types map to them.
-enum class DType : uint8_t { f32, f16, bf16, f64, i32, i64, i1 };
+/// u8: bytes (a quantized weight's blob).
+enum class DType : uint8_t { f32, f16, bf16, f64, i32, i64, i1, u8 };
 
 /// Bytes per element as stored (i1 takes one byte).
 inline size_t dtypeSize(DType t) {
@@ -31,6 +32,7 @@ inline size_t dtypeSize(DType t) {
   case DType::bf16:
     return 2;
   case DType::i1:
+  case DType::u8:
     return 1;
   }
   return 0;

@@ -36,6 +36,10 @@ template <typename Fn> void visitDType(DType dtype, Fn &&fn) {
     return fn(Tag<int64_t>{});
   case DType::i1:
     return fn(Tag<Bool8>{});
+  case DType::u8:
+    // Bytes (a quantized weight's blob) are only moved (visitElementSize)
+    // and dequantized: no kernel template computes on them.
+    return;
   }
 }
 

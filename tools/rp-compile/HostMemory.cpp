@@ -1,0 +1,73 @@
+//===- HostMemory.cpp - what a plan holds in host memory ------------------===//
+//
+// Counted from the IR the plan is exported from: the parameters (frozen or
+// trained, as stored), the casts that make their compute-dtype copies, the
+// schedule's weight copies and its pinned bytes. The schedule's
+// `pinned_bytes` holds the uploaded weights and the gradients (rp-plan-
+// memory: each layer's parameter and gradient bytes) besides the staging
+// buffers: those are taken out here, so that no byte is counted twice.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostMemory.h"
+#include "rp/Dialect/RP/RPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+static int64_t bytesOf(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  unsigned bits = t.getElementType().getIntOrFloatBitWidth();
+  return t.getNumElements() * std::max(1u, bits / 8);
+}
+
+HostMemory mlir::rp::hostMemoryOf(ModuleOp module) {
+  HostMemory m;
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return m;
+  for (auto p : main.getOps<ParamOp>()) {
+    int64_t stored = p.getSizeInBytes(), copies = 0;
+    for (Operation *user : p->getUsers())
+      if (isa<CastOp>(user))
+        copies += bytesOf(user->getResult(0).getType());
+    if (p.getTrainable())
+      m.trained += stored + copies + 3 * 4 * p.getType().getNumElements();
+    else
+      m.base += stored + copies;
+  }
+  // The part of pinned_bytes that is weights and gradients, as
+  // rp-plan-memory counts it (LayerCost): per forward layer, each
+  // parameter it reads (or its cast) once, twice when it trains.
+  int64_t weightsAndGrads = 0;
+  for (auto layer : main.getOps<LayerOp>()) {
+    if (layer.getRole() != LayerRole::forward)
+      continue;
+    llvm::StringSet<> seen;
+    for (Value operand : layer.getInputs()) {
+      ParamOp param = operand.getDefiningOp<ParamOp>();
+      if (auto cast = operand.getDefiningOp<CastOp>())
+        param = cast.getInput().getDefiningOp<ParamOp>();
+      if (!param || !seen.insert(param.getName()).second)
+        continue;
+      int64_t bytes = bytesOf(operand.getType());
+      weightsAndGrads += param.getTrainable() ? 2 * bytes : bytes;
+    }
+  }
+  for (auto s : module.getOps<ScheduleOp>()) {
+    if (std::optional<uint64_t> pinned = s.getPinnedBytes())
+      m.pinned += std::max<int64_t>(0, int64_t(*pinned) - weightsAndGrads);
+    for (auto copy : s.getBody().front().getOps<CopyOp>())
+      if (copy.getKind() == CopyKind::weights)
+        m.uploads += copy.getBytes();
+  }
+  // A forward plan (no schedule) uploads each layer's weights once.
+  if (module.getOps<ScheduleOp>().empty())
+    m.uploads = weightsAndGrads;
+  return m;
+}

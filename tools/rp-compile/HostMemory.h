@@ -1,0 +1,37 @@
+//===- HostMemory.h - what a plan holds in host memory ----------*- C++ -*-===//
+//
+// rp-compile's summary lines for the host side of a plan: its host memory
+// by part and the bytes its weight uploads move per step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_TOOLS_RPCOMPILE_HOSTMEMORY_H
+#define RP_TOOLS_RPCOMPILE_HOSTMEMORY_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+
+namespace mlir::rp {
+
+struct HostMemory {
+  /// The frozen weights as stored (a quantized weight's blob), and their
+  /// compute-dtype copies in mixed precision.
+  int64_t base = 0;
+  /// The trained parameters: f32 master weights, f32 gradients, AdamW's two
+  /// moments, and their compute-dtype copies.
+  int64_t trained = 0;
+  /// The pinned staging buffers of activations and their gradients.
+  int64_t pinned = 0;
+  /// Weight bytes uploaded per step (every rp.copy of weights).
+  int64_t uploads = 0;
+  int64_t total() const { return base + trained + pinned; }
+};
+
+/// The host memory of a compiled module (a plan's schedule, or a forward
+/// plan's layers).
+HostMemory hostMemoryOf(ModuleOp module);
+
+} // namespace mlir::rp
+
+#endif // RP_TOOLS_RPCOMPILE_HOSTMEMORY_H

@@ -29,7 +29,7 @@ def PrintLayerCostsPass : Pass<"rp-print-layer-costs", "::mlir::ModuleOp"> {
     ```
 
     `hw` is a shipped profile (`rtx4090`, `rtx3090`, `a800`, `h100`,
-    `host`) or the path of a profile JSON file (docs/hardware-profiles.md);
+    `h200`, `host`) or the path of a profile JSON file (docs/hardware-profiles.md);
     `measured` is the path of per-layer times written by `rp-run --profile`.
   }];
   let options = [

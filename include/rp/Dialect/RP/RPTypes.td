@@ -37,7 +37,7 @@ def RP_HardwareAttr : AttrDef<RP_Dialect, "Hardware"> {
   let summary = "the hardware profile a pipeline is planned for";
   let description = [{
     A shipped profile's name (`rtx4090`, `rtx3090`, `a800`, `h100`,
-    `host`) or the path of a profile JSON file (docs/hardware-profiles.md).
+    `h200`, `host`) or the path of a profile JSON file (docs/hardware-profiles.md).
     The partition carries it (and the schedule reads it there), so every
     pass after rp-partition costs the layers with the same profile. Inside
     `#rp.partition` it is written as the bare string.

@@ -31,7 +31,9 @@ TEST(ContinuousLayoutTest, PassesRotateTheDevices) {
   std::optional<ContinuousRun> run = layOutRun(g, o);
   ASSERT_TRUE(run);
   EXPECT_EQ(run->rotation, 3u);
-  EXPECT_EQ(run->steps, 3 * 3 + 4u);
+  // Async: a window of two rotations after a warm-up of rotation + 3
+  // steps, and a rotation after it.
+  EXPECT_EQ(run->steps, 4 * 3 + 3u);
   for (unsigned p = 0; p < run->passes; ++p) {
     EXPECT_EQ(run->graph.tasks[2 * p].device, p % 3);
     EXPECT_EQ(run->graph.tasks[2 * p + 1].device, (1 + p) % 3);
@@ -94,9 +96,12 @@ TEST(ContinuousLayoutTest, TasksWaitForTheirParametersOnly) {
 /// One copy of the arenas shared by the passes in flight: a device takes
 /// up pass p+1 (its upload included) once its own part of pass p is done.
 /// Per device a 1 ms upload then a 1 ms compute: with a copy per pass the
-/// next pass's upload runs under this pass's compute (a pass per ms);
-/// shared, it waits for it (two ms). Renamed, every device still waits
-/// only for what ran on it.
+/// next pass's upload runs under this pass's compute, but a pass is a 3 ms
+/// chain and two are in flight (pass p+2 is staged after pass p's
+/// epilogue), so two passes per 3 ms, in pairs of 1 and 2 ms: 1.5, where a
+/// window of one step read 1 or 2 by the step count's parity; shared, it
+/// waits for it (two ms). Renamed, every device still waits only for what
+/// ran on it.
 TEST(ContinuousLayoutTest, SharedArenasWaitPerDevice) {
   Graph g;
   g.devices = 2;
@@ -107,7 +112,8 @@ TEST(ContinuousLayoutTest, SharedArenasWaitPerDevice) {
   RunLayout o;
   std::optional<ContinuousRun> two = layOutRun(g, o);
   ASSERT_TRUE(two);
-  EXPECT_NEAR(two->stepMs, 1, 1e-9);
+  EXPECT_NEAR(two->stepMs, 1.5, 1e-9);
+  EXPECT_EQ(two->window, 2u);
   o.arenaCopies = 1;
   std::optional<ContinuousRun> one = layOutRun(g, o);
   ASSERT_TRUE(one);
@@ -134,4 +140,28 @@ TEST(ContinuousLayoutTest, SharedArenasWaitPerDevice) {
   std::optional<ContinuousRun> free = layOutRun(g, o);
   ASSERT_TRUE(free);
   EXPECT_LT(free->stepMs, moved->stepMs);
+}
+
+/// One microbatch: a pass is a chain over every device (4 x 1 ms), so with
+/// two passes in flight a step lasts 2 ms on average, in pairs of a short
+/// period and a long one (async step k waits for step k-2). The period is
+/// read over two steps, so it does not depend on the step count's parity.
+TEST(ContinuousLayoutTest, PairedStepsAtAnyStepCount) {
+  Graph g;
+  g.devices = 4;
+  for (unsigned d = 0; d < 4; ++d)
+    g.tasks.push_back(
+        {d, Lane::compute, 1,
+         d ? std::vector<unsigned>{d - 1} : std::vector<unsigned>{}});
+  RunLayout o;
+  for (unsigned steps : {7u, 8u, 9u, 10u}) {
+    o.steps = steps;
+    std::optional<ContinuousRun> run = layOutRun(g, o);
+    ASSERT_TRUE(run);
+    EXPECT_NEAR(run->stepMs, 2, 1e-9) << steps << " steps";
+  }
+  o.sync = true;
+  std::optional<ContinuousRun> sync = layOutRun(g, o);
+  ASSERT_TRUE(sync);
+  EXPECT_NEAR(sync->stepMs, 4, 1e-9);
 }

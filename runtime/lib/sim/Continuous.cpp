@@ -100,7 +100,7 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   r.continuous = true;
   r.steps = run.steps;
   r.shift = o.shift;
-  r.rotationSteps = run.rotation;
+  r.rotationSteps = run.window;
   r.inFlight = std::max(o.slots, 1u);
   r.arenaCopies = o.arenaCopies ? o.arenaCopies : r.inFlight;
   r.stepMs = run.stepMs;

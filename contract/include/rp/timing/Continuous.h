@@ -23,10 +23,13 @@
 //
 // The period is read as the mean between step ends (a step ends with its
 // last pass's epilogue) over one rotation (G / gcd(K * shift, G) steps,
-// after which every pass is back on its first devices), over the window
-// that ends a rotation before the run's last step, after a warm-up of at
-// least rotation + 3 steps: the first steps wait for no update and run
-// ahead while the devices' backlog builds up.
+// after which every pass is back on its first devices) in sync mode and
+// two in async mode (step k waits for step k-2's update, so where a pass
+// is a chain longer than a step, one microbatch, the steps pair up into
+// a short period and a long one), over the window that ends a rotation
+// before the run's last step, after a warm-up of at least rotation + 3
+// steps: the first steps wait for no update and run ahead while the
+// devices' backlog builds up.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,6 +84,9 @@ struct ContinuousRun {
   unsigned steps = 0, passes = 0, accumulate = 1;
   /// Steps after which every pass is back on its first devices.
   unsigned rotation = 1;
+  /// Steps the period is measured over: a rotation in sync mode, two in
+  /// async mode (steps can pair up, each waiting for the update two back).
+  unsigned window = 1;
   unsigned shift = 0;
   size_t passTasks = 0;
   /// Per pass its prologue and epilogue task; per step its optimizer's

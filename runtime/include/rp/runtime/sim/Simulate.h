@@ -81,8 +81,8 @@ struct SimReport {
   double bubblePct = 0, fillPct = 0, switchPct = 0, drainPct = 0, intraPct = 0,
          exposedCommPct = 0;
   /// Continuous layout: the whole run's span (its fill and drain are the
-  /// run's), the idle share of the steady window (the last rotationSteps
-  /// steps), the device shift per pass and the steps of one rotation.
+  /// run's), the idle share of the steady window (rotationSteps steps: a
+  /// rotation, two in async mode), the device shift per pass.
   bool continuous = false;
   double runMs = 0, steadyBubblePct = 0;
   /// Continuous layout: per uplink direction (2u + 1 up, 2u down) and for

@@ -14,7 +14,7 @@ using namespace rp::files;
 
 namespace {
 
-FileError systemError(int code, std::string message) {
+FileError systemError(int code, const std::string &message) {
   return {code, message + ": " + std::strerror(code)};
 }
 

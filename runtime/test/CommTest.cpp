@@ -28,10 +28,11 @@ int freePort() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
   socklen_t n = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n) == 0;
   ::close(fd);
+  EXPECT_TRUE(ok) << "no free port on 127.0.0.1";
   return ntohs(a.sin_port);
 }
 
@@ -39,6 +40,7 @@ int freePort() {
 void onRanks(int world, const std::function<void(Communicator &)> &body) {
   int port = freePort();
   std::vector<std::thread> ranks;
+  ranks.reserve(world);
   for (int r = 0; r < world; ++r)
     ranks.emplace_back([&, r] {
       Rendezvous info;
@@ -88,6 +90,7 @@ TEST(CommTest, ARankThatFinishedIsNamedAsFinishedNotAsSilent) {
   int port = freePort();
   std::string message;
   std::vector<std::thread> ranks;
+  ranks.reserve(2);
   for (int r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
       Rendezvous info;
@@ -257,7 +260,7 @@ TEST(CommTest, ReducerScattersEachRanksShardsWithTheBitsOfTheSum) {
 
 /// Sets the variables of `vars` (a null value unsets) for one test.
 struct Env {
-  explicit Env(std::vector<std::pair<const char *, const char *>> vars) {
+  explicit Env(const std::vector<std::pair<const char *, const char *>> &vars) {
     clear();
     for (auto [n, v] : vars)
       ::setenv(n, v, 1);

@@ -24,12 +24,6 @@ static Value scalar(OpBuilder &b, Location loc, Type element, double value) {
       b, loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
 }
 
-static Value zerosLike(OpBuilder &b, Location loc, RankedTensorType type) {
-  return ConstantOp::create(
-      b, loc,
-      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
-}
-
 /// Sums `g` over the dimensions broadcasting stretched to reach its shape
 /// from `target`'s: the gradient of every broadcast operand.
 static Value reduceTo(OpBuilder &b, Location loc, Value g,
@@ -343,7 +337,7 @@ static void normVJP(OpBuilder &b, Operation *op, Value x, Value scale,
   if (bias)
     affineTypes.push_back(affine);
   auto grad = NormGradOp::create(b, op->getLoc(), in, affineTypes, x, scale, dy,
-                                 axis, eps, bias != nullptr, rms);
+                                 axis, std::move(eps), bias != nullptr, rms);
   dxs.clear();
   dxs.push_back(grad.getInputGrad());
   unsigned next = 0;

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 using namespace rp::runtime;
-namespace files = rp::files;
 namespace fs = std::filesystem;
 
 std::string rp::runtime::formatCheckpointState(const CheckpointState &state) {
@@ -92,17 +91,17 @@ rp::runtime::parseCheckpointState(std::string_view text,
 }
 
 Status rp::runtime::checkSaveTarget(const std::string &given) {
-  if (files::FileError e = files::checkFolderTarget(given, "--save"))
+  if (rp::files::FileError e = rp::files::checkFolderTarget(given, "--save"))
     return invalidArgument(e.message);
   // "ck/" is the folder ck: the save goes beside it, not inside.
-  std::string dir = files::withoutTrailingSlashes(given);
+  std::string dir = rp::files::withoutTrailingSlashes(given);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
     // Made at the end (with missing parents): a parent that exists must
     // take new names now, not after the whole run.
-    std::string parent = files::folderOf(dir);
+    std::string parent = rp::files::folderOf(dir);
     while (::stat(parent.c_str(), &st) != 0 && parent != "." && parent != "/")
-      parent = files::folderOf(parent);
+      parent = rp::files::folderOf(parent);
     if (::stat(parent.c_str(), &st) == 0 &&
         (!S_ISDIR(st.st_mode) || ::access(parent.c_str(), W_OK | X_OK) != 0))
       return invalidArgument(

@@ -275,7 +275,7 @@ private:
       bool ok = true;
       for (const Use &use : u) {
         if (use.writesFirst) {
-          lives[b].push_back({use, {}});
+          lives[b].push_back(Life{use, {}, {}, {}});
           continue;
         }
         ok = !lives[b].empty() && before(lives[b].back().write, use);

@@ -194,7 +194,7 @@ struct PredictTokenSlicesPass
       FailureOr<double> ms = passMs(at);
       if (failed(ms))
         return failure();
-      grid.push_back({at, *ms - pairMs * at * (at + 1) / 2.0});
+      grid.emplace_back(at, *ms - pairMs * at * (at + 1) / 2.0);
       if (at == tokens)
         break;
     }

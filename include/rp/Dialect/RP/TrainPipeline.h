@@ -109,8 +109,9 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "one); 0: 1 on one device, else devices + 1")};
   Option<std::string> hw{
       *this, "hw", flags, llvm::cl::init("host"),
-      llvm::cl::desc("hardware profile: rtx4090, rtx3090, a800, h100, h200, host, "
-                     "or a JSON file (docs/hardware-profiles.md)")};
+      llvm::cl::desc(
+          "hardware profile: rtx4090, rtx3090, a800, h100, h200, host, "
+          "or a JSON file (docs/hardware-profiles.md)")};
   Option<ScheduleKind> schedule{
       *this,
       "schedule",

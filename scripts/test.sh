@@ -100,11 +100,11 @@ echo "== runtime under ThreadSanitizer"
 if cmake -G Ninja -S runtime -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DRP_RUNTIME_TSAN=ON -DRP_ENABLE_CUDA=OFF >build-tsan.configure.log 2>&1 &&
    ninja -C build-tsan >build-tsan.build.log 2>&1; then
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest tsan build-tsan
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/runtime/test/tsan.supp" run_ctest tsan build-tsan
   # The multi-process lit tests (ranks over loopback, docs/multi-box.md)
   # with this build's rp-run: a race in any rank fails its test.
   tsan_json=$(mktemp)
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/runtime/test/tsan.supp" \
     /usr/lib/llvm-22/bin/lit -s -j "$jobs" --filter 'Runtime/multibox' \
     --param rp_run="$root/build-tsan/bin/rp-run" --output "$tsan_json" build/test
   read -r tp tf < <(.venv/bin/python - "$tsan_json" <<'PY'

@@ -4,7 +4,7 @@
 // path"): a sequence cut into token slices run as microbatches is a staged
 // plan of today's schema, with no new op, field or job kind. The plan here
 // is what the compiler is to write for one Llama-like attention block (q,
-// k, v projections with two query heads over one key/value head, RoPE,
+// k, v projections with four query heads over two key/value heads, RoPE,
 // causal attention, the output projection summed over heads):
 //
 // - the forward stage job runs the slices in order; slice k (offset o,
@@ -45,7 +45,8 @@ using namespace rp::runtime::test;
 
 namespace {
 
-constexpr int64_t kSeq = 16, kModel = 8, kHeads = 2, kHead = 4, kLayers = 2;
+constexpr int64_t kSeq = 16, kModel = 8, kHeads = 4, kKvHeads = 2, kHead = 4,
+                  kLayers = 2;
 
 /// The plan and the host buffers the test reads.
 struct SlicedPlan {
@@ -91,7 +92,7 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
   const unsigned K = unsigned(sizes.size());
   b.plan.devices = devices;
   b.plan.microbatches = K;
-  const int64_t S = kSeq, D = kModel, H = kHeads, d = kHead;
+  const int64_t S = kSeq, D = kModel, H = kHeads, KV = kKvHeads, d = kHead;
   const uint64_t f = sizeof(float);
   std::vector<int64_t> offsets(K, 0);
   std::partial_sum(sizes.begin(), sizes.end() - 1, offsets.begin() + 1);
@@ -128,11 +129,11 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
   for (int64_t l = 0; l < kLayers; ++l) {
     std::string n = "l" + std::to_string(l) + ".";
     Layer y{b.param(n + "wq", {1, H, D, d}),
-            b.param(n + "wk", {1, 1, D, d}),
-            b.param(n + "wv", {1, 1, D, d}),
+            b.param(n + "wk", {1, KV, D, d}),
+            b.param(n + "wv", {1, KV, D, d}),
             b.param(n + "wo", {1, H, d, D}),
-            b.buffer(n + "kept k", {S, d}),
-            b.buffer(n + "kept v", {S, d}),
+            b.buffer(n + "kept k", {KV, S, d}),
+            b.buffer(n + "kept v", {KV, S, d}),
             l == 0 ? X : b.buffer(n + "in", {S, D}),
             b.buffer(l == 0 ? "grad:x" : n + "grad in", {S, D})};
     layers.push_back(y);
@@ -150,8 +151,8 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
 
   auto weights = [&](const Layer &y, int32_t dev, const std::string &tag) {
     Weights w{b.buffer("wq." + tag, {1, H, D, d}, dev),
-              b.buffer("wk." + tag, {1, 1, D, d}, dev),
-              b.buffer("wv." + tag, {1, 1, D, d}, dev),
+              b.buffer("wk." + tag, {1, KV, D, d}, dev),
+              b.buffer("wv." + tag, {1, KV, D, d}, dev),
               b.buffer("wo." + tag, {1, H, d, D}, dev),
               b.buffer("rot." + tag, {d, d}, dev)};
     uint32_t e = b.event();
@@ -198,22 +199,22 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
     s.cos = b.buffer(tag + ".cos", {1, 1, n, d}, dev);
     s.sin = b.buffer(tag + ".sin", {1, 1, n, d}, dev);
     if (o > 0) {
-      s.kpre = b.buffer(tag + ".kpre", {1, 1, o, d}, dev);
-      s.vpre = b.buffer(tag + ".vpre", {1, 1, o, d}, dev);
+      s.kpre = b.buffer(tag + ".kpre", {1, KV, o, d}, dev);
+      s.vpre = b.buffer(tag + ".vpre", {1, KV, o, d}, dev);
     }
     s.q = b.buffer(tag + ".q", {1, H, n, d}, dev);
-    s.k = b.buffer(tag + ".k", {1, 1, n, d}, dev);
-    s.v = b.buffer(tag + ".v", {1, 1, n, d}, dev);
+    s.k = b.buffer(tag + ".k", {1, KV, n, d}, dev);
+    s.v = b.buffer(tag + ".v", {1, KV, n, d}, dev);
     calls.push_back(call(OpKind::matmul, {s.x, w.wq}, {s.q}, {0, 0}));
     calls.push_back(call(OpKind::matmul, {s.x, w.wk}, {s.k}, {0, 0}));
     calls.push_back(call(OpKind::matmul, {s.x, w.wv}, {s.v}, {0, 0}));
     s.qr = rope(s.q, s, w, H, n, tag + ".q");
-    s.kr = rope(s.k, s, w, 1, n, tag + ".k");
+    s.kr = rope(s.k, s, w, KV, n, tag + ".k");
     s.kall = s.kr;
     s.vall = s.v;
     if (o > 0) {
-      s.kall = b.buffer(tag + ".kall", {1, 1, T, d}, dev);
-      s.vall = b.buffer(tag + ".vall", {1, 1, T, d}, dev);
+      s.kall = b.buffer(tag + ".kall", {1, KV, T, d}, dev);
+      s.vall = b.buffer(tag + ".vall", {1, KV, T, d}, dev);
       calls.push_back(call(OpKind::concat, {s.kpre, s.kr}, {s.kall}, {2}));
       calls.push_back(call(OpKind::concat, {s.vpre, s.v}, {s.vall}, {2}));
     }
@@ -229,10 +230,12 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
     std::vector<CopyDesc> c = {b.part(y.in, o * D * f, s.x),
                                b.part(COS, o * d * f, s.cos),
                                b.part(SIN, o * d * f, s.sin)};
-    if (o > 0) {
-      c.push_back(b.part(y.keptK, 0, s.kpre));
-      c.push_back(b.part(y.keptV, 0, s.vpre));
-    }
+    // Per key/value head, its rows [0, o) (kept [KV, S, d], prefix [KV, o,
+    // d]).
+    for (int64_t h = 0; o > 0 && h < KV; ++h)
+      for (auto [kept, pre] : {std::pair{y.keptK, s.kpre}, {y.keptV, s.vpre}})
+        c.push_back({kept, uint64_t(h * S * d) * f, pre,
+                     uint64_t(h * o * d) * f, uint64_t(o * d) * f});
     return c;
   };
   auto mbLabel = [](unsigned k) { return " mb" + std::to_string(k); };
@@ -269,10 +272,16 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
              "IN s" + std::to_string(job) + mb, k);
       b.run(dev, program, {eIn, eUp}, {eF}, "F" + std::to_string(job) + mb, k);
       int64_t o = offsets[k];
-      b.copy(dev, QueueKind::d2h,
-             {b.whole(h, next, o * D * f), b.whole(s.kr, y.keptK, o * d * f),
-              b.whole(s.v, y.keptV, o * d * f)},
-             {eF}, {eOut[l][k]}, "OUT s" + std::to_string(job) + mb, k);
+      // The output's rows, and per key/value head the slice's keys and
+      // values into rows [o, o + n) of the kept ones.
+      int64_t n = sizes[k];
+      std::vector<CopyDesc> down = {b.whole(h, next, o * D * f)};
+      for (int64_t hd = 0; hd < KV; ++hd)
+        for (auto [own, kept] : {std::pair{s.kr, y.keptK}, {s.v, y.keptV}})
+          down.push_back({own, uint64_t(hd * n * d) * f, kept,
+                          uint64_t((hd * S + o) * d) * f, uint64_t(n * d) * f});
+      b.copy(dev, QueueKind::d2h, down, {eF}, {eOut[l][k]},
+             "OUT s" + std::to_string(job) + mb, k);
     }
   }
 
@@ -285,8 +294,8 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
     auto [w, eUp] = weights(y, dev, "B" + std::to_string(l));
     uint32_t dOut = l + 1 < kLayers ? layers[l + 1].dIn : DY;
     std::string jt = "s" + std::to_string(job);
-    uint32_t accK = b.buffer("acc dk " + jt, {1, 1, S, d}, dev),
-             accV = b.buffer("acc dv " + jt, {1, 1, S, d}, dev);
+    uint32_t accK = b.buffer("acc dk " + jt, {1, KV, S, d}, dev),
+             accV = b.buffer("acc dv " + jt, {1, KV, S, d}, dev);
     std::vector<uint32_t> gAcc;
     for (size_t i = 0; i < 4; ++i)
       gAcc.push_back(
@@ -303,8 +312,8 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
                da = b.buffer(tag + ".da", {1, H, n, d}, dev),
                gwo = b.buffer(tag + ".gwo", {1, H, d, D}, dev),
                dqr = b.buffer(tag + ".dqr", {1, H, n, d}, dev),
-               dkall = b.buffer(tag + ".dkall", {1, 1, T, d}, dev),
-               dvall = b.buffer(tag + ".dvall", {1, 1, T, d}, dev);
+               dkall = b.buffer(tag + ".dkall", {1, KV, T, d}, dev),
+               dvall = b.buffer(tag + ".dvall", {1, KV, T, d}, dev);
       calls.push_back(call(OpKind::matmul, {dz, w.wo}, {da}, {0, 1}));
       calls.push_back(call(OpKind::matmul, {s.a, dz}, {gwo}, {1, 0}));
       calls.push_back(call(OpKind::attention_grad, {s.qr, s.kall, s.vall, da},
@@ -315,8 +324,8 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
         uint32_t own = dall, pre = 0;
         std::string v = tag + ".d" + name;
         if (o > 0) {
-          pre = b.buffer(v + "pre", {1, 1, o, d}, dev);
-          own = b.buffer(v + "own", {1, 1, n, d}, dev);
+          pre = b.buffer(v + "pre", {1, KV, o, d}, dev);
+          own = b.buffer(v + "own", {1, KV, n, d}, dev);
           calls.push_back(
               call(OpKind::slice, {dall}, {pre}, {0, 0, 0, 0, 1, 1, 1, 1}));
           calls.push_back(
@@ -324,8 +333,8 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
         }
         uint32_t sum = own;
         if (!last) {
-          uint32_t later = b.buffer(v + "later", {1, 1, n, d}, dev);
-          sum = b.buffer(v + "sum", {1, 1, n, d}, dev);
+          uint32_t later = b.buffer(v + "later", {1, KV, n, d}, dev);
+          sum = b.buffer(v + "sum", {1, KV, n, d}, dev);
           calls.push_back(
               call(OpKind::slice, {acc}, {later}, {0, 0, o, 0, 1, 1, 1, 1}));
           calls.push_back(call(OpKind::add, {own, later}, {sum}));
@@ -333,7 +342,8 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
         if (o > 0) {
           // The first slice of the sweep starts the accumulator (zeros
           // past its prefix), the others add theirs, in slice order.
-          uint32_t padded = last ? acc : b.buffer(v + "pad", {1, 1, S, d}, dev);
+          uint32_t padded =
+              last ? acc : b.buffer(v + "pad", {1, KV, S, d}, dev);
           calls.push_back(call(OpKind::slice_grad, {pre}, {padded},
                                {0, 0, 0, 0, 1, 1, 1, 1}));
           if (!last)
@@ -343,18 +353,20 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
       };
       uint32_t dkr = split(dkall, accK, "k"), dv = split(dvall, accV, "v");
       uint32_t dq = ropeGrad(dqr, s, w, H, n, tag + ".dq"),
-               dk = ropeGrad(dkr, s, w, 1, n, tag + ".dk");
+               dk = ropeGrad(dkr, s, w, KV, n, tag + ".dk");
       uint32_t gwq = b.buffer(tag + ".gwq", {1, H, D, d}, dev),
-               gwk = b.buffer(tag + ".gwk", {1, 1, D, d}, dev),
-               gwv = b.buffer(tag + ".gwv", {1, 1, D, d}, dev);
+               gwk = b.buffer(tag + ".gwk", {1, KV, D, d}, dev),
+               gwv = b.buffer(tag + ".gwv", {1, KV, D, d}, dev);
       calls.push_back(call(OpKind::matmul, {s.x, dq}, {gwq}, {1, 0}));
       calls.push_back(call(OpKind::matmul, {s.x, dk}, {gwk}, {1, 0}));
       calls.push_back(call(OpKind::matmul, {s.x, dv}, {gwv}, {1, 0}));
       // The input gradient: the residual's plus the projections'.
       uint32_t dxqh = b.buffer(tag + ".dxqh", {1, H, n, D}, dev),
                dxq = b.buffer(tag + ".dxq", {1, 1, n, D}, dev),
-               dxk = b.buffer(tag + ".dxk", {1, 1, n, D}, dev),
-               dxv = b.buffer(tag + ".dxv", {1, 1, n, D}, dev),
+               dxk = b.buffer(tag + ".dxk", {1, KV, n, D}, dev),
+               dxv = b.buffer(tag + ".dxv", {1, KV, n, D}, dev),
+               dxkr = b.buffer(tag + ".dxkr", {1, 1, n, D}, dev),
+               dxvr = b.buffer(tag + ".dxvr", {1, 1, n, D}, dev),
                dx1 = b.buffer(tag + ".dx1", {1, 1, n, D}, dev),
                dx2 = b.buffer(tag + ".dx2", {1, 1, n, D}, dev),
                dx = b.buffer(tag + ".dx", {1, 1, n, D}, dev);
@@ -362,8 +374,10 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
       calls.push_back(call(OpKind::reduce, {dxqh}, {dxq}, {0, 1, 1}));
       calls.push_back(call(OpKind::matmul, {dk, w.wk}, {dxk}, {0, 1}));
       calls.push_back(call(OpKind::matmul, {dv, w.wv}, {dxv}, {0, 1}));
-      calls.push_back(call(OpKind::add, {dxq, dxk}, {dx1}));
-      calls.push_back(call(OpKind::add, {dx1, dxv}, {dx2}));
+      calls.push_back(call(OpKind::reduce, {dxk}, {dxkr}, {0, 1, 1}));
+      calls.push_back(call(OpKind::reduce, {dxv}, {dxvr}, {0, 1, 1}));
+      calls.push_back(call(OpKind::add, {dxq, dxkr}, {dx1}));
+      calls.push_back(call(OpKind::add, {dx1, dxvr}, {dx2}));
       calls.push_back(call(OpKind::add, {dz, dx2}, {dx}));
       // Weight gradients over the slices in the job's order (last first).
       uint32_t g[] = {gwq, gwk, gwv, gwo};

@@ -66,7 +66,8 @@ std::vector<uint8_t> floatBytes(const std::vector<float> &v) {
 /// Per layer: its parameters and host buffers.
 struct Layer {
   uint32_t wq, wk, wv, wo;
-  /// The kept keys and values: a row per token, written slice by slice.
+  /// The kept keys and values, [KV, S, d]: per head a row per token,
+  /// written slice by slice.
   uint32_t keptK, keptV;
   /// Its input (the previous layer's output) and its gradient, per token.
   uint32_t in, dIn;

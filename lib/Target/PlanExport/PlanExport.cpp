@@ -429,7 +429,7 @@ fuseEpilogues(ArrayRef<Operation *> ops,
                         {mm.getLhs(), mm.getRhs()},
                         {mm.getTransposeA(), mm.getTransposeB()},
                         {}};
-    if (m->kind == EpilogueMatch::dgelu) {
+    if (m->kind == EpilogueMatch::Kind::dgelu) {
       Value pre = m->grad.getInput();
       if (!availableAt(pre, mm))
         continue;
@@ -444,7 +444,7 @@ fuseEpilogues(ArrayRef<Operation *> ops,
         continue;
       f.spec.inputs.push_back(m->bias);
       Value sum = m->add.getResult();
-      if (m->kind == EpilogueMatch::biasGelu) {
+      if (m->kind == EpilogueMatch::Kind::biasGelu) {
         bool tanh = m->gelu.getApproximate() == GeluApproximation::tanh;
         f.spec.ints.push_back(int64_t(tanh ? k::MatmulEpilogue::biasGeluTanh
                                            : k::MatmulEpilogue::biasGelu));
@@ -471,8 +471,7 @@ PlanWriter::addProgram(StringRef name, ArrayRef<Operation *> ops,
                        ArrayRef<fb::Offset<pf::KernelCall>> prefix) {
   std::vector<fb::Offset<pf::KernelCall>> calls(prefix.begin(), prefix.end());
   llvm::SmallPtrSet<Operation *, 16> absorbed;
-  llvm::DenseMap<Operation *, FusedMatmul> fused =
-      fuseEpilogues(ops, absorbed);
+  llvm::DenseMap<Operation *, FusedMatmul> fused = fuseEpilogues(ops, absorbed);
   for (Operation *opPtr : ops) {
     Operation &op = *opPtr;
     if (absorbed.contains(opPtr))

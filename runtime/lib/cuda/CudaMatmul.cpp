@@ -160,8 +160,8 @@ Status rp::runtime::cuda::matmulEpilogue(
                              describe(out));
     if (Status s = matmul(dctx, a, b, transposeA, transposeB, out); s.failed())
       return s;
-    const UnaryKind kind = e == MatmulEpilogue::dGeluTanh ? UnaryKind::geluTanh
-                                                          : UnaryKind::gelu;
+    const UnaryKind kind =
+        e == MatmulEpilogue::dGeluTanh ? UnaryKind::geluTanh : UnaryKind::gelu;
     return fromCuda(launchUnaryGrad(ctx, out.dtype, int(kind), preAct.data,
                                     out.data, out.data, out.size()),
                     "matmul epilogue (gelu gradient)");
@@ -190,10 +190,11 @@ Status rp::runtime::cuda::matmulEpilogue(
   // cuBLAS ran the plain product: the bias (and activation) pass, bitwise
   // the unfused add and gelu; or cuBLASLt added the bias: the activation.
   cudaError_t err =
-      fused ? launchBiasActivation(ctx, out.dtype, epilogue, sum.data, nullptr,
-                                   nullptr, out.data, rows, n)
-            : launchBiasActivation(
-                  ctx, out.dtype, act ? epilogue : 0, whole ? out.data : sum.data,
-                  bias.data, pre ? pre->data : nullptr, out.data, rows, n);
+      fused
+          ? launchBiasActivation(ctx, out.dtype, epilogue, sum.data, nullptr,
+                                 nullptr, out.data, rows, n)
+          : launchBiasActivation(ctx, out.dtype, act ? epilogue : 0,
+                                 whole ? out.data : sum.data, bias.data,
+                                 pre ? pre->data : nullptr, out.data, rows, n);
   return fromCuda(err, "matmul epilogue");
 }

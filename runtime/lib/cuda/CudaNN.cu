@@ -315,9 +315,8 @@ __global__ void softmaxGradLanesKernel(bool log, const T *y, const T *dy, T *dx,
         for (int64_t i = lane; i < n; i += kRowLanes)
           dxr[i] = store<T>(load(dyr[i]) - kExp(load(yr[i])) * sum);
     } else {
-      C dot = laneSum<C>(lanes, lane, active, n, [&](int64_t i) {
-        return load(yr[i]) * load(dyr[i]);
-      });
+      C dot = laneSum<C>(lanes, lane, active, n,
+                         [&](int64_t i) { return load(yr[i]) * load(dyr[i]); });
       if (active)
         for (int64_t i = lane; i < n; i += kRowLanes)
           dxr[i] = store<T>(load(yr[i]) * (load(dyr[i]) - dot));
@@ -436,8 +435,7 @@ cudaError_t launchSoftmaxGrad(const LaunchContext &ctx, DType dtype, bool log,
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (inner == 1)
-      softmaxGradLanesKernel<<<laneBlocks(rows), kLaneThreads, 0,
-                               ctx.stream>>>(
+      softmaxGradLanesKernel<<<laneBlocks(rows), kLaneThreads, 0, ctx.stream>>>(
           log, static_cast<const T *>(y), static_cast<const T *>(dy),
           static_cast<T *>(dx), rows, n);
     else

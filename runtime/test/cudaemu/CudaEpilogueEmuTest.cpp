@@ -66,10 +66,10 @@ protected:
                    std::to_string(int(e)) + (withPre ? " with pre" : "") +
                    (biasAdded ? ", bias added by the GEMM" : ""));
       Buffer want(dtype, {rows, n}), wantPre(dtype, {rows, n});
-      ASSERT_TRUE(host::matmulEpilogue(
-                      pool, x.ref(), w.ref(), false, false, bias.ref(),
-                      int64_t(e), want.ref(),
-                      withPre ? std::optional(wantPre.ref()) : std::nullopt)
+      ASSERT_TRUE(host::matmulEpilogue(pool, x.ref(), w.ref(), false, false,
+                                       bias.ref(), int64_t(e), want.ref(),
+                                       withPre ? std::optional(wantPre.ref())
+                                               : std::nullopt)
                       .isOk());
       // The GEMM's result where the dispatch has it: the pre-activation
       // buffer when there is one, else the output (in place).
@@ -79,15 +79,15 @@ protected:
           host::matmul(pool, x.ref(), w.ref(), false, false, product.ref())
               .isOk());
       if (biasAdded)
-        ASSERT_TRUE(host::binary(pool, kernels::BinaryKind::add,
-                                 product.ref(), bias.ref(), product.ref())
+        ASSERT_TRUE(host::binary(pool, kernels::BinaryKind::add, product.ref(),
+                                 bias.ref(), product.ref())
                         .isOk());
-      ASSERT_EQ(launchBiasActivation(ctx, dtype, int(e), product.data(),
-                                     biasAdded ? nullptr : bias.data(),
-                                     withPre && !biasAdded ? pre.ref().data
-                                                           : nullptr,
-                                     got.ref().data, rows, n),
-                cudaSuccess);
+      ASSERT_EQ(
+          launchBiasActivation(ctx, dtype, int(e), product.data(),
+                               biasAdded ? nullptr : bias.data(),
+                               withPre && !biasAdded ? pre.ref().data : nullptr,
+                               got.ref().data, rows, n),
+          cudaSuccess);
       expectSame(got, want, "the result");
       if (withPre)
         expectSame(pre, wantPre, "the pre-activation");

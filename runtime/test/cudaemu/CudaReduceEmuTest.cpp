@@ -159,8 +159,8 @@ TEST_F(CudaReduceEmu, UnfusedCrossEntropyIsTheHostsWithinRounding) {
 TEST_F(CudaReduceEmu, SoftmaxRowsAreTheHostsBitwise) {
   Rng rng(21);
   for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64})
-    for (Shape shape : {Shape{37, 50}, Shape{3, 5, 3}, Shape{1, 1}, Shape{17, 8},
-                        Shape{2, 4, 1000}}) {
+    for (Shape shape : {Shape{37, 50}, Shape{3, 5, 3}, Shape{1, 1},
+                        Shape{17, 8}, Shape{2, 4, 1000}}) {
       for (bool log : {false, true}) {
         SCOPED_TRACE(std::string(dtypeName(dtype)) + " " +
                      describeShape(shape) + (log ? " log" : ""));
@@ -180,8 +180,8 @@ TEST_F(CudaReduceEmu, SoftmaxRowsAreTheHostsBitwise) {
         ASSERT_TRUE(host::softmaxGrad(pool, want.ref(), dy.ref(), dim, log,
                                       wantDx.ref())
                         .isOk());
-        ASSERT_EQ(launchSoftmaxGrad(ctx, dtype, log, want.data(),
-                                    dy.data(), gotDx.ref().data, rows, n, 1),
+        ASSERT_EQ(launchSoftmaxGrad(ctx, dtype, log, want.data(), dy.data(),
+                                    gotDx.ref().data, rows, n, 1),
                   cudaSuccess);
         EXPECT_TRUE(gotDx.sameBits(wantDx)) << "backward";
       }
@@ -190,9 +190,9 @@ TEST_F(CudaReduceEmu, SoftmaxRowsAreTheHostsBitwise) {
   Buffer x = randomBuffer(DType::f32, {4, 9, 6}, rng, -8, 8);
   Buffer want(DType::f32, {4, 9, 6}), got(DType::f32, {4, 9, 6});
   ASSERT_TRUE(host::softmax(pool, x.ref(), 1, false, want.ref()).isOk());
-  ASSERT_EQ(launchSoftmax(ctx, DType::f32, false, x.data(), got.ref().data, 4,
-                          9, 6),
-            cudaSuccess);
+  ASSERT_EQ(
+      launchSoftmax(ctx, DType::f32, false, x.data(), got.ref().data, 4, 9, 6),
+      cudaSuccess);
   EXPECT_TRUE(got.sameBits(want));
   EXPECT_EQ(record.code, 0);
 }

@@ -26,11 +26,11 @@ inline constexpr llvm::StringLiteral kEpilogueAttr = "rp.epilogue";
 /// unary_grad. `pre` is the value the gradient needs (the add's result,
 /// read by ops other than the gelu), null when nothing else reads it.
 struct EpilogueMatch {
-  enum Kind { bias, biasGelu, dgelu } kind;
-  AddOp add;          ///< bias, biasGelu
-  Value bias;         ///< bias, biasGelu
-  GeluOp gelu;        ///< biasGelu
-  UnaryGradOp grad;   ///< dgelu
+  enum class Kind { bias, biasGelu, dgelu } kind;
+  AddOp add;        ///< bias, biasGelu
+  Value bias;       ///< bias, biasGelu
+  GeluOp gelu;      ///< biasGelu
+  UnaryGradOp grad; ///< dgelu
 };
 
 /// The epilogue `mm` can take, from its uses alone; `within` (when given)

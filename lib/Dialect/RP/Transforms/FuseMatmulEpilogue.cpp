@@ -55,7 +55,7 @@ mlir::rp::matchMatmulEpilogue(MatmulOp mm,
          grad.getKind() != UnaryGradKind::gelu_tanh) ||
         grad.getGrad() != product || grad.getInput() == product)
       return std::nullopt;
-    EpilogueMatch m{EpilogueMatch::dgelu, {}, {}, {}, grad};
+    EpilogueMatch m{EpilogueMatch::Kind::dgelu, {}, {}, {}, grad};
     return m;
   }
   // The forward: add(product, bias) with bias a [N] vector of the product's
@@ -69,13 +69,13 @@ mlir::rp::matchMatmulEpilogue(MatmulOp mm,
       biasType.getElementType() != type.getElementType() ||
       biasType.getDimSize(0) != type.getShape().back())
     return std::nullopt;
-  EpilogueMatch m{EpilogueMatch::bias, add, bias, {}, {}};
+  EpilogueMatch m{EpilogueMatch::Kind::bias, add, bias, {}, {}};
   // A gelu of the sum in the same block; the sum may have other readers
   // (the gelu's gradient in the backward), which get it as a second result.
   for (Operation *u : add->getUsers())
     if (auto gelu = dyn_cast<GeluOp>(u);
         gelu && gelu->getBlock() == add->getBlock() && (!within || within(u))) {
-      m.kind = EpilogueMatch::biasGelu;
+      m.kind = EpilogueMatch::Kind::biasGelu;
       m.gelu = gelu;
       break;
     }
@@ -93,9 +93,10 @@ struct FuseMatmulEpiloguePass
         mm->removeAttr(kEpilogueAttr);
         return;
       }
-      const char *kind = m->kind == EpilogueMatch::bias       ? "bias"
-                         : m->kind == EpilogueMatch::biasGelu ? "bias_gelu"
-                                                              : "dgelu";
+      const char *kind = m->kind == EpilogueMatch::Kind::bias ? "bias"
+                         : m->kind == EpilogueMatch::Kind::biasGelu
+                             ? "bias_gelu"
+                             : "dgelu";
       mm->setAttr(kEpilogueAttr, StringAttr::get(mm.getContext(), kind));
     });
   }

@@ -1,7 +1,8 @@
 //===- CudaNN.cu - reductions, softmax and the loss on the GPU ------------===//
 //
 // Row kernels: one thread computes one output element (reduce with few
-// elements per output, extremum_grad) or one whole row (softmax) with the
+// elements per output, extremum_grad) or one whole strided row (softmax
+// over a dimension other than the last; the last is below) with the
 // row functions of kernels/Softmax.h and SoftmaxGrad.h, in the order the
 // host kernels use (host/HostNN.cpp). Nothing is combined with a float
 // atomic, so every run gives the same bits.

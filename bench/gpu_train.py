@@ -82,6 +82,13 @@ BITWISE = [("qwen3", f"bf16-{g}-tail2",
              "--dtype", "bf16", "--recompute=layer"], g, "5")
            for g in (1, 2, 4)]
 PLANS += BITWISE
+# GPT-2's linear layers with their bias and gelu fused into the matmul
+# calls (rp-compile --fuse-matmul-epilogue: cuBLASLt's BIAS and GELU_BIAS
+# epilogues, the backward's gelu gradient), against the host's losses.
+PLANS += [("gpt", "f32-1-epilogue", ["--devices", "1",
+                                     "--fuse-matmul-epilogue"], 1, "1"),
+          ("gpt", "bf16-4-epilogue", ["--devices", "4", "--dtype", "bf16",
+                                      "--fuse-matmul-epilogue"], 4, "5")]
 TOKENS = {"1": BATCH * SEQ, "5": 5 * BATCH * SEQ, "long": LONG}
 
 

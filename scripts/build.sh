@@ -15,7 +15,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
     -DPython3_EXECUTABLE="$root/.venv/bin/python" \
-    -DCMAKE_CUDA_ARCHITECTURES=89 >"$build.configure.log" 2>&1 || {
+    "-DCMAKE_CUDA_ARCHITECTURES=89;90" >"$build.configure.log" 2>&1 || {
     cat "$build.configure.log"
     echo "build: configure failed (log above)" >&2
     exit 1

@@ -8,25 +8,32 @@
 #     run-to-run bitwise attention, with cuDNN and again with RP_CUDNN=off
 #     (the CUDA-core kernels);
 #  2. the two-device tests with both plan devices on GPU 0 (RP_CUDA_GPUS);
-#  3. every runtime test (ctest);
-#  4. with the plans of scripts/gpu-prepare.sh (RP_GPU_PLANS, default
-#     build-gpu-plans/): training against the host's losses
-#     (bench/gpu_train.py), 1, 2 and 4 plan devices bitwise equal
-#     (bench/gpu_bitwise.py, RP_CUDA_GPUS=0,0,0,0), and the decoder-layer
-#     bench against PyTorch (bench/gpu_layer.py, bench/results/gpu_layer.json).
+#  3. with the plans of scripts/gpu-prepare.sh (RP_GPU_PLANS, default
+#     build-gpu-plans/): the decoder-layer bench against PyTorch
+#     (bench/gpu_layer.py, bench/results/gpu_layer.json), training against
+#     the host's losses (bench/gpu_train.py), 1, 2 and 4 plan devices
+#     bitwise equal (bench/gpu_bitwise.py, RP_CUDA_GPUS=0,0,0,0), cuDNN's
+#     plans from the card's captured descriptor;
+#  4. every runtime test (ctest).
 # Works without OpenBLAS, GoogleTest or network when build-gpu-deps/ (made
 # by scripts/pack-gpu-deps.sh on a development machine) is present.
 # Environment: RP_CUDA_ARCHS (default "89;90" plus this GPU's), RP_GPU_DEPS
 # (default build-gpu-deps), RP_GPU_PLANS (default build-gpu-plans),
 # RP_GPU_CTEST_TIMEOUT (seconds for the runtime suite, default 300),
 # RP_GPU_CHECKS (which checks: a comma-separated subset of
-# conformance,ctest,train,bitwise,aot,layer; default all, so that a short
-# device lease can run them in two calls; the build runs always),
+# conformance,layer,train,bitwise,aot,ctest, run in that order; default
+# all, so that a short device lease can run them in two calls; the build
+# runs always), RP_GPU_BUDGET_S (seconds for the whole script, the build
+# included: each check runs under `timeout` with what is left, and is
+# skipped, said in the summary, under 30 s; default none),
 # RP_CUDNN_FRONTEND_INCLUDE_DIR, RP_CUDNN_LIBRARY (found when unset).
+# scripts/gpu-session.sh is the one command of a device session.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+t0=$(date +%s)
+budget=${RP_GPU_BUDGET_S:-0}
 deps=${RP_GPU_DEPS:-$root/build-gpu-deps}
 plans=${RP_GPU_PLANS:-$root/build-gpu-plans}
 lib=lib/x86_64-linux-gnu
@@ -56,15 +63,19 @@ if [ -z "$fe" ]; then
     "$root"/.venv*/lib/python3*/site-packages/include/cudnn_frontend.h)
   fe=${fe%/cudnn_frontend.h}
 fi
+# The box's python3 (a GPU image's PyTorch venv) brings cuDNN's wheel.
+site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null || true)
 hdr=$(first /usr/local/cuda/include/cudnn.h /usr/include/cudnn.h \
   "$deps"/cudnn/include/cudnn.h \
-  "$root"/.venv-torch2/lib/python3*/site-packages/nvidia/cudnn/include/cudnn.h)
+  "$root"/.venv-torch2/lib/python3*/site-packages/nvidia/cudnn/include/cudnn.h \
+  "${site:-/nonexistent}"/nvidia/cudnn/include/cudnn.h)
 hdr=${hdr%/cudnn.h}
 [ -f "$fe/cudnn_frontend.h" ] && args+=(-DRP_CUDNN_FRONTEND_INCLUDE_DIR="$fe")
 [ -f "$hdr/cudnn.h" ] && args+=(-DRP_CUDNN_INCLUDE_DIR="$hdr")
 if [ -z "${RP_CUDNN_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9 '; then
   found=$(first /usr/local/cuda/lib/libcudnn.so.9 /usr/local/cuda/lib64/libcudnn.so.9 \
-    "$root"/.venv-torch2/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9)
+    "$root"/.venv-torch2/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9 \
+    "${site:-/nonexistent}"/nvidia/cudnn/lib/libcudnn.so.9)
   [ -n "$found" ] && export RP_CUDNN_LIBRARY=$found
 fi
 echo "== cuDNN: frontend headers ${fe:-none}, cudnn.h ${hdr:-none}," \
@@ -91,13 +102,25 @@ else
 fi
 status=0
 summary=()
-want() { [[ ",${RP_GPU_CHECKS:-conformance,ctest,train,bitwise,aot,layer}," == *",$1,"* ]]; }
+want() { [[ ",${RP_GPU_CHECKS:-conformance,layer,train,bitwise,aot,ctest}," == *",$1,"* ]]; }
 check() { # name, command...
-  local name=$1
+  local name=$1 left=0 start rc
   shift
+  if [ "$budget" -gt 0 ]; then
+    left=$((budget - ($(date +%s) - t0)))
+    if [ "$left" -lt 30 ]; then
+      summary+=("skip   $name: RP_GPU_BUDGET_S=$budget spent")
+      return
+    fi
+    set -- timeout "$left" "$@"
+  fi
   echo "== $name"
-  if "$@"; then summary+=("ok     $name"); else
-    summary+=("FAILED $name")
+  start=$(date +%s)
+  "$@"
+  rc=$?
+  if [ $rc = 0 ]; then summary+=("ok     $name ($(($(date +%s) - start)) s)"); else
+    [ $rc = 124 ] && name="$name (stopped at the budget)"
+    summary+=("FAILED $name ($(($(date +%s) - start)) s)")
     status=1
   fi
 }
@@ -111,12 +134,15 @@ if want conformance && [ "${gpus:-0}" = 1 ]; then
     build-gpu/test/rp-runtime-tests \
     --gtest_filter='*Conformance*:*StagedTrainingOnBackend*'
 fi
-want ctest && check "runtime suite (ctest)" bash -c "timeout ${RP_GPU_CTEST_TIMEOUT:-300} \
-  ctest --test-dir build-gpu --output-on-failure -j $(nproc) \
-  >build-gpu/ctest.log 2>&1; rc=\$?; grep -E 'tests passed|Failed|Skipped' \
-  build-gpu/ctest.log | tail -20; exit \$rc"
 py=python3
 [ -x "$root/.venv-torch2/bin/python" ] && py=$root/.venv-torch2/bin/python
+# The headline figure first, so that a short lease gets it.
+if want layer && [ -d "$plans/layer" ]; then
+  check "decoder layer vs PyTorch (bench/gpu_layer.py)" \
+    "$py" bench/gpu_layer.py run "$plans/layer" --build build-gpu
+elif want layer; then
+  summary+=("skip   layer bench: no $plans/layer (scripts/gpu-prepare.sh)")
+fi
 if [ -d "$plans" ]; then
   want train && check "training vs host (bench/gpu_train.py)" \
     "$py" bench/gpu_train.py run "$plans" --steps 6 --bin build-gpu/bin
@@ -139,12 +165,10 @@ if want aot && ninja -C build-gpu -t targets all 2>/dev/null | grep -q '^rp-cudn
     done
   fi
 fi
-if want layer && [ -d "$plans/layer" ]; then
-  check "decoder layer vs PyTorch (bench/gpu_layer.py)" \
-    "$py" bench/gpu_layer.py run "$plans/layer" --build build-gpu
-elif want layer; then
-  summary+=("skip   layer bench: no $plans/layer (scripts/gpu-prepare.sh)")
-fi
+want ctest && check "runtime suite (ctest)" bash -c "timeout ${RP_GPU_CTEST_TIMEOUT:-300} \
+  ctest --test-dir build-gpu --output-on-failure -j $(nproc) \
+  >build-gpu/ctest.log 2>&1; rc=\$?; grep -E 'tests passed|Failed|Skipped' \
+  build-gpu/ctest.log | tail -20; exit \$rc"
 echo "== summary"
 printf '%s\n' "${summary[@]}"
 exit $status

@@ -146,6 +146,45 @@ std::vector<KernelCase> forwardCases(DType t) {
                    {{t, {3, 32, 48}}, {t, {3, 40, 48}}},
                    {{t, {3, 32, 40}}},
                    {0, 1}});
+  // matmul's fused epilogues (kernels::MatmulEpilogue: ints [ta, tb, e]):
+  // cuBLASLt's BIAS and GELU_BIAS on cuda where it runs the GEMM, else the
+  // GEMM and CudaEpilogue.cu's pass; the pre-activation as a second
+  // output; the backward's gelu gradient (DGELU) on the product.
+  cases.push_back({"matmul_bias_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 64, 96}}, {t, {96, 80}}, {t, {80}}},
+                   {{t, {2, 64, 80}}},
+                   {0, 0, 1}});
+  cases.push_back({"matmul_bias_gelu_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 64, 96}}, {t, {80, 96}}, {t, {80}}},
+                   {{t, {2, 64, 80}}},
+                   {0, 1, 2}});
+  cases.push_back({"matmul_bias_gelu_tanh_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 64, 96}}, {t, {80, 96}}, {t, {80}}},
+                   {{t, {2, 64, 80}}},
+                   {0, 1, 3}});
+  cases.push_back({"matmul_bias_gelu_tanh_pre_" + s,
+                   OpKind::matmul,
+                   {{t, {128, 96}}, {t, {96, 80}}, {t, {80}}},
+                   {{t, {128, 80}}, {t, {128, 80}}},
+                   {0, 0, 3}});
+  cases.push_back({"matmul_bias_small_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 5, 7}}, {t, {7, 3}}, {t, {3}}},
+                   {{t, {2, 5, 3}}},
+                   {0, 0, 1}});
+  cases.push_back({"matmul_dgelu_tanh_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 64, 80}}, {t, {96, 80}}, {t, {2, 64, 96}}},
+                   {{t, {2, 64, 96}}},
+                   {0, 1, 5}});
+  cases.push_back({"matmul_dgelu_" + s,
+                   OpKind::matmul,
+                   {{t, {2, 9, 8}}, {t, {8, 12}}, {t, {2, 9, 12}}},
+                   {{t, {2, 9, 12}}},
+                   {0, 0, 4}});
   cases.push_back({"matmul_broadcast_" + s,
                    OpKind::matmul,
                    {{t, {2, 1, 4, 5}}, {t, {1, 3, 5, 6}}},

@@ -300,4 +300,47 @@ TEST(PlanValidationTest, UnstagedPlansKeepTheirChecksAndGrid) {
               HasSubstr("job #0 runs program #3, but the plan has 1"));
 }
 
+// matmul's fused epilogue (kernels::MatmulEpilogue): a third integer and
+// a third input; plans without them load as before.
+TEST(PlanValidationTest, MatmulEpiloguesAreChecked) {
+  PlanBuilder b(1, 2, false);
+  uint32_t x = b.buffer("x", {4, 3}), w = b.buffer("w", {3, 5});
+  uint32_t bias = b.buffer("b", {5}), y = b.buffer("y", {4, 5});
+  uint32_t pre = b.buffer("pre", {4, 5}), narrow = b.buffer("n", {4});
+  auto load = [&](KernelCallDesc c, const std::string &name) {
+    b.plan.programs.clear();
+    b.plan.jobs.clear();
+    uint32_t p = b.program("main", {std::move(c)});
+    b.run(0, p, {}, {}, "");
+    return writeAndLoad(b.plan, name);
+  };
+  b.input("x", x);
+  b.input("w", w);
+  b.input("b", bias);
+  b.output("y", y);
+  for (auto c : {call(OpKind::matmul, {x, w}, {y}, {0, 0}),
+                 call(OpKind::matmul, {x, w, bias}, {y}, {0, 0, 1}),
+                 call(OpKind::matmul, {x, w, bias}, {y, pre}, {0, 0, 3}),
+                 call(OpKind::matmul, {x, w, pre}, {y}, {0, 0, 5})}) {
+    Expected<Plan> plan = load(c, "epilogue-ok.rpplan");
+    EXPECT_TRUE(plan) << plan.getStatus().toString();
+  }
+  auto refused = [&](KernelCallDesc c) {
+    Expected<Plan> plan = load(std::move(c), "epilogue-bad.rpplan");
+    return plan ? std::string() : plan.getStatus().toString();
+  };
+  EXPECT_THAT(refused(call(OpKind::matmul, {x, w, bias}, {y}, {0, 0, 9})),
+              HasSubstr("unknown epilogue 9"));
+  EXPECT_THAT(refused(call(OpKind::matmul, {x, w}, {y}, {0, 0, 1})),
+              HasSubstr("disagree with its epilogue"));
+  EXPECT_THAT(refused(call(OpKind::matmul, {x, w, bias}, {y, pre}, {0, 0, 1})),
+              HasSubstr("disagree with its epilogue"));
+  EXPECT_THAT(refused(call(OpKind::matmul, {x, w, narrow}, {y}, {0, 0, 1})),
+              HasSubstr("bias is not a vector"));
+  EXPECT_THAT(refused(call(OpKind::matmul, {x, w, bias}, {y}, {0, 0, 4})),
+              HasSubstr("pre-activation is not the result's shape"));
+  EXPECT_THAT(refused(call(OpKind::matmul, {x, w}, {y}, {0})),
+              HasSubstr("it takes 2 (the transposes) or 3"));
+}
+
 } // namespace

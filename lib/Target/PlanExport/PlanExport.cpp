@@ -11,12 +11,15 @@
 
 #include "PlanWriter.h"
 #include "rp/Analysis/CostModel.h"
+#include "rp/Dialect/RP/MatmulEpilogue.h"
 #include "rp/Support/AtomicWrite.h"
 #include "rp/contract/PlanFormat.h"
 #include "rp/runtime/WeightFingerprint.h"
+#include "rp/runtime/kernels/Kinds.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
@@ -387,13 +390,92 @@ static std::string locationName(Location loc) {
   return {};
 }
 
+/// Whether `v` holds its value where `at` runs (a fused call is written at
+/// its matmul's place, so what it reads must exist there).
+static bool availableAt(Value v, Operation *at) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return true; // A block argument of this block or an enclosing one.
+  return def->getBlock() != at->getBlock() || def->isBeforeInBlock(at);
+}
+
+/// One matmul call with its epilogue (rp-fuse-matmul-epilogue).
+struct FusedMatmul {
+  KernelSpec spec;
+  SmallVector<Value> results;
+};
+
+/// The fused calls of the marked matmuls among `ops`, keyed by matmul, and
+/// the ops they absorb; a matmul whose pattern does not hold within `ops`
+/// (its add in another program, say) is written unfused.
+static llvm::DenseMap<Operation *, FusedMatmul>
+fuseEpilogues(ArrayRef<Operation *> ops,
+              llvm::SmallPtrSetImpl<Operation *> &absorbed) {
+  llvm::DenseMap<Operation *, FusedMatmul> fused;
+  llvm::SmallPtrSet<Operation *, 32> inProgram(ops.begin(), ops.end());
+  auto within = [&](Operation *o) {
+    return inProgram.contains(o) && !absorbed.contains(o);
+  };
+  for (Operation *op : ops) {
+    auto mm = dyn_cast<MatmulOp>(op);
+    if (!mm || !mm->hasAttr(kEpilogueAttr))
+      continue;
+    std::optional<EpilogueMatch> m = matchMatmulEpilogue(mm, within);
+    if (!m)
+      continue;
+    namespace k = ::rp::runtime::kernels;
+    FusedMatmul f;
+    f.spec = KernelSpec{pf::OpKind::matmul,
+                        {mm.getLhs(), mm.getRhs()},
+                        {mm.getTransposeA(), mm.getTransposeB()},
+                        {}};
+    if (m->kind == EpilogueMatch::Kind::dgelu) {
+      Value pre = m->grad.getInput();
+      if (!availableAt(pre, mm))
+        continue;
+      bool tanh = m->grad.getKind() == UnaryGradKind::gelu_tanh;
+      f.spec.inputs.push_back(pre);
+      f.spec.ints.push_back(int64_t(tanh ? k::MatmulEpilogue::dGeluTanh
+                                         : k::MatmulEpilogue::dGelu));
+      f.results.push_back(m->grad.getResult());
+      absorbed.insert(m->grad);
+    } else {
+      if (!availableAt(m->bias, mm))
+        continue;
+      f.spec.inputs.push_back(m->bias);
+      Value sum = m->add.getResult();
+      if (m->kind == EpilogueMatch::Kind::biasGelu) {
+        bool tanh = m->gelu.getApproximate() == GeluApproximation::tanh;
+        f.spec.ints.push_back(int64_t(tanh ? k::MatmulEpilogue::biasGeluTanh
+                                           : k::MatmulEpilogue::biasGelu));
+        f.results.push_back(m->gelu.getResult());
+        // The sum as a second result where anything else reads it (the
+        // gelu's gradient).
+        if (!sum.hasOneUse())
+          f.results.push_back(sum);
+        absorbed.insert(m->gelu);
+      } else {
+        f.spec.ints.push_back(int64_t(k::MatmulEpilogue::bias));
+        f.results.push_back(sum);
+      }
+      absorbed.insert(m->add);
+    }
+    fused[mm] = std::move(f);
+  }
+  return fused;
+}
+
 FailureOr<uint32_t>
 PlanWriter::addProgram(StringRef name, ArrayRef<Operation *> ops,
                        ArrayRef<fb::Offset<pf::KernelCall>> extra,
                        ArrayRef<fb::Offset<pf::KernelCall>> prefix) {
   std::vector<fb::Offset<pf::KernelCall>> calls(prefix.begin(), prefix.end());
+  llvm::SmallPtrSet<Operation *, 16> absorbed;
+  llvm::DenseMap<Operation *, FusedMatmul> fused = fuseEpilogues(ops, absorbed);
   for (Operation *opPtr : ops) {
     Operation &op = *opPtr;
+    if (absorbed.contains(opPtr))
+      continue;
     if (auto c = dyn_cast<ConstantOp>(op)) {
       // A program written twice (two slots of a stage job) shares them.
       if (!bufferIndex.count(c.getResult()) && failed(addConstant(c)))
@@ -402,7 +484,9 @@ PlanWriter::addProgram(StringRef name, ArrayRef<Operation *> ops,
     }
     if (isa<YieldOp>(op))
       continue;
-    auto spec = specOf(&op);
+    auto f = fused.find(opPtr);
+    FailureOr<KernelSpec> spec =
+        f != fused.end() ? FailureOr<KernelSpec>(f->second.spec) : specOf(&op);
     if (failed(spec))
       return failure();
     for (Value r : op.getResults())
@@ -411,8 +495,12 @@ PlanWriter::addProgram(StringRef name, ArrayRef<Operation *> ops,
     std::vector<uint32_t> ins, outs;
     for (Value v : spec->inputs)
       ins.push_back(bufferOf(v));
-    for (Value r : op.getResults())
-      outs.push_back(bufferOf(r));
+    if (f != fused.end())
+      for (Value r : f->second.results)
+        outs.push_back(bufferOf(r));
+    else
+      for (Value r : op.getResults())
+        outs.push_back(bufferOf(r));
     std::string loc = locationName(op.getLoc());
     calls.push_back(pf::CreateKernelCall(
         fbb, spec->op, fbb.CreateVector(ins), fbb.CreateVector(outs),

@@ -304,6 +304,11 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
                     op);
   }
   case OpKind::matmul:
+    // ints [transpose_a, transpose_b, (epilogue)], checked by Plan.cpp.
+    if (a.size() > 2 && a[2] != 0)
+      return matmulEpilogue(
+          dctx, ctx, in[0], in[1], a[0] != 0, a[1] != 0, in[2], a[2], out,
+          tensors.outs.size() > 1 ? &tensors.outs[1] : nullptr);
     return matmul(dctx, in[0], in[1], a[0] != 0, a[1] != 0, out);
   case OpKind::reduce:
   case OpKind::extremum_grad: {

@@ -110,6 +110,14 @@ Status matmul(const DispatchContext &ctx, const TensorRef &a,
               const TensorRef &b, bool transposeA, bool transposeB,
               const TensorRef &out);
 
+/// matmul with its fused epilogue (kernels::MatmulEpilogue): cuBLASLt's
+/// BIAS or GELU_BIAS epilogue where it runs the GEMM, else the GEMM and
+/// CudaEpilogue.cu's pass; `pre` (nullable) gets a x b + bias.
+Status matmulEpilogue(const DispatchContext &dctx, const LaunchContext &ctx,
+                      const TensorRef &a, const TensorRef &b, bool transposeA,
+                      bool transposeB, const TensorRef &bias, int64_t epilogue,
+                      const TensorRef &out, const TensorRef *pre);
+
 /// The rp.moe.* calls (CudaMoEDispatch.cpp): checks as the host's, then the
 /// kernels of CudaMoE.cu and cuBLAS; `ctx` is the call's launch context.
 Status runMoE(const DispatchContext &dctx, const LaunchContext &ctx,

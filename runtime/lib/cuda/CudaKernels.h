@@ -95,6 +95,13 @@ cudaError_t launchWhere(const LaunchContext &ctx, size_t elementSize,
                         int64_t n);
 cudaError_t launchUnary(const LaunchContext &ctx, DType dtype, int kind,
                         const void *x, void *out, int64_t n);
+/// matmul's epilogue after the GEMM (CudaEpilogue.cu): x [rows, n] plus
+/// bias [n] (nullable: already added) into pre (nullable), then the
+/// activation of `epilogue` (kernels::MatmulEpilogue) into out; x may be
+/// pre or out.
+cudaError_t launchBiasActivation(const LaunchContext &ctx, DType dtype,
+                                 int epilogue, const void *x, const void *bias,
+                                 void *pre, void *out, int64_t rows, int64_t n);
 /// Dropout with kernels/Philox.h's counter-based mask (floats).
 cudaError_t launchDropout(const LaunchContext &ctx, DType dtype,
                           const kernels::DropoutKey &key, const void *x,

@@ -63,9 +63,14 @@ BlasTypes rp::runtime::cuda::blasTypes(DType dtype) {
   }
 }
 
-Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
-                                 const TensorRef &b, bool transposeA,
-                                 bool transposeB, const TensorRef &out) {
+/// The GEMM, with cuBLASLt's `epilogue` (its bias `bias`) where cuBLASLt
+/// runs it: `fused` says whether it did; cuBLAS's fallback runs the plain
+/// product.
+static Status gemm(const DispatchContext &ctx, const TensorRef &a,
+                   const TensorRef &b, bool transposeA, bool transposeB,
+                   const TensorRef &out, GemmEpilogue epilogue,
+                   const void *bias, bool &fused) {
+  fused = false;
   MatmulProblem p;
   if (Status s = planMatmul(a, b, transposeA, transposeB, out, p); s.failed())
     return s;
@@ -112,10 +117,13 @@ Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
       key.alignA = gemmAlignment(strideB * int64_t(es));
       key.alignB = gemmAlignment(strideA * int64_t(es));
       key.alignC = gemmAlignment(cMatrix * int64_t(es));
+      key.epilogue = epilogue;
       bool ran = false;
-      if (Status s = ltMatmul(ctx, key, b.data, a.data, out.data, nullptr, ran);
-          s.failed() || ran)
+      if (Status s = ltMatmul(ctx, key, b.data, a.data, out.data, bias, ran);
+          s.failed() || ran) {
+        fused = ran && epilogue != GemmEpilogue::none;
         return s;
+      }
     }
     return gemm(0, 0, 0, strideA, strideB, p.batch);
   }
@@ -124,4 +132,69 @@ Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
         s.failed())
       return s;
   return {};
+}
+
+Status rp::runtime::cuda::matmul(const DispatchContext &ctx, const TensorRef &a,
+                                 const TensorRef &b, bool transposeA,
+                                 bool transposeB, const TensorRef &out) {
+  bool fused = false;
+  return gemm(ctx, a, b, transposeA, transposeB, out, GemmEpilogue::none,
+              nullptr, fused);
+}
+
+Status rp::runtime::cuda::matmulEpilogue(
+    const DispatchContext &dctx, const LaunchContext &ctx, const TensorRef &a,
+    const TensorRef &b, bool transposeA, bool transposeB, const TensorRef &bias,
+    int64_t epilogue, const TensorRef &out, const TensorRef *pre) {
+  const auto e = static_cast<MatmulEpilogue>(epilogue);
+  if (e == MatmulEpilogue::none)
+    return matmul(dctx, a, b, transposeA, transposeB, out);
+  if (e == MatmulEpilogue::dGelu || e == MatmulEpilogue::dGeluTanh) {
+    // The product (dy) into the result, then unary_grad's kernel in place:
+    // bitwise the unfused matmul and unary_grad. cuBLASLt's DGELU epilogue
+    // (tanh form, from its own GELU_AUX forward) is not taken yet.
+    const TensorRef &preAct = bias;
+    if (preAct.dtype != out.dtype || preAct.shape != out.shape)
+      return invalidArgument("matmul: the gelu gradient's pre-activation " +
+                             describe(preAct) + " is not the result's " +
+                             describe(out));
+    if (Status s = matmul(dctx, a, b, transposeA, transposeB, out); s.failed())
+      return s;
+    const UnaryKind kind =
+        e == MatmulEpilogue::dGeluTanh ? UnaryKind::geluTanh : UnaryKind::gelu;
+    return fromCuda(launchUnaryGrad(ctx, out.dtype, int(kind), preAct.data,
+                                    out.data, out.data, out.size()),
+                    "matmul epilogue (gelu gradient)");
+  }
+  const int64_t n = out.shape.empty() ? 1 : out.shape.back();
+  if (bias.dtype != out.dtype || bias.shape != Shape{n} ||
+      (pre && (pre->dtype != out.dtype || pre->shape != out.shape)))
+    return invalidArgument("matmul: the epilogue's bias " + describe(bias) +
+                           " or pre-activation does not match the result " +
+                           describe(out));
+  // Where the sum a x b + bias goes: the gradient's copy, else the result.
+  const TensorRef &sum = pre ? *pre : out;
+  // cuBLASLt's GELU is the tanh form, and writes no pre-activation here:
+  // the other gelu cases take its bias epilogue and the activation pass.
+  const bool whole = e == MatmulEpilogue::biasGeluTanh && !pre;
+  const bool act = e != MatmulEpilogue::bias;
+  bool fused = false;
+  if (Status s = gemm(dctx, a, b, transposeA, transposeB, whole ? out : sum,
+                      whole ? GemmEpilogue::biasGelu : GemmEpilogue::bias,
+                      bias.data, fused);
+      s.failed())
+    return s;
+  if (fused && (whole || !act))
+    return {};
+  const int64_t rows = n ? out.size() / n : 0;
+  // cuBLAS ran the plain product: the bias (and activation) pass, bitwise
+  // the unfused add and gelu; or cuBLASLt added the bias: the activation.
+  cudaError_t err =
+      fused
+          ? launchBiasActivation(ctx, out.dtype, epilogue, sum.data, nullptr,
+                                 nullptr, out.data, rows, n)
+          : launchBiasActivation(ctx, out.dtype, act ? epilogue : 0,
+                                 whole ? out.data : sum.data, bias.data,
+                                 pre ? pre->data : nullptr, out.data, rows, n);
+  return fromCuda(err, "matmul epilogue");
 }

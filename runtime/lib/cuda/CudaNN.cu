@@ -1,7 +1,8 @@
 //===- CudaNN.cu - reductions, softmax and the loss on the GPU ------------===//
 //
 // Row kernels: one thread computes one output element (reduce with few
-// elements per output, extremum_grad) or one whole row (softmax) with the
+// elements per output, extremum_grad) or one whole strided row (softmax
+// over a dimension other than the last; the last is below) with the
 // row functions of kernels/Softmax.h and SoftmaxGrad.h, in the order the
 // host kernels use (host/HostNN.cpp). Nothing is combined with a float
 // atomic, so every run gives the same bits.
@@ -16,9 +17,14 @@
 // folds one chunk of one output into a partial in row-major order, then a
 // thread per output folds its partials in chunk order (reduceChunks).
 //
-// One thread per row (softmax) is the simple, exact form; a
-// warp per row would be faster on long rows but would sum in another order
-// than the host.
+// softmax and log_softmax over the last dimension, and their gradients,
+// give each row 8 threads, one per lane of orderedSum (kernels/Numeric.h),
+// as the norms do (CudaNorms.cu): a lane's thread folds its elements in
+// the host lane's order, the lanes meet in orderedSum's tree, and the
+// eight threads write every eighth element with the host's expression, so
+// the outputs are bitwise the host's. Over another dimension (rows strided
+// by the inner size), one thread per row, whose neighbours read
+// neighbouring columns.
 //
 //===----------------------------------------------------------------------===//
 
@@ -181,6 +187,144 @@ __global__ void extremumGradKernel(ReduceMap map, bool isMax, const T *x,
   }
 }
 
+/// Threads per softmax row over the last dimension (orderedSum's lanes)
+/// and per block.
+constexpr int kRowLanes = kernels::kSumLanes;
+constexpr int kLaneThreads = 128;
+constexpr int kLaneRows = kLaneThreads / kRowLanes;
+
+inline unsigned laneBlocks(int64_t rows) {
+  int64_t blocks = (rows + kLaneRows - 1) / kLaneRows;
+  return static_cast<unsigned>(blocks < (1 << 16) ? blocks : (1 << 16));
+}
+
+/// orderedSum(n, f) of one row by its kRowLanes threads (`lanes`: the row's
+/// slots of shared memory), bitwise the host's; every thread of the block
+/// calls it together (two barriers), `active` false past the last row.
+template <typename Acc, typename F>
+__device__ Acc laneSum(Acc *lanes, int lane, bool active, int64_t n,
+                       const F &f) {
+  static_assert(kRowLanes == 8, "the final combination assumes 8 lanes");
+  Acc acc = Acc(0);
+  if (active)
+    for (int64_t i = lane; i < n; i += kRowLanes)
+      acc += f(i);
+  lanes[lane] = acc;
+  __syncthreads();
+  Acc sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  __syncthreads();
+  return sum;
+}
+
+/// rowMax (kernels/Softmax.h) by the row's lanes: a maximum is exact in any
+/// order; a NaN anywhere makes it NaN, as on the host.
+template <typename T, typename Acc>
+__device__ Acc laneMax(Acc *lanes, int lane, bool active, const T *x,
+                       int64_t n) {
+  Acc m = -kInfinity<Acc>();
+  if (active)
+    for (int64_t i = lane; i < n; i += kRowLanes) {
+      Acc v = load(x[i]);
+      if (kIsNan(v)) {
+        m = v;
+        break;
+      }
+      if (v > m)
+        m = v;
+    }
+  lanes[lane] = m;
+  __syncthreads();
+  Acc best = -kInfinity<Acc>();
+  for (int l = 0; l < kRowLanes; ++l) {
+    Acc v = lanes[l];
+    if (kIsNan(v)) {
+      best = v;
+      break;
+    }
+    if (v > best)
+      best = v;
+  }
+  __syncthreads();
+  return best;
+}
+
+/// softmaxRow / logSoftmaxRow (kernels/Softmax.h) over contiguous rows,
+/// kLaneRows rows a block; the loop's bounds are the block's, so all its
+/// threads meet at the barriers.
+template <typename T>
+__global__ void softmaxLanesKernel(bool log, const T *x, T *y, int64_t rows,
+                                   int64_t n) {
+  using C = Compute<T>;
+  __shared__ C shared[kLaneThreads];
+  const int lane = int(threadIdx.x) % kRowLanes;
+  C *lanes = shared + (int(threadIdx.x) - lane);
+  for (int64_t first = int64_t(blockIdx.x) * kLaneRows; first < rows;
+       first += int64_t(gridDim.x) * kLaneRows) {
+    const int64_t row = first + int64_t(threadIdx.x) / kRowLanes;
+    const bool active = row < rows;
+    const T *xr = x + (active ? row : 0) * n;
+    T *yr = y + (active ? row : 0) * n;
+    const C m = laneMax<T, C>(lanes, lane, active, xr, n);
+    if (!log && std::is_same_v<T, C>) {
+      // As the host: exp(x - m) written once, summed from the output.
+      C sum = laneSum<C>(lanes, lane, active, n, [&](int64_t i) {
+        C e = kExp(load(xr[i]) - m);
+        yr[i] = store<T>(e);
+        return load(yr[i]);
+      });
+      if (active)
+        for (int64_t i = lane; i < n; i += kRowLanes)
+          yr[i] = store<T>(load(yr[i]) / sum);
+      continue;
+    }
+    C sum = laneSum<C>(lanes, lane, active, n,
+                       [&](int64_t i) { return kExp(load(xr[i]) - m); });
+    if (!active)
+      continue;
+    if (log) {
+      C logSum = kLog(sum);
+      for (int64_t i = lane; i < n; i += kRowLanes)
+        yr[i] = store<T>((load(xr[i]) - m) - logSum);
+    } else {
+      for (int64_t i = lane; i < n; i += kRowLanes)
+        yr[i] = store<T>(kExp(load(xr[i]) - m) / sum);
+    }
+  }
+}
+
+/// softmaxGradRow / logSoftmaxGradRow (kernels/SoftmaxGrad.h) over
+/// contiguous rows, as softmaxLanesKernel.
+template <typename T>
+__global__ void softmaxGradLanesKernel(bool log, const T *y, const T *dy, T *dx,
+                                       int64_t rows, int64_t n) {
+  using C = Compute<T>;
+  __shared__ C shared[kLaneThreads];
+  const int lane = int(threadIdx.x) % kRowLanes;
+  C *lanes = shared + (int(threadIdx.x) - lane);
+  for (int64_t first = int64_t(blockIdx.x) * kLaneRows; first < rows;
+       first += int64_t(gridDim.x) * kLaneRows) {
+    const int64_t row = first + int64_t(threadIdx.x) / kRowLanes;
+    const bool active = row < rows;
+    const int64_t base = (active ? row : 0) * n;
+    const T *yr = y + base, *dyr = dy + base;
+    T *dxr = dx + base;
+    if (log) {
+      C sum = laneSum<C>(lanes, lane, active, n,
+                         [&](int64_t i) { return load(dyr[i]); });
+      if (active)
+        for (int64_t i = lane; i < n; i += kRowLanes)
+          dxr[i] = store<T>(load(dyr[i]) - kExp(load(yr[i])) * sum);
+    } else {
+      C dot = laneSum<C>(lanes, lane, active, n,
+                         [&](int64_t i) { return load(yr[i]) * load(dyr[i]); });
+      if (active)
+        for (int64_t i = lane; i < n; i += kRowLanes)
+          dxr[i] = store<T>(load(yr[i]) * (load(dyr[i]) - dot));
+    }
+  }
+}
+
 template <typename T>
 __global__ void softmaxKernel(bool log, const T *x, T *y, int64_t rows,
                               int64_t n, int64_t inner) {
@@ -272,8 +416,13 @@ cudaError_t launchSoftmax(const LaunchContext &ctx, DType dtype, bool log,
     return cudaSuccess;
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    softmaxKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
-        log, static_cast<const T *>(x), static_cast<T *>(out), rows, n, inner);
+    if (inner == 1)
+      softmaxLanesKernel<<<laneBlocks(rows), kLaneThreads, 0, ctx.stream>>>(
+          log, static_cast<const T *>(x), static_cast<T *>(out), rows, n);
+    else
+      softmaxKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
+          log, static_cast<const T *>(x), static_cast<T *>(out), rows, n,
+          inner);
   });
   return lastLaunchError();
 }
@@ -286,9 +435,14 @@ cudaError_t launchSoftmaxGrad(const LaunchContext &ctx, DType dtype, bool log,
     return cudaSuccess;
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    softmaxGradKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
-        log, static_cast<const T *>(y), static_cast<const T *>(dy),
-        static_cast<T *>(dx), rows, n, inner);
+    if (inner == 1)
+      softmaxGradLanesKernel<<<laneBlocks(rows), kLaneThreads, 0, ctx.stream>>>(
+          log, static_cast<const T *>(y), static_cast<const T *>(dy),
+          static_cast<T *>(dx), rows, n);
+    else
+      softmaxGradKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
+          log, static_cast<const T *>(y), static_cast<const T *>(dy),
+          static_cast<T *>(dx), rows, n, inner);
   });
   return lastLaunchError();
 }

@@ -109,7 +109,8 @@ double callCost(const Plan &plan, const KernelCallDesc &call) {
     int64_t k = a.empty()                     ? 1
                 : transposed && a.size() >= 2 ? a[a.size() - 2]
                                               : a.back();
-    return written * double(k);
+    // The result alone: a fused epilogue's pre-activation is no product.
+    return double(plan.buffers[call.outputs[0]].size()) * double(k);
   }
   case OpKind::moe_grouped_matmul: {
     // Each of the rows [R, K] meets one expert's weight.

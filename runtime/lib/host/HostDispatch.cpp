@@ -91,6 +91,12 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
   case OpKind::gather:
     return gather(pool, in[0], in[1], a[0], out);
   case OpKind::matmul:
+    // ints [transpose_a, transpose_b, (epilogue)]: Plan.cpp checks that the
+    // bias and the pre-activation output are there when the epilogue says.
+    if (a.size() > 2 && a[2] != 0)
+      return matmulEpilogue(
+          pool, in[0], in[1], a[0] != 0, a[1] != 0, in[2], a[2], out,
+          outs.size() > 1 ? std::optional(outs[1]) : std::nullopt);
     return matmul(pool, in[0], in[1], a[0] != 0, a[1] != 0, out);
   case OpKind::reduce:
     return reduce(pool, static_cast<ReduceKind>(a[0]), in[0],

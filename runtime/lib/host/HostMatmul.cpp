@@ -20,6 +20,7 @@
 
 #include "HostCommon.h"
 
+#include "rp/runtime/host/Gradients.h"
 #include "rp/runtime/host/Kernels.h"
 
 #ifdef RP_HAVE_OPENBLAS
@@ -188,6 +189,46 @@ Status matmul(ThreadPool &pool, const TensorRef &a, const TensorRef &b,
     return unsupportedDType("matmul", a.dtype); // Checked by planMatmul.
   }
   return {};
+}
+
+} // namespace rp::runtime::host
+
+namespace rp::runtime::host {
+
+Status matmulEpilogue(ThreadPool &pool, const TensorRef &a, const TensorRef &b,
+                      bool transposeA, bool transposeB, const TensorRef &extra,
+                      int64_t epilogue, const TensorRef &out,
+                      const std::optional<TensorRef> &pre) {
+  using kernels::MatmulEpilogue;
+  auto e = static_cast<MatmulEpilogue>(epilogue);
+  if (e == MatmulEpilogue::none)
+    return matmul(pool, a, b, transposeA, transposeB, out);
+  if (e == MatmulEpilogue::dGelu || e == MatmulEpilogue::dGeluTanh) {
+    // The product is dy; unary_grad reads and writes each element once.
+    if (Status s = matmul(pool, a, b, transposeA, transposeB, out); s.failed())
+      return s;
+    return unaryGrad(pool,
+                     e == MatmulEpilogue::dGeluTanh ? UnaryKind::geluTanh
+                                                    : UnaryKind::gelu,
+                     extra, out, out);
+  }
+  const TensorRef &bias = extra;
+  bool act = e != MatmulEpilogue::bias;
+  // The product and the sum go where the unfused plan keeps a x b + bias:
+  // `pre` when the gradient needs it, else `out` itself (the activation
+  // reads and writes each element once, so in place is the same result).
+  TensorRef sum = pre ? *pre : out;
+  if (Status s = matmul(pool, a, b, transposeA, transposeB, sum); s.failed())
+    return s;
+  if (Status s = binary(pool, kernels::BinaryKind::add, sum, bias, sum);
+      s.failed())
+    return s;
+  if (!act)
+    return {};
+  return unary(pool,
+               e == MatmulEpilogue::biasGeluTanh ? UnaryKind::geluTanh
+                                                 : UnaryKind::gelu,
+               sum, out);
 }
 
 } // namespace rp::runtime::host

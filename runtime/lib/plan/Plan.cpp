@@ -7,6 +7,7 @@
 #include "rp/contract/plan_generated.h"
 #include "rp/runtime/FileIO.h"
 #include "rp/runtime/WeightFingerprint.h"
+#include "rp/runtime/kernels/Kinds.h"
 
 #include <flatbuffers/idl.h>
 
@@ -64,8 +65,10 @@ Signature signatureOf(OpKind op) {
     return {1, 1 << 20, 1, 0};
   case OpKind::gather:
     return {2, 2, 1, 0};
+  // ints [transpose_a, transpose_b, (epilogue)]; inputs [a, b, (bias)];
+  // outputs [result, (pre-activation)]: plans before the epilogue have two.
   case OpKind::matmul:
-    return {2, 2, 2, 0};
+    return {2, 3, -1, 0, 1, 2};
   case OpKind::softmax:
   case OpKind::log_softmax:
     return {1, 1, 1, 0};
@@ -217,6 +220,37 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
     if (nIn != 4 + (call.ints[1] != 0))
       return c.fail(name + " has inputs that disagree with its flags");
     return Status::ok();
+  case OpKind::matmul: {
+    if (call.ints.size() != 2 && call.ints.size() != 3)
+      return c.fail(name + " has " + std::to_string(call.ints.size()) +
+                    " integer attributes; it takes 2 (the transposes) or 3 "
+                    "(and the epilogue)");
+    int64_t e = call.ints.size() == 3 ? call.ints[2] : 0;
+    if (e < 0 || e > int64_t(kernels::MatmulEpilogue::dGeluTanh))
+      return c.fail(name + " has an unknown epilogue " + std::to_string(e));
+    const bool grad = e >= int64_t(kernels::MatmulEpilogue::dGelu);
+    // The bias is a vector of the result's last dimension, in its type; a
+    // gelu gradient's pre-activation is the result's shape and type.
+    if (nIn != 2 + (e != 0) || (nOut == 2 && (e < 2 || grad)))
+      return c.fail(name + " has inputs or outputs that disagree with its "
+                           "epilogue");
+    if (grad) {
+      const BufferDesc &pre = plan.buffers[call.inputs[2]];
+      if (pre.shape != out.shape || pre.dtype != out.dtype)
+        return c.fail(name + "'s pre-activation is not the result's shape "
+                             "and type");
+    } else if (e != 0) {
+      const BufferDesc &bias = plan.buffers[call.inputs[2]];
+      if (bias.shape.size() != 1 || out.shape.empty() ||
+          bias.shape[0] != out.shape.back() || bias.dtype != out.dtype)
+        return c.fail(name + "'s bias is not a vector of the result's last "
+                             "dimension and type");
+    }
+    if (nOut == 2 && plan.buffers[call.outputs[1]].shape != out.shape)
+      return c.fail(name + "'s pre-activation output is not the result's "
+                           "shape");
+    return Status::ok();
+  }
   case OpKind::reshape:
     if (in.size() != out.size())
       return c.fail(name + " reshapes " + std::to_string(in.size()) +

@@ -31,6 +31,32 @@ def FuseLinearCrossEntropyPass : Pass<"rp-fuse-linear-cross-entropy"> {
   ];
 }
 
+def FuseMatmulEpiloguePass : Pass<"rp-fuse-matmul-epilogue"> {
+  let summary = "marks the matmuls whose bias, gelu or gelu gradient the "
+                "plan fuses into the matmul's call";
+  let description = [{
+    Sets `rp.epilogue` on each `rp.matmul` whose result feeds only an
+    `rp.add` of a `[N]` bias vector (`"bias"`), that add then read by an
+    `rp.gelu` (`"bias_gelu"`; the sum may have other readers, the gelu's
+    gradient), or only the gradient input of a gelu's `rp.unary_grad`
+    (`"dgelu"`). The ops stay: the plan exporter writes each marked matmul
+    and the ops it absorbs as one `matmul` kernel call with the epilogue
+    (cuBLASLt's BIAS and GELU_BIAS epilogues on the cuda device), after
+    checking the pattern again within the call's program. The host computes
+    the fused call bitwise as the unfused calls. Runs last in
+    rp-train-pipeline with `fuse-matmul-epilogue`, after autodiff, so that
+    it sees the backward's gelu gradients.
+
+    ```mlir
+    %p = rp.matmul %x, %w transpose_b : ...
+    %s = rp.add %b, %p : ...
+    %g = rp.gelu %s approximate = tanh : ...
+    // becomes
+    %p = rp.matmul %x, %w transpose_b {rp.epilogue = "bias_gelu"} : ...
+    ```
+  }];
+}
+
 def ChooseLossFusionPass : Pass<"rp-choose-loss-fusion", "::mlir::ModuleOp"> {
   let summary = "keeps the fused LM-head loss only where it pays";
   let description = [{

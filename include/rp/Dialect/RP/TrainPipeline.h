@@ -178,6 +178,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("the grain of each backward stage after the tail, "
                      "stage or layer, comma separated in the stages' order "
                      "(overrides --recompute)")};
+  Option<bool> fuseMatmulEpilogue{
+      *this, "fuse-matmul-epilogue", flags, llvm::cl::init(false),
+      llvm::cl::desc("write each matmul with its bias add and gelu (or the "
+                     "backward's gelu gradient) as one kernel call: "
+                     "cuBLASLt's epilogues on the cuda device, bitwise the "
+                     "unfused calls on the host (rp-fuse-matmul-epilogue)")};
   Option<bool> reportMaxSeq{
       *this, "report-max-seq", flags, llvm::cl::init(false),
       llvm::cl::desc("also report the largest sequence length whose plan "

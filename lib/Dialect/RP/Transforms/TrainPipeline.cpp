@@ -140,6 +140,9 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createAutodiffPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // Last: on the ops the exporter writes, the backward's included.
+  if (options.fuseMatmulEpilogue)
+    pm.addPass(createFuseMatmulEpiloguePass());
 }
 
 void mlir::rp::registerTrainPipeline() {

@@ -78,6 +78,18 @@ const char *gemmName();
 /// Batched matmul with broadcasting batch dims and transpose flags.
 Status matmul(ThreadPool &pool, const TensorRef &a, const TensorRef &b,
               bool transposeA, bool transposeB, const TensorRef &out);
+/// matmul's fused epilogue (the plan's third matmul integer,
+/// kernels::MatmulEpilogue): out = act(a x b + bias) with `extra` the bias
+/// [N] broadcast over the rows, and `pre` (optional, for the activation's
+/// gradient) a x b + bias; or, for dGelu, out = unary_grad(gelu, extra,
+/// a x b) with `extra` the forward's pre-activation. The unfused host
+/// calls in sequence (matmul, add, gelu; matmul, unary_grad), each result
+/// rounded to the storage type as the unfused plan rounds it, so the
+/// outputs are bitwise the unfused plan's.
+Status matmulEpilogue(ThreadPool &pool, const TensorRef &a, const TensorRef &b,
+                      bool transposeA, bool transposeB, const TensorRef &extra,
+                      int64_t epilogue, const TensorRef &out,
+                      const std::optional<TensorRef> &pre);
 /// dims strictly increasing; keepDims as in rp.reduce.
 Status reduce(ThreadPool &pool, ReduceKind kind, const TensorRef &x,
               const std::vector<int64_t> &dims, bool keepDims,

@@ -30,6 +30,19 @@ enum class UnaryKind {
   geluTanh
 };
 enum class ReduceKind { sum, mean, max, min };
+/// matmul's fused epilogue, the plan's third matmul integer (absent: none):
+/// bias adds a [N] vector (the third input) to every row; the gelu forms
+/// apply gelu after it; the dGelu forms multiply the product (a gradient)
+/// by gelu's derivative at the third input, the forward's pre-activation,
+/// as rp.unary_grad does.
+enum class MatmulEpilogue {
+  none,
+  bias,
+  biasGelu,
+  biasGeluTanh,
+  dGelu,
+  dGeluTanh
+};
 
 } // namespace rp::runtime::kernels
 

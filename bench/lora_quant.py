@@ -14,7 +14,10 @@ profile with its host model as shipped: host DRAM 200 GB/s, one GPU per
 blobs of the right size): the host memory rp-compile plans (base, adapters
 and optimizer, pinned buffers), the weight bytes uploaded per step, the
 predicted steady-state tokens/s and bubble (microbatches of paper.py's
-batching(), RoundPipe's global batch), and the longest sequence whose plan
+batching(), RoundPipe's global batch; stage-grain recompute, since layer
+grain keeps each microbatch's inner activations in pinned host memory,
+50 GiB more for the 8B, which `--recompute auto` takes for a 0.2 % faster
+step), and the longest sequence whose plan
 fits 24 GB (`--report-max-seq` on a 3000-token graph, as paper.py); beside
 RoundPipe's published tokens/s and max sequence (its 8B and 32B runs train
 every weight, its 235B is LoRA) and the issue's aims (the 235B within 160
@@ -50,6 +53,11 @@ G = 8
 MODELS = {"8b": "llama-3.1-8b", "32b": "qwen3-32b", "235b": "qwen3-235b-a22b"}
 BASES = ("none", "int8", "nf4")
 LORA = ["--lora-rank", "32", "--lora-alpha", "16"]
+# The 235B's adapters on every expert (PEFT's all-linear, RoundPipe's run)
+# are 6.5 G parameters, whose f32 master weights, gradients and AdamW
+# moments alone are over 80 GiB: a row with adapters on attention only
+# shows what the base's format leaves.
+ATTENTION = ["--lora-targets", "q_proj|k_proj|v_proj|o_proj"]
 AIMS_GIB = {"llama-3.1-8b": 16, "qwen3-235b-a22b": 160}
 GIB = {"KiB": 1 / (1 << 20), "MiB": 1 / 1024, "GiB": 1.0}
 
@@ -59,7 +67,7 @@ def gib(text):
     return float(value) * GIB[unit]
 
 
-def compile_row(name, base, tmp):
+def compile_row(name, base, tmp, targets=()):
     """rp-compile of one model and base: the summary's figures."""
     import paper
     from rp import shapes
@@ -71,7 +79,8 @@ def compile_row(name, base, tmp):
     r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
                         str(Path(tmp) / f"{name}-{base}.rpplan"),
                         "--devices", str(G), "--microbatches", str(m),
-                        "--hw", "rtx4090", "--quantize-base", base, *LORA],
+                        "--hw", "rtx4090", "--quantize-base", base, *LORA,
+                        *targets, "--recompute", "stage"],
                        capture_output=True, text=True)
     took = time.perf_counter() - start
     if r.returncode:
@@ -84,6 +93,7 @@ def compile_row(name, base, tmp):
                      r"state.*?, (\d+)% bubble", r.stderr)
     tokens = b * m * 2048
     return {"model": name, "base": "bf16" if base == "none" else base,
+            "adapters": "attention" if targets else "all-linear",
             "microbatch": b, "microbatches": m,
             "host_gib": gib(host.group(1)), "base_gib": gib(host.group(2)),
             "trained_gib": gib(host.group(3)), "pinned_gib": gib(host.group(4)),
@@ -101,13 +111,17 @@ def rows(args):
     table = []
     with tempfile.TemporaryDirectory(prefix="rp-lora-quant-") as tmp:
         for name in names:
-            for base in BASES:
-                row = compile_row(name, base, tmp)
+            runs = [(base, ()) for base in BASES]
+            if name == "qwen3-235b-a22b":
+                runs.append(("nf4", ATTENTION))
+            for base, targets in runs:
+                row = compile_row(name, base, tmp, targets)
                 if not args.no_max_seq:
-                    extra = [*LORA, "--quantize-base", base]
+                    extra = [*LORA, *targets, "--quantize-base", base]
                     row["max_seq"] = paper.max_seq(name, tmp, extra)[0]
                 table.append(row)
-                print(f"{name} {row['base']}: {row['host_gib']:.1f} GiB "
+                print(f"{name} {row['base']} {row['adapters']}: "
+                      f"{row['host_gib']:.1f} GiB "
                       f"host, {row['uploads_gib']:.1f} GiB uploads, "
                       f"{row['tokens_per_s']:,.0f} tokens/s "
                       f"({row['compile_s']:.0f} s)", file=sys.stderr)
@@ -115,16 +129,17 @@ def rows(args):
         w = csv.DictWriter(f, fieldnames=list(table[0]))
         w.writeheader()
         w.writerows(table)
-    print("| model | base | host memory GiB (base, adapters+optimizer, "
+    print("| model | base | adapters | host memory GiB (base, adapters+optimizer, "
           "pinned) | uploads GiB/step | tokens/s | bubble | max seq | "
           "RoundPipe tokens/s, max seq | aim |")
-    print("|---|---|---|---:|---:|---:|---:|---|---|")
+    print("|---|---|---|---|---:|---:|---:|---:|---|---|")
     for r in table:
         tps, _, _, _, seq = paper.PUBLISHED[r["model"]]
         aim = AIMS_GIB.get(r["model"])
         verdict = (f"{'within' if r['host_gib'] <= aim else 'over'} {aim} "
                    "GiB" if aim else "")
-        print(f"| {r['model']} | {r['base']} | {r['host_gib']:.1f} "
+        print(f"| {r['model']} | {r['base']} | {r['adapters']} | "
+              f"{r['host_gib']:.1f} "
               f"({r['base_gib']:.1f}, {r['trained_gib']:.1f}, "
               f"{r['pinned_gib']:.1f}) | {r['uploads_gib']:.1f} | "
               f"{r['tokens_per_s']:,.0f} | {r['bubble_pct']:.0f} % | "

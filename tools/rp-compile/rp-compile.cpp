@@ -309,6 +309,18 @@ struct HostBudgetStep
     auto budget = int64_t(gib * double(int64_t(1) << 30));
     if (m.total() <= budget)
       return markAllAnalysesPreserved();
+    // Layer-grain backward stages keep their inner layers' inputs in
+    // pinned host memory (--recompute auto takes them for speed alone).
+    bool layerGrain = false;
+    for (auto s : getOperation().getOps<rp::ScheduleOp>()) {
+      rp::PartitionAttr p = s.getPartition();
+      layerGrain |=
+          p.isMixed() || p.getRecompute() == rp::RecomputeGrain::layer;
+    }
+    const char *stageGrain =
+        layerGrain ? "; or --recompute stage: this plan's layer-grain "
+                     "stages keep activations in the pinned buffers"
+                   : "";
     auto &os = llvm::errs();
     os << "rp-compile: host memory " << formatBytes(m.total())
        << " is over --host-budget-gib " << llvm::format("%g", gib) << " ("
@@ -322,8 +334,8 @@ struct HostBudgetStep
                          "--quantize-base nf4)");
       os << "; give a box of at least " << formatBytes(m.total())
          << " (--host-budget-gib "
-         << llvm::format("%.0f", std::ceil(m.total() / double(1 << 30)))
-         << ")\n";
+         << llvm::format("%.0f", std::ceil(m.total() / double(1 << 30))) << ")"
+         << stageGrain << "\n";
       return signalPassFailure();
     }
     // The adapted weights are what --quantize-base stores quantized (the
@@ -343,7 +355,7 @@ struct HostBudgetStep
                       formatBytes(m.total() - m.adapted +
                                   m.adaptedQuantized(rp::QuantKind::nf4)) +
                       " with --quantize-base nf4");
-    os << "\n";
+    os << stageGrain << "\n";
     signalPassFailure();
   }
 

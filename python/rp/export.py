@@ -95,7 +95,6 @@ def _quantized_base(folder: Path, record: Dict[str, Any]) -> Dict[str, Any]:
     if kind in (None, "none"):
         return {}
     import numpy as np
-    from rp import quant
     from rp.tools import run_tool
     plan = folder / record["plan"]
     if not plan.is_file():

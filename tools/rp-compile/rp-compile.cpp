@@ -354,7 +354,9 @@ struct HostBudgetStep
                 : "; neither fits: give a box of at least " +
                       formatBytes(m.total() - m.adapted +
                                   m.adaptedQuantized(rp::QuantKind::nf4)) +
-                      " with --quantize-base nf4");
+                      " with --quantize-base nf4, or fewer adapters "
+                      "(--lora-targets) and microbatches (the pinned "
+                      "buffers hold their activations)");
     os << stageGrain << "\n";
     signalPassFailure();
   }

@@ -78,6 +78,9 @@ def _finetune_parser():
     p.add_argument("--lora-modules-to-save", help="regex of parameters "
                    "trained whole beside the adapters (PEFT's "
                    "modules_to_save), e.g. lm_head")
+    p.add_argument("--quantize-base", choices=["none", "nf4", "int8"],
+                   help="with --lora-rank: the frozen base stored NF4 "
+                   "(QLoRA's) or int8 in host memory and every upload")
     p.add_argument("--dtype", choices=["f32", "bf16", "f16"])
     p.add_argument("--sync", action="store_true", default=None,
                    help="gradients of step k at W_k (default: async, the "

@@ -21,6 +21,15 @@ mode ``compute.safetensors`` is one update older.
   PEFT's ``target_parameters`` (built and saved with PEFT itself).
 * ``--merged DIR``: W + (alpha / rank) B A for every adapted weight, then
   as ``--hf``.
+
+A run with a quantized frozen base (``--quantize-base nf4|int8``) trained
+its adapters against the dequantized base, so ``--hf`` and ``--merged``
+dequantize each quantized weight (the plan's blobs, ``rp.quant``: the f32
+values the devices computed from) and merge into that: the model exported
+is the model the run trained, in f32 (or ``dtype``), not the original
+weights plus the adapters. ``--peft`` writes the adapters alone, to load on
+the base model quantized as the run's was (bitsandbytes' NF4 has the same
+codes and scales) or not.
 """
 
 from __future__ import annotations
@@ -78,13 +87,59 @@ def _trained(checkpoint: Path):
     return _split(rp_safetensors.read(checkpoint / "weights.safetensors"))
 
 
-def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str]):
-    """The base model with the run's weights in (LoRA merged)."""
+def _quantized_base(folder: Path, record: Dict[str, Any]) -> Dict[str, Any]:
+    """{weight name: its dequantized f32 values (flat)} of a run whose base
+    was stored quantized: the blobs the plan reads (its u8 weight buffers,
+    located by ``rp-run --describe json``)."""
+    kind = (record.get("lora") or {}).get("quantize_base")
+    if kind in (None, "none"):
+        return {}
+    import numpy as np
+    from rp.tools import run_tool
+    plan = folder / record["plan"]
+    if not plan.is_file():
+        raise ValueError(f"the run's base was stored {kind}: its plan {plan} "
+                         "(which holds the quantized weights) is needed to "
+                         "export the model it trained")
+    text = run_tool("rp-run", ["--describe", "json", str(plan)]).stdout
+    described = json.loads(text)
+    files = [plan.parent / f["path"] for f in described.get("weight_files", [])]
+    out = {}
+    for buf in described.get("buffers", []):
+        weight = buf.get("weight")
+        if buf.get("dtype") != "u8" or not weight or weight.get("trainable"):
+            continue
+        nbytes = int(np.prod(buf["shape"]))
+        with open(files[weight["file"]], "rb") as f:
+            f.seek(int(weight["offset"]))
+            blob = f.read(nbytes)
+        out[weight["param"]] = (kind, blob)
+    if not out:
+        raise ValueError(f"{plan} has no quantized weights, though the run "
+                         f"was compiled with quantize_base={kind}")
+    return out
+
+
+def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str],
+                folder: Optional[Path] = None):
+    """The base model with the run's weights in (LoRA merged; a quantized
+    base dequantized first, as the run computed with it)."""
     import torch
+    from rp import quant
     from rp.finetune import load_model
     model, tokenizer = load_model(record["model"])
     full, lora = _trained(checkpoint)
     state = model.state_dict()
+    blobs = _quantized_base(folder, record) if folder is not None else {}
+    unknown = [n for n in blobs if n not in state]
+    if unknown:
+        raise ValueError(f"the plan's quantized weights {unknown[:3]} are not "
+                         f"the model's in {record['model']}")
+    with torch.no_grad():
+        for name, (kind, blob) in blobs.items():
+            values = quant.dequantize(kind, blob, state[name].numel())
+            state[name].copy_(torch.from_numpy(
+                values.reshape(tuple(state[name].shape))))
     missing = [n for n in list(full) + list(lora) if n not in state]
     if missing:
         raise ValueError(f"the checkpoint's weights {missing[:3]} are not the "
@@ -106,8 +161,8 @@ def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str]):
 
 def export_hf(run: PathLike, out: PathLike, dtype: Optional[str] = None) -> Path:
     """RUN's weights (LoRA merged) as a transformers model folder."""
-    _, record, checkpoint = find_run(run)
-    model, tokenizer = _model_with(record, checkpoint, dtype)
+    folder, record, checkpoint = find_run(run)
+    model, tokenizer = _model_with(record, checkpoint, dtype, folder)
     out = Path(out)
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))

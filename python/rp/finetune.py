@@ -47,7 +47,7 @@ DEFAULTS: Dict[str, Any] = {
     "devices": 1, "microbatches": None, "batch_size": 1, "seq_len": 128,
     "pack": True, "shuffle_seed": 0, "seed": 0,
     "lora_rank": 0, "lora_alpha": 16.0, "lora_targets": "",
-    "lora_modules_to_save": "",
+    "lora_modules_to_save": "", "quantize_base": None,
     "dtype": "f32", "sync": False, "eval_every": 0, "threads": None,
 }
 
@@ -205,8 +205,12 @@ def _stamp(checkpoint: Path, record: Dict[str, Any], done: int) -> None:
     where the checkpoint folder was copied away from its run): the model
     folder, the LoRA settings, and which weights are current. rp-run
     replaces the folder when it saves, so this follows every save."""
+    quantized = (record["lora"] or {}).get("quantize_base")
     (checkpoint / "run.json").write_text(json.dumps({
         "model": record["model"], "lora": record["lora"],
+        # A quantized base is read back from the run's plan (rp.export).
+        **({"plan": str((checkpoint.parent.parent / record["plan"])
+                        .resolve())} if quantized else {}),
         "steps_done": done,
         "current_weights": "weights.safetensors (the master weights after "
                            f"{done} updates; what a resumed run continues)",
@@ -306,13 +310,19 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
                             lora_alpha=opts["lora_alpha"],
                             lora_targets=opts["lora_targets"] or None,
                             lora_modules_to_save=(opts["lora_modules_to_save"]
-                                                  or None))
+                                                  or None),
+                            quantize_base=opts["quantize_base"])
+    elif opts["quantize_base"] not in (None, "none"):
+        raise ValueError("quantize_base stores the frozen base of a LoRA "
+                         "run quantized: give lora_rank too")
     plan = rp_compile(src, out / "model.rpplan", devices=devices,
                       microbatches=M, **plan_options)
     _say(f"compiled {plan} for {devices} device(s), {M} microbatch(es) of "
          f"{b} x {seq} tokens"
          + (f", LoRA rank {opts['lora_rank']} alpha {opts['lora_alpha']}"
-            if opts["lora_rank"] else ", every weight trained"))
+            if opts["lora_rank"] else ", every weight trained")
+         + (f", the frozen base {opts['quantize_base']}"
+            if opts["quantize_base"] not in (None, "none") else ""))
 
     record = {"model": str(Path(model_dir).resolve()), "options": opts,
               "plan": "model.rpplan", "trace": "trace/model.mlir",
@@ -323,6 +333,9 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
                        if opts["lora_rank"] else None),
               "current_weights": "checkpoints/last/weights.safetensors",
               "evals": []}
+    if opts["quantize_base"] not in (None, "none"):
+        # The export dequantizes the base from the plan's blobs.
+        record["lora"]["quantize_base"] = opts["quantize_base"]
     (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")
     last, best = out / "checkpoints" / "last", out / "checkpoints" / "best"
     if last.exists():

@@ -31,34 +31,54 @@ HostMemory mlir::rp::hostMemoryOf(ModuleOp module) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return m;
+  llvm::StringSet<> adapted;
+  for (auto p : main.getOps<ParamOp>())
+    if (p.getTrainable() && p.getName().ends_with(".lora_A"))
+      adapted.insert(p.getName().drop_back(StringRef(".lora_A").size()));
   for (auto p : main.getOps<ParamOp>()) {
     int64_t stored = p.getSizeInBytes(), copies = 0;
     for (Operation *user : p->getUsers())
       if (isa<CastOp>(user))
         copies += bytesOf(user->getResult(0).getType());
-    if (p.getTrainable())
+    if (p.getTrainable()) {
       m.trained += stored + copies + 3 * 4 * p.getType().getNumElements();
-    else
-      m.base += stored + copies;
+      continue;
+    }
+    m.base += stored + copies;
+    if (adapted.contains(p.getName()) &&
+        isa<FloatType>(p.getType().getElementType())) {
+      m.adapted += stored + copies;
+      m.adaptedElements.push_back(p.getType().getNumElements());
+    }
   }
   // The part of pinned_bytes that is weights and gradients, as
-  // rp-plan-memory counts it (LayerCost): per forward layer, each
-  // parameter it reads (or its cast) once, twice when it trains.
+  // rp-plan-memory counts it (LayerCost, before autodiff): per forward
+  // layer, each parameter it reads (or its cast) once, twice when it
+  // trains. Layers that exist only inside the fused tail (a backward
+  // program now) count once each parameter no forward layer read.
   int64_t weightsAndGrads = 0;
-  for (auto layer : main.getOps<LayerOp>()) {
-    if (layer.getRole() != LayerRole::forward)
-      continue;
-    llvm::StringSet<> seen;
+  llvm::StringSet<> counted;
+  auto count = [&](LayerOp layer, llvm::StringSet<> &seen) {
     for (Value operand : layer.getInputs()) {
       ParamOp param = operand.getDefiningOp<ParamOp>();
       if (auto cast = operand.getDefiningOp<CastOp>())
         param = cast.getInput().getDefiningOp<ParamOp>();
       if (!param || !seen.insert(param.getName()).second)
         continue;
+      counted.insert(param.getName());
       int64_t bytes = bytesOf(operand.getType());
       weightsAndGrads += param.getTrainable() ? 2 * bytes : bytes;
     }
-  }
+  };
+  for (auto layer : main.getOps<LayerOp>())
+    if (layer.getRole() == LayerRole::forward) {
+      llvm::StringSet<> seen;
+      count(layer, seen);
+    }
+  llvm::StringSet<> tail = counted;
+  for (auto layer : main.getOps<LayerOp>())
+    if (layer.getRole() != LayerRole::forward)
+      count(layer, tail);
   for (auto s : module.getOps<ScheduleOp>()) {
     if (std::optional<uint64_t> pinned = s.getPinnedBytes())
       m.pinned += std::max<int64_t>(0, int64_t(*pinned) - weightsAndGrads);

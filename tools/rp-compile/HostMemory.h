@@ -8,9 +8,12 @@
 #ifndef RP_TOOLS_RPCOMPILE_HOSTMEMORY_H
 #define RP_TOOLS_RPCOMPILE_HOSTMEMORY_H
 
+#include "rp/Dialect/RP/RPOps.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace mlir::rp {
 
@@ -25,7 +28,19 @@ struct HostMemory {
   int64_t pinned = 0;
   /// Weight bytes uploaded per step (every rp.copy of weights).
   int64_t uploads = 0;
+  /// The part of `base` that is frozen weights with LoRA adapters, as
+  /// stored and copied (what --quantize-base would quantize), and their
+  /// element counts.
+  int64_t adapted = 0;
+  std::vector<int64_t> adaptedElements;
   int64_t total() const { return base + trained + pinned; }
+  /// The bytes of the adapted weights stored as `kind`.
+  int64_t adaptedQuantized(QuantKind kind) const {
+    int64_t bytes = 0;
+    for (int64_t n : adaptedElements)
+      bytes += quantizedBytes(kind, n);
+    return bytes;
+  }
 };
 
 /// The host memory of a compiled module (a plan's schedule, or a forward

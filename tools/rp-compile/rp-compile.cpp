@@ -42,6 +42,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <malloc.h>
 #include <numeric>
 
@@ -64,6 +65,11 @@ static cl::opt<bool>
 /// numbers, not the IR: the op a diagnostic is attached to (the whole
 /// schedule, thousands of lines for a real model) is printed only when
 /// asked.
+static cl::opt<double> hostBudgetGiB(
+    "host-budget-gib",
+    cl::desc("the host memory (GiB) the plan must fit, as the summary counts "
+             "it: refused, with what would fit, when over (0: no check)"),
+    cl::init(0));
 static cl::opt<bool> printIrOnError(
     "print-ir-on-error",
     cl::desc("print the operation an error is about (the IR) after it"));
@@ -288,6 +294,77 @@ struct ExportPlanStep
   FailureOr<size_t> &size;
 };
 
+/// --host-budget-gib: refuses a plan whose host memory (as the summary
+/// counts it) is over the box's, before it is written, with its parts and
+/// what would fit: a quantized base where the base is not quantized yet.
+struct HostBudgetStep
+    : public PassWrapper<HostBudgetStep, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(HostBudgetStep)
+
+  HostBudgetStep(double gib, bool quantized, bool lora)
+      : gib(gib), quantized(quantized), lora(lora) {}
+
+  void runOnOperation() override {
+    rp::HostMemory m = rp::hostMemoryOf(getOperation());
+    auto budget = int64_t(gib * double(int64_t(1) << 30));
+    if (m.total() <= budget)
+      return markAllAnalysesPreserved();
+    // Layer-grain backward stages keep their inner layers' inputs in
+    // pinned host memory (--recompute auto takes them for speed alone).
+    bool layerGrain = false;
+    for (auto s : getOperation().getOps<rp::ScheduleOp>()) {
+      rp::PartitionAttr p = s.getPartition();
+      layerGrain |=
+          p.isMixed() || p.getRecompute() == rp::RecomputeGrain::layer;
+    }
+    const char *stageGrain =
+        layerGrain ? "; or --recompute stage: this plan's layer-grain "
+                     "stages keep activations in the pinned buffers"
+                   : "";
+    auto &os = llvm::errs();
+    os << "rp-compile: host memory " << formatBytes(m.total())
+       << " is over --host-budget-gib " << llvm::format("%g", gib) << " ("
+       << formatBytes(budget) << "): base " << formatBytes(m.base)
+       << ", adapters and optimizer " << formatBytes(m.trained)
+       << ", pinned buffers " << formatBytes(m.pinned) << "; ";
+    if (quantized || !lora || m.adapted == 0) {
+      os << (quantized ? "the base is quantized already"
+             : lora    ? "no adapted weight to quantize"
+                       : "a quantized base needs LoRA (--lora-rank R "
+                         "--quantize-base nf4)");
+      os << "; give a box of at least " << formatBytes(m.total())
+         << " (--host-budget-gib "
+         << llvm::format("%.0f", std::ceil(m.total() / double(1 << 30))) << ")"
+         << stageGrain << "\n";
+      return signalPassFailure();
+    }
+    // The adapted weights are what --quantize-base stores quantized (the
+    // router, norms and embeddings stay), each with no compute-dtype copy
+    // on the host: the estimate is close, a little high where
+    // --lora-targets leaves linear weights without adapters.
+    bool fits = false;
+    for (rp::QuantKind kind : {rp::QuantKind::nf4, rp::QuantKind::int8}) {
+      int64_t total = m.total() - m.adapted + m.adaptedQuantized(kind);
+      os << (kind == rp::QuantKind::nf4 ? "--quantize-base nf4" : ", int8")
+         << " would need about " << formatBytes(total) << " ("
+         << (total <= budget ? "fits" : "over") << ")";
+      fits |= total <= budget;
+    }
+    os << (fits ? "; compile with --quantize-base nf4"
+                : "; neither fits: give a box of at least " +
+                      formatBytes(m.total() - m.adapted +
+                                  m.adaptedQuantized(rp::QuantKind::nf4)) +
+                      " with --quantize-base nf4, or fewer adapters "
+                      "(--lora-targets) and microbatches (the pinned "
+                      "buffers hold their activations)");
+    os << stageGrain << "\n";
+    signalPassFailure();
+  }
+
+  double gib;
+  bool quantized, lora;
+};
+
 } // namespace
 
 static std::string folderOf(StringRef path) {
@@ -324,7 +401,7 @@ int main(int argc, char **argv) {
   for (auto &entry : cl::getRegisteredOptions())
     foreign.insert(entry.first);
   for (const char *own : {"o", "forward-only", "tf32", "print-ir-on-error",
-                          "help", "help-hidden", "version"})
+                          "host-budget-gib", "help", "help-hidden", "version"})
     foreign.erase(own);
   rp::ImportCLOptions importOptions;
   rp::TrainPipelineOptions &pipeline = pipelineOptions();
@@ -367,6 +444,12 @@ int main(int argc, char **argv) {
     llvm::errs() << "rp-compile: --budget-gib "
                  << llvm::format("%g", double(pipeline.budgetGiB))
                  << ": give 0 (the profile's memory) or a number of GiB > 0\n";
+    return 1;
+  }
+  if (!(hostBudgetGiB >= 0)) {
+    llvm::errs() << "rp-compile: --host-budget-gib "
+                 << llvm::format("%g", double(hostBudgetGiB))
+                 << ": give 0 (no check) or a number of GiB > 0\n";
     return 1;
   }
   if (forwardOnly && (devices != 1 || microbatches > 1)) {
@@ -435,12 +518,10 @@ int main(int argc, char **argv) {
 
   // --quantize-base: the blobs go beside the plan (MODEL.quant.bin), the
   // params that read them relative to the IR's folder.
-  if (!pipeline.quantizeBase.empty()) {
-    if (pipeline.quantizeBase != "nf4" && pipeline.quantizeBase != "int8") {
-      llvm::errs() << "rp-compile: --quantize-base " << pipeline.quantizeBase
-                   << ": give nf4 or int8\n";
-      return 1;
-    }
+  const char *quantNames[] = {"none", "nf4", "int8"};
+  const char *quantName =
+      quantNames[static_cast<int>(pipeline.quantizeBase.getValue())];
+  if (pipeline.quantizeBase != rp::QuantizeBase::none) {
     SmallString<256> file(outputPath);
     llvm::sys::path::replace_extension(file, "quant.bin");
     pipeline.quantizeFile = file.str().str();
@@ -455,8 +536,8 @@ int main(int argc, char **argv) {
       "rp-compile " + inputPath +
       (forwardOnly ? " --forward-only" : " --loss " + pipeline.loss) +
       " --dtype " + dtypeNames[static_cast<int>(pipeline.dtype.getValue())];
-  if (!pipeline.quantizeBase.empty())
-    options.producer += " --quantize-base " + pipeline.quantizeBase;
+  if (pipeline.quantizeBase != rp::QuantizeBase::none)
+    options.producer += std::string(" --quantize-base ") + quantName;
   options.tf32 = tf32;
   if (tf32)
     options.producer += " --tf32";
@@ -473,6 +554,10 @@ int main(int argc, char **argv) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   FailureOr<size_t> size = failure();
+  if (hostBudgetGiB > 0)
+    pm.addPass(std::make_unique<HostBudgetStep>(
+        hostBudgetGiB, pipeline.quantizeBase != rp::QuantizeBase::none,
+        pipeline.loraRank > 0));
   pm.addPass(std::make_unique<ExportPlanStep>(options, size));
   if (failed(pm.run(*module)) || failed(size))
     return 1;

@@ -34,6 +34,30 @@ struct ToolFlags {
 /// rp.linear_cross_entropy. `--fuse-loss` alone is `true`.
 enum class FuseLoss { always, never, automatic };
 
+/// --quantize-base: how the frozen base of a LoRA model is stored. An enum,
+/// so that a misspelt format is refused instead of read as another.
+enum class QuantizeBase { none, nf4, int8 };
+
+/// LLVM's enum parser, with an error that names the formats (LLVM's says
+/// "Cannot find option named 'X'!").
+struct QuantizeBaseParser : llvm::cl::parser<QuantizeBase> {
+  using llvm::cl::parser<QuantizeBase>::parser;
+  bool parse(llvm::cl::Option &option, StringRef, StringRef arg,
+             QuantizeBase &value) {
+    for (const auto &known : Values)
+      if (known.Name == arg) {
+        value = known.V.getValue();
+        return false;
+      }
+    return option.error("'" + arg +
+                        "' is not a storage format: give none, nf4 or int8");
+  }
+  static void print(llvm::raw_ostream &os, QuantizeBase value) {
+    const char *names[] = {"none", "nf4", "int8"};
+    os << names[static_cast<int>(value)];
+  }
+};
+
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   TrainPipelineOptions() = default;
   /// Options that are also the tool's flags: construct once, before the
@@ -62,12 +86,18 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("regular expression on parameter names trained whole "
                      "beside the adapters (PEFT's modules_to_save), e.g. "
                      "lm_head")};
-  Option<std::string> quantizeBase{
-      *this, "quantize-base", flags, llvm::cl::init(""),
+  Option<QuantizeBase, QuantizeBaseParser> quantizeBase{
+      *this,
+      "quantize-base",
+      flags,
+      llvm::cl::init(QuantizeBase::none),
       llvm::cl::desc("store the frozen linear and expert weights of a LoRA "
-                     "model quantized: nf4 (QLoRA's 4-bit NormalFloat, "
-                     "double-quantized scales) or int8 (default: as they "
-                     "are)")};
+                     "model quantized"),
+      llvm::cl::values(
+          clEnumValN(QuantizeBase::none, "none", "as they are (the default)"),
+          clEnumValN(QuantizeBase::nf4, "nf4",
+                     "QLoRA's 4-bit NormalFloat, double-quantized scales"),
+          clEnumValN(QuantizeBase::int8, "int8", "per-block absmax int8"))};
   Option<std::string> quantizeFile{
       *this, "quantize-file", llvm::cl::init(""),
       llvm::cl::desc("the file the quantized weights are written to "

@@ -67,11 +67,10 @@ static bool onlyGemmWeight(BlockArgument arg, int64_t rank) {
   return true;
 }
 
-/// A frozen, stored float parameter read only as a GEMM weight in layers.
+/// A frozen float parameter read only as a GEMM weight in layers.
 static bool isQuantizable(ParamOp p) {
   auto type = p.getType();
-  if (p.getTrainable() || !p.getFile() ||
-      !isa<FloatType>(type.getElementType()) ||
+  if (p.getTrainable() || !isa<FloatType>(type.getElementType()) ||
       (type.getRank() != 2 && type.getRank() != 3) || p->use_empty())
     return false;
   for (OpOperand &use : p->getUses()) {
@@ -156,7 +155,7 @@ struct QuantizeBasePass
         chosen.push_back(p);
     if (chosen.empty()) {
       main.emitError("--quantize-base: no frozen linear or expert weight "
-                     "with stored values to quantize");
+                     "to quantize");
       return signalPassFailure();
     }
     if (weightsFile.empty()) {
@@ -175,15 +174,24 @@ struct QuantizeBasePass
     auto format = kind == QuantKind::nf4 ? ::rp::quant::QuantKind::nf4
                                          : ::rp::quant::QuantKind::int8;
     for (ParamOp p : chosen) {
+      int64_t n = p.getType().getNumElements();
+      int64_t bytes = ::rp::quant::layoutOf(format, n).bytes;
+      // A weight without stored values (a weightless graph, rp.shapes: a
+      // prediction of the plan's times and bytes) becomes a blob of the
+      // same size without values, which a run starts as zeros.
+      if (!p.getFile()) {
+        replace(p, std::nullopt, 0, bytes);
+        ++numQuantized;
+        continue;
+      }
       FailureOr<std::vector<float>> values = readValues(p, irDir);
       if (failed(values))
         return signalPassFailure();
-      int64_t n = int64_t(values->size());
-      std::string blob(size_t(::rp::quant::layoutOf(format, n).bytes), '\0');
+      std::string blob(size_t(bytes), '\0');
       ::rp::quant::quantize(format, values->data(), n,
                             reinterpret_cast<uint8_t *>(blob.data()));
       int64_t offset = writer.append(blob);
-      replace(p, file, offset, int64_t(blob.size()));
+      replace(p, StringRef(file), offset, bytes);
       ++numQuantized;
     }
     if (failed(writer.commit(loc)))
@@ -194,13 +202,15 @@ struct QuantizeBasePass
 
   /// `p` becomes an i8 parameter of the same name holding the blob, and
   /// each layer reading it dequantizes it first.
-  void replace(ParamOp p, StringRef file, int64_t offset, int64_t bytes) {
+  void replace(ParamOp p, std::optional<StringRef> file, int64_t offset,
+               int64_t bytes) {
     OpBuilder b(p);
     auto weightType = p.getType();
     auto blobType = RankedTensorType::get({bytes}, b.getI8Type());
-    auto q = ParamOp::create(b, p.getLoc(), blobType, p.getName(),
-                             /*trainable=*/false, b.getStringAttr(file),
-                             b.getI64IntegerAttr(offset), FloatAttr());
+    auto q = ParamOp::create(
+        b, p.getLoc(), blobType, p.getName(),
+        /*trainable=*/false, file ? b.getStringAttr(*file) : StringAttr(),
+        file ? b.getI64IntegerAttr(offset) : IntegerAttr(), FloatAttr());
     for (OpOperand &use : llvm::make_early_inc_range(p->getUses())) {
       auto layer = cast<LayerOp>(use.getOwner());
       BlockArgument arg = layer.getBody().getArgument(use.getOperandNumber());

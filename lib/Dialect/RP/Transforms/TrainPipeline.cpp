@@ -24,11 +24,11 @@ static void addLora(OpPassManager &pm, const TrainPipelineOptions &options) {
 /// that every pass after it counts the quantized bytes.
 static void addQuantize(OpPassManager &pm,
                         const TrainPipelineOptions &options) {
-  if (options.quantizeBase.empty())
+  if (options.quantizeBase == QuantizeBase::none)
     return;
   QuantizeBasePassOptions quantize;
-  quantize.kind =
-      options.quantizeBase == "int8" ? QuantKind::int8 : QuantKind::nf4;
+  quantize.kind = options.quantizeBase == QuantizeBase::int8 ? QuantKind::int8
+                                                             : QuantKind::nf4;
   quantize.weightsFile = options.quantizeFile;
   quantize.irDir = options.quantizeIrDir;
   pm.addPass(createQuantizeBasePass(quantize));

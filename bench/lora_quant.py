@@ -1,0 +1,224 @@
+"""LoRA with a quantized frozen base (issue 36): what NF4 and int8 change.
+
+Usage: .venv/bin/python bench/lora_quant.py rows [--models 8b,32b,235b]
+                                                [--no-max-seq] [--out DIR]
+       .venv-torch2/bin/python bench/lora_quant.py curves [--steps 50]
+                                                         [--out DIR]
+
+`rows`: Llama-3.1-8B, Qwen3-32B and Qwen3-235B-A22B (weightless bf16 graphs
+from rp.shapes, 2048-token sequences; LoRA r=32, alpha 16 on every linear
+layer but the LM head, PEFT's all-linear) on 8 x RTX 4090 (the rtx4090
+profile with its host model as shipped: host DRAM 200 GB/s, one GPU per
+25 GB/s uplink), each with a bf16, an int8 and an NF4 base
+(`rp-compile --quantize-base`, the weightless graph's weights quantized to
+blobs of the right size): the host memory rp-compile plans (base, adapters
+and optimizer, pinned buffers), the weight bytes uploaded per step, the
+predicted steady-state tokens/s and bubble (microbatches of paper.py's
+batching(), RoundPipe's global batch; stage-grain recompute, since layer
+grain keeps each microbatch's inner activations in pinned host memory,
+50 GiB more for the 8B, which `--recompute auto` takes for a 0.2 % faster
+step), and the longest sequence whose plan
+fits 24 GB (`--report-max-seq` on a 3000-token graph, as paper.py); beside
+RoundPipe's published tokens/s and max sequence (its 8B and 32B runs train
+every weight, its 235B is LoRA) and the issue's aims (the 235B within 160
+GiB of host memory, an 8B LoRA within 16 GiB). No GPU: the compiler's
+model only. Writes DIR/rows.csv (default results/lora_quant).
+
+`curves`: a host run of a small transformers model (examples/tiny_llama,
+rp.finetune, LoRA rank 8 on every linear layer but the head, bf16 compute,
+2 host devices, 50 steps): the bf16 base against the NF4 base, the loss
+of every step of each, their largest difference, and the adapters' final
+difference (the largest |A_nf4 - A_bf16| over the largest |A_bf16|, and
+the same for B); writes DIR/curves.csv and DIR/curves.png (rp.plot, run in
+.venv where matplotlib is).
+"""
+
+import argparse
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+BIN = Path(os.environ.get("RP_BIN", ROOT / "build/bin"))
+G = 8
+MODELS = {"8b": "llama-3.1-8b", "32b": "qwen3-32b", "235b": "qwen3-235b-a22b"}
+BASES = ("none", "int8", "nf4")
+LORA = ["--lora-rank", "32", "--lora-alpha", "16"]
+# The 235B's adapters on every expert (PEFT's all-linear, RoundPipe's run)
+# are 6.5 G parameters, whose f32 master weights, gradients and AdamW
+# moments alone are over 80 GiB: a row with adapters on attention only
+# shows what the base's format leaves.
+ATTENTION = ["--lora-targets", "q_proj|k_proj|v_proj|o_proj"]
+AIMS_GIB = {"llama-3.1-8b": 16, "qwen3-235b-a22b": 160}
+GIB = {"KiB": 1 / (1 << 20), "MiB": 1 / 1024, "GiB": 1.0}
+
+
+def gib(text):
+    value, unit = text.split()
+    return float(value) * GIB[unit]
+
+
+def compile_row(name, base, tmp, targets=()):
+    """rp-compile of one model and base: the summary's figures."""
+    import paper
+    from rp import shapes
+    b, m, _ = paper.batching(name)
+    graph = Path(tmp) / f"{name}.b{b}.mlir"
+    if not graph.exists():
+        graph.write_text(shapes.build(shapes.SHAPES[name], b, 2048, "bf16"))
+    start = time.perf_counter()
+    r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
+                        str(Path(tmp) / f"{name}-{base}.rpplan"),
+                        "--devices", str(G), "--microbatches", str(m),
+                        "--hw", "rtx4090", "--quantize-base", base, *LORA,
+                        *targets, "--recompute", "stage"],
+                       capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if r.returncode:
+        raise SystemExit(f"rp-compile {name} {base}:\n{r.stderr}")
+    host = re.search(r"host memory ([0-9.]+ .iB): base ([0-9.]+ .iB), "
+                     r"adapters and optimizer ([0-9.]+ .iB), pinned buffers "
+                     r"([0-9.]+ .iB); weight uploads ([0-9.]+) MiB per step",
+                     r.stderr)
+    step = re.search(r"predicted step ([0-9.]+) ms on \S+ in the steady "
+                     r"state.*?, (\d+)% bubble", r.stderr)
+    tokens = b * m * 2048
+    return {"model": name, "base": "bf16" if base == "none" else base,
+            "adapters": "attention" if targets else "all-linear",
+            "microbatch": b, "microbatches": m,
+            "host_gib": gib(host.group(1)), "base_gib": gib(host.group(2)),
+            "trained_gib": gib(host.group(3)), "pinned_gib": gib(host.group(4)),
+            "uploads_gib": float(host.group(5)) / 1024,
+            "step_ms": float(step.group(1)),
+            "tokens_per_s": tokens / float(step.group(1)) * 1000,
+            "bubble_pct": float(step.group(2)), "compile_s": took}
+
+
+def rows(args):
+    import paper
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = [MODELS.get(m, m) for m in args.models.split(",")]
+    table = []
+    with tempfile.TemporaryDirectory(prefix="rp-lora-quant-") as tmp:
+        for name in names:
+            runs = [(base, ()) for base in BASES]
+            if name == "qwen3-235b-a22b":
+                runs.append(("nf4", ATTENTION))
+            for base, targets in runs:
+                row = compile_row(name, base, tmp, targets)
+                if not args.no_max_seq:
+                    extra = [*LORA, *targets, "--quantize-base", base]
+                    row["max_seq"] = paper.max_seq(name, tmp, extra)[0]
+                table.append(row)
+                print(f"{name} {row['base']} {row['adapters']}: "
+                      f"{row['host_gib']:.1f} GiB "
+                      f"host, {row['uploads_gib']:.1f} GiB uploads, "
+                      f"{row['tokens_per_s']:,.0f} tokens/s "
+                      f"({row['compile_s']:.0f} s)", file=sys.stderr)
+    with open(out / "rows.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(table[0]))
+        w.writeheader()
+        w.writerows(table)
+    print("| model | base | adapters | host memory GiB (base, adapters+optimizer, "
+          "pinned) | uploads GiB/step | tokens/s | bubble | max seq | "
+          "RoundPipe tokens/s, max seq | aim |")
+    print("|---|---|---|---|---:|---:|---:|---:|---|---|")
+    for r in table:
+        tps, _, _, _, seq = paper.PUBLISHED[r["model"]]
+        aim = AIMS_GIB.get(r["model"])
+        verdict = (f"{'within' if r['host_gib'] <= aim else 'over'} {aim} "
+                   "GiB" if aim else "")
+        print(f"| {r['model']} | {r['base']} | {r['adapters']} | "
+              f"{r['host_gib']:.1f} "
+              f"({r['base_gib']:.1f}, {r['trained_gib']:.1f}, "
+              f"{r['pinned_gib']:.1f}) | {r['uploads_gib']:.1f} | "
+              f"{r['tokens_per_s']:,.0f} | {r['bubble_pct']:.0f} % | "
+              f"{r.get('max_seq') or '-'} | {tps:,}, {seq:,} | {verdict} |")
+    print(f"\n{out / 'rows.csv'}")
+
+
+def curves(args):
+    import numpy as np
+
+    import rp
+    from rp import safetensors
+    sys.path.insert(0, str(ROOT / "test" / "python" / "Inputs"))
+    from finetune_check import make_model
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="rp-lora-curves-"))
+    model_dir = make_model(work / "tiny")
+    losses, adapters = {}, {}
+    for base in ("none", "nf4"):
+        run = work / base
+        rp.finetune(model_dir, work / "tiny" / "train.jsonl", run,
+                    steps=args.steps, devices=2, microbatches=3, seq_len=32,
+                    lr=3e-3, lora_rank=8, lora_alpha=16, dtype="bf16",
+                    quantize_base=base, sync=True)
+        label = "bf16 base" if base == "none" else "nf4 base"
+        losses[label] = [json.loads(line)["loss"]
+                         for line in open(run / "metrics.jsonl")
+                         if "loss" in json.loads(line)]
+        adapters[label] = safetensors.read(
+            run / "checkpoints" / "last" / "weights.safetensors")
+    a, b = losses["bf16 base"], losses["nf4 base"]
+    with open(out / "curves.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "bf16_base_loss", "nf4_base_loss"])
+        for i, (x, y) in enumerate(zip(a, b)):
+            w.writerow([i + 1, x, y])
+    ref, q = adapters["bf16 base"], adapters["nf4 base"]
+    diff = {}
+    for part in ("lora_A", "lora_B"):
+        names = [n for n in ref if n.endswith(part)]
+        top = max(float(np.abs(ref[n]).max()) for n in names)
+        diff[part] = max(float(np.abs(q[n] - ref[n]).max())
+                         for n in names) / top
+    print(f"{len(a)} steps: loss {a[0]:.4f} -> {a[-1]:.4f} (bf16 base), "
+          f"{b[0]:.4f} -> {b[-1]:.4f} (nf4 base); largest step difference "
+          f"{max(abs(x - y) for x, y in zip(a, b)):.4f}, last "
+          f"{abs(a[-1] - b[-1]):.4f}; adapters' final difference "
+          f"(max |nf4 - bf16| / max |bf16|): A {diff['lora_A']:.4f}, "
+          f"B {diff['lora_B']:.4f}")
+    # The plot in the venv that has matplotlib (the torch-2 one may not).
+    code = ("import csv, sys; sys.path.insert(0, sys.argv[3]); "
+            "from rp import plot; r = list(csv.DictReader(open(sys.argv[1]))); "
+            "plot.loss_curve({'bf16 base': [float(x['bf16_base_loss']) for x in r],"
+            " 'nf4 base': [float(x['nf4_base_loss']) for x in r]}, sys.argv[2])")
+    for python in (sys.executable, str(ROOT / ".venv" / "bin" / "python")):
+        done = subprocess.run([python, "-c", code, str(out / "curves.csv"),
+                               str(out / "curves.png"), str(ROOT / "python")],
+                              capture_output=True, text=True)
+        if done.returncode == 0:
+            break
+    print(f"{out / 'curves.csv'}"
+          + (f", {out / 'curves.png'}" if done.returncode == 0 else
+             f" (no plot: {done.stderr.strip().splitlines()[-1]})"))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("rows")
+    r.add_argument("--models", default="8b,32b,235b")
+    r.add_argument("--no-max-seq", action="store_true")
+    r.add_argument("--out", default=str(ROOT / "results" / "lora_quant"))
+    c = sub.add_parser("curves")
+    c.add_argument("--steps", type=int, default=50)
+    c.add_argument("--out", default=str(ROOT / "results" / "lora_quant"))
+    args = p.parse_args()
+    rows(args) if args.command == "rows" else curves(args)
+
+
+if __name__ == "__main__":
+    main()

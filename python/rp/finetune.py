@@ -35,6 +35,7 @@ from typing import Any, Dict, Optional, Union
 from rp import data as rp_data
 from rp.driver import compile as rp_compile
 from rp.driver import train_steps
+from rp.export import plan_lora
 
 PathLike = Union[str, os.PathLike]
 
@@ -47,7 +48,7 @@ DEFAULTS: Dict[str, Any] = {
     "devices": 1, "microbatches": None, "batch_size": 1, "seq_len": 128,
     "pack": True, "shuffle_seed": 0, "seed": 0,
     "lora_rank": 0, "lora_alpha": 16.0, "lora_targets": "",
-    "lora_modules_to_save": "",
+    "lora_modules_to_save": "", "lora_dropout": 0.0,
     "dtype": "f32", "sync": False, "eval_every": 0, "threads": None,
 }
 
@@ -306,21 +307,22 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
                             lora_alpha=opts["lora_alpha"],
                             lora_targets=opts["lora_targets"] or None,
                             lora_modules_to_save=(opts["lora_modules_to_save"]
-                                                  or None))
+                                                  or None),
+                            lora_dropout=opts["lora_dropout"] or None)
     plan = rp_compile(src, out / "model.rpplan", devices=devices,
                       microbatches=M, **plan_options)
     _say(f"compiled {plan} for {devices} device(s), {M} microbatch(es) of "
          f"{b} x {seq} tokens"
          + (f", LoRA rank {opts['lora_rank']} alpha {opts['lora_alpha']}"
+            + (f" dropout {opts['lora_dropout']}" if opts["lora_dropout"]
+               else "")
             if opts["lora_rank"] else ", every weight trained"))
 
     record = {"model": str(Path(model_dir).resolve()), "options": opts,
               "plan": "model.rpplan", "trace": "trace/model.mlir",
               "global_batch_rows": global_rows, "microbatches": M,
-              "lora": ({"rank": opts["lora_rank"], "alpha": opts["lora_alpha"],
-                        "targets": opts["lora_targets"],
-                        "modules_to_save": opts["lora_modules_to_save"]}
-                       if opts["lora_rank"] else None),
+              # What the plan records (rp.export reads it from there).
+              "lora": plan_lora(plan),
               "current_weights": "checkpoints/last/weights.safetensors",
               "evals": []}
     (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")

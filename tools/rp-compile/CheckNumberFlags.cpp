@@ -23,6 +23,7 @@ bool checkNumberFlags(int argc, char **argv) {
   enum Kind { real, whole, integer };
   static const std::pair<const char *, Kind> flags[] = {
       {"budget-gib", real},    {"lora-alpha", real},
+      {"lora-dropout", real},
       {"lora-rank", integer},  {"devices", whole},
       {"microbatches", whole}, {"pass-shift", integer},
       {"tail-jobs", whole},    {"passes-in-flight", whole},

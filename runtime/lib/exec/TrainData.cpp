@@ -283,7 +283,9 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
           "(one with a labels input)");
     for (const BindingDesc &in : plan.inputs) {
       const BufferDesc &b = plan.buffers[in.buffer];
-      if (&in == labels || &in == scale)
+      // The dropout key is the trainer's own (fillDropoutKey).
+      if (&in == labels || &in == scale ||
+          in.name == ::rp::plan::kDropoutKeyInput)
         continue;
       // A packed model's document of each token (rp.finetune traces it):
       // the dataset's segments, -1 on padding.

@@ -240,7 +240,8 @@ def evaluate(plan: PathLike, weights: PathLike, dataset: PathLike,
              global_rows: int, threads: Optional[int] = None) -> float:
     """The token-weighted mean loss over every row of ``dataset`` at
     ``weights`` (a checkpoint's ``weights.safetensors``): rp-run in sync
-    mode with a learning rate of 0, one step per global batch."""
+    mode with a learning rate of 0, one step per global batch, without LoRA
+    dropout (PEFT's eval mode)."""
     d = rp_data.read(dataset)
     steps = d["rows"] // global_rows
     counts = [(d["labels"][s * global_rows:(s + 1) * global_rows] != -100).sum()
@@ -249,7 +250,8 @@ def evaluate(plan: PathLike, weights: PathLike, dataset: PathLike,
     for (_, loss), count in zip(
             train_steps(plan, steps=steps, lr=0.0, sync=True,
                         dataset=str(dataset), init_weights=str(weights),
-                        weight_decay=0.0, threads=threads), counts):
+                        weight_decay=0.0, no_dropout=True,
+                        threads=threads), counts):
         weighted += loss * float(count)
         total += float(count)
     return weighted / total

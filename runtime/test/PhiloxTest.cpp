@@ -163,8 +163,8 @@ TEST(PhiloxTest, APlanKeyRowPlacesTheMicrobatch) {
     int64_t row[4] = {11, 4, m, 1};
     DropoutKey key;
     bool on = false;
-    Status s = host::dropoutKeyOf(TensorRef{row, DType::i64, {1, 4}}, n, 9,
-                                  0.3, key, on);
+    Status s = host::dropoutKeyOf(TensorRef{row, DType::i64, {1, 4}}, n, 9, 0.3,
+                                  key, on);
     ASSERT_TRUE(s.isOk()) << s.toString();
     EXPECT_TRUE(on);
     EXPECT_EQ(key.offset, uint64_t(m * n));
@@ -177,13 +177,13 @@ TEST(PhiloxTest, APlanKeyRowPlacesTheMicrobatch) {
   int64_t off[4] = {11, 4, 0, 0};
   DropoutKey key;
   bool on = true;
-  EXPECT_TRUE(host::dropoutKeyOf(TensorRef{off, DType::i64, {1, 4}}, n, 9, 0.3,
-                                 key, on)
-                  .isOk());
+  EXPECT_TRUE(
+      host::dropoutKeyOf(TensorRef{off, DType::i64, {1, 4}}, n, 9, 0.3, key, on)
+          .isOk());
   EXPECT_FALSE(on);
-  EXPECT_FALSE(host::dropoutKeyOf(TensorRef{off, DType::i64, {1, 3}}, n, 9,
-                                  0.3, key, on)
-                   .isOk());
+  EXPECT_FALSE(
+      host::dropoutKeyOf(TensorRef{off, DType::i64, {1, 3}}, n, 9, 0.3, key, on)
+          .isOk());
 }
 
 } // namespace

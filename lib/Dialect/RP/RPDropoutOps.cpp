@@ -24,8 +24,7 @@ LogicalResult DropoutOp::verify() {
     return emitOpError("expected a probability in [0, 1), got ") << p;
   int64_t tensor = getTensor();
   if (tensor < 0 || tensor > int64_t(UINT32_MAX))
-    return emitOpError("expected a tensor number in [0, 2^32), got ")
-           << tensor;
+    return emitOpError("expected a tensor number in [0, 2^32), got ") << tensor;
   if (getType().getRank() == 0)
     return emitOpError("expected a tensor with a batch dimension, got ")
            << getType();

@@ -461,10 +461,10 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
   }
   fb::Offset<pf::LoraSettings> lora = 0;
   if (options.lora.rank > 0)
-    lora = pf::CreateLoraSettings(
-        fbb, options.lora.rank, options.lora.alpha,
-        fbb.CreateString(options.lora.targets),
-        fbb.CreateString(options.lora.modulesToSave), options.lora.dropout);
+    lora = pf::CreateLoraSettings(fbb, options.lora.rank, options.lora.alpha,
+                                  fbb.CreateString(options.lora.targets),
+                                  fbb.CreateString(options.lora.modulesToSave),
+                                  options.lora.dropout);
   auto plan = pf::CreatePlan(
       fbb, ::rp::plan::kPlanSchemaVersion, fbb.CreateString(options.producer),
       devices, events, fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),

@@ -74,8 +74,7 @@ __global__ void dropoutKernel(const int64_t *row, uint32_t tensor, float p,
   uint64_t threshold = dropoutThreshold(p);
   float scale = dropoutScale(p);
   RP_GRID_LOOP(i, n) {
-    bool keep =
-        !on || dropoutBits(key, key.offset + uint64_t(i)) >= threshold;
+    bool keep = !on || dropoutBits(key, key.offset + uint64_t(i)) >= threshold;
     out[i] = on ? store<T>(keep ? float(load(x[i])) * scale : 0.0f) : x[i];
   }
 }

@@ -78,8 +78,8 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
   case OpKind::dropout: {
     DropoutKey key;
     bool on = false;
-    if (Status s = dropoutKeyOf(in[1], in[0].size(), a[0], c.floats[0], key,
-                                on);
+    if (Status s =
+            dropoutKeyOf(in[1], in[0].size(), a[0], c.floats[0], key, on);
         s.failed())
       return s;
     return on ? dropout(pool, key, in[0], out) : copy(pool, in[0], out);

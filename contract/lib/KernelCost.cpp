@@ -55,6 +55,8 @@ double flopsPerElement(uint16_t op) {
     return 10;
   case K::unary_grad:
     return 8;
+  case K::dropout: // Philox4x32-10: 10 rounds of two products per 4 values
+    return 10;
   default:
     return 1;
   }

@@ -75,6 +75,9 @@ def _finetune_parser():
     p.add_argument("--lora-alpha", type=float)
     p.add_argument("--lora-targets", help="regex of the adapted weights "
                    "(default: every linear layer but the LM head)")
+    p.add_argument("--lora-dropout", type=float, help="PEFT's lora_dropout "
+                   "on the adapters' inputs (default 0), seeded by --seed "
+                   "and the step: the same masks on any device count")
     p.add_argument("--lora-modules-to-save", help="regex of parameters "
                    "trained whole beside the adapters (PEFT's "
                    "modules_to_save), e.g. lm_head")

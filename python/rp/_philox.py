@@ -53,3 +53,13 @@ def dropout_mask(seed: int, step: int, tensor: int, shape, p: float,
 def dropout_scale(p: float) -> np.float32:
     """The kept elements' multiplier, 1 / (1 - p) in f32."""
     return np.float32(1.0) / (np.float32(1.0) - np.float32(p))
+
+
+def tensor_id(weight: str, occurrence: int = 0) -> int:
+    """The ``tensor`` number rp-add-lora gives the dropout of the adapter
+    of ``weight`` (e.g. ``model.layers.0.self_attn.q_proj.weight``): FNV-1a
+    (32 bits) of the name, plus one per earlier adapter of that weight."""
+    h = 2166136261
+    for byte in weight.encode():
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return (h + occurrence) & 0xFFFFFFFF

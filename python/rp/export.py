@@ -14,7 +14,8 @@ mode ``compute.safetensors`` is one update older.
   ``AutoModelForCausalLM.from_pretrained`` loads. A LoRA run's adapters are
   merged in (as ``--merged``).
 * ``--peft DIR``: a LoRA run's adapters as PEFT writes them:
-  ``adapter_config.json`` (rank, alpha, the adapted modules) and
+  ``adapter_config.json`` (rank, alpha, dropout, the adapted modules,
+  read from the run's plan, which records them) and
   ``adapter_model.safetensors`` with PEFT's names
   (``base_model.model.<module>.lora_A.weight``): ``PeftModel.from_pretrained``
   loads it on the base model. Adapters of stacked expert weights export as
@@ -43,8 +44,35 @@ from typing import Any, Dict, Optional, Tuple, Union
 PathLike = Union[str, os.PathLike]
 
 
+def plan_lora(plan: PathLike) -> Optional[Dict[str, Any]]:
+    """The LoRA settings a plan was compiled with (rank, alpha, targets,
+    modules_to_save, dropout), read from the plan itself (``rp-run PLAN
+    --describe=json``); None for a plan without adapters (or one older
+    than the record)."""
+    from rp.tools import run_tool
+    described = json.loads(run_tool("rp-run", [str(plan), "--describe=json"])
+                           .stdout)
+    lora = described.get("lora")
+    if not lora or not lora.get("rank"):
+        return None
+    return {"rank": int(lora["rank"]), "alpha": float(lora["alpha"]),
+            "targets": lora.get("targets", ""),
+            "modules_to_save": lora.get("modules_to_save", ""),
+            "dropout": float(lora.get("dropout", 0.0))}
+
+
+def _with_plan_lora(folder: Path, record: Dict[str, Any]) -> Dict[str, Any]:
+    """`record` with its LoRA settings read from the run's plan, which
+    holds what was compiled (no flag to repeat, no record to trust)."""
+    plan = folder / record.get("plan", "model.rpplan")
+    if plan.is_file():
+        record = dict(record, lora=plan_lora(plan))
+    return record
+
+
 def find_run(run: PathLike) -> Tuple[Path, Dict[str, Any], Path]:
-    """(run folder, its finetune.json record, the checkpoint folder)."""
+    """(run folder, its finetune.json record with the plan's LoRA
+    settings, the checkpoint folder)."""
     run = Path(run)
     if (run / "finetune.json").is_file():
         folder, checkpoint = run, run / "checkpoints" / "last"
@@ -65,7 +93,8 @@ def find_run(run: PathLike) -> Tuple[Path, Dict[str, Any], Path]:
     if not (checkpoint / "weights.safetensors").is_file():
         raise ValueError(f"{checkpoint} has no weights.safetensors; the run "
                          "has not saved a checkpoint yet")
-    return folder, json.loads((folder / "finetune.json").read_text()), checkpoint
+    record = json.loads((folder / "finetune.json").read_text())
+    return folder, _with_plan_lora(folder, record), checkpoint
 
 
 def _split(weights: Dict[str, Any]):
@@ -206,7 +235,8 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
         "base_model_name_or_path": record["model"],
         "r": int(record["lora"]["rank"]),
         "lora_alpha": float(record["lora"]["alpha"]),
-        "lora_dropout": 0.0, "bias": "none", "fan_in_fan_out": False,
+        "lora_dropout": float(record["lora"].get("dropout", 0.0)),
+        "bias": "none", "fan_in_fan_out": False,
         "target_modules": modules, "modules_to_save": saved or None,
         "inference_mode": True, "use_rslora": False, "use_dora": False,
         "init_lora_weights": True,

@@ -35,6 +35,7 @@ from typing import Any, Dict, Optional, Union
 from rp import data as rp_data
 from rp.driver import compile as rp_compile
 from rp.driver import train_steps
+from rp.export import plan_lora
 
 PathLike = Union[str, os.PathLike]
 
@@ -47,7 +48,7 @@ DEFAULTS: Dict[str, Any] = {
     "devices": 1, "microbatches": None, "batch_size": 1, "seq_len": 128,
     "pack": True, "shuffle_seed": 0, "seed": 0,
     "lora_rank": 0, "lora_alpha": 16.0, "lora_targets": "",
-    "lora_modules_to_save": "", "quantize_base": None,
+    "lora_modules_to_save": "", "quantize_base": None, "lora_dropout": 0.0,
     "dtype": "f32", "sync": False, "eval_every": 0, "threads": None,
 }
 
@@ -243,7 +244,8 @@ def evaluate(plan: PathLike, weights: PathLike, dataset: PathLike,
              global_rows: int, threads: Optional[int] = None) -> float:
     """The token-weighted mean loss over every row of ``dataset`` at
     ``weights`` (a checkpoint's ``weights.safetensors``): rp-run in sync
-    mode with a learning rate of 0, one step per global batch."""
+    mode with a learning rate of 0, one step per global batch, without LoRA
+    dropout (PEFT's eval mode)."""
     d = rp_data.read(dataset)
     steps = d["rows"] // global_rows
     counts = [(d["labels"][s * global_rows:(s + 1) * global_rows] != -100).sum()
@@ -252,7 +254,8 @@ def evaluate(plan: PathLike, weights: PathLike, dataset: PathLike,
     for (_, loss), count in zip(
             train_steps(plan, steps=steps, lr=0.0, sync=True,
                         dataset=str(dataset), init_weights=str(weights),
-                        weight_decay=0.0, threads=threads), counts):
+                        weight_decay=0.0, no_dropout=True,
+                        threads=threads), counts):
         weighted += loss * float(count)
         total += float(count)
     return weighted / total
@@ -311,7 +314,8 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
                             lora_targets=opts["lora_targets"] or None,
                             lora_modules_to_save=(opts["lora_modules_to_save"]
                                                   or None),
-                            quantize_base=opts["quantize_base"])
+                            quantize_base=opts["quantize_base"],
+                            lora_dropout=opts["lora_dropout"] or None)
     elif opts["quantize_base"] not in (None, "none"):
         raise ValueError("quantize_base stores the frozen base of a LoRA "
                          "run quantized: give lora_rank too")
@@ -320,6 +324,8 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
     _say(f"compiled {plan} for {devices} device(s), {M} microbatch(es) of "
          f"{b} x {seq} tokens"
          + (f", LoRA rank {opts['lora_rank']} alpha {opts['lora_alpha']}"
+            + (f" dropout {opts['lora_dropout']}" if opts["lora_dropout"]
+               else "")
             if opts["lora_rank"] else ", every weight trained")
          + (f", the frozen base {opts['quantize_base']}"
             if opts["quantize_base"] not in (None, "none") else ""))
@@ -327,10 +333,8 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
     record = {"model": str(Path(model_dir).resolve()), "options": opts,
               "plan": "model.rpplan", "trace": "trace/model.mlir",
               "global_batch_rows": global_rows, "microbatches": M,
-              "lora": ({"rank": opts["lora_rank"], "alpha": opts["lora_alpha"],
-                        "targets": opts["lora_targets"],
-                        "modules_to_save": opts["lora_modules_to_save"]}
-                       if opts["lora_rank"] else None),
+              # What the plan records (rp.export reads it from there).
+              "lora": plan_lora(plan),
               "current_weights": "checkpoints/last/weights.safetensors",
               "evals": []}
     if opts["quantize_base"] not in (None, "none"):

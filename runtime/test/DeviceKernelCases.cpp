@@ -95,6 +95,14 @@ std::vector<KernelCase> forwardCases(DType t) {
          {{t, {64, 300}}},
          {kind}});
   }
+  // LoRA dropout: the dropout_key row (seed, step, microbatch, on != 0)
+  // read on the device; ints [tensor], floats [p].
+  cases.push_back({"dropout_" + s,
+                   OpKind::dropout,
+                   {{t, {6, 50}}, {DType::i64, {1, 4}, integersIn(1, 9)}},
+                   {{t, {6, 50}}},
+                   {5},
+                   {0.3}});
   cases.push_back(
       {"reshape_" + s, OpKind::reshape, {{t, {2, 6}}}, {{t, {3, 4}}}});
   cases.push_back({"transpose_" + s,

@@ -147,4 +147,43 @@ TEST(PhiloxTest, RefusesAProbabilityOutsideZeroToOne) {
   EXPECT_FALSE(s.isOk());
 }
 
+TEST(PhiloxTest, APlanKeyRowPlacesTheMicrobatch) {
+  // A plan's dropout reads (seed, step, microbatch, on) from its
+  // dropout_key row: microbatch m of n elements starts at global element
+  // m * n, so the rows of a 3-microbatch batch are the whole batch's mask.
+  const int64_t n = 1000;
+  std::vector<float> x = ramp(3 * n);
+  DropoutKey whole;
+  whole.seed = 11;
+  whole.step = 4;
+  whole.tensor = 9;
+  whole.p = 0.3f;
+  std::vector<float> want = runDropout(whole, x), joined;
+  for (int64_t m = 0; m < 3; ++m) {
+    int64_t row[4] = {11, 4, m, 1};
+    DropoutKey key;
+    bool on = false;
+    Status s = host::dropoutKeyOf(TensorRef{row, DType::i64, {1, 4}}, n, 9, 0.3,
+                                  key, on);
+    ASSERT_TRUE(s.isOk()) << s.toString();
+    EXPECT_TRUE(on);
+    EXPECT_EQ(key.offset, uint64_t(m * n));
+    std::vector<float> part(x.begin() + m * n, x.begin() + (m + 1) * n);
+    std::vector<float> y = runDropout(key, part);
+    joined.insert(joined.end(), y.begin(), y.end());
+  }
+  EXPECT_EQ(joined, want);
+  // on = 0 (an eval pass) says so; a key of another shape is refused.
+  int64_t off[4] = {11, 4, 0, 0};
+  DropoutKey key;
+  bool on = true;
+  EXPECT_TRUE(
+      host::dropoutKeyOf(TensorRef{off, DType::i64, {1, 4}}, n, 9, 0.3, key, on)
+          .isOk());
+  EXPECT_FALSE(on);
+  EXPECT_FALSE(
+      host::dropoutKeyOf(TensorRef{off, DType::i64, {1, 3}}, n, 9, 0.3, key, on)
+          .isOk());
+}
+
 } // namespace

@@ -338,7 +338,7 @@ TEST(Timing, KernelWork) {
   EXPECT_EQ(grad.flops, attn.flops * 5 / 2);
   EXPECT_FALSE(timing::kernelWork(21, {q}, {q}, {}).launches);
   EXPECT_STREQ(timing::kernelOpName(27), "matmul");
-  EXPECT_STREQ(timing::kernelOpName(kNumOpKinds - 1), "dequantize");
+  EXPECT_STREQ(timing::kernelOpName(kNumOpKinds - 1), "dropout");
   static_assert(timing::kNumKernelOps == kNumOpKinds);
 }
 

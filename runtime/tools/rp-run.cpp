@@ -136,7 +136,10 @@ int main(int argc, char **argv) {
   app.add_option("--dump-outputs", o.dumpPath,
                  "write the first output of step 0 as f32 .npy");
   numbers.whole(app, "--seed", o.seed, 0, UINT64_MAX,
-                "seed of synthetic inputs");
+                "seed of synthetic inputs and of LoRA dropout's masks");
+  app.add_flag("--no-dropout", o.noDropout,
+               "run a LoRA dropout plan without its masks (an evaluation; "
+               "--eval-dataset's evals do so themselves)");
   numbers.whole(app, "--steps", o.steps, 1, 1000000,
                 "steps to run (a forward-only plan repeats its forward)");
   numbers.whole(app, "--threads", o.threads, 1, 1024,

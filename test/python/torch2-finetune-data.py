@@ -77,5 +77,5 @@ print("no data:", bad.returncode, bad.stderr.strip())
 # CHECK-NEXT: text: trains ' one comes two.<|end|>'; labels are next tokens: True; padding ignored: True
 # CHECK-NEXT: packed: {{[0-9]+}} rows, flag True labels across a document end: 0 documents whole: True rows hold several: True
 # CHECK-NEXT: finetune --config exit 0
-# CHECK-NEXT: recorded: 2 32 2 0.01 {'rank': 2, 'alpha': 16.0, 'targets': '', 'modules_to_save': ''}
+# CHECK-NEXT: recorded: 2 32 2 0.01 {'rank': 2, 'alpha': 16.0, 'targets': '', 'modules_to_save': '', 'dropout': 0.0}
 # CHECK-NEXT: no data: 1 rp finetune: error: give --data, --out

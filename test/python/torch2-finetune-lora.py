@@ -3,13 +3,14 @@
 # RUN: env HF_HUB_OFFLINE=1 %TORCH2_PYTHON %s %t 2> %t/err.txt | FileCheck %s
 
 # rp.finetune with LoRA adapters (rank 4, alpha 8, every linear layer but
-# the LM head, which trains whole: --lora-modules-to-save lm_head) on 2
-# host devices and on 1 (same microbatches: bitwise the
-# same losses), then `export --peft` (PEFT's names and adapter_config.json:
+# the LM head, which trains whole: --lora-modules-to-save lm_head; dropout
+# 0.1, the masks keyed by seed, step and global element index) on 2 host
+# devices and on 1 (same microbatches: bitwise the same losses), then `export --peft` (PEFT's names and adapter_config.json:
 # PeftModel.from_pretrained loads it on the base folder) and `--merged`
 # (W + alpha/r B A, from_pretrained; from the best checkpoint copied away
 # from its run, which records the LoRA settings itself): each gives rp's eval loss at the same
-# weights within 1e-5. peft is pinned in scripts/torch2-requirements.txt.
+# weights within 1e-5 (rp's eval runs without dropout, as PEFT's eval mode).
+# The LoRA settings come from the plan, which records them. peft is pinned in scripts/torch2-requirements.txt.
 
 import json
 import sys
@@ -30,7 +31,7 @@ for devices in (2, 1):
                 eval_data=out / "tiny" / "eval.jsonl", steps=3,
                 devices=devices, microbatches=3, seq_len=32, lr=1e-2,
                 lora_rank=4, lora_alpha=8, lora_modules_to_save="lm_head",
-                sync=True)
+                lora_dropout=0.1, sync=True)
     losses[devices] = [json.loads(l).get("loss") for l in open(run / "metrics.jsonl")]
 print("1 device bitwise 2 devices:", losses[1] == losses[2])
 run = out / "lora2"
@@ -48,7 +49,8 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 adapter = export.export_peft(run, out / "peft")
 config = json.loads((adapter / "adapter_config.json").read_text())
 names = sorted(safetensors.read(adapter / "adapter_model.safetensors"))
-print("adapter:", config["r"], config["lora_alpha"], len(config["target_modules"]),
+print("adapter:", config["r"], config["lora_alpha"], config["lora_dropout"],
+      len(config["target_modules"]),
       "modules;", names[0], "; saved whole:", config["modules_to_save"],
       [n for n in names if "lora" not in n])
 base = AutoModelForCausalLM.from_pretrained(str(model_dir))
@@ -67,9 +69,9 @@ print("the adapters changed the loss:",
       rel(ours, torch_loss(untrained, run / "eval.rpds")) > 1e-4)
 
 # CHECK: 1 device bitwise 2 devices: True
-# CHECK-NEXT: recorded: {'rank': 4, 'alpha': 8, 'targets': '', 'modules_to_save': 'lm_head'}
-# CHECK-NEXT: adapter: 4 8.0 14 modules; base_model.model.lm_head.weight ; saved whole: ['lm_head'] ['base_model.model.lm_head.weight']
+# CHECK-NEXT: recorded: {'rank': 4, 'alpha': 8.0, 'targets': '', 'modules_to_save': 'lm_head', 'dropout': 0.1}
+# CHECK-NEXT: adapter: 4 8.0 0.1 14 modules; base_model.model.lm_head.weight ; saved whole: ['lm_head'] ['base_model.model.lm_head.weight']
 # CHECK-NEXT: export --peft: PeftModel loss within 1e-5 of rp's: True
-# CHECK-NEXT: the checkpoint records: {'rank': 4, 'alpha': 8, 'targets': '', 'modules_to_save': 'lm_head'}
+# CHECK-NEXT: the checkpoint records: {'rank': 4, 'alpha': 8.0, 'targets': '', 'modules_to_save': 'lm_head', 'dropout': 0.1}
 # CHECK-NEXT: export --merged: from_pretrained loss within 1e-5 of rp's: True
 # CHECK-NEXT: the adapters changed the loss: True

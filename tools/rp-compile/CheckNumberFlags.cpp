@@ -22,11 +22,11 @@ using llvm::StringRef;
 bool checkNumberFlags(int argc, char **argv) {
   enum Kind { real, whole, integer };
   static const std::pair<const char *, Kind> flags[] = {
-      {"budget-gib", real},    {"lora-alpha", real},
-      {"lora-rank", integer},  {"devices", whole},
-      {"microbatches", whole}, {"pass-shift", integer},
-      {"tail-jobs", whole},    {"passes-in-flight", whole},
-      {"arena-copies", whole}};
+      {"budget-gib", real},        {"lora-alpha", real},
+      {"lora-dropout", real},      {"lora-rank", integer},
+      {"devices", whole},          {"microbatches", whole},
+      {"pass-shift", integer},     {"tail-jobs", whole},
+      {"passes-in-flight", whole}, {"arena-copies", whole}};
   for (int i = 1; i < argc; ++i) {
     StringRef arg = argv[i], value;
     if (arg == "--")

@@ -440,6 +440,18 @@ int main(int argc, char **argv) {
                  << ": the LoRA scaling numerator is a number > 0\n";
     return 1;
   }
+  if (!(pipeline.loraDropout >= 0 && pipeline.loraDropout < 1)) {
+    llvm::errs() << "rp-compile: --lora-dropout "
+                 << llvm::format("%g", double(pipeline.loraDropout))
+                 << ": the probability of dropping an adapter input is in "
+                    "[0, 1)\n";
+    return 1;
+  }
+  if (pipeline.loraDropout > 0 && pipeline.loraRank == 0) {
+    llvm::errs() << "rp-compile: --lora-dropout needs --lora-rank (it "
+                    "drops the adapters' inputs)\n";
+    return 1;
+  }
   if (pipeline.budgetGiB < 0) {
     llvm::errs() << "rp-compile: --budget-gib "
                  << llvm::format("%g", double(pipeline.budgetGiB))
@@ -539,6 +551,15 @@ int main(int argc, char **argv) {
   if (pipeline.quantizeBase != rp::QuantizeBase::none)
     options.producer += std::string(" --quantize-base ") + quantName;
   options.tf32 = tf32;
+  if (pipeline.loraRank > 0) {
+    options.lora.rank = pipeline.loraRank;
+    options.lora.alpha = pipeline.loraAlpha;
+    options.lora.targets = pipeline.loraTargets;
+    options.lora.modulesToSave = pipeline.loraModulesToSave;
+    // A forward plan has no dropout (eval mode), but the adapters' settings
+    // are the same as the training plan's.
+    options.lora.dropout = pipeline.loraDropout;
+  }
   if (tf32)
     options.producer += " --tf32";
   if (!forwardOnly)

@@ -37,6 +37,13 @@ struct PlanExportOptions {
   CostModel *costs = nullptr;
   /// rp-compile --tf32: recorded in the plan (plan.fbs's tf32).
   bool tf32 = false;
+  /// rp-compile --lora-*: recorded in the plan (plan.fbs's LoraSettings;
+  /// rank 0: none), so export and resume need no flags.
+  struct Lora {
+    int64_t rank = 0;
+    double alpha = 0, dropout = 0;
+    std::string targets, modulesToSave;
+  } lora;
 };
 
 /// Serializes `module` (its `func.func @main`) into plan bytes. Errors are

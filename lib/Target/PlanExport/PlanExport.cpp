@@ -223,6 +223,13 @@ static std::optional<KernelSpec> elementwiseSpec(Operation *op) {
         return s;
       })
       .Case([&](CastOp o) { return unary(pf::OpKind::cast, o); })
+      // inputs [x, key], ints [tensor], floats [probability]
+      .Case([&](DropoutOp o) {
+        return KernelSpec{pf::OpKind::dropout,
+                          {o.getInput(), o.getKey()},
+                          {o.getTensor()},
+                          {o.getProbability().convertToDouble()}};
+      })
       // ints: [kind (0 nf4, 1 int8)]: contract/include/rp/contract/Quantize.h
       .Case([&](DequantizeOp o) {
         KernelSpec s = unary(pf::OpKind::dequantize, o);
@@ -540,6 +547,12 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
         fbb, fbb.CreateString(path), size,
         ::rp::runtime::weightFileFingerprint(full.str().str()).value_or(0)));
   }
+  fb::Offset<pf::LoraSettings> lora = 0;
+  if (options.lora.rank > 0)
+    lora = pf::CreateLoraSettings(fbb, options.lora.rank, options.lora.alpha,
+                                  fbb.CreateString(options.lora.targets),
+                                  fbb.CreateString(options.lora.modulesToSave),
+                                  options.lora.dropout);
   auto plan = pf::CreatePlan(
       fbb, ::rp::plan::kPlanSchemaVersion, fbb.CreateString(options.producer),
       devices, events, fbb.CreateVector(weightFiles), fbb.CreateVector(buffers),
@@ -549,7 +562,7 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
       schedule.empty() ? 0 : fbb.CreateString(schedule.str()),
       hardware.empty() ? 0 : fbb.CreateString(hardware.str()), passShift,
       plannedPeakBytes.empty() ? 0 : fbb.CreateVector(plannedPeakBytes),
-      passesInFlight, arenaCopies, options.tf32);
+      passesInFlight, arenaCopies, options.tf32, lora);
   pf::FinishPlanBuffer(fbb, plan);
   bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }

@@ -139,6 +139,28 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
                                      out.dtype, out.data, out.size()),
                     "dequantize");
   }
+  case OpKind::dropout: {
+    const char *op = "dropout";
+    if (Status s = checkTensor(in[0], "input", op); s.failed())
+      return s;
+    if (Status s = checkLike(op, "output", out, in[0]); s.failed())
+      return s;
+    if (!isFloat(in[0].dtype))
+      return unsupportedDType(op, in[0].dtype, "dropout");
+    if (in[1].dtype != DType::i64 || in[1].size() != 4)
+      return invalidArgument("dropout: the key " + describe(in[1]) +
+                             " is not a dropout_key row of 4 i64 values");
+    double p = c.floats[0];
+    if (!(p >= 0 && p < 1) || a[0] < 0 || a[0] > int64_t(UINT32_MAX))
+      return invalidArgument("dropout: probability " + std::to_string(p) +
+                             " or tensor " + std::to_string(a[0]) +
+                             " out of range");
+    return launched(launchDropout(ctx, in[0].dtype,
+                                  static_cast<const int64_t *>(in[1].data),
+                                  uint32_t(a[0]), float(p), in[0].data,
+                                  out.data, out.size()),
+                    op);
+  }
   case OpKind::cast:
     if (Status s = checkSameShape(in[0], out, "cast"); s.failed())
       return s;

@@ -63,13 +63,19 @@ __global__ void unaryGradKernel(const T *x, const T *dy, T *dx, int64_t n,
 }
 
 // Each element's keep bit from its global index alone (kernels/Philox.h),
-// as host/HostDropout.cpp computes it.
+// as host/HostDropout.cpp computes it. The key row (seed, step, microbatch,
+// on) is in device memory, filled by the trainer's upload: read in the
+// kernel, so the launch does not wait for it.
 template <typename T>
-__global__ void dropoutKernel(DropoutKey key, uint64_t threshold, float scale,
+__global__ void dropoutKernel(const int64_t *row, uint32_t tensor, float p,
                               const T *x, T *out, int64_t n) {
+  DropoutKey key = dropoutKeyOfRow(row, tensor, p, uint64_t(n));
+  bool on = row[3] != 0;
+  uint64_t threshold = dropoutThreshold(p);
+  float scale = dropoutScale(p);
   RP_GRID_LOOP(i, n) {
-    bool keep = dropoutBits(key, key.offset + uint64_t(i)) >= threshold;
-    out[i] = store<T>(keep ? float(load(x[i])) * scale : 0.0f);
+    bool keep = !on || dropoutBits(key, key.offset + uint64_t(i)) >= threshold;
+    out[i] = on ? store<T>(keep ? float(load(x[i])) * scale : 0.0f) : x[i];
   }
 }
 
@@ -152,15 +158,14 @@ cudaError_t launchUnary(const LaunchContext &ctx, DType dtype, int kind,
 }
 
 cudaError_t launchDropout(const LaunchContext &ctx, DType dtype,
-                          const DropoutKey &key, const void *x, void *out,
-                          int64_t n) {
+                          const int64_t *row, uint32_t tensor, float p,
+                          const void *x, void *out, int64_t n) {
   if (n == 0)
     return cudaSuccess;
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dropoutKernel<<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
-        key, dropoutThreshold(key.p), dropoutScale(key.p),
-        static_cast<const T *>(x), static_cast<T *>(out), n);
+        row, tensor, p, static_cast<const T *>(x), static_cast<T *>(out), n);
   });
   return lastLaunchError();
 }

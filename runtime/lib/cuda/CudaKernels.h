@@ -102,10 +102,11 @@ cudaError_t launchUnary(const LaunchContext &ctx, DType dtype, int kind,
 cudaError_t launchBiasActivation(const LaunchContext &ctx, DType dtype,
                                  int epilogue, const void *x, const void *bias,
                                  void *pre, void *out, int64_t rows, int64_t n);
-/// Dropout with kernels/Philox.h's counter-based mask (floats).
+/// Dropout with kernels/Philox.h's counter-based mask (floats), its key
+/// the dropout_key row (seed, step, microbatch, on) at device `row`.
 cudaError_t launchDropout(const LaunchContext &ctx, DType dtype,
-                          const kernels::DropoutKey &key, const void *x,
-                          void *out, int64_t n);
+                          const int64_t *row, uint32_t tensor, float p,
+                          const void *x, void *out, int64_t n);
 cudaError_t launchUnaryGrad(const LaunchContext &ctx, DType dtype, int kind,
                             const void *x, const void *dy, void *dx, int64_t n);
 cudaError_t launchCast(const LaunchContext &ctx, DType from, DType to,

@@ -331,6 +331,8 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
       positions[step % 2] = c.dataPosition();
       if (Status s = c.readBatch(); s.failed())
         return s;
+      if (c.fillDropoutKey)
+        c.fillDropoutKey(step);
       if (Status s = c.stepScale(step, lossScales[step % 2],
                                  scaleArrays[step % 2], counts[step % 2]);
           s.failed())

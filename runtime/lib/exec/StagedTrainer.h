@@ -112,6 +112,8 @@ struct StagedContext {
   std::function<void(unsigned step)> releaseStep;
   /// The master weights are sharded: `master` holds this rank's chunk.
   bool shardedMaster = false;
+  /// Writes step `step`'s dropout_key rows into `global` (none: no-op).
+  std::function<void(unsigned step)> fillDropoutKey;
 };
 
 /// The inputs of a staged plan's epilogue that are summed over a step's

@@ -8,6 +8,7 @@
 
 #include "TrainerParts.h"
 #include "rp/contract/Files.h"
+#include "rp/contract/PlanFormat.h"
 #include "rp/runtime/FileIO.h"
 
 #include <cerrno>
@@ -174,6 +175,22 @@ Status TokenStream::next(NpyArray &tokensOut, NpyArray &labelsOut,
   return Status::ok();
 }
 
+void fillDropoutKey(TrainInputs &in, const TrainOptions &options,
+                    unsigned step) {
+  if (!in.dropoutKey)
+    return;
+  NpyArray &key = in.global[::rp::plan::kDropoutKeyInput];
+  int64_t rows = key.shape[0];
+  // This rank's rows are its slice of the global batch (rank order), so a
+  // microbatch's index is the same on any number of ranks and devices.
+  int64_t rank = options.comm ? options.comm->rank() : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t row[4] = {int64_t(options.seed), int64_t(step), rank * rows + r,
+                      options.dropout ? 1 : 0};
+    std::memcpy(key.data.data() + r * sizeof(row), row, sizeof(row));
+  }
+}
+
 Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
                        TrainInputs &out) {
   unsigned M = plan.microbatches;
@@ -191,6 +208,21 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
   for (const BindingDesc &in : plan.inputs) {
     if (in.name == "loss_scale") {
       scale = &in;
+      continue;
+    }
+    if (in.name == ::rp::plan::kDropoutKeyInput) {
+      NpyArray key;
+      key.dtype = DType::i64;
+      key.shape = globalShape(plan, in, K);
+      if (plan.buffers[in.buffer].dtype != DType::i64 ||
+          key.shape.size() != 2 || key.shape[1] != 4 ||
+          key.shape[0] != int64_t(M * K))
+        return invalidFormat("the plan's dropout_key input is " +
+                             describeShape(key.shape) +
+                             "; it should be one i64 row of 4 per microbatch");
+      key.data.assign(numElements(key.shape) * 8, 0);
+      out.dropoutKey = true;
+      global[in.name] = std::move(key);
       continue;
     }
     if (in.name == "labels")
@@ -251,7 +283,9 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
           "(one with a labels input)");
     for (const BindingDesc &in : plan.inputs) {
       const BufferDesc &b = plan.buffers[in.buffer];
-      if (&in == labels || &in == scale)
+      // The dropout key is the trainer's own (fillDropoutKey).
+      if (&in == labels || &in == scale ||
+          in.name == ::rp::plan::kDropoutKeyInput)
         continue;
       // A packed model's document of each token (rp.finetune traces it):
       // the dataset's segments, -1 on padding.

@@ -375,8 +375,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                              "at least one");
     return withWholeState(*reducer, done - 1, params, saving, write);
   };
-  if (plan.staged)
-    return detail::trainStaged(detail::StagedContext{
+  if (plan.staged) {
+    detail::StagedContext staged{
         plan, fwd, pool, options, onStep, params, global, *lossOut, landsWith,
         writers, landsEarly, updates, first,
         // The next global batch of --data, and the position before it.
@@ -399,7 +399,12 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
         sharded ? std::function<void(unsigned)>(
                       [&](unsigned step) { reducer->release(step); })
                 : nullptr,
-        shardMaster});
+        shardMaster};
+    staged.fillDropoutKey = [&](unsigned step) {
+      fillDropoutKey(inputs, options, step);
+    };
+    return detail::trainStaged(std::move(staged));
+  }
 
   // A sharded optimizer's gathers go between the reducer's sums: its
   // update runs between the steps (the same bits).
@@ -432,6 +437,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
               stream->next(global[tokenInput], global["labels"], tokenLimit);
           s.failed())
         return s;
+    fillDropoutKey(inputs, options, step);
     NpyArray scaleArray;
     double lossScale = 1.0;
     int64_t count = 1;

@@ -98,7 +98,15 @@ struct TrainInputs {
   /// Several processes: the labels of every rank (the loss counts them
   /// all); `global` holds this rank's slice.
   NpyArray allLabels;
+  /// The plan has a dropout_key input (LoRA dropout): `global` holds its
+  /// rows, which fillDropoutKey writes each step.
+  bool dropoutKey = false;
 };
+
+/// Writes step `step`'s dropout_key rows (seed, step, global microbatch
+/// index, on) into `in.global`, when the plan has the input.
+void fillDropoutKey(TrainInputs &in, const TrainOptions &options,
+                    unsigned step);
 
 /// Reads and checks the run's inputs (--input/--labels, synthetic, --data).
 Status loadTrainInputs(const Plan &plan, const TrainOptions &options,

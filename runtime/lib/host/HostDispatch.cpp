@@ -75,6 +75,15 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
     return cast(pool, in[0], out);
   case OpKind::dequantize:
     return dequantize(pool, in[0], a[0], out);
+  case OpKind::dropout: {
+    DropoutKey key;
+    bool on = false;
+    if (Status s =
+            dropoutKeyOf(in[1], in[0].size(), a[0], c.floats[0], key, on);
+        s.failed())
+      return s;
+    return on ? dropout(pool, key, in[0], out) : copy(pool, in[0], out);
+  }
   case OpKind::reshape:
     return copy(pool, in[0], out);
   case OpKind::transpose:

@@ -20,6 +20,21 @@ namespace rp::runtime::host {
 using namespace detail;
 using namespace kernels;
 
+Status dropoutKeyOf(const TensorRef &row, int64_t elements, int64_t tensor,
+                    double p, DropoutKey &key, bool &on) {
+  if (row.dtype != DType::i64 || row.size() != 4)
+    return invalidArgument("dropout: the key " + describe(row) +
+                           " is not the 4 i64 values (seed, step, "
+                           "microbatch, on) of a dropout_key row");
+  if (tensor < 0 || tensor > int64_t(UINT32_MAX))
+    return invalidArgument("dropout: tensor number " + std::to_string(tensor) +
+                           " is not a 32-bit unsigned number");
+  const int64_t *words = row.as<const int64_t>();
+  key = dropoutKeyOfRow(words, uint32_t(tensor), float(p), uint64_t(elements));
+  on = words[3] != 0;
+  return Status::ok();
+}
+
 Status dropout(ThreadPool &pool, const DropoutKey &key, const TensorRef &x,
                const TensorRef &out) {
   const char *op = "dropout";

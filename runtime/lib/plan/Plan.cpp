@@ -117,6 +117,9 @@ Signature signatureOf(OpKind op) {
     return {3, 4, 1, 0, 1, 2};
   case OpKind::dequantize:
     return {1, 1, 1, 0};
+  // inputs [x, key], ints [tensor], floats [p] (HostDropout.cpp)
+  case OpKind::dropout:
+    return {2, 2, 1, 1};
   default: // unary ops, cast, reshape, broadcast
     return {1, 1, 0, 0};
   }
@@ -320,9 +323,11 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
                   "FlatBuffers structure check); recompile it");
   const pf::Plan *root = pf::GetPlan(data);
   plan.schemaVersion = root->schema_version();
-  if (plan.schemaVersion != pf::kPlanSchemaVersion)
+  if (plan.schemaVersion < pf::kOldestPlanSchemaVersion ||
+      plan.schemaVersion > pf::kPlanSchemaVersion)
     return c.fail("plan schema version " + std::to_string(plan.schemaVersion) +
-                  ", but this runtime reads version " +
+                  ", but this runtime reads versions " +
+                  std::to_string(pf::kOldestPlanSchemaVersion) + " to " +
                   std::to_string(pf::kPlanSchemaVersion) +
                   "; recompile the model with the matching rp-compile");
   plan.producer = str(root->producer());
@@ -485,6 +490,13 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
                   " is not 1 or 2 (0 in older plans); recompile the model");
   plan.arenaCopies = root->arena_copies();
   plan.tf32 = root->tf32();
+  if (const pf::LoraSettings *lora = root->lora()) {
+    plan.lora.rank = lora->rank();
+    plan.lora.alpha = lora->alpha();
+    plan.lora.targets = str(lora->targets());
+    plan.lora.modulesToSave = str(lora->modules_to_save());
+    plan.lora.dropout = lora->dropout();
+  }
   if (plan.arenaCopies > 2)
     return c.fail("arena copies " + std::to_string(plan.arenaCopies) +
                   " is not 1 or 2 (0 in older plans); recompile the model");

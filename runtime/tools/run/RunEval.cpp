@@ -74,6 +74,8 @@ Expected<double> rp::runtime::run::evaluate(const RunOptions &o,
   ev.adamw.lr = 0;
   ev.adamw.weightDecay = 0;
   ev.seed = o.seed;
+  // PEFT's eval runs the model in eval mode: no LoRA dropout.
+  ev.dropout = false;
   ev.dataset = o.evalDataset;
   ev.overlapOptimizer = o.train.overlapOptimizer;
   ev.continuous = o.train.continuous;

@@ -39,6 +39,7 @@ struct RunOptions {
   std::string labelsPath, dumpGrads, optimizer = "adamw", initWeights;
   TrainOptions train;
   bool syncMode = false, asyncMode = false;
+  bool noDropout = false;
   /// cuda: f32 GEMMs in TF32 (BackendOptions::tf32).
   bool tf32 = false;
   uint64_t seed = 0;

@@ -72,6 +72,7 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
   o.train.sync = o.syncMode;
   o.train.sgd = o.optimizer == "sgd";
   o.train.seed = o.seed;
+  o.train.dropout = !o.noDropout;
   o.train.dumpGrads = o.dumpGrads;
   o.train.data32 = o.dataType == "u32";
   o.train.overlapOptimizer = !o.serialOptimizer;

@@ -39,6 +39,8 @@ def main(flatc, schema, good, out):
         subprocess.run([flatc, "-b", "-o", out, schema, path], check=True)
 
     variant("version", lambda p: p.update(schema_version=99))
+    # Not bad: a schema-5 plan (before LoRA dropout) still loads.
+    variant("old-version", lambda p: p.update(schema_version=5))
     variant("pass-shift", lambda p: p.update(pass_shift=3))
     variant("passes-in-flight", lambda p: p.update(passes_in_flight=3))
     variant("buffer-index", lambda p: p["programs"][1]["calls"][0]

@@ -13,8 +13,16 @@
 namespace rp::plan {
 
 /// Bumped on every change a reader must know about; the loader accepts
-/// exactly this version.
-inline constexpr uint32_t kPlanSchemaVersion = 5;
+/// kOldestPlanSchemaVersion up to this one (fields are only appended, so
+/// an older plan reads with its absent fields at their defaults).
+inline constexpr uint32_t kPlanSchemaVersion = 6;
+/// 5: before the dropout op and the LoRA settings.
+inline constexpr uint32_t kOldestPlanSchemaVersion = 5;
+
+/// The input of a LoRA plan with dropout (rp-add-lora): one i64 row
+/// (seed, step, global microbatch index, on) per microbatch, which the
+/// trainer fills each step (kernels/Philox.h's dropoutKeyOfRow).
+inline constexpr const char *kDropoutKeyInput = "dropout_key";
 
 /// The file identifier at bytes 4..8 of every plan (plan.fbs).
 inline constexpr const char *kPlanIdentifier = "RPPL";

@@ -163,5 +163,6 @@ include "rp/Dialect/RP/RPTrainOps.td"
 include "rp/Dialect/RP/RPScheduleOps.td"
 include "rp/Dialect/RP/RPMoEOps.td"
 include "rp/Dialect/RP/RPQuantOps.td"
+include "rp/Dialect/RP/RPDropoutOps.td"
 
 #endif // RP_DIALECT_RP_RPOPS_TD

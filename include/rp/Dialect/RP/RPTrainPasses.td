@@ -269,6 +269,16 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
     update and sum are never live together: a third of Qwen3-235B's MoE
     layer working memory.
 
+    With `dropout` p > 0, each 2-D adapter reads `rp.dropout(x)` instead of
+    `x`, as PEFT applies `lora_dropout` to x before `lora_A` (the frozen
+    matmul keeps x): `y + ((alpha / rank) * dropout(x) A^T) B^T`. The mask
+    is keyed by a new `@main` input `dropout_key` (one i64 row of seed,
+    step, microbatch and on per microbatch, filled by the trainer) and by
+    the op's `tensor`: FNV-1a (32 bits) of the weight's name, plus one per
+    earlier adapter of the same weight, so a PyTorch reference finds each
+    module's mask by name (python/rp/_philox.py's tensor_id). Expert
+    adapters get none (PEFT's target_parameters take no lora_dropout).
+
     The output layer is the matmul whose result reaches a result of `@main`
     or the logits of an `rp.cross_entropy` through views, casts and layer
     boundaries only (the LM head, tied or not). The default leaves it out:
@@ -297,7 +307,10 @@ def AddLoraPass : Pass<"rp-add-lora", "::mlir::ModuleOp"> {
            "but the output layer">,
     Option<"keep", "keep-trainable", "std::string", "\"\"",
            "regular expression on parameter names that stay trainable beside "
-           "the adapters (PEFT's modules_to_save); empty: none">
+           "the adapters (PEFT's modules_to_save); empty: none">,
+    Option<"dropout", "dropout", "double", "0.0",
+           "PEFT's lora_dropout: the probability that rp.dropout zeroes an "
+           "element of each 2-D adapter's input (0: none)">
   ];
 }
 

@@ -81,6 +81,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("regular expression on weight names (default: every "
                      "linear layer but the output layer, as PEFT's "
                      "all-linear), e.g. q_proj|v_proj or lm_head")};
+  Option<double> loraDropout{
+      *this, "lora-dropout", flags, llvm::cl::init(0.0),
+      llvm::cl::desc("PEFT's lora_dropout on each adapter's input, seeded "
+                     "by rp-run --seed and the step, the same on any device "
+                     "count (training plans; 0: none)")};
   Option<std::string> loraModulesToSave{
       *this, "lora-modules-to-save", flags, llvm::cl::init(""),
       llvm::cl::desc("regular expression on parameter names trained whole "

@@ -2,10 +2,12 @@
 
 #include "OutputLayer.h"
 #include "rp/Dialect/RP/RPPasses.h"
+#include "rp/contract/PlanFormat.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Regex.h"
 
 #include <cmath>
@@ -58,10 +60,13 @@ bool mlir::rp::isOutputLayer(MatmulOp mm) {
 
 namespace {
 
-struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
+struct AddLoraPass : mlir::rp::impl::AddLoraPassBase<AddLoraPass> {
   using AddLoraPassBase::AddLoraPassBase;
 
   void runOnOperation() override {
+    key = nullptr;
+    layerKeys.clear();
+    uses.clear();
     auto main = getOperation().lookupSymbol<func::FuncOp>("main");
     if (!main) {
       getOperation().emitError("no 'func.func @main' to add adapters to");
@@ -77,12 +82,16 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
           << keep << "': " << keepError;
       return signalPassFailure();
     }
-    if (!pattern.isValid(error) || rank < 1 || !(alpha > 0)) {
+    if (!pattern.isValid(error) || rank < 1 || !(alpha > 0) ||
+        !(dropout >= 0 && dropout < 1)) {
       main.emitError("bad LoRA options: rank ")
-          << rank << ", alpha " << alpha << ", targets '" << targets << "'"
+          << rank << ", alpha " << alpha << ", dropout " << dropout
+          << ", targets '" << targets << "'"
           << (error.empty() ? "" : ": " + error);
       return signalPassFailure();
     }
+    if (dropout > 0 && failed(addDropoutKey(main)))
+      return signalPassFailure();
     llvm::DenseMap<Operation *, Adapter> adapters;
     llvm::SmallPtrSet<Operation *, 16> created;
     unsigned matched = 0;
@@ -185,7 +194,13 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
     OpBuilder b(mm->getContext());
     b.setInsertionPointAfter(mm);
     Location loc = mm.getLoc();
-    Value xa = MatmulOp::create(b, loc, mm.getLhs(), a, false, true);
+    // PEFT: lora_B(lora_A(lora_dropout(x))), the frozen matmul on x.
+    Value x = mm.getLhs();
+    if (dropout > 0)
+      x = DropoutOp::create(b, loc, x, keyOf(layer, loc),
+                            b.getF64FloatAttr(dropout),
+                            b.getI64IntegerAttr(tensorNumber(ad.a)));
+    Value xa = MatmulOp::create(b, loc, x, a, false, true);
     Value scaled = MulOp::create(b, loc, xa, scaleOf(b, loc, xa));
     b.setInsertionPoint(firstReader(layer, mm.getResult()));
     Value xb = MatmulOp::create(b, loc, scaled, bArg, false, true);
@@ -235,6 +250,55 @@ struct AddLoraPass : rp::impl::AddLoraPassBase<AddLoraPass> {
     combine.getResult().replaceAllUsesWith(sum);
     combine.erase();
   }
+
+  /// @main's dropout_key input (one i64 row per microbatch: seed, step,
+  /// microbatch, on; kernels/Philox.h), added once.
+  LogicalResult addDropoutKey(func::FuncOp main) {
+    for (unsigned i = 0; i < main.getNumArguments(); ++i)
+      if (auto name = main.getArgAttrOfType<StringAttr>(i, "rp.name");
+          name && name.getValue() == ::rp::plan::kDropoutKeyInput) {
+        key = main.getArgument(i);
+        return success();
+      }
+    OpBuilder b(main.getContext());
+    unsigned index = main.getNumArguments();
+    auto type = RankedTensorType::get({1, 4}, b.getI64Type());
+    if (failed(main.insertArgument(
+            index, type,
+            b.getDictionaryAttr(b.getNamedAttr(
+                "rp.name", b.getStringAttr(::rp::plan::kDropoutKeyInput))),
+            main.getLoc())))
+      return failure();
+    key = main.getArgument(index);
+    return success();
+  }
+
+  /// The dropout key inside `layer`: one more input, added once a layer.
+  Value keyOf(LayerOp layer, Location loc) {
+    Value &inner = layerKeys[layer];
+    if (!inner) {
+      layer->insertOperands(layer->getNumOperands(), {key});
+      inner = layer.getBody().front().addArgument(key.getType(), loc);
+    }
+    return inner;
+  }
+
+  /// The mask's tensor number of the adapter whose A is `a`: FNV-1a (32
+  /// bits) of the weight's name, plus the adapters of that weight so far
+  /// (python/rp/_philox.py's tensor_id), so that a reference finds each
+  /// module's mask by its name alone.
+  uint32_t tensorNumber(ParamOp a) {
+    StringRef name = a.getName();
+    name.consume_back(".lora_A");
+    uint32_t h = 2166136261u;
+    for (char c : name)
+      h = (h ^ uint8_t(c)) * 16777619u;
+    return h + uses[name]++;
+  }
+
+  Value key;
+  llvm::DenseMap<Operation *, Value> layerKeys;
+  llvm::StringMap<uint32_t> uses;
 
   /// The adapters as two new inputs of `layer`, and their block arguments.
   std::pair<Value, Value> addAdapterArgs(LayerOp layer, Adapter ad,

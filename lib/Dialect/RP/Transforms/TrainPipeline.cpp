@@ -9,7 +9,9 @@
 using namespace mlir;
 using namespace mlir::rp;
 
-static void addLora(OpPassManager &pm, const TrainPipelineOptions &options) {
+/// Dropout only in training plans: a forward plan is PEFT's eval mode.
+static void addLora(OpPassManager &pm, const TrainPipelineOptions &options,
+                    bool training) {
   if (options.loraRank <= 0)
     return;
   AddLoraPassOptions lora;
@@ -17,6 +19,7 @@ static void addLora(OpPassManager &pm, const TrainPipelineOptions &options) {
   lora.alpha = options.loraAlpha;
   lora.targets = options.loraTargets;
   lora.keep = options.loraModulesToSave;
+  lora.dropout = training ? double(options.loraDropout) : 0.0;
   pm.addPass(createAddLoraPass(lora));
 }
 
@@ -44,14 +47,14 @@ static void addConvert(OpPassManager &pm, const TrainPipelineOptions &options) {
 
 void mlir::rp::buildForwardPipeline(OpPassManager &pm,
                                     const TrainPipelineOptions &options) {
-  addLora(pm, options);
+  addLora(pm, options, /*training=*/false);
   addQuantize(pm, options);
   addConvert(pm, options);
 }
 
 void mlir::rp::buildTrainPipeline(OpPassManager &pm,
                                   const TrainPipelineOptions &options) {
-  addLora(pm, options);
+  addLora(pm, options, /*training=*/true);
   addQuantize(pm, options);
   AttachLossPassOptions attach;
   attach.loss = options.loss;

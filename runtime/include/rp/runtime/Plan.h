@@ -121,6 +121,13 @@ struct JobDesc {
   double predictedStartMs = 0, predictedMs = 0;
 };
 
+struct LoraDesc {
+  int64_t rank = 0;
+  double alpha = 0;
+  std::string targets, modulesToSave;
+  double dropout = 0;
+};
+
 struct BindingDesc {
   std::string name;
   uint32_t buffer = 0;
@@ -163,6 +170,8 @@ struct Plan {
   uint32_t arenaCopies = 0;
   /// rp-compile --tf32: the cuda device's f32 GEMMs may use TF32.
   bool tf32 = false;
+  /// The LoRA settings compiled in (plan.fbs's LoraSettings; rank 0: none).
+  LoraDesc lora;
   /// The file's bytes, for --describe=json.
   std::vector<uint8_t> raw;
 };

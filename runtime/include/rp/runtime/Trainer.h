@@ -73,6 +73,9 @@ struct TrainOptions {
   SGDConfig sgdConfig;
   double clipGradNorm = 0.0; ///< 0: no clipping
   uint64_t seed = 0;
+  /// LoRA dropout (a plan with a dropout_key input) masks its adapters'
+  /// inputs, keyed by `seed` and the step; false (an eval run): no mask.
+  bool dropout = true;
   /// Global-batch arrays by input name (labels included); inputs not given
   /// are synthetic from `seed`.
   std::map<std::string, NpyArray> inputs;

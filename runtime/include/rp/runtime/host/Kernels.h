@@ -56,6 +56,11 @@ Status unary(ThreadPool &pool, UnaryKind kind, const TensorRef &x,
 /// p) where element key.offset + i is kept, else 0 (floats only).
 Status dropout(ThreadPool &pool, const kernels::DropoutKey &key,
                const TensorRef &x, const TensorRef &out);
+/// The key of a plan's dropout call (kernels/Philox.h's dropoutKeyOfRow):
+/// `row` its i64 [1, 4] dropout_key slice, x of `elements` values, the
+/// call's tensor number and probability; `on` false: copy x instead.
+Status dropoutKeyOf(const TensorRef &row, int64_t elements, int64_t tensor,
+                    double p, kernels::DropoutKey &key, bool &on);
 /// Element type conversion, same shape (round to nearest even between
 /// floats, truncation toward zero float -> int, x != 0 to i1).
 Status cast(ThreadPool &pool, const TensorRef &x, const TensorRef &out);

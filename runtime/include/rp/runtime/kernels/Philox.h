@@ -62,6 +62,23 @@ struct DropoutKey {
   float p = 0;
 };
 
+/// A plan's dropout call reads its key from the `dropout_key` input, one
+/// i64 row per microbatch that the trainer fills each step: (seed, step,
+/// global microbatch index, on). A microbatch's first element is global
+/// element microbatch * `elements` (x's elements per microbatch: x's
+/// dimension 0 is the batch's, split evenly). `on` is 0 where no mask
+/// applies (an eval pass): the call copies x.
+RP_HD inline DropoutKey dropoutKeyOfRow(const int64_t *row, uint32_t tensor,
+                                        float p, uint64_t elements) {
+  DropoutKey key;
+  key.seed = uint64_t(row[0]);
+  key.step = uint32_t(row[1]);
+  key.tensor = tensor;
+  key.offset = uint64_t(row[2]) * elements;
+  key.p = p;
+  return key;
+}
+
 /// Elements below this 32-bit value are dropped: p * 2^32 rounded down.
 RP_HD inline uint64_t dropoutThreshold(float p) {
   return uint64_t(double(p) * 4294967296.0);

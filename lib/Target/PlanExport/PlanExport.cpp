@@ -13,7 +13,7 @@
 #include "rp/Analysis/CostModel.h"
 #include "rp/Support/AtomicWrite.h"
 #include "rp/contract/PlanFormat.h"
-#include "rp/runtime/WeightFingerprint.h"
+#include "rp/contract/WeightFingerprint.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -450,7 +450,7 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
     }
     weightFiles.push_back(pf::CreateWeightFile(
         fbb, fbb.CreateString(path), size,
-        ::rp::runtime::weightFileFingerprint(full.str().str()).value_or(0)));
+        ::rp::plan::weightFileFingerprint(full.str().str()).value_or(0)));
   }
   auto plan = pf::CreatePlan(
       fbb, ::rp::plan::kPlanSchemaVersion, fbb.CreateString(options.producer),

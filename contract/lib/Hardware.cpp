@@ -363,6 +363,12 @@ bool readProfileText(const std::string &nameOrPath, std::string &text,
 
 } // namespace
 
+bool rp::timing::namesProfileFile(const std::string &nameOrPath) {
+  return nameOrPath.find('/') != std::string::npos ||
+         (nameOrPath.size() > 5 &&
+          nameOrPath.compare(nameOrPath.size() - 5, 5, ".json") == 0);
+}
+
 bool rp::timing::readHardwareProfile(const std::string &given,
                                      std::string &text, std::string &source,
                                      std::string &error) {
@@ -405,10 +411,7 @@ namespace {
 bool readProfileText(const std::string &nameOrPath, std::string &text,
                      std::string &source, std::string &error) {
   source = nameOrPath;
-  bool isPath = nameOrPath.find('/') != std::string::npos ||
-                (nameOrPath.size() > 5 &&
-                 nameOrPath.compare(nameOrPath.size() - 5, 5, ".json") == 0);
-  if (isPath)
+  if (rp::timing::namesProfileFile(nameOrPath))
     return rp::contract::readJsonFile(nameOrPath, "hardware profile",
                                       "hardware profile", text, error);
   for (const ShippedProfile &p : kShipped)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from rp import _moe_grouped, _moe_oss
+from rp import _moe_common, _moe_grouped, _moe_oss
 from rp._irtext import TraceError, _ttype
 
 _ACTS = ("silu", "gelu")
@@ -165,20 +165,8 @@ def _candidate(path, block):
                     break
             if not ok:
                 continue
-            return router, experts, _top_k(path, block, router, e)
+            return router, experts, _moe_common.top_k_of(path, block, router, e)
     return _fused_candidate(path, block)
-
-
-def _top_k(path, block, router, e):
-    for m in (block, router):
-        for attr in ("top_k", "num_experts_per_tok"):
-            if isinstance(getattr(m, attr, None), int):
-                return getattr(m, attr)
-    raise TraceError(
-        f"rp.trace: module '{path}' ({type(block).__name__}) has a "
-        f"router and {e} experts but no integer top_k or "
-        f"num_experts_per_tok attribute saying how many experts "
-        f"each token uses", module_path=path)
 
 
 def _fused_candidate(path, block):
@@ -205,7 +193,7 @@ def _fused_candidate(path, block):
                 if up.shape[2] == hidden and down.shape[1] == hidden and \
                         up.shape[1] == 2 * down.shape[2]:
                     return (router, Fused(experts, up_name, down_name),
-                            _top_k(path, block, router, e))
+                            _moe_common.top_k_of(path, block, router, e))
     return None
 
 
@@ -268,23 +256,6 @@ def _shared_term(x, shared, gate):
     import torch
     y = shared(x)
     return torch.sigmoid(gate(x)) * y if gate is not None else y
-
-
-def _router_hooks(router, x, logits):
-    """Runs the hooks of a router module the traced forward does not call,
-    as if it had been called and returned (logits, ...): transformers 5
-    records the router logits its load-balancing loss reads
-    (output_router_logits) with a forward hook taking the first output."""
-    for key, hook in list(router._forward_pre_hooks.items()):
-        if key in router._forward_pre_hooks_with_kwargs:
-            hook(router, (x,), {})
-        else:
-            hook(router, (x,))
-    for key, hook in list(router._forward_hooks.items()):
-        if key in router._forward_hooks_with_kwargs:
-            hook(router, (x,), {}, (logits,))
-        else:
-            hook(router, (x,), (logits,))
 
 
 def _weights(experts, roles, gate_first):
@@ -411,7 +382,7 @@ def patched(module):
                     logits = _r(x)
                 else:
                     logits = torch.nn.functional.linear(x, _r.weight)
-                    _router_hooks(_r, x, logits)
+                    _moe_common.run_router_hooks(_r, x, logits)
                 if isinstance(_ex, Fused):
                     y = torch.ops.rp_trace.moe_swiglu_fused(
                         x, logits, *_ex.stacks(), _k, _n, _act, _gf)
@@ -499,7 +470,7 @@ def _moe_block(e, x, logits, n_exp, ffn, top_k, normalize, act, experts):
     (`experts` gives the gate and up products and the down stack), the
     weighted combine."""
     flag = " normalize" if normalize else ""
-    m = _route_dispatch(e, x, logits, n_exp, top_k, "before" + flag)
+    m = _moe_common.route_dispatch(e, x, logits, n_exp, top_k, "before" + flag)
     ct, c, dt, rows = m.ct, m.c, m.dt, m.rows
     r, rt = m.r, m.rt
 
@@ -513,49 +484,7 @@ def _moe_block(e, x, logits, n_exp, ffn, top_k, normalize, act, experts):
     a = e.emit(f"rp.{act} {g} : {ht}", ht)
     h = e.emit(f"rp.mul {a}, {u} : ({ht}, {ht}) -> {ht}", ht)
     y = grouped(h, w_down, rt)
-    return _combine(e, m, y)
-
-
-class _Routed:
-    """What rp.moe.route and rp.moe.dispatch gave a block: the weights w
-    (wt), the positions p (pt), the dispatched rows r (rt) and the
-    per-expert counts c (ct), with the block's tokens, hidden width, dtype
-    and dispatched row count."""
-
-
-def _route_dispatch(e, x, logits, n_exp, top_k, softmax):
-    """Emits rp.moe.route (`softmax`: "before", "before normalize" or
-    "after") and rp.moe.dispatch of the tokens x; both trace front ends'
-    blocks start so (_moe_block, _moe_oss.handler)."""
-    import torch
-    m = _Routed()
-    m.tokens, m.hidden = e.values[x].shape
-    m.dt = dt = e.values[x].dtype
-    m.rows = m.tokens * top_k
-    xs, ls = e.val(x), e.val(logits, dt)
-    m.wt = _ttype((m.tokens, top_k), dt)
-    ext = _ttype((m.tokens, top_k), torch.int64)
-    m.w, ex = e.fresh(), e.fresh()
-    e.region.lines.append(
-        f"{m.w}, {ex} = rp.moe.route {ls} top_k = {top_k} softmax = "
-        f"{softmax} : {e.ty(ls)} -> ({m.wt}, {ext})")
-    e.types[m.w], e.types[ex] = m.wt, ext
-    m.rt = _ttype((m.rows, m.hidden), dt)
-    m.pt = _ttype((m.tokens, top_k), torch.int32)
-    m.ct = _ttype((n_exp,), torch.int32)
-    m.r, m.p, m.c = e.fresh(), e.fresh(), e.fresh()
-    e.region.lines.append(
-        f"{m.r}, {m.p}, {m.c} = rp.moe.dispatch {xs}, {ex} : ({e.ty(xs)}, "
-        f"{ext}) -> ({m.rt}, {m.pt}, {m.ct})")
-    e.types[m.r], e.types[m.p], e.types[m.c] = m.rt, m.pt, m.ct
-    return m
-
-
-def _combine(e, m, y):
-    """rp.moe.combine of the experts' rows y back into token order."""
-    ot = _ttype((m.tokens, m.hidden), m.dt)
-    return e.emit(f"rp.moe.combine {y}, {m.p} weights({m.w}) : ({m.rt}, "
-                  f"{m.pt}, {m.wt}) -> {ot}", ot)
+    return _moe_common.combine(e, m, y)
 
 
 def _moe_expert_mask(e, n):

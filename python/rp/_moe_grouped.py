@@ -24,6 +24,7 @@ first; a router they do not reproduce is an rp.TraceError.
 
 from __future__ import annotations
 
+from rp import _moe_common
 from rp._irtext import TraceError, _ttype
 
 _DEFINED = False
@@ -343,13 +344,12 @@ def _group_topk_handler(e, n):
 def _experts_handler(e, n):
     import torch
 
-    from rp import _moe
     x, experts, weights, gate_up, down, act, gate_first = n.args
     tokens, hidden = e.values[x].shape
     n_exp, ffn2, _ = e.values[gate_up].shape
     top_k = e.values[experts].shape[1]
     ffn = ffn2 // 2
-    m = _moe._Routed()
+    m = _moe_common.Routed()
     m.tokens, m.hidden = tokens, hidden
     m.dt = dt = e.values[x].dtype
     m.rows = rows = tokens * top_k
@@ -381,7 +381,7 @@ def _experts_handler(e, n):
     a = e.emit(f"rp.{act} {g} : {ht}", ht)
     h = e.emit(f"rp.mul {a}, {u} : ({ht}, {ht}) -> {ht}", ht)
     y = grouped(h, e.val(down), m.rt)
-    return _moe._combine(e, m, y)
+    return _moe_common.combine(e, m, y)
 
 
 HANDLERS = {"moe_group_topk": _group_topk_handler,

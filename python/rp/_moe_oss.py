@@ -23,12 +23,12 @@ elementwise ops, and rp.moe.combine.
 
 from __future__ import annotations
 
+from rp import _moe_common
 from rp._irtext import TraceError, _ttype
 
 
 def candidate(path, block):
     """(router, experts, top_k, names) when `block` has the form."""
-    from rp._moe import _top_k
     for router in block.children():
         rp_ = dict(router.named_parameters(recurse=False))
         w, b = rp_.get("weight"), rp_.get("bias")
@@ -66,7 +66,8 @@ def candidate(path, block):
                     f"module has no float `alpha` and `limit` (the clamped "
                     f"SwiGLU's constants)", module_path=path)
             names = (up[0], up_b[0], down[0], down_b[0], alpha, limit)
-            return router, experts, _top_k(path, block, router, e), names
+            top_k = _moe_common.top_k_of(path, block, router, e)
+            return router, experts, top_k, names
     return None
 
 
@@ -145,11 +146,10 @@ def forward_for(router, experts, top_k, names, interleaved, as_tuple):
 
     def forward(hidden_states, *_):
         import torch
-        from rp._moe import _router_hooks
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, shape[-1])
         logits = torch.nn.functional.linear(x, router.weight, router.bias)
-        _router_hooks(router, x, logits)
+        _moe_common.run_router_hooks(router, x, logits)
         y = torch.ops.rp_trace.moe_oss(
             x, logits, getattr(experts, up), getattr(experts, up_b),
             getattr(experts, down), getattr(experts, down_b), top_k,
@@ -164,10 +164,9 @@ def handler(e, n):
     import torch
     x, logits, w_gu, b_gu, w_d, b_d, top_k, interleaved, alpha, limit = \
         n.args
-    from rp._moe import _combine, _route_dispatch
     n_exp, _, ffn2 = e.values[w_gu].shape
     ffn = ffn2 // 2
-    m = _route_dispatch(e, x, logits, n_exp, top_k, "after")
+    m = _moe_common.route_dispatch(e, x, logits, n_exp, top_k, "after")
     dt, rows, hidden, r, c, ct = m.dt, m.rows, m.hidden, m.r, m.c, m.ct
     ones = e.constant(torch.ones(rows, 1, dtype=dt))
 
@@ -204,4 +203,4 @@ def handler(e, n):
     glu = binary("mul", gate, sg, ht)
     h = binary("mul", binary("add", up, e.scalar(1.0, dt)), glu, ht)
     y = biased(h, w_d, b_d, hidden)
-    return _combine(e, m, y)
+    return _moe_common.combine(e, m, y)

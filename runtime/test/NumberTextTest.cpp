@@ -1,10 +1,10 @@
 //===- NumberTextTest.cpp - the one strict parser of numbers in flags -----===//
 
-#include "rp/runtime/NumberText.h"
+#include "rp/contract/NumberText.h"
 
 #include <gtest/gtest.h>
 
-using namespace rp::runtime;
+using namespace rp::numbers;
 
 TEST(NumberTextTest, WholeNumbersAreDecimalDigitsOnly) {
   EXPECT_EQ(parseUnsignedText("0"), 0u);

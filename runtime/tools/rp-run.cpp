@@ -28,6 +28,7 @@
 #include "run/NumberFlags.h"
 #include "run/RunModes.h"
 
+#include "rp/contract/PlanFormat.h"
 #include "rp/runtime/Comm.h"
 #include "rp/runtime/Driver.h"
 #include "rp/runtime/LastResort.h"
@@ -145,7 +146,7 @@ int main(int argc, char **argv) {
   numbers.whole(app, "--threads", o.threads, 1, 1024,
                 "worker threads (default: cores), shared by the devices of "
                 "a staged plan");
-  numbers.whole(app, "--devices", o.devices, 1, 256, // rp-compile's cap
+  numbers.whole(app, "--devices", o.devices, 1, ::rp::plan::kMaxPlanDevices,
                 "the devices to run on; must be the plan's device count");
   numbers.whole(app, "--watchdog-ms", o.train.watchdogMs, 1, 86400000,
                 "stop a staged plan's step after this many ms without "

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/runtime/NumberText.h"
+#include "rp/contract/NumberText.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
@@ -15,7 +15,7 @@
 using llvm::StringRef;
 
 /// Reads the text of every numeric flag with the one parser of rp's tools
-/// (rp/runtime/NumberText.h) before LLVM's does: cl reads an empty double
+/// (rp/contract/NumberText.h) before LLVM's does: cl reads an empty double
 /// as 0 (`--budget-gib ""` planned against the profile's memory), takes
 /// "nan", "inf" and hex floats, and integers in any radix ("010" is 8).
 /// The ranges are checked after parsing, in main.
@@ -43,14 +43,14 @@ bool checkNumberFlags(int argc, char **argv) {
         break; // cl says the value is missing
       value = given ? inlineValue : StringRef(argv[i + 1]);
       std::string_view text(value.data(), value.size());
-      bool ok = kind == real ? bool(::rp::runtime::parseRealText(text))
+      bool ok = kind == real ? bool(::rp::numbers::parseRealText(text))
                 : kind == integer
-                    ? bool(::rp::runtime::parseSignedText(text))
-                    : bool(::rp::runtime::parseUnsignedText(text));
+                    ? bool(::rp::numbers::parseSignedText(text))
+                    : bool(::rp::numbers::parseUnsignedText(text));
       if (ok)
         continue;
       llvm::errs() << "rp-compile: --" << flag << " "
-                   << ::rp::runtime::shownText(text) << ": "
+                   << ::rp::numbers::shownText(text) << ": "
                    << (kind == real      ? "give a finite decimal number"
                        : kind == integer ? "give a decimal integer"
                                          : "give a whole number (decimal "

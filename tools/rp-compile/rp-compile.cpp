@@ -372,13 +372,6 @@ static std::string folderOf(StringRef path) {
   return dir.empty() ? "." : dir.str();
 }
 
-/// The most devices and microbatches a plan may have (rp-run --devices
-/// takes the same range). Compile time and memory grow with devices times
-/// microbatches: 256 devices or 1024 microbatches of a 4-layer model compile
-/// in seconds, 4096 devices took 75 s and 2.4 GB.
-constexpr unsigned kMaxDevices = 256;
-constexpr unsigned kMaxMicrobatches = 1024;
-
 /// Refuses a numeric flag whose text is not one plain decimal number
 /// (CheckNumberFlags.cpp), before LLVM's parsers read it.
 bool checkNumberFlags(int argc, char **argv);
@@ -414,19 +407,13 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
   unsigned devices = pipeline.devices, microbatches = pipeline.microbatches;
 
-  // A documented cap (README.md), checked before any work: the partitioner
-  // and scheduler grow with the device count, and rp-run runs at most as
-  // many devices.
-  if (devices == 0 || devices > kMaxDevices) {
-    llvm::errs() << "rp-compile: --devices " << devices << ": give 1 to "
-                 << kMaxDevices << " devices\n";
+  // The documented caps (README.md) and the profile's name, checked before
+  // any work, as rp-opt's pipeline checks them (TrainPipeline.cpp).
+  if (failed(rp::checkTrainPipelineOptions(
+          pipeline, /*asFlags=*/true, [](const Twine &message) {
+            llvm::errs() << "rp-compile: " << message << "\n";
+          })))
     return 1;
-  }
-  if (microbatches > kMaxMicrobatches) {
-    llvm::errs() << "rp-compile: --microbatches " << microbatches
-                 << ": give 0 (the default) to " << kMaxMicrobatches << "\n";
-    return 1;
-  }
   // The numbers' text is checked as it is parsed (StrictNumbers.h); their
   // ranges here, before any work, each with its meaning.
   if (pipeline.loraRank < 0) {

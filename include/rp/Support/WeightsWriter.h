@@ -27,7 +27,7 @@ std::string relativePath(StringRef file, StringRef dir);
 /// The module attribute that pairs an IR with its weight files: a
 /// dictionary from each file its params read (the path as they name it) to
 /// the file's fingerprint (ui64,
-/// runtime/include/rp/runtime/WeightFingerprint.h). rp-import writes its
+/// contract/include/rp/contract/WeightFingerprint.h). rp-import writes its
 /// weights and its IR in two renames; the fingerprints let a reader refuse the
 /// new weights beside the previous IR.
 inline constexpr llvm::StringLiteral kWeightFingerprintsAttr =

@@ -161,6 +161,17 @@ FailureOr<const Tensor *> Eval::input(int k) {
   return &in[k];
 }
 
+FailureOr<SmallVector<const Tensor *>> Eval::inputs() {
+  SmallVector<const Tensor *> all;
+  for (int k = 0; k < n.numInputs(); ++k) {
+    auto t = input(k);
+    if (failed(t))
+      return failure();
+    all.push_back(*t);
+  }
+  return all;
+}
+
 FailureOr<SmallVector<int64_t>> Eval::ints(int k, StringRef what) {
   auto t = input(k);
   if (failed(t))
@@ -296,13 +307,10 @@ static FailureOr<int64_t> binaryInt(Eval &e, StringRef op, int64_t a,
 /// variadic Max, Min, Sum and Mean, over numpy-broadcast operands.
 static LogicalResult evalElementwise(Eval &e) {
   StringRef op = e.n.node.op_type();
-  SmallVector<const Tensor *> ins;
-  for (int k = 0; k < e.n.numInputs(); ++k) {
-    auto t = e.input(k);
-    if (failed(t))
-      return failure();
-    ins.push_back(*t);
-  }
+  FailureOr<SmallVector<const Tensor *>> all = e.inputs();
+  if (failed(all))
+    return failure();
+  SmallVector<const Tensor *> &ins = *all;
   SmallVector<int64_t> shape(ins[0]->shape);
   for (const Tensor *t : ArrayRef(ins).drop_front()) {
     SmallVector<int64_t> next;

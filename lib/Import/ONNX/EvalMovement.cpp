@@ -318,13 +318,10 @@ static LogicalResult evalGatherND(Eval &e) {
 }
 
 static LogicalResult evalConcat(Eval &e) {
-  SmallVector<const Tensor *> ins;
-  for (int k = 0; k < e.n.numInputs(); ++k) {
-    auto t = e.input(k);
-    if (failed(t))
-      return failure();
-    ins.push_back(*t);
-  }
+  FailureOr<SmallVector<const Tensor *>> all = e.inputs();
+  if (failed(all))
+    return failure();
+  SmallVector<const Tensor *> &ins = *all;
   const Tensor &first = *ins[0];
   auto axis = e.n.normalizeAxis(e.n.intAttr("axis", 0), first.rank());
   if (failed(axis))

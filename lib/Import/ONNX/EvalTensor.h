@@ -74,6 +74,9 @@ struct Eval {
   const Tensor &first() const { return in[0]; }
   /// Input `k`, or an error when it is missing.
   FailureOr<const Tensor *> input(int k);
+  /// Every input of the node (the variadic ops), or an error naming the
+  /// first one missing.
+  FailureOr<SmallVector<const Tensor *>> inputs();
   /// Integer elements of input `k` (`what` names its role).
   FailureOr<SmallVector<int64_t>> ints(int k, StringRef what);
 };

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace mlir::rp::onnx_import::moe {
@@ -34,6 +35,46 @@ inline const std::string &inputOf(const onnx::NodeProto &node, int i) {
 inline const std::string &outputOf(const onnx::NodeProto &node, int i) {
   static const std::string none;
   return i < node.output_size() ? node.output(i) : none;
+}
+
+/// The first element of a tensor stored as `Stored`: its typed field, or
+/// its raw bytes when they hold exactly one.
+template <typename Stored, typename Field>
+std::optional<Stored> firstElement(const onnx::TensorProto &t,
+                                   const Field &field) {
+  if (field.size())
+    return Stored(field.Get(0));
+  if (t.raw_data().size() != sizeof(Stored))
+    return std::nullopt;
+  Stored v;
+  std::memcpy(&v, t.raw_data().data(), sizeof(Stored));
+  return v;
+}
+
+/// The value of a one-element tensor whose type T reads: int64 or int32
+/// for an integer T, float or double for a floating-point T (the integer
+/// and float constant readers of the MoE matchers, one reader).
+template <typename T> std::optional<T> scalarValue(const onnx::TensorProto &t) {
+  int64_t count = 1;
+  for (int64_t d : t.dims())
+    count *= d;
+  if (count != 1)
+    return std::nullopt;
+  auto widened = [](auto v) -> std::optional<T> {
+    return v ? std::optional<T>(T(*v)) : std::nullopt;
+  };
+  if constexpr (std::is_integral_v<T>) {
+    if (t.data_type() == onnx::TensorProto::INT64)
+      return widened(firstElement<int64_t>(t, t.int64_data()));
+    if (t.data_type() == onnx::TensorProto::INT32)
+      return widened(firstElement<int32_t>(t, t.int32_data()));
+  } else {
+    if (t.data_type() == onnx::TensorProto::FLOAT)
+      return widened(firstElement<float>(t, t.float_data()));
+    if (t.data_type() == onnx::TensorProto::DOUBLE)
+      return widened(firstElement<double>(t, t.double_data()));
+  }
+  return std::nullopt;
 }
 
 /// Producers, consumers and integer constants of a graph's values.
@@ -84,30 +125,7 @@ struct GraphIndex {
             t = &a.t();
     if (!t)
       return std::nullopt;
-    int64_t count = 1;
-    for (int64_t d : t->dims())
-      count *= d;
-    if (count != 1)
-      return std::nullopt;
-    if (t->data_type() == onnx::TensorProto::INT64) {
-      if (t->int64_data_size())
-        return t->int64_data(0);
-      if (t->raw_data().size() == 8) {
-        int64_t v;
-        std::memcpy(&v, t->raw_data().data(), 8);
-        return v;
-      }
-    }
-    if (t->data_type() == onnx::TensorProto::INT32) {
-      if (t->int32_data_size())
-        return t->int32_data(0);
-      if (t->raw_data().size() == 4) {
-        int32_t v;
-        std::memcpy(&v, t->raw_data().data(), 4);
-        return v;
-      }
-    }
-    return std::nullopt;
+    return scalarValue<int64_t>(*t);
   }
 
   /// The initializer a MatMul multiplies by, as an nn.Linear weight ([out,

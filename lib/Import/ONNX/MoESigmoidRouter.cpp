@@ -48,30 +48,7 @@ static std::optional<double> scalarFloat(const GraphIndex &g, StringRef value) {
   const onnx::TensorProto *t = constantTensor(g, value);
   if (!t)
     return std::nullopt;
-  int64_t count = 1;
-  for (int64_t d : t->dims())
-    count *= d;
-  if (count != 1)
-    return std::nullopt;
-  if (t->data_type() == onnx::TensorProto::FLOAT) {
-    if (t->float_data_size())
-      return t->float_data(0);
-    if (t->raw_data().size() == 4) {
-      float v;
-      std::memcpy(&v, t->raw_data().data(), 4);
-      return v;
-    }
-  }
-  if (t->data_type() == onnx::TensorProto::DOUBLE) {
-    if (t->double_data_size())
-      return t->double_data(0);
-    if (t->raw_data().size() == 8) {
-      double v;
-      std::memcpy(&v, t->raw_data().data(), 8);
-      return v;
-    }
-  }
-  return std::nullopt;
+  return scalarValue<double>(*t);
 }
 
 /// The values of an int64 constant (a Reshape's shape, a reduction's axes).

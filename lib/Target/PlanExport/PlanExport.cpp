@@ -13,9 +13,9 @@
 #include "rp/Analysis/CostModel.h"
 #include "rp/Dialect/RP/MatmulEpilogue.h"
 #include "rp/Support/AtomicWrite.h"
+#include "rp/contract/MatmulEpilogue.h"
 #include "rp/contract/PlanFormat.h"
-#include "rp/runtime/WeightFingerprint.h"
-#include "rp/runtime/kernels/Kinds.h"
+#include "rp/contract/WeightFingerprint.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -430,7 +430,6 @@ fuseEpilogues(ArrayRef<Operation *> ops,
     std::optional<EpilogueMatch> m = matchMatmulEpilogue(mm, within);
     if (!m)
       continue;
-    namespace k = ::rp::runtime::kernels;
     FusedMatmul f;
     f.spec = KernelSpec{pf::OpKind::matmul,
                         {mm.getLhs(), mm.getRhs()},
@@ -442,8 +441,8 @@ fuseEpilogues(ArrayRef<Operation *> ops,
         continue;
       bool tanh = m->grad.getKind() == UnaryGradKind::gelu_tanh;
       f.spec.inputs.push_back(pre);
-      f.spec.ints.push_back(int64_t(tanh ? k::MatmulEpilogue::dGeluTanh
-                                         : k::MatmulEpilogue::dGelu));
+      f.spec.ints.push_back(int64_t(tanh ? rp::plan::MatmulEpilogue::dGeluTanh
+                                         : rp::plan::MatmulEpilogue::dGelu));
       f.results.push_back(m->grad.getResult());
       absorbed.insert(m->grad);
     } else {
@@ -453,8 +452,8 @@ fuseEpilogues(ArrayRef<Operation *> ops,
       Value sum = m->add.getResult();
       if (m->kind == EpilogueMatch::Kind::biasGelu) {
         bool tanh = m->gelu.getApproximate() == GeluApproximation::tanh;
-        f.spec.ints.push_back(int64_t(tanh ? k::MatmulEpilogue::biasGeluTanh
-                                           : k::MatmulEpilogue::biasGelu));
+        f.spec.ints.push_back(int64_t(tanh ? rp::plan::MatmulEpilogue::biasGeluTanh
+                                           : rp::plan::MatmulEpilogue::biasGelu));
         f.results.push_back(m->gelu.getResult());
         // The sum as a second result where anything else reads it (the
         // gelu's gradient).
@@ -462,7 +461,7 @@ fuseEpilogues(ArrayRef<Operation *> ops,
           f.results.push_back(sum);
         absorbed.insert(m->gelu);
       } else {
-        f.spec.ints.push_back(int64_t(k::MatmulEpilogue::bias));
+        f.spec.ints.push_back(int64_t(rp::plan::MatmulEpilogue::bias));
         f.results.push_back(sum);
       }
       absorbed.insert(m->add);
@@ -545,7 +544,7 @@ void PlanWriter::finish(std::vector<uint8_t> &bytes, unsigned devices,
     }
     weightFiles.push_back(pf::CreateWeightFile(
         fbb, fbb.CreateString(path), size,
-        ::rp::runtime::weightFileFingerprint(full.str().str()).value_or(0)));
+        ::rp::plan::weightFileFingerprint(full.str().str()).value_or(0)));
   }
   fb::Offset<pf::LoraSettings> lora = 0;
   if (options.lora.rank > 0)

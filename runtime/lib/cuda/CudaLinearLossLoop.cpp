@@ -65,17 +65,7 @@ Status rp::runtime::cuda::checkLinearLoss(const char *op,
     return kernels::checkLinearLossGradients(op, hidden, weight, dhidden,
                                              dweight);
   }
-  const TensorRef &lossSum = outs[0], &count = outs[1];
-  DType sumType = hidden.dtype == DType::f64 ? DType::f64 : DType::f32;
-  if (Status s = checkTensorOf(lossSum, sumType, "loss sum", op); s.failed())
-    return s;
-  if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
-    return s;
-  if (lossSum.size() != 1 || count.size() != 1)
-    return invalidArgument(std::string(op) + ": loss sum " + describe(lossSum) +
-                           " and count " + describe(count) +
-                           " must be scalars");
-  return {};
+  return kernels::checkLossOutputs(op, hidden.dtype, outs[0], outs[1]);
 }
 
 ColumnMajorGemm rp::runtime::cuda::weightGradGemm(const TensorRef &dl,

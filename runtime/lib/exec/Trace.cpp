@@ -227,7 +227,8 @@ Status rp::runtime::writeChromeTrace(const Trace &trace,
   std::vector<double> shares(plan.programs.size(), 0.0);
   std::string error;
   if (auto hw = timing::loadHardwareModel(
-          plan.hardware.empty() ? "host" : plan.hardware, error))
+          plan.hardware.empty() ? timing::kDefaultHardware : plan.hardware,
+          error))
     for (uint32_t p = 0; p < plan.programs.size(); ++p)
       shares[p] = sim::recomputeShare(*hw, plan, p);
   std::vector<uint64_t> copyBytes(plan.jobs.size(), 0);

@@ -72,6 +72,16 @@ template <typename Fn> void visitFloat(DType dtype, Fn &&fn) {
 /// Output elements per chunk of the elementwise and movement kernels.
 constexpr int64_t kElementGrain = int64_t(1) << 15;
 
+/// Calls f(i) for every element index i < n, in chunks of kElementGrain
+/// over the pool: the loop of the elementwise kernels (unary, cast,
+/// dropout).
+template <typename F> void forEachElement(ThreadPool &pool, int64_t n, F &&f) {
+  parallelRanges(pool, n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      f(i);
+  });
+}
+
 /// Rows per chunk for row kernels whose rows hold `rowSize` elements: about
 /// kElementGrain elements of work per chunk, at least one row.
 inline int64_t rowGrain(int64_t rowSize) {

@@ -38,11 +38,7 @@ Status dropoutKeyOf(const TensorRef &row, int64_t elements, int64_t tensor,
 Status dropout(ThreadPool &pool, const DropoutKey &key, const TensorRef &x,
                const TensorRef &out) {
   const char *op = "dropout";
-  if (Status s = checkTensor(x, "input", op); s.failed())
-    return s;
-  if (Status s = checkTensorOf(out, x.dtype, "output", op); s.failed())
-    return s;
-  if (Status s = checkSameShape(x, out, op); s.failed())
+  if (Status s = checkUnaryOutput(op, x, out); s.failed())
     return s;
   if (!isFloat(x.dtype))
     return unsupportedDType(op, x.dtype, "dropout");
@@ -56,14 +52,10 @@ Status dropout(ThreadPool &pool, const DropoutKey &key, const TensorRef &x,
     if constexpr (std::is_floating_point_v<Compute<T>>) {
       const T *in = x.as<const T>();
       T *y = out.as<T>();
-      parallelRanges(
-          pool, x.size(), kElementGrain, [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) {
-              bool keep =
-                  dropoutBits(key, key.offset + uint64_t(i)) >= threshold;
-              y[i] = store<T>(keep ? float(load(in[i])) * scale : 0.0f);
-            }
-          });
+      forEachElement(pool, x.size(), [&](int64_t i) {
+        bool keep = dropoutBits(key, key.offset + uint64_t(i)) >= threshold;
+        y[i] = store<T>(keep ? float(load(in[i])) * scale : 0.0f);
+      });
     }
   });
   return Status::ok();

@@ -176,11 +176,7 @@ Status where(ThreadPool &pool, const TensorRef &cond, const TensorRef &onTrue,
 Status unary(ThreadPool &pool, UnaryKind kind, const TensorRef &x,
              const TensorRef &out) {
   const char *op = "unary";
-  if (Status s = checkTensor(x, "input", op); s.failed())
-    return s;
-  if (Status s = checkTensorOf(out, x.dtype, "output", op); s.failed())
-    return s;
-  if (Status s = checkSameShape(x, out, op); s.failed())
+  if (Status s = checkUnaryOutput(op, x, out); s.failed())
     return s;
   if (!isFloat(x.dtype) && !(kind == UnaryKind::neg && isInteger(x.dtype)))
     return unsupportedDType(op, x.dtype,
@@ -195,11 +191,8 @@ Status unary(ThreadPool &pool, UnaryKind kind, const TensorRef &x,
       if constexpr (kFloat || kIntNeg) {
         const T *in = x.as<const T>();
         T *y = out.as<T>();
-        parallelRanges(pool, x.size(), kElementGrain,
-                       [&](int64_t begin, int64_t end) {
-                         for (int64_t i = begin; i < end; ++i)
-                           y[i] = store<T>(fn(load(in[i])));
-                       });
+        forEachElement(pool, x.size(),
+                       [&](int64_t i) { y[i] = store<T>(fn(load(in[i]))); });
       }
     });
   });
@@ -220,11 +213,8 @@ Status cast(ThreadPool &pool, const TensorRef &x, const TensorRef &out) {
       using To = typename decltype(toTag)::type;
       const From *in = x.as<const From>();
       To *y = out.as<To>();
-      parallelRanges(pool, x.size(), kElementGrain,
-                     [&](int64_t begin, int64_t end) {
-                       for (int64_t i = begin; i < end; ++i)
-                         y[i] = castValue<To>(in[i]);
-                     });
+      forEachElement(pool, x.size(),
+                     [&](int64_t i) { y[i] = castValue<To>(in[i]); });
     });
   });
   return {};

@@ -72,21 +72,6 @@ Status detail::checkLabelValues(const char *op, const TensorRef &labels,
   return {};
 }
 
-Status detail::checkLossOutputs(const char *op, DType dtype,
-                                const TensorRef &lossSum,
-                                const TensorRef &count) {
-  if (Status s = checkTensorOf(lossSum, lossSumType(dtype), "loss sum", op);
-      s.failed())
-    return s;
-  if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
-    return s;
-  if (lossSum.size() != 1 || count.size() != 1)
-    return invalidArgument(std::string(op) + ": loss sum " + describe(lossSum) +
-                           " and count " + describe(count) +
-                           " must be scalars");
-  return {};
-}
-
 Status crossEntropy(ThreadPool &pool, const TensorRef &logits,
                     const TensorRef &labels, int64_t ignoreIndex,
                     const TensorRef &lossSum, const TensorRef &count) {

@@ -13,6 +13,7 @@
 
 #include "HostCommon.h"
 
+#include "rp/runtime/kernels/Checks.h"
 #include "rp/runtime/kernels/SoftmaxGrad.h"
 
 namespace rp::runtime::host::detail {
@@ -31,17 +32,9 @@ enum class LabelPlace { row, index };
 Status checkLabelValues(const char *op, const TensorRef &labels, int64_t rows,
                         int64_t classes, int64_t ignoreIndex, LabelPlace place);
 
-/// The loss sum's type for logits (or hidden states) of `dtype`: f32, f64
-/// for f64. A bf16 sum would round the printed loss to 3 digits, an f16
-/// one overflow past 65504.
-inline DType lossSumType(DType dtype) {
-  return dtype == DType::f64 ? DType::f64 : DType::f32;
-}
-
-/// The outputs of a loss kernel: a scalar loss sum of lossSumType(dtype)
-/// and a scalar i64 count.
-Status checkLossOutputs(const char *op, DType dtype, const TensorRef &lossSum,
-                        const TensorRef &count);
+// Shared with the cuda device (kernels/Checks.h).
+using kernels::checkLossOutputs;
+using kernels::lossSumType;
 
 /// Rows per chunk of the loss sum. Part of the numerics (the f64 sum).
 constexpr int64_t kLossRowGrain = 64;

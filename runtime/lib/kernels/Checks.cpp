@@ -423,12 +423,17 @@ static Status softmaxRows(const char *op, const TensorRef &x, int64_t dim,
   return {};
 }
 
-Status checkRowOp(const char *op, const TensorRef &x, const TensorRef &out) {
+Status checkUnaryOutput(const char *op, const TensorRef &x,
+                        const TensorRef &out) {
   if (Status s = checkTensor(x, "input", op); s.failed())
     return s;
   if (Status s = checkTensorOf(out, x.dtype, "output", op); s.failed())
     return s;
-  if (Status s = checkSameShape(x, out, op); s.failed())
+  return checkSameShape(x, out, op);
+}
+
+Status checkRowOp(const char *op, const TensorRef &x, const TensorRef &out) {
+  if (Status s = checkUnaryOutput(op, x, out); s.failed())
     return s;
   if (!isFloat(x.dtype))
     return unsupportedDType(op, x.dtype);

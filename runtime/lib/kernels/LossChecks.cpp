@@ -1,6 +1,7 @@
 //===- LossChecks.cpp - shape checks of the fused LM-head loss ------------===//
 //
-// rp.linear_cross_entropy's and its gradient's operand checks
+// rp.linear_cross_entropy's and its gradient's operand checks, and the
+// loss outputs of both loss kernels
 // (kernels/Checks.h), called by the host kernels (host/HostLinearLoss.cpp)
 // and the cuda chunk loop (cuda/CudaLinearLossLoop.cpp) before either touches
 // a tensor, so that a bad call fails with the same message on both devices.
@@ -62,6 +63,20 @@ Status checkLinearLossGradients(const char *op, const TensorRef &hidden,
                            describe(dhidden) + " and " + describe(dweight) +
                            " should have the shapes of " + describe(hidden) +
                            " and " + describe(weight));
+  return {};
+}
+
+Status checkLossOutputs(const char *op, DType dtype, const TensorRef &lossSum,
+                        const TensorRef &count) {
+  if (Status s = checkTensorOf(lossSum, lossSumType(dtype), "loss sum", op);
+      s.failed())
+    return s;
+  if (Status s = checkTensorOf(count, DType::i64, "count", op); s.failed())
+    return s;
+  if (lossSum.size() != 1 || count.size() != 1)
+    return invalidArgument(std::string(op) + ": loss sum " + describe(lossSum) +
+                           " and count " + describe(count) +
+                           " must be scalars");
   return {};
 }
 

@@ -4,9 +4,9 @@
 #include "PlanInternal.h"
 #include "rp/contract/PlanFormat.h"
 #include "rp/contract/PlanSchemaText.h"
+#include "rp/contract/WeightFingerprint.h"
 #include "rp/contract/plan_generated.h"
 #include "rp/runtime/FileIO.h"
-#include "rp/runtime/WeightFingerprint.h"
 #include "rp/runtime/kernels/Kinds.h"
 
 #include <flatbuffers/idl.h>
@@ -369,7 +369,7 @@ Expected<Plan> rp::runtime::loadPlan(const std::string &path,
                       std::to_string(d.minSize));
       d.fingerprint = f->fingerprint();
       if (d.fingerprint != 0 &&
-          weightFileFingerprint(d.resolved) != d.fingerprint)
+          ::rp::plan::weightFileFingerprint(d.resolved) != d.fingerprint)
         return c.fail("weight file '" + d.path +
                       "' is not the one the plan was made with (a later "
                       "compile rewrote it and did not finish its plan, or "

@@ -119,23 +119,10 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   double steadyBusy = 0;
   std::vector<double> deviceSteady(G, 0);
   for (uint32_t d = 0; d < G; ++d) {
-    std::vector<size_t> compute;
-    std::vector<Interval> copies;
-    for (size_t i = 0; i < commandTasks; ++i) {
-      if (g.tasks[i].device != d)
-        continue;
-      if (g.tasks[i].lane == timing::Lane::compute)
-        compute.push_back(i);
-      else if (times.end[i] > times.start[i])
-        copies.push_back({times.start[i], times.end[i]});
-    }
-    std::sort(
-        copies.begin(), copies.end(),
-        [](const Interval &a, const Interval &b) { return a.from < b.from; });
-    std::sort(compute.begin(), compute.end(), [&](size_t a, size_t b) {
-      return times.start[a] < times.start[b] ||
-             (times.start[a] == times.start[b] && a < b);
-    });
+    auto [compute, copies] = deviceCommands(
+        commandTasks, times, 0,
+        [&](size_t i) { return g.tasks[i].device == d; },
+        [&](size_t i) { return g.tasks[i].lane == timing::Lane::compute; });
     DeviceTime &dt = r.devices[d];
     dt.fillMs = dt.switchMs = dt.drainMs = dt.intraMs = dt.exposedCommMs = 0;
     std::vector<Interval> idle;

@@ -23,6 +23,9 @@
 
 #include "rp/runtime/sim/Simulate.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace rp::runtime::sim {
 
 struct Interval {
@@ -31,6 +34,37 @@ struct Interval {
 
 /// The length of `idle` covered by the union of `busy` (sorted by start).
 double coveredBy(const Interval &idle, const std::vector<Interval> &busy);
+
+/// One device's commands in a timed graph: its compute commands in the
+/// order they ran (by start, ties by index) and its copies' busy intervals
+/// (by start, shifted by `offset`), which the bubble split of a pass
+/// (Simulate.cpp) and of a run (Continuous.cpp) both walk.
+struct DeviceCommands {
+  std::vector<size_t> compute;
+  std::vector<Interval> copies;
+};
+template <typename OnDevice, typename IsCompute>
+DeviceCommands deviceCommands(size_t count, const timing::Times &times,
+                              double offset, OnDevice onDevice,
+                              IsCompute isCompute) {
+  DeviceCommands c;
+  for (size_t i = 0; i < count; ++i) {
+    if (!onDevice(i))
+      continue;
+    if (isCompute(i))
+      c.compute.push_back(i);
+    else if (times.end[i] > times.start[i])
+      c.copies.push_back({offset + times.start[i], offset + times.end[i]});
+  }
+  std::sort(
+      c.copies.begin(), c.copies.end(),
+      [](const Interval &a, const Interval &b) { return a.from < b.from; });
+  std::sort(c.compute.begin(), c.compute.end(), [&](size_t a, size_t b) {
+    return times.start[a] < times.start[b] ||
+           (times.start[a] == times.start[b] && a < b);
+  });
+  return c;
+}
 
 /// Fills the report's bubble split (fill, switch, drain, intra, exposed
 /// communication and their bubble sum, in %) from its devices' times over

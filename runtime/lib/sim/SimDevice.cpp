@@ -213,7 +213,8 @@ Expected<std::unique_ptr<SimBackend>>
 SimBackend::create(const BackendOptions &options) {
   if (options.devices == 0)
     return invalidArgument("the sim backend needs at least one device");
-  std::string name = options.hardware.empty() ? "rtx4090" : options.hardware;
+  std::string name =
+      options.hardware.empty() ? timing::kDefaultHardware : options.hardware;
   std::string error;
   std::optional<timing::HardwareModel> hw =
       timing::loadHardwareModel(name, error);

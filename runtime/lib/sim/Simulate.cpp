@@ -286,23 +286,10 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
   r.devices.assign(devices, {});
   double period = r.stepMs, offset = r.prologueMs;
   for (uint32_t d = 0; d < devices; ++d) {
-    std::vector<size_t> compute;
-    std::vector<Interval> copies;
-    for (size_t i = 0; i < first.size(); ++i) {
-      if (first[i].device != d)
-        continue;
-      if (first[i].queue == QueueKind::compute)
-        compute.push_back(i);
-      else if (times.end[i] > times.start[i])
-        copies.push_back({offset + times.start[i], offset + times.end[i]});
-    }
-    std::sort(
-        copies.begin(), copies.end(),
-        [](const Interval &a, const Interval &b) { return a.from < b.from; });
-    std::sort(compute.begin(), compute.end(), [&](size_t a, size_t b) {
-      return times.start[a] < times.start[b] ||
-             (times.start[a] == times.start[b] && a < b);
-    });
+    auto [compute, copies] = deviceCommands(
+        first.size(), times, offset,
+        [&](size_t i) { return first[i].device == d; },
+        [&](size_t i) { return first[i].queue == QueueKind::compute; });
     DeviceTime &dt = r.devices[d];
     std::vector<Interval> idle;
     if (compute.empty()) {

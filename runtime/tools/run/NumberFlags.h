@@ -11,7 +11,7 @@
 #ifndef RP_RUNTIME_TOOLS_RUN_NUMBERFLAGS_H
 #define RP_RUNTIME_TOOLS_RUN_NUMBERFLAGS_H
 
-#include "rp/runtime/NumberText.h"
+#include "rp/contract/NumberText.h"
 #include "rp/runtime/Status.h"
 
 #include <CLI/CLI.hpp>
@@ -36,16 +36,16 @@ public:
     Entry &e = entries.emplace_back();
     e.flag = flag;
     e.read = [&target, lo, hi, flag, range](const std::string &text) {
-      std::optional<uint64_t> v = parseUnsignedText(text);
+      std::optional<uint64_t> v = ::rp::numbers::parseUnsignedText(text);
       if (v && *v >= lo && *v <= hi) {
         target = T(*v);
         return Status::ok();
       }
-      return invalidArgument(std::string(flag) + " " + shownText(text) + ": " +
-                             (range ? std::string(range)
-                                    : "give a whole number from " +
-                                          std::to_string(lo) + " to " +
-                                          std::to_string(hi)));
+      return invalidArgument(
+          std::string(flag) + " " + ::rp::numbers::shownText(text) + ": " +
+          (range ? std::string(range)
+                 : "give a whole number from " + std::to_string(lo) + " to " +
+                       std::to_string(hi)));
     };
     return app.add_option(flag, e.text, description)->type_name("UINT");
   }
@@ -58,13 +58,13 @@ public:
     Entry &e = entries.emplace_back();
     e.flag = flag;
     e.read = [&target, lo, hi, hiOpen, flag, range](const std::string &text) {
-      std::optional<double> v = parseRealText(text);
+      std::optional<double> v = ::rp::numbers::parseRealText(text);
       if (v && *v >= lo && (hiOpen ? *v < hi : *v <= hi)) {
         target = *v;
         return Status::ok();
       }
-      return invalidArgument(std::string(flag) + " " + shownText(text) + ": " +
-                             range);
+      return invalidArgument(std::string(flag) + " " +
+                             ::rp::numbers::shownText(text) + ": " + range);
     };
     return app.add_option(flag, e.text, description)->type_name("FLOAT");
   }

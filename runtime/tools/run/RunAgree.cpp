@@ -14,7 +14,7 @@
 
 #include "RunModes.h"
 
-#include "rp/runtime/WeightFingerprint.h"
+#include "rp/contract/WeightFingerprint.h"
 
 #include <algorithm>
 #include <cstring>
@@ -48,7 +48,7 @@ constexpr uint64_t kSeed = 1469598103934665603ull;
 /// A file's contents, sampled as the plan's weight fingerprint is (a
 /// missing file is its path: every rank then names the same thing).
 uint64_t fileHash(const std::string &path) {
-  std::optional<uint64_t> f = weightFileFingerprint(path);
+  std::optional<uint64_t> f = ::rp::plan::weightFileFingerprint(path);
   return f ? *f : mix(kSeed, "missing " + path);
 }
 

@@ -20,6 +20,7 @@
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/Trace.h"
 #include "rp/runtime/Trainer.h"
+#include "rp/timing/Hardware.h"
 
 #include <chrono>
 #include <cstdio>
@@ -53,7 +54,7 @@ struct RunOptions {
   double lr = 0, weightDecay = 0;
   /// --weight-decay was given: each optimizer keeps its own default if not.
   bool weightDecayGiven = false;
-  std::string tracePath, profilePath, profileHw = "host";
+  std::string tracePath, profilePath, profileHw = rp::timing::kDefaultHardware;
   unsigned accumulate = 1;
   bool stepBarrier = false, serialOptimizer = false, noLossScaling = false;
   /// Continuous runs: passes in flight (1 or 2); 0 takes the plan's.

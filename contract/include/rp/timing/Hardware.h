@@ -139,8 +139,18 @@ std::optional<HardwareModel> parseHardwareModel(const std::string &text,
                                                 std::string &error,
                                                 bool needMemory = false);
 
+/// The profile every tool uses when none is named: the compiler's --hw
+/// (rp-compile, rp-opt's pipelines), rp-run --profile-hw, and the sim when
+/// neither the plan nor --hw names one. One default, so that a plan
+/// compiled and timed without --hw is compiled and timed for one machine.
+inline constexpr const char *kDefaultHardware = "host";
+
 /// The profiles shipped in profiles/ (compiled in), sorted.
 std::vector<std::string> shippedHardwareNames();
+
+/// Whether `nameOrPath` names a profile file rather than a shipped profile:
+/// it contains '/' or ends in ".json".
+bool namesProfileFile(const std::string &nameOrPath);
 
 /// The JSON text of a shipped profile by name, or of a file when
 /// `nameOrPath` contains '/' or ends in ".json"; `source` is set to what

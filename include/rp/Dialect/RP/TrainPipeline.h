@@ -30,6 +30,12 @@ struct ToolFlags {
   }
 };
 
+/// The profile --hw names when it is not given: the contract's one default
+/// for every tool (rp::timing::kDefaultHardware, "host"), returned from
+/// TrainPipeline.cpp so that this header does not bring the contract's
+/// `::rp` namespace into the tools' `using namespace mlir`.
+const char *defaultHardware();
+
 /// --fuse-loss: whether the LM head and the loss become one
 /// rp.linear_cross_entropy. `--fuse-loss` alone is `true`.
 enum class FuseLoss { always, never, automatic };
@@ -143,7 +149,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("microbatches per training step (the static batch is "
                      "one); 0: 1 on one device, else devices + 1")};
   Option<std::string> hw{
-      *this, "hw", flags, llvm::cl::init("host"),
+      *this, "hw", flags, llvm::cl::init(defaultHardware()),
       llvm::cl::desc(
           "hardware profile: rtx4090, rtx3090, a800, h100, h200, host, "
           "or a JSON file (docs/hardware-profiles.md)")};
@@ -263,6 +269,16 @@ void buildForwardPipeline(OpPassManager &pm,
 /// step: the optimizer runs on the host), plan-memory, verify-schedule,
 /// autodiff, canonicalize, cse.
 void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
+
+/// The ranges of --devices and --microbatches (the contract's plan caps)
+/// and that --hw names a profile, checked once where the options are
+/// parsed: rp-compile after its command line, rp-opt's rp-train-pipeline
+/// with its pipeline string, before any pass runs. Each refusal goes to
+/// `error`, the option spelled as a flag (`--devices 300`) when `asFlags`,
+/// else as in a pipeline string (`devices=300`).
+LogicalResult
+checkTrainPipelineOptions(const TrainPipelineOptions &options, bool asFlags,
+                          llvm::function_ref<void(const llvm::Twine &)> error);
 
 void registerTrainPipeline();
 

@@ -21,7 +21,8 @@ using namespace mlir::rp;
 namespace {
 
 struct InsertTransfersPass
-    : mlir::rp::impl::InsertTransfersPassBase<InsertTransfersPass> {
+    : SchedulePass<
+          mlir::rp::impl::InsertTransfersPassBase<InsertTransfersPass>> {
   using Base::Base;
 
   /// Static schedules keep weights on the devices when every device's
@@ -44,12 +45,10 @@ struct InsertTransfersPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<LoadedSchedule> loaded =
-        loadSchedule(module, getAnalysis<CostModel>());
-    if (failed(loaded))
-      return signalPassFailure();
     // Only the schedule changes: the layer costs stay valid.
-    markAnalysesPreserved<CostModel>();
+    FailureOr<LoadedSchedule> loaded = loadOrFail(/*keepCosts=*/true);
+    if (failed(loaded))
+      return;
     PipelineInputs *in = &loaded->in;
     ScheduleOp *op = &loaded->op;
     Pipeline *pl = &loaded->pipeline;

@@ -29,7 +29,8 @@ std::string gib(int64_t bytes) {
   return s;
 }
 
-struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
+struct PlanMemoryPass
+    : SchedulePass<mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass>> {
   using Base::Base;
 
   /// The error for device `d`: its peak, the budget, its biggest buffers
@@ -86,13 +87,10 @@ struct PlanMemoryPass : mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass> {
   }
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<LoadedSchedule> loaded =
-        loadSchedule(module, getAnalysis<CostModel>());
-    if (failed(loaded))
-      return signalPassFailure();
     // Only the schedule changes: the layer costs stay valid.
-    markAnalysesPreserved<CostModel>();
+    FailureOr<LoadedSchedule> loaded = loadOrFail(/*keepCosts=*/true);
+    if (failed(loaded))
+      return;
     PipelineInputs *in = &loaded->in;
     ScheduleOp *op = &loaded->op;
     Pipeline *pl = &loaded->pipeline;

@@ -53,6 +53,30 @@ struct LoadedSchedule {
 };
 FailureOr<LoadedSchedule> loadSchedule(ModuleOp module, CostModel &model);
 
+/// The opening the passes over a lowered schedule share (rp-insert-
+/// transfers, rp-plan-memory, rp-verify-schedule): `PassBase` is the pass's
+/// generated base, and loadOrFail loads the module's schedule with the
+/// cached layer costs.
+template <typename PassBase> struct SchedulePass : PassBase {
+  using PassBase::PassBase;
+  using Base = SchedulePass;
+
+protected:
+  /// The schedule, or failure with the pass failed. A pass that changes
+  /// only the schedule keeps the layer costs (`keepCosts`).
+  FailureOr<LoadedSchedule> loadOrFail(bool keepCosts) {
+    FailureOr<LoadedSchedule> loaded = loadSchedule(
+        this->getOperation(), this->template getAnalysis<CostModel>());
+    if (failed(loaded)) {
+      this->signalPassFailure();
+      return failure();
+    }
+    if (keepCosts)
+      this->template markAnalysesPreserved<CostModel>();
+    return loaded;
+  }
+};
+
 /// Replaces the schedule's body by the pipeline's commands, in order.
 void writeSchedule(ScheduleOp op, const Pipeline &pipeline);
 

@@ -1,6 +1,8 @@
 //===- TrainPipeline.cpp - rp-train-pipeline ------------------------------===//
 
 #include "rp/Dialect/RP/TrainPipeline.h"
+#include "rp/contract/PlanFormat.h"
+#include "rp/timing/Hardware.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -148,13 +150,64 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     pm.addPass(createFuseMatmulEpiloguePass());
 }
 
+const char *mlir::rp::defaultHardware() {
+  return ::rp::timing::kDefaultHardware;
+}
+
+LogicalResult mlir::rp::checkTrainPipelineOptions(
+    const TrainPipelineOptions &options, bool asFlags,
+    llvm::function_ref<void(const llvm::Twine &)> error) {
+  // A string, not a Twine: a Twine returned from here would point at the
+  // temporaries it was built of.
+  auto spelled = [&](StringRef name, uint64_t value) {
+    return (asFlags ? "--" + name + " " : name + "=").str() +
+           std::to_string(value);
+  };
+  unsigned devices = options.devices, microbatches = options.microbatches;
+  if (devices == 0 || devices > ::rp::plan::kMaxPlanDevices) {
+    error(spelled("devices", devices) + ": give 1 to " +
+          llvm::Twine(::rp::plan::kMaxPlanDevices) + " devices");
+    return failure();
+  }
+  if (microbatches > ::rp::plan::kMaxPlanMicrobatches) {
+    error(spelled("microbatches", microbatches) + ": give 0 (the default) to " +
+          llvm::Twine(::rp::plan::kMaxPlanMicrobatches));
+    return failure();
+  }
+  // A shipped profile's name (NAME or NAME:as-built): a misspelt one is
+  // refused before hours of work, not when the partition pass first loads
+  // it. A file is the partition pass's to read, which places what is wrong
+  // in it at its line.
+  std::string text, source, message;
+  if (!::rp::timing::namesProfileFile(options.hw) &&
+      !::rp::timing::readHardwareProfile(options.hw, text, source, message)) {
+    error(message);
+    return failure();
+  }
+  return success();
+}
+
 void mlir::rp::registerTrainPipeline() {
-  PassPipelineRegistration<TrainPipelineOptions>(
+  // PassPipelineRegistration, with the options checked as they are parsed.
+  registerPassPipeline(
       "rp-train-pipeline",
       "the whole training compile: LoRA and compute type, loss, shared "
       "values, partition, schedule, transfers, memory plan, verification, "
       "autodiff",
-      [](OpPassManager &pm, const TrainPipelineOptions &options) {
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        TrainPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (failed(checkTrainPipelineOptions(
+                options, /*asFlags=*/false, [&](const Twine &message) {
+                  (void)errorHandler("rp-train-pipeline: " + message);
+                })))
+          return failure();
         buildTrainPipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
+        optHandler(TrainPipelineOptions());
       });
 }

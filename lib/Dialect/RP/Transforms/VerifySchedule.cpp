@@ -284,13 +284,11 @@ LogicalResult Checker::run() {
 }
 
 struct VerifySchedulePass
-    : mlir::rp::impl::VerifySchedulePassBase<VerifySchedulePass> {
+    : SchedulePass<mlir::rp::impl::VerifySchedulePassBase<VerifySchedulePass>> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<LoadedSchedule> loaded =
-        loadSchedule(module, getAnalysis<CostModel>());
+    FailureOr<LoadedSchedule> loaded = loadOrFail(/*keepCosts=*/false);
     if (failed(loaded))
-      return signalPassFailure();
+      return;
     Checker checker(loaded->op, loaded->pipeline, loaded->in);
     if (failed(checker.run()))
       return signalPassFailure();

@@ -3,7 +3,7 @@
 #include "rp/Support/WeightsWriter.h"
 #include "rp/Dialect/RP/RPOps.h"
 #include "rp/Support/AtomicWrite.h"
-#include "rp/runtime/WeightFingerprint.h"
+#include "rp/contract/WeightFingerprint.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
@@ -48,8 +48,8 @@ void mlir::rp::recordWeightFingerprints(ModuleOp module, StringRef irDir) {
   auto ui64 = b.getIntegerType(64, /*isSigned=*/false);
   SmallVector<NamedAttribute> entries;
   for (StringRef file : files)
-    if (std::optional<uint64_t> fp = ::rp::runtime::weightFileFingerprint(
-            resolveWeightFile(file, irDir)))
+    if (std::optional<uint64_t> fp =
+            ::rp::plan::weightFileFingerprint(resolveWeightFile(file, irDir)))
       entries.push_back(
           b.getNamedAttr(file, b.getIntegerAttr(ui64, llvm::APInt(64, *fp))));
   if (entries.empty())
@@ -80,7 +80,7 @@ LogicalResult mlir::rp::verifyWeightFingerprints(ModuleOp module,
              << entry.getName().getValue()
              << "' must be a ui64 fingerprint; re-run rp-import to write it";
     std::string path = resolveWeightFile(entry.getName(), irDir);
-    std::optional<uint64_t> actual = ::rp::runtime::weightFileFingerprint(path);
+    std::optional<uint64_t> actual = ::rp::plan::weightFileFingerprint(path);
     if (!actual)
       return emitError(loc)
              << "weight file '" << path

@@ -156,7 +156,8 @@ struct BackendOptions {
   /// hardware thread.
   unsigned threads = 0;
   /// sim: the hardware profile commands are timed on, a shipped name
-  /// (profiles/) or a JSON file's path.
+  /// (profiles/) or a JSON file's path; empty: the tools' one default
+  /// (rp::timing::kDefaultHardware, host).
   std::string hardware;
   /// cuda: f32 GEMMs round their inputs to TF32 on the tensor cores
   /// (rp-run --tf32; off: f32 products as the host computes them).

@@ -150,6 +150,10 @@ struct SoftmaxRows {
 /// A row op's operands (softmax, the norms): a float input and an output
 /// of its dtype and shape.
 Status checkRowOp(const char *op, const TensorRef &x, const TensorRef &out);
+/// An elementwise op's input `x` and `out`: valid tensors, `out` of x's
+/// dtype and element count (unary, dropout, the row ops).
+Status checkUnaryOutput(const char *op, const TensorRef &x,
+                        const TensorRef &out);
 
 /// softmax and log_softmax (`log`): x float, out of its dtype and shape,
 /// `dim` within its rank.
@@ -190,6 +194,19 @@ Status checkLinearLossGradients(const char *op, const TensorRef &hidden,
                                 const TensorRef &weight,
                                 const TensorRef &dhidden,
                                 const TensorRef &dweight);
+
+/// The loss sum's type for logits (or hidden states) of `dtype`: f32, f64
+/// for f64. A bf16 sum would round the printed loss to 3 digits, an f16
+/// one overflow past 65504.
+inline DType lossSumType(DType dtype) {
+  return dtype == DType::f64 ? DType::f64 : DType::f32;
+}
+
+/// The outputs of a loss kernel (rp.cross_entropy, rp.linear_cross_entropy
+/// on either device): a scalar loss sum of lossSumType(dtype) and a scalar
+/// i64 count.
+Status checkLossOutputs(const char *op, DType dtype, const TensorRef &lossSum,
+                        const TensorRef &count);
 
 //===----------------------------------------------------------------------===//
 // Attention

@@ -11,6 +11,8 @@
 #ifndef RP_RUNTIME_KERNELS_KINDS_H
 #define RP_RUNTIME_KERNELS_KINDS_H
 
+#include "rp/contract/MatmulEpilogue.h"
+
 namespace rp::runtime::kernels {
 
 enum class BinaryKind { add, sub, mul, div, pow, max, min };
@@ -30,19 +32,8 @@ enum class UnaryKind {
   geluTanh
 };
 enum class ReduceKind { sum, mean, max, min };
-/// matmul's fused epilogue, the plan's third matmul integer (absent: none):
-/// bias adds a [N] vector (the third input) to every row; the gelu forms
-/// apply gelu after it; the dGelu forms multiply the product (a gradient)
-/// by gelu's derivative at the third input, the forward's pre-activation,
-/// as rp.unary_grad does.
-enum class MatmulEpilogue {
-  none,
-  bias,
-  biasGelu,
-  biasGeluTanh,
-  dGelu,
-  dGeluTanh
-};
+/// matmul's fused epilogue: the plan's order (rp/contract/MatmulEpilogue.h).
+using MatmulEpilogue = rp::plan::MatmulEpilogue;
 
 } // namespace rp::runtime::kernels
 

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_RUNTIME_WEIGHTFINGERPRINT_H
-#define RP_RUNTIME_WEIGHTFINGERPRINT_H
+#ifndef RP_CONTRACT_WEIGHTFINGERPRINT_H
+#define RP_CONTRACT_WEIGHTFINGERPRINT_H
 
 #include <cstdint>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <vector>
 
-namespace rp::runtime {
+namespace rp::plan {
 
 /// The fingerprint of the regular file `path`; none when it cannot be
 /// read. Never 0 (0 in a plan means "not recorded").
@@ -62,6 +62,6 @@ inline std::optional<uint64_t> weightFileFingerprint(const std::string &path) {
   return h ? h : 1;
 }
 
-} // namespace rp::runtime
+} // namespace rp::plan
 
-#endif // RP_RUNTIME_WEIGHTFINGERPRINT_H
+#endif // RP_CONTRACT_WEIGHTFINGERPRINT_H

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_RUNTIME_NUMBERTEXT_H
-#define RP_RUNTIME_NUMBERTEXT_H
+#ifndef RP_CONTRACT_NUMBERTEXT_H
+#define RP_CONTRACT_NUMBERTEXT_H
 
 #include <cerrno>
 #include <cmath>
@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-namespace rp::runtime {
+namespace rp::numbers {
 
 /// Decimal digits only ("0" to "18446744073709551615"), without leading
 /// zeros (LLVM's parsers read "010" as octal 8); none otherwise.
@@ -103,6 +103,6 @@ inline std::string shownText(std::string_view text) {
   return "'" + std::string(text) + "'";
 }
 
-} // namespace rp::runtime
+} // namespace rp::numbers
 
-#endif // RP_RUNTIME_NUMBERTEXT_H
+#endif // RP_CONTRACT_NUMBERTEXT_H

@@ -26,6 +26,7 @@ table test/python/families-expected.json (--write-expected rewrites it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -201,30 +202,41 @@ def _source(path, model, tokens, out):
         if path == "trace":
             return rp.trace(model, (tokens[:1],), out / "trace")
         onnx_path = out / f"{path}.onnx"
-        if path == "torchscript":
-            # transformers 5's default grouped_mm experts call aten::histc,
-            # which this exporter cannot write: export the eager loop, as
-            # docs/moe.md says (torch.export loops for minutes on it, so
-            # the dynamo path keeps the default).
-            configs = {id(m.config): m.config for m in model.modules()
-                       if hasattr(type(getattr(m, "config", None)),
-                                  "_experts_implementation")}
-            saved = {k: c._experts_implementation_internal
-                     for k, c in configs.items()}
-            try:
-                for c in configs.values():
-                    c._experts_implementation = "eager"
+        # transformers 5's default grouped_mm experts call aten::histc,
+        # which the TorchScript exporter cannot write, and a custom op
+        # (transformers::grouped_mm_fallback) with no ONNX function, which
+        # stops the dynamo exporter: TorchScript exports the eager loop and
+        # dynamo the batched_mm form, as docs/moe.md says (torch.export
+        # stops at a data-dependent guard in the eager loop).
+        with experts_implementation(
+                model, "eager" if path == "torchscript" else "batched_mm"):
+            if path == "torchscript":
                 step0.export_onnx(model, {"input_ids": tokens[:1]},
                                   onnx_path)
-            finally:
-                for k, c in configs.items():
-                    c._experts_implementation_internal = saved[k]
-        else:
-            torch.onnx.export(model, (tokens[:1],), str(onnx_path),
-                              input_names=["input_ids"],
-                              output_names=["logits"], opset_version=18,
-                              dynamo=True, optimize=False)
+            else:
+                torch.onnx.export(model, (tokens[:1],), str(onnx_path),
+                                  input_names=["input_ids"],
+                                  output_names=["logits"], opset_version=18,
+                                  dynamo=True, optimize=False)
         return onnx_path
+
+
+@contextlib.contextmanager
+def experts_implementation(model, name):
+    """Every transformers config in `model` set to the experts
+    implementation `name` meanwhile."""
+    configs = {id(m.config): m.config for m in model.modules()
+               if hasattr(type(getattr(m, "config", None)),
+                          "_experts_implementation")}
+    saved = {k: c._experts_implementation_internal
+             for k, c in configs.items()}
+    try:
+        for c in configs.values():
+            c._experts_implementation = name
+        yield
+    finally:
+        for k, c in configs.items():
+            c._experts_implementation_internal = saved[k]
 
 
 def padding_flags(model, onnx_path):

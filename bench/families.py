@@ -77,6 +77,14 @@ SIZES = {
 }
 
 
+# Sizes a default config may leave unset (None) that its model cannot be
+# built without (the head width derived as hidden / heads in forward code
+# that reads config.head_dim; the experts per token of an MoE): set to
+# SIZES' value. Other unset sizes mean a feature is off (sliding_window,
+# q_lora_rank, n_group) and stay unset.
+UNSET_SIZES = ("head_dim", "num_experts_per_tok")
+
+
 def _get(config, key):
     """config.key, None when it has none or it is per-layer (transformers
     refuses a global read of an attribute that may vary by layer)."""
@@ -90,7 +98,8 @@ def shrink(config):
     """The rule, applied to the config and every sub-config it holds (a
     multimodal model's text_config): SIZES above, key/value heads 4 when the
     default has as many as query heads (multi-head) and 2 otherwise, list
-    attributes with one entry per layer cut to the first layers, token ids
+    attributes with one entry per layer cut to the first layers, the
+    UNSET_SIZES a default leaves None set as SIZES says, token ids
     past the vocabulary moved to its last ids, dropout off."""
     # A config may hold sub-configs, or a list of per-layer ones (each
     # shrunk alike, so the global values may be read and set meanwhile).
@@ -110,7 +119,12 @@ def shrink(config):
     heads0 = _get(config, "num_attention_heads")
     for key, small in SIZES.items():
         v = _get(config, key)
-        if isinstance(v, int) and not isinstance(v, bool) and v > small:
+        if v is None and key in UNSET_SIZES:
+            try:
+                setattr(config, key, small)
+            except (NotImplementedError, AttributeError):
+                pass
+        elif isinstance(v, int) and not isinstance(v, bool) and v > small:
             try:
                 setattr(config, key, small)
             except (NotImplementedError, AttributeError):

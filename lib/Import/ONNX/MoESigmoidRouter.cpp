@@ -237,7 +237,7 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
       if (!llvm::is_contained({"Shape", "Expand", "ScatterElements",
                                "Unsqueeze", "Squeeze", "Reshape", "Cast", "Not",
                                "Where", "Equal", "Mul", "Tile", "Concat",
-                               "ConstantOfShape"},
+                               "ConstantOfShape", "Identity"},
                               node.op_type()))
         return fail(node, "the chosen groups are read by a " + node.op_type() +
                               ", not only the ops that make them a mask");

@@ -19,6 +19,7 @@ equal to 1 (loss and gradients). A cell that fails says why.
         --paths torchscript,dynamo --update --markdown docs/models.md \\
         --write-expected test/python/families-expected.json
 
+(bench/families_table.py writes the tables.)
 test/python/torch2-families.py runs a fixed sample against the checked-in
 table test/python/families-expected.json (--write-expected rewrites it).
 """
@@ -26,6 +27,7 @@ table test/python/families-expected.json (--write-expected rewrites it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -76,6 +78,14 @@ SIZES = {
 }
 
 
+# Sizes a default config may leave unset (None) that its model cannot be
+# built without (the head width derived as hidden / heads in forward code
+# that reads config.head_dim; the experts per token of an MoE): set to
+# SIZES' value. Other unset sizes mean a feature is off (sliding_window,
+# q_lora_rank, n_group) and stay unset.
+UNSET_SIZES = ("head_dim", "num_experts_per_tok")
+
+
 def _get(config, key):
     """config.key, None when it has none or it is per-layer (transformers
     refuses a global read of an attribute that may vary by layer)."""
@@ -89,7 +99,8 @@ def shrink(config):
     """The rule, applied to the config and every sub-config it holds (a
     multimodal model's text_config): SIZES above, key/value heads 4 when the
     default has as many as query heads (multi-head) and 2 otherwise, list
-    attributes with one entry per layer cut to the first layers, token ids
+    attributes with one entry per layer cut to the first layers, the
+    UNSET_SIZES a default leaves None set as SIZES says, token ids
     past the vocabulary moved to its last ids, dropout off."""
     # A config may hold sub-configs, or a list of per-layer ones (each
     # shrunk alike, so the global values may be read and set meanwhile).
@@ -109,7 +120,12 @@ def shrink(config):
     heads0 = _get(config, "num_attention_heads")
     for key, small in SIZES.items():
         v = _get(config, key)
-        if isinstance(v, int) and not isinstance(v, bool) and v > small:
+        if v is None and key in UNSET_SIZES:
+            try:
+                setattr(config, key, small)
+            except (NotImplementedError, AttributeError):
+                pass
+        elif isinstance(v, int) and not isinstance(v, bool) and v > small:
             try:
                 setattr(config, key, small)
             except (NotImplementedError, AttributeError):
@@ -201,30 +217,41 @@ def _source(path, model, tokens, out):
         if path == "trace":
             return rp.trace(model, (tokens[:1],), out / "trace")
         onnx_path = out / f"{path}.onnx"
-        if path == "torchscript":
-            # transformers 5's default grouped_mm experts call aten::histc,
-            # which this exporter cannot write: export the eager loop, as
-            # docs/moe.md says (torch.export loops for minutes on it, so
-            # the dynamo path keeps the default).
-            configs = {id(m.config): m.config for m in model.modules()
-                       if hasattr(type(getattr(m, "config", None)),
-                                  "_experts_implementation")}
-            saved = {k: c._experts_implementation_internal
-                     for k, c in configs.items()}
-            try:
-                for c in configs.values():
-                    c._experts_implementation = "eager"
+        # transformers 5's default grouped_mm experts call aten::histc,
+        # which the TorchScript exporter cannot write, and a custom op
+        # (transformers::grouped_mm_fallback) with no ONNX function, which
+        # stops the dynamo exporter: TorchScript exports the eager loop and
+        # dynamo the batched_mm form, as docs/moe.md says (torch.export
+        # stops at a data-dependent guard in the eager loop).
+        with experts_implementation(
+                model, "eager" if path == "torchscript" else "batched_mm"):
+            if path == "torchscript":
                 step0.export_onnx(model, {"input_ids": tokens[:1]},
                                   onnx_path)
-            finally:
-                for k, c in configs.items():
-                    c._experts_implementation_internal = saved[k]
-        else:
-            torch.onnx.export(model, (tokens[:1],), str(onnx_path),
-                              input_names=["input_ids"],
-                              output_names=["logits"], opset_version=18,
-                              dynamo=True, optimize=False)
+            else:
+                torch.onnx.export(model, (tokens[:1],), str(onnx_path),
+                                  input_names=["input_ids"],
+                                  output_names=["logits"], opset_version=18,
+                                  dynamo=True, optimize=False)
         return onnx_path
+
+
+@contextlib.contextmanager
+def experts_implementation(model, name):
+    """Every transformers config in `model` set to the experts
+    implementation `name` meanwhile."""
+    configs = {id(m.config): m.config for m in model.modules()
+               if hasattr(type(getattr(m, "config", None)),
+                          "_experts_implementation")}
+    saved = {k: c._experts_implementation_internal
+             for k, c in configs.items()}
+    try:
+        for c in configs.values():
+            c._experts_implementation = name
+        yield
+    finally:
+        for k, c in configs.items():
+            c._experts_implementation_internal = saved[k]
 
 
 def padding_flags(model, onnx_path):
@@ -430,101 +457,6 @@ def run_isolated(names, out, timeout, paths=PATHS, extra=()):
         names = names[got:]
 
 
-def _mark(v):
-    return {True: "yes", False: "**no**", None: "-"}[v]
-
-
-def rows(r, paths=PATHS):
-    """The table rows of one family's result (one row when it does not
-    build), for `paths`."""
-    if r.get("build"):
-        return [f"| {r['family']} | all | - | - | - | cannot build "
-                f"from the shrunk config: {_clean(r['build'])} |"]
-    out = []
-    for p in paths:
-        cell = r.get(p) or {}
-        st = status(r, p)
-        grads = _mark(cell.get("grads"))
-        if cell.get("detail"):
-            grads += f" ({cell['detail']})"
-        out.append(
-            f"| {r['family']} | {p} | {_mark(cell.get('loss'))} | {grads}"
-            f" | {_mark(cell.get('bitwise'))} | "
-            f"{'' if st == 'pass' else st} |")
-    return out
-
-
-def merge_markdown(text, results, paths):
-    """`text` (a table markdown() wrote) with the rows of `results`' paths
-    replaced and the pass counts recounted: --update reruns a few families
-    instead of the whole mapping."""
-    lines = text.rstrip("\n").split("\n")
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("|---")) + 1
-    table = {}  # family -> {path or "all": row}
-    for ln in lines[start:]:
-        cells = [c.strip() for c in ln.split("|")]
-        table.setdefault(cells[1], {})[cells[2]] = ln
-    for r in results:
-        old = table.get(r["family"], {})
-        if r.get("build"):
-            table[r["family"]] = {"all": rows(r)[0]}
-            continue
-        if "all" in old:  # it builds now: the paths not run are not run
-            old = {p: f"| {r['family']} | {p} | - | - | - | not run |"
-                   for p in PATHS}
-        for p, row in zip(paths, rows(r, paths)):
-            old[p] = row
-        table[r["family"]] = old
-    npass = {p: sum(1 for fam in table.values() if p in fam
-                    and fam[p].rstrip().endswith("|  |")) for p in PATHS}
-    head = lines[:start]
-    for i, ln in enumerate(head):
-        if "Passing everything:" in ln:
-            head[i] = ln[:ln.index(";")] + f"; {len(table)} families. " \
-                "Passing everything: " + ", ".join(
-                    f"{p} {npass[p]}" for p in PATHS) + "."
-    body = [row for fam in sorted(table) for key in ("all",) + PATHS
-            for row in [table[fam].get(key)] if row]
-    return "\n".join(head + body) + "\n"
-
-
-def markdown(results):
-    import torch
-    import transformers
-    npass = {p: sum(status(r, p) == "pass" for r in results) for p in PATHS}
-    lines = [
-        "# Causal LM families of transformers",
-        "",
-        "Generated by `bench/families.py` (do not edit by hand): every "
-        "family of transformers' `MODEL_FOR_CAUSAL_LM_MAPPING`, its model "
-        "built offline from the config class's defaults shrunk by one rule "
-        "(`shrink`: hidden 32, 2 layers, 4 heads, vocabulary 64, 4 experts, "
-        "...), random weights. TorchScript exports use the experts' eager "
-        "implementation (docs/moe.md). ONNX paths pass `--padding-idx` for each embedding "
-        "with a `padding_idx` (ONNX drops it). Per path: the step-0 loss within 1e-4 of "
-        "PyTorch's, every gradient by its `named_parameters()` name (or "
-        "another state_dict name of a tied weight) within 1e-4 (its error's "
-        "norm over the larger of its own norm and 1% of the whole "
-        "gradient's: a gradient zero in exact arithmetic, as an attention "
-        "key bias's, is float noise on both sides), and 2 devices bitwise equal to 1. Paths: "
-        "`rp.trace`; TorchScript ONNX (opset 17, "
-        "`do_constant_folding=False`); dynamo ONNX (opset 18, "
-        "`optimize=False`: with the default `optimize=True` the exporter "
-        "folds parameters into unnamed constants, which rp-import refuses).",
-        "",
-        f"transformers {transformers.__version__}, torch "
-        f"{torch.__version__.split('+')[0]}; {len(results)} families. "
-        f"Passing everything: "
-        + ", ".join(f"{p} {npass[p]}" for p in PATHS) + ".",
-        "",
-        "| family | path | loss | grads by name | 2 devices bitwise | why not |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        lines.extend(rows(r))
-    return "\n".join(lines) + "\n"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", help="comma-separated (default: all)")
@@ -575,6 +507,7 @@ def main(argv=None):
             + f" ({time.perf_counter() - start:.0f} s)", flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
+    from families_table import markdown, merge_markdown
     if args.markdown:
         md = Path(args.markdown)
         md.write_text(merge_markdown(md.read_text(), results, paths)

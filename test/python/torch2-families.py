@@ -23,9 +23,14 @@ import families  # noqa: E402
 # deepseek_v3 and glm4_moe: DeepSeek-V3's router through ONNX; youtu: MLA
 # keys written by ScatterND; afmoe: a top-k router traced op by op over
 # stacked experts; roberta and bert: CumSum and GatherElements (and cumsum,
-# gather in rp.trace); plbart: the shrink rule's encoder-decoder sizes.
+# gather in rp.trace); plbart: the shrink rule's encoder-decoder sizes;
+# mixtral, glm4_moe and deepseek_v3 on dynamo: batched_mm experts and
+# DeepSeek-V3's router as dynamo writes them; axk2: scatter of a constant
+# and bool and in rp.trace; apertus: XIELU's one-element alpha parameters
+# through ONNX.
 SAMPLE = ["llama", "gemma2", "qwen3", "gpt2", "glm", "mixtral", "glm4_moe",
-          "deepseek_v3", "youtu", "afmoe", "roberta", "bert", "plbart"]
+          "deepseek_v3", "youtu", "afmoe", "roberta", "bert", "plbart",
+          "axk2", "apertus"]
 expected = json.loads((here / "families-expected.json").read_text())
 out = Path(sys.argv[1])
 for name in SAMPLE:
@@ -39,4 +44,9 @@ for name in SAMPLE:
 
 # CHECK-NOT: CHANGED
 # CHECK: llama/trace: as expected (pass)
+# CHECK: mixtral/dynamo: as expected (pass)
+# CHECK: glm4_moe/dynamo: as expected (pass)
+# CHECK: deepseek_v3/dynamo: as expected (pass)
 # CHECK: plbart/dynamo: as expected
+# CHECK: axk2/trace: as expected (pass)
+# CHECK: apertus/dynamo: as expected (pass)

@@ -107,7 +107,12 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
 
   bool isFloat = isa<FloatType>(element);
   int64_t n = type.getNumElements();
-  if ((!isFloat && n <= kMaxConstantElements) || (isFloat && n == 1)) {
+  // A float scalar (rank 0: an exporter's constant, a module's scalar
+  // buffer) is a constant; a one-element float of rank 1 or more is
+  // kept as a parameter: nn.Parameter(tensor([x])) is how a module holds
+  // a trained scalar (XIELU's alpha_p and alpha_n in Apertus).
+  if ((!isFloat && n <= kMaxConstantElements) ||
+      (isFloat && n == 1 && shape.empty())) {
     auto data = readTensor(tensor, type, modelDir, loc);
     if (failed(data))
       return failure();

@@ -29,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "MoEBlocks.h"
+#include "MoEBatched.h"
 #include "MoEGraphIndex.h"
 #include "MoESigmoidRouter.h"
 
@@ -61,6 +62,8 @@ struct MoEMatch {
   int64_t topK = 0;
   bool normalize = false;
   bool stacked = false, gateFirst = true;
+  /// transformers 5's `batched_mm` experts (matchBatchedExpert).
+  bool batched = false;
   SmallVector<Expert> experts;
   /// DeepSeek-V3's routing (sigmoid scores, group-limited top-k).
   bool isSigmoid = false;
@@ -89,9 +92,9 @@ private:
   int indexOf(const onnx::NodeProto *node) const {
     return g.producer.lookup(outputOf(*node, 0));
   }
-  /// SiLU(a) as an exporter writes it: Mul(a, Sigmoid(a)) either way round,
-  /// or one Silu/Swish node; returns a's value or "".
-  std::string siluInput(const onnx::NodeProto *node) const;
+  std::string siluInput(const onnx::NodeProto *node) const {
+    return g.siluInput(node);
+  }
   /// Matches W2(silu(W1 x) * W3 x) ending at `down`.
   std::optional<Expert> matchExpert(const onnx::NodeProto &down) const;
   /// The same with stacked weights: W2[i](silu(a) * b), a and b the two
@@ -107,22 +110,6 @@ private:
 };
 
 } // namespace
-
-std::string Matcher::siluInput(const onnx::NodeProto *node) const {
-  if (!node)
-    return "";
-  if ((node->op_type() == "Silu" || node->op_type() == "Swish") &&
-      node->input_size() == 1)
-    return inputOf(*node, 0);
-  if (node->op_type() != "Mul")
-    return "";
-  for (int i = 0; i < 2; ++i) {
-    const onnx::NodeProto *s = g.producerOf(inputOf(*node, 1 - i));
-    if (s && s->op_type() == "Sigmoid" && inputOf(*s, 0) == inputOf(*node, i))
-      return inputOf(*node, i);
-  }
-  return "";
-}
 
 std::optional<Expert> Matcher::matchExpert(const onnx::NodeProto &down) const {
   std::string w2 = g.linearWeight(down);
@@ -331,6 +318,14 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
         classOf[inputOf(node, 1)] = c->first;
         hit = c->second;
       }
+    } else if (std::optional<BatchedExpert> e;
+               op == "Mul" && !b.batched &&
+               (e = matchBatchedExpert(g, node, outputOf(topK, 1), b.x))) {
+      // One Mul weighs every (token, slot) pair's expert output.
+      Expert stacked{e->gateUp, e->gateUp, e->down};
+      stacked.stacked = b.stacked = b.batched = true;
+      stacked.gateFirst = b.gateFirst = e->gateFirst;
+      b.experts.push_back(stacked);
     } else if (op == "Mul") {
       for (const std::string &in : node.input()) {
         const onnx::NodeProto *src = g.producerOf(in);
@@ -372,6 +367,42 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
         b.experts.push_back(*expert);
       }
     }
+  }
+  if (b.batched) {
+    // Every expert of the stack is there: the batched form gathers them at
+    // run time, so no expert can be left out of the graph.
+    if (b.experts.size() != 1 || depth)
+      return error(topK, topKIndex)
+             << "its experts are gathered from stacked weights at the chosen "
+                "experts (batched_mm) but also read otherwise; export one "
+                "experts implementation per block";
+    // The region ends at the weighted [T k, H] rows; the block's output is
+    // their sum over each token's k slots: ReduceSum(Reshape(rows, [T, k,
+    // H]), axis 1).
+    auto only = [&](StringRef v) -> int {
+      auto readers = g.consumers.lookup(v);
+      return readers.size() == 1 && !g.outputs.count(v) ? readers[0] : -1;
+    };
+    int reshape = only(b.output);
+    int sum = reshape < 0 ? -1 : only(outputOf(g.graph.node(reshape), 0));
+    const onnx::NodeProto *shape =
+        reshape < 0 ? nullptr : g.producerOf(inputOf(g.graph.node(reshape), 1));
+    if (sum < 0 || g.graph.node(reshape).op_type() != "Reshape" || !shape ||
+        shape->op_type() != "Concat" || shape->input_size() != 3 ||
+        g.scalarInt(inputOf(*shape, 1)) != b.topK ||
+        g.graph.node(sum).op_type() != "ReduceSum" ||
+        g.intAttr(g.graph.node(sum), "keepdims", 1) != 0 ||
+        g.scalarInt(inputOf(g.graph.node(sum), 1)) != 1)
+      return error(topK, topKIndex)
+             << "its batched_mm experts' weighted rows are not summed over "
+                "each token's "
+             << b.topK << " slots (ReduceSum of a [T, " << b.topK
+             << ", H] reshape on axis 1)";
+    b.nodes.insert(reshape);
+    b.nodes.insert(sum);
+    b.last = sum;
+    b.output = outputOf(g.graph.node(sum), 0);
+    return b;
   }
   if (!depth)
     return error(topK, topKIndex)

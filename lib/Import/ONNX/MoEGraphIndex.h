@@ -118,11 +118,16 @@ struct GraphIndex {
       t = initializers.lookup(inputOf(*node, 0));
       node = producerOf(inputOf(*node, 0));
     }
-    if (node)
-      if (node->op_type() == "Constant")
-        for (const auto &a : node->attribute())
-          if (a.name() == "value" && a.has_t())
-            t = &a.t();
+    if (node && node->op_type() == "Constant")
+      for (const auto &a : node->attribute()) {
+        if (a.name() == "value" && a.has_t())
+          t = &a.t();
+        // dynamo writes small integer constants as value_int(s).
+        if (a.name() == "value_int")
+          return a.i();
+        if (a.name() == "value_ints" && a.ints_size() == 1)
+          return a.ints(0);
+      }
     if (!t)
       return std::nullopt;
     return scalarValue<int64_t>(*t);
@@ -168,6 +173,23 @@ struct GraphIndex {
     return {inputOf(*gather, 0), inputOf(*gather, 1)};
   }
 
+  /// SiLU(a) as an exporter writes it: Mul(a, Sigmoid(a)) either way round,
+  /// or one Silu/Swish node; returns a's value or "".
+  std::string siluInput(const onnx::NodeProto *node) const {
+    if (!node)
+      return "";
+    if ((node->op_type() == "Silu" || node->op_type() == "Swish") &&
+        node->input_size() == 1)
+      return inputOf(*node, 0);
+    if (node->op_type() != "Mul")
+      return "";
+    for (int i = 0; i < 2; ++i) {
+      const onnx::NodeProto *s = producerOf(inputOf(*node, 1 - i));
+      if (s && s->op_type() == "Sigmoid" && inputOf(*s, 0) == inputOf(*node, i))
+        return inputOf(*node, i);
+    }
+    return "";
+  }
   int64_t intAttr(const onnx::NodeProto &node, StringRef name,
                   int64_t dflt) const {
     for (const auto &a : node.attribute())

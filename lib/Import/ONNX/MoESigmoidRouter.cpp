@@ -26,11 +26,12 @@
 using namespace mlir::rp::onnx_import::moe;
 
 /// The constant tensor behind `value` (a Constant node or an initializer,
-/// through Cast and Identity).
+/// through Cast, dynamo's CastLike and Identity).
 static const onnx::TensorProto *constantTensor(const GraphIndex &g,
                                                StringRef value) {
   const onnx::NodeProto *node = g.producerOf(value);
-  while (node && (node->op_type() == "Cast" || node->op_type() == "Identity")) {
+  while (node && (node->op_type() == "Cast" || node->op_type() == "CastLike" ||
+                  node->op_type() == "Identity")) {
     value = inputOf(*node, 0);
     node = g.producerOf(value);
   }
@@ -54,6 +55,24 @@ static std::optional<double> scalarFloat(const GraphIndex &g, StringRef value) {
 /// The values of an int64 constant (a Reshape's shape, a reduction's axes).
 static std::optional<SmallVector<int64_t>> constantInts(const GraphIndex &g,
                                                         StringRef value) {
+  // dynamo writes a shape as a Concat of one-element constants, each a
+  // Constant's value_ints.
+  if (const onnx::NodeProto *node = g.producerOf(value)) {
+    if (node->op_type() == "Concat") {
+      SmallVector<int64_t> out;
+      for (const std::string &in : node->input()) {
+        auto part = constantInts(g, in);
+        if (!part)
+          return std::nullopt;
+        out.append(*part);
+      }
+      return out;
+    }
+    if (node->op_type() == "Constant")
+      for (const auto &a : node->attribute())
+        if (a.name() == "value_ints")
+          return SmallVector<int64_t>(a.ints().begin(), a.ints().end());
+  }
   const onnx::TensorProto *t = constantTensor(g, value);
   if (!t || t->data_type() != onnx::TensorProto::INT64)
     return std::nullopt;
@@ -65,6 +84,13 @@ static std::optional<SmallVector<int64_t>> constantInts(const GraphIndex &g,
       out.push_back(v);
     }
   return out;
+}
+
+/// Whether `node` reads only the shape and type of `value` (dynamo's
+/// zeros_like: Shape, and CastLike's target), never its data.
+static bool readsShapeOnly(const onnx::NodeProto &node, StringRef value) {
+  return node.op_type() == "Shape" ||
+         (node.op_type() == "CastLike" && inputOf(node, 0) != value);
 }
 
 /// The only reader of `value`, or null.
@@ -146,7 +172,19 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
         !g.consumers.lookup(outputOf(first, 1)).empty())
       return fail(first, "a group's score is not the sum of the top-k values "
                          "of its experts");
-    const onnx::NodeProto *pick = onlyReader(g, outputOf(*sum, 0));
+    // One TopK reads the group scores; dynamo's zeros_like(scores) reads
+    // only their shape and type (Shape, CastLike's target).
+    const onnx::NodeProto *pick = nullptr;
+    int picks = 0, others = 0;
+    for (int i : g.consumers.lookup(outputOf(*sum, 0))) {
+      const onnx::NodeProto &reader = g.graph.node(i);
+      if (reader.op_type() == "TopK")
+        pick = &reader, ++picks;
+      else if (!readsShapeOnly(reader, outputOf(*sum, 0)))
+        ++others;
+    }
+    if (picks != 1 || others || g.outputs.count(outputOf(*sum, 0)))
+      pick = nullptr;
     auto groupK = pick && pick->op_type() == "TopK"
                       ? g.scalarInt(inputOf(*pick, 1))
                       : std::nullopt;
@@ -175,7 +213,8 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
       }
       if (!llvm::is_contained({"Shape", "Expand", "ScatterElements",
                                "Unsqueeze", "Squeeze", "Reshape", "Cast", "Not",
-                               "Where", "Equal", "Mul", "Tile", "Concat"},
+                               "Where", "Equal", "Mul", "Tile", "Concat",
+                               "ConstantOfShape", "Identity"},
                               node.op_type()))
         return fail(node, "the chosen groups are read by a " + node.op_type() +
                               ", not only the ops that make them a mask");
@@ -201,7 +240,8 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
     for (int i : nodes)
       for (const std::string &o : g.graph.node(i).output())
         for (int reader : g.consumers.lookup(o))
-          if (reader != r.expertTopK && !nodes.count(reader))
+          if (reader != r.expertTopK && !nodes.count(reader) &&
+              !readsShapeOnly(g.graph.node(reader), o))
             return fail(g.graph.node(reader),
                         "this node reads the group mask outside the router");
     r.nodes.assign(nodes.begin(), nodes.end());
@@ -212,6 +252,11 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
   const onnx::NodeProto &expertTopK = g.graph.node(r.expertTopK);
   SmallVector<const onnx::NodeProto *> gathers =
       readersOf(g, outputOf(expertTopK, 1), "GatherElements");
+  // dynamo casts the indices to int64 first (a no-op: TopK's are int64).
+  for (const onnx::NodeProto *cast :
+       readersOf(g, outputOf(expertTopK, 1), "Cast"))
+    if (g.intAttr(*cast, "to", 0) == onnx::TensorProto::INT64)
+      gathers.append(readersOf(g, outputOf(*cast, 0), "GatherElements"));
   if (gathers.size() != 1 || inputOf(*gathers[0], 0) != r.scores ||
       g.intAttr(*gathers[0], "axis", 0) != 1 ||
       !g.consumers.lookup(outputOf(expertTopK, 0)).empty())

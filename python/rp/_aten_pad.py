@@ -1,0 +1,147 @@
+"""ATen ops written as compositions of rp ops, for the families that need
+them (docs/models.md): ``constant_pad_nd`` (RWKV's time shift, the
+short-convolution padding of gated delta nets and Zaya's CCA), ``abs``
+(PhiMoE's sparsemixer router) and ``scatter.value`` of a constant along
+the last axis (the top-k masks of DeepSeek-V3.2's sparse attention indexer
+and JetMoE's router), and ``and``/``or`` of bool masks. Each
+composition's VJP is PyTorch's gradient."""
+
+from __future__ import annotations
+
+from rp._irtext import _UNSUPPORTED, _dim, _ttype
+
+
+def _constant_pad_nd(e, n):
+    """F.pad with a constant: the input between constant blocks, one
+    rp.concat per padded axis (the pad list runs from the last axis
+    backwards, a (before, after) pair each); a negative pad crops, an
+    rp.slice first (RWKV's time shift pads one row before and crops one
+    after)."""
+    import torch
+    x, pad = n.args[0], list(n.args[1])
+    value = n.args[2] if len(n.args) > 2 else n.kwargs.get("value", 0)
+    if value is None:
+        return _UNSUPPORTED
+    dt = e.values[n].dtype
+    shape = list(e.values[x].shape)
+    rank = len(shape)
+    v = e.val(x, dt)
+    for i in range(len(pad) // 2):
+        d = rank - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        if before < 0 or after < 0:
+            crop = [max(0, -before), max(0, -after)]
+            if sum(crop) >= shape[d]:
+                return _UNSUPPORTED
+            offsets = [0] * rank
+            offsets[d] = crop[0]
+            shape[d] -= sum(crop)
+            ty = _ttype(shape, dt)
+            v = e.emit(f"rp.slice {v} offsets = [{', '.join(map(str, offsets))}]"
+                       f" strides = [{', '.join(['1'] * rank)}] : {e.ty(v)} "
+                       f"-> {ty}", ty)
+            before, after = max(0, before), max(0, after)
+        if not before and not after:
+            continue
+        parts = []
+        for width in (before, None, after):
+            if width is None:
+                parts.append(v)
+            elif width:
+                block = shape[:d] + [width] + shape[d + 1:]
+                parts.append(e.constant(torch.full(block, value, dtype=dt)))
+        shape[d] += before + after
+        ty = _ttype(shape, dt)
+        v = e.emit(f"rp.concat {', '.join(parts)} dim = {d} : "
+                   f"({', '.join(e.ty(p) for p in parts)}) -> {ty}", ty)
+    return v
+
+
+def _abs(e, n):
+    """x times its sign (a constant to the gradient): PyTorch's gradient
+    sign(x), 0 at 0."""
+    import torch
+    dt = e.values[n].dtype
+    if not dt.is_floating_point:
+        return _UNSUPPORTED
+    ty = e.out_type(n)
+    x = e.val(n.args[0], dt)
+    bt = _ttype(e.values[n].shape, torch.bool)
+    zero = e.scalar(0.0, dt)
+
+    def cmp(pred):
+        return e.emit(f"rp.cmp {pred}, {x}, {zero} : ({ty}, {e.ty(zero)}) "
+                      f"-> {bt}", bt)
+
+    def where(c, a, b):
+        return e.emit(f"rp.where {c}, {a}, {b} : ({bt}, {e.ty(a)}, "
+                      f"{e.ty(b)}) -> {ty}", ty)
+    sign = where(cmp("gt"), e.scalar(1.0, dt),
+                 where(cmp("lt"), e.scalar(-1.0, dt), zero))
+    return e.emit(f"rp.mul {x}, {sign} : ({ty}, {ty}) -> {ty}", ty)
+
+
+def _scatter_value(e, n):
+    """x.scatter(-1, index, value): x with the entries the index names
+    replaced by the constant, a where on whether any of the index's k
+    entries of each row names the column (so x's gradient is zero there,
+    as PyTorch's)."""
+    import torch
+    x, dim, index, value = n.args[:4]
+    if n.kwargs.get("reduce") or not isinstance(value, (int, float)):
+        return _UNSUPPORTED
+    xs, ishape = list(e.values[x].shape), list(e.values[index].shape)
+    rank = len(xs)
+    if _dim(dim, rank) != rank - 1 or len(ishape) != rank or \
+            xs[:-1] != ishape[:-1]:
+        return _UNSUPPORTED
+    c = xs[-1]
+    dt = e.values[n].dtype
+    iv = e.val(index, torch.int64)
+    col = _ttype(ishape + [1], torch.int64)
+    ic = e.emit(f"rp.reshape {iv} : {e.ty(iv)} to {col}", col)
+    rng = e.constant(torch.arange(c).reshape([1] * rank + [c]))
+    bt = _ttype(ishape + [c], torch.bool)
+    hit = e.emit(f"rp.cmp eq, {ic}, {rng} : ({col}, {e.ty(rng)}) -> {bt}",
+                 bt)
+    # Any of the k: the hits counted (as f32) over the k axis.
+    ft = _ttype(ishape + [c], torch.float32)
+    hf = e.emit(f"rp.cast {hit} : {bt} to {ft}", ft)
+    ct = _ttype(xs, torch.float32)
+    count = e.emit(f"rp.reduce sum {hf} dims = [{rank - 1}] : {ft} -> {ct}",
+                   ct)
+    mt = _ttype(xs, torch.bool)
+    zero = e.scalar(0.0, torch.float32)
+    mask = e.emit(f"rp.cmp gt, {count}, {zero} : ({ct}, {e.ty(zero)}) -> "
+                  f"{mt}", mt)
+    ty = e.out_type(n)
+    fill = e.scalar(value, dt)
+    xv = e.val(x, dt)
+    return e.emit(f"rp.where {mask}, {fill}, {xv} : ({mt}, {e.ty(fill)}, "
+                  f"{ty}) -> {ty}", ty)
+
+
+def _bool_binary(is_and):
+    """and / or of two bool tensors as a where: a and b is b where a, else
+    false; a or b is true where a, else b."""
+    def h(e, n):
+        import torch
+        if e.values[n].dtype != torch.bool or any(
+                not isinstance(a, torch.fx.Node) or
+                e.values[a].dtype != torch.bool for a in n.args[:2]):
+            return _UNSUPPORTED
+        a, b = (e.val(v) for v in n.args[:2])
+        c = e.scalar(not is_and, torch.bool)
+        then, other = (b, c) if is_and else (c, b)
+        ty = e.out_type(n)
+        return e.emit(f"rp.where {a}, {then}, {other} : ({e.ty(a)}, "
+                      f"{e.ty(then)}, {e.ty(other)}) -> {ty}", ty)
+    return h
+
+
+HANDLERS = {"constant_pad_nd": _constant_pad_nd, "abs": _abs,
+            "scatter": _scatter_value,
+            "bitwise_and": _bool_binary(True),
+            "logical_and": _bool_binary(True),
+            "bitwise_or": _bool_binary(False),
+            "logical_or": _bool_binary(False)}

@@ -232,10 +232,11 @@ double mlir::rp::sliceComputeMs(const StageJob &job,
   double ms = 0;
   for (unsigned l = job.range.begin; l < job.range.end; ++l) {
     const LayerCost &c = layers[l];
-    ms += job.keepsForward                   ? c.backwardMs
+    ms += job.keepsForward                   ? c.backwardMs + c.accumulateMs
           : job.kind == CommandKind::forward ? c.recomputeMs
-          : job.kind == CommandKind::tail    ? c.forwardMs + c.backwardMs
-                                             : c.recomputeMs + c.backwardMs;
+          : job.kind == CommandKind::tail
+              ? c.forwardMs + c.backwardMs + c.accumulateMs
+              : c.backwardJobMs();
   }
   return ms;
 }

@@ -21,6 +21,7 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cstdint>
+#include <vector>
 #include <optional>
 
 namespace mlir::rp {
@@ -44,6 +45,12 @@ struct BackwardLiveness {
   int64_t backwardPeak = 0;
   /// Bytes of the gradients of the layer's results, the sweep's seeds.
   int64_t resultGradBytes = 0;
+  /// Per op of the body (terminator aside), whether the reverse sweep
+  /// reads its results, itself or through other such ops: what a
+  /// backward's recompute re-runs. rp-autodiff's canonicalizer drops the
+  /// rest from the recompute program (a decoder layer's last projection
+  /// and residual add), so the plan's recompute costs only these.
+  std::vector<bool> recomputed;
 };
 
 /// Measures `layer` (a forward rp.layer). `needs` holds the values outside

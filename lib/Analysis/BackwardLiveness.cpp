@@ -36,7 +36,8 @@ struct ScratchBlock {
 std::optional<BackwardLiveness>
 mlir::rp::measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
                           llvm::function_ref<bool(unsigned)> isWeight,
-                          llvm::function_ref<int64_t(Operation &)> scratch) {
+                          llvm::function_ref<int64_t(Operation &)> scratch,
+                          llvm::function_ref<double(Operation &)> opMs) {
   // A rule that cannot build its gradient here reports why; rp-autodiff
   // reports it again where it matters, so the scratch copy stays quiet.
   ScopedDiagnosticHandler quiet(layer.getContext(),
@@ -143,6 +144,14 @@ mlir::rp::measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
   for (auto [i, op] : llvm::enumerate(copy))
     position[&op] = i;
   unsigned n = copy.getOperations().size(), boundary = forward.size();
+
+  if (opMs) {
+    live.backwardMs = 0;
+    for (Operation &op :
+         llvm::make_range(std::next(copy.begin(), boundary), copy.end()))
+      if (!isa<ConstantOp>(op))
+        live.backwardMs += opMs(op);
+  }
 
   // What the recompute re-runs: the forward ops the sweep reads, and
   // those they read in turn.

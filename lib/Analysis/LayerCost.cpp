@@ -28,6 +28,8 @@ struct Kernel {
   int64_t traffic = 0;
   /// Independent GEMMs (a grouped matmul's experts): KernelWork::groups.
   double groups = 1;
+  /// False for calls that launch nothing (a reshape is a view).
+  bool launches = true;
 };
 
 /// The kernels an op launches in forward and, when some operand needs a
@@ -81,9 +83,13 @@ Kernel forwardKernel(Operation *op) {
   else if (auto attn = dyn_cast<AttentionOp>(op))
     ints = {attn.getCausal(), attn.getMask() != nullptr,
             static_cast<int64_t>(attn.getWindow().value_or(0))};
+  else if (auto grad = dyn_cast<AttentionGradOp>(op))
+    // As PlanExportGrad writes it: a causal gradient does half the work.
+    ints = {grad.getCausal(), grad.getMask() != nullptr,
+            static_cast<int64_t>(grad.getWindow().value_or(0))};
   ::rp::timing::KernelWork w =
       ::rp::timing::kernelWork(uint16_t(index), in, out, ints);
-  return {int64_t(w.flops), int64_t(w.bytes), w.groups};
+  return {int64_t(w.flops), int64_t(w.bytes), w.groups, w.launches};
 }
 
 /// rp.linear_cross_entropy as the kernels its chunks run: the head's
@@ -254,7 +260,8 @@ double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
   int index = ::rp::timing::kernelOpIndex(kind);
   return model.kernelMs(
       index < 0 ? uint16_t(~0) : uint16_t(index),
-      {double(kernel.flops), double(kernel.traffic), true, kernel.groups},
+      {double(kernel.flops), double(kernel.traffic), kernel.launches,
+       kernel.groups},
       dtype);
 }
 
@@ -402,8 +409,27 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       Value in = layer.getInputs()[i];
       return !isa<BlockArgument>(in) && !isa<LayerOp>(in.getDefiningOp());
     };
-    if (std::optional<BackwardLiveness> bwd =
-            measureBackward(layer, needs, isWeight, opScratchBytes)) {
+    // The reverse sweep's ops, each timed as the plan kernel it lowers to:
+    // the backward program the plan runs, rather than a rule of thumb per
+    // forward op (twice its work and traffic). The fused loss keeps its
+    // chunked kernels' count (linearLossKernels).
+    bool fusedLoss = !body.getOps<LinearCrossEntropyOp>().empty();
+    auto timeOp = [&](Operation &o) {
+      Type type = computeType(&o);
+      std::string dtype = "f32";
+      if (isa<FloatType>(type)) {
+        llvm::raw_string_ostream os(dtype);
+        dtype.clear();
+        type.print(os);
+      }
+      return kernelMs(forwardKernel(&o), o.getName().stripDialect(), dtype,
+                      model);
+    };
+    if (std::optional<BackwardLiveness> bwd = measureBackward(
+            layer, needs, isWeight, opScratchBytes,
+            fusedLoss ? llvm::function_ref<double(Operation &)>() : timeOp)) {
+      if (bwd->backwardMs >= 0)
+        cost.backwardMs = bwd->backwardMs;
       cost.recomputePeakBytes = bwd->forwardPeak;
       cost.keptBytes = bwd->keptBytes;
       cost.keptInputBytes = bwd->keptInputBytes;

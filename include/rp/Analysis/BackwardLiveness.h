@@ -51,6 +51,9 @@ struct BackwardLiveness {
   /// rest from the recompute program (a decoder layer's last projection
   /// and residual add), so the plan's recompute costs only these.
   std::vector<bool> recomputed;
+  /// The reverse sweep's ops timed one by one (the `opMs` given), as the
+  /// plan's backward program runs them; -1 without a timer.
+  double backwardMs = -1;
 };
 
 /// Measures `layer` (a forward rp.layer). `needs` holds the values outside
@@ -62,7 +65,8 @@ struct BackwardLiveness {
 std::optional<BackwardLiveness>
 measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
                 llvm::function_ref<bool(unsigned)> isWeight,
-                llvm::function_ref<int64_t(Operation &)> scratch);
+                llvm::function_ref<int64_t(Operation &)> scratch,
+                llvm::function_ref<double(Operation &)> opMs = nullptr);
 
 } // namespace mlir::rp
 

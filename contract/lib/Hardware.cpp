@@ -96,8 +96,7 @@ double Curve::at(double work) const {
 
 double HardwareModel::hostDispatchMs(uint16_t op) const {
   std::string name = kernelOpName(op);
-  return name == "moe_route" || name == "moe_route_grad" ? moeHostUs * 1e-3
-                                                         : 0;
+  return name == "moe_route" || name == "moe_route_grad" ? moeHostUs * 1e-3 : 0;
 }
 
 double HardwareModel::kernelMs(uint16_t op, const KernelWork &work,

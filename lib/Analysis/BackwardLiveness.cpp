@@ -163,8 +163,8 @@ mlir::rp::measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
             it != position.end() && it->second < boundary)
           live.recomputed[it->second] = true;
   };
-  for (Operation &op : llvm::make_range(
-           std::next(copy.begin(), boundary), copy.end()))
+  for (Operation &op :
+       llvm::make_range(std::next(copy.begin(), boundary), copy.end()))
     op.walk([&](Operation *inner) { markDefs(*inner); });
   for (unsigned i = boundary; i-- > 0;)
     if (live.recomputed[i])

@@ -258,11 +258,10 @@ double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
   std::string kind = op.str();
   std::replace(kind.begin(), kind.end(), '.', '_');
   int index = ::rp::timing::kernelOpIndex(kind);
-  return model.kernelMs(
-      index < 0 ? uint16_t(~0) : uint16_t(index),
-      {double(kernel.flops), double(kernel.traffic), kernel.launches,
-       kernel.groups},
-      dtype);
+  return model.kernelMs(index < 0 ? uint16_t(~0) : uint16_t(index),
+                        {double(kernel.flops), double(kernel.traffic),
+                         kernel.launches, kernel.groups},
+                        dtype);
 }
 
 } // namespace

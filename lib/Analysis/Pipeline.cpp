@@ -69,9 +69,9 @@ double computeMs(CommandKind kind, StageRange r,
   for (unsigned l = r.begin; l < r.end; ++l) {
     const LayerCost &c = layers[l];
     ms += kind == CommandKind::forward ? c.recomputeMs
-          : kind == CommandKind::tail  ? c.forwardMs + c.backwardMs +
-                                            c.accumulateMs
-                                       : c.backwardJobMs();
+          : kind == CommandKind::tail
+              ? c.forwardMs + c.backwardMs + c.accumulateMs
+              : c.backwardJobMs();
   }
   return ms;
 }

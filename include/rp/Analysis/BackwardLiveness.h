@@ -21,8 +21,8 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cstdint>
-#include <vector>
 #include <optional>
+#include <vector>
 
 namespace mlir::rp {
 

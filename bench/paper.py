@@ -15,7 +15,10 @@ ran it) it prints, in this order (issue 32):
    RoundPipe's own kernel times (rp-compile --devices 1 --measured, 4 x
    2048-token microbatches) on the corrected rtx4090 profile, the host in
    the middle of its range; for each model the kernels-only rate, what the
-   host costs in rp's model, and what is left over.
+   host costs in rp's model, and what is left over; for the two MoE
+   models the model of RoundPipe term by term (its pageable weights, then
+   its expert loop's host work per routing, moe_host_us, at both ends of
+   bench/moe_host.py's measured range), kept apart from the model of rp.
 2. Two tables, "rp as built today" (rtx4090:as-built: the cuda device's
    CUDA-core attention and MoE weight gradient) and "rp with library
    kernels" (rtx4090): per model, the round-robin plan at RoundPipe's

@@ -15,7 +15,10 @@ ran it) it prints, in this order (issue 32):
    RoundPipe's own kernel times (rp-compile --devices 1 --measured, 4 x
    2048-token microbatches) on the corrected rtx4090 profile, the host in
    the middle of its range; for each model the kernels-only rate, what the
-   host costs in rp's model, and what is left over.
+   host costs in rp's model, and what is left over; for the two MoE
+   models the model of RoundPipe term by term (its pageable weights, then
+   its expert loop's host work per routing, moe_host_us, at both ends of
+   bench/moe_host.py's measured range), kept apart from the model of rp.
 2. Two tables, "rp as built today" (rtx4090:as-built: the cuda device's
    CUDA-core attention and MoE weight gradient) and "rp with library
    kernels" (rtx4090): per model, the round-robin plan at RoundPipe's
@@ -101,6 +104,14 @@ SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b",
 # tokens/s on 1 GPU (its 8-GPU figure is PUBLISHED's async one).
 ONE_GPU = {"qwen3-1.7b": 8881, "llama-3.1-8b": 3142, "gpt-oss-20b": 3022,
            "qwen3-32b": 740, "qwen3-235b-a22b": 480}
+# The host's time in RoundPipe's MoE expert loop per MoE layer, us:
+# (one expert's, the whole loop's mean over the forward, recompute and
+# backward), bench/moe_host.py (PyTorch eager on this machine's CPU,
+# 2 cores shared; CUDA launches not included). The model of RoundPipe
+# charges it per routing (moe_host_us) in the held-out breakdown only:
+# rp's own MoE kernels read no counts back and loop over no experts, so
+# no profile of rp's sets it.
+MOE_HOST_US = {"gpt-oss-20b": (25.0, 801), "qwen3-235b-a22b": (125.2, 16031)}
 
 
 def split(tps, bubble_pct, name):
@@ -285,6 +296,7 @@ def held_out(models, tmp):
           "(copies, optimizer, dispatch)  left over")
     base = profile_json("rtx4090")
     variants = dict(claims.host_variants(base, tmp, "heldout"))
+    breakdown = []
     for name in models:
         batch, passes = RUNS[name]
         graph = graph_for(name, tmp, 4)
@@ -318,6 +330,46 @@ def held_out(models, tmp):
               f"{'':14s}{left * 100:+6.1f}%"
               + ("  (within 10 %)" if dense and abs(left) <= 0.10 else
                  "  (dense: OUTSIDE 10 %)" if dense else "  (MoE)"))
+        if not dense:
+            breakdown.append((name, kernels, tps, moe_terms(
+                name, plan, passes, variants["mid"], times, tmp)))
+    if breakdown:
+        moe_breakdown(breakdown)
+
+
+def moe_terms(name, plan, passes, mid, times, tmp):
+    """The held-out MoE plan on the sim with RoundPipe's host terms added
+    one by one to rp's host at mid (the model of RoundPipe, not of rp):
+    its pageable weights (pin_model="off"), then its expert loop's host
+    work per routing (moe_host_us) at both ends of bench/moe_host.py's
+    range."""
+    p = json.loads(Path(mid).read_text())
+    p["pinned"] = False
+    out = {}
+    for label, us in (("pageable", 0), ("loop low", MOE_HOST_US[name][0]),
+                      ("loop high", MOE_HOST_US[name][1])):
+        p["moe_host_us"] = us
+        path = Path(tmp) / f"{name}.{label.replace(' ', '-')}.json"
+        path.write_text(json.dumps(p))
+        out[label] = simulate(plan, False, passes, path,
+                              times)["tokens_per_s"]
+    return out
+
+
+def moe_breakdown(rows):
+    """Where RoundPipe's measured 1-GPU rate goes, term by term."""
+    print("\nMoE held out, the model of RoundPipe term by term (tokens/s, "
+          "each term added to those before it; bench/moe_host.py for the "
+          "expert loop)")
+    print("model            kernels  + rp's host  + pageable  + expert loop "
+          "(one expert - whole loop)  measured  left over")
+    for name, kernels, host, t in rows:
+        one = ONE_GPU[name]
+        lo, hi = t["loop high"], t["loop low"]
+        left = (f"{(one / hi - 1) * 100:+.1f}% - {(one / lo - 1) * 100:+.1f}%"
+                if one < lo or one > hi else "inside the range")
+        print(f"{name:16s} {kernels:7.0f}  {host:11.0f}  {t['pageable']:10.0f}"
+              f"  {hi:12.0f} - {lo:7.0f}{'':13s}{one:8,}  {left}")
 
 
 def claims_tables(models, tmp):

@@ -31,7 +31,8 @@ const char *const kKeys[] = {"name",           "description",
                              "op_efficiency",  "uplink_gbps",
                              "host_dram_gbps", "pinned",
                              "pageable_gbps",  "job_us",
-                             "kernels",        "as_built_kernels"};
+                             "kernels",        "as_built_kernels",
+                             "moe_host_us"};
 
 /// A share of peak: a number in (0, 1] or a curve of [work, share] pairs.
 bool readCurve(const json &v, const std::string &where, Curve &out,
@@ -91,6 +92,11 @@ double Curve::at(double work) const {
   auto [x1, y1] = points[i];
   double f = (std::log(work) - std::log(x0)) / (std::log(x1) - std::log(x0));
   return y0 + f * (y1 - y0);
+}
+
+double HardwareModel::hostDispatchMs(uint16_t op) const {
+  std::string name = kernelOpName(op);
+  return name == "moe_route" || name == "moe_route_grad" ? moeHostUs * 1e-3 : 0;
 }
 
 double HardwareModel::kernelMs(uint16_t op, const KernelWork &work,
@@ -245,7 +251,8 @@ rp::timing::parseHardwareModel(const std::string &text,
       !number("uplink_gbps", hw.uplinkGBps, false, true) ||
       !number("host_dram_gbps", hw.hostDramGBps, false, true) ||
       !number("pageable_gbps", hw.pageableGBps, false, true) ||
-      !number("job_us", hw.jobUs, false, true))
+      !number("job_us", hw.jobUs, false, true) ||
+      !number("moe_host_us", hw.moeHostUs, false, true))
     return std::nullopt;
   if (j.contains("pinned")) {
     if (!j["pinned"].is_boolean()) {

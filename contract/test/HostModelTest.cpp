@@ -200,3 +200,29 @@ TEST(HostModelTest, EveryShippedProfileStatesItsHost) {
     EXPECT_TRUE(hw->hostModel().on()) << name;
   }
 }
+
+/// moe_host_us: the host's expert loop per MoE routing, charged on a
+/// moe_route and a moe_route_grad call and on nothing else; absent, 0.
+TEST(HostModelTest, MoeHostDispatch) {
+  std::string error;
+  std::optional<HardwareModel> hw = parseHardwareModel(
+      R"({"tflops": {"f32": 1}, "memory_gbps": 1, "h2d_gbps": 25,
+          "d2h_gbps": 25, "moe_host_us": 1500})",
+      "t.json", error);
+  ASSERT_TRUE(hw) << error;
+  auto op = [](const char *name) { return uint16_t(kernelOpIndex(name)); };
+  EXPECT_NEAR(hw->hostDispatchMs(op("moe_route")), 1.5, 1e-12);
+  EXPECT_NEAR(hw->hostDispatchMs(op("moe_route_grad")), 1.5, 1e-12);
+  EXPECT_EQ(hw->hostDispatchMs(op("moe_grouped_matmul")), 0);
+  EXPECT_EQ(hw->hostDispatchMs(op("matmul")), 0);
+  std::optional<HardwareModel> none = parseHardwareModel(
+      R"({"tflops": {"f32": 1}, "memory_gbps": 1, "h2d_gbps": 25,
+          "d2h_gbps": 25})",
+      "t.json", error);
+  ASSERT_TRUE(none) << error;
+  EXPECT_EQ(none->hostDispatchMs(op("moe_route")), 0);
+  EXPECT_FALSE(parseHardwareModel(
+      R"({"tflops": {"f32": 1}, "memory_gbps": 1, "h2d_gbps": 1,
+          "d2h_gbps": 1, "moe_host_us": -1})",
+      "t.json", error));
+}

@@ -36,7 +36,8 @@ struct ScratchBlock {
 std::optional<BackwardLiveness>
 mlir::rp::measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
                           llvm::function_ref<bool(unsigned)> isWeight,
-                          llvm::function_ref<int64_t(Operation &)> scratch) {
+                          llvm::function_ref<int64_t(Operation &)> scratch,
+                          llvm::function_ref<double(Operation &)> opMs) {
   // A rule that cannot build its gradient here reports why; rp-autodiff
   // reports it again where it matters, so the scratch copy stays quiet.
   ScopedDiagnosticHandler quiet(layer.getContext(),
@@ -143,6 +144,31 @@ mlir::rp::measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
   for (auto [i, op] : llvm::enumerate(copy))
     position[&op] = i;
   unsigned n = copy.getOperations().size(), boundary = forward.size();
+
+  if (opMs) {
+    live.backwardMs = 0;
+    for (Operation &op :
+         llvm::make_range(std::next(copy.begin(), boundary), copy.end()))
+      if (!isa<ConstantOp>(op))
+        live.backwardMs += opMs(op);
+  }
+
+  // What the recompute re-runs: the forward ops the sweep reads, and
+  // those they read in turn.
+  live.recomputed.assign(boundary, false);
+  auto markDefs = [&](Operation &op) {
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp())
+        if (auto it = position.find(def);
+            it != position.end() && it->second < boundary)
+          live.recomputed[it->second] = true;
+  };
+  for (Operation &op :
+       llvm::make_range(std::next(copy.begin(), boundary), copy.end()))
+    op.walk([&](Operation *inner) { markDefs(*inner); });
+  for (unsigned i = boundary; i-- > 0;)
+    if (live.recomputed[i])
+      markDefs(*forward[i]);
   auto lastUse = [&](Value v, unsigned from) {
     if (yielded.contains(v))
       return n - 1;

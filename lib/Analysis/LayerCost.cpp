@@ -28,6 +28,8 @@ struct Kernel {
   int64_t traffic = 0;
   /// Independent GEMMs (a grouped matmul's experts): KernelWork::groups.
   double groups = 1;
+  /// False for calls that launch nothing (a reshape is a view).
+  bool launches = true;
 };
 
 /// The kernels an op launches in forward and, when some operand needs a
@@ -81,9 +83,13 @@ Kernel forwardKernel(Operation *op) {
   else if (auto attn = dyn_cast<AttentionOp>(op))
     ints = {attn.getCausal(), attn.getMask() != nullptr,
             static_cast<int64_t>(attn.getWindow().value_or(0))};
+  else if (auto grad = dyn_cast<AttentionGradOp>(op))
+    // As PlanExportGrad writes it: a causal gradient does half the work.
+    ints = {grad.getCausal(), grad.getMask() != nullptr,
+            static_cast<int64_t>(grad.getWindow().value_or(0))};
   ::rp::timing::KernelWork w =
       ::rp::timing::kernelWork(uint16_t(index), in, out, ints);
-  return {int64_t(w.flops), int64_t(w.bytes), w.groups};
+  return {int64_t(w.flops), int64_t(w.bytes), w.groups, w.launches};
 }
 
 /// rp.linear_cross_entropy as the kernels its chunks run: the head's
@@ -225,16 +231,37 @@ int64_t peakWorkBytes(Block &body) {
   return peak;
 }
 
+/// The plan's program adding one microbatch's gradient of a weight of
+/// `type` to its accumulator (StagedExport's accumulateProgram): an add
+/// kernel reading both and writing the sum. The first microbatch copies
+/// instead, a third fewer bytes; charged as an add, the estimate is high
+/// by that on one microbatch in M.
+double accumulateMs(Type type, const ::rp::timing::HardwareModel &model) {
+  auto tensor = cast<RankedTensorType>(type);
+  ::rp::timing::Operand o;
+  o.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+  o.elementBytes = (tensor.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  int index = ::rp::timing::kernelOpIndex("add");
+  ::rp::timing::KernelWork w =
+      ::rp::timing::kernelWork(uint16_t(index), {o, o}, {o}, {});
+  std::string dtype;
+  llvm::raw_string_ostream os(dtype);
+  tensor.getElementType().print(os);
+  return model.kernelMs(uint16_t(index),
+                        {double(w.flops), double(w.bytes), true, w.groups},
+                        dtype);
+}
+
 /// A kernel of op kind `op` (a plan op kind name) in element type `dtype`.
 double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
                 const ::rp::timing::HardwareModel &model) {
   std::string kind = op.str();
   std::replace(kind.begin(), kind.end(), '.', '_');
   int index = ::rp::timing::kernelOpIndex(kind);
-  return model.kernelMs(
-      index < 0 ? uint16_t(~0) : uint16_t(index),
-      {double(kernel.flops), double(kernel.traffic), true, kernel.groups},
-      dtype);
+  return model.kernelMs(index < 0 ? uint16_t(~0) : uint16_t(index),
+                        {double(kernel.flops), double(kernel.traffic),
+                         kernel.launches, kernel.groups},
+                        dtype);
 }
 
 } // namespace
@@ -259,6 +286,20 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
   // profile's per op kind efficiencies steer the partitioner too.
   const ::rp::timing::HardwareModel &model = hw;
   std::vector<LayerCost> costs;
+  // Per layer, the host's dispatch work beside its kernels: added once the
+  // kernels' times are final, measured or not (the sim adds it to both).
+  struct HostDispatch {
+    double forward = 0, backward = 0;
+  };
+  std::vector<HostDispatch> dispatches;
+  auto withDispatch = [&]() {
+    for (auto [cost, d] : llvm::zip(costs, dispatches)) {
+      cost.forwardMs += d.forward;
+      cost.recomputeMs += d.forward;
+      cost.backwardMs += d.backward;
+    }
+    return std::move(costs);
+  };
   for (Operation &op : func.getBody().getOps()) {
     if (auto param = dyn_cast<ParamOp>(op)) {
       if (param.getTrainable())
@@ -296,6 +337,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         cost.paramBytes += bytes;
         if (param.getTrainable()) {
           cost.gradBytes += bytes;
+          cost.accumulateMs += accumulateMs(operand.getType(), model);
           cost.trainableElements += param.getType().getNumElements();
         }
       } else {
@@ -305,7 +347,11 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     for (Type t : layer.getResultTypes())
       cost.actOutBytes += tensorBytes(t);
 
+    // Each op's forward time, for what a backward's recompute re-runs.
+    std::vector<double> opMs;
+    HostDispatch &dispatch = dispatches.emplace_back();
     for (Operation &inner : body.without_terminator()) {
+      opMs.push_back(0);
       if (isa<ConstantOp>(inner))
         continue;
       OpKernels kernels = kernelsOf(&inner, needsGrad);
@@ -331,6 +377,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       for (const Kernel &k : kernels.forward) {
         cost.forwardFlops += k.flops;
         cost.forwardTraffic += k.traffic;
+        opMs.back() += kernelMs(k, name, dtype, model);
         cost.forwardMs += kernelMs(k, name, dtype, model);
         ++cost.kernels;
       }
@@ -338,6 +385,15 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         cost.backwardFlops += k.flops;
         cost.backwardTraffic += k.traffic;
         cost.backwardMs += kernelMs(k, backwardName, dtype, model);
+      }
+      // The host's work per routing (moe_host_us), as the sim charges the
+      // plan's moe_route and moe_route_grad calls.
+      if (name == "moe.route") {
+        dispatch.forward += model.hostDispatchMs(
+            uint16_t(::rp::timing::kernelOpIndex("moe_route")));
+        if (!kernels.backward.empty())
+          dispatch.backward += model.hostDispatchMs(
+              uint16_t(::rp::timing::kernelOpIndex("moe_route_grad")));
       }
     }
     Operation *yield = body.getTerminator();
@@ -352,14 +408,35 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       Value in = layer.getInputs()[i];
       return !isa<BlockArgument>(in) && !isa<LayerOp>(in.getDefiningOp());
     };
-    if (std::optional<BackwardLiveness> bwd =
-            measureBackward(layer, needs, isWeight, opScratchBytes)) {
+    // The reverse sweep's ops, each timed as the plan kernel it lowers to:
+    // the backward program the plan runs, rather than a rule of thumb per
+    // forward op (twice its work and traffic). The fused loss keeps its
+    // chunked kernels' count (linearLossKernels).
+    bool fusedLoss = !body.getOps<LinearCrossEntropyOp>().empty();
+    auto timeOp = [&](Operation &o) {
+      Type type = computeType(&o);
+      std::string dtype = "f32";
+      if (isa<FloatType>(type)) {
+        llvm::raw_string_ostream os(dtype);
+        dtype.clear();
+        type.print(os);
+      }
+      return kernelMs(forwardKernel(&o), o.getName().stripDialect(), dtype,
+                      model);
+    };
+    if (std::optional<BackwardLiveness> bwd = measureBackward(
+            layer, needs, isWeight, opScratchBytes,
+            fusedLoss ? llvm::function_ref<double(Operation &)>() : timeOp)) {
+      if (bwd->backwardMs >= 0)
+        cost.backwardMs = bwd->backwardMs;
       cost.recomputePeakBytes = bwd->forwardPeak;
       cost.keptBytes = bwd->keptBytes;
       cost.keptInputBytes = bwd->keptInputBytes;
       cost.backwardPeakBytes = bwd->backwardPeak;
       cost.resultGradBytes = bwd->resultGradBytes;
       cost.backwardMeasured = true;
+      for (auto [ms, again] : llvm::zip(opMs, bwd->recomputed))
+        cost.recomputeSkippedMs += again ? 0 : ms;
     }
     for (auto constant : body.getOps<ConstantOp>())
       cost.constBytes += tensorBytes(constant->getResult(0).getType());
@@ -374,7 +451,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
               "(rp-group-layers)";
 
   if (!measured)
-    return costs;
+    return withDispatch();
   if (!measured->hw.empty() && measured->hw != hw.name)
     return func.emitOpError()
            << "measured profile was taken on '" << measured->hw
@@ -400,8 +477,12 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     if (m.backwardMs >= 0)
       it->backwardMs = m.backwardMs;
     it->measured = true;
+    // The file times the layer's recompute and backward whole; the
+    // gradients' accumulation is no layer's program, so the model times it
+    // still, as the sim does (measuredProgramMs).
+    it->recomputeSkippedMs = 0;
   }
-  return costs;
+  return withDispatch();
 }
 
 int64_t mlir::rp::tensorBytes(Type type) {

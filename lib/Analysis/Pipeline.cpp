@@ -34,7 +34,7 @@ Partition mlir::rp::staticPartition(llvm::ArrayRef<LayerCost> layers,
   stages = std::max(1u, std::min(stages, n));
   std::vector<double> prefix(n + 1, 0);
   for (unsigned l = 0; l < n; ++l)
-    prefix[l + 1] = prefix[l] + layers[l].recomputeMs + layers[l].backwardMs;
+    prefix[l + 1] = prefix[l] + layers[l].backwardJobMs();
   // best[k][i]: the least bottleneck of layers [0, i) in k stages.
   constexpr double inf = 1e300;
   std::vector<std::vector<double>> best(stages + 1,
@@ -69,8 +69,9 @@ double computeMs(CommandKind kind, StageRange r,
   for (unsigned l = r.begin; l < r.end; ++l) {
     const LayerCost &c = layers[l];
     ms += kind == CommandKind::forward ? c.recomputeMs
-          : kind == CommandKind::tail  ? c.forwardMs + c.backwardMs
-                                       : c.recomputeMs + c.backwardMs;
+          : kind == CommandKind::tail
+              ? c.forwardMs + c.backwardMs + c.accumulateMs
+              : c.backwardJobMs();
   }
   return ms;
 }
@@ -280,8 +281,14 @@ FailureOr<Pipeline> mlir::rp::lowerSchedule(const Partition &partition,
     if (j.keepsForward) {
       c.ms = 0;
       for (unsigned l = j.range.begin; l < j.range.end; ++l)
-        c.ms += layers[l].backwardMs;
+        c.ms += layers[l].backwardMs + layers[l].accumulateMs;
     }
+    // The first microbatch's gradients start the accumulators, a copy the
+    // plan makes a view of (no kernel); the others add to them.
+    bool first = j.kind == CommandKind::tail ? mb < tailJobs : mb == 0;
+    if (first && j.kind != CommandKind::forward)
+      for (unsigned l = j.range.begin; l < j.range.end; ++l)
+        c.ms -= layers[l].accumulateMs;
     // Round-robin uploads a layer-grain backward's saved inputs (its
     // input buffers hold them, insertTransfers); a static schedule's
     // backward keeps them in its work.

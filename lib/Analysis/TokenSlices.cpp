@@ -232,10 +232,13 @@ double mlir::rp::sliceComputeMs(const StageJob &job,
   double ms = 0;
   for (unsigned l = job.range.begin; l < job.range.end; ++l) {
     const LayerCost &c = layers[l];
+    // No accumulators' adds: the schedule charges them per microbatch
+    // after a job's first (one slice is then the unsliced plan).
     ms += job.keepsForward                   ? c.backwardMs
           : job.kind == CommandKind::forward ? c.recomputeMs
-          : job.kind == CommandKind::tail    ? c.forwardMs + c.backwardMs
-                                             : c.recomputeMs + c.backwardMs;
+          : job.kind == CommandKind::tail
+              ? c.forwardMs + c.backwardMs
+              : c.backwardRecomputeMs() + c.backwardMs;
   }
   return ms;
 }

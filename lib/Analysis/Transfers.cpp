@@ -427,7 +427,7 @@ Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
     double ms = 0;
     for (unsigned l = j.range.begin; l < end; ++l)
       if (!j.layerGrain || l + 1 == end)
-        ms += layers[l].recomputeMs;
+        ms += layers[l].backwardRecomputeMs();
     return ms;
   };
   auto splits = [&](const Command &c) {

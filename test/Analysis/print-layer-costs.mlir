@@ -6,12 +6,15 @@
 // h.0: matmul 2x8·8x8 = 2·16·8 = 256 FLOPs moving 64+256+64 = 384 bytes; tanh
 // 16 elements × 4 = 64 FLOPs moving 128 bytes. The weight is trainable and
 // the input is not, so backward is one matmul (dW) and tanh's gradient
-// (2 × 64 FLOPs, 2 × 128 bytes). Memory bound: (384 + 128) bytes at 1 GB/s
-// is 5.12e-4 ms. The frozen head weight adds no dW: its backward is dX only.
+// (2 × 64 FLOPs, 2 × 128 bytes, the FLOPs and bytes printed). Memory
+// bound: (384 + 128) bytes at 1 GB/s is 5.12e-4 ms forward; the backward's
+// time is its VJP's kernels, as the plan runs them: dW (384 bytes) and
+// unary_grad reading the result and its gradient, writing one (192):
+// 5.76e-4 ms. The frozen head weight adds no dW: its backward is dX only.
 // CHECK: costs @main hw=unit layers=2
-// CHECK-NEXT: layer "h.0" forward_flops=320 recompute_flops=320 backward_flops=384 forward_traffic=512 backward_traffic=640 param_bytes=256 grad_bytes=256 act_in_bytes=64 act_out_bytes=64 work_bytes=128 kernels=2 forward_ms=0.000512 recompute_ms=0.000512 backward_ms=0.00064 upload_ms=0.000256 download_ms=0.000128 source=model
+// CHECK-NEXT: layer "h.0" forward_flops=320 recompute_flops=320 backward_flops=384 forward_traffic=512 backward_traffic=640 param_bytes=256 grad_bytes=256 act_in_bytes=64 act_out_bytes=64 work_bytes=128 kernels=2 forward_ms=0.000512 recompute_ms=0.000512 backward_ms=0.000576 upload_ms=0.000256 download_ms=0.000128 source=model
 // CHECK-NEXT: layer "head" forward_flops=256 recompute_flops=256 backward_flops=256 forward_traffic=384 backward_traffic=384 param_bytes=256 grad_bytes=0 act_in_bytes=64 act_out_bytes=64 work_bytes=64 kernels=1 forward_ms=0.000384 recompute_ms=0.000384 backward_ms=0.000384 upload_ms=0.000256 download_ms=0 source=model
-// CHECK-NEXT: total forward_flops=576 backward_flops=640 param_bytes=512 grad_bytes=256 forward_ms=0.000896 backward_ms=0.001024
+// CHECK-NEXT: total forward_flops=576 backward_flops=640 param_bytes=512 grad_bytes=256 forward_ms=0.000896 backward_ms=0.00096
 
 // MEASURED: layer "h.0" {{.*}} forward_ms=7.5 recompute_ms=7.5 backward_ms=15.25 {{.*}} source=measured
 // MEASURED: layer "head" {{.*}} forward_ms=0.000384 {{.*}} source=model

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace mlir::rp {
 
@@ -44,6 +45,15 @@ struct BackwardLiveness {
   int64_t backwardPeak = 0;
   /// Bytes of the gradients of the layer's results, the sweep's seeds.
   int64_t resultGradBytes = 0;
+  /// Per op of the body (terminator aside), whether the reverse sweep
+  /// reads its results, itself or through other such ops: what a
+  /// backward's recompute re-runs. rp-autodiff's canonicalizer drops the
+  /// rest from the recompute program (a decoder layer's last projection
+  /// and residual add), so the plan's recompute costs only these.
+  std::vector<bool> recomputed;
+  /// The reverse sweep's ops timed one by one (the `opMs` given), as the
+  /// plan's backward program runs them; -1 without a timer.
+  double backwardMs = -1;
 };
 
 /// Measures `layer` (a forward rp.layer). `needs` holds the values outside
@@ -55,7 +65,8 @@ struct BackwardLiveness {
 std::optional<BackwardLiveness>
 measureBackward(LayerOp layer, const llvm::DenseSet<Value> &needs,
                 llvm::function_ref<bool(unsigned)> isWeight,
-                llvm::function_ref<int64_t(Operation &)> scratch);
+                llvm::function_ref<int64_t(Operation &)> scratch,
+                llvm::function_ref<double(Operation &)> opMs = nullptr);
 
 } // namespace mlir::rp
 

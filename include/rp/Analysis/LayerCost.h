@@ -61,6 +61,15 @@ struct LayerCost {
   double forwardMs = 0;
   double recomputeMs = 0;
   double backwardMs = 0;
+  /// Of recomputeMs, the forward ops a backward's recompute leaves out:
+  /// nothing the reverse sweep reads comes from them (BackwardLiveness),
+  /// so the plan's recompute program does not run them. 0 where measured.
+  double recomputeSkippedMs = 0;
+  /// One microbatch's gradients added to the job's accumulators, the
+  /// plan's add-grads program after each backward (the first
+  /// microbatch's start-grads is a view: no kernel). The model's time
+  /// even where the layers are measured, as the sim times that program.
+  double accumulateMs = 0;
   double uploadMs = 0;
   double downloadMs = 0;
   /// True when a measured profile gave any of the times.
@@ -68,6 +77,16 @@ struct LayerCost {
 
   /// Recompute re-runs the forward.
   int64_t recomputeFlops() const { return forwardFlops; }
+  /// What a backward's recompute costs (the plan's recompute program).
+  double backwardRecomputeMs() const {
+    return recomputeMs - recomputeSkippedMs;
+  }
+  /// A backward stage job's time for one microbatch of this layer, as the
+  /// plan's programs take it: the recompute, the backward, the gradients
+  /// added to their accumulators.
+  double backwardJobMs() const {
+    return backwardRecomputeMs() + backwardMs + accumulateMs;
+  }
 };
 
 /// Costs of the `rp.layer` ops of `func` in program order. Fails, with a

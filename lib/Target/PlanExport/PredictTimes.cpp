@@ -99,6 +99,11 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
               *measured, programs->Get(p)->name()->str(), tail))
         ms = *m;
     }
+    // The host's per-call dispatch work, on top of measured times too
+    // (as the sim charges it).
+    if (const auto *calls = programs->Get(p)->calls())
+      for (const pf::KernelCall *c : *calls)
+        ms += hw.hostDispatchMs(uint16_t(c->op()));
     return programMs[p] = ms;
   };
 

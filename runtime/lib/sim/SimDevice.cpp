@@ -323,6 +323,10 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
             *measured, plan.programs[program].name, tail))
       ms = *m;
   }
+  // The host's per-call dispatch work (a MoE expert loop's) on top of the
+  // kernels, measured or not.
+  for (const KernelCallDesc &call : plan.programs[program].calls)
+    ms += hw.hostDispatchMs(uint16_t(call.op));
   std::lock_guard<std::mutex> lock(mutex);
   programCache[{&plan, program}] = ms;
   return ms;

@@ -90,6 +90,15 @@ struct HardwareModel {
   /// The host's cost to dispatch one job (a stage job's launch or copy
   /// batch), on the device's queue before it.
   double jobUs = 0;
+  /// The host's work per MoE layer each time a program runs its routing
+  /// (moe_route: a forward or recompute; moe_route_grad: a backward), with
+  /// the GPU waiting for it: a framework's expert loop that reads the
+  /// per-expert token counts back (a device sync) and launches each
+  /// expert's kernels from the host (RoundPipe's sort-by-expert preset).
+  /// rp's own runtime does neither (its grouped kernels take the counts
+  /// on the device): 0 in every shipped profile; bench/paper.py's
+  /// held-out model of RoundPipe sets it (docs/sim.md).
+  double moeHostUs = 0;
   /// The host's streaming rate for its optimizer and host programs; 0
   /// leaves them untimed.
   double optimizerGBps = 0;
@@ -114,6 +123,10 @@ struct HardwareModel {
   HostModel hostModel() const;
   /// A copy within one device's memory (read and write).
   double deviceCopyMs(double bytes) const;
+  /// The host's dispatch work a call of op kind `op` stands for beyond its
+  /// launch (moeHostUs for a MoE routing or its gradient), charged on top
+  /// of the program's kernel time even where measured times replace it.
+  double hostDispatchMs(uint16_t op) const;
   /// The host optimizer step over `params` trainable parameters.
   double optimizerMs(double params) const;
   /// Host work that streams `bytes` through host memory.

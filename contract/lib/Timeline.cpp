@@ -48,7 +48,8 @@ void rp::timing::dependencies(const std::vector<Task> &tasks,
   }
 }
 
-std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
+std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
+                                         const Watch *watch) {
   const std::vector<Task> &tasks = graph.tasks;
   unsigned n = tasks.size();
   // The successors in one flat array (the partitioner resolves thousands
@@ -264,8 +265,27 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
       starts.push({0.0, i});
   double now = 0;
   unsigned done = 0;
+  // The watched tasks: per task its position, and how many have ended in
+  // the listed order.
+  std::vector<unsigned> watchAt;
+  std::vector<char> watchEnded;
+  size_t watched = 0;
+  bool enough = false;
+  if (watch) {
+    watchAt.assign(n, ~0u);
+    for (size_t k = 0; k < watch->tasks.size(); ++k)
+      if (watch->tasks[k] < n)
+        watchAt[watch->tasks[k]] = unsigned(k);
+    watchEnded.assign(watch->tasks.size(), 0);
+  }
   auto finish = [&](unsigned i) {
     t.end[i] = now;
+    if (watch && watchAt[i] != ~0u) {
+      watchEnded[watchAt[i]] = 1;
+      for (; !enough && watched < watchEnded.size() && watchEnded[watched];
+           ++watched)
+        enough = watch->enough(watched, t.end[watch->tasks[watched]]);
+    }
     t.makespan = std::max(t.makespan, now);
     ++done;
     for (unsigned e = first[i]; e < first[i + 1]; ++e) {
@@ -346,8 +366,12 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
         ends.push({now + tasks[i].ms, i});
       }
     }
+    // Every event at `now` is in: the times up to now are final.
+    if (enough)
+      break;
   }
-  if (done != n) {
+  t.complete = done == n;
+  if (done != n && !enough) {
     if (stuck)
       for (unsigned i = 0; i < n; ++i)
         if (pending[i] != 0) {

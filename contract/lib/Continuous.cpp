@@ -3,6 +3,7 @@
 #include "rp/timing/Continuous.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <utility>
@@ -17,25 +18,40 @@ unsigned ContinuousRun::shiftOf(unsigned pass) const {
   return unsigned((uint64_t(pass) * shift) % std::max(graph.devices, 1u));
 }
 
-std::optional<ContinuousRun>
-rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
+unsigned rp::timing::cycleAt(const std::vector<double> &ends, unsigned warmup,
+                             unsigned confirm) {
+  if (ends.size() < 2)
+    return 0;
+  size_t k = ends.size() - 1;
+  auto d = [&](size_t j) { return ends[j] - ends[j - 1]; };
+  // Differences equal to rounding: the run is deterministic, so a state
+  // that recurs recurs exactly, but the clock's sums round differently.
+  auto same = [&](size_t j, size_t p) {
+    double x = d(j), y = d(j - p);
+    return std::abs(x - y) <= 1e-9 * std::max(ends[k], 1.0);
+  };
+  // The first difference after the warm-up is d(warmup + 1).
+  if (k <= warmup)
+    return 0;
+  auto span = [&](size_t p) { return std::max<size_t>({p, confirm, 2}); };
+  for (size_t p = 1; p + span(p) <= k - warmup; ++p) {
+    size_t m = span(p);
+    bool repeats = true;
+    for (size_t j = k - m + 1; j <= k && repeats; ++j)
+      repeats = same(j, p);
+    if (repeats)
+      return unsigned(p);
+  }
+  return 0;
+}
+
+namespace {
+
+/// The run of `pass` laid out over N steps, not timed yet.
+ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned N,
+                    unsigned rotation) {
   unsigned G = std::max(pass.devices, 1u);
   unsigned K = std::max(o.accumulate, 1u), L = std::max(o.slots, 1u);
-  // A step moves the devices by K * shift; after `rotation` steps every
-  // pass is back on the devices it started on, so the steady step is the
-  // mean over a window of whole rotations after a warm-up of at least
-  // rotation + 3 steps (async steps 0 and 1 wait for no update), followed
-  // by `rotation` more (the next step's first jobs fill the window's end,
-  // as they would in a longer run). In async mode step k waits for step
-  // k-2's update, so where one pass is longer than its devices' share of
-  // a step (one microbatch: its jobs are a chain) the steps pair up, a
-  // short period and a long one (1,258 and 8,105 ms for Qwen3-1.7B at 32k
-  // on 8 GPUs): the window is two rotations there, or the period read
-  // would depend on the parity of the step count.
-  unsigned perStep = unsigned((uint64_t(o.shift) * K) % G);
-  unsigned rotation = perStep ? G / std::gcd(perStep, G) : 1;
-  unsigned window = o.sync ? rotation : 2 * rotation;
-  unsigned N = std::max(o.steps, o.sync ? 3 * rotation + 4 : 4 * rotation + 3);
   unsigned P = N * K;
   size_t C = pass.tasks.size();
   size_t commandTasks = size_t(P) * C;
@@ -194,17 +210,82 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
   }
   for (Task &task : host)
     g.tasks.push_back(std::move(task));
-  std::optional<Times> times = resolve(g, stuck);
-  if (!times)
-    return std::nullopt;
-  run.times = std::move(*times);
-
-  // Steady state: the mean period between step ends over the window of
-  // `window` steps that ends `rotation` steps before the run's last.
-  unsigned windowEnd = N - 1 - rotation;
-  run.window = window;
-  run.windowTo = run.stepEnd(windowEnd);
-  run.windowFrom = run.stepEnd(windowEnd - window);
-  run.stepMs = (run.windowTo - run.windowFrom) / window;
   return run;
+}
+
+} // namespace
+
+std::optional<ContinuousRun>
+rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
+  unsigned G = std::max(pass.devices, 1u);
+  unsigned K = std::max(o.accumulate, 1u), L = std::max(o.slots, 1u);
+  // A step moves the devices by K * shift; after `rotation` steps every
+  // pass is back on the devices it started on. The steady step is read
+  // from the step ends as they come: after a warm-up (rotation + 3 steps
+  // in sync mode, rotation + 2 in async mode, where steps 0 and 1 wait
+  // for no update and run ahead while the devices' backlog builds up), the
+  // first step k at which the differences between step ends repeat with
+  // some period p (cycleAt: the last max(p, rotation, 2) differences equal
+  // those p before them) gives the mean period over that cycle, (end k - end
+  // k-p) / p. The cycle is the run's own: one step, a rotation, or, in
+  // async mode where a pass is a chain longer than a step (one
+  // microbatch), two steps that pair up, a short period and a long one
+  // (1,258 and 8,105 ms for Qwen3-1.7B at 32k on 8 GPUs); or three steps
+  // on four devices, which no window of whole rotations measures.
+  // Ending k must be followed by the passes that can start before it (a
+  // pass is staged only after the one `slots` before it ends), so
+  // ceil(slots / K) + 1 more steps are laid out. Later steps cannot
+  // change an earlier end, so the period does not depend on how many
+  // steps are laid out beyond: the compiler and the sim read the same.
+  unsigned perStep = unsigned((uint64_t(o.shift) * K) % G);
+  unsigned rotation = perStep ? G / std::gcd(perStep, G) : 1;
+  unsigned warmup = o.sync ? rotation + 3 : rotation + 2;
+  unsigned fill = (L + K - 1) / K + 1;
+  // Periods up to a rotation first, then up to two rotations and two
+  // steps more, and the mean over two rotations past that (a run that
+  // never repeats to rounding).
+  auto stepsFor = [&](unsigned maxPeriod) {
+    return warmup + 1 + maxPeriod + std::max({maxPeriod, rotation, 2u}) + fill;
+  };
+  unsigned longest = stepsFor(2 * rotation + 2);
+  for (unsigned N = std::max(o.steps, stepsFor(std::max(rotation, 2u)));;
+       N = longest) {
+    ContinuousRun run = build(pass, o, N, rotation);
+    std::vector<double> ends;
+    size_t cycleEnd = 0;
+    unsigned cycle = 0;
+    Watch watch;
+    for (unsigned k = 0; k < N; ++k)
+      watch.tasks.push_back(run.epilogue[size_t(k) * K + K - 1]);
+    watch.enough = [&](size_t k, double end) {
+      ends.push_back(end);
+      if (cycle || k + fill >= N)
+        return cycle != 0 && o.untilSteady;
+      if ((cycle = cycleAt(ends, warmup, rotation)))
+        cycleEnd = k;
+      return cycle != 0 && o.untilSteady;
+    };
+    std::optional<Times> times = resolve(run.graph, stuck, &watch);
+    if (!times)
+      return std::nullopt;
+    run.times = std::move(*times);
+    if (cycle) {
+      run.window = cycle;
+      run.windowTo = run.stepEnd(unsigned(cycleEnd));
+      run.windowFrom = run.stepEnd(unsigned(cycleEnd - cycle));
+      run.stepMs = (run.windowTo - run.windowFrom) / cycle;
+      return run;
+    }
+    if (N >= longest) {
+      // No repeat: the mean over two rotations ending `fill` steps
+      // before the run's last.
+      unsigned window = 2 * rotation;
+      unsigned windowEnd = N - 1 - fill;
+      run.window = window;
+      run.windowTo = run.stepEnd(windowEnd);
+      run.windowFrom = run.stepEnd(windowEnd - window);
+      run.stepMs = (run.windowTo - run.windowFrom) / window;
+      return run;
+    }
+  }
 }

@@ -3,6 +3,7 @@
 #include "rp/timing/Timeline.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <map>
 #include <queue>
@@ -47,7 +48,8 @@ void rp::timing::dependencies(const std::vector<Task> &tasks,
   }
 }
 
-std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
+std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
+                                         const Watch *watch) {
   const std::vector<Task> &tasks = graph.tasks;
   unsigned n = tasks.size();
   // The successors in one flat array (the partitioner resolves thousands
@@ -137,87 +139,153 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
   // Max-min fair rates over the GPUs' links, the uplinks and host DRAM
   // (progressive filling): each round, the resource that fills first at a
   // common share of every unfixed flow's speed alone fixes its flows there.
+  // Resources are numbered in the order their first flow joins (which
+  // decides ties between resources that fill at the same share), their
+  // flows in the active order; every array is kept between calls, since
+  // this runs at every start and end of a flow (the partitioner resolves
+  // thousands of graphs: allocating here was half of a compile).
   struct Resource {
     double cap = 0;
-    int use = -1; ///< its linkUse index, or -2 for DRAM
-    std::vector<std::pair<unsigned, double>> flows; ///< active index, GB/s
+    int use = -1;                  ///< its linkUse index, or -2 for DRAM
+    unsigned first = 0, count = 0; ///< its flows in resourceFlows
+    unsigned key = 0;
   };
   std::vector<Resource> resources;
-  std::map<std::pair<int, unsigned>, unsigned> resourceOf;
+  // Per resource key (a GPU's link direction, an uplink direction, DRAM)
+  // its index in `resources` while fairShares runs, else ~0u.
+  unsigned linkKeys = 2 * lanes, dramKey = linkKeys + linkCount;
+  std::vector<unsigned> resourceOfKey(dramKey + 1, ~0u);
+  // Per flow its (resource, GB/s) joins, at most three.
+  struct Join {
+    unsigned resource;
+    double gbps;
+  };
+  std::vector<std::array<Join, 3>> joins;
+  std::vector<unsigned> joinCount;
+  std::vector<std::pair<unsigned, double>> resourceFlows;
   std::vector<double> rate;
+  std::vector<char> inFull;
   auto fairShares = [&] {
+    size_t flows = active.size();
     resources.clear();
-    resourceOf.clear();
-    auto join = [&](int kind, unsigned key, double cap, int use, unsigned f,
+    joins.resize(flows);
+    joinCount.assign(flows, 0);
+    auto join = [&](unsigned key, double cap, int use, unsigned f,
                     double gbps) {
-      auto [it, added] = resourceOf.insert({{kind, key}, resources.size()});
-      if (added)
-        resources.push_back({cap, use, {}});
-      resources[it->second].flows.emplace_back(f, gbps);
+      unsigned &r = resourceOfKey[key];
+      if (r == ~0u) {
+        r = unsigned(resources.size());
+        resources.push_back({cap, use, 0, 0, key});
+      }
+      ++resources[r].count;
+      joins[f][joinCount[f]++] = {r, gbps};
     };
-    for (unsigned f = 0; f < active.size(); ++f) {
+    for (unsigned f = 0; f < flows; ++f) {
       const Task &task = tasks[active[f]];
       unsigned l = linkOfTask[active[f]];
       if (l == ~1u) {
-        join(2, 0, host.dramGBps, -2, f, task.hostGBps);
+        join(dramKey, host.dramGBps, -2, f, task.hostGBps);
         continue;
       }
       bool up = l % 2;
       double gbps = up ? host.h2dGBps : host.d2hGBps;
       if (!(gbps > 0))
         gbps = 1;
-      join(0, 2 * task.device + (up ? 1 : 0), gbps, -1, f, gbps);
-      join(1, l, host.uplinkGBps > 0 ? host.uplinkGBps : gbps, int(l), f, gbps);
+      join(2 * task.device + (up ? 1 : 0), gbps, -1, f, gbps);
+      join(linkKeys + l, host.uplinkGBps > 0 ? host.uplinkGBps : gbps, int(l),
+           f, gbps);
       if (host.dramGBps > 0)
-        join(2, 0, host.dramGBps, -2, f, gbps * host.copyDramFactor);
+        join(dramKey, host.dramGBps, -2, f, gbps * host.copyDramFactor);
     }
-    rate.assign(active.size(), -1);
-    size_t left = active.size();
+    // Each resource's flows, in flow order, in one array.
+    unsigned at = 0;
+    for (Resource &r : resources) {
+      r.first = at;
+      at += r.count;
+      r.count = 0;
+    }
+    resourceFlows.resize(at);
+    for (unsigned f = 0; f < flows; ++f)
+      for (unsigned j = 0; j < joinCount[f]; ++j) {
+        Resource &r = resources[joins[f][j].resource];
+        resourceFlows[r.first + r.count++] = {f, joins[f][j].gbps};
+      }
+    rate.assign(flows, -1);
+    inFull.assign(flows, 0);
+    size_t left = flows;
     while (left) {
       double level = 1;
       int full = -1;
       for (size_t r = 0; r < resources.size(); ++r) {
         double avail = resources[r].cap, want = 0;
-        for (auto [f, gbps] : resources[r].flows)
+        for (unsigned k = 0; k < resources[r].count; ++k) {
+          auto [f, gbps] = resourceFlows[resources[r].first + k];
           if (rate[f] >= 0)
             avail -= gbps * rate[f];
           else
             want += gbps;
+        }
         if (want > 0 && avail / want < level) {
           level = std::max(avail / want, 1e-9);
           full = int(r);
         }
       }
-      for (unsigned f = 0; f < active.size(); ++f)
-        if (rate[f] < 0 &&
-            (full < 0 || std::any_of(resources[full].flows.begin(),
-                                     resources[full].flows.end(),
-                                     [&](auto &p) { return p.first == f; }))) {
+      if (full >= 0)
+        for (unsigned k = 0; k < resources[full].count; ++k)
+          inFull[resourceFlows[resources[full].first + k].first] = 1;
+      for (unsigned f = 0; f < flows; ++f)
+        if (rate[f] < 0 && (full < 0 || inFull[f])) {
           rate[f] = level;
           --left;
         }
+      if (full >= 0)
+        for (unsigned k = 0; k < resources[full].count; ++k)
+          inFull[resourceFlows[resources[full].first + k].first] = 0;
     }
-    for (unsigned f = 0; f < active.size(); ++f)
+    for (unsigned f = 0; f < flows; ++f)
       slow[active[f]] = 1 / rate[f];
     std::fill(linkUse.begin(), linkUse.end(), 0);
     dramUse = 0;
     for (const Resource &r : resources) {
       double used = 0;
-      for (auto [f, gbps] : r.flows)
+      for (unsigned k = 0; k < r.count; ++k) {
+        auto [f, gbps] = resourceFlows[r.first + k];
         used += gbps * rate[f];
+      }
       if (r.use >= 0)
         linkUse[r.use] = used / r.cap;
       else if (r.use == -2)
         dramUse = used / r.cap;
     }
+    for (const Resource &r : resources)
+      resourceOfKey[r.key] = ~0u;
   };
   for (unsigned i = 0; i < n; ++i)
     if (pending[i] == 0)
       starts.push({0.0, i});
   double now = 0;
   unsigned done = 0;
+  // The watched tasks: per task its position, and how many have ended in
+  // the listed order.
+  std::vector<unsigned> watchAt;
+  std::vector<char> watchEnded;
+  size_t watched = 0;
+  bool enough = false;
+  if (watch) {
+    watchAt.assign(n, ~0u);
+    for (size_t k = 0; k < watch->tasks.size(); ++k)
+      if (watch->tasks[k] < n)
+        watchAt[watch->tasks[k]] = unsigned(k);
+    watchEnded.assign(watch->tasks.size(), 0);
+  }
   auto finish = [&](unsigned i) {
     t.end[i] = now;
+    if (watch && watchAt[i] != ~0u) {
+      watchEnded[watchAt[i]] = 1;
+      for (; !enough && watched < watchEnded.size() && watchEnded[watched];
+           ++watched)
+        enough = watch->enough(watched, t.end[watch->tasks[watched]]);
+    }
     t.makespan = std::max(t.makespan, now);
     ++done;
     for (unsigned e = first[i]; e < first[i + 1]; ++e) {
@@ -298,8 +366,12 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck) {
         ends.push({now + tasks[i].ms, i});
       }
     }
+    // Every event at `now` is in: the times up to now are final.
+    if (enough)
+      break;
   }
-  if (done != n) {
+  t.complete = done == n;
+  if (done != n && !enough) {
     if (stuck)
       for (unsigned i = 0; i < n; ++i)
         if (pending[i] != 0) {

@@ -95,10 +95,12 @@ OneStep oneStep(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
 /// from one pass to the next.
 std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
                                      const OneStep &step, unsigned shift,
-                                     unsigned steps, std::string *stuck) {
+                                     unsigned steps, std::string *stuck,
+                                     bool untilSteady = false) {
   const Schedule &pass = step.pass;
   ::rp::timing::RunLayout layout = step.layout;
   layout.steps = steps;
+  layout.untilSteady = untilSteady;
   unsigned g = pipeline.devices;
   // One pass in flight: the trainer stages a pass after the one before has
   // finished (its epilogue run) and does not rename the devices. One copy
@@ -170,7 +172,8 @@ mlir::rp::steadyStateInMemory(Pipeline pipeline, unsigned passes,
 std::optional<SteadyState>
 mlir::rp::dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
                          const HardwareProfile &hw, Dispatch dispatch,
-                         bool syncOptimizer, std::string *stuck) {
+                         bool syncOptimizer, std::string *stuck,
+                         bool untilSteady) {
   unsigned g = pipeline.devices;
   if (pipeline.kind != ScheduleKind::roundRobin)
     return steadyState(pipeline, layers, hw, syncOptimizer, kSteadySteps,
@@ -181,14 +184,14 @@ mlir::rp::dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
   // per shift.
   OneStep step = oneStep(pipeline, layers, hw, syncOptimizer);
   std::optional<SteadyState> best =
-      timeSteps(pipeline, step, modulo, kSteadySteps, stuck);
+      timeSteps(pipeline, step, modulo, kSteadySteps, stuck, untilSteady);
   // A shift coprime to G walks every job over every device; the modulo one
   // that is not leaves the same jobs on the same devices pass after pass.
   if (!best || dispatch == Dispatch::modulo || std::gcd(modulo, g) == 1)
     return best;
   for (unsigned shift : {1u, g - 1}) {
     std::optional<SteadyState> s =
-        timeSteps(pipeline, step, shift, kSteadySteps, stuck);
+        timeSteps(pipeline, step, shift, kSteadySteps, stuck, untilSteady);
     if (s && s->stepMs < best->stepMs) {
       best = s;
       pipeline.passShift = int(shift);

@@ -157,7 +157,8 @@ double mlir::rp::estimatedStepMs(const Partition &p,
   std::string error;
   FailureOr<Pipeline> pl = lowerForTarget(p, layers, t, error);
   assert(succeeded(pl) && "round-robin lowering cannot fail");
-  std::optional<SteadyState> s = dispatchPasses(*pl, layers, t.hw, t.dispatch);
+  std::optional<SteadyState> s = dispatchPasses(
+      *pl, layers, t.hw, t.dispatch, false, nullptr, /*untilSteady=*/true);
   assert(s && "round-robin schedules cannot deadlock");
   return s ? s->stepMs : 1e300;
 }

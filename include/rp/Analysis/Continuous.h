@@ -16,9 +16,10 @@
 // host after each step, and per layer with trainable weights a version
 // gate (step k reads the weights of the update of step k-2 in async mode,
 // k-1 in sync mode). The period is read as the sim reads it: the mean over
-// one rotation (G / gcd(S, G) steps) after a warm-up of at least rotation
-// + 3 steps. Static schedules keep their devices (no rotation); their
-// steps overlap only as far as queue order and data allow.
+// the first cycle of step ends that repeats after a warm-up of about a
+// rotation (G / gcd(S, G) steps; rp/timing/Continuous.h). Static schedules keep
+// their devices (no rotation); their steps overlap only as far as queue order
+// and data allow.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,8 +31,7 @@
 namespace mlir::rp {
 
 /// Steps a steady-state estimate lays out at least; it lays out more when
-/// the rotation needs them (a warm-up of rotation + 3 steps, then one
-/// rotation measured).
+/// reading the period needs them (rp/timing/Continuous.h).
 constexpr unsigned kSteadySteps = 5;
 
 struct SteadyState {
@@ -96,10 +96,13 @@ std::optional<SteadyState> steadyStateInMemory(Pipeline pipeline,
 /// Chooses the pass shift of `pipeline` (compute only) under `dispatch`,
 /// stores it in pipeline.passShift (static schedules keep -1) and returns
 /// the steady state it was chosen by; std::nullopt as steadyState.
+/// `untilSteady`: only the period is needed (the partition search), so the
+/// timing stops once it is read (runMs is then the time run so far).
 std::optional<SteadyState>
 dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
                const HardwareProfile &hw, Dispatch dispatch,
-               bool syncOptimizer = false, std::string *stuck = nullptr);
+               bool syncOptimizer = false, std::string *stuck = nullptr,
+               bool untilSteady = false);
 
 } // namespace mlir::rp
 

@@ -21,15 +21,16 @@
 //   mode, W_max(k-1,0) in async mode) has written that parameter, as the
 //   trainer's per-parameter fences.
 //
-// The period is read as the mean between step ends (a step ends with its
-// last pass's epilogue) over one rotation (G / gcd(K * shift, G) steps,
-// after which every pass is back on its first devices) in sync mode and
-// two in async mode (step k waits for step k-2's update, so where a pass
-// is a chain longer than a step, one microbatch, the steps pair up into
-// a short period and a long one), over the window that ends a rotation
-// before the run's last step, after a warm-up of at least rotation + 3
-// steps: the first steps wait for no update and run ahead while the
-// devices' backlog builds up.
+// The period is read from the step ends (a step ends with its last pass's
+// epilogue) as they come: after a warm-up of rotation + 3 steps (sync) or
+// rotation + 2 (async: the first steps wait for no update and run ahead
+// while the devices' backlog builds up; a rotation is G / gcd(K * shift,
+// G) steps), the first cycle of step-end differences that repeats
+// (cycleAt) gives the mean over that cycle: one step, a rotation, two
+// steps that pair up in async mode where a pass is a chain longer than a
+// step (one microbatch), or three steps on four devices. Only the steps
+// that can start before the cycle's end are laid out after it, and with
+// RunLayout::untilSteady the timing stops there (Timeline.h's Watch).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +75,9 @@ struct RunLayout {
   /// only, g >= 1 parameter g - 1's. Empty (the whole vector): every task
   /// waits for gate 1 (one gate, or the first parameter's).
   std::vector<std::vector<unsigned>> gatesOfTask;
+  /// Stop timing once the period is read (the partitioner needs only the
+  /// period): the tasks after it keep start and end 0.
+  bool untilSteady = false;
 };
 
 struct ContinuousRun {
@@ -84,8 +88,8 @@ struct ContinuousRun {
   unsigned steps = 0, passes = 0, accumulate = 1;
   /// Steps after which every pass is back on its first devices.
   unsigned rotation = 1;
-  /// Steps the period is measured over: a rotation in sync mode, two in
-  /// async mode (steps can pair up, each waiting for the update two back).
+  /// Steps the period is measured over: the step ends' cycle (two
+  /// rotations where they never repeat to rounding).
   unsigned window = 1;
   unsigned shift = 0;
   size_t passTasks = 0;
@@ -100,6 +104,17 @@ struct ContinuousRun {
   /// The device shift of pass p.
   unsigned shiftOf(unsigned pass) const;
 };
+
+/// The period, in steps, of `ends` (a run's step ends so far) at its
+/// newest end k: the smallest p whose last max(p, confirm, 2) differences
+/// between consecutive ends equal, to rounding, the differences p before
+/// them, using no difference before ends[warmup + 1] - ends[warmup]; 0
+/// when none repeats yet. A run confirms over a rotation at least: within
+/// one, a few steps can take equal times and the next one longer (Llama-
+/// 3.1-8B's rotating fwd:11,10,10;bwd:3,...,4 on 8 devices, three equal
+/// differences in a rotation of 8).
+unsigned cycleAt(const std::vector<double> &ends, unsigned warmup,
+                 unsigned confirm = 2);
 
 /// Lays out and times the run of `pass` (one pass's tasks, as
 /// Timeline.h). std::nullopt when the run's waits form a cycle, with one

@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -99,6 +100,19 @@ struct Times {
   std::vector<double> uplinkBusyMs;
   /// The same for host DRAM (0 without a DRAM limit).
   double dramBusyMs = 0;
+  /// False when a Watch ended the timing early: tasks not ended by then
+  /// have start and end 0, and the busy figures cover the time run only.
+  bool complete = true;
+};
+
+/// Tasks whose ends a caller reads as they come (a run's step ends), to end
+/// the timing as soon as they say enough: after each ends, in the listed
+/// order, `enough(k, end)` for its position k. Ending early is exact: no
+/// task that starts later changes an earlier end, so every time up to the
+/// stop is what the whole graph would give.
+struct Watch {
+  std::vector<unsigned> tasks;
+  std::function<bool(size_t, double)> enough;
 };
 
 /// What each task must wait for: its predecessor on its lane and the tasks
@@ -109,7 +123,8 @@ void dependencies(const std::vector<Task> &tasks,
 
 /// The start and end of every task; std::nullopt when the waits and lane
 /// orders form a cycle (a deadlock), with one stuck task in `stuck`.
-std::optional<Times> resolve(const Graph &graph, size_t *stuck = nullptr);
+std::optional<Times> resolve(const Graph &graph, size_t *stuck = nullptr,
+                             const Watch *watch = nullptr);
 
 } // namespace rp::timing
 

@@ -441,8 +441,8 @@ fuseEpilogues(ArrayRef<Operation *> ops,
         continue;
       bool tanh = m->grad.getKind() == UnaryGradKind::gelu_tanh;
       f.spec.inputs.push_back(pre);
-      f.spec.ints.push_back(int64_t(tanh ? rp::plan::MatmulEpilogue::dGeluTanh
-                                         : rp::plan::MatmulEpilogue::dGelu));
+      f.spec.ints.push_back(int64_t(tanh ? ::rp::plan::MatmulEpilogue::dGeluTanh
+                                         : ::rp::plan::MatmulEpilogue::dGelu));
       f.results.push_back(m->grad.getResult());
       absorbed.insert(m->grad);
     } else {
@@ -452,8 +452,9 @@ fuseEpilogues(ArrayRef<Operation *> ops,
       Value sum = m->add.getResult();
       if (m->kind == EpilogueMatch::Kind::biasGelu) {
         bool tanh = m->gelu.getApproximate() == GeluApproximation::tanh;
-        f.spec.ints.push_back(int64_t(tanh ? rp::plan::MatmulEpilogue::biasGeluTanh
-                                           : rp::plan::MatmulEpilogue::biasGelu));
+        f.spec.ints.push_back(
+            int64_t(tanh ? ::rp::plan::MatmulEpilogue::biasGeluTanh
+                         : ::rp::plan::MatmulEpilogue::biasGelu));
         f.results.push_back(m->gelu.getResult());
         // The sum as a second result where anything else reads it (the
         // gelu's gradient).
@@ -461,7 +462,7 @@ fuseEpilogues(ArrayRef<Operation *> ops,
           f.results.push_back(sum);
         absorbed.insert(m->gelu);
       } else {
-        f.spec.ints.push_back(int64_t(rp::plan::MatmulEpilogue::bias));
+        f.spec.ints.push_back(int64_t(::rp::plan::MatmulEpilogue::bias));
         f.results.push_back(sum);
       }
       absorbed.insert(m->add);

@@ -76,7 +76,7 @@ original = PeftModel.from_pretrained(
 print("on the original base the loss differs by more than 1e-5:",
       rel(ours, torch_loss(original, run / "eval.rpds")) > 1e-5)
 
-# CHECK: recorded: {'rank': 4, 'alpha': 8, 'targets': '', 'modules_to_save': '', 'quantize_base': 'nf4'}
+# CHECK: recorded: {'rank': 4, 'alpha': 8.0, 'targets': '', 'modules_to_save': '', 'dropout': 0.0, 'quantize_base': 'nf4'}
 # CHECK-NEXT: quantized weights beside the plan: True
 # CHECK-NEXT: checkpoint: 28 tensors, all adapters: True
 # CHECK-NEXT: dequantized: 14 weights, e.g. model.layers.0.mlp.down_proj.weight

@@ -227,7 +227,7 @@ static std::optional<KernelSpec> elementwiseSpec(Operation *op) {
       .Case([&](DropoutOp o) {
         return KernelSpec{pf::OpKind::dropout,
                           {o.getInput(), o.getKey()},
-                          {o.getTensor()},
+                          {static_cast<int64_t>(o.getTensor())},
                           {o.getProbability().convertToDouble()}};
       })
       // ints: [kind (0 nf4, 1 int8)]: contract/include/rp/contract/Quantize.h

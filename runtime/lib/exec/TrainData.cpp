@@ -216,7 +216,7 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
       key.shape = globalShape(plan, in, K);
       if (plan.buffers[in.buffer].dtype != DType::i64 ||
           key.shape.size() != 2 || key.shape[1] != 4 ||
-          key.shape[0] != int64_t(M * K))
+          key.shape[0] != int64_t(M) * int64_t(K))
         return invalidFormat("the plan's dropout_key input is " +
                              describeShape(key.shape) +
                              "; it should be one i64 row of 4 per microbatch");

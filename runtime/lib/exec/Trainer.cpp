@@ -399,10 +399,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
         sharded ? std::function<void(unsigned)>(
                       [&](unsigned step) { reducer->release(step); })
                 : nullptr,
-        shardMaster};
-    staged.fillDropoutKey = [&](unsigned step) {
-      fillDropoutKey(inputs, options, step);
-    };
+        shardMaster,
+        [&](unsigned step) { fillDropoutKey(inputs, options, step); }};
     return detail::trainStaged(std::move(staged));
   }
 

@@ -47,17 +47,17 @@ unsigned rp::timing::cycleAt(const std::vector<double> &ends, unsigned warmup,
 
 namespace {
 
-/// The run of `pass` laid out over N steps, not timed yet.
-ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned N,
+/// The run of `pass` laid out over `steps` steps, not timed yet.
+ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
                     unsigned rotation) {
   unsigned G = std::max(pass.devices, 1u);
   unsigned K = std::max(o.accumulate, 1u), L = std::max(o.slots, 1u);
-  unsigned P = N * K;
+  unsigned P = steps * K;
   size_t C = pass.tasks.size();
   size_t commandTasks = size_t(P) * C;
 
   ContinuousRun run;
-  run.steps = N;
+  run.steps = steps;
   run.passes = P;
   run.accumulate = K;
   run.rotation = rotation;
@@ -98,15 +98,15 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned N,
                         &opt = run.optimizer, &optFirst = run.optimizerFirst;
   pro.assign(P, 0);
   epi.assign(P, 0);
-  opt.assign(N, 0);
-  optFirst.assign(N, 0);
+  opt.assign(steps, 0);
+  optFirst.assign(steps, 0);
   // Step k's update runs parameter by parameter in the trainer's order,
   // each its share of the optimizer's time; written[k][g] is the task
   // after which gate g's parameter is new (one gate, the whole update,
   // without per-parameter gates).
   bool perParam = !o.order.empty();
   size_t gateCount = perParam ? o.order.size() : 1;
-  std::vector<std::vector<unsigned>> written(N);
+  std::vector<std::vector<unsigned>> written(steps);
   auto update = [&](unsigned k, unsigned lane, unsigned after) {
     written[k].assign(gateCount, 0);
     if (!perParam) {
@@ -141,7 +141,7 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned N,
       stage(t + L);
       continue;
     }
-    bool last = k + 1 == N;
+    bool last = k + 1 == steps;
     // The update in flight finishes before the next one starts.
     unsigned finished = epi[t];
     if (!o.sync && k >= 1)

@@ -170,7 +170,7 @@ TEST(ContinuousLayoutTest, PairedStepsAtAnyStepCount) {
 /// The cycle of step ends: the smallest period whose differences repeat,
 /// confirmed over at least `confirm` differences after the warm-up.
 TEST(ContinuousLayoutTest, CycleOfStepEnds) {
-  auto ends = [](std::vector<double> diffs, unsigned times) {
+  auto ends = [](const std::vector<double> &diffs, unsigned times) {
     std::vector<double> e{0};
     for (unsigned t = 0; t < times; ++t)
       for (double d : diffs)

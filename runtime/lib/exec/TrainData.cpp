@@ -211,6 +211,14 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
       continue;
     }
     if (in.name == ::rp::plan::kDropoutKeyInput) {
+      // The masks follow --seed and the step on every device count; a key
+      // given by hand would be overwritten each step, so it is refused.
+      if (options.inputs.count(in.name))
+        return invalidArgument(
+            "--input " + in.name +
+            ": the plan's LoRA dropout key is rp-run's own, written each "
+            "step from --seed and the step; give --seed N to change the "
+            "masks, or --no-dropout to run without them");
       NpyArray key;
       key.dtype = DType::i64;
       key.shape = globalShape(plan, in, K);

@@ -30,6 +30,7 @@
 
 #include "CudaCommon.cuh"
 #include "CudaLinearLoss.h"
+#include "CudaRowLanes.cuh"
 
 #include "rp/runtime/kernels/Elementwise.h"
 #include "rp/runtime/kernels/ElementwiseGrad.h"
@@ -187,35 +188,9 @@ __global__ void extremumGradKernel(ReduceMap map, bool isMax, const T *x,
   }
 }
 
-/// Threads per softmax row over the last dimension (orderedSum's lanes)
-/// and per block.
-constexpr int kRowLanes = kernels::kSumLanes;
+/// Threads per softmax block: kLaneRows rows of kRowLanes (CudaRowLanes.cuh).
 constexpr int kLaneThreads = 128;
 constexpr int kLaneRows = kLaneThreads / kRowLanes;
-
-inline unsigned laneBlocks(int64_t rows) {
-  int64_t blocks = (rows + kLaneRows - 1) / kLaneRows;
-  return static_cast<unsigned>(blocks < (1 << 16) ? blocks : (1 << 16));
-}
-
-/// orderedSum(n, f) of one row by its kRowLanes threads (`lanes`: the row's
-/// slots of shared memory), bitwise the host's; every thread of the block
-/// calls it together (two barriers), `active` false past the last row.
-template <typename Acc, typename F>
-__device__ Acc laneSum(Acc *lanes, int lane, bool active, int64_t n,
-                       const F &f) {
-  static_assert(kRowLanes == 8, "the final combination assumes 8 lanes");
-  Acc acc = Acc(0);
-  if (active)
-    for (int64_t i = lane; i < n; i += kRowLanes)
-      acc += f(i);
-  lanes[lane] = acc;
-  __syncthreads();
-  Acc sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  __syncthreads();
-  return sum;
-}
 
 /// rowMax (kernels/Softmax.h) by the row's lanes: a maximum is exact in any
 /// order; a NaN anywhere makes it NaN, as on the host.
@@ -268,7 +243,7 @@ __global__ void softmaxLanesKernel(bool log, const T *x, T *y, int64_t rows,
     const C m = laneMax<T, C>(lanes, lane, active, xr, n);
     if (!log && std::is_same_v<T, C>) {
       // As the host: exp(x - m) written once, summed from the output.
-      C sum = laneSum<C>(lanes, lane, active, n, [&](int64_t i) {
+      C sum = rowSum<C>(lanes, lane, active, n, [&](int64_t i) {
         C e = kExp(load(xr[i]) - m);
         yr[i] = store<T>(e);
         return load(yr[i]);
@@ -278,8 +253,8 @@ __global__ void softmaxLanesKernel(bool log, const T *x, T *y, int64_t rows,
           yr[i] = store<T>(load(yr[i]) / sum);
       continue;
     }
-    C sum = laneSum<C>(lanes, lane, active, n,
-                       [&](int64_t i) { return kExp(load(xr[i]) - m); });
+    C sum = rowSum<C>(lanes, lane, active, n,
+                      [&](int64_t i) { return kExp(load(xr[i]) - m); });
     if (!active)
       continue;
     if (log) {
@@ -310,14 +285,14 @@ __global__ void softmaxGradLanesKernel(bool log, const T *y, const T *dy, T *dx,
     const T *yr = y + base, *dyr = dy + base;
     T *dxr = dx + base;
     if (log) {
-      C sum = laneSum<C>(lanes, lane, active, n,
-                         [&](int64_t i) { return load(dyr[i]); });
+      C sum = rowSum<C>(lanes, lane, active, n,
+                        [&](int64_t i) { return load(dyr[i]); });
       if (active)
         for (int64_t i = lane; i < n; i += kRowLanes)
           dxr[i] = store<T>(load(dyr[i]) - kExp(load(yr[i])) * sum);
     } else {
-      C dot = laneSum<C>(lanes, lane, active, n,
-                         [&](int64_t i) { return load(yr[i]) * load(dyr[i]); });
+      C dot = rowSum<C>(lanes, lane, active, n,
+                        [&](int64_t i) { return load(yr[i]) * load(dyr[i]); });
       if (active)
         for (int64_t i = lane; i < n; i += kRowLanes)
           dxr[i] = store<T>(load(yr[i]) * (load(dyr[i]) - dot));
@@ -417,8 +392,9 @@ cudaError_t launchSoftmax(const LaunchContext &ctx, DType dtype, bool log,
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (inner == 1)
-      softmaxLanesKernel<<<laneBlocks(rows), kLaneThreads, 0, ctx.stream>>>(
-          log, static_cast<const T *>(x), static_cast<T *>(out), rows, n);
+      softmaxLanesKernel<<<rowLaneBlocks(rows, kLaneRows), kLaneThreads, 0,
+                           ctx.stream>>>(log, static_cast<const T *>(x),
+                                         static_cast<T *>(out), rows, n);
     else
       softmaxKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
           log, static_cast<const T *>(x), static_cast<T *>(out), rows, n,
@@ -436,9 +412,10 @@ cudaError_t launchSoftmaxGrad(const LaunchContext &ctx, DType dtype, bool log,
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (inner == 1)
-      softmaxGradLanesKernel<<<laneBlocks(rows), kLaneThreads, 0, ctx.stream>>>(
-          log, static_cast<const T *>(y), static_cast<const T *>(dy),
-          static_cast<T *>(dx), rows, n);
+      softmaxGradLanesKernel<<<rowLaneBlocks(rows, kLaneRows), kLaneThreads, 0,
+                               ctx.stream>>>(log, static_cast<const T *>(y),
+                                             static_cast<const T *>(dy),
+                                             static_cast<T *>(dx), rows, n);
     else
       softmaxGradKernel<<<blocksFor(rows), kThreadsPerBlock, 0, ctx.stream>>>(
           log, static_cast<const T *>(y), static_cast<const T *>(dy),

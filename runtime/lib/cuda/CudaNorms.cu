@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCommon.cuh"
+#include "CudaRowLanes.cuh"
 
 #include "rp/runtime/kernels/Norms.h"
 #include "rp/runtime/kernels/NormsGrad.h"
@@ -26,40 +27,10 @@ namespace {
 /// of the scale and bias gradients. Part of the numerics.
 constexpr int64_t kParamRowBlock = 128;
 
-/// Threads that normalize one row: orderedSum's lanes. Thread l of a row
-/// folds elements l, l + kRowLanes, ... in order, as the host's lane l does,
-/// and the lanes meet in orderedSum's tree, so a row's sums have the host's
-/// bits (and every element its host value).
-constexpr int kRowLanes = kernels::kSumLanes;
 /// A norm block: kNormRows rows of kRowLanes threads each. 128 threads keep
 /// more blocks than SMs from a few thousand rows (2048 rows: 128 blocks).
 constexpr int kNormThreads = 128;
 constexpr int kNormRows = kNormThreads / kRowLanes;
-
-inline unsigned normBlocks(int64_t rows) {
-  int64_t blocks = (rows + kNormRows - 1) / kNormRows;
-  return static_cast<unsigned>(blocks < (1 << 16) ? blocks : (1 << 16));
-}
-
-/// orderedSum(n, f) of one row by the row's kRowLanes threads (`lane` is
-/// this thread's); `lanes` is the row's kRowLanes slots of shared memory.
-/// Every thread of the block calls it together (it holds two barriers);
-/// `active` is false past the last row.
-template <typename Acc, typename F>
-__device__ Acc rowSum(Acc *lanes, int lane, bool active, int64_t n,
-                      const F &f) {
-  static_assert(kRowLanes == 8, "the final combination assumes 8 lanes");
-  Acc acc = Acc(0);
-  if (active)
-    for (int64_t i = lane; i < n; i += kRowLanes)
-      acc += f(i);
-  lanes[lane] = acc;
-  __syncthreads();
-  Acc sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  __syncthreads();
-  return sum;
-}
 
 /// layerNormStats / rmsNormStats (kernels/Norms.h) with rowSum for
 /// orderedSum: the same expressions, hence the same bits.
@@ -215,7 +186,7 @@ cudaError_t launchNorm(const LaunchContext &ctx, DType dtype, bool centered,
     return cudaSuccess;
   visitFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    normKernel<<<normBlocks(rows), kNormThreads, 0, ctx.stream>>>(
+    normKernel<<<rowLaneBlocks(rows, kNormRows), kNormThreads, 0, ctx.stream>>>(
         centered, static_cast<const T *>(x), static_cast<const T *>(scale),
         static_cast<const T *>(bias), static_cast<T *>(out), rows, n,
         static_cast<Compute<T>>(epsilon));
@@ -243,7 +214,8 @@ cudaError_t launchNormGrad(const LaunchContext &ctx, DType dtype, bool centered,
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
     auto *stats = params ? static_cast<NormStats<C> *>(scratch) : nullptr;
-    normGradRowsKernel<<<normBlocks(rows), kNormThreads, 0, ctx.stream>>>(
+    normGradRowsKernel<<<rowLaneBlocks(rows, kNormRows), kNormThreads, 0,
+                         ctx.stream>>>(
         centered, static_cast<const T *>(x), static_cast<const T *>(scale),
         static_cast<const T *>(dy), static_cast<T *>(dx), rows, n,
         static_cast<C>(epsilon), stats);

@@ -4,7 +4,8 @@ Usage: build_onnx_fuzzer.py BUILD OUT
 
 The compiler is built with g++ (BUILD, the main build), but libFuzzer needs
 clang's coverage instrumentation. This compiles the importer's own sources
-(lib/Import/ONNX) and fuzz/ONNXFuzzer.cpp with clang++-14
+(lib/Import/ONNX), fuzz/ONNXFuzzer.cpp and fuzz/ONNXMutator.cpp (the
+structure-aware mutator) with clang++-14
 (-fsanitize=fuzzer-no-link,address,undefined), with the flags BUILD's
 compile_commands.json gives them, and links them against BUILD's other
 libraries exactly as BUILD links rp-import. Coverage guides the fuzzer
@@ -42,6 +43,9 @@ def main(build, out):
              if a.startswith(("-D", "-I", "-std"))]
     sources = [c["file"] for c in importer]
     sources.append(os.path.join(root, "fuzz", "ONNXFuzzer.cpp"))
+    # The structure-aware mutator (libFuzzer finds LLVMFuzzerCustomMutator
+    # by name).
+    sources.append(os.path.join(root, "fuzz", "ONNXMutator.cpp"))
     objects = []
     for src in sources:
         obj = os.path.join(out, os.path.basename(src) + ".o")

@@ -2,9 +2,11 @@
 # Builds the libFuzzer targets (clang-14 with ASan and UBSan, into
 # build-fuzz/) and runs each for a bounded time.
 # Usage: scripts/fuzz.sh [SECONDS per target, default 60] [TARGET...]
-# Targets: npy safetensors state plan (the runtime's readers, runtime/fuzz)
-# and onnx (the importer, fuzz/; it needs the main build in build/, whose
-# libraries it links). Each starts from its seed corpus
+# Targets: npy safetensors state plan (the runtime's readers, runtime/fuzz),
+# onnx (the importer, fuzz/; it needs the main build in build/, whose
+# libraries it links; fuzz/ONNXMutator.cpp mutates models structurally) and
+# options (fuzz/options_fuzz.py: the command lines of rp-compile, rp-run and
+# rp-import from build/bin, one line per tool, the seconds shared). Each starts from its seed corpus
 # (runtime/fuzz/corpus/<target> or fuzz/corpus/onnx, small real files)
 # copied to
 # build-fuzz/corpus/<target>, which keeps what the run finds; the repository's
@@ -21,7 +23,7 @@ cd "$root"
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(npy safetensors state plan onnx)
+[ ${#targets[@]} -eq 0 ] && targets=(npy safetensors state plan onnx options)
 
 build=build-fuzz
 if [ ! -f "$build/build.ninja" ]; then
@@ -35,7 +37,7 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 names=()
 for t in "${targets[@]}"; do
-  [ "$t" = onnx ] || names+=("rp-fuzz-$t")
+  [ "$t" = onnx ] || [ "$t" = options ] || names+=("rp-fuzz-$t")
 done
 if [ ${#names[@]} -gt 0 ] &&
    ! ninja -C "$build" "${names[@]}" >"$build.build.log" 2>&1; then
@@ -55,6 +57,17 @@ fi
 
 status=0
 for t in "${targets[@]}"; do
+  if [ "$t" = options ]; then
+    if [ ! -x build/bin/rp-run ] || [ ! -d build/test/models ]; then
+      echo "fuzz: the options target needs the main build (build/bin, build/test/models)" >&2
+      status=1
+      continue
+    fi
+    rm -rf "$build/options"
+    .venv/bin/python fuzz/options_fuzz.py build/bin build/test/models \
+      "$build/options" --seconds "$seconds" || status=1
+    continue
+  fi
   corpus="$build/corpus/$t" findings="$build/findings/$t"
   mkdir -p "$corpus" "$findings"
   seeds=runtime/fuzz/corpus/$t binary=$build/fuzz/rp-fuzz-$t

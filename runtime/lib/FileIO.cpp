@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <utility>
 
 using namespace rp::runtime;
 namespace files = rp::files;
@@ -163,33 +164,78 @@ Expected<uint64_t> rp::runtime::checkRegularFile(const std::string &path,
   return size;
 }
 
-Expected<std::string> rp::runtime::readRegularFile(const std::string &path,
-                                                   std::string_view what,
-                                                   uint64_t maxBytes) {
+Expected<PieceReader> rp::runtime::PieceReader::open(const std::string &path,
+                                        std::string_view what) {
   Fd fd;
   uint64_t size = 0;
   if (Status s = openRegular(path, what, fd, size); s.failed())
     return s;
-  if (size > maxBytes)
-    return invalidArgument(std::string(what) + " '" + path + "' holds " +
-                           std::to_string(size) + " bytes, more than the " +
-                           std::to_string(maxBytes) + " a " +
-                           std::string(what) + " may have");
-  std::string bytes(size_t(size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::read(fd.fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+  PieceReader r;
+  r.fd_ = fd.fd;
+  fd.fd = -1;
+  r.size_ = size;
+  r.path_ = path;
+  r.what_ = std::string(what);
+  return r;
+}
+
+rp::runtime::PieceReader::PieceReader(PieceReader &&other) noexcept { *this = std::move(other); }
+
+PieceReader &
+rp::runtime::PieceReader::operator=(PieceReader &&other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    size_ = other.size_;
+    path_ = std::move(other.path_);
+    what_ = std::move(other.what_);
+  }
+  return *this;
+}
+
+rp::runtime::PieceReader::~PieceReader() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+Status rp::runtime::PieceReader::readAt(uint64_t offset, void *out, size_t n) const {
+  if (offset > size_ || n > size_ - offset)
+    return invalidArgument(what_ + " '" + path_ + "': bytes [" +
+                           std::to_string(offset) + ", " +
+                           std::to_string(offset + n) + ") run past its " +
+                           std::to_string(size_) + " bytes");
+  auto *to = static_cast<char *>(out);
+  for (size_t done = 0; done < n;) {
+    ssize_t got = ::pread(fd_, to + done, n - done, off_t(offset + done));
+    if (got < 0 && (errno == EINTR || errno == EAGAIN))
       continue;
-    if (n < 0)
-      return invalidArgument("cannot read " + std::string(what) + " '" + path +
+    if (got < 0)
+      return invalidArgument("cannot read " + what_ + " '" + path_ +
                              "': " + std::strerror(errno));
-    if (n == 0)
-      return invalidArgument(std::string(what) + " '" + path +
+    if (got == 0)
+      return invalidArgument(what_ + " '" + path_ +
                              "' shrank while it was read; is something "
                              "writing it?");
-    done += size_t(n);
+    done += size_t(got);
   }
+  return Status::ok();
+}
+
+Expected<std::string> rp::runtime::readRegularFile(const std::string &path,
+                                                   std::string_view what,
+                                                   uint64_t maxBytes) {
+  Expected<PieceReader> file = PieceReader::open(path, what);
+  if (!file)
+    return file.getStatus();
+  if (file->size() > maxBytes)
+    return invalidArgument(std::string(what) + " '" + path + "' holds " +
+                           std::to_string(file->size()) +
+                           " bytes, more than the " + std::to_string(maxBytes) +
+                           " a " + std::string(what) + " may have");
+  std::string bytes(size_t(file->size()), '\0');
+  if (Status s = file->readAt(0, bytes.data(), bytes.size()); s.failed())
+    return s;
   return bytes;
 }
 

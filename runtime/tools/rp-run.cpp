@@ -288,6 +288,12 @@ int main(int argc, char **argv) {
   app.add_flag("--sync", o.syncMode, "gradients of step k at W_k");
   app.add_flag("--async", o.asyncMode,
                "gradients of step k at W_(k-1) (the default)");
+  // A refused command line reads as every other refusal: the tool, the
+  // word error, what was wrong (CLI11's own text only said the last two).
+  app.failure_message([](const CLI::App *, const CLI::Error &e) {
+    return std::string("rp-run: error: ") + e.what() +
+           " (rp-run --help lists the options)\n";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

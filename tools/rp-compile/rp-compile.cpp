@@ -388,20 +388,12 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
-  // --help lists rp's flags: LLVM's and MLIR's, registered by now, go
-  // behind --help-hidden (they were most of a 436-line --help).
-  llvm::StringSet<> foreign;
-  for (auto &entry : cl::getRegisteredOptions())
-    foreign.insert(entry.first);
-  for (const char *own : {"o", "forward-only", "tf32", "print-ir-on-error",
-                          "host-budget-gib", "help", "help-hidden", "version"})
-    foreign.erase(own);
+  // --help lists rp's flags: LLVM's options are removed, MLIR's go behind
+  // --help-hidden (together they were most of a 436-line --help).
+  rp::dropForeignOptions({"o", "forward-only", "tf32", "print-ir-on-error",
+                          "host-budget-gib"});
   rp::ImportCLOptions importOptions;
   rp::TrainPipelineOptions &pipeline = pipelineOptions();
-  for (auto &entry : cl::getRegisteredOptions())
-    if (foreign.contains(entry.first) &&
-        entry.second->getOptionHiddenFlag() == cl::NotHidden)
-      entry.second->setHiddenFlag(cl::Hidden);
   if (!checkNumberFlags(argc, argv))
     return 1;
   cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
@@ -502,6 +494,15 @@ int main(int argc, char **argv) {
     }
     sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    // Anything not named .onnx is read as MLIR, and an empty file parses as
+    // an empty module: say so, not "no func.func @main to attach a loss".
+    if (module && !module->lookupSymbol("main")) {
+      llvm::errs() << "rp-compile: '" << inputPath
+                   << "' holds no model (no func.func @main): a name not "
+                      "ending in .onnx is read as MLIR (rp-import's output); "
+                      "give the ONNX model its .onnx name\n";
+      return 1;
+    }
     // The plan reads the weights the params name: refuse files that are not
     // the ones the IR was written with (rp-verify-weights), such as the new
     // weights an interrupted rp-import left beside the previous IR.

@@ -52,6 +52,10 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
+  // rp-import's flags only (ToolOptions.cpp): LLVM's were 320 lines of
+  // --help, and a bad value to some of them was an internal error.
+  rp::dropForeignOptions(
+      {"o", "list-ops", "list-folded-ops", "prepare", "print-layers"});
   rp::ImportCLOptions importOptions;
   cl::ParseCommandLineOptions(argc, argv, "rp ONNX importer\n");
 

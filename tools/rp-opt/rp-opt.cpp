@@ -52,6 +52,10 @@ importToBuffer(StringRef input, StringRef output,
 int main(int argc, char **argv) {
   rp::installLastResort("rp-opt");
   rp::registerAllPasses();
+  // Passes, their options and MLIR's flags are registered below, by
+  // registerAndParseCLIOptions; what is registered now is LLVM's own
+  // (ToolOptions.cpp).
+  rp::dropForeignOptions({});
   DialectRegistry registry;
   rp::registerAllDialects(registry);
   rp::ImportCLOptions importOptions;

@@ -48,6 +48,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
+  rp::dropForeignOptions({"o", "rp-export-plan"});
   cl::ParseCommandLineOptions(argc, argv, "rp translation tool\n");
   if (!exportPlanFlag) {
     llvm::errs() << "rp-translate: choose a translation: --rp-export-plan\n";

@@ -12,6 +12,7 @@
 #ifndef RP_SUPPORT_TOOLGUARDS_H
 #define RP_SUPPORT_TOOLGUARDS_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/ErrorHandling.h"
 
@@ -37,6 +38,13 @@ inline constexpr uint64_t kMaxIrInputBytes = uint64_t(4) << 30;
 /// "-" is stdin.
 std::string checkRegularInput(llvm::StringRef path, llvm::StringRef what,
                               uint64_t maxBytes = kMaxIrInputBytes);
+
+/// Removes every registered command-line option but the tool's `own`, cl's
+/// (--help, --version, --color) and MLIR's mlir-* (hidden from --help):
+/// LLVM's code-generation flags are not rp's, and some of them end in a
+/// fatal error on a bad value (ToolOptions.cpp). Call before the tool
+/// constructs options of its own that are not in `own`, and before parsing.
+void dropForeignOptions(llvm::ArrayRef<llvm::StringRef> own);
 
 namespace detail {
 inline const char *&guardedTool() {

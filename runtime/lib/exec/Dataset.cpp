@@ -46,34 +46,45 @@ uint64_t splitmix(uint64_t &state) {
 
 Expected<TokenStream> TokenStream::openDataset(const std::string &path,
                                                bool shuffle, uint64_t seed) {
-  Expected<std::string> raw =
-      readRegularFile(path, "dataset", physicalMemoryBytes());
-  if (!raw)
-    return raw.getStatus();
+  // The header, then the three arrays straight into the stream's own: a
+  // dataset is held once, not also as the file's bytes.
+  Expected<PieceReader> file = PieceReader::open(path, "dataset");
+  if (!file)
+    return file.getStatus();
   auto bad = [&](const std::string &why) {
     return invalidFormat("dataset '" + path + "' " + why +
                          "; write it with `python -m rp data`");
   };
-  if (raw->size() < kHeaderBytes || std::memcmp(raw->data(), kMagic, 8) != 0)
+  std::string head(kHeaderBytes, '\0');
+  if (file->size() < kHeaderBytes)
+    return bad("is not an rp dataset (no RPDSET01 header)");
+  if (Status st = file->readAt(0, head.data(), kHeaderBytes); st.failed())
+    return st;
+  if (std::memcmp(head.data(), kMagic, 8) != 0)
     return bad("is not an rp dataset (no RPDSET01 header)");
   TokenStream s;
   s.isDataset = true;
-  s.rowLength = uint32_t(readLittle(*raw, 8, 4));
-  s.rows = readLittle(*raw, 16, 8);
+  s.rowLength = uint32_t(readLittle(head, 8, 4));
+  s.rows = readLittle(head, 16, 8);
   uint64_t cells = s.rows * s.rowLength;
   if (s.rowLength == 0 || s.rows == 0 || (cells / s.rowLength != s.rows) ||
-      raw->size() != kHeaderBytes + 3 * 4 * cells)
-    return bad("holds " + std::to_string(raw->size()) + " bytes, not the " +
+      cells > (file->size() - kHeaderBytes) / 12 ||
+      file->size() != kHeaderBytes + 3 * 4 * cells)
+    return bad("holds " + std::to_string(file->size()) + " bytes, not the " +
                std::to_string(s.rows) + " rows of " +
                std::to_string(s.rowLength) + " tokens its header gives");
+  if (file->size() > physicalMemoryBytes())
+    return bad("holds " + std::to_string(file->size()) +
+               " bytes, more than this machine's memory");
   s.rowTokens.resize(cells);
   s.rowLabels.resize(cells);
-  std::memcpy(s.rowTokens.data(), raw->data() + kHeaderBytes, 4 * cells);
-  std::memcpy(s.rowLabels.data(), raw->data() + kHeaderBytes + 4 * cells,
-              4 * cells);
   s.rowSegments.resize(cells);
-  std::memcpy(s.rowSegments.data(), raw->data() + kHeaderBytes + 8 * cells,
-              4 * cells);
+  uint64_t at = kHeaderBytes;
+  for (std::vector<int32_t> *to : {&s.rowTokens, &s.rowLabels, &s.rowSegments}) {
+    if (Status st = file->readAt(at, to->data(), 4 * cells); st.failed())
+      return st;
+    at += 4 * cells;
+  }
   s.shuffle = shuffle;
   s.shuffleSeed = seed;
   return s;

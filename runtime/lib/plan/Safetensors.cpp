@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 using namespace rp::runtime;
 
@@ -51,29 +52,34 @@ Status rp::runtime::writeSafetensors(const std::string &path,
   return writeFileAtomic(path, pieces);
 }
 
-Expected<SafetensorsFile>
-rp::runtime::parseSafetensors(std::string_view bytes, const std::string &path) {
+namespace {
+/// One tensor of a header, its bytes not yet read.
+struct Pending {
+  std::string name;
+  SafetensorsFile::Entry entry;
+  uint64_t begin, end; // in the data section
+};
+
+/// Copies the bytes [begin, end) of the data section into `out`.
+using FillBytes =
+    std::function<Status(uint64_t begin, uint64_t end, uint8_t *out)>;
+
+/// Checks the header `text` of a file whose data section holds `dataBytes`,
+/// then reads each tensor's bytes through `fill`. Every check comes before
+/// any tensor is allocated: overlapping ranges would let a small file claim
+/// its bytes many times over.
+Expected<SafetensorsFile> parseHeader(std::string_view text,
+                                      uint64_t dataBytes,
+                                      const std::string &path,
+                                      const FillBytes &fill) {
   auto bad = [&](const std::string &what) {
     return invalidArgument(path + ": not a usable .safetensors file: " + what);
   };
-  if (bytes.size() < 8)
-    return bad("too short");
-  uint64_t len = 0;
-  for (int i = 0; i < 8; ++i)
-    len |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
-  if (len > bytes.size() - 8)
-    return bad("the header runs past the end");
-  nlohmann::json header = nlohmann::json::parse(
-      bytes.begin() + 8, bytes.begin() + 8 + len, nullptr, false);
+  nlohmann::json header =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (header.is_discarded() || !header.is_object())
     return bad("the header is not a JSON object");
-  SafetensorsFile file;
-  struct Range {
-    uint64_t begin, end;
-    std::string name;
-  };
-  std::vector<Range> ranges;
-  size_t base = 8 + len, dataBytes = bytes.size() - base;
+  std::vector<Pending> pending;
   for (auto &[name, entry] : header.items()) {
     if (name == "__metadata__")
       continue;
@@ -116,28 +122,75 @@ rp::runtime::parseSafetensors(std::string_view bytes, const std::string &path) {
                  offsets->dump() + " for " + std::to_string(need) +
                  " bytes of shape " + shape->dump() + ", in " +
                  std::to_string(dataBytes) + " data bytes");
-    e.data.assign(bytes.begin() + base + b, bytes.begin() + base + end);
-    file.tensors.emplace(name, std::move(e));
-    if (end > b)
-      ranges.push_back({b, end, name});
+    pending.push_back({name, std::move(e), b, end});
   }
   // Two tensors sharing bytes: writing one would change the other, and the
   // safetensors library refuses such a file.
-  std::sort(ranges.begin(), ranges.end(),
-            [](const Range &x, const Range &y) { return x.begin < y.begin; });
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].begin < ranges[i - 1].end)
-      return bad("tensors '" + ranges[i - 1].name + "' and '" + ranges[i].name +
-                 "' overlap (data_offsets [" +
-                 std::to_string(ranges[i - 1].begin) + ", " +
-                 std::to_string(ranges[i - 1].end) + "] and [" +
-                 std::to_string(ranges[i].begin) + ", " +
-                 std::to_string(ranges[i].end) + "])");
+  std::vector<const Pending *> order;
+  for (const Pending &p : pending)
+    if (p.end > p.begin)
+      order.push_back(&p);
+  std::sort(order.begin(), order.end(), [](const Pending *x, const Pending *y) {
+    return x->begin < y->begin;
+  });
+  for (size_t i = 1; i < order.size(); ++i)
+    if (order[i]->begin < order[i - 1]->end)
+      return bad("tensors '" + order[i - 1]->name + "' and '" +
+                 order[i]->name + "' overlap (data_offsets [" +
+                 std::to_string(order[i - 1]->begin) + ", " +
+                 std::to_string(order[i - 1]->end) + "] and [" +
+                 std::to_string(order[i]->begin) + ", " +
+                 std::to_string(order[i]->end) + "])");
   // Every reader of rp's (weights, checkpoints) needs tensors: an empty file
   // would replace nothing without a word.
-  if (file.tensors.empty())
+  if (pending.empty())
     return bad("it holds no tensors");
+  SafetensorsFile file;
+  for (Pending &p : pending) {
+    p.entry.data.resize(p.end - p.begin);
+    if (Status s = fill(p.begin, p.end, p.entry.data.data()); s.failed())
+      return s;
+    file.tensors.emplace(std::move(p.name), std::move(p.entry));
+  }
   return file;
+}
+
+/// The header's length from the file's first 8 bytes, checked against the
+/// file's size and the safetensors library's own cap.
+Expected<uint64_t> headerLength(const unsigned char first[8], uint64_t size,
+                                const std::string &path) {
+  uint64_t len = 0;
+  for (int i = 0; i < 8; ++i)
+    len |= uint64_t(first[i]) << (8 * i);
+  if (len > size - 8)
+    return invalidArgument(path + ": not a usable .safetensors file: the "
+                                  "header runs past the end");
+  if (len > kMaxSafetensorsHeaderBytes)
+    return invalidArgument(
+        path + ": not a usable .safetensors file: a header of " +
+        std::to_string(len) + " bytes, more than the " +
+        std::to_string(kMaxSafetensorsHeaderBytes) +
+        " the safetensors library reads");
+  return len;
+}
+} // namespace
+
+Expected<SafetensorsFile>
+rp::runtime::parseSafetensors(std::string_view bytes, const std::string &path) {
+  if (bytes.size() < 8)
+    return invalidArgument(path +
+                           ": not a usable .safetensors file: too short");
+  Expected<uint64_t> len = headerLength(
+      reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size(),
+      path);
+  if (!len)
+    return len.getStatus();
+  std::string_view data = bytes.substr(8 + *len);
+  return parseHeader(bytes.substr(8, *len), data.size(), path,
+                     [&](uint64_t begin, uint64_t end, uint8_t *out) {
+                       std::memcpy(out, data.data() + begin, end - begin);
+                       return Status::ok();
+                     });
 }
 
 std::string rp::runtime::firstBadValue(const SafetensorsFile::Entry &e,
@@ -182,9 +235,30 @@ std::string rp::runtime::firstBadValue(const SafetensorsFile::Entry &e,
 
 Expected<SafetensorsFile>
 rp::runtime::readSafetensors(const std::string &path) {
-  Expected<std::string> bytes =
-      readRegularFile(path, ".safetensors file", physicalMemoryBytes());
-  if (!bytes)
-    return bytes.getStatus();
-  return parseSafetensors(*bytes, path);
+  // The header, then each tensor straight into its own buffer: a
+  // checkpoint of many GB is held once, not also as the file's bytes.
+  Expected<PieceReader> file = PieceReader::open(path, ".safetensors file");
+  if (!file)
+    return file.getStatus();
+  if (file->size() > physicalMemoryBytes())
+    return invalidArgument(".safetensors file '" + path + "' holds " +
+                           std::to_string(file->size()) +
+                           " bytes, more than this machine's memory");
+  unsigned char first[8];
+  if (file->size() < 8)
+    return invalidArgument(path +
+                           ": not a usable .safetensors file: too short");
+  if (Status s = file->readAt(0, first, 8); s.failed())
+    return s;
+  Expected<uint64_t> len = headerLength(first, file->size(), path);
+  if (!len)
+    return len.getStatus();
+  std::string text(size_t(*len), '\0');
+  if (Status s = file->readAt(8, text.data(), text.size()); s.failed())
+    return s;
+  uint64_t base = 8 + *len;
+  return parseHeader(text, file->size() - base, path,
+                     [&](uint64_t begin, uint64_t end, uint8_t *out) {
+                       return file->readAt(base + begin, out, end - begin);
+                     });
 }

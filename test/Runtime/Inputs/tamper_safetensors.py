@@ -8,6 +8,9 @@ Usage: tamper_safetensors.py IN OUT set SUFFIX VALUE
            the second tensor's data_offsets start inside the first's
        tamper_safetensors.py IN OUT empty
            a header with no tensors (only __metadata__)
+       tamper_safetensors.py IN OUT claim COUNT
+           COUNT more tensors, each claiming the whole data section: a
+           small file asking for COUNT times its size
 """
 
 import json
@@ -34,6 +37,10 @@ def main(argv):
         b0 = header[first]["data_offsets"][0]
         b, e = header[second]["data_offsets"]
         header[second]["data_offsets"] = [b0 + 4, b0 + 4 + (e - b)]
+    elif what == "claim":
+        for i in range(int(argv[3])):
+            header["claim.%d" % i] = {"dtype": "U8", "shape": [len(data)],
+                                      "data_offsets": [0, len(data)]}
     elif what == "empty":
         header = {"__metadata__": {"format": "pt"}}
         data = bytearray()

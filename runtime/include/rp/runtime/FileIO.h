@@ -61,6 +61,34 @@ Expected<uint64_t> checkRegularFile(const std::string &path,
 Expected<std::string> readRegularFile(const std::string &path,
                                       std::string_view what, uint64_t maxBytes);
 
+/// A regular file read in pieces: a reader that copies what it needs out of
+/// a large file (a checkpoint's tensors, a dataset's rows) holds those bytes
+/// once, not the whole file besides (readRegularFile's string).
+class PieceReader {
+public:
+  /// Opens `path` (a regular file, FIFOs refused without blocking);
+  /// `what` names it in messages ("checkpoint", ".safetensors file").
+  static Expected<PieceReader> open(const std::string &path,
+                                    std::string_view what);
+  PieceReader(PieceReader &&other) noexcept;
+  PieceReader &operator=(PieceReader &&other) noexcept;
+  PieceReader(const PieceReader &) = delete;
+  PieceReader &operator=(const PieceReader &) = delete;
+  ~PieceReader();
+
+  /// The file's size when it was opened.
+  uint64_t size() const { return size_; }
+  /// Reads bytes [offset, offset + n) into `out`: an error (never a short
+  /// read) past the end or when the file shrank while it was read.
+  Status readAt(uint64_t offset, void *out, size_t n) const;
+
+private:
+  PieceReader() = default;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::string path_, what_;
+};
+
 /// Bytes to write, in order.
 struct ByteSpan {
   const void *data;

@@ -39,7 +39,8 @@ struct SafetensorsFile {
 
 /// Reads every tensor of `path` (F32, F16, BF16, F64, I32, I64, BOOL).
 /// Reads a .safetensors file (a regular file; FileIO.h), checking every
-/// header field's type and range before it allocates.
+/// header field's type and range, and that no two tensors share bytes,
+/// before it allocates; each tensor is read straight into its own buffer.
 Expected<SafetensorsFile> readSafetensors(const std::string &path);
 
 /// The largest weight magnitude a load accepts: above it, the square of
@@ -56,6 +57,10 @@ std::string firstBadValue(const SafetensorsFile::Entry &e, double limit,
 
 /// The most dimensions a .safetensors entry may declare.
 constexpr size_t kMaxSafetensorsRank = 32;
+
+/// The longest header a .safetensors file may have: the safetensors
+/// library's own cap (its MAX_HEADER_SIZE), so a file it writes always reads.
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 /// Parses the bytes of a .safetensors file; `path` names it in messages.
 Expected<SafetensorsFile> parseSafetensors(std::string_view bytes,

@@ -68,8 +68,36 @@ def load_config(path: PathLike) -> Dict[str, Any]:
         if key not in DEFAULTS and key != "model":
             raise ValueError(f"{path}: unknown option '{key}'; options: "
                              + ", ".join(sorted(DEFAULTS)))
-        out[key] = value
+        out[key] = _typed(path, key, value)
     return out
+
+
+# The options whose default is None, by type (the others: their default's).
+_NUMBER_TYPES = {"steps": int, "epochs": float, "microbatches": int,
+                 "threads": int}
+
+
+def _typed(path, key: str, value):
+    """A config value as its option's type, as the flag would parse it:
+    YAML 1.1 reads `lr: 3e-3` (no dot) as the string '3e-3', which rp-run
+    would be handed as is."""
+    kind = _NUMBER_TYPES.get(key, type(DEFAULTS.get(key)))
+    if value is None or kind not in (int, float, bool):
+        return value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{path}: {key} is {value!r}, not true or false")
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: {key} is {value!r}, not a number") from None
+    if kind is int:
+        if number != int(number):
+            raise ValueError(f"{path}: {key} is {value!r}, not a whole "
+                             "number")
+        return int(number)
+    return number
 
 
 def _logits_module(model):

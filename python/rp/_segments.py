@@ -27,15 +27,17 @@ _LIB = None
 IMPLEMENTATION = "rp_segments"
 
 
-def block_mask(segments):
+def block_mask(segments, window: int = 0):
     """The keep mask ``[batch, 1, S, S]`` the op means: the same document
-    and not a later token."""
+    and not a later token (nor one ``window`` or more before, window > 0)."""
     import torch
     seq = segments.shape[1]
     same = segments[:, :, None] == segments[:, None, :]
-    causal = torch.ones(seq, seq, dtype=torch.bool,
-                        device=segments.device).tril()
-    return (same & causal)[:, None]
+    keep = torch.ones(seq, seq, dtype=torch.bool,
+                      device=segments.device).tril()
+    if window > 0:
+        keep = keep & ~keep.tril(-window)
+    return (same & keep)[:, None]
 
 
 def define():
@@ -46,15 +48,20 @@ def define():
         import torch.nn.functional as F
         lib = torch.library.Library("rp_trace", "FRAGMENT")
         lib.define("segment_attention(Tensor q, Tensor k, Tensor v, "
-                   "Tensor segments, float scale) -> Tensor")
+                   "Tensor segments, float scale, int window, "
+                   "float softcap) -> Tensor")
 
-        def impl(q, k, v, segments, scale):
+        def impl(q, k, v, segments, scale, window, softcap):
             group = q.shape[1] // k.shape[1]
             k = k.repeat_interleave(group, dim=1)
             v = v.repeat_interleave(group, dim=1)
             with torch.no_grad():
-                return F.scaled_dot_product_attention(
-                    q, k, v, attn_mask=block_mask(segments), scale=scale)
+                scores = (q @ k.transpose(-1, -2)) * scale
+                if softcap > 0:
+                    scores = softcap * torch.tanh(scores / softcap)
+                scores = scores.masked_fill(~block_mask(segments, window),
+                                            float("-inf"))
+                return F.softmax(scores, dim=-1) @ v
 
         lib.impl("segment_attention", impl, "CPU")
         _LIB = lib
@@ -69,10 +76,23 @@ def attention(module, query, key, value, attention_mask, scaling=None,
     registered for this implementation, so transformers builds none)."""
     import torch
     segments = kwargs["rp_segments"]
+    if kwargs.get("s_aux") is not None:
+        raise NotImplementedError(
+            "rp finetune: attention sinks (s_aux) have no segments form in "
+            "rp.attention yet")
+    if dropout:
+        raise NotImplementedError(
+            f"rp finetune: attention dropout {dropout}: rp has no random ops "
+            "in attention (set the config's attention_dropout to 0)")
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
+    # Sliding-window layers (Mistral's, Qwen's, Gemma's local ones) and
+    # Gemma 2's soft-capped scores, as their flash-attention path takes
+    # them.
+    window = int(kwargs.get("sliding_window") or 0)
+    softcap = float(kwargs.get("softcap") or 0.0)
     out = torch.ops.rp_trace.segment_attention(query, key, value, segments,
-                                               float(scaling))
+                                               float(scaling), window, softcap)
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -107,14 +127,17 @@ def positions(segments):
 
 
 def _segment_attention(e, n):
-    """rp.attention with the segments as its i64 mask and ``causal``."""
-    q, k, v, segments, scale = n.args
+    """rp.attention with the segments as its i64 mask, ``causal``, and the
+    window and soft-cap when set."""
+    q, k, v, segments, scale, window, softcap = n.args
     ops = [e.val(q), e.val(k), e.val(v), e.val(segments)]
     out = e.values[n]
     ty = _ttype(out.shape, out.dtype)
+    extra = (f" window = {int(window)}" if window > 0 else "") + \
+        (f" softcap = {'%.17e' % float(softcap)}" if softcap > 0 else "")
     return e.emit(
         f"rp.attention {ops[0]}, {ops[1]}, {ops[2]} mask({ops[3]}) causal "
-        f"scale = {'%.17e' % float(scale)} : "
+        f"scale = {'%.17e' % float(scale)}{extra} : "
         f"({', '.join(e.ty(x) for x in ops)}) -> {ty}", ty)
 
 

@@ -198,6 +198,7 @@ TEST(CheckpointStateTest, RoundTripsEveryField) {
   state.lossScale = 1024;
   state.goodSteps = 3;
   state.seed = UINT64_MAX - 1;
+  state.shuffleSeed = 5;
   Expected<CheckpointState> back =
       parseCheckpointState(formatCheckpointState(state), "state.json");
   ASSERT_TRUE(back) << back.getStatus().toString();
@@ -209,10 +210,12 @@ TEST(CheckpointStateTest, RoundTripsEveryField) {
   EXPECT_EQ(back->lossScale, 1024);
   EXPECT_EQ(back->goodSteps, 3u);
   EXPECT_EQ(back->seed, UINT64_MAX - 1);
+  EXPECT_EQ(back->shuffleSeed, 5u);
   // A file that predates the seed: none, not 0.
   Expected<CheckpointState> old = parseCheckpointState("{\"step\": 1}", "s");
   ASSERT_TRUE(old);
   EXPECT_FALSE(old->seed);
+  EXPECT_FALSE(old->shuffleSeed);
 }
 
 TEST(CheckpointStateTest, RefusesWrongTypesAndRanges) {

@@ -25,6 +25,8 @@ std::string rp::runtime::formatCheckpointState(const CheckpointState &state) {
                       {"good_steps", state.goodSteps}};
   if (state.seed)
     j["seed"] = *state.seed;
+  if (state.shuffleSeed)
+    j["shuffle_seed"] = *state.shuffleSeed;
   return j.dump(2) + "\n";
 }
 
@@ -74,6 +76,12 @@ rp::runtime::parseCheckpointState(std::string_view text,
     if (Status s = count("seed", UINT64_MAX, 0, seed); s.failed())
       return s;
     state.seed = seed;
+  }
+  if (j.contains("shuffle_seed")) {
+    uint64_t seed = 0;
+    if (Status s = count("shuffle_seed", UINT64_MAX, 0, seed); s.failed())
+      return s;
+    state.shuffleSeed = seed;
   }
   if (auto it = j.find("sync"); it != j.end()) {
     if (!it->is_boolean())

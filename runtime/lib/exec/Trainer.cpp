@@ -214,6 +214,16 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
           std::to_string(options.seed) + "; resume with --seed " +
           std::to_string(*state->seed) +
           ", or leave --seed out to take the checkpoint's");
+    // Another order of the rows than the uninterrupted run's.
+    if (state->shuffleSeed &&
+        (!options.shuffle || *state->shuffleSeed != options.shuffleSeed))
+      return invalidArgument(
+          "checkpoint '" + options.resume + "' was made with --shuffle-seed " +
+          std::to_string(*state->shuffleSeed) +
+          (options.shuffle ? ", not " + std::to_string(options.shuffleSeed)
+                           : ", not in file order") +
+          "; resume with the same, or leave --shuffle-seed out to take the "
+          "checkpoint's");
     first = state->step;
     updates = state->updates;
     if (scaling && state->lossScale > 0)
@@ -345,7 +355,10 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                            scaling ? scaler.getScale() : 0.0,
                            scaling ? scaler.getPreviousScale() : 0.0,
                            scaler.getGoodSteps(),
-                           options.seed};
+                           options.seed,
+                           stream && stream->isDataset && options.shuffle
+                               ? std::optional<uint64_t>(options.shuffleSeed)
+                               : std::nullopt};
   };
   // Several processes: gradients summed across the ranks as they land, in
   // the order they land (staged plans: by the job that writes them).

@@ -79,6 +79,15 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
     if (state->seed)
       o.seed = *state->seed;
   }
+  if (!o.train.resume.empty() && !o.shuffle && !o.train.dataset.empty()) {
+    Expected<CheckpointState> state = readCheckpointState(o.train.resume);
+    if (!state)
+      return fail(state.getStatus());
+    if (state->shuffleSeed) {
+      o.shuffle = true;
+      o.shuffleSeed = *state->shuffleSeed;
+    }
+  }
   o.train.steps = o.steps;
   o.train.sync = o.syncMode;
   o.train.sgd = o.optimizer == "sgd";

@@ -48,6 +48,9 @@ struct CheckpointState {
   /// takes it, so the masks go on as the uninterrupted run's. Absent in
   /// files that predate it.
   std::optional<uint64_t> seed;
+  /// A --dataset run's --shuffle-seed (none: file order), which a resume
+  /// takes likewise, so the rows come in the uninterrupted run's order.
+  std::optional<uint64_t> shuffleSeed;
 };
 
 /// state.json's text for `state`.

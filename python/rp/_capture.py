@@ -78,6 +78,32 @@ def _describe(path: str, module) -> str:
 # Tracing
 # ---------------------------------------------------------------------------
 
+def _check_outputs(out, module) -> None:
+    """Refuses outputs that are not tensors (make_fx would fail with
+    "argument of type ..."), saying how to leave out a KV cache, the usual
+    one: transformers' models return theirs unless use_cache is off."""
+    import torch
+    stack = [out]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif not (x is None or isinstance(x, (torch.Tensor, int, float, bool))):
+            kind = type(x).__name__
+            cache = "Cache" in kind or hasattr(x, "get_seq_length")
+            raise TraceError(
+                f"rp.trace: {type(module).__name__} returns a {kind}"
+                + (" (its KV cache, for generation)" if cache else "")
+                + " beside its tensors; rp traces tensors only"
+                + ("; trace it with the cache off: model.config.use_cache = "
+                   "False, or a wrapper returning model(input_ids, use_cache="
+                   "False).logits (python -m rp finetune MODEL_DIR does this)"
+                   if cache else "; return tensors (or lists, tuples and "
+                   "dicts of them)"))
+
+
 def _capture(module, inputs, params, buffers, aliases):
     """make_fx of the module with parameters and buffers as graph inputs;
     every node's meta["rp_stack"] is the tuple of module paths running."""
@@ -119,7 +145,9 @@ def _capture(module, inputs, params, buffers, aliases):
         state.update(zip(bnames, blist))
         for alias, canon in aliases.items():
             state[alias] = state[canon]
-        return functional_call(module, state, tuple(xs))
+        out = functional_call(module, state, tuple(xs))
+        _check_outputs(out, module)
+        return out
 
     was_training = module.training
     module.train()

@@ -96,7 +96,11 @@ def _finetune_parser():
 def cmd_finetune(argv):
     args = _finetune_parser().parse_args(argv)
     from rp.finetune import finetune, load_config
-    opts = load_config(args.config) if args.config else {}
+    try:
+        opts = load_config(args.config) if args.config else {}
+    except ValueError as e:
+        print(f"rp finetune: error: {e}", file=sys.stderr)
+        return 1
     for key in DEFAULTS:
         value = getattr(args, key, None)
         if value is not None:

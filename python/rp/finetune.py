@@ -68,8 +68,36 @@ def load_config(path: PathLike) -> Dict[str, Any]:
         if key not in DEFAULTS and key != "model":
             raise ValueError(f"{path}: unknown option '{key}'; options: "
                              + ", ".join(sorted(DEFAULTS)))
-        out[key] = value
+        out[key] = _typed(path, key, value)
     return out
+
+
+# The options whose default is None, by type (the others: their default's).
+_NUMBER_TYPES = {"steps": int, "epochs": float, "microbatches": int,
+                 "threads": int}
+
+
+def _typed(path, key: str, value):
+    """A config value as its option's type, as the flag would parse it:
+    YAML 1.1 reads `lr: 3e-3` (no dot) as the string '3e-3', which rp-run
+    would be handed as is."""
+    kind = _NUMBER_TYPES.get(key, type(DEFAULTS.get(key)))
+    if value is None or kind not in (int, float, bool):
+        return value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{path}: {key} is {value!r}, not true or false")
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: {key} is {value!r}, not a number") from None
+    if kind is int:
+        if number != int(number):
+            raise ValueError(f"{path}: {key} is {value!r}, not a whole "
+                             "number")
+        return int(number)
+    return number
 
 
 def _logits_module(model):
@@ -77,24 +105,30 @@ def _logits_module(model):
     the model's with the cache off, returning the logits alone. It takes
     each token's document (``segment_ids``, the dataset's segments, -1 on
     padding) beside the tokens: a token attends to the tokens before it in
-    its own document only (a block-diagonal causal mask, built in the graph
-    from the segments) at its position within that document, so a packed
-    row computes what its documents would alone, as a padded one does."""
+    its own document only, at its position within that document, so a
+    packed row computes what its documents would alone, as a padded one
+    does. The attention gets the segments themselves (rp._segments: the
+    model's attention layers run ``rp_trace::segment_attention``, which
+    rp.attention takes as an i64 [batch, seq] mask), so no S x S mask
+    exists in the graph."""
     import torch
+
+    from rp import _segments
+    _segments.register()
 
     class LogitsOnly(torch.nn.Module):
         def forward(self, input_ids, segment_ids):
-            seq = input_ids.shape[1]
-            same = segment_ids[:, :, None] == segment_ids[:, None, :]
-            causal = torch.ones(seq, seq, dtype=torch.bool,
-                                device=input_ids.device).tril()
-            keep = torch.where(causal, same, False)          # [B, S, S]
-            # Position within the document: the earlier tokens it keeps.
-            positions = keep.to(torch.float32).sum(-1).to(torch.int64) - 1
-            return self._model(input_ids=input_ids,
-                               attention_mask=keep[:, None],
-                               position_ids=positions, use_cache=False,
-                               return_dict=False)[0]
+            positions = _segments.positions(segment_ids)
+            config = self._model.config
+            saved = config._attn_implementation
+            config._attn_implementation = _segments.IMPLEMENTATION
+            try:
+                return self._model(input_ids=input_ids,
+                                   position_ids=positions, use_cache=False,
+                                   return_dict=False,
+                                   rp_segments=segment_ids)[0]
+            finally:
+                config._attn_implementation = saved
 
     wrapper = LogitsOnly()
     for name, child in model.named_children():

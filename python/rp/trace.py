@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from rp import _aten, _aten_compose, _aten_extra, _aten_pad, _conv, _moe
+from rp import _segments
 from rp._capture import (_capture, _default_layers, _describe,
                          _inplace_to_functional, _values, _write_safetensors)
 from rp._irtext import (_RANDOM, _UNSUPPORTED, TraceError, _dense, _elem,
@@ -52,7 +53,7 @@ PathLike = Union[str, os.PathLike]
 
 _HANDLERS = {**_aten.HANDLERS, **_aten_extra.HANDLERS,
              **_aten_compose.HANDLERS, **_aten_pad.HANDLERS, **_conv.HANDLERS,
-             **_moe.HANDLERS}
+             **_moe.HANDLERS, **_segments.HANDLERS}
 # ATen ops through which Python code reads a tensor's value.
 _READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)

@@ -121,6 +121,11 @@ AttentionChoice rp::runtime::chooseAttentionPath(const AttentionProblem &p,
     return cores("boolean mask: cuDNN's attention takes an additive bias, "
                  "and rp does not turn an i1 mask into one (an additive "
                  "mask, where(keep, 0, -inf), runs on cuDNN)");
+  case AttentionMaskKind::segments:
+    // cuDNN's packed (ragged) layout wants each document's offsets, which
+    // rp would have to compute from the ids on the device first.
+    return cores("segment ids (packed documents): rp does not pass cuDNN "
+                 "the documents' ragged offsets");
   }
   if (p.mask == AttentionMaskKind::additive && p.maskBroadcastsRowsOrKeys)
     return cores("additive mask broadcast along the query or key axis: "

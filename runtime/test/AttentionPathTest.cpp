@@ -132,6 +132,9 @@ TEST(AttentionPathTest, Masks) {
   EXPECT_THAT(chooseAttentionPath(p, cudnn919(), 89).reason,
               HasSubstr("boolean mask: cuDNN's attention takes an additive "
                         "bias"));
+  p.mask = AttentionMaskKind::segments;
+  EXPECT_THAT(chooseAttentionPath(p, cudnn919(), 89).reason,
+              HasSubstr("segment ids (packed documents)"));
   p.mask = AttentionMaskKind::additive;
   p.maskBroadcastsRowsOrKeys = true;
   EXPECT_THAT(chooseAttentionPath(p, cudnn919(), 89).reason,

@@ -269,6 +269,13 @@ std::vector<KernelCase> forwardCases(DType t) {
                    {o},
                    {0, 1},
                    {0.35}});
+  // Segments (packed documents): an i64 [batch, keys] id per key, causal.
+  cases.push_back({"attention_segments_" + s,
+                   OpKind::attention,
+                   {q, k, v, {DType::i64, {2, 9}, labelsUpTo(3)}},
+                   {o},
+                   {1, 1},
+                   {0.35}});
   cases.push_back({"cross_entropy_" + s,
                    OpKind::cross_entropy,
                    {{t, {4, 50, 11}}, {DType::i64, {4, 50}, labelsUpTo(11)}},
@@ -380,6 +387,12 @@ std::vector<KernelCase> backwardCases(DType t) {
                    {q, k, v, {DType::i1, {2, 1, 9, 9}, kBoolean}, dy},
                    {q, k, v},
                    {0, 1},
+                   {0.35}});
+  cases.push_back({"attention_grad_segments_" + s,
+                   OpKind::attention_grad,
+                   {q, k, v, {DType::i64, {2, 9}, labelsUpTo(3)}, dy},
+                   {q, k, v},
+                   {1, 1},
                    {0.35}});
   // Twelve indices into six rows: repeats sum in index order.
   cases.push_back({"gather_grad_" + s,

@@ -197,6 +197,8 @@ TEST(CheckpointStateTest, RoundTripsEveryField) {
   state.updates = 6;
   state.lossScale = 1024;
   state.goodSteps = 3;
+  state.seed = UINT64_MAX - 1;
+  state.shuffleSeed = 5;
   Expected<CheckpointState> back =
       parseCheckpointState(formatCheckpointState(state), "state.json");
   ASSERT_TRUE(back) << back.getStatus().toString();
@@ -207,6 +209,13 @@ TEST(CheckpointStateTest, RoundTripsEveryField) {
   EXPECT_EQ(back->updates, 6u);
   EXPECT_EQ(back->lossScale, 1024);
   EXPECT_EQ(back->goodSteps, 3u);
+  EXPECT_EQ(back->seed, UINT64_MAX - 1);
+  EXPECT_EQ(back->shuffleSeed, 5u);
+  // A file that predates the seed: none, not 0.
+  Expected<CheckpointState> old = parseCheckpointState("{\"step\": 1}", "s");
+  ASSERT_TRUE(old);
+  EXPECT_FALSE(old->seed);
+  EXPECT_FALSE(old->shuffleSeed);
 }
 
 TEST(CheckpointStateTest, RefusesWrongTypesAndRanges) {
@@ -215,7 +224,8 @@ TEST(CheckpointStateTest, RefusesWrongTypesAndRanges) {
         "{\"step\": 1099511627776}", "{\"step\": 1, \"updates\": 2}",
         "{\"step\": 1, \"sync\": 1}", "{\"step\": 1, \"optimizer\": \"adam\"}",
         "{\"step\": 1, \"loss_scale\": -2}", "{\"step\": 1, \"good_steps\": 9}",
-        "{\"step\": 1, \"data_position\": -5}", "not json"}) {
+        "{\"step\": 1, \"data_position\": -5}", "{\"step\": 1, \"seed\": -1}",
+        "{\"step\": 1, \"seed\": \"3\"}", "not json"}) {
     Expected<CheckpointState> state = parseCheckpointState(text, "state.json");
     ASSERT_FALSE(state) << text;
     EXPECT_EQ(exitCode(state.getStatus()), 1) << text;

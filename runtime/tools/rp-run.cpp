@@ -137,7 +137,8 @@ int main(int argc, char **argv) {
   app.add_option("--dump-outputs", o.dumpPath,
                  "write the first output of step 0 as f32 .npy");
   numbers.whole(app, "--seed", o.seed, 0, UINT64_MAX,
-                "seed of synthetic inputs and of LoRA dropout's masks");
+                "seed of synthetic inputs and of LoRA dropout's masks "
+                "(--resume: the checkpoint's)");
   app.add_flag("--no-dropout", o.noDropout,
                "run a LoRA dropout plan without its masks (an evaluation; "
                "--eval-dataset's evals do so themselves)");
@@ -301,6 +302,7 @@ int main(int argc, char **argv) {
   }
   o.weightDecayGiven = app.count("--weight-decay") > 0;
   o.shuffle = app.count("--shuffle-seed") > 0;
+  o.seedGiven = app.count("--seed") > 0;
 
   if (Status s = numbers.read(app); s.failed())
     return fail(s);

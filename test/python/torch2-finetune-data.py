@@ -70,6 +70,20 @@ print("recorded:", o["steps"], o["seq_len"], o["lora_rank"], o["lr"], record["lo
 bad = subprocess.run([sys.executable, "-m", "rp", "finetune", str(model_dir)],
                      capture_output=True, text=True)
 print("no data:", bad.returncode, bad.stderr.strip())
+# YAML 1.1 reads 3e-3 (no dot) as a string: the config takes each option's
+# type, as its flag would, so rp-run is not handed '3e-3'; a value that is
+# no number is refused by name.
+config.write_text(f"model: {model_dir}\ndata: {out / 'tiny' / 'train.jsonl'}\n"
+                  f"out: {out / 'run2'}\nsteps: 1\nseq-len: 32\nlr: 3e-3\n")
+run = subprocess.run([sys.executable, "-m", "rp", "finetune", "--config",
+                      str(config)], capture_output=True, text=True)
+o = json.loads((out / "run2" / "finetune.json").read_text())["options"]
+print("lr 3e-3 from YAML:", run.returncode, repr(o["lr"]))
+config.write_text(f"model: {model_dir}\ndata: x.jsonl\nout: {out / 'run3'}\n"
+                  "steps: two\n")
+bad = subprocess.run([sys.executable, "-m", "rp", "finetune", "--config",
+                      str(config)], capture_output=True, text=True)
+print("steps: two:", bad.returncode, bad.stderr.strip().splitlines()[-1])
 
 # CHECK: rows 3 documents 3 seq_len 40
 # CHECK-NEXT: prompt/completion: trains 'three.<|end|>'; labels are next tokens: True; padding ignored: True
@@ -79,3 +93,5 @@ print("no data:", bad.returncode, bad.stderr.strip())
 # CHECK-NEXT: finetune --config exit 0
 # CHECK-NEXT: recorded: 2 32 2 0.01 {'rank': 2, 'alpha': 16.0, 'targets': '', 'modules_to_save': '', 'dropout': 0.0}
 # CHECK-NEXT: no data: 1 rp finetune: error: give --data, --out
+# CHECK-NEXT: lr 3e-3 from YAML: 0 0.003
+# CHECK-NEXT: steps: two: 1 {{.*}}finetune.yaml: steps is 'two', not a number

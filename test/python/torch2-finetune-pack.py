@@ -4,14 +4,16 @@
 
 # Packing keeps attention within each document: rows packed from the tiny
 # Llama's JSONL (several documents a row, padding at the end) go through
-# rp.finetune's traced model (input_ids and segment_ids: a block-diagonal
-# causal mask and per-document positions built in the graph) on 2 devices;
+# rp.finetune's traced model (input_ids and segment_ids: each attention
+# keeps its document's keys from the segments, per-document positions
+# built in the graph, nothing S x S) on 2 devices;
 # step 0's loss and every gradient equal PyTorch's with each document run
 # alone (loss within 1e-5, gradients within 1e-4 of the largest), and the
 # eager wrapper with the same block mask agrees too. The same rows through
 # the plain model (attention across documents, positions running on) give
 # other logits: what the check would see without the mask.
 
+import re
 import sys
 from pathlib import Path
 
@@ -40,6 +42,16 @@ print(f"packed: {len(tokens)} rows of 48 tokens, {sum(docs)} documents, "
       f"several in each row: {min(docs) > 1}")
 
 src = ft.trace_model(model, 2, 48, out / "trace")
+# The attention takes the segments themselves (an i64 [batch, seq] mask,
+# rp._segments): no [.., 48, 48] tensor anywhere in the traced graph, where
+# a block mask built from the segments was one per row (and a float copy per
+# layer).
+ir = Path(src).read_text()
+on_segments = re.findall(r"rp\.attention .* mask\(%\w+\) causal .*"
+                         r"tensor<2x48xi64>\) ->", ir)
+# CHECK: attentions on segments: 2, S x S tensors: 0
+print(f"attentions on segments: {len(on_segments)}, "
+      f"S x S tensors: {len(re.findall(r'48x48x', ir))}")
 plan = rp.compile(src, out / "model.rpplan", devices=2, microbatches=2)
 (_, loss), = train_steps(plan, steps=1, lr=0.0, sync=True,
                          dataset=str(out / "packed.rpds"),

@@ -250,7 +250,17 @@ LogicalResult mlir::rp::verifyAttentionShapes(
     return op->emitOpError("expected a positive scale but got ") << *scale;
   if (softcap && !(*softcap > 0.0))
     return op->emitOpError("expected a positive softcap but got ") << *softcap;
-  if (mask) {
+  if (mask && cast<RankedTensorType>(mask.getType())
+                  .getElementType()
+                  .isSignlessInteger(64)) {
+    // Segments: each key position's document, [batch, keys].
+    auto mt = cast<RankedTensorType>(mask.getType());
+    SmallVector<int64_t> expected = {b, t};
+    if (mt.getShape() != ArrayRef<int64_t>(expected))
+      return op->emitOpError("segments (an i64 mask) of shape ")
+             << ShapeStr{mt.getShape()} << " must be [batch, keys] "
+             << ShapeStr{expected};
+  } else if (mask) {
     auto mt = cast<RankedTensorType>(mask.getType());
     SmallVector<int64_t> scores = {b, h, s, t};
     auto merged = broadcastShapes(mt.getShape(), scores);
@@ -261,7 +271,8 @@ LogicalResult mlir::rp::verifyAttentionShapes(
              << " does not broadcast to the scores shape " << ShapeStr{scores};
     Type me = mt.getElementType();
     if (!me.isInteger(1) && me != q.getElementType())
-      return op->emitOpError("mask element type must be i1 or the query's ")
+      return op->emitOpError("mask element type must be i1, i64 (segments) "
+                             "or the query's ")
              << q.getElementType() << " but got " << me;
   }
   return success();

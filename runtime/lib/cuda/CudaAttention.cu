@@ -68,17 +68,25 @@ template <typename C, int kD> struct AttentionTile {
 };
 
 /// The mask bias of key j for a query row (host/HostAttentionCommon.h's
-/// MaskReader): i1 keeps true positions, a float mask is added.
+/// MaskReader): i1 keeps true positions, a float mask is added, segments
+/// (kind 3, i64 [b, t]) keep the keys of the query's own document.
 template <typename T> struct DeviceMask {
   const void *mask;
   int kind;
   const int64_t *strides;
+  /// t - s: query row i is at key position i + shift.
+  int64_t shift;
 
   __device__ Compute<T> operator()(int64_t b, int64_t h, int64_t i,
                                    int64_t j) const {
     using C = Compute<T>;
     if (kind == 0)
       return C(0);
+    if (kind == 3) {
+      const int64_t *segment =
+          static_cast<const int64_t *>(mask) + b * strides[0];
+      return segment[i + shift] == segment[j] ? C(0) : -kInfinity<C>();
+    }
     int64_t at =
         b * strides[0] + h * strides[1] + i * strides[2] + j * strides[3];
     if (kind == 1)
@@ -209,7 +217,7 @@ __global__ void attentionKernel(AttentionShape sh, const T *q, const T *k,
   const int64_t i = i0 + r;
   const T *kHead = k + (b * sh.hkv + hk) * sh.t * sh.d;
   const T *vHead = v + (b * sh.hkv + hk) * sh.t * sh.dv;
-  const DeviceMask<T> maskAt{mask, sh.maskKind, sh.maskStrides};
+  const DeviceMask<T> maskAt{mask, sh.maskKind, sh.maskStrides, sh.t - sh.s};
 
   loadTile<kRows, kPad>(qs, q + bh * sh.s * sh.d, i0, sh.s, sh.d);
   C acc[L::kCols];
@@ -296,7 +304,7 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
   const int64_t i = i0 + r;
   const T *kHead = k + (b * sh.hkv + hk) * sh.t * sh.d;
   const T *vHead = v + (b * sh.hkv + hk) * sh.t * sh.dv;
-  const DeviceMask<T> maskAt{mask, sh.maskKind, sh.maskStrides};
+  const DeviceMask<T> maskAt{mask, sh.maskKind, sh.maskStrides, sh.t - sh.s};
   const int64_t begin = keyBegin(sh, i0, kRows), end = keyEnd(sh, i0, kRows);
 
   loadTile<kRows, kPad>(qs, q + bh * sh.s * sh.d, i0, sh.s, sh.d);
@@ -424,7 +432,7 @@ attentionGradKeyKernel(AttentionShape sh, const T *q, const T *k, const T *v,
   const int64_t bhk = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kRows;
   const int64_t b = bhk / sh.hkv, hk = bhk % sh.hkv, group = sh.h / sh.hkv;
   const int64_t j = j0 + r;
-  const DeviceMask<T> maskAt{mask, sh.maskKind, sh.maskStrides};
+  const DeviceMask<T> maskAt{mask, sh.maskKind, sh.maskStrides, sh.t - sh.s};
 
   loadTile<kRows, kPad>(ks, k + bhk * sh.t * sh.d, j0, sh.t, sh.d);
   loadTile<kRows, kPad>(vs, v + bhk * sh.t * sh.dv, j0, sh.t, sh.dv);

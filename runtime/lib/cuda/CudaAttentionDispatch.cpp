@@ -24,7 +24,8 @@ Status launched(cudaError_t error, const char *op) {
   return fromCuda(error, std::string("launching the ") + op + " kernel");
 }
 
-/// The problem the choice looks at. maskKind: 1 boolean, 2 additive.
+/// The problem the choice looks at. maskKind: 1 boolean, 2 additive, 3
+/// segments.
 AttentionProblem problemOf(DType dtype, const AttentionShape &sh,
                            bool backward) {
   AttentionProblem p;
@@ -32,6 +33,8 @@ AttentionProblem problemOf(DType dtype, const AttentionShape &sh,
   p.mask = sh.causal ? AttentionMaskKind::causal : AttentionMaskKind::none;
   if (sh.maskKind == 1)
     p.mask = AttentionMaskKind::boolean;
+  if (sh.maskKind == 3)
+    p.mask = AttentionMaskKind::segments;
   if (sh.maskKind == 2) {
     p.mask = AttentionMaskKind::additive;
     // cuDNN's bias: keys contiguous, one row per query (batch and heads

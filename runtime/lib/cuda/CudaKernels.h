@@ -180,8 +180,10 @@ cudaError_t launchCrossEntropyGrad(const LaunchContext &ctx, DType dtype,
 struct AttentionShape {
   int64_t b, h, s, d, hkv, t, dv;
   int64_t maskStrides[4];
-  int maskKind; ///< 0 none, 1 boolean (i1), 2 additive (q's dtype)
-  bool causal;  ///< bottom-right: query i is at position i + t - s
+  /// 0 none, 1 boolean (i1), 2 additive (q's dtype), 3 segments (i64
+  /// [b, t], kernels::MaskKind::segments).
+  int maskKind;
+  bool causal; ///< bottom-right: query i is at position i + t - s
   double scale;
   int64_t window = 0; ///< sliding window (causal only); 0 for none
   double softcap = 0; ///< cap * tanh(scaled score / cap); 0 for none

@@ -23,6 +23,10 @@ std::string rp::runtime::formatCheckpointState(const CheckpointState &state) {
                       {"loss_scale", state.lossScale},
                       {"step_loss_scale", state.stepLossScale},
                       {"good_steps", state.goodSteps}};
+  if (state.seed)
+    j["seed"] = *state.seed;
+  if (state.shuffleSeed)
+    j["shuffle_seed"] = *state.shuffleSeed;
   return j.dump(2) + "\n";
 }
 
@@ -67,6 +71,18 @@ rp::runtime::parseCheckpointState(std::string_view text,
   if (Status s = count("data_position", UINT64_MAX, 0, state.dataPosition);
       s.failed())
     return s;
+  if (j.contains("seed")) {
+    uint64_t seed = 0;
+    if (Status s = count("seed", UINT64_MAX, 0, seed); s.failed())
+      return s;
+    state.seed = seed;
+  }
+  if (j.contains("shuffle_seed")) {
+    uint64_t seed = 0;
+    if (Status s = count("shuffle_seed", UINT64_MAX, 0, seed); s.failed())
+      return s;
+    state.shuffleSeed = seed;
+  }
   if (auto it = j.find("sync"); it != j.end()) {
     if (!it->is_boolean())
       return bad("'sync' is " + it->dump() + ", not true or false");
@@ -136,6 +152,19 @@ Expected<std::string> rp::runtime::findCheckpoint(const std::string &dir) {
                            "' is not a folder; give the checkpoint folder "
                            "rp-run --save wrote");
   return notFound("'" + dir + "' is not a checkpoint (no state.json)");
+}
+
+Expected<CheckpointState>
+rp::runtime::readCheckpointState(const std::string &dir) {
+  Expected<std::string> folder = findCheckpoint(dir);
+  if (!folder)
+    return folder.getStatus();
+  std::string statePath = *folder + "/state.json";
+  Expected<std::string> text =
+      readRegularFile(statePath, "checkpoint state", kMaxJsonBytes);
+  if (!text)
+    return text.getStatus();
+  return parseCheckpointState(*text, statePath);
 }
 
 Status

@@ -49,12 +49,7 @@ Expected<CheckpointState> loadCheckpoint(const std::string &dir,
   Expected<std::string> folder = findCheckpoint(dir);
   if (!folder)
     return folder.getStatus();
-  std::string statePath = *folder + "/state.json";
-  Expected<std::string> text =
-      readRegularFile(statePath, "checkpoint state", kMaxJsonBytes);
-  if (!text)
-    return text.getStatus();
-  Expected<CheckpointState> state = parseCheckpointState(*text, statePath);
+  Expected<CheckpointState> state = readCheckpointState(*folder);
   if (!state)
     return state.getStatus();
   auto master = readSafetensors(*folder + "/weights.safetensors");

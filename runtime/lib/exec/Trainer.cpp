@@ -205,6 +205,25 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
           "with --" +
           (state->sync ? "sync" : "async") + " and --optimizer " +
           (state->sgd ? "sgd" : "adamw") + "; resume with the same");
+    // Another seed would draw other dropout masks (and synthetic
+    // inputs) from here on than the uninterrupted run.
+    if (state->seed && *state->seed != options.seed)
+      return invalidArgument(
+          "checkpoint '" + options.resume + "' was made with --seed " +
+          std::to_string(*state->seed) + " (LoRA dropout's masks), not " +
+          std::to_string(options.seed) + "; resume with --seed " +
+          std::to_string(*state->seed) +
+          ", or leave --seed out to take the checkpoint's");
+    // Another order of the rows than the uninterrupted run's.
+    if (state->shuffleSeed &&
+        (!options.shuffle || *state->shuffleSeed != options.shuffleSeed))
+      return invalidArgument(
+          "checkpoint '" + options.resume + "' was made with --shuffle-seed " +
+          std::to_string(*state->shuffleSeed) +
+          (options.shuffle ? ", not " + std::to_string(options.shuffleSeed)
+                           : ", not in file order") +
+          "; resume with the same, or leave --shuffle-seed out to take the "
+          "checkpoint's");
     first = state->step;
     updates = state->updates;
     if (scaling && state->lossScale > 0)
@@ -335,7 +354,11 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                            updates,
                            scaling ? scaler.getScale() : 0.0,
                            scaling ? scaler.getPreviousScale() : 0.0,
-                           scaler.getGoodSteps()};
+                           scaler.getGoodSteps(),
+                           options.seed,
+                           stream && stream->isDataset && options.shuffle
+                               ? std::optional<uint64_t>(options.shuffleSeed)
+                               : std::nullopt};
   };
   // Several processes: gradients summed across the ranks as they land, in
   // the order they land (staged plans: by the job that writes them).

@@ -36,7 +36,7 @@ void runAttention(ThreadPool &pool, const AttentionDims &dims, const T *q,
   const int64_t group = dims.h / dims.hkv;
   const C scaleC = static_cast<C>(scale);
   const int64_t *ms = dims.maskStrides;
-  const MaskReader<T, Kind> maskAt{mask, ms};
+  const MaskReader<T, Kind> maskAt{mask, ms, dims.t - dims.s};
   parallelRanges(
       pool, dims.b * dims.h * queryBlocks, 1, [&](int64_t item, int64_t) {
         int64_t bh = item / queryBlocks;
@@ -62,7 +62,7 @@ void runAttention(ThreadPool &pool, const AttentionDims &dims, const T *q,
               end - skip, dims.d, dims.dv, scaleC,
               [&](int64_t j) {
                 return j + skip < first ? -kInfinity<C>()
-                                        : maskAt(maskBase, j + skip);
+                                        : maskAt(maskBase, i, j + skip);
               },
               acc.data(), cap);
         }
@@ -99,6 +99,9 @@ Status attention(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
             pool, dims, qd, kd, vd, maskData, causal, scale, extras, o);
       case MaskKind::additive:
         return runAttention<T, MaskKind::additive>(
+            pool, dims, qd, kd, vd, maskData, causal, scale, extras, o);
+      case MaskKind::segments:
+        return runAttention<T, MaskKind::segments>(
             pool, dims, qd, kd, vd, maskData, causal, scale, extras, o);
       }
     }

@@ -26,11 +26,16 @@ using kernels::maskKind;
 template <typename T, MaskKind Kind> struct MaskReader {
   const void *mask;
   const int64_t *strides;
+  /// t - s: query row i is at key position i + shift (segments).
+  int64_t shift = 0;
 
-  /// The bias of key j for the query row whose mask offset is `base`.
-  kernels::Compute<T> operator()(int64_t base, int64_t j) const {
+  /// The bias of key j for query row i, whose mask offset is `base`.
+  kernels::Compute<T> operator()(int64_t base, int64_t i, int64_t j) const {
     using C = kernels::Compute<T>;
-    if constexpr (Kind == MaskKind::boolean)
+    if constexpr (Kind == MaskKind::segments) {
+      const int64_t *segment = static_cast<const int64_t *>(mask) + base;
+      return segment[i + shift] == segment[j] ? C(0) : -kernels::kInfinity<C>();
+    } else if constexpr (Kind == MaskKind::boolean)
       return static_cast<const Bool8 *>(mask)[base + j * strides[3]]
                  ? C(0)
                  : -kernels::kInfinity<C>();

@@ -54,12 +54,12 @@ void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
                     int64_t j) {
     int64_t first = 0, end = dims.t;
     attentionKeyRange(i, dims.s, dims.t, causal, extras.window, first, end);
-    return j < first || j >= end ? -kInfinity<C>() : maskAt(base, j);
+    return j < first || j >= end ? -kInfinity<C>() : maskAt(base, i, j);
   };
   const int64_t group = dims.h / dims.hkv;
   const C scaleC = static_cast<C>(scale);
   const int64_t *ms = dims.maskStrides;
-  const MaskReader<T, Kind> maskAt{mask, ms};
+  const MaskReader<T, Kind> maskAt{mask, ms, dims.t - dims.s};
   std::vector<AttentionRowStats<C>> stats(dims.b * dims.h * dims.s);
 
   // Pass 1: dq and the row statistics.
@@ -123,7 +123,7 @@ void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
                 dims.d, dims.dv, scaleC,
                 [&](int64_t jj) {
                   return j0 + jj < first ? -kInfinity<C>()
-                                         : maskAt(maskBase, j0 + jj);
+                                         : maskAt(maskBase, i, j0 + jj);
                 },
                 stats[row], dkAcc.data(), dvAcc.data(), cap);
           }
@@ -169,6 +169,10 @@ Status attentionGrad(ThreadPool &pool, const TensorRef &q, const TensorRef &k,
             dkd, dvd);
       case MaskKind::additive:
         return runAttentionGrad<T, MaskKind::additive>(
+            pool, dims, qd, kd, vd, maskData, causal, scale, extras, dyd, dqd,
+            dkd, dvd);
+      case MaskKind::segments:
+        return runAttentionGrad<T, MaskKind::segments>(
             pool, dims, qd, kd, vd, maskData, causal, scale, extras, dyd, dqd,
             dkd, dvd);
       }

@@ -83,9 +83,20 @@ Status checkAttentionArgs(const TensorRef &q, const TensorRef &k,
   if (mask) {
     if (Status s = checkTensor(*mask, "mask", op); s.failed())
       return s;
+    if (mask->dtype == DType::i64) {
+      // Segments: a document id per key position, read by row and key.
+      if (mask->shape != Shape{dims.b, dims.t})
+        return invalidArgument(
+            std::string(op) + ": segments " + describe(*mask) +
+            " must be [batch, keys] = " + describeShape(Shape{dims.b, dims.t}));
+      dims.maskStrides[0] = dims.t;
+      dims.maskStrides[3] = 1;
+      return {};
+    }
     if (mask->dtype != DType::i1 && mask->dtype != q.dtype)
       return invalidArgument(std::string(op) + ": mask " + describe(*mask) +
-                             " must be i1 or the query's element type " +
+                             " must be i1, i64 segments or the query's "
+                             "element type " +
                              dtypeName(q.dtype));
     Shape scores{dims.b, dims.h, dims.s, dims.t};
     if (!kernels::broadcastStrides(mask->shape.data(),

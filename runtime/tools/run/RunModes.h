@@ -44,6 +44,9 @@ struct RunOptions {
   /// cuda: f32 GEMMs in TF32 (BackendOptions::tf32).
   bool tf32 = false;
   uint64_t seed = 0;
+  /// --seed was given: a resume refuses a checkpoint of another seed
+  /// rather than taking the checkpoint's.
+  bool seedGiven = false;
   unsigned steps = 1;
   unsigned threads = 1;
   bool listDevices = false;

@@ -8,6 +8,7 @@
 
 #include "RunModes.h"
 
+#include "rp/runtime/Checkpoint.h"
 #include "rp/runtime/Comm.h"
 #include "rp/runtime/Driver.h"
 
@@ -68,6 +69,25 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
     return fail(invalidArgument(
         "--eval-dataset evaluates the checkpoint each stretch of steps "
         "ends with, which the next resumes; give --save"));
+  // A resume continues the checkpoint's seed unless --seed is given (the
+  // trainer refuses one that differs): the dropout masks go on as the
+  // uninterrupted run's.
+  if (!o.train.resume.empty() && !o.seedGiven) {
+    Expected<CheckpointState> state = readCheckpointState(o.train.resume);
+    if (!state)
+      return fail(state.getStatus());
+    if (state->seed)
+      o.seed = *state->seed;
+  }
+  if (!o.train.resume.empty() && !o.shuffle && !o.train.dataset.empty()) {
+    Expected<CheckpointState> state = readCheckpointState(o.train.resume);
+    if (!state)
+      return fail(state.getStatus());
+    if (state->shuffleSeed) {
+      o.shuffle = true;
+      o.shuffleSeed = *state->shuffleSeed;
+    }
+  }
   o.train.steps = o.steps;
   o.train.sync = o.syncMode;
   o.train.sgd = o.optimizer == "sgd";

@@ -600,8 +600,16 @@ func.func @attention_mask_shape(%q: tensor<2x4x16x32xf32>, %m: tensor<16x8xi1>) 
 // -----
 
 func.func @attention_mask_type(%q: tensor<2x4x16x32xf32>, %m: tensor<16x16xf16>) {
-  // expected-error @+1 {{mask element type must be i1 or the query's 'f32' but got 'f16'}}
+  // expected-error @+1 {{mask element type must be i1, i64 (segments) or the query's 'f32' but got 'f16'}}
   %0 = rp.attention %q, %q, %q mask(%m) : (tensor<2x4x16x32xf32>, tensor<2x4x16x32xf32>, tensor<2x4x16x32xf32>, tensor<16x16xf16>) -> tensor<2x4x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_segments_shape(%q: tensor<2x4x16x32xf32>, %m: tensor<2x1x16xi64>) {
+  // expected-error @+1 {{segments (an i64 mask) of shape [2, 1, 16] must be [batch, keys] [2, 16]}}
+  %0 = rp.attention %q, %q, %q mask(%m) causal : (tensor<2x4x16x32xf32>, tensor<2x4x16x32xf32>, tensor<2x4x16x32xf32>, tensor<2x1x16xi64>) -> tensor<2x4x16x32xf32>
   return
 }
 

@@ -526,7 +526,10 @@ def RP_AttentionOp : RP_PureOp<"attention",
     attention shares each key/value head among `H / Hkv` query heads).
     `scale` defaults to `1 / sqrt(D)`. `mask` broadcasts to `[B, H, S, T]`:
     i1 keeps the positions that are true, a float mask is added to the
-    scores. `causal` masks key positions after the query position, with
+    scores; an i64 mask `[B, T]` is segment ids (each key position's
+    document in a packed row): a query keeps the keys whose id equals its
+    own position's, so documents never attend to each other with memory
+    linear in `T`. `causal` masks key positions after the query position, with
     the queries the last `S` of the `T` positions (`S <= T`, aligned
     bottom-right as cuDNN's bottom-right causal mask: query `i` is at
     position `i + T - S`; with `S == T` the usual causal mask). `window`

@@ -35,7 +35,14 @@ enum class AttentionPath { cudnn, cudaCores };
 /// causal band) and a dense mask operand, so the dispatch passes `causal`,
 /// `additive` or `boolean`. `band` is a band without the causal bound,
 /// which rp's op does not express.
-enum class AttentionMaskKind { none, causal, band, additive, boolean };
+enum class AttentionMaskKind {
+  none,
+  causal,
+  band,
+  additive,
+  boolean,
+  segments
+};
 
 /// What the choice looks at: one attention or attention_grad call.
 struct AttentionProblem {

@@ -18,6 +18,7 @@
 #include "rp/runtime/Status.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,13 @@ struct CheckpointState {
   double lossScale = 0;
   double stepLossScale = 0;
   unsigned goodSteps = 0;
+  /// The run's --seed (LoRA dropout's masks, synthetic inputs): a resume
+  /// takes it, so the masks go on as the uninterrupted run's. Absent in
+  /// files that predate it.
+  std::optional<uint64_t> seed;
+  /// A --dataset run's --shuffle-seed (none: file order), which a resume
+  /// takes likewise, so the rows come in the uninterrupted run's order.
+  std::optional<uint64_t> shuffleSeed;
 };
 
 /// state.json's text for `state`.
@@ -63,6 +71,9 @@ Status checkSaveTarget(const std::string &dir);
 /// a save on a file system without atomic exchange was interrupted between
 /// its two renames.
 Expected<std::string> findCheckpoint(const std::string &dir);
+
+/// The state.json of checkpoint `dir` (findCheckpoint's folder), parsed.
+Expected<CheckpointState> readCheckpointState(const std::string &dir);
 
 /// One safetensors file of a checkpoint.
 struct CheckpointFile {

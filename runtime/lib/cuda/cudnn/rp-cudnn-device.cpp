@@ -218,6 +218,7 @@ int check(const std::string &planPath, const std::string &devicePath, int sm,
         p.dtype = dtype;
         p.mask = sh.maskKind == 1   ? AttentionMaskKind::boolean
                  : sh.maskKind == 2 ? AttentionMaskKind::additive
+                 : sh.maskKind == 3 ? AttentionMaskKind::segments
                  : sh.causal        ? AttentionMaskKind::causal
                                     : AttentionMaskKind::none;
         p.maskBroadcastsRowsOrKeys =

@@ -212,17 +212,22 @@ Status checkLossOutputs(const char *op, DType dtype, const TensorRef &lossSum,
 // Attention
 //===----------------------------------------------------------------------===//
 
-enum class MaskKind { none, boolean, additive };
+/// The mask operand: none, i1 (true keeps), additive (the query's float
+/// type), or segments: an i64 [b, t] of each key position's document, the
+/// query at position p = i + t - s keeping the keys of its own document
+/// (packed rows; memory O(t), not the O(s t) of a boolean mask).
+enum class MaskKind { none, boolean, additive, segments };
 
 inline MaskKind maskKind(const std::optional<TensorRef> &mask) {
-  return !mask                      ? MaskKind::none
-         : mask->dtype == DType::i1 ? MaskKind::boolean
-                                    : MaskKind::additive;
+  return !mask                       ? MaskKind::none
+         : mask->dtype == DType::i1  ? MaskKind::boolean
+         : mask->dtype == DType::i64 ? MaskKind::segments
+                                     : MaskKind::additive;
 }
 
 /// q [b, h, s, d], k [b, hkv, t, d], v [b, hkv, t, dv], and the output (or
 /// output gradient) [b, h, s, dv]; the mask's strides broadcast to the
-/// scores [b, h, s, t] (all 0 without a mask).
+/// scores [b, h, s, t] (all 0 without a mask; segments: {t, 0, 0, 1}).
 struct AttentionDims {
   int64_t b, h, s, d, hkv, t, dv;
   int64_t maskStrides[4] = {0, 0, 0, 0};

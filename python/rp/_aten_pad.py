@@ -1,9 +1,9 @@
 """ATen ops written as compositions of rp ops, for the families that need
 them (docs/models.md): ``constant_pad_nd`` (RWKV's time shift, the
 short-convolution padding of gated delta nets and Zaya's CCA), ``abs``
-(PhiMoE's sparsemixer router), ``scatter`` of a constant or of a tensor
-along the last axis (the top-k masks of DeepSeek-V3.2's sparse attention
-indexer and JetMoE's router; Llama 4's router scores), and ``and``/``or`` of bool masks. Each
+(PhiMoE's sparsemixer router) and ``scatter.value`` of a constant along
+the last axis (the top-k masks of DeepSeek-V3.2's sparse attention indexer
+and JetMoE's router), and ``and``/``or`` of bool masks. Each
 composition's VJP is PyTorch's gradient."""
 
 from __future__ import annotations
@@ -88,8 +88,7 @@ def _scatter_value(e, n):
     as PyTorch's)."""
     import torch
     x, dim, index, value = n.args[:4]
-    if n.kwargs.get("reduce") or not isinstance(
-            value, (int, float, torch.fx.Node)):
+    if n.kwargs.get("reduce") or not isinstance(value, (int, float)):
         return _UNSUPPORTED
     xs, ishape = list(e.values[x].shape), list(e.values[index].shape)
     rank = len(xs)
@@ -116,36 +115,10 @@ def _scatter_value(e, n):
     mask = e.emit(f"rp.cmp gt, {count}, {zero} : ({ct}, {e.ty(zero)}) -> "
                   f"{mt}", mt)
     ty = e.out_type(n)
-    if isinstance(value, torch.fx.Node):
-        fill = _scattered_src(e, value, hit, ishape, c, dt)
-        if fill is None:
-            return _UNSUPPORTED
-    else:
-        fill = e.scalar(value, dt)
+    fill = e.scalar(value, dt)
     xv = e.val(x, dt)
     return e.emit(f"rp.where {mask}, {fill}, {xv} : ({mt}, {e.ty(fill)}, "
                   f"{ty}) -> {ty}", ty)
-
-
-def _scattered_src(e, src, hit, ishape, c, dt):
-    """scatter.src's values at their columns: each of the k source entries
-    of a row where the one-hot ``hit`` [.., k, C] names its column, summed
-    over k (the top-k indices Llama 4's router scatters are distinct), so
-    the source's gradient is the output's at its column, as PyTorch's
-    gather of it."""
-    if list(e.values[src].shape) != ishape:
-        return None
-    rank = len(ishape)
-    sv = e.val(src, dt)
-    col = _ttype(ishape + [1], dt)
-    sc = e.emit(f"rp.reshape {sv} : {e.ty(sv)} to {col}", col)
-    full = _ttype(ishape + [c], dt)
-    zero = e.scalar(0.0, dt)
-    picked = e.emit(f"rp.where {hit}, {sc}, {zero} : ({e.ty(hit)}, {col}, "
-                    f"{e.ty(zero)}) -> {full}", full)
-    rows = _ttype(ishape[:-1] + [c], dt)
-    return e.emit(f"rp.reduce sum {picked} dims = [{rank - 1}] : {full} -> "
-                  f"{rows}", rows)
 
 
 def _bool_binary(is_and):

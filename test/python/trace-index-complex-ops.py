@@ -6,9 +6,8 @@
 # (rp/_aten_index.py: a learned table read at positions, as Whisper's
 # embed_positions[position_ids], and a middle axis picked, as Falcon's
 # x[:, :, idx]; a repeated index accumulates), clamp with tensor bounds
-# (PhiMoE's router, both bounds run-time tensors that broadcast),
-# scatter of a tensor at top-k indices along the last axis (Llama 4's
-# router scores) and complex rotary products (rp/_aten_complex.py:
+# (PhiMoE's router, both bounds run-time tensors that broadcast) and
+# complex rotary products (rp/_aten_complex.py:
 # view_as_complex times a constant complex table and times a run-time
 # complex value, then view_as_real, as DeepSeek-V2 and Llama 4 write
 # rotary embeddings). The step-0 loss and every parameter's gradient equal
@@ -49,11 +48,7 @@ class Mix(nn.Module):
         y = y + h[:, :, idx].reshape(b, s, d)
         lo, hi = self.b(y)[..., :1], self.b(y)[..., 1:2] + 1.0
         y = y + self.a(y).clamp(lo, hi) + self.b(y).clamp(min=lo)
-        sc = self.score(y)
-        top = sc.topk(2, dim=-1)
-        full = torch.full_like(sc, -5.0).scatter(-1, top.indices,
-                                                 top.values)
-        y = y + torch.sigmoid(full).repeat(1, 1, 2)
+        y = y + torch.sigmoid(self.score(y)).repeat(1, 1, 2)
         q = torch.view_as_complex(self.a(y).float().reshape(b, s, -1, 2))
         k = torch.view_as_complex(self.b(y).float().reshape(b, s, -1, 2))
         rot = torch.view_as_real(q * self.cis[:s]).flatten(2)

@@ -201,9 +201,9 @@ def _gather(e, n):
 
 
 def _clamp(e, n):
-    """clamp (scalar bounds), clamp_min, clamp_max: rp.max then rp.min with
-    the input as lhs, so a value on a bound keeps its gradient (as
-    PyTorch's)."""
+    """clamp (scalar or tensor bounds), clamp_min, clamp_max: rp.max then
+    rp.min with the input as lhs, so a value on a bound keeps its gradient
+    (as PyTorch's)."""
     import torch
     name = _opname(n)
     x = n.args[0]
@@ -215,14 +215,15 @@ def _clamp(e, n):
     else:
         lo = n.args[1] if len(n.args) > 1 else n.kwargs.get("min")
         hi = n.args[2] if len(n.args) > 2 else n.kwargs.get("max")
-    if any(isinstance(b, torch.fx.Node) for b in (lo, hi)):
-        return _UNSUPPORTED
     dt = e.values[n].dtype
     ty = e.out_type(n)
     v = e.val(x, dt)
     for op, b in (("max", lo), ("min", hi)):
         if b is not None:
-            c = e.scalar(b, dt)
+            # A tensor bound (PhiMoE's router, clamp.Tensor) broadcasts; it
+            # gets the gradient where it binds strictly, as in PyTorch.
+            c = e.val(b, dt) if isinstance(b, torch.fx.Node) else \
+                e.scalar(b, dt)
             v = e.emit(f"rp.{op} {v}, {c} : ({e.ty(v)}, {e.ty(c)}) -> {ty}",
                        ty)
     return v

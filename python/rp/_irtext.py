@@ -82,7 +82,8 @@ def _np(t):
 _UNSUPPORTED = object()
 _RANDOM = {"bernoulli", "rand", "randn", "randint", "native_dropout",
            "rand_like", "randn_like", "randint_like", "normal", "uniform",
-           "randperm", "multinomial", "exponential"}
+           "randperm", "multinomial", "exponential", "exponential_",
+           "uniform_", "normal_", "bernoulli_"}
 
 
 def _opname(n) -> str:

@@ -1,4 +1,5 @@
-//===- NNHandlers.cpp - ONNX matmul, reductions, norms and conv -----------===//
+//===- NNHandlers.cpp - ONNX matmul, reductions and norms ---------------===//
+//---------------------===//
 
 #include "NodeImporter.h"
 
@@ -150,58 +151,6 @@ static LogicalResult importLayerNorm(NodeImporter &n) {
   return success();
 }
 
-/// Conv is supported in the one form transformers use: patch embedding,
-/// kernel == stride, no padding, no dilation, one group. It is a matmul over
-/// the flattened patches.
-static LogicalResult importConv(NodeImporter &n) {
-  Value x = n.input(0), w = n.input(1);
-  if (!x || !w)
-    return failure();
-  ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(w);
-  if (xs.size() != 4 || ws.size() != 4)
-    return n.error() << "only 2-D convolutions are supported";
-  SmallVector<int64_t> kernel(ws.drop_front(2));
-  auto strides = n.intsAttr("strides").value_or(SmallVector<int64_t>{1, 1});
-  auto pads = n.intsAttr("pads").value_or(SmallVector<int64_t>{0, 0, 0, 0});
-  auto dil = n.intsAttr("dilations").value_or(SmallVector<int64_t>{1, 1});
-  bool patchify = strides == kernel &&
-                  llvm::all_of(pads, [](int64_t p) { return p == 0; }) &&
-                  llvm::all_of(dil, [](int64_t d) { return d == 1; }) &&
-                  n.intAttr("group", 1) == 1 &&
-                  n.stringAttr("auto_pad", "NOTSET") == "NOTSET";
-  if (!patchify)
-    return n.error() << "only patch-embedding convolutions (kernel == "
-                        "stride, no padding, dilation 1, group 1) are "
-                        "supported, but this one has kernel ["
-                     << ArrayRef(kernel) << "], strides [" << ArrayRef(strides)
-                     << "], pads [" << ArrayRef(pads) << "], dilations ["
-                     << ArrayRef(dil) << "], group " << n.intAttr("group", 1)
-                     << ", auto_pad " << n.stringAttr("auto_pad", "NOTSET")
-                     << "; rp imports transformers, whose only convolution "
-                        "is a ViT-style patch embedding";
-  int64_t b = xs[0], c = xs[1], h = xs[2], wd = xs[3];
-  int64_t kh = kernel[0], kw = kernel[1], o = ws[0];
-  if (h % kh || wd % kw || ws[1] != c)
-    return n.error() << "image " << x.getType()
-                     << " does not tile into patches of kernel " << w.getType();
-  int64_t ph = h / kh, pw = wd / kw;
-  // [B, C, ph, kh, pw, kw] -> [B, ph, pw, C, kh, kw] -> [B, ph*pw, C*kh*kw]
-  Value p = n.reshape(x, {b, c, ph, kh, pw, kw});
-  p = n.create<TransposeOp>(p, SmallVector<int64_t>{0, 2, 4, 1, 3, 5});
-  p = n.reshape(p, {b, ph * pw, c * kh * kw});
-  Value wm = n.reshape(w, {o, c * kh * kw});
-  Value y = n.create<MatmulOp>(p, wm, false, true); // [B, L, O]
-  if (n.hasInput(2)) {
-    Value bias = n.input(2);
-    if (!bias)
-      return failure();
-    y = n.create<AddOp>(y, bias);
-  }
-  y = n.create<TransposeOp>(y, SmallVector<int64_t>{0, 2, 1}); // [B, O, L]
-  n.setOutput(0, n.reshape(y, {b, o, ph, pw}));
-  return success();
-}
-
 /// Gelu is an op from opset 20 (exporters decompose it before).
 static LogicalResult importGelu(NodeImporter &n) {
   if (n.opset < 20)
@@ -240,5 +189,5 @@ void onnx_import::registerNNHandlers(llvm::StringMap<Handler> &t) {
     return importReduce(n, ReduceKind::min, n.opset >= 18);
   };
   t["LayerNormalization"] = importLayerNorm;
-  t["Conv"] = importConv;
+  registerConvHandlers(t);
 }

@@ -152,6 +152,8 @@ using Handler = std::function<LogicalResult(NodeImporter &)>;
 void registerElementwiseHandlers(llvm::StringMap<Handler> &table);
 void registerShapeHandlers(llvm::StringMap<Handler> &table);
 void registerNNHandlers(llvm::StringMap<Handler> &table);
+/// Conv, Pad and GatherND (ConvHandlers.cpp; registerNNHandlers adds them).
+void registerConvHandlers(llvm::StringMap<Handler> &table);
 void registerScatterHandlers(llvm::StringMap<Handler> &table);
 void registerComposedHandlers(llvm::StringMap<Handler> &table);
 

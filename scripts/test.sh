@@ -4,8 +4,8 @@
 # changed C++ sources, clang-format on every C++ source, the runtime tests
 # again under ThreadSanitizer and under ASan + UBSan (with the readers' lit
 # tests against that rp-run), the compiler's tests under ASan + UBSan, and
-# each reader's fuzz target for 40 s and the tools' options for 40 s. The last
-# line is the total count.
+# each reader's fuzz target for 40 s and the tools' options for 40 s; then
+# that /dev/null is still the null device. The last line is the total count.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,6 +41,8 @@ PY
 ) || { lp=0; lf=1; }
 rm -f "$lit_json"
 tally lit "$lp" "$lf"
+devnull_after_lit=0
+[ -c /dev/null ] && devnull_after_lit=1
 
 # ctest's summary line: "100% tests passed, 0 tests failed out of 12".
 run_ctest() { # name dir [ctest args...]
@@ -196,6 +198,18 @@ fuzz_out=$(bash scripts/fuzz.sh 40 2>&1)
 echo "$fuzz_out" | sed 's/^/   /'
 fuzz_ok=$(echo "$fuzz_out" | grep -cE '^fuzz [a-z-]+: [1-9][0-9]* cases, 0 crash, 0 hang, 0 exit 2, 0 silent wrong(, 0 unclear message)?$')
 tally fuzz "$fuzz_ok" $((8 - fuzz_ok))
+
+# /dev/null must still be the null device: after one session's runs it was
+# a regular file (as root, a rename onto it does that), which every later
+# `>/dev/null` then filled. Checked after lit (whose tests run every tool
+# against it) and here, after everything.
+echo "== /dev/null"
+if [ -c /dev/null ] && [ "$devnull_after_lit" = 1 ]; then
+  tally "/dev/null still a character device" 1 0
+else
+  echo "   /dev/null is no longer a character device (after lit: $devnull_after_lit): $(ls -l /dev/null)"
+  tally "/dev/null still a character device" 0 1
+fi
 
 echo "== done in $(( $(date +%s) - start )) s"
 echo "$passed passed, $failed failed"

@@ -12,128 +12,27 @@
 # decay 0), a cosine schedule with 2 warmup steps, the gradient norm
 # clipped at 1, sync mode on 2 host devices. Every step's loss agrees
 # within 1e-5 relative (measured: about 1e-7), every learning rate within
-# 1e-12 and every gradient norm within 1e-4; the adapters moved.
+# 1e-12 and every gradient norm within 1e-4; the adapters moved. The set-up
+# is Inputs/trainer_check.py's.
 
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "Inputs"))
-from finetune_check import make_model  # noqa: E402
+import trainer_check as tc  # noqa: E402
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from transformers import (AutoModelForCausalLM, Trainer,  # noqa: E402
-                          TrainerCallback, TrainingArguments)
-
-import rp  # noqa: E402
-from rp import data, safetensors  # noqa: E402
-from rp.driver import train_steps  # noqa: E402
-
-try:
-    from peft import LoraConfig, get_peft_model
-except ImportError as err:
-    sys.exit(f"error: peft is not in the torch-2 venv ({err}): run "
-             "scripts/setup.sh (scripts/torch2-requirements.txt pins it)")
-
+LoraConfig, get_peft_model = tc.peft()
 out = Path(sys.argv[1])
-model_dir = make_model(out / "tiny")
-steps, lr, rows_per_step, rank, alpha = 6, 1e-2, 6, 4, 8
-rp.finetune(model_dir, out / "tiny" / "train.jsonl", out / "run", steps=steps,
-            devices=2, microbatches=3, batch_size=2, seq_len=32, lr=lr,
-            lr_schedule="cosine", warmup_steps=2, sync=True, shuffle_seed=11,
-            clip_grad_norm=1.0, weight_decay=0.0, lora_rank=rank,
-            lora_alpha=alpha)
-ours = [json.loads(l) for l in open(out / "run" / "metrics.jsonl")]
-
-# rp's initial adapters: a step at lr 0 changes no weight.
-for _ in train_steps(out / "run" / "model.rpplan", steps=1, lr=0.0, sync=True,
-                     dataset=str(out / "run" / "train.rpds"),
-                     save=str(out / "init"), weight_decay=0.0):
-    pass
-init = safetensors.read(out / "init" / "weights.safetensors")
-trained = safetensors.read(out / "run" / "checkpoints" / "last" /
-                           "weights.safetensors")
-
-d = data.read(out / "run" / "train.rpds")
-order = [r for k in range(steps)
-         for r in data.batch_rows(d["rows"], rows_per_step, k, 11)]
-
-
-class Rows(torch.utils.data.Dataset):
-    def __len__(self):
-        return len(order)
-
-    def __getitem__(self, i):
-        r = order[i]
-        labels = np.full(d["seq_len"], -100, np.int64)
-        labels[1:] = d["labels"][r][:-1]        # the model shifts them back
-        seg = torch.from_numpy(d["segments"][r].astype(np.int64))
-        keep = (seg[:, None] == seg[None, :]).tril()
-        return {"input_ids": torch.from_numpy(d["tokens"][r].astype(np.int64)),
-                "labels": torch.from_numpy(labels),
-                "attention_mask": keep[None], "position_ids": keep.sum(-1) - 1}
-
-
-class InOrder(Trainer):
-    def _get_train_sampler(self, *args, **kwargs):
-        return torch.utils.data.SequentialSampler(self.train_dataset)
-
-
-losses, lrs, norms = [], [], []
-
-
-class Record(TrainerCallback):
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and "loss" in logs:
-            losses.append(logs["loss"])
-            lrs.append(float(logs["learning_rate"]))
-            norms.append(float(logs["grad_norm"]))
-
-
-base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-base.config.use_cache = False
-model = get_peft_model(base, LoraConfig(r=rank, lora_alpha=alpha,
-                                        target_modules="all-linear",
-                                        lora_dropout=0.0))
-# PEFT's base_model.model.<module>.lora_A.default.weight is rp's
-# <module>.weight.lora_A.
-adapters = {}
-with torch.no_grad():
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        module, part = name.split(".lora_")
-        ours_name = (module.removeprefix("base_model.model.") + ".weight.lora_"
-                     + part.split(".")[0])
-        p.copy_(torch.from_numpy(np.array(init[ours_name])))
-        adapters[ours_name] = p
-print("adapters:", len(adapters), "of", len([n for n in init if "lora_" in n]),
-      "set from rp's initial ones")
-args = TrainingArguments(
-    output_dir=str(out / "trainer"), per_device_train_batch_size=rows_per_step,
-    max_steps=steps, learning_rate=lr, lr_scheduler_type="cosine",
-    warmup_steps=2, weight_decay=0.0, max_grad_norm=1.0, logging_steps=1,
-    report_to=[], save_strategy="no", use_cpu=True, seed=0,
-    dataloader_drop_last=False, disable_tqdm=True)
-InOrder(model=model, args=args, train_dataset=Rows(),
-        callbacks=[Record()]).train()
-worst = max(abs(a["loss"] - b) / abs(b) for a, b in zip(ours, losses))
-print(f"steps: rp {len(ours)}, Trainer + PEFT {len(losses)}")
-print(f"losses within 1e-5: {worst <= 1e-5}")
-print("learning rates within 1e-12:",
-      all(abs(a["lr"] - b) <= 1e-12 for a, b in zip(ours, lrs)))
-print("gradient norms within 1e-4:",
-      all(abs(a["grad_norm"] - b) <= 1e-4 * b for a, b in zip(ours, norms)))
-moved = max(float(np.abs(np.asarray(trained[n]) - np.asarray(init[n])).max())
-            for n in adapters)
-# The adapters after the last update, rp's and PEFT's.
-apart = max(float(np.abs(np.asarray(trained[n]) - p.detach().numpy()).max())
-            for n, p in adapters.items())
-print(f"adapters moved: {moved > 1e-3}; rp's and PEFT's within 1e-4: "
-      f"{apart <= 1e-4}")
-print(f"worst relative loss difference {worst:.1e}, adapters apart "
-      f"{apart:.1e}, moved {moved:.1e}", file=sys.stderr)
+lr, rank, alpha = 1e-2, 4, 8
+model_dir, ours = tc.finetune(out, lr, lora_rank=rank, lora_alpha=alpha)
+init, trained = tc.adapters_before_and_after(out)
+model = get_peft_model(tc.base_model(model_dir),
+                       LoraConfig(r=rank, lora_alpha=alpha,
+                                  target_modules="all-linear",
+                                  lora_dropout=0.0))
+adapters = tc.set_initial_adapters(model, init)
+worst = tc.compare(ours, tc.train(model, out, lr), "Trainer + PEFT", "1e-5")
+tc.compare_adapters(init, trained, adapters, worst)
 
 # CHECK: adapters: 28 of 28 set from rp's initial ones
 # CHECK: steps: rp 6, Trainer + PEFT 6

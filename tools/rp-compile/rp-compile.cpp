@@ -399,44 +399,16 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
   unsigned devices = pipeline.devices, microbatches = pipeline.microbatches;
 
-  // The documented caps (README.md) and the profile's name, checked before
-  // any work, as rp-opt's pipeline checks them (TrainPipeline.cpp).
+  // The documented caps (README.md), the profile's name and the LoRA and
+  // budget ranges, checked before any work, as rp-opt's pipeline checks
+  // them (TrainPipeline.cpp).
   if (failed(rp::checkTrainPipelineOptions(
           pipeline, /*asFlags=*/true, [](const Twine &message) {
             llvm::errs() << "rp-compile: " << message << "\n";
           })))
     return 1;
-  // The numbers' text is checked as it is parsed (StrictNumbers.h); their
-  // ranges here, before any work, each with its meaning.
-  if (pipeline.loraRank < 0) {
-    llvm::errs() << "rp-compile: --lora-rank " << pipeline.loraRank
-                 << ": give 0 (no adapters) or a rank of 1 or more\n";
-    return 1;
-  }
-  if (!(pipeline.loraAlpha > 0)) {
-    llvm::errs() << "rp-compile: --lora-alpha "
-                 << llvm::format("%g", double(pipeline.loraAlpha))
-                 << ": the LoRA scaling numerator is a number > 0\n";
-    return 1;
-  }
-  if (!(pipeline.loraDropout >= 0 && pipeline.loraDropout < 1)) {
-    llvm::errs() << "rp-compile: --lora-dropout "
-                 << llvm::format("%g", double(pipeline.loraDropout))
-                 << ": the probability of dropping an adapter input is in "
-                    "[0, 1)\n";
-    return 1;
-  }
-  if (pipeline.loraDropout > 0 && pipeline.loraRank == 0) {
-    llvm::errs() << "rp-compile: --lora-dropout needs --lora-rank (it "
-                    "drops the adapters' inputs)\n";
-    return 1;
-  }
-  if (pipeline.budgetGiB < 0) {
-    llvm::errs() << "rp-compile: --budget-gib "
-                 << llvm::format("%g", double(pipeline.budgetGiB))
-                 << ": give 0 (the profile's memory) or a number of GiB > 0\n";
-    return 1;
-  }
+  // --host-budget-gib is rp-compile's own (the pipeline's numbers are
+  // checked above); the text is checked as it is parsed (StrictNumbers.h).
   if (!(hostBudgetGiB >= 0)) {
     llvm::errs() << "rp-compile: --host-budget-gib "
                  << llvm::format("%g", double(hostBudgetGiB))

@@ -5,7 +5,7 @@
 // with the padding mask, Expand-ed to [B, 1, S, S], Where-d into 0 / -inf).
 // Folded densely it has S x S elements: 268M at 16k tokens. When the dense
 // result would be large, the importer keeps such a mask as a band
-// (rp/Dialect/RP/BandMask.h) with one value inside and one outside, folds
+// (rp/Analysis/BandMask.h) with one value inside and one outside, folds
 // elementwise ops with uniform operands and shape-only data movement
 // through it, and writes it to the IR as rp.cmp of two index constants,
 // which rp-fuse-attention turns into the causal flag.
@@ -16,7 +16,7 @@
 #define RP_LIB_IMPORT_ONNX_BANDEVAL_H
 
 #include "NodeImporter.h"
-#include "rp/Dialect/RP/BandMask.h"
+#include "rp/Analysis/BandMask.h"
 
 #include <optional>
 

@@ -2,7 +2,7 @@
 
 #include "rp/runtime/sim/Simulate.h"
 #include "../exec/Fences.h"
-#include "Continuous.h"
+#include "SimContinuous.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/Pipeline.h"
 

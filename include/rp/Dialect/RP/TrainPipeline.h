@@ -270,12 +270,13 @@ void buildForwardPipeline(OpPassManager &pm,
 /// autodiff, canonicalize, cse.
 void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
 
-/// The ranges of --devices and --microbatches (the contract's plan caps)
-/// and that --hw names a profile, checked once where the options are
-/// parsed: rp-compile after its command line, rp-opt's rp-train-pipeline
-/// with its pipeline string, before any pass runs. Each refusal goes to
-/// `error`, the option spelled as a flag (`--devices 300`) when `asFlags`,
-/// else as in a pipeline string (`devices=300`).
+/// The ranges of --devices and --microbatches (the contract's plan caps),
+/// that --hw names a profile, and the ranges of --lora-rank, --lora-alpha,
+/// --lora-dropout (which needs a rank) and --budget-gib, checked once where
+/// the options are parsed: rp-compile after its command line, rp-opt's
+/// rp-train-pipeline with its pipeline string, before any pass runs. Each
+/// refusal goes to `error`, the option spelled as a flag (`--devices 300`)
+/// when `asFlags`, else as in a pipeline string (`devices=300`).
 LogicalResult
 checkTrainPipelineOptions(const TrainPipelineOptions &options, bool asFlags,
                           llvm::function_ref<void(const llvm::Twine &)> error);

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Activity.h"
 #include "ExpandAttention.h"
+#include "rp/Analysis/Activity.h"
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -21,7 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PatternUtils.h"
-#include "rp/Dialect/RP/BandMask.h"
+#include "rp/Analysis/BandMask.h"
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "mlir/IR/Matchers.h"

@@ -7,6 +7,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -159,18 +162,27 @@ LogicalResult mlir::rp::checkTrainPipelineOptions(
     llvm::function_ref<void(const llvm::Twine &)> error) {
   // A string, not a Twine: a Twine returned from here would point at the
   // temporaries it was built of.
-  auto spelled = [&](StringRef name, uint64_t value) {
-    return (asFlags ? "--" + name + " " : name + "=").str() +
-           std::to_string(value);
+  auto flag = [&](StringRef name) {
+    return (asFlags ? "--" + name : llvm::Twine(name)).str();
+  };
+  auto spelled = [&](StringRef name, const std::string &value) {
+    return flag(name) + (asFlags ? " " : "=") + value;
+  };
+  // Reals as the user wrote them (%g: 0.1, not 0.100000).
+  auto real = [](double value) {
+    std::string text;
+    llvm::raw_string_ostream(text) << llvm::format("%g", value);
+    return text;
   };
   unsigned devices = options.devices, microbatches = options.microbatches;
   if (devices == 0 || devices > ::rp::plan::kMaxPlanDevices) {
-    error(spelled("devices", devices) + ": give 1 to " +
+    error(spelled("devices", std::to_string(devices)) + ": give 1 to " +
           llvm::Twine(::rp::plan::kMaxPlanDevices) + " devices");
     return failure();
   }
   if (microbatches > ::rp::plan::kMaxPlanMicrobatches) {
-    error(spelled("microbatches", microbatches) + ": give 0 (the default) to " +
+    error(spelled("microbatches", std::to_string(microbatches)) +
+          ": give 0 (the default) to " +
           llvm::Twine(::rp::plan::kMaxPlanMicrobatches));
     return failure();
   }
@@ -182,6 +194,34 @@ LogicalResult mlir::rp::checkTrainPipelineOptions(
   if (!::rp::timing::namesProfileFile(options.hw) &&
       !::rp::timing::readHardwareProfile(options.hw, text, source, message)) {
     error(message);
+    return failure();
+  }
+  // The LoRA and budget numbers' ranges, each with its meaning. rp-compile
+  // refuses nan and inf in the text (CheckNumberFlags.cpp); a pipeline
+  // string's parser takes them, so they are refused here.
+  if (options.loraRank < 0) {
+    error(spelled("lora-rank", std::to_string(options.loraRank)) +
+          ": give 0 (no adapters) or a rank of 1 or more");
+    return failure();
+  }
+  if (!(options.loraAlpha > 0 && std::isfinite(options.loraAlpha))) {
+    error(spelled("lora-alpha", real(options.loraAlpha)) +
+          ": the LoRA scaling numerator is a number > 0");
+    return failure();
+  }
+  if (!(options.loraDropout >= 0 && options.loraDropout < 1)) {
+    error(spelled("lora-dropout", real(options.loraDropout)) +
+          ": the probability of dropping an adapter input is in [0, 1)");
+    return failure();
+  }
+  if (options.loraDropout > 0 && options.loraRank == 0) {
+    error(flag("lora-dropout") + " needs " + flag("lora-rank") +
+          " (it drops the adapters' inputs)");
+    return failure();
+  }
+  if (!(options.budgetGiB >= 0 && std::isfinite(options.budgetGiB))) {
+    error(spelled("budget-gib", real(options.budgetGiB)) +
+          ": give 0 (the profile's memory) or a number of GiB > 0");
     return failure();
   }
   return success();

@@ -9,7 +9,7 @@
 // mode, beside the next step in async mode.
 //
 // By default steps and accumulation passes flow into each other, devices
-// renamed pass by pass (Continuous.h): step_ms is the steady step (the mean
+// renamed pass by pass (SimContinuous.h): step_ms is the steady step (the mean
 // over a whole rotation of the devices, well after the start), the idle
 // split covers the whole run, so fill and drain count once, and the steady
 // bubble is the idle share of the steady window. With stepBarrier each step

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_DIALECT_RP_TRANSFORMS_ACTIVITY_H
-#define RP_DIALECT_RP_TRANSFORMS_ACTIVITY_H
+#ifndef RP_ANALYSIS_ACTIVITY_H
+#define RP_ANALYSIS_ACTIVITY_H
 
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -41,4 +41,4 @@ private:
 
 } // namespace mlir::rp
 
-#endif // RP_DIALECT_RP_TRANSFORMS_ACTIVITY_H
+#endif // RP_ANALYSIS_ACTIVITY_H

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_DIALECT_RP_MATMULEPILOGUE_H
-#define RP_DIALECT_RP_MATMULEPILOGUE_H
+#ifndef RP_ANALYSIS_MATMULEPILOGUE_H
+#define RP_ANALYSIS_MATMULEPILOGUE_H
 
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -41,4 +41,4 @@ matchMatmulEpilogue(MatmulOp mm,
 
 } // namespace mlir::rp
 
-#endif // RP_DIALECT_RP_MATMULEPILOGUE_H
+#endif // RP_ANALYSIS_MATMULEPILOGUE_H

@@ -1,6 +1,6 @@
-//===- Continuous.cpp - a staged plan's passes without barriers -----------===//
+//===- SimContinuous.cpp - a staged plan's passes without barriers --------===//
 
-#include "Continuous.h"
+#include "SimContinuous.h"
 
 #include "rp/timing/Continuous.h"
 

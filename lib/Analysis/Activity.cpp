@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Activity.h"
+#include "rp/Analysis/Activity.h"
 
 using namespace mlir;
 using namespace mlir::rp;

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/Dialect/RP/BandMask.h"
+#include "rp/Analysis/BandMask.h"
 
 #include "mlir/IR/Matchers.h"
 

@@ -1,4 +1,4 @@
-//===- Pipeline.cpp - running a staged plan on a backend's devices --------===//
+//===- PipelineExecutor.cpp - running a staged plan on a backend's devices ===//
 //
 // One mutex and one condition variable carry all synchronization: events
 // are recorded per job, not per kernel, so a step sees a few hundred

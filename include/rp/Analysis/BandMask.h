@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_DIALECT_RP_BANDMASK_H
-#define RP_DIALECT_RP_BANDMASK_H
+#ifndef RP_ANALYSIS_BANDMASK_H
+#define RP_ANALYSIS_BANDMASK_H
 
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -58,4 +58,4 @@ std::optional<BandMask> matchBandMask(Value cond);
 
 } // namespace mlir::rp
 
-#endif // RP_DIALECT_RP_BANDMASK_H
+#endif // RP_ANALYSIS_BANDMASK_H

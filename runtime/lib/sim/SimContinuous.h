@@ -1,4 +1,4 @@
-//===- Continuous.h - a staged plan's passes without barriers ---*- C++ -*-===//
+//===- SimContinuous.h - a staged plan's passes, no barriers ---*- C++ -*-===//
 //
 // How the sim lays a run out when steps flow into each other, as the
 // trainer runs staged plans (runtime/README.md, lib/exec/StagedTrainer.cpp):
@@ -18,8 +18,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_RUNTIME_SIM_CONTINUOUS_H
-#define RP_RUNTIME_SIM_CONTINUOUS_H
+#ifndef RP_RUNTIME_SIM_SIMCONTINUOUS_H
+#define RP_RUNTIME_SIM_SIMCONTINUOUS_H
 
 #include "rp/runtime/sim/Simulate.h"
 
@@ -38,7 +38,7 @@ double coveredBy(const Interval &idle, const std::vector<Interval> &busy);
 /// One device's commands in a timed graph: its compute commands in the
 /// order they ran (by start, ties by index) and its copies' busy intervals
 /// (by start, shifted by `offset`), which the bubble split of a pass
-/// (Simulate.cpp) and of a run (Continuous.cpp) both walk.
+/// (Simulate.cpp) and of a run (SimContinuous.cpp) both walk.
 struct DeviceCommands {
   std::vector<size_t> compute;
   std::vector<Interval> copies;
@@ -108,4 +108,4 @@ Status layOutContinuous(const Plan &plan,
 
 } // namespace rp::runtime::sim
 
-#endif // RP_RUNTIME_SIM_CONTINUOUS_H
+#endif // RP_RUNTIME_SIM_SIMCONTINUOUS_H

@@ -25,7 +25,7 @@ namespace {
 /// The process's search costs (searchStats): atomics, as the passes of
 /// two modules may search at once.
 std::atomic<uint64_t> statCandidates{0}, statMicros{0};
-std::atomic<unsigned> statSearches{0}, statBudgetStops{0};
+std::atomic<unsigned> statSearches{0}, statBudgetStops{0}, statReused{0};
 
 /// A partition as stage sizes: forward from layer 0, the tail, backward
 /// from deep to shallow (DESIGN.md's --stages form).
@@ -229,7 +229,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // their bests are the starts, and the sweeps are skipped.
   std::string problem = problemOf(n, t, tailJobs);
   std::vector<const SearchMemo::Found *> earlier;
-  if (t.memo && n > kFullSearchLayers)
+  if (t.memo && t.memo->startFromEarlier && n > kFullSearchLayers)
     for (const SearchMemo::Found &f : t.memo->found)
       if (f.problem == problem)
         earlier.push_back(&f);
@@ -439,7 +439,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // plan does not fit a device but RoundPipe's does, take the fastest
   // partition timed that fits (RoundPipe's at worst). A model no
   // partition fits is the memory plan's to report.
-  if (t.memo)
+  if (t.memo && t.memo->startFromEarlier)
     t.memo->found.push_back({problem, best.fwd, best.bwd, best.tail});
   statCandidates += spent + 2;
   statBudgetStops += stopped;
@@ -500,6 +500,7 @@ SearchStats mlir::rp::searchStats() {
   s.seconds = double(statMicros) * 1e-6;
   s.searches = statSearches;
   s.budgetStops = statBudgetStops;
+  s.reused = statReused;
   return s;
 }
 
@@ -519,8 +520,70 @@ struct SearchClock {
 
 } // namespace
 
+namespace {
+
+/// Everything partitionForStepTime reads, as bytes: equal keys, equal
+/// results (the search is deterministic).
+std::string searchKey(llvm::ArrayRef<LayerCost> layers, const SearchTarget &t) {
+  std::string key;
+  auto put = [&](auto v) {
+    key.append(reinterpret_cast<const char *>(&v), sizeof(v));
+  };
+  for (const LayerCost &l : layers) {
+    for (int64_t v :
+         {l.forwardFlops, l.backwardFlops, l.forwardTraffic, l.backwardTraffic,
+          l.paramBytes, l.gradBytes, l.trainableElements, l.actInBytes,
+          l.actOutBytes, l.workBytes, l.recomputePeakBytes, l.keptBytes,
+          l.keptInputBytes, l.backwardPeakBytes, l.resultGradBytes,
+          l.constBytes, l.kernels})
+      put(v);
+    for (double v :
+         {l.forwardMs, l.recomputeMs, l.backwardMs, l.recomputeSkippedMs,
+          l.accumulateMs, l.uploadMs, l.downloadMs})
+      put(v);
+    put(l.backwardMeasured);
+    put(l.measured);
+    key += l.name;
+    key += '\0';
+  }
+  // The profile by identity and name: the memo lives as long as the parsed
+  // profiles it was made with (CostModel).
+  put(&t.hw);
+  key += t.hw.name;
+  key += '\0';
+  for (int64_t v :
+       {int64_t(t.devices), int64_t(t.microbatches), t.stageBytes,
+        int64_t(t.dispatch), int64_t(t.tailJobs), int64_t(t.layerGrain),
+        t.budget(), int64_t(t.candidateBudget)})
+    put(v);
+  return key;
+}
+
+Partition searchAndFit(llvm::ArrayRef<LayerCost> layers, const SearchTarget &t);
+
+} // namespace
+
 Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
                                          const SearchTarget &t) {
+  std::string key;
+  if (t.memo) {
+    key = searchKey(layers, t);
+    for (const auto &[k, p] : t.memo->results)
+      if (k == key) {
+        ++statReused;
+        return p;
+      }
+  }
+  Partition p = searchAndFit(layers, t);
+  if (t.memo)
+    t.memo->results.emplace_back(std::move(key), p);
+  return p;
+}
+
+namespace {
+
+Partition searchAndFit(llvm::ArrayRef<LayerCost> layers,
+                       const SearchTarget &t) {
   SearchClock clock;
   Partition p = searchForStepTime(layers, t);
   // A profile without a memory size has nothing to fit.
@@ -544,6 +607,8 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
     return *lean.fastest;
   return lean.least.bytes < peak.bytes ? lean.leastPeak : p;
 }
+
+} // namespace
 
 Partition mlir::rp::partitionExhaustive(llvm::ArrayRef<LayerCost> layers,
                                         const SearchTarget &t) {

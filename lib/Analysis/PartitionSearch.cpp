@@ -4,6 +4,7 @@
 #include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PartitionMemory.h"
+#include "rp/Analysis/PlanPrediction.h"
 
 #include "llvm/Support/Parallel.h"
 
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -303,6 +305,22 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
     for (auto [s, v] : llvm::zip(todo, ms))
       timed.try_emplace({s->fwd, s->tail, s->bwd}, v);
   };
+  // The host optimizer's floor (PlanPrediction.h): no partition runs a
+  // step faster, so once a partition that fits runs there, every other
+  // can only tie to rounding. Large models stop there, where the climb
+  // walked thousands of tied candidates (a 256-layer model: 19,181), and
+  // keep the first partition found at the floor.
+  double floorMs = n > kFullSearchLayers ? optimizerFloorMs(layers, t.hw) : 0;
+  std::optional<std::pair<Sizes, bool>> floorChecked;
+  auto atFloor = [&](const Sizes &s, double ms) {
+    if (!(floorMs > 0) || ms > floorMs * (1 + 1e-9))
+      return false;
+    if (!floorChecked ||
+        std::tie(floorChecked->first.fwd, floorChecked->first.tail,
+                 floorChecked->first.bwd) != std::tie(s.fwd, s.tail, s.bwd))
+      floorChecked.emplace(s, fitsDeviceMemory(toPartition(s, n), layers, t));
+    return floorChecked->second;
+  };
   auto consider = [&](const Sizes &s) {
     double ms = timeOf(s);
     if (ms < bestMs) {
@@ -343,7 +361,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // three rounds): a step's time depends on them almost separably, and all
   // pairs would cost k^2 timings (4,000 for a 64-layer model).
   for (unsigned tailSize : {roundpipe.tail.size(), best.tail}) {
-    if (!earlier.empty())
+    if (!earlier.empty() || atFloor(best, bestMs))
       break;
     unsigned k = n - tailSize;
     unsigned sf = std::clamp<unsigned>(best.fwd.size(), 1, std::max(k, 1u));
@@ -395,7 +413,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // each found at most 0.2 % (Qwen3-235B) for six times the search time.
   auto climb = [&](Sizes cur) {
     double curMs = timeOf(cur);
-    for (unsigned round = 0; round < 1000; ++round) {
+    for (unsigned round = 0; round < 1000 && !atFloor(cur, curMs); ++round) {
       std::vector<Sizes> neighbours;
       tailMoves(cur, neighbours);
       std::vector<std::vector<unsigned>> fwdMoves, bwdMoves;

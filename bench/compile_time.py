@@ -13,12 +13,14 @@ copies) and prints the wall time, the time per layer, the search's cost
 same compile with --report-max-seq and its wall time. The graphs are
 built once into a temporary folder. Wall times are of the whole process
 (import of the .mlir, passes, plan export) on whatever machine runs it:
-compare figures from one machine only.
+compare figures from one machine only. CPU seconds (user + system, all
+threads) say what the compile costs on a loaded machine.
 """
 
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -64,10 +66,13 @@ def compile_once(graph, extra, folder):
     cmd = [str(BIN / "rp-compile"), str(graph), "-o",
            str(Path(folder) / "plan.rpplan"), "--devices", "8", "--hw",
            "rtx4090", "--dtype", "bf16", *extra]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.monotonic() - start
-    return seconds, r.returncode, r.stderr
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu, r.returncode, r.stderr
 
 
 def field(pattern, text, default="-"):
@@ -81,15 +86,16 @@ def main():
     ap.add_argument("--no-max-seq", action="store_true")
     ap.add_argument("--out", help="also write the table to this file")
     args = ap.parse_args()
-    rows = ["| model (layers) | compile s | s/layer | candidates timed | "
-            "search s | predicted step ms | --report-max-seq s | max seq |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| model (layers) | compile s | CPU s | s/layer | candidates "
+            "timed | search s | predicted step ms | --report-max-seq s (CPU) "
+            "| max seq |",
+            "|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(rows), flush=True)
     with tempfile.TemporaryDirectory() as folder:
         for name in args.models.split(","):
             graph = build_graph(name, folder)
             _, extra = MODELS[name]
-            seconds, rc, err = compile_once(graph, extra, folder)
+            seconds, cpu, rc, err = compile_once(graph, extra, folder)
             layers = layers_of(name)
             step = field(r"predicted step ([0-9.]+) ms", err)
             timed = field(r"search timed ([0-9]+) candidates", err)
@@ -99,12 +105,13 @@ def main():
                 sys.stderr.write(err[-2000:])
             seq_s, max_seq = "-", "-"
             if not args.no_max_seq:
-                s2, rc2, err2 = compile_once(graph, extra + ["--report-max-seq"],
-                                             folder)
-                seq_s = f"{s2:.2f}" if rc2 == 0 else f"failed (rc {rc2})"
+                s2, cpu2, rc2, err2 = compile_once(
+                    graph, extra + ["--report-max-seq"], folder)
+                seq_s = (f"{s2:.2f} ({cpu2:.2f})" if rc2 == 0 else
+                         f"failed (rc {rc2})")
                 max_seq = field(r"largest sequence that fits is ([0-9]+)",
                                 err2)
-            row = (f"| {name} ({layers}) | {seconds:.2f} | "
+            row = (f"| {name} ({layers}) | {seconds:.2f} | {cpu:.2f} | "
                    f"{seconds / layers:.3f} | {timed} | {search} | {step} | "
                    f"{seq_s} | {max_seq} |")
             rows.append(row)

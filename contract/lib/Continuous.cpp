@@ -248,8 +248,15 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
     return warmup + 1 + maxPeriod + std::max({maxPeriod, rotation, 2u}) + fill;
   };
   unsigned longest = stepsFor(2 * rotation + 2);
-  for (unsigned N = std::max(o.steps, stepsFor(std::max(rotation, 2u)));;
-       N = longest) {
+  unsigned N = std::max(o.steps, stepsFor(std::max(rotation, 2u)));
+  // Timed only until the period is read: first the fewest steps that show
+  // a period of one or two steps (most runs), then the longest layout.
+  // The same period either way: a cycle is read at the first step end
+  // where it repeats, and later steps change no earlier end.
+  if (o.untilSteady)
+    N = std::min(N,
+                 std::max(o.steps, warmup + 3 + std::max(rotation, 2u) + fill));
+  for (;; N = longest) {
     ContinuousRun run = build(pass, o, N, rotation);
     std::vector<double> ends;
     size_t cycleEnd = 0;

@@ -48,8 +48,43 @@ void rp::timing::dependencies(const std::vector<Task> &tasks,
   }
 }
 
+namespace {
+
+/// resolve's working arrays, kept per thread between calls: the
+/// partitioner resolves thousands of graphs of tens of thousands of tasks,
+/// and allocating and freeing these was a fifth of a compile.
+struct Scratch {
+  std::vector<unsigned> lastOnLane, pending, first, edges, fill, linkOfTask,
+      active, perLink, drained, watchAt;
+  std::vector<std::pair<unsigned, unsigned>> pairs;
+  std::vector<double> readyAt, remaining, slow, linkUse;
+  std::vector<std::pair<double, unsigned>> starts, ends;
+  std::vector<char> watchEnded;
+};
+
+/// A min-heap of (time, task) on a reused vector, in the order
+/// std::priority_queue with std::greater keeps (the same heap operations).
+struct MinHeap {
+  using Timed = std::pair<double, unsigned>;
+  std::vector<Timed> &c;
+  bool empty() const { return c.empty(); }
+  const Timed &top() const { return c.front(); }
+  void push(Timed t) {
+    c.push_back(t);
+    std::push_heap(c.begin(), c.end(), std::greater<Timed>());
+  }
+  void pop() {
+    std::pop_heap(c.begin(), c.end(), std::greater<Timed>());
+    c.pop_back();
+  }
+};
+
+} // namespace
+
 std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
                                          const Watch *watch) {
+  thread_local Scratch scratch;
+  Scratch &sc = scratch;
   const std::vector<Task> &tasks = graph.tasks;
   unsigned n = tasks.size();
   // The successors in one flat array (the partitioner resolves thousands
@@ -59,9 +94,13 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   for (const Task &t : tasks)
     lanes = std::max(lanes, t.device + 1);
   constexpr unsigned kLanes = unsigned(Lane::host) + 1;
-  std::vector<unsigned> lastOnLane(size_t(lanes) * kLanes, ~0u);
-  std::vector<unsigned> pending(n, 0), first(n + 1, 0), edges;
-  std::vector<std::pair<unsigned, unsigned>> pairs;
+  std::vector<unsigned> &lastOnLane = sc.lastOnLane, &pending = sc.pending,
+                        &first = sc.first, &edges = sc.edges;
+  lastOnLane.assign(size_t(lanes) * kLanes, ~0u);
+  pending.assign(n, 0);
+  first.assign(n + 1, 0);
+  std::vector<std::pair<unsigned, unsigned>> &pairs = sc.pairs;
+  pairs.clear();
   size_t waits = 0;
   for (const Task &t : tasks)
     waits += t.waits.size();
@@ -84,16 +123,17 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     first[i + 1] += first[i];
   edges.resize(pairs.size());
   {
-    std::vector<unsigned> fill(first.begin(), first.end() - 1);
+    std::vector<unsigned> &fill = sc.fill;
+    fill.assign(first.begin(), first.end() - 1);
     for (auto [from, to] : pairs)
       edges[fill[from]++] = to;
   }
-  pairs = {};
   // Per task its uplink direction (2 * uplink + up), or ~0u; with the host
   // model on, host tasks that stream host memory are flows too (~1u).
   const HostModel &host = graph.host;
   bool hostOn = host.on();
-  std::vector<unsigned> linkOfTask(n, ~0u);
+  std::vector<unsigned> &linkOfTask = sc.linkOfTask;
+  linkOfTask.assign(n, ~0u);
   unsigned linkCount = 0;
   for (unsigned i = 0; i < n; ++i)
     if (std::optional<std::pair<unsigned, bool>> l =
@@ -114,18 +154,24 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // Discrete events in time order. Tasks start as soon as all their
   // predecessors have ended; a flow's remaining work (ms alone) drains at
   // 1 / slow[i] per ms; everything else ends after its duration.
-  using Timed = std::pair<double, unsigned>;
-  std::priority_queue<Timed, std::vector<Timed>, std::greater<Timed>> starts,
-      ends;
-  std::vector<double> readyAt(n, 0);
+  sc.starts.clear();
+  sc.ends.clear();
+  MinHeap starts{sc.starts}, ends{sc.ends};
+  std::vector<double> &readyAt = sc.readyAt;
+  readyAt.assign(n, 0);
   // The flows running, in no particular order, and how much slower than
   // alone each runs.
-  std::vector<unsigned> active;
-  std::vector<double> remaining(n, 0), slow(n, 1);
-  std::vector<unsigned> perLink(linkCount, 0);
+  std::vector<unsigned> &active = sc.active;
+  active.clear();
+  std::vector<double> &remaining = sc.remaining, &slow = sc.slow;
+  remaining.assign(n, 0);
+  slow.assign(n, 1);
+  std::vector<unsigned> &perLink = sc.perLink;
+  perLink.assign(linkCount, 0);
   // With the host model on: per uplink direction and for DRAM, the share of
   // capacity in use since the last change.
-  std::vector<double> linkUse(linkCount, 0);
+  std::vector<double> &linkUse = sc.linkUse;
+  linkUse.assign(linkCount, 0);
   double dramUse = 0;
   bool changed = false;
   // Equal shares per uplink direction (the model without the host).
@@ -267,8 +313,8 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   unsigned done = 0;
   // The watched tasks: per task its position, and how many have ended in
   // the listed order.
-  std::vector<unsigned> watchAt;
-  std::vector<char> watchEnded;
+  std::vector<unsigned> &watchAt = sc.watchAt;
+  std::vector<char> &watchEnded = sc.watchEnded;
   size_t watched = 0;
   bool enough = false;
   if (watch) {
@@ -295,7 +341,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
         starts.push({readyAt[s], s});
     }
   };
-  std::vector<unsigned> drained;
+  std::vector<unsigned> &drained = sc.drained;
   while (done < n) {
     if (changed) {
       if (hostOn)

@@ -4,6 +4,7 @@
 #include "rp/Analysis/Continuous.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PartitionMemory.h"
+#include "rp/Analysis/PlanPrediction.h"
 
 #include "llvm/Support/Parallel.h"
 
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -25,7 +27,7 @@ namespace {
 /// The process's search costs (searchStats): atomics, as the passes of
 /// two modules may search at once.
 std::atomic<uint64_t> statCandidates{0}, statMicros{0};
-std::atomic<unsigned> statSearches{0}, statBudgetStops{0};
+std::atomic<unsigned> statSearches{0}, statBudgetStops{0}, statReused{0};
 
 /// A partition as stage sizes: forward from layer 0, the tail, backward
 /// from deep to shallow (DESIGN.md's --stages form).
@@ -229,7 +231,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // their bests are the starts, and the sweeps are skipped.
   std::string problem = problemOf(n, t, tailJobs);
   std::vector<const SearchMemo::Found *> earlier;
-  if (t.memo && n > kFullSearchLayers)
+  if (t.memo && t.memo->startFromEarlier && n > kFullSearchLayers)
     for (const SearchMemo::Found &f : t.memo->found)
       if (f.problem == problem)
         earlier.push_back(&f);
@@ -303,6 +305,22 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
     for (auto [s, v] : llvm::zip(todo, ms))
       timed.try_emplace({s->fwd, s->tail, s->bwd}, v);
   };
+  // The host optimizer's floor (PlanPrediction.h): no partition runs a
+  // step faster, so once a partition that fits runs there, every other
+  // can only tie to rounding. Large models stop there, where the climb
+  // walked thousands of tied candidates (a 256-layer model: 19,181), and
+  // keep the first partition found at the floor.
+  double floorMs = n > kFullSearchLayers ? optimizerFloorMs(layers, t.hw) : 0;
+  std::optional<std::pair<Sizes, bool>> floorChecked;
+  auto atFloor = [&](const Sizes &s, double ms) {
+    if (!(floorMs > 0) || ms > floorMs * (1 + 1e-9))
+      return false;
+    if (!floorChecked ||
+        std::tie(floorChecked->first.fwd, floorChecked->first.tail,
+                 floorChecked->first.bwd) != std::tie(s.fwd, s.tail, s.bwd))
+      floorChecked.emplace(s, fitsDeviceMemory(toPartition(s, n), layers, t));
+    return floorChecked->second;
+  };
   auto consider = [&](const Sizes &s) {
     double ms = timeOf(s);
     if (ms < bestMs) {
@@ -343,7 +361,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // three rounds): a step's time depends on them almost separably, and all
   // pairs would cost k^2 timings (4,000 for a 64-layer model).
   for (unsigned tailSize : {roundpipe.tail.size(), best.tail}) {
-    if (!earlier.empty())
+    if (!earlier.empty() || atFloor(best, bestMs))
       break;
     unsigned k = n - tailSize;
     unsigned sf = std::clamp<unsigned>(best.fwd.size(), 1, std::max(k, 1u));
@@ -395,7 +413,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // each found at most 0.2 % (Qwen3-235B) for six times the search time.
   auto climb = [&](Sizes cur) {
     double curMs = timeOf(cur);
-    for (unsigned round = 0; round < 1000; ++round) {
+    for (unsigned round = 0; round < 1000 && !atFloor(cur, curMs); ++round) {
       std::vector<Sizes> neighbours;
       tailMoves(cur, neighbours);
       std::vector<std::vector<unsigned>> fwdMoves, bwdMoves;
@@ -439,7 +457,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // plan does not fit a device but RoundPipe's does, take the fastest
   // partition timed that fits (RoundPipe's at worst). A model no
   // partition fits is the memory plan's to report.
-  if (t.memo)
+  if (t.memo && t.memo->startFromEarlier)
     t.memo->found.push_back({problem, best.fwd, best.bwd, best.tail});
   statCandidates += spent + 2;
   statBudgetStops += stopped;
@@ -500,6 +518,7 @@ SearchStats mlir::rp::searchStats() {
   s.seconds = double(statMicros) * 1e-6;
   s.searches = statSearches;
   s.budgetStops = statBudgetStops;
+  s.reused = statReused;
   return s;
 }
 
@@ -519,8 +538,70 @@ struct SearchClock {
 
 } // namespace
 
+namespace {
+
+/// Everything partitionForStepTime reads, as bytes: equal keys, equal
+/// results (the search is deterministic).
+std::string searchKey(llvm::ArrayRef<LayerCost> layers, const SearchTarget &t) {
+  std::string key;
+  auto put = [&](auto v) {
+    key.append(reinterpret_cast<const char *>(&v), sizeof(v));
+  };
+  for (const LayerCost &l : layers) {
+    for (int64_t v :
+         {l.forwardFlops, l.backwardFlops, l.forwardTraffic, l.backwardTraffic,
+          l.paramBytes, l.gradBytes, l.trainableElements, l.actInBytes,
+          l.actOutBytes, l.workBytes, l.recomputePeakBytes, l.keptBytes,
+          l.keptInputBytes, l.backwardPeakBytes, l.resultGradBytes,
+          l.constBytes, l.kernels})
+      put(v);
+    for (double v :
+         {l.forwardMs, l.recomputeMs, l.backwardMs, l.recomputeSkippedMs,
+          l.accumulateMs, l.uploadMs, l.downloadMs})
+      put(v);
+    put(l.backwardMeasured);
+    put(l.measured);
+    key += l.name;
+    key += '\0';
+  }
+  // The profile by identity and name: the memo lives as long as the parsed
+  // profiles it was made with (CostModel).
+  put(&t.hw);
+  key += t.hw.name;
+  key += '\0';
+  for (int64_t v :
+       {int64_t(t.devices), int64_t(t.microbatches), t.stageBytes,
+        int64_t(t.dispatch), int64_t(t.tailJobs), int64_t(t.layerGrain),
+        t.budget(), int64_t(t.candidateBudget)})
+    put(v);
+  return key;
+}
+
+Partition searchAndFit(llvm::ArrayRef<LayerCost> layers, const SearchTarget &t);
+
+} // namespace
+
 Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
                                          const SearchTarget &t) {
+  std::string key;
+  if (t.memo) {
+    key = searchKey(layers, t);
+    for (const auto &[k, p] : t.memo->results)
+      if (k == key) {
+        ++statReused;
+        return p;
+      }
+  }
+  Partition p = searchAndFit(layers, t);
+  if (t.memo)
+    t.memo->results.emplace_back(std::move(key), p);
+  return p;
+}
+
+namespace {
+
+Partition searchAndFit(llvm::ArrayRef<LayerCost> layers,
+                       const SearchTarget &t) {
   SearchClock clock;
   Partition p = searchForStepTime(layers, t);
   // A profile without a memory size has nothing to fit.
@@ -544,6 +625,8 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
     return *lean.fastest;
   return lean.least.bytes < peak.bytes ? lean.leastPeak : p;
 }
+
+} // namespace
 
 Partition mlir::rp::partitionExhaustive(llvm::ArrayRef<LayerCost> layers,
                                         const SearchTarget &t) {

@@ -74,3 +74,20 @@ mlir::rp::predictPlan(const Partition &partition,
   p.biggestBytes = full.biggestBytes;
   return p;
 }
+
+double mlir::rp::optimizerFloorMs(llvm::ArrayRef<LayerCost> layers,
+                                  const HardwareProfile &hw) {
+  if (!(hw.optimizerGBps > 0))
+    return 0;
+  // As insertTransfers sums the trainable elements.
+  int64_t trainable = 0;
+  for (const LayerCost &l : layers)
+    trainable += l.trainableElements;
+  return hw.optimizerMs(double(trainable));
+}
+
+bool mlir::rp::atOptimizerFloor(double stepMs, double floorMs, double tie) {
+  // The run's clock sums the update's per-parameter shares and reads the
+  // period as a difference of step ends: both round, by far less than 1e-9.
+  return floorMs > 0 && stepMs <= floorMs * (1 - 1e-9) * (1 + tie);
+}

@@ -261,6 +261,8 @@ static void printSummary(ModuleOp module, size_t size) {
              (unsigned long long)search.candidates, search.seconds,
              search.searches, search.searches == 1 ? "" : "es");
     os << text;
+    if (search.reused)
+      os << ", " << search.reused << " reused";
     if (search.budgetStops)
       os << ", " << search.budgetStops << " stopped at their budget of "
          << rp::kSearchBudget << " candidates, the best found kept";

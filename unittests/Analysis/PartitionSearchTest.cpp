@@ -94,6 +94,7 @@ TEST(PartitionSearchTest, LaterSearchesStartFromTheMemo) {
   HardwareProfile hw = pcie();
   std::vector<LayerCost> layers = model(40, 3);
   SearchMemo memo;
+  memo.startFromEarlier = true;
   SearchTarget target{hw, 8, 9, int64_t(20e9)};
   target.memo = &memo;
   uint64_t before = searchStats().candidates;
@@ -118,6 +119,40 @@ TEST(PartitionSearchTest, LaterSearchesStartFromTheMemo) {
   Partition again = partitionForStepTime(layers, alone);
   EXPECT_EQ(again.forward, first.forward);
   EXPECT_EQ(again.backward, first.backward);
+}
+
+/// A search asked again with the same costs and target (rp-print-partition
+/// after rp-partition) is answered from the memo without timing a
+/// candidate; any change to the costs searches again.
+TEST(PartitionSearchTest, SameSearchIsReused) {
+  HardwareProfile hw = pcie();
+  std::vector<LayerCost> layers = model(40, 3);
+  SearchMemo memo;
+  SearchTarget target{hw, 8, 9, int64_t(20e9)};
+  target.memo = &memo;
+  Partition first = partitionForStepTime(layers, target);
+  SearchStats before = searchStats();
+  Partition again = partitionForStepTime(layers, target);
+  SearchStats after = searchStats();
+  EXPECT_EQ(after.candidates, before.candidates);
+  EXPECT_EQ(after.searches, before.searches);
+  EXPECT_EQ(after.reused, before.reused + 1);
+  EXPECT_EQ(again.forward, first.forward);
+  EXPECT_EQ(again.backward, first.backward);
+  EXPECT_EQ(again.tail, first.tail);
+  // Exact: the memo's answer is the search's, bit for bit.
+  SearchTarget alone{hw, 8, 9, int64_t(20e9)};
+  Partition fresh = partitionForStepTime(layers, alone);
+  EXPECT_EQ(fresh.forward, first.forward);
+  EXPECT_EQ(fresh.backward, first.backward);
+  EXPECT_EQ(fresh.tailJobs, first.tailJobs);
+  // Another cost, another search.
+  std::vector<LayerCost> heavier = layers;
+  heavier.back().backwardMs *= 1.5;
+  (void)partitionForStepTime(heavier, target);
+  EXPECT_GT(searchStats().searches, after.searches + 1);
+  EXPECT_EQ(memo.results.size(), 2u);
+  EXPECT_EQ(searchStats().reused, before.reused + 1);
 }
 
 /// The candidate budget stops a search deterministically, its best kept.

@@ -38,6 +38,13 @@ namespace mlir::rp {
 /// bests and RoundPipe's partition and climbs from there, instead of
 /// sweeping bottlenecks and balanced stage counts again (most of a search's
 /// timings). Deterministic: a compile runs its searches in one order.
+///
+/// It also keeps every search's result, keyed by all that the search reads
+/// (the layers' costs and the target): a search asked again (rp-print-
+/// partition after rp-partition, a trial of rp-report-max-seq at the
+/// compiled length) returns it without timing a candidate. That part is
+/// exact; starting from earlier bests changes the search's path, so it
+/// is only taken where `startFromEarlier` asks for it.
 struct SearchMemo {
   struct Found {
     std::string problem;
@@ -45,6 +52,9 @@ struct SearchMemo {
     unsigned tail = 0;
   };
   std::vector<Found> found;
+  bool startFromEarlier = false;
+  /// partitionForStepTime's results, by searchKey.
+  std::vector<std::pair<std::string, Partition>> results;
 };
 
 struct SearchTarget {

@@ -59,6 +59,22 @@ FailureOr<PlanPrediction> predictPlan(const Partition &partition,
                                       const PlanTarget &target,
                                       std::string &error);
 
+/// The least step any plan of `layers` can run in, steady state or one
+/// step: the host optimizer's update (insertTransfers' optimizer command),
+/// which each step's weights wait for and which runs one update at a time,
+/// never faster than alone. 0 where the profile has no optimizer rate.
+/// A choice between two plans (a recompute grain, the loss fusion) whose
+/// first plan is within the choice's tie of this floor cannot go to the
+/// other, which is then neither searched nor timed: the plan is the same,
+/// for a fraction of the compile (Qwen3-32B on 8 x rtx4090 is bound there).
+double optimizerFloorMs(llvm::ArrayRef<LayerCost> layers,
+                        const HardwareProfile &hw);
+
+/// Whether no plan can be faster than `stepMs` by more than the share
+/// `tie`: it is within that of `floorMs` (with room for the clock's
+/// rounding).
+bool atOptimizerFloor(double stepMs, double floorMs, double tie);
+
 } // namespace mlir::rp
 
 #endif // RP_ANALYSIS_PLANPREDICTION_H

@@ -22,6 +22,9 @@ struct SearchStats {
   unsigned searches = 0;
   /// Searches that stopped at their candidate budget.
   unsigned budgetStops = 0;
+  /// Searches answered from an earlier identical one (SearchMemo), not
+  /// counted in `searches`.
+  unsigned reused = 0;
 };
 SearchStats searchStats();
 

@@ -169,6 +169,7 @@ struct ChooseLossFusionPass
     request.layerGrain =
         !request.chooseGrain && fused.getRecompute() == RecomputeGrain::layer;
     request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
+    request.memo = &scratch.searchMemo();
     GrainSpeedChoice grain;
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw, &grain);
@@ -231,12 +232,30 @@ struct ChooseLossFusionPass
     FailureOr<PlanPrediction> fused = predict(module, model, budget);
     if (failed(fused))
       return signalPassFailure();
+    auto lossFusion =
+        getContext().getLoadedDialect<RPDialect>()->getLossFusionAttrHelper();
+    // A fused plan that fits at the host optimizer's floor is kept whatever
+    // the unfused one would predict (it could only tie; unfusing changes
+    // no weight): the unfused graph's searches, half of the compile's, are
+    // skipped. Round-robin only, where the floor holds for the steady state.
+    double floorMs = optimizerFloorMs(in->costs, in->hw);
+    if (in->attr.getSchedule() == ScheduleKind::roundRobin && fused->fits &&
+        atOptimizerFloor(fused->stepMs, floorMs, kTie)) {
+      lossFusion.setAttr(
+          *func, StringAttr::get(&getContext(),
+                                 "fused: predicted " + ms(fused->stepMs) +
+                                     " a step fused, the host optimizer's "
+                                     "floor (" +
+                                     ms(floorMs) +
+                                     " a step): the unfused plan cannot be "
+                                     "faster"));
+      markAllAnalysesPreserved();
+      return;
+    }
     PartitionAttr partition;
     std::string grainChoice, why;
     FailureOr<PlanPrediction> unfused =
         predictUnfused(module, budget, partition, grainChoice, why);
-    auto lossFusion =
-        getContext().getLoadedDialect<RPDialect>()->getLossFusionAttrHelper();
     auto keepFused = [&](const std::string &reason) {
       lossFusion.setAttr(*func,
                          StringAttr::get(&getContext(), "fused: " + reason));

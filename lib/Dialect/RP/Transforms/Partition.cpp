@@ -77,6 +77,9 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
     request.layerGrain = recompute == RecomputeGrain::layer;
     request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
+    // The searches of this compile keep their results there: a pass that
+    // asks for the same search again (rp-print-partition) gets it back.
+    request.memo = &model.searchMemo();
     // `auto` chooses the grain for speed where rp's partitioner cuts the
     // round-robin stages; elsewhere (the user's stages, the other
     // partitioners) the stages are given, and rp-choose-recompute keeps

@@ -120,11 +120,6 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
   target.layerGrain = false;
   Partition atStage =
       withTailJobs(partitionForStepTime(costs, target), request);
-  target.layerGrain = true;
-  Partition atLayer =
-      withTailJobs(partitionForStepTime(costs, target), request);
-  atLayer.layerGrain = true;
-  atLayer.stageLayerGrain.clear();
   int64_t budget = target.budget();
   std::string error;
   // The stage-grain plan as it will run: rp-choose-recompute puts the
@@ -147,16 +142,34 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
   FailureOr<PlanPrediction> stage = predictPlan(stagePlan, costs, plan, error);
   if (failed(stage))
     return mlir::emitError(func.getLoc()) << error;
-  FailureOr<PlanPrediction> layer = predictPlan(atLayer, costs, plan, error);
-  if (failed(layer))
-    return mlir::emitError(func.getLoc()) << error;
-  choice.stageMs = stage->stepMs;
-  choice.layerMs = layer->stepMs;
-  choice.stageFits = stage->fits;
-  choice.layerFits = layer->fits;
   bool mixed = llvm::is_contained(fallback->layerGrain, true);
   std::string stageName =
       mixed ? "stage grain (layer grain where it does not fit)" : "stage grain";
+  choice.stageMs = stage->stepMs;
+  choice.stageFits = stage->fits;
+  // A stage-grain plan that fits at the host optimizer's floor keeps stage
+  // grain whatever layer grain would predict (it could only tie): the
+  // layer-grain search, half of this choice, is skipped.
+  double floorMs = optimizerFloorMs(costs, hw);
+  if (stage->fits && atOptimizerFloor(stage->stepMs, floorMs, kGrainTie)) {
+    choice.layer = false;
+    choice.layerMs = 0;
+    choice.reason = "stage: predicted " + msText(stage->stepMs) +
+                    " a step at " + stageName +
+                    ", the host optimizer's floor (" + msText(floorMs) +
+                    " a step): layer grain cannot be faster";
+    return atStage;
+  }
+  target.layerGrain = true;
+  Partition atLayer =
+      withTailJobs(partitionForStepTime(costs, target), request);
+  atLayer.layerGrain = true;
+  atLayer.stageLayerGrain.clear();
+  FailureOr<PlanPrediction> layer = predictPlan(atLayer, costs, plan, error);
+  if (failed(layer))
+    return mlir::emitError(func.getLoc()) << error;
+  choice.layerMs = layer->stepMs;
+  choice.layerFits = layer->fits;
   std::string times = msText(layer->stepMs) + " a step at layer grain, " +
                       msText(stage->stepMs) + " at " + stageName;
   if (layer->fits &&

@@ -88,6 +88,9 @@ struct PrintPartitionPass
       request.cap = cap;
       request.dispatch = dispatchKind;
       request.tailJobs = tailJobs;
+      // rp-partition's search of the same request, if it ran, is not
+      // run again.
+      request.memo = &model.searchMemo();
       FailureOr<Partition> p =
           choosePartition(func, *costs, request, inputs->hw);
       if (failed(p))

@@ -95,6 +95,9 @@ struct ReportMaxSeqPass
                           1};
       target.layerGrain = layerGrain;
       target.budgetBytes = budget;
+      // A trial that repeats a search of this compile (the compiled
+      // length) reads its result.
+      target.memo = &scratch.searchMemo();
       if (how == Stages::partitioner) {
         in->partition = partitionForStepTime(in->costs, target);
       } else {

@@ -86,9 +86,11 @@ Plan planOf() {
   return plan;
 }
 
+/// The plan's three buffers at base, base + 256 and base + 512.
 BufferAddresses buffers(uintptr_t base) {
   return {reinterpret_cast<uint8_t *>(base),
-          reinterpret_cast<uint8_t *>(base + 256)};
+          reinterpret_cast<uint8_t *>(base + 256),
+          reinterpret_cast<uint8_t *>(base + 512)};
 }
 
 TEST(ProgramGraphCache, CapturedOncePerBufferSetThenReplayed) {
@@ -195,6 +197,27 @@ TEST(ProgramGraphCache, AnotherProgramAtTheSameAddressIsCapturedAgain) {
   EXPECT_EQ(backend.ran,
             (std::vector<std::string>{"first", "second", "third"}));
   EXPECT_NE(programFingerprint(plan, 0), programFingerprint(plan, 1));
+}
+
+// A buffer the program does not name may move: the graph still serves.
+TEST(ProgramGraphCache, OnlyTheProgramsBuffersAreItsKey) {
+  FakeBackend backend;
+  ProgramGraphCache cache(backend);
+  Plan plan = planOf();
+  plan.buffers.resize(4);
+  auto program = [&] {
+    backend.call("matmul");
+    return Status::ok();
+  };
+  BufferAddresses at = buffers(0x1000);
+  at.push_back(reinterpret_cast<uint8_t *>(0x9000));
+  ASSERT_TRUE(cache.launch(plan, 0, at, program).isOk());
+  at[3] = reinterpret_cast<uint8_t *>(0xa000);
+  ASSERT_TRUE(cache.launch(plan, 0, at, program).isOk());
+  at[2] = reinterpret_cast<uint8_t *>(0xb000); // The matmul's output.
+  ASSERT_TRUE(cache.launch(plan, 0, at, program).isOk());
+  EXPECT_EQ(cache.captures(), 2u);
+  EXPECT_EQ(cache.replays(), 3u);
 }
 
 TEST(ProgramGraphCache, AskedForByTheEnvironment) {

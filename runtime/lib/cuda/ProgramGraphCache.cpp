@@ -87,7 +87,14 @@ ProgramGraphCache::~ProgramGraphCache() {
 Status ProgramGraphCache::launch(const Plan &plan, uint32_t program,
                                  const BufferAddresses &buffers,
                                  const std::function<Status()> &run) {
-  Key key{&plan, program, programFingerprint(plan, program), buffers};
+  // The addresses of the buffers the program names, in call order: what
+  // its graph holds (the plan's other buffers may move between runs).
+  BufferAddresses used;
+  for (const KernelCallDesc &c : plan.programs[program].calls)
+    for (const auto *list : {&c.inputs, &c.outputs})
+      for (uint32_t b : *list)
+        used.push_back(b < buffers.size() ? buffers[b] : nullptr);
+  Key key{&plan, program, programFingerprint(plan, program), std::move(used)};
   if (auto it = graphs.find(key); it != graphs.end()) {
     ++replayed;
     return backend.replay(it->second);

@@ -6,8 +6,9 @@
 // descriptor set-up) per call. A graph holds the addresses it was captured
 // with, so it is keyed by the program (its plan's address and a fingerprint
 // of its calls and their buffers' types and shapes, since another plan may
-// later lie at the same address) and the buffers' addresses: a program that
-// runs on each microbatch's slots gets one graph per slot.
+// later lie at the same address) and the addresses of the buffers its calls
+// name: a program that runs on each microbatch's slots gets one graph per
+// slot.
 // What a capture cannot hold (a call that waits for the stream: cuBLAS's
 // grouped GEMM copying the MoE counts back, in a build without CUTLASS)
 // invalidates it; that program then runs call by call for the rest of the

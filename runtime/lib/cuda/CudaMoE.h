@@ -100,7 +100,9 @@ cudaError_t launchMoEGroupedProblems(const LaunchContext &ctx,
 /// why not.
 bool moeCutlassTakes(DType dtype, int64_t pCols, int64_t qCols, const void *p,
                      const void *q, const void *dweight, const char *&why);
-/// The grouped GEMM over the problems launchMoEGroupedProblems wrote.
+/// The grouped GEMM over the problems launchMoEGroupedProblems wrote;
+/// cudaErrorNotSupported where CUTLASS refuses it before launching (no
+/// occupancy for its tile on this GPU): nothing ran.
 cudaError_t launchMoECutlassWGrad(const LaunchContext &ctx, DType dtype,
                                   int64_t experts,
                                   const MoEGroupedProblems &layout,

@@ -78,17 +78,23 @@ cudaError_t runGrouped(const LaunchContext &ctx, int64_t experts,
                 "the problems are three int32 each (CudaMoE.h)");
   // One wave of threadblocks at full occupancy: the problems' tile counts
   // are on the device, and the kernel's blocks walk them all.
+  // cudaErrorNotSupported: refused before anything was launched (the
+  // caller runs the tiled kernel instead).
   const int blocks = Gemm::sufficient();
-  if (blocks <= 0)
-    return cudaErrorInvalidConfiguration;
+  if (blocks <= 0) {
+    (void)cudaGetLastError();
+    return cudaErrorNotSupported;
+  }
   EC **d = reinterpret_cast<EC **>(ptrs + 2 * experts);
   typename Gemm::Arguments args(
       sizes, int(experts), blocks, {1.0f, 0.0f}, reinterpret_cast<EA **>(ptrs),
       reinterpret_cast<EB **>(ptrs + experts), d, d, lds, lds + experts,
       lds + 2 * experts, lds + 2 * experts);
   Gemm gemm;
-  if (gemm.initialize(args, nullptr, ctx.stream) != cutlass::Status::kSuccess)
-    return cudaErrorInvalidConfiguration;
+  if (gemm.initialize(args, nullptr, ctx.stream) != cutlass::Status::kSuccess) {
+    (void)cudaGetLastError();
+    return cudaErrorNotSupported;
+  }
   if (gemm.run(ctx.stream) != cutlass::Status::kSuccess) {
     const cudaError_t error = cudaGetLastError();
     return error != cudaSuccess ? error : cudaErrorLaunchFailure;

@@ -173,17 +173,19 @@ Status groupedWGradCutlass(const DispatchContext &dctx,
   const int64_t pCols = p.shape[1], qCols = q.shape[1];
   if (p.dtype == DType::f64 || experts == 0 || pCols == 0 || qCols == 0)
     return Status::ok();
-  const char *why = nullptr;
-  if (!moeCutlassTakes(p.dtype, pCols, qCols, p.data, q.data, dweight.data,
-                       why)) {
-    static std::atomic<bool> said{false};
+  static std::atomic<bool> said{false};
+  auto fallBack = [&](const char *why) {
     if (!said.exchange(true))
       std::fprintf(stderr,
                    "rp cuda: moe_grouped_matmul_wgrad runs the tiled kernel, "
                    "not CUTLASS's grouped GEMM (said once): %s for %s\n",
                    why, describe(p).c_str());
     return Status::ok();
-  }
+  };
+  const char *why = nullptr;
+  if (!moeCutlassTakes(p.dtype, pCols, qCols, p.data, q.data, dweight.data,
+                       why))
+    return fallBack(why);
   const char *op = "moe_grouped_matmul_wgrad";
   // Empty experts are 0 x 0 x 0 problems: their gradient is these zeros.
   if (Status s = fromCuda(
@@ -202,10 +204,13 @@ Status groupedWGradCutlass(const DispatchContext &dctx,
                           op);
       s.failed())
     return s;
-  if (Status s = fromCuda(
-          launchMoECutlassWGrad(ctx, p.dtype, experts, layout, scratch.get()),
-          "CUTLASS grouped GEMM (" + describe(p) + "^T x " + describe(q) +
-              " by expert)");
+  // Refused before it launched: the tiled kernel rewrites every element.
+  const cudaError_t error =
+      launchMoECutlassWGrad(ctx, p.dtype, experts, layout, scratch.get());
+  if (error == cudaErrorNotSupported)
+    return fallBack("CUTLASS refused the kernel on this GPU");
+  if (Status s = fromCuda(error, "CUTLASS grouped GEMM (" + describe(p) +
+                                     "^T x " + describe(q) + " by expert)");
       s.failed())
     return s;
   ran = true;

@@ -22,7 +22,9 @@ SDPA alone and the seven projections alone, for TFLOP/s as a fraction of
 the card's dense bf16 peak.
 
 Writes bench/results/gpu_layer.json: device, date, commit, rows (one per
-shape: times, ratio_vs_torch = rp / torch, TFLOP/s and fractions). Without
+shape: times, ratio_vs_torch = rp / torch, TFLOP/s and fractions; with
+`--graphs` first (the default) or all, `rp_graphs`: rp's times again with
+each job's program replayed as a CUDA graph, and `graphs_speedup`). Without
 a GPU, `run` exits 1 saying so.
 """
 
@@ -214,13 +216,16 @@ def torch_layer(torch, batch, seq, hidden, heads, kv, hd, ffn, qk):
             "gemms_fwd_bwd_ms": gemm}
 
 
-def rp_layer(plan: Path, build: Path):
-    """rp-run's measured times of layers.1 (forward, recompute, backward)."""
-    profile = plan.with_suffix(".profile.json")
+def rp_layer(plan: Path, build: Path, graphs=False):
+    """rp-run's measured times of layers.1 (forward, recompute, backward);
+    `graphs`: each job's program replayed as a CUDA graph (RP_CUDA_GRAPHS)."""
+    profile = plan.with_suffix(".graphs.profile.json" if graphs
+                               else ".profile.json")
     cmd = [str(build / "bin" / "rp-run"), str(plan), "--backend", "cuda",
            "--init-weights", "random", "--steps", "4", "--sync",
            "--profile", str(profile)]
-    env = dict(os.environ, RP_CUDA_GPUS="0,0")
+    env = dict(os.environ, RP_CUDA_GPUS="0,0",
+               RP_CUDA_GRAPHS="on" if graphs else "off")
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"gpu_layer: {' '.join(cmd)} failed ({done.returncode}):\n"
@@ -246,7 +251,7 @@ def commit():
         return "unknown"
 
 
-def run(plans: Path, build: Path):
+def run(plans: Path, build: Path, graphs="first"):
     torch, device = gpu_or_exit()
     peak = peak_of(device)
     rows = []
@@ -272,6 +277,12 @@ def run(plans: Path, build: Path):
                    "torch_attention_tflops": attn_tf,
                    "torch_gemm_tflops": gemm_tf,
                    "rp_layer_tflops": layer_tf}
+            # The same layer with CUDA graphs (the first shape only by
+            # default: a short device lease).
+            if graphs == "all" or (graphs == "first" and not rows):
+                g = rp_layer(plan, build, graphs=True)
+                row["rp_graphs"] = g
+                row["graphs_speedup"] = r["total_ms"] / g["total_ms"]
             if peak:
                 row["torch_attention_of_peak"] = attn_tf / peak
                 row["torch_gemm_of_peak"] = gemm_tf / peak
@@ -285,7 +296,10 @@ def run(plans: Path, build: Path):
                   + (f" ({attn_tf / peak:.2f}, {gemm_tf / peak:.2f} of "
                      f"{peak:.0f})" if peak else "")
                   + (f"; fallbacks: {r['attention_fallbacks']}"
-                     if r["attention_fallbacks"] else ""))
+                     if r["attention_fallbacks"] else "")
+                  + (f"; with CUDA graphs {row['rp_graphs']['total_ms']:.2f}"
+                     f" ms ({row['graphs_speedup']:.3f}x)"
+                     if "rp_graphs" in row else ""))
     result = {"device": device, "peak_bf16_tflops": peak,
               "date": datetime.date.today().isoformat(), "commit": commit(),
               "rows": rows}
@@ -301,11 +315,14 @@ def main(argv=None):
     r = sub.add_parser("run")
     r.add_argument("dir", type=Path)
     r.add_argument("--build", type=Path, default=ROOT / "build-gpu")
+    r.add_argument("--graphs", choices=["none", "first", "all"],
+                   default="first",
+                   help="shapes also timed with RP_CUDA_GRAPHS=on")
     args = p.parse_args(argv)
     if args.cmd == "prepare":
         prepare(args.dir)
     else:
-        run(args.dir, args.build)
+        run(args.dir, args.build, args.graphs)
     return 0
 
 

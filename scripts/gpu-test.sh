@@ -4,9 +4,11 @@
 # cuDNN's fused attention where cuDNN and its frontend's headers are found,
 # and runs the GPU checks (docs/cuda.md, "Run the GPU checks"):
 #  1. the device conformance suite, every kernel against the host kernel
-#     (f32 2e-5, f16 2e-3, bf16 1e-2), the cuDNN-shaped attention cases and
-#     run-to-run bitwise attention, with cuDNN and again with RP_CUDNN=off
-#     (the CUDA-core kernels);
+#     (f32 2e-5, f16 2e-3, bf16 1e-2), the cuDNN-shaped attention cases,
+#     the library GEMM cases (CUTLASS's grouped MoE weight gradient,
+#     cuBLASLt's DGELU) and run-to-run bitwise attention, with cuDNN, again
+#     with RP_CUDNN=off (the CUDA-core kernels) and the kernel cases again
+#     with RP_CUDA_GRAPHS=on (each program captured and replayed);
 #  2. the two-device tests with both plan devices on GPU 0 (RP_CUDA_GPUS);
 #  3. with the plans of scripts/gpu-prepare.sh (RP_GPU_PLANS, default
 #     build-gpu-plans/): the decoder-layer bench against PyTorch
@@ -26,7 +28,8 @@
 # runs always), RP_GPU_BUDGET_S (seconds for the whole script, the build
 # included: each check runs under `timeout` with what is left, and is
 # skipped, said in the summary, under 30 s; default none),
-# RP_CUDNN_FRONTEND_INCLUDE_DIR, RP_CUDNN_LIBRARY (found when unset).
+# RP_CUDNN_FRONTEND_INCLUDE_DIR, RP_CUDNN_LIBRARY, RP_CUTLASS_INCLUDE_DIR
+# (found when unset).
 # scripts/gpu-session.sh is the one command of a device session.
 set -uo pipefail
 
@@ -70,6 +73,16 @@ hdr=$(first /usr/local/cuda/include/cudnn.h /usr/include/cudnn.h \
   "$root"/.venv-torch2/lib/python3*/site-packages/nvidia/cudnn/include/cudnn.h \
   "${site:-/nonexistent}"/nvidia/cudnn/include/cudnn.h)
 hdr=${hdr%/cudnn.h}
+# CUTLASS's headers (packed, or a venv's nvidia-cutlass): the MoE weight
+# gradient's grouped GEMM reads its problems on the device.
+cut=${RP_CUTLASS_INCLUDE_DIR:-}
+if [ -z "$cut" ]; then
+  cut=$(first "$deps"/cutlass/include/cutlass/gemm/device/gemm_grouped.h \
+    "$root"/.venv*/lib/python3*/site-packages/cutlass_library/source/include/cutlass/gemm/device/gemm_grouped.h)
+  cut=${cut%/cutlass/gemm/device/gemm_grouped.h}
+fi
+[ -n "$cut" ] && args+=(-DRP_CUTLASS_INCLUDE_DIR="$cut")
+echo "== CUTLASS: ${cut:-none (the MoE weight gradient copies its counts to the host)}"
 [ -f "$fe/cudnn_frontend.h" ] && args+=(-DRP_CUDNN_FRONTEND_INCLUDE_DIR="$fe")
 [ -f "$hdr/cudnn.h" ] && args+=(-DRP_CUDNN_INCLUDE_DIR="$hdr")
 if [ -z "${RP_CUDNN_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9 '; then
@@ -128,6 +141,10 @@ want conformance && check "conformance (cuDNN where it takes the call)" \
   build-gpu/test/rp-runtime-tests --gtest_filter='*Conformance*:*Cudnn*:*AttentionPath*'
 want conformance && check "conformance, RP_CUDNN=off (CUDA-core attention)" \
   env RP_CUDNN=off build-gpu/test/rp-runtime-tests --gtest_filter='*Conformance*'
+# Every kernel again with each call's program captured as a CUDA graph
+# and replayed (RP_CUDA_GRAPHS=on): a call that cannot be captured says so.
+want conformance && check "conformance, RP_CUDA_GRAPHS=on (captured, replayed)" \
+  env RP_CUDA_GRAPHS=on build-gpu/test/rp-runtime-tests --gtest_filter='*KernelConformance*'
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if want conformance && [ "${gpus:-0}" = 1 ]; then
   check "two-device tests, RP_CUDA_GPUS=0,0" env RP_CUDA_GPUS=0,0 \

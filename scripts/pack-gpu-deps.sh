@@ -6,7 +6,7 @@
 # runtime builds its plain GEMM there (RP_USE_OPENBLAS=OFF), GoogleTest from
 # the packed sources (RP_GTEST_SOURCE_DIR), and finds FlatBuffers (headers,
 # static library, flatc) and CLI11's headers in the pack. scripts/gpu-test.sh
-# uses it. About 10 MB.
+# uses it. About 40 MB (27 of them CUTLASS's headers).
 # Usage: scripts/pack-gpu-deps.sh [OUT_DIR]
 set -euo pipefail
 
@@ -47,6 +47,17 @@ if [ -f "$fe/cudnn_frontend.h" ]; then
   cp -r "$fe" "$tmp/cudnn-frontend/include"
 else
   echo "pack-gpu-deps: no cuDNN frontend headers (scripts/setup.sh); the box's attention will run on CUDA cores" >&2
+fi
+# CUTLASS's headers (header-only, 27 MB; scripts/setup.sh installs PyPI's
+# nvidia-cutlass into .venv): the MoE weight gradient's grouped GEMM
+# (runtime/lib/cuda/CudaMoECutlass.cu). cutlass/ and cute/ whole: a header
+# missed would fail the box's build of the driver.
+cut=${RP_CUTLASS_INCLUDE_DIR:-$(ls -d "$root"/.venv/lib/python3*/site-packages/cutlass_library/source/include 2>/dev/null | head -1)}
+if [ -f "$cut/cutlass/gemm/device/gemm_grouped.h" ]; then
+  mkdir -p "$tmp/cutlass/include"
+  cp -r "$cut/cutlass" "$cut/cute" "$tmp/cutlass/include/"
+else
+  echo "pack-gpu-deps: no CUTLASS headers (scripts/setup.sh); the box's MoE weight gradient will copy its counts to the host" >&2
 fi
 if ls /usr/local/cuda/include/cudnn*.h >/dev/null 2>&1; then
   mkdir -p "$tmp/cudnn/include"

@@ -81,6 +81,18 @@ if [ ! -f "$fe_stamp" ] || [ "$(cat "$fe_stamp")" != "$fe_pin" ]; then
   echo "$fe_pin" >"$fe_stamp"
 fi
 
+# CUTLASS's headers (header-only C++; the MoE weight gradient's grouped
+# GEMM, runtime/lib/cuda/CudaMoECutlass.cu): the wheel puts them under
+# site-packages/cutlass_library/source/include, where the build looks.
+# --no-deps: its Python half's dependencies are not needed for the headers.
+cutlass_pin=nvidia-cutlass==4.2.0.0
+cutlass_stamp="$venv/.rp-cutlass"
+if [ ! -f "$cutlass_stamp" ] || [ "$(cat "$cutlass_stamp")" != "$cutlass_pin" ]; then
+  echo "setup: installing CUTLASS's headers: $cutlass_pin"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "$cutlass_pin"
+  echo "$cutlass_pin" >"$cutlass_stamp"
+fi
+
 # The torch-2 venv (.venv-torch2): torch 2 and transformers 5 for the tests
 # that need them (Qwen3-MoE, transformers 5's models, the dynamo exporter),
 # every package pinned in scripts/torch2-requirements.txt.

@@ -504,87 +504,6 @@ std::vector<KernelCase> backwardCases(DType t) {
   return cases;
 }
 
-std::vector<KernelCase> cudnnAttentionCases(DType t) {
-  // Shapes cuDNN's fused SDPA takes (head width 64, a multiple of 8; 4
-  // query heads over 2), so that a cuda device with cuDNN runs them there
-  // (AttentionPath.h); 80 rows, not a multiple of cuDNN's tiles. The
-  // additive mask is [1, 1, S, T], a bias broadcast over batch and heads.
-  std::vector<KernelCase> cases;
-  const std::string s = shortName(t);
-  const Buf q{t, {2, 4, 80, 64}}, k{t, {2, 2, 80, 64}}, v{t, {2, 2, 80, 64}};
-  const Buf o{t, {2, 4, 80, 64}};
-  const Buf bias{t, {1, 1, 80, 80}, uniformIn(-2, 0)};
-  const double scale = 0.125;
-  cases.push_back(
-      {"sdpa_" + s, OpKind::attention, {q, k, v}, {o}, {0, 0}, {scale}});
-  cases.push_back(
-      {"sdpa_causal_" + s, OpKind::attention, {q, k, v}, {o}, {1, 0}, {scale}});
-  cases.push_back({"sdpa_bias_" + s,
-                   OpKind::attention,
-                   {q, k, v, bias},
-                   {o},
-                   {0, 1},
-                   {scale}});
-  cases.push_back({"sdpa_grad_" + s,
-                   OpKind::attention_grad,
-                   {q, k, v, o},
-                   {q, k, v},
-                   {0, 0},
-                   {scale}});
-  cases.push_back({"sdpa_grad_causal_" + s,
-                   OpKind::attention_grad,
-                   {q, k, v, o},
-                   {q, k, v},
-                   {1, 0},
-                   {scale}});
-  cases.push_back({"sdpa_grad_bias_" + s,
-                   OpKind::attention_grad,
-                   {q, k, v, bias, o},
-                   {q, k, v},
-                   {0, 1},
-                   {scale}});
-  // rp.attention's sliding window (cuDNN's left bound), causal over more
-  // keys than queries (its bottom-right diagonal) and Gemma 2's soft-cap
-  // (CUDA cores: cuDNN has no cap), forward and backward.
-  const Buf q48{t, {2, 4, 48, 64}}, o48{t, {2, 4, 48, 64}};
-  for (bool grad : {false, true}) {
-    OpKind op = grad ? OpKind::attention_grad : OpKind::attention;
-    std::string g = grad ? "grad_" : "";
-    auto ins = [&](const Buf &query, const Buf &dy) {
-      return grad ? std::vector<Buf>{query, k, v, dy}
-                  : std::vector<Buf>{query, k, v};
-    };
-    auto outs = [&](const Buf &query, const Buf &out) {
-      return grad ? std::vector<Buf>{query, k, v} : std::vector<Buf>{out};
-    };
-    cases.push_back({"sdpa_" + g + "window_" + s,
-                     op,
-                     ins(q, o),
-                     outs(q, o),
-                     {1, 0, 24},
-                     {scale}});
-    cases.push_back({"sdpa_" + g + "bottom_right_" + s,
-                     op,
-                     ins(q48, o48),
-                     outs(q48, o48),
-                     {1, 0, 0},
-                     {scale}});
-    cases.push_back({"sdpa_" + g + "bottom_right_window_" + s,
-                     op,
-                     ins(q48, o48),
-                     outs(q48, o48),
-                     {1, 0, 20},
-                     {scale}});
-    cases.push_back({"sdpa_" + g + "softcap_" + s,
-                     op,
-                     ins(q, o),
-                     outs(q, o),
-                     {1, 0},
-                     {scale, 2.0}});
-  }
-  return cases;
-}
-
 std::vector<KernelCase> allCases() {
   std::vector<KernelCase> cases;
   for (DType t : kFloatTypes) {
@@ -593,6 +512,8 @@ std::vector<KernelCase> allCases() {
     for (KernelCase &c : backwardCases(t))
       cases.push_back(std::move(c));
     for (KernelCase &c : cudnnAttentionCases(t))
+      cases.push_back(std::move(c));
+    for (KernelCase &c : libraryGemmCases(t))
       cases.push_back(std::move(c));
   }
   // Integer arithmetic and data movement of integers.

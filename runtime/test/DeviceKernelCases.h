@@ -56,6 +56,9 @@ std::vector<KernelCase> backwardCases(DType t);
 /// Attention at shapes cuDNN's fused SDPA takes (f32: the same shapes on
 /// the CUDA-core kernel).
 std::vector<KernelCase> cudnnAttentionCases(DType t);
+/// The MoE weight gradient and the gelu-gradient matmul at shapes the
+/// library paths take (CUTLASS's grouped GEMM, cuBLASLt's DGELU).
+std::vector<KernelCase> libraryGemmCases(DType t);
 
 /// Every case, in a fixed order (the test is parameterized by its name).
 std::vector<KernelCase> allCases();

@@ -119,7 +119,7 @@ TEST(GemmPlanCacheTest, EveryFieldIsPartOfTheKey) {
   GemmPlanCache cache(32 << 20);
   FakeHeuristic h({algo(1)});
   GemmKey base = key(16, 16, 16);
-  std::vector<GemmKey> keys(10, base);
+  std::vector<GemmKey> keys(12, base);
   keys[1].transA = true;
   keys[2].transB = true;
   keys[3].tf32 = true;
@@ -129,11 +129,16 @@ TEST(GemmPlanCacheTest, EveryFieldIsPartOfTheKey) {
   keys[7].batch = 4, keys[7].strideA = 256;
   keys[8].ldc = 32;
   keys[9].alignB = 16;
+  keys[10].epilogue = GemmEpilogue::dGelu;
+  keys[11].epilogue = GemmEpilogue::dGeluBiasGrad;
   for (const GemmKey &k : keys)
     ASSERT_TRUE(cache.choose(k, h).hasValue());
-  EXPECT_EQ(h.calls, 10);
-  EXPECT_EQ(cache.size(), 10u);
+  EXPECT_EQ(h.calls, 12);
+  EXPECT_EQ(cache.size(), 12u);
   EXPECT_EQ(describeGemm(keys[5]), "16 x 16 x 16, bf16, bias+gelu");
+  EXPECT_EQ(describeGemm(keys[10]), "16 x 16 x 16, bf16, gelu gradient");
+  EXPECT_EQ(describeGemm(keys[11]),
+            "16 x 16 x 16, bf16, gelu and bias gradients");
 }
 
 // A batch entry's alignment: what its offset from a 256-byte start allows.

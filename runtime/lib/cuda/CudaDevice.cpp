@@ -33,6 +33,7 @@
 #include "rp/runtime/Driver.h"
 
 #include "CudaDispatch.h"
+#include "CudaGraphs.h"
 #include "CudaJobTimer.h"
 #include "CudaStatus.h"
 #ifdef RP_CUDA_CUDNN
@@ -144,6 +145,7 @@ public:
         stream(stream), timer(gpu, stream) {}
   ~CudaQueue() override {
     cudaSetDevice(gpu);
+    graphs.reset(); // Before its stream, as cuDNN.
 #ifdef RP_CUDA_CUDNN
     cudnn.reset(); // Before its stream.
 #endif
@@ -175,6 +177,11 @@ public:
       return s;
     errorsHost = hostRecord;
     errorsDevice = deviceRecord;
+    // RP_CUDA_GRAPHS=on: each program captured once, replayed after.
+    if (graphsRequested(std::getenv("RP_CUDA_GRAPHS"))) {
+      graphBackend = makeStreamGraphs(stream);
+      graphs = std::make_unique<ProgramGraphCache>(*graphBackend);
+    }
     context = DispatchContext{gpu, stream,    blas,           deviceRecord,
                               lt,  workspace, workspaceBytes, useTf32.load()};
     cudaDeviceGetAttribute(&context.sm, cudaDevAttrComputeCapabilityMajor, gpu);
@@ -224,7 +231,8 @@ public:
                              " is not in the plan");
     lastPlan = &plan;
     timer.beforeWork();
-    return runProgram(context, plan, program, buffers);
+    auto run = [&] { return runProgram(context, plan, program, buffers); };
+    return graphs ? graphs->launch(plan, program, buffers, run) : run();
   }
 
   Status record(Event &event) override {
@@ -298,6 +306,8 @@ private:
   KernelErrorRecord *errorsHost = nullptr, *errorsDevice = nullptr;
   DispatchContext context;
   const Plan *lastPlan = nullptr;
+  std::unique_ptr<GraphBackend> graphBackend;
+  std::unique_ptr<ProgramGraphCache> graphs; ///< Null without RP_CUDA_GRAPHS.
   /// The GPU's span of each job, when a trace asks (timeJobs).
   JobTimer timer;
 };

@@ -111,8 +111,8 @@ Status matmul(const DispatchContext &ctx, const TensorRef &a,
               const TensorRef &out);
 
 /// matmul with its fused epilogue (kernels::MatmulEpilogue): cuBLASLt's
-/// BIAS or GELU_BIAS epilogue where it runs the GEMM, else the GEMM and
-/// CudaEpilogue.cu's pass; `pre` (nullable) gets a x b + bias.
+/// BIAS, GELU_BIAS or DGELU epilogue where it runs the GEMM, else the GEMM
+/// and CudaEpilogue.cu's pass; `pre` (nullable) gets a x b + bias.
 Status matmulEpilogue(const DispatchContext &dctx, const LaunchContext &ctx,
                       const TensorRef &a, const TensorRef &b, bool transposeA,
                       bool transposeB, const TensorRef &bias, int64_t epilogue,

@@ -3,17 +3,19 @@
 // The fallback of matmul's fused epilogue (kernels::MatmulEpilogue) where
 // cuBLASLt does not apply it (CudaMatmul.cpp): after the GEMM has written
 // a x b, one pass adds the bias row and applies the activation, one thread
-// per element. Each element is rounded to the storage type after the add
-// and after the activation, with the functors the unfused add and gelu
-// kernels apply (CudaElementwise.cu), so the result is bitwise the unfused
-// sequence's on the same GPU: one kernel instead of two, and the product
-// read once instead of twice.
+// per element; for the backward's gelu gradient, one pass multiplies the
+// product by gelu's derivative at the pre-activation. Each element is rounded
+// to the storage type after the add and after the activation, with the functors
+// the unfused add and gelu kernels apply (CudaElementwise.cu), so the result is
+// bitwise the unfused sequence's on the same GPU: one kernel instead of two,
+// and the product read once instead of twice.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaCommon.cuh"
 
 #include "rp/runtime/kernels/Elementwise.h"
+#include "rp/runtime/kernels/ElementwiseGrad.h"
 
 namespace rp::runtime::cuda {
 
@@ -37,7 +39,35 @@ __global__ void biasActivationKernel(const T *x, const T *bias, T *pre, T *out,
   }
 }
 
+/// unary_grad's kernel (CudaElementwise.cu) with gelu's derivative: the
+/// same functor and the one rounding, so bitwise the unfused sequence.
+template <typename T, typename Grad>
+__global__ void geluGradKernel(const T *pre, const T *dy, T *out, int64_t n,
+                               Grad grad) {
+  RP_GRID_LOOP(i, n) { out[i] = store<T>(grad(load(pre[i]), load(dy[i]))); }
+}
+
 } // namespace
+
+cudaError_t launchGeluGradEpilogue(const LaunchContext &ctx, DType dtype,
+                                   int epilogue, const void *pre,
+                                   const void *dy, void *out, int64_t n) {
+  if (n == 0)
+    return cudaSuccess;
+  visitFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto run = [&](auto grad) {
+      geluGradKernel<<<blocksFor(n), kThreadsPerBlock, 0, ctx.stream>>>(
+          static_cast<const T *>(pre), static_cast<const T *>(dy),
+          static_cast<T *>(out), n, grad);
+    };
+    if (static_cast<MatmulEpilogue>(epilogue) == MatmulEpilogue::dGeluTanh)
+      run(GeluTanhGrad{});
+    else
+      run(GeluGrad{});
+  });
+  return lastLaunchError();
+}
 
 cudaError_t launchBiasActivation(const LaunchContext &ctx, DType dtype,
                                  int epilogue, const void *x, const void *bias,

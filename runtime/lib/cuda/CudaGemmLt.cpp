@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 using namespace rp::runtime;
@@ -35,6 +36,10 @@ cublasLtEpilogue_t ltEpilogue(GemmEpilogue e) {
     return CUBLASLT_EPILOGUE_GELU_BIAS;
   case GemmEpilogue::biasGrad:
     return CUBLASLT_EPILOGUE_BGRADB;
+  case GemmEpilogue::dGelu:
+    return CUBLASLT_EPILOGUE_DGELU;
+  case GemmEpilogue::dGeluBiasGrad:
+    return CUBLASLT_EPILOGUE_DGELU_BGRAD;
   default:
     return CUBLASLT_EPILOGUE_DEFAULT;
   }
@@ -55,7 +60,7 @@ struct Descriptors {
       cublasLtMatmulDescDestroy(op);
   }
 
-  Status make(const GemmKey &key, const void *bias) {
+  Status make(const GemmKey &key, const void *bias, const void *aux) {
     bool f64 = key.type == DType::f64;
     cublasComputeType_t compute = f64        ? CUBLAS_COMPUTE_64F
                                   : key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -69,6 +74,9 @@ struct Descriptors {
     cublasOperation_t tb = key.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epilogue = ltEpilogue(key.epilogue);
     cudaDataType_t type = cudaDataTypeOf(key.type);
+    // The auxiliary matrix (the pre-activation) lies as D: its leading
+    // dimension and batch stride are D's.
+    const int64_t auxLd = key.ldc, auxStride = key.strideC;
     struct Attribute {
       cublasLtMatmulDescAttributes_t name;
       const void *value;
@@ -79,15 +87,29 @@ struct Descriptors {
         {CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)},
         {CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)},
         {CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)},
+        {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)},
+        {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd, sizeof(auxLd)},
+        {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &auxStride,
+         sizeof(auxStride)},
     };
-    size_t count = key.epilogue == GemmEpilogue::none ? 3 : 5;
-    for (size_t i = 0; i < count; ++i)
+    // The first three always; the bias's two where the epilogue reads or
+    // writes a bias; the auxiliary matrix's three for the gelu gradients.
+    const bool gradient = key.epilogue == GemmEpilogue::dGelu ||
+                          key.epilogue == GemmEpilogue::dGeluBiasGrad;
+    const bool biased = key.epilogue != GemmEpilogue::none &&
+                        key.epilogue != GemmEpilogue::dGelu;
+    for (size_t i = 0; i < std::size(attributes); ++i) {
+      if ((i == 3 || i == 4) && !biased)
+        continue;
+      if (i >= 5 && (!gradient || (i == 7 && key.batch == 1)))
+        continue;
       if (Status s = fromCublas(cublasLtMatmulDescSetAttribute(
                                     op, attributes[i].name, attributes[i].value,
                                     attributes[i].size),
                                 "cublasLtMatmulDescSetAttribute");
           s.failed())
         return s;
+    }
     auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols,
                       int64_t ld, int64_t stride) -> Status {
       if (Status s =
@@ -130,10 +152,10 @@ public:
   Expected<std::vector<GemmAlgo>> candidates(const GemmKey &key,
                                              size_t maxWorkspace) override {
     Descriptors d;
-    // A placeholder bias pointer: the heuristic looks at the epilogue, not
-    // at where the bias lives.
-    static const float kPlaceholder[64] = {};
-    if (Status s = d.make(key, kPlaceholder); s.failed())
+    // Placeholder bias and auxiliary pointers: the heuristic looks at the
+    // epilogue, not at where they live.
+    alignas(256) static const float kPlaceholder[64] = {};
+    if (Status s = d.make(key, kPlaceholder, kPlaceholder); s.failed())
       return s;
     cublasLtMatmulPreference_t pref = nullptr;
     if (Status s = fromCublas(cublasLtMatmulPreferenceCreate(&pref),
@@ -215,11 +237,11 @@ GemmPlanCache &rp::runtime::cuda::gemmPlans() {
 Status rp::runtime::cuda::ltMatmul(const DispatchContext &ctx,
                                    const GemmKey &key, const void *a,
                                    const void *b, void *d, const void *bias,
-                                   bool &ran) {
+                                   bool &ran, const void *aux) {
   ran = false;
   if (!ctx.lt || !ctx.workspace || ctx.workspaceBytes < kLtWorkspaceBytes)
     return Status::ok();
-  if (!aligned(a) || !aligned(b) || !aligned(d)) {
+  if (!aligned(a) || !aligned(b) || !aligned(d) || (aux && !aligned(aux))) {
     sayFallback("an operand of " + describeGemm(key) +
                 " is not 256-byte aligned");
     return Status::ok();
@@ -233,7 +255,7 @@ Status rp::runtime::cuda::ltMatmul(const DispatchContext &ctx,
     return Status::ok();
   }
   Descriptors desc;
-  if (Status s = desc.make(key, bias); s.failed())
+  if (Status s = desc.make(key, bias, aux); s.failed())
     return s;
   cublasLtMatmulAlgo_t algo;
   std::memcpy(algo.data, choice->algo.data.data(), sizeof(algo.data));

@@ -24,10 +24,12 @@ GemmPlanCache &gemmPlans();
 
 /// D = op(A) op(B) (column-major, as `key` describes it), then the
 /// epilogue with `bias` (a vector of key.m elements; its gradient for
-/// biasGrad). `ran` is false when cuBLASLt has no plan for the shape: the
-/// caller falls back, nothing was enqueued.
+/// biasGrad and dGeluBiasGrad) and `aux` (dGelu, dGeluBiasGrad: the
+/// pre-activation, laid out as D). `ran` is false when cuBLASLt has no
+/// plan for the shape: the caller falls back, nothing was enqueued.
 Status ltMatmul(const DispatchContext &ctx, const GemmKey &key, const void *a,
-                const void *b, void *d, const void *bias, bool &ran);
+                const void *b, void *d, const void *bias, bool &ran,
+                const void *aux = nullptr);
 
 } // namespace rp::runtime::cuda
 

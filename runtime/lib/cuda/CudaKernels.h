@@ -102,6 +102,12 @@ cudaError_t launchUnary(const LaunchContext &ctx, DType dtype, int kind,
 cudaError_t launchBiasActivation(const LaunchContext &ctx, DType dtype,
                                  int epilogue, const void *x, const void *bias,
                                  void *pre, void *out, int64_t rows, int64_t n);
+/// The gelu-gradient epilogues' pass after the GEMM (CudaEpilogue.cu): out
+/// = dy times gelu's derivative at pre (erf or tanh form by `epilogue`,
+/// dGelu or dGeluTanh), unary_grad's functor and rounding; dy may be out.
+cudaError_t launchGeluGradEpilogue(const LaunchContext &ctx, DType dtype,
+                                   int epilogue, const void *pre,
+                                   const void *dy, void *out, int64_t n);
 /// Dropout with kernels/Philox.h's counter-based mask (floats), its key
 /// the dropout_key row (seed, step, microbatch, on) at device `row`.
 cudaError_t launchDropout(const LaunchContext &ctx, DType dtype,

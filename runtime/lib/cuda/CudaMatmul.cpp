@@ -69,7 +69,7 @@ BlasTypes rp::runtime::cuda::blasTypes(DType dtype) {
 static Status gemm(const DispatchContext &ctx, const TensorRef &a,
                    const TensorRef &b, bool transposeA, bool transposeB,
                    const TensorRef &out, GemmEpilogue epilogue,
-                   const void *bias, bool &fused) {
+                   const void *bias, bool &fused, const void *aux = nullptr) {
   fused = false;
   MatmulProblem p;
   if (Status s = planMatmul(a, b, transposeA, transposeB, out, p); s.failed())
@@ -119,7 +119,8 @@ static Status gemm(const DispatchContext &ctx, const TensorRef &a,
       key.alignC = gemmAlignment(cMatrix * int64_t(es));
       key.epilogue = epilogue;
       bool ran = false;
-      if (Status s = ltMatmul(ctx, key, b.data, a.data, out.data, bias, ran);
+      if (Status s =
+              ltMatmul(ctx, key, b.data, a.data, out.data, bias, ran, aux);
           s.failed() || ran) {
         fused = ran && epilogue != GemmEpilogue::none;
         return s;
@@ -150,20 +151,27 @@ Status rp::runtime::cuda::matmulEpilogue(
   if (e == MatmulEpilogue::none)
     return matmul(dctx, a, b, transposeA, transposeB, out);
   if (e == MatmulEpilogue::dGelu || e == MatmulEpilogue::dGeluTanh) {
-    // The product (dy) into the result, then unary_grad's kernel in place:
-    // bitwise the unfused matmul and unary_grad. cuBLASLt's DGELU epilogue
-    // (tanh form, from its own GELU_AUX forward) is not taken yet.
+    // The tanh form: cuBLASLt's DGELU epilogue, the pre-activation its
+    // auxiliary matrix, where it plans the shape (the derivative taken of
+    // the f32 product, before it is rounded). Else, and for the erf form
+    // (cuBLASLt has none), the product (dy) into the result and the
+    // gradient pass in place: bitwise the unfused matmul and unary_grad.
     const TensorRef &preAct = bias;
     if (preAct.dtype != out.dtype || preAct.shape != out.shape)
       return invalidArgument("matmul: the gelu gradient's pre-activation " +
                              describe(preAct) + " is not the result's " +
                              describe(out));
-    if (Status s = matmul(dctx, a, b, transposeA, transposeB, out); s.failed())
+    bool fused = false;
+    if (Status s = gemm(dctx, a, b, transposeA, transposeB, out,
+                        e == MatmulEpilogue::dGeluTanh ? GemmEpilogue::dGelu
+                                                       : GemmEpilogue::none,
+                        nullptr, fused,
+                        e == MatmulEpilogue::dGeluTanh ? preAct.data : nullptr);
+        s.failed() || fused)
       return s;
-    const UnaryKind kind =
-        e == MatmulEpilogue::dGeluTanh ? UnaryKind::geluTanh : UnaryKind::gelu;
-    return fromCuda(launchUnaryGrad(ctx, out.dtype, int(kind), preAct.data,
-                                    out.data, out.data, out.size()),
+    return fromCuda(launchGeluGradEpilogue(ctx, out.dtype, epilogue,
+                                           preAct.data, out.data, out.data,
+                                           out.size()),
                     "matmul epilogue (gelu gradient)");
   }
   const int64_t n = out.shape.empty() ? 1 : out.shape.back();

@@ -74,6 +74,40 @@ cudaError_t launchMoEWGrad(const LaunchContext &ctx, DType dtype,
                            const void *q, int64_t qCols, void *dweight,
                            void *scratch);
 
+/// The scratch of the weight gradient's grouped GEMM (CudaMoECutlass.cu),
+/// filled on the device from the counts so that the host reads none:
+/// offsets, then per expert its problem (m, n, k: three int32, CUTLASS's
+/// GemmCoord), its A, B and D pointers, and lda, ldb, ldd (int64).
+struct MoEGroupedProblems {
+  size_t offsetsAt = 0, sizesAt = 0, pointersAt = 0, ldsAt = 0, bytes = 0;
+};
+MoEGroupedProblems moeGroupedProblems(int64_t experts);
+/// Counts checked (reported as the host reports them), then problem e:
+/// dW[e] [pCols, qCols] = P_e^T Q_e with A = P_e column-major (ld pCols),
+/// B = Q_e row-major (ld qCols), D = dW[e] row-major (ld qCols). An empty
+/// group (every group, after a bad count) is a 0 x 0 x 0 problem: the
+/// caller zeroes dW first.
+cudaError_t launchMoEGroupedProblems(const LaunchContext &ctx,
+                                     const MoEGroupedProblems &layout,
+                                     const int32_t *counts, int64_t experts,
+                                     int64_t numRows, const void *p,
+                                     int64_t pCols, const void *q,
+                                     int64_t qCols, void *dweight,
+                                     size_t elementSize, void *scratch);
+/// Whether CudaMoECutlass.cu's grouped GEMM takes the weight gradient of
+/// this dtype and these widths (built with CUTLASS; bf16 and f16 on tensor
+/// cores, 16-byte aligned rows; f32 on CUDA cores, any width); `why` says
+/// why not.
+bool moeCutlassTakes(DType dtype, int64_t pCols, int64_t qCols, const void *p,
+                     const void *q, const void *dweight, const char *&why);
+/// The grouped GEMM over the problems launchMoEGroupedProblems wrote;
+/// cudaErrorNotSupported where CUTLASS refuses it before launching (no
+/// occupancy for its tile on this GPU): nothing ran.
+cudaError_t launchMoECutlassWGrad(const LaunchContext &ctx, DType dtype,
+                                  int64_t experts,
+                                  const MoEGroupedProblems &layout,
+                                  void *scratch);
+
 /// out [tokens, hidden] = sum over the k slots, in slot order, of
 /// weight * rows[position]; `weights` may be null (weight 1).
 cudaError_t launchMoECombine(const LaunchContext &ctx, DType dtype,

@@ -15,13 +15,16 @@
 // computed into scratch and its rows copied out after; the batch holds
 // numRows / 128 + experts tiles, so the work is at most one tile per expert
 // above the rows'. The weight gradient sums over each group's rows, which a
-// batched GEMM of fixed size cannot bound: it is cuBLAS's grouped GEMM, one
-// product per expert with k = the expert's rows, on the tensor cores. Its
-// sizes must be on the host, so this one call copies the counts back (the
-// host waits for the stream there); where the counts are bad, the types
-// are f64, or cuBLAS refuses the problem, the tiled kernel that sums every
-// group in row order (CudaMoEGemm.cu) runs instead, which checks and
-// reports bad counts as the host does, and the fallback is said once.
+// batched GEMM of fixed size cannot bound: it is a grouped GEMM, one
+// product per expert with k = the expert's rows. Built with CUTLASS, that
+// is CUTLASS's (CudaMoECutlass.cu), which reads the problems from device
+// memory that a kernel fills from the counts, so nothing waits. Without
+// CUTLASS it is cuBLAS's, whose sizes must be on the host, so that call
+// copies the counts back (the host waits for the stream there). Where the
+// types are f64, the counts bad (cuBLAS's path), or the grouped GEMM
+// refuses the problem, the tiled kernel that sums every group in row order
+// (CudaMoEGemm.cu) runs instead, which checks and reports bad counts as
+// the host does, and the fallback is said once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -157,6 +160,65 @@ Status groupedMatmul(const DispatchContext &dctx, const LaunchContext &ctx,
                   op);
 }
 
+#ifdef RP_CUDA_CUTLASS
+/// dW[e] = P_e^T Q_e through CUTLASS's grouped GEMM; `ran` false (and
+/// nothing enqueued) where it does not take the problem.
+Status groupedWGradCutlass(const DispatchContext &dctx,
+                           const LaunchContext &ctx, const TensorRef &counts,
+                           int64_t numRows, const TensorRef &p,
+                           const TensorRef &q, const TensorRef &dweight,
+                           bool &ran) {
+  ran = false;
+  const int64_t experts = dweight.shape[0];
+  const int64_t pCols = p.shape[1], qCols = q.shape[1];
+  if (p.dtype == DType::f64 || experts == 0 || pCols == 0 || qCols == 0)
+    return Status::ok();
+  static std::atomic<bool> said{false};
+  auto fallBack = [&](const char *why) {
+    if (!said.exchange(true))
+      std::fprintf(stderr,
+                   "rp cuda: moe_grouped_matmul_wgrad runs the tiled kernel, "
+                   "not CUTLASS's grouped GEMM (said once): %s for %s\n",
+                   why, describe(p).c_str());
+    return Status::ok();
+  };
+  const char *why = nullptr;
+  if (!moeCutlassTakes(p.dtype, pCols, qCols, p.data, q.data, dweight.data,
+                       why))
+    return fallBack(why);
+  const char *op = "moe_grouped_matmul_wgrad";
+  // Empty experts are 0 x 0 x 0 problems: their gradient is these zeros.
+  if (Status s = fromCuda(
+          cudaMemsetAsync(dweight.data, 0, dweight.bytes(), dctx.stream),
+          "cudaMemsetAsync (moe_grouped_matmul_wgrad)");
+      s.failed())
+    return s;
+  const MoEGroupedProblems layout = moeGroupedProblems(experts);
+  Scratch scratch(dctx.stream);
+  if (Status s = scratch.allocate(layout.bytes, op); s.failed())
+    return s;
+  if (Status s = launched(launchMoEGroupedProblems(
+                              ctx, layout, counts.as<int32_t>(), experts,
+                              numRows, p.data, pCols, q.data, qCols,
+                              dweight.data, dtypeSize(p.dtype), scratch.get()),
+                          op);
+      s.failed())
+    return s;
+  // Refused before it launched: the tiled kernel rewrites every element.
+  const cudaError_t error =
+      launchMoECutlassWGrad(ctx, p.dtype, experts, layout, scratch.get());
+  if (error == cudaErrorNotSupported)
+    return fallBack("CUTLASS refused the kernel on this GPU");
+  if (Status s = fromCuda(error, "CUTLASS grouped GEMM (" + describe(p) +
+                                     "^T x " + describe(q) + " by expert)");
+      s.failed())
+    return s;
+  ran = true;
+  return Status::ok();
+}
+#endif
+
+#ifndef RP_CUDA_CUTLASS
 /// dW[e] = P_e^T Q_e through cublasGemmGroupedBatchedEx; `ran` false (and
 /// nothing that matters enqueued) where the kernel must run instead.
 Status groupedWGradGemm(const DispatchContext &dctx, const TensorRef &counts,
@@ -268,6 +330,8 @@ Status groupedWGradGemm(const DispatchContext &dctx, const TensorRef &counts,
   return Status::ok();
 }
 
+#endif
+
 Status groupedMatmulWGrad(const DispatchContext &dctx, const LaunchContext &ctx,
                           const std::vector<TensorRef> &in,
                           const TensorRef &dweight, bool transposeB) {
@@ -279,9 +343,17 @@ Status groupedMatmulWGrad(const DispatchContext &dctx, const LaunchContext &ctx,
   const int64_t numRows = x.shape[0], experts = dweight.shape[0];
   const TensorRef &p = transposeB ? dy : x, &q = transposeB ? x : dy;
   bool ran = false;
+#ifdef RP_CUDA_CUTLASS
+  // No host round trip: where CUTLASS does not take it, the tiled kernel.
+  if (Status s =
+          groupedWGradCutlass(dctx, ctx, counts, numRows, p, q, dweight, ran);
+      s.failed() || ran)
+    return s;
+#else
   if (Status s = groupedWGradGemm(dctx, counts, numRows, p, q, dweight, ran);
       s.failed() || ran)
     return s;
+#endif
   Scratch scratch(dctx.stream);
   if (Status s = scratch.allocate(moeOffsetsScratchBytes(experts), op);
       s.failed())

@@ -128,6 +128,30 @@ __global__ void wgradKernel(const int64_t *offsets, const T *p, int64_t pCols,
 
 size_t align(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+/// Thread e: expert e's problem of the weight gradient's grouped GEMM.
+__global__ void groupedProblemsKernel(MoEGroupedProblems l, int64_t experts,
+                                      const char *p, int64_t pCols,
+                                      const char *q, int64_t qCols,
+                                      char *dweight, size_t es, char *base) {
+  const int64_t *offsets =
+      reinterpret_cast<const int64_t *>(base + l.offsetsAt);
+  int32_t *sizes = reinterpret_cast<int32_t *>(base + l.sizesAt);
+  const void **ptrs = reinterpret_cast<const void **>(base + l.pointersAt);
+  int64_t *lds = reinterpret_cast<int64_t *>(base + l.ldsAt);
+  RP_GRID_LOOP(e, experts) {
+    const int64_t begin = offsets[e], rows = offsets[e + 1] - begin;
+    sizes[3 * e] = rows ? int32_t(pCols) : 0;
+    sizes[3 * e + 1] = rows ? int32_t(qCols) : 0;
+    sizes[3 * e + 2] = int32_t(rows);
+    ptrs[e] = p + begin * pCols * int64_t(es);
+    ptrs[experts + e] = q + begin * qCols * int64_t(es);
+    ptrs[2 * experts + e] = dweight + e * pCols * qCols * int64_t(es);
+    lds[e] = pCols;
+    lds[experts + e] = qCols;
+    lds[2 * experts + e] = qCols;
+  }
+}
+
 } // namespace
 
 MoEGemmTiles rp::runtime::cuda::moeGemmTiles(int64_t numRows, int64_t experts,
@@ -202,5 +226,34 @@ cudaError_t rp::runtime::cuda::launchMoEWGrad(
         offsets, static_cast<const T *>(p), pCols, static_cast<const T *>(q),
         qCols, static_cast<T *>(dweight));
   });
+  return lastLaunchError();
+}
+
+MoEGroupedProblems rp::runtime::cuda::moeGroupedProblems(int64_t experts) {
+  MoEGroupedProblems l;
+  const size_t e = size_t(experts);
+  l.offsetsAt = 0;
+  l.sizesAt = align((e + 1) * sizeof(int64_t));
+  l.pointersAt = l.sizesAt + align(3 * e * sizeof(int32_t));
+  l.ldsAt = l.pointersAt + align(3 * e * sizeof(void *));
+  l.bytes = l.ldsAt + align(3 * e * sizeof(int64_t));
+  return l;
+}
+
+cudaError_t rp::runtime::cuda::launchMoEGroupedProblems(
+    const LaunchContext &ctx, const MoEGroupedProblems &layout,
+    const int32_t *counts, int64_t experts, int64_t numRows, const void *p,
+    int64_t pCols, const void *q, int64_t qCols, void *dweight, size_t es,
+    void *scratch) {
+  char *base = static_cast<char *>(scratch);
+  groupOffsetsKernel<<<1, 1, 0, ctx.stream>>>(
+      ctx, counts, experts, numRows,
+      reinterpret_cast<int64_t *>(base + layout.offsetsAt));
+  if (experts > 0)
+    groupedProblemsKernel<<<blocksFor(experts), kThreadsPerBlock, 0,
+                            ctx.stream>>>(
+        layout, experts, static_cast<const char *>(p), pCols,
+        static_cast<const char *>(q), qCols, static_cast<char *>(dweight), es,
+        base);
   return lastLaunchError();
 }

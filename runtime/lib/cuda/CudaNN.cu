@@ -224,80 +224,85 @@ __device__ Acc laneMax(Acc *lanes, int lane, bool active, const T *x,
   return best;
 }
 
-/// softmaxRow / logSoftmaxRow (kernels/Softmax.h) over contiguous rows,
-/// kLaneRows rows a block; the loop's bounds are the block's, so all its
-/// threads meet at the barriers.
+/// The lane kernels' row loop: kLaneRows contiguous rows of n a block, each
+/// on its kRowLanes lanes, `f(lanes, lane, active, base)` per row (an
+/// inactive lane's row starts at 0: read, never written). The loop's bounds
+/// are the block's, so all its threads meet at f's barriers.
+template <typename C, typename F>
+__device__ void forEachLaneRow(int64_t rows, int64_t n, F f) {
+  __shared__ C shared[kLaneThreads];
+  const int lane = int(threadIdx.x) % kRowLanes;
+  C *lanes = shared + (int(threadIdx.x) - lane);
+  for (int64_t first = int64_t(blockIdx.x) * kLaneRows; first < rows;
+       first += int64_t(gridDim.x) * kLaneRows) {
+    const int64_t row = first + int64_t(threadIdx.x) / kRowLanes;
+    const bool active = row < rows;
+    f(lanes, lane, active, (active ? row : 0) * n);
+  }
+}
+
+/// softmaxRow / logSoftmaxRow (kernels/Softmax.h) over contiguous rows.
 template <typename T>
 __global__ void softmaxLanesKernel(bool log, const T *x, T *y, int64_t rows,
                                    int64_t n) {
   using C = Compute<T>;
-  __shared__ C shared[kLaneThreads];
-  const int lane = int(threadIdx.x) % kRowLanes;
-  C *lanes = shared + (int(threadIdx.x) - lane);
-  for (int64_t first = int64_t(blockIdx.x) * kLaneRows; first < rows;
-       first += int64_t(gridDim.x) * kLaneRows) {
-    const int64_t row = first + int64_t(threadIdx.x) / kRowLanes;
-    const bool active = row < rows;
-    const T *xr = x + (active ? row : 0) * n;
-    T *yr = y + (active ? row : 0) * n;
-    const C m = laneMax<T, C>(lanes, lane, active, xr, n);
-    if (!log && std::is_same_v<T, C>) {
-      // As the host: exp(x - m) written once, summed from the output.
-      C sum = rowSum<C>(lanes, lane, active, n, [&](int64_t i) {
-        C e = kExp(load(xr[i]) - m);
-        yr[i] = store<T>(e);
-        return load(yr[i]);
+  forEachLaneRow<C>(
+      rows, n, [&](C *lanes, int lane, bool active, int64_t base) {
+        const T *xr = x + base;
+        T *yr = y + base;
+        const C m = laneMax<T, C>(lanes, lane, active, xr, n);
+        if (!log && std::is_same_v<T, C>) {
+          // As the host: exp(x - m) written once, summed from the output.
+          C sum = rowSum<C>(lanes, lane, active, n, [&](int64_t i) {
+            C e = kExp(load(xr[i]) - m);
+            yr[i] = store<T>(e);
+            return load(yr[i]);
+          });
+          if (active)
+            for (int64_t i = lane; i < n; i += kRowLanes)
+              yr[i] = store<T>(load(yr[i]) / sum);
+          return;
+        }
+        C sum = rowSum<C>(lanes, lane, active, n,
+                          [&](int64_t i) { return kExp(load(xr[i]) - m); });
+        if (!active)
+          return;
+        if (log) {
+          C logSum = kLog(sum);
+          for (int64_t i = lane; i < n; i += kRowLanes)
+            yr[i] = store<T>((load(xr[i]) - m) - logSum);
+        } else {
+          for (int64_t i = lane; i < n; i += kRowLanes)
+            yr[i] = store<T>(kExp(load(xr[i]) - m) / sum);
+        }
       });
-      if (active)
-        for (int64_t i = lane; i < n; i += kRowLanes)
-          yr[i] = store<T>(load(yr[i]) / sum);
-      continue;
-    }
-    C sum = rowSum<C>(lanes, lane, active, n,
-                      [&](int64_t i) { return kExp(load(xr[i]) - m); });
-    if (!active)
-      continue;
-    if (log) {
-      C logSum = kLog(sum);
-      for (int64_t i = lane; i < n; i += kRowLanes)
-        yr[i] = store<T>((load(xr[i]) - m) - logSum);
-    } else {
-      for (int64_t i = lane; i < n; i += kRowLanes)
-        yr[i] = store<T>(kExp(load(xr[i]) - m) / sum);
-    }
-  }
 }
 
 /// softmaxGradRow / logSoftmaxGradRow (kernels/SoftmaxGrad.h) over
-/// contiguous rows, as softmaxLanesKernel.
+/// contiguous rows.
 template <typename T>
 __global__ void softmaxGradLanesKernel(bool log, const T *y, const T *dy, T *dx,
                                        int64_t rows, int64_t n) {
   using C = Compute<T>;
-  __shared__ C shared[kLaneThreads];
-  const int lane = int(threadIdx.x) % kRowLanes;
-  C *lanes = shared + (int(threadIdx.x) - lane);
-  for (int64_t first = int64_t(blockIdx.x) * kLaneRows; first < rows;
-       first += int64_t(gridDim.x) * kLaneRows) {
-    const int64_t row = first + int64_t(threadIdx.x) / kRowLanes;
-    const bool active = row < rows;
-    const int64_t base = (active ? row : 0) * n;
-    const T *yr = y + base, *dyr = dy + base;
-    T *dxr = dx + base;
-    if (log) {
-      C sum = rowSum<C>(lanes, lane, active, n,
-                        [&](int64_t i) { return load(dyr[i]); });
-      if (active)
-        for (int64_t i = lane; i < n; i += kRowLanes)
-          dxr[i] = store<T>(load(dyr[i]) - kExp(load(yr[i])) * sum);
-    } else {
-      C dot = rowSum<C>(lanes, lane, active, n,
-                        [&](int64_t i) { return load(yr[i]) * load(dyr[i]); });
-      if (active)
-        for (int64_t i = lane; i < n; i += kRowLanes)
-          dxr[i] = store<T>(load(yr[i]) * (load(dyr[i]) - dot));
-    }
-  }
+  forEachLaneRow<C>(
+      rows, n, [&](C *lanes, int lane, bool active, int64_t base) {
+        const T *yr = y + base, *dyr = dy + base;
+        T *dxr = dx + base;
+        if (log) {
+          C sum = rowSum<C>(lanes, lane, active, n,
+                            [&](int64_t i) { return load(dyr[i]); });
+          if (active)
+            for (int64_t i = lane; i < n; i += kRowLanes)
+              dxr[i] = store<T>(load(dyr[i]) - kExp(load(yr[i])) * sum);
+        } else {
+          C dot = rowSum<C>(lanes, lane, active, n, [&](int64_t i) {
+            return load(yr[i]) * load(dyr[i]);
+          });
+          if (active)
+            for (int64_t i = lane; i < n; i += kRowLanes)
+              dxr[i] = store<T>(load(yr[i]) * (load(dyr[i]) - dot));
+        }
+      });
 }
 
 template <typename T>

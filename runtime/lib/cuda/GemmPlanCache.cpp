@@ -43,8 +43,12 @@ uint32_t rp::runtime::cuda::gemmAlignment(int64_t bytes) {
 }
 
 std::string rp::runtime::cuda::describeGemm(const GemmKey &key) {
-  static const char *const epilogues[] = {"", ", bias", ", bias+gelu",
-                                          ", bias gradient"};
+  static const char *const epilogues[] = {"",
+                                          ", bias",
+                                          ", bias+gelu",
+                                          ", bias gradient",
+                                          ", gelu gradient",
+                                          ", gelu and bias gradients"};
   std::string s = std::to_string(key.m) + " x " + std::to_string(key.n) +
                   " x " + std::to_string(key.k);
   if (key.batch != 1)

@@ -32,8 +32,18 @@ namespace rp::runtime::cuda {
 
 /// What cuBLASLt fuses after the product (rp's graph: a matmul's bias, bias
 /// then GELU, and the bias gradient as the column sums of the output
-/// gradient).
-enum class GemmEpilogue : uint8_t { none, bias, biasGelu, biasGrad };
+/// gradient; the backward of bias + GELU: the product times GELU's
+/// derivative at an auxiliary matrix, the forward's pre-activation, and
+/// with dGeluBiasGrad that result's column sums too). cuBLASLt's GELU is
+/// the tanh form.
+enum class GemmEpilogue : uint8_t {
+  none,
+  bias,
+  biasGelu,
+  biasGrad,
+  dGelu,
+  dGeluBiasGrad
+};
 
 /// One GEMM problem as cuBLASLt sees it (column-major, D = op(A) op(B)).
 struct GemmKey {

@@ -7,7 +7,8 @@
 // the pre-activation must be bitwise the host's, in f32, bf16, f16 and
 // f64, for each epilogue, with and without the pre-activation output, in
 // place (the GEMM's result in the output) and with the bias already added
-// (cuBLASLt's BIAS epilogue, the activation alone).
+// (cuBLASLt's BIAS epilogue, the activation alone); and the backward's
+// gelu-gradient pass against the host's matmul + unary_grad.
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,6 +95,31 @@ protected:
     }
   }
 
+  /// The backward's gelu gradient (dGelu, dGeluTanh) where cuBLASLt's
+  /// DGELU does not run: the GEMM's product, then the pass in place.
+  void checkGeluGrad(DType dtype, int64_t rows, int64_t k, int64_t n) {
+    Rng rng(uint64_t(rows * 17 + n));
+    Buffer x = randomBuffer(dtype, {rows, k}, rng, -2, 2);
+    Buffer w = randomBuffer(dtype, {k, n}, rng, -1, 1);
+    Buffer pre = randomBuffer(dtype, {rows, n}, rng, -4, 4);
+    for (auto e : {MatmulEpilogue::dGelu, MatmulEpilogue::dGeluTanh}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " epilogue " +
+                   std::to_string(int(e)));
+      Buffer want(dtype, {rows, n}), got(dtype, {rows, n});
+      ASSERT_TRUE(host::matmulEpilogue(pool, x.ref(), w.ref(), false, false,
+                                       pre.ref(), int64_t(e), want.ref(),
+                                       std::nullopt)
+                      .isOk());
+      ASSERT_TRUE(
+          host::matmul(pool, x.ref(), w.ref(), false, false, got.ref()).isOk());
+      ASSERT_EQ(launchGeluGradEpilogue(ctx, dtype, int(e), pre.data(),
+                                       got.ref().data, got.ref().data,
+                                       rows * n),
+                cudaSuccess);
+      expectSame(got, want, "the gelu gradient");
+    }
+  }
+
   ThreadPool pool{2};
   KernelErrorRecord record{};
   LaunchContext ctx{nullptr, &record, 7};
@@ -111,6 +137,14 @@ TEST_F(CudaEpilogueEmu, BitwiseTheUnfusedHostSequence) {
 TEST_F(CudaEpilogueEmu, LongAndNarrow) {
   check(DType::f32, 300, 8, 1, true, false);
   check(DType::bf16, 70, 16, 130, false, false);
+}
+
+// The gelu-gradient pass (the fallback of cuBLASLt's DGELU, and the erf
+// form's only path) is bitwise unary_grad after the host's product.
+TEST_F(CudaEpilogueEmu, GeluGradientBitwiseTheHost) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64})
+    checkGeluGrad(dtype, 41, 24, 19);
+  checkGeluGrad(DType::bf16, 300, 8, 3);
 }
 
 } // namespace

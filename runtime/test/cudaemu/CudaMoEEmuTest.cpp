@@ -4,7 +4,9 @@
 // emulate.py) and run against host/HostMoE.cpp on the same data, so that the
 // kernels' logic is tested where no GPU is attached. The grouped matmul's
 // cuBLAS call is replaced by a plain column-major batched GEMM given the same
-// arguments as CudaMoEDispatch.cpp's cublasGemmBatchedEx. On a GPU the
+// arguments as CudaMoEDispatch.cpp's cublasGemmBatchedEx, and the weight
+// gradient's CUTLASS grouped GEMM by a loop over the problems the kernels
+// write for it. On a GPU the
 // conformance suite (DeviceKernelConformanceTest) runs the real thing.
 //
 //===----------------------------------------------------------------------===//
@@ -326,6 +328,73 @@ TEST_F(CudaMoEEmu, BadDataIsReportedNotUsed) {
                        g.data(), 1, 2, 3, dr.data(), nullptr, seen.data());
   EXPECT_EQ(record.code, kDuplicatePosition);
   EXPECT_EQ(record.value, 0);
+}
+
+/// What CUTLASS's grouped GEMM computes from the problems
+/// launchMoEGroupedProblems wrote (CudaMoE.h's layout): per problem, A
+/// column-major, B and D row-major, k summed in order.
+void groupedGemmOfProblems(const MoEGroupedProblems &l, int64_t experts,
+                           const char *base) {
+  auto *sizes = reinterpret_cast<const int32_t *>(base + l.sizesAt);
+  auto *ptrs = reinterpret_cast<void *const *>(base + l.pointersAt);
+  auto *lds = reinterpret_cast<const int64_t *>(base + l.ldsAt);
+  for (int64_t e = 0; e < experts; ++e) {
+    const auto *a = static_cast<const float *>(ptrs[e]);
+    const auto *b = static_cast<const float *>(ptrs[experts + e]);
+    auto *d = static_cast<float *>(ptrs[2 * experts + e]);
+    for (int32_t i = 0; i < sizes[3 * e]; ++i)
+      for (int32_t j = 0; j < sizes[3 * e + 1]; ++j) {
+        float acc = 0;
+        for (int32_t r = 0; r < sizes[3 * e + 2]; ++r)
+          acc += a[i + r * lds[e]] * b[r * lds[experts + e] + j];
+        d[i * lds[2 * experts + e] + j] = acc;
+      }
+  }
+}
+
+// The weight gradient's grouped-GEMM problems (CudaMoECutlass.cu reads them
+// on the device): an empty expert is a 0 x 0 x 0 problem over the zeroed
+// gradient, the others the host's sums; both layouts of the weight.
+TEST_F(CudaMoEEmu, GroupedGemmProblemsAreTheHostsWeightGradient) {
+  const int64_t N = 14, E = 4, kIn = 5, nOut = 6;
+  std::vector<int32_t> counts{3, 0, 5, 4};
+  const MoEGroupedProblems l = moeGroupedProblems(E);
+  for (bool transposeB : {false, true}) {
+    SCOPED_TRACE(transposeB ? "transposed" : "plain");
+    const Shape ws = transposeB ? Shape{E, nOut, kIn} : Shape{E, kIn, nOut};
+    std::vector<float> x = random(N * kIn), dy = random(N * nOut);
+    std::vector<float> dw(E * kIn * nOut), dwCuda(E * kIn * nOut, 0);
+    ASSERT_TRUE(host::moeGroupedMatmulWGrad(pool, ref(x, DType::f32, {N, kIn}),
+                                            ref(dy, DType::f32, {N, nOut}),
+                                            ref(counts, DType::i32, {E}),
+                                            transposeB, ref(dw, DType::f32, ws))
+                    .isOk());
+    std::vector<int64_t> scratch(l.bytes / sizeof(int64_t) + 1);
+    char *base = reinterpret_cast<char *>(scratch.data());
+    launchMoEGroupedProblems(
+        ctx, l, counts.data(), E, N, transposeB ? dy.data() : x.data(),
+        transposeB ? nOut : kIn, transposeB ? x.data() : dy.data(),
+        transposeB ? kIn : nOut, dwCuda.data(), sizeof(float), base);
+    const auto *sizes = reinterpret_cast<const int32_t *>(base + l.sizesAt);
+    EXPECT_EQ(sizes[3 * 1] + sizes[3 * 1 + 1] + sizes[3 * 1 + 2], 0);
+    EXPECT_EQ(sizes[3 * 2 + 2], 5);
+    groupedGemmOfProblems(l, E, base);
+    EXPECT_LE(maxDiff(dwCuda, dw), 1e-4);
+    for (int64_t i = kIn * nOut; i < 2 * kIn * nOut; ++i) // Expert 1: empty.
+      EXPECT_EQ(dwCuda[size_t(i)], 0.0f);
+  }
+  EXPECT_EQ(record.code, 0);
+  // Counts past the rows: reported, every problem empty.
+  std::vector<int32_t> bad{9, 9, 0, 0};
+  std::vector<int64_t> scratch(l.bytes / sizeof(int64_t) + 1);
+  std::vector<float> p(N * kIn), q(N * nOut), dw(E * kIn * nOut);
+  launchMoEGroupedProblems(ctx, l, bad.data(), E, N, p.data(), kIn, q.data(),
+                           nOut, dw.data(), sizeof(float), scratch.data());
+  EXPECT_EQ(record.code, kGroupsOverflow);
+  const auto *sizes = reinterpret_cast<const int32_t *>(
+      reinterpret_cast<char *>(scratch.data()) + l.sizesAt);
+  for (int64_t i = 0; i < 3 * E; ++i)
+    EXPECT_EQ(sizes[i], 0);
 }
 
 } // namespace

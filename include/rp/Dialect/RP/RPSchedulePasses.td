@@ -336,17 +336,19 @@ def PredictTokenSlicesPass
     peak memory with the keys and values the jobs keep across slices;
     `auto` chooses the sizes by TeraPipe's dynamic program
     (include/rp/Analysis/TokenSlices.h), `report-max-seq` adds the longest
-    sequence whose slices fit. rp cannot execute a sliced plan yet, so the
-    pass then fails with an error saying so: no plan is written. A model
-    whose attention is not causal, carries a mask, or whose ops mix tokens
-    across the sequence otherwise is refused. docs/token-slices.md.
+    sequence whose slices fit. The compiler cannot write a sliced plan yet
+    (rp-slice-tokens cuts the graph; the schedule, the exporter and the
+    memory plan do not carry it), so the pass then fails with an error
+    saying so: no plan is written. A model whose attention is not causal,
+    carries a mask, or whose ops mix tokens across the sequence otherwise
+    is refused. docs/token-slices.md.
 
     ```
-    remark: token slices (a prediction: rp cannot run them yet): 4 slices
-      of 5120,4096,3840,3328 tokens (auto) ...; predicted step 912.4 ms,
-      31% bubble, 17958 tokens/s; unsliced 2402.1 ms, 74% bubble, 6821
-      tokens/s (2.63x)
-    error: --token-slices: rp-run cannot execute a token-sliced plan yet
+    remark: token slices (a prediction: rp-compile cannot write them
+      yet): 4 slices of 5120,4096,3840,3328 tokens (auto) ...; predicted
+      step 912.4 ms, 31% bubble, 17958 tokens/s; unsliced 2402.1 ms, 74%
+      bubble, 6821 tokens/s (2.63x)
+    error: --token-slices: rp-compile cannot write a token-sliced plan yet
     ```
   }];
   let options = [
@@ -362,6 +364,49 @@ def PredictTokenSlicesPass
            "::mlir::rp::dispatchValues()">,
     Option<"passShift", "pass-shift", "int", "-1",
            "round-robin's device shift per pass; -1 takes dispatch's">
+  ];
+}
+
+def SliceTokensPass : Pass<"rp-slice-tokens", "::mlir::ModuleOp"> {
+  let summary = "cuts a causal model's sequence into token slices, one "
+                "function per slice";
+  let description = [{
+    After rp-partition (docs/token-slices.md): adds beside the layered
+    function `@F` one function `@F.slice<k>` per token slice [o, o + s) of
+    its sequence S (dimension 1 of its first input of rank 2 or more),
+    marked `rp.token_slice = {index, offset, size, sequence}`, which the
+    pipeline passes skip. Each is `@F` with every dimension equal to S
+    scaled to s (as rp-report-max-seq's trials; parameters keep theirs),
+    with these changes:
+    - a constant with a dimension S (RoPE's cos/sin tables, position ids)
+      is read through an `rp.slice` at offset o on that dimension;
+    - each causal `rp.attention` of layer L (the i-th of it: `:i` after
+      the first) reads the keys and values of the slices before it: the
+      layer gains two inputs, function arguments `keys:L` and `values:L`
+      of `[B, Hkv, o, d]` (absent in slice 0), concatenated before its
+      own keys and values on dimension 2; and, except in the last slice,
+      two results, its own keys and values `[B, Hkv, s, d]`, returned as
+      function results of the same names. Bottom-right causal alignment
+      (`rp.attention` with fewer queries than keys) places query i at
+      position o + i, so a sliding window needs nothing more.
+    Graphs the prediction refuses are refused here (attention not causal
+    or masked, ops that mix tokens otherwise). `slices` is K (even) or the
+    sizes s1,s2,...; `auto` is rp-predict-token-slices' to resolve.
+
+    ```mlir
+    func.func @main.slice1(%tokens: tensor<1x4xi64>,
+        %kpre: tensor<1x2x4x16xf32> {rp.name = "keys:layers.0"}, ...)
+        attributes {rp.token_slice = {index = 1, offset = 4, size = 4,
+                                      sequence = 12}}
+      %x1:3 = rp.layer "layers.0" (%x0, ..., %kpre, %vpre) ... {
+        %k = rp.concat %kpre, %kh dim = 2 : ... -> tensor<1x2x8x16xf32>
+        %att = rp.attention %qh, %k, %v causal : (tensor<1x4x4x16xf32>, ...
+        rp.yield %y, %kh, %vh ...
+    ```
+  }];
+  let options = [
+    Option<"slices", "slices", "std::string", "\"2\"",
+           "K (that many even slices) or the sizes s1,s2,... summing to the sequence">
   ];
 }
 

@@ -1,9 +1,11 @@
 //===- PredictTokenSlices.cpp - rp-predict-token-slices -------------------===//
 //
 // Predicts the step of a causal model with each sequence cut into token
-// slices (include/rp/Analysis/TokenSlices.h), then refuses to go on: rp
-// cannot run a sliced plan yet, and a plan that rp-run would run unsliced
-// under a sliced prediction would be a silent wrong answer. A slice's
+// slices (include/rp/Analysis/TokenSlices.h), then refuses to go on: the
+// compiler cannot write a sliced plan yet (rp-run executes one; the
+// schedule, the exporter and the memory plan do not produce it), and a
+// plan that rp-run would run unsliced under a sliced prediction would be a
+// silent wrong answer. A slice's
 // layer costs are the graph's own at the slice's length (a retyped copy,
 // as rp-report-max-seq's trials) plus the pairs its causal attention
 // forms with the earlier slices' keys.
@@ -14,6 +16,7 @@
 
 #include "Retype.h"
 #include "ScheduleIR.h"
+#include "SliceTokens.h"
 #include "rp/Analysis/TokenSlices.h"
 
 #include "llvm/Support/Format.h"
@@ -50,71 +53,6 @@ std::string joined(llvm::ArrayRef<int64_t> sizes) {
   for (int64_t v : sizes)
     s += (s.empty() ? "" : ",") + std::to_string(v);
   return s;
-}
-
-/// Whether `type` has a dimension `seq` at `dim`.
-bool seqAt(Value v, int64_t dim, int64_t seq) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && dim >= 0 && dim < t.getRank() && t.getDimSize(dim) == seq;
-}
-
-/// Why the graph cannot be cut into token slices (an op that mixes tokens
-/// across the sequence other than a causal attention), with the op; the
-/// number of causal attentions otherwise. Dimensions equal to the sequence
-/// length on values computed from the inputs are taken to be it.
-LogicalResult checkSliceable(func::FuncOp func, int64_t seq, unsigned &causal) {
-  llvm::DenseSet<Value> fromInputs = valuesFromInputs(func);
-  causal = 0;
-  WalkResult r = func.walk([&](Operation *op) {
-    if (auto a = dyn_cast<AttentionOp>(op)) {
-      if (!a.getCausal()) {
-        op->emitError("token slices need causal attention: this attention "
-                      "lets a token see later tokens, so a slice would need "
-                      "the slices after it");
-        return WalkResult::interrupt();
-      }
-      if (a.getMask()) {
-        op->emitError("token slices do not model an attention with a mask "
-                      "yet (a banded or sliding-window mask must take each "
-                      "slice's offset)");
-        return WalkResult::interrupt();
-      }
-      ++causal;
-      return WalkResult::advance();
-    }
-    auto mixes = [&](Value in, int64_t dim) {
-      return fromInputs.contains(in) && seqAt(in, dim, seq);
-    };
-    bool mixing = false;
-    if (auto s = dyn_cast<SoftmaxOp>(op))
-      mixing = mixes(s.getInput(), s.getDim());
-    else if (auto s = dyn_cast<LogSoftmaxOp>(op))
-      mixing = mixes(s.getInput(), s.getDim());
-    else if (auto red = dyn_cast<ReduceOp>(op))
-      mixing = llvm::any_of(
-          red.getDims(), [&](int64_t d) { return mixes(red.getInput(), d); });
-    else if (auto mm = dyn_cast<MatmulOp>(op))
-      // Activations times activations over the sequence: an attention
-      // spelled out (scores times values).
-      if (fromInputs.contains(mm.getLhs()) && fromInputs.contains(mm.getRhs()))
-        if (auto t = dyn_cast<RankedTensorType>(mm.getLhs().getType()))
-          mixing = mixes(mm.getLhs(), mm.getTransposeA() ? t.getRank() - 2
-                                                         : t.getRank() - 1);
-    if (mixing) {
-      op->emitError("token slices cannot cut this op: it mixes tokens "
-                    "across the sequence (dimension of ")
-          << seq << ") other than as a causal rp.attention";
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  if (r.wasInterrupted())
-    return failure();
-  if (causal == 0)
-    return func.emitError(
-        "token slices need a causal model: this one has no causal "
-        "rp.attention, so nothing orders its tokens");
-  return success();
 }
 
 struct PredictTokenSlicesPass
@@ -245,18 +183,8 @@ void PredictTokenSlicesPass::runOnOperation() {
     func.emitError(error);
     return signalPassFailure();
   }
-  for (BlockArgument a : func.getArguments())
-    if (auto t = dyn_cast<RankedTensorType>(a.getType());
-        t && t.getRank() >= 2 && t.hasStaticShape()) {
-      rows = t.getDimSize(0);
-      seq0 = t.getDimSize(1);
-      break;
-    }
-  if (seq0 <= 1) {
-    func.emitError("token slices: no input of rank 2 or more whose "
-                   "dimension 1 is a sequence to cut");
+  if (failed(slicedSequence(func, rows, seq0)))
     return signalPassFailure();
-  }
   unsigned causal = 0;
   if (failed(checkSliceable(func, seq0, causal)))
     return signalPassFailure();
@@ -398,8 +326,8 @@ void PredictTokenSlicesPass::runOnOperation() {
   int64_t tokens = rows * seq0 * int64_t(in->attr.getMicrobatches());
   auto rate = [&](double ms) { return ms > 0 ? tokens / (ms / 1e3) : 0.0; };
   InFlightDiagnostic report = emitRemark(func.getLoc());
-  report << "token slices (a prediction of the compiler's model: rp cannot "
-            "run them yet): "
+  report << "token slices (a prediction of the compiler's model: rp-compile "
+            "cannot write them yet): "
          << sizes.size() << " slice" << (sizes.size() == 1 ? "" : "s") << " of "
          << joined(sizes) << " tokens (" << how << ") on "
          << in->attr.getDevices() << " devices, " << in->hw.name << "; "
@@ -480,7 +408,8 @@ void PredictTokenSlicesPass::runOnOperation() {
       max << "token slices: no sequence of " << seq0 << " tokens or more fits "
           << gib(budget) << " in slices";
     } else {
-      max << "with token slices (a prediction: rp cannot run them yet) the "
+      max << "with token slices (a prediction: rp-compile cannot write them "
+             "yet) the "
              "largest sequence that fits is "
           << lo << " tokens (microbatch " << rows << " x " << lo
           << ", the function's stages), in " << best.size() << " slices from "
@@ -495,10 +424,11 @@ void PredictTokenSlicesPass::runOnOperation() {
     }
     max.report();
   }
-  func.emitError("--token-slices: rp-run cannot execute a token-sliced plan "
-                 "yet (the keys and values kept across slice jobs are not "
-                 "built: docs/token-slices.md), so no plan is written; the "
-                 "remarks above are the compiler's prediction");
+  func.emitError("--token-slices: rp-compile cannot write a token-sliced "
+                 "plan yet (rp-run executes one: the schedule, the exporter "
+                 "and the memory plan do not produce it: "
+                 "docs/token-slices.md), so no plan is written; the remarks "
+                 "above are the compiler's prediction");
   signalPassFailure();
 }
 

@@ -9,16 +9,8 @@
 using namespace mlir;
 using namespace mlir::rp;
 
-namespace {
-
-/// `type` with every dimension equal to `from` replaced by `to`; for a
-/// value computed from the inputs (`fromInputs`), also a leading dimension
-/// equal to `from` times one of `multiples` (flattened tokens, dispatched
-/// rows), replaced by `to` times it. Only the leading one: those rows are
-/// dimension 0 of every op that holds them, and a weight or a feature
-/// dimension that happens to equal a multiple stays as it is.
-Type rescaled(Type type, int64_t from, int64_t to, ArrayRef<int64_t> multiples,
-              bool fromInputs) {
+Type mlir::rp::rescaled(Type type, int64_t from, int64_t to,
+                        ArrayRef<int64_t> multiples, bool fromInputs) {
   auto t = dyn_cast<RankedTensorType>(type);
   if (!t)
     return type;
@@ -38,11 +30,11 @@ Type rescaled(Type type, int64_t from, int64_t to, ArrayRef<int64_t> multiples,
   return t.clone(dims);
 }
 
-} // namespace
-
-llvm::DenseSet<Value> mlir::rp::valuesFromInputs(func::FuncOp func) {
+llvm::DenseSet<Value> mlir::rp::valuesFromInputs(func::FuncOp func,
+                                                 ArrayRef<Value> seeds) {
   llvm::DenseSet<Value> from(func.getArguments().begin(),
                              func.getArguments().end());
+  from.insert(seeds.begin(), seeds.end());
   std::function<void(Block &)> visit = [&](Block &block) {
     for (Operation &op : block) {
       bool any = llvm::any_of(op.getOperands(),
@@ -68,13 +60,8 @@ llvm::DenseSet<Value> mlir::rp::valuesFromInputs(func::FuncOp func) {
   return from;
 }
 
-namespace {
-
-/// The multiples of the sequence length that a graph's dimensions hold: the
-/// sequence itself, the microbatch's tokens flattened (`rows` sequences),
-/// and a mixture-of-experts layer's dispatched rows (tokens x top_k, one row
-/// per token and chosen expert), which grow with the sequence too.
-SmallVector<int64_t> sequenceMultiples(ModuleOp module, int64_t rows) {
+SmallVector<int64_t> mlir::rp::sequenceMultiples(ModuleOp module,
+                                                 int64_t rows) {
   SmallVector<int64_t> multiples{1};
   auto add = [&](int64_t m) {
     if (m > 1 && !llvm::is_contained(multiples, m))
@@ -87,8 +74,6 @@ SmallVector<int64_t> sequenceMultiples(ModuleOp module, int64_t rows) {
   });
   return multiples;
 }
-
-} // namespace
 
 OwningOpRef<ModuleOp> mlir::rp::retypedCopy(ModuleOp module, int64_t seq0,
                                             int64_t seq, int64_t rows) {

@@ -10,7 +10,8 @@ using namespace mlir::rp;
 FailureOr<func::FuncOp> mlir::rp::layeredFunction(ModuleOp module) {
   func::FuncOp found;
   for (auto func : module.getOps<func::FuncOp>()) {
-    if (func.isExternal() || func.getOps<LayerOp>().empty())
+    if (func.isExternal() || func.getOps<LayerOp>().empty() ||
+        func->hasAttr(kTokenSliceAttr))
       continue;
     if (found)
       return module.emitError("the pipeline passes take one function with "

@@ -21,7 +21,12 @@
 
 namespace mlir::rp {
 
-/// The one function of `module` with layers, or an error.
+/// Marks the functions rp-slice-tokens adds, one per token slice: the
+/// programs of a slice's microbatch, not a model of their own.
+constexpr llvm::StringLiteral kTokenSliceAttr = "rp.token_slice";
+
+/// The one function of `module` with layers (token slices' aside), or an
+/// error.
 FailureOr<func::FuncOp> layeredFunction(ModuleOp module);
 
 /// The function's partition attribute, its layer costs and the hardware

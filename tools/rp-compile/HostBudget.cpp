@@ -67,6 +67,7 @@ struct HostBudgetStep
   void runOnOperation() override {
     ModuleOp module = getOperation();
     HostMemory m = hostMemoryOf(module);
+    outcome.checked = true;
     budget = int64_t(request.gib * double(int64_t(1) << 30));
     if (m.total() <= budget) {
       if (request.layerGrainBytes > 0)

@@ -47,6 +47,8 @@ struct HostBudgetOutcome {
   /// again with `--recompute stage`.
   bool retryAtStageGrain = false;
   int64_t layerGrainBytes = 0;
+  /// The check ran (the pipeline before it succeeded).
+  bool checked = false;
 };
 
 /// The pass that checks a compiled module against the budget before its

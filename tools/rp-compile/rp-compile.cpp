@@ -513,8 +513,19 @@ int main(int argc, char **argv) {
     budget.mayRetryAtStageGrain = false;
     budget.layerGrainBytes = outcome.layerGrainBytes;
     module = std::move(spare);
-    if (!compile(*module, outcome))
+    rp::HostBudgetOutcome again;
+    if (!compile(*module, again)) {
+      // Forced stage grain has no layer-grain fallback for the stages
+      // that do not fit the devices (rp-choose-recompute's, under auto).
+      if (!again.checked)
+        llvm::errs() << "rp-compile: --host-budget-gib "
+                     << llvm::format("%g", double(hostBudgetGiB))
+                     << ": the layer-grain plan --recompute auto chose needs "
+                     << formatBytes(budget.layerGrainBytes)
+                     << " of host memory, and at stage grain the plan did "
+                        "not compile (above)\n";
       return 1;
+    }
   }
   printSummary(*module, *size);
   if (tf32)

@@ -21,7 +21,9 @@ step), and the longest sequence whose plan
 fits 24 GB (`--report-max-seq` on a 3000-token graph, as paper.py); beside
 RoundPipe's published tokens/s and max sequence (its 8B and 32B runs train
 every weight, its 235B is LoRA) and the issue's aims (the 235B within 160
-GiB of host memory, an 8B LoRA within 16 GiB). No GPU: the compiler's
+GiB of host memory, an 8B LoRA within 16 GiB). The 235B also with adapters
+on attention only, and so again in microbatches of 2 sequences, 2 passes
+a step, under `--host-budget-gib 160` (the grain rp-compile's choice). No GPU: the compiler's
 model only. Writes DIR/rows.csv (default results/lora_quant).
 
 `curves`: a host run of a small transformers model (examples/tiny_llama,
@@ -67,11 +69,14 @@ def gib(text):
     return float(value) * GIB[unit]
 
 
-def compile_row(name, base, tmp, targets=()):
-    """rp-compile of one model and base: the summary's figures."""
+def compile_row(name, base, tmp, targets=(), batching=None, budget=()):
+    """rp-compile of one model and base: the summary's figures. `batching`
+    (sequences a microbatch, microbatches, passes a step) replaces
+    paper.py's; with `budget` (--host-budget-gib N) the grain is
+    rp-compile's (--recompute auto, held to the budget)."""
     import paper
     from rp import shapes
-    b, m, _ = paper.batching(name)
+    b, m, passes = batching or paper.batching(name)
     graph = Path(tmp) / f"{name}.b{b}.mlir"
     if not graph.exists():
         graph.write_text(shapes.build(shapes.SHAPES[name], b, 2048, "bf16"))
@@ -80,7 +85,8 @@ def compile_row(name, base, tmp, targets=()):
                         str(Path(tmp) / f"{name}-{base}.rpplan"),
                         "--devices", str(G), "--microbatches", str(m),
                         "--hw", "rtx4090", "--quantize-base", base, *LORA,
-                        *targets, "--recompute", "stage"],
+                        *targets,
+                        *(budget or ["--recompute", "stage"])],
                        capture_output=True, text=True)
     took = time.perf_counter() - start
     if r.returncode:
@@ -94,7 +100,8 @@ def compile_row(name, base, tmp, targets=()):
     tokens = b * m * 2048
     return {"model": name, "base": "bf16" if base == "none" else base,
             "adapters": "attention" if targets else "all-linear",
-            "microbatch": b, "microbatches": m,
+            "microbatch": b, "microbatches": m, "passes": passes,
+            "host_budget_gib": float(budget[1]) if budget else None,
             "host_gib": gib(host.group(1)), "base_gib": gib(host.group(2)),
             "trained_gib": gib(host.group(3)), "pinned_gib": gib(host.group(4)),
             "uploads_gib": float(host.group(5)) / 1024,
@@ -111,16 +118,22 @@ def rows(args):
     table = []
     with tempfile.TemporaryDirectory(prefix="rp-lora-quant-") as tmp:
         for name in names:
-            runs = [(base, ()) for base in BASES]
+            runs = [(base, (), None, ()) for base in BASES]
             if name == "qwen3-235b-a22b":
-                runs.append(("nf4", ATTENTION))
-            for base, targets in runs:
-                row = compile_row(name, base, tmp, targets)
+                runs.append(("nf4", ATTENTION, None, ()))
+                # The issue's aim: microbatches of 2 sequences, 2 passes
+                # a step (rp-run --accumulate 2: RoundPipe's 64 a step),
+                # under --host-budget-gib 160.
+                runs.append(("nf4", ATTENTION, (2, 16, 2),
+                             ["--host-budget-gib", str(AIMS_GIB[name])]))
+            for base, targets, batching, budget in runs:
+                row = compile_row(name, base, tmp, targets, batching, budget)
                 if not args.no_max_seq:
                     extra = [*LORA, *targets, "--quantize-base", base]
                     row["max_seq"] = paper.max_seq(name, tmp, extra)[0]
                 table.append(row)
-                print(f"{name} {row['base']} {row['adapters']}: "
+                print(f"{name} {row['base']} {row['adapters']} "
+                      f"{row['microbatch']}x{row['microbatches']}: "
                       f"{row['host_gib']:.1f} GiB "
                       f"host, {row['uploads_gib']:.1f} GiB uploads, "
                       f"{row['tokens_per_s']:,.0f} tokens/s "

@@ -41,7 +41,11 @@ HostMemory mlir::rp::hostMemoryOf(ModuleOp module) {
       if (isa<CastOp>(user))
         copies += bytesOf(user->getResult(0).getType());
     if (p.getTrainable()) {
-      m.trained += stored + copies + 3 * 4 * p.getType().getNumElements();
+      int64_t bytes = stored + copies + 3 * 4 * p.getType().getNumElements();
+      m.trained += bytes;
+      StringRef name = p.getName();
+      if (name.consume_back(".lora_A") || name.consume_back(".lora_B"))
+        m.adapters[name] += bytes;
       continue;
     }
     m.base += stored + copies;

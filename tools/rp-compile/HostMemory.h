@@ -12,6 +12,8 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include "llvm/ADT/StringMap.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +35,10 @@ struct HostMemory {
   /// element counts.
   int64_t adapted = 0;
   std::vector<int64_t> adaptedElements;
+  /// Each adapted weight's adapters (lora_A and lora_B, as `trained`
+  /// counts them), by the weight's name: what --lora-targets would take
+  /// out of `trained`.
+  llvm::StringMap<int64_t> adapters;
   int64_t total() const { return base + trained + pinned; }
   /// The bytes of the adapted weights stored as `kind`.
   int64_t adaptedQuantized(QuantKind kind) const {

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostBudget.h"
 #include "HostMemory.h"
 #include "rp/Analysis/PassesInFlight.h"
 #include "rp/Analysis/SearchStats.h"
@@ -82,14 +83,7 @@ static rp::TrainPipelineOptions &pipelineOptions() {
 }
 
 static std::string formatBytes(int64_t bytes) {
-  char text[32];
-  if (bytes >= (int64_t(1) << 30))
-    snprintf(text, sizeof(text), "%.2f GiB", bytes / double(1 << 30));
-  else if (bytes >= (1 << 20))
-    snprintf(text, sizeof(text), "%.2f MiB", bytes / double(1 << 20));
-  else
-    snprintf(text, sizeof(text), "%.1f KiB", bytes / 1024.0);
-  return text;
+  return rp::formatHostBytes(bytes);
 }
 
 /// The host side of every plan: its host memory by part (a quantized base,
@@ -296,77 +290,6 @@ struct ExportPlanStep
   FailureOr<size_t> &size;
 };
 
-/// --host-budget-gib: refuses a plan whose host memory (as the summary
-/// counts it) is over the box's, before it is written, with its parts and
-/// what would fit: a quantized base where the base is not quantized yet.
-struct HostBudgetStep
-    : public PassWrapper<HostBudgetStep, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(HostBudgetStep)
-
-  HostBudgetStep(double gib, bool quantized, bool lora)
-      : gib(gib), quantized(quantized), lora(lora) {}
-
-  void runOnOperation() override {
-    rp::HostMemory m = rp::hostMemoryOf(getOperation());
-    auto budget = int64_t(gib * double(int64_t(1) << 30));
-    if (m.total() <= budget)
-      return markAllAnalysesPreserved();
-    // Layer-grain backward stages keep their inner layers' inputs in
-    // pinned host memory (--recompute auto takes them for speed alone).
-    bool layerGrain = false;
-    for (auto s : getOperation().getOps<rp::ScheduleOp>()) {
-      rp::PartitionAttr p = s.getPartition();
-      layerGrain |=
-          p.isMixed() || p.getRecompute() == rp::RecomputeGrain::layer;
-    }
-    const char *stageGrain =
-        layerGrain ? "; or --recompute stage: this plan's layer-grain "
-                     "stages keep activations in the pinned buffers"
-                   : "";
-    auto &os = llvm::errs();
-    os << "rp-compile: host memory " << formatBytes(m.total())
-       << " is over --host-budget-gib " << llvm::format("%g", gib) << " ("
-       << formatBytes(budget) << "): base " << formatBytes(m.base)
-       << ", adapters and optimizer " << formatBytes(m.trained)
-       << ", pinned buffers " << formatBytes(m.pinned) << "; ";
-    if (quantized || !lora || m.adapted == 0) {
-      os << (quantized ? "the base is quantized already"
-             : lora    ? "no adapted weight to quantize"
-                       : "a quantized base needs LoRA (--lora-rank R "
-                         "--quantize-base nf4)");
-      os << "; give a box of at least " << formatBytes(m.total())
-         << " (--host-budget-gib "
-         << llvm::format("%.0f", std::ceil(m.total() / double(1 << 30))) << ")"
-         << stageGrain << "\n";
-      return signalPassFailure();
-    }
-    // The adapted weights are what --quantize-base stores quantized (the
-    // router, norms and embeddings stay), each with no compute-dtype copy
-    // on the host: the estimate is close, a little high where
-    // --lora-targets leaves linear weights without adapters.
-    bool fits = false;
-    for (rp::QuantKind kind : {rp::QuantKind::nf4, rp::QuantKind::int8}) {
-      int64_t total = m.total() - m.adapted + m.adaptedQuantized(kind);
-      os << (kind == rp::QuantKind::nf4 ? "--quantize-base nf4" : ", int8")
-         << " would need about " << formatBytes(total) << " ("
-         << (total <= budget ? "fits" : "over") << ")";
-      fits |= total <= budget;
-    }
-    os << (fits ? "; compile with --quantize-base nf4"
-                : "; neither fits: give a box of at least " +
-                      formatBytes(m.total() - m.adapted +
-                                  m.adaptedQuantized(rp::QuantKind::nf4)) +
-                      " with --quantize-base nf4, or fewer adapters "
-                      "(--lora-targets) and microbatches (the pinned "
-                      "buffers hold their activations)");
-    os << stageGrain << "\n";
-    signalPassFailure();
-  }
-
-  double gib;
-  bool quantized, lora;
-};
-
 } // namespace
 
 static std::string folderOf(StringRef path) {
@@ -529,21 +452,56 @@ int main(int argc, char **argv) {
                         " --schedule " +
                         rp::stringifyScheduleKind(pipeline.schedule).str() +
                         " --hw " + pipeline.hw;
-  PassManager pm(&context);
-  if (forwardOnly)
-    rp::buildForwardPipeline(pm, pipeline);
-  else
-    rp::buildTrainPipeline(pm, pipeline);
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  // --host-budget-gib with --recompute auto: a layer-grain plan over the
+  // budget is compiled again at stage grain, from a copy of the module as
+  // it was before the pipeline (HostBudget.h).
+  rp::HostBudgetRequest budget;
+  budget.gib = hostBudgetGiB;
+  budget.quantized = pipeline.quantizeBase != rp::QuantizeBase::none;
+  budget.lora = pipeline.loraRank > 0;
+  budget.mayRetryAtStageGrain =
+      hostBudgetGiB > 0 && !forwardOnly &&
+      pipeline.recompute == rp::RecomputeGrain::automatic &&
+      pipeline.recomputeStages.empty();
+  OwningOpRef<ModuleOp> spare;
+  if (budget.mayRetryAtStageGrain)
+    spare = module->clone();
   FailureOr<size_t> size = failure();
-  if (hostBudgetGiB > 0)
-    pm.addPass(std::make_unique<HostBudgetStep>(
-        hostBudgetGiB, pipeline.quantizeBase != rp::QuantizeBase::none,
-        pipeline.loraRank > 0));
-  pm.addPass(std::make_unique<ExportPlanStep>(options, size));
-  if (failed(pm.run(*module)) || failed(size))
-    return 1;
+  auto compile = [&](ModuleOp target, rp::HostBudgetOutcome &outcome) {
+    PassManager pm(&context);
+    if (forwardOnly)
+      rp::buildForwardPipeline(pm, pipeline);
+    else
+      rp::buildTrainPipeline(pm, pipeline);
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    if (hostBudgetGiB > 0)
+      pm.addPass(rp::createHostBudgetStep(budget, outcome));
+    pm.addPass(std::make_unique<ExportPlanStep>(options, size));
+    return succeeded(pm.run(target)) && succeeded(size);
+  };
+  rp::HostBudgetOutcome outcome;
+  if (!compile(*module, outcome)) {
+    if (!outcome.retryAtStageGrain)
+      return 1;
+    pipeline.recompute = rp::RecomputeGrain::stage;
+    budget.mayRetryAtStageGrain = false;
+    budget.layerGrainBytes = outcome.layerGrainBytes;
+    module = std::move(spare);
+    rp::HostBudgetOutcome again;
+    if (!compile(*module, again)) {
+      // Forced stage grain has no layer-grain fallback for the stages
+      // that do not fit the devices (rp-choose-recompute's, under auto).
+      if (!again.checked)
+        llvm::errs() << "rp-compile: --host-budget-gib "
+                     << llvm::format("%g", double(hostBudgetGiB))
+                     << ": the layer-grain plan --recompute auto chose needs "
+                     << formatBytes(budget.layerGrainBytes)
+                     << " of host memory, and at stage grain the plan did "
+                        "not compile (above)\n";
+      return 1;
+    }
+  }
   printSummary(*module, *size);
   if (tf32)
     llvm::errs() << "f32 GEMMs on cuda in TF32 (--tf32: their inputs rounded "

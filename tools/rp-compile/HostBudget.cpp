@@ -1,0 +1,277 @@
+//===- HostBudget.cpp - rp-compile --host-budget-gib ----------------------===//
+//
+// The check, the stage-grain compile's trigger and the refusal's advice
+// (HostBudget.h says which choices are rp-compile's and which the user's).
+// The advice is estimated from the plan in hand: the adapted weights
+// quantized (each without its compute-dtype copy), the adapters left out
+// taken from `trained`, and the pinned buffers scaled by the sequences of
+// a microbatch (each staged activation is a microbatch's); a plan compiled
+// with the advice can cut other stages (fewer adapters leave the devices
+// room for longer ones, fewer staged), so the figures are "about", and
+// --host-budget-gib then checks the plan itself.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostBudget.h"
+#include "HostMemory.h"
+
+#include "rp/Dialect/RP/RPDialect.h"
+#include "rp/Dialect/RP/RPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::rp;
+
+/// The adapters the advice keeps: PEFT's attention projections, the
+/// smallest set a LoRA fine-tune commonly trains.
+static constexpr const char *kAttentionTargets = "q_proj|k_proj|v_proj|o_proj";
+
+std::string mlir::rp::formatHostBytes(int64_t bytes) {
+  char text[32];
+  if (bytes >= (int64_t(1) << 30))
+    snprintf(text, sizeof(text), "%.2f GiB", bytes / double(1 << 30));
+  else if (bytes >= (1 << 20))
+    snprintf(text, sizeof(text), "%.2f MiB", bytes / double(1 << 20));
+  else
+    snprintf(text, sizeof(text), "%.1f KiB", bytes / 1024.0);
+  return text;
+}
+
+static int64_t ceilGiB(int64_t bytes) {
+  return int64_t(std::ceil(bytes / double(int64_t(1) << 30)));
+}
+
+namespace {
+
+/// One change the user could make, and the host memory it would need.
+struct Fix {
+  bool nf4 = false, attention = false;
+  /// Passes a step, each microbatch 1/accumulate of the sequences.
+  unsigned accumulate = 1;
+  int64_t bytes = 0;
+};
+
+struct HostBudgetStep
+    : public PassWrapper<HostBudgetStep, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(HostBudgetStep)
+
+  HostBudgetStep(const HostBudgetRequest &request, HostBudgetOutcome &outcome)
+      : request(request), outcome(outcome) {}
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    HostMemory m = hostMemoryOf(module);
+    outcome.checked = true;
+    budget = int64_t(request.gib * double(int64_t(1) << 30));
+    if (m.total() <= budget) {
+      if (request.layerGrainBytes > 0)
+        llvm::errs() << "rp-compile: --host-budget-gib "
+                     << llvm::format("%g", request.gib)
+                     << ": compiled at stage grain; --recompute auto chose "
+                        "layer grain for speed, whose plan needs "
+                     << formatHostBytes(request.layerGrainBytes)
+                     << " of host memory (its backward stages keep each "
+                        "layer's input in the pinned buffers)\n";
+      return markAllAnalysesPreserved();
+    }
+    if (request.mayRetryAtStageGrain && autoChoseLayerGrain(module)) {
+      outcome.retryAtStageGrain = true;
+      outcome.layerGrainBytes = m.total();
+      return signalPassFailure();
+    }
+    sequences = sequencesOf(module);
+    refuse(module, m);
+    signalPassFailure();
+  }
+
+  static bool autoChoseLayerGrain(ModuleOp module) {
+    auto *dialect = module.getContext()->getLoadedDialect<RPDialect>();
+    for (auto func : module.getOps<func::FuncOp>())
+      if (StringAttr choice =
+              dialect->getRecomputeChoiceAttrHelper().getAttr(func))
+        // Chosen for speed ("layer: predicted ..."), not because the
+        // stage-grain plan did not fit the devices.
+        if (choice.getValue().starts_with("layer: predicted"))
+          return true;
+    return false;
+  }
+
+  /// The host memory with `fix` applied to `m`.
+  int64_t estimate(const HostMemory &m, const Fix &fix,
+                   int64_t attentionAdapters, int64_t allAdapters) const {
+    int64_t bytes = m.total();
+    if (fix.nf4)
+      bytes += m.adaptedQuantized(QuantKind::nf4) - m.adapted;
+    if (fix.attention)
+      bytes += attentionAdapters - allAdapters;
+    bytes -= m.pinned - m.pinned / fix.accumulate;
+    return bytes;
+  }
+
+  void refuse(ModuleOp module, const HostMemory &m) {
+    // Layer-grain backward stages the user asked for (or that did not fit
+    // the device at stage grain) keep their inner layers' inputs in pinned
+    // host memory.
+    bool layerGrain = false;
+    for (auto s : module.getOps<ScheduleOp>()) {
+      PartitionAttr p = s.getPartition();
+      layerGrain |= p.isMixed() || p.getRecompute() == RecomputeGrain::layer;
+    }
+    auto &os = llvm::errs();
+    os << "rp-compile: host memory " << formatHostBytes(m.total())
+       << " is over --host-budget-gib " << llvm::format("%g", request.gib)
+       << " (" << formatHostBytes(budget) << "): base "
+       << formatHostBytes(m.base) << ", adapters and optimizer "
+       << formatHostBytes(m.trained) << ", pinned buffers "
+       << formatHostBytes(m.pinned);
+    if (request.layerGrainBytes > 0)
+      os << " (at stage grain; the layer grain --recompute auto chose needs "
+         << formatHostBytes(request.layerGrainBytes) << ")";
+    os << "; ";
+    bool canQuantize = !request.quantized && request.lora && m.adapted > 0;
+    if (!canQuantize)
+      os << (request.quantized ? "the base is quantized already"
+             : request.lora    ? "no adapted weight to quantize"
+                               : "a quantized base needs LoRA (--lora-rank R "
+                                 "--quantize-base nf4)");
+    bool nf4Fits = false;
+    if (canQuantize) {
+      // The adapted weights are what --quantize-base stores quantized (the
+      // router, norms and embeddings stay), each with no compute-dtype
+      // copy on the host: a little high where --lora-targets leaves linear
+      // weights without adapters.
+      for (QuantKind kind : {QuantKind::nf4, QuantKind::int8}) {
+        int64_t total = m.total() - m.adapted + m.adaptedQuantized(kind);
+        os << (kind == QuantKind::nf4 ? "--quantize-base nf4" : ", int8")
+           << " would need about " << formatHostBytes(total) << " ("
+           << (total <= budget ? "fits" : "over") << ")";
+        nf4Fits |= kind == QuantKind::nf4 && total <= budget;
+      }
+    }
+    if (nf4Fits) {
+      os << "; compile with --quantize-base nf4" << stageGrainNote(layerGrain)
+         << "\n";
+      return;
+    }
+    advise(m, canQuantize, layerGrain);
+  }
+
+  std::string stageGrainNote(bool layerGrain) const {
+    return layerGrain ? "; or --recompute stage: this plan's layer-grain "
+                        "stages keep activations in the pinned buffers"
+                      : "";
+  }
+
+  /// The least change that fits, by the estimates: the training itself
+  /// kept before what it trains (smaller microbatches before fewer
+  /// adapters), the base quantized first.
+  void advise(const HostMemory &m, bool canQuantize, bool layerGrain) {
+    llvm::Regex attention(kAttentionTargets);
+    int64_t attentionAdapters = 0, allAdapters = 0;
+    for (const auto &entry : m.adapters) {
+      allAdapters += entry.getValue();
+      if (attention.match(entry.getKey()))
+        attentionAdapters += entry.getValue();
+    }
+    // Fewer adapters is advice only where some are off attention and some
+    // on it (a model without those names has nothing to keep).
+    bool canNarrow = attentionAdapters > 0 && attentionAdapters < allAdapters;
+    // Fewer sequences a microbatch, as many microbatches, and as many more
+    // passes a step: the same global batch, each staged activation smaller.
+    SmallVector<unsigned> accumulate;
+    for (unsigned k = 1; k <= sequences; ++k)
+      if (sequences % k == 0)
+        accumulate.push_back(k);
+    std::optional<Fix> found, least;
+    for (bool narrow : {false, true}) {
+      if (narrow && !canNarrow)
+        continue;
+      for (unsigned k : accumulate)
+        for (bool nf4 : {false, true}) {
+          if ((nf4 && !canQuantize) || (!nf4 && !narrow && k == 1))
+            continue;
+          Fix fix{nf4, narrow, k, 0};
+          fix.bytes = estimate(m, fix, attentionAdapters, allAdapters);
+          if (!least || fix.bytes < least->bytes)
+            least = fix;
+          if (!found && fix.bytes <= budget)
+            found = fix;
+        }
+    }
+    auto &os = llvm::errs();
+    os << "; ";
+    if (found) {
+      os << "it would fit with " << flagsOf(*found) << ": about "
+         << formatHostBytes(found->bytes)
+         << (found->attention ? ", or less" : "")
+         << " (estimated from this plan's stages: --host-budget-gib checks "
+            "the plan they make)"
+         << stageGrainNote(layerGrain) << "\n";
+      return;
+    }
+    os << "nothing rp-compile's flags change fits";
+    if (least)
+      os << " (the least: about " << formatHostBytes(least->bytes) << " with "
+         << flagsOf(*least) << ")";
+    // The box for the plan as it trains: its base quantized, if it can be.
+    int64_t box =
+        canQuantize ? estimate(m, Fix{true, false, 1, 0}, 0, 0) : m.total();
+    os << ": give a box of at least " << formatHostBytes(box)
+       << " (--host-budget-gib " << ceilGiB(box) << ")"
+       << (canQuantize ? " with --quantize-base nf4" : "")
+       << stageGrainNote(layerGrain) << "\n";
+  }
+
+  std::string flagsOf(const Fix &fix) const {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    const char *sep = "";
+    if (fix.nf4) {
+      os << "--quantize-base nf4";
+      sep = " ";
+    }
+    if (fix.attention) {
+      os << sep << "--lora-targets '" << kAttentionTargets << "'";
+      sep = " ";
+    }
+    if (fix.accumulate > 1)
+      os << (*sep ? " and " : "") << "a graph of " << sequences / fix.accumulate
+         << " sequence" << (sequences / fix.accumulate == 1 ? "" : "s")
+         << " a microbatch (this one has " << sequences
+         << "), the same --microbatches, and rp-run --accumulate "
+         << fix.accumulate << " (the same global batch; the pinned buffers "
+         << "hold each microbatch's staged activations)";
+    return text;
+  }
+
+  /// The sequences of a microbatch: the leading dimension of the graph's
+  /// first input (its tokens), 1 where it has none.
+  static unsigned sequencesOf(ModuleOp module) {
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main || main.getNumArguments() == 0)
+      return 1;
+    auto type = dyn_cast<RankedTensorType>(main.getArgument(0).getType());
+    if (!type || type.getRank() < 2 || type.isDynamicDim(0))
+      return 1;
+    return unsigned(std::max<int64_t>(1, type.getDimSize(0)));
+  }
+
+  HostBudgetRequest request;
+  HostBudgetOutcome &outcome;
+  int64_t budget = 0;
+  unsigned sequences = 1;
+};
+
+} // namespace
+
+std::unique_ptr<Pass>
+mlir::rp::createHostBudgetStep(const HostBudgetRequest &request,
+                               HostBudgetOutcome &outcome) {
+  return std::make_unique<HostBudgetStep>(request, outcome);
+}

@@ -1,0 +1,65 @@
+//===- HostBudget.h - rp-compile --host-budget-gib --------------*- C++ -*-===//
+//
+// The host memory a plan may hold (--host-budget-gib N) is a constraint on
+// the choices rp-compile makes for itself, and advice on the ones it
+// leaves to the user:
+//  - chosen: the recompute grain. `--recompute auto` takes layer grain for
+//    speed alone; its backward stages keep each layer's input in pinned
+//    host memory, so a layer-grain plan over the budget is compiled again
+//    at stage grain (the same training, a little slower).
+//  - advised: what changes the training or the run's flags, with the host
+//    memory each would need: a quantized base (--quantize-base), a graph
+//    of fewer sequences a microbatch run with rp-run --accumulate (the
+//    same global batch; the pinned buffers hold each microbatch's staged
+//    activations), and adapters on attention only (--lora-targets: fewer
+//    weights trained). The partition is not constrained yet: rp's
+//    partitioner cuts for speed and device memory alone.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_TOOLS_RPCOMPILE_HOSTBUDGET_H
+#define RP_TOOLS_RPCOMPILE_HOSTBUDGET_H
+
+#include "mlir/Pass/Pass.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mlir::rp {
+
+struct HostBudgetRequest {
+  double gib = 0;
+  /// The base is stored quantized already (--quantize-base nf4|int8).
+  bool quantized = false;
+  /// The plan trains LoRA adapters (--lora-rank > 0).
+  bool lora = false;
+  /// The first compile of `--recompute auto`: a layer-grain plan over the
+  /// budget fails quietly, for rp-compile to compile it at stage grain.
+  bool mayRetryAtStageGrain = false;
+  /// The compile at stage grain after that: the layer-grain plan's host
+  /// memory, for the summary and the refusal.
+  int64_t layerGrainBytes = 0;
+};
+
+struct HostBudgetOutcome {
+  /// Over the budget at layer grain chosen by `--recompute auto`: compile
+  /// again with `--recompute stage`.
+  bool retryAtStageGrain = false;
+  int64_t layerGrainBytes = 0;
+  /// The check ran (the pipeline before it succeeded).
+  bool checked = false;
+};
+
+/// The pass that checks a compiled module against the budget before its
+/// plan is written: passes, asks for the stage-grain compile, or refuses
+/// with the module's parts and the flags that would make it fit.
+std::unique_ptr<Pass> createHostBudgetStep(const HostBudgetRequest &request,
+                                           HostBudgetOutcome &outcome);
+
+/// "X GiB", "X MiB" or "X KiB", as rp-compile's summary writes bytes.
+std::string formatHostBytes(int64_t bytes);
+
+} // namespace mlir::rp
+
+#endif // RP_TOOLS_RPCOMPILE_HOSTBUDGET_H

@@ -18,9 +18,10 @@ round-robin, 8 microbatches, layer-grain recompute, and trained with
   alone), a what running a program costs beyond its calls;
 - per job: how long after the last job it waits on (another thread's
   event) a job starts, where that job and not its own queue held it back:
-  the executor's event and thread hand-off (`handoff_us`; `job_us` adds a
-  when positive); and the gap between two jobs already queued back to
-  back on one thread (`back_to_back_us`);
+  the executor's event and thread hand-off (`handoff_us`, the profile's
+  `job_us`, which the timing core charges where a job waits on another
+  queue); and the gap between two jobs already queued back to back on
+  one thread (`back_to_back_us`, which it does not charge);
 - the figures `--profile` writes (per layer, forward and backward ms),
   which at this size are those costs alone.
 
@@ -140,7 +141,9 @@ def main():
     print(f"program_us {a:.2f}")
     print(f"handoff_us {handoff:.2f}")
     print(f"back_to_back_us {back:.2f}")
-    print(f"job_us {handoff + max(a, 0):.2f}")
+    # The profile's job_us is the hand-off alone (the timing core charges
+    # it where a job waits on another queue); program_us is left out.
+    print(f"job_us {handoff:.2f}")
     print(f"profile_layer_forward_ms {fwd:.4f}")
 
 

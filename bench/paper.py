@@ -29,8 +29,9 @@ ran it) it prints, in this order (issue 32):
    uplink, the optimizer at 30-100 GB/s); RoundPipe's published figure;
    the kernel-only ideal (RoundPipe's simulator on its measured kernel
    times, bench/roundpipe_sim.py's inputs: what a model without the host
-   predicts); the claim, "ahead" only where the whole range is ahead; and
-   how busy host DRAM and the busiest uplink are.
+   predicts); the claim, "ahead" only where the whole range is ahead;
+   how busy host DRAM and the busiest uplink are; and the ratio to
+   RoundPipe at mid split into per-GPU rate x 8-GPU scaling (split()).
 3. With --schedules, the older comparison: each schedule on the library
    profile without the host (M = 10 microbatches of round(batch / (M x
    accumulation)) sequences), and the ratio split into per-GPU rate x
@@ -399,7 +400,8 @@ def claims_tables(models, tmp):
               f"batch; host {claims.assumptions()}")
         print("model            batch (b x M x K)  rp tok/s low - high (mid)"
               "      RoundPipe  kernel-only ideal  claim            "
-              "host DRAM / busiest uplink busy (mid)")
+              "host DRAM / busiest uplink busy (mid)  per-GPU rate x "
+              "scaling = ratio (mid)")
         for name, b, m, passes, figures, error in table:
             pub = PUBLISHED[name][0]
             ideal = claims.kernel_ideal(name)
@@ -415,7 +417,9 @@ def claims_tables(models, tmp):
                   f"{lo:9.0f} - {hi:7.0f} ({mid:7.0f})  {pub:9,}  "
                   f"{ideal:17.0f}  {claims.verdict(lo, hi, pub):16s} "
                   f"{figures['mid'].get('host_dram_busy_pct', 0):4.0f}% / "
-                  f"{max(uplinks or [0]):3.0f}%")
+                  f"{max(uplinks or [0]):3.0f}%{'':24s}"
+                  "{:.2f} x {:.2f} = {:.2f}".format(*split(
+                      mid, figures["mid"]["steady_bubble_pct"], name)))
 
 
 def main():

@@ -181,6 +181,7 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
   g.devices = G;
   g.gpusPerLink = pass.gpusPerLink;
   g.host = pass.host;
+  g.handoffMs = pass.handoffMs;
   g.tasks.reserve(commandTasks + host.size());
   static const std::vector<unsigned> wholeUpdate{1}, stagingOnly{0};
   for (unsigned t = 0; t < P; ++t) {

@@ -336,7 +336,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     ++done;
     for (unsigned e = first[i]; e < first[i + 1]; ++e) {
       unsigned s = edges[e];
-      readyAt[s] = std::max(readyAt[s], now);
+      bool otherLane =
+          tasks[s].device != tasks[i].device || tasks[s].lane != tasks[i].lane;
+      readyAt[s] =
+          std::max(readyAt[s], now + (otherLane ? graph.handoffMs : 0));
       if (--pending[s] == 0)
         starts.push({readyAt[s], s});
     }

@@ -226,3 +226,28 @@ TEST(HostModelTest, MoeHostDispatch) {
           "d2h_gbps": 1, "moe_host_us": -1})",
       "t.json", error));
 }
+
+/// job_us is the host's hand-off (Graph::handoffMs): a task waiting on a
+/// task of another lane starts that long after it ends; the next task on a
+/// lane starts when the one before ends (bench/launch_cost.py: 43 us
+/// against 0.06 us back to back on the host backend).
+TEST(HostModelTest, HandoffOnlyAcrossLanes) {
+  Graph g;
+  g.devices = 2;
+  g.handoffMs = 0.5;
+  g.tasks.push_back({0, Lane::compute, 1, {}});
+  g.tasks.push_back({0, Lane::compute, 1, {}});     // back to back
+  g.tasks.push_back({1, Lane::compute, 1, {0}});    // another device's
+  g.tasks.push_back({0, Lane::d2h, 1, {1}});        // another queue's
+  g.tasks.push_back({1, Lane::compute, 1, {2, 0}}); // long past
+  std::optional<Times> t = resolve(g);
+  ASSERT_TRUE(t);
+  EXPECT_NEAR(t->start[1], 1, 1e-12);
+  EXPECT_NEAR(t->start[2], 1.5, 1e-12);
+  EXPECT_NEAR(t->start[3], 2.5, 1e-12);
+  EXPECT_NEAR(t->start[4], 2.5, 1e-12);
+  g.handoffMs = 0;
+  t = resolve(g);
+  ASSERT_TRUE(t);
+  EXPECT_NEAR(t->start[2], 1, 1e-12);
+}

@@ -49,6 +49,7 @@ OneStep oneStep(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
   pass.devices = one.schedule.devices;
   pass.gpusPerLink = one.schedule.gpusPerLink;
   pass.host = one.schedule.host;
+  pass.jobMs = one.schedule.jobMs;
   layout.hostGBps = hw.optimizerGBps;
   for (auto [i, c] : llvm::enumerate(cmds)) {
     if (c.kind == CommandKind::optimizer) {

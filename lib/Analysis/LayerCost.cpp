@@ -236,7 +236,8 @@ int64_t peakWorkBytes(Block &body) {
 /// kernel reading both and writing the sum. The first microbatch copies
 /// instead, a third fewer bytes; charged as an add, the estimate is high
 /// by that on one microbatch in M.
-double accumulateMs(Type type, const ::rp::timing::HardwareModel &model) {
+double accumulateMs(Type type, const ::rp::timing::HardwareModel &model,
+                    LayerCost &cost) {
   auto tensor = cast<RankedTensorType>(type);
   ::rp::timing::Operand o;
   o.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
@@ -244,6 +245,8 @@ double accumulateMs(Type type, const ::rp::timing::HardwareModel &model) {
   int index = ::rp::timing::kernelOpIndex("add");
   ::rp::timing::KernelWork w =
       ::rp::timing::kernelWork(uint16_t(index), {o, o}, {o}, {});
+  cost.accumulateFlops += int64_t(w.flops);
+  cost.accumulateTraffic += int64_t(w.bytes);
   std::string dtype;
   llvm::raw_string_ostream os(dtype);
   tensor.getElementType().print(os);
@@ -337,7 +340,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         cost.paramBytes += bytes;
         if (param.getTrainable()) {
           cost.gradBytes += bytes;
-          cost.accumulateMs += accumulateMs(operand.getType(), model);
+          cost.accumulateMs += accumulateMs(operand.getType(), model, cost);
           cost.trainableElements += param.getType().getNumElements();
         }
       } else {
@@ -347,11 +350,14 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     for (Type t : layer.getResultTypes())
       cost.actOutBytes += tensorBytes(t);
 
-    // Each op's forward time, for what a backward's recompute re-runs.
+    // Each op's forward time and work, for what a backward's recompute
+    // re-runs.
     std::vector<double> opMs;
+    std::vector<std::pair<int64_t, int64_t>> opWork;
     HostDispatch &dispatch = dispatches.emplace_back();
     for (Operation &inner : body.without_terminator()) {
       opMs.push_back(0);
+      opWork.push_back({0, 0});
       if (isa<ConstantOp>(inner))
         continue;
       OpKernels kernels = kernelsOf(&inner, needsGrad);
@@ -378,6 +384,8 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         cost.forwardFlops += k.flops;
         cost.forwardTraffic += k.traffic;
         opMs.back() += kernelMs(k, name, dtype, model);
+        opWork.back().first += k.flops;
+        opWork.back().second += k.traffic;
         cost.forwardMs += kernelMs(k, name, dtype, model);
         ++cost.kernels;
       }
@@ -413,6 +421,9 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     // forward op (twice its work and traffic). The fused loss keeps its
     // chunked kernels' count (linearLossKernels).
     bool fusedLoss = !body.getOps<LinearCrossEntropyOp>().empty();
+    // The sweep's kernels' work, summed as measureBackward times each of
+    // them once: what backwardFlops reports in place of the rule's.
+    int64_t sweepFlops = 0, sweepTraffic = 0;
     auto timeOp = [&](Operation &o) {
       Type type = computeType(&o);
       std::string dtype = "f32";
@@ -421,22 +432,35 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         dtype.clear();
         type.print(os);
       }
-      return kernelMs(forwardKernel(&o), o.getName().stripDialect(), dtype,
-                      model);
+      Kernel k = forwardKernel(&o);
+      if (k.launches) {
+        sweepFlops += k.flops;
+        sweepTraffic += k.traffic;
+      }
+      return kernelMs(k, o.getName().stripDialect(), dtype, model);
     };
+    cost.recomputeFlops = cost.forwardFlops;
+    cost.recomputeTraffic = cost.forwardTraffic;
     if (std::optional<BackwardLiveness> bwd = measureBackward(
             layer, needs, isWeight, opScratchBytes,
             fusedLoss ? llvm::function_ref<double(Operation &)>() : timeOp)) {
-      if (bwd->backwardMs >= 0)
+      if (bwd->backwardMs >= 0) {
         cost.backwardMs = bwd->backwardMs;
+        cost.backwardFlops = sweepFlops;
+        cost.backwardTraffic = sweepTraffic;
+      }
       cost.recomputePeakBytes = bwd->forwardPeak;
       cost.keptBytes = bwd->keptBytes;
       cost.keptInputBytes = bwd->keptInputBytes;
       cost.backwardPeakBytes = bwd->backwardPeak;
       cost.resultGradBytes = bwd->resultGradBytes;
       cost.backwardMeasured = true;
-      for (auto [ms, again] : llvm::zip(opMs, bwd->recomputed))
-        cost.recomputeSkippedMs += again ? 0 : ms;
+      for (auto [ms, work, again] : llvm::zip(opMs, opWork, bwd->recomputed))
+        if (!again) {
+          cost.recomputeSkippedMs += ms;
+          cost.recomputeFlops -= work.first;
+          cost.recomputeTraffic -= work.second;
+        }
     }
     for (auto constant : body.getOps<ConstantOp>())
       cost.constBytes += tensorBytes(constant->getResult(0).getType());

@@ -52,6 +52,7 @@ double Timing::bubbleFraction() const {
   g.devices = schedule.devices;
   g.gpusPerLink = schedule.gpusPerLink;
   g.host = schedule.host;
+  g.handoffMs = schedule.jobMs;
   g.tasks.reserve(schedule.commands.size());
   for (const Command &c : schedule.commands) {
     ::rp::timing::Task t;

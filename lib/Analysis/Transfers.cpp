@@ -83,25 +83,6 @@ struct Inserter {
     return c;
   }
 
-  /// The run jobs the plan exporter makes of one microbatch of `job`, each
-  /// of which the host dispatches (`job_us`) before its kernels run: a
-  /// program per layer of a forward; a stage-grain backward's or the
-  /// tail's one program (two once recomputeSplit splits it) and the one
-  /// starting (first microbatch) or adding to its gradient accumulators;
-  /// a layer-grain backward's program per layer and the accumulators' per
-  /// layer with gradients.
-  unsigned runJobs(const StageJob &job) const {
-    unsigned n = job.range.end - job.range.begin, withGrads = 0;
-    for (unsigned l = job.range.begin; l < job.range.end && l < layers.size();
-         ++l)
-      withGrads += layers[l].gradBytes > 0;
-    if (job.kind == CommandKind::forward)
-      return n;
-    if (job.kind == CommandKind::backward && job.layerGrain)
-      return n + withGrads;
-    return 1 + (withGrads > 0);
-  }
-
   void run();
 };
 
@@ -160,7 +141,6 @@ void Inserter::run() {
   for (unsigned i = 0; i < cmds.size(); ++i) {
     Command c = cmds[i];
     const StageJob &job = jobOf(i);
-    c.ms += out.jobMs * runJobs(job);
     unsigned dev = job.device;
     unsigned step = std::min(unsigned(c.job) / perStep, steps - 1);
     std::vector<unsigned> waits;
@@ -461,10 +441,9 @@ Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
       out.add(std::move(rest));
       continue;
     }
-    // The recompute is one more run job for the host to dispatch.
     double recomputeMs = std::min(aheadMs(c), c.ms);
     Command recompute = rest;
-    recompute.ms = recomputeMs + schedule.jobMs;
+    recompute.ms = recomputeMs;
     recompute.label += " recompute";
     recompute.waits.clear();
     rest.waits.clear();

@@ -27,10 +27,21 @@ namespace mlir::rp {
 struct LayerCost {
   std::string name;
   int64_t forwardFlops = 0;
+  /// The backward's kernels: the reverse sweep's own, as rp-autodiff builds
+  /// it and the plan runs it (BackwardLiveness), where the sweep could be
+  /// built; else a rule per forward op (twice its work per operand
+  /// gradient). The estimate times these, so they are what it charges.
   int64_t backwardFlops = 0;
   /// Device memory bytes read and written by the kernels.
   int64_t forwardTraffic = 0;
   int64_t backwardTraffic = 0;
+  /// A backward's recompute: the forward ops the reverse sweep reads
+  /// (LayerCost::backwardRecomputeMs), all of them without a sweep.
+  int64_t recomputeFlops = 0;
+  int64_t recomputeTraffic = 0;
+  /// One microbatch's gradient adds (accumulateMs).
+  int64_t accumulateFlops = 0;
+  int64_t accumulateTraffic = 0;
   /// Parameter bytes uploaded to run the layer; gradient bytes downloaded.
   int64_t paramBytes = 0;
   int64_t gradBytes = 0;
@@ -75,8 +86,6 @@ struct LayerCost {
   /// True when a measured profile gave any of the times.
   bool measured = false;
 
-  /// Recompute re-runs the forward.
-  int64_t recomputeFlops() const { return forwardFlops; }
   /// What a backward's recompute costs (the plan's recompute program).
   double backwardRecomputeMs() const {
     return recomputeMs - recomputeSkippedMs;

@@ -80,10 +80,9 @@ struct Schedule {
   unsigned gpusPerLink = 1;
   /// The host side of the copies: uplinks, host DRAM (timing/Timeline.h).
   ::rp::timing::HostModel host;
-  /// The host's cost to dispatch one run job (the profile's `job_us`, as
-  /// the plan's predicted times and the sim charge it), already in each
-  /// compute command's `ms` once per run job the exporter makes of it
-  /// (insertTransfers; recomputeSplit's recompute is one more).
+  /// The host's hand-off to a command waiting on another queue's (the
+  /// profile's `job_us`, timing::Graph::handoffMs), as the plan's
+  /// predicted times and the sim charge it.
   double jobMs = 0;
   std::vector<Command> commands;
 

@@ -111,6 +111,8 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
   g.devices = plan->devices();
   g.gpusPerLink = hw.gpusPerLink;
   g.host = hw.hostModel();
+  // The host's hand-off to a job waiting on another queue, as the sim.
+  g.handoffMs = hw.jobUs * 1e-3;
   std::vector<int64_t> recorder(plan->events(), -1);
   for (uint32_t i = 0; i < jobs->size(); ++i)
     if (const auto *records = jobs->Get(i)->records())
@@ -123,8 +125,7 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
     t.device = job->device();
     t.lane = static_cast<timing::Lane>(job->queue());
     if (job->kind() == pf::JobKind::run) {
-      // The host dispatches the job before its kernels run.
-      t.ms = timeProgram(job->program()) + hw.jobUs * 1e-3;
+      t.ms = timeProgram(job->program());
     } else if (job->copies()) {
       for (const pf::Copy *c : *job->copies()) {
         bool fromHost = buffers->Get(c->src())->device() < 0;

@@ -87,8 +87,8 @@ struct HardwareModel {
   bool pinned = true;
   double pageableGBps = 0;
   double launchUs = 0;
-  /// The host's cost to dispatch one job (a stage job's launch or copy
-  /// batch), on the device's queue before it.
+  /// The host's hand-off to a job waiting on an event another queue
+  /// records (Graph::handoffMs): the job starts this long after the event.
   double jobUs = 0;
   /// The host's work per MoE layer each time a program runs its routing
   /// (moe_route: a forward or recompute; moe_route_grad: a backward), with

@@ -85,6 +85,12 @@ struct Graph {
   /// equals e / gpusPerLink.
   unsigned gpusPerLink = 1;
   HostModel host;
+  /// The host's hand-off to a task that waits on a task of another lane
+  /// (the profile's `job_us`): the waiting queue's thread learns of the
+  /// event and dispatches, so the task starts this long after that wait's
+  /// end. A lane's own order costs nothing more (jobs queued back to back
+  /// run 0.06 us apart on the host backend, bench/launch_cost.py).
+  double handoffMs = 0;
   /// Per (device, lane), the order of this vector is the lane's order.
   std::vector<Task> tasks;
 };

@@ -1,7 +1,9 @@
 //===- PrintLayerCosts.cpp - rp-print-layer-costs -------------------------===//
 //
 // Shows the layer cost analysis, for people and for lit tests; the
-// partitioner reads the same analysis directly.
+// partitioner reads the same analysis directly. The recompute and backward
+// figures are the kernels the estimate times (LayerCost.h): the forward ops
+// the reverse sweep reads, the sweep's own kernels, the gradient adds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,17 +27,20 @@ namespace {
 
 void printCost(llvm::raw_ostream &os, const LayerCost &c) {
   os << "layer \"" << c.name << "\" forward_flops=" << c.forwardFlops
-     << " recompute_flops=" << c.recomputeFlops()
+     << " recompute_flops=" << c.recomputeFlops
      << " backward_flops=" << c.backwardFlops
      << " forward_traffic=" << c.forwardTraffic
+     << " recompute_traffic=" << c.recomputeTraffic
      << " backward_traffic=" << c.backwardTraffic
+     << " accumulate_flops=" << c.accumulateFlops
+     << " accumulate_traffic=" << c.accumulateTraffic
      << " param_bytes=" << c.paramBytes << " grad_bytes=" << c.gradBytes
      << " act_in_bytes=" << c.actInBytes << " act_out_bytes=" << c.actOutBytes
      << " work_bytes=" << c.workBytes << " kernels=" << c.kernels
      << llvm::format(" forward_ms=%.6g recompute_ms=%.6g backward_ms=%.6g "
-                     "upload_ms=%.6g download_ms=%.6g",
-                     c.forwardMs, c.recomputeMs, c.backwardMs, c.uploadMs,
-                     c.downloadMs)
+                     "accumulate_ms=%.6g upload_ms=%.6g download_ms=%.6g",
+                     c.forwardMs, c.backwardRecomputeMs(), c.backwardMs,
+                     c.accumulateMs, c.uploadMs, c.downloadMs)
      << " source=" << (c.measured ? "measured" : "model");
   if (c.backwardMeasured)
     os << " recompute_peak_bytes=" << c.recomputePeakBytes
@@ -76,18 +81,26 @@ struct PrintLayerCostsPass
       for (const LayerCost &c : **costs) {
         printCost(os, c);
         total.forwardFlops += c.forwardFlops;
+        total.recomputeFlops += c.recomputeFlops;
         total.backwardFlops += c.backwardFlops;
+        total.accumulateFlops += c.accumulateFlops;
         total.paramBytes += c.paramBytes;
         total.gradBytes += c.gradBytes;
         total.forwardMs += c.forwardMs;
+        total.recomputeMs += c.backwardRecomputeMs();
         total.backwardMs += c.backwardMs;
+        total.accumulateMs += c.accumulateMs;
       }
       os << "total forward_flops=" << total.forwardFlops
          << " backward_flops=" << total.backwardFlops
          << " param_bytes=" << total.paramBytes
          << " grad_bytes=" << total.gradBytes
-         << llvm::format(" forward_ms=%.6g backward_ms=%.6g\n", total.forwardMs,
-                         total.backwardMs);
+         << llvm::format(" forward_ms=%.6g backward_ms=%.6g", total.forwardMs,
+                         total.backwardMs)
+         << " recompute_flops=" << total.recomputeFlops
+         << " accumulate_flops=" << total.accumulateFlops
+         << llvm::format(" recompute_ms=%.6g accumulate_ms=%.6g\n",
+                         total.recomputeMs, total.accumulateMs);
     }
     os.flush();
     if (!any) {

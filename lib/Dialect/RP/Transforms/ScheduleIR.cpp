@@ -232,6 +232,7 @@ FailureOr<LoadedSchedule> mlir::rp::loadSchedule(ModuleOp module,
     return failure();
   pl->schedule.gpusPerLink = in->hw.gpusPerLink;
   pl->schedule.host = in->hw.hostModel();
+  pl->schedule.jobMs = in->hw.jobUs * 1e-3;
   // The grain is the partition's backward stage's: the schedule's commands
   // do not carry it. (A tail pair's backward half is no partition stage.)
   for (StageJob &j : pl->jobs) {

@@ -28,8 +28,7 @@
 #include <string>
 #include <vector>
 
-extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size,
-                                   size_t maxSize);
+extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
 
 namespace {
 
@@ -82,20 +81,49 @@ float edgeFloat(Rng &rng, float old) {
 /// Operators the importer handles, a few it refuses, one that does not
 /// exist: a node given another's operator meets that operator's checks
 /// with the wrong inputs and attributes.
-const char *const kOps[] = {
-    "MatMul",      "Gemm",         "Add",          "Mul",       "Div",
-    "Sub",         "Pow",          "Sqrt",         "Reshape",   "Transpose",
-    "Softmax",     "Gather",       "Concat",       "Slice",     "Range",
-    "Expand",      "Where",        "Cast",         "Shape",     "Unsqueeze",
-    "Squeeze",     "ReduceMean",   "ReduceSum",    "Einsum",    "TopK",
-    "Conv",        "LayerNormalization",           "ConstantOfShape",
-    "Constant",    "ScatterElements",              "GatherND",  "Split",
-    "Trilu",       "CumSum",       "OneHot",       "Tile",      "Loop",
-    "If",          "NoSuchOp"};
+const char *const kOps[] = {"MatMul",
+                            "Gemm",
+                            "Add",
+                            "Mul",
+                            "Div",
+                            "Sub",
+                            "Pow",
+                            "Sqrt",
+                            "Reshape",
+                            "Transpose",
+                            "Softmax",
+                            "Gather",
+                            "Concat",
+                            "Slice",
+                            "Range",
+                            "Expand",
+                            "Where",
+                            "Cast",
+                            "Shape",
+                            "Unsqueeze",
+                            "Squeeze",
+                            "ReduceMean",
+                            "ReduceSum",
+                            "Einsum",
+                            "TopK",
+                            "Conv",
+                            "LayerNormalization",
+                            "ConstantOfShape",
+                            "Constant",
+                            "ScatterElements",
+                            "GatherND",
+                            "Split",
+                            "Trilu",
+                            "CumSum",
+                            "OneHot",
+                            "Tile",
+                            "Loop",
+                            "If",
+                            "NoSuchOp"};
 
-const char *const kAttrNames[] = {"axis", "axes",  "perm",  "shape",
-                                  "value", "to",   "keepdims", "epsilon",
-                                  "split", "transA", "transB", "upper"};
+const char *const kAttrNames[] = {"axis",  "axes",   "perm",     "shape",
+                                  "value", "to",     "keepdims", "epsilon",
+                                  "split", "transA", "transB",   "upper"};
 
 /// A name already in the graph (so the edit makes duplicates, dangling
 /// references or cycles), or one no graph should hold.
@@ -117,8 +145,7 @@ std::string someName(Rng &rng, const onnx::GraphProto &g) {
   return odd[below(rng, 5)];
 }
 
-template <typename Repeated>
-void editRepeated(Rng &rng, Repeated &r) {
+template <typename Repeated> void editRepeated(Rng &rng, Repeated &r) {
   if (r.empty())
     return;
   int i = int(below(rng, r.size()));
@@ -163,8 +190,8 @@ void mutateNode(Rng &rng, onnx::GraphProto &g, onnx::NodeProto &n) {
 void mutateAttribute(Rng &rng, onnx::NodeProto &n) {
   if (n.attribute_size() == 0 || below(rng, 4) == 0) {
     onnx::AttributeProto *a = n.add_attribute();
-    a->set_name(kAttrNames[below(rng, sizeof(kAttrNames) /
-                                          sizeof(kAttrNames[0]))]);
+    a->set_name(
+        kAttrNames[below(rng, sizeof(kAttrNames) / sizeof(kAttrNames[0]))]);
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(edgeInt(rng, 0));
     return;
@@ -213,14 +240,18 @@ void mutateTensor(Rng &rng, onnx::TensorProto &t) {
     break;
   case 3: { // bytes short or long of what the dims claim
     std::string raw = t.raw_data();
-    raw.resize(below(rng, 2) ? raw.size() / 2 : raw.size() + 1 + below(rng, 64));
+    raw.resize(below(rng, 2) ? raw.size() / 2
+                             : raw.size() + 1 + below(rng, 64));
     t.set_raw_data(raw);
     break;
   }
   case 4: { // external data pointing anywhere
-    static const char *const where[] = {"../../../../etc/passwd", ".",
-                                        "../w.bin", "/etc/passwd",
-                                        "missing.bin", ""};
+    static const char *const where[] = {"../../../../etc/passwd",
+                                        ".",
+                                        "../w.bin",
+                                        "/etc/passwd",
+                                        "missing.bin",
+                                        ""};
     t.set_data_location(onnx::TensorProto::EXTERNAL);
     t.clear_external_data();
     onnx::StringStringEntryProto *e = t.add_external_data();
@@ -307,8 +338,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
                                           size_t maxSize, unsigned seed) {
   Rng rng(seed ? seed : 1);
   onnx::ModelProto model;
-  if (below(rng, 8) == 0 ||
-      !model.ParseFromArray(data, static_cast<int>(size)))
+  if (below(rng, 8) == 0 || !model.ParseFromArray(data, static_cast<int>(size)))
     return LLVMFuzzerMutate(data, size, maxSize);
   bool changed = false;
   for (int tries = 0; tries < 8 && !changed; ++tries)

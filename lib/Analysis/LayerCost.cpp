@@ -357,7 +357,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     HostDispatch &dispatch = dispatches.emplace_back();
     for (Operation &inner : body.without_terminator()) {
       opMs.push_back(0);
-      opWork.push_back({0, 0});
+      opWork.emplace_back(0, 0);
       if (isa<ConstantOp>(inner))
         continue;
       OpKernels kernels = kernelsOf(&inner, needsGrad);

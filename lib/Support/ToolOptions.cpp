@@ -1,4 +1,5 @@
-//===- ToolOptions.cpp - the compiler tools' command lines hold rp's flags -===//
+//===- ToolOptions.cpp - the compiler tools' command lines hold rp's flags
+//-===//
 //
 // The MLIR libraries bring LLVM's own command-line options with them (code
 // generation, Polly, the vectorisers: about 300 in rp-import). rp never

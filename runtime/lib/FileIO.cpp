@@ -165,56 +165,58 @@ Expected<uint64_t> rp::runtime::checkRegularFile(const std::string &path,
 }
 
 Expected<PieceReader> rp::runtime::PieceReader::open(const std::string &path,
-                                        std::string_view what) {
+                                                     std::string_view what) {
   Fd fd;
   uint64_t size = 0;
   if (Status s = openRegular(path, what, fd, size); s.failed())
     return s;
   PieceReader r;
-  r.fd_ = fd.fd;
+  r.fileFd = fd.fd;
   fd.fd = -1;
-  r.size_ = size;
-  r.path_ = path;
-  r.what_ = std::string(what);
+  r.byteCount = size;
+  r.filePath = path;
+  r.fileWhat = std::string(what);
   return r;
 }
 
-rp::runtime::PieceReader::PieceReader(PieceReader &&other) noexcept { *this = std::move(other); }
+rp::runtime::PieceReader::PieceReader(PieceReader &&other) noexcept {
+  *this = std::move(other);
+}
 
-PieceReader &
-rp::runtime::PieceReader::operator=(PieceReader &&other) noexcept {
+PieceReader &rp::runtime::PieceReader::operator=(PieceReader &&other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0)
-      ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-    size_ = other.size_;
-    path_ = std::move(other.path_);
-    what_ = std::move(other.what_);
+    if (fileFd >= 0)
+      ::close(fileFd);
+    fileFd = std::exchange(other.fileFd, -1);
+    byteCount = other.byteCount;
+    filePath = std::move(other.filePath);
+    fileWhat = std::move(other.fileWhat);
   }
   return *this;
 }
 
 rp::runtime::PieceReader::~PieceReader() {
-  if (fd_ >= 0)
-    ::close(fd_);
+  if (fileFd >= 0)
+    ::close(fileFd);
 }
 
-Status rp::runtime::PieceReader::readAt(uint64_t offset, void *out, size_t n) const {
-  if (offset > size_ || n > size_ - offset)
-    return invalidArgument(what_ + " '" + path_ + "': bytes [" +
+Status rp::runtime::PieceReader::readAt(uint64_t offset, void *out,
+                                        size_t n) const {
+  if (offset > byteCount || n > byteCount - offset)
+    return invalidArgument(fileWhat + " '" + filePath + "': bytes [" +
                            std::to_string(offset) + ", " +
                            std::to_string(offset + n) + ") run past its " +
-                           std::to_string(size_) + " bytes");
+                           std::to_string(byteCount) + " bytes");
   auto *to = static_cast<char *>(out);
   for (size_t done = 0; done < n;) {
-    ssize_t got = ::pread(fd_, to + done, n - done, off_t(offset + done));
+    ssize_t got = ::pread(fileFd, to + done, n - done, off_t(offset + done));
     if (got < 0 && (errno == EINTR || errno == EAGAIN))
       continue;
     if (got < 0)
-      return invalidArgument("cannot read " + what_ + " '" + path_ +
+      return invalidArgument("cannot read " + fileWhat + " '" + filePath +
                              "': " + std::strerror(errno));
     if (got == 0)
-      return invalidArgument(what_ + " '" + path_ +
+      return invalidArgument(fileWhat + " '" + filePath +
                              "' shrank while it was read; is something "
                              "writing it?");
     done += size_t(got);

@@ -315,8 +315,8 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   // --help lists rp's flags: LLVM's options are removed, MLIR's go behind
   // --help-hidden (together they were most of a 436-line --help).
-  rp::dropForeignOptions({"o", "forward-only", "tf32", "print-ir-on-error",
-                          "host-budget-gib"});
+  rp::dropForeignOptions(
+      {"o", "forward-only", "tf32", "print-ir-on-error", "host-budget-gib"});
   rp::ImportCLOptions importOptions;
   rp::TrainPipelineOptions &pipeline = pipelineOptions();
   if (!checkNumberFlags(argc, argv))

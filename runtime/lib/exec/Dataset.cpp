@@ -80,7 +80,8 @@ Expected<TokenStream> TokenStream::openDataset(const std::string &path,
   s.rowLabels.resize(cells);
   s.rowSegments.resize(cells);
   uint64_t at = kHeaderBytes;
-  for (std::vector<int32_t> *to : {&s.rowTokens, &s.rowLabels, &s.rowSegments}) {
+  for (std::vector<int32_t> *to :
+       {&s.rowTokens, &s.rowLabels, &s.rowSegments}) {
     if (Status st = file->readAt(at, to->data(), 4 * cells); st.failed())
       return st;
     at += 4 * cells;

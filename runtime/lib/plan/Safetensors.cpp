@@ -68,8 +68,7 @@ using FillBytes =
 /// then reads each tensor's bytes through `fill`. Every check comes before
 /// any tensor is allocated: overlapping ranges would let a small file claim
 /// its bytes many times over.
-Expected<SafetensorsFile> parseHeader(std::string_view text,
-                                      uint64_t dataBytes,
+Expected<SafetensorsFile> parseHeader(std::string_view text, uint64_t dataBytes,
                                       const std::string &path,
                                       const FillBytes &fill) {
   auto bad = [&](const std::string &what) {
@@ -135,8 +134,8 @@ Expected<SafetensorsFile> parseHeader(std::string_view text,
   });
   for (size_t i = 1; i < order.size(); ++i)
     if (order[i]->begin < order[i - 1]->end)
-      return bad("tensors '" + order[i - 1]->name + "' and '" +
-                 order[i]->name + "' overlap (data_offsets [" +
+      return bad("tensors '" + order[i - 1]->name + "' and '" + order[i]->name +
+                 "' overlap (data_offsets [" +
                  std::to_string(order[i - 1]->begin) + ", " +
                  std::to_string(order[i - 1]->end) + "] and [" +
                  std::to_string(order[i]->begin) + ", " +
@@ -166,11 +165,11 @@ Expected<uint64_t> headerLength(const unsigned char first[8], uint64_t size,
     return invalidArgument(path + ": not a usable .safetensors file: the "
                                   "header runs past the end");
   if (len > kMaxSafetensorsHeaderBytes)
-    return invalidArgument(
-        path + ": not a usable .safetensors file: a header of " +
-        std::to_string(len) + " bytes, more than the " +
-        std::to_string(kMaxSafetensorsHeaderBytes) +
-        " the safetensors library reads");
+    return invalidArgument(path +
+                           ": not a usable .safetensors file: a header of " +
+                           std::to_string(len) + " bytes, more than the " +
+                           std::to_string(kMaxSafetensorsHeaderBytes) +
+                           " the safetensors library reads");
   return len;
 }
 } // namespace
@@ -180,9 +179,9 @@ rp::runtime::parseSafetensors(std::string_view bytes, const std::string &path) {
   if (bytes.size() < 8)
     return invalidArgument(path +
                            ": not a usable .safetensors file: too short");
-  Expected<uint64_t> len = headerLength(
-      reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size(),
-      path);
+  Expected<uint64_t> len =
+      headerLength(reinterpret_cast<const unsigned char *>(bytes.data()),
+                   bytes.size(), path);
   if (!len)
     return len.getStatus();
   std::string_view data = bytes.substr(8 + *len);

@@ -77,16 +77,16 @@ public:
   ~PieceReader();
 
   /// The file's size when it was opened.
-  uint64_t size() const { return size_; }
+  uint64_t size() const { return byteCount; }
   /// Reads bytes [offset, offset + n) into `out`: an error (never a short
   /// read) past the end or when the file shrank while it was read.
   Status readAt(uint64_t offset, void *out, size_t n) const;
 
 private:
   PieceReader() = default;
-  int fd_ = -1;
-  uint64_t size_ = 0;
-  std::string path_, what_;
+  int fileFd = -1;
+  uint64_t byteCount = 0;
+  std::string filePath, fileWhat;
 };
 
 /// Bytes to write, in order.

@@ -209,7 +209,7 @@ def classify(tool, rc, out, err, must_refuse, damaged):
     # A refusal names the tool, then what was wrong ("rp-run: error: ...",
     # "rp-compile: --devices x: give a whole number"), or is an MLIR
     # diagnostic at a place ("model.onnx:0:0: error: ...").
-    if rc == 1 and not re.search(r"^(%s: \S|\S+:\d+:\d+: error: )" %
+    if rc == 1 and not re.search(r"^(%s: \S|\S+:\d+:\d+: error: |<unknown>:0: error: )" %
                                  re.escape(tool), err, re.M):
         return "unclear message"
     return None

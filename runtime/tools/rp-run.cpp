@@ -295,6 +295,20 @@ int main(int argc, char **argv) {
     return std::string("rp-run: error: ") + e.what() +
            " (rp-run --help lists the options)\n";
   });
+  // CLI11 reads `--metrics=` (nothing after '=') as "take the next
+  // argument": `--metrics= --lr=abc` named a metrics file "--lr=abc" and
+  // never checked --lr (found by fuzz/options_fuzz.py).
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.size() > 3 && arg.substr(0, 2) == "--" && arg.back() == '=') {
+      std::string flag(arg.substr(0, arg.size() - 1));
+      std::fprintf(stderr,
+                   "rp-run: error: %s= gives no value; write %s=VALUE or "
+                   "%s VALUE\n",
+                   flag.c_str(), flag.c_str(), flag.c_str());
+      return 1;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

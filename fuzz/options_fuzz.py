@@ -13,7 +13,7 @@ a dangling name, a 3 GB sparse file, an empty file. Every case must end in
 exit 0 or in exit 1 with an `error:` line; a case is a finding when it
 
   crash          dies by a signal (or the sanitizers' exit codes);
-  hang           is still running after --case-timeout seconds without
+  hang           is still running after --case-timeout seconds (120) without
                  having printed a step (a run asked for 10^18 steps is
                  busy, not hung);
   exit 2         exits with any other code;
@@ -222,7 +222,9 @@ def main():
     ap.add_argument("work")
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--case-timeout", type=float, default=60)
+    # A real compile can take a minute (256 devices of a tiny model: 65 s
+    # on a loaded 2-core machine); a hang is twice that without a step.
+    ap.add_argument("--case-timeout", type=float, default=120)
     ap.add_argument("--tools", default="rp-compile,rp-run,rp-import")
     a = ap.parse_args()
     a.work = os.path.abspath(a.work)

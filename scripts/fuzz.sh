@@ -106,6 +106,12 @@ for t in "${targets[@]}"; do
       else
         crash=$((crash + 1))
       fi
+      # Name the finding in the log: CI keeps only the output, not the files.
+      if [ -f "$input" ]; then
+        echo "   finding $(basename "$input"): $(echo "$out" |
+          grep -m1 -E 'rp fuzz finding|runtime error|ERROR: |LLVM ERROR' |
+          cut -c1-300)"
+      fi
       ;;
     esac
   done

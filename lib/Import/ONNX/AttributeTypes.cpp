@@ -6,6 +6,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <limits>
 #include <set>
 
 using namespace mlir;
@@ -69,6 +70,37 @@ mlir::rp::onnx_import::checkAttributeTypes(NodeImporter &importer) {
   // table.
   if (!schema)
     return success();
+  // Inputs and outputs are positional: one too many is read by no handler
+  // (Sqrt(x, y) would fold as a binary op), one too few is read past the
+  // end. Past the last opset libonnx knows (17), the schema it returns is
+  // the operator's opset-17 version; the ones whose counts changed in
+  // opsets 18 to 21 (ONNX's changelog) are not held to it.
+  bool held = importer.opset <= lastKnownOpset(domain) ||
+              !llvm::is_contained(
+                  {"DFT", "OptionalHasElement", "Pad", "ReduceL1", "ReduceL2",
+                   "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+                   "ReduceMin", "ReduceProd", "ReduceSumSquare"},
+                  node.op_type());
+  auto count = [&](int have, int least, int most, const char *what,
+                   const char *verb) -> LogicalResult {
+    if (!held || (have >= least && have <= most))
+      return success();
+    std::string range = std::to_string(least);
+    if (most == std::numeric_limits<int>::max())
+      range += " or more";
+    else if (most != least)
+      range += " to " + std::to_string(most);
+    return importer.error()
+           << "has " << have << " " << what << (have == 1 ? "" : "s") << "; "
+           << node.op_type() << " (opset " << importer.opset << ") " << verb
+           << " " << range
+           << "; re-export the model (onnx.checker refuses it too)";
+  };
+  if (failed(count(node.input_size(), schema->min_input(), schema->max_input(),
+                   "input", "takes")) ||
+      failed(count(node.output_size(), schema->min_output(),
+                   schema->max_output(), "output", "gives")))
+    return failure();
   std::set<std::string> seen;
   for (const onnx::AttributeProto &a : node.attribute()) {
     // Two attributes of one name: the handlers would read one of them.

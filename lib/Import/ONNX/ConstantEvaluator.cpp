@@ -172,6 +172,29 @@ FailureOr<SmallVector<const Tensor *>> Eval::inputs() {
   return all;
 }
 
+LogicalResult Eval::fits(ArrayRef<int64_t> shape) {
+  std::optional<int64_t> count = checkedNumElements(shape);
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return n.error() << "the result shape [" << shape
+                     << "] has a negative dimension";
+  if (!count || *count > kMaxEvalElements)
+    return n.error() << "the result shape [" << shape << "] has "
+                     << (count ? std::to_string(*count) : "over 2^63")
+                     << " elements, too many to fold at import"
+                     << kTooLargeHint;
+  return success();
+}
+
+LogicalResult Eval::affordable(ArrayRef<int64_t> factors) {
+  std::optional<int64_t> work = checkedNumElements(factors);
+  if (!work || *work > kMaxEvalWork)
+    return n.error() << "folding it takes "
+                     << (work ? std::to_string(*work) : "over 2^63")
+                     << " multiply-adds, more than the " << kMaxEvalWork
+                     << " rp does at import" << kTooLargeHint;
+  return success();
+}
+
 FailureOr<SmallVector<int64_t>> Eval::ints(int k, StringRef what) {
   auto t = input(k);
   if (failed(t))
@@ -294,6 +317,8 @@ static FailureOr<int64_t> binaryInt(Eval &e, StringRef op, int64_t a,
   }
   if (op == "Div")
     return a / b; // truncates toward zero, as C++
+  if (op != "Mod")
+    return e.n.error() << "is not defined on integer tensors";
   if (b == -1)
     return 0; // every integer is a multiple of -1 (and INT64_MIN % -1 traps)
   // Mod: fmod = 1 takes the sign of the dividend, else of the divisor.
@@ -369,6 +394,14 @@ static LogicalResult evalElementwise(Eval &e) {
                          << x.element << " and " << t->element;
 
   bool variadic = op == "Sum" || op == "Max" || op == "Min" || op == "Mean";
+  // The schema check stops a wrong count before folding, except past the
+  // opsets libonnx knows: a unary op given two inputs would otherwise fold
+  // through the binary integer path (and divide by the second).
+  bool unary = unaryFloatTable().contains(op) || op == "Not" || op == "IsNaN" ||
+               op == "IsInf";
+  if (!variadic && ins.size() != (unary ? 1u : 2u))
+    return e.n.error() << "has " << ins.size() << " inputs; " << op << " takes "
+                       << (unary ? 1 : 2);
   if (ins.size() == 1 && variadic) {
     e.out.push_back(x);
     return success();

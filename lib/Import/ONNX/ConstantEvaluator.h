@@ -23,6 +23,8 @@ namespace mlir::rp::onnx_import {
 /// Folding a result bigger than this would take more memory than a model's
 /// masks and tables ever need; such a node is left to the handlers.
 inline constexpr int64_t kMaxEvalElements = int64_t(1) << 26;
+/// The most multiply-adds one fold (MatMul, Einsum) does: about a second.
+inline constexpr int64_t kMaxEvalWork = int64_t(1) << 30;
 
 /// No tensor of a model may have more elements than this (4 TiB of f32, far
 /// beyond any device): larger shapes are refused at import, before a pass

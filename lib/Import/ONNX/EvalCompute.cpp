@@ -204,6 +204,11 @@ static LogicalResult evalMatMul(Eval &e) {
                     bb = ArrayRef(y.shape).drop_back(2);
   if (!OpTrait::util::getBroadcastedShape(ba, bb, batch))
     return e.n.error() << "batch dimensions do not broadcast";
+  SmallVector<int64_t> batchRows(batch);
+  batchRows.append({m, n});
+  if (failed(e.fits(batchRows)) ||
+      failed(e.affordable({numElements(batch), m, n, kk})))
+    return failure();
   std::vector<int64_t> ia = broadcastIndex(ba, batch),
                        ib = broadcastIndex(bb, batch);
   SmallVector<int64_t> shape(batch);
@@ -307,6 +312,10 @@ static LogicalResult evalEinsum(Eval &e) {
   }
   for (char c : summed)
     sumShape.push_back(size[c]);
+  if (failed(e.fits(shape)) || failed(e.fits(sumShape)) ||
+      failed(e.affordable(
+          {numElements(shape), numElements(sumShape), int64_t(ins.size())})))
+    return failure();
   Tensor r = Tensor::make(ins[0]->element, shape);
   std::vector<std::vector<int64_t>> outIdx, sumIdx;
   for (size_t k = 0; k < ins.size(); ++k) {
@@ -375,12 +384,16 @@ static LogicalResult evalPad(Eval &e) {
   SmallVector<int64_t> begin(t.rank(), 0), shape(t.shape);
   for (auto [k, a] : llvm::enumerate(axes)) {
     begin[a] = (*pads)[k];
-    shape[a] += (*pads)[k] + (*pads)[k + axes.size()];
+    if (__builtin_add_overflow(shape[a], (*pads)[k], &shape[a]) ||
+        __builtin_add_overflow(shape[a], (*pads)[k + axes.size()], &shape[a]))
+      return e.n.error() << "pads of dimension " << a << " overflow";
     if (shape[a] < 0)
       return e.n.error() << "pads remove more than dimension " << a << " has";
     if (mode != "constant" && t.shape[a] == 0 && shape[a] > 0)
       return e.n.error() << "cannot pad an empty dimension in mode " << mode;
   }
+  if (failed(e.fits(shape)))
+    return failure();
   double fill = 0;
   if (e.n.hasInput(2)) {
     auto value = e.input(2);

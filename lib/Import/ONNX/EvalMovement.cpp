@@ -259,6 +259,8 @@ static LogicalResult evalGather(Eval &e) {
   SmallVector<int64_t> shape(ArrayRef(t.shape).take_front(*axis));
   llvm::append_range(shape, e.in[1].shape);
   llvm::append_range(shape, ArrayRef(t.shape).drop_front(*axis + 1));
+  if (failed(e.fits(shape)))
+    return failure();
   std::vector<int64_t> index;
   index.reserve(numElements(shape));
   for (int64_t o = 0; o < outer; ++o)
@@ -299,6 +301,8 @@ static LogicalResult evalGatherND(Eval &e) {
   int64_t batchStride = b ? own[b - 1] : t.size();
   SmallVector<int64_t> shape(is.drop_back());
   llvm::append_range(shape, ArrayRef(t.shape).drop_front(b + k));
+  if (failed(e.fits(shape)))
+    return failure();
   std::vector<int64_t> index;
   index.reserve(numElements(shape));
   for (int64_t o = 0; o < tuples; ++o) {
@@ -336,6 +340,8 @@ static LogicalResult evalConcat(Eval &e) {
         return e.n.error() << "inputs differ in dimension " << d;
     shape[*axis] += t->shape[*axis];
   }
+  if (failed(e.fits(shape)))
+    return failure();
   Tensor r = Tensor::make(first.element, shape);
   int64_t outer = numElements(ArrayRef(shape).take_front(*axis)), k = 0;
   for (int64_t o = 0; o < outer; ++o)
@@ -397,6 +403,8 @@ static LogicalResult evalExpand(Eval &e) {
   if (!OpTrait::util::getBroadcastedShape(x.shape, *target, shape))
     return e.n.error() << "the input shape does not broadcast with the "
                           "requested shape";
+  if (failed(e.fits(shape)))
+    return failure();
   e.out.push_back(take(x, broadcastIndex(x.shape, shape), shape));
   return success();
 }
@@ -411,10 +419,15 @@ static LogicalResult evalTile(Eval &e) {
                        << " entries for rank " << t.rank();
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < t.rank(); ++d) {
+    int64_t size;
     if ((*repeats)[d] < 0)
       return e.n.error() << "repeats must not be negative";
-    shape.push_back(t.shape[d] * (*repeats)[d]);
+    if (__builtin_mul_overflow(t.shape[d], (*repeats)[d], &size))
+      return e.n.error() << "repeats of dimension " << d << " overflow";
+    shape.push_back(size);
   }
+  if (failed(e.fits(shape)))
+    return failure();
   SmallVector<int64_t> own = stridesOf(t.shape);
   std::vector<int64_t> index(numElements(shape));
   SmallVector<int64_t> coord(t.rank(), 0);

@@ -79,6 +79,14 @@ struct Eval {
   FailureOr<SmallVector<const Tensor *>> inputs();
   /// Integer elements of input `k` (`what` names its role).
   FailureOr<SmallVector<int64_t>> ints(int k, StringRef what);
+  /// An error unless a result of `shape` (computed from the model's values)
+  /// has no negative dimension and at most kMaxEvalElements elements:
+  /// checked before the result or its index is allocated.
+  LogicalResult fits(ArrayRef<int64_t> shape);
+  /// An error unless `steps` multiply-adds (a fold's work, each factor
+  /// already within kMaxEvalElements) stay under kMaxEvalWork: a fold is
+  /// done at import and must not take minutes.
+  LogicalResult affordable(ArrayRef<int64_t> factors);
 };
 
 /// Rounds `v` to the nearest value of the float type `element`.

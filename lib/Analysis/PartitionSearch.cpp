@@ -1,7 +1,7 @@
 //===- PartitionSearch.cpp - partitions that minimize the step time -------===//
 
 #include "rp/Analysis/PartitionSearch.h"
-#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PartitionMemory.h"
 #include "rp/Analysis/PlanPrediction.h"

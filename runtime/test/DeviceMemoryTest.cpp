@@ -11,7 +11,7 @@
 
 #include "rp/runtime/DeviceMemory.h"
 #include "rp/runtime/Executor.h"
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 
 #include <gmock/gmock.h>
 

@@ -10,7 +10,7 @@
 #include "StagedPlans.h"
 
 #include "rp/runtime/Device.h"
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 
 #include <gmock/gmock.h>
 

@@ -33,7 +33,7 @@
 #include "StagedPlans.h"
 
 #include "rp/runtime/Device.h"
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 #include "rp/runtime/sim/Simulate.h"
 
 #include <gtest/gtest.h>

@@ -10,7 +10,7 @@
 
 #include "StagedPlans.h"
 
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 #include "rp/runtime/Trace.h"
 
 #include <gmock/gmock.h>

@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/LastResort.h"
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 #include "rp/runtime/Plan.h"
 
 #include <chrono>

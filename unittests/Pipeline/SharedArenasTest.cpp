@@ -21,7 +21,7 @@
 #include "rp/InitAllDialects.h"
 #include "rp/Target/PlanExport.h"
 #include "rp/runtime/Device.h"
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 #include "rp/runtime/Plan.h"
 #include "rp/runtime/Trainer.h"
 

@@ -3,7 +3,7 @@
 // rp's partitioner: where RoundPipe minimizes the proxy max(S, G) * W, this
 // minimizes the estimated steady-state step time of the round-robin
 // schedule of the partition, its steps run back to back (transfers
-// included; Continuous.h).
+// included; SteadyState.h).
 // It starts from RoundPipe's partition, greedy cuts under a range of
 // bottlenecks and balanced cuts into many stage counts, keeps the best,
 // then moves stage boundaries (shift, merge, split, grow or shrink the
@@ -22,7 +22,7 @@
 #ifndef RP_ANALYSIS_PARTITIONSEARCH_H
 #define RP_ANALYSIS_PARTITIONSEARCH_H
 
-#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/Analysis/SearchStats.h"
 
@@ -62,7 +62,7 @@ struct SearchTarget {
   unsigned devices;
   unsigned microbatches;
   int64_t stageBytes;
-  /// How the plan moves its jobs from pass to pass (Continuous.h): the
+  /// How the plan moves its jobs from pass to pass (SteadyState.h): the
   /// partitioner times each candidate as the plan will run it.
   Dispatch dispatch = Dispatch::modulo;
   /// The stage jobs the fused tail may run as (Partition::tailJobs): 1 or

@@ -85,7 +85,7 @@ struct Pipeline {
   /// No weight uploads or gradient downloads: every device keeps its
   /// stages' weights (static schedules whose weights fit).
   bool residentWeights = false;
-  /// Steps laid out back to back (a continuous run, Continuous.h): the
+  /// Steps laid out back to back (a continuous run, SteadyState.h): the
   /// jobs are `steps` copies of one step's, step k's after step k-1's, and
   /// every step ends in its own optimizer step.
   unsigned steps = 1;

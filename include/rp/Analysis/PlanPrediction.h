@@ -16,7 +16,7 @@
 #ifndef RP_ANALYSIS_PLANPREDICTION_H
 #define RP_ANALYSIS_PLANPREDICTION_H
 
-#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/Pipeline.h"
 
 #include <string>

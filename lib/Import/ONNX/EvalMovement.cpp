@@ -224,6 +224,9 @@ static LogicalResult evalSlice(Eval &e) {
     int64_t dim = t.shape[*axis], step = steps[i];
     if (step == 0)
       return e.n.error() << "step 0 on axis " << *axis;
+    // A step longer than the dimension takes one element at most: clamped,
+    // the length and stride arithmetic below cannot overflow.
+    step = std::clamp<int64_t>(step, -(dim + 1), dim + 1);
     int64_t start = (*starts)[i], end = (*ends)[i];
     start += start < 0 ? dim : 0;
     end += end < 0 ? dim : 0;

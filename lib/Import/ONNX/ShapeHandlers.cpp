@@ -291,9 +291,13 @@ static LogicalResult importSlice(NodeImporter &n) {
       return std::clamp<int64_t>(v, 0, dim);
     };
     int64_t start = clamp((*starts)[i]), end = clamp((*ends)[i]);
+    // A step past the dimension takes one element: the same slice with the
+    // step the dimension, which later stride arithmetic cannot overflow.
+    step = std::min(step, std::max<int64_t>(dim, 1));
     offsets[*axis] = start;
     strides[*axis] = step;
-    shape[*axis] = end > start ? (end - start + step - 1) / step : 0;
+    // Rounded up without adding the step (a step near 2^63 overflows).
+    shape[*axis] = end > start ? (end - start - 1) / step + 1 : 0;
   }
   auto type = RankedTensorType::get(shape, getElementTypeOrSelf(x));
   n.setOutput(0, n.create<SliceOp>(type, x, offsets, strides));

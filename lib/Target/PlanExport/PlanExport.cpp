@@ -11,7 +11,7 @@
 
 #include "PlanWriter.h"
 #include "rp/Analysis/CostModel.h"
-#include "rp/Analysis/MatmulEpilogue.h"
+#include "rp/Analysis/MatmulEpilogueMatch.h"
 #include "rp/Support/AtomicWrite.h"
 #include "rp/contract/MatmulEpilogue.h"
 #include "rp/contract/PlanFormat.h"

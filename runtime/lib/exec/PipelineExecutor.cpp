@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 
 #include <algorithm>
 #include <chrono>

@@ -9,7 +9,7 @@
 #include "StagedTrainer.h"
 #include "Fences.h"
 #include "GradientReducer.h"
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 #include "rp/runtime/host/Kernels.h"
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 #include "../exec/Fences.h"
 #include "SimContinuous.h"
 #include "rp/runtime/Executor.h"
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 
 #include <algorithm>
 #include <cmath>

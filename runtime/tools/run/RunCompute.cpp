@@ -8,7 +8,7 @@
 
 #include "RunModes.h"
 
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 #include "rp/runtime/RandomInit.h"
 #include "rp/runtime/Safetensors.h"
 

@@ -86,7 +86,7 @@ def RP_Partitioner : I32EnumAttr<"Partitioner",
 }
 
 def RP_Dispatch : I32EnumAttr<"Dispatch",
-    "how round-robin moves its jobs from pass to pass (include/rp/Analysis/Continuous.h)", [
+    "how round-robin moves its jobs from pass to pass (include/rp/Analysis/SteadyState.h)", [
     I32EnumAttrCase<"modulo", 0>,
     I32EnumAttrCase<"rounds", 1>
   ]> {

@@ -105,7 +105,7 @@ def PrintPartitionPass : Pass<"rp-print-partition", "::mlir::ModuleOp"> {
            "against the cap and scored instead of partitioning">,
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
-           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/SteadyState.h",
            "::mlir::rp::dispatchValues()">,
     Option<"tailJobs", "tail-jobs", "unsigned", "1",
            "the stage jobs the fused tail is timed as: 1, 2 (alternate microbatches on two devices, as rp-partition tail-jobs=2 plans run it), 3 (rp's partitioner: a pair split by layers, as tail-pair; timing model only), or 0 to let rp's partitioner choose between 1 and 2 (a user partition is timed with 1)">,
@@ -193,7 +193,7 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
                         "chosen per backward stage by rp-choose-recompute"))}]>,
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
-           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/SteadyState.h",
            "::mlir::rp::dispatchValues()">,
     Option<"tailJobs", "tail-jobs", "unsigned", "1",
            "round-robin: the stage jobs the fused tail runs as, 1 or 2 (alternate microbatches on two devices; every tail gradient is then the even microbatches' fold plus the odd ones'), or 0 to let rp's partitioner take the faster (a user partition then runs 1)">,
@@ -251,7 +251,7 @@ def InsertTransfersPass : Pass<"rp-insert-transfers", "::mlir::ModuleOp"> {
     devices the next pass's jobs move on (`modulo`, the default: the stage
     job count, the job counter carrying on; `rounds`: the shift whose
     steady step the timing model finds shortest, include/rp/Analysis/
-    Continuous.h), or `pass-shift` >= 0 sets it (to compare), and `step_ms`
+    SteadyState.h), or `pass-shift` >= 0 sets it (to compare), and `step_ms`
     is the steady step with that shift.
 
     ```mlir
@@ -269,7 +269,7 @@ def InsertTransfersPass : Pass<"rp-insert-transfers", "::mlir::ModuleOp"> {
            "round-robin: this device shift per pass instead of dispatch's (-1: dispatch's)">,
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
-           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/Continuous.h",
+           "how round-robin moves its jobs from pass to pass: modulo (the job counter carries on) or rounds (the pass shift the timing model finds best); include/rp/Analysis/SteadyState.h",
            "::mlir::rp::dispatchValues()">
   ];
 }

@@ -11,7 +11,7 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
-#include "PartitionPolicy.h"
+#include "rp/Analysis/PartitionPolicy.h"
 #include "ScheduleIR.h"
 #include "rp/Analysis/PlanPrediction.h"
 

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/Analysis/MatmulEpilogue.h"
+#include "rp/Analysis/MatmulEpilogueMatch.h"
 #include "rp/Dialect/RP/RPPasses.h"
 
 namespace mlir::rp {

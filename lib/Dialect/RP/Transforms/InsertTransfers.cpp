@@ -8,7 +8,7 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "ScheduleIR.h"
-#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/SteadyState.h"
 
 namespace mlir::rp {
 #define GEN_PASS_DEF_INSERTTRANSFERSPASS

@@ -7,7 +7,7 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "ScheduleIR.h"
-#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/MemoryPlan.h"
 
 #include "llvm/Support/Format.h"

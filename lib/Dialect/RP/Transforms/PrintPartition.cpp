@@ -6,9 +6,9 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
-#include "PartitionPolicy.h"
+#include "rp/Analysis/PartitionPolicy.h"
 
-#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/CostModel.h"
 #include "rp/Analysis/Partition.h"
 #include "rp/Analysis/PartitionSearch.h"

@@ -14,7 +14,7 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
-#include "PartitionPolicy.h"
+#include "rp/Analysis/PartitionPolicy.h"
 #include "Retype.h"
 #include "ScheduleIR.h"
 #include "rp/Analysis/MemoryPlan.h"

@@ -1,6 +1,6 @@
 //===- PartitionPolicy.cpp - how a partition is chosen --------------------===//
 
-#include "PartitionPolicy.h"
+#include "rp/Analysis/PartitionPolicy.h"
 
 #include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/PlanPrediction.h"

@@ -1,4 +1,4 @@
-//===- MatmulEpilogue.h - the matmul epilogue marker ------------*- C++ -*-===//
+//===- MatmulEpilogueMatch.h - the matmul epilogue marker -------*- C++ -*-===//
 //
 // rp-fuse-matmul-epilogue marks an rp.matmul whose bias add (and gelu), or
 // whose gelu gradient, the plan exporter writes into the matmul's kernel
@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_ANALYSIS_MATMULEPILOGUE_H
-#define RP_ANALYSIS_MATMULEPILOGUE_H
+#ifndef RP_ANALYSIS_MATMULEPILOGUEMATCH_H
+#define RP_ANALYSIS_MATMULEPILOGUEMATCH_H
 
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -41,4 +41,4 @@ matchMatmulEpilogue(MatmulOp mm,
 
 } // namespace mlir::rp
 
-#endif // RP_ANALYSIS_MATMULEPILOGUE_H
+#endif // RP_ANALYSIS_MATMULEPILOGUEMATCH_H

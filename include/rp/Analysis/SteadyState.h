@@ -1,4 +1,4 @@
-//===- Continuous.h - the steady state of steps run back to back -*- C++ -*-=//
+//===- SteadyState.h - steps run back to back, steady state -----*- C++ -*-===//
 //
 // A training run is many steps, and rp's executor runs them without a
 // barrier (issue 16): the round-robin job counter carries across steps, so
@@ -23,8 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_ANALYSIS_CONTINUOUS_H
-#define RP_ANALYSIS_CONTINUOUS_H
+#ifndef RP_ANALYSIS_STEADYSTATE_H
+#define RP_ANALYSIS_STEADYSTATE_H
 
 #include "rp/Analysis/Pipeline.h"
 
@@ -106,4 +106,4 @@ dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
 
 } // namespace mlir::rp
 
-#endif // RP_ANALYSIS_CONTINUOUS_H
+#endif // RP_ANALYSIS_STEADYSTATE_H

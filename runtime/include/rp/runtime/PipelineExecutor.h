@@ -1,4 +1,4 @@
-//===- Pipeline.h - a staged plan on a backend's devices --------*- C++ -*-===//
+//===- PipelineExecutor.h - a staged plan on devices ------------*- C++ -*-===//
 //
 // The executor of staged plans (plan.fbs): one training step is a set of
 // ordered queues, four per device (compute, weight_h2d, activation_h2d,
@@ -78,8 +78,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_RUNTIME_PIPELINE_H
-#define RP_RUNTIME_PIPELINE_H
+#ifndef RP_RUNTIME_PIPELINEEXECUTOR_H
+#define RP_RUNTIME_PIPELINEEXECUTOR_H
 
 #include "rp/runtime/Device.h"
 #include "rp/runtime/Executor.h"
@@ -307,4 +307,4 @@ private:
 
 } // namespace rp::runtime
 
-#endif // RP_RUNTIME_PIPELINE_H
+#endif // RP_RUNTIME_PIPELINEEXECUTOR_H

@@ -1,4 +1,4 @@
-//===- Partition.cpp - rp-partition ---------------------------------------===//
+//===- PartitionPass.cpp - rp-partition -----------------------------------===//
 //
 // Records the stages a partitioner cuts as the function's rp.partition.
 //
@@ -6,7 +6,7 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
-#include "PartitionPolicy.h"
+#include "rp/Analysis/PartitionPolicy.h"
 #include "ScheduleIR.h"
 
 #include "llvm/Support/FileSystem.h"

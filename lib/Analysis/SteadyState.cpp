@@ -1,6 +1,6 @@
-//===- Continuous.cpp - the steady state of steps run back to back --------===//
+//===- SteadyState.cpp - the steady state of steps run back to back -------===//
 
-#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/SteadyState.h"
 
 #include <algorithm>
 #include <numeric>

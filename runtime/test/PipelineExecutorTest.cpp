@@ -1,4 +1,4 @@
-//===- PipelineTest.cpp - the staged executor on host devices -------------===//
+//===- PipelineExecutorTest.cpp - the staged executor on host devices -----===//
 //
 // The executor runs the queues of two devices concurrently, yet its results
 // must equal the sequential computation bit for bit (events order every
@@ -10,7 +10,7 @@
 
 #include "StagedPlans.h"
 
-#include "rp/runtime/Pipeline.h"
+#include "rp/runtime/PipelineExecutor.h"
 #include "rp/runtime/host/HostDevice.h"
 #include "rp/runtime/host/Kernels.h"
 

@@ -1,6 +1,6 @@
-//===- ContinuousTest.cpp - steps run back to back, in the steady state ---===//
+//===- SteadyStateTest.cpp - steps run back to back, in the steady state --===//
 
-#include "rp/Analysis/Continuous.h"
+#include "rp/Analysis/SteadyState.h"
 
 #include <gtest/gtest.h>
 

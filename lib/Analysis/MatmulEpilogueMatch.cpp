@@ -1,12 +1,12 @@
-//===- MatmulEpilogue.cpp - which matmuls take an epilogue ----------------===//
+//===- MatmulEpilogueMatch.cpp - which matmuls take an epilogue -----------===//
 //
 // The match rp-fuse-matmul-epilogue marks by and the plan exporter checks
-// again in each program (include/rp/Analysis/MatmulEpilogue.h): it reads
+// again in each program (include/rp/Analysis/MatmulEpilogueMatch.h): it reads
 // the matmul's uses and changes nothing.
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/Analysis/MatmulEpilogue.h"
+#include "rp/Analysis/MatmulEpilogueMatch.h"
 
 using namespace mlir;
 using namespace mlir::rp;

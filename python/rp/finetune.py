@@ -176,6 +176,20 @@ class _RotaryTables:
             del module._rp_forward
 
 
+def _say_cut(path, info, seq: int) -> None:
+    """What rows longer than --seq-len did to the records: text continued
+    over rows, prompts and chats cut (their lost labels: nothing else says
+    the data was not all trained on)."""
+    if info["continued_documents"]:
+        _say(f"{path}: {info['continued_documents']} text document(s) longer "
+             f"than {seq} tokens continue over several rows (a .txt file's "
+             "documents are separated by blank lines)")
+    if info["cut_documents"]:
+        _say(f"{path}: warning: {info['cut_documents']} record(s) with a "
+             f"prompt are longer than {seq} tokens and were cut, "
+             f"{info['cut_labels']} trained tokens lost; raise --seq-len")
+
+
 def trace_model(model, batch: int, seq: int, out: PathLike) -> Path:
     """``rp.trace`` of the model's logits from ``input_ids`` and
     ``segment_ids`` ([batch, seq] each), the model's own parameter names."""
@@ -327,12 +341,14 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
          f"{train_info['trained_tokens']} trained tokens -> {out}/train.rpds"
          + (" (packed; attention kept within each document)"
             if opts["pack"] else " (one document a row, padded)"))
+    _say_cut(data, train_info, seq)
     eval_path = None
     if opts["eval_data"]:
         eval_path = out / "eval.rpds"
         info = rp_data.build(opts["eval_data"], tokenizer, eval_path, seq)
         _pad_rows(eval_path, global_rows)
         _say(f"{opts['eval_data']}: {info['rows']} rows -> {eval_path}")
+        _say_cut(opts["eval_data"], info, seq)
     if opts["steps"]:
         total = int(opts["steps"])
     else:
@@ -417,16 +433,17 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
              if "eval_loss" in m]
     for m in evals:
         loss, after = m["eval_loss"], m["after_updates"]
-        is_best = loss < best_loss
-        _say(f"step {after}: eval loss {loss:.6f}"
-             + (" (best so far: checkpoints/best)" if is_best else ""))
         record["evals"].append({"steps_done": after, "eval_loss": loss})
-        if is_best:
+        if loss < best_loss:
             best_loss = loss
             record["best"] = {"steps_done": after, "eval_loss": loss,
                               "weights": "checkpoints/best/weights.safetensors"}
     if "best" in record:
         _stamp(best, record, record["best"]["steps_done"])
+        # rp-run said each eval as it came; the summary once.
+        _say(f"{len(evals)} evals, the last {evals[-1]['eval_loss']:.6f}; "
+             f"the best {best_loss:.6f} after {record['best']['steps_done']} "
+             "steps (checkpoints/best)")
     board.update()
     record["steps_done"] = done
     (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -21,7 +21,8 @@
 using namespace rp::runtime;
 using namespace rp::runtime::run;
 
-/// --eval-dataset: the steps --eval-every at a time, each stretch saving
+/// --eval-dataset: the steps --eval-every at a time (counted from the first
+/// step of the run a resume continues, `first` steps done), each stretch saving
 /// the checkpoint the next resumes and the eval runs at (RunEval.cpp); the
 /// loss after each, to stderr and the metrics, and the best checkpoint
 /// copied to --save-best.
@@ -29,12 +30,15 @@ static Status
 trainWithEvals(RunOptions &o, const Plan &plan, ComputeSetup &setup,
                ThreadPool &pool, MetricsLog *metrics,
                const std::function<void(unsigned, double)> &onStep,
-               const unsigned &lastStep) {
+               const unsigned &lastStep, unsigned first) {
   unsigned total = o.steps;
   unsigned every = o.evalEvery ? o.evalEvery : total;
   double best = HUGE_VAL;
   for (unsigned done = 0; done < total;) {
-    o.train.steps = std::min(every, total - done);
+    // A resumed run evaluates where the uninterrupted one would: after
+    // every multiple of --eval-every steps (and at the end).
+    unsigned stretch = o.evalEvery ? every - (first + done) % every : every;
+    o.train.steps = std::min(stretch, total - done);
     if (Status s = train(plan, *setup.fwd, pool, o.train, onStep); s.failed())
       return s;
     done += o.train.steps;
@@ -301,7 +305,7 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
   Status s = o.evalDataset.empty()
                  ? rp::runtime::train(plan, *setup.fwd, pool, o.train, onStep)
                  : trainWithEvals(o, plan, setup, pool, metrics.get(), onStep,
-                                  lastStep);
+                                  lastStep, resumed ? resumed->step : 0);
   std::fprintf(stderr, "\n");
   if (metrics)
     metrics->finish();

@@ -9,10 +9,10 @@ tool's diagnostics, so a Python user sees the same messages as a shell user.
 
 from rp import plot
 from rp.driver import compile, train
-from rp.finetune import finetune
+from rp.finetune import finetune, resume as resume_finetune
 from rp.tools import ToolError, ToolNotFoundError, find_tool, opt, run_tool
 from rp.trace import TraceError, trace
 
 __all__ = ["ToolError", "ToolNotFoundError", "TraceError", "compile",
-           "finetune", "find_tool", "opt", "plot", "run_tool", "trace", "train"]
+           "finetune", "find_tool", "resume_finetune", "opt", "plot", "run_tool", "trace", "train"]
 __version__ = "0.1.0"

@@ -153,7 +153,8 @@ def cmd_train(argv):
                    help="one global batch of input NAME (repeat)")
     p.add_argument("--labels", metavar="FILE.npy")
     p.add_argument("--steps", type=int, default=1)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float,
+                   help="default rp-run's 1e-3, or a --resume checkpoint's")
     p.add_argument("--optimizer", default="adamw")
     p.add_argument("--sync", action="store_true",
                    help="synchronous optimizer (default: async, one step "

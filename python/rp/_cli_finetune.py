@@ -89,13 +89,37 @@ def _finetune_parser():
                    help="gradients of step k at W_k (default: async, the "
                    "loss of step k at step k-1's weights)")
     p.add_argument("--eval-every", type=int, help="steps between evals")
+    p.add_argument("--save-every", type=int, help="also save "
+                   "OUT/checkpoints/last every K steps (an eval saves it "
+                   "too), for --resume")
+    p.add_argument("--resume", metavar="OUT", help="go on with the run in "
+                   "OUT from its last checkpoint to the steps it was "
+                   "started for, with its recorded options (bitwise the "
+                   "uninterrupted run)")
     p.add_argument("--threads", type=int)
     return p
 
 
 def cmd_finetune(argv):
     args = _finetune_parser().parse_args(argv)
-    from rp.finetune import finetune, load_config
+    from rp.finetune import finetune, load_config, resume
+    if args.resume:
+        given = [k for k in DEFAULTS if k != "threads" and
+                 getattr(args, k, None) is not None] + \
+            (["model"] if args.model else []) + \
+            (["config"] if args.config else [])
+        if given:
+            print(f"rp finetune: error: --resume takes the options the run "
+                  f"recorded (OUT/finetune.json); not "
+                  f"{', '.join('--' + g.replace('_', '-') for g in given)}",
+                  file=sys.stderr)
+            return 1
+        try:
+            resume(args.resume, threads=args.threads)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"rp finetune: error: {e}", file=sys.stderr)
+            return 1
+        return 0
     try:
         opts = load_config(args.config) if args.config else {}
     except ValueError as e:

@@ -76,10 +76,6 @@ def attention(module, query, key, value, attention_mask, scaling=None,
     registered for this implementation, so transformers builds none)."""
     import torch
     segments = kwargs["rp_segments"]
-    if kwargs.get("s_aux") is not None:
-        raise NotImplementedError(
-            "rp finetune: attention sinks (s_aux) have no segments form in "
-            "rp.attention yet")
     if dropout:
         raise NotImplementedError(
             f"rp finetune: attention dropout {dropout}: rp has no random ops "
@@ -91,9 +87,41 @@ def attention(module, query, key, value, attention_mask, scaling=None,
     # them.
     window = int(kwargs.get("sliding_window") or 0)
     softcap = float(kwargs.get("softcap") or 0.0)
+    if kwargs.get("s_aux") is not None:
+        return sink_attention(query, key, value, segments, kwargs["s_aux"],
+                              scaling, window, softcap), None
     out = torch.ops.rp_trace.segment_attention(query, key, value, segments,
                                                float(scaling), window, softcap)
     return out.transpose(1, 2).contiguous(), None
+
+
+def sink_attention(query, key, value, segments, sinks, scaling, window=0,
+                   softcap=0.0):
+    """Attention with a learned sink logit per head (gpt-oss's ``s_aux``):
+    each query's softmax runs over its document's kept keys and the sink,
+    whose probability is dropped (the sink has no value), as transformers'
+    eager gpt-oss attention computes it. rp.attention has no sink operand,
+    so this is written in the ops the tracer takes (matmuls, the softmax,
+    the mask from the segment ids at run time, [batch, 1, S, S] booleans:
+    no constant of that size is uploaded) and autodiff gives the sinks
+    their gradient; the scores are S x S a head, as in the unpacked trace
+    of the same model. Returns ``[batch, seq, heads, dim]``."""
+    import torch
+    group = query.shape[1] // key.shape[1]
+    key = key.repeat_interleave(group, dim=1)
+    value = value.repeat_interleave(group, dim=1)
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
+    if softcap > 0:
+        scores = softcap * torch.tanh(scores / softcap)
+    scores = scores.masked_fill(~block_mask(segments, window), float("-inf"))
+    batch, heads, seq, _ = scores.shape
+    sink = sinks.reshape(1, heads, 1, 1).expand(batch, heads, seq, 1)
+    logits = torch.cat([scores, sink.to(scores.dtype)], dim=-1)
+    # The row's maximum out first, as transformers does (bf16 overflow).
+    logits = logits - logits.max(dim=-1, keepdim=True).values
+    probs = torch.softmax(logits, dim=-1)[..., :-1]
+    out = torch.matmul(probs.to(value.dtype), value)
+    return out.transpose(1, 2).contiguous()
 
 
 def register():

@@ -4,7 +4,8 @@ reads out (docs/finetune.md gives the format).
 ``rp.data.build(src, tokenizer, out, seq_len)`` tokenizes every record once
 with the model's tokenizer:
 
-* a ``.txt`` file: documents separated by blank lines, every token trained;
+* a ``.txt`` file: documents separated by blank lines (one document
+  without them), every token trained;
 * a ``.jsonl`` file of records with ``text`` (every token trained),
   ``prompt`` and ``completion`` (the completion trained), or chat
   ``messages`` (rendered with the tokenizer's chat template, the assistant
@@ -12,7 +13,11 @@ with the model's tokenizer:
 
 Each row holds ``seq_len`` tokens and their labels: the next token where it
 is trained, -100 (PyTorch's ignore index) on prompts, padding and a
-document's last token, as rp never shifts labels. By default a row is one
+document's last token, as rp never shifts labels. A text document longer
+than a row goes on in the next rows, in pieces of ``seq_len`` tokens
+(transformers' run_clm); one with a prompt or chat turns is cut at
+``seq_len`` (a later piece would lose its prompt) and ``build`` counts what
+was cut (``cut_documents``, ``cut_labels``). By default a row is one
 document padded on the right: a causal model's tokens never attend to the
 padding after them, so the loss is the document's alone. ``pack=True``
 fills each row with whole documents instead, in order, a document that
@@ -114,12 +119,46 @@ def _labels(ids: Sequence[int], train: Sequence[bool]) -> List[int]:
             for j in range(len(ids) - 1)] + [IGNORE]
 
 
+def _pieces(documents, seq_len: int, cut: Dict[str, int]):
+    """The documents as rows take them: a text document (every token
+    trained) longer than a row in consecutive pieces of ``seq_len`` tokens,
+    each its own document (its attention and positions start anew, as in
+    transformers' run_clm ``group_texts``), a piece's last token predicting
+    the next piece's first, so no label is lost; one with an untrained
+    prompt cut at ``seq_len`` (a later piece would train without its
+    prompt). Both counted in ``cut``."""
+    for ids, train in documents:
+        ids, train = list(ids), list(train)
+        if len(ids) <= seq_len + 1:
+            yield ids, train
+        elif all(train):
+            cut["continued"] += 1
+            for at in range(0, len(ids) - 1, seq_len):
+                # One token past the piece: its last label.
+                yield ids[at:at + seq_len + 1], train[at:at + seq_len + 1]
+        else:
+            cut["documents"] += 1
+            cut["labels"] += sum(1 for v in _labels(ids, train)[seq_len:]
+                                 if v != IGNORE)
+            yield ids[:seq_len + 1], train[:seq_len + 1]
+
+
 def rows_from(documents: Iterable[Tuple[List[int], List[bool]]], seq_len: int,
-              pad_id: int, pack: bool = False):
+              pad_id: int, pack: bool = False,
+              cut: Optional[Dict[str, int]] = None):
     """tokens, labels and segments ([rows, seq_len] int32) of the documents:
-    one padded row each (longer ones cut at ``seq_len``), or packed."""
+    one padded row each, or packed. A text document longer than a row
+    continues in the next rows (counted in ``cut["continued"]``); one with a
+    prompt is cut at ``seq_len`` (``cut["documents"]``, the ``labels``
+    lost)."""
     tokens, labels, segments = [], [], []
     row_t, row_l, row_s = [], [], []
+    if cut is None:
+        cut = {}
+    cut.setdefault("continued", 0)
+    cut.setdefault("documents", 0)
+    cut.setdefault("labels", 0)
+    documents = _pieces(documents, seq_len, cut)
 
     def flush():
         fill = seq_len - len(row_t)
@@ -205,14 +244,23 @@ def build(src: PathLike, tokenizer, out: PathLike, seq_len: int,
     pad = tokenizer.pad_token_id
     if pad is None:
         pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    cut: Dict[str, int] = {}
     tokens, labels, segments, docs = rows_from(
-        (encode(r, tokenizer) for r in records), seq_len, pad, pack)
+        (encode(r, tokenizer) for r in records), seq_len, pad, pack, cut)
     if len(tokens) == 0:
-        raise ValueError(f"{src}: no record has a token to train on")
+        raise ValueError(
+            f"{src}: no record has a token to train on" +
+            (f" within {seq_len} tokens ({cut['documents']} record(s) with a "
+             f"prompt cut at the row's end); raise --seq-len"
+             if cut["documents"] else ""))
     write(out, tokens, labels, segments, docs, len(tokenizer), pack)
     info = read(out)
-    return {k: v for k, v in info.items()
+    info = {k: v for k, v in info.items()
             if k not in ("tokens", "labels", "segments")}
+    info["records"] = len(records)
+    info["continued_documents"] = cut["continued"]
+    info["cut_documents"], info["cut_labels"] = cut["documents"], cut["labels"]
+    return info
 
 
 _MASK = (1 << 64) - 1

@@ -68,7 +68,7 @@ last_compile_summary = ""
 
 
 def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
-          labels: Any = None, steps: int = 1, lr: float = 1e-3,
+          labels: Any = None, steps: int = 1, lr: Optional[float] = None,
           optimizer: str = "adamw", sync: bool = False, *,
           accumulate: int = 1, extra_args: Sequence[str] = (),
           **options) -> Iterator[float]:
@@ -84,6 +84,8 @@ def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
     ``backend="sim"``, ``threads=4``); ``extra_args`` are flags passed as
     written.
     ``sync=False`` is rp-run's default async mode (one step stale).
+    ``lr=None`` is rp-run's default (1e-3), or with ``resume=DIR`` the
+    checkpoint's learning rate and schedule, as the run that wrote it.
     ``accumulate=K`` runs K passes of the plan's microbatches per optimizer
     step (rp-run ``--accumulate``): the inputs then hold K global batches,
     and each yielded loss is the step's mean over all of them.
@@ -98,7 +100,7 @@ def train(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
 
 
 def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
-                labels: Any = None, steps: int = 1, lr: float = 1e-3,
+                labels: Any = None, steps: int = 1, lr: Optional[float] = None,
                 optimizer: str = "adamw", sync: bool = False, *,
                 accumulate: int = 1, extra_args: Sequence[str] = (),
                 progress: Union[bool, str] = False,
@@ -112,9 +114,11 @@ def train_steps(plan: PathLike, inputs: Optional[Mapping[str, Any]] = None,
             or accumulate < 1:
         raise ValueError(f"accumulate={accumulate!r}: give the number of "
                          "passes per optimizer step, an int of 1 or more")
-    args = [str(plan), f"--steps={steps}", f"--lr={lr!r}",
+    args = [str(plan), f"--steps={steps}",
             f"--optimizer={optimizer}", "--sync" if sync else "--async",
             f"--accumulate={accumulate}"]
+    if lr is not None:
+        args.append(f"--lr={lr!r}")
     with tempfile.TemporaryDirectory(prefix="rp-train-") as tmp:
         for name, value in (inputs or {}).items():
             path = _npy(value, Path(tmp) / f"input-{len(args)}.npy")

@@ -180,7 +180,13 @@ def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str],
             state[name].copy_(torch.from_numpy(value.copy()))
         for name, (a, b) in lora.items():
             a, b = torch.from_numpy(a.copy()), torch.from_numpy(b.copy())
-            state[name].add_(scale * (b @ a))
+            delta = b @ a  # [(E,) out, in]
+            # Experts stored [E, in, out] (GPT-OSS's, transformers'
+            # `is_transposed`): the delta in the stack's own layout.
+            if a.dim() == 3 and getattr(model.get_submodule(
+                    name.rsplit(".", 1)[0]), "is_transposed", False):
+                delta = delta.transpose(-1, -2)
+            state[name].add_(scale * delta)
     if dtype:
         model = model.to(getattr(torch, {"f32": "float32", "bf16": "bfloat16",
                                           "f16": "float16"}.get(dtype, dtype)))
@@ -265,9 +271,12 @@ def _export_peft_experts(record: Dict[str, Any], full, lora, out: Path) -> Path:
         # modules_to_save copies the module as it is when wrapped.
         for name, value in full.items():
             state[name].copy_(torch.from_numpy(value.copy()))
-    modules = sorted(n[:-len(".weight")] for n, (a, _) in lora.items()
-                     if a.ndim == 2)
-    params = sorted(n for n, (a, _) in lora.items() if a.ndim != 2)
+    # PEFT wraps nn.Linear modules; another module's weight (GPT-OSS's
+    # router, a bare parameter read by F.linear) is a target parameter.
+    linear = {n for n, (a, _) in lora.items() if a.ndim == 2 and isinstance(
+        base.get_submodule(n.rsplit(".", 1)[0]), torch.nn.Linear)}
+    modules = sorted(n[:-len(".weight")] for n in linear)
+    params = sorted(n for n in lora if n not in linear)
     saved = sorted({name.rsplit(".", 1)[0] for name in full})
     lora_cfg = record["lora"]
     model = get_peft_model(base, LoraConfig(

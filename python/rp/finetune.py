@@ -49,7 +49,8 @@ DEFAULTS: Dict[str, Any] = {
     "pack": True, "shuffle_seed": 0, "seed": 0,
     "lora_rank": 0, "lora_alpha": 16.0, "lora_targets": "",
     "lora_modules_to_save": "", "quantize_base": None, "lora_dropout": 0.0,
-    "dtype": "f32", "sync": False, "eval_every": 0, "threads": None,
+    "dtype": "f32", "sync": False, "eval_every": 0, "save_every": 0,
+    "threads": None,
 }
 
 
@@ -176,6 +177,20 @@ class _RotaryTables:
             del module._rp_forward
 
 
+def _say_cut(path, info, seq: int) -> None:
+    """What rows longer than --seq-len did to the records: text continued
+    over rows, prompts and chats cut (their lost labels: nothing else says
+    the data was not all trained on)."""
+    if info["continued_documents"]:
+        _say(f"{path}: {info['continued_documents']} text document(s) longer "
+             f"than {seq} tokens continue over several rows (a .txt file's "
+             "documents are separated by blank lines)")
+    if info["cut_documents"]:
+        _say(f"{path}: warning: {info['cut_documents']} record(s) with a "
+             f"prompt are longer than {seq} tokens and were cut, "
+             f"{info['cut_labels']} trained tokens lost; raise --seq-len")
+
+
 def trace_model(model, batch: int, seq: int, out: PathLike) -> Path:
     """``rp.trace`` of the model's logits from ``input_ids`` and
     ``segment_ids`` ([batch, seq] each), the model's own parameter names."""
@@ -296,7 +311,7 @@ def evaluate(plan: PathLike, weights: PathLike, dataset: PathLike,
 
 
 def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
-             **options) -> Dict[str, Any]:
+             _stop_after: Optional[int] = None, **options) -> Dict[str, Any]:
     """Fine-tunes the Hugging Face model folder ``model_dir`` on ``data``
     (text or JSONL) into the run folder ``out``; options as DEFAULTS (and
     ``python -m rp finetune --help``). Returns the run's record (also in
@@ -327,12 +342,14 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
          f"{train_info['trained_tokens']} trained tokens -> {out}/train.rpds"
          + (" (packed; attention kept within each document)"
             if opts["pack"] else " (one document a row, padded)"))
+    _say_cut(data, train_info, seq)
     eval_path = None
     if opts["eval_data"]:
         eval_path = out / "eval.rpds"
         info = rp_data.build(opts["eval_data"], tokenizer, eval_path, seq)
         _pad_rows(eval_path, global_rows)
         _say(f"{opts['eval_data']}: {info['rows']} rows -> {eval_path}")
+        _say_cut(opts["eval_data"], info, seq)
     if opts["steps"]:
         total = int(opts["steps"])
     else:
@@ -375,62 +392,152 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
         # The export dequantizes the base from the plan's blobs.
         record["lora"]["quantize_base"] = opts["quantize_base"]
     (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")
-    last, best = out / "checkpoints" / "last", out / "checkpoints" / "best"
+    last = out / "checkpoints" / "last"
     if last.exists():
         shutil.rmtree(last)
     last.parent.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.jsonl").unlink(missing_ok=True)
+    best = out / "checkpoints" / "best"
+    if best.exists():
+        shutil.rmtree(best)
+    return _train(out, record, train_info["rows"], 0, _stop_after)
+
+
+def resume(out: PathLike, threads: Optional[int] = None,
+           _stop_after: Optional[int] = None) -> Dict[str, Any]:
+    """Goes on with the finetune run in ``out`` from its last checkpoint
+    (``save_every``'s, an eval's, or the end's) to the steps it was started
+    for, with the options it recorded (``finetune.json``): rp-run's
+    ``--resume`` takes the schedule, seeds and data position from the
+    checkpoint, so the run ends as the uninterrupted one would, bitwise.
+    Metrics after the checkpoint (written before it stopped) are dropped and
+    written again."""
+    out = Path(out)
+    record = json.loads((out / "finetune.json").read_text())
+    opts = record["options"]
+    if threads is not None:
+        opts["threads"] = threads
+    last = out / "checkpoints" / "last"
+    state_path = last / "state.json"
+    if not state_path.is_file():
+        raise ValueError(f"{out}: no checkpoint to resume ({state_path} is "
+                         "missing: the run stopped before its first save; "
+                         "give save_every to save every K steps)")
+    done = int(json.loads(state_path.read_text())["step"])
+    total = int(opts["steps"])
+    if done >= total:
+        _say(f"{out}: all {total} steps are done; nothing to resume")
+        return record
     metrics = out / "metrics.jsonl"
-    metrics.unlink(missing_ok=True)
+    if metrics.exists():
+        kept = [line for line in metrics.read_text().splitlines()
+                if _before(json.loads(line), done)]
+        metrics.write_text("".join(line + "\n" for line in kept))
+    rows = rp_data.read(out / "train.rpds")["rows"]
+    _say(f"resuming {out} after {done} of {total} steps")
+    return _train(out, record, rows, done, _stop_after)
+
+
+def _before(line: Dict[str, Any], done: int) -> bool:
+    """A metrics line of the steps a checkpoint after ``done`` updates
+    holds (an eval's after at most ``done``)."""
+    if "eval_loss" in line:
+        return line["after_updates"] <= done
+    return line["step"] < done
+
+
+def _train(out: Path, record: Dict[str, Any], rows: int, start: int,
+           stop_after: Optional[int]) -> Dict[str, Any]:
+    """rp-run over the run's steps from ``start`` (a resume of
+    checkpoints/last when not 0) to its end (or ``stop_after``: an
+    interruption, for tests), then the evals, the best checkpoint and the
+    record."""
+    opts = record["options"]
+    total = int(opts["steps"])
+    global_rows = record["global_batch_rows"]
+    plan = out / record["plan"]
+    last, best = out / "checkpoints" / "last", out / "checkpoints" / "best"
+    metrics = out / "metrics.jsonl"
+    eval_path = out / "eval.rpds" if opts["eval_data"] else None
     every = int(opts["eval_every"]) if eval_path else 0
     board = _Board(out / "tensorboard", metrics)
-    done, best_loss = 0, math.inf
+    best_loss = math.inf
+    end = total if stop_after is None else min(total, stop_after)
     _say(f"training {total} steps of {global_rows} rows "
-         f"({total * global_rows / train_info['rows']:.2f} epochs; "
+         f"({total * global_rows / rows:.2f} epochs; "
          f"{opts['lr_schedule']} schedule from lr {opts['lr']}, "
          f"{opts['warmup_steps']} warmup steps, "
          + ("sync" if opts["sync"] else "async") + " mode)"
-         + (f", eval every {every} steps" if every else ""))
+         + (f", eval every {every} steps" if every else "")
+         + (f", from step {start}" if start else ""))
     flags = dict(dataset=str(out / "train.rpds"), save=str(last),
                  lr_schedule=opts["lr_schedule"],
                  warmup_steps=opts["warmup_steps"], total_steps=total,
                  metrics=str(metrics), seed=opts["seed"],
                  weight_decay=opts["weight_decay"],
                  clip_grad_norm=opts["clip_grad_norm"] or None,
+                 save_every=opts.get("save_every") or None,
                  threads=opts["threads"])
+    if start:
+        flags["resume"] = str(last)
     if opts["shuffle_seed"] is not None:
         flags["shuffle_seed"] = opts["shuffle_seed"]
+    # A resumed rp-run knows only its own evals: it keeps its best beside
+    # the run's, which it replaces only if lower than every eval before.
+    earlier = min((m["eval_loss"] for m in map(
+        json.loads, metrics.read_text().splitlines()) if "eval_loss" in m),
+        default=math.inf) if start and metrics.exists() else math.inf
+    candidate = best.with_name("best.resumed") if start else best
     if eval_path:
         # rp-run evaluates in its own process (every `every` steps and at
         # the end), keeping the best checkpoint.
+        if candidate.exists():
+            shutil.rmtree(candidate)
         flags.update(eval_dataset=str(eval_path), eval_every=every or None,
-                     save_best=str(best))
-        if best.exists():
-            shutil.rmtree(best)
-    for step, loss in train_steps(plan, steps=total, lr=opts["lr"],
+                     save_best=str(candidate))
+    for step, loss in train_steps(plan, steps=end - start, lr=opts["lr"],
                                   optimizer=opts["optimizer"],
                                   sync=opts["sync"], progress="steps",
                                   **flags):
         pass
-    done = total
+    done = end
     _stamp(last, record, done)
+    if candidate != best and candidate.exists():
+        ours = min((m["eval_loss"] for m in map(
+            json.loads, metrics.read_text().splitlines())
+            if "eval_loss" in m and m["after_updates"] > start),
+            default=math.inf)
+        if ours < earlier:
+            if best.exists():
+                shutil.rmtree(best)
+            candidate.rename(best)
+        else:
+            shutil.rmtree(candidate)
     evals = [m for m in map(json.loads, metrics.read_text().splitlines())
              if "eval_loss" in m]
+    record["evals"] = []
+    record.pop("best", None)
     for m in evals:
         loss, after = m["eval_loss"], m["after_updates"]
-        is_best = loss < best_loss
-        _say(f"step {after}: eval loss {loss:.6f}"
-             + (" (best so far: checkpoints/best)" if is_best else ""))
         record["evals"].append({"steps_done": after, "eval_loss": loss})
-        if is_best:
+        if loss < best_loss:
             best_loss = loss
             record["best"] = {"steps_done": after, "eval_loss": loss,
                               "weights": "checkpoints/best/weights.safetensors"}
     if "best" in record:
         _stamp(best, record, record["best"]["steps_done"])
+        # rp-run said each eval as it came; the summary once.
+        _say(f"{len(evals)} evals, the last {evals[-1]['eval_loss']:.6f}; "
+             f"the best {best_loss:.6f} after {record['best']['steps_done']} "
+             "steps (checkpoints/best)")
     board.update()
     record["steps_done"] = done
     (out / "finetune.json").write_text(json.dumps(record, indent=2) + "\n")
     board.close()
+    if done < total:
+        _say(f"stopped after {done} of {total} steps; go on with python -m "
+             f"rp finetune --resume {out}")
+        return record
     _say(f"done: {out}/checkpoints/last after {done} steps; export with "
          f"python -m rp export {out} --hf DIR"
          + (" or --peft DIR" if opts["lora_rank"] else ""))

@@ -216,16 +216,48 @@ TEST(CheckpointStateTest, RoundTripsEveryField) {
   ASSERT_TRUE(old);
   EXPECT_FALSE(old->seed);
   EXPECT_FALSE(old->shuffleSeed);
+  EXPECT_FALSE(old->schedule);
+}
+
+TEST(CheckpointStateTest, RoundTripsTheSchedule) {
+  CheckpointState state;
+  state.step = 3;
+  // An lr that 15 digits would not read back.
+  state.schedule = CheckpointSchedule{"cosine", 0.1 + 0.2, 2, 600};
+  Expected<CheckpointState> back =
+      parseCheckpointState(formatCheckpointState(state), "state.json");
+  ASSERT_TRUE(back) << back.getStatus().toString();
+  ASSERT_TRUE(back->schedule);
+  EXPECT_TRUE(*back->schedule == *state.schedule);
+  EXPECT_EQ(back->schedule->lr, 0.1 + 0.2);
 }
 
 TEST(CheckpointStateTest, RefusesWrongTypesAndRanges) {
   for (const char *text :
-       {"[]", "{}", "{\"step\": -1}", "{\"step\": 1.5}", "{\"step\": \"1\"}",
-        "{\"step\": 1099511627776}", "{\"step\": 1, \"updates\": 2}",
-        "{\"step\": 1, \"sync\": 1}", "{\"step\": 1, \"optimizer\": \"adam\"}",
-        "{\"step\": 1, \"loss_scale\": -2}", "{\"step\": 1, \"good_steps\": 9}",
-        "{\"step\": 1, \"data_position\": -5}", "{\"step\": 1, \"seed\": -1}",
-        "{\"step\": 1, \"seed\": \"3\"}", "not json"}) {
+       {"[]",
+        "{}",
+        "{\"step\": -1}",
+        "{\"step\": 1.5}",
+        "{\"step\": \"1\"}",
+        "{\"step\": 1099511627776}",
+        "{\"step\": 1, \"updates\": 2}",
+        "{\"step\": 1, \"sync\": 1}",
+        "{\"step\": 1, \"optimizer\": \"adam\"}",
+        "{\"step\": 1, \"loss_scale\": -2}",
+        "{\"step\": 1, \"good_steps\": 9}",
+        "{\"step\": 1, \"data_position\": -5}",
+        "{\"step\": 1, \"seed\": -1}",
+        "{\"step\": 1, \"seed\": \"3\"}",
+        "not json",
+        "{\"step\": 1, \"lr_schedule\": 1}",
+        "{\"step\": 1, \"lr_schedule\": {\"kind\": \"step\", \"lr\": 1, "
+        "\"warmup_steps\": 0, \"total_steps\": 1}}",
+        "{\"step\": 1, \"lr_schedule\": {\"kind\": \"linear\", \"lr\": -1, "
+        "\"warmup_steps\": 0, \"total_steps\": 1}}",
+        "{\"step\": 1, \"lr_schedule\": {\"kind\": \"linear\", \"lr\": 1, "
+        "\"warmup_steps\": 0.5, \"total_steps\": 1}}",
+        "{\"step\": 1, \"lr_schedule\": {\"kind\": \"linear\", \"lr\": 1, "
+        "\"warmup_steps\": 0}}"}) {
     Expected<CheckpointState> state = parseCheckpointState(text, "state.json");
     ASSERT_FALSE(state) << text;
     EXPECT_EQ(exitCode(state.getStatus()), 1) << text;

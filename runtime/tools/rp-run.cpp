@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
                 "steps of linear warmup from 0 to --lr");
   numbers.whole(app, "--total-steps", o.train.schedule.total, 0, 1000000,
                 "the steps linear and cosine decay over (default: --steps; "
-                "give it when resuming)");
+                "a resume takes the checkpoint's)");
   app.add_option("--metrics", o.metricsPath,
                  "append a JSON line per step to this file: step, loss, the "
                  "weights the loss is at, lr, grad_norm, tokens/s");
@@ -317,6 +317,10 @@ int main(int argc, char **argv) {
   o.weightDecayGiven = app.count("--weight-decay") > 0;
   o.shuffle = app.count("--shuffle-seed") > 0;
   o.seedGiven = app.count("--seed") > 0;
+  o.lrGiven = app.count("--lr") > 0;
+  o.lrScheduleGiven = app.count("--lr-schedule") > 0;
+  o.warmupGiven = app.count("--warmup-steps") > 0;
+  o.totalStepsGiven = app.count("--total-steps") > 0;
 
   if (Status s = numbers.read(app); s.failed())
     return fail(s);

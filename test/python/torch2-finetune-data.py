@@ -57,6 +57,31 @@ print("packed:", packed["rows"], "rows, flag", packed["packed"],
           {(r, v) for r in range(p["rows"]) for v in p["segments"][r] if v >= 0}),
       "rows hold several:", bool((p["segments"].max(axis=1) > 0).any()))
 
+# Records longer than a row (8 tokens): a text document (a .txt file with
+# no blank line is one) goes on over rows, each piece its own document, its
+# last token predicting the next piece's first, so every next token of the
+# document is trained once; a prompt/completion is cut (a later piece would
+# lose its prompt) and counted. Before, the text was cut at the row too:
+# one row, all but 7 of its labels dropped, and nothing said.
+long = out / "long.txt"
+long.write_text("After one comes two. After two comes three. After three "
+                "comes four.\nAfter four comes five.\n")
+words = tok(long.read_text().strip())["input_ids"] + [tok.eos_token_id]
+info = data.build(long, tok, out / "long.rpds", 8)
+g = data.read(out / "long.rpds")
+stream = [int(t) for r in range(g["rows"]) for t, v in
+          zip(g["tokens"][r], g["segments"][r]) if v >= 0]
+kept = [int(t) for t in g["labels"].reshape(-1) if t != -100]
+print(f"long text: {info['rows']} rows, continued {info['continued_documents']}, "
+      f"tokens in order: {stream == words}, every next token trained once: "
+      f"{kept == words[1:]}")
+longer = out / "long.jsonl"
+longer.write_text(json.dumps({"prompt": "two? ",
+                              "completion": "three. " * 6}) + "\n")
+info = data.build(longer, tok, out / "cut.rpds", 8)
+print(f"long prompt/completion: cut {info['cut_documents']}, "
+      f"labels lost {info['cut_labels'] > 0}")
+
 config = out / "finetune.yaml"
 config.write_text(f"model: {model_dir}\ndata: {out / 'tiny' / 'train.jsonl'}\n"
                   f"out: {out / 'run'}\nsteps: 2\nseq-len: 32\nlora_rank: 2\n"
@@ -90,6 +115,8 @@ print("steps: two:", bad.returncode, bad.stderr.strip().splitlines()[-1])
 # CHECK-NEXT: chat: trains 'four.<|end|>'; labels are next tokens: True; padding ignored: True
 # CHECK-NEXT: text: trains ' one comes two.<|end|>'; labels are next tokens: True; padding ignored: True
 # CHECK-NEXT: packed: {{[0-9]+}} rows, flag True labels across a document end: 0 documents whole: True rows hold several: True
+# CHECK-NEXT: long text: {{[0-9]+}} rows, continued 1, tokens in order: True, every next token trained once: True
+# CHECK-NEXT: long prompt/completion: cut 1, labels lost True
 # CHECK-NEXT: finetune --config exit 0
 # CHECK-NEXT: recorded: 2 32 2 0.01 {'rank': 2, 'alpha': 16.0, 'targets': '', 'modules_to_save': '', 'dropout': 0.0}
 # CHECK-NEXT: no data: 1 rp finetune: error: give --data, --out

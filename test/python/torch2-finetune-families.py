@@ -25,7 +25,8 @@ import rp  # noqa: E402
 from rp import export  # noqa: E402
 from peft import PeftModel  # noqa: E402
 from transformers import (AutoModelForCausalLM, AutoTokenizer,  # noqa: E402
-                          Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig,
+                          GptOssConfig, GptOssForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM, Qwen3MoeConfig,
                           Qwen3MoeForCausalLM)
 
 out = Path(sys.argv[1])
@@ -90,6 +91,47 @@ for name, (cls, config) in families.items():
                   model.lm_head.weight.data_ptr()
                   == model.model.embed_tokens.weight.data_ptr())
 
+# GPT-OSS: attention sinks and alternating sliding windows in the packed
+# rows' attention, a biased router that is no nn.Linear, experts stored
+# [E, in, out] (transformers' is_transposed). LoRA's default targets adapt
+# attention, router and experts; --merged adds the experts' deltas in their
+# own layout and --peft gives the router as a target parameter. Before, the
+# trace refused the sinks, --merged failed on the experts' shapes and
+# PeftModel refused the router ("Target module GptOssTopKRouter() is not
+# supported").
+folder = out / "gpt-oss"
+torch.manual_seed(0)
+oss = GptOssForCausalLM(GptOssConfig(
+    intermediate_size=48, num_local_experts=4, num_experts_per_tok=2,
+    sliding_window=4, **{**common, "head_dim": 8, "num_attention_heads": 4,
+                         "num_key_value_heads": 2}))
+with torch.no_grad():
+    for layer in oss.model.layers:
+        layer.self_attn.sinks.normal_()
+oss.save_pretrained(str(folder))
+tok.save_pretrained(str(folder))
+run = out / "gpt-oss-lora"
+rp.finetune(folder, out / "tiny" / "train.jsonl", run,
+            eval_data=out / "tiny" / "eval.jsonl", steps=2, devices=2,
+            microbatches=3, seq_len=32, lr=1e-2, sync=True, lora_rank=4,
+            lora_alpha=8)
+ours = rp_loss(run)
+untrained = torch_loss(AutoModelForCausalLM.from_pretrained(str(folder)).eval(),
+                       run / "eval.rpds")
+merged = AutoModelForCausalLM.from_pretrained(
+    str(export.export_hf(run, out / "gpt-oss-merged"))).eval()
+adapter = export.export_peft(run, out / "gpt-oss-peft")
+targets = json.loads((adapter / "adapter_config.json").read_text())
+peft_model = PeftModel.from_pretrained(
+    AutoModelForCausalLM.from_pretrained(str(folder)).eval(), str(adapter))
+for how, model in (("--merged", merged), ("--peft", peft_model.eval())):
+    theirs = torch_loss(model, run / "eval.rpds")
+    print(f"gpt-oss {how}: loss within 1e-5 of rp's: "
+          f"{rel(ours, theirs) <= 1e-5}, trained: {rel(ours, untrained) > 1e-4}"
+          f" ({ours:.6f} vs {theirs:.6f})")
+print("gpt-oss target parameters:", sorted({p.rsplit(".", 1)[-1] if "experts"
+      in p else "router.weight" for p in targets["target_parameters"]}))
+
 # CHECK: qwen3 --hf: loss within 1e-5 of rp's: True, trained: True
 # CHECK-NEXT: tied in the export: True
 # CHECK-NEXT: qwen3 --peft: loss within 1e-5 of rp's: True, trained: True
@@ -97,3 +139,6 @@ for name, (cls, config) in families.items():
 # CHECK-NEXT: qwen3-moe --merged: loss within 1e-5 of rp's: True, trained: True
 # CHECK-NEXT: expert adapters --peft (4 target_parameters): loss within 1e-5 of rp's: True
 # CHECK-NEXT: qwen3-moe --peft: loss within 1e-5 of rp's: True, trained: True
+# CHECK-NEXT: gpt-oss --merged: loss within 1e-5 of rp's: True, trained: True
+# CHECK-NEXT: gpt-oss --peft: loss within 1e-5 of rp's: True, trained: True
+# CHECK-NEXT: gpt-oss target parameters: ['down_proj', 'gate_up_proj', 'router.weight']

@@ -77,4 +77,4 @@ print("tensorboard:", {t: len(v) for t, v in sorted(tags.items())})
 # LOG: rp-run: eval after 2 steps: loss
 # LOG: rp-run: step 3 (4/4) loss {{[0-9.]+}} lr
 # LOG: rp-run: eval after 4 steps: loss
-# LOG: rp finetune: step 4: eval loss
+# LOG: rp finetune: 2 evals, the last {{[0-9.]+}}; the best {{[0-9.]+}} after {{[24]}} steps (checkpoints/best)

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,7 +28,48 @@ std::string rp::runtime::formatCheckpointState(const CheckpointState &state) {
     j["seed"] = *state.seed;
   if (state.shuffleSeed)
     j["shuffle_seed"] = *state.shuffleSeed;
+  if (state.schedule)
+    j["lr_schedule"] = {{"kind", state.schedule->kind},
+                        {"lr", state.schedule->lr},
+                        {"warmup_steps", state.schedule->warmup},
+                        {"total_steps", state.schedule->total}};
   return j.dump(2) + "\n";
+}
+
+/// state.json's "lr_schedule": every field present, of its type and range
+/// (rp-run's own limits on the options).
+static Expected<CheckpointSchedule>
+parseSchedule(const nlohmann::json &j,
+              const std::function<Status(const std::string &)> &bad) {
+  if (!j.is_object())
+    return bad("'lr_schedule' is " + j.dump() + ", not an object");
+  CheckpointSchedule s;
+  auto kind = j.find("kind");
+  if (kind == j.end() || !kind->is_string() ||
+      (*kind != "constant" && *kind != "linear" && *kind != "cosine"))
+    return bad("'lr_schedule.kind' is " +
+               (kind == j.end() ? std::string("missing") : kind->dump()) +
+               ", not \"constant\", \"linear\" or \"cosine\"");
+  s.kind = kind->get<std::string>();
+  auto lr = j.find("lr");
+  if (lr == j.end() || !lr->is_number() || !std::isfinite(lr->get<double>()) ||
+      lr->get<double>() < 0)
+    return bad("'lr_schedule.lr' is " +
+               (lr == j.end() ? std::string("missing") : lr->dump()) +
+               ", not a finite number >= 0");
+  s.lr = lr->get<double>();
+  for (auto [key, out] : {std::pair{"warmup_steps", &s.warmup},
+                          std::pair{"total_steps", &s.total}}) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_unsigned() ||
+        it->get<uint64_t>() > kMaxCheckpointSteps)
+      return bad("'lr_schedule." + std::string(key) + "' is " +
+                 (it == j.end() ? std::string("missing") : it->dump()) +
+                 ", not an integer from 0 to " +
+                 std::to_string(kMaxCheckpointSteps));
+    *out = unsigned(it->get<uint64_t>());
+  }
+  return s;
 }
 
 Expected<CheckpointState>
@@ -82,6 +124,13 @@ rp::runtime::parseCheckpointState(std::string_view text,
     if (Status s = count("shuffle_seed", UINT64_MAX, 0, seed); s.failed())
       return s;
     state.shuffleSeed = seed;
+  }
+  if (auto it = j.find("lr_schedule"); it != j.end()) {
+    if (Expected<CheckpointSchedule> schedule = parseSchedule(*it, bad);
+        !schedule)
+      return schedule.getStatus();
+    else
+      state.schedule = *schedule;
   }
   if (auto it = j.find("sync"); it != j.end()) {
     if (!it->is_boolean())

@@ -346,6 +346,13 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                                      plan.buffers[params[i].buffer].shape}});
     return writeSafetensors(options.dumpGrads, named);
   };
+  // The rates' schedule, which a resume takes (rp-run's RunTrain.cpp).
+  CheckpointSchedule schedule{
+      options.schedule.kind == LrSchedule::linear   ? "linear"
+      : options.schedule.kind == LrSchedule::cosine ? "cosine"
+                                                    : "constant",
+      options.sgd ? options.sgdConfig.lr : options.adamw.lr,
+      options.schedule.warmup, options.schedule.total};
   auto checkpointState = [&](unsigned done, uint64_t position) {
     return CheckpointState{done,
                            options.sync,
@@ -358,7 +365,8 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
                            options.seed,
                            stream && stream->isDataset && options.shuffle
                                ? std::optional<uint64_t>(options.shuffleSeed)
-                               : std::nullopt};
+                               : std::nullopt,
+                           schedule};
   };
   // Several processes: gradients summed across the ranks as they land, in
   // the order they land (staged plans: by the job that writes them).

@@ -69,6 +69,10 @@ struct RunOptions {
   /// sim: predict this many boxes training data-parallel (docs/multi-box.md).
   unsigned boxes = 1;
   std::string network = "25gbe", networkAlgorithm = "ring";
+  /// --lr, --lr-schedule, --warmup-steps, --total-steps given: a resume
+  /// takes the checkpoint's for those not given.
+  bool lrGiven = false, lrScheduleGiven = false, warmupGiven = false,
+       totalStepsGiven = false;
   /// --lr-schedule, --shuffle-seed (given: shuffle), --metrics.
   std::string lrSchedule = "constant", metricsPath;
   uint64_t shuffleSeed = 0;

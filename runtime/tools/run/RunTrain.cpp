@@ -15,12 +15,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 
 using namespace rp::runtime;
 using namespace rp::runtime::run;
 
-/// --eval-dataset: the steps --eval-every at a time, each stretch saving
+/// --eval-dataset: the steps --eval-every at a time (counted from the first
+/// step of the run a resume continues, `first` steps done), each stretch saving
 /// the checkpoint the next resumes and the eval runs at (RunEval.cpp); the
 /// loss after each, to stderr and the metrics, and the best checkpoint
 /// copied to --save-best.
@@ -28,12 +30,15 @@ static Status
 trainWithEvals(RunOptions &o, const Plan &plan, ComputeSetup &setup,
                ThreadPool &pool, MetricsLog *metrics,
                const std::function<void(unsigned, double)> &onStep,
-               const unsigned &lastStep) {
+               const unsigned &lastStep, unsigned first) {
   unsigned total = o.steps;
   unsigned every = o.evalEvery ? o.evalEvery : total;
   double best = HUGE_VAL;
   for (unsigned done = 0; done < total;) {
-    o.train.steps = std::min(every, total - done);
+    // A resumed run evaluates where the uninterrupted one would: after
+    // every multiple of --eval-every steps (and at the end).
+    unsigned stretch = o.evalEvery ? every - (first + done) % every : every;
+    o.train.steps = std::min(stretch, total - done);
     if (Status s = train(plan, *setup.fwd, pool, o.train, onStep); s.failed())
       return s;
     done += o.train.steps;
@@ -58,6 +63,51 @@ trainWithEvals(RunOptions &o, const Plan &plan, ComputeSetup &setup,
   return Status::ok();
 }
 
+/// A resume's schedule: the checkpoint's for each option not given; one
+/// given that differs wins, said on stderr (a deliberate change, as a lower
+/// rate for the rest of a run; the rates then are not the uninterrupted
+/// run's).
+static void takeSchedule(RunOptions &o, const CheckpointSchedule &saved,
+                         unsigned step) {
+  std::string changed;
+  auto note = [&](const char *flag, const std::string &given,
+                  const std::string &theirs) {
+    if (given != theirs)
+      changed += std::string(changed.empty() ? "" : ", ") + flag + " " + given +
+                 " (the checkpoint's " + theirs + ")";
+  };
+  // The shortest of 15 and 17 digits that reads back as the same number.
+  auto real = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.15g", v);
+    if (std::strtod(text, nullptr) != v)
+      std::snprintf(text, sizeof text, "%.17g", v);
+    return std::string(text);
+  };
+  if (!o.lrGiven)
+    o.lr = saved.lr;
+  note("--lr", real(o.lr), real(saved.lr));
+  if (!o.lrScheduleGiven)
+    o.lrSchedule = saved.kind;
+  note("--lr-schedule", o.lrSchedule, saved.kind);
+  if (!o.warmupGiven)
+    o.train.schedule.warmup = saved.warmup;
+  note("--warmup-steps", std::to_string(o.train.schedule.warmup),
+       std::to_string(saved.warmup));
+  // --total-steps 0: this run's end, as below.
+  unsigned &total = o.train.schedule.total;
+  if (!o.totalStepsGiven)
+    total = saved.total;
+  if (saved.total != 0)
+    note("--total-steps", std::to_string(total ? total : step + o.steps),
+         std::to_string(saved.total));
+  if (!changed.empty())
+    std::fprintf(stderr,
+                 "rp-run: resuming with %s: the learning rates from step %u "
+                 "are not the uninterrupted run's\n",
+                 changed.c_str(), step);
+}
+
 int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
                                   ComputeSetup &setup) {
   if (o.syncMode && o.asyncMode)
@@ -71,22 +121,21 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
         "ends with, which the next resumes; give --save"));
   // A resume continues the checkpoint's seed unless --seed is given (the
   // trainer refuses one that differs): the dropout masks go on as the
-  // uninterrupted run's.
-  if (!o.train.resume.empty() && !o.seedGiven) {
+  // uninterrupted run's. Likewise its shuffle seed and its schedule.
+  std::optional<CheckpointState> resumed;
+  if (!o.train.resume.empty()) {
     Expected<CheckpointState> state = readCheckpointState(o.train.resume);
     if (!state)
       return fail(state.getStatus());
-    if (state->seed)
-      o.seed = *state->seed;
-  }
-  if (!o.train.resume.empty() && !o.shuffle && !o.train.dataset.empty()) {
-    Expected<CheckpointState> state = readCheckpointState(o.train.resume);
-    if (!state)
-      return fail(state.getStatus());
-    if (state->shuffleSeed) {
+    resumed = std::move(*state);
+    if (!o.seedGiven && resumed->seed)
+      o.seed = *resumed->seed;
+    if (!o.shuffle && !o.train.dataset.empty() && resumed->shuffleSeed) {
       o.shuffle = true;
-      o.shuffleSeed = *state->shuffleSeed;
+      o.shuffleSeed = *resumed->shuffleSeed;
     }
+    if (resumed->schedule)
+      takeSchedule(o, *resumed->schedule, resumed->step);
   }
   o.train.steps = o.steps;
   o.train.sync = o.syncMode;
@@ -116,8 +165,10 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
   o.train.schedule.kind = o.lrSchedule == "linear"   ? LrSchedule::linear
                           : o.lrSchedule == "cosine" ? LrSchedule::cosine
                                                      : LrSchedule::constant;
+  // Decay ends with this run: a resume of a checkpoint that predates the
+  // stored schedule counts from the checkpoint's step.
   if (o.train.schedule.total == 0)
-    o.train.schedule.total = o.steps;
+    o.train.schedule.total = (resumed ? resumed->step : 0) + o.steps;
   // --metrics: a step's line once both its loss (onStep) and its update
   // (onUpdate, maybe on the optimizer's thread, maybe a step later) are in.
   std::unique_ptr<MetricsLog> metrics;
@@ -254,7 +305,7 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
   Status s = o.evalDataset.empty()
                  ? rp::runtime::train(plan, *setup.fwd, pool, o.train, onStep)
                  : trainWithEvals(o, plan, setup, pool, metrics.get(), onStep,
-                                  lastStep);
+                                  lastStep, resumed ? resumed->step : 0);
   std::fprintf(stderr, "\n");
   if (metrics)
     metrics->finish();

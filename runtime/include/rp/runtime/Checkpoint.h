@@ -29,6 +29,19 @@ namespace rp::runtime {
 /// low enough that the steps done plus rp-run's --steps never wrap.
 constexpr unsigned kMaxCheckpointSteps = 1u << 30;
 
+/// The learning-rate schedule of a run (rp-run's --lr, --lr-schedule,
+/// --warmup-steps, --total-steps, the total resolved: never 0).
+struct CheckpointSchedule {
+  std::string kind = "constant"; ///< constant, linear or cosine
+  double lr = 0;
+  unsigned warmup = 0;
+  unsigned total = 0;
+  bool operator==(const CheckpointSchedule &o) const {
+    return kind == o.kind && lr == o.lr && warmup == o.warmup &&
+           total == o.total;
+  }
+};
+
 /// What a checkpoint holds besides tensors (state.json).
 struct CheckpointState {
   unsigned step = 0; ///< steps done
@@ -51,6 +64,11 @@ struct CheckpointState {
   /// A --dataset run's --shuffle-seed (none: file order), which a resume
   /// takes likewise, so the rows come in the uninterrupted run's order.
   std::optional<uint64_t> shuffleSeed;
+  /// The schedule the run's steps took their rates from, which a resume
+  /// takes for the options it is not given, so a decay goes on to the
+  /// uninterrupted run's end with no --total-steps given again. Absent in
+  /// files that predate it.
+  std::optional<CheckpointSchedule> schedule;
 };
 
 /// state.json's text for `state`.

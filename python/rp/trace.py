@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from rp import (_aten, _aten_complex, _aten_compose, _aten_extra,
-                _aten_index, _aten_pad, _conv, _moe, _segments)
+                _aten_index, _aten_pad, _aten_reduce, _conv, _moe, _segments)
 from rp._capture import (_capture, _default_layers, _describe,
                          _inplace_to_functional, _values, _write_safetensors)
 from rp._irtext import (_RANDOM, _UNSUPPORTED, TraceError, _dense, _elem,
@@ -54,7 +54,7 @@ PathLike = Union[str, os.PathLike]
 _HANDLERS = {**_aten.HANDLERS, **_aten_extra.HANDLERS,
              **_aten_compose.HANDLERS, **_aten_pad.HANDLERS, **_conv.HANDLERS,
              **_aten_index.HANDLERS, **_aten_complex.HANDLERS,
-             **_moe.HANDLERS, **_segments.HANDLERS}
+             **_aten_reduce.HANDLERS, **_moe.HANDLERS, **_segments.HANDLERS}
 # ATen ops through which Python code reads a tensor's value.
 _READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)

@@ -199,9 +199,13 @@ def _values(gm, flat_args):
     return values
 
 
-def _rp_slice_scatter(base, src, dim, start, end):
+def _rp_slice_scatter(base, src, dim, start, end, select=False):
     """``base`` with ``src`` (broadcast) written over ``base[start:end]``
-    along ``dim``: what ``base[..., start:end].copy_(src)`` leaves."""
+    along ``dim``: what ``base[..., start:end].copy_(src)`` leaves (with
+    ``select``, ``base.select(dim, start).copy_(src)``)."""
+    if select:
+        src = src.to(base.dtype).expand_as(base.select(dim, start)) \
+            .unsqueeze(dim)
     size = base.shape[dim]
     start = 0 if start is None else (start + size if start < 0 else start)
     end = size if end is None else min(end + size if end < 0 else end, size)
@@ -210,9 +214,13 @@ def _rp_slice_scatter(base, src, dim, start, end):
                               end)
 
 
+_END = 2 ** 63 - 1  # ATen's end of a slice written `:`
+
+
 def _view_writes_to_functional(graph):
     """``base[..., a:b].copy_(src)`` (one slice of a tensor, as DeepSeek's
-    MLA attention assembles its keys): later uses of ``base`` read
+    MLA attention assembles its keys) or ``base[:, t].copy_(src)`` (one
+    select): later uses of ``base`` read
     ``_rp_slice_scatter(base, src, ...)``, the write's functional form."""
     import torch
     order = {n: i for i, n in enumerate(graph.nodes)}
@@ -221,23 +229,41 @@ def _view_writes_to_functional(graph):
                 torch.ops.aten.copy_.default:
             continue
         view, src = n.args[0], n.args[1]
-        if getattr(view, "target", None) is not torch.ops.aten.slice.Tensor \
-                or (len(view.args) > 4 and view.args[4] != 1):
+        target = getattr(view, "target", None)
+        select = target is torch.ops.aten.select.int
+        # x[:, t] = y (one step of a recurrence written in place: RWKV's
+        # WKV, RecurrentGemma's RG-LRU, the gated delta rule's chunks) is
+        # x[:, t:t+1].copy_(y[:, None]), when nothing else reads the
+        # view (it would expect the write).
+        if select and (len(view.users) != 1 or not isinstance(
+                view.args[2], int)):
+            continue
+        if not select and (target is not torch.ops.aten.slice.Tensor or
+                           (len(view.args) > 4 and view.args[4] != 1)):
             continue
         base = view.args[0]
+        # torch 1 writes x[:, t] as a select of a whole-range slice of x.
+        while select and getattr(base, "target", None) is \
+                torch.ops.aten.slice.Tensor and len(base.users) == 1 and \
+                tuple(base.args[2:]) in ((), (0,), (0, _END), (0, _END, 1)):
+            base = base.args[0]
         # Only a fresh tensor the model fills (not a view of another, whose
         # writes would reach that one too; input-independent masks written
         # so are folded from the values the graph computes anyway).
         if getattr(base, "target", None) not in (
                 torch.ops.aten.new_empty.default,
-                torch.ops.aten.new_zeros.default, _rp_slice_scatter):
+                torch.ops.aten.new_zeros.default,
+                torch.ops.aten.zeros_like.default,
+                torch.ops.aten.empty_like.default, _rp_slice_scatter):
             continue
         dim = view.args[1] if len(view.args) > 1 else 0
         start = view.args[2] if len(view.args) > 2 else None
         end = view.args[3] if len(view.args) > 3 else None
+        if select:
+            end = None if start == -1 else start + 1
         with graph.inserting_after(n):
             new = graph.call_function(_rp_slice_scatter,
-                                      (base, src, dim, start, end))
+                                      (base, src, dim, start, end, select))
         new.meta.update(n.meta)
         for user in list(base.users):
             if user not in (view, n, new) and order.get(user, -1) > order[n]:

@@ -1,4 +1,5 @@
-"""``linalg_solve_triangular`` with a unit diagonal, as the chunked gated
+"""``tril``/``triu`` of run-time tensors and ``linalg_solve_triangular``
+with a unit diagonal, as the chunked gated
 delta rule calls it (Qwen3-Next, Qwen3.5, Olmo-Hybrid, Lara: the UT
 transform, ``solve_triangular(A, B, upper=False, unitriangular=True)``),
 written as matmuls whose VJPs give PyTorch's gradient.
@@ -51,4 +52,25 @@ def _solve_triangular(e, n):
     return x
 
 
-HANDLERS = {"linalg_solve_triangular": _solve_triangular}
+def _triangle(upper):
+    """tril / triu of a run-time tensor: a where on a constant triangle
+    (the gated delta rule's masks; the gradient is zero outside it)."""
+    def h(e, n):
+        import torch
+        x = n.args[0]
+        k = n.args[1] if len(n.args) > 1 else n.kwargs.get("diagonal", 0)
+        shape = list(e.values[x].shape)
+        if len(shape) < 2:
+            return _UNSUPPORTED
+        ones = torch.ones(shape[-2:], dtype=torch.bool)
+        keep = e.constant(torch.triu(ones, k) if upper else
+                          torch.tril(ones, k))
+        dt = e.values[n].dtype
+        xv, zero, ty = e.val(x, dt), e.scalar(0, dt), e.out_type(n)
+        return e.emit(f"rp.where {keep}, {xv}, {zero} : ({e.ty(keep)}, "
+                      f"{e.ty(xv)}, {e.ty(zero)}) -> {ty}", ty)
+    return h
+
+
+HANDLERS = {"linalg_solve_triangular": _solve_triangular,
+            "tril": _triangle(False), "triu": _triangle(True)}

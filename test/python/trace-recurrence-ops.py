@@ -9,7 +9,9 @@
 # last), and a unit lower-triangular solve (the gated delta rule's UT
 # transform, torch.linalg.solve_triangular(A, B, upper=False,
 # unitriangular=True): rp/_aten_linalg.py, the product of
-# (I + N^(2^j)) factors). The step-0 loss and every parameter's gradient
+# (I + N^(2^j)) factors), and the same inverse by forward substitution
+# written row by row into a computed tensor (attn[..., i, :i] = row + ...,
+# a chain of a select and a slice: Kimi-Linear's and Bailing's form). The step-0 loss and every parameter's gradient
 # equal PyTorch autograd's within 1e-4. Before: `unsupported op
 # aten.copy_.default ... rp has no writes into a view` and `unsupported
 # op aten.linalg_solve_triangular.default`.
@@ -52,6 +54,15 @@ class Mix(nn.Module):
         rhs = self.v(x)[:, :8]                    # [B, 8, d]
         sol = torch.linalg.solve_triangular(a, rhs, upper=False,
                                             unitriangular=True)
+        # The same inverse by forward substitution, written in place row
+        # by row into a computed tensor (the torch-export form of the gated
+        # delta rule: attn[..., i, :i] = row + ...).
+        inv = -torch.tril(a, -1)
+        for i in range(1, 8):
+            row = inv[..., i, :i].clone()
+            sub = inv[..., :i, :i].clone()
+            inv[..., i, :i] = row + (row.unsqueeze(-1) * sub).sum(-2)
+        sol = sol + (inv + torch.eye(8)) @ rhs
         mixed = torch.cat([sol, torch.zeros(b, s - 8, d)], dim=1)
         return x + self.out(out + 0.1 * mixed)
 

@@ -443,9 +443,12 @@ class _Emitter:
                 hint = ("; rp has no random ops (dropout is traced in training "
                         "mode and must have p = 0)")
             elif name in ("copy", "copy_", "slice_scatter"):
-                hint = ("; rp has no writes into a view of a tensor (as "
-                        "x[..., :n].copy_(y), DeepSeek's MLA key assembly): "
-                        "build the tensor with torch.cat instead")
+                hint = ("; rp maps a write through slices and selects "
+                        "(x[:, t] = h, x[..., :n].copy_(y)) into a tensor "
+                        "the model computed and reads only after the "
+                        "write; this one writes elsewhere (an input, a "
+                        "parameter, a view read again): build the tensor "
+                        "with torch.cat instead")
             raise TraceError(
                 f"rp.trace: unsupported op {_qualname(n)} in {self.where(n)}"
                 + hint,

@@ -1,6 +1,7 @@
 """ATen ops rp has no op of its own for, written as compositions of rp ops
-whose VJPs give PyTorch's gradients: ``softplus``, ``expm1`` and ``reciprocal`` (Mamba's
-and the gated delta nets' step sizes, XIELU), ``cumsum`` (RoBERTa's
+whose VJPs give PyTorch's gradients: ``softplus``, ``expm1`` and
+``reciprocal`` (Mamba's and the gated delta nets' step sizes, XIELU,
+Zaya's q/k norm), ``cumsum`` (RoBERTa's
 position ids), ``gather`` along the last axis (a router's chosen scores),
 ``clamp``, ``repeat`` (a concat of copies) and ``topk`` along the last
 axis (an MoE router's choice: rp.moe.route picks the indices, the values

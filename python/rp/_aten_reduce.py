@@ -50,7 +50,6 @@ def _logsumexp(e, n):
     import torch
     x = n.args[0]
     dims = _dims(e, x, n.args[1] if len(n.args) > 1 else n.kwargs.get("dim"))
-    keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
     dt = e.values[n].dtype
     if not dt.is_floating_point:
         return _UNSUPPORTED
@@ -69,7 +68,7 @@ def _logsumexp(e, n):
     s = _reduce(e, "sum", ex, dims, True, dt)
     y = _binary(e, "add", e.emit(f"rp.log {s} : {mt}", mt), m, mt)
     ty = e.out_type(n)
-    if ty != mt:
+    if ty != mt:  # keepdim=False: the unit dims dropped
         y = e.emit(f"rp.reshape {y} : {mt} to {ty}", ty)
     return y
 

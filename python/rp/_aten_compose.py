@@ -1,6 +1,7 @@
 """ATen ops rp has no op of its own for, written as compositions of rp ops
-whose VJPs give PyTorch's gradients: ``softplus`` and ``expm1`` (Mamba's
-and the gated delta nets' step sizes, XIELU), ``cumsum`` (RoBERTa's
+whose VJPs give PyTorch's gradients: ``softplus``, ``expm1`` and
+``reciprocal`` (Mamba's and the gated delta nets' step sizes, XIELU,
+Zaya's q/k norm), ``cumsum`` (RoBERTa's
 position ids), ``gather`` along the last axis (a router's chosen scores),
 ``clamp``, ``repeat`` (a concat of copies) and ``topk`` along the last
 axis (an MoE router's choice: rp.moe.route picks the indices, the values
@@ -168,6 +169,17 @@ def _expm1(e, n):
     return e.emit(f"rp.sub {ex}, {one} : ({ty}, {e.ty(one)}) -> {ty}", ty)
 
 
+def _reciprocal(e, n):
+    """1 / x (Zaya's q/k norm)."""
+    dt = e.values[n].dtype
+    if not dt.is_floating_point:
+        return _UNSUPPORTED
+    ty = e.out_type(n)
+    one = e.scalar(1.0, dt)
+    return e.emit(f"rp.div {one}, {e.val(n.args[0], dt)} : ({e.ty(one)}, "
+                  f"{ty}) -> {ty}", ty)
+
+
 def _gather(e, n):
     """torch.gather along the last axis, index and input of one shape but
     that axis: out[.., j] = x[.., index[.., j]], a one-hot of the index
@@ -231,4 +243,5 @@ def _clamp(e, n):
 
 HANDLERS = {"softplus": _softplus, "clamp": _clamp, "clamp_min": _clamp,
             "clamp_max": _clamp, "expm1": _expm1, "gather": _gather,
+            "reciprocal": _reciprocal,
             "cumsum": _cumsum, "repeat": _repeat, "topk": _topk}

@@ -20,9 +20,11 @@ def _new_empty(e, n):
 
 
 def _slice_scatter(e, n):
-    """_capture's functional form of base[..., a:b].copy_(src): a concat of
-    base's parts around src (broadcast to the slice)."""
-    base, src, dim, start, end = n.args
+    """_capture's functional form of base[..., a:b].copy_(src) (or of
+    base.select(dim, a).copy_(src)): a concat of base's parts around src
+    (broadcast to the slice)."""
+    base, src, dim, start, end = n.args[:5]
+    select = len(n.args) > 5 and n.args[5]
     shape = list(e.values[base].shape)
     rank = len(shape)
     dim = _dim(dim, rank)
@@ -44,6 +46,14 @@ def _slice_scatter(e, n):
     mid[dim] = end - start
     s = e.val(src, dt)
     mty = _ttype(mid, dt)
+    if select:
+        # The selected row ([.., 1, ..] without its unit dim) broadcast,
+        # then given the unit dim back.
+        row = mid[:dim] + mid[dim + 1:]
+        rty = _ttype(row, dt)
+        if e.ty(s) != rty:
+            s = e.emit(f"rp.broadcast {s} : {e.ty(s)} to {rty}", rty)
+        s = e.emit(f"rp.reshape {s} : {rty} to {mty}", mty)
     if e.ty(s) != mty:
         s = e.emit(f"rp.broadcast {s} : {e.ty(s)} to {mty}", mty)
     parts.append((start, s))

@@ -199,48 +199,112 @@ def _values(gm, flat_args):
     return values
 
 
-def _rp_slice_scatter(base, src, dim, start, end):
+def _rp_slice_scatter(base, src, dim, start, end, select=False):
     """``base`` with ``src`` (broadcast) written over ``base[start:end]``
-    along ``dim``: what ``base[..., start:end].copy_(src)`` leaves."""
+    along ``dim``: what ``base[..., start:end].copy_(src)`` leaves (with
+    ``select``, ``base.select(dim, start).copy_(src)``)."""
+    import torch
+    if select:
+        src = src.to(base.dtype).expand_as(base.select(dim, start)) \
+            .unsqueeze(dim)
     size = base.shape[dim]
     start = 0 if start is None else (start + size if start < 0 else start)
     end = size if end is None else min(end + size if end < 0 else end, size)
     part = base.narrow(dim, start, end - start)
-    return base.slice_scatter(src.to(base.dtype).expand_as(part), dim, start,
-                              end)
+    # A concat, as the handler writes it (torch 1's slice_scatter takes
+    # only one-wide slices).
+    return torch.cat([base.narrow(dim, 0, start),
+                      src.to(base.dtype).expand_as(part),
+                      base.narrow(dim, end, size - end)], dim)
+
+
+_END = 2 ** 63 - 1  # ATen's end of a slice written `:`
+# Ops whose result may share storage with an input: a write into their
+# result would reach that input too, so it is not a base rp rewrites.
+_ALIASING = {"slice", "select", "view", "_unsafe_view", "_reshape_alias",
+             "reshape", "transpose", "t", "permute", "expand", "expand_as",
+             "alias", "unsqueeze", "squeeze", "as_strided", "diagonal",
+             "narrow", "unfold", "split", "split_with_sizes", "unbind",
+             "chunk", "detach", "contiguous", "view_as", "flatten",
+             "unflatten", "movedim", "view_as_real", "view_as_complex",
+             "real", "imag"}
+
+
+def _view_step(view):
+    """(dim, start, end, select) of a slice (step 1) or select view,
+    else None."""
+    import torch
+    target = getattr(view, "target", None)
+    if target is torch.ops.aten.select.int:
+        if not isinstance(view.args[2], int):
+            return None
+        i = view.args[2]
+        return view.args[1], i, None if i == -1 else i + 1, True
+    if target is torch.ops.aten.slice.Tensor and \
+            (len(view.args) < 5 or view.args[4] == 1):
+        args = list(view.args[1:4]) + [None] * (4 - len(view.args))
+        return args[0] if args[0] is not None else 0, args[1], args[2], False
+    return None
+
+
+def _write_base(graph_node):
+    """Whether a write into ``graph_node`` reaches nothing else: a tensor
+    an op computed (not a view of another, not an input or parameter)."""
+    import torch
+    if graph_node.op != "call_function" or \
+            not isinstance(graph_node.target, torch._ops.OpOverload):
+        return graph_node.target is _rp_slice_scatter
+    return graph_node.target.overloadpacket.__name__ not in _ALIASING
 
 
 def _view_writes_to_functional(graph):
-    """``base[..., a:b].copy_(src)`` (one slice of a tensor, as DeepSeek's
-    MLA attention assembles its keys): later uses of ``base`` read
-    ``_rp_slice_scatter(base, src, ...)``, the write's functional form."""
+    """``base[..., a:b].copy_(src)``, ``base[:, t].copy_(src)`` and chains
+    of such slices and selects (``attn[..., i, :i] = row``, the gated delta
+    rule's forward substitution; DeepSeek's MLA key assembly; the
+    recurrences that write one step at a time): later uses of ``base``
+    read the write's functional form, one ``_rp_slice_scatter`` per view
+    of the chain from the innermost out, each into the view below it as it
+    was before the write. Only when ``base`` is a tensor an op computed
+    (a write into a view of another tensor, an input or a parameter would
+    reach that one too) and nothing but the chain reads its views."""
     import torch
     order = {n: i for i, n in enumerate(graph.nodes)}
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target is not \
                 torch.ops.aten.copy_.default:
             continue
-        view, src = n.args[0], n.args[1]
-        if getattr(view, "target", None) is not torch.ops.aten.slice.Tensor \
-                or (len(view.args) > 4 and view.args[4] != 1):
+        chain, cur = [], n.args[0]
+        while _view_step(cur) is not None:
+            chain.append(cur)
+            cur = cur.args[0]
+        # torch 1 writes x[:, t] as a select of a whole-range slice of x.
+        chain = [v for v in chain
+                 if not (_view_step(v)[1:] in ((None, None, False),
+                                               (0, None, False),
+                                               (0, _END, False)) and
+                         len(v.users) == 1 and v is not n.args[0])]
+        if not chain or not _write_base(cur) or any(
+                len(v.users) != 1 for v in chain[1:]) or \
+                (len(chain) > 1 or _view_step(chain[0])[3]) and \
+                len(chain[0].users) != 1:
             continue
-        base = view.args[0]
-        # Only a fresh tensor the model fills (not a view of another, whose
-        # writes would reach that one too; input-independent masks written
-        # so are folded from the values the graph computes anyway).
-        if getattr(base, "target", None) not in (
-                torch.ops.aten.new_empty.default,
-                torch.ops.aten.new_zeros.default, _rp_slice_scatter):
-            continue
-        dim = view.args[1] if len(view.args) > 1 else 0
-        start = view.args[2] if len(view.args) > 2 else None
-        end = view.args[3] if len(view.args) > 3 else None
-        with graph.inserting_after(n):
-            new = graph.call_function(_rp_slice_scatter,
-                                      (base, src, dim, start, end))
-        new.meta.update(n.meta)
+        base = cur
+        # chain[0] is the view written, chain[-1] the view of base. Each
+        # level: the view below (as read before the write) with the level
+        # above written into it.
+        value, anchor = n.args[1], n
+        for i, view in enumerate(chain):
+            below = chain[i + 1] if i + 1 < len(chain) else base
+            dim, start, end, select = _view_step(view)
+            with graph.inserting_after(anchor):
+                value = graph.call_function(
+                    _rp_slice_scatter, (below, value, dim, start, end, select))
+            value.meta.update(n.meta)
+            anchor = value
+        new = value
         for user in list(base.users):
-            if user not in (view, n, new) and order.get(user, -1) > order[n]:
+            if user not in chain and user is not n and \
+                    order.get(user, -1) > order[n]:
                 user.replace_input_with(base, new)
         order = {m: i for i, m in enumerate(graph.nodes)}
         if not n.users:

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from rp import (_aten, _aten_complex, _aten_compose, _aten_extra,
-                _aten_index, _aten_pad, _conv, _moe, _segments)
+                _aten_index, _aten_linalg, _aten_pad, _aten_reduce, _conv,
+                _moe, _segments)
 from rp._capture import (_capture, _default_layers, _describe,
                          _inplace_to_functional, _values, _write_safetensors)
 from rp._irtext import (_RANDOM, _UNSUPPORTED, TraceError, _dense, _elem,
@@ -51,9 +52,20 @@ from rp.tools import run_tool
 
 PathLike = Union[str, os.PathLike]
 
+
+def _is_splat(value) -> bool:
+    """Whether every element of ``value`` is its first (NaNs alike)."""
+    import torch
+    flat = value.detach().reshape(-1)
+    first = flat[:1]
+    return bool(((flat == first) | (torch.isnan(flat) & torch.isnan(first))
+                 ).all()) if flat.dtype.is_floating_point else \
+        bool((flat == first).all())
+
 _HANDLERS = {**_aten.HANDLERS, **_aten_extra.HANDLERS,
              **_aten_compose.HANDLERS, **_aten_pad.HANDLERS, **_conv.HANDLERS,
              **_aten_index.HANDLERS, **_aten_complex.HANDLERS,
+             **_aten_reduce.HANDLERS, **_aten_linalg.HANDLERS,
              **_moe.HANDLERS, **_segments.HANDLERS}
 # ATen ops through which Python code reads a tensor's value.
 _READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
@@ -222,7 +234,9 @@ class _Emitter:
         if key is not None and key in r.consts:
             return r.consts[key]
         ty = _ttype(value.shape, value.dtype)
-        if value.numel() > _MAX_CONSTANT_ELEMENTS:
+        # A splat (a zero recurrent state of a gated delta net) is one
+        # number in the IR text at any size.
+        if value.numel() > _MAX_CONSTANT_ELEMENTS and not _is_splat(value):
             raise TraceError(
                 f"rp.trace: a constant of {value.numel()} elements "
                 f"(shape {list(value.shape)}) is computed from buffers in "
@@ -241,7 +255,7 @@ class _Emitter:
         import torch
         v = self.values.get(n)
         if not isinstance(v, torch.Tensor) or \
-                v.numel() <= _MAX_CONSTANT_ELEMENTS:
+                v.numel() <= _MAX_CONSTANT_ELEMENTS or _is_splat(v):
             return False
         if v.numel() > _MAX_FOLDED_ELEMENTS:
             raise TraceError(
@@ -429,9 +443,12 @@ class _Emitter:
                 hint = ("; rp has no random ops (dropout is traced in training "
                         "mode and must have p = 0)")
             elif name in ("copy", "copy_", "slice_scatter"):
-                hint = ("; rp has no writes into a view of a tensor (as "
-                        "x[..., :n].copy_(y), DeepSeek's MLA key assembly): "
-                        "build the tensor with torch.cat instead")
+                hint = ("; rp maps a write through slices and selects "
+                        "(x[:, t] = h, x[..., :n].copy_(y)) into a tensor "
+                        "the model computed and reads only after the "
+                        "write; this one writes elsewhere (an input, a "
+                        "parameter, a view read again): build the tensor "
+                        "with torch.cat instead")
             raise TraceError(
                 f"rp.trace: unsupported op {_qualname(n)} in {self.where(n)}"
                 + hint,

@@ -27,10 +27,11 @@ import families  # noqa: E402
 # mixtral, glm4_moe and deepseek_v3 on dynamo: batched_mm experts and
 # DeepSeek-V3's router as dynamo writes them; axk2: scatter of a constant
 # and bool and in rp.trace; apertus: XIELU's one-element alpha parameters
-# through ONNX.
+# through ONNX; rwkv: a recurrence written one step at a time into a
+# fresh tensor (x[:, t] = h in rp.trace, ScatterElements on dynamo).
 SAMPLE = ["llama", "gemma2", "qwen3", "gpt2", "glm", "mixtral", "glm4_moe",
           "deepseek_v3", "youtu", "afmoe", "roberta", "bert", "plbart",
-          "axk2", "apertus"]
+          "axk2", "apertus", "rwkv"]
 expected = json.loads((here / "families-expected.json").read_text())
 out = Path(sys.argv[1])
 for name in SAMPLE:
@@ -50,3 +51,4 @@ for name in SAMPLE:
 # CHECK: plbart/dynamo: as expected
 # CHECK: axk2/trace: as expected (pass)
 # CHECK: apertus/dynamo: as expected (pass)
+# CHECK: rwkv/dynamo: as expected (pass)

@@ -84,6 +84,22 @@ class Branch(nn.Module):
 # CHECK: data-dependent: TraceError: rp.trace: module '0' (Branch) reads the value of a tensor {{.*}}.item(), bool() or int() of a tensor); rp traces one static graph, so control flow cannot depend on {{.*}}module=0]
 attempt("data-dependent:", lambda: rp.trace(nn.Sequential(Branch(), Branch()), (x,), out / "branch"))
 
+# A write into a view of a tensor the model did not compute (here its
+# input) would reach the caller's tensor: refused, naming what rp maps
+# (writes into computed tensors: trace-recurrence-ops.py).
+class WriteInput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        x[:, 0] = self.lin(x)[:, 1]
+        return self.lin(x)
+
+
+# CHECK: write into input: TraceError: rp.trace: unsupported op aten.copy_.default in module '0' (WriteInput); rp maps a write through slices and selects (x[:, t] = h, x[..., :n].copy_(y)) into a tensor the model computed and reads only after the write; this one writes elsewhere (an input, a parameter, a view read again): build the tensor with torch.cat instead
+attempt("write into input:", lambda: rp.trace(nn.Sequential(WriteInput(), WriteInput()), (x.clone(),), out / "write"))
+
 # Dropout is traced in training mode (as the module sets it); rp has no
 # random ops, so p > 0 is refused and p = 0 is the identity.
 class NoMix(Net):

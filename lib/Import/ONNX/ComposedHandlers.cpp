@@ -21,7 +21,7 @@ using namespace mlir;
 using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
 
-static Value scalarOf(NodeImporter &n, Type element, double v) {
+Value onnx_import::scalarOf(NodeImporter &n, Type element, double v) {
   auto type = RankedTensorType::get({}, element);
   if (isa<FloatType>(element))
     return n.constant(
@@ -139,6 +139,7 @@ static LogicalResult importGatherElements(NodeImporter &n) {
 }
 
 void onnx_import::registerComposedHandlers(llvm::StringMap<Handler> &t) {
+  registerRuntimeComposedHandlers(t);
   t["Softplus"] = importSoftplus;
   t["CumSum"] = importCumSum;
   t["GatherElements"] = importGatherElements;

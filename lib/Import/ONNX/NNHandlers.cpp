@@ -91,14 +91,8 @@ template <typename OpTy> static LogicalResult importSoftmax(NodeImporter &n) {
   return success();
 }
 
-/// Reductions take axes as an attribute until opset 17 and as input 1 from
-/// opset 18, except ReduceSum, whose axes are an input since opset 13.
-static LogicalResult importReduce(NodeImporter &n, ReduceKind kind,
-                                  bool axesInput) {
-  Value x = n.input(0);
-  if (!x)
-    return failure();
-  int64_t rank = shapeOf(x).size();
+FailureOr<SmallVector<int64_t>>
+onnx_import::reduceAxes(NodeImporter &n, int64_t rank, bool axesInput) {
   SmallVector<int64_t> axes;
   if (axesInput && n.hasInput(1)) {
     auto given = n.constantInts(1, "axes");
@@ -109,10 +103,8 @@ static LogicalResult importReduce(NodeImporter &n, ReduceKind kind,
     axes = *given;
   }
   if (axes.empty()) {
-    if (n.intAttr("noop_with_empty_axes", 0)) {
-      n.setOutput(0, x);
-      return success();
-    }
+    if (n.intAttr("noop_with_empty_axes", 0))
+      return axes;
     for (int64_t d = 0; d < rank; ++d)
       axes.push_back(d);
   }
@@ -124,8 +116,25 @@ static LogicalResult importReduce(NodeImporter &n, ReduceKind kind,
   }
   llvm::sort(axes);
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+/// Reductions take axes as an attribute until opset 17 and as input 1 from
+/// opset 18, except ReduceSum, whose axes are an input since opset 13.
+static LogicalResult importReduce(NodeImporter &n, ReduceKind kind,
+                                  bool axesInput) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  auto axes = reduceAxes(n, shapeOf(x).size(), axesInput);
+  if (failed(axes))
+    return failure();
+  if (axes->empty()) {
+    n.setOutput(0, x);
+    return success();
+  }
   bool keep = n.intAttr("keepdims", 1) != 0;
-  n.setOutput(0, n.create<ReduceOp>(kind, x, axes, keep));
+  n.setOutput(0, n.create<ReduceOp>(kind, x, *axes, keep));
   return success();
 }
 

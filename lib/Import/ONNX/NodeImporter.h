@@ -148,6 +148,13 @@ private:
 
 using Handler = std::function<LogicalResult(NodeImporter &)>;
 
+/// The sorted, normalized axes of a Reduce* node over a rank-`rank` input:
+/// input 1 when `axesInput` (opset 18; ReduceSum from 13), else the `axes`
+/// attribute; all axes when none are given, none with
+/// noop_with_empty_axes (NNHandlers.cpp).
+FailureOr<SmallVector<int64_t>> reduceAxes(NodeImporter &n, int64_t rank,
+                                           bool axesInput);
+
 /// Adds the handlers of one family to `table`, keyed by op type.
 void registerElementwiseHandlers(llvm::StringMap<Handler> &table);
 void registerShapeHandlers(llvm::StringMap<Handler> &table);
@@ -156,6 +163,12 @@ void registerNNHandlers(llvm::StringMap<Handler> &table);
 void registerConvHandlers(llvm::StringMap<Handler> &table);
 void registerScatterHandlers(llvm::StringMap<Handler> &table);
 void registerComposedHandlers(llvm::StringMap<Handler> &table);
+/// Abs, Clip, And/Or/Xor, Trilu, Tile, ReduceLogSumExp and EyeLike on
+/// run-time values (RuntimeComposed.cpp; registerComposedHandlers adds them).
+void registerRuntimeComposedHandlers(llvm::StringMap<Handler> &table);
+
+/// A rank-0 constant `v` of element type `element` (ComposedHandlers.cpp).
+Value scalarOf(NodeImporter &n, Type element, double v);
 
 } // namespace mlir::rp::onnx_import
 

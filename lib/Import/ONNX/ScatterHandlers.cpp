@@ -7,7 +7,9 @@
 // slice copies). rp has no scatter kernel, but with constant indices that
 // cover a box of the data the scatter is the data with that box replaced:
 // slices of the data around the box and the updates, concatenated, which
-// the differentiable rp ops already are. Other index patterns are refused.
+// the differentiable rp ops already are. ScatterElements whose indices
+// name one slab along its axis (torch 2's select_scatter) is the same
+// write. Other index patterns are refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,33 @@
 using namespace mlir;
 using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
+
+/// data[.., :offset] ++ updates ++ data[.., offset + size:] along `axis`:
+/// the data with that slab replaced.
+static Value writeBox(NodeImporter &n, Value data, Value updates, int64_t axis,
+                      int64_t offset, int64_t size) {
+  auto dt = cast<RankedTensorType>(data.getType());
+  ArrayRef<int64_t> dims = dt.getShape();
+  int64_t rank = dt.getRank();
+  SmallVector<Value> parts;
+  auto sliceOfData = [&](int64_t from, int64_t to) {
+    if (from == to)
+      return;
+    SmallVector<int64_t> offsets(rank, 0), strides(rank, 1),
+        shape(dims.begin(), dims.end());
+    offsets[axis] = from;
+    shape[axis] = to - from;
+    parts.push_back(
+        n.create<SliceOp>(RankedTensorType::get(shape, dt.getElementType()),
+                          data, offsets, strides));
+  };
+  sliceOfData(0, offset);
+  parts.push_back(n.castTo(updates, dt.getElementType()));
+  sliceOfData(offset + size, dims[axis]);
+  if (parts.size() == 1)
+    return parts.front();
+  return n.create<ConcatOp>(dt, parts, uint64_t(axis));
+}
 
 static LogicalResult importScatterND(NodeImporter &n) {
   Value data = n.input(0), updates = n.input(2);
@@ -79,26 +108,64 @@ static LogicalResult importScatterND(NodeImporter &n) {
     n.setOutput(0, n.castTo(updates, dt.getElementType()));
     return success();
   }
-  // data[.., :offset] ++ updates ++ data[.., offset + size:] along `axis`.
-  SmallVector<Value> parts;
-  auto sliceOfData = [&](int64_t from, int64_t to) {
-    if (from == to)
-      return;
-    SmallVector<int64_t> offsets(rank, 0), strides(rank, 1),
-        shape(dims.begin(), dims.end());
-    offsets[axis] = from;
-    shape[axis] = to - from;
-    parts.push_back(
-        n.create<SliceOp>(RankedTensorType::get(shape, dt.getElementType()),
-                          data, offsets, strides));
+  n.setOutput(0, writeBox(n, data, updates, axis, offset[axis], box[axis]));
+  return success();
+}
+
+/// ScatterElements (reduction none) whose constant indices along `axis`
+/// are offset, offset + 1, .. at every other position: the same slab
+/// write, x[:, t] = y as torch 2's exporter writes select_scatter
+/// (RWKV's and RecurrentGemma's recurrences).
+static LogicalResult importScatterElements(NodeImporter &n) {
+  Value data = n.input(0), updates = n.input(2);
+  if (!data || !updates)
+    return failure();
+  auto refuse = [&]() {
+    return n.error() << "ScatterElements of run-time values is mapped only "
+                        "as a slab write (constant indices that name the "
+                        "same consecutive positions along the axis at "
+                        "every other position, reduction none, as "
+                        "select_scatter and slice_scatter export); these "
+                        "indices are not one";
   };
-  sliceOfData(0, offset[axis]);
-  parts.push_back(n.castTo(updates, dt.getElementType()));
-  sliceOfData(offset[axis] + box[axis], dims[axis]);
-  n.setOutput(0, n.create<ConcatOp>(dt, parts, uint64_t(axis)));
+  if (n.stringAttr("reduction", "none") != "none")
+    return refuse();
+  auto indices = n.constantInput(1, "indices");
+  if (failed(indices))
+    return failure();
+  auto dt = cast<RankedTensorType>(data.getType());
+  auto it = cast<RankedTensorType>(indices->getType());
+  int64_t rank = dt.getRank();
+  auto axisOr = n.normalizeAxis(n.intAttr("axis", 0), rank);
+  if (failed(axisOr))
+    return failure();
+  int64_t axis = *axisOr;
+  ArrayRef<int64_t> dims = dt.getShape(), is = it.getShape();
+  if (it.getRank() != rank || it.getNumElements() == 0 ||
+      cast<RankedTensorType>(updates.getType()).getShape() != is)
+    return refuse();
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && is[d] != dims[d])
+      return refuse();
+  SmallVector<int64_t> values;
+  for (const APInt &v : indices->getValues<APInt>()) {
+    int64_t i = v.getSExtValue();
+    values.push_back(i < 0 ? i + dims[axis] : i);
+  }
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= is[d];
+  int64_t offset = values[0];
+  for (auto [flat, v] : llvm::enumerate(values))
+    if (v != offset + int64_t(flat / inner) % is[axis])
+      return refuse();
+  if (offset < 0 || offset + is[axis] > dims[axis])
+    return refuse();
+  n.setOutput(0, writeBox(n, data, updates, axis, offset, is[axis]));
   return success();
 }
 
 void onnx_import::registerScatterHandlers(llvm::StringMap<Handler> &t) {
   t["ScatterND"] = importScatterND;
+  t["ScatterElements"] = importScatterElements;
 }

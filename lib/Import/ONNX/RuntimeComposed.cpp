@@ -1,0 +1,235 @@
+//===- RuntimeComposed.cpp - more ONNX ops as compositions of rp ops ------===//
+//
+// ONNX ops that rp folded only on input-independent values, now also on
+// run-time values, each a composition of rp ops whose VJPs give PyTorch's
+// gradient of the op the exporter wrote it for (the same compositions
+// rp.trace writes, python/rp/_aten_pad.py, _aten_reduce.py):
+//
+//   Abs              x times its sign (a where on constants): gradient
+//                    sign(x), 0 at 0 (Dory's norms)
+//   Clip             max then min with x as the left operand, so a value
+//                    on a bound keeps its gradient, as torch.clamp's
+//                    (ProphetNet's positions)
+//   And, Or, Xor     wheres on bool masks (Gemma 4's token-type masks,
+//                    CPM-Ant's)
+//   Trilu            x where a constant triangle, else 0 (the gated delta
+//                    rule's masks: Qwen3.5, Qwen3-Next, Olmo-Hybrid)
+//   Tile             a concat of copies per repeated axis (DiffLlama's
+//                    value heads)
+//   ReduceLogSumExp  m + log(sum(exp(x - m))), m the max kept as unit
+//                    dims; m's own gradient cancels, the log-sum's weights
+//                    summing to one (GraniteSWA's attention sinks)
+//   EyeLike          a constant: it reads only its input's static shape
+//                    (XLNet's relative attention)
+//
+//===----------------------------------------------------------------------===//
+
+#include "NodeImporter.h"
+
+using namespace mlir;
+using namespace mlir::rp;
+using namespace mlir::rp::onnx_import;
+
+static Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+static LogicalResult importAbs(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  Type t = elementOf(x);
+  Value zero = scalarOf(n, t, 0.0);
+  if (!isa<FloatType>(t)) {
+    Value neg = n.create<CmpOp>(CmpPredicate::lt, x, zero);
+    n.setOutput(0, n.create<WhereOp>(neg, n.create<NegOp>(x), x));
+    return success();
+  }
+  Value sign = n.create<WhereOp>(
+      n.create<CmpOp>(CmpPredicate::gt, x, zero), scalarOf(n, t, 1.0),
+      n.create<WhereOp>(n.create<CmpOp>(CmpPredicate::lt, x, zero),
+                        scalarOf(n, t, -1.0), zero));
+  n.setOutput(0, n.create<MulOp>(x, sign));
+  return success();
+}
+
+static LogicalResult importClip(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  Type t = elementOf(x);
+  Value y = x;
+  // Bounds are inputs 1 and 2 from opset 11, attributes before.
+  for (int i : {1, 2}) {
+    Value bound;
+    if (n.opset >= 11) {
+      if (!n.hasInput(i))
+        continue;
+      bound = n.input(i);
+      if (!bound)
+        return failure();
+      bound = n.castTo(bound, t);
+    } else {
+      const char *name = i == 1 ? "min" : "max";
+      if (!n.attr(name))
+        continue;
+      bound = scalarOf(n, t, n.floatAttr(name, 0.0f));
+    }
+    y = i == 1 ? n.create<MaxOp>(y, bound) : n.create<MinOp>(y, bound);
+  }
+  n.setOutput(0, y);
+  return success();
+}
+
+/// a and b = b where a, else false; a or b = true where a, else b;
+/// a xor b = not b where a, else b.
+static LogicalResult importLogic(NodeImporter &n, StringRef op) {
+  Value a = n.input(0), b = n.input(1);
+  if (!a || !b)
+    return failure();
+  if (!elementOf(a).isInteger(1) || !elementOf(b).isInteger(1))
+    return n.error() << op << " of non-bool tensors " << a.getType() << " and "
+                     << b.getType();
+  Type i1 = n.builder.getI1Type();
+  Value f = scalarOf(n, i1, 0.0), t = scalarOf(n, i1, 1.0);
+  Value out;
+  if (op == "And")
+    out = n.create<WhereOp>(a, b, f);
+  else if (op == "Or")
+    out = n.create<WhereOp>(a, t, b);
+  else
+    out = n.create<WhereOp>(a, n.create<CmpOp>(CmpPredicate::eq, b, f), b);
+  n.setOutput(0, out);
+  return success();
+}
+
+static LogicalResult importTrilu(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  int64_t k = 0;
+  if (n.hasInput(1)) {
+    auto given = n.constantInts(1, "k");
+    if (failed(given))
+      return failure();
+    if (given->size() != 1)
+      return n.error() << "k is not one integer";
+    k = (*given)[0];
+  }
+  bool upper = n.intAttr("upper", 1) != 0;
+  auto xt = cast<RankedTensorType>(x.getType());
+  if (xt.getRank() < 2)
+    return n.error() << "Trilu of a rank-" << xt.getRank() << " tensor";
+  int64_t rows = xt.getShape()[xt.getRank() - 2], cols = xt.getShape().back();
+  // Kept: j - i >= k (upper) or j - i <= k (lower).
+  SmallVector<bool> keep;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      keep.push_back(upper ? j - i >= k : j - i <= k);
+  Value mask = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get({rows, cols}, n.builder.getI1Type()),
+      ArrayRef<bool>(keep)));
+  n.setOutput(
+      0, n.create<WhereOp>(mask, x, scalarOf(n, xt.getElementType(), 0.0)));
+  return success();
+}
+
+static LogicalResult importTile(NodeImporter &n) {
+  Value x = n.input(0);
+  auto repeats = n.constantInts(1, "repeats");
+  if (!x || failed(repeats))
+    return failure();
+  auto xt = cast<RankedTensorType>(x.getType());
+  if ((int64_t)repeats->size() != xt.getRank())
+    return n.error() << "expected " << xt.getRank() << " repeats but got "
+                     << repeats->size();
+  SmallVector<int64_t> shape(xt.getShape());
+  for (auto [axis, r] : llvm::enumerate(*repeats)) {
+    if (r < 0)
+      return n.error() << "a negative repeat " << r;
+    if (r == 1)
+      continue;
+    if (r == 0)
+      return n.error() << "a repeat of 0 (an empty tensor) on axis " << axis;
+    shape[axis] *= r;
+    SmallVector<Value> copies(r, x);
+    x = n.create<ConcatOp>(RankedTensorType::get(shape, xt.getElementType()),
+                           copies, uint64_t(axis));
+  }
+  n.setOutput(0, x);
+  return success();
+}
+
+static LogicalResult importLogSumExp(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  auto xt = cast<RankedTensorType>(x.getType());
+  Type f = xt.getElementType();
+  if (!isa<FloatType>(f))
+    return n.error() << "ReduceLogSumExp of a non-float tensor";
+  auto axes = reduceAxes(n, xt.getRank(), n.opset >= 18);
+  if (failed(axes))
+    return failure();
+  if (axes->empty()) {
+    // noop_with_empty_axes: log(exp(x)).
+    n.setOutput(0, x);
+    return success();
+  }
+  Value m = n.create<ReduceOp>(ReduceKind::max, x, *axes, true);
+  // A row all -inf takes m = 0, so it is -inf, as the op, rather than NaN.
+  Value ninf = scalarOf(n, f, -std::numeric_limits<double>::infinity());
+  m = n.create<WhereOp>(n.create<CmpOp>(CmpPredicate::eq, m, ninf),
+                        scalarOf(n, f, 0.0), m);
+  Value ex = n.create<ExpOp>(n.create<SubOp>(x, m));
+  Value sum = n.create<ReduceOp>(ReduceKind::sum, ex, *axes, true);
+  Value lse = n.create<AddOp>(n.create<LogOp>(sum), m);
+  if (n.intAttr("keepdims", 1) == 0) {
+    SmallVector<int64_t> shape;
+    for (auto [d, s] : llvm::enumerate(xt.getShape()))
+      if (!llvm::is_contained(*axes, int64_t(d)))
+        shape.push_back(s);
+    lse = n.reshape(lse, shape);
+  }
+  n.setOutput(0, lse);
+  return success();
+}
+
+static LogicalResult importEyeLike(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  auto xt = cast<RankedTensorType>(x.getType());
+  if (xt.getRank() != 2)
+    return n.error() << "EyeLike of a rank-" << xt.getRank() << " tensor";
+  Type element = xt.getElementType();
+  if (const auto *a = n.attr("dtype")) {
+    element = convertElementType(a->i(), n.builder.getContext());
+    if (!element)
+      return n.error() << "EyeLike to " << elementTypeName(a->i())
+                       << " is not supported";
+  }
+  int64_t k = n.intAttr("k", 0), rows = xt.getShape()[0],
+          cols = xt.getShape()[1];
+  SmallVector<float> eye;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      eye.push_back(j - i == k ? 1.0f : 0.0f);
+  Value c = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get({rows, cols}, n.builder.getF32Type()),
+      ArrayRef<float>(eye)));
+  n.setOutput(0, n.castTo(c, element));
+  return success();
+}
+
+void onnx_import::registerRuntimeComposedHandlers(llvm::StringMap<Handler> &t) {
+  t["Abs"] = importAbs;
+  t["Clip"] = importClip;
+  t["And"] = [](NodeImporter &n) { return importLogic(n, "And"); };
+  t["Or"] = [](NodeImporter &n) { return importLogic(n, "Or"); };
+  t["Xor"] = [](NodeImporter &n) { return importLogic(n, "Xor"); };
+  t["Trilu"] = importTrilu;
+  t["Tile"] = importTile;
+  t["ReduceLogSumExp"] = importLogSumExp;
+  t["EyeLike"] = importEyeLike;
+}

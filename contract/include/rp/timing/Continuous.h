@@ -2,7 +2,7 @@
 //-*-===//
 //
 // The one layout of a continuous run (issue 16) that the compiler's steady
-// state (include/rp/Analysis/Continuous.h) and the sim device
+// state (include/rp/Analysis/SteadyState.h) and the sim device
 // (runtime/lib/sim/SimContinuous.h) both time, so the two cannot model the
 // schedule twice: one pass's task graph (its commands, transfers included)
 // is repeated for every pass of the run (steps x accumulation passes), pass

@@ -14,6 +14,7 @@
 
 #include "llvm/Support/Parallel.h"
 
+#include <algorithm>
 #include <optional>
 
 using namespace mlir;
@@ -70,6 +71,56 @@ std::vector<Sizes> mergeMoves(const Sizes &s) {
   }
   return out;
 }
+
+/// The climb's neighbours: every boundary between two neighbouring
+/// stages moved, every stage split in two, two merged, and the tail grown
+/// or shrunk by a layer (PartitionSearch.cpp's moves).
+std::vector<Sizes> climbMoves(const Sizes &s) {
+  std::vector<Sizes> out = mergeMoves(s);
+  auto moveAndSplit = [](const std::vector<unsigned> &list, auto &&emit) {
+    for (size_t i = 0; i + 1 < list.size(); ++i)
+      for (unsigned left = 1; left < list[i] + list[i + 1]; ++left)
+        if (left != list[i]) {
+          std::vector<unsigned> m = list;
+          m[i + 1] = list[i] + list[i + 1] - left;
+          m[i] = left;
+          emit(std::move(m));
+        }
+    for (size_t i = 0; i < list.size(); ++i)
+      for (unsigned left = 1; left < list[i]; ++left) {
+        std::vector<unsigned> m = list;
+        m[i] = left;
+        m.insert(m.begin() + i + 1, list[i] - left);
+        emit(std::move(m));
+      }
+  };
+  moveAndSplit(s.fwd, [&](std::vector<unsigned> l) {
+    out.push_back({std::move(l), s.tail, s.bwd});
+  });
+  moveAndSplit(s.bwd, [&](std::vector<unsigned> l) {
+    out.push_back({s.fwd, s.tail, std::move(l)});
+  });
+  if (s.tail >= 2)
+    for (bool ownFwd : {false, true})
+      for (bool ownBwd : {false, true}) {
+        Sizes v = s;
+        v.tail--;
+        if (ownFwd || v.fwd.empty())
+          v.fwd.push_back(1);
+        else
+          v.fwd.back()++;
+        if (ownBwd || v.bwd.empty())
+          v.bwd.insert(v.bwd.begin(), 1);
+        else
+          v.bwd.front()++;
+        out.push_back(std::move(v));
+      }
+  return out;
+}
+
+/// Rounds of the climb, and the memory plans made at once in it.
+constexpr unsigned kClimbRounds = 64;
+constexpr size_t kPlansAtOnce = 8;
 
 struct Candidate {
   Partition p;
@@ -142,8 +193,52 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
     cur = best->p;
     curPeak = best->peak;
   }
-  if (fastestFit)
-    cur = fastestFit->p;
+  if (!fastestFit) {
+    scorePartition(cur, layers, t.devices);
+    return cur;
+  }
+  // Then a climb under both budgets: merges keep every boundary they do
+  // not touch, and a boundary moved is often faster at the same staged
+  // bytes. Each round takes the fastest faster neighbour that fits; memory
+  // is planned only for the faster ones, fastest first.
+  cur = fastestFit->p;
+  double curMs = fastestFit->ms;
+  for (unsigned round = 0; round < kClimbRounds; ++round) {
+    std::vector<Sizes> moves = climbMoves(
+        {sizesOf(cur.forward), cur.tail.size(), sizesOf(cur.backward)});
+    std::vector<double> ms(moves.size(), 0);
+    std::vector<char> timed(moves.size(), 0);
+    llvm::parallelFor(0, moves.size(), [&](size_t i) {
+      Partition q = make(moves[i]);
+      if (fitsStageBytes(q, layers, cap)) {
+        ms[i] = estimatedStepMs(q, layers, t);
+        timed[i] = 1;
+      }
+    });
+    std::vector<size_t> faster;
+    for (size_t i = 0; i < moves.size(); ++i)
+      if (timed[i] && ms[i] < curMs)
+        faster.push_back(i);
+    std::stable_sort(faster.begin(), faster.end(),
+                     [&](size_t a, size_t b) { return ms[a] < ms[b]; });
+    bool moved = false;
+    for (size_t at = 0; at < faster.size() && !moved; at += kPlansAtOnce) {
+      size_t end = std::min(at + kPlansAtOnce, faster.size());
+      std::vector<char> fits(end - at, 0);
+      llvm::parallelFor(at, end, [&](size_t k) {
+        DevicePeak qp = devicePeak(make(moves[faster[k]]), layers, t);
+        fits[k - at] = qp.fits && qp.hostBytes <= t.hostStagedBytes;
+      });
+      for (size_t k = at; k < end && !moved; ++k)
+        if (fits[k - at]) {
+          cur = make(moves[faster[k]]);
+          curMs = ms[faster[k]];
+          moved = true;
+        }
+    }
+    if (!moved)
+      break;
+  }
   scorePartition(cur, layers, t.devices);
   return cur;
 }

@@ -62,9 +62,11 @@ MemorySearchResult partitionForMemory(llvm::ArrayRef<LayerCost> layers,
 /// tail) one move at a time, each the fastest move that stages fewer
 /// bytes and still fits the per-stage cap and the device budget, until
 /// the staged bytes fit and a device count of moves beyond (the step time
-/// is not monotone in the stage count); the fastest partition tried that
-/// fits is returned. Where none fits, the partition that stages the
-/// least the walk reached, for the host budget's refusal to name. `p` unchanged when
+/// is not monotone in the stage count); from the fastest partition tried
+/// that fits, a climb under both budgets (boundaries moved, stages split
+/// or merged, the tail grown or shrunk) while a neighbour is faster.
+/// Where none fits, the partition that stages the least the walk reached,
+/// for the host budget's refusal to name. `p` unchanged when
 /// it fits, when the target has no host budget, or when `p` does not fit
 /// the devices (the device budget's refusal comes first).
 Partition holdToHostBudget(const Partition &p, llvm::ArrayRef<LayerCost> layers,

@@ -4,9 +4,10 @@
 // and device memory; the host's pinned staging buffers, which grow with the
 // backward stages, are held to the host budget here, after it, so that the
 // search itself (its starts, climbs and memo) is unchanged and a plan under
-// the budget is the search's own. Merging stages only: a merge keeps every
-// other boundary, so each move stages fewer bytes or is dropped, and the
-// walk ends within a stage count of moves.
+// the budget is the search's own. First merges: a merge keeps every other
+// boundary, so each move stages fewer bytes or is dropped, and the walk
+// ends within a stage count of moves; then a climb among the partitions
+// that fit both budgets.
 //
 //===----------------------------------------------------------------------===//
 

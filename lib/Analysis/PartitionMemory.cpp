@@ -26,7 +26,9 @@ DevicePeak mlir::rp::devicePeak(const Partition &p,
   // follows.
   if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
     pl->schedule = std::move(*issued);
-  FullestDevice full = fullestDevice(planMemory(*pl, layers));
+  MemoryPlan mp = planMemory(*pl, layers);
+  FullestDevice full = fullestDevice(mp);
+  peak.hostBytes = mp.stagedHostBytes;
   peak.bytes = full.peak;
   peak.device = full.device;
   peak.fits = peak.bytes <= t.budget();

@@ -37,6 +37,7 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
                           cap, request.dispatch, request.tailJobs};
       target.layerGrain = request.layerGrain;
       target.budgetBytes = request.budgetBytes;
+      target.hostStagedBytes = request.hostStagedBytes;
       target.memo = request.memo;
       if (request.partitioner == Partitioner::rp) {
         if (request.chooseGrain) {
@@ -114,6 +115,7 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
   SearchTarget target{hw,          request.devices,  request.microbatches,
                       request.cap, request.dispatch, request.tailJobs};
   target.budgetBytes = request.budgetBytes;
+  target.hostStagedBytes = request.hostStagedBytes;
   target.memo = request.memo;
   // Each grain gets its own partition: layer grain holds one layer's
   // intermediates at a time, so its backward stages can be larger.

@@ -572,7 +572,7 @@ std::string searchKey(llvm::ArrayRef<LayerCost> layers, const SearchTarget &t) {
   for (int64_t v :
        {int64_t(t.devices), int64_t(t.microbatches), t.stageBytes,
         int64_t(t.dispatch), int64_t(t.tailJobs), int64_t(t.layerGrain),
-        t.budget(), int64_t(t.candidateBudget)})
+        t.budget(), int64_t(t.candidateBudget), t.hostStagedBytes})
     put(v);
   return key;
 }
@@ -592,7 +592,7 @@ Partition mlir::rp::partitionForStepTime(llvm::ArrayRef<LayerCost> layers,
         return p;
       }
   }
-  Partition p = searchAndFit(layers, t);
+  Partition p = holdToHostBudget(searchAndFit(layers, t), layers, t);
   if (t.memo)
     t.memo->results.emplace_back(std::move(key), p);
   return p;

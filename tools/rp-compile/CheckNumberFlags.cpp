@@ -26,7 +26,8 @@ bool checkNumberFlags(int argc, char **argv) {
       {"lora-dropout", real},      {"lora-rank", integer},
       {"devices", whole},          {"microbatches", whole},
       {"pass-shift", integer},     {"tail-jobs", whole},
-      {"passes-in-flight", whole}, {"arena-copies", whole}};
+      {"passes-in-flight", whole}, {"arena-copies", whole},
+      {"host-budget-gib", real}};
   for (int i = 1; i < argc; ++i) {
     StringRef arg = argv[i], value;
     if (arg == "--")

@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostBudget.h"
-#include "HostMemory.h"
+#include "rp/Analysis/HostMemory.h"
 
 #include "rp/Dialect/RP/RPDialect.h"
 #include "rp/Dialect/RP/RPOps.h"

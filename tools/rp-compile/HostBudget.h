@@ -12,8 +12,12 @@
 //    of fewer sequences a microbatch run with rp-run --accumulate (the
 //    same global batch; the pinned buffers hold each microbatch's staged
 //    activations), and adapters on attention only (--lora-targets: fewer
-//    weights trained). The partition is not constrained yet: rp's
-//    partitioner cuts for speed and device memory alone.
+//    weights trained).
+//  - held in the pipeline: the partition. rp's partitioner merges stages
+//    until the pinned staging buffers fit what the budget leaves after the
+//    base, adapters and optimizer state (rp-partition host-budget-gib,
+//    PartitionMemory.h holdToHostBudget); what is checked here is the
+//    plan those stages make.
 //
 //===----------------------------------------------------------------------===//
 

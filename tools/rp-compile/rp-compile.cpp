@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostBudget.h"
-#include "HostMemory.h"
+#include "rp/Analysis/HostMemory.h"
 #include "rp/Analysis/PassesInFlight.h"
 #include "rp/Analysis/SearchStats.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
@@ -66,11 +66,6 @@ static cl::opt<bool>
 /// numbers, not the IR: the op a diagnostic is attached to (the whole
 /// schedule, thousands of lines for a real model) is printed only when
 /// asked.
-static cl::opt<double> hostBudgetGiB(
-    "host-budget-gib",
-    cl::desc("the host memory (GiB) the plan must fit, as the summary counts "
-             "it: refused, with what would fit, when over (0: no check)"),
-    cl::init(0));
 static cl::opt<bool> printIrOnError(
     "print-ir-on-error",
     cl::desc("print the operation an error is about (the IR) after it"));
@@ -315,13 +310,15 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   // --help lists rp's flags: LLVM's options are removed, MLIR's go behind
   // --help-hidden (together they were most of a 436-line --help).
-  rp::dropForeignOptions(
-      {"o", "forward-only", "tf32", "print-ir-on-error", "host-budget-gib"});
+  rp::dropForeignOptions({"o", "forward-only", "tf32", "print-ir-on-error"});
   rp::ImportCLOptions importOptions;
   rp::TrainPipelineOptions &pipeline = pipelineOptions();
   if (!checkNumberFlags(argc, argv))
     return 1;
   cl::ParseCommandLineOptions(argc, argv, "rp compiler: model to plan\n");
+  // The pipeline's (rp's partitioner holds the pinned buffers to it); the
+  // refusal and the stage-grain retry are this tool's (HostBudget.h).
+  const double hostBudgetGiB = pipeline.hostBudgetGiB;
   unsigned devices = pipeline.devices, microbatches = pipeline.microbatches;
 
   // The documented caps (README.md), the profile's name and the LoRA and
@@ -332,8 +329,8 @@ int main(int argc, char **argv) {
             llvm::errs() << "rp-compile: " << message << "\n";
           })))
     return 1;
-  // --host-budget-gib is rp-compile's own (the pipeline's numbers are
-  // checked above); the text is checked as it is parsed (StrictNumbers.h).
+  // --host-budget-gib's range is checked here, the text as it is parsed
+  // (StrictNumbers.h).
   if (!(hostBudgetGiB >= 0)) {
     llvm::errs() << "rp-compile: --host-budget-gib "
                  << llvm::format("%g", double(hostBudgetGiB))

@@ -25,11 +25,13 @@
 
 namespace mlir::rp {
 
-/// The memory plan's highest device peak of `p`'s round-robin schedule.
+/// The memory plan's highest device peak of `p`'s round-robin schedule,
+/// and its staged host bytes (the pinned staging buffers).
 struct DevicePeak {
   int64_t bytes = 0;
   unsigned device = 0;
   bool fits = false;
+  int64_t hostBytes = 0;
 };
 DevicePeak devicePeak(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                       const SearchTarget &target);
@@ -50,6 +52,25 @@ struct MemorySearchResult {
 MemorySearchResult partitionForMemory(llvm::ArrayRef<LayerCost> layers,
                                       const SearchTarget &target,
                                       bool feasibilityOnly = false);
+
+/// The host side of the memory objective (SearchTarget::hostStagedBytes):
+/// a backward stage's input waits in pinned host memory for every
+/// microbatch from its forward to its backward, so a partition's staged
+/// bytes grow with its backward stages (at layer grain, with every layer
+/// outside the tail). When `p`'s are over the target's, stages are merged
+/// (two forward or two backward neighbours, or a layer moved into the
+/// tail) one move at a time, each the fastest move that stages fewer
+/// bytes and still fits the per-stage cap and the device budget, until
+/// the staged bytes fit and a device count of moves beyond (the step time
+/// is not monotone in the stage count); from the fastest partition tried
+/// that fits, a climb under both budgets (boundaries moved, stages split
+/// or merged, the tail grown or shrunk) while a neighbour is faster.
+/// Where none fits, the partition that stages the least the walk reached,
+/// for the host budget's refusal to name. `p` unchanged when
+/// it fits, when the target has no host budget, or when `p` does not fit
+/// the devices (the device budget's refusal comes first).
+Partition holdToHostBudget(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+                           const SearchTarget &target);
 
 } // namespace mlir::rp
 

@@ -34,6 +34,9 @@ struct PartitionRequest {
   /// budget (0: the profile's memory), PartitionMemory.h.
   bool layerGrain = false;
   int64_t budgetBytes = 0;
+  /// rp's partitioner: the host's staged bytes a plan may hold
+  /// (SearchTarget::hostStagedBytes; 0: unchecked).
+  int64_t hostStagedBytes = 0;
   /// `recompute = auto` (round-robin, rp's partitioner, no `stages`):
   /// search at stage grain and at layer grain and keep the faster plan
   /// (chooseGrainForSpeed); `layerGrain` is then ignored.

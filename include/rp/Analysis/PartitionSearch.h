@@ -76,6 +76,11 @@ struct SearchTarget {
   int64_t budget() const {
     return budgetBytes > 0 ? budgetBytes : int64_t(hw.memoryBytes());
   }
+  /// The host's staged activations (the memory plan's pinned staging
+  /// buffers) a plan may hold: what the host budget leaves after the
+  /// weights and optimizer state; 0: unchecked. A partition over it is
+  /// held to it after the search (holdToHostBudget, PartitionMemory.h).
+  int64_t hostStagedBytes = 0;
   /// Earlier searches of this compile to start from (nullptr: none).
   SearchMemo *memo = nullptr;
   /// Candidates one search may time (kSearchBudget).

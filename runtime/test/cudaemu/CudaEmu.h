@@ -123,6 +123,22 @@ inline unsigned long long atomicMin(unsigned long long *p,
   return old;
 }
 
+// The intrinsics that round each float operation on its own (CudaQuant.cu:
+// nvcc would otherwise fuse a product and a sum into an FMA). The host
+// compiler may contract too, so each result passes through memory.
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
+inline float __fdiv_rn(float a, float b) {
+  volatile float r = a / b;
+  return r;
+}
+
 // Enqueued work runs at once, on host memory.
 #define cudaMemsetAsync(p, v, n, s)                                            \
   ((void)(s), std::memset(p, v, n), cudaSuccess)

@@ -198,7 +198,9 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     Option<"tailJobs", "tail-jobs", "unsigned", "1",
            "round-robin: the stage jobs the fused tail runs as, 1 or 2 (alternate microbatches on two devices; every tail gradient is then the even microbatches' fold plus the odd ones'), or 0 to let rp's partitioner take the faster (a user partition then runs 1)">,
     Option<"budgetGiB", "budget-gib", "double", "0",
-           "device memory the partition's memory plan must fit (rp's partitioner), in GiB; 0 takes the profile's">
+           "device memory the partition's memory plan must fit (rp's partitioner), in GiB; 0 takes the profile's">,
+    Option<"hostBudgetGiB", "host-budget-gib", "double", "0",
+           "host memory the plan may hold, in GiB (0: unchecked): rp's partitioner holds the pinned staging buffers to what the module's weights and optimizer state leave of it, merging stages where the fastest partition stages more (include/rp/Analysis/PartitionMemory.h holdToHostBudget)">
   ];
 }
 

@@ -243,6 +243,13 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("device memory to plan against in GiB (0: the "
                      "profile's); rp's partitioner picks stages that fit "
                      "it")};
+  Option<double> hostBudgetGiB{
+      *this, "host-budget-gib", flags, llvm::cl::init(0),
+      llvm::cl::desc("the host memory (GiB) the plan must fit, as "
+                     "rp-compile's summary counts it (0: no check): rp's "
+                     "partitioner holds the pinned buffers to it; "
+                     "rp-compile also refuses a plan over it, with what "
+                     "would fit")};
   Option<unsigned> passesInFlight{
       *this, "passes-in-flight", flags, llvm::cl::init(0),
       llvm::cl::desc("passes a continuous run keeps in flight: 1 (a pass "

@@ -9,6 +9,8 @@
 #include "rp/Analysis/PartitionPolicy.h"
 #include "ScheduleIR.h"
 
+#include "rp/Analysis/HostMemory.h"
+
 #include "llvm/Support/FileSystem.h"
 
 namespace mlir::rp {
@@ -24,6 +26,20 @@ namespace {
 struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
   using Base::Base;
 
+  /// What host-budget-gib leaves for the pinned staging buffers: the
+  /// budget less the parts no partition changes (HostMemory.h, counted as
+  /// rp-compile's summary counts them). 0 (unchecked) without a budget,
+  /// and where those parts alone are over it: no partition fits then, and
+  /// the stages are cut as without one for the refusal to name.
+  int64_t hostStagedBytes(ModuleOp module) const {
+    if (!(hostBudgetGiB > 0))
+      return 0;
+    HostMemory m = hostMemoryOf(module);
+    int64_t left =
+        int64_t(hostBudgetGiB * double(1ull << 30)) - m.base - m.trained;
+    return left > 0 ? left : 0;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // The schedule, the partitioner and the dispatch are enum options: a
@@ -31,10 +47,10 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     const ScheduleKind kind = schedule;
     const Partitioner how = partitioner;
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0 || budgetGiB < 0) {
+        stageBytes < 0 || budgetGiB < 0 || !(hostBudgetGiB >= 0)) {
       module.emitError() << "rp-partition needs devices >= 1, 0 < "
-                            "weight-budget <= 1, stage-bytes >= 0 and "
-                            "budget-gib >= 0";
+                            "weight-budget <= 1, stage-bytes >= 0, "
+                            "budget-gib >= 0 and host-budget-gib >= 0";
       return signalPassFailure();
     }
     if (tailJobs > 2 || (tailJobs == 2 && kind != ScheduleKind::roundRobin)) {
@@ -77,6 +93,7 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
     request.layerGrain = recompute == RecomputeGrain::layer;
     request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
+    request.hostStagedBytes = hostStagedBytes(module);
     // The searches of this compile keep their results there: a pass that
     // asks for the same search again (rp-print-partition) gets it back.
     request.memo = &model.searchMemo();

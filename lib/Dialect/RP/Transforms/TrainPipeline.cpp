@@ -94,6 +94,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   partition.dispatch = options.dispatch;
   partition.tailJobs = options.tailJobs;
   partition.budgetGiB = options.budgetGiB;
+  partition.hostBudgetGiB = options.hostBudgetGiB;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;

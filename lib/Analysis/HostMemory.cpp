@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "HostMemory.h"
+#include "rp/Analysis/HostMemory.h"
 #include "rp/Dialect/RP/RPOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

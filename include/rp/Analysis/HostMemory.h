@@ -1,12 +1,15 @@
 //===- HostMemory.h - what a plan holds in host memory ----------*- C++ -*-===//
 //
 // rp-compile's summary lines for the host side of a plan: its host memory
-// by part and the bytes its weight uploads move per step.
+// by part and the bytes its weight uploads move per step. rp-partition
+// reads the parts no partition changes (the base, the adapters and
+// optimizer state) to hold the pinned buffers to what a host budget
+// leaves of the box (SearchTarget::hostStagedBytes).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_TOOLS_RPCOMPILE_HOSTMEMORY_H
-#define RP_TOOLS_RPCOMPILE_HOSTMEMORY_H
+#ifndef RP_ANALYSIS_HOSTMEMORY_H
+#define RP_ANALYSIS_HOSTMEMORY_H
 
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -55,4 +58,4 @@ HostMemory hostMemoryOf(ModuleOp module);
 
 } // namespace mlir::rp
 
-#endif // RP_TOOLS_RPCOMPILE_HOSTMEMORY_H
+#endif // RP_ANALYSIS_HOSTMEMORY_H

@@ -29,9 +29,16 @@ ran it) it prints, in this order (issue 32):
    uplink, the optimizer at 30-100 GB/s); RoundPipe's published figure;
    the kernel-only ideal (RoundPipe's simulator on its measured kernel
    times, bench/roundpipe_sim.py's inputs: what a model without the host
-   predicts); the claim, "ahead" only where the whole range is ahead;
+   predicts); the claim, "ahead" only where the whole range is ahead
+   ("would be ahead" in the library table: kernels rp does not run yet);
    how busy host DRAM and the busiest uplink are; and the ratio to
    RoundPipe at mid split into per-GPU rate x 8-GPU scaling (split()).
+   Under each table, what each row's scaling rests on (rests_on()): rp's
+   1 -> 8 GPU scaling is the kernel-only ideal's, RoundPipe's measured one
+   is less, and for the MoE rows the model of RoundPipe that accounts for
+   the gap (its expert loop's host work on one Python interpreter,
+   claims.serial_host_ceiling); rp's claim there rests on its host model
+   (no host loop; launch and hand-off unmeasured on a GPU, in the range).
 3. With --schedules, the older comparison: each schedule on the library
    profile without the host (M = 10 microbatches of round(batch / (M x
    accumulation)) sequences), and the ratio split into per-GPU rate x

@@ -14,6 +14,7 @@
 
 #include "HostBudget.h"
 #include "HostMemory.h"
+#include "StepAssumptions.h"
 #include "rp/Analysis/PassesInFlight.h"
 #include "rp/Analysis/SearchStats.h"
 #include "rp/Dialect/RP/PreparePipeline.h"
@@ -25,7 +26,6 @@
 #include "rp/Support/ToolGuards.h"
 #include "rp/Support/WeightsWriter.h"
 #include "rp/Target/PlanExport.h"
-#include "rp/timing/Assumptions.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -98,38 +98,6 @@ static void printHostMemory(ModuleOp module, llvm::raw_ostream &os) {
      << formatBytes(m.base) << ", adapters and optimizer "
      << formatBytes(m.trained) << ", pinned buffers " << formatBytes(m.pinned)
      << "; weight uploads " << uploads << " per step";
-}
-
-/// What the predicted step assumes and leaves out, with its range over
-/// what the profile cannot know (rp/timing/Assumptions.h: rp-plan-memory
-/// timed the step again at the fast and slow ends of the profile's
-/// "unknown" inputs).
-static void printStepAssumptions(ModuleOp module, rp::ScheduleOp s,
-                                 llvm::raw_ostream &os) {
-  std::string profile = s.getPartition().getHw().getProfile().str(), error;
-  std::optional<rp::timing::HardwareModel> hw =
-      rp::timing::loadHardwareModel(profile, error);
-  std::optional<std::vector<rp::timing::UnknownInput>> unknown =
-      rp::timing::loadUnknownInputs(profile, error);
-  if (!hw || !unknown)
-    return; // the passes read the profile: not reached
-  auto range = s->getAttrOfType<DenseF64ArrayAttr>(rp::timing::kStepRangeAttr);
-  if (range && range.size() == 2)
-    os << llvm::format(" (%.3f - %.3f ms over what ", range[0], range[1])
-       << profile << " cannot know: " << rp::timing::describeUnknown(*unknown)
-       << ")";
-  else
-    os << " (no range: '" << profile
-       << "' names no unknown input; its host terms are measured or set)";
-  std::string measured;
-  rp::RPDialect *dialect =
-      module.getContext()->getLoadedDialect<rp::RPDialect>();
-  for (auto func : module.getOps<func::FuncOp>())
-    if (StringAttr path = dialect->getMeasuredAttrHelper().getAttr(func))
-      measured = ", measured layer times from " + path.str();
-  os << "; the predicted step assumes " << rp::timing::describeAssumed(*hw)
-     << measured << "; it leaves out " << rp::timing::kModelLeavesOut
-     << " and the host prologue and epilogue programs";
 }
 
 /// The one-paragraph summary on stderr: what the plan runs where, and
@@ -229,7 +197,7 @@ static void printSummary(ModuleOp module, size_t size) {
                : "",
         100 * bubble);
     os << text;
-    printStepAssumptions(module, s, os);
+    rp::printStepAssumptions(module, s, os);
   }
   if (std::optional<uint64_t> shift = s.getPassShift()) {
     // Each device's compute per step over a rotation (the passes after

@@ -162,7 +162,7 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
     std::fflush(stdout);
   }
   // After the other figures, so their order stays what it was.
-  std::cout << rangeLines << std::flush;
+  std::cout << rangeLines;
   std::fprintf(stderr,
                "rp-run: simulated %u %s steps of %s on %s: step %.3f ms "
                "(jobs %.3f ms, optimizer %.3f ms%s), %.0f tokens/s, "
@@ -172,13 +172,6 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
                report->jobsMs, report->optimizerMs,
                o.syncMode ? ", after the step" : ", beside the next step",
                report->tokensPerSecond, report->bubblePct);
-  std::fprintf(stderr,
-               "rp-run: the prediction assumes %s%s; it leaves out %s; %s\n",
-               rp::timing::describeAssumed(hw).c_str(),
-               o.measuredPath.empty()
-                   ? ""
-                   : (", measured layer times from " + o.measuredPath).c_str(),
-               rp::timing::kModelLeavesOut, range.c_str());
   if (report->continuous)
     std::fprintf(stderr,
                  "rp-run: continuous: %u pass(es) per step, %u in flight on %u "
@@ -206,5 +199,13 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
                  d, t.runBusyMs * p, t.fillMs * p, t.switchMs * p,
                  t.drainMs * p, t.intraMs * p, t.exposedCommMs * p);
   }
+  // Last, so the lines before keep their order.
+  std::fprintf(stderr,
+               "rp-run: the prediction assumes %s%s; it leaves out %s; %s\n",
+               rp::timing::describeAssumed(hw).c_str(),
+               o.measuredPath.empty()
+                   ? ""
+                   : (", measured layer times from " + o.measuredPath).c_str(),
+               rp::timing::kModelLeavesOut, range.c_str());
   return 0;
 }

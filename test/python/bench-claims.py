@@ -1,6 +1,6 @@
 # RUN: %PYTHON %s %rp_src_root | FileCheck %s
 
-# bench/claims.py, what bench/paper.py and scripts/demo.sh print their
+# bench/claims.py, what bench/paper.py and bench/explain.py print their
 # claims with (issue 32): the host ends are the profile's own "unknown"
 # ranges (the ones rp-compile and the sim print theirs over), the GPU
 # launch and hand-off included; "ahead" is never said of a model of

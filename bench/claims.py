@@ -1,11 +1,16 @@
 """What bench/paper.py needs to print a claim with its range (issue 32).
 
 - host_variants(base): the rtx4090 profile (or its as-built form) with the
-  host assumptions a user cannot see from the card, at their two ends and
-  in the middle: host DRAM 100 / 200 / 300 GB/s, 4 / 1 / 1 GPUs behind one
-  PCIe 4.0 x16 uplink (25 GB/s), the optimizer at 30 / 58 / 100 GB/s (58:
-  bench/adamw_vs_torch.py on the development machine). Every term only
-  slows a run as it shrinks, so the low end is the slowest.
+  inputs a user cannot see from the card at their two ends and in the
+  middle, as the profile's own "unknown" field gives them (the one list
+  rp-compile and rp-run --backend sim print their ranges over,
+  contract/include/rp/timing/Assumptions.h): for rtx4090 host DRAM
+  100 / 200 / 300 GB/s, 4 / 1 / 1 GPUs behind one PCIe 4.0 x16 uplink
+  (25 GB/s), the optimizer at 30 / 58 / 100 GB/s (58:
+  bench/adamw_vs_torch.py on the development machine), a CUDA launch
+  8 / 4 / 2 us and a hand-off 60 / 30 / 10 us (no GPU has measured
+  them). Every term only slows a run as it gets worse, so the low end is
+  the slowest.
 - kernel_ideal(model): RoundPipe's simulator on its measured kernel times
   (bench/roundpipe_sim.py's inputs): 8 GPUs busy but for its async bubble,
   each at 4 x 2048 tokens per sum of a microbatch's layer times (forward,
@@ -24,35 +29,59 @@ SIM_NAME = {"qwen3-1.7b": "1.7b", "llama-3.1-8b": "8b", "qwen3-32b": "32b",
             "gpt-oss-20b": "20b", "qwen3-235b-a22b": "235b"}
 TOKENS = 4 * 2048  # the microbatch RoundPipe's per-layer times are for
 
-HOST_ENDS = (  # label, host DRAM GB/s, GPUs per uplink, optimizer GB/s
-    ("low", 100, 4, 30),
-    ("mid", 200, 1, 58),
-    ("high", 300, 1, 100),
-)
-UPLINK_GBPS = 25  # a PCIe 4.0 x16 switch uplink, at what pinned copies reach
+ROOT = Path(__file__).resolve().parents[1]
+# The fields a profile's "unknown" ranges may name whose larger value is
+# slower (the others are rates), as Assumptions.cpp reads them.
+COSTS = ("gpus_per_link", "launch_us", "job_us", "moe_host_us")
+LABELS = {"host_dram_gbps": "host DRAM {} GB/s",
+          "gpus_per_link": "{} GPU(s) per uplink",
+          "uplink_gbps": "uplinks of {} GB/s",
+          "optimizer_gbps": "optimizer {} GB/s",
+          "launch_us": "launch {} us", "job_us": "hand-off {} us",
+          "pageable_gbps": "pageable {} GB/s", "h2d_gbps": "uploads {} GB/s",
+          "d2h_gbps": "downloads {} GB/s",
+          "moe_host_us": "MoE host work {} us"}
+
+
+def host_ends(base):
+    """[(label, {field: value})] for the slow end ("low"), the profile as
+    it is ("mid") and the fast end ("high") of its "unknown" ranges."""
+    unknown = base.get("unknown", {})
+    ends = []
+    for label in ("low", "mid", "high"):
+        fields = {}
+        for field, (lo, hi) in unknown.items():
+            if label == "mid":
+                fields[field] = base[field]
+            else:
+                fields[field] = (hi if (label == "low") == (field in COSTS)
+                                 else lo)
+        ends.append((label, fields))
+    return ends
 
 
 def host_variants(base, tmp, tag):
-    """Writes the three host variants of profile JSON `base`; returns
+    """Writes the three host variants of profile JSON `base` (each with
+    its unknown inputs set, so the sim times it once); returns
     [(label, path)]."""
     out = []
-    for label, dram, per_uplink, opt in HOST_ENDS:
+    for label, fields in host_ends(base):
         p = json.loads(json.dumps(base))
+        p.pop("unknown", None)
         p["name"] = f"{p['name']}-{label}"
-        p["host_dram_gbps"] = dram
-        p["gpus_per_link"] = per_uplink
-        p["uplink_gbps"] = UPLINK_GBPS
-        p["optimizer_gbps"] = opt
+        p.update(fields)
         path = Path(tmp) / f"{tag}.{label}.json"
         path.write_text(json.dumps(p))
         out.append((label, path))
     return out
 
 
-def assumptions():
-    return ", ".join(f"{label}: host DRAM {dram} GB/s, {per} GPU(s) per "
-                     f"{UPLINK_GBPS} GB/s uplink, optimizer {opt} GB/s"
-                     for label, dram, per, opt in HOST_ENDS)
+def assumptions(base=None):
+    base = base or json.loads((ROOT / "profiles/rtx4090.json").read_text())
+    return "; ".join(
+        f"{label}: " + ", ".join(LABELS[k].format(f"{v:g}")
+                                 for k, v in fields.items())
+        for label, fields in host_ends(base))
 
 
 def microbatch_ms(model):
@@ -81,9 +110,28 @@ def measured_times(model, path):
     return path
 
 
-def verdict(low, high, published):
+def verdict(low, high, published, ideal_kernels=False):
+    """"ahead" only where the whole range is, and never for a model of
+    kernels rp does not run yet (`ideal_kernels`: the library profile)."""
     if low > published:
-        return "ahead"
+        return "would be ahead (kernels rp lacks)" if ideal_kernels else "ahead"
     if high < published:
         return "behind"
     return "level (the range spans it)"
+
+
+def serial_host_ceiling(model, us_per_routing, routings=3):
+    """RoundPipe's tokens/s on any number of GPUs if its expert loop's host
+    work (`us_per_routing`, bench/moe_host.py; a MoE layer routes in its
+    forward, recompute and backward) ran on one interpreter: its device
+    threads are Python threads sharing the GIL (reference/roundpipe.md
+    §2.2, DeviceManager's controller threads), so that work does not
+    overlap across GPUs. A model of RoundPipe (inferred, not measured on
+    its box), not of rp: every layer of both MoE models is MoE."""
+    layers = MODELS[SIM_NAME[model]][0]
+    return TOKENS / (layers * routings * us_per_routing * 1e-6)
+
+
+def ideal_scaling(model, gpus=8):
+    """The kernel-only ideal's 1 -> `gpus` scaling: its busy share."""
+    return gpus * (1 - MODELS[SIM_NAME[model]][9] / 100)

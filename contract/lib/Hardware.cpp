@@ -1,6 +1,7 @@
 //===- Hardware.cpp - a hardware profile and how long work takes ----------===//
 
 #include "rp/timing/Hardware.h"
+#include "rp/timing/Assumptions.h"
 
 #include "Json.h"
 
@@ -32,7 +33,7 @@ const char *const kKeys[] = {"name",           "description",
                              "host_dram_gbps", "pinned",
                              "pageable_gbps",  "job_us",
                              "kernels",        "as_built_kernels",
-                             "moe_host_us"};
+                             "moe_host_us",    "unknown"};
 
 /// A share of peak: a number in (0, 1] or a curve of [work, share] pairs.
 bool readCurve(const json &v, const std::string &where, Curve &out,
@@ -352,6 +353,11 @@ rp::timing::parseHardwareModel(const std::string &text,
         hw.kernels[op] = std::move(impl);
     }
   }
+  // The ranges of what the profile cannot know are read by the tools that
+  // print a prediction (Assumptions.h); a broken one is refused here, with
+  // the rest of the profile.
+  if (!parseUnknownInputs(text, source, hw, error))
+    return std::nullopt;
   return hw;
 }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "rp/contract/plan_generated.h"
+#include "rp/timing/Assumptions.h"
 #include "rp/timing/Hardware.h"
 #include "rp/timing/KernelCost.h"
 #include "rp/timing/Measured.h"
@@ -65,6 +66,74 @@ TEST(ContractTest, ShippedProfilesParseForACompile) {
     if (name == "rtx4090" || name == "h200")
       EXPECT_TRUE(asBuilt && !asBuilt->kernels.empty()) << error;
   }
+}
+
+// Issue 32: what the datasheet cannot give is a range, and a prediction is
+// made again at its slow and fast ends.
+TEST(ContractTest, UnknownInputsGiveTheEndsOfAPrediction) {
+  std::string text = std::string(kMinimal) +
+                     R"(, "host_dram_gbps": 200, "gpus_per_link": 1,
+    "launch_us": 4, "optimizer_gbps": 58, "unknown": {"host_dram_gbps":
+    [100, 300], "gpus_per_link": [1, 4], "launch_us": [2, 8],
+    "optimizer_gbps": [30, 100]}})",
+              error;
+  std::optional<HardwareModel> hw = parseHardwareModel(text, "u.json", error);
+  ASSERT_TRUE(hw) << error;
+  std::optional<std::vector<UnknownInput>> unknown =
+      parseUnknownInputs(text, "u.json", *hw, error);
+  ASSERT_TRUE(unknown) << error;
+  ASSERT_EQ(unknown->size(), 4u);
+  HardwareModel slow = atEnd(*hw, *unknown, true);
+  HardwareModel fast = atEnd(*hw, *unknown, false);
+  // Rates at their low end and costs (a launch, GPUs sharing an uplink)
+  // at their high end are the slow end.
+  EXPECT_EQ(slow.hostDramGBps, 100);
+  EXPECT_EQ(slow.gpusPerLink, 4u);
+  EXPECT_EQ(slow.launchUs, 8);
+  EXPECT_EQ(slow.optimizerGBps, 30);
+  EXPECT_EQ(fast.hostDramGBps, 300);
+  EXPECT_EQ(fast.gpusPerLink, 1u);
+  EXPECT_EQ(fast.launchUs, 2);
+  EXPECT_EQ(fast.optimizerGBps, 100);
+  EXPECT_GT(slow.optimizerMs(1e9), hw->optimizerMs(1e9));
+  EXPECT_LT(fast.optimizerMs(1e9), hw->optimizerMs(1e9));
+  EXPECT_EQ(describeUnknown(*unknown),
+            "host DRAM 100-300 GB/s, 1-4 GPUs per uplink, the optimizer at "
+            "30-100 GB/s, a kernel launch 2-8 us");
+  EXPECT_THAT(describeAssumed(*hw),
+              HasSubstr("host DRAM 200 GB/s, the optimizer 40 B a parameter "
+                        "at 58 GB/s, a kernel launch 4 us"));
+  // The profile's own value must lie in its range; only box-dependent
+  // fields may be unknown.
+  for (auto [bad, why] :
+       {std::pair<const char *, const char *>{
+            R"(, "host_dram_gbps": 50, "unknown": {"host_dram_gbps":
+            [100, 300]}})",
+            "\"host_dram_gbps\" is 50, outside its unknown range [100, 300]"},
+        {R"(, "unknown": {"memory_gbps": [1, 2]}})",
+         "\"unknown\" names \"memory_gbps\", which is not a box-dependent"},
+        {R"(, "launch_us": 4, "unknown": {"launch_us": [8, 2]}})",
+         "unknown \"launch_us\" must be [low, high]"},
+        {R"(, "unknown": {"gpus_per_link": [1, 2.5]}})",
+         "must be whole numbers"}}) {
+    EXPECT_FALSE(
+        parseHardwareModel(std::string(kMinimal) + bad, "b.json", error))
+        << bad;
+    EXPECT_THAT(error, HasSubstr(why));
+  }
+  // The shipped GPU profiles give their host as a range (their CUDA
+  // launch awaits a GPU run); the host profile's are measured.
+  for (const char *name : {"rtx4090", "rtx4090:as-built", "h200"}) {
+    std::optional<std::vector<UnknownInput>> shipped =
+        loadUnknownInputs(name, error);
+    ASSERT_TRUE(shipped) << error;
+    EXPECT_THAT(describeUnknown(*shipped), HasSubstr("host DRAM")) << name;
+    EXPECT_THAT(describeUnknown(*shipped), HasSubstr("a kernel launch"));
+  }
+  std::optional<std::vector<UnknownInput>> host =
+      loadUnknownInputs("host", error);
+  ASSERT_TRUE(host) << error;
+  EXPECT_TRUE(host->empty());
 }
 
 TEST(ContractTest, MemoryIsNeededOnlyWhenAsked) {

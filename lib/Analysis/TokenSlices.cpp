@@ -239,6 +239,11 @@ double mlir::rp::sliceComputeMs(const StageJob &job,
           : job.kind == CommandKind::tail
               ? c.forwardMs + c.backwardMs
               : c.backwardRecomputeMs() + c.backwardMs;
+    // A stage-grain backward's shallower layers recompute their whole
+    // forward, which feeds the next (Pipeline.cpp, computeMs).
+    if (!job.keepsForward && job.kind == CommandKind::backward &&
+        !job.layerGrain && l + 1 < job.range.end)
+      ms += c.recomputeSkippedMs;
   }
   return ms;
 }

@@ -405,9 +405,14 @@ Schedule mlir::rp::recomputeSplit(const Schedule &schedule,
     const StageJob &j = pipeline.jobs[c.job];
     unsigned end = std::min<unsigned>(j.range.end, layers.size());
     double ms = 0;
-    for (unsigned l = j.range.begin; l < end; ++l)
+    for (unsigned l = j.range.begin; l < end; ++l) {
       if (!j.layerGrain || l + 1 == end)
         ms += layers[l].backwardRecomputeMs();
+      // At stage grain a shallower layer's whole forward feeds the next
+      // (Pipeline.cpp, computeMs).
+      if (!j.layerGrain && l + 1 < end)
+        ms += layers[l].recomputeSkippedMs;
+    }
     return ms;
   };
   auto splits = [&](const Command &c) {

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostBudget.h"
+#include "StepAssumptions.h"
 #include "rp/Analysis/HostMemory.h"
 #include "rp/Analysis/PassesInFlight.h"
 #include "rp/Analysis/SearchStats.h"
@@ -191,6 +192,7 @@ static void printSummary(ModuleOp module, size_t size) {
                : "",
         100 * bubble);
     os << text;
+    rp::printStepAssumptions(module, s, os);
   }
   if (std::optional<uint64_t> shift = s.getPassShift()) {
     // Each device's compute per step over a rotation (the passes after

@@ -10,6 +10,7 @@
 
 #include "rp/runtime/sim/AllReduce.h"
 #include "rp/runtime/sim/Simulate.h"
+#include "rp/timing/Assumptions.h"
 
 #include <cstdio>
 #include <iostream>
@@ -96,6 +97,52 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
     if (Status s = writeChromeTrace(*simTrace, o.tracePath); s.failed())
       return fail(s);
   std::cout << sim::formatReport(*report);
+  // What the figures assume and leave out, and their range over what the
+  // profile cannot know: the same plan timed again with every unknown
+  // input at its slow end, then at its fast end (docs/sim.md).
+  std::string error;
+  std::optional<std::vector<rp::timing::UnknownInput>> unknown =
+      rp::timing::loadUnknownInputs(o.hardware, error);
+  if (!unknown)
+    return fail(invalidArgument(error));
+  const rp::timing::HardwareModel &hw = (*simBackend)->getHardware();
+  std::string range, rangeLines;
+  if (!unknown->empty()) {
+    double tokens[2], step[2];
+    for (bool slow : {true, false}) {
+      Expected<std::unique_ptr<sim::SimBackend>> end =
+          sim::SimBackend::create(so);
+      if (!end)
+        return fail(end.getStatus());
+      (*end)->setHardware(rp::timing::atEnd(hw, *unknown, slow));
+      if (!o.measuredPath.empty())
+        (*end)->setMeasured(
+            *rp::timing::loadMeasuredTimes(o.measuredPath, error));
+      sim::SimulateOptions at = options;
+      at.trace = nullptr;
+      Expected<sim::SimReport> r = sim::simulate(plan, **end, at);
+      if (!r)
+        return fail(r.getStatus());
+      tokens[slow] = r->tokensPerSecond;
+      step[slow] = r->stepMs;
+    }
+    char lines[200];
+    std::snprintf(lines, sizeof(lines),
+                  "tokens_per_s_low %.9g\ntokens_per_s_high %.9g\n"
+                  "step_ms_low %.9g\nstep_ms_high %.9g\n",
+                  tokens[1], tokens[0], step[0], step[1]);
+    rangeLines = lines;
+    char text[160];
+    std::snprintf(text, sizeof(text),
+                  "%.0f - %.0f tokens/s (step %.3f - %.3f ms)", tokens[1],
+                  tokens[0], step[0], step[1]);
+    range = std::string(text) + " over what '" + hw.name + "' cannot know (" +
+            rp::timing::describeUnknown(*unknown) +
+            "): the slow and fast ends together";
+  } else {
+    range = "no range: '" + hw.name +
+            "' names no unknown input (its host terms are measured or set)";
+  }
   if (o.boxes > 1) {
     Expected<sim::NetworkProfile> net = sim::networkProfile(o.network);
     if (!net)
@@ -114,6 +161,8 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
                 dp.tokensPerSecond, dp.efficiency);
     std::fflush(stdout);
   }
+  // After the other figures, so their order stays what it was.
+  std::cout << rangeLines;
   std::fprintf(stderr,
                "rp-run: simulated %u %s steps of %s on %s: step %.3f ms "
                "(jobs %.3f ms, optimizer %.3f ms%s), %.0f tokens/s, "
@@ -150,5 +199,13 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
                  d, t.runBusyMs * p, t.fillMs * p, t.switchMs * p,
                  t.drainMs * p, t.intraMs * p, t.exposedCommMs * p);
   }
+  // Last, so the lines before keep their order.
+  std::fprintf(stderr,
+               "rp-run: the prediction assumes %s%s; it leaves out %s; %s\n",
+               rp::timing::describeAssumed(hw).c_str(),
+               o.measuredPath.empty()
+                   ? ""
+                   : (", measured layer times from " + o.measuredPath).c_str(),
+               rp::timing::kModelLeavesOut, range.c_str());
   return 0;
 }

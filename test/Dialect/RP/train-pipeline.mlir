@@ -11,7 +11,7 @@
 // CHECK:      rp.layer "l2..l3" role = tail({{.*}}) {span = array<i64: 2, 4>}
 // CHECK:      rp.layer "l1.backward" role = backward({{.*}}) {span = array<i64: 1, 2>}
 // CHECK:      rp.layer "l0.backward" role = backward({{.*}}) {span = array<i64: 0, 1>}
-// CHECK:      rp.schedule @main attributes {arena_copies = 2 : i64, bubble = {{.*}}, budget_bytes = 25769803776 : i64, pass_shift = {{[01]}} : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>, pinned_bytes = {{[0-9]+}} : i64, step_ms = {{.*}}}
+// CHECK:      rp.schedule @main attributes {arena_copies = 2 : i64, bubble = {{.*}}, budget_bytes = 25769803776 : i64, pass_shift = {{[01]}} : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>, pinned_bytes = {{[0-9]+}} : i64, rp.step_range_ms = array<f64: {{[0-9.e+-]+}}, {{[0-9.e+-]+}}>, step_ms = {{.*}}}
 // Weights are uploaded every step: the optimizer runs on the host.
 // CHECK-COUNT-5: rp.copy h2d weights
 // CHECK:      rp.optimizer_step

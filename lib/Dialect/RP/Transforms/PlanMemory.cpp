@@ -9,6 +9,7 @@
 #include "ScheduleIR.h"
 #include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/MemoryPlan.h"
+#include "rp/timing/Assumptions.h"
 
 #include "llvm/Support/Format.h"
 
@@ -122,8 +123,93 @@ struct PlanMemoryPass
       }
     if (over)
       return signalPassFailure();
-    if (failed(decidePassesInFlight(*op, *pl, *in, mp, budget)))
+    if (failed(decidePassesInFlight(*op, *pl, *in, mp, budget)) ||
+        failed(recordStepRange(*op, *pl, *in)))
       signalPassFailure();
+  }
+
+  /// The step of the schedule's partition timed again as this pipeline
+  /// timed it (rp-insert-transfers, then the passes in flight decided
+  /// here), on `hw` with its own layer costs.
+  static std::optional<double> stepOn(ScheduleOp op, const Pipeline &pl,
+                                      const PipelineInputs &in,
+                                      ArrayRef<LayerCost> costs,
+                                      const HardwareProfile &hw) {
+    std::string error;
+    FailureOr<Pipeline> computeOnly =
+        lowerSchedule(in.partition, costs, in.attr.getSchedule(),
+                      in.attr.getDevices(), in.attr.getMicrobatches(), error);
+    if (failed(computeOnly))
+      return std::nullopt;
+    if (pl.kind == ScheduleKind::roundRobin) {
+      computeOnly->passShift = pl.passShift;
+      unsigned passes = unsigned(op.getPassesInFlight().value_or(2));
+      unsigned copies = unsigned(op.getArenaCopies().value_or(passes));
+      std::optional<SteadyState> s =
+          copies == 2
+              ? steadyState(*computeOnly, costs, hw)
+              : steadyStateInMemory(*computeOnly, passes, copies, costs, hw);
+      return s ? std::optional<double>(s->stepMs) : std::nullopt;
+    }
+    Pipeline full = std::move(*computeOnly);
+    full.residentWeights = pl.residentWeights;
+    insertTransfers(full, costs, hw);
+    std::optional<Schedule> issued = inIssueOrder(full.schedule);
+    if (!issued)
+      return std::nullopt;
+    full.schedule = std::move(*issued);
+    std::optional<Timing> t =
+        estimateTiming(recomputeSplit(full.schedule, full, costs));
+    return t ? std::optional<double>(t->iterationMs) : std::nullopt;
+  }
+
+  /// Where the profile names inputs it cannot know (its "unknown" ranges:
+  /// host DRAM, the PCIe tree, the optimizer's rate, launch and hand-off
+  /// costs), the step at their fast and slow ends as `rp.step_range_ms`
+  /// on the schedule, which rp-compile's summary prints beside the step.
+  LogicalResult recordStepRange(ScheduleOp op, const Pipeline &pl,
+                                const PipelineInputs &in) {
+    std::string error;
+    std::string profile = in.attr.getHw().getProfile().str();
+    std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
+        ::rp::timing::loadUnknownInputs(profile, error);
+    if (!unknown)
+      return op.emitError() << error;
+    FloatAttr nominal = op.getStepMsAttr();
+    if (unknown->empty() || !nominal)
+      return success();
+    StringAttr measuredPath = op->getContext()
+                                  ->getLoadedDialect<RPDialect>()
+                                  ->getMeasuredAttrHelper()
+                                  .getAttr(in.func);
+    FailureOr<const CostInputs *> inputs = getAnalysis<CostModel>().inputs(
+        profile, measuredPath ? measuredPath.getValue() : "", op->getContext());
+    if (failed(inputs))
+      return failure();
+    const MeasuredProfile *measured =
+        (*inputs)->measured ? &*(*inputs)->measured : nullptr;
+    double ends[2];
+    for (bool slow : {false, true}) {
+      HardwareProfile hw;
+      static_cast<::rp::timing::HardwareModel &>(hw) =
+          ::rp::timing::atEnd(in.hw, *unknown, slow);
+      FailureOr<std::vector<LayerCost>> costs =
+          analyzeLayerCosts(in.func, hw, measured);
+      if (failed(costs))
+        return failure();
+      std::optional<double> ms = stepOn(op, pl, in, *costs, hw);
+      if (!ms)
+        return success();
+      ends[slow] = *ms;
+    }
+    // Every term only slows the run as it gets worse, so the ends hold the
+    // step; kept around it where a layout's rounding says otherwise.
+    double step = nominal.getValueAsDouble();
+    op->setAttr(
+        ::rp::timing::kStepRangeAttr,
+        DenseF64ArrayAttr::get(op->getContext(), {std::min(ends[0], step),
+                                                  std::max(ends[1], step)}));
+    return success();
   }
 
   /// Records how a continuous run holds its passes: two in flight (or the

@@ -18,6 +18,7 @@
 #include "ScheduleIR.h"
 #include "SliceTokens.h"
 #include "rp/Analysis/TokenSlices.h"
+#include "rp/timing/Assumptions.h"
 
 #include "llvm/Support/Format.h"
 
@@ -348,6 +349,19 @@ void PredictTokenSlicesPass::runOnOperation() {
          << "; not modelled: the kept keys' and values' copies between a "
             "forward and its backward job, the tail's earlier slices' "
             "forwards overlapping the wait for the last";
+  // What every prediction says (rp/timing/Assumptions.h): its profile's
+  // terms, what the model leaves out, and where no range is given.
+  std::string profileError;
+  std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
+      ::rp::timing::loadUnknownInputs(in->attr.getHw().getProfile().str(),
+                                      profileError);
+  report << "; both predictions assume "
+         << ::rp::timing::describeAssumed(in->hw) << "; they leave out "
+         << ::rp::timing::kModelLeavesOut;
+  if (unknown && !unknown->empty())
+    report << "; no range over what " << in->hw.name << " cannot know ("
+           << ::rp::timing::describeUnknown(*unknown)
+           << ") is given for slices: the mid values only";
   report.report();
 
   // A peak that does not grow with the sequence (or keys and values that

@@ -87,6 +87,12 @@ public:
   double programMs(const Plan &plan, uint32_t program);
   /// Per-layer measured times that replace the model's (rp-run --measured).
   void setMeasured(timing::MeasuredTimes times) { measured = std::move(times); }
+  /// Times on `model` instead of the profile it was opened with (the ends
+  /// of the profile's unknown inputs, rp/timing/Assumptions.h).
+  void setHardware(timing::HardwareModel model) {
+    hw = std::move(model);
+    programCache.clear();
+  }
 
 private:
   friend class SimQueue;

@@ -289,7 +289,8 @@ bool reverseSliceOrder(Pipeline &pl, unsigned slices) {
 /// for from the forward jobs); the fused command of slice K - 1 waits for
 /// them all. False when the result deadlocks.
 bool addTailSweep(Pipeline &pl, unsigned slices,
-                  llvm::ArrayRef<LayerCost> layers) {
+                  llvm::ArrayRef<LayerCost> layers,
+                  llvm::ArrayRef<bool> keepsKeys) {
   const std::vector<Command> &old = pl.schedule.commands;
   std::map<int, unsigned> tailAt;
   for (auto [i, c] : llvm::enumerate(old))
@@ -301,6 +302,12 @@ bool addTailSweep(Pipeline &pl, unsigned slices,
   std::vector<std::vector<Command>> before(old.size());
   for (auto [mb, i] : tailAt) {
     if (unsigned(mb) % slices != slices - 1)
+      continue;
+    // A tail without attention keeps nothing: no sweep.
+    const StageJob &tail = pl.jobs[old[i].job];
+    if (!keepsKeys.empty() && std::none_of(keepsKeys.begin() + tail.range.begin,
+                                           keepsKeys.begin() + tail.range.end,
+                                           [](bool keeps) { return keeps; }))
       continue;
     for (int j = mb - int(slices) + 1; j < mb; ++j) {
       const Command &fused = old[tailAt.at(j)];
@@ -355,7 +362,8 @@ FailureOr<Pipeline> mlir::rp::lowerSlicedSchedule(
     const Partition &partition, llvm::ArrayRef<LayerCost> layers,
     ScheduleKind kind, unsigned devices, unsigned microbatches, unsigned slices,
     bool tailSweep, std::string &error,
-    llvm::function_ref<void(Pipeline &)> timeCommands) {
+    llvm::function_ref<void(Pipeline &)> timeCommands,
+    llvm::ArrayRef<bool> keepsKeys) {
   if (kind != ScheduleKind::roundRobin) {
     error = "token slices are modelled for the round-robin schedule only";
     return failure();
@@ -379,7 +387,8 @@ FailureOr<Pipeline> mlir::rp::lowerSlicedSchedule(
   if (timeCommands)
     timeCommands(*pl);
   if (!reverseSliceOrder(*pl, slices) ||
-      (tailSweep && slices > 1 && !addTailSweep(*pl, slices, layers))) {
+      (tailSweep && slices > 1 &&
+       !addTailSweep(*pl, slices, layers, keepsKeys))) {
     error = "the sliced schedule deadlocks; this is a bug in rp, please "
             "report it";
     return failure();

@@ -137,7 +137,8 @@ struct SlicedPrediction {
 /// jobs last slice first (a slice's key and value gradients are summed
 /// from the slices after it), and with `tailSweep` the tail's forward
 /// command of each earlier slice before the last slice's fused one (the
-/// keys and values of the tail's own layers). `timeCommands` may set the
+/// keys and values of the tail's own layers; none where `keepsKeys`, per
+/// layer, says the tail's layers keep none). `timeCommands` may set the
 /// commands' times and sizes before they are reordered. Fails with `error`
 /// for schedules and partitions that have no slice order.
 FailureOr<Pipeline>
@@ -145,7 +146,8 @@ lowerSlicedSchedule(const Partition &partition,
                     llvm::ArrayRef<LayerCost> layers, ScheduleKind kind,
                     unsigned devices, unsigned microbatches, unsigned slices,
                     bool tailSweep, std::string &error,
-                    llvm::function_ref<void(Pipeline &)> timeCommands = {});
+                    llvm::function_ref<void(Pipeline &)> timeCommands = {},
+                    llvm::ArrayRef<bool> keepsKeys = {});
 
 /// The round-robin plan of `partition` with every sequence cut into the
 /// slices whose costs are `slices` (in order; `mean`: the layers at the

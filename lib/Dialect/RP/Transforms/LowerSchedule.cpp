@@ -41,12 +41,19 @@ struct LowerSchedulePass
     unsigned slices = 0;
     for (auto f : module.getOps<func::FuncOp>())
       slices += f->hasAttr(kTokenSliceAttr);
+    // The layers that keep keys and values across slices: those with an
+    // attention (rp-slice-tokens' rule).
+    std::vector<bool> keepsKeys;
+    for (LayerOp l : in->func.getOps<LayerOp>())
+      keepsKeys.push_back(l.walk([](AttentionOp) {
+                             return WalkResult::interrupt();
+                           }).wasInterrupted());
     FailureOr<Pipeline> pl =
         slices
             ? lowerSlicedSchedule(in->partition, in->costs, attr.getSchedule(),
                                   attr.getDevices(), attr.getMicrobatches(),
-                                  slices,
-                                  /*tailSweep=*/true, error)
+                                  slices, /*tailSweep=*/true, error, {},
+                                  keepsKeys)
             : lowerSchedule(in->partition, in->costs, attr.getSchedule(),
                             attr.getDevices(), attr.getMicrobatches(), error);
     if (failed(pl)) {

@@ -58,6 +58,12 @@ class Op:
         m = re.search(key + r" = ([-\d.e+]+) : f64", self.attrs)
         return float(m.group(1)) if m else None
 
+    def results_named(self):
+        """The names its results go by in an environment."""
+        if self.n == 1:
+            return [self.results]
+        return [f"{self.results}#{j}" for j in range(self.n)]
+
     def array(self, key):
         m = re.search(key + r" = array<i64(?:: ([-\d, ]*))?>", self.attrs)
         return [int(x) for x in m.group(1).split(",")] if m and m.group(1) \

@@ -38,14 +38,6 @@ class Missing(Exception):
 RETURN = sg.Op(None, 1, "func.return", "", "")
 
 
-def results_named(self):
-    if self.n == 1:
-        return [self.results]
-    return [f"{self.results}#{j}" for j in range(self.n)]
-
-
-sg.Op.results_named = results_named
-
 
 def commands(text):
     out = []

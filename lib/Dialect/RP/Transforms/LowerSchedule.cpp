@@ -43,7 +43,7 @@ struct LowerSchedulePass
       slices += f->hasAttr(kTokenSliceAttr);
     // The layers that keep keys and values across slices: those with an
     // attention (rp-slice-tokens' rule).
-    std::vector<bool> keepsKeys;
+    SmallVector<bool> keepsKeys;
     for (LayerOp l : in->func.getOps<LayerOp>())
       keepsKeys.push_back(l.walk([](AttentionOp) {
                              return WalkResult::interrupt();

@@ -44,8 +44,11 @@ static void backwardStep(Operation *op, llvm::DenseSet<Value> &useful) {
       useful.insert(v);
 }
 
-Activity::Activity(func::FuncOp main) {
+Activity::Activity(func::FuncOp main, ValueRange moreVaried,
+                   ValueRange moreUseful) {
   Block &block = main.getBody().front();
+  varied.insert(moreVaried.begin(), moreVaried.end());
+  useful.insert(moreUseful.begin(), moreUseful.end());
   for (Operation &op : block) {
     if (auto p = dyn_cast<ParamOp>(op)) {
       if (p.getTrainable())
@@ -70,9 +73,10 @@ Activity::Activity(func::FuncOp main) {
   }
 
   Operation *ret = block.getTerminator();
-  if (ret->getNumOperands() == 0)
+  if (ret->getNumOperands() != 0)
+    useful.insert(ret->getOperand(0));
+  if (useful.empty())
     return;
-  useful.insert(ret->getOperand(0));
   for (Operation &op : llvm::reverse(block.without_terminator())) {
     auto layer = dyn_cast<LayerOp>(op);
     if (!layer) {

@@ -286,13 +286,90 @@ bool reverseSliceOrder(Pipeline &pl, unsigned slices) {
   return true;
 }
 
+/// Adds the tail's forward sweep: the fused tail runs a sequence's slices
+/// last first, and slice K - 1's attention reads the keys and values of the
+/// tail's own layers of every earlier slice, which nothing has computed
+/// yet. So before it, the tail job runs a forward command per earlier slice
+/// as the slice arrives (waiting for what the slice's fused command waits
+/// for from the forward jobs); the fused command of slice K - 1 waits for
+/// them all. False when the result deadlocks.
+bool addTailSweep(Pipeline &pl, unsigned slices,
+                  llvm::ArrayRef<LayerCost> layers,
+                  llvm::ArrayRef<bool> keepsKeys) {
+  const std::vector<Command> &old = pl.schedule.commands;
+  std::map<int, unsigned> tailAt;
+  for (auto [i, c] : llvm::enumerate(old))
+    if (c.kind == CommandKind::tail && c.microbatch >= 0)
+      tailAt[c.microbatch] = unsigned(i);
+  // The queue's order is the vector's: the sweep goes just before the
+  // fused command of the sequence's last slice. Positions first, then the
+  // waits renumbered.
+  std::vector<std::vector<Command>> before(old.size());
+  for (auto [mb, i] : tailAt) {
+    if (unsigned(mb) % slices != slices - 1)
+      continue;
+    // A tail without attention keeps nothing: no sweep.
+    const StageJob &tail = pl.jobs[old[i].job];
+    if (!keepsKeys.empty() && std::none_of(keepsKeys.begin() + tail.range.begin,
+                                           keepsKeys.begin() + tail.range.end,
+                                           [](bool keeps) { return keeps; }))
+      continue;
+    for (int j = mb - int(slices) + 1; j < mb; ++j) {
+      const Command &fused = old[tailAt.at(j)];
+      Command sweep = fused;
+      sweep.kind = CommandKind::forward;
+      sweep.waits.clear();
+      for (unsigned w : fused.waits)
+        if (old[w].kind == CommandKind::forward)
+          sweep.waits.push_back(w);
+      const StageJob &job = pl.jobs[fused.job];
+      sweep.ms = 0;
+      for (unsigned l = job.range.begin; l < job.range.end; ++l)
+        sweep.ms += layers[l].forwardMs;
+      sweep.label =
+          "T" + std::to_string(fused.job) + " fwd mb" + std::to_string(j);
+      before[i].push_back(std::move(sweep));
+    }
+  }
+  std::vector<unsigned> at(old.size());
+  unsigned n = 0;
+  for (unsigned i = 0; i < old.size(); ++i) {
+    n += before[i].size();
+    at[i] = n++;
+  }
+  std::vector<Command> out;
+  for (unsigned i = 0; i < old.size(); ++i) {
+    std::vector<unsigned> swept;
+    for (Command &c : before[i]) {
+      for (unsigned &w : c.waits)
+        w = at[w];
+      swept.push_back(unsigned(out.size()));
+      out.push_back(std::move(c));
+    }
+    Command c = old[i];
+    for (unsigned &w : c.waits)
+      w = at[w];
+    llvm::append_range(c.waits, swept);
+    out.push_back(std::move(c));
+  }
+  Schedule swept = pl.schedule;
+  swept.commands = std::move(out);
+  std::optional<Schedule> issued = inIssueOrder(swept);
+  if (!issued)
+    return false;
+  pl.schedule = std::move(*issued);
+  return true;
+}
+
 } // namespace
 
-FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
-    const Partition &partition, llvm::ArrayRef<std::vector<LayerCost>> slices,
-    llvm::ArrayRef<int64_t> sizes, llvm::ArrayRef<LayerCost> mean,
-    const SlicePairCosts &pairs, const PlanTarget &target, std::string &error) {
-  if (target.kind != ScheduleKind::roundRobin) {
+FailureOr<Pipeline> mlir::rp::lowerSlicedSchedule(
+    const Partition &partition, llvm::ArrayRef<LayerCost> layers,
+    ScheduleKind kind, unsigned devices, unsigned microbatches, unsigned slices,
+    bool tailSweep, std::string &error,
+    llvm::function_ref<void(Pipeline &)> timeCommands,
+    llvm::ArrayRef<bool> keepsKeys) {
+  if (kind != ScheduleKind::roundRobin) {
     error = "token slices are modelled for the round-robin schedule only";
     return failure();
   }
@@ -301,10 +378,8 @@ FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
             "(--tail-jobs 1): a slice's tail needs the slices before it";
     return failure();
   }
-  unsigned k = slices.size();
-  FailureOr<Pipeline> pl =
-      lowerSchedule(partition, mean, target.kind, target.devices,
-                    target.microbatches * k, error);
+  FailureOr<Pipeline> pl = lowerSchedule(partition, layers, kind, devices,
+                                         microbatches * slices, error);
   if (failed(pl))
     return failure();
   for (const StageJob &j : pl->jobs)
@@ -313,28 +388,50 @@ FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
               "of jobs";
       return failure();
     }
-  SlicedPrediction out;
-  out.sizes.assign(sizes.begin(), sizes.end());
-  std::vector<int64_t> offsets(k, 0);
-  for (unsigned j = 1; j < k; ++j)
-    offsets[j] = offsets[j - 1] + sizes[j - 1];
-  for (Command &c : pl->schedule.commands) {
-    if (!isCompute(c.kind) || c.microbatch < 0)
-      continue;
-    unsigned j = unsigned(c.microbatch) % k;
-    const StageJob &job = pl->jobs[c.job];
-    c.ms = sliceComputeMs(job, slices[j]);
-    int64_t kept = keptKeyValueBytes(job.kind, job.range, pairs, offsets[j]);
-    out.keptBytes = std::max(out.keptBytes, kept);
-    c.bytes = jobWorkBytes(job.kind, job.range, slices[j], job.layerGrain,
-                           /*savedAsInputs=*/true) +
-              kept;
-  }
-  if (!reverseSliceOrder(*pl, k)) {
+  // The issue order follows the commands' times.
+  if (timeCommands)
+    timeCommands(*pl);
+  if (!reverseSliceOrder(*pl, slices) ||
+      (tailSweep && slices > 1 &&
+       !addTailSweep(*pl, slices, layers, keepsKeys))) {
     error = "the sliced schedule deadlocks; this is a bug in rp, please "
             "report it";
     return failure();
   }
+  return pl;
+}
+
+FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
+    const Partition &partition, llvm::ArrayRef<std::vector<LayerCost>> slices,
+    llvm::ArrayRef<int64_t> sizes, llvm::ArrayRef<LayerCost> mean,
+    const SlicePairCosts &pairs, const PlanTarget &target, std::string &error) {
+  unsigned k = slices.size();
+  SlicedPrediction out;
+  auto time = [&](Pipeline &pl) {
+    out.sizes.assign(sizes.begin(), sizes.end());
+    std::vector<int64_t> offsets(k, 0);
+    for (unsigned j = 1; j < k; ++j)
+      offsets[j] = offsets[j - 1] + sizes[j - 1];
+    for (Command &c : pl.schedule.commands) {
+      if (!isCompute(c.kind) || c.microbatch < 0)
+        continue;
+      unsigned j = unsigned(c.microbatch) % k;
+      const StageJob &job = pl.jobs[c.job];
+      c.ms = sliceComputeMs(job, slices[j]);
+      int64_t kept = keptKeyValueBytes(job.kind, job.range, pairs, offsets[j]);
+      out.keptBytes = std::max(out.keptBytes, kept);
+      c.bytes = jobWorkBytes(job.kind, job.range, slices[j], job.layerGrain,
+                             /*savedAsInputs=*/true) +
+                kept;
+    }
+  };
+  // The model leaves the tail's forward sweep out (docs/token-slices.md):
+  // it times a slice's tail as one forward + backward command.
+  FailureOr<Pipeline> pl = lowerSlicedSchedule(
+      partition, mean, target.kind, target.devices, target.microbatches, k,
+      /*tailSweep=*/false, error, time);
+  if (failed(pl))
+    return failure();
   pl->residentWeights = false;
   PlanPrediction &p = out.plan;
   Pipeline computeOnly = *pl;

@@ -24,7 +24,13 @@ namespace mlir::rp {
 /// of its last layer first.
 class Activity {
 public:
-  explicit Activity(func::FuncOp main);
+  /// `moreVaried` are function arguments taken to depend on a trainable
+  /// parameter and `moreUseful` values the loss is taken to depend on,
+  /// beside the parameters and the loss: a token slice's kept prefix of
+  /// keys and values (an earlier slice's, computed from the weights) and
+  /// its own keys and values (which the later slices' losses read).
+  explicit Activity(func::FuncOp main, ValueRange moreVaried = {},
+                    ValueRange moreUseful = {});
 
   /// Depends on a trainable parameter through differentiable operands.
   bool isVaried(Value v) const { return varied.contains(v); }

@@ -131,6 +131,24 @@ struct SlicedPrediction {
   int64_t keptBytes = 0;
 };
 
+/// The round-robin schedule of `partition` with every sequence cut into
+/// `slices` slices run as microbatches (slice k of sequence m is microbatch
+/// m * slices + k): forward jobs in slice order, the tail and backward
+/// jobs last slice first (a slice's key and value gradients are summed
+/// from the slices after it), and with `tailSweep` the tail's forward
+/// command of each earlier slice before the last slice's fused one (the
+/// keys and values of the tail's own layers; none where `keepsKeys`, per
+/// layer, says the tail's layers keep none). `timeCommands` may set the
+/// commands' times and sizes before they are reordered. Fails with `error`
+/// for schedules and partitions that have no slice order.
+FailureOr<Pipeline>
+lowerSlicedSchedule(const Partition &partition,
+                    llvm::ArrayRef<LayerCost> layers, ScheduleKind kind,
+                    unsigned devices, unsigned microbatches, unsigned slices,
+                    bool tailSweep, std::string &error,
+                    llvm::function_ref<void(Pipeline &)> timeCommands = {},
+                    llvm::ArrayRef<bool> keepsKeys = {});
+
 /// The round-robin plan of `partition` with every sequence cut into the
 /// slices whose costs are `slices` (in order; `mean`: the layers at the
 /// mean slice, which the transfers are sized by). Fails with `error` for

@@ -244,13 +244,14 @@ PartitionAttr ScheduleOp::getPartition() {
 }
 
 /// Checks a command against its schedule's partition: a compute runs one
-/// of the step's microbatches, and every command runs on one of its
+/// of the step's `microbatches`, and every command runs on one of its
 /// devices.
 static LogicalResult verifyCommand(Operation *op, PartitionAttr partition,
-                                   int64_t device, std::optional<int64_t> mb) {
-  if (mb && (*mb < 0 || *mb >= int64_t(partition.getMicrobatches())))
+                                   int64_t microbatches, int64_t device,
+                                   std::optional<int64_t> mb) {
+  if (mb && (*mb < 0 || *mb >= microbatches))
     return op->emitOpError("runs microbatch ")
-           << *mb << " of a step of " << partition.getMicrobatches();
+           << *mb << " of a step of " << microbatches;
   if (device < 0 || device >= int64_t(partition.getDevices()))
     return op->emitOpError("runs on device ")
            << device << " but the schedule has " << partition.getDevices();
@@ -274,15 +275,21 @@ LogicalResult ScheduleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       peaks && peaks->size() != partition.getDevices())
     return emitOpError("has ") << peaks->size() << " peak_bytes for "
                                << partition.getDevices() << " devices";
+  // Token slices run as microbatches (rp-lower-schedule's
+  // rp.token_slices): K of them per microbatch of the partition.
+  int64_t microbatches = partition.getMicrobatches();
+  if (auto slices = (*this)->getAttrOfType<IntegerAttr>("rp.token_slices"))
+    microbatches *= slices.getInt();
   for (Operation &op : getBody().front()) {
     LogicalResult ok =
         TypeSwitch<Operation *, LogicalResult>(&op)
             .Case([&](ComputeOp c) {
-              return verifyCommand(c, partition, c.getDevice(),
+              return verifyCommand(c, partition, microbatches, c.getDevice(),
                                    int64_t(c.getMb()));
             })
             .Case([&](CopyOp c) {
-              return verifyCommand(c, partition, c.getDevice(), std::nullopt);
+              return verifyCommand(c, partition, microbatches, c.getDevice(),
+                                   std::nullopt);
             })
             .Default([](Operation *) { return success(); });
     if (failed(ok))

@@ -480,5 +480,11 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
 
 LogicalResult PlanWriter::runStaged(func::FuncOp main, ScheduleOp schedule,
                                     std::vector<uint8_t> &bytes) {
+  // rp-lower-schedule's mark of a schedule whose microbatches are token
+  // slices: their programs are the slice functions', not @main's.
+  if (schedule->hasAttr("rp.token_slices"))
+    return schedule.emitOpError(
+        "runs token slices as microbatches; the exporter does not write "
+        "their per-slice programs and kept keys and values yet");
   return StagedExporter(*this, main, schedule).run(bytes);
 }

@@ -57,9 +57,10 @@
 // EVEN-NOT: func.func @main.slice2
 
 // The pipeline passes read the one unsliced function: the slices' are the
-// programs of its microbatches, not a model of their own.
+// programs of its microbatches, not a model of their own. The schedule
+// runs the slices as microbatches (lower-schedule-token-slices.mlir).
 // SCHED: func.func @main.slice1
-// SCHED: rp.schedule @main
+// SCHED: rp.schedule @main attributes {rp.token_slices = 2 : i64}
 
 module {
   func.func @main(%tokens: tensor<1x12xi64> {rp.name = "tokens"}) -> (tensor<1x12x32xf32> {rp.name = "logits"}) {

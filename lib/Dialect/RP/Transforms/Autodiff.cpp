@@ -7,7 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AutodiffSweep.h"
 #include "ExpandAttention.h"
+#include "ScheduleIR.h"
 #include "rp/Analysis/Activity.h"
 #include "rp/Dialect/RP/RPPasses.h"
 
@@ -27,144 +29,9 @@ namespace mlir::rp {
 using namespace mlir;
 using namespace mlir::rp;
 
-static bool isFloatTensor(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType());
-}
-
-/// Adds `g` to the gradient of `v` in `grads`, emitting an add at `b` when
-/// `v` already has one.
-static void accumulate(OpBuilder &b, Location loc,
-                       llvm::MapVector<Value, Value> &grads, Value v, Value g) {
-  auto [it, inserted] = grads.insert({v, g});
-  if (!inserted)
-    it->second = AddOp::create(b, loc, it->second, g);
-}
-
-/// Values of `ops` (in order) that depend on a value of `seeds` through
-/// differentiable ops: the ones that need a gradient.
-static llvm::DenseSet<Value> requiringGrad(ArrayRef<Operation *> ops,
-                                           const llvm::DenseSet<Value> &seeds) {
-  llvm::DenseSet<Value> needs(seeds);
-  for (Operation *op : ops) {
-    auto diff = dyn_cast<DifferentiableOpInterface>(op);
-    if (!diff || llvm::none_of(llvm::enumerate(op->getOperands()), [&](auto e) {
-          return needs.contains(e.value()) &&
-                 diff.isDifferentiableOperand(e.index());
-        }))
-      continue;
-    for (Value r : op->getResults())
-      if (isFloatTensor(r))
-        needs.insert(r);
-  }
-  return needs;
-}
-
-/// Gradients of weights kept apart per use, in the order the sweep finds
-/// them (the deepest use first).
-using PerUse = llvm::MapVector<Value, SmallVector<Value>>;
-
-/// Emits at `b` the reverse sweep over `ops` given the seed gradients in
-/// `grads`; afterwards `grads` holds the gradients of every value in
-/// `needs` that a seed reaches, except the values of `perUse`, whose
-/// contributions `uses` lists one by one.
-static LogicalResult reverseSweep(OpBuilder &b, ArrayRef<Operation *> ops,
-                                  const llvm::DenseSet<Value> &needs,
-                                  llvm::MapVector<Value, Value> &grads,
-                                  const llvm::DenseSet<Value> *perUse = nullptr,
-                                  PerUse *uses = nullptr) {
-  for (Operation *op : llvm::reverse(ops)) {
-    SmallVector<Value> dys;
-    bool any = false;
-    for (Value r : op->getResults()) {
-      Value g = grads.lookup(r);
-      dys.push_back(g);
-      any |= g != nullptr;
-    }
-    if (!any || llvm::none_of(op->getOperands(),
-                              [&](Value v) { return needs.contains(v); }))
-      continue;
-    auto diff = dyn_cast<DifferentiableOpInterface>(op);
-    if (!diff)
-      return op->emitOpError("is on the path to the loss but has no "
-                             "vector-Jacobian rule");
-    SmallVector<Value> dxs;
-    if (failed(diff.buildVJP(b, dys, dxs)))
-      return failure();
-    for (auto [operand, dx] : llvm::zip(op->getOperands(), dxs)) {
-      if (!dx || !needs.contains(operand))
-        continue;
-      if (perUse && perUse->contains(operand))
-        (*uses)[operand].push_back(dx);
-      else
-        accumulate(b, op->getLoc(), grads, operand, dx);
-    }
-  }
-  return success();
-}
-
-/// Parameters and what the function computes from them alone (the casts
-/// of mixed precision): values no layer computes.
-static bool isWeight(Value v) {
-  return !isa<BlockArgument>(v) && !isa<LayerOp>(v.getDefiningOp());
-}
-
-/// A weight used twice in one layer (a tied embedding in a fused tail)
-/// gets one gradient per use, summed after the microbatches like uses in
-/// different layers: the sum's order then does not depend on how layers
-/// are grouped into stages.
-static llvm::DenseSet<Value> weightArgs(ValueRange inputs, Block &body) {
-  llvm::DenseSet<Value> args;
-  for (auto [input, arg] : llvm::zip(inputs, body.getArguments()))
-    if (isWeight(input))
-      args.insert(arg);
-  return args;
-}
-
-/// The gradients a region yields for its block argument `arg`.
-static SmallVector<Value> gradsOf(Value arg,
-                                  const llvm::MapVector<Value, Value> &grads,
-                                  const PerUse &uses) {
-  if (auto it = uses.find(arg); it != uses.end())
-    return it->second;
-  if (Value g = grads.lookup(arg))
-    return {g};
-  return {};
-}
-
-static SmallVector<Operation *> bodyOps(LayerOp layer) {
-  SmallVector<Operation *> ops;
-  for (Operation &op : layer.getBody().front().without_terminator())
-    ops.push_back(&op);
-  return ops;
-}
-
-/// Clones the bodies of `group` in order at `inner` (the end of `body`, whose
-/// arguments are `inputs`), each layer reading the group's inputs or an
-/// earlier layer's clones; returns where every input and layer result went.
-static IRMapping inlineLayers(ArrayRef<LayerOp> group, ArrayRef<Value> inputs,
-                              Block &body, OpBuilder &inner,
-                              SmallVectorImpl<Operation *> &cloned) {
-  IRMapping outer;
-  for (auto [i, v] : llvm::enumerate(inputs))
-    outer.map(v, body.getArgument(i));
-  for (LayerOp l : group) {
-    Block &fwd = l.getBody().front();
-    IRMapping map;
-    for (auto [arg, in] : llvm::zip(fwd.getArguments(), l.getInputs()))
-      map.map(arg, outer.lookup(in));
-    for (Operation *op : bodyOps(l))
-      cloned.push_back(inner.clone(*op, map));
-    auto yield = cast<YieldOp>(fwd.getTerminator());
-    for (auto [r, y] : llvm::zip(l.getResults(), yield.getOperands()))
-      outer.map(r, map.lookupOrDefault(y));
-  }
-  return outer;
-}
-
 namespace {
 
-struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
+struct AutodiffPass : mlir::rp::impl::AutodiffPassBase<AutodiffPass> {
   using AutodiffPassBase::AutodiffPassBase;
 
   void runOnOperation() override {
@@ -173,14 +40,29 @@ struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
       getOperation().emitError("no 'func.func @main' to differentiate");
       return signalPassFailure();
     }
-    if (failed(differentiate(main)))
-      signalPassFailure();
+    // Each token slice (rp-slice-tokens) is a model of its own: the same
+    // layers at the slice's length, whose backward the slice's microbatch
+    // runs.
+    SmallVector<func::FuncOp> funcs = {main};
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (f->hasAttr(kTokenSliceAttr))
+        funcs.push_back(f);
+    for (func::FuncOp f : funcs) {
+      tailInputGrads.clear();
+      activationGrads.clear();
+      if (failed(differentiate(f)))
+        return signalPassFailure();
+    }
   }
 
   LogicalResult differentiate(func::FuncOp main);
   /// Makes the last layer forward + loss + backward; returns the new op.
-  FailureOr<LayerOp> buildTail(LayerOp layer, Value lossScale,
-                               const llvm::DenseSet<Value> &needs);
+  /// `keptSeeds` gives, by result number, the gradient that comes in for
+  /// each result after loss_sum and count (a token slice's own keys and
+  /// values, which the later slices read).
+  FailureOr<LayerOp>
+  buildTail(LayerOp layer, Value lossScale, const llvm::DenseSet<Value> &needs,
+            const llvm::DenseMap<unsigned, Value> &keptSeeds);
   /// Emits the backward of a group of consecutive layers before `before`:
   /// one layer that recomputes the group's forward from the group's inputs
   /// and applies the VJPs in reverse, given the gradients of the group's
@@ -203,7 +85,8 @@ struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
       accumulate(b, loc, funcGrads, v, g);
   }
 
-  /// The gradients of the tail's inputs, by input index.
+  /// The gradients of the tail's inputs, by input index; they follow the
+  /// tail's forward results.
   SmallVector<std::pair<unsigned, Value>> tailInputGrads;
   /// The gradient contributions of each layer result, deepest first.
   llvm::MapVector<Value, SmallVector<Value>> activationGrads;
@@ -211,15 +94,23 @@ struct AutodiffPass : rp::impl::AutodiffPassBase<AutodiffPass> {
 
 } // namespace
 
-FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
-                                           const llvm::DenseSet<Value> &needs) {
+FailureOr<LayerOp>
+AutodiffPass::buildTail(LayerOp layer, Value lossScale,
+                        const llvm::DenseSet<Value> &needs,
+                        const llvm::DenseMap<unsigned, Value> &keptSeeds) {
   OpBuilder b(layer);
   Block &body = layer.getBody().front();
   auto yield = cast<YieldOp>(body.getTerminator());
-  if (yield.getNumOperands() != 2 || !isFloatTensor(yield.getOperand(0)))
+  if (yield.getNumOperands() < 2 || !isFloatTensor(yield.getOperand(0)) ||
+      llvm::any_of(llvm::seq(2u, yield.getNumOperands()),
+                   [&](unsigned j) { return !keptSeeds.lookup(j); }))
     return layer.emitOpError("must yield loss_sum and count; run "
                              "rp-attach-loss first");
+  unsigned numKept = yield.getNumOperands() - 2;
+  unsigned numInputs = body.getNumArguments();
   Value scaleArg = body.addArgument(lossScale.getType(), layer.getLoc());
+  SmallVector<Value> inputs(layer.getInputs());
+  inputs.push_back(lossScale);
   llvm::DenseSet<Value> seeds;
   for (auto [input, arg] : llvm::zip(layer.getInputs(), body.getArguments()))
     if (needs.contains(input))
@@ -229,13 +120,22 @@ FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
   llvm::MapVector<Value, Value> grads;
   grads.insert({yield.getOperand(0), scaleArg});
   b.setInsertionPoint(yield);
+  // The kept keys' and values' gradients from the later slices join the
+  // loss's at the values the tail yields.
+  for (unsigned j = 2; j < 2 + numKept; ++j) {
+    Value seed = keptSeeds.lookup(j);
+    inputs.push_back(seed);
+    accumulate(b, layer.getLoc(), grads, yield.getOperand(j),
+               body.addArgument(seed.getType(), layer.getLoc()));
+  }
   llvm::DenseSet<Value> perUse = weightArgs(layer.getInputs(), body);
   PerUse uses;
   if (failed(reverseSweep(b, ops, inner, grads, &perUse, &uses)))
     return failure();
   SmallVector<Value> yielded(yield.getOperands());
   SmallVector<Type> types(layer.getResultTypes());
-  for (auto [i, arg] : llvm::enumerate(body.getArguments().drop_back())) {
+  for (auto [i, arg] :
+       llvm::enumerate(body.getArguments().take_front(numInputs))) {
     if (!seeds.contains(arg))
       continue;
     for (Value g : gradsOf(arg, grads, uses)) {
@@ -245,8 +145,6 @@ FailureOr<LayerOp> AutodiffPass::buildTail(LayerOp layer, Value lossScale,
     }
   }
   yield->setOperands(yielded);
-  SmallVector<Value> inputs(layer.getInputs());
-  inputs.push_back(lossScale);
   b.setInsertionPoint(layer);
   auto tail =
       LayerOp::create(b, layer.getLoc(), layer.getName(), types, inputs);
@@ -378,51 +276,44 @@ AutodiffPass::buildBackward(ArrayRef<LayerOp> group, Operation *before,
   return success();
 }
 
-/// Replaces consecutive layers, of which only the last one's results are
-/// used after them, by one layer named `first..last` that computes them all
-/// (a fused tail of several layers).
-static FailureOr<LayerOp> mergeLayers(ArrayRef<LayerOp> group) {
-  llvm::SmallPtrSet<Operation *, 8> members;
-  for (LayerOp l : group)
-    members.insert(l.getOperation());
-  for (LayerOp l : group.drop_back())
-    for (Operation *user : l->getUsers())
-      if (!members.contains(user))
-        return l.emitOpError("feeds a layer after the fused tail it is part "
-                             "of; the tail must end the model");
-  llvm::SetVector<Value> inputs;
-  for (LayerOp l : group)
-    for (Value in : l.getInputs())
-      if (!members.contains(in.getDefiningOp()))
-        inputs.insert(in);
-  LayerOp first = group.front(), last = group.back();
-  OpBuilder b(last);
-  auto merged = LayerOp::create(b, last.getLoc(),
-                                (first.getName() + ".." + last.getName()).str(),
-                                last.getResultTypes(), inputs.getArrayRef());
-  Block &body = merged.getBody().front();
-  OpBuilder inner = OpBuilder::atBlockEnd(&body);
-  SmallVector<Operation *> cloned;
-  IRMapping outer =
-      inlineLayers(group, inputs.getArrayRef(), body, inner, cloned);
-  SmallVector<Value> ys;
-  for (Value r : last.getResults())
-    ys.push_back(outer.lookup(r));
-  YieldOp::create(inner, last.getLoc(), ys);
-  last->replaceAllUsesWith(merged->getResults());
-  for (LayerOp l : llvm::reverse(group))
-    l.erase();
-  return merged;
-}
-
 LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   Block &block = main.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
   SmallVector<LayerOp> layers(main.getOps<LayerOp>());
-  if (layers.empty() || ret.getNumOperands() != 2 ||
+  // A token slice also returns its own keys and values (the later slices'
+  // prefix) and reads the earlier slices' as arguments: the gradients of
+  // its own come in as arguments, those of the prefix go out as results.
+  bool sliced = main->hasAttr(kTokenSliceAttr);
+  if (layers.empty() || ret.getNumOperands() < 2 ||
+      (!sliced && ret.getNumOperands() != 2) ||
       ret.getOperand(0).getDefiningOp() != layers.back().getOperation())
-    return main.emitError("expected @main to return the loss_sum and count "
-                          "of its last layer; run rp-attach-loss first");
+    return main.emitError("expected @")
+           << main.getSymName()
+           << " to return the loss_sum and count of its last layer; run "
+              "rp-attach-loss first";
+  SmallVector<Value> prefix, kept;
+  SmallVector<std::string> prefixNames, keptNames;
+  auto nameOf = [](DictionaryAttr attrs) {
+    auto n = attrs ? attrs.getAs<StringAttr>("rp.name") : StringAttr();
+    return n ? n.str() : std::string();
+  };
+  if (sliced) {
+    for (BlockArgument a : main.getArguments()) {
+      std::string name = nameOf(main.getArgAttrDict(a.getArgNumber()));
+      if (StringRef(name).starts_with("keys:") ||
+          StringRef(name).starts_with("values:")) {
+        prefix.push_back(a);
+        prefixNames.push_back(name);
+      }
+    }
+    for (unsigned i = 2; i < ret.getNumOperands(); ++i) {
+      keptNames.push_back(nameOf(main.getResultAttrDict(i)));
+      if (!isa_and_nonnull<LayerOp>(ret.getOperand(i).getDefiningOp()))
+        return main.emitError("token slice: result ")
+               << i << " ('" << keptNames.back()
+               << "') is not a layer's kept keys or values";
+    }
+  }
   if (llvm::any_of(layers,
                    [](LayerOp l) { return l.getRole() != LayerRole::forward; }))
     return main.emitError("the model is differentiated already");
@@ -482,6 +373,9 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   layers.back().setSpan(
       ArrayRef<int64_t>{int64_t(numLayers - tailSize), int64_t(numLayers)});
 
+  // The kept values once a fused tail has merged its layers.
+  llvm::append_range(kept, ret.getOperands().drop_front(2));
+
   // What needs a gradient: the values on a path from a trainable parameter
   // to the loss (Activity.h). A trainable parameter off every such path (a
   // float initializer holding a mask) gets no gradient and is not returned.
@@ -493,7 +387,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
     return main.emitError("the model has no trainable parameter");
   SmallVector<AttentionOp> learnedMasks;
   {
-    Activity before(main);
+    Activity before(main, prefix, kept);
     main.walk([&](AttentionOp a) {
       Value m = a.getMask();
       if (m && isFloatTensor(m) && before.isVaried(m) &&
@@ -504,7 +398,7 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
   for (AttentionOp a : learnedMasks)
     if (failed(expandAttention(a)))
       return failure();
-  Activity activity(main);
+  Activity activity(main, prefix, kept);
   llvm::DenseSet<Value> needs = activity.activeValues();
   if (llvm::none_of(trainable,
                     [&](ParamOp p) { return needs.contains(p.getResult()); }))
@@ -530,16 +424,34 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
     return failure();
   Value lossScale = main.getArgument(scaleIndex);
 
+  // One argument per kept result: its gradient, summed over the later
+  // slices by the schedule. The tail takes those of its own results; the
+  // others start their layer's result gradients (nothing else reads them).
   LayerOp last = layers.back();
+  llvm::DenseMap<unsigned, Value> tailSeeds;
+  for (auto [value, name] : llvm::zip(kept, keptNames)) {
+    unsigned at = main.getNumArguments();
+    if (failed(main.insertArgument(
+            at, value.getType(),
+            b.getDictionaryAttr(
+                b.getNamedAttr("rp.name", b.getStringAttr("grad:" + name))),
+            main.getLoc())))
+      return failure();
+    if (value.getDefiningOp() == last.getOperation())
+      tailSeeds[cast<OpResult>(value).getResultNumber()] = main.getArgument(at);
+    else
+      activationGrads[value].push_back(main.getArgument(at));
+  }
   SmallVector<Value> lastInputs(last.getInputs());
-  auto tail = buildTail(last, lossScale, needs);
+  unsigned tailForward = last.getNumResults();
+  auto tail = buildTail(last, lossScale, needs, tailSeeds);
   if (failed(tail))
     return failure();
   llvm::MapVector<Value, Value> funcGrads;
   b.setInsertionPoint(ret);
   for (auto [k, entry] : llvm::enumerate(tailInputGrads))
     record(b, tail->getLoc(), funcGrads, lastInputs[entry.first],
-           tail->getResult(2 + k));
+           tail->getResult(tailForward + k));
   // One backward per recompute group, deep to shallow.
   for (auto [begin, end] : groups)
     if (failed(buildBackward(ArrayRef(layers).slice(begin, end - begin), ret,
@@ -553,11 +465,29 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp main) {
 
   SmallVector<Value> results = {tail->getResult(0), tail->getResult(1)};
   SmallVector<std::string> names = {"loss_sum", "count"};
+  // A slice's own keys and values (the tail's now its results).
+  for (auto [i, name] : llvm::enumerate(keptNames)) {
+    results.push_back(ret.getOperand(2 + i));
+    names.push_back(name);
+  }
   for (ParamOp p : trainable)
     if (Value g = funcGrads.lookup(p.getResult())) {
       results.push_back(g);
       names.push_back(("grad:" + p.getName()).str());
     }
+  // The prefix's gradients, which the schedule adds to the earlier slices'
+  // (a prefix no loss reads has a zero gradient: there is one per slice).
+  for (auto [arg, name] : llvm::zip(prefix, prefixNames)) {
+    Value g = funcGrads.lookup(arg);
+    if (!g) {
+      auto t = cast<RankedTensorType>(arg.getType());
+      g = ConstantOp::create(
+          b, main.getLoc(),
+          DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), 0)));
+    }
+    results.push_back(g);
+    names.push_back("grad:" + name);
+  }
   ret->setOperands(results);
   main.removeResAttrsAttr();
   main.setType(b.getFunctionType(main.getArgumentTypes(),

@@ -8,6 +8,7 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "ScheduleIR.h"
+#include "rp/Analysis/TokenSlices.h"
 
 namespace mlir::rp {
 #define GEN_PASS_DEF_LOWERSCHEDULEPASS
@@ -35,9 +36,26 @@ struct LowerSchedulePass
     markAnalysesPreserved<CostModel>();
     std::string error;
     PartitionAttr attr = in->attr;
+    // Token slices (rp-slice-tokens) run as microbatches, K per sequence,
+    // the tail and backward jobs last slice first.
+    unsigned slices = 0;
+    for (auto f : module.getOps<func::FuncOp>())
+      slices += f->hasAttr(kTokenSliceAttr);
+    // The layers that keep keys and values across slices: those with an
+    // attention (rp-slice-tokens' rule).
+    SmallVector<bool> keepsKeys;
+    for (LayerOp l : in->func.getOps<LayerOp>())
+      keepsKeys.push_back(l.walk([](AttentionOp) {
+                             return WalkResult::interrupt();
+                           }).wasInterrupted());
     FailureOr<Pipeline> pl =
-        lowerSchedule(in->partition, in->costs, attr.getSchedule(),
-                      attr.getDevices(), attr.getMicrobatches(), error);
+        slices
+            ? lowerSlicedSchedule(in->partition, in->costs, attr.getSchedule(),
+                                  attr.getDevices(), attr.getMicrobatches(),
+                                  slices, /*tailSweep=*/true, error, {},
+                                  keepsKeys)
+            : lowerSchedule(in->partition, in->costs, attr.getSchedule(),
+                            attr.getDevices(), attr.getMicrobatches(), error);
     if (failed(pl)) {
       in->func.emitError() << error;
       return signalPassFailure();
@@ -47,6 +65,8 @@ struct LowerSchedulePass
     // of kind, devices, microbatches and hardware.
     auto op = ScheduleOp::create(b, in->func.getLoc(), in->func.getSymName());
     writeSchedule(op, *pl);
+    if (slices)
+      op->setAttr(kTokenSlicesAttr, b.getI64IntegerAttr(slices));
   }
 };
 

@@ -115,6 +115,10 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
   if (!partition)
     return op.emitOpError("schedules @")
            << op.getFunction() << ", which has no rp.partition";
+  if (op->hasAttr(kTokenSlicesAttr))
+    return op.emitOpError("runs token slices as microbatches; the "
+                          "transfers, the memory plan and the exporter do "
+                          "not carry their kept keys and values yet");
   Pipeline pl;
   pl.kind = partition.getSchedule();
   pl.devices = partition.getDevices();

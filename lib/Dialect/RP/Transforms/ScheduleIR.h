@@ -25,6 +25,11 @@ namespace mlir::rp {
 /// programs of a slice's microbatch, not a model of their own.
 constexpr llvm::StringLiteral kTokenSliceAttr = "rp.token_slice";
 
+/// On an rp.schedule whose microbatches are token slices: how many slices
+/// a sequence is cut into (slice k of sequence m is microbatch
+/// m * slices + k).
+constexpr llvm::StringLiteral kTokenSlicesAttr = "rp.token_slices";
+
 /// The one function of `module` with layers (token slices' aside), or an
 /// error.
 FailureOr<func::FuncOp> layeredFunction(ModuleOp module);

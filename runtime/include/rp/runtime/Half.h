@@ -18,7 +18,7 @@
 #ifndef RP_RUNTIME_HALF_H
 #define RP_RUNTIME_HALF_H
 
-#include "rp/runtime/kernels/HostDevice.h"
+#include "rp/runtime/kernels/Annotations.h"
 
 #include <cstdint>
 #include <cstring>

@@ -13,7 +13,7 @@
 #ifndef RP_RUNTIME_KERNELS_INDEXING_H
 #define RP_RUNTIME_KERNELS_INDEXING_H
 
-#include "rp/runtime/kernels/HostDevice.h"
+#include "rp/runtime/kernels/Annotations.h"
 
 #include <cstdint>
 

@@ -13,7 +13,7 @@
 #define RP_RUNTIME_KERNELS_NUMERIC_H
 
 #include "rp/runtime/Half.h"
-#include "rp/runtime/kernels/HostDevice.h"
+#include "rp/runtime/kernels/Annotations.h"
 
 // <math.h>, not <cmath>: the wrappers call the C names (::expf, ::exp),
 // which CUDA also declares for device code.

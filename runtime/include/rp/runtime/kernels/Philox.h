@@ -24,7 +24,7 @@
 #ifndef RP_RUNTIME_KERNELS_PHILOX_H
 #define RP_RUNTIME_KERNELS_PHILOX_H
 
-#include "rp/runtime/kernels/HostDevice.h"
+#include "rp/runtime/kernels/Annotations.h"
 
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-//===- HostDevice.h - host/device function annotation -----------*- C++ -*-===//
+//===- Annotations.h - host/device function annotation ----------*- C++ -*-===//
 //
 // The math of every kernel is written once, in kernels/*.h, and compiled both
 // by the host compiler (the host device) and by nvcc (the cuda device).
@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef RP_RUNTIME_KERNELS_HOSTDEVICE_H
-#define RP_RUNTIME_KERNELS_HOSTDEVICE_H
+#ifndef RP_RUNTIME_KERNELS_ANNOTATIONS_H
+#define RP_RUNTIME_KERNELS_ANNOTATIONS_H
 
 #ifdef __CUDACC__
 #define RP_HD __host__ __device__
@@ -16,4 +16,4 @@
 #define RP_HD
 #endif
 
-#endif // RP_RUNTIME_KERNELS_HOSTDEVICE_H
+#endif // RP_RUNTIME_KERNELS_ANNOTATIONS_H

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <queue>
+#include <unordered_map>
 #include <utility>
 
 using namespace rp::timing;
@@ -50,6 +52,23 @@ void rp::timing::dependencies(const std::vector<Task> &tasks,
 
 namespace {
 
+/// The fair shares of one set of flows (resolve's fairShares): per flow
+/// its rate, per uplink direction and for DRAM the share in use.
+struct Shares {
+  std::vector<double> rate, linkUse;
+  double dramUse = 0;
+};
+
+/// FNV-1a over a set of flows' keys.
+struct KeyHash {
+  size_t operator()(const std::vector<uint64_t> &key) const {
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t v : key)
+      h = (h ^ v) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
 /// resolve's working arrays, kept per thread between calls: the
 /// partitioner resolves thousands of graphs of tens of thousands of tasks,
 /// and allocating and freeing these was a fifth of a compile.
@@ -59,6 +78,8 @@ struct Scratch {
   std::vector<double> readyAt, remaining, slow, linkUse;
   std::vector<std::pair<double, unsigned>> starts, ends;
   std::vector<char> watchEnded;
+  std::vector<uint64_t> sharesKey;
+  std::unordered_map<std::vector<uint64_t>, Shares, KeyHash> shares;
 };
 
 /// A min-heap of (time, task) on a reused vector, in the order
@@ -226,7 +247,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   std::vector<std::pair<unsigned, double>> resourceFlows;
   std::vector<double> rate;
   std::vector<char> inFull;
-  auto fairShares = [&] {
+  auto computeShares = [&] {
     size_t flows = active.size();
     resources.clear();
     joins.resize(flows);
@@ -320,6 +341,38 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     }
     for (const Resource &r : resources)
       resourceOfKey[r.key] = ~0u;
+  };
+  // The shares are a function of the flows running, in the active order
+  // (each flow's link, device and DRAM rate): a run's steps bring the same
+  // sets back again and again, so each set's answer is kept for the rest
+  // of this graph, bit for bit the one computed.
+  std::unordered_map<std::vector<uint64_t>, Shares, KeyHash> &known = sc.shares;
+  known.clear();
+  std::vector<uint64_t> &key = sc.sharesKey;
+  auto fairShares = [&] {
+    key.clear();
+    for (unsigned i : active) {
+      key.push_back(uint64_t(linkOfTask[i]) << 32 | tasks[i].device);
+      if (linkOfTask[i] == ~1u) {
+        double gbps = tasks[i].hostGBps;
+        uint64_t bits;
+        std::memcpy(&bits, &gbps, sizeof(bits));
+        key.push_back(bits);
+      }
+    }
+    auto [it, inserted] = known.try_emplace(key);
+    Shares &shares = it->second;
+    if (inserted) {
+      computeShares();
+      shares.rate.assign(rate.begin(), rate.begin() + active.size());
+      shares.linkUse = linkUse;
+      shares.dramUse = dramUse;
+      return;
+    }
+    for (size_t f = 0; f < active.size(); ++f)
+      slow[active[f]] = 1 / shares.rate[f];
+    std::copy(shares.linkUse.begin(), shares.linkUse.end(), linkUse.begin());
+    dramUse = shares.dramUse;
   };
   for (unsigned i = 0; i < n; ++i)
     if (pending[i] == 0)

@@ -47,6 +47,13 @@ unsigned rp::timing::cycleAt(const std::vector<double> &ends, unsigned warmup,
 
 namespace {
 
+/// Per thread, the vectors of the last recycled run (recycle()).
+struct Spare {
+  std::vector<Task> tasks;
+  Times times;
+};
+thread_local Spare spare;
+
 /// The run of `pass` laid out over `steps` steps, not timed yet.
 ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
                     unsigned rotation) {
@@ -182,13 +189,21 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
   g.gpusPerLink = pass.gpusPerLink;
   g.host = pass.host;
   g.handoffMs = pass.handoffMs;
-  g.tasks.reserve(commandTasks + host.size());
+  // Written in place over a recycled run's tasks, whose waits keep their
+  // memory.
+  std::swap(g.tasks, spare.tasks);
+  g.tasks.resize(commandTasks + host.size());
   static const std::vector<unsigned> wholeUpdate{1}, stagingOnly{0};
   for (unsigned t = 0; t < P; ++t) {
     unsigned shift = run.shiftOf(t);
     for (size_t i = 0; i < C; ++i) {
       const Task &of = pass.tasks[i];
-      Task task{(of.device + shift) % G, of.lane, of.ms, {}, of.hostGBps};
+      Task &task = g.tasks[size_t(t) * C + i];
+      task.device = (of.device + shift) % G;
+      task.lane = of.lane;
+      task.ms = of.ms;
+      task.hostGBps = of.hostGBps;
+      task.waits.clear();
       const std::vector<unsigned> &gatesOf =
           o.gatesOfTask.empty() ? wholeUpdate
           : i < o.gatesOfTask.size() && !o.gatesOfTask[i].empty()
@@ -206,11 +221,16 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
       for (unsigned gate : gatesOf)
         if (gate < perPass)
           task.waits.push_back(unsigned(gates + t * perPass + gate));
-      g.tasks.push_back(std::move(task));
     }
   }
-  for (Task &task : host)
-    g.tasks.push_back(std::move(task));
+  for (size_t j = 0; j < host.size(); ++j) {
+    Task &task = g.tasks[commandTasks + j];
+    task.device = host[j].device;
+    task.lane = host[j].lane;
+    task.ms = host[j].ms;
+    task.hostGBps = host[j].hostGBps;
+    task.waits.assign(host[j].waits.begin(), host[j].waits.end());
+  }
   return run;
 }
 
@@ -273,7 +293,8 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
         cycleEnd = k;
       return cycle != 0 && o.untilSteady;
     };
-    std::optional<Times> times = resolve(run.graph, stuck, &watch);
+    std::optional<Times> times =
+        resolve(run.graph, stuck, &watch, &spare.times);
     if (!times)
       return std::nullopt;
     run.times = std::move(*times);
@@ -295,5 +316,11 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
       run.stepMs = (run.windowTo - run.windowFrom) / window;
       return run;
     }
+    recycle(std::move(run));
   }
+}
+
+void rp::timing::recycle(ContinuousRun &&run) {
+  spare.tasks = std::move(run.graph.tasks);
+  spare.times = std::move(run.times);
 }

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <queue>
+#include <unordered_map>
 #include <utility>
 
 using namespace rp::timing;
@@ -50,16 +52,34 @@ void rp::timing::dependencies(const std::vector<Task> &tasks,
 
 namespace {
 
+/// The fair shares of one set of flows (resolve's fairShares): per flow
+/// its rate, per uplink direction and for DRAM the share in use.
+struct Shares {
+  std::vector<double> rate, linkUse;
+  double dramUse = 0;
+};
+
+/// FNV-1a over a set of flows' keys.
+struct KeyHash {
+  size_t operator()(const std::vector<uint64_t> &key) const {
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t v : key)
+      h = (h ^ v) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
 /// resolve's working arrays, kept per thread between calls: the
 /// partitioner resolves thousands of graphs of tens of thousands of tasks,
 /// and allocating and freeing these was a fifth of a compile.
 struct Scratch {
   std::vector<unsigned> lastOnLane, pending, first, edges, fill, linkOfTask,
-      active, perLink, drained, watchAt;
-  std::vector<std::pair<unsigned, unsigned>> pairs;
+      active, perLink, drained, watchAt, laneOf;
   std::vector<double> readyAt, remaining, slow, linkUse;
   std::vector<std::pair<double, unsigned>> starts, ends;
   std::vector<char> watchEnded;
+  std::vector<uint64_t> sharesKey;
+  std::unordered_map<std::vector<uint64_t>, Shares, KeyHash> shares;
 };
 
 /// A min-heap of (time, task) on a reused vector, in the order
@@ -82,7 +102,7 @@ struct MinHeap {
 } // namespace
 
 std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
-                                         const Watch *watch) {
+                                         const Watch *watch, Times *storage) {
   thread_local Scratch scratch;
   Scratch &sc = scratch;
   const std::vector<Task> &tasks = graph.tasks;
@@ -96,37 +116,47 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   constexpr unsigned kLanes = unsigned(Lane::host) + 1;
   std::vector<unsigned> &lastOnLane = sc.lastOnLane, &pending = sc.pending,
                         &first = sc.first, &edges = sc.edges;
+  // Per task its (device, lane) as one number: finish compares the lanes
+  // of a task and each successor, and the tasks themselves are too large
+  // to walk in cache (a 256-layer candidate's run: ~100,000 of them).
+  std::vector<unsigned> &laneOf = sc.laneOf;
+  laneOf.resize(n);
+  for (unsigned i = 0; i < n; ++i)
+    laneOf[i] = tasks[i].device * kLanes + unsigned(tasks[i].lane);
   lastOnLane.assign(size_t(lanes) * kLanes, ~0u);
   pending.assign(n, 0);
   first.assign(n + 1, 0);
-  std::vector<std::pair<unsigned, unsigned>> &pairs = sc.pairs;
-  pairs.clear();
-  size_t waits = 0;
-  for (const Task &t : tasks)
-    waits += t.waits.size();
-  pairs.reserve(n + waits);
+  // Two passes over the same edges in the same order (the lane
+  // predecessor, then the waits): count per source, then place.
   for (unsigned i = 0; i < n; ++i) {
-    unsigned &last =
-        lastOnLane[size_t(tasks[i].device) * kLanes + unsigned(tasks[i].lane)];
-    if (last != ~0u)
-      pairs.emplace_back(last, i);
+    unsigned &last = lastOnLane[laneOf[i]];
+    if (last != ~0u) {
+      ++first[last + 1];
+      ++pending[i];
+    }
     last = i;
     for (unsigned w : tasks[i].waits)
-      if (w < n)
-        pairs.emplace_back(w, i);
-  }
-  for (auto [from, to] : pairs) {
-    ++first[from + 1];
-    ++pending[to];
+      if (w < n) {
+        ++first[w + 1];
+        ++pending[i];
+      }
   }
   for (unsigned i = 0; i < n; ++i)
     first[i + 1] += first[i];
-  edges.resize(pairs.size());
+  edges.resize(first[n]);
   {
     std::vector<unsigned> &fill = sc.fill;
     fill.assign(first.begin(), first.end() - 1);
-    for (auto [from, to] : pairs)
-      edges[fill[from]++] = to;
+    lastOnLane.assign(size_t(lanes) * kLanes, ~0u);
+    for (unsigned i = 0; i < n; ++i) {
+      unsigned &last = lastOnLane[laneOf[i]];
+      if (last != ~0u)
+        edges[fill[last]++] = i;
+      last = i;
+      for (unsigned w : tasks[i].waits)
+        if (w < n)
+          edges[fill[w]++] = i;
+    }
   }
   // Per task its uplink direction (2 * uplink + up), or ~0u; with the host
   // model on, host tasks that stream host memory are flows too (~1u).
@@ -146,6 +176,12 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     }
 
   Times t;
+  if (storage) {
+    std::swap(t.start, storage->start);
+    std::swap(t.end, storage->end);
+    std::swap(t.computeBusyMs, storage->computeBusyMs);
+    std::swap(t.uplinkBusyMs, storage->uplinkBusyMs);
+  }
   t.start.assign(n, 0);
   t.end.assign(n, 0);
   t.computeBusyMs.assign(graph.devices, 0);
@@ -211,7 +247,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   std::vector<std::pair<unsigned, double>> resourceFlows;
   std::vector<double> rate;
   std::vector<char> inFull;
-  auto fairShares = [&] {
+  auto computeShares = [&] {
     size_t flows = active.size();
     resources.clear();
     joins.resize(flows);
@@ -306,6 +342,38 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     for (const Resource &r : resources)
       resourceOfKey[r.key] = ~0u;
   };
+  // The shares are a function of the flows running, in the active order
+  // (each flow's link, device and DRAM rate): a run's steps bring the same
+  // sets back again and again, so each set's answer is kept for the rest
+  // of this graph, bit for bit the one computed.
+  std::unordered_map<std::vector<uint64_t>, Shares, KeyHash> &known = sc.shares;
+  known.clear();
+  std::vector<uint64_t> &key = sc.sharesKey;
+  auto fairShares = [&] {
+    key.clear();
+    for (unsigned i : active) {
+      key.push_back(uint64_t(linkOfTask[i]) << 32 | tasks[i].device);
+      if (linkOfTask[i] == ~1u) {
+        double gbps = tasks[i].hostGBps;
+        uint64_t bits;
+        std::memcpy(&bits, &gbps, sizeof(bits));
+        key.push_back(bits);
+      }
+    }
+    auto [it, inserted] = known.try_emplace(key);
+    Shares &shares = it->second;
+    if (inserted) {
+      computeShares();
+      shares.rate.assign(rate.begin(), rate.begin() + active.size());
+      shares.linkUse = linkUse;
+      shares.dramUse = dramUse;
+      return;
+    }
+    for (size_t f = 0; f < active.size(); ++f)
+      slow[active[f]] = 1 / shares.rate[f];
+    std::copy(shares.linkUse.begin(), shares.linkUse.end(), linkUse.begin());
+    dramUse = shares.dramUse;
+  };
   for (unsigned i = 0; i < n; ++i)
     if (pending[i] == 0)
       starts.push({0.0, i});
@@ -336,8 +404,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     ++done;
     for (unsigned e = first[i]; e < first[i + 1]; ++e) {
       unsigned s = edges[e];
-      bool otherLane =
-          tasks[s].device != tasks[i].device || tasks[s].lane != tasks[i].lane;
+      bool otherLane = laneOf[s] != laneOf[i];
       readyAt[s] =
           std::max(readyAt[s], now + (otherLane ? graph.handoffMs : 0));
       if (--pending[s] == 0)

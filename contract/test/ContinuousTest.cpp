@@ -230,3 +230,43 @@ TEST(ContinuousLayoutTest, PeriodIsTheLongRunMean) {
         EXPECT_FALSE(early->times.complete);
       }
 }
+
+/// A recycled run's tasks are written over in place (their waits keep
+/// their memory): a run laid out after a larger one was recycled is the
+/// same graph, timed the same, as before it.
+TEST(ContinuousLayoutTest, RecycledRunIsTheSameRun) {
+  Graph g;
+  g.devices = 2;
+  g.tasks.push_back({0, Lane::weightH2D, 1, {}});
+  g.tasks.push_back({0, Lane::compute, 1, {0}});
+  g.tasks.push_back({1, Lane::weightH2D, 1, {}});
+  g.tasks.push_back({1, Lane::compute, 1, {1, 2}});
+  RunLayout o;
+  o.arenaCopies = 1;
+  o.shift = 1;
+  std::optional<ContinuousRun> before = layOutRun(g, o);
+  ASSERT_TRUE(before);
+  // A longer run with more waits per task, given back.
+  RunLayout longer = o;
+  longer.steps = 40;
+  longer.order = {0, 1};
+  longer.share = {0.5, 0.5};
+  longer.optimizerMs = 1;
+  longer.gatesOfTask = {{1, 2}, {1, 2}, {1, 2}, {1, 2}};
+  std::optional<ContinuousRun> big = layOutRun(g, longer);
+  ASSERT_TRUE(big);
+  ASSERT_GT(big->graph.tasks.size(), before->graph.tasks.size());
+  recycle(std::move(*big));
+  std::optional<ContinuousRun> after = layOutRun(g, o);
+  ASSERT_TRUE(after);
+  ASSERT_EQ(after->graph.tasks.size(), before->graph.tasks.size());
+  for (size_t i = 0; i < before->graph.tasks.size(); ++i) {
+    const Task &a = before->graph.tasks[i], &b = after->graph.tasks[i];
+    EXPECT_EQ(a.device, b.device) << i;
+    EXPECT_EQ(a.lane, b.lane) << i;
+    EXPECT_EQ(a.ms, b.ms) << i;
+    EXPECT_EQ(a.waits, b.waits) << i;
+  }
+  EXPECT_EQ(before->times.end, after->times.end);
+  EXPECT_EQ(before->stepMs, after->stepMs);
+}

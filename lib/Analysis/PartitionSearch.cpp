@@ -27,7 +27,8 @@ namespace {
 /// The process's search costs (searchStats): atomics, as the passes of
 /// two modules may search at once.
 std::atomic<uint64_t> statCandidates{0}, statMicros{0};
-std::atomic<unsigned> statSearches{0}, statBudgetStops{0}, statReused{0};
+std::atomic<unsigned> statSearches{0}, statBudgetStops{0}, statReused{0},
+    statFloorStops{0};
 
 /// A partition as stage sizes: forward from layer 0, the tail, backward
 /// from deep to shallow (DESIGN.md's --stages form).
@@ -312,6 +313,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // keep the first partition found at the floor.
   double floorMs = n > kFullSearchLayers ? optimizerFloorMs(layers, t.hw) : 0;
   std::optional<std::pair<Sizes, bool>> floorChecked;
+  bool floorReached = false;
   auto atFloor = [&](const Sizes &s, double ms) {
     if (!(floorMs > 0) || ms > floorMs * (1 + 1e-9))
       return false;
@@ -319,6 +321,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
         std::tie(floorChecked->first.fwd, floorChecked->first.tail,
                  floorChecked->first.bwd) != std::tie(s.fwd, s.tail, s.bwd))
       floorChecked.emplace(s, fitsDeviceMemory(toPartition(s, n), layers, t));
+    floorReached |= floorChecked->second;
     return floorChecked->second;
   };
   auto consider = [&](const Sizes &s) {
@@ -461,6 +464,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
     t.memo->found.push_back({problem, best.fwd, best.bwd, best.tail});
   statCandidates += spent + 2;
   statBudgetStops += stopped;
+  statFloorStops += floorReached;
   Partition p = toPartition(best, n);
   if (!fitsDeviceMemory(p, layers, t) &&
       fitsDeviceMemory(roundpipe, layers, t)) {
@@ -519,6 +523,7 @@ SearchStats mlir::rp::searchStats() {
   s.searches = statSearches;
   s.budgetStops = statBudgetStops;
   s.reused = statReused;
+  s.floorStops = statFloorStops;
   return s;
 }
 

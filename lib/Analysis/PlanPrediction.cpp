@@ -83,7 +83,11 @@ double mlir::rp::optimizerFloorMs(llvm::ArrayRef<LayerCost> layers,
   int64_t trainable = 0;
   for (const LayerCost &l : layers)
     trainable += l.trainableElements;
-  return hw.optimizerMs(double(trainable));
+  // The run's layout (rp/timing/Continuous.h) starts update k on the
+  // optimizer's thread after the stepping thread saw update k-1 end: two
+  // hand-offs between lanes (Graph::handoffMs, the profile's job_us) on
+  // the chain of updates, which every step pays.
+  return hw.optimizerMs(double(trainable)) + 2 * hw.jobUs * 1e-3;
 }
 
 bool mlir::rp::atOptimizerFloor(double stepMs, double floorMs, double tie) {

@@ -143,6 +143,7 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
           jobMs[n] / run->rotation;
   s.runMs = run->times.makespan;
   s.stepMs = run->stepMs;
+  ::rp::timing::recycle(std::move(*run));
   return s;
 }
 

@@ -254,6 +254,9 @@ static void printSummary(ModuleOp module, size_t size) {
     os << text;
     if (search.reused)
       os << ", " << search.reused << " reused";
+    if (search.floorStops)
+      os << ", " << search.floorStops
+         << " stopped at the host optimizer's floor";
     if (search.budgetStops)
       os << ", " << search.budgetStops << " stopped at their budget of "
          << rp::kSearchBudget << " candidates, the best found kept";

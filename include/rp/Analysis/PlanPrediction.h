@@ -59,10 +59,12 @@ FailureOr<PlanPrediction> predictPlan(const Partition &partition,
                                       const PlanTarget &target,
                                       std::string &error);
 
-/// The least step any plan of `layers` can run in, steady state or one
-/// step: the host optimizer's update (insertTransfers' optimizer command),
-/// which each step's weights wait for and which runs one update at a time,
-/// never faster than alone. 0 where the profile has no optimizer rate.
+/// The least step any round-robin plan of `layers` can run in, in the
+/// steady state: the host optimizer's update (insertTransfers' optimizer
+/// command), which each step's weights wait for and which runs one update
+/// at a time, never faster than alone, plus the two hand-offs (job_us)
+/// that chain one update to the next in the run's layout. 0 where the
+/// profile has no optimizer rate.
 /// A choice between two plans (a recompute grain, the loss fusion) whose
 /// first plan is within the choice's tie of this floor cannot go to the
 /// other, which is then neither searched nor timed: the plan is the same,

@@ -22,6 +22,9 @@ struct SearchStats {
   unsigned searches = 0;
   /// Searches that stopped at their candidate budget.
   unsigned budgetStops = 0;
+  /// Searches that stopped at the host optimizer's floor
+  /// (optimizerFloorMs): a fitting partition no other can beat.
+  unsigned floorStops = 0;
   /// Searches answered from an earlier identical one (SearchMemo), not
   /// counted in `searches`.
   unsigned reused = 0;

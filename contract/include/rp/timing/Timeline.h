@@ -129,8 +129,11 @@ void dependencies(const std::vector<Task> &tasks,
 
 /// The start and end of every task; std::nullopt when the waits and lane
 /// orders form a cycle (a deadlock), with one stuck task in `stuck`.
+/// `storage`, if given, lends its vectors (moved from) so that a caller
+/// timing graph after graph allocates no new ones.
 std::optional<Times> resolve(const Graph &graph, size_t *stuck = nullptr,
-                             const Watch *watch = nullptr);
+                             const Watch *watch = nullptr,
+                             Times *storage = nullptr);
 
 } // namespace rp::timing
 

@@ -1,10 +1,10 @@
 //===- PartitionSearch.cpp - partitions that minimize the step time -------===//
 
 #include "rp/Analysis/PartitionSearch.h"
-#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PartitionMemory.h"
 #include "rp/Analysis/PlanPrediction.h"
+#include "rp/Analysis/SteadyState.h"
 
 #include "llvm/Support/Parallel.h"
 

@@ -23,7 +23,6 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
 import step0  # noqa: E402
-import tiny_gpt  # noqa: E402
 
 
 class Mix(nn.Module):
@@ -56,22 +55,7 @@ class Mix(nn.Module):
         return x + self.out(y + rot + 0.1 * both)
 
 
-class LM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.Embedding(64, 16)
-        self.blocks = nn.Sequential(Mix(), Mix())
-        self.head = nn.Linear(16, 64)
-
-    def forward(self, tokens):
-        return self.head(self.blocks(self.emb(tokens)))
-
-
-tokens, labels = tiny_gpt.batch()
-out = Path(sys.argv[1])
-torch.manual_seed(0)
-for line in step0.check(LM(), {"tokens": tokens}, labels, out, "index"):
-    print(line)
+step0.print_two_block_check(Mix, Path(sys.argv[1]), "index")
 
 # CHECK:      index: loss rp {{[0-9.]+}} torch {{[0-9.]+}}: within 0.0001: True
 # CHECK-NEXT: index: gradients: 21 of 21, within 0.0001: True

@@ -25,7 +25,6 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
 import step0  # noqa: E402
-import tiny_gpt  # noqa: E402
 
 
 class Mix(nn.Module):
@@ -67,22 +66,7 @@ class Mix(nn.Module):
         return x + self.out(out + 0.1 * mixed)
 
 
-class LM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.Embedding(64, 16)
-        self.blocks = nn.Sequential(Mix(), Mix())
-        self.head = nn.Linear(16, 64)
-
-    def forward(self, tokens):
-        return self.head(self.blocks(self.emb(tokens)))
-
-
-tokens, labels = tiny_gpt.batch()
-out = Path(sys.argv[1])
-torch.manual_seed(0)
-for line in step0.check(LM(), {"tokens": tokens}, labels, out, "recurrence"):
-    print(line)
+step0.print_two_block_check(Mix, Path(sys.argv[1]), "recurrence")
 
 # CHECK:      recurrence: loss rp {{[0-9.]+}} torch {{[0-9.]+}}: within 0.0001: True
 # CHECK-NEXT: recurrence: gradients: 21 of 21, within 0.0001: True

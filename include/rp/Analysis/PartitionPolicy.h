@@ -10,9 +10,9 @@
 #ifndef RP_DIALECT_RP_TRANSFORMS_PARTITIONPOLICY_H
 #define RP_DIALECT_RP_TRANSFORMS_PARTITIONPOLICY_H
 
-#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/SteadyState.h"
 #include "rp/Dialect/RP/RPOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -22,9 +22,9 @@
 #ifndef RP_ANALYSIS_PARTITIONSEARCH_H
 #define RP_ANALYSIS_PARTITIONSEARCH_H
 
-#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/Analysis/SearchStats.h"
+#include "rp/Analysis/SteadyState.h"
 
 namespace mlir::rp {
 

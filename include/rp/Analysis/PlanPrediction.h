@@ -16,8 +16,8 @@
 #ifndef RP_ANALYSIS_PLANPREDICTION_H
 #define RP_ANALYSIS_PLANPREDICTION_H
 
-#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/SteadyState.h"
 
 #include <string>
 

@@ -14,6 +14,30 @@ import rp
 import tiny_gpt
 
 
+class TwoBlockLM(torch.nn.Module):
+    """The trace-*-ops tests' model: 64 tokens embedded in 16, two
+    ``block()``s (the ops under test) and a head."""
+
+    def __init__(self, block):
+        super().__init__()
+        self.emb = torch.nn.Embedding(64, 16)
+        self.blocks = torch.nn.Sequential(block(), block())
+        self.head = torch.nn.Linear(16, 64)
+
+    def forward(self, tokens):
+        return self.head(self.blocks(self.emb(tokens)))
+
+
+def print_two_block_check(block, out, name):
+    """Prints ``check``'s lines for a TwoBlockLM of ``block`` on tiny_gpt's
+    batch, its weights from seed 0."""
+    tokens, labels = tiny_gpt.batch()
+    torch.manual_seed(0)
+    for line in check(TwoBlockLM(block), {"tokens": tokens}, labels, out,
+                      name):
+        print(line)
+
+
 def check(model, inputs, labels, out, name, tol=1e-4, onnx_steps=0):
     """``inputs`` maps the names of ``model.forward``'s parameters to
     tensors (one global batch). Returns the lines the tests print: the

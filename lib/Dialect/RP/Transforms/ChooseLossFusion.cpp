@@ -11,8 +11,8 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
-#include "rp/Analysis/PartitionPolicy.h"
 #include "ScheduleIR.h"
+#include "rp/Analysis/PartitionPolicy.h"
 #include "rp/Analysis/PlanPrediction.h"
 
 #include "mlir/IR/Builders.h"

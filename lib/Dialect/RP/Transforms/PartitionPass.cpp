@@ -6,8 +6,8 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
-#include "rp/Analysis/PartitionPolicy.h"
 #include "ScheduleIR.h"
+#include "rp/Analysis/PartitionPolicy.h"
 
 #include "rp/Analysis/HostMemory.h"
 

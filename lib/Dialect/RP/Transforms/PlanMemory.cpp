@@ -7,8 +7,8 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "ScheduleIR.h"
-#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/SteadyState.h"
 #include "rp/timing/Assumptions.h"
 
 #include "llvm/Support/Format.h"

@@ -8,11 +8,11 @@
 
 #include "rp/Analysis/PartitionPolicy.h"
 
-#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/CostModel.h"
 #include "rp/Analysis/Partition.h"
 #include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/SteadyState.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"

@@ -14,11 +14,11 @@
 
 #include "rp/Dialect/RP/RPPasses.h"
 
-#include "rp/Analysis/PartitionPolicy.h"
 #include "Retype.h"
 #include "ScheduleIR.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PartitionMemory.h"
+#include "rp/Analysis/PartitionPolicy.h"
 #include "rp/Analysis/RecomputeChoice.h"
 
 #include "llvm/ADT/DenseSet.h"

@@ -11,9 +11,9 @@
 #ifndef RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
 #define RP_DIALECT_RP_TRANSFORMS_SCHEDULEIR_H
 
-#include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/CostModel.h"
 #include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/SteadyState.h"
 #include "rp/Dialect/RP/RPOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -55,6 +55,7 @@ std::vector<Sizes> mergeMoves(const Sizes &s) {
   std::vector<Sizes> out;
   std::vector<std::vector<unsigned>> lists;
   mergeNeighbours(s.fwd, lists);
+  out.reserve(lists.size() + s.bwd.size() + 1);
   for (auto &l : lists)
     out.push_back({l, s.tail, s.bwd});
   lists.clear();

@@ -571,7 +571,7 @@ std::string searchKey(llvm::ArrayRef<LayerCost> layers, const SearchTarget &t) {
   }
   // The profile by identity and name: the memo lives as long as the parsed
   // profiles it was made with (CostModel).
-  put(&t.hw);
+  put(reinterpret_cast<uintptr_t>(&t.hw));
   key += t.hw.name;
   key += '\0';
   for (int64_t v :

@@ -102,10 +102,12 @@ static LogicalResult evalReduce(Eval &e) {
     seen[o] = true;
   }
   if (op == "ReduceMean" && per > 0)
-    for (int64_t o = 0; o < n; ++o)
-      (r.isFloat()
-           ? r.f[o] = roundTo(t.element, FLOAT_FN2(a / b)(r.f[o], per, wide))
-           : r.i[o] = r.i[o] / per);
+    for (int64_t o = 0; o < n; ++o) {
+      if (r.isFloat())
+        r.f[o] = roundTo(t.element, FLOAT_FN2(a / b)(r.f[o], per, wide));
+      else
+        r.i[o] = r.i[o] / per; // an integer mean truncates, as ONNX's
+    }
   if (!e.n.intAttr("keepdims", 1)) {
     SmallVector<int64_t> shape;
     for (int64_t d = 0; d < t.rank(); ++d)

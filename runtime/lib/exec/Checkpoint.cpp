@@ -126,11 +126,10 @@ rp::runtime::parseCheckpointState(std::string_view text,
     state.shuffleSeed = seed;
   }
   if (auto it = j.find("lr_schedule"); it != j.end()) {
-    if (Expected<CheckpointSchedule> schedule = parseSchedule(*it, bad);
-        !schedule)
+    Expected<CheckpointSchedule> schedule = parseSchedule(*it, bad);
+    if (!schedule)
       return schedule.getStatus();
-    else
-      state.schedule = *schedule;
+    state.schedule = *schedule;
   }
   if (auto it = j.find("sync"); it != j.end()) {
     if (!it->is_boolean())

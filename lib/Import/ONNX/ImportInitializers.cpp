@@ -98,6 +98,16 @@ GraphImporter::importInitializer(const onnx::TensorProto &tensor) {
                           << elementTypeName(tensor.data_type())
                           << ", which rp does not support";
   SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  // Checked before any size is computed from them (a fuzz finding: a
+  // dimension of -2^63 overflowed the byte count).
+  int64_t count = 1, bytesBound;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(count, d, &count) ||
+        __builtin_mul_overflow(count, int64_t(8), &bytesBound))
+      return emitError(loc) << "initializer '" << tensor.name()
+                            << "' has dimensions [" << shape
+                            << "] whose size is negative or overflows; "
+                               "re-export the model";
   auto type = RankedTensorType::get(shape, element);
   OpBuilder::InsertionGuard guard(builder);
   if (lastInitializerOp)

@@ -233,6 +233,8 @@ TEST(CheckpointStateTest, RoundTripsTheSchedule) {
 }
 
 TEST(CheckpointStateTest, RefusesWrongTypesAndRanges) {
+  // The schedules' texts are split over two lines on purpose.
+  // NOLINTBEGIN(bugprone-suspicious-missing-comma)
   for (const char *text :
        {"[]",
         "{}",
@@ -258,6 +260,7 @@ TEST(CheckpointStateTest, RefusesWrongTypesAndRanges) {
         "\"warmup_steps\": 0.5, \"total_steps\": 1}}",
         "{\"step\": 1, \"lr_schedule\": {\"kind\": \"linear\", \"lr\": 1, "
         "\"warmup_steps\": 0}}"}) {
+    // NOLINTEND(bugprone-suspicious-missing-comma)
     Expected<CheckpointState> state = parseCheckpointState(text, "state.json");
     ASSERT_FALSE(state) << text;
     EXPECT_EQ(exitCode(state.getStatus()), 1) << text;

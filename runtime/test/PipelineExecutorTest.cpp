@@ -83,19 +83,19 @@ void reference(const TwoStagePlan &t, const HostForward &fwd,
   ThreadPool pool(1);
   int64_t R = t.rows, D = t.dim;
   std::vector<float> w1x2(D * D), t0(R * D), h(R * D), t1(R * D);
-  TensorRef W0 = fwd.buffer(t.W0, slot), W1 = fwd.buffer(t.W1, slot),
-            X = fwd.buffer(t.X, slot);
+  TensorRef w0 = fwd.buffer(t.W0, slot), w1 = fwd.buffer(t.W1, slot),
+            x = fwd.buffer(t.X, slot);
   TensorRef w1x2Ref{w1x2.data(), DType::f32, {D, D}};
   ASSERT_TRUE(
-      host::binary(pool, host::BinaryKind::add, W1, W1, w1x2Ref).isOk());
+      host::binary(pool, host::BinaryKind::add, w1, w1, w1x2Ref).isOk());
   y.assign(t.M * R * D, 0.0f);
   for (unsigned m = 0; m < t.M; ++m) {
-    TensorRef xm{X.as<float>() + m * R * D, DType::f32, {R, D}};
+    TensorRef xm{x.as<float>() + m * R * D, DType::f32, {R, D}};
     TensorRef t0Ref{t0.data(), DType::f32, {R, D}};
     TensorRef hRef{h.data(), DType::f32, {R, D}};
     TensorRef t1Ref{t1.data(), DType::f32, {R, D}};
     TensorRef ym{y.data() + m * R * D, DType::f32, {R, D}};
-    ASSERT_TRUE(host::matmul(pool, xm, W0, false, false, t0Ref).isOk());
+    ASSERT_TRUE(host::matmul(pool, xm, w0, false, false, t0Ref).isOk());
     ASSERT_TRUE(
         host::binary(pool, host::BinaryKind::add, t0Ref, xm, hRef).isOk());
     ASSERT_TRUE(host::matmul(pool, hRef, w1x2Ref, false, false, t1Ref).isOk());

@@ -175,9 +175,10 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
   std::string times = msText(layer->stepMs) + " a step at layer grain, " +
                       msText(stage->stepMs) + " at " + stageName;
   // Under a host budget, layer grain's backward stages stage each layer's
-  // input in the pinned buffers, and no merge lowers that (only a longer
-  // tail does, holdToHostBudget): a layer-grain plan over what the budget
-  // leaves is not taken for speed where the stage-grain plan is within it.
+  // input in the pinned buffers, which no merge of stages lowers (the
+  // hold splits forward stages and grows the tail there): a layer-grain
+  // plan still over what the budget leaves is not taken for speed where
+  // the stage-grain plan is within it.
   int64_t left = request.hostStagedBytes;
   if (left > 0 && layer->fits && layer->stagedHostBytes > left &&
       stage->stagedHostBytes <= left) {

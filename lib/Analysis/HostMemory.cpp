@@ -95,3 +95,11 @@ HostMemory mlir::rp::hostMemoryOf(ModuleOp module) {
     m.uploads = weightsAndGrads;
   return m;
 }
+
+int64_t mlir::rp::hostStagedBudget(ModuleOp module, double gib) {
+  if (!(gib > 0))
+    return 0;
+  HostMemory m = hostMemoryOf(module);
+  int64_t left = int64_t(gib * double(1ull << 30)) - m.base - m.trained;
+  return left > 0 ? left : 0;
+}

@@ -7,36 +7,30 @@
 // the budget is the search's own. First merges: a merge keeps every other
 // boundary, so each move stages fewer bytes or is dropped, and the walk
 // ends within a stage count of moves; then a climb among the partitions
-// that fit both budgets.
+// that fit both budgets. At layer grain in every backward stage the walk
+// splits forward stages instead of merging (stagingMoves).
+// The search's choices after it that re-cut the stages keep the budget:
+// rp-choose-loss-fusion holds the unfused graph's the same way, and
+// `recompute = auto` does not take a layer-grain plan over it where the
+// stage-grain one is within (chooseGrainForSpeed).
 //
 //===----------------------------------------------------------------------===//
 
+#include "PartitionMoves.h"
 #include "rp/Analysis/PartitionMemory.h"
 
 #include "llvm/Support/Parallel.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <optional>
 
 using namespace mlir;
 using namespace mlir::rp;
+using namespace mlir::rp::moves;
 
 namespace {
-
-/// A partition as stage sizes (PartitionSearch.cpp's form: forward from
-/// layer 0, the tail, backward from deep to shallow).
-struct Sizes {
-  std::vector<unsigned> fwd;
-  unsigned tail = 0;
-  std::vector<unsigned> bwd;
-};
-
-std::vector<unsigned> sizesOf(llvm::ArrayRef<StageRange> stages) {
-  std::vector<unsigned> sizes;
-  for (const StageRange &r : stages)
-    sizes.push_back(r.size());
-  return sizes;
-}
 
 void mergeNeighbours(const std::vector<unsigned> &list,
                      std::vector<std::vector<unsigned>> &out) {
@@ -48,29 +42,38 @@ void mergeNeighbours(const std::vector<unsigned> &list,
   }
 }
 
-/// Every move that may stage fewer bytes: two neighbouring forward or
-/// backward stages merged, or the tail grown by a layer (taken from the
-/// last forward stage and the deepest backward one).
-std::vector<Sizes> mergeMoves(const Sizes &s) {
+/// Every move that may stage fewer bytes. At stage grain: two
+/// neighbouring forward or backward stages merged (a boundary fewer to
+/// stage). At layer grain in every backward stage each layer's input
+/// outside the tail is staged whatever the stages, sent down with the
+/// forward that computes it in one download per forward job, which is held
+/// until its shallowest reader: a merge only holds more inputs longer,
+/// while a forward stage split in two lets its deeper part go when its
+/// backward has read it (PartitionHostBudgetTest.LayerGrainIsHeldBySplits).
+/// At both grains the tail grown by a layer (taken from the last forward
+/// stage and the deepest backward one).
+std::vector<Sizes> stagingMoves(const Sizes &s, bool layerGrain) {
   std::vector<Sizes> out;
   std::vector<std::vector<unsigned>> lists;
-  mergeNeighbours(s.fwd, lists);
-  out.reserve(lists.size() + s.bwd.size() + 1);
-  for (auto &l : lists)
-    out.push_back({l, s.tail, s.bwd});
-  lists.clear();
-  mergeNeighbours(s.bwd, lists);
-  for (auto &l : lists)
-    out.push_back({s.fwd, s.tail, l});
-  if (!s.fwd.empty() && !s.bwd.empty()) {
-    Sizes g = s;
-    g.tail++;
-    if (--g.fwd.back() == 0)
-      g.fwd.pop_back();
-    if (--g.bwd.front() == 0)
-      g.bwd.erase(g.bwd.begin());
-    out.push_back(std::move(g));
+  if (layerGrain) {
+    for (size_t i = 0; i < s.fwd.size(); ++i)
+      for (unsigned left = 1; left < s.fwd[i]; ++left) {
+        std::vector<unsigned> m = s.fwd;
+        m[i] = left;
+        m.insert(m.begin() + i + 1, s.fwd[i] - left);
+        out.push_back({std::move(m), s.tail, s.bwd});
+      }
+  } else {
+    mergeNeighbours(s.fwd, lists);
+    out.reserve(lists.size() + s.bwd.size() + 1);
+    for (auto &l : lists)
+      out.push_back({l, s.tail, s.bwd});
+    lists.clear();
+    mergeNeighbours(s.bwd, lists);
+    for (auto &l : lists)
+      out.push_back({s.fwd, s.tail, l});
   }
+  tailMoves(s, out, /*grow=*/true, /*shrink=*/false);
   return out;
 }
 
@@ -78,7 +81,7 @@ std::vector<Sizes> mergeMoves(const Sizes &s) {
 /// stages moved, every stage split in two, two merged, and the tail grown
 /// or shrunk by a layer (PartitionSearch.cpp's moves).
 std::vector<Sizes> climbMoves(const Sizes &s) {
-  std::vector<Sizes> out = mergeMoves(s);
+  std::vector<Sizes> out = stagingMoves(s, /*layerGrain=*/false);
   auto moveAndSplit = [](const std::vector<unsigned> &list, auto &&emit) {
     for (size_t i = 0; i + 1 < list.size(); ++i)
       for (unsigned left = 1; left < list[i] + list[i + 1]; ++left)
@@ -102,27 +105,33 @@ std::vector<Sizes> climbMoves(const Sizes &s) {
   moveAndSplit(s.bwd, [&](std::vector<unsigned> l) {
     out.push_back({s.fwd, s.tail, std::move(l)});
   });
-  if (s.tail >= 2)
-    for (bool ownFwd : {false, true})
-      for (bool ownBwd : {false, true}) {
-        Sizes v = s;
-        v.tail--;
-        if (ownFwd || v.fwd.empty())
-          v.fwd.push_back(1);
-        else
-          v.fwd.back()++;
-        if (ownBwd || v.bwd.empty())
-          v.bwd.insert(v.bwd.begin(), 1);
-        else
-          v.bwd.front()++;
-        out.push_back(std::move(v));
-      }
+  tailMoves(s, out, /*grow=*/false, /*shrink=*/true);
   return out;
 }
 
 /// Rounds of the climb, and the memory plans made at once in it.
 constexpr unsigned kClimbRounds = 64;
 constexpr size_t kPlansAtOnce = 8;
+
+/// The holds' costs (holdStats): atomics, as the passes of two modules
+/// may hold at once.
+std::atomic<unsigned> statHolds{0};
+std::atomic<uint64_t> statPlans{0}, statMicros{0};
+
+/// Adds one hold, its memory plans and its seconds to holdStats().
+struct HoldClock {
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
+  std::atomic<uint64_t> plans{0};
+  ~HoldClock() {
+    ++statHolds;
+    statPlans += plans;
+    statMicros +=
+        uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+};
 
 struct Candidate {
   Partition p;
@@ -141,8 +150,11 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
   DevicePeak peak = devicePeak(p, layers, t);
   if (peak.hostBytes <= t.hostStagedBytes || !peak.fits)
     return p;
+  HoldClock clock;
   const unsigned n = layers.size();
   const int64_t cap = p.stageBytes > 0 ? p.stageBytes : t.stageBytes;
+  const bool layerGrain =
+      t.layerGrain || (p.layerGrain && p.stageLayerGrain.empty());
   auto make = [&](const Sizes &s) {
     Partition q = partitionFromSizes(s.fwd, s.tail, s.bwd, n);
     q.layerGrain = p.layerGrain;
@@ -161,14 +173,14 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
   std::optional<Candidate> fastestFit;
   unsigned pastFit = 0;
   while (!fastestFit || pastFit++ < t.devices) {
-    std::vector<Sizes> moves = mergeMoves(
-        {sizesOf(cur.forward), cur.tail.size(), sizesOf(cur.backward)});
+    std::vector<Sizes> moves = stagingMoves(toSizes(cur), layerGrain);
     std::vector<Candidate> tried(moves.size());
     llvm::parallelFor(0, moves.size(), [&](size_t i) {
       Partition q = make(moves[i]);
       if (!fitsStageBytes(q, layers, cap))
         return;
       DevicePeak qp = devicePeak(q, layers, t);
+      ++clock.plans;
       if (!qp.fits || qp.hostBytes >= curPeak.hostBytes)
         return;
       double ms = estimatedStepMs(q, layers, t);
@@ -206,8 +218,7 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
   cur = fastestFit->p;
   double curMs = fastestFit->ms;
   for (unsigned round = 0; round < kClimbRounds; ++round) {
-    std::vector<Sizes> moves = climbMoves(
-        {sizesOf(cur.forward), cur.tail.size(), sizesOf(cur.backward)});
+    std::vector<Sizes> moves = climbMoves(toSizes(cur));
     std::vector<double> ms(moves.size(), 0);
     std::vector<char> timed(moves.size(), 0);
     llvm::parallelFor(0, moves.size(), [&](size_t i) {
@@ -229,6 +240,7 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
       std::vector<char> fits(end - at, 0);
       llvm::parallelFor(at, end, [&](size_t k) {
         DevicePeak qp = devicePeak(make(moves[faster[k]]), layers, t);
+        ++clock.plans;
         fits[k - at] = qp.fits && qp.hostBytes <= t.hostStagedBytes;
       });
       for (size_t k = at; k < end && !moved; ++k)
@@ -243,4 +255,8 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
   }
   scorePartition(cur, layers, t.devices);
   return cur;
+}
+
+HoldStats mlir::rp::holdStats() {
+  return {statHolds, statPlans, double(statMicros) * 1e-6};
 }

@@ -174,6 +174,23 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
   choice.layerFits = layer->fits;
   std::string times = msText(layer->stepMs) + " a step at layer grain, " +
                       msText(stage->stepMs) + " at " + stageName;
+  // Under a host budget, layer grain's backward stages stage each layer's
+  // input in the pinned buffers, which no merge of stages lowers (the
+  // hold splits forward stages and grows the tail there): a layer-grain
+  // plan still over what the budget leaves is not taken for speed where
+  // the stage-grain plan is within it.
+  int64_t left = request.hostStagedBytes;
+  if (left > 0 && layer->fits && layer->stagedHostBytes > left &&
+      stage->stagedHostBytes <= left) {
+    choice.layer = false;
+    choice.reason = "stage: the layer-grain plan stages " +
+                    gibText(layer->stagedHostBytes) +
+                    " in pinned host memory, over the " + gibText(left) +
+                    " the host budget leaves (" +
+                    gibText(stage->stagedHostBytes) + " at " + stageName +
+                    "; " + times + ")";
+    return atStage;
+  }
   if (layer->fits &&
       (!stage->fits || layer->stepMs < stage->stepMs * (1 - kGrainTie))) {
     choice.layer = true;

@@ -1,6 +1,7 @@
 //===- PartitionSearch.cpp - partitions that minimize the step time -------===//
 
 #include "rp/Analysis/PartitionSearch.h"
+#include "PartitionMoves.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PartitionMemory.h"
 #include "rp/Analysis/PlanPrediction.h"
@@ -21,6 +22,7 @@
 
 using namespace mlir;
 using namespace mlir::rp;
+using namespace mlir::rp::moves;
 
 namespace {
 
@@ -29,30 +31,6 @@ namespace {
 std::atomic<uint64_t> statCandidates{0}, statMicros{0};
 std::atomic<unsigned> statSearches{0}, statBudgetStops{0}, statReused{0},
     statFloorStops{0};
-
-/// A partition as stage sizes: forward from layer 0, the tail, backward
-/// from deep to shallow (DESIGN.md's --stages form).
-struct Sizes {
-  std::vector<unsigned> fwd;
-  unsigned tail = 0;
-  std::vector<unsigned> bwd;
-};
-
-std::vector<unsigned> sizesOf(const std::vector<StageRange> &stages) {
-  std::vector<unsigned> sizes;
-  sizes.reserve(stages.size());
-  for (const StageRange &r : stages)
-    sizes.push_back(r.size());
-  return sizes;
-}
-
-Sizes toSizes(const Partition &p) {
-  return {sizesOf(p.forward), p.tail.size(), sizesOf(p.backward)};
-}
-
-Partition toPartition(const Sizes &s, unsigned numLayers) {
-  return partitionFromSizes(s.fwd, s.tail, s.bwd, numLayers);
-}
 
 /// Neighbours of a size list: move a boundary by any number of layers,
 /// merge two neighbours, split a stage anywhere.
@@ -80,37 +58,6 @@ void listMoves(const std::vector<unsigned> &list,
       split.insert(split.begin() + i + 1, list[i] - left);
       out.push_back(split);
     }
-}
-
-/// The tail grows by one layer (taken from the last forward stage and the
-/// deepest backward stage) or shrinks by one (given back to both).
-void tailMoves(const Sizes &s, std::vector<Sizes> &out) {
-  if (!s.fwd.empty()) {
-    Sizes g = s;
-    g.tail++;
-    if (--g.fwd.back() == 0)
-      g.fwd.pop_back();
-    if (--g.bwd.front() == 0)
-      g.bwd.erase(g.bwd.begin());
-    out.push_back(g);
-  }
-  if (s.tail >= 2) {
-    Sizes k = s;
-    k.tail--;
-    for (bool ownFwd : {false, true})
-      for (bool ownBwd : {false, true}) {
-        Sizes v = k;
-        if (ownFwd || v.fwd.empty())
-          v.fwd.push_back(1);
-        else
-          v.fwd.back()++;
-        if (ownBwd || v.bwd.empty())
-          v.bwd.insert(v.bwd.begin(), 1);
-        else
-          v.bwd.front()++;
-        out.push_back(v);
-      }
-  }
 }
 
 /// [0, k) cut into `count` stages of about equal time.

@@ -72,6 +72,7 @@ mlir::rp::predictPlan(const Partition &partition,
   p.fits = full.peak <= target.budget;
   p.biggest = full.biggest;
   p.biggestBytes = full.biggestBytes;
+  p.stagedHostBytes = mp.stagedHostBytes;
   return p;
 }
 

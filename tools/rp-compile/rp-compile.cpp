@@ -262,6 +262,13 @@ static void printSummary(ModuleOp module, size_t size) {
          << rp::kSearchBudget << " candidates, the best found kept";
     os << ")";
   }
+  if (rp::HoldStats hold = rp::holdStats(); hold.holds) {
+    char text[160];
+    snprintf(text, sizeof(text),
+             "; held to the host budget with %llu memory plans in %.2f s",
+             (unsigned long long)hold.plans, hold.seconds);
+    os << text;
+  }
   os << "\n";
 }
 

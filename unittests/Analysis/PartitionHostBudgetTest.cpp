@@ -4,12 +4,12 @@
 // holdToHostBudget): the pinned staging buffers of the partition it
 // returns fit what the budget leaves, the devices still fit, a budget the
 // fastest partition meets changes nothing, and the search memo keeps the
-// held partition apart from the unheld one.
+// held partition apart from the unheld one. At layer grain the hold splits
+// forward stages where at stage grain it merges.
 //
 //===----------------------------------------------------------------------===//
 
-#include "rp/Analysis/PartitionMemory.h"
-#include "rp/Analysis/PartitionSearch.h"
+#include "PartitionFixture.h"
 
 #include <gtest/gtest.h>
 
@@ -25,28 +25,14 @@ namespace {
 std::vector<LayerCost> model() {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> time(0.5, 2.0);
-  std::vector<LayerCost> layers(12);
-  for (LayerCost &c : layers) {
-    c.forwardMs = c.recomputeMs = time(rng);
-    c.backwardMs = 2 * c.forwardMs * time(rng);
-    c.paramBytes = c.gradBytes = int64_t(1) << 27;
-    c.workBytes = int64_t(1) << 28;
-    c.actInBytes = c.actOutBytes = int64_t(1) << 24;
-  }
-  return layers;
+  return fixture::twelveLayers(
+      int64_t(1) << 28, int64_t(1) << 24, [&](unsigned) { return time(rng); },
+      [&](unsigned, double forward) { return 2 * forward * time(rng); });
 }
 
-HardwareProfile box(double gib) {
-  HardwareProfile hw;
-  hw.h2dGBps = hw.d2hGBps = 25;
-  hw.memoryGiB = gib;
-  return hw;
-}
+HardwareProfile box(double gib) { return fixture::device(gib); }
 
-int64_t staged(const Partition &p, llvm::ArrayRef<LayerCost> layers,
-               const SearchTarget &t) {
-  return devicePeak(p, layers, t).hostBytes;
-}
+using fixture::staged;
 
 TEST(PartitionHostBudgetTest, StagedBytesFitTheBudget) {
   std::vector<LayerCost> layers = model();
@@ -113,6 +99,59 @@ TEST(PartitionHostBudgetTest, TheMemoKeysTheBudget) {
   Partition p = partitionForStepTime(layers, held);
   EXPECT_NE(formatStages(p), formatStages(fastest));
   EXPECT_LE(staged(p, layers, held), held.hostStagedBytes);
+}
+
+// At layer grain every layer's input outside the tail is staged whatever
+// the stages, sent down with the forward that computes it in one download
+// per forward job, held until its shallowest reader: no merge of two
+// stages stages fewer bytes, but a forward stage split in two frees its
+// deeper part once read. The hold's walk splits forward stages there, and
+// meets both budgets with the fastest partition's tail (fwd:9;bwd:3,2,2,
+// 3,2, 800 MiB staged, 90.38 ms: under 3/4 of it fwd:4,4,1;bwd:3,2,2,3,
+// 1,1, 106.73 ms; a walk of merges, as at stage grain, met that budget
+// only by growing the tail to 6 layers: fwd:6;bwd:6,6, 115.34 ms).
+TEST(PartitionHostBudgetTest, LayerGrainIsHeldBySplits) {
+  std::vector<LayerCost> layers = model();
+  HardwareProfile hw = box(24);
+  SearchTarget unheld{hw, 4, 5, int64_t(1) << 40};
+  unheld.layerGrain = true;
+  Partition fastest = partitionForStepTime(layers, unheld);
+  int64_t fastestStaged = staged(fastest, layers, unheld);
+  ASSERT_GT(fastest.backward.size(), 1u) << "nothing to merge";
+  auto merged = [&](const Partition &p, bool backward, size_t i) {
+    std::vector<unsigned> fwd, bwd;
+    for (const StageRange &r : p.forward)
+      fwd.push_back(r.size());
+    for (const StageRange &r : p.backward)
+      bwd.push_back(r.size());
+    std::vector<unsigned> &list = backward ? bwd : fwd;
+    list[i] += list[i + 1];
+    list.erase(list.begin() + i + 1);
+    return partitionFromSizes(fwd, p.tail.size(), bwd, layers.size());
+  };
+  for (bool backward : {false, true}) {
+    size_t count = backward ? fastest.backward.size() : fastest.forward.size();
+    for (size_t i = 0; i + 1 < count; ++i)
+      EXPECT_GE(staged(merged(fastest, backward, i), layers, unheld),
+                fastestStaged)
+          << (backward ? "backward " : "forward ") << i;
+  }
+  for (int64_t budget : {fastestStaged - 1, fastestStaged * 3 / 4}) {
+    SCOPED_TRACE(std::to_string(budget) + " staged bytes");
+    SearchTarget held = unheld;
+    held.hostStagedBytes = budget;
+    HoldStats before = holdStats();
+    Partition p = partitionForStepTime(layers, held);
+    HoldStats after = holdStats();
+    EXPECT_EQ(after.holds, before.holds + 1);
+    EXPECT_LE(staged(p, layers, held), budget)
+        << formatStages(fastest) << " " << fastestStaged << " -> "
+        << formatStages(p) << " " << staged(p, layers, held) << ", "
+        << after.plans - before.plans << " memory plans";
+    EXPECT_TRUE(fitsDeviceMemory(p, layers, held));
+    EXPECT_TRUE(fitsStageBytes(p, layers, p.stageBytes));
+    EXPECT_EQ(p.tail.size(), fastest.tail.size()) << formatStages(p);
+  }
 }
 
 } // namespace

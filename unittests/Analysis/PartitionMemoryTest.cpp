@@ -1,6 +1,6 @@
 //===- PartitionMemoryTest.cpp - the partitioner's memory objective -------===//
 
-#include "rp/Analysis/PartitionMemory.h"
+#include "PartitionFixture.h"
 
 #include <gtest/gtest.h>
 
@@ -12,29 +12,14 @@ namespace {
 /// weights, as at a long sequence: a stage-grain backward stage keeps every
 /// layer's, so multi-layer stages need far more memory than one-layer ones.
 std::vector<LayerCost> longSequenceModel() {
-  std::vector<LayerCost> layers(12);
-  for (auto [i, c] : llvm::enumerate(layers)) {
-    c.forwardMs = c.recomputeMs = 1 + 0.1 * (i % 3);
-    c.backwardMs = 2 * c.forwardMs;
-    c.paramBytes = c.gradBytes = int64_t(1) << 27;
-    c.workBytes = int64_t(1) << 30;
-    c.actInBytes = c.actOutBytes = int64_t(1) << 26;
-  }
-  return layers;
+  return fixture::twelveLayers(
+      int64_t(1) << 30, int64_t(1) << 26,
+      [](unsigned i) { return 1 + 0.1 * (i % 3); },
+      [](unsigned, double forward) { return 2 * forward; });
 }
 
-HardwareProfile device(double gib) {
-  HardwareProfile hw;
-  hw.h2dGBps = hw.d2hGBps = 25;
-  hw.memoryGiB = gib;
-  return hw;
-}
-
-/// The leanest partition the search tries: one-layer tail and stages.
-Partition leanest(unsigned n) {
-  std::vector<unsigned> ones(n - 1, 1);
-  return partitionFromSizes(ones, 1, ones, n);
-}
+using fixture::device;
+using fixture::leanest;
 
 } // namespace
 

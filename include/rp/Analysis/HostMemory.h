@@ -56,6 +56,14 @@ struct HostMemory {
 /// plan's layers).
 HostMemory hostMemoryOf(ModuleOp module);
 
+/// What a host budget of `gib` GiB leaves `module`'s pinned staging
+/// buffers: the budget less the parts no partition changes (the base, the
+/// adapters and optimizer state, as rp-compile's summary counts them). 0
+/// (unchecked) without a budget, and where those parts alone are over it:
+/// no partition fits then, and the stages are cut as without one for the
+/// refusal to name (SearchTarget::hostStagedBytes).
+int64_t hostStagedBudget(ModuleOp module, double gib);
+
 } // namespace mlir::rp
 
 #endif // RP_ANALYSIS_HOSTMEMORY_H

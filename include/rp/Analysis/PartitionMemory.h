@@ -60,7 +60,10 @@ MemorySearchResult partitionForMemory(llvm::ArrayRef<LayerCost> layers,
 /// outside the tail). When `p`'s are over the target's, stages are merged
 /// (two forward or two backward neighbours, or a layer moved into the
 /// tail) one move at a time, each the fastest move that stages fewer
-/// bytes and still fits the per-stage cap and the device budget, until
+/// bytes and still fits the per-stage cap and the device budget (at layer
+/// grain in every backward stage, where every layer's input outside the
+/// tail is staged, a forward stage split instead of merges: its deeper
+/// inputs are then freed when their backward has read them), until
 /// the staged bytes fit and a device count of moves beyond (the step time
 /// is not monotone in the stage count); from the fastest partition tried
 /// that fits, a climb under both budgets (boundaries moved, stages split

@@ -50,6 +50,9 @@ struct PlanPrediction {
   int64_t peak = 0;
   std::string biggest;
   int64_t biggestBytes = 0;
+  /// The host's pinned staging buffers one pass holds (the memory plan's
+  /// staged bytes): what a host budget holds (holdToHostBudget).
+  int64_t stagedHostBytes = 0;
 };
 
 /// Plans `partition` (its grains included) for `target`. Fails with

@@ -31,6 +31,16 @@ struct SearchStats {
 };
 SearchStats searchStats();
 
+/// What holding partitions to the host budget cost (holdToHostBudget,
+/// PartitionMemory.h), apart from the searches': the holds that ran (on a
+/// partition over the budget), the memory plans they made and seconds.
+struct HoldStats {
+  unsigned holds = 0;
+  uint64_t plans = 0;
+  double seconds = 0;
+};
+HoldStats holdStats();
+
 /// Candidates one search times at most: past it, the search keeps the best
 /// found so far (a count, not seconds, so that plans stay reproducible).
 /// Qwen3-32B's search times about 600, a 256-layer model's about 2,500.

@@ -113,7 +113,11 @@ def ChooseLossFusionPass : Pass<"rp-choose-loss-fusion", "::mlir::ModuleOp"> {
            "rp-insert-transfers's (-1: dispatch's)">,
     Option<"tailJobs", "tail-jobs", "int", "-1",
            "rp-partition's tail-jobs, for the unfused graph (0: the faster "
-           "of one and two tail jobs; -1: the partition's tail_jobs)">
+           "of one and two tail jobs; -1: the partition's tail_jobs)">,
+    Option<"hostBudgetGiB", "host-budget-gib", "double", "0",
+           "rp-partition's host-budget-gib: the unfused graph's stages are "
+           "held to it as the fused graph's were, and a plan over it is not "
+           "chosen over one within it (0: unchecked)">
   ];
 }
 

@@ -26,20 +26,6 @@ namespace {
 struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
   using Base::Base;
 
-  /// What host-budget-gib leaves for the pinned staging buffers: the
-  /// budget less the parts no partition changes (HostMemory.h, counted as
-  /// rp-compile's summary counts them). 0 (unchecked) without a budget,
-  /// and where those parts alone are over it: no partition fits then, and
-  /// the stages are cut as without one for the refusal to name.
-  int64_t hostStagedBytes(ModuleOp module) const {
-    if (!(hostBudgetGiB > 0))
-      return 0;
-    HostMemory m = hostMemoryOf(module);
-    int64_t left =
-        int64_t(hostBudgetGiB * double(1ull << 30)) - m.base - m.trained;
-    return left > 0 ? left : 0;
-  }
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // The schedule, the partitioner and the dispatch are enum options: a
@@ -93,7 +79,7 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.cap = stageByteCap(stageBytes, (*inputs)->hw, weightBudget);
     request.layerGrain = recompute == RecomputeGrain::layer;
     request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
-    request.hostStagedBytes = hostStagedBytes(module);
+    request.hostStagedBytes = hostStagedBudget(module, hostBudgetGiB);
     // The searches of this compile keep their results there: a pass that
     // asks for the same search again (rp-print-partition) gets it back.
     request.memo = &model.searchMemo();

@@ -113,6 +113,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     choose.dispatch = options.dispatch;
     choose.passShift = options.passShift;
     choose.tailJobs = int(options.tailJobs);
+    choose.hostBudgetGiB = options.hostBudgetGiB;
     pm.addPass(createChooseLossFusionPass(choose));
   }
   // On the graph and stages the plan would have; it reports and stops the

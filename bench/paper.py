@@ -4,6 +4,7 @@ with its range.
 Usage: python3 bench/paper.py [--models qwen3-1.7b,...] [--no-held-out]
                               [--schedules round-robin,1f1b,...]
                               [--no-max-seq] [--no-seq-table] [--only-memory]
+                              [--only-roundpipe-model]
 
 For Qwen3-1.7B, Llama-3.1-8B, Qwen3-32B and the mixture-of-experts
 GPT-OSS-20B and Qwen3-235B-A22B (weightless f16 graphs from rp.shapes,
@@ -20,7 +21,8 @@ ran it) it prints, in this order (issue 32):
    its expert loop's host work per routing, moe_host_us, at both ends of
    bench/moe_host.py's measured range), kept apart from the model of rp.
 2. The model of RoundPipe at 8 GPUs on the sim (roundpipe_model): its
-   kernel times and partition at its global batch, its host
+   kernel times and partition (ROUNDPIPE_STAGES where rp's RoundPipe
+   partitioner cuts otherwise) at its global batch, its host
    (claims.roundpipe_host: one interpreter for every GPU's dispatch work,
    host_interpreters 1; for the MoE models pageable weights and its
    expert loop's host work per routing), rp's host unknowns at their ends;
@@ -386,6 +388,23 @@ def moe_breakdown(rows):
               f"  {hi:12.0f} - {lo:7.0f}{'':13s}{one:8,}  {left}")
 
 
+# The model of RoundPipe's stages where rp's RoundPipe partitioner
+# (--partitioner roundpipe) cuts them otherwise than RoundPipe's published
+# partition (reference/roundpipe.md §6), with the device memory to compile
+# them against: for GPT-OSS-20B it cuts 7 forward stages, 32 stage jobs a
+# pass, a multiple of 8, so every pass puts each job on the same GPU and
+# the one that takes the LM head and three backward stages paces the rest
+# (busiest over idlest GPU 1.42, 17,142 tokens/s at mid); RoundPipe's
+# 4,5,5,5,5 | 0,1x24 (embedding with its first layer: 26 layers here) has
+# 30, which its dispatch counter moves 6 GPUs a pass (1.03). Its 5-layer
+# forward stages hold 8.2 GB of f16 weights, over rp's per-stage cap on 24
+# GiB (0.6 of it, halved): the model is of time, so it compiles on 28.
+ROUNDPIPE_STAGES = {
+    "gpt-oss-20b": ("fwd:5,5,5,5,5;bwd:1," + ",".join(["1"] * 23) + ",2",
+                    28),
+}
+
+
 def roundpipe_model(models, tmp):
     """The model of RoundPipe at 8 GPUs, on the sim (issue 32): its own
     kernel times (--measured, 4 x 2048-token microbatches, so its global
@@ -421,14 +440,18 @@ def roundpipe_model(models, tmp):
             p["name"] = f"roundpipe-{end}"
             p.update(claims.roundpipe_host(fields[end.split("-")[0]], end,
                                            name))
+            if name in ROUNDPIPE_STAGES:
+                p["memory_gib"] = ROUNDPIPE_STAGES[name][1]
             paths[end] = Path(tmp) / f"{name}.roundpipe.{end}.json"
             paths[end].write_text(json.dumps(p))
         plan = Path(tmp) / f"{name}.roundpipe8.rpplan"
         r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
                             str(plan), "--devices", str(G), "--microbatches",
                             str(m), "--hw", str(paths["mid"]), "--dtype",
-                            "f16", "--measured", str(times), "--partitioner",
-                            "roundpipe", *extra],
+                            "f16", "--measured", str(times),
+                            *(["--stages", ROUNDPIPE_STAGES[name][0]]
+                              if name in ROUNDPIPE_STAGES else
+                              ["--partitioner", "roundpipe"]), *extra],
                            capture_output=True, text=True)
         if r.returncode:
             print(f"{name:16s} does not compile: "
@@ -574,9 +597,15 @@ def main():
                         + ",".join(SCHEDULES))
     parser.add_argument("--no-held-out", dest="held_out",
                         action="store_false")
+    parser.add_argument("--only-roundpipe-model", action="store_true",
+                        help="only the model of RoundPipe at 8 GPUs")
     args = parser.parse_args()
     if args.only_memory:
         memory_rows(args.models.split(","))
+        return
+    if args.only_roundpipe_model:
+        with tempfile.TemporaryDirectory() as tmp:
+            roundpipe_model(args.models.split(","), tmp)
         return
     print(f"8 x rtx4090 (profiles/rtx4090.json), f16, sequence 2048, "
           f"{M} microbatches per pass (20B: 32 of 4 sequences); tokens/s per "

@@ -18,6 +18,15 @@
   host: what a kernel-only model predicts, never a win.
 - measured_times(model): those kernel times as a measured profile
   (docs/hardware-profiles.md), for rp-compile and the sim.
+- claim(low, high, published, ideal_kernels, basis): the claim printed
+  beside a range, "ahead" only where its low end beats the published
+  figure, and then with what it rests on.
+- roundpipe_host(base, end, model): the host of the model of RoundPipe
+  (the sim times it; bench/paper.py's roundpipe_model): one Python
+  interpreter for every GPU's dispatch work (host_interpreters 1: its
+  device threads share the GIL), and for the MoE models its pageable
+  weights and its expert loop's host work per routing (moe_host_us, one
+  expert's at the fast end, the whole loop's at the slow end).
 """
 
 import json
@@ -120,18 +129,42 @@ def verdict(low, high, published, ideal_kernels=False):
     return "level (the range spans it)"
 
 
-def serial_host_ceiling(model, us_per_routing, routings=3):
-    """RoundPipe's tokens/s on any number of GPUs if its expert loop's host
-    work (`us_per_routing`, bench/moe_host.py; a MoE layer routes in its
-    forward, recompute and backward) ran on one interpreter: its device
-    threads are Python threads sharing the GIL (reference/roundpipe.md
-    §2.2, DeviceManager's controller threads), so that work does not
-    overlap across GPUs. A model of RoundPipe (inferred, not measured on
-    its box), not of rp: every layer of both MoE models is MoE."""
-    layers = MODELS[SIM_NAME[model]][0]
-    return TOKENS / (layers * routings * us_per_routing * 1e-6)
+def claim(low, high, published, ideal_kernels=False, basis=""):
+    """The claim bench/paper.py prints for a row: verdict(), and where it
+    says "ahead", what that rests on (`basis`: the assumptions at the
+    range's low end, which must beat `published`). Refuses an "ahead"
+    without its basis, so that no table can print one bare."""
+    said = verdict(low, high, published, ideal_kernels)
+    if "ahead" not in said:
+        return said
+    if not basis:
+        raise ValueError(f"'{said}' at {low:.0f} > {published} needs what "
+                         "it rests on")
+    return f"{said}: rests on {basis}"
 
 
 def ideal_scaling(model, gpus=8):
     """The kernel-only ideal's 1 -> `gpus` scaling: its busy share."""
     return gpus * (1 - MODELS[SIM_NAME[model]][9] / 100)
+
+
+# The host's time in RoundPipe's MoE expert loop per MoE layer and routing,
+# us: (one expert's, the whole loop's mean over the forward, recompute and
+# backward), bench/moe_host.py (PyTorch eager on this machine's CPU, 2
+# cores shared; CUDA launches not included).
+MOE_HOST_US = {"gpt-oss-20b": (25.0, 801), "qwen3-235b-a22b": (125.2, 16031)}
+
+
+def roundpipe_host(fields, end, model):
+    """The profile fields of the model of RoundPipe at host end `end`
+    ("low", "mid", "high", or "mid-whole": mid with the whole loop) for
+    `model`, on top of rp's host at that end (`fields`, host_ends'): one
+    interpreter for every GPU's dispatch work; for the MoE models pageable
+    weights and the expert loop's host work per routing, the whole loop's
+    at the slow end, one expert's at the fast one and at mid."""
+    out = dict(fields, host_interpreters=1)
+    if model in MOE_HOST_US:
+        one, whole = MOE_HOST_US[model]
+        out["pinned"] = False
+        out["moe_host_us"] = whole if end in ("low", "mid-whole") else one
+    return out

@@ -4,6 +4,7 @@ with its range.
 Usage: python3 bench/paper.py [--models qwen3-1.7b,...] [--no-held-out]
                               [--schedules round-robin,1f1b,...]
                               [--no-max-seq] [--no-seq-table] [--only-memory]
+                              [--only-roundpipe-model]
 
 For Qwen3-1.7B, Llama-3.1-8B, Qwen3-32B and the mixture-of-experts
 GPT-OSS-20B and Qwen3-235B-A22B (weightless f16 graphs from rp.shapes,
@@ -19,7 +20,16 @@ ran it) it prints, in this order (issue 32):
    models the model of RoundPipe term by term (its pageable weights, then
    its expert loop's host work per routing, moe_host_us, at both ends of
    bench/moe_host.py's measured range), kept apart from the model of rp.
-2. Two tables, "rp as built today" (rtx4090:as-built: the cuda device's
+2. The model of RoundPipe at 8 GPUs on the sim (roundpipe_model): its
+   kernel times and partition (ROUNDPIPE_STAGES where rp's RoundPipe
+   partitioner cuts otherwise) at its global batch, its host
+   (claims.roundpipe_host: one interpreter for every GPU's dispatch work,
+   host_interpreters 1; for the MoE models pageable weights and its
+   expert loop's host work per routing), rp's host unknowns at their ends;
+   RoundPipe's measured figure inside or outside that range, the model's
+   1 -> 8 GPU scaling, and what paces its step at mid (the host optimizer,
+   the interpreter or the GPUs).
+3. Two tables, "rp as built today" (rtx4090:as-built: the cuda device's
    CUDA-core attention and MoE weight gradient) and "rp with library
    kernels" (rtx4090): per model, the round-robin plan at RoundPipe's
    global batch exactly (batching(): RoundPipe's 10 uneven microbatches
@@ -33,13 +43,13 @@ ran it) it prints, in this order (issue 32):
    ("would be ahead" in the library table: kernels rp does not run yet);
    how busy host DRAM and the busiest uplink are; and the ratio to
    RoundPipe at mid split into per-GPU rate x 8-GPU scaling (split()).
-   Under each table, what each row's scaling rests on (rests_on()): rp's
-   1 -> 8 GPU scaling is the kernel-only ideal's, RoundPipe's measured one
-   is less, and for the MoE rows the model of RoundPipe that accounts for
-   the gap (its expert loop's host work on one Python interpreter,
-   claims.serial_host_ceiling); rp's claim there rests on its host model
-   (no host loop; launch and hand-off unmeasured on a GPU, in the range).
-3. With --schedules, the older comparison: each schedule on the library
+   Under a row that says "ahead", what it rests on (claims.claim: rp's
+   host model at the slow end of its range). Under each table, what each
+   row's scaling rests on (rests_on()): rp's 1 -> 8 GPU scaling is the
+   kernel-only ideal's, RoundPipe's measured one is less, and the model of
+   RoundPipe (2.) says whether its host accounts for the gap and what
+   paces it.
+4. With --schedules, the older comparison: each schedule on the library
    profile without the host (M = 10 microbatches of round(batch / (M x
    accumulation)) sequences), and the ratio split into per-GPU rate x
    8-GPU scaling.
@@ -112,14 +122,12 @@ SCHEDULES = ("round-robin", "1f1b", "gpipe", "interleaved-1f1b",
 # tokens/s on 1 GPU (its 8-GPU figure is PUBLISHED's async one).
 ONE_GPU = {"qwen3-1.7b": 8881, "llama-3.1-8b": 3142, "gpt-oss-20b": 3022,
            "qwen3-32b": 740, "qwen3-235b-a22b": 480}
-# The host's time in RoundPipe's MoE expert loop per MoE layer, us:
-# (one expert's, the whole loop's mean over the forward, recompute and
-# backward), bench/moe_host.py (PyTorch eager on this machine's CPU,
-# 2 cores shared; CUDA launches not included). The model of RoundPipe
-# charges it per routing (moe_host_us) in the held-out breakdown only:
-# rp's own MoE kernels read no counts back and loop over no experts, so
-# no profile of rp's sets it.
-MOE_HOST_US = {"gpt-oss-20b": (25.0, 801), "qwen3-235b-a22b": (125.2, 16031)}
+# The host's time in RoundPipe's MoE expert loop per MoE layer and routing
+# (bench/moe_host.py, claims.py). The model of RoundPipe charges it per
+# routing (moe_host_us) in the held-out breakdown and at 8 GPUs
+# (roundpipe_model) only: rp's own MoE kernels read no counts back and
+# loop over no experts, so no profile of rp's sets it.
+MOE_HOST_US = claims.MOE_HOST_US
 
 
 def split(tps, bubble_pct, name):
@@ -380,7 +388,118 @@ def moe_breakdown(rows):
               f"  {hi:12.0f} - {lo:7.0f}{'':13s}{one:8,}  {left}")
 
 
-def claims_tables(models, tmp):
+# The model of RoundPipe's stages where rp's RoundPipe partitioner
+# (--partitioner roundpipe) cuts them otherwise than RoundPipe's published
+# partition (reference/roundpipe.md §6), with the device memory to compile
+# them against: for GPT-OSS-20B it cuts 7 forward stages, 32 stage jobs a
+# pass, a multiple of 8, so every pass puts each job on the same GPU and
+# the one that takes the LM head and three backward stages paces the rest
+# (busiest over idlest GPU 1.42, 17,142 tokens/s at mid); RoundPipe's
+# 4,5,5,5,5 | 0,1x24 (embedding with its first layer: 26 layers here) has
+# 30, which its dispatch counter moves 6 GPUs a pass (1.03). Its 5-layer
+# forward stages hold 8.2 GB of f16 weights, over rp's per-stage cap on 24
+# GiB (0.6 of it, halved): the model is of time, so it compiles on 28.
+ROUNDPIPE_STAGES = {
+    "gpt-oss-20b": ("fwd:5,5,5,5,5;bwd:1," + ",".join(["1"] * 23) + ",2",
+                    28),
+}
+
+
+def roundpipe_model(models, tmp):
+    """The model of RoundPipe at 8 GPUs, on the sim (issue 32): its own
+    kernel times (--measured, 4 x 2048-token microbatches, so its global
+    batch in per-pass / 4 microbatches), its partitioner, and its host
+    (claims.roundpipe_host): every GPU's dispatch work on one Python
+    interpreter (host_interpreters 1: the sim shares it between the GPUs'
+    expert loops, interpreter_busy_pct), for the MoE models its pageable
+    weights and its expert loop's host work per routing; rp's host unknowns
+    at their ends. Returns {name: {end: sim figures}}: "low" (slow host,
+    the whole loop), "mid" (one expert), "mid-whole", "high"."""
+    base = profile_json("rtx4090")
+    out = {}
+    print("\nthe model of RoundPipe, 8 GPUs (sim: its kernel times, its "
+          "partition, one interpreter for every GPU's dispatch, MoE: "
+          "pageable weights and its expert loop's host work; rp's host "
+          "unknowns at their ends)")
+    print("model            b x M x K   model tok/s low - high (mid; mid, "
+          "whole loop)   RoundPipe  measured in range  1->8 GPU: model / "
+          "measured  at mid paced by")
+    for name in models:
+        batch, passes = RUNS[name]
+        m = batch // passes // 4
+        graph = graph_for(name, tmp, 4)
+        times = claims.measured_times(name, Path(tmp) / f"{name}.times.json")
+        extra = LORA.get(name, []) + THROUGHPUT_FLAGS.get(name, [])
+        paths = {}
+        ends = ["low", "mid", "high"] + (["mid-whole"] if name in MOE_HOST_US
+                                         else [])
+        fields = dict(claims.host_ends(base))
+        for end in ends:
+            p = json.loads(json.dumps(base))
+            p.pop("unknown", None)
+            p["name"] = f"roundpipe-{end}"
+            p.update(claims.roundpipe_host(fields[end.split("-")[0]], end,
+                                           name))
+            if name in ROUNDPIPE_STAGES:
+                p["memory_gib"] = ROUNDPIPE_STAGES[name][1]
+            paths[end] = Path(tmp) / f"{name}.roundpipe.{end}.json"
+            paths[end].write_text(json.dumps(p))
+        plan = Path(tmp) / f"{name}.roundpipe8.rpplan"
+        r = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o",
+                            str(plan), "--devices", str(G), "--microbatches",
+                            str(m), "--hw", str(paths["mid"]), "--dtype",
+                            "f16", "--measured", str(times),
+                            *(["--stages", ROUNDPIPE_STAGES[name][0]]
+                              if name in ROUNDPIPE_STAGES else
+                              ["--partitioner", "roundpipe"]), *extra],
+                           capture_output=True, text=True)
+        if r.returncode:
+            print(f"{name:16s} does not compile: "
+                  f"{r.stderr.strip().splitlines()[-1:]}")
+            continue
+        figs = {end: simulate(plan, False, passes, paths[end], times)
+                for end in ends}
+        if figs["mid"]["optimizer_ms"] >= 0.5 * figs["mid"]["step_ms"]:
+            # Whether the update paces the step: mid with it untimed.
+            p = json.loads(paths["mid"].read_text())
+            p["optimizer_gbps"] = 0
+            untimed = Path(tmp) / f"{name}.roundpipe.untimed.json"
+            untimed.write_text(json.dumps(p))
+            figs["mid"]["untimed_optimizer_tokens_per_s"] = simulate(
+                plan, False, passes, untimed, times)["tokens_per_s"]
+        out[name] = figs
+        lo, mid, hi = (figs[e]["tokens_per_s"] for e in ("low", "mid", "high"))
+        whole = (f"; {figs['mid-whole']['tokens_per_s']:,.0f}"
+                 if "mid-whole" in figs else "")
+        pub = PUBLISHED[name][0]
+        inside = "inside" if lo <= pub <= hi else (
+            f"OUTSIDE ({(pub / (hi if pub > hi else lo) - 1) * 100:+.1f}%)")
+        print(f"{name:16s} 4 x {m:2d} x {passes}  {lo:9,.0f} - {hi:7,.0f} "
+              f"({mid:,.0f}{whole}){'':6s}{pub:9,}  {inside:17s}  "
+              f"{mid / ONE_GPU[name]:5.2f} / "
+              f"{pub / ONE_GPU[name]:4.2f}{'':14s}{paced_by(figs['mid'])}")
+    return out
+
+
+def paced_by(sim):
+    """What paces a steady step of the sim's figures `sim`: the host
+    optimizer where the step is faster with it untimed (roundpipe_model
+    times that where the update is half the step or more), the interpreter
+    where it is busy nearly all the time, else the GPUs (their bubble)."""
+    step, opt = sim["step_ms"], sim.get("optimizer_ms", 0)
+    untimed = sim.get("untimed_optimizer_tokens_per_s", 0)
+    if untimed > 1.02 * sim["tokens_per_s"]:
+        return (f"the host optimizer (its {opt:,.0f} ms update beside a "
+                f"{step:,.0f} ms step; untimed, {untimed:,.0f} tokens/s)")
+    busy = sim.get("interpreter_busy_pct", 0)
+    if busy >= 80:
+        return f"the one interpreter ({busy:.0f} % busy)"
+    return (f"the GPUs ({sim['steady_bubble_pct']:.1f} % bubble; the "
+            f"interpreter {busy:.0f} % busy, the optimizer {opt:,.0f} of "
+            f"{step:,.0f} ms)")
+
+
+def claims_tables(models, tmp, model_rp=None):
     """Per model and kernel implementation, rp's prediction as a range
     over the host (claims.HOST_ENDS), beside RoundPipe's figure and the
     kernel-only ideal; "ahead" only where the whole range is."""
@@ -428,19 +547,29 @@ def claims_tables(models, tmp):
                   f"{max(uplinks or [0]):3.0f}%{'':24s}"
                   "{:.2f} x {:.2f} = {:.2f}".format(*split(
                       mid, figures["mid"]["steady_bubble_pct"], name)))
-        rests_on(table)
+            said = claims.claim(lo, hi, pub, HW[label] == "rtx4090",
+                                AHEAD_BASIS + claims.assumptions().split(
+                                    "; mid")[0])
+            if "ahead" in said:
+                print(f"{'':16s} {said}")
+        rests_on(table, model_rp or {})
 
 
-def rests_on(table):
+# What an "ahead" rests on beyond the host's low end (claims.claim).
+AHEAD_BASIS = ("rp's host model (no host loop over experts: grouped kernels "
+               "with the counts on the device; a CUDA launch and hand-off no "
+               "GPU run has measured) at the slow end of its range, ")
+
+
+def rests_on(table, model_rp):
     """What each row's 8-GPU scaling rests on: rp's (its busy share at
-    mid) is the kernel-only ideal's, RoundPipe's measured one is less, and
-    the gap is outside every kernel. For the MoE rows, the model of
-    RoundPipe that accounts for it: its expert loop's host work on one
-    interpreter (claims.serial_host_ceiling); rp's own "ahead" rests on its
-    host model, which has no such loop and whose GPU launch and hand-off
-    costs are ranges until a GPU run measures them."""
+    mid) is the kernel-only ideal's, RoundPipe's measured one is less; the
+    model of RoundPipe on the sim (roundpipe_model: its kernel times, its
+    partition, one interpreter, its MoE host terms) says whether the host
+    accounts for the gap, and what paces its step at mid."""
     print("  what the scaling rests on (mid): rp's 1 -> 8 GPU scaling, the "
-          "kernel-only ideal's, RoundPipe's measured (8-GPU / 1-GPU tokens/s)")
+          "kernel-only ideal's, RoundPipe's measured (8-GPU / 1-GPU "
+          "tokens/s); the model of RoundPipe's 8 GPUs (sim)")
     for name, b, m, passes, figures, error in table:
         if figures is None:
             continue
@@ -450,26 +579,17 @@ def rests_on(table):
         line = (f"  {name:16s} rp {rp_scaling:4.2f}, ideal "
                 f"{claims.ideal_scaling(name):4.2f}, RoundPipe {theirs:4.2f}")
         pub = PUBLISHED[name][0]
-        ideal = claims.kernel_ideal(name)
-        if name in MOE_HOST_US:
-            one, whole = MOE_HOST_US[name]
-            cap = claims.serial_host_ceiling(name, whole)
-            if cap < ideal:
-                hi = min(claims.serial_host_ceiling(name, one), ideal)
-                line += (f"; RoundPipe's expert loop on one interpreter "
-                         f"(GIL) caps 8 GPUs at {cap:,.0f} - {hi:,.0f} "
-                         f"tokens/s (whole loop - one expert): its measured "
-                         f"{pub:,} "
-                         + ("inside" if cap <= pub <= hi else "OUTSIDE"))
-            else:
-                line += (f"; its expert loop on one interpreter would cap "
-                         f"it at {cap:,.0f} tokens/s: not what limits it")
+        model = model_rp.get(name)
+        if model:
+            lo, hi = (model[e]["tokens_per_s"] for e in ("low", "high"))
+            scale = model["mid"]["tokens_per_s"] / ONE_GPU[name]
+            line += (f"; the model of RoundPipe {lo:,.0f} - {hi:,.0f} "
+                     f"tokens/s ({scale:4.2f} x its 1-GPU), its measured "
+                     f"{pub:,} " + ("inside" if lo <= pub <= hi else
+                                    "OUTSIDE: a gap no term explains")
+                     + f"; paced by {paced_by(model['mid'])}")
         elif theirs < 0.9 * claims.ideal_scaling(name):
             line += "; RoundPipe's gap to the ideal is not in rp's model"
-        if figures["low"]["tokens_per_s"] > pub:
-            line += ("; rp's lead rests on its host model: no host loop "
-                     "over experts (grouped kernels, counts on the device), "
-                     "launch and hand-off unmeasured on a GPU (in the range)")
         print(line)
 
 
@@ -487,9 +607,15 @@ def main():
                         + ",".join(SCHEDULES))
     parser.add_argument("--no-held-out", dest="held_out",
                         action="store_false")
+    parser.add_argument("--only-roundpipe-model", action="store_true",
+                        help="only the model of RoundPipe at 8 GPUs")
     args = parser.parse_args()
     if args.only_memory:
         memory_rows(args.models.split(","))
+        return
+    if args.only_roundpipe_model:
+        with tempfile.TemporaryDirectory() as tmp:
+            roundpipe_model(args.models.split(","), tmp)
         return
     print(f"8 x rtx4090 (profiles/rtx4090.json), f16, sequence 2048, "
           f"{M} microbatches per pass (20B: 32 of 4 sequences); tokens/s per "
@@ -500,7 +626,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         if args.held_out:
             held_out(models, tmp)
-        claims_tables(models, tmp)
+        model_rp = roundpipe_model(models, tmp)
+        claims_tables(models, tmp, model_rp)
         for name in (models if args.schedules else []):
             batch, passes = RUNS[name]
             m = MICROBATCHES.get(name, M)

@@ -183,7 +183,12 @@ std::string rp::timing::describeAssumed(const HardwareModel &hw) {
              : ", the optimizer untimed";
   out += format(", a kernel launch %g us, a hand-off %g us", hw.launchUs,
                 hw.jobUs);
-  if (hw.moeHostUs > 0)
+  if (hw.moeHostUs > 0) {
     out += format(", %g us of host work a MoE routing", hw.moeHostUs, 0);
+    out += hw.hostInterpreters
+               ? format(" on %g host interpreter(s) every GPU shares",
+                        hw.hostInterpreters, 0)
+               : " on each GPU's own thread";
+  }
   return out;
 }

@@ -203,6 +203,7 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
       task.lane = of.lane;
       task.ms = of.ms;
       task.hostGBps = of.hostGBps;
+      task.dispatchMs = of.dispatchMs;
       task.waits.clear();
       const std::vector<unsigned> &gatesOf =
           o.gatesOfTask.empty() ? wholeUpdate
@@ -229,6 +230,7 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
     task.lane = host[j].lane;
     task.ms = host[j].ms;
     task.hostGBps = host[j].hostGBps;
+    task.dispatchMs = host[j].dispatchMs;
     task.waits.assign(host[j].waits.begin(), host[j].waits.end());
   }
   return run;

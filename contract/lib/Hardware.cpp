@@ -33,7 +33,8 @@ const char *const kKeys[] = {"name",           "description",
                              "host_dram_gbps", "pinned",
                              "pageable_gbps",  "job_us",
                              "kernels",        "as_built_kernels",
-                             "moe_host_us",    "unknown"};
+                             "moe_host_us",    "host_interpreters",
+                             "unknown"};
 
 /// A share of peak: a number in (0, 1] or a curve of [work, share] pairs.
 bool readCurve(const json &v, const std::string &where, Curve &out,
@@ -159,6 +160,7 @@ HostModel HardwareModel::hostModel() const {
   // A pageable copy is a CPU copy into a pinned staging buffer (read and
   // write) and the DMA's read of it.
   h.copyDramFactor = pinned ? 1 : 3;
+  h.interpreters = hostInterpreters;
   return h;
 }
 
@@ -239,7 +241,7 @@ rp::timing::parseHardwareModel(const std::string &text,
     out = v.get<double>();
     return true;
   };
-  double gpusPerLink = 1;
+  double gpusPerLink = 1, interpreters = 0;
   if (!number("compute_efficiency", hw.computeEfficiency, false, false) ||
       !number("memory_gbps", hw.memoryGBps, true, false) ||
       !number("memory_efficiency", hw.memoryEfficiency, false, false) ||
@@ -253,8 +255,14 @@ rp::timing::parseHardwareModel(const std::string &text,
       !number("host_dram_gbps", hw.hostDramGBps, false, true) ||
       !number("pageable_gbps", hw.pageableGBps, false, true) ||
       !number("job_us", hw.jobUs, false, true) ||
-      !number("moe_host_us", hw.moeHostUs, false, true))
+      !number("moe_host_us", hw.moeHostUs, false, true) ||
+      !number("host_interpreters", interpreters, false, true))
     return std::nullopt;
+  if (interpreters != std::floor(interpreters)) {
+    error = where + ": \"host_interpreters\" must be a whole number";
+    return std::nullopt;
+  }
+  hw.hostInterpreters = unsigned(interpreters);
   if (j.contains("pinned")) {
     if (!j["pinned"].is_boolean()) {
       error = where + ": \"pinned\" must be true or false";

@@ -159,7 +159,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     }
   }
   // Per task its uplink direction (2 * uplink + up), or ~0u; with the host
-  // model on, host tasks that stream host memory are flows too (~1u).
+  // model on, host tasks that stream host memory are flows too (~1u); with
+  // shared interpreters, a task's dispatch work is one (kInterpreter)
+  // before its fixed remainder.
+  constexpr unsigned kInterpreter = ~2u;
   const HostModel &host = graph.host;
   bool hostOn = host.on();
   std::vector<unsigned> &linkOfTask = sc.linkOfTask;
@@ -173,6 +176,8 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     } else if (hostOn && host.dramGBps > 0 && tasks[i].lane == Lane::host &&
                tasks[i].hostGBps > 0) {
       linkOfTask[i] = ~1u;
+    } else if (graph.host.interpreters > 0 && tasks[i].dispatchMs > 0) {
+      linkOfTask[i] = kInterpreter;
     }
 
   Times t;
@@ -213,10 +218,16 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // Equal shares per uplink direction (the model without the host).
   auto shareLinks = [&] {
     std::fill(perLink.begin(), perLink.end(), 0);
+    unsigned dispatching = 0;
     for (unsigned i : active)
-      ++perLink[linkOfTask[i]];
+      if (linkOfTask[i] == kInterpreter)
+        ++dispatching;
+      else
+        ++perLink[linkOfTask[i]];
     for (unsigned i : active)
-      slow[i] = perLink[linkOfTask[i]];
+      slow[i] = linkOfTask[i] == kInterpreter
+                    ? std::max(1.0, double(dispatching) / host.interpreters)
+                    : perLink[linkOfTask[i]];
   };
   // Max-min fair rates over the GPUs' links, the uplinks and host DRAM
   // (progressive filling): each round, the resource that fills first at a
@@ -235,8 +246,9 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   std::vector<Resource> resources;
   // Per resource key (a GPU's link direction, an uplink direction, DRAM)
   // its index in `resources` while fairShares runs, else ~0u.
-  unsigned linkKeys = 2 * lanes, dramKey = linkKeys + linkCount;
-  std::vector<unsigned> resourceOfKey(dramKey + 1, ~0u);
+  unsigned linkKeys = 2 * lanes, dramKey = linkKeys + linkCount,
+           interpreterKey = dramKey + 1;
+  std::vector<unsigned> resourceOfKey(interpreterKey + 1, ~0u);
   // Per flow its (resource, GB/s) joins, at most three.
   struct Join {
     unsigned resource;
@@ -267,6 +279,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       unsigned l = linkOfTask[active[f]];
       if (l == ~1u) {
         join(dramKey, host.dramGBps, -2, f, task.hostGBps);
+        continue;
+      }
+      if (l == kInterpreter) {
+        join(interpreterKey, double(host.interpreters), -3, f, 1);
         continue;
       }
       bool up = l % 2;
@@ -465,7 +481,13 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     }
     std::sort(drained.begin(), drained.end());
     for (unsigned i : drained)
-      finish(i);
+      if (linkOfTask[i] == kInterpreter) {
+        // Its dispatch work is done; the device runs the rest alone.
+        t.interpreterBusyMs += tasks[i].dispatchMs;
+        ends.push({now + std::max(0.0, tasks[i].ms - tasks[i].dispatchMs), i});
+      } else {
+        finish(i);
+      }
     while (!starts.empty() && starts.top().first <= now) {
       unsigned i = starts.top().second;
       starts.pop();
@@ -475,7 +497,9 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       if (tasks[i].ms <= 0) {
         finish(i);
       } else if (linkOfTask[i] != ~0u) {
-        remaining[i] = tasks[i].ms;
+        remaining[i] = linkOfTask[i] == kInterpreter
+                           ? std::min(tasks[i].dispatchMs, tasks[i].ms)
+                           : tasks[i].ms;
         active.push_back(i);
         changed = true;
       } else {

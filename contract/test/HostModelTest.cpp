@@ -251,3 +251,80 @@ TEST(HostModelTest, HandoffOnlyAcrossLanes) {
   ASSERT_TRUE(t);
   EXPECT_NEAR(t->start[2], 1, 1e-12);
 }
+
+/// host_interpreters: a task's dispatch work (Task::dispatchMs) shares the
+/// host's interpreters with every other device's, the rest of the task runs
+/// alone after it. One interpreter (RoundPipe's GIL): two devices' 1.5 ms
+/// of dispatch at once take 3 ms, then each task's 0.5 ms of kernels; none
+/// (rp's executor, a thread per device): both end at 2 ms, as before.
+TEST(HostModelTest, DispatchSharesTheInterpreter) {
+  for (bool hostModel : {false, true}) {
+    Graph g;
+    g.devices = 3;
+    if (hostModel)
+      g.host.dramGBps = 100; // the fluid model's path
+    for (unsigned d = 0; d < 2; ++d) {
+      Task task{d, Lane::compute, 2, {}};
+      task.dispatchMs = 1.5;
+      g.tasks.push_back(task);
+    }
+    g.tasks.push_back({2, Lane::compute, 2, {}}); // no dispatch work
+    std::optional<Times> t = resolve(g);
+    ASSERT_TRUE(t);
+    EXPECT_NEAR(t->end[0], 2, 1e-9);
+    EXPECT_NEAR(t->end[1], 2, 1e-9);
+    EXPECT_EQ(t->interpreterBusyMs, 0);
+
+    g.host.interpreters = 1;
+    t = resolve(g);
+    ASSERT_TRUE(t);
+    EXPECT_NEAR(t->end[0], 3.5, 1e-9) << hostModel;
+    EXPECT_NEAR(t->end[1], 3.5, 1e-9) << hostModel;
+    EXPECT_NEAR(t->end[2], 2, 1e-9) << hostModel;
+    EXPECT_NEAR(t->interpreterBusyMs, 3, 1e-9);
+    EXPECT_NEAR(t->computeBusyMs[0], 2, 1e-9); // the task's own time
+
+    // Two interpreters: each device's dispatch alone again.
+    g.host.interpreters = 2;
+    t = resolve(g);
+    ASSERT_TRUE(t);
+    EXPECT_NEAR(t->end[0], 2, 1e-9) << hostModel;
+
+    // One after the other on one device: the second's dispatch waits for
+    // nothing but its lane; with a third device dispatching beside it, the
+    // interpreter is shared for as long as both dispatch.
+    g.host.interpreters = 1;
+    g.tasks.resize(1);
+    Task next{0, Lane::compute, 2, {}};
+    next.dispatchMs = 1;
+    g.tasks.push_back(next);
+    Task other{1, Lane::compute, 1, {}};
+    other.dispatchMs = 1;
+    g.tasks.push_back(other);
+    t = resolve(g);
+    ASSERT_TRUE(t);
+    // 0-2: tasks 0 and 2 share it (1 ms of each done), task 2 ends at 2;
+    // task 0 dispatches alone to 2.5, then its 0.5 ms of kernels; task 1
+    // dispatches from 3 to 4, then 1 ms of kernels.
+    EXPECT_NEAR(t->end[2], 2, 1e-9) << hostModel;
+    EXPECT_NEAR(t->end[0], 2.5 + 0.5, 1e-9) << hostModel;
+    EXPECT_NEAR(t->end[1], 5, 1e-9) << hostModel;
+  }
+}
+
+/// The profile's host_interpreters reaches the timing core; a fraction is
+/// an error.
+TEST(HostModelTest, HostInterpretersField) {
+  std::string error;
+  std::optional<HardwareModel> hw = parseHardwareModel(
+      R"({"tflops": {"f32": 1}, "memory_gbps": 1, "h2d_gbps": 25,
+          "d2h_gbps": 25, "moe_host_us": 100, "host_interpreters": 1})",
+      "t.json", error);
+  ASSERT_TRUE(hw) << error;
+  EXPECT_EQ(hw->hostModel().interpreters, 1u);
+  EXPECT_FALSE(parseHardwareModel(
+      R"({"tflops": {"f32": 1}, "memory_gbps": 1, "h2d_gbps": 25,
+          "d2h_gbps": 25, "host_interpreters": 1.5})",
+      "t.json", error));
+  EXPECT_NE(error.find("whole number"), std::string::npos) << error;
+}

@@ -191,13 +191,52 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
                     "; " + times + ")";
     return atStage;
   }
+  // Where speed decides, both plans again at the ends of what the profile
+  // cannot know (their layer costs shared), and whether the choice holds
+  // at both.
+  std::string range;
+  if (stage->fits && layer->fits && !request.unknown.empty()) {
+    std::optional<std::vector<LayerCost>> endCosts[2];
+    FailureOr<std::optional<StepEnds>> s =
+        predictPlanEnds(func, stagePlan, plan, request.unknown,
+                        request.measured, endCosts, error);
+    FailureOr<std::optional<StepEnds>> l =
+        succeeded(s) ? predictPlanEnds(func, atLayer, plan, request.unknown,
+                                       request.measured, endCosts, error)
+                     : FailureOr<std::optional<StepEnds>>(failure());
+    if (failed(l))
+      return mlir::emitError(func.getLoc()) << error;
+    choice.stageEnds = *s;
+    choice.layerEnds = *l;
+    if (*s && *l) {
+      bool layerAt[2] = {(*l)->fastMs < (*s)->fastMs * (1 - kGrainTie),
+                         (*l)->slowMs < (*s)->slowMs * (1 - kGrainTie)};
+      bool layerMid = layer->stepMs < stage->stepMs * (1 - kGrainTie);
+      range =
+          " (over the profile's unknown inputs, fast - slow end: "
+          "layer grain " +
+          endsText(**l) + ", stage grain " + endsText(**s) + "; " +
+          (layerAt[0] == layerMid && layerAt[1] == layerMid
+               ? std::string("the same choice at both ends")
+               : std::string(layerAt[0] != layerMid ? "the other grain "
+                                                      "at the fast end"
+                                                    : "") +
+                     (layerAt[0] != layerMid && layerAt[1] != layerMid ? " and "
+                                                                       : "") +
+                     (layerAt[1] != layerMid ? "the other grain at the "
+                                               "slow end"
+                                             : "") +
+                     ": the choice rests on the profile's own values") +
+          ")";
+    }
+  }
   if (layer->fits &&
       (!stage->fits || layer->stepMs < stage->stepMs * (1 - kGrainTie))) {
     choice.layer = true;
     choice.reason =
         "layer: " +
         (stage->fits
-             ? "predicted " + times
+             ? "predicted " + times + range
              : "the stage-grain plan does not fit (device " +
                    std::to_string(stage->device) + " would need " +
                    gibText(stage->peak) + " of " + gibText(budget) + ")");
@@ -213,7 +252,7 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
         "stage: predicted " + msText(stage->stepMs) + " a step at " +
         stageName + ", " +
         (stage->stepMs < layer->stepMs ? "faster than " : "within 0.1 % of ") +
-        msText(layer->stepMs) + " at layer grain";
+        msText(layer->stepMs) + " at layer grain" + range;
   return atStage;
 }
 

@@ -6,6 +6,8 @@
 #include "rp/Analysis/PassesInFlight.h"
 #include "rp/Analysis/ScheduleTiming.h"
 
+#include "llvm/Support/Format.h"
+
 using namespace mlir;
 using namespace mlir::rp;
 
@@ -95,4 +97,46 @@ bool mlir::rp::atOptimizerFloor(double stepMs, double floorMs, double tie) {
   // The run's clock sums the update's per-parameter shares and reads the
   // period as a difference of step ends: both round, by far less than 1e-9.
   return floorMs > 0 && stepMs <= floorMs * (1 - 1e-9) * (1 + tie);
+}
+
+FailureOr<std::optional<StepEnds>> mlir::rp::predictPlanEnds(
+    func::FuncOp func, const Partition &partition, const PlanTarget &target,
+    llvm::ArrayRef<::rp::timing::UnknownInput> unknown,
+    const MeasuredProfile *measured,
+    std::optional<std::vector<LayerCost>> (&costs)[2], std::string &error) {
+  if (unknown.empty())
+    return std::optional<StepEnds>();
+  StepEnds ends;
+  for (bool slow : {false, true}) {
+    HardwareProfile hw;
+    static_cast<::rp::timing::HardwareModel &>(hw) =
+        ::rp::timing::atEnd(target.hw, unknown, slow);
+    if (!costs[slow]) {
+      FailureOr<std::vector<LayerCost>> c =
+          analyzeLayerCosts(func, hw, measured);
+      if (failed(c))
+        return failure();
+      costs[slow] = std::move(*c);
+    }
+    PlanTarget at{hw,
+                  target.kind,
+                  target.devices,
+                  target.microbatches,
+                  target.dispatch,
+                  target.passShift,
+                  target.budget};
+    FailureOr<PlanPrediction> p =
+        predictPlan(partition, *costs[slow], at, error);
+    if (failed(p))
+      return failure();
+    (slow ? ends.slowMs : ends.fastMs) = p->stepMs;
+  }
+  return std::optional<StepEnds>(ends);
+}
+
+std::string mlir::rp::endsText(const StepEnds &ends) {
+  std::string s;
+  llvm::raw_string_ostream(s)
+      << llvm::format("%.3f - %.3f ms", ends.fastMs, ends.slowMs);
+  return s;
 }

@@ -4,8 +4,9 @@
 # claims with (issue 32): the host ends are the profile's own "unknown"
 # ranges (the ones rp-compile and the sim print theirs over), the GPU
 # launch and hand-off included; "ahead" is never said of a model of
-# kernels rp does not run yet; and the model of RoundPipe that accounts for
-# its 235B scaling, its expert loop's host work on one interpreter.
+# kernels rp does not run yet, and never without what it rests on; and the
+# host of the model of RoundPipe (one interpreter, its MoE host terms),
+# which the sim times (test/Runtime/one-interpreter.test).
 
 import json
 import sys
@@ -39,11 +40,45 @@ print(claims.verdict(9396, 21605, 18122, ideal_kernels=True))
 # CHECK-NEXT: would be ahead (kernels rp lacks)
 # CHECK-NEXT: level (the range spans it)
 
-# RoundPipe's 8 device threads share one interpreter: its expert loop's
-# host work per routing (bench/moe_host.py, the whole loop) bounds 8 GPUs.
-print(f"{claims.serial_host_ceiling('qwen3-235b-a22b', 16031):.0f}")
-print(f"{claims.serial_host_ceiling('gpt-oss-20b', 801):.0f}")
+# "ahead" only where the low end beats the published figure (a tie is
+# not ahead), and then with its basis; a bare "ahead" is refused.
+for low, high in ((1820, 4867), (1821, 4867), (1000, 1819), (1000, 1820)):
+    print(low, high, claims.claim(low, high, 1820, basis="B"))
+# CHECK: 1820 4867 level (the range spans it)
+# CHECK-NEXT: 1821 4867 ahead: rests on B
+# CHECK-NEXT: 1000 1819 behind
+# CHECK-NEXT: 1000 1820 level (the range spans it)
+print(claims.claim(1821, 4867, 1820, ideal_kernels=True, basis="B"))
+# CHECK-NEXT: would be ahead (kernels rp lacks): rests on B
+try:
+    claims.claim(1821, 4867, 1820)
+except ValueError as e:
+    print("refused:", e)
+# CHECK-NEXT: refused: 'ahead' at 1821 > 1820 needs what it rests on
+# Over a grid: whatever the range, "ahead" is said iff its low end beats
+# the figure, and always with "rests on".
+bad = [(lo, hi) for lo in range(0, 40, 3) for hi in range(lo, 40, 5)
+       if ("ahead" in claims.claim(lo, hi, 20, basis="B")) != (lo > 20)
+       or ("ahead" in claims.claim(lo, hi, 20, basis="B")
+           and "rests on" not in claims.claim(lo, hi, 20, basis="B"))]
+print("bad", bad)
+# CHECK-NEXT: bad []
+
+# The model of RoundPipe's host: one interpreter for every GPU's dispatch
+# work; the MoE rows pageable with the expert loop's host work, the whole
+# loop at the slow end, one expert's at mid and the fast end; dense rows
+# only the interpreter.
+fields = dict(claims.host_ends(base))
+for end in ("low", "mid", "mid-whole", "high"):
+    h = claims.roundpipe_host(fields[end.split("-")[0]], end,
+                              "qwen3-235b-a22b")
+    print(end, h["host_interpreters"], h["pinned"], h["moe_host_us"],
+          h["optimizer_gbps"])
+# CHECK-NEXT: low 1 False 16031 30
+# CHECK-NEXT: mid 1 False 125.2 58
+# CHECK-NEXT: mid-whole 1 False 16031 58
+# CHECK-NEXT: high 1 False 125.2 100
+print(sorted(claims.roundpipe_host(fields["mid"], "mid", "qwen3-32b")))
+# CHECK-NEXT: ['gpus_per_link', 'host_dram_gbps', 'host_interpreters', 'job_us', 'launch_us', 'optimizer_gbps']
 print(f"{claims.ideal_scaling('qwen3-235b-a22b'):.2f}")
-# CHECK: 1812
-# CHECK-NEXT: 142045
 # CHECK-NEXT: 7.92

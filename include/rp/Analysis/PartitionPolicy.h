@@ -12,6 +12,7 @@
 
 #include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/PlanPrediction.h"
 #include "rp/Analysis/SteadyState.h"
 #include "rp/Dialect/RP/RPOps.h"
 
@@ -43,6 +44,11 @@ struct PartitionRequest {
   bool chooseGrain = false;
   /// The compile's earlier searches to start from (CostModel::searchMemo).
   SearchMemo *memo = nullptr;
+  /// `recompute = auto`: the profile's unknown inputs, over which both
+  /// plans' steps are given as ranges in the choice's reason (their layer
+  /// costs at each end from `measured` times where given).
+  std::vector<::rp::timing::UnknownInput> unknown;
+  const MeasuredProfile *measured = nullptr;
 };
 
 /// What `recompute = auto` chose for speed, and why.
@@ -55,6 +61,9 @@ struct GrainSpeedChoice {
   bool stageFits = true, layerFits = true;
   /// "layer: ..." or "stage: ...", the function's rp.recompute_choice.
   std::string reason;
+  /// Both plans' steps at the ends of the profile's unknown inputs, where
+  /// it names any and both were timed.
+  std::optional<StepEnds> stageEnds, layerEnds;
 };
 
 /// A layer-grain plan must be predicted faster than the stage-grain one by

@@ -16,9 +16,14 @@
 #ifndef RP_ANALYSIS_PLANPREDICTION_H
 #define RP_ANALYSIS_PLANPREDICTION_H
 
+#include "rp/Analysis/LayerCost.h"
 #include "rp/Analysis/Pipeline.h"
 #include "rp/Analysis/SteadyState.h"
+#include "rp/timing/Assumptions.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
 #include <string>
 
 namespace mlir::rp {
@@ -61,6 +66,29 @@ FailureOr<PlanPrediction> predictPlan(const Partition &partition,
                                       llvm::ArrayRef<LayerCost> layers,
                                       const PlanTarget &target,
                                       std::string &error);
+
+/// A plan's predicted step at the fast and the slow end of what its
+/// profile cannot know (its "unknown" ranges, rp/timing/Assumptions.h).
+struct StepEnds {
+  double fastMs = 0, slowMs = 0;
+};
+
+/// `partition`'s plan for `target` predicted again at both ends of
+/// `unknown`, each end with its own layer costs of `func` (measured times
+/// `measured` where given), as rp-plan-memory times the chosen plan's
+/// range: the choices that weigh two plans (rp-choose-loss-fusion,
+/// `recompute = auto`, rp-predict-token-slices) print each with its range,
+/// so that a reader sees whether the choice holds over the whole of it.
+/// std::nullopt where `unknown` is empty; `costs` memoizes the end costs
+/// per end (fast, slow) across calls on one function.
+FailureOr<std::optional<StepEnds>> predictPlanEnds(
+    func::FuncOp func, const Partition &partition, const PlanTarget &target,
+    llvm::ArrayRef<::rp::timing::UnknownInput> unknown,
+    const MeasuredProfile *measured,
+    std::optional<std::vector<LayerCost>> (&costs)[2], std::string &error);
+
+/// "A - B ms" for `ends`, fast end first.
+std::string endsText(const StepEnds &ends);
 
 /// The least step any round-robin plan of `layers` can run in, in the
 /// steady state: the host optimizer's update (insertTransfers' optimizer

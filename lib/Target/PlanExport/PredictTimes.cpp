@@ -67,6 +67,13 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
     return o;
   };
   std::vector<double> programMs(programs ? programs->size() : 0, -1);
+  auto dispatchOf = [&](uint32_t p) {
+    double ms = 0;
+    if (const auto *calls = programs->Get(p)->calls())
+      for (const pf::KernelCall *c : *calls)
+        ms += hw.hostDispatchMs(uint16_t(c->op()));
+    return ms;
+  };
   auto timeProgram = [&](uint32_t p) {
     if (programMs[p] >= 0)
       return programMs[p];
@@ -100,10 +107,8 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
         ms = *m;
     }
     // The host's per-call dispatch work, on top of measured times too
-    // (as the sim charges it).
-    if (const auto *calls = programs->Get(p)->calls())
-      for (const pf::KernelCall *c : *calls)
-        ms += hw.hostDispatchMs(uint16_t(c->op()));
+    // (as the sim charges it); on shared interpreters too, as the sim.
+    ms += dispatchOf(p);
     return programMs[p] = ms;
   };
 
@@ -126,6 +131,7 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
     t.lane = static_cast<timing::Lane>(job->queue());
     if (job->kind() == pf::JobKind::run) {
       t.ms = timeProgram(job->program());
+      t.dispatchMs = dispatchOf(job->program());
     } else if (job->copies()) {
       for (const pf::Copy *c : *job->copies()) {
         bool fromHost = buffers->Get(c->src())->device() < 0;

@@ -114,6 +114,11 @@ Status rp::runtime::sim::layOutContinuous(const Plan &plan,
   for (double busy : times.uplinkBusyMs)
     r.uplinkBusyPct.push_back(r.runMs > 0 ? busy / r.runMs * 100 : 0);
   r.hostDramBusyPct = r.runMs > 0 ? times.dramBusyMs / r.runMs * 100 : 0;
+  r.interpreters = pass.host.interpreters;
+  r.interpreterBusyPct =
+      r.runMs > 0 && r.interpreters
+          ? times.interpreterBusyMs / (r.runMs * r.interpreters) * 100
+          : 0;
 
   // The bubble over the run (fill and drain once) and over the window.
   double steadyBusy = 0;

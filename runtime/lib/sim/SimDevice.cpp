@@ -75,7 +75,7 @@ private:
            " queue";
   }
   /// Appends a command taking the pending waits; mutex held.
-  void add(double ms, uint64_t bytes) {
+  void add(double ms, uint64_t bytes, double dispatchMs = 0) {
     if (step != backend.step)
       reset();
     SimCommand c;
@@ -85,6 +85,7 @@ private:
     c.job = job;
     c.ms = ms;
     c.bytes = bytes;
+    c.dispatchMs = dispatchMs;
     c.waits = std::move(pending);
     pending.clear();
     last = unsigned(backend.commands.size());
@@ -157,8 +158,9 @@ Status SimQueue::launch(const Plan &plan, uint32_t program,
   // The host's hand-off to a job that waits on another queue is the
   // timing core's (Graph::handoffMs), not a cost of every launch.
   double ms = backend.programMs(plan, program);
+  double dispatchMs = backend.programDispatchMs(plan, program);
   std::lock_guard<std::mutex> lock(backend.mutex);
-  add(ms, 0);
+  add(ms, 0, dispatchMs);
   return Status::ok();
 }
 
@@ -297,6 +299,7 @@ timing::Graph SimBackend::graphOf(const std::vector<SimCommand> &cmds) const {
     t.device = c.device;
     t.lane = static_cast<timing::Lane>(c.queue);
     t.ms = c.ms;
+    t.dispatchMs = c.dispatchMs;
     t.waits = c.waits;
     g.tasks.push_back(std::move(t));
   }
@@ -326,10 +329,16 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
   }
   // The host's per-call dispatch work (a MoE expert loop's) on top of the
   // kernels, measured or not.
-  for (const KernelCallDesc &call : plan.programs[program].calls)
-    ms += hw.hostDispatchMs(uint16_t(call.op));
+  ms += programDispatchMs(plan, program);
   std::lock_guard<std::mutex> lock(mutex);
   programCache[{&plan, program}] = ms;
+  return ms;
+}
+
+double SimBackend::programDispatchMs(const Plan &plan, uint32_t program) const {
+  double ms = 0;
+  for (const KernelCallDesc &call : plan.programs[program].calls)
+    ms += hw.hostDispatchMs(uint16_t(call.op));
   return ms;
 }
 

@@ -365,5 +365,7 @@ std::string rp::runtime::sim::formatReport(const SimReport &r) {
         line(u + "_h2d_busy_pct", r.uplinkBusyPct[l + 1]);
     }
   }
+  if (r.continuous && r.interpreters)
+    line("interpreter_busy_pct", r.interpreterBusyPct);
   return out;
 }

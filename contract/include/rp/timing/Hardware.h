@@ -99,6 +99,11 @@ struct HardwareModel {
   /// on the device): 0 in every shipped profile; bench/paper.py's
   /// held-out model of RoundPipe sets it (docs/sim.md).
   double moeHostUs = 0;
+  /// Host threads that run that dispatch work at once, every GPU's
+  /// together (HostModel::interpreters): 1 for a framework whose device
+  /// threads share one Python interpreter (RoundPipe: the GIL), 0 for one
+  /// per GPU (rp's executor). Only the model of RoundPipe sets it.
+  unsigned hostInterpreters = 0;
   /// The host's streaming rate for its optimizer and host programs; 0
   /// leaves them untimed.
   double optimizerGBps = 0;

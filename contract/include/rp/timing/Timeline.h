@@ -56,6 +56,13 @@ struct Task {
   /// A host task streaming host memory at this rate when alone (GB/s): a
   /// flow on host DRAM when the host model is on; 0 for none.
   double hostGBps = 0;
+  /// Of `ms`, the host's dispatch work that runs before the rest with the
+  /// device waiting (a framework's MoE expert loop: moe_host_us). With
+  /// HostModel::interpreters set it is a flow on the host's interpreters,
+  /// shared fairly with every other device's (RoundPipe's one Python
+  /// interpreter: its device threads hold the GIL in turn); else it is
+  /// part of the fixed duration, each device's own thread doing its own.
+  double dispatchMs = 0;
 };
 
 /// The host side of the copies (docs/sim.md "What it models"): rates in
@@ -71,6 +78,10 @@ struct HostModel {
   double dramGBps = 0;
   /// Bytes of DRAM traffic per byte copied: 1 pinned, 3 pageable.
   double copyDramFactor = 1;
+  /// Host threads that can run dispatch work (Task::dispatchMs) at once,
+  /// every device's together; 0: one per device, none shared (rp's
+  /// executor: a thread per queue, no interpreter lock).
+  unsigned interpreters = 0;
   bool on() const {
     // An uplink as fast as a GPU's link is the model without the host:
     // the GPUs behind it share one link.
@@ -106,6 +117,9 @@ struct Times {
   std::vector<double> uplinkBusyMs;
   /// The same for host DRAM (0 without a DRAM limit).
   double dramBusyMs = 0;
+  /// With HostModel::interpreters set, the dispatch work run on them
+  /// (ms of one interpreter busy).
+  double interpreterBusyMs = 0;
   /// False when a Watch ended the timing early: tasks not ended by then
   /// have start and end 0, and the busy figures cover the time run only.
   bool complete = true;

@@ -108,6 +108,45 @@ struct ChooseLossFusionPass
     return p;
   }
 
+  /// `module`'s plan, as predict plans it, at the fast and slow ends of its
+  /// profile's unknown inputs (none where the profile names none).
+  FailureOr<std::optional<StepEnds>>
+  predictEnds(ModuleOp module, CostModel &model, int64_t budget) {
+    FailureOr<PipelineInputs> in = loadPipelineInputs(module, model);
+    if (failed(in))
+      return failure();
+    std::string error;
+    std::string profile = in->attr.getHw().getProfile().str();
+    std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
+        ::rp::timing::loadUnknownInputs(profile, error);
+    if (!unknown)
+      return in->func.emitError(error);
+    std::string measuredPath;
+    if (auto recorded = getContext()
+                            .getLoadedDialect<RPDialect>()
+                            ->getMeasuredAttrHelper()
+                            .getAttr(in->func))
+      measuredPath = recorded.str();
+    FailureOr<const CostInputs *> inputs =
+        model.inputs(profile, measuredPath, &getContext());
+    if (failed(inputs))
+      return failure();
+    PlanTarget target{in->hw,
+                      in->attr.getSchedule(),
+                      in->attr.getDevices(),
+                      in->attr.getMicrobatches(),
+                      dispatch,
+                      passShift,
+                      budget};
+    std::optional<std::vector<LayerCost>> costs[2];
+    FailureOr<std::optional<StepEnds>> ends = predictPlanEnds(
+        in->func, in->partition, target, *unknown,
+        (*inputs)->measured ? &*(*inputs)->measured : nullptr, costs, error);
+    if (failed(ends))
+      return in->func.emitError(error);
+    return ends;
+  }
+
   /// The unfused graph of a copy of `module`, partitioned as rp-partition
   /// partitions it, and its prediction; the copy's partition in
   /// `partition`, and where `recompute = auto` chose the fused graph's
@@ -117,6 +156,7 @@ struct ChooseLossFusionPass
   FailureOr<PlanPrediction> predictUnfused(ModuleOp module, int64_t budget,
                                            PartitionAttr &partition,
                                            std::string &grainChoice,
+                                           std::optional<StepEnds> &ends,
                                            std::string &why) {
     ScopedDiagnosticHandler quiet(&getContext(), [&](Diagnostic &d) {
       if (d.getSeverity() == DiagnosticSeverity::Error && why.empty())
@@ -176,6 +216,15 @@ struct ChooseLossFusionPass
     // GiB: 163.06 GiB unheld, 159.56 held).
     request.hostStagedBytes = hostStagedBudget(*copy, hostBudgetGiB);
     request.memo = &scratch.searchMemo();
+    if (request.chooseGrain) {
+      std::string error;
+      std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
+          ::rp::timing::loadUnknownInputs(hw.str(), error);
+      if (!unknown)
+        return (*func)->emitError(error);
+      request.unknown = std::move(*unknown);
+      request.measured = (*inputs)->measured ? &*(*inputs)->measured : nullptr;
+    }
     GrainSpeedChoice grain;
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw, &grain);
@@ -194,7 +243,14 @@ struct ChooseLossFusionPass
                                    fused.getHw(), fused.getPartitioner(),
                                    recompute, fwd, bwd, p->tailJobs);
     (*func)->setAttr("rp.partition", partition);
-    return predict(*copy, scratch, budget);
+    FailureOr<PlanPrediction> planned = predict(*copy, scratch, budget);
+    if (failed(planned))
+      return failure();
+    FailureOr<std::optional<StepEnds>> e = predictEnds(*copy, scratch, budget);
+    if (failed(e))
+      return failure();
+    ends = *e;
+    return planned;
   }
 
   void runOnOperation() override {
@@ -260,8 +316,9 @@ struct ChooseLossFusionPass
     }
     PartitionAttr partition;
     std::string grainChoice, why;
-    FailureOr<PlanPrediction> unfused =
-        predictUnfused(module, budget, partition, grainChoice, why);
+    std::optional<StepEnds> unfusedEnds;
+    FailureOr<PlanPrediction> unfused = predictUnfused(
+        module, budget, partition, grainChoice, unfusedEnds, why);
     auto keepFused = [&](const std::string &reason) {
       lossFusion.setAttr(*func,
                          StringAttr::get(&getContext(), "fused: " + reason));
@@ -300,9 +357,38 @@ struct ChooseLossFusionPass
                        " (the fused one stages " + gib(fused->stagedHostBytes) +
                        ")");
     bool fusedFits = fused->fits && (fusedOnHost || !unfusedOnHost);
-    if (fusedFits && fused->stepMs <= unfused->stepMs * (1 + kTie))
+    // Where speed decides, both plans at the ends of what the profile
+    // cannot know, and whether the choice holds at both.
+    bool keep = fused->stepMs <= unfused->stepMs * (1 + kTie);
+    std::string range;
+    if (fused->fits && unfusedEnds) {
+      FailureOr<std::optional<StepEnds>> fusedEnds =
+          predictEnds(module, model, budget);
+      if (failed(fusedEnds))
+        return signalPassFailure();
+      if (*fusedEnds) {
+        bool keepAt[2] = {
+            (*fusedEnds)->fastMs <= unfusedEnds->fastMs * (1 + kTie),
+            (*fusedEnds)->slowMs <= unfusedEnds->slowMs * (1 + kTie)};
+        std::string flips;
+        if (keepAt[0] != keep)
+          flips = "the other choice at the fast end";
+        if (keepAt[1] != keep)
+          flips += (flips.empty() ? "" : " and ") +
+                   std::string("the other choice at the slow end");
+        range = " (over the profile's unknown inputs, fast - slow end: "
+                "fused " +
+                endsText(**fusedEnds) + ", unfused " + endsText(*unfusedEnds) +
+                "; " +
+                (flips.empty() ? "the same choice at both ends"
+                               : flips + ": the choice rests on the "
+                                         "profile's own values") +
+                ")";
+      }
+    }
+    if (fusedFits && keep)
       return keepFused("predicted " + fusedStep + ", no slower than " +
-                       unfusedStep);
+                       unfusedStep + range);
     unfuse(module);
     (*func)->setAttr("rp.partition", partition);
     if (!grainChoice.empty())
@@ -312,7 +398,7 @@ struct ChooseLossFusionPass
           .setAttr(*func, StringAttr::get(&getContext(), grainChoice));
     std::string reason =
         fusedFits ? "predicted " + unfusedStep + ", " + fusedStep +
-                        " (its backward recomputes the logits)"
+                        " (its backward recomputes the logits)" + range
         : fused->fits
             ? "the fused plan stages " + gib(fused->stagedHostBytes) + overHost
             : "the fused plan does not fit (device " +

@@ -90,6 +90,17 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.chooseGrain = recompute == RecomputeGrain::automatic &&
                           stages.empty() && kind == ScheduleKind::roundRobin &&
                           how == Partitioner::rp;
+    if (request.chooseGrain) {
+      std::string error;
+      std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
+          ::rp::timing::loadUnknownInputs(hw, error);
+      if (!unknown) {
+        module.emitError() << error;
+        return signalPassFailure();
+      }
+      request.unknown = std::move(*unknown);
+      request.measured = (*inputs)->measured ? &*(*inputs)->measured : nullptr;
+    }
     GrainSpeedChoice grain;
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw, &grain);

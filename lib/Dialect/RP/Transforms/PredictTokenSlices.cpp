@@ -62,6 +62,21 @@ struct PredictTokenSlicesPass
 
   /// The layers' costs at `seq` tokens, once per length.
   FailureOr<const std::vector<LayerCost> *> costsAt(int64_t seq) {
+    if (end >= 0) {
+      // At an end of the profile's unknown inputs (endHw): its own costs.
+      auto key = std::make_pair(end, seq);
+      if (auto it = endMemo.find(key); it != endMemo.end())
+        return &it->second;
+      OwningOpRef<ModuleOp> copy = retypedCopy(getOperation(), seq0, seq, rows);
+      FailureOr<func::FuncOp> f = layeredFunction(*copy);
+      if (failed(f))
+        return failure();
+      FailureOr<std::vector<LayerCost>> c =
+          analyzeLayerCosts(*f, endHw, measuredAtEnds);
+      if (failed(c))
+        return failure();
+      return &(endMemo[key] = std::move(*c));
+    }
     if (auto it = memo.find(seq); it != memo.end())
       return &it->second;
     OwningOpRef<ModuleOp> copy = retypedCopy(getOperation(), seq0, seq, rows);
@@ -168,6 +183,13 @@ struct PredictTokenSlicesPass
   FailureOr<PipelineInputs> in;
   std::map<int64_t, std::vector<LayerCost>> memo;
   SlicePairCosts pairs;
+  /// Timing at an end of the profile's unknown inputs: -1 none (the
+  /// profile's own values), 0 the fast end, 1 the slow one; its profile,
+  /// its costs per (end, length), and the measured times they use.
+  int end = -1;
+  HardwareProfile endHw;
+  std::map<std::pair<int, int64_t>, std::vector<LayerCost>> endMemo;
+  const MeasuredProfile *measuredAtEnds = nullptr;
   int64_t seq0 = 0, rows = 1;
 };
 
@@ -324,8 +346,73 @@ void PredictTokenSlicesPass::runOnOperation() {
     sizes = sliced->sizes;
   }
 
+  // Both predictions again at the ends of what the profile cannot know,
+  // each end with its own layer costs and per-pair times.
+  std::string profileError;
+  std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
+      ::rp::timing::loadUnknownInputs(in->attr.getHw().getProfile().str(),
+                                      profileError);
+  if (!unknown) {
+    func.emitError(profileError);
+    return signalPassFailure();
+  }
+  double slicedEnds[2] = {0, 0}, plainEnds[2] = {0, 0};
+  if (!unknown->empty()) {
+    std::string measuredPath;
+    if (auto recorded = getContext()
+                            .getLoadedDialect<RPDialect>()
+                            ->getMeasuredAttrHelper()
+                            .getAttr(func))
+      measuredPath = recorded.str();
+    FailureOr<const CostInputs *> inputs = getAnalysis<CostModel>().inputs(
+        in->attr.getHw().getProfile(), measuredPath, &getContext());
+    if (failed(inputs))
+      return signalPassFailure();
+    measuredAtEnds = (*inputs)->measured ? &*(*inputs)->measured : nullptr;
+    SlicePairCosts midPairs = pairs;
+    for (int e : {0, 1}) {
+      end = e;
+      static_cast<::rp::timing::HardwareModel &>(endHw) =
+          ::rp::timing::atEnd(in->hw, *unknown, e == 1);
+      FailureOr<const std::vector<LayerCost> *> bigEnd = costsAt(2 * h);
+      FailureOr<const std::vector<LayerCost> *> halfEnd = costsAt(h);
+      FailureOr<const std::vector<LayerCost> *> whole = costsAt(seq0);
+      if (failed(bigEnd) || failed(halfEnd) || failed(whole))
+        return signalPassFailure();
+      pairs = fitPairCosts(**bigEnd, **halfEnd, h, keyValue);
+      PlanTarget at{endHw,
+                    ScheduleKind::roundRobin,
+                    in->attr.getDevices(),
+                    in->attr.getMicrobatches(),
+                    dispatch,
+                    passShift,
+                    budget};
+      FailureOr<PlanPrediction> p =
+          predictPlan(in->partition, **whole, at, error);
+      if (failed(p)) {
+        func.emitError(error);
+        return signalPassFailure();
+      }
+      FailureOr<SlicedPrediction> sl = predict(sizes, at);
+      if (failed(sl))
+        return signalPassFailure();
+      plainEnds[e] = p->stepMs;
+      slicedEnds[e] = sl->plan.stepMs;
+    }
+    end = -1;
+    pairs = midPairs;
+  }
+
   int64_t tokens = rows * seq0 * int64_t(in->attr.getMicrobatches());
   auto rate = [&](double ms) { return ms > 0 ? tokens / (ms / 1e3) : 0.0; };
+  // " (fast - slow end: A - B ms, C - D tokens/s)" where there are ends.
+  auto range = [&](const double(&ends)[2]) -> std::string {
+    if (unknown->empty())
+      return "";
+    return fmt(" (%.3f - %.3f ms, %.0f - %.0f tokens/s over the unknown "
+               "inputs)",
+               ends[0], ends[1], rate(ends[1]), rate(ends[0]));
+  };
   InFlightDiagnostic report = emitRemark(func.getLoc());
   report << "token slices (a prediction of the compiler's model: rp-compile "
             "cannot write them yet): "
@@ -336,11 +423,17 @@ void PredictTokenSlicesPass::runOnOperation() {
                 "tokens/s",
                 sliced->plan.stepMs, 100 * sliced->plan.bubble,
                 rate(sliced->plan.stepMs))
-         << "; unsliced "
-         << fmt("%.3f ms, %.0f%% bubble, %.0f tokens/s (sliced "
-                "%.2fx)",
-                plain->stepMs, 100 * plain->bubble, rate(plain->stepMs),
+         << range(slicedEnds) << "; unsliced "
+         << fmt("%.3f ms, %.0f%% bubble, %.0f tokens/s", plain->stepMs,
+                100 * plain->bubble, rate(plain->stepMs))
+         << range(plainEnds)
+         << fmt(" (sliced %.2fx",
                 plain->stepMs / std::max(1e-12, sliced->plan.stepMs))
+         << (unknown->empty()
+                 ? std::string(")")
+                 : fmt(", %.2fx at the fast end, %.2fx at the slow end)",
+                       plainEnds[0] / std::max(1e-12, slicedEnds[0]),
+                       plainEnds[1] / std::max(1e-12, slicedEnds[1])))
          << "; peak " << gib(sliced->plan.peak) << " on device "
          << sliced->plan.device << " of " << gib(budget) << " ("
          << (sliced->plan.fits ? "fits" : "does NOT fit") << "; unsliced "
@@ -350,18 +443,16 @@ void PredictTokenSlicesPass::runOnOperation() {
             "forward and its backward job, the tail's earlier slices' "
             "forwards overlapping the wait for the last";
   // What every prediction says (rp/timing/Assumptions.h): its profile's
-  // terms, what the model leaves out, and where no range is given.
-  std::string profileError;
-  std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
-      ::rp::timing::loadUnknownInputs(in->attr.getHw().getProfile().str(),
-                                      profileError);
+  // terms, what the model leaves out, and what its range is over.
   report << "; both predictions assume "
          << ::rp::timing::describeAssumed(in->hw) << "; they leave out "
          << ::rp::timing::kModelLeavesOut;
-  if (unknown && !unknown->empty())
-    report << "; no range over what " << in->hw.name << " cannot know ("
+  if (!unknown->empty())
+    report << "; their ranges are over what " << in->hw.name << " cannot know ("
            << ::rp::timing::describeUnknown(*unknown)
-           << ") is given for slices: the mid values only";
+           << "), each end timed with its own layer costs";
+  else
+    report << "; no range: '" << in->hw.name << "' names no unknown inputs";
   report.report();
 
   // A peak that does not grow with the sequence (or keys and values that

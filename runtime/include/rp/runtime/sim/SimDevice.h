@@ -47,6 +47,8 @@ struct SimCommand {
   double ms = 0;
   /// Bytes a copy moves (0 for launches and markers).
   uint64_t bytes = 0;
+  /// Of `ms`, the host's dispatch work (timing::Task::dispatchMs).
+  double dispatchMs = 0;
   /// Indices, in the step's command list, of the commands it waits for.
   std::vector<unsigned> waits;
 };
@@ -85,6 +87,10 @@ public:
   /// (rp/timing/Measured.h; programs the file does not time keep the
   /// model's).
   double programMs(const Plan &plan, uint32_t program);
+  /// Of programMs, the host's dispatch work (the profile's moe_host_us per
+  /// routing call), which shares the host's interpreters when the profile
+  /// says how many (host_interpreters).
+  double programDispatchMs(const Plan &plan, uint32_t program) const;
   /// Per-layer measured times that replace the model's (rp-run --measured).
   void setMeasured(timing::MeasuredTimes times) { measured = std::move(times); }
   /// Times on `model` instead of the profile it was opened with (the ends

@@ -92,6 +92,11 @@ struct SimReport {
   /// prints the two above only then.
   bool hostModel = false;
   double hostDramBusyPct = 0;
+  /// With the profile's host_interpreters set (the model of RoundPipe's
+  /// one Python interpreter), their share busy with dispatch work over the
+  /// run; printed only then.
+  unsigned interpreters = 0;
+  double interpreterBusyPct = 0;
   /// The busiest device's compute over the idlest's (1: even): over the
   /// steady window (continuous), or in one pass (barrier layout).
   double busyRatio = 1;

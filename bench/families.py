@@ -367,12 +367,15 @@ def run_family(family, out, paths=PATHS):
         result["build"] = _reason(exc)
         return result
     import signal
+    expired = []
 
     def expire(*_):
+        expired.append(True)
         raise TimeoutError(f"took more than {PATH_SECONDS} s")
 
     for path in paths:
         start = time.perf_counter()
+        expired.clear()
         # torch.export can loop for minutes on a data-dependent model: the
         # cell times out, the other paths still run.
         old = signal.signal(signal.SIGALRM, expire)
@@ -382,6 +385,11 @@ def run_family(family, out, paths=PATHS):
         finally:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, old)
+        # The exporters wrap the alarm's TimeoutError in their own errors
+        # (ConversionError, PassError): the cell says it ran out of time.
+        if expired:
+            result[path]["reason"] = f"TimeoutError: took more than " \
+                f"{PATH_SECONDS} s (--path-seconds)"
         result[path]["seconds"] = round(time.perf_counter() - start, 1)
     return result
 
@@ -458,6 +466,7 @@ def run_isolated(names, out, timeout, paths=PATHS, extra=()):
 
 
 def main(argv=None):
+    global PADDING_FLAGS, PATH_SECONDS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", help="comma-separated (default: all)")
     ap.add_argument("--paths", default=",".join(PATHS))
@@ -469,6 +478,9 @@ def main(argv=None):
                          "table test/python/torch2-families.py checks)")
     ap.add_argument("--timeout", type=int, default=420,
                     help="seconds per family, all paths")
+    ap.add_argument("--path-seconds", type=int, default=PATH_SECONDS,
+                    help="seconds per path before its cell times out "
+                         "(more on a loaded machine)")
     ap.add_argument("--no-padding-flags", action="store_true",
                     help="do not pass --padding-idx (rp before it existed)")
     ap.add_argument("--from-json", help="write the tables of this --json "
@@ -481,9 +493,10 @@ def main(argv=None):
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     paths = tuple(args.paths.split(","))
-    global PADDING_FLAGS
     PADDING_FLAGS = not args.no_padding_flags
+    PATH_SECONDS = args.path_seconds
     extra = ["--no-padding-flags"] if args.no_padding_flags else []
+    extra += ["--path-seconds", str(PATH_SECONDS)]
     if args.one:
         for name in args.one.split(","):
             try:

@@ -28,10 +28,12 @@ import families  # noqa: E402
 # DeepSeek-V3's router as dynamo writes them; axk2: scatter of a constant
 # and bool and in rp.trace; apertus: XIELU's one-element alpha parameters
 # through ONNX; rwkv: a recurrence written one step at a time into a
-# fresh tensor (x[:, t] = h in rp.trace, ScatterElements on dynamo).
+# fresh tensor (x[:, t] = h in rp.trace, ScatterElements on dynamo);
+# lara_mini: a gated-delta layer, whose torch.eye dynamo writes as an
+# arange cast to UINT8 (folded at import).
 SAMPLE = ["llama", "gemma2", "qwen3", "gpt2", "glm", "mixtral", "glm4_moe",
           "deepseek_v3", "youtu", "afmoe", "roberta", "bert", "plbart",
-          "axk2", "apertus", "rwkv"]
+          "axk2", "apertus", "rwkv", "lara_mini"]
 expected = json.loads((here / "families-expected.json").read_text())
 out = Path(sys.argv[1])
 for name in SAMPLE:
@@ -52,3 +54,4 @@ for name in SAMPLE:
 # CHECK: axk2/trace: as expected (pass)
 # CHECK: apertus/dynamo: as expected (pass)
 # CHECK: rwkv/dynamo: as expected (pass)
+# CHECK: lara_mini/dynamo: as expected (pass)

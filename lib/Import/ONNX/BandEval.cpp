@@ -96,8 +96,9 @@ static std::optional<SmallVector<int64_t>> intsOf(DenseElementsAttr a) {
   if (!a || !isa<IntegerType>(a.getElementType()))
     return std::nullopt;
   SmallVector<int64_t> v;
+  bool isUnsigned = a.getElementType().isUnsignedInteger();
   for (const APInt &x : a.getValues<APInt>())
-    v.push_back(x.getSExtValue());
+    v.push_back(isUnsigned ? int64_t(x.getZExtValue()) : x.getSExtValue());
   return v;
 }
 

@@ -63,6 +63,11 @@ static Tensor fromAttr(DenseElementsAttr a) {
     });
   else if (e.isInteger(1))
     llvm::copy(a.getValues<bool>(), t.i.begin());
+  else if (foldedOnly(e))
+    llvm::transform(a.getValues<APInt>(), t.i.begin(), [&](const APInt &v) {
+      return e.isUnsignedInteger() ? int64_t(v.getZExtValue())
+                                   : v.getSExtValue();
+    });
   else if (e.isInteger(32))
     llvm::copy(a.getValues<int32_t>(), t.i.begin());
   else
@@ -80,7 +85,8 @@ static DenseElementsAttr toAttr(const Tensor &t) {
     Attribute v = t.isFloat() ? Attribute(FloatAttr::get(e, t.f[0]))
                               : Attribute(IntegerAttr::get(
                                     e, APInt(e.getIntOrFloatBitWidth(), t.i[0],
-                                             /*isSigned=*/!e.isInteger(1))));
+                                             /*isSigned=*/!e.isInteger(1) &&
+                                                 !e.isUnsignedInteger())));
     return SplatElementsAttr::get(type, v);
   }
   if (e.isF32()) {
@@ -103,6 +109,13 @@ static DenseElementsAttr toAttr(const Tensor &t) {
   if (e.isInteger(1)) {
     SmallVector<bool> v(t.i.begin(), t.i.end());
     return DenseElementsAttr::get(type, ArrayRef(v));
+  }
+  if (foldedOnly(e)) {
+    SmallVector<APInt> v;
+    for (int64_t x : t.i)
+      v.push_back(APInt(e.getIntOrFloatBitWidth(), uint64_t(x),
+                        /*isSigned=*/!e.isUnsignedInteger()));
+    return DenseElementsAttr::get(type, v);
   }
   if (e.isInteger(32)) {
     std::vector<int32_t> v(t.i.begin(), t.i.end());
@@ -497,7 +510,7 @@ static LogicalResult evalCast(Eval &e) {
     to = (*like)->element;
   } else {
     int64_t code = e.n.intAttr("to", 0);
-    to = convertElementType(code, e.n.builder.getContext());
+    to = foldedElementType(code, e.n.builder.getContext());
     if (!to)
       return e.n.error() << "cast to " << elementTypeName(code)
                          << " is not supported";

@@ -105,10 +105,18 @@ std::vector<int64_t> broadcastIndex(ArrayRef<int64_t> in,
 Tensor take(const Tensor &x, const std::vector<int64_t> &index,
             ArrayRef<int64_t> shape);
 
-/// Wraps an integer result to the width of `element`, as C++ kernels on
-/// that type do.
+/// Wraps an integer result to the width and signedness of `element`, as C++
+/// kernels on that type do (bools and 64-bit integers are left alone).
 inline int64_t wrapInt(Type element, int64_t v) {
-  return element.isInteger(32) ? int64_t(int32_t(uint32_t(uint64_t(v)))) : v;
+  auto integer = dyn_cast<IntegerType>(element);
+  unsigned width = integer ? integer.getWidth() : 64;
+  if (width <= 1 || width >= 64)
+    return v;
+  uint64_t bits = uint64_t(v) & ((uint64_t(1) << width) - 1);
+  if (integer.isUnsigned())
+    return int64_t(bits);
+  uint64_t sign = uint64_t(1) << (width - 1);
+  return int64_t(bits ^ sign) - int64_t(sign);
 }
 
 /// A float function of `a` and `b` computed in float for f32, f16 and bf16

@@ -76,6 +76,9 @@ private:
   bool dynamoExport;
 
   llvm::StringMap<Value> values;
+  /// Folded values of element types rp has no tensors of (foldedOnly: the
+  /// narrow integers), by name: only further folds read them.
+  llvm::StringMap<DenseElementsAttr> foldedValues;
   llvm::StringMap<SmallVector<Value>> sequences;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<Handler> handlers;

@@ -115,7 +115,7 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
                             << "' is not supported; rp imports the default "
                                "ONNX domain only";
   for (const std::string &in : node.input())
-    if (!in.empty() && !values.count(in)) {
+    if (!in.empty() && !values.count(in) && !foldedValues.count(in)) {
       lookupInitializer(in);
       if (initializerFailed)
         return failure();
@@ -131,6 +131,16 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
     return failure();
   if (*folded)
     return success();
+  for (const std::string &in : node.input())
+    if (auto narrow = foldedValues.find(in); narrow != foldedValues.end())
+      return importer.error()
+             << "input '" << in << "' is a constant of "
+             << narrow->second.getElementType()
+             << " elements, a type rp folds at import but has no tensors of; "
+                "this node cannot be folded (not every input is constant, or "
+                "rp does not evaluate "
+             << node.op_type()
+             << "): re-export with the value cast to int64, int32 or bool";
   auto it = handlers.find(node.op_type());
   if (it == handlers.end() && canEvaluate(node.op_type())) {
     InFlightDiagnostic diag = importer.error()
@@ -205,6 +215,10 @@ FailureOr<bool> GraphImporter::tryEvaluate(NodeImporter &importer) {
       operands.push_back({});
       continue;
     }
+    if (auto narrow = foldedValues.find(in); narrow != foldedValues.end()) {
+      operands.push_back({narrow->second, nullptr});
+      continue;
+    }
     Value v = values.lookup(in);
     auto band = bands.find(v);
     if (band != bands.end()) {
@@ -250,8 +264,12 @@ FailureOr<bool> GraphImporter::tryEvaluate(NodeImporter &importer) {
     return importer.error()
            << "produces " << outputs->size() << " outputs, but the node names "
            << node.output_size();
-  for (auto [i, attr] : llvm::enumerate(*outputs))
-    importer.setOutput(i, importer.constant(attr));
+  for (auto [i, attr] : llvm::enumerate(*outputs)) {
+    if (!foldedOnly(attr.getElementType()))
+      importer.setOutput(i, importer.constant(attr));
+    else if (importer.hasOutput(i))
+      foldedValues[node.output(i)] = attr;
+  }
   return true;
 }
 

@@ -34,6 +34,26 @@ Type onnx_import::convertElementType(int32_t onnxType, MLIRContext *context) {
   }
 }
 
+Type onnx_import::foldedElementType(int32_t onnxType, MLIRContext *context) {
+  auto integer = [&](unsigned width, IntegerType::SignednessSemantics sign) {
+    return IntegerType::get(context, width, sign);
+  };
+  switch (onnxType) {
+  case onnx::TensorProto::INT8:
+    return integer(8, IntegerType::Signed);
+  case onnx::TensorProto::UINT8:
+    return integer(8, IntegerType::Unsigned);
+  case onnx::TensorProto::INT16:
+    return integer(16, IntegerType::Signed);
+  case onnx::TensorProto::UINT16:
+    return integer(16, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT32:
+    return integer(32, IntegerType::Unsigned);
+  default:
+    return convertElementType(onnxType, context);
+  }
+}
+
 std::string onnx_import::elementTypeName(int32_t onnxType) {
   if (onnx::TensorProto::DataType_IsValid(onnxType))
     return onnx::TensorProto::DataType_Name(

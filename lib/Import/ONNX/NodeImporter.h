@@ -26,6 +26,20 @@ namespace mlir::rp::onnx_import {
 /// not support it.
 Type convertElementType(int32_t onnxType, MLIRContext *context);
 
+/// The element type of a value the constant evaluator folds:
+/// convertElementType's, or for the narrow integers rp has no tensors of (INT8,
+/// UINT8, INT16, UINT16, UINT32) a signed or unsigned IntegerType. Exporters
+/// cast index ranges to them (torch.eye as an arange compared with itself);
+/// such a value stays in the evaluator and never becomes an rp.constant.
+Type foldedElementType(int32_t onnxType, MLIRContext *context);
+
+/// Whether values of `element` exist only inside the constant evaluator
+/// (foldedElementType's narrow integers, the only signed or unsigned ones).
+inline bool foldedOnly(Type element) {
+  auto integer = dyn_cast<IntegerType>(element);
+  return integer && !integer.isSignless();
+}
+
 /// The name of an ONNX element type for messages (FLOAT, UINT8, ...).
 std::string elementTypeName(int32_t onnxType);
 

@@ -66,7 +66,14 @@ def _with_plan_lora(folder: Path, record: Dict[str, Any]) -> Dict[str, Any]:
     holds what was compiled (no flag to repeat, no record to trust)."""
     plan = folder / record.get("plan", "model.rpplan")
     if plan.is_file():
-        record = dict(record, lora=plan_lora(plan))
+        lora = plan_lora(plan)
+        if lora is not None:
+            # The plan holds the adapters' settings, not the base's storage
+            # (quantize_base): dropping the record's would export a quantized
+            # run's base undequantized.
+            lora.update({k: v for k, v in (record.get("lora") or {}).items()
+                         if k not in lora})
+        record = dict(record, lora=lora)
     return record
 
 

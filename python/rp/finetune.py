@@ -228,6 +228,12 @@ class _Board:
             _say("no tensorboardX: metrics.jsonl only (scripts/setup.sh "
                  "installs it in .venv-torch2)")
             return
+        # metrics.jsonl is the record (a fresh run empties it, a resume drops
+        # the lines after its checkpoint), and every line of it goes in
+        # again: the event files of an earlier run or of the steps before a
+        # resume would show twice, interleaved, as TensorBoard reads all.
+        for old in folder.glob("events.out.tfevents.*"):
+            old.unlink()
         self.writer = SummaryWriter(str(folder))
 
     def update(self) -> None:

@@ -9,7 +9,12 @@
 # packed, the documents in order with EOS between, no label crossing from a
 # document's EOS into the next. Before, only "\n\n" split: a blank line of
 # spaces or a CRLF file gave one document, and the BOM was trained as text.
+# A .json file may be one JSON array of records (Alpaca's form) as well as
+# JSONL; before, its "[" line was "not JSON". A record that is no JSON
+# object is refused by its place (a string was searched for "text" as a
+# substring before).
 
+import json
 import sys
 from pathlib import Path
 
@@ -57,7 +62,24 @@ print(f"packed: {info['documents']} documents in {info['rows']} rows, "
       f"EOS labels ignored: {all(labels[j] == -100 for j in eos_at)}, "
       f"a segment each: {len(set(seg)) == len(docs)}")
 
+records = [{"prompt": "What comes after two? ", "completion": "three."},
+           {"text": "After one comes two."}]
+array = out / "array.json"
+array.write_text(json.dumps(records, indent=1))
+lines = out / "lines.json"
+lines.write_text("".join(json.dumps(r) + "\n" for r in records))
+print("json array:", data.read_records(array) == records,
+      "json lines:", data.read_records(lines) == records)
+bad = out / "bad.jsonl"
+bad.write_text(json.dumps(records[0]) + "\n" + json.dumps("a text") + "\n")
+try:
+    data.read_records(bad)
+except ValueError as err:
+    print("not an object:", str(err).replace(str(out), "OUT"))
+
 # CHECK: lf.txt: 4 documents, as written: True
 # CHECK-NEXT: crlf.txt: 4 documents, as written: True
 # CHECK-NEXT: padded: 4 rows, 4 documents, each its text + EOS: True
 # CHECK-NEXT: packed: 4 documents in {{[0-9]+}} rows, in order with EOS between: True, EOS labels ignored: True, a segment each: True
+# CHECK-NEXT: json array: True json lines: True
+# CHECK-NEXT: not an object: OUT/bad.jsonl: line 2 is a JSON str, not an object with 'text', 'prompt' and 'completion', or 'messages'

@@ -201,10 +201,27 @@ def trace_model(model, batch: int, seq: int, out: PathLike) -> Path:
         return trace(_logits_module(model), (example, example.clone()), out)
 
 
+def _check_model_folder(model_dir: PathLike) -> None:
+    """Refuses what is no local model folder, in rp's words: transformers
+    takes a path that is no folder for a hub name ("Repo id must be in the
+    form 'repo_name'...")."""
+    folder = Path(model_dir)
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such folder; rp takes a local Hugging "
+                         "Face model folder (config.json, safetensors "
+                         "weights, tokenizer files: what save_pretrained "
+                         "writes); for a hub model, download it first "
+                         "(huggingface-cli download NAME --local-dir DIR)")
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{folder} has no config.json: not a Hugging Face "
+                         "model folder (what save_pretrained writes)")
+
+
 def load_model(model_dir: PathLike):
     """The model (f32, eval mode, cache off) and tokenizer of a local
     folder; nothing is fetched from a hub."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _check_model_folder(model_dir)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -330,6 +347,11 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
     opts.update({k: (str(v) if isinstance(v, os.PathLike) else v)
                  for k, v in options.items() if v is not None})
     opts["data"], opts["out"] = str(data), str(out)
+    for flag, path in (("data", data), ("eval_data", opts["eval_data"])):
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{path}: no such file ({flag}: the records, "
+                             ".jsonl, .json or text)")
+    _check_model_folder(model_dir)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     import torch

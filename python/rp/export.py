@@ -201,8 +201,21 @@ def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str],
     return model, tokenizer
 
 
+def _one_kind(out: Path, kind: str) -> None:
+    """Refuses to write a model beside an adapter or the reverse:
+    transformers' ``from_pretrained`` of a folder with adapter_config.json
+    loads the adapter on its base and ignores a model written beside it, so
+    the folder would load as the other export, silently."""
+    other, what = (("adapter_config.json", "a PEFT adapter") if kind == "hf"
+                   else ("config.json", "a transformers model"))
+    if (out / other).is_file():
+        raise ValueError(f"{out} already holds {what} ({other}); export "
+                         f"--{kind} to another folder or empty it first")
+
+
 def export_hf(run: PathLike, out: PathLike, dtype: Optional[str] = None) -> Path:
     """RUN's weights (LoRA merged) as a transformers model folder."""
+    _one_kind(Path(out), "hf")
     folder, record, checkpoint = find_run(run)
     model, tokenizer = _model_with(record, checkpoint, dtype, folder)
     out = Path(out)
@@ -216,6 +229,7 @@ export_merged = export_hf
 
 def export_peft(run: PathLike, out: PathLike) -> Path:
     """A LoRA run's adapters as a PEFT adapter folder."""
+    _one_kind(Path(out), "peft")
     _, record, checkpoint = find_run(run)
     if not record.get("lora"):
         raise ValueError("the run trained every weight (no --lora-rank); "

@@ -190,8 +190,10 @@ def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str],
             delta = b @ a  # [(E,) out, in]
             # Experts stored [E, in, out] (GPT-OSS's, transformers'
             # `is_transposed`): the delta in the stack's own layout.
-            if a.dim() == 3 and getattr(model.get_submodule(
-                    name.rsplit(".", 1)[0]), "is_transposed", False):
+            owner = model.get_submodule(name.rsplit(".", 1)[0])
+            # GPT-2's Conv1D keeps its weight [in, out] (x @ W) too.
+            if (a.dim() == 3 and getattr(owner, "is_transposed", False)) or \
+                    type(owner).__name__ == "Conv1D":
                 delta = delta.transpose(-1, -2)
             state[name].add_(scale * delta)
     if dtype:
@@ -263,13 +265,26 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
         "r": int(record["lora"]["rank"]),
         "lora_alpha": float(record["lora"]["alpha"]),
         "lora_dropout": float(record["lora"].get("dropout", 0.0)),
-        "bias": "none", "fan_in_fan_out": False,
+        "bias": "none", "fan_in_fan_out": _conv1d(record["model"], modules),
         "target_modules": modules, "modules_to_save": saved or None,
         "inference_mode": True, "use_rslora": False, "use_dora": False,
         "init_lora_weights": True,
     }
     (out / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
+
+
+def _conv1d(model_dir: str, modules) -> bool:
+    """Whether the adapted modules are GPT-2's Conv1D (W [in, out]): PEFT's
+    ``fan_in_fan_out``. The model is built on the meta device, so no
+    weight is read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(
+            AutoConfig.from_pretrained(model_dir))
+    return any(type(model.get_submodule(m)).__name__ == "Conv1D"
+               for m in modules)
 
 
 def _export_peft_experts(record: Dict[str, Any], full, lora, out: Path) -> Path:

@@ -123,6 +123,7 @@ def _logits_module(model):
             config = self._model.config
             saved = config._attn_implementation
             config._attn_implementation = _segments.IMPLEMENTATION
+            _segments.CURRENT = segment_ids
             try:
                 return self._model(input_ids=input_ids,
                                    position_ids=positions, use_cache=False,
@@ -130,6 +131,7 @@ def _logits_module(model):
                                    rp_segments=segment_ids)[0]
             finally:
                 config._attn_implementation = saved
+                _segments.CURRENT = None
 
     wrapper = LogitsOnly()
     for name, child in model.named_children():
@@ -197,6 +199,13 @@ def trace_model(model, batch: int, seq: int, out: PathLike) -> Path:
     import torch
     from rp.trace import trace
     example = torch.zeros((batch, seq), dtype=torch.int64)
+    from rp import _segments
+    was = _segments.dropout_off(model)
+    if was:
+        _say(f"the model's dropout is off ({', '.join(was[:3])}"
+             + (f" and {len(was) - 3} more" if len(was) > 3 else "")
+             + "): rp traces no random ops, so it fine-tunes without dropout "
+             "(the exported config keeps the model's values)")
     with _RotaryTables(model):
         return trace(_logits_module(model), (example, example.clone()), out)
 

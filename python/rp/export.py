@@ -280,9 +280,12 @@ def _conv1d(model_dir: str, modules) -> bool:
     weight is read."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(
-            AutoConfig.from_pretrained(model_dir))
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(
+                AutoConfig.from_pretrained(model_dir))
+    except Exception:  # noqa: BLE001 - PEFT corrects the flag on loading
+        return False
     return any(type(model.get_submodule(m)).__name__ == "Conv1D"
                for m in modules)
 

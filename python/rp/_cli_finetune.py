@@ -155,7 +155,8 @@ def cmd_export(argv):
     p.add_argument("--merged", metavar="DIR")
     p.add_argument("--peft", metavar="DIR")
     p.add_argument("--dtype", help="the exported weights' dtype (f32, "
-                   "bf16, f16; default f32)")
+                   "bf16, f16; default the model folder's own, f32 where "
+                   "its config names none)")
     args = p.parse_args(argv)
     if not (args.hf or args.merged or args.peft):
         print("rp export: error: give --hf, --merged or --peft DIR",

@@ -27,8 +27,8 @@ A run with a quantized frozen base (``--quantize-base nf4|int8``) trained
 its adapters against the dequantized base, so ``--hf`` and ``--merged``
 dequantize each quantized weight (the plan's blobs, ``rp.quant``: the f32
 values the devices computed from) and merge into that: the model exported
-is the model the run trained, in f32 (or ``dtype``), not the original
-weights plus the adapters. ``--peft`` writes the adapters alone, to load on
+is the model the run trained (in the model folder's dtype, or ``dtype``),
+not the original weights plus the adapters. ``--peft`` writes the adapters alone, to load on
 the base model quantized as the run's was (bitsandbytes' NF4 has the same
 codes and scales) or not.
 """
@@ -215,10 +215,26 @@ def _one_kind(out: Path, kind: str) -> None:
                          f"--{kind} to another folder or empty it first")
 
 
+def folder_dtype(model_dir: PathLike) -> Optional[str]:
+    """The dtype a model folder's config names (``dtype``, ``torch_dtype``
+    before transformers 4.56) as rp spells it, bf16 or f16; None for f32
+    or none named. An export defaults to it: a bf16 model comes back bf16,
+    not twice its size in f32."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    name = config.get("dtype") or config.get("torch_dtype")
+    return {"bfloat16": "bf16", "float16": "f16"}.get(name)
+
+
 def export_hf(run: PathLike, out: PathLike, dtype: Optional[str] = None) -> Path:
-    """RUN's weights (LoRA merged) as a transformers model folder."""
+    """RUN's weights (LoRA merged) as a transformers model folder, in
+    ``dtype`` (default: the model folder's own)."""
     _one_kind(Path(out), "hf")
     folder, record, checkpoint = find_run(run)
+    if dtype is None:
+        dtype = folder_dtype(record["model"])
     model, tokenizer = _model_with(record, checkpoint, dtype, folder)
     out = Path(out)
     model.save_pretrained(str(out), safe_serialization=True)

@@ -16,8 +16,8 @@ def cmd_data(argv):
         description="Tokenizes text or JSONL (text, prompt/completion, chat "
         "messages) once with a model folder's tokenizer into a dataset file "
         "for rp-run --dataset (docs/finetune.md); prints its header.")
-    p.add_argument("src", help="a .txt (documents between blank lines) or "
-                   ".jsonl file")
+    p.add_argument("src", help="a .jsonl (or .json: JSONL or an array) "
+                   "file, or text (documents between blank lines)")
     p.add_argument("--tokenizer", required=True, metavar="MODEL_DIR",
                    help="a folder AutoTokenizer loads (a model folder)")
     p.add_argument("-o", "--output", required=True, metavar="FILE.rpds")
@@ -48,7 +48,7 @@ def _finetune_parser():
     p.add_argument("model", nargs="?", help="the model folder (config, "
                    "safetensors, tokenizer)")
     p.add_argument("--config", help="options as YAML or JSON (flags win)")
-    p.add_argument("--data", help="training records (.jsonl or .txt)")
+    p.add_argument("--data", help="training records (.jsonl, .json or text)")
     p.add_argument("--eval-data", help="evaluation records")
     p.add_argument("--out", help="the run folder")
     p.add_argument("--steps", type=int, help="optimizer steps (default: "
@@ -155,7 +155,8 @@ def cmd_export(argv):
     p.add_argument("--merged", metavar="DIR")
     p.add_argument("--peft", metavar="DIR")
     p.add_argument("--dtype", help="the exported weights' dtype (f32, "
-                   "bf16, f16; default f32)")
+                   "bf16, f16; default the model folder's own, f32 where "
+                   "its config names none)")
     args = p.parse_args(argv)
     if not (args.hf or args.merged or args.peft):
         print("rp export: error: give --hf, --merged or --peft DIR",

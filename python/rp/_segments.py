@@ -25,6 +25,9 @@ from rp._irtext import _ttype
 _LIB = None
 # transformers' attention-implementation name while tracing.
 IMPLEMENTATION = "rp_segments"
+# The segment ids of the forward being traced (rp.finetune's LogitsOnly
+# sets them), for models that do not pass keywords down to attention.
+CURRENT = None
 
 
 def block_mask(segments, window: int = 0):
@@ -75,7 +78,13 @@ def attention(module, query, key, value, attention_mask, scaling=None,
     its attention layers; ``attention_mask`` is None (no mask function is
     registered for this implementation, so transformers builds none)."""
     import torch
-    segments = kwargs["rp_segments"]
+    # A model whose decoder layers drop the keywords (StableLM's) still
+    # reaches this function: the segments of the forward being traced.
+    segments = kwargs.get("rp_segments", CURRENT)
+    if segments is None:
+        raise NotImplementedError(
+            "rp finetune: the model's attention got no document ids "
+            "(rp_segments), and no traced forward is running")
     if dropout:
         raise NotImplementedError(
             f"rp finetune: attention dropout {dropout}: rp has no random ops "
@@ -170,3 +179,29 @@ def _segment_attention(e, n):
 
 
 HANDLERS = {"segment_attention": _segment_attention}
+
+
+# Float attributes attention layers copy from the config and pass to the
+# attention function as its dropout (Llama's and most models'
+# ``attention_dropout``).
+_DROPOUT_ATTRS = ("attention_dropout", "attn_dropout", "dropout")
+
+
+def dropout_off(model) -> list:
+    """Sets every dropout of ``model`` to 0 (``nn.Dropout`` modules and the
+    attention layers' dropout probabilities) and returns what was on, as
+    ``"name p"`` strings: rp traces one graph with no random ops, in
+    training mode, so a model whose config keeps GPT-2's dropout 0.1 could
+    not be traced at all."""
+    import torch
+    was = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Dropout) and module.p > 0:
+            was.append(f"{name or 'model'} {module.p:g}")
+            module.p = 0.0
+        for attr in _DROPOUT_ATTRS:
+            value = getattr(module, attr, None)
+            if isinstance(value, float) and value > 0:
+                was.append(f"{name}.{attr} {value:g}")
+                setattr(module, attr, 0.0)
+    return was

@@ -4,9 +4,13 @@ reads out (docs/finetune.md gives the format).
 ``rp.data.build(src, tokenizer, out, seq_len)`` tokenizes every record once
 with the model's tokenizer:
 
-* a ``.txt`` file: documents separated by blank lines (one document
-  without them), every token trained;
-* a ``.jsonl`` file of records with ``text`` (every token trained),
+* a text file (any name but ``.jsonl``/``.json``): documents separated by
+  one or more blank lines (a line empty or of spaces and tabs only;
+  ``\r\n`` line ends read as ``\n``, a UTF-8 byte-order mark dropped),
+  each document's text stripped and followed by EOS, every token trained;
+  a file without a blank line is one document (its lines are not records);
+* a ``.jsonl`` file (or a ``.json`` file: JSONL, or one JSON array) of
+  records, JSON objects with ``text`` (every token trained),
   ``prompt`` and ``completion`` (the completion trained), or chat
   ``messages`` (rendered with the tokenizer's chat template, the assistant
   turns trained).
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -45,23 +50,45 @@ MAGIC = b"RPDSET01"
 HEADER_BYTES = 64
 IGNORE = -100
 FLAG_PACKED = 1
+# One or more blank lines: what separates a text file's documents. A line of
+# spaces only counts, as an editor shows it blank.
+_BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
 
 
 def read_records(src: PathLike) -> List[Dict[str, Any]]:
-    """The records of a ``.jsonl`` file, or the blank-line-separated
-    documents of a text file as ``{"text": ...}``."""
+    """The records of a ``.jsonl`` file (a ``.json`` file's too, or its JSON
+    array), or the blank-line-separated documents of a text file as
+    ``{"text": ...}``."""
     src = Path(src)
-    text = src.read_text(encoding="utf-8")
+    # utf-8-sig: a byte-order mark (Notepad's) is no part of the first record.
+    text = src.read_text(encoding="utf-8-sig")
     if src.suffix in (".jsonl", ".json"):
-        records = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{src}:{number}: not JSON: {err}") from None
-        return records
-    return [{"text": block.strip()} for block in text.split("\n\n")
+        if text.lstrip().startswith("["):
+            # A JSON array of records (Alpaca's and many datasets' .json).
+            try:
+                records = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{src}: not a JSON array: {err}") from None
+            numbered = list(enumerate(records, 1))
+            where = "record"
+        else:
+            numbered = []
+            for number, line in enumerate(text.splitlines(), 1):
+                if line.strip():
+                    try:
+                        numbered.append((number, json.loads(line)))
+                    except json.JSONDecodeError as err:
+                        raise ValueError(f"{src}:{number}: not JSON: {err}") from None
+            where = "line"
+        for number, record in numbered:
+            if not isinstance(record, dict):
+                raise ValueError(f"{src}: {where} {number} is a JSON "
+                                 f"{type(record).__name__}, not an object "
+                                 "with 'text', 'prompt' and 'completion', or "
+                                 "'messages'")
+        return [record for _, record in numbered]
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return [{"text": block.strip()} for block in _BLANK_LINES.split(text)
             if block.strip()]
 
 

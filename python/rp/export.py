@@ -27,8 +27,8 @@ A run with a quantized frozen base (``--quantize-base nf4|int8``) trained
 its adapters against the dequantized base, so ``--hf`` and ``--merged``
 dequantize each quantized weight (the plan's blobs, ``rp.quant``: the f32
 values the devices computed from) and merge into that: the model exported
-is the model the run trained, in f32 (or ``dtype``), not the original
-weights plus the adapters. ``--peft`` writes the adapters alone, to load on
+is the model the run trained (in the model folder's dtype, or ``dtype``),
+not the original weights plus the adapters. ``--peft`` writes the adapters alone, to load on
 the base model quantized as the run's was (bitsandbytes' NF4 has the same
 codes and scales) or not.
 """
@@ -66,7 +66,14 @@ def _with_plan_lora(folder: Path, record: Dict[str, Any]) -> Dict[str, Any]:
     holds what was compiled (no flag to repeat, no record to trust)."""
     plan = folder / record.get("plan", "model.rpplan")
     if plan.is_file():
-        record = dict(record, lora=plan_lora(plan))
+        lora = plan_lora(plan)
+        if lora is not None:
+            # The plan holds the adapters' settings, not the base's storage
+            # (quantize_base): dropping the record's would export a quantized
+            # run's base undequantized.
+            lora.update({k: v for k, v in (record.get("lora") or {}).items()
+                         if k not in lora})
+        record = dict(record, lora=lora)
     return record
 
 
@@ -183,8 +190,10 @@ def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str],
             delta = b @ a  # [(E,) out, in]
             # Experts stored [E, in, out] (GPT-OSS's, transformers'
             # `is_transposed`): the delta in the stack's own layout.
-            if a.dim() == 3 and getattr(model.get_submodule(
-                    name.rsplit(".", 1)[0]), "is_transposed", False):
+            owner = model.get_submodule(name.rsplit(".", 1)[0])
+            # GPT-2's Conv1D keeps its weight [in, out] (x @ W) too.
+            if (a.dim() == 3 and getattr(owner, "is_transposed", False)) or \
+                    type(owner).__name__ == "Conv1D":
                 delta = delta.transpose(-1, -2)
             state[name].add_(scale * delta)
     if dtype:
@@ -194,9 +203,38 @@ def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str],
     return model, tokenizer
 
 
+def _one_kind(out: Path, kind: str) -> None:
+    """Refuses to write a model beside an adapter or the reverse:
+    transformers' ``from_pretrained`` of a folder with adapter_config.json
+    loads the adapter on its base and ignores a model written beside it, so
+    the folder would load as the other export, silently."""
+    other, what = (("adapter_config.json", "a PEFT adapter") if kind == "hf"
+                   else ("config.json", "a transformers model"))
+    if (out / other).is_file():
+        raise ValueError(f"{out} already holds {what} ({other}); export "
+                         f"--{kind} to another folder or empty it first")
+
+
+def folder_dtype(model_dir: PathLike) -> Optional[str]:
+    """The dtype a model folder's config names (``dtype``, ``torch_dtype``
+    before transformers 4.56) as rp spells it, bf16 or f16; None for f32
+    or none named. An export defaults to it: a bf16 model comes back bf16,
+    not twice its size in f32."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    name = config.get("dtype") or config.get("torch_dtype")
+    return {"bfloat16": "bf16", "float16": "f16"}.get(name)
+
+
 def export_hf(run: PathLike, out: PathLike, dtype: Optional[str] = None) -> Path:
-    """RUN's weights (LoRA merged) as a transformers model folder."""
+    """RUN's weights (LoRA merged) as a transformers model folder, in
+    ``dtype`` (default: the model folder's own)."""
+    _one_kind(Path(out), "hf")
     folder, record, checkpoint = find_run(run)
+    if dtype is None:
+        dtype = folder_dtype(record["model"])
     model, tokenizer = _model_with(record, checkpoint, dtype, folder)
     out = Path(out)
     model.save_pretrained(str(out), safe_serialization=True)
@@ -209,6 +247,7 @@ export_merged = export_hf
 
 def export_peft(run: PathLike, out: PathLike) -> Path:
     """A LoRA run's adapters as a PEFT adapter folder."""
+    _one_kind(Path(out), "peft")
     _, record, checkpoint = find_run(run)
     if not record.get("lora"):
         raise ValueError("the run trained every weight (no --lora-rank); "
@@ -242,13 +281,29 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
         "r": int(record["lora"]["rank"]),
         "lora_alpha": float(record["lora"]["alpha"]),
         "lora_dropout": float(record["lora"].get("dropout", 0.0)),
-        "bias": "none", "fan_in_fan_out": False,
+        "bias": "none", "fan_in_fan_out": _conv1d(record["model"], modules),
         "target_modules": modules, "modules_to_save": saved or None,
         "inference_mode": True, "use_rslora": False, "use_dora": False,
         "init_lora_weights": True,
     }
     (out / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
+
+
+def _conv1d(model_dir: str, modules) -> bool:
+    """Whether the adapted modules are GPT-2's Conv1D (W [in, out]): PEFT's
+    ``fan_in_fan_out``. The model is built on the meta device, so no
+    weight is read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(
+                AutoConfig.from_pretrained(model_dir))
+    except Exception:  # noqa: BLE001 - PEFT corrects the flag on loading
+        return False
+    return any(type(model.get_submodule(m)).__name__ == "Conv1D"
+               for m in modules)
 
 
 def _export_peft_experts(record: Dict[str, Any], full, lora, out: Path) -> Path:

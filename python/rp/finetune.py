@@ -123,6 +123,7 @@ def _logits_module(model):
             config = self._model.config
             saved = config._attn_implementation
             config._attn_implementation = _segments.IMPLEMENTATION
+            _segments.CURRENT = segment_ids
             try:
                 return self._model(input_ids=input_ids,
                                    position_ids=positions, use_cache=False,
@@ -130,6 +131,7 @@ def _logits_module(model):
                                    rp_segments=segment_ids)[0]
             finally:
                 config._attn_implementation = saved
+                _segments.CURRENT = None
 
     wrapper = LogitsOnly()
     for name, child in model.named_children():
@@ -197,14 +199,38 @@ def trace_model(model, batch: int, seq: int, out: PathLike) -> Path:
     import torch
     from rp.trace import trace
     example = torch.zeros((batch, seq), dtype=torch.int64)
+    from rp import _segments
+    was = _segments.dropout_off(model)
+    if was:
+        _say(f"the model's dropout is off ({', '.join(was[:3])}"
+             + (f" and {len(was) - 3} more" if len(was) > 3 else "")
+             + "): rp traces no random ops, so it fine-tunes without dropout "
+             "(the exported config keeps the model's values)")
     with _RotaryTables(model):
         return trace(_logits_module(model), (example, example.clone()), out)
+
+
+def _check_model_folder(model_dir: PathLike) -> None:
+    """Refuses what is no local model folder, in rp's words: transformers
+    takes a path that is no folder for a hub name ("Repo id must be in the
+    form 'repo_name'...")."""
+    folder = Path(model_dir)
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such folder; rp takes a local Hugging "
+                         "Face model folder (config.json, safetensors "
+                         "weights, tokenizer files: what save_pretrained "
+                         "writes); for a hub model, download it first "
+                         "(huggingface-cli download NAME --local-dir DIR)")
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{folder} has no config.json: not a Hugging Face "
+                         "model folder (what save_pretrained writes)")
 
 
 def load_model(model_dir: PathLike):
     """The model (f32, eval mode, cache off) and tokenizer of a local
     folder; nothing is fetched from a hub."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _check_model_folder(model_dir)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -228,6 +254,12 @@ class _Board:
             _say("no tensorboardX: metrics.jsonl only (scripts/setup.sh "
                  "installs it in .venv-torch2)")
             return
+        # metrics.jsonl is the record (a fresh run empties it, a resume drops
+        # the lines after its checkpoint), and every line of it goes in
+        # again: the event files of an earlier run or of the steps before a
+        # resume would show twice, interleaved, as TensorBoard reads all.
+        for old in folder.glob("events.out.tfevents.*"):
+            old.unlink()
         self.writer = SummaryWriter(str(folder))
 
     def update(self) -> None:
@@ -324,6 +356,11 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
     opts.update({k: (str(v) if isinstance(v, os.PathLike) else v)
                  for k, v in options.items() if v is not None})
     opts["data"], opts["out"] = str(data), str(out)
+    for flag, path in (("data", data), ("eval_data", opts["eval_data"])):
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{path}: no such file ({flag}: the records, "
+                             ".jsonl, .json or text)")
+    _check_model_folder(model_dir)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     import torch

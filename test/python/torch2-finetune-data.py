@@ -110,6 +110,19 @@ bad = subprocess.run([sys.executable, "-m", "rp", "finetune", "--config",
                       str(config)], capture_output=True, text=True)
 print("steps: two:", bad.returncode, bad.stderr.strip().splitlines()[-1])
 
+# A path that is no model folder, or data that is not there, is said so
+# before anything is written (a missing folder was "Repo id must be in the
+# form 'repo_name'...": transformers took it for a hub name).
+for name, argv in (
+        ("no folder", ["demo-out/tiny-llama/model", "--data", str(src)]),
+        ("no config", [str(out), "--data", str(src)]),
+        ("no data", [str(model_dir), "--data", str(out / "none.jsonl")])):
+    bad = subprocess.run([sys.executable, "-m", "rp", "finetune", *argv,
+                          "--out", str(out / "never")], capture_output=True,
+                         text=True)
+    print(f"{name}: {bad.returncode} {bad.stderr.strip().replace(str(out), 'OUT')}"
+          f" (OUT/never made: {(out / 'never').exists()})")
+
 # CHECK: rows 3 documents 3 seq_len 40
 # CHECK-NEXT: prompt/completion: trains 'three.<|end|>'; labels are next tokens: True; padding ignored: True
 # CHECK-NEXT: chat: trains 'four.<|end|>'; labels are next tokens: True; padding ignored: True
@@ -122,3 +135,6 @@ print("steps: two:", bad.returncode, bad.stderr.strip().splitlines()[-1])
 # CHECK-NEXT: no data: 1 rp finetune: error: give --data, --out
 # CHECK-NEXT: lr 3e-3 from YAML: 0 0.003
 # CHECK-NEXT: steps: two: 1 {{.*}}finetune.yaml: steps is 'two', not a number
+# CHECK-NEXT: no folder: 1 rp finetune: error: demo-out/tiny-llama/model: no such folder; rp takes a local Hugging Face model folder (config.json, safetensors weights, tokenizer files: what save_pretrained writes); for a hub model, download it first (huggingface-cli download NAME --local-dir DIR) (OUT/never made: False)
+# CHECK-NEXT: no config: 1 rp finetune: error: OUT has no config.json: not a Hugging Face model folder (what save_pretrained writes) (OUT/never made: False)
+# CHECK-NEXT: no data: 1 rp finetune: error: OUT/none.jsonl: no such file (data: the records, .jsonl, .json or text) (OUT/never made: False)

@@ -68,6 +68,17 @@ untrained = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
 print("the adapters changed the loss:",
       rel(ours, torch_loss(untrained, run / "eval.rpds")) > 1e-4)
 
+# One export kind a folder: an adapter written into the merged model's
+# folder would make from_pretrained load the adapter on the base instead
+# (transformers prefers adapter_config.json), so both ways are refused.
+for kind, folder in (("peft", out / "merged"), ("hf", adapter)):
+    try:
+        (export.export_peft if kind == "peft" else export.export_hf)(
+            run, folder)
+    except ValueError as err:
+        print(f"--{kind} into the other's folder:",
+              str(err).replace(str(out), "OUT"))
+
 # CHECK: 1 device bitwise 2 devices: True
 # CHECK-NEXT: recorded: {'rank': 4, 'alpha': 8.0, 'targets': '', 'modules_to_save': 'lm_head', 'dropout': 0.1}
 # CHECK-NEXT: adapter: 4 8.0 0.1 14 modules; base_model.model.lm_head.weight ; saved whole: ['lm_head'] ['base_model.model.lm_head.weight']
@@ -75,3 +86,5 @@ print("the adapters changed the loss:",
 # CHECK-NEXT: the checkpoint records: {'rank': 4, 'alpha': 8.0, 'targets': '', 'modules_to_save': 'lm_head', 'dropout': 0.1}
 # CHECK-NEXT: export --merged: from_pretrained loss within 1e-5 of rp's: True
 # CHECK-NEXT: the adapters changed the loss: True
+# CHECK-NEXT: --peft into the other's folder: OUT/merged already holds a transformers model (config.json); export --peft to another folder or empty it first
+# CHECK-NEXT: --hf into the other's folder: OUT/peft already holds a PEFT adapter (adapter_config.json); export --hf to another folder or empty it first

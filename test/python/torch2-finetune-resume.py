@@ -73,6 +73,26 @@ best = record["best"]["eval_loss"]
 # CHECK-NEXT: best: the lowest eval: True, 6 steps done
 print(f"best: the lowest eval: {best == min(resumed.values())}, "
       f"{record['steps_done']} steps done")
+# TensorBoard reads every event file in the folder: after the resume it
+# holds the whole run once, as metrics.jsonl does (before, the first
+# stretch's file stayed beside the resumed one's, steps 0-2 twice).
+sys.path.insert(0, str(Path(__file__).parent / "Inputs"))
+from tensorboard_reader import scalars  # noqa: E402
+
+
+def board(name):
+    got = {}
+    for f in sorted((out / name / "tensorboard").glob("events.out.tfevents.*")):
+        for tag, points in scalars(f).items():
+            got.setdefault(tag, []).extend(points)
+    return {tag: sorted(points) for tag, points in got.items()}
+
+
+tb = board("cut")
+# CHECK-NEXT: tensorboard after the resume: train/loss steps [0, 1, 2, 3, 4, 5], the same as the whole run's: True
+print(f"tensorboard after the resume: train/loss steps "
+      f"{[s for s, _ in tb['train/loss']]}, the same as the whole run's: "
+      f"{tb['train/loss'] == board('whole')['train/loss']}")
 again = subprocess.run([sys.executable, "-m", "rp", "finetune", "--resume",
                         str(out / "cut"), "--lr", "1"], capture_output=True,
                        text=True)

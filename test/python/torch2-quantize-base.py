@@ -44,8 +44,10 @@ for i, (name, shape) in enumerate(shapes.items()):
         w.reshape(-1)[::997] *= 40
     weights[name] = w
 
-# One layer per weight: y = tanh(x W^T) (the tanh keeps the matmul from
-# being the output layer, which stays whole), and LoRA adapters.
+# One layer per weight: y = x W^T + r (the add of another input, a
+# residual, keeps the matmul from being the output layer, which stays
+# whole; a tanh no longer does: Gemma 2 softcaps its logits so), and LoRA
+# adapters.
 blob = b""
 params, layers, rets = [], [], []
 for name, w in weights.items():
@@ -54,15 +56,16 @@ for name, w in weights.items():
                   f': tensor<{o}x{i}xf32>')
     blob += w.tobytes()
     blob += b"\0" * (-len(blob) % 64)
-    layers.append(f'''  %y{name} = rp.layer "{name}" (%x{name}, %w{name}) : (tensor<1x{i}xf32>, tensor<{o}x{i}xf32>) -> tensor<1x{o}xf32> {{
-  ^bb0(%a: tensor<1x{i}xf32>, %b: tensor<{o}x{i}xf32>):
+    layers.append(f'''  %y{name} = rp.layer "{name}" (%x{name}, %w{name}, %r{name}) : (tensor<1x{i}xf32>, tensor<{o}x{i}xf32>, tensor<1x{o}xf32>) -> tensor<1x{o}xf32> {{
+  ^bb0(%a: tensor<1x{i}xf32>, %b: tensor<{o}x{i}xf32>, %c: tensor<1x{o}xf32>):
     %m = rp.matmul %a, %b transpose_b : (tensor<1x{i}xf32>, tensor<{o}x{i}xf32>) -> tensor<1x{o}xf32>
-    %t = rp.tanh %m : tensor<1x{o}xf32>
+    %t = rp.add %m, %c : (tensor<1x{o}xf32>, tensor<1x{o}xf32>) -> tensor<1x{o}xf32>
     rp.yield %t : tensor<1x{o}xf32>
   }}''')
     rets.append((f"%y{name}", f"tensor<1x{o}xf32>"))
 (out / "w.bin").write_bytes(blob)
-args = ", ".join(f"%x{n}: tensor<1x{w.shape[1]}xf32>" for n, w in weights.items())
+args = ", ".join(f"%x{n}: tensor<1x{w.shape[1]}xf32>, %r{n}: tensor<1x{w.shape[0]}xf32>"
+                 for n, w in weights.items())
 ir = (f"func.func @main({args}) -> ({', '.join(t for _, t in rets)}) {{\n"
       + "\n".join(params) + "\n" + "\n".join(layers) + "\n"
       + f"  return {', '.join(v for v, _ in rets)} : {', '.join(t for _, t in rets)}\n}}\n")

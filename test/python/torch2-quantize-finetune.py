@@ -71,6 +71,14 @@ merged = export.export_merged(out / "moved", out / "merged")
 model = AutoModelForCausalLM.from_pretrained(str(merged)).eval()
 print("export --merged (dequantized, then merged): loss within 1e-5 of rp's:",
       rel(rp_loss(run, "best"), torch_loss(model, run / "eval.rpds")) <= 1e-5)
+# The run folder itself (the plan's LoRA settings read, the record's
+# quantize_base kept): before, the settings read from the plan replaced the
+# record's and dropped the format, so `rp export RUN --hf` merged into the
+# original weights, 2e-4 off rp's loss, and said nothing.
+model = AutoModelForCausalLM.from_pretrained(
+    str(export.export_hf(run, out / "hf"))).eval()
+print("export --hf of the run folder: loss within 1e-5 of rp's:",
+      rel(ours, torch_loss(model, run / "eval.rpds")) <= 1e-5)
 original = PeftModel.from_pretrained(
     AutoModelForCausalLM.from_pretrained(str(model_dir)), str(adapter)).eval()
 print("on the original base the loss differs by more than 1e-5:",
@@ -83,4 +91,5 @@ print("on the original base the loss differs by more than 1e-5:",
 # CHECK-NEXT: adapter: 4 8.0 14 modules
 # CHECK-NEXT: export --peft on the dequantized base: loss within 1e-5 of rp's: True
 # CHECK-NEXT: export --merged (dequantized, then merged): loss within 1e-5 of rp's: True
+# CHECK-NEXT: export --hf of the run folder: loss within 1e-5 of rp's: True
 # CHECK-NEXT: on the original base the loss differs by more than 1e-5: True

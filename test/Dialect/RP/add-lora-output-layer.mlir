@@ -61,6 +61,36 @@ func.func @main(%x: tensor<3x8xf32>, %y: tensor<3xi64>) -> (tensor<f32>, tensor<
 
 // -----
 
+// Gemma 2's final logit softcap, 30 * tanh(logits / 30), between the head
+// and the cross-entropy: elementwise ops, so the head is still the output
+// layer. Before, the default adapted it (a tied head: the embedding's
+// weight, which PEFT then adapted as an embedding lookup, 8e-3 off).
+// CHECK-LABEL: rp.param "mix" at
+// CHECK-NEXT: rp.param "mix.lora_A"
+// CHECK-NOT: out.lora
+// CHECK: rp.tanh
+// CHECK: rp.cross_entropy
+// NAMED-LABEL: rp.param "mix" at
+// NAMED: rp.param "out.lora_B" trainable
+func.func @main(%x: tensor<3x8xf32>, %y: tensor<3xi64>) -> (tensor<f32>, tensor<i64>) {
+  %p = rp.param "mix" trainable at "w.bin"[0] : tensor<8x8xf32>
+  %w = rp.param "out" trainable at "w.bin"[256] : tensor<50x8xf32>
+  %s, %n = rp.layer "head" (%x, %p, %w, %y) : (tensor<3x8xf32>, tensor<8x8xf32>, tensor<50x8xf32>, tensor<3xi64>) -> (tensor<f32>, tensor<i64>) {
+  ^bb0(%a: tensor<3x8xf32>, %wp: tensor<8x8xf32>, %wh: tensor<50x8xf32>, %t: tensor<3xi64>):
+    %m = rp.matmul %a, %wp transpose_b : (tensor<3x8xf32>, tensor<8x8xf32>) -> tensor<3x8xf32>
+    %l = rp.matmul %m, %wh transpose_b : (tensor<3x8xf32>, tensor<50x8xf32>) -> tensor<3x50xf32>
+    %c = rp.constant dense<3.000000e+01> : tensor<f32>
+    %d = rp.div %l, %c : (tensor<3x50xf32>, tensor<f32>) -> tensor<3x50xf32>
+    %h = rp.tanh %d : tensor<3x50xf32>
+    %z = rp.mul %h, %c : (tensor<3x50xf32>, tensor<f32>) -> tensor<3x50xf32>
+    %ls, %ln = rp.cross_entropy %z, %t ignore_index = -100 : (tensor<3x50xf32>, tensor<3xi64>) -> (tensor<f32>, tensor<i64>)
+    rp.yield %ls, %ln : tensor<f32>, tensor<i64>
+  }
+  return %s, %n : tensor<f32>, tensor<i64>
+}
+
+// -----
+
 // Only the output layer is linear: the default has nothing to adapt and
 // says how to adapt the head.
 // expected-error @+1 {{no linear layer to adapt but the output layer, which the default targets leave out; name its weight in the LoRA targets to adapt it}}

@@ -28,12 +28,28 @@ struct Adapter {
 
 } // namespace
 
+/// An elementwise op whose other operands are constants: a map of the
+/// logits (Gemma 2's final softcap, a logit scale), never a residual add,
+/// so a layer whose result is only added into the stream returned is no
+/// output layer.
+static bool isLogitMap(Operation *op, Value logits) {
+  // Unary elementwise ops (tanh) keep their operand's type instead.
+  if (!op->hasTrait<mlir::rp::BroadcastingElementwise>() &&
+      !(op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
+        op->getNumOperands() == 1))
+    return false;
+  return llvm::all_of(op->getOperands(), [&](Value operand) {
+    return operand == logits || operand.getDefiningOp<mlir::rp::ConstantOp>();
+  });
+}
+
 /// True when `mm` is the model's output layer (the LM head): its result
 /// reaches a result of @main, or the logits of an rp.cross_entropy, through
-/// nothing but views and casts and layer boundaries. PEFT's "all-linear"
-/// leaves that layer out, and so does the default target set: an adapted
-/// head adds [tokens, vocabulary] values (the update, the sum) and keeps
-/// rp-fuse-linear-cross-entropy from removing the logits.
+/// nothing but views, casts, maps of the logits (Gemma 2's final softcap
+/// `c * tanh(logits / c)`, a logit scale) and layer boundaries. PEFT's
+/// "all-linear" leaves that layer out, and so does the default target set: an
+/// adapted head adds [tokens, vocabulary] values (the update, the sum) and
+/// keeps rp-fuse-linear-cross-entropy from removing the logits.
 bool mlir::rp::isOutputLayer(MatmulOp mm) {
   SmallVector<Value> work{mm.getResult()};
   llvm::SmallPtrSet<Value, 8> seen;
@@ -48,7 +64,7 @@ bool mlir::rp::isOutputLayer(MatmulOp mm) {
       if (auto ce = dyn_cast<CrossEntropyOp>(user))
         if (ce.getLogits() == v)
           return true;
-      if (isa<ReshapeOp, CastOp>(user))
+      if (isa<ReshapeOp, CastOp>(user) || isLogitMap(user, v))
         work.push_back(user->getResult(0));
       else if (isa<YieldOp>(user))
         if (auto layer = dyn_cast<LayerOp>(user->getParentOp()))

@@ -20,8 +20,8 @@
 // CHECK: %[[F1:.+]] = rp.compute forward job 0 layers 0 to 2 mb 1 device 0 weights 0 after({{.*}}%[[U1]])
 // The tail's sweep of slice 0.
 // CHECK: %[[S0:.+]] = rp.compute forward job 1 layers 2 to 4 mb 0 device 1
-// CHECK: %[[D1:.+]] = rp.copy d2h activation job 0 mb 1 device 0 bytes 256 boundary 1 after(%[[F1]]) {{.*}}rp.kept_keys
-// CHECK: %[[SD0:.+]] = rp.copy d2h activation job 1 mb 0 device 1 bytes 192 boundary 2 after(%[[S0]]) {{.*}}rp.kept_keys
+// CHECK-DAG: %[[D1:.+]] = rp.copy d2h activation job 0 mb 1 device 0 bytes 256 boundary 1 after(%[[F1]]) {{.*}}rp.kept_keys
+// CHECK-DAG: %[[SD0:.+]] = rp.copy d2h activation job 1 mb 0 device 1 bytes 192 boundary 2 after(%[[S0]]) {{.*}}rp.kept_keys
 // CHECK: %[[U2:.+]] = rp.copy h2d activation job 0 mb 2 device 0 bytes 448 boundary 1 after(%[[D0]], %[[D1]], {{.+}}rp.kept_keys
 // CHECK: %[[B2U:.+]] = rp.copy h2d activation job 2 mb 2 device 0 bytes 448 boundary 1 after(%[[D0]], %[[D1]], {{.+}}rp.kept_keys
 // CHECK: %[[SU1:.+]] = rp.copy h2d activation job 1 mb 1 device 1 bytes 192 boundary 2 after(%[[SD0]]) {{.*}}rp.kept_keys

@@ -1,6 +1,7 @@
 //===- TokenSlicesTest.cpp - TeraPipe's slice program and its plan --------===//
 
 #include "rp/Analysis/TokenSlices.h"
+#include "rp/Analysis/MemoryPlan.h"
 
 #include <gtest/gtest.h>
 
@@ -282,6 +283,18 @@ TEST(TokenSlicesTest, KeptKeysTravelThroughHostRows) {
     }
     EXPECT_EQ(ups, readers);
     EXPECT_EQ(downs, makers);
+    // The memory plan puts each prefix in its compute's input buffer.
+    MemoryPlan mp = planMemory(*pl, layers);
+    for (const Command &up : cmds) {
+      if (up.kind != CommandKind::h2dKeys)
+        continue;
+      int64_t prefixBytes = up.bytes, inputBytes = 0;
+      for (auto [i, c] : llvm::enumerate(cmds))
+        if (isCompute(c.kind) && c.job == up.job &&
+            c.microbatch == up.microbatch)
+          inputBytes = mp.buffers[mp.commandBuffers[i][1]].bytes;
+      EXPECT_GE(inputBytes, prefixBytes) << up.label;
+    }
     EXPECT_GT(cmds.size(), before);
   }
   // No sweep: the tail's slice 2 reads keys of layer 7 nothing made.

@@ -152,8 +152,11 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
     case CommandKind::d2hWeightGrads:
       use(setBuffer[job.weightSet], i, 4);
       break;
+    // Token slices' kept keys and values come up into the compute's input
+    // buffer (the prefix beside its input) and go down from its output.
     case CommandKind::h2dActivation:
-    case CommandKind::h2dGradient: {
+    case CommandKind::h2dGradient:
+    case CommandKind::h2dKeys: {
       if (!input.count(key))
         input[key] = create(
             BufferRole::input, c.device,
@@ -168,7 +171,8 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
       break;
     }
     case CommandKind::d2hActivation:
-    case CommandKind::d2hGradient: {
+    case CommandKind::d2hGradient:
+    case CommandKind::d2hKeys: {
       int out = output[key];
       mp.buffers[out].bytes += c.bytes;
       use(out, i, 4);

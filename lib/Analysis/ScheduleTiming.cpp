@@ -27,10 +27,12 @@ Queue mlir::rp::queueOf(CommandKind kind) {
     return Queue::weightH2D;
   case CommandKind::h2dActivation:
   case CommandKind::h2dGradient:
+  case CommandKind::h2dKeys:
     return Queue::activationH2D;
   case CommandKind::d2hActivation:
   case CommandKind::d2hGradient:
   case CommandKind::d2hWeightGrads:
+  case CommandKind::d2hKeys:
     return Queue::d2h;
   case CommandKind::optimizer:
     return Queue::host;

@@ -57,8 +57,13 @@ struct Inserter {
   }
   /// Whether the dependency stays on the device (a static schedule's
   /// backward reading the input its own stage's forward kept, or a tail
-  /// pair's backward half its forward half's intermediates).
+  /// pair's backward half its forward half's intermediates), or moves
+  /// nothing: a job waiting for its own earlier command (a token-sliced
+  /// tail's last slice for its forward sweep, whose kept keys travel by
+  /// insertKeptKeyTransfers' copies).
   bool direct(unsigned producer, unsigned consumer) const {
+    if (old.commands[producer].job == old.commands[consumer].job)
+      return true;
     return (pl.kind != ScheduleKind::roundRobin ||
             jobOf(consumer).keepsForward) &&
            jobOf(producer).device == jobOf(consumer).device &&

@@ -68,7 +68,7 @@ std::vector<uint8_t> floatBytes(const std::vector<float> &v) {
 /// Per layer: its parameters and host buffers.
 struct Layer {
   uint32_t wq, wk, wv, wo;
-  /// The kept keys and values, [KV, S, d]: per head a row per token,
+  /// The kept keys and values, [kvHeads, S, d]: per head a row per token,
   /// written slice by slice.
   uint32_t keptK, keptV;
   /// Its input (the previous layer's output) and its gradient, per token.
@@ -97,7 +97,7 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
   const unsigned K = unsigned(sizes.size());
   b.plan.devices = devices;
   b.plan.microbatches = K;
-  const int64_t S = kSeq, D = kModel, H = kHeads, KV = kKvHeads, d = kHead;
+  const int64_t S = kSeq, D = kModel, H = kHeads, kvHeads = kKvHeads, d = kHead;
   const uint64_t f = sizeof(float);
   std::vector<int64_t> offsets(K, 0);
   std::partial_sum(sizes.begin(), sizes.end() - 1, offsets.begin() + 1);
@@ -108,9 +108,9 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
 
   // Host: inputs, parameters, constants, per layer its kept keys and
   // values and the stage-crossing values, outputs and gradients.
-  uint32_t X = b.buffer("x", {S, D}), DY = b.buffer("dy", {S, D});
+  uint32_t X = b.buffer("x", {S, D}), dyBuffer = b.buffer("dy", {S, D});
   b.input("x", X);
-  b.input("dy", DY);
+  b.input("dy", dyBuffer);
   // RoPE as a rotation of pairs (i, i + d/2): x·cos + (x @ R)·sin, R the
   // rotate-half matrix; the tables hold every position of the sequence.
   std::vector<float> cosT(S * d), sinT(S * d), rot(d * d, 0.0f);
@@ -124,21 +124,21 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
     rot[(i + d / 2) * d + i] = -1.0f; // out[i] = -x[i + d/2]
     rot[i * d + i + d / 2] = 1.0f;    // out[i + d/2] = x[i]
   }
-  uint32_t COS = b.buffer("rope.cos", {S, d}),
-           SIN = b.buffer("rope.sin", {S, d}),
-           ROT = b.buffer("rope.rot", {d, d});
-  b.plan.buffers[COS].constant = floatBytes(cosT);
-  b.plan.buffers[SIN].constant = floatBytes(sinT);
-  b.plan.buffers[ROT].constant = floatBytes(rot);
+  uint32_t cosBuffer = b.buffer("rope.cos", {S, d}),
+           sinBuffer = b.buffer("rope.sin", {S, d}),
+           rotBuffer = b.buffer("rope.rot", {d, d});
+  b.plan.buffers[cosBuffer].constant = floatBytes(cosT);
+  b.plan.buffers[sinBuffer].constant = floatBytes(sinT);
+  b.plan.buffers[rotBuffer].constant = floatBytes(rot);
   std::vector<Layer> layers;
   for (int64_t l = 0; l < kLayers; ++l) {
     std::string n = "l" + std::to_string(l) + ".";
     Layer y{b.param(n + "wq", {1, H, D, d}),
-            b.param(n + "wk", {1, KV, D, d}),
-            b.param(n + "wv", {1, KV, D, d}),
+            b.param(n + "wk", {1, kvHeads, D, d}),
+            b.param(n + "wv", {1, kvHeads, D, d}),
             b.param(n + "wo", {1, H, d, D}),
-            b.buffer(n + "kept k", {KV, S, d}),
-            b.buffer(n + "kept v", {KV, S, d}),
+            b.buffer(n + "kept k", {kvHeads, S, d}),
+            b.buffer(n + "kept v", {kvHeads, S, d}),
             l == 0 ? X : b.buffer(n + "in", {S, D}),
             b.buffer(l == 0 ? "grad:x" : n + "grad in", {S, D})};
     layers.push_back(y);
@@ -156,14 +156,14 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
 
   auto weights = [&](const Layer &y, int32_t dev, const std::string &tag) {
     Weights w{b.buffer("wq." + tag, {1, H, D, d}, dev),
-              b.buffer("wk." + tag, {1, KV, D, d}, dev),
-              b.buffer("wv." + tag, {1, KV, D, d}, dev),
+              b.buffer("wk." + tag, {1, kvHeads, D, d}, dev),
+              b.buffer("wv." + tag, {1, kvHeads, D, d}, dev),
               b.buffer("wo." + tag, {1, H, d, D}, dev),
               b.buffer("rot." + tag, {d, d}, dev)};
     uint32_t e = b.event();
     b.copy(dev, QueueKind::weight_h2d,
            {b.whole(y.wq, w.wq), b.whole(y.wk, w.wk), b.whole(y.wv, w.wv),
-            b.whole(y.wo, w.wo), b.whole(ROT, w.rot)},
+            b.whole(y.wo, w.wo), b.whole(rotBuffer, w.rot)},
            {}, {e}, "UP " + tag);
     return std::pair{w, e};
   };
@@ -204,22 +204,22 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
     s.cos = b.buffer(tag + ".cos", {1, 1, n, d}, dev);
     s.sin = b.buffer(tag + ".sin", {1, 1, n, d}, dev);
     if (o > 0) {
-      s.kpre = b.buffer(tag + ".kpre", {1, KV, o, d}, dev);
-      s.vpre = b.buffer(tag + ".vpre", {1, KV, o, d}, dev);
+      s.kpre = b.buffer(tag + ".kpre", {1, kvHeads, o, d}, dev);
+      s.vpre = b.buffer(tag + ".vpre", {1, kvHeads, o, d}, dev);
     }
     s.q = b.buffer(tag + ".q", {1, H, n, d}, dev);
-    s.k = b.buffer(tag + ".k", {1, KV, n, d}, dev);
-    s.v = b.buffer(tag + ".v", {1, KV, n, d}, dev);
+    s.k = b.buffer(tag + ".k", {1, kvHeads, n, d}, dev);
+    s.v = b.buffer(tag + ".v", {1, kvHeads, n, d}, dev);
     calls.push_back(call(OpKind::matmul, {s.x, w.wq}, {s.q}, {0, 0}));
     calls.push_back(call(OpKind::matmul, {s.x, w.wk}, {s.k}, {0, 0}));
     calls.push_back(call(OpKind::matmul, {s.x, w.wv}, {s.v}, {0, 0}));
     s.qr = rope(s.q, s, w, H, n, tag + ".q");
-    s.kr = rope(s.k, s, w, KV, n, tag + ".k");
+    s.kr = rope(s.k, s, w, kvHeads, n, tag + ".k");
     s.kall = s.kr;
     s.vall = s.v;
     if (o > 0) {
-      s.kall = b.buffer(tag + ".kall", {1, KV, T, d}, dev);
-      s.vall = b.buffer(tag + ".vall", {1, KV, T, d}, dev);
+      s.kall = b.buffer(tag + ".kall", {1, kvHeads, T, d}, dev);
+      s.vall = b.buffer(tag + ".vall", {1, kvHeads, T, d}, dev);
       calls.push_back(call(OpKind::concat, {s.kpre, s.kr}, {s.kall}, {2}));
       calls.push_back(call(OpKind::concat, {s.vpre, s.v}, {s.vall}, {2}));
     }
@@ -233,11 +233,11 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
   auto inputs = [&](const Layer &y, unsigned k, const Slice &s) {
     int64_t o = offsets[k];
     std::vector<CopyDesc> c = {b.part(y.in, o * D * f, s.x),
-                               b.part(COS, o * d * f, s.cos),
-                               b.part(SIN, o * d * f, s.sin)};
-    // Per key/value head, its rows [0, o) (kept [KV, S, d], prefix [KV, o,
-    // d]).
-    for (int64_t h = 0; o > 0 && h < KV; ++h)
+                               b.part(cosBuffer, o * d * f, s.cos),
+                               b.part(sinBuffer, o * d * f, s.sin)};
+    // Per key/value head, its rows [0, o) (kept [kvHeads, S, d], prefix
+    // [kvHeads, o, d]).
+    for (int64_t h = 0; o > 0 && h < kvHeads; ++h)
       for (auto [kept, pre] : {std::pair{y.keptK, s.kpre}, {y.keptV, s.vpre}})
         c.push_back({kept, uint64_t(h * S * d) * f, pre,
                      uint64_t(h * o * d) * f, uint64_t(o * d) * f});
@@ -281,7 +281,7 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
       // values into rows [o, o + n) of the kept ones.
       int64_t n = sizes[k];
       std::vector<CopyDesc> down = {b.whole(h, next, o * D * f)};
-      for (int64_t hd = 0; hd < KV; ++hd)
+      for (int64_t hd = 0; hd < kvHeads; ++hd)
         for (auto [own, kept] : {std::pair{s.kr, y.keptK}, {s.v, y.keptV}})
           down.push_back({own, uint64_t(hd * n * d) * f, kept,
                           uint64_t((hd * S + o) * d) * f, uint64_t(n * d) * f});
@@ -297,10 +297,10 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
     const Layer &y = layers[l];
     int32_t dev = int32_t(job % devices);
     auto [w, eUp] = weights(y, dev, "B" + std::to_string(l));
-    uint32_t dOut = l + 1 < kLayers ? layers[l + 1].dIn : DY;
+    uint32_t dOut = l + 1 < kLayers ? layers[l + 1].dIn : dyBuffer;
     std::string jt = "s" + std::to_string(job);
-    uint32_t accK = b.buffer("acc dk " + jt, {1, KV, S, d}, dev),
-             accV = b.buffer("acc dv " + jt, {1, KV, S, d}, dev);
+    uint32_t accK = b.buffer("acc dk " + jt, {1, kvHeads, S, d}, dev),
+             accV = b.buffer("acc dv " + jt, {1, kvHeads, S, d}, dev);
     std::vector<uint32_t> gAcc;
     for (size_t i = 0; i < 4; ++i)
       gAcc.push_back(
@@ -317,8 +317,8 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
                da = b.buffer(tag + ".da", {1, H, n, d}, dev),
                gwo = b.buffer(tag + ".gwo", {1, H, d, D}, dev),
                dqr = b.buffer(tag + ".dqr", {1, H, n, d}, dev),
-               dkall = b.buffer(tag + ".dkall", {1, KV, T, d}, dev),
-               dvall = b.buffer(tag + ".dvall", {1, KV, T, d}, dev);
+               dkall = b.buffer(tag + ".dkall", {1, kvHeads, T, d}, dev),
+               dvall = b.buffer(tag + ".dvall", {1, kvHeads, T, d}, dev);
       calls.push_back(call(OpKind::matmul, {dz, w.wo}, {da}, {0, 1}));
       calls.push_back(call(OpKind::matmul, {s.a, dz}, {gwo}, {1, 0}));
       calls.push_back(call(OpKind::attention_grad, {s.qr, s.kall, s.vall, da},
@@ -329,8 +329,8 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
         uint32_t own = dall, pre = 0;
         std::string v = tag + ".d" + name;
         if (o > 0) {
-          pre = b.buffer(v + "pre", {1, KV, o, d}, dev);
-          own = b.buffer(v + "own", {1, KV, n, d}, dev);
+          pre = b.buffer(v + "pre", {1, kvHeads, o, d}, dev);
+          own = b.buffer(v + "own", {1, kvHeads, n, d}, dev);
           calls.push_back(
               call(OpKind::slice, {dall}, {pre}, {0, 0, 0, 0, 1, 1, 1, 1}));
           calls.push_back(
@@ -338,8 +338,8 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
         }
         uint32_t sum = own;
         if (!last) {
-          uint32_t later = b.buffer(v + "later", {1, KV, n, d}, dev);
-          sum = b.buffer(v + "sum", {1, KV, n, d}, dev);
+          uint32_t later = b.buffer(v + "later", {1, kvHeads, n, d}, dev);
+          sum = b.buffer(v + "sum", {1, kvHeads, n, d}, dev);
           calls.push_back(
               call(OpKind::slice, {acc}, {later}, {0, 0, o, 0, 1, 1, 1, 1}));
           calls.push_back(call(OpKind::add, {own, later}, {sum}));
@@ -348,7 +348,7 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
           // The first slice of the sweep starts the accumulator (zeros
           // past its prefix), the others add theirs, in slice order.
           uint32_t padded =
-              last ? acc : b.buffer(v + "pad", {1, KV, S, d}, dev);
+              last ? acc : b.buffer(v + "pad", {1, kvHeads, S, d}, dev);
           calls.push_back(call(OpKind::slice_grad, {pre}, {padded},
                                {0, 0, 0, 0, 1, 1, 1, 1}));
           if (!last)
@@ -358,18 +358,18 @@ SlicedPlan buildPlan(const std::vector<int64_t> &sizes, uint32_t devices,
       };
       uint32_t dkr = split(dkall, accK, "k"), dv = split(dvall, accV, "v");
       uint32_t dq = ropeGrad(dqr, s, w, H, n, tag + ".dq"),
-               dk = ropeGrad(dkr, s, w, KV, n, tag + ".dk");
+               dk = ropeGrad(dkr, s, w, kvHeads, n, tag + ".dk");
       uint32_t gwq = b.buffer(tag + ".gwq", {1, H, D, d}, dev),
-               gwk = b.buffer(tag + ".gwk", {1, KV, D, d}, dev),
-               gwv = b.buffer(tag + ".gwv", {1, KV, D, d}, dev);
+               gwk = b.buffer(tag + ".gwk", {1, kvHeads, D, d}, dev),
+               gwv = b.buffer(tag + ".gwv", {1, kvHeads, D, d}, dev);
       calls.push_back(call(OpKind::matmul, {s.x, dq}, {gwq}, {1, 0}));
       calls.push_back(call(OpKind::matmul, {s.x, dk}, {gwk}, {1, 0}));
       calls.push_back(call(OpKind::matmul, {s.x, dv}, {gwv}, {1, 0}));
       // The input gradient: the residual's plus the projections'.
       uint32_t dxqh = b.buffer(tag + ".dxqh", {1, H, n, D}, dev),
                dxq = b.buffer(tag + ".dxq", {1, 1, n, D}, dev),
-               dxk = b.buffer(tag + ".dxk", {1, KV, n, D}, dev),
-               dxv = b.buffer(tag + ".dxv", {1, KV, n, D}, dev),
+               dxk = b.buffer(tag + ".dxk", {1, kvHeads, n, D}, dev),
+               dxv = b.buffer(tag + ".dxv", {1, kvHeads, n, D}, dev),
                dxkr = b.buffer(tag + ".dxkr", {1, 1, n, D}, dev),
                dxvr = b.buffer(tag + ".dxvr", {1, 1, n, D}, dev),
                dx1 = b.buffer(tag + ".dx1", {1, 1, n, D}, dev),

@@ -1,6 +1,7 @@
 //===- TokenSlicesTest.cpp - TeraPipe's slice program and its plan --------===//
 
 #include "rp/Analysis/TokenSlices.h"
+#include "rp/Analysis/MemoryPlan.h"
 
 #include <gtest/gtest.h>
 
@@ -212,4 +213,96 @@ TEST(TokenSlicesTest, RefusesWhatItDoesNotModel) {
   EXPECT_TRUE(mlir::failed(
       predictSlicedPlan(pair, two, {8, 8}, layers, pairs, rr, error)));
   EXPECT_NE(error.find("--tail-jobs 1"), std::string::npos);
+}
+
+/// The kept keys and values travel through host rows: every compute of a
+/// later slice uploads its layers' rows of the slices before it, after
+/// the downloads that sent each of them; nothing else is changed, and
+/// without the tail's forward sweep a tail's kept keys have no maker.
+TEST(TokenSlicesTest, KeptKeysTravelThroughHostRows) {
+  std::vector<LayerCost> layers = layersOf(8, 1);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  HardwareProfile hw;
+  // Layer 4 has no attention.
+  std::vector<int64_t> perToken{64, 64, 64, 64, 0, 64, 64, 32};
+  llvm::SmallVector<bool> keeps;
+  for (int64_t b : perToken)
+    keeps.push_back(b > 0);
+  std::vector<int64_t> sizes{4, 4, 8};
+  std::string error;
+  for (unsigned g : {1u, 2u, 3u}) {
+    FailureOr<Pipeline> pl =
+        lowerSlicedSchedule(p, layers, ScheduleKind::roundRobin, g, 1, 3,
+                            /*tailSweep=*/true, error, {}, keeps);
+    ASSERT_TRUE(mlir::succeeded(pl)) << error;
+    insertTransfers(*pl, layers, hw);
+    size_t before = pl->schedule.commands.size();
+    ASSERT_TRUE(insertKeptKeyTransfers(*pl, sizes, perToken, hw, error))
+        << error;
+    const std::vector<Command> &cmds = pl->schedule.commands;
+    ASSERT_TRUE(inIssueOrder(pl->schedule)) << "deadlocks on " << g;
+    auto rate = [&](const StageJob &j) {
+      int64_t r = 0;
+      for (unsigned l = j.range.begin; l < j.range.end; ++l)
+        r += perToken[l];
+      return r;
+    };
+    unsigned ups = 0, downs = 0, readers = 0, makers = 0;
+    const int64_t offsets[] = {0, 4, 8};
+    for (const Command &c : cmds) {
+      if (isCompute(c.kind)) {
+        // Every compute of slice 1 or 2 with keys reads the prefix; the
+        // forwards of slices 0 and 1 (the tail's sweep too) send their own.
+        bool keys = rate(pl->jobs[c.job]) > 0;
+        readers += keys && c.microbatch > 0;
+        makers += keys && c.kind == CommandKind::forward && c.microbatch < 2;
+        continue;
+      }
+      if (c.kind == CommandKind::d2hKeys) {
+        ++downs;
+        EXPECT_EQ(c.bytes, rate(pl->jobs[c.job]) * sizes[c.microbatch]);
+        continue;
+      }
+      if (c.kind != CommandKind::h2dKeys)
+        continue;
+      ++ups;
+      const StageJob &job = pl->jobs[c.job];
+      EXPECT_EQ(c.bytes, rate(job) * offsets[c.microbatch]);
+      // It waits for the download of each earlier slice of each layer.
+      for (unsigned l = job.range.begin; l < job.range.end; ++l)
+        for (int mb = 0; mb < c.microbatch && perToken[l] > 0; ++mb)
+          EXPECT_TRUE(llvm::any_of(c.waits,
+                                   [&](unsigned w) {
+                                     const Command &d = cmds[w];
+                                     return d.kind == CommandKind::d2hKeys &&
+                                            d.microbatch == mb &&
+                                            pl->jobs[d.job].range.begin <= l &&
+                                            l < pl->jobs[d.job].range.end;
+                                   }))
+              << c.label << " layer " << l << " slice " << mb;
+    }
+    EXPECT_EQ(ups, readers);
+    EXPECT_EQ(downs, makers);
+    // The memory plan puts each prefix in its compute's input buffer.
+    MemoryPlan mp = planMemory(*pl, layers);
+    for (const Command &up : cmds) {
+      if (up.kind != CommandKind::h2dKeys)
+        continue;
+      int64_t prefixBytes = up.bytes, inputBytes = 0;
+      for (auto [i, c] : llvm::enumerate(cmds))
+        if (isCompute(c.kind) && c.job == up.job &&
+            c.microbatch == up.microbatch)
+          inputBytes = mp.buffers[mp.commandBuffers[i][1]].bytes;
+      EXPECT_GE(inputBytes, prefixBytes) << up.label;
+    }
+    EXPECT_GT(cmds.size(), before);
+  }
+  // No sweep: the tail's slice 2 reads keys of layer 7 nothing made.
+  FailureOr<Pipeline> unswept =
+      lowerSlicedSchedule(p, layers, ScheduleKind::roundRobin, 2, 1, 3,
+                          /*tailSweep=*/false, error, {}, keeps);
+  ASSERT_TRUE(mlir::succeeded(unswept)) << error;
+  insertTransfers(*unswept, layers, hw);
+  EXPECT_FALSE(insertKeptKeyTransfers(*unswept, sizes, perToken, hw, error));
+  EXPECT_NE(error.find("keys of layer 7"), std::string::npos) << error;
 }

@@ -44,7 +44,12 @@ enum class CommandKind : uint8_t {
   d2hActivation,
   d2hGradient,
   d2hWeightGrads,
-  optimizer
+  optimizer,
+  /// Token slices (docs/token-slices.md): the keys and values of a job's
+  /// layers of a sequence's earlier slices, uploaded before a slice's
+  /// compute, and the slice's own, downloaded after a forward.
+  h2dKeys,
+  d2hKeys
 };
 
 struct Command {

@@ -26,6 +26,8 @@
 //   and the backward jobs in reverse slice order (a slice's key and value
 //   gradients come from the later slices), each compute command timed and
 //   sized by its slice, timed and memory-planned as predictPlan does.
+// - insertKeptKeyTransfers (SliceTransfers.cpp): the copies of the kept
+//   keys and values that rp-insert-transfers adds to a sliced schedule.
 //
 //===----------------------------------------------------------------------===//
 
@@ -157,6 +159,28 @@ FailureOr<SlicedPrediction> predictSlicedPlan(
     const Partition &partition, llvm::ArrayRef<std::vector<LayerCost>> slices,
     llvm::ArrayRef<int64_t> sizes, llvm::ArrayRef<LayerCost> mean,
     const SlicePairCosts &pairs, const PlanTarget &target, std::string &error);
+
+/// Adds to a sliced pipeline whose other transfers are in (insertTransfers)
+/// the copies of the keys and values its jobs keep through host rows
+/// (docs/token-slices.md, "The executing path"), `sizes` the slices of a
+/// sequence (microbatch m is slice m mod K) and `keyValueBytes` per layer
+/// the bytes of its post-RoPE keys and values per token (0: no attention):
+/// - after each forward compute of a slice but the last (a forward job's,
+///   or the tail's forward sweep's), a download of its layers' keys and
+///   values of the slice (`d2hKeys`, size x bytes per token), behind the
+///   compute's other downloads;
+/// - before each compute of slice k > 0 of a job with such layers (every
+///   kind: forward, the sweep, the fused tail, backward), an upload of its
+///   layers' keys and values of slices 0 .. k - 1 (`h2dKeys`, offset x
+///   bytes per token), ahead of its other uploads, after the downloads of
+///   every one of those slices of its layers. Two in flight per device, as
+///   the activations: an upload waits for the compute two places back, a
+///   compute for the key download of the compute two places back.
+/// False, with `error`, where a layer's keys of an earlier slice are made
+/// by no forward command (a tail holding an attention without its sweep).
+bool insertKeptKeyTransfers(Pipeline &pipeline, llvm::ArrayRef<int64_t> sizes,
+                            llvm::ArrayRef<int64_t> keyValueBytes,
+                            const HardwareProfile &hw, std::string &error);
 
 } // namespace mlir::rp
 

@@ -1,14 +1,20 @@
 //===- InsertTransfers.cpp - rp-insert-transfers --------------------------===//
 //
 // Adds to an rp.schedule the copies its compute needs and the optimizer
-// step (include/rp/Analysis/Pipeline.h, insertTransfers).
+// step (include/rp/Analysis/Pipeline.h, insertTransfers); on a token-sliced
+// schedule also the copies of its kept keys and values (TokenSlices.h,
+// insertKeptKeyTransfers), sized from rp-slice-tokens' functions.
 //
 //===----------------------------------------------------------------------===//
 
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "ScheduleIR.h"
+#include "rp/Analysis/LayerCost.h"
 #include "rp/Analysis/SteadyState.h"
+#include "rp/Analysis/TokenSlices.h"
+
+#include <map>
 
 namespace mlir::rp {
 #define GEN_PASS_DEF_INSERTTRANSFERSPASS
@@ -19,6 +25,55 @@ using namespace mlir;
 using namespace mlir::rp;
 
 namespace {
+
+/// A token-sliced module's slice sizes (by index) and, per layer of
+/// `func`, the bytes of its kept keys and values per token: slice 1's
+/// prefix arguments (`keys:L`, `values:L`, offset = slice 0's size rows).
+LogicalResult readSlices(ModuleOp module, func::FuncOp func, unsigned slices,
+                         std::vector<int64_t> &sizes,
+                         std::vector<int64_t> &keyValueBytes) {
+  sizes.assign(slices, 0);
+  func::FuncOp second;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    auto slice = f->getAttrOfType<DictionaryAttr>(kTokenSliceAttr);
+    if (!slice)
+      continue;
+    auto index = slice.getAs<IntegerAttr>("index");
+    auto size = slice.getAs<IntegerAttr>("size");
+    if (!index || !size || index.getInt() < 0 ||
+        uint64_t(index.getInt()) >= slices || size.getInt() <= 0)
+      return f.emitError("rp.token_slice does not name one of the ")
+             << slices << " slices the schedule runs";
+    sizes[index.getInt()] = size.getInt();
+    if (index.getInt() == 1)
+      second = f;
+  }
+  if (llvm::is_contained(sizes, 0))
+    return module.emitError("the schedule runs ")
+           << slices << " token slices, but the module lacks a slice function";
+  std::map<std::string, unsigned> layerIndex;
+  for (LayerOp l : func.getOps<LayerOp>())
+    if (l.getRole() == LayerRole::forward)
+      layerIndex.emplace(l.getName().str(), unsigned(layerIndex.size()));
+  keyValueBytes.assign(layerIndex.size(), 0);
+  if (!second)
+    return success();
+  for (BlockArgument a : second.getArguments()) {
+    auto name =
+        second.getArgAttrOfType<StringAttr>(a.getArgNumber(), "rp.name");
+    if (!name)
+      continue;
+    StringRef layer = name.getValue();
+    if (!layer.consume_front("keys:") && !layer.consume_front("values:"))
+      continue;
+    auto at = layerIndex.find(layer.str());
+    if (at == layerIndex.end())
+      return second.emitError("kept keys or values '")
+             << name.getValue() << "' name no layer of @" << func.getSymName();
+    keyValueBytes[at->second] += tensorBytes(a.getType()) / sizes[0];
+  }
+  return success();
+}
 
 struct InsertTransfersPass
     : SchedulePass<
@@ -46,7 +101,8 @@ struct InsertTransfersPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // Only the schedule changes: the layer costs stay valid.
-    FailureOr<LoadedSchedule> loaded = loadOrFail(/*keepCosts=*/true);
+    FailureOr<LoadedSchedule> loaded =
+        loadOrFail(/*keepCosts=*/true, /*tokenSlices=*/true);
     if (failed(loaded))
       return;
     PipelineInputs *in = &loaded->in;
@@ -79,6 +135,17 @@ struct InsertTransfersPass
       pl->passShift = computeOnly.passShift;
     }
     insertTransfers(*pl, in->costs, in->hw);
+    if (auto slices = (*op)->getAttrOfType<IntegerAttr>(kTokenSlicesAttr)) {
+      std::vector<int64_t> sizes, keyValueBytes;
+      std::string error;
+      if (failed(readSlices(module, in->func, unsigned(slices.getInt()), sizes,
+                            keyValueBytes)))
+        return signalPassFailure();
+      if (!insertKeptKeyTransfers(*pl, sizes, keyValueBytes, in->hw, error)) {
+        op->emitOpError() << error;
+        return signalPassFailure();
+      }
+    }
     // Listed by estimated start, so the IR reads as the step runs.
     std::string stuck;
     std::optional<Schedule> issued = inIssueOrder(pl->schedule, &stuck);

@@ -115,10 +115,7 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
   if (!partition)
     return op.emitOpError("schedules @")
            << op.getFunction() << ", which has no rp.partition";
-  if (op->hasAttr(kTokenSlicesAttr))
-    return op.emitOpError("runs token slices as microbatches; the "
-                          "transfers, the memory plan and the exporter do "
-                          "not carry their kept keys and values yet");
+  bool sliced = op->hasAttr(kTokenSlicesAttr);
   Pipeline pl;
   pl.kind = partition.getSchedule();
   pl.devices = partition.getDevices();
@@ -150,15 +147,32 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
         seen.resize(c.job + 1, false);
       }
       StageJob &known = pl.jobs[c.job];
+      // A sliced schedule's tail job also runs forward commands, its
+      // forward sweep: the job is the tail.
+      bool sweep =
+          sliced && seen[c.job] &&
+          (known.kind == CommandKind::tail || job.kind == CommandKind::tail) &&
+          (known.kind == CommandKind::forward ||
+           job.kind == CommandKind::forward);
       if (seen[c.job] &&
-          (known.kind != job.kind || !(known.range == job.range) ||
+          ((known.kind != job.kind && !sweep) || !(known.range == job.range) ||
            known.device != job.device || known.weightSet != job.weightSet))
         return compute.emitOpError("disagrees with an earlier command of job ")
                << c.job << " on its kind, layers, device or weights";
+      if (sweep)
+        job.kind = CommandKind::tail;
       known = job;
       seen[c.job] = true;
     } else if (auto copy = dyn_cast<CopyOp>(inner)) {
       c.kind = commandKind(copy);
+      if (copy->hasAttr(kKeptKeysAttr)) {
+        if (copy.getKind() != CopyKind::activation)
+          return copy.emitOpError("carries kept keys but is no activation "
+                                  "copy");
+        c.kind = copy.getDirection() == CopyDirection::h2d
+                     ? CommandKind::h2dKeys
+                     : CommandKind::d2hKeys;
+      }
       c.job = copy.getJob();
       c.microbatch = copy.getMb() ? int(*copy.getMb()) : -1;
       c.device = copy.getDevice();
@@ -217,6 +231,12 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
       break;
     case CommandKind::optimizer:
       c.label = "OPT";
+      break;
+    case CommandKind::h2dKeys:
+      c.label = "KV s" + tag;
+      break;
+    case CommandKind::d2hKeys:
+      c.label = "KV OUT s" + tag;
       break;
     }
   }
@@ -279,10 +299,12 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
       token = OptimizerStepOp::create(b, loc, after, b.getF64FloatAttr(c.ms));
     } else {
       bool up = c.queue != Queue::d2h;
+      bool keys =
+          c.kind == CommandKind::h2dKeys || c.kind == CommandKind::d2hKeys;
       CopyKind kind = c.kind == CommandKind::h2dWeights ? CopyKind::weights
                       : c.kind == CommandKind::d2hWeightGrads
                           ? CopyKind::weight_grads
-                      : c.kind == CommandKind::h2dActivation ||
+                      : keys || c.kind == CommandKind::h2dActivation ||
                               c.kind == CommandKind::d2hActivation
                           ? CopyKind::activation
                           : CopyKind::gradient;
@@ -297,6 +319,8 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
           b.getI64IntegerAttr(c.device), b.getI64IntegerAttr(c.bytes),
           perMicrobatch ? b.getI64IntegerAttr(c.boundary) : IntegerAttr(),
           after, b.getF64FloatAttr(c.ms), b.getI64IntegerAttr(c.chunk));
+      if (keys)
+        token.getDefiningOp()->setAttr(kKeptKeysAttr, b.getUnitAttr());
     }
     tokens.push_back(token);
   }

@@ -30,6 +30,11 @@ constexpr llvm::StringLiteral kTokenSliceAttr = "rp.token_slice";
 /// m * slices + k).
 constexpr llvm::StringLiteral kTokenSlicesAttr = "rp.token_slices";
 
+/// On an rp.copy of kind activation: it carries kept keys and values of a
+/// token-sliced schedule (CommandKind::h2dKeys, d2hKeys; `boundary` is the
+/// first layer whose keys it carries), not the value entering a layer.
+constexpr llvm::StringLiteral kKeptKeysAttr = "rp.kept_keys";
+
 /// The one function of `module` with layers (token slices' aside), or an
 /// error.
 FailureOr<func::FuncOp> layeredFunction(ModuleOp module);
@@ -73,10 +78,20 @@ template <typename PassBase> struct SchedulePass : PassBase {
 
 protected:
   /// The schedule, or failure with the pass failed. A pass that changes
-  /// only the schedule keeps the layer costs (`keepCosts`).
-  FailureOr<LoadedSchedule> loadOrFail(bool keepCosts) {
+  /// only the schedule keeps the layer costs (`keepCosts`). A token-sliced
+  /// schedule is refused unless the pass plans its kept keys and values
+  /// (`tokenSlices`): planned as an unsliced one it would be wrong.
+  FailureOr<LoadedSchedule> loadOrFail(bool keepCosts,
+                                       bool tokenSlices = false) {
     FailureOr<LoadedSchedule> loaded = loadSchedule(
         this->getOperation(), this->template getAnalysis<CostModel>());
+    if (succeeded(loaded) && !tokenSlices &&
+        loaded->op->hasAttr(kTokenSlicesAttr)) {
+      loaded->op.emitOpError("runs token slices as microbatches; ")
+          << this->getArgument()
+          << " does not plan their kept keys and values yet";
+      loaded = failure();
+    }
     if (failed(loaded)) {
       this->signalPassFailure();
       return failure();

@@ -64,6 +64,10 @@ class Op:
             return [self.results]
         return [f"{self.results}#{j}" for j in range(self.n)]
 
+    def str_attr(self, key):
+        m = re.search(r"(?:^|, )" + key + r' = "([^"]*)"', self.attrs)
+        return m.group(1) if m else None
+
     def array(self, key):
         m = re.search(key + r" = array<i64(?:: ([-\d, ]*))?>", self.attrs)
         return [int(x) for x in m.group(1).split(",")] if m and m.group(1) \
@@ -248,32 +252,47 @@ def is_kept_grad(name):
     return name.startswith(("grad:keys:", "grad:values:"))
 
 
+class Model:
+    """What both scripts evaluate: the IR `rp-opt MODEL PASSES` prints (in
+    its generic form), its functions (@main and the slices), random float64
+    weights and tokens, @main's loss and gradients, the slices' sizes and
+    offsets."""
+
+    def __init__(self, rp_opt, model, passes, ignored_label=False):
+        self.text = subprocess.run(
+            [rp_opt, model] + passes + ["-mlir-print-op-generic"],
+            check=True, capture_output=True, text=True).stdout
+        funcs = functions(self.text)
+        self.whole = funcs["main"]
+        self.sliced = [funcs[f"main.slice{k}"] for k in range(len(funcs) - 1)]
+        torch.manual_seed(0)
+        self.weights = {}
+        for m in re.finditer(r'"rp.param"\(\) <\{name = "([^"]+)".*?-> '
+                             r"tensor<([^>]*)>", self.text):
+            if m.group(1) not in self.weights:
+                self.weights[m.group(1)] = torch.randn(
+                    shape_of(m.group(2)), dtype=torch.float64) * 0.5
+        whole = self.whole
+        rows, self.seq = whole["shapes"][whole["arg_names"].index("tokens")]
+        self.tokens = torch.randint(0, 16, (rows, self.seq))
+        self.labels = torch.randint(0, 16, (rows, self.seq))
+        if ignored_label:
+            self.labels[0, 1] = -100
+        self.one = torch.tensor(1.0, dtype=torch.float64)
+        self.ref = call(whole, {"tokens": self.tokens, "labels": self.labels,
+                                "loss_scale": self.one}, self.weights)
+        self.sizes = [f["shapes"][f["arg_names"].index("tokens")][1]
+                      for f in self.sliced]
+        self.offsets = [sum(self.sizes[:k]) for k in range(len(self.sizes))]
+
+
 def main():
     rp_opt, model, slices = sys.argv[1:4]
-    passes = ["--rp-attach-loss"] + sys.argv[4:] + [
-        f"--rp-slice-tokens=slices={slices}", "--rp-autodiff",
-        "-mlir-print-op-generic"]
-    text = subprocess.run([rp_opt, model] + passes, check=True,
-                          capture_output=True, text=True).stdout
-    funcs = functions(text)
-    whole = funcs["main"]
-    sliced = [funcs[f"main.slice{k}"] for k in range(len(funcs) - 1)]
-    torch.manual_seed(0)
-    weights = {}
-    for m in re.finditer(r'"rp.param"\(\) <\{name = "([^"]+)".*?-> '
-                         r"tensor<([^>]*)>", text):
-        if m.group(1) not in weights:
-            weights[m.group(1)] = torch.randn(
-                shape_of(m.group(2)), dtype=torch.float64) * 0.5
-    rows, seq = whole["shapes"][whole["arg_names"].index("tokens")]
-    tokens = torch.randint(0, 16, (rows, seq))
-    labels = torch.randint(0, 16, (rows, seq))
-    labels[0, 1] = -100  # an ignored label
-    one = torch.tensor(1.0, dtype=torch.float64)
-    ref = call(whole, {"tokens": tokens, "labels": labels, "loss_scale": one},
-               weights)
-    sizes = [f["shapes"][f["arg_names"].index("tokens")][1] for f in sliced]
-    offsets = [sum(sizes[:k]) for k in range(len(sizes))]
+    m = Model(rp_opt, model, ["--rp-attach-loss"] + sys.argv[4:] + [
+        f"--rp-slice-tokens=slices={slices}", "--rp-autodiff"],
+        ignored_label=True)
+    sliced, weights, tokens, labels = m.sliced, m.weights, m.tokens, m.labels
+    one, ref, sizes, offsets, seq = m.one, m.ref, m.sizes, m.offsets, m.seq
 
     def inputs(k, kept, seeds):
         """Slice k's arguments: its tokens and labels, the kept keys and

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <numeric>
 #include <utility>
 
@@ -47,10 +46,23 @@ unsigned rp::timing::cycleAt(const std::vector<double> &ends, unsigned warmup,
 
 namespace {
 
-/// Per thread, the vectors of the last recycled run (recycle()).
+/// A host task of build() before it is written into the run's graph: its
+/// waits are [first, first + count) of Spare::hostWaits, so that laying out
+/// a run allocates no vector per host task (a 256-layer model's run has
+/// thousands of gates).
+struct HostTask {
+  unsigned device;
+  double ms, hostGBps;
+  size_t first, count;
+};
+
+/// Per thread, the vectors of the last recycled run (recycle()) and
+/// build()'s working arrays.
 struct Spare {
   std::vector<Task> tasks;
   Times times;
+  std::vector<HostTask> host;
+  std::vector<unsigned> hostWaits;
 };
 thread_local Spare spare;
 
@@ -72,34 +84,49 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
   run.passTasks = C;
 
   // The last task of every (device, lane) in a pass: once they are done,
-  // so is the pass.
-  std::map<std::pair<unsigned, unsigned>, unsigned> lastOf;
-  for (size_t i = 0; i < C; ++i)
-    lastOf[{pass.tasks[i].device, unsigned(pass.tasks[i].lane)}] = unsigned(i);
+  // so is the pass. Lanes as device * kLanes + lane, in that order.
+  constexpr unsigned kLanes = unsigned(Lane::host) + 1;
+  unsigned laneCount = 0;
+  for (const Task &t : pass.tasks)
+    laneCount = std::max(laneCount, (t.device + 1) * kLanes);
+  std::vector<unsigned> lastOf(laneCount, ~0u), firstOf(laneCount, ~0u);
+  for (size_t i = 0; i < C; ++i) {
+    unsigned lane =
+        pass.tasks[i].device * kLanes + unsigned(pass.tasks[i].lane);
+    lastOf[lane] = unsigned(i);
+    if (firstOf[lane] == ~0u)
+      firstOf[lane] = unsigned(i);
+  }
   std::vector<unsigned> lasts;
-  lasts.reserve(lastOf.size());
-  for (auto &[lane, i] : lastOf)
-    lasts.push_back(i);
   // One copy of the arenas shared by the passes: the first task of each
   // (device, lane) of pass p+1 waits for every last task of pass p that
   // ran on the same physical device.
   bool shared = o.arenaCopies == 1 && L >= 2;
   std::vector<std::vector<unsigned>> lastsOfDevice(G);
-  std::map<std::pair<unsigned, unsigned>, unsigned> firstOf;
-  for (auto &[lane, i] : lastOf)
-    lastsOfDevice[lane.first % G].push_back(i);
-  for (size_t i = C; i-- > 0;)
-    firstOf[{pass.tasks[i].device, unsigned(pass.tasks[i].lane)}] = unsigned(i);
   std::vector<bool> isFirst(C, false);
-  for (auto &[lane, i] : firstOf)
-    isFirst[i] = true;
+  for (unsigned lane = 0; lane < laneCount; ++lane) {
+    if (lastOf[lane] == ~0u)
+      continue;
+    lasts.push_back(lastOf[lane]);
+    lastsOfDevice[(lane / kLanes) % G].push_back(lastOf[lane]);
+    isFirst[firstOf[lane]] = true;
+  }
 
   // Host work, in the trainer's order: lane G is the thread running the
   // steps, G + 1 the optimizer's thread, G + 2 the gates.
-  std::vector<Task> host;
-  auto add = [&](unsigned lane, double ms, std::vector<unsigned> waits) {
-    host.push_back({lane, Lane::host, ms, std::move(waits), o.hostGBps});
+  std::vector<HostTask> &host = spare.host;
+  std::vector<unsigned> &hostWaits = spare.hostWaits;
+  host.clear();
+  hostWaits.clear();
+  auto addWith = [&](unsigned lane, double ms, double gbps,
+                     std::initializer_list<unsigned> waits) {
+    host.push_back({lane, ms, gbps, hostWaits.size(), waits.size()});
+    hostWaits.insert(hostWaits.end(), waits);
     return unsigned(commandTasks + host.size() - 1);
+  };
+  auto add = [&](unsigned lane, double ms,
+                 std::initializer_list<unsigned> waits) {
+    return addWith(lane, ms, o.hostGBps, waits);
   };
   std::vector<unsigned> &pro = run.prologue, &epi = run.epilogue,
                         &opt = run.optimizer, &optFirst = run.optimizerFirst;
@@ -138,11 +165,10 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
   for (unsigned t = 0; t < std::min(L, P); ++t)
     stage(t);
   for (unsigned t = 0; t < P; ++t) {
-    std::vector<unsigned> ends;
-    ends.reserve(lasts.size());
+    epi[t] = add(G, o.epilogueMs, {});
     for (unsigned i : lasts)
-      ends.push_back(unsigned(size_t(t) * C + i));
-    epi[t] = add(G, o.epilogueMs, std::move(ends));
+      hostWaits.push_back(unsigned(size_t(t) * C + i));
+    host.back().count = lasts.size();
     unsigned k = t / K;
     if (t % K != K - 1) {
       stage(t + L);
@@ -177,10 +203,11 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
     unsigned k = t / K;
     unsigned version = o.sync ? k : (k ? k - 1 : 0);
     for (size_t g = 0; g < perPass; ++g) {
-      std::vector<unsigned> waits{pro[t]};
       if (g > 0 && version >= 1)
-        waits.push_back(written[version - 1][g - 1]);
-      host.push_back({unsigned(G + 2 + g), Lane::host, 0, std::move(waits)});
+        addWith(unsigned(G + 2 + g), 0, 0,
+                {pro[t], written[version - 1][g - 1]});
+      else
+        addWith(unsigned(G + 2 + g), 0, 0, {pro[t]});
     }
   }
 
@@ -226,12 +253,14 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
   }
   for (size_t j = 0; j < host.size(); ++j) {
     Task &task = g.tasks[commandTasks + j];
-    task.device = host[j].device;
-    task.lane = host[j].lane;
-    task.ms = host[j].ms;
-    task.hostGBps = host[j].hostGBps;
-    task.dispatchMs = host[j].dispatchMs;
-    task.waits.assign(host[j].waits.begin(), host[j].waits.end());
+    const HostTask &h = host[j];
+    task.device = h.device;
+    task.lane = Lane::host;
+    task.ms = h.ms;
+    task.hostGBps = h.hostGBps;
+    task.dispatchMs = 0; // the trainer's and optimizer's own work
+    task.waits.assign(hostWaits.begin() + h.first,
+                      hostWaits.begin() + h.first + h.count);
   }
   return run;
 }

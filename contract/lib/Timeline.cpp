@@ -74,8 +74,8 @@ struct KeyHash {
 /// and allocating and freeing these was a fifth of a compile.
 struct Scratch {
   std::vector<unsigned> lastOnLane, pending, first, edges, fill, linkOfTask,
-      active, perLink, drained, watchAt, laneOf;
-  std::vector<double> readyAt, remaining, slow, linkUse;
+      active, perLink, drained, watchAt, laneOf, waitFirst, waitFlat;
+  std::vector<double> readyAt, remaining, slow, linkUse, msOf;
   std::vector<std::pair<double, unsigned>> starts, ends;
   std::vector<char> watchEnded;
   std::vector<uint64_t> sharesKey;
@@ -111,36 +111,71 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // of graphs, and a vector per task is most of the time): the lane
   // predecessor, then the waits, as dependencies() lists them.
   unsigned lanes = 0;
-  for (const Task &t : tasks)
-    lanes = std::max(lanes, t.device + 1);
   constexpr unsigned kLanes = unsigned(Lane::host) + 1;
   std::vector<unsigned> &lastOnLane = sc.lastOnLane, &pending = sc.pending,
                         &first = sc.first, &edges = sc.edges;
   // Per task its (device, lane) as one number: finish compares the lanes
   // of a task and each successor, and the tasks themselves are too large
   // to walk in cache (a 256-layer candidate's run: ~100,000 of them).
-  std::vector<unsigned> &laneOf = sc.laneOf;
+  // The same for a task's duration, read when it starts, and for its
+  // waits: each task's own vector is read once, into one flat array that
+  // the second pass below walks.
+  std::vector<unsigned> &laneOf = sc.laneOf, &waitFirst = sc.waitFirst,
+                        &waitFlat = sc.waitFlat;
+  std::vector<double> &msOf = sc.msOf;
   laneOf.resize(n);
-  for (unsigned i = 0; i < n; ++i)
-    laneOf[i] = tasks[i].device * kLanes + unsigned(tasks[i].lane);
-  lastOnLane.assign(size_t(lanes) * kLanes, ~0u);
+  msOf.resize(n);
+  waitFirst.resize(n + 1);
+  waitFlat.clear();
+  lastOnLane.clear();
   pending.assign(n, 0);
   first.assign(n + 1, 0);
-  // Two passes over the same edges in the same order (the lane
-  // predecessor, then the waits): count per source, then place.
+  // Per task its uplink direction (2 * uplink + up), or ~0u; with the host
+  // model on, host tasks that stream host memory are flows too (~1u); with
+  // shared interpreters, a task's dispatch work is one (kInterpreter)
+  // before its fixed remainder.
+  constexpr unsigned kInterpreter = ~2u;
+  const HostModel &host = graph.host;
+  bool hostOn = host.on();
+  std::vector<unsigned> &linkOfTask = sc.linkOfTask;
+  linkOfTask.resize(n);
+  unsigned linkCount = 0;
+  // One pass over the tasks (the lanes, durations, links and waits) that
+  // also counts the edges; a second pass over the same edges in the same
+  // order (the lane predecessor, then the waits) places them.
   for (unsigned i = 0; i < n; ++i) {
+    const Task &task = tasks[i];
+    lanes = std::max(lanes, task.device + 1);
+    laneOf[i] = task.device * kLanes + unsigned(task.lane);
+    msOf[i] = task.ms;
+    linkOfTask[i] = ~0u;
+    if (std::optional<std::pair<unsigned, bool>> l =
+            linkOf(task, graph.gpusPerLink)) {
+      linkOfTask[i] = 2 * l->first + (l->second ? 1 : 0);
+      linkCount = std::max(linkCount, linkOfTask[i] + 1);
+    } else if (hostOn && host.dramGBps > 0 && task.lane == Lane::host &&
+               task.hostGBps > 0) {
+      linkOfTask[i] = ~1u;
+    } else if (host.interpreters > 0 && task.dispatchMs > 0) {
+      linkOfTask[i] = kInterpreter;
+    }
+    waitFirst[i] = unsigned(waitFlat.size());
+    if (laneOf[i] >= lastOnLane.size())
+      lastOnLane.resize(size_t(lanes) * kLanes, ~0u);
     unsigned &last = lastOnLane[laneOf[i]];
     if (last != ~0u) {
       ++first[last + 1];
       ++pending[i];
     }
     last = i;
-    for (unsigned w : tasks[i].waits)
+    for (unsigned w : task.waits)
       if (w < n) {
+        waitFlat.push_back(w);
         ++first[w + 1];
         ++pending[i];
       }
   }
+  waitFirst[n] = unsigned(waitFlat.size());
   for (unsigned i = 0; i < n; ++i)
     first[i + 1] += first[i];
   edges.resize(first[n]);
@@ -153,32 +188,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       if (last != ~0u)
         edges[fill[last]++] = i;
       last = i;
-      for (unsigned w : tasks[i].waits)
-        if (w < n)
-          edges[fill[w]++] = i;
+      for (unsigned k = waitFirst[i]; k < waitFirst[i + 1]; ++k)
+        edges[fill[waitFlat[k]]++] = i;
     }
   }
-  // Per task its uplink direction (2 * uplink + up), or ~0u; with the host
-  // model on, host tasks that stream host memory are flows too (~1u); with
-  // shared interpreters, a task's dispatch work is one (kInterpreter)
-  // before its fixed remainder.
-  constexpr unsigned kInterpreter = ~2u;
-  const HostModel &host = graph.host;
-  bool hostOn = host.on();
-  std::vector<unsigned> &linkOfTask = sc.linkOfTask;
-  linkOfTask.assign(n, ~0u);
-  unsigned linkCount = 0;
-  for (unsigned i = 0; i < n; ++i)
-    if (std::optional<std::pair<unsigned, bool>> l =
-            linkOf(tasks[i], graph.gpusPerLink)) {
-      linkOfTask[i] = 2 * l->first + (l->second ? 1 : 0);
-      linkCount = std::max(linkCount, linkOfTask[i] + 1);
-    } else if (hostOn && host.dramGBps > 0 && tasks[i].lane == Lane::host &&
-               tasks[i].hostGBps > 0) {
-      linkOfTask[i] = ~1u;
-    } else if (graph.host.interpreters > 0 && tasks[i].dispatchMs > 0) {
-      linkOfTask[i] = kInterpreter;
-    }
 
   Times t;
   if (storage) {
@@ -368,7 +381,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   auto fairShares = [&] {
     key.clear();
     for (unsigned i : active) {
-      key.push_back(uint64_t(linkOfTask[i]) << 32 | tasks[i].device);
+      key.push_back(uint64_t(linkOfTask[i]) << 32 | laneOf[i] / kLanes);
       if (linkOfTask[i] == ~1u) {
         double gbps = tasks[i].hostGBps;
         uint64_t bits;
@@ -492,18 +505,21 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       unsigned i = starts.top().second;
       starts.pop();
       t.start[i] = now;
-      if (tasks[i].lane == Lane::compute && tasks[i].device < graph.devices)
-        t.computeBusyMs[tasks[i].device] += tasks[i].ms;
-      if (tasks[i].ms <= 0) {
+      double ms = msOf[i];
+      unsigned device = laneOf[i] / kLanes;
+      if (laneOf[i] % kLanes == unsigned(Lane::compute) &&
+          device < graph.devices)
+        t.computeBusyMs[device] += ms;
+      if (ms <= 0) {
         finish(i);
       } else if (linkOfTask[i] != ~0u) {
         remaining[i] = linkOfTask[i] == kInterpreter
-                           ? std::min(tasks[i].dispatchMs, tasks[i].ms)
-                           : tasks[i].ms;
+                           ? std::min(tasks[i].dispatchMs, ms)
+                           : ms;
         active.push_back(i);
         changed = true;
       } else {
-        ends.push({now + tasks[i].ms, i});
+        ends.push({now + ms, i});
       }
     }
     // Every event at `now` is in: the times up to now are final.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 using namespace mlir::rp;
 
@@ -173,6 +174,47 @@ TEST(PartitionSearchTest, StopsAtTheCandidateBudget) {
   Partition roundpipe = partitionRoundPipe(layers, target.stageBytes, 8);
   EXPECT_LE(estimatedStepMs(a, layers, target),
             estimatedStepMs(roundpipe, layers, target) + 1e-9);
+}
+
+/// The timing core keeps its working arrays per thread between candidates
+/// (flat copies of each task's lane, duration and waits): a candidate timed
+/// after others, larger or smaller, in any order or on a fresh thread, has
+/// the same step time bit for bit. Copies share host DRAM with the
+/// optimizer (fair shares) and each layer has its own gate.
+TEST(PartitionSearchTest, CandidatesTimeTheSameInAnyOrder) {
+  HardwareProfile hw = pcie();
+  hw.hostDramGBps = 60;
+  hw.optimizerGBps = 40;
+  hw.jobUs = 30;
+  std::vector<LayerCost> layers = model(40, 5);
+  for (LayerCost &c : layers)
+    c.trainableElements = c.paramBytes / 2;
+  SearchTarget target{hw, 8, 9, int64_t(20e9)};
+  std::vector<Partition> candidates;
+  for (unsigned stages : {3u, 5u, 8u, 13u, 21u})
+    for (unsigned tail : {1u, 3u}) {
+      std::vector<unsigned> fwd, bwd;
+      unsigned k = 40 - tail;
+      for (unsigned done = 0; done < k; done += (k + stages - 1) / stages)
+        fwd.push_back(std::min((k + stages - 1) / stages, k - done));
+      for (unsigned done = 0; done < k; done += 2)
+        bwd.push_back(std::min(2u, k - done));
+      candidates.push_back(partitionFromSizes(fwd, tail, bwd, 40));
+    }
+  std::vector<double> forward, backward(candidates.size()), fresh;
+  for (const Partition &p : candidates)
+    forward.push_back(estimatedStepMs(p, layers, target));
+  for (size_t i = candidates.size(); i-- > 0;)
+    backward[i] = estimatedStepMs(candidates[i], layers, target);
+  std::thread([&] {
+    for (const Partition &p : candidates)
+      fresh.push_back(estimatedStepMs(p, layers, target));
+  }).join();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    EXPECT_GT(forward[i], 0);
+    EXPECT_EQ(forward[i], backward[i]) << i;
+    EXPECT_EQ(forward[i], fresh[i]) << i;
+  }
 }
 
 } // namespace

@@ -285,6 +285,22 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
     }
     return false;
   };
+  // Where the fastest of a batch runs at the floor but does not fit, the
+  // first of the batch that ties it there and fits ends the search as well
+  // (Qwen3-32B: the fastest start's memory plan is over 24 GiB, the next
+  // start at the floor fits; without this the balanced scans timed 193
+  // more candidates to reach the same step).
+  auto takeFloor = [&](llvm::ArrayRef<Sizes> batch) {
+    if (!(floorMs > 0) || atFloor(best, bestMs) ||
+        bestMs > floorMs * (1 + 1e-9))
+      return;
+    for (const Sizes &s : batch)
+      if (double ms = timeOf(s); atFloor(s, ms)) {
+        best = s;
+        bestMs = ms;
+        return;
+      }
+  };
   std::vector<Sizes> starts;
   starts.reserve(earlier.size());
   for (const SearchMemo::Found *f : earlier)
@@ -308,6 +324,7 @@ Partition searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   timeAll(starts);
   for (const Sizes &s : starts)
     consider(s);
+  takeFloor(starts);
   // Balanced cuts into every pair of stage counts, for the tails RoundPipe's
   // rule and the best start use: more, smaller stages spread the weight
   // uploads over more devices, which greedy cuts under a bottleneck miss.

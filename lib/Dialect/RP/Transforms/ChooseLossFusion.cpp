@@ -86,6 +86,18 @@ struct ChooseLossFusionPass
     : mlir::rp::impl::ChooseLossFusionPassBase<ChooseLossFusionPass> {
   using Base::Base;
 
+  /// What predict and predictEnds plan `in` for: its schedule attribute's
+  /// devices and microbatches, this pass's dispatch options.
+  PlanTarget planTarget(const PipelineInputs &in, int64_t budget) const {
+    return PlanTarget{in.hw,
+                      in.attr.getSchedule(),
+                      in.attr.getDevices(),
+                      in.attr.getMicrobatches(),
+                      dispatch,
+                      passShift,
+                      budget};
+  }
+
   /// Lowers, times and plans the memory of `module`'s partition, as
   /// rp-lower-schedule, rp-insert-transfers and rp-plan-memory will.
   FailureOr<PlanPrediction> predict(ModuleOp module, CostModel &model,
@@ -93,13 +105,7 @@ struct ChooseLossFusionPass
     FailureOr<PipelineInputs> in = loadPipelineInputs(module, model);
     if (failed(in))
       return failure();
-    PlanTarget target{in->hw,
-                      in->attr.getSchedule(),
-                      in->attr.getDevices(),
-                      in->attr.getMicrobatches(),
-                      dispatch,
-                      passShift,
-                      budget};
+    PlanTarget target = planTarget(*in, budget);
     std::string error;
     FailureOr<PlanPrediction> p =
         predictPlan(in->partition, in->costs, target, error);
@@ -131,13 +137,7 @@ struct ChooseLossFusionPass
         model.inputs(profile, measuredPath, &getContext());
     if (failed(inputs))
       return failure();
-    PlanTarget target{in->hw,
-                      in->attr.getSchedule(),
-                      in->attr.getDevices(),
-                      in->attr.getMicrobatches(),
-                      dispatch,
-                      passShift,
-                      budget};
+    PlanTarget target = planTarget(*in, budget);
     std::optional<std::vector<LayerCost>> costs[2];
     FailureOr<std::optional<StepEnds>> ends = predictPlanEnds(
         in->func, in->partition, target, *unknown,

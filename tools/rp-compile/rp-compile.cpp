@@ -238,8 +238,19 @@ static void printSummary(ModuleOp module, size_t size) {
          << formatBytes(*std::max_element(two.begin(), two.end())) << ")";
     }
   }
-  if (std::optional<uint64_t> pinned = s.getPinnedBytes())
+  if (std::optional<uint64_t> pinned = s.getPinnedBytes()) {
+    // rp-plan-memory's figure holds the weights' and gradients' pinned
+    // copies beside the staging buffers; split it, since the host memory
+    // that follows names only the buffers "pinned" and the two totals read
+    // as one otherwise.
     os << "; pinned host memory " << formatBytes(*pinned);
+    if (llvm::hasSingleElement(schedules)) {
+      int64_t buffers = rp::hostMemoryOf(module).pinned;
+      os << " (weight and gradient copies "
+         << formatBytes(int64_t(*pinned) - buffers) << ", pinned buffers "
+         << formatBytes(buffers) << ")";
+    }
+  }
   printHostMemory(module, os);
   os << "; " << size << " bytes";
   // What choosing cost: rp's partitioner times candidates (each a schedule

@@ -248,7 +248,8 @@ Expected<NpyArray> rp::runtime::parseNpy(std::string_view bytes,
   uint64_t need = 0;
   if (!checkedByteSize(out.shape, out.dtype, need))
     return bad("its shape (" + shapeText +
-               ") holds more bytes than fit in 64 bits");
+               ") holds more bytes than fit in 63 bits (its nonzero "
+               "dimensions' product, as numpy counts it)");
   size_t have = bytes.size() - start - headerLen;
   if (have != need)
     return bad("it holds " + std::to_string(have) +

@@ -584,13 +584,6 @@ std::string rp::runtime::describePlanGrid(const Plan &plan) {
              program.c_str(), calls);
     os << line;
   }
-  auto io = [&](const char *what, const std::vector<BindingDesc> &list) {
-    for (const BindingDesc &b : list)
-      os << what << " " << b.name << ": "
-         << dtypeName(plan.buffers[b.buffer].dtype)
-         << describeShape(plan.buffers[b.buffer].shape) << "\n";
-  };
-  io("input", plan.inputs);
-  io("output", plan.outputs);
+  os << describeBindings(plan);
   return os.str();
 }

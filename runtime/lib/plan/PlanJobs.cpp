@@ -342,6 +342,19 @@ Status rp::runtime::validatePlanJobs(const Plan &plan) {
   return checkPlanEvents(plan);
 }
 
+std::string rp::runtime::describeBindings(const Plan &plan) {
+  std::string text;
+  auto io = [&](const char *what, const std::vector<BindingDesc> &list) {
+    for (const BindingDesc &b : list)
+      text += std::string(what) + " " + b.name + ": " +
+              dtypeName(plan.buffers[b.buffer].dtype) +
+              describeShape(plan.buffers[b.buffer].shape) + "\n";
+  };
+  io("input", plan.inputs);
+  io("output", plan.outputs);
+  return text;
+}
+
 std::string rp::runtime::describeStagedGrid(const Plan &plan) {
   std::ostringstream os;
   os << "plan " << plan.path << " (schema " << plan.schemaVersion << ", "
@@ -401,14 +414,7 @@ std::string rp::runtime::describeStagedGrid(const Plan &plan) {
     }
     os << line << "\n";
   }
-  auto io = [&](const char *what, const std::vector<BindingDesc> &list) {
-    for (const BindingDesc &b : list)
-      os << what << " " << b.name << ": "
-         << dtypeName(plan.buffers[b.buffer].dtype)
-         << describeShape(plan.buffers[b.buffer].shape) << "\n";
-  };
-  io("input", plan.inputs);
-  io("output", plan.outputs);
+  os << describeBindings(plan);
   return os.str();
 }
 

@@ -32,6 +32,8 @@ def main(out):
         "overflow-dim": npy(good.replace("(2, 16)", "(99999999999999999999, 16)"), data),
         # Each dimension fits, their product does not.
         "overflow-product": npy(good.replace("(2, 16)", "(4294967296, 4294967296)"), data),
+        # Empty, but its nonzero dimensions overflow: numpy refuses it too.
+        "overflow-empty": npy(good.replace("(2, 16)", "(999000000000, 9991998, 0)"), b""),
         "negative-dim": npy(good.replace("(2, 16)", "(-2, 16)"), data),
         "not-a-tuple": npy(good.replace("(2, 16)", "(2, x)"), data),
         "rank-40": npy(good.replace("(2, 16)", "(" + "1, " * 40 + ")"), data),

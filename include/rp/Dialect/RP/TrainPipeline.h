@@ -64,6 +64,9 @@ struct QuantizeBaseParser : llvm::cl::parser<QuantizeBase> {
   }
 };
 
+/// The largest LoRA rank the pipeline takes (checkTrainPipelineOptions).
+inline constexpr int64_t kMaxLoraRank = 65536;
+
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   TrainPipelineOptions() = default;
   /// Options that are also the tool's flags: construct once, before the

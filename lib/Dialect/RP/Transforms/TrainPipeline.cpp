@@ -201,9 +201,14 @@ LogicalResult mlir::rp::checkTrainPipelineOptions(
   // The LoRA and budget numbers' ranges, each with its meaning. rp-compile
   // refuses nan and inf in the text (CheckNumberFlags.cpp); a pipeline
   // string's parser takes them, so they are refused here.
-  if (options.loraRank < 0) {
+  // A cap, not only a sign: a rank of 2^31 made adapters of terabytes whose
+  // uploads, chunked at 256 MiB, gave the memory plan millions of commands
+  // (the options fuzzer's hang). No model's hidden size comes near 65536,
+  // and a rank above an adapted weight's smaller side adds nothing.
+  if (options.loraRank < 0 || options.loraRank > kMaxLoraRank) {
     error(spelled("lora-rank", std::to_string(options.loraRank)) +
-          ": give 0 (no adapters) or a rank of 1 or more");
+          ": give 0 (no adapters) or a rank from 1 to " +
+          std::to_string(kMaxLoraRank));
     return failure();
   }
   if (!(options.loraAlpha > 0 && std::isfinite(options.loraAlpha))) {

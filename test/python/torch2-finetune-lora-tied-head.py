@@ -61,5 +61,14 @@ for devices in (1, 2):
           f"tied: {hf.config.tie_word_embeddings}, its embedding the base's: "
           f"{torch.equal(hf.get_input_embeddings().weight, base.get_input_embeddings().weight)}")
 
+# An adapter on an embedding's weight that no head shares (the folder's own
+# untied Llama) names no module PEFT could adapt as rp did: refused.
+untied = T.AutoModelForCausalLM.from_pretrained(str(tiny))
+try:
+    export._tied_heads(untied, ["model.embed_tokens.weight"])
+except ValueError as err:
+    print("untied:", err)
+
 # CHECK: 1 device(s): rp adapts ['model.embed_tokens.weight.lora_A', 'model.embed_tokens.weight.lora_B']; --peft targets ['lm_head', 'model.layers.0.self_attn.q_proj', {{.*}}]; --peft within 1e-5: True; --hf within 1e-5: True, tied: False, its embedding the base's: True
 # CHECK: 2 device(s): rp adapts ['model.embed_tokens.weight.lora_A', 'model.embed_tokens.weight.lora_B']; --peft targets ['lm_head', {{.*}}]; --peft within 1e-5: True; --hf within 1e-5: True, tied: False, its embedding the base's: True
+# CHECK: untied: the run adapted model.embed_tokens.weight, an embedding's weight that the model's LM head does not share: rp adapted a matmul reading it, which PEFT cannot express (it adapts an embedding as a lookup); leave it out of --lora-targets

@@ -183,7 +183,8 @@ TEST(HostAttentionSinksTest, SinkTakesItsShare) {
   Rng rng(902);
   const SinksCase &c = kCases[0];
   Inputs in = makeInputs(c, DType::f64, rng);
-  Buffer with(DType::f64, {c.b, c.h, c.s, c.dv}), without(with);
+  const Shape outShape{c.b, c.h, c.s, c.dv};
+  Buffer with(DType::f64, outShape), without(DType::f64, outShape);
   ASSERT_TRUE(forward(pool, c, in, with).isOk());
   ASSERT_TRUE(attention(pool, in.q.ref(), in.k.ref(), in.v.ref(), std::nullopt,
                         c.causal, scaleOf(c), without.ref())

@@ -52,7 +52,7 @@ def _finetune_parser():
     p.add_argument("--eval-data", help="evaluation records")
     p.add_argument("--out", help="the run folder")
     p.add_argument("--steps", type=int, help="optimizer steps (default: "
-                   "--epochs)")
+                   "--epochs; given with --epochs, --steps wins)")
     p.add_argument("--epochs", type=float, help="passes over the data "
                    "(default 1)")
     p.add_argument("--lr", type=float)

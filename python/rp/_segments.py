@@ -67,6 +67,16 @@ def define():
                 return F.softmax(scores, dim=-1) @ v
 
         lib.impl("segment_attention", impl, "CPU")
+        lib.define("segment_sink_attention(Tensor q, Tensor k, Tensor v, "
+                   "Tensor segments, Tensor sinks, float scale, int window, "
+                   "float softcap) -> Tensor")
+
+        def sink_impl(q, k, v, segments, sinks, scale, window, softcap):
+            with torch.no_grad():
+                return sink_attention(q, k, v, segments, sinks, scale, window,
+                                      softcap).transpose(1, 2).contiguous()
+
+        lib.impl("segment_sink_attention", sink_impl, "CPU")
         _LIB = lib
     return _LIB
 
@@ -97,8 +107,10 @@ def attention(module, query, key, value, attention_mask, scaling=None,
     window = int(kwargs.get("sliding_window") or 0)
     softcap = float(kwargs.get("softcap") or 0.0)
     if kwargs.get("s_aux") is not None:
-        return sink_attention(query, key, value, segments, kwargs["s_aux"],
-                              scaling, window, softcap), None
+        out = torch.ops.rp_trace.segment_sink_attention(
+            query, key, value, segments, kwargs["s_aux"], float(scaling),
+            window, softcap)
+        return out.transpose(1, 2).contiguous(), None
     out = torch.ops.rp_trace.segment_attention(query, key, value, segments,
                                                float(scaling), window, softcap)
     return out.transpose(1, 2).contiguous(), None
@@ -109,12 +121,11 @@ def sink_attention(query, key, value, segments, sinks, scaling, window=0,
     """Attention with a learned sink logit per head (gpt-oss's ``s_aux``):
     each query's softmax runs over its document's kept keys and the sink,
     whose probability is dropped (the sink has no value), as transformers'
-    eager gpt-oss attention computes it. rp.attention has no sink operand,
-    so this is written in the ops the tracer takes (matmuls, the softmax,
-    the mask from the segment ids at run time, [batch, 1, S, S] booleans:
-    no constant of that size is uploaded) and autodiff gives the sinks
-    their gradient; the scores are S x S a head, as in the unpacked trace
-    of the same model. Returns ``[batch, seq, heads, dim]``."""
+    eager gpt-oss attention computes it: the eager value of
+    ``rp_trace::segment_sink_attention``, which the tracer writes as one
+    ``rp.attention ... mask(%segments) sinks(%sinks) causal`` (nothing
+    S x S in the graph; autodiff gives the sinks their gradient through
+    rp.attention_grad). Returns ``[batch, seq, heads, dim]``."""
     import torch
     group = query.shape[1] // key.shape[1]
     key = key.repeat_interleave(group, dim=1)
@@ -178,7 +189,27 @@ def _segment_attention(e, n):
         f"({', '.join(e.ty(x) for x in ops)}) -> {ty}", ty)
 
 
-HANDLERS = {"segment_attention": _segment_attention}
+def _segment_sink_attention(e, n):
+    """rp.attention with the segments as its i64 mask and GPT-OSS's sinks
+    (``[heads]``, cast to the query's type where they differ)."""
+    q, k, v, segments, sinks, scale, window, softcap = n.args
+    ops = [e.val(q), e.val(k), e.val(v), e.val(segments), e.val(sinks)]
+    qv, sv = e.values[q], e.values[sinks]
+    if sv.dtype != qv.dtype:
+        ty = _ttype(sv.shape, qv.dtype)
+        ops[4] = e.emit(f"rp.cast {ops[4]} : {e.ty(ops[4])} to {ty}", ty)
+    out = e.values[n]
+    ty = _ttype(out.shape, out.dtype)
+    extra = (f" window = {int(window)}" if window > 0 else "") + \
+        (f" softcap = {'%.17e' % float(softcap)}" if softcap > 0 else "")
+    return e.emit(
+        f"rp.attention {ops[0]}, {ops[1]}, {ops[2]} mask({ops[3]}) "
+        f"sinks({ops[4]}) causal scale = {'%.17e' % float(scale)}{extra} : "
+        f"({', '.join(e.ty(x) for x in ops)}) -> {ty}", ty)
+
+
+HANDLERS = {"segment_attention": _segment_attention,
+            "segment_sink_attention": _segment_sink_attention}
 
 
 # Float attributes attention layers copy from the config and pass to the

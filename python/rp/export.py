@@ -19,7 +19,9 @@ mode ``compute.safetensors`` is one update older.
   ``adapter_model.safetensors`` with PEFT's names
   (``base_model.model.<module>.lora_A.weight``): ``PeftModel.from_pretrained``
   loads it on the base model. Adapters of stacked expert weights export as
-  PEFT's ``target_parameters`` (built and saved with PEFT itself).
+  PEFT's ``target_parameters`` (built and saved with PEFT itself). An
+  adapter on a tied LM head (rp names the tied weight by the embedding) is
+  the head module's: PEFT adapts an embedding as a lookup.
 * ``--merged DIR``: W + (alpha / rank) B A for every adapted weight, then
   as ``--hf``.
 
@@ -182,9 +184,15 @@ def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str],
                          f"model's in {record['model']}")
     scale = (record["lora"]["alpha"] / record["lora"]["rank"]
              if record.get("lora") else 1.0)
+    heads = _tied_heads(model, lora)
     with torch.no_grad():
         for name, value in full.items():
             state[name].copy_(torch.from_numpy(value.copy()))
+        if heads:
+            # The run adapted the head alone: W + s B A in the one tied
+            # weight would change the lookup too, so the head is untied.
+            _untie(model)
+            state = model.state_dict()
         for name, (a, b) in lora.items():
             a, b = torch.from_numpy(a.copy()), torch.from_numpy(b.copy())
             delta = b @ a  # [(E,) out, in]
@@ -195,12 +203,67 @@ def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str],
             if (a.dim() == 3 and getattr(owner, "is_transposed", False)) or \
                     type(owner).__name__ == "Conv1D":
                 delta = delta.transpose(-1, -2)
-            state[name].add_(scale * delta)
+            target = heads[name] + ".weight" if name in heads else name
+            state[target].add_(scale * delta)
     if dtype:
         model = model.to(getattr(torch, {"f32": "float32", "bf16": "bfloat16",
                                           "f16": "float16"}.get(dtype, dtype)))
     model.config.use_cache = True
     return model, tokenizer
+
+
+def _tied_heads(model, names) -> Dict[str, str]:
+    """{adapted weight: the LM head's module} for the adapters on a weight
+    the model ties between its embedding and its head. rp names a tied
+    weight by its first module (``model.embed_tokens.weight``) and adapts
+    only its matmul, the head; PEFT adapts an ``nn.Embedding`` as a lookup,
+    so such an adapter is the head's (``lm_head``). An adapter on an
+    embedding's weight that no head shares is refused: rp adapted a matmul
+    that no module of the model is."""
+    import torch
+    embedding = model.get_input_embeddings()
+    head = model.get_output_embeddings()
+    modules = {id(m): n for n, m in model.named_modules()}
+    heads = {}
+    for name in names:
+        owner = model.get_submodule(name.rsplit(".", 1)[0])
+        if not isinstance(owner, torch.nn.Embedding):
+            continue
+        if head is None or owner is not embedding or \
+                head.weight is not embedding.weight:
+            raise ValueError(
+                f"the run adapted {name}, an embedding's weight that the "
+                "model's LM head does not share: rp adapted a matmul reading "
+                "it, which PEFT cannot express (it adapts an embedding as a "
+                "lookup); leave it out of --lora-targets")
+        heads[name] = modules[id(head)]
+    return heads
+
+
+def _untie(model) -> None:
+    """The LM head given its own copy of the tied weight, and the config
+    saying so, so that ``from_pretrained`` keeps the two apart."""
+    import torch
+    head = model.get_output_embeddings()
+    head.weight = torch.nn.Parameter(head.weight.detach().clone())
+    for config in {id(c): c for c in (model.config,
+                                      model.config.get_text_config())}.values():
+        config.tie_word_embeddings = False
+    if hasattr(model, "_tied_weights_keys"):
+        model._tied_weights_keys = None
+
+
+def _meta_model(model_dir: str):
+    """The model built on the meta device (no weight read), or None where
+    it cannot be built."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    try:
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(
+                AutoConfig.from_pretrained(model_dir))
+    except Exception:  # noqa: BLE001 - callers fall back
+        return None
 
 
 def _one_kind(out: Path, kind: str) -> None:
@@ -262,8 +325,11 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
         tensors[f"base_model.model.{name}"] = value
     if any(a.ndim != 2 for a, _ in lora.values()):
         return _export_peft_experts(record, full, lora, Path(out))
+    meta = _meta_model(record["model"])
+    heads = _tied_heads(meta, lora) if meta is not None else {}
     for name, (a, b) in sorted(lora.items()):
         module = name[:-len(".weight")] if name.endswith(".weight") else name
+        module = heads.get(name, module)
         modules.append(module)
         tensors[f"base_model.model.{module}.lora_A.weight"] = a
         tensors[f"base_model.model.{module}.lora_B.weight"] = b
@@ -281,7 +347,7 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
         "r": int(record["lora"]["rank"]),
         "lora_alpha": float(record["lora"]["alpha"]),
         "lora_dropout": float(record["lora"].get("dropout", 0.0)),
-        "bias": "none", "fan_in_fan_out": _conv1d(record["model"], modules),
+        "bias": "none", "fan_in_fan_out": _conv1d(meta, modules),
         "target_modules": modules, "modules_to_save": saved or None,
         "inference_mode": True, "use_rslora": False, "use_dora": False,
         "init_lora_weights": True,
@@ -290,20 +356,12 @@ def export_peft(run: PathLike, out: PathLike) -> Path:
     return out
 
 
-def _conv1d(model_dir: str, modules) -> bool:
+def _conv1d(model, modules) -> bool:
     """Whether the adapted modules are GPT-2's Conv1D (W [in, out]): PEFT's
-    ``fan_in_fan_out``. The model is built on the meta device, so no
-    weight is read."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-    try:
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(
-                AutoConfig.from_pretrained(model_dir))
-    except Exception:  # noqa: BLE001 - PEFT corrects the flag on loading
-        return False
-    return any(type(model.get_submodule(m)).__name__ == "Conv1D"
-               for m in modules)
+    ``fan_in_fan_out`` (False where the model could not be built: PEFT
+    corrects the flag on loading)."""
+    return model is not None and any(
+        type(model.get_submodule(m)).__name__ == "Conv1D" for m in modules)
 
 
 def _export_peft_experts(record: Dict[str, Any], full, lora, out: Path) -> Path:
@@ -328,10 +386,14 @@ def _export_peft_experts(record: Dict[str, Any], full, lora, out: Path) -> Path:
             state[name].copy_(torch.from_numpy(value.copy()))
     # PEFT wraps nn.Linear modules; another module's weight (GPT-OSS's
     # router, a bare parameter read by F.linear) is a target parameter.
+    heads = _tied_heads(base, lora)
     linear = {n for n, (a, _) in lora.items() if a.ndim == 2 and isinstance(
         base.get_submodule(n.rsplit(".", 1)[0]), torch.nn.Linear)}
-    modules = sorted(n[:-len(".weight")] for n in linear)
-    params = sorted(n for n in lora if n not in linear)
+    modules = sorted({n[:-len(".weight")] for n in linear} |
+                     set(heads.values()))
+    # The head's module owns the tied weight's adapter (PEFT names it so).
+    by_module = {f"{m}.weight": n for n, m in heads.items()}
+    params = sorted(n for n in lora if n not in linear and n not in heads)
     saved = sorted({name.rsplit(".", 1)[0] for name in full})
     lora_cfg = record["lora"]
     model = get_peft_model(base, LoraConfig(
@@ -353,7 +415,7 @@ def _export_peft_experts(record: Dict[str, Any], full, lora, out: Path) -> Path:
                     a = a.reshape(experts * rank, a.shape[2])
                     b = np.transpose(b, (1, 2, 0)).reshape(b.shape[1], -1)
             else:
-                ours = f"{owner}.weight"
+                ours = by_module.get(f"{owner}.weight", f"{owner}.weight")
                 a, b = lora[ours]
             module.lora_A["default"].weight.copy_(torch.from_numpy(a.copy()))
             module.lora_B["default"].weight.copy_(torch.from_numpy(b.copy()))

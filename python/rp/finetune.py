@@ -387,6 +387,9 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
         _pad_rows(eval_path, global_rows)
         _say(f"{opts['eval_data']}: {info['rows']} rows -> {eval_path}")
         _say_cut(opts["eval_data"], info, seq)
+    # --steps beside --epochs wins (as Hugging Face's Trainer's max_steps
+    # over num_train_epochs); the summary line says so.
+    beside = opts["epochs"] if opts["steps"] and opts["epochs"] else None
     if opts["steps"]:
         total = int(opts["steps"])
     else:
@@ -424,7 +427,7 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
               # What the plan records (rp.export reads it from there).
               "lora": plan_lora(plan),
               "current_weights": "checkpoints/last/weights.safetensors",
-              "evals": []}
+              "steps_beside_epochs": beside, "evals": []}
     if opts["quantize_base"] not in (None, "none"):
         # The export dequantizes the base from the plan's blobs.
         record["lora"]["quantize_base"] = opts["quantize_base"]
@@ -500,8 +503,11 @@ def _train(out: Path, record: Dict[str, Any], rows: int, start: int,
     board = _Board(out / "tensorboard", metrics)
     best_loss = math.inf
     end = total if stop_after is None else min(total, stop_after)
+    beside = record.get("steps_beside_epochs")
     _say(f"training {total} steps of {global_rows} rows "
-         f"({total * global_rows / rows:.2f} epochs; "
+         f"({total * global_rows / rows:.2f} epochs"
+         + (f": --steps {total} wins over --epochs {beside:g}, which is "
+            "ignored" if beside else "") + "; "
          f"{opts['lr_schedule']} schedule from lr {opts['lr']}, "
          f"{opts['warmup_steps']} warmup steps, "
          + ("sync" if opts["sync"] else "async") + " mode)"

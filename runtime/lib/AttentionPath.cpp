@@ -92,6 +92,9 @@ AttentionChoice rp::runtime::chooseAttentionPath(const AttentionProblem &p,
     return cores("soft-capped scores (Gemma 2): cudnn-frontend's SDPA has no "
                  "soft-cap attribute, and rp does not build one from score "
                  "modifiers");
+  if (p.sinks)
+    return cores("attention sinks (GPT-OSS): cuDNN's SDPA has no sink column "
+                 "(a learned logit per head in each row's softmax)");
   if (p.window > 0 && cudnn.version < 90200)
     return cores("sliding window: cuDNN's causal band with a left bound "
                  "needs cuDNN 9.2, found " +

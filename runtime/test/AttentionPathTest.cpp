@@ -154,6 +154,21 @@ TEST(AttentionPathTest, SoftCapFallsBack) {
   }
 }
 
+TEST(AttentionPathTest, SinksFallBack) {
+  AttentionProblem p = qwen3();
+  p.sinks = true;
+  p.window = 128;
+  for (bool backward : {false, true}) {
+    p.backward = backward;
+    AttentionChoice c = chooseAttentionPath(p, cudnn919(), 90);
+    EXPECT_EQ(c.path, AttentionPath::cudaCores);
+    EXPECT_THAT(c.reason, HasSubstr("attention sinks (GPT-OSS): cuDNN's SDPA "
+                                    "has no sink column"));
+  }
+  p.sinks = false;
+  EXPECT_EQ(chooseAttentionPath(p, cudnn919(), 90).path, AttentionPath::cudnn);
+}
+
 // rp.attention's sliding window and its causal mask over more keys than
 // queries are cuDNN's diagonal band (left bound, bottom-right alignment),
 // forward and backward, from cuDNN 9.2; with a mask operand they fall

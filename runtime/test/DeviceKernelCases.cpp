@@ -276,6 +276,21 @@ std::vector<KernelCase> forwardCases(DType t) {
                    {o},
                    {1, 1},
                    {0.35}});
+  // GPT-OSS's attention sinks (one logit a query head; ints [causal,
+  // has_mask, window, has_sinks]): causal, then with segments and a window.
+  const Buf sinks{t, {4}};
+  cases.push_back({"attention_sinks_" + s,
+                   OpKind::attention,
+                   {q, k, v, sinks},
+                   {o},
+                   {1, 0, 0, 1},
+                   {0.35}});
+  cases.push_back({"attention_sinks_segments_window_" + s,
+                   OpKind::attention,
+                   {q, k, v, {DType::i64, {2, 9}, labelsUpTo(3)}, sinks},
+                   {o},
+                   {1, 1, 3, 1},
+                   {0.35}});
   cases.push_back({"cross_entropy_" + s,
                    OpKind::cross_entropy,
                    {{t, {4, 50, 11}}, {DType::i64, {4, 50}, labelsUpTo(11)}},
@@ -393,6 +408,19 @@ std::vector<KernelCase> backwardCases(DType t) {
                    {q, k, v, {DType::i64, {2, 9}, labelsUpTo(3)}, dy},
                    {q, k, v},
                    {1, 1},
+                   {0.35}});
+  const Buf sinks{t, {4}};
+  cases.push_back({"attention_grad_sinks_" + s,
+                   OpKind::attention_grad,
+                   {q, k, v, sinks, dy},
+                   {q, k, v, sinks},
+                   {1, 0, 0, 1},
+                   {0.35}});
+  cases.push_back({"attention_grad_sinks_segments_window_" + s,
+                   OpKind::attention_grad,
+                   {q, k, v, {DType::i64, {2, 9}, labelsUpTo(3)}, sinks, dy},
+                   {q, k, v, sinks},
+                   {1, 1, 3, 1},
                    {0.35}});
   // Twelve indices into six rows: repeats sum in index order.
   cases.push_back({"gather_grad_" + s,

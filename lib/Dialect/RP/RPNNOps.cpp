@@ -205,7 +205,7 @@ LogicalResult mlir::rp::verifyAttentionShapes(
     Operation *op, RankedTensorType q, RankedTensorType k, RankedTensorType v,
     Value mask, bool causal, std::optional<double> scale,
     RankedTensorType result, std::optional<int64_t> window,
-    std::optional<double> softcap) {
+    std::optional<double> softcap, Value sinks) {
   for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"query", q},
                             {"key", k},
                             {"value", v},
@@ -250,6 +250,16 @@ LogicalResult mlir::rp::verifyAttentionShapes(
     return op->emitOpError("expected a positive scale but got ") << *scale;
   if (softcap && !(*softcap > 0.0))
     return op->emitOpError("expected a positive softcap but got ") << *softcap;
+  if (sinks) {
+    // GPT-OSS's sinks: one logit per query head.
+    auto st = cast<RankedTensorType>(sinks.getType());
+    if (st.getShape() != ArrayRef<int64_t>{h} ||
+        st.getElementType() != q.getElementType())
+      return op->emitOpError("sinks must be one ")
+             << q.getElementType() << " per query head, "
+             << RankedTensorType::get({h}, q.getElementType()) << ", but got "
+             << st;
+  }
   if (mask && cast<RankedTensorType>(mask.getType())
                   .getElementType()
                   .isSignlessInteger(64)) {
@@ -285,7 +295,7 @@ LogicalResult AttentionOp::verify() {
   return verifyAttentionShapes(*this, getQuery().getType(), getKey().getType(),
                                getValue().getType(), getMask(), getCausal(),
                                scale, getType(), getWindow(),
-                               optionalDouble(getSoftcap()));
+                               optionalDouble(getSoftcap()), getSinks());
 }
 
 double AttentionOp::getEffectiveScale() {

@@ -146,17 +146,21 @@ LogicalResult AttentionGradOp::verify() {
   std::optional<double> scale;
   if (getScale())
     scale = getScale()->convertToDouble();
-  if (failed(verifyAttentionShapes(*this, getQuery().getType(),
-                                   getKey().getType(), getValue().getType(),
-                                   getMask(), getCausal(), scale,
-                                   cast<RankedTensorType>(getGrad().getType()),
-                                   getWindow(), optionalDouble(getSoftcap()))))
+  if (failed(verifyAttentionShapes(
+          *this, getQuery().getType(), getKey().getType(), getValue().getType(),
+          getMask(), getCausal(), scale,
+          cast<RankedTensorType>(getGrad().getType()), getWindow(),
+          optionalDouble(getSoftcap()), getSinks())))
     return failure();
   if (getQueryGrad().getType() != getQuery().getType() ||
       getKeyGrad().getType() != getKey().getType() ||
       getValueGrad().getType() != getValue().getType())
     return emitOpError("expected the gradients to have the types of query, "
                        "key and value");
+  if (bool(getSinks()) != bool(getSinksGrad()) ||
+      (getSinks() && getSinksGrad().getType() != getSinks().getType()))
+    return emitOpError("expected a sinks gradient of the sinks' type exactly "
+                       "when the attention has sinks");
   return success();
 }
 

@@ -363,18 +363,28 @@ LogicalResult RmsNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
 
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                     SmallVectorImpl<Value> &dxs) {
-  auto grad = AttentionGradOp::create(
-      b, getLoc(),
-      TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
-      getQuery(), getKey(), getValue(), getMask(), dys[0], getCausal(),
-      getScaleAttr(), getWindowAttr(), getSoftcapAttr());
+  SmallVector<Type> types{getQuery().getType(), getKey().getType(),
+                          getValue().getType()};
+  if (getSinks())
+    types.push_back(getSinks().getType());
+  auto grad = AttentionGradOp::create(b, getLoc(), types, getQuery(), getKey(),
+                                      getValue(), getMask(), getSinks(), dys[0],
+                                      getCausal(), getScaleAttr(),
+                                      getWindowAttr(), getSoftcapAttr());
+  // One gradient an operand, in operand order: q, k, v, [mask], [sinks].
   dxs.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   if (getMask())
     dxs.push_back(Value());
+  if (getSinks())
+    dxs.push_back(grad.getSinksGrad());
   return success();
 }
 
-bool AttentionOp::isDifferentiableOperand(unsigned index) { return index < 3; }
+/// Query, key, value and the sinks; never the mask.
+bool AttentionOp::isDifferentiableOperand(unsigned index) {
+  // The sinks, when present, are the last operand.
+  return index < 3 || (getSinks() && index == getNumOperands() - 1);
+}
 
 LogicalResult LinearCrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dys,
                                              SmallVectorImpl<Value> &dxs) {

@@ -331,17 +331,24 @@ static std::optional<KernelSpec> contractionSpec(Operation *op) {
         s.floats = {o.getEpsilon().convertToDouble()};
         return s;
       })
-      // inputs: q, k, v, [mask]; ints: [causal, has_mask, (window)];
-      // floats: [scale, (softcap)]. The window and the soft-cap are written
-      // only when set, so plans without them read as before.
+      // inputs: q, k, v, [mask], [sinks]; ints: [causal, has_mask,
+      // (window), (has_sinks)]; floats: [scale, (softcap)]. The window,
+      // the sinks and the soft-cap are written only when set (the window
+      // as 0 before has_sinks), so plans without them read as before.
       .Case([&](AttentionOp o) {
         KernelSpec s{pf::OpKind::attention,
                      {o.getQuery(), o.getKey(), o.getValue()}};
         if (o.getMask())
           s.inputs.push_back(o.getMask());
+        if (o.getSinks())
+          s.inputs.push_back(o.getSinks());
         s.ints = {o.getCausal(), o.getMask() != nullptr};
         if (auto window = o.getWindow())
           s.ints.push_back(*window);
+        else if (o.getSinks())
+          s.ints.push_back(0);
+        if (o.getSinks())
+          s.ints.push_back(1);
         s.floats = {o.getEffectiveScale()};
         if (auto cap = o.getSoftcap())
           s.floats.push_back(cap->convertToDouble());

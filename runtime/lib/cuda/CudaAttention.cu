@@ -269,6 +269,20 @@ __global__ void attentionKernel(AttentionShape sh, const T *q, const T *k,
     }
     __syncthreads();
   }
+  if (sh.sinks) {
+    // GPT-OSS's sink: one more logit in the row's softmax, with no value,
+    // after the keys (as kernels::attentionRow).
+    const C sink = load(static_cast<const T *>(sh.sinks)[h]);
+    sawNan = sawNan || kIsNan(sink);
+    if (sink > runningMax) {
+      C correction = kExp(runningMax - sink);
+      runningSum *= correction;
+      for (int x = 0; x < L::kCols; ++x)
+        acc[x] *= correction;
+      runningMax = sink;
+    }
+    runningSum += kExp(sink - runningMax);
+  }
   if (i >= sh.s)
     return;
   T *outRow = out + (bh * sh.s + i) * sh.dv;
@@ -353,6 +367,19 @@ __global__ void attentionGradQueryKernel(AttentionShape sh, const T *q,
       }
     }
     __syncthreads();
+  }
+  if (sh.sinks) {
+    // The sink enters the row's max and sum; its dP is 0, so `weighted`
+    // gains nothing.
+    const C sink = load(static_cast<const T *>(sh.sinks)[h]);
+    sawNan = sawNan || kIsNan(sink);
+    if (sink > m) {
+      C correction = kExp(m - sink);
+      sum *= correction;
+      weighted *= correction;
+      m = sink;
+    }
+    sum += kExp(sink - m);
   }
   const C nan = kInfinity<C>() - kInfinity<C>();
   // A NaN score makes the row's statistics and gradients NaN; a row with
@@ -528,6 +555,24 @@ bool tileBlocks(int64_t heads, int64_t length, unsigned &blocks) {
 
 } // namespace
 
+/// The sinks' gradient: one thread a head sums its rows' -P_sink delta
+/// (kernels::attentionSinkGrad) in (batch, row) order, as the host does.
+template <typename T>
+__global__ void
+attentionSinkGradKernel(AttentionShape sh,
+                        const AttentionRowStats<Compute<T>> *stats) {
+  using C = Compute<T>;
+  const int64_t h = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (h >= sh.h)
+    return;
+  const C sink = load(static_cast<const T *>(sh.sinks)[h]);
+  C sum = C(0);
+  for (int64_t b = 0; b < sh.b; ++b)
+    for (int64_t i = 0; i < sh.s; ++i)
+      sum += attentionSinkGrad(stats[(b * sh.h + h) * sh.s + i], sink);
+  static_cast<T *>(sh.sinksGrad)[h] = store<T>(sum);
+}
+
 cudaError_t launchAttention(const LaunchContext &ctx, DType dtype,
                             const AttentionShape &shape, const void *q,
                             const void *k, const void *v, const void *mask,
@@ -585,6 +630,14 @@ cudaError_t launchAttentionGrad(const LaunchContext &ctx, DType dtype,
                 static_cast<T *>(dq), stats);
         if ((error = lastLaunchError()) != cudaSuccess)
           return;
+        if (shape.sinksGrad) {
+          constexpr unsigned kSinkThreads = 64;
+          attentionSinkGradKernel<T>
+              <<<unsigned((shape.h + kSinkThreads - 1) / kSinkThreads),
+                 kSinkThreads, 0, ctx.stream>>>(shape, stats);
+          if ((error = lastLaunchError()) != cudaSuccess)
+            return;
+        }
       }
       if (keys > 0)
         attentionGradKeyKernel<T, kD>

@@ -47,6 +47,7 @@ AttentionProblem problemOf(DType dtype, const AttentionShape &sh,
   p.heads = sh.h;
   p.kvHeads = sh.hkv;
   p.softCap = sh.softcap;
+  p.sinks = sh.sinks != nullptr;
   p.window = sh.causal ? sh.window : 0;
   p.bottomRight = sh.causal && sh.s != sh.t;
   p.backward = backward;

@@ -466,9 +466,11 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   case OpKind::attention: {
     AttentionShape shape;
     auto mask = optional(a[1], 3);
+    kernels::AttentionExtras extras = kernels::attentionExtrasOf(a, c.floats);
+    if (kernels::attentionHasSinks(a))
+      extras.sinks = &in[3 + (a[1] != 0)];
     if (Status s = attentionShape(in[0], in[1], in[2], mask, a[0] != 0,
-                                  c.floats[0], out, nullptr, shape,
-                                  kernels::attentionExtrasOf(a, c.floats));
+                                  c.floats[0], out, nullptr, shape, extras);
         s.failed())
       return s;
     return attentionForward(dctx, ctx, in[0].dtype, shape, in[0].data,
@@ -479,9 +481,14 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
     AttentionShape shape;
     auto mask = optional(a[1], 3);
     const AttentionGradRefs grads{outs[0], outs[1], outs[2]};
-    if (Status s = attentionShape(in[0], in[1], in[2], mask, a[0] != 0,
-                                  c.floats[0], in.back(), &grads, shape,
-                                  kernels::attentionExtrasOf(a, c.floats));
+    kernels::AttentionExtras extras = kernels::attentionExtrasOf(a, c.floats);
+    if (kernels::attentionHasSinks(a)) {
+      extras.sinks = &in[3 + (a[1] != 0)];
+      extras.sinksGrad = &outs[3];
+    }
+    if (Status s =
+            attentionShape(in[0], in[1], in[2], mask, a[0] != 0, c.floats[0],
+                           in.back(), &grads, shape, extras);
         s.failed())
       return s;
     return attentionBackward(dctx, ctx, in[0].dtype, shape, in[0].data,

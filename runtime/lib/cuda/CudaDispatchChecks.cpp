@@ -91,6 +91,8 @@ Status attentionShape(const TensorRef &q, const TensorRef &k,
   std::memcpy(shape.maskStrides, dims.maskStrides, sizeof(shape.maskStrides));
   shape.window = extras.window;
   shape.softcap = extras.softcap;
+  shape.sinks = extras.sinks ? extras.sinks->data : nullptr;
+  shape.sinksGrad = extras.sinksGrad ? extras.sinksGrad->data : nullptr;
   return {};
 }
 

@@ -193,6 +193,10 @@ struct AttentionShape {
   double scale;
   int64_t window = 0; ///< sliding window (causal only); 0 for none
   double softcap = 0; ///< cap * tanh(scaled score / cap); 0 for none
+  /// GPT-OSS's attention sinks [h] (q's dtype) and attention_grad's
+  /// gradient of them [h]; null for none.
+  const void *sinks = nullptr;
+  void *sinksGrad = nullptr;
 };
 /// The widest head (d and dv) the attention kernels keep per thread.
 constexpr int64_t kMaxHeadDim = 256;

@@ -5,7 +5,8 @@
 // one accumulator of the value width and the result of a row never depends
 // on which worker computed it. Grouped-query attention maps query head h to
 // key/value head h / (H / Hkv), as PyTorch's enable_gqa and Llama's
-// repeat_kv.
+// repeat_kv. An attention sink (GPT-OSS) is one more logit per head in
+// every row's softmax (kernels::attentionRow).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +38,7 @@ void runAttention(ThreadPool &pool, const AttentionDims &dims, const T *q,
   const C scaleC = static_cast<C>(scale);
   const int64_t *ms = dims.maskStrides;
   const MaskReader<T, Kind> maskAt{mask, ms, dims.t - dims.s};
+  const T *sinks = extras.sinks ? extras.sinks->as<const T>() : nullptr;
   parallelRanges(
       pool, dims.b * dims.h * queryBlocks, 1, [&](int64_t item, int64_t) {
         int64_t bh = item / queryBlocks;
@@ -45,6 +47,7 @@ void runAttention(ThreadPool &pool, const AttentionDims &dims, const T *q,
         const T *kHead = k + (b * dims.hkv + hk) * dims.t * dims.d;
         const T *vHead = v + (b * dims.hkv + hk) * dims.t * dims.dv;
         std::vector<C> acc(dims.dv);
+        const C sink = sinks ? load(sinks[h]) : -kInfinity<C>();
         for (int64_t i = i0; i < std::min(dims.s, i0 + kQueryBlock); ++i) {
           const T *qRow = q + (bh * dims.s + i) * dims.d;
           T *outRow = out + (bh * dims.s + i) * dims.dv;
@@ -64,7 +67,7 @@ void runAttention(ThreadPool &pool, const AttentionDims &dims, const T *q,
                 return j + skip < first ? -kInfinity<C>()
                                         : maskAt(maskBase, i, j + skip);
               },
-              acc.data(), cap);
+              acc.data(), cap, sink);
         }
       });
 }

@@ -118,9 +118,13 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
                      optional(a[2], a[1] ? 2 : 1), a[0], c.floats[0], out);
   case OpKind::rms_norm:
     return rmsNorm(pool, in[0], optional(a[1], 1), a[0], c.floats[0], out);
-  case OpKind::attention:
+  case OpKind::attention: {
+    kernels::AttentionExtras extras = kernels::attentionExtrasOf(a, c.floats);
+    if (kernels::attentionHasSinks(a))
+      extras.sinks = &in[3 + (a[1] != 0)];
     return attention(pool, in[0], in[1], in[2], optional(a[1], 3), a[0] != 0,
-                     c.floats[0], out, kernels::attentionExtrasOf(a, c.floats));
+                     c.floats[0], out, extras);
+  }
   case OpKind::cross_entropy:
     return crossEntropy(pool, in[0], in[1], a[0], outs[0], outs[1]);
   case OpKind::cross_entropy_grad:
@@ -152,10 +156,16 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
     return layerNormGrad(pool, in[0], scale, a[0], c.floats[0], dy, out, dscale,
                          dbias);
   }
-  case OpKind::attention_grad:
+  case OpKind::attention_grad: {
+    kernels::AttentionExtras extras = kernels::attentionExtrasOf(a, c.floats);
+    if (kernels::attentionHasSinks(a)) {
+      extras.sinks = &in[3 + (a[1] != 0)];
+      extras.sinksGrad = &outs[3];
+    }
     return attentionGrad(pool, in[0], in[1], in[2], optional(a[1], 3),
                          a[0] != 0, c.floats[0], in.back(), outs[0], outs[1],
-                         outs[2], kernels::attentionExtrasOf(a, c.floats));
+                         outs[2], extras);
+  }
   case OpKind::gather_grad:
     return gatherGrad(pool, in[0], a[0], in[1], out);
   case OpKind::slice_grad: {

@@ -15,6 +15,10 @@
 //    and dv have the same bits for any thread count, with neither atomics
 //    nor per-thread partials. Scratch per worker: kKeyBlock (D + Dv).
 //
+// An attention sink (GPT-OSS) enters each row's statistics in pass 1, so
+// pass 2 is unchanged; its gradient, -sum over rows of P_sink delta, is
+// summed per head after pass 1 in a fixed order.
+//
 // Pass 2 recomputes the scores, so the backward costs about twice the
 // forward's arithmetic, the price flash attention's backward also pays
 // for memory linear in the sequence length.
@@ -61,6 +65,10 @@ void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
   const int64_t *ms = dims.maskStrides;
   const MaskReader<T, Kind> maskAt{mask, ms, dims.t - dims.s};
   std::vector<AttentionRowStats<C>> stats(dims.b * dims.h * dims.s);
+  const T *sinks = extras.sinks ? extras.sinks->as<const T>() : nullptr;
+  auto sinkOf = [&](int64_t h) {
+    return sinks ? load(sinks[h]) : -kInfinity<C>();
+  };
 
   // Pass 1: dq and the row statistics.
   const int64_t queryBlocks = (dims.s + kQueryBlock - 1) / kQueryBlock;
@@ -82,9 +90,23 @@ void runAttentionGrad(ThreadPool &pool, const AttentionDims &dims, const T *q,
               q + row * dims.d, kHead, vHead, dy + row * dims.dv,
               dq + row * dims.d, numKeys, dims.d, dims.dv, scaleC,
               [&](int64_t j) { return biasOf(maskAt, i, maskBase, j); },
-              p.data(), dp.data(), acc.data(), cap);
+              p.data(), dp.data(), acc.data(), cap, sinkOf(h));
         }
       });
+
+  // The sinks' gradient: each head's rows in (batch, row) order, on one
+  // thread (B S terms a head), so its bits never depend on the pool.
+  if (extras.sinksGrad) {
+    T *dsinks = extras.sinksGrad->as<T>();
+    for (int64_t h = 0; h < dims.h; ++h) {
+      C sum = C(0);
+      for (int64_t b = 0; b < dims.b; ++b)
+        for (int64_t i = 0; i < dims.s; ++i)
+          sum += attentionSinkGrad(stats[(b * dims.h + h) * dims.s + i],
+                                   sinkOf(h));
+      dsinks[h] = store<T>(sum);
+    }
+  }
 
   // Pass 2: dk and dv, one block of keys per item.
   const int64_t keyBlocks = (dims.t + kKeyBlock - 1) / kKeyBlock;

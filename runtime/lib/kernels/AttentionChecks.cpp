@@ -80,6 +80,21 @@ Status checkAttentionArgs(const TensorRef &q, const TensorRef &k,
   if (!(extras.softcap >= 0.0) || std::isinf(extras.softcap))
     return invalidArgument(std::string(op) +
                            ": softcap must be positive and finite (0: none)");
+  if (extras.sinksGrad && !(grads && extras.sinks))
+    return invalidArgument(std::string(op) +
+                           ": a sinks gradient needs attention_grad's sinks");
+  const std::pair<const TensorRef *, const char *> sinkRefs[] = {
+      {extras.sinks, "sinks"}, {extras.sinksGrad, "sinks gradient"}};
+  for (auto [t, role] : sinkRefs) {
+    if (!t)
+      continue;
+    if (Status s = checkTensorOf(*t, q.dtype, role, op); s.failed())
+      return s;
+    if (t->shape != Shape{dims.h})
+      return invalidArgument(
+          std::string(op) + ": " + role + " " + describe(*t) +
+          " must be [query heads] = " + describeShape(Shape{dims.h}));
+  }
   if (mask) {
     if (Status s = checkTensor(*mask, "mask", op); s.failed())
       return s;

@@ -76,10 +76,11 @@ Signature signatureOf(OpKind op) {
     return {1, 3, 3, 1};
   case OpKind::rms_norm:
     return {1, 2, 2, 1};
-  // ints [causal, has_mask, (window)], floats [scale, (softcap)]: plans
-  // written before the window and the soft-cap have neither.
+  // ints [causal, has_mask, (window), (has_sinks)], floats [scale,
+  // (softcap)]: plans written before the window, the sinks and the
+  // soft-cap have none of them.
   case OpKind::attention:
-    return {3, 4, -1, -1};
+    return {3, 5, -1, -1};
   case OpKind::cross_entropy:
     return {2, 2, 1, 0, 2, 2};
   case OpKind::cross_entropy_grad:
@@ -95,7 +96,7 @@ Signature signatureOf(OpKind op) {
   case OpKind::norm_grad:
     return {2, 3, 4, 1, 1, 3};
   case OpKind::attention_grad:
-    return {4, 5, -1, -1, 3, 3};
+    return {4, 6, -1, -1, 3, 4};
   case OpKind::gather_grad:
     return {2, 2, 1, 0};
   case OpKind::slice_grad:
@@ -125,13 +126,20 @@ Signature signatureOf(OpKind op) {
   }
 }
 
+/// attention's ints [causal, has_mask, window, has_sinks]: the sinks are
+/// an input after the mask (attention_grad: and a fourth output).
+int hasSinks(const KernelCallDesc &call) {
+  return call.ints.size() > 3 && call.ints[3] != 0;
+}
+
 /// attention's and attention_grad's attributes: ints [causal, has_mask]
-/// then an optional window, floats [scale] then an optional softcap.
+/// then an optional window and has_sinks, floats [scale] then an optional
+/// softcap.
 Status checkAttentionAttrs(const Checker &c, const std::string &name,
                            const KernelCallDesc &call) {
-  if (call.ints.size() != 2 && call.ints.size() != 3)
+  if (call.ints.size() < 2 || call.ints.size() > 4)
     return c.fail(name + " has " + std::to_string(call.ints.size()) +
-                  " integer attributes; it takes 2 or 3");
+                  " integer attributes; it takes 2 to 4");
   if (call.floats.size() != 1 && call.floats.size() != 2)
     return c.fail(name + " has " + std::to_string(call.floats.size()) +
                   " float attributes; it takes 1 or 2");
@@ -220,7 +228,8 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
   case OpKind::attention_grad:
     if (Status s = checkAttentionAttrs(c, name, call); s.failed())
       return s;
-    if (nIn != 4 + (call.ints[1] != 0))
+    if (nIn != 4 + (call.ints[1] != 0) + hasSinks(call) ||
+        int(call.outputs.size()) != 3 + hasSinks(call))
       return c.fail(name + " has inputs that disagree with its flags");
     return Status::ok();
   case OpKind::matmul: {
@@ -270,7 +279,7 @@ Status checkCall(const Checker &c, const Plan &plan, const std::string &where,
   case OpKind::attention:
     if (Status s = checkAttentionAttrs(c, name, call); s.failed())
       return s;
-    if (nIn != 3 + (call.ints[1] != 0))
+    if (nIn != 3 + (call.ints[1] != 0) + hasSinks(call))
       return c.fail(name + " has inputs that disagree with its flags");
     return Status::ok();
   default:

@@ -2,13 +2,14 @@
 //
 // lib/cuda/CudaAttention.cu compiled as host C++ (CudaEmu.h, emulate.py)
 // and run against host/HostAttention.cpp and HostGradientsAttention.cpp on
-// the same data: forward, dq, dk and dv, with no mask, causal, boolean and
-// additive masks, grouped-query heads, sequences that are not a multiple of
-// the tile, query and key lengths that differ, a NaN, the three head-width
-// buckets, and f32, f16, bf16 and f64. The tiled kernels sum in another
-// order than the host's key-at-a-time loops, so results agree within the
-// conformance suite's bound, max|dev - host| / max|host|. On a GPU the
-// conformance suite (DeviceKernelConformanceTest) runs the real kernels.
+// the same data: forward, dq, dk and dv (and GPT-OSS sinks' gradient), with
+// no mask, causal, boolean and additive masks, sinks, grouped-query heads,
+// sequences that are not a multiple of the tile, query and key lengths that
+// differ, a NaN, the three head-width buckets, and f32, f16, bf16 and f64.
+// The tiled kernels sum in another order than the host's key-at-a-time
+// loops, so results agree within the conformance suite's bound,
+// max|dev - host| / max|host|. On a GPU the conformance suite
+// (DeviceKernelConformanceTest) runs the real kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +50,8 @@ struct Case {
   /// rp.attention's sliding window (causal only) and soft-cap; 0: none.
   int64_t window = 0;
   double softcap = 0;
+  /// GPT-OSS's attention sinks, one logit a query head.
+  bool sinks = false;
 };
 
 /// max|got - want| / max|want|; a NaN of `want` must be a NaN of `got`.
@@ -84,6 +87,7 @@ double bound(DType dtype) {
 struct Problem {
   Buffer q, k, v, dy;
   std::optional<Buffer> mask;
+  std::optional<Buffer> sinks;
 };
 
 Problem makeProblem(DType dtype, const Case &c, uint64_t seed) {
@@ -92,7 +96,10 @@ Problem makeProblem(DType dtype, const Case &c, uint64_t seed) {
             randomBuffer(dtype, {c.b, c.hkv, c.t, c.d}, rng, -1.5, 1.5),
             randomBuffer(dtype, {c.b, c.hkv, c.t, c.dv}, rng, -2, 2),
             randomBuffer(dtype, {c.b, c.h, c.s, c.dv}, rng, -1, 1),
+            std::nullopt,
             std::nullopt};
+  if (c.sinks)
+    p.sinks = randomBuffer(dtype, {c.h}, rng, -1, 2);
   if (c.mask == Mask::none)
     return p;
   Shape shape = c.perBatch ? Shape{c.b, 1, c.s, c.t} : Shape{c.s, c.t};
@@ -131,6 +138,9 @@ protected:
     kernels::AttentionExtras extras;
     extras.window = c.window;
     extras.softcap = c.softcap;
+    std::optional<TensorRef> sinks;
+    if (p.sinks)
+      extras.sinks = &sinks.emplace(p.sinks->ref());
     const Shape outShape{c.b, c.h, c.s, c.dv};
     Buffer hostOut(dtype, outShape), devOut(dtype, outShape);
     ASSERT_TRUE(host::attention(pool, p.q.ref(), p.k.ref(), p.v.ref(),
@@ -149,7 +159,10 @@ protected:
     EXPECT_LE(relativeError(devOut, hostOut), bound(dtype)) << "forward";
 
     Buffer hostDq(dtype, p.q.shape), hostDk(dtype, p.k.shape),
-        hostDv(dtype, p.v.shape);
+        hostDv(dtype, p.v.shape), hostDs(dtype, {c.h}), devDs(dtype, {c.h});
+    TensorRef hostDsRef = hostDs.ref(), devDsRef = devDs.ref();
+    if (p.sinks)
+      extras.sinksGrad = &hostDsRef;
     ASSERT_TRUE(host::attentionGrad(pool, p.q.ref(), p.k.ref(), p.v.ref(),
                                     maskRef(p), c.causal, scale, p.dy.ref(),
                                     hostDq.ref(), hostDk.ref(), hostDv.ref(),
@@ -161,6 +174,18 @@ protected:
     for (Buffer *g : {&devDq, &devDk, &devDv})
       for (int64_t i = 0; i < g->size(); ++i)
         g->set(i, 1e3);
+    if (p.sinks) {
+      // The backward's shape carries where the sinks' gradient goes.
+      extras.sinksGrad = &devDsRef;
+      for (int64_t i = 0; i < devDs.size(); ++i)
+        devDs.set(i, 1e3);
+      const TensorRef dq = devDq.ref(), dk = devDk.ref(), dv = devDv.ref();
+      const AttentionGradRefs grads{dq, dk, dv};
+      ASSERT_TRUE(cuda::detail::attentionShape(
+                      p.q.ref(), p.k.ref(), p.v.ref(), maskRef(p), c.causal,
+                      scale, p.dy.ref(), &grads, shape, extras)
+                      .isOk());
+    }
     std::vector<uint64_t> scratch(
         attentionGradScratchBytes(dtype, shape) / 8 + 1, 0x7ff4dead7ff4deadull);
     ASSERT_EQ(launchAttentionGrad(ctx, dtype, shape, p.q.data(), p.k.data(),
@@ -171,6 +196,8 @@ protected:
     EXPECT_LE(relativeError(devDq, hostDq), bound(dtype)) << "dq";
     EXPECT_LE(relativeError(devDk, hostDk), bound(dtype)) << "dk";
     EXPECT_LE(relativeError(devDv, hostDv), bound(dtype)) << "dv";
+    if (p.sinks)
+      EXPECT_LE(relativeError(devDs, hostDs), bound(dtype)) << "dsinks";
   }
 
   ThreadPool pool{2};
@@ -243,6 +270,22 @@ TEST_P(CudaAttentionEmu, WindowAndSoftcap) {
   check(cap, GetParam(), 14);
   cap.window = 9;
   check(cap, GetParam(), 15);
+}
+
+// GPT-OSS's attention sinks: with causal and grouped heads, a window, a
+// boolean mask whose row 2 drops every key (the sink takes the whole row:
+// output 0), over more keys than queries; the sinks' gradient too.
+TEST_P(CudaAttentionEmu, Sinks) {
+  Case c{2, 4, 2, 37, 37, 8, 8};
+  c.causal = true;
+  c.sinks = true;
+  check(c, GetParam(), 16);
+  c.window = 6;
+  check(c, GetParam(), 17);
+  Case m{2, 2, 1, 21, 35, 8, 8};
+  m.mask = Mask::boolean;
+  m.sinks = true;
+  check(m, GetParam(), 18);
 }
 
 // The 128- and 256-column buckets (16- and 8-row tiles in f32, 8 and 4 in

@@ -516,7 +516,8 @@ def RP_RmsNormOp : RP_PureOp<"rms_norm",
 
 def RP_AttentionOp : RP_PureOp<"attention",
     [DeclareOpInterfaceMethods<RP_DifferentiableOpInterface,
-                               ["isDifferentiableOperand"]>, AllElementTypesMatch<["query", "key", "value", "result"]>]> {
+                               ["isDifferentiableOperand"]>, AllElementTypesMatch<["query", "key", "value", "result"]>,
+     AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention";
   let description = [{
     `softmax(scale * Q K^T + mask) V` per batch and head, as PyTorch's
@@ -536,10 +537,15 @@ def RP_AttentionOp : RP_PureOp<"attention",
     (with `causal` only) is a sliding window: the query at position `p`
     sees the keys in `(p - window, p]` (Mistral's and Gemma's local
     layers). `softcap` caps the scaled scores before the mask, as Gemma 2:
-    `softcap * tanh(scale * q.k / softcap)`. Devices may run it fused, with
+    `softcap * tanh(scale * q.k / softcap)`. `sinks` `[H]` (the query's
+    element type) are GPT-OSS's attention sinks: a learned logit per query
+    head, one more column in every query's softmax whose probability is
+    dropped (the sink has no value), so a row's weights sum to less than 1.
+    Devices may run it fused, with
     memory linear in `S`, and skip what the window and causal mask drop.
     VJP: the standard attention backward (recomputing the probabilities
-    from Q, K and the saved log-sum-exp). The mask gets no gradient;
+    from Q, K and the saved log-sum-exp); the sinks' gradient is
+    `-sum over batch and rows of P_sink * (dO . O)` per head. The mask gets no gradient;
     rp-autodiff rewrites an attention whose float mask needs one (a learned
     position bias) into matmuls, an add and a softmax first.
 
@@ -551,12 +557,14 @@ def RP_AttentionOp : RP_PureOp<"attention",
   }];
   let arguments = (ins RP_FloatTensor:$query, RP_FloatTensor:$key,
                    RP_FloatTensor:$value, Optional<RP_Tensor>:$mask,
+                   Optional<RP_FloatTensor>:$sinks,
                    UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$window,
                    OptionalAttr<F64Attr>:$softcap);
   let results = (outs RP_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`mask` `(` $mask^ `)`)? (`causal` $causal^)?
+    $query `,` $key `,` $value (`mask` `(` $mask^ `)`)?
+    (`sinks` `(` $sinks^ `)`)? (`causal` $causal^)?
     (`scale` `=` $scale^)? (`window` `=` $window^)?
     (`softcap` `=` $softcap^)? attr-dict `:` functional-type(operands, results)
   }];

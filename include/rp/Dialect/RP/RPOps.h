@@ -63,14 +63,13 @@ inline std::optional<double> optionalDouble(std::optional<APFloat> x) {
 }
 
 /// The shape and attribute rules of rp.attention, shared with
-/// rp.attention_grad.
-LogicalResult verifyAttentionShapes(Operation *op, RankedTensorType q,
-                                    RankedTensorType k, RankedTensorType v,
-                                    Value mask, bool causal,
-                                    std::optional<double> scale,
-                                    RankedTensorType result,
-                                    std::optional<int64_t> window = {},
-                                    std::optional<double> softcap = {});
+/// rp.attention_grad (`sinks`: [query heads] of the query's type).
+LogicalResult
+verifyAttentionShapes(Operation *op, RankedTensorType q, RankedTensorType k,
+                      RankedTensorType v, Value mask, bool causal,
+                      std::optional<double> scale, RankedTensorType result,
+                      std::optional<int64_t> window = {},
+                      std::optional<double> softcap = {}, Value sinks = {});
 
 template <typename ConcreteType>
 LogicalResult

@@ -214,14 +214,16 @@ def RP_NormGradOp : RP_PureOp<"norm_grad"> {
   let hasVerifier = 1;
 }
 
-def RP_AttentionGradOp : RP_PureOp<"attention_grad"> {
+def RP_AttentionGradOp : RP_PureOp<"attention_grad",
+    [AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention backward";
   let description = [{
     Gradients of `rp.attention` with respect to query, key and value,
     recomputing the probabilities row by row (memory linear in the sequence
     length). With grouped-query attention the key and value gradients sum
     over the query heads that share them. The mask gets no gradient;
-    `causal`, `window` and `softcap` are the forward's (rp.attention).
+    `sinks`, `causal`, `window` and `softcap` are the forward's
+    (rp.attention); with `sinks` a fourth result is their gradient `[H]`.
 
     ```mlir
     %dq, %dk, %dv = rp.attention_grad %q, %k, %v grad(%do) causal
@@ -232,14 +234,17 @@ def RP_AttentionGradOp : RP_PureOp<"attention_grad"> {
   }];
   let arguments = (ins RP_FloatTensor:$query, RP_FloatTensor:$key,
                    RP_FloatTensor:$value, Optional<RP_Tensor>:$mask,
+                   Optional<RP_FloatTensor>:$sinks,
                    RP_FloatTensor:$grad, UnitAttr:$causal,
                    OptionalAttr<F64Attr>:$scale,
                    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$window,
                    OptionalAttr<F64Attr>:$softcap);
   let results = (outs RP_FloatTensor:$query_grad, RP_FloatTensor:$key_grad,
-                 RP_FloatTensor:$value_grad);
+                 RP_FloatTensor:$value_grad,
+                 Optional<RP_FloatTensor>:$sinks_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`mask` `(` $mask^ `)`)? `grad` `(` $grad `)`
+    $query `,` $key `,` $value (`mask` `(` $mask^ `)`)?
+    (`sinks` `(` $sinks^ `)`)? `grad` `(` $grad `)`
     (`causal` $causal^)? (`scale` `=` $scale^)? (`window` `=` $window^)?
     (`softcap` `=` $softcap^)? attr-dict `:` functional-type(operands, results)
   }];

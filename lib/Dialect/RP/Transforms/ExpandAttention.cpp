@@ -41,6 +41,10 @@ LogicalResult mlir::rp::expandAttention(AttentionOp a) {
   auto q = cast<RankedTensorType>(a.getQuery().getType());
   auto k = cast<RankedTensorType>(a.getKey().getType());
   int64_t rank = q.getRank();
+  if (a.getSinks())
+    return a.emitOpError("has attention sinks and its mask needs a gradient "
+                         "(it depends on a trainable parameter); rp "
+                         "differentiates a learned mask only without sinks");
   if (q.getDimSize(rank - 3) != k.getDimSize(rank - 3))
     return a.emitOpError("shares key/value heads among query heads and its "
                          "mask needs a gradient (it depends on a trainable "

@@ -473,9 +473,10 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
     FloatAttr softcapAttr;
     if (softcap > 0.0)
       softcapAttr = rewriter.getF64FloatAttr(softcap);
-    Value out = AttentionOp::create(rewriter, loc, type, q, k, v, maskValue,
-                                    mask.kind == MaskPlan::causal, scaleAttr,
-                                    windowAttr, softcapAttr);
+    Value out =
+        AttentionOp::create(rewriter, loc, type, q, k, v, maskValue,
+                            /*sinks=*/Value(), mask.kind == MaskPlan::causal,
+                            scaleAttr, windowAttr, softcapAttr);
     if (rank == 3)
       out = ReshapeOp::create(rewriter, loc, pv.getType(), out);
     rewriter.replaceOp(pv, out);
@@ -547,7 +548,8 @@ struct AttentionBandMaskToFlags : OpRewritePattern<AttentionOp> {
       w = w == 0 ? int64_t(*had) : std::min<int64_t>(w, *had);
     auto fused = AttentionOp::create(
         rewriter, op.getLoc(), op.getType(), op.getQuery(), op.getKey(),
-        op.getValue(), Value(), /*causal=*/true, op.getScaleAttr(),
+        op.getValue(), Value(), op.getSinks(), /*causal=*/true,
+        op.getScaleAttr(),
         w > 0 ? rewriter.getI64IntegerAttr(w) : IntegerAttr(),
         op.getSoftcapAttr());
     rewriter.replaceOp(op, fused.getResult());

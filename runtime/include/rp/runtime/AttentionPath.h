@@ -55,6 +55,9 @@ struct AttentionProblem {
   int64_t heads = 1, kvHeads = 1;
   /// tanh soft-capping of the scores (Gemma 2's 50.0); 0 for none.
   double softCap = 0;
+  /// GPT-OSS's attention sinks (a learned logit per head in each row's
+  /// softmax): cuDNN's SDPA has no such column.
+  bool sinks = false;
   /// A causal sliding window (rp.attention's `window`: the keys in
   /// (p - window, p]); 0 for none. cuDNN's left bound.
   int64_t window = 0;

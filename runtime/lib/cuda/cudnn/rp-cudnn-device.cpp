@@ -108,6 +108,11 @@ bool shapeOf(const Plan &plan, const KernelCallDesc &call, AttentionShape &sh,
     why = "malformed call";
     return false;
   }
+  if (kernels::attentionHasSinks(call.ints)) {
+    why = "attention sinks (GPT-OSS): cuDNN's SDPA has no sink column (rp's "
+          "CUDA-core kernel takes them)";
+    return false;
+  }
   std::optional<TensorRef> mask;
   if (hasMask)
     mask = in[3];

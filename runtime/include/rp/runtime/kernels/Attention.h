@@ -61,12 +61,14 @@ RP_HD inline void attentionKeyRange(int64_t i, int64_t s, int64_t t,
 /// contiguous; `out` receives [dv]. `maskBias(j)` is added to the score of
 /// key j: 0 keeps it, -inf drops it, a float mask passes its value. `acc` is
 /// caller-provided scratch of dv compute-type values. `cap` soft-caps the
-/// scaled score before the bias is added (softCap).
+/// scaled score before the bias is added (softCap). `sink` (GPT-OSS's
+/// attention sink; -inf: none) is one more logit in the softmax, with no
+/// value: it only adds exp(sink - max) to the row's sum, after the keys.
 template <typename T, typename Acc = Compute<T>, typename MaskFn>
 RP_HD inline void attentionRow(const T *q, const T *k, const T *v, T *out,
                                int64_t numKeys, int64_t d, int64_t dv,
                                Acc scale, const MaskFn &maskBias, Acc *acc,
-                               Acc cap = Acc(0)) {
+                               Acc cap = Acc(0), Acc sink = -kInfinity<Acc>()) {
   const Acc kNegInf = -kInfinity<Acc>();
   Acc runningMax = kNegInf;
   Acc runningSum = Acc(0);
@@ -115,6 +117,18 @@ RP_HD inline void attentionRow(const T *q, const T *k, const T *v, T *out,
     }
   }
 
+  if (sink != kNegInf) {
+    // After the keys, so a row without a sink keeps its bits.
+    sawNan = sawNan || kIsNan(sink);
+    if (sink > runningMax) {
+      Acc correction = kExp(runningMax - sink);
+      runningSum *= correction;
+      for (int64_t c = 0; c < dv; ++c)
+        acc[c] *= correction;
+      runningMax = sink;
+    }
+    runningSum += kExp(sink - runningMax);
+  }
   if (sawNan) {
     for (int64_t c = 0; c < dv; ++c)
       out[c] = store<T>(kInfinity<Acc>() - kInfinity<Acc>());

@@ -18,6 +18,9 @@
 // With a soft-cap (softCap), dS_j also carries the cap's slope
 // 1 - tanh(x_j / cap)^2 at the key's scaled score x_j.
 //
+// An attention sink (GPT-OSS) is one more logit in the row's max and sum
+// with no value; its gradient is attentionSinkGrad's -P_sink delta.
+//
 // Masked keys (bias -inf) and probabilities that underflow to 0 contribute
 // nothing, as in the forward. A row whose keys are all masked has a
 // constant (zero) output, so it gives dq = 0 and nothing to dk and dv. A
@@ -45,7 +48,7 @@ RP_HD inline AttentionRowStats<Acc>
 attentionGradQueryRow(const T *q, const T *k, const T *v, const T *dout, T *dq,
                       int64_t numKeys, int64_t d, int64_t dv, Acc scale,
                       const MaskFn &maskBias, Acc *p, Acc *dp, Acc *acc,
-                      Acc cap = Acc(0)) {
+                      Acc cap = Acc(0), Acc sink = -kInfinity<Acc>()) {
   const Acc kNegInf = -kInfinity<Acc>();
   Acc m = kNegInf;
   bool sawNan = false;
@@ -58,6 +61,11 @@ attentionGradQueryRow(const T *q, const T *k, const T *v, const T *dout, T *dq,
     sawNan = sawNan || kIsNan(s);
     if (s > m)
       m = s;
+  }
+  if (sink != kNegInf) {
+    sawNan = sawNan || kIsNan(sink);
+    if (sink > m)
+      m = sink;
   }
   if (sawNan) {
     Acc nan = kInfinity<Acc>() - kInfinity<Acc>();
@@ -73,6 +81,8 @@ attentionGradQueryRow(const T *q, const T *k, const T *v, const T *dout, T *dq,
   for (int64_t j = 0; j < numKeys; ++j)
     p[j] = kExp(p[j] - m);
   Acc sum = orderedSum<Acc>(numKeys, [&](int64_t j) { return p[j]; });
+  if (sink != kNegInf)
+    sum += kExp(sink - m);
   for (int64_t j = 0; j < numKeys; ++j) {
     p[j] = p[j] / sum;
     dp[j] = p[j] == Acc(0) ? Acc(0) : dotProduct<Acc>(dout, v + j * dv, dv);
@@ -102,11 +112,10 @@ attentionGradQueryRow(const T *q, const T *k, const T *v, const T *dout, T *dq,
 /// where one row's scratch of the key count times every resident row would
 /// be quadratic in the sequence length.
 template <typename T, typename Acc = Compute<T>, typename MaskFn>
-RP_HD inline AttentionRowStats<Acc>
-attentionGradQueryRowStreaming(const T *q, const T *k, const T *v,
-                               const T *dout, T *dq, int64_t numKeys, int64_t d,
-                               int64_t dv, Acc scale, const MaskFn &maskBias,
-                               Acc *acc, Acc cap = Acc(0)) {
+RP_HD inline AttentionRowStats<Acc> attentionGradQueryRowStreaming(
+    const T *q, const T *k, const T *v, const T *dout, T *dq, int64_t numKeys,
+    int64_t d, int64_t dv, Acc scale, const MaskFn &maskBias, Acc *acc,
+    Acc cap = Acc(0), Acc sink = -kInfinity<Acc>()) {
   const Acc kNegInf = -kInfinity<Acc>();
   auto score = [&](int64_t j) {
     Acc bias = maskBias(j);
@@ -122,6 +131,11 @@ attentionGradQueryRowStreaming(const T *q, const T *k, const T *v,
     if (s > m)
       m = s;
   }
+  if (sink != kNegInf) {
+    sawNan = sawNan || kIsNan(sink);
+    if (sink > m)
+      m = sink;
+  }
   if (sawNan) {
     Acc nan = kInfinity<Acc>() - kInfinity<Acc>();
     for (int64_t c = 0; c < d; ++c)
@@ -135,6 +149,8 @@ attentionGradQueryRowStreaming(const T *q, const T *k, const T *v,
   }
   Acc sum =
       orderedSum<Acc>(numKeys, [&](int64_t j) { return kExp(score(j) - m); });
+  if (sink != kNegInf)
+    sum += kExp(sink - m);
   auto prob = [&](int64_t j) { return kExp(score(j) - m) / sum; };
   auto dprob = [&](int64_t j, Acc p) {
     return p == Acc(0) ? Acc(0) : dotProduct<Acc>(dout, v + j * dv, dv);
@@ -159,6 +175,17 @@ attentionGradQueryRowStreaming(const T *q, const T *k, const T *v,
   for (int64_t c = 0; c < d; ++c)
     dq[c] = store<T>(acc[c] * scale);
   return {m, sum, delta};
+}
+
+/// A query row's part of its head's sink gradient: the sink's column has
+/// no value, so dP_sink = 0 and dS_sink = P_sink (0 - delta), with
+/// P_sink = exp(sink - max) / sum from the row's statistics (which count
+/// the sink). Pass 2 is unchanged: its probabilities divide by that sum.
+template <typename Acc>
+RP_HD inline Acc attentionSinkGrad(AttentionRowStats<Acc> stats, Acc sink) {
+  if (stats.sum == Acc(0))
+    return Acc(0);
+  return -(kExp(sink - stats.max) / stats.sum) * stats.delta;
 }
 
 /// Pass 2: adds one query row's contribution to `count` consecutive keys.

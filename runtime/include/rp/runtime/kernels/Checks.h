@@ -241,6 +241,13 @@ struct AttentionExtras {
   int64_t window = 0;
   /// Soft-capping of the scaled scores, cap * tanh(x / cap).
   double softcap = 0;
+  /// GPT-OSS's attention sinks: a learned logit per query head ([h], the
+  /// query's dtype), one more column in each row's softmax whose
+  /// probability is dropped (the sink has no value). Null: none.
+  const TensorRef *sinks = nullptr;
+  /// attention_grad only: the sinks' gradient [h], written whole (not
+  /// added to). Null: not wanted.
+  const TensorRef *sinksGrad = nullptr;
 };
 
 /// The extras of a plan call's attributes: ints [causal, has_mask,
@@ -251,6 +258,13 @@ inline AttentionExtras attentionExtrasOf(const std::vector<int64_t> &ints,
   e.window = ints.size() > 2 ? ints[2] : 0;
   e.softcap = floats.size() > 1 ? floats[1] : 0.0;
   return e;
+}
+
+/// Whether a plan call's ints [causal, has_mask, window, has_sinks] give
+/// the attention sinks: an input after the mask (and attention_grad's
+/// fourth output, their gradient).
+inline bool attentionHasSinks(const std::vector<int64_t> &ints) {
+  return ints.size() > 3 && ints[3] != 0;
 }
 
 /// The gradients attention_grad writes, each of its primal's shape.

@@ -82,8 +82,8 @@ from paper_common import (BASELINE_BUBBLES, G, HW, LORA, M, MICROBATCHES,  # noq
 from paper_memory import (SEQ_TABLE, fits_at, max_seq, memory_rows,  # noqa: F401
                           seq_table)
 from paper_roundpipe import (MOE_HOST_US, ROUNDPIPE_STAGES, gap,  # noqa: F401
-                             held_out, held_out_row, paced_by,
-                             roundpipe_model, roundpipe_row)
+                             held_out, held_out_row, model_range,
+                             paced_by, roundpipe_model, roundpipe_row)
 
 
 def claims_row(name, label, tmp):
@@ -176,7 +176,7 @@ def rests_on(table, model_rp):
         pub = PUBLISHED[name][0]
         model = model_rp.get(name)
         if model:
-            lo, hi = (model[e]["tokens_per_s"] for e in ("low", "high"))
+            lo, hi = model_range(model)
             scale = model["mid"]["tokens_per_s"] / ONE_GPU[name]
             line += (f"; the model of RoundPipe {lo:,.0f} - {hi:,.0f} "
                      f"tokens/s ({scale:4.2f} x its 1-GPU), its measured "
@@ -198,9 +198,10 @@ def gap_note(lo, hi, pub):
         return (f"{where}: faster than the fast end (the fastest host, "
                 "its kernels at its 1-GPU run's speed); no stated term "
                 "closes it")
-    return (f"{where}: slower than the slow end; left untimed, its "
-            "per-kernel launches on one interpreter (unmeasured) could only "
-            "slow it")
+    return (f"{where}: slower than the slow end (the slowest host); its "
+            "per-kernel launches on one interpreter keep it at most a few "
+            "% busy (bench/layer_host.py), too few to pace it: no stated "
+            "term closes it")
 
 
 def schedule_rows(name, schedules, tmp):

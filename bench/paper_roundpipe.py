@@ -234,7 +234,51 @@ def roundpipe_row(name, tmp):
                              json.dumps(p))
         figs["mid"]["untimed_optimizer_tokens_per_s"] = simulate(
             plan, False, passes, untimed, times)["tokens_per_s"]
+    if name not in MOE_MODELS:
+        figs.update(run_microbatches(name, tmp, paths, speed, extra))
     return name, m, figs
+
+
+# reference/roundpipe.md §6: the microbatches a pass of its throughput runs
+# (batch / microbatches / accumulation: 1.7B 512/10/4, 8B 256/10/2, 20B
+# 128/16/1, 32B 128/10/2, 235B 64/10/1).
+RUN_MICROBATCHES = {"qwen3-1.7b": 10, "llama-3.1-8b": 10, "qwen3-32b": 10,
+                    "gpt-oss-20b": 16, "qwen3-235b-a22b": 10}
+
+
+def run_microbatches(name, tmp, paths, speed, extra):
+    """The dense models' model of RoundPipe at its runs' microbatching (10
+    a pass of 12.8, 12.8, 6.4 sequences: rounded, 13, 13, 6) rather than
+    its layer times' (4 sequences): the layer times scaled per token, its
+    partitioner cutting for them, the host at its slow end and at its fast
+    end with its runs' kernel speed. {"run-low", "run-high": sim figures,
+    "run_microbatch": (b, M)}, or {} where it does not compile. The MoE
+    rows' ranges span the measured figures without it, and the 20B's 8
+    sequences a microbatch do not fit rp's memory model of 24 GB."""
+    batch, passes = RUNS[name]
+    m = RUN_MICROBATCHES[name]
+    b = round(batch / passes / m)
+    graph = graph_for(name, tmp, b)
+    slow, quick = _times(name, tmp, 4 / b), _times(name, tmp, 4 / b * speed)
+    plan = Path(tmp) / f"{name}.roundpipe8.run.rpplan"
+    r = run_cached([BIN / "rp-compile", graph, "-o", plan, "--devices",
+                    str(G), "--microbatches", str(m), "--hw", paths["mid"],
+                    "--dtype", "f16", "--measured", slow, "--partitioner",
+                    "roundpipe", *extra], [plan])
+    if r.returncode:
+        return {}
+    return {"run-low": simulate(plan, False, passes, paths["low"], slow),
+            "run-high": simulate(plan, False, passes, paths["high"], quick),
+            "run_microbatch": (b, m)}
+
+
+def model_range(figs):
+    """The model of RoundPipe's range: its slowest and fastest ends over
+    the host, its runs' kernel speed and (dense models) both
+    microbatchings."""
+    ends = [e for e in ("low", "high", "run-low", "run-high") if e in figs]
+    tps = [figs[e]["tokens_per_s"] for e in ends]
+    return min(tps), max(tps)
 
 
 def gap(lo, hi, pub):
@@ -264,10 +308,13 @@ def roundpipe_model(models, tmp, rows=None):
           "partition, one interpreter for every GPU's dispatch, MoE: "
           "pageable weights and its expert loop's host work; rp's host "
           "unknowns at their ends; the high end at its runs' kernel speed, "
-          "its 1-GPU run over rp's model of it)")
+          "its 1-GPU run over rp's model of it; the dense models also at "
+          "its runs' microbatching, the layer times scaled per token)")
     print("model            b x M x K   model tok/s low - high (mid; mid, "
           "whole loop)   RoundPipe  measured in range  kernel speed  "
-          "high at published times  1->8 GPU: model / measured  at mid "
+          "4-sequence microbatches at its published times (in range); "
+          "their fast end at its kernel speed  its runs' microbatches "
+          "(b x M: low - high)  1->8 GPU: model / measured  at mid "
           "paced by")
     for row in rows:
         name, m, figs = row.result()
@@ -276,15 +323,23 @@ def roundpipe_model(models, tmp, rows=None):
             print(f"{name:16s} does not compile: {figs}")
             continue
         out[name] = figs
-        lo, mid, hi, pub_hi = (figs[e]["tokens_per_s"] for e in
-                               ("low", "mid", "high", "high-published"))
+        lo, hi = model_range(figs)
+        mid, pub_hi = (figs[e]["tokens_per_s"] for e in
+                       ("mid", "high-published"))
         whole = (f"; {figs['mid-whole']['tokens_per_s']:,.0f}"
                  if "mid-whole" in figs else "")
         pub = PUBLISHED[name][0]
+        low4, high4 = (figs[e]["tokens_per_s"] for e in ("low", "high"))
+        run = "not modelled"
+        if "run-low" in figs:
+            b, m_run = figs["run_microbatch"]
+            run = (f"{b} x {m_run}: {figs['run-low']['tokens_per_s']:,.0f} - "
+                   f"{figs['run-high']['tokens_per_s']:,.0f}")
         print(f"{name:16s} 4 x {m:2d} x {passes}  {lo:9,.0f} - {hi:7,.0f} "
               f"({mid:,.0f}{whole}){'':6s}{pub:9,}  {gap(lo, hi, pub):17s}  "
-              f"{figs['kernel_speed']:11.3f}x  {pub_hi:14,.0f} "
-              f"({gap(lo, pub_hi, pub)}){'':2s}"
+              f"{figs['kernel_speed']:11.3f}x  {low4:,.0f} - {pub_hi:,.0f} "
+              f"({gap(low4, pub_hi, pub)}); with its kernel speed "
+              f"{high4:,.0f}  {run}  "
               f"{mid / ONE_GPU[name]:5.2f} / "
               f"{pub / ONE_GPU[name]:4.2f}{'':14s}{paced_by(figs['mid'])}")
     return out

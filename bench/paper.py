@@ -73,17 +73,16 @@ import tempfile
 from pathlib import Path
 
 import claims
-# What bench/explain.py and bench/lora_quant.py read through paper.
-from paper_common import (BASELINE_BUBBLES, G, HW, LORA, M, MICROBATCHES,  # noqa: F401
-                          ONE_GPU, POOL, PUBLISHED, RUNS, SCHEDULES,
-                          THROUGHPUT_FLAGS, batching, compile_plan,
-                          graph_for, profile_json, shapes, simulate, split,
-                          write_text)
-from paper_memory import (SEQ_TABLE, fits_at, max_seq, memory_rows,  # noqa: F401
-                          seq_table)
-from paper_roundpipe import (MOE_HOST_US, ROUNDPIPE_STAGES, gap,  # noqa: F401
-                             held_out, held_out_row, model_range,
-                             paced_by, roundpipe_model, roundpipe_row)
+# What bench/explain.py and bench/lora_quant.py read through paper too.
+from paper_common import (  # noqa: F401
+    BASELINE_BUBBLES, G, HW, LORA, M, MICROBATCHES, ONE_GPU, POOL, PUBLISHED,
+    RUNS, SCHEDULES, THROUGHPUT_FLAGS, batching, compile_plan, graph_for,
+    profile_json, shapes, simulate, split, write_text)
+from paper_memory import (  # noqa: F401
+    SEQ_TABLE, fits_at, max_seq, memory_rows, seq_table)
+from paper_roundpipe import (  # noqa: F401
+    MOE_HOST_US, ROUNDPIPE_STAGES, gap, held_out, held_out_row, model_range,
+    paced_by, roundpipe_model, roundpipe_row)
 
 
 def claims_row(name, label, tmp):

@@ -77,7 +77,8 @@ print(paper_roundpipe.model_ends("qwen3-1.7b"))
 print(paper_roundpipe.model_ends("gpt-oss-20b"))
 # The range is the slowest and fastest over both microbatchings.
 figs = {"low": {"tokens_per_s": 64065}, "high": {"tokens_per_s": 65580},
-        "run-low": {"tokens_per_s": 62990}, "run-high": {"tokens_per_s": 64431}}
+        "run-low": {"tokens_per_s": 62990},
+        "run-high": {"tokens_per_s": 64431}}
 print(paper_roundpipe.model_range(figs))
 del figs["run-low"], figs["run-high"]
 print(paper_roundpipe.model_range(figs))

@@ -16,8 +16,10 @@
   each at 4 x 2048 tokens per sum of a microbatch's layer times (forward,
   recompute, backward; the LM head's forward and backward). It has no
   host: what a kernel-only model predicts, never a win.
-- measured_times(model): those kernel times as a measured profile
-  (docs/hardware-profiles.md), for rp-compile and the sim.
+- measured_times(model, path, speed): those kernel times as a measured
+  profile (docs/hardware-profiles.md), for rp-compile and the sim, each
+  divided by `speed` (the model of RoundPipe's fast end: its runs' kernel
+  speed, bench/paper_roundpipe.kernel_speed).
 - claim(low, high, published, ideal_kernels, basis): the claim printed
   beside a range, "ahead" only where its low end beats the published
   figure, and then with what it rests on.
@@ -30,6 +32,7 @@
 """
 
 import json
+import os
 from pathlib import Path
 
 from roundpipe_sim import MODELS
@@ -109,13 +112,21 @@ def one_gpu_kernels(model):
     return TOKENS / (microbatch_ms(model) / 1e3)
 
 
-def measured_times(model, path):
+def measured_times(model, path, speed=1.0):
+    """RoundPipe's kernel times for `model` as a measured profile at
+    `path`, each divided by `speed` (bench/paper_roundpipe.kernel_speed:
+    its runs' kernels against its published layer times). Written whole
+    under a temporary name, then renamed: paper.py's threads share it."""
     layers, fwd, bwd, hfwd, hbwd = MODELS[SIM_NAME[model]][:5]
     times = [{"name": "embed", "forward_ms": 0, "backward_ms": 0}]
-    times += [{"name": f"layers.{i}", "forward_ms": fwd, "backward_ms": bwd}
-              for i in range(layers)]
-    times.append({"name": "head", "forward_ms": hfwd, "backward_ms": hbwd})
-    Path(path).write_text(json.dumps({"layers": times}))
+    times += [{"name": f"layers.{i}", "forward_ms": fwd / speed,
+               "backward_ms": bwd / speed} for i in range(layers)]
+    times.append({"name": "head", "forward_ms": hfwd / speed,
+                  "backward_ms": hbwd / speed})
+    path = Path(path)
+    staged = path.with_name(f".{path.name}.{os.getpid()}.{id(times)}")
+    staged.write_text(json.dumps({"layers": times}))
+    os.replace(staged, path)
     return path
 
 

@@ -1,0 +1,96 @@
+"""The host's time to run one dense decoder layer in PyTorch eager, as
+RoundPipe's device threads run it, measured on this machine's CPU (issue
+32: how busy RoundPipe's one interpreter is with its per-kernel launches,
+which its device threads issue holding the GIL).
+
+Usage: .venv-torch2/bin/python bench/layer_host.py [--repeats 20]
+
+transformers' Qwen3 and Llama decoder layers (RoundPipe trains the HF
+models; SDPA attention, one kernel as its FlashAttention is) with tensors
+so small (hidden 16, 4 tokens) that each kernel's arithmetic is
+negligible: what remains is Python, the dispatcher and autograd per layer,
+for the forward (no grad), the recompute (grad on) and the backward. On a
+GPU each kernel call adds the CUDA launch's host cost (a few us, not
+measured here: no GPU), so these are lower bounds on the host's time. The
+backward runs in autograd's engine, which releases the GIL for built-in
+ops: counting it whole is an upper bound on what holds the interpreter.
+
+It prints, per model, the host time per layer and microbatch and how busy
+one interpreter would be with eight GPUs' launches at RoundPipe's layer
+times (bench/roundpipe_sim.py's inputs, per 4 x 2048-token microbatch):
+8 x host / (forward + recompute + backward). Below 100 % the device
+threads run ahead of their GPUs and the launches are hidden: they cannot
+pace an 8-GPU step (docs/sim.md, "The model of RoundPipe at 8 GPUs").
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+from transformers import LlamaConfig, Qwen3Config
+from transformers.models.llama.modeling_llama import (LlamaDecoderLayer,
+                                                      LlamaRotaryEmbedding)
+from transformers.models.qwen3.modeling_qwen3 import (Qwen3DecoderLayer,
+                                                      Qwen3RotaryEmbedding)
+
+# RoundPipe's per-layer forward and backward ms (pp-simulate/run.sh,
+# bench/roundpipe_sim.py MODELS): forward, backward (its recompute is a
+# second forward).
+LAYER_MS = {"qwen3-1.7b": (7.429, 15.831), "llama-3.1-8b": (18.504, 41.207),
+            "qwen3-32b": (40.561, 91.174)}
+CASES = {"qwen3-1.7b": (Qwen3Config, Qwen3DecoderLayer, Qwen3RotaryEmbedding),
+         "llama-3.1-8b": (LlamaConfig, LlamaDecoderLayer,
+                          LlamaRotaryEmbedding),
+         "qwen3-32b": (Qwen3Config, Qwen3DecoderLayer, Qwen3RotaryEmbedding)}
+
+
+def per_layer(name, repeats):
+    config_cls, layer_cls, rope_cls = CASES[name]
+    config = config_cls(hidden_size=16, intermediate_size=32,
+                        num_attention_heads=2, num_key_value_heads=1,
+                        head_dim=8, num_hidden_layers=1, vocab_size=32)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    layer = layer_cls(config, 0)
+    rope = rope_cls(config)
+    x = torch.randn(1, 4, 16)
+    pos = torch.arange(4).unsqueeze(0)
+    emb = rope(x, pos)
+    fwd, rec, bwd = [], [], []
+    for i in range(repeats + 3):
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            layer(x, position_embeddings=emb, position_ids=pos)
+        t1 = time.perf_counter()
+        xg = x.clone().requires_grad_(True)
+        y = layer(xg, position_embeddings=emb, position_ids=pos)
+        y = y[0] if isinstance(y, tuple) else y
+        t2 = time.perf_counter()
+        y.sum().backward()
+        t3 = time.perf_counter()
+        if i >= 3:
+            fwd.append(t1 - t0)
+            rec.append(t2 - t1)
+            bwd.append(t3 - t2)
+    return [statistics.median(v) * 1e6 for v in (fwd, rec, bwd)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print("model          forward_us  recompute_us  backward_us  "
+          "interpreter busy at 8 GPUs (all / forward and recompute only)")
+    for name in CASES:
+        f, c, b = per_layer(name, args.repeats)
+        fwd_ms, bwd_ms = LAYER_MS[name]
+        gpu_us = (2 * fwd_ms + bwd_ms) * 1e3
+        print(f"{name:14s} {f:10.0f} {c:13.0f} {b:12.0f}  "
+              f"{8 * (f + c + b) / gpu_us * 100:5.1f} % / "
+              f"{8 * (f + c) / gpu_us * 100:5.1f} %")
+
+
+if __name__ == "__main__":
+    main()

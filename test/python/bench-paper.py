@@ -1,0 +1,96 @@
+# RUN: %PYTHON %s %rp_src_root %t | FileCheck %s
+
+# bench/paper.py in modules under ~600 lines (issue 32), its compiles and
+# sims through a cache keyed by what they read, and the model of
+# RoundPipe's fast end at its runs' kernel speed: RoundPipe's measured
+# 1-GPU rate over rp's model of that run, never below 1.
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+root = Path(sys.argv[1])
+work = Path(sys.argv[2])
+shutil.rmtree(work, ignore_errors=True)
+work.mkdir(parents=True)
+os.environ["RP_PAPER_CACHE"] = str(work / "cache")
+sys.path.insert(0, str(root / "bench"))
+import claims  # noqa: E402
+import paper  # noqa: E402
+import paper_common  # noqa: E402
+import paper_roundpipe  # noqa: E402
+
+# Every part of paper.py is under ~600 lines; what bench/explain.py and
+# bench/lora_quant.py read through `paper` is still there.
+for f in sorted((root / "bench").glob("paper*.py")):
+    print(f.name, len(f.read_text().splitlines()) <= 600)
+# CHECK: paper.py True
+# CHECK-NEXT: paper_common.py True
+# CHECK-NEXT: paper_memory.py True
+# CHECK-NEXT: paper_roundpipe.py True
+print(all(callable(getattr(paper, f)) for f in (
+    "simulate", "batching", "graph_for", "compile_plan", "profile_json",
+    "max_seq")), sorted(paper.HW))
+# CHECK-NEXT: True ['rp as built today', 'rp with library kernels']
+
+# The cache: a second run with the same program and input bytes runs
+# nothing and puts the first run's output where the second asked for it
+# (its path differs); a changed input misses.
+script = work / "count.sh"
+counter = work / "counter"  # not an argument: the key does not read it
+script.write_text(f'n=$(cat {counter} 2>/dev/null || echo 0); '
+                  f'echo $((n + 1)) > {counter}; cp {counter} "$1"; '
+                  'echo ran\n')
+runs = []
+for out in ("a.out", "b.out"):
+    r = paper_common.run_cached(["/bin/sh", script, work / out],
+                                [work / out])
+    runs.append((r.stdout.strip(), (work / out).read_text().strip()))
+print(runs, counter.read_text().strip())
+# CHECK-NEXT: [('ran', '1'), ('ran', '1')] 1
+script.write_text(script.read_text() + "# changed\n")
+r = paper_common.run_cached(["/bin/sh", script, work / "c.out"],
+                            [work / "c.out"])
+print(r.stdout.strip(), (work / "c.out").read_text().strip())
+# CHECK-NEXT: ran 2
+
+# The measured times divided by the kernel speed (the fast end's).
+times = json.loads(claims.measured_times(
+    "qwen3-1.7b", work / "t.json", 2.0).read_text())["layers"]
+print(times[1], times[-1])
+# CHECK-NEXT: {'name': 'layers.0', 'forward_ms': 3.7145, 'backward_ms': 7.9155} {'name': 'head', 'forward_ms': 11.03275, 'backward_ms': 21.8535}
+
+# The kernel speed: the measured 1-GPU rate over the model's, never below
+# 1 (the 235B's 1-GPU run is slower than the model: its host loop, no
+# kernel term); a model that did not compile gives 1.
+fake = {"qwen3-1.7b": 8695.0, "qwen3-235b-a22b": 596.0,
+        "qwen3-32b": "error"}
+paper_roundpipe.one_gpu = lambda name, tmp: (None, fake[name])
+for name in fake:
+    print(name, f"{paper_roundpipe.kernel_speed(name, work):.4f}")
+# CHECK-NEXT: qwen3-1.7b 1.0214
+# CHECK-NEXT: qwen3-235b-a22b 1.0000
+# CHECK-NEXT: qwen3-32b 1.0000
+print(paper_roundpipe.model_ends("qwen3-1.7b"))
+print(paper_roundpipe.model_ends("gpt-oss-20b"))
+# The range is the slowest and fastest over both microbatchings.
+figs = {"low": {"tokens_per_s": 64065}, "high": {"tokens_per_s": 65580},
+        "run-low": {"tokens_per_s": 62990},
+        "run-high": {"tokens_per_s": 64431}}
+print(paper_roundpipe.model_range(figs))
+del figs["run-low"], figs["run-high"]
+print(paper_roundpipe.model_range(figs))
+# CHECK-NEXT: ['low', 'mid', 'high', 'high-published']
+# CHECK-NEXT: ['low', 'mid', 'high', 'high-published', 'mid-whole']
+# CHECK-NEXT: (62990, 65580)
+# CHECK-NEXT: (64065, 65580)
+
+# A measured figure outside the range says which end it misses.
+print(paper.gap_note(64065, 65580, 65417))
+print(paper.gap_note(23544, 24153, 24275))
+print(paper.gap_note(5564, 5780, 5516))
+# CHECK-NEXT: inside
+# CHECK-NEXT: OUTSIDE (+0.5%): faster than the fast end (the fastest host, its kernels at its 1-GPU run's speed); no stated term closes it
+# CHECK-NEXT: OUTSIDE (-0.9%): slower than the slow end (the slowest host); its per-kernel launches on one interpreter keep it at most a few % busy (bench/layer_host.py), too few to pace it: no stated term closes it

@@ -102,7 +102,7 @@ struct InsertTransfersPass
     ModuleOp module = getOperation();
     // Only the schedule changes: the layer costs stay valid.
     FailureOr<LoadedSchedule> loaded =
-        loadOrFail(/*keepCosts=*/true, /*tokenSlices=*/true);
+        loadOrFail(/*keepCosts=*/true);
     if (failed(loaded))
       return;
     PipelineInputs *in = &loaded->in;

@@ -45,6 +45,7 @@ struct Checker {
   LogicalResult checkInput(unsigned i, bool gradient, unsigned boundary,
                            int producer);
   LogicalResult checkGradients();
+  LogicalResult checkKeptKeys();
   LogicalResult checkMemory();
   LogicalResult run();
 };
@@ -168,6 +169,92 @@ LogicalResult Checker::checkGradients() {
   return success();
 }
 
+/// A token-sliced schedule: each compute of slice k > 0 of a job whose
+/// layers keep keys reads rows [0, o) of them through an upload to its
+/// device that happens before it and after the download of each of those
+/// rows from the forward command that made them (a forward job's, or the
+/// tail's sweep).
+LogicalResult Checker::checkKeptKeys() {
+  auto attr = op->getAttrOfType<IntegerAttr>(kTokenSlicesAttr);
+  if (!attr || attr.getInt() < 2)
+    return success();
+  unsigned slices = unsigned(attr.getInt());
+  std::vector<bool> keeps;
+  func::FuncOp func = in.func;
+  for (LayerOp l : func.getOps<LayerOp>())
+    keeps.push_back(l.walk([](AttentionOp) {
+                       return WalkResult::interrupt();
+                     }).wasInterrupted());
+  unsigned perStep = std::max(1u, pl.jobsPerStep());
+  std::map<std::tuple<unsigned, int, unsigned>, unsigned> maker;
+  for (auto [i, c] : llvm::enumerate(cmds()))
+    if (c.kind == CommandKind::forward && c.microbatch >= 0)
+      for (unsigned l = pl.jobs[c.job].range.begin;
+           l < pl.jobs[c.job].range.end; ++l)
+        maker[{unsigned(c.job) / perStep, c.microbatch, l}] = unsigned(i);
+  for (auto [i, c] : llvm::enumerate(cmds())) {
+    if (!isCompute(c.kind) || c.microbatch < 0 ||
+        unsigned(c.microbatch) % slices == 0)
+      continue;
+    const StageJob &job = pl.jobs[c.job];
+    int first = c.microbatch - int(unsigned(c.microbatch) % slices);
+    // Whether upload `u` brings every row [first, mb) of the job's layers
+    // after its download; else the first row it does not.
+    auto missing = [&](unsigned u) -> std::optional<std::pair<unsigned, int>> {
+      for (unsigned l = job.range.begin;
+           l < std::min<size_t>(job.range.end, keeps.size()); ++l) {
+        if (!keeps[l])
+          continue;
+        for (int j = first; j < c.microbatch; ++j) {
+          auto m = maker.find({unsigned(c.job) / perStep, j, l});
+          bool sent = false;
+          for (auto [d, y] : llvm::enumerate(cmds()))
+            sent =
+                sent || (m != maker.end() && y.kind == CommandKind::d2hKeys &&
+                         y.job == cmds()[m->second].job && y.microbatch == j &&
+                         hb(m->second, d) && hb(d, u));
+          if (!sent)
+            return std::make_pair(l, j);
+        }
+      }
+      return std::nullopt;
+    };
+    bool needs = false;
+    for (unsigned l = job.range.begin;
+         l < std::min<size_t>(job.range.end, keeps.size()); ++l)
+      needs = needs || keeps[l];
+    if (!needs)
+      continue;
+    std::optional<std::pair<unsigned, int>> first_missing;
+    bool read = false;
+    for (auto [u, x] : llvm::enumerate(cmds())) {
+      if (x.kind != CommandKind::h2dKeys || x.job != c.job ||
+          x.microbatch != c.microbatch || x.device != c.device || !hb(u, i))
+        continue;
+      std::optional<std::pair<unsigned, int>> gap = missing(u);
+      if (!gap) {
+        read = true;
+        break;
+      }
+      first_missing = gap;
+    }
+    if (read)
+      continue;
+    InFlightDiagnostic diag = ops[i]->emitOpError("reads the kept keys and "
+                                                  "values of earlier token "
+                                                  "slices before they arrive");
+    if (first_missing)
+      diag << ": its upload comes before the download of layer "
+           << first_missing->first << "'s keys of microbatch "
+           << first_missing->second;
+    else
+      diag << ": no upload of them to device " << c.device
+           << " happens before it";
+    return diag;
+  }
+  return success();
+}
+
 LogicalResult Checker::checkMemory() {
   bool planned = false;
   MemoryPlan mp = planMemory(pl, in.costs);
@@ -278,7 +365,7 @@ LogicalResult Checker::run() {
       return failure();
     }
   }
-  if (failed(checkGradients()))
+  if (failed(checkGradients()) || failed(checkKeptKeys()))
     return failure();
   return checkMemory();
 }

@@ -186,67 +186,71 @@ LogicalResult Checker::checkKeptKeys() {
                        return WalkResult::interrupt();
                      }).wasInterrupted());
   unsigned perStep = std::max(1u, pl.jobsPerStep());
+  // Which forward command makes layer l's keys of a microbatch (a forward
+  // job's, or the tail's sweep), and the key copies of each job and
+  // microbatch, looked up once: a sliced schedule has thousands.
   std::map<std::tuple<unsigned, int, unsigned>, unsigned> maker;
-  for (auto [i, c] : llvm::enumerate(cmds()))
+  std::map<std::pair<int, int>, std::vector<unsigned>> ups, downs;
+  for (auto [i, c] : llvm::enumerate(cmds())) {
     if (c.kind == CommandKind::forward && c.microbatch >= 0)
       for (unsigned l = pl.jobs[c.job].range.begin;
            l < pl.jobs[c.job].range.end; ++l)
         maker[{unsigned(c.job) / perStep, c.microbatch, l}] = unsigned(i);
+    if (c.kind == CommandKind::h2dKeys)
+      ups[{c.job, c.microbatch}].push_back(unsigned(i));
+    if (c.kind == CommandKind::d2hKeys)
+      downs[{c.job, c.microbatch}].push_back(unsigned(i));
+  }
   for (auto [i, c] : llvm::enumerate(cmds())) {
     if (!isCompute(c.kind) || c.microbatch < 0 ||
         unsigned(c.microbatch) % slices == 0)
       continue;
     const StageJob &job = pl.jobs[c.job];
     int first = c.microbatch - int(unsigned(c.microbatch) % slices);
-    // Whether upload `u` brings every row [first, mb) of the job's layers
-    // after its download; else the first row it does not.
-    auto missing = [&](unsigned u) -> std::optional<std::pair<unsigned, int>> {
-      for (unsigned l = job.range.begin;
-           l < std::min<size_t>(job.range.end, keeps.size()); ++l) {
-        if (!keeps[l])
-          continue;
-        for (int j = first; j < c.microbatch; ++j) {
-          auto m = maker.find({unsigned(c.job) / perStep, j, l});
-          bool sent = false;
-          for (auto [d, y] : llvm::enumerate(cmds()))
-            sent =
-                sent || (m != maker.end() && y.kind == CommandKind::d2hKeys &&
-                         y.job == cmds()[m->second].job && y.microbatch == j &&
-                         hb(m->second, d) && hb(d, u));
-          if (!sent)
-            return std::make_pair(l, j);
-        }
+    // The forward commands whose keys the compute reads, with the first
+    // layer of each (for the message).
+    std::map<std::pair<unsigned, int>, unsigned> makers;
+    for (unsigned l = job.range.begin;
+         l < std::min<size_t>(job.range.end, keeps.size()); ++l)
+      for (int j = first; j < c.microbatch && keeps[l]; ++j) {
+        auto m = maker.find({unsigned(c.job) / perStep, j, l});
+        makers.try_emplace({m == maker.end() ? ~0u : m->second, j}, l);
+      }
+    if (makers.empty())
+      continue;
+    // Whether upload `u` brings every row after its download; else the
+    // first layer and microbatch it does not.
+    auto gap = [&](unsigned u) -> std::optional<std::pair<unsigned, int>> {
+      for (auto [made, layer] : makers) {
+        auto [m, j] = made;
+        bool sent = false;
+        if (m != ~0u)
+          for (unsigned d : downs[{cmds()[m].job, j}])
+            sent = sent || (hb(m, d) && hb(d, u));
+        if (!sent)
+          return std::make_pair(layer, j);
       }
       return std::nullopt;
     };
-    bool needs = false;
-    for (unsigned l = job.range.begin;
-         l < std::min<size_t>(job.range.end, keeps.size()); ++l)
-      needs = needs || keeps[l];
-    if (!needs)
-      continue;
-    std::optional<std::pair<unsigned, int>> first_missing;
+    std::optional<std::pair<unsigned, int>> firstGap;
     bool read = false;
-    for (auto [u, x] : llvm::enumerate(cmds())) {
-      if (x.kind != CommandKind::h2dKeys || x.job != c.job ||
-          x.microbatch != c.microbatch || x.device != c.device || !hb(u, i))
+    for (unsigned u : ups[{c.job, c.microbatch}]) {
+      if (cmds()[u].device != c.device || !hb(u, i))
         continue;
-      std::optional<std::pair<unsigned, int>> gap = missing(u);
-      if (!gap) {
+      firstGap = gap(u);
+      if (!firstGap) {
         read = true;
         break;
       }
-      first_missing = gap;
     }
     if (read)
       continue;
     InFlightDiagnostic diag = ops[i]->emitOpError("reads the kept keys and "
                                                   "values of earlier token "
                                                   "slices before they arrive");
-    if (first_missing)
+    if (firstGap)
       diag << ": its upload comes before the download of layer "
-           << first_missing->first << "'s keys of microbatch "
-           << first_missing->second;
+           << firstGap->first << "'s keys of microbatch " << firstGap->second;
     else
       diag << ": no upload of them to device " << c.device
            << " happens before it";

@@ -112,7 +112,83 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
     setBuffer[job.weightSet] = b;
   }
 
-  std::map<std::pair<int, int>, int> input, output, computeOf;
+  // Which compute each activation, gradient or key copy serves: an upload
+  // the compute that waits for it, a download the compute it waits for
+  // (both of its job and microbatch). A sliced schedule's tail runs a
+  // slice twice (its forward sweep, then the fused command), each with
+  // its own uploads, so the copies are not keyed by job and microbatch.
+  auto isUpload = [](CommandKind k) {
+    return k == CommandKind::h2dActivation || k == CommandKind::h2dGradient ||
+           k == CommandKind::h2dKeys;
+  };
+  auto isDownload = [](CommandKind k) {
+    return k == CommandKind::d2hActivation || k == CommandKind::d2hGradient ||
+           k == CommandKind::d2hKeys;
+  };
+  std::vector<int> served(cmds.size(), -1);
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    const Command &c = cmds[i];
+    if (!isCompute(c.kind))
+      continue;
+    for (unsigned w : c.waits)
+      if (isUpload(cmds[w].kind) && cmds[w].job == c.job &&
+          cmds[w].microbatch == c.microbatch)
+        served[w] = int(i);
+  }
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    const Command &c = cmds[i];
+    if (isDownload(c.kind)) {
+      for (unsigned w : c.waits)
+        if (isCompute(cmds[w].kind) && cmds[w].job == c.job &&
+            cmds[w].microbatch == c.microbatch)
+          served[i] = std::max(served[i], int(w));
+    } else if (isUpload(c.kind) && served[i] < 0) {
+      // No compute waits for it directly: the next of its job and
+      // microbatch reads it.
+      for (unsigned j = i + 1; j < cmds.size() && served[i] < 0; ++j)
+        if (isCompute(cmds[j].kind) && cmds[j].job == c.job &&
+            cmds[j].microbatch == c.microbatch)
+          served[i] = int(j);
+    }
+  }
+
+  // Token slices: a tail or backward job that brings up kept keys sums
+  // their gradients from its later slices into an accumulator that lives
+  // across the job's computes of the pass, as its weight gradients do.
+  // Slice k adds rows [0, o) and reads its own; the rows of the first
+  // slice it runs (the last of the sequence) are never added to, so the
+  // accumulator holds that slice's prefix: its upload's bytes.
+  std::map<int, int64_t> keyGradBytes;
+  for (unsigned i = 0; i < cmds.size(); ++i)
+    if (cmds[i].kind == CommandKind::h2dKeys && served[i] >= 0 &&
+        (cmds[served[i]].kind == CommandKind::tail ||
+         cmds[served[i]].kind == CommandKind::backward))
+      keyGradBytes[cmds[i].job] =
+          std::max(keyGradBytes[cmds[i].job], cmds[i].bytes);
+  std::map<int, int> keyGrads;
+  for (auto [job, bytes] : keyGradBytes) {
+    int b = create(BufferRole::keyGrads, pl.jobs[job].device,
+                   "key and value gradients of job " + std::to_string(job) +
+                       " (" + rangeText(pl.jobs[job].range) + ")");
+    mp.buffers[b].bytes = bytes;
+    keyGrads[job] = b;
+  }
+
+  // Per compute its input and output buffers; a copy's by the compute it
+  // serves, or by its job and microbatch where it serves none.
+  std::map<std::pair<int, int>, int> input;
+  std::map<unsigned, int> outputOf;
+  auto inputBuffer = [&](unsigned i, std::string what) {
+    const Command &c = cmds[i];
+    std::pair<int, int> key = isCompute(c.kind) ? std::make_pair(int(i), 0)
+                              : served[i] >= 0
+                                  ? std::make_pair(served[i], 0)
+                                  : std::make_pair(-1 - c.job, c.microbatch);
+    auto [it, fresh] = input.try_emplace(key, -1);
+    if (fresh)
+      it->second = create(BufferRole::input, c.device, std::move(what));
+    return it->second;
+  };
   std::map<unsigned, int> staged; // download command -> host buffer
   unsigned host = pl.devices;
   for (unsigned i = 0; i < cmds.size(); ++i) {
@@ -121,30 +197,28 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
       continue;
     const StageJob &job = pl.jobs[c.job];
     std::string tag = c.label;
-    std::pair<int, int> key{c.job, c.microbatch};
     switch (c.kind) {
     case CommandKind::forward:
     case CommandKind::tail:
     case CommandKind::backward: {
-      computeOf[key] = i;
       use(setBuffer[job.weightSet], i, 0);
-      if (!input.count(key))
-        input[key] = create(BufferRole::input, c.device, "input of " + tag);
-      use(input[key], i, 1);
-      output[key] = create(BufferRole::output, c.device, "output of " + tag);
-      use(output[key], i, 2);
+      use(inputBuffer(i, "input of " + tag), i, 1);
+      int out = create(BufferRole::output, c.device, "output of " + tag);
+      outputOf[i] = out;
+      use(out, i, 2);
       int w = create(BufferRole::work, c.device, "work of " + tag);
       mp.buffers[w].bytes = c.bytes;
       use(w, i, 3);
+      if (c.kind != CommandKind::forward)
+        if (auto it = keyGrads.find(c.job); it != keyGrads.end())
+          use(it->second, i, 4);
       // A static stage's backward reads the input its forward kept.
       for (unsigned p : c.waits) {
         const Command &pc = cmds[p];
         if (c.kind == CommandKind::backward &&
             pc.kind == CommandKind::forward &&
-            pl.jobs[pc.job].weightSet == job.weightSet) {
-          int kept = input[{pc.job, pc.microbatch}];
-          use(kept, i, 4);
-        }
+            pl.jobs[pc.job].weightSet == job.weightSet)
+          use(inputBuffer(p, ""), i, 4);
       }
       break;
     }
@@ -157,14 +231,12 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
     case CommandKind::h2dActivation:
     case CommandKind::h2dGradient:
     case CommandKind::h2dKeys: {
-      if (!input.count(key))
-        input[key] = create(
-            BufferRole::input, c.device,
-            "input of " +
-                std::string(c.kind == CommandKind::h2dGradient ? "B" : "") +
-                std::to_string(c.job) + " mb" + std::to_string(c.microbatch));
-      mp.buffers[input[key]].bytes += c.bytes;
-      use(input[key], i, 4);
+      int in = inputBuffer(
+          i, "input of " +
+                 std::string(c.kind == CommandKind::h2dGradient ? "B" : "") +
+                 std::to_string(c.job) + " mb" + std::to_string(c.microbatch));
+      mp.buffers[in].bytes += c.bytes;
+      use(in, i, 4);
       for (unsigned w : c.waits)
         if (auto it = staged.find(w); it != staged.end())
           use(it->second, i, 4);
@@ -173,9 +245,11 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
     case CommandKind::d2hActivation:
     case CommandKind::d2hGradient:
     case CommandKind::d2hKeys: {
-      int out = output[key];
-      mp.buffers[out].bytes += c.bytes;
-      use(out, i, 4);
+      if (auto it = outputOf.find(unsigned(std::max(served[i], 0)));
+          served[i] >= 0 && it != outputOf.end()) {
+        mp.buffers[it->second].bytes += c.bytes;
+        use(it->second, i, 4);
+      }
       int s = create(BufferRole::staged, host, "staged " + tag);
       mp.buffers[s].bytes = c.bytes;
       use(s, i, 4);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 using namespace mlir::rp;
 using mlir::FailureOr;
@@ -305,4 +306,76 @@ TEST(TokenSlicesTest, KeptKeysTravelThroughHostRows) {
   insertTransfers(*unswept, layers, hw);
   EXPECT_FALSE(insertKeptKeyTransfers(*unswept, sizes, perToken, hw, error));
   EXPECT_NE(error.find("keys of layer 7"), std::string::npos) << error;
+}
+
+// rp-plan-memory on a sliced schedule: each compute's input holds exactly
+// the uploads it waits for (the tail's sweep and its fused command of a
+// slice bring their own, so they have inputs of their own), and each tail
+// or backward job whose layers keep keys sums their gradients in one
+// accumulator of the last slice's prefix (rows [0, 8)), live across its
+// computes.
+TEST(TokenSlicesTest, MemoryPlanHoldsEachPrefixAndTheKeyGradients) {
+  std::vector<LayerCost> layers = layersOf(8, 1);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  HardwareProfile hw;
+  std::vector<int64_t> perToken{64, 64, 64, 64, 0, 64, 64, 32};
+  llvm::SmallVector<bool> keeps;
+  for (int64_t b : perToken)
+    keeps.push_back(b > 0);
+  std::vector<int64_t> sizes{4, 4, 8};
+  std::string error;
+  for (unsigned g : {1u, 2u, 3u}) {
+    FailureOr<Pipeline> pl =
+        lowerSlicedSchedule(p, layers, ScheduleKind::roundRobin, g, 1, 3,
+                            /*tailSweep=*/true, error, {}, keeps);
+    ASSERT_TRUE(mlir::succeeded(pl)) << error;
+    insertTransfers(*pl, layers, hw);
+    ASSERT_TRUE(insertKeptKeyTransfers(*pl, sizes, perToken, hw, error))
+        << error;
+    std::optional<Schedule> issued = inIssueOrder(pl->schedule);
+    ASSERT_TRUE(issued);
+    pl->schedule = std::move(*issued);
+    const std::vector<Command> &cmds = pl->schedule.commands;
+    MemoryPlan mp = planMemory(*pl, layers);
+    std::set<int> inputs;
+    unsigned computes = 0;
+    for (auto [i, c] : llvm::enumerate(cmds)) {
+      if (!isCompute(c.kind))
+        continue;
+      ++computes;
+      int64_t uploaded = 0;
+      for (unsigned w : c.waits)
+        if ((cmds[w].kind == CommandKind::h2dActivation ||
+             cmds[w].kind == CommandKind::h2dGradient ||
+             cmds[w].kind == CommandKind::h2dKeys) &&
+            cmds[w].job == c.job && cmds[w].microbatch == c.microbatch)
+          uploaded += cmds[w].bytes;
+      int in = mp.commandBuffers[i][1];
+      ASSERT_GE(in, 0);
+      EXPECT_EQ(mp.buffers[in].bytes, uploaded) << c.label << " on " << g;
+      inputs.insert(in);
+    }
+    EXPECT_EQ(inputs.size(), computes) << g;
+    unsigned accumulators = 0;
+    for (const PlannedBuffer &b : mp.buffers) {
+      if (b.role != BufferRole::keyGrads)
+        continue;
+      ++accumulators;
+      const Command &first = cmds[b.users.front()];
+      const StageJob &job = pl->jobs[first.job];
+      int64_t rate = 0;
+      for (unsigned l = job.range.begin; l < job.range.end; ++l)
+        rate += perToken[l];
+      EXPECT_EQ(b.bytes, rate * 8) << b.what;
+      EXPECT_EQ(b.device, job.device) << b.what;
+      // Every fused or backward compute of the job reads and adds to it.
+      unsigned users = 0;
+      for (const Command &c : cmds)
+        users += isCompute(c.kind) && c.kind != CommandKind::forward &&
+                 c.job == first.job;
+      EXPECT_EQ(b.users.size(), users) << b.what;
+    }
+    // The tail and the three backward jobs all hold attention layers.
+    EXPECT_EQ(accumulators, 4u) << g;
+  }
 }

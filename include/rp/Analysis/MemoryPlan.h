@@ -7,11 +7,13 @@
 // order), whatever the timing; the peak is the arena's size.
 //
 // Buffers: per weight set its weights (and gradients, accumulated over the
-// microbatches); per compute its input (every upload of its job and
-// microbatch; a static stage's forward input stays until its backward),
-// its output (every download of it) and its working memory; on the host,
-// per download the staged value until its last upload, plus the weights
-// and gradients of the whole model.
+// microbatches); per compute its input (every upload it waits for: with
+// token slices the kept prefix too; a static stage's forward input stays
+// until its backward), its output (every download of it) and its working
+// memory; per tail or backward job of a token-sliced schedule the key and
+// value gradients it sums over its slices; on the host, per download the
+// staged value until its last upload, plus the weights and gradients of
+// the whole model.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +41,14 @@ private:
   std::vector<std::vector<uint64_t>> reach;
 };
 
-enum class BufferRole : uint8_t { weights, input, output, work, staged };
+enum class BufferRole : uint8_t {
+  weights,
+  input,
+  output,
+  work,
+  staged,
+  keyGrads
+};
 
 struct PlannedBuffer {
   BufferRole role;

@@ -2,8 +2,6 @@
 // RUN: rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=2" --rp-slice-tokens=slices=2 --rp-lower-schedule | FileCheck %s --check-prefix=TWO
 // RUN: rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-slice-tokens=slices=3,4,5 --rp-lower-schedule | FileCheck %s --check-prefix=COST
 // RUN: rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-lower-schedule | FileCheck %s --check-prefix=WHOLE
-// RUN: not rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-slice-tokens=slices=2 --rp-lower-schedule --rp-insert-transfers --rp-plan-memory 2>&1 | FileCheck %s --check-prefix=LATER
-// RUN: not rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-slice-tokens=slices=2 --rp-lower-schedule --rp-insert-transfers --rp-verify-schedule 2>&1 | FileCheck %s --check-prefix=VERIFY
 // RUN: not rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1 schedule=1f1b" --rp-slice-tokens=slices=2 --rp-lower-schedule 2>&1 | FileCheck %s --check-prefix=ONEF
 
 // rp-lower-schedule with token slices (rp-slice-tokens' functions in the
@@ -55,10 +53,7 @@
 // WHOLE: rp.compute backward job 2 layers 0 to 2 mb 0 {{.*}}work_bytes = 10112 :
 
 // rp-insert-transfers adds the kept keys' copies
-// (insert-transfers-token-slices.mlir); the memory plan and the
-// verification do not plan them yet: they refuse the sliced schedule
-// rather than plan it as an unsliced one.
-// LATER: error: 'rp.schedule' op runs token slices as microbatches; rp-plan-memory does not plan their kept keys and values yet
-// VERIFY: error: 'rp.schedule' op runs token slices as microbatches; rp-verify-schedule does not plan their kept keys and values yet
+// (insert-transfers-token-slices.mlir); rp-plan-memory and
+// rp-verify-schedule plan and check them (plan-memory-token-slices.mlir).
 
 // ONEF: error: token slices are modelled for the round-robin schedule only

@@ -101,8 +101,7 @@ struct InsertTransfersPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // Only the schedule changes: the layer costs stay valid.
-    FailureOr<LoadedSchedule> loaded =
-        loadOrFail(/*keepCosts=*/true, /*tokenSlices=*/true);
+    FailureOr<LoadedSchedule> loaded = loadOrFail(/*keepCosts=*/true);
     if (failed(loaded))
       return;
     PipelineInputs *in = &loaded->in;

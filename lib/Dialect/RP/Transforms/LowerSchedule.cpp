@@ -11,7 +11,6 @@
 #include "rp/Dialect/RP/RPPasses.h"
 
 #include "ScheduleIR.h"
-#include "rp/Analysis/TokenSlices.h"
 
 namespace mlir::rp {
 #define GEN_PASS_DEF_LOWERSCHEDULEPASS
@@ -38,79 +37,14 @@ struct LowerSchedulePass
     // Only an rp.schedule is added: the layer costs stay valid.
     markAnalysesPreserved<CostModel>();
     std::string error;
-    PartitionAttr attr = in->attr;
-    // Token slices (rp-slice-tokens) run as microbatches, K per sequence,
-    // the tail and backward jobs last slice first.
     unsigned slices = 0;
-    for (auto f : module.getOps<func::FuncOp>())
-      slices += f->hasAttr(kTokenSliceAttr);
-    // Per slice, its function's layer costs (the profile and measured
-    // times @main's).
-    std::vector<std::vector<LayerCost>> sliceCosts(slices);
-    StringRef measured;
-    if (auto recorded = module.getContext()
-                            ->getLoadedDialect<RPDialect>()
-                            ->getMeasuredAttrHelper()
-                            .getAttr(in->func))
-      measured = recorded.getValue();
-    for (auto f : module.getOps<func::FuncOp>()) {
-      auto slice = f->getAttrOfType<DictionaryAttr>(kTokenSliceAttr);
-      auto index = slice ? slice.getAs<IntegerAttr>("index") : IntegerAttr();
-      if (!index || index.getInt() < 0 || index.getInt() >= int64_t(slices))
-        continue;
-      FailureOr<const std::vector<LayerCost> *> costs =
-          getAnalysis<CostModel>().layerCosts(f, in->attr.getHw().getProfile(),
-                                              measured);
-      if (failed(costs))
-        return signalPassFailure();
-      if ((*costs)->size() != in->costs.size()) {
-        f.emitError("has ") << (*costs)->size() << " layers, @"
-                            << in->func.getSymName() << " " << in->costs.size();
-        return signalPassFailure();
-      }
-      sliceCosts[index.getInt()] = **costs;
-    }
-    auto timeSlices = [&](Pipeline &pl) {
-      for (Command &c : pl.schedule.commands) {
-        if (!isCompute(c.kind) || c.microbatch < 0)
-          continue;
-        const std::vector<LayerCost> &layers =
-            sliceCosts[unsigned(c.microbatch) % slices];
-        const StageJob &job = pl.jobs[c.job];
-        c.ms = sliceComputeMs(job, layers);
-        c.bytes = jobWorkBytes(job.kind, job.range, layers, job.layerGrain,
-                               /*savedAsInputs=*/true);
-      }
-    };
-    // The layers that keep keys and values across slices: those with an
-    // attention (rp-slice-tokens' rule).
-    SmallVector<bool> keepsKeys;
-    for (LayerOp l : in->func.getOps<LayerOp>())
-      keepsKeys.push_back(l.walk([](AttentionOp) {
-                             return WalkResult::interrupt();
-                           }).wasInterrupted());
-    FailureOr<Pipeline> pl =
-        slices
-            ? lowerSlicedSchedule(in->partition, in->costs, attr.getSchedule(),
-                                  attr.getDevices(), attr.getMicrobatches(),
-                                  slices, /*tailSweep=*/true, error, timeSlices,
-                                  keepsKeys)
-            : lowerSchedule(in->partition, in->costs, attr.getSchedule(),
-                            attr.getDevices(), attr.getMicrobatches(), error);
+    FailureOr<Pipeline> pl = lowerModuleSchedule(
+        module, *in, getAnalysis<CostModel>(), slices, error);
     if (failed(pl)) {
-      in->func.emitError() << error;
+      if (!error.empty())
+        in->func.emitError() << error;
       return signalPassFailure();
     }
-    // The tail's forward sweep (added after the timing) runs its slice's
-    // forward.
-    for (Command &c : pl->schedule.commands)
-      if (slices && c.kind == CommandKind::forward &&
-          pl->jobs[c.job].kind == CommandKind::tail) {
-        const StageJob &job = pl->jobs[c.job];
-        c.ms = 0;
-        for (unsigned l = job.range.begin; l < job.range.end; ++l)
-          c.ms += sliceCosts[unsigned(c.microbatch) % slices][l].forwardMs;
-      }
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     // The schedule names the function; its partition stays the one record
     // of kind, devices, microbatches and hardware.

@@ -1,6 +1,7 @@
 //===- ScheduleIR.cpp - the pipeline model read from and written to IR ----===//
 
 #include "ScheduleIR.h"
+#include "rp/Analysis/TokenSlices.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -324,4 +325,82 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
     }
     tokens.push_back(token);
   }
+}
+
+FailureOr<Pipeline> mlir::rp::lowerModuleSchedule(ModuleOp module,
+                                                  const PipelineInputs &in,
+                                                  CostModel &model,
+                                                  unsigned &slices,
+                                                  std::string &error) {
+  PartitionAttr attr = in.attr;
+  // Token slices (rp-slice-tokens) run as microbatches, K per sequence,
+  // the tail and backward jobs last slice first.
+  slices = 0;
+  for (auto f : module.getOps<func::FuncOp>())
+    slices += f->hasAttr(kTokenSliceAttr);
+  // Per slice, its function's layer costs (the profile and measured
+  // times @main's).
+  std::vector<std::vector<LayerCost>> sliceCosts(slices);
+  func::FuncOp func = in.func;
+  StringRef measured;
+  if (auto recorded = module.getContext()
+                          ->getLoadedDialect<RPDialect>()
+                          ->getMeasuredAttrHelper()
+                          .getAttr(func))
+    measured = recorded.getValue();
+  for (auto f : module.getOps<func::FuncOp>()) {
+    auto slice = f->getAttrOfType<DictionaryAttr>(kTokenSliceAttr);
+    auto index = slice ? slice.getAs<IntegerAttr>("index") : IntegerAttr();
+    if (!index || index.getInt() < 0 || index.getInt() >= int64_t(slices))
+      continue;
+    FailureOr<const std::vector<LayerCost> *> costs =
+        model.layerCosts(f, attr.getHw().getProfile(), measured);
+    if (failed(costs))
+      return failure();
+    if ((*costs)->size() != in.costs.size()) {
+      f.emitError("has ") << (*costs)->size() << " layers, @"
+                          << func.getSymName() << " " << in.costs.size();
+      return failure();
+    }
+    sliceCosts[index.getInt()] = **costs;
+  }
+  auto timeSlices = [&](Pipeline &pl) {
+    for (Command &c : pl.schedule.commands) {
+      if (!isCompute(c.kind) || c.microbatch < 0)
+        continue;
+      const std::vector<LayerCost> &layers =
+          sliceCosts[unsigned(c.microbatch) % slices];
+      const StageJob &job = pl.jobs[c.job];
+      c.ms = sliceComputeMs(job, layers);
+      c.bytes = jobWorkBytes(job.kind, job.range, layers, job.layerGrain,
+                             /*savedAsInputs=*/true);
+    }
+  };
+  // The layers that keep keys and values across slices: those with an
+  // attention (rp-slice-tokens' rule).
+  SmallVector<bool> keepsKeys;
+  for (LayerOp l : func.getOps<LayerOp>())
+    keepsKeys.push_back(l.walk([](AttentionOp) {
+                           return WalkResult::interrupt();
+                         }).wasInterrupted());
+  FailureOr<Pipeline> pl =
+      slices ? lowerSlicedSchedule(in.partition, in.costs, attr.getSchedule(),
+                                   attr.getDevices(), attr.getMicrobatches(),
+                                   slices, /*tailSweep=*/true, error,
+                                   timeSlices, keepsKeys)
+             : lowerSchedule(in.partition, in.costs, attr.getSchedule(),
+                             attr.getDevices(), attr.getMicrobatches(), error);
+  if (failed(pl))
+    return failure();
+  // The tail's forward sweep (added after the timing) runs its slice's
+  // forward.
+  for (Command &c : pl->schedule.commands)
+    if (slices && c.kind == CommandKind::forward &&
+        pl->jobs[c.job].kind == CommandKind::tail) {
+      const StageJob &job = pl->jobs[c.job];
+      c.ms = 0;
+      for (unsigned l = job.range.begin; l < job.range.end; ++l)
+        c.ms += sliceCosts[unsigned(c.microbatch) % slices][l].forwardMs;
+    }
+  return pl;
 }

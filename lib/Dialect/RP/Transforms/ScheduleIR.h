@@ -52,6 +52,17 @@ struct PipelineInputs {
 FailureOr<PipelineInputs> loadPipelineInputs(ModuleOp module, CostModel &model,
                                              StringRef measured = "");
 
+/// The compute commands of the module's partition, as rp-lower-schedule
+/// writes them. With token slices (the functions rp-slice-tokens adds,
+/// `slices` of them) the sliced schedule: K microbatches per sequence,
+/// each compute timed and sized by its slice's own function, the tail's
+/// forward sweep in. Fails with `error`, or with an empty `error` where a
+/// diagnostic is out.
+FailureOr<Pipeline> lowerModuleSchedule(ModuleOp module,
+                                        const PipelineInputs &in,
+                                        CostModel &model, unsigned &slices,
+                                        std::string &error);
+
 /// The schedule of `module` (there must be exactly one).
 FailureOr<ScheduleOp> theSchedule(ModuleOp module);
 
@@ -78,20 +89,10 @@ template <typename PassBase> struct SchedulePass : PassBase {
 
 protected:
   /// The schedule, or failure with the pass failed. A pass that changes
-  /// only the schedule keeps the layer costs (`keepCosts`). A token-sliced
-  /// schedule is refused unless the pass plans its kept keys and values
-  /// (`tokenSlices`): planned as an unsliced one it would be wrong.
-  FailureOr<LoadedSchedule> loadOrFail(bool keepCosts,
-                                       bool tokenSlices = false) {
+  /// only the schedule keeps the layer costs (`keepCosts`).
+  FailureOr<LoadedSchedule> loadOrFail(bool keepCosts) {
     FailureOr<LoadedSchedule> loaded = loadSchedule(
         this->getOperation(), this->template getAnalysis<CostModel>());
-    if (succeeded(loaded) && !tokenSlices &&
-        loaded->op->hasAttr(kTokenSlicesAttr)) {
-      loaded->op.emitOpError("runs token slices as microbatches; ")
-          << this->getArgument()
-          << " does not plan their kept keys and values yet";
-      loaded = failure();
-    }
     if (failed(loaded)) {
       this->signalPassFailure();
       return failure();

@@ -45,6 +45,7 @@ struct Checker {
   LogicalResult checkInput(unsigned i, bool gradient, unsigned boundary,
                            int producer);
   LogicalResult checkGradients();
+  LogicalResult checkKeptKeys();
   LogicalResult checkMemory();
   LogicalResult run();
 };
@@ -168,6 +169,96 @@ LogicalResult Checker::checkGradients() {
   return success();
 }
 
+/// A token-sliced schedule: each compute of slice k > 0 of a job whose
+/// layers keep keys reads rows [0, o) of them through an upload to its
+/// device that happens before it and after the download of each of those
+/// rows from the forward command that made them (a forward job's, or the
+/// tail's sweep).
+LogicalResult Checker::checkKeptKeys() {
+  auto attr = op->getAttrOfType<IntegerAttr>(kTokenSlicesAttr);
+  if (!attr || attr.getInt() < 2)
+    return success();
+  unsigned slices = unsigned(attr.getInt());
+  std::vector<bool> keeps;
+  func::FuncOp func = in.func;
+  for (LayerOp l : func.getOps<LayerOp>())
+    keeps.push_back(l.walk([](AttentionOp) {
+                       return WalkResult::interrupt();
+                     }).wasInterrupted());
+  unsigned perStep = std::max(1u, pl.jobsPerStep());
+  // Which forward command makes layer l's keys of a microbatch (a forward
+  // job's, or the tail's sweep), and the key copies of each job and
+  // microbatch, looked up once: a sliced schedule has thousands.
+  std::map<std::tuple<unsigned, int, unsigned>, unsigned> maker;
+  std::map<std::pair<int, int>, std::vector<unsigned>> ups, downs;
+  for (auto [i, c] : llvm::enumerate(cmds())) {
+    if (c.kind == CommandKind::forward && c.microbatch >= 0)
+      for (unsigned l = pl.jobs[c.job].range.begin;
+           l < pl.jobs[c.job].range.end; ++l)
+        maker[{unsigned(c.job) / perStep, c.microbatch, l}] = unsigned(i);
+    if (c.kind == CommandKind::h2dKeys)
+      ups[{c.job, c.microbatch}].push_back(unsigned(i));
+    if (c.kind == CommandKind::d2hKeys)
+      downs[{c.job, c.microbatch}].push_back(unsigned(i));
+  }
+  for (auto [i, c] : llvm::enumerate(cmds())) {
+    if (!isCompute(c.kind) || c.microbatch < 0 ||
+        unsigned(c.microbatch) % slices == 0)
+      continue;
+    const StageJob &job = pl.jobs[c.job];
+    int first = c.microbatch - int(unsigned(c.microbatch) % slices);
+    // The forward commands whose keys the compute reads, with the first
+    // layer of each (for the message).
+    std::map<std::pair<unsigned, int>, unsigned> makers;
+    for (unsigned l = job.range.begin;
+         l < std::min<size_t>(job.range.end, keeps.size()); ++l)
+      for (int j = first; j < c.microbatch && keeps[l]; ++j) {
+        auto m = maker.find({unsigned(c.job) / perStep, j, l});
+        makers.try_emplace({m == maker.end() ? ~0u : m->second, j}, l);
+      }
+    if (makers.empty())
+      continue;
+    // Whether upload `u` brings every row after its download; else the
+    // first layer and microbatch it does not.
+    auto gap = [&](unsigned u) -> std::optional<std::pair<unsigned, int>> {
+      for (auto [made, layer] : makers) {
+        auto [m, j] = made;
+        bool sent = false;
+        if (m != ~0u)
+          for (unsigned d : downs[{cmds()[m].job, j}])
+            sent = sent || (hb(m, d) && hb(d, u));
+        if (!sent)
+          return std::make_pair(layer, j);
+      }
+      return std::nullopt;
+    };
+    std::optional<std::pair<unsigned, int>> firstGap;
+    bool read = false;
+    for (unsigned u : ups[{c.job, c.microbatch}]) {
+      if (cmds()[u].device != c.device || !hb(u, i))
+        continue;
+      firstGap = gap(u);
+      if (!firstGap) {
+        read = true;
+        break;
+      }
+    }
+    if (read)
+      continue;
+    InFlightDiagnostic diag = ops[i]->emitOpError("reads the kept keys and "
+                                                  "values of earlier token "
+                                                  "slices before they arrive");
+    if (firstGap)
+      diag << ": its upload comes before the download of layer "
+           << firstGap->first << "'s keys of microbatch " << firstGap->second;
+    else
+      diag << ": no upload of them to device " << c.device
+           << " happens before it";
+    return diag;
+  }
+  return success();
+}
+
 LogicalResult Checker::checkMemory() {
   bool planned = false;
   MemoryPlan mp = planMemory(pl, in.costs);
@@ -278,7 +369,7 @@ LogicalResult Checker::run() {
       return failure();
     }
   }
-  if (failed(checkGradients()))
+  if (failed(checkGradients()) || failed(checkKeptKeys()))
     return failure();
   return checkMemory();
 }

@@ -79,7 +79,7 @@ std::vector<Sizes> stagingMoves(const Sizes &s, bool layerGrain) {
 
 /// The climb's neighbours: every boundary between two neighbouring
 /// stages moved, every stage split in two, two merged, and the tail grown
-/// or shrunk by a layer (PartitionSearch.cpp's moves).
+/// or shrunk by a layer (PartitionClimb.cpp's moves).
 std::vector<Sizes> climbMoves(const Sizes &s) {
   std::vector<Sizes> out = stagingMoves(s, /*layerGrain=*/false);
   auto moveAndSplit = [](const std::vector<unsigned> &list, auto &&emit) {

@@ -1,6 +1,6 @@
 //===- PartitionMoves.h - stage sizes and the tail's moves ------*- C++ -*-===//
 //
-// The form the partition searches move in (PartitionSearch.cpp's step-time
+// The form the partition searches move in (PartitionClimb.cpp's step-time
 // search, PartitionHostBudget.cpp's host hold): a partition as stage
 // sizes, and the moves of the tail both make. Private to lib/Analysis.
 //

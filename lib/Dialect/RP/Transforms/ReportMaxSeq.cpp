@@ -22,6 +22,7 @@
 #include "rp/Analysis/RecomputeChoice.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
@@ -76,6 +77,7 @@ struct ReportMaxSeqPass
   FailureOr<Trial> trial(ModuleOp module, int64_t seq0, int64_t seq,
                          int64_t budget, bool layerGrain,
                          Stages how = Stages::automatic) {
+    ++trials;
     if (how == Stages::automatic)
       how = ownStages ? Stages::lean : Stages::function;
     // The profiles parsed once; the copy's own costs, forgotten with it.
@@ -208,6 +210,10 @@ struct ReportMaxSeqPass
     if (failed(base) || failed(small))
       return signalPassFailure();
     InFlightDiagnostic report = emitRemark(in->func.getLoc());
+    // Last on every way out (destroyed before the report is emitted): the
+    // lengths planned, what the report's time grows with.
+    llvm::scope_exit sayTrials(
+        [&] { report << "; " << trials << " lengths planned"; });
     if (!small->fits) {
       report << "no sequence length fits: with one token per sequence "
              << "device " << small->device << " already needs "
@@ -291,6 +297,10 @@ struct ReportMaxSeqPass
     }
   }
 
+  /// Lengths planned (trial calls), said in the report: what its cost
+  /// grows with.
+  unsigned trials = 0;
+
   /// Whether each length is tried with rp's partitioner's stages for it.
   bool ownStages = false;
 
@@ -348,7 +358,16 @@ struct ReportMaxSeqPass
         cross = lo + double(budget - best.peak) * double(lo - below) /
                          double(best.peak - prev.peak);
       int64_t probe;
-      if (cross < 0 || sinceHalved > 0) {
+      if (!overKnown) {
+        // No length over the budget yet: hi is only the limit, and
+        // halving [lo, limit] probed lengths up to 30x the answer, the
+        // longest to plan (Qwen3-32B: 5 of 13 trials). Gallop instead:
+        // past the crossing by a margin that grows while lo keeps moving,
+        // doubling lo where no crossing is known.
+        probe =
+            cross < 0 ? 2 * lo : int64_t(std::min(cross, double(hi))) + margin;
+        probe = std::clamp(probe, lo + 1, hi - 1);
+      } else if (cross < 0 || sinceHalved > 0) {
         probe = lo + (hi - lo) / 2;
       } else {
         probe = int64_t(std::min(cross, double(hi))) + lastMoved * margin;
@@ -357,10 +376,15 @@ struct ReportMaxSeqPass
       FailureOr<Trial> t = trial(module, seq0, probe, budget, layerGrain);
       if (failed(t))
         return failure();
+      bool hadOver = overKnown;
       record(probe, *t);
       margin = lastMoved == side ? std::min<int64_t>(margin * 4, limit) : 1;
       side = lastMoved;
-      if (2 * (hi - lo) <= mark) {
+      if (overKnown && !hadOver) {
+        // The bracket's first real end: halving counts from here.
+        mark = hi - lo;
+        sinceHalved = 0;
+      } else if (2 * (hi - lo) <= mark) {
         mark = hi - lo;
         sinceHalved = 0;
       } else {

@@ -140,6 +140,7 @@ static LogicalResult importGatherElements(NodeImporter &n) {
 
 void onnx_import::registerComposedHandlers(llvm::StringMap<Handler> &t) {
   registerRuntimeComposedHandlers(t);
+  registerEinsumHandler(t);
   t["Softplus"] = importSoftplus;
   t["CumSum"] = importCumSum;
   t["GatherElements"] = importGatherElements;

@@ -176,6 +176,10 @@ static LogicalResult evalTranspose(Eval &e) {
   else
     for (int64_t d = t.rank() - 1; d >= 0; --d)
       perm.push_back(d);
+  // Negative dims count from the end, as the handler reads them.
+  for (int64_t &d : perm)
+    if (d < 0 && d >= -t.rank())
+      d += t.rank();
   SmallVector<int64_t> sorted(perm);
   llvm::sort(sorted);
   if (sorted != llvm::to_vector(llvm::seq<int64_t>(0, t.rank())))

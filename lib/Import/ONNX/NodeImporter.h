@@ -181,6 +181,10 @@ void registerComposedHandlers(llvm::StringMap<Handler> &table);
 /// run-time values (RuntimeComposed.cpp; registerComposedHandlers adds them).
 void registerRuntimeComposedHandlers(llvm::StringMap<Handler> &table);
 
+/// Einsum on run-time values (EinsumHandler.cpp; registerComposedHandlers
+/// adds it).
+void registerEinsumHandler(llvm::StringMap<Handler> &table);
+
 /// A rank-0 constant `v` of element type `element` (ComposedHandlers.cpp).
 Value scalarOf(NodeImporter &n, Type element, double v);
 

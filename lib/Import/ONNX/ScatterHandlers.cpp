@@ -7,9 +7,12 @@
 // slice copies). rp has no scatter kernel, but with constant indices that
 // cover a box of the data the scatter is the data with that box replaced:
 // slices of the data around the box and the updates, concatenated, which
-// the differentiable rp ops already are. ScatterElements whose indices
-// name one slab along its axis (torch 2's select_scatter) is the same
-// write. Other index patterns are refused.
+// the differentiable rp ops already are. Other constant indices (the
+// TorchScript exporter's for a masked or strided write: Bailing's and Kimi's
+// linear attention) write rows: a where of a gather of the updates and the
+// data (writeRows). ScatterElements whose indices name one slab along its
+// axis (torch 2's select_scatter) is the box write; other ScatterElements
+// indices are refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +49,45 @@ static Value writeBox(NodeImporter &n, Value data, Value updates, int64_t axis,
   return n.create<ConcatOp>(dt, parts, uint64_t(axis));
 }
 
+/// Any other constant indices (reduction none): the data and the updates
+/// as rows of the trailing dimensions after the first `r`, and each data
+/// row the update row that writes it last (as onnxruntime's loop leaves
+/// it), or its own: where(written, gather(updates, writer), data). The
+/// gather's VJP gives each update row the gradient of the rows it wrote
+/// last; the where, the data's gradient where nothing wrote.
+static Value writeRows(NodeImporter &n, Value data, Value updates, int64_t r,
+                       ArrayRef<int64_t> indices) {
+  auto dt = cast<RankedTensorType>(data.getType());
+  ArrayRef<int64_t> dims = dt.getShape();
+  int64_t rows = 1, written = int64_t(indices.size()) / r;
+  for (int64_t d : dims.take_front(r))
+    rows *= d;
+  SmallVector<int64_t> strides(r, 1);
+  for (int64_t a = r - 2; a >= 0; --a)
+    strides[a] = strides[a + 1] * dims[a + 1];
+  SmallVector<int64_t> writer(rows, 0);
+  SmallVector<bool> isWritten(rows, false);
+  for (int64_t u = 0; u < written; ++u) {
+    int64_t row = 0;
+    for (int64_t a = 0; a < r; ++a)
+      row += indices[u * r + a] * strides[a];
+    writer[row] = u;
+    isWritten[row] = true;
+  }
+  SmallVector<int64_t> rowShape{rows}, updShape{written}, maskShape{rows};
+  llvm::append_range(rowShape, dims.drop_front(r));
+  llvm::append_range(updShape, dims.drop_front(r));
+  maskShape.append(dims.size() - r, 1);
+  Value flatData = n.reshape(data, rowShape);
+  Value flatUpd = n.reshape(n.castTo(updates, dt.getElementType()), updShape);
+  Value ids = n.i64Constant(writer);
+  Value picked = n.create<GatherOp>(flatUpd, ids, int64_t(0));
+  Value mask = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get(maskShape, n.builder.getI1Type()),
+      ArrayRef<bool>(isWritten)));
+  return n.reshape(n.create<WhereOp>(mask, picked, flatData), dims);
+}
+
 static LogicalResult importScatterND(NodeImporter &n) {
   Value data = n.input(0), updates = n.input(2);
   if (!data || !updates)
@@ -63,52 +105,62 @@ static LogicalResult importScatterND(NodeImporter &n) {
   ArrayRef<int64_t> dims = dt.getShape();
   int64_t rank = dt.getRank(), r = it.getShape().back();
   ArrayRef<int64_t> grid = it.getShape().drop_back();
-  // The box: index tuple p of the grid is `offset + p`, over the first r
-  // axes, so the grid has r axes and the updates are the box's shape.
   SmallVector<int64_t> values;
   for (const APInt &v : indices->getValues<APInt>())
     values.push_back(v.getSExtValue());
   auto refuse = [&]() {
-    return n.error() << "a ScatterND of run-time updates is mapped only as a "
-                        "slice write (indices, constant, that cover a box of "
-                        "the data, partial along at most one axis); these "
-                        "indices are not one";
+    return n.error() << "indices " << it << " and updates " << updates.getType()
+                     << " do not scatter into " << dt
+                     << " (updates must be the indices' grid then the "
+                        "data's dimensions after the indexed ones)";
   };
-  if ((int64_t)grid.size() != r || r > rank || values.empty())
-    return refuse();
-  SmallVector<int64_t> offset(values.begin(), values.begin() + r);
-  for (int64_t a = 0; a < r; ++a)
-    if (offset[a] < 0)
-      offset[a] += dims[a];
-  SmallVector<int64_t> pos(r, 0);
-  for (size_t i = 0; i < values.size(); i += r) {
-    for (int64_t a = 0; a < r; ++a) {
-      int64_t v = values[i + a] < 0 ? values[i + a] + dims[a] : values[i + a];
-      if (v != offset[a] + pos[a])
-        return refuse();
-    }
-    for (int64_t a = r - 1; a >= 0 && ++pos[a] == grid[a]; --a)
-      pos[a] = 0;
-  }
   SmallVector<int64_t> box(grid);
+  if (r > rank || values.empty())
+    return refuse();
   llvm::append_range(box, dims.drop_front(r));
   if (cast<RankedTensorType>(updates.getType()).getShape() != ArrayRef(box))
     return refuse();
-  int axis = -1;
-  for (int64_t a = 0; a < r; ++a) {
-    if (offset[a] < 0 || offset[a] + box[a] > dims[a])
-      return refuse();
-    if (box[a] == dims[a])
-      continue;
-    if (axis >= 0)
-      return refuse();
-    axis = a;
+  for (size_t i = 0; i < values.size(); ++i) {
+    int64_t d = dims[i % r];
+    if (values[i] < -d || values[i] >= d)
+      return n.error() << "index " << values[i] << " is outside axis " << i % r
+                       << " of the data (" << d << ")";
+    if (values[i] < 0)
+      values[i] += d;
   }
-  if (axis < 0) {
-    n.setOutput(0, n.castTo(updates, dt.getElementType()));
+  // A box: index tuple p of the grid is `offset + p` over the first r
+  // axes (so the grid has r axes), partial along one axis at most.
+  auto asBox = [&]() -> std::optional<std::pair<int, int64_t>> {
+    if (int64_t(grid.size()) != r)
+      return std::nullopt;
+    SmallVector<int64_t> pos(r, 0);
+    for (size_t i = 0; i < values.size(); i += r) {
+      for (int64_t a = 0; a < r; ++a)
+        if (values[i + a] != values[a] + pos[a])
+          return std::nullopt;
+      for (int64_t a = r - 1; a >= 0 && ++pos[a] == grid[a]; --a)
+        pos[a] = 0;
+    }
+    int axis = -1;
+    for (int64_t a = 0; a < r; ++a) {
+      if (values[a] + box[a] > dims[a])
+        return std::nullopt;
+      if (box[a] == dims[a])
+        continue;
+      if (axis >= 0)
+        return std::nullopt;
+      axis = int(a);
+    }
+    return std::make_pair(axis, axis < 0 ? int64_t(0) : values[axis]);
+  };
+  if (auto written = asBox()) {
+    auto [axis, offset] = *written;
+    n.setOutput(0, axis < 0
+                       ? n.castTo(updates, dt.getElementType())
+                       : writeBox(n, data, updates, axis, offset, box[axis]));
     return success();
   }
-  n.setOutput(0, writeBox(n, data, updates, axis, offset[axis], box[axis]));
+  n.setOutput(0, writeRows(n, data, updates, r, values));
   return success();
 }
 

@@ -326,10 +326,18 @@ static LogicalResult importTranspose(NodeImporter &n) {
   else
     for (int64_t d = rank - 1; d >= 0; --d)
       perm.push_back(d);
+  // torch's TorchScript exporter writes `x.permute(0, -2, -1, 1)` with the
+  // negative dims as given (Falcon-H1's Mamba mixer); onnxruntime reads
+  // them from the end, as torch does.
   SmallVector<int64_t> sorted(perm);
+  for (int64_t &d : sorted)
+    if (d < 0 && d >= -rank)
+      d += rank;
+  SmallVector<int64_t> given(perm);
+  perm = sorted;
   llvm::sort(sorted);
   if (sorted != llvm::to_vector(llvm::seq<int64_t>(0, rank)))
-    return n.error() << "perm [" << ArrayRef(perm)
+    return n.error() << "perm [" << ArrayRef(given)
                      << "] is not a permutation of the " << rank
                      << " dimensions of " << x.getType();
   n.setOutput(0, n.create<TransposeOp>(x, perm));

@@ -437,22 +437,40 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   // (runPeakBytes).
   w.passesInFlight = unsigned(schedule.getPassesInFlight().value_or(0));
   w.arenaCopies = unsigned(schedule.getArenaCopies().value_or(0));
-  if (std::optional<ArrayRef<int64_t>> peaks = schedule.getPeakBytes()) {
-    unsigned passes = std::max(w.passesInFlight, 1u);
-    unsigned copies = w.arenaCopies ? w.arenaCopies : passes;
-    unsigned moved =
-        partition.getSchedule() == ScheduleKind::roundRobin && shift
-            ? unsigned(*shift % devices)
-            : 0;
-    std::vector<int64_t> run =
-        w.passesInFlight
-            ? runPeakBytes(*peaks, copies, renamesDevices(moved, passes))
-            : std::vector<int64_t>(peaks->begin(), peaks->end());
+  unsigned passes = std::max(w.passesInFlight, 1u);
+  unsigned copies = w.arenaCopies ? w.arenaCopies : passes;
+  unsigned moved = partition.getSchedule() == ScheduleKind::roundRobin && shift
+                       ? unsigned(*shift % devices)
+                       : 0;
+  auto runPeaks = [&](ArrayRef<int64_t> peaks) {
+    return w.passesInFlight
+               ? runPeakBytes(peaks, copies, renamesDevices(moved, passes))
+               : std::vector<int64_t>(peaks.begin(), peaks.end());
+  };
+  std::optional<ArrayRef<int64_t>> peaks = schedule.getPeakBytes();
+  if (peaks) {
+    std::vector<int64_t> run = runPeaks(*peaks);
     w.plannedPeakBytes.assign(run.begin(), run.end());
   }
   w.finish(bytes, devices, events, /*staged=*/true, prologueIndex,
            epilogueIndex, stringifyScheduleKind(partition.getSchedule()),
            hw.str(), shift ? int(*shift % devices) : -1);
+  // The runtime holds its arenas to the planned peak: where its packing of
+  // the buffers just written takes more than the memory model counted, the
+  // peak is the packing's (ArenaPeak.cpp), in the plan and in the
+  // schedule's summary alike.
+  if (peaks && !w.plannedPeakBytes.empty()) {
+    std::vector<int64_t> covered = peaksCoveringArenas(bytes, *peaks);
+    if (!llvm::equal(covered, *peaks)) {
+      std::vector<int64_t> run = runPeaks(covered);
+      auto *planned =
+          pf::GetMutablePlan(bytes.data())->mutable_planned_peak_bytes();
+      for (size_t d = 0; d < run.size() && d < planned->size(); ++d)
+        planned->Mutate(d, uint64_t(run[d]));
+      schedule.setPeakBytesAttr(
+          DenseI64ArrayAttr::get(schedule.getContext(), covered));
+    }
+  }
   // The jobs' predicted times: the plan's own calls and copies, timed as
   // the sim device times them, with the profile the passes costed the
   // layers with and their measured per-layer times (rp-compile

@@ -35,6 +35,13 @@ bool predictJobTimes(std::vector<uint8_t> &bytes,
                      const ::rp::timing::HardwareModel &hw, std::string &error,
                      const ::rp::timing::MeasuredTimes *measured = nullptr);
 
+/// Each device's peak of one pass, `passPeaks` (the memory model's), raised
+/// to the arena the runtime packs the staged plan in `bytes` into
+/// (rp/contract/ArenaPacking.h) where that arena is over it by more than
+/// its alignment padding (ArenaPeak.cpp).
+std::vector<int64_t> peaksCoveringArenas(const std::vector<uint8_t> &bytes,
+                                         ArrayRef<int64_t> passPeaks);
+
 /// Values keyed by their opaque pointer (op result or block argument), as
 /// the exporter's buffer maps are.
 inline Operation *valueKey(Value v) {

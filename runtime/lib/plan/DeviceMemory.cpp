@@ -4,411 +4,62 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
-#include <optional>
 
 using namespace rp::runtime;
 
-Expected<JobOrder> JobOrder::build(const Plan &plan) {
-  size_t n = plan.jobs.size();
-  std::vector<std::vector<size_t>> next(n);
-  std::vector<unsigned> pending(n, 0);
-  auto edge = [&](size_t a, size_t b) {
-    next[a].push_back(b);
-    ++pending[b];
-  };
-  std::map<std::pair<uint32_t, QueueKind>, size_t> lastOnQueue;
-  std::vector<std::vector<size_t>> recorders(plan.events);
-  for (size_t j = 0; j < n; ++j) {
-    const JobDesc &job = plan.jobs[j];
-    auto [it, first] = lastOnQueue.try_emplace({job.device, job.queue}, j);
-    if (!first) {
-      edge(it->second, j);
-      it->second = j;
-    }
-    for (uint32_t e : job.records)
-      if (e < plan.events)
-        recorders[e].push_back(j);
+/// What packing reads of the plan (the contract's arena::PlanShape).
+static rp::arena::PlanShape shapeOf(const Plan &plan) {
+  rp::arena::PlanShape s;
+  s.devices = plan.devices;
+  s.events = plan.events;
+  s.staged = plan.staged;
+  s.prologue = plan.prologue;
+  s.epilogue = plan.epilogue;
+  s.buffers.reserve(plan.buffers.size());
+  for (const BufferDesc &b : plan.buffers)
+    s.buffers.push_back(
+        {b.device, b.bytes(), b.weight.has_value() || !b.constant.empty()});
+  for (const auto *bindings : {&plan.inputs, &plan.outputs})
+    for (const BindingDesc &b : *bindings)
+      if (b.buffer < s.buffers.size())
+        s.buffers[b.buffer].keeps = true;
+  s.programs.reserve(plan.programs.size());
+  for (const ProgramDesc &p : plan.programs) {
+    rp::arena::Program &q = s.programs.emplace_back();
+    q.calls.reserve(p.calls.size());
+    for (const KernelCallDesc &c : p.calls)
+      q.calls.push_back({c.inputs, c.outputs});
   }
-  for (size_t j = 0; j < n; ++j)
-    for (uint32_t e : plan.jobs[j].waits)
-      if (e < plan.events)
-        for (size_t r : recorders[e])
-          edge(r, j);
-
-  std::vector<size_t> order;
-  order.reserve(n);
-  for (size_t j = 0; j < n; ++j)
-    if (!pending[j])
-      order.push_back(j);
-  for (size_t i = 0; i < order.size(); ++i)
-    for (size_t s : next[order[i]])
-      if (!--pending[s])
-        order.push_back(s);
-  if (order.size() != n)
-    return invalidArgument("the plan's jobs wait for each other in a cycle; "
-                           "its step cannot finish");
-
-  JobOrder result;
-  result.words = (n + 63) / 64;
-  result.reach.assign(n * result.words, 0);
-  result.ranks.assign(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    result.ranks[order[i]] = i;
-  for (size_t i = n; i-- > 0;) {
-    size_t a = order[i];
-    uint64_t *row = &result.reach[a * result.words];
-    for (size_t s : next[a]) {
-      const uint64_t *later = &result.reach[s * result.words];
-      for (size_t w = 0; w < result.words; ++w)
-        row[w] |= later[w];
-      row[s / 64] |= uint64_t(1) << (s % 64);
-    }
+  s.jobs.reserve(plan.jobs.size());
+  for (const JobDesc &j : plan.jobs) {
+    rp::arena::Job &k = s.jobs.emplace_back();
+    k.run = j.kind == JobKind::run;
+    k.program = j.program;
+    k.device = j.device;
+    k.queue = uint32_t(j.queue);
+    k.waits = j.waits;
+    k.records = j.records;
+    for (const CopyDesc &c : j.copies)
+      k.copies.push_back({c.src, c.dst, c.dstOffset, c.bytes});
   }
-  return result;
+  return s;
 }
-
-namespace {
-
-uint64_t alignUp(uint64_t bytes) {
-  uint64_t a = DeviceLayout::kAlignment;
-  return (std::max<uint64_t>(bytes, 1) + a - 1) / a * a;
-}
-
-/// What one job does with one buffer.
-struct Use {
-  size_t job = 0;
-  /// The calls of the job's program that touch it (0 for copy jobs).
-  size_t first = 0, last = 0;
-  /// The job writes all of the buffer before it reads any of it.
-  bool writesFirst = false;
-  /// A copy job that writes part of the buffer and reads none of it: the
-  /// byte ranges it writes (a chunk of an upload split over several jobs).
-  std::vector<std::pair<uint64_t, uint64_t>> part;
-};
-
-/// The end of the prefix [0, end) that sorted `ranges` cover.
-uint64_t coveredPrefix(std::vector<std::pair<uint64_t, uint64_t>> ranges) {
-  std::sort(ranges.begin(), ranges.end());
-  uint64_t end = 0;
-  for (auto [a, b] : ranges)
-    if (a <= end)
-      end = std::max(end, b);
-  return end;
-}
-
-/// What one program does with each buffer it touches.
-struct ProgramUse {
-  size_t first = 0, last = 0;
-  bool writesFirst = false;
-};
-
-std::map<uint32_t, ProgramUse> usesOf(const ProgramDesc &program) {
-  std::map<uint32_t, ProgramUse> uses;
-  for (size_t c = 0; c < program.calls.size(); ++c) {
-    const KernelCallDesc &call = program.calls[c];
-    auto touch = [&](uint32_t buffer, bool written) {
-      auto [it, first] = uses.try_emplace(buffer);
-      if (first) {
-        // A kernel writes the whole of each output.
-        bool read = std::count(call.inputs.begin(), call.inputs.end(), buffer);
-        it->second = {c, c, written && !read};
-      }
-      it->second.last = c;
-    };
-    for (uint32_t b : call.inputs)
-      touch(b, false);
-    for (uint32_t b : call.outputs)
-      touch(b, true);
-  }
-  return uses;
-}
-
-/// The uses of every buffer by the jobs of `plan`.
-std::vector<std::vector<Use>> usesByBuffer(const Plan &plan) {
-  std::vector<std::vector<Use>> uses(plan.buffers.size());
-  std::vector<std::map<uint32_t, ProgramUse>> programs;
-  for (const ProgramDesc &p : plan.programs)
-    programs.push_back(usesOf(p));
-  for (size_t j = 0; j < plan.jobs.size(); ++j) {
-    const JobDesc &job = plan.jobs[j];
-    if (job.kind == JobKind::run) {
-      for (const auto &[buffer, u] : programs[job.program])
-        uses[buffer].push_back({j, u.first, u.last, u.writesFirst, {}});
-      continue;
-    }
-    // A copy job writes a buffer first when its copies into it cover all
-    // of it and it reads nothing from it.
-    std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> written;
-    std::map<uint32_t, bool> read;
-    for (const CopyDesc &c : job.copies) {
-      written[c.dst].push_back({c.dstOffset, c.dstOffset + c.bytes});
-      read[c.src] = true;
-      read.try_emplace(c.dst, false);
-    }
-    for (const auto &[buffer, isRead] : read) {
-      bool covers = !isRead && coveredPrefix(written[buffer]) >=
-                                   plan.buffers[buffer].bytes();
-      Use use{j, 0, 0, covers, {}};
-      if (!isRead && !covers)
-        use.part = written[buffer];
-      uses[buffer].push_back(std::move(use));
-    }
-  }
-  return uses;
-}
-
-/// One value a buffer holds: the use that writes all of it and the uses
-/// after that read it (or update it in place) before the next such write.
-struct Life {
-  Use write;
-  std::vector<Use> reads;
-  /// The jobs after every use's job (the intersection of their rows of
-  /// the job order), and those jobs themselves, sorted: with them a test
-  /// whether the life is over before another's write is one bit, but for
-  /// a write in one of its own jobs (Lives::summarize).
-  std::vector<uint64_t> after;
-  std::vector<size_t> jobs;
-};
-
-/// What packing knows of a staged plan: its job order and each buffer's
-/// lives.
-class Lives {
-public:
-  /// Null when the plan shares nothing (unstaged, or jobs in a cycle).
-  static std::optional<Lives> of(const Plan &plan) {
-    if (!plan.staged)
-      return std::nullopt;
-    auto order = JobOrder::build(plan);
-    if (!order)
-      return std::nullopt;
-    Lives l(std::move(*order));
-    l.compute(plan);
-    return l;
-  }
-
-  /// The buffer's lives, or null when it must keep bytes of its own.
-  const std::vector<Life> *of(uint32_t buffer) const {
-    return shareable[buffer] ? &lives[buffer] : nullptr;
-  }
-  const JobOrder &getOrder() const { return order; }
-
-  bool before(const Use &a, const Use &b) const {
-    return a.job == b.job ? a.last < b.first : order.before(a.job, b.job);
-  }
-  /// Every use of `a` happens before `b` is written (and so before all of
-  /// `b`, whose reads follow its write). From `a`'s summary: a write in a
-  /// job after all of `a`'s jobs is after it, one in none of them is not;
-  /// only one in a job of `a`'s needs its uses, call by call.
-  bool before(const Life &a, const Life &b) const {
-    size_t w = b.write.job;
-    if ((a.after[w / 64] >> (w % 64)) & 1)
-      return true;
-    if (!std::binary_search(a.jobs.begin(), a.jobs.end(), w))
-      return false;
-    if (!before(a.write, b.write))
-      return false;
-    return std::all_of(a.reads.begin(), a.reads.end(),
-                       [&](const Use &u) { return before(u, b.write); });
-  }
-  /// Whether two buffers may hold the same bytes: each value of one is
-  /// done with before each value of the other is written, or after it.
-  bool disjoint(const std::vector<Life> &x, const std::vector<Life> &y) const {
-    for (const Life &a : x)
-      for (const Life &b : y)
-        if (!before(a, b) && !before(b, a))
-          return false;
-    return true;
-  }
-
-private:
-  explicit Lives(JobOrder order) : order(std::move(order)) {}
-
-  /// A buffer uploaded in chunks by several copy jobs (a weight set over
-  /// the upload chunk size) is written whole by the run of those jobs, one
-  /// after the other with nothing reading it between: the first chunk
-  /// starts its value and the later ones update it, as reads of that life
-  /// do. Without this such a buffer keeps bytes of its own, and a plan with
-  /// one cannot rename its devices from pass to pass.
-  void markChunkedWrites(std::vector<Use> &u, uint64_t bytes) const {
-    for (size_t i = 0; i < u.size(); ++i) {
-      if (u[i].part.empty())
-        continue;
-      std::vector<std::pair<uint64_t, uint64_t>> ranges = u[i].part;
-      for (size_t k = i + 1;
-           k < u.size() && !u[k].part.empty() && before(u[k - 1], u[k]); ++k) {
-        ranges.insert(ranges.end(), u[k].part.begin(), u[k].part.end());
-        if (coveredPrefix(ranges) >= bytes) {
-          u[i].writesFirst = true;
-          i = k;
-          break;
-        }
-      }
-    }
-  }
-
-  void compute(const Plan &plan) {
-    size_t nb = plan.buffers.size();
-    std::vector<std::vector<Use>> uses = usesByBuffer(plan);
-    lives.assign(nb, {});
-    shareable.assign(nb, false);
-    std::vector<bool> pinned(nb, false);
-    for (int32_t p : {plan.prologue, plan.epilogue})
-      if (p >= 0 && size_t(p) < plan.programs.size())
-        for (const auto &entry : usesOf(plan.programs[p]))
-          pinned[entry.first] = true;
-    for (const auto *bindings : {&plan.inputs, &plan.outputs})
-      for (const BindingDesc &b : *bindings)
-        pinned[b.buffer] = true;
-    for (uint32_t b = 0; b < nb; ++b) {
-      const BufferDesc &d = plan.buffers[b];
-      if (d.onHost() || pinned[b] || d.weight || !d.constant.empty() ||
-          uses[b].empty())
-        continue;
-      std::vector<Use> &u = uses[b];
-      std::sort(u.begin(), u.end(), [&](const Use &x, const Use &y) {
-        return order.rank(x.job) < order.rank(y.job);
-      });
-      markChunkedWrites(u, d.bytes());
-      // Each read belongs to the latest write before it; a read that
-      // follows no write sees what a previous step left.
-      bool ok = true;
-      for (const Use &use : u) {
-        if (use.writesFirst) {
-          lives[b].push_back(Life{use, {}, {}, {}});
-          continue;
-        }
-        ok = !lives[b].empty() && before(lives[b].back().write, use);
-        if (!ok)
-          break;
-        lives[b].back().reads.push_back(use);
-      }
-      shareable[b] = ok;
-      if (!ok)
-        lives[b].clear();
-      for (Life &life : lives[b])
-        summarize(life);
-    }
-  }
-
-  /// Fills `life.after` and `life.jobs`. A 1-GPU plan packs thousands of
-  /// buffers on one device, each tested against every one placed before
-  /// it: testing use by use made that quadratic count of tests the whole
-  /// of a 235B plan's 9-minute sim.
-  void summarize(Life &life) const {
-    life.jobs.push_back(life.write.job);
-    for (const Use &u : life.reads)
-      life.jobs.push_back(u.job);
-    std::sort(life.jobs.begin(), life.jobs.end());
-    life.jobs.erase(std::unique(life.jobs.begin(), life.jobs.end()),
-                    life.jobs.end());
-    size_t words = order.rowWords();
-    const uint64_t *first = order.after(life.jobs.front());
-    life.after.assign(first, first + words);
-    for (size_t j : life.jobs) {
-      const uint64_t *row = order.after(j);
-      for (size_t k = 0; k < words; ++k)
-        life.after[k] &= row[k];
-    }
-  }
-
-  JobOrder order;
-  std::vector<std::vector<Life>> lives;
-  std::vector<bool> shareable;
-};
-
-} // namespace
 
 Expected<DeviceLayout> rp::runtime::planDeviceMemory(const Plan &plan) {
-  DeviceLayout layout;
-  size_t nb = plan.buffers.size();
-  layout.arenaBytes.assign(plan.devices, 0);
-  layout.unsharedBytes.assign(plan.devices, 0);
-  layout.paddingBytes.assign(plan.devices, 0);
-  layout.offset.assign(nb, 0);
-  layout.shared.assign(nb, false);
-  layout.transient.assign(nb, false);
-  // A plan whose jobs wait in a cycle (validation refuses it; tests of the
-  // watchdog run it anyway) shares nothing.
-  std::optional<Lives> lives = Lives::of(plan);
+  return rp::arena::pack(shapeOf(plan));
+}
 
-  // First fit, largest buffer first: each buffer takes the lowest offset
-  // where it overlaps no placed buffer whose values meet its own. Placing
-  // by offset rather than into whole slots lets a small buffer use the
-  // bytes a large one frees and a large one span several small ones, so
-  // the arena comes near the most bytes live at once, which is what the
-  // compiler's memory plan (rp-plan-memory) counts. (First written first,
-  // the planner's order, gave no smaller arena on the test models.)
-  std::vector<uint32_t> packed;
-  for (uint32_t b = 0; b < nb && lives; ++b)
-    if (lives->of(b) && !plan.buffers[b].onHost() &&
-        uint32_t(plan.buffers[b].device) < plan.devices) {
-      packed.push_back(b);
-      layout.transient[b] = true;
-    }
-  std::stable_sort(packed.begin(), packed.end(), [&](uint32_t x, uint32_t y) {
-    return alignUp(plan.buffers[x].bytes()) > alignUp(plan.buffers[y].bytes());
-  });
-  struct Range {
-    uint64_t begin, end;
-    uint32_t buffer;
-  };
-  // Each device's placed ranges, kept sorted by their start. The scan
-  // stops at the first range starting past the candidate's end (all later
-  // ones do too) and tests whether a range's values meet the buffer's only
-  // for ranges that overlap the candidate: the same offset as testing
-  // every placed range first, without testing most of them.
-  std::vector<std::vector<Range>> placed(plan.devices);
-  for (uint32_t b : packed) {
-    const BufferDesc &d = plan.buffers[b];
-    uint64_t bytes = alignUp(d.bytes());
-    const std::vector<Life> &mine = *lives->of(b);
-    std::vector<Range> &ranges = placed[d.device];
-    uint64_t at = 0;
-    for (const Range &r : ranges) {
-      if (r.begin >= at + bytes)
-        break;
-      if (r.end > at && !lives->disjoint(*lives->of(r.buffer), mine))
-        at = r.end;
-    }
-    Range mineRange{at, at + bytes, b};
-    ranges.insert(std::upper_bound(ranges.begin(), ranges.end(), mineRange,
-                                   [](const Range &x, const Range &y) {
-                                     return x.begin < y.begin;
-                                   }),
-                  mineRange);
-    layout.offset[b] = at;
-    layout.arenaBytes[d.device] =
-        std::max(layout.arenaBytes[d.device], at + bytes);
-  }
-  // A buffer shares bytes when another one's range overlaps its own.
-  for (std::vector<Range> &ranges : placed) {
-    std::sort(ranges.begin(), ranges.end(),
-              [](const Range &x, const Range &y) { return x.begin < y.begin; });
-    uint64_t reach = 0;
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      if (ranges[i].begin < reach) {
-        layout.shared[ranges[i].buffer] = true;
-        for (size_t k = 0; k < i; ++k)
-          if (ranges[k].end > ranges[i].begin)
-            layout.shared[ranges[k].buffer] = true;
-      }
-      reach = std::max(reach, ranges[i].end);
-    }
-  }
-  for (uint32_t b = 0; b < nb; ++b) {
-    const BufferDesc &d = plan.buffers[b];
-    if (d.onHost() || uint32_t(d.device) >= plan.devices)
-      continue;
-    uint64_t bytes = alignUp(d.bytes());
-    layout.unsharedBytes[d.device] += bytes;
-    layout.paddingBytes[d.device] += bytes - d.bytes();
-    if (lives && lives->of(b))
-      continue;
-    layout.offset[b] = layout.arenaBytes[d.device];
-    layout.arenaBytes[d.device] += bytes;
-  }
-  return layout;
+Status rp::runtime::verifyDeviceLayout(const Plan &plan,
+                                       const DeviceLayout &layout) {
+  auto pair = rp::arena::overlapInUse(shapeOf(plan), layout);
+  if (!pair)
+    return Status::ok();
+  const BufferDesc &a = plan.buffers[pair->first];
+  const BufferDesc &c = plan.buffers[pair->second];
+  return internalError("buffers '" + a.name + "' and '" + c.name +
+                       "' share bytes of device " + std::to_string(a.device) +
+                       " while both hold values in use; the device "
+                       "memory layout is wrong");
 }
 
 /// The copies of the arenas the plan's planned_peak_bytes count: its
@@ -550,40 +201,6 @@ Status rp::runtime::checkArenasWithinPlan(const Plan &plan,
             "what this runtime keeps, so the plan may not fit the device it "
             "was planned for: recompile it with this version's rp-compile, "
             "and if that does not help, report it with the plan");
-  }
-  return Status::ok();
-}
-
-Status rp::runtime::verifyDeviceLayout(const Plan &plan,
-                                       const DeviceLayout &layout) {
-  std::vector<uint32_t> onDevice;
-  for (uint32_t b = 0; b < plan.buffers.size(); ++b)
-    if (!plan.buffers[b].onHost() && plan.buffers[b].bytes())
-      onDevice.push_back(b);
-  std::sort(onDevice.begin(), onDevice.end(), [&](uint32_t x, uint32_t y) {
-    const BufferDesc &a = plan.buffers[x], &c = plan.buffers[y];
-    return std::make_pair(a.device, layout.offset[x]) <
-           std::make_pair(c.device, layout.offset[y]);
-  });
-  std::optional<Lives> lives = Lives::of(plan);
-  for (size_t i = 0; i < onDevice.size(); ++i) {
-    uint32_t x = onDevice[i];
-    const BufferDesc &a = plan.buffers[x];
-    uint64_t end = layout.offset[x] + a.bytes();
-    for (size_t k = i + 1; k < onDevice.size(); ++k) {
-      uint32_t y = onDevice[k];
-      const BufferDesc &c = plan.buffers[y];
-      if (c.device != a.device || layout.offset[y] >= end)
-        break;
-      bool ok = lives && lives->of(x) && lives->of(y) &&
-                lives->disjoint(*lives->of(x), *lives->of(y));
-      if (!ok)
-        return internalError("buffers '" + a.name + "' and '" + c.name +
-                             "' share bytes of device " +
-                             std::to_string(a.device) +
-                             " while both hold values in use; the device "
-                             "memory layout is wrong");
-    }
   }
   return Status::ok();
 }

@@ -1,31 +1,20 @@
 //===- DeviceMemory.h - where a staged plan's device buffers live -*- C++
 //-*-===//
 //
-// A staged plan names every tensor a step touches as its own buffer, so
-// allocating each one apart would hold every stage's activations on a
-// device at once. The layout packs each device's buffers into one arena and
-// lets two buffers share bytes when the plan itself orders them: every use
-// of the earlier one happens before the use that first writes the later
-// one. "Happens before" is the plan's own order (jobs on one queue run in
-// order, a waiting job runs after the job recording the event, calls of one
-// program in order), the same edges the executor enforces with device
-// events; so a reuse never needs a synchronization the plan does not have
-// (the stream-ordered reuse of reference/roundpipe.md §2.9, decided ahead
-// of time). Passes that overlap (continuous execution) run on separate
-// copies of the arenas (HostForward's slots), or on one copy that a device
-// takes up for the next pass only once its part of the pass before is
-// over (PipelineExecutor), so one pass's order is enough.
-//
-// A buffer is shared only when its contents never outlive a step: it has no
-// initial contents, no host program touches it, and one use writes all of
-// it before (in happens-before order) every other use. Any other device
-// buffer gets bytes of its own.
+// A staged plan's device buffers are packed into one arena per device by
+// the contract's packing (rp/contract/ArenaPacking.h: two buffers share
+// bytes when the plan itself orders their uses). Passes that overlap
+// (continuous execution) run on separate copies of the arenas
+// (HostForward's slots), or on one copy that a device takes up for the next
+// pass only once its part of the pass before is over (PipelineExecutor),
+// so one pass's order is enough.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef RP_RUNTIME_DEVICEMEMORY_H
 #define RP_RUNTIME_DEVICEMEMORY_H
 
+#include "rp/contract/ArenaPacking.h"
 #include "rp/runtime/Plan.h"
 
 #include <cstdint>
@@ -33,52 +22,13 @@
 
 namespace rp::runtime {
 
-/// Offsets inside each device's arena.
-struct DeviceLayout {
-  /// Byte alignment of every offset (enough for any kernel's vector loads
-  /// and for cudaMalloc'd arenas).
-  static constexpr uint64_t kAlignment = 256;
-  /// Per device: the arena's size, and the bytes its buffers would take
-  /// allocated one by one (aligned the same way), for reports.
-  std::vector<uint64_t> arenaBytes, unsharedBytes;
-  /// Per device: the bytes that aligning each buffer adds to its size, the
-  /// slack the arena may take over the compiler's planned peak (which
-  /// counts tensors' bytes, not where the runtime puts them).
-  std::vector<uint64_t> paddingBytes;
-  /// Per plan buffer: its offset in its device's arena (0 for host buffers).
-  std::vector<uint64_t> offset;
-  /// Per plan buffer: whether it shares bytes with another buffer.
-  std::vector<bool> shared;
-  /// Per plan buffer: whether its contents never outlive a step (no
-  /// initial contents, written before every read), so that it may share
-  /// bytes, alone in its range or not. Continuous execution may place such
-  /// a buffer on any device (HostForward's rotation).
-  std::vector<bool> transient;
-};
-
-/// The happens-before order of a staged plan's jobs within one step:
-/// before(a, b) when job a finishes before job b starts in every run.
-class JobOrder {
-public:
-  /// Fails (InvalidArgument) when the jobs' waits and queue order form a
-  /// cycle, which checkPlanEvents refuses too.
-  static Expected<JobOrder> build(const Plan &plan);
-  bool before(size_t a, size_t b) const {
-    return (reach[a * words + b / 64] >> (b % 64)) & 1;
-  }
-  /// Job j's position in one topological order of the jobs.
-  size_t rank(size_t j) const { return ranks[j]; }
-  /// Row a of the order: the jobs after job a, as `rowWords()` words of a
-  /// bitset (for summaries over many jobs, DeviceMemory.cpp's lives).
-  const uint64_t *after(size_t a) const { return &reach[a * words]; }
-  size_t rowWords() const { return words; }
-
-private:
-  size_t words = 0;
-  /// Row a: the jobs that run after job a, as a bitset.
-  std::vector<uint64_t> reach;
-  std::vector<size_t> ranks;
-};
+/// Offsets inside each device's arena: the contract's packing
+/// (rp/contract/ArenaPacking.h), which the compiler's exporter also runs to
+/// write the plan's planned peak. Its paddingBytes are the slack the arena
+/// may take over that peak where the peak comes from the compiler's memory
+/// model (rp-plan-memory), which counts tensors' bytes, not where the
+/// runtime puts them.
+using DeviceLayout = ::rp::arena::Layout;
 
 /// Packs the device buffers of a staged plan (an unstaged plan, or one
 /// without device buffers, gets one private range per buffer).

@@ -39,8 +39,8 @@ EXPECTED_FAILURES = [
     (r"^test_constant_pad$", "Pad's constant_value as a run-time input"),
     (r"^test_gathernd_\w*batch_dim1$", "GatherND with batch_dims on run-time "
      "data"),
-    (r"^test_scatternd\w*", "ScatterND other than a slice write (box "
-     "indices, no reduction)"),
+    (r"^test_scatternd_\w*", "ScatterND with a reduction on run-time "
+     "values"),
     (r"^test_scatter_elements_(?!with_negative_indices)\w*",
      "ScatterElements other than a slab "
      "write (select_scatter's indices, no reduction)"),

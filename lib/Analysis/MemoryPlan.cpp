@@ -48,32 +48,50 @@ std::string rangeText(StageRange r) {
   return "layers " + std::to_string(r.begin) + "-" + std::to_string(r.end - 1);
 }
 
+/// A pool's buffer as place() reads it: its issue-order span.
+struct Span {
+  PlannedBuffer *buffer;
+  unsigned first, last;
+};
+
+/// Whether `p`, placed before `b` (no later first user), may share bytes
+/// with it: disjointInTime, where only "every use of `p` before every use
+/// of `b`" can hold, and not when `p`'s last use is not before `b`'s first.
+bool before(const Span &p, const Span &b, const HappensBefore &hb) {
+  if (p.last >= b.first)
+    return false;
+  for (unsigned u : p.buffer->users)
+    for (unsigned v : b.buffer->users)
+      if (!hb(u, v))
+        return false;
+  return true;
+}
+
 /// First fit: the lowest offset where `b` overlaps no placed buffer of its
-/// device that it may be live with.
-void place(PlannedBuffer &b, std::vector<const PlannedBuffer *> &placed,
-           const HappensBefore &hb) {
-  std::vector<const PlannedBuffer *> live;
-  for (const PlannedBuffer *p : placed)
-    if (p->bytes > 0 && !disjointInTime(*p, b, hb))
-      live.push_back(p);
+/// device that it may be live with. `live` is scratch.
+void place(const Span &b, llvm::ArrayRef<Span> placed,
+           std::vector<const PlannedBuffer *> &live, const HappensBefore &hb) {
+  live.clear();
+  for (const Span &p : placed)
+    if (!before(p, b, hb))
+      live.push_back(p.buffer);
   std::sort(live.begin(), live.end(),
             [](const PlannedBuffer *x, const PlannedBuffer *y) {
               return x->offset < y->offset;
             });
-  int64_t offset = 0;
+  int64_t offset = 0, bytes = b.buffer->bytes;
   for (const PlannedBuffer *p : live)
-    if (p->offset < offset + b.bytes && p->offset + p->bytes > offset)
+    if (p->offset < offset + bytes && p->offset + p->bytes > offset)
       offset = std::max(offset, p->offset + p->bytes);
-  b.offset = offset;
+  b.buffer->offset = offset;
 }
 
 } // namespace
 
-MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
-                                llvm::ArrayRef<LayerCost> layers) {
+MemoryPlan mlir::rp::collectBuffers(const Pipeline &pl,
+                                    llvm::ArrayRef<LayerCost> layers) {
   MemoryPlan mp;
   const std::vector<Command> &cmds = pl.schedule.commands;
-  HappensBefore hb(pl.schedule);
   mp.commandBuffers.assign(cmds.size(), {-1, -1, -1, -1});
   auto create = [&](BufferRole role, unsigned device, std::string what) {
     mp.buffers.push_back({role, device, 0, 0, {}, std::move(what)});
@@ -261,30 +279,74 @@ MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
     }
   }
 
-  mp.peakBytes.assign(pl.devices + 1, 0);
-  for (unsigned d = 0; d <= pl.devices; ++d) {
-    std::vector<PlannedBuffer *> mine;
-    for (PlannedBuffer &b : mp.buffers)
-      if (b.device == d && b.bytes > 0)
-        mine.push_back(&b);
-    std::stable_sort(
-        mine.begin(), mine.end(),
-        [](const PlannedBuffer *x, const PlannedBuffer *y) {
-          return *std::min_element(x->users.begin(), x->users.end()) <
-                 *std::min_element(y->users.begin(), y->users.end());
-        });
-    std::vector<const PlannedBuffer *> placed;
-    for (PlannedBuffer *b : mine) {
-      place(*b, placed, hb);
-      placed.push_back(b);
-      mp.peakBytes[d] = std::max(mp.peakBytes[d], b->offset + b->bytes);
-    }
-  }
-  mp.stagedHostBytes = mp.peakBytes.back();
-  mp.peakBytes.pop_back();
   for (const LayerCost &l : layers)
     mp.pinnedHostBytes += l.paramBytes + l.gradBytes;
   return mp;
+}
+
+int64_t mlir::rp::placePool(MemoryPlan &mp, const HappensBefore &hb,
+                            unsigned pool) {
+  std::vector<Span> mine;
+  for (PlannedBuffer &b : mp.buffers)
+    if (b.device == pool && b.bytes > 0) {
+      auto [lo, hi] = std::minmax_element(b.users.begin(), b.users.end());
+      mine.push_back({&b, *lo, *hi});
+    }
+  std::stable_sort(mine.begin(), mine.end(), [](const Span &x, const Span &y) {
+    return x.first < y.first;
+  });
+  std::vector<const PlannedBuffer *> live;
+  int64_t peak = 0;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    place(mine[i], llvm::ArrayRef(mine).take_front(i), live, hb);
+    peak = std::max(peak, mine[i].buffer->offset + mine[i].buffer->bytes);
+  }
+  return peak;
+}
+
+void mlir::rp::placeBuffers(MemoryPlan &mp, const Pipeline &pl) {
+  HappensBefore hb(pl.schedule);
+  mp.peakBytes.assign(pl.devices + 1, 0);
+  for (unsigned d = 0; d <= pl.devices; ++d)
+    mp.peakBytes[d] = placePool(mp, hb, d);
+  mp.stagedHostBytes = mp.peakBytes.back();
+  mp.peakBytes.pop_back();
+}
+
+MemoryPlan mlir::rp::planMemory(const Pipeline &pl,
+                                llvm::ArrayRef<LayerCost> layers) {
+  MemoryPlan mp = collectBuffers(pl, layers);
+  placeBuffers(mp, pl);
+  return mp;
+}
+
+std::vector<int64_t> mlir::rp::liveBytesBounds(const MemoryPlan &mp,
+                                               unsigned devices) {
+  // Each buffer as the span of issue order from its first user to its
+  // last: two spans that share a command cannot be ordered by
+  // HappensBefore (which needs the earlier's last user before the later's
+  // first), so place() puts them apart, and the bytes live across any one
+  // command are under that pool's peak. A sweep, no HappensBefore.
+  std::vector<std::vector<std::pair<unsigned, int64_t>>> events(devices + 1);
+  for (const PlannedBuffer &b : mp.buffers) {
+    if (b.bytes <= 0 || b.users.empty())
+      continue;
+    auto [lo, hi] = std::minmax_element(b.users.begin(), b.users.end());
+    events[b.device].push_back({*lo, b.bytes});
+    events[b.device].push_back({*hi + 1, -b.bytes});
+  }
+  std::vector<int64_t> bounds(devices + 1, 0);
+  for (unsigned d = 0; d <= devices; ++d) {
+    // Ends before starts at one command: a span ending at i - 1 and one
+    // starting at i are apart.
+    std::sort(events[d].begin(), events[d].end());
+    int64_t live = 0;
+    for (auto [at, bytes] : events[d]) {
+      live += bytes;
+      bounds[d] = std::max(bounds[d], live);
+    }
+  }
+  return bounds;
 }
 
 FullestDevice mlir::rp::fullestDevice(const MemoryPlan &mp) {

@@ -179,8 +179,8 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
       Partition q = make(moves[i]);
       if (!fitsStageBytes(q, layers, cap))
         return;
-      DevicePeak qp = devicePeak(q, layers, t);
-      ++clock.plans;
+      DevicePeak qp = devicePeak(q, layers, t, curPeak.hostBytes - 1);
+      clock.plans += qp.planned;
       if (!qp.fits || qp.hostBytes >= curPeak.hostBytes)
         return;
       double ms = estimatedStepMs(q, layers, t);
@@ -239,8 +239,9 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
       size_t end = std::min(at + kPlansAtOnce, faster.size());
       std::vector<char> fits(end - at, 0);
       llvm::parallelFor(at, end, [&](size_t k) {
-        DevicePeak qp = devicePeak(make(moves[faster[k]]), layers, t);
-        ++clock.plans;
+        DevicePeak qp =
+            devicePeak(make(moves[faster[k]]), layers, t, t.hostStagedBytes);
+        clock.plans += qp.planned;
         fits[k - at] = qp.fits && qp.hostBytes <= t.hostStagedBytes;
       });
       for (size_t k = at; k < end && !moved; ++k)

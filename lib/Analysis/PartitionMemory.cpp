@@ -13,7 +13,7 @@ using namespace mlir::rp;
 
 DevicePeak mlir::rp::devicePeak(const Partition &p,
                                 llvm::ArrayRef<LayerCost> layers,
-                                const SearchTarget &t) {
+                                const SearchTarget &t, int64_t hostLimit) {
   std::string error;
   FailureOr<Pipeline> pl = lowerForTarget(p, layers, t, error);
   DevicePeak peak;
@@ -26,9 +26,27 @@ DevicePeak mlir::rp::devicePeak(const Partition &p,
   // follows.
   if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
     pl->schedule = std::move(*issued);
-  MemoryPlan mp = planMemory(*pl, layers);
-  FullestDevice full = fullestDevice(mp);
+  MemoryPlan mp = collectBuffers(*pl, layers);
+  // Where a limit is asked, the cheap bounds first, then the host's pool
+  // alone: the hold's moves mostly fail one of them.
+  if (hostLimit > 0) {
+    std::vector<int64_t> bounds = liveBytesBounds(mp, pl->devices);
+    peak.hostBytes = bounds.back();
+    bounds.pop_back();
+    peak.bytes = *std::max_element(bounds.begin(), bounds.end());
+    if (peak.hostBytes > hostLimit || peak.bytes > t.budget())
+      return peak;
+  }
+  HappensBefore hb(pl->schedule);
+  mp.stagedHostBytes = placePool(mp, hb, pl->devices);
   peak.hostBytes = mp.stagedHostBytes;
+  if (hostLimit > 0 && peak.hostBytes > hostLimit)
+    return peak;
+  mp.peakBytes.assign(pl->devices, 0);
+  for (unsigned d = 0; d < pl->devices; ++d)
+    mp.peakBytes[d] = placePool(mp, hb, d);
+  FullestDevice full = fullestDevice(mp);
+  peak.planned = true;
   peak.bytes = full.peak;
   peak.device = full.device;
   peak.fits = peak.bytes <= t.budget();

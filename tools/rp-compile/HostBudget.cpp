@@ -52,8 +52,10 @@ namespace {
 /// One change the user could make, and the host memory it would need.
 struct Fix {
   bool nf4 = false, attention = false;
-  /// Passes a step, each microbatch 1/accumulate of the sequences.
+  /// Passes a step, each microbatch 1/accumulate of the sequences, or
+  /// (`passes`) each pass 1/accumulate of the microbatches.
   unsigned accumulate = 1;
+  bool passes = false;
   int64_t bytes = 0;
 };
 
@@ -86,6 +88,10 @@ struct HostBudgetStep
       return signalPassFailure();
     }
     sequences = sequencesOf(module);
+    for (auto s : module.getOps<ScheduleOp>()) {
+      microbatches = s.getMicrobatches();
+      devices = s.getDevices();
+    }
     refuse(module, m);
     signalPassFailure();
   }
@@ -184,19 +190,28 @@ struct HostBudgetStep
     bool canNarrow = attentionAdapters > 0 && attentionAdapters < allAdapters;
     // Fewer sequences a microbatch, as many microbatches, and as many more
     // passes a step: the same global batch, each staged activation smaller.
-    SmallVector<unsigned> accumulate;
-    for (unsigned k = 1; k <= sequences; ++k)
-      if (sequences % k == 0)
-        accumulate.push_back(k);
+    // Or fewer microbatches a pass and more passes a step, the graph as it
+    // is: a pass stages its own microbatches' activations only, as long as
+    // a pass keeps a microbatch for every device (fewer leave some idle).
+    // Per k, the smaller microbatches first (more passes cost each pass's
+    // fill and drain, smaller ones only their kernels' efficiency).
+    SmallVector<std::pair<unsigned, bool>> accumulate;
+    for (unsigned k = 1; k <= std::max(sequences, microbatches); ++k) {
+      if (k <= sequences && sequences % k == 0)
+        accumulate.push_back({k, false});
+      if (k > 1 && k <= microbatches && microbatches % k == 0 &&
+          microbatches / k >= devices)
+        accumulate.push_back({k, true});
+    }
     std::optional<Fix> found, least;
     for (bool narrow : {false, true}) {
       if (narrow && !canNarrow)
         continue;
-      for (unsigned k : accumulate)
+      for (auto [k, passes] : accumulate)
         for (bool nf4 : {false, true}) {
           if ((nf4 && !canQuantize) || (!nf4 && !narrow && k == 1))
             continue;
-          Fix fix{nf4, narrow, k, 0};
+          Fix fix{nf4, narrow, k, passes, 0};
           fix.bytes = estimate(m, fix, attentionAdapters, allAdapters);
           if (!least || fix.bytes < least->bytes)
             least = fix;
@@ -212,7 +227,16 @@ struct HostBudgetStep
          << (found->attention ? ", or less" : "")
          << " (estimated from this plan's stages: --host-budget-gib checks "
             "the plan they make)"
-         << stageGrainNote(layerGrain) << "\n";
+         << stageGrainNote(layerGrain);
+      // The same fix as fewer microbatches a pass, where it divides them.
+      if (found->accumulate > 1 && !found->passes &&
+          microbatches % found->accumulate == 0 &&
+          microbatches / found->accumulate >= devices) {
+        Fix other = *found;
+        other.passes = true;
+        os << "; or, the graph as it is, " << flagsOf(other);
+      }
+      os << "\n";
       return;
     }
     os << "nothing rp-compile's flags change fits";
@@ -220,8 +244,8 @@ struct HostBudgetStep
       os << " (the least: about " << formatHostBytes(least->bytes) << " with "
          << flagsOf(*least) << ")";
     // The box for the plan as it trains: its base quantized, if it can be.
-    int64_t box =
-        canQuantize ? estimate(m, Fix{true, false, 1, 0}, 0, 0) : m.total();
+    int64_t box = canQuantize ? estimate(m, Fix{true, false, 1, false, 0}, 0, 0)
+                              : m.total();
     os << ": give a box of at least " << formatHostBytes(box)
        << " (--host-budget-gib " << ceilGiB(box) << ")"
        << (canQuantize ? " with --quantize-base nf4" : "")
@@ -240,7 +264,13 @@ struct HostBudgetStep
       os << sep << "--lora-targets '" << kAttentionTargets << "'";
       sep = " ";
     }
-    if (fix.accumulate > 1)
+    if (fix.accumulate > 1 && fix.passes)
+      os << (*sep ? " and " : "") << "--microbatches "
+         << microbatches / fix.accumulate << " (this plan has " << microbatches
+         << ") and rp-run --accumulate " << fix.accumulate
+         << " (the same global batch; a pass stages its own microbatches' "
+            "activations)";
+    else if (fix.accumulate > 1)
       os << (*sep ? " and " : "") << "a graph of " << sequences / fix.accumulate
          << " sequence" << (sequences / fix.accumulate == 1 ? "" : "s")
          << " a microbatch (this one has " << sequences
@@ -266,6 +296,7 @@ struct HostBudgetStep
   HostBudgetOutcome &outcome;
   int64_t budget = 0;
   unsigned sequences = 1;
+  unsigned microbatches = 1, devices = 1;
 };
 
 } // namespace

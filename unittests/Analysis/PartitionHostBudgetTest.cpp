@@ -11,6 +11,10 @@
 
 #include "PartitionFixture.h"
 
+#include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/ScheduleTiming.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -152,6 +156,44 @@ TEST(PartitionHostBudgetTest, LayerGrainIsHeldBySplits) {
     EXPECT_TRUE(fitsStageBytes(p, layers, p.stageBytes));
     EXPECT_EQ(p.tail.size(), fastest.tail.size()) << formatStages(p);
   }
+}
+
+// The hold places a move's buffers only where the cheap answers leave it
+// open: a move whose live-span bounds (liveBytesBounds) put a device over
+// the budget or the staged bytes at the current partition's, or whose
+// host pool alone stages no fewer bytes, is dropped unplaced. The same
+// partition as placing every move (the walk reads no more than "fits and
+// stages fewer"), with fewer memory plans: 12 layers, half the fastest
+// partition's staged bytes on 3 GiB devices: 6 memory plans, 11 when
+// every move was placed.
+TEST(PartitionHostBudgetTest, MovesThatCannotFitAreNotPlanned) {
+  std::vector<LayerCost> layers = model();
+  HardwareProfile hw = box(3);
+  SearchTarget unheld{hw, 4, 5, int64_t(1) << 40};
+  Partition fastest = partitionForStepTime(layers, unheld);
+  SearchTarget held = unheld;
+  held.hostStagedBytes = staged(fastest, layers, unheld) / 2;
+  HoldStats before = holdStats();
+  Partition p = partitionForStepTime(layers, held);
+  uint64_t plans = holdStats().plans - before.plans;
+  EXPECT_LE(plans, 6u) << formatStages(p);
+  EXPECT_EQ(formatStages(p), "fwd:5,5;bwd:2,4,2,2,2");
+  // The bounds are under the placed peaks of every pool.
+  std::string error;
+  mlir::FailureOr<Pipeline> pl = lowerForTarget(fastest, layers, unheld, error);
+  ASSERT_TRUE(mlir::succeeded(pl)) << error;
+  insertTransfers(*pl, layers, hw);
+  if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
+    pl->schedule = std::move(*issued);
+  MemoryPlan mp = planMemory(*pl, layers);
+  std::vector<int64_t> bounds = liveBytesBounds(mp, pl->devices);
+  ASSERT_EQ(bounds.size(), mp.peakBytes.size() + 1);
+  for (size_t d = 0; d < mp.peakBytes.size(); ++d) {
+    EXPECT_LE(bounds[d], mp.peakBytes[d]) << "device " << d;
+    EXPECT_GT(bounds[d], 0) << "device " << d;
+  }
+  EXPECT_LE(bounds.back(), mp.stagedHostBytes);
+  EXPECT_GT(bounds.back(), 0);
 }
 
 } // namespace

@@ -83,9 +83,31 @@ struct FullestDevice {
 };
 FullestDevice fullestDevice(const MemoryPlan &mp);
 
-/// Plans the buffers of `pipeline` (whose transfers are inserted).
+/// Plans the buffers of `pipeline` (whose transfers are inserted):
+/// collectBuffers, then placeBuffers.
 MemoryPlan planMemory(const Pipeline &pipeline,
                       llvm::ArrayRef<LayerCost> layers);
+
+/// Every buffer of `pipeline` with its bytes and users, none placed yet
+/// (no peaks): what a caller may bound (liveBytesBounds) before paying for
+/// the placement, which compares every two buffers of a pool.
+MemoryPlan collectBuffers(const Pipeline &pipeline,
+                          llvm::ArrayRef<LayerCost> layers);
+
+/// Places `mp`'s buffers (from collectBuffers of `pipeline`) and sets its
+/// peaks.
+void placeBuffers(MemoryPlan &mp, const Pipeline &pipeline);
+
+/// Places the buffers of one pool of `mp` (a device, or the device count
+/// for the host) and returns its peak: a pool's offsets depend on its own
+/// buffers only, so a caller may place the host first and stop there.
+int64_t placePool(MemoryPlan &mp, const HappensBefore &hb, unsigned pool);
+
+/// Per device, then the host: a lower bound of the peak placeBuffers will
+/// give that pool, the most bytes whose users' spans in issue order all
+/// cover one command. Linear in the buffers after a sort; used to drop a
+/// partition whose plan cannot fit before placing it (holdToHostBudget).
+std::vector<int64_t> liveBytesBounds(const MemoryPlan &mp, unsigned devices);
 
 /// Whether two placed buffers may share bytes: every command of one
 /// happens before every command of the other.

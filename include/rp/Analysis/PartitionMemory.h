@@ -32,9 +32,17 @@ struct DevicePeak {
   unsigned device = 0;
   bool fits = false;
   int64_t hostBytes = 0;
+  /// Whether the buffers were placed (a memory plan made): false where a
+  /// bound alone answered, `bytes` and `hostBytes` then lower bounds.
+  bool planned = false;
 };
+/// With `hostLimit` > 0 a plan whose staged host bytes are sure to be
+/// over it, or a device's peak over the budget (liveBytesBounds), is not
+/// placed: it does not fit, and its peaks are the bounds. The hold asks
+/// so: most of its moves fail one of the two, and placing is most of a
+/// plan's cost.
 DevicePeak devicePeak(const Partition &p, llvm::ArrayRef<LayerCost> layers,
-                      const SearchTarget &target);
+                      const SearchTarget &target, int64_t hostLimit = 0);
 
 struct MemorySearchResult {
   /// The fastest lean partition that fits, when one does.

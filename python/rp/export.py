@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 

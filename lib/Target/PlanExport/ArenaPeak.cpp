@@ -22,24 +22,6 @@ using namespace mlir;
 using namespace mlir::rp;
 namespace arena = ::rp::arena;
 
-static uint64_t dtypeBytes(pf::DType t) {
-  switch (t) {
-  case pf::DType::f64:
-  case pf::DType::i64:
-    return 8;
-  case pf::DType::f32:
-  case pf::DType::i32:
-    return 4;
-  case pf::DType::f16:
-  case pf::DType::bf16:
-    return 2;
-  case pf::DType::i1:
-  case pf::DType::u8:
-    return 1;
-  }
-  return 4;
-}
-
 template <typename T>
 static std::vector<uint32_t> indices(const flatbuffers::Vector<T> *v) {
   return v ? std::vector<uint32_t>(v->begin(), v->end())
@@ -62,7 +44,7 @@ static arena::PlanShape shapeOf(const pf::Plan &plan) {
         for (int64_t d : *b->shape())
           n *= uint64_t(d);
       bool keeps = b->weight() || (b->constant() && b->constant()->size());
-      s.buffers.push_back({b->device(), n * dtypeBytes(b->dtype()), keeps});
+      s.buffers.push_back({b->device(), n * planDTypeBytes(b->dtype()), keeps});
     }
   for (const auto *bindings : {plan.inputs(), plan.outputs()})
     if (bindings)

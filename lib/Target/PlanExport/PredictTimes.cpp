@@ -21,24 +21,6 @@ static_assert(static_cast<int>(pf::Queue::MAX) + 1 ==
                   static_cast<int>(timing::Lane::host),
               "the plan's queues are the timing core's first lanes");
 
-static unsigned elementBytes(pf::DType t) {
-  switch (t) {
-  case pf::DType::f64:
-  case pf::DType::i64:
-    return 8;
-  case pf::DType::f32:
-  case pf::DType::i32:
-    return 4;
-  case pf::DType::f16:
-  case pf::DType::bf16:
-    return 2;
-  case pf::DType::i1:
-  case pf::DType::u8:
-    return 1;
-  }
-  return 4;
-}
-
 static bool isFloat(pf::DType t) {
   return t == pf::DType::f32 || t == pf::DType::f16 || t == pf::DType::bf16 ||
          t == pf::DType::f64;
@@ -59,7 +41,7 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
     timing::Operand o;
     if (buf->shape())
       o.shape.assign(buf->shape()->begin(), buf->shape()->end());
-    o.elementBytes = elementBytes(buf->dtype());
+    o.elementBytes = planDTypeBytes(buf->dtype());
     if (!typed && isFloat(buf->dtype())) {
       call.dtype = pf::EnumNameDType(buf->dtype());
       typed = true;

@@ -23,6 +23,27 @@
 
 namespace mlir::rp {
 
+/// The bytes of one element of a plan buffer's dtype: what the exporter's
+/// read-backs of the written plan (PredictTimes.cpp, ArenaPeak.cpp) size
+/// buffers with.
+inline unsigned planDTypeBytes(pf::DType t) {
+  switch (t) {
+  case pf::DType::f64:
+  case pf::DType::i64:
+    return 8;
+  case pf::DType::f32:
+  case pf::DType::i32:
+    return 4;
+  case pf::DType::f16:
+  case pf::DType::bf16:
+    return 2;
+  case pf::DType::i1:
+  case pf::DType::u8:
+    return 1;
+  }
+  return 4;
+}
+
 /// Fills the predicted start and duration of every job of the staged plan
 /// in `bytes` (written with them stored): each run job's program and each
 /// copy job's bytes timed on `hw` by rp/timing (as the sim device times

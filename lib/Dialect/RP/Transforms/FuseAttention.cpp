@@ -17,9 +17,13 @@
 // the `causal` flag and `window`, and Gemma 2's soft-cap of the scores,
 // tanh(s / cap) * cap between the scores and the mask, the `softcap`: so
 // neither leaves an S x T mask operand nor keeps the attention unfused.
+// GPT-OSS's sinks, a column of one logit per head concatenated to the
+// scores and dropped after the softmax, become the `sinks` operand
+// (FuseAttentionSinks.cpp).
 //
 //===----------------------------------------------------------------------===//
 
+#include "FuseAttentionSinks.h"
 #include "PatternUtils.h"
 #include "rp/Analysis/BandMask.h"
 #include "rp/Dialect/RP/RPPasses.h"
@@ -348,14 +352,18 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
         static_cast<int64_t>(softmax.getDim()) != rank - 1)
       return failure();
     Value probs = softmax.getResult();
-    WhereOp guard = singleUser(probs) ? WhereOp() : nanGuard(softmax);
+    // GPT-OSS's sinks: a column of the softmax, dropped after it.
+    std::optional<SinkSoftmax> sinks = matchSinkSoftmax(softmax);
+    if (sinks)
+      probs = sinks->dropped;
+    WhereOp guard = sinks || singleUser(probs) ? WhereOp() : nanGuard(softmax);
     if (guard)
       probs = guard.getResult();
     auto pv = dyn_cast_or_null<MatmulOp>(singleUser(probs));
     if (!pv || pv.getLhs() != probs || pv.getTransposeA() || pv.getTransposeB())
       return failure();
     MaskPlan mask;
-    Value scores = peelMask(softmax.getInput(), mask);
+    Value scores = peelMask(sinks ? sinks->scores : softmax.getInput(), mask);
     if (!scores)
       return failure();
     // The guard changes nothing only when no row is fully masked: no mask,
@@ -400,7 +408,7 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
 
     // The mask must broadcast to the scores, and a float mask must have the
     // scores' element type.
-    ArrayRef<int64_t> scoresShape = softmax.getType().getShape();
+    ArrayRef<int64_t> scoresShape = shapeOf(probs);
     if (mask.kind == MaskPlan::keep || mask.value) {
       auto type = mask.kind == MaskPlan::keep
                       ? cast<RankedTensorType>(mask.keepConstant.getType())
@@ -473,10 +481,13 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
     FloatAttr softcapAttr;
     if (softcap > 0.0)
       softcapAttr = rewriter.getF64FloatAttr(softcap);
-    Value out =
-        AttentionOp::create(rewriter, loc, type, q, k, v, maskValue,
-                            /*sinks=*/Value(), mask.kind == MaskPlan::causal,
-                            scaleAttr, windowAttr, softcapAttr);
+    Value sinksValue;
+    if (sinks)
+      sinksValue =
+          buildSinks(rewriter, loc, *sinks, qs[1], getElementTypeOrSelf(q));
+    Value out = AttentionOp::create(rewriter, loc, type, q, k, v, maskValue,
+                                    sinksValue, mask.kind == MaskPlan::causal,
+                                    scaleAttr, windowAttr, softcapAttr);
     if (rank == 3)
       out = ReshapeOp::create(rewriter, loc, pv.getType(), out);
     rewriter.replaceOp(pv, out);

@@ -109,6 +109,18 @@ echo "   conformance suite on cuda: $(echo "$conformance" |
   grep -cE '^\[  SKIPPED \] .*/cuda \(') skipped$(echo "$conformance" |
   grep -m1 "not run:" | sed "s/.*not run: / (/; s/\$/)/")"
 
+# A sanitizer tree's lit run (its --output JSON): "passed failed", a run
+# that ran no test counting as one failure.
+litRunCounts() { # json
+  .venv/bin/python - "$1" <<'PY'
+import json, sys
+tests = json.load(open(sys.argv[1])).get("tests", [])
+ok = sum(t["code"] == "PASS" for t in tests)
+bad = sum(t["code"] not in ("PASS", "UNSUPPORTED") for t in tests)
+print(ok, bad if tests else 1)
+PY
+}
+
 # The targets its tests run (rp-runtime-tests pulls in the contract's
 # tests and the drivers), as the ASan tree below: the benchmarks are not
 # run under either.
@@ -123,14 +135,7 @@ if cmake -G Ninja -S runtime -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/runtime/test/tsan.supp" \
     /usr/lib/llvm-22/bin/lit -s -j "$jobs" --filter 'Runtime/multibox' \
     --param rp_run="$root/build-tsan/bin/rp-run" --output "$tsan_json" build/test
-  read -r tp tf < <(.venv/bin/python - "$tsan_json" <<'PY'
-import json, sys
-tests = json.load(open(sys.argv[1])).get("tests", [])
-ok = sum(t["code"] == "PASS" for t in tests)
-bad = sum(t["code"] not in ("PASS", "UNSUPPORTED") for t in tests)
-print(ok, bad if tests else 1)
-PY
-  ) || { tp=0; tf=1; }
+  read -r tp tf < <(litRunCounts "$tsan_json") || { tp=0; tf=1; }
   rm -f "$tsan_json"
   tally "tsan multi-process" "$tp" "$tf"
 else
@@ -157,14 +162,7 @@ if cmake -G Ninja -S runtime -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     /usr/lib/llvm-22/bin/lit -s -j "$jobs" --output "$asan_lit_json" \
     --filter "$asan_lit_tests" --param rp_run="$root/build-asan/bin/rp-run" \
     build/test
-  read -r ap af < <(.venv/bin/python - "$asan_lit_json" <<'PY'
-import json, sys
-tests = json.load(open(sys.argv[1])).get("tests", [])
-ok = sum(t["code"] == "PASS" for t in tests)
-bad = sum(t["code"] not in ("PASS", "UNSUPPORTED") for t in tests)
-print(ok, bad if tests else 1)
-PY
-  ) || { ap=0; af=1; }
+  read -r ap af < <(litRunCounts "$asan_lit_json") || { ap=0; af=1; }
   rm -f "$asan_lit_json"
   tally "asan readers (lit)" "$ap" "$af"
 else

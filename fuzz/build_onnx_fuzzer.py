@@ -13,6 +13,7 @@ through the importer; the dialect, passes and MLIR itself run
 uninstrumented. Objects are kept in OUT and rebuilt when their source is
 newer.
 """
+import concurrent.futures
 import json
 import os
 import re
@@ -46,14 +47,23 @@ def main(build, out):
     # The structure-aware mutator (libFuzzer finds LLVMFuzzerCustomMutator
     # by name).
     sources.append(os.path.join(root, "fuzz", "ONNXMutator.cpp"))
-    objects = []
-    for src in sources:
-        obj = os.path.join(out, os.path.basename(src) + ".o")
-        objects.append(obj)
-        if os.path.exists(obj) and os.path.getmtime(obj) >= os.path.getmtime(src):
-            continue
+    objects = [os.path.join(out, os.path.basename(src) + ".o")
+               for src in sources]
+    stale = [(src, obj) for src, obj in zip(sources, objects)
+             if not os.path.exists(obj)
+             or os.path.getmtime(obj) < os.path.getmtime(src)]
+
+    def compile_one(job):
+        src, obj = job
         subprocess.run(LAUNCH + [CXX] + flags + SANITIZE +
                        ["-c", src, "-o", obj], check=True)
+
+    # As many compiles at a time as there are cores, as ninja would run
+    # them: one after another, a tree whose importer changed (every CI run
+    # after an importer commit) left the other core idle.
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        for _ in pool.map(compile_one, stale):
+            pass
     ninja = open(os.path.join(build, "build.ninja")).read()
     block = ninja[ninja.index("build bin/rp-import:"):]
     libs = re.search(r"\n  LINK_LIBRARIES = (.*)\n", block).group(1)

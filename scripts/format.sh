@@ -16,17 +16,36 @@ fmt=$(command -v clang-format-14 || command -v clang-format) || {
 }
 mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' |
   grep -v '/Inputs/')
-clean=0 dirty=0
-for f in "${files[@]}"; do
-  if [ "${1:-}" = --fix ]; then
-    "$fmt" -i "$f"
+# A batch of files per clang-format process, RP_FORMAT_JOBS batches at a
+# time (default: nproc): a process per file, one after another, spent
+# most of the stage starting processes on one core. A batch that fails is
+# checked again file by file, which names the files. One line a file:
+# "ok FILE" or "bad FILE".
+checkBatch() {
+  if [ "$fix" = --fix ]; then
+    "$fmt" -i "$@"
   fi
-  if "$fmt" --dry-run --Werror "$f" >/dev/null 2>&1; then
-    clean=$((clean + 1))
-  else
-    dirty=$((dirty + 1))
-    echo "format: $f differs from .clang-format (scripts/format.sh --fix)"
+  if "$fmt" --dry-run --Werror "$@" >/dev/null 2>&1; then
+    printf 'ok %s\n' "$@"
+    return
   fi
-done
+  for f in "$@"; do
+    if "$fmt" --dry-run --Werror "$f" >/dev/null 2>&1; then
+      echo "ok $f"
+    else
+      echo "bad $f"
+    fi
+  done
+}
+export -f checkBatch
+fix=${1:-}
+export fmt fix
+results=$(printf '%s\0' "${files[@]}" |
+  xargs -0 -r -n 32 -P "${RP_FORMAT_JOBS:-$(nproc)}" \
+    bash -c 'checkBatch "$@"' _)
+clean=$(echo "$results" | grep -c '^ok ')
+dirty=$(echo "$results" | grep -c '^bad ')
+echo "$results" | sed -n 's|^bad \(.*\)$|format: \1 differs from .clang-format (scripts/format.sh --fix)|p' |
+  sort
 echo "format: $clean clean, $dirty to format"
 [ "$dirty" = 0 ]

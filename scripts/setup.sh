@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
-# Installs every Debian package rp needs and makes the project venv.
+# Installs every Debian package rp needs and makes the project venv and the
+# torch-2 venv (scripts/torch2-venv.sh).
 # Idempotent: when everything is present it prints one line and exits.
+# Usage: scripts/setup.sh [--no-torch2]
+#   --no-torch2: everything but the torch-2 venv, which only lit's torch2
+#   tests use: scripts/test.sh makes it with torch2-venv.sh while it builds.
 set -euo pipefail
+
+torch2=1
+case "${1:-}" in
+"") ;;
+--no-torch2) torch2=0 ;;
+*)
+  echo "setup: unknown option '$1' (usage: scripts/setup.sh [--no-torch2])" >&2
+  exit 1
+  ;;
+esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv="$root/.venv"
@@ -95,18 +109,24 @@ fi
 
 # The torch-2 venv (.venv-torch2): torch 2 and transformers 5 for the tests
 # that need them (Qwen3-MoE, transformers 5's models, the dynamo exporter),
-# every package pinned in scripts/torch2-requirements.txt.
-bash "$root/scripts/torch2-venv.sh" "$root/.venv-torch2"
+# every package pinned in scripts/torch2-requirements.txt; the script also
+# installs rp into it editable, as below.
+if [ "$torch2" = 1 ]; then
+  bash "$root/scripts/torch2-venv.sh" "$root/.venv-torch2"
+fi
 
-# `import rp` and `python -m rp` in both venvs, as the README uses them: an
+# `import rp` and `python -m rp` in the venv, as the README uses them: an
 # editable install of python/ (a .pth file naming it, which is what pip's
 # editable install writes, without needing setuptools or the network).
-for v in "$venv" "$root/.venv-torch2"; do
-  site=$("$v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  if [ "$(cat "$site/rp-editable.pth" 2>/dev/null)" != "$root/python" ]; then
-    echo "$root/python" >"$site/rp-editable.pth"
-    echo "setup: rp (python/) installed editable into $v"
-  fi
-done
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ "$(cat "$site/rp-editable.pth" 2>/dev/null)" != "$root/python" ]; then
+  echo "$root/python" >"$site/rp-editable.pth"
+  echo "setup: rp (python/) installed editable into $venv"
+fi
 
-echo "setup: ok (MLIR $(/usr/lib/llvm-22/bin/mlir-opt --version | sed -n 's/.*LLVM version \([0-9.]*\).*/\1/p' | head -1), venv $venv, torch-2 venv $root/.venv-torch2)"
+if [ "$torch2" = 1 ]; then
+  also=", torch-2 venv $root/.venv-torch2"
+else
+  also=" (the torch-2 venv left to scripts/torch2-venv.sh)"
+fi
+echo "setup: ok (MLIR $(/usr/lib/llvm-22/bin/mlir-opt --version | sed -n 's/.*LLVM version \([0-9.]*\).*/\1/p' | head -1), venv $venv$also)"

@@ -16,9 +16,19 @@ cd "$root"
 jobs=$(nproc)
 start=$(date +%s)
 
-bash scripts/setup.sh || exit 1
+bash scripts/setup.sh --no-torch2 || exit 1
+# The torch-2 venv (2.3 GB of wheels, fetched and unpacked: I/O more than
+# CPU) is made while the build runs; only lit's torch2 tests use it.
+torch2_log=$(mktemp)
+bash scripts/torch2-venv.sh >"$torch2_log" 2>&1 &
+torch2_pid=$!
 echo "== build"
-bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
+bash scripts/build.sh || { wait "$torch2_pid"; echo "0 passed, 1 failed"; exit 1; }
+wait "$torch2_pid"
+torch2_rc=$?
+cat "$torch2_log"
+rm -f "$torch2_log"
+[ "$torch2_rc" = 0 ] || { echo "setup: the torch-2 venv failed"; exit 1; }
 
 passed=0
 failed=0
@@ -99,10 +109,25 @@ echo "   conformance suite on cuda: $(echo "$conformance" |
   grep -cE '^\[  SKIPPED \] .*/cuda \(') skipped$(echo "$conformance" |
   grep -m1 "not run:" | sed "s/.*not run: / (/; s/\$/)/")"
 
+# A sanitizer tree's lit run (its --output JSON): "passed failed", a run
+# that ran no test counting as one failure.
+litRunCounts() { # json
+  .venv/bin/python - "$1" <<'PY'
+import json, sys
+tests = json.load(open(sys.argv[1])).get("tests", [])
+ok = sum(t["code"] == "PASS" for t in tests)
+bad = sum(t["code"] not in ("PASS", "UNSUPPORTED") for t in tests)
+print(ok, bad if tests else 1)
+PY
+}
+
+# The targets its tests run (rp-runtime-tests pulls in the contract's
+# tests and the drivers), as the ASan tree below: the benchmarks are not
+# run under either.
 echo "== runtime under ThreadSanitizer"
 if cmake -G Ninja -S runtime -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DRP_RUNTIME_TSAN=ON -DRP_ENABLE_CUDA=OFF >build-tsan.configure.log 2>&1 &&
-   ninja -C build-tsan >build-tsan.build.log 2>&1; then
+   ninja -C build-tsan rp-runtime-tests rp-run >build-tsan.build.log 2>&1; then
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/runtime/test/tsan.supp" run_ctest tsan build-tsan
   # The multi-process lit tests (ranks over loopback, docs/multi-box.md)
   # with this build's rp-run: a race in any rank fails its test.
@@ -110,14 +135,7 @@ if cmake -G Ninja -S runtime -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/runtime/test/tsan.supp" \
     /usr/lib/llvm-22/bin/lit -s -j "$jobs" --filter 'Runtime/multibox' \
     --param rp_run="$root/build-tsan/bin/rp-run" --output "$tsan_json" build/test
-  read -r tp tf < <(.venv/bin/python - "$tsan_json" <<'PY'
-import json, sys
-tests = json.load(open(sys.argv[1])).get("tests", [])
-ok = sum(t["code"] == "PASS" for t in tests)
-bad = sum(t["code"] not in ("PASS", "UNSUPPORTED") for t in tests)
-print(ok, bad if tests else 1)
-PY
-  ) || { tp=0; tf=1; }
+  read -r tp tf < <(litRunCounts "$tsan_json") || { tp=0; tf=1; }
   rm -f "$tsan_json"
   tally "tsan multi-process" "$tp" "$tf"
 else
@@ -144,14 +162,7 @@ if cmake -G Ninja -S runtime -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     /usr/lib/llvm-22/bin/lit -s -j "$jobs" --output "$asan_lit_json" \
     --filter "$asan_lit_tests" --param rp_run="$root/build-asan/bin/rp-run" \
     build/test
-  read -r ap af < <(.venv/bin/python - "$asan_lit_json" <<'PY'
-import json, sys
-tests = json.load(open(sys.argv[1])).get("tests", [])
-ok = sum(t["code"] == "PASS" for t in tests)
-bad = sum(t["code"] not in ("PASS", "UNSUPPORTED") for t in tests)
-print(ok, bad if tests else 1)
-PY
-  ) || { ap=0; af=1; }
+  read -r ap af < <(litRunCounts "$asan_lit_json") || { ap=0; af=1; }
   rm -f "$asan_lit_json"
   tally "asan readers (lit)" "$ap" "$af"
 else
@@ -164,15 +175,29 @@ fi
 # that target is built (52 steps, ccache-warm after the first run); the
 # importer runs under ASan + UBSan in its fuzz target below.
 echo "== compiler under AddressSanitizer + UndefinedBehaviorSanitizer"
+# The binary runs as $jobs gtest shards at a time (GTEST_TOTAL_SHARDS: each
+# test in exactly one shard), each its own process: one process left the
+# other cores idle. A shard that died (no summary line: a sanitizer report
+# ends it) counts as one failure.
 run_gtest() { # name binary: counts the binary's passed and failed tests
-  local out ok bad
-  out=$("$2" 2>&1)
-  ok=$(echo "$out" | sed -nE 's/^\[  PASSED  \] ([0-9]+) tests?.*/\1/p')
-  bad=$(echo "$out" | sed -nE 's/^\[  FAILED  \] ([0-9]+) tests?, listed below.*/\1/p')
-  # No summary line: the binary died (a sanitizer report ends it).
-  [ -n "$ok" ] || { echo "$out" | tail -30; ok=0; bad=${bad:-1}; }
-  [ "${bad:-0}" = 0 ] || echo "$out" | grep -E '^\[  FAILED  \]|ERROR: |runtime error'
-  tally "$1" "$ok" "${bad:-0}"
+  local dir out ok=0 bad=0 i sok sbad pids=()
+  dir=$(mktemp -d)
+  for ((i = 0; i < jobs; i++)); do
+    GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$i "$2" >"$dir/$i" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  for ((i = 0; i < jobs; i++)); do
+    out=$(cat "$dir/$i")
+    sok=$(echo "$out" | sed -nE 's/^\[  PASSED  \] ([0-9]+) tests?.*/\1/p')
+    sbad=$(echo "$out" | sed -nE 's/^\[  FAILED  \] ([0-9]+) tests?, listed below.*/\1/p')
+    [ -n "$sok" ] || { echo "$out" | tail -30; sok=0; sbad=${sbad:-1}; }
+    [ "${sbad:-0}" = 0 ] || echo "$out" | grep -E '^\[  FAILED  \]|ERROR: |runtime error'
+    ok=$((ok + sok))
+    bad=$((bad + ${sbad:-0}))
+  done
+  rm -rf "$dir"
+  tally "$1" "$ok" "$bad"
 }
 asan_start=$(date +%s)
 if cmake -G Ninja -S . -B build-asan-compiler -DCMAKE_BUILD_TYPE=Release \
@@ -191,8 +216,8 @@ fi
 echo "   compiler under ASan: $(( $(date +%s) - asan_start )) s"
 
 # Each reader's libFuzzer target for 40 s, and the tools' command lines for
-# 40 s in all (scripts/fuzz.sh); a target (a tool) with no finding counts as
-# one passed test.
+# 40 s in all (scripts/fuzz.sh, $jobs targets at a time); a target (a tool)
+# with no finding counts as one passed test.
 echo "== fuzz (40 s per target)"
 fuzz_out=$(bash scripts/fuzz.sh 40 2>&1)
 echo "$fuzz_out" | sed 's/^/   /'

@@ -4,7 +4,8 @@
 # scripts/torch2-requirements.txt, every one pinned and installed with
 # --no-deps: torch 2.15, transformers 5.24, onnxscript and peft from PyPI, for the
 # lit tests that need them (REQUIRES: torch2, run with %TORCH2_PYTHON;
-# README.md). Quiet and quick when the venv already holds those pins.
+# README.md), and rp itself editable (as setup.sh does in .venv). Quiet and
+# quick when the venv already holds those pins.
 #
 # Usage: scripts/torch2-venv.sh [VENV]
 set -euo pipefail
@@ -14,9 +15,22 @@ venv=${1:-$root/.venv-torch2}
 req="$root/scripts/torch2-requirements.txt"
 stamp="$venv/.rp-requirements"
 
+# `import rp` and `python -m rp` in the venv: an editable install of
+# python/ (a .pth file naming it, which is what pip's editable install
+# writes, without needing setuptools or the network).
+editable() {
+  local site
+  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  if [ "$(cat "$site/rp-editable.pth" 2>/dev/null)" != "$root/python" ]; then
+    echo "$root/python" >"$site/rp-editable.pth"
+    echo "setup: rp (python/) installed editable into $venv"
+  fi
+}
+
 # The pins, without comments: what the stamp records.
 pins=$(grep -vE '^[[:space:]]*(#|$)' "$req")
 if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pins" ]; then
+  editable
   exit 0
 fi
 echo "setup: installing the torch-2 venv $venv ($(grep -c '==' "$req") pinned packages, ~2.3 GB)"
@@ -26,3 +40,4 @@ fi
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$req"
 "$venv/bin/python" -c "import torch, transformers, onnxscript, peft; print('setup: torch-2 venv: torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
 echo "$pins" >"$stamp"
+editable

@@ -11,7 +11,7 @@ folded at trace time) splits into two float constants."""
 from __future__ import annotations
 
 from rp import _aten
-from rp._aten import _reshape_text, _slice_text
+from rp._aten_movement import _slice_text
 from rp._irtext import _UNSUPPORTED, _ttype
 
 

@@ -7,7 +7,7 @@ as DeepSeek's MLA attention assembles its keys, into
 
 from __future__ import annotations
 
-from rp._aten import _slice_text
+from rp._aten_movement import _slice_text
 from rp._irtext import _dim, _ttype
 
 

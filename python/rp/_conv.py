@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from rp._aten import _permute_to, _reshape_text, _slice_text
+from rp._aten_movement import _permute_to, _reshape_text, _slice_text
 from rp._irtext import (TraceError, _elem, _fmt_scalar, _innermost,
                         _qualname, _ttype, _UNSUPPORTED)
 

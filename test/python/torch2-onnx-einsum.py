@@ -20,9 +20,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-here = Path(__file__).resolve().parent
-sys.path.insert(0, str(here.parents[1] / "bench"))
-import families  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent / "Inputs"))
+import torch2_lm_check  # noqa: E402
 
 D, N, H = 16, 2, 4  # width, heads, head width
 
@@ -64,31 +63,7 @@ class Mix(nn.Module):
                 w.flatten(1).mean(1)[:, None, None] * 0.01)
 
 
-class LM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.Embedding(64, D)
-        self.layers = nn.ModuleList([Mix(), Mix()])
-        self.head = nn.Linear(D, 64)
-
-    def forward(self, tokens):
-        h = self.emb(tokens)
-        for layer in self.layers:
-            h = layer(h)
-        return self.head(h)
-
-
-torch.manual_seed(0)
-model = LM()
-tokens = torch.randint(0, 64, (families.M, 16))
-labels = torch.randint(0, 64, (families.M, 16))
-ref = families.reference(model, tokens, labels)
-out = Path(sys.argv[1])
-for path in ("torchscript", "dynamo"):
-    (out / path).mkdir(parents=True, exist_ok=True)
-    cell = families.check_path(path, model, ref, tokens, labels, out / path)
-    print(f"{path}: loss {cell['loss']}, grads {cell['grads']} "
-          f"({cell['detail']}), bitwise {cell['bitwise']}, {cell['reason']}")
+torch2_lm_check.check_both_paths(Mix, sys.argv[1], width=D)
 
 # CHECK: torchscript: loss True, grads True (15 of 15 gradients by name within 0.0001 {{.*}}), bitwise True, None
 # CHECK: dynamo: loss True, grads True (15 of 15 gradients by name within 0.0001 {{.*}}), bitwise True, None

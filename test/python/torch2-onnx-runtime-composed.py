@@ -22,9 +22,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-here = Path(__file__).resolve().parent
-sys.path.insert(0, str(here.parents[1] / "bench"))
-import families  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent / "Inputs"))
+import torch2_lm_check  # noqa: E402
 
 
 class Mix(nn.Module):
@@ -57,31 +56,7 @@ class Mix(nn.Module):
         return x + self.out(y + out)
 
 
-class LM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.Embedding(64, 16)
-        self.layers = nn.ModuleList([Mix(), Mix()])
-        self.head = nn.Linear(16, 64)
-
-    def forward(self, tokens):
-        h = self.emb(tokens)
-        for layer in self.layers:
-            h = layer(h, tokens)
-        return self.head(h)
-
-
-torch.manual_seed(0)
-model = LM()
-tokens = torch.randint(0, 64, (families.M, 16))
-labels = torch.randint(0, 64, (families.M, 16))
-ref = families.reference(model, tokens, labels)
-out = Path(sys.argv[1])
-for path in ("torchscript", "dynamo"):
-    (out / path).mkdir(parents=True, exist_ok=True)
-    cell = families.check_path(path, model, ref, tokens, labels, out / path)
-    print(f"{path}: loss {cell['loss']}, grads {cell['grads']} "
-          f"({cell['detail']}), bitwise {cell['bitwise']}, {cell['reason']}")
+torch2_lm_check.check_both_paths(Mix, sys.argv[1], tokens_to_layers=True)
 
 # CHECK: torchscript: loss True, grads True (19 of 19 gradients by name within 0.0001 {{.*}}), bitwise True, None
 # CHECK: dynamo: loss True, grads True (19 of 19 gradients by name within 0.0001 {{.*}}), bitwise True, None

@@ -89,24 +89,9 @@ std::optional<KernelSpec> mlir::rp::gradientKernelSpec(Operation *op) {
       // [dsinks]; ints: [causal, has_mask, (window), (has_sinks)] as the
       // forward's; floats: [scale, (softcap)]
       .Case([&](AttentionGradOp o) {
-        KernelSpec s{pf::OpKind::attention_grad,
-                     {o.getQuery(), o.getKey(), o.getValue()}};
-        if (o.getMask())
-          s.inputs.push_back(o.getMask());
-        if (o.getSinks())
-          s.inputs.push_back(o.getSinks());
-        s.inputs.push_back(o.getGrad());
-        s.ints = {o.getCausal(), o.getMask() != nullptr};
-        if (auto window = o.getWindow())
-          s.ints.push_back(*window);
-        else if (o.getSinks())
-          s.ints.push_back(0);
-        if (o.getSinks())
-          s.ints.push_back(1);
-        s.floats = {attentionScale(o.getScale(), o.getQuery())};
-        if (auto cap = o.getSoftcap())
-          s.floats.push_back(cap->convertToDouble());
-        return s;
+        return attentionCall(pf::OpKind::attention_grad, o,
+                             attentionScale(o.getScale(), o.getQuery()),
+                             o.getGrad());
       })
       // inputs: indices, dy; ints: [axis]
       .Case([&](GatherGradOp o) {

@@ -31,12 +31,43 @@ struct KernelSpec {
 };
 
 std::optional<pf::DType> planDTypeOf(Type type);
+/// The kernel call of a forward op (PlanExportForward.cpp), or nullopt for
+/// any other op.
+std::optional<KernelSpec> forwardKernelSpec(Operation *op);
 /// The kernel call of an rp.moe op (PlanExportMoE.cpp), or nullopt for any
 /// other op.
 std::optional<KernelSpec> moeKernelSpec(Operation *op);
 /// The kernel call of the loss or a gradient op (PlanExportGrad.cpp), or
 /// nullopt for any other op.
 std::optional<KernelSpec> gradientKernelSpec(Operation *op);
+/// The attention kernel's call, the forward's and the gradient's alike:
+/// inputs q, k, v, [mask], [sinks], then `grad` (the gradient's dy);
+/// ints [causal, has_mask, (window), (has_sinks)]; floats [scale,
+/// (softcap)]. The window, the sinks and the soft-cap are written only when
+/// set (the window as 0 before has_sinks), so plans without them read as
+/// before.
+template <typename AttentionLikeOp>
+KernelSpec attentionCall(pf::OpKind kind, AttentionLikeOp o, double scale,
+                         Value grad = {}) {
+  KernelSpec s{kind, {o.getQuery(), o.getKey(), o.getValue()}};
+  if (o.getMask())
+    s.inputs.push_back(o.getMask());
+  if (o.getSinks())
+    s.inputs.push_back(o.getSinks());
+  if (grad)
+    s.inputs.push_back(grad);
+  s.ints = {o.getCausal(), o.getMask() != nullptr};
+  if (auto window = o.getWindow())
+    s.ints.push_back(*window);
+  else if (o.getSinks())
+    s.ints.push_back(0);
+  if (o.getSinks())
+    s.ints.push_back(1);
+  s.floats = {scale};
+  if (auto cap = o.getSoftcap())
+    s.floats.push_back(cap->convertToDouble());
+  return s;
+}
 /// For integer inputs used as indices: the bound they must stay under (the
 /// gathered dimension, the class count), or 0 when unknown.
 int64_t planIndexLimit(Value v);

@@ -32,6 +32,42 @@ Status launched(cudaError_t error, const char *op) {
   return fromCuda(error, std::string("launching the ") + op + " kernel");
 }
 
+/// add, sub, mul, div, pow, max and min (`kind`), broadcasting.
+Status binaryCall(const LaunchContext &ctx, OpKind kind, const TensorRef &lhs,
+                  const TensorRef &rhs, const TensorRef &out) {
+  const char *op = "binary";
+  if (lhs.dtype != rhs.dtype || lhs.dtype != out.dtype)
+    return invalidArgument(std::string(op) +
+                           ": element types differ: " + describe(lhs) + ", " +
+                           describe(rhs) + " -> " + describe(out));
+  if (out.dtype == DType::i1)
+    return unsupportedDType(op, out.dtype, "arithmetic");
+  if (kind == OpKind::pow && !isFloat(out.dtype))
+    return unsupportedDType(op, out.dtype, "pow");
+  ElementMap map;
+  if (Status s = broadcastMap(op, {&lhs, &rhs}, out, map); s.failed())
+    return s;
+  return launched(launchBinary(ctx, out.dtype, int(binaryKindOf(kind)), map,
+                               lhs.data, rhs.data, out.data, out.size()),
+                  op);
+}
+
+/// A unary op of `kind` (gelu's form from its attribute): float math, and
+/// neg on integers too.
+Status unaryCall(const LaunchContext &ctx, UnaryKind kind, const TensorRef &x,
+                 const TensorRef &out) {
+  const char *op = "unary";
+  if (Status s = checkTensor(x, "input", op); s.failed())
+    return s;
+  if (Status s = checkLike(op, "output", out, x); s.failed())
+    return s;
+  bool neg = kind == UnaryKind::neg;
+  if (!isFloat(x.dtype) && !(neg && isInteger(x.dtype)))
+    return unsupportedDType(op, x.dtype, neg ? "neg" : "float math");
+  return launched(
+      launchUnary(ctx, x.dtype, int(kind), x.data, out.data, out.size()), op);
+}
+
 /// The plan of a broadcasting op (HostElementwise.cpp's planBroadcastOp).
 Status runCall(const DispatchContext &dctx, const Plan &plan,
                uint32_t programIndex, size_t index,
@@ -50,29 +86,8 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
   const size_t es = dtypeSize(out.dtype);
 
   switch (c.op) {
-  case OpKind::add:
-  case OpKind::sub:
-  case OpKind::mul:
-  case OpKind::div:
-  case OpKind::pow:
-  case OpKind::max:
-  case OpKind::min: {
-    const char *op = "binary";
-    if (in[0].dtype != in[1].dtype || in[0].dtype != out.dtype)
-      return invalidArgument(std::string(op) +
-                             ": element types differ: " + describe(in[0]) +
-                             ", " + describe(in[1]) + " -> " + describe(out));
-    if (out.dtype == DType::i1)
-      return unsupportedDType(op, out.dtype, "arithmetic");
-    if (c.op == OpKind::pow && !isFloat(out.dtype))
-      return unsupportedDType(op, out.dtype, "pow");
-    ElementMap map;
-    if (Status s = broadcastMap(op, {&in[0], &in[1]}, out, map); s.failed())
-      return s;
-    return launched(launchBinary(ctx, out.dtype, int(binaryKindOf(c.op)), map,
-                                 in[0].data, in[1].data, out.data, out.size()),
-                    op);
-  }
+  RP_BINARY_OP_CASES:
+    return binaryCall(ctx, c.op, in[0], in[1], out);
   case OpKind::cmp: {
     const char *op = "compare";
     if (in[0].dtype != in[1].dtype)
@@ -107,30 +122,9 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
                     op);
   }
   case OpKind::gelu:
-  case OpKind::neg:
-  case OpKind::exp:
-  case OpKind::log:
-  case OpKind::sqrt:
-  case OpKind::rsqrt:
-  case OpKind::tanh:
-  case OpKind::erf:
-  case OpKind::sigmoid:
-  case OpKind::silu:
-  case OpKind::relu: {
-    const char *op = "unary";
-    UnaryKind kind =
-        c.op == OpKind::gelu ? unaryKindOfGelu(a[0]) : unaryKindOf(c.op);
-    if (Status s = checkTensor(in[0], "input", op); s.failed())
-      return s;
-    if (Status s = checkLike(op, "output", out, in[0]); s.failed())
-      return s;
-    bool neg = kind == UnaryKind::neg;
-    if (!isFloat(in[0].dtype) && !(neg && isInteger(in[0].dtype)))
-      return unsupportedDType(op, in[0].dtype, neg ? "neg" : "float math");
-    return launched(launchUnary(ctx, in[0].dtype, int(kind), in[0].data,
-                                out.data, out.size()),
-                    op);
-  }
+    return unaryCall(ctx, unaryKindOfGelu(a[0]), in[0], out);
+  RP_UNARY_OP_CASES:
+    return unaryCall(ctx, unaryKindOf(c.op), in[0], out);
   case OpKind::dequantize: {
     if (Status s = checkDequantize(in[0], a[0], out); s.failed())
       return s;

@@ -46,13 +46,7 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
     return present ? std::optional<TensorRef>(in[i]) : std::nullopt;
   };
   switch (c.op) {
-  case OpKind::add:
-  case OpKind::sub:
-  case OpKind::mul:
-  case OpKind::div:
-  case OpKind::pow:
-  case OpKind::max:
-  case OpKind::min:
+  RP_BINARY_OP_CASES:
     return binary(pool, binaryKindOf(c.op), in[0], in[1], out);
   case OpKind::cmp:
     return compare(pool, static_cast<CmpKind>(a[0]), in[0], in[1], out);
@@ -60,16 +54,7 @@ static Status runCall(ThreadPool &pool, const Plan &plan,
     return where(pool, in[0], in[1], in[2], out);
   case OpKind::gelu:
     return unary(pool, unaryKindOfGelu(a[0]), in[0], out);
-  case OpKind::neg:
-  case OpKind::exp:
-  case OpKind::log:
-  case OpKind::sqrt:
-  case OpKind::rsqrt:
-  case OpKind::tanh:
-  case OpKind::erf:
-  case OpKind::sigmoid:
-  case OpKind::silu:
-  case OpKind::relu:
+  RP_UNARY_OP_CASES:
     return unary(pool, unaryKindOf(c.op), in[0], out);
   case OpKind::cast:
     return cast(pool, in[0], out);

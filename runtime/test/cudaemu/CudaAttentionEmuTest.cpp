@@ -30,6 +30,7 @@
 
 // The kernels and launchers, launches rewritten by emulate.py.
 #include "CudaAttention.emu.inc"
+#include "CudaAttentionGrad.emu.inc"
 
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;

@@ -37,6 +37,30 @@ inline CallTensors callTensors(const Plan &plan, const KernelCallDesc &c,
   return t;
 }
 
+/// The case labels of the binary arithmetic ops (binaryKindOf) and of the
+/// unary ops but gelu (unaryKindOf), for the dispatches' switches over
+/// OpKind: the host's and the cuda device's list them from here, so that a
+/// new op of either family is listed once (and mapped below).
+#define RP_BINARY_OP_CASES                                                     \
+  case ::rp::runtime::OpKind::add:                                             \
+  case ::rp::runtime::OpKind::sub:                                             \
+  case ::rp::runtime::OpKind::mul:                                             \
+  case ::rp::runtime::OpKind::div:                                             \
+  case ::rp::runtime::OpKind::pow:                                             \
+  case ::rp::runtime::OpKind::max:                                             \
+  case ::rp::runtime::OpKind::min
+#define RP_UNARY_OP_CASES                                                      \
+  case ::rp::runtime::OpKind::neg:                                             \
+  case ::rp::runtime::OpKind::exp:                                             \
+  case ::rp::runtime::OpKind::log:                                             \
+  case ::rp::runtime::OpKind::sqrt:                                            \
+  case ::rp::runtime::OpKind::rsqrt:                                           \
+  case ::rp::runtime::OpKind::tanh:                                            \
+  case ::rp::runtime::OpKind::erf:                                             \
+  case ::rp::runtime::OpKind::sigmoid:                                         \
+  case ::rp::runtime::OpKind::silu:                                            \
+  case ::rp::runtime::OpKind::relu
+
 /// add, sub, mul, div, pow, max, min; add for any other op.
 inline BinaryKind binaryKindOf(OpKind op) {
   switch (op) {

@@ -1,0 +1,437 @@
+"""The emitter of ``rp.trace``: a captured fx graph written as rp text.
+
+``_Emitter`` classifies the graph's nodes (values folded at trace time,
+parameters, buffers, inputs), splits them into the prefix, the layers and
+the suffix (``rp.layer`` bodies, ``_Region``), and lowers each ATen node
+through its handler in ``_HANDLERS`` (``rp._aten`` and the other
+``rp._aten_*`` modules, ``rp._conv``, ``rp._moe``, ``rp._segments``).
+``rp.trace`` (trace.py) captures the graph, runs the emitter and writes
+the files."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Dict, List, Optional, Tuple
+
+from rp import (_aten, _aten_complex, _aten_compose, _aten_extra,
+                _aten_index, _aten_linalg, _aten_movement, _aten_pad,
+                _aten_reduce, _conv, _moe, _segments)
+from rp._capture import _describe
+from rp._irtext import (_RANDOM, _UNSUPPORTED, TraceError, _dense, _elem,
+                        _flatten, _fmt_scalar, _ident, _innermost, _np,
+                        _opname, _qualname, _short_args, _ttype)
+
+
+def _is_splat(value) -> bool:
+    """Whether every element of ``value`` is its first (NaNs alike)."""
+    import torch
+    flat = value.detach().reshape(-1)
+    first = flat[:1]
+    return bool(((flat == first) | (torch.isnan(flat) & torch.isnan(first))
+                 ).all()) if flat.dtype.is_floating_point else \
+        bool((flat == first).all())
+
+
+# Every ATen op rp.trace maps, by overload packet name.
+_HANDLERS = {**_aten.HANDLERS, **_aten_movement.HANDLERS,
+             **_aten_extra.HANDLERS,
+             **_aten_compose.HANDLERS, **_aten_pad.HANDLERS, **_conv.HANDLERS,
+             **_aten_index.HANDLERS, **_aten_complex.HANDLERS,
+             **_aten_reduce.HANDLERS, **_aten_linalg.HANDLERS,
+             **_moe.HANDLERS, **_segments.HANDLERS}
+# ATen ops through which Python code reads a tensor's value.
+_READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
+
+# Constants folded at trace time are written as rp.constant text up to this
+# many elements, so that the IR stays small.
+_MAX_CONSTANT_ELEMENTS = 65536
+# Larger ones (rotary tables at long sequences: sequence x head_dim) go to
+# the weights file as frozen params, up to this many elements; more is an
+# S x S mask (eager attention), which the runtime must never hold.
+_MAX_FOLDED_ELEMENTS = 1 << 26
+
+
+class _Region:
+    """The body of one rp.layer being written."""
+
+    def __init__(self, emitter, name: str):
+        self.emitter = emitter
+        self.name = name
+        self.lines: List[str] = []
+        self.local: Dict[Any, Any] = {}   # node -> ssa name (or a tuple)
+        self.args: List[Any] = []          # external nodes, in first-use order
+        self.arg_names: Dict[Any, str] = {}
+        self.consts: Dict[Any, str] = {}
+
+    def fresh(self) -> str:
+        return self.emitter.fresh()
+
+
+class _Emitter:
+    def __init__(self, module, gm, values, param_nodes, buffer_nodes,
+                 input_nodes, layer_paths):
+        self.module = module
+        self.gm = gm
+        self.values = values
+        self.param_nodes = param_nodes      # node -> param name
+        self.buffer_nodes = buffer_nodes    # node -> buffer name
+        self.input_nodes = input_nodes      # node -> input name
+        self.layer_paths = layer_paths
+        self.counter = 0
+        self.types: Dict[str, str] = {}
+        self.region: Optional[_Region] = None
+        # Constant nodes too large for text, in first-use order: frozen
+        # params "<node>:folded" in the weights file.
+        self.large_consts: List[Any] = []
+        self.const_nodes = set()
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return f"%v{self.counter}"
+
+    # -- classification ---------------------------------------------------
+
+    def classify(self):
+        import torch
+        value_free = {"new_zeros", "new_ones", "new_full", "new_empty",
+                      "zeros_like", "ones_like", "full_like", "empty_like"}
+        for n in self.gm.graph.nodes:
+            if n.op == "get_attr" or n in self.buffer_nodes:
+                self.const_nodes.add(n)
+            elif n.op == "call_function":
+                name = _opname(n)
+                if name in _RANDOM:
+                    continue
+                deps = [a for a in n.all_input_nodes]
+                if name in _READS_VALUE:
+                    # Python code read a tensor's value (.item(), bool());
+                    # the trace holds the branch that value took, which is
+                    # right only when the value is fixed at trace time.
+                    if not all(d in self.const_nodes for d in deps):
+                        raise TraceError(
+                            f"rp.trace: {self.where(n)} reads the value of a "
+                            f"tensor computed from the inputs or parameters "
+                            f"({_qualname(n)}: .item(), bool() or int() of a "
+                            f"tensor); rp traces one static graph, so control "
+                            f"flow cannot depend on data",
+                            op=_qualname(n), module_path=_innermost(n))
+                    self.const_nodes.add(n)
+                    continue
+                if name in value_free or all(d in self.const_nodes for d in deps):
+                    v = self.values.get(n)
+                    if isinstance(v, torch.Tensor) or (
+                            isinstance(v, (tuple, list)) and
+                            all(isinstance(x, torch.Tensor) for x in v)):
+                        self.const_nodes.add(n)
+
+    def where(self, n) -> str:
+        stack = n.meta.get("rp_stack", ())
+        return _describe(stack[-1] if stack else "", self.module)
+
+    def segments(self):
+        """Assigns every computed node a segment: 0 prefix, 1..L layers,
+        L+1 suffix. Raises TraceError on ops between layers."""
+        index = {p: i for i, p in enumerate(self.layer_paths)}
+        nodes = [n for n in self.gm.graph.nodes
+                 if n.op == "call_function" and n not in self.const_nodes]
+        seg = {}
+        for n in nodes:
+            if n.target is operator.getitem:
+                continue
+            for p in n.meta.get("rp_stack", ()):
+                if p in index:
+                    seg[n] = index[p] + 1
+                    break
+        ran = set(seg.values())
+        for p, i in index.items():
+            if i + 1 not in ran:
+                raise TraceError(
+                    f"rp.trace: layer '{p}' computes nothing when the module "
+                    f"runs; the layers do not cover the module")
+        layered = [i for i, n in enumerate(nodes) if n in seg]
+        first = layered[0] if layered else len(nodes)
+        last = layered[-1] if layered else -1
+        nlayers = len(self.layer_paths)
+        current = 0
+        for i, n in enumerate(nodes):
+            if n.target is operator.getitem:
+                seg[n] = seg.get(n.args[0], current)
+                continue
+            if n in seg:
+                if seg[n] < current:
+                    raise TraceError(
+                        f"rp.trace: layer '{self.layer_paths[seg[n] - 1]}' "
+                        f"runs after layer '{self.layer_paths[current - 1]}'; "
+                        f"list the layers in the order they run, each "
+                        f"running once")
+                current = seg[n]
+            elif i < first:
+                seg[n] = 0
+            elif i > last:
+                seg[n] = nlayers + 1
+            else:
+                raise TraceError(
+                    f"rp.trace: the layers do not cover the module: "
+                    f"{_qualname(n)} in {self.where(n)} runs between layer "
+                    f"'{self.layer_paths[current - 1]}' and the next one; "
+                    f"list a layer that contains it",
+                    op=_qualname(n), module_path=_innermost(n))
+        return seg
+
+    # -- operands -----------------------------------------------------------
+
+    def ty(self, ssa: str) -> str:
+        return self.types[ssa]
+
+    def emit(self, text: str, ty: str, ssa: Optional[str] = None) -> str:
+        ssa = ssa or self.fresh()
+        self.region.lines.append(f"{ssa} = {text}")
+        self.types[ssa] = ty
+        return ssa
+
+    def constant(self, value, key=None) -> str:
+        """An rp.constant of the tensor ``value`` in the current region."""
+        r = self.region
+        if key is not None and key in r.consts:
+            return r.consts[key]
+        ty = _ttype(value.shape, value.dtype)
+        # A splat (a zero recurrent state of a gated delta net) is one
+        # number in the IR text at any size.
+        if value.numel() > _MAX_CONSTANT_ELEMENTS and not _is_splat(value):
+            raise TraceError(
+                f"rp.trace: a constant of {value.numel()} elements "
+                f"(shape {list(value.shape)}) is computed from buffers in "
+                f"{r.name}; constants hold at most {_MAX_CONSTANT_ELEMENTS}")
+        arr = _np(value)
+        ssa = self.emit(f"rp.constant {_dense(arr, _elem(value.dtype))} : {ty}",
+                        ty)
+        if key is not None:
+            r.consts[key] = ssa
+        return ssa
+
+    def is_large(self, n) -> bool:
+        """Whether the constant node ``n`` is too large for IR text: it
+        becomes a frozen parameter in the weights file (rotary tables at
+        long sequences), passed into the layers that read it."""
+        import torch
+        v = self.values.get(n)
+        if not isinstance(v, torch.Tensor) or \
+                v.numel() <= _MAX_CONSTANT_ELEMENTS or _is_splat(v):
+            return False
+        if v.numel() > _MAX_FOLDED_ELEMENTS:
+            raise TraceError(
+                f"rp.trace: a constant of {v.numel()} elements (shape "
+                f"{list(v.shape)}) is computed from buffers in "
+                f"{self.where(n)}, more than the {_MAX_FOLDED_ELEMENTS} rp "
+                f"folds at trace time; an attention mask of sequence x "
+                f"sequence is one: trace the model with "
+                f"attn_implementation=\"sdpa\" (the causal mask then stays "
+                f"a flag), or with fewer tokens",
+                op=_qualname(n), module_path=_innermost(n))
+        return True
+
+    def scalar(self, x, dtype) -> str:
+        key = ("scalar", repr(x), str(dtype))
+        r = self.region
+        if key in r.consts:
+            return r.consts[key]
+        ty = _ttype((), dtype)
+        ssa = self.emit(f"rp.constant dense<{_fmt_scalar(x, _elem(dtype))}> : {ty}", ty)
+        r.consts[key] = ssa
+        return ssa
+
+    def val(self, a, dtype=None) -> str:
+        """The ssa value of argument ``a`` (a node or a Python scalar) in the
+        current region, cast to ``dtype`` when given and different."""
+        import torch
+        r = self.region
+        if isinstance(a, torch.fx.Node):
+            if a in self.const_nodes and not self.is_large(a):
+                v = self.values[a]
+                ssa = self.constant(v, key=a)
+            elif a in r.local:
+                ssa = r.local[a]
+            else:
+                if a not in r.arg_names:
+                    r.args.append(a)
+                    r.arg_names[a] = self.fresh()
+                    v = self.values[a]
+                    self.types[r.arg_names[a]] = _ttype(v.shape, v.dtype)
+                ssa = r.arg_names[a]
+            if dtype is not None and self.dtype_of(a) != dtype:
+                src = self.ty(ssa)
+                shape = self.values[a].shape
+                dst = _ttype(shape, dtype)
+                ssa = self.emit(f"rp.cast {ssa} : {src} to {dst}", dst)
+            return ssa
+        if isinstance(a, (bool, int, float)):
+            return self.scalar(a, dtype if dtype is not None else
+                               (torch.float32 if isinstance(a, float) else torch.int64))
+        raise TraceError(f"rp.trace: unsupported operand {a!r}")
+
+    def dtype_of(self, a):
+        return self.values[a].dtype
+
+    # -- writing --------------------------------------------------------------
+
+    def write(self, input_names, seg, out_names) -> Tuple[str, List[Tuple[str, Any]]]:
+        """Returns the module text and the tensors for the weights file."""
+        import torch
+        graph = self.gm.graph
+        nodes = [n for n in graph.nodes
+                 if n.op == "call_function" and n not in self.const_nodes]
+        output = next(n for n in graph.nodes if n.op == "output")
+        results = torch.fx.node.map_arg(output.args[0], lambda x: x)
+        flat_out = _flatten(results)
+        for o in flat_out:
+            if not isinstance(o, torch.fx.Node):
+                raise TraceError("rp.trace: the module's outputs must be tensors")
+
+        nseg = len(self.layer_paths) + 2
+        by_seg: List[List[Any]] = [[] for _ in range(nseg)]
+        for n in nodes:
+            if len(n.users) == 0 and not n.meta.get("rp_inplace"):
+                continue
+            by_seg[seg[n]].append(n)
+
+        names = (["prefix"] + list(self.layer_paths) + ["suffix"]
+                 if self.layer_paths else ["prefix", "model", "suffix"])
+        if not self.layer_paths:
+            # One layer holds everything.
+            for n in nodes:
+                seg[n] = 1
+            by_seg = [[], [n for s in by_seg for n in s], []]
+
+        # Which segment reads which node.
+        consumers: Dict[Any, set] = {}
+        for s, ns in enumerate(by_seg):
+            for n in ns:
+                for a in n.all_input_nodes:
+                    consumers.setdefault(a, set()).add(s)
+
+        lines: List[str] = []
+        top: Dict[Any, str] = {}  # node -> ssa in the function body
+        arg_decls = []
+        for node, name in self.input_nodes.items():
+            ssa = f"%{_ident(name)}"
+            top[node] = ssa
+            v = self.values[node]
+            arg_decls.append(f'{ssa}: {_ttype(v.shape, v.dtype)} {{rp.name = "{name}"}}')
+
+        params_used = [n for n in self.param_nodes if len(n.users) > 0]
+        for i, n in enumerate(params_used):
+            top[n] = f"%p{i}"
+
+        out_types = []
+        for o in flat_out:
+            v = self.values[o]
+            out_types.append(_ttype(v.shape, v.dtype))
+
+        for s, ns in enumerate(by_seg):
+            if not ns:
+                continue
+            self.region = _Region(self, names[s])
+            for n in ns:
+                self.lower(n)
+            r = self.region
+            res = [n for n in ns
+                   if any(c > s for c in consumers.get(n, ())) or n in flat_out]
+            res_ssa = [self.val(n) for n in res]
+            res_types = [self.ty(x) for x in res_ssa]
+            for a in r.args:
+                if a not in top and a in self.const_nodes:
+                    top[a] = f"%f{len(self.large_consts)}"
+                    self.large_consts.append(a)
+            operands = [top[a] if a in top else None for a in r.args]
+            for a, o in zip(r.args, operands):
+                if o is None:
+                    raise TraceError(f"rp.trace: internal error: {a} has no value "
+                                     f"outside layer {names[s]}")
+            arg_types = [self.ty(r.arg_names[a]) for a in r.args]
+            ssa_res = [self.fresh() for _ in res]
+            lhs = ", ".join(ssa_res)
+            fty = (f"({', '.join(arg_types)}) -> "
+                   f"{res_types[0] if len(res_types) == 1 else '(' + ', '.join(res_types) + ')'}")
+            lines.append(f'    {lhs} = rp.layer "{names[s]}"({", ".join(operands)}) : {fty} {{')
+            bb = ", ".join(f"{r.arg_names[a]}: {t}" for a, t in zip(r.args, arg_types))
+            lines.append(f"    ^bb0({bb}):")
+            lines += ["      " + x for x in r.lines]
+            lines.append(f"      rp.yield {', '.join(res_ssa)} : {', '.join(res_types)}")
+            lines.append("    }")
+            for n, x, t in zip(res, ssa_res, res_types):
+                top[n] = x
+                self.types[x] = t
+
+        ret = []
+        for o in flat_out:
+            if o not in top:
+                raise TraceError("rp.trace: an output of the module is computed "
+                                 "from constants or returns an input unchanged")
+            ret.append(top[o])
+        # Parameters are declared first; the file offsets are filled in by
+        # the caller, which writes the weights.
+        self.region = None
+        header = [f"func.func @main({', '.join(arg_decls)}) -> ("
+                  + ", ".join(f'{t} {{rp.name = "{nm}"}}' for t, nm in zip(out_types, out_names))
+                  + ") {"]
+        body = lines + [f"    return {', '.join(ret)} : {', '.join(out_types)}", "  }"]
+        return header, body, params_used, flat_out
+
+    # -- ops ------------------------------------------------------------------
+
+    def lower(self, n):
+        r = self.region
+        if n.target is operator.getitem:
+            src, idx = n.args
+            packed = r.local.get(src)
+            if packed is None:
+                raise TraceError(f"rp.trace: internal error: getitem of {src}")
+            item = packed[idx]
+            if callable(item):
+                item = item()
+            if item is None:
+                raise TraceError(
+                    f"rp.trace: unsupported use of result {idx} of "
+                    f"{_qualname(src)} in {self.where(n)}",
+                    op=_qualname(src), module_path=_innermost(n))
+            r.local[n] = item
+            return
+        name = _opname(n)
+        handler = _HANDLERS.get(name)
+        if handler is None:
+            hint = ""
+            if name in _RANDOM:
+                hint = ("; rp has no random ops (dropout is traced in training "
+                        "mode and must have p = 0)")
+            elif name in ("copy", "copy_", "slice_scatter"):
+                hint = ("; rp maps a write through slices and selects "
+                        "(x[:, t] = h, x[..., :n].copy_(y)) into a tensor "
+                        "the model computed and reads only after the "
+                        "write; this one writes elsewhere (an input, a "
+                        "parameter, a view read again): build the tensor "
+                        "with torch.cat instead")
+            raise TraceError(
+                f"rp.trace: unsupported op {_qualname(n)} in {self.where(n)}"
+                + hint,
+                op=_qualname(n), module_path=_innermost(n))
+        try:
+            out = handler(self, n)
+        except TraceError:
+            raise
+        except Exception as exc:  # a form the handler did not foresee
+            raise TraceError(
+                f"rp.trace: unsupported form of {_qualname(n)} in "
+                f"{self.where(n)} (arguments {_short_args(n)}): the mapping "
+                f"failed with {type(exc).__name__}: {exc}; rewrite the op in "
+                f"the module (or report it with this message)",
+                op=_qualname(n), module_path=_innermost(n)) from exc
+        if out is _UNSUPPORTED:
+            raise TraceError(
+                f"rp.trace: unsupported form of {_qualname(n)} in {self.where(n)}"
+                f" (arguments {_short_args(n)})",
+                op=_qualname(n), module_path=_innermost(n))
+        r.local[n] = out
+
+    def out_type(self, n) -> str:
+        v = self.values[n]
+        return _ttype(v.shape, v.dtype)

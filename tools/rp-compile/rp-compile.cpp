@@ -276,8 +276,10 @@ static void printSummary(ModuleOp module, size_t size) {
   if (rp::HoldStats hold = rp::holdStats(); hold.holds) {
     char text[160];
     snprintf(text, sizeof(text),
-             "; held to the host budget with %llu memory plans in %.2f s",
-             (unsigned long long)hold.plans, hold.seconds);
+             "; held to the host budget with %llu memory plans and %llu "
+             "step-time estimates in %.2f s",
+             (unsigned long long)hold.plans, (unsigned long long)hold.timed,
+             hold.seconds);
     os << text;
   }
   os << "\n";

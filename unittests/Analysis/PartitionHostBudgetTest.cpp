@@ -165,7 +165,7 @@ TEST(PartitionHostBudgetTest, LayerGrainIsHeldBySplits) {
 // partition as placing every move (the walk reads no more than "fits and
 // stages fewer"), with fewer memory plans: 12 layers, half the fastest
 // partition's staged bytes on 3 GiB devices: 6 memory plans, 11 when
-// every move was placed.
+// every move was placed, and one step-time estimate.
 TEST(PartitionHostBudgetTest, MovesThatCannotFitAreNotPlanned) {
   std::vector<LayerCost> layers = model();
   HardwareProfile hw = box(3);
@@ -176,7 +176,14 @@ TEST(PartitionHostBudgetTest, MovesThatCannotFitAreNotPlanned) {
   HoldStats before = holdStats();
   Partition p = partitionForStepTime(layers, held);
   uint64_t plans = holdStats().plans - before.plans;
+  uint64_t timed = holdStats().timed - before.timed;
   EXPECT_LE(plans, 6u) << formatStages(p);
+  // A move's memory is planned before its step time is estimated: of
+  // the moves within the stage cap (11 over the walk's two rounds) one
+  // fits and stages fewer bytes, and only it is timed (timing every move
+  // first, then planning the fastest, made the same partition with 11
+  // estimates).
+  EXPECT_EQ(timed, 1u) << formatStages(p);
   EXPECT_EQ(formatStages(p), "fwd:5,5;bwd:2,4,2,2,2");
   // The bounds are under the placed peaks of every pool.
   std::string error;

@@ -33,10 +33,12 @@ SearchStats searchStats();
 
 /// What holding partitions to the host budget cost (holdToHostBudget,
 /// PartitionMemory.h), apart from the searches': the holds that ran (on a
-/// partition over the budget), the memory plans they made and seconds.
+/// partition over the budget), the memory plans they made, the step times
+/// they estimated (each a schedule laid out as a run) and seconds.
 struct HoldStats {
   unsigned holds = 0;
   uint64_t plans = 0;
+  uint64_t timed = 0;
   double seconds = 0;
 };
 HoldStats holdStats();

@@ -56,6 +56,10 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
         ms += hw.hostDispatchMs(uint16_t(c->op()));
     return ms;
   };
+  auto callsOf = [&](uint32_t p) -> size_t {
+    const auto *calls = programs->Get(p)->calls();
+    return calls ? calls->size() : 0;
+  };
   auto timeProgram = [&](uint32_t p) {
     if (programMs[p] >= 0)
       return programMs[p];
@@ -89,9 +93,9 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
         ms = *m;
     }
     // The host's per-call dispatch work, on top of measured times too
-    // (as the sim charges it); on shared interpreters too, as the sim.
-    ms += dispatchOf(p);
-    return programMs[p] = ms;
+    // (as the sim charges it); on shared interpreters too, as the sim; its
+    // issue work beside the kernels.
+    return programMs[p] = hw.programMs(ms, dispatchOf(p), callsOf(p));
   };
 
   timing::Graph g;
@@ -114,6 +118,7 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
     if (job->kind() == pf::JobKind::run) {
       t.ms = timeProgram(job->program());
       t.dispatchMs = dispatchOf(job->program());
+      t.issueMs = hw.issueMs(callsOf(job->program()));
     } else if (job->copies()) {
       for (const pf::Copy *c : *job->copies()) {
         bool fromHost = buffers->Get(c->src())->device() < 0;

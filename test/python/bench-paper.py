@@ -93,7 +93,7 @@ print(paper.gap_note(23544, 24153, 24275))
 print(paper.gap_note(5564, 5780, 5516))
 # CHECK-NEXT: inside
 # CHECK-NEXT: OUTSIDE (+0.5%): faster than the fast end (the fastest host, its kernels at its 1-GPU run's speed); no stated term closes it
-# CHECK-NEXT: OUTSIDE (-0.9%): slower than the slow end (the slowest host); its per-kernel launches on one interpreter keep it at most a few % busy (bench/layer_host.py), too few to pace it: no stated term closes it
+# CHECK-NEXT: OUTSIDE (-0.9%): slower than the slow end (the slowest host, its per-kernel launches on one interpreter at bench/layer_host.py's most loaded figure): no stated term closes it
 
 # The model of RoundPipe's per-kernel host work: bench/layer_host.py's
 # time per layer spread over rp's kernel calls per decoder layer, read

@@ -182,7 +182,8 @@ ROUNDPIPE_STAGES = {
 
 
 def calls_per_layer(plan):
-    """rp's kernel calls per decoder layer and microbatch in `plan`: a
+    """rp's kernel launches per decoder layer and microbatch in `plan`
+    (its calls but reshapes, which launch nothing): a
     middle layer's forward, backward (recompute and rest) and add-grads
     programs' calls, each program's shared among the layers it spans
     (docs/plan-format.md's names: "L", "A..B", "A..B.backward.recompute",
@@ -202,7 +203,9 @@ def calls_per_layer(plan):
             return None  # the embedding's or the head's, or unnamed
         return [int(e.split(".")[1]) for e in ends]
 
-    spans = [(span(p["name"]), len(p["calls"])) for p in desc["programs"]]
+    spans = [(span(p["name"]),
+              sum(c["op"] != "reshape" for c in p["calls"]))
+             for p in desc["programs"]]
     named = sorted({n for s, _ in spans if s for n in s})
     middle = named[len(named) // 2]
     return sum(calls / (s[-1] - s[0] + 1) for s, calls in spans

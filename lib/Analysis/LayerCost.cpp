@@ -395,10 +395,10 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         opWork.back().second += k.traffic;
         cost.forwardMs += kernelMs(k, name, dtype, model);
         ++cost.kernels;
-        ++dispatch.forwardCalls;
+        dispatch.forwardCalls += k.launches ? 1 : 0;
       }
       for (const Kernel &k : kernels.backward) {
-        ++dispatch.backwardCalls;
+        dispatch.backwardCalls += k.launches ? 1 : 0;
         cost.backwardFlops += k.flops;
         cost.backwardTraffic += k.traffic;
         cost.backwardMs += kernelMs(k, backwardName, dtype, model);

@@ -101,24 +101,26 @@ print(paper.gap_note(5564, 5780, 5516))
 # programs, each shared among the layers it spans; the embedding's and
 # the head's programs and unnamed ones left out).
 fake = {"programs": [
-    {"name": "embed..layers.1 slot0", "calls": [0] * 30},
-    {"name": "layers.2..layers.3 slot0", "calls": [0] * 20},
-    {"name": "layers.2..layers.3 slot1", "calls": [0] * 20},
-    {"name": "layers.2 slot0", "calls": [0] * 99},  # another layer's
-    {"name": "layers.2..layers.3.backward.rest slot0", "calls": [0] * 50},
-    {"name": "layers.3.backward.recompute slot0", "calls": [0] * 7},
-    {"name": "layers.3.backward.recompute slot1", "calls": [0] * 7},
-    {"name": "start-grads layers.2..layers.3.backward", "calls": [0] * 9},
-    {"name": "add-grads layers.2..layers.3.backward", "calls": [0] * 8},
-    {"name": "layers.1.backward slot0", "calls": [0] * 40},
-    {"name": "epilogue", "calls": [0] * 5},
-    {"name": "layers.4..layers.5 slot0", "calls": [0] * 10},
-    {"name": "layers.6..head slot0", "calls": [0] * 60}]}
+    {"name": "embed..layers.1 slot0", "calls": [{"op": "matmul"}] * 30},
+    {"name": "layers.2..layers.3 slot0", "calls": [{"op": "matmul"}] * 20},
+    {"name": "layers.2..layers.3 slot1", "calls": [{"op": "matmul"}] * 20},
+    {"name": "layers.2 slot0", "calls": [{"op": "matmul"}] * 99},  # another layer's
+    {"name": "layers.2..layers.3.backward.rest slot0", "calls": [{"op": "matmul"}] * 50},
+    {"name": "layers.3.backward.recompute slot0",
+     "calls": [{"op": "matmul"}] * 7 + [{"op": "reshape"}] * 3},
+    {"name": "layers.3.backward.recompute slot1", "calls": [{"op": "matmul"}] * 7},
+    {"name": "start-grads layers.2..layers.3.backward", "calls": [{"op": "matmul"}] * 9},
+    {"name": "add-grads layers.2..layers.3.backward", "calls": [{"op": "matmul"}] * 8},
+    {"name": "layers.1.backward slot0", "calls": [{"op": "matmul"}] * 40},
+    {"name": "epilogue", "calls": [{"op": "matmul"}] * 5},
+    {"name": "layers.4..layers.5 slot0", "calls": [{"op": "matmul"}] * 10},
+    {"name": "layers.6..head slot0", "calls": [{"op": "matmul"}] * 60}]}
 saved = paper_roundpipe.run_cached
 paper_roundpipe.run_cached = lambda argv, outputs=(): type(
     "R", (), {"stdout": json.dumps(fake)})()
 # Layers 1-5 named (the head's span left out); the middle is layer 3:
-# slot0's 20 / 2 + 50 / 2 + 7 and the add-grads' 8 / 2.
+# slot0's 20 / 2 + 50 / 2 + 7 (its reshapes launch nothing) and the
+# add-grads' 8 / 2.
 print(paper_roundpipe.calls_per_layer("p.rpplan"))
 paper_roundpipe.run_cached = saved
 # CHECK-NEXT: 46.0

@@ -56,9 +56,14 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
         ms += hw.hostDispatchMs(uint16_t(c->op()));
     return ms;
   };
+  // The kernels a program launches, each issued by the host
+  // (kernel_host_us; a reshape launches none).
   auto callsOf = [&](uint32_t p) -> size_t {
-    const auto *calls = programs->Get(p)->calls();
-    return calls ? calls->size() : 0;
+    size_t n = 0;
+    if (const auto *calls = programs->Get(p)->calls())
+      for (const pf::KernelCall *c : *calls)
+        n += timing::launchesKernel(uint16_t(c->op())) ? 1 : 0;
+    return n;
   };
   auto timeProgram = [&](uint32_t p) {
     if (programMs[p] >= 0)

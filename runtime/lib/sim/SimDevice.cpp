@@ -310,6 +310,16 @@ timing::Graph SimBackend::graphOf(const std::vector<SimCommand> &cmds) const {
   return g;
 }
 
+namespace {
+/// The kernels a program launches (a reshape launches none).
+size_t launchesOf(const ProgramDesc &program) {
+  size_t n = 0;
+  for (const KernelCallDesc &call : program.calls)
+    n += timing::launchesKernel(uint16_t(call.op)) ? 1 : 0;
+  return n;
+}
+} // namespace
+
 double SimBackend::programMs(const Plan &plan, uint32_t program) {
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -334,7 +344,7 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
   // The host's per-call dispatch work (a MoE expert loop's) on top of the
   // kernels, measured or not; its issue work beside them.
   ms = hw.programMs(ms, programDispatchMs(plan, program),
-                    plan.programs[program].calls.size());
+                    launchesOf(plan.programs[program]));
   std::lock_guard<std::mutex> lock(mutex);
   programCache[{&plan, program}] = ms;
   return ms;
@@ -348,7 +358,7 @@ double SimBackend::programDispatchMs(const Plan &plan, uint32_t program) const {
 }
 
 double SimBackend::programIssueMs(const Plan &plan, uint32_t program) const {
-  return hw.issueMs(plan.programs[program].calls.size());
+  return hw.issueMs(launchesOf(plan.programs[program]));
 }
 
 void rp::runtime::sim::registerDriver() {

@@ -166,14 +166,32 @@ def ideal_scaling(model, gpus=8):
 MOE_HOST_US = {"gpt-oss-20b": (25.0, 801), "qwen3-235b-a22b": (125.2, 16031)}
 
 
-def roundpipe_host(fields, end, model):
+# RoundPipe's host work per dense decoder layer and microbatch, us: its
+# forward, recompute and backward in PyTorch eager (Python, the dispatcher,
+# autograd: bench/layer_host.py, transformers' layers at negligible sizes
+# on this machine's CPU, backward counted whole; CUDA's own launch cost not
+# included), (at load about 3: issue 32's session 18, 175 + 203 + 375 /
+# 152 + 175 + 329 / 190 + 214 + 450; at load about 3.3 with six other
+# builds: session 19, 294 + 376 + 533 / 241 + 275 + 428 / 404 + 472 + 695).
+# The model of RoundPipe spreads it over rp's kernel calls per layer
+# (kernel_host_us), beside the kernels, on its one interpreter: the second
+# at the slow end, the first elsewhere.
+LAYER_HOST_US = {"qwen3-1.7b": (753, 1203), "llama-3.1-8b": (656, 944),
+                 "qwen3-32b": (854, 1571)}
+
+
+def roundpipe_host(fields, end, model, kernel_host_us=0):
     """The profile fields of the model of RoundPipe at host end `end`
     ("low", "mid", "high", or "mid-whole": mid with the whole loop) for
     `model`, on top of rp's host at that end (`fields`, host_ends'): one
-    interpreter for every GPU's dispatch work; for the MoE models pageable
-    weights and the expert loop's host work per routing, the whole loop's
-    at the slow end, one expert's at the fast one and at mid."""
+    interpreter for every GPU's dispatch work, each kernel's issue work
+    (`kernel_host_us`, where given) on it beside the kernels; for the MoE
+    models pageable weights and the expert loop's host work per routing,
+    the whole loop's at the slow end, one expert's at the fast one and at
+    mid."""
     out = dict(fields, host_interpreters=1)
+    if kernel_host_us:
+        out["kernel_host_us"] = kernel_host_us
     if model in MOE_HOST_US:
         one, whole = MOE_HOST_US[model]
         out["pinned"] = False

@@ -21,6 +21,11 @@ times (bench/roundpipe_sim.py's inputs, per 4 x 2048-token microbatch):
 8 x host / (forward + recompute + backward). Below 100 % the device
 threads run ahead of their GPUs and the launches are hidden: they cannot
 pace an 8-GPU step (docs/sim.md, "The model of RoundPipe at 8 GPUs").
+Then the kernels PyTorch launches per layer (ops that compute, counted by
+a dispatch mode in a separate pass, views left out) and the host time per
+launch. bench/claims.py's LAYER_HOST_US holds the per-layer totals the
+model of RoundPipe charges (kernel_host_us: the total over rp's kernel
+calls per layer, beside the kernels, on its one interpreter).
 """
 
 import argparse
@@ -28,6 +33,7 @@ import statistics
 import time
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, Qwen3Config
 from transformers.models.llama.modeling_llama import (LlamaDecoderLayer,
                                                       LlamaRotaryEmbedding)
@@ -45,6 +51,21 @@ CASES = {"qwen3-1.7b": (Qwen3Config, Qwen3DecoderLayer, Qwen3RotaryEmbedding),
          "qwen3-32b": (Qwen3Config, Qwen3DecoderLayer, Qwen3RotaryEmbedding)}
 
 
+class Launches(TorchDispatchMode):
+    """Counts the ops that compute (a kernel each on a GPU); views and
+    detaches launch none."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view and func._schema.name not in (
+                "aten::detach", "aten::_unsafe_view", "aten::lift_fresh"):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
 def per_layer(name, repeats):
     config_cls, layer_cls, rope_cls = CASES[name]
     config = config_cls(hidden_size=16, intermediate_size=32,
@@ -57,6 +78,21 @@ def per_layer(name, repeats):
     x = torch.randn(1, 4, 16)
     pos = torch.arange(4).unsqueeze(0)
     emb = rope(x, pos)
+    launches = []
+    for part in ("forward", "recompute", "backward"):
+        mode = Launches()
+        if part == "forward":
+            with mode, torch.no_grad():
+                layer(x, position_embeddings=emb, position_ids=pos)
+        elif part == "recompute":
+            xg = x.clone().requires_grad_(True)
+            with mode:
+                y = layer(xg, position_embeddings=emb, position_ids=pos)
+        else:
+            y = y[0] if isinstance(y, tuple) else y
+            with mode:
+                y.sum().backward()
+        launches.append(mode.count)
     fwd, rec, bwd = [], [], []
     for i in range(repeats + 3):
         t0 = time.perf_counter()
@@ -73,7 +109,7 @@ def per_layer(name, repeats):
             fwd.append(t1 - t0)
             rec.append(t2 - t1)
             bwd.append(t3 - t2)
-    return [statistics.median(v) * 1e6 for v in (fwd, rec, bwd)]
+    return [statistics.median(v) * 1e6 for v in (fwd, rec, bwd)], launches
 
 
 def main():
@@ -83,13 +119,19 @@ def main():
     torch.set_num_threads(1)
     print("model          forward_us  recompute_us  backward_us  "
           "interpreter busy at 8 GPUs (all / forward and recompute only)")
+    launches = {}
     for name in CASES:
-        f, c, b = per_layer(name, args.repeats)
+        (f, c, b), launches[name] = per_layer(name, args.repeats)
         fwd_ms, bwd_ms = LAYER_MS[name]
         gpu_us = (2 * fwd_ms + bwd_ms) * 1e3
         print(f"{name:14s} {f:10.0f} {c:13.0f} {b:12.0f}  "
               f"{8 * (f + c + b) / gpu_us * 100:5.1f} % / "
               f"{8 * (f + c) / gpu_us * 100:5.1f} %")
+        launches[name].append((f + c + b) / sum(launches[name]))
+    print("model          launches: forward  recompute  backward  "
+          "host us per launch")
+    for name, (f, c, b, us) in launches.items():
+        print(f"{name:14s} {f:17d} {c:10d} {b:9d}  {us:8.2f}")
 
 
 if __name__ == "__main__":

@@ -197,10 +197,9 @@ def gap_note(lo, hi, pub):
         return (f"{where}: faster than the fast end (the fastest host, "
                 "its kernels at its 1-GPU run's speed); no stated term "
                 "closes it")
-    return (f"{where}: slower than the slow end (the slowest host); its "
-            "per-kernel launches on one interpreter keep it at most a few "
-            "% busy (bench/layer_host.py), too few to pace it: no stated "
-            "term closes it")
+    return (f"{where}: slower than the slow end (the slowest host, its "
+            "per-kernel launches on one interpreter at bench/layer_host.py's "
+            "most loaded figure): no stated term closes it")
 
 
 def schedule_rows(name, schedules, tmp):

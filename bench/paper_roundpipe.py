@@ -181,6 +181,37 @@ ROUNDPIPE_STAGES = {
 }
 
 
+def calls_per_layer(plan):
+    """rp's kernel launches per decoder layer and microbatch in `plan`
+    (its calls but reshapes, which launch nothing): a
+    middle layer's forward, backward (recompute and rest) and add-grads
+    programs' calls, each program's shared among the layers it spans
+    (docs/plan-format.md's names: "L", "A..B", "A..B.backward.recompute",
+    "add-grads A..B.backward", each once per arena slot: slot0's counted;
+    start-grads, a pass's first microbatch's in place of add-grads, left
+    out)."""
+    desc = json.loads(run_cached([BIN / "rp-run", plan,
+                                  "--describe=json"]).stdout)
+
+    def span(name):
+        name, _, slot = name.partition(" slot")
+        if slot not in ("", "0") or name.startswith("start-grads "):
+            return None
+        name = name.removeprefix("add-grads ").split(".backward")[0]
+        ends = name.split("..")
+        if not all(e.startswith("layers.") for e in ends):
+            return None  # the embedding's or the head's, or unnamed
+        return [int(e.split(".")[1]) for e in ends]
+
+    spans = [(span(p["name"]),
+              sum(c["op"] != "reshape" for c in p["calls"]))
+             for p in desc["programs"]]
+    named = sorted({n for s, _ in spans if s for n in s})
+    middle = named[len(named) // 2]
+    return sum(calls / (s[-1] - s[0] + 1) for s, calls in spans
+               if s and s[0] <= middle <= s[-1])
+
+
 def model_ends(name):
     """The ends the model of RoundPipe is simulated at: the host's low,
     mid and high (rp's unknowns, claims.host_ends), "high" with its runs'
@@ -200,32 +231,47 @@ def roundpipe_row(name, tmp):
     graph = graph_for(name, tmp, 4)
     times = _times(name, tmp)
     extra = LORA.get(name, []) + THROUGHPUT_FLAGS.get(name, [])
-    paths = {}
     fields = dict(claims.host_ends(base))
-    for end in model_ends(name):
-        p = json.loads(json.dumps(base))
-        p.pop("unknown", None)
-        p["name"] = f"roundpipe-{end}"
-        p.update(claims.roundpipe_host(fields[end.split("-")[0]], end, name))
-        if name in ROUNDPIPE_STAGES:
-            p["memory_gib"] = ROUNDPIPE_STAGES[name][1]
-        paths[end] = write_text(Path(tmp) / f"{name}.roundpipe.{end}.json",
-                                json.dumps(p))
+
+    def profiles(layer_us, calls, suffix):
+        paths = {}
+        for end in model_ends(name):
+            p = json.loads(json.dumps(base))
+            p.pop("unknown", None)
+            p["name"] = f"roundpipe-{end}"
+            us = layer_us[end == "low"] / calls if calls else 0
+            p.update(claims.roundpipe_host(fields[end.split("-")[0]], end,
+                                           name, us))
+            if name in ROUNDPIPE_STAGES:
+                p["memory_gib"] = ROUNDPIPE_STAGES[name][1]
+            paths[end] = write_text(
+                Path(tmp) / f"{name}.roundpipe.{end}{suffix}.json",
+                json.dumps(p))
+        return paths
+
+    # The compile's profile has no per-kernel host work: the stages are
+    # RoundPipe's, and the plan says how many calls a layer makes.
+    compile_hw = profiles((0, 0), 0, ".compile")["mid"]
     plan = Path(tmp) / f"{name}.roundpipe8.rpplan"
     r = run_cached([BIN / "rp-compile", graph, "-o", plan, "--devices",
-                    str(G), "--microbatches", str(m), "--hw", paths["mid"],
+                    str(G), "--microbatches", str(m), "--hw", compile_hw,
                     "--dtype", "f16", "--measured", times,
                     *(["--stages", ROUNDPIPE_STAGES[name][0]]
                       if name in ROUNDPIPE_STAGES else
                       ["--partitioner", "roundpipe"]), *extra], [plan])
     if r.returncode:
         return name, m, str(r.stderr.strip().splitlines()[-1:])
+    layer_us = claims.LAYER_HOST_US.get(name, (0, 0))
+    calls = calls_per_layer(plan) if layer_us[0] else 0
+    paths = profiles(layer_us, calls, "")
     speed = kernel_speed(name, tmp)
     fast = _times(name, tmp, speed)
     figs = {end: simulate(plan, False, passes, paths[end],
                           fast if end == "high" else times)
             for end in model_ends(name)}
     figs["kernel_speed"] = speed
+    figs["kernel_host_us"] = ([u / calls for u in layer_us] if calls
+                              else [0, 0], calls)
     if figs["mid"]["optimizer_ms"] >= 0.5 * figs["mid"]["step_ms"]:
         # Whether the update paces the step: mid with it untimed.
         p = json.loads(paths["mid"].read_text())
@@ -235,7 +281,8 @@ def roundpipe_row(name, tmp):
         figs["mid"]["untimed_optimizer_tokens_per_s"] = simulate(
             plan, False, passes, untimed, times)["tokens_per_s"]
     if name not in MOE_MODELS:
-        figs.update(run_microbatches(name, tmp, paths, speed, extra))
+        figs.update(run_microbatches(name, tmp, paths, compile_hw, speed,
+                                     extra))
     return name, m, figs
 
 
@@ -246,7 +293,7 @@ RUN_MICROBATCHES = {"qwen3-1.7b": 10, "llama-3.1-8b": 10, "qwen3-32b": 10,
                     "gpt-oss-20b": 16, "qwen3-235b-a22b": 10}
 
 
-def run_microbatches(name, tmp, paths, speed, extra):
+def run_microbatches(name, tmp, paths, compile_hw, speed, extra):
     """The dense models' model of RoundPipe at its runs' microbatching (10
     a pass of 12.8, 12.8, 6.4 sequences: rounded, 13, 13, 6) rather than
     its layer times' (4 sequences): the layer times scaled per token, its
@@ -262,7 +309,7 @@ def run_microbatches(name, tmp, paths, speed, extra):
     slow, quick = _times(name, tmp, 4 / b), _times(name, tmp, 4 / b * speed)
     plan = Path(tmp) / f"{name}.roundpipe8.run.rpplan"
     r = run_cached([BIN / "rp-compile", graph, "-o", plan, "--devices",
-                    str(G), "--microbatches", str(m), "--hw", paths["mid"],
+                    str(G), "--microbatches", str(m), "--hw", compile_hw,
                     "--dtype", "f16", "--measured", slow, "--partitioner",
                     "roundpipe", *extra], [plan])
     if r.returncode:
@@ -341,8 +388,19 @@ def roundpipe_model(models, tmp, rows=None):
               f"({gap(low4, pub_hi, pub)}); with its kernel speed "
               f"{high4:,.0f}  {run}  "
               f"{mid / ONE_GPU[name]:5.2f} / "
-              f"{pub / ONE_GPU[name]:4.2f}{'':14s}{paced_by(figs['mid'])}")
+              f"{pub / ONE_GPU[name]:4.2f}{'':14s}{paced_by(figs['mid'])}"
+              + issue_note(figs))
     return out
+
+
+def issue_note(figs):
+    """The per-kernel host work the row's model charges, where it does."""
+    (us, slow), calls = figs.get("kernel_host_us", ((0, 0), 0))
+    if not us:
+        return ""
+    return (f"; per-kernel host work {us:.1f} us (slow end {slow:.1f}) x "
+            f"{calls:.0f} rp calls a layer (bench/layer_host.py's "
+            f"{us * calls:,.0f} - {slow * calls:,.0f} us a layer)")
 
 
 def paced_by(sim):

@@ -36,6 +36,8 @@ const Ranged kRanged[] = {
     {"job_us", &HardwareModel::jobUs, true, "a hand-off %g-%g us"},
     {"moe_host_us", &HardwareModel::moeHostUs, true,
      "%g-%g us of host work a MoE routing"},
+    {"kernel_host_us", &HardwareModel::kernelHostUs, true,
+     "%g-%g us of host work issuing a kernel"},
 };
 
 const Ranged *ranged(const std::string &field) {
@@ -183,12 +185,15 @@ std::string rp::timing::describeAssumed(const HardwareModel &hw) {
              : ", the optimizer untimed";
   out += format(", a kernel launch %g us, a hand-off %g us", hw.launchUs,
                 hw.jobUs);
-  if (hw.moeHostUs > 0) {
+  if (hw.moeHostUs > 0)
     out += format(", %g us of host work a MoE routing", hw.moeHostUs, 0);
+  if (hw.kernelHostUs > 0)
+    out += format(", %g us of host work issuing each kernel, beside it",
+                  hw.kernelHostUs, 0);
+  if (hw.moeHostUs > 0 || hw.kernelHostUs > 0)
     out += hw.hostInterpreters
                ? format(" on %g host interpreter(s) every GPU shares",
                         hw.hostInterpreters, 0)
                : " on each GPU's own thread";
-  }
   return out;
 }

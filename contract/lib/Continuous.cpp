@@ -231,6 +231,7 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
       task.ms = of.ms;
       task.hostGBps = of.hostGBps;
       task.dispatchMs = of.dispatchMs;
+      task.issueMs = of.issueMs;
       task.waits.clear();
       const std::vector<unsigned> &gatesOf =
           o.gatesOfTask.empty() ? wholeUpdate
@@ -259,6 +260,7 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
     task.ms = h.ms;
     task.hostGBps = h.hostGBps;
     task.dispatchMs = 0; // the trainer's and optimizer's own work
+    task.issueMs = 0;
     task.waits.assign(hostWaits.begin() + h.first,
                       hostWaits.begin() + h.first + h.count);
   }

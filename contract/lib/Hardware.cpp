@@ -34,7 +34,7 @@ const char *const kKeys[] = {"name",           "description",
                              "pageable_gbps",  "job_us",
                              "kernels",        "as_built_kernels",
                              "moe_host_us",    "host_interpreters",
-                             "unknown"};
+                             "kernel_host_us", "unknown"};
 
 /// A share of peak: a number in (0, 1] or a curve of [work, share] pairs.
 bool readCurve(const json &v, const std::string &where, Curve &out,
@@ -256,6 +256,7 @@ rp::timing::parseHardwareModel(const std::string &text,
       !number("pageable_gbps", hw.pageableGBps, false, true) ||
       !number("job_us", hw.jobUs, false, true) ||
       !number("moe_host_us", hw.moeHostUs, false, true) ||
+      !number("kernel_host_us", hw.kernelHostUs, false, true) ||
       !number("host_interpreters", interpreters, false, true))
     return std::nullopt;
   if (interpreters != std::floor(interpreters)) {

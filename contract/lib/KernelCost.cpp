@@ -97,6 +97,10 @@ const char *rp::timing::kernelOpName(uint16_t op) {
   return op < kNumKernelOps ? ::rp::plan::EnumNamesOpKind()[op] : "?";
 }
 
+bool rp::timing::launchesKernel(uint16_t op) {
+  return static_cast<K>(op) != K::reshape;
+}
+
 int rp::timing::kernelOpIndex(const std::string &name) {
   for (int i = 0; i < kNumKernelOps; ++i)
     if (name == ::rp::plan::EnumNamesOpKind()[i])
@@ -117,7 +121,7 @@ KernelWork rp::timing::kernelWork(uint16_t op,
                                   const std::vector<int64_t> &ints) {
   KernelWork w;
   K kind = static_cast<K>(op);
-  if (kind == K::reshape) {
+  if (!launchesKernel(op)) {
     w.launches = false;
     return w;
   }

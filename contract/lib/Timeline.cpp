@@ -75,6 +75,10 @@ struct KeyHash {
 struct Scratch {
   std::vector<unsigned> lastOnLane, pending, first, edges, fill, linkOfTask,
       active, perLink, drained, watchAt, laneOf, waitFirst, waitFlat;
+  /// Per task on the interpreters: its parts not yet ended (the kernels and
+  /// the issue flow), and whether its flow is the issue work.
+  std::vector<unsigned> partsLeft;
+  std::vector<char> issuing;
   std::vector<double> readyAt, remaining, slow, linkUse, msOf;
   std::vector<std::pair<double, unsigned>> starts, ends;
   std::vector<char> watchEnded;
@@ -133,7 +137,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // Per task its uplink direction (2 * uplink + up), or ~0u; with the host
   // model on, host tasks that stream host memory are flows too (~1u); with
   // shared interpreters, a task's dispatch work is one (kInterpreter)
-  // before its fixed remainder.
+  // before its fixed remainder, and its issue work one beside that.
   constexpr unsigned kInterpreter = ~2u;
   const HostModel &host = graph.host;
   bool hostOn = host.on();
@@ -156,7 +160,8 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     } else if (hostOn && host.dramGBps > 0 && task.lane == Lane::host &&
                task.hostGBps > 0) {
       linkOfTask[i] = ~1u;
-    } else if (host.interpreters > 0 && task.dispatchMs > 0) {
+    } else if (host.interpreters > 0 &&
+               (task.dispatchMs > 0 || task.issueMs > 0)) {
       linkOfTask[i] = kInterpreter;
     }
     waitFirst[i] = unsigned(waitFlat.size());
@@ -441,6 +446,29 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     }
   };
   std::vector<unsigned> &drained = sc.drained;
+  std::vector<unsigned> &partsLeft = sc.partsLeft;
+  std::vector<char> &issuing = sc.issuing;
+  partsLeft.assign(n, 1);
+  issuing.assign(n, 0);
+  // A task on the interpreters whose kernels run from `now` (its dispatch
+  // work done): they end after the rest of its duration, and its issue
+  // work, if any, becomes its flow until both have.
+  auto kernelsFrom = [&](unsigned i) {
+    const Task &task = tasks[i];
+    ends.push({now + std::max(0.0, task.ms - task.dispatchMs), i});
+    if (task.issueMs > 0) {
+      issuing[i] = 1;
+      partsLeft[i] = 2;
+      remaining[i] = task.issueMs;
+      active.push_back(i);
+      changed = true;
+    }
+  };
+  // One part of task i has ended: it ends with its last.
+  auto partEnded = [&](unsigned i) {
+    if (--partsLeft[i] == 0)
+      finish(i);
+  };
   while (done < n) {
     if (changed) {
       if (hostOn)
@@ -490,16 +518,20 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     while (!ends.empty() && ends.top().first <= now) {
       unsigned i = ends.top().second;
       ends.pop();
-      finish(i);
+      partEnded(i);
     }
     std::sort(drained.begin(), drained.end());
     for (unsigned i : drained)
-      if (linkOfTask[i] == kInterpreter) {
-        // Its dispatch work is done; the device runs the rest alone.
-        t.interpreterBusyMs += tasks[i].dispatchMs;
-        ends.push({now + std::max(0.0, tasks[i].ms - tasks[i].dispatchMs), i});
-      } else {
+      if (linkOfTask[i] != kInterpreter) {
         finish(i);
+      } else if (issuing[i]) {
+        t.interpreterBusyMs += tasks[i].issueMs;
+        partEnded(i);
+      } else {
+        // Its dispatch work is done; the device runs the rest, issued
+        // beside it.
+        t.interpreterBusyMs += tasks[i].dispatchMs;
+        kernelsFrom(i);
       }
     while (!starts.empty() && starts.top().first <= now) {
       unsigned i = starts.top().second;
@@ -512,6 +544,8 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
         t.computeBusyMs[device] += ms;
       if (ms <= 0) {
         finish(i);
+      } else if (linkOfTask[i] == kInterpreter && tasks[i].dispatchMs <= 0) {
+        kernelsFrom(i);
       } else if (linkOfTask[i] != ~0u) {
         remaining[i] = linkOfTask[i] == kInterpreter
                            ? std::min(tasks[i].dispatchMs, ms)

@@ -290,16 +290,23 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
   const ::rp::timing::HardwareModel &model = hw;
   std::vector<LayerCost> costs;
   // Per layer, the host's dispatch work beside its kernels: added once the
-  // kernels' times are final, measured or not (the sim adds it to both).
+  // kernels' times are final, measured or not (the sim adds it to both);
+  // and its kernel calls, whose issue work (kernel_host_us) runs beside the
+  // kernels (HardwareModel::programMs; each device's own here: the
+  // estimate does not share interpreters).
   struct HostDispatch {
     double forward = 0, backward = 0;
+    size_t forwardCalls = 0, backwardCalls = 0;
   };
   std::vector<HostDispatch> dispatches;
   auto withDispatch = [&]() {
     for (auto [cost, d] : llvm::zip(costs, dispatches)) {
-      cost.forwardMs += d.forward;
-      cost.recomputeMs += d.forward;
-      cost.backwardMs += d.backward;
+      cost.forwardMs =
+          model.programMs(cost.forwardMs, d.forward, d.forwardCalls);
+      cost.recomputeMs =
+          model.programMs(cost.recomputeMs, d.forward, d.forwardCalls);
+      cost.backwardMs =
+          model.programMs(cost.backwardMs, d.backward, d.backwardCalls);
     }
     return std::move(costs);
   };
@@ -388,8 +395,10 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         opWork.back().second += k.traffic;
         cost.forwardMs += kernelMs(k, name, dtype, model);
         ++cost.kernels;
+        dispatch.forwardCalls += k.launches ? 1 : 0;
       }
       for (const Kernel &k : kernels.backward) {
+        dispatch.backwardCalls += k.launches ? 1 : 0;
         cost.backwardFlops += k.flops;
         cost.backwardTraffic += k.traffic;
         cost.backwardMs += kernelMs(k, backwardName, dtype, model);
@@ -424,6 +433,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     // The sweep's kernels' work, summed as measureBackward times each of
     // them once: what backwardFlops reports in place of the rule's.
     int64_t sweepFlops = 0, sweepTraffic = 0;
+    size_t sweepCalls = 0;
     auto timeOp = [&](Operation &o) {
       Type type = computeType(&o);
       std::string dtype = "f32";
@@ -436,6 +446,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       if (k.launches) {
         sweepFlops += k.flops;
         sweepTraffic += k.traffic;
+        ++sweepCalls;
       }
       return kernelMs(k, o.getName().stripDialect(), dtype, model);
     };
@@ -448,6 +459,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         cost.backwardMs = bwd->backwardMs;
         cost.backwardFlops = sweepFlops;
         cost.backwardTraffic = sweepTraffic;
+        dispatches.back().backwardCalls = sweepCalls;
       }
       cost.recomputePeakBytes = bwd->forwardPeak;
       cost.keptBytes = bwd->keptBytes;

@@ -93,4 +93,42 @@ print(paper.gap_note(23544, 24153, 24275))
 print(paper.gap_note(5564, 5780, 5516))
 # CHECK-NEXT: inside
 # CHECK-NEXT: OUTSIDE (+0.5%): faster than the fast end (the fastest host, its kernels at its 1-GPU run's speed); no stated term closes it
-# CHECK-NEXT: OUTSIDE (-0.9%): slower than the slow end (the slowest host); its per-kernel launches on one interpreter keep it at most a few % busy (bench/layer_host.py), too few to pace it: no stated term closes it
+# CHECK-NEXT: OUTSIDE (-0.9%): slower than the slow end (the slowest host, its per-kernel launches on one interpreter at bench/layer_host.py's most loaded figure): no stated term closes it
+
+# The model of RoundPipe's per-kernel host work: bench/layer_host.py's
+# time per layer spread over rp's kernel calls per decoder layer, read
+# from the plan's program names (a middle layer's forward and backward
+# programs, each shared among the layers it spans; the embedding's and
+# the head's programs and unnamed ones left out).
+fake = {"programs": [
+    {"name": "embed..layers.1 slot0", "calls": [{"op": "matmul"}] * 30},
+    {"name": "layers.2..layers.3 slot0", "calls": [{"op": "matmul"}] * 20},
+    {"name": "layers.2..layers.3 slot1", "calls": [{"op": "matmul"}] * 20},
+    {"name": "layers.2 slot0", "calls": [{"op": "matmul"}] * 99},  # another layer's
+    {"name": "layers.2..layers.3.backward.rest slot0", "calls": [{"op": "matmul"}] * 50},
+    {"name": "layers.3.backward.recompute slot0",
+     "calls": [{"op": "matmul"}] * 7 + [{"op": "reshape"}] * 3},
+    {"name": "layers.3.backward.recompute slot1", "calls": [{"op": "matmul"}] * 7},
+    {"name": "start-grads layers.2..layers.3.backward", "calls": [{"op": "matmul"}] * 9},
+    {"name": "add-grads layers.2..layers.3.backward", "calls": [{"op": "matmul"}] * 8},
+    {"name": "layers.1.backward slot0", "calls": [{"op": "matmul"}] * 40},
+    {"name": "epilogue", "calls": [{"op": "matmul"}] * 5},
+    {"name": "layers.4..layers.5 slot0", "calls": [{"op": "matmul"}] * 10},
+    {"name": "layers.6..head slot0", "calls": [{"op": "matmul"}] * 60}]}
+saved = paper_roundpipe.run_cached
+paper_roundpipe.run_cached = lambda argv, outputs=(): type(
+    "R", (), {"stdout": json.dumps(fake)})()
+# Layers 1-5 named (the head's span left out); the middle is layer 3:
+# slot0's 20 / 2 + 50 / 2 + 7 (its reshapes launch nothing) and the
+# add-grads' 8 / 2.
+print(paper_roundpipe.calls_per_layer("p.rpplan"))
+paper_roundpipe.run_cached = saved
+# CHECK-NEXT: 46.0
+host = claims.roundpipe_host({"host_dram_gbps": 100}, "low", "qwen3-32b",
+                             12.5)
+print(host["kernel_host_us"], host["host_interpreters"],
+      "kernel_host_us" in claims.roundpipe_host({}, "mid", "qwen3-32b"))
+# CHECK-NEXT: 12.5 1 False
+print(all(len(v) == 2 and v[0] <= v[1]
+          for v in claims.LAYER_HOST_US.values()))
+# CHECK-NEXT: True

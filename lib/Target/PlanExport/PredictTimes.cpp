@@ -56,6 +56,15 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
         ms += hw.hostDispatchMs(uint16_t(c->op()));
     return ms;
   };
+  // The kernels a program launches, each issued by the host
+  // (kernel_host_us; a reshape launches none).
+  auto callsOf = [&](uint32_t p) -> size_t {
+    size_t n = 0;
+    if (const auto *calls = programs->Get(p)->calls())
+      for (const pf::KernelCall *c : *calls)
+        n += timing::launchesKernel(uint16_t(c->op())) ? 1 : 0;
+    return n;
+  };
   auto timeProgram = [&](uint32_t p) {
     if (programMs[p] >= 0)
       return programMs[p];
@@ -89,9 +98,9 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
         ms = *m;
     }
     // The host's per-call dispatch work, on top of measured times too
-    // (as the sim charges it); on shared interpreters too, as the sim.
-    ms += dispatchOf(p);
-    return programMs[p] = ms;
+    // (as the sim charges it); on shared interpreters too, as the sim; its
+    // issue work beside the kernels.
+    return programMs[p] = hw.programMs(ms, dispatchOf(p), callsOf(p));
   };
 
   timing::Graph g;
@@ -114,6 +123,7 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
     if (job->kind() == pf::JobKind::run) {
       t.ms = timeProgram(job->program());
       t.dispatchMs = dispatchOf(job->program());
+      t.issueMs = hw.issueMs(callsOf(job->program()));
     } else if (job->copies()) {
       for (const pf::Copy *c : *job->copies()) {
         bool fromHost = buffers->Get(c->src())->device() < 0;

@@ -75,7 +75,8 @@ private:
            " queue";
   }
   /// Appends a command taking the pending waits; mutex held.
-  void add(double ms, uint64_t bytes, double dispatchMs = 0) {
+  void add(double ms, uint64_t bytes, double dispatchMs = 0,
+           double issueMs = 0) {
     if (step != backend.step)
       reset();
     SimCommand c;
@@ -86,6 +87,7 @@ private:
     c.ms = ms;
     c.bytes = bytes;
     c.dispatchMs = dispatchMs;
+    c.issueMs = issueMs;
     c.waits = std::move(pending);
     pending.clear();
     last = unsigned(backend.commands.size());
@@ -159,8 +161,9 @@ Status SimQueue::launch(const Plan &plan, uint32_t program,
   // timing core's (Graph::handoffMs), not a cost of every launch.
   double ms = backend.programMs(plan, program);
   double dispatchMs = backend.programDispatchMs(plan, program);
+  double issueMs = backend.programIssueMs(plan, program);
   std::lock_guard<std::mutex> lock(backend.mutex);
-  add(ms, 0, dispatchMs);
+  add(ms, 0, dispatchMs, issueMs);
   return Status::ok();
 }
 
@@ -300,11 +303,22 @@ timing::Graph SimBackend::graphOf(const std::vector<SimCommand> &cmds) const {
     t.lane = static_cast<timing::Lane>(c.queue);
     t.ms = c.ms;
     t.dispatchMs = c.dispatchMs;
+    t.issueMs = c.issueMs;
     t.waits = c.waits;
     g.tasks.push_back(std::move(t));
   }
   return g;
 }
+
+namespace {
+/// The kernels a program launches (a reshape launches none).
+size_t launchesOf(const ProgramDesc &program) {
+  size_t n = 0;
+  for (const KernelCallDesc &call : program.calls)
+    n += timing::launchesKernel(uint16_t(call.op)) ? 1 : 0;
+  return n;
+}
+} // namespace
 
 double SimBackend::programMs(const Plan &plan, uint32_t program) {
   {
@@ -328,8 +342,9 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
       ms = *m;
   }
   // The host's per-call dispatch work (a MoE expert loop's) on top of the
-  // kernels, measured or not.
-  ms += programDispatchMs(plan, program);
+  // kernels, measured or not; its issue work beside them.
+  ms = hw.programMs(ms, programDispatchMs(plan, program),
+                    launchesOf(plan.programs[program]));
   std::lock_guard<std::mutex> lock(mutex);
   programCache[{&plan, program}] = ms;
   return ms;
@@ -340,6 +355,10 @@ double SimBackend::programDispatchMs(const Plan &plan, uint32_t program) const {
   for (const KernelCallDesc &call : plan.programs[program].calls)
     ms += hw.hostDispatchMs(uint16_t(call.op));
   return ms;
+}
+
+double SimBackend::programIssueMs(const Plan &plan, uint32_t program) const {
+  return hw.issueMs(launchesOf(plan.programs[program]));
 }
 
 void rp::runtime::sim::registerDriver() {

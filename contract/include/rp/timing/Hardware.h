@@ -24,6 +24,7 @@
 #include "rp/timing/KernelCost.h"
 #include "rp/timing/Timeline.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -99,6 +100,16 @@ struct HardwareModel {
   /// on the device): 0 in every shipped profile; bench/paper.py's
   /// held-out model of RoundPipe sets it (docs/sim.md).
   double moeHostUs = 0;
+  /// The host's work issuing each kernel call, run beside the device's
+  /// kernels (Task::issueMs): a framework's eager dispatch (Python, its
+  /// op dispatcher, autograd) before each launch, so a program takes the
+  /// larger of its kernels' time and its calls x this, and on shared
+  /// interpreters every device's issue work shares them. rp's executors
+  /// charge their per-call cost serially instead (launch_us: the host
+  /// backend's thread runs each kernel itself, measured by
+  /// bench/launch_cost.py; cuda's is an estimate): 0 in every shipped
+  /// profile; the model of RoundPipe sets it (bench/layer_host.py).
+  double kernelHostUs = 0;
   /// Host threads that run that dispatch work at once, every GPU's
   /// together (HostModel::interpreters): 1 for a framework whose device
   /// threads share one Python interpreter (RoundPipe: the GIL), 0 for one
@@ -132,6 +143,17 @@ struct HardwareModel {
   /// launch (moeHostUs for a MoE routing or its gradient), charged on top
   /// of the program's kernel time even where measured times replace it.
   double hostDispatchMs(uint16_t op) const;
+  /// The host's issue work for a program of `calls` kernel launches
+  /// (kernelHostUs each; launchesKernel), and that program's time given
+  /// its kernels' time
+  /// and its dispatch work: the dispatch, then the larger of the kernels
+  /// and the issue work (the device cannot run ahead of its host).
+  double issueMs(size_t calls) const {
+    return double(calls) * kernelHostUs * 1e-3;
+  }
+  double programMs(double kernelsMs, double dispatchMs, size_t calls) const {
+    return dispatchMs + std::max(kernelsMs, issueMs(calls));
+  }
   /// The host optimizer step over `params` trainable parameters.
   double optimizerMs(double params) const;
   /// Host work that streams `bytes` through host memory.

@@ -35,6 +35,9 @@ inline constexpr int kNumKernelOps =
 const char *kernelOpName(uint16_t op);
 /// The op kind named `name`, or -1.
 int kernelOpIndex(const std::string &name);
+/// Whether a call of op kind `op` launches a kernel (a reshape is a view:
+/// no launch, no host work issuing one).
+bool launchesKernel(uint16_t op);
 
 /// One operand of a call.
 struct Operand {

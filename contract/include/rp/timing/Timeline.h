@@ -63,6 +63,15 @@ struct Task {
   /// interpreter: its device threads hold the GIL in turn); else it is
   /// part of the fixed duration, each device's own thread doing its own.
   double dispatchMs = 0;
+  /// Of the rest of `ms` (after dispatchMs), the host's work issuing the
+  /// kernels (kernel_host_us per call), run beside them: the device cannot
+  /// run ahead of the host that issues to it, so the caller makes `ms`
+  /// dispatchMs plus the larger of the kernels' time and this. With
+  /// HostModel::interpreters set it is a flow on the interpreters after the
+  /// dispatch work, shared like it, and the task ends when both its
+  /// kernels and this flow have (a framework's eager launches holding one
+  /// interpreter); else the fixed `ms` already says it.
+  double issueMs = 0;
 };
 
 /// The host side of the copies (docs/sim.md "What it models"): rates in
@@ -78,7 +87,8 @@ struct HostModel {
   double dramGBps = 0;
   /// Bytes of DRAM traffic per byte copied: 1 pinned, 3 pageable.
   double copyDramFactor = 1;
-  /// Host threads that can run dispatch work (Task::dispatchMs) at once,
+  /// Host threads that can run dispatch and issue work (Task::dispatchMs,
+  /// Task::issueMs) at once,
   /// every device's together; 0: one per device, none shared (rp's
   /// executor: a thread per queue, no interpreter lock).
   unsigned interpreters = 0;
@@ -117,8 +127,8 @@ struct Times {
   std::vector<double> uplinkBusyMs;
   /// The same for host DRAM (0 without a DRAM limit).
   double dramBusyMs = 0;
-  /// With HostModel::interpreters set, the dispatch work run on them
-  /// (ms of one interpreter busy).
+  /// With HostModel::interpreters set, the dispatch and issue work run on
+  /// them (ms of one interpreter busy).
   double interpreterBusyMs = 0;
   /// False when a Watch ended the timing early: tasks not ended by then
   /// have start and end 0, and the busy figures cover the time run only.

@@ -49,6 +49,9 @@ struct SimCommand {
   uint64_t bytes = 0;
   /// Of `ms`, the host's dispatch work (timing::Task::dispatchMs).
   double dispatchMs = 0;
+  /// The host's work issuing its kernels, beside them
+  /// (timing::Task::issueMs).
+  double issueMs = 0;
   /// Indices, in the step's command list, of the commands it waits for.
   std::vector<unsigned> waits;
 };
@@ -85,12 +88,16 @@ public:
   /// The time of program `program` of `plan`: the sum of its calls', or,
   /// with measured times set, the measured time of the layers it computes
   /// (rp/timing/Measured.h; programs the file does not time keep the
-  /// model's).
+  /// model's); then the host's work (HardwareModel::programMs).
   double programMs(const Plan &plan, uint32_t program);
   /// Of programMs, the host's dispatch work (the profile's moe_host_us per
   /// routing call), which shares the host's interpreters when the profile
   /// says how many (host_interpreters).
   double programDispatchMs(const Plan &plan, uint32_t program) const;
+  /// The host's work issuing the program's kernels (the profile's
+  /// kernel_host_us per call), beside them: programMs is the dispatch plus
+  /// the larger of the kernels' time and this.
+  double programIssueMs(const Plan &plan, uint32_t program) const;
   /// Per-layer measured times that replace the model's (rp-run --measured).
   void setMeasured(timing::MeasuredTimes times) { measured = std::move(times); }
   /// Times on `model` instead of the profile it was opened with (the ends

@@ -98,12 +98,18 @@ static std::pair<Value, Value> routeSigmoid(NodeImporter &n, Value scores,
                           scalar(n.floatAttr("fill", -INFINITY)));
   }
   Value ids = top(sel, k);
+  // Kolibri's weights are the sigmoid of the chosen logits: the chosen
+  // entries of the sigmoid of all of them, value for value.
+  if (n.intAttr("score_sigmoid", 0))
+    scores = SigmoidOp::create(n.builder, n.loc, scores);
   Value w = sum(MulOp::create(n.builder, n.loc, oneHot(ids, e),
                               n.reshape(scores, {t, 1, e})),
                 {2}, false);
   if (n.intAttr("normalize", 0)) {
-    Value den = AddOp::create(n.builder, n.loc, sum(w, {1}, true),
-                              scalar(n.floatAttr("eps", 0.0f)));
+    Value total = sum(w, {1}, true), eps = scalar(n.floatAttr("eps", 0.0f));
+    Value den = n.intAttr("clamp", 0)
+                    ? Value(MaxOp::create(n.builder, n.loc, total, eps))
+                    : Value(AddOp::create(n.builder, n.loc, total, eps));
     w = DivOp::create(n.builder, n.loc, w, den);
   }
   float scale = n.floatAttr("scale", 1.0f);
@@ -152,10 +158,14 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
       return failure();
     std::tie(weights, chosen) = routeSigmoid(n, logits, choice, k);
   } else {
+    // The softmax over the k chosen logits equals the renormalised softmax
+    // of all of them; `after` computes it (and its gradient) from the k.
+    bool after = n.intAttr("softmax_after", 0) != 0;
     auto route = MoERouteOp::create(
         n.builder, n.loc, RankedTensorType::get({tokens, k}, f),
         RankedTensorType::get({tokens, k}, i64), logits, uint64_t(k),
-        MoESoftmax::before, n.intAttr("normalize", 0) != 0);
+        after ? MoESoftmax::after : MoESoftmax::before,
+        !after && n.intAttr("normalize", 0) != 0);
     weights = route.getWeights();
     chosen = route.getExperts();
   }

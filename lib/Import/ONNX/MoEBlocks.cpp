@@ -104,10 +104,10 @@ private:
   /// The same with stacked weights: W2[i](silu(a) * b), a and b the two
   /// halves (Slice) of W13[i] x.
   std::optional<Expert> matchStackedExpert(const onnx::NodeProto &down) const;
-  /// True when the TopK at `topKIndex` takes router logits and only a
-  /// Softmax over its last axis reads the values it keeps; `why` says what
-  /// differs when only the TopK's axis does.
-  bool softmaxAfterTopK(int topKIndex, std::string &why) const;
+  /// True when the TopK at `topKIndex` takes router logits along their
+  /// last axis and only a Softmax over its last axis reads the values it
+  /// keeps.
+  bool softmaxAfterTopK(int topKIndex) const;
   /// (i, n) when `index` is the i-th of the n experts the routing hit: the
   /// expert loop of transformers 5 runs over `NonZero(hit)` split into one
   /// value per expert, so each one-hot class it reads is a run-time value.
@@ -206,7 +206,7 @@ Matcher::hitClass(StringRef index) const {
   return std::nullopt;
 }
 
-bool Matcher::softmaxAfterTopK(int topKIndex, std::string &why) const {
+bool Matcher::softmaxAfterTopK(int topKIndex) const {
   const onnx::NodeProto &topK = g.graph.node(topKIndex);
   const onnx::NodeProto *router = g.sourceOf(inputOf(topK, 0));
   if (!router || (router->op_type() != "MatMul" && router->op_type() != "Gemm"))
@@ -231,26 +231,15 @@ bool Matcher::softmaxAfterTopK(int topKIndex, std::string &why) const {
       return false;
     break;
   }
-  if (!lastAxis(topK, -1)) {
-    why = "it takes the top-k of the router logits along axis " +
-          std::to_string(g.intAttr(topK, "axis", -1)) +
-          ", not their last (the TorchScript exporter writes Cohere2-MoE's "
-          "router so); export with the dynamo exporter (dynamo=True) or "
-          "trace the model with rp.trace";
-    return false;
-  }
-  return true;
+  return lastAxis(topK, -1);
 }
 
 FailureOr<MoEMatch> Matcher::match(int topKIndex) {
   MoEMatch b;
   const onnx::NodeProto *softmax =
       g.sourceOf(inputOf(g.graph.node(topKIndex), 0));
-  std::string afterWhy;
-  if (softmaxAfterTopK(topKIndex, afterWhy)) {
+  if (softmaxAfterTopK(topKIndex)) {
     b.softmaxAfter = true;
-  } else if (!afterWhy.empty()) {
-    return error(g.graph.node(topKIndex), topKIndex) << afterWhy;
   } else if (!softmax || softmax->op_type() != "Softmax") {
     // DeepSeek-V3's routing reaches TopK through sigmoid scores; its first
     // TopKs choose groups, the block's region starts at the one that picks
@@ -283,7 +272,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     return error(topK, topKIndex)
            << "it takes the smallest scores (largest = 0); experts are "
               "chosen by the largest";
-  b.logits = b.isSigmoid      ? b.sigmoid.logits
+  b.logits = b.isSigmoid      ? inputOf(*g.producerOf(b.sigmoid.scores), 0)
              : b.softmaxAfter ? inputOf(topK, 0)
                               : inputOf(*softmax, 0);
   const onnx::NodeProto *router = g.sourceOf(b.logits);
@@ -459,14 +448,6 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     return error(topK, topKIndex)
            << "no OneHot with a constant depth (the number of experts) "
               "reads its chosen experts";
-  // Experts of another form (GPT-OSS's biases and clamped SwiGLU) leave no
-  // expert matched; saying the exporter left them out would mislead.
-  if (b.experts.empty())
-    return error(topK, topKIndex)
-           << "no expert weighted by its routing is of a form rp maps from "
-              "ONNX (a gated SiLU W2(silu(W1 x) * W3 x) without biases, by "
-              "nn.Linear or stacked [E, 2F, H] and [E, H, F] weights); "
-              "trace the model with rp.trace";
   // The stacked form counts its experts by the stack and may one-hot to one
   // more class (transformers 5's expert-parallel sentinel, never chosen).
   int64_t count = *depth;
@@ -562,10 +543,6 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
       floatAttr("fill", r.fill);
       floatAttr("eps", r.eps);
       floatAttr("scale", r.scale);
-      if (r.scoreSigmoid)
-        attr("score_sigmoid", 1);
-      if (r.clamp)
-        attr("clamp", 1);
       b->normalize = r.normalize;
     }
     attr("top_k", b->topK);

@@ -98,18 +98,12 @@ static std::pair<Value, Value> routeSigmoid(NodeImporter &n, Value scores,
                           scalar(n.floatAttr("fill", -INFINITY)));
   }
   Value ids = top(sel, k);
-  // Kolibri's weights are the sigmoid of the chosen logits: the chosen
-  // entries of the sigmoid of all of them, value for value.
-  if (n.intAttr("score_sigmoid", 0))
-    scores = SigmoidOp::create(n.builder, n.loc, scores);
   Value w = sum(MulOp::create(n.builder, n.loc, oneHot(ids, e),
                               n.reshape(scores, {t, 1, e})),
                 {2}, false);
   if (n.intAttr("normalize", 0)) {
-    Value total = sum(w, {1}, true), eps = scalar(n.floatAttr("eps", 0.0f));
-    Value den = n.intAttr("clamp", 0)
-                    ? Value(MaxOp::create(n.builder, n.loc, total, eps))
-                    : Value(AddOp::create(n.builder, n.loc, total, eps));
+    Value den = AddOp::create(n.builder, n.loc, sum(w, {1}, true),
+                              scalar(n.floatAttr("eps", 0.0f)));
     w = DivOp::create(n.builder, n.loc, w, den);
   }
   float scale = n.floatAttr("scale", 1.0f);

@@ -136,24 +136,10 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
   const onnx::NodeProto *add = g.producerOf(choice);
   if (!add || add->op_type() != "Add")
     return false;
-  // The scores plus the bias: sigmoid scores (DeepSeek-V3), softmax scores
-  // over the experts (ERNIE-4.5-MoE), or the router logits themselves
-  // (Kolibri, whose weights are the sigmoid of the chosen logits).
-  for (int i = 0; i < 2 && r.scores.empty(); ++i) {
-    const onnx::NodeProto *s = g.sourceOf(inputOf(*add, i));
-    if (s && (s->op_type() == "Sigmoid" ||
-              (s->op_type() == "Softmax" &&
-               llvm::is_contained({-1, 1}, g.intAttr(*s, "axis", -1))))) {
+  for (int i = 0; i < 2; ++i) {
+    const onnx::NodeProto *s = g.producerOf(inputOf(*add, i));
+    if (s && s->op_type() == "Sigmoid")
       r.scores = inputOf(*add, i);
-      r.logits = inputOf(*s, 0);
-    }
-  }
-  for (int i = 0; i < 2 && r.scores.empty(); ++i) {
-    const onnx::NodeProto *s = g.sourceOf(inputOf(*add, i));
-    if (s && (s->op_type() == "MatMul" || s->op_type() == "Gemm")) {
-      r.scores = r.logits = inputOf(*add, i);
-      r.scoreSigmoid = true;
-    }
   }
   if (r.scores.empty())
     return false;
@@ -277,30 +263,15 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
     return fail(expertTopK, "its weights are not the sigmoid scores of the "
                             "chosen experts (one GatherElements)");
   std::string w = outputOf(*gathers[0], 0);
-  if (r.scoreSigmoid) {
-    // Kolibri: sigmoid(gather(logits, experts)), the same values as
-    // gather(sigmoid(logits), experts).
-    const onnx::NodeProto *sig = onlyReader(g, w);
-    if (!sig || sig->op_type() != "Sigmoid")
-      return fail(*gathers[0], "its weights are not the sigmoid of the "
-                               "chosen experts' logits");
-    w = outputOf(*sig, 0);
-  }
   SmallVector<const onnx::NodeProto *> sums = readersOf(g, w, "ReduceSum");
   if (!sums.empty()) {
-    // w / (ReduceSum(w) + eps), or w / max(ReduceSum(w), eps) (ERNIE's
-    // clamp).
+    // w / (ReduceSum(w) + eps)
     const onnx::NodeProto *den = onlyReader(g, outputOf(*sums[0], 0));
     std::optional<double> eps = 0.0;
     std::string denominator = outputOf(*sums[0], 0);
     if (den && den->op_type() == "Add") {
       int other = inputOf(*den, 0) == denominator ? 1 : 0;
       eps = scalarFloat(g, inputOf(*den, other));
-      denominator = outputOf(*den, 0);
-    } else if (den && den->op_type() == "Clip" &&
-               inputOf(*den, 0) == denominator && inputOf(*den, 2).empty()) {
-      eps = scalarFloat(g, inputOf(*den, 1));
-      r.clamp = true;
       denominator = outputOf(*den, 0);
     }
     SmallVector<const onnx::NodeProto *> divs = readersOf(g, w, "Div");

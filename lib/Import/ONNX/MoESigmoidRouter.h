@@ -21,21 +21,16 @@ struct SigmoidRouter {
   /// The TopK that picks the experts (the last of the router's TopKs).
   int expertTopK = -1;
   /// sigmoid(logits) ([T, E], the weights are read from it) and the
-  /// scores the experts are chosen by (`scores + bias`). ERNIE-4.5-MoE's
-  /// scores are softmax(logits); Kolibri's choice is `logits + bias` and
-  /// its weights the sigmoid of the chosen logits (`scores` is then the
-  /// logits and `scoreSigmoid` is set). `logits` is the router's output.
-  std::string scores, choice, logits;
-  bool scoreSigmoid = false;
+  /// scores the experts are chosen by (`scores + bias`).
+  std::string scores, choice;
   /// `choice` viewed as [T, groups, E / groups]; a group's score is the sum
   /// of its `groupTop` best; the `topkGroup` best groups are kept and the
   /// other experts' scores replaced by `fill`.
   int64_t groups = 1, groupTop = 2, topkGroup = 1;
   float fill = -std::numeric_limits<float>::infinity();
   /// weights = gather(scores, experts), divided by their sum plus `eps`
-  /// (or by the larger of the sum and `eps` when `clamp`) when
-  /// `normalize`, times `scale`.
-  bool normalize = false, clamp = false;
+  /// when `normalize`, times `scale`.
+  bool normalize = false;
   float eps = 0.0f, scale = 1.0f;
   /// The group-selection nodes before `expertTopK`, the first TopK among
   /// them.

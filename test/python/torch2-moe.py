@@ -149,7 +149,7 @@ for name, build in (("qwen3-moe", lambda: qwen3_moe(True)),
 # CHECK-NEXT: qwen2-moe/trace: gradients 35 of 35 within 1e-4: True
 # CHECK-NEXT: qwen2-moe/trace: 2 devices bitwise: True
 # CHECK-NEXT: qwen2-moe/trace: 4 devices bitwise: True
-# CHECK-NEXT: gpt-oss/onnx: {{.*}}gpt-oss.onnx:0:0: error: TopK node '/lm/model/layers.0/mlp/router/TopK': a mixture-of-experts block (TopK routing) rp-import cannot map: its scores are not a Softmax of router logits {{.*}}trace the model with rp.trace
+# CHECK-NEXT: gpt-oss/onnx: {{.*}}gpt-oss.onnx:0:0: error: TopK node '/lm/model/layers.0/mlp/router/TopK': a mixture-of-experts block (TopK routing) rp-import cannot map: the graph holds 0 experts of the 4 it routes to {{.*}}trace the model with rp.trace
 # CHECK-NEXT: gpt-oss/trace: moe ops: 2 routes (0 renormalised), 8 grouped matmuls
 # CHECK-NEXT: gpt-oss/trace: loss within 1e-4: True
 # CHECK-NEXT: gpt-oss/trace: gradients 37 of 37 within 1e-4: True

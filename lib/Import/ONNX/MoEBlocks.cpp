@@ -15,6 +15,8 @@
 //   p      = Softmax(logits), maybe Cast
 //   w, e   = TopK(p, k)                   (largest, last axis)
 //   w      = w / ReduceSum(w)             (optional: `normalize`)
+//   or the top-k first (GraniteMoE, Cohere2-MoE, Aria, GPT-OSS):
+//   v, e   = TopK(logits, k);  w = Softmax(v)   (`softmax_after`)
 //   one expert per OneHot class c: a Gather of the one-hot mask at c, and a
 //   Mul of the routing weights with W2_c(silu(W1_c x_c) * W3_c x_c), the
 //   three W initializers (nn.Linear layout, through Transpose or not)
@@ -61,6 +63,8 @@ struct MoEMatch {
   std::string x, logits, output;
   int64_t topK = 0;
   bool normalize = false;
+  /// The softmax is over the k chosen logits (rp.moe.route softmax = after).
+  bool softmaxAfter = false;
   bool stacked = false, gateFirst = true;
   /// transformers 5's `batched_mm` experts (matchBatchedExpert).
   bool batched = false;
@@ -100,6 +104,10 @@ private:
   /// The same with stacked weights: W2[i](silu(a) * b), a and b the two
   /// halves (Slice) of W13[i] x.
   std::optional<Expert> matchStackedExpert(const onnx::NodeProto &down) const;
+  /// True when the TopK at `topKIndex` takes router logits along their
+  /// last axis and only a Softmax over its last axis reads the values it
+  /// keeps.
+  bool softmaxAfterTopK(int topKIndex) const;
   /// (i, n) when `index` is the i-th of the n experts the routing hit: the
   /// expert loop of transformers 5 runs over `NonZero(hit)` split into one
   /// value per expert, so each one-hot class it reads is a run-time value.
@@ -198,11 +206,41 @@ Matcher::hitClass(StringRef index) const {
   return std::nullopt;
 }
 
+bool Matcher::softmaxAfterTopK(int topKIndex) const {
+  const onnx::NodeProto &topK = g.graph.node(topKIndex);
+  const onnx::NodeProto *router = g.sourceOf(inputOf(topK, 0));
+  if (!router || (router->op_type() != "MatMul" && router->op_type() != "Gemm"))
+    return false;
+  // The router logits are [T, E]: the last axis is 1 or -1.
+  auto lastAxis = [&](const onnx::NodeProto &node, int64_t dflt) {
+    int64_t axis = g.intAttr(node, "axis", dflt);
+    return axis == -1 || axis == 1;
+  };
+  // `softmax(v, dtype=float)` reads the values through a Cast.
+  std::string values = outputOf(topK, 0);
+  for (;;) {
+    auto readers = g.consumers.lookup(values);
+    if (values.empty() || g.outputs.count(values) || readers.size() != 1)
+      return false;
+    const onnx::NodeProto &reader = g.graph.node(readers[0]);
+    if (reader.op_type() == "Cast" || reader.op_type() == "Identity") {
+      values = outputOf(reader, 0);
+      continue;
+    }
+    if (reader.op_type() != "Softmax" || !lastAxis(reader, -1))
+      return false;
+    break;
+  }
+  return lastAxis(topK, -1);
+}
+
 FailureOr<MoEMatch> Matcher::match(int topKIndex) {
   MoEMatch b;
   const onnx::NodeProto *softmax =
       g.sourceOf(inputOf(g.graph.node(topKIndex), 0));
-  if (!softmax || softmax->op_type() != "Softmax") {
+  if (softmaxAfterTopK(topKIndex)) {
+    b.softmaxAfter = true;
+  } else if (!softmax || softmax->op_type() != "Softmax") {
     // DeepSeek-V3's routing reaches TopK through sigmoid scores; its first
     // TopKs choose groups, the block's region starts at the one that picks
     // experts.
@@ -212,11 +250,12 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
       if (!why.empty())
         return error(g.graph.node(at), at) << why;
       return error(g.graph.node(topKIndex), topKIndex)
-             << "its scores are not a Softmax of router logits (the routing "
-                "rp maps is softmax then top-k, as Mixtral and Qwen-MoE "
-                "route, or sigmoid scores plus a correction bias, as "
-                "DeepSeek-V3 routes); trace the model with rp.trace, or "
-                "route that way";
+             << "its scores are not a Softmax of router logits, nor router "
+                "logits whose k values only a Softmax reads (the routings "
+                "rp maps are softmax then top-k, as Mixtral and Qwen-MoE "
+                "route, top-k then softmax, as GraniteMoE routes, or "
+                "sigmoid scores plus a correction bias, as DeepSeek-V3 "
+                "routes); trace the model with rp.trace, or route that way";
     }
     b.isSigmoid = true;
     topKIndex = b.sigmoid.expertTopK;
@@ -233,8 +272,9 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     return error(topK, topKIndex)
            << "it takes the smallest scores (largest = 0); experts are "
               "chosen by the largest";
-  b.logits = b.isSigmoid ? inputOf(*g.producerOf(b.sigmoid.scores), 0)
-                         : inputOf(*softmax, 0);
+  b.logits = b.isSigmoid      ? inputOf(*g.producerOf(b.sigmoid.scores), 0)
+             : b.softmaxAfter ? inputOf(topK, 0)
+                              : inputOf(*softmax, 0);
   const onnx::NodeProto *router = g.sourceOf(b.logits);
   if (!router || (router->op_type() != "MatMul" && router->op_type() != "Gemm"))
     return error(topK, topKIndex)
@@ -507,6 +547,8 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
     }
     attr("top_k", b->topK);
     attr("normalize", b->normalize);
+    if (b->softmaxAfter)
+      attr("softmax_after", 1);
     if (b->stacked) {
       attr("stacked", 1);
       attr("gate_first", b->gateFirst);

@@ -20,7 +20,8 @@ constexpr llvm::StringLiteral kMoEDomain = "rp.import.moe";
 /// Replaces every mixture-of-experts block of `graph` (each TopK node
 /// starts one) by one node `MoE` of kMoEDomain: inputs the tokens `x` ([T,
 /// H]), the router logits ([T, E]), then the experts' W1 (E of them), W3
-/// and W2 initializers; attributes `top_k` and `normalize`; output the
+/// and W2 initializers; attributes `top_k`, `normalize` and `softmax_after`
+/// (the softmax is over the k chosen logits); output the
 /// block's combined [T, H]. Errors name the node that does not match.
 LogicalResult recognizeMoEBlocks(onnx::GraphProto &graph, Location fileLoc);
 

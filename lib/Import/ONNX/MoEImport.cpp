@@ -152,10 +152,14 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
       return failure();
     std::tie(weights, chosen) = routeSigmoid(n, logits, choice, k);
   } else {
+    // The softmax over the k chosen logits equals the renormalised softmax
+    // of all of them; `after` computes it (and its gradient) from the k.
+    bool after = n.intAttr("softmax_after", 0) != 0;
     auto route = MoERouteOp::create(
         n.builder, n.loc, RankedTensorType::get({tokens, k}, f),
         RankedTensorType::get({tokens, k}, i64), logits, uint64_t(k),
-        MoESoftmax::before, n.intAttr("normalize", 0) != 0);
+        after ? MoESoftmax::after : MoESoftmax::before,
+        !after && n.intAttr("normalize", 0) != 0);
     weights = route.getWeights();
     chosen = route.getExperts();
   }

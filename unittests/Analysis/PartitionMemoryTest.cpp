@@ -94,8 +94,9 @@ TEST(PartitionMemoryTest, BoundDecidesFitsAsPlacing) {
       EXPECT_EQ(quick.fits, full.fits) << gib << " GiB";
       EXPECT_EQ(quick.fits, fitsDeviceMemory(p, layers, t));
       EXPECT_LE(quick.bytes, full.bytes);
-      if (quick.planned)
+      if (quick.planned) {
         EXPECT_EQ(quick.bytes, full.bytes);
+      }
       bounded += !quick.planned;
       placed += quick.planned;
     }

@@ -13,7 +13,8 @@ using namespace mlir::rp;
 
 DevicePeak mlir::rp::devicePeak(const Partition &p,
                                 llvm::ArrayRef<LayerCost> layers,
-                                const SearchTarget &t, int64_t hostLimit) {
+                                const SearchTarget &t, int64_t hostLimit,
+                                int64_t skipOver) {
   std::string error;
   FailureOr<Pipeline> pl = lowerForTarget(p, layers, t, error);
   DevicePeak peak;
@@ -29,12 +30,13 @@ DevicePeak mlir::rp::devicePeak(const Partition &p,
   MemoryPlan mp = collectBuffers(*pl, layers);
   // Where a limit is asked, the cheap bounds first, then the host's pool
   // alone: the hold's moves mostly fail one of them.
-  if (hostLimit > 0) {
+  if (hostLimit > 0 || skipOver >= 0) {
     std::vector<int64_t> bounds = liveBytesBounds(mp, pl->devices);
     peak.hostBytes = bounds.back();
     bounds.pop_back();
     peak.bytes = *std::max_element(bounds.begin(), bounds.end());
-    if (peak.hostBytes > hostLimit || peak.bytes > t.budget())
+    if ((hostLimit > 0 && peak.hostBytes > hostLimit) ||
+        (peak.bytes > t.budget() && peak.bytes >= skipOver))
       return peak;
   }
   HappensBefore hb(pl->schedule);
@@ -97,7 +99,9 @@ mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
     Partition p = lean(n, tail, b, f);
     if (!fitsStageBytes(p, layers, cap))
       return false;
-    DevicePeak peak = devicePeak(p, layers, t);
+    // A plan whose bound is over the budget and not under the least peak
+    // so far neither fits nor becomes the least: not placed.
+    DevicePeak peak = devicePeak(p, layers, t, 0, r.least.bytes);
     ++r.planned;
     if (peak.bytes < r.least.bytes) {
       r.least = peak;

@@ -66,7 +66,8 @@ bool mlir::rp::fitsStageBytes(const Partition &p,
 bool mlir::rp::fitsDeviceMemory(const Partition &p,
                                 llvm::ArrayRef<LayerCost> layers,
                                 const SearchTarget &t) {
-  return devicePeak(p, layers, t).fits;
+  // A plan the live-bytes bound puts over the budget is not placed.
+  return devicePeak(p, layers, t, 0, 0).fits;
 }
 
 namespace {
@@ -190,7 +191,9 @@ Partition searchAndFit(llvm::ArrayRef<LayerCost> layers,
   // fit, lean ones may. A graph that fits with some lean partition is
   // never refused; one that fits with none gets the least peak found, so
   // that the memory plan's refusal names it.
-  DevicePeak peak = devicePeak(p, layers, t);
+  // Its bound first: the placed peak only matters where no lean
+  // partition fits either (below).
+  DevicePeak peak = devicePeak(p, layers, t, 0, 0);
   // Two passes in flight share one copy of the arenas where two copies do
   // not fit (rp-plan-memory), a device waiting only for its own part of
   // the pass before, so the fastest partition that fits once is kept: a
@@ -202,6 +205,8 @@ Partition searchAndFit(llvm::ArrayRef<LayerCost> layers,
   MemorySearchResult lean = partitionForMemory(layers, t);
   if (lean.fastest)
     return *lean.fastest;
+  if (!peak.planned)
+    peak = devicePeak(p, layers, t);
   return lean.least.bytes < peak.bytes ? lean.leastPeak : p;
 }
 

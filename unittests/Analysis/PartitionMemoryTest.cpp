@@ -73,3 +73,38 @@ TEST(PartitionMemoryTest, FastestThatFitsAndFeasibilityOnly) {
   q.layerGrain = true;
   EXPECT_TRUE(devicePeak(q, layers, t).fits);
 }
+
+/// A fit check decided by the live-bytes bound (devicePeak's `skipOver`)
+/// answers as the placed plan does, its bytes never over the placed peak;
+/// the memory objective's least peak is always a placed plan's, so a
+/// search that finds nothing that fits names the same partition and peak.
+TEST(PartitionMemoryTest, BoundDecidesFitsAsPlacing) {
+  std::vector<LayerCost> layers = longSequenceModel();
+  unsigned n = layers.size();
+  unsigned bounded = 0, placed = 0;
+  for (double gib = 2; gib <= 16; gib += 1) {
+    SearchTarget t{device(gib), 4, 5, int64_t(1) << 40};
+    std::vector<Partition> tries{
+        leanest(n), partitionRoundPipe(layers, t.stageBytes, t.devices),
+        partitionFromSizes({2, 2, 2, 2, 2}, 2, {2, 2, 2, 2, 2}, n),
+        partitionFromSizes({5, 5}, 2, {3, 3, 4}, n)};
+    for (const Partition &p : tries) {
+      DevicePeak full = devicePeak(p, layers, t);
+      DevicePeak quick = devicePeak(p, layers, t, 0, 0);
+      EXPECT_EQ(quick.fits, full.fits) << gib << " GiB";
+      EXPECT_EQ(quick.fits, fitsDeviceMemory(p, layers, t));
+      EXPECT_LE(quick.bytes, full.bytes);
+      if (quick.planned) {
+        EXPECT_EQ(quick.bytes, full.bytes);
+      }
+      bounded += !quick.planned;
+      placed += quick.planned;
+    }
+    MemorySearchResult r = partitionForMemory(layers, t);
+    EXPECT_TRUE(r.least.planned);
+    EXPECT_EQ(r.least.bytes, devicePeak(r.leastPeak, layers, t).bytes);
+  }
+  // Both ways are taken over the sweep.
+  EXPECT_GT(bounded, 0u);
+  EXPECT_GT(placed, 0u);
+}

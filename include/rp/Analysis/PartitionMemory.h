@@ -41,8 +41,15 @@ struct DevicePeak {
 /// placed: it does not fit, and its peaks are the bounds. The hold asks
 /// so: most of its moves fail one of the two, and placing is most of a
 /// plan's cost.
+///
+/// With `skipOver` >= 0 a plan whose device bound is over the budget and
+/// at least `skipOver` is not placed either (fit checks pass 0; a search
+/// that keeps the least peak passes the least so far, which such a plan
+/// cannot lower): what a fit needs is decided by the bound where it can
+/// be, the same answer as a placed plan's.
 DevicePeak devicePeak(const Partition &p, llvm::ArrayRef<LayerCost> layers,
-                      const SearchTarget &target, int64_t hostLimit = 0);
+                      const SearchTarget &target, int64_t hostLimit = 0,
+                      int64_t skipOver = -1);
 
 struct MemorySearchResult {
   /// The fastest lean partition that fits, when one does.

@@ -206,6 +206,7 @@ TEST(TokenSlicesTest, PredictionTimesTheKeptKeysCopies) {
   std::vector<LayerCost> whole = layersOf(8, 4), quarter = layersOf(8, 1);
   Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
   HardwareProfile hw;
+  hw.h2dGBps = hw.d2hGBps = 25;
   std::string error;
   auto predict = [&](unsigned g, int64_t perToken) {
     PlanTarget target{hw, ScheduleKind::roundRobin, g, 1};

@@ -43,7 +43,8 @@ LORA = {"qwen3-235b-a22b": ["--lora-rank", "32", "--lora-alpha", "16"]}
 SLICED = re.compile(
     r"token slices \(a prediction[^)]*\): (\d+) slices? of ([\d,]+) tokens "
     r"\(([^)]*)\).*?predicted step ([\d.]+) ms, (\d+)% bubble, (\d+) "
-    r"tokens/s; unsliced ([\d.]+) ms, (\d+)% bubble, (\d+) tokens/s.*?"
+    r"tokens/s(?: \([^)]*\))?; unsliced ([\d.]+) ms, (\d+)% bubble, (\d+) "
+    r"tokens/s.*?"
     r"peak ([\d.]+ GiB) on device \d+ of [\d.]+ GiB \((fits|does NOT fit); "
     r"unsliced ([\d.]+ GiB)")
 

@@ -3,7 +3,8 @@ prediction of one long sequence cut into slices, beside the unsliced plan.
 
 Usage: python3 bench/token_slices.py [--models qwen3-1.7b,llama-3.1-8b]
                                      [--seqs 16384,32768,65536,131072]
-                                     [--no-max-seq] [--max-seq-models ...]
+                                     [--no-max-seq] [--no-sim]
+                                     [--max-seq-models ...]
 
 Every figure here is the compiler's model of a path rp cannot execute yet:
 rp-compile --token-slices predicts and then refuses (exit 1, no plan), so
@@ -42,7 +43,8 @@ LORA = {"qwen3-235b-a22b": ["--lora-rank", "32", "--lora-alpha", "16"]}
 SLICED = re.compile(
     r"token slices \(a prediction[^)]*\): (\d+) slices? of ([\d,]+) tokens "
     r"\(([^)]*)\).*?predicted step ([\d.]+) ms, (\d+)% bubble, (\d+) "
-    r"tokens/s; unsliced ([\d.]+) ms, (\d+)% bubble, (\d+) tokens/s.*?"
+    r"tokens/s(?: \([^)]*\))?; unsliced ([\d.]+) ms, (\d+)% bubble, (\d+) "
+    r"tokens/s.*?"
     r"peak ([\d.]+ GiB) on device \d+ of [\d.]+ GiB \((fits|does NOT fit); "
     r"unsliced ([\d.]+ GiB)")
 
@@ -73,7 +75,7 @@ def sim_unsliced(graph):
     return (float(sim["tokens_per_s"]), float(sim["steady_bubble_pct"])), ""
 
 
-def throughput(models, seqs, tmp):
+def throughput(models, seqs, tmp, with_sim=True):
     print("token slices, 8 x rtx4090, f16, one sequence per step (batch 1, "
           "1 microbatch), async, steps back to back.\nTHE COMPILER'S MODEL "
           "OF A PATH rp CANNOT RUN YET (rp-compile --token-slices auto "
@@ -95,7 +97,9 @@ def throughput(models, seqs, tmp):
             k, sizes, how = m.group(1), m.group(2), m.group(3)
             s_tps, s_b = int(m.group(6)), int(m.group(5))
             u_tps, u_b = int(m.group(9)), int(m.group(8))
-            sim, why = sim_unsliced(graph)
+            # --no-sim: the unsliced plan's sim column (which no change to
+            # the sliced model moves) is left out.
+            sim, why = sim_unsliced(graph) if with_sim else (None, "not run")
             sim_text = (f"{sim[0]:7.0f} {sim[1]:3.0f}%" if sim
                         else f"({why})")
             shown = sizes if len(sizes) <= 30 else sizes[:27] + "..."
@@ -143,11 +147,13 @@ def main():
     parser.add_argument("--models", default="qwen3-1.7b,llama-3.1-8b")
     parser.add_argument("--seqs", default="16384,32768,65536,131072")
     parser.add_argument("--no-max-seq", dest="max_seq", action="store_false")
+    parser.add_argument("--no-sim", dest="sim", action="store_false",
+                        help="leave out the unsliced plan's sim column")
     parser.add_argument("--max-seq-models", default=",".join(ROUNDPIPE_MAX))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         throughput(args.models.split(","),
-                   [int(s) for s in args.seqs.split(",")], tmp)
+                   [int(s) for s in args.seqs.split(",")], tmp, args.sim)
         if args.max_seq:
             max_seq(args.max_seq_models.split(","), tmp)
 

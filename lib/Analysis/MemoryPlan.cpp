@@ -92,14 +92,17 @@ MemoryPlan mlir::rp::collectBuffers(const Pipeline &pl,
                                     llvm::ArrayRef<LayerCost> layers) {
   MemoryPlan mp;
   const std::vector<Command> &cmds = pl.schedule.commands;
-  mp.commandBuffers.assign(cmds.size(), {-1, -1, -1, -1});
+  mp.commandBuffers.assign(cmds.size(), {-1, -1, -1, -1, -1});
   auto create = [&](BufferRole role, unsigned device, std::string what) {
     mp.buffers.push_back({role, device, 0, 0, {}, std::move(what)});
     return int(mp.buffers.size() - 1);
   };
+  // A command's use of a buffer that is not one of its named slots (a
+  // copy's, or a static backward's read of its forward's input).
+  constexpr unsigned other = 5;
   auto use = [&](int buffer, unsigned cmd, unsigned slot) {
     mp.buffers[buffer].users.push_back(cmd);
-    if (slot < 4)
+    if (slot < other)
       mp.commandBuffers[cmd][slot] = buffer;
   };
 
@@ -236,13 +239,13 @@ MemoryPlan mlir::rp::collectBuffers(const Pipeline &pl,
         if (c.kind == CommandKind::backward &&
             pc.kind == CommandKind::forward &&
             pl.jobs[pc.job].weightSet == job.weightSet)
-          use(inputBuffer(p, ""), i, 4);
+          use(inputBuffer(p, ""), i, other);
       }
       break;
     }
     case CommandKind::h2dWeights:
     case CommandKind::d2hWeightGrads:
-      use(setBuffer[job.weightSet], i, 4);
+      use(setBuffer[job.weightSet], i, other);
       break;
     // Token slices' kept keys and values come up into the compute's input
     // buffer (the prefix beside its input) and go down from its output.
@@ -254,10 +257,10 @@ MemoryPlan mlir::rp::collectBuffers(const Pipeline &pl,
                  std::string(c.kind == CommandKind::h2dGradient ? "B" : "") +
                  std::to_string(c.job) + " mb" + std::to_string(c.microbatch));
       mp.buffers[in].bytes += c.bytes;
-      use(in, i, 4);
+      use(in, i, other);
       for (unsigned w : c.waits)
         if (auto it = staged.find(w); it != staged.end())
-          use(it->second, i, 4);
+          use(it->second, i, other);
       break;
     }
     case CommandKind::d2hActivation:
@@ -266,11 +269,11 @@ MemoryPlan mlir::rp::collectBuffers(const Pipeline &pl,
       if (auto it = outputOf.find(unsigned(std::max(served[i], 0)));
           served[i] >= 0 && it != outputOf.end()) {
         mp.buffers[it->second].bytes += c.bytes;
-        use(it->second, i, 4);
+        use(it->second, i, other);
       }
       int s = create(BufferRole::staged, host, "staged " + tag);
       mp.buffers[s].bytes = c.bytes;
-      use(s, i, 4);
+      use(s, i, other);
       staged[i] = s;
       break;
     }

@@ -418,21 +418,50 @@ FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
       unsigned j = unsigned(c.microbatch) % k;
       const StageJob &job = pl.jobs[c.job];
       c.ms = sliceComputeMs(job, slices[j]);
-      int64_t kept = keptKeyValueBytes(job.kind, job.range, pairs, offsets[j]);
-      out.keptBytes = std::max(out.keptBytes, kept);
+      // The kept keys are not the compute's work: they come up into its
+      // input and their gradients sum in the job's accumulator (the
+      // memory plan's, from the copies below), as in rp-plan-memory.
+      out.keptBytes =
+          std::max(out.keptBytes,
+                   keptKeyValueBytes(job.kind, job.range, pairs, offsets[j]));
       c.bytes = jobWorkBytes(job.kind, job.range, slices[j], job.layerGrain,
-                             /*savedAsInputs=*/true) +
-                kept;
+                             /*savedAsInputs=*/true);
     }
   };
-  // The model leaves the tail's forward sweep out (docs/token-slices.md):
-  // it times a slice's tail as one forward + backward command.
+  // The schedule rp-lower-schedule writes: the tail's forward sweep where
+  // its layers keep keys, and the kept keys' copies (insertTransfers adds
+  // them to every copy of the pipeline the timing and the memory plan
+  // make).
+  SmallVector<bool> keepsKeys;
+  for (int64_t bytes : pairs.keyValueBytes)
+    keepsKeys.push_back(bytes > 0);
   FailureOr<Pipeline> pl = lowerSlicedSchedule(
       partition, mean, target.kind, target.devices, target.microbatches, k,
-      /*tailSweep=*/false, error, time);
+      /*tailSweep=*/true, error, time, keepsKeys);
   if (failed(pl))
     return failure();
+  // The sweep (added after the timing) runs its slice's forward.
+  for (Command &c : pl->schedule.commands)
+    if (c.kind == CommandKind::forward && c.microbatch >= 0 &&
+        pl->jobs[c.job].kind == CommandKind::tail) {
+      const StageJob &job = pl->jobs[c.job];
+      c.ms = 0;
+      for (unsigned l = job.range.begin; l < job.range.end; ++l)
+        c.ms += slices[unsigned(c.microbatch) % k][l].forwardMs;
+    }
   pl->residentWeights = false;
+  if (k > 1) {
+    pl->keptKeySlices.assign(sizes.begin(), sizes.end());
+    pl->keptKeyBytes = pairs.keyValueBytes;
+    // Every layer's keys have a forward that makes them (the sweep's for
+    // the tail's): checked once here, on a copy.
+    Pipeline check = *pl;
+    check.keptKeySlices.clear();
+    insertTransfers(check, mean, target.hw);
+    if (!insertKeptKeyTransfers(check, sizes, pairs.keyValueBytes, target.hw,
+                                error))
+      return failure();
+  }
   PlanPrediction &p = out.plan;
   Pipeline computeOnly = *pl;
   std::optional<SteadyState> steady;

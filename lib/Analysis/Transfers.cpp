@@ -1,6 +1,9 @@
 //===- Transfers.cpp - the copies a pipeline's compute needs --------------===//
 
 #include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/TokenSlices.h"
+
+#include "llvm/Support/ErrorHandling.h"
 
 #include <algorithm>
 #include <map>
@@ -394,6 +397,14 @@ void mlir::rp::insertTransfers(Pipeline &pipeline,
   Inserter inserter(pipeline, layers, hw, old);
   inserter.run();
   pipeline.schedule = std::move(inserter.out);
+  // The caller that set the kept keys checked that their copies can be
+  // made (every layer's keys have a forward that makes them).
+  std::string error;
+  if (pipeline.keptKeySlices.size() > 1 &&
+      !insertKeptKeyTransfers(pipeline, pipeline.keptKeySlices,
+                              pipeline.keptKeyBytes, hw, error))
+    llvm::report_fatal_error(llvm::Twine(error) +
+                             "; this is a bug in rp, please report it");
 }
 
 Schedule mlir::rp::recomputeSplit(const Schedule &schedule,

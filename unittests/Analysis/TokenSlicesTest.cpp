@@ -197,6 +197,42 @@ TEST(TokenSlicesTest, SlicesFillThePipeline) {
   EXPECT_EQ(sliced->keptBytes, 2 * 3 * 64 * 48);
 }
 
+/// The prediction times the kept keys' copies through host rows (the
+/// schedule rp-insert-transfers writes): keys and values of many bytes per
+/// token make the step longer, through the copies alone (the layers' own
+/// times are the same), and the tail's forward sweep runs where the tail
+/// keeps keys.
+TEST(TokenSlicesTest, PredictionTimesTheKeptKeysCopies) {
+  std::vector<LayerCost> whole = layersOf(8, 4), quarter = layersOf(8, 1);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  HardwareProfile hw;
+  hw.h2dGBps = hw.d2hGBps = 25;
+  std::string error;
+  auto predict = [&](unsigned g, int64_t perToken) {
+    PlanTarget target{hw, ScheduleKind::roundRobin, g, 1};
+    target.budget = int64_t(1) << 40;
+    SlicePairCosts pairs = fitPairCosts(layersOf(8, 8), whole, 64,
+                                        std::vector<int64_t>(8, perToken));
+    std::vector<std::vector<LayerCost>> slices;
+    for (int64_t j = 0; j < 4; ++j)
+      slices.push_back(sliceLayerCosts(quarter, pairs, 16 * j, 16));
+    return predictSlicedPlan(p, slices, {16, 16, 16, 16}, quarter, pairs,
+                             target, error);
+  };
+  for (unsigned g : {1u, 2u, 4u}) {
+    FailureOr<SlicedPrediction> light = predict(g, 64);
+    ASSERT_TRUE(mlir::succeeded(light)) << error;
+    // 64 MiB per token: a prefix of 48 tokens is 3 GiB per layer.
+    FailureOr<SlicedPrediction> heavy = predict(g, int64_t(64) << 20);
+    ASSERT_TRUE(mlir::succeeded(heavy)) << error;
+    EXPECT_GT(heavy->plan.stepMs, 2 * light->plan.stepMs) << g;
+    // The prefixes come up into the computes' inputs and the gradients
+    // sum in an accumulator: the peak holds a prefix of 48 tokens of a
+    // job's layers at least.
+    EXPECT_GE(heavy->plan.peak, int64_t(48) * (int64_t(64) << 20)) << g;
+  }
+}
+
 TEST(TokenSlicesTest, RefusesWhatItDoesNotModel) {
   std::vector<LayerCost> layers = layersOf(8, 1);
   Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
@@ -354,6 +390,19 @@ TEST(TokenSlicesTest, MemoryPlanHoldsEachPrefixAndTheKeyGradients) {
       ASSERT_GE(in, 0);
       EXPECT_EQ(mp.buffers[in].bytes, uploaded) << c.label << " on " << g;
       inputs.insert(in);
+      // The fifth slot (rp.compute's fifth offset) is the job's key and
+      // value gradient accumulator: a fused or backward compute's, never a
+      // forward's (the tail's sweep included).
+      int acc = mp.commandBuffers[i][4];
+      if (c.kind == CommandKind::forward) {
+        EXPECT_EQ(acc, -1) << c.label << " on " << g;
+        continue;
+      }
+      ASSERT_GE(acc, 0) << c.label << " on " << g;
+      EXPECT_EQ(mp.buffers[acc].role, BufferRole::keyGrads) << c.label;
+      EXPECT_TRUE(llvm::is_contained(mp.buffers[acc].users, unsigned(i)))
+          << c.label;
+      EXPECT_EQ(cmds[mp.buffers[acc].users.front()].job, c.job) << c.label;
     }
     EXPECT_EQ(inputs.size(), computes) << g;
     unsigned accumulators = 0;

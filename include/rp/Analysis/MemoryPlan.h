@@ -69,8 +69,10 @@ struct MemoryPlan {
   int64_t stagedHostBytes = 0;
   /// The model's weights and gradients, pinned on the host.
   int64_t pinnedHostBytes = 0;
-  /// Per command: its weights, input, output and work buffers (-1: none).
-  std::vector<std::array<int, 4>> commandBuffers;
+  /// Per command: its weights, input, output and work buffers, and, for a
+  /// token-sliced schedule's tail or backward compute whose layers keep
+  /// keys, its job's key and value gradient accumulator (-1: none).
+  std::vector<std::array<int, 5>> commandBuffers;
 };
 
 /// The device of `mp` with the largest peak (the first on ties), that peak

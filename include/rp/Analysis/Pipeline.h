@@ -106,6 +106,13 @@ struct Pipeline {
   /// (rp-plan-memory): the passes in flight share one set, and a device
   /// takes up pass p+1's work once its own part of pass p is done.
   unsigned arenaCopies = 0;
+  /// Token slices, where the kept keys' copies are to be timed with the
+  /// rest (predictSlicedPlan): the slices of a sequence (microbatch m is
+  /// slice m mod K) and per layer its keys' and values' bytes per token.
+  /// insertTransfers then adds their copies (insertKeptKeyTransfers), so
+  /// the steady state and the memory plan of every copy of the pipeline
+  /// carry them. Empty: none (rp-insert-transfers adds them itself).
+  std::vector<int64_t> keptKeySlices, keptKeyBytes;
   Schedule schedule;
 
   /// The device shift from one pass to the next, in [0, devices): 0 for

@@ -304,8 +304,14 @@ LogicalResult ComputeOp::verify() {
   if (begin < 0 || end <= begin)
     return emitOpError("has an empty layer range [")
            << begin << ", " << end << ")";
-  if (auto offsets = getOffsets(); offsets && offsets->size() != 4)
-    return emitOpError("needs 4 offsets (weights, input, output, work)");
+  // A fifth offset places a token-sliced tail's or backward's key and
+  // value gradient accumulator; a forward has none.
+  if (auto offsets = getOffsets();
+      offsets && offsets->size() != 4 &&
+      (offsets->size() != 5 || getKind() == LayerRole::forward))
+    return emitOpError("needs 4 offsets (weights, input, output, work), or 5 "
+                       "for a tail or backward with a key and value gradient "
+                       "accumulator");
   if (!(getMs().convertToDouble() >= 0))
     return emitOpError("has a negative time");
   return success();

@@ -229,6 +229,17 @@ rp.schedule @main {
 
 // -----
 
+// A fifth offset (a token-sliced job's key and value gradient accumulator)
+// is a tail's or a backward's: a forward sums no gradients.
+func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", forward = [], backward = [1]>}
+
+rp.schedule @main {
+  // expected-error @+1 {{needs 4 offsets (weights, input, output, work), or 5 for a tail or backward with a key and value gradient accumulator}}
+  %c = rp.compute forward job 0 layers 0 to 1 mb 0 device 0 weights 0 {ms = 1.0 : f64, offsets = array<i64: 0, 0, 0, 0, 0>}
+}
+
+// -----
+
 func.func private @main() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 1, microbatches = 1, hw = "host", forward = [], backward = [1]>}
 
 rp.schedule @main {

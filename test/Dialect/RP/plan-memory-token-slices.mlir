@@ -4,6 +4,12 @@
 // RUN: rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-slice-tokens=slices=3,4,5 --rp-lower-schedule --rp-insert-transfers \
 // RUN:   | sed -E 's/(rp.copy h2d activation job 0 mb 1 device 0 bytes 192 boundary 1) after\([^)]*\)/\1/' \
 // RUN:   | not rp-opt --rp-verify-schedule 2>&1 | FileCheck %s --check-prefix=EARLY
+// RUN: rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-slice-tokens=slices=3,4,5 --rp-lower-schedule --rp-insert-transfers --rp-plan-memory \
+// RUN:   | sed -E '0,/rp.compute tail/ s/(rp.compute tail .*offsets = array<i64: -?[0-9]+, -?[0-9]+, -?[0-9]+, -?[0-9]+), -?[0-9]+>/\1>/' \
+// RUN:   | not rp-opt --rp-verify-schedule 2>&1 | FileCheck %s --check-prefix=NOACC
+// RUN: rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-lower-schedule --rp-insert-transfers --rp-plan-memory \
+// RUN:   | sed -E '0,/rp.compute backward/ s/(rp.compute backward .*offsets = array<i64: [^>]*)>/\1, 0>/' \
+// RUN:   | not rp-opt --rp-verify-schedule 2>&1 | FileCheck %s --check-prefix=EXTRA
 
 // rp-plan-memory and rp-verify-schedule on a token-sliced schedule (slices
 // 3, 4, 5 at offsets 0, 3, 7 of one sequence; the schedule of
@@ -31,3 +37,19 @@
 // A prefix upload that does not wait for the download of its rows: the
 // forward of slice 1 would read slice 0's keys before they reach the host.
 // EARLY: error: 'rp.compute' op reads the kept keys and values of earlier token slices before they arrive: its upload comes before the download of layer 1's keys of microbatch 0
+
+// The accumulator's place: every fused and backward compute of a job that
+// sums key gradients has a fifth offset, its job's accumulator (the same
+// for all of the job's computes); a forward, the tail's sweep included,
+// has four. rp-verify-schedule refuses a compute of such a job without it,
+// and a compute of an unsliced schedule with one.
+// CHECK: rp.compute forward job 1 layers 2 to 4 mb 0 {{.*}}offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}>
+// CHECK: rp.compute forward job 1 layers 2 to 4 mb 1 {{.*}}offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}>
+// CHECK: rp.compute tail job 1 layers 2 to 4 mb 2 {{.*}}offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, [[TACC:[0-9]+]]>
+// CHECK: rp.compute tail job 1 layers 2 to 4 mb 1 {{.*}}offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, [[TACC]]>
+// CHECK: rp.compute tail job 1 layers 2 to 4 mb 0 {{.*}}offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, [[TACC]]>
+// CHECK: rp.compute backward job 2 layers 0 to 2 mb 2 {{.*}}offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, [[BACC:[0-9]+]]>
+// CHECK: rp.compute backward job 2 layers 0 to 2 mb 1 {{.*}}offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, [[BACC]]>
+// CHECK: rp.compute backward job 2 layers 0 to 2 mb 0 {{.*}}offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}, [[BACC]]>
+// NOACC: error: 'rp.compute' op sums the key and value gradients of its later token slices but has no offset for their accumulator
+// EXTRA: error: 'rp.compute' op has an offset for a key and value gradient accumulator its job does not have

@@ -108,9 +108,13 @@ struct PlanMemoryPass
     OpBuilder b(&getContext());
     for (auto [i, inner] : llvm::enumerate(op->getBody().front()))
       if (auto compute = dyn_cast<ComputeOp>(inner)) {
+        // Weights, input, output and work; a fifth, the key and value
+        // gradient accumulator, only where a token-sliced job has one, so
+        // that an unsliced schedule reads as it did.
         SmallVector<int64_t> offsets;
-        for (int buffer : mp.commandBuffers[i])
-          offsets.push_back(buffer < 0 ? -1 : mp.buffers[buffer].offset);
+        for (auto [slot, buffer] : llvm::enumerate(mp.commandBuffers[i]))
+          if (slot < 4 || buffer >= 0)
+            offsets.push_back(buffer < 0 ? -1 : mp.buffers[buffer].offset);
         compute.setOffsetsAttr(b.getDenseI64ArrayAttr(offsets));
       }
     op->setPeakBytesAttr(b.getDenseI64ArrayAttr(mp.peakBytes));

@@ -439,9 +439,10 @@ void PredictTokenSlicesPass::runOnOperation() {
          << (sliced->plan.fits ? "fits" : "does NOT fit") << "; unsliced "
          << gib(plain->peak) << "), keys and values kept "
          << "by one job up to " << gib(sliced->keptBytes)
-         << "; not modelled: the kept keys' and values' copies between a "
-            "forward and its backward job, the tail's earlier slices' "
-            "forwards overlapping the wait for the last";
+         << " (their copies through host rows and the tail's forward "
+            "sweep timed as rp-insert-transfers writes them); not modelled: "
+            "the pinned host rows that hold every layer's keys and values "
+            "between a forward job and its backward";
   // What every prediction says (rp/timing/Assumptions.h): its profile's
   // terms, what the model leaves out, and what its range is over.
   report << "; both predictions assume "

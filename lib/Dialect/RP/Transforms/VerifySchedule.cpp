@@ -267,6 +267,17 @@ LogicalResult Checker::checkMemory() {
     if (!compute || !compute.getOffsets())
       continue;
     planned = true;
+    // The fifth offset is the key and value gradient accumulator's: there
+    // exactly when the job sums key gradients over its slices, else the
+    // accumulator would lie at 0 unchecked, or an offset place nothing.
+    bool accumulates = mp.commandBuffers[i][4] >= 0;
+    if (accumulates != (compute.getOffsets()->size() == 5))
+      return compute.emitOpError()
+             << (accumulates ? "sums the key and value gradients of its "
+                               "later token slices but has no offset for "
+                               "their accumulator"
+                             : "has an offset for a key and value gradient "
+                               "accumulator its job does not have");
     for (auto [slot, offset] : llvm::enumerate(*compute.getOffsets()))
       if (int b = mp.commandBuffers[i][slot]; b >= 0)
         mp.buffers[b].offset = offset;

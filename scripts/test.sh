@@ -15,6 +15,16 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 cd "$root"
 jobs=$(nproc)
 start=$(date +%s)
+# Each stage's heading, after the seconds the one before it took (before
+# the build's, the setup's), so a CI log shows where its time goes.
+stage_start=$start
+stage() { # heading
+  local now
+  now=$(date +%s)
+  echo "   ($((now - stage_start)) s)"
+  stage_start=$now
+  echo "== $1"
+}
 
 bash scripts/setup.sh --no-torch2 || exit 1
 # The torch-2 venv (2.3 GB of wheels, fetched and unpacked: I/O more than
@@ -22,7 +32,7 @@ bash scripts/setup.sh --no-torch2 || exit 1
 torch2_log=$(mktemp)
 bash scripts/torch2-venv.sh >"$torch2_log" 2>&1 &
 torch2_pid=$!
-echo "== build"
+stage "build"
 bash scripts/build.sh || { wait "$torch2_pid"; echo "0 passed, 1 failed"; exit 1; }
 wait "$torch2_pid"
 torch2_rc=$?
@@ -38,7 +48,7 @@ tally() { # name passed failed
   failed=$((failed + $3))
 }
 
-echo "== lit (compiler, python)"
+stage "lit (compiler, python)"
 lit_json=$(mktemp)
 /usr/lib/llvm-22/bin/lit -sv -j "$jobs" --output "$lit_json" build/test
 read -r lp lf < <(.venv/bin/python - "$lit_json" <<'PY'
@@ -46,6 +56,9 @@ import json, sys
 tests = json.load(open(sys.argv[1])).get("tests", [])
 ok = sum(t["code"] in ("PASS", "XFAIL") for t in tests)
 bad = sum(t["code"] not in ("PASS", "XFAIL", "UNSUPPORTED") for t in tests)
+# The slowest tests, where CI's time goes (stderr: stdout is the count).
+for t in sorted(tests, key=lambda t: -t.get("elapsed", 0))[:12]:
+    print(f"   {t.get('elapsed', 0):7.1f} s  {t['name']}", file=sys.stderr)
 print(ok, bad)
 PY
 ) || { lp=0; lf=1; }
@@ -71,7 +84,7 @@ run_ctest() { # name dir [ctest args...]
   tally "$name" $((total - bad)) "$bad"
 }
 
-echo "== gtest (compiler, runtime)"
+stage "gtest (compiler, runtime)"
 run_ctest gtest build -E '^lit$'
 
 # clang-tidy (.clang-tidy) on the runtime's sources (no MLIR header, a few
@@ -79,7 +92,7 @@ run_ctest gtest build -E '^lit$'
 # the last commit that touched C++): each checked file is one test
 # (scripts/tidy.sh). The whole compiler tree does not fit CI's time on 2
 # cores; a compiler file is checked when it changes.
-echo "== clang-tidy (runtime and changed sources)"
+stage "clang-tidy (runtime and changed sources)"
 tidy_out=$(bash scripts/tidy.sh 2>&1)
 echo "$tidy_out" | sed 's/^/   /'
 read -r tp tf < <(echo "$tidy_out" |
@@ -89,7 +102,7 @@ tally tidy "$tp" "$tf"
 
 # clang-format (.clang-format) on every tracked C++ and CUDA source: each
 # file is one test (scripts/format.sh; --fix formats them).
-echo "== clang-format"
+stage "clang-format"
 fmt_out=$(bash scripts/format.sh 2>&1)
 echo "$fmt_out" | sed 's/^/   /' | tail -20
 read -r fp ff < <(echo "$fmt_out" |
@@ -100,7 +113,7 @@ tally format "$fp" "$ff"
 # The cuda device is built and linked whenever nvcc is there; its half of
 # the device-conformance suite runs where a GPU opens and is skipped, with
 # the backend's reason, everywhere else (docs/cuda.md).
-echo "== cuda device"
+stage "cuda device"
 build/bin/rp-run --list-devices | grep '^cuda:' | sed 's/^/   /'
 conformance=$(build/runtime/test/rp-runtime-tests \
   --gtest_filter='*DeviceConformance*/cuda:*DeviceKernelConformance*/cuda' 2>&1)
@@ -124,7 +137,7 @@ PY
 # The targets its tests run (rp-runtime-tests pulls in the contract's
 # tests and the drivers), as the ASan tree below: the benchmarks are not
 # run under either.
-echo "== runtime under ThreadSanitizer"
+stage "runtime under ThreadSanitizer"
 if cmake -G Ninja -S runtime -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DRP_RUNTIME_TSAN=ON -DRP_ENABLE_CUDA=OFF >build-tsan.configure.log 2>&1 &&
    ninja -C build-tsan rp-runtime-tests rp-run >build-tsan.build.log 2>&1; then
@@ -147,7 +160,7 @@ fi
 # readers' regression lit tests run again against it (asan_lit_tests),
 # optimized at -O1, ccache-warm after the first run.
 asan_lit_tests='Runtime/(npy-errors|safetensors-errors|checkpoint-errors|checkpoint|checkpoint-faults|lora|run-errors|option-ranges|data|plan-weights-pair)\.test|Target/bad-plans\.test'
-echo "== runtime under AddressSanitizer + UndefinedBehaviorSanitizer"
+stage "runtime under AddressSanitizer + UndefinedBehaviorSanitizer"
 if cmake -G Ninja -S runtime -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DRP_RUNTIME_ASAN=ON -DRP_ENABLE_CUDA=OFF >build-asan.configure.log 2>&1 &&
    ninja -C build-asan rp-runtime-tests rp-run >build-asan.build.log 2>&1; then
@@ -174,7 +187,7 @@ fi
 # LLVM and MLIR excepted, since they are prebuilt): its unit tests. Only
 # that target is built (52 steps, ccache-warm after the first run); the
 # importer runs under ASan + UBSan in its fuzz target below.
-echo "== compiler under AddressSanitizer + UndefinedBehaviorSanitizer"
+stage "compiler under AddressSanitizer + UndefinedBehaviorSanitizer"
 # The binary runs as $jobs gtest shards at a time (GTEST_TOTAL_SHARDS: each
 # test in exactly one shard), each its own process: one process left the
 # other cores idle. A shard that died (no summary line: a sanitizer report
@@ -218,7 +231,7 @@ echo "   compiler under ASan: $(( $(date +%s) - asan_start )) s"
 # Each reader's libFuzzer target for 40 s, and the tools' command lines for
 # 40 s in all (scripts/fuzz.sh, $jobs targets at a time); a target (a tool)
 # with no finding counts as one passed test.
-echo "== fuzz (40 s per target)"
+stage "fuzz (40 s per target)"
 fuzz_out=$(bash scripts/fuzz.sh 40 2>&1)
 echo "$fuzz_out" | sed 's/^/   /'
 fuzz_ok=$(echo "$fuzz_out" | grep -cE '^fuzz [a-z-]+: [1-9][0-9]* cases, 0 crash, 0 hang, 0 exit 2, 0 silent wrong(, 0 unclear message)?$')
@@ -228,7 +241,7 @@ tally fuzz "$fuzz_ok" $((8 - fuzz_ok))
 # a regular file (as root, a rename onto it does that), which every later
 # `>/dev/null` then filled. Checked after lit (whose tests run every tool
 # against it) and here, after everything.
-echo "== /dev/null"
+stage "/dev/null"
 if [ -c /dev/null ] && [ "$devnull_after_lit" = 1 ]; then
   tally "/dev/null still a character device" 1 0
 else
@@ -236,6 +249,6 @@ else
   tally "/dev/null still a character device" 0 1
 fi
 
-echo "== done in $(( $(date +%s) - start )) s"
+stage "done in $(( $(date +%s) - start )) s"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

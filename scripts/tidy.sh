@@ -61,7 +61,20 @@ echo "tidy: ${#files[@]} file(s): the runtime's ${#fixed[@]} and" \
 # One file: its findings (none when clean), then a line "tidy-file: clean"
 # or "tidy-file: findings". Findings are errors (WarningsAsErrors), so
 # tidy's status says nothing the output does not.
+# A clean verdict is kept under $cache by a key over everything it depends
+# on (scripts/tidy_key.py: tidy, .clang-tidy, the command, the bytes of
+# every included file), so a file that did not change, nor anything it
+# includes, is not checked again: CI's clean clone on a machine that ran it
+# before skips most of the runtime's files. RP_TIDY_CACHE=off checks all.
 checkOne() {
+  local key=""
+  if [ "$cache" != off ]; then
+    key=$(python3 "$root/scripts/tidy_key.py" "$root" "$root/$db" "$tidy" "$1" 2>/dev/null)
+    if [ -n "$key" ] && [ -e "$cache/$key" ]; then
+      echo "tidy-file: clean (kept)"
+      return
+    fi
+  fi
   out=$("$tidy" -p build --quiet \
     --header-filter="^$root/(include|lib|tools|runtime/include|runtime/lib|runtime/tools)/" \
     "$1" 2>/dev/null | grep -E '(warning|error):')
@@ -69,16 +82,19 @@ checkOne() {
     printf '%s\ntidy-file: findings\n' "$out"
   else
     echo "tidy-file: clean"
+    [ -z "$key" ] || { mkdir -p "$cache" && : >"$cache/$key"; }
   fi
 }
+cache=${RP_TIDY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rp-tidy}
 export -f checkOne
-export tidy root
+export tidy root db cache
 start=$SECONDS
 results=$(printf '%s\0' "${files[@]}" |
   xargs -0 -r -n 1 -P "${RP_TIDY_JOBS:-$(nproc)}" bash -c 'checkOne "$1"' _)
 echo "$results" | grep -v '^tidy-file: ' | grep -v '^$'
-clean=$(echo "$results" | grep -c '^tidy-file: clean$')
+clean=$(echo "$results" | grep -cE '^tidy-file: clean( \(kept\))?$')
+kept=$(echo "$results" | grep -c '^tidy-file: clean (kept)$')
 dirty=$(echo "$results" | grep -c '^tidy-file: findings$')
-echo "tidy: $((SECONDS - start)) s"
+echo "tidy: $((SECONDS - start)) s ($kept clean file(s) unchanged since a clean check: not run again)"
 echo "tidy: $clean clean, $dirty with findings"
 [ "$dirty" -eq 0 ]

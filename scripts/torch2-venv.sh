@@ -38,6 +38,11 @@ if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$req"
-"$venv/bin/python" -c "import torch, transformers, onnxscript, peft; print('setup: torch-2 venv: torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
+# The import check's stderr (bitsandbytes and torch log optional kernels
+# they did not find) is shown only when the check fails.
+check_err=$(mktemp)
+"$venv/bin/python" -c "import torch, transformers, onnxscript, peft; print('setup: torch-2 venv: torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)" 2>"$check_err" ||
+  { cat "$check_err" >&2; rm -f "$check_err"; exit 1; }
+rm -f "$check_err"
 echo "$pins" >"$stamp"
 editable

@@ -63,6 +63,14 @@ FailureOr<Pipeline> lowerModuleSchedule(ModuleOp module,
                                         CostModel &model, unsigned &slices,
                                         std::string &error);
 
+/// A token-sliced module's slice sizes (by index; `slices` of them) and,
+/// per forward layer of `func`, the bytes of its kept keys and values per
+/// token: slice 1's prefix arguments (`keys:L`, `values:L`, slice 0's size
+/// rows). Errors at the module or function that lacks or misnames one.
+LogicalResult readTokenSlices(ModuleOp module, func::FuncOp func,
+                              unsigned slices, std::vector<int64_t> &sizes,
+                              std::vector<int64_t> &keyValueBytes);
+
 /// The schedule of `module` (there must be exactly one).
 FailureOr<ScheduleOp> theSchedule(ModuleOp module);
 

@@ -501,8 +501,13 @@ LogicalResult PlanWriter::runStaged(func::FuncOp main, ScheduleOp schedule,
   // rp-lower-schedule's mark of a schedule whose microbatches are token
   // slices: their programs are the slice functions', not @main's.
   if (schedule->hasAttr("rp.token_slices"))
-    return schedule.emitOpError(
-        "runs token slices as microbatches; the exporter does not write "
-        "their per-slice programs and kept keys and values yet");
+    return schedule.emitOpError()
+           << "runs "
+           << schedule->getAttrOfType<IntegerAttr>("rp.token_slices").getInt()
+           << " token slices per sequence as microbatches "
+              "(--token-slices): the exporter cannot write their "
+              "per-slice programs, kept keys and values and key gradients "
+              "yet (docs/token-slices.md), so no plan is written; compile "
+              "without --token-slices (or with 1) for a plan that runs";
   return StagedExporter(*this, main, schedule).run(bytes);
 }

@@ -25,6 +25,10 @@ namespace mlir::rp {
 /// programs of a slice's microbatch, not a model of their own.
 constexpr llvm::StringLiteral kTokenSliceAttr = "rp.token_slice";
 
+/// On the module between rp-predict-token-slices=cut=1 and
+/// rp-slice-tokens=slices=auto: the slice sizes the prediction chose.
+constexpr llvm::StringLiteral kTokenSliceSizesAttr = "rp.token_slice_sizes";
+
 /// On an rp.schedule whose microbatches are token slices: how many slices
 /// a sequence is cut into (slice k of sequence m is microbatch
 /// m * slices + k).

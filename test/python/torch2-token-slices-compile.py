@@ -26,7 +26,6 @@
 # cuts nothing: the plan is the unsliced one, byte for byte.
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 

@@ -500,9 +500,16 @@ LogicalResult PlanWriter::runStaged(func::FuncOp main, ScheduleOp schedule,
                                     std::vector<uint8_t> &bytes) {
   // rp-lower-schedule's mark of a schedule whose microbatches are token
   // slices: their programs are the slice functions', not @main's.
-  if (schedule->hasAttr("rp.token_slices"))
-    return schedule.emitOpError(
-        "runs token slices as microbatches; the exporter does not write "
-        "their per-slice programs and kept keys and values yet");
+  if (Attribute slices = schedule->getAttr("rp.token_slices")) {
+    auto count = dyn_cast<IntegerAttr>(slices);
+    return schedule.emitOpError()
+           << "runs "
+           << (count ? std::to_string(count.getInt()) : std::string("its"))
+           << " token slices per sequence as microbatches "
+              "(--token-slices): the exporter cannot write their "
+              "per-slice programs, kept keys and values and key gradients "
+              "yet (docs/token-slices.md), so no plan is written; compile "
+              "without --token-slices (or with 1) for a plan that runs";
+  }
   return StagedExporter(*this, main, schedule).run(bytes);
 }

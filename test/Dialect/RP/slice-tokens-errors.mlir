@@ -30,4 +30,4 @@ func.func @main(%x: tensor<1x12x8xf32>) -> tensor<1x1x12x8xf32> {
   }
   return %y : tensor<1x1x12x8xf32>
 }
-// AUTO: error: rp-slice-tokens: slices=auto is the prediction's to resolve (rp-predict-token-slices); give K or the sizes
+// AUTO: error: rp-slice-tokens: slices=auto is the prediction's to resolve (rp-predict-token-slices=cut=1 before it); give K or the sizes

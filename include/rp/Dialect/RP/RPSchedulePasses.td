@@ -365,7 +365,9 @@ def PredictTokenSlicesPass
            "how round-robin moves its jobs from pass to pass (as rp-insert-transfers)",
            "::mlir::rp::dispatchValues()">,
     Option<"passShift", "pass-shift", "int", "-1",
-           "round-robin's device shift per pass; -1 takes dispatch's">
+           "round-robin's device shift per pass; -1 takes dispatch's">,
+    Option<"cut", "cut", "bool", "false",
+           "instead of refusing, record the slices chosen (module attribute rp.token_slice_sizes) for rp-slice-tokens=slices=auto and go on (rp-compile: the exporter then refuses a sliced schedule)">
   ];
 }
 
@@ -393,7 +395,9 @@ def SliceTokensPass : Pass<"rp-slice-tokens", "::mlir::ModuleOp"> {
       position o + i, so a sliding window needs nothing more.
     Graphs the prediction refuses are refused here (attention not causal
     or masked, ops that mix tokens otherwise). `slices` is K (even) or the
-    sizes s1,s2,...; `auto` is rp-predict-token-slices' to resolve.
+    sizes s1,s2,...; `auto` takes the sizes rp-predict-token-slices=cut=1
+    chose (the module's `rp.token_slice_sizes`, which it removes). One
+    slice cuts nothing: the graph is its own one-slice plan.
 
     ```mlir
     func.func @main.slice1(%tokens: tensor<1x4xi64>,

@@ -238,9 +238,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "token-slices", flags, llvm::cl::init(""),
       llvm::cl::desc("K|auto|s1,s2,...: predict the step with each "
                      "sequence of a causal model cut into token slices run "
-                     "as microbatches (TeraPipe), then stop: rp cannot run "
-                     "a sliced plan yet, so no plan is written and the "
-                     "exit code is 1 (docs/token-slices.md)")};
+                     "as microbatches (TeraPipe) and compile it; the "
+                     "exporter cannot write a plan of several slices yet, "
+                     "so none is written and the exit code is 1 (one "
+                     "slice: the unsliced plan; docs/token-slices.md)")};
   Option<double> budgetGiB{
       *this, "budget-gib", flags, llvm::cl::init(0),
       llvm::cl::desc("device memory to plan against in GiB (0: the "

@@ -14,8 +14,6 @@
 #include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/TokenSlices.h"
 
-#include <map>
-
 namespace mlir::rp {
 #define GEN_PASS_DEF_INSERTTRANSFERSPASS
 #include "rp/Dialect/RP/RPPasses.h.inc"
@@ -25,55 +23,6 @@ using namespace mlir;
 using namespace mlir::rp;
 
 namespace {
-
-/// A token-sliced module's slice sizes (by index) and, per layer of
-/// `func`, the bytes of its kept keys and values per token: slice 1's
-/// prefix arguments (`keys:L`, `values:L`, offset = slice 0's size rows).
-LogicalResult readSlices(ModuleOp module, func::FuncOp func, unsigned slices,
-                         std::vector<int64_t> &sizes,
-                         std::vector<int64_t> &keyValueBytes) {
-  sizes.assign(slices, 0);
-  func::FuncOp second;
-  for (auto f : module.getOps<func::FuncOp>()) {
-    auto slice = f->getAttrOfType<DictionaryAttr>(kTokenSliceAttr);
-    if (!slice)
-      continue;
-    auto index = slice.getAs<IntegerAttr>("index");
-    auto size = slice.getAs<IntegerAttr>("size");
-    if (!index || !size || index.getInt() < 0 ||
-        uint64_t(index.getInt()) >= slices || size.getInt() <= 0)
-      return f.emitError("rp.token_slice does not name one of the ")
-             << slices << " slices the schedule runs";
-    sizes[index.getInt()] = size.getInt();
-    if (index.getInt() == 1)
-      second = f;
-  }
-  if (llvm::is_contained(sizes, 0))
-    return module.emitError("the schedule runs ")
-           << slices << " token slices, but the module lacks a slice function";
-  std::map<std::string, unsigned> layerIndex;
-  for (LayerOp l : func.getOps<LayerOp>())
-    if (l.getRole() == LayerRole::forward)
-      layerIndex.emplace(l.getName().str(), unsigned(layerIndex.size()));
-  keyValueBytes.assign(layerIndex.size(), 0);
-  if (!second)
-    return success();
-  for (BlockArgument a : second.getArguments()) {
-    auto name =
-        second.getArgAttrOfType<StringAttr>(a.getArgNumber(), "rp.name");
-    if (!name)
-      continue;
-    StringRef layer = name.getValue();
-    if (!layer.consume_front("keys:") && !layer.consume_front("values:"))
-      continue;
-    auto at = layerIndex.find(layer.str());
-    if (at == layerIndex.end())
-      return second.emitError("kept keys or values '")
-             << name.getValue() << "' name no layer of @" << func.getSymName();
-    keyValueBytes[at->second] += tensorBytes(a.getType()) / sizes[0];
-  }
-  return success();
-}
 
 struct InsertTransfersPass
     : SchedulePass<
@@ -120,6 +69,26 @@ struct InsertTransfersPass
       return signalPassFailure();
     }
     pl->residentWeights = fitsResident(*pl, *in);
+    // A token-sliced schedule carries its kept keys' copies in the
+    // pipeline, so that every insertTransfers of it adds them: the one
+    // below, and the steady state's, whose step then times them.
+    if (auto slices = (*op)->getAttrOfType<IntegerAttr>(kTokenSlicesAttr)) {
+      std::vector<int64_t> sizes, keyValueBytes;
+      if (failed(readTokenSlices(module, in->func, unsigned(slices.getInt()),
+                                 sizes, keyValueBytes)))
+        return signalPassFailure();
+      // Checked once, on a copy: every layer's keys have a forward that
+      // makes them.
+      std::string error;
+      Pipeline check = *pl;
+      insertTransfers(check, in->costs, in->hw);
+      if (!insertKeptKeyTransfers(check, sizes, keyValueBytes, in->hw, error)) {
+        op->emitOpError() << error;
+        return signalPassFailure();
+      }
+      pl->keptKeySlices = std::move(sizes);
+      pl->keptKeyBytes = std::move(keyValueBytes);
+    }
     // Round-robin: the pass shift first, so the schedule carries it and
     // its steady step is the one timed with it.
     Pipeline computeOnly = *pl;
@@ -134,17 +103,6 @@ struct InsertTransfersPass
       pl->passShift = computeOnly.passShift;
     }
     insertTransfers(*pl, in->costs, in->hw);
-    if (auto slices = (*op)->getAttrOfType<IntegerAttr>(kTokenSlicesAttr)) {
-      std::vector<int64_t> sizes, keyValueBytes;
-      std::string error;
-      if (failed(readSlices(module, in->func, unsigned(slices.getInt()), sizes,
-                            keyValueBytes)))
-        return signalPassFailure();
-      if (!insertKeptKeyTransfers(*pl, sizes, keyValueBytes, in->hw, error)) {
-        op->emitOpError() << error;
-        return signalPassFailure();
-      }
-    }
     // Listed by estimated start, so the IR reads as the step runs.
     std::string stuck;
     std::optional<Schedule> issued = inIssueOrder(pl->schedule, &stuck);

@@ -530,6 +530,14 @@ void PredictTokenSlicesPass::runOnOperation() {
     }
     max.report();
   }
+  // rp-compile goes on with the slices chosen: rp-slice-tokens cuts them,
+  // the passes after it schedule and plan them, and the exporter refuses
+  // what it cannot write yet.
+  if (cut) {
+    getOperation()->setAttr(kTokenSliceSizesAttr,
+                            DenseI64ArrayAttr::get(&getContext(), sizes));
+    return;
+  }
   func.emitError("--token-slices: rp-compile cannot write a token-sliced "
                  "plan yet (rp-run executes one: the schedule, the exporter "
                  "and the memory plan do not produce it: "

@@ -5,6 +5,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::rp;
 
@@ -327,6 +329,53 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
   }
 }
 
+LogicalResult mlir::rp::readTokenSlices(ModuleOp module, func::FuncOp func,
+                                        unsigned slices,
+                                        std::vector<int64_t> &sizes,
+                                        std::vector<int64_t> &keyValueBytes) {
+  sizes.assign(slices, 0);
+  func::FuncOp second;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    auto slice = f->getAttrOfType<DictionaryAttr>(kTokenSliceAttr);
+    if (!slice)
+      continue;
+    auto index = slice.getAs<IntegerAttr>("index");
+    auto size = slice.getAs<IntegerAttr>("size");
+    if (!index || !size || index.getInt() < 0 ||
+        uint64_t(index.getInt()) >= slices || size.getInt() <= 0)
+      return f.emitError("rp.token_slice does not name one of the ")
+             << slices << " slices the schedule runs";
+    sizes[index.getInt()] = size.getInt();
+    if (index.getInt() == 1)
+      second = f;
+  }
+  if (llvm::is_contained(sizes, 0))
+    return module.emitError("the schedule runs ")
+           << slices << " token slices, but the module lacks a slice function";
+  std::map<std::string, unsigned> layerIndex;
+  for (LayerOp l : func.getOps<LayerOp>())
+    if (l.getRole() == LayerRole::forward)
+      layerIndex.emplace(l.getName().str(), unsigned(layerIndex.size()));
+  keyValueBytes.assign(layerIndex.size(), 0);
+  if (!second)
+    return success();
+  for (BlockArgument a : second.getArguments()) {
+    auto name =
+        second.getArgAttrOfType<StringAttr>(a.getArgNumber(), "rp.name");
+    if (!name)
+      continue;
+    StringRef layer = name.getValue();
+    if (!layer.consume_front("keys:") && !layer.consume_front("values:"))
+      continue;
+    auto at = layerIndex.find(layer.str());
+    if (at == layerIndex.end())
+      return second.emitError("kept keys or values '")
+             << name.getValue() << "' name no layer of @" << func.getSymName();
+    keyValueBytes[at->second] += tensorBytes(a.getType()) / sizes[0];
+  }
+  return success();
+}
+
 FailureOr<Pipeline> mlir::rp::lowerModuleSchedule(ModuleOp module,
                                                   const PipelineInputs &in,
                                                   CostModel &model,
@@ -391,6 +440,13 @@ FailureOr<Pipeline> mlir::rp::lowerModuleSchedule(ModuleOp module,
              : lowerSchedule(in.partition, in.costs, attr.getSchedule(),
                              attr.getDevices(), attr.getMicrobatches(), error);
   if (failed(pl))
+    return failure();
+  // The kept keys' copies travel with the pipeline, so that every
+  // insertTransfers of it (the steady state's, the memory plan's timing)
+  // adds them, as predictSlicedPlan's does.
+  if (slices > 1 &&
+      failed(readTokenSlices(module, func, slices, pl->keptKeySlices,
+                             pl->keptKeyBytes)))
     return failure();
   // The tail's forward sweep (added after the timing) runs its slice's
   // forward.

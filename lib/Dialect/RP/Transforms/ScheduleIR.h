@@ -25,6 +25,10 @@ namespace mlir::rp {
 /// programs of a slice's microbatch, not a model of their own.
 constexpr llvm::StringLiteral kTokenSliceAttr = "rp.token_slice";
 
+/// On the module between rp-predict-token-slices=cut=1 and
+/// rp-slice-tokens=slices=auto: the slice sizes the prediction chose.
+constexpr llvm::StringLiteral kTokenSliceSizesAttr = "rp.token_slice_sizes";
+
 /// On an rp.schedule whose microbatches are token slices: how many slices
 /// a sequence is cut into (slice k of sequence m is microbatch
 /// m * slices + k).
@@ -62,6 +66,14 @@ FailureOr<Pipeline> lowerModuleSchedule(ModuleOp module,
                                         const PipelineInputs &in,
                                         CostModel &model, unsigned &slices,
                                         std::string &error);
+
+/// A token-sliced module's slice sizes (by index; `slices` of them) and,
+/// per forward layer of `func`, the bytes of its kept keys and values per
+/// token: slice 1's prefix arguments (`keys:L`, `values:L`, slice 0's size
+/// rows). Errors at the module or function that lacks or misnames one.
+LogicalResult readTokenSlices(ModuleOp module, func::FuncOp func,
+                              unsigned slices, std::vector<int64_t> &sizes,
+                              std::vector<int64_t> &keyValueBytes);
 
 /// The schedule of `module` (there must be exactly one).
 FailureOr<ScheduleOp> theSchedule(ModuleOp module);

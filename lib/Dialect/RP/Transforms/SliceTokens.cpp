@@ -327,13 +327,18 @@ struct SliceTokensPass : mlir::rp::impl::SliceTokensPassBase<SliceTokensPass> {
       return signalPassFailure();
     }
     std::vector<int64_t> sizes;
+    auto chosen =
+        module->getAttrOfType<DenseI64ArrayAttr>(kTokenSliceSizesAttr);
+    module->removeAttr(kTokenSliceSizesAttr);
     if (spec->kind == TokenSlicesSpec::Kind::automatic) {
-      func->emitError("rp-slice-tokens: slices=auto is the prediction's to "
-                      "resolve (rp-predict-token-slices); give K or the "
-                      "sizes");
-      return signalPassFailure();
-    }
-    if (spec->kind == TokenSlicesSpec::Kind::count) {
+      if (!chosen) {
+        func->emitError("rp-slice-tokens: slices=auto is the prediction's "
+                        "to resolve (rp-predict-token-slices=cut=1 before "
+                        "it); give K or the sizes");
+        return signalPassFailure();
+      }
+      sizes.assign(chosen.asArrayRef().begin(), chosen.asArrayRef().end());
+    } else if (spec->kind == TokenSlicesSpec::Kind::count) {
       if (spec->count > unsigned(seq)) {
         func->emitError() << "token slices: " << spec->count
                           << " slices of a sequence of " << seq << " tokens";
@@ -349,6 +354,9 @@ struct SliceTokensPass : mlir::rp::impl::SliceTokensPassBase<SliceTokensPass> {
                         << " tokens, the sequence has " << seq;
       return signalPassFailure();
     }
+    // One slice is the graph itself: its plan is the unsliced one.
+    if (sizes.size() == 1)
+      return;
     SmallVector<int64_t> multiples = sequenceMultiples(module, rows);
     Operation *after = *func;
     int64_t offset = 0;

@@ -116,8 +116,9 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     choose.hostBudgetGiB = options.hostBudgetGiB;
     pm.addPass(createChooseLossFusionPass(choose));
   }
-  // On the graph and stages the plan would have; it reports and stops the
-  // compile, since no sliced plan can run yet.
+  // On the graph and stages the plan would have: it reports the slices it
+  // chooses and the predicted step, and records the slices for
+  // rp-slice-tokens below.
   if (!options.tokenSlices.empty()) {
     PredictTokenSlicesPassOptions slices;
     slices.slices = options.tokenSlices;
@@ -125,6 +126,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     slices.reportMaxSeq = options.reportMaxSeq;
     slices.dispatch = options.dispatch;
     slices.passShift = options.passShift;
+    slices.cut = true;
     pm.addPass(createPredictTokenSlicesPass(slices));
   }
   // After the loss fusion's choice, on the graph and partition it kept:
@@ -133,6 +135,15 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   grain.budgetGiB = options.budgetGiB;
   grain.grains = options.recomputeStages;
   pm.addPass(createChooseRecomputePass(grain));
+  // The slice functions are cut from the graph with its grains chosen, so
+  // that each slice is differentiated as @main is; the schedule, its
+  // transfers and its memory plan are then the sliced ones (one slice:
+  // the unsliced plan). The exporter refuses a sliced schedule for now.
+  if (!options.tokenSlices.empty()) {
+    SliceTokensPassOptions cut;
+    cut.slices = "auto";
+    pm.addPass(createSliceTokensPass(cut));
+  }
   pm.addPass(createLowerSchedulePass());
   // The optimizer runs on the host, so every step uploads the new weights:
   // no schedule keeps them resident.

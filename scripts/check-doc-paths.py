@@ -3,8 +3,9 @@
 
 Usage: check-doc-paths.py REPO_ROOT [FILE.md ...]
 
-With no files it reads README.md, docs/*.md, runtime/README.md and
-bench/README.md. A doc names a path in backquotes (`lib/Foo.cpp`), in a
+With no files it reads README.md, docs/*.md, runtime/README.md,
+bench/README.md and the ODS files (include/**/*.td: their descriptions are
+the op and pass reference `ninja -C build mlir-doc` writes). A doc names a path in backquotes (`lib/Foo.cpp`), in a
 Markdown link target ([x](docs/foo.md)) or bare in prose when it starts with
 a top-level folder and a slash (lib/Foo.cpp). Fenced code blocks are not
 read: they hold commands and drawings. A token counts as a repository path
@@ -54,6 +55,8 @@ def default_docs(root):
     docs = ["README.md", "runtime/README.md", "bench/README.md"]
     docs += sorted(os.path.relpath(p, root)
                    for p in glob.glob(os.path.join(root, "docs", "*.md")))
+    docs += sorted(os.path.relpath(p, root) for p in glob.glob(
+        os.path.join(root, "include", "**", "*.td"), recursive=True))
     return docs
 
 
@@ -146,7 +149,8 @@ def main(argv):
         errors += check(root, doc, tops)
     for error in errors:
         print(error)
-    print(f"{len(docs)} docs checked, {len(errors)} bad paths")
+    ods = sum(doc.endswith(".td") for doc in docs)
+    print(f"{len(docs)} docs checked ({ods} ODS files), {len(errors)} bad paths")
     return 1 if errors else 0
 
 

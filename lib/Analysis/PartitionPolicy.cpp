@@ -5,8 +5,7 @@
 #include "rp/Analysis/PartitionSearch.h"
 #include "rp/Analysis/PlanPrediction.h"
 #include "rp/Analysis/RecomputeChoice.h"
-
-#include "llvm/Support/Format.h"
+#include "rp/Analysis/UnitText.h"
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -93,19 +92,6 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
       return failure();
   scorePartition(*p, costs, request.devices);
   return withTailJobs(*p, request);
-}
-
-static std::string msText(double ms) {
-  std::string s;
-  llvm::raw_string_ostream(s) << llvm::format("%.3f ms", ms);
-  return s;
-}
-
-static std::string gibText(int64_t bytes) {
-  std::string s;
-  llvm::raw_string_ostream(s)
-      << llvm::format("%.3g GiB", bytes / double(1ull << 30));
-  return s;
 }
 
 FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
@@ -254,6 +240,19 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
         (stage->stepMs < layer->stepMs ? "faster than " : "within 0.1 % of ") +
         msText(layer->stepMs) + " at layer grain" + range;
   return atStage;
+}
+
+bool mlir::rp::readGrainRanges(PartitionRequest &request, StringRef hw,
+                               const CostInputs &inputs, std::string &error) {
+  if (!request.chooseGrain)
+    return true;
+  std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
+      ::rp::timing::loadUnknownInputs(hw.str(), error);
+  if (!unknown)
+    return false;
+  request.unknown = std::move(*unknown);
+  request.measured = inputs.measured ? &*inputs.measured : nullptr;
+  return true;
 }
 
 int64_t mlir::rp::stageByteCap(int64_t stageBytes, const HardwareProfile &hw,

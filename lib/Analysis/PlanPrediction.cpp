@@ -2,6 +2,7 @@
 
 #include "rp/Analysis/PlanPrediction.h"
 
+#include "PlanPredictionSteps.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PassesInFlight.h"
 #include "rp/Analysis/ScheduleTiming.h"
@@ -27,14 +28,8 @@ mlir::rp::predictPlan(const Partition &partition,
   bool roundRobin = pl->kind == ScheduleKind::roundRobin;
   Pipeline computeOnly = *pl;
   if (roundRobin) {
-    std::optional<SteadyState> steady;
-    if (target.passShift >= 0) {
-      computeOnly.passShift = target.passShift % int(pl->devices);
-      steady = steadyState(computeOnly, layers, target.hw);
-    } else {
-      steady = dispatchPasses(computeOnly, layers, target.hw, target.dispatch);
-    }
-    pl->passShift = computeOnly.passShift;
+    std::optional<SteadyState> steady =
+        predictSteadyState(*pl, computeOnly, layers, target);
     if (steady) {
       p.stepMs = steady->stepMs;
       p.bubble = steady->bubble();
@@ -55,27 +50,51 @@ mlir::rp::predictPlan(const Partition &partition,
       p.bubble = t->bubbleFraction();
     }
   MemoryPlan mp = planMemory(*pl, layers);
-  // As rp-plan-memory decides: where two copies of the arenas do not fit,
-  // the two passes in flight share one, each device waiting for its own
-  // part of the pass before.
-  if (roundRobin) {
-    p.arenaCopies = chooseArenaCopies(mp.peakBytes, target.budget,
-                                      renamesDevices(pl->shiftPerPass(), 2));
-    if (p.arenaCopies == 1)
-      if (std::optional<SteadyState> one =
-              steadyStateInMemory(computeOnly, 2, 1, layers, target.hw)) {
-        p.stepMs = one->stepMs;
-        p.bubble = one->bubble();
-      }
+  if (roundRobin)
+    predictArenaCopies(p, mp, *pl, computeOnly, layers, target);
+  predictFullestDevice(p, mp, target.budget);
+  p.stagedHostBytes = mp.stagedHostBytes;
+  return p;
+}
+
+std::optional<SteadyState>
+mlir::rp::predictSteadyState(Pipeline &pl, Pipeline &computeOnly,
+                             llvm::ArrayRef<LayerCost> layers,
+                             const PlanTarget &target) {
+  std::optional<SteadyState> steady;
+  if (target.passShift >= 0) {
+    computeOnly.passShift = target.passShift % int(pl.devices);
+    steady = steadyState(computeOnly, layers, target.hw);
+  } else {
+    steady = dispatchPasses(computeOnly, layers, target.hw, target.dispatch);
   }
+  pl.passShift = computeOnly.passShift;
+  return steady;
+}
+
+void mlir::rp::predictArenaCopies(PlanPrediction &p, const MemoryPlan &mp,
+                                  const Pipeline &pl,
+                                  const Pipeline &computeOnly,
+                                  llvm::ArrayRef<LayerCost> layers,
+                                  const PlanTarget &target) {
+  p.arenaCopies = chooseArenaCopies(mp.peakBytes, target.budget,
+                                    renamesDevices(pl.shiftPerPass(), 2));
+  if (p.arenaCopies == 1)
+    if (std::optional<SteadyState> one =
+            steadyStateInMemory(computeOnly, 2, 1, layers, target.hw)) {
+      p.stepMs = one->stepMs;
+      p.bubble = one->bubble();
+    }
+}
+
+void mlir::rp::predictFullestDevice(PlanPrediction &p, const MemoryPlan &mp,
+                                    int64_t budget) {
   FullestDevice full = fullestDevice(mp);
   p.peak = full.peak;
   p.device = full.device;
-  p.fits = full.peak <= target.budget;
+  p.fits = full.peak <= budget;
   p.biggest = full.biggest;
   p.biggestBytes = full.biggestBytes;
-  p.stagedHostBytes = mp.stagedHostBytes;
-  return p;
 }
 
 double mlir::rp::optimizerFloorMs(llvm::ArrayRef<LayerCost> layers,

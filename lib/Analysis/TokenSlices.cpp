@@ -2,6 +2,7 @@
 
 #include "rp/Analysis/TokenSlices.h"
 
+#include "PlanPredictionSteps.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PassesInFlight.h"
 
@@ -464,19 +465,13 @@ FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
   }
   PlanPrediction &p = out.plan;
   Pipeline computeOnly = *pl;
-  std::optional<SteadyState> steady;
-  if (target.passShift >= 0) {
-    computeOnly.passShift = target.passShift % int(pl->devices);
-    steady = steadyState(computeOnly, mean, target.hw);
-  } else {
-    steady = dispatchPasses(computeOnly, mean, target.hw, target.dispatch);
-  }
+  std::optional<SteadyState> steady =
+      predictSteadyState(*pl, computeOnly, mean, target);
   if (!steady) {
     error = "the sliced schedule deadlocks; this is a bug in rp, please "
             "report it";
     return failure();
   }
-  pl->passShift = computeOnly.passShift;
   p.stepMs = steady->stepMs;
   p.bubble = steady->bubble();
   insertTransfers(*pl, mean, target.hw);
@@ -501,19 +496,7 @@ FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
       c.bytes = int64_t(double(c.bytes) *
                         double(sizes[unsigned(c.microbatch) % k]) / meanSize);
   MemoryPlan mp = planMemory(*pl, mean);
-  p.arenaCopies = chooseArenaCopies(mp.peakBytes, target.budget,
-                                    renamesDevices(pl->shiftPerPass(), 2));
-  if (p.arenaCopies == 1)
-    if (std::optional<SteadyState> one =
-            steadyStateInMemory(computeOnly, 2, 1, mean, target.hw)) {
-      p.stepMs = one->stepMs;
-      p.bubble = one->bubble();
-    }
-  FullestDevice full = fullestDevice(mp);
-  p.peak = full.peak;
-  p.device = full.device;
-  p.fits = full.peak <= target.budget;
-  p.biggest = full.biggest;
-  p.biggestBytes = full.biggestBytes;
+  predictArenaCopies(p, mp, *pl, computeOnly, mean, target);
+  predictFullestDevice(p, mp, target.budget);
   return out;
 }

@@ -42,6 +42,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
+from rp._hf_folder import load_model
+
 PathLike = Union[str, os.PathLike]
 
 
@@ -163,7 +165,6 @@ def _model_with(record: Dict[str, Any], checkpoint: Path, dtype: Optional[str],
     base dequantized first, as the run computed with it)."""
     import torch
     from rp import quant
-    from rp.finetune import load_model
     model, tokenizer = load_model(record["model"])
     full, lora = _trained(checkpoint)
     state = model.state_dict()
@@ -376,7 +377,6 @@ def _export_peft_experts(record: Dict[str, Any], full, lora, out: Path) -> Path:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from rp.finetune import load_model
     base, _ = load_model(record["model"])
     state = base.state_dict()
     with torch.no_grad():

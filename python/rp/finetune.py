@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 from rp import data as rp_data
+# load_model is also rp.finetune's API (tests and scripts call it here).
+from rp._hf_folder import check_model_folder, load_model
 from rp.driver import compile as rp_compile
 from rp.driver import train_steps
 from rp.export import plan_lora
@@ -210,37 +212,6 @@ def trace_model(model, batch: int, seq: int, out: PathLike) -> Path:
         return trace(_logits_module(model), (example, example.clone()), out)
 
 
-def _check_model_folder(model_dir: PathLike) -> None:
-    """Refuses what is no local model folder, in rp's words: transformers
-    takes a path that is no folder for a hub name ("Repo id must be in the
-    form 'repo_name'...")."""
-    folder = Path(model_dir)
-    if not folder.is_dir():
-        raise ValueError(f"{folder}: no such folder; rp takes a local Hugging "
-                         "Face model folder (config.json, safetensors "
-                         "weights, tokenizer files: what save_pretrained "
-                         "writes); for a hub model, download it first "
-                         "(huggingface-cli download NAME --local-dir DIR)")
-    if not (folder / "config.json").is_file():
-        raise ValueError(f"{folder} has no config.json: not a Hugging Face "
-                         "model folder (what save_pretrained writes)")
-
-
-def load_model(model_dir: PathLike):
-    """The model (f32, eval mode, cache off) and tokenizer of a local
-    folder; nothing is fetched from a hub."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    _check_model_folder(model_dir)
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir),
-                                                 dtype=torch.float32)
-    model.config.use_cache = False
-    model.eval()
-    return model, tokenizer
-
-
 class _Board:
     """TensorBoard event files in OUT/tensorboard from metrics.jsonl, with
     tensorboardX (pinned in the torch-2 venv) where it imports; the lines
@@ -360,7 +331,7 @@ def finetune(model_dir: PathLike, data: PathLike, out: PathLike,
         if path is not None and not Path(path).is_file():
             raise ValueError(f"{path}: no such file ({flag}: the records, "
                              ".jsonl, .json or text)")
-    _check_model_folder(model_dir)
+    check_model_folder(model_dir)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     import torch

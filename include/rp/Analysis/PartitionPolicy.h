@@ -100,6 +100,13 @@ FailureOr<Partition> chooseGrainForSpeed(func::FuncOp func,
                                          const HardwareProfile &hw,
                                          GrainSpeedChoice &choice);
 
+/// Where `request.chooseGrain`, fills what the choice's ranges need: the
+/// unknown inputs of profile `hw` and the measured times of `inputs`
+/// (rp-partition and rp-choose-loss-fusion ask alike). False with `error`
+/// where the profile's unknowns cannot be read.
+bool readGrainRanges(PartitionRequest &request, llvm::StringRef hw,
+                     const CostInputs &inputs, std::string &error);
+
 /// The per-stage byte cap the partitioning passes ask for: `stageBytes`
 /// when the user gives it, else half the weight budget's share of the
 /// device's memory (two weight sets in flight per device).

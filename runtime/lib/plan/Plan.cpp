@@ -8,6 +8,7 @@
 #include "rp/contract/plan_generated.h"
 #include "rp/runtime/FileIO.h"
 #include "rp/runtime/kernels/Kinds.h"
+#include "rp/runtime/kernels/OpKinds.h"
 
 #include <flatbuffers/idl.h>
 
@@ -43,13 +44,7 @@ struct Signature {
 
 Signature signatureOf(OpKind op) {
   switch (op) {
-  case OpKind::add:
-  case OpKind::sub:
-  case OpKind::mul:
-  case OpKind::div:
-  case OpKind::pow:
-  case OpKind::max:
-  case OpKind::min:
+  RP_BINARY_OP_CASES:
     return {2, 2, 0, 0};
   case OpKind::cmp:
     return {2, 2, 1, 0};

@@ -39,7 +39,7 @@ def VerifyWeightsPass : Pass<"rp-verify-weights", "::mlir::ModuleOp"> {
     the previous IR, whose params would read other bytes at their offsets.
     So rp-import records, in the module's `rp.weight_fingerprints`, the
     fingerprint of every file its params read (the file's size and 64
-    sampled 4 KiB blocks, runtime/include/rp/runtime/WeightFingerprint.h),
+    sampled 4 KiB blocks, contract/include/rp/contract/WeightFingerprint.h),
     keyed by the path as the params name it. This pass recomputes each one,
     with relative paths taken from `ir-dir` (the IR file's folder), and
     fails naming the file when it is missing or differs: re-run rp-import.

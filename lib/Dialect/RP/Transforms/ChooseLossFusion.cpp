@@ -15,10 +15,10 @@
 #include "rp/Analysis/HostMemory.h"
 #include "rp/Analysis/PartitionPolicy.h"
 #include "rp/Analysis/PlanPrediction.h"
+#include "rp/Analysis/UnitText.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
-#include "llvm/Support/Format.h"
 
 namespace mlir::rp {
 #define GEN_PASS_DEF_CHOOSELOSSFUSIONPASS
@@ -34,19 +34,6 @@ namespace {
 /// less memory): a step bound by weight uploads or by the optimizer hides
 /// the tail's extra GEMM, and the two plans then differ in the last digits.
 constexpr double kTie = 1e-3;
-
-std::string gib(int64_t bytes) {
-  std::string s;
-  llvm::raw_string_ostream(s)
-      << llvm::format("%.3g GiB", bytes / double(1ull << 30));
-  return s;
-}
-
-std::string ms(double v) {
-  std::string s;
-  llvm::raw_string_ostream(s) << llvm::format("%.3f ms", v);
-  return s;
-}
 
 /// Every rp.linear_cross_entropy of `module` back to the rp.matmul and
 /// rp.cross_entropy it was fused from: a weight that the fusion transposed
@@ -216,15 +203,8 @@ struct ChooseLossFusionPass
     // GiB: 163.06 GiB unheld, 159.56 held).
     request.hostStagedBytes = hostStagedBudget(*copy, hostBudgetGiB);
     request.memo = &scratch.searchMemo();
-    if (request.chooseGrain) {
-      std::string error;
-      std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
-          ::rp::timing::loadUnknownInputs(hw.str(), error);
-      if (!unknown)
-        return (*func)->emitError(error);
-      request.unknown = std::move(*unknown);
-      request.measured = (*inputs)->measured ? &*(*inputs)->measured : nullptr;
-    }
+    if (std::string error; !readGrainRanges(request, hw, **inputs, error))
+      return (*func)->emitError(error);
     GrainSpeedChoice grain;
     FailureOr<Partition> p =
         choosePartition(*func, **costs, request, (*inputs)->hw, &grain);
@@ -305,10 +285,10 @@ struct ChooseLossFusionPass
         atOptimizerFloor(fused->stepMs, floorMs, kTie)) {
       lossFusion.setAttr(
           *func, StringAttr::get(&getContext(),
-                                 "fused: predicted " + ms(fused->stepMs) +
+                                 "fused: predicted " + msText(fused->stepMs) +
                                      " a step fused, the host optimizer's "
                                      "floor (" +
-                                     ms(floorMs) +
+                                     msText(floorMs) +
                                      " a step): the unfused plan cannot be "
                                      "faster"));
       markAllAnalysesPreserved();
@@ -325,22 +305,22 @@ struct ChooseLossFusionPass
       // Only a discardable attribute changed.
       markAllAnalysesPreserved();
     };
-    std::string fusedStep = ms(fused->stepMs) + " a step fused";
+    std::string fusedStep = msText(fused->stepMs) + " a step fused";
     if (failed(unfused))
       return keepFused("the unfused graph cannot be planned (" + why + ")");
-    std::string unfusedStep = ms(unfused->stepMs) + " unfused";
+    std::string unfusedStep = msText(unfused->stepMs) + " unfused";
     if (!unfused->fits && !fused->fits)
-      return keepFused("neither plan fits " + gib(budget) +
-                       "; the fused one peaks at " + gib(fused->peak) +
+      return keepFused("neither plan fits " + gibText(budget) +
+                       "; the fused one peaks at " + gibText(fused->peak) +
                        " (device " + std::to_string(fused->device) +
-                       "), the unfused one at " + gib(unfused->peak) +
+                       "), the unfused one at " + gibText(unfused->peak) +
                        " (device " + std::to_string(unfused->device) + ")");
     if (!unfused->fits)
       return keepFused("the unfused plan does not fit: device " +
                        std::to_string(unfused->device) + " would need " +
-                       gib(unfused->peak) + " of " + gib(budget) +
+                       gibText(unfused->peak) + " of " + gibText(budget) +
                        " (its biggest buffer: " + unfused->biggest + ", " +
-                       gib(unfused->biggestBytes) + ")");
+                       gibText(unfused->biggestBytes) + ")");
     // Under a host budget a plan whose pinned staging buffers are over
     // what it leaves after the weights and optimizer state does not fit
     // the box (rp-compile refuses it), however fast.
@@ -349,13 +329,13 @@ struct ChooseLossFusionPass
     bool fusedOnHost = left <= 0 || fused->stagedHostBytes <= left;
     bool unfusedOnHost = left <= 0 || unfused->stagedHostBytes <= left;
     std::string overHost =
-        " in pinned host memory, over the " + gib(left) +
+        " in pinned host memory, over the " + gibText(left) +
         " host-budget-gib leaves after the weights and optimizer state";
     if (fusedOnHost && !unfusedOnHost)
       return keepFused("the unfused plan stages " +
-                       gib(unfused->stagedHostBytes) + overHost +
-                       " (the fused one stages " + gib(fused->stagedHostBytes) +
-                       ")");
+                       gibText(unfused->stagedHostBytes) + overHost +
+                       " (the fused one stages " +
+                       gibText(fused->stagedHostBytes) + ")");
     bool fusedFits = fused->fits && (fusedOnHost || !unfusedOnHost);
     // Where speed decides, both plans at the ends of what the profile
     // cannot know, and whether the choice holds at both.
@@ -399,17 +379,17 @@ struct ChooseLossFusionPass
     std::string reason =
         fusedFits ? "predicted " + unfusedStep + ", " + fusedStep +
                         " (its backward recomputes the logits)" + range
-        : fused->fits
-            ? "the fused plan stages " + gib(fused->stagedHostBytes) + overHost
-            : "the fused plan does not fit (device " +
-                  std::to_string(fused->device) + " would need " +
-                  gib(fused->peak) + ")";
+        : fused->fits ? "the fused plan stages " +
+                            gibText(fused->stagedHostBytes) + overHost
+                      : "the fused plan does not fit (device " +
+                            std::to_string(fused->device) + " would need " +
+                            gibText(fused->peak) + ")";
     lossFusion.setAttr(
         *func,
         StringAttr::get(&getContext(),
                         "unfused: " + reason + "; the logits fit: device " +
                             std::to_string(unfused->device) + " peaks at " +
-                            gib(unfused->peak) + " of " + gib(budget)));
+                            gibText(unfused->peak) + " of " + gibText(budget)));
   }
 };
 

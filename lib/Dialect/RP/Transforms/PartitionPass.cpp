@@ -90,16 +90,9 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.chooseGrain = recompute == RecomputeGrain::automatic &&
                           stages.empty() && kind == ScheduleKind::roundRobin &&
                           how == Partitioner::rp;
-    if (request.chooseGrain) {
-      std::string error;
-      std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
-          ::rp::timing::loadUnknownInputs(hw, error);
-      if (!unknown) {
-        module.emitError() << error;
-        return signalPassFailure();
-      }
-      request.unknown = std::move(*unknown);
-      request.measured = (*inputs)->measured ? &*(*inputs)->measured : nullptr;
+    if (std::string error; !readGrainRanges(request, hw, **inputs, error)) {
+      module.emitError() << error;
+      return signalPassFailure();
     }
     GrainSpeedChoice grain;
     FailureOr<Partition> p =

@@ -9,9 +9,8 @@
 #include "ScheduleIR.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/SteadyState.h"
+#include "rp/Analysis/UnitText.h"
 #include "rp/timing/Assumptions.h"
-
-#include "llvm/Support/Format.h"
 
 namespace mlir::rp {
 #define GEN_PASS_DEF_PLANMEMORYPASS
@@ -22,13 +21,6 @@ using namespace mlir;
 using namespace mlir::rp;
 
 namespace {
-
-std::string gib(int64_t bytes) {
-  std::string s;
-  llvm::raw_string_ostream(s)
-      << llvm::format("%.3g GiB", bytes / double(1ull << 30));
-  return s;
-}
 
 struct PlanMemoryPass
     : SchedulePass<mlir::rp::impl::PlanMemoryPassBase<PlanMemoryPass>> {
@@ -50,13 +42,13 @@ struct PlanMemoryPass
                      });
     InFlightDiagnostic diag = op.emitError()
                               << "device " << d << " needs "
-                              << gib(mp.peakBytes[d]) << " (" << mp.peakBytes[d]
-                              << " bytes) at its peak, over "
-                              << "its budget of " << gib(budget) << " ("
+                              << gibText(mp.peakBytes[d]) << " ("
+                              << mp.peakBytes[d] << " bytes) at its peak, over "
+                              << "its budget of " << gibText(budget) << " ("
                               << budget << " bytes)";
     for (size_t i = 0; i < std::min<size_t>(3, mine.size()); ++i)
       diag.attachNote() << "the biggest buffers: " << mine[i]->what << ", "
-                        << gib(mine[i]->bytes);
+                        << gibText(mine[i]->bytes);
     if (mine.empty())
       return;
     const PlannedBuffer &top = *mine.front();
@@ -253,13 +245,14 @@ struct PlanMemoryPass
       for (auto [d, bytes] : llvm::enumerate(run))
         if (bytes > budget)
           return op.emitError()
-                 << "two copies of the arenas need " << gib(bytes) << " ("
+                 << "two copies of the arenas need " << gibText(bytes) << " ("
                  << bytes << " bytes) on device " << d << " (one per pass in "
                  << "flight"
                  << (renamed ? ", each the largest device's since the "
                                "devices are renamed pass by pass"
                              : "")
-                 << "), over its budget of " << gib(budget) << " (" << budget
+                 << "), over its budget of " << gibText(budget) << " ("
+                 << budget
                  << " bytes); leave arena-copies out (the two passes then "
                     "share one copy) or use fewer tokens per microbatch";
     }

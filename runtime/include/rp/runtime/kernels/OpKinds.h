@@ -38,9 +38,10 @@ inline CallTensors callTensors(const Plan &plan, const KernelCallDesc &c,
 }
 
 /// The case labels of the binary arithmetic ops (binaryKindOf) and of the
-/// unary ops but gelu (unaryKindOf), for the dispatches' switches over
-/// OpKind: the host's and the cuda device's list them from here, so that a
-/// new op of either family is listed once (and mapped below).
+/// unary ops but gelu (unaryKindOf), for the switches over OpKind: the
+/// host's and the cuda device's dispatches and the plan loader's signatures
+/// (Plan.cpp) list them from here, so that a new op of either family is
+/// listed once (and mapped below).
 #define RP_BINARY_OP_CASES                                                     \
   case ::rp::runtime::OpKind::add:                                             \
   case ::rp::runtime::OpKind::sub:                                             \

@@ -11,10 +11,10 @@
 # (before: S x (S + 1) logits, a max, a softmax and a slice a layer). The
 # loss and every gradient (the sinks' included) equal transformers' within
 # 1e-4 on 1 and 2 devices. The model is a tiny GptOssForCausalLM (a sliding
-# and a full layer, grouped heads) from a config object. Its MoE block does
-# not import from ONNX (rp-import refuses GPT-OSS's TopK routing by name,
-# docs/moe.md), so the ONNX model is the same GPT-OSS with each layer's MoE
-# block swapped for a dense MLP: the attention is GPT-OSS's own.
+# and a full layer, grouped heads) from a config object. The ONNX model is
+# the same GPT-OSS with each layer's MoE block swapped for a dense MLP, so
+# that this test is about the attention alone (GPT-OSS's own; the MoE block
+# through both exporters is torch2-gpt-oss-onnx.py's).
 
 import contextlib
 import io

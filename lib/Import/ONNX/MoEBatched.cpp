@@ -36,7 +36,7 @@ std::string moe::reshapeRoot(const GraphIndex &g, std::string value) {
 }
 
 std::string moe::gatheredStack(const GraphIndex &g, StringRef value,
-                               StringRef ids) {
+                               StringRef ids, int rank) {
   const onnx::NodeProto *n = g.producerOf(value);
   // dynamo writes `W[ids]` as Transpose(GatherND(Transpose(W), ids'))
   // with identity permutations.
@@ -60,7 +60,7 @@ std::string moe::gatheredStack(const GraphIndex &g, StringRef value,
   if (const onnx::NodeProto *t = g.producerOf(w); identity(t))
     w = inputOf(*t, 0);
   const onnx::TensorProto *stack = g.initializers.lookup(w);
-  if (!stack || stack->dims_size() != 3)
+  if (!stack || stack->dims_size() != rank)
     return "";
   // GatherND's index is the ids with a trailing axis of one; the Expand
   // that dynamo writes broadcasts the ids to their own shape.

@@ -21,10 +21,11 @@ struct BatchedExpert {
 /// `value` with the reshapes an exporter writes around it looked through.
 std::string reshapeRoot(const GraphIndex &g, std::string value);
 
-/// The [E, out, in] stack initializer `value` gathers rows of at the chosen
-/// experts `ids` (Gather, or dynamo's GatherND of the expanded ids); "" if
-/// not.
-std::string gatheredStack(const GraphIndex &g, StringRef value, StringRef ids);
+/// The [E, out, in] stack initializer (of rank `rank`: 2 for GPT-OSS's
+/// [E, n] expert biases) `value` gathers rows of at the chosen experts `ids`
+/// (Gather, or dynamo's GatherND of the expanded ids); "" if not.
+std::string gatheredStack(const GraphIndex &g, StringRef value, StringRef ids,
+                          int rank = 3);
 
 /// The batched_mm experts whose output `weighted` (a Mul) weighs by the
 /// routing: `ids` the TopK's chosen experts, `x` the block's tokens.

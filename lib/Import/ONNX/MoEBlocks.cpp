@@ -19,7 +19,8 @@
 //   v, e   = TopK(logits, k);  w = Softmax(v)   (`softmax_after`)
 //   one expert per OneHot class c: a Gather of the one-hot mask at c, and a
 //   Mul of the routing weights with W2_c(silu(W1_c x_c) * W3_c x_c), the
-//   three W initializers (nn.Linear layout, through Transpose or not)
+//   three W initializers (nn.Linear layout, through Transpose or not);
+//   stacked experts (transformers 5) and GPT-OSS's (MoEOss.cpp) alike
 //
 // and the block ends where every value that depends on TopK has been used
 // except one (the combined [T, H] output). DeepSeek-V3's router (sigmoid
@@ -33,6 +34,7 @@
 #include "MoEBlocks.h"
 #include "MoEBatched.h"
 #include "MoEGraphIndex.h"
+#include "MoEOss.h"
 #include "MoESigmoidRouter.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -69,6 +71,8 @@ struct MoEMatch {
   /// transformers 5's `batched_mm` experts (matchBatchedExpert).
   bool batched = false;
   SmallVector<Expert> experts;
+  /// GPT-OSS's biased, clamped-SwiGLU experts (MoEOss.h).
+  std::optional<OssExpert> oss;
   /// DeepSeek-V3's routing (sigmoid scores, group-limited top-k).
   bool isSigmoid = false;
   SigmoidRouter sigmoid;
@@ -366,35 +370,61 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
       stacked.stacked = b.stacked = b.batched = true;
       stacked.gateFirst = b.gateFirst = e->gateFirst;
       b.experts.push_back(stacked);
+    } else if (std::optional<OssExpert> e;
+               op == "Mul" && !b.batched &&
+               (e = matchOssBatchedExpert(g, node, outputOf(topK, 1), b.x))) {
+      Expert stacked{e->gateUp, e->gateUp, e->down};
+      stacked.stacked = b.stacked = b.batched = true;
+      b.oss = e;
+      b.experts.push_back(stacked);
     } else if (op == "Mul") {
       for (const std::string &in : node.input()) {
         const onnx::NodeProto *src = g.producerOf(in);
-        if (!src || src->op_type() != "MatMul")
-          continue;
-        // When the experts read routed tokens (no baked-in lists), their
-        // own matmuls are in the region too: the SiLU's Mul reads the gate
-        // matmul. Only a matmul of a product (W2 h) is an expert's output.
-        const onnx::NodeProto *h = g.producerOf(inputOf(*src, 0));
-        if (region.count(in) && (!h || h->op_type() != "Mul"))
-          continue;
-        auto expert = matchExpert(*src);
-        if (!expert)
-          expert = matchStackedExpert(*src);
-        if (!expert)
-          return error(*src, indexOf(src))
-                 << "this MatMul's output is weighted by the routing but is "
-                    "not a gated SiLU expert (W2(silu(W1 x) * W3 x) with "
-                    "nn.Linear weights, or slices of stacked [E, 2F, H] and "
-                    "[E, H, F] weights); rp maps SwiGLU experts from ONNX, "
-                    "rp.trace maps the other forms";
+        std::optional<Expert> expert;
+        std::optional<OssExpert> oss;
+        if (src && looksLikeBiasedExpert(g, in)) {
+          // GPT-OSS's eager loop: a biased expert per hit class (MoEOss.h).
+          if (!(oss = matchOssLoopExpert(g, in)))
+            return error(*src, indexOf(src))
+                   << "this expert's output, weighted by the routing, is a "
+                      "biased matmul of stacked weights but not GPT-OSS's "
+                      "clamped SwiGLU ((clip(up, -limit, limit) + 1) * gate "
+                      "* sigmoid(alpha * gate), gate clipped above at limit, "
+                      "gate and up the even and odd columns, or the halves, "
+                      "of x W13[i] + b13[i]); rp.trace maps the other forms";
+          expert = Expert{oss->gateUp, oss->gateUp, oss->down};
+          expert->stacked = true;
+          expert->index = oss->index;
+        } else {
+          if (!src || src->op_type() != "MatMul")
+            continue;
+          // Experts reading routed tokens have their own matmuls in the
+          // region; only a matmul of a product (W2 h) is an output.
+          const onnx::NodeProto *h = g.producerOf(inputOf(*src, 0));
+          if (region.count(in) && (!h || h->op_type() != "Mul"))
+            continue;
+          expert = matchExpert(*src);
+          if (!expert)
+            expert = matchStackedExpert(*src);
+          if (!expert)
+            return error(*src, indexOf(src))
+                   << "this MatMul's output is weighted by the routing but is "
+                      "not a gated SiLU expert (W2(silu(W1 x) * W3 x) with "
+                      "nn.Linear weights, or slices of stacked [E, 2F, H] "
+                      "and [E, H, F] weights); rp maps SwiGLU experts from "
+                      "ONNX, rp.trace maps the other forms";
+        }
         if (expert->stacked) {
-          // Every expert reads the same two stacks, each at the class its
-          // one-hot mask was read at, in class order.
+          // Every expert reads the same two stacks (and, GPT-OSS's, the
+          // same biases and constants), each at the class its one-hot mask
+          // was read at, in class order.
           const Expert *first = b.experts.empty() ? nullptr : &b.experts[0];
           auto c = classOf.find(expert->index);
           if ((first && (!first->stacked || first->gate != expert->gate ||
                          first->down != expert->down ||
-                         first->gateFirst != expert->gateFirst)) ||
+                         first->gateFirst != expert->gateFirst ||
+                         b.oss.has_value() != oss.has_value() ||
+                         (oss && !oss->sameAs(*b.oss)))) ||
               c == classOf.end() || c->second != (int64_t)b.experts.size())
             return error(*src, indexOf(src))
                    << "this expert's stacked weights are not read at the "
@@ -403,6 +433,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
                       "order, rp.trace maps the other forms";
           b.stacked = true;
           b.gateFirst = expert->gateFirst;
+          b.oss = oss;
         }
         b.experts.push_back(*expert);
       }
@@ -511,6 +542,10 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
     if (b->stacked) {
       moe.add_input(b->experts[0].gate);
       moe.add_input(b->experts[0].down);
+      if (b->oss) {
+        moe.add_input(b->oss->gateUpBias);
+        moe.add_input(b->oss->downBias);
+      }
     } else {
       for (const Expert &e : b->experts)
         moe.add_input(e.gate);
@@ -553,42 +588,15 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
       attr("stacked", 1);
       attr("gate_first", b->gateFirst);
     }
+    if (b->oss) {
+      attr("oss", 1);
+      attr("interleaved", b->oss->interleaved);
+      floatAttr("alpha", b->oss->alpha);
+      floatAttr("limit", b->oss->limit);
+    }
 
     // Nodes that only fed the replaced ones (the baked-in token gathers,
     // the experts' own matmuls) are dropped with them.
-    std::vector<onnx::NodeProto> kept;
-    kept.reserve(graph.node_size());
-    for (auto [i, node] : llvm::enumerate(graph.node())) {
-      if ((int)i == b->last)
-        kept.push_back(moe);
-      else if (!b->nodes.count(i))
-        kept.push_back(node);
-    }
-    llvm::StringMap<int64_t> readers;
-    for (const auto &node : kept)
-      for (const std::string &in : node.input())
-        ++readers[in];
-    for (const auto &out : graph.output())
-      ++readers[out.name()];
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-        if (it->op_type().empty())
-          continue;
-        bool used = llvm::any_of(it->output(), [&](const std::string &o) {
-          return readers.lookup(o) > 0;
-        });
-        if (used)
-          continue;
-        for (const std::string &in : it->input())
-          --readers[in];
-        it->clear_op_type(); // marked dead
-        changed = true;
-      }
-    }
-    graph.clear_node();
-    for (auto &node : kept)
-      if (!node.op_type().empty())
-        *graph.add_node() = std::move(node);
+    replaceNodes(graph, b->nodes, b->last, std::move(moe));
   }
 }

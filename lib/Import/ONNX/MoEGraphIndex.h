@@ -9,6 +9,7 @@
 #ifndef RP_LIB_IMPORT_ONNX_MOEGRAPHINDEX_H
 #define RP_LIB_IMPORT_ONNX_MOEGRAPHINDEX_H
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -20,6 +21,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace mlir::rp::onnx_import::moe {
 
@@ -204,6 +206,49 @@ struct GraphIndex {
   llvm::StringMap<int> producer;
   llvm::StringMap<SmallVector<int>> consumers;
 };
+
+/// `graph`'s nodes with those in `drop` removed, `node` in the place of the
+/// one at `at`, and then every node whose outputs nothing reads any more
+/// (what only the dropped nodes read: an MoE block's baked-in token
+/// gathers, its experts' own matmuls).
+inline void replaceNodes(onnx::GraphProto &graph,
+                         const llvm::DenseSet<int> &drop, int at,
+                         onnx::NodeProto node) {
+  std::vector<onnx::NodeProto> kept;
+  kept.reserve(graph.node_size());
+  for (auto [i, n] : llvm::enumerate(graph.node())) {
+    if ((int)i == at)
+      kept.push_back(std::move(node));
+    else if (!drop.count(i))
+      kept.push_back(n);
+  }
+  llvm::StringMap<int64_t> readers;
+  for (const auto &n : kept)
+    for (const std::string &in : n.input())
+      ++readers[in];
+  for (const auto &out : graph.output())
+    ++readers[out.name()];
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+      if (it->op_type().empty())
+        continue;
+      bool used = llvm::any_of(it->output(), [&](const std::string &o) {
+        return readers.lookup(o) > 0;
+      });
+      if (used)
+        continue;
+      for (const std::string &in : it->input())
+        --readers[in];
+      it->clear_op_type(); // marked dead
+      changed = true;
+    }
+  }
+  graph.clear_node();
+  for (auto &n : kept)
+    if (!n.op_type().empty())
+      *graph.add_node() = std::move(n);
+}
 
 } // namespace mlir::rp::onnx_import::moe
 

@@ -2,7 +2,8 @@
 //
 // The handler of the node recognizeMoEBlocks (MoEBlocks.cpp) puts in place
 // of a mixture-of-experts block: the rp.moe ops, over per-expert weights
-// stacked here or stacks the model already holds (transformers 5).
+// stacked here or stacks the model already holds (transformers 5; GPT-OSS's
+// biased stacks and clamped SwiGLU too).
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,6 +113,76 @@ static std::pair<Value, Value> routeSigmoid(NodeImporter &n, Value scores,
   return {w, ids};
 }
 
+/// GPT-OSS's experts (MoEOss.h: inputs 2 to 5 the `x @ W` stacks [E, H,
+/// 2F] and [E, F, H] and their biases [E, 2F] and [E, H]) over the
+/// dispatched rows, as rp.trace writes them (python/rp/_moe_oss.py): a
+/// grouped matmul by each stack; each row's expert bias as a grouped matmul
+/// of a column of ones by the biases reshaped to [E, 1, n], so the bias's
+/// gradient comes from the grouped matmul's VJP and no new op is needed;
+/// strided slices for the gate and up columns; the clamps as rp.min and
+/// rp.max (whose gradient goes to the clamped value on a tie, as torch's
+/// clamp's does).
+static Value ossExperts(NodeImporter &n, Value rows, Value counts,
+                        int64_t experts, int64_t hidden) {
+  Value w13 = n.input(2), w2 = n.input(3), b13 = n.input(4), b2 = n.input(5);
+  if (!w13 || !w2 || !b13 || !b2)
+    return nullptr;
+  auto shape = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  int64_t ffn = shape(w2).size() == 3 ? shape(w2)[1] : 0;
+  if (shape(w13) != ArrayRef<int64_t>{experts, hidden, 2 * ffn} ||
+      shape(w2) != ArrayRef<int64_t>{experts, ffn, hidden} ||
+      shape(b13) != ArrayRef<int64_t>{experts, 2 * ffn} ||
+      shape(b2) != ArrayRef<int64_t>{experts, hidden})
+    return n.error() << "GPT-OSS's expert stacks and biases " << w13.getType()
+                     << ", " << w2.getType() << ", " << b13.getType() << " and "
+                     << b2.getType() << " are not [E, " << hidden
+                     << ", 2F], [E, F, " << hidden << "], [E, 2F] and [E, "
+                     << hidden << "]",
+           nullptr;
+  auto rt = cast<RankedTensorType>(rows.getType());
+  int64_t r = rt.getDimSize(0);
+  Type f = rt.getElementType();
+  auto ty = [&](int64_t width) { return RankedTensorType::get({r, width}, f); };
+  auto scalar = [&](double v) {
+    return n.constant(DenseElementsAttr::get(RankedTensorType::get({}, f),
+                                             n.builder.getFloatAttr(f, v)));
+  };
+  Value ones = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get({r, 1}, f), n.builder.getFloatAttr(f, 1.0)));
+  auto biased = [&](Value in, Value w, Value bias, int64_t width) -> Value {
+    Value y = MoEGroupedMatmulOp::create(n.builder, n.loc, ty(width), in, w,
+                                         counts, /*transpose_b=*/false);
+    Value rowBias = MoEGroupedMatmulOp::create(
+        n.builder, n.loc, ty(width), ones, n.reshape(bias, {experts, 1, width}),
+        counts, /*transpose_b=*/false);
+    return AddOp::create(n.builder, n.loc, y, rowBias);
+  };
+  Value gu = biased(rows, w13, b13, 2 * ffn);
+  bool interleaved = n.intAttr("interleaved", 1) != 0;
+  int64_t step = interleaved ? 2 : 1;
+  auto columns = [&](int64_t first) -> Value {
+    SmallVector<int64_t> offsets{0, first}, strides{1, step};
+    return n.create<SliceOp>(ty(ffn), gu, offsets, strides);
+  };
+  float limit = n.floatAttr("limit", 0.0f);
+  Value gate = MinOp::create(n.builder, n.loc, columns(0), scalar(limit));
+  Value up = MaxOp::create(n.builder, n.loc,
+                           MinOp::create(n.builder, n.loc,
+                                         columns(interleaved ? 1 : ffn),
+                                         scalar(limit)),
+                           scalar(-limit));
+  Value sig =
+      SigmoidOp::create(n.builder, n.loc,
+                        MulOp::create(n.builder, n.loc, gate,
+                                      scalar(n.floatAttr("alpha", 1.0f))));
+  Value h = MulOp::create(n.builder, n.loc,
+                          AddOp::create(n.builder, n.loc, up, scalar(1.0)),
+                          MulOp::create(n.builder, n.loc, gate, sig));
+  return biased(h, w2, b2, hidden);
+}
+
 LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
   bool stacked = n.intAttr("stacked", 0) != 0;
   // A sigmoid router passes its scores as `logits` and the scores it picks
@@ -174,6 +245,14 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
                                       RankedTensorType::get({rows, width}, f),
                                       in, w, counts, /*transpose_b=*/true);
   };
+  if (n.intAttr("oss", 0)) {
+    Value y = ossExperts(n, dispatch.getRows(), counts, experts, hidden);
+    if (!y)
+      return failure();
+    n.setOutput(0, MoECombineOp::create(n.builder, n.loc, xt, y,
+                                        dispatch.getPositions(), weights));
+    return success();
+  }
   Value g, u, down;
   if (stacked) {
     // One grouped matmul by the [E, 2F, H] stack; its halves are W1 x and

@@ -238,7 +238,12 @@ def FuseAttentionPass : Pass<"rp-fuse-attention"> {
     of index ranges, also on an existing `rp.attention`) that keeps exactly
     a causal band, aligned bottom-right when there are more keys than
     queries and with a sliding window or not, becomes `causal` and
-    `window`, leaving no mask operand.
+    `window`, leaving no mask operand. Attention sinks written out (GPT-OSS's
+    eager attention: a softmax over `concat([scores, sink], -1)`, the row
+    maximum subtracted or not, whose sink column is sliced off before the
+    product with V; the sink one logit per query head, at either end of the
+    concat) become rp.attention's `sinks(%s)` operand (`[heads]`); a slice
+    that keeps the sink, or a column that varies by row, stays decomposed.
 
     ```mlir
     %kt = rp.transpose %k permutation = [0, 1, 3, 2] : ...

@@ -423,7 +423,7 @@ def issue_note(figs):
     if not us:
         return ""
     return (f"; per-kernel host work {us:.1f} us (slow end {slow:.1f}) x "
-            f"{calls:.0f} rp calls a layer (bench/layer_host.py's "
+            f"{calls:.0f} rp launches a layer (bench/layer_host.py's "
             f"{us * calls:,.0f} - {slow * calls:,.0f} us a layer)")
 
 

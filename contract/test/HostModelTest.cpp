@@ -446,7 +446,7 @@ TEST(HostModelTest, IssueWorkBesideTheKernels) {
 /// what kernel_host_us is charged on. A view launches none; a MoE call
 /// launches its helpers beside its main kernel (CudaMoE*.cu).
 TEST(HostModelTest, IssueWorkCountsTheCudaDevicesLaunches) {
-  auto launches = [](const char *op, std::vector<int64_t> ints = {}) {
+  auto launches = [](const char *op, const std::vector<int64_t> &ints = {}) {
     int index = kernelOpIndex(op);
     EXPECT_GE(index, 0) << op;
     return kernelLaunches(uint16_t(index), ints);

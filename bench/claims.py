@@ -173,11 +173,19 @@ MOE_HOST_US = {"gpt-oss-20b": (25.0, 801), "qwen3-235b-a22b": (125.2, 16031)}
 # included), (at load about 3: issue 32's session 18, 175 + 203 + 375 /
 # 152 + 175 + 329 / 190 + 214 + 450; at load about 3.3 with six other
 # builds: session 19, 294 + 376 + 533 / 241 + 275 + 428 / 404 + 472 + 695).
-# The model of RoundPipe spreads it over rp's kernel calls per layer
-# (kernel_host_us), beside the kernels, on its one interpreter: the second
-# at the slow end, the first elsewhere.
+# The MoE models' layers without their expert block (its sort-by-expert
+# loop is MOE_HOST_US's): attention (the 20B's with sinks, eager), norms,
+# residuals, the 235B's attention LoRA; the least and the most of seven
+# runs at load 5 - 6 (issue 32's session 20: 20B 1,105 - 1,489, 235B
+# 1,364 - 1,912 us, where the same runs put the 1.7B's at 1,267 - 1,988,
+# so these ends are about 1.7x the dense rows' load-3 basis: slow ones).
+# The model of RoundPipe spreads it over rp's kernel launches per layer as
+# the cuda device makes them (kernel_host_us; paper_roundpipe.launches),
+# beside the kernels, on its one interpreter: the second at the slow end,
+# the first elsewhere.
 LAYER_HOST_US = {"qwen3-1.7b": (753, 1203), "llama-3.1-8b": (656, 944),
-                 "qwen3-32b": (854, 1571)}
+                 "qwen3-32b": (854, 1571), "gpt-oss-20b": (1105, 1489),
+                 "qwen3-235b-a22b": (1364, 1912)}
 
 
 def roundpipe_host(fields, end, model, kernel_host_us=0):

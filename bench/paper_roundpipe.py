@@ -132,14 +132,21 @@ def held_out(models, tmp, rows=None):
 def moe_terms(name, plan, passes, mid, times, tmp):
     """The held-out MoE plan on the sim with RoundPipe's host terms added
     one by one to rp's host at mid (the model of RoundPipe, not of rp):
-    its pageable weights (pin_model="off"), then its expert loop's host
-    work per routing (moe_host_us) at both ends of bench/moe_host.py's
-    range."""
+    its pageable weights (pin_model="off"), then its per-kernel host work
+    beside the kernels outside the expert loop (kernel_host_us:
+    claims.LAYER_HOST_US's fast end over rp's launches per layer, on its
+    one interpreter), then its expert loop's host work per routing
+    (moe_host_us) at both ends of bench/moe_host.py's range."""
     p = json.loads(Path(mid).read_text())
     p["pinned"] = False
     out = {}
-    for label, us in (("pageable", 0), ("loop low", MOE_HOST_US[name][0]),
+    for label, us in (("pageable", 0), ("launches", 0),
+                      ("loop low", MOE_HOST_US[name][0]),
                       ("loop high", MOE_HOST_US[name][1])):
+        if label == "launches":
+            p["host_interpreters"] = 1
+            p["kernel_host_us"] = (claims.LAYER_HOST_US[name][0]
+                                   / calls_per_layer(plan))
         p["moe_host_us"] = us
         path = Path(tmp) / f"{name}.{label.replace(' ', '-')}.json"
         write_text(path, json.dumps(p))
@@ -153,15 +160,16 @@ def moe_breakdown(rows):
     print("\nMoE held out, the model of RoundPipe term by term (tokens/s, "
           "each term added to those before it; bench/moe_host.py for the "
           "expert loop)")
-    print("model            kernels  + rp's host  + pageable  + expert loop "
-          "(one expert - whole loop)  measured  left over")
+    print("model            kernels  + rp's host  + pageable  + launches  "
+          "+ expert loop (one expert - whole loop)  measured  left over")
     for name, kernels, host, t in rows:
         one = ONE_GPU[name]
         lo, hi = t["loop high"], t["loop low"]
         left = (f"{(one / hi - 1) * 100:+.1f}% - {(one / lo - 1) * 100:+.1f}%"
                 if one < lo or one > hi else "inside the range")
         print(f"{name:16s} {kernels:7.0f}  {host:11.0f}  {t['pageable']:10.0f}"
-              f"  {hi:12.0f} - {lo:7.0f}{'':13s}{one:8,}  {left}")
+              f"  {t['launches']:10.0f}  {hi:12.0f} - {lo:7.0f}{'':13s}"
+              f"{one:8,}  {left}")
 
 
 # The model of RoundPipe's stages where rp's RoundPipe partitioner
@@ -181,9 +189,26 @@ ROUNDPIPE_STAGES = {
 }
 
 
+# The launches rp's cuda device makes per call where not one
+# (timing::kernelLaunches, contract/lib/KernelCost.cpp, which the sim
+# charges kernel_host_us on; HostModelTest.IssueWorkCountsTheCudaDevices-
+# Launches and test/Runtime/kernel-host-moe.test hold the two to it): a
+# reshape none, a MoE call its helpers beside its main kernel.
+CUDA_LAUNCHES = {"reshape": 0, "moe_dispatch": 4, "moe_grouped_matmul": 4,
+                 "moe_grouped_matmul_wgrad": 4}
+
+
+def launches(call):
+    """The kernels rp's cuda device launches for plan call `call` (its
+    --describe=json form): a weighted combine gradient's five."""
+    if call["op"] == "moe_combine_grad":
+        return 4 + bool((call.get("ints") or [0])[0])
+    return CUDA_LAUNCHES.get(call["op"], 1)
+
+
 def calls_per_layer(plan):
-    """rp's kernel launches per decoder layer and microbatch in `plan`
-    (its calls but reshapes, which launch nothing): a
+    """rp's kernel launches per decoder layer and microbatch in `plan`, as
+    its cuda device makes them (launches()): a
     middle layer's forward, backward (recompute and rest) and add-grads
     programs' calls, each program's shared among the layers it spans
     (docs/plan-format.md's names: "L", "A..B", "A..B.backward.recompute",
@@ -203,8 +228,7 @@ def calls_per_layer(plan):
             return None  # the embedding's or the head's, or unnamed
         return [int(e.split(".")[1]) for e in ends]
 
-    spans = [(span(p["name"]),
-              sum(c["op"] != "reshape" for c in p["calls"]))
+    spans = [(span(p["name"]), sum(launches(c) for c in p["calls"]))
              for p in desc["programs"]]
     named = sorted({n for s, _ in spans if s for n in s})
     middle = named[len(named) // 2]
@@ -399,7 +423,7 @@ def issue_note(figs):
     if not us:
         return ""
     return (f"; per-kernel host work {us:.1f} us (slow end {slow:.1f}) x "
-            f"{calls:.0f} rp calls a layer (bench/layer_host.py's "
+            f"{calls:.0f} rp launches a layer (bench/layer_host.py's "
             f"{us * calls:,.0f} - {slow * calls:,.0f} us a layer)")
 
 

@@ -101,6 +101,22 @@ bool rp::timing::launchesKernel(uint16_t op) {
   return static_cast<K>(op) != K::reshape;
 }
 
+unsigned rp::timing::kernelLaunches(uint16_t op,
+                                    const std::vector<int64_t> &ints) {
+  switch (static_cast<K>(op)) {
+  case K::reshape:
+    return 0;
+  case K::moe_dispatch:
+  case K::moe_grouped_matmul:
+  case K::moe_grouped_matmul_wgrad:
+    return 4;
+  case K::moe_combine_grad: // ints: [has_weights]
+    return 4 + (!ints.empty() && ints[0] != 0 ? 1 : 0);
+  default:
+    return 1;
+  }
+}
+
 int rp::timing::kernelOpIndex(const std::string &name) {
   for (int i = 0; i < kNumKernelOps; ++i)
     if (name == ::rp::plan::EnumNamesOpKind()[i])

@@ -441,3 +441,32 @@ TEST(HostModelTest, IssueWorkBesideTheKernels) {
     EXPECT_NEAR(t->interpreterBusyMs, 0.5, 1e-12);
   }
 }
+
+/// The launches the host issues per call, as the cuda device makes them:
+/// what kernel_host_us is charged on. A view launches none; a MoE call
+/// launches its helpers beside its main kernel (CudaMoE*.cu).
+TEST(HostModelTest, IssueWorkCountsTheCudaDevicesLaunches) {
+  auto launches = [](const char *op, const std::vector<int64_t> &ints = {}) {
+    int index = kernelOpIndex(op);
+    EXPECT_GE(index, 0) << op;
+    return kernelLaunches(uint16_t(index), ints);
+  };
+  EXPECT_EQ(launches("reshape"), 0u);
+  EXPECT_EQ(launches("matmul", {0, 1}), 1u);
+  EXPECT_EQ(launches("moe_route", {2, 0, 1}), 1u);
+  EXPECT_EQ(launches("moe_route_grad", {0, 1}), 1u);
+  EXPECT_EQ(launches("moe_dispatch"), 4u);
+  EXPECT_EQ(launches("moe_grouped_matmul", {1}), 4u);
+  EXPECT_EQ(launches("moe_grouped_matmul_wgrad", {0}), 4u);
+  EXPECT_EQ(launches("moe_combine", {1}), 1u);
+  EXPECT_EQ(launches("moe_combine_grad", {0}), 4u);
+  EXPECT_EQ(launches("moe_combine_grad", {1}), 5u);
+  // Each costs the host its issue work.
+  std::string error;
+  std::optional<HardwareModel> hw = parseHardwareModel(
+      R"({"tflops": {"f32": 1}, "memory_gbps": 1, "h2d_gbps": 25,
+          "d2h_gbps": 25, "kernel_host_us": 10})",
+      "t.json", error);
+  ASSERT_TRUE(hw) << error;
+  EXPECT_NEAR(hw->issueMs(launches("moe_dispatch")), 0.04, 1e-12);
+}

@@ -28,8 +28,9 @@ struct Kernel {
   int64_t traffic = 0;
   /// Independent GEMMs (a grouped matmul's experts): KernelWork::groups.
   double groups = 1;
-  /// False for calls that launch nothing (a reshape is a view).
-  bool launches = true;
+  /// The launches the host issues for it as the cuda device makes them
+  /// (timing::kernelLaunches: 0 for a view, several for a MoE call).
+  unsigned launches = 1;
 };
 
 /// The kernels an op launches in forward and, when some operand needs a
@@ -87,9 +88,12 @@ Kernel forwardKernel(Operation *op) {
     // As PlanExportGrad writes it: a causal gradient does half the work.
     ints = {grad.getCausal(), grad.getMask() != nullptr,
             static_cast<int64_t>(grad.getWindow().value_or(0))};
+  else if (auto combine = dyn_cast<MoECombineGradOp>(op))
+    ints = {combine.getWeights() != nullptr}; // as PlanExportMoE writes it
   ::rp::timing::KernelWork w =
       ::rp::timing::kernelWork(uint16_t(index), in, out, ints);
-  return {int64_t(w.flops), int64_t(w.bytes), w.groups, w.launches};
+  return {int64_t(w.flops), int64_t(w.bytes), w.groups,
+          ::rp::timing::kernelLaunches(uint16_t(index), ints)};
 }
 
 /// rp.linear_cross_entropy as the kernels its chunks run: the head's
@@ -263,7 +267,7 @@ double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
   int index = ::rp::timing::kernelOpIndex(kind);
   return model.kernelMs(index < 0 ? uint16_t(~0) : uint16_t(index),
                         {double(kernel.flops), double(kernel.traffic),
-                         kernel.launches, kernel.groups},
+                         kernel.launches > 0, kernel.groups},
                         dtype);
 }
 
@@ -395,10 +399,10 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         opWork.back().second += k.traffic;
         cost.forwardMs += kernelMs(k, name, dtype, model);
         ++cost.kernels;
-        dispatch.forwardCalls += k.launches ? 1 : 0;
+        dispatch.forwardCalls += k.launches;
       }
       for (const Kernel &k : kernels.backward) {
-        dispatch.backwardCalls += k.launches ? 1 : 0;
+        dispatch.backwardCalls += k.launches;
         cost.backwardFlops += k.flops;
         cost.backwardTraffic += k.traffic;
         cost.backwardMs += kernelMs(k, backwardName, dtype, model);
@@ -446,7 +450,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       if (k.launches) {
         sweepFlops += k.flops;
         sweepTraffic += k.traffic;
-        ++sweepCalls;
+        sweepCalls += k.launches;
       }
       return kernelMs(k, o.getName().stripDialect(), dtype, model);
     };

@@ -107,7 +107,9 @@ fake = {"programs": [
     {"name": "layers.2 slot0", "calls": [{"op": "matmul"}] * 99},  # another layer's
     {"name": "layers.2..layers.3.backward.rest slot0", "calls": [{"op": "matmul"}] * 50},
     {"name": "layers.3.backward.recompute slot0",
-     "calls": [{"op": "matmul"}] * 7 + [{"op": "reshape"}] * 3},
+     "calls": [{"op": "matmul"}] * 7 + [{"op": "reshape"}] * 3
+     + [{"op": "moe_dispatch"}, {"op": "moe_combine_grad", "ints": [1]},
+        {"op": "moe_combine_grad", "ints": [0]}]},
     {"name": "layers.3.backward.recompute slot1", "calls": [{"op": "matmul"}] * 7},
     {"name": "start-grads layers.2..layers.3.backward", "calls": [{"op": "matmul"}] * 9},
     {"name": "add-grads layers.2..layers.3.backward", "calls": [{"op": "matmul"}] * 8},
@@ -119,11 +121,12 @@ saved = paper_roundpipe.run_cached
 paper_roundpipe.run_cached = lambda argv, outputs=(): type(
     "R", (), {"stdout": json.dumps(fake)})()
 # Layers 1-5 named (the head's span left out); the middle is layer 3:
-# slot0's 20 / 2 + 50 / 2 + 7 (its reshapes launch nothing) and the
-# add-grads' 8 / 2.
+# slot0's 20 / 2 + 50 / 2 + 7 (its reshapes launch nothing) + 13 (a MoE
+# dispatch's 4 launches, a weighted combine gradient's 5, an unweighted
+# one's 4: as the cuda device launches them) and the add-grads' 8 / 2.
 print(paper_roundpipe.calls_per_layer("p.rpplan"))
 paper_roundpipe.run_cached = saved
-# CHECK-NEXT: 46.0
+# CHECK-NEXT: 59.0
 host = claims.roundpipe_host({"host_dram_gbps": 100}, "low", "qwen3-32b",
                              12.5)
 print(host["kernel_host_us"], host["host_interpreters"],

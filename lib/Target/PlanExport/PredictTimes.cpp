@@ -56,13 +56,17 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
         ms += hw.hostDispatchMs(uint16_t(c->op()));
     return ms;
   };
-  // The kernels a program launches, each issued by the host
-  // (kernel_host_us; a reshape launches none).
+  // The kernels a program launches as the cuda device does, each issued
+  // by the host (kernel_host_us; timing::kernelLaunches, as the sim).
   auto callsOf = [&](uint32_t p) -> size_t {
     size_t n = 0;
     if (const auto *calls = programs->Get(p)->calls())
-      for (const pf::KernelCall *c : *calls)
-        n += timing::launchesKernel(uint16_t(c->op())) ? 1 : 0;
+      for (const pf::KernelCall *c : *calls) {
+        std::vector<int64_t> ints;
+        if (c->ints())
+          ints.assign(c->ints()->begin(), c->ints()->end());
+        n += timing::kernelLaunches(uint16_t(c->op()), ints);
+      }
     return n;
   };
   auto timeProgram = [&](uint32_t p) {

@@ -311,11 +311,12 @@ timing::Graph SimBackend::graphOf(const std::vector<SimCommand> &cmds) const {
 }
 
 namespace {
-/// The kernels a program launches (a reshape launches none).
+/// The kernels a program launches as the cuda device does (a reshape
+/// none, a MoE call several: timing::kernelLaunches).
 size_t launchesOf(const ProgramDesc &program) {
   size_t n = 0;
   for (const KernelCallDesc &call : program.calls)
-    n += timing::launchesKernel(uint16_t(call.op)) ? 1 : 0;
+    n += timing::kernelLaunches(uint16_t(call.op), call.ints);
   return n;
 }
 } // namespace

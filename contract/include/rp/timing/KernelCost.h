@@ -38,6 +38,16 @@ int kernelOpIndex(const std::string &name);
 /// Whether a call of op kind `op` launches a kernel (a reshape is a view:
 /// no launch, no host work issuing one).
 bool launchesKernel(uint16_t op);
+/// The launches the host issues for one call of op kind `op` with
+/// attributes `ints` (plan.fbs's) as rp's cuda device makes them: 0 for a
+/// reshape, one for most kinds, and the mixture-of-experts calls' several
+/// (CudaMoE.cu, CudaMoEGemm.cu, CudaMoEDispatch.cpp: a grouped matmul's
+/// offsets, tile plan, batched GEMM and finish; a dispatch's rank, offsets,
+/// place and move; a weight gradient's zeroing, offsets, problems and
+/// CUTLASS's grouped GEMM; a combine gradient's two zeroings, check, rows
+/// and, weighted, weights). Each costs the host kernel_host_us
+/// (HardwareModel::issueMs).
+unsigned kernelLaunches(uint16_t op, const std::vector<int64_t> &ints);
 
 /// One operand of a call.
 struct Operand {

@@ -310,6 +310,7 @@ Partition holdNearFastest(const Partition &p, llvm::ArrayRef<LayerCost> layers,
         seen.push_back(std::move(c));
   }
   std::vector<int64_t> levels;
+  levels.reserve(seen.size());
   for (const Candidate &c : seen)
     levels.push_back(c.peak.hostBytes);
   std::sort(levels.begin(), levels.end());

@@ -152,8 +152,10 @@ std::string searchKey(llvm::ArrayRef<LayerCost> layers, const SearchTarget &t) {
   for (int64_t v :
        {int64_t(t.devices), int64_t(t.microbatches), t.stageBytes,
         int64_t(t.dispatch), int64_t(t.tailJobs), int64_t(t.layerGrain),
-        t.budget(), int64_t(t.candidateBudget), t.hostStagedBytes})
+        t.budget(), int64_t(t.candidateBudget), t.hostStagedBytes,
+        t.hostSlackBytes})
     put(v);
+  put(t.hostSlack);
   return key;
 }
 

@@ -27,7 +27,7 @@ bool checkNumberFlags(int argc, char **argv) {
       {"devices", whole},          {"microbatches", whole},
       {"pass-shift", integer},     {"tail-jobs", whole},
       {"passes-in-flight", whole}, {"arena-copies", whole},
-      {"host-budget-gib", real}};
+      {"host-budget-gib", real},   {"host-slack-pct", real}};
   for (int i = 1; i < argc; ++i) {
     StringRef arg = argv[i], value;
     if (arg == "--")

@@ -203,4 +203,63 @@ TEST(PartitionHostBudgetTest, MovesThatCannotFitAreNotPlanned) {
   EXPECT_GT(bounds.back(), 0);
 }
 
+// Without a host budget, a slack (SearchTarget::hostSlack): the stages
+// taken stage less than the fastest's, their step within the slack; with
+// no slack, or a saving floor over what the fastest stages, the fastest.
+// The memo keys the slack: a search after an unheld one is held again.
+TEST(PartitionHostBudgetTest, SlackTakesStagesNearlyAsFastThatStageLess) {
+  std::vector<LayerCost> layers = model();
+  HardwareProfile hw = box(24);
+  SearchMemo memo;
+  SearchTarget unheld{hw, 4, 5, int64_t(1) << 40};
+  unheld.memo = &memo;
+  Partition fastest = partitionForStepTime(layers, unheld);
+  int64_t fastestStaged = staged(fastest, layers, unheld);
+  double fastestMs = estimatedStepMs(fastest, layers, unheld);
+  ASSERT_GT(fastest.backward.size(), 1u) << "nothing to merge";
+  SearchTarget near = unheld;
+  near.hostSlack = 0.1;
+  // The fixture stages 80 MiB a boundary: a saving of one is worth it.
+  near.hostSlackBytes = int64_t(80) << 20;
+  size_t holdsBefore = slackHolds().size();
+  Partition p = partitionForStepTime(layers, near);
+  int64_t pStaged = staged(p, layers, near);
+  double pMs = estimatedStepMs(p, layers, near);
+  EXPECT_LE(pStaged, fastestStaged - near.hostSlackBytes)
+      << formatStages(fastest) << " " << fastestStaged << " -> "
+      << formatStages(p) << " " << pStaged;
+  EXPECT_LE(pMs, fastestMs * (1 + near.hostSlack));
+  EXPECT_GE(pMs, fastestMs - 1e-9);
+  EXPECT_TRUE(fitsDeviceMemory(p, layers, near));
+  EXPECT_TRUE(fitsStageBytes(p, layers, p.stageBytes));
+  // The summary's record: these stages, their figures and the fastest's.
+  std::vector<SlackHold> holds = slackHolds();
+  ASSERT_EQ(holds.size(), holdsBefore + 1);
+  const SlackHold &h = holds.back();
+  EXPECT_EQ(
+      formatStages(partitionFromSizes(h.fwd, h.tail, h.bwd, layers.size())),
+      formatStages(p));
+  EXPECT_EQ(h.stagedBytes, pStaged);
+  EXPECT_EQ(h.fastestStagedBytes, fastestStaged);
+  EXPECT_DOUBLE_EQ(h.fastestMs, fastestMs);
+  EXPECT_DOUBLE_EQ(h.ms, pMs);
+  // A wider slack walks on along the same path: within it, and staging
+  // less than the fastest.
+  SearchTarget wider = near;
+  wider.hostSlack = 0.5;
+  Partition w = partitionForStepTime(layers, wider);
+  EXPECT_LE(staged(w, layers, wider), fastestStaged - near.hostSlackBytes);
+  EXPECT_LE(estimatedStepMs(w, layers, wider), fastestMs * 1.5);
+  // No slack, or a saving no partition can make: the fastest.
+  SearchTarget none = near;
+  none.hostSlack = 0;
+  EXPECT_EQ(formatStages(partitionForStepTime(layers, none)),
+            formatStages(fastest));
+  SearchTarget floor = near;
+  floor.hostSlackBytes = fastestStaged + 1;
+  EXPECT_EQ(formatStages(partitionForStepTime(layers, floor)),
+            formatStages(fastest));
+  EXPECT_EQ(slackHolds().size(), holdsBefore + 2);
+}
+
 } // namespace

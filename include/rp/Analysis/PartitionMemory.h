@@ -85,8 +85,13 @@ MemorySearchResult partitionForMemory(llvm::ArrayRef<LayerCost> layers,
 /// or merged, the tail grown or shrunk) while a neighbour is faster.
 /// Where none fits, the partition that stages the least the walk reached,
 /// for the host budget's refusal to name. `p` unchanged when
-/// it fits, when the target has no host budget, or when `p` does not fit
-/// the devices (the device budget's refusal comes first).
+/// it fits, or when `p` does not fit the devices (the device budget's
+/// refusal comes first). Without a host budget, with a slack
+/// (SearchTarget::hostSlack): the same walk while the step stays within
+/// the slack of `p`'s, and the partition staging the least that it
+/// reached within it, where that saves at least hostSlackBytes (then a
+/// climb to faster neighbours staging no more); recorded in slackHolds().
+/// `p` unchanged without either.
 Partition holdToHostBudget(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                            const SearchTarget &target);
 

@@ -38,6 +38,11 @@ struct PartitionRequest {
   /// rp's partitioner: the host's staged bytes a plan may hold
   /// (SearchTarget::hostStagedBytes; 0: unchecked).
   int64_t hostStagedBytes = 0;
+  /// Without a host budget: the step-time share a partition may give up
+  /// to stage a GiB or more less (SearchTarget::hostSlack); `auto` takes
+  /// layer grain for speed only where it is faster by more than this, or
+  /// stages less than a GiB more (chooseGrainForSpeed).
+  double hostSlack = 0;
   /// `recompute = auto` (round-robin, rp's partitioner, no `stages`):
   /// search at stage grain and at layer grain and keep the faster plan
   /// (chooseGrainForSpeed); `layerGrain` is then ignored.

@@ -10,6 +10,7 @@
 #define RP_ANALYSIS_SEARCHSTATS_H
 
 #include <cstdint>
+#include <vector>
 
 namespace mlir::rp {
 
@@ -42,6 +43,18 @@ struct HoldStats {
   double seconds = 0;
 };
 HoldStats holdStats();
+
+/// A partition held near the fastest (SearchTarget::hostSlack): the
+/// stages taken, their step and staged bytes, and the fastest
+/// partition's, which the summary names beside them.
+struct SlackHold {
+  std::vector<unsigned> fwd, bwd;
+  unsigned tail = 0;
+  double ms = 0, fastestMs = 0;
+  int64_t stagedBytes = 0, fastestStagedBytes = 0;
+};
+/// Every hold of this process that took a slower partition, in order.
+std::vector<SlackHold> slackHolds();
 
 /// Candidates one search times at most: past it, the search keeps the best
 /// found so far (a count, not seconds, so that plans stay reproducible).

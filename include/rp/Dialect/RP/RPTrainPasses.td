@@ -117,7 +117,10 @@ def ChooseLossFusionPass : Pass<"rp-choose-loss-fusion", "::mlir::ModuleOp"> {
     Option<"hostBudgetGiB", "host-budget-gib", "double", "0",
            "rp-partition's host-budget-gib: the unfused graph's stages are "
            "held to it as the fused graph's were, and a plan over it is not "
-           "chosen over one within it (0: unchecked)">
+           "chosen over one within it (0: unchecked)">,
+    Option<"hostSlackPct", "host-slack-pct", "double", "0",
+           "rp-partition's host-slack-pct: the unfused graph's stages are "
+           "held near its fastest as the fused graph's were">
   ];
 }
 

@@ -254,6 +254,14 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "partitioner holds the pinned buffers to it; "
                      "rp-compile also refuses a plan over it, with what "
                      "would fit")};
+  Option<double> hostSlackPct{
+      *this, "host-slack-pct", flags, llvm::cl::init(0),
+      llvm::cl::desc("without --host-budget-gib: rp's partitioner takes "
+                     "stages whose step is within this many percent of the "
+                     "fastest's and whose pinned buffers are at least 1 GiB "
+                     "smaller, the least it finds (0, the default: the "
+                     "fastest stages, whatever they stage in pinned host "
+                     "memory)")};
   Option<unsigned> passesInFlight{
       *this, "passes-in-flight", flags, llvm::cl::init(0),
       llvm::cl::desc("passes a continuous run keeps in flight: 1 (a pass "

@@ -202,6 +202,7 @@ struct ChooseLossFusionPass
     // held ones (Qwen3-235B at 4 x 2048 tokens, 8 microbatches, 160
     // GiB: 163.06 GiB unheld, 159.56 held).
     request.hostStagedBytes = hostStagedBudget(*copy, hostBudgetGiB);
+    request.hostSlack = hostSlackPct / 100;
     request.memo = &scratch.searchMemo();
     if (std::string error; !readGrainRanges(request, hw, **inputs, error))
       return (*func)->emitError(error);

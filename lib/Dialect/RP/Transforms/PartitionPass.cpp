@@ -33,10 +33,12 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     const ScheduleKind kind = schedule;
     const Partitioner how = partitioner;
     if (devices == 0 || !(weightBudget > 0 && weightBudget <= 1) ||
-        stageBytes < 0 || budgetGiB < 0 || !(hostBudgetGiB >= 0)) {
+        stageBytes < 0 || budgetGiB < 0 || !(hostBudgetGiB >= 0) ||
+        !(hostSlackPct >= 0 && hostSlackPct <= 100)) {
       module.emitError() << "rp-partition needs devices >= 1, 0 < "
                             "weight-budget <= 1, stage-bytes >= 0, "
-                            "budget-gib >= 0 and host-budget-gib >= 0";
+                            "budget-gib >= 0, host-budget-gib >= 0 and "
+                            "0 <= host-slack-pct <= 100";
       return signalPassFailure();
     }
     if (tailJobs > 2 || (tailJobs == 2 && kind != ScheduleKind::roundRobin)) {
@@ -80,6 +82,7 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.layerGrain = recompute == RecomputeGrain::layer;
     request.budgetBytes = int64_t(budgetGiB * double(1ull << 30));
     request.hostStagedBytes = hostStagedBudget(module, hostBudgetGiB);
+    request.hostSlack = hostSlackPct / 100;
     // The searches of this compile keep their results there: a pass that
     // asks for the same search again (rp-print-partition) gets it back.
     request.memo = &model.searchMemo();

@@ -95,6 +95,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   partition.tailJobs = options.tailJobs;
   partition.budgetGiB = options.budgetGiB;
   partition.hostBudgetGiB = options.hostBudgetGiB;
+  partition.hostSlackPct = options.hostSlackPct;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;
@@ -114,6 +115,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     choose.passShift = options.passShift;
     choose.tailJobs = int(options.tailJobs);
     choose.hostBudgetGiB = options.hostBudgetGiB;
+    choose.hostSlackPct = options.hostSlackPct;
     pm.addPass(createChooseLossFusionPass(choose));
   }
   // On the graph and stages the plan would have: it reports the slices it
@@ -240,6 +242,11 @@ LogicalResult mlir::rp::checkTrainPipelineOptions(
   if (!(options.budgetGiB >= 0 && std::isfinite(options.budgetGiB))) {
     error(spelled("budget-gib", real(options.budgetGiB)) +
           ": give 0 (the profile's memory) or a number of GiB > 0");
+    return failure();
+  }
+  if (!(options.hostSlackPct >= 0 && options.hostSlackPct <= 100)) {
+    error(spelled("host-slack-pct", real(options.hostSlackPct)) +
+          ": give a percentage from 0 (the fastest stages) to 100");
     return failure();
   }
   return success();

@@ -60,6 +60,7 @@ struct HostTask {
 /// build()'s working arrays.
 struct Spare {
   std::vector<Task> tasks;
+  std::vector<unsigned> flatFirst, flatWaits;
   Times times;
   std::vector<HostTask> host;
   std::vector<unsigned> hostWaits;
@@ -216,10 +217,15 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
   g.gpusPerLink = pass.gpusPerLink;
   g.host = pass.host;
   g.handoffMs = pass.handoffMs;
-  // Written in place over a recycled run's tasks, whose waits keep their
-  // memory.
+  // Written in place over a recycled run's tasks and waits; the waits in
+  // the graph's flat arrays (Graph::flatFirst), not a vector per task.
   std::swap(g.tasks, spare.tasks);
+  std::swap(g.flatFirst, spare.flatFirst);
+  std::swap(g.flatWaits, spare.flatWaits);
   g.tasks.resize(commandTasks + host.size());
+  std::vector<unsigned> &waitsFirst = g.flatFirst, &waits = g.flatWaits;
+  waitsFirst.resize(g.tasks.size() + 1);
+  waits.clear();
   static const std::vector<unsigned> wholeUpdate{1}, stagingOnly{0};
   for (unsigned t = 0; t < P; ++t) {
     unsigned shift = run.shiftOf(t);
@@ -233,23 +239,23 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
       task.dispatchMs = of.dispatchMs;
       task.issueMs = of.issueMs;
       task.waits.clear();
+      waitsFirst[size_t(t) * C + i] = unsigned(waits.size());
       const std::vector<unsigned> &gatesOf =
           o.gatesOfTask.empty() ? wholeUpdate
           : i < o.gatesOfTask.size() && !o.gatesOfTask[i].empty()
               ? o.gatesOfTask[i]
               : stagingOnly;
-      task.waits.reserve(of.waits.size() + gatesOf.size());
-      for (unsigned w : of.waits)
-        task.waits.push_back(w + unsigned(size_t(t) * C));
+      for (unsigned w : pass.waitsOf(i))
+        waits.push_back(w + unsigned(size_t(t) * C));
       if (shared && t > 0 && isFirst[i]) {
         // The plan device pass t-1 ran on this physical device.
         unsigned before = (task.device + G - run.shiftOf(t - 1)) % G;
         for (unsigned w : lastsOfDevice[before])
-          task.waits.push_back(w + unsigned(size_t(t - 1) * C));
+          waits.push_back(w + unsigned(size_t(t - 1) * C));
       }
       for (unsigned gate : gatesOf)
         if (gate < perPass)
-          task.waits.push_back(unsigned(gates + t * perPass + gate));
+          waits.push_back(unsigned(gates + t * perPass + gate));
     }
   }
   for (size_t j = 0; j < host.size(); ++j) {
@@ -261,9 +267,12 @@ ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
     task.hostGBps = h.hostGBps;
     task.dispatchMs = 0; // the trainer's and optimizer's own work
     task.issueMs = 0;
-    task.waits.assign(hostWaits.begin() + h.first,
-                      hostWaits.begin() + h.first + h.count);
+    task.waits.clear();
+    waitsFirst[commandTasks + j] = unsigned(waits.size());
+    waits.insert(waits.end(), hostWaits.begin() + h.first,
+                 hostWaits.begin() + h.first + h.count);
   }
+  waitsFirst[g.tasks.size()] = unsigned(waits.size());
   return run;
 }
 
@@ -355,5 +364,7 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
 
 void rp::timing::recycle(ContinuousRun &&run) {
   spare.tasks = std::move(run.graph.tasks);
+  spare.flatFirst = std::move(run.graph.flatFirst);
+  spare.flatWaits = std::move(run.graph.flatWaits);
   spare.times = std::move(run.times);
 }

@@ -127,6 +127,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   std::vector<unsigned> &laneOf = sc.laneOf, &waitFirst = sc.waitFirst,
                         &waitFlat = sc.waitFlat;
   std::vector<double> &msOf = sc.msOf;
+  bool flat = graph.flat();
   laneOf.resize(n);
   msOf.resize(n);
   waitFirst.resize(n + 1);
@@ -173,14 +174,19 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       ++pending[i];
     }
     last = i;
-    for (unsigned w : task.waits)
+    // A flat graph's waits are read in place; a task's own vector is
+    // read once, into the flat array the second pass walks.
+    for (unsigned w : graph.waitsOf(i))
       if (w < n) {
-        waitFlat.push_back(w);
+        if (!flat)
+          waitFlat.push_back(w);
         ++first[w + 1];
         ++pending[i];
       }
   }
   waitFirst[n] = unsigned(waitFlat.size());
+  const std::vector<unsigned> &wFirst = flat ? graph.flatFirst : waitFirst,
+                              &wFlat = flat ? graph.flatWaits : waitFlat;
   for (unsigned i = 0; i < n; ++i)
     first[i + 1] += first[i];
   edges.resize(first[n]);
@@ -193,8 +199,9 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       if (last != ~0u)
         edges[fill[last]++] = i;
       last = i;
-      for (unsigned k = waitFirst[i]; k < waitFirst[i + 1]; ++k)
-        edges[fill[waitFlat[k]]++] = i;
+      for (unsigned k = wFirst[i]; k < wFirst[i + 1]; ++k)
+        if (unsigned w = wFlat[k]; w < n)
+          edges[fill[w]++] = i;
     }
   }
 

@@ -38,7 +38,7 @@ TEST(ContinuousLayoutTest, PassesRotateTheDevices) {
   for (unsigned p = 0; p < run->passes; ++p) {
     EXPECT_EQ(run->graph.tasks[2 * p].device, p % 3);
     EXPECT_EQ(run->graph.tasks[2 * p + 1].device, (1 + p) % 3);
-    EXPECT_EQ(run->graph.tasks[2 * p + 1].waits.front(), 2 * p);
+    EXPECT_EQ(run->graph.waitsOf(2 * p + 1).front(), 2 * p);
   }
 }
 
@@ -265,8 +265,59 @@ TEST(ContinuousLayoutTest, RecycledRunIsTheSameRun) {
     EXPECT_EQ(a.device, b.device) << i;
     EXPECT_EQ(a.lane, b.lane) << i;
     EXPECT_EQ(a.ms, b.ms) << i;
-    EXPECT_EQ(a.waits, b.waits) << i;
+    Graph::Waits aw = before->graph.waitsOf(i), bw = after->graph.waitsOf(i);
+    EXPECT_EQ(std::vector<unsigned>(aw.begin(), aw.end()),
+              std::vector<unsigned>(bw.begin(), bw.end()))
+        << i;
   }
   EXPECT_EQ(before->times.end, after->times.end);
   EXPECT_EQ(before->stepMs, after->stepMs);
+}
+
+/// A run keeps its waits in the graph's flat arrays (Graph::flatFirst);
+/// the same graph with each task's waits in its own vector times the
+/// same, bit for bit, and a flat graph ignores the tasks' own vectors.
+TEST(ContinuousLayoutTest, FlatWaitsTimeAsTaskWaits) {
+  Graph g;
+  g.devices = 2;
+  g.tasks.push_back({0, Lane::weightH2D, 1, {}});
+  g.tasks.push_back({0, Lane::compute, 2, {0}});
+  g.tasks.push_back({1, Lane::weightH2D, 1.5, {}});
+  g.tasks.push_back({1, Lane::compute, 1, {1, 2}});
+  g.tasks.push_back({1, Lane::d2h, 0.5, {3}});
+  RunLayout o;
+  o.shift = 1;
+  o.optimizerMs = 0.7;
+  o.order = {0, 1};
+  o.share = {0.25, 0.75};
+  o.gatesOfTask = {{1}, {1}, {2}, {2}, {}};
+  std::optional<ContinuousRun> run = layOutRun(g, o);
+  ASSERT_TRUE(run);
+  const Graph &flat = run->graph;
+  ASSERT_TRUE(flat.flat());
+  Graph own = flat;
+  own.flatFirst.clear();
+  own.flatWaits.clear();
+  for (size_t i = 0; i < own.tasks.size(); ++i) {
+    Graph::Waits w = flat.waitsOf(i);
+    EXPECT_TRUE(flat.tasks[i].waits.empty()) << i;
+    own.tasks[i].waits.assign(w.begin(), w.end());
+  }
+  ASSERT_FALSE(own.flat());
+  // Every pass's compute on device 1 waits for its own pass's weights.
+  EXPECT_NE(std::find(own.tasks[3].waits.begin(), own.tasks[3].waits.end(), 2u),
+            own.tasks[3].waits.end());
+  std::optional<Times> a = resolve(flat), b = resolve(own);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->start, b->start);
+  EXPECT_EQ(a->end, b->end);
+  EXPECT_EQ(a->makespan, b->makespan);
+  // Waits the flat arrays do not list are not read: a cycle in the tasks'
+  // own vectors changes nothing.
+  Graph ignored = flat;
+  ignored.tasks[0].waits = {1};
+  ignored.tasks[1].waits = {0};
+  std::optional<Times> c = resolve(ignored);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(a->end, c->end);
 }

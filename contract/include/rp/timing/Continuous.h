@@ -82,7 +82,8 @@ struct RunLayout {
 
 struct ContinuousRun {
   /// The whole run: pass p's copy of the pass's task i is task
-  /// p * passTasks + i; the host's tasks follow.
+  /// p * passTasks + i; the host's tasks follow. Its waits are in the
+  /// graph's flat arrays (Graph::waitsOf), not the tasks' own vectors.
   Graph graph;
   Times times;
   unsigned steps = 0, passes = 0, accumulate = 1;
@@ -123,7 +124,7 @@ std::optional<ContinuousRun>
 layOutRun(const Graph &pass, const RunLayout &layout, size_t *stuck = nullptr);
 
 /// Gives a run's graph and times back to this thread's layOutRun, which
-/// reuses their vectors (a task's waits included) for the next run: the
+/// reuses their vectors (the waits' flat arrays included) for the next run: the
 /// partitioner lays out thousands of runs of up to ~100,000 tasks, and
 /// allocating and freeing them was a fifth of its time.
 void recycle(ContinuousRun &&run);

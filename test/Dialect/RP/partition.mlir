@@ -39,7 +39,7 @@
 // refused when the options are parsed.
 // BADPARTITIONER: for the --partitioner option: Cannot find option named 'greedy'
 // BADSCHEDULE: for the --schedule option: Cannot find option named 'zero-bubble'
-// BAD: error: rp-partition needs devices >= 1, 0 < weight-budget <= 1, stage-bytes >= 0, budget-gib >= 0 and host-budget-gib >= 0
+// BAD: error: rp-partition needs devices >= 1, 0 < weight-budget <= 1, stage-bytes >= 0, budget-gib >= 0, host-budget-gib >= 0 and 0 <= host-slack-pct <= 100
 // MIXED: error: partitioner=roundpipe cuts round-robin stages; gpipe uses balanced static stages
 // COVER: error: stages 'fwd:1;bwd:1,1,1,1' do not cover the 4 layers
 // CAP: error: forward stage of layers 0-1 ('l0' to 'l1') needs 512 bytes of weights, over the per-stage cap of 300 bytes; split the stage or raise weight-budget

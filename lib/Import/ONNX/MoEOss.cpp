@@ -122,9 +122,9 @@ static std::optional<OssExpert> clampedSwiGLU(const GraphIndex &g,
     for (int j = 0; j < 2 && !gateClip; ++j) {
       const std::string &gate = inputOf(*glu, j);
       const onnx::NodeProto *s = g.producerOf(inputOf(*glu, 1 - j));
-      const onnx::NodeProto *m =
-          s && s->op_type() == "Sigmoid" ? g.producerOf(inputOf(*s, 0))
-                                         : nullptr;
+      const onnx::NodeProto *m = s && s->op_type() == "Sigmoid"
+                                     ? g.producerOf(inputOf(*s, 0))
+                                     : nullptr;
       if (!m || m->op_type() != "Mul")
         continue;
       for (int k = 0; k < 2 && !gateClip; ++k)
@@ -143,8 +143,8 @@ static std::optional<OssExpert> clampedSwiGLU(const GraphIndex &g,
     // or the halves [0, F) and [F, 2F).
     const onnx::NodeProto *gs = g.producerOf(inputOf(*gateClip, 0));
     const onnx::NodeProto *us = g.producerOf(inputOf(*upClip, 0));
-    auto slice = [&](const onnx::NodeProto *s)
-        -> std::optional<std::array<int64_t, 3>> {
+    auto slice =
+        [&](const onnx::NodeProto *s) -> std::optional<std::array<int64_t, 3>> {
       if (!s || s->op_type() != "Slice" || s->input_size() < 4)
         return std::nullopt;
       auto axis = g.scalarInt(inputOf(*s, 3));
@@ -222,9 +222,8 @@ loopStack(const GraphIndex &g, StringRef value, int rank) {
 
 std::optional<OssExpert> moe::matchOssLoopExpert(const GraphIndex &g,
                                                  StringRef value) {
-  return matchOss(g, value, [&](StringRef v, int rank) {
-    return loopStack(g, v, rank);
-  });
+  return matchOss(g, value,
+                  [&](StringRef v, int rank) { return loopStack(g, v, rank); });
 }
 
 bool moe::looksLikeBiasedExpert(const GraphIndex &g, StringRef value) {

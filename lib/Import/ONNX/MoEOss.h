@@ -27,10 +27,9 @@ struct OssExpert {
   /// The same stacks, biases, layout and constants (another iteration of
   /// one block's expert loop).
   bool sameAs(const OssExpert &o) const {
-    return gateUp == o.gateUp && gateUpBias == o.gateUpBias &&
-           down == o.down && downBias == o.downBias &&
-           interleaved == o.interleaved && alpha == o.alpha &&
-           limit == o.limit;
+    return gateUp == o.gateUp && gateUpBias == o.gateUpBias && down == o.down &&
+           downBias == o.downBias && interleaved == o.interleaved &&
+           alpha == o.alpha && limit == o.limit;
   }
 };
 

@@ -597,6 +597,6 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
 
     // Nodes that only fed the replaced ones (the baked-in token gathers,
     // the experts' own matmuls) are dropped with them.
-    replaceNodes(graph, b->nodes, b->last, std::move(moe));
+    replaceNodes(graph, b->nodes, b->last, moe);
   }
 }

@@ -163,6 +163,18 @@ struct Hold {
   int64_t cap;
   bool layerGrain;
 
+  /// A hold of `p`'s stages at its own stage cap and grain (the budget's
+  /// and the slack's holds start alike).
+  static Hold of(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+                 const SearchTarget &t, HoldClock &clock) {
+    return Hold{p,
+                layers,
+                t,
+                clock,
+                p.stageBytes > 0 ? p.stageBytes : t.stageBytes,
+                t.layerGrain || (p.layerGrain && p.stageLayerGrain.empty())};
+  }
+
   Partition make(const Sizes &s) const {
     Partition q = partitionFromSizes(s.fwd, s.tail, s.bwd, layers.size());
     q.layerGrain = start.layerGrain;
@@ -284,12 +296,7 @@ Partition holdNearFastest(const Partition &p, llvm::ArrayRef<LayerCost> layers,
   if (!peak.fits || peak.hostBytes < t.hostSlackBytes)
     return p;
   HoldClock clock;
-  Hold hold{p,
-            layers,
-            t,
-            clock,
-            p.stageBytes > 0 ? p.stageBytes : t.stageBytes,
-            t.layerGrain || (p.layerGrain && p.stageLayerGrain.empty())};
+  Hold hold = Hold::of(p, layers, t, clock);
   ++clock.timed;
   const double fastestMs = estimatedStepMs(p, layers, t);
   const double bound = fastestMs * (1 + t.hostSlack);
@@ -364,12 +371,7 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
   if (peak.hostBytes <= t.hostStagedBytes || !peak.fits)
     return p;
   HoldClock clock;
-  Hold hold{p,
-            layers,
-            t,
-            clock,
-            p.stageBytes > 0 ? p.stageBytes : t.stageBytes,
-            t.layerGrain || (p.layerGrain && p.stageLayerGrain.empty())};
+  Hold hold = Hold::of(p, layers, t, clock);
   Partition cur = p;
   DevicePeak curPeak = peak;
   // The step time is not monotone in the merges (a stage count that

@@ -1,5 +1,6 @@
 """ATen ops rp has no op of its own for, written as compositions of rp ops
-whose VJPs give PyTorch's gradients: ``softplus``, ``expm1`` and
+whose VJPs give PyTorch's gradients: ``softplus``, ``log_sigmoid``
+(Inkling's router), ``expm1`` and
 ``reciprocal`` (Mamba's and the gated delta nets' step sizes, XIELU,
 Zaya's q/k norm), ``cumsum`` (RoBERTa's
 position ids), ``gather`` along the last axis (a router's chosen scores),
@@ -41,6 +42,32 @@ def _softplus(e, n):
     big = e.emit(f"rp.cmp gt, {bx}, {t} : ({ty}, {e.ty(t)}) -> {bt}", bt)
     return e.emit(f"rp.where {big}, {xv}, {y} : ({bt}, {ty}, {ty}) -> {ty}",
                   ty)
+
+
+def _log_sigmoid(e, n):
+    """log(sigmoid(x)) = -softplus(-x): -log(1 + exp(-x)), with exp
+    reading min(-x, 20) so that it cannot overflow, and x itself where
+    -x > 20 (as PyTorch's softplus threshold). Its gradient is
+    sigmoid(-x), PyTorch's. The second result (the CPU kernel's buffer) has
+    no use outside the backward."""
+    import torch
+    dt = e.values[n][0].dtype
+    if not dt.is_floating_point:
+        return _UNSUPPORTED
+    ty = _ttype(e.values[n][0].shape, dt)
+    xv = e.val(n.args[0], dt)
+    nx = e.emit(f"rp.neg {xv} : {ty}", ty)
+    t = e.scalar(20.0, dt)
+    low = e.emit(f"rp.min {nx}, {t} : ({ty}, {e.ty(t)}) -> {ty}", ty)
+    ex = e.emit(f"rp.exp {low} : {ty}", ty)
+    one = e.scalar(1.0, dt)
+    ex1 = e.emit(f"rp.add {ex}, {one} : ({ty}, {e.ty(one)}) -> {ty}", ty)
+    lg = e.emit(f"rp.log {ex1} : {ty}", ty)
+    y = e.emit(f"rp.neg {lg} : {ty}", ty)
+    bt = _ttype(e.values[n][0].shape, torch.bool)
+    big = e.emit(f"rp.cmp gt, {nx}, {t} : ({ty}, {e.ty(t)}) -> {bt}", bt)
+    return (e.emit(f"rp.where {big}, {xv}, {y} : ({bt}, {ty}, {ty}) -> "
+                   f"{ty}", ty), None)
 
 
 def _cumsum(e, n):
@@ -241,7 +268,8 @@ def _clamp(e, n):
     return v
 
 
-HANDLERS = {"softplus": _softplus, "clamp": _clamp, "clamp_min": _clamp,
+HANDLERS = {"softplus": _softplus, "log_sigmoid_forward": _log_sigmoid,
+            "clamp": _clamp, "clamp_min": _clamp,
             "clamp_max": _clamp, "expm1": _expm1, "gather": _gather,
             "reciprocal": _reciprocal,
             "cumsum": _cumsum, "repeat": _repeat, "topk": _topk}

@@ -106,7 +106,10 @@ def _check_outputs(out, module) -> None:
 
 def _capture(module, inputs, params, buffers, aliases):
     """make_fx of the module with parameters and buffers as graph inputs;
-    every node's meta["rp_stack"] is the tuple of module paths running."""
+    every node's meta["rp_stack"] is the tuple of module paths running and
+    meta["rp_calls"] the matching tuple of call numbers (a module run twice,
+    as a looped layer, tells its runs apart by them)."""
+    import torch
     from torch.fx.experimental import proxy_tensor
     try:  # torch 2; torch.nn.utils.stateless's is deprecated there
         from torch.func import functional_call
@@ -114,6 +117,8 @@ def _capture(module, inputs, params, buffers, aliases):
         from torch.nn.utils.stateless import functional_call
 
     stack: List[str] = []
+    calls: List[int] = []
+    counts: Dict[int, int] = {}
     paths = {}
     for name, sub in module.named_modules():
         paths.setdefault(id(sub), name)
@@ -124,13 +129,20 @@ def _capture(module, inputs, params, buffers, aliases):
         def create_node(self, *args, **kwargs):
             node = super().create_node(*args, **kwargs)
             node.meta["rp_stack"] = tuple(stack)
+            node.meta["rp_calls"] = tuple(calls)
+            # Under torch.no_grad() PyTorch gives the op no gradient; the
+            # emitter refuses where that changes the gradient.
+            node.meta["rp_grad"] = torch.is_grad_enabled()
             return node
 
     def pre(mod, _inp):
         stack.append(paths.get(id(mod), "?"))
+        counts[id(mod)] = counts.get(id(mod), 0) + 1
+        calls.append(counts[id(mod)])
 
     def post(mod, _inp, _out):
         stack.pop()
+        calls.pop()
 
     handles = []
     for sub in module.modules():

@@ -143,8 +143,9 @@ def trace(module, example_inputs, out_dir: PathLike,
                    for i, n in enumerate(placeholders[np_ + nb:])}
 
     e = _Emitter(module, gm, values, param_nodes, buffer_nodes, input_nodes,
-                 layer_paths)
+                 layer_paths, loose=layers is None)
     e.classify()
+    e.check_no_grad()
     seg = e.segments()
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
     nouts = len(_flatten(output_node.args[0]))

@@ -3,7 +3,8 @@
 
 # ATen ops rp.trace writes as compositions of rp ops (rp/_aten_compose.py),
 # in a small LM where each one is on the gradient's path: softplus (beta 1
-# and 2, with inputs past the threshold), expm1, clamp / clamp_min /
+# and 2, with inputs past the threshold), logsigmoid (Inkling's router;
+# inputs past its threshold too), expm1, clamp / clamp_min /
 # clamp_max, cumsum along the sequence, repeat, gather along the last axis
 # and topk (a router's choice: the values' gradient reaches the chosen
 # scores; ties broken as torch.topk breaks them). The step-0 loss and every
@@ -35,6 +36,7 @@ class Mix(nn.Module):
         y = F.softplus(h) + F.softplus(8 * h, beta=2.0, threshold=5.0)
         y = y + torch.expm1(h.clamp(max=0.5)) + h.clamp(-0.2, 0.3) \
             + h.clamp_min(0.1)
+        y = y + F.logsigmoid(h) + F.logsigmoid(40 * h) / 40
         y = y + y.cumsum(dim=1) / 16
         s = self.score(x)
         vals, idx = s.topk(2, dim=-1)

@@ -194,13 +194,23 @@ def _capture(module, inputs, params, buffers, aliases):
 
 
 def _values(gm, flat_args):
-    """Runs the traced graph and returns every node's value."""
+    """Runs the traced graph and returns every node's value. An in-place
+    op (``_inplace_to_functional``) runs on a copy of the tensor it writes:
+    that tensor's value stays what the ops before read, as rp's functional
+    form computes it (Llama 4's router scatters its scores into a
+    ``full_like`` of -inf, a constant that must stay -inf)."""
     import torch.fx
 
     values = {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n):
+            if n.meta.get("rp_inplace") and n.op == "call_function":
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                if args and isinstance(args[0], torch.Tensor):
+                    v = n.target(args[0].clone(), *args[1:], **kwargs)
+                    values[n] = v
+                    return v
             v = super().run_node(n)
             values[n] = v
             return v

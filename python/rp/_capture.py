@@ -52,9 +52,12 @@ def _write_safetensors(path: Path, tensors: List[Tuple[str, Any]]) -> Dict[str, 
 # Layers
 # ---------------------------------------------------------------------------
 
-def _default_layers(module) -> List[str]:
+def _default_layers(module, ran=None) -> List[str]:
     """The children of the outermost nn.Sequential / nn.ModuleList whose
-    children repeat (at least two, all of one class), breadth first."""
+    children repeat (at least two, all of one class), breadth first; given
+    ``ran`` (the module paths that computed something), the first such list
+    whose children all ran (a multimodal causal LM's vision or audio tower
+    comes first and never runs on text)."""
     import torch.nn as nn
     queue = [("", module)]
     while queue:
@@ -63,7 +66,10 @@ def _default_layers(module) -> List[str]:
         if (isinstance(mod, (nn.Sequential, nn.ModuleList)) and
                 len(children) >= 2 and
                 len({type(c) for _, c in children}) == 1):
-            return [f"{path}.{n}" if path else n for n, _ in children]
+            found = [f"{path}.{n}" if path else n for n, _ in children]
+            if ran is None or all(p in ran for p in found):
+                return found
+            continue
         queue += [(f"{path}.{n}" if path else n, c) for n, c in children]
     return []
 

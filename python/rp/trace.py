@@ -113,7 +113,7 @@ def trace(module, example_inputs, out_dir: PathLike,
                 (params if kind == "p" else buffers).append((full, t))
 
     if layers is None:
-        layer_paths = _default_layers(module)
+        layer_paths = None  # found once the trace says which modules ran
     else:
         layer_paths = list(layers)
         known = dict(module.named_modules())
@@ -142,6 +142,10 @@ def trace(module, example_inputs, out_dir: PathLike,
     input_nodes = {n: input_names[i]
                    for i, n in enumerate(placeholders[np_ + nb:])}
 
+    if layer_paths is None:
+        ran = {p for n in gm.graph.nodes
+               for p in n.meta.get("rp_stack", ())}
+        layer_paths = _default_layers(module, ran)
     e = _Emitter(module, gm, values, param_nodes, buffer_nodes, input_nodes,
                  layer_paths, loose=layers is None)
     e.classify()

@@ -9,7 +9,8 @@
 # the second run on) reading the same weights; the loss and every gradient
 # equal PyTorch's on 1 device, and 2 devices are bitwise equal to 1. Before
 # this, both models were "the layers do not cover the module". Given
-# layers keep the strict rule (trace-errors.py). A value computed from the
+# layers keep the strict rule (trace-errors.py); a repeated list that never
+# runs (a vision tower) is passed over. A value computed from the
 # parameters under torch.no_grad() that an op with gradients reads is
 # refused: PyTorch stops the gradient there and rp has no op for that.
 
@@ -91,6 +92,26 @@ loss2, grads2 = runs[2]
 # CHECK: 2 devices bitwise: True
 print("2 devices bitwise:", loss2 == loss and sorted(grads2) == sorted(grads)
       and all(np.array_equal(grads2[n], grads[n]) for n in grads))
+
+
+# The first repeated list a breadth-first search finds may never run on
+# text (a multimodal causal LM's vision or audio tower: GOT-OCR 2's, before
+# "layer 'lm.model.vision_tower.layers.0' computes nothing"): the layers
+# are the first list whose children all ran.
+class WithTower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tower = nn.ModuleList([Block(), Block()])
+        self.lm = Looped()
+
+    def forward(self, tokens):
+        return self.lm(tokens)
+
+
+src = rp.trace(WithTower(), (tokens[:1],), out / "tower")
+# CHECK: tower layers: prefix lm.blocks.0 lm.blocks.1 lm.blocks.0#2 lm.blocks.1#2 suffix
+print("tower layers:", *[ln.split('"')[1] for ln in
+                         src.read_text().splitlines() if "rp.layer " in ln])
 
 # CHECK: no_grad: TraceError: rp.trace: module {{.*}} computes aten.{{.*}} from the parameters under torch.no_grad(), and aten.native_layer_norm.default in module 'norm' (LayerNorm) reads it with gradients on: PyTorch stops the gradient there and rp has no op that stops a gradient
 try:

@@ -149,21 +149,50 @@ def _scatter_value(e, n):
                   f"{ty}) -> {ty}", ty)
 
 
+def _bool_operand(e, a):
+    """``a`` as a bool ssa value: a bool tensor, or an integer one holding
+    only 0 and 1 (a constant folded at trace time, or the integer result
+    of an and / or of such: CPM-Ant's attention mask starts from an int
+    tensor of ones), else None."""
+    import torch
+    if not isinstance(a, torch.fx.Node):
+        return None
+    v = e.values[a]
+    if v.dtype == torch.bool:
+        return e.val(a)
+    if v.dtype.is_floating_point or v.dtype.is_complex:
+        return None
+    if a in e.const_nodes and not e.is_large(a) and \
+            bool(((v == 0) | (v == 1)).all()):
+        return e.constant(v.bool())
+    if a.meta.get("rp_zero_one"):
+        return e.val(a, torch.bool)
+    return None
+
+
 def _bool_binary(is_and):
     """and / or of two bool tensors as a where: a and b is b where a, else
-    false; a or b is true where a, else b."""
+    false; a or b is true where a, else b. Integer operands holding only 0
+    and 1 count as bool; the integer result is the bool one cast back."""
     def h(e, n):
         import torch
-        if e.values[n].dtype != torch.bool or any(
-                not isinstance(a, torch.fx.Node) or
-                e.values[a].dtype != torch.bool for a in n.args[:2]):
+        out = e.values[n].dtype
+        if out.is_floating_point or out.is_complex:
             return _UNSUPPORTED
-        a, b = (e.val(v) for v in n.args[:2])
+        ops = [_bool_operand(e, a) for a in n.args[:2]]
+        if None in ops:
+            return _UNSUPPORTED
+        a, b = ops
         c = e.scalar(not is_and, torch.bool)
         then, other = (b, c) if is_and else (c, b)
+        bt = _ttype(e.values[n].shape, torch.bool)
+        r = e.emit(f"rp.where {a}, {then}, {other} : ({e.ty(a)}, "
+                   f"{e.ty(then)}, {e.ty(other)}) -> {bt}", bt)
+        if out == torch.bool:
+            return r
+        n.meta["rp_zero_one"] = True
         ty = e.out_type(n)
-        return e.emit(f"rp.where {a}, {then}, {other} : ({e.ty(a)}, "
-                      f"{e.ty(then)}, {e.ty(other)}) -> {ty}", ty)
+        return e.emit(f"rp.cast {r} : {bt} to {ty}", ty)
     return h
 
 

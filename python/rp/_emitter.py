@@ -139,7 +139,12 @@ class _Emitter:
         for n in self.gm.graph.nodes:
             if n.op != "call_function" or n in self.const_nodes:
                 continue
-            if not any(a in trained for a in n.all_input_nodes):
+            v = self.values.get(n)
+            vs = v if isinstance(v, (tuple, list)) else (v,)
+            # Only a float value carries a gradient (a mask does not).
+            if not any(a in trained for a in n.all_input_nodes) or not any(
+                    getattr(x, "is_floating_point", lambda: False)()
+                    for x in vs):
                 continue
             trained.add(n)
             if n.meta.get("rp_grad", True):
@@ -471,6 +476,13 @@ class _Emitter:
             if name in _RANDOM:
                 hint = ("; rp has no random ops (dropout is traced in training "
                         "mode and must have p = 0)")
+                if name not in ("bernoulli", "bernoulli_", "native_dropout"):
+                    # A router's sampling or jitter (PhiMoE's
+                    # sparsemixer) runs in training mode only.
+                    hint = ("; rp has no random ops: rp.trace traces "
+                            "training mode, where this module draws random "
+                            "numbers (a router's sampling or jitter noise); "
+                            "rp cannot train it")
             elif name in ("copy", "copy_", "slice_scatter"):
                 hint = ("; rp maps a write through slices and selects "
                         "(x[:, t] = h, x[..., :n].copy_(y)) into a tensor "

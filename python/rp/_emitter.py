@@ -139,18 +139,17 @@ class _Emitter:
         for n in self.gm.graph.nodes:
             if n.op != "call_function" or n in self.const_nodes:
                 continue
-            v = self.values.get(n)
-            vs = v if isinstance(v, (tuple, list)) else (v,)
             # Only a float value carries a gradient (a mask does not).
-            if not any(a in trained for a in n.all_input_nodes) or not any(
-                    getattr(x, "is_floating_point", lambda: False)()
-                    for x in vs):
+            if not any(a in trained for a in n.all_input_nodes) or \
+                    not self._is_float(n):
                 continue
             trained.add(n)
             if n.meta.get("rp_grad", True):
                 continue
             user = next((u for u in n.users
-                         if u.meta.get("rp_grad", True)), None)
+                         if u.meta.get("rp_grad", True) and
+                         (u.op != "call_function" or self._is_float(u))),
+                        None)
             if user is not None:
                 raise TraceError(
                     f"rp.trace: {self.where(n)} computes {_qualname(n)} from "
@@ -161,6 +160,11 @@ class _Emitter:
                     f"another gradient; run that part with gradients on, or "
                     f"freeze the parameters it reads",
                     op=_qualname(n), module_path=_innermost(n))
+
+    def _is_float(self, n) -> bool:
+        v = self.values.get(n)
+        return any(getattr(x, "is_floating_point", lambda: False)()
+                   for x in (v if isinstance(v, (tuple, list)) else (v,)))
 
     def where(self, n) -> str:
         stack = n.meta.get("rp_stack", ())

@@ -149,12 +149,13 @@ def trace(module, example_inputs, out_dir: PathLike,
     e = _Emitter(module, gm, values, param_nodes, buffer_nodes, input_nodes,
                  layer_paths, loose=layers is None)
     e.classify()
-    e.check_no_grad()
     seg = e.segments()
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
     nouts = len(_flatten(output_node.args[0]))
     out_names = ["output"] if nouts == 1 else [f"output_{i}" for i in range(nouts)]
     header, body, params_used, _ = e.write(input_names, seg, out_names)
+    # After the ops are mapped, so that an op rp cannot map is named first.
+    e.check_no_grad()
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

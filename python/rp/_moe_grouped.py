@@ -45,9 +45,30 @@ def _group_topk(scores, bias, top_k, n_group, topk_group):
     return torch.topk(sel, k=top_k, dim=-1)[1]
 
 
+def _act_ref(act, g):
+    """The activation ``act`` names (see _act_of) on ``g``."""
+    import torch.nn.functional as F
+    if act == "relu2":
+        return F.relu(g) ** 2
+    return {"silu": F.silu, "gelu": F.gelu, "relu": F.relu}[act](g)
+
+
+def _split_act(act):
+    """(activation, gated, limit): ``act`` is "silu", "plain relu2" (one
+    up projection, no gate: Nemotron-H's experts) or "silu limit 10.0"
+    (the gate clamped above and the up projection to +-limit: HY-V4's)."""
+    parts = act.split()
+    gated = parts[0] != "plain"
+    if not gated:
+        parts = parts[1:]
+    limit = float(parts[2]) if len(parts) > 2 else None
+    return parts[0], gated, limit
+
+
 def _experts_ref(x, experts, weights, gate_up, down, act, gate_first):
     import torch
     import torch.nn.functional as F
+    fn, gated, limit = _split_act(act)
     f = down.shape[2]
     out = torch.zeros_like(x)
     for k in range(experts.shape[1]):
@@ -56,10 +77,15 @@ def _experts_ref(x, experts, weights, gate_up, down, act, gate_first):
             if not bool(rows.any()):
                 continue
             both = F.linear(x[rows], gate_up[e])
-            g, u = (both[:, :f], both[:, f:]) if gate_first else \
-                (both[:, f:], both[:, :f])
-            a = F.silu(g) if act == "silu" else F.gelu(g)
-            out[rows] += F.linear(a * u, down[e]) * weights[rows, k, None]
+            if gated:
+                g, u = (both[:, :f], both[:, f:]) if gate_first else \
+                    (both[:, f:], both[:, :f])
+                if limit is not None:
+                    g, u = g.clamp(max=limit), u.clamp(-limit, limit)
+                a = _act_ref(fn, g) * u
+            else:
+                a = _act_ref(fn, both)
+            out[rows] += F.linear(a, down[e]) * weights[rows, k, None]
     return out
 
 
@@ -131,24 +157,43 @@ def _experts_forward(experts, act, gate_first):
     def forward(hidden_states, top_k_index, top_k_weights, *_):
         return torch.ops.rp_trace.moe_experts(
             hidden_states, top_k_index,
-            top_k_weights.to(hidden_states.dtype), experts.gate_up_proj,
+            top_k_weights.to(hidden_states.dtype), _up_of(experts),
             experts.down_proj, act, gate_first)
     return forward
 
 
+def _up_of(experts):
+    """The stacked first projection: gate-and-up ``[E, 2F, H]``, or up
+    ``[E, F, H]`` for experts with no gate."""
+    gu = getattr(experts, "gate_up_proj", None)
+    return gu if gu is not None else getattr(experts, "up_proj", None)
+
+
 def _act_of(experts):
+    """The experts' activation as _split_act reads it, or None: the
+    act_fn (SiLU, GELU, ReLU, squared ReLU), "plain" for experts with an
+    up projection and no gate, the clamp of a ``swiglu_limit`` with no
+    act_fn (HY-V4's clamped SwiGLU)."""
+    import torch
     import torch.nn.functional as F
     fn = getattr(experts, "act_fn", None)
-    x = __import__("torch").linspace(-3, 3, 13)
+    x = torch.linspace(-3, 3, 13)
+    plain = getattr(experts, "gate_up_proj", None) is None
+    limit = getattr(experts, "swiglu_limit", None)
     if fn is None:
-        return None
+        if plain or not isinstance(limit, (int, float)):
+            return None
+        return f"silu limit {float(limit)!r}"
     try:
         y = fn(x)
     except Exception:  # noqa: BLE001 - an activation of another signature
         return None
-    for name, ref in (("silu", F.silu), ("gelu", F.gelu)):
+    refs = [("silu", F.silu), ("gelu", F.gelu)]
+    if plain:
+        refs += [("relu", F.relu), ("relu2", lambda t: F.relu(t) ** 2)]
+    for name, ref in refs:
         if bool((y - ref(x)).abs().max() < 1e-6):
-            return name
+            return f"plain {name}" if plain else name
     return None
 
 
@@ -161,16 +206,17 @@ def candidate(path, block):
     if router is None:
         return None
     ex = next((m for m in block.children()
-               if hasattr(m, "gate_up_proj") and hasattr(m, "down_proj")),
-              None)
+               if isinstance(_up_of(m), __import__("torch").Tensor) and
+               hasattr(m, "down_proj")), None)
     act = _act_of(ex) if ex is not None else None
-    if ex is None or act is None or ex.gate_up_proj.dim() != 3:
+    if ex is None or act is None or _up_of(ex).dim() != 3:
         raise TraceError(
             f"rp.trace: module '{path}' ({type(block).__name__}) routes with "
             f"sigmoid scores, a correction bias and group-limited top-k, but "
             f"its experts are not stacked [E, 2F, H] / [E, H, F] gated MLPs "
-            f"with a SiLU or GELU activation, the form rp maps",
-            op="moe routing", module_path=path)
+            f"with a SiLU or GELU activation (clamped or not), nor [E, F, H]"
+            f" / [E, H, F] MLPs with a SiLU, GELU, ReLU or squared ReLU, the "
+            f"forms rp maps", op="moe routing", module_path=path)
     return router, ex, _router_form(router), act
 
 
@@ -197,7 +243,7 @@ def probe(path, router, experts, form, act):
             if not same_route:
                 break
             y_ref = experts(x, i_ref, w_ref)
-            y = _experts_ref(x, ids, w.to(x.dtype), experts.gate_up_proj,
+            y = _experts_ref(x, ids, w.to(x.dtype), _up_of(experts),
                              experts.down_proj, act, gate_first)
             if torch.allclose(y, y_ref, rtol=1e-4, atol=1e-5):
                 return gate_first
@@ -348,7 +394,6 @@ def _experts_handler(e, n):
     tokens, hidden = e.values[x].shape
     n_exp, ffn2, _ = e.values[gate_up].shape
     top_k = e.values[experts].shape[1]
-    ffn = ffn2 // 2
     m = _moe_common.Routed()
     m.tokens, m.hidden = tokens, hidden
     m.dt = dt = e.values[x].dtype
@@ -370,16 +415,35 @@ def _experts_handler(e, n):
                       f"transpose_b : ({e.ty(inp)}, {e.ty(stack)}, {m.ct}) "
                       f"-> {out_ty}", out_ty)
 
+    fn, gated, limit = _split_act(act)
+    ffn = ffn2 // 2 if gated else ffn2
     both_t = _ttype((rows, ffn2), dt)
     ht = _ttype((rows, ffn), dt)
     both = grouped(m.r, e.val(gate_up), both_t)
-    lo = e.emit(f"rp.slice {both} offsets = [0, 0] strides = [1, 1] : "
-                f"{both_t} -> {ht}", ht)
-    hi = e.emit(f"rp.slice {both} offsets = [0, {ffn}] strides = [1, 1] : "
-                f"{both_t} -> {ht}", ht)
-    g, u = (lo, hi) if gate_first else (hi, lo)
-    a = e.emit(f"rp.{act} {g} : {ht}", ht)
-    h = e.emit(f"rp.mul {a}, {u} : ({ht}, {ht}) -> {ht}", ht)
+
+    def clamp(v, op, bound):
+        c = e.scalar(bound, dt)
+        return e.emit(f"rp.{op} {v}, {c} : ({ht}, {e.ty(c)}) -> {ht}", ht)
+
+    def activate(g):
+        if fn == "relu2":
+            r = e.emit(f"rp.relu {g} : {ht}", ht)
+            return e.emit(f"rp.mul {r}, {r} : ({ht}, {ht}) -> {ht}", ht)
+        return e.emit(f"rp.{fn} {g} : {ht}", ht)
+    if gated:
+        lo = e.emit(f"rp.slice {both} offsets = [0, 0] strides = [1, 1] : "
+                    f"{both_t} -> {ht}", ht)
+        hi = e.emit(f"rp.slice {both} offsets = [0, {ffn}] strides = [1, 1]"
+                    f" : {both_t} -> {ht}", ht)
+        g, u = (lo, hi) if gate_first else (hi, lo)
+        if limit is not None:
+            # As torch.clamp: max with the lower bound, then min with the
+            # upper, the input as lhs (rp._aten_compose's clamp).
+            g = clamp(g, "min", limit)
+            u = clamp(clamp(u, "max", -limit), "min", limit)
+        h = e.emit(f"rp.mul {activate(g)}, {u} : ({ht}, {ht}) -> {ht}", ht)
+    else:
+        h = activate(both)
     y = grouped(h, e.val(down), m.rt)
     return _moe_common.combine(e, m, y)
 

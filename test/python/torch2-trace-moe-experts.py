@@ -1,0 +1,93 @@
+# REQUIRES: torch2
+# RUN: rm -rf %t && mkdir -p %t
+# RUN: env HF_HUB_OFFLINE=1 %TORCH2_PYTHON %s %t | FileCheck %s
+
+# DeepSeek-V3's routing (sigmoid scores, a correction bias, group-limited
+# top-k) over the expert forms beside SiLU/GELU gated MLPs: HY-V4's clamped
+# SwiGLU (gate clamped above, up to +-swiglu_limit, no act_fn) and
+# Nemotron-H's ungated experts (one up projection, squared ReLU). Each is
+# transformers 5's own MoE block (config shrunk by bench/families.py's
+# rule, weights random, the limit lowered so that it binds), two of them in
+# a small LM traced on one row and trained on two microbatches: the loss
+# and every gradient equal PyTorch's within 1e-4 on 1 device, and 2 devices
+# are bitwise equal to 1. Before, both blocks were "its experts are not
+# stacked [E, 2F, H] / [E, H, F] gated MLPs with a SiLU or GELU
+# activation".
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+here = Path(__file__).resolve().parent
+sys.path.insert(0, str(here.parents[1] / "bench"))
+sys.path.insert(0, str(here / "Inputs"))
+import families  # noqa: E402
+import rp  # noqa: E402
+import tiny_gpt  # noqa: E402
+from rp import safetensors  # noqa: E402
+from transformers import HYV4Config, NemotronHConfig  # noqa: E402
+from transformers.models.hy_v4.modeling_hy_v4 import HYV4MoE  # noqa: E402
+from transformers.models.nemotron_h.modeling_nemotron_h import \
+    NemotronHMoE  # noqa: E402
+
+out = Path(sys.argv[1])
+V = 64
+
+
+class LM(nn.Module):
+    def __init__(self, make, hidden):
+        super().__init__()
+        self.emb = nn.Embedding(V, hidden)
+        self.blocks = nn.ModuleList([make(), make()])
+        self.head = nn.Linear(hidden, V)
+
+    def forward(self, tokens):
+        h = self.emb(tokens)
+        for b in self.blocks:
+            h = h + b(h)
+        return self.head(h)
+
+
+def check(name, config, make):
+    config = families.shrink(config)
+    torch.manual_seed(0)
+    model = LM(lambda: make(config), config.hidden_size)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+        for n, b in model.named_buffers():
+            if "correction_bias" in n:
+                b.normal_(0, 0.1)
+    tokens, labels = tiny_gpt.batch(vocab=V)
+    ref_loss, ref = tiny_gpt.reference(model, tokens, labels)
+    src = rp.trace(model, (tokens[:1],), out / name)
+    runs = {}
+    for devices in (1, 2):
+        plan = rp.compile(src, out / f"{name}-{devices}.rpplan",
+                          devices=devices, microbatches=2)
+        dump = out / f"{name}-{devices}.safetensors"
+        loss = list(rp.train(plan, {"tokens": tokens}, labels, steps=1,
+                             sync=True, dump_grads=dump))[0]
+        runs[devices] = (loss, safetensors.read(dump))
+    loss, grads = runs[1]
+    errs = {n: np.linalg.norm(grads[n] - g) /
+            max(np.linalg.norm(g), 1e-30) for n, g in ref.items()
+            if n in grads and np.linalg.norm(g) > 0}
+    loss2, grads2 = runs[2]
+    bitwise = loss2 == loss and sorted(grads2) == sorted(grads) and all(
+        np.array_equal(grads2[n], grads[n]) for n in grads)
+    print(f"{name}: loss within 1e-4: "
+          f"{abs(loss - ref_loss) <= 1e-4 * abs(ref_loss)}; gradients "
+          f"{len(errs)} within 1e-4: {all(e <= 1e-4 for e in errs.values())}"
+          f" (worst {max(errs.values()):.1e}); 2 devices bitwise: {bitwise}")
+
+
+hy = HYV4Config()
+hy.swiglu_limit = 0.5
+# CHECK: hy_v4: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+check("hy_v4", hy, HYV4MoE)
+# CHECK: nemotron_h: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+check("nemotron_h", NemotronHConfig(), NemotronHMoE)

@@ -12,8 +12,14 @@ How it works (torch 1.13's ``make_fx``, ATen level):
 * ``make_fx`` does not record module paths, so forward hooks keep a stack
   of the modules running and every recorded node is tagged with it. Layers
   are the children of the outermost ``nn.Sequential``/``nn.ModuleList``
-  whose children repeat (or the module paths given as ``layers``); ops
-  before the first layer form ``prefix``, ops after the last ``suffix``.
+  whose children repeat and all run (or the module paths given as
+  ``layers``); ops before the first layer form ``prefix``, ops after the
+  last ``suffix``. A layer found this way may run again (each run its own
+  rp.layer, ``path#2`` from the second on, sharing the weights) and ops
+  between two runs join the next; given layers must each run once and
+  cover the ops between them. The grad mode each op ran in is recorded: a
+  parameter-derived value computed under ``torch.no_grad()`` that an op
+  with gradients reads is refused (rp has no stop-gradient op).
 * Values that do not depend on the inputs or the parameters (buffers,
   ``arange``, masks, ``torch.full`` ...) are folded at trace time into
   ``rp.constant`` ops, copied into each layer that uses them; one of more

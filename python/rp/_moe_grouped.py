@@ -55,9 +55,13 @@ def _act_ref(act, g):
 
 def _split_act(act):
     """(activation, gated, limit): ``act`` is "silu", "plain relu2" (one
-    up projection, no gate: Nemotron-H's experts) or "silu limit 10.0"
-    (the gate clamped above and the up projection to +-limit: HY-V4's)."""
+    up projection, no gate: Nemotron-H's experts), "silu limit 10.0" (the
+    gate clamped above and the up projection to +-limit: HY-V4's) or
+    "softcap 4.0 25.0" (Inkling 2's: G tanh(g / G) sigmoid(g) U tanh(u /
+    U); limit is the pair (G, U))."""
     parts = act.split()
+    if parts[0] == "softcap":
+        return "softcap", True, (float(parts[1]), float(parts[2]))
     gated = parts[0] != "plain"
     if not gated:
         parts = parts[1:]
@@ -80,9 +84,14 @@ def _experts_ref(x, experts, weights, gate_up, down, act, gate_first):
             if gated:
                 g, u = (both[:, :f], both[:, f:]) if gate_first else \
                     (both[:, f:], both[:, :f])
-                if limit is not None:
-                    g, u = g.clamp(max=limit), u.clamp(-limit, limit)
-                a = _act_ref(fn, g) * u
+                if fn == "softcap":
+                    (cg, cu) = limit
+                    a = torch.tanh(g / cg) * cg * torch.sigmoid(g) * \
+                        torch.tanh(u / cu) * cu
+                else:
+                    if limit is not None:
+                        g, u = g.clamp(max=limit), u.clamp(-limit, limit)
+                    a = _act_ref(fn, g) * u
             else:
                 a = _act_ref(fn, both)
             out[rows] += F.linear(a, down[e]) * weights[rows, k, None]
@@ -124,10 +133,23 @@ def _router_form(router):
     top_k = getattr(router, "top_k", None)
     groups = getattr(router, "n_group", getattr(router, "num_group", None))
     topk_group = getattr(router, "topk_group", None)
+    score_fn = getattr(router, "score_fn", None)
+    if groups is None and topk_group is None and score_fn is not None:
+        # No groups (Inkling 2's router): one group, when it scores with
+        # a sigmoid.
+        x = torch.linspace(-3, 3, 13)
+        try:
+            sigmoid = bool((score_fn(x) - x.sigmoid()).abs().max() < 1e-6)
+        except Exception:  # noqa: BLE001 - a score of another signature
+            sigmoid = False
+        if sigmoid:
+            groups, topk_group = 1, 1
     if not all(isinstance(v, int) for v in (top_k, groups, topk_group)):
         return None
+    # No norm_topk_prob: probe() tries both.
+    normalize = getattr(router, "norm_topk_prob", None)
     return (top_k, groups, topk_group,
-            bool(getattr(router, "norm_topk_prob", False)),
+            None if normalize is None else bool(normalize),
             float(getattr(router, "routed_scaling_factor", 1.0) or 1.0))
 
 
@@ -178,6 +200,11 @@ def _act_of(experts):
     import torch.nn.functional as F
     fn = getattr(experts, "act_fn", None)
     x = torch.linspace(-3, 3, 13)
+    caps = [getattr(getattr(fn, k, None), "softcap", None)
+            for k in ("gate_softcap", "up_softcap")]
+    if all(isinstance(c, (int, float)) for c in caps):
+        # Inkling 2's soft-capped SwiGLU, checked on the probe's tokens.
+        return f"softcap {float(caps[0])!r} {float(caps[1])!r}"
     plain = getattr(experts, "gate_up_proj", None) is None
     limit = getattr(experts, "swiglu_limit", None)
     if fn is None:
@@ -221,15 +248,21 @@ def candidate(path, block):
 
 
 def probe(path, router, experts, form, act):
-    """gate_first, after checking the replicas against the modules."""
+    """(gate_first, form), after checking the replicas against the
+    modules (the form's normalize decided where the router has no
+    norm_topk_prob)."""
     import torch
     h = router.weight.shape[1]
     g = torch.Generator().manual_seed(0)
     x = torch.randn(10, h, generator=g, dtype=router.weight.dtype)
+    tries = [(gf, nm) for nm in ((form[3],) if form[3] is not None
+                                 else (True, False))
+             for gf in (True, False)]
     with torch.no_grad():
         _, w_ref, i_ref = router(x)
         order = torch.argsort(i_ref, dim=-1)
-        for gate_first in (True, False):
+        for gate_first, normalize in tries:
+            form = form[:3] + (normalize,) + form[4:]
             ids = _group_topk(
                 torch.sigmoid(torch.nn.functional.linear(
                     x.float(), router.weight.float())),
@@ -241,12 +274,12 @@ def probe(path, router, experts, form, act):
                 torch.allclose(w.gather(1, mine), w_ref.gather(1, order),
                                rtol=1e-5, atol=1e-6)
             if not same_route:
-                break
+                continue
             y_ref = experts(x, i_ref, w_ref)
             y = _experts_ref(x, ids, w.to(x.dtype), _up_of(experts),
                              experts.down_proj, act, gate_first)
             if torch.allclose(y, y_ref, rtol=1e-4, atol=1e-5):
-                return gate_first
+                return gate_first, form
     raise TraceError(
         f"rp.trace: module '{path}' has a router with a correction bias and "
         f"group-limited top-k (DeepSeek-V3's form), but rp's replica of it "
@@ -262,7 +295,7 @@ def patch(path, block, saved):
     if found is None:
         return False
     router, experts, form, act = found
-    gate_first = probe(path, router, experts, form, act)
+    gate_first, form = probe(path, router, experts, form, act)
     for m, fwd in ((router, _router_forward(router, form)),
                    (experts, _experts_forward(experts, act, gate_first))):
         saved.append((m, m.__dict__.get("forward")))
@@ -436,6 +469,20 @@ def _experts_handler(e, n):
         hi = e.emit(f"rp.slice {both} offsets = [0, {ffn}] strides = [1, 1]"
                     f" : {both_t} -> {ht}", ht)
         g, u = (lo, hi) if gate_first else (hi, lo)
+        if fn == "softcap":
+            def cap(v, c):
+                by = e.scalar(c, dt)
+                t = e.emit(f"rp.div {v}, {by} : ({ht}, {e.ty(by)}) -> "
+                           f"{ht}", ht)
+                t = e.emit(f"rp.tanh {t} : {ht}", ht)
+                return e.emit(f"rp.mul {t}, {by} : ({ht}, {e.ty(by)}) -> "
+                              f"{ht}", ht)
+            sg = e.emit(f"rp.sigmoid {g} : {ht}", ht)
+            a = e.emit(f"rp.mul {cap(g, limit[0])}, {sg} : ({ht}, {ht}) -> "
+                       f"{ht}", ht)
+            h = e.emit(f"rp.mul {a}, {cap(u, limit[1])} : ({ht}, {ht}) -> "
+                       f"{ht}", ht)
+            return _moe_common.combine(e, m, grouped(h, e.val(down), m.rt))
         if limit is not None:
             # As torch.clamp: max with the lower bound, then min with the
             # upper, the input as lhs (rp._aten_compose's clamp).

@@ -4,15 +4,19 @@
 
 # DeepSeek-V3's routing (sigmoid scores, a correction bias, group-limited
 # top-k) over the expert forms beside SiLU/GELU gated MLPs: HY-V4's clamped
-# SwiGLU (gate clamped above, up to +-swiglu_limit, no act_fn) and
-# Nemotron-H's ungated experts (one up projection, squared ReLU). Each is
+# SwiGLU (gate clamped above, up to +-swiglu_limit, no act_fn),
+# Nemotron-H's ungated experts (one up projection, squared ReLU) and
+# Inkling 2's soft-capped SwiGLU under a router with no groups (one group;
+# the weights always renormalised, with no norm_topk_prob). Each is
 # transformers 5's own MoE block (config shrunk by bench/families.py's
-# rule, weights random, the limit lowered so that it binds), two of them in
-# a small LM traced on one row and trained on two microbatches: the loss
+# rule, weights random), two of them in
+# a small LM traced on one row and trained on two microbatches (the
+# limit and the caps lowered so that they bind): the loss
 # and every gradient equal PyTorch's within 1e-4 on 1 device, and 2 devices
-# are bitwise equal to 1. Before, both blocks were "its experts are not
+# are bitwise equal to 1. Before, the first two were "its experts are not
 # stacked [E, 2F, H] / [E, H, F] gated MLPs with a SiLU or GELU
-# activation".
+# activation" and Inkling 2's "its output is not the top-2
+# softmax-weighted sum of gated-MLP experts".
 
 import sys
 from pathlib import Path
@@ -28,8 +32,11 @@ import families  # noqa: E402
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
 from rp import safetensors  # noqa: E402
-from transformers import HYV4Config, NemotronHConfig  # noqa: E402
+from transformers import (HYV4Config, Inkling2TextConfig,  # noqa: E402
+                          NemotronHConfig)
 from transformers.models.hy_v4.modeling_hy_v4 import HYV4MoE  # noqa: E402
+from transformers.models.inkling2.modeling_inkling2 import \
+    Inkling2SparseMoeBlock  # noqa: E402
 from transformers.models.nemotron_h.modeling_nemotron_h import \
     NemotronHMoE  # noqa: E402
 
@@ -91,3 +98,7 @@ hy.swiglu_limit = 0.5
 check("hy_v4", hy, HYV4MoE)
 # CHECK: nemotron_h: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
 check("nemotron_h", NemotronHConfig(), NemotronHMoE)
+ink = Inkling2TextConfig()
+ink.mlp_gate_softcap, ink.mlp_up_softcap = 1.0, 2.0
+# CHECK: inkling2: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+check("inkling2", ink, Inkling2SparseMoeBlock)

@@ -71,9 +71,14 @@ def _log_sigmoid(e, n):
 
 
 def _cumsum(e, n):
-    """The sum over j <= i along ``dim``: the input times an
-    upper-triangular ones constant, summed over j (f32; an integer input,
-    RoBERTa's mask of non-padding tokens, is exact below 2^24)."""
+    """The sum over j <= i along ``dim``: the input as [A, B, S] (``dim``
+    moved last) times the transposed lower-triangular ones [S, S], one
+    rp.matmul, then back (f32; an integer input, RoBERTa's mask of
+    non-padding tokens, is exact below 2^24). A product broadcast over
+    [.., j, i, ..] and reduced, as before, holds S^2 times the other
+    dims: 8 GiB for Falcon-H1's 256-step Mamba chunks."""
+    import math
+
     import torch
     x = n.args[0]
     shape = list(e.values[x].shape)
@@ -83,18 +88,19 @@ def _cumsum(e, n):
     f = torch.float32 if not e.values[n].dtype.is_floating_point \
         else e.values[n].dtype
     xv = e.val(x, f)
-    # x as [.., j, 1, ..] times tri [j, i, 1, ..], reduced over j.
-    col = shape[:d + 1] + [1] + shape[d + 1:]
-    ct = _ttype(col, f)
-    xc = e.emit(f"rp.reshape {xv} : {e.ty(xv)} to {ct}", ct)
-    tri = torch.triu(torch.ones(size, size, dtype=f)).reshape(
-        [size, size] + [1] * (rank - d - 1))
-    tv = e.constant(tri)
-    prod = shape[:d] + [size, size] + shape[d + 1:]
-    pt = _ttype(prod, f)
-    p = e.emit(f"rp.mul {xc}, {tv} : ({ct}, {e.ty(tv)}) -> {pt}", pt)
+    a, b = math.prod(shape[:d]), math.prod(shape[d + 1:])
+    t3 = _ttype([a, size, b], f)
+    v = e.emit(f"rp.reshape {xv} : {e.ty(xv)} to {t3}", t3)
+    tt = _ttype([a, b, size], f)
+    v = e.emit(f"rp.transpose {v} permutation = [0, 2, 1] : {t3} -> {tt}",
+               tt)
+    # out[.., i] = sum_j x[.., j] U[j, i], U upper-triangular.
+    tri = e.constant(torch.triu(torch.ones(size, size, dtype=f)))
+    v = e.emit(f"rp.matmul {v}, {tri} : ({tt}, {e.ty(tri)}) -> {tt}", tt)
+    v = e.emit(f"rp.transpose {v} permutation = [0, 2, 1] : {tt} -> {t3}",
+               t3)
     st = _ttype(shape, f)
-    s = e.emit(f"rp.reduce sum {p} dims = [{d}] : {pt} -> {st}", st)
+    s = e.emit(f"rp.reshape {v} : {t3} to {st}", st)
     ty = e.out_type(n)
     if ty != st:
         s = e.emit(f"rp.cast {s} : {st} to {ty}", ty)

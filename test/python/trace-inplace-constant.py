@@ -36,7 +36,7 @@ class Routed(nn.Module):
         logits = self.router(x)                                # [B, S, E]
         top, idx = torch.topk(logits, 2, dim=-1)
         scores = torch.full_like(logits, float("-inf")).scatter_(-1, idx, top)
-        gate = torch.sigmoid(scores)                           # 0 off the top 2
+        gate = torch.sigmoid(scores)                 # 0 off the top 2
         zero = torch.zeros_like(gate).masked_fill_(gate > 0.5, 1.0)
         y = torch.einsum("bse,edf,bsd->bsf", gate + 0.1 * zero,
                          self.experts, x)

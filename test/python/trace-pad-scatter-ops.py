@@ -10,8 +10,9 @@
 # slots naming one column), scatter of the top-k values into a row of
 # -inf (Llama 4's router; the values get the gradient), and/or of bool
 # masks and of int masks holding 0 and 1 (CPM-Ant's attention mask starts
-# from an int32 tensor of ones), and the count of a bool mask. The step-0 loss and
-# every parameter's gradient equal PyTorch autograd's within 1e-4. Before
+# from an int32 tensor of ones), and the count of a bool mask. The step-0
+# loss and every parameter's gradient equal PyTorch autograd's within 1e-4.
+# Before
 # these handlers each op was `rp.trace: unsupported op aten.<op>`.
 
 import os

@@ -58,10 +58,12 @@ def _split_act(act):
     up projection, no gate: Nemotron-H's experts), "silu limit 10.0" (the
     gate clamped above and the up projection to +-limit: HY-V4's) or
     "softcap 4.0 25.0" (Inkling 2's: G tanh(g / G) sigmoid(g) U tanh(u /
-    U); limit is the pair (G, U))."""
+    U); limit is the pair (G, U)) or "oss 1.702 7.0" (GPT-OSS's gate: g
+    clamped above and u to +-L, (u + 1) g sigmoid(alpha g); limit is the
+    pair (alpha, L))."""
     parts = act.split()
-    if parts[0] == "softcap":
-        return "softcap", True, (float(parts[1]), float(parts[2]))
+    if parts[0] in ("softcap", "oss"):
+        return parts[0], True, (float(parts[1]), float(parts[2]))
     gated = parts[0] != "plain"
     if not gated:
         parts = parts[1:]
@@ -84,7 +86,11 @@ def _experts_ref(x, experts, weights, gate_up, down, act, gate_first):
             if gated:
                 g, u = (both[:, :f], both[:, f:]) if gate_first else \
                     (both[:, f:], both[:, :f])
-                if fn == "softcap":
+                if fn == "oss":
+                    (al, lim) = limit
+                    g, u = g.clamp(max=lim), u.clamp(-lim, lim)
+                    a = (u + 1) * g * torch.sigmoid(g * al)
+                elif fn == "softcap":
                     (cg, cu) = limit
                     a = torch.tanh(g / cg) * cg * torch.sigmoid(g) * \
                         torch.tanh(u / cu) * cu
@@ -210,6 +216,10 @@ def _act_of(experts):
     if fn is None:
         if plain or not isinstance(limit, (int, float)):
             return None
+        alpha = getattr(experts, "swiglu_alpha", None)
+        if isinstance(alpha, (int, float)):
+            # GPT-OSS's gate, halves not interleaved (MiniMax-M3's).
+            return f"oss {float(alpha)!r} {float(limit)!r}"
         return f"silu limit {float(limit)!r}"
     try:
         y = fn(x)
@@ -469,6 +479,20 @@ def _experts_handler(e, n):
         hi = e.emit(f"rp.slice {both} offsets = [0, {ffn}] strides = [1, 1]"
                     f" : {both_t} -> {ht}", ht)
         g, u = (lo, hi) if gate_first else (hi, lo)
+        if fn == "oss":
+            al, lim = limit
+            g = clamp(g, "min", lim)
+            u = clamp(clamp(u, "max", -lim), "min", lim)
+            alv = e.scalar(al, dt)
+            ga = e.emit(f"rp.mul {g}, {alv} : ({ht}, {e.ty(alv)}) -> {ht}",
+                        ht)
+            sg = e.emit(f"rp.sigmoid {ga} : {ht}", ht)
+            a = e.emit(f"rp.mul {g}, {sg} : ({ht}, {ht}) -> {ht}", ht)
+            one = e.scalar(1.0, dt)
+            u1 = e.emit(f"rp.add {u}, {one} : ({ht}, {e.ty(one)}) -> {ht}",
+                        ht)
+            h = e.emit(f"rp.mul {u1}, {a} : ({ht}, {ht}) -> {ht}", ht)
+            return _moe_common.combine(e, m, grouped(h, e.val(down), m.rt))
         if fn == "softcap":
             def cap(v, c):
                 by = e.scalar(c, dt)

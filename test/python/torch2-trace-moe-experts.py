@@ -16,7 +16,10 @@
 # are bitwise equal to 1. Before, the first two were "its experts are not
 # stacked [E, 2F, H] / [E, H, F] gated MLPs with a SiLU or GELU
 # activation" and Inkling 2's "its output is not the top-2
-# softmax-weighted sum of gated-MLP experts".
+# softmax-weighted sum of gated-MLP experts". MiniMax-M3's experts (GPT-OSS's
+# clamped gate, (up + 1) g sigmoid(alpha g), halves not interleaved) map
+# alone, its router (a sigmoid, a bias, no groups, no score_fn) traced op by
+# op; before, the same "not the top-2 softmax-weighted sum" error.
 
 import sys
 from pathlib import Path
@@ -33,10 +36,12 @@ import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
 from rp import safetensors  # noqa: E402
 from transformers import (HYV4Config, Inkling2TextConfig,  # noqa: E402
-                          NemotronHConfig)
+                          MiniMaxM3VLTextConfig, NemotronHConfig)
 from transformers.models.hy_v4.modeling_hy_v4 import HYV4MoE  # noqa: E402
 from transformers.models.inkling2.modeling_inkling2 import \
     Inkling2SparseMoeBlock  # noqa: E402
+from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import \
+    MiniMaxM3VLSparseMoeBlock  # noqa: E402
 from transformers.models.nemotron_h.modeling_nemotron_h import \
     NemotronHMoE  # noqa: E402
 
@@ -102,3 +107,7 @@ ink = Inkling2TextConfig()
 ink.mlp_gate_softcap, ink.mlp_up_softcap = 1.0, 2.0
 # CHECK: inkling2: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
 check("inkling2", ink, Inkling2SparseMoeBlock)
+mm = MiniMaxM3VLTextConfig()
+mm.swiglu_limit = 0.5
+# CHECK: minimax_m3: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+check("minimax_m3", mm, MiniMaxM3VLSparseMoeBlock)

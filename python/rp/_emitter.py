@@ -144,7 +144,7 @@ class _Emitter:
                     not self._is_float(n):
                 continue
             trained.add(n)
-            if n.meta.get("rp_grad", True):
+            if n.meta.get("rp_grad", True) or _scales_by_one(n):
                 continue
             user = next((u for u in n.users
                          if u.meta.get("rp_grad", True) and
@@ -519,3 +519,14 @@ class _Emitter:
     def out_type(self, n) -> str:
         v = self.values[n]
         return _ttype(v.shape, v.dtype)
+
+
+def _scales_by_one(n) -> bool:
+    """A multiplication or division by the number 1 under torch.no_grad()
+    (RWKV's inference rescaling of its first blocks' weights, in place, by
+    2 ** (block // rescale_every)) leaves the value and its gradient as they
+    are, so stopping the gradient there changes nothing."""
+    name = getattr(getattr(n.target, "overloadpacket", None), "__name__", "")
+    return (name.rstrip("_") in ("mul", "div") and len(n.args) == 2 and
+            isinstance(n.args[1], (int, float)) and
+            not isinstance(n.args[1], bool) and n.args[1] == 1)

@@ -119,3 +119,35 @@ try:
     print("no_grad: traced")
 except rp.TraceError as err:
     print("no_grad: TraceError:", err)
+
+
+# RWKV rescales its blocks' weights in place under torch.no_grad() by
+# 2 ** (block // rescale_every): by 1 in the first blocks, which changes
+# neither the value nor its gradient (traced as before the refusal came);
+# by 2 the gradient PyTorch reports is that of the rescaled weight, which
+# rp would scale again, so that is refused.
+class Rescaled(nn.Module):
+    def __init__(self, factor):
+        super().__init__()
+        self.embed = nn.Embedding(V, D)
+        self.blocks = nn.ModuleList([nn.Linear(D, D), nn.Linear(D, D)])
+        self.head = nn.Linear(D, V)
+        self.factor = factor
+
+    def forward(self, tokens):
+        with torch.no_grad():
+            self.blocks[0].weight.mul_(self.factor)
+        h = self.embed(tokens)
+        for b in self.blocks:
+            h = h + torch.tanh(b(h))
+        return self.head(h)
+
+
+# CHECK: rescaled by 1: traced
+# CHECK: rescaled by 2: TraceError: rp.trace: {{.*}} computes aten.mul_.{{.*}} under torch.no_grad(){{.*}}reads it with gradients on
+for factor in (1, 2):
+    try:
+        rp.trace(Rescaled(factor), (tokens[:1],), out / f"rescaled{factor}")
+        print(f"rescaled by {factor}: traced")
+    except rp.TraceError as err:
+        print(f"rescaled by {factor}: TraceError:", err)

@@ -350,8 +350,8 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
     // Token slices: the inputs hold whole sequences, M of them.
     uint32_t b = w.newBuffer(type, n, -1,
                              type.getRank() == 0 ? 1
-                             : slices           ? sequences
-                                                : microbatches);
+                             : slices            ? sequences
+                                                 : microbatches);
     w.bufferIndex[arg] = b;
     w.inputs.push_back(pf::CreateBinding(w.fbb, w.fbb.CreateString(n), b,
                                          planIndexLimit(arg)));

@@ -27,6 +27,8 @@ std::string StagedExporter::label(const Cmd &c) const {
   case Kind::weights:
     return "UP s" + j + " c" + std::to_string(c.chunk);
   case Kind::activationIn:
+    if (c.keys)
+      return "KV s" + j + mb; // token slices: a kept prefix
     // A layer-grain backward's saved inner-layer inputs: "IN+".
     return (c.boundary > int(jobs[c.job].begin) ? "IN+ s" : "IN s") + j + mb;
   case Kind::gradientIn:
@@ -381,9 +383,8 @@ uint32_t StagedExporter::hostRows(Value v) {
   auto it = hostBuffer.find(v);
   if (it != hostBuffer.end())
     return it->second;
-  uint32_t b =
-      w.newBuffer(v.getType(), "host:" + std::to_string(hostBuffer.size()), -1,
-                  rowsOf(v));
+  uint32_t b = w.newBuffer(
+      v.getType(), "host:" + std::to_string(hostBuffer.size()), -1, rowsOf(v));
   hostBuffer[v] = b;
   return b;
 }
@@ -446,11 +447,10 @@ unsigned StagedExporter::addJob(const Cmd &c, pf::Queue queue,
   // The predicted times are filled in place once the plan is written
   // (predictJobTimes), so they must be stored even while zero.
   w.fbb.ForceDefaults(true);
-  w.jobs.push_back(pf::CreateJob(w.fbb, program.value_or(0), c.device, queue,
-                                 std::max(c.mb, 0), waitVector, recordVector,
-                                 program ? pf::JobKind::run : pf::JobKind::copy,
-                                 copyVector, stageOf(c.job), textString, 0.0,
-                                 0.0));
+  w.jobs.push_back(pf::CreateJob(
+      w.fbb, program.value_or(0), c.device, queue, std::max(c.mb, 0),
+      waitVector, recordVector, program ? pf::JobKind::run : pf::JobKind::copy,
+      copyVector, stageOf(c.job), textString, 0.0, 0.0));
   w.fbb.ForceDefaults(false);
   return event;
 }

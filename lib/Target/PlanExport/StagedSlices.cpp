@@ -203,12 +203,12 @@ LogicalResult StagedExporter::classifySlice(SliceView &view,
     } else if (llvm::all_of(op.getOperands(),
                             [&](Value v) { return isWeight(v); })) {
       // The prologue (weights in the compute dtype) is @main's, op by op.
-      if (pi >= prologue.size() ||
-          prologue[pi]->getName() != op.getName() ||
+      if (pi >= prologue.size() || prologue[pi]->getName() != op.getName() ||
           prologue[pi]->getResultTypes() != op.getResultTypes())
         return op.emitOpError("computes weights that @")
                << whole.getName() << "'s prologue does not";
-      for (auto [r, m] : llvm::zip(op.getResults(), prologue[pi]->getResults())) {
+      for (auto [r, m] :
+           llvm::zip(op.getResults(), prologue[pi]->getResults())) {
         canon[r] = m;
         weights.insert(r);
       }
@@ -401,20 +401,22 @@ FailureOr<uint32_t> StagedExporter::sweepProgram(unsigned job, unsigned mb,
 }
 
 uint32_t StagedExporter::keyGradAccumulator(Value v, unsigned job, bool pad) {
-  auto name = keyGradArgs.count(v) ? keyGradArgs.lookup(v)
-                                   : keyGradResults.lookup(v);
+  auto name =
+      keyGradArgs.count(v) ? keyGradArgs.lookup(v) : keyGradResults.lookup(v);
   auto &map = pad ? keyGradPad : keyGradAcc;
   auto [it, fresh] = map.try_emplace({name, job}, 0);
   if (fresh)
-    it->second = w.newBuffer(withRows(v.getType(), views.back().offset),
-                             (pad ? "dkv pad " : "dkv acc ") + name,
-                             jobs[job].device);
+    it->second =
+        w.newBuffer(withRows(v.getType(), views.back().offset),
+                    (pad ? "dkv pad " : "dkv acc ") + name, jobs[job].device);
   return it->second;
 }
 
 /// ints of a slice of rank-4 [B, H, n, d] at row `o` of dimension 2:
 /// offsets, then unit strides.
-static SmallVector<int64_t> rowsAt(int64_t o) { return {0, 0, o, 0, 1, 1, 1, 1}; }
+static SmallVector<int64_t> rowsAt(int64_t o) {
+  return {0, 0, o, 0, 1, 1, 1, 1};
+}
 
 uint32_t
 StagedExporter::keyGradInput(Value v, unsigned job, unsigned mb,

@@ -14,7 +14,8 @@
 # magnitude, and differ from it in some bits (the slicing is real: the
 # attention's sums are ordered otherwise); the same slicing on 2 and 4
 # devices equals 1 device bit for bit; and 1 device's is PyTorch's within
-# 1e-4. rp-opt's --rp-train-pipeline shows what the compile built: per
+# 1e-4; Llama also with two sequences a step and with a batch of two rows.
+# rp-opt's --rp-train-pipeline shows what the compile built: per
 # slice function the kept keys and values of each attention layer as
 # arguments (slices after the first) and its own as results (all but the
 # last), 2 (K - 1) of each name per layer; their gradients likewise
@@ -151,6 +152,29 @@ for name in ("llama", "qwen3", "mistral"):
             else:
                 line += f", bitwise 1 device's {bitwise(sg, first[slices])}"
             print(line)
+    if name == "llama":
+        # Several rows: two sequences a step (microbatches 2, slice k of
+        # sequence m is microbatch 2m + k), and a batch of two rows per
+        # sequence (traced at batch 2: each row's columns and kept rows).
+        g = torch.Generator().manual_seed(3)
+        two = torch.randint(0, VOCAB, (2, S), generator=g)
+        two_labels = torch.randint(0, VOCAB, (2, S), generator=g).numpy()
+        batch2 = rp.trace(model, (two,), out / "llama-batch2-trace")
+        for what, graph, mbs in (("2 sequences a step", src, 2),
+                                 ("batch 2", batch2, 1)):
+            flags = ["--stages", "fwd:2;bwd:2,2"]
+            tag = what.replace(" ", "-")
+            plain = rp.compile(graph, out / f"{tag}.rpplan", devices=2,
+                               microbatches=mbs, extra_args=flags)
+            loss, grads = step(plain, two.numpy(), two_labels)
+            plan = rp.compile(graph, out / f"{tag}-sliced.rpplan", devices=2,
+                              microbatches=mbs,
+                              extra_args=flags + ["--token-slices",
+                                                  "20,16,12"])
+            sl, sg = step(plan, two.numpy(), two_labels)
+            print(f"llama {what}, 2 devices, slices 20,16,12: loss within "
+                  f"1e-5 {abs(sl - loss) <= 1e-5 * abs(loss)}, gradients "
+                  f"within 1e-5 {worst(sg, grads) <= 1e-5}")
     if name == "mistral":
         continue
     for devices, stages in CONFIGS:
@@ -170,6 +194,8 @@ for name in ("llama", "qwen3", "mistral"):
 # CHECK: llama 2 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
 # CHECK: llama 4 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
 # CHECK: llama 4 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
+# CHECK: llama 2 sequences a step, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
+# CHECK: llama batch 2, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
 # CHECK: llama 1 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up
 # CHECK: llama 2 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up
 # CHECK: llama 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up

@@ -87,7 +87,8 @@ LogicalResult StagedExporter::bindSlices() {
         "sums gradients between layers; the exporter does not write such an "
         "epilogue for token slices (compile without --token-slices)");
   auto module = main->getParentOfType<ModuleOp>();
-  views.assign(slices, {});
+  views.clear();
+  views.resize(slices);
   std::string prefix = (main.getName() + ".slice").str();
   for (auto fn : module.getOps<func::FuncOp>()) {
     auto info = fn->getAttrOfType<DictionaryAttr>("rp.token_slice");

@@ -14,7 +14,8 @@
 # magnitude, and differ from it in some bits (the slicing is real: the
 # attention's sums are ordered otherwise); the same slicing on 2 and 4
 # devices equals 1 device bit for bit; and 1 device's is PyTorch's within
-# 1e-4; Llama also with two sequences a step and with a batch of two rows.
+# 1e-4; Llama also with two sequences a step, with a batch of two rows, and
+# with tied embeddings (an epilogue) in f32 and bf16 (a prologue).
 # rp-opt's --rp-train-pipeline shows what the compile built: per
 # slice function the kept keys and values of each attention layer as
 # arguments (slices after the first) and its own as results (all but the
@@ -47,11 +48,11 @@ S, VOCAB = 48, 64  # no feature dimension is 48: the slices retype only it
 CONFIGS = ((1, ""), (2, "fwd:2;bwd:2,2"), (4, "fwd:1,1;bwd:2,1,1"))
 
 
-def make(name):
+def make(name, **extra):
     torch.manual_seed(0)
     common = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                   num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=S)
+                  num_key_value_heads=2, max_position_embeddings=S, **extra)
     if name == "qwen3":
         lm = T.Qwen3ForCausalLM(T.Qwen3Config(head_dim=8, **common))
     elif name == "mistral":
@@ -175,6 +176,25 @@ for name in ("llama", "qwen3", "mistral"):
             print(f"llama {what}, 2 devices, slices 20,16,12: loss within "
                   f"1e-5 {abs(sl - loss) <= 1e-5 * abs(loss)}, gradients "
                   f"within 1e-5 {worst(sg, grads) <= 1e-5}")
+        # Tied embeddings (the epilogue sums the embedding's two uses'
+        # gradients, @main's op by op) in f32, and in bf16 (the weights
+        # cast by the prologue: within two of bf16's steps, 2^-6).
+        tied = make(name, tie_word_embeddings=True)
+        tied_src = rp.trace(tied, (tokens,), out / "llama-tied-trace")
+        for dtype, tol in (("f32", 1e-5), ("bf16", 2 ** -6)):
+            flags = ["--stages", "fwd:2;bwd:2,2", "--dtype", dtype]
+            plain = rp.compile(tied_src, out / f"tied-{dtype}.rpplan",
+                               devices=2, microbatches=1, extra_args=flags)
+            loss, grads = step(plain, tokens.numpy(), labels.numpy())
+            plan = rp.compile(tied_src, out / f"tied-{dtype}-sliced.rpplan",
+                              devices=2, microbatches=1,
+                              extra_args=flags + ["--token-slices",
+                                                  "20,16,12"])
+            sl, sg = step(plan, tokens.numpy(), labels.numpy())
+            print(f"llama tied {dtype}, 2 devices, slices 20,16,12: loss "
+                  f"within {tol:g} {abs(sl - loss) <= tol * abs(loss)}, "
+                  f"{len(sg)} gradients within {tol:g} "
+                  f"{worst(sg, grads) <= tol}")
     if name == "mistral":
         continue
     for devices, stages in CONFIGS:
@@ -196,6 +216,8 @@ for name in ("llama", "qwen3", "mistral"):
 # CHECK: llama 4 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
 # CHECK: llama 2 sequences a step, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
 # CHECK: llama batch 2, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
+# CHECK: llama tied f32, 2 devices, slices 20,16,12: loss within 1e-05 True, 20 gradients within 1e-05 True
+# CHECK: llama tied bf16, 2 devices, slices 20,16,12: loss within 0.015625 True, 20 gradients within 0.015625 True
 # CHECK: llama 1 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up
 # CHECK: llama 2 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up
 # CHECK: llama 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up

@@ -82,10 +82,6 @@ LogicalResult StagedExporter::bindSlices() {
         "runs token slices with a schedule other than round-robin or a tail "
         "as several jobs; the exporter writes token slices for round-robin "
         "with a fused tail as one job (compile without --token-slices)");
-  if (!epilogue.empty())
-    return epilogue.front()->emitOpError(
-        "sums gradients between layers; the exporter does not write such an "
-        "epilogue for token slices (compile without --token-slices)");
   auto module = main->getParentOfType<ModuleOp>();
   views.clear();
   views.resize(slices);
@@ -186,7 +182,7 @@ LogicalResult StagedExporter::classifySlice(SliceView &view,
     if (auto n = whole.getResultAttrOfType<StringAttr>(i, "rp.name"))
       results[n.getValue()] = v;
 
-  size_t pi = 0;
+  size_t pi = 0, ei = 0;
   for (Operation &op : fn.getBody().front()) {
     if (auto p = dyn_cast<ParamOp>(op)) {
       auto it = params.find(p.getName());
@@ -214,11 +210,24 @@ LogicalResult StagedExporter::classifySlice(SliceView &view,
         weights.insert(r);
       }
       ++pi;
+    } else if (ei < epilogue.size() &&
+               epilogue[ei]->getName() == op.getName() &&
+               epilogue[ei]->getResultTypes() == op.getResultTypes()) {
+      // The epilogue (a weight's per-use gradients summed: tied weights)
+      // is @main's, op by op: the slice's per-use gradients stand for
+      // @main's, whose accumulators they add to.
+      Operation *m = epilogue[ei++];
+      for (auto [v, mv] : llvm::zip(op.getOperands(), m->getOperands()))
+        if (v.getDefiningOp<LayerOp>())
+          canon[v] = mv;
+      for (auto [r, mr] : llvm::zip(op.getResults(), m->getResults()))
+        canon[r] = mr;
     } else {
       return op.emitOpError("runs between the layers of token slice @")
              << fn.getName()
              << "; the exporter writes slices whose function-level ops are "
-                "parameters, constants and the prologue";
+                "parameters, constants, the prologue and the epilogue, "
+                "@main's op by op";
     }
   }
   auto checkKept = [&](Value v, StringRef name) -> LogicalResult {

@@ -33,6 +33,7 @@
 # nothing: the plan is the unsliced one, byte for byte.
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -112,6 +113,19 @@ def worst(grads, ref):
                / np.abs(ref[k]).max() for k in ref)
 
 
+RACES = Path(__file__).resolve().parents[1] / "Target/Inputs/plan_races.py"
+
+
+def no_races(plan):
+    """plan_races.py on the plan: every two jobs touching a buffer, one
+    writing, ordered by the queues and events (staged-plan.test's check)."""
+    desc = plan.with_suffix(".json")
+    desc.write_text(rp.run_tool("rp-run", [str(plan), "--describe=json"])
+                    .stdout)
+    return subprocess.run([sys.executable, str(RACES), str(desc)],
+                          capture_output=True).returncode == 0
+
+
 def bitwise(a, b):
     return all(np.array_equal(a[k], b[k]) for k in b)
 
@@ -143,7 +157,7 @@ for name in ("llama", "qwen3", "mistral"):
                     f"1e-5 {abs(sl - loss) <= 1e-5 * abs(loss)}, "
                     f"{len(sg)} gradients within 1e-5 "
                     f"{worst(sg, grads) <= 1e-5}, reordered "
-                    f"{not bitwise(sg, grads)}")
+                    f"{not bitwise(sg, grads)}, no races {no_races(plan)}")
             if devices == 1:
                 first[slices] = sg
                 tw = worst(sg, ref_grads)
@@ -208,12 +222,12 @@ for name in ("llama", "qwen3", "mistral"):
     print(f"{name} one slice: the unsliced plan "
           f"{one.read_bytes() == plain.read_bytes()}")
 
-# CHECK: llama 1 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, PyTorch's within 1e-4 True True
-# CHECK: llama 1 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, PyTorch's within 1e-4 True True
-# CHECK: llama 2 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
-# CHECK: llama 2 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
-# CHECK: llama 4 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
-# CHECK: llama 4 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
+# CHECK: llama 1 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: llama 1 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: llama 2 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: llama 2 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: llama 4 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: llama 4 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
 # CHECK: llama 2 sequences a step, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
 # CHECK: llama batch 2, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
 # CHECK: llama tied f32, 2 devices, slices 20,16,12: loss within 1e-05 True, 20 gradients within 1e-05 True
@@ -222,19 +236,19 @@ for name in ("llama", "qwen3", "mistral"):
 # CHECK: llama 2 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up
 # CHECK: llama 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up
 # CHECK: llama one slice: the unsliced plan True
-# CHECK: qwen3 1 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, PyTorch's within 1e-4 True True
-# CHECK: qwen3 1 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, PyTorch's within 1e-4 True True
-# CHECK: qwen3 2 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, bitwise 1 device's True
-# CHECK: qwen3 2 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, bitwise 1 device's True
-# CHECK: qwen3 4 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, bitwise 1 device's True
-# CHECK: qwen3 4 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, bitwise 1 device's True
+# CHECK: qwen3 1 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: qwen3 1 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: qwen3 2 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: qwen3 2 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: qwen3 4 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: qwen3 4 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
 # CHECK: qwen3 1 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up
 # CHECK: qwen3 2 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up
 # CHECK: qwen3 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up
 # CHECK: qwen3 one slice: the unsliced plan True
-# CHECK: mistral 1 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, PyTorch's within 1e-4 True True
-# CHECK: mistral 1 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, PyTorch's within 1e-4 True True
-# CHECK: mistral 2 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
-# CHECK: mistral 2 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
-# CHECK: mistral 4 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
-# CHECK: mistral 4 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, bitwise 1 device's True
+# CHECK: mistral 1 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: mistral 1 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: mistral 2 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: mistral 2 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: mistral 4 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: mistral 4 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True

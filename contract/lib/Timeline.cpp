@@ -2,16 +2,18 @@
 
 #include "rp/timing/Timeline.h"
 
+#include "ShareTable.h"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <queue>
-#include <unordered_map>
 #include <utility>
 
 using namespace rp::timing;
+using rp::timing::detail::ShareTable;
 
 namespace {
 
@@ -52,21 +54,17 @@ void rp::timing::dependencies(const std::vector<Task> &tasks,
 
 namespace {
 
-/// The fair shares of one set of flows (resolve's fairShares): per flow
-/// its rate, per uplink direction and for DRAM the share in use.
-struct Shares {
-  std::vector<double> rate, linkUse;
-  double dramUse = 0;
+/// A resource of resolve's fair shares (a GPU's link direction, an uplink
+/// direction, host DRAM, the interpreters) and a flow's use of one.
+struct Resource {
+  double cap = 0;
+  int use = -1;                  ///< its linkUse index, or -2 for DRAM
+  unsigned first = 0, count = 0; ///< its flows in resourceFlows
+  unsigned key = 0;
 };
-
-/// FNV-1a over a set of flows' keys.
-struct KeyHash {
-  size_t operator()(const std::vector<uint64_t> &key) const {
-    uint64_t h = 1469598103934665603ull;
-    for (uint64_t v : key)
-      h = (h ^ v) * 1099511628211ull;
-    return size_t(h);
-  }
+struct Join {
+  unsigned resource;
+  double gbps;
 };
 
 /// resolve's working arrays, kept per thread between calls: the
@@ -83,7 +81,14 @@ struct Scratch {
   std::vector<std::pair<double, unsigned>> starts, ends;
   std::vector<char> watchEnded;
   std::vector<uint64_t> sharesKey;
-  std::unordered_map<std::vector<uint64_t>, Shares, KeyHash> shares;
+  ShareTable shares;
+  /// computeShares' arrays.
+  std::vector<Resource> resources;
+  std::vector<std::array<Join, 3>> joins;
+  std::vector<unsigned> resourceOfKey, joinCount;
+  std::vector<std::pair<unsigned, double>> resourceFlows;
+  std::vector<double> rate, slowOf;
+  std::vector<char> inFull;
 };
 
 /// A min-heap of (time, task) on a reused vector, in the order
@@ -262,28 +267,18 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // flows in the active order; every array is kept between calls, since
   // this runs at every start and end of a flow (the partitioner resolves
   // thousands of graphs: allocating here was half of a compile).
-  struct Resource {
-    double cap = 0;
-    int use = -1;                  ///< its linkUse index, or -2 for DRAM
-    unsigned first = 0, count = 0; ///< its flows in resourceFlows
-    unsigned key = 0;
-  };
-  std::vector<Resource> resources;
+  std::vector<Resource> &resources = sc.resources;
   // Per resource key (a GPU's link direction, an uplink direction, DRAM)
   // its index in `resources` while fairShares runs, else ~0u.
   unsigned linkKeys = 2 * lanes, dramKey = linkKeys + linkCount,
            interpreterKey = dramKey + 1;
-  std::vector<unsigned> resourceOfKey(interpreterKey + 1, ~0u);
-  // Per flow its (resource, GB/s) joins, at most three.
-  struct Join {
-    unsigned resource;
-    double gbps;
-  };
-  std::vector<std::array<Join, 3>> joins;
-  std::vector<unsigned> joinCount;
-  std::vector<std::pair<unsigned, double>> resourceFlows;
-  std::vector<double> rate;
-  std::vector<char> inFull;
+  std::vector<unsigned> &resourceOfKey = sc.resourceOfKey;
+  resourceOfKey.assign(interpreterKey + 1, ~0u);
+  std::vector<std::array<Join, 3>> &joins = sc.joins;
+  std::vector<unsigned> &joinCount = sc.joinCount;
+  std::vector<std::pair<unsigned, double>> &resourceFlows = sc.resourceFlows;
+  std::vector<double> &rate = sc.rate;
+  std::vector<char> &inFull = sc.inFull;
   auto computeShares = [&] {
     size_t flows = active.size();
     resources.clear();
@@ -384,36 +379,43 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       resourceOfKey[r.key] = ~0u;
   };
   // The shares are a function of the flows running, in the active order
-  // (each flow's link, device and DRAM rate): a run's steps bring the same
-  // sets back again and again, so each set's answer is kept for the rest
-  // of this graph, bit for bit the one computed.
-  std::unordered_map<std::vector<uint64_t>, Shares, KeyHash> &known = sc.shares;
-  known.clear();
+  // (each flow's link, device and DRAM rate), and of the host model: each
+  // set's answer is kept in the thread's ShareTable, for this graph and
+  // the graphs after it on the same host model, bit for bit the one
+  // computed.
+  ShareTable &known = sc.shares;
+  if (hostOn)
+    known.use(ShareTable::Context::of(host, linkCount));
   std::vector<uint64_t> &key = sc.sharesKey;
+  std::vector<double> &slowOf = sc.slowOf;
   auto fairShares = [&] {
     key.clear();
+    uint64_t hash = ShareTable::kHashStart;
     for (unsigned i : active) {
-      key.push_back(uint64_t(linkOfTask[i]) << 32 | laneOf[i] / kLanes);
+      uint64_t word = uint64_t(linkOfTask[i]) << 32 | laneOf[i] / kLanes;
+      key.push_back(word);
+      hash = ShareTable::hashWord(hash, word);
       if (linkOfTask[i] == ~1u) {
         double gbps = tasks[i].hostGBps;
-        uint64_t bits;
-        std::memcpy(&bits, &gbps, sizeof(bits));
-        key.push_back(bits);
+        std::memcpy(&word, &gbps, sizeof(word));
+        key.push_back(word);
+        hash = ShareTable::hashWord(hash, word);
       }
     }
-    auto [it, inserted] = known.try_emplace(key);
-    Shares &shares = it->second;
-    if (inserted) {
-      computeShares();
-      shares.rate.assign(rate.begin(), rate.begin() + active.size());
-      shares.linkUse = linkUse;
-      shares.dramUse = dramUse;
+    ShareTable::Answer kept;
+    if (known.find(key, hash, kept)) {
+      for (size_t f = 0; f < active.size(); ++f)
+        slow[active[f]] = kept.slow[f];
+      std::copy(kept.linkUse, kept.linkUse + linkCount, linkUse.begin());
+      dramUse = kept.dramUse;
       return;
     }
+    computeShares();
+    slowOf.resize(active.size());
     for (size_t f = 0; f < active.size(); ++f)
-      slow[active[f]] = 1 / shares.rate[f];
-    std::copy(shares.linkUse.begin(), shares.linkUse.end(), linkUse.begin());
-    dramUse = shares.dramUse;
+      slowOf[f] = slow[active[f]];
+    known.insert(key, hash, slowOf.data(), active.size(), linkUse.data(),
+                 dramUse);
   };
   for (unsigned i = 0; i < n; ++i)
     if (pending[i] == 0)

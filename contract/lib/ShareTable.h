@@ -38,7 +38,7 @@ public:
            copyDramFactor = 0;
     unsigned interpreters = 0, linkCount = 0;
     static Context of(const HostModel &h, unsigned linkCount) {
-      return {h.h2dGBps,    h.d2hGBps,      h.uplinkGBps, h.dramGBps,
+      return {h.h2dGBps,        h.d2hGBps,      h.uplinkGBps, h.dramGBps,
               h.copyDramFactor, h.interpreters, linkCount};
     }
     bool sameAs(const Context &o) const {

@@ -67,17 +67,33 @@ struct Join {
   double gbps;
 };
 
+/// What resolve reads and writes of a task as it runs, in one place: a
+/// task's start reads its lane, duration and link, and a predecessor's end
+/// its lane, readiness and count of predecessors left. In arrays of their
+/// own these were a cache miss each (a 256-layer candidate's run has
+/// ~100,000 tasks, Qwen3-32B's report ~34,000 on average), most of the
+/// timing's time.
+struct TaskState {
+  /// When its last predecessor ended (plus the hand-off), and its duration.
+  double readyAt, ms;
+  /// Its (device, lane) as one number; its uplink direction (2 * uplink +
+  /// up) or another flow kind (resolve's kInterpreter, ~1u) or ~0u; its
+  /// predecessors not ended yet.
+  unsigned lane, link, pending;
+};
+
 /// resolve's working arrays, kept per thread between calls: the
 /// partitioner resolves thousands of graphs of tens of thousands of tasks,
 /// and allocating and freeing these was a fifth of a compile.
 struct Scratch {
-  std::vector<unsigned> lastOnLane, pending, first, edges, fill, linkOfTask,
-      active, perLink, drained, watchAt, laneOf, waitFirst, waitFlat;
+  std::vector<unsigned> lastOnLane, first, edges, fill, active, perLink,
+      drained, watchAt, waitFirst, waitFlat;
+  std::vector<TaskState> state;
   /// Per task on the interpreters: its parts not yet ended (the kernels and
   /// the issue flow), and whether its flow is the issue work.
   std::vector<unsigned> partsLeft;
   std::vector<char> issuing;
-  std::vector<double> readyAt, remaining, slow, linkUse, msOf;
+  std::vector<double> remaining, slow, linkUse;
   std::vector<std::pair<double, unsigned>> starts, ends;
   std::vector<char> watchEnded;
   std::vector<uint64_t> sharesKey;
@@ -121,24 +137,20 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // predecessor, then the waits, as dependencies() lists them.
   unsigned lanes = 0;
   constexpr unsigned kLanes = unsigned(Lane::host) + 1;
-  std::vector<unsigned> &lastOnLane = sc.lastOnLane, &pending = sc.pending,
-                        &first = sc.first, &edges = sc.edges;
-  // Per task its (device, lane) as one number: finish compares the lanes
-  // of a task and each successor, and the tasks themselves are too large
-  // to walk in cache (a 256-layer candidate's run: ~100,000 of them).
-  // The same for a task's duration, read when it starts, and for its
-  // waits: each task's own vector is read once, into one flat array that
-  // the second pass below walks.
-  std::vector<unsigned> &laneOf = sc.laneOf, &waitFirst = sc.waitFirst,
-                        &waitFlat = sc.waitFlat;
-  std::vector<double> &msOf = sc.msOf;
+  std::vector<unsigned> &lastOnLane = sc.lastOnLane, &first = sc.first,
+                        &edges = sc.edges;
+  // Per task its lane, duration, link, readiness and pending count
+  // (TaskState): the tasks themselves are too large to walk in cache (a
+  // 256-layer candidate's run: ~100,000 of them). A task's waits are read
+  // once, into one flat array that the second pass below walks (a flat
+  // graph's in place).
+  std::vector<unsigned> &waitFirst = sc.waitFirst, &waitFlat = sc.waitFlat;
+  std::vector<TaskState> &st = sc.state;
   bool flat = graph.flat();
-  laneOf.resize(n);
-  msOf.resize(n);
+  st.resize(n);
   waitFirst.resize(n + 1);
   waitFlat.clear();
   lastOnLane.clear();
-  pending.assign(n, 0);
   first.assign(n + 1, 0);
   // Per task its uplink direction (2 * uplink + up), or ~0u; with the host
   // model on, host tasks that stream host memory are flows too (~1u); with
@@ -147,8 +159,6 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   constexpr unsigned kInterpreter = ~2u;
   const HostModel &host = graph.host;
   bool hostOn = host.on();
-  std::vector<unsigned> &linkOfTask = sc.linkOfTask;
-  linkOfTask.resize(n);
   unsigned linkCount = 0;
   // One pass over the tasks (the lanes, durations, links and waits) that
   // also counts the edges; a second pass over the same edges in the same
@@ -156,27 +166,29 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   for (unsigned i = 0; i < n; ++i) {
     const Task &task = tasks[i];
     lanes = std::max(lanes, task.device + 1);
-    laneOf[i] = task.device * kLanes + unsigned(task.lane);
-    msOf[i] = task.ms;
-    linkOfTask[i] = ~0u;
+    st[i].lane = task.device * kLanes + unsigned(task.lane);
+    st[i].ms = task.ms;
+    st[i].readyAt = 0;
+    st[i].pending = 0;
+    st[i].link = ~0u;
     if (std::optional<std::pair<unsigned, bool>> l =
             linkOf(task, graph.gpusPerLink)) {
-      linkOfTask[i] = 2 * l->first + (l->second ? 1 : 0);
-      linkCount = std::max(linkCount, linkOfTask[i] + 1);
+      st[i].link = 2 * l->first + (l->second ? 1 : 0);
+      linkCount = std::max(linkCount, st[i].link + 1);
     } else if (hostOn && host.dramGBps > 0 && task.lane == Lane::host &&
                task.hostGBps > 0) {
-      linkOfTask[i] = ~1u;
+      st[i].link = ~1u;
     } else if (host.interpreters > 0 &&
                (task.dispatchMs > 0 || task.issueMs > 0)) {
-      linkOfTask[i] = kInterpreter;
+      st[i].link = kInterpreter;
     }
     waitFirst[i] = unsigned(waitFlat.size());
-    if (laneOf[i] >= lastOnLane.size())
+    if (st[i].lane >= lastOnLane.size())
       lastOnLane.resize(size_t(lanes) * kLanes, ~0u);
-    unsigned &last = lastOnLane[laneOf[i]];
+    unsigned &last = lastOnLane[st[i].lane];
     if (last != ~0u) {
       ++first[last + 1];
-      ++pending[i];
+      ++st[i].pending;
     }
     last = i;
     // A flat graph's waits are read in place; a task's own vector is
@@ -186,7 +198,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
         if (!flat)
           waitFlat.push_back(w);
         ++first[w + 1];
-        ++pending[i];
+        ++st[i].pending;
       }
   }
   waitFirst[n] = unsigned(waitFlat.size());
@@ -200,7 +212,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     fill.assign(first.begin(), first.end() - 1);
     lastOnLane.assign(size_t(lanes) * kLanes, ~0u);
     for (unsigned i = 0; i < n; ++i) {
-      unsigned &last = lastOnLane[laneOf[i]];
+      unsigned &last = lastOnLane[st[i].lane];
       if (last != ~0u)
         edges[fill[last]++] = i;
       last = i;
@@ -228,8 +240,6 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   sc.starts.clear();
   sc.ends.clear();
   MinHeap starts{sc.starts}, ends{sc.ends};
-  std::vector<double> &readyAt = sc.readyAt;
-  readyAt.assign(n, 0);
   // The flows running, in no particular order, and how much slower than
   // alone each runs.
   std::vector<unsigned> &active = sc.active;
@@ -250,14 +260,14 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     std::fill(perLink.begin(), perLink.end(), 0);
     unsigned dispatching = 0;
     for (unsigned i : active)
-      if (linkOfTask[i] == kInterpreter)
+      if (st[i].link == kInterpreter)
         ++dispatching;
       else
-        ++perLink[linkOfTask[i]];
+        ++perLink[st[i].link];
     for (unsigned i : active)
-      slow[i] = linkOfTask[i] == kInterpreter
+      slow[i] = st[i].link == kInterpreter
                     ? std::max(1.0, double(dispatching) / host.interpreters)
-                    : perLink[linkOfTask[i]];
+                    : perLink[st[i].link];
   };
   // Max-min fair rates over the GPUs' links, the uplinks and host DRAM
   // (progressive filling): each round, the resource that fills first at a
@@ -296,7 +306,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     };
     for (unsigned f = 0; f < flows; ++f) {
       const Task &task = tasks[active[f]];
-      unsigned l = linkOfTask[active[f]];
+      unsigned l = st[active[f]].link;
       if (l == ~1u) {
         join(dramKey, host.dramGBps, -2, f, task.hostGBps);
         continue;
@@ -392,10 +402,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     key.clear();
     uint64_t hash = ShareTable::kHashStart;
     for (unsigned i : active) {
-      uint64_t word = uint64_t(linkOfTask[i]) << 32 | laneOf[i] / kLanes;
+      uint64_t word = uint64_t(st[i].link) << 32 | st[i].lane / kLanes;
       key.push_back(word);
       hash = ShareTable::hashWord(hash, word);
-      if (linkOfTask[i] == ~1u) {
+      if (st[i].link == ~1u) {
         double gbps = tasks[i].hostGBps;
         std::memcpy(&word, &gbps, sizeof(word));
         key.push_back(word);
@@ -418,7 +428,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
                  dramUse);
   };
   for (unsigned i = 0; i < n; ++i)
-    if (pending[i] == 0)
+    if (st[i].pending == 0)
       starts.push({0.0, i});
   double now = 0;
   unsigned done = 0;
@@ -447,11 +457,11 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     ++done;
     for (unsigned e = first[i]; e < first[i + 1]; ++e) {
       unsigned s = edges[e];
-      bool otherLane = laneOf[s] != laneOf[i];
-      readyAt[s] =
-          std::max(readyAt[s], now + (otherLane ? graph.handoffMs : 0));
-      if (--pending[s] == 0)
-        starts.push({readyAt[s], s});
+      bool otherLane = st[s].lane != st[i].lane;
+      st[s].readyAt =
+          std::max(st[s].readyAt, now + (otherLane ? graph.handoffMs : 0));
+      if (--st[s].pending == 0)
+        starts.push({st[s].readyAt, s});
     }
   };
   std::vector<unsigned> &drained = sc.drained;
@@ -531,7 +541,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     }
     std::sort(drained.begin(), drained.end());
     for (unsigned i : drained)
-      if (linkOfTask[i] != kInterpreter) {
+      if (st[i].link != kInterpreter) {
         finish(i);
       } else if (issuing[i]) {
         t.interpreterBusyMs += tasks[i].issueMs;
@@ -546,19 +556,18 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       unsigned i = starts.top().second;
       starts.pop();
       t.start[i] = now;
-      double ms = msOf[i];
-      unsigned device = laneOf[i] / kLanes;
-      if (laneOf[i] % kLanes == unsigned(Lane::compute) &&
+      double ms = st[i].ms;
+      unsigned device = st[i].lane / kLanes;
+      if (st[i].lane % kLanes == unsigned(Lane::compute) &&
           device < graph.devices)
         t.computeBusyMs[device] += ms;
       if (ms <= 0) {
         finish(i);
-      } else if (linkOfTask[i] == kInterpreter && tasks[i].dispatchMs <= 0) {
+      } else if (st[i].link == kInterpreter && tasks[i].dispatchMs <= 0) {
         kernelsFrom(i);
-      } else if (linkOfTask[i] != ~0u) {
-        remaining[i] = linkOfTask[i] == kInterpreter
-                           ? std::min(tasks[i].dispatchMs, ms)
-                           : ms;
+      } else if (st[i].link != ~0u) {
+        remaining[i] =
+            st[i].link == kInterpreter ? std::min(tasks[i].dispatchMs, ms) : ms;
         active.push_back(i);
         changed = true;
       } else {
@@ -573,7 +582,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   if (done != n && !enough) {
     if (stuck)
       for (unsigned i = 0; i < n; ++i)
-        if (pending[i] != 0) {
+        if (st[i].pending != 0) {
           *stuck = i;
           break;
         }

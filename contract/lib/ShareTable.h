@@ -11,9 +11,11 @@
 // million times, and a hash map of vectors cleared per graph (its nodes
 // allocated and freed) was about 40 % of Qwen3-235B LoRA's compile.
 //
-// Flat: the keys in one array, the answers in another, an open-addressed
-// index of entry numbers; nothing is allocated per entry. Past kMaxWords
-// words of keys or answers the table starts afresh (an answer is the same
+// Flat: each entry's key and answer side by side in one array (a look-up
+// reads one place, not a key here and an answer there), and an
+// open-addressed index of their offsets tagged with half the hash (a probe
+// that misses reads no entry); nothing is allocated per entry. Past
+// kMaxWords words the table starts afresh (an answer is the same
 // whether looked up or computed again, so only the time depends on it).
 //
 //===----------------------------------------------------------------------===//
@@ -51,8 +53,13 @@ public:
   /// An answer: per flow (in the key's order) how much slower than alone it
   /// runs, per uplink direction its share in use, and DRAM's.
   struct Answer {
-    const double *slow, *linkUse;
-    double dramUse;
+    const uint64_t *words = nullptr;
+    size_t flows = 0;
+    double slow(size_t f) const { return asDouble(words[f]); }
+    double linkUse(size_t l) const { return asDouble(words[flows + l]); }
+    double dramUse(size_t linkCount) const {
+      return asDouble(words[flows + linkCount]);
+    }
   };
 
   /// Starts afresh unless `c` is the context of the answers kept.
@@ -76,16 +83,18 @@ public:
     if (slots.empty())
       return false;
     size_t mask = slots.size() - 1;
+    uint64_t tag = hash >> 32;
     for (size_t s = slotOf(hash) & mask;; s = (s + 1) & mask) {
-      uint32_t e = slots[s];
-      if (e == kEmpty)
+      uint64_t slot = slots[s];
+      if (slot == kEmpty)
         return false;
-      const Entry &entry = entries[e];
-      if (entry.hash == hash && entry.keyLen == key.size() &&
-          std::memcmp(keys.data() + entry.keyAt, key.data(),
-                      key.size() * sizeof(uint64_t)) == 0) {
-        const double *v = values.data() + entry.valueAt;
-        answer = {v, v + entry.flows, v[entry.flows + context.linkCount]};
+      if (slot >> 32 != tag)
+        continue;
+      const uint64_t *entry = data.data() + uint32_t(slot);
+      if (entry[0] == hash && entry[1] == key.size() &&
+          std::memcmp(entry + 3, key.data(), key.size() * sizeof(uint64_t)) ==
+              0) {
+        answer = {entry + 3 + key.size(), size_t(entry[2])};
         return true;
       }
     }
@@ -96,60 +105,75 @@ public:
   void insert(const std::vector<uint64_t> &key, uint64_t hash,
               const double *slow, size_t flows, const double *linkUse,
               double dramUse) {
-    if (keys.size() + key.size() > kMaxWords ||
-        values.size() + flows + context.linkCount + 1 > kMaxWords)
+    size_t words = 3 + key.size() + flows + context.linkCount + 1;
+    if (data.size() + words > kMaxWords)
       clear();
-    if (2 * (entries.size() + 1) > slots.size())
+    if (2 * (entries + 1) > slots.size())
       grow();
-    Entry entry{hash, uint32_t(keys.size()), uint32_t(key.size()),
-                uint32_t(values.size()), uint32_t(flows)};
-    keys.insert(keys.end(), key.begin(), key.end());
-    values.insert(values.end(), slow, slow + flows);
-    values.insert(values.end(), linkUse, linkUse + context.linkCount);
-    values.push_back(dramUse);
-    place(uint32_t(entries.size()), hash);
-    entries.push_back(entry);
+    uint64_t at = data.size();
+    data.push_back(hash);
+    data.push_back(key.size());
+    data.push_back(flows);
+    data.insert(data.end(), key.begin(), key.end());
+    for (size_t f = 0; f < flows; ++f)
+      data.push_back(asWord(slow[f]));
+    for (size_t l = 0; l < context.linkCount; ++l)
+      data.push_back(asWord(linkUse[l]));
+    data.push_back(asWord(dramUse));
+    place(hash >> 32 << 32 | at);
+    ++entries;
   }
 
 private:
-  static constexpr uint32_t kEmpty = ~0u;
-  /// About 16 MiB of keys and as much of answers per thread.
-  static constexpr size_t kMaxWords = size_t(1) << 21;
+  static constexpr uint64_t kEmpty = ~uint64_t(0);
+  /// About 32 MiB per thread.
+  static constexpr size_t kMaxWords = size_t(1) << 22;
 
-  struct Entry {
-    uint64_t hash;
-    uint32_t keyAt, keyLen, valueAt, flows;
-  };
-
+  static double asDouble(uint64_t w) {
+    double d;
+    std::memcpy(&d, &w, sizeof(d));
+    return d;
+  }
+  static uint64_t asWord(double d) {
+    uint64_t w;
+    std::memcpy(&w, &d, sizeof(w));
+    return w;
+  }
   static size_t slotOf(uint64_t hash) { return size_t(hash ^ (hash >> 29)); }
 
-  void place(uint32_t e, uint64_t hash) {
+  /// Places a slot word (the hash's high half, the entry's offset in data).
+  void place(uint64_t slot) {
     size_t mask = slots.size() - 1;
-    size_t s = slotOf(hash) & mask;
+    const uint64_t *entry = data.data() + uint32_t(slot);
+    size_t s = slotOf(entry[0]) & mask;
     while (slots[s] != kEmpty)
       s = (s + 1) & mask;
-    slots[s] = e;
+    slots[s] = slot;
   }
 
   void grow() {
-    slots.assign(slots.empty() ? 1024 : 2 * slots.size(), kEmpty);
-    for (uint32_t e = 0; e < entries.size(); ++e)
-      place(e, entries[e].hash);
+    std::vector<uint64_t> old(slots.size() ? 2 * slots.size() : 1024, kEmpty);
+    old.swap(slots);
+    for (uint64_t slot : old)
+      if (slot != kEmpty)
+        place(slot);
   }
 
   void clear() {
-    keys.clear();
-    values.clear();
-    entries.clear();
+    data.clear();
+    entries = 0;
     std::fill(slots.begin(), slots.end(), kEmpty);
   }
 
   Context context;
   bool valid = false;
-  std::vector<uint64_t> keys;
-  std::vector<double> values;
-  std::vector<Entry> entries;
-  std::vector<uint32_t> slots;
+  /// Per entry: its hash, key length and flows, the key, then the answer
+  /// (slow per flow, linkUse per uplink direction, dramUse) as bits.
+  std::vector<uint64_t> data;
+  size_t entries = 0;
+  /// Open addressing: per slot the hash's high half and the entry's offset
+  /// in data, or kEmpty.
+  std::vector<uint64_t> slots;
 };
 
 } // namespace rp::timing::detail

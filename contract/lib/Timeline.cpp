@@ -415,9 +415,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     ShareTable::Answer kept;
     if (known.find(key, hash, kept)) {
       for (size_t f = 0; f < active.size(); ++f)
-        slow[active[f]] = kept.slow[f];
-      std::copy(kept.linkUse, kept.linkUse + linkCount, linkUse.begin());
-      dramUse = kept.dramUse;
+        slow[active[f]] = kept.slow(f);
+      for (unsigned l = 0; l < linkCount; ++l)
+        linkUse[l] = kept.linkUse(l);
+      dramUse = kept.dramUse(linkCount);
       return;
     }
     computeShares();

@@ -126,8 +126,8 @@ public:
 
 private:
   static constexpr uint64_t kEmpty = ~uint64_t(0);
-  /// About 32 MiB per thread.
-  static constexpr size_t kMaxWords = size_t(1) << 22;
+  /// About 64 MiB per thread.
+  static constexpr size_t kMaxWords = size_t(1) << 23;
 
   static double asDouble(uint64_t w) {
     double d;

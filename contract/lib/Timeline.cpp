@@ -61,6 +61,7 @@ struct Resource {
   int use = -1;                  ///< its linkUse index, or -2 for DRAM
   unsigned first = 0, count = 0; ///< its flows in resourceFlows
   unsigned key = 0;
+  unsigned unfixed = 0; ///< its flows without a rate yet
 };
 struct Join {
   unsigned resource;
@@ -284,6 +285,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
            interpreterKey = dramKey + 1;
   std::vector<unsigned> &resourceOfKey = sc.resourceOfKey;
   resourceOfKey.assign(interpreterKey + 1, ~0u);
+  resources.resize(interpreterKey + 1);
   std::vector<std::array<Join, 3>> &joins = sc.joins;
   std::vector<unsigned> &joinCount = sc.joinCount;
   std::vector<std::pair<unsigned, double>> &resourceFlows = sc.resourceFlows;
@@ -291,15 +293,16 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   std::vector<char> &inFull = sc.inFull;
   auto computeShares = [&] {
     size_t flows = active.size();
-    resources.clear();
+    // At most one resource per key: written in place, none allocated.
+    unsigned resourceCount = 0;
     joins.resize(flows);
     joinCount.assign(flows, 0);
     auto join = [&](unsigned key, double cap, int use, unsigned f,
                     double gbps) {
       unsigned &r = resourceOfKey[key];
       if (r == ~0u) {
-        r = unsigned(resources.size());
-        resources.push_back({cap, use, 0, 0, key});
+        r = resourceCount++;
+        resources[r] = {cap, use, 0, 0, key, 0};
       }
       ++resources[r].count;
       joins[f][joinCount[f]++] = {r, gbps};
@@ -327,10 +330,11 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     }
     // Each resource's flows, in flow order, in one array.
     unsigned at = 0;
-    for (Resource &r : resources) {
-      r.first = at;
-      at += r.count;
-      r.count = 0;
+    for (unsigned r = 0; r < resourceCount; ++r) {
+      resources[r].first = at;
+      at += resources[r].count;
+      resources[r].unfixed = resources[r].count;
+      resources[r].count = 0;
     }
     resourceFlows.resize(at);
     for (unsigned f = 0; f < flows; ++f)
@@ -344,7 +348,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     while (left) {
       double level = 1;
       int full = -1;
-      for (size_t r = 0; r < resources.size(); ++r) {
+      for (unsigned r = 0; r < resourceCount; ++r) {
+        // With every flow fixed it wants nothing and cannot fill first.
+        if (resources[r].unfixed == 0)
+          continue;
         double avail = resources[r].cap, want = 0;
         for (unsigned k = 0; k < resources[r].count; ++k) {
           auto [f, gbps] = resourceFlows[resources[r].first + k];
@@ -365,6 +372,8 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
         if (rate[f] < 0 && (full < 0 || inFull[f])) {
           rate[f] = level;
           --left;
+          for (unsigned j = 0; j < joinCount[f]; ++j)
+            --resources[joins[f][j].resource].unfixed;
         }
       if (full >= 0)
         for (unsigned k = 0; k < resources[full].count; ++k)
@@ -374,7 +383,8 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       slow[active[f]] = 1 / rate[f];
     std::fill(linkUse.begin(), linkUse.end(), 0);
     dramUse = 0;
-    for (const Resource &r : resources) {
+    for (unsigned ri = 0; ri < resourceCount; ++ri) {
+      const Resource &r = resources[ri];
       double used = 0;
       for (unsigned k = 0; k < r.count; ++k) {
         auto [f, gbps] = resourceFlows[r.first + k];
@@ -385,8 +395,8 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       else if (r.use == -2)
         dramUse = used / r.cap;
     }
-    for (const Resource &r : resources)
-      resourceOfKey[r.key] = ~0u;
+    for (unsigned r = 0; r < resourceCount; ++r)
+      resourceOfKey[resources[r].key] = ~0u;
   };
   // The shares are a function of the flows running, in the active order
   // (each flow's link, device and DRAM rate), and of the host model: each

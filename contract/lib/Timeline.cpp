@@ -68,18 +68,14 @@ struct Join {
   double gbps;
 };
 
-/// What resolve reads and writes of a task as it runs, in one place: a
-/// task's start reads its lane, duration and link, and a predecessor's end
-/// its lane, readiness and count of predecessors left. In arrays of their
-/// own these were a cache miss each (a 256-layer candidate's run has
-/// ~100,000 tasks, Qwen3-32B's report ~34,000 on average), most of the
-/// timing's time.
+/// What resolve reads and writes of a task as it runs, in one place (a
+/// start reads lane, duration and link; a predecessor's end lane, readiness
+/// and pending): in arrays of their own, a cache miss each on runs of up to
+/// ~100,000 tasks. readyAt: its last predecessor's end (plus the hand-off);
+/// lane: (device, lane) as one number; link: its uplink direction (2 *
+/// uplink + up), another flow kind (kInterpreter, ~1u) or ~0u.
 struct TaskState {
-  /// When its last predecessor ended (plus the hand-off), and its duration.
   double readyAt, ms;
-  /// Its (device, lane) as one number; its uplink direction (2 * uplink +
-  /// up) or another flow kind (resolve's kInterpreter, ~1u) or ~0u; its
-  /// predecessors not ended yet.
   unsigned lane, link, pending;
 };
 

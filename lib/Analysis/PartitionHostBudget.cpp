@@ -278,8 +278,8 @@ const Candidate *fastest(const std::vector<Candidate> &tried) {
 
 /// No host budget, a slack (SearchTarget::hostSlack): the same walk from
 /// the fastest partition `p`, each move the fastest that stages fewer
-/// bytes, while its step stays within twice the slack (a device count of
-/// moves past it, the step not being monotone in the merges). Then the
+/// bytes, while its step stays within the slack (a device count of moves
+/// past it, the step not being monotone in the merges). Then the
 /// least staged level at which a partition the walk tried is within the
 /// slack and stages at least hostSlackBytes less than `p`: the fastest
 /// partition tried within that level, climbed under it (as under a
@@ -304,7 +304,6 @@ Partition holdNearFastest(const Partition &p, llvm::ArrayRef<LayerCost> layers,
   ++clock.timed;
   const double fastestMs = estimatedStepMs(p, layers, t);
   const double bound = fastestMs * (1 + t.hostSlack);
-  const double walkBound = fastestMs * (1 + 2 * t.hostSlack);
   const int64_t most = peak.hostBytes - t.hostSlackBytes;
   Partition cur = p;
   DevicePeak curPeak = peak;
@@ -317,7 +316,7 @@ Partition holdNearFastest(const Partition &p, llvm::ArrayRef<LayerCost> layers,
     const Candidate *best = fastest(tried);
     if (!best)
       break;
-    pastBound = best->ms <= walkBound ? 0 : pastBound + 1;
+    pastBound = best->ms <= bound ? 0 : pastBound + 1;
     cur = best->p;
     curPeak = best->peak;
     for (Candidate &c : tried)

@@ -278,18 +278,22 @@ const Candidate *fastest(const std::vector<Candidate> &tried) {
 
 /// No host budget, a slack (SearchTarget::hostSlack): the same walk from
 /// the fastest partition `p`, each move the fastest that stages fewer
-/// bytes, while its step stays within twice the slack (a device count of
-/// moves past it, the step not being monotone in the merges): the climb
-/// after it takes back part of what the merges cost, as under a budget.
-/// Then, as a host budget would, the fastest partition the walk reached
-/// within a staged level, climbed under it; the least level whose climbed
-/// step is within the slack and that stages at least hostSlackBytes less
-/// than `p`, found by bisection over the levels (a climb each: the
-/// climbed step grows as the level falls, which is assumed, not shown).
-/// `p` itself where no level does. Llama-3.1-8B NF4 LoRA, 8 x RTX 4090:
-/// 18 GiB staged for 2.7 % over the fastest stages' 32 GiB; Qwen3-32B
-/// bf16: 62.5 GiB for 3.9 % over 80, but 12,265 step-time estimates
-/// (456 s of CPU against 51 for the compile), most in the climbs.
+/// bytes, while its step stays within the slack (a device count of moves
+/// past it, the step not being monotone in the merges). Then the
+/// least staged level at which a partition the walk tried is within the
+/// slack and stages at least hostSlackBytes less than `p`: the fastest
+/// partition tried within that level, climbed under it (as under a
+/// budget: the climb takes back part of what the merges cost). `p` itself
+/// where no level is.
+/// One climb, from a start already within the slack, so a few rounds: a
+/// bisection over every level the walk reached, a climb each, found no
+/// lower level for its cost. The climbed step is not monotone in the
+/// level: Llama-3.1-8B NF4 LoRA (unfused), 8 x RTX 4090: climbed at 16 GiB
+/// from the walk's 15,706.6 ms it stops at 15,638.0, over the 5 % bound of
+/// 14,462.6, at 14 GiB from 20,524.1 it reaches 14,105.8, so the bisection
+/// stopped at 18 GiB (14,149.7) as this does; Qwen3-32B bf16's climbs from
+/// starts far over the bound took 2,378 and 3,168 step-time estimates
+/// each, and the compile 456 s of CPU against 51.
 Partition holdNearFastest(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                           const SearchTarget &t) {
   DevicePeak peak = devicePeak(p, layers, t);
@@ -300,62 +304,40 @@ Partition holdNearFastest(const Partition &p, llvm::ArrayRef<LayerCost> layers,
   ++clock.timed;
   const double fastestMs = estimatedStepMs(p, layers, t);
   const double bound = fastestMs * (1 + t.hostSlack);
-  const double walkBound = fastestMs * (1 + 2 * t.hostSlack);
   const int64_t most = peak.hostBytes - t.hostSlackBytes;
   Partition cur = p;
   DevicePeak curPeak = peak;
-  std::vector<Candidate> seen;
+  // The least staged level within the slack, and the fastest partition
+  // tried within it.
+  std::optional<Candidate> from;
   unsigned pastBound = 0;
   while (pastBound <= t.devices) {
     std::vector<Candidate> tried = hold.stagingRound(cur, curPeak);
     const Candidate *best = fastest(tried);
     if (!best)
       break;
-    pastBound = best->ms <= walkBound ? 0 : pastBound + 1;
+    pastBound = best->ms <= bound ? 0 : pastBound + 1;
     cur = best->p;
     curPeak = best->peak;
     for (Candidate &c : tried)
-      if (c.usable && c.peak.hostBytes <= most)
-        seen.push_back(std::move(c));
+      if (c.usable && c.peak.hostBytes <= most && c.ms <= bound &&
+          (!from || c.peak.hostBytes < from->peak.hostBytes ||
+           (c.peak.hostBytes == from->peak.hostBytes && before(c, *from))))
+        from = std::move(c);
   }
-  std::vector<int64_t> levels;
-  levels.reserve(seen.size());
-  for (const Candidate &c : seen)
-    levels.push_back(c.peak.hostBytes);
-  std::sort(levels.begin(), levels.end());
-  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
-  // The fastest reached within `level`, climbed under it.
-  auto heldAt = [&](int64_t level, double &ms) {
-    const Candidate *from = nullptr;
-    for (const Candidate &c : seen)
-      if (c.peak.hostBytes <= level && (!from || before(c, *from)))
-        from = &c;
-    ms = from->ms;
-    return hold.climb(from->p, ms, level);
-  };
-  std::optional<Partition> held;
-  double heldMs = 0;
-  for (size_t lo = 0, hi = levels.size(); lo < hi;) {
-    size_t mid = lo + (hi - lo) / 2;
-    double ms = 0;
-    Partition q = heldAt(levels[mid], ms);
-    if (ms <= bound) {
-      held = std::move(q);
-      heldMs = ms;
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  if (!held)
+  if (!from)
     return p;
-  scorePartition(*held, layers, t.devices);
-  Sizes s = toSizes(*held);
+  // Those tried that stage less are over the slack: `from` is the
+  // fastest within its level.
+  const int64_t level = from->peak.hostBytes;
+  double heldMs = from->ms;
+  Partition held = hold.climb(std::move(from->p), heldMs, level);
+  scorePartition(held, layers, t.devices);
+  Sizes s = toSizes(held);
   std::lock_guard<std::mutex> lock(slackMutex);
   slackTaken.push_back({s.fwd, s.bwd, s.tail, heldMs, fastestMs,
-                        devicePeak(*held, layers, t).hostBytes,
-                        peak.hostBytes});
-  return *held;
+                        devicePeak(held, layers, t).hostBytes, peak.hostBytes});
+  return held;
 }
 
 } // namespace

@@ -183,13 +183,52 @@ static Value ossExperts(NodeImporter &n, Value rows, Value counts,
   return biased(h, w2, b2, hidden);
 }
 
+/// The numbers of elements of a ranked tensor.
+static int64_t elementsOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+/// A routed block (MoERouted.h: inputs x, the weights, the two stacks, the
+/// chosen experts, all computed by the graph): x as [T, H], the weights
+/// and the experts as [T, k].
+static LogicalResult routedInputs(NodeImporter &n, int64_t k, Value &x,
+                                  Value &weights, Value &chosen) {
+  Value w13 = n.input(2), ids = n.input(4);
+  x = n.input(0);
+  weights = n.input(1);
+  if (!x || !weights || !w13 || !ids)
+    return failure();
+  auto ws = cast<RankedTensorType>(w13.getType()).getShape();
+  auto xs = cast<RankedTensorType>(x.getType()).getShape();
+  int64_t hidden = ws.size() == 3 ? ws[2] : 0;
+  if (!hidden || xs.empty() || xs.back() != hidden)
+    return n.error() << "the tokens " << x.getType()
+                     << " are not rows of the experts' width (the stack "
+                     << w13.getType() << ")";
+  int64_t tokens = elementsOf(x) / hidden;
+  if (elementsOf(weights) != tokens * k || elementsOf(ids) != tokens * k)
+    return n.error() << "the routing weights " << weights.getType()
+                     << " and chosen experts " << ids.getType() << " are not "
+                     << k << " per token of " << tokens;
+  Type f = cast<RankedTensorType>(x.getType()).getElementType();
+  x = n.reshape(x, {tokens, hidden});
+  weights = n.reshape(n.castTo(weights, f), {tokens, k});
+  chosen = n.reshape(n.castTo(ids, n.builder.getI64Type()), {tokens, k});
+  return success();
+}
+
 LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
   bool stacked = n.intAttr("stacked", 0) != 0;
   // A sigmoid router passes its scores as `logits` and the scores it picks
   // experts by as the last input.
   bool sigmoid = n.intAttr("sigmoid", 0) != 0;
+  bool routed = n.intAttr("routed", 0) != 0;
+  int64_t k = n.intAttr("top_k", 1);
+  Value weights, chosen;
   Value x = n.input(0), logits = n.input(1);
   if (!x || !logits)
+    return failure();
+  if (routed && failed(routedInputs(n, k, x, weights, chosen)))
     return failure();
   int experts = (n.numInputs() - 2 - sigmoid) / 3;
   if (stacked) {
@@ -200,24 +239,25 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
   }
   auto xt = cast<RankedTensorType>(x.getType());
   auto lt = cast<RankedTensorType>(logits.getType());
-  if (xt.getRank() != 2 || lt.getRank() != 2 || lt.getDimSize(1) != experts ||
-      lt.getDimSize(0) != xt.getDimSize(0))
+  if (!routed &&
+      (xt.getRank() != 2 || lt.getRank() != 2 || lt.getDimSize(1) != experts ||
+       lt.getDimSize(0) != xt.getDimSize(0)))
     return n.error() << "the tokens " << x.getType() << " and router logits "
                      << logits.getType() << " are not [T, H] and [T, "
                      << experts << "] (one row per token, " << experts
                      << " experts)";
   int64_t tokens = xt.getDimSize(0), hidden = xt.getDimSize(1);
-  int64_t k = n.intAttr("top_k", 1);
   if (k > experts)
     return n.error() << "top_k " << k << " is more than the " << experts
                      << " experts";
   Type f = xt.getElementType();
   MLIRContext *ctx = n.builder.getContext();
   Type i64 = IntegerType::get(ctx, 64), i32 = IntegerType::get(ctx, 32);
-  if (lt.getElementType() != f)
+  if (lt.getElementType() != f && !routed)
     logits = n.castTo(logits, f);
-  Value weights, chosen;
-  if (sigmoid) {
+  if (routed) {
+    // The graph computed the weights and the chosen experts.
+  } else if (sigmoid) {
     Value choice = n.input(n.numInputs() - 1);
     if (!choice)
       return failure();
@@ -278,6 +318,18 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
     bool gateFirst = n.intAttr("gate_first", 1) != 0;
     g = half(gateFirst ? 0 : ffn);
     u = half(gateFirst ? ffn : 0);
+    if (float limit = n.floatAttr("limit", 0.0f); limit > 0) {
+      // Clamped halves (HunYuan-V4): rp.min and rp.max, whose gradient
+      // goes to the clamped value on a tie, as torch's clamp's does.
+      auto scalar = [&](double v) {
+        return n.constant(DenseElementsAttr::get(RankedTensorType::get({}, f),
+                                                 n.builder.getFloatAttr(f, v)));
+      };
+      g = MinOp::create(n.builder, n.loc, g, scalar(limit));
+      u = MaxOp::create(n.builder, n.loc,
+                        MinOp::create(n.builder, n.loc, u, scalar(limit)),
+                        scalar(-limit));
+    }
   } else {
     Value gate = stackWeights(n, 2, experts);
     Value up = gate ? stackWeights(n, 2 + experts, experts) : nullptr;

@@ -1,0 +1,42 @@
+//===- MoERouted.h - batched_mm experts behind any routing -*- C++ -*-===//
+//
+// Private to the MoE stage (MoEBlocks.cpp); see MoERouted.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RP_LIB_IMPORT_ONNX_MOEROUTED_H
+#define RP_LIB_IMPORT_ONNX_MOEROUTED_H
+
+#include "MoEBatched.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::rp::onnx_import::moe {
+
+/// transformers 5's batched_mm experts whose chosen experts and routing
+/// weights are ordinary values of the graph (computed from a TopK that
+/// rp-import imports op by op): what the replacement MoE node reads.
+struct RoutedExperts {
+  /// The tokens (any shape with H as the last dimension, row-major [T, H]),
+  /// the chosen experts and their weights (T * k elements each, row-major
+  /// [T, k]).
+  std::string x, ids, weights;
+  int64_t topK = 0;
+  BatchedExpert experts;
+  /// The Mul by the weights, the [T, k, H] Reshape and the ReduceSum over
+  /// the k slots; the replacement goes at the last, whose output it takes.
+  llvm::DenseSet<int> nodes;
+  int last = -1;
+  std::string output;
+};
+
+/// Matches the batched_mm experts whose weighted Mul is node `mul`: both
+/// stacks gathered at one value of chosen experts, the tokens repeated k
+/// times each (repeat_interleave: Unsqueeze at axis 1, Expand [1, k, 1],
+/// Reshape), the weighted rows summed over each token's k slots. Returns
+/// nothing when `mul` is not such a Mul.
+std::optional<RoutedExperts> matchRoutedExperts(const GraphIndex &g, int mul);
+
+} // namespace mlir::rp::onnx_import::moe
+
+#endif // RP_LIB_IMPORT_ONNX_MOEROUTED_H

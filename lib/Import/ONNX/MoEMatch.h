@@ -13,8 +13,8 @@
 #include "MoEOss.h"
 #include "MoESigmoidRouter.h"
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/DenseSet.h"
@@ -91,7 +91,6 @@ private:
   const GraphIndex &g;
   Location fileLoc;
 };
-
 
 } // namespace mlir::rp::onnx_import::moe
 

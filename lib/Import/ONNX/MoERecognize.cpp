@@ -112,6 +112,35 @@ static onnx::NodeProto routedNode(const RoutedExperts &r, std::string name) {
   return moe;
 }
 
+/// The two replacements of experts with another activation (MoERouted.h):
+/// part 1 (inputs x, the chosen experts, W13; outputs the rows times W13,
+/// the dispatch's positions and counts) and part 2 (inputs the activation's
+/// rows, W2, the positions, the counts, the weights; output the block's).
+static std::pair<onnx::NodeProto, onnx::NodeProto>
+splitNodes(const SplitExperts &r, const std::string &name) {
+  onnx::NodeProto up, down;
+  for (onnx::NodeProto *n : {&up, &down}) {
+    n->set_domain(kMoEDomain.str());
+    n->set_op_type("MoE");
+    setInt(*n, "top_k", r.topK);
+  }
+  up.set_name(name + "/up");
+  down.set_name(name + "/down");
+  const std::string positions = r.upValue + "/positions",
+                    counts = r.upValue + "/counts";
+  for (const std::string *in : {&r.x, &r.ids, &r.gateUp})
+    up.add_input(*in);
+  for (const std::string *out : {&r.upValue, &positions, &counts})
+    up.add_output(*out);
+  setInt(up, "part", 1);
+  for (const std::string *in :
+       {&r.hidden, &r.down, &positions, &counts, &r.weights})
+    down.add_input(*in);
+  down.add_output(r.output);
+  setInt(down, "part", 2);
+  return {up, down};
+}
+
 /// The values computed from node `from`'s outputs.
 static llvm::StringSet<> downstream(const GraphIndex &g, int from) {
   llvm::StringSet<> reach;
@@ -146,22 +175,32 @@ static bool replaceRoutedExperts(onnx::GraphProto &graph, StringRef indices) {
     int topK = producerIndex(graph, indices);
     llvm::StringSet<> reach = downstream(g, topK);
     std::optional<RoutedExperts> r;
-    for (int i = topK + 1, n = graph.node_size(); i < n && !r; ++i) {
+    std::optional<SplitExperts> s;
+    for (int i = topK + 1, n = graph.node_size(); i < n && !r && !s; ++i) {
       const onnx::NodeProto &node = graph.node(i);
       if (node.domain() == kMoEDomain &&
           llvm::any_of(node.input(),
                        [&](const std::string &in) { return reach.count(in); }))
         reached = true;
-      if (node.op_type() == "Mul")
-        if ((r = matchRoutedExperts(g, i)) && !reach.count(r->ids))
-          r.reset();
+      if (node.op_type() != "Mul")
+        continue;
+      if ((r = matchRoutedExperts(g, i)) && !reach.count(r->ids))
+        r.reset();
+      if (!r && (s = matchSplitExperts(g, i)) && !reach.count(s->ids))
+        s.reset();
     }
-    if (!r)
+    if (!r && !s)
       return reached;
     std::string name = graph.node(topK).name();
-    replaceNodes(graph, r->nodes, r->last,
-                 routedNode(*r, (name.empty() ? "moe" : name) + "/experts_" +
-                                    std::to_string(count)));
+    name = (name.empty() ? "moe" : name) + "/experts_" + std::to_string(count);
+    if (r) {
+      replaceNodes(graph, r->nodes, r->last, routedNode(*r, name));
+    } else {
+      auto [up, down] = splitNodes(*s, name);
+      replaceNodes(
+          graph, s->nodes,
+          {std::make_pair(s->upAt, up), std::make_pair(s->last, down)});
+    }
     reached = true;
   }
 }
@@ -247,9 +286,9 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
       }
       return failure();
     }
-    onnx::NodeProto moe = wholeBlockNode(
-        *b, topK.name().empty() ? "moe_" + std::to_string(round)
-                                : topK.name() + "/moe");
+    onnx::NodeProto moe =
+        wholeBlockNode(*b, topK.name().empty() ? "moe_" + std::to_string(round)
+                                               : topK.name() + "/moe");
     // Nodes that only fed the replaced ones (the baked-in token gathers,
     // the experts' own matmuls) are dropped with them.
     replaceNodes(graph, b->nodes, b->last, moe);

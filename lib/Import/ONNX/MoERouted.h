@@ -37,6 +37,28 @@ struct RoutedExperts {
 /// nothing when `mul` is not such a Mul.
 std::optional<RoutedExperts> matchRoutedExperts(const GraphIndex &g, int mul);
 
+/// batched_mm experts with an activation of any elementwise form between
+/// their two matmuls (HunYuan's, Inkling's soft caps, MiniMax's clamped
+/// SwiGLU, Nemotron-H's squared ReLU without a gate): the block is cut in
+/// two around the activation, whose nodes stay in the graph. `up` replaces
+/// the first matmul: the dispatched rows times W13, written to `upValue`
+/// (the same [T k, n] rows in the experts' order, which an elementwise
+/// activation cannot tell apart), and the dispatch's positions and counts;
+/// `down` replaces the second matmul, the weighting and the sum over the
+/// slots: W2 times `hidden`, combined.
+struct SplitExperts {
+  std::string x, ids, weights, gateUp, down, upValue, hidden, output;
+  int64_t topK = 0;
+  int upAt = -1, last = -1;
+  llvm::DenseSet<int> nodes;
+};
+
+/// Matches such experts whose weighted Mul is node `mul`: every node
+/// between the first matmul's output and the second's input is elementwise
+/// (its other inputs one-element constants) or splits the rows along their
+/// last axis, and nothing else reads what they compute.
+std::optional<SplitExperts> matchSplitExperts(const GraphIndex &g, int mul);
+
 } // namespace mlir::rp::onnx_import::moe
 
 #endif // RP_LIB_IMPORT_ONNX_MOEROUTED_H

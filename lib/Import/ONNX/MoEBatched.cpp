@@ -15,7 +15,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "MoEBatched.h"
-#include "MoESigmoidRouter.h"
 
 using namespace mlir::rp::onnx_import;
 using namespace mlir::rp::onnx_import::moe;
@@ -116,22 +115,6 @@ moe::matchBatchedExpert(const GraphIndex &g, const onnx::NodeProto &weighted,
       if (a.empty())
         continue;
       const onnx::NodeProto *pa = g.producerOf(a), *pb = g.producerOf(b);
-      // Clip(gate, , limit) and Clip(up, -limit, limit) (HunYuan-V4).
-      double limit = 0;
-      if (pa && pb && pa->op_type() == "Clip" && pb->op_type() == "Clip") {
-        auto top = pa->input_size() == 3 && inputOf(*pa, 1).empty()
-                       ? scalarFloat(g, inputOf(*pa, 2))
-                       : std::nullopt;
-        if (!top || *top <= 0 || pb->input_size() != 3 ||
-            scalarFloat(g, inputOf(*pb, 2)) != *top ||
-            scalarFloat(g, inputOf(*pb, 1)) != -*top)
-          continue;
-        limit = *top;
-        a = inputOf(*pa, 0);
-        b = inputOf(*pb, 0);
-        pa = g.producerOf(a);
-        pb = g.producerOf(b);
-      }
       auto [va, ia] = half(pa);
       auto [vb, ib] = half(pb);
       if (va.empty() || va != vb)
@@ -169,7 +152,7 @@ moe::matchBatchedExpert(const GraphIndex &g, const onnx::NodeProto &weighted,
         if (!size || *size != s2->dims(2))
           continue;
       }
-      return BatchedExpert{w13, w2, ia == 0, inputOf(*xu, 0), limit};
+      return BatchedExpert{w13, w2, ia == 0, inputOf(*xu, 0)};
     }
   }
   return std::nullopt;

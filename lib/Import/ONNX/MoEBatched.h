@@ -18,9 +18,6 @@ struct BatchedExpert {
   bool gateFirst = true;
   /// The tokens repeated per slot that W13[ids] multiplies.
   std::string repeated;
-  /// HunYuan's clamped SwiGLU: silu(min(gate, limit)) * clamp(up, -limit,
-  /// limit); 0 when the halves are not clamped.
-  double limit = 0;
 };
 
 /// `value` with the reshapes an exporter writes around it looked through.

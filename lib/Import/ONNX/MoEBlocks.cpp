@@ -6,10 +6,11 @@
 // experts no example token reached; the routing goes through TopK, OneHot,
 // NonZero and ScatterElements, whose shapes depend on the data. rp's static
 // shapes cannot import those ops one by one, so this stage, run on the
-// graph before any node is imported, finds each block by what it must
-// compute and replaces its routing-dependent nodes by one node of a private
-// domain, which the importer maps to the rp.moe ops (importMoENode). What is
-// matched (docs/moe.md):
+// graph before any node is imported (MoERecognize.cpp drives it), finds
+// each block by what it must compute and replaces its routing-dependent
+// nodes by one node of a private domain, which the importer maps to the
+// rp.moe ops (importMoENode). This file matches a block whole, router and
+// experts, from its TopK (docs/moe.md):
 //
 //   logits = MatMul(x, W_router)          (or Gemm; stays in the graph)
 //   p      = Softmax(logits), maybe Cast
@@ -26,8 +27,10 @@
 // except one (the combined [T, H] output). DeepSeek-V3's router (sigmoid
 // scores, a correction bias, group-limited top-k) is matched from its
 // first TopK by MoESigmoidRouter.cpp; the block then starts at the TopK
-// that picks the experts. Anything else is refused with an
-// error naming the node: rp never guesses at routing it did not check.
+// that picks the experts. A block of no such form is tried as batched_mm
+// experts behind a router imported op by op (MoERouted.cpp); anything else
+// is refused with an error naming the node: rp never guesses at routing it
+// did not check.
 //
 //===----------------------------------------------------------------------===//
 
@@ -286,10 +289,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
       }
     } else if (std::optional<BatchedExpert> e;
                op == "Mul" && !b.batched &&
-               (e = matchBatchedExpert(g, node, outputOf(topK, 1), b.x)) &&
-               e->limit == 0) {
-      // (Clamped halves are mapped behind the router imported op by op,
-      // MoERouted.h.)
+               (e = matchBatchedExpert(g, node, outputOf(topK, 1), b.x))) {
       // One Mul weighs every (token, slot) pair's expert output.
       Expert stacked{e->gateUp, e->gateUp, e->down};
       stacked.stacked = b.stacked = b.batched = true;
@@ -414,12 +414,19 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
              << "its OneHot has " << *depth << " classes for " << count
              << " stacked experts";
   }
-  SmallVector<int64_t> want = llvm::to_vector(llvm::seq<int64_t>(0, count));
-  if (classes != want || (int64_t)b.experts.size() != count ||
-      (b.stacked && hit != count)) {
+  // The stacked loop runs over the experts the example's routing hit, each
+  // iteration the same computation on the stacks at its own hit (checked
+  // above); the stacks hold every expert, so the block is the same for any
+  // routing even when the example hit only some (`hit` < E). Every
+  // iteration must be there.
+  int64_t iterations = b.stacked && hit >= 1 && hit <= count ? hit : count;
+  SmallVector<int64_t> want =
+      llvm::to_vector(llvm::seq<int64_t>(0, iterations));
+  if (classes != want || (int64_t)b.experts.size() != iterations ||
+      (b.stacked && hit != iterations)) {
     InFlightDiagnostic diag = error(topK, topKIndex)
                               << "the graph holds " << b.experts.size()
-                              << " experts of the " << count
+                              << " experts of the " << iterations
                               << " it routes to (one-hot classes read:";
     for (int64_t c : classes)
       diag << " " << c;

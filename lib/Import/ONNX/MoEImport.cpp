@@ -385,18 +385,6 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
     bool gateFirst = n.intAttr("gate_first", 1) != 0;
     g = half(gateFirst ? 0 : ffn);
     u = half(gateFirst ? ffn : 0);
-    if (float limit = n.floatAttr("limit", 0.0f); limit > 0) {
-      // Clamped halves (HunYuan-V4): rp.min and rp.max, whose gradient
-      // goes to the clamped value on a tie, as torch's clamp's does.
-      auto scalar = [&](double v) {
-        return n.constant(DenseElementsAttr::get(RankedTensorType::get({}, f),
-                                                 n.builder.getFloatAttr(f, v)));
-      };
-      g = MinOp::create(n.builder, n.loc, g, scalar(limit));
-      u = MaxOp::create(n.builder, n.loc,
-                        MinOp::create(n.builder, n.loc, u, scalar(limit)),
-                        scalar(-limit));
-    }
   } else {
     Value gate = stackWeights(n, 2, experts);
     Value up = gate ? stackWeights(n, 2 + experts, experts) : nullptr;

@@ -107,8 +107,6 @@ static onnx::NodeProto routedNode(const RoutedExperts &r, std::string name) {
   setInt(moe, "stacked", 1);
   setInt(moe, "gate_first", r.experts.gateFirst);
   setInt(moe, "top_k", r.topK);
-  if (r.experts.limit > 0)
-    setFloat(moe, "limit", r.experts.limit);
   return moe;
 }
 
@@ -223,9 +221,11 @@ static std::string expertReader(const GraphIndex &g, StringRef indices) {
       const std::string &op = reader.op_type();
       if (llvm::is_contained({"OneHot", "NonZero", "Gather", "GatherND"}, op))
         return op;
+      // (A Where passes the indices on: Zaya's router replaces its
+      // sentinel expert's.)
       if (llvm::is_contained({"Cast", "Reshape", "Unsqueeze", "Squeeze",
                               "Expand", "Identity", "Flatten", "Concat",
-                              "Transpose"},
+                              "Transpose", "Where"},
                              op))
         work.push_back(outputOf(reader, 0));
     }

@@ -222,6 +222,10 @@ static LogicalResult routedInputs(NodeImporter &n, int64_t k, Value &x,
 /// by W13, part 2 multiplies the activation's rows by W2 and combines them.
 static LogicalResult importMoEPart(NodeImporter &n, int64_t part) {
   int64_t k = n.intAttr("top_k", 1);
+  // The stacks in the `x @ W` layout ([E, in, out], Aria's), else [E, out,
+  // in].
+  bool xAtW = n.intAttr("x_at_w", 0) != 0;
+  int inAxis = xAtW ? 1 : 2, outAxis = xAtW ? 2 : 1;
   Type i32 = n.builder.getI32Type();
   if (part == 1) {
     Value x = n.input(0), ids = n.input(1), w13 = n.input(2);
@@ -229,29 +233,27 @@ static LogicalResult importMoEPart(NodeImporter &n, int64_t part) {
       return failure();
     auto ws = cast<RankedTensorType>(w13.getType()).getShape();
     auto xs = cast<RankedTensorType>(x.getType()).getShape();
-    if (ws.size() != 3 || xs.empty() || xs.back() != ws[2])
+    if (ws.size() != 3 || xs.empty() || xs.back() != ws[inAxis])
       return n.error() << "the tokens " << x.getType()
                        << " are not rows of the experts' width (the stack "
                        << w13.getType() << ")";
-    int64_t hidden = ws[2], tokens = elementsOf(x) / hidden;
+    int64_t hidden = xs.back(), tokens = elementsOf(x) / hidden;
     if (elementsOf(ids) != tokens * k)
       return n.error() << "the chosen experts " << ids.getType() << " are not "
                        << k << " per token of " << tokens;
-    auto xt = cast<RankedTensorType>(x.getType());
+    Type f = cast<RankedTensorType>(x.getType()).getElementType();
     x = n.reshape(x, {tokens, hidden});
     Value chosen =
         n.reshape(n.castTo(ids, n.builder.getI64Type()), {tokens, k});
     auto dispatch = MoEDispatchOp::create(
-        n.builder, n.loc,
-        RankedTensorType::get({tokens * k, hidden}, xt.getElementType()),
+        n.builder, n.loc, RankedTensorType::get({tokens * k, hidden}, f),
         RankedTensorType::get({tokens, k}, i32),
         RankedTensorType::get({ws[0]}, i32), x, chosen);
-    n.setOutput(
-        0, MoEGroupedMatmulOp::create(
-               n.builder, n.loc,
-               RankedTensorType::get({tokens * k, ws[1]}, xt.getElementType()),
-               dispatch.getRows(), w13, dispatch.getCounts(),
-               /*transpose_b=*/true));
+    n.setOutput(0, MoEGroupedMatmulOp::create(
+                       n.builder, n.loc,
+                       RankedTensorType::get({tokens * k, ws[outAxis]}, f),
+                       dispatch.getRows(), w13, dispatch.getCounts(),
+                       /*transpose_b=*/!xAtW));
     n.setOutput(1, dispatch.getPositions());
     n.setOutput(2, dispatch.getCounts());
     return success();
@@ -264,21 +266,23 @@ static LogicalResult importMoEPart(NodeImporter &n, int64_t part) {
   auto ds = cast<RankedTensorType>(w2.getType()).getShape();
   auto ps = cast<RankedTensorType>(positions.getType()).getShape();
   int64_t tokens = ps[0];
-  if (hs.size() != 2 || ds.size() != 3 || hs[1] != ds[2] ||
+  if (hs.size() != 2 || ds.size() != 3 || hs[1] != ds[inAxis] ||
       hs[0] != tokens * k || elementsOf(weights) != tokens * k)
     return n.error() << "the experts' activation rows " << h.getType()
                      << ", down stack " << w2.getType() << " and weights "
-                     << weights.getType() << " are not [T k, F], [E, H, F] "
-                     << "and T k values (T = " << tokens << ", k = " << k
+                     << weights.getType() << " are not [T k, F], "
+                     << (xAtW ? "[E, F, H]" : "[E, H, F]")
+                     << " and T k values (T = " << tokens << ", k = " << k
                      << ")";
   Type f = cast<RankedTensorType>(h.getType()).getElementType();
-  Value y = MoEGroupedMatmulOp::create(n.builder, n.loc,
-                                       RankedTensorType::get({hs[0], ds[1]}, f),
-                                       h, w2, counts, /*transpose_b=*/true);
+  int64_t out = ds[outAxis];
+  Value y = MoEGroupedMatmulOp::create(
+      n.builder, n.loc, RankedTensorType::get({hs[0], out}, f), h, w2, counts,
+      /*transpose_b=*/!xAtW);
   n.setOutput(0,
               MoECombineOp::create(
-                  n.builder, n.loc, RankedTensorType::get({tokens, ds[1]}, f),
-                  y, positions, n.reshape(n.castTo(weights, f), {tokens, k})));
+                  n.builder, n.loc, RankedTensorType::get({tokens, out}, f), y,
+                  positions, n.reshape(n.castTo(weights, f), {tokens, k})));
   return success();
 }
 

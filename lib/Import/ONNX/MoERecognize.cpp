@@ -121,6 +121,8 @@ splitNodes(const SplitExperts &r, const std::string &name) {
     n->set_domain(kMoEDomain.str());
     n->set_op_type("MoE");
     setInt(*n, "top_k", r.topK);
+    if (r.xAtW)
+      setInt(*n, "x_at_w", 1);
   }
   up.set_name(name + "/up");
   down.set_name(name + "/down");

@@ -84,11 +84,13 @@ static std::optional<std::pair<int, int>> slotSum(const GraphIndex &g, int mul,
 }
 
 /// `W[ids] @ Unsqueeze(v, -1)` squeezed back, as dynamo writes a batched
-/// matmul by a stack gathered at the chosen experts: the MatMul, the stack
-/// (rank 3), the ids (before dynamo's reshapes) and `v`.
+/// matmul by a stack gathered at the chosen experts ([E, out, in] weights),
+/// or `Unsqueeze(v, 1) @ W[ids]` (`xAtW`: Aria's [E, in, out]): the
+/// MatMul, the stack (rank 3), the ids (before dynamo's reshapes) and `v`.
 struct GatheredMatmul {
   const onnx::NodeProto *squeeze = nullptr, *matmul = nullptr;
   std::string stack, ids, input;
+  bool xAtW = false;
 };
 static std::optional<GatheredMatmul> gatheredMatmul(const GraphIndex &g,
                                                     StringRef value) {
@@ -99,16 +101,30 @@ static std::optional<GatheredMatmul> gatheredMatmul(const GraphIndex &g,
   m.matmul = g.producerOf(inputOf(*m.squeeze, 0));
   if (!m.matmul || m.matmul->op_type() != "MatMul")
     return std::nullopt;
-  const onnx::NodeProto *gather = g.producerOf(inputOf(*m.matmul, 0));
-  if (gather && gather->op_type() == "Transpose")
-    gather = g.producerOf(inputOf(*gather, 0));
+  auto gatherOf = [&](int operand) -> const onnx::NodeProto * {
+    const onnx::NodeProto *gather = g.producerOf(inputOf(*m.matmul, operand));
+    if (gather && gather->op_type() == "Transpose")
+      gather = g.producerOf(inputOf(*gather, 0));
+    return gather && gather->op_type() == "GatherND" ? gather : nullptr;
+  };
+  // The rows as a column (Unsqueeze at -1) or as a row (at 1).
+  auto squeezedAt = [&](const onnx::NodeProto *n, int64_t axis) {
+    auto a = n ? g.scalarInt(inputOf(*n, 1)) : std::nullopt;
+    return n && (n->op_type() == "Unsqueeze" || n->op_type() == "Squeeze") &&
+           a && (*a == axis || (axis == 1 && *a == -2));
+  };
+  const onnx::NodeProto *gather = gatherOf(0);
   const onnx::NodeProto *col = g.producerOf(inputOf(*m.matmul, 1));
-  if (!gather || gather->op_type() != "GatherND" || !col ||
-      col->op_type() != "Unsqueeze" || g.scalarInt(inputOf(*col, 1)) != -1 ||
-      g.scalarInt(inputOf(*m.squeeze, 1)) != -1)
+  if (!gather) {
+    gather = gatherOf(1);
+    col = g.producerOf(inputOf(*m.matmul, 0));
+    m.xAtW = true;
+  }
+  int64_t axis = m.xAtW ? 1 : -1;
+  if (!gather || !squeezedAt(col, axis) || !squeezedAt(m.squeeze, axis))
     return std::nullopt;
   m.ids = reshapeRoot(g, inputOf(*gather, 1));
-  m.stack = gatheredStack(g, inputOf(*m.matmul, 0), m.ids);
+  m.stack = gatheredStack(g, inputOf(*m.matmul, m.xAtW ? 1 : 0), m.ids);
   if (m.stack.empty())
     return std::nullopt;
   m.input = inputOf(*col, 0);
@@ -164,7 +180,8 @@ std::optional<SplitExperts> moe::matchSplitExperts(const GraphIndex &g,
       std::string v = work.pop_back_val();
       if (up && v == outputOf(*up->squeeze, 0))
         continue;
-      if (auto m = gatheredMatmul(g, v); m && m->ids == r.ids && !up) {
+      if (auto m = gatheredMatmul(g, v);
+          m && m->ids == r.ids && m->xAtW == down->xAtW && !up) {
         up = m;
         continue;
       }
@@ -200,7 +217,7 @@ std::optional<SplitExperts> moe::matchSplitExperts(const GraphIndex &g,
       }
       return true;
     };
-    int downCol = g.producer.lookup(inputOf(*down->matmul, 1));
+    int downCol = g.producer.lookup(inputOf(*down->matmul, down->xAtW ? 0 : 1));
     if (!inside(r.upValue, -1) || !inside(r.hidden, downCol) ||
         llvm::any_of(region, [&](int i) {
           return llvm::any_of(g.graph.node(i).output(),
@@ -212,7 +229,12 @@ std::optional<SplitExperts> moe::matchSplitExperts(const GraphIndex &g,
     auto tokens = repeatedTokens(g, up->input);
     const onnx::TensorProto *s13 = g.initializers.lookup(up->stack);
     const onnx::TensorProto *s2 = g.initializers.lookup(r.down);
-    if (!tokens || s13->dims(0) != s2->dims(0) || s13->dims(2) != s2->dims(1))
+    // The width H: W13 [E, n, H] and W2 [E, H, F], or [E, H, n] and [E,
+    // F, H] (x @ W).
+    r.xAtW = down->xAtW;
+    int inAxis = r.xAtW ? 1 : 2, outAxis = r.xAtW ? 2 : 1;
+    if (!tokens || s13->dims(0) != s2->dims(0) ||
+        s13->dims(inAxis) != s2->dims(outAxis))
       continue;
     r.x = tokens->first;
     r.topK = tokens->second;

@@ -49,6 +49,8 @@ std::optional<RoutedExperts> matchRoutedExperts(const GraphIndex &g, int mul);
 struct SplitExperts {
   std::string x, ids, weights, gateUp, down, upValue, hidden, output;
   int64_t topK = 0;
+  /// The stacks are [E, in, out] (`x @ W[e]`, Aria), not [E, out, in].
+  bool xAtW = false;
   int upAt = -1, last = -1;
   llvm::DenseSet<int> nodes;
 };

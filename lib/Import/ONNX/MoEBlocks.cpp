@@ -176,6 +176,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     std::string why;
     int at = topKIndex;
     if (!matchSigmoidRouter(g, topKIndex, b.sigmoid, why, at)) {
+      knownRouter = !why.empty();
       if (!why.empty())
         return error(g.graph.node(at), at) << why;
       return error(g.graph.node(topKIndex), topKIndex)
@@ -189,6 +190,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     b.isSigmoid = true;
     topKIndex = b.sigmoid.expertTopK;
   }
+  knownRouter = true;
   const onnx::NodeProto &topK = g.graph.node(topKIndex);
   auto k =
       topK.input_size() == 2 ? g.scalarInt(inputOf(topK, 1)) : std::nullopt;

@@ -57,6 +57,10 @@ public:
 
   FailureOr<MoEMatch> match(int topKIndex);
 
+  /// Set by match when the TopK's scores are of a router form it knows
+  /// (softmax, or sigmoid plus a bias), whether the rest matched or not.
+  bool knownRouter = false;
+
 private:
   InFlightDiagnostic error(const onnx::NodeProto &node, int index) {
     std::string name = node.name().empty()

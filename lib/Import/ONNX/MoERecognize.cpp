@@ -261,19 +261,23 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
     // experts read the TopK's choices either.
     SmallVector<std::pair<Location, std::string>> errors;
     FailureOr<MoEMatch> b = failure();
+    Matcher matcher(g, fileLoc);
     {
       ScopedDiagnosticHandler keep(fileLoc.getContext(), [&](Diagnostic &d) {
         errors.emplace_back(d.getLocation(), d.str());
         return success();
       });
-      b = Matcher(g, fileLoc).match(topKIndex);
+      b = matcher.match(topKIndex);
     }
     const onnx::NodeProto &topK = graph.node(topKIndex);
     if (failed(b)) {
       std::string indices = outputOf(topK, 1);
       std::string reader = indices.empty() ? "" : expertReader(g, indices);
-      if (!indices.empty() &&
-          (replaceRoutedExperts(graph, indices) || reader.empty())) {
+      // A TopK of a router form the matcher knows keeps its error even
+      // when no expert reads its indices (a group-limited router's first
+      // TopK, whose groups only make a mask).
+      if (!indices.empty() && (replaceRoutedExperts(graph, indices) ||
+                               (reader.empty() && !matcher.knownRouter))) {
         opByOp.insert(indices);
         continue;
       }

@@ -34,7 +34,6 @@ sys.path.insert(0, str(here / "Inputs"))
 import families  # noqa: E402
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
-from rp import safetensors  # noqa: E402
 from transformers import (HYV4Config, Inkling2TextConfig,  # noqa: E402
                           MiniMaxM3VLTextConfig, NemotronHConfig)
 from transformers.models.hy_v4.modeling_hy_v4 import HYV4MoE  # noqa: E402
@@ -76,14 +75,7 @@ def check(name, config, make):
     tokens, labels = tiny_gpt.batch(vocab=V)
     ref_loss, ref = tiny_gpt.reference(model, tokens, labels)
     src = rp.trace(model, (tokens[:1],), out / name)
-    runs = {}
-    for devices in (1, 2):
-        plan = rp.compile(src, out / f"{name}-{devices}.rpplan",
-                          devices=devices, microbatches=2)
-        dump = out / f"{name}-{devices}.safetensors"
-        loss = list(rp.train(plan, {"tokens": tokens}, labels, steps=1,
-                             sync=True, dump_grads=dump))[0]
-        runs[devices] = (loss, safetensors.read(dump))
+    runs = tiny_gpt.train_on_devices(src, out, name, tokens, labels)
     loss, grads = runs[1]
     errs = {n: np.linalg.norm(grads[n] - g) /
             max(np.linalg.norm(g), 1e-30) for n, g in ref.items()

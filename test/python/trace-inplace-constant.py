@@ -20,7 +20,6 @@ import torch.nn as nn
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
-from rp import safetensors  # noqa: E402
 
 out = Path(sys.argv[1])
 D, V, E = 16, 64, 4
@@ -62,14 +61,7 @@ torch.manual_seed(0)
 model = tiny_gpt.make_distinct(LM())
 ref_loss, ref_grads = tiny_gpt.reference(model, tokens, labels)
 src = rp.trace(model, (tokens[:1],), out / "routed")
-runs = {}
-for devices in (1, 2):
-    plan = rp.compile(src, out / f"routed-{devices}.rpplan", devices=devices,
-                      microbatches=2)
-    dump = out / f"routed-{devices}.safetensors"
-    loss = list(rp.train(plan, {"tokens": tokens}, labels, steps=1,
-                         sync=True, dump_grads=dump))[0]
-    runs[devices] = (loss, safetensors.read(dump))
+runs = tiny_gpt.train_on_devices(src, out, "routed", tokens, labels)
 loss, grads = runs[1]
 errs = {n: np.linalg.norm(grads[n] - g) / np.linalg.norm(g)
         for n, g in ref_grads.items() if n in grads}

@@ -25,7 +25,6 @@ import torch.nn as nn
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
-from rp import safetensors  # noqa: E402
 
 out = Path(sys.argv[1])
 D, V = 16, 64
@@ -72,14 +71,7 @@ src = rp.trace(model, (tokens[:1],), out / "looped")
 # CHECK: layers: prefix blocks.0 blocks.1 blocks.0#2 blocks.1#2 suffix
 print("layers:", *[ln.split('"')[1] for ln in src.read_text().splitlines()
                    if "rp.layer " in ln])
-runs = {}
-for devices in (1, 2):
-    plan = rp.compile(src, out / f"looped-{devices}.rpplan", devices=devices,
-                      microbatches=2)
-    dump = out / f"looped-{devices}.safetensors"
-    loss = list(rp.train(plan, {"tokens": tokens}, labels, steps=1,
-                         sync=True, dump_grads=dump))[0]
-    runs[devices] = (loss, safetensors.read(dump))
+runs = tiny_gpt.train_on_devices(src, out, "looped", tokens, labels)
 loss, grads = runs[1]
 errs = {n: np.linalg.norm(grads[n] - g) / np.linalg.norm(g)
         for n, g in ref_grads.items() if n in grads}

@@ -1,6 +1,6 @@
 """The sim's weight uploads of a quantized base are the blobs' bytes.
 
-Usage: quantized_uploads.py RP_COMPILE RP_RUN GRAPH.mlir OUTDIR
+Usage: quantized_uploads.py RP_COMPILE RP_RUN GRAPH.mlir OUTDIR PROFILE
 
 For 1 and 2 devices, compiles GRAPH as a LoRA plan with a bf16 base and
 with --quantize-base nf4 and int8, the stages fixed so that the plans upload
@@ -17,7 +17,10 @@ FileCheck, whether:
    quantized uploads' 2 n - blob(n): no weight is priced at bf16's bytes;
  - the bytes per quantized value (nf4 about 0.52, int8 about 1.06) and
    the nf4 plan's weight uploads at most 0.3 of the bf16 plan's;
- - --accumulate 2 uploads twice a pass's bytes per step.
+ - --accumulate 2 uploads twice a pass's bytes per step;
+ - on PROFILE (a host model: shared uplinks, host DRAM), the compiler's
+   predicted timeline of each quantized plan (its jobs' end) and the sim's
+   jobs_ms agree within 1 %, as sim_crosscheck.py holds unquantized plans.
 """
 
 import json
@@ -26,7 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-compile_tool, run_tool, graph, out = sys.argv[1:5]
+compile_tool, run_tool, graph, out, profile = sys.argv[1:6]
 out = Path(out)
 STAGES = "fwd:2,3;bwd:1,1,2,2"
 
@@ -112,5 +115,19 @@ for devices in (1, 2):
               f"[{lo}, {hi}] {lo <= per_value <= hi}")
         print(f"{devices} device(s), {kind}: {sim_bytes} of {bf16_bytes} "
               f"bytes, {per_value:.4f} a quantized value", file=sys.stderr)
+    for kind in ("nf4", "int8"):
+        plan = out / f"{kind}-{devices}-host.rpplan"
+        run(compile_tool, graph, "-o", plan, "--devices", devices,
+            "--microbatches", 4, "--lora-rank", 4, "--quantize-base", kind,
+            "--stages", STAGES, "--hw", profile)
+        jobs = json.loads(run(run_tool, plan, "--describe=json").stdout)["jobs"]
+        end = max(j.get("predicted_start_ms", 0) + j.get("predicted_ms", 0)
+                  for j in jobs)
+        sim = float(dict(l.split() for l in run(
+            run_tool, plan, "--backend", "sim").stdout.splitlines())["jobs_ms"])
+        print(f"{devices} device(s), {kind} on the host model: predicted and "
+              f"sim within 1 % {abs(sim - end) <= 0.01 * end}")
+        print(f"{devices} device(s), {kind}: predicted {end:.4f} ms, sim "
+              f"{sim:.4f} ms", file=sys.stderr)
     print(f"{devices} device(s): nf4 / bf16 <= 0.3 "
           f"{figures['nf4']['sim']['weight_upload_bytes'] <= 0.3 * bf16['sim']['weight_upload_bytes']}")

@@ -179,14 +179,19 @@ def _router_forward(router, form):
     return forward
 
 
-def _experts_forward(experts, act, gate_first):
+def _experts_forward(experts, act, gate_first, transposed=False):
+    """``transposed``: the stacks are ``[E, H, 2F]`` / ``[E, F, H]``
+    (transformers' ``is_transposed`` experts, Aria's): traced as a
+    transpose of each parameter, so the gradients keep their names."""
     import torch
 
     def forward(hidden_states, top_k_index, top_k_weights, *_):
+        up, down = _up_of(experts), experts.down_proj
+        if transposed:
+            up, down = up.transpose(1, 2), down.transpose(1, 2)
         return torch.ops.rp_trace.moe_experts(
             hidden_states, top_k_index,
-            top_k_weights.to(hidden_states.dtype), _up_of(experts),
-            experts.down_proj, act, gate_first)
+            top_k_weights.to(hidden_states.dtype), up, down, act, gate_first)
     return forward
 
 
@@ -326,9 +331,15 @@ def patch_experts(path, experts, saved):
     down = getattr(experts, "down_proj", None)
     if not isinstance(gu, torch.nn.Parameter) or \
             not isinstance(down, torch.nn.Parameter) or gu.dim() != 3 or \
-            down.dim() != 3 or gu.shape[0] != down.shape[0] or \
-            gu.shape[1] != 2 * down.shape[2] or gu.shape[2] != down.shape[1] \
-            or getattr(gu, "bias", None) is not None:
+            down.dim() != 3 or getattr(gu, "bias", None) is not None:
+        return False
+    # transformers' is_transposed experts (Aria's) store [E, H, 2F] and
+    # [E, F, H]: the same computation on the transposed stacks.
+    transposed = bool(getattr(experts, "is_transposed", False))
+    if transposed:
+        gu, down = gu.transpose(1, 2), down.transpose(1, 2)
+    if gu.shape[0] != down.shape[0] or gu.shape[1] != 2 * down.shape[2] or \
+            gu.shape[2] != down.shape[1]:
         return False
     act = _act_of(experts)
     if act is None:
@@ -347,8 +358,8 @@ def patch_experts(path, experts, saved):
                 y = _experts_ref(x, ids, w, gu, down, act, gate_first)
                 if torch.allclose(y, y_ref, rtol=1e-4, atol=1e-5):
                     saved.append((experts, experts.__dict__.get("forward")))
-                    experts.forward = _experts_forward(experts, act,
-                                                       gate_first)
+                    experts.forward = _experts_forward(
+                        experts, act, gate_first, transposed)
                     return True
     except Exception:  # noqa: BLE001 - not called this way: not this form
         return False

@@ -19,7 +19,11 @@
 # softmax-weighted sum of gated-MLP experts". MiniMax-M3's experts (GPT-OSS's
 # clamped gate, (up + 1) g sigmoid(alpha g), halves not interleaved) map
 # alone, its router (a sigmoid, a bias, no groups, no score_fn) traced op by
-# op; before, the same "not the top-2 softmax-weighted sum" error.
+# op; before, the same "not the top-2 softmax-weighted sum" error. Aria's
+# experts store their stacks transposed ([E, H, 2F] / [E, F, H],
+# transformers' is_transposed): they map as rp.moe ops on a transpose of
+# each parameter, beside its shared experts; before, "unsupported op
+# aten.sort.default" (the grouped_mm implementation's sort).
 
 import sys
 from pathlib import Path
@@ -34,8 +38,11 @@ sys.path.insert(0, str(here / "Inputs"))
 import families  # noqa: E402
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
-from transformers import (HYV4Config, Inkling2TextConfig,  # noqa: E402
-                          MiniMaxM3VLTextConfig, NemotronHConfig)
+from transformers import (AriaTextConfig, HYV4Config,  # noqa: E402
+                          Inkling2TextConfig, MiniMaxM3VLTextConfig,
+                          NemotronHConfig)
+from transformers.models.aria.modeling_aria import \
+    AriaTextMoELayer  # noqa: E402
 from transformers.models.hy_v4.modeling_hy_v4 import HYV4MoE  # noqa: E402
 from transformers.models.inkling2.modeling_inkling2 import \
     Inkling2SparseMoeBlock  # noqa: E402
@@ -103,3 +110,5 @@ mm = MiniMaxM3VLTextConfig()
 mm.swiglu_limit = 0.5
 # CHECK: minimax_m3: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
 check("minimax_m3", mm, MiniMaxM3VLSparseMoeBlock)
+# CHECK: aria: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+check("aria", AriaTextConfig(), AriaTextMoELayer)

@@ -362,6 +362,15 @@ def patched(module):
                     continue
                 raise
             except Exception as exc:  # the block rejects the probe's input
+                # A block that needs more than the hidden states (DeepSeek
+                # V4's hash routing reads the token ids): its stacked
+                # experts alone become the rp.moe ops, the router is traced
+                # op by op.
+                if isinstance(experts, Fused) and \
+                        _moe_grouped.patch_experts(path, experts.module,
+                                                   saved):
+                    _library()
+                    continue
                 raise TraceError(
                     f"rp.trace: module '{path}' ({type(block).__name__}) "
                     f"looks like a mixture-of-experts block, but running it "

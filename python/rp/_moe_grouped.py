@@ -24,6 +24,8 @@ first; a router they do not reproduce is an rp.TraceError.
 
 from __future__ import annotations
 
+import math
+
 from rp import _moe_common
 from rp._irtext import TraceError, _ttype
 
@@ -351,16 +353,33 @@ def patch_experts(path, experts, saved):
     ids = torch.stack([torch.randperm(n_exp, generator=g)[:k]
                        for _ in range(10)])
     w = torch.rand(10, k, generator=g, dtype=gu.dtype)
+    acts = [act]
+    lim = getattr(experts, "limit", None)
+    if act in ("silu", "gelu") and isinstance(lim, (int, float)) and \
+            math.isfinite(lim):
+        # A clamp bound named `limit` (DeepSeek-V4's SwiGLU clamps the gate
+        # above and the up projection to +-limit before the activation):
+        # tried first, and every form is checked where it binds too.
+        acts = [f"{act} limit {float(lim)!r}", act]
     try:
         with torch.no_grad():
-            y_ref = experts(x, ids, w)
-            for gate_first in (True, False):
-                y = _experts_ref(x, ids, w, gu, down, act, gate_first)
-                if torch.allclose(y, y_ref, rtol=1e-4, atol=1e-5):
-                    saved.append((experts, experts.__dict__.get("forward")))
-                    experts.forward = _experts_forward(
-                        experts, act, gate_first, transposed)
-                    return True
+            pre = torch.einsum("th,efh->tef", x, gu).abs().max()
+            scales = [1.0]
+            if isinstance(lim, (int, float)) and math.isfinite(lim):
+                scales.append(3 * lim / max(float(pre), 1e-6))
+            refs = [experts(x * sc, ids, w) for sc in scales]
+            for form in acts:
+                for gate_first in (True, False):
+                    if all(torch.allclose(
+                            _experts_ref(x * sc, ids, w, gu, down, form,
+                                         gate_first), y_ref,
+                            rtol=1e-4, atol=1e-5 * sc)
+                           for sc, y_ref in zip(scales, refs)):
+                        saved.append((experts,
+                                      experts.__dict__.get("forward")))
+                        experts.forward = _experts_forward(
+                            experts, form, gate_first, transposed)
+                        return True
     except Exception:  # noqa: BLE001 - not called this way: not this form
         return False
     return False

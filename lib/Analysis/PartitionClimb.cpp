@@ -66,6 +66,21 @@ void listMoves(const std::vector<unsigned> &list,
     }
 }
 
+/// The climb's neighbours of `cur`: the tail's moves, then the forward
+/// list's and the backward list's (listMoves), in that order.
+std::vector<Sizes> neighboursOf(const Sizes &cur) {
+  std::vector<Sizes> neighbours;
+  tailMoves(cur, neighbours);
+  std::vector<std::vector<unsigned>> fwdMoves, bwdMoves;
+  listMoves(cur.fwd, fwdMoves);
+  listMoves(cur.bwd, bwdMoves);
+  for (auto &l : fwdMoves)
+    neighbours.push_back({l, cur.tail, cur.bwd});
+  for (auto &l : bwdMoves)
+    neighbours.push_back({cur.fwd, cur.tail, l});
+  return neighbours;
+}
+
 /// [0, k) cut into `count` stages of about equal time.
 std::vector<unsigned> balancedSizes(llvm::ArrayRef<LayerCost> layers,
                                     unsigned k, unsigned count, bool backward) {
@@ -121,6 +136,18 @@ std::string problemOf(unsigned n, const SearchTarget &t, unsigned tailJobs) {
          std::to_string(reinterpret_cast<uintptr_t>(&t.hw));
 }
 
+/// A partition as the searches' maps key it.
+using Key = std::tuple<std::vector<unsigned>, unsigned, std::vector<unsigned>>;
+
+Key keyOf(const Sizes &s) { return {s.fwd, s.tail, s.bwd}; }
+
+/// The floor probe (searchWithTailJobs): it runs where the best start is
+/// within this fraction of the floor, times at most this many partitions,
+/// in chunks of this many neighbours.
+constexpr double kProbeGap = 1e-4;
+constexpr uint64_t kProbeTimings = 128;
+constexpr size_t kProbeChunk = 16;
+
 /// Models this small are searched in full every time: their searches are
 /// cheap, and their restarts find the exhaustive optimum.
 constexpr unsigned kFullSearchLayers = 16;
@@ -170,18 +197,35 @@ Partition mlir::rp::search::searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   const double bestRoundPipeMs = bestMs;
   double wMax = roundpipe.bottleneckMs;
   // Starting points and neighbourhoods overlap; each partition is timed
-  // once.
-  std::map<std::tuple<std::vector<unsigned>, unsigned, std::vector<unsigned>>,
-           double>
-      timed;
+  // once. `probed` holds what the floor probe (below) timed: the search
+  // reads a partition's time there rather than timing it again, but counts
+  // it against its budget and keeps it in `timed` only once it asks for it
+  // itself, so that where the probe fails the search runs as without it.
+  std::map<Key, double> timed, probed;
+  uint64_t timings = 0;
   auto evaluate = [&](const Sizes &s) {
     Partition p = toPartition(s, n);
     return fitsStageBytes(p, layers, cap)
                ? estimatedStepMs(p, layers, t)
                : std::numeric_limits<double>::infinity();
   };
+  // The times of `todo` on all cores, those the probe timed read back.
+  auto timeEach = [&](llvm::ArrayRef<const Sizes *> todo) {
+    std::vector<double> ms(todo.size());
+    std::vector<size_t> fresh;
+    for (auto [i, s] : llvm::enumerate(todo))
+      if (auto it = probed.find(keyOf(*s)); it != probed.end())
+        ms[i] = it->second;
+      else
+        fresh.push_back(i);
+    timings += fresh.size();
+    llvm::parallelFor(0, fresh.size(), [&](size_t i) {
+      ms[fresh[i]] = evaluate(*todo[fresh[i]]);
+    });
+    return ms;
+  };
   auto timeOf = [&](const Sizes &s) {
-    auto it = timed.find({s.fwd, s.tail, s.bwd});
+    auto it = timed.find(keyOf(s));
     if (it != timed.end())
       return it->second;
     if (spent >= t.candidateBudget) {
@@ -189,8 +233,8 @@ Partition mlir::rp::search::searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
       return std::numeric_limits<double>::infinity();
     }
     ++spent;
-    double ms = evaluate(s);
-    timed.try_emplace({s.fwd, s.tail, s.bwd}, ms);
+    double ms = timeEach({&s}).front();
+    timed.try_emplace(keyOf(s), ms);
     return ms;
   };
   // Times the candidates not timed yet on all cores; the search then
@@ -198,11 +242,9 @@ Partition mlir::rp::search::searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // thread count.
   auto timeAll = [&](llvm::ArrayRef<Sizes> candidates) {
     std::vector<const Sizes *> todo;
-    std::set<std::tuple<std::vector<unsigned>, unsigned, std::vector<unsigned>>>
-        queued;
+    std::set<Key> queued;
     for (const Sizes &s : candidates)
-      if (!timed.count({s.fwd, s.tail, s.bwd}) &&
-          queued.insert({s.fwd, s.tail, s.bwd}).second)
+      if (!timed.count(keyOf(s)) && queued.insert(keyOf(s)).second)
         todo.push_back(&s);
     if (spent + todo.size() > t.candidateBudget) {
       todo.resize(t.candidateBudget -
@@ -210,11 +252,9 @@ Partition mlir::rp::search::searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
       stopped = true;
     }
     spent += todo.size();
-    std::vector<double> ms(todo.size());
-    llvm::parallelFor(0, todo.size(),
-                      [&](size_t i) { ms[i] = evaluate(*todo[i]); });
+    std::vector<double> ms = timeEach(todo);
     for (auto [s, v] : llvm::zip(todo, ms))
-      timed.try_emplace({s->fwd, s->tail, s->bwd}, v);
+      timed.try_emplace(keyOf(*s), v);
   };
   // The host optimizer's floor (PlanPrediction.h): no partition runs a
   // step faster, so once a partition that fits runs there, every other
@@ -283,6 +323,75 @@ Partition mlir::rp::search::searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   for (const Sizes &s : starts)
     consider(s);
   takeFloor(starts);
+  // The floor probe: where the starts came close to the floor but no
+  // partition that fits runs there, a short climb that moves to the first
+  // chunk of neighbours holding a faster one looks for a partition that
+  // fits at the floor, within a fixed number of timings. One found is as
+  // fast as any partition can be (the floor bounds every step from
+  // below), so the search ends there; none found, the search goes on as
+  // without the probe (its timings read back, not taken again).
+  if (earlier.empty() && floorMs > 0 && !atFloor(best, bestMs) &&
+      bestMs <= floorMs * (1 + kProbeGap)) {
+    Sizes cur = best;
+    double curMs = bestMs;
+    uint64_t left = kProbeTimings;
+    bool found = false, moved = true;
+    while (!found && moved && left > 0) {
+      moved = false;
+      std::vector<Sizes> neighbours = neighboursOf(cur);
+      // More stages first: at a floor paced by the optimizer's share of
+      // host DRAM, what a step loses to it is copies overlapping, which
+      // smaller stages spread (a 256-layer model: 64 timings to the floor
+      // this way, 84 in the climb's order).
+      std::stable_partition(neighbours.begin(), neighbours.end(),
+                            [&](const Sizes &s) {
+                              return s.fwd.size() + s.bwd.size() >
+                                     cur.fwd.size() + cur.bwd.size();
+                            });
+      for (size_t from = 0;
+           from < neighbours.size() && left > 0 && !moved && !found;
+           from += kProbeChunk) {
+        llvm::ArrayRef<Sizes> chunk =
+            llvm::ArrayRef(neighbours).slice(from).take_front(kProbeChunk);
+        // Over the byte cap is not a timing: skipped, not counted.
+        std::vector<const Sizes *> todo;
+        for (const Sizes &s : chunk)
+          if (!timed.count(keyOf(s)) && !probed.count(keyOf(s)) &&
+              fitsStageBytes(toPartition(s, n), layers, cap) &&
+              llvm::none_of(
+                  todo, [&](const Sizes *q) { return keyOf(*q) == keyOf(s); }))
+            todo.push_back(&s);
+        if (todo.size() > left)
+          todo.resize(left);
+        left -= todo.size();
+        std::vector<double> ms = timeEach(todo);
+        for (auto [s, v] : llvm::zip(todo, ms))
+          probed.try_emplace(keyOf(*s), v);
+        for (const Sizes &s : chunk) {
+          auto known = [&]() -> std::optional<double> {
+            if (auto it = timed.find(keyOf(s)); it != timed.end())
+              return it->second;
+            if (auto it = probed.find(keyOf(s)); it != probed.end())
+              return it->second;
+            return std::nullopt;
+          }();
+          if (!known)
+            continue;
+          if (atFloor(s, *known)) {
+            best = s;
+            bestMs = *known;
+            found = true;
+            break;
+          }
+          if (*known < curMs) {
+            cur = s;
+            curMs = *known;
+            moved = true;
+          }
+        }
+      }
+    }
+  }
   // Balanced cuts into every pair of stage counts, for the tails RoundPipe's
   // rule and the best start use: more, smaller stages spread the weight
   // uploads over more devices, which greedy cuts under a bottleneck miss.
@@ -344,15 +453,7 @@ Partition mlir::rp::search::searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   auto climb = [&](Sizes cur) {
     double curMs = timeOf(cur);
     for (unsigned round = 0; round < 1000 && !atFloor(cur, curMs); ++round) {
-      std::vector<Sizes> neighbours;
-      tailMoves(cur, neighbours);
-      std::vector<std::vector<unsigned>> fwdMoves, bwdMoves;
-      listMoves(cur.fwd, fwdMoves);
-      listMoves(cur.bwd, bwdMoves);
-      for (auto &l : fwdMoves)
-        neighbours.push_back({l, cur.tail, cur.bwd});
-      for (auto &l : bwdMoves)
-        neighbours.push_back({cur.fwd, cur.tail, l});
+      std::vector<Sizes> neighbours = neighboursOf(cur);
       // Timed in chunks, in the neighbours' order: where a chunk holds a
       // partition that fits at the floor, the climb stops there and the
       // rest are never timed (a 256-layer model's last round: 28 of its
@@ -415,7 +516,7 @@ Partition mlir::rp::search::searchWithTailJobs(llvm::ArrayRef<LayerCost> layers,
   // partition fits is the memory plan's to report.
   if (t.memo && t.memo->startFromEarlier)
     t.memo->found.push_back({problem, best.fwd, best.bwd, best.tail});
-  statCandidates += spent + 2;
+  statCandidates += timings + 2;
   statBudgetStops += stopped;
   statFloorStops += floorReached;
   Partition p = toPartition(best, n);

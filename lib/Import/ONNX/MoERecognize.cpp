@@ -266,7 +266,7 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
       }
     }
     if (topKIndex < 0)
-      return success();
+      break;
     // The whole-block matcher's error is reported only when no routed
     // experts read the TopK's choices either.
     SmallVector<std::pair<Location, std::string>> errors;
@@ -311,5 +311,22 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
     // Nodes that only fed the replaced ones (the baked-in token gathers,
     // the experts' own matmuls) are dropped with them.
     replaceNodes(graph, b->nodes, b->last, moe);
+  }
+  // A router that picks its experts by ArgMax (PhiMoE's sparsemixer, one
+  // expert at a time) has no TopK: the experts its choices reach map the
+  // same way; any other OneHot or NonZero stays an error of its own.
+  llvm::StringSet<> done;
+  for (;;) {
+    auto argMax = llvm::find_if(graph.node(), [&](const onnx::NodeProto &n) {
+      return n.op_type() == "ArgMax" &&
+             (n.domain().empty() || n.domain() == "ai.onnx") &&
+             !done.count(outputOf(n, 0));
+    });
+    if (argMax == graph.node().end())
+      return success();
+    // (A copy: the replacement rewrites the graph's nodes.)
+    std::string chosen = outputOf(*argMax, 0), why;
+    done.insert(chosen);
+    replaceRoutedExperts(graph, chosen, why);
   }
 }

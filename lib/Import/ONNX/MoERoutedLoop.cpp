@@ -128,9 +128,8 @@ static bool fromLastDim(const GraphIndex &g, StringRef value, StringRef rows,
   if (n->op_type() == "Gather") {
     const onnx::NodeProto *shape = g.producerOf(inputOf(*n, 0));
     auto at = constantInts(g, inputOf(*n, 1));
-    return shape && shape->op_type() == "Shape" &&
-           inputOf(*shape, 0) == rows && at && at->size() == 1 &&
-           (*at)[0] == -1;
+    return shape && shape->op_type() == "Shape" && inputOf(*shape, 0) == rows &&
+           at && at->size() == 1 && (*at)[0] == -1;
   }
   if (!llvm::is_contained({"Add", "Sub", "Mul", "Div", "Cast", "Unsqueeze",
                            "Squeeze", "Reshape", "Identity"},
@@ -179,9 +178,9 @@ static bool slotsAndTokens(const GraphIndex &g, std::string row,
   const onnx::NodeProto *nz = soleReader(g, row, "NonZero");
   const onnx::NodeProto *t =
       nz ? soleReader(g, outputOf(*nz, 0), "Transpose") : nullptr;
-  const onnx::NodeProto *split =
-      t && hasPerm(g, *t, {1, 0}) ? soleReader(g, outputOf(*t, 0), "Split")
-                                  : nullptr;
+  const onnx::NodeProto *split = t && hasPerm(g, *t, {1, 0})
+                                     ? soleReader(g, outputOf(*t, 0), "Split")
+                                     : nullptr;
   if (!split || split->output_size() != 2 || g.intAttr(*split, "axis", 0) != 1)
     return false;
   std::string *out[] = {&it.pos, &it.tok};
@@ -200,8 +199,7 @@ static bool upMatmul(const GraphIndex &g, Iteration &it) {
   for (const onnx::NodeProto *gather : readersOf(g, it.tok, "Gather")) {
     if (inputOf(*gather, 1) != it.tok || g.intAttr(*gather, "axis", 0) != 0)
       continue;
-    const onnx::NodeProto *mm =
-        soleReader(g, outputOf(*gather, 0), "MatMul");
+    const onnx::NodeProto *mm = soleReader(g, outputOf(*gather, 0), "MatMul");
     if (!mm || inputOf(*mm, 0) != outputOf(*gather, 0))
       continue;
     auto stack = stackAt(g, inputOf(*mm, 1), it.xAtW);
@@ -228,9 +226,9 @@ static bool weightedDown(const GraphIndex &g, Iteration &it) {
       continue;
     // k: the width of the weights' Unsqueeze (a Gather of its Shape at 1).
     const onnx::NodeProto *kAt = g.producerOf(inputOf(*mul, 1 - tokAt));
-    const onnx::NodeProto *shape =
-        kAt && kAt->op_type() == "Gather" ? g.producerOf(inputOf(*kAt, 0))
-                                          : nullptr;
+    const onnx::NodeProto *shape = kAt && kAt->op_type() == "Gather"
+                                       ? g.producerOf(inputOf(*kAt, 0))
+                                       : nullptr;
     auto dim = kAt ? constantInts(g, inputOf(*kAt, 1)) : std::nullopt;
     if (!shape || shape->op_type() != "Shape" || !dim || dim->size() != 1 ||
         (*dim)[0] != 1)
@@ -278,8 +276,8 @@ static bool weightedDown(const GraphIndex &g, Iteration &it) {
 /// The activation's nodes from `up`'s output to `hidden`: row-wise, their
 /// other inputs constants (or, a Slice's bounds, computed from the rows'
 /// width), nothing outside them reading what they compute.
-static std::optional<llvm::DenseSet<int>>
-activation(const GraphIndex &g, const Iteration &it) {
+static std::optional<llvm::DenseSet<int>> activation(const GraphIndex &g,
+                                                     const Iteration &it) {
   std::string rows = outputOf(*it.up, 0);
   llvm::DenseSet<int> region;
   SmallVector<std::string> work{it.hidden};
@@ -345,8 +343,7 @@ static const onnx::NodeProto *accumulate(const GraphIndex &g,
   }
   const onnx::NodeProto *n;
   if (!scatter || inputOf(*scatter, 2) != y ||
-      g.intAttr(*scatter, "axis", 0) != 0 ||
-      !zeros(g, inputOf(*scatter, 0)) ||
+      g.intAttr(*scatter, "axis", 0) != 0 || !zeros(g, inputOf(*scatter, 0)) ||
       llvm::any_of(scatter->attribute(),
                    [](const auto &a) { return a.name() == "reduction"; }))
     return nullptr;
@@ -354,8 +351,7 @@ static const onnx::NodeProto *accumulate(const GraphIndex &g,
   while ((n = g.producerOf(index)) &&
          (n->op_type() == "Expand" || n->op_type() == "Unsqueeze"))
     index = inputOf(*n, 0);
-  const onnx::NodeProto *add =
-      soleReader(g, outputOf(*scatter, 0), "Add");
+  const onnx::NodeProto *add = soleReader(g, outputOf(*scatter, 0), "Add");
   if (index != it.tok || !add)
     return nullptr;
   StringRef other = inputOf(*add, inputOf(*add, 0) == outputOf(*scatter, 0));
@@ -366,34 +362,44 @@ static const onnx::NodeProto *accumulate(const GraphIndex &g,
   return add;
 }
 
-/// The k of the TopK whose chosen experts `ids` are (through casts,
-/// reshapes and a Where replacing some of them: Zaya's sentinel expert).
-static std::optional<int64_t> chosenK(const GraphIndex &g, std::string ids) {
-  for (int depth = 0; depth < 16; ++depth) {
-    const onnx::NodeProto *n = g.producerOf(ids);
-    if (!n)
+/// How many experts per token `ids` holds: the k of the TopK that chose
+/// them (through casts, reshapes and a Where replacing some of them:
+/// Zaya's sentinel expert), 1 for an ArgMax, the sum over a Concat along
+/// the last axis (PhiMoE's sparsemixer picks its two one at a time).
+static std::optional<int64_t> chosenK(const GraphIndex &g,
+                                      const std::string &ids, int depth = 0) {
+  const onnx::NodeProto *n = g.producerOf(ids);
+  if (!n || depth > 16)
+    return std::nullopt;
+  const std::string &op = n->op_type();
+  if (op == "TopK")
+    return outputOf(*n, 1) == ids ? g.scalarInt(inputOf(*n, 1)) : std::nullopt;
+  if (op == "ArgMax")
+    return 1;
+  if (op == "Concat") {
+    if (g.intAttr(*n, "axis", 0) != -1)
       return std::nullopt;
-    if (n->op_type() == "TopK")
-      return outputOf(*n, 1) == ids ? g.scalarInt(inputOf(*n, 1))
-                                    : std::nullopt;
-    if (n->op_type() == "Where") {
-      // The TopK's indices are one branch, a constant the other.
-      bool second = !g.scalarInt(inputOf(*n, 2));
-      ids = inputOf(*n, second ? 2 : 1);
-      continue;
+    int64_t k = 0;
+    for (const std::string &in : n->input()) {
+      auto part = chosenK(g, in, depth + 1);
+      if (!part)
+        return std::nullopt;
+      k += *part;
     }
-    if (!llvm::is_contained(
-            {"Cast", "Reshape", "Identity", "Squeeze", "Unsqueeze"},
-            n->op_type()))
-      return std::nullopt;
-    ids = inputOf(*n, 0);
+    return k;
   }
-  return std::nullopt;
+  // The TopK's indices are one branch of a Where, a constant the other.
+  if (op == "Where")
+    return chosenK(g, inputOf(*n, g.scalarInt(inputOf(*n, 2)) ? 1 : 2),
+                   depth + 1);
+  if (!llvm::is_contained(
+          {"Cast", "Reshape", "Identity", "Squeeze", "Unsqueeze"}, op))
+    return std::nullopt;
+  return chosenK(g, inputOf(*n, 0), depth + 1);
 }
 
-std::optional<SplitExperts> moe::matchLoopExperts(const GraphIndex &g,
-                                                  int oneHotIndex,
-                                                  std::string &why) {
+std::optional<SplitExperts>
+moe::matchLoopExperts(const GraphIndex &g, int oneHotIndex, std::string &why) {
   const onnx::NodeProto &oneHot = g.graph.node(oneHotIndex);
   auto depth = g.scalarInt(inputOf(oneHot, 1));
   auto values = constantInts(g, inputOf(oneHot, 2));

@@ -138,16 +138,16 @@ static LogicalResult importTrilu(NodeImporter &n) {
 }
 
 static LogicalResult importTile(NodeImporter &n) {
-  Value x = n.input(0);
-  auto repeats = n.constantInts(1, "repeats");
-  if (!x || failed(repeats))
+  auto operands = inputAndInts(n, "repeats");
+  if (failed(operands))
     return failure();
+  auto [x, repeats] = *operands;
   auto xt = cast<RankedTensorType>(x.getType());
-  if ((int64_t)repeats->size() != xt.getRank())
+  if ((int64_t)repeats.size() != xt.getRank())
     return n.error() << "expected " << xt.getRank() << " repeats but got "
-                     << repeats->size();
+                     << repeats.size();
   SmallVector<int64_t> shape(xt.getShape());
-  for (auto [axis, r] : llvm::enumerate(*repeats)) {
+  for (auto [axis, r] : llvm::enumerate(repeats)) {
     if (r < 0)
       return n.error() << "a negative repeat " << r;
     if (r == 1)
@@ -163,34 +163,45 @@ static LogicalResult importTile(NodeImporter &n) {
   return success();
 }
 
-static LogicalResult importLogSumExp(NodeImporter &n) {
+/// A float reduction's input and axes (`op` names it in the error).
+static FailureOr<std::pair<Value, SmallVector<int64_t>>>
+floatReduction(NodeImporter &n, StringRef op) {
   Value x = n.input(0);
   if (!x)
     return failure();
   auto xt = cast<RankedTensorType>(x.getType());
-  Type f = xt.getElementType();
-  if (!isa<FloatType>(f))
-    return n.error() << "ReduceLogSumExp of a non-float tensor";
+  if (!isa<FloatType>(xt.getElementType()))
+    return n.error() << op << " of a non-float tensor";
   auto axes = reduceAxes(n, xt.getRank(), n.opset >= 18);
   if (failed(axes))
     return failure();
-  if (axes->empty()) {
+  return std::make_pair(x, *axes);
+}
+
+static LogicalResult importLogSumExp(NodeImporter &n) {
+  auto operands = floatReduction(n, "ReduceLogSumExp");
+  if (failed(operands))
+    return failure();
+  auto [x, axes] = *operands;
+  auto xt = cast<RankedTensorType>(x.getType());
+  Type f = xt.getElementType();
+  if (axes.empty()) {
     // noop_with_empty_axes: log(exp(x)).
     n.setOutput(0, x);
     return success();
   }
-  Value m = n.create<ReduceOp>(ReduceKind::max, x, *axes, true);
+  Value m = n.create<ReduceOp>(ReduceKind::max, x, axes, true);
   // A row all -inf takes m = 0, so it is -inf, as the op, rather than NaN.
   Value ninf = scalarOf(n, f, -std::numeric_limits<double>::infinity());
   m = n.create<WhereOp>(n.create<CmpOp>(CmpPredicate::eq, m, ninf),
                         scalarOf(n, f, 0.0), m);
   Value ex = n.create<ExpOp>(n.create<SubOp>(x, m));
-  Value sum = n.create<ReduceOp>(ReduceKind::sum, ex, *axes, true);
+  Value sum = n.create<ReduceOp>(ReduceKind::sum, ex, axes, true);
   Value lse = n.create<AddOp>(n.create<LogOp>(sum), m);
   if (n.intAttr("keepdims", 1) == 0) {
     SmallVector<int64_t> shape;
     for (auto [d, s] : llvm::enumerate(xt.getShape()))
-      if (!llvm::is_contained(*axes, int64_t(d)))
+      if (!llvm::is_contained(axes, int64_t(d)))
         shape.push_back(s);
     lse = n.reshape(lse, shape);
   }
@@ -199,21 +210,16 @@ static LogicalResult importLogSumExp(NodeImporter &n) {
 }
 
 static LogicalResult importReduceL2(NodeImporter &n) {
-  Value x = n.input(0);
-  if (!x)
+  auto operands = floatReduction(n, "ReduceL2");
+  if (failed(operands))
     return failure();
-  auto xt = cast<RankedTensorType>(x.getType());
-  Type f = xt.getElementType();
-  if (!isa<FloatType>(f))
-    return n.error() << "ReduceL2 of a non-float tensor";
-  auto axes = reduceAxes(n, xt.getRank(), n.opset >= 18);
-  if (failed(axes))
-    return failure();
+  auto [x, axes] = *operands;
+  Type f = cast<RankedTensorType>(x.getType()).getElementType();
   bool keep = n.intAttr("keepdims", 1) != 0;
   Value sum = n.create<MulOp>(x, x);
   // noop_with_empty_axes: sqrt(x^2) elementwise.
-  if (!axes->empty())
-    sum = n.create<ReduceOp>(ReduceKind::sum, sum, *axes, keep);
+  if (!axes.empty())
+    sum = n.create<ReduceOp>(ReduceKind::sum, sum, axes, keep);
   Value zero = scalarOf(n, f, 0.0);
   Value some = n.create<CmpOp>(CmpPredicate::gt, sum, zero);
   // The sqrt reads 1 where the sum is 0, so its gradient there is finite

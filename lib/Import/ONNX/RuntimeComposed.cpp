@@ -12,6 +12,9 @@
 //                    (ProphetNet's positions)
 //   And, Or, Xor     wheres on bool masks (Gemma 4's token-type masks,
 //                    CPM-Ant's)
+//   BitwiseAnd, BitwiseOr, BitwiseXor
+//                    the same on integers known to hold 0s and 1s (masks
+//                    cast to integers: CPM-Ant's, as dynamo writes it)
 //   Trilu            x where a constant triangle, else 0 (the gated delta
 //                    rule's masks: Qwen3.5, Qwen3-Next, Olmo-Hybrid)
 //   Tile             a concat of copies per repeated axis (DiffLlama's
@@ -85,7 +88,17 @@ static LogicalResult importClip(NodeImporter &n) {
 }
 
 /// a and b = b where a, else false; a or b = true where a, else b;
-/// a xor b = not b where a, else b.
+/// a xor b = not b where a, else b (bool tensors).
+static Value logic(NodeImporter &n, Value a, Value b, StringRef op) {
+  Type i1 = n.builder.getI1Type();
+  Value f = scalarOf(n, i1, 0.0), t = scalarOf(n, i1, 1.0);
+  if (op == "And")
+    return n.create<WhereOp>(a, b, f);
+  if (op == "Or")
+    return n.create<WhereOp>(a, t, b);
+  return n.create<WhereOp>(a, n.create<CmpOp>(CmpPredicate::eq, b, f), b);
+}
+
 static LogicalResult importLogic(NodeImporter &n, StringRef op) {
   Value a = n.input(0), b = n.input(1);
   if (!a || !b)
@@ -93,16 +106,53 @@ static LogicalResult importLogic(NodeImporter &n, StringRef op) {
   if (!elementOf(a).isInteger(1) || !elementOf(b).isInteger(1))
     return n.error() << op << " of non-bool tensors " << a.getType() << " and "
                      << b.getType();
-  Type i1 = n.builder.getI1Type();
-  Value f = scalarOf(n, i1, 0.0), t = scalarOf(n, i1, 1.0);
-  Value out;
-  if (op == "And")
-    out = n.create<WhereOp>(a, b, f);
-  else if (op == "Or")
-    out = n.create<WhereOp>(a, t, b);
-  else
-    out = n.create<WhereOp>(a, n.create<CmpOp>(CmpPredicate::eq, b, f), b);
-  n.setOutput(0, out);
+  n.setOutput(0, logic(n, a, b, op));
+  return success();
+}
+
+/// Whether every element of the integer `v` is 0 or 1: a bool cast to an
+/// integer, a constant of 0s and 1s, or a reshape, broadcast, cast or
+/// where of such.
+static bool zeroOrOne(Value v, int depth = 0) {
+  Type el = elementOf(v);
+  if (el.isInteger(1))
+    return true;
+  if (!isa<IntegerType>(el) || depth > 16)
+    return false;
+  if (auto c = v.getDefiningOp<ConstantOp>()) {
+    auto values = dyn_cast<DenseIntElementsAttr>(c.getValue());
+    return values &&
+           llvm::all_of(values.getValues<APInt>(),
+                        [](const APInt &x) { return x.isZero() || x.isOne(); });
+  }
+  Operation *op = v.getDefiningOp();
+  if (isa_and_nonnull<CastOp, ReshapeOp, BroadcastOp>(op))
+    return zeroOrOne(op->getOperand(0), depth + 1);
+  if (auto w = dyn_cast_or_null<WhereOp>(op))
+    return zeroOrOne(w.getOnTrue(), depth + 1) &&
+           zeroOrOne(w.getOnFalse(), depth + 1);
+  return false;
+}
+
+/// BitwiseAnd/Or/Xor of integers that hold 0s and 1s only (masks cast to
+/// integers: CPM-Ant's attention mask), as And/Or/Xor of the masks, cast
+/// back; other integers stay errors (their bits are not masks).
+static LogicalResult importBitwise(NodeImporter &n, StringRef op) {
+  Value a = n.input(0), b = n.input(1);
+  if (!a || !b)
+    return failure();
+  if (!zeroOrOne(a) || !zeroOrOne(b))
+    return n.error() << "Bitwise" << op
+                     << " on run-time values is mapped for integers that "
+                        "hold 0s and 1s only (bool masks cast to integers); "
+                        "these are "
+                     << a.getType() << " and " << b.getType()
+                     << ", not known to be masks";
+  Type el = elementOf(a);
+  auto mask = [&](Value v) {
+    return n.create<CmpOp>(CmpPredicate::ne, v, scalarOf(n, elementOf(v), 0.0));
+  };
+  n.setOutput(0, n.castTo(logic(n, mask(a), mask(b), op), el));
   return success();
 }
 
@@ -262,6 +312,9 @@ void onnx_import::registerRuntimeComposedHandlers(llvm::StringMap<Handler> &t) {
   t["And"] = [](NodeImporter &n) { return importLogic(n, "And"); };
   t["Or"] = [](NodeImporter &n) { return importLogic(n, "Or"); };
   t["Xor"] = [](NodeImporter &n) { return importLogic(n, "Xor"); };
+  t["BitwiseAnd"] = [](NodeImporter &n) { return importBitwise(n, "And"); };
+  t["BitwiseOr"] = [](NodeImporter &n) { return importBitwise(n, "Or"); };
+  t["BitwiseXor"] = [](NodeImporter &n) { return importBitwise(n, "Xor"); };
   t["Trilu"] = importTrilu;
   t["Tile"] = importTile;
   t["ReduceLogSumExp"] = importLogSumExp;

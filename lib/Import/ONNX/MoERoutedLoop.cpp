@@ -441,6 +441,7 @@ moe::matchLoopExperts(const GraphIndex &g, int oneHotIndex, std::string &why) {
   }
   if (byClass.empty())
     return std::nullopt;
+  its.reserve(byClass.size());
   for (auto &[c, it] : byClass)
     its.push_back(it);
   const Iteration &first = its.front();

@@ -32,7 +32,8 @@ import families  # noqa: E402
 # lara_mini: a gated-delta layer, whose torch.eye dynamo writes as an
 # arange cast to UINT8 (folded at import); kolibri1 and minimax_m3_vl_text
 # on dynamo: a router imported op by op in front of batched_mm experts,
-# SiLU-gated and with another activation (docs/moe.md); flex_olmo on
+# SiLU-gated and with another activation (docs/moe.md), and on TorchScript
+# in front of the eager experts loop (MoERoutedLoop.cpp); flex_olmo on
 # TorchScript: a stacked expert loop over fewer experts than the stacks
 # hold.
 SAMPLE = ["llama", "gemma2", "qwen3", "gpt2", "glm", "mixtral", "glm4_moe",
@@ -60,6 +61,8 @@ for name in SAMPLE:
 # CHECK: apertus/dynamo: as expected (pass)
 # CHECK: rwkv/dynamo: as expected (pass)
 # CHECK: lara_mini/dynamo: as expected (pass)
+# CHECK: kolibri1/torchscript: as expected (pass)
 # CHECK: kolibri1/dynamo: as expected (pass)
+# CHECK: minimax_m3_vl_text/torchscript: as expected (pass)
 # CHECK: minimax_m3_vl_text/dynamo: as expected (pass)
 # CHECK: flex_olmo/torchscript: as expected (pass)

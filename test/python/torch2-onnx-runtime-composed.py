@@ -8,7 +8,8 @@
 # (opset 18), each on the gradient's path of a small LM: Abs (Dory), Clip
 # (clamp), ReduceLogSumExp (GraniteSWA's attention sinks), Tile
 # (DiffLlama's repeat), Trilu of a run-time tensor (the gated delta rule's
-# masks), And/Or/Xor of masks computed from the tokens (Gemma 4's), and a
+# masks), And/Or/Xor of masks computed from the tokens (Gemma 4's),
+# ArgMax and ArgMin of a row (gathered by index), and a
 # recurrence written one step at a time into a fresh tensor (out[:, t] =
 # h: RWKV's and RecurrentGemma's, which dynamo writes as ScatterElements).
 # Per path, as bench/families.py checks a family: the loss within 1e-4 of
@@ -47,6 +48,10 @@ class Mix(nn.Module):
         odd = (tokens > 10) & (tokens < 40)
         either = rare ^ odd
         y = y + torch.where(either[..., None], h, -h) * 0.1
+        # The largest and smallest of each row, picked by index (ArgMax,
+        # ArgMin, then GatherElements: PhiMoE's sparsemixer).
+        y = y + h.gather(-1, h.argmax(-1, keepdim=True)) * 0.2
+        y = y + h.gather(-1, h.argmin(-1, keepdim=True)) * 0.3
         out = torch.zeros_like(h)
         state = torch.zeros_like(h[:, 0])
         w = torch.sigmoid(self.decay)

@@ -19,6 +19,11 @@
 //                   the indices is set, summed, so their gradient reaches
 //                   the chosen elements (a where, not a product: a masked
 //                   -inf times 0 would be NaN)
+//   ArgMax, ArgMin  the first (or, select_last_index, the last) position
+//                   equal to the max (min) along the axis: positions where
+//                   it is, else past the end, reduced by min (PhiMoE's
+//                   sparsemixer routes by torch.max's indices); an integer
+//                   with no gradient
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +40,31 @@ Value onnx_import::scalarOf(NodeImporter &n, Type element, double v) {
         DenseElementsAttr::get(type, n.builder.getFloatAttr(element, v)));
   return n.constant(DenseElementsAttr::get(
       type, n.builder.getIntegerAttr(element, int64_t(v))));
+}
+
+Value onnx_import::lastAxisOneHot(NodeImporter &n, Value indices, int64_t c) {
+  auto it = cast<RankedTensorType>(indices.getType());
+  Type i64 = n.builder.getI64Type();
+  Value idx = n.castTo(indices, i64);
+  // Negative indices count from the end.
+  Value neg = n.create<CmpOp>(CmpPredicate::lt, idx, scalarOf(n, i64, 0));
+  idx = n.create<WhereOp>(
+      neg, n.create<AddOp>(idx, scalarOf(n, i64, double(c))), idx);
+  SmallVector<int64_t> col(it.getShape()), rangeShape(it.getRank(), 1);
+  col.push_back(1);
+  rangeShape.push_back(c);
+  SmallVector<int64_t> range = llvm::to_vector(llvm::seq<int64_t>(0, c));
+  return n.create<CmpOp>(CmpPredicate::eq, n.reshape(idx, col),
+                         n.reshape(n.i64Constant(range), rangeShape));
+}
+
+FailureOr<std::pair<Value, SmallVector<int64_t>>>
+onnx_import::inputAndInts(NodeImporter &n, StringRef what) {
+  Value x = n.input(0);
+  auto ints = n.constantInts(1, what);
+  if (!x || failed(ints))
+    return failure();
+  return std::make_pair(x, *ints);
 }
 
 static LogicalResult importSoftplus(NodeImporter &n) {
@@ -125,19 +155,7 @@ static LogicalResult importGatherElements(NodeImporter &n) {
   SmallVector<int64_t> row(lead);
   row.append({1, c});
   Value data3 = n.reshape(data, row);
-  Type i64 = n.builder.getI64Type();
-  Value idx = n.castTo(indices, i64);
-  // Negative indices count from the end.
-  Value neg = n.create<CmpOp>(CmpPredicate::lt, idx, scalarOf(n, i64, 0));
-  idx = n.create<WhereOp>(
-      neg, n.create<AddOp>(idx, scalarOf(n, i64, double(c))), idx);
-  SmallVector<int64_t> col(is);
-  col.push_back(1);
-  SmallVector<int64_t> range = llvm::to_vector(llvm::seq<int64_t>(0, c));
-  SmallVector<int64_t> rangeShape(rank, 1);
-  rangeShape.push_back(c);
-  Value hit = n.create<CmpOp>(CmpPredicate::eq, n.reshape(idx, col),
-                              n.reshape(n.i64Constant(range), rangeShape));
+  Value hit = lastAxisOneHot(n, indices, c);
   Value picked =
       n.create<WhereOp>(hit, data3, scalarOf(n, dt.getElementType(), 0.0));
   n.setOutput(0, n.create<ReduceOp>(ReduceKind::sum, picked,
@@ -146,10 +164,10 @@ static LogicalResult importGatherElements(NodeImporter &n) {
 }
 
 static LogicalResult importTopK(NodeImporter &n) {
-  Value x = n.input(0);
-  auto kIn = n.constantInts(1, "k");
-  if (!x || failed(kIn))
+  auto operands = inputAndInts(n, "k");
+  if (failed(operands))
     return failure();
+  auto [x, kIn] = *operands;
   auto xt = cast<RankedTensorType>(x.getType());
   int64_t rank = xt.getRank();
   auto axis = n.normalizeAxis(n.intAttr("axis", -1), rank);
@@ -163,9 +181,9 @@ static LogicalResult importTopK(NodeImporter &n) {
                      << (n.intAttr("largest", 1) ? "largest" : "smallest")
                      << " along axis " << *axis << " of " << xt;
   int64_t c = xt.getShape().back();
-  if (kIn->size() != 1 || (*kIn)[0] < 1 || (*kIn)[0] > c)
+  if (kIn.size() != 1 || kIn[0] < 1 || kIn[0] > c)
     return n.error() << "k is not one integer from 1 to " << c;
-  int64_t k = (*kIn)[0], rows = xt.getNumElements() / c;
+  int64_t k = kIn[0], rows = xt.getNumElements() / c;
   Type f32 = n.builder.getF32Type(), i64 = n.builder.getI64Type();
   Value flat = n.reshape(n.castTo(x, f32), {rows, c});
   auto route = MoERouteOp::create(n.builder, n.loc,
@@ -176,9 +194,7 @@ static LogicalResult importTopK(NodeImporter &n) {
   outShape.push_back(k);
   Value ids = route.getExperts();
   if (n.hasOutput(0)) {
-    SmallVector<int64_t> range = llvm::to_vector(llvm::seq<int64_t>(0, c));
-    Value hit = n.create<CmpOp>(CmpPredicate::eq, n.reshape(ids, {rows, k, 1}),
-                                n.reshape(n.i64Constant(range), {1, 1, c}));
+    Value hit = lastAxisOneHot(n, ids, c);
     Value picked = n.create<WhereOp>(hit, n.reshape(flat, {rows, 1, c}),
                                      scalarOf(n, f32, 0.0));
     Value values = n.create<ReduceOp>(ReduceKind::sum, picked,
@@ -190,6 +206,45 @@ static LogicalResult importTopK(NodeImporter &n) {
   return success();
 }
 
+static LogicalResult importArgExtreme(NodeImporter &n, bool max) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  auto xt = cast<RankedTensorType>(x.getType());
+  int64_t rank = xt.getRank();
+  auto axis = n.normalizeAxis(n.intAttr("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  if (!isa<FloatType>(xt.getElementType()))
+    return n.error() << "Arg" << (max ? "Max" : "Min")
+                     << " on run-time values is mapped for floats only; this "
+                        "one reads "
+                     << xt;
+  int64_t c = xt.getShape()[*axis];
+  bool lastIndex = n.intAttr("select_last_index", 0) != 0;
+  bool keep = n.intAttr("keepdims", 1) != 0;
+  Value best = n.create<ReduceOp>(max ? ReduceKind::max : ReduceKind::min, x,
+                                  ArrayRef<int64_t>{*axis}, true);
+  Value at = n.create<CmpOp>(CmpPredicate::eq, x, best);
+  // The positions along the axis, as floats (exact below 2^24): where x is
+  // the extreme, else past the end, so min (max) picks the first (last).
+  Type f32 = n.builder.getF32Type();
+  SmallVector<float> range;
+  for (int64_t j = 0; j < c; ++j)
+    range.push_back(float(j));
+  SmallVector<int64_t> rangeShape(rank, 1);
+  rangeShape[*axis] = c;
+  Value positions = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get(rangeShape, f32), ArrayRef<float>(range)));
+  Value candidates = n.create<WhereOp>(
+      at, positions, scalarOf(n, f32, lastIndex ? -1.0 : double(c)));
+  Value picked =
+      n.create<ReduceOp>(lastIndex ? ReduceKind::max : ReduceKind::min,
+                         candidates, ArrayRef<int64_t>{*axis}, keep);
+  n.setOutput(0, n.castTo(picked, n.builder.getI64Type()));
+  return success();
+}
+
 void onnx_import::registerComposedHandlers(llvm::StringMap<Handler> &t) {
   registerRuntimeComposedHandlers(t);
   registerEinsumHandler(t);
@@ -197,4 +252,6 @@ void onnx_import::registerComposedHandlers(llvm::StringMap<Handler> &t) {
   t["CumSum"] = importCumSum;
   t["GatherElements"] = importGatherElements;
   t["TopK"] = importTopK;
+  t["ArgMax"] = [](NodeImporter &n) { return importArgExtreme(n, true); };
+  t["ArgMin"] = [](NodeImporter &n) { return importArgExtreme(n, false); };
 }

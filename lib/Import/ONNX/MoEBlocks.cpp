@@ -109,8 +109,8 @@ Matcher::matchStackedExpert(const onnx::NodeProto &down) const {
   return std::nullopt;
 }
 
-std::optional<std::pair<int64_t, int64_t>>
-Matcher::hitClass(StringRef index) const {
+std::optional<std::pair<int64_t, int64_t>> moe::hitClass(const GraphIndex &g,
+                                                         StringRef index) {
   std::string value = index.str();
   const onnx::NodeProto *node = g.producerOf(value);
   // `expert_hit[i][0]`: through a Gather at 0 and the reshapes around it.
@@ -284,7 +284,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
       // The expert loop's `expert_mask[e]`: one class of the one-hot.
       if (auto c = g.scalarInt(inputOf(node, 1))) {
         classes.push_back(*c);
-      } else if (auto c = hitClass(inputOf(node, 1))) {
+      } else if (auto c = hitClass(g, inputOf(node, 1))) {
         classes.push_back(c->first);
         classOf[inputOf(node, 1)] = c->first;
         hit = c->second;

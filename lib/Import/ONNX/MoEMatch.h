@@ -51,6 +51,12 @@ struct MoEMatch {
   int last = -1;
 };
 
+/// (i, n) when `index` is the i-th of the n experts the routing hit: the
+/// expert loop of transformers 5 runs over `NonZero(hit)` split into one
+/// value per expert, so each one-hot class it reads is a run-time value.
+std::optional<std::pair<int64_t, int64_t>> hitClass(const GraphIndex &g,
+                                                    StringRef index);
+
 class Matcher {
 public:
   Matcher(const GraphIndex &g, Location fileLoc) : g(g), fileLoc(fileLoc) {}
@@ -87,10 +93,6 @@ private:
   /// last axis and only a Softmax over its last axis reads the values it
   /// keeps.
   bool softmaxAfterTopK(int topKIndex) const;
-  /// (i, n) when `index` is the i-th of the n experts the routing hit: the
-  /// expert loop of transformers 5 runs over `NonZero(hit)` split into one
-  /// value per expert, so each one-hot class it reads is a run-time value.
-  std::optional<std::pair<int64_t, int64_t>> hitClass(StringRef index) const;
 
   const GraphIndex &g;
   Location fileLoc;

@@ -4,7 +4,8 @@
 // block, which MoEBlocks.cpp matches whole (router and experts) where it
 // can, and which becomes one node of the private domain kMoEDomain. A TopK
 // whose router is of no form matched whole still makes a block when
-// transformers 5's batched_mm experts read what it chose (MoERouted.cpp):
+// transformers 5's batched_mm experts (MoERouted.cpp) or its eager loop
+// (MoERoutedLoop.cpp) read what it chose:
 // then only the experts are replaced and the router is imported op by op.
 // Otherwise the whole-block matcher's error stands.
 //
@@ -164,11 +165,14 @@ static int producerIndex(const onnx::GraphProto &graph, StringRef value) {
   return -1;
 }
 
-/// Replaces every batched_mm expert block whose chosen experts are computed
-/// from the TopK writing `indices` by a routed MoE node. True when the
-/// TopK's choices reach experts so replaced (now or in an earlier round: a
-/// group-limited router's first TopK reaches the same experts as its last).
-static bool replaceRoutedExperts(onnx::GraphProto &graph, StringRef indices) {
+/// Replaces every batched_mm expert block, and every eager experts loop
+/// (MoERoutedLoop.cpp), whose chosen experts are computed from the TopK
+/// writing `indices` by routed MoE nodes. True when the TopK's choices
+/// reach experts so replaced (now or in an earlier round: a group-limited
+/// router's first TopK reaches the same experts as its last). `why` says
+/// why an eager loop that reads them does not map (experts left out).
+static bool replaceRoutedExperts(onnx::GraphProto &graph, StringRef indices,
+                                 std::string &why) {
   bool reached = false;
   for (int count = 0;; ++count) {
     GraphIndex g(graph);
@@ -182,6 +186,12 @@ static bool replaceRoutedExperts(onnx::GraphProto &graph, StringRef indices) {
           llvm::any_of(node.input(),
                        [&](const std::string &in) { return reach.count(in); }))
         reached = true;
+      // transformers 5's eager loop (TorchScript) one-hot encodes the
+      // chosen experts.
+      if (node.op_type() == "OneHot" && reach.count(inputOf(node, 0))) {
+        s = matchLoopExperts(g, i, why);
+        continue;
+      }
       if (node.op_type() != "Mul")
         continue;
       if ((r = matchRoutedExperts(g, i)) && !reach.count(r->ids))
@@ -256,7 +266,7 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
       }
     }
     if (topKIndex < 0)
-      return success();
+      break;
     // The whole-block matcher's error is reported only when no routed
     // experts read the TopK's choices either.
     SmallVector<std::pair<Location, std::string>> errors;
@@ -276,13 +286,16 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
       // A TopK of a router form the matcher knows keeps its error even
       // when no expert reads its indices (a group-limited router's first
       // TopK, whose groups only make a mask).
-      if (!indices.empty() && (replaceRoutedExperts(graph, indices) ||
+      std::string loopWhy;
+      if (!indices.empty() && (replaceRoutedExperts(graph, indices, loopWhy) ||
                                (reader.empty() && !matcher.knownRouter))) {
         opByOp.insert(indices);
         continue;
       }
       for (auto &[loc, message] : errors) {
         InFlightDiagnostic diag = emitError(loc) << message;
+        if (!loopWhy.empty())
+          diag << "; nor do transformers 5's eager experts map: " << loopWhy;
         if (reader == "GatherND")
           diag << "; nor do transformers 5's batched_mm experts read its "
                   "chosen experts (both stacks gathered at them, the tokens "
@@ -298,5 +311,22 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
     // Nodes that only fed the replaced ones (the baked-in token gathers,
     // the experts' own matmuls) are dropped with them.
     replaceNodes(graph, b->nodes, b->last, moe);
+  }
+  // A router that picks its experts by ArgMax (PhiMoE's sparsemixer, one
+  // expert at a time) has no TopK: the experts its choices reach map the
+  // same way; any other OneHot or NonZero stays an error of its own.
+  llvm::StringSet<> done;
+  for (;;) {
+    auto argMax = llvm::find_if(graph.node(), [&](const onnx::NodeProto &n) {
+      return n.op_type() == "ArgMax" &&
+             (n.domain().empty() || n.domain() == "ai.onnx") &&
+             !done.count(outputOf(n, 0));
+    });
+    if (argMax == graph.node().end())
+      return success();
+    // (A copy: the replacement rewrites the graph's nodes.)
+    std::string chosen = outputOf(*argMax, 0), why;
+    done.insert(chosen);
+    replaceRoutedExperts(graph, chosen, why);
   }
 }

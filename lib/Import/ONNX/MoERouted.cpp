@@ -131,10 +131,7 @@ static std::optional<GatheredMatmul> gatheredMatmul(const GraphIndex &g,
   return m;
 }
 
-/// Whether `node` computes each row of its outputs from the same row of
-/// its run-time inputs alone (the rows being the dispatched (token, slot)
-/// pairs, in any order): an elementwise op, or a split of the last axis.
-static bool rowwise(const GraphIndex &g, const onnx::NodeProto &node) {
+bool moe::rowwise(const GraphIndex &g, const onnx::NodeProto &node) {
   const std::string &op = node.op_type();
   if (llvm::is_contained(
           {"Add",     "Sub",        "Mul",         "Div",      "Pow",  "Tanh",

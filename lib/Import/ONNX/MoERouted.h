@@ -55,6 +55,20 @@ struct SplitExperts {
   llvm::DenseSet<int> nodes;
 };
 
+/// Whether `node` computes each row of its outputs from the same row of
+/// its run-time inputs alone (the rows being the dispatched (token, slot)
+/// pairs, in any order): an elementwise op, or a split of the last axis.
+bool rowwise(const GraphIndex &g, const onnx::NodeProto &node);
+
+/// transformers 5's eager experts loop as the TorchScript exporter writes
+/// it (MoERoutedLoop.cpp), behind a router imported op by op: the same cut
+/// as SplitExperts, the activation's nodes of the loop's first iteration
+/// kept (every iteration checked to compute the same), the others dropped.
+/// `oneHot` is the node one-hot encoding the chosen experts. Sets `why`
+/// when the loop is of this form but leaves out experts.
+std::optional<SplitExperts> matchLoopExperts(const GraphIndex &g, int oneHot,
+                                             std::string &why);
+
 /// Matches such experts whose weighted Mul is node `mul`: every node
 /// between the first matmul's output and the second's input is elementwise
 /// (its other inputs one-element constants) or splits the rows along their

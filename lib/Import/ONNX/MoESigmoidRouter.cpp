@@ -25,10 +25,9 @@
 
 using namespace mlir::rp::onnx_import::moe;
 
-/// The constant tensor behind `value` (a Constant node or an initializer,
-/// through Cast, dynamo's CastLike and Identity).
-static const onnx::TensorProto *constantTensor(const GraphIndex &g,
-                                               StringRef value) {
+const onnx::TensorProto *
+mlir::rp::onnx_import::moe::constantTensor(const GraphIndex &g,
+                                           StringRef value) {
   const onnx::NodeProto *node = g.producerOf(value);
   while (node && (node->op_type() == "Cast" || node->op_type() == "CastLike" ||
                   node->op_type() == "Identity")) {

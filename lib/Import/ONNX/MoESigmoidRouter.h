@@ -43,6 +43,10 @@ struct SigmoidRouter {
 std::optional<SmallVector<int64_t>> constantInts(const GraphIndex &g,
                                                  StringRef value);
 
+/// The constant tensor behind `value` (a Constant node or an initializer,
+/// through Cast, dynamo's CastLike and Identity), null if none.
+const onnx::TensorProto *constantTensor(const GraphIndex &g, StringRef value);
+
 /// A one-element float constant (through Cast, CastLike and Identity).
 std::optional<double> scalarFloat(const GraphIndex &g, StringRef value);
 

@@ -188,6 +188,17 @@ void registerEinsumHandler(llvm::StringMap<Handler> &table);
 /// A rank-0 constant `v` of element type `element` (ComposedHandlers.cpp).
 Value scalarOf(NodeImporter &n, Type element, double v);
 
+/// hit[.., m, j]: whether index m of `indices` (along the last axis of a
+/// dimension of `c`, negative ones counting from the end) is j; the
+/// one-hot that GatherElements, TopK and ScatterElements on run-time
+/// indices select or write through.
+Value lastAxisOneHot(NodeImporter &n, Value indices, int64_t c);
+
+/// Input 0 and the constant integers of input 1 (`what`: a TopK's k, a
+/// Tile's repeats).
+FailureOr<std::pair<Value, SmallVector<int64_t>>> inputAndInts(NodeImporter &n,
+                                                               StringRef what);
+
 } // namespace mlir::rp::onnx_import
 
 #endif // RP_LIB_IMPORT_ONNX_NODEIMPORTER_H

@@ -12,6 +12,9 @@
 //                    (ProphetNet's positions)
 //   And, Or, Xor     wheres on bool masks (Gemma 4's token-type masks,
 //                    CPM-Ant's)
+//   BitwiseAnd, BitwiseOr, BitwiseXor
+//                    the same on integers known to hold 0s and 1s (masks
+//                    cast to integers: CPM-Ant's, as dynamo writes it)
 //   Trilu            x where a constant triangle, else 0 (the gated delta
 //                    rule's masks: Qwen3.5, Qwen3-Next, Olmo-Hybrid)
 //   Tile             a concat of copies per repeated axis (DiffLlama's
@@ -85,7 +88,17 @@ static LogicalResult importClip(NodeImporter &n) {
 }
 
 /// a and b = b where a, else false; a or b = true where a, else b;
-/// a xor b = not b where a, else b.
+/// a xor b = not b where a, else b (bool tensors).
+static Value logic(NodeImporter &n, Value a, Value b, StringRef op) {
+  Type i1 = n.builder.getI1Type();
+  Value f = scalarOf(n, i1, 0.0), t = scalarOf(n, i1, 1.0);
+  if (op == "And")
+    return n.create<WhereOp>(a, b, f);
+  if (op == "Or")
+    return n.create<WhereOp>(a, t, b);
+  return n.create<WhereOp>(a, n.create<CmpOp>(CmpPredicate::eq, b, f), b);
+}
+
 static LogicalResult importLogic(NodeImporter &n, StringRef op) {
   Value a = n.input(0), b = n.input(1);
   if (!a || !b)
@@ -93,16 +106,53 @@ static LogicalResult importLogic(NodeImporter &n, StringRef op) {
   if (!elementOf(a).isInteger(1) || !elementOf(b).isInteger(1))
     return n.error() << op << " of non-bool tensors " << a.getType() << " and "
                      << b.getType();
-  Type i1 = n.builder.getI1Type();
-  Value f = scalarOf(n, i1, 0.0), t = scalarOf(n, i1, 1.0);
-  Value out;
-  if (op == "And")
-    out = n.create<WhereOp>(a, b, f);
-  else if (op == "Or")
-    out = n.create<WhereOp>(a, t, b);
-  else
-    out = n.create<WhereOp>(a, n.create<CmpOp>(CmpPredicate::eq, b, f), b);
-  n.setOutput(0, out);
+  n.setOutput(0, logic(n, a, b, op));
+  return success();
+}
+
+/// Whether every element of the integer `v` is 0 or 1: a bool cast to an
+/// integer, a constant of 0s and 1s, or a reshape, broadcast, cast or
+/// where of such.
+static bool zeroOrOne(Value v, int depth = 0) {
+  Type el = elementOf(v);
+  if (el.isInteger(1))
+    return true;
+  if (!isa<IntegerType>(el) || depth > 16)
+    return false;
+  if (auto c = v.getDefiningOp<ConstantOp>()) {
+    auto values = dyn_cast<DenseIntElementsAttr>(c.getValue());
+    return values &&
+           llvm::all_of(values.getValues<APInt>(),
+                        [](const APInt &x) { return x.isZero() || x.isOne(); });
+  }
+  Operation *op = v.getDefiningOp();
+  if (isa_and_nonnull<CastOp, ReshapeOp, BroadcastOp>(op))
+    return zeroOrOne(op->getOperand(0), depth + 1);
+  if (auto w = dyn_cast_or_null<WhereOp>(op))
+    return zeroOrOne(w.getOnTrue(), depth + 1) &&
+           zeroOrOne(w.getOnFalse(), depth + 1);
+  return false;
+}
+
+/// BitwiseAnd/Or/Xor of integers that hold 0s and 1s only (masks cast to
+/// integers: CPM-Ant's attention mask), as And/Or/Xor of the masks, cast
+/// back; other integers stay errors (their bits are not masks).
+static LogicalResult importBitwise(NodeImporter &n, StringRef op) {
+  Value a = n.input(0), b = n.input(1);
+  if (!a || !b)
+    return failure();
+  if (!zeroOrOne(a) || !zeroOrOne(b))
+    return n.error() << "Bitwise" << op
+                     << " on run-time values is mapped for integers that "
+                        "hold 0s and 1s only (bool masks cast to integers); "
+                        "these are "
+                     << a.getType() << " and " << b.getType()
+                     << ", not known to be masks";
+  Type el = elementOf(a);
+  auto mask = [&](Value v) {
+    return n.create<CmpOp>(CmpPredicate::ne, v, scalarOf(n, elementOf(v), 0.0));
+  };
+  n.setOutput(0, n.castTo(logic(n, mask(a), mask(b), op), el));
   return success();
 }
 
@@ -138,16 +188,16 @@ static LogicalResult importTrilu(NodeImporter &n) {
 }
 
 static LogicalResult importTile(NodeImporter &n) {
-  Value x = n.input(0);
-  auto repeats = n.constantInts(1, "repeats");
-  if (!x || failed(repeats))
+  auto operands = inputAndInts(n, "repeats");
+  if (failed(operands))
     return failure();
+  auto [x, repeats] = *operands;
   auto xt = cast<RankedTensorType>(x.getType());
-  if ((int64_t)repeats->size() != xt.getRank())
+  if ((int64_t)repeats.size() != xt.getRank())
     return n.error() << "expected " << xt.getRank() << " repeats but got "
-                     << repeats->size();
+                     << repeats.size();
   SmallVector<int64_t> shape(xt.getShape());
-  for (auto [axis, r] : llvm::enumerate(*repeats)) {
+  for (auto [axis, r] : llvm::enumerate(repeats)) {
     if (r < 0)
       return n.error() << "a negative repeat " << r;
     if (r == 1)
@@ -163,34 +213,45 @@ static LogicalResult importTile(NodeImporter &n) {
   return success();
 }
 
-static LogicalResult importLogSumExp(NodeImporter &n) {
+/// A float reduction's input and axes (`op` names it in the error).
+static FailureOr<std::pair<Value, SmallVector<int64_t>>>
+floatReduction(NodeImporter &n, StringRef op) {
   Value x = n.input(0);
   if (!x)
     return failure();
   auto xt = cast<RankedTensorType>(x.getType());
-  Type f = xt.getElementType();
-  if (!isa<FloatType>(f))
-    return n.error() << "ReduceLogSumExp of a non-float tensor";
+  if (!isa<FloatType>(xt.getElementType()))
+    return n.error() << op << " of a non-float tensor";
   auto axes = reduceAxes(n, xt.getRank(), n.opset >= 18);
   if (failed(axes))
     return failure();
-  if (axes->empty()) {
+  return std::make_pair(x, *axes);
+}
+
+static LogicalResult importLogSumExp(NodeImporter &n) {
+  auto operands = floatReduction(n, "ReduceLogSumExp");
+  if (failed(operands))
+    return failure();
+  auto [x, axes] = *operands;
+  auto xt = cast<RankedTensorType>(x.getType());
+  Type f = xt.getElementType();
+  if (axes.empty()) {
     // noop_with_empty_axes: log(exp(x)).
     n.setOutput(0, x);
     return success();
   }
-  Value m = n.create<ReduceOp>(ReduceKind::max, x, *axes, true);
+  Value m = n.create<ReduceOp>(ReduceKind::max, x, axes, true);
   // A row all -inf takes m = 0, so it is -inf, as the op, rather than NaN.
   Value ninf = scalarOf(n, f, -std::numeric_limits<double>::infinity());
   m = n.create<WhereOp>(n.create<CmpOp>(CmpPredicate::eq, m, ninf),
                         scalarOf(n, f, 0.0), m);
   Value ex = n.create<ExpOp>(n.create<SubOp>(x, m));
-  Value sum = n.create<ReduceOp>(ReduceKind::sum, ex, *axes, true);
+  Value sum = n.create<ReduceOp>(ReduceKind::sum, ex, axes, true);
   Value lse = n.create<AddOp>(n.create<LogOp>(sum), m);
   if (n.intAttr("keepdims", 1) == 0) {
     SmallVector<int64_t> shape;
     for (auto [d, s] : llvm::enumerate(xt.getShape()))
-      if (!llvm::is_contained(*axes, int64_t(d)))
+      if (!llvm::is_contained(axes, int64_t(d)))
         shape.push_back(s);
     lse = n.reshape(lse, shape);
   }
@@ -199,21 +260,16 @@ static LogicalResult importLogSumExp(NodeImporter &n) {
 }
 
 static LogicalResult importReduceL2(NodeImporter &n) {
-  Value x = n.input(0);
-  if (!x)
+  auto operands = floatReduction(n, "ReduceL2");
+  if (failed(operands))
     return failure();
-  auto xt = cast<RankedTensorType>(x.getType());
-  Type f = xt.getElementType();
-  if (!isa<FloatType>(f))
-    return n.error() << "ReduceL2 of a non-float tensor";
-  auto axes = reduceAxes(n, xt.getRank(), n.opset >= 18);
-  if (failed(axes))
-    return failure();
+  auto [x, axes] = *operands;
+  Type f = cast<RankedTensorType>(x.getType()).getElementType();
   bool keep = n.intAttr("keepdims", 1) != 0;
   Value sum = n.create<MulOp>(x, x);
   // noop_with_empty_axes: sqrt(x^2) elementwise.
-  if (!axes->empty())
-    sum = n.create<ReduceOp>(ReduceKind::sum, sum, *axes, keep);
+  if (!axes.empty())
+    sum = n.create<ReduceOp>(ReduceKind::sum, sum, axes, keep);
   Value zero = scalarOf(n, f, 0.0);
   Value some = n.create<CmpOp>(CmpPredicate::gt, sum, zero);
   // The sqrt reads 1 where the sum is 0, so its gradient there is finite
@@ -256,6 +312,9 @@ void onnx_import::registerRuntimeComposedHandlers(llvm::StringMap<Handler> &t) {
   t["And"] = [](NodeImporter &n) { return importLogic(n, "And"); };
   t["Or"] = [](NodeImporter &n) { return importLogic(n, "Or"); };
   t["Xor"] = [](NodeImporter &n) { return importLogic(n, "Xor"); };
+  t["BitwiseAnd"] = [](NodeImporter &n) { return importBitwise(n, "And"); };
+  t["BitwiseOr"] = [](NodeImporter &n) { return importBitwise(n, "Or"); };
+  t["BitwiseXor"] = [](NodeImporter &n) { return importBitwise(n, "Xor"); };
   t["Trilu"] = importTrilu;
   t["Tile"] = importTile;
   t["ReduceLogSumExp"] = importLogSumExp;

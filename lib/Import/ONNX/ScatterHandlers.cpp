@@ -195,21 +195,13 @@ static LogicalResult writeChosen(NodeImporter &n, Value data, Value indices,
                      << updates.getType() << " at " << indices.getType()
                      << " into " << dt << " along axis " << *axis;
   int64_t c = ds.back();
-  Type i64 = n.builder.getI64Type(), f32 = n.builder.getF32Type();
   Type el = dt.getElementType();
   // Sums run in the data's float type, or f32 for a mask or integers.
-  Type f = isa<FloatType>(el) ? el : f32;
-  Value idx = n.castTo(indices, i64);
-  Value neg = n.create<CmpOp>(CmpPredicate::lt, idx, scalarOf(n, i64, 0));
-  idx = n.create<WhereOp>(neg, n.create<AddOp>(idx, scalarOf(n, i64, c)), idx);
-  SmallVector<int64_t> col(is), rangeShape(rank, 1), upd(is);
-  col.push_back(1);
+  Type f = isa<FloatType>(el) ? el : n.builder.getF32Type();
+  SmallVector<int64_t> upd(is);
   upd.push_back(1);
-  rangeShape.push_back(c);
-  SmallVector<int64_t> range = llvm::to_vector(llvm::seq<int64_t>(0, c));
   // hit[.., m, j]: index m writes position j.
-  Value hit = n.create<CmpOp>(CmpPredicate::eq, n.reshape(idx, col),
-                              n.reshape(n.i64Constant(range), rangeShape));
+  Value hit = lastAxisOneHot(n, indices, c);
   Value one = scalarOf(n, f, 1.0), zero = scalarOf(n, f, 0.0);
   Value hits =
       n.create<ReduceOp>(ReduceKind::sum, n.create<WhereOp>(hit, one, zero),

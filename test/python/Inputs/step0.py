@@ -79,12 +79,23 @@ def export_onnx(model, inputs, path, training=False):
         extra["dynamo"] = False
     mode = (torch.onnx.TrainingMode.TRAINING if training else
             torch.onnx.TrainingMode.EVAL)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, tuple(inputs.values()), str(path),
-                          input_names=list(inputs), output_names=["logits"],
-                          opset_version=17, do_constant_folding=False,
-                          training=mode, **extra)
+    # The exporter restores the top module's mode on every submodule
+    # (model.train(was_training)): a wrapper left in training mode around
+    # an eval-mode model would put the model in training mode after the
+    # export (PhiMoE's router then samples its experts). Each module's
+    # own mode is restored instead.
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, tuple(inputs.values()), str(path),
+                              input_names=list(inputs),
+                              output_names=["logits"], opset_version=17,
+                              do_constant_folding=False, training=mode,
+                              **extra)
+    finally:
+        for m, was in modes:
+            m.training = was
 
 
 def onnx_matches(model, inputs, labels, plan, out, name, steps, tol=1e-5):

@@ -101,6 +101,15 @@ int64_t sliceGrain(int64_t tokens, int64_t units = 128);
 struct SlicePairCosts {
   std::vector<double> forwardMs, recomputeMs, backwardMs;
   std::vector<int64_t> keyValueBytes;
+  /// Per layer, its attention's keys and values as [batch, heads, dim]
+  /// (the token dimension left out) and their element type: the shapes of
+  /// the kernels a slice adds (sliceKernelsMs). Empty: none priced.
+  struct Kept {
+    int64_t batch = 1, heads = 1, dim = 1;
+    unsigned elementBytes = 4;
+    std::string dtype = "f32";
+  };
+  std::vector<std::vector<Kept>> kept;
 };
 
 /// The pair costs from the layers' attention kernels' times at `2h` and at
@@ -126,6 +135,23 @@ int64_t keptKeyValueBytes(CommandKind kind, StageRange range,
 
 /// One compute command of a job at `layers` (rp-lower-schedule's times).
 double sliceComputeMs(const StageJob &job, llvm::ArrayRef<LayerCost> layers);
+
+/// The kernels the sliced plan runs for slice `k` of `sizes` in a compute
+/// of `job` (a forward-only one where `forwardOnly`: a forward job's or
+/// the tail's sweep) beyond the layers at the slice's own size and its
+/// pairs, per kept key or value of each layer in the job (pairs.kept), as
+/// the exported plan has them (rp-slice-tokens, rp-autodiff,
+/// StagedSlices.cpp): the forward's (and a backward's recompute's) concat
+/// of the kept prefix and the slice's own; the backward's slices of the
+/// concat's gradient, the read of the slice's own rows from the job's
+/// key-gradient accumulator and the add of them, the prefix's gradient
+/// padded into the accumulator (slice_grad) and added to it. Each at
+/// timing::callMs (its launch included), as the sim times them. 0 for one
+/// slice.
+double sliceKernelsMs(const StageJob &job, bool forwardOnly,
+                      const SlicePairCosts &pairs,
+                      llvm::ArrayRef<int64_t> sizes, unsigned k,
+                      const HardwareProfile &hw);
 
 struct SlicedPrediction {
   PlanPrediction plan;

@@ -193,6 +193,23 @@ struct PredictTokenSlicesPass
   int64_t seq0 = 0, rows = 1;
 };
 
+/// A kept key or value of type [batch, heads, tokens, dim] (attention's
+/// operand; the tokens left out), what the slice's extra kernels move.
+static SlicePairCosts::Kept keptShape(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  SlicePairCosts::Kept k;
+  k.elementBytes = (t.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  llvm::raw_string_ostream os(k.dtype);
+  k.dtype.clear();
+  t.getElementType().print(os);
+  if (t.getRank() == 4) {
+    k.batch = t.getDimSize(0);
+    k.heads = t.getDimSize(1);
+    k.dim = t.getDimSize(3);
+  }
+  return k;
+}
+
 void PredictTokenSlicesPass::runOnOperation() {
   ModuleOp module = getOperation();
   markAllAnalysesPreserved();
@@ -219,11 +236,15 @@ void PredictTokenSlicesPass::runOnOperation() {
   // Keys and values per token of each layer, what a job keeps for the
   // slices after the one it runs.
   std::vector<int64_t> keyValue;
+  std::vector<std::vector<SlicePairCosts::Kept>> kept;
   for (LayerOp layer : func.getOps<LayerOp>()) {
     int64_t bytes = 0;
+    kept.emplace_back();
     layer.walk([&](AttentionOp a) {
-      bytes += tensorBytes(a.getKey().getType()) +
-               tensorBytes(a.getValue().getType());
+      for (Value v : {a.getKey(), a.getValue()}) {
+        bytes += tensorBytes(v.getType());
+        kept.back().push_back(keptShape(v.getType()));
+      }
     });
     keyValue.push_back(bytes / seq0);
   }
@@ -235,6 +256,7 @@ void PredictTokenSlicesPass::runOnOperation() {
   if (failed(big) || failed(half))
     return signalPassFailure();
   pairs = fitPairCosts(**big, **half, h, keyValue);
+  pairs.kept = kept;
 
   int64_t budget =
       budgetGiB > 0 ? int64_t(budgetGiB * (1ull << 30)) : in->hw.memoryBytes();
@@ -380,6 +402,7 @@ void PredictTokenSlicesPass::runOnOperation() {
       if (failed(bigEnd) || failed(halfEnd) || failed(whole))
         return signalPassFailure();
       pairs = fitPairCosts(**bigEnd, **halfEnd, h, keyValue);
+      pairs.kept = kept;
       PlanTarget at{endHw,
                     ScheduleKind::roundRobin,
                     in->attr.getDevices(),

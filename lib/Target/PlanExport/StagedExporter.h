@@ -176,6 +176,12 @@ private:
     return slices ? views[mb % slices].offset : 0;
   }
   LogicalResult classifyOps();
+  /// What a function-level op of @main or of a slice function is. A
+  /// constant is added as a weight, a layer or the return skipped (both
+  /// `taken`); a parameter is left to the caller (@main adds it, a slice
+  /// stands it for @main's); `prologue`: it computes from weights only.
+  enum class TopLevel { taken, param, prologue, other };
+  FailureOr<TopLevel> classifyTopLevel(Operation &op);
   LogicalResult bindLayers();
   void analyzeJobs();
   /// The stage job that computes `v` in microbatch `mb`: its layer's job,

@@ -152,6 +152,12 @@ private:
                   std::vector<fb::Offset<pf::Copy>> &out);
   /// The host rows of kept keys or values `name`, [M * B, H, S, d].
   uint32_t keptBuffer(const std::string &name, Type slicedType);
+  /// The copies of rows [first, first + n) of sequence `m`'s kept keys or
+  /// values of type `t` (`n` rows: the device buffer's) between host
+  /// buffer `host` and device buffer `device`: one per batch row and head.
+  void keptRowCopies(RankedTensorType t, uint32_t host, uint32_t device,
+                     unsigned m, int64_t first, bool toHost,
+                     std::vector<fb::Offset<pf::Copy>> &out);
   /// An rp.kept_keys download: the slice's own keys and values into rows
   /// [o, o + s) of the kept host buffers.
   unsigned emitKeptDownload(unsigned index);

@@ -294,20 +294,29 @@ uint32_t StagedExporter::keptBuffer(const std::string &name, Type slicedType) {
   return it->second;
 }
 
+void StagedExporter::keptRowCopies(RankedTensorType t, uint32_t host,
+                                   uint32_t device, unsigned m, int64_t first,
+                                   bool toHost,
+                                   std::vector<fb::Offset<pf::Copy>> &out) {
+  int64_t B = t.getDimSize(0), H = t.getDimSize(1), n = t.getDimSize(2),
+          d = t.getDimSize(3), e = elementBytes(t), S = sequenceLength;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t hd = 0; hd < H; ++hd) {
+      int64_t atHost = (((m * B + b) * H + hd) * S + first) * d * e,
+              atDevice = ((b * H + hd) * n) * d * e;
+      out.push_back(toHost ? copy(device, atDevice, host, atHost, n * d * e)
+                           : copy(host, atHost, device, atDevice, n * d * e));
+    }
+}
+
 void StagedExporter::hostCopies(Value v, unsigned mb, uint32_t dst,
                                 std::vector<fb::Offset<pf::Copy>> &out) {
   unsigned m = mb / slices;
   int64_t o = sliceOffset(mb);
   if (auto kept = keptArgs.find(v); kept != keptArgs.end()) {
-    // Rows [0, o) of each batch row and head.
+    // Rows [0, o): the argument's.
     auto t = cast<RankedTensorType>(v.getType());
-    uint32_t h = keptBuffer(kept->second, t);
-    int64_t B = t.getDimSize(0), H = t.getDimSize(1), d = t.getDimSize(3),
-            e = elementBytes(t), S = sequenceLength;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t hd = 0; hd < H; ++hd)
-        out.push_back(copy(h, (((m * B + b) * H + hd) * S) * d * e, dst,
-                           ((b * H + hd) * o) * d * e, o * d * e));
+    keptRowCopies(t, keptBuffer(kept->second, t), dst, m, 0, false, out);
     return;
   }
   if (isa<BlockArgument>(v)) {
@@ -349,19 +358,11 @@ void StagedExporter::hostCopies(Value v, unsigned mb, uint32_t dst,
 unsigned StagedExporter::emitKeptDownload(unsigned index) {
   const Cmd &c = cmds[index];
   unsigned mb = c.mb, m = mb / slices;
-  int64_t o = sliceOffset(mb), S = sequenceLength;
   std::vector<fb::Offset<pf::Copy>> copies;
   for (Value r : jobs[c.job].keptOut) {
     auto t = cast<RankedTensorType>(r.getType());
-    uint32_t h = keptBuffer(keptResults.lookup(r), t);
-    uint32_t src = outputBuffer(r, c.job, mb);
-    int64_t B = t.getDimSize(0), H = t.getDimSize(1), s = t.getDimSize(2),
-            d = t.getDimSize(3), e = elementBytes(t);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t hd = 0; hd < H; ++hd)
-        copies.push_back(copy(src, ((b * H + hd) * s) * d * e, h,
-                              (((m * B + b) * H + hd) * S + o) * d * e,
-                              s * d * e));
+    keptRowCopies(t, keptBuffer(keptResults.lookup(r), t),
+                  outputBuffer(r, c.job, mb), m, sliceOffset(mb), true, copies);
   }
   return addJob(c, pf::Queue::d2h, std::nullopt, copies, waitsOf(c),
                 "KV OUT s" + std::to_string(stageOf(c.job)) + " mb" +

@@ -260,7 +260,8 @@ double mlir::rp::sliceComputeMs(const StageJob &job,
 double mlir::rp::sliceKernelsMs(const StageJob &job, bool forwardOnly,
                                 const SlicePairCosts &pairs,
                                 llvm::ArrayRef<int64_t> sizes, unsigned k,
-                                const HardwareProfile &hw) {
+                                const HardwareProfile &hw,
+                                bool layersHoldPrefix) {
   using ::rp::timing::Operand;
   unsigned count = sizes.size();
   if (count < 2 || k >= count)
@@ -294,7 +295,7 @@ double mlir::rp::sliceKernelsMs(const StageJob &job, bool forwardOnly,
       std::vector<int64_t> at = {0, 0, o, 0, 1, 1, 1, 1},
                            at0 = {0, 0, 0, 0, 1, 1, 1, 1};
       // The prefix before the slice's own keys (rp-slice-tokens).
-      if (forward && o > 0)
+      if (forward && o > 0 && !layersHoldPrefix)
         ms += call("concat", {rows(o), rows(s)}, {rows(o + s)}, {2});
       if (!backward)
         continue;
@@ -308,9 +309,10 @@ double mlir::rp::sliceKernelsMs(const StageJob &job, bool forwardOnly,
       // The concat's gradient split into the prefix's and the slice's, the
       // prefix's padded into the accumulator, which the sweep's first slice
       // starts and the others add to.
-      ms += call("slice", {rows(o + s)}, {rows(o)}, at0) +
-            call("slice", {rows(o + s)}, {rows(s)}, at) +
-            call("slice_grad", {rows(o)}, {rows(last)}, at0);
+      if (!layersHoldPrefix)
+        ms += call("slice", {rows(o + s)}, {rows(o)}, at0) +
+              call("slice", {rows(o + s)}, {rows(s)}, at);
+      ms += call("slice_grad", {rows(o)}, {rows(last)}, at0);
       if (k + 1 < count)
         ms += call("add", {rows(last), rows(last)}, {rows(last)}, {});
     }

@@ -147,11 +147,13 @@ double sliceComputeMs(const StageJob &job, llvm::ArrayRef<LayerCost> layers);
 /// key-gradient accumulator and the add of them, the prefix's gradient
 /// padded into the accumulator (slice_grad) and added to it. Each at
 /// timing::callMs (its launch included), as the sim times them. 0 for one
-/// slice.
+/// slice. `layersHoldPrefix`: the layer costs are the slice function's,
+/// whose layers hold the concat (and the cost model its gradient): only
+/// the accumulator's kernels, which the exporter adds.
 double sliceKernelsMs(const StageJob &job, bool forwardOnly,
                       const SlicePairCosts &pairs,
                       llvm::ArrayRef<int64_t> sizes, unsigned k,
-                      const HardwareProfile &hw);
+                      const HardwareProfile &hw, bool layersHoldPrefix = false);
 
 struct SlicedPrediction {
   PlanPrediction plan;

@@ -193,23 +193,6 @@ struct PredictTokenSlicesPass
   int64_t seq0 = 0, rows = 1;
 };
 
-/// A kept key or value of type [batch, heads, tokens, dim] (attention's
-/// operand; the tokens left out), what the slice's extra kernels move.
-static SlicePairCosts::Kept keptShape(Type type) {
-  auto t = cast<RankedTensorType>(type);
-  SlicePairCosts::Kept k;
-  k.elementBytes = (t.getElementType().getIntOrFloatBitWidth() + 7) / 8;
-  llvm::raw_string_ostream os(k.dtype);
-  k.dtype.clear();
-  t.getElementType().print(os);
-  if (t.getRank() == 4) {
-    k.batch = t.getDimSize(0);
-    k.heads = t.getDimSize(1);
-    k.dim = t.getDimSize(3);
-  }
-  return k;
-}
-
 void PredictTokenSlicesPass::runOnOperation() {
   ModuleOp module = getOperation();
   markAllAnalysesPreserved();
@@ -236,18 +219,15 @@ void PredictTokenSlicesPass::runOnOperation() {
   // Keys and values per token of each layer, what a job keeps for the
   // slices after the one it runs.
   std::vector<int64_t> keyValue;
-  std::vector<std::vector<SlicePairCosts::Kept>> kept;
   for (LayerOp layer : func.getOps<LayerOp>()) {
     int64_t bytes = 0;
-    kept.emplace_back();
     layer.walk([&](AttentionOp a) {
-      for (Value v : {a.getKey(), a.getValue()}) {
-        bytes += tensorBytes(v.getType());
-        kept.back().push_back(keptShape(v.getType()));
-      }
+      bytes += tensorBytes(a.getKey().getType()) +
+               tensorBytes(a.getValue().getType());
     });
     keyValue.push_back(bytes / seq0);
   }
+  std::vector<std::vector<SlicePairCosts::Kept>> kept = keptTensors(func);
   // The per-pair times from two lengths long enough that launches are
   // noise beside the compute.
   int64_t h = std::max<int64_t>(seq0 / 2, 4096);

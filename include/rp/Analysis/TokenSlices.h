@@ -7,8 +7,8 @@
 // so a later slice costs more than an earlier one of the same size, and a
 // stage job keeps the keys and values of the slices before it.
 //
-// This analysis models a sliced step; nothing executes one yet
-// (docs/token-slices.md):
+// This analysis models a sliced step, the one rp-compile then writes and
+// rp-run runs (docs/token-slices.md):
 // - chooseSlices: TeraPipe's dynamic program. Given the time of a slice
 //   (offset, size) and whether its working set fits, it picks the slice
 //   sizes, in multiples of a grain, that minimise TeraPipe's latency of a
@@ -21,6 +21,8 @@
 //   adds against the earlier slices (causal attention counts the lower
 //   triangle, KernelCost.cpp, so the pairs of a whole sequence are the sum
 //   of its slices').
+// - sliceKernelsMs: the kernels the sliced plan adds to a slice's compute
+//   (the prefix's concat, the key-gradient accumulator's slices and adds).
 // - predictSlicedPlan: the plan of a partition with K slices per sequence
 //   as microbatches: slices in order through the forward jobs, the tail
 //   and the backward jobs in reverse slice order (a slice's key and value

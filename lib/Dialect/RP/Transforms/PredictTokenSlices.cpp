@@ -8,7 +8,8 @@
 // silent wrong answer. A slice's
 // layer costs are the graph's own at the slice's length (a retyped copy,
 // as rp-report-max-seq's trials) plus the pairs its causal attention
-// forms with the earlier slices' keys.
+// forms with the earlier slices' keys; each command also pays the kernels
+// the sliced plan adds (sliceKernelsMs).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,21 +1,21 @@
-"""Token slices (issue 35, TeraPipe inside the round-robin): the compiler's
-prediction of one long sequence cut into slices, beside the unsliced plan.
+"""Token slices (issue 35, TeraPipe inside the round-robin): one long
+sequence cut into slices, sliced plan against the unsliced one.
 
 Usage: python3 bench/token_slices.py [--models qwen3-1.7b,llama-3.1-8b]
                                      [--seqs 16384,32768,65536,131072]
                                      [--no-max-seq] [--no-sim]
                                      [--max-seq-models ...]
 
-Every figure here is the compiler's model of a path rp cannot execute yet:
-rp-compile --token-slices predicts and then refuses (exit 1, no plan), so
-no sliced figure comes from the sim or a run. For each model and sequence
-(8 x rtx4090, f16, one sequence per step, async, steps back to back) it
-prints the slices `--token-slices auto` picks, the predicted tokens/s and
-bubble sliced and unsliced (both from the compiler's steady state, the same
-model), and the sim's figure for the unsliced plan where it compiles. Then,
-for the five paper models, the longest sequence with slices
-(`--report-max-seq --token-slices auto`, the 3000-token graph's stages)
-beside today's (rp's stages at each length) and RoundPipe's.
+For each model and sequence (8 x rtx4090, f16, one sequence per step,
+async, steps back to back) it compiles `--token-slices auto` for real
+(rp-compile writes the sliced plan) and prints the slices chosen, the
+compiler's predicted tokens/s and bubble sliced and unsliced (its steady
+state), then both plans run on the sim (`rp-run --backend sim`): the
+sliced plan rp-compile wrote and the unsliced plan compiled without the
+flag, where each compiles. Then, for the paper models, the longest
+sequence with slices (`--report-max-seq --token-slices auto`, the
+3000-token graph's stages; the memory model's bisection) beside today's
+(rp's stages at each length) and RoundPipe's.
 """
 
 import argparse
@@ -58,9 +58,20 @@ def compile_sliced(graph, extra=()):
     return r.stderr
 
 
+def sim(plan):
+    """(tokens/s, steady bubble %, step ms) of `plan` on the sim."""
+    r = subprocess.run([str(BIN / "rp-run"), str(plan), "--backend", "sim",
+                        "--steps", "8"], capture_output=True, text=True)
+    if r.returncode:
+        return None
+    out = dict(l.split() for l in r.stdout.splitlines() if len(l.split()) == 2)
+    return (float(out["tokens_per_s"]), float(out["steady_bubble_pct"]),
+            float(out["step_ms"]))
+
+
 def sim_unsliced(graph):
-    """The unsliced plan compiled for real and run on the sim (tokens/s,
-    steady bubble), or the reason it does not compile."""
+    """The unsliced plan compiled for real and run on the sim, or the
+    reason it does not compile."""
     plan = str(graph) + ".plain.rpplan"
     c = subprocess.run([str(BIN / "rp-compile"), str(graph), "-o", plan,
                         "--devices", str(G), "--microbatches", "1", "--hw",
@@ -69,20 +80,18 @@ def sim_unsliced(graph):
     if c.returncode:
         lines = [l for l in c.stderr.splitlines() if "error" in l]
         return None, re.sub(r"^.*?error: ", "", (lines or ["?"])[0])[:80]
-    r = subprocess.run([str(BIN / "rp-run"), plan, "--backend", "sim",
-                        "--steps", "8"], capture_output=True, text=True)
-    sim = dict(l.split() for l in r.stdout.splitlines() if " " in l)
-    return (float(sim["tokens_per_s"]), float(sim["steady_bubble_pct"])), ""
+    return sim(plan), ""
 
 
 def throughput(models, seqs, tmp, with_sim=True):
     print("token slices, 8 x rtx4090, f16, one sequence per step (batch 1, "
-          "1 microbatch), async, steps back to back.\nTHE COMPILER'S MODEL "
-          "OF A PATH rp CANNOT RUN YET (rp-compile --token-slices auto "
-          "predicts, then refuses):")
-    print("model         seq     slices (auto)                      sliced "
-          "tok/s bubble | unsliced tok/s bubble | x     | peak sliced / "
-          "unsliced | sim, unsliced plan | RoundPipe (many seqs)")
+          "1 microbatch), async, steps back to back; rp-compile "
+          "--token-slices auto writes the sliced plan, both plans run on "
+          "the sim:")
+    print("model         seq     slices (auto)                  predicted: "
+          "sliced tok/s bubble | unsliced tok/s bubble | x     | peak sliced"
+          " / unsliced | sim: sliced plan tok/s bubble (vs predicted) | "
+          "unsliced plan | x on the sim | RoundPipe (many seqs)")
     for name in models:
         for seq in seqs:
             graph = Path(tmp) / f"{name}.{seq}.mlir"
@@ -97,26 +106,32 @@ def throughput(models, seqs, tmp, with_sim=True):
             k, sizes, how = m.group(1), m.group(2), m.group(3)
             s_tps, s_b = int(m.group(6)), int(m.group(5))
             u_tps, u_b = int(m.group(9)), int(m.group(8))
-            # --no-sim: the unsliced plan's sim column (which no change to
-            # the sliced model moves) is left out.
-            sim, why = sim_unsliced(graph) if with_sim else (None, "not run")
-            sim_text = (f"{sim[0]:7.0f} {sim[1]:3.0f}%" if sim
-                        else f"({why})")
+            plan = Path(str(graph) + ".rpplan")
+            sliced = sim(plan) if with_sim and plan.exists() else None
+            plain, why = (sim_unsliced(graph) if with_sim
+                          else (None, "not run"))
+            s_text = (f"{sliced[0]:8.0f} {sliced[1]:3.0f}% "
+                      f"({sliced[0] / s_tps - 1:+.1%})" if sliced
+                      else "(no plan)" if with_sim else "(not run)")
+            u_text = (f"{plain[0]:7.0f} {plain[1]:3.0f}%" if plain
+                      else f"({why})")
+            ratio = (f"{sliced[0] / plain[0]:4.2f}x" if sliced and plain
+                     else "-")
             shown = sizes if len(sizes) <= 30 else sizes[:27] + "..."
             print(f"{name:13s} {seq:6d}  {k:>2s}: {shown:30s} {s_tps:8d} "
                   f"{s_b:3d}%   | {u_tps:8d} {u_b:3d}%        | "
                   f"{s_tps / max(u_tps, 1):4.2f}x | {m.group(10)} / "
                   f"{m.group(12)}{'' if m.group(11) == 'fits' else ' OVER'}"
-                  f" | {sim_text} | "
+                  f" | {s_text} | {u_text} | {ratio} | "
                   f"{ROUNDPIPE_SEQ.get(seq, '-') if name == 'qwen3-1.7b' else '-'}"
-                  f"   [{how}]")
+                  f"   [{how}]", flush=True)
 
 
 def max_seq(models, tmp):
     print("\nmax sequence on 24 GB (8 x rtx4090, f16, one sequence per "
           "microbatch, stage grain; from a 3000-token graph). With slices: "
-          "THE COMPILER'S MODEL OF A PATH rp CANNOT RUN YET, the 3000-token "
-          "graph's stages (not re-cut per length):")
+          "the memory model's bisection, the 3000-token graph's stages (not "
+          "re-cut per length):")
     print("model              today (rp's stages)  with slices  "
           "RoundPipe  slices at the answer")
     for name in models:
@@ -148,7 +163,7 @@ def main():
     parser.add_argument("--seqs", default="16384,32768,65536,131072")
     parser.add_argument("--no-max-seq", dest="max_seq", action="store_false")
     parser.add_argument("--no-sim", dest="sim", action="store_false",
-                        help="leave out the unsliced plan's sim column")
+                        help="leave out the sim's columns")
     parser.add_argument("--max-seq-models", default=",".join(ROUNDPIPE_MAX))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,6 +5,7 @@
 #include "PlanPredictionSteps.h"
 #include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PassesInFlight.h"
+#include "rp/timing/KernelCost.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -256,6 +257,68 @@ double mlir::rp::sliceComputeMs(const StageJob &job,
   return ms;
 }
 
+double mlir::rp::sliceKernelsMs(const StageJob &job, bool forwardOnly,
+                                const SlicePairCosts &pairs,
+                                llvm::ArrayRef<int64_t> sizes, unsigned k,
+                                const HardwareProfile &hw,
+                                bool layersHoldPrefix) {
+  using ::rp::timing::Operand;
+  unsigned count = sizes.size();
+  if (count < 2 || k >= count)
+    return 0;
+  int64_t o = 0, last = 0;
+  for (unsigned j = 0; j + 1 < count; ++j) {
+    if (j < k)
+      o += sizes[j];
+    last += sizes[j];
+  }
+  int64_t s = sizes[k];
+  // The forward runs in every compute but a backward's that keeps its
+  // forward's intermediates (no recompute).
+  bool backward = !forwardOnly && job.kind != CommandKind::forward;
+  bool forward =
+      !(backward && job.kind == CommandKind::backward && job.keepsForward);
+  double ms = 0;
+  for (unsigned l = job.range.begin; l < job.range.end && l < pairs.kept.size();
+       ++l)
+    for (const SlicePairCosts::Kept &t : pairs.kept[l]) {
+      auto rows = [&](int64_t n) {
+        return Operand{{t.batch, t.heads, n, t.dim}, t.elementBytes};
+      };
+      auto call = [&](const char *op, std::vector<Operand> in,
+                      std::vector<Operand> out,
+                      const std::vector<int64_t> &ints) {
+        return ::rp::timing::callMs(
+            hw, uint16_t(::rp::timing::kernelOpIndex(op)),
+            {std::move(in), std::move(out), t.dtype}, ints);
+      };
+      std::vector<int64_t> at = {0, 0, o, 0, 1, 1, 1, 1},
+                           at0 = {0, 0, 0, 0, 1, 1, 1, 1};
+      // The prefix before the slice's own keys (rp-slice-tokens).
+      if (forward && o > 0 && !layersHoldPrefix)
+        ms += call("concat", {rows(o), rows(s)}, {rows(o + s)}, {2});
+      if (!backward)
+        continue;
+      // The later slices' gradient of the slice's own rows: read from the
+      // accumulator and added to its own (none in the last slice).
+      if (k + 1 < count)
+        ms += call("slice", {rows(last)}, {rows(s)}, at) +
+              call("add", {rows(s), rows(s)}, {rows(s)}, {});
+      if (o == 0)
+        continue;
+      // The concat's gradient split into the prefix's and the slice's, the
+      // prefix's padded into the accumulator, which the sweep's first slice
+      // starts and the others add to.
+      if (!layersHoldPrefix)
+        ms += call("slice", {rows(o + s)}, {rows(o)}, at0) +
+              call("slice", {rows(o + s)}, {rows(s)}, at);
+      ms += call("slice_grad", {rows(o)}, {rows(last)}, at0);
+      if (k + 1 < count)
+        ms += call("add", {rows(last), rows(last)}, {rows(last)}, {});
+    }
+  return ms;
+}
+
 namespace {
 
 /// The tail and the backward jobs run each sequence's slices last first:
@@ -425,7 +488,9 @@ FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
         continue;
       unsigned j = unsigned(c.microbatch) % k;
       const StageJob &job = pl.jobs[c.job];
-      c.ms = sliceComputeMs(job, slices[j]);
+      c.ms = sliceComputeMs(job, slices[j]) +
+             sliceKernelsMs(job, /*forwardOnly=*/false, pairs, sizes, j,
+                            target.hw);
       // The kept keys are not the compute's work: they come up into its
       // input and their gradients sum in the job's accumulator (the
       // memory plan's, from the copies below), as in rp-plan-memory.
@@ -453,9 +518,11 @@ FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
     if (c.kind == CommandKind::forward && c.microbatch >= 0 &&
         pl->jobs[c.job].kind == CommandKind::tail) {
       const StageJob &job = pl->jobs[c.job];
-      c.ms = 0;
+      unsigned j = unsigned(c.microbatch) % k;
+      c.ms =
+          sliceKernelsMs(job, /*forwardOnly=*/true, pairs, sizes, j, target.hw);
       for (unsigned l = job.range.begin; l < job.range.end; ++l)
-        c.ms += slices[unsigned(c.microbatch) % k][l].forwardMs;
+        c.ms += slices[j][l].forwardMs;
     }
   pl->residentWeights = false;
   if (k > 1) {

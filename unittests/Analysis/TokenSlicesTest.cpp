@@ -2,6 +2,7 @@
 
 #include "rp/Analysis/TokenSlices.h"
 #include "rp/Analysis/MemoryPlan.h"
+#include "rp/timing/KernelCost.h"
 
 #include <gtest/gtest.h>
 
@@ -459,4 +460,64 @@ TEST(TokenSlicesTest, PairsAreTheAttentionKernels) {
   EXPECT_DOUBLE_EQ(slice[0].forwardMs, half[0].forwardMs + 2);
   EXPECT_DOUBLE_EQ(slice[0].backwardMs, half[0].backwardMs + 5);
   EXPECT_DOUBLE_EQ(slice[1].forwardMs, half[1].forwardMs);
+}
+
+/// The kernels a slice adds beyond its layers and pairs (the prefix's
+/// concat, the key-gradient slices and adds): none for one slice or for a
+/// layer without attention; a forward at a later slice runs one concat per
+/// kept key or value, the plan's; the tail and a backward add the
+/// key-gradient kernels on top, and a later slice costs more (a longer
+/// prefix). The prediction charges them: the step grows.
+TEST(TokenSlicesTest, SliceKernelsAreCounted) {
+  HardwareProfile hw;
+  hw.memoryGBps = 100;
+  hw.launchUs = 4;
+  hw.tflops["f32"] = 10;
+  SlicePairCosts::Kept t;
+  t.batch = 1;
+  t.heads = 2;
+  t.dim = 64;
+  SlicePairCosts pairs = fitPairCosts(layersOf(8, 8), layersOf(8, 4), 64,
+                                      std::vector<int64_t>(8, 2 * 2 * 64 * 4));
+  pairs.kept.assign(8, {t, t});
+  pairs.kept[1].clear(); // no attention
+  std::vector<int64_t> sizes{256, 256, 256, 256};
+  StageJob forward{CommandKind::forward, {0, 2}};
+  StageJob tail{CommandKind::tail, {0, 2}};
+  StageJob backward{CommandKind::backward, {0, 2}};
+  EXPECT_EQ(sliceKernelsMs(tail, false, pairs, {1024}, 0, hw), 0);
+  EXPECT_EQ(sliceKernelsMs(forward, false, pairs, sizes, 0, hw), 0);
+  ::rp::timing::Operand prefix{{1, 2, 512, 64}, 4}, own{{1, 2, 256, 64}, 4},
+      both{{1, 2, 768, 64}, 4};
+  double concat =
+      ::rp::timing::callMs(hw, uint16_t(::rp::timing::kernelOpIndex("concat")),
+                           {{prefix, own}, {both}, "f32"}, {2});
+  EXPECT_GT(concat, hw.launchUs * 1e-3);
+  EXPECT_DOUBLE_EQ(sliceKernelsMs(forward, false, pairs, sizes, 2, hw),
+                   2 * concat);
+  EXPECT_DOUBLE_EQ(sliceKernelsMs(forward, true, pairs, sizes, 2, hw),
+                   2 * concat);
+  EXPECT_GT(sliceKernelsMs(tail, false, pairs, sizes, 2, hw), 2 * concat);
+  EXPECT_GT(sliceKernelsMs(backward, false, pairs, sizes, 2, hw),
+            sliceKernelsMs(backward, false, pairs, sizes, 1, hw));
+  // A tail or backward at slice 0 reads its own rows' gradients from the
+  // accumulator and adds them: no concat, but kernels.
+  EXPECT_GT(sliceKernelsMs(backward, false, pairs, sizes, 0, hw), 0);
+
+  std::vector<LayerCost> quarter = layersOf(8, 1);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  PlanTarget target{hw, ScheduleKind::roundRobin, 2, 1};
+  target.budget = int64_t(1) << 40;
+  std::vector<std::vector<LayerCost>> slices;
+  for (int64_t j = 0; j < 4; ++j)
+    slices.push_back(sliceLayerCosts(quarter, pairs, 256 * j, 256));
+  std::string error;
+  FailureOr<SlicedPrediction> counted =
+      predictSlicedPlan(p, slices, sizes, quarter, pairs, target, error);
+  ASSERT_TRUE(mlir::succeeded(counted)) << error;
+  pairs.kept.clear();
+  FailureOr<SlicedPrediction> without =
+      predictSlicedPlan(p, slices, sizes, quarter, pairs, target, error);
+  ASSERT_TRUE(mlir::succeeded(without)) << error;
+  EXPECT_GT(counted->plan.stepMs, without->plan.stepMs);
 }

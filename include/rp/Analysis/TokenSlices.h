@@ -7,8 +7,8 @@
 // so a later slice costs more than an earlier one of the same size, and a
 // stage job keeps the keys and values of the slices before it.
 //
-// This analysis models a sliced step; nothing executes one yet
-// (docs/token-slices.md):
+// This analysis models a sliced step, the one rp-compile then writes and
+// rp-run runs (docs/token-slices.md):
 // - chooseSlices: TeraPipe's dynamic program. Given the time of a slice
 //   (offset, size) and whether its working set fits, it picks the slice
 //   sizes, in multiples of a grain, that minimise TeraPipe's latency of a
@@ -21,6 +21,8 @@
 //   adds against the earlier slices (causal attention counts the lower
 //   triangle, KernelCost.cpp, so the pairs of a whole sequence are the sum
 //   of its slices').
+// - sliceKernelsMs: the kernels the sliced plan adds to a slice's compute
+//   (the prefix's concat, the key-gradient accumulator's slices and adds).
 // - predictSlicedPlan: the plan of a partition with K slices per sequence
 //   as microbatches: slices in order through the forward jobs, the tail
 //   and the backward jobs in reverse slice order (a slice's key and value
@@ -101,6 +103,15 @@ int64_t sliceGrain(int64_t tokens, int64_t units = 128);
 struct SlicePairCosts {
   std::vector<double> forwardMs, recomputeMs, backwardMs;
   std::vector<int64_t> keyValueBytes;
+  /// Per layer, its attention's keys and values as [batch, heads, dim]
+  /// (the token dimension left out) and their element type: the shapes of
+  /// the kernels a slice adds (sliceKernelsMs). Empty: none priced.
+  struct Kept {
+    int64_t batch = 1, heads = 1, dim = 1;
+    unsigned elementBytes = 4;
+    std::string dtype = "f32";
+  };
+  std::vector<std::vector<Kept>> kept;
 };
 
 /// The pair costs from the layers' attention kernels' times at `2h` and at
@@ -126,6 +137,25 @@ int64_t keptKeyValueBytes(CommandKind kind, StageRange range,
 
 /// One compute command of a job at `layers` (rp-lower-schedule's times).
 double sliceComputeMs(const StageJob &job, llvm::ArrayRef<LayerCost> layers);
+
+/// The kernels the sliced plan runs for slice `k` of `sizes` in a compute
+/// of `job` (a forward-only one where `forwardOnly`: a forward job's or
+/// the tail's sweep) beyond the layers at the slice's own size and its
+/// pairs, per kept key or value of each layer in the job (pairs.kept), as
+/// the exported plan has them (rp-slice-tokens, rp-autodiff,
+/// StagedSlices.cpp): the forward's (and a backward's recompute's) concat
+/// of the kept prefix and the slice's own; the backward's slices of the
+/// concat's gradient, the read of the slice's own rows from the job's
+/// key-gradient accumulator and the add of them, the prefix's gradient
+/// padded into the accumulator (slice_grad) and added to it. Each at
+/// timing::callMs (its launch included), as the sim times them. 0 for one
+/// slice. `layersHoldPrefix`: the layer costs are the slice function's,
+/// whose layers hold the concat (and the cost model its gradient): only
+/// the accumulator's kernels, which the exporter adds.
+double sliceKernelsMs(const StageJob &job, bool forwardOnly,
+                      const SlicePairCosts &pairs,
+                      llvm::ArrayRef<int64_t> sizes, unsigned k,
+                      const HardwareProfile &hw, bool layersHoldPrefix = false);
 
 struct SlicedPrediction {
   PlanPrediction plan;

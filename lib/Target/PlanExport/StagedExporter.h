@@ -152,6 +152,12 @@ private:
                   std::vector<fb::Offset<pf::Copy>> &out);
   /// The host rows of kept keys or values `name`, [M * B, H, S, d].
   uint32_t keptBuffer(const std::string &name, Type slicedType);
+  /// The copies of rows [first, first + n) of sequence `m`'s kept keys or
+  /// values of type `t` (`n` rows: the device buffer's) between host
+  /// buffer `host` and device buffer `device`: one per batch row and head.
+  void keptRowCopies(RankedTensorType t, uint32_t host, uint32_t device,
+                     unsigned m, int64_t first, bool toHost,
+                     std::vector<fb::Offset<pf::Copy>> &out);
   /// An rp.kept_keys download: the slice's own keys and values into rows
   /// [o, o + s) of the kept host buffers.
   unsigned emitKeptDownload(unsigned index);
@@ -176,6 +182,12 @@ private:
     return slices ? views[mb % slices].offset : 0;
   }
   LogicalResult classifyOps();
+  /// What a function-level op of @main or of a slice function is. A
+  /// constant is added as a weight, a layer or the return skipped (both
+  /// `taken`); a parameter is left to the caller (@main adds it, a slice
+  /// stands it for @main's); `prologue`: it computes from weights only.
+  enum class TopLevel { taken, param, prologue, other };
+  FailureOr<TopLevel> classifyTopLevel(Operation &op);
   LogicalResult bindLayers();
   void analyzeJobs();
   /// The stage job that computes `v` in microbatch `mb`: its layer's job,

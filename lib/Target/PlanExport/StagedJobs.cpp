@@ -201,22 +201,38 @@ LogicalResult StagedExporter::readCommands() {
   return success();
 }
 
+FailureOr<StagedExporter::TopLevel>
+StagedExporter::classifyTopLevel(Operation &op) {
+  if (isa<ParamOp>(op))
+    return TopLevel::param;
+  if (auto c = dyn_cast<ConstantOp>(op)) {
+    if (failed(w.addConstant(c)))
+      return failure();
+    weights.insert(c.getResult());
+    return TopLevel::taken;
+  }
+  if (isa<LayerOp, func::ReturnOp>(op))
+    return TopLevel::taken;
+  if (llvm::all_of(op.getOperands(), [&](Value v) { return isWeight(v); }))
+    return TopLevel::prologue;
+  return TopLevel::other;
+}
+
 LogicalResult StagedExporter::classifyOps() {
   // Values at function level before any layer reads them as weights:
   // parameters, constants and what the prologue computes from them.
   for (Operation &op : main.getBody().front()) {
-    if (auto p = dyn_cast<ParamOp>(op)) {
+    FailureOr<TopLevel> kind = classifyTopLevel(op);
+    if (failed(kind))
+      return failure();
+    if (*kind == TopLevel::taken)
+      continue;
+    if (*kind == TopLevel::param) {
+      auto p = cast<ParamOp>(op);
       if (failed(w.addParam(p)))
         return failure();
       weights.insert(p.getResult());
-    } else if (auto c = dyn_cast<ConstantOp>(op)) {
-      if (failed(w.addConstant(c)))
-        return failure();
-      weights.insert(c.getResult());
-    } else if (isa<LayerOp, func::ReturnOp>(op)) {
-      continue;
-    } else if (llvm::all_of(op.getOperands(),
-                            [&](Value v) { return isWeight(v); })) {
+    } else if (*kind == TopLevel::prologue) {
       prologue.push_back(&op);
       for (Value r : op.getResults())
         weights.insert(r);

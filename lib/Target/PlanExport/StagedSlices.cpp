@@ -184,21 +184,20 @@ LogicalResult StagedExporter::classifySlice(SliceView &view,
 
   size_t pi = 0, ei = 0;
   for (Operation &op : fn.getBody().front()) {
-    if (auto p = dyn_cast<ParamOp>(op)) {
+    FailureOr<TopLevel> kind = classifyTopLevel(op);
+    if (failed(kind))
+      return failure();
+    if (*kind == TopLevel::taken)
+      continue;
+    if (*kind == TopLevel::param) {
+      auto p = cast<ParamOp>(op);
       auto it = params.find(p.getName());
       if (it == params.end())
         return p.emitOpError("is not a parameter of @")
                << whole.getName() << "; a token slice shares its weights";
       canon[p.getResult()] = it->second;
       weights.insert(p.getResult());
-    } else if (auto c = dyn_cast<ConstantOp>(op)) {
-      if (failed(w.addConstant(c)))
-        return failure();
-      weights.insert(c.getResult());
-    } else if (isa<LayerOp, func::ReturnOp>(op)) {
-      continue;
-    } else if (llvm::all_of(op.getOperands(),
-                            [&](Value v) { return isWeight(v); })) {
+    } else if (*kind == TopLevel::prologue) {
       // The prologue (weights in the compute dtype) is @main's, op by op.
       if (pi >= prologue.size() || prologue[pi]->getName() != op.getName() ||
           prologue[pi]->getResultTypes() != op.getResultTypes())
@@ -230,7 +229,26 @@ LogicalResult StagedExporter::classifySlice(SliceView &view,
                 "@main's op by op";
     }
   }
-  auto checkKept = [&](Value v, StringRef name) -> LogicalResult {
+  // Each argument and result is @main's of the same name, kept keys or
+  // values (`keys:L`), or their gradient (`grad:keys:L`).
+  auto bind = [&](Value v, StringAttr n, const llvm::StringMap<Value> &ofMain,
+                  llvm::DenseMap<Value, std::string> &kept,
+                  llvm::DenseMap<Value, std::string> &keyGrads, StringRef what,
+                  StringRef inMain, size_t i) -> LogicalResult {
+    StringRef name = n ? n.getValue() : StringRef();
+    if (name.starts_with("grad:") && isKeptName(name.drop_front(5))) {
+      keyGrads[v] = name.drop_front(5).str();
+    } else if (isKeptName(name)) {
+      kept[v] = name.str();
+    } else if (auto it = ofMain.find(name); n && it != ofMain.end()) {
+      canon[v] = it->second;
+      return success();
+    } else {
+      return fn.emitOpError()
+             << what << " #" << i << " ('" << name << "') is no " << inMain
+             << " of @" << whole.getName()
+             << " and no kept keys, values or their gradients";
+    }
     auto t = dyn_cast<RankedTensorType>(v.getType());
     if (!t || t.getRank() != 4 || !t.hasStaticShape())
       return fn.emitOpError("keeps ")
@@ -238,43 +256,16 @@ LogicalResult StagedExporter::classifySlice(SliceView &view,
              << "; kept keys and values are [batch, heads, tokens, dim]";
     return success();
   };
-  for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
-    auto n = fn.getArgAttrOfType<StringAttr>(i, "rp.name");
-    StringRef name = n ? n.getValue() : StringRef();
-    if (name.starts_with("grad:") && isKeptName(name.drop_front(5))) {
-      keyGradArgs[arg] = name.drop_front(5).str();
-    } else if (isKeptName(name)) {
-      keptArgs[arg] = name.str();
-    } else if (auto it = args.find(name); n && it != args.end()) {
-      canon[arg] = it->second;
-      continue;
-    } else {
-      return fn.emitOpError("argument #")
-             << i << " ('" << name << "') is no input of @" << whole.getName()
-             << " and no kept keys, values or their gradients";
-    }
-    if (failed(checkKept(arg, name)))
+  for (auto [i, arg] : llvm::enumerate(fn.getArguments()))
+    if (failed(bind(arg, fn.getArgAttrOfType<StringAttr>(i, "rp.name"), args,
+                    keptArgs, keyGradArgs, "argument", "input", i)))
       return failure();
-  }
   auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
-  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    auto n = fn.getResultAttrOfType<StringAttr>(i, "rp.name");
-    StringRef name = n ? n.getValue() : StringRef();
-    if (name.starts_with("grad:") && isKeptName(name.drop_front(5))) {
-      keyGradResults[v] = name.drop_front(5).str();
-    } else if (isKeptName(name)) {
-      keptResults[v] = name.str();
-    } else if (auto it = results.find(name); n && it != results.end()) {
-      canon[v] = it->second;
-      continue;
-    } else {
-      return fn.emitOpError("result #")
-             << i << " ('" << name << "') is no result of @" << whole.getName()
-             << " and no kept keys, values or their gradients";
-    }
-    if (failed(checkKept(v, name)))
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (failed(bind(v, fn.getResultAttrOfType<StringAttr>(i, "rp.name"),
+                    results, keptResults, keyGradResults, "result", "result",
+                    i)))
       return failure();
-  }
   return success();
 }
 
@@ -303,20 +294,29 @@ uint32_t StagedExporter::keptBuffer(const std::string &name, Type slicedType) {
   return it->second;
 }
 
+void StagedExporter::keptRowCopies(RankedTensorType t, uint32_t host,
+                                   uint32_t device, unsigned m, int64_t first,
+                                   bool toHost,
+                                   std::vector<fb::Offset<pf::Copy>> &out) {
+  int64_t B = t.getDimSize(0), H = t.getDimSize(1), n = t.getDimSize(2),
+          d = t.getDimSize(3), e = elementBytes(t), S = sequenceLength;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t hd = 0; hd < H; ++hd) {
+      int64_t atHost = (((m * B + b) * H + hd) * S + first) * d * e,
+              atDevice = ((b * H + hd) * n) * d * e;
+      out.push_back(toHost ? copy(device, atDevice, host, atHost, n * d * e)
+                           : copy(host, atHost, device, atDevice, n * d * e));
+    }
+}
+
 void StagedExporter::hostCopies(Value v, unsigned mb, uint32_t dst,
                                 std::vector<fb::Offset<pf::Copy>> &out) {
   unsigned m = mb / slices;
   int64_t o = sliceOffset(mb);
   if (auto kept = keptArgs.find(v); kept != keptArgs.end()) {
-    // Rows [0, o) of each batch row and head.
+    // Rows [0, o): the argument's.
     auto t = cast<RankedTensorType>(v.getType());
-    uint32_t h = keptBuffer(kept->second, t);
-    int64_t B = t.getDimSize(0), H = t.getDimSize(1), d = t.getDimSize(3),
-            e = elementBytes(t), S = sequenceLength;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t hd = 0; hd < H; ++hd)
-        out.push_back(copy(h, (((m * B + b) * H + hd) * S) * d * e, dst,
-                           ((b * H + hd) * o) * d * e, o * d * e));
+    keptRowCopies(t, keptBuffer(kept->second, t), dst, m, 0, false, out);
     return;
   }
   if (isa<BlockArgument>(v)) {
@@ -358,19 +358,11 @@ void StagedExporter::hostCopies(Value v, unsigned mb, uint32_t dst,
 unsigned StagedExporter::emitKeptDownload(unsigned index) {
   const Cmd &c = cmds[index];
   unsigned mb = c.mb, m = mb / slices;
-  int64_t o = sliceOffset(mb), S = sequenceLength;
   std::vector<fb::Offset<pf::Copy>> copies;
   for (Value r : jobs[c.job].keptOut) {
     auto t = cast<RankedTensorType>(r.getType());
-    uint32_t h = keptBuffer(keptResults.lookup(r), t);
-    uint32_t src = outputBuffer(r, c.job, mb);
-    int64_t B = t.getDimSize(0), H = t.getDimSize(1), s = t.getDimSize(2),
-            d = t.getDimSize(3), e = elementBytes(t);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t hd = 0; hd < H; ++hd)
-        copies.push_back(copy(src, ((b * H + hd) * s) * d * e, h,
-                              (((m * B + b) * H + hd) * S + o) * d * e,
-                              s * d * e));
+    keptRowCopies(t, keptBuffer(keptResults.lookup(r), t),
+                  outputBuffer(r, c.job, mb), m, sliceOffset(mb), true, copies);
   }
   return addJob(c, pf::Queue::d2h, std::nullopt, copies, waitsOf(c),
                 "KV OUT s" + std::to_string(stageOf(c.job)) + " mb" +

@@ -8,7 +8,8 @@
 // silent wrong answer. A slice's
 // layer costs are the graph's own at the slice's length (a retyped copy,
 // as rp-report-max-seq's trials) plus the pairs its causal attention
-// forms with the earlier slices' keys.
+// forms with the earlier slices' keys; each command also pays the kernels
+// the sliced plan adds (sliceKernelsMs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -227,6 +228,7 @@ void PredictTokenSlicesPass::runOnOperation() {
     });
     keyValue.push_back(bytes / seq0);
   }
+  std::vector<std::vector<SlicePairCosts::Kept>> kept = keptTensors(func);
   // The per-pair times from two lengths long enough that launches are
   // noise beside the compute.
   int64_t h = std::max<int64_t>(seq0 / 2, 4096);
@@ -235,6 +237,7 @@ void PredictTokenSlicesPass::runOnOperation() {
   if (failed(big) || failed(half))
     return signalPassFailure();
   pairs = fitPairCosts(**big, **half, h, keyValue);
+  pairs.kept = kept;
 
   int64_t budget =
       budgetGiB > 0 ? int64_t(budgetGiB * (1ull << 30)) : in->hw.memoryBytes();
@@ -380,6 +383,7 @@ void PredictTokenSlicesPass::runOnOperation() {
       if (failed(bigEnd) || failed(halfEnd) || failed(whole))
         return signalPassFailure();
       pairs = fitPairCosts(**bigEnd, **halfEnd, h, keyValue);
+      pairs.kept = kept;
       PlanTarget at{endHw,
                     ScheduleKind::roundRobin,
                     in->attr.getDevices(),

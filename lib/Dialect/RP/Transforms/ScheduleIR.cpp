@@ -1,6 +1,7 @@
 //===- ScheduleIR.cpp - the pipeline model read from and written to IR ----===//
 
 #include "ScheduleIR.h"
+#include "SliceTokens.h"
 #include "rp/Analysis/TokenSlices.h"
 
 #include "mlir/IR/Builders.h"
@@ -390,6 +391,7 @@ FailureOr<Pipeline> mlir::rp::lowerModuleSchedule(ModuleOp module,
   // Per slice, its function's layer costs (the profile and measured
   // times @main's).
   std::vector<std::vector<LayerCost>> sliceCosts(slices);
+  std::vector<int64_t> sizes(slices, 0);
   func::FuncOp func = in.func;
   StringRef measured;
   if (auto recorded = module.getContext()
@@ -412,7 +414,12 @@ FailureOr<Pipeline> mlir::rp::lowerModuleSchedule(ModuleOp module,
       return failure();
     }
     sliceCosts[index.getInt()] = **costs;
+    if (auto size = slice.getAs<IntegerAttr>("size"))
+      sizes[index.getInt()] = size.getInt();
   }
+  SlicePairCosts kept;
+  if (slices > 1)
+    kept.kept = keptTensors(func);
   auto timeSlices = [&](Pipeline &pl) {
     for (Command &c : pl.schedule.commands) {
       if (!isCompute(c.kind) || c.microbatch < 0)
@@ -420,7 +427,12 @@ FailureOr<Pipeline> mlir::rp::lowerModuleSchedule(ModuleOp module,
       const std::vector<LayerCost> &layers =
           sliceCosts[unsigned(c.microbatch) % slices];
       const StageJob &job = pl.jobs[c.job];
-      c.ms = sliceComputeMs(job, layers);
+      // The slice functions' layers hold the prefix's concat; the
+      // key-gradient accumulator's kernels are the exporter's.
+      c.ms = sliceComputeMs(job, layers) +
+             sliceKernelsMs(job, /*forwardOnly=*/false, kept, sizes,
+                            unsigned(c.microbatch) % slices, in.hw,
+                            /*layersHoldPrefix=*/true);
       c.bytes = jobWorkBytes(job.kind, job.range, layers, job.layerGrain,
                              /*savedAsInputs=*/true);
     }

@@ -42,6 +42,36 @@ bool seqAt(Value v, int64_t dim, int64_t seq) {
 /// across the sequence other than a causal attention), with the op; the
 /// number of causal attentions otherwise. Dimensions equal to the sequence
 /// length on values computed from the inputs are taken to be it.
+/// A kept key or value of type [batch, heads, tokens, dim] (attention's
+/// operand; the tokens left out), what the slice's extra kernels move.
+static SlicePairCosts::Kept keptShape(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  SlicePairCosts::Kept k;
+  k.elementBytes = (t.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  llvm::raw_string_ostream os(k.dtype);
+  k.dtype.clear();
+  t.getElementType().print(os);
+  if (t.getRank() == 4) {
+    k.batch = t.getDimSize(0);
+    k.heads = t.getDimSize(1);
+    k.dim = t.getDimSize(3);
+  }
+  return k;
+}
+
+std::vector<std::vector<SlicePairCosts::Kept>>
+mlir::rp::keptTensors(func::FuncOp func) {
+  std::vector<std::vector<SlicePairCosts::Kept>> kept;
+  for (LayerOp layer : func.getOps<LayerOp>()) {
+    kept.emplace_back();
+    layer.walk([&](AttentionOp a) {
+      kept.back().push_back(keptShape(a.getKey().getType()));
+      kept.back().push_back(keptShape(a.getValue().getType()));
+    });
+  }
+  return kept;
+}
+
 LogicalResult mlir::rp::checkSliceable(func::FuncOp func, int64_t seq,
                                        unsigned &causal) {
   llvm::DenseSet<Value> fromInputs = valuesFromInputs(func);

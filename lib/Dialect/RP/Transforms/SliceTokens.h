@@ -9,6 +9,8 @@
 #ifndef RP_DIALECT_RP_TRANSFORMS_SLICETOKENS_H
 #define RP_DIALECT_RP_TRANSFORMS_SLICETOKENS_H
 
+#include "rp/Analysis/TokenSlices.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace mlir::rp {
@@ -23,6 +25,11 @@ LogicalResult slicedSequence(func::FuncOp func, int64_t &rows, int64_t &seq);
 /// number of causal attentions otherwise. Dimensions equal to the sequence
 /// length on values computed from the inputs are taken to be it.
 LogicalResult checkSliceable(func::FuncOp func, int64_t seq, unsigned &causal);
+
+/// Per layer of `func`, the keys and values of its attentions (what a job
+/// keeps for the later slices): the shapes and element types of the
+/// kernels a slice adds (sliceKernelsMs).
+std::vector<std::vector<SlicePairCosts::Kept>> keptTensors(func::FuncOp func);
 
 } // namespace mlir::rp
 

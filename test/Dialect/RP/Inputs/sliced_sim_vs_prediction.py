@@ -1,7 +1,8 @@
-"""The sim's step of a sliced plan against the step rp-compile predicted
-for it: argv = the compile's stderr, rp-run --backend sim's stdout, the
-tolerance (a fraction). Prints both and whether they agree; exits 1 when
-they do not, so a lit RUN line fails."""
+"""The sim's step of a sliced plan against the steps rp-compile predicted
+for it (the token-slices remark's, and the written plan's in the compile's
+summary): argv = the compile's stderr, rp-run --backend sim's stdout, the
+tolerance (a fraction). Prints each and whether it agrees; exits 1 when
+one does not, so a lit RUN line fails."""
 import re
 import sys
 
@@ -12,9 +13,14 @@ m = re.search(r"token slices \(a prediction[^)]*\): (\d+) slices.*?"
               r"predicted step ([\d.]+) ms", remark)
 if not m:
     sys.exit("no token-slices remark in " + sys.argv[1])
-predicted, simulated = float(m.group(2)), float(sim["step_ms"])
-off = simulated / predicted - 1
-print(f"{m.group(1)} slices: predicted {predicted:.3f} ms, sim "
-      f"{simulated:.3f} ms, {'within' if abs(off) <= tolerance else 'NOT within'}"
-      f" {tolerance:g}")
-sys.exit(0 if abs(off) <= tolerance else 1)
+simulated = float(sim["step_ms"])
+plan = re.search(r"rp-compile: .*?; predicted step ([\d.]+) ms on", remark)
+ok = True
+for what, predicted in ((f"{m.group(1)} slices", float(m.group(2))),
+                        ("the plan", float(plan.group(1)) if plan else 0)):
+    off = simulated / predicted - 1 if predicted else float("inf")
+    ok &= abs(off) <= tolerance
+    print(f"{what}: predicted {predicted:.3f} ms, sim {simulated:.3f} ms, "
+          f"{'within' if abs(off) <= tolerance else 'NOT within'}"
+          f" {tolerance:g}")
+sys.exit(0 if ok else 1)

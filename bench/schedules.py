@@ -137,8 +137,10 @@ def main():
             if rp_row and base:
                 print(f"  rp / roundpipe partition, estimated pipeline: "
                       f"{rp_row['pipeline_ms'] / base['pipeline_ms']:.3f}")
-            print(f"  per-GPU peak (rp): "
-                  + " ".join(f"{p / 2**30:.2f}" for p in rp_row["peaks"]) + " GiB")
+            if rp_row:
+                print(f"  per-GPU peak (rp): "
+                      + " ".join(f"{p / 2**30:.2f}" for p in rp_row["peaks"])
+                      + " GiB")
             if args.max_seq:
                 start = time.perf_counter()
                 r = subprocess.run(

@@ -16,7 +16,7 @@
 // The steady step is timed with the kept keys' copies (0.397 ms, 70%
 // bubble, without them); rp-predict-token-slices, on the mean of the
 // slices' costs, predicts 0.570 ms, 81%.
-// CHECK-LABEL: rp.schedule @main attributes {bubble = 0.79183{{[0-9]*}} : f64, {{.*}}rp.token_slices = 3 : i64, step_ms = 0.57779{{[0-9]*}} : f64
+// CHECK-LABEL: rp.schedule @main attributes {bubble = 0.77460{{[0-9]*}} : f64, {{.*}}rp.token_slices = 3 : i64, step_ms = 0.59171{{[0-9]*}} : f64
 // CHECK: %[[F0:.+]] = rp.compute forward job 0 layers 0 to 2 mb 0
 // CHECK: %[[D0:.+]] = rp.copy d2h activation job 0 mb 0 device 0 bytes 192 boundary 1 after(%[[F0]]) {{.*}}rp.kept_keys
 // CHECK: %[[U1:.+]] = rp.copy h2d activation job 0 mb 1 device 0 bytes 192 boundary 1 after(%[[D0]]) {{.*}}rp.kept_keys

@@ -32,8 +32,8 @@
 // passes, on the sliced schedule (three microbatches, the tail's sweep,
 // the kept keys' copies: 0.523 ms without them), not on the unsliced one
 // (0.308 ms).
-// ONE: rp.schedule @main attributes {arena_copies = 1 : i64, bubble = 0.83010{{[0-9]*}} : f64, {{.*}}step_ms = 0.70793{{[0-9]*}} : f64
-// UNSLICED: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}step_ms = 0.30796{{[0-9]*}} : f64
+// ONE: rp.schedule @main attributes {arena_copies = 1 : i64, bubble = 0.81524{{[0-9]*}} : f64, {{.*}}step_ms = 0.72185{{[0-9]*}} : f64
+// UNSLICED: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}step_ms = 0.31566{{[0-9]*}} : f64
 
 // A prefix upload that does not wait for the download of its rows: the
 // forward of slice 1 would read slice 0's keys before they reach the host.

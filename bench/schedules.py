@@ -46,13 +46,17 @@ def compile_step(path, passes):
         return None, took, re.sub(r"^.*?error: ", "", first)
     head = re.search(r'rp\.partition<[^>]*forward = \[([^\]]*)\], '
                      r'backward = \[([^\]]*)\]>', r.stdout)
-    sched = re.search(r'rp\.schedule @main "([^"]+)".*?attributes \{(.*?)\} \{',
+    # The schedule's kind, devices and microbatches are the partition's
+    # (rp.schedule prints its own attributes only).
+    part = re.search(r'rp\.partition<schedule = "([^"]+)", devices = (\d+), '
+                     r'microbatches = (\d+)', r.stdout)
+    sched = re.search(r'rp\.schedule @main( resident)? attributes \{(.*?)\} \{',
                       r.stdout)
     attrs = sched.group(2)
     peaks = [int(x) for x in re.search(r"peak_bytes = array<i64: ([^>]*)>",
                                        attrs).group(1).split(", ")]
-    micro = int(re.search(r'microbatches = (\d+)', sched.group(0)).group(1))
-    devices = int(re.search(r'devices = (\d+)', sched.group(0)).group(1))
+    micro = int(part.group(3))
+    devices = int(part.group(2))
     opt = re.search(r"rp\.optimizer_step.*\{ms = ([0-9.eE+-]+) : f64\}",
                     r.stdout)
     row = {
@@ -64,7 +68,7 @@ def compile_step(path, passes):
         "peaks": peaks,
         "devices": devices,
         "optimizer_ms": float(opt.group(1)) if opt else 0.0,
-        "resident": " resident " in r.stdout.split("attributes")[0][-60:],
+        "resident": sched.group(1) is not None,
     }
     return row, took, ""
 
@@ -113,7 +117,11 @@ def main():
                 # The optimizer step ends the synchronous step; the pipeline
                 # is what comes before it (and all of a step in async mode,
                 # when the optimizer is shorter).
-                pipe = row["step_ms"] - row["optimizer_ms"]
+                # Round-robin's step is the steady state of steps back to
+                # back, the optimizer overlapped (its floor when it is the
+                # longer): nothing to take apart.
+                pipe = row["step_ms"] - (0 if label.startswith("round-robin")
+                                         else row["optimizer_ms"])
                 busy = (1 - row["bubble"]) * row["devices"] * row["step_ms"]
                 row["pipeline_ms"] = pipe
                 bubble = 1 - busy / (row["devices"] * pipe)
@@ -129,8 +137,10 @@ def main():
             if rp_row and base:
                 print(f"  rp / roundpipe partition, estimated pipeline: "
                       f"{rp_row['pipeline_ms'] / base['pipeline_ms']:.3f}")
-            print(f"  per-GPU peak (rp): "
-                  + " ".join(f"{p / 2**30:.2f}" for p in rp_row["peaks"]) + " GiB")
+            if rp_row:
+                print(f"  per-GPU peak (rp): "
+                      + " ".join(f"{p / 2**30:.2f}" for p in rp_row["peaks"])
+                      + " GiB")
             if args.max_seq:
                 start = time.perf_counter()
                 r = subprocess.run(

@@ -118,7 +118,7 @@ double HardwareModel::kernelMs(uint16_t op, const KernelWork &work,
     double seconds = work.flops / (impl->second.tflops * 1e12);
     if (work.bytes > 0 && memoryGBps > 0)
       seconds = std::max(seconds, work.bytes / (memoryGBps * 1e9 * me));
-    return seconds * 1e3 + launchUs * 1e-3;
+    return seconds * 1e3 + double(work.launches) * launchUs * 1e-3;
   }
   auto it = opEfficiency.find(opName);
   // A grouped GEMM the profile does not measure runs as its groups'
@@ -137,7 +137,7 @@ double HardwareModel::kernelMs(uint16_t op, const KernelWork &work,
     seconds = work.flops / (peak * ce);
   if (work.bytes > 0 && memoryGBps > 0)
     seconds = std::max(seconds, work.bytes / (memoryGBps * 1e9 * me));
-  return seconds * 1e3 + launchUs * 1e-3;
+  return seconds * 1e3 + double(work.launches) * launchUs * 1e-3;
 }
 
 double HardwareModel::copyMs(double bytes, bool toDevice) const {

@@ -101,17 +101,109 @@ bool rp::timing::launchesKernel(uint16_t op) {
   return static_cast<K>(op) != K::reshape;
 }
 
+const std::vector<CudaLaunchSite> &rp::timing::cudaLaunchSites() {
+  static const std::vector<CudaLaunchSite> sites = {
+      {"CudaAttention.cu", "launchAttention", 1, 1},
+      // The query pass, the sinks' gradient (only with sinks), the key pass.
+      {"CudaAttentionGrad.cu", "launchAttentionGrad", 3, 3},
+      {"CudaNorms.cu", "launchNorm", 1, 1},
+      // The row pass; the parameters' partial sums and their total only
+      // where the call writes the scale's or the bias's gradient.
+      {"CudaNorms.cu", "launchNormGrad", 3, 3},
+      // One launch per label width.
+      {"CudaLinearLoss.cu", "launchLinearLossRows", 2, 1},
+      // The partial sums (per label width) and the total (per type).
+      {"CudaLinearLoss.cu", "launchLinearLossTotal", 4, 2},
+      {"CudaLinearLoss.cu", "launchCrossEntropyGradRows", 2, 1},
+      {"CudaLinearLoss.cu", "launchStoreAccumulator", 2, 1},
+      // Two memsets, the bucket sort's four kernels, the gradient.
+      {"CudaMovement.cu", "launchGatherGrad", 7, 7},
+      // Rank, offsets, place, move.
+      {"CudaMoE.cu", "launchMoEDispatch", 4, 4},
+      // Two memsets, the positions' check, the rows and, weighted, the
+      // weights' gradient.
+      {"CudaMoE.cu", "launchMoECombineGrad", 5, 5},
+      // Offsets and the tile plan; the batched GEMM (cuBLAS) between them
+      // and the finish.
+      {"CudaMoEGemm.cu", "launchMoEGemmPlan", 2, 2},
+      {"CudaMoEGemm.cu", "launchMoEGemmFinish", 1, 1},
+      // Offsets and problems; the zeroing memset before and CUTLASS's
+      // grouped GEMM after (CudaMoEDispatch.cpp).
+      {"CudaMoEGemm.cu", "launchMoEGroupedProblems", 2, 2},
+  };
+  return sites;
+}
+
+unsigned rp::timing::cudaLaunches(const char *function) {
+  for (const CudaLaunchSite &s : cudaLaunchSites())
+    if (std::string(s.function) == function)
+      return s.launches;
+  return 0;
+}
+
 unsigned rp::timing::kernelLaunches(uint16_t op,
                                     const std::vector<int64_t> &ints) {
+  return kernelLaunches(op, ints, {}, {});
+}
+
+unsigned rp::timing::kernelLaunches(uint16_t op,
+                                    const std::vector<int64_t> &ints,
+                                    const std::vector<Operand> &inputs,
+                                    const std::vector<Operand> &outputs) {
+  auto attr = [&](size_t i) { return i < ints.size() ? ints[i] : 0; };
   switch (static_cast<K>(op)) {
   case K::reshape:
     return 0;
+  case K::attention:
+    return cudaLaunches("launchAttention");
+  case K::attention_grad: // ints: causal, has_mask, window, has_sinks
+    return cudaLaunches("launchAttentionGrad") - (attr(3) != 0 ? 0 : 1);
+  case K::layer_norm:
+  case K::rms_norm:
+    return cudaLaunches("launchNorm");
+  case K::norm_grad: // outputs: dx, then dscale and dbias where written
+    return outputs.size() > 1 ? cudaLaunches("launchNormGrad") : 1;
+  case K::cross_entropy:
+    return cudaLaunches("launchLinearLossRows") +
+           cudaLaunches("launchLinearLossTotal");
+  case K::cross_entropy_grad:
+    return cudaLaunches("launchCrossEntropyGradRows");
+  case K::linear_cross_entropy:
+  case K::linear_cross_entropy_grad: {
+    // hidden [..., K] and weight [C, K]; ints: ignore_index, chunk. The
+    // chunk loop (CudaLinearLossLoop.cpp) runs ceil(rows / step) chunks.
+    bool grad = static_cast<K>(op) == K::linear_cross_entropy_grad;
+    int64_t rows = 1, k = 0;
+    unsigned elementBytes = 4;
+    if (inputs.size() >= 2 && inputs[1].shape.size() == 2) {
+      k = inputs[1].shape[1];
+      rows = k > 0 ? inputs[0].elements() / k : 0;
+      elementBytes = inputs[0].elementBytes;
+    }
+    int64_t step = std::max<int64_t>(1, std::min(attr(1), rows));
+    int64_t chunks = (rows + step - 1) / step;
+    if (!grad)
+      return unsigned(chunks) * (1 + cudaLaunches("launchLinearLossRows")) +
+             cudaLaunches("launchLinearLossTotal");
+    if (rows == 0)
+      return 1; // the weight gradient's zeroing
+    // Per chunk the logits' GEMM, the rows, dhidden's and dweight's GEMMs;
+    // a 16-bit weight over several chunks sums in f32 and is stored once.
+    bool accumulator = elementBytes < 4 && step < rows;
+    return unsigned(chunks) * (3 + cudaLaunches("launchCrossEntropyGradRows")) +
+           (accumulator ? cudaLaunches("launchStoreAccumulator") : 0);
+  }
+  case K::gather_grad:
+    return cudaLaunches("launchGatherGrad");
   case K::moe_dispatch:
-  case K::moe_grouped_matmul:
-  case K::moe_grouped_matmul_wgrad:
-    return 4;
+    return cudaLaunches("launchMoEDispatch");
+  case K::moe_grouped_matmul: // the plan, the batched GEMM, the finish
+    return cudaLaunches("launchMoEGemmPlan") + 1 +
+           cudaLaunches("launchMoEGemmFinish");
+  case K::moe_grouped_matmul_wgrad: // zeroing, problems, CUTLASS's GEMM
+    return 1 + cudaLaunches("launchMoEGroupedProblems") + 1;
   case K::moe_combine_grad: // ints: [has_weights]
-    return 4 + (!ints.empty() && ints[0] != 0 ? 1 : 0);
+    return cudaLaunches("launchMoECombineGrad") - (attr(0) != 0 ? 0 : 1);
   default:
     return 1;
   }
@@ -137,10 +229,9 @@ KernelWork rp::timing::kernelWork(uint16_t op,
                                   const std::vector<int64_t> &ints) {
   KernelWork w;
   K kind = static_cast<K>(op);
-  if (!launchesKernel(op)) {
-    w.launches = false;
+  w.launches = kernelLaunches(op, ints, inputs, outputs);
+  if (!w.launches)
     return w;
-  }
   double io = 0;
   for (const Operand &o : inputs)
     io += double(o.bytes());

@@ -85,15 +85,16 @@ Kernel forwardKernel(Operation *op) {
     ints = {attn.getCausal(), attn.getMask() != nullptr,
             static_cast<int64_t>(attn.getWindow().value_or(0))};
   else if (auto grad = dyn_cast<AttentionGradOp>(op))
-    // As PlanExportGrad writes it: a causal gradient does half the work.
+    // As PlanExportGrad writes it: a causal gradient does half the work;
+    // sinks add their gradient's kernel.
     ints = {grad.getCausal(), grad.getMask() != nullptr,
-            static_cast<int64_t>(grad.getWindow().value_or(0))};
+            static_cast<int64_t>(grad.getWindow().value_or(0)),
+            grad.getSinks() != nullptr};
   else if (auto combine = dyn_cast<MoECombineGradOp>(op))
     ints = {combine.getWeights() != nullptr}; // as PlanExportMoE writes it
   ::rp::timing::KernelWork w =
       ::rp::timing::kernelWork(uint16_t(index), in, out, ints);
-  return {int64_t(w.flops), int64_t(w.bytes), w.groups,
-          ::rp::timing::kernelLaunches(uint16_t(index), ints)};
+  return {int64_t(w.flops), int64_t(w.bytes), w.groups, w.launches};
 }
 
 /// rp.linear_cross_entropy as the kernels its chunks run: the head's
@@ -117,7 +118,16 @@ OpKernels linearLossKernels(LinearCrossEntropyOp op,
                  const std::vector<int64_t> &ints) {
     ::rp::timing::KernelWork w = ::rp::timing::kernelWork(
         uint16_t(::rp::timing::kernelOpIndex(kind)), in, out, ints);
-    return Kernel{int64_t(w.flops), int64_t(w.bytes)};
+    return Kernel{int64_t(w.flops), int64_t(w.bytes), 1, w.launches};
+  };
+  // The chunk loop's launches (timing::kernelLaunches of the fused call),
+  // charged on the loss kernel: its matmuls are one launch each.
+  auto fusedLaunches = [&](const char *kind, unsigned matmuls) {
+    unsigned n = ::rp::timing::kernelLaunches(
+        uint16_t(::rp::timing::kernelOpIndex(kind)),
+        {int64_t(op.getIgnoreIndex()), int64_t(op.getChunk())},
+        {operand({rows, k}, bytes), operand({classes, k}, bytes)}, {});
+    return std::max(1u, n - std::min(n, matmuls));
   };
   auto logits = operand({rows, classes}, bytes);
   auto labels = operand({rows}, 8);
@@ -127,6 +137,7 @@ OpKernels linearLossKernels(LinearCrossEntropyOp op,
   OpKernels kernels;
   kernels.forward = {head, work("cross_entropy", {logits, labels},
                                 {operand({}, 4), operand({}, 8)}, {})};
+  kernels.forward[1].launches = fusedLaunches("linear_cross_entropy", 1);
   bool hiddenGrad = needsGrad(op.getHidden()),
        weightGrad = needsGrad(op.getWeight());
   if (!hiddenGrad && !weightGrad)
@@ -137,6 +148,8 @@ OpKernels linearLossKernels(LinearCrossEntropyOp op,
   for (bool grad : {hiddenGrad, weightGrad})
     if (grad)
       kernels.backward.push_back(head);
+  kernels.backward[1].launches = fusedLaunches(
+      "linear_cross_entropy_grad", unsigned(kernels.backward.size()) - 1);
   return kernels;
 }
 
@@ -255,8 +268,7 @@ double accumulateMs(Type type, const ::rp::timing::HardwareModel &model,
   llvm::raw_string_ostream os(dtype);
   tensor.getElementType().print(os);
   return model.kernelMs(uint16_t(index),
-                        {double(w.flops), double(w.bytes), true, w.groups},
-                        dtype);
+                        {double(w.flops), double(w.bytes), 1, w.groups}, dtype);
 }
 
 /// A kernel of op kind `op` (a plan op kind name) in element type `dtype`.
@@ -267,7 +279,7 @@ double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
   int index = ::rp::timing::kernelOpIndex(kind);
   return model.kernelMs(index < 0 ? uint16_t(~0) : uint16_t(index),
                         {double(kernel.flops), double(kernel.traffic),
-                         kernel.launches > 0, kernel.groups},
+                         kernel.launches, kernel.groups},
                         dtype);
 }
 

@@ -28,9 +28,8 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
   int64_t cap = request.cap;
   if (request.stages.empty()) {
     if (request.schedule != ScheduleKind::roundRobin)
-      return staticPartition(
-          costs,
-          staticStageCount(request.schedule, request.devices, costs.size()));
+      return staticPartitionForStep(costs, request.schedule, request.devices,
+                                    request.microbatches, hw);
     if (request.partitioner != Partitioner::roundpipe) {
       SearchTarget target{hw,  request.devices,  request.microbatches,
                           cap, request.dispatch, request.tailJobs};

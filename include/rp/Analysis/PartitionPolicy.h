@@ -83,7 +83,8 @@ constexpr double kGrainTie = 1e-3;
 
 /// The partition `request` asks for: a user partition is checked against
 /// the cap; round-robin uses rp's or RoundPipe's partitioner, the static
-/// schedules a balanced symmetric one. Errors are emitted at `func`.
+/// schedules a balanced symmetric one
+/// (staticPartitionForStep). Errors are emitted at `func`.
 FailureOr<Partition> choosePartition(func::FuncOp func,
                                      llvm::ArrayRef<LayerCost> costs,
                                      const PartitionRequest &request,

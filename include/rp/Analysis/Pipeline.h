@@ -151,9 +151,42 @@ int64_t jobWorkBytes(CommandKind kind, StageRange range,
                      bool savedAsInputs = false);
 
 /// Stage sizes for the static schedules: `stages` contiguous stages whose
-/// forward + backward times are as even as a linear partition makes them;
-/// the last one is the fused tail.
+/// slowest backward job is the least a linear partition makes it (the
+/// earliest cut among exact ties); the last one is the fused tail.
 Partition staticPartition(llvm::ArrayRef<LayerCost> layers, unsigned stages);
+
+/// Cuts whose slowest stage is within this share of the least one tie
+/// for the static schedules: the least bottleneck is a bound, not the
+/// step, and layer times that differ in their last digits (the model's
+/// gradient adds beside measured layers) only order ties by rounding.
+constexpr double kStaticTie = 0.01;
+/// A static cut replaces another only where its step is shorter by more
+/// than this share: both come from one deterministic timing, so the
+/// margin only absorbs its last digits.
+constexpr double kStaticStepTie = 1e-6;
+
+/// The static schedules' stages as rp-partition cuts them: among the cuts
+/// of staticStageCount stages whose slowest stage ties with
+/// staticPartition's (kStaticTie), the one with the shortest predicted
+/// step of `kind` on `devices` x `microbatches` (staticStepMs); the
+/// starts are staticPartition's cut, the same bound cut latest-first and
+/// the evenest cuts under the tie, then a layer moves from one stage to
+/// another while that shortens the step. Deterministic. staticPartition's cut
+/// where the schedule cannot run it (its error is lowerSchedule's).
+Partition staticPartitionForStep(llvm::ArrayRef<LayerCost> layers,
+                                 ScheduleKind kind, unsigned devices,
+                                 unsigned microbatches,
+                                 const HardwareProfile &hw);
+
+/// The step of `partition` under static schedule `kind`, as rp-compile
+/// plans it (weights uploaded every step, transfers inserted, one step
+/// timed with the backward's recompute split as the plan exports it);
+/// std::nullopt where the schedule cannot run the partition.
+std::optional<double> staticStepMs(const Partition &partition,
+                                   llvm::ArrayRef<LayerCost> layers,
+                                   ScheduleKind kind, unsigned devices,
+                                   unsigned microbatches,
+                                   const HardwareProfile &hw);
 
 /// How many stages a schedule cuts for `devices` devices (static
 /// schedules: one per device, two for interleaved, at most one per layer).

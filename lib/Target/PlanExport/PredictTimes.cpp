@@ -62,10 +62,19 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
     size_t n = 0;
     if (const auto *calls = programs->Get(p)->calls())
       for (const pf::KernelCall *c : *calls) {
+        timing::CallOperands call;
+        bool typed = false;
+        if (c->inputs())
+          for (uint32_t b : *c->inputs())
+            call.inputs.push_back(operand(b, call, typed));
+        if (c->outputs())
+          for (uint32_t b : *c->outputs())
+            call.outputs.push_back(operand(b, call, typed));
         std::vector<int64_t> ints;
         if (c->ints())
           ints.assign(c->ints()->begin(), c->ints()->end());
-        n += timing::kernelLaunches(uint16_t(c->op()), ints);
+        n += timing::kernelLaunches(uint16_t(c->op()), ints, call.inputs,
+                                    call.outputs);
       }
     return n;
   };

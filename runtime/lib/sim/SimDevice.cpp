@@ -313,11 +313,19 @@ timing::Graph SimBackend::graphOf(const std::vector<SimCommand> &cmds) const {
 
 namespace {
 /// The kernels a program launches as the cuda device does (a reshape
-/// none, a MoE call several: timing::kernelLaunches).
-size_t launchesOf(const ProgramDesc &program) {
+/// none, several for the calls timing::kernelLaunches names).
+size_t launchesOf(const Plan &plan, const ProgramDesc &program) {
   size_t n = 0;
-  for (const KernelCallDesc &call : program.calls)
-    n += timing::kernelLaunches(uint16_t(call.op), call.ints);
+  for (const KernelCallDesc &call : program.calls) {
+    std::vector<timing::Operand> in, out;
+    for (uint32_t b : call.inputs)
+      in.push_back(
+          {plan.buffers[b].shape, unsigned(dtypeSize(plan.buffers[b].dtype))});
+    for (uint32_t b : call.outputs)
+      out.push_back(
+          {plan.buffers[b].shape, unsigned(dtypeSize(plan.buffers[b].dtype))});
+    n += timing::kernelLaunches(uint16_t(call.op), call.ints, in, out);
+  }
   return n;
 }
 } // namespace
@@ -346,7 +354,7 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
   // The host's per-call dispatch work (a MoE expert loop's) on top of the
   // kernels, measured or not; its issue work beside them.
   ms = hw.programMs(ms, programDispatchMs(plan, program),
-                    launchesOf(plan.programs[program]));
+                    launchesOf(plan, plan.programs[program]));
   std::lock_guard<std::mutex> lock(mutex);
   programCache[{&plan, program}] = ms;
   return ms;
@@ -360,7 +368,7 @@ double SimBackend::programDispatchMs(const Plan &plan, uint32_t program) const {
 }
 
 double SimBackend::programIssueMs(const Plan &plan, uint32_t program) const {
-  return hw.issueMs(launchesOf(plan.programs[program]));
+  return hw.issueMs(launchesOf(plan, plan.programs[program]));
 }
 
 void rp::runtime::sim::registerDriver() {

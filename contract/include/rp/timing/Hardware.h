@@ -127,7 +127,9 @@ struct HardwareModel {
   double bytesPerSecond() const { return memoryGBps * 1e9 * memoryEfficiency; }
   double memoryBytes() const { return memoryGiB * double(1ull << 30); }
 
-  /// One kernel call: launch_us plus the larger of its FLOPs at the
+  /// One kernel call: launch_us for each of its launches
+  /// (KernelWork::launches, as the cuda device makes them) plus the
+  /// larger of its FLOPs at the
   /// element type's rate (`dtype`: a plan dtype name; integer types and
   /// types without a rate run at f32's) and its bytes at the memory
   /// bandwidth, each at the op kind's efficiency for that much work.

@@ -38,16 +38,47 @@ int kernelOpIndex(const std::string &name);
 /// Whether a call of op kind `op` launches a kernel (a reshape is a view:
 /// no launch, no host work issuing one).
 bool launchesKernel(uint16_t op);
+struct Operand; // below
+
 /// The launches the host issues for one call of op kind `op` with
-/// attributes `ints` (plan.fbs's) as rp's cuda device makes them: 0 for a
-/// reshape, one for most kinds, and the mixture-of-experts calls' several
-/// (CudaMoE.cu, CudaMoEGemm.cu, CudaMoEDispatch.cpp: a grouped matmul's
-/// offsets, tile plan, batched GEMM and finish; a dispatch's rank, offsets,
-/// place and move; a weight gradient's zeroing, offsets, problems and
-/// CUTLASS's grouped GEMM; a combine gradient's two zeroings, check, rows
-/// and, weighted, weights). Each costs the host kernel_host_us
-/// (HardwareModel::issueMs).
+/// attributes `ints` (plan.fbs's) on `inputs` writing `outputs`, as rp's
+/// cuda device makes them on its own kernels (the CUDA-core attention;
+/// cuDNN's, where a build has it, is one library call too): 0 for a
+/// reshape, one for most kinds, and several for the calls whose launch
+/// functions (cudaLaunchSites) run more than one kernel or memset:
+/// attention_grad's query and key passes (and its sinks' gradient),
+/// norm_grad's row pass and, where it writes the scale's or bias's
+/// gradient, their partial sums and total; cross_entropy's rows, partials
+/// and total; linear_cross_entropy's logits GEMM and rows per chunk and
+/// the total, its gradient's three GEMMs and rows per chunk and, for a
+/// 16-bit weight over several chunks, the f32 accumulator's store;
+/// gather_grad's bucket sort; the mixture-of-experts calls' helpers
+/// (CudaMoE.cu, CudaMoEGemm.cu, CudaMoEDispatch.cpp). Each launch costs
+/// the device launch_us (HardwareModel::kernelMs) and the host
+/// kernel_host_us (HardwareModel::issueMs). Without operands the counts
+/// that depend on them take one chunk and no parameter gradients.
+unsigned kernelLaunches(uint16_t op, const std::vector<int64_t> &ints,
+                        const std::vector<Operand> &inputs,
+                        const std::vector<Operand> &outputs);
 unsigned kernelLaunches(uint16_t op, const std::vector<int64_t> &ints);
+
+/// One launch function of rp's cuda device, in runtime/lib/cuda/`file`:
+/// the kernel launches (`<<<`) and memsets (cudaMemsetAsync) its body
+/// writes (`sites`), and how many of them one call runs where every
+/// optional one runs (`launches`: a launch written once per element type
+/// or label width runs once). kernelLaunches counts from these;
+/// rp-contract-tests reads each function's body in the cuda sources and
+/// checks `sites`, so a launch added there fails the test until the
+/// table (and the count it feeds) says so.
+struct CudaLaunchSite {
+  const char *file;
+  const char *function;
+  unsigned sites;
+  unsigned launches;
+};
+const std::vector<CudaLaunchSite> &cudaLaunchSites();
+/// `launches` of the site named `function` (0 where none is).
+unsigned cudaLaunches(const char *function);
 
 /// One operand of a call.
 struct Operand {
@@ -61,8 +92,9 @@ struct Operand {
 struct KernelWork {
   double flops = 0;
   double bytes = 0;
-  /// False for calls that launch nothing (a reshape is a view).
-  bool launches = true;
+  /// The kernel launches of the call (kernelLaunches): 0 for calls that
+  /// launch nothing (a reshape is a view), each costing launch_us.
+  unsigned launches = 1;
   /// The independent GEMMs of a grouped call (a grouped matmul: one per
   /// expert, as many rows each at uniform routing). A GEMM's efficiency
   /// depends on its own size, so the profile's curve is read at

@@ -128,7 +128,8 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     fits; include/rp/Analysis/PartitionMemory.h) or RoundPipe's
     (`partitioner=roundpipe`); the static schedules
     (`gpipe`, `1f1b`: one stage per device; `interleaved-1f1b`: two) cut
-    balanced symmetric stages. `stages=fwd:A,...;bwd:X,...` takes a user
+    balanced symmetric stages, ties on the slowest stage broken by the
+    schedule's predicted step (staticPartitionForStep, Pipeline.h). `stages=fwd:A,...;bwd:X,...` takes a user
     partition, checked against the per-stage byte cap (half of
     `weight-budget` of the device memory: the running and the prefetched
     stage are resident together). The attribute also records the

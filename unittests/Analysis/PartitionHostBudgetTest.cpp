@@ -164,11 +164,12 @@ TEST(PartitionHostBudgetTest, LayerGrainIsHeldBySplits) {
 // host pool alone stages no fewer bytes, is dropped unplaced. The same
 // partition as placing every move (the walk reads no more than "fits and
 // stages fewer"), with fewer memory plans: 12 layers, half the fastest
-// partition's staged bytes on 3 GiB devices: 6 memory plans, 11 when
-// every move was placed, and one step-time estimate.
+// partition's staged bytes on 2.75 GiB devices: 1 memory plan and one
+// step-time estimate (on 3 GiB devices, before the device arenas were
+// packed largest first, 6 plans, 11 when every move was placed).
 TEST(PartitionHostBudgetTest, MovesThatCannotFitAreNotPlanned) {
   std::vector<LayerCost> layers = model();
-  HardwareProfile hw = box(3);
+  HardwareProfile hw = box(2.75);
   SearchTarget unheld{hw, 4, 5, int64_t(1) << 40};
   Partition fastest = partitionForStepTime(layers, unheld);
   SearchTarget held = unheld;
@@ -177,14 +178,12 @@ TEST(PartitionHostBudgetTest, MovesThatCannotFitAreNotPlanned) {
   Partition p = partitionForStepTime(layers, held);
   uint64_t plans = holdStats().plans - before.plans;
   uint64_t timed = holdStats().timed - before.timed;
-  EXPECT_LE(plans, 6u) << formatStages(p);
+  EXPECT_LE(plans, 1u) << formatStages(p);
   // A move's memory is planned before its step time is estimated: of
-  // the moves within the stage cap (11 over the walk's two rounds) one
-  // fits and stages fewer bytes, and only it is timed (timing every move
-  // first, then planning the fastest, made the same partition with 11
-  // estimates).
+  // the moves within the stage cap one fits and stages fewer bytes, and
+  // only it is timed.
   EXPECT_EQ(timed, 1u) << formatStages(p);
-  EXPECT_EQ(formatStages(p), "fwd:5,5;bwd:2,4,2,2,2");
+  EXPECT_EQ(formatStages(p), "fwd:9;bwd:3,2,2,3,2");
   // The bounds are under the placed peaks of every pool.
   std::string error;
   mlir::FailureOr<Pipeline> pl = lowerForTarget(fastest, layers, unheld, error);

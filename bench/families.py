@@ -193,6 +193,30 @@ def reference(model, tokens, labels):
     return loss.item(), grads
 
 
+def no_grad_part(model, tokens):
+    """The path of the first module the forward runs under
+    torch.no_grad() (HRM's early recurrent cycles, a k-step gradient),
+    or None: an ONNX export records those ops as any other, so rp-import
+    trains the gradient PyTorch would take with gradients on throughout."""
+    import torch
+    found = []
+
+    def pre(mod, _inp):
+        if not found and not torch.is_grad_enabled():
+            found.append(mod)
+
+    handles = [m.register_forward_pre_hook(pre) for m in model.modules()]
+    try:
+        with torch.enable_grad():
+            model(tokens[:1])
+    finally:
+        for h in handles:
+            h.remove()
+    if not found:
+        return None
+    return next(n for n, m in model.named_modules() if m is found[0])
+
+
 def _reason(exc):
     """One line saying why: the tool's first error line or the exception's
     first line."""
@@ -289,9 +313,10 @@ def _train(src, out, tag, devices, tokens, labels, flags=()):
     return loss, rp_safetensors.read(grads)
 
 
-def check_path(path, model, ref, tokens, labels, out):
+def check_path(path, model, ref, tokens, labels, out, no_grad=None):
     """{"loss", "grads", "bitwise": bool or None, "reason": str or None,
-    "detail": str}."""
+    "detail": str}. ``no_grad``: no_grad_part's module, named in the
+    reason of an ONNX path whose gradients differ."""
     import numpy as np
     cell = {"loss": None, "grads": None, "bitwise": None, "reason": None,
             "detail": ""}
@@ -346,6 +371,12 @@ def check_path(path, model, ref, tokens, labels, out):
     elif missing and cell["reason"] is None:
         cell["reason"] = (f"{len(missing)} of {len(ref_grads)} parameters "
                           f"lost their names (e.g. {missing[0]})")
+    elif bad and cell["reason"] is None and no_grad and path != "trace":
+        cell["reason"] = (f"the model runs '{no_grad}' under torch.no_grad()"
+                          f" (a gradient through part of its recurrence "
+                          f"only), which ONNX cannot record: rp trains the "
+                          f"gradient with gradients on throughout ({len(bad)}"
+                          f" of {len(ref_grads)} differ from PyTorch's)")
     elif bad and cell["reason"] is None:
         cell["reason"] = (f"gradient of {bad[0]} off by {errs[bad[0]]:.2g}"
                           f" ({len(bad)} of {len(ref_grads)} off)")
@@ -363,6 +394,7 @@ def run_family(family, out, paths=PATHS):
         model = build(family)
         tokens, labels = tiny_gpt.batch(vocab=VOCAB, b=M, s=16)
         ref = reference(model, tokens, labels)
+        no_grad = no_grad_part(model, tokens)
     except Exception as exc:  # noqa: BLE001
         result["build"] = _reason(exc)
         return result
@@ -381,7 +413,8 @@ def run_family(family, out, paths=PATHS):
         old = signal.signal(signal.SIGALRM, expire)
         signal.alarm(PATH_SECONDS)
         try:
-            result[path] = check_path(path, model, ref, tokens, labels, out)
+            result[path] = check_path(path, model, ref, tokens, labels, out,
+                                      no_grad)
         finally:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, old)

@@ -24,8 +24,9 @@ every weight, its 235B is LoRA) and the issue's aims (the 235B within 160
 GiB of host memory, an 8B LoRA within 16 GiB). Every row's stages are
 rp-compile's default: the fastest stages, whatever they stage. The 8B's NF4
 row also with `--host-slack-pct 5` (held near the fastest: a step within
-5 % of the fastest stages' whose pinned buffers are at least 1 GiB smaller;
-the fastest stages' pinned buffers and step in the CSV) and under
+5 % of the fastest stages' whose pinned buffers are at least 1 GiB smaller,
+the fused loss's plan where it is so; the fastest stages' pinned buffers and
+step in the CSV where the stages taken were held) and under
 `--host-budget-gib 16`. The 235B also with adapters
 on attention only, and so again in microbatches of 2 sequences (and in 8
 microbatches of 4), 2 passes a step, under `--host-budget-gib 160` (the

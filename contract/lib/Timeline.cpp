@@ -2,16 +2,18 @@
 
 #include "rp/timing/Timeline.h"
 
+#include "ShareTable.h"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <queue>
-#include <unordered_map>
 #include <utility>
 
 using namespace rp::timing;
+using rp::timing::detail::ShareTable;
 
 namespace {
 
@@ -52,38 +54,54 @@ void rp::timing::dependencies(const std::vector<Task> &tasks,
 
 namespace {
 
-/// The fair shares of one set of flows (resolve's fairShares): per flow
-/// its rate, per uplink direction and for DRAM the share in use.
-struct Shares {
-  std::vector<double> rate, linkUse;
-  double dramUse = 0;
+/// A resource of resolve's fair shares (a GPU's link direction, an uplink
+/// direction, host DRAM, the interpreters) and a flow's use of one.
+struct Resource {
+  double cap = 0;
+  int use = -1;                  ///< its linkUse index, or -2 for DRAM
+  unsigned first = 0, count = 0; ///< its flows in resourceFlows
+  unsigned key = 0;
+  unsigned unfixed = 0; ///< its flows without a rate yet
+};
+struct Join {
+  unsigned resource;
+  double gbps;
 };
 
-/// FNV-1a over a set of flows' keys.
-struct KeyHash {
-  size_t operator()(const std::vector<uint64_t> &key) const {
-    uint64_t h = 1469598103934665603ull;
-    for (uint64_t v : key)
-      h = (h ^ v) * 1099511628211ull;
-    return size_t(h);
-  }
+/// What resolve reads and writes of a task as it runs, in one place (a
+/// start reads lane, duration and link; a predecessor's end lane, readiness
+/// and pending): in arrays of their own, a cache miss each on runs of up to
+/// ~100,000 tasks. readyAt: its last predecessor's end (plus the hand-off);
+/// lane: (device, lane) as one number; link: its uplink direction (2 *
+/// uplink + up), another flow kind (kInterpreter, ~1u) or ~0u.
+struct TaskState {
+  double readyAt, ms;
+  unsigned lane, link, pending;
 };
 
 /// resolve's working arrays, kept per thread between calls: the
 /// partitioner resolves thousands of graphs of tens of thousands of tasks,
 /// and allocating and freeing these was a fifth of a compile.
 struct Scratch {
-  std::vector<unsigned> lastOnLane, pending, first, edges, fill, linkOfTask,
-      active, perLink, drained, watchAt, laneOf, waitFirst, waitFlat;
+  std::vector<unsigned> lastOnLane, first, edges, fill, active, perLink,
+      drained, watchAt, waitFirst, waitFlat;
+  std::vector<TaskState> state;
   /// Per task on the interpreters: its parts not yet ended (the kernels and
   /// the issue flow), and whether its flow is the issue work.
   std::vector<unsigned> partsLeft;
   std::vector<char> issuing;
-  std::vector<double> readyAt, remaining, slow, linkUse, msOf;
+  std::vector<double> remaining, slow, linkUse;
   std::vector<std::pair<double, unsigned>> starts, ends;
   std::vector<char> watchEnded;
   std::vector<uint64_t> sharesKey;
-  std::unordered_map<std::vector<uint64_t>, Shares, KeyHash> shares;
+  ShareTable shares;
+  /// computeShares' arrays.
+  std::vector<Resource> resources;
+  std::vector<std::array<Join, 3>> joins;
+  std::vector<unsigned> resourceOfKey, joinCount;
+  std::vector<std::pair<unsigned, double>> resourceFlows;
+  std::vector<double> rate, slowOf;
+  std::vector<char> inFull;
 };
 
 /// A min-heap of (time, task) on a reused vector, in the order
@@ -116,24 +134,20 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // predecessor, then the waits, as dependencies() lists them.
   unsigned lanes = 0;
   constexpr unsigned kLanes = unsigned(Lane::host) + 1;
-  std::vector<unsigned> &lastOnLane = sc.lastOnLane, &pending = sc.pending,
-                        &first = sc.first, &edges = sc.edges;
-  // Per task its (device, lane) as one number: finish compares the lanes
-  // of a task and each successor, and the tasks themselves are too large
-  // to walk in cache (a 256-layer candidate's run: ~100,000 of them).
-  // The same for a task's duration, read when it starts, and for its
-  // waits: each task's own vector is read once, into one flat array that
-  // the second pass below walks.
-  std::vector<unsigned> &laneOf = sc.laneOf, &waitFirst = sc.waitFirst,
-                        &waitFlat = sc.waitFlat;
-  std::vector<double> &msOf = sc.msOf;
+  std::vector<unsigned> &lastOnLane = sc.lastOnLane, &first = sc.first,
+                        &edges = sc.edges;
+  // Per task its lane, duration, link, readiness and pending count
+  // (TaskState): the tasks themselves are too large to walk in cache (a
+  // 256-layer candidate's run: ~100,000 of them). A task's waits are read
+  // once, into one flat array that the second pass below walks (a flat
+  // graph's in place).
+  std::vector<unsigned> &waitFirst = sc.waitFirst, &waitFlat = sc.waitFlat;
+  std::vector<TaskState> &st = sc.state;
   bool flat = graph.flat();
-  laneOf.resize(n);
-  msOf.resize(n);
+  st.resize(n);
   waitFirst.resize(n + 1);
   waitFlat.clear();
   lastOnLane.clear();
-  pending.assign(n, 0);
   first.assign(n + 1, 0);
   // Per task its uplink direction (2 * uplink + up), or ~0u; with the host
   // model on, host tasks that stream host memory are flows too (~1u); with
@@ -142,8 +156,6 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   constexpr unsigned kInterpreter = ~2u;
   const HostModel &host = graph.host;
   bool hostOn = host.on();
-  std::vector<unsigned> &linkOfTask = sc.linkOfTask;
-  linkOfTask.resize(n);
   unsigned linkCount = 0;
   // One pass over the tasks (the lanes, durations, links and waits) that
   // also counts the edges; a second pass over the same edges in the same
@@ -151,27 +163,29 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   for (unsigned i = 0; i < n; ++i) {
     const Task &task = tasks[i];
     lanes = std::max(lanes, task.device + 1);
-    laneOf[i] = task.device * kLanes + unsigned(task.lane);
-    msOf[i] = task.ms;
-    linkOfTask[i] = ~0u;
+    st[i].lane = task.device * kLanes + unsigned(task.lane);
+    st[i].ms = task.ms;
+    st[i].readyAt = 0;
+    st[i].pending = 0;
+    st[i].link = ~0u;
     if (std::optional<std::pair<unsigned, bool>> l =
             linkOf(task, graph.gpusPerLink)) {
-      linkOfTask[i] = 2 * l->first + (l->second ? 1 : 0);
-      linkCount = std::max(linkCount, linkOfTask[i] + 1);
+      st[i].link = 2 * l->first + (l->second ? 1 : 0);
+      linkCount = std::max(linkCount, st[i].link + 1);
     } else if (hostOn && host.dramGBps > 0 && task.lane == Lane::host &&
                task.hostGBps > 0) {
-      linkOfTask[i] = ~1u;
+      st[i].link = ~1u;
     } else if (host.interpreters > 0 &&
                (task.dispatchMs > 0 || task.issueMs > 0)) {
-      linkOfTask[i] = kInterpreter;
+      st[i].link = kInterpreter;
     }
     waitFirst[i] = unsigned(waitFlat.size());
-    if (laneOf[i] >= lastOnLane.size())
+    if (st[i].lane >= lastOnLane.size())
       lastOnLane.resize(size_t(lanes) * kLanes, ~0u);
-    unsigned &last = lastOnLane[laneOf[i]];
+    unsigned &last = lastOnLane[st[i].lane];
     if (last != ~0u) {
       ++first[last + 1];
-      ++pending[i];
+      ++st[i].pending;
     }
     last = i;
     // A flat graph's waits are read in place; a task's own vector is
@@ -181,7 +195,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
         if (!flat)
           waitFlat.push_back(w);
         ++first[w + 1];
-        ++pending[i];
+        ++st[i].pending;
       }
   }
   waitFirst[n] = unsigned(waitFlat.size());
@@ -195,7 +209,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     fill.assign(first.begin(), first.end() - 1);
     lastOnLane.assign(size_t(lanes) * kLanes, ~0u);
     for (unsigned i = 0; i < n; ++i) {
-      unsigned &last = lastOnLane[laneOf[i]];
+      unsigned &last = lastOnLane[st[i].lane];
       if (last != ~0u)
         edges[fill[last]++] = i;
       last = i;
@@ -223,8 +237,6 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   sc.starts.clear();
   sc.ends.clear();
   MinHeap starts{sc.starts}, ends{sc.ends};
-  std::vector<double> &readyAt = sc.readyAt;
-  readyAt.assign(n, 0);
   // The flows running, in no particular order, and how much slower than
   // alone each runs.
   std::vector<unsigned> &active = sc.active;
@@ -245,14 +257,14 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     std::fill(perLink.begin(), perLink.end(), 0);
     unsigned dispatching = 0;
     for (unsigned i : active)
-      if (linkOfTask[i] == kInterpreter)
+      if (st[i].link == kInterpreter)
         ++dispatching;
       else
-        ++perLink[linkOfTask[i]];
+        ++perLink[st[i].link];
     for (unsigned i : active)
-      slow[i] = linkOfTask[i] == kInterpreter
+      slow[i] = st[i].link == kInterpreter
                     ? std::max(1.0, double(dispatching) / host.interpreters)
-                    : perLink[linkOfTask[i]];
+                    : perLink[st[i].link];
   };
   // Max-min fair rates over the GPUs' links, the uplinks and host DRAM
   // (progressive filling): each round, the resource that fills first at a
@@ -262,46 +274,38 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // flows in the active order; every array is kept between calls, since
   // this runs at every start and end of a flow (the partitioner resolves
   // thousands of graphs: allocating here was half of a compile).
-  struct Resource {
-    double cap = 0;
-    int use = -1;                  ///< its linkUse index, or -2 for DRAM
-    unsigned first = 0, count = 0; ///< its flows in resourceFlows
-    unsigned key = 0;
-  };
-  std::vector<Resource> resources;
+  std::vector<Resource> &resources = sc.resources;
   // Per resource key (a GPU's link direction, an uplink direction, DRAM)
   // its index in `resources` while fairShares runs, else ~0u.
   unsigned linkKeys = 2 * lanes, dramKey = linkKeys + linkCount,
            interpreterKey = dramKey + 1;
-  std::vector<unsigned> resourceOfKey(interpreterKey + 1, ~0u);
-  // Per flow its (resource, GB/s) joins, at most three.
-  struct Join {
-    unsigned resource;
-    double gbps;
-  };
-  std::vector<std::array<Join, 3>> joins;
-  std::vector<unsigned> joinCount;
-  std::vector<std::pair<unsigned, double>> resourceFlows;
-  std::vector<double> rate;
-  std::vector<char> inFull;
+  std::vector<unsigned> &resourceOfKey = sc.resourceOfKey;
+  resourceOfKey.assign(interpreterKey + 1, ~0u);
+  resources.resize(interpreterKey + 1);
+  std::vector<std::array<Join, 3>> &joins = sc.joins;
+  std::vector<unsigned> &joinCount = sc.joinCount;
+  std::vector<std::pair<unsigned, double>> &resourceFlows = sc.resourceFlows;
+  std::vector<double> &rate = sc.rate;
+  std::vector<char> &inFull = sc.inFull;
   auto computeShares = [&] {
     size_t flows = active.size();
-    resources.clear();
+    // At most one resource per key: written in place, none allocated.
+    unsigned resourceCount = 0;
     joins.resize(flows);
     joinCount.assign(flows, 0);
     auto join = [&](unsigned key, double cap, int use, unsigned f,
                     double gbps) {
       unsigned &r = resourceOfKey[key];
       if (r == ~0u) {
-        r = unsigned(resources.size());
-        resources.push_back({cap, use, 0, 0, key});
+        r = resourceCount++;
+        resources[r] = {cap, use, 0, 0, key, 0};
       }
       ++resources[r].count;
       joins[f][joinCount[f]++] = {r, gbps};
     };
     for (unsigned f = 0; f < flows; ++f) {
       const Task &task = tasks[active[f]];
-      unsigned l = linkOfTask[active[f]];
+      unsigned l = st[active[f]].link;
       if (l == ~1u) {
         join(dramKey, host.dramGBps, -2, f, task.hostGBps);
         continue;
@@ -322,10 +326,11 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     }
     // Each resource's flows, in flow order, in one array.
     unsigned at = 0;
-    for (Resource &r : resources) {
-      r.first = at;
-      at += r.count;
-      r.count = 0;
+    for (unsigned r = 0; r < resourceCount; ++r) {
+      resources[r].first = at;
+      at += resources[r].count;
+      resources[r].unfixed = resources[r].count;
+      resources[r].count = 0;
     }
     resourceFlows.resize(at);
     for (unsigned f = 0; f < flows; ++f)
@@ -339,7 +344,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     while (left) {
       double level = 1;
       int full = -1;
-      for (size_t r = 0; r < resources.size(); ++r) {
+      for (unsigned r = 0; r < resourceCount; ++r) {
+        // With every flow fixed it wants nothing and cannot fill first.
+        if (resources[r].unfixed == 0)
+          continue;
         double avail = resources[r].cap, want = 0;
         for (unsigned k = 0; k < resources[r].count; ++k) {
           auto [f, gbps] = resourceFlows[resources[r].first + k];
@@ -360,6 +368,8 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
         if (rate[f] < 0 && (full < 0 || inFull[f])) {
           rate[f] = level;
           --left;
+          for (unsigned j = 0; j < joinCount[f]; ++j)
+            --resources[joins[f][j].resource].unfixed;
         }
       if (full >= 0)
         for (unsigned k = 0; k < resources[full].count; ++k)
@@ -369,7 +379,8 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       slow[active[f]] = 1 / rate[f];
     std::fill(linkUse.begin(), linkUse.end(), 0);
     dramUse = 0;
-    for (const Resource &r : resources) {
+    for (unsigned ri = 0; ri < resourceCount; ++ri) {
+      const Resource &r = resources[ri];
       double used = 0;
       for (unsigned k = 0; k < r.count; ++k) {
         auto [f, gbps] = resourceFlows[r.first + k];
@@ -380,43 +391,51 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       else if (r.use == -2)
         dramUse = used / r.cap;
     }
-    for (const Resource &r : resources)
-      resourceOfKey[r.key] = ~0u;
+    for (unsigned r = 0; r < resourceCount; ++r)
+      resourceOfKey[resources[r].key] = ~0u;
   };
   // The shares are a function of the flows running, in the active order
-  // (each flow's link, device and DRAM rate): a run's steps bring the same
-  // sets back again and again, so each set's answer is kept for the rest
-  // of this graph, bit for bit the one computed.
-  std::unordered_map<std::vector<uint64_t>, Shares, KeyHash> &known = sc.shares;
-  known.clear();
+  // (each flow's link, device and DRAM rate), and of the host model: each
+  // set's answer is kept in the thread's ShareTable, for this graph and
+  // the graphs after it on the same host model, bit for bit the one
+  // computed.
+  ShareTable &known = sc.shares;
+  if (hostOn)
+    known.use(ShareTable::Context::of(host, linkCount));
   std::vector<uint64_t> &key = sc.sharesKey;
+  std::vector<double> &slowOf = sc.slowOf;
   auto fairShares = [&] {
     key.clear();
+    uint64_t hash = ShareTable::kHashStart;
     for (unsigned i : active) {
-      key.push_back(uint64_t(linkOfTask[i]) << 32 | laneOf[i] / kLanes);
-      if (linkOfTask[i] == ~1u) {
+      uint64_t word = uint64_t(st[i].link) << 32 | st[i].lane / kLanes;
+      key.push_back(word);
+      hash = ShareTable::hashWord(hash, word);
+      if (st[i].link == ~1u) {
         double gbps = tasks[i].hostGBps;
-        uint64_t bits;
-        std::memcpy(&bits, &gbps, sizeof(bits));
-        key.push_back(bits);
+        std::memcpy(&word, &gbps, sizeof(word));
+        key.push_back(word);
+        hash = ShareTable::hashWord(hash, word);
       }
     }
-    auto [it, inserted] = known.try_emplace(key);
-    Shares &shares = it->second;
-    if (inserted) {
-      computeShares();
-      shares.rate.assign(rate.begin(), rate.begin() + active.size());
-      shares.linkUse = linkUse;
-      shares.dramUse = dramUse;
+    ShareTable::Answer kept;
+    if (known.find(key, hash, kept)) {
+      for (size_t f = 0; f < active.size(); ++f)
+        slow[active[f]] = kept.slow(f);
+      for (unsigned l = 0; l < linkCount; ++l)
+        linkUse[l] = kept.linkUse(l);
+      dramUse = kept.dramUse(linkCount);
       return;
     }
+    computeShares();
+    slowOf.resize(active.size());
     for (size_t f = 0; f < active.size(); ++f)
-      slow[active[f]] = 1 / shares.rate[f];
-    std::copy(shares.linkUse.begin(), shares.linkUse.end(), linkUse.begin());
-    dramUse = shares.dramUse;
+      slowOf[f] = slow[active[f]];
+    known.insert(key, hash, slowOf.data(), active.size(), linkUse.data(),
+                 dramUse);
   };
   for (unsigned i = 0; i < n; ++i)
-    if (pending[i] == 0)
+    if (st[i].pending == 0)
       starts.push({0.0, i});
   double now = 0;
   unsigned done = 0;
@@ -445,11 +464,11 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     ++done;
     for (unsigned e = first[i]; e < first[i + 1]; ++e) {
       unsigned s = edges[e];
-      bool otherLane = laneOf[s] != laneOf[i];
-      readyAt[s] =
-          std::max(readyAt[s], now + (otherLane ? graph.handoffMs : 0));
-      if (--pending[s] == 0)
-        starts.push({readyAt[s], s});
+      bool otherLane = st[s].lane != st[i].lane;
+      st[s].readyAt =
+          std::max(st[s].readyAt, now + (otherLane ? graph.handoffMs : 0));
+      if (--st[s].pending == 0)
+        starts.push({st[s].readyAt, s});
     }
   };
   std::vector<unsigned> &drained = sc.drained;
@@ -529,7 +548,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     }
     std::sort(drained.begin(), drained.end());
     for (unsigned i : drained)
-      if (linkOfTask[i] != kInterpreter) {
+      if (st[i].link != kInterpreter) {
         finish(i);
       } else if (issuing[i]) {
         t.interpreterBusyMs += tasks[i].issueMs;
@@ -544,19 +563,18 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       unsigned i = starts.top().second;
       starts.pop();
       t.start[i] = now;
-      double ms = msOf[i];
-      unsigned device = laneOf[i] / kLanes;
-      if (laneOf[i] % kLanes == unsigned(Lane::compute) &&
+      double ms = st[i].ms;
+      unsigned device = st[i].lane / kLanes;
+      if (st[i].lane % kLanes == unsigned(Lane::compute) &&
           device < graph.devices)
         t.computeBusyMs[device] += ms;
       if (ms <= 0) {
         finish(i);
-      } else if (linkOfTask[i] == kInterpreter && tasks[i].dispatchMs <= 0) {
+      } else if (st[i].link == kInterpreter && tasks[i].dispatchMs <= 0) {
         kernelsFrom(i);
-      } else if (linkOfTask[i] != ~0u) {
-        remaining[i] = linkOfTask[i] == kInterpreter
-                           ? std::min(tasks[i].dispatchMs, ms)
-                           : ms;
+      } else if (st[i].link != ~0u) {
+        remaining[i] =
+            st[i].link == kInterpreter ? std::min(tasks[i].dispatchMs, ms) : ms;
         active.push_back(i);
         changed = true;
       } else {
@@ -571,7 +589,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   if (done != n && !enough) {
     if (stuck)
       for (unsigned i = 0; i < n; ++i)
-        if (pending[i] != 0) {
+        if (st[i].pending != 0) {
           *stuck = i;
           break;
         }

@@ -398,6 +398,8 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         opWork.back().first += k.flops;
         opWork.back().second += k.traffic;
         cost.forwardMs += kernelMs(k, name, dtype, model);
+        if (isa<AttentionOp>(inner))
+          cost.attentionForwardMs += kernelMs(k, name, dtype, model);
         ++cost.kernels;
         dispatch.forwardCalls += k.launches;
       }
@@ -406,6 +408,8 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         cost.backwardFlops += k.flops;
         cost.backwardTraffic += k.traffic;
         cost.backwardMs += kernelMs(k, backwardName, dtype, model);
+        if (isa<AttentionOp>(inner))
+          cost.attentionBackwardMs += kernelMs(k, backwardName, dtype, model);
       }
       // The host's work per routing (moe_host_us), as the sim charges the
       // plan's moe_route and moe_route_grad calls.
@@ -438,6 +442,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     // them once: what backwardFlops reports in place of the rule's.
     int64_t sweepFlops = 0, sweepTraffic = 0;
     size_t sweepCalls = 0;
+    double sweepAttentionMs = 0;
     auto timeOp = [&](Operation &o) {
       Type type = computeType(&o);
       std::string dtype = "f32";
@@ -452,7 +457,10 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         sweepTraffic += k.traffic;
         sweepCalls += k.launches;
       }
-      return kernelMs(k, o.getName().stripDialect(), dtype, model);
+      double ms = kernelMs(k, o.getName().stripDialect(), dtype, model);
+      if (isa<AttentionOp, AttentionGradOp>(o))
+        sweepAttentionMs += ms;
+      return ms;
     };
     cost.recomputeFlops = cost.forwardFlops;
     cost.recomputeTraffic = cost.forwardTraffic;
@@ -461,6 +469,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
             fusedLoss ? llvm::function_ref<double(Operation &)>() : timeOp)) {
       if (bwd->backwardMs >= 0) {
         cost.backwardMs = bwd->backwardMs;
+        cost.attentionBackwardMs = sweepAttentionMs;
         cost.backwardFlops = sweepFlops;
         cost.backwardTraffic = sweepTraffic;
         dispatches.back().backwardCalls = sweepCalls;

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -81,6 +82,65 @@ std::vector<Sizes> stagingMoves(const Sizes &s, bool layerGrain) {
   }
   tailMoves(s, out, /*grow=*/true, /*shrink=*/false);
   return out;
+}
+
+/// A repair's neighbours (Hold::repairRound): one boundary between two
+/// neighbouring stages moved by a layer either way, and the tail grown or
+/// shrunk by one (its layer given to its neighbours). No stage is added,
+/// so what is staged stays about the same.
+std::vector<Sizes> shiftMoves(const Sizes &s) {
+  std::vector<Sizes> out;
+  auto shift = [](const std::vector<unsigned> &list, auto &&emit) {
+    for (size_t i = 0; i + 1 < list.size(); ++i)
+      for (int by : {-1, 1}) {
+        std::vector<unsigned> m = list;
+        if (by < 0 ? m[i] == 1 : m[i + 1] == 1)
+          continue;
+        m[i] += by;
+        m[i + 1] -= by;
+        emit(std::move(m));
+      }
+  };
+  shift(s.fwd, [&](std::vector<unsigned> l) {
+    out.push_back({std::move(l), s.tail, s.bwd});
+  });
+  shift(s.bwd, [&](std::vector<unsigned> l) {
+    out.push_back({s.fwd, s.tail, std::move(l)});
+  });
+  // The tail shrunk gives its layer to the stages beside it: a stage of
+  // its own would stage one more boundary.
+  tailMoves(s, out, /*grow=*/true, /*shrink=*/false);
+  if (s.tail > 1 && !s.fwd.empty() && !s.bwd.empty()) {
+    Sizes v = s;
+    --v.tail;
+    ++v.fwd.back();
+    ++v.bwd.front();
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+/// Stage sizes as one list (a repair's partitions seen).
+std::vector<unsigned> key(const Sizes &s) {
+  std::vector<unsigned> k = s.fwd;
+  k.push_back(0);
+  k.push_back(s.tail);
+  k.push_back(0);
+  k.insert(k.end(), s.bwd.begin(), s.bwd.end());
+  return k;
+}
+
+/// How unevenly the layers are spread over the stages and the tail (the
+/// sum of their sizes' squares): among a repair's neighbours that peak
+/// alike, the evener is taken, the stages' peaks growing with their
+/// layers.
+uint64_t spread(const Sizes &s) {
+  uint64_t sum = uint64_t(s.tail) * s.tail;
+  for (unsigned n : s.fwd)
+    sum += uint64_t(n) * n;
+  for (unsigned n : s.bwd)
+    sum += uint64_t(n) * n;
+  return sum;
 }
 
 /// The climb's neighbours: every boundary between two neighbouring
@@ -214,6 +274,71 @@ struct Hold {
     return tried;
   }
 
+  /// Where no move of stagingRound fits the devices: each move that
+  /// stages fewer bytes than `curPeak` but is over the devices, moved
+  /// toward them a layer at a time (shiftMoves: the neighbour whose
+  /// fullest device peaks least, the first on ties) until it fits, then
+  /// timed; given up where no neighbour peaks lower. A merge doubles a
+  /// stage, which the devices seldom hold where the fastest partition
+  /// filled them; its layers spread over the other stages often fit:
+  /// Llama-3.1-8B NF4 LoRA on 8 x RTX 4090 (fused loss) with the device
+  /// arenas packed largest first, fwd:7,12,12;bwd:3,6,6,6,6,7, staging
+  /// 10 GiB, merges only to backward stages of 12 layers (38 GiB a
+  /// device), and --host-budget-gib 16 (9.6 GiB to stage) was refused;
+  /// repaired, fwd:...;bwd:5,7,7,7,8 stages 8 GiB.
+  std::vector<Candidate> repairRound(const Partition &cur,
+                                     const DevicePeak &curPeak) {
+    std::vector<Candidate> repaired;
+    const int64_t limit = curPeak.hostBytes - 1;
+    for (const Sizes &merge : stagingMoves(toSizes(cur), layerGrain)) {
+      Partition q = make(merge);
+      if (!fitsStageBytes(q, layers, cap))
+        continue;
+      DevicePeak qp = devicePeak(q, layers, t, limit);
+      clock.plans += qp.planned;
+      if (qp.fits || qp.hostBytes >= curPeak.hostBytes)
+        continue;
+      Sizes s = merge;
+      std::set<std::vector<unsigned>> seen{key(s)};
+      for (size_t step = 0; step < layers.size() && !qp.fits; ++step) {
+        std::vector<Sizes> next;
+        for (Sizes &n : shiftMoves(s))
+          if (!seen.count(key(n)))
+            next.push_back(std::move(n));
+        std::vector<DevicePeak> peaks(next.size());
+        llvm::parallelFor(0, next.size(), [&](size_t i) {
+          Partition n = make(next[i]);
+          if (!fitsStageBytes(n, layers, cap)) {
+            peaks[i].hostBytes = curPeak.hostBytes;
+            return;
+          }
+          peaks[i] = devicePeak(n, layers, t, limit);
+          clock.plans += peaks[i].planned;
+        });
+        std::optional<size_t> best;
+        for (size_t i = 0; i < next.size(); ++i)
+          if (peaks[i].hostBytes < curPeak.hostBytes &&
+              peaks[i].bytes <= qp.bytes &&
+              (!best || peaks[i].bytes < peaks[*best].bytes ||
+               (peaks[i].bytes == peaks[*best].bytes &&
+                spread(next[i]) < spread(next[*best]))))
+            best = i;
+        if (!best)
+          break;
+        s = next[*best];
+        qp = peaks[*best];
+        seen.insert(key(s));
+      }
+      if (!qp.fits)
+        continue;
+      Partition fit = make(s);
+      ++clock.timed;
+      double ms = estimatedStepMs(fit, layers, t);
+      repaired.push_back({std::move(fit), qp, ms, true});
+    }
+    return repaired;
+  }
+
   /// From `cur` (`curMs`), the climb under both budgets, the host's being
   /// `hostCap` staged bytes: merges keep every boundary they do not touch,
   /// and a boundary moved is often faster at the same staged bytes. Each
@@ -278,18 +403,22 @@ const Candidate *fastest(const std::vector<Candidate> &tried) {
 
 /// No host budget, a slack (SearchTarget::hostSlack): the same walk from
 /// the fastest partition `p`, each move the fastest that stages fewer
-/// bytes, while its step stays within twice the slack (a device count of
-/// moves past it, the step not being monotone in the merges): the climb
-/// after it takes back part of what the merges cost, as under a budget.
-/// Then, as a host budget would, the fastest partition the walk reached
-/// within a staged level, climbed under it; the least level whose climbed
-/// step is within the slack and that stages at least hostSlackBytes less
-/// than `p`, found by bisection over the levels (a climb each: the
-/// climbed step grows as the level falls, which is assumed, not shown).
-/// `p` itself where no level does. Llama-3.1-8B NF4 LoRA, 8 x RTX 4090:
-/// 18 GiB staged for 2.7 % over the fastest stages' 32 GiB; Qwen3-32B
-/// bf16: 62.5 GiB for 3.9 % over 80, but 12,265 step-time estimates
-/// (456 s of CPU against 51 for the compile), most in the climbs.
+/// bytes, while its step stays within the slack (a device count of moves
+/// past it, the step not being monotone in the merges). Then the
+/// least staged level at which a partition the walk tried is within the
+/// slack and stages at least hostSlackBytes less than `p`: the fastest
+/// partition tried within that level, climbed under it (as under a
+/// budget: the climb takes back part of what the merges cost). `p` itself
+/// where no level is.
+/// One climb, from a start already within the slack, so a few rounds: a
+/// bisection over every level the walk reached, a climb each, found no
+/// lower level for its cost. The climbed step is not monotone in the
+/// level: Llama-3.1-8B NF4 LoRA (unfused), 8 x RTX 4090: climbed at 16 GiB
+/// from the walk's 15,706.6 ms it stops at 15,638.0, over the 5 % bound of
+/// 14,462.6, at 14 GiB from 20,524.1 it reaches 14,105.8, so the bisection
+/// stopped at 18 GiB (14,149.7) as this does; Qwen3-32B bf16's climbs from
+/// starts far over the bound took 2,378 and 3,168 step-time estimates
+/// each, and the compile 456 s of CPU against 51.
 Partition holdNearFastest(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                           const SearchTarget &t) {
   DevicePeak peak = devicePeak(p, layers, t);
@@ -300,62 +429,40 @@ Partition holdNearFastest(const Partition &p, llvm::ArrayRef<LayerCost> layers,
   ++clock.timed;
   const double fastestMs = estimatedStepMs(p, layers, t);
   const double bound = fastestMs * (1 + t.hostSlack);
-  const double walkBound = fastestMs * (1 + 2 * t.hostSlack);
   const int64_t most = peak.hostBytes - t.hostSlackBytes;
   Partition cur = p;
   DevicePeak curPeak = peak;
-  std::vector<Candidate> seen;
+  // The least staged level within the slack, and the fastest partition
+  // tried within it.
+  std::optional<Candidate> from;
   unsigned pastBound = 0;
   while (pastBound <= t.devices) {
     std::vector<Candidate> tried = hold.stagingRound(cur, curPeak);
     const Candidate *best = fastest(tried);
     if (!best)
       break;
-    pastBound = best->ms <= walkBound ? 0 : pastBound + 1;
+    pastBound = best->ms <= bound ? 0 : pastBound + 1;
     cur = best->p;
     curPeak = best->peak;
     for (Candidate &c : tried)
-      if (c.usable && c.peak.hostBytes <= most)
-        seen.push_back(std::move(c));
+      if (c.usable && c.peak.hostBytes <= most && c.ms <= bound &&
+          (!from || c.peak.hostBytes < from->peak.hostBytes ||
+           (c.peak.hostBytes == from->peak.hostBytes && before(c, *from))))
+        from = std::move(c);
   }
-  std::vector<int64_t> levels;
-  levels.reserve(seen.size());
-  for (const Candidate &c : seen)
-    levels.push_back(c.peak.hostBytes);
-  std::sort(levels.begin(), levels.end());
-  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
-  // The fastest reached within `level`, climbed under it.
-  auto heldAt = [&](int64_t level, double &ms) {
-    const Candidate *from = nullptr;
-    for (const Candidate &c : seen)
-      if (c.peak.hostBytes <= level && (!from || before(c, *from)))
-        from = &c;
-    ms = from->ms;
-    return hold.climb(from->p, ms, level);
-  };
-  std::optional<Partition> held;
-  double heldMs = 0;
-  for (size_t lo = 0, hi = levels.size(); lo < hi;) {
-    size_t mid = lo + (hi - lo) / 2;
-    double ms = 0;
-    Partition q = heldAt(levels[mid], ms);
-    if (ms <= bound) {
-      held = std::move(q);
-      heldMs = ms;
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  if (!held)
+  if (!from)
     return p;
-  scorePartition(*held, layers, t.devices);
-  Sizes s = toSizes(*held);
+  // Those tried that stage less are over the slack: `from` is the
+  // fastest within its level.
+  const int64_t level = from->peak.hostBytes;
+  double heldMs = from->ms;
+  Partition held = hold.climb(std::move(from->p), heldMs, level);
+  scorePartition(held, layers, t.devices);
+  Sizes s = toSizes(held);
   std::lock_guard<std::mutex> lock(slackMutex);
   slackTaken.push_back({s.fwd, s.bwd, s.tail, heldMs, fastestMs,
-                        devicePeak(*held, layers, t).hostBytes,
-                        peak.hostBytes});
-  return *held;
+                        devicePeak(held, layers, t).hostBytes, peak.hostBytes});
+  return held;
 }
 
 } // namespace
@@ -382,6 +489,8 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
   unsigned pastFit = 0;
   while (!fastestFit || pastFit++ < t.devices) {
     std::vector<Candidate> tried = hold.stagingRound(cur, curPeak);
+    if (!fastestFit && !fastest(tried))
+      tried = hold.repairRound(cur, curPeak);
     for (const Candidate &c : tried)
       if (c.usable && c.peak.hostBytes <= t.hostStagedBytes &&
           (!fastestFit || before(c, *fastestFit)))

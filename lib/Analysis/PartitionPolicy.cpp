@@ -238,13 +238,19 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
           ")";
     }
   }
+  // Where speed decides, what each grain stages in the pinned buffers:
+  // the faster grain may stage far more (Llama-3.1-8B NF4 LoRA: layer
+  // grain 8.3 % faster for 58 GiB against 18), which the reason names.
+  std::string pinned = "; staging " + gibText(layer->stagedHostBytes) +
+                       " in pinned host memory at layer grain, " +
+                       gibText(stage->stagedHostBytes) + " at " + stageName;
   if (layer->fits &&
       (!stage->fits || layer->stepMs < stage->stepMs * (1 - kGrainTie))) {
     choice.layer = true;
     choice.reason =
         "layer: " +
         (stage->fits
-             ? "predicted " + times + range
+             ? "predicted " + times + pinned + range
              : "the stage-grain plan does not fit (device " +
                    std::to_string(stage->device) + " would need " +
                    gibText(stage->peak) + " of " + gibText(budget) + ")");
@@ -260,7 +266,7 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
         "stage: predicted " + msText(stage->stepMs) + " a step at " +
         stageName + ", " +
         (stage->stepMs < layer->stepMs ? "faster than " : "within 0.1 % of ") +
-        msText(layer->stepMs) + " at layer grain" + range;
+        msText(layer->stepMs) + " at layer grain" + pinned + range;
   return atStage;
 }
 

@@ -1,5 +1,6 @@
 """ATen ops rp has no op of its own for, written as compositions of rp ops
-whose VJPs give PyTorch's gradients: ``softplus``, ``expm1`` and
+whose VJPs give PyTorch's gradients: ``softplus``, ``log_sigmoid``
+(Inkling's router), ``expm1`` and
 ``reciprocal`` (Mamba's and the gated delta nets' step sizes, XIELU,
 Zaya's q/k norm), ``cumsum`` (RoBERTa's
 position ids), ``gather`` along the last axis (a router's chosen scores),
@@ -43,10 +44,41 @@ def _softplus(e, n):
                   ty)
 
 
+def _log_sigmoid(e, n):
+    """log(sigmoid(x)) = -softplus(-x): -log(1 + exp(-x)), with exp
+    reading min(-x, 20) so that it cannot overflow, and x itself where
+    -x > 20 (as PyTorch's softplus threshold). Its gradient is
+    sigmoid(-x), PyTorch's. The second result (the CPU kernel's buffer) has
+    no use outside the backward."""
+    import torch
+    dt = e.values[n][0].dtype
+    if not dt.is_floating_point:
+        return _UNSUPPORTED
+    ty = _ttype(e.values[n][0].shape, dt)
+    xv = e.val(n.args[0], dt)
+    nx = e.emit(f"rp.neg {xv} : {ty}", ty)
+    t = e.scalar(20.0, dt)
+    low = e.emit(f"rp.min {nx}, {t} : ({ty}, {e.ty(t)}) -> {ty}", ty)
+    ex = e.emit(f"rp.exp {low} : {ty}", ty)
+    one = e.scalar(1.0, dt)
+    ex1 = e.emit(f"rp.add {ex}, {one} : ({ty}, {e.ty(one)}) -> {ty}", ty)
+    lg = e.emit(f"rp.log {ex1} : {ty}", ty)
+    y = e.emit(f"rp.neg {lg} : {ty}", ty)
+    bt = _ttype(e.values[n][0].shape, torch.bool)
+    big = e.emit(f"rp.cmp gt, {nx}, {t} : ({ty}, {e.ty(t)}) -> {bt}", bt)
+    return (e.emit(f"rp.where {big}, {xv}, {y} : ({bt}, {ty}, {ty}) -> "
+                   f"{ty}", ty), None)
+
+
 def _cumsum(e, n):
-    """The sum over j <= i along ``dim``: the input times an
-    upper-triangular ones constant, summed over j (f32; an integer input,
-    RoBERTa's mask of non-padding tokens, is exact below 2^24)."""
+    """The sum over j <= i along ``dim``: the input as [A, B, S] (``dim``
+    moved last) times the transposed lower-triangular ones [S, S], one
+    rp.matmul, then back (f32; an integer input, RoBERTa's mask of
+    non-padding tokens, is exact below 2^24). A product broadcast over
+    [.., j, i, ..] and reduced, as before, holds S^2 times the other
+    dims: 8 GiB for Falcon-H1's 256-step Mamba chunks."""
+    import math
+
     import torch
     x = n.args[0]
     shape = list(e.values[x].shape)
@@ -56,18 +88,19 @@ def _cumsum(e, n):
     f = torch.float32 if not e.values[n].dtype.is_floating_point \
         else e.values[n].dtype
     xv = e.val(x, f)
-    # x as [.., j, 1, ..] times tri [j, i, 1, ..], reduced over j.
-    col = shape[:d + 1] + [1] + shape[d + 1:]
-    ct = _ttype(col, f)
-    xc = e.emit(f"rp.reshape {xv} : {e.ty(xv)} to {ct}", ct)
-    tri = torch.triu(torch.ones(size, size, dtype=f)).reshape(
-        [size, size] + [1] * (rank - d - 1))
-    tv = e.constant(tri)
-    prod = shape[:d] + [size, size] + shape[d + 1:]
-    pt = _ttype(prod, f)
-    p = e.emit(f"rp.mul {xc}, {tv} : ({ct}, {e.ty(tv)}) -> {pt}", pt)
+    a, b = math.prod(shape[:d]), math.prod(shape[d + 1:])
+    t3 = _ttype([a, size, b], f)
+    v = e.emit(f"rp.reshape {xv} : {e.ty(xv)} to {t3}", t3)
+    tt = _ttype([a, b, size], f)
+    v = e.emit(f"rp.transpose {v} permutation = [0, 2, 1] : {t3} -> {tt}",
+               tt)
+    # out[.., i] = sum_j x[.., j] U[j, i], U upper-triangular.
+    tri = e.constant(torch.triu(torch.ones(size, size, dtype=f)))
+    v = e.emit(f"rp.matmul {v}, {tri} : ({tt}, {e.ty(tri)}) -> {tt}", tt)
+    v = e.emit(f"rp.transpose {v} permutation = [0, 2, 1] : {tt} -> {t3}",
+               t3)
     st = _ttype(shape, f)
-    s = e.emit(f"rp.reduce sum {p} dims = [{d}] : {pt} -> {st}", st)
+    s = e.emit(f"rp.reshape {v} : {t3} to {st}", st)
     ty = e.out_type(n)
     if ty != st:
         s = e.emit(f"rp.cast {s} : {st} to {ty}", ty)
@@ -241,7 +274,8 @@ def _clamp(e, n):
     return v
 
 
-HANDLERS = {"softplus": _softplus, "clamp": _clamp, "clamp_min": _clamp,
+HANDLERS = {"softplus": _softplus, "log_sigmoid_forward": _log_sigmoid,
+            "clamp": _clamp, "clamp_min": _clamp,
             "clamp_max": _clamp, "expm1": _expm1, "gather": _gather,
             "reciprocal": _reciprocal,
             "cumsum": _cumsum, "repeat": _repeat, "topk": _topk}

@@ -1,9 +1,10 @@
 """ATen ops written as compositions of rp ops, for the families that need
 them (docs/models.md): ``constant_pad_nd`` (RWKV's time shift, the
 short-convolution padding of gated delta nets and Zaya's CCA), ``abs``
-(PhiMoE's sparsemixer router) and ``scatter.value`` of a constant along
-the last axis (the top-k masks of DeepSeek-V3.2's sparse attention indexer
-and JetMoE's router), and ``and``/``or`` of bool masks. Each
+(PhiMoE's sparsemixer router), ``scatter`` of a constant or of a tensor
+along the last axis (the top-k masks of DeepSeek-V3.2's sparse attention
+indexer and JetMoE's router; Llama 4's router writing its top-k scores
+into a row of -inf), and ``and``/``or`` of bool masks. Each
 composition's VJP is PyTorch's gradient."""
 
 from __future__ import annotations
@@ -81,6 +82,15 @@ def _abs(e, n):
     return e.emit(f"rp.mul {x}, {sign} : ({ty}, {ty}) -> {ty}", ty)
 
 
+def _topk_indices(node) -> bool:
+    """Whether ``node`` is the indices of a topk (distinct in each row, so
+    a scatter of a tensor writes each entry once)."""
+    import operator
+    src = node.args[0] if node.target is operator.getitem else None
+    return node.args[1] == 1 and getattr(src, "target", None) is not None \
+        and "topk" in str(src.target)
+
+
 def _scatter_value(e, n):
     """x.scatter(-1, index, value): x with the entries the index names
     replaced by the constant, a where on whether any of the index's k
@@ -88,7 +98,11 @@ def _scatter_value(e, n):
     as PyTorch's)."""
     import torch
     x, dim, index, value = n.args[:4]
-    if n.kwargs.get("reduce") or not isinstance(value, (int, float)):
+    src = isinstance(value, torch.fx.Node)
+    if n.kwargs.get("reduce") or not (src or isinstance(value, (int, float))):
+        return _UNSUPPORTED
+    if src and (list(e.values[value].shape) != list(e.values[index].shape)
+                or not _topk_indices(index)):
         return _UNSUPPORTED
     xs, ishape = list(e.values[x].shape), list(e.values[index].shape)
     rank = len(xs)
@@ -115,27 +129,70 @@ def _scatter_value(e, n):
     mask = e.emit(f"rp.cmp gt, {count}, {zero} : ({ct}, {e.ty(zero)}) -> "
                   f"{mt}", mt)
     ty = e.out_type(n)
-    fill = e.scalar(value, dt)
+    if src:
+        # Each entry the index names takes its src value: the hits (each
+        # row's k indices are distinct, as top-k's) weighting src, summed
+        # over the k axis; src's gradient is x's gradient at its entry.
+        sv = e.val(value, dt)
+        st = _ttype(ishape + [1], dt)
+        s1 = e.emit(f"rp.reshape {sv} : {e.ty(sv)} to {st}", st)
+        ht = _ttype(ishape + [c], dt)
+        hd = hf if dt == torch.float32 else \
+            e.emit(f"rp.cast {hit} : {bt} to {ht}", ht)
+        w = e.emit(f"rp.mul {hd}, {s1} : ({ht}, {st}) -> {ht}", ht)
+        fill = e.emit(f"rp.reduce sum {w} dims = [{rank - 1}] : {ht} -> "
+                      f"{ty}", ty)
+    else:
+        fill = e.scalar(value, dt)
     xv = e.val(x, dt)
     return e.emit(f"rp.where {mask}, {fill}, {xv} : ({mt}, {e.ty(fill)}, "
                   f"{ty}) -> {ty}", ty)
 
 
+def _bool_operand(e, a):
+    """``a`` as a bool ssa value: a bool tensor, or an integer one holding
+    only 0 and 1 (a constant folded at trace time, or the integer result
+    of an and / or of such: CPM-Ant's attention mask starts from an int
+    tensor of ones), else None."""
+    import torch
+    if not isinstance(a, torch.fx.Node):
+        return None
+    v = e.values[a]
+    if v.dtype == torch.bool:
+        return e.val(a)
+    if v.dtype.is_floating_point or v.dtype.is_complex:
+        return None
+    if a in e.const_nodes and not e.is_large(a) and \
+            bool(((v == 0) | (v == 1)).all()):
+        return e.constant(v.bool())
+    if a.meta.get("rp_zero_one"):
+        return e.val(a, torch.bool)
+    return None
+
+
 def _bool_binary(is_and):
     """and / or of two bool tensors as a where: a and b is b where a, else
-    false; a or b is true where a, else b."""
+    false; a or b is true where a, else b. Integer operands holding only 0
+    and 1 count as bool; the integer result is the bool one cast back."""
     def h(e, n):
         import torch
-        if e.values[n].dtype != torch.bool or any(
-                not isinstance(a, torch.fx.Node) or
-                e.values[a].dtype != torch.bool for a in n.args[:2]):
+        out = e.values[n].dtype
+        if out.is_floating_point or out.is_complex:
             return _UNSUPPORTED
-        a, b = (e.val(v) for v in n.args[:2])
+        ops = [_bool_operand(e, a) for a in n.args[:2]]
+        if None in ops:
+            return _UNSUPPORTED
+        a, b = ops
         c = e.scalar(not is_and, torch.bool)
         then, other = (b, c) if is_and else (c, b)
+        bt = _ttype(e.values[n].shape, torch.bool)
+        r = e.emit(f"rp.where {a}, {then}, {other} : ({e.ty(a)}, "
+                   f"{e.ty(then)}, {e.ty(other)}) -> {bt}", bt)
+        if out == torch.bool:
+            return r
+        n.meta["rp_zero_one"] = True
         ty = e.out_type(n)
-        return e.emit(f"rp.where {a}, {then}, {other} : ({e.ty(a)}, "
-                      f"{e.ty(then)}, {e.ty(other)}) -> {ty}", ty)
+        return e.emit(f"rp.cast {r} : {bt} to {ty}", ty)
     return h
 
 

@@ -92,10 +92,13 @@ def _vector_norm(e, n):
 
 
 def _sum(e, n):
-    """sum, also with a ``dtype``: the input cast to it, then summed."""
+    """sum, also with a ``dtype``: the input cast to it, then summed. A
+    bool input (a mask's count of kept tokens: CPM-Ant's lengths) sums as
+    the int64 PyTorch returns."""
     dtype = n.kwargs.get("dtype")
-    if dtype is None:
+    if dtype is None and e.values[n.args[0]].dtype == e.values[n].dtype:
         return _aten.HANDLERS["sum"](e, n)
+    dtype = dtype or e.values[n].dtype
     x = n.args[0]
     dims = _dims(e, x, n.args[1] if len(n.args) > 1 else None)
     keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)

@@ -52,9 +52,12 @@ def _write_safetensors(path: Path, tensors: List[Tuple[str, Any]]) -> Dict[str, 
 # Layers
 # ---------------------------------------------------------------------------
 
-def _default_layers(module) -> List[str]:
+def _default_layers(module, ran=None) -> List[str]:
     """The children of the outermost nn.Sequential / nn.ModuleList whose
-    children repeat (at least two, all of one class), breadth first."""
+    children repeat (at least two, all of one class), breadth first; given
+    ``ran`` (the module paths that computed something), the first such list
+    whose children all ran (a multimodal causal LM's vision or audio tower
+    comes first and never runs on text)."""
     import torch.nn as nn
     queue = [("", module)]
     while queue:
@@ -63,7 +66,10 @@ def _default_layers(module) -> List[str]:
         if (isinstance(mod, (nn.Sequential, nn.ModuleList)) and
                 len(children) >= 2 and
                 len({type(c) for _, c in children}) == 1):
-            return [f"{path}.{n}" if path else n for n, _ in children]
+            found = [f"{path}.{n}" if path else n for n, _ in children]
+            if ran is None or all(p in ran for p in found):
+                return found
+            continue
         queue += [(f"{path}.{n}" if path else n, c) for n, c in children]
     return []
 
@@ -106,7 +112,10 @@ def _check_outputs(out, module) -> None:
 
 def _capture(module, inputs, params, buffers, aliases):
     """make_fx of the module with parameters and buffers as graph inputs;
-    every node's meta["rp_stack"] is the tuple of module paths running."""
+    every node's meta["rp_stack"] is the tuple of module paths running and
+    meta["rp_calls"] the matching tuple of call numbers (a module run twice,
+    as a looped layer, tells its runs apart by them)."""
+    import torch
     from torch.fx.experimental import proxy_tensor
     try:  # torch 2; torch.nn.utils.stateless's is deprecated there
         from torch.func import functional_call
@@ -114,6 +123,8 @@ def _capture(module, inputs, params, buffers, aliases):
         from torch.nn.utils.stateless import functional_call
 
     stack: List[str] = []
+    calls: List[int] = []
+    counts: Dict[int, int] = {}
     paths = {}
     for name, sub in module.named_modules():
         paths.setdefault(id(sub), name)
@@ -124,13 +135,20 @@ def _capture(module, inputs, params, buffers, aliases):
         def create_node(self, *args, **kwargs):
             node = super().create_node(*args, **kwargs)
             node.meta["rp_stack"] = tuple(stack)
+            node.meta["rp_calls"] = tuple(calls)
+            # Under torch.no_grad() PyTorch gives the op no gradient; the
+            # emitter refuses where that changes the gradient.
+            node.meta["rp_grad"] = torch.is_grad_enabled()
             return node
 
     def pre(mod, _inp):
         stack.append(paths.get(id(mod), "?"))
+        counts[id(mod)] = counts.get(id(mod), 0) + 1
+        calls.append(counts[id(mod)])
 
     def post(mod, _inp, _out):
         stack.pop()
+        calls.pop()
 
     handles = []
     for sub in module.modules():
@@ -182,13 +200,23 @@ def _capture(module, inputs, params, buffers, aliases):
 
 
 def _values(gm, flat_args):
-    """Runs the traced graph and returns every node's value."""
+    """Runs the traced graph and returns every node's value. An in-place
+    op (``_inplace_to_functional``) runs on a copy of the tensor it writes:
+    that tensor's value stays what the ops before read, as rp's functional
+    form computes it (Llama 4's router scatters its scores into a
+    ``full_like`` of -inf, a constant that must stay -inf)."""
     import torch.fx
 
     values = {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n):
+            if n.meta.get("rp_inplace") and n.op == "call_function":
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                if args and isinstance(args[0], torch.Tensor):
+                    v = n.target(args[0].clone(), *args[1:], **kwargs)
+                    values[n] = v
+                    return v
             v = super().run_node(n)
             values[n] = v
             return v

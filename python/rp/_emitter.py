@@ -69,7 +69,7 @@ class _Region:
 
 class _Emitter:
     def __init__(self, module, gm, values, param_nodes, buffer_nodes,
-                 input_nodes, layer_paths):
+                 input_nodes, layer_paths, loose=False):
         self.module = module
         self.gm = gm
         self.values = values
@@ -77,6 +77,10 @@ class _Emitter:
         self.buffer_nodes = buffer_nodes    # node -> buffer name
         self.input_nodes = input_nodes      # node -> input name
         self.layer_paths = layer_paths
+        # Layers found by rp (not given): they may run more than once, and
+        # ops between them join the next run (segments()).
+        self.loose = loose
+        self.run_names: List[str] = list(layer_paths)
         self.counter = 0
         self.types: Dict[str, str] = {}
         self.region: Optional[_Region] = None
@@ -124,51 +128,124 @@ class _Emitter:
                             all(isinstance(x, torch.Tensor) for x in v)):
                         self.const_nodes.add(n)
 
+    def check_no_grad(self):
+        """Refuses a value computed under torch.no_grad() from the
+        parameters that an op with gradients then reads (HRM's early
+        recurrent cycles): PyTorch stops the gradient there, and rp has no
+        op that stops a gradient, so the trace would train on another
+        gradient than PyTorch's."""
+        trained = {n for n in self.param_nodes
+                   if getattr(self.values.get(n), "requires_grad", True)}
+        for n in self.gm.graph.nodes:
+            if n.op != "call_function" or n in self.const_nodes:
+                continue
+            # Only a float value carries a gradient (a mask does not).
+            if not any(a in trained for a in n.all_input_nodes) or \
+                    not self._is_float(n):
+                continue
+            trained.add(n)
+            if n.meta.get("rp_grad", True) or _scales_by_one(n):
+                continue
+            user = next((u for u in n.users
+                         if u.meta.get("rp_grad", True) and
+                         (u.op != "call_function" or self._is_float(u))),
+                        None)
+            if user is not None:
+                raise TraceError(
+                    f"rp.trace: {self.where(n)} computes {_qualname(n)} from "
+                    f"the parameters under torch.no_grad(), and "
+                    f"{_qualname(user)} in {self.where(user)} reads it with "
+                    f"gradients on: PyTorch stops the gradient there and rp "
+                    f"has no op that stops a gradient, so rp would train on "
+                    f"another gradient; run that part with gradients on, or "
+                    f"freeze the parameters it reads",
+                    op=_qualname(n), module_path=_innermost(n))
+
+    def _is_float(self, n) -> bool:
+        v = self.values.get(n)
+        return any(getattr(x, "is_floating_point", lambda: False)()
+                   for x in (v if isinstance(v, (tuple, list)) else (v,)))
+
     def where(self, n) -> str:
         stack = n.meta.get("rp_stack", ())
         return _describe(stack[-1] if stack else "", self.module)
 
     def segments(self):
-        """Assigns every computed node a segment: 0 prefix, 1..L layers,
-        L+1 suffix. Raises TraceError on ops between layers."""
+        """Assigns every computed node a segment: 0 prefix, 1..R the layers'
+        runs, R+1 suffix, and sets ``run_names`` (the R layers' names).
+        Given layers (``loose`` off) must each run once, in order, covering
+        every op between the first and the last: TraceError otherwise. The
+        layers rp finds itself (``loose``) may run again (a looped block, as
+        Dory's recurrent layers; each run is an rp.layer sharing the
+        weights, named ``path#2`` from its second run on), and ops between
+        two runs (a norm, a per-layer input's select) join the next run."""
         index = {p: i for i, p in enumerate(self.layer_paths)}
         nodes = [n for n in self.gm.graph.nodes
                  if n.op == "call_function" and n not in self.const_nodes]
-        seg = {}
+        run_of: Dict[Any, Any] = {}  # node -> (layer path, call number)
         for n in nodes:
             if n.target is operator.getitem:
                 continue
-            for p in n.meta.get("rp_stack", ()):
+            stack = n.meta.get("rp_stack", ())
+            calls = n.meta.get("rp_calls", (1,) * len(stack))
+            for p, c in zip(stack, calls):
                 if p in index:
-                    seg[n] = index[p] + 1
+                    run_of[n] = (p, c if self.loose else 1)
                     break
-        ran = set(seg.values())
-        for p, i in index.items():
-            if i + 1 not in ran:
+        ran = {p for p, _ in run_of.values()}
+        for p in self.layer_paths:
+            if p not in ran:
                 raise TraceError(
                     f"rp.trace: layer '{p}' computes nothing when the module "
                     f"runs; the layers do not cover the module")
-        layered = [i for i, n in enumerate(nodes) if n in seg]
+        # The runs in the order they start.
+        runs: Dict[Any, int] = {}
+        for n in nodes:
+            if n in run_of and run_of[n] not in runs:
+                runs[run_of[n]] = len(runs) + 1
+        seen: Dict[str, int] = {}
+        self.run_names = []
+        for p, _ in runs:
+            seen[p] = seen.get(p, 0) + 1
+            self.run_names.append(p if seen[p] == 1 else f"{p}#{seen[p]}")
+        if not self.loose:
+            runs = {k: index[k[0]] + 1 for k in runs}
+        layered = [i for i, n in enumerate(nodes) if n in run_of]
         first = layered[0] if layered else len(nodes)
         last = layered[-1] if layered else -1
-        nlayers = len(self.layer_paths)
-        current = 0
+        nruns = len(self.run_names)
+        seg, current, pending = {}, 0, []
         for i, n in enumerate(nodes):
             if n.target is operator.getitem:
-                seg[n] = seg.get(n.args[0], current)
+                if n.args[0] in seg:
+                    seg[n] = seg[n.args[0]]
+                elif n.args[0] in pending:
+                    pending.append(n)
+                else:
+                    seg[n] = current
                 continue
-            if n in seg:
-                if seg[n] < current:
+            if n in run_of:
+                s = runs[run_of[n]]
+                if s < current:
+                    name = (self.run_names[s - 1] if self.loose
+                            else self.layer_paths[s - 1])
+                    prev = (self.run_names[current - 1] if self.loose
+                            else self.layer_paths[current - 1])
                     raise TraceError(
-                        f"rp.trace: layer '{self.layer_paths[seg[n] - 1]}' "
-                        f"runs after layer '{self.layer_paths[current - 1]}'; "
-                        f"list the layers in the order they run, each "
-                        f"running once")
-                current = seg[n]
+                        f"rp.trace: layer '{name}' runs after layer "
+                        f"'{prev}'; list the layers in the order they run, "
+                        f"each running once")
+                current = s
+                for m in pending:  # the ops between two runs
+                    seg[m] = s
+                pending = []
+                seg[n] = s
             elif i < first:
                 seg[n] = 0
             elif i > last:
-                seg[n] = nlayers + 1
+                seg[n] = nruns + 1
+            elif self.loose:
+                pending.append(n)
             else:
                 raise TraceError(
                     f"rp.trace: the layers do not cover the module: "
@@ -287,14 +364,14 @@ class _Emitter:
             if not isinstance(o, torch.fx.Node):
                 raise TraceError("rp.trace: the module's outputs must be tensors")
 
-        nseg = len(self.layer_paths) + 2
+        nseg = len(self.run_names) + 2
         by_seg: List[List[Any]] = [[] for _ in range(nseg)]
         for n in nodes:
             if len(n.users) == 0 and not n.meta.get("rp_inplace"):
                 continue
             by_seg[seg[n]].append(n)
 
-        names = (["prefix"] + list(self.layer_paths) + ["suffix"]
+        names = (["prefix"] + list(self.run_names) + ["suffix"]
                  if self.layer_paths else ["prefix", "model", "suffix"])
         if not self.layer_paths:
             # One layer holds everything.
@@ -403,6 +480,13 @@ class _Emitter:
             if name in _RANDOM:
                 hint = ("; rp has no random ops (dropout is traced in training "
                         "mode and must have p = 0)")
+                if name not in ("bernoulli", "bernoulli_", "native_dropout"):
+                    # A router's sampling or jitter (PhiMoE's
+                    # sparsemixer) runs in training mode only.
+                    hint = ("; rp has no random ops: rp.trace traces "
+                            "training mode, where this module draws random "
+                            "numbers (a router's sampling or jitter noise); "
+                            "rp cannot train it")
             elif name in ("copy", "copy_", "slice_scatter"):
                 hint = ("; rp maps a write through slices and selects "
                         "(x[:, t] = h, x[..., :n].copy_(y)) into a tensor "
@@ -435,3 +519,14 @@ class _Emitter:
     def out_type(self, n) -> str:
         v = self.values[n]
         return _ttype(v.shape, v.dtype)
+
+
+def _scales_by_one(n) -> bool:
+    """A multiplication or division by the number 1 under torch.no_grad()
+    (RWKV's inference rescaling of its first blocks' weights, in place, by
+    2 ** (block // rescale_every)) leaves the value and its gradient as they
+    are, so stopping the gradient there changes nothing."""
+    name = getattr(getattr(n.target, "overloadpacket", None), "__name__", "")
+    return (name.rstrip("_") in ("mul", "div") and len(n.args) == 2 and
+            isinstance(n.args[1], (int, float)) and
+            not isinstance(n.args[1], bool) and n.args[1] == 1)

@@ -45,9 +45,36 @@ def _group_topk(scores, bias, top_k, n_group, topk_group):
     return torch.topk(sel, k=top_k, dim=-1)[1]
 
 
+def _act_ref(act, g):
+    """The activation ``act`` names (see _act_of) on ``g``."""
+    import torch.nn.functional as F
+    if act == "relu2":
+        return F.relu(g) ** 2
+    return {"silu": F.silu, "gelu": F.gelu, "relu": F.relu}[act](g)
+
+
+def _split_act(act):
+    """(activation, gated, limit): ``act`` is "silu", "plain relu2" (one
+    up projection, no gate: Nemotron-H's experts), "silu limit 10.0" (the
+    gate clamped above and the up projection to +-limit: HY-V4's) or
+    "softcap 4.0 25.0" (Inkling 2's: G tanh(g / G) sigmoid(g) U tanh(u /
+    U); limit is the pair (G, U)) or "oss 1.702 7.0" (GPT-OSS's gate: g
+    clamped above and u to +-L, (u + 1) g sigmoid(alpha g); limit is the
+    pair (alpha, L))."""
+    parts = act.split()
+    if parts[0] in ("softcap", "oss"):
+        return parts[0], True, (float(parts[1]), float(parts[2]))
+    gated = parts[0] != "plain"
+    if not gated:
+        parts = parts[1:]
+    limit = float(parts[2]) if len(parts) > 2 else None
+    return parts[0], gated, limit
+
+
 def _experts_ref(x, experts, weights, gate_up, down, act, gate_first):
     import torch
     import torch.nn.functional as F
+    fn, gated, limit = _split_act(act)
     f = down.shape[2]
     out = torch.zeros_like(x)
     for k in range(experts.shape[1]):
@@ -56,10 +83,24 @@ def _experts_ref(x, experts, weights, gate_up, down, act, gate_first):
             if not bool(rows.any()):
                 continue
             both = F.linear(x[rows], gate_up[e])
-            g, u = (both[:, :f], both[:, f:]) if gate_first else \
-                (both[:, f:], both[:, :f])
-            a = F.silu(g) if act == "silu" else F.gelu(g)
-            out[rows] += F.linear(a * u, down[e]) * weights[rows, k, None]
+            if gated:
+                g, u = (both[:, :f], both[:, f:]) if gate_first else \
+                    (both[:, f:], both[:, :f])
+                if fn == "oss":
+                    (al, lim) = limit
+                    g, u = g.clamp(max=lim), u.clamp(-lim, lim)
+                    a = (u + 1) * g * torch.sigmoid(g * al)
+                elif fn == "softcap":
+                    (cg, cu) = limit
+                    a = torch.tanh(g / cg) * cg * torch.sigmoid(g) * \
+                        torch.tanh(u / cu) * cu
+                else:
+                    if limit is not None:
+                        g, u = g.clamp(max=limit), u.clamp(-limit, limit)
+                    a = _act_ref(fn, g) * u
+            else:
+                a = _act_ref(fn, both)
+            out[rows] += F.linear(a, down[e]) * weights[rows, k, None]
     return out
 
 
@@ -98,10 +139,23 @@ def _router_form(router):
     top_k = getattr(router, "top_k", None)
     groups = getattr(router, "n_group", getattr(router, "num_group", None))
     topk_group = getattr(router, "topk_group", None)
+    score_fn = getattr(router, "score_fn", None)
+    if groups is None and topk_group is None and score_fn is not None:
+        # No groups (Inkling 2's router): one group, when it scores with
+        # a sigmoid.
+        x = torch.linspace(-3, 3, 13)
+        try:
+            sigmoid = bool((score_fn(x) - x.sigmoid()).abs().max() < 1e-6)
+        except Exception:  # noqa: BLE001 - a score of another signature
+            sigmoid = False
+        if sigmoid:
+            groups, topk_group = 1, 1
     if not all(isinstance(v, int) for v in (top_k, groups, topk_group)):
         return None
+    # No norm_topk_prob: probe() tries both.
+    normalize = getattr(router, "norm_topk_prob", None)
     return (top_k, groups, topk_group,
-            bool(getattr(router, "norm_topk_prob", False)),
+            None if normalize is None else bool(normalize),
             float(getattr(router, "routed_scaling_factor", 1.0) or 1.0))
 
 
@@ -131,24 +185,52 @@ def _experts_forward(experts, act, gate_first):
     def forward(hidden_states, top_k_index, top_k_weights, *_):
         return torch.ops.rp_trace.moe_experts(
             hidden_states, top_k_index,
-            top_k_weights.to(hidden_states.dtype), experts.gate_up_proj,
+            top_k_weights.to(hidden_states.dtype), _up_of(experts),
             experts.down_proj, act, gate_first)
     return forward
 
 
+def _up_of(experts):
+    """The stacked first projection: gate-and-up ``[E, 2F, H]``, or up
+    ``[E, F, H]`` for experts with no gate."""
+    gu = getattr(experts, "gate_up_proj", None)
+    return gu if gu is not None else getattr(experts, "up_proj", None)
+
+
 def _act_of(experts):
+    """The experts' activation as _split_act reads it, or None: the
+    act_fn (SiLU, GELU, ReLU, squared ReLU), "plain" for experts with an
+    up projection and no gate, the clamp of a ``swiglu_limit`` with no
+    act_fn (HY-V4's clamped SwiGLU)."""
+    import torch
     import torch.nn.functional as F
     fn = getattr(experts, "act_fn", None)
-    x = __import__("torch").linspace(-3, 3, 13)
+    x = torch.linspace(-3, 3, 13)
+    caps = [getattr(getattr(fn, k, None), "softcap", None)
+            for k in ("gate_softcap", "up_softcap")]
+    if all(isinstance(c, (int, float)) for c in caps):
+        # Inkling 2's soft-capped SwiGLU, checked on the probe's tokens.
+        return f"softcap {float(caps[0])!r} {float(caps[1])!r}"
+    plain = getattr(experts, "gate_up_proj", None) is None
+    limit = getattr(experts, "swiglu_limit", None)
     if fn is None:
-        return None
+        if plain or not isinstance(limit, (int, float)):
+            return None
+        alpha = getattr(experts, "swiglu_alpha", None)
+        if isinstance(alpha, (int, float)):
+            # GPT-OSS's gate, halves not interleaved (MiniMax-M3's).
+            return f"oss {float(alpha)!r} {float(limit)!r}"
+        return f"silu limit {float(limit)!r}"
     try:
         y = fn(x)
     except Exception:  # noqa: BLE001 - an activation of another signature
         return None
-    for name, ref in (("silu", F.silu), ("gelu", F.gelu)):
+    refs = [("silu", F.silu), ("gelu", F.gelu)]
+    if plain:
+        refs += [("relu", F.relu), ("relu2", lambda t: F.relu(t) ** 2)]
+    for name, ref in refs:
         if bool((y - ref(x)).abs().max() < 1e-6):
-            return name
+            return f"plain {name}" if plain else name
     return None
 
 
@@ -161,29 +243,36 @@ def candidate(path, block):
     if router is None:
         return None
     ex = next((m for m in block.children()
-               if hasattr(m, "gate_up_proj") and hasattr(m, "down_proj")),
-              None)
+               if isinstance(_up_of(m), __import__("torch").Tensor) and
+               hasattr(m, "down_proj")), None)
     act = _act_of(ex) if ex is not None else None
-    if ex is None or act is None or ex.gate_up_proj.dim() != 3:
+    if ex is None or act is None or _up_of(ex).dim() != 3:
         raise TraceError(
             f"rp.trace: module '{path}' ({type(block).__name__}) routes with "
             f"sigmoid scores, a correction bias and group-limited top-k, but "
             f"its experts are not stacked [E, 2F, H] / [E, H, F] gated MLPs "
-            f"with a SiLU or GELU activation, the form rp maps",
-            op="moe routing", module_path=path)
+            f"with a SiLU or GELU activation (clamped or not), nor [E, F, H]"
+            f" / [E, H, F] MLPs with a SiLU, GELU, ReLU or squared ReLU, the "
+            f"forms rp maps", op="moe routing", module_path=path)
     return router, ex, _router_form(router), act
 
 
 def probe(path, router, experts, form, act):
-    """gate_first, after checking the replicas against the modules."""
+    """(gate_first, form), after checking the replicas against the
+    modules (the form's normalize decided where the router has no
+    norm_topk_prob)."""
     import torch
     h = router.weight.shape[1]
     g = torch.Generator().manual_seed(0)
     x = torch.randn(10, h, generator=g, dtype=router.weight.dtype)
+    tries = [(gf, nm) for nm in ((form[3],) if form[3] is not None
+                                 else (True, False))
+             for gf in (True, False)]
     with torch.no_grad():
         _, w_ref, i_ref = router(x)
         order = torch.argsort(i_ref, dim=-1)
-        for gate_first in (True, False):
+        for gate_first, normalize in tries:
+            form = form[:3] + (normalize,) + form[4:]
             ids = _group_topk(
                 torch.sigmoid(torch.nn.functional.linear(
                     x.float(), router.weight.float())),
@@ -195,12 +284,12 @@ def probe(path, router, experts, form, act):
                 torch.allclose(w.gather(1, mine), w_ref.gather(1, order),
                                rtol=1e-5, atol=1e-6)
             if not same_route:
-                break
+                continue
             y_ref = experts(x, i_ref, w_ref)
-            y = _experts_ref(x, ids, w.to(x.dtype), experts.gate_up_proj,
+            y = _experts_ref(x, ids, w.to(x.dtype), _up_of(experts),
                              experts.down_proj, act, gate_first)
             if torch.allclose(y, y_ref, rtol=1e-4, atol=1e-5):
-                return gate_first
+                return gate_first, form
     raise TraceError(
         f"rp.trace: module '{path}' has a router with a correction bias and "
         f"group-limited top-k (DeepSeek-V3's form), but rp's replica of it "
@@ -216,7 +305,7 @@ def patch(path, block, saved):
     if found is None:
         return False
     router, experts, form, act = found
-    gate_first = probe(path, router, experts, form, act)
+    gate_first, form = probe(path, router, experts, form, act)
     for m, fwd in ((router, _router_forward(router, form)),
                    (experts, _experts_forward(experts, act, gate_first))):
         saved.append((m, m.__dict__.get("forward")))
@@ -348,7 +437,6 @@ def _experts_handler(e, n):
     tokens, hidden = e.values[x].shape
     n_exp, ffn2, _ = e.values[gate_up].shape
     top_k = e.values[experts].shape[1]
-    ffn = ffn2 // 2
     m = _moe_common.Routed()
     m.tokens, m.hidden = tokens, hidden
     m.dt = dt = e.values[x].dtype
@@ -370,16 +458,63 @@ def _experts_handler(e, n):
                       f"transpose_b : ({e.ty(inp)}, {e.ty(stack)}, {m.ct}) "
                       f"-> {out_ty}", out_ty)
 
+    fn, gated, limit = _split_act(act)
+    ffn = ffn2 // 2 if gated else ffn2
     both_t = _ttype((rows, ffn2), dt)
     ht = _ttype((rows, ffn), dt)
     both = grouped(m.r, e.val(gate_up), both_t)
-    lo = e.emit(f"rp.slice {both} offsets = [0, 0] strides = [1, 1] : "
-                f"{both_t} -> {ht}", ht)
-    hi = e.emit(f"rp.slice {both} offsets = [0, {ffn}] strides = [1, 1] : "
-                f"{both_t} -> {ht}", ht)
-    g, u = (lo, hi) if gate_first else (hi, lo)
-    a = e.emit(f"rp.{act} {g} : {ht}", ht)
-    h = e.emit(f"rp.mul {a}, {u} : ({ht}, {ht}) -> {ht}", ht)
+
+    def clamp(v, op, bound):
+        c = e.scalar(bound, dt)
+        return e.emit(f"rp.{op} {v}, {c} : ({ht}, {e.ty(c)}) -> {ht}", ht)
+
+    def activate(g):
+        if fn == "relu2":
+            r = e.emit(f"rp.relu {g} : {ht}", ht)
+            return e.emit(f"rp.mul {r}, {r} : ({ht}, {ht}) -> {ht}", ht)
+        return e.emit(f"rp.{fn} {g} : {ht}", ht)
+    if gated:
+        lo = e.emit(f"rp.slice {both} offsets = [0, 0] strides = [1, 1] : "
+                    f"{both_t} -> {ht}", ht)
+        hi = e.emit(f"rp.slice {both} offsets = [0, {ffn}] strides = [1, 1]"
+                    f" : {both_t} -> {ht}", ht)
+        g, u = (lo, hi) if gate_first else (hi, lo)
+        if fn == "oss":
+            al, lim = limit
+            g = clamp(g, "min", lim)
+            u = clamp(clamp(u, "max", -lim), "min", lim)
+            alv = e.scalar(al, dt)
+            ga = e.emit(f"rp.mul {g}, {alv} : ({ht}, {e.ty(alv)}) -> {ht}",
+                        ht)
+            sg = e.emit(f"rp.sigmoid {ga} : {ht}", ht)
+            a = e.emit(f"rp.mul {g}, {sg} : ({ht}, {ht}) -> {ht}", ht)
+            one = e.scalar(1.0, dt)
+            u1 = e.emit(f"rp.add {u}, {one} : ({ht}, {e.ty(one)}) -> {ht}",
+                        ht)
+            h = e.emit(f"rp.mul {u1}, {a} : ({ht}, {ht}) -> {ht}", ht)
+            return _moe_common.combine(e, m, grouped(h, e.val(down), m.rt))
+        if fn == "softcap":
+            def cap(v, c):
+                by = e.scalar(c, dt)
+                t = e.emit(f"rp.div {v}, {by} : ({ht}, {e.ty(by)}) -> "
+                           f"{ht}", ht)
+                t = e.emit(f"rp.tanh {t} : {ht}", ht)
+                return e.emit(f"rp.mul {t}, {by} : ({ht}, {e.ty(by)}) -> "
+                              f"{ht}", ht)
+            sg = e.emit(f"rp.sigmoid {g} : {ht}", ht)
+            a = e.emit(f"rp.mul {cap(g, limit[0])}, {sg} : ({ht}, {ht}) -> "
+                       f"{ht}", ht)
+            h = e.emit(f"rp.mul {a}, {cap(u, limit[1])} : ({ht}, {ht}) -> "
+                       f"{ht}", ht)
+            return _moe_common.combine(e, m, grouped(h, e.val(down), m.rt))
+        if limit is not None:
+            # As torch.clamp: max with the lower bound, then min with the
+            # upper, the input as lhs (rp._aten_compose's clamp).
+            g = clamp(g, "min", limit)
+            u = clamp(clamp(u, "max", -limit), "min", limit)
+        h = e.emit(f"rp.mul {activate(g)}, {u} : ({ht}, {ht}) -> {ht}", ht)
+    else:
+        h = activate(both)
     y = grouped(h, e.val(down), m.rt)
     return _moe_common.combine(e, m, y)
 

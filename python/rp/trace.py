@@ -12,8 +12,14 @@ How it works (torch 1.13's ``make_fx``, ATen level):
 * ``make_fx`` does not record module paths, so forward hooks keep a stack
   of the modules running and every recorded node is tagged with it. Layers
   are the children of the outermost ``nn.Sequential``/``nn.ModuleList``
-  whose children repeat (or the module paths given as ``layers``); ops
-  before the first layer form ``prefix``, ops after the last ``suffix``.
+  whose children repeat and all run (or the module paths given as
+  ``layers``); ops before the first layer form ``prefix``, ops after the
+  last ``suffix``. A layer found this way may run again (each run its own
+  rp.layer, ``path#2`` from the second on, sharing the weights) and ops
+  between two runs join the next; given layers must each run once and
+  cover the ops between them. The grad mode each op ran in is recorded: a
+  parameter-derived value computed under ``torch.no_grad()`` that an op
+  with gradients reads is refused (rp has no stop-gradient op).
 * Values that do not depend on the inputs or the parameters (buffers,
   ``arange``, masks, ``torch.full`` ...) are folded at trace time into
   ``rp.constant`` ops, copied into each layer that uses them; one of more
@@ -113,7 +119,7 @@ def trace(module, example_inputs, out_dir: PathLike,
                 (params if kind == "p" else buffers).append((full, t))
 
     if layers is None:
-        layer_paths = _default_layers(module)
+        layer_paths = None  # found once the trace says which modules ran
     else:
         layer_paths = list(layers)
         known = dict(module.named_modules())
@@ -142,14 +148,20 @@ def trace(module, example_inputs, out_dir: PathLike,
     input_nodes = {n: input_names[i]
                    for i, n in enumerate(placeholders[np_ + nb:])}
 
+    if layer_paths is None:
+        ran = {p for n in gm.graph.nodes
+               for p in n.meta.get("rp_stack", ())}
+        layer_paths = _default_layers(module, ran)
     e = _Emitter(module, gm, values, param_nodes, buffer_nodes, input_nodes,
-                 layer_paths)
+                 layer_paths, loose=layers is None)
     e.classify()
     seg = e.segments()
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
     nouts = len(_flatten(output_node.args[0]))
     out_names = ["output"] if nouts == 1 else [f"output_{i}" for i in range(nouts)]
     header, body, params_used, _ = e.write(input_names, seg, out_names)
+    # After the ops are mapped, so that an op rp cannot map is named first.
+    e.check_no_grad()
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -30,10 +30,15 @@ import families  # noqa: E402
 # through ONNX; rwkv: a recurrence written one step at a time into a
 # fresh tensor (x[:, t] = h in rp.trace, ScatterElements on dynamo);
 # lara_mini: a gated-delta layer, whose torch.eye dynamo writes as an
-# arange cast to UINT8 (folded at import).
+# arange cast to UINT8 (folded at import); kolibri1 and minimax_m3_vl_text
+# on dynamo: a router imported op by op in front of batched_mm experts,
+# SiLU-gated and with another activation (docs/moe.md); flex_olmo on
+# TorchScript: a stacked expert loop over fewer experts than the stacks
+# hold.
 SAMPLE = ["llama", "gemma2", "qwen3", "gpt2", "glm", "mixtral", "glm4_moe",
           "deepseek_v3", "youtu", "afmoe", "roberta", "bert", "plbart",
-          "axk2", "apertus", "rwkv", "lara_mini"]
+          "axk2", "apertus", "rwkv", "lara_mini", "kolibri1",
+          "minimax_m3_vl_text", "flex_olmo"]
 expected = json.loads((here / "families-expected.json").read_text())
 out = Path(sys.argv[1])
 for name in SAMPLE:
@@ -55,3 +60,6 @@ for name in SAMPLE:
 # CHECK: apertus/dynamo: as expected (pass)
 # CHECK: rwkv/dynamo: as expected (pass)
 # CHECK: lara_mini/dynamo: as expected (pass)
+# CHECK: kolibri1/dynamo: as expected (pass)
+# CHECK: minimax_m3_vl_text/dynamo: as expected (pass)
+# CHECK: flex_olmo/torchscript: as expected (pass)

@@ -8,7 +8,7 @@
 # within 1e-4 of PyTorch running the same dequantized weights (bitsandbytes'
 # dequantize_4bit of rp's blobs, read from the plan's weights file; the
 # adapters' update added by forward hooks, as rp-add-lora writes it), and 2
-# host devices bitwise equal to 1. Then the bytes: a larger Llama's NF4
+# and 4 host devices bitwise equal to 1. Then the bytes: a larger Llama's NF4
 # plan uploads at most 0.3 of its bf16 plan's weight bytes per step, and
 # its base in host memory shrinks as much.
 
@@ -140,6 +140,10 @@ loss2, grads2 = rp_step(compile_plan("nf4-2", 2, quantize_base="nf4"))
 print("2 devices bitwise 1:", loss2 == loss1 and sorted(grads2) == sorted(grads1)
       and all(np.array_equal(grads2[n], grads1[n]) for n in grads1))
 # CHECK: 2 devices bitwise 1: True
+loss4, grads4 = rp_step(compile_plan("nf4-4", 4, quantize_base="nf4"))
+print("4 devices bitwise 1:", loss4 == loss1 and sorted(grads4) == sorted(grads1)
+      and all(np.array_equal(grads4[n], grads1[n]) for n in grads1))
+# CHECK: 4 devices bitwise 1: True
 
 # The bytes, on a Llama whose base outweighs its embeddings and adapters.
 big = hf_models.tiny_gpt.make_distinct(hf_models.LogitsOnly(hf_models.T.LlamaForCausalLM(

@@ -2,50 +2,65 @@
 # RUN: rm -rf %t && mkdir -p %t
 # RUN: env HF_HUB_OFFLINE=1 %TORCH2_PYTHON %s %t | FileCheck %s
 
-# rp-compile --token-slices on transformers' Llama and Qwen3 (tiny configs
-# from config objects: two layers, four query heads over two key/value
-# heads, 48 tokens, traced with rp.trace): the compile runs the whole
-# sliced path, rp-slice-tokens, the sliced schedule, its kept keys' copies,
-# the memory plan and its verification, the slices' differentiation, up to
-# the exporter, which refuses (docs/token-slices.md, open item 3): an error
-# saying what and what to do, exit 1, no plan file. On 1, 2 and 4 devices,
-# with even and uneven slices. rp-opt's --rp-train-pipeline shows what the
-# compile built: per slice function the kept keys and values of each
-# attention layer as arguments (slices after the first) and its own as
-# results (all but the last), 2 (K - 1) of each name per layer; their
-# gradients likewise (`grad:keys:L`); a download per forward of a slice but
-# the last and an upload per later slice and command that reads kept keys
-# (the schedule's rp.kept_keys copies): on one device the tail holds both
-# attention layers, so its sweep sends slice 0 down and its fused command
-# of slice 1 brings it up (1, 1); with fwd:2;bwd:2,2 the forward job and
-# the tail's sweep send slice 0 down, the forward, the fused tail and the
-# backward of layers.0 bring it up (2, 3); with fwd:1,1;bwd:2,1,1 and three
-# slices layers.0's forward and the tail's sweep send slices 0 and 1 down
-# (4), and slices 1 and 2 come up for layers.0's forward and backward and
-# the fused tail, and slice 1's for the tail's sweep of it (7). One slice
-# cuts nothing: the plan is the unsliced one, byte for byte.
+# rp-compile --token-slices writes plans that run (docs/token-slices.md):
+# transformers' Llama, Qwen3 and Mistral with a sliding window of 16 (tiny
+# configs from config objects: two layers, four query heads over two
+# key/value heads, 48 tokens, traced with rp.trace), one sequence per step
+# cut into 2 even slices and into 20 + 16 + 12 tokens, on 1, 2 and 4
+# devices (fwd:2;bwd:2,2 and fwd:1,1;bwd:2,1,1: forward jobs that keep
+# keys, the tail's forward sweep, backward jobs that sum key gradients). One
+# step on the host: the loss and every weight gradient equal the unsliced
+# plan's on the same devices within 1e-5 of the gradient's largest
+# magnitude, and differ from it in some bits (the slicing is real: the
+# attention's sums are ordered otherwise); the same slicing on 2 and 4
+# devices equals 1 device bit for bit; and 1 device's is PyTorch's within
+# 1e-4; Llama also with two sequences a step, with a batch of two rows, and
+# with tied embeddings (an epilogue) in f32 and bf16 (a prologue).
+# rp-opt's --rp-train-pipeline shows what the compile built: per
+# slice function the kept keys and values of each attention layer as
+# arguments (slices after the first) and its own as results (all but the
+# last), 2 (K - 1) of each name per layer; their gradients likewise
+# (`grad:keys:L`); a download per forward of a slice but the last and an
+# upload per later slice and command that reads kept keys (the schedule's
+# rp.kept_keys copies): on one device the tail holds both attention layers,
+# so its sweep sends slice 0 down and its fused command of slice 1 brings
+# it up (1, 1); with fwd:2;bwd:2,2 the forward job and the tail's sweep
+# send slice 0 down, the forward, the fused tail and the backward of
+# layers.0 bring it up (2, 3); with fwd:1,1;bwd:2,1,1 and three slices
+# layers.0's forward and the tail's sweep send slices 0 and 1 down (4), and
+# slices 1 and 2 come up for layers.0's forward and backward and the fused
+# tail, and slice 1's for the tail's sweep of it (7). One slice cuts
+# nothing: the plan is the unsliced one, byte for byte.
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 import transformers as T
+from safetensors.numpy import load_file
 
 import rp
-from rp.tools import ToolError
 
 out = Path(sys.argv[1])
 S, VOCAB = 48, 64  # no feature dimension is 48: the slices retype only it
+CONFIGS = ((1, ""), (2, "fwd:2;bwd:2,2"), (4, "fwd:1,1;bwd:2,1,1"))
 
 
-def make(name):
+def make(name, **extra):
     torch.manual_seed(0)
     common = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                   num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=S)
-    lm = (T.Qwen3ForCausalLM(T.Qwen3Config(head_dim=8, **common))
-          if name == "qwen3" else T.LlamaForCausalLM(T.LlamaConfig(**common)))
+                  num_key_value_heads=2, max_position_embeddings=S, **extra)
+    if name == "qwen3":
+        lm = T.Qwen3ForCausalLM(T.Qwen3Config(head_dim=8, **common))
+    elif name == "mistral":
+        lm = T.MistralForCausalLM(T.MistralConfig(sliding_window=16,
+                                                  **common))
+    else:
+        lm = T.LlamaForCausalLM(T.LlamaConfig(**common))
     lm.eval()
 
     class LogitsOnly(torch.nn.Module):
@@ -77,38 +92,128 @@ def ir_facts(src, devices, slices, stages):
     down = len(re.findall(r"rp\.copy d2h activation[^\n]*rp\.kept_keys",
                           text))
     up = len(re.findall(r"rp\.copy h2d activation[^\n]*rp\.kept_keys", text))
-    marked = re.search(r"rp\.token_slices = (\d+)", text)
     return (f"{funcs} slice functions, {len(keys)} layers keep keys, "
             f"{sorted(per)} of each, {sorted(grads)} gradients, "
-            f"{down} down {up} up, schedule of "
-            f"{marked.group(1) if marked else 'no'} slices")
+            f"{down} down {up} up")
 
 
-for name in ("llama", "qwen3"):
+def step(plan, tokens, labels):
+    """One step's loss and weight gradients (rp-run --dump-grads)."""
+    grads = plan.with_suffix(".grads.safetensors")
+    loss = list(rp.train(plan, {"input_ids": tokens}, labels, steps=1,
+                         sync=True, dump_grads=str(grads)))[0]
+    return loss, load_file(str(grads))
+
+
+def worst(grads, ref):
+    """The largest difference of any gradient, relative to the largest
+    magnitude of the reference's."""
+    assert sorted(grads) == sorted(ref), (sorted(grads), sorted(ref))
+    return max(np.abs(grads[k].astype(np.float64) - ref[k]).max()
+               / np.abs(ref[k]).max() for k in ref)
+
+
+RACES = Path(__file__).resolve().parents[1] / "Target/Inputs/plan_races.py"
+
+
+def no_races(plan):
+    """plan_races.py on the plan: every two jobs touching a buffer, one
+    writing, ordered by the queues and events (staged-plan.test's check)."""
+    desc = plan.with_suffix(".json")
+    desc.write_text(rp.run_tool("rp-run", [str(plan), "--describe=json"])
+                    .stdout)
+    return subprocess.run([sys.executable, str(RACES), str(desc)],
+                          capture_output=True).returncode == 0
+
+
+def bitwise(a, b):
+    return all(np.array_equal(a[k], b[k]) for k in b)
+
+
+for name in ("llama", "qwen3", "mistral"):
     model = make(name)
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, VOCAB, (1, S), generator=g)
+    labels = torch.randint(0, VOCAB, (1, S), generator=g)
+    logits = model(tokens)
+    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+                                            labels.reshape(-1))
+    ref.backward()
+    ref_grads = {n: p.grad.double().numpy()
+                 for n, p in model.named_parameters()}
     src = rp.trace(model, (tokens,), out / f"{name}-trace")
-    for devices, slices, stages in ((1, "2", ""), (2, "2", "fwd:2;bwd:2,2"),
-                                    (4, "20,16,12", "fwd:1,1;bwd:2,1,1")):
-        plan = out / f"{name}-{devices}.rpplan"
-        flags = ["--token-slices", slices] + (["--stages", stages]
-                                              if stages else [])
-        try:
-            rp.compile(src, plan, devices=devices, microbatches=1,
-                       extra_args=flags)
-            result = "a plan written"
-        except ToolError as e:
-            text = str(e)
-            m = re.search(r"error: 'rp.schedule' op runs (\d+) token slices "
-                          r"per sequence as microbatches \(--token-slices\): "
-                          r"the exporter cannot write", text)
-            others = text.count("error:") - 1
-            result = (f"refused by the exporter ({m.group(1)} slices, "
-                      f"{others} other errors)" if m else
-                      "refused elsewhere: " + text[-400:])
-        print(f"{name} {devices} devices, slices {slices}: {result}, "
-              f"plan file {plan.exists()}; "
+    first = {}
+    for devices, stages in CONFIGS:
+        flags = ["--stages", stages] if stages else []
+        plain = rp.compile(src, out / f"{name}-{devices}.rpplan",
+                           devices=devices, microbatches=1, extra_args=flags)
+        loss, grads = step(plain, tokens.numpy(), labels.numpy())
+        for slices in ("2", "20,16,12"):
+            plan = rp.compile(src, out / f"{name}-{devices}-{slices}.rpplan",
+                              devices=devices, microbatches=1,
+                              extra_args=flags + ["--token-slices", slices])
+            sl, sg = step(plan, tokens.numpy(), labels.numpy())
+            line = (f"{name} {devices} devices, slices {slices}: loss within "
+                    f"1e-5 {abs(sl - loss) <= 1e-5 * abs(loss)}, "
+                    f"{len(sg)} gradients within 1e-5 "
+                    f"{worst(sg, grads) <= 1e-5}, reordered "
+                    f"{not bitwise(sg, grads)}, no races {no_races(plan)}")
+            if devices == 1:
+                first[slices] = sg
+                tw = worst(sg, ref_grads)
+                line += (f", PyTorch's within 1e-4 "
+                         f"{abs(sl - ref.item()) <= 1e-4 * abs(ref.item())} "
+                         f"{tw <= 1e-4}")
+            else:
+                line += f", bitwise 1 device's {bitwise(sg, first[slices])}"
+            print(line)
+    if name == "llama":
+        # Several rows: two sequences a step (microbatches 2, slice k of
+        # sequence m is microbatch 2m + k), and a batch of two rows per
+        # sequence (traced at batch 2: each row's columns and kept rows).
+        g = torch.Generator().manual_seed(3)
+        two = torch.randint(0, VOCAB, (2, S), generator=g)
+        two_labels = torch.randint(0, VOCAB, (2, S), generator=g).numpy()
+        batch2 = rp.trace(model, (two,), out / "llama-batch2-trace")
+        for what, graph, mbs in (("2 sequences a step", src, 2),
+                                 ("batch 2", batch2, 1)):
+            flags = ["--stages", "fwd:2;bwd:2,2"]
+            tag = what.replace(" ", "-")
+            plain = rp.compile(graph, out / f"{tag}.rpplan", devices=2,
+                               microbatches=mbs, extra_args=flags)
+            loss, grads = step(plain, two.numpy(), two_labels)
+            plan = rp.compile(graph, out / f"{tag}-sliced.rpplan", devices=2,
+                              microbatches=mbs,
+                              extra_args=flags + ["--token-slices",
+                                                  "20,16,12"])
+            sl, sg = step(plan, two.numpy(), two_labels)
+            print(f"llama {what}, 2 devices, slices 20,16,12: loss within "
+                  f"1e-5 {abs(sl - loss) <= 1e-5 * abs(loss)}, gradients "
+                  f"within 1e-5 {worst(sg, grads) <= 1e-5}")
+        # Tied embeddings (the epilogue sums the embedding's two uses'
+        # gradients, @main's op by op) in f32, and in bf16 (the weights
+        # cast by the prologue: within two of bf16's steps, 2^-6).
+        tied = make(name, tie_word_embeddings=True)
+        tied_src = rp.trace(tied, (tokens,), out / "llama-tied-trace")
+        for dtype, tol in (("f32", 1e-5), ("bf16", 2 ** -6)):
+            flags = ["--stages", "fwd:2;bwd:2,2", "--dtype", dtype]
+            plain = rp.compile(tied_src, out / f"tied-{dtype}.rpplan",
+                               devices=2, microbatches=1, extra_args=flags)
+            loss, grads = step(plain, tokens.numpy(), labels.numpy())
+            plan = rp.compile(tied_src, out / f"tied-{dtype}-sliced.rpplan",
+                              devices=2, microbatches=1,
+                              extra_args=flags + ["--token-slices",
+                                                  "20,16,12"])
+            sl, sg = step(plan, tokens.numpy(), labels.numpy())
+            print(f"llama tied {dtype}, 2 devices, slices 20,16,12: loss "
+                  f"within {tol:g} {abs(sl - loss) <= tol * abs(loss)}, "
+                  f"{len(sg)} gradients within {tol:g} "
+                  f"{worst(sg, grads) <= tol}")
+    if name == "mistral":
+        continue
+    for devices, stages in CONFIGS:
+        slices = "2" if devices < 4 else "20,16,12"
+        print(f"{name} {devices} devices, slices {slices}: "
               + ir_facts(src, devices, slices, stages))
     one = rp.compile(src, out / f"{name}-one.rpplan", devices=2,
                      microbatches=1, extra_args=["--token-slices", "1"])
@@ -117,11 +222,33 @@ for name in ("llama", "qwen3"):
     print(f"{name} one slice: the unsliced plan "
           f"{one.read_bytes() == plain.read_bytes()}")
 
-# CHECK: llama 1 devices, slices 2: refused by the exporter (2 slices, 0 other errors), plan file False; 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up, schedule of 2 slices
-# CHECK: llama 2 devices, slices 2: refused by the exporter (2 slices, 0 other errors), plan file False; 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up, schedule of 2 slices
-# CHECK: llama 4 devices, slices 20,16,12: refused by the exporter (3 slices, 0 other errors), plan file False; 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up, schedule of 3 slices
+# CHECK: llama 1 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: llama 1 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: llama 2 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: llama 2 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: llama 4 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: llama 4 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: llama 2 sequences a step, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
+# CHECK: llama batch 2, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
+# CHECK: llama tied f32, 2 devices, slices 20,16,12: loss within 1e-05 True, 20 gradients within 1e-05 True
+# CHECK: llama tied bf16, 2 devices, slices 20,16,12: loss within 0.015625 True, 20 gradients within 0.015625 True
+# CHECK: llama 1 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up
+# CHECK: llama 2 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up
+# CHECK: llama 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up
 # CHECK: llama one slice: the unsliced plan True
-# CHECK: qwen3 1 devices, slices 2: refused by the exporter (2 slices, 0 other errors), plan file False; 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up, schedule of 2 slices
-# CHECK: qwen3 2 devices, slices 2: refused by the exporter (2 slices, 0 other errors), plan file False; 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up, schedule of 2 slices
-# CHECK: qwen3 4 devices, slices 20,16,12: refused by the exporter (3 slices, 0 other errors), plan file False; 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up, schedule of 3 slices
+# CHECK: qwen3 1 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: qwen3 1 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: qwen3 2 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: qwen3 2 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: qwen3 4 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: qwen3 4 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: qwen3 1 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up
+# CHECK: qwen3 2 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up
+# CHECK: qwen3 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up
 # CHECK: qwen3 one slice: the unsliced plan True
+# CHECK: mistral 1 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: mistral 1 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
+# CHECK: mistral 2 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: mistral 2 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: mistral 4 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
+# CHECK: mistral 4 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True

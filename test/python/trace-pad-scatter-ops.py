@@ -7,8 +7,12 @@
 # which pads one row before and crops one after), abs (with exact zeros,
 # whose gradient PyTorch takes as 0), scatter of a constant at top-k
 # indices along the last axis (a sparse attention indexer's mask; two
-# slots naming one column) and and/or of bool masks. The step-0 loss and
-# every parameter's gradient equal PyTorch autograd's within 1e-4. Before
+# slots naming one column), scatter of the top-k values into a row of
+# -inf (Llama 4's router; the values get the gradient), and/or of bool
+# masks and of int masks holding 0 and 1 (CPM-Ant's attention mask starts
+# from an int32 tensor of ones), and the count of a bool mask. The step-0
+# loss and every parameter's gradient equal PyTorch autograd's within 1e-4.
+# Before
 # these handlers each op was `rp.trace: unsupported op aten.<op>`.
 
 import os
@@ -42,6 +46,13 @@ class Mix(nn.Module):
         masked = s.scatter(-1, idx, float("-inf"))
         keep = (s > 0) & (masked > -1e30)
         keep = keep | (s < -0.5)
+        top, top_idx = s.topk(2, dim=-1)
+        routed = torch.full_like(s, float("-inf")).scatter_(-1, top_idx, top)
+        y = y + torch.sigmoid(routed)
+        ones = torch.ones(s.shape, dtype=torch.int32)         # CPM-Ant's
+        both = (ones & (s > 0)) | (s < -0.5)                   # int32 0/1
+        count = (s > 0).sum(-1, keepdim=True)                  # int64
+        y = y + both * s + count / 16
         y = y + torch.where(keep, s, torch.zeros_like(s)) \
             + masked.clamp(min=-1.0)
         return x + self.out(y)

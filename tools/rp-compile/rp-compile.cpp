@@ -142,8 +142,15 @@ static void printSummary(ModuleOp module, size_t size) {
   });
   if (dtypeName.empty())
     dtypeName = "f32";
+  // A sliced compile's slice functions (@main.slice<k>) repeat @main's
+  // layers and choices: the summary counts the scheduled function's.
+  auto schedules = module.getOps<rp::ScheduleOp>();
+  Operation *scheduled = module;
+  if (!schedules.empty())
+    if (Operation *f = module.lookupSymbol((*schedules.begin()).getFunction()))
+      scheduled = f;
   int layers = 0, backward = 0;
-  module.walk([&](rp::LayerOp l) {
+  scheduled->walk([&](rp::LayerOp l) {
     if (l.getRole() == rp::LayerRole::backward)
       ++backward;
     else
@@ -151,7 +158,6 @@ static void printSummary(ModuleOp module, size_t size) {
   });
   auto &os = llvm::errs();
   os << "rp-compile: " << outputPath << ": ";
-  auto schedules = module.getOps<rp::ScheduleOp>();
   if (schedules.empty()) {
     os << "forward plan, 1 device, " << layers << " layers run in order, "
        << dtypeName << " compute";
@@ -171,9 +177,12 @@ static void printSummary(ModuleOp module, size_t size) {
   os << "training plan, " << devices << " device" << (devices == 1 ? "" : "s")
      << ", " << rp::stringifyScheduleKind(partition.getSchedule())
      << " schedule, " << microbatches << " microbatch"
-     << (microbatches == 1 ? "" : "es") << " per step; " << layers
-     << " layers in stages fwd:" << fwd << ";bwd:" << bwd << " (" << backward
-     << " backward program" << (backward == 1 ? "" : "s") << ", ";
+     << (microbatches == 1 ? "" : "es") << " per step";
+  if (auto k = s->getAttrOfType<IntegerAttr>("rp.token_slices"))
+    os << " in " << k.getInt() << " token slices each";
+  os << "; " << layers << " layers in stages fwd:" << fwd << ";bwd:" << bwd
+     << " (" << backward << " backward program" << (backward == 1 ? "" : "s")
+     << ", ";
   if (partition.isMixed()) {
     // Which backward stages (1: the first after the tail) --recompute auto
     // put at layer grain.
@@ -201,10 +210,12 @@ static void printSummary(ModuleOp module, size_t size) {
       module.getContext()->getLoadedDialect<rp::RPDialect>();
   for (auto func : module.getOps<func::FuncOp>())
     if (StringAttr choice =
-            dialect->getRecomputeChoiceAttrHelper().getAttr(func))
+            dialect->getRecomputeChoiceAttrHelper().getAttr(func);
+        choice && func == scheduled)
       os << "; --recompute auto chose " << choice.getValue();
   for (auto func : module.getOps<func::FuncOp>())
-    if (StringAttr choice = dialect->getLossFusionAttrHelper().getAttr(func))
+    if (StringAttr choice = dialect->getLossFusionAttrHelper().getAttr(func);
+        choice && func == scheduled)
       os << "; LM-head loss " << choice.getValue();
   if (FloatAttr ms = s.getStepMsAttr()) {
     // One figure: round-robin's is the steady state of a run whose steps

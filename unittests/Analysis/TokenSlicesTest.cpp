@@ -428,3 +428,35 @@ TEST(TokenSlicesTest, MemoryPlanHoldsEachPrefixAndTheKeyGradients) {
     EXPECT_EQ(accumulators, 4u) << g;
   }
 }
+
+/// The pairs are fitted on the attention kernels alone: layers whose whole
+/// time grows faster than the tokens for another reason (matmuls more
+/// efficient when larger: here 10 % under twice the half-length's) give no
+/// pairs beyond their attention's, and the attention's quadratic part is
+/// priced exactly (c2 h^2 at 2h against 2 x h: 4 - 2 x 1 per h^2 unit).
+TEST(TokenSlicesTest, PairsAreTheAttentionKernels) {
+  std::vector<LayerCost> half = layersOf(2, 1), big = layersOf(2, 1.8);
+  for (LayerCost &c : half) {
+    c.attentionForwardMs = 0.5;
+    c.attentionBackwardMs = 1.25;
+  }
+  for (LayerCost &c : big) {
+    c.attentionForwardMs = 2;
+    c.attentionBackwardMs = 5;
+  }
+  half[1].attentionForwardMs = half[1].attentionBackwardMs = 0;
+  big[1].attentionForwardMs = big[1].attentionBackwardMs = 0;
+  SlicePairCosts pairs = fitPairCosts(big, half, 10, {64, 64});
+  ASSERT_EQ(pairs.forwardMs.size(), 2u);
+  EXPECT_DOUBLE_EQ(pairs.forwardMs[0], 1.0 / 100);
+  EXPECT_DOUBLE_EQ(pairs.recomputeMs[0], 1.0 / 100);
+  EXPECT_DOUBLE_EQ(pairs.backwardMs[0], 2.5 / 100);
+  // No attention: no pairs, though the layer's time at 2h is not twice h's.
+  EXPECT_EQ(pairs.forwardMs[1], 0);
+  EXPECT_EQ(pairs.backwardMs[1], 0);
+  // A slice at offset 20 of 10 tokens: 200 pairs more than its own.
+  std::vector<LayerCost> slice = sliceLayerCosts(half, pairs, 20, 10);
+  EXPECT_DOUBLE_EQ(slice[0].forwardMs, half[0].forwardMs + 2);
+  EXPECT_DOUBLE_EQ(slice[0].backwardMs, half[0].backwardMs + 5);
+  EXPECT_DOUBLE_EQ(slice[1].forwardMs, half[1].forwardMs);
+}

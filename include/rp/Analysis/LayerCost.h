@@ -83,6 +83,13 @@ struct LayerCost {
   double accumulateMs = 0;
   double uploadMs = 0;
   double downloadMs = 0;
+  /// Of forwardMs and backwardMs, the attention kernels' (the model's, even
+  /// where the layers are measured): the only work that grows with the
+  /// query-key pairs, which token slices' pair costs are fitted on
+  /// (fitPairCosts) so that the matmuls' efficiency, which rises with their
+  /// size, is not read as pairs.
+  double attentionForwardMs = 0;
+  double attentionBackwardMs = 0;
   /// True when a measured profile gave any of the times.
   bool measured = false;
 

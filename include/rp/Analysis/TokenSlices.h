@@ -103,10 +103,11 @@ struct SlicePairCosts {
   std::vector<int64_t> keyValueBytes;
 };
 
-/// The pair costs from the layers' costs at `2h` and at `h` tokens: with
-/// a layer's time c0 + c1 n + c2 n (n + 1) / 2 at n tokens, T(2h) - 2 T(h)
-/// is c2 h^2 - c0 (c0, launch overhead, is small at the lengths slicing is
-/// for and left out), clamped at 0.
+/// The pair costs from the layers' attention kernels' times at `2h` and at
+/// `h` tokens (LayerCost::attentionForwardMs, attentionBackwardMs): with
+/// their time c0 + c2 n (n + 1) / 2 at n tokens, T(2h) - 2 T(h) is
+/// c2 h^2 - c0 (c0, launch overhead, is small at the lengths slicing is for
+/// and left out), clamped at 0.
 SlicePairCosts fitPairCosts(llvm::ArrayRef<LayerCost> at2h,
                             llvm::ArrayRef<LayerCost> atH, int64_t h,
                             std::vector<int64_t> keyValueBytes);

@@ -12,6 +12,13 @@
 //                   integer counts it sums below 2^24)
 //   GatherElements  along the last axis: a one-hot of the indices selects
 //                   from the data (BERT's token type ids)
+//   TopK            the largest k along the last axis (a router that
+//                   MoERecognize.cpp leaves to the op-by-op import): the
+//                   indices from rp.moe.route, ordered as PyTorch's topk
+//                   orders ties; the values the input where a one-hot of
+//                   the indices is set, summed, so their gradient reaches
+//                   the chosen elements (a where, not a product: a masked
+//                   -inf times 0 would be NaN)
 //
 //===----------------------------------------------------------------------===//
 
@@ -138,10 +145,56 @@ static LogicalResult importGatherElements(NodeImporter &n) {
   return success();
 }
 
+static LogicalResult importTopK(NodeImporter &n) {
+  Value x = n.input(0);
+  auto kIn = n.constantInts(1, "k");
+  if (!x || failed(kIn))
+    return failure();
+  auto xt = cast<RankedTensorType>(x.getType());
+  int64_t rank = xt.getRank();
+  auto axis = n.normalizeAxis(n.intAttr("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  if (*axis != rank - 1 || n.intAttr("largest", 1) != 1 ||
+      !isa<FloatType>(xt.getElementType()))
+    return n.error() << "TopK on run-time values is mapped for the largest "
+                        "floats along the last axis only (a router's "
+                        "top-k); this one takes the "
+                     << (n.intAttr("largest", 1) ? "largest" : "smallest")
+                     << " along axis " << *axis << " of " << xt;
+  int64_t c = xt.getShape().back();
+  if (kIn->size() != 1 || (*kIn)[0] < 1 || (*kIn)[0] > c)
+    return n.error() << "k is not one integer from 1 to " << c;
+  int64_t k = (*kIn)[0], rows = xt.getNumElements() / c;
+  Type f32 = n.builder.getF32Type(), i64 = n.builder.getI64Type();
+  Value flat = n.reshape(n.castTo(x, f32), {rows, c});
+  auto route = MoERouteOp::create(n.builder, n.loc,
+                                  RankedTensorType::get({rows, k}, f32),
+                                  RankedTensorType::get({rows, k}, i64), flat,
+                                  uint64_t(k), MoESoftmax::after, false);
+  SmallVector<int64_t> outShape(xt.getShape().drop_back());
+  outShape.push_back(k);
+  Value ids = route.getExperts();
+  if (n.hasOutput(0)) {
+    SmallVector<int64_t> range = llvm::to_vector(llvm::seq<int64_t>(0, c));
+    Value hit = n.create<CmpOp>(CmpPredicate::eq, n.reshape(ids, {rows, k, 1}),
+                                n.reshape(n.i64Constant(range), {1, 1, c}));
+    Value picked = n.create<WhereOp>(hit, n.reshape(flat, {rows, 1, c}),
+                                     scalarOf(n, f32, 0.0));
+    Value values = n.create<ReduceOp>(ReduceKind::sum, picked,
+                                      ArrayRef<int64_t>{2}, false);
+    n.setOutput(0, n.castTo(n.reshape(values, outShape), xt.getElementType()));
+  }
+  if (n.hasOutput(1))
+    n.setOutput(1, n.reshape(ids, outShape));
+  return success();
+}
+
 void onnx_import::registerComposedHandlers(llvm::StringMap<Handler> &t) {
   registerRuntimeComposedHandlers(t);
   registerEinsumHandler(t);
   t["Softplus"] = importSoftplus;
   t["CumSum"] = importCumSum;
   t["GatherElements"] = importGatherElements;
+  t["TopK"] = importTopK;
 }

@@ -68,10 +68,11 @@ static std::string moeRoutingHint(StringRef opType) {
           {"TopK", "OneHot", "NonZero", "ScatterElements", "ScatterND"},
           opType))
     return "";
-  return "; rp-import maps a mixture-of-experts block's TopK, OneHot, "
-         "NonZero and ScatterElements only as part of a whole block it "
-         "recognises (softmax top-k routing to gated SiLU experts): trace the "
-         "model with rp.trace, which maps more forms to the rp.moe ops";
+  return "; rp-import maps a mixture-of-experts block's OneHot, NonZero "
+         "and ScatterElements only as part of a whole block it recognises "
+         "(docs/moe.md), and a router's TopK op by op only along the last "
+         "axis: trace the model with rp.trace, which maps more forms to the "
+         "rp.moe ops";
 }
 
 Location GraphImporter::nodeLoc(const onnx::NodeProto &node, int index) {

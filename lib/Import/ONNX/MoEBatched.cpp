@@ -136,7 +136,8 @@ moe::matchBatchedExpert(const GraphIndex &g, const onnx::NodeProto &weighted,
       std::string w13 = gatheredStack(g, inputOf(*up, 0), ids);
       const onnx::NodeProto *xu = g.producerOf(inputOf(*up, 1));
       if (w13.empty() || !xu || xu->op_type() != "Unsqueeze" ||
-          reshapeRoot(g, inputOf(*xu, 0)) != reshapeRoot(g, x.str()))
+          (!x.empty() &&
+           reshapeRoot(g, inputOf(*xu, 0)) != reshapeRoot(g, x.str())))
         continue;
       const onnx::TensorProto *s13 = g.initializers.lookup(w13);
       const onnx::TensorProto *s2 = g.initializers.lookup(w2);
@@ -151,7 +152,7 @@ moe::matchBatchedExpert(const GraphIndex &g, const onnx::NodeProto &weighted,
         if (!size || *size != s2->dims(2))
           continue;
       }
-      return BatchedExpert{w13, w2, ia == 0};
+      return BatchedExpert{w13, w2, ia == 0, inputOf(*xu, 0)};
     }
   }
   return std::nullopt;

@@ -16,6 +16,8 @@ namespace mlir::rp::onnx_import::moe {
 struct BatchedExpert {
   std::string gateUp, down;
   bool gateFirst = true;
+  /// The tokens repeated per slot that W13[ids] multiplies.
+  std::string repeated;
 };
 
 /// `value` with the reshapes an exporter writes around it looked through.
@@ -28,7 +30,8 @@ std::string gatheredStack(const GraphIndex &g, StringRef value, StringRef ids,
                           int rank = 3);
 
 /// The batched_mm experts whose output `weighted` (a Mul) weighs by the
-/// routing: `ids` the TopK's chosen experts, `x` the block's tokens.
+/// routing: `ids` the TopK's chosen experts, `x` the block's tokens (empty:
+/// any tokens, `repeated` says which).
 std::optional<BatchedExpert> matchBatchedExpert(const GraphIndex &g,
                                                 const onnx::NodeProto &weighted,
                                                 StringRef ids, StringRef x);

@@ -6,10 +6,11 @@
 // experts no example token reached; the routing goes through TopK, OneHot,
 // NonZero and ScatterElements, whose shapes depend on the data. rp's static
 // shapes cannot import those ops one by one, so this stage, run on the
-// graph before any node is imported, finds each block by what it must
-// compute and replaces its routing-dependent nodes by one node of a private
-// domain, which the importer maps to the rp.moe ops (importMoENode). What is
-// matched (docs/moe.md):
+// graph before any node is imported (MoERecognize.cpp drives it), finds
+// each block by what it must compute and replaces its routing-dependent
+// nodes by one node of a private domain, which the importer maps to the
+// rp.moe ops (importMoENode). This file matches a block whole, router and
+// experts, from its TopK (docs/moe.md):
 //
 //   logits = MatMul(x, W_router)          (or Gemm; stays in the graph)
 //   p      = Softmax(logits), maybe Cast
@@ -26,16 +27,15 @@
 // except one (the combined [T, H] output). DeepSeek-V3's router (sigmoid
 // scores, a correction bias, group-limited top-k) is matched from its
 // first TopK by MoESigmoidRouter.cpp; the block then starts at the TopK
-// that picks the experts. Anything else is refused with an
-// error naming the node: rp never guesses at routing it did not check.
+// that picks the experts. A block of no such form is tried as batched_mm
+// experts behind a router imported op by op (MoERouted.cpp); anything else
+// is refused with an error naming the node: rp never guesses at routing it
+// did not check.
 //
 //===----------------------------------------------------------------------===//
 
-#include "MoEBlocks.h"
 #include "MoEBatched.h"
-#include "MoEGraphIndex.h"
-#include "MoEOss.h"
-#include "MoESigmoidRouter.h"
+#include "MoEMatch.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
@@ -47,81 +47,6 @@ using namespace mlir;
 using namespace mlir::rp;
 using namespace mlir::rp::onnx_import;
 using namespace mlir::rp::onnx_import::moe;
-
-namespace {
-
-struct Expert {
-  std::string gate, up, down; // W1, W3, W2
-  /// transformers 5's form: `gate` (== `up`) is the [E, 2F, H] stack whose
-  /// halves are W1 and W3 (W1 first when `gateFirst`), `down` the [E, H, F]
-  /// stack, `index` the value selecting this expert from both.
-  bool stacked = false, gateFirst = true;
-  std::string index;
-};
-
-/// One block's match: what the replacement node needs and the nodes it
-/// replaces.
-struct MoEMatch {
-  std::string x, logits, output;
-  int64_t topK = 0;
-  bool normalize = false;
-  /// The softmax is over the k chosen logits (rp.moe.route softmax = after).
-  bool softmaxAfter = false;
-  bool stacked = false, gateFirst = true;
-  /// transformers 5's `batched_mm` experts (matchBatchedExpert).
-  bool batched = false;
-  SmallVector<Expert> experts;
-  /// GPT-OSS's biased, clamped-SwiGLU experts (MoEOss.h).
-  std::optional<OssExpert> oss;
-  /// DeepSeek-V3's routing (sigmoid scores, group-limited top-k).
-  bool isSigmoid = false;
-  SigmoidRouter sigmoid;
-  llvm::DenseSet<int> nodes;
-  int last = -1;
-};
-
-class Matcher {
-public:
-  Matcher(const GraphIndex &g, Location fileLoc) : g(g), fileLoc(fileLoc) {}
-
-  FailureOr<MoEMatch> match(int topKIndex);
-
-private:
-  InFlightDiagnostic error(const onnx::NodeProto &node, int index) {
-    std::string name = node.name().empty()
-                           ? node.op_type() + "_" + std::to_string(index)
-                           : node.name();
-    return emitError(NameLoc::get(StringAttr::get(fileLoc.getContext(), name),
-                                  fileLoc))
-           << node.op_type() << " node '" << name
-           << "': a mixture-of-experts block (TopK routing) rp-import cannot "
-              "map: ";
-  }
-  int indexOf(const onnx::NodeProto *node) const {
-    return g.producer.lookup(outputOf(*node, 0));
-  }
-  std::string siluInput(const onnx::NodeProto *node) const {
-    return g.siluInput(node);
-  }
-  /// Matches W2(silu(W1 x) * W3 x) ending at `down`.
-  std::optional<Expert> matchExpert(const onnx::NodeProto &down) const;
-  /// The same with stacked weights: W2[i](silu(a) * b), a and b the two
-  /// halves (Slice) of W13[i] x.
-  std::optional<Expert> matchStackedExpert(const onnx::NodeProto &down) const;
-  /// True when the TopK at `topKIndex` takes router logits along their
-  /// last axis and only a Softmax over its last axis reads the values it
-  /// keeps.
-  bool softmaxAfterTopK(int topKIndex) const;
-  /// (i, n) when `index` is the i-th of the n experts the routing hit: the
-  /// expert loop of transformers 5 runs over `NonZero(hit)` split into one
-  /// value per expert, so each one-hot class it reads is a run-time value.
-  std::optional<std::pair<int64_t, int64_t>> hitClass(StringRef index) const;
-
-  const GraphIndex &g;
-  Location fileLoc;
-};
-
-} // namespace
 
 std::optional<Expert> Matcher::matchExpert(const onnx::NodeProto &down) const {
   std::string w2 = g.linearWeight(down);
@@ -251,6 +176,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     std::string why;
     int at = topKIndex;
     if (!matchSigmoidRouter(g, topKIndex, b.sigmoid, why, at)) {
+      knownRouter = !why.empty();
       if (!why.empty())
         return error(g.graph.node(at), at) << why;
       return error(g.graph.node(topKIndex), topKIndex)
@@ -264,6 +190,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     b.isSigmoid = true;
     topKIndex = b.sigmoid.expertTopK;
   }
+  knownRouter = true;
   const onnx::NodeProto &topK = g.graph.node(topKIndex);
   auto k =
       topK.input_size() == 2 ? g.scalarInt(inputOf(topK, 1)) : std::nullopt;
@@ -489,12 +416,19 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
              << "its OneHot has " << *depth << " classes for " << count
              << " stacked experts";
   }
-  SmallVector<int64_t> want = llvm::to_vector(llvm::seq<int64_t>(0, count));
-  if (classes != want || (int64_t)b.experts.size() != count ||
-      (b.stacked && hit != count)) {
+  // The stacked loop runs over the experts the example's routing hit, each
+  // iteration the same computation on the stacks at its own hit (checked
+  // above); the stacks hold every expert, so the block is the same for any
+  // routing even when the example hit only some (`hit` < E). Every
+  // iteration must be there.
+  int64_t iterations = b.stacked && hit >= 1 && hit <= count ? hit : count;
+  SmallVector<int64_t> want =
+      llvm::to_vector(llvm::seq<int64_t>(0, iterations));
+  if (classes != want || (int64_t)b.experts.size() != iterations ||
+      (b.stacked && hit != iterations)) {
     InFlightDiagnostic diag = error(topK, topKIndex)
                               << "the graph holds " << b.experts.size()
-                              << " experts of the " << count
+                              << " experts of the " << iterations
                               << " it routes to (one-hot classes read:";
     for (int64_t c : classes)
       diag << " " << c;
@@ -504,99 +438,4 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     return diag;
   }
   return b;
-}
-
-LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
-                                                        Location fileLoc) {
-  for (const auto &node : graph.node())
-    if (node.domain() == kMoEDomain)
-      return emitError(fileLoc)
-             << "node '" << node.name() << "' is in the domain '" << kMoEDomain
-             << "', which rp-import keeps for itself";
-  for (int round = 0;; ++round) {
-    GraphIndex g(graph);
-    int topKIndex = -1;
-    for (auto [i, node] : llvm::enumerate(graph.node())) {
-      if (node.op_type() == "TopK" &&
-          (node.domain().empty() || node.domain() == "ai.onnx")) {
-        topKIndex = i;
-        break;
-      }
-    }
-    if (topKIndex < 0)
-      return success();
-    Matcher matcher(g, fileLoc);
-    FailureOr<MoEMatch> b = matcher.match(topKIndex);
-    if (failed(b))
-      return failure();
-
-    onnx::NodeProto moe;
-    moe.set_domain(kMoEDomain.str());
-    moe.set_op_type("MoE");
-    const onnx::NodeProto &topK = graph.node(topKIndex);
-    moe.set_name(topK.name().empty() ? "moe_" + std::to_string(round)
-                                     : topK.name() + "/moe");
-    moe.add_input(b->x);
-    // A sigmoid router's weights are read from its scores, not the logits.
-    moe.add_input(b->isSigmoid ? b->sigmoid.scores : b->logits);
-    if (b->stacked) {
-      moe.add_input(b->experts[0].gate);
-      moe.add_input(b->experts[0].down);
-      if (b->oss) {
-        moe.add_input(b->oss->gateUpBias);
-        moe.add_input(b->oss->downBias);
-      }
-    } else {
-      for (const Expert &e : b->experts)
-        moe.add_input(e.gate);
-      for (const Expert &e : b->experts)
-        moe.add_input(e.up);
-      for (const Expert &e : b->experts)
-        moe.add_input(e.down);
-    }
-    if (b->isSigmoid)
-      moe.add_input(b->sigmoid.choice);
-    moe.add_output(b->output);
-    auto attr = [&](StringRef name, int64_t v) {
-      auto *a = moe.add_attribute();
-      a->set_name(name.str());
-      a->set_type(onnx::AttributeProto::INT);
-      a->set_i(v);
-    };
-    auto floatAttr = [&](StringRef name, float v) {
-      auto *a = moe.add_attribute();
-      a->set_name(name.str());
-      a->set_type(onnx::AttributeProto::FLOAT);
-      a->set_f(v);
-    };
-    if (b->isSigmoid) {
-      const SigmoidRouter &r = b->sigmoid;
-      attr("sigmoid", 1);
-      attr("groups", r.groups);
-      attr("group_top", r.groupTop);
-      attr("topk_group", r.topkGroup);
-      floatAttr("fill", r.fill);
-      floatAttr("eps", r.eps);
-      floatAttr("scale", r.scale);
-      b->normalize = r.normalize;
-    }
-    attr("top_k", b->topK);
-    attr("normalize", b->normalize);
-    if (b->softmaxAfter)
-      attr("softmax_after", 1);
-    if (b->stacked) {
-      attr("stacked", 1);
-      attr("gate_first", b->gateFirst);
-    }
-    if (b->oss) {
-      attr("oss", 1);
-      attr("interleaved", b->oss->interleaved);
-      floatAttr("alpha", b->oss->alpha);
-      floatAttr("limit", b->oss->limit);
-    }
-
-    // Nodes that only fed the replaced ones (the baked-in token gathers,
-    // the experts' own matmuls) are dropped with them.
-    replaceNodes(graph, b->nodes, b->last, moe);
-  }
 }

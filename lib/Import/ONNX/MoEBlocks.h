@@ -25,11 +25,21 @@ constexpr llvm::StringLiteral kMoEDomain = "rp.import.moe";
 /// `softmax_after` (the softmax is over the k chosen logits), GPT-OSS's
 /// `interleaved`, `alpha` and `limit`; output the block's combined [T, H].
 /// Errors name the node that does not match.
+///
+/// Batched_mm experts behind a router of another form (MoERouted.h) get a
+/// `MoE` node with `routed` (inputs x, the routing weights, the two stacks,
+/// the chosen experts, all computed by the graph), or, with an activation
+/// other than SiLU-gated, two: `part` 1 (x, the chosen experts, W13 ->
+/// W13 times the dispatched rows, the positions, the counts) and `part` 2
+/// (the activation's rows, W2, the positions, the counts, the weights ->
+/// the combined output); the activation's own nodes stay in the graph.
+/// (MoERecognize.cpp.)
 LogicalResult recognizeMoEBlocks(onnx::GraphProto &graph, Location fileLoc);
 
 /// Maps a kMoEDomain `MoE` node to rp.moe.route, rp.moe.dispatch, three
 /// rp.moe.grouped_matmul over the stacked expert weights, rp.silu, rp.mul
-/// and rp.moe.combine.
+/// and rp.moe.combine (a `routed` node without the route, a `part` node to
+/// its half of them).
 LogicalResult importMoENode(NodeImporter &n);
 
 } // namespace mlir::rp::onnx_import

@@ -9,6 +9,7 @@
 #ifndef RP_LIB_IMPORT_ONNX_MOEGRAPHINDEX_H
 #define RP_LIB_IMPORT_ONNX_MOEGRAPHINDEX_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -211,14 +212,17 @@ struct GraphIndex {
 /// one at `at`, and then every node whose outputs nothing reads any more
 /// (what only the dropped nodes read: an MoE block's baked-in token
 /// gathers, its experts' own matmuls).
+/// Each node of `put` takes the place of the node at its index.
 inline void replaceNodes(onnx::GraphProto &graph,
-                         const llvm::DenseSet<int> &drop, int at,
-                         const onnx::NodeProto &node) {
+                         const llvm::DenseSet<int> &drop,
+                         llvm::ArrayRef<std::pair<int, onnx::NodeProto>> put) {
   std::vector<onnx::NodeProto> kept;
   kept.reserve(graph.node_size());
   for (auto [i, n] : llvm::enumerate(graph.node())) {
-    if ((int)i == at)
-      kept.push_back(node); // a copy: tidy cannot see `at` is met once
+    const auto *at = llvm::find_if(
+        put, [&, i = i](const auto &p) { return p.first == (int)i; });
+    if (at != put.end())
+      kept.push_back(at->second); // a copy: each index is met once
     else if (!drop.count(i))
       kept.push_back(n);
   }
@@ -248,6 +252,12 @@ inline void replaceNodes(onnx::GraphProto &graph,
   for (auto &n : kept)
     if (!n.op_type().empty())
       *graph.add_node() = std::move(n);
+}
+
+inline void replaceNodes(onnx::GraphProto &graph,
+                         const llvm::DenseSet<int> &drop, int at,
+                         const onnx::NodeProto &node) {
+  replaceNodes(graph, drop, {std::make_pair(at, node)});
 }
 
 } // namespace mlir::rp::onnx_import::moe

@@ -183,13 +183,123 @@ static Value ossExperts(NodeImporter &n, Value rows, Value counts,
   return biased(h, w2, b2, hidden);
 }
 
+/// The numbers of elements of a ranked tensor.
+static int64_t elementsOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+/// A routed block (MoERouted.h: inputs x, the weights, the two stacks, the
+/// chosen experts, all computed by the graph): x as [T, H], the weights
+/// and the experts as [T, k].
+static LogicalResult routedInputs(NodeImporter &n, int64_t k, Value &x,
+                                  Value &weights, Value &chosen) {
+  Value w13 = n.input(2), ids = n.input(4);
+  x = n.input(0);
+  weights = n.input(1);
+  if (!x || !weights || !w13 || !ids)
+    return failure();
+  auto ws = cast<RankedTensorType>(w13.getType()).getShape();
+  auto xs = cast<RankedTensorType>(x.getType()).getShape();
+  int64_t hidden = ws.size() == 3 ? ws[2] : 0;
+  if (!hidden || xs.empty() || xs.back() != hidden)
+    return n.error() << "the tokens " << x.getType()
+                     << " are not rows of the experts' width (the stack "
+                     << w13.getType() << ")";
+  int64_t tokens = elementsOf(x) / hidden;
+  if (elementsOf(weights) != tokens * k || elementsOf(ids) != tokens * k)
+    return n.error() << "the routing weights " << weights.getType()
+                     << " and chosen experts " << ids.getType() << " are not "
+                     << k << " per token of " << tokens;
+  Type f = cast<RankedTensorType>(x.getType()).getElementType();
+  x = n.reshape(x, {tokens, hidden});
+  weights = n.reshape(n.castTo(weights, f), {tokens, k});
+  chosen = n.reshape(n.castTo(ids, n.builder.getI64Type()), {tokens, k});
+  return success();
+}
+
+/// The two parts of experts with another activation between their matmuls
+/// (MoERouted.h, SplitExperts): part 1 dispatches the tokens and multiplies
+/// by W13, part 2 multiplies the activation's rows by W2 and combines them.
+static LogicalResult importMoEPart(NodeImporter &n, int64_t part) {
+  int64_t k = n.intAttr("top_k", 1);
+  // The stacks in the `x @ W` layout ([E, in, out], Aria's), else [E, out,
+  // in].
+  bool xAtW = n.intAttr("x_at_w", 0) != 0;
+  int inAxis = xAtW ? 1 : 2, outAxis = xAtW ? 2 : 1;
+  Type i32 = n.builder.getI32Type();
+  if (part == 1) {
+    Value x = n.input(0), ids = n.input(1), w13 = n.input(2);
+    if (!x || !ids || !w13)
+      return failure();
+    auto ws = cast<RankedTensorType>(w13.getType()).getShape();
+    auto xs = cast<RankedTensorType>(x.getType()).getShape();
+    if (ws.size() != 3 || xs.empty() || xs.back() != ws[inAxis])
+      return n.error() << "the tokens " << x.getType()
+                       << " are not rows of the experts' width (the stack "
+                       << w13.getType() << ")";
+    int64_t hidden = xs.back(), tokens = elementsOf(x) / hidden;
+    if (elementsOf(ids) != tokens * k)
+      return n.error() << "the chosen experts " << ids.getType() << " are not "
+                       << k << " per token of " << tokens;
+    Type f = cast<RankedTensorType>(x.getType()).getElementType();
+    x = n.reshape(x, {tokens, hidden});
+    Value chosen =
+        n.reshape(n.castTo(ids, n.builder.getI64Type()), {tokens, k});
+    auto dispatch = MoEDispatchOp::create(
+        n.builder, n.loc, RankedTensorType::get({tokens * k, hidden}, f),
+        RankedTensorType::get({tokens, k}, i32),
+        RankedTensorType::get({ws[0]}, i32), x, chosen);
+    n.setOutput(0, MoEGroupedMatmulOp::create(
+                       n.builder, n.loc,
+                       RankedTensorType::get({tokens * k, ws[outAxis]}, f),
+                       dispatch.getRows(), w13, dispatch.getCounts(),
+                       /*transpose_b=*/!xAtW));
+    n.setOutput(1, dispatch.getPositions());
+    n.setOutput(2, dispatch.getCounts());
+    return success();
+  }
+  Value h = n.input(0), w2 = n.input(1), positions = n.input(2),
+        counts = n.input(3), weights = n.input(4);
+  if (!h || !w2 || !positions || !counts || !weights)
+    return failure();
+  auto hs = cast<RankedTensorType>(h.getType()).getShape();
+  auto ds = cast<RankedTensorType>(w2.getType()).getShape();
+  auto ps = cast<RankedTensorType>(positions.getType()).getShape();
+  int64_t tokens = ps[0];
+  if (hs.size() != 2 || ds.size() != 3 || hs[1] != ds[inAxis] ||
+      hs[0] != tokens * k || elementsOf(weights) != tokens * k)
+    return n.error() << "the experts' activation rows " << h.getType()
+                     << ", down stack " << w2.getType() << " and weights "
+                     << weights.getType() << " are not [T k, F], "
+                     << (xAtW ? "[E, F, H]" : "[E, H, F]")
+                     << " and T k values (T = " << tokens << ", k = " << k
+                     << ")";
+  Type f = cast<RankedTensorType>(h.getType()).getElementType();
+  int64_t out = ds[outAxis];
+  Value y = MoEGroupedMatmulOp::create(
+      n.builder, n.loc, RankedTensorType::get({hs[0], out}, f), h, w2, counts,
+      /*transpose_b=*/!xAtW);
+  n.setOutput(0,
+              MoECombineOp::create(
+                  n.builder, n.loc, RankedTensorType::get({tokens, out}, f), y,
+                  positions, n.reshape(n.castTo(weights, f), {tokens, k})));
+  return success();
+}
+
 LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
+  if (int64_t part = n.intAttr("part", 0))
+    return importMoEPart(n, part);
   bool stacked = n.intAttr("stacked", 0) != 0;
   // A sigmoid router passes its scores as `logits` and the scores it picks
   // experts by as the last input.
   bool sigmoid = n.intAttr("sigmoid", 0) != 0;
+  bool routed = n.intAttr("routed", 0) != 0;
+  int64_t k = n.intAttr("top_k", 1);
+  Value weights, chosen;
   Value x = n.input(0), logits = n.input(1);
   if (!x || !logits)
+    return failure();
+  if (routed && failed(routedInputs(n, k, x, weights, chosen)))
     return failure();
   int experts = (n.numInputs() - 2 - sigmoid) / 3;
   if (stacked) {
@@ -200,24 +310,25 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
   }
   auto xt = cast<RankedTensorType>(x.getType());
   auto lt = cast<RankedTensorType>(logits.getType());
-  if (xt.getRank() != 2 || lt.getRank() != 2 || lt.getDimSize(1) != experts ||
-      lt.getDimSize(0) != xt.getDimSize(0))
+  if (!routed &&
+      (xt.getRank() != 2 || lt.getRank() != 2 || lt.getDimSize(1) != experts ||
+       lt.getDimSize(0) != xt.getDimSize(0)))
     return n.error() << "the tokens " << x.getType() << " and router logits "
                      << logits.getType() << " are not [T, H] and [T, "
                      << experts << "] (one row per token, " << experts
                      << " experts)";
   int64_t tokens = xt.getDimSize(0), hidden = xt.getDimSize(1);
-  int64_t k = n.intAttr("top_k", 1);
   if (k > experts)
     return n.error() << "top_k " << k << " is more than the " << experts
                      << " experts";
   Type f = xt.getElementType();
   MLIRContext *ctx = n.builder.getContext();
   Type i64 = IntegerType::get(ctx, 64), i32 = IntegerType::get(ctx, 32);
-  if (lt.getElementType() != f)
+  if (lt.getElementType() != f && !routed)
     logits = n.castTo(logits, f);
-  Value weights, chosen;
-  if (sigmoid) {
+  if (routed) {
+    // The graph computed the weights and the chosen experts.
+  } else if (sigmoid) {
     Value choice = n.input(n.numInputs() - 1);
     if (!choice)
       return failure();

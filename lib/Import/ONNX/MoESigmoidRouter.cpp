@@ -45,7 +45,8 @@ static const onnx::TensorProto *constantTensor(const GraphIndex &g,
 }
 
 /// A one-element float constant.
-static std::optional<double> scalarFloat(const GraphIndex &g, StringRef value) {
+std::optional<double>
+mlir::rp::onnx_import::moe::scalarFloat(const GraphIndex &g, StringRef value) {
   const onnx::TensorProto *t = constantTensor(g, value);
   if (!t)
     return std::nullopt;
@@ -53,8 +54,8 @@ static std::optional<double> scalarFloat(const GraphIndex &g, StringRef value) {
 }
 
 /// The values of an int64 constant (a Reshape's shape, a reduction's axes).
-static std::optional<SmallVector<int64_t>> constantInts(const GraphIndex &g,
-                                                        StringRef value) {
+std::optional<SmallVector<int64_t>>
+mlir::rp::onnx_import::moe::constantInts(const GraphIndex &g, StringRef value) {
   // dynamo writes a shape as a Concat of one-element constants, each a
   // Constant's value_ints.
   if (const onnx::NodeProto *node = g.producerOf(value)) {

@@ -37,6 +37,15 @@ struct SigmoidRouter {
   SmallVector<int> nodes;
 };
 
+/// The values of an int64 constant (a Reshape's shape, an Expand's, a
+/// reduction's axes): a Constant, an initializer, or dynamo's Concat of
+/// one-element constants.
+std::optional<SmallVector<int64_t>> constantInts(const GraphIndex &g,
+                                                 StringRef value);
+
+/// A one-element float constant (through Cast, CastLike and Identity).
+std::optional<double> scalarFloat(const GraphIndex &g, StringRef value);
+
 /// Matches the router whose first TopK is node `topKIndex`. Returns false
 /// when the TopK's scores are not `Sigmoid(logits) + bias` (not this form:
 /// `why` stays empty) or when a part of the form differs (`why` says which,

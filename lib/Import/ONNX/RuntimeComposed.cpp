@@ -19,6 +19,9 @@
 //   ReduceLogSumExp  m + log(sum(exp(x - m))), m the max kept as unit
 //                    dims; m's own gradient cancels, the log-sum's weights
 //                    summing to one (GraniteSWA's attention sinks)
+//   ReduceL2         sqrt of the sum of squares, 0 (gradient 0) where the
+//                    sum is 0, as torch.linalg.vector_norm's backward
+//                    (Zaya's and Inkling's q/k norms)
 //   EyeLike          a constant: it reads only its input's static shape
 //                    (XLNet's relative attention)
 //
@@ -195,6 +198,31 @@ static LogicalResult importLogSumExp(NodeImporter &n) {
   return success();
 }
 
+static LogicalResult importReduceL2(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x)
+    return failure();
+  auto xt = cast<RankedTensorType>(x.getType());
+  Type f = xt.getElementType();
+  if (!isa<FloatType>(f))
+    return n.error() << "ReduceL2 of a non-float tensor";
+  auto axes = reduceAxes(n, xt.getRank(), n.opset >= 18);
+  if (failed(axes))
+    return failure();
+  bool keep = n.intAttr("keepdims", 1) != 0;
+  Value sum = n.create<MulOp>(x, x);
+  // noop_with_empty_axes: sqrt(x^2) elementwise.
+  if (!axes->empty())
+    sum = n.create<ReduceOp>(ReduceKind::sum, sum, *axes, keep);
+  Value zero = scalarOf(n, f, 0.0);
+  Value some = n.create<CmpOp>(CmpPredicate::gt, sum, zero);
+  // The sqrt reads 1 where the sum is 0, so its gradient there is finite
+  // and the where sends it nowhere.
+  Value safe = n.create<WhereOp>(some, sum, scalarOf(n, f, 1.0));
+  n.setOutput(0, n.create<WhereOp>(some, n.create<SqrtOp>(safe), zero));
+  return success();
+}
+
 static LogicalResult importEyeLike(NodeImporter &n) {
   Value x = n.input(0);
   if (!x)
@@ -231,5 +259,6 @@ void onnx_import::registerRuntimeComposedHandlers(llvm::StringMap<Handler> &t) {
   t["Trilu"] = importTrilu;
   t["Tile"] = importTile;
   t["ReduceLogSumExp"] = importLogSumExp;
+  t["ReduceL2"] = importReduceL2;
   t["EyeLike"] = importEyeLike;
 }

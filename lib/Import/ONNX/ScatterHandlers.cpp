@@ -11,12 +11,18 @@
 // TorchScript exporter's for a masked or strided write: Bailing's and Kimi's
 // linear attention) write rows: a where of a gather of the updates and the
 // data (writeRows). ScatterElements whose indices name one slab along its
-// axis (torch 2's select_scatter) is the box write; other ScatterElements
-// indices are refused.
+// axis (torch 2's select_scatter) is the box write; other constant
+// ScatterElements indices are refused. ScatterElements whose indices are
+// computed at run time (a router's chosen groups written into a mask,
+// DeepSeek-V3's group-limited top-k as dynamo exports it) is mapped along
+// the last axis: a one-hot of the indices picks each position's update,
+// and the data stays where no index points (writeChosen).
 //
 //===----------------------------------------------------------------------===//
 
 #include "NodeImporter.h"
+
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -164,6 +170,59 @@ static LogicalResult importScatterND(NodeImporter &n) {
   return success();
 }
 
+/// ScatterElements (reduction none) along the last axis with run-time
+/// indices: out[.., j] = updates[.., m] where indices[.., m] = j, data[.., j]
+/// where no index is j. The indices' leading dimensions must be the data's.
+/// Repeated indices add their updates (ONNX leaves that case undefined;
+/// the routers that write masks this way scatter a top-k, whose indices
+/// are distinct).
+static LogicalResult writeChosen(NodeImporter &n, Value data, Value indices,
+                                 Value updates) {
+  auto dt = cast<RankedTensorType>(data.getType());
+  auto it = cast<RankedTensorType>(indices.getType());
+  int64_t rank = dt.getRank();
+  auto axis = n.normalizeAxis(n.intAttr("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> ds = dt.getShape(), is = it.getShape();
+  if (*axis != rank - 1 || it.getRank() != rank ||
+      cast<RankedTensorType>(updates.getType()).getShape() != is ||
+      is.drop_back() != ds.drop_back())
+    return n.error() << "ScatterElements with indices computed at run time is "
+                        "mapped along the last axis only, with indices and "
+                        "updates of one shape whose leading dimensions are "
+                        "the data's; this one writes "
+                     << updates.getType() << " at " << indices.getType()
+                     << " into " << dt << " along axis " << *axis;
+  int64_t c = ds.back();
+  Type i64 = n.builder.getI64Type(), f32 = n.builder.getF32Type();
+  Type el = dt.getElementType();
+  // Sums run in the data's float type, or f32 for a mask or integers.
+  Type f = isa<FloatType>(el) ? el : f32;
+  Value idx = n.castTo(indices, i64);
+  Value neg = n.create<CmpOp>(CmpPredicate::lt, idx, scalarOf(n, i64, 0));
+  idx = n.create<WhereOp>(neg, n.create<AddOp>(idx, scalarOf(n, i64, c)), idx);
+  SmallVector<int64_t> col(is), rangeShape(rank, 1), upd(is);
+  col.push_back(1);
+  upd.push_back(1);
+  rangeShape.push_back(c);
+  SmallVector<int64_t> range = llvm::to_vector(llvm::seq<int64_t>(0, c));
+  // hit[.., m, j]: index m writes position j.
+  Value hit = n.create<CmpOp>(CmpPredicate::eq, n.reshape(idx, col),
+                              n.reshape(n.i64Constant(range), rangeShape));
+  Value one = scalarOf(n, f, 1.0), zero = scalarOf(n, f, 0.0);
+  Value hits =
+      n.create<ReduceOp>(ReduceKind::sum, n.create<WhereOp>(hit, one, zero),
+                         ArrayRef<int64_t>{rank - 1}, false);
+  Value written = n.create<ReduceOp>(
+      ReduceKind::sum,
+      n.create<WhereOp>(hit, n.reshape(n.castTo(updates, f), upd), zero),
+      ArrayRef<int64_t>{rank - 1}, false);
+  Value covered = n.create<CmpOp>(CmpPredicate::gt, hits, zero);
+  n.setOutput(0, n.create<WhereOp>(covered, n.castTo(written, el), data));
+  return success();
+}
+
 /// ScatterElements (reduction none) whose constant indices along `axis`
 /// are offset, offset + 1, .. at every other position: the same slab
 /// write, x[:, t] = y as torch 2's exporter writes select_scatter
@@ -182,6 +241,11 @@ static LogicalResult importScatterElements(NodeImporter &n) {
   };
   if (n.stringAttr("reduction", "none") != "none")
     return refuse();
+  Value runTime = n.input(1);
+  if (!runTime)
+    return failure();
+  if (DenseElementsAttr folded; !matchPattern(runTime, m_Constant(&folded)))
+    return writeChosen(n, data, runTime, updates);
   auto indices = n.constantInput(1, "indices");
   if (failed(indices))
     return failure();

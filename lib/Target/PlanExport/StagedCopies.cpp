@@ -65,9 +65,13 @@ unsigned StagedExporter::emitDownload(const Cmd &c, int index,
     int by = carrier.at({valueKey(r), mb});
     if (index >= 0 ? by != index : !fresh)
       continue;
-    uint32_t h = hostRows(r);
-    int64_t row = rowBytes(r, h);
-    copies.push_back(copy(outputBuffer(r, c.job, mb), 0, h, row * mb, row));
+    // Token slices: a loss row per slice (@main's), a value of a slice
+    // function a row per sequence.
+    Value k = canonical(r);
+    uint32_t h = hostRows(k);
+    int64_t row = rowBytes(k, h);
+    copies.push_back(
+        copy(outputBuffer(r, c.job, mb), 0, h, row * rowOf(k, mb), row));
   }
   unsigned e = addJob(c, pf::Queue::d2h, std::nullopt, copies, waits, text);
   if (fresh)
@@ -94,6 +98,14 @@ void StagedExporter::emitInputs(unsigned index) {
       continue;
     if (producer.count(v) && !from.contains(producerOf(v, mb)))
       continue;
+    if (slices) {
+      // Kept keys and values come with the rp.kept_keys uploads only.
+      if (c.keys != bool(keptArgs.count(v)))
+        continue;
+      hostCopies(v, mb, inputBuffer(v, c.job, mb), copies);
+      pending.remove(v);
+      continue;
+    }
     uint32_t b = isa<BlockArgument>(v) ? w.bufferIndex.at(v) : hostRows(v);
     int64_t row = rowBytes(v, b);
     copies.push_back(copy(b, row * mb, inputBuffer(v, c.job, mb), 0,
@@ -135,7 +147,7 @@ void StagedExporter::emitWeightGrads(unsigned index) {
   for (auto [n, j] : llvm::enumerate(jobs))
     if (j.weightSet == set)
       for (Value r : j.grads) {
-        std::pair<Operation *, unsigned> key{valueKey(r), unsigned(n)};
+        std::pair<Operation *, unsigned> key{gradKey(r), unsigned(n)};
         if (downloadedEarly.count(key))
           continue;
         auto [h, fresh] = gradHost.try_emplace(key, 0);

@@ -57,9 +57,13 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   std::vector<fb::Offset<pf::Copy>> late;
   SmallVector<unsigned> lateWaits;
   for (Value v : toUpload[{unsigned(c.job), mb}]) {
-    HostSlice h = slice(v);
-    late.push_back(
-        copy(h.buffer, h.offset, inputBuffer(v, c.job, mb), 0, h.bytes));
+    if (slices) {
+      hostCopies(v, mb, inputBuffer(v, c.job, mb), late);
+    } else {
+      HostSlice h = slice(v);
+      late.push_back(
+          copy(h.buffer, h.offset, inputBuffer(v, c.job, mb), 0, h.bytes));
+    }
     if (producer.count(v)) {
       auto it = firstDownload.find({producerOf(v, mb), mb});
       if (it == firstDownload.end())
@@ -133,6 +137,18 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
   };
   for (LayerOp l : j.layers) {
     auto key = std::make_pair(unsigned(layerIndex.at(l)), slotKey(c.job, mb));
+    if (j.sweepOf >= 0) {
+      // The tail's forward sweep: its own keys and values only.
+      auto it = programs.find(key);
+      if (it == programs.end()) {
+        FailureOr<uint32_t> p = sweepProgram(c.job, mb, l);
+        if (failed(p))
+          return failure();
+        it = programs.emplace(key, *p).first;
+      }
+      run.push_back(it->second);
+      continue;
+    }
     bool split = !gradientWaits.empty() && run.empty() &&
                  l.getRole() != LayerRole::forward;
     auto it = programs.find(key);
@@ -150,10 +166,13 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
       w.device = j.device;
       w.overrides.clear();
       Block &body = l.getBody().front();
+      std::vector<fb::Offset<pf::KernelCall>> keyPrefix, keyExtra;
       for (auto [arg, v] : llvm::zip(body.getArguments(), l.getInputs())) {
         uint32_t b;
         if (isWeight(v))
           b = weightBuffer(v, c.job);
+        else if (slices && keyGradArgs.count(v))
+          b = keyGradInput(v, c.job, mb, keyPrefix);
         else if (inJob(c.job, v.getDefiningOp()))
           b = outputBuffer(v, c.job, mb);
         else if (std::optional<unsigned> src = directSource(c.job, v))
@@ -168,11 +187,13 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
         uint32_t target;
         if (llvm::is_contained(j.grads, r)) {
           auto [g, fresh] =
-              gradBuffer.try_emplace({valueKey(r), unsigned(c.job)}, 0);
+              gradBuffer.try_emplace({gradKey(r), unsigned(c.job)}, 0);
           if (fresh)
             g->second = w.newBuffer(r.getType(), "dw s" + std::to_string(c.job),
                                     j.device);
           target = g->second;
+        } else if (slices && keyGradResults.count(r)) {
+          target = keyGradOutput(r, c.job, mb, keyExtra);
         } else {
           target = outputBuffer(r, c.job, mb);
         }
@@ -182,6 +203,9 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
         else
           extra.push_back(w.copyCall(w.bufferOf(y), target, false));
       }
+      // A slice's prefix gradients go into the accumulator once they are
+      // in their buffers.
+      llvm::append_range(extra, keyExtra);
       SmallVector<Operation *> ops;
       for (Operation &op : body)
         ops.push_back(&op);
@@ -201,8 +225,9 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
             break;
         }
       if (marked && prefix < ops.size()) {
-        FailureOr<uint32_t> a = w.addProgram(name + ".recompute" + slot,
-                                             ArrayRef(ops).take_front(prefix));
+        FailureOr<uint32_t> a =
+            w.addProgram(name + ".recompute" + slot,
+                         ArrayRef(ops).take_front(prefix), {}, keyPrefix);
         FailureOr<uint32_t> b =
             failed(a) ? a
                       : w.addProgram(name + ".rest" + slot,
@@ -219,7 +244,7 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
           return failure();
         continue;
       }
-      FailureOr<uint32_t> p = w.addProgram(name + slot, ops, extra);
+      FailureOr<uint32_t> p = w.addProgram(name + slot, ops, extra, keyPrefix);
       w.overrides.clear();
       if (failed(p))
         return failure();
@@ -260,7 +285,7 @@ LogicalResult StagedExporter::emitCompute(unsigned index) {
       continue;
     std::vector<fb::Offset<pf::Copy>> copies;
     for (Value r : down->second) {
-      std::pair<Operation *, unsigned> key{valueKey(r), unsigned(c.job)};
+      std::pair<Operation *, unsigned> key{gradKey(r), unsigned(c.job)};
       auto [h, fresh] = gradHost.try_emplace(key, 0);
       if (fresh)
         h->second = w.newBuffer(r.getType(), "grad", -1);
@@ -297,7 +322,7 @@ FailureOr<uint32_t> StagedExporter::accumulateProgram(unsigned job, LayerOp l,
   std::vector<fb::Offset<pf::KernelCall>> calls;
   w.device = jobs[job].device;
   for (Value r : grads) {
-    std::pair<Operation *, unsigned> k{valueKey(r), job};
+    std::pair<Operation *, unsigned> k{gradKey(r), job};
     auto [a, fresh] = accBuffer.try_emplace(k, 0);
     if (fresh)
       a->second =
@@ -322,31 +347,48 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
              << i << " is not a tensor a plan can hold";
     auto name = main.getArgAttrOfType<StringAttr>(i, "rp.name");
     std::string n = name ? name.str() : "arg" + std::to_string(i);
-    uint32_t b =
-        w.newBuffer(type, n, -1, type.getRank() == 0 ? 1 : microbatches);
+    // Token slices: the inputs hold whole sequences, M of them.
+    uint32_t b = w.newBuffer(type, n, -1,
+                             type.getRank() == 0 ? 1
+                             : slices            ? sequences
+                                                 : microbatches);
     w.bufferIndex[arg] = b;
     w.inputs.push_back(pf::CreateBinding(w.fbb, w.fbb.CreateString(n), b,
                                          planIndexLimit(arg)));
   }
-  if (failed(classifyOps()) || failed(bindLayers()))
+  if (failed(classifyOps()))
     return failure();
-  unsigned li = 0;
-  for (LayerOp l : main.getOps<LayerOp>())
-    layerIndex[l] = li++;
-  analyzeJobs();
-  for (const StageJob &j : jobs)
-    for (LayerOp l : j.layers)
-      for (Value v : l.getInputs())
-        if (isWeight(v))
-          setWeights[j.weightSet].insert(v);
-  for (auto [i, j] : llvm::enumerate(jobs))
-    for (unsigned mb = 0; mb < microbatches; ++mb)
+  if (slices) {
+    if (failed(bindSlices()))
+      return failure();
+  } else {
+    if (failed(bindLayers()))
+      return failure();
+    unsigned li = 0;
+    for (LayerOp l : main.getOps<LayerOp>())
+      layerIndex[l] = li++;
+    analyzeJobs();
+  }
+  // Token slices: every slice's weights, as @main's (one set for all).
+  for (unsigned k = 0; k < std::max(slices, 1u); ++k) {
+    selectSlice(int(k));
+    for (const StageJob &j : jobs)
+      for (LayerOp l : j.layers)
+        for (Value v : l.getInputs())
+          if (isWeight(v))
+            setWeights[j.weightSet].insert(canonical(v));
+  }
+  for (unsigned mb = 0; mb < microbatches; ++mb) {
+    selectSlice(int(mb));
+    for (auto [i, j] : llvm::enumerate(jobs))
       for (Value v : j.outside)
         if (!directSource(i, v) &&
             (j.role != LayerRole::tail || tailOfMb[mb] == int(i)))
           toUpload[{unsigned(i), mb}].insert(v);
+  }
   for (auto [i, c] : llvm::enumerate(cmds))
-    if (c.kind == Kind::activationOut || c.kind == Kind::gradientOut) {
+    if ((c.kind == Kind::activationOut || c.kind == Kind::gradientOut) &&
+        !c.keys) {
       hasDownload.insert({unsigned(c.job), unsigned(c.mb)});
       downloadsOf[{unsigned(c.job), unsigned(c.mb)}].push_back(i);
     }
@@ -367,6 +409,7 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
       if (eventOf[x] < 0)
         return schedule.emitOpError("waits for the optimizer step within the "
                                     "step");
+    selectSlice(c.mb);
     switch (c.kind) {
     case Kind::compute:
       if (failed(emitCompute(i)))
@@ -381,7 +424,8 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
       break;
     case Kind::activationOut:
     case Kind::gradientOut: {
-      eventOf[i] = emitDownload(c, int(i), waitsOf(c), label(c));
+      eventOf[i] = c.keys ? emitKeptDownload(i)
+                          : emitDownload(c, int(i), waitsOf(c), label(c));
       break;
     }
     case Kind::weightGrads:
@@ -498,18 +542,5 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
 
 LogicalResult PlanWriter::runStaged(func::FuncOp main, ScheduleOp schedule,
                                     std::vector<uint8_t> &bytes) {
-  // rp-lower-schedule's mark of a schedule whose microbatches are token
-  // slices: their programs are the slice functions', not @main's.
-  if (Attribute slices = schedule->getAttr("rp.token_slices")) {
-    auto count = dyn_cast<IntegerAttr>(slices);
-    return schedule.emitOpError()
-           << "runs "
-           << (count ? std::to_string(count.getInt()) : std::string("its"))
-           << " token slices per sequence as microbatches "
-              "(--token-slices): the exporter cannot write their "
-              "per-slice programs, kept keys and values and key gradients "
-              "yet (docs/token-slices.md), so no plan is written; compile "
-              "without --token-slices (or with 1) for a plan that runs";
-  }
   return StagedExporter(*this, main, schedule).run(bytes);
 }

@@ -94,6 +94,8 @@ private:
     int boundary = -1;
     SmallVector<unsigned> waits;
     double ms = 0; ///< the schedule's estimate
+    /// Token slices: a copy of kept keys and values (rp.kept_keys).
+    bool keys = false;
   };
   struct StageJob {
     LayerRole role;
@@ -106,6 +108,21 @@ private:
     /// Weight gradients, accumulated over the microbatches.
     SmallVector<Value> grads;
     int firstMb = -1, lastMb = -1;
+    /// Token slices: the tail job whose forward sweep this job is (its
+    /// forward-only commands, given a job of their own here so that their
+    /// inputs and outputs have their own buffers), or -1.
+    int sweepOf = -1;
+    /// Token slices: the slice's own keys and values its layers yield
+    /// (downloaded into the kept host rows by the rp.kept_keys copies).
+    SmallVector<Value> keptOut;
+  };
+  /// Token slices: one slice function's binding of layers to stage jobs.
+  struct SliceView {
+    func::FuncOp fn;
+    int64_t offset = 0, size = 0;
+    std::vector<StageJob> jobs;
+    llvm::DenseMap<Value, unsigned> producer;
+    llvm::DenseMap<Operation *, unsigned> layerJob;
   };
 
   /// Buffers by value (its opaque pointer) and a number: weights by weight
@@ -113,6 +130,51 @@ private:
   using BufferMap = std::map<std::pair<Operation *, unsigned>, uint32_t>;
 
   LogicalResult readCommands();
+  /// Token slices (StagedSlices.cpp): finds the slice functions and binds
+  /// each one's layers to the stage jobs (a view per slice).
+  LogicalResult bindSlices();
+  LogicalResult classifySlice(SliceView &view, func::FuncOp whole);
+  /// Makes the view of microbatch `mb`'s slice current (jobs, producer,
+  /// layerJob); nothing without token slices.
+  void selectSlice(int mb);
+  /// The value of @main that a slice function's value stands for (its
+  /// parameter, prologue result, input, loss row or weight gradient), or
+  /// `v` itself.
+  Value canonical(Value v) const {
+    auto it = canon.find(v);
+    return it == canon.end() ? v : it->second;
+  }
+  Operation *gradKey(Value v) const { return valueKey(canonical(v)); }
+  /// Appends the copies that bring `v` of microbatch `mb` from the host to
+  /// `dst`: a slice's columns of a global input, the kept prefix of keys
+  /// or values, or the host row of a value handed between jobs.
+  void hostCopies(Value v, unsigned mb, uint32_t dst,
+                  std::vector<fb::Offset<pf::Copy>> &out);
+  /// The host rows of kept keys or values `name`, [M * B, H, S, d].
+  uint32_t keptBuffer(const std::string &name, Type slicedType);
+  /// An rp.kept_keys download: the slice's own keys and values into rows
+  /// [o, o + s) of the kept host buffers.
+  unsigned emitKeptDownload(unsigned index);
+  /// The tail's forward sweep: the ops of `l`'s body that its own keys and
+  /// values depend on.
+  FailureOr<uint32_t> sweepProgram(unsigned job, unsigned mb, LayerOp l);
+  /// A slice's key gradients in a program of stage job `job`: the body
+  /// argument `arg` of a `grad:keys` input reads rows [o, o + s) of the
+  /// job's accumulator (`prefix`); a `grad:keys` result `r` starts or adds
+  /// to rows [0, o) of it (`extra`).
+  uint32_t keyGradInput(Value v, unsigned job, unsigned mb,
+                        std::vector<fb::Offset<pf::KernelCall>> &prefix);
+  uint32_t keyGradOutput(Value r, unsigned job, unsigned mb,
+                         std::vector<fb::Offset<pf::KernelCall>> &extra);
+  uint32_t keyGradAccumulator(Value v, unsigned job, bool pad);
+  /// The row of host value `v` (canonical) that microbatch `mb` uses.
+  unsigned rowOf(Value v, unsigned mb) const {
+    return rowsOf(v) == microbatches ? mb : mb / slices;
+  }
+  /// The offset of microbatch `mb`'s slice.
+  int64_t sliceOffset(unsigned mb) const {
+    return slices ? views[mb % slices].offset : 0;
+  }
   LogicalResult classifyOps();
   LogicalResult bindLayers();
   void analyzeJobs();
@@ -183,6 +245,20 @@ private:
   unsigned slotKey(unsigned job, unsigned mb) const {
     return job * microbatches + slotOf(job, mb);
   }
+  /// The schedule's number of stage job `job` (a sweep's is its tail's).
+  int stageOf(int job) const {
+    return job >= 0 && size_t(job) < jobs.size() && jobs[job].sweepOf >= 0
+               ? jobs[job].sweepOf
+               : job;
+  }
+  /// Rows of a host value handed between jobs: one per microbatch, or with
+  /// token slices one per sequence for a slice function's values (the loss
+  /// rows, @main's, stay one per microbatch, that is per slice).
+  unsigned rowsOf(Value v) const {
+    func::FuncOp whole = main;
+    return slices && v.getParentRegion() != &whole.getBody() ? sequences
+                                                             : microbatches;
+  }
   uint32_t hostRows(Value v);
   int64_t rowBytes(Value v, uint32_t buffer) const;
   uint32_t cached(BufferMap &map, Value v, unsigned key,
@@ -250,6 +326,24 @@ private:
   std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> downloadsOf;
   std::map<std::pair<Operation *, unsigned>, int> carrier;
   std::vector<std::vector<unsigned>> computeEvents;
+
+  /// Token slices (rp.token_slices): K slices per sequence, M sequences
+  /// (K * M microbatches); 0 without.
+  unsigned slices = 0, sequences = 1;
+  int64_t sequenceLength = 0;
+  std::vector<SliceView> views;
+  int currentSlice = -1;
+  llvm::DenseMap<Value, Value> canon;
+  /// Slice functions' kept keys and values (`keys:L`, `values:L`) as
+  /// arguments (the prefix) and results (the slice's own), and their
+  /// gradients (`grad:keys:L`), by the kept buffer's name.
+  llvm::DenseMap<Value, std::string> keptArgs, keptResults, keyGradArgs,
+      keyGradResults;
+  std::map<std::string, uint32_t> keptHost;
+  /// Per (kept name, stage job): the key gradient accumulator and the
+  /// padded buffer a slice's prefix gradient is added through.
+  std::map<std::pair<std::string, unsigned>, uint32_t> keyGradAcc, keyGradPad;
+  llvm::DenseMap<Value, uint32_t> keyGradBuffers;
 };
 
 } // namespace mlir::rp

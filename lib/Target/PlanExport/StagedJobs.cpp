@@ -12,9 +12,12 @@ using namespace mlir;
 using namespace mlir::rp;
 
 std::string StagedExporter::label(const Cmd &c) const {
-  std::string j = std::to_string(c.job), mb = " mb" + std::to_string(c.mb);
+  std::string j = std::to_string(stageOf(c.job)),
+              mb = " mb" + std::to_string(c.mb);
   switch (c.kind) {
   case Kind::compute: {
+    if (jobs[c.job].sweepOf >= 0)
+      return "W" + j + mb; // the tail's forward sweep
     LayerRole r = jobs[c.job].role;
     return (r == LayerRole::forward ? "F"
             : r == LayerRole::tail  ? "T"
@@ -24,6 +27,8 @@ std::string StagedExporter::label(const Cmd &c) const {
   case Kind::weights:
     return "UP s" + j + " c" + std::to_string(c.chunk);
   case Kind::activationIn:
+    if (c.keys)
+      return "KV s" + j + mb; // token slices: a kept prefix
     // A layer-grain backward's saved inner-layer inputs: "IN+".
     return (c.boundary > int(jobs[c.job].begin) ? "IN+ s" : "IN s") + j + mb;
   case Kind::gradientIn:
@@ -54,10 +59,33 @@ LogicalResult StagedExporter::readCommands() {
   roundRobin = partition.getSchedule() == ScheduleKind::roundRobin;
   devices = partition.getDevices();
   microbatches = partition.getMicrobatches();
+  // Token slices: K slices of each of the partition's M sequences run as
+  // microbatches m * K + k (rp-lower-schedule).
+  if (auto k = schedule->getAttrOfType<IntegerAttr>("rp.token_slices")) {
+    if (k.getInt() < 2)
+      return schedule.emitOpError("has rp.token_slices ")
+             << k.getInt() << "; a sliced schedule has at least 2";
+    slices = unsigned(k.getInt());
+    sequences = microbatches;
+    microbatches *= slices;
+  }
   w.microbatches = microbatches;
   tailJobs = partition.getTailJobs();
   llvm::DenseMap<Operation *, unsigned> index;
   bool transfers = false;
+  // Token slices: the tail's forward sweep is a forward command of the tail
+  // job; it gets a stage job of its own (after the schedule's), so that its
+  // inputs, outputs and copies are its own, not the fused command's.
+  std::map<int, int> sweepJob;
+  if (slices) {
+    int last = -1;
+    for (auto compute : schedule.getBody().front().getOps<ComputeOp>())
+      last = std::max(last, int(compute.getJob()));
+    for (auto compute : schedule.getBody().front().getOps<ComputeOp>())
+      if (compute.getKind() == LayerRole::tail &&
+          !sweepJob.count(compute.getJob()))
+        sweepJob[compute.getJob()] = ++last;
+  }
   for (Operation &op : schedule.getBody().front()) {
     Cmd c;
     if (auto compute = dyn_cast<ComputeOp>(op)) {
@@ -70,9 +98,15 @@ LogicalResult StagedExporter::readCommands() {
           c.device >= devices)
         return compute.emitOpError("has a job, microbatch or device out of "
                                    "range");
+      int sweepOf = -1;
+      if (compute.getKind() == LayerRole::forward && sweepJob.count(c.job)) {
+        sweepOf = c.job;
+        c.job = sweepJob[c.job];
+      }
       if (size_t(c.job) >= jobs.size())
         jobs.resize(c.job + 1);
       StageJob &j = jobs[c.job];
+      j.sweepOf = sweepOf;
       j.role = compute.getKind();
       j.begin = compute.getBegin();
       j.end = compute.getEnd();
@@ -108,6 +142,7 @@ LogicalResult StagedExporter::readCommands() {
       c.chunk = copy.getChunk();
       c.boundary = copy.getBoundary() ? int(*copy.getBoundary()) : -1;
       c.ms = copy.getMs().convertToDouble();
+      c.keys = slices && copy->hasAttr("rp.kept_keys");
       if (c.device >= devices || c.job < 0 || c.mb >= int(microbatches))
         return copy.emitOpError("has a job, microbatch or device out of "
                                 "range");
@@ -125,6 +160,27 @@ LogicalResult StagedExporter::readCommands() {
   if (!transfers)
     return schedule.emitOpError("has no transfers; run rp-insert-transfers "
                                 "before exporting it");
+  // A sweep's copies: the uploads its computes wait for and the downloads
+  // that wait for them.
+  auto sweepOf = [&](int job) {
+    return job >= 0 && size_t(job) < jobs.size() ? jobs[job].sweepOf : -1;
+  };
+  for (Cmd &c : cmds) {
+    if (c.kind == Kind::compute && sweepOf(c.job) >= 0)
+      for (unsigned x : c.waits) {
+        Cmd &u = cmds[x];
+        if ((u.kind == Kind::activationIn || u.kind == Kind::gradientIn) &&
+            u.job == sweepOf(c.job) && u.mb == c.mb)
+          u.job = c.job;
+      }
+    if (c.kind == Kind::activationOut || c.kind == Kind::gradientOut)
+      for (unsigned x : c.waits) {
+        const Cmd &from = cmds[x];
+        if (from.kind == Kind::compute && sweepOf(from.job) == c.job &&
+            from.mb == c.mb)
+          c.job = from.job;
+      }
+  }
   for (const Cmd &c : cmds)
     if (c.kind != Kind::optimizer && size_t(c.job) >= jobs.size())
       return schedule.emitOpError("copies for job ")
@@ -191,7 +247,8 @@ LogicalResult StagedExporter::bindLayers() {
                            "rp-autodiff differentiated after rp-partition");
     int found = -1;
     for (auto [i, j] : llvm::enumerate(jobs))
-      if (j.role == l.getRole() && (*span)[0] >= j.begin && (*span)[1] <= j.end)
+      if (j.sweepOf < 0 && j.role == l.getRole() && (*span)[0] >= j.begin &&
+          (*span)[1] <= j.end)
         found = i;
     // A tail run as several jobs (alternate microbatches) runs its layers
     // in each; the first is the layer's job for the maps below.
@@ -218,7 +275,7 @@ LogicalResult StagedExporter::bindLayers() {
       producer[r] = found;
   }
   for (auto [i, j] : llvm::enumerate(jobs))
-    if (j.role != LayerRole::backward && j.layers.empty())
+    if (j.role != LayerRole::backward && j.sweepOf < 0 && j.layers.empty())
       return schedule.emitOpError("runs stage job ")
              << i << " (layers " << j.begin << " to " << j.end
              << ") but the graph has no layer for it";
@@ -326,9 +383,8 @@ uint32_t StagedExporter::hostRows(Value v) {
   auto it = hostBuffer.find(v);
   if (it != hostBuffer.end())
     return it->second;
-  uint32_t b =
-      w.newBuffer(v.getType(), "host:" + std::to_string(hostBuffer.size()), -1,
-                  microbatches);
+  uint32_t b = w.newBuffer(
+      v.getType(), "host:" + std::to_string(hostBuffer.size()), -1, rowsOf(v));
   hostBuffer[v] = b;
   return b;
 }
@@ -336,7 +392,7 @@ uint32_t StagedExporter::hostRows(Value v) {
 int64_t StagedExporter::rowBytes(Value v, uint32_t buffer) const {
   bool perStep = cast<RankedTensorType>(v.getType()).getRank() == 0 &&
                  isa<BlockArgument>(v);
-  return perStep ? 0 : w.bufferBytes[buffer] / microbatches;
+  return perStep ? 0 : w.bufferBytes[buffer] / rowsOf(v);
 }
 
 uint32_t StagedExporter::cached(BufferMap &map, Value v, unsigned key,
@@ -349,7 +405,7 @@ uint32_t StagedExporter::cached(BufferMap &map, Value v, unsigned key,
 
 uint32_t StagedExporter::weightBuffer(Value v, unsigned job) {
   unsigned set = jobs[job].weightSet;
-  return cached(weightBuffers, v, set, "w" + std::to_string(set),
+  return cached(weightBuffers, canonical(v), set, "w" + std::to_string(set),
                 jobs[job].device);
 }
 
@@ -391,10 +447,10 @@ unsigned StagedExporter::addJob(const Cmd &c, pf::Queue queue,
   // The predicted times are filled in place once the plan is written
   // (predictJobTimes), so they must be stored even while zero.
   w.fbb.ForceDefaults(true);
-  w.jobs.push_back(pf::CreateJob(w.fbb, program.value_or(0), c.device, queue,
-                                 std::max(c.mb, 0), waitVector, recordVector,
-                                 program ? pf::JobKind::run : pf::JobKind::copy,
-                                 copyVector, c.job, textString, 0.0, 0.0));
+  w.jobs.push_back(pf::CreateJob(
+      w.fbb, program.value_or(0), c.device, queue, std::max(c.mb, 0),
+      waitVector, recordVector, program ? pf::JobKind::run : pf::JobKind::copy,
+      copyVector, stageOf(c.job), textString, 0.0, 0.0));
   w.fbb.ForceDefaults(false);
   return event;
 }

@@ -250,11 +250,15 @@ Status loadTrainInputs(const Plan &plan, const TrainOptions &options,
     if (!whole.empty())
       whole[0] *= W;
     if (!mb.empty()) {
-      if (mb[0] % M)
+      // A staged plan's copies take each microbatch's part of the global
+      // batch; with token slices (docs/token-slices.md) that is columns of
+      // whole sequences, so M need not divide its rows.
+      if (mb[0] % M && !plan.staged)
         return invalidFormat("input '" + in.name + "' binds a global batch " +
                              describeShape(whole) + " that " +
                              std::to_string(M) + " microbatches do not divide");
-      mb[0] /= M;
+      if (mb[0] % M == 0)
+        mb[0] /= M;
     }
     if (!mb.empty() && K > 1)
       mb[0] /= K;

@@ -97,3 +97,19 @@ def make_distinct(model, seed=1):
         for _, p in model.named_parameters():
             p.add_(0.02 * torch.randn(p.shape, generator=g, dtype=p.dtype))
     return model
+
+
+def train_on_devices(src, out, name, tokens, labels, devices=(1, 2)):
+    """One step of the traced graph SRC compiled for each device count (2
+    microbatches): {devices: (loss, gradients by name)}."""
+    import rp
+    from rp import safetensors
+    runs = {}
+    for g in devices:
+        plan = rp.compile(src, out / f"{name}-{g}.rpplan", devices=g,
+                          microbatches=2)
+        dump = out / f"{name}-{g}.safetensors"
+        loss = list(rp.train(plan, {"tokens": tokens}, labels, steps=1,
+                             sync=True, dump_grads=dump))[0]
+        runs[g] = (loss, safetensors.read(dump))
+    return runs

@@ -1,10 +1,10 @@
 //===- PredictTokenSlices.cpp - rp-predict-token-slices -------------------===//
 //
 // Predicts the step of a causal model with each sequence cut into token
-// slices (include/rp/Analysis/TokenSlices.h), then refuses to go on: the
-// compiler cannot write a sliced plan yet (rp-run executes one; the
-// schedule, the exporter and the memory plan do not produce it), and a
-// plan that rp-run would run unsliced under a sliced prediction would be a
+// slices (include/rp/Analysis/TokenSlices.h); with cut=1 (rp-compile's
+// pipeline) it records the slices chosen for rp-slice-tokens, and the
+// passes after it compile them into a sliced plan; alone it refuses to go
+// on, since a plan run unsliced under a sliced prediction would be a
 // silent wrong answer. A slice's
 // layer costs are the graph's own at the slice's length (a retyped copy,
 // as rp-report-max-seq's trials) plus the pairs its causal attention
@@ -414,8 +414,7 @@ void PredictTokenSlicesPass::runOnOperation() {
                ends[0], ends[1], rate(ends[1]), rate(ends[0]));
   };
   InFlightDiagnostic report = emitRemark(func.getLoc());
-  report << "token slices (a prediction of the compiler's model: rp-compile "
-            "cannot write them yet): "
+  report << "token slices (a prediction of the compiler's model): "
          << sizes.size() << " slice" << (sizes.size() == 1 ? "" : "s") << " of "
          << joined(sizes) << " tokens (" << how << ") on "
          << in->attr.getDevices() << " devices, " << in->hw.name << "; "
@@ -514,9 +513,8 @@ void PredictTokenSlicesPass::runOnOperation() {
       max << "token slices: no sequence of " << seq0 << " tokens or more fits "
           << gib(budget) << " in slices";
     } else {
-      max << "with token slices (a prediction: rp-compile cannot write them "
-             "yet) the "
-             "largest sequence that fits is "
+      max << "with token slices (a prediction) the largest sequence that "
+             "fits is "
           << lo << " tokens (microbatch " << rows << " x " << lo
           << ", the function's stages), in " << best.size() << " slices from "
           << best.front() << " down to " << best.back()
@@ -531,18 +529,17 @@ void PredictTokenSlicesPass::runOnOperation() {
     max.report();
   }
   // rp-compile goes on with the slices chosen: rp-slice-tokens cuts them,
-  // the passes after it schedule and plan them, and the exporter refuses
-  // what it cannot write yet.
+  // the passes after it schedule and plan them, and the exporter writes
+  // them.
   if (cut) {
     getOperation()->setAttr(kTokenSliceSizesAttr,
                             DenseI64ArrayAttr::get(&getContext(), sizes));
     return;
   }
-  func.emitError("--token-slices: rp-compile cannot write a token-sliced "
-                 "plan yet (rp-run executes one: the schedule, the exporter "
-                 "and the memory plan do not produce it: "
-                 "docs/token-slices.md), so no plan is written; the remarks "
-                 "above are the compiler's prediction");
+  func.emitError("--token-slices: rp-predict-token-slices alone predicts "
+                 "and cuts nothing (cut=1 records the slices for "
+                 "rp-slice-tokens, as rp-compile does: docs/token-slices.md); "
+                 "the remarks above are the compiler's prediction");
   signalPassFailure();
 }
 

@@ -6,8 +6,10 @@
 // search itself (its starts, climbs and memo) is unchanged and a plan under
 // the budget is the search's own. First merges: a merge keeps every other
 // boundary, so each move stages fewer bytes or is dropped, and the walk
-// ends within a stage count of moves; then a climb among the partitions
-// that fit both budgets. At layer grain in every backward stage the walk
+// ends within a stage count of moves (where no merge fits the devices
+// before the budget is met, each is repaired a layer at a time:
+// Hold::repairRound); then a climb among the partitions that fit both
+// budgets. At layer grain in every backward stage the walk
 // splits forward stages instead of merging (stagingMoves).
 // The search's choices after it that re-cut the stages keep the budget:
 // rp-choose-loss-fusion holds the unfused graph's the same way, and

@@ -4,7 +4,8 @@
 # cuDNN's fused attention where cuDNN and its frontend's headers are found,
 # and runs the GPU checks (docs/cuda.md, "Run the GPU checks"):
 #  1. the device conformance suite, every kernel against the host kernel
-#     (f32 2e-5, f16 2e-3, bf16 1e-2), the cuDNN-shaped attention cases,
+#     (f32 2e-5, f16 2e-3, bf16 1e-2; integers and the NF4/int8
+#     dequantize bitwise), the cuDNN-shaped attention cases,
 #     the library GEMM cases (CUTLASS's grouped MoE weight gradient,
 #     cuBLASLt's DGELU) and run-to-run bitwise attention, with cuDNN, again
 #     with RP_CUDNN=off (the CUDA-core kernels) and the kernel cases again

@@ -26,6 +26,39 @@ static int64_t bytesOf(Type type) {
   return t.getNumElements() * std::max(1u, bits / 8);
 }
 
+// The adds are a LoRA adapter's update (rp-add-lora puts one on the
+// router, as PEFT's all-linear does on Qwen3-MoE's mlp.gate) or a routing
+// bias; a residual add reaches a norm, never a route.
+bool mlir::rp::feedsRouter(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (isa<MoERouteOp>(user))
+      return true;
+    if (isa<ReshapeOp, CastOp, AddOp>(user) && feedsRouter(user->getResult(0)))
+      return true;
+  }
+  return false;
+}
+
+/// A weight (or its compute-dtype cast) some layer multiplies into the
+/// router's scores.
+static bool isRouterWeight(Value weight) {
+  for (OpOperand &use : weight.getUses()) {
+    if (auto cast = dyn_cast<CastOp>(use.getOwner())) {
+      if (isRouterWeight(cast.getResult()))
+        return true;
+      continue;
+    }
+    auto layer = dyn_cast<LayerOp>(use.getOwner());
+    if (!layer)
+      continue;
+    for (Operation *user :
+         layer.getBody().getArgument(use.getOperandNumber()).getUsers())
+      if (auto mm = dyn_cast<MatmulOp>(user); mm && feedsRouter(mm.getResult()))
+        return true;
+  }
+  return false;
+}
+
 HostMemory mlir::rp::hostMemoryOf(ModuleOp module) {
   HostMemory m;
   auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -50,7 +83,8 @@ HostMemory mlir::rp::hostMemoryOf(ModuleOp module) {
     }
     m.base += stored + copies;
     if (adapted.contains(p.getName()) &&
-        isa<FloatType>(p.getType().getElementType())) {
+        isa<FloatType>(p.getType().getElementType()) &&
+        !isRouterWeight(p.getResult())) {
       m.adapted += stored + copies;
       m.adaptedElements.push_back(p.getType().getNumElements());
     }

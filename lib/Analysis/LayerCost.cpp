@@ -142,7 +142,7 @@ OpKernels linearLossKernels(LinearCrossEntropyOp op,
 
 OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
   OpKernels k;
-  if (isa<ReshapeOp>(op))
+  if (isa<ReshapeOp, StopGradientOp>(op))
     return k; // a view: no kernel
   if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
     return linearLossKernels(loss, needsGrad);

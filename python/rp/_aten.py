@@ -21,6 +21,12 @@ def _identity(e, n):
     return e.val(n.args[0])
 
 
+def _detach(e, n):
+    """x.detach(): the value, with the gradient stopped where one flows."""
+    x = e.val(n.args[0])
+    return e.stop_gradient(x) if n.args[0] in e.trained else x
+
+
 def _binary(kind):
     def h(e, n):
         dt = e.values[n].dtype
@@ -98,7 +104,8 @@ def _matmul_text(e, a, b, ty):
 
 
 _VIEWS = {"view", "_unsafe_view", "_reshape_alias", "reshape"}
-_SAME = {"clone", "alias", "contiguous", "detach"}
+# Not detach: it stops the gradient (_detach).
+_SAME = {"clone", "alias", "contiguous"}
 
 
 def _unflatten(e, node, keep: int):
@@ -434,7 +441,7 @@ HANDLERS = {
     "sqrt": _unary("sqrt"), "rsqrt": _unary("rsqrt"), "tanh": _unary("tanh"),
     "erf": _unary("erf"), "sigmoid": _unary("sigmoid"), "silu": _unary("silu"),
     "relu": _unary("relu"), "gelu": _gelu, "pow": _pow,
-    "clone": _identity, "alias": _identity, "detach": _identity,
+    "clone": _identity, "alias": _identity, "detach": _detach,
     "contiguous": _identity, "lift_fresh_copy": _identity,
     "_to_copy": _to_copy,
     "mm": _mm, "bmm": _mm, "matmul": _mm, "addmm": _addmm,

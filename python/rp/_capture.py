@@ -137,9 +137,27 @@ def _capture(module, inputs, params, buffers, aliases):
             node.meta["rp_stack"] = tuple(stack)
             node.meta["rp_calls"] = tuple(calls)
             # Under torch.no_grad() PyTorch gives the op no gradient; the
-            # emitter refuses where that changes the gradient.
-            node.meta["rp_grad"] = torch.is_grad_enabled()
+            # emitter stops it there (or refuses). A custom
+            # autograd.Function's forward runs with gradients off, yet its
+            # backward gives one: its ops count as called (Bloom's GELU).
+            node.meta["rp_grad"] = torch.is_grad_enabled() or \
+                bool(fn_grad and fn_grad[-1])
             return node
+
+    # Whether gradients were on where each custom autograd.Function now
+    # running was applied.
+    fn_grad: List[bool] = []
+    Function = torch.autograd.Function
+    own_apply = Function.__dict__.get("apply")  # torch 1.13: inherited
+    apply_desc = next(k.__dict__["apply"] for k in Function.__mro__
+                      if "apply" in k.__dict__)
+
+    def apply(cls, *args, **kwargs):
+        fn_grad.append(torch.is_grad_enabled())
+        try:
+            return apply_desc.__get__(None, cls)(*args, **kwargs)
+        finally:
+            fn_grad.pop()
 
     def pre(mod, _inp):
         stack.append(paths.get(id(mod), "?"))
@@ -178,6 +196,7 @@ def _capture(module, inputs, params, buffers, aliases):
             inspect.signature(proxy_tensor.make_fx).parameters:
         options["_error_on_data_dependent_ops"] = False
     proxy_tensor.PythonKeyTracer = Tracer
+    Function.apply = classmethod(apply)
     try:
         gm = proxy_tensor.make_fx(f, **options)(
             [p for _, p in params], [b for _, b in buffers], *inputs)
@@ -193,6 +212,10 @@ def _capture(module, inputs, params, buffers, aliases):
             f"values", module_path=path) from err
     finally:
         proxy_tensor.PythonKeyTracer = base
+        if own_apply is not None:
+            Function.apply = own_apply
+        else:
+            del Function.apply
         for h in handles:
             h.remove()
         module.train(was_training)

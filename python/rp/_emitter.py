@@ -88,6 +88,9 @@ class _Emitter:
         # params "<node>:folded" in the weights file.
         self.large_consts: List[Any] = []
         self.const_nodes = set()
+        # find_stops(): values with a gradient, and where it stops.
+        self.trained = set()
+        self.stops = set()
 
     def fresh(self) -> str:
         self.counter += 1
@@ -128,12 +131,13 @@ class _Emitter:
                             all(isinstance(x, torch.Tensor) for x in v)):
                         self.const_nodes.add(n)
 
-    def check_no_grad(self):
-        """Refuses a value computed under torch.no_grad() from the
-        parameters that an op with gradients then reads (HRM's early
-        recurrent cycles): PyTorch stops the gradient there, and rp has no
-        op that stops a gradient, so the trace would train on another
-        gradient than PyTorch's."""
+    def find_stops(self):
+        """Finds where the gradient stops as in PyTorch: ``trained`` (the
+        float values computed from trainable parameters, .detach() ending
+        it) and ``stops``, the values computed from the parameters under
+        torch.no_grad() that an op with gradients reads (HRM's early
+        recurrent cycles). lower() puts an rp.stop_gradient after each
+        stop and each .detach() of a trained value."""
         trained = {n for n in self.param_nodes
                    if getattr(self.values.get(n), "requires_grad", True)}
         for n in self.gm.graph.nodes:
@@ -141,7 +145,7 @@ class _Emitter:
                 continue
             # Only a float value carries a gradient (a mask does not).
             if not any(a in trained for a in n.all_input_nodes) or \
-                    not self._is_float(n):
+                    not self._is_float(n) or _opname(n) == "detach":
                 continue
             trained.add(n)
             if n.meta.get("rp_grad", True) or _scales_by_one(n):
@@ -150,16 +154,26 @@ class _Emitter:
                          if u.meta.get("rp_grad", True) and
                          (u.op != "call_function" or self._is_float(u))),
                         None)
-            if user is not None:
+            if user is None:
+                continue
+            if n.meta.get("rp_inplace") and n.args and \
+                    n.args[0] in self.param_nodes:
+                # PyTorch's gradient is then the rewritten parameter's:
+                # stopping it would give the parameter none.
                 raise TraceError(
-                    f"rp.trace: {self.where(n)} computes {_qualname(n)} from "
-                    f"the parameters under torch.no_grad(), and "
-                    f"{_qualname(user)} in {self.where(user)} reads it with "
-                    f"gradients on: PyTorch stops the gradient there and rp "
-                    f"has no op that stops a gradient, so rp would train on "
-                    f"another gradient; run that part with gradients on, or "
-                    f"freeze the parameters it reads",
+                    f"rp.trace: {self.where(n)} computes {_qualname(n)} "
+                    f"under torch.no_grad() in place into the parameter "
+                    f"'{self.param_nodes[n.args[0]]}', and {_qualname(user)} "
+                    f"in {self.where(user)} reads it with gradients on: "
+                    f"PyTorch then trains the rewritten parameter, which rp "
+                    f"cannot express; rewrite the parameter before tracing",
                     op=_qualname(n), module_path=_innermost(n))
+            self.stops.add(n)
+        self.trained = trained
+
+    def stop_gradient(self, ssa: str) -> str:
+        ty = self.ty(ssa)
+        return self.emit(f"rp.stop_gradient {ssa} : {ty}", ty)
 
     def _is_float(self, n) -> bool:
         v = self.values.get(n)
@@ -471,6 +485,8 @@ class _Emitter:
                     f"rp.trace: unsupported use of result {idx} of "
                     f"{_qualname(src)} in {self.where(n)}",
                     op=_qualname(src), module_path=_innermost(n))
+            if n in self.stops and isinstance(item, str):
+                item = self.stop_gradient(item)
             r.local[n] = item
             return
         name = _opname(n)
@@ -514,6 +530,16 @@ class _Emitter:
                 f"rp.trace: unsupported form of {_qualname(n)} in {self.where(n)}"
                 f" (arguments {_short_args(n)})",
                 op=_qualname(n), module_path=_innermost(n))
+        if n in self.stops:
+            if not isinstance(out, str):
+                raise TraceError(
+                    f"rp.trace: {self.where(n)} computes {_qualname(n)} "
+                    f"under torch.no_grad() and an op with gradients reads "
+                    f"one of its several results; rp stops a gradient only "
+                    f"after an op of one result: run that part with "
+                    f"gradients on, or freeze the parameters it reads",
+                    op=_qualname(n), module_path=_innermost(n))
+            out = self.stop_gradient(out)
         r.local[n] = out
 
     def out_type(self, n) -> str:

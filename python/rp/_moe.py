@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from rp import _moe_common, _moe_grouped, _moe_oss
+from rp import _moe_common, _moe_grouped, _moe_jetmoe, _moe_oss
 from rp._irtext import TraceError, _ttype
 
 _ACTS = ("silu", "gelu")
@@ -320,10 +320,12 @@ def _probe(path, block, router, experts, roles, top_k):
 def patched(module):
     """Within the block, every MoE block's forward is the traceable form."""
     import torch
-    saved, funcs = [], []
+    saved, funcs, attrs = [], [], []
     try:
         for path, block in list(module.named_modules()):
             if any(block is m for m, _ in saved):
+                continue
+            if _moe_jetmoe.patch(block, attrs):
                 continue
             if _moe_grouped.candidate(path, block) is not None:
                 _library()
@@ -362,6 +364,15 @@ def patched(module):
                     continue
                 raise
             except Exception as exc:  # the block rejects the probe's input
+                # A block that needs more than the hidden states (DeepSeek
+                # V4's hash routing reads the token ids): its stacked
+                # experts alone become the rp.moe ops, the router is traced
+                # op by op.
+                if isinstance(experts, Fused) and \
+                        _moe_grouped.patch_experts(path, experts.module,
+                                                   saved):
+                    _library()
+                    continue
                 raise TraceError(
                     f"rp.trace: module '{path}' ({type(block).__name__}) "
                     f"looks like a mixture-of-experts block, but running it "
@@ -415,6 +426,11 @@ def patched(module):
                 block.forward = old
         for mod, old in funcs:
             mod.load_balancing_loss_func = old
+        for mod, name, old in reversed(attrs):
+            if old is None:
+                delattr(mod, name)
+            else:
+                setattr(mod, name, old)
 
 
 def _stack(e, nodes):

@@ -24,6 +24,8 @@ first; a router they do not reproduce is an rp.TraceError.
 
 from __future__ import annotations
 
+import math
+
 from rp import _moe_common
 from rp._irtext import TraceError, _ttype
 
@@ -179,14 +181,19 @@ def _router_forward(router, form):
     return forward
 
 
-def _experts_forward(experts, act, gate_first):
+def _experts_forward(experts, act, gate_first, transposed=False):
+    """``transposed``: the stacks are ``[E, H, 2F]`` / ``[E, F, H]``
+    (transformers' ``is_transposed`` experts, Aria's): traced as a
+    transpose of each parameter, so the gradients keep their names."""
     import torch
 
     def forward(hidden_states, top_k_index, top_k_weights, *_):
+        up, down = _up_of(experts), experts.down_proj
+        if transposed:
+            up, down = up.transpose(1, 2), down.transpose(1, 2)
         return torch.ops.rp_trace.moe_experts(
             hidden_states, top_k_index,
-            top_k_weights.to(hidden_states.dtype), _up_of(experts),
-            experts.down_proj, act, gate_first)
+            top_k_weights.to(hidden_states.dtype), up, down, act, gate_first)
     return forward
 
 
@@ -326,9 +333,15 @@ def patch_experts(path, experts, saved):
     down = getattr(experts, "down_proj", None)
     if not isinstance(gu, torch.nn.Parameter) or \
             not isinstance(down, torch.nn.Parameter) or gu.dim() != 3 or \
-            down.dim() != 3 or gu.shape[0] != down.shape[0] or \
-            gu.shape[1] != 2 * down.shape[2] or gu.shape[2] != down.shape[1] \
-            or getattr(gu, "bias", None) is not None:
+            down.dim() != 3 or getattr(gu, "bias", None) is not None:
+        return False
+    # transformers' is_transposed experts (Aria's) store [E, H, 2F] and
+    # [E, F, H]: the same computation on the transposed stacks.
+    transposed = bool(getattr(experts, "is_transposed", False))
+    if transposed:
+        gu, down = gu.transpose(1, 2), down.transpose(1, 2)
+    if gu.shape[0] != down.shape[0] or gu.shape[1] != 2 * down.shape[2] or \
+            gu.shape[2] != down.shape[1]:
         return False
     act = _act_of(experts)
     if act is None:
@@ -340,16 +353,33 @@ def patch_experts(path, experts, saved):
     ids = torch.stack([torch.randperm(n_exp, generator=g)[:k]
                        for _ in range(10)])
     w = torch.rand(10, k, generator=g, dtype=gu.dtype)
+    acts = [act]
+    lim = getattr(experts, "limit", None)
+    if act in ("silu", "gelu") and isinstance(lim, (int, float)) and \
+            math.isfinite(lim):
+        # A clamp bound named `limit` (DeepSeek-V4's SwiGLU clamps the gate
+        # above and the up projection to +-limit before the activation):
+        # tried first, and every form is checked where it binds too.
+        acts = [f"{act} limit {float(lim)!r}", act]
     try:
         with torch.no_grad():
-            y_ref = experts(x, ids, w)
-            for gate_first in (True, False):
-                y = _experts_ref(x, ids, w, gu, down, act, gate_first)
-                if torch.allclose(y, y_ref, rtol=1e-4, atol=1e-5):
-                    saved.append((experts, experts.__dict__.get("forward")))
-                    experts.forward = _experts_forward(experts, act,
-                                                       gate_first)
-                    return True
+            pre = torch.einsum("th,efh->tef", x, gu).abs().max()
+            scales = [1.0]
+            if isinstance(lim, (int, float)) and math.isfinite(lim):
+                scales.append(3 * lim / max(float(pre), 1e-6))
+            refs = [experts(x * sc, ids, w) for sc in scales]
+            for form in acts:
+                for gate_first in (True, False):
+                    if all(torch.allclose(
+                            _experts_ref(x * sc, ids, w, gu, down, form,
+                                         gate_first), y_ref,
+                            rtol=1e-4, atol=1e-5 * sc)
+                           for sc, y_ref in zip(scales, refs)):
+                        saved.append((experts,
+                                      experts.__dict__.get("forward")))
+                        experts.forward = _experts_forward(
+                            experts, form, gate_first, transposed)
+                        return True
     except Exception:  # noqa: BLE001 - not called this way: not this form
         return False
     return False

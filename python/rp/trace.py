@@ -19,7 +19,10 @@ How it works (torch 1.13's ``make_fx``, ATen level):
   between two runs join the next; given layers must each run once and
   cover the ops between them. The grad mode each op ran in is recorded: a
   parameter-derived value computed under ``torch.no_grad()`` that an op
-  with gradients reads is refused (rp has no stop-gradient op).
+  with gradients reads, and ``x.detach()``, are followed by an
+  ``rp.stop_gradient`` (the gradient stops there as in PyTorch); an
+  in-place write into a parameter under ``torch.no_grad()`` that an op
+  with gradients then reads is refused.
 * Values that do not depend on the inputs or the parameters (buffers,
   ``arange``, masks, ``torch.full`` ...) are folded at trace time into
   ``rp.constant`` ops, copied into each layer that uses them; one of more
@@ -155,13 +158,12 @@ def trace(module, example_inputs, out_dir: PathLike,
     e = _Emitter(module, gm, values, param_nodes, buffer_nodes, input_nodes,
                  layer_paths, loose=layers is None)
     e.classify()
+    e.find_stops()
     seg = e.segments()
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
     nouts = len(_flatten(output_node.args[0]))
     out_names = ["output"] if nouts == 1 else [f"output_{i}" for i in range(nouts)]
     header, body, params_used, _ = e.write(input_names, seg, out_names)
-    # After the ops are mapped, so that an op rp cannot map is named first.
-    e.check_no_grad()
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

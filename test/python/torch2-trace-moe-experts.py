@@ -19,7 +19,16 @@
 # softmax-weighted sum of gated-MLP experts". MiniMax-M3's experts (GPT-OSS's
 # clamped gate, (up + 1) g sigmoid(alpha g), halves not interleaved) map
 # alone, its router (a sigmoid, a bias, no groups, no score_fn) traced op by
-# op; before, the same "not the top-2 softmax-weighted sum" error.
+# op; before, the same "not the top-2 softmax-weighted sum" error. Aria's
+# experts store their stacks transposed ([E, H, 2F] / [E, F, H],
+# transformers' is_transposed): they map as rp.moe ops on a transpose of
+# each parameter, beside its shared experts; before, "unsupported op
+# aten.sort.default" (the grouped_mm implementation's sort). DeepSeek-V4's
+# blocks need the token ids (hash routing: a frozen token -> experts
+# table) or route by sqrt-softplus scores plus a bias; their experts alone
+# map, the routers traced op by op, the SwiGLU clamp (`limit`, lowered to
+# bind) included; before, "running it on random tokens to find its form
+# failed with AttributeError".
 
 import sys
 from pathlib import Path
@@ -34,8 +43,13 @@ sys.path.insert(0, str(here / "Inputs"))
 import families  # noqa: E402
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
-from transformers import (HYV4Config, Inkling2TextConfig,  # noqa: E402
+from transformers import (AriaTextConfig, DeepseekV4Config,  # noqa: E402
+                          HYV4Config, Inkling2TextConfig,
                           MiniMaxM3VLTextConfig, NemotronHConfig)
+from transformers.models.deepseek_v4.modeling_deepseek_v4 import \
+    DeepseekV4SparseMoeBlock  # noqa: E402
+from transformers.models.aria.modeling_aria import \
+    AriaTextMoELayer  # noqa: E402
 from transformers.models.hy_v4.modeling_hy_v4 import HYV4MoE  # noqa: E402
 from transformers.models.inkling2.modeling_inkling2 import \
     Inkling2SparseMoeBlock  # noqa: E402
@@ -49,29 +63,35 @@ V = 64
 
 
 class LM(nn.Module):
-    def __init__(self, make, hidden):
+    def __init__(self, make, hidden, ids=False):
         super().__init__()
         self.emb = nn.Embedding(V, hidden)
         self.blocks = nn.ModuleList([make(), make()])
         self.head = nn.Linear(hidden, V)
+        self.ids = ids
 
     def forward(self, tokens):
         h = self.emb(tokens)
         for b in self.blocks:
-            h = h + b(h)
+            h = h + (b(h, tokens) if self.ids else b(h))
         return self.head(h)
 
 
-def check(name, config, make):
+def check(name, config, make, ids=False, shrunk=None):
     config = families.shrink(config)
+    if shrunk is not None:
+        shrunk(config)
     torch.manual_seed(0)
-    model = LM(lambda: make(config), config.hidden_size)
+    model = LM(lambda: make(config), config.hidden_size, ids)
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.3)
         for n, b in model.named_buffers():
             if "correction_bias" in n:
                 b.normal_(0, 0.1)
+            if "tid2eid" in n:  # a hash router's token -> experts table
+                b.copy_(torch.stack([torch.randperm(b.max() + 4)[:b.shape[1]]
+                                     for _ in range(b.shape[0])]) % 4)
     tokens, labels = tiny_gpt.batch(vocab=V)
     ref_loss, ref = tiny_gpt.reference(model, tokens, labels)
     src = rp.trace(model, (tokens[:1],), out / name)
@@ -103,3 +123,21 @@ mm = MiniMaxM3VLTextConfig()
 mm.swiglu_limit = 0.5
 # CHECK: minimax_m3: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
 check("minimax_m3", mm, MiniMaxM3VLSparseMoeBlock)
+# CHECK: aria: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+check("aria", AriaTextConfig(), AriaTextMoELayer)
+
+
+def dsv4(types):
+    def set_types(c):
+        c.mlp_layer_types = types
+        c.swiglu_limit = 0.5
+    return set_types
+
+
+# CHECK: dsv4_hash: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+check("dsv4_hash", DeepseekV4Config(),
+      lambda c: DeepseekV4SparseMoeBlock(c, 0), ids=True,
+      shrunk=dsv4(["hash_moe", "hash_moe"]))
+# CHECK: dsv4_topk: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+check("dsv4_topk", DeepseekV4Config(),
+      lambda c: DeepseekV4SparseMoeBlock(c, 0), shrunk=dsv4(["moe", "moe"]))

@@ -24,6 +24,7 @@
 #ifndef RP_TOOLS_RPCOMPILE_HOSTBUDGET_H
 #define RP_TOOLS_RPCOMPILE_HOSTBUDGET_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 #include <cstdint>
@@ -60,6 +61,12 @@ struct HostBudgetOutcome {
 /// with the module's parts and the flags that would make it fit.
 std::unique_ptr<Pass> createHostBudgetStep(const HostBudgetRequest &request,
                                            HostBudgetOutcome &outcome);
+
+/// The summary's advice where nothing held the stages to the box (no
+/// budget, no slack) and their pinned buffers are 1 GiB or more: the
+/// flags that would, with the part the stages decide and the part they
+/// cannot ("; the pinned buffers ..."); empty otherwise.
+std::string hostAdvice(ModuleOp module, double budgetGiB, double slackPct);
 
 /// "X GiB", "X MiB" or "X KiB", as rp-compile's summary writes bytes.
 std::string formatHostBytes(int64_t bytes);

@@ -295,6 +295,8 @@ static void printSummary(ModuleOp module, size_t size) {
   }
   printHostMemory(module, os);
   printSlackHold(partition, os);
+  os << rp::hostAdvice(module, pipelineOptions().hostBudgetGiB,
+                       pipelineOptions().hostSlackPct);
   os << "; " << size << " bytes";
   // What choosing cost: rp's partitioner times candidates (each a schedule
   // laid out as a run), for every choice left automatic.

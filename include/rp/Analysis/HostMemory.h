@@ -56,6 +56,12 @@ struct HostMemory {
 /// plan's layers).
 HostMemory hostMemoryOf(ModuleOp module);
 
+/// True when `v` reaches an rp.moe.route through views, casts and adds:
+/// the router's scores. rp-quantize-base keeps such a GEMM's weight as it
+/// is, and `adapted` leaves it out, so that what the advice says a
+/// quantized base needs is what rp-quantize-base makes.
+bool feedsRouter(Value v);
+
 /// What a host budget of `gib` GiB leaves `module`'s pinned staging
 /// buffers: the budget less the parts no partition changes (the base, the
 /// adapters and optimizer state, as rp-compile's summary counts them). 0

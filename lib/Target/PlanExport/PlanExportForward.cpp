@@ -87,6 +87,8 @@ static std::optional<KernelSpec> layoutSpec(Operation *op) {
   };
   return llvm::TypeSwitch<Operation *, std::optional<KernelSpec>>(op)
       .Case([&](ReshapeOp o) { return unary(pf::OpKind::reshape, o); })
+      // The value of x unchanged: a same-shape reshape.
+      .Case([&](StopGradientOp o) { return unary(pf::OpKind::reshape, o); })
       // ints: permutation
       .Case([&](TransposeOp o) {
         KernelSpec s = unary(pf::OpKind::transpose, o);

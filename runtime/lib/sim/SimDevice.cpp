@@ -75,8 +75,8 @@ private:
            " queue";
   }
   /// Appends a command taking the pending waits; mutex held.
-  void add(double ms, uint64_t bytes, double dispatchMs = 0,
-           double issueMs = 0) {
+  void add(double ms, uint64_t bytes, double dispatchMs = 0, double issueMs = 0,
+           CopyKind copy = CopyKind::hostToDevice) {
     if (step != backend.step)
       reset();
     SimCommand c;
@@ -86,6 +86,7 @@ private:
     c.job = job;
     c.ms = ms;
     c.bytes = bytes;
+    c.copy = copy;
     c.dispatchMs = dispatchMs;
     c.issueMs = issueMs;
     c.waits = std::move(pending);
@@ -148,7 +149,7 @@ Status SimQueue::copy(void *dst, const void *src, size_t bytes,
           ? hw.deviceCopyMs(double(bytes))
           : hw.copyMs(double(bytes), copyKind == CopyKind::hostToDevice);
   std::lock_guard<std::mutex> lock(backend.mutex);
-  add(ms, bytes);
+  add(ms, bytes, 0, 0, copyKind);
   return Status::ok();
 }
 

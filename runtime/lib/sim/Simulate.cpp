@@ -51,6 +51,27 @@ bool sameGraph(const std::vector<SimCommand> &a,
 
 int64_t ns(double ms) { return int64_t(std::llround(ms * 1e6)); }
 
+/// The bytes a pass's copies move, as the sim timed them (each copy's
+/// bytes are the ones HardwareModel::copyMs prices), times `passes`: so
+/// that the report says what the weight uploads cost in bytes and a test
+/// can hold them to the plan's buffers (a quantized base's blobs, not its
+/// compute-dtype size).
+void countCopyBytes(const std::vector<SimCommand> &cmds, unsigned passes,
+                    SimReport &r) {
+  for (const SimCommand &c : cmds) {
+    if (c.copy == CopyKind::deviceToHost)
+      r.downloadBytes += c.bytes;
+    else if (c.copy == CopyKind::hostToDevice &&
+             c.queue == QueueKind::weight_h2d)
+      r.weightUploadBytes += c.bytes;
+    else if (c.copy == CopyKind::hostToDevice)
+      r.activationUploadBytes += c.bytes;
+  }
+  r.weightUploadBytes *= passes;
+  r.activationUploadBytes *= passes;
+  r.downloadBytes *= passes;
+}
+
 } // namespace
 
 Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
@@ -117,6 +138,7 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
     if (Status s = (*exec)->runJobs(); s.failed())
       return s;
     std::vector<SimCommand> cmds = backend.takeStep();
+    countCopyBytes(cmds, options.accumulate, r);
     timing::Graph graph = backend.graphOf(cmds);
     size_t stuck = 0;
     std::optional<timing::Times> times = timing::resolve(graph, &stuck);
@@ -213,6 +235,7 @@ Expected<SimReport> rp::runtime::sim::simulate(const Plan &plan,
             "report it");
       times = std::move(*resolved);
       first = cmds;
+      countCopyBytes(first, 1, r);
     } else if (!sameGraph(first, cmds)) {
       return internalError("step " + std::to_string(k) +
                            " enqueued other commands than step 0 on the sim; "
@@ -367,5 +390,12 @@ std::string rp::runtime::sim::formatReport(const SimReport &r) {
   }
   if (r.continuous && r.interpreters)
     line("interpreter_busy_pct", r.interpreterBusyPct);
+  // Whole numbers: %.9g would round a 235B model's bytes.
+  auto bytes = [&](const std::string &key, uint64_t value) {
+    out += key + " " + std::to_string(value) + "\n";
+  };
+  bytes("weight_upload_bytes", r.weightUploadBytes);
+  bytes("activation_upload_bytes", r.activationUploadBytes);
+  bytes("download_bytes", r.downloadBytes);
   return out;
 }

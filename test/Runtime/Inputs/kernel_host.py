@@ -17,39 +17,14 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-BIN = Path(os.environ["RP_BIN"])
-out, graph, profile = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-out.mkdir(parents=True, exist_ok=True)
+from profile_runs import BIN, ProfileRuns
+
+runs = ProfileRuns(*sys.argv[1:4])
+graph, profile = sys.argv[2], runs.profile
+write, compile_for, sim, describe = (runs.write, runs.compile_for, runs.sim,
+                                     runs.describe)
 SLOW_US = 500
-
-
-def write(name, **fields):
-    p = json.loads(Path(profile).read_text())
-    p.pop("unknown", None)
-    p.update(fields, name=name)
-    path = out / f"{name}.json"
-    path.write_text(json.dumps(p))
-    return path
-
-
-def compile_for(hw):
-    plan = out / f"{hw.stem}.rpplan"
-    subprocess.run([str(BIN / "rp-compile"), graph, "-o", str(plan),
-                    "--devices", "4", "--microbatches", "4", "--hw", str(hw),
-                    "--stages", "fwd:1,2;bwd:1,1,1,1"],
-                   check=True, capture_output=True, text=True)
-    return plan
-
-
-def sim(plan, hw, extra=()):
-    r = subprocess.run([str(BIN / "rp-run"), str(plan), "--backend", "sim",
-                        "--hw", str(hw), *extra],
-                       check=True, capture_output=True, text=True)
-    figures = {k: float(v) for k, v in
-               (l.split() for l in r.stdout.splitlines() if " " in l)}
-    return figures, r.stderr
 
 
 # The launches per call of rp's cuda device (runtime/lib/cuda/CudaMoE*.cu),
@@ -68,13 +43,7 @@ def launches(call):
     return SPEC.get(call["op"], 1)
 
 
-def describe(plan):
-    return json.loads(subprocess.run(
-        [str(BIN / "rp-run"), str(plan), "--describe=json"], check=True,
-        capture_output=True, text=True).stdout)
-
-
-launch_us = json.loads(Path(profile).read_text())["launch_us"]
+launch_us = json.loads(profile.read_text())["launch_us"]
 base = write("base")
 hidden = write("hidden", kernel_host_us=launch_us / 2)
 slow = write("slow", kernel_host_us=SLOW_US)

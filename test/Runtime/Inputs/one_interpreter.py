@@ -8,41 +8,18 @@ times against the sim's pass behind a barrier, on one interpreter.
 
 Usage: one_interpreter.py PLAN_DIR GRAPH PROFILE.json (tools from $RP_BIN)"""
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-BIN = Path(os.environ["RP_BIN"])
-out, graph, profile = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-out.mkdir(parents=True, exist_ok=True)
+from profile_runs import BIN, ProfileRuns
+
 US = 5000
-
-
-def write(name, **fields):
-    p = json.loads(Path(profile).read_text())
-    p.pop("unknown", None)
-    p.update(fields, name=name, moe_host_us=US)
-    path = out / f"{name}.json"
-    path.write_text(json.dumps(p))
-    return path
-
-
-def compile_for(hw):
-    plan = out / f"{hw.stem}.rpplan"
-    subprocess.run([str(BIN / "rp-compile"), graph, "-o", str(plan),
-                    "--devices", "4", "--microbatches", "4", "--hw", str(hw),
-                    "--stages", "fwd:1,2;bwd:1,1,1,1"],
-                   check=True, capture_output=True, text=True)
-    return plan
+runs = ProfileRuns(*sys.argv[1:4], moe_host_us=US)
+write, compile_for = runs.write, runs.compile_for
 
 
 def sim(plan, hw, extra=()):
-    r = subprocess.run([str(BIN / "rp-run"), str(plan), "--backend", "sim",
-                        "--hw", str(hw), *extra],
-                       check=True, capture_output=True, text=True)
-    return {k: float(v) for k, v in
-            (l.split() for l in r.stdout.splitlines() if " " in l)}
+    return runs.sim(plan, hw, extra)[0]
 
 
 own, one, four = (write("own"), write("one", host_interpreters=1),

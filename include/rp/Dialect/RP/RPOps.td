@@ -164,5 +164,6 @@ include "rp/Dialect/RP/RPScheduleOps.td"
 include "rp/Dialect/RP/RPMoEOps.td"
 include "rp/Dialect/RP/RPQuantOps.td"
 include "rp/Dialect/RP/RPDropoutOps.td"
+include "rp/Dialect/RP/RPStopGradientOps.td"
 
 #endif // RP_DIALECT_RP_RPOPS_TD

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OutputLayer.h"
+#include "rp/Analysis/HostMemory.h"
 #include "rp/Dialect/RP/RPPasses.h"
 #include "rp/Support/WeightsWriter.h"
 #include "rp/contract/Quantize.h"
@@ -30,18 +31,6 @@ namespace mlir::rp {
 
 using namespace mlir;
 using namespace mlir::rp;
-
-/// True when `v` reaches an rp.moe.route through views and casts: the
-/// router's scores, whose weight stays as it is.
-static bool feedsRouter(Value v) {
-  for (Operation *user : v.getUsers()) {
-    if (isa<MoERouteOp>(user))
-      return true;
-    if (isa<ReshapeOp, CastOp>(user) && feedsRouter(user->getResult(0)))
-      return true;
-  }
-  return false;
-}
 
 /// True when every use of `arg` (a layer's block argument) is the weight
 /// of a GEMM whose weight may be quantized: a matmul's right operand (not

@@ -45,8 +45,9 @@ struct SimCommand {
   /// The plan job it belongs to (Queue::beginJob); -1: none said.
   int64_t job = -1;
   double ms = 0;
-  /// Bytes a copy moves (0 for launches and markers).
+  /// Bytes a copy moves (0 for launches and markers), and which way.
   uint64_t bytes = 0;
+  CopyKind copy = CopyKind::hostToDevice;
   /// Of `ms`, the host's dispatch work (timing::Task::dispatchMs).
   double dispatchMs = 0;
   /// The host's work issuing its kernels, beside them

@@ -107,6 +107,11 @@ struct SimReport {
   std::string notRenamed;
   /// Per plan job, its start and end within the jobs phase (ms).
   std::vector<double> jobStartMs, jobEndMs;
+  /// Bytes the copies the sim timed move per step (a pass's, times the
+  /// passes of a step): host to device on the weight queue (the plan's
+  /// weight uploads, as stored: a quantized base's blobs) and on the
+  /// activation queue, and device to host.
+  uint64_t weightUploadBytes = 0, activationUploadBytes = 0, downloadBytes = 0;
 };
 
 /// Simulates `options.steps` steps of `plan` (staged) on `backend`, which

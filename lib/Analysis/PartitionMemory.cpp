@@ -40,13 +40,14 @@ DevicePeak mlir::rp::devicePeak(const Partition &p,
       return peak;
   }
   HappensBefore hb(pl->schedule);
-  mp.stagedHostBytes = placePool(mp, hb, pl->devices);
+  mp.stagedHostBytes =
+      placePool(mp, hb, pl->devices, /*largestFirstToo=*/false);
   peak.hostBytes = mp.stagedHostBytes;
   if (hostLimit > 0 && peak.hostBytes > hostLimit)
     return peak;
   mp.peakBytes.assign(pl->devices, 0);
   for (unsigned d = 0; d < pl->devices; ++d)
-    mp.peakBytes[d] = placePool(mp, hb, d);
+    mp.peakBytes[d] = placePool(mp, hb, d, /*largestFirstToo=*/true);
   FullestDevice full = fullestDevice(mp);
   peak.planned = true;
   peak.bytes = full.peak;

@@ -103,7 +103,11 @@ void placeBuffers(MemoryPlan &mp, const Pipeline &pipeline);
 /// Places the buffers of one pool of `mp` (a device, or the device count
 /// for the host) and returns its peak: a pool's offsets depend on its own
 /// buffers only, so a caller may place the host first and stop there.
-int64_t placePool(MemoryPlan &mp, const HappensBefore &hb, unsigned pool);
+/// First fit in issue order; with `largestFirstToo` (the devices) also
+/// first fit largest first where issue order peaks over the pool's live
+/// bytes (liveBytesBounds), keeping the lower peak (issue order on ties).
+int64_t placePool(MemoryPlan &mp, const HappensBefore &hb, unsigned pool,
+                  bool largestFirstToo);
 
 /// Per device, then the host: a lower bound of the peak placeBuffers will
 /// give that pool, the most bytes whose users' spans in issue order all

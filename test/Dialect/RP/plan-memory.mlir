@@ -19,31 +19,24 @@
 // The step at the fast and slow ends of what rtx4090 cannot know (its
 // "unknown" ranges: host DRAM, GPUs per uplink, the optimizer's rate,
 // launch and hand-off), for rp-compile's summary (issue 32).
-// CHECK: rp.schedule @main attributes {arena_copies = 2 : i64, bubble = {{.*}} : f64, budget_bytes = 25769803776 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2560, 1280>, pinned_bytes = 2176 : i64, rp.step_range_ms = array<f64: 0.11{{[0-9]*}}, 0.62{{[0-9]*}}>, step_ms = 0.31{{[0-9]*}} : f64}
-// The weight uploads of jobs 2 and 3 are issued before the first computes,
-// which start 30 us (rtx4090's job_us, the host's hand-off) after the
-// copies they wait for; so job 2's weights and gradients (1024 bytes) take
-// 320 on device 0 before job 0's output and work are placed above them.
-// CHECK: rp.compute forward job 0 {{.*}} offsets = array<i64: 0, 256, 1344, 1408>
-// Job 1 on device 1: its weights at 0, then, above job 3's weights and
-// gradients (issued first), its 64-byte input and output.
-// CHECK: rp.compute forward job 1 {{.*}} offsets = array<i64: 0, 768, 960, 1024>
-// The tail's input reuses job 0's weight bytes, free once job 0 ran. Its
-// work holds what its body keeps at its peak, layer 3's input (64 bytes,
-// read by its weight's gradient) beside layer 3's output or its
-// gradient's (64), and its microbatch's weight gradients (512; the
-// runtime adds them to the set's at the job's end): 640.
-// CHECK: rp.compute tail job 2 {{.*}} offsets = array<i64: 320, 0, 192, 1920>, work_bytes = 640
-// Job 3 on device 1: its saved input comes up early (ahead of its
-// gradient), while job 1's buffers still live, so it takes new bytes; its
-// output reuses job 1's weight bytes, free once job 1 ran.
-// CHECK: rp.compute backward job 3 {{.*}} offsets = array<i64: 256, 832, 0, 960>
+// CHECK: rp.schedule @main attributes {arena_copies = 2 : i64, bubble = {{.*}} : f64, budget_bytes = 25769803776 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2432, 1088>, pinned_bytes = 2176 : i64, rp.step_range_ms = array<f64: 0.11{{[0-9]*}}, 0.62{{[0-9]*}}>, step_ms = 0.31{{[0-9]*}} : f64}
+// Both devices are placed largest first: in issue order (the weight
+// uploads of jobs 2 and 3 issued before the first computes) device 0
+// peaked at 2560 bytes and device 1 at 1280, over the bytes live at once
+// (rp-plan-memory keeps the lower of the two orders). Device 0: the tail's
+// weights and gradients (1024 bytes) at 0, its work (640: layer 3's input
+// and output or its gradient's, and its microbatch's weight gradients)
+// at 1024, in bytes job 0's weights held before it (job 0 ran first).
+// CHECK: rp.compute forward job 0 {{.*}} offsets = array<i64: 1024, 1280, 1344, 1408>
+// CHECK: rp.compute forward job 1 {{.*}} offsets = array<i64: 512, 768, 960, 1024>
+// CHECK: rp.compute tail job 2 {{.*}} offsets = array<i64: 0, 2304, 2368, 1024>, work_bytes = 640
+// CHECK: rp.compute backward job 3 {{.*}} offsets = array<i64: 0, 832, 960, 512>
 
 // 1F1B with resident weights: one weight set per device, kept inputs.
 // STATIC: rp.partition = #rp.partition<schedule = "1f1b"
 // STATIC: rp.schedule @main resident attributes {arena_copies = 2 : i64, bubble = {{.*}}, budget_bytes = 25769803776 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>
 
-// OVER: error: device 0 needs 2.38e-06 GiB (2560 bytes) at its peak, over its budget of 1.5e-06 GiB (1610 bytes)
+// OVER: error: device 0 needs 2.26e-06 GiB (2432 bytes) at its peak, over its budget of 1.5e-06 GiB (1610 bytes)
 // OVER: note: the biggest buffers: weights of set 2 (layers 2-3), 9.54e-07 GiB
 // OVER: note: the biggest buffers: work of T2 mb0, 5.96e-07 GiB
 // OVER: note: the biggest buffers: weights of set 4 (layers 0-0), 4.77e-07 GiB
@@ -54,16 +47,16 @@
 
 // Passes in flight: a continuous run keeps two, each on its own copy of
 // the arenas when two copies fit every device, each the largest device's
-// (2560 bytes) since round-robin renames the devices: 5120 bytes. A
+// (2432 bytes) since round-robin renames the devices: 4864 bytes. A
 // budget of 5261 bytes keeps two copies; one of 4831 bytes one that the
 // two passes share (a device takes up the next pass once its own part of
 // the pass before is done), the steady step timed again that way.
-// TWOFIT: rp.schedule @main attributes {arena_copies = 2 : i64, {{.*}}, budget_bytes = 5261 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2560, 1280>
-// ONE: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}, budget_bytes = 4831 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2560, 1280>, {{.*}}step_ms =
+// TWOFIT: rp.schedule @main attributes {arena_copies = 2 : i64, {{.*}}, budget_bytes = 5261 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2432, 1088>
+// ONE: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}, budget_bytes = 4831 : i64, pass_shift = 1 : i64, passes_in_flight = 2 : i64, peak_bytes = array<i64: 2432, 1088>, {{.*}}step_ms =
 // SHARED: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}passes_in_flight = 2 : i64
 // One pass in flight has one copy of the arenas.
-// FORCED1: arena_copies = 1 : i64, {{.*}}passes_in_flight = 1 : i64, peak_bytes = array<i64: 2560, 1280>
-// FORCED2: error: two copies of the arenas need 4.77e-06 GiB (5120 bytes) on device 0 (one per pass in flight, each the largest device's since the devices are renamed pass by pass), over its budget of 4.5e-06 GiB (4831 bytes); leave arena-copies out (the two passes then share one copy) or use fewer tokens per microbatch
+// FORCED1: arena_copies = 1 : i64, {{.*}}passes_in_flight = 1 : i64, peak_bytes = array<i64: 2432, 1088>
+// FORCED2: error: two copies of the arenas need 4.53e-06 GiB (4864 bytes) on device 0 (one per pass in flight, each the largest device's since the devices are renamed pass by pass), over its budget of 4.5e-06 GiB (4831 bytes); leave arena-copies out (the two passes then share one copy) or use fewer tokens per microbatch
 // FORCED2: exit 1
 // TWOFORONE: error: arena-copies 2 for 1 pass in flight: a pass needs one copy of the arenas; leave arena-copies out
 // TWOFORONE: exit 1

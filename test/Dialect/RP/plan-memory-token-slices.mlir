@@ -31,11 +31,10 @@
 
 // With one copy of the arenas the step is timed again as the run holds its
 // passes, on the sliced schedule (three microbatches, the tail's sweep,
-// the kept keys' copies: 0.523 ms without them; the key-gradient
-// accumulator's kernels: 0.708 ms without them), not on the unsliced one
-// (0.308 ms).
-// ONE: rp.schedule @main attributes {arena_copies = 1 : i64, bubble = 0.81643{{[0-9]*}} : f64, {{.*}}step_ms = 0.71584{{[0-9]*}} : f64
-// UNSLICED: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}step_ms = 0.30796{{[0-9]*}} : f64
+// the kept keys' copies, the key-gradient accumulator's kernels: 0.729
+// ms), not on the unsliced one (0.316 ms).
+// ONE: rp.schedule @main attributes {arena_copies = 1 : i64, bubble = 0.80177{{[0-9]*}} : f64, {{.*}}step_ms = 0.72893{{[0-9]*}} : f64
+// UNSLICED: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}step_ms = 0.31566{{[0-9]*}} : f64
 
 // A prefix upload that does not wait for the download of its rows: the
 // forward of slice 1 would read slice 0's keys before they reach the host.

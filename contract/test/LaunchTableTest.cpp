@@ -81,8 +81,7 @@ TEST(LaunchTableTest, SitesAreTheCudaSources) {
     std::string body = bodyOf(withoutComments(text.str()), site.function);
     ASSERT_FALSE(body.empty())
         << site.function << " is not defined in " << site.file;
-    unsigned written =
-        count(body, "<<<") + count(body, "cudaMemsetAsync(");
+    unsigned written = count(body, "<<<") + count(body, "cudaMemsetAsync(");
     EXPECT_EQ(written, site.sites)
         << site.file << ": " << site.function << " writes " << written
         << " launches and memsets; cudaLaunchSites says " << site.sites
@@ -104,18 +103,18 @@ TEST(LaunchTableTest, CountsPerCall) {
   EXPECT_EQ(launches("rms_norm", {1, 1}), 1u);
   // The parameters' partial sums and total only where it writes them.
   EXPECT_EQ(launches("norm_grad", {1, 1, 0, 1}, {x, {{16}, 2}, x}, {x}), 1u);
-  EXPECT_EQ(launches("norm_grad", {1, 1, 0, 1}, {x, {{16}, 2}, x},
-                     {x, {{16}, 2}}),
-            3u);
+  EXPECT_EQ(
+      launches("norm_grad", {1, 1, 0, 1}, {x, {{16}, 2}, x}, {x, {{16}, 2}}),
+      3u);
   EXPECT_EQ(launches("cross_entropy", {-100}), 3u);
   EXPECT_EQ(launches("cross_entropy_grad", {-100}), 1u);
   EXPECT_EQ(launches("gather_grad", {0}), 7u);
   // 10 tokens against a [32, 16] head, 4 a chunk: 3 chunks of a GEMM and
   // the rows, then the partials and the total.
   Operand hidden16{{10, 16}, 2}, head16{{32, 16}, 2}, labels{{10}, 8};
-  EXPECT_EQ(launches("linear_cross_entropy", {-100, 4},
-                     {hidden16, head16, labels}),
-            3u * 2 + 2);
+  EXPECT_EQ(
+      launches("linear_cross_entropy", {-100, 4}, {hidden16, head16, labels}),
+      3u * 2 + 2);
   // Backward: three GEMMs and the rows a chunk, and a 16-bit weight's f32
   // accumulator stored once; f32 sums in place; one chunk needs none.
   EXPECT_EQ(launches("linear_cross_entropy_grad", {-100, 4},

@@ -1,4 +1,5 @@
-//===- StaticPartition.cpp - the static schedules' stages, by their step ---===//
+//===- StaticPartition.cpp - the static schedules' stages, by their step
+//---===//
 //
 // staticPartition's linear partition bounds the slowest stage, and on a
 // model of equal layers most cuts tie on it: with 30 layers in 24 stages
@@ -152,9 +153,9 @@ Partition mlir::rp::staticPartitionForStep(llvm::ArrayRef<LayerCost> layers,
   std::vector<Sizes> starts{first};
   auto none = [](double) { return 0.0; };
   auto square = [](double t) { return t * t; };
-  for (Sizes s : {cutter.cheapest(cap, true, none),
-                  cutter.cheapest(cap, false, square),
-                  cutter.cheapest(cap, true, square)})
+  for (Sizes s :
+       {cutter.cheapest(cap, true, none), cutter.cheapest(cap, false, square),
+        cutter.cheapest(cap, true, square)})
     if (!s.empty() && llvm::find(starts, s) == starts.end())
       starts.push_back(std::move(s));
   auto stepOf = [&](const Sizes &s) {

@@ -94,8 +94,8 @@ TEST(StaticPartitionTest, TiesGoToTheFastestStep) {
       if (slowestStage(sizes, layers) <= cap) {
         ++tied;
         std::optional<double> ms =
-            staticStepMs(symmetric(sizes, layers.size()), layers, kind,
-                         devices, microbatches, hw);
+            staticStepMs(symmetric(sizes, layers.size()), layers, kind, devices,
+                         microbatches, hw);
         ASSERT_TRUE(ms);
         fastest = std::min(fastest, *ms);
       }
@@ -123,9 +123,9 @@ TEST(StaticPartitionTest, TiesGoToTheFastestStep) {
   // The old rule's cut is slower here: the test tells the two apart.
   EXPECT_GT(*oldMs, fastest * 1.01);
   // The same cut on every run.
-  EXPECT_EQ(sizesOf(staticPartitionForStep(layers, kind, devices,
-                                           microbatches, hw)),
-            sizesOf(chosen));
+  EXPECT_EQ(
+      sizesOf(staticPartitionForStep(layers, kind, devices, microbatches, hw)),
+      sizesOf(chosen));
 }
 
 // Where the schedule has one cut only (a stage per layer) there is nothing
@@ -134,8 +134,8 @@ TEST(StaticPartitionTest, TiesGoToTheFastestStep) {
 TEST(StaticPartitionTest, NothingToChoose) {
   std::vector<LayerCost> layers = standIn(6);
   HardwareProfile hw = fastLink();
-  Partition one = staticPartitionForStep(layers, ScheduleKind::loopedBfs, 4,
-                                         8, hw);
+  Partition one =
+      staticPartitionForStep(layers, ScheduleKind::loopedBfs, 4, 8, hw);
   EXPECT_EQ(sizesOf(one), std::vector<unsigned>(8, 1u));
   std::vector<LayerCost> ten = standIn(8);
   Partition interleaved =

@@ -33,19 +33,19 @@
 # nothing: the plan is the unsliced one, byte for byte.
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 import transformers as T
-from safetensors.numpy import load_file
 
-import rp
+sys.path.insert(0, str(Path(__file__).parent / "Inputs"))
+from token_slices_check import (S, VOCAB, check_slicings,  # noqa: E402
+                                logits_only, step, worst)
+
+import rp  # noqa: E402
 
 out = Path(sys.argv[1])
-S, VOCAB = 48, 64  # no feature dimension is 48: the slices retype only it
 CONFIGS = ((1, ""), (2, "fwd:2;bwd:2,2"), (4, "fwd:1,1;bwd:2,1,1"))
 
 
@@ -55,24 +55,12 @@ def make(name, **extra):
                   num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=S, **extra)
     if name == "qwen3":
-        lm = T.Qwen3ForCausalLM(T.Qwen3Config(head_dim=8, **common))
-    elif name == "mistral":
-        lm = T.MistralForCausalLM(T.MistralConfig(sliding_window=16,
-                                                  **common))
-    else:
-        lm = T.LlamaForCausalLM(T.LlamaConfig(**common))
-    lm.eval()
-
-    class LogitsOnly(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lm = lm
-
-        def forward(self, input_ids):
-            return self.lm(input_ids=input_ids,
-                           attention_mask=torch.ones_like(input_ids),
-                           use_cache=False, return_dict=False)[0]
-    return LogitsOnly()
+        return logits_only(T.Qwen3ForCausalLM(T.Qwen3Config(head_dim=8,
+                                                            **common)))
+    if name == "mistral":
+        return logits_only(T.MistralForCausalLM(T.MistralConfig(
+            sliding_window=16, **common)))
+    return logits_only(T.LlamaForCausalLM(T.LlamaConfig(**common)))
 
 
 def ir_facts(src, devices, slices, stages):
@@ -97,76 +85,9 @@ def ir_facts(src, devices, slices, stages):
             f"{down} down {up} up")
 
 
-def step(plan, tokens, labels):
-    """One step's loss and weight gradients (rp-run --dump-grads)."""
-    grads = plan.with_suffix(".grads.safetensors")
-    loss = list(rp.train(plan, {"input_ids": tokens}, labels, steps=1,
-                         sync=True, dump_grads=str(grads)))[0]
-    return loss, load_file(str(grads))
-
-
-def worst(grads, ref):
-    """The largest difference of any gradient, relative to the largest
-    magnitude of the reference's."""
-    assert sorted(grads) == sorted(ref), (sorted(grads), sorted(ref))
-    return max(np.abs(grads[k].astype(np.float64) - ref[k]).max()
-               / np.abs(ref[k]).max() for k in ref)
-
-
-RACES = Path(__file__).resolve().parents[1] / "Target/Inputs/plan_races.py"
-
-
-def no_races(plan):
-    """plan_races.py on the plan: every two jobs touching a buffer, one
-    writing, ordered by the queues and events (staged-plan.test's check)."""
-    desc = plan.with_suffix(".json")
-    desc.write_text(rp.run_tool("rp-run", [str(plan), "--describe=json"])
-                    .stdout)
-    return subprocess.run([sys.executable, str(RACES), str(desc)],
-                          capture_output=True).returncode == 0
-
-
-def bitwise(a, b):
-    return all(np.array_equal(a[k], b[k]) for k in b)
-
-
 for name in ("llama", "qwen3", "mistral"):
     model = make(name)
-    g = torch.Generator().manual_seed(1)
-    tokens = torch.randint(0, VOCAB, (1, S), generator=g)
-    labels = torch.randint(0, VOCAB, (1, S), generator=g)
-    logits = model(tokens)
-    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
-                                            labels.reshape(-1))
-    ref.backward()
-    ref_grads = {n: p.grad.double().numpy()
-                 for n, p in model.named_parameters()}
-    src = rp.trace(model, (tokens,), out / f"{name}-trace")
-    first = {}
-    for devices, stages in CONFIGS:
-        flags = ["--stages", stages] if stages else []
-        plain = rp.compile(src, out / f"{name}-{devices}.rpplan",
-                           devices=devices, microbatches=1, extra_args=flags)
-        loss, grads = step(plain, tokens.numpy(), labels.numpy())
-        for slices in ("2", "20,16,12"):
-            plan = rp.compile(src, out / f"{name}-{devices}-{slices}.rpplan",
-                              devices=devices, microbatches=1,
-                              extra_args=flags + ["--token-slices", slices])
-            sl, sg = step(plan, tokens.numpy(), labels.numpy())
-            line = (f"{name} {devices} devices, slices {slices}: loss within "
-                    f"1e-5 {abs(sl - loss) <= 1e-5 * abs(loss)}, "
-                    f"{len(sg)} gradients within 1e-5 "
-                    f"{worst(sg, grads) <= 1e-5}, reordered "
-                    f"{not bitwise(sg, grads)}, no races {no_races(plan)}")
-            if devices == 1:
-                first[slices] = sg
-                tw = worst(sg, ref_grads)
-                line += (f", PyTorch's within 1e-4 "
-                         f"{abs(sl - ref.item()) <= 1e-4 * abs(ref.item())} "
-                         f"{tw <= 1e-4}")
-            else:
-                line += f", bitwise 1 device's {bitwise(sg, first[slices])}"
-            print(line)
+    src, tokens, labels = check_slicings(name, model, out, CONFIGS)
     if name == "llama":
         # Several rows: two sequences a step (microbatches 2, slice k of
         # sequence m is microbatch 2m + k), and a batch of two rows per

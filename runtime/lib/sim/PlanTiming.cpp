@@ -4,8 +4,8 @@
 
 using namespace rp::runtime;
 
-double sim::callTimeMs(const timing::HardwareModel &hw, const Plan &plan,
-                       const KernelCallDesc &call) {
+rp::timing::CallOperands sim::callOperands(const Plan &plan,
+                                           const KernelCallDesc &call) {
   timing::CallOperands ops;
   bool typed = false;
   auto operand = [&](uint32_t b) {
@@ -20,7 +20,13 @@ double sim::callTimeMs(const timing::HardwareModel &hw, const Plan &plan,
     ops.inputs.push_back(operand(b));
   for (uint32_t b : call.outputs)
     ops.outputs.push_back(operand(b));
-  return timing::callMs(hw, uint16_t(call.op), ops, call.ints);
+  return ops;
+}
+
+double sim::callTimeMs(const timing::HardwareModel &hw, const Plan &plan,
+                       const KernelCallDesc &call) {
+  return timing::callMs(hw, uint16_t(call.op), callOperands(plan, call),
+                        call.ints);
 }
 
 double sim::recomputeShare(const timing::HardwareModel &hw, const Plan &plan,

@@ -317,14 +317,9 @@ namespace {
 size_t launchesOf(const Plan &plan, const ProgramDesc &program) {
   size_t n = 0;
   for (const KernelCallDesc &call : program.calls) {
-    std::vector<timing::Operand> in, out;
-    for (uint32_t b : call.inputs)
-      in.push_back(
-          {plan.buffers[b].shape, unsigned(dtypeSize(plan.buffers[b].dtype))});
-    for (uint32_t b : call.outputs)
-      out.push_back(
-          {plan.buffers[b].shape, unsigned(dtypeSize(plan.buffers[b].dtype))});
-    n += timing::kernelLaunches(uint16_t(call.op), call.ints, in, out);
+    timing::CallOperands ops = callOperands(plan, call);
+    n += timing::kernelLaunches(uint16_t(call.op), call.ints, ops.inputs,
+                                ops.outputs);
   }
   return n;
 }

@@ -5,6 +5,7 @@
 #include "SimContinuous.h"
 #include "rp/runtime/Executor.h"
 #include "rp/runtime/PipelineExecutor.h"
+#include "rp/runtime/sim/PlanTiming.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,15 +24,9 @@ double hostProgramMs(const Plan &plan, int32_t program,
     return 0;
   double bytes = 0;
   for (const KernelCallDesc &call : plan.programs[program].calls) {
-    std::vector<timing::Operand> in, out;
-    for (uint32_t b : call.inputs)
-      in.push_back(
-          {plan.buffers[b].shape, unsigned(dtypeSize(plan.buffers[b].dtype))});
-    for (uint32_t b : call.outputs)
-      out.push_back(
-          {plan.buffers[b].shape, unsigned(dtypeSize(plan.buffers[b].dtype))});
-    timing::KernelWork w =
-        timing::kernelWork(uint16_t(call.op), in, out, call.ints);
+    timing::CallOperands ops = sim::callOperands(plan, call);
+    timing::KernelWork w = timing::kernelWork(uint16_t(call.op), ops.inputs,
+                                              ops.outputs, call.ints);
     if (w.launches)
       bytes += w.bytes;
   }

@@ -16,6 +16,10 @@
 
 namespace rp::runtime::sim {
 
+/// `call`'s operands as rp/timing sees them: each buffer's shape and
+/// element size, and the first float operand's type.
+timing::CallOperands callOperands(const Plan &plan, const KernelCallDesc &call);
+
 /// The modelled time of `call`, a kernel call of `plan`, on `hw`.
 double callTimeMs(const timing::HardwareModel &hw, const Plan &plan,
                   const KernelCallDesc &call);

@@ -44,7 +44,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "test" / "python" / "Inputs"))
 
-from families_shrink import VOCAB, default_config, shrink  # noqa: E402
+from families_shrink import (  # noqa: E402
+    TRAIN_MODE, VOCAB, default_config, shrink)
 
 PATHS = ("trace", "torchscript", "dynamo")
 M = 2  # microbatches of one 16-token sequence
@@ -73,7 +74,8 @@ def build(family):
     config.use_cache = False
     torch.manual_seed(0)
     lm = cls(config)
-    lm.eval()  # dropout off; rp trains without dropout
+    # Dropout off (rp trains without dropout; the shrink sets it to 0).
+    lm.train() if family in TRAIN_MODE else lm.eval()
     return tiny_gpt.make_distinct(hf_models.LogitsOnly(lm))
 
 

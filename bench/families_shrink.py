@@ -264,17 +264,23 @@ def _musicgen(config):
 
 
 def _reformer(config):
-    # ReformerModelWithLMHead asserts is_decoder (causal self-attention);
-    # the axial position embedding's widths sum to the hidden size and its
-    # shape's product is the maximum length: both scaled to the shrunk
-    # ones (the layer list attn_layers is a tuple: cut to its first
-    # layers, which sets num_hidden_layers).
+    # ReformerModelWithLMHead asserts is_decoder (causal self-attention),
+    # and its reversible layers take a backward only in train mode
+    # (TRAIN_MODE), where a sequence is exactly the axial position shape's
+    # product (the default's 64 x 64 is its 4096 positions): 4 x 4 for
+    # the bench's 16 tokens, in chunks of 8 (two chunks, as 4096 is 64 of
+    # 64); the axial embedding's widths sum to the hidden size, scaled as
+    # the default's. LSH attention draws random rotations each forward:
+    # hash_seed fixes them. attn_layers, a tuple, is cut to the first
+    # layers (it sets num_hidden_layers).
     config.is_decoder = True
     config.attn_layers = list(config.attn_layers)[:2]
     dims = list(config.axial_pos_embds_dim)
     config.axial_pos_embds_dim = [
         d * config.hidden_size // sum(dims) for d in dims]
-    config.axial_pos_shape = [8, config.max_position_embeddings // 8]
+    config.axial_pos_shape = [4, 4]
+    config.local_attn_chunk_length = config.lsh_attn_chunk_length = 8
+    config.hash_seed = 0
 
 
 def _gpt_neo(config):
@@ -345,6 +351,9 @@ def _gemma4_assistant(cls):
         hidden_size_per_layer_input=0, vocab_size_per_layer_input=0,
         enable_moe_block=False, use_double_wide_mlp=False))
 
+
+# Families PyTorch trains only in train mode (dropout is off all the same).
+TRAIN_MODE = ("reformer",)
 
 # Families whose config class's default fails the class's own validation:
 # the default the family's validator accepts.

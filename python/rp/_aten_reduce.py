@@ -3,7 +3,9 @@ compositions of rp ops whose VJPs give PyTorch's gradients, for the
 families that need them (docs/models.md): ``logsumexp`` (GraniteSWA's
 attention sinks), ``linalg_vector_norm`` of order 2 (Zaya's q/k
 L2-norm), ``sum`` with a ``dtype`` (DiffLlama's lambdas) and
-``index_select`` (XLNet's relative shift)."""
+``index_select`` (XLNet's relative shift), ``var`` and ``std`` with a
+correction (Gemma 3n's activation sparsity: a Gaussian top-k cut at the
+mean plus a multiple of the standard deviation)."""
 
 from __future__ import annotations
 
@@ -119,6 +121,43 @@ def _index_select(e, n):
                   f"{e.ty(iv)}) -> {ty}", ty)
 
 
-HANDLERS = {"logsumexp": _logsumexp, "linalg_vector_norm": _vector_norm,
+def _var_std(e, n):
+    """var / std over dims with a correction (the divisor N - correction,
+    1 when unset; unbiased=False is 0): the mean kept as unit dims, the
+    sum of squared deviations, its scaled value (and its sqrt for std).
+    The VJP through the mean is PyTorch's (the deviations sum to zero, so
+    it adds nothing), through sqrt (x - mean) / ((N - c) std)."""
+    x = n.args[0]
+    dims = _dims(e, x, n.args[1] if len(n.args) > 1 else n.kwargs.get("dim"))
+    corr = n.kwargs.get("correction")
+    if len(n.args) > 2:  # var.dim / std.dim: unbiased as a positional bool
+        corr = 1 if n.args[2] else 0
+    if "unbiased" in n.kwargs:
+        corr = 1 if n.kwargs["unbiased"] else 0
+    corr = 1 if corr is None else corr
+    keep = n.args[3] if len(n.args) > 3 else n.kwargs.get("keepdim", False)
+    dt = e.values[n].dtype
+    if not dt.is_floating_point or not isinstance(corr, (int, float)):
+        return _UNSUPPORTED
+    shape = _shape(e, e.val(x, dt))
+    count = 1
+    for d in dims:
+        count *= shape[d]
+    if count - corr <= 0:
+        return _UNSUPPORTED  # PyTorch's is inf or NaN there
+    xv = e.val(x, dt)
+    xt = e.ty(xv)
+    s = _reduce(e, "sum", xv, dims, True, dt)
+    mean = _binary(e, "mul", s, e.scalar(1.0 / count, dt), e.ty(s))
+    dev = _binary(e, "sub", xv, mean, xt)
+    sq = _binary(e, "mul", dev, dev, xt)
+    ss = _reduce(e, "sum", sq, dims, keep, dt)
+    var = _binary(e, "mul", ss, e.scalar(1.0 / (count - corr), dt), e.ty(ss))
+    if n.target.overloadpacket.__name__ == "std":
+        return e.emit(f"rp.sqrt {var} : {e.ty(var)}", e.ty(var))
+    return var
+
+
+HANDLERS = {"var": _var_std, "std": _var_std, "logsumexp": _logsumexp, "linalg_vector_norm": _vector_norm,
             "norm": _vector_norm,
             "sum": _sum, "index_select": _index_select}

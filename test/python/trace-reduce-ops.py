@@ -6,7 +6,9 @@
 # logsumexp over a causally masked score row (GraniteSWA's attention
 # sinks: sigmoid(logsumexp(scores) - sink)), Tensor.norm(p=2) clamped
 # (Zaya's q/k L2-norm), sum with a dtype (DiffLlama's lambdas) and
-# index_select with a repeated index (XLNet's relative shift). The step-0
+# index_select with a repeated index (XLNet's relative shift), std
+# without correction (Gemma 3n's Gaussian top-k: relu(h - mean - 1.64 *
+# std)) and var with the default one over two dims. The step-0
 # loss and every parameter's gradient equal PyTorch autograd's within
 # 1e-4. Before these handlers each was `rp.trace: unsupported op` or
 # `unsupported form of aten.sum.dim_IntList`.
@@ -45,7 +47,13 @@ class Mix(nn.Module):
         idx = torch.tensor([0, 2, 2, 1] * (d // 4))
         picked = torch.index_select(self.k(x), 2, idx)
         both = torch.logsumexp(scores[:, :, :4], dim=(1, 2))   # [B]
-        return x + self.out(gate * x * lam + picked) + both[:, None, None]
+        h = self.k(x)
+        cut = h.mean(-1, keepdim=True) + 1.64 * torch.std(
+            h, dim=-1, keepdim=True, unbiased=False)
+        sparse = torch.relu(h - cut)
+        spread = torch.var(q, dim=(1, 2))                       # [B]
+        return x + self.out(gate * x * lam + picked + sparse) + \
+            (both + spread)[:, None, None]
 
 
 step0.print_two_block_check(Mix, Path(sys.argv[1]), "reduce")

@@ -45,6 +45,9 @@ SIZES = {
     # of hashed byte n-grams (BLT).
     "vocab_size_per_layer_input": VOCAB, "hidden_size_per_layer_input": 8,
     "encoder_hash_byte_group_vocab": VOCAB,
+    # LongCat-Flash's identity ("zero") experts: half the routed ones, as
+    # the default's 256 of 512.
+    "zero_expert_num": 2,
 }
 
 # Sizes a default config may leave unset (None) that its model cannot be

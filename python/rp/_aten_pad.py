@@ -61,13 +61,17 @@ def _constant_pad_nd(e, n):
 def _abs(e, n):
     """x times its sign (a constant to the gradient): PyTorch's gradient
     sign(x), 0 at 0."""
-    import torch
     dt = e.values[n].dtype
     if not dt.is_floating_point:
         return _UNSUPPORTED
-    ty = e.out_type(n)
-    x = e.val(n.args[0], dt)
-    bt = _ttype(e.values[n].shape, torch.bool)
+    return abs_value(e, e.val(n.args[0], dt), e.values[n].shape, dt)
+
+
+def abs_value(e, x, shape, dt):
+    """|x| of ssa ``x`` (float ``dt``, ``shape``) as _abs writes it."""
+    import torch
+    ty = _ttype(shape, dt)
+    bt = _ttype(shape, torch.bool)
     zero = e.scalar(0.0, dt)
 
     def cmp(pred):

@@ -9,7 +9,7 @@ mean plus a multiple of the standard deviation)."""
 
 from __future__ import annotations
 
-from rp import _aten
+from rp import _aten, _aten_pad
 from rp._irtext import _UNSUPPORTED, _dim, _ttype
 
 
@@ -79,15 +79,19 @@ def _vector_norm(e, n):
     """torch.linalg.vector_norm / Tensor.norm (torch 1's aten.norm, same
     argument order) of order 2: sqrt of the sum
     of squares (PyTorch's gradient x / norm; at a zero norm PyTorch's is 0
-    and this one NaN, as for any sqrt at 0)."""
+    and this one NaN, as for any sqrt at 0); of order 1: the sum of
+    absolute values (gradient sign(x), 0 at 0 as PyTorch's)."""
     x = n.args[0]
     ord_ = n.args[1] if len(n.args) > 1 else n.kwargs.get("ord", 2)
     dims = _dims(e, x, n.args[2] if len(n.args) > 2 else n.kwargs.get("dim"))
     keep = n.args[3] if len(n.args) > 3 else n.kwargs.get("keepdim", False)
     dt = e.values[n].dtype
-    if ord_ != 2 or not dt.is_floating_point:
+    if ord_ not in (1, 2) or not dt.is_floating_point:
         return _UNSUPPORTED
     xv = e.val(x, dt)
+    if ord_ == 1:  # DBRX's router weights over their L1 norm
+        a = _aten_pad.abs_value(e, xv, _shape(e, xv), dt)
+        return _reduce(e, "sum", a, dims, keep, dt)
     sq = _binary(e, "mul", xv, xv, e.ty(xv))
     s = _reduce(e, "sum", sq, dims, keep, dt)
     return e.emit(f"rp.sqrt {s} : {e.ty(s)}", e.ty(s))

@@ -32,7 +32,8 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from rp import _moe_common, _moe_grouped, _moe_jetmoe, _moe_oss
+from rp import (_moe_common, _moe_grouped, _moe_jetmoe, _moe_oss,
+                _moe_stacked)
 from rp._irtext import TraceError, _ttype
 
 _ACTS = ("silu", "gelu")
@@ -335,6 +336,8 @@ def patched(module):
             if found is None:
                 if _moe_grouped.patch_experts(path, block, saved):
                     _library()
+                    continue
+                if _moe_stacked.patch(block, saved, _library):
                     continue
                 oss = _moe_oss.candidate(path, block)
                 if oss is not None:

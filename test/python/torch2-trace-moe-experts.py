@@ -28,7 +28,11 @@
 # table) or route by sqrt-softplus scores plus a bias; their experts alone
 # map, the routers traced op by op, the SwiGLU clamp (`limit`, lowered to
 # bind) included; before, "running it on random tokens to find its form
-# failed with AttributeError".
+# failed with AttributeError". DBRX's experts hold three flat [E x F, H]
+# parameters (rp._moe_stacked: views of them as the stacks; its router's
+# weights over their L1 norm traced op by op) and LongCat-Flash's add
+# identity ("zero") experts past the routed ones; before, both "reads the
+# value of a tensor" (the eager loop over the experts hit).
 
 import sys
 from pathlib import Path
@@ -43,14 +47,17 @@ sys.path.insert(0, str(here / "Inputs"))
 import families  # noqa: E402
 import rp  # noqa: E402
 import tiny_gpt  # noqa: E402
-from transformers import (AriaTextConfig, DeepseekV4Config,  # noqa: E402
-                          HYV4Config, Inkling2TextConfig,
+from transformers import (AriaTextConfig, DbrxConfig,  # noqa: E402
+                          DeepseekV4Config, HYV4Config, LongcatFlashConfig, Inkling2TextConfig,
                           MiniMaxM3VLTextConfig, NemotronHConfig)
 from transformers.models.deepseek_v4.modeling_deepseek_v4 import \
     DeepseekV4SparseMoeBlock  # noqa: E402
 from transformers.models.aria.modeling_aria import \
     AriaTextMoELayer  # noqa: E402
+from transformers.models.dbrx.modeling_dbrx import DbrxFFN  # noqa: E402
 from transformers.models.hy_v4.modeling_hy_v4 import HYV4MoE  # noqa: E402
+from transformers.models.longcat_flash.modeling_longcat_flash import \
+    LongcatFlashMoE  # noqa: E402
 from transformers.models.inkling2.modeling_inkling2 import \
     Inkling2SparseMoeBlock  # noqa: E402
 from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import \
@@ -141,3 +148,10 @@ check("dsv4_hash", DeepseekV4Config(),
 # CHECK: dsv4_topk: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
 check("dsv4_topk", DeepseekV4Config(),
       lambda c: DeepseekV4SparseMoeBlock(c, 0), shrunk=dsv4(["moe", "moe"]))
+# CHECK: dbrx: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+# Top-2 (the default's top-1 weights are p / |p| = 1, whose router
+# gradient is zero).
+check("dbrx", DbrxConfig(), DbrxFFN,
+      shrunk=lambda c: setattr(c.ffn_config, "moe_top_k", 2))
+# CHECK: longcat_flash: loss within 1e-4: True; gradients {{[0-9]+}} within 1e-4: True {{.*}}; 2 devices bitwise: True
+check("longcat_flash", LongcatFlashConfig(), LongcatFlashMoE)

@@ -5,7 +5,9 @@
 # gradient's path of a small LM: advanced indexing with one index tensor
 # (rp/_aten_index.py: a learned table read at positions, as Whisper's
 # embed_positions[position_ids], and a middle axis picked, as Falcon's
-# x[:, :, idx]; a repeated index accumulates), clamp with tensor bounds
+# x[:, :, idx]; a repeated index accumulates; a boolean mask of rows
+# computed from constants read and written, as X-MOD's language adapters:
+# z[keep] = f(y[keep])), clamp with tensor bounds
 # (PhiMoE's router, both bounds run-time tensors that broadcast) and
 # complex rotary products (rp/_aten_complex.py:
 # view_as_complex times a constant complex table and times a run-time
@@ -45,6 +47,10 @@ class Mix(nn.Module):
         idx = torch.tensor([3, 0, 3, 1])                       # a repeat
         h = self.a(y).reshape(b, s, 4, 4)
         y = y + h[:, :, idx].reshape(b, s, d)
+        keep = torch.arange(b) % 2 == 0                        # a constant
+        z = torch.zeros_like(y)
+        z[keep] = self.b(y[keep])
+        y = y + z
         lo, hi = self.b(y)[..., :1], self.b(y)[..., 1:2] + 1.0
         y = y + self.a(y).clamp(lo, hi) + self.b(y).clamp(min=lo)
         y = y + torch.sigmoid(self.score(y)).repeat(1, 1, 2)

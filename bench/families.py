@@ -4,9 +4,13 @@ do_constant_folding=False) and torch 2's dynamo exporter (opset 18,
 optimize=False, which keeps the parameters' names).
 
 Each family's model is built offline (HF_HUB_OFFLINE=1) from its config
-class's defaults shrunk by one rule (``shrink``): every size attribute the
-config has is lowered to the value in SIZES when its default is larger, and
-token ids past the shrunk vocabulary move inside it. Per family and path:
+class's defaults shrunk by one rule (bench/families_shrink.py's
+``shrink``): every size attribute the config has is lowered to the value in
+SIZES when its default is larger, token ids past the shrunk vocabulary move
+inside it, and the config class builds the config again from those values,
+so the fields it derives from them follow and its validators run (a few
+families' defaults leave a field their model reads unset or inconsistent:
+FAMILY_FIELDS sets it from the config's own values). Per family and path:
 the step-0 loss within 1e-4 of PyTorch's, every gradient by its
 named_parameters() name within 1e-4 (relative norm), and 2 devices bitwise
 equal to 1 (loss and gradients). A cell that fails says why.

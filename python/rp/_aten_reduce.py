@@ -162,6 +162,6 @@ def _var_std(e, n):
     return var
 
 
-HANDLERS = {"var": _var_std, "std": _var_std, "logsumexp": _logsumexp, "linalg_vector_norm": _vector_norm,
-            "norm": _vector_norm,
+HANDLERS = {"var": _var_std, "std": _var_std, "logsumexp": _logsumexp,
+            "linalg_vector_norm": _vector_norm, "norm": _vector_norm,
             "sum": _sum, "index_select": _index_select}

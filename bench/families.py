@@ -373,8 +373,13 @@ def run_isolated(names, out, timeout, paths=PATHS, extra=()):
     while names:
         cmd = [sys.executable, __file__, "--one", ",".join(names), "--out",
                str(out), "--paths", ",".join(paths), *extra]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        # The child's stderr (an exporter's warnings: megabytes for some
+        # families) goes to a file: a pipe nobody reads fills and blocks
+        # the child until the family times out.
+        import tempfile
+        err = tempfile.TemporaryFile(mode="w+")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err,
+                                text=True)
         got = 0
         start = time.perf_counter()
         import selectors
@@ -395,7 +400,8 @@ def run_isolated(names, out, timeout, paths=PATHS, extra=()):
             if not line:
                 rc = proc.wait()
                 if got < len(names):
-                    tail = (proc.stderr.read().strip().splitlines()
+                    err.seek(0)
+                    tail = (err.read().strip().splitlines()
                             or ["no output"])[-1]
                     yield {"family": names[got],
                            "build": f"the run crashed (exit {rc}): {tail}"}
@@ -408,6 +414,7 @@ def run_isolated(names, out, timeout, paths=PATHS, extra=()):
             yield res
             got += 1
             start = time.perf_counter()
+        err.close()
         names = names[got:]
 
 

@@ -134,6 +134,59 @@ TEST(StagedTrainingTest, ContinuousPassesEqualTheBarrierOnes) {
       }
 }
 
+TEST(StagedTrainingTest, ContinuousPassesShareTheFrozenWeights) {
+  // W1 frozen (no grad:w1 output, as a LoRA base): the second pass in
+  // flight reads slot 0's copy of it (one base in host memory, as
+  // rp-compile counts it), while the trained W0, the staged activations
+  // and the inputs get a copy per slot; training is bitwise the barrier's.
+  Plan built = stagedPlan(2);
+  built.outputs.erase(
+      std::remove_if(built.outputs.begin(), built.outputs.end(),
+                     [](const BindingDesc &o) { return o.name == "grad:w1"; }),
+      built.outputs.end());
+  Expected<Plan> plan = writeAndLoad(built, "frozen-w1.rpplan");
+  ASSERT_TRUE(plan) << plan.getStatus().toString();
+  auto backend = createBackend("host", backendOptions(plan->devices, 2));
+  ASSERT_TRUE(backend);
+  ForwardOptions continuous;
+  continuous.slots = 2;
+  auto fwd = HostForward::create(*plan, **backend, continuous);
+  ASSERT_TRUE(fwd) << fwd.getStatus().toString();
+  auto index = [&](const std::string &name) {
+    for (uint32_t b = 0; b < plan->buffers.size(); ++b)
+      if (plan->buffers[b].name == name)
+        return b;
+    ADD_FAILURE() << "no buffer " << name;
+    return uint32_t(0);
+  };
+  auto shared = [&](const std::string &name) {
+    return (*fwd)->buffer(index(name), 0).data ==
+           (*fwd)->buffer(index(name), 1).data;
+  };
+  EXPECT_TRUE(shared("w1"));
+  EXPECT_FALSE(shared("w0"));
+  EXPECT_FALSE(shared("h.host"));
+  EXPECT_FALSE(shared("x"));
+  for (unsigned copies : {2u, 1u}) {
+    SCOPED_TRACE("arena copies " + std::to_string(copies));
+    continuous.arenaCopies = copies;
+    TrainOptions options;
+    options.steps = 4;
+    options.seed = 5;
+    options.adamw.lr = 0.05;
+    options.inputs["labels"] = labelsArray(2);
+    options.continuous = false;
+    Outcome want = trainPlan(built, "frozen-barrier.rpplan", options, 3);
+    options.continuous = true;
+    Outcome got = trainPlan(built, "frozen-continuous.rpplan", options, 3, {},
+                            "host", continuous);
+    ASSERT_EQ(want.losses.size(), 4u);
+    EXPECT_EQ(got.losses, want.losses);
+    EXPECT_EQ(got.weights, want.weights);
+    EXPECT_NE(want.losses.front(), want.losses.back());
+  }
+}
+
 TEST(StagedTrainingTest, AccumulatedPassesOfOneMicrobatchEqualOnePassOfTwo) {
   // Two passes of one microbatch add the same two gradients onto zero as
   // one pass of two: the same bits (runtime/README.md says what is bitwise).

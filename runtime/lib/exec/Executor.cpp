@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
 
 using namespace rp::runtime;
 using namespace rp::runtime::host;
@@ -17,7 +18,8 @@ HostForward::~HostForward() {
   for (unsigned slot = 0; slot < tables.size() / numDevices(); ++slot)
     for (size_t i = 0; i < plan.buffers.size(); ++i) {
       uint8_t *p = tables[slot * numDevices()][i];
-      if (p && plan.buffers[i].onHost())
+      // A buffer shared by the slots is freed with slot 0's.
+      if (p && plan.buffers[i].onHost() && (slot == 0 || p != tables[0][i]))
         backend->deallocateHost(p);
     }
   for (size_t a = 0; a < arenas.size(); ++a)
@@ -134,6 +136,25 @@ HostForward::create(const Plan &plan, Backend &backend,
     }
   }
   fwd->rotating = rotating;
+  // A second pass in flight needs its own copy of what a pass writes, not
+  // of the frozen weights (a quantized base's blobs) or constants, which
+  // no job or program writes and the trainer never updates: one copy for
+  // both slots, so that a continuous run holds the base once, as
+  // rp-compile's host memory counts it (docs/finetune.md).
+  std::set<std::string> trained;
+  for (const BindingDesc &o : plan.outputs)
+    if (o.name.rfind("grad:", 0) == 0)
+      trained.insert(o.name.substr(5));
+  // Inputs are set per slot (each pass's microbatches).
+  for (const BindingDesc &in : plan.inputs)
+    written[in.buffer] = true;
+  fwd->sharedAcrossSlots.assign(plan.buffers.size(), false);
+  for (uint32_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferDesc &b = plan.buffers[i];
+    fwd->sharedAcrossSlots[i] =
+        b.onHost() && !written[i] &&
+        (!b.constant.empty() || (b.weight && !trained.count(b.weight->param)));
+  }
   auto align = [](uint64_t n) {
     return (n + DeviceLayout::kAlignment - 1) / DeviceLayout::kAlignment *
            DeviceLayout::kAlignment;
@@ -189,6 +210,11 @@ Status HostForward::allocateBuffer(uint32_t index,
   const BufferDesc &b = plan.buffers[index];
   uint32_t G = numDevices();
   for (unsigned slot = 0; slot < slots; ++slot) {
+    if (b.onHost() && slot > 0 && sharedAcrossSlots[index]) {
+      for (uint32_t shift = 0; shift < G; ++shift)
+        tables[slot * G + shift][index] = tables[0][index];
+      continue;
+    }
     if (b.onHost()) {
       Expected<void *> memory = backend->allocateHost(b.bytes());
       if (!memory)

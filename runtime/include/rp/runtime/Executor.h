@@ -166,6 +166,9 @@ private:
   /// With renaming: each device buffer's offset in every arena.
   std::vector<uint64_t> placed;
   std::vector<bool> inputSet;
+  /// Host buffers no pass writes (frozen weights, constants): one
+  /// allocation serves every slot.
+  std::vector<bool> sharedAcrossSlots;
   bool fill = true;
 };
 

@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 from rp import shapes  # noqa: E402
 
-BIN = ROOT / "build/bin"
+BIN = Path(os.environ.get("RP_BIN", ROOT / "build/bin"))
 RP_OPT = os.environ.get("RP_OPT", str(BIN / "rp-opt"))
 G, M = 8, 16
 SEQ, HIDDEN = 8192, 32  # stand-in: 512 KiB activations, 12 KiB of weights

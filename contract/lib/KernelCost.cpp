@@ -2,6 +2,9 @@
 
 #include "rp/timing/KernelCost.h"
 
+#include "rp/contract/MatmulEpilogue.h"
+#include "rp/contract/ReduceChunks.h"
+
 #include <algorithm>
 
 using namespace rp::timing;
@@ -102,43 +105,125 @@ bool rp::timing::launchesKernel(uint16_t op) {
 }
 
 const std::vector<CudaLaunchSite> &rp::timing::cudaLaunchSites() {
+  // Every function of runtime/lib/cuda that enqueues work on a stream, the
+  // op kinds whose calls run it, and, where it is written for several, a
+  // row per kind (their sites sum to the function's). LaunchTableTest
+  // finds every launch in those sources and fails on one not here.
   static const std::vector<CudaLaunchSite> sites = {
-      {"CudaAttention.cu", "launchAttention", 1, 1},
+      // Elementwise: one kernel a call (the unary one written for two
+      // element-type families).
+      {"CudaElementwise.cu", "launchBinary", 1, 1,
+       "add sub mul div pow max min"},
+      {"CudaElementwise.cu", "launchCompare", 1, 1, "cmp"},
+      {"CudaElementwise.cu", "launchWhere", 1, 1, "where"},
+      {"CudaElementwise.cu", "launchUnary", 2, 1,
+       "neg exp log sqrt rsqrt tanh erf sigmoid silu relu gelu"},
+      {"CudaElementwise.cu", "launchDropout", 1, 1, "dropout"},
+      {"CudaElementwise.cu", "launchUnaryGrad", 1, 1, "unary_grad"},
+      {"CudaElementwise.cu", "launchCast", 1, 1, "cast"},
+      {"CudaQuant.cu", "launchDequantize", 2, 1, "dequantize"},
+      // Movement: one strided kernel; gather by index width.
+      {"CudaMovement.cu", "launchStridedCopy", 1, 1,
+       "transpose slice broadcast"},
+      {"CudaMovement.cu", "launchStridedScatter", 1, 1, "slice_grad"},
+      {"CudaMovement.cu", "launchGather", 2, 1, "gather"},
+      // Two memsets, the bucket sort's four kernels, the gradient.
+      {"CudaMovement.cu", "launchGatherGrad", 7, 7, "gather_grad"},
+      // The dispatcher's own: a reshape's copy only where the memory plan
+      // gives it a buffer of its own (plans make it a view: 0 launches),
+      // slice_grad's zeroing before its scatter, a copy per concat input.
+      {"CudaDispatch.cpp", "runCall", 1, 0, "reshape"},
+      {"CudaDispatch.cpp", "runCall", 1, 1, "slice_grad"},
+      {"CudaDispatch.cpp", "runCall", 1, 1, "concat"},
+      // Matmul: one GEMM (cuBLASLt with its epilogue fused, else cuBLAS's
+      // strided batch; a zeroing where the sum is empty), and the
+      // epilogue's pass where cuBLASLt does not fuse it.
+      {"CudaMatmul.cpp", "gemm", 2, 1, "matmul"},
+      {"CudaGemmLt.cpp", "ltMatmul", 1, 1, "matmul"},
+      {"CudaEpilogue.cu", "launchBiasActivation", 1, 1, "matmul"},
+      {"CudaEpilogue.cu", "launchGeluGradEpilogue", 1, 1, "matmul"},
+      // One pass, or a chunk pass and the outputs' fold where the split
+      // (rp/contract/ReduceChunks.h) cuts the reduced elements.
+      {"CudaNN.cu", "launchReduce", 3, 2, "reduce"},
+      {"CudaNN.cu", "launchExtremumGrad", 1, 1, "extremum_grad"},
+      // Row lanes or a thread a row.
+      {"CudaNN.cu", "launchSoftmax", 2, 1, "softmax log_softmax"},
+      {"CudaNN.cu", "launchSoftmaxGrad", 2, 1, "softmax_grad"},
+      {"CudaAttention.cu", "launchAttention", 1, 1, "attention"},
       // The query pass, the sinks' gradient (only with sinks), the key pass.
-      {"CudaAttentionGrad.cu", "launchAttentionGrad", 3, 3},
-      {"CudaNorms.cu", "launchNorm", 1, 1},
+      {"CudaAttentionGrad.cu", "launchAttentionGrad", 3, 3, "attention_grad"},
+      // cuDNN where a build has it and the card takes the call
+      // (AttentionPath.h; no sinks): one execution for attention, two for
+      // its gradient (the forward's output and statistics, then the
+      // backward), as many as rp's own kernels without sinks.
+      {"cudnn/CudnnAttention.cpp", "run", 1, 1, "attention attention_grad"},
+      {"CudaNorms.cu", "launchNorm", 1, 1, "layer_norm rms_norm"},
       // The row pass; the parameters' partial sums and their total only
       // where the call writes the scale's or the bias's gradient.
-      {"CudaNorms.cu", "launchNormGrad", 3, 3},
+      {"CudaNorms.cu", "launchNormGrad", 3, 3, "norm_grad"},
       // One launch per label width.
-      {"CudaLinearLoss.cu", "launchLinearLossRows", 2, 1},
+      {"CudaLinearLoss.cu", "launchLinearLossRows", 2, 1,
+       "cross_entropy linear_cross_entropy"},
       // The partial sums (per label width) and the total (per type).
-      {"CudaLinearLoss.cu", "launchLinearLossTotal", 4, 2},
-      {"CudaLinearLoss.cu", "launchCrossEntropyGradRows", 2, 1},
-      {"CudaLinearLoss.cu", "launchStoreAccumulator", 2, 1},
-      // Two memsets, the bucket sort's four kernels, the gradient.
-      {"CudaMovement.cu", "launchGatherGrad", 7, 7},
+      {"CudaLinearLoss.cu", "launchLinearLossTotal", 4, 2,
+       "cross_entropy linear_cross_entropy"},
+      {"CudaLinearLoss.cu", "launchCrossEntropyGradRows", 2, 1,
+       "cross_entropy_grad linear_cross_entropy_grad"},
+      {"CudaLinearLoss.cu", "launchStoreAccumulator", 2, 1,
+       "linear_cross_entropy_grad"},
+      // The weight gradient's zeroing where there are no rows.
+      {"CudaLinearLoss.cu", "launchZero", 1, 1, "linear_cross_entropy_grad"},
+      // The chunk loop's GEMMs (CudaLinearLossLoop.cpp).
+      {"CudaLinearLossDispatch.cpp", "gemm", 1, 1,
+       "linear_cross_entropy linear_cross_entropy_grad"},
+      {"CudaMoE.cu", "launchMoERoute", 1, 1, "moe_route"},
+      {"CudaMoE.cu", "launchMoERouteGrad", 1, 1, "moe_route_grad"},
       // Rank, offsets, place, move.
-      {"CudaMoE.cu", "launchMoEDispatch", 4, 4},
+      {"CudaMoE.cu", "launchMoEDispatch", 4, 4, "moe_dispatch"},
+      {"CudaMoE.cu", "launchMoECombine", 1, 1, "moe_combine"},
       // Two memsets, the positions' check, the rows and, weighted, the
       // weights' gradient.
-      {"CudaMoE.cu", "launchMoECombineGrad", 5, 5},
-      // Offsets and the tile plan; the batched GEMM (cuBLAS) between them
-      // and the finish.
-      {"CudaMoEGemm.cu", "launchMoEGemmPlan", 2, 2},
-      {"CudaMoEGemm.cu", "launchMoEGemmFinish", 1, 1},
-      // Offsets and problems; the zeroing memset before and CUTLASS's
-      // grouped GEMM after (CudaMoEDispatch.cpp).
-      {"CudaMoEGemm.cu", "launchMoEGroupedProblems", 2, 2},
+      {"CudaMoE.cu", "launchMoECombineGrad", 5, 5, "moe_combine_grad"},
+      // Offsets and the tile plan; the batched GEMM (cuBLAS; a zeroing
+      // instead where there is no product) between them and the finish.
+      {"CudaMoEGemm.cu", "launchMoEGemmPlan", 2, 2, "moe_grouped_matmul"},
+      {"CudaMoEDispatch.cpp", "groupedMatmul", 2, 1, "moe_grouped_matmul"},
+      {"CudaMoEGemm.cu", "launchMoEGemmFinish", 1, 1, "moe_grouped_matmul"},
+      // The weight gradient with CUTLASS: the zeroing, offsets and
+      // problems, the grouped GEMM.
+      {"CudaMoEDispatch.cpp", "groupedWGradCutlass", 1, 1,
+       "moe_grouped_matmul_wgrad"},
+      {"CudaMoEGemm.cu", "launchMoEGroupedProblems", 2, 2,
+       "moe_grouped_matmul_wgrad"},
+      {"CudaMoECutlass.cu", "runGrouped", 1, 1, "moe_grouped_matmul_wgrad"},
+      // Without CUTLASS headers: the counts down, the zeroing, the
+      // pointers up, cuBLAS's grouped GEMM; where neither takes the call,
+      // the tiled kernel after the offsets. kernelLaunches counts
+      // CUTLASS's path (the build's, scripts/setup.sh).
+      {"CudaMoEDispatch.cpp", "groupedWGradGemm", 4, 4,
+       "moe_grouped_matmul_wgrad"},
+      {"CudaMoEGemm.cu", "launchMoEWGrad", 2, 2, "moe_grouped_matmul_wgrad"},
+      // Not a call's: the executor's copies (timed as copies on the
+      // links), its error record's download and reset after each job
+      // (job_us), and a program's CUDA graph replay (the calls it holds
+      // are counted above).
+      {"CudaQueue.cpp", "copy", 1, 0, kNotACall},
+      {"CudaQueue.cpp", "synchronize", 2, 0, kNotACall},
+      {"CudaGraphs.cpp", "replay", 1, 0, kNotACall},
   };
   return sites;
 }
 
-unsigned rp::timing::cudaLaunches(const char *function) {
+unsigned rp::timing::cudaLaunches(const char *function, const char *op) {
   for (const CudaLaunchSite &s : cudaLaunchSites())
-    if (std::string(s.function) == function)
+    if (std::string(s.function) == function && (!op || servesOp(s, op)))
       return s.launches;
   return 0;
+}
+
+bool rp::timing::servesOp(const CudaLaunchSite &site, const char *op) {
+  std::string ops = std::string(" ") + site.ops + " ";
+  return ops.find(std::string(" ") + op + " ") != std::string::npos;
 }
 
 unsigned rp::timing::kernelLaunches(uint16_t op,
@@ -153,7 +238,40 @@ unsigned rp::timing::kernelLaunches(uint16_t op,
   auto attr = [&](size_t i) { return i < ints.size() ? ints[i] : 0; };
   switch (static_cast<K>(op)) {
   case K::reshape:
-    return 0;
+    return cudaLaunches("runCall", "reshape"); // a view in the plans
+  case K::matmul: {
+    // ints: transpose_a, transpose_b, (epilogue). cuBLASLt fuses the bias
+    // and the tanh gelu (without a pre-activation to keep) and its
+    // derivative; the erf gelu's forward and derivative, and the
+    // activation where the pre-activation is kept, take a pass after the
+    // GEMM, and f64 (cuBLAS alone) takes one for any epilogue.
+    using E = ::rp::plan::MatmulEpilogue;
+    auto e = static_cast<E>(attr(2));
+    bool f64 = !inputs.empty() && inputs[0].elementBytes == 8;
+    bool fused = !f64 && (e == E::bias || e == E::dGeluTanh ||
+                          (e == E::biasGeluTanh && outputs.size() < 2));
+    unsigned gemm = cudaLaunches("gemm", "matmul");
+    if (e == E::none || fused)
+      return gemm;
+    return gemm + (e == E::dGelu || e == E::dGeluTanh
+                       ? cudaLaunches("launchGeluGradEpilogue")
+                       : cudaLaunches("launchBiasActivation"));
+  }
+  case K::slice_grad: // the zeroing, then the window's scatter
+    return cudaLaunches("runCall", "slice_grad") +
+           cudaLaunches("launchStridedScatter");
+  case K::concat: // a copy per input
+    return cudaLaunches("runCall", "concat") *
+           unsigned(std::max<size_t>(1, inputs.size()));
+  case K::reduce: { // ints: kind, keepdims, axes
+    if (inputs.empty() || outputs.empty())
+      return 1;
+    int64_t numOut = outputs[0].elements();
+    int64_t reduced = numOut > 0 ? inputs[0].elements() / numOut : 0;
+    return ::rp::plan::reduceChunkTarget(reduced, numOut) >= 2
+               ? cudaLaunches("launchReduce")
+               : 1;
+  }
   case K::attention:
     return cudaLaunches("launchAttention");
   case K::attention_grad: // ints: causal, has_mask, window, has_sinks

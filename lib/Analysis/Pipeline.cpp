@@ -28,39 +28,6 @@ unsigned mlir::rp::staticStageCount(ScheduleKind kind, unsigned devices,
   return std::max(1u, std::min(devices, layers));
 }
 
-Partition mlir::rp::staticPartition(llvm::ArrayRef<LayerCost> layers,
-                                    unsigned stages) {
-  unsigned n = layers.size();
-  stages = std::max(1u, std::min(stages, n));
-  std::vector<double> prefix(n + 1, 0);
-  for (unsigned l = 0; l < n; ++l)
-    prefix[l + 1] = prefix[l] + layers[l].backwardJobMs();
-  // best[k][i]: the least bottleneck of layers [0, i) in k stages.
-  constexpr double inf = 1e300;
-  std::vector<std::vector<double>> best(stages + 1,
-                                        std::vector<double>(n + 1, inf));
-  std::vector<std::vector<unsigned>> cut(stages + 1,
-                                         std::vector<unsigned>(n + 1, 0));
-  best[0][0] = 0;
-  for (unsigned k = 1; k <= stages; ++k)
-    for (unsigned i = k; i <= n; ++i)
-      for (unsigned j = k - 1; j < i; ++j) {
-        double cost = std::max(best[k - 1][j], prefix[i] - prefix[j]);
-        if (cost < best[k][i]) {
-          best[k][i] = cost;
-          cut[k][i] = j;
-        }
-      }
-  std::vector<unsigned> sizes(stages);
-  for (unsigned k = stages, i = n; k > 0; i = cut[k][i], --k)
-    sizes[k - 1] = i - cut[k][i];
-  std::vector<unsigned> fwd(sizes.begin(), sizes.end() - 1);
-  std::vector<unsigned> bwd(fwd.rbegin(), fwd.rend());
-  Partition p = partitionFromSizes(fwd, sizes.back(), bwd, n);
-  scorePartition(p, layers, stages);
-  return p;
-}
-
 namespace {
 
 double computeMs(CommandKind kind, StageRange r,

@@ -31,6 +31,7 @@
 #include "CudaCommon.cuh"
 #include "CudaLinearLoss.h"
 #include "CudaRowLanes.cuh"
+#include "rp/contract/ReduceChunks.h"
 
 #include "rp/runtime/kernels/Elementwise.h"
 #include "rp/runtime/kernels/ElementwiseGrad.h"
@@ -93,22 +94,11 @@ struct ReduceChunks {
   int64_t chunks = 1, length = 0;
 };
 
-/// Outputs times chunks aimed at: enough threads to fill a GPU.
-constexpr int64_t kReduceThreads = int64_t(1) << 17;
-/// Elements of a chunk at least, and chunks of an output at most (the
-/// second level is one thread per output over its chunks).
-constexpr int64_t kReduceMinChunk = 32, kReduceMaxChunks = 1024;
-
 ReduceChunks reduceChunks(const ReduceMap &map, int64_t numOut) {
   ReduceChunks split;
   split.length = map.reducedCount;
-  if (numOut <= 0 || numOut >= kReduceThreads ||
-      map.reducedCount < 2 * kReduceMinChunk)
-    return split;
-  int64_t chunks = (kReduceThreads + numOut - 1) / numOut;
-  int64_t most = map.reducedCount / kReduceMinChunk;
-  chunks = chunks < most ? chunks : most;
-  chunks = chunks < kReduceMaxChunks ? chunks : kReduceMaxChunks;
+  // rp/contract/ReduceChunks.h: the compiler counts the launches by it.
+  int64_t chunks = ::rp::plan::reduceChunkTarget(map.reducedCount, numOut);
   if (chunks < 2)
     return split;
   split.length = (map.reducedCount + chunks - 1) / chunks;

@@ -14,10 +14,12 @@
 // job 2 reads attn.0's rows that job 0 sent.
 
 // The steady step is timed with the kept keys' copies and the key-gradient
-// accumulator's kernels, each launch charged (0.599 ms, 76% bubble);
+// accumulator's kernels, each launch charged (0.606 ms, 75% bubble; a
+// launch per prefix concat input and the slice gradients' zeroing
+// counted since session 23);
 // rp-predict-token-slices, on the mean of the slices' costs and the
 // kernels a slice adds, predicts 0.600 ms, 76%.
-// CHECK-LABEL: rp.schedule @main attributes {bubble = 0.75868{{[0-9]*}} : f64, {{.*}}rp.token_slices = 3 : i64, step_ms = 0.59879{{[0-9]*}} : f64
+// CHECK-LABEL: rp.schedule @main attributes {bubble = 0.74748{{[0-9]*}} : f64, {{.*}}rp.token_slices = 3 : i64, step_ms = 0.60575{{[0-9]*}} : f64
 // CHECK: %[[F0:.+]] = rp.compute forward job 0 layers 0 to 2 mb 0
 // CHECK: %[[D0:.+]] = rp.copy d2h activation job 0 mb 0 device 0 bytes 192 boundary 1 after(%[[F0]]) {{.*}}rp.kept_keys
 // CHECK: %[[U1:.+]] = rp.copy h2d activation job 0 mb 1 device 0 bytes 192 boundary 1 after(%[[D0]]) {{.*}}rp.kept_keys

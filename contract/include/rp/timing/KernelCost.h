@@ -42,43 +42,59 @@ struct Operand; // below
 
 /// The launches the host issues for one call of op kind `op` with
 /// attributes `ints` (plan.fbs's) on `inputs` writing `outputs`, as rp's
-/// cuda device makes them on its own kernels (the CUDA-core attention;
-/// cuDNN's, where a build has it, is one library call too): 0 for a
-/// reshape, one for most kinds, and several for the calls whose launch
-/// functions (cudaLaunchSites) run more than one kernel or memset:
-/// attention_grad's query and key passes (and its sinks' gradient),
-/// norm_grad's row pass and, where it writes the scale's or bias's
-/// gradient, their partial sums and total; cross_entropy's rows, partials
-/// and total; linear_cross_entropy's logits GEMM and rows per chunk and
-/// the total, its gradient's three GEMMs and rows per chunk and, for a
-/// 16-bit weight over several chunks, the f32 accumulator's store;
-/// gather_grad's bucket sort; the mixture-of-experts calls' helpers
-/// (CudaMoE.cu, CudaMoEGemm.cu, CudaMoEDispatch.cpp). Each launch costs
-/// the device launch_us (HardwareModel::kernelMs) and the host
-/// kernel_host_us (HardwareModel::issueMs). Without operands the counts
-/// that depend on them take one chunk and no parameter gradients.
+/// cuda device makes them (cudaLaunchSites lists every function that
+/// launches; cuDNN's attention, where a build has it, makes as many
+/// calls as rp's own kernels without sinks): 0 for a reshape (a view),
+/// one for most kinds, and several where a call runs more: a matmul's
+/// epilogue pass where cuBLASLt does not fuse it (the erf gelu, a kept
+/// pre-activation, f64); slice_grad's zeroing and scatter; a copy per
+/// concat input; a reduce's chunk pass and fold where the split
+/// (rp/contract/ReduceChunks.h) cuts its elements; attention_grad's query
+/// and key passes (and its sinks' gradient); norm_grad's row pass and,
+/// where it writes the scale's or bias's gradient, their partial sums and
+/// total; cross_entropy's rows, partials and total; linear_cross_entropy's
+/// logits GEMM and rows per chunk and the total, its gradient's three
+/// GEMMs and rows per chunk and, for a 16-bit weight over several chunks,
+/// the f32 accumulator's store; gather_grad's bucket sort; the
+/// mixture-of-experts calls' helpers (CUTLASS's weight gradient). Each
+/// launch costs the device launch_us (HardwareModel::kernelMs) and the
+/// host kernel_host_us (HardwareModel::issueMs). Without operands the
+/// counts that depend on them take one chunk, one concat input, one
+/// reduce pass and no parameter gradients.
 unsigned kernelLaunches(uint16_t op, const std::vector<int64_t> &ints,
                         const std::vector<Operand> &inputs,
                         const std::vector<Operand> &outputs);
 unsigned kernelLaunches(uint16_t op, const std::vector<int64_t> &ints);
 
-/// One launch function of rp's cuda device, in runtime/lib/cuda/`file`:
-/// the kernel launches (`<<<`) and memsets (cudaMemsetAsync) its body
-/// writes (`sites`), and how many of them one call runs where every
-/// optional one runs (`launches`: a launch written once per element type
-/// or label width runs once). kernelLaunches counts from these;
-/// rp-contract-tests reads each function's body in the cuda sources and
-/// checks `sites`, so a launch added there fails the test until the
-/// table (and the count it feeds) says so.
+/// One function of rp's cuda device, in runtime/lib/cuda/`file`, that
+/// enqueues work on a stream: the kernel launches (`<<<`), memsets, copies
+/// and library calls (cuBLAS, cuBLASLt, cuDNN, CUTLASS) its body writes
+/// (`sites`), how many of them one call of an op kind in `ops` runs where
+/// every optional one runs (`launches`: a launch written once per element
+/// type or label width runs once), and the op kinds whose calls run it
+/// (space-separated schema names; kNotACall for the executor's own). A
+/// function written for several kinds may have a row per kind, their
+/// sites summing to its own. kernelLaunches counts from these;
+/// rp-contract-tests finds every launch in the cuda sources and fails on
+/// one whose function has no row or whose count differs, so a launch
+/// added there fails the test until the table (and the count it feeds)
+/// says so.
 struct CudaLaunchSite {
   const char *file;
   const char *function;
   unsigned sites;
   unsigned launches;
+  const char *ops;
 };
+/// The `ops` of the executor's own work (copies, the per-job error
+/// record, graph replays): charged as copies and job_us, not per call.
+inline constexpr const char *kNotACall = "(executor)";
 const std::vector<CudaLaunchSite> &cudaLaunchSites();
-/// `launches` of the site named `function` (0 where none is).
-unsigned cudaLaunches(const char *function);
+/// `launches` of the first row of `function` (serving op kind `op`, where
+/// given); 0 where none is.
+unsigned cudaLaunches(const char *function, const char *op = nullptr);
+/// Whether `site` serves op kind `op` (a schema name).
+bool servesOp(const CudaLaunchSite &site, const char *op);
 
 /// One operand of a call.
 struct Operand {

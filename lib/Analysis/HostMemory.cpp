@@ -137,3 +137,18 @@ int64_t mlir::rp::hostStagedBudget(ModuleOp module, double gib) {
   int64_t left = int64_t(gib * double(1ull << 30)) - m.base - m.trained;
   return left > 0 ? left : 0;
 }
+
+SlicedHostModel mlir::rp::slicedHostModel(ModuleOp module, int64_t keptPerToken,
+                                          int64_t seq, int64_t lastSlice,
+                                          int64_t stagedHostBytes) {
+  HostMemory held = hostMemoryOf(module);
+  SlicedHostModel m;
+  m.fixed = held.base + held.trained;
+  m.keptPerToken = keptPerToken;
+  int64_t keptStaged = keptPerToken * (seq - lastSlice);
+  m.stagedPerToken =
+      seq > 0 ? double(std::max<int64_t>(0, stagedHostBytes - keptStaged)) /
+                    double(seq)
+              : 0;
+  return m;
+}

@@ -572,5 +572,6 @@ FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
   MemoryPlan mp = planMemory(*pl, mean);
   predictArenaCopies(p, mp, *pl, computeOnly, mean, target);
   predictFullestDevice(p, mp, target.budget);
+  p.stagedHostBytes = mp.stagedHostBytes;
   return out;
 }

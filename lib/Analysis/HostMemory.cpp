@@ -139,16 +139,11 @@ int64_t mlir::rp::hostStagedBudget(ModuleOp module, double gib) {
 }
 
 SlicedHostModel mlir::rp::slicedHostModel(ModuleOp module, int64_t keptPerToken,
-                                          int64_t seq, int64_t lastSlice,
-                                          int64_t stagedHostBytes) {
+                                          int64_t seq, int64_t rowBytes) {
   HostMemory held = hostMemoryOf(module);
   SlicedHostModel m;
   m.fixed = held.base + held.trained;
   m.keptPerToken = keptPerToken;
-  int64_t keptStaged = keptPerToken * (seq - lastSlice);
-  m.stagedPerToken =
-      seq > 0 ? double(std::max<int64_t>(0, stagedHostBytes - keptStaged)) /
-                    double(seq)
-              : 0;
+  m.rowsPerToken = seq > 0 ? double(rowBytes) / double(seq) : 0;
   return m;
 }

@@ -61,24 +61,23 @@ HostMemory hostMemoryOf(ModuleOp module);
 /// optimizer state, which do not grow with it; every layer's kept keys and
 /// values over the whole sequence (the pinned host rows the plan holds
 /// between a forward job and its backward, [M x batch, heads, tokens, dim]
-/// a layer); and the staged activations, linear in the sequence.
+/// a layer); and the host rows of the activations and their gradients
+/// handed between jobs, linear in the sequence (the exporter writes one
+/// per value and sequence).
 struct SlicedHostModel {
   int64_t fixed = 0, keptPerToken = 0;
-  double stagedPerToken = 0;
+  double rowsPerToken = 0;
   int64_t kept(int64_t seq) const { return keptPerToken * seq; }
-  int64_t staged(int64_t seq) const {
-    return int64_t(stagedPerToken * double(seq));
+  int64_t rows(int64_t seq) const {
+    return int64_t(rowsPerToken * double(seq));
   }
-  int64_t at(int64_t seq) const { return fixed + kept(seq) + staged(seq); }
+  int64_t at(int64_t seq) const { return fixed + kept(seq) + rows(seq); }
 };
 
-/// The model of `module` (its weights) whose sliced memory plan at `seq`
-/// tokens, the last slice `lastSlice` of them, stages `stagedHostBytes`
-/// on the host: its kept rows are those its copies bring down (every
-/// slice's but the last), the rest is activations.
+/// The model of `module` (its weights) whose sliced plan at `seq` tokens
+/// downloads `rowBytes` of activations and their gradients a pass.
 SlicedHostModel slicedHostModel(ModuleOp module, int64_t keptPerToken,
-                                int64_t seq, int64_t lastSlice,
-                                int64_t stagedHostBytes);
+                                int64_t seq, int64_t rowBytes);
 
 /// True when `v` reaches an rp.moe.route through views, casts and adds:
 /// the router's scores. rp-quantize-base keeps such a GEMM's weight as it

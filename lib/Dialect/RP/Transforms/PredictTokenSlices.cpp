@@ -483,12 +483,12 @@ void PredictTokenSlicesPass::runOnOperation() {
            "model has no limit";
   } else if (reportMaxSeq) {
     // The host's side (HostMemory.h), linear in the sequence from this
-    // length's sliced memory plan.
+    // length's sliced plan.
     SlicedHostModel host = slicedHostModel(
         module,
         std::accumulate(keyValue.begin(), keyValue.end(), int64_t(0)) *
             int64_t(in->attr.getMicrobatches()),
-        seq0, sizes.back(), sliced->plan.stagedHostBytes);
+        seq0, sliced->hostRowBytes);
     int64_t hostBudget =
         hostBudgetGiB > 0 ? int64_t(hostBudgetGiB * double(1ull << 30)) : 0;
     auto hostFits = [&](int64_t seq) {
@@ -553,8 +553,8 @@ void PredictTokenSlicesPass::runOnOperation() {
         "; the host holds about " + size(host.at(shown)) +
         " there (base, adapters and optimizer " + size(host.fixed) +
         ", every layer's kept keys and values " + size(host.kept(shown)) +
-        ", staged activations " + size(host.staged(shown)) +
-        ", linear in the sequence from the sliced memory plan at " +
+        ", activation rows " + size(host.rows(shown)) +
+        ", linear in the sequence from the sliced plan at " +
         std::to_string(seq0) + " tokens)";
     if (hostBudget == 0)
       hostText += ", not bounded: the profile names no host memory, "

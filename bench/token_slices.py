@@ -133,7 +133,8 @@ def max_seq(models, tmp):
           "the memory model's bisection, the 3000-token graph's stages (not "
           "re-cut per length):")
     print("model              today (rp's stages)  with slices  "
-          "RoundPipe  slices at the answer")
+          "RoundPipe  slices at the answer  host memory there (no "
+          "host bound)")
     for name in models:
         graph = Path(tmp) / f"{name}.seq.mlir"
         graph.write_text(shapes.build(shapes.SHAPES[name], 1, 3000, "f16"))
@@ -151,10 +152,18 @@ def max_seq(models, tmp):
             print(f"{name:18s} {today.group(1) if today else '?':>10s}  "
                   f"no sliced figure: {(lines or ['?'])[0][:120]}")
             continue
+        host = re.search(r"the host holds about ([\d.]+ [GMK]iB) there "
+                         r"\(base, adapters and optimizer ([\d.]+ [GMK]iB), "
+                         r"every layer's kept keys and values ([\d.]+ "
+                         r"[GMK]iB), activation rows ([\d.]+ [GMK]iB)",
+                         err)
         print(f"{name:18s} {int(today.group(1)) if today else 0:10,}  "
               f"{int(sliced.group(1)):14,}  {ROUNDPIPE_MAX[name]:9,}  "
               f"{sliced.group(2)} slices, {sliced.group(3)} down to "
-              f"{sliced.group(4)} tokens")
+              f"{sliced.group(4)} tokens  "
+              + (f"{host.group(1)} (weights and optimizer {host.group(2)}, "
+                 f"kept keys {host.group(3)}, activation rows {host.group(4)})"
+                 if host else "?"))
 
 
 def main():

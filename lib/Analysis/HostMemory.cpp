@@ -137,3 +137,13 @@ int64_t mlir::rp::hostStagedBudget(ModuleOp module, double gib) {
   int64_t left = int64_t(gib * double(1ull << 30)) - m.base - m.trained;
   return left > 0 ? left : 0;
 }
+
+SlicedHostModel mlir::rp::slicedHostModel(ModuleOp module, int64_t keptPerToken,
+                                          int64_t seq, int64_t rowBytes) {
+  HostMemory held = hostMemoryOf(module);
+  SlicedHostModel m;
+  m.fixed = held.base + held.trained;
+  m.keptPerToken = keptPerToken;
+  m.rowsPerToken = seq > 0 ? double(rowBytes) / double(seq) : 0;
+  return m;
+}

@@ -569,8 +569,14 @@ FailureOr<SlicedPrediction> mlir::rp::predictSlicedPlan(
         c.microbatch >= 0)
       c.bytes = int64_t(double(c.bytes) *
                         double(sizes[unsigned(c.microbatch) % k]) / meanSize);
+  for (const Command &c : pl->schedule.commands)
+    if ((c.kind == CommandKind::d2hActivation ||
+         c.kind == CommandKind::d2hGradient) &&
+        c.microbatch >= 0)
+      out.hostRowBytes += c.bytes;
   MemoryPlan mp = planMemory(*pl, mean);
   predictArenaCopies(p, mp, *pl, computeOnly, mean, target);
   predictFullestDevice(p, mp, target.budget);
+  p.stagedHostBytes = mp.stagedHostBytes;
   return out;
 }

@@ -81,6 +81,20 @@ struct Inserter {
     c.device = device;
     c.kind = kind;
     c.queue = queueOf(kind);
+    // A token slice's activations and their gradients are its own tokens'
+    // where the costs are the whole sequence's (the IR passes'): sized
+    // per slice, as the exporter writes them. Kept keys come after, sized
+    // by insertKeptKeyTransfers.
+    if (pl.sliceCostTokens > 0 && of.microbatch >= 0 &&
+        !pl.keptKeySlices.empty() &&
+        (kind == CommandKind::h2dActivation ||
+         kind == CommandKind::h2dGradient ||
+         kind == CommandKind::d2hActivation ||
+         kind == CommandKind::d2hGradient))
+      bytes = int64_t(double(bytes) *
+                      double(pl.keptKeySlices[unsigned(of.microbatch) %
+                                              pl.keptKeySlices.size()]) /
+                      double(pl.sliceCostTokens));
     c.bytes = bytes;
     c.job = of.job;
     c.microbatch = of.microbatch;

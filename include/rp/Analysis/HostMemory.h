@@ -56,6 +56,29 @@ struct HostMemory {
 /// plan's layers).
 HostMemory hostMemoryOf(ModuleOp module);
 
+/// A token-sliced plan's host memory as a function of its sequence, for
+/// rp-predict-token-slices' longest sequence: the base, adapters and
+/// optimizer state, which do not grow with it; every layer's kept keys and
+/// values over the whole sequence (the pinned host rows the plan holds
+/// between a forward job and its backward, [M x batch, heads, tokens, dim]
+/// a layer); and the host rows of the activations and their gradients
+/// handed between jobs, linear in the sequence (the exporter writes one
+/// per value and sequence).
+struct SlicedHostModel {
+  int64_t fixed = 0, keptPerToken = 0;
+  double rowsPerToken = 0;
+  int64_t kept(int64_t seq) const { return keptPerToken * seq; }
+  int64_t rows(int64_t seq) const {
+    return int64_t(rowsPerToken * double(seq));
+  }
+  int64_t at(int64_t seq) const { return fixed + kept(seq) + rows(seq); }
+};
+
+/// The model of `module` (its weights) whose sliced plan at `seq` tokens
+/// downloads `rowBytes` of activations and their gradients a pass.
+SlicedHostModel slicedHostModel(ModuleOp module, int64_t keptPerToken,
+                                int64_t seq, int64_t rowBytes);
+
 /// True when `v` reaches an rp.moe.route through views, casts and adds:
 /// the router's scores. rp-quantize-base keeps such a GEMM's weight as it
 /// is, and `adapted` leaves it out, so that what the advice says a

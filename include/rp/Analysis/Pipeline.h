@@ -113,6 +113,14 @@ struct Pipeline {
   /// the steady state and the memory plan of every copy of the pipeline
   /// carry them. Empty: none (rp-insert-transfers adds them itself).
   std::vector<int64_t> keptKeySlices, keptKeyBytes;
+  /// Token slices: the tokens of a sequence in the layer costs
+  /// insertTransfers is given, where those are the whole sequence's (the
+  /// IR passes read @main's); each activation or activation-gradient copy
+  /// of slice k is then keptKeySlices[k] / sliceCostTokens of the costs'
+  /// bytes, the slice's own, as the exporter writes it. 0: the costs'
+  /// bytes as they are (predictSlicedPlan's costs are the mean slice's,
+  /// and it sizes each slice's copies itself).
+  int64_t sliceCostTokens = 0;
   Schedule schedule;
 
   /// The device shift from one pass to the next, in [0, devices): 0 for

@@ -162,6 +162,10 @@ struct SlicedPrediction {
   std::vector<int64_t> sizes;
   /// The most keys and values (and their gradients) one job keeps.
   int64_t keptBytes = 0;
+  /// The bytes of one pass's activation and activation-gradient
+  /// downloads: the host rows the exported plan holds for them (one per
+  /// value handed between jobs and sequence), kept keys apart.
+  int64_t hostRowBytes = 0;
 };
 
 /// The round-robin schedule of `partition` with every sequence cut into

@@ -188,6 +188,12 @@ private:
   /// stands it for @main's); `prologue`: it computes from weights only.
   enum class TopLevel { taken, param, prologue, other };
   FailureOr<TopLevel> classifyTopLevel(Operation &op);
+  /// Calls `visit` with each function-level op of `fn` that is not
+  /// `taken`, in order, and its kind; stops at the first failure, of the
+  /// classification or of `visit`. @main's and a slice's walks share it.
+  LogicalResult forEachTopLevel(
+      func::FuncOp fn,
+      llvm::function_ref<LogicalResult(Operation &, TopLevel)> visit);
   LogicalResult bindLayers();
   void analyzeJobs();
   /// The stage job that computes `v` in microbatch `mb`: its layer's job,

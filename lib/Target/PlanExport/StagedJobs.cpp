@@ -218,41 +218,50 @@ StagedExporter::classifyTopLevel(Operation &op) {
   return TopLevel::other;
 }
 
-LogicalResult StagedExporter::classifyOps() {
-  // Values at function level before any layer reads them as weights:
-  // parameters, constants and what the prologue computes from them.
-  for (Operation &op : main.getBody().front()) {
+LogicalResult StagedExporter::forEachTopLevel(
+    func::FuncOp fn,
+    llvm::function_ref<LogicalResult(Operation &, TopLevel)> visit) {
+  for (Operation &op : fn.getBody().front()) {
     FailureOr<TopLevel> kind = classifyTopLevel(op);
     if (failed(kind))
       return failure();
-    if (*kind == TopLevel::taken)
-      continue;
-    if (*kind == TopLevel::param) {
-      auto p = cast<ParamOp>(op);
-      if (failed(w.addParam(p)))
-        return failure();
-      weights.insert(p.getResult());
-    } else if (*kind == TopLevel::prologue) {
-      prologue.push_back(&op);
-      for (Value r : op.getResults())
-        weights.insert(r);
-    } else {
-      for (Value v : op.getOperands())
-        if (!isWeight(v) && !isGradientValue(v) &&
-            !llvm::is_contained(epilogue, v.getDefiningOp()))
-          return op.emitOpError("runs between layers on activations; a "
-                                "staged plan runs every such op inside a "
-                                "layer (run rp-group-layers)");
-      for (Operation *user : op.getUsers())
-        if (isa<LayerOp>(user))
-          return op.emitOpError("sums gradients that a later layer reads; "
-                                "a staged plan sums activation gradients "
-                                "inside backward layers, as rp-autodiff "
-                                "emits them (run it on the forward graph)");
-      epilogue.push_back(&op);
-    }
+    if (*kind != TopLevel::taken && failed(visit(op, *kind)))
+      return failure();
   }
   return success();
+}
+
+LogicalResult StagedExporter::classifyOps() {
+  // Values at function level before any layer reads them as weights:
+  // parameters, constants and what the prologue computes from them.
+  return forEachTopLevel(
+      main, [&](Operation &op, TopLevel kind) -> LogicalResult {
+        if (kind == TopLevel::param) {
+          auto p = cast<ParamOp>(op);
+          if (failed(w.addParam(p)))
+            return failure();
+          weights.insert(p.getResult());
+        } else if (kind == TopLevel::prologue) {
+          prologue.push_back(&op);
+          for (Value r : op.getResults())
+            weights.insert(r);
+        } else {
+          for (Value v : op.getOperands())
+            if (!isWeight(v) && !isGradientValue(v) &&
+                !llvm::is_contained(epilogue, v.getDefiningOp()))
+              return op.emitOpError("runs between layers on activations; a "
+                                    "staged plan runs every such op inside a "
+                                    "layer (run rp-group-layers)");
+          for (Operation *user : op.getUsers())
+            if (isa<LayerOp>(user))
+              return op.emitOpError("sums gradients that a later layer reads; "
+                                    "a staged plan sums activation gradients "
+                                    "inside backward layers, as rp-autodiff "
+                                    "emits them (run it on the forward graph)");
+          epilogue.push_back(&op);
+        }
+        return success();
+      });
 }
 
 LogicalResult StagedExporter::bindLayers() {

@@ -183,52 +183,52 @@ LogicalResult StagedExporter::classifySlice(SliceView &view,
       results[n.getValue()] = v;
 
   size_t pi = 0, ei = 0;
-  for (Operation &op : fn.getBody().front()) {
-    FailureOr<TopLevel> kind = classifyTopLevel(op);
-    if (failed(kind))
-      return failure();
-    if (*kind == TopLevel::taken)
-      continue;
-    if (*kind == TopLevel::param) {
-      auto p = cast<ParamOp>(op);
-      auto it = params.find(p.getName());
-      if (it == params.end())
-        return p.emitOpError("is not a parameter of @")
-               << whole.getName() << "; a token slice shares its weights";
-      canon[p.getResult()] = it->second;
-      weights.insert(p.getResult());
-    } else if (*kind == TopLevel::prologue) {
-      // The prologue (weights in the compute dtype) is @main's, op by op.
-      if (pi >= prologue.size() || prologue[pi]->getName() != op.getName() ||
-          prologue[pi]->getResultTypes() != op.getResultTypes())
-        return op.emitOpError("computes weights that @")
-               << whole.getName() << "'s prologue does not";
-      for (auto [r, m] :
-           llvm::zip(op.getResults(), prologue[pi]->getResults())) {
-        canon[r] = m;
-        weights.insert(r);
-      }
-      ++pi;
-    } else if (ei < epilogue.size() &&
-               epilogue[ei]->getName() == op.getName() &&
-               epilogue[ei]->getResultTypes() == op.getResultTypes()) {
-      // The epilogue (a weight's per-use gradients summed: tied weights)
-      // is @main's, op by op: the slice's per-use gradients stand for
-      // @main's, whose accumulators they add to.
-      Operation *m = epilogue[ei++];
-      for (auto [v, mv] : llvm::zip(op.getOperands(), m->getOperands()))
-        if (v.getDefiningOp<LayerOp>())
-          canon[v] = mv;
-      for (auto [r, mr] : llvm::zip(op.getResults(), m->getResults()))
-        canon[r] = mr;
-    } else {
-      return op.emitOpError("runs between the layers of token slice @")
-             << fn.getName()
-             << "; the exporter writes slices whose function-level ops are "
-                "parameters, constants, the prologue and the epilogue, "
-                "@main's op by op";
-    }
-  }
+  LogicalResult walked =
+      forEachTopLevel(fn, [&](Operation &op, TopLevel kind) -> LogicalResult {
+        if (kind == TopLevel::param) {
+          auto p = cast<ParamOp>(op);
+          auto it = params.find(p.getName());
+          if (it == params.end())
+            return p.emitOpError("is not a parameter of @")
+                   << whole.getName() << "; a token slice shares its weights";
+          canon[p.getResult()] = it->second;
+          weights.insert(p.getResult());
+        } else if (kind == TopLevel::prologue) {
+          // The prologue (weights in the compute dtype) is @main's, op by op.
+          if (pi >= prologue.size() ||
+              prologue[pi]->getName() != op.getName() ||
+              prologue[pi]->getResultTypes() != op.getResultTypes())
+            return op.emitOpError("computes weights that @")
+                   << whole.getName() << "'s prologue does not";
+          for (auto [r, m] :
+               llvm::zip(op.getResults(), prologue[pi]->getResults())) {
+            canon[r] = m;
+            weights.insert(r);
+          }
+          ++pi;
+        } else if (ei < epilogue.size() &&
+                   epilogue[ei]->getName() == op.getName() &&
+                   epilogue[ei]->getResultTypes() == op.getResultTypes()) {
+          // The epilogue (a weight's per-use gradients summed: tied weights)
+          // is @main's, op by op: the slice's per-use gradients stand for
+          // @main's, whose accumulators they add to.
+          Operation *m = epilogue[ei++];
+          for (auto [v, mv] : llvm::zip(op.getOperands(), m->getOperands()))
+            if (v.getDefiningOp<LayerOp>())
+              canon[v] = mv;
+          for (auto [r, mr] : llvm::zip(op.getResults(), m->getResults()))
+            canon[r] = mr;
+        } else {
+          return op.emitOpError("runs between the layers of token slice @")
+                 << fn.getName()
+                 << "; the exporter writes slices whose function-level ops are "
+                    "parameters, constants, the prologue and the epilogue, "
+                    "@main's op by op";
+        }
+        return success();
+      });
+  if (failed(walked))
+    return failure();
   // Each argument and result is @main's of the same name, kept keys or
   // values (`keys:L`), or their gradient (`grad:keys:L`).
   auto bind = [&](Value v, StringAttr n, const llvm::StringMap<Value> &ofMain,

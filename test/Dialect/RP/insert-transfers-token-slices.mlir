@@ -1,5 +1,6 @@
 // RUN: rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-slice-tokens=slices=3,4,5 --rp-lower-schedule --rp-insert-transfers | FileCheck %s
 // RUN: rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-slice-tokens=slices=3,4,5 --rp-lower-schedule --rp-insert-transfers | FileCheck %s --check-prefix=SWEEP
+// RUN: rp-opt %S/Inputs/two-attentions.mlir --rp-attach-loss "--rp-partition=devices=2 hw=host stages=fwd:2;bwd:2,2 microbatches=1" --rp-slice-tokens=slices=3,4,5 --rp-lower-schedule --rp-insert-transfers | FileCheck %s --check-prefix=BYTES
 
 // rp-insert-transfers on a token-sliced schedule (slices 3, 4, 5 at
 // offsets 0, 3, 7): beside the unsliced plan's copies, the kept keys and
@@ -23,9 +24,9 @@
 // CHECK: %[[F0:.+]] = rp.compute forward job 0 layers 0 to 2 mb 0
 // CHECK: %[[D0:.+]] = rp.copy d2h activation job 0 mb 0 device 0 bytes 192 boundary 1 after(%[[F0]]) {{.*}}rp.kept_keys
 // CHECK: %[[U1:.+]] = rp.copy h2d activation job 0 mb 1 device 0 bytes 192 boundary 1 after(%[[D0]]) {{.*}}rp.kept_keys
-// CHECK: %[[F1:.+]] = rp.compute forward job 0 layers 0 to 2 mb 1 device 0 weights 0 after({{.*}}%[[U1]])
-// The tail's sweep of slice 0.
-// CHECK: %[[S0:.+]] = rp.compute forward job 1 layers 2 to 4 mb 0 device 1
+// The tail's sweep of slice 0, beside the forward of slice 1.
+// CHECK-DAG: %[[F1:.+]] = rp.compute forward job 0 layers 0 to 2 mb 1 device 0 weights 0 after({{.*}}%[[U1]])
+// CHECK-DAG: %[[S0:.+]] = rp.compute forward job 1 layers 2 to 4 mb 0 device 1
 // CHECK-DAG: %[[D1:.+]] = rp.copy d2h activation job 0 mb 1 device 0 bytes 256 boundary 1 after(%[[F1]]) {{.*}}rp.kept_keys
 // CHECK-DAG: %[[SD0:.+]] = rp.copy d2h activation job 1 mb 0 device 1 bytes 192 boundary 2 after(%[[S0]]) {{.*}}rp.kept_keys
 // CHECK: %[[U2:.+]] = rp.copy h2d activation job 0 mb 2 device 0 bytes 448 boundary 1 after(%[[D0]], %[[D1]], {{.+}}rp.kept_keys
@@ -52,3 +53,13 @@
 // SWEEP-LABEL: rp.schedule
 // SWEEP-NOT: gradient job 1
 // SWEEP: rp.compute tail job 1 layers 2 to 4 mb 2
+
+// A slice's activations and their gradients travel at its own tokens (96
+// bytes a token at boundary 2: 3, 4 and 5 tokens), as the exporter
+// writes them, not at the whole sequence's 1152 bytes, which @main's
+// costs give (before, every slice's copy was 1152 bytes: the written
+// plan's step and its pinned host memory counted K sequences).
+// BYTES: rp.copy d2h activation job 0 mb 0 device 0 bytes 288 boundary 2
+// BYTES: rp.copy d2h activation job 0 mb 1 device 0 bytes 384 boundary 2
+// BYTES: rp.copy d2h activation job 0 mb 2 device 0 bytes 480 boundary 2
+// BYTES: rp.copy d2h gradient job 1 mb 2 device 1 bytes 480 boundary 2

@@ -19,15 +19,17 @@
 // The plan's bytes (TokenSlicesTest.MemoryPlanHoldsEachPrefixAndTheKeyGradients
 // checks the same rules buffer by buffer): each compute's input holds the
 // uploads it waits for, its kept prefix among them, so the tail's sweep of
-// slice 1 and its fused command of slice 1 have an input each (1152 bytes
-// of activation + 192 of rows [0, 3) = 1344, not one of 2688); the tail
-// (job 1, device 1) and the backward job 2 (device 0) each sum their key
-// and value gradients over their slices in an accumulator of the last
-// slice's prefix, 7 rows x 64 = 448 bytes, live from its first compute to
-// its last. Device 1's arena: weights and gradients 10240, the work of a
-// fused command at most 8808, the inputs and outputs around them: 23592
-// placed largest first (23840 in issue order; device 0 21920, 26080).
-// CHECK: rp.schedule @main attributes {arena_copies = 2 : i64, {{.*}}peak_bytes = array<i64: 21920, 23592>, {{.*}}rp.token_slices = 3
+// slice 1 and its fused command of slice 1 have an input each (384 bytes
+// of the slice's activation + 192 of rows [0, 3) = 576, not one of 1152);
+// the tail (job 1, device 1) and the backward job 2 (device 0) each sum
+// their key and value gradients over their slices in an accumulator of
+// the last slice's prefix, 7 rows x 64 = 448 bytes, live from its first
+// compute to its last. Device 1's arena: weights and gradients 10240, the
+// work of a fused command at most 8808, the inputs and outputs around
+// them: 21480 (device 0 20360). Before the activation copies were sized by
+// their slice (insert-transfers-token-slices.mlir, BYTES) each held the
+// whole sequence's 1152 bytes: 23592 and 21920.
+// CHECK: rp.schedule @main attributes {arena_copies = 2 : i64, {{.*}}peak_bytes = array<i64: 20360, 21480>, {{.*}}rp.token_slices = 3
 
 // With one copy of the arenas the step is timed again as the run holds its
 // passes, on the sliced schedule (three microbatches, the tail's sweep,

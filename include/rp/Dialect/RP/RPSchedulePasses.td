@@ -363,6 +363,8 @@ def PredictTokenSlicesPass
            "device memory to fit in GiB; 0 takes the profile's">,
     Option<"reportMaxSeq", "report-max-seq", "bool", "false",
            "also report the longest sequence whose slices fit">,
+    Option<"hostBudgetGiB", "host-budget-gib", "double", "0",
+           "with report-max-seq: the host memory the plan may hold in GiB (the base, adapters, optimizer state and pinned buffers, as rp-compile --host-budget-gib); the longest sequence must fit it too. 0: no host bound (the profiles name no host memory); the remark still gives the host memory at the answer">,
     Option<"dispatch", "dispatch", "::mlir::rp::Dispatch",
            "::mlir::rp::Dispatch::modulo",
            "how round-robin moves its jobs from pass to pass (as rp-insert-transfers)",

@@ -14,6 +14,8 @@
 #include "rp/Analysis/SteadyState.h"
 #include "rp/Analysis/TokenSlices.h"
 
+#include <numeric>
+
 namespace mlir::rp {
 #define GEN_PASS_DEF_INSERTTRANSFERSPASS
 #include "rp/Dialect/RP/RPPasses.h.inc"
@@ -86,6 +88,8 @@ struct InsertTransfersPass
         op->emitOpError() << error;
         return signalPassFailure();
       }
+      pl->sliceCostTokens =
+          std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
       pl->keptKeySlices = std::move(sizes);
       pl->keptKeyBytes = std::move(keyValueBytes);
     }

@@ -18,6 +18,7 @@
 #include "Retype.h"
 #include "ScheduleIR.h"
 #include "SliceTokens.h"
+#include "rp/Analysis/HostMemory.h"
 #include "rp/Analysis/TokenSlices.h"
 #include "rp/timing/Assumptions.h"
 
@@ -48,6 +49,16 @@ template <typename... Ts> std::string fmt(const char *f, Ts... values) {
   char text[256];
   snprintf(text, sizeof(text), f, values...);
   return text;
+}
+
+/// Bytes in GiB, or in MiB or KiB below one GiB or MiB (a small model's
+/// host memory).
+std::string size(int64_t bytes) {
+  if (bytes >= int64_t(1) << 30)
+    return gib(bytes);
+  bool mib = bytes >= (1 << 20);
+  return fmt(mib ? "%.2f MiB" : "%.2f KiB",
+             bytes / double(mib ? 1 << 20 : 1 << 10));
 }
 
 std::string joined(llvm::ArrayRef<int64_t> sizes) {
@@ -471,9 +482,22 @@ void PredictTokenSlicesPass::runOnOperation() {
         << ", which does not grow with the sequence, so the linear memory "
            "model has no limit";
   } else if (reportMaxSeq) {
+    // The host's side (HostMemory.h), linear in the sequence from this
+    // length's sliced plan.
+    SlicedHostModel host = slicedHostModel(
+        module,
+        std::accumulate(keyValue.begin(), keyValue.end(), int64_t(0)) *
+            int64_t(in->attr.getMicrobatches()),
+        seq0, sliced->hostRowBytes);
+    int64_t hostBudget =
+        hostBudgetGiB > 0 ? int64_t(hostBudgetGiB * double(1ull << 30)) : 0;
+    auto hostFits = [&](int64_t seq) {
+      return hostBudget == 0 || host.at(seq) <= hostBudget;
+    };
     // The longest sequence whose last slice of one grain still fits the
-    // linear model, then its plan checked at the slices auto picks there.
-    auto at = [&](int64_t seq, std::vector<int64_t> &picked) -> int {
+    // linear model (and the host its rows), then its plan checked at the
+    // slices auto picks there.
+    auto devicesAt = [&](int64_t seq, std::vector<int64_t> &picked) -> int {
       FailureOr<std::optional<SliceChoice>> c = search(seq, fits);
       if (failed(c))
         return -1;
@@ -481,6 +505,9 @@ void PredictTokenSlicesPass::runOnOperation() {
         return 0;
       picked = (*c)->sizes;
       return 1;
+    };
+    auto at = [&](int64_t seq, std::vector<int64_t> &picked) -> int {
+      return hostFits(seq) ? devicesAt(seq, picked) : 0;
     };
     int64_t lo = 0, hi = int64_t(1) << 24;
     std::vector<int64_t> picked, best;
@@ -512,10 +539,44 @@ void PredictTokenSlicesPass::runOnOperation() {
         hi = mid;
       }
     }
+    // Which bound holds: the host's where the devices alone would take
+    // the next length the bisection refused.
+    std::vector<int64_t> unused;
+    int hostBinds = 0;
+    if (hostBudget > 0 && !hostFits(hi)) {
+      hostBinds = devicesAt(hi, unused);
+      if (hostBinds < 0)
+        return signalPassFailure();
+    }
+    int64_t shown = std::max(lo, seq0);
+    std::string hostText =
+        "; the host holds about " + size(host.at(shown)) +
+        " there (base, adapters and optimizer " + size(host.fixed) +
+        ", every layer's kept keys and values " + size(host.kept(shown)) +
+        ", activation rows " + size(host.rows(shown)) +
+        ", linear in the sequence from the sliced plan at " +
+        std::to_string(seq0) + " tokens)";
+    if (hostBudget == 0)
+      hostText += ", not bounded: the profile names no host memory, "
+                  "--host-budget-gib N bounds it";
+    else if (hostBinds)
+      hostText += " of the --host-budget-gib " + size(hostBudget) +
+                  ", the bound: at " + std::to_string(hi) +
+                  " tokens the slices still fit the devices, the host would "
+                  "need " +
+                  size(host.at(hi));
+    else
+      hostText += " of the --host-budget-gib " + size(hostBudget) +
+                  "; the devices are the bound";
     InFlightDiagnostic max = emitRemark(func.getLoc());
     if (lo == 0) {
-      max << "token slices: no sequence of " << seq0 << " tokens or more fits "
-          << gib(budget) << " in slices";
+      max << "token slices: no sequence of " << seq0 << " tokens or more fits ";
+      if (hostFits(seq0))
+        max << gib(budget) << " in slices";
+      else
+        max << "in slices: the host would need " << size(host.at(seq0))
+            << " at " << seq0 << " tokens, over the --host-budget-gib "
+            << size(hostBudget);
     } else {
       max << "with token slices (a prediction) the largest sequence that "
              "fits is "
@@ -524,11 +585,7 @@ void PredictTokenSlicesPass::runOnOperation() {
           << best.front() << " down to " << best.back()
           << " tokens; a job keeps up to "
           << gib(kvPerToken * (lo - best.back()))
-          << " of keys, values and their gradients there, and the keys "
-             "and values of every layer, kept in pinned host memory between "
-             "a forward job and its backward (not in the host model), take "
-          << gib(std::accumulate(keyValue.begin(), keyValue.end(), int64_t(0)) *
-                 lo * rows);
+          << " of keys, values and their gradients there" << hostText;
     }
     max.report();
   }

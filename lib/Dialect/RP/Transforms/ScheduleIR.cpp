@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <map>
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -460,6 +461,10 @@ FailureOr<Pipeline> mlir::rp::lowerModuleSchedule(ModuleOp module,
       failed(readTokenSlices(module, func, slices, pl->keptKeySlices,
                              pl->keptKeyBytes)))
     return failure();
+  // @main's costs are the whole sequence's: activation copies are sized
+  // by their slice.
+  pl->sliceCostTokens = std::accumulate(pl->keptKeySlices.begin(),
+                                        pl->keptKeySlices.end(), int64_t(0));
   // The tail's forward sweep (added after the timing) runs its slice's
   // forward.
   for (Command &c : pl->schedule.commands)

@@ -126,6 +126,7 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     slices.slices = options.tokenSlices;
     slices.budgetGiB = options.budgetGiB;
     slices.reportMaxSeq = options.reportMaxSeq;
+    slices.hostBudgetGiB = options.hostBudgetGiB;
     slices.dispatch = options.dispatch;
     slices.passShift = options.passShift;
     slices.cut = true;

@@ -26,6 +26,11 @@ std::optional<SteadyState> predictSteadyState(Pipeline &pl,
                                               llvm::ArrayRef<LayerCost> layers,
                                               const PlanTarget &target);
 
+/// Where `target` fixes the pass shift without timing the run (a given
+/// shift, or dispatchPasses' modulo shift where it keeps it untimed),
+/// sets `computeOnly.passShift` to it and returns true.
+bool knownPassShift(Pipeline &computeOnly, const PlanTarget &target);
+
 /// As rp-plan-memory decides: where two copies of the arenas of `mp` do
 /// not fit the budget, the two passes in flight share one, each device
 /// waiting for its own part of the pass before, and `p`'s step is timed

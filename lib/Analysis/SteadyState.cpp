@@ -3,7 +3,10 @@
 #include "rp/Analysis/SteadyState.h"
 
 #include <algorithm>
+#include <mutex>
 #include <numeric>
+#include <string>
+#include <unordered_map>
 
 #include "rp/timing/Continuous.h"
 
@@ -92,6 +95,92 @@ OneStep oneStep(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
   return step;
 }
 
+/// Whole runs timed (not untilSteady: the predictions, not the search's
+/// candidates), by every input timeSteps reads: one compile times the same
+/// plan again and again (rp-partition's grain choice, rp-choose-loss-fusion
+/// predicting the plan rp-partition chose, rp-insert-transfers and
+/// rp-plan-memory timing it once more, each at the profile's fast and
+/// slow ends), each a whole layout of up to ~100,000 tasks (Qwen3-235B-A22B
+/// LoRA: most of its compile). The key is the bytes of the step's graph,
+/// its layout and what the result is read from, so a hit returns what the
+/// timing would: the same bits.
+struct SteadyMemo {
+  std::mutex mutex;
+  std::unordered_map<std::string, SteadyState> kept;
+  size_t keyBytes = 0;
+  unsigned reused = 0;
+};
+
+SteadyMemo &steadyMemo() {
+  static SteadyMemo memo;
+  return memo;
+}
+
+/// Keys past this many bytes in all are not kept (a 235B plan's key is
+/// about a MiB; a compile times a few dozen whole runs).
+constexpr size_t kSteadyMemoBytes = size_t(256) << 20;
+
+std::string steadyKey(const Pipeline &pipeline, const OneStep &step,
+                      const ::rp::timing::RunLayout &layout, unsigned shift) {
+  std::string key;
+  auto put = [&](const auto &v) {
+    key.append(reinterpret_cast<const char *>(&v), sizeof(v));
+  };
+  auto putAll = [&](const auto &vec) {
+    put(vec.size());
+    key.append(reinterpret_cast<const char *>(vec.data()),
+               vec.size() * sizeof(vec[0]));
+  };
+  const ::rp::timing::Graph &g = step.graph;
+  const ::rp::timing::HostModel &h = g.host;
+  put(g.devices);
+  put(g.gpusPerLink);
+  put(g.handoffMs);
+  for (double v :
+       {h.h2dGBps, h.d2hGBps, h.uplinkGBps, h.dramGBps, h.copyDramFactor})
+    put(v);
+  put(h.interpreters);
+  put(g.tasks.size());
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const ::rp::timing::Task &t = g.tasks[i];
+    put(t.device);
+    put(t.lane);
+    for (double v : {t.ms, t.hostGBps, t.dispatchMs, t.issueMs})
+      put(v);
+    ::rp::timing::Graph::Waits w = g.waitsOf(i);
+    put(w.size());
+    key.append(reinterpret_cast<const char *>(w.begin()),
+               w.size() * sizeof(unsigned));
+  }
+  for (unsigned v : {layout.steps, layout.accumulate, layout.slots,
+                     layout.arenaCopies, layout.shift})
+    put(v);
+  put(layout.sync);
+  put(layout.untilSteady);
+  for (double v : {layout.prologueMs, layout.epilogueMs, layout.optimizerMs,
+                   layout.hostGBps})
+    put(v);
+  putAll(layout.order);
+  putAll(layout.share);
+  put(layout.gatesOfTask.size());
+  for (const std::vector<unsigned> &gates : layout.gatesOfTask)
+    putAll(gates);
+  // What the result is read from besides the run: the pass's compute
+  // commands and the devices of the pipeline's jobs.
+  put(shift);
+  put(pipeline.devices);
+  put(step.pass.commands.size());
+  for (const Command &c : step.pass.commands) {
+    put(c.kind);
+    put(c.job);
+    put(c.ms);
+  }
+  put(pipeline.jobs.size());
+  for (const StageJob &j : pipeline.jobs)
+    put(j.device);
+  return key;
+}
+
 /// The steady state of `step` (of `pipeline`) run with `shift` devices
 /// from one pass to the next.
 std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
@@ -110,6 +199,18 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
   layout.slots = std::max(1u, pipeline.passesInFlight);
   layout.shift = layout.slots >= 2 ? shift : 0;
   layout.arenaCopies = pipeline.arenaCopies;
+  // A whole run timed before is read back (steadyMemo); the search's
+  // candidates (untilSteady) are each timed once by the search itself.
+  std::string key;
+  if (!untilSteady) {
+    key = steadyKey(pipeline, step, layout, shift);
+    SteadyMemo &memo = steadyMemo();
+    std::lock_guard<std::mutex> lock(memo.mutex);
+    if (auto it = memo.kept.find(key); it != memo.kept.end()) {
+      ++memo.reused;
+      return it->second;
+    }
+  }
   size_t stuckAt = 0;
   std::optional<::rp::timing::ContinuousRun> run =
       ::rp::timing::layOutRun(step.graph, layout, &stuckAt);
@@ -144,10 +245,24 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
   s.runMs = run->times.makespan;
   s.stepMs = run->stepMs;
   ::rp::timing::recycle(std::move(*run));
+  if (!untilSteady) {
+    SteadyMemo &memo = steadyMemo();
+    std::lock_guard<std::mutex> lock(memo.mutex);
+    if (memo.keyBytes + key.size() <= kSteadyMemoBytes) {
+      memo.keyBytes += key.size();
+      memo.kept.try_emplace(std::move(key), s);
+    }
+  }
   return s;
 }
 
 } // namespace
+
+unsigned mlir::rp::steadyStatesReused() {
+  SteadyMemo &memo = steadyMemo();
+  std::lock_guard<std::mutex> lock(memo.mutex);
+  return memo.reused;
+}
 
 std::optional<SteadyState>
 mlir::rp::steadyState(const Pipeline &pipeline,

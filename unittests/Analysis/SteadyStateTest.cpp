@@ -196,3 +196,57 @@ TEST(ContinuousTest, SplitTailStopsPacingTheBackwardStages) {
     EXPECT_GE(two->stepMs, bound - 1e-9) << "M=" << m;
   }
 }
+
+/// One compile times the same plan's whole run again and again (the grain
+/// choice, the loss fusion's choice, rp-insert-transfers, rp-plan-memory):
+/// a whole run timed before is read back, bit for bit, and any input that
+/// changes (a layer's cost, the shift, the arena copies, the optimizer
+/// mode) is timed afresh. The search's candidates (untilSteady) are not
+/// kept.
+TEST(ContinuousTest, WholeRunsTimedAgainAreReused) {
+  // Costs no other test times, so that the first timing is a fresh one.
+  std::vector<LayerCost> layers = uniform(8, 1.375, 2.625);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  Pipeline one = roundRobin(p, layers, 4, 5);
+  HardwareProfile hw = freeLinks(/*optimizerMs=*/7);
+  hw.h2dGBps = hw.d2hGBps = 0.5;
+  unsigned before = steadyStatesReused();
+  std::optional<SteadyState> first = steadyState(one, layers, hw);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(steadyStatesReused(), before);
+  std::optional<SteadyState> again = steadyState(one, layers, hw);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(steadyStatesReused(), before + 1);
+  EXPECT_EQ(again->stepMs, first->stepMs);
+  EXPECT_EQ(again->firstStepMs, first->firstStepMs);
+  EXPECT_EQ(again->runMs, first->runMs);
+  EXPECT_EQ(again->busyMs, first->busyMs);
+  EXPECT_EQ(again->deviceBusyMs, first->deviceBusyMs);
+  EXPECT_EQ(again->steps, first->steps);
+
+  // Each changed input is a timing of its own, with its own result.
+  std::vector<LayerCost> slower = layers;
+  slower[5].backwardMs *= 3;
+  std::optional<SteadyState> other =
+      steadyState(roundRobin(p, slower, 4, 5), slower, hw);
+  ASSERT_TRUE(other);
+  EXPECT_GT(other->stepMs, first->stepMs);
+  Pipeline moved = one;
+  moved.passShift = int(one.shiftPerPass() + 1) % 4;
+  std::optional<SteadyState> shifted = steadyState(moved, layers, hw);
+  std::optional<SteadyState> shared =
+      steadyStateInMemory(one, 2, 1, layers, hw);
+  std::optional<SteadyState> sync = steadyState(one, layers, hw, true);
+  ASSERT_TRUE(shifted && shared && sync);
+  EXPECT_EQ(shifted->shift, moved.shiftPerPass());
+  EXPECT_NE(sync->stepMs, first->stepMs);
+  EXPECT_EQ(steadyStatesReused(), before + 1);
+
+  // The partitioner's timings stop once the period is read: not kept.
+  for (int k = 0; k < 2; ++k) {
+    Pipeline candidate = one;
+    ASSERT_TRUE(dispatchPasses(candidate, layers, hw, Dispatch::modulo, false,
+                               nullptr, /*untilSteady=*/true));
+  }
+  EXPECT_EQ(steadyStatesReused(), before + 1);
+}

@@ -104,6 +104,12 @@ dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
                bool syncOptimizer = false, std::string *stuck = nullptr,
                bool untilSteady = false);
 
+/// How many whole-run timings (steadyState, steadyStateInMemory and
+/// dispatchPasses without untilSteady) this process answered from an
+/// earlier timing of the same inputs rather than laying the run out again:
+/// the same result bit for bit, every input the timing reads being its key.
+unsigned steadyStatesReused();
+
 } // namespace mlir::rp
 
 #endif // RP_ANALYSIS_STEADYSTATE_H

@@ -2,6 +2,8 @@
 
 #include "rp/Analysis/PartitionMemory.h"
 #include "rp/Analysis/MemoryPlan.h"
+#include "rp/Analysis/PartitionPolicy.h"
+#include "rp/Analysis/PlanPrediction.h"
 
 #include <algorithm>
 #include <limits>
@@ -176,4 +178,29 @@ mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
   r.leastPeak.stageBytes = cap;
   scorePartition(r.leastPeak, layers, t.devices);
   return r;
+}
+
+Partition mlir::rp::leanestFloorTie(const Partition &p, double stepMs,
+                                    const DevicePeak &peak,
+                                    llvm::ArrayRef<LayerCost> layers,
+                                    const SearchTarget &t) {
+  unsigned n = layers.size();
+  // Up to 16 layers the search is run in full (PartitionClimb.cpp's
+  // kFullSearchLayers): its answer is the fastest, not the first tie.
+  if (n <= 16 || !peak.planned || !peak.fits || t.hostStagedBytes > 0 ||
+      t.hostSlack > 0)
+    return p;
+  double floorMs = optimizerFloorMs(layers, t.hw);
+  if (!atOptimizerFloor(stepMs, floorMs, kGrainTie))
+    return p;
+  Partition q = lean(n, 1, 1, 1);
+  q.stageBytes = p.stageBytes;
+  if (!fitsStageBytes(q, layers, q.stageBytes) ||
+      !atOptimizerFloor(estimatedStepMs(q, layers, t), floorMs, kGrainTie))
+    return p;
+  DevicePeak leanPeak = devicePeak(q, layers, t, 0, 0);
+  if (!leanPeak.fits || leanPeak.bytes >= peak.bytes)
+    return p;
+  scorePartition(q, layers, t.devices);
+  return q;
 }

@@ -72,20 +72,18 @@ bool mlir::rp::fitsDeviceMemory(const Partition &p,
 
 namespace {
 
+/// The fastest partition found, and its estimated step in `ms`.
 Partition searchForStepTime(llvm::ArrayRef<LayerCost> layers,
-                            const SearchTarget &t) {
+                            const SearchTarget &t, double &ms) {
   // The split tail needs two microbatches to alternate.
-  if (t.tailJobs == 1 || t.microbatches < 2 || t.devices < 2) {
-    double ms;
+  if (t.tailJobs == 1 || t.microbatches < 2 || t.devices < 2)
     return searchWithTailJobs(layers, t, 1, ms);
-  }
-  if (t.tailJobs == 2 || t.tailJobs == 3) {
-    double ms;
+  if (t.tailJobs == 2 || t.tailJobs == 3)
     return searchWithTailJobs(layers, t, t.tailJobs, ms);
-  }
   double oneMs, twoMs;
   Partition one = searchWithTailJobs(layers, t, 1, oneMs);
   Partition two = searchWithTailJobs(layers, t, 2, twoMs);
+  ms = std::min(oneMs, twoMs);
   return twoMs < oneMs ? two : one;
 }
 
@@ -185,7 +183,8 @@ namespace {
 Partition searchAndFit(llvm::ArrayRef<LayerCost> layers,
                        const SearchTarget &t) {
   SearchClock clock;
-  Partition p = searchForStepTime(layers, t);
+  double stepMs;
+  Partition p = searchForStepTime(layers, t, stepMs);
   // A profile without a memory size has nothing to fit.
   if (t.budget() <= 0)
     return p;
@@ -201,9 +200,10 @@ Partition searchAndFit(llvm::ArrayRef<LayerCost> layers,
   // the pass before, so the fastest partition that fits once is kept: a
   // lean one within half the budget (two copies) lost up to 24 points of
   // bubble to its extra stages (Qwen3-1.7B at 13 x 2048: 60,610 against
-  // 79,693 tokens/s on the sim).
+  // 79,693 tokens/s on the sim). Of the host optimizer's ties, the
+  // leanest tried.
   if (peak.fits)
-    return p;
+    return leanestFloorTie(p, stepMs, peak, layers, t);
   MemorySearchResult lean = partitionForMemory(layers, t);
   if (lean.fastest)
     return *lean.fastest;

@@ -1,6 +1,8 @@
 //===- PartitionMemoryTest.cpp - the partitioner's memory objective -------===//
 
 #include "PartitionFixture.h"
+#include "rp/Analysis/PartitionPolicy.h"
+#include "rp/Analysis/PlanPrediction.h"
 
 #include <gtest/gtest.h>
 
@@ -122,4 +124,50 @@ TEST(PartitionMemoryTest, BoundDecidesFitsAsPlacing) {
   // Both ways are taken over the sweep.
   EXPECT_GT(bounded, 0u);
   EXPECT_GT(placed, 0u);
+}
+
+/// At a step paced by the host optimizer (24 layers of 128 MiB, each
+/// taking 1.5 ms of compute, an optimizer at 2 GB/s), partitions
+/// tie at its floor and the search stops at the first that fits; of the
+/// ties, the one whose memory plan peaks lowest is kept. Before, the first
+/// start at the floor (a few large stages) came back, peaking twice as
+/// high as one-layer stages running within the floor's tie.
+TEST(PartitionMemoryTest, FloorTiesKeepTheLeanest) {
+  std::vector<LayerCost> layers(24);
+  for (LayerCost &c : layers) {
+    c.forwardMs = c.recomputeMs = 0.5;
+    c.backwardMs = 1;
+    c.paramBytes = c.gradBytes = int64_t(1) << 27;
+    c.trainableElements = c.paramBytes / 2;
+    c.workBytes = int64_t(1) << 28;
+    c.actInBytes = c.actOutBytes = int64_t(1) << 24;
+  }
+  HardwareProfile hw = device(24);
+  hw.hostDramGBps = 200;
+  hw.optimizerGBps = 2;
+  hw.jobUs = 30;
+  SearchTarget t{hw, 8, 9, int64_t(1) << 40};
+  double floorMs = optimizerFloorMs(layers, hw);
+  Partition p = partitionForStepTime(layers, t);
+  Partition lean = leanest(layers.size());
+  double ms = estimatedStepMs(p, layers, t);
+  // The model is paced by the optimizer, and one-layer stages tie.
+  ASSERT_TRUE(
+      atOptimizerFloor(estimatedStepMs(lean, layers, t), floorMs, kGrainTie))
+      << estimatedStepMs(lean, layers, t) << " ms, the floor " << floorMs;
+  EXPECT_TRUE(atOptimizerFloor(ms, floorMs, kGrainTie)) << ms << " ms";
+  DevicePeak peak = devicePeak(p, layers, t);
+  EXPECT_TRUE(peak.fits);
+  EXPECT_LE(peak.bytes, devicePeak(lean, layers, t).bytes);
+  // Decided the same way every time.
+  Partition again = partitionForStepTime(layers, t);
+  EXPECT_EQ(again.forward, p.forward);
+  EXPECT_EQ(again.tail, p.tail);
+  EXPECT_EQ(again.backward, p.backward);
+  // Under a host slack, which asks to stage fewer bytes than one-layer
+  // stages stage, the lean tie-break is not taken.
+  SearchTarget slack = t;
+  slack.hostSlack = 0.05;
+  EXPECT_LE(fixture::staged(partitionForStepTime(layers, slack), layers, slack),
+            fixture::staged(p, layers, t));
 }

@@ -68,6 +68,23 @@ MemorySearchResult partitionForMemory(llvm::ArrayRef<LayerCost> layers,
                                       const SearchTarget &target,
                                       bool feasibilityOnly = false);
 
+/// The leanest of the host optimizer's ties. At a step paced by the
+/// optimizer's floor (optimizerFloorMs) many partitions tie to rounding, and
+/// the step-time search keeps the first it finds there that fits, so which
+/// stages a plan gets, and how much device memory they leave free (how
+/// long a sequence the same stages reach), was an accident of the search's
+/// order. Where `p` (the search's partition, `stepMs` its step, `peak` its
+/// placed device peak) fits and runs within the floor's tie (kGrainTie),
+/// one-layer stages (the leanest in weights a device holds) are timed, and
+/// taken where they too run within that tie and their memory plan peaks
+/// lower. Only past 16 layers, where the search stops at the floor's first
+/// tie, and not under a host budget or slack, which ask for fewer staged
+/// bytes than one-layer stages stage. `p` otherwise.
+Partition leanestFloorTie(const Partition &p, double stepMs,
+                          const DevicePeak &peak,
+                          llvm::ArrayRef<LayerCost> layers,
+                          const SearchTarget &target);
+
 /// The host side of the memory objective (SearchTarget::hostStagedBytes):
 /// a backward stage's input waits in pinned host memory for every
 /// microbatch from its forward to its backward, so a partition's staged

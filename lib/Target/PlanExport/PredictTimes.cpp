@@ -56,23 +56,28 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
         ms += hw.hostDispatchMs(uint16_t(c->op()));
     return ms;
   };
+  // A call's operands and integer attributes, as the sim reads them.
+  auto operandsOf = [&](const pf::KernelCall *c, std::vector<int64_t> &ints) {
+    timing::CallOperands call;
+    bool typed = false;
+    if (c->inputs())
+      for (uint32_t b : *c->inputs())
+        call.inputs.push_back(operand(b, call, typed));
+    if (c->outputs())
+      for (uint32_t b : *c->outputs())
+        call.outputs.push_back(operand(b, call, typed));
+    if (c->ints())
+      ints.assign(c->ints()->begin(), c->ints()->end());
+    return call;
+  };
   // The kernels a program launches as the cuda device does, each issued
   // by the host (kernel_host_us; timing::kernelLaunches, as the sim).
   auto callsOf = [&](uint32_t p) -> size_t {
     size_t n = 0;
     if (const auto *calls = programs->Get(p)->calls())
       for (const pf::KernelCall *c : *calls) {
-        timing::CallOperands call;
-        bool typed = false;
-        if (c->inputs())
-          for (uint32_t b : *c->inputs())
-            call.inputs.push_back(operand(b, call, typed));
-        if (c->outputs())
-          for (uint32_t b : *c->outputs())
-            call.outputs.push_back(operand(b, call, typed));
         std::vector<int64_t> ints;
-        if (c->ints())
-          ints.assign(c->ints()->begin(), c->ints()->end());
+        timing::CallOperands call = operandsOf(c, ints);
         n += timing::kernelLaunches(uint16_t(c->op()), ints, call.inputs,
                                     call.outputs);
       }
@@ -84,17 +89,8 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
     double ms = 0;
     if (const auto *calls = programs->Get(p)->calls())
       for (const pf::KernelCall *c : *calls) {
-        timing::CallOperands call;
-        bool typed = false;
-        if (c->inputs())
-          for (uint32_t b : *c->inputs())
-            call.inputs.push_back(operand(b, call, typed));
-        if (c->outputs())
-          for (uint32_t b : *c->outputs())
-            call.outputs.push_back(operand(b, call, typed));
         std::vector<int64_t> ints;
-        if (c->ints())
-          ints.assign(c->ints()->begin(), c->ints()->end());
+        timing::CallOperands call = operandsOf(c, ints);
         ms += timing::callMs(hw, uint16_t(c->op()), call, ints);
       }
     if (measured && programs->Get(p)->name()) {

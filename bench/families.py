@@ -250,6 +250,11 @@ def _source(path, model, tokens, out):
         with experts_implementation(
                 model, "eager" if path == "torchscript" else "batched_mm"):
             if path == "torchscript":
+                # The symbolics the TorchScript exporter lacks (expm1,
+                # rms_norm, linalg_solve_triangular) or gets wrong
+                # (flatten), as a user registers them (docs/models.md).
+                import rp.onnx_symbolics
+                rp.onnx_symbolics.register()
                 step0.export_onnx(model, {"input_ids": tokens[:1]},
                                   onnx_path)
             else:

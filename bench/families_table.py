@@ -85,7 +85,10 @@ def markdown(results):
         "gradient's: a gradient zero in exact arithmetic, as an attention "
         "key bias's, is float noise on both sides), and 2 devices bitwise equal to 1. Paths: "
         "`rp.trace`; TorchScript ONNX (opset 17, "
-        "`do_constant_folding=False`); dynamo ONNX (opset 18, "
+        "`do_constant_folding=False`, after `rp.onnx_symbolics.register()`: "
+        "expm1, rms_norm and linalg_solve_triangular in standard ONNX, and "
+        "repeat_interleave without the exporter's corruption of the "
+        "model's shared -1 constant); dynamo ONNX (opset 18, "
         "`optimize=False`: with the default `optimize=True` the exporter "
         "folds parameters into unnamed constants, which rp-import refuses).",
         "",

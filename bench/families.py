@@ -221,12 +221,18 @@ def _reason(exc):
     """One line saying why: the tool's first error line or the exception's
     first line."""
     from rp.tools import ToolError
-    text = exc.stderr if isinstance(exc, ToolError) else str(exc)
+    # torch.onnx's ConversionError says only which step stopped and asks
+    # for a bug report; the exception it was raised from says why.
+    inner = exc
+    while not isinstance(inner, ToolError) and inner.__cause__ is not None:
+        inner = inner.__cause__
+    text = exc.stderr if isinstance(exc, ToolError) else str(inner)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     pick = next((ln for ln in lines if "error" in ln.lower()),
                 lines[0] if lines else "")
     if not isinstance(exc, ToolError):
-        pick = f"{type(exc).__name__}: {pick}"
+        pick = f"{type(exc).__name__}: {pick}" if inner is exc else \
+            f"{type(exc).__name__} ({type(inner).__name__}): {lines[0] if lines else ''}"
     pick = pick.replace("|", "/")
     return pick if len(pick) <= 300 else pick[:297] + "..."
 

@@ -32,12 +32,13 @@ the process, and none by the dynamo exporter):
   exporter's own symbolic (opset 13) normalizes a negative ``dim`` with
   ``dim += rank`` on the tensor held by the graph's Constant node, which
   the exporter shares between every use of the same value, so after
-  ``x.repeat_interleave(2, dim=-1)`` on a rank-4 tensor every other -1 of
-  the model reads 3: a ``view(..., -1, head_dim)`` becomes a reshape to 3
-  heads ("cannot reshape ... (512 elements) to 256 elements": Cohere,
-  Cohere2, Helium, whose interleaved rotary repeats its table so; onnxruntime
-  refuses the same graph) and ``flatten(-2)`` flattens nothing ("All
-  tensors must have the same rank" at a later ``torch.cat``: GLM, GLM-4,
+  ``x.repeat_interleave(2, dim=-1)`` every other -1 of the model reads
+  the rank of x minus 1: Cohere's ``view(..., -1, head_dim)`` after its
+  rank-3 rotary table reshapes to 2 heads ("cannot reshape ... (512
+  elements) to 256 elements"; onnxruntime refuses the same graph: also
+  Cohere2, Helium, and ERNIE 4.5's "Expand input shape constraint") and
+  GLM's ``flatten(-2)`` after a rank-4 one flattens nothing ("All tensors
+  must have the same rank" at a later ``torch.cat``: also GLM-4 and
   DeepSeek-V4). The graph it writes is the exporter's own.
 
 ``torch.polar`` (complex rotary tables: DeepSeek-V2, Llama 4) has no

@@ -81,7 +81,6 @@ def _reduce_mean(g, x, axes):
 
 
 def _rms_norm(g, x, normalized_shape, weight, eps):
-    import torch
     sh = _sh()
     shape = sh._maybe_get_const(normalized_shape, "is")
     if not isinstance(shape, (list, tuple)) and \

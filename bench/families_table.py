@@ -52,7 +52,10 @@ INTRO = (
     "repeat_interleave without the exporter's corruption of the "
     "model's shared -1 constant); dynamo ONNX (opset 18, "
     "`optimize=False`: with the default `optimize=True` the exporter "
-    "folds parameters into unnamed constants, which rp-import refuses).")
+    "folds parameters into unnamed constants, which rp-import refuses; "
+    "where torch.export's decomposition of the sdpa attention stops at "
+    "\"Cannot view a tensor\", exported again with "
+    "`attn_implementation=\"eager\"`).")
 
 
 def merge_markdown(text, results, paths):

@@ -50,6 +50,8 @@ TOL = 1e-4
 PATH_SECONDS = 60
 PADDING_FLAGS = True  # --no-padding-flags: as rp-import before it had them
 
+from families_export import cause, dynamo_export  # noqa: E402
+
 # The one shrink rule's targets: an attribute the default config has is set
 # to this value when its default is larger (so a family whose default is
 # already small, or lacks the feature, keeps its own).
@@ -217,20 +219,11 @@ def no_grad_part(model, tokens):
     return next(n for n, m in model.named_modules() if m is found[0])
 
 
-def _cause(exc):
-    """The exception `exc` was raised from, innermost: torch.onnx's
-    ConversionError says only which step stopped and asks for a bug
-    report; its cause says why."""
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
-
-
 def _reason(exc):
     """One line saying why: the tool's first error line or the exception's
     first line."""
     from rp.tools import ToolError
-    inner = exc if isinstance(exc, ToolError) else _cause(exc)
+    inner = exc if isinstance(exc, ToolError) else cause(exc)
     text = exc.stderr if isinstance(exc, ToolError) else str(inner)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     pick = next((ln for ln in lines if "error" in ln.lower()),
@@ -267,40 +260,8 @@ def _source(path, model, tokens, out):
                 step0.export_onnx(model, {"input_ids": tokens[:1]},
                                   onnx_path)
             else:
-                try:
-                    _dynamo_export(model, tokens, onnx_path)
-                except Exception as exc:
-                    # torch.export's decomposition of the sdpa attention
-                    # views a transposed tensor (Doge, Inkling: "Cannot
-                    # view a tensor with shape ..."); a user loads such a
-                    # model with attn_implementation="eager".
-                    if "Cannot view a tensor" not in str(_cause(exc)):
-                        raise
-                    with attention_implementation(model, "eager"):
-                        _dynamo_export(model, tokens, onnx_path)
+                dynamo_export(model, tokens[:1], onnx_path)
         return onnx_path
-
-
-def _dynamo_export(model, tokens, onnx_path):
-    import torch
-    torch.onnx.export(model, (tokens[:1],), str(onnx_path),
-                      input_names=["input_ids"], output_names=["logits"],
-                      opset_version=18, dynamo=True, optimize=False)
-
-
-@contextlib.contextmanager
-def attention_implementation(model, name):
-    """The transformers model in `model` set to the attention
-    implementation `name` meanwhile (set_attn_implementation, as
-    from_pretrained's attn_implementation)."""
-    lm = next(m for m in model.modules()
-              if hasattr(m, "set_attn_implementation"))
-    saved = lm.config._attn_implementation
-    lm.set_attn_implementation(name)
-    try:
-        yield
-    finally:
-        lm.set_attn_implementation(saved)
 
 
 @contextlib.contextmanager

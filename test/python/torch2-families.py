@@ -55,10 +55,10 @@ for name in SAMPLE:
 
 # CHECK-NOT: CHANGED
 # CHECK: llama/trace: as expected (pass)
+# CHECK: glm/torchscript: as expected (pass)
 # CHECK: mixtral/dynamo: as expected (pass)
 # CHECK: glm4_moe/dynamo: as expected (pass)
 # CHECK: deepseek_v3/dynamo: as expected (pass)
-# CHECK: glm/torchscript: as expected (pass)
 # CHECK: plbart/dynamo: as expected
 # CHECK: axk2/trace: as expected (pass)
 # CHECK: apertus/torchscript: as expected (pass)

@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT / "test" / "python" / "Inputs"))
 
 from families_shrink import (  # noqa: E402
     TRAIN_MODE, VOCAB, default_config, shrink)
+from families_export import cause, dynamo_export  # noqa: E402
 
 PATHS = ("trace", "torchscript", "dynamo")
 M = 2  # microbatches of one 16-token sequence
@@ -57,11 +58,11 @@ TOL = 1e-4
 PATH_SECONDS = 60
 PADDING_FLAGS = True  # --no-padding-flags: as rp-import before it had them
 
+
 def build(family):
     """The family's shrunk model wrapped to return the logits only."""
     import torch
     import transformers as T
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import \
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -127,19 +128,19 @@ def _reason(exc):
     """One line saying why: the tool's first error line or the exception's
     first line."""
     from rp.tools import ToolError
-    text = exc.stderr if isinstance(exc, ToolError) else str(exc)
+    inner = exc if isinstance(exc, ToolError) else cause(exc)
+    text = exc.stderr if isinstance(exc, ToolError) else str(inner)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     pick = next((ln for ln in lines if "error" in ln.lower()),
                 lines[0] if lines else "")
     if not isinstance(exc, ToolError):
-        pick = f"{type(exc).__name__}: {pick}"
+        pick = f"{type(exc).__name__}: {pick}" if inner is exc else \
+            f"{type(exc).__name__} ({type(inner).__name__}): {lines[0] if lines else ''}"
     pick = pick.replace("|", "/")
     return pick if len(pick) <= 300 else pick[:297] + "..."
 
 
 def _source(path, model, tokens, out):
-    import torch
-
     import rp
     import step0
     with warnings.catch_warnings():
@@ -156,13 +157,15 @@ def _source(path, model, tokens, out):
         with experts_implementation(
                 model, "eager" if path == "torchscript" else "batched_mm"):
             if path == "torchscript":
+                # The symbolics the TorchScript exporter lacks (expm1,
+                # rms_norm, linalg_solve_triangular) or gets wrong
+                # (flatten), as a user registers them (docs/models.md).
+                import rp.onnx_symbolics
+                rp.onnx_symbolics.register()
                 step0.export_onnx(model, {"input_ids": tokens[:1]},
                                   onnx_path)
             else:
-                torch.onnx.export(model, (tokens[:1],), str(onnx_path),
-                                  input_names=["input_ids"],
-                                  output_names=["logits"], opset_version=18,
-                                  dynamo=True, optimize=False)
+                dynamo_export(model, tokens[:1], onnx_path)
         return onnx_path
 
 

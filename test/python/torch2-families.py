@@ -30,7 +30,9 @@ import families  # noqa: E402
 # through ONNX; rwkv: a recurrence written one step at a time into a
 # fresh tensor (x[:, t] = h in rp.trace, ScatterElements on dynamo);
 # lara_mini: a gated-delta layer, whose torch.eye dynamo writes as an
-# arange cast to UINT8 (folded at import); kolibri1 and minimax_m3_vl_text
+# arange cast to UINT8 (folded at import), and on TorchScript its
+# triangular solve (rp.onnx_symbolics); glm and apertus on TorchScript:
+# rp.onnx_symbolics' repeat_interleave and expm1; kolibri1 and minimax_m3_vl_text
 # on dynamo: a router imported op by op in front of batched_mm experts,
 # SiLU-gated and with another activation (docs/moe.md), and on TorchScript
 # in front of the eager experts loop (MoERoutedLoop.cpp); flex_olmo on
@@ -53,13 +55,16 @@ for name in SAMPLE:
 
 # CHECK-NOT: CHANGED
 # CHECK: llama/trace: as expected (pass)
+# CHECK: glm/torchscript: as expected (pass)
 # CHECK: mixtral/dynamo: as expected (pass)
 # CHECK: glm4_moe/dynamo: as expected (pass)
 # CHECK: deepseek_v3/dynamo: as expected (pass)
 # CHECK: plbart/dynamo: as expected
 # CHECK: axk2/trace: as expected (pass)
+# CHECK: apertus/torchscript: as expected (pass)
 # CHECK: apertus/dynamo: as expected (pass)
 # CHECK: rwkv/dynamo: as expected (pass)
+# CHECK: lara_mini/torchscript: as expected (pass)
 # CHECK: lara_mini/dynamo: as expected (pass)
 # CHECK: kolibri1/torchscript: as expected (pass)
 # CHECK: kolibri1/dynamo: as expected (pass)

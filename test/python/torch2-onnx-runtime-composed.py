@@ -9,7 +9,8 @@
 # (clamp), ReduceLogSumExp (GraniteSWA's attention sinks), Tile
 # (DiffLlama's repeat), Trilu of a run-time tensor (the gated delta rule's
 # masks), And/Or/Xor of masks computed from the tokens (Gemma 4's),
-# ArgMax and ArgMin of a row (gathered by index), and a
+# ArgMax and ArgMin of a row (gathered by index), CumSum along two axes
+# of a run-time tensor, and a
 # recurrence written one step at a time into a fresh tensor (out[:, t] =
 # h: RWKV's and RecurrentGemma's, which dynamo writes as ScatterElements).
 # Per path, as bench/families.py checks a family: the loss within 1e-4 of
@@ -52,6 +53,9 @@ class Mix(nn.Module):
         # ArgMin, then GatherElements: PhiMoE's sparsemixer).
         y = y + h.gather(-1, h.argmax(-1, keepdim=True)) * 0.2
         y = y + h.gather(-1, h.argmin(-1, keepdim=True)) * 0.3
+        # A running sum over the sequence and over the features (CumSum:
+        # one matmul with a triangular constant, Mamba-2's chunked scan).
+        y = y + torch.cumsum(h, dim=1) * 0.1 + torch.cumsum(h, dim=-1) * 0.05
         out = torch.zeros_like(h)
         state = torch.zeros_like(h[:, 0])
         w = torch.sigmoid(self.decay)

@@ -7,9 +7,9 @@
 //   Softplus        log(1 + exp(min(x, 20))), x where x > 20 (so neither
 //                   branch overflows: a NaN in the unselected one would
 //                   still reach the gradient)
-//   CumSum          x times a triangular ones constant along the axis,
-//                   summed (RoBERTa's position ids; f32, exact for the
-//                   integer counts it sums below 2^24)
+//   CumSum          a triangular ones constant times x along the axis,
+//                   one matmul (RoBERTa's position ids; f32, exact for
+//                   the integer counts it sums below 2^24)
 //   GatherElements  along the last axis: a one-hot of the indices selects
 //                   from the data (BERT's token type ids)
 //   TopK            the largest k along the last axis (a router that
@@ -99,25 +99,24 @@ static LogicalResult importCumSum(NodeImporter &n) {
   int64_t size = shape[*axis];
   Type f32 = n.builder.getF32Type();
   Type f = isa<FloatType>(xt.getElementType()) ? xt.getElementType() : f32;
-  // out[i] = sum_j x[j] * tri[j, i]: j <= i (j < i exclusive), reversed
-  // j >= i.
+  // out[i] = sum_j tri[i, j] * x[j]: j <= i (j < i exclusive), reversed
+  // j >= i; a matmul over x seen as [before, size, after], so nothing of
+  // size^2 times x's size is materialized (a broadcast product summed over
+  // the axis was: 8 GiB for Mamba-2's 256-long chunks in Falcon-H1).
   SmallVector<float> tri;
-  for (int64_t j = 0; j < size; ++j)
-    for (int64_t i = 0; i < size; ++i)
+  for (int64_t i = 0; i < size; ++i)
+    for (int64_t j = 0; j < size; ++j)
       tri.push_back(reverse ? (exclusive ? j > i : j >= i)
                             : (exclusive ? j < i : j <= i));
-  SmallVector<int64_t> triShape{size, size};
-  triShape.append(rank - *axis - 1, 1);
-  Value t =
-      n.castTo(n.constant(DenseElementsAttr::get(
-                   RankedTensorType::get(triShape, f32), ArrayRef<float>(tri))),
-               f);
-  SmallVector<int64_t> col(shape.begin(), shape.begin() + *axis + 1);
-  col.push_back(1);
-  col.append(shape.begin() + *axis + 1, shape.end());
-  Value prod = n.create<MulOp>(n.reshape(n.castTo(x, f), col), t);
-  Value sum = n.create<ReduceOp>(ReduceKind::sum, prod,
-                                 ArrayRef<int64_t>{*axis}, false);
+  Value t = n.castTo(
+      n.constant(DenseElementsAttr::get(
+          RankedTensorType::get({size, size}, f32), ArrayRef<float>(tri))),
+      f);
+  int64_t before = 1, after = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < *axis ? before : after) *= d == *axis ? 1 : shape[d];
+  Value x3 = n.reshape(n.castTo(x, f), {before, size, after});
+  Value sum = n.reshape(n.create<MatmulOp>(t, x3, false, false), shape);
   n.setOutput(0, n.castTo(sum, xt.getElementType()));
   return success();
 }

@@ -522,13 +522,12 @@ static LogicalResult evalCast(Eval &e) {
     } else if (r.isBool()) {
       r.i[k] = t.asDouble(k) != 0;
     } else if (t.isFloat()) {
-      // Truncation toward zero, as static_cast; NaN and out-of-range
-      // values have no defined result, so they are errors.
-      double v = std::trunc(t.f[k]);
-      if (!(v >= -9.2233720368547758e18 && v < 9.2233720368547758e18))
+      auto v = floatToInt(to, t.f[k]);
+      if (!v)
         return e.n.error() << "element " << k << " (" << t.f[k]
-                           << ") does not fit in " << to;
-      r.i[k] = wrapInt(to, int64_t(v));
+                           << ") does not fit in " << to
+                           << " (CPU and GPU kernels give it different values)";
+      r.i[k] = *v;
     } else {
       r.i[k] = wrapInt(to, t.i[k]);
     }

@@ -3,7 +3,7 @@
 // The constant evaluator's shape ops: each computes its result shape and
 // the source offset of every result element (an index map applied by
 // `take`), so one routine moves the data of every element type. Shape,
-// Size, ConstantOfShape and Range generate their values.
+// Size, ConstantOfShape, Range and OneHot generate their values.
 //
 //===----------------------------------------------------------------------===//
 
@@ -529,6 +529,44 @@ static LogicalResult evalRange(Eval &e) {
   return success();
 }
 
+/// OneHot: the indices' shape with `depth` inserted at `axis`; values[1]
+/// where the position equals the index (negative ones count from depth),
+/// else values[0]. The TorchScript exporter writes a repeat_interleave by
+/// a count computed from sizes as a Tile whose repeats are such a OneHot
+/// of constants (Qwen3.5's and Falcon-H1's grouped heads).
+static LogicalResult evalOneHot(Eval &e) {
+  auto depthIn = e.input(1);
+  auto values = e.input(2);
+  if (failed(depthIn) || failed(values))
+    return failure();
+  const Tensor &ids = e.first();
+  if ((*depthIn)->size() != 1 || (*values)->size() != 2)
+    return e.n.error() << "depth must hold one value and values two";
+  int64_t depth = int64_t((*depthIn)->asDouble(0));
+  auto axis = e.n.normalizeAxis(e.n.intAttr("axis", -1), ids.rank() + 1);
+  if (depth < 1 || failed(axis))
+    return failed(axis) ? failure()
+                        : (e.n.error() << "depth " << depth << " is not >= 1");
+  SmallVector<int64_t> shape(ids.shape);
+  shape.insert(shape.begin() + *axis, depth);
+  if (failed(e.fits(shape)))
+    return failure();
+  int64_t inner = numElements(ArrayRef<int64_t>(ids.shape).drop_front(*axis));
+  const Tensor &v = **values;
+  Tensor r = Tensor::make(v.element, shape);
+  for (int64_t k = 0; k < r.size(); ++k) {
+    int64_t at = k / (depth * inner) * inner + k % inner;
+    int64_t pos = k / inner % depth, id = int64_t(ids.asDouble(at));
+    int64_t pick = id == pos || id + depth == pos ? 1 : 0;
+    if (r.isFloat())
+      r.f[k] = v.f[pick];
+    else
+      r.i[k] = v.i[pick];
+  }
+  e.out.push_back(std::move(r));
+  return success();
+}
+
 void eval::registerMovementEvaluators(llvm::StringMap<EvalFn> &t) {
   t["Shape"] = evalShape;
   t["Size"] = evalSize;
@@ -547,4 +585,5 @@ void eval::registerMovementEvaluators(llvm::StringMap<EvalFn> &t) {
   t["Tile"] = evalTile;
   t["ConstantOfShape"] = evalConstantOfShape;
   t["Range"] = evalRange;
+  t["OneHot"] = evalOneHot;
 }

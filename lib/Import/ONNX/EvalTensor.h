@@ -12,7 +12,9 @@
 
 #include "NodeImporter.h"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -117,6 +119,33 @@ inline int64_t wrapInt(Type element, int64_t v) {
     return int64_t(bits);
   uint64_t sign = uint64_t(1) << (width - 1);
   return int64_t(bits ^ sign) - int64_t(sign);
+}
+
+/// A float cast to the integer type `to`, truncated toward zero, or nullopt
+/// where implementations disagree. C++ leaves NaN and values out of range
+/// undefined. For INT32 and INT64, values below the range (-inf: CPM-Ant's
+/// position buckets cast log(0) so) give the type's minimum everywhere:
+/// x86's truncating conversion (PyTorch's and onnxruntime's CPU kernels),
+/// CUDA's saturating one and rp's runtime (kernels/Cast.h) agree. Above the
+/// range and NaN they do not (x86 gives the minimum, CUDA and rp the
+/// maximum, NaN 0): refused. Narrower targets keep the low bits of the
+/// int64 value, as before; values beyond int64 are refused.
+inline std::optional<int64_t> floatToInt(Type to, double f) {
+  auto integer = dyn_cast<IntegerType>(to);
+  if (!integer || std::isnan(f))
+    return std::nullopt;
+  double v = std::trunc(f);
+  bool wide = !integer.isUnsigned() &&
+              (integer.getWidth() == 32 || integer.getWidth() == 64);
+  double lowest = integer.getWidth() == 32 ? -2147483648.0 : -0x1p63;
+  if (wide && v < lowest)
+    return integer.getWidth() == 32 ? std::numeric_limits<int32_t>::min()
+                                    : std::numeric_limits<int64_t>::min();
+  if (wide && v >= -lowest)
+    return std::nullopt;
+  if (!(v >= -0x1p63 && v < 0x1p63))
+    return std::nullopt;
+  return wrapInt(to, int64_t(v));
 }
 
 /// A float function of `a` and `b` computed in float for f32, f16 and bf16

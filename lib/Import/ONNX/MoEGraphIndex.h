@@ -193,6 +193,26 @@ struct GraphIndex {
     }
     return "";
   }
+  /// The one node reading `value` (of op type `op` when one is given), or
+  /// null when it has several readers, none, or is a graph output.
+  const onnx::NodeProto *onlyReader(StringRef value, StringRef op = "") const {
+    auto readers = consumers.lookup(value);
+    if (readers.size() != 1 || outputs.count(value))
+      return nullptr;
+    const onnx::NodeProto &n = graph.node(readers[0]);
+    return op.empty() || n.op_type() == op ? &n : nullptr;
+  }
+
+  /// The readers of `value` that are `op` nodes.
+  SmallVector<const onnx::NodeProto *> readersOf(StringRef value,
+                                                 StringRef op) const {
+    SmallVector<const onnx::NodeProto *> out;
+    for (int i : consumers.lookup(value))
+      if (graph.node(i).op_type() == op)
+        out.push_back(&graph.node(i));
+    return out;
+  }
+
   int64_t intAttr(const onnx::NodeProto &node, StringRef name,
                   int64_t dflt) const {
     for (const auto &a : node.attribute())

@@ -42,26 +42,6 @@ struct Iteration {
 };
 } // namespace
 
-/// The one node reading `value`, if it is an `op`.
-static const onnx::NodeProto *soleReader(const GraphIndex &g, StringRef value,
-                                         StringRef op) {
-  auto readers = g.consumers.lookup(value);
-  if (readers.size() != 1 || g.outputs.count(value))
-    return nullptr;
-  const onnx::NodeProto &n = g.graph.node(readers[0]);
-  return n.op_type() == op ? &n : nullptr;
-}
-
-/// The readers of `value` that are `op` nodes.
-static SmallVector<const onnx::NodeProto *>
-readersOf(const GraphIndex &g, StringRef value, StringRef op) {
-  SmallVector<const onnx::NodeProto *> out;
-  for (int i : g.consumers.lookup(value))
-    if (g.graph.node(i).op_type() == op)
-      out.push_back(&g.graph.node(i));
-  return out;
-}
-
 static bool hasPerm(const GraphIndex &g, const onnx::NodeProto &t,
                     llvm::ArrayRef<int64_t> perm) {
   for (const auto &a : t.attribute())
@@ -173,19 +153,19 @@ static bool sameComputation(const GraphIndex &g, StringRef a, StringRef b,
 /// Squeeze(Split(Transpose(NonZero(row)), 2 on axis 1)) after any Cast.
 static bool slotsAndTokens(const GraphIndex &g, std::string row,
                            Iteration &it) {
-  while (const onnx::NodeProto *cast = soleReader(g, row, "Cast"))
+  while (const onnx::NodeProto *cast = g.onlyReader(row, "Cast"))
     row = outputOf(*cast, 0);
-  const onnx::NodeProto *nz = soleReader(g, row, "NonZero");
+  const onnx::NodeProto *nz = g.onlyReader(row, "NonZero");
   const onnx::NodeProto *t =
-      nz ? soleReader(g, outputOf(*nz, 0), "Transpose") : nullptr;
+      nz ? g.onlyReader(outputOf(*nz, 0), "Transpose") : nullptr;
   const onnx::NodeProto *split = t && hasPerm(g, *t, {1, 0})
-                                     ? soleReader(g, outputOf(*t, 0), "Split")
+                                     ? g.onlyReader(outputOf(*t, 0), "Split")
                                      : nullptr;
   if (!split || split->output_size() != 2 || g.intAttr(*split, "axis", 0) != 1)
     return false;
   std::string *out[] = {&it.pos, &it.tok};
   for (int i = 0; i < 2; ++i) {
-    const onnx::NodeProto *sq = soleReader(g, outputOf(*split, i), "Squeeze");
+    const onnx::NodeProto *sq = g.onlyReader(outputOf(*split, i), "Squeeze");
     auto axes = sq ? constantInts(g, inputOf(*sq, 1)) : std::nullopt;
     if (!axes || axes->size() != 1 || ((*axes)[0] != 1 && (*axes)[0] != -1))
       return false;
@@ -196,10 +176,10 @@ static bool slotsAndTokens(const GraphIndex &g, std::string row,
 
 /// The up matmul `x[tok] W13[e]` of an iteration.
 static bool upMatmul(const GraphIndex &g, Iteration &it) {
-  for (const onnx::NodeProto *gather : readersOf(g, it.tok, "Gather")) {
+  for (const onnx::NodeProto *gather : g.readersOf(it.tok, "Gather")) {
     if (inputOf(*gather, 1) != it.tok || g.intAttr(*gather, "axis", 0) != 0)
       continue;
-    const onnx::NodeProto *mm = soleReader(g, outputOf(*gather, 0), "MatMul");
+    const onnx::NodeProto *mm = g.onlyReader(outputOf(*gather, 0), "MatMul");
     if (!mm || inputOf(*mm, 0) != outputOf(*gather, 0))
       continue;
     auto stack = stackAt(g, inputOf(*mm, 1), it.xAtW);
@@ -216,7 +196,7 @@ static bool upMatmul(const GraphIndex &g, Iteration &it) {
 /// The weighting of an iteration, `y * Flatten(Unsqueeze(w, 2))[tok * k +
 /// pos]` (viewed back to [n, 1]), and its down matmul `h W2[e]`.
 static bool weightedDown(const GraphIndex &g, Iteration &it) {
-  for (const onnx::NodeProto *add : readersOf(g, it.pos, "Add")) {
+  for (const onnx::NodeProto *add : g.readersOf(it.pos, "Add")) {
     int other = inputOf(*add, 0) == it.pos ? 1 : 0;
     const onnx::NodeProto *mul = g.producerOf(inputOf(*add, other));
     if (!mul || mul->op_type() != "Mul")
@@ -239,7 +219,7 @@ static bool weightedDown(const GraphIndex &g, Iteration &it) {
                     : std::nullopt;
     if (!axes || axes->size() != 1 || (*axes)[0] != 2)
       continue;
-    auto gathers = readersOf(g, outputOf(*add, 0), "Gather");
+    auto gathers = g.readersOf(outputOf(*add, 0), "Gather");
     const onnx::NodeProto *gather = gathers.size() == 1 ? gathers[0] : nullptr;
     const onnx::NodeProto *flat =
         gather ? g.producerOf(inputOf(*gather, 0)) : nullptr;
@@ -251,9 +231,9 @@ static bool weightedDown(const GraphIndex &g, Iteration &it) {
     // The gathered weights viewed back to a column, then the Mul.
     std::string w = outputOf(*gather, 0);
     const onnx::NodeProto *r;
-    while ((r = soleReader(g, w, "Reshape")))
+    while ((r = g.onlyReader(w, "Reshape")))
       w = outputOf(*r, 0);
-    const onnx::NodeProto *weighted = soleReader(g, w, "Mul");
+    const onnx::NodeProto *weighted = g.onlyReader(w, "Mul");
     if (!weighted)
       continue;
     int yAt = inputOf(*weighted, 0) == w ? 1 : 0;
@@ -351,7 +331,7 @@ static const onnx::NodeProto *accumulate(const GraphIndex &g,
   while ((n = g.producerOf(index)) &&
          (n->op_type() == "Expand" || n->op_type() == "Unsqueeze"))
     index = inputOf(*n, 0);
-  const onnx::NodeProto *add = soleReader(g, outputOf(*scatter, 0), "Add");
+  const onnx::NodeProto *add = g.onlyReader(outputOf(*scatter, 0), "Add");
   if (index != it.tok || !add)
     return nullptr;
   StringRef other = inputOf(*add, inputOf(*add, 0) == outputOf(*scatter, 0));
@@ -408,8 +388,7 @@ moe::matchLoopExperts(const GraphIndex &g, int oneHotIndex, std::string &why) {
       *values != SmallVector<int64_t>{0, 1})
     return std::nullopt;
   // The expert mask [E, k, T], read one expert at a time at the hits.
-  const onnx::NodeProto *maskT =
-      soleReader(g, outputOf(oneHot, 0), "Transpose");
+  const onnx::NodeProto *maskT = g.onlyReader(outputOf(oneHot, 0), "Transpose");
   if (!maskT || !hasPerm(g, *maskT, {2, 1, 0}))
     return std::nullopt;
   std::optional<int64_t> topK = chosenK(g, inputOf(oneHot, 0));
@@ -423,7 +402,7 @@ moe::matchLoopExperts(const GraphIndex &g, int oneHotIndex, std::string &why) {
   bool constant = false;
   std::map<int64_t, Iteration> byClass;
   for (const onnx::NodeProto *row :
-       readersOf(g, outputOf(*maskT, 0), "Gather")) {
+       g.readersOf(outputOf(*maskT, 0), "Gather")) {
     auto c = hitClass(g, inputOf(*row, 1));
     if (auto e = g.scalarInt(inputOf(*row, 1)); !c && e) {
       c = std::make_pair(*e, int64_t(-1));

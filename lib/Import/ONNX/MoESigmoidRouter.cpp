@@ -93,24 +93,6 @@ static bool readsShapeOnly(const onnx::NodeProto &node, StringRef value) {
          (node.op_type() == "CastLike" && inputOf(node, 0) != value);
 }
 
-/// The only reader of `value`, or null.
-static const onnx::NodeProto *onlyReader(const GraphIndex &g, StringRef value) {
-  auto readers = g.consumers.lookup(value);
-  if (readers.size() != 1 || g.outputs.count(value))
-    return nullptr;
-  return &g.graph.node(readers[0]);
-}
-
-/// The readers of `value` of op type `op`.
-static SmallVector<const onnx::NodeProto *>
-readersOf(const GraphIndex &g, StringRef value, StringRef op) {
-  SmallVector<const onnx::NodeProto *> out;
-  for (int i : g.consumers.lookup(value))
-    if (g.graph.node(i).op_type() == op)
-      out.push_back(&g.graph.node(i));
-  return out;
-}
-
 /// Whether `node` reduces over the last axis only (rank `rank`).
 static bool reducesLastAxis(const GraphIndex &g, const onnx::NodeProto &node,
                             int64_t rank) {
@@ -166,7 +148,7 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
       return fail(first, "its top-k within a group has no constant k");
     r.groupTop = *k;
     // The group scores: the sum of the group's best.
-    const onnx::NodeProto *sum = onlyReader(g, outputOf(first, 0));
+    const onnx::NodeProto *sum = g.onlyReader(outputOf(first, 0));
     if (!sum || sum->op_type() != "ReduceSum" ||
         g.intAttr(*sum, "keepdims", 1) != 0 || !reducesLastAxis(g, *sum, 3) ||
         !g.consumers.lookup(outputOf(first, 1)).empty())
@@ -251,22 +233,22 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
   // The weights: the sigmoid scores of the chosen experts.
   const onnx::NodeProto &expertTopK = g.graph.node(r.expertTopK);
   SmallVector<const onnx::NodeProto *> gathers =
-      readersOf(g, outputOf(expertTopK, 1), "GatherElements");
+      g.readersOf(outputOf(expertTopK, 1), "GatherElements");
   // dynamo casts the indices to int64 first (a no-op: TopK's are int64).
   for (const onnx::NodeProto *cast :
-       readersOf(g, outputOf(expertTopK, 1), "Cast"))
+       g.readersOf(outputOf(expertTopK, 1), "Cast"))
     if (g.intAttr(*cast, "to", 0) == onnx::TensorProto::INT64)
-      gathers.append(readersOf(g, outputOf(*cast, 0), "GatherElements"));
+      gathers.append(g.readersOf(outputOf(*cast, 0), "GatherElements"));
   if (gathers.size() != 1 || inputOf(*gathers[0], 0) != r.scores ||
       g.intAttr(*gathers[0], "axis", 0) != 1 ||
       !g.consumers.lookup(outputOf(expertTopK, 0)).empty())
     return fail(expertTopK, "its weights are not the sigmoid scores of the "
                             "chosen experts (one GatherElements)");
   std::string w = outputOf(*gathers[0], 0);
-  SmallVector<const onnx::NodeProto *> sums = readersOf(g, w, "ReduceSum");
+  SmallVector<const onnx::NodeProto *> sums = g.readersOf(w, "ReduceSum");
   if (!sums.empty()) {
     // w / (ReduceSum(w) + eps)
-    const onnx::NodeProto *den = onlyReader(g, outputOf(*sums[0], 0));
+    const onnx::NodeProto *den = g.onlyReader(outputOf(*sums[0], 0));
     std::optional<double> eps = 0.0;
     std::string denominator = outputOf(*sums[0], 0);
     if (den && den->op_type() == "Add") {
@@ -274,7 +256,7 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
       eps = scalarFloat(g, inputOf(*den, other));
       denominator = outputOf(*den, 0);
     }
-    SmallVector<const onnx::NodeProto *> divs = readersOf(g, w, "Div");
+    SmallVector<const onnx::NodeProto *> divs = g.readersOf(w, "Div");
     if (sums.size() != 1 || !reducesLastAxis(g, *sums[0], 2) ||
         g.intAttr(*sums[0], "keepdims", 1) != 1 || !eps || divs.size() != 1 ||
         inputOf(*divs[0], 1) != denominator)
@@ -283,7 +265,7 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
     r.eps = *eps;
     w = outputOf(*divs[0], 0);
   }
-  if (const onnx::NodeProto *mul = onlyReader(g, w))
+  if (const onnx::NodeProto *mul = g.onlyReader(w))
     if (mul->op_type() == "Mul") {
       int other = inputOf(*mul, 0) == w ? 1 : 0;
       if (auto scale = scalarFloat(g, inputOf(*mul, other)))

@@ -36,17 +36,18 @@ class LM(nn.Module):
         return self.head(h)
 
 
-def check_both_paths(layer, out, width=16, tokens_to_layers=False):
+def check_both_paths(layer, out, width=16, tokens_to_layers=False,
+                     paths=("torchscript", "dynamo")):
     """Builds the LM of ``layer`` (seed 0), draws its tokens and labels, and
-    checks it on the TorchScript and the dynamo path, each in its own
-    folder under ``out``."""
+    checks it on the TorchScript and the dynamo path (or ``paths``), each
+    in its own folder under ``out``."""
     torch.manual_seed(0)
     model = LM(layer, width, tokens_to_layers)
     tokens = torch.randint(0, 64, (families.M, 16))
     labels = torch.randint(0, 64, (families.M, 16))
     ref = families.reference(model, tokens, labels)
     out = Path(out)
-    for path in ("torchscript", "dynamo"):
+    for path in paths:
         (out / path).mkdir(parents=True, exist_ok=True)
         cell = families.check_path(path, model, ref, tokens, labels,
                                    out / path)

@@ -1,0 +1,51 @@
+"""bench/families.py's dynamo export: torch.onnx.export(dynamo=True,
+opset 18, optimize=False), exported again with the eager attention where
+torch.export's decomposition of the sdpa attention stops, as a user would
+load such a model; and the innermost cause of an exporter's error."""
+
+import contextlib
+
+
+def cause(exc):
+    """The exception `exc` was raised from, innermost: torch.onnx's
+    ConversionError says only which step stopped and asks for a bug
+    report; its cause says why."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def dynamo_export(model, tokens, onnx_path):
+    """`model` on `tokens` to `onnx_path`. Where torch.export's
+    decomposition of the sdpa attention views a transposed tensor (Doge,
+    Inkling: "Cannot view a tensor with shape ..."), again with
+    attn_implementation="eager", as a user loads such a model."""
+    try:
+        _export(model, tokens, onnx_path)
+    except Exception as exc:
+        if "Cannot view a tensor" not in str(cause(exc)):
+            raise
+        with attention_implementation(model, "eager"):
+            _export(model, tokens, onnx_path)
+
+
+def _export(model, tokens, onnx_path):
+    import torch
+    torch.onnx.export(model, (tokens,), str(onnx_path),
+                      input_names=["input_ids"], output_names=["logits"],
+                      opset_version=18, dynamo=True, optimize=False)
+
+
+@contextlib.contextmanager
+def attention_implementation(model, name):
+    """The transformers model in `model` set to the attention
+    implementation `name` meanwhile (set_attn_implementation, as
+    from_pretrained's attn_implementation)."""
+    lm = next(m for m in model.modules()
+              if hasattr(m, "set_attn_implementation"))
+    saved = lm.config._attn_implementation
+    lm.set_attn_implementation(name)
+    try:
+        yield
+    finally:
+        lm.set_attn_implementation(saved)

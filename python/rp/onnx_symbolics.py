@@ -1,0 +1,178 @@
+"""ONNX symbolics for torch's TorchScript exporter that it lacks or gets
+wrong, written in standard ONNX ops rp-import maps.
+
+Call ``register()`` once before ``torch.onnx.export(..., dynamo=False)``::
+
+    import rp.onnx_symbolics
+    rp.onnx_symbolics.register()
+    torch.onnx.export(model, args, "model.onnx", opset_version=17,
+                      dynamo=False, do_constant_folding=False)
+
+It registers, through ``torch.onnx.register_custom_op_symbolic`` (the
+exporter's documented hook; it affects every later TorchScript export in
+the process, and none by the dynamo exporter):
+
+- ``aten::expm1`` as ``Exp(x) - 1`` (xIELU activations: Apertus). The
+  exporter has none ("Exporting the operator 'aten::expm1' to ONNX opset
+  version 17 is not supported"). Below |x| ~ 1e-4 it loses expm1's
+  relative precision (absolute error ~1e-8).
+- ``aten::rms_norm`` as ``x / sqrt(mean(x^2) + eps) * weight`` over the
+  normalized dimensions, in the input's type, eps defaulting to the
+  type's machine epsilon as torch's does (``nn.RMSNorm``: DiffLlama).
+- ``aten::linalg_solve_triangular`` for ``left=True`` (the gated delta
+  rule's UT transform: Qwen3-Next, Qwen3.5, OLMo-Hybrid, ...): the
+  triangle is made unit by dividing its rows by the diagonal (or the
+  diagonal is taken as ones with ``unitriangular=True``), leaving
+  ``(I + N) X = B`` with N strictly triangular, so nilpotent; then
+  ``X = (I - N)(I + N^2)(I + N^4)... B`` with ceil(log2 n) factors (exact
+  in exact arithmetic: N^n = 0) as Trilu, MatMul and Add. ``left=False``
+  and a matrix size unknown at export are refused by the exporter with
+  this module's reason.
+- ``aten::repeat_interleave`` given a copy of its ``dim``: the
+  exporter's own symbolic (opset 13) normalizes a negative ``dim`` with
+  ``dim += rank`` on the tensor held by the graph's Constant node, which
+  the exporter shares between every use of the same value, so after
+  ``x.repeat_interleave(2, dim=-1)`` every other -1 of the model reads
+  the rank of x minus 1: Cohere's ``view(..., -1, head_dim)`` after its
+  rank-3 rotary table reshapes to 2 heads ("cannot reshape ... (512
+  elements) to 256 elements"; onnxruntime refuses the same graph: also
+  Cohere2, Helium, and ERNIE 4.5's "Expand input shape constraint") and
+  GLM's ``flatten(-2)`` after a rank-4 one flattens nothing ("All tensors
+  must have the same rank" at a later ``torch.cat``: also GLM-4 and
+  DeepSeek-V4). The graph it writes is the exporter's own.
+
+``torch.polar`` (complex rotary tables: DeepSeek-V2, Llama 4) has no
+symbolic here: ONNX has no complex tensors.
+"""
+
+from __future__ import annotations
+
+import math
+
+# The opsets registered: the exporter dispatches an op to its symbolic of
+# the highest opset at or below the export's, its own and registered ones
+# alike, so each is registered at every opset rp-import reads.
+OPSETS = range(13, 21)
+_EPS = {"Float": 1.1920928955078125e-07, "Double": 2.220446049250313e-16,
+        "Half": 0.0009765625, "BFloat16": 0.0078125}
+
+
+def _sh():
+    from torch.onnx import symbolic_helper
+    return symbolic_helper
+
+
+def _const(g, values, dtype=None):
+    import torch
+    return g.op("Constant", value_t=torch.tensor(values, dtype=dtype))
+
+
+def _expm1(g, x):
+    one = g.op("CastLike", _const(g, 1.0), x)
+    return g.op("Sub", g.op("Exp", x), one)
+
+
+def _reduce_mean(g, x, axes):
+    if g.opset >= 18:
+        import torch
+        return g.op("ReduceMean", x, _const(g, axes, torch.int64),
+                    keepdims_i=1)
+    return g.op("ReduceMean", x, axes_i=axes, keepdims_i=1)
+
+
+def _rms_norm(g, x, normalized_shape, weight, eps):
+    sh = _sh()
+    shape = sh._maybe_get_const(normalized_shape, "is")
+    if not isinstance(shape, (list, tuple)) and \
+            sh._is_packed_list(normalized_shape):
+        shape = sh._unpack_list(normalized_shape)  # sizes read at run time
+    rank = sh._get_tensor_rank(x)
+    if rank is None or not isinstance(shape, (list, tuple)):
+        return sh._unimplemented(
+            "aten::rms_norm", "the input's rank and normalized_shape must "
+            "be known at export (rp.onnx_symbolics)", x)
+    axes = list(range(rank - len(shape), rank))
+    if sh._is_none(eps):
+        # torch.finfo(x.dtype).eps, as aten::rms_norm takes it.
+        eps_value = _EPS.get(x.type().scalarType(), _EPS["Float"])
+    else:
+        eps_value = sh._maybe_get_const(eps, "f")
+    mean = _reduce_mean(g, g.op("Mul", x, x), axes)
+    eps_t = g.op("CastLike", _const(g, float(eps_value)), x)
+    y = g.op("Div", x, g.op("Sqrt", g.op("Add", mean, eps_t)))
+    if not sh._is_none(weight):
+        y = g.op("Mul", y, weight)
+    return y
+
+
+def _solve_triangular(g, a, b, upper, left, unitriangular):
+    import torch
+    sh = _sh()
+    upper = sh._maybe_get_const(upper, "b")
+    left = sh._maybe_get_const(left, "b")
+    unit = sh._maybe_get_const(unitriangular, "b")
+    sizes = sh._get_tensor_sizes(a)
+    if not sizes or not isinstance(sizes[-1], int):
+        # The exporter's shape inference can lose the sizes the trace saw
+        # (Qwen3-Next's system: Float(*, *, *, *, *)); the traced node's
+        # input keeps them.
+        try:
+            sizes = g.original_node.inputsAt(0).type().sizes()
+        except (AttributeError, RuntimeError):  # not a complete tensor type
+            sizes = None
+    if not isinstance(left, bool) or not left:
+        return sh._unimplemented(
+            "aten::linalg_solve_triangular",
+            "rp.onnx_symbolics writes left=True only (A X = B); solve the "
+            "transposed system for X A = B", a)
+    n = sizes[-1] if sizes else None
+    if not isinstance(n, int) or not isinstance(upper, bool) \
+            or not isinstance(unit, bool):
+        return sh._unimplemented(
+            "aten::linalg_solve_triangular",
+            "the matrix size and the upper/unitriangular flags must be "
+            "known at export (rp.onnx_symbolics)", a)
+    up = 1 if upper else 0
+    strict = g.op("Trilu", a, _const(g, 1 if upper else -1, torch.int64),
+                  upper_i=up)
+    if not unit:
+        # A = D (I + D^-1 N): divide the rows of N and of B by the diagonal.
+        eye = g.op("CastLike", _const(g, torch.eye(n).tolist()), a)
+        diag = g.op("ReduceSum", g.op("Mul", a, eye),
+                    _const(g, [-1], torch.int64), keepdims_i=1)
+        strict = g.op("Div", strict, diag)
+        b = g.op("Div", b, diag)
+    # (I + N)^-1 = (I - N)(I + N^2)(I + N^4)...: N^n = 0.
+    power = g.op("Neg", strict)
+    x = b
+    for step in range(max(1, math.ceil(math.log2(max(n, 2))))):
+        x = g.op("Add", x, g.op("MatMul", power, x))
+        if 2 ** (step + 1) < n:
+            power = g.op("MatMul", power, power)
+    return x
+
+
+def _repeat_interleave(g, x, repeats, dim=None, output_size=None):
+    import torch
+    from torch.onnx import symbolic_opset13
+    sh = _sh()
+    d = sh._maybe_get_const(dim, "i")
+    if isinstance(d, int):
+        # The exporter's symbolic adds the rank to a negative dim in place
+        # (`dim += len(sizes)` on the tensor of the Constant node), so it
+        # gets a copy of its own, read by nothing else.
+        dim = g.op("Constant", value_t=torch.tensor(d))
+    return symbolic_opset13.repeat_interleave(g, x, repeats, dim, output_size)
+
+
+def register():
+    """Registers the symbolics above with the TorchScript exporter (opsets
+    13 to 20; calling it again is harmless)."""
+    import torch
+    for name, fn in (
+            ("aten::expm1", _expm1),
+            ("aten::rms_norm", _rms_norm),
+            ("aten::linalg_solve_triangular", _solve_triangular),
+            ("aten::repeat_interleave", _repeat_interleave)):
+        for opset in OPSETS:
+            torch.onnx.register_custom_op_symbolic(name, fn, opset)

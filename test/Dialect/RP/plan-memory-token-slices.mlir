@@ -36,7 +36,7 @@
 // the kept keys' copies, the key-gradient accumulator's kernels, a
 // launch per prefix concat input and a slice gradient's zeroing: 0.736
 // ms), not on the unsliced one (0.316 ms).
-// ONE: rp.schedule @main attributes {arena_copies = 1 : i64, bubble = 0.79213{{[0-9]*}} : f64, {{.*}}step_ms = 0.73589{{[0-9]*}} : f64
+// ONE: rp.schedule @main attributes {arena_copies = 1 : i64, bubble = 0.79205{{[0-9]*}} : f64, {{.*}}step_ms = 0.73560{{[0-9]*}} : f64
 // UNSLICED: rp.schedule @main attributes {arena_copies = 1 : i64, {{.*}}step_ms = 0.31566{{[0-9]*}} : f64
 
 // A prefix upload that does not wait for the download of its rows: the

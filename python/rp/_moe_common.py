@@ -22,6 +22,21 @@ def top_k_of(path, block, router, e):
         f"each token uses", module_path=path)
 
 
+def probe_inputs(n_ids, h, dtype):
+    """Ten tokens of width h, each routed to min(2, n_ids) distinct ids
+    with random weights, from a fixed seed: the call both experts-module
+    recognisers (rp._moe_stacked, rp._moe_grouped) make on a candidate to
+    compare its output with rp's own forward. Returns (x, ids, w)."""
+    import torch
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10, h, generator=g, dtype=dtype)
+    k = min(2, n_ids)
+    ids = torch.stack([torch.randperm(n_ids, generator=g)[:k]
+                       for _ in range(10)])
+    w = torch.rand(10, k, generator=g, dtype=dtype)
+    return x, ids, w
+
+
 def run_router_hooks(router, x, logits):
     """Runs the hooks of a router module the traced forward does not call,
     as if it had been called and returned (logits, ...): transformers 5

@@ -347,12 +347,7 @@ def patch_experts(path, experts, saved):
     if act is None:
         return False
     n_exp, h = gu.shape[0], gu.shape[2]
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(10, h, generator=g, dtype=gu.dtype)
-    k = min(2, n_exp)
-    ids = torch.stack([torch.randperm(n_exp, generator=g)[:k]
-                       for _ in range(10)])
-    w = torch.rand(10, k, generator=g, dtype=gu.dtype)
+    x, ids, w = _moe_common.probe_inputs(n_exp, h, gu.dtype)
     acts = [act]
     lim = getattr(experts, "limit", None)
     if act in ("silu", "gelu") and isinstance(lim, (int, float)) and \

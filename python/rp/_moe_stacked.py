@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import types
 
+from rp import _moe_common
+
 
 def _dbrx_stacks(experts):
     """A function giving (gate_up [E, 2F, H], down [E, H, F]) of a
@@ -114,12 +116,7 @@ def patch(experts, saved, library):
             return False
         n_ids, h = gu.shape[0] + (getattr(experts, "zero_expert_num", 0)
                                   if routed is not None else 0), gu.shape[2]
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(10, h, generator=g, dtype=gu.dtype)
-        k = min(2, n_ids)
-        ids = torch.stack([torch.randperm(n_ids, generator=g)[:k]
-                           for _ in range(10)])
-        w = torch.rand(10, k, generator=g, dtype=gu.dtype)
+        x, ids, w = _moe_common.probe_inputs(n_ids, h, gu.dtype)
         try:
             ref = experts(x, ids, w)
         except Exception:  # noqa: BLE001 - not called this way

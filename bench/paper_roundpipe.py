@@ -120,13 +120,29 @@ def held_out(models, tmp, rows=None):
         dense = terms is None
         print(f"{name:15s} {one:8,} {tps:6.0f} {tps / one:9.2f}  "
               f"{kernels:10.0f}  {host * 100:+6.1f}% of the kernels' rate"
-              f"{'':14s}{left * 100:+6.1f}%"
-              + ("  (within 10 %)" if dense and abs(left) <= 0.10 else
-                 "  (dense: OUTSIDE 10 %)" if dense else "  (MoE)"))
+              f"{'':14s}{left * 100:+6.1f}%  ({held_out_verdict(name, tps)})")
         if not dense:
             breakdown.append((name, kernels, tps, terms))
     if breakdown:
         moe_breakdown(breakdown)
+
+
+# Issue 32's bound on the held-out dense rows: rp's model given RoundPipe's
+# kernel times reproduces its measured 1-GPU tokens/s within 10 %
+# (test/python/bench-heldout.py runs the three rows and holds them to it).
+HELD_OUT_BOUND = 0.10
+
+
+def held_out_verdict(name, tps):
+    """"within 10 %" or "dense: OUTSIDE 10 %" for a dense model's held-out
+    tokens/s `tps` against RoundPipe's measured 1-GPU figure; "MoE" for the
+    two MoE models, whose difference moe_breakdown() and gap_20b() say
+    term by term instead."""
+    if name in MOE_MODELS:
+        return "MoE"
+    within = abs(tps / ONE_GPU[name] - 1) <= HELD_OUT_BOUND
+    return (f"within {HELD_OUT_BOUND:.0%}" if within
+            else f"dense: OUTSIDE {HELD_OUT_BOUND:.0%}").replace("%", " %")
 
 
 def moe_terms(name, plan, passes, mid, times, tmp):

@@ -27,9 +27,10 @@
 - roundpipe_host(base, end, model): the host of the model of RoundPipe
   (the sim times it; bench/paper.py's roundpipe_model): one Python
   interpreter for every GPU's dispatch work (host_interpreters 1: its
-  device threads share the GIL), and for the MoE models its pageable
-  weights and its expert loop's host work per routing (moe_host_us, one
-  expert's at the fast end, the whole loop's at the slow end).
+  device threads share the GIL), the 235B's pageable weights (PAGEABLE),
+  and for the MoE models its expert loop's host work per routing
+  (moe_host_us, one expert's at the fast end, the whole loop's at the
+  slow end).
 """
 
 import json
@@ -172,6 +173,11 @@ def ideal_scaling(model, gpus=8):
 # backward), bench/moe_host.py (PyTorch eager on this machine's CPU, 2
 # cores shared; CUDA launches not included).
 MOE_HOST_US = {"gpt-oss-20b": (25.0, 801), "qwen3-235b-a22b": (125.2, 16031)}
+# The runs whose weights RoundPipe kept pageable: its LoRA script passes
+# pin_model="off" (artifact roundpipe/train_lora.py); its train.py, which
+# ran GPT-OSS-20B and the dense models, leaves the default, "alloc"
+# (pinned: reference/roundpipe.md §2.4).
+PAGEABLE = ("qwen3-235b-a22b",)
 
 
 # RoundPipe's host work per dense decoder layer and microbatch, us: its
@@ -208,9 +214,10 @@ def roundpipe_host(fields, end, model, kernel_host_us=0):
     out = dict(fields, host_interpreters=1)
     if kernel_host_us:
         out["kernel_host_us"] = kernel_host_us
+    if model in PAGEABLE:
+        out["pinned"] = False
     if model in MOE_HOST_US:
         one, whole = MOE_HOST_US[model]
-        out["pinned"] = False
         out["moe_host_us"] = whole if end in ("low", "mid-whole") else one
     return out
 

@@ -392,8 +392,8 @@ def roundpipe_model(models, tmp, rows=None):
     batch in per-pass / 4 microbatches), its partitioner, and its host
     (claims.roundpipe_host): every GPU's dispatch work on one Python
     interpreter (host_interpreters 1: the sim shares it between the GPUs'
-    expert loops, interpreter_busy_pct), for the MoE models its pageable
-    weights and its expert loop's host work per routing; rp's host unknowns
+    expert loops, interpreter_busy_pct), the 235B's pageable weights, for
+    the MoE models its expert loop's host work per routing; rp's host unknowns
     at their ends, and at the fast end its runs' kernel speed
     (kernel_speed()). Returns {name: {end: sim figures}}: "low" (slow host,
     the whole loop), "mid" (one expert), "mid-whole", "high" (fast host,
@@ -402,8 +402,8 @@ def roundpipe_model(models, tmp, rows=None):
     rows = rows or [POOL.submit(roundpipe_row, name, tmp) for name in models]
     out = {}
     print("\nthe model of RoundPipe, 8 GPUs (sim: its kernel times, its "
-          "partition, one interpreter for every GPU's dispatch, MoE: "
-          "pageable weights and its expert loop's host work; rp's host "
+          "partition, one interpreter for every GPU's dispatch, the 235B's "
+          "pageable weights, MoE: its expert loop's host work; rp's host "
           "unknowns at their ends; the high end at its runs' kernel speed, "
           "its 1-GPU run over rp's model of it; the dense models also at "
           "its runs' microbatching, the layer times scaled per token)")

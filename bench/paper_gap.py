@@ -128,8 +128,8 @@ def gap_terms(name, tmp):
     work = [k for k in c4 if k.startswith("layers.")]
 
     def per_token(c, seqs):
-        return sum(c[k]["recompute_ms"] * 2 + c[k]["backward_ms"]
-                   for k in work) / seqs
+        return sum(c[k]["forward_ms"] + c[k]["recompute_ms"]
+                   + c[k]["backward_ms"] for k in work) / seqs
     out["efficiency"] = per_token(c4, TIMED_SEQUENCES) / per_token(c8, b) - 1
     with_loss = layer_costs(g4, attach_loss=True)["head"]
     loss_ms = (with_loss["forward_ms"] + with_loss["backward_ms"]

@@ -262,7 +262,7 @@ def range_lines(sim_out, sim_err, published, model, label, batch):
     said = claim(lo, hi, published, False,
                  AHEAD_BASIS + assumptions().split("; mid")[0])
     lines = [f"tokens_per_s {lo:.0f} - {hi:.0f} (mid {mid:.0f}), {label}"]
-    lines += textwrap.wrap(assumes, 96)
+    lines += textwrap.wrap(assumes, 96, break_on_hyphens=False)
     lines.append(f"RoundPipe publishes {published:,} tokens/s at the same "
                  f"global batch ({batch} sequences per step);")
     lines.append(f"its kernel-only ideal (its simulator on its kernel "

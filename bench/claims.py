@@ -19,20 +19,24 @@
 - measured_times(model, path, speed): those kernel times as a measured
   profile (docs/hardware-profiles.md), for rp-compile and the sim, each
   divided by `speed` (the model of RoundPipe's fast end: its runs' kernel
-  speed, bench/paper_roundpipe.kernel_speed).
+  speed, bench/paper_roundpipe.kernel_speed), its backward times marked as
+  holding the gradient adds (backward_includes_accumulation).
 - claim(low, high, published, ideal_kernels, basis): the claim printed
   beside a range, "ahead" only where its low end beats the published
   figure, and then with what it rests on.
 - roundpipe_host(base, end, model): the host of the model of RoundPipe
   (the sim times it; bench/paper.py's roundpipe_model): one Python
   interpreter for every GPU's dispatch work (host_interpreters 1: its
-  device threads share the GIL), and for the MoE models its pageable
-  weights and its expert loop's host work per routing (moe_host_us, one
-  expert's at the fast end, the whole loop's at the slow end).
+  device threads share the GIL), the 235B's pageable weights (PAGEABLE),
+  and for the MoE models its expert loop's host work per routing
+  (moe_host_us, one expert's at the fast end, the whole loop's at the
+  slow end).
 """
 
 import json
 import os
+import sys
+import textwrap
 from pathlib import Path
 
 from roundpipe_sim import MODELS
@@ -125,7 +129,12 @@ def measured_times(model, path, speed=1.0):
                   "backward_ms": hbwd / speed})
     path = Path(path)
     staged = path.with_name(f".{path.name}.{os.getpid()}.{id(times)}")
-    staged.write_text(json.dumps({"layers": times}))
+    # Its timer brackets torch.autograd.backward, whose AccumulateGrad
+    # nodes add each microbatch's weight gradients into the GPU copy's
+    # .grad (roundpipe/run.py, run_backward; reference/roundpipe.md §2.2):
+    # the plan's add-grads programs are in these times already.
+    staged.write_text(json.dumps({"backward_includes_accumulation": True,
+                                  "layers": times}))
     os.replace(staged, path)
     return path
 
@@ -164,6 +173,11 @@ def ideal_scaling(model, gpus=8):
 # backward), bench/moe_host.py (PyTorch eager on this machine's CPU, 2
 # cores shared; CUDA launches not included).
 MOE_HOST_US = {"gpt-oss-20b": (25.0, 801), "qwen3-235b-a22b": (125.2, 16031)}
+# The runs whose weights RoundPipe kept pageable: its LoRA script passes
+# pin_model="off" (artifact roundpipe/train_lora.py); its train.py, which
+# ran GPT-OSS-20B and the dense models, leaves the default, "alloc"
+# (pinned: reference/roundpipe.md §2.4).
+PAGEABLE = ("qwen3-235b-a22b",)
 
 
 # RoundPipe's host work per dense decoder layer and microbatch, us: its
@@ -200,8 +214,85 @@ def roundpipe_host(fields, end, model, kernel_host_us=0):
     out = dict(fields, host_interpreters=1)
     if kernel_host_us:
         out["kernel_host_us"] = kernel_host_us
+    if model in PAGEABLE:
+        out["pinned"] = False
     if model in MOE_HOST_US:
         one, whole = MOE_HOST_US[model]
-        out["pinned"] = False
         out["moe_host_us"] = whole if end in ("low", "mid-whole") else one
     return out
+
+
+# What an "ahead" rests on beyond the host's low end (claim()): rp's host
+# model, which no GPU run has checked.
+AHEAD_BASIS = ("rp's host model (no host loop over experts: grouped kernels "
+               "with the counts on the device; a CUDA launch and hand-off no "
+               "GPU run has measured) at the slow end of its range, ")
+
+
+def range_lines(sim_out, sim_err, published, model, label, batch):
+    """scripts/demo.sh's closing lines for a sim run's output (`sim_out`:
+    rp-run --backend sim's stdout, which has tokens_per_s and its _low /
+    _high ends over the profile's unknowns; `sim_err`: its stderr, which
+    says what the prediction assumes and leaves out): the range, its
+    assumptions, RoundPipe's `published` figure at `batch` sequences a
+    step, the kernel-only ideal of `model` and the claim, "ahead" only
+    where the whole range is (claim()). Raises ValueError where the run
+    printed no range."""
+    t = {}
+    for line in sim_out.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            try:
+                t[parts[0]] = float(parts[1])
+            except ValueError:
+                pass
+    missing = [k for k in ("tokens_per_s_low", "tokens_per_s",
+                           "tokens_per_s_high") if k not in t]
+    if missing:
+        raise ValueError("the sim printed no " + ", ".join(missing) +
+                         ": it gives a range only on a profile with "
+                         "\"unknown\" inputs (docs/sim.md)")
+    assumes = sim_err[sim_err.find("the prediction assumes"):].split(
+        "\n")[0] if "the prediction assumes" in sim_err else ""
+    if not assumes:
+        raise ValueError("the sim's stderr says nothing of what the "
+                         "prediction assumes")
+    lo, mid, hi = (t[k] for k in ("tokens_per_s_low", "tokens_per_s",
+                                  "tokens_per_s_high"))
+    said = claim(lo, hi, published, False,
+                 AHEAD_BASIS + assumptions().split("; mid")[0])
+    lines = [f"tokens_per_s {lo:.0f} - {hi:.0f} (mid {mid:.0f}), {label}"]
+    lines += textwrap.wrap(assumes, 96, break_on_hyphens=False)
+    lines.append(f"RoundPipe publishes {published:,} tokens/s at the same "
+                 f"global batch ({batch} sequences per step);")
+    lines.append(f"its kernel-only ideal (its simulator on its kernel "
+                 f"times) is {kernel_ideal(model):.0f}; bench/paper.py has "
+                 f"the whole table")
+    lines.append(f"claim: {said}")
+    return ["   " + line for line in lines]
+
+
+def main(argv):
+    """python3 bench/claims.py SIM_STDOUT SIM_STDERR PUBLISHED MODEL BATCH
+    LABEL: prints range_lines() (scripts/demo.sh's closing lines); exit 1
+    with the reason on bad input."""
+    if len(argv) != 7:
+        print("usage: claims.py SIM_STDOUT SIM_STDERR PUBLISHED MODEL BATCH "
+              "LABEL", file=sys.stderr)
+        return 1
+    try:
+        out, err = (Path(a).read_text() for a in argv[1:3])
+        if argv[4] not in SIM_NAME:
+            raise ValueError(f"unknown model '{argv[4]}' (one of "
+                             + ", ".join(SIM_NAME) + ")")
+        lines = range_lines(out, err, int(argv[3]), argv[4], argv[6],
+                            int(argv[5]))
+    except (OSError, ValueError) as e:
+        print(f"claims.py: error: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

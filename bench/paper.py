@@ -17,15 +17,18 @@ ran it) it prints, in this order (issue 32):
    2048-token microbatches) on the corrected rtx4090 profile, the host in
    the middle of its range; for each model the kernels-only rate, what the
    host costs in rp's model, and what is left over; for the two MoE
-   models the model of RoundPipe term by term (its pageable weights, then
-   its expert loop's host work per routing, moe_host_us, at both ends of
-   bench/moe_host.py's measured range), kept apart from the model of rp.
+   models the model of RoundPipe term by term (its weights' pinning, the
+   235B's pageable, then its expert loop's host work per routing,
+   moe_host_us, at both ends of bench/moe_host.py's measured range), kept
+   apart from the model of rp; then where the 20B's difference goes,
+   term by term with each term's source (paper_gap.py).
 2. The model of RoundPipe at 8 GPUs on the sim (roundpipe_model): its
    kernel times and partition (ROUNDPIPE_STAGES where rp's RoundPipe
    partitioner cuts otherwise) at its global batch, its host
    (claims.roundpipe_host: one interpreter for every GPU's dispatch work,
-   host_interpreters 1; for the MoE models pageable weights and its
-   expert loop's host work per routing), rp's host unknowns at their ends;
+   host_interpreters 1; the 235B's pageable weights; for the MoE models
+   its expert loop's host work per routing), rp's host unknowns at their
+   ends;
    at the fast end its runs' kernel speed (its measured 1-GPU rate over
    rp's model of that run, paper_roundpipe.kernel_speed); RoundPipe's
    measured figure inside or outside that range, the model's 1 -> 8 GPU
@@ -64,7 +67,8 @@ the max-sequence rows).
 
 The parts live in modules of their own: paper_common.py (RoundPipe's
 figures, batching, the compile and sim calls through a cache and a pool:
-RP_PAPER_CACHE, RP_PAPER_JOBS), paper_roundpipe.py (1. and 2.) and
+RP_PAPER_CACHE, RP_PAPER_JOBS), paper_roundpipe.py (1. and 2.),
+paper_gap.py (the 20B's held-out difference term by term) and
 paper_memory.py (the sequence rows); this file prints 3. and 4.
 """
 
@@ -150,9 +154,7 @@ def claims_tables(models, tmp, model_rp=None, rows=None):
 
 
 # What an "ahead" rests on beyond the host's low end (claims.claim).
-AHEAD_BASIS = ("rp's host model (no host loop over experts: grouped kernels "
-               "with the counts on the device; a CUDA launch and hand-off no "
-               "GPU run has measured) at the slow end of its range, ")
+AHEAD_BASIS = claims.AHEAD_BASIS
 
 
 def rests_on(table, model_rp):

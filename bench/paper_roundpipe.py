@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import claims
+import paper_gap
 from paper_common import (BIN, G, LORA, M, ONE_GPU, POOL, PUBLISHED, RUNS,
                           THROUGHPUT_FLAGS, Once, graph_for, profile_json,
                           run_cached, simulate, write_text)
@@ -120,25 +121,44 @@ def held_out(models, tmp, rows=None):
         dense = terms is None
         print(f"{name:15s} {one:8,} {tps:6.0f} {tps / one:9.2f}  "
               f"{kernels:10.0f}  {host * 100:+6.1f}% of the kernels' rate"
-              f"{'':14s}{left * 100:+6.1f}%"
-              + ("  (within 10 %)" if dense and abs(left) <= 0.10 else
-                 "  (dense: OUTSIDE 10 %)" if dense else "  (MoE)"))
+              f"{'':14s}{left * 100:+6.1f}%  ({held_out_verdict(name, tps)})")
         if not dense:
             breakdown.append((name, kernels, tps, terms))
     if breakdown:
-        moe_breakdown(breakdown)
+        moe_breakdown(breakdown, tmp)
+
+
+# Issue 32's bound on the held-out dense rows: rp's model given RoundPipe's
+# kernel times reproduces its measured 1-GPU tokens/s within 10 %
+# (test/python/bench-heldout.py runs the three rows and holds them to it).
+HELD_OUT_BOUND = 0.10
+
+
+def held_out_verdict(name, tps):
+    """"within 10 %" or "dense: OUTSIDE 10 %" for a dense model's held-out
+    tokens/s `tps` against RoundPipe's measured 1-GPU figure; "MoE" for the
+    two MoE models, whose difference moe_breakdown() and gap_20b() say
+    term by term instead."""
+    if name in MOE_MODELS:
+        return "MoE"
+    within = abs(tps / ONE_GPU[name] - 1) <= HELD_OUT_BOUND
+    return (f"within {HELD_OUT_BOUND:.0%}" if within
+            else f"dense: OUTSIDE {HELD_OUT_BOUND:.0%}").replace("%", " %")
 
 
 def moe_terms(name, plan, passes, mid, times, tmp):
     """The held-out MoE plan on the sim with RoundPipe's host terms added
     one by one to rp's host at mid (the model of RoundPipe, not of rp):
-    its pageable weights (pin_model="off"), then its per-kernel host work
+    its weights' pinning (pageable where its run was: claims.PAGEABLE,
+    pin_model="off"; the 20B's pinned), then its per-kernel host work
     beside the kernels outside the expert loop (kernel_host_us:
     claims.LAYER_HOST_US's fast end over rp's launches per layer, on its
     one interpreter), then its expert loop's host work per routing
     (moe_host_us) at both ends of bench/moe_host.py's range."""
     p = json.loads(Path(mid).read_text())
-    p["pinned"] = False
+    # Pageable only where RoundPipe's run was (the 235B's LoRA script);
+    # its 20B run kept the default pinned weights (claims.PAGEABLE).
+    p["pinned"] = name not in claims.PAGEABLE
     out = {}
     for label, us in (("pageable", 0), ("launches", 0),
                       ("loop low", MOE_HOST_US[name][0]),
@@ -155,21 +175,27 @@ def moe_terms(name, plan, passes, mid, times, tmp):
     return out
 
 
-def moe_breakdown(rows):
-    """Where RoundPipe's measured 1-GPU rate goes, term by term."""
+def moe_breakdown(rows, tmp):
+    """Where RoundPipe's measured 1-GPU rate goes, term by term; then, for
+    the 20B, whose measured rate is above the whole model, where that
+    difference goes (paper_gap)."""
     print("\nMoE held out, the model of RoundPipe term by term (tokens/s, "
           "each term added to those before it; bench/moe_host.py for the "
           "expert loop)")
-    print("model            kernels  + rp's host  + pageable  + launches  "
+    print("model            kernels  + rp's host  + its pinning  + launches  "
           "+ expert loop (one expert - whole loop)  measured  left over")
     for name, kernels, host, t in rows:
         one = ONE_GPU[name]
         lo, hi = t["loop high"], t["loop low"]
         left = (f"{(one / hi - 1) * 100:+.1f}% - {(one / lo - 1) * 100:+.1f}%"
                 if one < lo or one > hi else "inside the range")
-        print(f"{name:16s} {kernels:7.0f}  {host:11.0f}  {t['pageable']:10.0f}"
-              f"  {t['launches']:10.0f}  {hi:12.0f} - {lo:7.0f}{'':13s}"
-              f"{one:8,}  {left}")
+        pin = "pageable" if name in claims.PAGEABLE else "pinned"
+        print(f"{name:16s} {kernels:7.0f}  {host:11.0f}  "
+              f"{t['pageable']:6.0f} {pin:8s} {t['launches']:8.0f}  "
+              f"{hi:12.0f} - {lo:7.0f}{'':13s}{one:8,}  {left}")
+    for name, _, _, t in rows:
+        if name in paper_gap.GAP_MODELS:
+            paper_gap.print_gap(name, t, paper_gap.gap_terms(name, tmp))
 
 
 # The model of RoundPipe's stages where rp's RoundPipe partitioner
@@ -366,8 +392,8 @@ def roundpipe_model(models, tmp, rows=None):
     batch in per-pass / 4 microbatches), its partitioner, and its host
     (claims.roundpipe_host): every GPU's dispatch work on one Python
     interpreter (host_interpreters 1: the sim shares it between the GPUs'
-    expert loops, interpreter_busy_pct), for the MoE models its pageable
-    weights and its expert loop's host work per routing; rp's host unknowns
+    expert loops, interpreter_busy_pct), the 235B's pageable weights, for
+    the MoE models its expert loop's host work per routing; rp's host unknowns
     at their ends, and at the fast end its runs' kernel speed
     (kernel_speed()). Returns {name: {end: sim figures}}: "low" (slow host,
     the whole loop), "mid" (one expert), "mid-whole", "high" (fast host,
@@ -376,8 +402,8 @@ def roundpipe_model(models, tmp, rows=None):
     rows = rows or [POOL.submit(roundpipe_row, name, tmp) for name in models]
     out = {}
     print("\nthe model of RoundPipe, 8 GPUs (sim: its kernel times, its "
-          "partition, one interpreter for every GPU's dispatch, MoE: "
-          "pageable weights and its expert loop's host work; rp's host "
+          "partition, one interpreter for every GPU's dispatch, the 235B's "
+          "pageable weights, MoE: its expert loop's host work; rp's host "
           "unknowns at their ends; the high end at its runs' kernel speed, "
           "its 1-GPU run over rp's model of it; the dense models also at "
           "its runs' microbatching, the layer times scaled per token)")

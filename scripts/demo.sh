@@ -214,12 +214,9 @@ build/bin/rp-compile "$out/qwen3-1.7b.mlir" -o "$out/qwen.rpplan" --devices 8 \
 # what it assumes and leaves out.
 build/bin/rp-run "$out/qwen.rpplan" --backend sim --accumulate 4 \
   >"$out/range.txt" 2>"$out/range.err"
-awk '{ t[$1] = $2 } END {
-  printf "   tokens_per_s %d - %d (mid %d), rp as built today (rtx4090:as-built: its CUDA-core attention)\n", t["tokens_per_s_low"], t["tokens_per_s_high"], t["tokens_per_s"] }' "$out/range.txt"
-grep -o "the prediction assumes.*" "$out/range.err" | fold -s -w 96 | sed 's/^/   /'
-PYTHONPATH="$root/python" .venv/bin/python -c "
-import sys; sys.path.insert(0, '$root/bench')
-import claims
-print('   RoundPipe publishes 65,417 tokens/s at the same global batch (512 sequences per step);')
-print('   its kernel-only ideal (its simulator on its kernel times) is %.0f; bench/paper.py has the whole table' % claims.kernel_ideal('qwen3-1.7b'))"
+# The range, what it assumes, RoundPipe's figure, the kernel-only ideal
+# and the claim ("ahead" only where the whole range is), as bench/paper.py
+# prints them (bench/claims.py's range_lines; test/python/demo-range.test).
+.venv/bin/python bench/claims.py "$out/range.txt" "$out/range.err" 65417 \
+  qwen3-1.7b 512 "rp as built today (rtx4090:as-built: its CUDA-core attention)"
 echo "   kept: demo-out/timeline-8x4090.svg (the predicted step of the bundled model on 8 x 4090)"

@@ -25,6 +25,12 @@ rp::timing::parseMeasuredTimes(const std::string &text,
     times.hw = j["hw"].get<std::string>();
   if (j.contains("note") && j["note"].is_string())
     times.note = j["note"].get<std::string>();
+  if (j.contains("backward_includes_accumulation")) {
+    if (!j["backward_includes_accumulation"].is_boolean())
+      return fail("\"backward_includes_accumulation\" must be true or false");
+    times.backwardIncludesAccumulation =
+        j["backward_includes_accumulation"].get<bool>();
+  }
   for (size_t i = 0; i < j["layers"].size(); ++i) {
     const nlohmann::json &l = j["layers"][i];
     if (!l.is_object() || !l.contains("name") || !l["name"].is_string())
@@ -83,8 +89,10 @@ std::string rp::timing::formatMeasuredTimes(const MeasuredTimes &times) {
       entry["backward_ms"] = ms(t.backwardMs);
     list.push_back(std::move(entry));
   }
-  nlohmann::ordered_json doc = {
-      {"hw", times.hw}, {"note", times.note}, {"layers", std::move(list)}};
+  nlohmann::ordered_json doc = {{"hw", times.hw}, {"note", times.note}};
+  if (times.backwardIncludesAccumulation)
+    doc["backward_includes_accumulation"] = true;
+  doc["layers"] = std::move(list);
   return doc.dump(2) + "\n";
 }
 
@@ -96,6 +104,17 @@ std::optional<double> rp::timing::measuredProgramMs(const MeasuredTimes &times,
   size_t slot = name.rfind(" slot");
   if (slot != std::string::npos)
     name = name.substr(0, slot);
+  // A job's gradient adds after a microbatch's backward: in the file's
+  // backward times when it says so (and it times every layer they add
+  // for), else the model's.
+  const std::string adds = "add-grads ";
+  if (name.rfind(adds, 0) == 0) {
+    if (!times.backwardIncludesAccumulation)
+      return std::nullopt;
+    std::optional<double> covered =
+        measuredProgramMs(times, name.substr(adds.size()), true);
+    return covered ? std::optional<double>(0) : std::nullopt;
+  }
   // A backward split after its recompute (docs/plan-format.md): its two
   // programs, "L.backward.recompute" and "L.backward.rest".
   auto strip = [&](const std::string &end) {

@@ -22,6 +22,7 @@
 
 using namespace rp::timing;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -230,6 +231,51 @@ TEST(ContractTest, MeasuredProfilesReadBackWhatIsWritten) {
   EXPECT_DOUBLE_EQ(back->layers["h.1"].backwardMs, 2.5);
   EXPECT_DOUBLE_EQ(back->layers["h.0"].recomputeMs, 0.25);
   EXPECT_LT(back->layers["h.0"].backwardMs, 0);
+}
+
+// A framework whose autograd adds into its gradients inside the timed
+// backward (RoundPipe's timer) says so; the plan's add-grads programs of
+// the layers it times then take none of their own, where rp's own profiles
+// (each program timed alone) leave them to the model.
+TEST(ContractTest, AccumulationInsideTheBackwardIsNotChargedTwice) {
+  std::string error;
+  const char *layers = R"("layers": [
+    {"name": "h.0", "forward_ms": 1, "backward_ms": 2},
+    {"name": "h.1", "forward_ms": 1},
+    {"name": "head", "forward_ms": 3, "backward_ms": 4}]})";
+  std::optional<MeasuredTimes> own =
+      parseMeasuredTimes(std::string("{") + layers, "own", error);
+  std::optional<MeasuredTimes> framework = parseMeasuredTimes(
+      std::string("{\"backward_includes_accumulation\": true, ") + layers,
+      "framework", error);
+  ASSERT_TRUE(own && framework) << error;
+  EXPECT_FALSE(own->backwardIncludesAccumulation);
+  EXPECT_TRUE(framework->backwardIncludesAccumulation);
+  for (const char *adds : {"add-grads h.0.backward slot1", "add-grads head"}) {
+    EXPECT_FALSE(measuredProgramMs(*own, adds, false)) << adds;
+    std::optional<double> none = measuredProgramMs(*framework, adds, false);
+    ASSERT_TRUE(none) << adds;
+    EXPECT_EQ(*none, 0) << adds;
+  }
+  // A layer the file gives no backward for keeps the model's adds.
+  EXPECT_FALSE(
+      measuredProgramMs(*framework, "add-grads h.0..h.1.backward", false));
+  // The layers' own programs are timed as before.
+  EXPECT_DOUBLE_EQ(*measuredProgramMs(*framework, "h.0.backward", false), 3);
+  EXPECT_DOUBLE_EQ(*measuredProgramMs(*framework, "head", true), 7);
+  // Written when set, and read back.
+  std::string text = formatMeasuredTimes(*framework);
+  EXPECT_THAT(text, HasSubstr("\"backward_includes_accumulation\": true"));
+  std::optional<MeasuredTimes> back = parseMeasuredTimes(text, "b", error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_TRUE(back->backwardIncludesAccumulation);
+  EXPECT_THAT(formatMeasuredTimes(*own),
+              Not(HasSubstr("backward_includes_accumulation")));
+  EXPECT_FALSE(parseMeasuredTimes(
+      R"({"backward_includes_accumulation": 1, "layers": []})", "bad", error));
+  EXPECT_THAT(error, HasSubstr("measured profile 'bad': "
+                               "\"backward_includes_accumulation\" must be "
+                               "true or false"));
 }
 
 } // namespace

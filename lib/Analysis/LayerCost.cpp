@@ -540,8 +540,12 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     it->measured = true;
     // The file times the layer's recompute and backward whole; the
     // gradients' accumulation is no layer's program, so the model times it
-    // still, as the sim does (measuredProgramMs).
+    // still, as the sim does (measuredProgramMs), unless the file's
+    // backward already holds it (a framework's autograd adding into its
+    // gradients inside the timed backward, as RoundPipe's does).
     it->recomputeSkippedMs = 0;
+    if (measured->backwardIncludesAccumulation && m.backwardMs >= 0)
+      it->accumulateMs = 0;
   }
   return withDispatch();
 }

@@ -82,3 +82,13 @@ print(sorted(claims.roundpipe_host(fields["mid"], "mid", "qwen3-32b")))
 # CHECK-NEXT: ['gpus_per_link', 'host_dram_gbps', 'host_interpreters', 'job_us', 'launch_us', 'optimizer_gbps']
 print(f"{claims.ideal_scaling('qwen3-235b-a22b'):.2f}")
 # CHECK-NEXT: 7.92
+
+# Pageable weights only where RoundPipe's run had them: its LoRA script
+# (the 235B) passes pin_model="off"; its train.py (the 20B) keeps the
+# default pinned weights.
+for model in ("qwen3-235b-a22b", "gpt-oss-20b", "qwen3-32b"):
+    h = claims.roundpipe_host(fields["mid"], "mid", model)
+    print(model, h.get("pinned", "pinned"), h.get("moe_host_us"))
+# CHECK-NEXT: qwen3-235b-a22b False 125.2
+# CHECK-NEXT: gpt-oss-20b pinned 25.0
+# CHECK-NEXT: qwen3-32b pinned None

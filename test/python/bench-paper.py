@@ -28,6 +28,7 @@ for f in sorted((root / "bench").glob("paper*.py")):
     print(f.name, len(f.read_text().splitlines()) <= 600)
 # CHECK: paper.py True
 # CHECK-NEXT: paper_common.py True
+# CHECK-NEXT: paper_gap.py True
 # CHECK-NEXT: paper_memory.py True
 # CHECK-NEXT: paper_roundpipe.py True
 print(all(callable(getattr(paper, f)) for f in (
@@ -135,3 +136,15 @@ print(host["kernel_host_us"], host["host_interpreters"],
 print(all(len(v) == 2 and v[0] <= v[1]
           for v in claims.LAYER_HOST_US.values()))
 # CHECK-NEXT: True
+
+# The 20B's run at its own batching (paper_gap): RoundPipe's 4-sequence
+# times per token at 8 sequences, less the one gradient add its
+# 4-sequence backward held of the two the doubled time counts; the file
+# says its backward holds the add it keeps.
+import paper_gap  # noqa: E402
+acc = {f"layers.{i}": 6.0 for i in range(24)} | {"head": 4.0}
+run = json.loads(paper_gap.run_times("gpt-oss-20b", work / "run.json",
+                                     acc).read_text())
+print(run["backward_includes_accumulation"], run["layers"][1],
+      run["layers"][-1])
+# CHECK-NEXT: True {'name': 'layers.0', 'forward_ms': 43.289125, 'backward_ms': 157.56175} {'name': 'head', 'forward_ms': 88.585, 'backward_ms': 168.528}

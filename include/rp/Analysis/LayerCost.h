@@ -79,7 +79,9 @@ struct LayerCost {
   /// One microbatch's gradients added to the job's accumulators, the
   /// plan's add-grads program after each backward (the first
   /// microbatch's start-grads is a view: no kernel). The model's time
-  /// even where the layers are measured, as the sim times that program.
+  /// even where the layers are measured, as the sim times that program,
+  /// but 0 where the measured file's backward includes it
+  /// (backward_includes_accumulation).
   double accumulateMs = 0;
   double uploadMs = 0;
   double downloadMs = 0;

@@ -40,6 +40,10 @@ struct MeasuredTimes {
   /// How the times were taken, for people (rp-run --profile explains its
   /// splits); no reader acts on it.
   std::string note;
+  /// backward_ms includes adding one microbatch's weight gradients to the
+  /// job's accumulators, so the plan's add-grads programs of these layers
+  /// take none of their own ("backward_includes_accumulation": true).
+  bool backwardIncludesAccumulation = false;
   /// Layer names in the file's order (the graph's, for spans "A..B").
   std::vector<std::string> order;
   std::map<std::string, MeasuredLayerTimes> layers;
@@ -58,7 +62,8 @@ bool readMeasuredProfile(const std::string &path, std::string &text,
 std::optional<MeasuredTimes> loadMeasuredTimes(const std::string &path,
                                                std::string &error);
 
-/// The file's text for `times`: {"hw", "note", "layers": [{"name",
+/// The file's text for `times`: {"hw", "note",
+/// ["backward_includes_accumulation": true,] "layers": [{"name",
 /// "forward_ms", "recompute_ms", "backward_ms"}]} in that order, times
 /// rounded to the nanosecond, and the fields under 0 (not measured) left
 /// out. parseMeasuredTimes reads it back.
@@ -67,7 +72,9 @@ std::string formatMeasuredTimes(const MeasuredTimes &times);
 /// The measured time of one run of the program named `program`; `tail`
 /// when a fused tail job runs it. "L.backward.recompute" and
 /// "L.backward.rest" (a backward split after its recompute) take the
-/// layers' recompute_ms and backward_ms. std::nullopt: keep the model's time.
+/// layers' recompute_ms and backward_ms; "add-grads P" takes 0 where the
+/// file's backward times include the adds and times every layer of P.
+/// std::nullopt: keep the model's time.
 std::optional<double> measuredProgramMs(const MeasuredTimes &times,
                                         const std::string &program, bool tail);
 

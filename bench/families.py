@@ -257,7 +257,8 @@ def check_path(path, model, ref, tokens, labels, out, no_grad=None):
         if n in grads:
             diff = np.linalg.norm(grads[n].astype(np.float64) - g)
             errs[n] = diff / max(np.linalg.norm(g), floor, 1e-30)
-    bad = sorted((n for n, e in errs.items() if e > TOL),
+    # (not e <= TOL: a NaN gradient is off, not within.)
+    bad = sorted((n for n, e in errs.items() if not e <= TOL),
                  key=lambda n: -errs[n])
     cell["grads"] = not missing and not bad
     worst = max(errs.values()) if errs else float("nan")

@@ -1,5 +1,6 @@
 """bench/families.py's dynamo export: torch.onnx.export(dynamo=True,
-opset 18, optimize=False), exported again with the eager attention where
+opset 18, optimize=False, rp.onnx_symbolics.dynamo_table()'s
+translations), exported again with the eager attention where
 torch.export's decomposition of the sdpa attention stops, as a user would
 load such a model; and the innermost cause of an exporter's error."""
 
@@ -31,9 +32,15 @@ def dynamo_export(model, tokens, onnx_path):
 
 def _export(model, tokens, onnx_path):
     import torch
+
+    import rp.onnx_symbolics
+    # The translations the exporter lacks (aten._is_all_true, erfinv), as
+    # a user passes them (rp.onnx_symbolics's docstring).
     torch.onnx.export(model, (tokens,), str(onnx_path),
                       input_names=["input_ids"], output_names=["logits"],
-                      opset_version=18, dynamo=True, optimize=False)
+                      opset_version=18, dynamo=True, optimize=False,
+                      custom_translation_table=rp.onnx_symbolics
+                      .dynamo_table())
 
 
 @contextlib.contextmanager

@@ -29,8 +29,8 @@ static LogicalResult evalNonZero(Eval &e) {
   int64_t rank = x.rank(), count = hits.size();
   if (failed(e.fits({rank, count})))
     return failure();
-  Tensor r = Tensor::make(IntegerType::get(x.element.getContext(), 64),
-                          {rank, count});
+  Tensor r =
+      Tensor::make(IntegerType::get(x.element.getContext(), 64), {rank, count});
   SmallVector<int64_t> strides = stridesOf(x.shape);
   for (int64_t j = 0; j < count; ++j)
     for (int64_t d = 0; d < rank; ++d)

@@ -6,6 +6,12 @@ load such a model; and the innermost cause of an exporter's error."""
 
 import contextlib
 
+import torch
+
+# torch.onnx's type promotion pass re-dispatching `1.0 - mask` (a Python
+# float minus an int64 tensor) finds no aten.sub overload.
+FLOAT_MASK = "Cannot find a compatible OpOverload for aten.sub"
+
 
 def cause(exc):
     """The exception `exc` was raised from, innermost: torch.onnx's
@@ -20,14 +26,27 @@ def dynamo_export(model, tokens, onnx_path):
     """`model` on `tokens` to `onnx_path`. Where torch.export's
     decomposition of the sdpa attention views a transposed tensor (Doge,
     Inkling: "Cannot view a tensor with shape ..."), again with
-    attn_implementation="eager", as a user loads such a model."""
+    attn_implementation="eager", as a user loads such a model; where the
+    exporter cannot subtract the int64 attention mask from 1.0 (XLNet,
+    ProphetNet), again with the mask as float."""
     try:
         _export(model, tokens, onnx_path)
     except Exception as exc:
-        if "Cannot view a tensor" not in str(cause(exc)):
+        why = str(cause(exc))
+        if "Cannot view a tensor" in why:
+            with attention_implementation(model, "eager"):
+                _export(model, tokens, onnx_path)
+        elif FLOAT_MASK in why and hasattr(model, "mask_dtype"):
+            # torch.onnx's type promotion cannot dispatch `1.0 - mask` for
+            # an int64 mask (XLNet, ProphetNet): the float mask these
+            # models document, as a user passes it.
+            model.mask_dtype = torch.float32
+            try:
+                _export(model, tokens, onnx_path)
+            finally:
+                model.mask_dtype = None
+        else:
             raise
-        with attention_implementation(model, "eager"):
-            _export(model, tokens, onnx_path)
 
 
 def _export(model, tokens, onnx_path):

@@ -5,6 +5,7 @@ torch.export's decomposition of the sdpa attention stops, as a user would
 load such a model; and the innermost cause of an exporter's error."""
 
 import contextlib
+import re
 
 import torch
 
@@ -75,3 +76,36 @@ def attention_implementation(model, name):
         yield
     finally:
         lm.set_attn_implementation(saved)
+
+
+def export_why(text):
+    """The exporter error `text` said where it stopped and why, in one
+    line, or "" for the exporter's own first line: torch.export's
+    data-dependent guard names the model's line (an experts loop over the
+    experts the routing hit, whose count only the data gives), and the
+    dynamo exporter's complex-valued dispatch failure (torch.polar's
+    rotary tables) is one no translation can fix: custom_translation_table
+    registers real-valued translations only."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if "GuardOnDataDependentSymNode" in text or \
+            "Could not guard on data-dependent" in text:
+        at = next((i for i, ln in enumerate(lines)
+                   if ln.startswith("The following call raised this error")),
+                  None)
+        if at is not None and at + 2 < len(lines):
+            where = re.search(r'File "[^"]*/([^/"]+)", line (\d+)',
+                              lines[at + 1])
+            if where:
+                loop = ("; the model's experts have no "
+                        "experts_implementation switch to batched_mm"
+                        if "expert" in lines[at + 2] else "")
+                return (f"a data-dependent guard at {where[1]}:{where[2]} "
+                        f"`{lines[at + 2]}` (a count only the data gives"
+                        f"{loop})")
+    if "No decompositions registered for the complex-valued input" in text:
+        op = re.search(r"op='([^']+)'", text)
+        return (f"no ONNX function for complex {op[1] if op else 'input'} "
+                "(torch.polar's complex tensors; ONNX has none, and "
+                "custom_translation_table takes real-valued translations "
+                "only)")
+    return ""

@@ -50,7 +50,8 @@ sys.path.insert(0, str(ROOT / "test" / "python" / "Inputs"))
 
 from families_shrink import (  # noqa: E402
     TRAIN_MODE, VOCAB, default_config, shrink)
-from families_export import cause, dynamo_export  # noqa: E402
+from families_export import (  # noqa: E402
+    cause, dynamo_export, export_why)
 
 PATHS = ("trace", "torchscript", "dynamo")
 M = 2  # microbatches of one 16-token sequence
@@ -134,8 +135,9 @@ def _reason(exc):
     pick = next((ln for ln in lines if "error" in ln.lower()),
                 lines[0] if lines else "")
     if not isinstance(exc, ToolError):
+        first = export_why(text) or (lines[0] if lines else "")
         pick = f"{type(exc).__name__}: {pick}" if inner is exc else \
-            f"{type(exc).__name__} ({type(inner).__name__}): {lines[0] if lines else ''}"
+            f"{type(exc).__name__} ({type(inner).__name__}): {first}"
     pick = pick.replace("|", "/")
     return pick if len(pick) <= 300 else pick[:297] + "..."
 
@@ -257,7 +259,8 @@ def check_path(path, model, ref, tokens, labels, out, no_grad=None):
         if n in grads:
             diff = np.linalg.norm(grads[n].astype(np.float64) - g)
             errs[n] = diff / max(np.linalg.norm(g), floor, 1e-30)
-    bad = sorted((n for n, e in errs.items() if e > TOL),
+    # (not e <= TOL: a NaN gradient is off, not within.)
+    bad = sorted((n for n, e in errs.items() if not e <= TOL),
                  key=lambda n: -errs[n])
     cell["grads"] = not missing and not bad
     worst = max(errs.values()) if errs else float("nan")

@@ -55,9 +55,14 @@ INTRO = (
     "model's shared -1 constant); dynamo ONNX (opset 18, "
     "`optimize=False`: with the default `optimize=True` the exporter "
     "folds parameters into unnamed constants, which rp-import refuses; "
+    "`custom_translation_table=rp.onnx_symbolics.dynamo_table()`: "
+    "aten._is_all_true and erfinv in standard ONNX; "
     "where torch.export's decomposition of the sdpa attention stops at "
     "\"Cannot view a tensor\", exported again with "
-    "`attn_implementation=\"eager\"`).")
+    "`attn_implementation=\"eager\"`; where it cannot subtract the int64 "
+    "attention mask from 1.0 (XLNet, ProphetNet: no aten.sub overload in "
+    "its type promotion), again with the float mask these models "
+    "document).")
 
 
 def merge_markdown(text, results, paths):

@@ -43,6 +43,24 @@ the process, and none by the dynamo exporter):
 
 ``torch.polar`` (complex rotary tables: DeepSeek-V2, Llama 4) has no
 symbolic here: ONNX has no complex tensors.
+
+For torch's dynamo exporter, ``dynamo_table()`` returns translations to
+pass as its documented ``custom_translation_table``::
+
+    torch.onnx.export(model, args, "model.onnx", opset_version=18,
+                      dynamo=True, optimize=False,
+                      custom_translation_table=rp.onnx_symbolics
+                      .dynamo_table())
+
+for the ops it has no ONNX function for ("No ONNX function found for
+<OpOverload(op='aten._is_all_true' ...)>"), written in rp/_onnx_dynamo.py:
+
+- ``aten._is_all_true`` (what ``torch._check_tensor_all`` and a
+  ``torch.distributions`` argument check record): ReduceMin of the mask
+  as int32, as bool (an empty mask is all true, as torch's).
+- ``aten.erfinv`` and ``prims.erf_inv`` (``Normal(0, 1).icdf``: Gemma
+  3n's activation sparsity): Giles' approximation and two Newton steps on
+  Erf, within one float32 ulp of torch's over (-1, 1).
 """
 
 from __future__ import annotations
@@ -176,3 +194,10 @@ def register():
             ("aten::repeat_interleave", _repeat_interleave)):
         for opset in OPSETS:
             torch.onnx.register_custom_op_symbolic(name, fn, opset)
+
+
+def dynamo_table():
+    """The translations for ``torch.onnx.export(..., dynamo=True,
+    custom_translation_table=...)`` (module docstring)."""
+    from rp import _onnx_dynamo
+    return _onnx_dynamo.table()

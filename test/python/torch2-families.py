@@ -37,11 +37,14 @@ import families  # noqa: E402
 # SiLU-gated and with another activation (docs/moe.md), and on TorchScript
 # in front of the eager experts loop (MoERoutedLoop.cpp); flex_olmo on
 # TorchScript: a stacked expert loop over fewer experts than the stacks
-# hold.
+# hold. lfm2_moe on dynamo: a sigmoid router whose chosen scores dynamo
+# takes back to the logits' type (CastLike) before normalising them (the
+# normalisation was dropped: its router gradient was off by 0.11); xmod
+# on both ONNX paths: its language mask's NonZero folded at import.
 SAMPLE = ["llama", "gemma2", "qwen3", "gpt2", "glm", "mixtral", "glm4_moe",
           "deepseek_v3", "youtu", "afmoe", "roberta", "bert", "plbart",
           "axk2", "apertus", "rwkv", "lara_mini", "kolibri1",
-          "minimax_m3_vl_text", "flex_olmo"]
+          "minimax_m3_vl_text", "flex_olmo", "lfm2_moe", "xmod"]
 expected = json.loads((here / "families-expected.json").read_text())
 out = Path(sys.argv[1])
 for name in SAMPLE:
@@ -71,3 +74,6 @@ for name in SAMPLE:
 # CHECK: minimax_m3_vl_text/torchscript: as expected (pass)
 # CHECK: minimax_m3_vl_text/dynamo: as expected (pass)
 # CHECK: flex_olmo/torchscript: as expected (pass)
+# CHECK: lfm2_moe/dynamo: as expected (pass)
+# CHECK: xmod/torchscript: as expected (pass)
+# CHECK: xmod/dynamo: as expected (pass)

@@ -556,6 +556,7 @@ static const llvm::StringMap<EvalFn> &evaluators() {
     t["CastLike"] = evalCast;
     registerComputeEvaluators(t);
     registerMovementEvaluators(t);
+    registerNonZeroEvaluator(t);
     return t;
   }();
   return table;

@@ -166,6 +166,8 @@ void registerMovementEvaluators(llvm::StringMap<EvalFn> &table);
 /// Reductions, CumSum, Trilu, MatMul, Einsum, Pad and scatters
 /// (EvalCompute.cpp).
 void registerComputeEvaluators(llvm::StringMap<EvalFn> &table);
+/// NonZero of a constant (EvalNonZero.cpp).
+void registerNonZeroEvaluator(llvm::StringMap<EvalFn> &table);
 
 } // namespace mlir::rp::onnx_import::eval
 

@@ -292,7 +292,17 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     } else if (std::optional<BatchedExpert> e;
                op == "Mul" && !b.batched &&
                (e = matchBatchedExpert(g, node, outputOf(topK, 1), b.x))) {
-      // One Mul weighs every (token, slot) pair's expert output.
+      // One Mul weighs every (token, slot) pair's expert output; a sigmoid
+      // router's weights are the value it matched (nothing in between).
+      if (b.isSigmoid &&
+          reshapeRoot(g, inputOf(node, 0)) != b.sigmoid.weights &&
+          reshapeRoot(g, inputOf(node, 1)) != b.sigmoid.weights)
+        return error(node, i)
+               << "its experts' outputs are weighted by a value other than "
+                  "the routing weights '"
+               << b.sigmoid.weights
+               << "' (the chosen sigmoid scores, normalised and scaled); "
+                  "rp.trace maps the other forms";
       Expert stacked{e->gateUp, e->gateUp, e->down};
       stacked.stacked = b.stacked = b.batched = true;
       stacked.gateFirst = b.gateFirst = e->gateFirst;

@@ -93,6 +93,21 @@ static bool readsShapeOnly(const onnx::NodeProto &node, StringRef value) {
          (node.op_type() == "CastLike" && inputOf(node, 0) != value);
 }
 
+/// `w` through the nodes that pass it on unchanged: Identity, and
+/// dynamo's CastLike to the router's own logits or scores (`type_as`, the
+/// weights' own type).
+static std::string unchanged(const GraphIndex &g, std::string w,
+                             StringRef logits, StringRef scores) {
+  while (const onnx::NodeProto *n = g.onlyReader(w)) {
+    bool sameType = n->op_type() == "CastLike" && inputOf(*n, 0) == w &&
+                    (inputOf(*n, 1) == logits || inputOf(*n, 1) == scores);
+    if (n->op_type() != "Identity" && !sameType)
+      break;
+    w = outputOf(*n, 0);
+  }
+  return w;
+}
+
 /// Whether `node` reduces over the last axis only (rank `rank`).
 static bool reducesLastAxis(const GraphIndex &g, const onnx::NodeProto &node,
                             int64_t rank) {
@@ -244,7 +259,8 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
       !g.consumers.lookup(outputOf(expertTopK, 0)).empty())
     return fail(expertTopK, "its weights are not the sigmoid scores of the "
                             "chosen experts (one GatherElements)");
-  std::string w = outputOf(*gathers[0], 0);
+  std::string logits = inputOf(*g.producerOf(r.scores), 0);
+  std::string w = unchanged(g, outputOf(*gathers[0], 0), logits, r.scores);
   SmallVector<const onnx::NodeProto *> sums = g.readersOf(w, "ReduceSum");
   if (!sums.empty()) {
     // w / (ReduceSum(w) + eps)
@@ -259,17 +275,55 @@ bool mlir::rp::onnx_import::moe::matchSigmoidRouter(const GraphIndex &g,
     SmallVector<const onnx::NodeProto *> divs = g.readersOf(w, "Div");
     if (sums.size() != 1 || !reducesLastAxis(g, *sums[0], 2) ||
         g.intAttr(*sums[0], "keepdims", 1) != 1 || !eps || divs.size() != 1 ||
-        inputOf(*divs[0], 1) != denominator)
+        inputOf(*divs[0], 0) != w || inputOf(*divs[0], 1) != denominator ||
+        g.consumers.lookup(w).size() != 2 || g.outputs.count(w))
       return fail(*sums[0], "its weights are not divided by their sum");
     r.normalize = true;
     r.eps = *eps;
-    w = outputOf(*divs[0], 0);
+    w = unchanged(g, outputOf(*divs[0], 0), logits, r.scores);
   }
-  if (const onnx::NodeProto *mul = g.onlyReader(w))
-    if (mul->op_type() == "Mul") {
-      int other = inputOf(*mul, 0) == w ? 1 : 0;
-      if (auto scale = scalarFloat(g, inputOf(*mul, other)))
-        r.scale = *scale;
+  if (const onnx::NodeProto *mul = g.onlyReader(w, "Mul")) {
+    int other = inputOf(*mul, 0) == w ? 1 : 0;
+    if (auto scale = scalarFloat(g, inputOf(*mul, other))) {
+      r.scale = *scale;
+      w = unchanged(g, outputOf(*mul, 0), logits, r.scores);
     }
+  }
+  r.weights = w;
+  // Everything the weights go through on the way to the experts' outputs
+  // must be a view or an index: any arithmetic left over (a second scale,
+  // a clamp) is routing the replacement would not compute.
+  SmallVector<std::string> work{w};
+  while (!work.empty()) {
+    std::string v = work.pop_back_val();
+    if (g.outputs.count(v))
+      return fail(expertTopK, "its routing weights are a graph output");
+    for (int i : g.consumers.lookup(v)) {
+      const onnx::NodeProto &reader = g.graph.node(i);
+      if (readsShapeOnly(reader, v))
+        continue;
+      if (llvm::is_contained({"Reshape", "Unsqueeze", "Squeeze", "Expand",
+                              "Flatten", "Identity", "Transpose", "Gather",
+                              "GatherND", "Slice", "Concat", "Cast",
+                              "CastLike"},
+                             reader.op_type()) &&
+          inputOf(reader, 0) == v) {
+        work.push_back(outputOf(reader, 0));
+        continue;
+      }
+      int other = inputOf(reader, 0) == v ? 1 : 0;
+      if (reader.op_type() == "Mul" && !scalarFloat(g, inputOf(reader, other)))
+        continue; // the weighting of an expert's output
+      at = i;
+      why = "sigmoid scores with a correction bias (DeepSeek-V3's routing), "
+            "but its weights (the chosen scores, divided by their sum, "
+            "times a constant) are then read by a " +
+            reader.op_type() +
+            " that is not the weighting of an expert's output; rp maps the "
+            "weights as transformers' DeepSeek-V3 computes them, rp.trace "
+            "maps the other forms";
+      return false;
+    }
+  }
   return true;
 }

@@ -32,6 +32,9 @@ struct SigmoidRouter {
   /// when `normalize`, times `scale`.
   bool normalize = false;
   float eps = 0.0f, scale = 1.0f;
+  /// The value holding those weights, which the experts' outputs are
+  /// weighted by (through views and indexing only).
+  std::string weights;
   /// The group-selection nodes before `expertTopK`, the first TopK among
   /// them.
   SmallVector<int> nodes;

@@ -55,10 +55,13 @@ class LogitsOnly(torch.nn.Module):
     def __init__(self, lm):
         super().__init__()
         self.lm = lm
+        # The mask's dtype: the ids' (int64) unless set (a float mask, as
+        # XLNet and ProphetNet document theirs).
+        self.mask_dtype = None
 
     def forward(self, input_ids):
-        return self.lm(input_ids=input_ids,
-                       attention_mask=torch.ones_like(input_ids),
+        mask = torch.ones_like(input_ids, dtype=self.mask_dtype)
+        return self.lm(input_ids=input_ids, attention_mask=mask,
                        use_cache=False, return_dict=False)[0]
 
 

@@ -11,7 +11,7 @@
 // forms with the earlier slices' keys; each command also pays the kernels
 // the sliced plan adds (sliceKernelsMs). With search-stages the stages are
 // searched again with the slices (SlicedStages.h). The longest-sequence
-// report is PredictTokenSlicesMaxSeq.cpp's.
+// report is PredictTokenSlicesRemarks.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,13 +40,6 @@ using namespace mlir::rp;
 using namespace mlir::rp::token_slices;
 
 namespace {
-
-std::string joined(llvm::ArrayRef<int64_t> sizes) {
-  std::string s;
-  for (int64_t v : sizes)
-    s += (s.empty() ? "" : ",") + std::to_string(v);
-  return s;
-}
 
 struct PredictTokenSlicesPass
     : mlir::rp::impl::PredictTokenSlicesPassBase<PredictTokenSlicesPass> {
@@ -517,57 +510,18 @@ void PredictTokenSlicesPass::runOnOperation() {
     pairs = midPairs;
   }
 
-  int64_t tokens = rows * seq0 * int64_t(in->attr.getMicrobatches());
-  auto rate = [&](double ms) { return ms > 0 ? tokens / (ms / 1e3) : 0.0; };
-  // " (fast - slow end: A - B ms, C - D tokens/s)" where there are ends.
-  auto range = [&](const double(&ends)[2]) -> std::string {
-    if (unknown->empty())
-      return "";
-    return fmt(" (%.3f - %.3f ms, %.0f - %.0f tokens/s over the unknown "
-               "inputs)",
-               ends[0], ends[1], rate(ends[1]), rate(ends[0]));
-  };
-  InFlightDiagnostic report = emitRemark(func.getLoc());
-  report << "token slices (a prediction of the compiler's model): "
-         << sizes.size() << " slice" << (sizes.size() == 1 ? "" : "s") << " of "
-         << joined(sizes) << " tokens (" << how << ") on "
-         << in->attr.getDevices() << " devices, " << in->hw.name << "; "
-         << fmt("predicted step %.3f ms, %.0f%% bubble, %.0f "
-                "tokens/s",
-                sliced->plan.stepMs, 100 * sliced->plan.bubble,
-                rate(sliced->plan.stepMs))
-         << range(slicedEnds) << "; unsliced "
-         << fmt("%.3f ms, %.0f%% bubble, %.0f tokens/s", plain->stepMs,
-                100 * plain->bubble, rate(plain->stepMs))
-         << range(plainEnds)
-         << fmt(" (sliced %.2fx",
-                plain->stepMs / std::max(1e-12, sliced->plan.stepMs))
-         << (unknown->empty()
-                 ? std::string(")")
-                 : fmt(", %.2fx at the fast end, %.2fx at the slow end)",
-                       plainEnds[0] / std::max(1e-12, slicedEnds[0]),
-                       plainEnds[1] / std::max(1e-12, slicedEnds[1])))
-         << "; peak " << gib(sliced->plan.peak) << " on device "
-         << sliced->plan.device << " of " << gib(budget) << " ("
-         << (sliced->plan.fits ? "fits" : "does NOT fit") << "; unsliced "
-         << gib(plain->peak) << "), keys and values kept "
-         << "by one job up to " << gib(sliced->keptBytes)
-         << " (their copies through host rows and the tail's forward "
-            "sweep timed as rp-insert-transfers writes them); not modelled: "
-            "the pinned host rows that hold every layer's keys and values "
-            "between a forward job and its backward";
-  // What every prediction says (rp/timing/Assumptions.h): its profile's
-  // terms, what the model leaves out, and what its range is over.
-  report << "; both predictions assume "
-         << ::rp::timing::describeAssumed(in->hw) << "; they leave out "
-         << ::rp::timing::kModelLeavesOut;
-  if (!unknown->empty())
-    report << "; their ranges are over what " << in->hw.name << " cannot know ("
-           << ::rp::timing::describeUnknown(*unknown)
-           << "), each end timed with its own layer costs";
-  else
-    report << "; no range: '" << in->hw.name << "' names no unknown inputs";
-  report.report();
+  StepRemark step{sizes,
+                  how,
+                  in->attr.getDevices(),
+                  in->hw,
+                  *sliced,
+                  *plain,
+                  *unknown,
+                  {slicedEnds[0], slicedEnds[1]},
+                  {plainEnds[0], plainEnds[1]},
+                  rows * seq0 * int64_t(in->attr.getMicrobatches()),
+                  budget};
+  reportSlicedStep(func, step);
 
   if (!stagesSaid.empty())
     emitRemark(func.getLoc()) << stagesSaid;
@@ -593,7 +547,8 @@ void PredictTokenSlicesPass::runOnOperation() {
         std::accumulate(keyValue.begin(), keyValue.end(), int64_t(0)) *
             int64_t(in->attr.getMicrobatches()),
         seq0, sliced->hostRowBytes);
-    max.searchAt = [&](int64_t seq) { return search(seq, fits); };
+    auto searchAt = [&](int64_t seq) { return search(seq, fits); };
+    max.searchAt = searchAt;
     LogicalResult reported = reportSlicedMaxSeq(func, max);
     in->partition = chosenStages;
     if (failed(reported))

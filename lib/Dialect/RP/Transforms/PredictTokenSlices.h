@@ -2,7 +2,7 @@
 //
 // What rp-predict-token-slices (PredictTokenSlices.cpp: the slices, the
 // stages and the step's remark) shares with its longest-sequence report
-// (PredictTokenSlicesMaxSeq.cpp). Private to the transforms.
+// (PredictTokenSlicesRemarks.cpp). Private to the transforms.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +11,7 @@
 
 #include "rp/Analysis/HostMemory.h"
 #include "rp/Analysis/TokenSlices.h"
+#include "rp/timing/Assumptions.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -31,6 +32,25 @@ template <typename... Ts> std::string fmt(const char *f, Ts... values) {
   snprintf(text, sizeof(text), f, values...);
   return text;
 }
+
+/// What the step's remark says: the slices and how they were chosen, the
+/// sliced and unsliced plans' predictions, and their steps at the ends of
+/// what the profile cannot know (none where `unknown` is empty).
+struct StepRemark {
+  std::vector<int64_t> sizes;
+  std::string how;
+  unsigned devices = 1;
+  const HardwareProfile &hw;
+  const SlicedPrediction &sliced;
+  const PlanPrediction &plain;
+  const std::vector<::rp::timing::UnknownInput> &unknown;
+  double slicedEnds[2], plainEnds[2];
+  /// The tokens of one step, and the device budget.
+  int64_t tokens = 0, budget = 0;
+};
+
+/// The remark of the sliced step beside the unsliced one.
+void reportSlicedStep(func::FuncOp func, const StepRemark &r);
 
 /// What the longest-sequence report reads: the linear device memory model
 /// the slices must fit (`fits` inside `searchAt`), its two points, and the

@@ -9,6 +9,8 @@
 
 #include "PredictTokenSlices.h"
 
+#include "rp/timing/Assumptions.h"
+
 #include "llvm/Support/Format.h"
 
 using namespace mlir;
@@ -28,6 +30,71 @@ std::string mlir::rp::token_slices::size(int64_t bytes) {
   bool mib = bytes >= (1 << 20);
   return fmt(mib ? "%.2f MiB" : "%.2f KiB",
              bytes / double(mib ? 1 << 20 : 1 << 10));
+}
+
+namespace {
+
+std::string joined(llvm::ArrayRef<int64_t> sizes) {
+  std::string s;
+  for (int64_t v : sizes)
+    s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
+}
+
+} // namespace
+
+void mlir::rp::token_slices::reportSlicedStep(func::FuncOp func,
+                                              const StepRemark &r) {
+  int64_t tokens = r.tokens;
+  auto rate = [&](double ms) { return ms > 0 ? tokens / (ms / 1e3) : 0.0; };
+  // " (fast - slow end: A - B ms, C - D tokens/s)" where there are ends.
+  auto range = [&](const double(&ends)[2]) -> std::string {
+    if (r.unknown.empty())
+      return "";
+    return fmt(" (%.3f - %.3f ms, %.0f - %.0f tokens/s over the unknown "
+               "inputs)",
+               ends[0], ends[1], rate(ends[1]), rate(ends[0]));
+  };
+  InFlightDiagnostic report = emitRemark(func.getLoc());
+  report << "token slices (a prediction of the compiler's model): "
+         << r.sizes.size() << " slice" << (r.sizes.size() == 1 ? "" : "s")
+         << " of " << joined(r.sizes) << " tokens (" << r.how << ") on "
+         << r.devices << " devices, " << r.hw.name << "; "
+         << fmt("predicted step %.3f ms, %.0f%% bubble, %.0f "
+                "tokens/s",
+                r.sliced.plan.stepMs, 100 * r.sliced.plan.bubble,
+                rate(r.sliced.plan.stepMs))
+         << range(r.slicedEnds) << "; unsliced "
+         << fmt("%.3f ms, %.0f%% bubble, %.0f tokens/s", r.plain.stepMs,
+                100 * r.plain.bubble, rate(r.plain.stepMs))
+         << range(r.plainEnds)
+         << fmt(" (sliced %.2fx",
+                r.plain.stepMs / std::max(1e-12, r.sliced.plan.stepMs))
+         << (r.unknown.empty()
+                 ? std::string(")")
+                 : fmt(", %.2fx at the fast end, %.2fx at the slow end)",
+                       r.plainEnds[0] / std::max(1e-12, r.slicedEnds[0]),
+                       r.plainEnds[1] / std::max(1e-12, r.slicedEnds[1])))
+         << "; peak " << gib(r.sliced.plan.peak) << " on device "
+         << r.sliced.plan.device << " of " << gib(r.budget) << " ("
+         << (r.sliced.plan.fits ? "fits" : "does NOT fit") << "; unsliced "
+         << gib(r.plain.peak) << "), keys and values kept "
+         << "by one job up to " << gib(r.sliced.keptBytes)
+         << " (their copies through host rows and the tail's forward "
+            "sweep timed as rp-insert-transfers writes them); not modelled: "
+            "the pinned host rows that hold every layer's keys and values "
+            "between a forward job and its backward";
+  // What every prediction says (rp/timing/Assumptions.h): its profile's
+  // terms, what the model leaves out, and what its range is over.
+  report << "; both predictions assume " << ::rp::timing::describeAssumed(r.hw)
+         << "; they leave out " << ::rp::timing::kModelLeavesOut;
+  if (!r.unknown.empty())
+    report << "; their ranges are over what " << r.hw.name << " cannot know ("
+           << ::rp::timing::describeUnknown(r.unknown)
+           << "), each end timed with its own layer costs";
+  else
+    report << "; no range: '" << r.hw.name << "' names no unknown inputs";
+  report.report();
 }
 
 LogicalResult

@@ -3,6 +3,7 @@
 // holds the byte cap and skips what does not fit.
 
 #include "rp/Analysis/SlicedStages.h"
+#include "rp/Analysis/PartitionSearch.h"
 
 #include <gtest/gtest.h>
 

@@ -55,6 +55,7 @@ TEST(SlicedStagesTest, FindsTheStagesTheTimingPrefers) {
   };
   SlicedStagesSearch search;
   search.stepMs = time;
+  search.maxTimings = 4000;
   SlicedStages found = searchSlicedStages(start, layers, search);
   EXPECT_DOUBLE_EQ(found.startMs, preferSmall(start));
   EXPECT_LT(found.stepMs, found.startMs);
@@ -68,6 +69,14 @@ TEST(SlicedStagesTest, FindsTheStagesTheTimingPrefers) {
   for (unsigned s : sizes(found.partition.backward))
     EXPECT_LE(s, 4u);
   EXPECT_EQ(found.partition.tail.size() + found.partition.tail.begin, 30u);
+  // The budget stops the climb where it is, its best kept.
+  calls = 0;
+  search.maxTimings = 10;
+  SlicedStages cut = searchSlicedStages(start, layers, search);
+  EXPECT_LE(cut.timed, 10u);
+  EXPECT_EQ(cut.timed, calls.load());
+  EXPECT_LE(cut.stepMs, cut.startMs);
+  EXPECT_GT(cut.stepMs, found.stepMs);
 }
 
 TEST(SlicedStagesTest, KeepsTheStartWhereNoneIsFaster) {
@@ -98,8 +107,8 @@ TEST(SlicedStagesTest, HoldsTheCapAndSkipsWhatDoesNotFit) {
   std::vector<LayerCost> layers = layersOf(16, 100);
   for (LayerCost &l : layers)
     l.gradBytes = 100;
-  Partition start = partitionFromSizes({2, 2, 2, 2, 2, 2, 2}, 2,
-                                       {2, 2, 2, 2, 2, 2, 2}, 16);
+  Partition start =
+      partitionFromSizes({2, 2, 2, 2, 2, 2, 2}, 2, {2, 2, 2, 2, 2, 2, 2}, 16);
   auto fewer = [](const Partition &p) -> std::optional<double> {
     for (const StageRange &r : p.forward)
       if (r.size() == 1)

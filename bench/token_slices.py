@@ -9,8 +9,9 @@ Usage: python3 bench/token_slices.py [--models qwen3-1.7b,llama-3.1-8b]
 For each model and sequence (8 x rtx4090, f16, one sequence per step,
 async, steps back to back) it compiles `--token-slices auto` for real
 (rp-compile writes the sliced plan) and prints the slices chosen, the
-compiler's predicted tokens/s and bubble sliced and unsliced (its steady
-state), then both plans run on the sim (`rp-run --backend sim`): the
+stages it chose with them (searched again with the slices where rp's
+partitioner cut them), the compiler's predicted tokens/s and bubble
+sliced and unsliced (its steady state), then both plans run on the sim (`rp-run --backend sim`): the
 sliced plan rp-compile wrote and the unsliced plan compiled without the
 flag, where each compiles. Then, for the paper models, the longest
 sequence with slices (`--report-max-seq --token-slices auto`, the
@@ -47,6 +48,29 @@ SLICED = re.compile(
     r"tokens/s.*?"
     r"peak ([\d.]+ GiB) on device \d+ of [\d.]+ GiB \((fits|does NOT fit); "
     r"unsliced ([\d.]+ GiB)")
+
+
+STAGES = re.compile(
+    r"stages chosen with the slices: (\S+), predicted step ([\d.]+) ms; "
+    r"the unsliced plan's stages (\S+) (?:would take ([\d.]+) ms|do not "
+    r"fit) with \d+ slices \((\d+) partitions timed\)")
+KEPT = re.compile(r"the unsliced plan's stages (\S+) kept: none faster "
+                  r"with the slices among the (\d+) partitions timed")
+
+
+def stages_said(err):
+    """What rp-compile said of the stages it chose with the slices."""
+    m = STAGES.search(err)
+    if m:
+        before = (f"{m.group(4)} ms" if m.group(4) else "does not fit")
+        return (f"stages chosen with the slices {m.group(1)} ({m.group(2)} "
+                f"ms; the unsliced plan's {m.group(3)}: {before}; "
+                f"{m.group(5)} timed)")
+    m = KEPT.search(err)
+    if m:
+        return (f"the unsliced plan's stages {m.group(1)} kept ({m.group(2)}"
+                f" timed)")
+    return "stages not searched"
 
 
 def compile_sliced(graph, extra=()):
@@ -125,6 +149,7 @@ def throughput(models, seqs, tmp, with_sim=True):
                   f" | {s_text} | {u_text} | {ratio} | "
                   f"{ROUNDPIPE_SEQ.get(seq, '-') if name == 'qwen3-1.7b' else '-'}"
                   f"   [{how}]", flush=True)
+            print(f"{'':21s}{stages_said(err)}", flush=True)
 
 
 def max_seq(models, tmp):

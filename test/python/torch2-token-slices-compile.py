@@ -30,7 +30,10 @@
 # layers.0's forward and the tail's sweep send slices 0 and 1 down (4), and
 # slices 1 and 2 come up for layers.0's forward and backward and the fused
 # tail, and slice 1's for the tail's sweep of it (7). One slice cuts
-# nothing: the plan is the unsliced one, byte for byte.
+# nothing: the plan is the unsliced one, byte for byte. Without --stages
+# the stages are searched again with the slices: a six-layer Llama timed
+# for rtx4090 takes other stages on 2 devices, and its sliced plan gives
+# the unsliced plan's loss and gradients on 2 and 4 devices.
 
 import re
 import sys
@@ -111,6 +114,33 @@ for name in ("llama", "qwen3", "mistral"):
             print(f"llama {what}, 2 devices, slices 20,16,12: loss within "
                   f"1e-5 {abs(sl - loss) <= 1e-5 * abs(loss)}, gradients "
                   f"within 1e-5 {worst(sg, grads) <= 1e-5}")
+        # The stages searched with the slices (no --stages: rp-compile's
+        # default, session 24), on a six-layer Llama timed for rtx4090,
+        # where on 2 devices the search takes other stages than
+        # rp-partition's (fwd:7;bwd:1,7): the plan it writes gives the
+        # unsliced plan's loss and gradients on 2 and 4 devices.
+        torch.manual_seed(0)
+        six = logits_only(T.LlamaForCausalLM(T.LlamaConfig(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+            num_hidden_layers=6, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=S)))
+        six_src = rp.trace(six, (tokens,), out / "llama6-trace")
+        for devices in (2, 4):
+            hw = ["--devices", str(devices), "--microbatches", "1", "--hw",
+                  "rtx4090"]
+            plain = out / f"searched-{devices}.rpplan"
+            rp.run_tool("rp-compile", [str(six_src), "-o", str(plain), *hw])
+            loss, grads = step(plain, tokens.numpy(), labels.numpy())
+            plan = out / f"searched-{devices}-sliced.rpplan"
+            said = rp.run_tool("rp-compile", [
+                str(six_src), "-o", str(plan), *hw, "--token-slices",
+                "20,16,12"]).stderr
+            m = re.search(r"stages chosen with the slices: (\S+),", said)
+            sl, sg = step(plan, tokens.numpy(), labels.numpy())
+            print(f"llama6 {devices} devices, slices 20,16,12, stages "
+                  f"{m.group(1) if m else 'kept'}: loss within 1e-5 "
+                  f"{abs(sl - loss) <= 1e-5 * abs(loss)}, {len(sg)} "
+                  f"gradients within 1e-5 {worst(sg, grads) <= 1e-5}")
         # Tied embeddings (the epilogue sums the embedding's two uses'
         # gradients, @main's op by op) in f32, and in bf16 (the weights
         # cast by the prologue: within two of bf16's steps, 2^-6).
@@ -151,6 +181,8 @@ for name in ("llama", "qwen3", "mistral"):
 # CHECK: llama 4 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
 # CHECK: llama 2 sequences a step, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
 # CHECK: llama batch 2, 2 devices, slices 20,16,12: loss within 1e-5 True, gradients within 1e-5 True
+# CHECK: llama6 2 devices, slices 20,16,12, stages fwd:{{[0-9,]+}};bwd:{{[0-9,]+}}: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True
+# CHECK: llama6 4 devices, slices 20,16,12, stages {{.*}}: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True
 # CHECK: llama tied f32, 2 devices, slices 20,16,12: loss within 1e-05 True, 20 gradients within 1e-05 True
 # CHECK: llama tied bf16, 2 devices, slices 20,16,12: loss within 0.015625 True, 20 gradients within 0.015625 True
 # CHECK: llama 1 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up

@@ -332,7 +332,8 @@ def ReportMaxSeqPass : Pass<"rp-report-max-seq", "::mlir::ModuleOp"> {
 def PredictTokenSlicesPass
     : Pass<"rp-predict-token-slices", "::mlir::ModuleOp"> {
   let summary = "predicts a causal model's step with each sequence cut into "
-                "token slices, and refuses to plan it";
+                "token slices, and chooses the slices (and with "
+                "search-stages the stages) for them";
   let description = [{
     After rp-partition (rp-compile --token-slices K|auto|s1,s2,...): cuts
     each sequence of a causal model into token slices that the round-robin
@@ -341,22 +342,23 @@ def PredictTokenSlicesPass
     peak memory with the keys and values the jobs keep across slices;
     `auto` chooses the sizes by TeraPipe's dynamic program
     (include/rp/Analysis/TokenSlices.h), `report-max-seq` adds the longest
-    sequence whose slices fit. The compiler cannot write a sliced plan yet
-    (rp-slice-tokens cuts the graph; the schedule, the exporter and the
-    memory plan do not carry it), so the pass then fails with an error
-    saying so: no plan is written. A model whose attention is not causal,
-    carries a mask, or whose ops mix tokens across the sequence otherwise
-    is refused. docs/token-slices.md.
+    sequence whose slices fit. With `search-stages` (rp-compile, where rp's
+    partitioner cut the stages) the stages are searched again with the
+    slices (include/rp/Analysis/SlicedStages.h), each candidate timed as the
+    sliced plan, and #rp.partition is rewritten where they are faster; a
+    second remark says which. With `cut` the slices chosen are recorded for
+    rp-slice-tokens; alone the pass refuses to go on (a plan run unsliced
+    under a sliced prediction would be a silent wrong answer). A model whose
+    attention is not causal, carries a mask, or whose ops mix tokens across
+    the sequence otherwise is refused. docs/token-slices.md.
 
     ```
-    remark: token slices (a prediction: rp-compile cannot write them
-      yet): 4 slices of 5120,4096,3840,3328 tokens (auto) ...; predicted
-      step 912.4 ms, 31% bubble, 17958 tokens/s; unsliced 2402.1 ms, 74%
-      bubble, 6821 tokens/s (2.63x)
-    error: --token-slices: rp-compile cannot write a token-sliced plan yet
+    remark: token slices (a prediction of the compiler's model): 16 slices
+      of 4096,... tokens (even) on 8 devices, rtx4090; predicted step ...
+    remark: token slices: stages chosen with the slices: fwd:2,2,...
     ```
   }];
-  let options = [
+let options = [
     Option<"slices", "slices", "std::string", "\"auto\"",
            "K (that many even slices), auto (TeraPipe's dynamic program) or the sizes s1,s2,... summing to the sequence">,
     Option<"budgetGiB", "budget-gib", "double", "0",
@@ -372,7 +374,9 @@ def PredictTokenSlicesPass
     Option<"passShift", "pass-shift", "int", "-1",
            "round-robin's device shift per pass; -1 takes dispatch's">,
     Option<"cut", "cut", "bool", "false",
-           "instead of refusing, record the slices chosen (module attribute rp.token_slice_sizes) for rp-slice-tokens=slices=auto and go on (rp-compile: the exporter then refuses a sliced schedule)">
+           "instead of refusing, record the slices chosen (module attribute rp.token_slice_sizes) for rp-slice-tokens=slices=auto and go on (rp-compile's pipeline)">,
+    Option<"searchStages", "search-stages", "bool", "false",
+           "search the stages again with the slices (each candidate timed as the sliced plan) and rewrite #rp.partition where they are faster; rp-compile sets it unless --stages or another partitioner gave the stages">
   ];
 }
 

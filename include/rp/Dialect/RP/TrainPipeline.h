@@ -238,10 +238,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "token-slices", flags, llvm::cl::init(""),
       llvm::cl::desc("K|auto|s1,s2,...: predict the step with each "
                      "sequence of a causal model cut into token slices run "
-                     "as microbatches (TeraPipe) and compile it; the "
-                     "exporter cannot write a plan of several slices yet, "
-                     "so none is written and the exit code is 1 (one "
-                     "slice: the unsliced plan; docs/token-slices.md)")};
+                     "as microbatches (TeraPipe) and write the sliced "
+                     "plan, its stages searched again with the slices "
+                     "unless --stages gives them (one slice: the unsliced "
+                     "plan; docs/token-slices.md)")};
   Option<double> budgetGiB{
       *this, "budget-gib", flags, llvm::cl::init(0),
       llvm::cl::desc("device memory to plan against in GiB (0: the "

@@ -9,20 +9,21 @@
 // layer costs are the graph's own at the slice's length (a retyped copy,
 // as rp-report-max-seq's trials) plus the pairs its causal attention
 // forms with the earlier slices' keys; each command also pays the kernels
-// the sliced plan adds (sliceKernelsMs).
+// the sliced plan adds (sliceKernelsMs). With search-stages the stages are
+// searched again with the slices (SlicedStages.h). The longest-sequence
+// report is PredictTokenSlicesRemarks.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "rp/Dialect/RP/RPPasses.h"
 
+#include "PredictTokenSlices.h"
 #include "Retype.h"
 #include "ScheduleIR.h"
 #include "SliceTokens.h"
-#include "rp/Analysis/HostMemory.h"
-#include "rp/Analysis/TokenSlices.h"
+#include "rp/Analysis/PartitionPolicy.h"
+#include "rp/Analysis/SlicedStages.h"
 #include "rp/timing/Assumptions.h"
-
-#include "llvm/Support/Format.h"
 
 #include <algorithm>
 #include <map>
@@ -36,37 +37,9 @@ namespace mlir::rp {
 using namespace mlir;
 using namespace mlir::rp;
 
+using namespace mlir::rp::token_slices;
+
 namespace {
-
-std::string gib(int64_t bytes) {
-  std::string s;
-  llvm::raw_string_ostream(s)
-      << llvm::format("%.2f GiB", bytes / double(1ull << 30));
-  return s;
-}
-
-template <typename... Ts> std::string fmt(const char *f, Ts... values) {
-  char text[256];
-  snprintf(text, sizeof(text), f, values...);
-  return text;
-}
-
-/// Bytes in GiB, or in MiB or KiB below one GiB or MiB (a small model's
-/// host memory).
-std::string size(int64_t bytes) {
-  if (bytes >= int64_t(1) << 30)
-    return gib(bytes);
-  bool mib = bytes >= (1 << 20);
-  return fmt(mib ? "%.2f MiB" : "%.2f KiB",
-             bytes / double(mib ? 1 << 20 : 1 << 10));
-}
-
-std::string joined(llvm::ArrayRef<int64_t> sizes) {
-  std::string s;
-  for (int64_t v : sizes)
-    s += (s.empty() ? "" : ",") + std::to_string(v);
-  return s;
-}
 
 struct PredictTokenSlicesPass
     : mlir::rp::impl::PredictTokenSlicesPassBase<PredictTokenSlicesPass> {
@@ -99,29 +72,64 @@ struct PredictTokenSlicesPass
     return &(memo[seq] = std::move(in->costs));
   }
 
-  /// The costs of each slice of `sizes` and of the mean slice.
-  FailureOr<SlicedPrediction> predict(llvm::ArrayRef<int64_t> sizes,
-                                      const PlanTarget &target) {
+  /// The layer costs of each slice of `sizes` and of the mean slice: what
+  /// the sliced plan of any partition is timed with.
+  struct SliceCosts {
     std::vector<std::vector<LayerCost>> slices;
+    const std::vector<LayerCost> *mean = nullptr;
+  };
+  FailureOr<SliceCosts> costsOf(llvm::ArrayRef<int64_t> sizes) {
+    SliceCosts out;
     int64_t offset = 0;
     for (int64_t s : sizes) {
       FailureOr<const std::vector<LayerCost> *> self = costsAt(s);
       if (failed(self))
         return failure();
-      slices.push_back(sliceLayerCosts(**self, pairs, offset, s));
+      out.slices.push_back(sliceLayerCosts(**self, pairs, offset, s));
       offset += s;
     }
     FailureOr<const std::vector<LayerCost> *> mean =
         costsAt(std::max<int64_t>(1, offset / int64_t(sizes.size())));
     if (failed(mean))
       return failure();
+    out.mean = *mean;
+    return out;
+  }
+
+  /// The sliced plan of the function's stages (in->partition).
+  FailureOr<SlicedPrediction> predict(llvm::ArrayRef<int64_t> sizes,
+                                      const PlanTarget &target) {
+    FailureOr<SliceCosts> c = costsOf(sizes);
+    if (failed(c))
+      return failure();
     std::string error;
     FailureOr<SlicedPrediction> p = predictSlicedPlan(
-        in->partition, slices, sizes, **mean, pairs, target, error);
+        in->partition, c->slices, sizes, *c->mean, pairs, target, error);
     if (failed(p))
       return in->func.emitError(error);
     return p;
   }
+
+  /// The sizes `spec` asks for (auto: TeraPipe's program, or even slices
+  /// where the plan's timing prefers them) on the function's stages, their
+  /// plan, and how they were chosen.
+  struct Chosen {
+    std::vector<int64_t> sizes;
+    SlicedPrediction sliced;
+    std::string how;
+  };
+  FailureOr<Chosen> choose(const TokenSlicesSpec &spec,
+                           const PlanTarget &target,
+                           llvm::function_ref<bool(int64_t, int64_t)> fits);
+
+  /// With search-stages: the stages searched again with `chosen`'s slices
+  /// (and, for auto, the slices chosen again on the stages found); the
+  /// function's #rp.partition and in->partition rewritten where they are
+  /// faster. The remark's text in `said`.
+  LogicalResult chooseStages(const TokenSlicesSpec &spec,
+                             const PlanTarget &target,
+                             llvm::function_ref<bool(int64_t, int64_t)> fits,
+                             Chosen &chosen, std::string &said);
 
   /// One pass's compute for a slice of `size` tokens at no offset, summed
   /// over the jobs; the same sum of the per-pair times.
@@ -204,6 +212,141 @@ struct PredictTokenSlicesPass
   const MeasuredProfile *measuredAtEnds = nullptr;
   int64_t seq0 = 0, rows = 1;
 };
+
+FailureOr<PredictTokenSlicesPass::Chosen> PredictTokenSlicesPass::choose(
+    const TokenSlicesSpec &spec, const PlanTarget &target,
+    llvm::function_ref<bool(int64_t, int64_t)> fits) {
+  func::FuncOp func = in->func;
+  Chosen out;
+  switch (spec.kind) {
+  case TokenSlicesSpec::Kind::count:
+    if (spec.count > unsigned(seq0))
+      return func.emitError()
+             << "--token-slices " << spec.count
+             << ": more slices than the sequence's " << seq0 << " tokens";
+    out.sizes = equalSlices(seq0, spec.count);
+    out.how = "even";
+    break;
+  case TokenSlicesSpec::Kind::sizes: {
+    out.sizes = spec.sizes;
+    int64_t sum =
+        std::accumulate(out.sizes.begin(), out.sizes.end(), int64_t(0));
+    if (sum != seq0)
+      return func.emitError()
+             << "--token-slices " << slices.getValue() << ": the sizes sum to "
+             << sum << " tokens, the sequence has " << seq0;
+    out.how = "given";
+    break;
+  }
+  case TokenSlicesSpec::Kind::automatic: {
+    FailureOr<std::optional<SliceChoice>> choice = search(seq0, fits);
+    if (failed(choice))
+      return failure();
+    if (!*choice)
+      return func.emitError()
+             << "--token-slices auto: no slicing of " << seq0 << " tokens fits "
+             << gib(target.budget) << " in the compiler's memory model";
+    out.sizes = (*choice)->sizes;
+    out.how = "auto: TeraPipe's dynamic program over " +
+              std::to_string(sliceGrain(seq0)) + "-token units";
+    break;
+  }
+  }
+  FailureOr<SlicedPrediction> sliced = predict(out.sizes, target);
+  if (failed(sliced))
+    return failure();
+  if (spec.kind == TokenSlicesSpec::Kind::automatic) {
+    // The dynamic program prices TeraPipe's chain; the plan's timing can
+    // prefer even slices (or none): auto keeps the faster that fits.
+    for (unsigned k : {1u, 2u, 4u, 8u, 16u}) {
+      if (k > unsigned(seq0) || k == out.sizes.size())
+        continue;
+      FailureOr<SlicedPrediction> even = predict(equalSlices(seq0, k), target);
+      if (failed(even))
+        return failure();
+      if ((even->plan.fits || !sliced->plan.fits) &&
+          even->plan.stepMs < sliced->plan.stepMs) {
+        sliced = std::move(even);
+        out.how = "auto: " + std::to_string(k) +
+                  " even slices, faster in the plan's timing than the "
+                  "dynamic program's";
+      }
+    }
+    out.sizes = sliced->sizes;
+  }
+  out.sliced = std::move(*sliced);
+  return out;
+}
+
+LogicalResult PredictTokenSlicesPass::chooseStages(
+    const TokenSlicesSpec &spec, const PlanTarget &target,
+    llvm::function_ref<bool(int64_t, int64_t)> fits, Chosen &chosen,
+    std::string &said) {
+  FailureOr<SliceCosts> costs = costsOf(chosen.sizes);
+  if (failed(costs))
+    return failure();
+  // No stage heavier in weights than the heaviest rp-partition cut: its
+  // byte cap held them there.
+  int64_t cap = 0;
+  for (const StageRange &r : in->partition.forward)
+    cap = std::max(cap, stageBytes(r, in->costs, false));
+  cap = std::max(cap, stageBytes(in->partition.tail, in->costs, true));
+  for (const StageRange &r : in->partition.backward)
+    cap = std::max(cap, stageBytes(r, in->costs, true));
+  std::vector<int64_t> sizes = chosen.sizes;
+  auto time = [&](const Partition &p) -> std::optional<double> {
+    std::string error;
+    FailureOr<SlicedPrediction> r = predictSlicedPlan(
+        p, costs->slices, sizes, *costs->mean, pairs, target, error);
+    if (failed(r) || !r->plan.fits)
+      return std::nullopt;
+    return r->plan.stepMs;
+  };
+  SlicedStagesSearch problem;
+  problem.stepMs = time;
+  problem.stageBytesCap = cap;
+  SlicedStages found = searchSlicedStages(in->partition, in->costs, problem);
+  std::string before = formatStages(in->partition);
+  if (!(found.stepMs < found.startMs)) {
+    said = "token slices: the unsliced plan's stages " + before +
+           " kept: none faster with the slices among the " +
+           std::to_string(found.timed) + " partitions timed";
+    return success();
+  }
+  in->partition = found.partition;
+  FailureOr<SlicedPrediction> again = predict(chosen.sizes, target);
+  if (failed(again))
+    return failure();
+  chosen.sliced = std::move(*again);
+  if (spec.kind == TokenSlicesSpec::Kind::automatic) {
+    // The slices chosen again on the stages found; kept where faster.
+    FailureOr<Chosen> redo = choose(spec, target, fits);
+    if (failed(redo))
+      return failure();
+    if ((redo->sliced.plan.fits || !chosen.sliced.plan.fits) &&
+        redo->sliced.plan.stepMs < chosen.sliced.plan.stepMs)
+      chosen = std::move(*redo);
+  }
+  PartitionAttr a = in->attr;
+  SmallVector<int64_t> fwd, bwd;
+  stageSizes(in->partition, fwd, bwd);
+  in->attr =
+      PartitionAttr::get(&getContext(), a.getSchedule(), a.getDevices(),
+                         a.getMicrobatches(), a.getHw(), a.getPartitioner(),
+                         a.getRecompute(), fwd, bwd, a.getTailJobs());
+  in->func->setAttr("rp.partition", in->attr);
+  said =
+      "token slices: stages chosen with the slices: " +
+      formatStages(in->partition) +
+      fmt(", predicted step %.3f ms; the unsliced plan's stages ",
+          chosen.sliced.plan.stepMs) +
+      before +
+      (found.startMs < 1e300 ? fmt(" would take %.3f ms with ", found.startMs)
+                             : std::string(" do not fit with ")) +
+      std::to_string(sizes.size()) + " slices (" + std::to_string(found.timed) +
+      " partitions timed)";
+  return success();
+}
 
 void PredictTokenSlicesPass::runOnOperation() {
   ModuleOp module = getOperation();
@@ -295,70 +438,19 @@ void PredictTokenSlicesPass::runOnOperation() {
            double(budget);
   };
 
-  std::vector<int64_t> sizes;
-  std::string how;
-  switch (spec->kind) {
-  case TokenSlicesSpec::Kind::count:
-    if (spec->count > unsigned(seq0)) {
-      func.emitError() << "--token-slices " << spec->count << ": more slices "
-                       << "than the sequence's " << seq0 << " tokens";
-      return signalPassFailure();
-    }
-    sizes = equalSlices(seq0, spec->count);
-    how = "even";
-    break;
-  case TokenSlicesSpec::Kind::sizes: {
-    sizes = spec->sizes;
-    int64_t sum = 0;
-    for (int64_t s : sizes)
-      sum += s;
-    if (sum != seq0) {
-      func.emitError() << "--token-slices " << slices.getValue()
-                       << ": the sizes sum to " << sum
-                       << " tokens, the sequence has " << seq0;
-      return signalPassFailure();
-    }
-    how = "given";
-    break;
-  }
-  case TokenSlicesSpec::Kind::automatic: {
-    FailureOr<std::optional<SliceChoice>> choice = search(seq0, fits);
-    if (failed(choice))
-      return signalPassFailure();
-    if (!*choice) {
-      func.emitError() << "--token-slices auto: no slicing of " << seq0
-                       << " tokens fits " << gib(budget)
-                       << " in the compiler's memory model";
-      return signalPassFailure();
-    }
-    sizes = (*choice)->sizes;
-    how = "auto: TeraPipe's dynamic program over " +
-          std::to_string(sliceGrain(seq0)) + "-token units";
-    break;
-  }
-  }
-  FailureOr<SlicedPrediction> sliced = predict(sizes, target);
-  if (failed(sliced))
+  // The stages the unsliced plan has: its prediction's, and the longest
+  // sequence's report's (the graph's stages, as documented).
+  Partition unslicedStages = in->partition;
+  FailureOr<Chosen> chosen = choose(*spec, target, fits);
+  if (failed(chosen))
     return signalPassFailure();
-  if (spec->kind == TokenSlicesSpec::Kind::automatic) {
-    // The dynamic program prices TeraPipe's chain; the plan's timing can
-    // prefer even slices (or none): auto keeps the faster that fits.
-    for (unsigned k : {1u, 2u, 4u, 8u, 16u}) {
-      if (k > unsigned(seq0) || k == sizes.size())
-        continue;
-      FailureOr<SlicedPrediction> even = predict(equalSlices(seq0, k), target);
-      if (failed(even))
-        return signalPassFailure();
-      if ((even->plan.fits || !sliced->plan.fits) &&
-          even->plan.stepMs < sliced->plan.stepMs) {
-        sliced = std::move(even);
-        how = "auto: " + std::to_string(k) +
-              " even slices, faster in the "
-              "plan's timing than the dynamic program's";
-      }
-    }
-    sizes = sliced->sizes;
-  }
+  std::string stagesSaid;
+  if (searchStages && chosen->sizes.size() > 1 &&
+      failed(chooseStages(*spec, target, fits, *chosen, stagesSaid)))
+    return signalPassFailure();
+  std::vector<int64_t> sizes = chosen->sizes;
+  std::string how = chosen->how;
+  std::optional<SlicedPrediction> sliced = std::move(chosen->sliced);
 
   // Both predictions again at the ends of what the profile cannot know,
   // each end with its own layer costs and per-pair times.
@@ -403,7 +495,7 @@ void PredictTokenSlicesPass::runOnOperation() {
                     passShift,
                     budget};
       FailureOr<PlanPrediction> p =
-          predictPlan(in->partition, **whole, at, error);
+          predictPlan(unslicedStages, **whole, at, error);
       if (failed(p)) {
         func.emitError(error);
         return signalPassFailure();
@@ -418,176 +510,49 @@ void PredictTokenSlicesPass::runOnOperation() {
     pairs = midPairs;
   }
 
-  int64_t tokens = rows * seq0 * int64_t(in->attr.getMicrobatches());
-  auto rate = [&](double ms) { return ms > 0 ? tokens / (ms / 1e3) : 0.0; };
-  // " (fast - slow end: A - B ms, C - D tokens/s)" where there are ends.
-  auto range = [&](const double(&ends)[2]) -> std::string {
-    if (unknown->empty())
-      return "";
-    return fmt(" (%.3f - %.3f ms, %.0f - %.0f tokens/s over the unknown "
-               "inputs)",
-               ends[0], ends[1], rate(ends[1]), rate(ends[0]));
-  };
-  InFlightDiagnostic report = emitRemark(func.getLoc());
-  report << "token slices (a prediction of the compiler's model): "
-         << sizes.size() << " slice" << (sizes.size() == 1 ? "" : "s") << " of "
-         << joined(sizes) << " tokens (" << how << ") on "
-         << in->attr.getDevices() << " devices, " << in->hw.name << "; "
-         << fmt("predicted step %.3f ms, %.0f%% bubble, %.0f "
-                "tokens/s",
-                sliced->plan.stepMs, 100 * sliced->plan.bubble,
-                rate(sliced->plan.stepMs))
-         << range(slicedEnds) << "; unsliced "
-         << fmt("%.3f ms, %.0f%% bubble, %.0f tokens/s", plain->stepMs,
-                100 * plain->bubble, rate(plain->stepMs))
-         << range(plainEnds)
-         << fmt(" (sliced %.2fx",
-                plain->stepMs / std::max(1e-12, sliced->plan.stepMs))
-         << (unknown->empty()
-                 ? std::string(")")
-                 : fmt(", %.2fx at the fast end, %.2fx at the slow end)",
-                       plainEnds[0] / std::max(1e-12, slicedEnds[0]),
-                       plainEnds[1] / std::max(1e-12, slicedEnds[1])))
-         << "; peak " << gib(sliced->plan.peak) << " on device "
-         << sliced->plan.device << " of " << gib(budget) << " ("
-         << (sliced->plan.fits ? "fits" : "does NOT fit") << "; unsliced "
-         << gib(plain->peak) << "), keys and values kept "
-         << "by one job up to " << gib(sliced->keptBytes)
-         << " (their copies through host rows and the tail's forward "
-            "sweep timed as rp-insert-transfers writes them); not modelled: "
-            "the pinned host rows that hold every layer's keys and values "
-            "between a forward job and its backward";
-  // What every prediction says (rp/timing/Assumptions.h): its profile's
-  // terms, what the model leaves out, and what its range is over.
-  report << "; both predictions assume "
-         << ::rp::timing::describeAssumed(in->hw) << "; they leave out "
-         << ::rp::timing::kModelLeavesOut;
-  if (!unknown->empty())
-    report << "; their ranges are over what " << in->hw.name << " cannot know ("
-           << ::rp::timing::describeUnknown(*unknown)
-           << "), each end timed with its own layer costs";
-  else
-    report << "; no range: '" << in->hw.name << "' names no unknown inputs";
-  report.report();
+  StepRemark step{sizes,
+                  how,
+                  in->attr.getDevices(),
+                  in->hw,
+                  *sliced,
+                  *plain,
+                  *unknown,
+                  {slicedEnds[0], slicedEnds[1]},
+                  {plainEnds[0], plainEnds[1]},
+                  rows * seq0 * int64_t(in->attr.getMicrobatches()),
+                  budget};
+  reportSlicedStep(func, step);
 
-  // A peak that does not grow with the sequence (or keys and values that
-  // cost nothing) leaves the linear model without a limit: say so rather
-  // than report one.
-  if (reportMaxSeq && (perToken <= 0 || kvPerToken <= 0)) {
-    emitRemark(func.getLoc())
-        << "token slices: no largest sequence reported: in the compiler's "
-           "model the peak at "
-        << small << " tokens is " << gib(atSmall->peak) << " and at " << seq0
-        << " tokens " << gib(plain->peak)
-        << ", which does not grow with the sequence, so the linear memory "
-           "model has no limit";
-  } else if (reportMaxSeq) {
+  if (!stagesSaid.empty())
+    emitRemark(func.getLoc()) << stagesSaid;
+  if (reportMaxSeq) {
+    // On the graph's stages: the memory model above is theirs.
+    Partition chosenStages = in->partition;
+    in->partition = unslicedStages;
+    MaxSeqInputs max;
+    max.seq0 = seq0;
+    max.rows = rows;
+    max.small = small;
+    max.smallPeak = atSmall->peak;
+    max.seqPeak = plain->peak;
+    max.perToken = perToken;
+    max.kvPerToken = kvPerToken;
+    max.budget = budget;
+    max.hostBudget =
+        hostBudgetGiB > 0 ? int64_t(hostBudgetGiB * double(1ull << 30)) : 0;
     // The host's side (HostMemory.h), linear in the sequence from this
     // length's sliced plan.
-    SlicedHostModel host = slicedHostModel(
+    max.host = slicedHostModel(
         module,
         std::accumulate(keyValue.begin(), keyValue.end(), int64_t(0)) *
             int64_t(in->attr.getMicrobatches()),
         seq0, sliced->hostRowBytes);
-    int64_t hostBudget =
-        hostBudgetGiB > 0 ? int64_t(hostBudgetGiB * double(1ull << 30)) : 0;
-    auto hostFits = [&](int64_t seq) {
-      return hostBudget == 0 || host.at(seq) <= hostBudget;
-    };
-    // The longest sequence whose last slice of one grain still fits the
-    // linear model (and the host its rows), then its plan checked at the
-    // slices auto picks there.
-    auto devicesAt = [&](int64_t seq, std::vector<int64_t> &picked) -> int {
-      FailureOr<std::optional<SliceChoice>> c = search(seq, fits);
-      if (failed(c))
-        return -1;
-      if (!*c)
-        return 0;
-      picked = (*c)->sizes;
-      return 1;
-    };
-    auto at = [&](int64_t seq, std::vector<int64_t> &picked) -> int {
-      return hostFits(seq) ? devicesAt(seq, picked) : 0;
-    };
-    int64_t lo = 0, hi = int64_t(1) << 24;
-    std::vector<int64_t> picked, best;
-    // Feasibility is monotone in the sequence: a bisection on the model.
-    for (int64_t probe = std::max<int64_t>(seq0, 1); probe < hi;) {
-      int ok = at(probe, picked);
-      if (ok < 0)
-        return signalPassFailure();
-      if (ok) {
-        lo = probe;
-        best = picked;
-        probe = std::min(hi - 1, probe * 2);
-        if (probe == lo)
-          break;
-      } else {
-        hi = probe;
-        break;
-      }
-    }
-    while (lo > 0 && hi - lo > std::max<int64_t>(1, lo / 256)) {
-      int64_t mid = lo + (hi - lo) / 2;
-      int ok = at(mid, picked);
-      if (ok < 0)
-        return signalPassFailure();
-      if (ok) {
-        lo = mid;
-        best = picked;
-      } else {
-        hi = mid;
-      }
-    }
-    // Which bound holds: the host's where the devices alone would take
-    // the next length the bisection refused.
-    std::vector<int64_t> unused;
-    int hostBinds = 0;
-    if (hostBudget > 0 && !hostFits(hi)) {
-      hostBinds = devicesAt(hi, unused);
-      if (hostBinds < 0)
-        return signalPassFailure();
-    }
-    int64_t shown = std::max(lo, seq0);
-    std::string hostText =
-        "; the host holds about " + size(host.at(shown)) +
-        " there (base, adapters and optimizer " + size(host.fixed) +
-        ", every layer's kept keys and values " + size(host.kept(shown)) +
-        ", activation rows " + size(host.rows(shown)) +
-        ", linear in the sequence from the sliced plan at " +
-        std::to_string(seq0) + " tokens)";
-    if (hostBudget == 0)
-      hostText += ", not bounded: the profile names no host memory, "
-                  "--host-budget-gib N bounds it";
-    else if (hostBinds)
-      hostText += " of the --host-budget-gib " + size(hostBudget) +
-                  ", the bound: at " + std::to_string(hi) +
-                  " tokens the slices still fit the devices, the host would "
-                  "need " +
-                  size(host.at(hi));
-    else
-      hostText += " of the --host-budget-gib " + size(hostBudget) +
-                  "; the devices are the bound";
-    InFlightDiagnostic max = emitRemark(func.getLoc());
-    if (lo == 0) {
-      max << "token slices: no sequence of " << seq0 << " tokens or more fits ";
-      if (hostFits(seq0))
-        max << gib(budget) << " in slices";
-      else
-        max << "in slices: the host would need " << size(host.at(seq0))
-            << " at " << seq0 << " tokens, over the --host-budget-gib "
-            << size(hostBudget);
-    } else {
-      max << "with token slices (a prediction) the largest sequence that "
-             "fits is "
-          << lo << " tokens (microbatch " << rows << " x " << lo
-          << ", the function's stages), in " << best.size() << " slices from "
-          << best.front() << " down to " << best.back()
-          << " tokens; a job keeps up to "
-          << gib(kvPerToken * (lo - best.back()))
-          << " of keys, values and their gradients there" << hostText;
-    }
-    max.report();
+    auto searchAt = [&](int64_t seq) { return search(seq, fits); };
+    max.searchAt = searchAt;
+    LogicalResult reported = reportSlicedMaxSeq(func, max);
+    in->partition = chosenStages;
+    if (failed(reported))
+      return signalPassFailure();
   }
   // rp-compile goes on with the slices chosen: rp-slice-tokens cuts them,
   // the passes after it schedule and plan them, and the exporter writes

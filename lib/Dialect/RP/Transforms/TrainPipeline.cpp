@@ -130,6 +130,10 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     slices.dispatch = options.dispatch;
     slices.passShift = options.passShift;
     slices.cut = true;
+    // The stages rp's partitioner cut for one microbatch a pass are
+    // searched again with the slices; stages the user gave are kept.
+    slices.searchStages =
+        options.stages.empty() && options.partitioner == Partitioner::rp;
     pm.addPass(createPredictTokenSlicesPass(slices));
   }
   // After the loss fusion's choice, on the graph and partition it kept:

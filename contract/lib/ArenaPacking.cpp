@@ -203,7 +203,9 @@ public:
   /// same bit, from memory laid out for the other side's loop (disjoint).
   bool before(const Life &a, const Life &b, bool column = false) const {
     size_t w = b.write.job;
-    if (column ? afterAll(a.id, w) : (a.after[w / 64] >> (w % 64)) & 1)
+    uint64_t word =
+        column ? afterByJob[w / 64 * lifeCount + a.id] : a.after[w / 64];
+    if ((word >> (w % 64)) & 1)
       return true;
     if (!std::binary_search(a.jobs.begin(), a.jobs.end(), w))
       return false;
@@ -214,10 +216,6 @@ public:
   }
   /// Whether two buffers may hold the same bytes: each value of one is
   /// done with before each value of the other is written, or after it.
-  /// Whether job `w` runs after every job of life `id` (Life::after).
-  bool afterAll(size_t id, size_t w) const {
-    return (afterByJob[w / 64 * lifeCount + id] >> (w % 64)) & 1;
-  }
   /// Packing tests one buffer `y` against many placed `x`: `x`'s bit for
   /// `y`'s write is read by column, so that those reads are neighbours in
   /// memory (a row each was a cache miss each, most of a 256-layer plan's
@@ -369,9 +367,6 @@ Layout rp::arena::pack(const PlanShape &plan) {
   struct Range {
     uint64_t begin, end;
     uint32_t buffer;
-    /// Its one life's id (Life::id), or ~0 for a buffer of several: the
-    /// common test without reaching for the buffer's lives.
-    size_t life;
   };
   // Each device's placed ranges, kept sorted by their start. The scan
   // stops at the first range starting past the candidate's end (all later
@@ -385,20 +380,13 @@ Layout rp::arena::pack(const PlanShape &plan) {
     const std::vector<Life> &mine = *lives->of(b);
     std::vector<Range> &ranges = placed[d.device];
     uint64_t at = 0;
-    // One life each, and the placed one over before this one is written:
-    // disjoint, as Lives::disjoint would find first.
-    size_t write = mine.size() == 1 ? mine[0].write.job : ~size_t(0);
     for (const Range &r : ranges) {
       if (r.begin >= at + bytes)
         break;
-      if (r.end <= at || (r.life != ~size_t(0) && write != ~size_t(0) &&
-                          lives->afterAll(r.life, write)))
-        continue;
-      if (!lives->disjoint(*lives->of(r.buffer), mine))
+      if (r.end > at && !lives->disjoint(*lives->of(r.buffer), mine))
         at = r.end;
     }
-    Range mineRange{at, at + bytes, b,
-                    mine.size() == 1 ? mine[0].id : ~size_t(0)};
+    Range mineRange{at, at + bytes, b};
     ranges.insert(std::upper_bound(ranges.begin(), ranges.end(), mineRange,
                                    [](const Range &x, const Range &y) {
                                      return x.begin < y.begin;

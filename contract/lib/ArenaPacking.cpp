@@ -166,8 +166,6 @@ struct Life {
   /// a write in one of its own jobs (Lives::summarize).
   std::vector<uint64_t> after;
   std::vector<size_t> jobs;
-  /// Its column in Lives::afterByJob.
-  size_t id = 0;
 };
 
 /// What packing knows of a staged plan: its job order and each buffer's
@@ -199,13 +197,9 @@ public:
   /// `b`, whose reads follow its write). From `a`'s summary: a write in a
   /// job after all of `a`'s jobs is after it, one in none of them is not;
   /// only one in a job of `a`'s needs its uses, call by call.
-  /// `column` reads the bit from afterByJob rather than `a.after`: the
-  /// same bit, from memory laid out for the other side's loop (disjoint).
-  bool before(const Life &a, const Life &b, bool column = false) const {
+  bool before(const Life &a, const Life &b) const {
     size_t w = b.write.job;
-    uint64_t word =
-        column ? afterByJob[w / 64 * lifeCount + a.id] : a.after[w / 64];
-    if ((word >> (w % 64)) & 1)
+    if ((a.after[w / 64] >> (w % 64)) & 1)
       return true;
     if (!std::binary_search(a.jobs.begin(), a.jobs.end(), w))
       return false;
@@ -216,14 +210,10 @@ public:
   }
   /// Whether two buffers may hold the same bytes: each value of one is
   /// done with before each value of the other is written, or after it.
-  /// Packing tests one buffer `y` against many placed `x`: `x`'s bit for
-  /// `y`'s write is read by column, so that those reads are neighbours in
-  /// memory (a row each was a cache miss each, most of a 256-layer plan's
-  /// packing), and `y`'s own row stays in cache.
   bool disjoint(const std::vector<Life> &x, const std::vector<Life> &y) const {
     for (const Life &a : x)
       for (const Life &b : y)
-        if (!before(a, b, /*column=*/true) && !before(b, a))
+        if (!before(a, b) && !before(b, a))
           return false;
     return true;
   }
@@ -289,18 +279,9 @@ private:
       shareable[b] = ok;
       if (!ok)
         lives[b].clear();
-      for (Life &life : lives[b]) {
+      for (Life &life : lives[b])
         summarize(life);
-        life.id = lifeCount++;
-      }
     }
-    // The rows again, word by word across lives (the transpose).
-    size_t words = order.rowWords();
-    afterByJob.assign(words * lifeCount, 0);
-    for (const std::vector<Life> &of : lives)
-      for (const Life &life : of)
-        for (size_t k = 0; k < words; ++k)
-          afterByJob[k * lifeCount + life.id] = life.after[k];
   }
 
   /// Fills `life.after` and `life.jobs`. A 1-GPU plan packs thousands of
@@ -327,9 +308,6 @@ private:
   JobOrder order;
   std::vector<std::vector<Life>> lives;
   std::vector<bool> shareable;
-  /// Every life's `after`, word k of life i at k * lifeCount + i.
-  std::vector<uint64_t> afterByJob;
-  size_t lifeCount = 0;
 };
 
 } // namespace

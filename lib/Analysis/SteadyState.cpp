@@ -3,6 +3,7 @@
 #include "rp/Analysis/SteadyState.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -109,11 +110,31 @@ struct SteadyMemo {
   std::unordered_map<std::string, SteadyState> kept;
   size_t keyBytes = 0;
   unsigned reused = 0;
+  /// Whole runs asked for: one pass in flight, two sharing one copy of
+  /// the arenas, two on a copy each.
+  unsigned askedOnePass = 0, askedSharing = 0, askedTwoCopies = 0;
+  /// The self-check (setSteadyMemoCheck): hits timed again, and how many
+  /// of those differed from what was kept.
+  bool check = false;
+  unsigned checked = 0, differ = 0;
 };
 
 SteadyMemo &steadyMemo() {
   static SteadyMemo memo;
+  static bool fromEnv = [] {
+    const char *env = std::getenv("RP_STEADY_MEMO_CHECK");
+    memo.check = env && *env && std::string(env) != "0";
+    return true;
+  }();
+  (void)fromEnv;
   return memo;
+}
+
+bool sameBits(const SteadyState &a, const SteadyState &b) {
+  return a.stepMs == b.stepMs && a.firstStepMs == b.firstStepMs &&
+         a.runMs == b.runMs && a.busyMs == b.busyMs &&
+         a.deviceBusyMs == b.deviceBusyMs && a.steps == b.steps &&
+         a.shift == b.shift;
 }
 
 /// Keys past this many bytes in all are not kept (a 235B plan's key is
@@ -181,17 +202,20 @@ std::string steadyKey(const Pipeline &pipeline, const OneStep &step,
   return key;
 }
 
+std::optional<SteadyState> layOutSteps(const Pipeline &pipeline,
+                                       const OneStep &step,
+                                       const ::rp::timing::RunLayout &layout,
+                                       unsigned shift, std::string *stuck);
+
 /// The steady state of `step` (of `pipeline`) run with `shift` devices
 /// from one pass to the next.
 std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
                                      const OneStep &step, unsigned shift,
                                      unsigned steps, std::string *stuck,
                                      bool untilSteady = false) {
-  const Schedule &pass = step.pass;
   ::rp::timing::RunLayout layout = step.layout;
   layout.steps = steps;
   layout.untilSteady = untilSteady;
-  unsigned g = pipeline.devices;
   // One pass in flight: the trainer stages a pass after the one before has
   // finished (its epilogue run) and does not rename the devices. One copy
   // of the arenas for two: a device waits for its own part of the pass
@@ -199,18 +223,57 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
   layout.slots = std::max(1u, pipeline.passesInFlight);
   layout.shift = layout.slots >= 2 ? shift : 0;
   layout.arenaCopies = pipeline.arenaCopies;
+  if (untilSteady)
+    return layOutSteps(pipeline, step, layout, shift, stuck);
   // A whole run timed before is read back (steadyMemo); the search's
   // candidates (untilSteady) are each timed once by the search itself.
-  std::string key;
-  if (!untilSteady) {
-    key = steadyKey(pipeline, step, layout, shift);
-    SteadyMemo &memo = steadyMemo();
+  std::string key = steadyKey(pipeline, step, layout, shift);
+  SteadyMemo &memo = steadyMemo();
+  std::optional<SteadyState> kept;
+  {
     std::lock_guard<std::mutex> lock(memo.mutex);
+    ++(layout.slots < 2          ? memo.askedOnePass
+       : layout.arenaCopies == 1 ? memo.askedSharing
+                                 : memo.askedTwoCopies);
     if (auto it = memo.kept.find(key); it != memo.kept.end()) {
       ++memo.reused;
-      return it->second;
+      if (!memo.check)
+        return it->second;
+      kept = it->second;
     }
   }
+  std::optional<SteadyState> s =
+      layOutSteps(pipeline, step, layout, shift, stuck);
+  std::lock_guard<std::mutex> lock(memo.mutex);
+  if (kept) {
+    // The self-check: a key that leaves out a field the timing reads
+    // returns another run's result, silently but for this.
+    ++memo.checked;
+    if (!s || !sameBits(*kept, *s)) {
+      ++memo.differ;
+      llvm::errs() << "rp: internal error: a whole-run timing read back from "
+                      "the memo differs from timing it again (kept step "
+                   << kept->stepMs << " ms, timed " << (s ? s->stepMs : -1.0)
+                   << " ms): steadyKey (lib/Analysis/SteadyState.cpp) leaves "
+                      "out a field the timing reads\n";
+    }
+    return s;
+  }
+  if (s && memo.keyBytes + key.size() <= kSteadyMemoBytes) {
+    memo.keyBytes += key.size();
+    memo.kept.try_emplace(std::move(key), *s);
+  }
+  return s;
+}
+
+/// `step` laid out as a run by the timing core and read as a steady state:
+/// what timeSteps keeps.
+std::optional<SteadyState> layOutSteps(const Pipeline &pipeline,
+                                       const OneStep &step,
+                                       const ::rp::timing::RunLayout &layout,
+                                       unsigned shift, std::string *stuck) {
+  const Schedule &pass = step.pass;
+  unsigned g = pipeline.devices;
   size_t stuckAt = 0;
   std::optional<::rp::timing::ContinuousRun> run =
       ::rp::timing::layOutRun(step.graph, layout, &stuckAt);
@@ -245,23 +308,38 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
   s.runMs = run->times.makespan;
   s.stepMs = run->stepMs;
   ::rp::timing::recycle(std::move(*run));
-  if (!untilSteady) {
-    SteadyMemo &memo = steadyMemo();
-    std::lock_guard<std::mutex> lock(memo.mutex);
-    if (memo.keyBytes + key.size() <= kSteadyMemoBytes) {
-      memo.keyBytes += key.size();
-      memo.kept.try_emplace(std::move(key), s);
-    }
-  }
   return s;
 }
 
 } // namespace
 
-unsigned mlir::rp::steadyStatesReused() {
+unsigned mlir::rp::steadyStatesReused() { return wholeRunStats().reused; }
+
+WholeRunStats mlir::rp::wholeRunStats() {
   SteadyMemo &memo = steadyMemo();
   std::lock_guard<std::mutex> lock(memo.mutex);
-  return memo.reused;
+  WholeRunStats w;
+  w.reused = memo.reused;
+  w.askedOnePass = memo.askedOnePass;
+  w.askedSharing = memo.askedSharing;
+  w.askedTwoCopies = memo.askedTwoCopies;
+  w.checking = memo.check;
+  w.checked = memo.checked;
+  w.differ = memo.differ;
+  return w;
+}
+
+void mlir::rp::setSteadyMemoCheck(bool on) {
+  SteadyMemo &memo = steadyMemo();
+  std::lock_guard<std::mutex> lock(memo.mutex);
+  memo.check = on;
+}
+
+void mlir::rp::staleSteadyMemoForTest() {
+  SteadyMemo &memo = steadyMemo();
+  std::lock_guard<std::mutex> lock(memo.mutex);
+  for (auto &entry : memo.kept)
+    entry.second.stepMs += 1;
 }
 
 std::optional<SteadyState>

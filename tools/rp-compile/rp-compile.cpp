@@ -577,5 +577,14 @@ int main(int argc, char **argv) {
     llvm::errs() << "f32 GEMMs on cuda in TF32 (--tf32: their inputs rounded "
                     "to TF32 on the tensor cores; bf16 and f16 GEMMs as "
                     "before)\n";
+  // RP_STEADY_MEMO_CHECK=1: every whole-run timing read back was timed
+  // again (rp/Analysis/SteadyState.h); a difference fails the compile.
+  if (rp::WholeRunStats runs = rp::wholeRunStats(); runs.checking) {
+    llvm::errs() << "rp-compile: whole-run timing memo check: " << runs.checked
+                 << " read back and timed again, " << runs.differ
+                 << " differ\n";
+    if (runs.differ)
+      return 1;
+  }
   return 0;
 }

@@ -1,6 +1,7 @@
 //===- SteadyStateTest.cpp - steps run back to back, in the steady state --===//
 
 #include "rp/Analysis/SteadyState.h"
+#include "rp/Analysis/PlanPrediction.h"
 
 #include <gtest/gtest.h>
 
@@ -249,4 +250,79 @@ TEST(ContinuousTest, WholeRunsTimedAgainAreReused) {
                                nullptr, /*untilSteady=*/true));
   }
   EXPECT_EQ(steadyStatesReused(), before + 1);
+}
+
+/// predictPlan, where the pass shift is known without timing (dispatch's
+/// modulo shift here), times the run on two copies of the arenas only
+/// where the memory plan keeps two: where two do not fit the passes share
+/// one and the two-copy run's step would be thrown away (a third of a
+/// Qwen3-235B-A22B LoRA compile, session 23). Counted as asked, timed or
+/// read back, so that an earlier timing of the same run does not hide it.
+TEST(ContinuousTest, TwoCopyRunTimedOnlyWhereItRuns) {
+  std::vector<LayerCost> layers = uniform(8, 1.125, 2.375);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  HardwareProfile hw = freeLinks(/*optimizerMs=*/5);
+  hw.h2dGBps = hw.d2hGBps = 0.25;
+  std::string error;
+  PlanTarget roomy{hw, ScheduleKind::roundRobin, 4, 5, Dispatch::modulo,
+                   -1, int64_t(1) << 40};
+  WholeRunStats before = wholeRunStats();
+  mlir::FailureOr<PlanPrediction> two = predictPlan(p, layers, roomy, error);
+  ASSERT_TRUE(mlir::succeeded(two)) << error;
+  WholeRunStats mid = wholeRunStats();
+  EXPECT_EQ(two->arenaCopies, 2u);
+  EXPECT_EQ(mid.askedTwoCopies, before.askedTwoCopies + 1);
+  EXPECT_EQ(mid.askedSharing, before.askedSharing);
+
+  // One pass's peak fits, two copies of it do not.
+  PlanTarget tight = roomy;
+  tight.budget = two->peak * 3 / 2;
+  mlir::FailureOr<PlanPrediction> one = predictPlan(p, layers, tight, error);
+  ASSERT_TRUE(mlir::succeeded(one)) << error;
+  ASSERT_EQ(one->arenaCopies, 1u);
+  WholeRunStats after = wholeRunStats();
+  EXPECT_EQ(after.askedTwoCopies, mid.askedTwoCopies);
+  EXPECT_GT(after.askedSharing, mid.askedSharing);
+  // Its step is the shared run's, which is not the two-copy run's.
+  std::optional<SteadyState> shared =
+      steadyStateInMemory(roundRobin(p, layers, 4, 5), 2, 1, layers, hw);
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(one->stepMs, shared->stepMs);
+  EXPECT_NE(one->stepMs, two->stepMs);
+}
+
+/// The memo's self-check: with it on, a whole run read back is timed
+/// again and compared; a kept result that timing again does not give (as
+/// a key missing a field the timing reads would return) is counted and
+/// the fresh one returned. Last in this file: it spoils the kept results.
+TEST(ContinuousTest, MemoSelfCheckCatchesAStaleResult) {
+  std::vector<LayerCost> layers = uniform(8, 1.625, 2.875);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  Pipeline one = roundRobin(p, layers, 4, 5);
+  HardwareProfile hw = freeLinks(/*optimizerMs=*/6);
+  setSteadyMemoCheck(true);
+  WholeRunStats before = wholeRunStats();
+  ASSERT_TRUE(before.checking);
+  std::optional<SteadyState> first = steadyState(one, layers, hw);
+  std::optional<SteadyState> again = steadyState(one, layers, hw);
+  ASSERT_TRUE(first && again);
+  WholeRunStats mid = wholeRunStats();
+  EXPECT_EQ(mid.checked, before.checked + 1);
+  EXPECT_EQ(mid.differ, before.differ);
+  EXPECT_EQ(again->stepMs, first->stepMs);
+
+  staleSteadyMemoForTest();
+  std::optional<SteadyState> stale = steadyState(one, layers, hw);
+  ASSERT_TRUE(stale);
+  WholeRunStats after = wholeRunStats();
+  EXPECT_EQ(after.checked, mid.checked + 1);
+  EXPECT_EQ(after.differ, mid.differ + 1);
+  EXPECT_EQ(stale->stepMs, first->stepMs);
+
+  // Off, the spoiled result is what comes back: what the check guards.
+  setSteadyMemoCheck(false);
+  std::optional<SteadyState> unchecked = steadyState(one, layers, hw);
+  ASSERT_TRUE(unchecked);
+  EXPECT_EQ(unchecked->stepMs, first->stepMs + 1);
+  EXPECT_EQ(wholeRunStats().checked, after.checked);
 }

@@ -61,6 +61,31 @@ std::vector<SlackHold> slackHolds();
 /// Qwen3-32B's search times about 600, a 256-layer model's about 2,500.
 constexpr unsigned kSearchBudget = 6000;
 
+/// The whole-run timings of this process (steadyState, steadyStateInMemory
+/// and dispatchPasses without untilSteady), asked and read back.
+struct WholeRunStats {
+  unsigned reused = 0;
+  /// Asked for (timed or read back): one pass in flight; two passes
+  /// sharing one copy of the arenas; two passes on a copy each.
+  unsigned askedOnePass = 0, askedSharing = 0, askedTwoCopies = 0;
+  /// The memo's self-check (setSteadyMemoCheck): whether it is on, the
+  /// read-backs it timed again and how many of those differed.
+  bool checking = false;
+  unsigned checked = 0, differ = 0;
+};
+WholeRunStats wholeRunStats();
+
+/// The memo's self-check, a debug mode (also on with the environment's
+/// RP_STEADY_MEMO_CHECK=1): every whole run read back is timed again and
+/// compared bit for bit; the fresh result is returned, and a difference,
+/// which means the memo's key leaves out a field the timing reads, is
+/// said on stderr and counted (WholeRunStats::differ).
+void setSteadyMemoCheck(bool on);
+
+/// For the self-check's test only: every kept result's step made 1 ms
+/// longer, as a key missing a field would return another run's.
+void staleSteadyMemoForTest();
+
 } // namespace mlir::rp
 
 #endif // RP_ANALYSIS_SEARCHSTATS_H

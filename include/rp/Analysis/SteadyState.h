@@ -27,6 +27,7 @@
 #define RP_ANALYSIS_STEADYSTATE_H
 
 #include "rp/Analysis/Pipeline.h"
+#include "rp/Analysis/SearchStats.h"
 
 namespace mlir::rp {
 
@@ -109,6 +110,8 @@ dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
 /// earlier timing of the same inputs rather than laying the run out again:
 /// the same result bit for bit, every input the timing reads being its key.
 unsigned steadyStatesReused();
+
+/// wholeRunStats, setSteadyMemoCheck: rp/Analysis/SearchStats.h.
 
 } // namespace mlir::rp
 

@@ -86,13 +86,12 @@ static std::string formatBytes(int64_t bytes) {
 /// rp-compile --quantize-base, shows here and in the uploads) and the
 /// weight bytes it uploads per step.
 static void printHostMemory(ModuleOp module, llvm::raw_ostream &os) {
-  rp::HostMemory m = rp::hostMemoryOf(module);
+  rp::HostMemory m =
+      rp::hostMemoryOf(module, module.getOps<rp::ScheduleOp>().empty());
   char uploads[64];
   snprintf(uploads, sizeof(uploads), "%.3f MiB", m.uploads / double(1 << 20));
-  os << "; host memory " << formatBytes(m.total()) << ": base "
-     << formatBytes(m.base) << ", adapters and optimizer "
-     << formatBytes(m.trained) << ", pinned buffers " << formatBytes(m.pinned)
-     << "; weight uploads " << uploads << " per step";
+  os << "; host memory " << rp::describeHostMemory(m) << "; weight uploads "
+     << uploads << " per step";
 }
 
 /// Where rp's partitioner took stages slower than its fastest for

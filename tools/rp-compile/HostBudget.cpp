@@ -62,10 +62,11 @@ static int64_t ceilGiB(int64_t bytes) {
 // The default stays the fastest stages: the compiler does not know the
 // training box's memory (the compiling machine's would make a plan depend
 // on where it was compiled), and holding near the fastest costs a large
-// model's compile a few times its time (docs/finetune.md). So the figure
-// and the flags are the summary's: Llama-3.1-8B NF4 LoRA on 8 x RTX 4090
-// plans 38.4 GiB, 32 GiB of it pinned, and 14.4 GiB under
-// --host-budget-gib 16 or --host-slack-pct 5 (test/Target/host-slack.test).
+// model's compile a few times its time (docs/nf4.md). So the figure and
+// the flags are the summary's: Llama-3.1-8B NF4 LoRA on 8 x RTX 4090 holds
+// 72.1 GiB in a continuous run, 64 GiB of it pinned (two passes), 24.1
+// GiB under --host-slack-pct 5, and 15.7 GiB under --host-budget-gib 16
+// with --passes-in-flight 1 (test/Target/host-slack.test).
 std::string mlir::rp::hostAdvice(ModuleOp module, double budgetGiB,
                                  double slackPct) {
   if (budgetGiB > 0 || slackPct > 0)

@@ -535,6 +535,14 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> spare;
   if (budget.mayRetryAtStageGrain)
     spare = module->clone();
+  // --passes-in-flight: the host budget's hold counts that many passes'
+  // pinned buffers before rp-plan-memory records them (HostMemory.cpp).
+  if (pipeline.passesInFlight > 0)
+    for (ModuleOp target : {*module, spare ? *spare : ModuleOp()})
+      if (target)
+        target->setAttr("rp.passes_in_flight",
+                        IntegerAttr::get(IntegerType::get(&context, 64),
+                                         int64_t(pipeline.passesInFlight)));
   FailureOr<size_t> size = failure();
   auto compile = [&](ModuleOp target, rp::HostBudgetOutcome &outcome) {
     PassManager pm(&context);

@@ -78,8 +78,8 @@ HostMemory mlir::rp::hostMemoryOf(ModuleOp module, bool forwardPlan) {
     training |= p.getTrainable() && !forwardPlan;
   if (!schedules.empty())
     m.passes = (*schedules.begin()).getPassesInFlight().value_or(2);
-  else if (auto asked = module->getAttrOfType<IntegerAttr>(
-               "rp.passes_in_flight");
+  else if (auto asked =
+               module->getAttrOfType<IntegerAttr>("rp.passes_in_flight");
            training && asked && asked.getInt() > 0)
     m.passes = asked.getInt(); // rp-compile --passes-in-flight N
   else if (training)

@@ -44,12 +44,11 @@ std::string mlir::rp::formatHostBytes(int64_t bytes) {
 }
 
 std::string mlir::rp::describeHostMemory(const HostMemory &m) {
-  std::string text = formatHostBytes(m.total()) + ": base " +
-                     formatHostBytes(m.base) +
-                     ", trained weights and gradients " +
-                     formatHostBytes(m.trained) + ", optimizer state " +
-                     formatHostBytes(m.optimizer) + ", pinned buffers " +
-                     formatHostBytes(m.pinned);
+  std::string text =
+      formatHostBytes(m.total()) + ": base " + formatHostBytes(m.base) +
+      ", trained weights and gradients " + formatHostBytes(m.trained) +
+      ", optimizer state " + formatHostBytes(m.optimizer) +
+      ", pinned buffers " + formatHostBytes(m.pinned);
   if (m.passes > 1)
     text += ", the second pass in flight " + formatHostBytes(m.secondPass());
   return text;
@@ -171,9 +170,8 @@ struct HostBudgetStep
     auto &os = llvm::errs();
     os << "rp-compile: host memory " << formatHostBytes(m.total())
        << " is over --host-budget-gib " << llvm::format("%g", request.gib)
-       << " (" << formatHostBytes(budget)
-       << "): " << describeHostMemory(m).substr(
-                      describeHostMemory(m).find(": ") + 2);
+       << " (" << formatHostBytes(budget) << "): "
+       << describeHostMemory(m).substr(describeHostMemory(m).find(": ") + 2);
     if (request.layerGrainBytes > 0)
       os << " (at stage grain; the layer grain --recompute auto chose needs "
          << formatHostBytes(request.layerGrainBytes) << ")";

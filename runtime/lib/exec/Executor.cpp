@@ -47,8 +47,7 @@ std::vector<uint64_t> HostForward::allocatedPerDevice() const {
 /// job or program writes and the trainer never updates: one copy for both
 /// slots, so that a continuous run holds the base once, as rp-compile's
 /// host memory counts it (docs/nf4.md).
-std::vector<bool>
-rp::runtime::hostBuffersSharedAcrossSlots(const Plan &plan) {
+std::vector<bool> rp::runtime::hostBuffersSharedAcrossSlots(const Plan &plan) {
   std::vector<bool> written(plan.buffers.size(), false);
   for (const JobDesc &job : plan.jobs)
     for (const CopyDesc &c : job.copies)

@@ -164,8 +164,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     uint64_t floats = 0;
     for (const Param &p : params)
       floats += p.master.size() + p.grad.size() + p.optGrad.size() +
-                p.state0.size() + p.state1.size() +
-                (plan.staged ? p.size : 0);
+                p.state0.size() + p.state1.size() + (plan.staged ? p.size : 0);
     options.onHostBytes(floats * sizeof(float));
   }
   std::optional<uint32_t> lossOut;

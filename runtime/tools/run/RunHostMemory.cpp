@@ -49,24 +49,25 @@ static uint64_t availableBytes() {
   return 0;
 }
 
-Status rp::runtime::run::checkHostMemory(const RunOptions &o,
-                                         const Plan &plan, unsigned slots,
-                                         bool training) {
+Status rp::runtime::run::checkHostMemory(const RunOptions &o, const Plan &plan,
+                                         unsigned slots, bool training) {
   uint64_t buffers = hostBufferBytes(plan, slots);
-  uint64_t trainer =
-      training ? trainerHostBytes(plan, !o.serialOptimizer) : 0;
+  uint64_t trainer = training ? trainerHostBytes(plan, !o.serialOptimizer) : 0;
   uint64_t need = buffers + trainer;
   bool given = o.hostMemoryGiB > 0;
-  uint64_t have = given ? uint64_t(o.hostMemoryGiB * double(1ull << 30))
-                        : availableBytes();
+  uint64_t have =
+      given ? uint64_t(o.hostMemoryGiB * double(1ull << 30)) : availableBytes();
   if (have == 0 || need <= have)
     return Status::ok();
   std::string why =
-      "the run would hold " + gib(need) + " of host memory (the plan's host "
-      "buffers " + gib(buffers) + " in " + std::to_string(slots) +
-      " slot" + (slots == 1 ? "" : "s") +
+      "the run would hold " + gib(need) +
+      " of host memory (the plan's host "
+      "buffers " +
+      gib(buffers) + " in " + std::to_string(slots) + " slot" +
+      (slots == 1 ? "" : "s") +
       (training ? ", the trainer's master weights, gradient sums and "
-                  "optimizer state " + gib(trainer)
+                  "optimizer state " +
+                      gib(trainer)
                 : std::string()) +
       "), over the " + gib(have) +
       (given ? " of --host-memory-gib" : " this machine has available") +
@@ -82,15 +83,16 @@ void rp::runtime::run::reportHostMemory(const HostForward &fwd,
                                         uint64_t trainer) {
   std::string slots;
   for (unsigned s = 0; s < fwd.getSlots(); ++s)
-    slots += std::string(s ? ", " : "") + (s ? "the second pass's " : "one pass's ") +
+    slots += std::string(s ? ", " : "") +
+             (s ? "the second pass's " : "one pass's ") +
              std::to_string(fwd.allocatedHostBytes(s));
-  std::fprintf(stderr,
-               "rp-run: host memory allocated %llu bytes (%s): the plan's "
-               "host buffers %llu (%s), the trainer's master weights, "
-               "gradient sums and optimizer state %llu\n",
-               static_cast<unsigned long long>(fwd.allocatedHostBytes() +
-                                               trainer),
-               gib(fwd.allocatedHostBytes() + trainer).c_str(),
-               static_cast<unsigned long long>(fwd.allocatedHostBytes()),
-               slots.c_str(), static_cast<unsigned long long>(trainer));
+  std::fprintf(
+      stderr,
+      "rp-run: host memory allocated %llu bytes (%s): the plan's "
+      "host buffers %llu (%s), the trainer's master weights, "
+      "gradient sums and optimizer state %llu\n",
+      static_cast<unsigned long long>(fwd.allocatedHostBytes() + trainer),
+      gib(fwd.allocatedHostBytes() + trainer).c_str(),
+      static_cast<unsigned long long>(fwd.allocatedHostBytes()), slots.c_str(),
+      static_cast<unsigned long long>(trainer));
 }

@@ -86,13 +86,13 @@ void rp::runtime::run::reportHostMemory(const HostForward &fwd,
     slots += std::string(s ? ", " : "") +
              (s ? "the second pass's " : "one pass's ") +
              std::to_string(fwd.allocatedHostBytes(s));
-  std::fprintf(
-      stderr,
-      "rp-run: host memory allocated %llu bytes (%s): the plan's "
-      "host buffers %llu (%s), the trainer's master weights, "
-      "gradient sums and optimizer state %llu\n",
-      static_cast<unsigned long long>(fwd.allocatedHostBytes() + trainer),
-      gib(fwd.allocatedHostBytes() + trainer).c_str(),
-      static_cast<unsigned long long>(fwd.allocatedHostBytes()), slots.c_str(),
-      static_cast<unsigned long long>(trainer));
+  uint64_t buffers = fwd.allocatedHostBytes();
+  uint64_t total = buffers + trainer;
+  std::fprintf(stderr,
+               "rp-run: host memory allocated %s bytes (%s): the plan's "
+               "host buffers %s (%s), the trainer's master weights, "
+               "gradient sums and optimizer state %s\n",
+               std::to_string(total).c_str(), gib(total).c_str(),
+               std::to_string(buffers).c_str(), slots.c_str(),
+               std::to_string(trainer).c_str());
 }

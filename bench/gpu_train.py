@@ -45,6 +45,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -89,6 +90,16 @@ PLANS += [("gpt", "f32-1-epilogue", ["--devices", "1",
                                      "--fuse-matmul-epilogue"], 1, "1"),
           ("gpt", "bf16-4-epilogue", ["--devices", "4", "--dtype", "bf16",
                                       "--fuse-matmul-epilogue"], 4, "5")]
+# LoRA with an NF4 frozen base (issue 36): rp-compile quantizes the Qwen3's
+# linear weights offline, and the cuda backend dequantizes them on the GPU
+# (CudaQuant.cu) where the host backend does on the CPU. f32 compute on two
+# plan devices; `run` compares the losses and the adapters each backend
+# trained (rp-run --save: weights.safetensors) and prints one line.
+NF4 = "qwen3-nf4-lora-2"
+PLANS += [("qwen3", "nf4-lora-2",
+           ["--devices", "2", "--microbatches", "5", "--lora-rank", "8",
+            "--quantize-base", "nf4"], 2, "5")]
+NF4_LOSS_TOL, NF4_ADAPTER_TOL = 1e-4, 1e-3
 TOKENS = {"1": BATCH * SEQ, "5": 5 * BATCH * SEQ, "long": LONG}
 
 
@@ -228,15 +239,55 @@ def torch_step_ms(model_name, dtype, steps):
     return best
 
 
+def read_safetensors(path):
+    """name -> f32 array of a safetensors file (f32 tensors only)."""
+    raw = Path(path).read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__" or t["dtype"] != "F32":
+            continue
+        a, b = t["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b],
+                                  dtype=np.float32).reshape(t["shape"])
+    return out
+
+
+def compare_nf4(data, host, cuda, n):
+    """One line: the NF4 LoRA plan's losses and trained adapters, cuda
+    against host; True when both are within their bounds."""
+    diff = max(abs(a - b) / max(abs(a), 1e-9)
+               for a, b in zip(host["losses"][:n], cuda["losses"][:n]))
+    h = read_safetensors(data / NF4 / "host-ckpt" / "weights.safetensors")
+    c = read_safetensors(data / NF4 / "cuda-ckpt" / "weights.safetensors")
+    names = [k for k in h if "lora" in k]
+    worst = max((float(np.abs(c[k] - h[k]).max() /
+                       max(float(np.abs(h[k]).max()), 1e-12)), k)
+                for k in names) if names and set(names) <= set(c) else None
+    ok = (diff <= NF4_LOSS_TOL and worst is not None
+          and worst[0] <= NF4_ADAPTER_TOL)
+    print(f"NF4 LoRA on cuda vs host (2 plan devices, f32 compute, {n} "
+          f"steps): losses max rel diff {diff:.2e} (<= {NF4_LOSS_TOL:g}), "
+          + (f"{len(names)} adapters max rel diff {worst[0]:.2e} ({worst[1]};"
+             f" <= {NF4_ADAPTER_TOL:g})" if worst else
+             "adapters MISSING from a checkpoint")
+          + f" -> {'ok' if ok else 'FAILED'}")
+    return ok
+
+
 def host_reference(data, steps, bin_dir):
     """Each plan's host-backend losses and step times, into data/host.json:
     a GPU box may lack OpenBLAS, and its plain GEMM makes the host backend
     slow there; here the host runs as it would for a user."""
     out = {}
     for model, name, _, _, tag in PLANS:
-        row, err = rp_run(bin_dir, data / f"{model}-{name}" / "m.rpplan",
+        key = f"{model}-{name}"
+        save = (["--save", str(data / key / "host-ckpt")]
+                if key == NF4 else [])
+        row, err = rp_run(bin_dir, data / key / "m.rpplan",
                           "host", steps_for(tag, steps), data,
-                          dict(os.environ), tag)
+                          dict(os.environ), tag, save)
         if err:
             raise SystemExit(f"{model}-{name} on the host: {err}")
         out[f"{model}-{name}"] = row
@@ -261,10 +312,15 @@ def run(data, steps, bin_dir, trace_dir, torch_baseline=True, models=None):
         if key in saved and len(saved[key]["losses"]) >= n:
             host, herr = saved[key], None
         else:
-            host, herr = rp_run(bin_dir, plan, "host", n, data, env, tag)
+            host, herr = rp_run(bin_dir, plan, "host", n, data, env, tag,
+                                ["--save", str(data / key / "host-ckpt")]
+                                if key == NF4 else [])
         extra = []
         if trace_dir:
             extra = ["--trace", str(trace_dir / f"trace-{key}.json")]
+        if key == NF4:
+            shutil.rmtree(data / key / "cuda-ckpt", ignore_errors=True)
+            extra += ["--save", str(data / key / "cuda-ckpt")]
         cuda, cerr = rp_run(bin_dir, plan, "cuda", n, data, env, tag, extra)
         row = {"host": host, "cuda": cuda, "host_error": herr,
                "cuda_error": cerr}
@@ -288,6 +344,8 @@ def run(data, steps, bin_dir, trace_dir, torch_baseline=True, models=None):
                   f"({tokens / cuda['best_ms'] * 1e3:,.0f} tokens/s)")
             for line in cuda["tail"]:
                 print("   " + line)
+            if key == NF4:
+                ok &= compare_nf4(data, host, cuda, n)
         results[key] = row
     for model in ("gpt", "qwen3"):
         if models and model not in models:

@@ -14,7 +14,9 @@
 #  3. with the plans of scripts/gpu-prepare.sh (RP_GPU_PLANS, default
 #     build-gpu-plans/): the decoder-layer bench against PyTorch
 #     (bench/gpu_layer.py, bench/results/gpu_layer.json), training against
-#     the host's losses (bench/gpu_train.py), 1, 2 and 4 plan devices
+#     the host's losses (bench/gpu_train.py; its NF4 LoRA plan also compares
+#     the adapters each backend trained, one line: CudaQuant.cu's dequantize
+#     in a training run), 1, 2 and 4 plan devices
 #     bitwise equal (bench/gpu_bitwise.py, RP_CUDA_GPUS=0,0,0,0), cuDNN's
 #     plans from the card's captured descriptor;
 #  4. every runtime test (ctest).

@@ -2,7 +2,9 @@
 //
 // Counted from the IR the plan is exported from: the parameters (frozen or
 // trained, as stored), the casts that make their compute-dtype copies, the
-// schedule's weight copies and its pinned bytes. The schedule's
+// schedule's weight copies and its pinned bytes, as a continuous run
+// allocates them (HostForward: the frozen weights once, what a pass writes
+// once per pass in flight; the trainer's f32 state beside them). The schedule's
 // `pinned_bytes` holds the uploaded weights and the gradients (rp-plan-
 // memory: each layer's parameter and gradient bytes) besides the staging
 // buffers: those are taken out here, so that no byte is counted twice.
@@ -59,7 +61,7 @@ static bool isRouterWeight(Value weight) {
   return false;
 }
 
-HostMemory mlir::rp::hostMemoryOf(ModuleOp module) {
+HostMemory mlir::rp::hostMemoryOf(ModuleOp module, bool forwardPlan) {
   HostMemory m;
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
@@ -68,20 +70,44 @@ HostMemory mlir::rp::hostMemoryOf(ModuleOp module) {
   for (auto p : main.getOps<ParamOp>())
     if (p.getTrainable() && p.getName().ends_with(".lora_A"))
       adapted.insert(p.getName().drop_back(StringRef(".lora_A").size()));
+  // A training plan runs two passes in flight unless rp-plan-memory chose
+  // one (before it has, as rp-partition's host budget reads it: two).
+  auto schedules = module.getOps<ScheduleOp>();
+  bool training = false;
+  for (auto p : main.getOps<ParamOp>())
+    training |= p.getTrainable() && !forwardPlan;
+  if (!schedules.empty())
+    m.passes = (*schedules.begin()).getPassesInFlight().value_or(2);
+  else if (auto asked =
+               module->getAttrOfType<IntegerAttr>("rp.passes_in_flight");
+           training && asked && asked.getInt() > 0)
+    m.passes = asked.getInt(); // rp-compile --passes-in-flight N
+  else if (training)
+    m.passes = 2;
+  llvm::StringMap<std::pair<int64_t, int64_t>> perAdapter;
   for (auto p : main.getOps<ParamOp>()) {
     int64_t stored = p.getSizeInBytes(), copies = 0;
     for (Operation *user : p->getUsers())
       if (isa<CastOp>(user))
         copies += bytesOf(user->getResult(0).getType());
-    if (p.getTrainable()) {
-      int64_t bytes = stored + copies + 3 * 4 * p.getType().getNumElements();
-      m.trained += bytes;
+    if (p.getTrainable() && training) {
+      m.trainedOnePass += stored + copies + 12 * p.getType().getNumElements();
+      // Per pass: the weights, their copies, the f32 gradient and its
+      // compute-dtype copy (the download's, where the compute differs).
+      int64_t elements = p.getType().getNumElements();
+      int64_t slot = stored + copies + 4 * elements + copies;
+      int64_t state = 24 * elements;
+      m.trained += slot;
+      m.optimizer += state;
       StringRef name = p.getName();
-      if (name.consume_back(".lora_A") || name.consume_back(".lora_B"))
-        m.adapters[name] += bytes;
+      if (name.consume_back(".lora_A") || name.consume_back(".lora_B")) {
+        perAdapter[name].first += slot;
+        perAdapter[name].second += state;
+      }
       continue;
     }
     m.base += stored + copies;
+    m.baseCopies += copies;
     if (adapted.contains(p.getName()) &&
         isa<FloatType>(p.getType().getElementType()) &&
         !isRouterWeight(p.getResult())) {
@@ -124,6 +150,9 @@ HostMemory mlir::rp::hostMemoryOf(ModuleOp module) {
       if (copy.getKind() == CopyKind::weights)
         m.uploads += copy.getBytes();
   }
+  for (const auto &entry : perAdapter)
+    m.adapters[entry.getKey()] =
+        m.passes * entry.getValue().first + entry.getValue().second;
   // A forward plan (no schedule) uploads each layer's weights once.
   if (module.getOps<ScheduleOp>().empty())
     m.uploads = weightsAndGrads;
@@ -134,15 +163,17 @@ int64_t mlir::rp::hostStagedBudget(ModuleOp module, double gib) {
   if (!(gib > 0))
     return 0;
   HostMemory m = hostMemoryOf(module);
-  int64_t left = int64_t(gib * double(1ull << 30)) - m.base - m.trained;
-  return left > 0 ? left : 0;
+  int64_t left = int64_t(gib * double(1ull << 30)) - m.fixed();
+  return left > 0 ? left / m.passes : 0;
 }
 
 SlicedHostModel mlir::rp::slicedHostModel(ModuleOp module, int64_t keptPerToken,
                                           int64_t seq, int64_t rowBytes) {
   HostMemory held = hostMemoryOf(module);
   SlicedHostModel m;
-  m.fixed = held.base + held.trained;
+  // One pass's buffers, as before the passes in flight and the trainer's
+  // state were counted (token slices: docs/token-slices.md; open).
+  m.fixed = held.base + held.trainedOnePass;
   m.keptPerToken = keptPerToken;
   m.rowsPerToken = seq > 0 ? double(rowBytes) / double(seq) : 0;
   return m;

@@ -268,6 +268,11 @@ int main(int argc, char **argv) {
                 "pass once it is done with the one before) or 2 (one per "
                 "pass in flight); default: the plan's",
                 "give 1 or 2 (0: the plan's)");
+  numbers.real(app, "--host-memory-gib", o.hostMemoryGiB, 0, kInf, true,
+               "give a number of GiB >= 0",
+               "the host memory the run may hold (default: the machine's "
+               "available memory): a plan whose host buffers and trainer "
+               "would hold more is refused before it allocates them");
   app.add_flag("--serial-optimizer", o.serialOptimizer,
                "async mode: run each step's optimizer between the steps "
                "instead of beside the next one (same results; to compare)");

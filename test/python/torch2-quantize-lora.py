@@ -45,7 +45,7 @@ def compile_plan(tag, devices, **flags):
 plan = compile_plan("nf4-1", 1, quantize_base="nf4")
 print("summary:", re.search(r"(?<=; )host memory .*? per step",
                             rp.driver.last_compile_summary).group(0))
-# CHECK: summary: host memory {{[0-9.]+ .iB}}: base {{[0-9.]+ .iB}}, adapters and optimizer {{[0-9.]+ .iB}}, pinned buffers {{[0-9.]+ .iB}}; weight uploads {{[0-9.]+}} MiB per step
+# CHECK: summary: host memory {{[0-9.]+ .iB}}: base {{[0-9.]+ .iB}}, trained weights and gradients {{[0-9.]+ .iB}}, optimizer state {{[0-9.]+ .iB}}, pinned buffers {{[0-9.]+ .iB}}, the second pass in flight {{[0-9.]+ .iB}}; weight uploads {{[0-9.]+}} MiB per step
 
 # The quantized weights, by name, from the plan's buffers.
 desc = json.loads(subprocess.run([find_tool("rp-run"), str(plan), "--describe=json"],

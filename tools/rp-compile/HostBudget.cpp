@@ -43,6 +43,17 @@ std::string mlir::rp::formatHostBytes(int64_t bytes) {
   return text;
 }
 
+std::string mlir::rp::describeHostMemory(const HostMemory &m) {
+  std::string text =
+      formatHostBytes(m.total()) + ": base " + formatHostBytes(m.base) +
+      ", trained weights and gradients " + formatHostBytes(m.trained) +
+      ", optimizer state " + formatHostBytes(m.optimizer) +
+      ", pinned buffers " + formatHostBytes(m.pinned);
+  if (m.passes > 1)
+    text += ", the second pass in flight " + formatHostBytes(m.secondPass());
+  return text;
+}
+
 static int64_t ceilGiB(int64_t bytes) {
   return int64_t(std::ceil(bytes / double(int64_t(1) << 30)));
 }
@@ -50,10 +61,11 @@ static int64_t ceilGiB(int64_t bytes) {
 // The default stays the fastest stages: the compiler does not know the
 // training box's memory (the compiling machine's would make a plan depend
 // on where it was compiled), and holding near the fastest costs a large
-// model's compile a few times its time (docs/finetune.md). So the figure
-// and the flags are the summary's: Llama-3.1-8B NF4 LoRA on 8 x RTX 4090
-// plans 38.4 GiB, 32 GiB of it pinned, and 14.4 GiB under
-// --host-budget-gib 16 or --host-slack-pct 5 (test/Target/host-slack.test).
+// model's compile a few times its time (docs/nf4.md). So the figure and
+// the flags are the summary's: Llama-3.1-8B NF4 LoRA on 8 x RTX 4090 holds
+// 72.1 GiB in a continuous run, 64 GiB of it pinned (two passes), 24.1
+// GiB under --host-slack-pct 5, and 15.7 GiB under --host-budget-gib 16
+// with --passes-in-flight 1 (test/Target/host-slack.test).
 std::string mlir::rp::hostAdvice(ModuleOp module, double budgetGiB,
                                  double slackPct) {
   if (budgetGiB > 0 || slackPct > 0)
@@ -63,12 +75,12 @@ std::string mlir::rp::hostAdvice(ModuleOp module, double budgetGiB,
   // takes slower stages.
   if (m.pinned < (int64_t(1) << 30))
     return "";
-  return "; the pinned buffers (" + formatHostBytes(m.pinned) +
+  return "; the pinned buffers (" + formatHostBytes(m.staged()) +
          ") stage activations at the fastest stages' boundaries: for a box "
          "of less host memory, --host-budget-gib N merges stages until the "
-         "plan fits N GiB (a little slower; the base, adapters and "
-         "optimizer alone are " +
-         formatHostBytes(m.base + m.trained) +
+         "plan fits N GiB (a little slower; all but the pinned buffers "
+         "are " +
+         formatHostBytes(m.fixed()) +
          "), --host-slack-pct 5 takes stages at most 5 % slower that stage "
          "at least 1 GiB less";
 }
@@ -142,7 +154,7 @@ struct HostBudgetStep
       bytes += m.adaptedQuantized(QuantKind::nf4) - m.adapted;
     if (fix.attention)
       bytes += attentionAdapters - allAdapters;
-    bytes -= m.pinned - m.pinned / fix.accumulate;
+    bytes -= m.staged() - m.staged() / fix.accumulate;
     return bytes;
   }
 
@@ -158,14 +170,26 @@ struct HostBudgetStep
     auto &os = llvm::errs();
     os << "rp-compile: host memory " << formatHostBytes(m.total())
        << " is over --host-budget-gib " << llvm::format("%g", request.gib)
-       << " (" << formatHostBytes(budget) << "): base "
-       << formatHostBytes(m.base) << ", adapters and optimizer "
-       << formatHostBytes(m.trained) << ", pinned buffers "
-       << formatHostBytes(m.pinned);
+       << " (" << formatHostBytes(budget) << "): "
+       << describeHostMemory(m).substr(describeHostMemory(m).find(": ") + 2);
     if (request.layerGrainBytes > 0)
       os << " (at stage grain; the layer grain --recompute auto chose needs "
          << formatHostBytes(request.layerGrainBytes) << ")";
     os << "; ";
+    // One pass in flight: the same training, the second pass's buffers not
+    // held (its fill and drain no longer overlap the pass before).
+    if (m.passes > 1) {
+      int64_t one = m.total() - m.secondPass();
+      os << "--passes-in-flight 1 would need " << formatHostBytes(one) << " ("
+         << (one <= budget ? "fits" : "over") << ")";
+      if (one <= budget) {
+        os << "; compile with --passes-in-flight 1 (the same training, "
+              "a little slower)"
+           << stageGrainNote(layerGrain) << "\n";
+        return;
+      }
+      os << "; ";
+    }
     bool canQuantize = !request.quantized && request.lora && m.adapted > 0;
     if (!canQuantize)
       os << (request.quantized ? "the base is quantized already"

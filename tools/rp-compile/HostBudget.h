@@ -24,6 +24,8 @@
 #ifndef RP_TOOLS_RPCOMPILE_HOSTBUDGET_H
 #define RP_TOOLS_RPCOMPILE_HOSTBUDGET_H
 
+#include "rp/Analysis/HostMemory.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -69,6 +71,10 @@ std::unique_ptr<Pass> createHostBudgetStep(const HostBudgetRequest &request,
 std::string hostAdvice(ModuleOp module, double budgetGiB, double slackPct);
 
 /// "X GiB", "X MiB" or "X KiB", as rp-compile's summary writes bytes.
+/// The host memory of a plan, part by part (HostMemory.h): "X: base Y,
+/// trained weights and gradients Z, optimizer state O, pinned buffers P,
+/// the second pass in flight S".
+std::string describeHostMemory(const HostMemory &m);
 std::string formatHostBytes(int64_t bytes);
 
 } // namespace mlir::rp

@@ -86,13 +86,12 @@ static std::string formatBytes(int64_t bytes) {
 /// rp-compile --quantize-base, shows here and in the uploads) and the
 /// weight bytes it uploads per step.
 static void printHostMemory(ModuleOp module, llvm::raw_ostream &os) {
-  rp::HostMemory m = rp::hostMemoryOf(module);
+  rp::HostMemory m =
+      rp::hostMemoryOf(module, module.getOps<rp::ScheduleOp>().empty());
   char uploads[64];
   snprintf(uploads, sizeof(uploads), "%.3f MiB", m.uploads / double(1 << 20));
-  os << "; host memory " << formatBytes(m.total()) << ": base "
-     << formatBytes(m.base) << ", adapters and optimizer "
-     << formatBytes(m.trained) << ", pinned buffers " << formatBytes(m.pinned)
-     << "; weight uploads " << uploads << " per step";
+  os << "; host memory " << rp::describeHostMemory(m) << "; weight uploads "
+     << uploads << " per step";
 }
 
 /// Where rp's partitioner took stages slower than its fastest for
@@ -536,6 +535,14 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> spare;
   if (budget.mayRetryAtStageGrain)
     spare = module->clone();
+  // --passes-in-flight: the host budget's hold counts that many passes'
+  // pinned buffers before rp-plan-memory records them (HostMemory.cpp).
+  if (pipeline.passesInFlight > 0)
+    for (ModuleOp target : {*module, spare ? *spare : ModuleOp()})
+      if (target)
+        target->setAttr("rp.passes_in_flight",
+                        IntegerAttr::get(IntegerType::get(&context, 64),
+                                         int64_t(pipeline.passesInFlight)));
   FailureOr<size_t> size = failure();
   auto compile = [&](ModuleOp target, rp::HostBudgetOutcome &outcome) {
     PassManager pm(&context);

@@ -42,6 +42,46 @@ std::vector<uint64_t> HostForward::allocatedPerDevice() const {
   return bytes;
 }
 
+/// A second pass in flight needs its own copy of what a pass writes, not
+/// of the frozen weights (a quantized base's blobs) or constants, which no
+/// job or program writes and the trainer never updates: one copy for both
+/// slots, so that a continuous run holds the base once, as rp-compile's
+/// host memory counts it (docs/nf4.md).
+std::vector<bool> rp::runtime::hostBuffersSharedAcrossSlots(const Plan &plan) {
+  std::vector<bool> written(plan.buffers.size(), false);
+  for (const JobDesc &job : plan.jobs)
+    for (const CopyDesc &c : job.copies)
+      written[c.dst] = true;
+  for (const ProgramDesc &program : plan.programs)
+    for (const KernelCallDesc &call : program.calls)
+      for (uint32_t out : call.outputs)
+        written[out] = true;
+  // Inputs are set per slot (each pass's microbatches).
+  for (const BindingDesc &in : plan.inputs)
+    written[in.buffer] = true;
+  std::set<std::string> trained;
+  for (const BindingDesc &o : plan.outputs)
+    if (o.name.rfind("grad:", 0) == 0)
+      trained.insert(o.name.substr(5));
+  std::vector<bool> shared(plan.buffers.size(), false);
+  for (uint32_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferDesc &b = plan.buffers[i];
+    shared[i] =
+        b.onHost() && !written[i] &&
+        (!b.constant.empty() || (b.weight && !trained.count(b.weight->param)));
+  }
+  return shared;
+}
+
+uint64_t rp::runtime::hostBufferBytes(const Plan &plan, unsigned slots) {
+  std::vector<bool> shared = hostBuffersSharedAcrossSlots(plan);
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].onHost())
+      bytes += plan.buffers[i].bytes() * (shared[i] ? 1 : slots);
+  return bytes;
+}
+
 Expected<std::unique_ptr<HostForward>> HostForward::create(const Plan &plan) {
   BackendOptions options;
   options.devices = plan.devices;
@@ -136,25 +176,7 @@ HostForward::create(const Plan &plan, Backend &backend,
     }
   }
   fwd->rotating = rotating;
-  // A second pass in flight needs its own copy of what a pass writes, not
-  // of the frozen weights (a quantized base's blobs) or constants, which
-  // no job or program writes and the trainer never updates: one copy for
-  // both slots, so that a continuous run holds the base once, as
-  // rp-compile's host memory counts it (docs/finetune.md).
-  std::set<std::string> trained;
-  for (const BindingDesc &o : plan.outputs)
-    if (o.name.rfind("grad:", 0) == 0)
-      trained.insert(o.name.substr(5));
-  // Inputs are set per slot (each pass's microbatches).
-  for (const BindingDesc &in : plan.inputs)
-    written[in.buffer] = true;
-  fwd->sharedAcrossSlots.assign(plan.buffers.size(), false);
-  for (uint32_t i = 0; i < plan.buffers.size(); ++i) {
-    const BufferDesc &b = plan.buffers[i];
-    fwd->sharedAcrossSlots[i] =
-        b.onHost() && !written[i] &&
-        (!b.constant.empty() || (b.weight && !trained.count(b.weight->param)));
-  }
+  fwd->sharedAcrossSlots = hostBuffersSharedAcrossSlots(plan);
   auto align = [](uint64_t n) {
     return (n + DeviceLayout::kAlignment - 1) / DeviceLayout::kAlignment *
            DeviceLayout::kAlignment;
@@ -197,6 +219,7 @@ HostForward::create(const Plan &plan, Backend &backend,
   fwd->tables.assign(size_t(options.slots) * G,
                      BufferAddresses(plan.buffers.size(), nullptr));
   fwd->inputSet.assign(plan.inputs.size(), false);
+  fwd->hostBytes.assign(options.slots, 0);
   std::vector<std::ifstream> files(plan.weightFiles.size());
   for (uint32_t i = 0; i < plan.buffers.size(); ++i)
     if (Status s = fwd->allocateBuffer(i, files); s.failed())
@@ -222,6 +245,7 @@ Status HostForward::allocateBuffer(uint32_t index,
                       "buffer '" + b.name +
                           "': " + memory.getStatus().getMessage());
       auto *p = static_cast<uint8_t *>(*memory);
+      hostBytes[slot] += b.bytes();
       for (uint32_t shift = 0; shift < G; ++shift)
         tables[slot * G + shift][index] = p;
       if (Status s = fillBuffer(index, p, nullptr, files); s.failed())

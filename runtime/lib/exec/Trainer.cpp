@@ -19,11 +19,30 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <set>
 
 using namespace rp::runtime;
 
 /// Labels equal to this are ignored (DESIGN.md, Loss).
 static constexpr int64_t kIgnoreIndex = -100;
+
+uint64_t rp::runtime::trainerHostBytes(const Plan &plan,
+                                       bool overlapOptimizer) {
+  // Per trained f32 parameter: the master weights, the gradient sum, the
+  // second sum an overlapped optimizer or a staged plan reads while the
+  // next step sums into the first, AdamW's two moments, and a staged
+  // plan's stash of the weights its passes in flight compute with.
+  std::set<std::string> trained;
+  for (const BindingDesc &o : plan.outputs)
+    if (o.name.rfind("grad:", 0) == 0)
+      trained.insert(o.name.substr(5));
+  unsigned floats = 4 + (overlapOptimizer || plan.staged) + plan.staged;
+  uint64_t bytes = 0;
+  for (const BufferDesc &b : plan.buffers)
+    if (b.weight && b.dtype == DType::f32 && trained.erase(b.weight->param))
+      bytes += uint64_t(numElements(b.shape)) * floats * sizeof(float);
+  return bytes;
+}
 
 bool rp::runtime::isTrainingPlan(const Plan &plan) {
   for (const BindingDesc &in : plan.inputs)
@@ -136,6 +155,17 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
       params.push_back(std::move(p));
       break;
     }
+  }
+  // What the trainer holds beside the plan's buffers, as allocated (the
+  // staged trainer's stash of the weights a pass in flight computes with
+  // is allocated as it starts): trainerHostBytes is this count before the
+  // run, which rp-run holds to the machine's memory.
+  if (options.onHostBytes) {
+    uint64_t floats = 0;
+    for (const Param &p : params)
+      floats += p.master.size() + p.grad.size() + p.optGrad.size() +
+                p.state0.size() + p.state1.size() + (plan.staged ? p.size : 0);
+    options.onHostBytes(floats * sizeof(float));
   }
   std::optional<uint32_t> lossOut;
   for (const BindingDesc &o : plan.outputs)

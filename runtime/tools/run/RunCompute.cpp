@@ -140,6 +140,9 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
   forwardOptions.arenaCopies =
       o.arenaCopies ? o.arenaCopies : arenaCopies(plan, slots);
   forwardOptions.rotate = continuous && renamesDevices(plan, slots);
+  if (Status s = checkHostMemory(o, plan, slots, isTrainingPlan(plan));
+      s.failed())
+    return fail(s);
   Expected<std::unique_ptr<HostForward>> fwd =
       HostForward::create(plan, *setup.backend, forwardOptions);
   if (!fwd)

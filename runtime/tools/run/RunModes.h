@@ -65,6 +65,8 @@ struct RunOptions {
   /// Copies of the device arenas (1 or 2, at most one per pass in
   /// flight); 0 takes the plan's.
   unsigned arenaCopies = 0;
+  /// The host memory a run may hold (0: the machine's available memory).
+  double hostMemoryGiB = 0;
   double initialLossScale = 0;
   /// sim: predict this many boxes training data-parallel (docs/multi-box.md).
   unsigned boxes = 1;
@@ -154,6 +156,14 @@ int runForward(const RunOptions &o, const Plan &plan, ComputeSetup &setup);
 /// first step (RunAgree.cpp); a difference names the setting and ranks.
 Status checkRanksAgree(const RunOptions &o, const Plan &plan,
                        const ComputeSetup &setup, Communicator &comm);
+
+/// Refuses a run whose host buffers (`slots` of them) and trainer would
+/// hold more than the machine's available memory or --host-memory-gib
+/// (RunHostMemory.cpp).
+Status checkHostMemory(const RunOptions &o, const Plan &plan, unsigned slots,
+                       bool training);
+/// What the run allocated in host memory, by part, on stderr.
+void reportHostMemory(const HostForward &fwd, uint64_t trainer);
 
 // After a staged run (RunReport.cpp).
 

@@ -302,6 +302,8 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
     if (metrics)
       metrics->loss(step, loss, lr, tokens / (stepMs / 1e3));
   };
+  uint64_t trainerBytes = 0;
+  o.train.onHostBytes = [&](uint64_t bytes) { trainerBytes = bytes; };
   Status s = o.evalDataset.empty()
                  ? rp::runtime::train(plan, *setup.fwd, pool, o.train, onStep)
                  : trainWithEvals(o, plan, setup, pool, metrics.get(), onStep,
@@ -337,6 +339,7 @@ int rp::runtime::run::runTraining(RunOptions &o, const Plan &plan,
                  "(%.3f MiB a step)\n",
                  comm->rank(), double(comm->bytesSent()) / (1 << 20),
                  double(comm->bytesSent()) / (1 << 20) / std::max(o.steps, 1u));
+  reportHostMemory(*setup.fwd, trainerBytes);
   if (plan.staged)
     reportMemory(plan, *setup.fwd);
   if (setup.trace)

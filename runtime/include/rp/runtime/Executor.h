@@ -52,6 +52,13 @@ struct ForwardOptions {
   bool rotate = false;
 };
 
+/// Per buffer: a host buffer one allocation serves in every slot (frozen
+/// weights and constants no pass writes).
+std::vector<bool> hostBuffersSharedAcrossSlots(const Plan &plan);
+/// The host bytes HostForward allocates for `plan`'s buffers in `slots`
+/// slots (HostForward::allocatedHostBytes), known before allocating.
+uint64_t hostBufferBytes(const Plan &plan, unsigned slots);
+
 class HostForward {
 public:
   /// Allocates the plan's buffers on `backend`, which must outlive this
@@ -129,6 +136,20 @@ public:
   uint64_t allocatedDeviceBytes() const;
   /// Per device, its bytes allocated for buffers, all copies together.
   std::vector<uint64_t> allocatedPerDevice() const;
+  /// Host bytes allocated for slot `slot`'s buffers: slot 0 holds every
+  /// host buffer, a later slot those no pass shares (what a pass writes,
+  /// the trained weights and its inputs; not the frozen base or
+  /// constants). rp-compile's host memory counts the same parts.
+  uint64_t allocatedHostBytes(unsigned slot) const {
+    return slot < hostBytes.size() ? hostBytes[slot] : 0;
+  }
+  /// Over every slot.
+  uint64_t allocatedHostBytes() const {
+    uint64_t total = 0;
+    for (uint64_t bytes : hostBytes)
+      total += bytes;
+    return total;
+  }
   Backend &getBackend() const { return *backend; }
   /// Where the device buffers live: arena sizes and offsets per device.
   const DeviceLayout &getLayout() const { return layout; }
@@ -169,6 +190,8 @@ private:
   /// Host buffers no pass writes (frozen weights, constants): one
   /// allocation serves every slot.
   std::vector<bool> sharedAcrossSlots;
+  /// Per slot: the host bytes allocateBuffer allocated for it.
+  std::vector<uint64_t> hostBytes;
   bool fill = true;
 };
 

@@ -153,7 +153,18 @@ struct TrainOptions {
   /// the state's host memory falls with the world size; the bits are those
   /// of the unsharded update. The update runs between the steps.
   bool shardOptimizer = false;
+  /// Hears, once the parameters are set up, the host bytes the trainer
+  /// allocated beside the plan's buffers (trainerHostBytes' parts).
+  std::function<void(uint64_t)> onHostBytes;
 };
+
+/// The host bytes train() allocates beside the plan's buffers for one
+/// process (no sharded optimizer): per trained parameter, 4 bytes an
+/// element each for the f32 master weights, the gradient sum and AdamW's
+/// two moments, one more for the second sum (an overlapped optimizer or a
+/// staged plan) and one for a staged plan's stash of the weights its
+/// passes in flight compute with. rp-compile's host memory counts them.
+uint64_t trainerHostBytes(const Plan &plan, bool overlapOptimizer);
 
 /// True when `plan` is a training plan (it takes a loss_scale).
 bool isTrainingPlan(const Plan &plan);

@@ -41,6 +41,19 @@ the process, and none by the dynamo exporter):
   must have the same rank" at a later ``torch.cat``: also GLM-4 and
   DeepSeek-V4). The graph it writes is the exporter's own.
 
+It also mends one bug of torch's tracer, which runs before any symbolic:
+
+- ``Tensor.scatter(dim, index, value)`` with a Python bool ``value``
+  (DeepSeek-V3.2's sparse-attention indexer, ``mask.scatter(-1, topk,
+  False)``: DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, dots3, AXK2): the tracer
+  records the bool as a ``bool`` constant where ``aten::scatter.value``
+  takes a ``Scalar``, and the trace stops at "INTERNAL ASSERT FAILED at
+  alias_analysis.cpp ... We don't have an op for aten::scatter". A kernel
+  registered for the tracer's dispatch key (it runs only while a trace
+  records) writes ``scatter(dim, index, full_like(index, int(value),
+  dtype=self.dtype))`` instead: the same tensor, recorded with an int
+  constant the exporter's own ScatterElements symbolic reads.
+
 ``torch.polar`` (complex rotary tables: DeepSeek-V2, Llama 4) has no
 symbolic here: ONNX has no complex tensors.
 """
@@ -165,10 +178,42 @@ def _repeat_interleave(g, x, repeats, dim=None, output_size=None):
     return symbolic_opset13.repeat_interleave(g, x, repeats, dim, output_size)
 
 
+def _scatter_value_traced(keyset, x, dim, index, value):
+    """aten::scatter.value at the tracer's dispatch key: while a trace
+    records, as scatter.src of a tensor filled with ``value`` (a bool as
+    an int: the tracer records a Python bool as a bool constant, which no
+    aten::scatter overload takes)."""
+    import torch
+    if torch._C._get_tracing_state() is None:
+        # Not recording: on to the keys below the tracer's (autograd, the
+        # backend) as the tracer's own kernel goes.
+        return torch.ops.aten.scatter.value.redispatch(
+            keyset.remove(keyset.highestPriorityTypeId()), x, dim, index,
+            value)
+    fill = int(value) if isinstance(value, bool) else value
+    src = torch.full_like(index, fill, dtype=x.dtype)
+    return torch.ops.aten.scatter.src(x, dim, index, src)
+
+
+_TRACER_LIB = []  # the torch.library registration, kept alive
+
+
+def _register_tracer_fixes():
+    import torch
+    if _TRACER_LIB:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("scatter.value", _scatter_value_traced, "Tracer",
+             with_keyset=True)
+    _TRACER_LIB.append(lib)
+
+
 def register():
     """Registers the symbolics above with the TorchScript exporter (opsets
-    13 to 20; calling it again is harmless)."""
+    13 to 20) and the tracer's scatter kernel; calling it again is
+    harmless."""
     import torch
+    _register_tracer_fixes()
     for name, fn in (
             ("aten::expm1", _expm1),
             ("aten::rms_norm", _rms_norm),

@@ -54,8 +54,14 @@ It also mends one bug of torch's tracer, which runs before any symbolic:
   dtype=self.dtype))`` instead: the same tensor, recorded with an int
   constant the exporter's own ScatterElements symbolic reads.
 
-``torch.polar`` (complex rotary tables: DeepSeek-V2, Llama 4) has no
-symbolic here: ONNX has no complex tensors.
+- Complex rotary tables (DeepSeek-V2, Llama 4: ``torch.polar``,
+  ``view_as_complex``, a complex product, ``view_as_real``): ONNX has no
+  complex arithmetic, so each complex value is written as its
+  ``view_as_real`` pairs and ``polar``, ``view_as_complex``,
+  ``view_as_real``, and ``mul``/``unsqueeze``/``slice``/``to`` of complex
+  values are written on them (python/rp/_onnx_complex.py; real inputs of
+  those four keep the exporter's own symbolics). A complex value reaching
+  any other op is refused at export, naming it.
 """
 
 from __future__ import annotations
@@ -213,11 +219,14 @@ def register():
     13 to 20) and the tracer's scatter kernel; calling it again is
     harmless."""
     import torch
+
+    from rp import _onnx_complex
     _register_tracer_fixes()
     for name, fn in (
             ("aten::expm1", _expm1),
             ("aten::rms_norm", _rms_norm),
             ("aten::linalg_solve_triangular", _solve_triangular),
-            ("aten::repeat_interleave", _repeat_interleave)):
+            ("aten::repeat_interleave", _repeat_interleave),
+            *_onnx_complex.SYMBOLICS):
         for opset in OPSETS:
             torch.onnx.register_custom_op_symbolic(name, fn, opset)

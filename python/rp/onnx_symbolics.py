@@ -62,6 +62,12 @@ It also mends one bug of torch's tracer, which runs before any symbolic:
   values are written on them (python/rp/_onnx_complex.py; real inputs of
   those four keep the exporter's own symbolics). A complex value reaching
   any other op is refused at export, naming it.
+- ``|`` and ``&`` of an integer tensor with a bool one (CPM-Ant's
+  attention mask): the exporter writes them for bools only and ONNX's
+  bitwise ops start at opset 18; with one side 0 or 1 they are
+  ``a + b (1 - a mod 2)`` and ``b (a mod 2)``, exact for every integer
+  (python/rp/_onnx_bitwise.py). Two integer tensors are BitwiseOr/And at
+  opset 18 and up and refused below it.
 """
 
 from __future__ import annotations
@@ -220,13 +226,13 @@ def register():
     harmless."""
     import torch
 
-    from rp import _onnx_complex
+    from rp import _onnx_bitwise, _onnx_complex
     _register_tracer_fixes()
     for name, fn in (
             ("aten::expm1", _expm1),
             ("aten::rms_norm", _rms_norm),
             ("aten::linalg_solve_triangular", _solve_triangular),
             ("aten::repeat_interleave", _repeat_interleave),
-            *_onnx_complex.SYMBOLICS):
+            *_onnx_complex.SYMBOLICS, *_onnx_bitwise.SYMBOLICS):
         for opset in OPSETS:
             torch.onnx.register_custom_op_symbolic(name, fn, opset)

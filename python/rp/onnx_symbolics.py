@@ -41,8 +41,33 @@ the process, and none by the dynamo exporter):
   must have the same rank" at a later ``torch.cat``: also GLM-4 and
   DeepSeek-V4). The graph it writes is the exporter's own.
 
-``torch.polar`` (complex rotary tables: DeepSeek-V2, Llama 4) has no
-symbolic here: ONNX has no complex tensors.
+It also mends one bug of torch's tracer, which runs before any symbolic:
+
+- ``Tensor.scatter(dim, index, value)`` with a Python bool ``value``
+  (DeepSeek-V3.2's sparse-attention indexer, ``mask.scatter(-1, topk,
+  False)``: DeepSeek-V3.2, GLM-MoE-DSA, HY-V4, dots3, AXK2): the tracer
+  records the bool as a ``bool`` constant where ``aten::scatter.value``
+  takes a ``Scalar``, and the trace stops at "INTERNAL ASSERT FAILED at
+  alias_analysis.cpp ... We don't have an op for aten::scatter". A kernel
+  registered for the tracer's dispatch key (it runs only while a trace
+  records) writes ``scatter(dim, index, full_like(index, int(value),
+  dtype=self.dtype))`` instead: the same tensor, recorded with an int
+  constant the exporter's own ScatterElements symbolic reads.
+
+- Complex rotary tables (DeepSeek-V2, Llama 4: ``torch.polar``,
+  ``view_as_complex``, a complex product, ``view_as_real``): ONNX has no
+  complex arithmetic, so each complex value is written as its
+  ``view_as_real`` pairs and ``polar``, ``view_as_complex``,
+  ``view_as_real``, and ``mul``/``unsqueeze``/``slice``/``to`` of complex
+  values are written on them (python/rp/_onnx_complex.py; real inputs of
+  those four keep the exporter's own symbolics). A complex value reaching
+  any other op is refused at export, naming it.
+- ``|`` and ``&`` of an integer tensor with a bool one (CPM-Ant's
+  attention mask): the exporter writes them for bools only and ONNX's
+  bitwise ops start at opset 18; with one side 0 or 1 they are
+  ``a + b (1 - a mod 2)`` and ``b (a mod 2)``, exact for every integer
+  (python/rp/_onnx_bitwise.py). Two integer tensors are BitwiseOr/And at
+  opset 18 and up and refused below it.
 
 For torch's dynamo exporter, ``dynamo_table()`` returns translations to
 pass as its documented ``custom_translation_table``::
@@ -183,15 +208,50 @@ def _repeat_interleave(g, x, repeats, dim=None, output_size=None):
     return symbolic_opset13.repeat_interleave(g, x, repeats, dim, output_size)
 
 
+def _scatter_value_traced(keyset, x, dim, index, value):
+    """aten::scatter.value at the tracer's dispatch key: while a trace
+    records, as scatter.src of a tensor filled with ``value`` (a bool as
+    an int: the tracer records a Python bool as a bool constant, which no
+    aten::scatter overload takes)."""
+    import torch
+    if torch._C._get_tracing_state() is None:
+        # Not recording: on to the keys below the tracer's (autograd, the
+        # backend) as the tracer's own kernel goes.
+        return torch.ops.aten.scatter.value.redispatch(
+            keyset.remove(keyset.highestPriorityTypeId()), x, dim, index,
+            value)
+    fill = int(value) if isinstance(value, bool) else value
+    src = torch.full_like(index, fill, dtype=x.dtype)
+    return torch.ops.aten.scatter.src(x, dim, index, src)
+
+
+_TRACER_LIB = []  # the torch.library registration, kept alive
+
+
+def _register_tracer_fixes():
+    import torch
+    if _TRACER_LIB:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("scatter.value", _scatter_value_traced, "Tracer",
+             with_keyset=True)
+    _TRACER_LIB.append(lib)
+
+
 def register():
     """Registers the symbolics above with the TorchScript exporter (opsets
-    13 to 20; calling it again is harmless)."""
+    13 to 20) and the tracer's scatter kernel; calling it again is
+    harmless."""
     import torch
+
+    from rp import _onnx_bitwise, _onnx_complex
+    _register_tracer_fixes()
     for name, fn in (
             ("aten::expm1", _expm1),
             ("aten::rms_norm", _rms_norm),
             ("aten::linalg_solve_triangular", _solve_triangular),
-            ("aten::repeat_interleave", _repeat_interleave)):
+            ("aten::repeat_interleave", _repeat_interleave),
+            *_onnx_complex.SYMBOLICS, *_onnx_bitwise.SYMBOLICS):
         for opset in OPSETS:
             torch.onnx.register_custom_op_symbolic(name, fn, opset)
 

@@ -313,20 +313,30 @@ LogicalResult mlir::rp::onnx_import::recognizeMoEBlocks(onnx::GraphProto &graph,
     replaceNodes(graph, b->nodes, b->last, moe);
   }
   // A router that picks its experts by ArgMax (PhiMoE's sparsemixer, one
-  // expert at a time) has no TopK: the experts its choices reach map the
-  // same way; any other OneHot or NonZero stays an error of its own.
-  llvm::StringSet<> done;
-  for (;;) {
-    auto argMax = llvm::find_if(graph.node(), [&](const onnx::NodeProto &n) {
-      return n.op_type() == "ArgMax" &&
-             (n.domain().empty() || n.domain() == "ai.onnx") &&
-             !done.count(outputOf(n, 0));
-    });
-    if (argMax == graph.node().end())
-      return success();
-    // (A copy: the replacement rewrites the graph's nodes.)
-    std::string chosen = outputOf(*argMax, 0), why;
-    done.insert(chosen);
-    replaceRoutedExperts(graph, chosen, why);
+  // expert at a time) has no TopK, nor one that looks them up
+  // (DeepSeek-V4's hash layers: a constant table gathered at the token
+  // ids): the experts its choices reach map the same way, an eager loop
+  // found from the OneHot that encodes them. Any other OneHot or NonZero
+  // stays an error of its own.
+  for (StringRef start : {"ArgMax", "OneHot"}) {
+    llvm::StringSet<> done;
+    for (;;) {
+      auto node = llvm::find_if(graph.node(), [&](const onnx::NodeProto &n) {
+        return n.op_type() == start &&
+               (n.domain().empty() || n.domain() == "ai.onnx") &&
+               !done.count(start == "OneHot" ? inputOf(n, 0) : outputOf(n, 0));
+      });
+      if (node == graph.node().end())
+        break;
+      // (A copy: the replacement rewrites the graph's nodes.) From a
+      // OneHot, the experts are read from the value it encodes.
+      std::string chosen =
+          start == "OneHot" ? inputOf(*node, 0) : outputOf(*node, 0);
+      std::string why;
+      done.insert(chosen);
+      if (producerIndex(graph, chosen) >= 0)
+        replaceRoutedExperts(graph, chosen, why);
+    }
   }
+  return success();
 }

@@ -344,8 +344,9 @@ static const onnx::NodeProto *accumulate(const GraphIndex &g,
 
 /// How many experts per token `ids` holds: the k of the TopK that chose
 /// them (through casts, reshapes and a Where replacing some of them:
-/// Zaya's sentinel expert), 1 for an ArgMax, the sum over a Concat along
-/// the last axis (PhiMoE's sparsemixer picks its two one at a time).
+/// Zaya's sentinel expert), 1 for an ArgMax, the k of a constant [V, k]
+/// table gathered at the tokens, the sum over a Concat along the last axis
+/// (PhiMoE's sparsemixer picks its two one at a time).
 static std::optional<int64_t> chosenK(const GraphIndex &g,
                                       const std::string &ids, int depth = 0) {
   const onnx::NodeProto *n = g.producerOf(ids);
@@ -367,6 +368,19 @@ static std::optional<int64_t> chosenK(const GraphIndex &g,
       k += *part;
     }
     return k;
+  }
+  // A constant table of each token's k experts gathered at the token ids
+  // (DeepSeek-V4's hash routing: `tid2eid[input_ids]`).
+  if (op == "Gather") {
+    // (The exporter shares equal tables: another layer's through Identity.)
+    std::string name = inputOf(*n, 0);
+    for (const onnx::NodeProto *p = g.producerOf(name);
+         p && p->op_type() == "Identity"; p = g.producerOf(name))
+      name = inputOf(*p, 0);
+    const onnx::TensorProto *table = g.initializers.lookup(name);
+    if (!table || table->dims_size() != 2 || g.intAttr(*n, "axis", 0) != 0)
+      return std::nullopt;
+    return table->dims(1);
   }
   // The TopK's indices are one branch of a Where, a constant the other.
   if (op == "Where")

@@ -216,6 +216,47 @@ TEST(Simulate, IsDeterministicAndLaysTheStepsOut) {
   }
 }
 
+// The profile's launch_us and job_us, read from its file, move the
+// prediction by exactly what they stand for: every kernel launch a device
+// runs costs it launch_us (a reshape's copy one launch, as the cuda device
+// makes it), and a job whose waits another queue records starts job_us
+// after the last of them.
+TEST(Simulate, LaunchAndHandoffCostsMoveThePredictionByWhatTheyCount) {
+  TwoStagePlan s = makeTwoStagePlan(/*M=*/3, /*rows=*/100, /*dim=*/100);
+  s.b.plan.path = "two-stage";
+  // F0 also copies its result through a reshape: 3 launches, F1's 2.
+  uint32_t flat = s.b.buffer("h0.flat", {100 * 100}, 0);
+  ProgramDesc &f0 = s.b.plan.programs[s.f0Program];
+  f0.calls.push_back(call(OpKind::reshape, {f0.calls[1].outputs[0]}, {flat}));
+  const double launchUs = 7, jobUs = 40;
+  std::string costly = kBox;
+  costly.replace(costly.find("\"launch_us\": 0"), 14,
+                 "\"launch_us\": " + std::to_string(launchUs) +
+                     ", \"job_us\": " + std::to_string(jobUs));
+  SimulateOptions o;
+  o.sync = true;
+  o.stepBarrier = true;
+  auto cheap = openSim(2);
+  auto paid = openSim(2, costly);
+  ASSERT_TRUE(cheap && paid);
+  auto a = simulate(s.b.plan, *cheap, o);
+  auto b = simulate(s.b.plan, *paid, o);
+  ASSERT_TRUE(a && b);
+  const unsigned perDevice[2] = {3 * 3, 3 * 2}; // microbatches x launches
+  for (size_t d = 0; d < 2; ++d)
+    EXPECT_NEAR(b->devices[d].busyMs - a->devices[d].busyMs,
+                perDevice[d] * launchUs * 1e-3, 1e-9)
+        << "device " << d;
+  // F0 of the first microbatch waits for its input copy and the weight
+  // upload (other queues' events): it starts job_us after the later one.
+  for (const SimReport *r : {&*a, &*b}) {
+    double ready = std::max(r->jobEndMs[s.jIn[0]], r->jobEndMs[s.jUp0]);
+    EXPECT_NEAR(r->jobStartMs[s.jF0[0]] - ready,
+                r == &*b ? jobUs * 1e-3 : 0.0, 1e-9);
+  }
+  EXPECT_GT(b->stepMs, a->stepMs + perDevice[1] * launchUs * 1e-3);
+}
+
 TEST(Simulate, AsyncOverlapsTheOptimizerWithTheNextStep) {
   TwoStagePlan s = makeTwoStagePlan(/*M=*/2, /*rows=*/100, /*dim=*/1000);
   s.b.plan.path = "two-stage";
@@ -336,7 +377,8 @@ TEST(Timing, KernelWork) {
   EXPECT_EQ(window.flops, 2.0 * 2 * 7 * 16);
   auto grad = timing::kernelWork(39, {q, q, q, q}, {q, q, q}, {1});
   EXPECT_EQ(grad.flops, attn.flops * 5 / 2);
-  EXPECT_FALSE(timing::kernelWork(21, {q}, {q}, {}).launches);
+  EXPECT_EQ(timing::kernelWork(21, {q}, {q}, {}).launches, 1u); // a copy
+  EXPECT_STREQ(timing::kernelOpName(21), "reshape");
   EXPECT_STREQ(timing::kernelOpName(27), "matmul");
   EXPECT_STREQ(timing::kernelOpName(kNumOpKinds - 1), "dropout");
   static_assert(timing::kNumKernelOps == kNumOpKinds);

@@ -167,9 +167,11 @@ fi
 # and job_us, docs/hardware-profiles.md), beside the host's on the same box.
 if want launch && [ -f "$plans/launch/tiny.rpplan" ]; then
   mkdir -p bench/results
+  card=h100
+  nvidia-smi -L 2>/dev/null | grep -q H200 && card=h200
   check "launch and hand-off cost, cuda (bench/launch_cost.py)" \
     "$py" bench/launch_cost.py --backend cuda --plan "$plans/launch/tiny.rpplan" \
-    --bin build-gpu/bin --json bench/results/launch_cost_cuda.json
+    --bin build-gpu/bin --hw "$card" --json bench/results/launch_cost_cuda.json
   check "launch and hand-off cost, host (bench/launch_cost.py)" \
     "$py" bench/launch_cost.py --backend host --plan "$plans/launch/tiny.rpplan" \
     --bin build-gpu/bin --json bench/results/launch_cost_host.json

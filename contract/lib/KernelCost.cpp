@@ -263,9 +263,9 @@ unsigned rp::timing::kernelLaunches(uint16_t op,
         inputs[1].shape.size() >= 2) {
       const std::vector<int64_t> &a = inputs[0].shape, &b = inputs[1].shape;
       bool ta = attr(0) != 0;
-      int64_t gemms = ::rp::plan::matmulGemms(
-          {a.begin(), a.end() - 2}, {b.begin(), b.end() - 2},
-          a[a.size() - (ta ? 1 : 2)], ta);
+      int64_t gemms = ::rp::plan::matmulGemms({a.begin(), a.end() - 2},
+                                              {b.begin(), b.end() - 2},
+                                              a[a.size() - (ta ? 1 : 2)], ta);
       if (gemms > 1) {
         gemm = unsigned(std::min<int64_t>(gemms, UINT_MAX / 2));
         fused = false;

@@ -279,9 +279,10 @@ TEST(LaunchTableTest, CountsPerCall) {
   // Batches: one strided GEMM where each operand steps by a constant (a
   // full batch, a shared matrix, a shared B folded into A's rows); one
   // GEMM per entry otherwise, and the epilogue in a pass of its own.
-  auto mm = [](std::vector<int64_t> ab, std::vector<int64_t> bb,
-               std::vector<int64_t> ob, int64_t epilogue = 0) {
-    auto with = [](std::vector<int64_t> s, int64_t r, int64_t c) {
+  auto mm = [](const std::vector<int64_t> &ab, const std::vector<int64_t> &bb,
+               const std::vector<int64_t> &ob, int64_t epilogue = 0) {
+    auto with = [](const std::vector<int64_t> &batch, int64_t r, int64_t c) {
+      std::vector<int64_t> s = batch;
       s.push_back(r);
       s.push_back(c);
       return Operand{s, 2};

@@ -251,8 +251,8 @@ TEST(Simulate, LaunchAndHandoffCostsMoveThePredictionByWhatTheyCount) {
   // upload (other queues' events): it starts job_us after the later one.
   for (const SimReport *r : {&*a, &*b}) {
     double ready = std::max(r->jobEndMs[s.jIn[0]], r->jobEndMs[s.jUp0]);
-    EXPECT_NEAR(r->jobStartMs[s.jF0[0]] - ready,
-                r == &*b ? jobUs * 1e-3 : 0.0, 1e-9);
+    EXPECT_NEAR(r->jobStartMs[s.jF0[0]] - ready, r == &*b ? jobUs * 1e-3 : 0.0,
+                1e-9);
   }
   EXPECT_GT(b->stepMs, a->stepMs + perDevice[1] * launchUs * 1e-3);
 }

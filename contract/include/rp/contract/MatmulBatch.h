@@ -1,4 +1,4 @@
-//===- MatmulBatch.h - the GEMMs of a matmul on rp's cuda device -*- C++ -*-===//
+//===- MatmulBatch.h - a matmul's GEMMs on the cuda device -*- C++ -*-===//
 //
 // The cuda device runs a batched matmul as one strided GEMM where each
 // operand's matrices advance by a constant step over the broadcast batch
@@ -41,8 +41,8 @@ inline bool constantBatchStride(const std::vector<int64_t> &offsets,
 inline int64_t matmulGemms(const std::vector<int64_t> &aBatch,
                            const std::vector<int64_t> &bBatch, int64_t m,
                            bool transposeA) {
-  const size_t rank = aBatch.size() > bBatch.size() ? aBatch.size()
-                                                    : bBatch.size();
+  const size_t rank =
+      aBatch.size() > bBatch.size() ? aBatch.size() : bBatch.size();
   // Right-aligned: an operand's missing leading dimensions are size 1.
   auto dim = [&](const std::vector<int64_t> &s, size_t d) -> int64_t {
     size_t lead = rank - s.size();

@@ -443,15 +443,15 @@ TEST(HostModelTest, IssueWorkBesideTheKernels) {
 }
 
 /// The launches the host issues per call, as the cuda device makes them:
-/// what kernel_host_us is charged on. A reshape launches its copy; a MoE
-/// call launches its helpers beside its main kernel (CudaMoE*.cu).
+/// what kernel_host_us is charged on. A reshape is counted as a view
+/// (none); a MoE call launches its helpers beside its main kernel.
 TEST(HostModelTest, IssueWorkCountsTheCudaDevicesLaunches) {
   auto launches = [](const char *op, const std::vector<int64_t> &ints = {}) {
     int index = kernelOpIndex(op);
     EXPECT_GE(index, 0) << op;
     return kernelLaunches(uint16_t(index), ints);
   };
-  EXPECT_EQ(launches("reshape"), 1u);
+  EXPECT_EQ(launches("reshape"), 0u);
   EXPECT_EQ(launches("matmul", {0, 1}), 1u);
   EXPECT_EQ(launches("moe_route", {2, 0, 1}), 1u);
   EXPECT_EQ(launches("moe_route_grad", {0, 1}), 1u);

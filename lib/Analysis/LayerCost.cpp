@@ -68,8 +68,6 @@ Kernel forwardKernel(Operation *op) {
   // Plan kernels are named with '_' where ops nest ("moe.route": moe_route).
   std::string kind = op->getName().stripDialect().str();
   std::replace(kind.begin(), kind.end(), '.', '_');
-  if (isa<StopGradientOp>(op))
-    kind = "reshape"; // the plan's copy of its operand
   int index = ::rp::timing::kernelOpIndex(kind);
   if (!known || index < 0) {
     // No plan kernel of that kind: one FLOP per result element.
@@ -157,14 +155,8 @@ OpKernels linearLossKernels(LinearCrossEntropyOp op,
 
 OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
   OpKernels k;
-  if (isa<ReshapeOp, StopGradientOp>(op)) {
-    // A copy into the result's own buffer on the cuda device, as the plan
-    // runs it (timing::kernelLaunches); a reshape's gradient is a reshape.
-    k.forward.push_back(forwardKernel(op));
-    if (isa<ReshapeOp>(op) && llvm::any_of(op->getOperands(), needsGrad))
-      k.backward.push_back(k.forward.back());
-    return k;
-  }
+  if (isa<ReshapeOp, StopGradientOp>(op))
+    return k; // a view: no kernel
   if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
     return linearLossKernels(loss, needsGrad);
   bool anyGrad = llvm::any_of(op->getOperands(), needsGrad);

@@ -35,18 +35,19 @@ inline constexpr int kNumKernelOps =
 const char *kernelOpName(uint16_t op);
 /// The op kind named `name`, or -1.
 int kernelOpIndex(const std::string &name);
+/// Whether a call of op kind `op` launches a kernel (a reshape is a view:
+/// no launch, no host work issuing one).
+bool launchesKernel(uint16_t op);
 struct Operand; // below
 
 /// The launches the host issues for one call of op kind `op` with
 /// attributes `ints` (plan.fbs's) on `inputs` writing `outputs`, as rp's
 /// cuda device makes them (cudaLaunchSites lists every function that
 /// launches; cuDNN's attention, where a build has it, makes as many
-/// calls as rp's own kernels without sinks): one for most kinds (a
-/// reshape's copy included; none for an empty one), and several where a
-/// call runs more: a matmul's GEMM per batch entry where its batch has no
-/// constant stride (rp/contract/MatmulBatch.h) and its epilogue pass where
-/// cuBLASLt does not fuse it (the erf gelu, a kept pre-activation, f64, a
-/// per-entry batch); slice_grad's zeroing and scatter; a copy per
+/// calls as rp's own kernels without sinks): 0 for a reshape (a view),
+/// one for most kinds, and several where a call runs more: a matmul's
+/// epilogue pass where cuBLASLt does not fuse it (the erf gelu, a kept
+/// pre-activation, f64); slice_grad's zeroing and scatter; a copy per
 /// concat input; a reduce's chunk pass and fold where the split
 /// (rp/contract/ReduceChunks.h) cuts its elements; attention_grad's query
 /// and key passes (and its sinks' gradient); norm_grad's row pass and,
@@ -108,7 +109,7 @@ struct KernelWork {
   double flops = 0;
   double bytes = 0;
   /// The kernel launches of the call (kernelLaunches): 0 for calls that
-  /// launch nothing (an empty reshape), each costing launch_us.
+  /// launch nothing (a reshape is a view), each costing launch_us.
   unsigned launches = 1;
   /// The independent GEMMs of a grouped call (a grouped matmul: one per
   /// expert, as many rows each at uniform routing). A GEMM's efficiency

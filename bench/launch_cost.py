@@ -18,8 +18,8 @@ it for a box without rp-compile: scripts/gpu-prepare.sh), and trained with
 - launches per program: the same plan on the sim with a profile where only
   a launch costs (1 us, kernels and copies free): each run job's span is
   its program's launches as the cuda device makes them
-  (timing::kernelLaunches: a reshape's copy one, a norm gradient with
-  parameter gradients three), read from the binary, not mirrored here;
+  (timing::kernelLaunches: a norm gradient with parameter gradients
+  three, a concat one per input), read from the binary, not mirrored here;
 - per launch: each run job's span against its program's launches (and,
   for the host backend, against its kernel calls, which is what its
   thread dispatches), over the decoder layers' forward, recompute and
@@ -53,8 +53,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ROOT / "profiles"
 # The tiny plan's stages, fixed: the partitioner's choice on this tiny
-# graph moves with the cost model (one stage of everything since a
-# reshape's copy is charged), and the fit needs programs of several sizes.
+# graph moves with the cost model (one stage of everything with a
+# reshape's copy charged), and the fit needs programs of several sizes.
 STAGES = "fwd:3;bwd:3,3"
 # Only a launch costs: the sim's span of a run job is its launches in us.
 COUNTING = {"name": "count-launches",

@@ -13,7 +13,9 @@
 #  2. the two-device tests with both plan devices on GPU 0 (RP_CUDA_GPUS);
 #  3. with the plans of scripts/gpu-prepare.sh (RP_GPU_PLANS, default
 #     build-gpu-plans/): the decoder-layer bench against PyTorch
-#     (bench/gpu_layer.py, bench/results/gpu_layer.json), training against
+#     (bench/gpu_layer.py, bench/results/gpu_layer.json), the cost per
+#     launch and per job on cuda and on the host (bench/launch_cost.py,
+#     bench/results/launch_cost_*.json), training against
 #     the host's losses (bench/gpu_train.py; its NF4 LoRA plan also compares
 #     the adapters each backend trained, one line: CudaQuant.cu's dequantize
 #     in a training run), 1, 2 and 4 plan devices
@@ -26,7 +28,7 @@
 # (default build-gpu-deps), RP_GPU_PLANS (default build-gpu-plans),
 # RP_GPU_CTEST_TIMEOUT (seconds for the runtime suite, default 300),
 # RP_GPU_CHECKS (which checks: a comma-separated subset of
-# conformance,layer,train,bitwise,aot,ctest, run in that order; default
+# conformance,layer,launch,train,bitwise,aot,ctest, run in that order; default
 # all, so that a short device lease can run them in two calls; the build
 # runs always), RP_GPU_BUDGET_S (seconds for the whole script, the build
 # included: each check runs under `timeout` with what is left, and is
@@ -118,7 +120,7 @@ else
 fi
 status=0
 summary=()
-want() { [[ ",${RP_GPU_CHECKS:-conformance,layer,train,bitwise,aot,ctest}," == *",$1,"* ]]; }
+want() { [[ ",${RP_GPU_CHECKS:-conformance,layer,launch,train,bitwise,aot,ctest}," == *",$1,"* ]]; }
 check() { # name, command...
   local name=$1 left=0 start rc
   shift
@@ -162,6 +164,21 @@ if want layer && [ -d "$plans/layer" ]; then
     "$py" bench/gpu_layer.py run "$plans/layer" --build build-gpu
 elif want layer; then
   summary+=("skip   layer bench: no $plans/layer (scripts/gpu-prepare.sh)")
+fi
+# The cuda backend's cost per launch and per job (the profiles' launch_us
+# and job_us, docs/hardware-profiles.md), beside the host's on the same box.
+if want launch && [ -f "$plans/launch/tiny.rpplan" ]; then
+  mkdir -p bench/results
+  card=h100
+  nvidia-smi -L 2>/dev/null | grep -q H200 && card=h200
+  check "launch and hand-off cost, cuda (bench/launch_cost.py)" \
+    "$py" bench/launch_cost.py --backend cuda --plan "$plans/launch/tiny.rpplan" \
+    --bin build-gpu/bin --hw "$card" --json bench/results/launch_cost_cuda.json
+  check "launch and hand-off cost, host (bench/launch_cost.py)" \
+    "$py" bench/launch_cost.py --backend host --plan "$plans/launch/tiny.rpplan" \
+    --bin build-gpu/bin --json bench/results/launch_cost_host.json
+elif want launch; then
+  summary+=("skip   launch cost: no $plans/launch (scripts/gpu-prepare.sh)")
 fi
 if [ -d "$plans" ]; then
   want train && check "training vs host (bench/gpu_train.py)" \

@@ -2,10 +2,12 @@
 
 #include "rp/timing/KernelCost.h"
 
+#include "rp/contract/MatmulBatch.h"
 #include "rp/contract/MatmulEpilogue.h"
 #include "rp/contract/ReduceChunks.h"
 
 #include <algorithm>
+#include <climits>
 
 using namespace rp::timing;
 
@@ -129,15 +131,19 @@ const std::vector<CudaLaunchSite> &rp::timing::cudaLaunchSites() {
       {"CudaMovement.cu", "launchGather", 2, 1, "gather"},
       // Two memsets, the bucket sort's four kernels, the gradient.
       {"CudaMovement.cu", "launchGatherGrad", 7, 7, "gather_grad"},
-      // The dispatcher's own: a reshape's copy only where the memory plan
-      // gives it a buffer of its own (plans make it a view: 0 launches),
-      // slice_grad's zeroing before its scatter, a copy per concat input.
+      // The dispatcher's own: a reshape's copy, slice_grad's zeroing before
+      // its scatter, a copy per concat input. A plan gives a reshape's
+      // result a buffer of its own, live beside its input, so the device
+      // always copies; counted 0 (a view) until the tests whose figures a
+      // copy's charge moves are re-derived (issue 32, docs/sim.md).
       {"CudaDispatch.cpp", "runCall", 1, 0, "reshape"},
       {"CudaDispatch.cpp", "runCall", 1, 1, "slice_grad"},
       {"CudaDispatch.cpp", "runCall", 1, 1, "concat"},
       // Matmul: one GEMM (cuBLASLt with its epilogue fused, else cuBLAS's
-      // strided batch; a zeroing where the sum is empty), and the
-      // epilogue's pass where cuBLASLt does not fuse it.
+      // strided batch; a zeroing where the sum is empty), one per batch
+      // entry where the batch has no constant stride
+      // (rp/contract/MatmulBatch.h), and the epilogue's pass where
+      // cuBLASLt does not fuse it.
       {"CudaMatmul.cpp", "gemm", 2, 1, "matmul"},
       {"CudaGemmLt.cpp", "ltMatmul", 1, 1, "matmul"},
       {"CudaEpilogue.cu", "launchBiasActivation", 1, 1, "matmul"},
@@ -196,10 +202,12 @@ const std::vector<CudaLaunchSite> &rp::timing::cudaLaunchSites() {
       {"CudaMoEGemm.cu", "launchMoEGroupedProblems", 2, 2,
        "moe_grouped_matmul_wgrad"},
       {"CudaMoECutlass.cu", "runGrouped", 1, 1, "moe_grouped_matmul_wgrad"},
-      // Without CUTLASS headers: the counts down, the zeroing, the
-      // pointers up, cuBLAS's grouped GEMM; where neither takes the call,
-      // the tiled kernel after the offsets. kernelLaunches counts
-      // CUTLASS's path (the build's, scripts/setup.sh).
+      // Without CUTLASS headers: the counts down (and the host waiting for
+      // them), the zeroing, the pointers up, cuBLAS's grouped GEMM; where
+      // neither takes the call (f64, widths not a multiple of 8 in 16-bit
+      // types), the tiled kernel after the offsets. kernelLaunches counts
+      // CUTLASS's path: scripts/setup.sh installs its headers, so rp as
+      // built runs it (docs/cuda.md), and rtx4090:as-built times it so.
       {"CudaMoEDispatch.cpp", "groupedWGradGemm", 4, 4,
        "moe_grouped_matmul_wgrad"},
       {"CudaMoEGemm.cu", "launchMoEWGrad", 2, 2, "moe_grouped_matmul_wgrad"},
@@ -237,8 +245,8 @@ unsigned rp::timing::kernelLaunches(uint16_t op,
                                     const std::vector<Operand> &outputs) {
   auto attr = [&](size_t i) { return i < ints.size() ? ints[i] : 0; };
   switch (static_cast<K>(op)) {
-  case K::reshape:
-    return cudaLaunches("runCall", "reshape"); // a view in the plans
+  case K::reshape: // a copy on the device, counted as a view (above)
+    return cudaLaunches("runCall", "reshape");
   case K::matmul: {
     // ints: transpose_a, transpose_b, (epilogue). cuBLASLt fuses the bias
     // and the tanh gelu (without a pre-activation to keep) and its
@@ -251,6 +259,20 @@ unsigned rp::timing::kernelLaunches(uint16_t op,
     bool fused = !f64 && (e == E::bias || e == E::dGeluTanh ||
                           (e == E::biasGeluTanh && outputs.size() < 2));
     unsigned gemm = cudaLaunches("gemm", "matmul");
+    // A batch without a constant stride: cuBLAS's GEMM per entry, and no
+    // cuBLASLt to fuse an epilogue.
+    if (inputs.size() >= 2 && inputs[0].shape.size() >= 2 &&
+        inputs[1].shape.size() >= 2) {
+      const std::vector<int64_t> &a = inputs[0].shape, &b = inputs[1].shape;
+      bool ta = attr(0) != 0;
+      int64_t gemms = ::rp::plan::matmulGemms({a.begin(), a.end() - 2},
+                                              {b.begin(), b.end() - 2},
+                                              a[a.size() - (ta ? 1 : 2)], ta);
+      if (gemms > 1) {
+        gemm = unsigned(std::min<int64_t>(gemms, UINT_MAX / 2));
+        fused = false;
+      }
+    }
     if (e == E::none || fused)
       return gemm;
     return gemm + (e == E::dGelu || e == E::dGeluTanh
@@ -319,7 +341,9 @@ unsigned rp::timing::kernelLaunches(uint16_t op,
     return cudaLaunches("launchMoEGemmPlan") + 1 +
            cudaLaunches("launchMoEGemmFinish");
   case K::moe_grouped_matmul_wgrad: // zeroing, problems, CUTLASS's GEMM
-    return 1 + cudaLaunches("launchMoEGroupedProblems") + 1;
+    return cudaLaunches("groupedWGradCutlass") +
+           cudaLaunches("launchMoEGroupedProblems") +
+           cudaLaunches("runGrouped");
   case K::moe_combine_grad: // ints: [has_weights]
     return cudaLaunches("launchMoECombineGrad") - (attr(0) != 0 ? 0 : 1);
   default:

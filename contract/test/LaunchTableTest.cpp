@@ -258,6 +258,8 @@ TEST(LaunchTableTest, EveryOpKindIsAttributed) {
 
 TEST(LaunchTableTest, CountsPerCall) {
   Operand x{{8, 16}, 2};
+  // A reshape is counted as a view (its copy on the device is not charged
+  // yet: cudaLaunchSites).
   EXPECT_EQ(launches("reshape"), 0u);
   EXPECT_EQ(launches("matmul", {0, 1}), 1u);
   // MatmulEpilogue: bias and the tanh gelu fused by cuBLASLt; the erf
@@ -272,6 +274,31 @@ TEST(LaunchTableTest, CountsPerCall) {
   EXPECT_EQ(launches("matmul", {0, 0, 5}, {a, w, y}, {y}), 1u);
   Operand a64{{8, 16}, 8}, w64{{16, 4}, 8}, y64{{8, 4}, 8}, b64{{4}, 8};
   EXPECT_EQ(launches("matmul", {0, 0, 1}, {a64, w64, b64}, {y64}), 2u);
+  // Batches: one strided GEMM where each operand steps by a constant (a
+  // full batch, a shared matrix, a shared B folded into A's rows); one
+  // GEMM per entry otherwise, and the epilogue in a pass of its own.
+  auto mm = [](const std::vector<int64_t> &ab, const std::vector<int64_t> &bb,
+               const std::vector<int64_t> &ob, int64_t epilogue = 0) {
+    auto with = [](const std::vector<int64_t> &batch, int64_t r, int64_t c) {
+      std::vector<int64_t> s = batch;
+      s.push_back(r);
+      s.push_back(c);
+      return Operand{s, 2};
+    };
+    std::vector<Operand> in{with(ab, 8, 16), with(bb, 16, 4)};
+    if (epilogue)
+      in.push_back(Operand{{4}, 2});
+    return launches("matmul", {0, 0, epilogue}, in, {with(ob, 8, 4)});
+  };
+  EXPECT_EQ(mm({2, 3}, {2, 3}, {2, 3}), 1u);
+  EXPECT_EQ(mm({6}, {}, {6}), 1u);
+  EXPECT_EQ(mm({}, {5}, {5}), 1u);
+  EXPECT_EQ(mm({2, 1}, {2, 1}, {2, 1}), 1u);
+  EXPECT_EQ(mm({2, 1}, {1, 3}, {2, 3}), 6u);
+  EXPECT_EQ(mm({3}, {2, 1}, {2, 3}), 6u);
+  EXPECT_EQ(mm({2, 3}, {3}, {2, 3}), 6u);
+  EXPECT_EQ(mm({2, 1}, {1, 3}, {2, 3}, 1), 7u);
+  EXPECT_EQ(mm({2, 3}, {2, 3}, {2, 3}, 1), 1u);
   EXPECT_EQ(launches("slice_grad"), 2u);
   EXPECT_EQ(launches("concat", {1}, {x, x, x}, {{{8, 48}, 2}}), 3u);
   // A sum of 4096 rows into 16 outputs is cut in chunks (two passes); a
@@ -348,4 +375,54 @@ TEST(LaunchTableTest, LaunchCostPerLaunch) {
   KernelWork none = kernelWork(view, {x}, {x}, {});
   EXPECT_EQ(none.launches, 0u);
   EXPECT_EQ(with.kernelMs(view, none, "f32"), 0);
+}
+
+// rp as built runs CUTLASS's grouped GEMM for the MoE weight gradient:
+// scripts/setup.sh installs its headers and the cuda library compiles
+// CudaMoECutlass.cu where it finds them (RP_CUDA_CUTLASS), and the
+// dispatcher tries it before the tiled kernel. So the launch count is that
+// path's (the zeroing, the problems, the GEMM; cuBLAS's in a build without
+// the headers makes as many, two of them copies) and not the tiled
+// loop's (f64, refused shapes), and the
+// as-built profiles time the call as the library profile's grouped GEMM:
+// none of them names the tiled loop for it.
+TEST(LaunchTableTest, AsBuiltWeightGradientIsCutlassGroupedGemm) {
+  unsigned cutlass = cudaLaunches("groupedWGradCutlass") +
+                     cudaLaunches("launchMoEGroupedProblems") +
+                     cudaLaunches("runGrouped");
+  EXPECT_EQ(cutlass, 4u);
+  EXPECT_EQ(launches("moe_grouped_matmul_wgrad", {0}), cutlass);
+  EXPECT_NE(cutlass, cudaLaunches("launchMoEWGrad"));
+  std::map<std::string, std::string> sources = cudaSources();
+  std::string dispatch = codeOnly(sources["CudaMoEDispatch.cpp"]);
+  size_t wgrad = dispatch.find("Status groupedMatmulWGrad(");
+  ASSERT_NE(wgrad, std::string::npos);
+  size_t first = dispatch.find("groupedWGradCutlass(", wgrad);
+  EXPECT_LT(first, dispatch.find("launchMoEWGrad(", wgrad))
+      << "the dispatcher no longer tries CUTLASS before the tiled kernel";
+  auto read = [](const std::string &path) {
+    std::ifstream file(std::string(RP_CUDA_SOURCE_DIR) + "/" + path);
+    std::stringstream text;
+    text << file.rdbuf();
+    return text.str();
+  };
+  EXPECT_NE(read("CMakeLists.txt").find("CudaMoECutlass.cu"),
+            std::string::npos);
+  EXPECT_NE(read("../../../scripts/setup.sh").find("nvidia-cutlass=="),
+            std::string::npos);
+  uint16_t op = uint16_t(kernelOpIndex("moe_grouped_matmul_wgrad"));
+  Operand rows{{4096, 512}, 2}, grads{{4096, 1024}, 2}, counts{{32}, 4},
+      dweight{{32, 512, 1024}, 2};
+  KernelWork work = kernelWork(op, {rows, grads, counts}, {dweight}, {0});
+  for (const char *name : {"rtx4090", "h200"}) {
+    std::string error;
+    std::optional<HardwareModel> library = loadHardwareModel(name, error);
+    std::optional<HardwareModel> built =
+        loadHardwareModel(std::string(name) + ":as-built", error);
+    ASSERT_TRUE(library && built) << error;
+    EXPECT_FALSE(built->kernels.count("moe_grouped_matmul_wgrad")) << name;
+    EXPECT_EQ(built->kernelMs(op, work, "bf16"),
+              library->kernelMs(op, work, "bf16"))
+        << name;
+  }
 }

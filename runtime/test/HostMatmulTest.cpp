@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostKernelsTestUtil.h"
+#include "rp/contract/MatmulBatch.h"
+#include "rp/runtime/kernels/Checks.h"
 
 using namespace rp::runtime;
 using namespace rp::runtime::host;
@@ -133,6 +135,60 @@ TEST(HostMatmulTest, UsesTheGemmTheBuildChose) {
   // RP_USE_OPENBLAS=ON once built the plain GEMM without a word (its
   // definition never reached the library): 13 times slower training.
   EXPECT_STREQ(gemmName(), RP_EXPECT_GEMM);
+}
+
+// The compiler counts the cuda device's GEMMs for a matmul from its shapes
+// (rp/contract/MatmulBatch.h's matmulGemms, read by timing::kernelLaunches);
+// the device decides from the offsets planMatmul computes
+// (constantBatchStride, CudaMatmul.cpp). The two agree on every pair of
+// broadcast batch shapes of rank 0 to 3 with sizes 1 to 3, both transpose
+// flags of A and a row count of 1 or 5, and several have no constant
+// stride (one GEMM per entry).
+TEST(HostMatmulTest, TheCompilersGemmCountIsTheCudaDevices) {
+  std::vector<Shape> batches{{}};
+  for (size_t rank = 1; rank <= 3; ++rank) {
+    size_t count = batches.size();
+    for (size_t i = 0; i < count; ++i)
+      if (batches[i].size() == rank - 1)
+        for (int64_t d : {1, 2, 3}) {
+          Shape s = batches[i];
+          s.insert(s.begin(), d);
+          batches.push_back(s);
+        }
+  }
+  const int64_t k = 4, n = 2;
+  unsigned checked = 0, perEntry = 0;
+  for (const Shape &ab : batches)
+    for (const Shape &bb : batches) {
+      bool fits = true;
+      for (size_t i = 0; i < std::min(ab.size(), bb.size()); ++i) {
+        int64_t x = ab[ab.size() - 1 - i], y = bb[bb.size() - 1 - i];
+        fits = fits && (x == y || x == 1 || y == 1);
+      }
+      if (!fits)
+        continue;
+      for (int64_t m : {1, 5})
+        for (bool ta : {false, true}) {
+          Buffer a(DType::f32, matrixShape(ab, ta ? k : m, ta ? m : k));
+          Buffer b(DType::f32, matrixShape(bb, k, n));
+          Buffer out(DType::f32, matrixShape(broadcastBatch(ab, bb), m, n));
+          kernels::MatmulProblem p;
+          ASSERT_TRUE(
+              kernels::planMatmul(a.ref(), b.ref(), ta, false, out.ref(), p)
+                  .isOk());
+          int64_t step = 0;
+          bool strided = rp::plan::constantBatchStride(p.aOffset, step) &&
+                         rp::plan::constantBatchStride(p.bOffset, step);
+          int64_t device = strided ? 1 : p.batch;
+          EXPECT_EQ(rp::plan::matmulGemms(ab, bb, m, ta), device)
+              << describe(a.ref()) << (ta ? " (transposed)" : "") << " x "
+              << describe(b.ref());
+          ++checked;
+          perEntry += device > 1;
+        }
+    }
+  EXPECT_GT(checked, 1000u);
+  EXPECT_GT(perEntry, 50u);
 }
 
 } // namespace

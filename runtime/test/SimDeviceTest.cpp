@@ -216,6 +216,48 @@ TEST(Simulate, IsDeterministicAndLaysTheStepsOut) {
   }
 }
 
+// The profile's launch_us and job_us, read from its file, move the
+// prediction by exactly what they stand for: every kernel launch a device
+// runs costs it launch_us (a concat of two inputs two launches, as the
+// cuda device makes it), and a job whose waits another queue records
+// starts job_us after the last of them.
+TEST(Simulate, LaunchAndHandoffCostsMoveThePredictionByWhatTheyCount) {
+  TwoStagePlan s = makeTwoStagePlan(/*M=*/3, /*rows=*/100, /*dim=*/100);
+  s.b.plan.path = "two-stage";
+  // F0 also concatenates its result with itself: 4 launches, F1's 2.
+  uint32_t both = s.b.buffer("h0.both", {200, 100}, 0);
+  ProgramDesc &f0 = s.b.plan.programs[s.f0Program];
+  uint32_t h0 = f0.calls[1].outputs[0];
+  f0.calls.push_back(call(OpKind::concat, {h0, h0}, {both}, {0}));
+  const double launchUs = 7, jobUs = 40;
+  std::string costly = kBox;
+  costly.replace(costly.find("\"launch_us\": 0"), 14,
+                 "\"launch_us\": " + std::to_string(launchUs) +
+                     ", \"job_us\": " + std::to_string(jobUs));
+  SimulateOptions o;
+  o.sync = true;
+  o.stepBarrier = true;
+  auto cheap = openSim(2);
+  auto paid = openSim(2, costly);
+  ASSERT_TRUE(cheap && paid);
+  auto a = simulate(s.b.plan, *cheap, o);
+  auto b = simulate(s.b.plan, *paid, o);
+  ASSERT_TRUE(a && b);
+  const unsigned perDevice[2] = {3 * 4, 3 * 2}; // microbatches x launches
+  for (size_t d = 0; d < 2; ++d)
+    EXPECT_NEAR(b->devices[d].busyMs - a->devices[d].busyMs,
+                perDevice[d] * launchUs * 1e-3, 1e-9)
+        << "device " << d;
+  // F0 of the first microbatch waits for its input copy and the weight
+  // upload (other queues' events): it starts job_us after the later one.
+  for (const SimReport *r : {&*a, &*b}) {
+    double ready = std::max(r->jobEndMs[s.jIn[0]], r->jobEndMs[s.jUp0]);
+    EXPECT_NEAR(r->jobStartMs[s.jF0[0]] - ready, r == &*b ? jobUs * 1e-3 : 0.0,
+                1e-9);
+  }
+  EXPECT_GT(b->stepMs, a->stepMs + perDevice[1] * launchUs * 1e-3);
+}
+
 TEST(Simulate, AsyncOverlapsTheOptimizerWithTheNextStep) {
   TwoStagePlan s = makeTwoStagePlan(/*M=*/2, /*rows=*/100, /*dim=*/1000);
   s.b.plan.path = "two-stage";

@@ -25,6 +25,7 @@
 #include "CudaGemmLt.h"
 #include "CudaStatus.h"
 
+#include "rp/contract/MatmulBatch.h"
 #include "rp/runtime/kernels/Checks.h"
 
 #include <cublas_v2.h>
@@ -34,19 +35,6 @@
 using namespace rp::runtime;
 using namespace rp::runtime::cuda;
 using namespace rp::runtime::kernels;
-
-namespace {
-
-/// The constant step of `offsets` (entry i at i * step), if there is one.
-bool constantStride(const std::vector<int64_t> &offsets, int64_t &step) {
-  step = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
-  for (size_t i = 0; i < offsets.size(); ++i)
-    if (offsets[i] != int64_t(i) * step)
-      return false;
-  return true;
-}
-
-} // namespace
 
 BlasTypes rp::runtime::cuda::blasTypes(DType dtype) {
   static const float oneF = 1.0f, zeroF = 0.0f;
@@ -103,8 +91,10 @@ static Status gemm(const DispatchContext &ctx, const TensorRef &a,
             ")");
   };
   int64_t strideA = 0, strideB = 0;
-  if (p.batch <= INT_MAX && constantStride(p.aOffset, strideA) &&
-      constantStride(p.bOffset, strideB)) {
+  // The rule timing::kernelLaunches counts from the shapes
+  // (rp/contract/MatmulBatch.h): one strided GEMM, else one per entry.
+  if (p.batch <= INT_MAX && rp::plan::constantBatchStride(p.aOffset, strideA) &&
+      rp::plan::constantBatchStride(p.bOffset, strideB)) {
     if (a.dtype != DType::f64) {
       // The column-major C^T = op(B)^T op(A)^T, as the cuBLAS call below.
       GemmKey key;

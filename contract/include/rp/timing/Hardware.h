@@ -146,7 +146,7 @@ struct HardwareModel {
   /// of the program's kernel time even where measured times replace it.
   double hostDispatchMs(uint16_t op) const;
   /// The host's issue work for a program of `calls` kernel launches
-  /// (kernelHostUs each; launchesKernel), and that program's time given
+  /// (kernelHostUs each; kernelLaunches), and that program's time given
   /// its kernels' time
   /// and its dispatch work: the dispatch, then the larger of the kernels
   /// and the issue work (the device cannot run ahead of its host).

@@ -152,8 +152,8 @@ def print_gap(name, held, t):
         return
     lo, hi = held["loop high"], held["loop low"]
     rows = [
-        (f"the held-out model (4-sequence microbatches, 10 a step; rp's "
-         f"host at mid, its pinning, launches, expert loop)", lo, hi,
+        ("the held-out model (4-sequence microbatches, 10 a step; rp's "
+         "host at mid, its pinning, launches, expert loop)", lo, hi,
          "bench/paper.py's breakdown above"),
         (f"at its run's batching ({RUN[name][0]} sequences x {RUN[name][1]},"
          f" times per token, one add a microbatch; rp's host at mid)",

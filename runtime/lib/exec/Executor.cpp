@@ -42,12 +42,8 @@ std::vector<uint64_t> HostForward::allocatedPerDevice() const {
   return bytes;
 }
 
-/// A second pass in flight needs its own copy of what a pass writes, not
-/// of the frozen weights (a quantized base's blobs) or constants, which no
-/// job or program writes and the trainer never updates: one copy for both
-/// slots, so that a continuous run holds the base once, as rp-compile's
-/// host memory counts it (docs/nf4.md).
-std::vector<bool> rp::runtime::hostBuffersSharedAcrossSlots(const Plan &plan) {
+/// The buffers some job's copy or some program's call writes.
+static std::vector<bool> writtenByThePlan(const Plan &plan) {
   std::vector<bool> written(plan.buffers.size(), false);
   for (const JobDesc &job : plan.jobs)
     for (const CopyDesc &c : job.copies)
@@ -56,6 +52,16 @@ std::vector<bool> rp::runtime::hostBuffersSharedAcrossSlots(const Plan &plan) {
     for (const KernelCallDesc &call : program.calls)
       for (uint32_t out : call.outputs)
         written[out] = true;
+  return written;
+}
+
+/// A second pass in flight needs its own copy of what a pass writes, not
+/// of the frozen weights (a quantized base's blobs) or constants, which no
+/// job or program writes and the trainer never updates: one copy for both
+/// slots, so that a continuous run holds the base once, as rp-compile's
+/// host memory counts it (docs/nf4.md).
+std::vector<bool> rp::runtime::hostBuffersSharedAcrossSlots(const Plan &plan) {
+  std::vector<bool> written = writtenByThePlan(plan);
   // Inputs are set per slot (each pass's microbatches).
   for (const BindingDesc &in : plan.inputs)
     written[in.buffer] = true;
@@ -155,14 +161,7 @@ HostForward::create(const Plan &plan, Backend &backend,
   // device a pass lands on holds them. A device buffer that a job writes
   // and a later step reads again is state of its device: no renaming.
   bool rotating = options.rotate && G > 1;
-  std::vector<bool> written(plan.buffers.size(), false);
-  for (const JobDesc &job : plan.jobs)
-    for (const CopyDesc &c : job.copies)
-      written[c.dst] = true;
-  for (const ProgramDesc &program : plan.programs)
-    for (const KernelCallDesc &call : program.calls)
-      for (uint32_t out : call.outputs)
-        written[out] = true;
+  std::vector<bool> written = writtenByThePlan(plan);
   uint64_t packedEnd = 0;
   for (uint32_t i = 0; i < plan.buffers.size(); ++i) {
     const BufferDesc &b = plan.buffers[i];

@@ -69,16 +69,7 @@ void listMoves(const std::vector<unsigned> &list,
 /// The climb's neighbours of `cur`: the tail's moves, then the forward
 /// list's and the backward list's (listMoves), in that order.
 std::vector<Sizes> neighboursOf(const Sizes &cur) {
-  std::vector<Sizes> neighbours;
-  tailMoves(cur, neighbours);
-  std::vector<std::vector<unsigned>> fwdMoves, bwdMoves;
-  listMoves(cur.fwd, fwdMoves);
-  listMoves(cur.bwd, bwdMoves);
-  for (auto &l : fwdMoves)
-    neighbours.push_back({l, cur.tail, cur.bwd});
-  for (auto &l : bwdMoves)
-    neighbours.push_back({cur.fwd, cur.tail, l});
-  return neighbours;
+  return moves::neighboursOf(cur, listMoves);
 }
 
 /// [0, k) cut into `count` stages of about equal time.

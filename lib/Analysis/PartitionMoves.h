@@ -72,6 +72,23 @@ inline void tailMoves(const Sizes &s, std::vector<Sizes> &out, bool grow = true,
     }
 }
 
+/// The climbs' neighbours of `cur`: the tail's moves, then the forward
+/// list's and the backward list's as `listMoves` (a function of a size list
+/// and the vector it appends to) gives them, in that order.
+template <typename ListMoves>
+std::vector<Sizes> neighboursOf(const Sizes &cur, ListMoves listMoves) {
+  std::vector<Sizes> neighbours;
+  tailMoves(cur, neighbours);
+  std::vector<std::vector<unsigned>> fwdMoves, bwdMoves;
+  listMoves(cur.fwd, fwdMoves);
+  listMoves(cur.bwd, bwdMoves);
+  for (auto &l : fwdMoves)
+    neighbours.push_back({l, cur.tail, cur.bwd});
+  for (auto &l : bwdMoves)
+    neighbours.push_back({cur.fwd, cur.tail, l});
+  return neighbours;
+}
+
 } // namespace mlir::rp::moves
 
 #endif // RP_LIB_ANALYSIS_PARTITIONMOVES_H

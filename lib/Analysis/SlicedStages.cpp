@@ -56,16 +56,7 @@ void smallMoves(const std::vector<unsigned> &list,
 }
 
 std::vector<Sizes> neighboursOf(const Sizes &cur) {
-  std::vector<Sizes> out;
-  tailMoves(cur, out);
-  std::vector<std::vector<unsigned>> fwd, bwd;
-  smallMoves(cur.fwd, fwd);
-  smallMoves(cur.bwd, bwd);
-  for (auto &l : fwd)
-    out.push_back({l, cur.tail, cur.bwd});
-  for (auto &l : bwd)
-    out.push_back({cur.fwd, cur.tail, l});
-  return out;
+  return moves::neighboursOf(cur, smallMoves);
 }
 
 } // namespace

@@ -20,7 +20,8 @@ one interpreter would be with eight GPUs' launches at RoundPipe's layer
 times (bench/roundpipe_sim.py's inputs, per 4 x 2048-token microbatch):
 8 x host / (forward + recompute + backward). Below 100 % the device
 threads run ahead of their GPUs and the launches are hidden: they cannot
-pace an 8-GPU step (docs/sim.md, "The model of RoundPipe at 8 GPUs").
+pace an 8-GPU step (docs/sim-roundpipe.md, "The model of
+RoundPipe at 8 GPUs").
 Then the kernels PyTorch launches per layer (ops that compute, counted by
 a dispatch mode in a separate pass, views left out) and the host time per
 launch. bench/claims.py's LAYER_HOST_US holds the per-layer totals the

@@ -191,7 +191,7 @@ def rests_on(table, model_rp):
 def gap_note(lo, hi, pub):
     """What the model of RoundPipe says of a measured figure outside its
     range: which end it misses and what is left that the model does not
-    time (docs/sim.md, "The model of RoundPipe at 8 GPUs")."""
+    time (docs/sim-roundpipe.md, "The model of RoundPipe at 8 GPUs")."""
     where = gap(lo, hi, pub)
     if where == "inside":
         return where

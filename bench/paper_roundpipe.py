@@ -72,7 +72,7 @@ def kernel_speed(name, tmp):
     """How much faster RoundPipe's kernels ran in its own runs than its
     published per-layer times say, as its 1-GPU run shows: its measured
     1-GPU tokens/s over rp's model of that run on those times (one_gpu()),
-    never below 1. The stated assumption (docs/sim.md, "The model of
+    never below 1. The stated assumption (docs/sim-roundpipe.md, "The model of
     RoundPipe at 8 GPUs"): its layer times are CUDA-event averages of
     isolated 4 x 2048-token layers (reference/roundpipe.md §3, "Timer"),
     its runs use microbatches of 6.4 to 12.8 sequences, and its 8-GPU run

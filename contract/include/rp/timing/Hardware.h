@@ -98,7 +98,7 @@ struct HardwareModel {
   /// expert's kernels from the host (RoundPipe's sort-by-expert preset).
   /// rp's own runtime does neither (its grouped kernels take the counts
   /// on the device): 0 in every shipped profile; bench/paper.py's
-  /// held-out model of RoundPipe sets it (docs/sim.md).
+  /// held-out model of RoundPipe sets it (docs/sim-roundpipe.md).
   double moeHostUs = 0;
   /// The host's work issuing each kernel call, run beside the device's
   /// kernels (Task::issueMs): a framework's eager dispatch (Python, its

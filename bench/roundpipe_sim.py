@@ -9,7 +9,8 @@ per hop between GPUs. This script gives rp the same inputs: a graph with
 the model's layer count (rp.shapes, a narrow stand-in whose weights are a
 few percent of an activation, so weight uploads cost next to nothing, as
 in RoundPipe's simulator), the per-layer times as a measured profile
-(the embedding 0 ms; the head its LM-head times), and a hardware profile
+(the embedding 0 ms; the head its LM-head times; the backward holding
+the gradient adds, as RoundPipe times it), and a hardware profile
 whose host link moves one activation in half a hop each way (rp bounces
 activations through host memory: a download, then an upload), with a free
 optimizer. rp-opt -rp-print-partition times the round-robin schedule with
@@ -96,7 +97,13 @@ def inputs(tmp, name):
     times += [{"name": f"layers.{i}", "forward_ms": fwd, "backward_ms": bwd}
               for i in range(layers)]
     times.append({"name": "head", "forward_ms": hfwd, "backward_ms": hbwd})
-    measured.write_text(json.dumps({"layers": times}))
+    # RoundPipe's layer times are read around torch.autograd.backward,
+    # whose AccumulateGrad nodes add each microbatch's weight gradients
+    # (roundpipe/run.py, run_backward): the adds are in its backward, so
+    # rp's add-grads programs take no time of their own (docs/sim.md), as
+    # in bench/paper_gap.py and bench/claims.py.
+    measured.write_text(json.dumps({"backward_includes_accumulation": True,
+                                    "layers": times}))
     return graph, hw, measured
 
 

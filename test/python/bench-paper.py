@@ -148,3 +148,8 @@ run = json.loads(paper_gap.run_times("gpt-oss-20b", work / "run.json",
 print(run["backward_includes_accumulation"], run["layers"][1],
       run["layers"][-1])
 # CHECK-NEXT: True {'name': 'layers.0', 'forward_ms': 43.289125, 'backward_ms': 157.56175} {'name': 'head', 'forward_ms': 88.585, 'backward_ms': 168.528}
+# The run's kernels as the sim charges those times: a layer its forward,
+# its recompute at the forward time and its backward; the head (the fused
+# tail) its forward and backward, no recompute; 16 microbatches.
+print(f"{paper_gap.kernel_ms(run, 16):.3f}")
+# CHECK-NEXT: 97863.568

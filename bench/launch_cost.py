@@ -36,14 +36,21 @@ through the executor's queues, events and threads and through one thread
 with the same dispatch (where built); and the prediction the figures feed,
 the sim's step for this plan on `--hw` (default: host; cuda: h100) with the
 measured `launch_us` and `job_us` put in, against the step the run took
-(its trace's "jobs ran" figure). Prints one `key value` line per figure
-(medians over the repeats) and with `--json` writes them.
+(its trace's "jobs ran" figure). On the host backend the devices are
+threads on the machine's cores, beside the trainer and the optimizer: the
+run's CPU time per step (`cpu_ms_per_step`, every thread, start-up
+included) against the sim's busy time summed over the devices
+(`predicted_busy_sum_ms`, what one core would run in series) says how
+much of the step is the cores the run got, which the sim, giving each
+device a processor of its own, does not model. Prints one `key value`
+line per figure (medians over the repeats) and with `--json` writes them.
 """
 
 import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -137,9 +144,13 @@ def measure(bin_dir, backend, plan, desc, launches, steps, tmp):
     prof = Path(tmp) / "p.json"
     for f in (trace, prof):
         f.unlink(missing_ok=True)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = rp_run(bin_dir, plan, "--backend", backend, "--init-weights",
                "random:1", "--steps", steps, "--trace", trace, "--profile",
                prof)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_ms = 1e3 * (after.ru_utime + after.ru_stime - used.ru_utime
+                    - used.ru_stime)
     ran = re.search(r"whose jobs ran ([0-9.]+) ms each", r.stderr)
     spans = spans_of(trace)
     layer = [e for e in spans if is_layer(e["args"].get("program", ""))]
@@ -188,6 +199,12 @@ def measure(bin_dir, backend, plan, desc, launches, steps, tmp):
                 [g for g in back if g >= 0] or [0.0]),
             "profile_layer_forward_ms": fwd,
             "measured_step_ms": float(ran.group(1)) if ran else float("nan"),
+            # Every thread's CPU time over the run (its start-up included,
+            # so an upper bound) per step: on the host backend the
+            # devices' jobs, the trainer and the optimizer share the
+            # machine's cores, so a step takes at least this over the
+            # cores the run gets.
+            "cpu_ms_per_step": cpu_ms / steps,
             "fit_spans": len(layer), "handoffs": len(handoffs)}
 
 
@@ -219,8 +236,12 @@ def predicted_step(bin_dir, plan, hw, launch_us, job_us, tmp):
     out = rp_run(bin_dir, plan, "--backend", "sim", "--hw", measured).stdout
     step = re.search(r"^step_ms ([0-9.e+-]+)$", out, re.M)
     jobs = re.search(r"^jobs_ms ([0-9.e+-]+)$", out, re.M)
+    # Each device its own processor: the sim's busy time summed over the
+    # devices is the work one core would run in series.
+    busy = sum(float(v) for v in re.findall(
+        r"^device[0-9]+_busy_ms ([0-9.e+-]+)$", out, re.M))
     return (float(step.group(1)) if step else float("nan"),
-            float(jobs.group(1)) if jobs else float("nan"))
+            float(jobs.group(1)) if jobs else float("nan"), busy)
 
 
 def main():
@@ -257,7 +278,8 @@ def main():
         fig["job_us"] = fig["handoff_us"]
         fig.update(bench_executor(args.bin))
         fig["hw"] = hw
-        fig["predicted_step_ms"], fig["predicted_jobs_ms"] = predicted_step(
+        (fig["predicted_step_ms"], fig["predicted_jobs_ms"],
+         fig["predicted_busy_sum_ms"]) = predicted_step(
             args.bin, plan, hw, fig["launch_us"], fig["job_us"], tmp)
     for k, v in fig.items():
         print(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}")

@@ -116,41 +116,61 @@ bool mlir::rp::insertKeptKeyTransfers(Pipeline &pl,
     const StageJob &job = pl.jobs[c.job];
     int64_t bytes = perToken(job);
     if (k > 0 && bytes > 0) {
-      unsigned up = copy(CommandKind::h2dKeys, c, bytes * offsets[k]);
-      std::set<unsigned> waits;
+      // A forward (a forward job's or the tail's sweep) reads the rows its
+      // previous slice is still sending: the rows of the slices before
+      // that one come up in a copy of their own, which waits only for
+      // their downloads and so runs while that slice computes; then the
+      // previous slice's rows, after their download. The round trip that
+      // stays serial is one slice's rows, not the whole prefix's.
+      bool split = c.kind == CommandKind::forward && k >= 2;
+      std::vector<std::pair<int, int>> parts;
+      if (split)
+        parts = {{0, int(k) - 1}, {int(k) - 1, int(k)}};
+      else
+        parts = {{-1, -1}};
       int first = c.microbatch - int(k);
-      for (unsigned l = job.range.begin; l < job.range.end; ++l) {
-        if (l >= keyValueBytes.size() || keyValueBytes[l] == 0)
-          continue;
-        for (int j = first; j < c.microbatch; ++j) {
-          auto m = maker.find({unsigned(c.job) / perStep, j, l});
-          auto d =
-              m == maker.end() ? downloadOf.end() : downloadOf.find(m->second);
-          if (d == downloadOf.end()) {
-            error = "token slices: no forward command makes the keys of "
-                    "layer " +
-                    std::to_string(l) + " of microbatch " + std::to_string(j) +
-                    ", which " + c.label + " reads";
-            return false;
+      for (auto [from, to] : parts) {
+        int lo = from < 0 ? 0 : from, hi = from < 0 ? int(k) : to;
+        unsigned up =
+            copy(CommandKind::h2dKeys, c,
+                 bytes * (offsets[hi - 1] + sizes[hi - 1] - offsets[lo]));
+        all[up].keptFirst = from;
+        all[up].keptEnd = to;
+        std::set<unsigned> waits;
+        for (unsigned l = job.range.begin; l < job.range.end; ++l) {
+          if (l >= keyValueBytes.size() || keyValueBytes[l] == 0)
+            continue;
+          for (int j = first + lo; j < first + hi; ++j) {
+            auto m = maker.find({unsigned(c.job) / perStep, j, l});
+            auto d = m == maker.end() ? downloadOf.end()
+                                      : downloadOf.find(m->second);
+            if (d == downloadOf.end()) {
+              error = "token slices: no forward command makes the keys of "
+                      "layer " +
+                      std::to_string(l) + " of microbatch " +
+                      std::to_string(j) + ", which " + c.label + " reads";
+              return false;
+            }
+            waits.insert(d->second);
           }
-          waits.insert(d->second);
         }
+        all[up].waits.assign(waits.begin(), waits.end());
+        if (done.size() >= 2)
+          all[up].waits.push_back(done[done.size() - 2]);
+        all[i].waits.push_back(up);
+        // The tail and a backward read rows their forwards sent long
+        // before: ahead of the compute's own uploads, whose gradient comes
+        // last; so does a forward's earlier rows. The rows a forward's
+        // previous slice is still sending come behind its input, which
+        // may then come up while that slice computes.
+        unsigned anchor = i;
+        if (c.kind != CommandKind::forward || (split && from == 0))
+          for (unsigned w : c.waits)
+            if (old[w].queue == Queue::activationH2D && old[w].job == c.job &&
+                old[w].microbatch == c.microbatch)
+              anchor = std::min(anchor, w);
+        before[anchor].push_back(up);
       }
-      all[up].waits.assign(waits.begin(), waits.end());
-      if (done.size() >= 2)
-        all[up].waits.push_back(done[done.size() - 2]);
-      all[i].waits.push_back(up);
-      // The tail and a backward read rows their forwards sent long before:
-      // ahead of the compute's own uploads, whose gradient comes last. A
-      // forward reads the rows its previous slice is still sending: behind
-      // its input, which may then come up while that slice computes.
-      unsigned anchor = i;
-      if (c.kind != CommandKind::forward)
-        for (unsigned w : c.waits)
-          if (old[w].queue == Queue::activationH2D && old[w].job == c.job &&
-              old[w].microbatch == c.microbatch)
-            anchor = std::min(anchor, w);
-      before[anchor].push_back(up);
     }
     done.push_back(i);
   }

@@ -29,7 +29,9 @@
 # layers.0 bring it up (2, 3); with fwd:1,1;bwd:2,1,1 and three slices
 # layers.0's forward and the tail's sweep send slices 0 and 1 down (4), and
 # slices 1 and 2 come up for layers.0's forward and backward and the fused
-# tail, and slice 1's for the tail's sweep of it (7). One slice cuts
+# tail, the forward's of slice 2 in two copies (slice 0's rows while slice
+# 1 computes, then slice 1's), and slice 1's for the tail's sweep of it
+# (8). One slice cuts
 # nothing: the plan is the unsliced one, byte for byte. Without --stages
 # the stages are searched again with the slices: a six-layer Llama timed
 # for rtx4090 takes other stages on 2 devices, and its sliced plan gives
@@ -187,7 +189,7 @@ for name in ("llama", "qwen3", "mistral"):
 # CHECK: llama tied bf16, 2 devices, slices 20,16,12: loss within 0.015625 True, 20 gradients within 0.015625 True
 # CHECK: llama 1 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up
 # CHECK: llama 2 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up
-# CHECK: llama 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up
+# CHECK: llama 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 8 up
 # CHECK: llama one slice: the unsliced plan True
 # CHECK: qwen3 1 devices, slices 2: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
 # CHECK: qwen3 1 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
@@ -197,7 +199,7 @@ for name in ("llama", "qwen3", "mistral"):
 # CHECK: qwen3 4 devices, slices 20,16,12: loss within 1e-5 True, {{[0-9]+}} gradients within 1e-5 True, reordered True, no races True, bitwise 1 device's True
 # CHECK: qwen3 1 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 1 down 1 up
 # CHECK: qwen3 2 devices, slices 2: 2 slice functions, 2 layers keep keys, [2] of each, [2] gradients, 2 down 3 up
-# CHECK: qwen3 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 7 up
+# CHECK: qwen3 4 devices, slices 20,16,12: 3 slice functions, 2 layers keep keys, [4] of each, [4] gradients, 4 down 8 up
 # CHECK: qwen3 one slice: the unsliced plan True
 # CHECK: mistral 1 devices, slices 2: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True
 # CHECK: mistral 1 devices, slices 20,16,12: loss within 1e-5 True, 21 gradients within 1e-5 True, reordered True, no races True, PyTorch's within 1e-4 True True

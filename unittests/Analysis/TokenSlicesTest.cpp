@@ -303,21 +303,38 @@ TEST(TokenSlicesTest, KeptKeysTravelThroughHostRows) {
       }
       if (c.kind != CommandKind::h2dKeys)
         continue;
-      ++ups;
       const StageJob &job = pl->jobs[c.job];
-      EXPECT_EQ(c.bytes, rate(job) * offsets[c.microbatch]);
-      // It waits for the download of each earlier slice of each layer.
+      // The whole prefix, or (a forward's, from slice 2) the slices
+      // before the previous one and then that one's rows.
+      int first = c.keptFirst < 0 ? 0 : c.keptFirst,
+          end = c.keptFirst < 0 ? c.microbatch : c.keptEnd;
+      EXPECT_EQ(c.keptFirst >= 0,
+                c.kind == CommandKind::h2dKeys && c.microbatch >= 2 &&
+                    llvm::any_of(cmds,
+                                 [&](const Command &x) {
+                                   return isCompute(x.kind) && x.job == c.job &&
+                                          x.microbatch == c.microbatch &&
+                                          x.kind == CommandKind::forward &&
+                                          llvm::is_contained(
+                                              x.waits, unsigned(&c - &cmds[0]));
+                                 }))
+          << c.label;
+      ups += first == 0;
+      EXPECT_EQ(c.bytes, rate(job) * (offsets[end - 1] + sizes[end - 1] -
+                                      offsets[first]));
+      // It waits for the download of each of its slices of each layer,
+      // and a first part not for the rows its previous slice sends.
       for (unsigned l = job.range.begin; l < job.range.end; ++l)
-        for (int mb = 0; mb < c.microbatch && perToken[l] > 0; ++mb)
-          EXPECT_TRUE(llvm::any_of(c.waits,
-                                   [&](unsigned w) {
-                                     const Command &d = cmds[w];
-                                     return d.kind == CommandKind::d2hKeys &&
-                                            d.microbatch == mb &&
-                                            pl->jobs[d.job].range.begin <= l &&
-                                            l < pl->jobs[d.job].range.end;
-                                   }))
+        for (int mb = 0; mb < 3 && perToken[l] > 0; ++mb) {
+          bool waits = llvm::any_of(c.waits, [&](unsigned w) {
+            const Command &d = cmds[w];
+            return d.kind == CommandKind::d2hKeys && d.microbatch == mb &&
+                   pl->jobs[d.job].range.begin <= l &&
+                   l < pl->jobs[d.job].range.end;
+          });
+          EXPECT_EQ(waits, first <= mb && mb < end)
               << c.label << " layer " << l << " slice " << mb;
+        }
     }
     EXPECT_EQ(ups, readers);
     EXPECT_EQ(downs, makers);

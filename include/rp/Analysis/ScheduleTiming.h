@@ -69,6 +69,11 @@ struct Command {
   unsigned chunk = 0;
   /// Activation and gradient copies: the layer whose input they carry.
   int boundary = -1;
+  /// Token slices' key uploads (h2dKeys): the sequence's slices
+  /// [keptFirst, keptEnd) whose rows this copy brings up; -1, -1: every
+  /// slice before the compute's, rows [0, o). A forward's prefix comes up
+  /// in two parts, the rows its previous slice is still sending apart.
+  int keptFirst = -1, keptEnd = -1;
 };
 
 /// The queue a command of `kind` runs on.

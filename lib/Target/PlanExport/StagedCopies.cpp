@@ -102,8 +102,11 @@ void StagedExporter::emitInputs(unsigned index) {
       // Kept keys and values come with the rp.kept_keys uploads only.
       if (c.keys != bool(keptArgs.count(v)))
         continue;
-      hostCopies(v, mb, inputBuffer(v, c.job, mb), copies);
-      pending.remove(v);
+      hostCopies(v, mb, inputBuffer(v, c.job, mb), copies, c.keptFirst,
+                 c.keptEnd);
+      // A part of the prefix leaves the rest to the upload after it.
+      if (c.keptFirst < 0 || unsigned(c.keptEnd) == mb % slices)
+        pending.remove(v);
       continue;
     }
     uint32_t b = isa<BlockArgument>(v) ? w.bufferIndex.at(v) : hostRows(v);

@@ -96,6 +96,9 @@ private:
     double ms = 0; ///< the schedule's estimate
     /// Token slices: a copy of kept keys and values (rp.kept_keys).
     bool keys = false;
+    /// Token slices: a kept-keys upload of the earlier slices [keptFirst,
+    /// keptEnd) only (rp.kept_slices); -1: all of them.
+    int keptFirst = -1, keptEnd = -1;
   };
   struct StageJob {
     LayerRole role;
@@ -148,16 +151,22 @@ private:
   /// Appends the copies that bring `v` of microbatch `mb` from the host to
   /// `dst`: a slice's columns of a global input, the kept prefix of keys
   /// or values, or the host row of a value handed between jobs.
+  /// A kept prefix comes whole, or as the rows of slices [keptFirst,
+  /// keptEnd) of the sequence where keptFirst >= 0.
   void hostCopies(Value v, unsigned mb, uint32_t dst,
-                  std::vector<fb::Offset<pf::Copy>> &out);
+                  std::vector<fb::Offset<pf::Copy>> &out, int keptFirst = -1,
+                  int keptEnd = -1);
   /// The host rows of kept keys or values `name`, [M * B, H, S, d].
   uint32_t keptBuffer(const std::string &name, Type slicedType);
   /// The copies of rows [first, first + n) of sequence `m`'s kept keys or
   /// values of type `t` (`n` rows: the device buffer's) between host
   /// buffer `host` and device buffer `device`: one per batch row and head.
+  /// With `rows` >= 0, only rows [first + from, first + from + rows), into
+  /// the same rows of the device buffer.
   void keptRowCopies(RankedTensorType t, uint32_t host, uint32_t device,
                      unsigned m, int64_t first, bool toHost,
-                     std::vector<fb::Offset<pf::Copy>> &out);
+                     std::vector<fb::Offset<pf::Copy>> &out, int64_t from = 0,
+                     int64_t rows = -1);
   /// An rp.kept_keys download: the slice's own keys and values into rows
   /// [o, o + s) of the kept host buffers.
   unsigned emitKeptDownload(unsigned index);

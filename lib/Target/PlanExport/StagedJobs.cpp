@@ -143,6 +143,16 @@ LogicalResult StagedExporter::readCommands() {
       c.boundary = copy.getBoundary() ? int(*copy.getBoundary()) : -1;
       c.ms = copy.getMs().convertToDouble();
       c.keys = slices && copy->hasAttr("rp.kept_keys");
+      if (auto part =
+              copy->getAttrOfType<DenseI64ArrayAttr>("rp.kept_slices")) {
+        if (!c.keys || part.size() != 2 || part[0] < 0 || part[1] <= part[0] ||
+            unsigned(part[1]) > slices)
+          return copy.emitOpError("has an rp.kept_slices that is not the "
+                                  "[first, end) of a kept-keys upload's "
+                                  "slices");
+        c.keptFirst = int(part[0]);
+        c.keptEnd = int(part[1]);
+      }
       if (c.device >= devices || c.job < 0 || c.mb >= int(microbatches))
         return copy.emitOpError("has a job, microbatch or device out of "
                                 "range");

@@ -297,26 +297,38 @@ uint32_t StagedExporter::keptBuffer(const std::string &name, Type slicedType) {
 void StagedExporter::keptRowCopies(RankedTensorType t, uint32_t host,
                                    uint32_t device, unsigned m, int64_t first,
                                    bool toHost,
-                                   std::vector<fb::Offset<pf::Copy>> &out) {
+                                   std::vector<fb::Offset<pf::Copy>> &out,
+                                   int64_t from, int64_t rows) {
   int64_t B = t.getDimSize(0), H = t.getDimSize(1), n = t.getDimSize(2),
           d = t.getDimSize(3), e = elementBytes(t), S = sequenceLength;
+  int64_t count = rows < 0 ? n : rows;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t hd = 0; hd < H; ++hd) {
-      int64_t atHost = (((m * B + b) * H + hd) * S + first) * d * e,
-              atDevice = ((b * H + hd) * n) * d * e;
-      out.push_back(toHost ? copy(device, atDevice, host, atHost, n * d * e)
-                           : copy(host, atHost, device, atDevice, n * d * e));
+      int64_t atHost = (((m * B + b) * H + hd) * S + first + from) * d * e,
+              atDevice = ((b * H + hd) * n + from) * d * e;
+      out.push_back(toHost
+                        ? copy(device, atDevice, host, atHost, count * d * e)
+                        : copy(host, atHost, device, atDevice, count * d * e));
     }
 }
 
 void StagedExporter::hostCopies(Value v, unsigned mb, uint32_t dst,
-                                std::vector<fb::Offset<pf::Copy>> &out) {
+                                std::vector<fb::Offset<pf::Copy>> &out,
+                                int keptFirst, int keptEnd) {
   unsigned m = mb / slices;
   int64_t o = sliceOffset(mb);
   if (auto kept = keptArgs.find(v); kept != keptArgs.end()) {
-    // Rows [0, o): the argument's.
+    // Rows [0, o): the argument's; or the rows of slices [keptFirst,
+    // keptEnd) of them.
     auto t = cast<RankedTensorType>(v.getType());
-    keptRowCopies(t, keptBuffer(kept->second, t), dst, m, 0, false, out);
+    uint32_t host = keptBuffer(kept->second, t);
+    if (keptFirst < 0) {
+      keptRowCopies(t, host, dst, m, 0, false, out);
+      return;
+    }
+    int64_t from = views[keptFirst].offset,
+            to = views[keptEnd - 1].offset + views[keptEnd - 1].size;
+    keptRowCopies(t, host, dst, m, 0, false, out, from, to - from);
     return;
   }
   if (isa<BlockArgument>(v)) {

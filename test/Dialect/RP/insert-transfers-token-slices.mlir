@@ -9,7 +9,8 @@
 // values, one head of 8 f32). A forward of slice 0 or 1 sends its own rows
 // down (3 or 4 tokens: 192 or 256 bytes); every command of slice 1 or 2
 // of a job with an attention brings rows [0, o) up (3 or 7 tokens: 192 or
-// 448 bytes), waiting for the downloads of those rows. Job 0 holds
+// 448 bytes), waiting for the downloads of those rows; a forward's of
+// slice 2 in two copies, rows [0, 3) and [3, 7). Job 0 holds
 // attn.0 (boundary 1: the first layer whose keys the copy carries), the
 // tail job 1 attn.1, whose keys its forward sweep makes; the backward
 // job 2 reads attn.0's rows that job 0 sent.
@@ -24,16 +25,20 @@
 // CHECK: %[[F0:.+]] = rp.compute forward job 0 layers 0 to 2 mb 0
 // CHECK: %[[D0:.+]] = rp.copy d2h activation job 0 mb 0 device 0 bytes 192 boundary 1 after(%[[F0]]) {{.*}}rp.kept_keys
 // CHECK: %[[U1:.+]] = rp.copy h2d activation job 0 mb 1 device 0 bytes 192 boundary 1 after(%[[D0]]) {{.*}}rp.kept_keys
+// A forward's prefix of slice 2 comes up in two parts: slice 0's rows as
+// soon as they are down (and slice 0's compute freed the buffer), while
+// slice 1 computes; slice 1's after their download.
+// CHECK: %[[U2A:.+]] = rp.copy h2d activation job 0 mb 2 device 0 bytes 192 boundary 1 after(%[[D0]], %[[F0]]) {{.*}}rp.kept_keys, rp.kept_slices = array<i64: 0, 1>}
 // The tail's sweep of slice 0, beside the forward of slice 1.
 // CHECK-DAG: %[[F1:.+]] = rp.compute forward job 0 layers 0 to 2 mb 1 device 0 weights 0 after({{.*}}%[[U1]])
 // CHECK-DAG: %[[S0:.+]] = rp.compute forward job 1 layers 2 to 4 mb 0 device 1
 // CHECK-DAG: %[[D1:.+]] = rp.copy d2h activation job 0 mb 1 device 0 bytes 256 boundary 1 after(%[[F1]]) {{.*}}rp.kept_keys
 // CHECK-DAG: %[[SD0:.+]] = rp.copy d2h activation job 1 mb 0 device 1 bytes 192 boundary 2 after(%[[S0]]) {{.*}}rp.kept_keys
-// CHECK: %[[U2:.+]] = rp.copy h2d activation job 0 mb 2 device 0 bytes 448 boundary 1 after(%[[D0]], %[[D1]], {{.+}}rp.kept_keys
+// CHECK: %[[U2:.+]] = rp.copy h2d activation job 0 mb 2 device 0 bytes 256 boundary 1 after(%[[D1]], {{.+}}rp.kept_keys, rp.kept_slices = array<i64: 1, 2>}
 // The order of these four follows their times (the list schedule).
 // CHECK-DAG: %[[B2U:.+]] = rp.copy h2d activation job 2 mb 2 device 0 bytes 448 boundary 1 after(%[[D0]], %[[D1]], {{.+}}rp.kept_keys
 // CHECK-DAG: %[[SU1:.+]] = rp.copy h2d activation job 1 mb 1 device 1 bytes 192 boundary 2 after(%[[SD0]]) {{.*}}rp.kept_keys
-// CHECK-DAG: rp.compute forward job 0 layers 0 to 2 mb 2 device 0 weights 0 after({{.*}}%[[U2]])
+// CHECK-DAG: rp.compute forward job 0 layers 0 to 2 mb 2 device 0 weights 0 after({{.*}}%[[U2A]], %[[U2]])
 // CHECK-DAG: %[[S1:.+]] = rp.compute forward job 1 layers 2 to 4 mb 1 device 1 weights 1 after({{.*}}%[[SU1]])
 // The last slice sends nothing down.
 // CHECK-NOT: d2h activation job 0 mb 2 device 0 bytes {{[0-9]+}} boundary 1

@@ -177,6 +177,17 @@ FailureOr<Pipeline> mlir::rp::readSchedule(ScheduleOp op) {
         c.kind = copy.getDirection() == CopyDirection::h2d
                      ? CommandKind::h2dKeys
                      : CommandKind::d2hKeys;
+        if (auto part =
+                copy->getAttrOfType<DenseI64ArrayAttr>(kKeptSlicesAttr)) {
+          if (part.size() != 2 || part[0] < 0 || part[1] <= part[0] ||
+              c.kind != CommandKind::h2dKeys)
+            return copy.emitOpError("has an ")
+                   << kKeptSlicesAttr
+                   << " that is not the [first, end) of some earlier slices "
+                      "on an upload";
+          c.keptFirst = int(part[0]);
+          c.keptEnd = int(part[1]);
+        }
       }
       c.job = copy.getJob();
       c.microbatch = copy.getMb() ? int(*copy.getMb()) : -1;
@@ -326,6 +337,9 @@ void mlir::rp::writeSchedule(ScheduleOp op, const Pipeline &pl) {
           after, b.getF64FloatAttr(c.ms), b.getI64IntegerAttr(c.chunk));
       if (keys)
         token.getDefiningOp()->setAttr(kKeptKeysAttr, b.getUnitAttr());
+      if (keys && c.keptFirst >= 0)
+        token.getDefiningOp()->setAttr(
+            kKeptSlicesAttr, b.getDenseI64ArrayAttr({c.keptFirst, c.keptEnd}));
     }
     tokens.push_back(token);
   }

@@ -38,6 +38,10 @@ constexpr llvm::StringLiteral kTokenSlicesAttr = "rp.token_slices";
 /// token-sliced schedule (CommandKind::h2dKeys, d2hKeys; `boundary` is the
 /// first layer whose keys it carries), not the value entering a layer.
 constexpr llvm::StringLiteral kKeptKeysAttr = "rp.kept_keys";
+/// On a kept-keys upload that brings only some of the earlier slices'
+/// rows: [first, end), the slices of the sequence it carries (a forward's
+/// prefix comes up in two parts; Command::keptFirst).
+constexpr llvm::StringLiteral kKeptSlicesAttr = "rp.kept_slices";
 
 /// The one function of `module` with layers (token slices' aside), or an
 /// error.

@@ -218,33 +218,39 @@ LogicalResult Checker::checkKeptKeys() {
       }
     if (makers.empty())
       continue;
-    // Whether upload `u` brings every row after its download; else the
-    // first layer and microbatch it does not.
-    auto gap = [&](unsigned u) -> std::optional<std::pair<unsigned, int>> {
-      for (auto [made, layer] : makers) {
-        auto [m, j] = made;
-        bool sent = false;
+    // Every earlier slice's rows of every layer must come up in an upload
+    // that carries that slice (all of them, or its [first, end): a
+    // forward's prefix comes in two parts) and follows their download;
+    // else the first layer and microbatch none brings.
+    std::optional<std::pair<unsigned, int>> firstGap;
+    bool read = true, anyUpload = false;
+    for (auto [made, layer] : makers) {
+      auto [m, j] = made;
+      bool sent = false;
+      for (unsigned u : ups[{c.job, c.microbatch}]) {
+        const Command &up = cmds()[u];
+        if (up.device != c.device || !hb(u, i))
+          continue;
+        anyUpload = true;
+        if (up.keptFirst >= 0 &&
+            (j - first < up.keptFirst || j - first >= up.keptEnd))
+          continue;
         if (m != ~0u)
           for (unsigned d : downs[{cmds()[m].job, j}])
             sent = sent || (hb(m, d) && hb(d, u));
-        if (!sent)
-          return std::make_pair(layer, j);
+        if (sent)
+          break;
       }
-      return std::nullopt;
-    };
-    std::optional<std::pair<unsigned, int>> firstGap;
-    bool read = false;
-    for (unsigned u : ups[{c.job, c.microbatch}]) {
-      if (cmds()[u].device != c.device || !hb(u, i))
-        continue;
-      firstGap = gap(u);
-      if (!firstGap) {
-        read = true;
+      if (!sent) {
+        read = false;
+        firstGap = std::make_pair(layer, j);
         break;
       }
     }
     if (read)
       continue;
+    if (!anyUpload)
+      firstGap.reset();
     InFlightDiagnostic diag = ops[i]->emitOpError("reads the kept keys and "
                                                   "values of earlier token "
                                                   "slices before they arrive");

@@ -64,6 +64,11 @@ def schedule(text):
             c["up"] = get("direction") == 0
             c["mb"] = get("mb") if " mb = " in attrs else -1
             c["bytes"] = get("bytes")
+            # A part of a prefix: the sequence's slices [first, end).
+            part = re.search(r"rp.kept_slices = array<i64: (\d+), (\d+)>",
+                             line)
+            c["part"] = (int(part.group(1)), int(part.group(2))) if part \
+                else None
             c["queue"] = ("weights" if get("kind") == 0 else "h2d") \
                 if c["up"] else "d2h"
         out.append(c)
@@ -109,7 +114,8 @@ def check_bytes(cmds, sliced, sizes, layer_at):
         begin, end = jobs[c["job"]]
         rate = sum(b for n, b in per_token.items()
                    if begin <= layer_at[n] < end)
-        want = rate * (sum(sizes[:k]) if c["up"] else sizes[k])
+        first, end = c.get("part") or (0, k)
+        want = rate * (sum(sizes[first:end]) if c["up"] else sizes[k])
         if c["bytes"] != want:
             return f"{'up' if c['up'] else 'down'} job {c['job']} mb " \
                    f"{c['mb']}: {c['bytes']} bytes, not {want}"
@@ -137,8 +143,11 @@ def execute(cmds, sliced, weights, tokens, labels, offsets, sizes,
                 p["mb"] == mb and p["begin"] <= layer < p["end"]]
         down = [d for d in cmds if d["keys"] and not d["up"] and make and
                 d["job"] == make[0]["job"] and d["mb"] == mb]
+        # The upload that carries slice j: the whole prefix's, or the part
+        # of it that holds j.
         up = [u for u in cmds if u["keys"] and u["up"] and
-              u["job"] == c["job"] and u["mb"] == c["mb"]]
+              u["job"] == c["job"] and u["mb"] == c["mb"] and
+              (u.get("part") or (0, k))[0] <= j < (u.get("part") or (0, k))[1]]
         if not (make and down and up and up[0]["tok"] in before[c["tok"]] and
                 down[0]["tok"] in before[up[0]["tok"]] and
                 make[0]["tok"] in before[down[0]["tok"]]):

@@ -99,7 +99,8 @@ MemoryPlan planMemory(const Pipeline &pipeline,
 
 /// Every buffer of `pipeline` with its bytes and users, none placed yet
 /// (no peaks): what a caller may bound (liveBytesBounds) before paying for
-/// the placement, which compares every two buffers of a pool.
+/// the placement, which compares the buffers of a pool that its horizons
+/// leave (HappensBefore::horizons).
 MemoryPlan collectBuffers(const Pipeline &pipeline,
                           llvm::ArrayRef<LayerCost> layers);
 

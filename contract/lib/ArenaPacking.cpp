@@ -3,6 +3,9 @@
 #include "rp/contract/ArenaPacking.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 using namespace rp::arena;
@@ -66,6 +69,18 @@ std::optional<JobOrder> JobOrder::build(const PlanShape &plan) {
 }
 
 namespace {
+
+/// RP_FIRST_FIT_CHECK=1 (set in the environment): pack also places each
+/// buffer testing every placed range, and the shared marks pair by pair,
+/// and aborts where either differs (a self-check of the intervals below,
+/// quadratic; off by default).
+bool firstFitCheck() {
+  static const bool on = [] {
+    const char *env = std::getenv("RP_FIRST_FIT_CHECK");
+    return env && *env && *env != '0';
+  }();
+  return on;
+}
 
 uint64_t alignUp(uint64_t bytes) {
   uint64_t a = Layout::kAlignment;
@@ -188,6 +203,24 @@ public:
   const std::vector<Life> *of(uint32_t buffer) const {
     return shareable[buffer] ? &lives[buffer] : nullptr;
   }
+  /// The first job (by index) that writes a value of a shareable buffer.
+  size_t firstWrite(uint32_t buffer) const {
+    size_t w = SIZE_MAX;
+    for (const Life &l : lives[buffer])
+      w = std::min(w, l.write.job);
+    return w;
+  }
+  /// An index past which every write of the buffers in `writers` (a
+  /// bitset of jobs) is after all of the buffer's jobs: the buffer's
+  /// values are done with before any of those writes.
+  size_t doneBefore(uint32_t buffer, const std::vector<uint64_t> &writers,
+                    std::vector<size_t> &horizon) const {
+    size_t done = 0;
+    for (const Life &l : lives[buffer])
+      for (size_t j : l.jobs)
+        done = std::max(done, horizonOf(j, writers, horizon));
+    return done;
+  }
   const JobOrder &getOrder() const { return order; }
 
   bool before(const Use &a, const Use &b) const {
@@ -220,6 +253,23 @@ public:
 
 private:
   explicit Lives(JobOrder order) : order(std::move(order)) {}
+
+  /// 1 + the last job of `writers` (or job `a` itself) that is not after
+  /// job `a`: every writer from there on runs after `a`. Kept in
+  /// `horizon` (SIZE_MAX: not yet computed).
+  size_t horizonOf(size_t a, const std::vector<uint64_t> &writers,
+                   std::vector<size_t> &horizon) const {
+    if (horizon[a] != SIZE_MAX)
+      return horizon[a];
+    const uint64_t *after = order.after(a);
+    size_t h = a + 1;
+    for (size_t w = writers.size(); w-- > 0;)
+      if (uint64_t open = writers[w] & ~after[w]) {
+        h = std::max(h, w * 64 + (63 - size_t(__builtin_clzll(open))) + 1);
+        break;
+      }
+    return horizon[a] = h;
+  }
 
   /// A buffer uploaded in chunks by several copy jobs (a weight set over
   /// the upload chunk size) is written whole by the run of those jobs, one
@@ -342,6 +392,31 @@ Layout rp::arena::pack(const PlanShape &plan) {
   std::stable_sort(packed.begin(), packed.end(), [&](uint32_t x, uint32_t y) {
     return alignUp(plan.buffers[x].bytes) > alignUp(plan.buffers[y].bytes);
   });
+  // Per packed buffer an interval of job indices, [its first write, the
+  // index past which every write on its device is after all its jobs):
+  // two buffers whose intervals do not meet are apart in time (the later
+  // one's writes all follow the earlier one's uses), which two compares
+  // say where Lives::disjoint tests their values pair by pair. Only
+  // intervals that meet are tested, so the offsets are the same.
+  std::vector<size_t> firstWrite(nb, 0), done(nb, 0);
+  if (lives) {
+    size_t words = lives->getOrder().rowWords();
+    std::vector<std::vector<uint64_t>> writers(plan.devices,
+                                               std::vector<uint64_t>(words, 0));
+    for (uint32_t b : packed) {
+      firstWrite[b] = lives->firstWrite(b);
+      for (const Life &l : *lives->of(b))
+        writers[plan.buffers[b].device][l.write.job / 64] |=
+            uint64_t(1) << (l.write.job % 64);
+    }
+    std::vector<std::vector<size_t>> horizon(plan.devices);
+    for (uint32_t b : packed) {
+      std::vector<size_t> &h = horizon[plan.buffers[b].device];
+      if (h.empty())
+        h.assign(plan.jobs.size(), SIZE_MAX);
+      done[b] = lives->doneBefore(b, writers[plan.buffers[b].device], h);
+    }
+  }
   struct Range {
     uint64_t begin, end;
     uint32_t buffer;
@@ -352,17 +427,40 @@ Layout rp::arena::pack(const PlanShape &plan) {
   // for ranges that overlap the candidate: the same offset as testing
   // every placed range first, without testing most of them.
   std::vector<std::vector<Range>> placed(plan.devices);
+  std::vector<uint64_t> checkedOffsets;
   for (uint32_t b : packed) {
     const Buffer &d = plan.buffers[b];
     uint64_t bytes = alignUp(d.bytes);
     const std::vector<Life> &mine = *lives->of(b);
     std::vector<Range> &ranges = placed[d.device];
     uint64_t at = 0;
+    size_t first = firstWrite[b], over = done[b];
+    if (firstFitCheck()) {
+      // Every placed range tested, as before the intervals: the same
+      // offset or a bug.
+      uint64_t all = 0;
+      for (const Range &r : ranges) {
+        if (r.begin >= all + bytes)
+          break;
+        if (r.end > all && !lives->disjoint(*lives->of(r.buffer), mine))
+          all = r.end;
+      }
+      checkedOffsets.push_back(all);
+    }
     for (const Range &r : ranges) {
       if (r.begin >= at + bytes)
         break;
-      if (r.end > at && !lives->disjoint(*lives->of(r.buffer), mine))
+      if (r.end > at && firstWrite[r.buffer] < over && first < done[r.buffer] &&
+          !lives->disjoint(*lives->of(r.buffer), mine))
         at = r.end;
+    }
+    if (firstFitCheck() && checkedOffsets.back() != at) {
+      std::fprintf(stderr,
+                   "arena packing: buffer %u at %llu, %llu testing every "
+                   "placed buffer (RP_FIRST_FIT_CHECK)\n",
+                   b, (unsigned long long)at,
+                   (unsigned long long)checkedOffsets.back());
+      std::abort();
     }
     Range mineRange{at, at + bytes, b};
     ranges.insert(std::upper_bound(ranges.begin(), ranges.end(), mineRange,
@@ -378,15 +476,28 @@ Layout rp::arena::pack(const PlanShape &plan) {
   for (std::vector<Range> &ranges : placed) {
     std::sort(ranges.begin(), ranges.end(),
               [](const Range &x, const Range &y) { return x.begin < y.begin; });
+    // Sorted by start: a range overlaps a later one exactly when the next
+    // one starts before its end, and an earlier one exactly when it starts
+    // before the furthest end so far.
     uint64_t reach = 0;
     for (size_t i = 0; i < ranges.size(); ++i) {
-      if (ranges[i].begin < reach) {
+      if (ranges[i].begin < reach ||
+          (i + 1 < ranges.size() && ranges[i + 1].begin < ranges[i].end))
         layout.shared[ranges[i].buffer] = true;
-        for (size_t k = 0; k < i; ++k)
-          if (ranges[k].end > ranges[i].begin)
-            layout.shared[ranges[k].buffer] = true;
-      }
       reach = std::max(reach, ranges[i].end);
+    }
+    for (size_t i = 0; i < ranges.size() && firstFitCheck(); ++i) {
+      bool overlaps = false;
+      for (size_t k = 0; k < ranges.size(); ++k)
+        overlaps |= k != i && ranges[k].begin < ranges[i].end &&
+                    ranges[i].begin < ranges[k].end;
+      if (overlaps != layout.shared[ranges[i].buffer]) {
+        std::fprintf(stderr,
+                     "arena packing: buffer %u marked shared wrongly "
+                     "(RP_FIRST_FIT_CHECK)\n",
+                     ranges[i].buffer);
+        std::abort();
+      }
     }
   }
   for (uint32_t b = 0; b < nb; ++b) {

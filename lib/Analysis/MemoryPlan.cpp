@@ -2,7 +2,12 @@
 
 #include "rp/Analysis/MemoryPlan.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <map>
 
 using namespace mlir;
@@ -30,6 +35,29 @@ HappensBefore::HappensBefore(const Schedule &schedule) {
   }
 }
 
+std::vector<unsigned>
+HappensBefore::horizons(llvm::ArrayRef<unsigned> pool) const {
+  size_t n = reach.size(), words = (n + 63) / 64;
+  std::vector<unsigned> horizon(n);
+  for (unsigned u = 0; u < n; ++u)
+    horizon[u] = u + 1;
+  // From the last command of the pool down: a command not yet given a
+  // horizon that v does not wait for gets v + 1, the latest such v.
+  std::vector<uint64_t> given(words, 0);
+  for (unsigned v : llvm::reverse(pool)) {
+    const std::vector<uint64_t> &row = reach[v];
+    for (size_t w = 0; w * 64 < v; ++w) {
+      uint64_t open = ~row[w] & ~given[w];
+      if (w == v / 64)
+        open &= (uint64_t(1) << (v % 64)) - 1;
+      given[w] |= open;
+      for (; open; open &= open - 1)
+        horizon[w * 64 + __builtin_ctzll(open)] = v + 1;
+    }
+  }
+  return horizon;
+}
+
 bool mlir::rp::disjointInTime(const PlannedBuffer &a, const PlannedBuffer &b,
                               const HappensBefore &hb) {
   auto allBefore = [&](const PlannedBuffer &x, const PlannedBuffer &y) {
@@ -48,10 +76,12 @@ std::string rangeText(StageRange r) {
   return "layers " + std::to_string(r.begin) + "-" + std::to_string(r.end - 1);
 }
 
-/// A pool's buffer as place() reads it: its issue-order span.
+/// A pool's buffer as place() reads it: its issue-order span, and the
+/// horizon of its users (HappensBefore::horizons): a buffer of the pool
+/// whose first user is at or past `done` comes after it in time.
 struct Span {
   PlannedBuffer *buffer;
-  unsigned first, last;
+  unsigned first, last, done;
 };
 
 /// Whether every use of `p` happens before every use of `b`
@@ -73,8 +103,11 @@ bool before(const Span &p, const Span &b, const HappensBefore &hb) {
 void place(const Span &b, llvm::ArrayRef<Span> placed,
            std::vector<const PlannedBuffer *> &live, const HappensBefore &hb) {
   live.clear();
+  // Spans apart by their horizons are ordered (before() would say so,
+  // user by user): only the others are tested.
   for (const Span &p : placed)
-    if (!before(p, b, hb) && !before(b, p, hb))
+    if (p.first < b.done && b.first < p.done && !before(p, b, hb) &&
+        !before(b, p, hb))
       live.push_back(p.buffer);
   std::sort(live.begin(), live.end(),
             [](const PlannedBuffer *x, const PlannedBuffer *y) {
@@ -87,13 +120,50 @@ void place(const Span &b, llvm::ArrayRef<Span> placed,
   b.buffer->offset = offset;
 }
 
+/// RP_FIRST_FIT_CHECK=1 (set in the environment): each buffer is also
+/// placed testing every placed buffer, and a different offset aborts (a
+/// self-check of the horizons, quadratic; off by default).
+bool firstFitCheck() {
+  static const bool on = [] {
+    const char *env = std::getenv("RP_FIRST_FIT_CHECK");
+    return env && *env && *env != '0';
+  }();
+  return on;
+}
+
 /// Places `order`'s buffers first fit, one after another; returns the peak.
-int64_t firstFit(llvm::ArrayRef<Span> order, const HappensBefore &hb) {
+/// In issue order (`order` by first user) a placed buffer whose horizon a
+/// buffer's first user has reached is before it and every later one, and
+/// is no longer tested: the buffers tested are those of a window of issue
+/// order, not every one placed.
+int64_t firstFit(llvm::ArrayRef<Span> order, const HappensBefore &hb,
+                 bool issueOrder) {
   std::vector<const PlannedBuffer *> live;
+  std::vector<Span> placed;
   int64_t peak = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    place(order[i], order.take_front(i), live, hb);
-    peak = std::max(peak, order[i].buffer->offset + order[i].buffer->bytes);
+  for (const Span &b : order) {
+    if (issueOrder)
+      llvm::erase_if(placed, [&](const Span &p) { return p.done <= b.first; });
+    place(b, placed, live, hb);
+    if (firstFitCheck()) {
+      int64_t at = b.buffer->offset;
+      std::vector<Span> all(order.begin(), &b);
+      for (Span &s : all)
+        s.done = UINT_MAX;
+      // With no horizons every placed buffer is tested as before(), user
+      // by user.
+      Span plain = b;
+      plain.done = UINT_MAX;
+      place(plain, all, live, hb);
+      if (b.buffer->offset != at) {
+        llvm::errs() << "memory plan: " << b.buffer->what << " at " << at
+                     << ", " << b.buffer->offset
+                     << " testing every placed buffer (RP_FIRST_FIT_CHECK)\n";
+        std::abort();
+      }
+    }
+    placed.push_back(b);
+    peak = std::max(peak, b.buffer->offset + b.buffer->bytes);
   }
   return peak;
 }
@@ -317,15 +387,23 @@ MemoryPlan mlir::rp::collectBuffers(const Pipeline &pl,
 int64_t mlir::rp::placePool(MemoryPlan &mp, const HappensBefore &hb,
                             unsigned pool, bool largestFirstToo) {
   std::vector<Span> mine;
+  std::vector<unsigned> users;
   for (PlannedBuffer &b : mp.buffers)
     if (b.device == pool && b.bytes > 0) {
       auto [lo, hi] = std::minmax_element(b.users.begin(), b.users.end());
-      mine.push_back({&b, *lo, *hi});
+      mine.push_back({&b, *lo, *hi, 0});
+      users.insert(users.end(), b.users.begin(), b.users.end());
     }
+  llvm::sort(users);
+  users.erase(std::unique(users.begin(), users.end()), users.end());
+  std::vector<unsigned> horizon = hb.horizons(users);
+  for (Span &s : mine)
+    for (unsigned u : s.buffer->users)
+      s.done = std::max(s.done, horizon[u]);
   std::stable_sort(mine.begin(), mine.end(), [](const Span &x, const Span &y) {
     return x.first < y.first;
   });
-  int64_t peak = firstFit(mine, hb);
+  int64_t peak = firstFit(mine, hb, /*issueOrder=*/true);
   if (!largestFirstToo)
     return peak;
   std::vector<std::pair<unsigned, int64_t>> events;
@@ -350,7 +428,7 @@ int64_t mlir::rp::placePool(MemoryPlan &mp, const HappensBefore &hb,
                    [](const Span &x, const Span &y) {
                      return x.buffer->bytes > y.buffer->bytes;
                    });
-  int64_t largestPeak = firstFit(largest, hb);
+  int64_t largestPeak = firstFit(largest, hb, /*issueOrder=*/false);
   if (largestPeak < peak)
     return largestPeak;
   for (auto [s, offset] : llvm::zip(mine, issueOrder))

@@ -36,6 +36,13 @@ public:
   bool operator()(unsigned a, unsigned b) const {
     return a < b && reach[b][a / 64] >> (a % 64) & 1;
   }
+  /// Per command u (indexed by command): 1 + the last command of `pool`
+  /// (ascending) that u does not happen before, or u + 1 where every
+  /// later one of `pool` waits for u. Two commands u and v >= horizon[u]
+  /// of the pool are ordered, so two buffers whose users lie in the pool
+  /// are apart in time once one's first user is at or past the horizon of
+  /// all the other's users: placePool tests the others user by user.
+  std::vector<unsigned> horizons(llvm::ArrayRef<unsigned> pool) const;
 
 private:
   std::vector<std::vector<uint64_t>> reach;
@@ -92,7 +99,8 @@ MemoryPlan planMemory(const Pipeline &pipeline,
 
 /// Every buffer of `pipeline` with its bytes and users, none placed yet
 /// (no peaks): what a caller may bound (liveBytesBounds) before paying for
-/// the placement, which compares every two buffers of a pool.
+/// the placement, which compares the buffers of a pool that its horizons
+/// leave (HappensBefore::horizons).
 MemoryPlan collectBuffers(const Pipeline &pipeline,
                           llvm::ArrayRef<LayerCost> layers);
 

@@ -146,7 +146,19 @@ def _sizes(config):
         config.num_kv_shared_layers = layers
     keep = list(range(layers or 0))
     if layers0 and layers and layers < layers0:
-        keep = _kept_layers(config, layers0, layers)
+        # Layers reusing an earlier layer's key/value cache (Gemma 3n's
+        # last ones) read the last own-cache layer of their kind: every
+        # kind is kept among the own-cache layers, the shared ones are the
+        # default's first shared ones.
+        shared = vars(config).get("num_kv_shared_layers")
+        shared0 = SHARED0.get(id(config))
+        if isinstance(shared, int) and isinstance(shared0, int) and \
+                0 < shared < layers and shared0 < layers0:
+            keep = _kept_layers(config, layers0, layers - shared,
+                                layers0 - shared0)
+            keep += list(range(layers0 - shared0, layers0))[:shared]
+        else:
+            keep = _kept_layers(config, layers0, layers)
         if len(keep) > layers:
             for key in LAYER_COUNTS:
                 if isinstance(_get(config, key), int):
@@ -201,14 +213,16 @@ def _period_pairs(config):
     return out
 
 
-def _kept_layers(config, layers0, layers):
+def _kept_layers(config, layers0, layers, span=None):
     """The default's layers the shrunk model keeps, in order: the first
     layer of every kind of every per-layer kind list (so a hybrid keeps an
     attention and a state space layer, a dense-first MoE a dense and an
-    MoE layer), then the first others up to `layers`."""
+    MoE layer), then the first others up to `layers`; of the first `span`
+    layers only (all by default)."""
+    span = layers0 if span is None else span
     need = {lst.index(kind) for lst in _kind_lists(config, layers0)
-            for kind in set(lst)}
-    rest = [i for i in range(layers0) if i not in need]
+            for kind in set(lst[:span])}
+    rest = [i for i in range(span) if i not in need]
     return sorted(need | set(rest[:max(0, layers - len(need))]))
 
 

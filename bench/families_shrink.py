@@ -395,6 +395,15 @@ def _configs(config):
             yield from _configs(v)
 
 
+def _zamba(config):
+    # Every hybrid layer's shared transformer is tied to the first one's
+    # (_tied_weights_keys), and the model refuses a tie that matches no
+    # other layer: a second hybrid layer after the kept one.
+    if config.layers_block_type.count("hybrid") == 1:
+        config.layers_block_type = config.layers_block_type + ["hybrid"]
+        config.num_hidden_layers = len(config.layers_block_type)
+
+
 def _xmod(config):
     # X-MOD routes every token through the adapter of its language and
     # refuses to guess one: its first (the default config's only) one.
@@ -416,6 +425,7 @@ FAMILY_FIELDS = {
     "musicgen_melody": _musicgen,
     "reformer": _reformer,
     "xmod": _xmod,
+    "zamba": _zamba,
 }
 
 

@@ -98,9 +98,10 @@ def _sizes(config):
     key/value heads 4 when the default has as many as query heads (or
     leaves them unset: multi-head) and 2 otherwise, list attributes with
     one entry per layer cut to the kept layers (_kept_layers: every layer
-    kind the default has stays; a per-layer size list also shrunk), the UNSET_SIZES a default leaves None set as SIZES says,
-    the SSM_HEADS relation, token ids past the vocabulary moved to its
-    last ids, dropout off."""
+    kind the default has stays; a per-layer size list also shrunk), the
+    UNSET_SIZES a default leaves None set as SIZES says, the SSM_HEADS
+    relation, token ids past the vocabulary moved to its last ids, dropout
+    off."""
     # A config may hold sub-configs, or a list of per-layer ones (each
     # shrunk alike, so the global values may be read and set meanwhile).
     per_layer = hasattr(type(config),

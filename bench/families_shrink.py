@@ -405,6 +405,19 @@ def _zamba(config):
         config.num_hidden_layers = len(config.layers_block_type)
 
 
+def _qsa(config):
+    # The default's indexed_attention layers build the QSA token indexer,
+    # whose fields the default leaves unset (its model cannot be built
+    # once such a layer is kept): one key head (as the class requires),
+    # two query heads of the attention's head width, 4-token blocks, a
+    # budget of two blocks.
+    for sub in _configs(config):
+        if "indexer_budget" in vars(sub) and sub.indexer_budget is None:
+            sub.indexer_n_heads, sub.indexer_kv_heads = 2, 1
+            sub.indexer_head_dim = sub.head_dim
+            sub.indexer_compress_ratio, sub.indexer_budget = 4, 8
+
+
 def _xmod(config):
     # X-MOD routes every token through the adapter of its language and
     # refuses to guess one: its first (the default config's only) one.
@@ -425,6 +438,8 @@ FAMILY_FIELDS = {
     "musicgen": _musicgen,
     "musicgen_melody": _musicgen,
     "reformer": _reformer,
+    "qwen4_exp": _qsa,
+    "qwen4_exp_text": _qsa,
     "xmod": _xmod,
     "zamba": _zamba,
 }

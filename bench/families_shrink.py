@@ -97,10 +97,11 @@ def _sizes(config):
     sub-config it holds (a multimodal model's text_config): SIZES above,
     key/value heads 4 when the default has as many as query heads (or
     leaves them unset: multi-head) and 2 otherwise, list attributes with
-    one entry per layer cut to the first layers (a per-layer size list
-    also shrunk), the UNSET_SIZES a default leaves None set as SIZES says,
-    the SSM_HEADS relation, token ids past the vocabulary moved to its
-    last ids, dropout off."""
+    one entry per layer cut to the kept layers (_kept_layers: every layer
+    kind the default has stays; a per-layer size list also shrunk), the
+    UNSET_SIZES a default leaves None set as SIZES says, the SSM_HEADS
+    relation, token ids past the vocabulary moved to its last ids, dropout
+    off."""
     # A config may hold sub-configs, or a list of per-layer ones (each
     # shrunk alike, so the global values may be read and set meanwhile).
     per_layer = hasattr(type(config),
@@ -144,11 +145,31 @@ def _sizes(config):
     if layers0 and vars(config).get("num_kv_shared_layers") == 1 and \
             SHARED0.get(id(config)) == layers0:
         config.num_kv_shared_layers = layers
+    keep = list(range(layers or 0))
+    if layers0 and layers and layers < layers0:
+        # Layers reusing an earlier layer's key/value cache (Gemma 3n's
+        # last ones) read the last own-cache layer of their kind: every
+        # kind is kept among the own-cache layers, the shared ones are the
+        # default's first shared ones.
+        shared = vars(config).get("num_kv_shared_layers")
+        shared0 = SHARED0.get(id(config))
+        if isinstance(shared, int) and isinstance(shared0, int) and \
+                0 < shared < layers and shared0 < layers0:
+            keep = _kept_layers(config, layers0, layers - shared,
+                                layers0 - shared0)
+            keep += list(range(layers0 - shared0, layers0))[:shared]
+        else:
+            keep = _kept_layers(config, layers0, layers)
+        if len(keep) > layers:
+            for key in LAYER_COUNTS:
+                if isinstance(_get(config, key), int):
+                    _set(config, key, len(keep))
+        _periods(config, layers0, keep)
     for key in list(vars(config)):
         v = getattr(config, key)
         if isinstance(v, list) and layers0 and len(v) == layers0 and \
                 layers < layers0:
-            v = v[:layers]
+            v = [v[i] for i in keep]
             small = SIZES.get(key)
             if small and all(isinstance(x, int) for x in v):
                 v = [min(x, small) for x in v]
@@ -162,6 +183,61 @@ def _sizes(config):
     if per_layer:
         config.allow_global_per_layer_attribute_access = False
     return config
+
+
+LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
+def _kind_lists(config, layers0):
+    """The config's per-layer kinds: each list with one str or bool entry
+    per layer (layer_types, mlp_layer_types, layers_block_type), or where
+    it holds none (the model reads the list when there is one: Zamba's
+    default list is not its period's), each X_period / X_offset pair (a
+    layer of the kind where index % period == offset: Jamba's attention
+    and expert layers) as such a list."""
+    held = vars(config)
+    lists = [v for v in held.values() if isinstance(v, list) and
+             len(v) == layers0 and all(isinstance(x, (str, bool)) for x in v)]
+    for period, offset in ([] if lists else _period_pairs(config).values()):
+        lists.append([i % period == offset for i in range(layers0)])
+    return lists
+
+
+def _period_pairs(config):
+    """{X_period key: (period, offset)} of the config's period pairs."""
+    held, out = vars(config), {}
+    for key, period in held.items():
+        offset = held.get(key[:-len("period")] + "offset")
+        if key.endswith("_period") and isinstance(period, int) and \
+                isinstance(offset, int) and 0 <= offset < period:
+            out[key] = (period, offset)
+    return out
+
+
+def _kept_layers(config, layers0, layers, span=None):
+    """The default's layers the shrunk model keeps, in order: the first
+    layer of every kind of every per-layer kind list (so a hybrid keeps an
+    attention and a state space layer, a dense-first MoE a dense and an
+    MoE layer), then the first others up to `layers`; of the first `span`
+    layers only (all by default)."""
+    span = layers0 if span is None else span
+    need = {lst.index(kind) for lst in _kind_lists(config, layers0)
+            for kind in set(lst[:span])}
+    rest = [i for i in range(span) if i not in need]
+    return sorted(need | set(rest[:max(0, layers - len(need))]))
+
+
+def _periods(config, layers0, keep):
+    """Each X_period / X_offset pair set so that the kept layers have the
+    kinds they had in the default (the smallest period that gives them)."""
+    for key, (period, offset) in _period_pairs(config).items():
+        want = [i % period == offset for i in keep]
+        n = len(keep)
+        found = next(((p, o) for p in range(1, n + 1) for o in range(p)
+                      if [j % p == o for j in range(n)] == want), None)
+        if found:
+            _set(config, key, found[0])
+            _set(config, key[:-len("period")] + "offset", found[1])
 
 
 def _rebuild(shrunk, default):
@@ -320,6 +396,28 @@ def _configs(config):
             yield from _configs(v)
 
 
+def _zamba(config):
+    # Every hybrid layer's shared transformer is tied to the first one's
+    # (_tied_weights_keys), and the model refuses a tie that matches no
+    # other layer: a second hybrid layer after the kept one.
+    if config.layers_block_type.count("hybrid") == 1:
+        config.layers_block_type = config.layers_block_type + ["hybrid"]
+        config.num_hidden_layers = len(config.layers_block_type)
+
+
+def _qsa(config):
+    # The default's indexed_attention layers build the QSA token indexer,
+    # whose fields the default leaves unset (its model cannot be built
+    # once such a layer is kept): one key head (as the class requires),
+    # two query heads of the attention's head width, 4-token blocks, a
+    # budget of two blocks.
+    for sub in _configs(config):
+        if "indexer_budget" in vars(sub) and sub.indexer_budget is None:
+            sub.indexer_n_heads, sub.indexer_kv_heads = 2, 1
+            sub.indexer_head_dim = sub.head_dim
+            sub.indexer_compress_ratio, sub.indexer_budget = 4, 8
+
+
 def _xmod(config):
     # X-MOD routes every token through the adapter of its language and
     # refuses to guess one: its first (the default config's only) one.
@@ -340,7 +438,10 @@ FAMILY_FIELDS = {
     "musicgen": _musicgen,
     "musicgen_melody": _musicgen,
     "reformer": _reformer,
+    "qwen4_exp": _qsa,
+    "qwen4_exp_text": _qsa,
     "xmod": _xmod,
+    "zamba": _zamba,
 }
 
 

@@ -61,9 +61,40 @@ def erf_inv(x):
                     op.Where(op.Equal(x, op.Neg(one)), op.Neg(inf), y))
 
 
+def unsqueeze_complex(self, dim: int):
+    """aten.unsqueeze of a complex tensor (DeepSeek-V2's and Llama 4's
+    rotary table, ``freqs_cis[:, None]`` after ``torch.polar``). torchlib
+    writes a complex tensor as its view_as_real pairs (a trailing axis of
+    2) and has polar, the complex product and view_as_real on that layout,
+    not unsqueeze: a negative dim counts from before the pair axis."""
+    from onnxscript import opset18 as op
+    return op.Unsqueeze(self, [dim if dim >= 0 else dim - 1])
+
+
+# Translations of ops on complex inputs, by torchlib name.
+_COMPLEX = {"aten::unsqueeze": unsqueeze_complex}
+_COMPLEX_DONE = []
+
+
+def register_complex():
+    """Adds _COMPLEX to onnxscript's torchlib registry, once: the dynamo
+    exporter registers custom_translation_table's entries as real-valued
+    only (is_complex=False; torch's own TODO) and dispatches an op on a
+    complex input to complex-valued translations only, which it takes
+    from that registry each export."""
+    if _COMPLEX_DONE:
+        return
+    from onnxscript.function_libs.torch_lib.registration import torch_op
+    for name, fn in _COMPLEX.items():
+        torch_op(name, complex=True, trace_only=True)(fn)
+    _COMPLEX_DONE.append(True)
+
+
 def table():
-    """{aten overload: translation} for custom_translation_table."""
+    """{aten overload: translation} for custom_translation_table (and
+    the complex-valued translations registered, register_complex)."""
     import torch
+    register_complex()
     return {
         torch.ops.aten._is_all_true.default: is_all_true,
         torch.ops.aten.erfinv.default: erf_inv,

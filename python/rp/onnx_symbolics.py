@@ -86,6 +86,19 @@ for the ops it has no ONNX function for ("No ONNX function found for
 - ``aten.erfinv`` and ``prims.erf_inv`` (``Normal(0, 1).icdf``: Gemma
   3n's activation sparsity): Giles' approximation and two Newton steps on
   Erf, within one float32 ulp of torch's over (-1, 1).
+
+The exporter registers that table's translations as real-valued only and
+dispatches an op on a complex input to complex-valued ones only ("No
+decompositions registered for the complex-valued input"), so
+``dynamo_table()`` also adds its complex-valued translations to
+onnxscript's torchlib registry (every later dynamo export in the process
+reads them), on torchlib's layout of a complex tensor (its
+``view_as_real`` pairs, where torchlib has ``polar``, the complex product
+and ``view_as_real``):
+
+- ``aten.unsqueeze`` of a complex tensor (DeepSeek-V2's and Llama 4's
+  rotary table, ``freqs_cis[:, None]``): a negative dim counted from
+  before the pair axis.
 """
 
 from __future__ import annotations

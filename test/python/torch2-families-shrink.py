@@ -79,6 +79,39 @@ for name in BUILDS:
     check(name, relations(name, lm_config(model)), "relations")
     check(name, 3.5 < loss < 5.0 and grads, f"step (loss {loss:.2f})")
 
+
+
+def kinds(c):
+    """The per-layer kinds a config gives its layers (attention kinds,
+    dense or MoE, experts per layer)."""
+    out = set()
+    for key in ("layer_types", "mlp_layer_types", "layers_num_experts"):
+        try:
+            out |= {(key, str(k)) for k in getattr(c, key, None) or ()}
+        except Exception:  # noqa: BLE001 - a per-layer attribute
+            pass
+    return out
+
+
+# Hybrids: the shrunk model keeps every layer kind its default has (a
+# cut to the first layers kept only Jamba's and Zamba 2's state space
+# layers, Qwen3-Next's linear attention, DeepSeek-V3.2's dense MLP).
+from families_shrink import default_config, shrink  # noqa: E402
+for name in ("jamba", "zamba2", "zamba", "qwen3_next", "deepseek_v32",
+             "lara_mini", "gemma3_text", "bailing_hybrid"):
+    default = default_config(name)
+    small = shrink(default, name)
+    # (as many kinds of each: Jamba's MoE layers have 4 experts, not 16)
+    count = [sorted(k for k, _ in kinds(c)) for c in (small, default)]
+    check(name, count[0] == count[1] and len(count[0]) > 1,
+          f"kinds {sorted(k for _, k in kinds(small))}")
+for name in ("jamba", "zamba2"):
+    model = families.build(name)
+    layers = {type(m).__name__ for m in model.lm.model.layers}
+    loss, grads = families.reference(model, tokens, labels)
+    check(name, len(layers) > 1 and 3.5 < loss < 5.0 and grads,
+          f"layers {sorted(layers)}")
+
 # Families that cannot, and why: gemma3n's vision tower needs timm (not
 # installed here); the Gemma 4 assistants draft from their target model's
 # states (their forward ignores input_ids).
@@ -94,6 +127,12 @@ for name in ("gemma3n", "gemma4_assistant", "gemma4_unified_assistant"):
 # CHECK: mamba2: ok relations
 # CHECK: zamba2: ok relations
 # CHECK: zamba2: ok step
+# CHECK: jamba: ok kinds ['1', '4', 'full_attention', 'linear_attention']
+# CHECK: zamba2: ok kinds ['hybrid', 'linear_attention']
+# CHECK: qwen3_next: ok kinds ['full_attention', 'linear_attention']
+# CHECK: deepseek_v32: ok kinds ['dense', {{.*}}'sparse']
+# CHECK: jamba: ok layers ['JambaAttentionDecoderLayer', 'JambaMambaDecoderLayer']
+# CHECK: zamba2: ok layers ['Zamba2HybridLayer', 'Zamba2MambaDecoderLayer']
 # CHECK: gemma3n: ImportError: TimmWrapperModel requires the timm library
 # CHECK: gemma4_assistant: PyTorch's step from input_ids: ValueError: inputs_embeds and shared_kv_states cannot be None.
 # CHECK: gemma4_unified_assistant: PyTorch's step from input_ids: ValueError: inputs_embeds and shared_kv_states cannot be None.

@@ -15,7 +15,9 @@
 # a dim not moved past the pair would stop the export or change the
 # shapes). Near misses, refused at export naming the op: a complex value
 # read by an op the symbolics do not write on pairs (abs), and a complex
-# tensor cast to a real type.
+# tensor cast to a real type. The same model through the dynamo exporter
+# with rp.onnx_symbolics.dynamo_table() (its complex unsqueeze), which
+# stops at that unsqueeze without it.
 
 import sys
 import warnings
@@ -39,11 +41,11 @@ class Rotary(nn.Module):
         self.k = nn.Linear(d, d)
         self.v = nn.Linear(d, d)
         inv = 1.0 / (100.0 ** (torch.arange(0, 4, 2).float() / 4))
-        self.register_buffer("inv", inv, persistent=False)
+        self.register_buffer("inv_freq", inv, persistent=False)
 
     def forward(self, x):
         b, s, d = x.shape
-        freqs = torch.arange(s).float()[None, :, None] * self.inv  # [1,s,2]
+        freqs = torch.arange(s).float()[None, :, None] * self.inv_freq
         table = torch.polar(torch.ones_like(freqs), freqs)
         table = table * torch.tensor(0.9, dtype=torch.float64)
         table = table.to(x.device).unsqueeze(-3)[:, :, -s:]  # [1,1,s,2]
@@ -109,6 +111,34 @@ print("complex types:", sorted(t for t in types if t in (
 
 torch2_lm_check.check_both_paths(Rotary, out, paths=("torchscript",))
 # CHECK: torchscript: loss True, grads True (15 of 15 gradients by name within 0.0001 {{.*}}), bitwise True, None
+
+
+
+def dynamo_attempt(table):
+    """The dynamo export's first error line, or 'exported'."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(Rotary(), (x,), str(out / "dynamo.onnx"),
+                              dynamo=True, optimize=False, opset_version=18,
+                              custom_translation_table=table)
+        return "exported"
+    except Exception as e:  # torch.onnx's ConversionError
+        from families_export import cause
+        return str(cause(e)).splitlines()[0][:90]
+
+
+# The dynamo exporter: torchlib writes complex values as pairs and has
+# polar, the complex product and view_as_real, not unsqueeze; its
+# custom_translation_table registers real-valued translations only, so
+# dynamo_table() adds the complex unsqueeze to torchlib's registry.
+print("dynamo before the table:", dynamo_attempt(None))
+print("dynamo with the table:", dynamo_attempt(rp.onnx_symbolics
+                                              .dynamo_table()))
+torch2_lm_check.check_both_paths(Rotary, out, paths=("dynamo",))
+# CHECK: dynamo before the table: No ONNX function found for <OpOverload(op='aten.unsqueeze', overload='default')>
+# CHECK: dynamo with the table: exported
+# CHECK: dynamo: loss True, grads True (15 of 15 gradients by name within 0.0001 {{.*}}), bitwise True, None
 
 attempt("abs", Abs(), (torch.rand(4), torch.rand(4)))
 attempt("to real", ToReal(), (torch.randn(3, 2), torch.randn(3)))

@@ -10,7 +10,8 @@
 # (DiffLlama's repeat), Trilu of a run-time tensor (the gated delta rule's
 # masks), And/Or/Xor of masks computed from the tokens (Gemma 4's),
 # ArgMax and ArgMin of a row (gathered by index), CumSum along two axes
-# of a run-time tensor, and a
+# of a run-time tensor, Mod of integer ids (BLT's hashed n-grams) and a
+# float fmod, and a
 # recurrence written one step at a time into a fresh tensor (out[:, t] =
 # h: RWKV's and RecurrentGemma's, which dynamo writes as ScatterElements).
 # Per path, as bench/families.py checks a family: the loss within 1e-4 of
@@ -56,6 +57,11 @@ class Mix(nn.Module):
         # A running sum over the sequence and over the features (CumSum:
         # one matmul with a triangular constant, Mamba-2's chunked scan).
         y = y + torch.cumsum(h, dim=1) * 0.1 + torch.cumsum(h, dim=-1) * 0.05
+        # Mod of run-time values: integer ids hashed into buckets (BLT's
+        # byte n-grams: Python's %), and a float fmod on the gradient's
+        # path (its gradient 1, as torch.fmod's).
+        buckets = (tokens * 7919 - 300) % 13
+        y = y + buckets.float()[..., None] * 0.01 + torch.fmod(h, 0.7) * 0.1
         out = torch.zeros_like(h)
         state = torch.zeros_like(h[:, 0])
         w = torch.sigmoid(self.decay)

@@ -27,6 +27,12 @@
 //                    (Zaya's and Inkling's q/k norms)
 //   EyeLike          a constant: it reads only its input's static shape
 //                    (XLNet's relative attention)
+//   Mod              a - b (a / b) with rp's truncating integer division
+//                    (fmod = 1, C's %), then plus b where the rest and b
+//                    have opposite signs (fmod = 0, Python's %: the
+//                    divisor's sign): BLT's hashed byte n-gram ids, as
+//                    dynamo writes them; floats (fmod = 1) truncate the
+//                    quotient through int64, torch.fmod's gradient
 //
 //===----------------------------------------------------------------------===//
 
@@ -306,6 +312,41 @@ static LogicalResult importEyeLike(NodeImporter &n) {
   return success();
 }
 
+static LogicalResult importMod(NodeImporter &n) {
+  Value a = n.input(0), b = n.input(1);
+  if (!a || !b)
+    return failure();
+  Type t = elementOf(a);
+  bool isFloat = isa<FloatType>(t);
+  if (t.isInteger(1) || (isFloat && n.intAttr("fmod", 0) == 0))
+    return n.error() << "Mod of " << a.getType()
+                     << (isFloat ? " with fmod = 0 (ONNX asks fmod = 1 of "
+                                   "floats)"
+                                 : " values is not defined");
+  if (elementOf(b) != t)
+    return n.error() << "operands have different element types: " << a.getType()
+                     << " and " << b.getType();
+  if (failed(broadcastShapes(cast<RankedTensorType>(a.getType()).getShape(),
+                             cast<RankedTensorType>(b.getType()).getShape())))
+    return n.error() << "operand shapes " << a.getType() << " and "
+                     << b.getType() << " do not broadcast";
+  // Floats: the quotient truncated through int64 (torch.fmod's gradient:
+  // 1 for a, -trunc(a / b) for b; the cast passes none).
+  Value quotient = n.create<DivOp>(a, b);
+  if (isFloat)
+    quotient = n.castTo(n.castTo(quotient, n.builder.getI64Type()), t);
+  Value rest = n.create<SubOp>(a, n.create<MulOp>(b, quotient));
+  if (n.intAttr("fmod", 0) == 0) {
+    // Opposite signs exactly when rest * b < 0 (rest is 0 or smaller than
+    // b in magnitude, so the product cannot overflow for |b| < 2^31).
+    Value opposite = n.create<CmpOp>(CmpPredicate::lt, n.create<MulOp>(rest, b),
+                                     scalarOf(n, t, 0.0));
+    rest = n.create<WhereOp>(opposite, n.create<AddOp>(rest, b), rest);
+  }
+  n.setOutput(0, rest);
+  return success();
+}
+
 void onnx_import::registerRuntimeComposedHandlers(llvm::StringMap<Handler> &t) {
   t["Abs"] = importAbs;
   t["Clip"] = importClip;
@@ -320,4 +361,5 @@ void onnx_import::registerRuntimeComposedHandlers(llvm::StringMap<Handler> &t) {
   t["ReduceLogSumExp"] = importLogSumExp;
   t["ReduceL2"] = importReduceL2;
   t["EyeLike"] = importEyeLike;
+  t["Mod"] = importMod;
 }

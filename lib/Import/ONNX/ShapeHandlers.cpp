@@ -274,15 +274,40 @@ static LogicalResult importSlice(NodeImporter &n) {
                      << starts->size() << ", " << ends->size() << ", "
                      << axes.size() << ", " << steps.size() << ")";
   SmallVector<int64_t> offsets(rank, 0), strides(rank, 1), shape(in);
+  // Axes sliced with a negative step (a flip: Inkling 2's short
+  // convolution windows, `unfold(...).flip(-1)` as dynamo writes it): a
+  // Gather of the constant indices the step visits, after the slice.
+  SmallVector<std::pair<int64_t, SmallVector<int64_t>>> reversed;
   for (size_t i = 0; i < axes.size(); ++i) {
     auto axis = n.normalizeAxis(axes[i], rank);
     if (failed(axis))
       return failure();
     int64_t dim = in[*axis], step = steps[i];
-    if (step <= 0)
-      return n.error() << "step " << step << " on axis " << *axis
-                       << " is not supported; rp slices with positive steps "
-                          "(to reverse, Gather with constant indices)";
+    if (step == 0)
+      return n.error() << "step 0 on axis " << *axis << " is not valid";
+    if (step < 0) {
+      // ONNX clamps a negative step's start into [0, dim - 1] and its end
+      // into [-1, dim - 1] after adding dim to negative values.
+      auto clamp = [&](int64_t v, int64_t low) {
+        if (v < 0)
+          v += dim;
+        return std::clamp<int64_t>(v, low, dim - 1);
+      };
+      int64_t start = clamp((*starts)[i], 0), end = clamp((*ends)[i], -1);
+      SmallVector<int64_t> picks;
+      for (int64_t at = start; at > end && dim > 0; at += step) {
+        picks.push_back(at);
+        if (at < -step) // the next index would pass 0 (and step may be huge)
+          break;
+      }
+      if (picks.size() > 4096)
+        return n.error() << "step " << step << " on axis " << *axis
+                         << " visits " << picks.size()
+                         << " elements; rp reverses at most 4096 (a Gather "
+                            "of constant indices)";
+      reversed.push_back({*axis, picks});
+      continue;
+    }
     // ONNX clamps starts and ends into [0, dim] after adding dim to
     // negative values.
     auto clamp = [&](int64_t v) {
@@ -300,7 +325,14 @@ static LogicalResult importSlice(NodeImporter &n) {
     shape[*axis] = end > start ? (end - start - 1) / step + 1 : 0;
   }
   auto type = RankedTensorType::get(shape, getElementTypeOrSelf(x));
-  n.setOutput(0, n.create<SliceOp>(type, x, offsets, strides));
+  Value out = n.create<SliceOp>(type, x, offsets, strides);
+  for (auto &[axis, picks] : reversed) {
+    auto ids =
+        RankedTensorType::get({int64_t(picks.size())}, n.builder.getI64Type());
+    Value c = n.constant(DenseElementsAttr::get(ids, ArrayRef<int64_t>(picks)));
+    out = n.create<GatherOp>(out, c, axis);
+  }
+  n.setOutput(0, out);
   return success();
 }
 

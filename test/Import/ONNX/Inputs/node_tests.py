@@ -56,7 +56,6 @@ EXPECTED_FAILURES = [
      "at run time (with constant int64 inputs it folds)"),
     (r"^test_layer_normalization_\w*", "only the first LayerNormalization "
      "output is supported; these tests read Mean and InvStdDev"),
-    (r"^test_slice_neg_steps$", "negative slice steps"),
 ]
 
 ELEMENT = {

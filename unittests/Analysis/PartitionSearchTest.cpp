@@ -75,22 +75,11 @@ TEST(PartitionSearchTest, RespectsTheStageCap) {
   EXPECT_TRUE(fitsStageBytes(e, layers, target.stageBytes));
 }
 
-TEST(PartitionSearchTest, IsDeterministic) {
-  HardwareProfile hw = pcie();
-  std::vector<LayerCost> layers = model(40, 3);
-  SearchTarget target{hw, 8, 9, int64_t(20e9)};
-  // 40 layers: local search only.
-  Partition a = partitionForStepTime(layers, target);
-  Partition b = partitionForStepTime(layers, target);
-  EXPECT_EQ(a.forward, b.forward);
-  EXPECT_EQ(a.backward, b.backward);
-  EXPECT_EQ(a.tail, b.tail);
-}
-
 /// A later search of the same problem (another grain, another tail's
 /// costs) starts from the earlier's best instead of sweeping again: it
 /// times fewer candidates, finds a partition no slower than RoundPipe's,
-/// and gives the same answer each time.
+/// and gives the same answer each time: the full search (40 layers: local
+/// search only) is deterministic, with the memo or without it.
 TEST(PartitionSearchTest, LaterSearchesStartFromTheMemo) {
   HardwareProfile hw = pcie();
   std::vector<LayerCost> layers = model(40, 3);
@@ -120,6 +109,8 @@ TEST(PartitionSearchTest, LaterSearchesStartFromTheMemo) {
   Partition again = partitionForStepTime(layers, alone);
   EXPECT_EQ(again.forward, first.forward);
   EXPECT_EQ(again.backward, first.backward);
+  EXPECT_EQ(again.tail, first.tail);
+  EXPECT_EQ(again.tailJobs, first.tailJobs);
 }
 
 /// A search asked again with the same costs and target (rp-print-partition
@@ -127,7 +118,10 @@ TEST(PartitionSearchTest, LaterSearchesStartFromTheMemo) {
 /// candidate; any change to the costs searches again.
 TEST(PartitionSearchTest, SameSearchIsReused) {
   HardwareProfile hw = pcie();
-  std::vector<LayerCost> layers = model(40, 3);
+  // 20 layers: past kFullSearchLayers (local search, as at 40), at a
+  // fraction of the 40-layer search's time; the memo reads the costs,
+  // whatever their number.
+  std::vector<LayerCost> layers = model(20, 3);
   SearchMemo memo;
   SearchTarget target{hw, 8, 9, int64_t(20e9)};
   target.memo = &memo;
@@ -141,17 +135,14 @@ TEST(PartitionSearchTest, SameSearchIsReused) {
   EXPECT_EQ(again.forward, first.forward);
   EXPECT_EQ(again.backward, first.backward);
   EXPECT_EQ(again.tail, first.tail);
-  // Exact: the memo's answer is the search's, bit for bit.
-  SearchTarget alone{hw, 8, 9, int64_t(20e9)};
-  Partition fresh = partitionForStepTime(layers, alone);
-  EXPECT_EQ(fresh.forward, first.forward);
-  EXPECT_EQ(fresh.backward, first.backward);
-  EXPECT_EQ(fresh.tailJobs, first.tailJobs);
+  EXPECT_EQ(again.tailJobs, first.tailJobs);
+  // Exact: the memo's answer is the search's, bit for bit (and a search
+  // with a memo answers as one without: LaterSearchesStartFromTheMemo).
   // Another cost, another search.
   std::vector<LayerCost> heavier = layers;
   heavier.back().backwardMs *= 1.5;
   (void)partitionForStepTime(heavier, target);
-  EXPECT_GT(searchStats().searches, after.searches + 1);
+  EXPECT_GT(searchStats().searches, after.searches);
   EXPECT_EQ(memo.results.size(), 2u);
   EXPECT_EQ(searchStats().reused, before.reused + 1);
 }

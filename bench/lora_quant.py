@@ -2,6 +2,7 @@
 
 Usage: .venv/bin/python bench/lora_quant.py rows [--models 8b,32b,235b]
                                                 [--no-max-seq] [--out DIR]
+                                                [--only REGEX]
        .venv-torch2/bin/python bench/lora_quant.py curves [--steps 50]
                                                          [--out DIR]
 
@@ -32,7 +33,9 @@ step in the CSV where the stages taken were held) and under
 `--host-budget-gib 16`. The 235B also with adapters
 on attention only, and so again in microbatches of 2 sequences (and in 8
 microbatches of 4), 2 passes a step, under `--host-budget-gib 160` (the
-grain rp-compile's choice). No GPU: the compiler's
+grain rp-compile's choice, and the passes in flight: one where two do not
+fit, the two-pass plan's host memory and step in the CSV). `--only REGEX`
+runs the rows whose label it finds. No GPU: the compiler's
 model only. Writes DIR/rows.csv (default results/lora_quant), with each
 compile's wall and CPU seconds and, where its stages were held to the
 budget, the memory plans and step-time estimates holding took.
@@ -131,11 +134,22 @@ def compile_row(name, base, tmp, targets=(), batching=None, budget=(),
     # fastest stages' pinned buffers and step, which the summary names.
     near = re.search(r"where the fastest stages found stage ([0-9.]+ .iB) "
                      r"for ([0-9.]+) ms", r.stderr)
+    # Over --host-budget-gib with two passes in flight and within it with
+    # one, rp-compile compiles the plan with one and says what two needed.
+    one = re.search(r"compiled with one pass in flight .*?two passes in "
+                    r"flight need ([0-9.]+ .iB) of host memory[^\n]*",
+                    r.stderr)
+    two_ms = re.search(r"their plan predicted ([0-9.]+) ms a step",
+                       one.group(0)) if one else None
+    one_pass = one is not None or "--passes-in-flight" in budget
     tokens = b * m * 2048
     return {"model": name, "base": "bf16" if base == "none" else base,
             "adapters": "attention" if targets else "all-linear",
             "microbatch": b, "microbatches": m, "passes": passes,
             "host_budget_gib": float(budget[1]) if budget else None,
+            "passes_in_flight": 1 if one_pass else 2,
+            "two_pass_host_gib": gib(one.group(1)) if one else None,
+            "two_pass_step_ms": float(two_ms.group(1)) if two_ms else None,
             "host_slack_pct": slack,
             "fastest_pinned_gib": gib(near.group(1)) if near else None,
             "fastest_step_ms": float(near.group(2)) if near else None,
@@ -169,10 +183,9 @@ def rows(args):
                 # (--host-budget-gib 16).
                 runs.append(("nf4", (), None, (), 5))
                 # Two passes in flight hold the pinned buffers twice: 16
-                # GiB only with one (rp-compile's refusal says so).
+                # GiB only with one, which rp-compile then takes.
                 runs.append(("nf4", (), None,
-                             ["--host-budget-gib", str(AIMS_GIB[name]),
-                              "--passes-in-flight", "1"],
+                             ["--host-budget-gib", str(AIMS_GIB[name])],
                              None))
             if name == "qwen3-235b-a22b":
                 runs.append(("nf4", ATTENTION, None, (), None))
@@ -188,6 +201,13 @@ def rows(args):
                              ["--host-budget-gib", str(AIMS_GIB[name])],
                              None))
             for base, targets, batching, budget, slack in runs:
+                label = " ".join(
+                    ["bf16" if base == "none" else base,
+                     "attention" if targets else "all-linear"]
+                    + ([f"{batching[0]}x{batching[1]}"] if batching else [])
+                    + list(budget) + ([f"slack {slack}"] if slack else []))
+                if args.only and not re.search(args.only, label):
+                    continue
                 row = compile_row(name, base, tmp, targets, batching, budget,
                                   slack)
                 if not args.no_max_seq:
@@ -211,6 +231,8 @@ def rows(args):
                       + (f"; --host-slack-pct {slack}"
                          if slack is not None else "")
                       + ")", file=sys.stderr)
+    if not table:
+        raise SystemExit(f"no row's label matches --only {args.only!r}")
     with open(out / "rows.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(table[0]))
         w.writeheader()
@@ -231,7 +253,11 @@ def rows(args):
             + ([f"--host-budget-gib {r['host_budget_gib']:g}"]
                if r["host_budget_gib"] else [])
             + ([f"--host-slack-pct {r['host_slack_pct']}"]
-               if r["host_slack_pct"] is not None else [])) or "default"
+               if r["host_slack_pct"] is not None else [])
+            + (["(one pass in flight: rp-compile's)"]
+               if r["two_pass_host_gib"] else
+               ["--passes-in-flight 1"] if r["passes_in_flight"] == 1
+               else [])) or "default"
         print(f"| {r['model']} | {r['base']} | {r['adapters']} | {flags} | "
               f"{r['host_gib']:.1f} "
               f"({r['base_gib']:.1f} + {r['trained_gib']:.1f} + "
@@ -307,6 +333,9 @@ def main():
     r = sub.add_parser("rows")
     r.add_argument("--models", default="8b,32b,235b")
     r.add_argument("--no-max-seq", action="store_true")
+    r.add_argument("--only", help="a regex: only the rows whose label "
+                   "(base, adapters, batching, flags: 'nf4 attention 2x16 "
+                   "--host-budget-gib 160') it finds")
     r.add_argument("--out", default=str(ROOT / "results" / "lora_quant"))
     c = sub.add_parser("curves")
     c.add_argument("--steps", type=int, default=50)

@@ -110,6 +110,30 @@ struct HostBudgetStep
     outcome.checked = true;
     budget = int64_t(request.gib * double(int64_t(1) << 30));
     if (m.total() <= budget) {
+      if (request.twoPassBytes > 0) {
+        llvm::errs() << "rp-compile: --host-budget-gib "
+                     << llvm::format("%g", request.gib)
+                     << ": compiled with one pass in flight (the same "
+                        "training; its fill and drain no longer overlap the "
+                        "pass before): two passes in flight need "
+                     << formatHostBytes(request.twoPassBytes)
+                     << " of host memory (each holds its own pinned buffers "
+                        "and trained weights)";
+        for (auto s : module.getOps<ScheduleOp>())
+          if (FloatAttr ms = s.getStepMsAttr();
+              ms && request.twoPassStepMs > 0) {
+            // Two passes held to the budget may have merged stages that
+            // cost more than one pass's lost overlap.
+            double one = ms.getValueAsDouble();
+            double pct = 100 * (one / request.twoPassStepMs - 1);
+            llvm::errs() << llvm::format(
+                ", and their plan predicted %.3f ms a step against %.3f "
+                "(%.1f%% %s with one)",
+                request.twoPassStepMs, one, std::abs(pct),
+                pct >= 0 ? "slower" : "faster");
+          }
+        llvm::errs() << "; --passes-in-flight 2 refuses it instead\n";
+      }
       if (request.layerGrainBytes > 0)
         llvm::errs() << "rp-compile: --host-budget-gib "
                      << llvm::format("%g", request.gib)
@@ -123,6 +147,17 @@ struct HostBudgetStep
     if (request.mayRetryAtStageGrain && autoChoseLayerGrain(module)) {
       outcome.retryAtStageGrain = true;
       outcome.layerGrainBytes = m.total();
+      return signalPassFailure();
+    }
+    // One pass in flight holds none of the second's buffers; its own
+    // stages may then be faster ones (the hold leaves a pass more).
+    if (request.mayRetryWithOnePass && m.passes > 1 &&
+        m.total() - m.secondPass() <= budget) {
+      outcome.retryWithOnePass = true;
+      outcome.twoPassBytes = m.total();
+      for (auto s : module.getOps<ScheduleOp>())
+        if (FloatAttr ms = s.getStepMsAttr())
+          outcome.twoPassStepMs = ms.getValueAsDouble();
       return signalPassFailure();
     }
     sequences = sequencesOf(module);

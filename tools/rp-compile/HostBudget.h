@@ -7,6 +7,11 @@
 //    speed alone; its backward stages keep each layer's input in pinned
 //    host memory, so a layer-grain plan over the budget is compiled again
 //    at stage grain (the same training, a little slower).
+//  - chosen: the passes in flight. A second pass in flight holds its own
+//    pinned buffers and trained weights; a plan of two over the budget
+//    whose one pass fits is compiled again with one (the same training;
+//    its fill and drain no longer overlap the pass before, which the
+//    summary prices), unless --passes-in-flight was given.
 //  - advised: what changes the training or the run's flags, with the host
 //    memory each would need: a quantized base (--quantize-base), a graph
 //    of fewer sequences a microbatch run with rp-run --accumulate (the
@@ -47,6 +52,14 @@ struct HostBudgetRequest {
   /// The compile at stage grain after that: the layer-grain plan's host
   /// memory, for the summary and the refusal.
   int64_t layerGrainBytes = 0;
+  /// The passes in flight are rp-compile's (no --passes-in-flight): a plan
+  /// of two over the budget whose one pass would fit fails quietly, for
+  /// rp-compile to compile it with one.
+  bool mayRetryWithOnePass = false;
+  /// The compile with one pass after that: the two-pass plan's host memory
+  /// and predicted step (0: none), for the summary.
+  int64_t twoPassBytes = 0;
+  double twoPassStepMs = 0;
 };
 
 struct HostBudgetOutcome {
@@ -54,6 +67,11 @@ struct HostBudgetOutcome {
   /// again with `--recompute stage`.
   bool retryAtStageGrain = false;
   int64_t layerGrainBytes = 0;
+  /// Over the budget with two passes in flight, within it with one:
+  /// compile again with --passes-in-flight 1.
+  bool retryWithOnePass = false;
+  int64_t twoPassBytes = 0;
+  double twoPassStepMs = 0;
   /// The check ran (the pipeline before it succeeded).
   bool checked = false;
 };

@@ -532,17 +532,16 @@ int main(int argc, char **argv) {
       hostBudgetGiB > 0 && !forwardOnly &&
       pipeline.recompute == rp::RecomputeGrain::automatic &&
       pipeline.recomputeStages.empty();
+  // And with two passes in flight over it where one fits: compiled again
+  // with one, unless the user gave the passes (HostBudget.h).
+  budget.mayRetryWithOnePass =
+      hostBudgetGiB > 0 && !forwardOnly && pipeline.passesInFlight == 0;
   OwningOpRef<ModuleOp> spare;
-  if (budget.mayRetryAtStageGrain)
+  if (budget.mayRetryAtStageGrain || budget.mayRetryWithOnePass)
     spare = module->clone();
-  // --passes-in-flight: the host budget's hold counts that many passes'
-  // pinned buffers before rp-plan-memory records them (HostMemory.cpp).
-  if (pipeline.passesInFlight > 0)
-    for (ModuleOp target : {*module, spare ? *spare : ModuleOp()})
-      if (target)
-        target->setAttr("rp.passes_in_flight",
-                        IntegerAttr::get(IntegerType::get(&context, 64),
-                                         int64_t(pipeline.passesInFlight)));
+  // --passes-in-flight reaches the host budget's hold through
+  // rp-train-pipeline, which records it on the module before partitioning
+  // (as rp-opt's does).
   FailureOr<size_t> size = failure();
   auto compile = [&](ModuleOp target, rp::HostBudgetOutcome &outcome) {
     PassManager pm(&context);
@@ -557,27 +556,36 @@ int main(int argc, char **argv) {
     pm.addPass(std::make_unique<ExportPlanStep>(options, size));
     return succeeded(pm.run(target)) && succeeded(size);
   };
+  // At most two compiles again, each from the module as it was: at stage
+  // grain, then with one pass in flight.
   rp::HostBudgetOutcome outcome;
-  if (!compile(*module, outcome)) {
-    if (!outcome.retryAtStageGrain)
-      return 1;
-    pipeline.recompute = rp::RecomputeGrain::stage;
-    budget.mayRetryAtStageGrain = false;
-    budget.layerGrainBytes = outcome.layerGrainBytes;
-    module = std::move(spare);
-    rp::HostBudgetOutcome again;
-    if (!compile(*module, again)) {
-      // Forced stage grain has no layer-grain fallback for the stages
-      // that do not fit the devices (rp-choose-recompute's, under auto).
-      if (!again.checked)
-        llvm::errs() << "rp-compile: --host-budget-gib "
-                     << llvm::format("%g", double(hostBudgetGiB))
-                     << ": the layer-grain plan --recompute auto chose needs "
-                     << formatBytes(budget.layerGrainBytes)
-                     << " of host memory, and at stage grain the plan did "
-                        "not compile (above)\n";
-      return 1;
+  bool compiled = compile(*module, outcome);
+  while (!compiled && (outcome.retryAtStageGrain || outcome.retryWithOnePass)) {
+    if (outcome.retryAtStageGrain) {
+      pipeline.recompute = rp::RecomputeGrain::stage;
+      budget.mayRetryAtStageGrain = false;
+      budget.layerGrainBytes = outcome.layerGrainBytes;
+    } else {
+      pipeline.passesInFlight = 1;
+      budget.mayRetryWithOnePass = false;
+      budget.twoPassBytes = outcome.twoPassBytes;
+      budget.twoPassStepMs = outcome.twoPassStepMs;
     }
+    module = OwningOpRef<ModuleOp>(spare->clone());
+    outcome = rp::HostBudgetOutcome();
+    compiled = compile(*module, outcome);
+  }
+  if (!compiled) {
+    // Forced stage grain has no layer-grain fallback for the stages that
+    // do not fit the devices (rp-choose-recompute's, under auto).
+    if (budget.layerGrainBytes > 0 && !outcome.checked)
+      llvm::errs() << "rp-compile: --host-budget-gib "
+                   << llvm::format("%g", double(hostBudgetGiB))
+                   << ": the layer-grain plan --recompute auto chose needs "
+                   << formatBytes(budget.layerGrainBytes)
+                   << " of host memory, and at stage grain the plan did "
+                      "not compile (above)\n";
+    return 1;
   }
   printSummary(*module, *size);
   if (tf32)

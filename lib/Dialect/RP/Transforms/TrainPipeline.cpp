@@ -4,6 +4,8 @@
 #include "rp/contract/PlanFormat.h"
 #include "rp/timing/Hardware.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -50,6 +52,30 @@ static void addConvert(OpPassManager &pm, const TrainPipelineOptions &options) {
   pm.addPass(createConvertFloatTypePass(to));
 }
 
+namespace {
+/// Records passes-in-flight on the module before anything partitions it:
+/// rp-partition's and rp-choose-loss-fusion's host budget counts that many
+/// passes' pinned buffers (hostMemoryOf reads `rp.passes_in_flight` until
+/// rp-plan-memory records the schedule's), in rp-opt's pipeline as in
+/// rp-compile's, which builds it.
+struct RecordPassesInFlight
+    : public PassWrapper<RecordPassesInFlight, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RecordPassesInFlight)
+
+  explicit RecordPassesInFlight(unsigned passes) : passes(passes) {}
+  StringRef getArgument() const override {
+    return "rp-record-passes-in-flight";
+  }
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    module->setAttr("rp.passes_in_flight",
+                    IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                     int64_t(passes)));
+  }
+  unsigned passes;
+};
+} // namespace
+
 void mlir::rp::buildForwardPipeline(OpPassManager &pm,
                                     const TrainPipelineOptions &options) {
   addLora(pm, options, /*training=*/false);
@@ -59,6 +85,8 @@ void mlir::rp::buildForwardPipeline(OpPassManager &pm,
 
 void mlir::rp::buildTrainPipeline(OpPassManager &pm,
                                   const TrainPipelineOptions &options) {
+  if (options.passesInFlight > 0)
+    pm.addPass(std::make_unique<RecordPassesInFlight>(options.passesInFlight));
   addLora(pm, options, /*training=*/true);
   addQuantize(pm, options);
   AttachLossPassOptions attach;

@@ -36,6 +36,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ConstantEvaluator.h"
 #include "NodeImporter.h"
 
 using namespace mlir;
@@ -162,6 +163,17 @@ static LogicalResult importBitwise(NodeImporter &n, StringRef op) {
   return success();
 }
 
+/// A rows x cols mask becomes a constant of that many elements: checked
+/// before the loop that fills it (a fuzzed shape would run for minutes).
+static LogicalResult checkMaskSize(NodeImporter &n, int64_t rows,
+                                   int64_t cols) {
+  if (cols <= 0 || rows <= kMaxEvalElements / cols)
+    return success();
+  return n.error() << "its mask of " << rows << " x " << cols
+                   << " elements is more than the " << kMaxEvalElements
+                   << " rp makes a constant of";
+}
+
 static LogicalResult importTrilu(NodeImporter &n) {
   Value x = n.input(0);
   if (!x)
@@ -180,6 +192,8 @@ static LogicalResult importTrilu(NodeImporter &n) {
   if (xt.getRank() < 2)
     return n.error() << "Trilu of a rank-" << xt.getRank() << " tensor";
   int64_t rows = xt.getShape()[xt.getRank() - 2], cols = xt.getShape().back();
+  if (failed(checkMaskSize(n, rows, cols)))
+    return failure();
   // Kept: j - i >= k (upper) or j - i <= k (lower).
   SmallVector<bool> keep;
   for (int64_t i = 0; i < rows; ++i)
@@ -301,6 +315,8 @@ static LogicalResult importEyeLike(NodeImporter &n) {
   }
   int64_t k = n.intAttr("k", 0), rows = xt.getShape()[0],
           cols = xt.getShape()[1];
+  if (failed(checkMaskSize(n, rows, cols)))
+    return failure();
   SmallVector<float> eye;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)

@@ -32,7 +32,7 @@ namespace mlir::rp::search {
 
 std::atomic<uint64_t> statCandidates{0}, statMicros{0};
 std::atomic<unsigned> statSearches{0}, statBudgetStops{0}, statReused{0},
-    statFloorStops{0};
+    statFloorStops{0}, statMemoryLimits{0};
 
 } // namespace mlir::rp::search
 

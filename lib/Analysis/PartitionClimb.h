@@ -20,7 +20,7 @@ namespace mlir::rp::search {
 /// two modules may search at once.
 extern std::atomic<uint64_t> statCandidates, statMicros;
 extern std::atomic<unsigned> statSearches, statBudgetStops, statReused,
-    statFloorStops;
+    statFloorStops, statMemoryLimits;
 
 /// The search of partitionForStepTime for one tail job count (1, 2, or 3:
 /// one tail job split by layers into a pair); `foundMs` is the returned

@@ -13,23 +13,50 @@
 using namespace mlir;
 using namespace mlir::rp;
 
+namespace {
+
+/// `p`'s round-robin schedule as rp-insert-transfers leaves it (in issue
+/// order, which buffer reuse follows), and its buffers, not placed.
+std::optional<std::pair<Pipeline, MemoryPlan>>
+buffersOf(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+          const SearchTarget &t) {
+  std::string error;
+  FailureOr<Pipeline> pl = lowerForTarget(p, layers, t, error);
+  if (failed(pl))
+    return std::nullopt;
+  insertTransfers(*pl, layers, t.hw);
+  if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
+    pl->schedule = std::move(*issued);
+  MemoryPlan mp = collectBuffers(*pl, layers);
+  return std::make_pair(std::move(*pl), std::move(mp));
+}
+
+} // namespace
+
+int64_t mlir::rp::devicePeakBound(const Partition &p,
+                                  llvm::ArrayRef<LayerCost> layers,
+                                  const SearchTarget &t) {
+  auto built = buffersOf(p, layers, t);
+  if (!built)
+    return std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> bounds =
+      liveBytesBounds(built->second, built->first.devices);
+  bounds.pop_back();
+  return *std::max_element(bounds.begin(), bounds.end());
+}
+
 DevicePeak mlir::rp::devicePeak(const Partition &p,
                                 llvm::ArrayRef<LayerCost> layers,
                                 const SearchTarget &t, int64_t hostLimit,
                                 int64_t skipOver) {
-  std::string error;
-  FailureOr<Pipeline> pl = lowerForTarget(p, layers, t, error);
   DevicePeak peak;
-  if (failed(pl)) {
+  auto built = buffersOf(p, layers, t);
+  if (!built) {
     peak.bytes = std::numeric_limits<int64_t>::max();
     return peak;
   }
-  insertTransfers(*pl, layers, t.hw);
-  // The order rp-insert-transfers lists commands in, which buffer reuse
-  // follows.
-  if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
-    pl->schedule = std::move(*issued);
-  MemoryPlan mp = collectBuffers(*pl, layers);
+  const Pipeline *pl = &built->first;
+  MemoryPlan &mp = built->second;
   // Where a limit is asked, the cheap bounds first, then the host's pool
   // alone: the hold's moves mostly fail one of them.
   if (hostLimit > 0 || skipOver >= 0) {
@@ -203,4 +230,25 @@ Partition mlir::rp::leanestFloorTie(const Partition &p, double stepMs,
     return p;
   scorePartition(q, layers, t.devices);
   return q;
+}
+
+std::optional<Partition>
+mlir::rp::partitionAtMemoryLimit(llvm::ArrayRef<LayerCost> layers,
+                                 const SearchTarget &t) {
+  int64_t budget = t.budget();
+  if (budget <= 0 || layers.size() < 2 || t.hostStagedBytes > 0 ||
+      t.hostSlack > 0)
+    return std::nullopt;
+  // The step-time search's fallback when its partition does not fit:
+  // RoundPipe's, where it fits. Its bound over the budget, it cannot.
+  if (devicePeakBound(partitionRoundPipe(layers, t.stageBytes, t.devices),
+                      layers, t) <= budget)
+    return std::nullopt;
+  MemorySearchResult leanest =
+      partitionForMemory(layers, t, /*feasibilityOnly=*/true);
+  // The leanest that fits is the least peak the feasibility tried.
+  if (!leanest.fastest ||
+      double(budget - leanest.least.bytes) > kFitTie * double(budget))
+    return std::nullopt;
+  return partitionForMemory(layers, t).fastest;
 }

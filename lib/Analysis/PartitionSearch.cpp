@@ -97,6 +97,7 @@ SearchStats mlir::rp::searchStats() {
   s.budgetStops = statBudgetStops;
   s.reused = statReused;
   s.floorStops = statFloorStops;
+  s.memoryLimits = statMemoryLimits;
   return s;
 }
 
@@ -183,6 +184,12 @@ namespace {
 Partition searchAndFit(llvm::ArrayRef<LayerCost> layers,
                        const SearchTarget &t) {
   SearchClock clock;
+  // At the memory limit the search's partitions do not fit: the memory
+  // objective's, without timing them.
+  if (std::optional<Partition> atLimit = partitionAtMemoryLimit(layers, t)) {
+    ++statMemoryLimits;
+    return *atLimit;
+  }
   double stepMs;
   Partition p = searchForStepTime(layers, t, stepMs);
   // A profile without a memory size has nothing to fit.

@@ -299,7 +299,8 @@ static void printSummary(ModuleOp module, size_t size) {
   os << "; " << size << " bytes";
   // What choosing cost: rp's partitioner times candidates (each a schedule
   // laid out as a run), for every choice left automatic.
-  if (rp::SearchStats search = rp::searchStats(); search.searches) {
+  if (rp::SearchStats search = rp::searchStats();
+      search.searches || search.memoryLimits) {
     char text[200];
     snprintf(text, sizeof(text),
              "; the partition search timed %llu candidates in %.2f s (%u "
@@ -312,6 +313,9 @@ static void printSummary(ModuleOp module, size_t size) {
     if (search.floorStops)
       os << ", " << search.floorStops
          << " stopped at the host optimizer's floor";
+    if (search.memoryLimits)
+      os << ", " << search.memoryLimits
+         << " answered by the memory objective at the memory limit";
     if (search.budgetStops)
       os << ", " << search.budgetStops << " stopped at their budget of "
          << rp::kSearchBudget << " candidates, the best found kept";

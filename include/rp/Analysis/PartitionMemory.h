@@ -51,6 +51,11 @@ DevicePeak devicePeak(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                       const SearchTarget &target, int64_t hostLimit = 0,
                       int64_t skipOver = -1);
 
+/// The highest of `p`'s devices' live-bytes bounds (liveBytesBounds): no
+/// placement of its buffers peaks lower. Its buffers are not placed.
+int64_t devicePeakBound(const Partition &p, llvm::ArrayRef<LayerCost> layers,
+                        const SearchTarget &target);
+
 struct MemorySearchResult {
   /// The fastest lean partition that fits, when one does.
   std::optional<Partition> fastest;
@@ -67,6 +72,27 @@ struct MemorySearchResult {
 MemorySearchResult partitionForMemory(llvm::ArrayRef<LayerCost> layers,
                                       const SearchTarget &target,
                                       bool feasibilityOnly = false);
+
+/// The share of the device budget within which the leanest partition's
+/// peak is at the memory limit (partitionAtMemoryLimit).
+constexpr double kFitTie = 1e-3;
+
+/// The partition at the memory limit, without the step-time search. Where
+/// RoundPipe's partition cannot fit (its live-bytes bound is over the
+/// budget) and the leanest partition that fits (partitionForMemory's
+/// feasibility: one-layer tail and backward stages) peaks within kFitTie
+/// of the budget, the memory objective's fastest lean partition that
+/// fits; nullopt elsewhere, and under a host budget or slack. At such a
+/// length every partition with larger stages than the leanest holds more
+/// (a stage's weights and, at stage grain, every recomputed layer's
+/// intermediates), so the step-time search's partition, cut for speed,
+/// did not fit, its fallback (RoundPipe's) cannot, and the memory
+/// objective's partition was what the search returned after timing
+/// hundreds of candidates (docs/pipeline.md, "What choosing costs"):
+/// the longest sequence --report-max-seq finds is such a length.
+std::optional<Partition>
+partitionAtMemoryLimit(llvm::ArrayRef<LayerCost> layers,
+                       const SearchTarget &target);
 
 /// The leanest of the host optimizer's ties. At a step paced by the
 /// optimizer's floor (optimizerFloorMs) many partitions tie to rounding, and

@@ -29,6 +29,10 @@ struct SearchStats {
   /// Searches answered from an earlier identical one (SearchMemo), not
   /// counted in `searches`.
   unsigned reused = 0;
+  /// Searches answered by the memory objective at the memory limit
+  /// (partitionAtMemoryLimit), their candidates never timed; not counted
+  /// in `searches`.
+  unsigned memoryLimits = 0;
 };
 SearchStats searchStats();
 

@@ -240,10 +240,20 @@ mlir::rp::partitionAtMemoryLimit(llvm::ArrayRef<LayerCost> layers,
       t.hostSlack > 0)
     return std::nullopt;
   // The step-time search's fallback when its partition does not fit:
-  // RoundPipe's, where it fits. Its bound over the budget, it cannot.
-  if (devicePeakBound(partitionRoundPipe(layers, t.stageBytes, t.devices),
-                      layers, t) <= budget)
-    return std::nullopt;
+  // RoundPipe's, where it fits, with each tail job count the search tries
+  // (searchForStepTime). Its bound decides where it can.
+  Partition roundpipe = partitionRoundPipe(layers, t.stageBytes, t.devices);
+  // (A pair of tail jobs, tailJobs 3, is timed as RoundPipe's one job.)
+  std::vector<unsigned> tailJobs{1};
+  if (t.microbatches >= 2 && t.devices >= 2 && t.tailJobs == 2)
+    tailJobs = {2};
+  else if (t.microbatches >= 2 && t.devices >= 2 && t.tailJobs == 0)
+    tailJobs = {1, 2};
+  for (unsigned jobs : tailJobs) {
+    roundpipe.tailJobs = jobs;
+    if (devicePeak(roundpipe, layers, t, 0, 0).fits)
+      return std::nullopt;
+  }
   MemorySearchResult leanest =
       partitionForMemory(layers, t, /*feasibilityOnly=*/true);
   // The leanest that fits is the least peak the feasibility tried.

@@ -78,8 +78,8 @@ MemorySearchResult partitionForMemory(llvm::ArrayRef<LayerCost> layers,
 constexpr double kFitTie = 1e-3;
 
 /// The partition at the memory limit, without the step-time search. Where
-/// RoundPipe's partition cannot fit (its live-bytes bound is over the
-/// budget) and the leanest partition that fits (partitionForMemory's
+/// RoundPipe's partition does not fit (with each tail job count the search
+/// tries) and the leanest partition that fits (partitionForMemory's
 /// feasibility: one-layer tail and backward stages) peaks within kFitTie
 /// of the budget, the memory objective's fastest lean partition that
 /// fits; nullopt elsewhere, and under a host budget or slack. At such a

@@ -7,8 +7,10 @@
 // rp-partition would: the step-time search's partitions are cut for speed
 // and at a long sequence the memory objective's lean ones are what fit, so
 // a trial asks only whether the memory objective finds one (the leanest
-// first, a few memory plans), and the partitioner runs in full once, at
-// the answer, for the stages it prints.
+// first, a few memory plans), and the partitioner runs once, at the
+// answer, for the stages it prints (at the memory limit there, it takes the
+// memory objective's partition without timing the step-time search's:
+// partitionAtMemoryLimit).
 //
 //===----------------------------------------------------------------------===//
 

@@ -46,6 +46,15 @@ print("at the reported sequence: %s, stages %s" % (
     "fits" if at.returncode == 0 else "DOES NOT FIT",
     "as reported" if stages and stages.group(1) == reported else
     "DIFFERENT: %s" % (stages.group(1) if stages else at.stderr)))
+# At the answer the leanest partition peaks within 0.1 % of the budget:
+# the partitioner takes the memory objective's stages without timing the
+# step-time search's candidates (partitionAtMemoryLimit).
+limit = re.search(r"(\d+) answered by the memory objective at the memory "
+                  r"limit", at.stderr)
+print("at the reported sequence the partitioner: %s" % (
+    "at the memory limit, %s candidates timed" % re.search(
+        r"search timed (\d+) candidates", at.stderr).group(1)
+    if limit else "searched"))
 over = compile_at(seq + 1)
 print("one token more: %s" % ("COMPILES" if over.returncode == 0 else
                               "refused"))

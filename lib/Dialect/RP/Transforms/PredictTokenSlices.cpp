@@ -119,9 +119,12 @@ struct PredictTokenSlicesPass
     SlicedPrediction sliced;
     std::string how;
   };
+  /// `maxEven` bounds auto's even counts (0: doubling past 16 while
+  /// faster).
   FailureOr<Chosen> choose(const TokenSlicesSpec &spec,
                            const PlanTarget &target,
-                           llvm::function_ref<bool(int64_t, int64_t)> fits);
+                           llvm::function_ref<bool(int64_t, int64_t)> fits,
+                           unsigned maxEven = 0);
 
   /// With search-stages: the stages searched again with `chosen`'s slices
   /// (and, for auto, the slices chosen again on the stages found); the
@@ -216,7 +219,7 @@ struct PredictTokenSlicesPass
 
 FailureOr<PredictTokenSlicesPass::Chosen> PredictTokenSlicesPass::choose(
     const TokenSlicesSpec &spec, const PlanTarget &target,
-    llvm::function_ref<bool(int64_t, int64_t)> fits) {
+    llvm::function_ref<bool(int64_t, int64_t)> fits, unsigned maxEven) {
   func::FuncOp func = in->func;
   Chosen out;
   switch (spec.kind) {
@@ -265,7 +268,7 @@ FailureOr<PredictTokenSlicesPass::Chosen> PredictTokenSlicesPass::choose(
     constexpr int64_t kMinEvenSlice = 512;
     double lastMs = std::numeric_limits<double>::infinity();
     for (unsigned k = 1; k <= unsigned(seq0); k *= 2) {
-      if (k > 16 && seq0 / k < kMinEvenSlice)
+      if (k > 16 && (seq0 / k < kMinEvenSlice || (maxEven && k > maxEven)))
         break;
       std::optional<SlicedPrediction> evenOwn;
       const SlicedPrediction *even = sliced.operator->();
@@ -312,54 +315,92 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
   // chosen again on the stages found; where that changes the slice count
   // (16 chosen on the unsliced stages, 32 faster on the stages found for
   // 16) the stages are searched again for the new count from where they
-  // are, at most kRounds searches in all.
+  // are, at most kRounds searches in all. On in->partition; `chosen`
+  // becomes the slices kept.
   constexpr unsigned kRounds = 3;
-  double unslicedStagesMs = 0;
-  size_t firstCount = chosen.sizes.size();
+  struct Searched {
+    double unslicedStagesMs = 0;
+    size_t firstCount = 0;
+    bool moved = false;
+  };
   unsigned timed = 0;
-  bool moved = false;
-  for (unsigned round = 0; round < kRounds; ++round) {
-    FailureOr<SliceCosts> costs = costsOf(chosen.sizes);
-    if (failed(costs))
+  auto climb = [&](Chosen &chosen, unsigned maxEven) -> FailureOr<Searched> {
+    Searched out;
+    out.firstCount = chosen.sizes.size();
+    for (unsigned round = 0; round < kRounds; ++round) {
+      FailureOr<SliceCosts> costs = costsOf(chosen.sizes);
+      if (failed(costs))
+        return failure();
+      std::vector<int64_t> sizes = chosen.sizes;
+      auto time = [&](const Partition &p) -> std::optional<double> {
+        std::string error;
+        FailureOr<SlicedPrediction> r = predictSlicedPlan(
+            p, costs->slices, sizes, *costs->mean, pairs, target, error);
+        if (failed(r) || !r->plan.fits)
+          return std::nullopt;
+        return r->plan.stepMs;
+      };
+      SlicedStagesSearch problem;
+      problem.stepMs = time;
+      problem.stageBytesCap = cap;
+      SlicedStages found =
+          searchSlicedStages(in->partition, in->costs, problem);
+      timed += found.timed;
+      if (round == 0)
+        out.unslicedStagesMs = found.startMs;
+      if (!(found.stepMs < found.startMs))
+        break;
+      out.moved = true;
+      in->partition = found.partition;
+      FailureOr<SlicedPrediction> again = predict(chosen.sizes, target);
+      if (failed(again))
+        return failure();
+      chosen.sliced = std::move(*again);
+      if (spec.kind != TokenSlicesSpec::Kind::automatic)
+        break;
+      // The slices chosen again on the stages found; kept where faster.
+      FailureOr<Chosen> redo = choose(spec, target, fits, maxEven);
+      if (failed(redo))
+        return failure();
+      if (!((redo->sliced.plan.fits || !chosen.sliced.plan.fits) &&
+            redo->sliced.plan.stepMs < chosen.sliced.plan.stepMs))
+        break;
+      bool recount = redo->sizes.size() != chosen.sizes.size();
+      chosen = std::move(*redo);
+      if (!recount)
+        break;
+    }
+    return out;
+  };
+  Partition unsliced = in->partition;
+  FailureOr<Searched> searched = climb(chosen, 0);
+  if (failed(searched))
+    return failure();
+  if (spec.kind == TokenSlicesSpec::Kind::automatic &&
+      searched->firstCount > 16) {
+    // More than 16 slices won on the unsliced plan's stages, which need
+    // not be the faster count once the stages are searched (Llama-3.1-8B
+    // at 64k: 64 slices on the unsliced stages, 16 with stages searched
+    // for them): the best of at most 16 is searched too, the faster kept.
+    Partition foundMany = in->partition;
+    in->partition = unsliced;
+    FailureOr<Chosen> few = choose(spec, target, fits, 16);
+    if (failed(few))
       return failure();
-    std::vector<int64_t> sizes = chosen.sizes;
-    auto time = [&](const Partition &p) -> std::optional<double> {
-      std::string error;
-      FailureOr<SlicedPrediction> r = predictSlicedPlan(
-          p, costs->slices, sizes, *costs->mean, pairs, target, error);
-      if (failed(r) || !r->plan.fits)
-        return std::nullopt;
-      return r->plan.stepMs;
-    };
-    SlicedStagesSearch problem;
-    problem.stepMs = time;
-    problem.stageBytesCap = cap;
-    SlicedStages found = searchSlicedStages(in->partition, in->costs, problem);
-    timed += found.timed;
-    if (round == 0)
-      unslicedStagesMs = found.startMs;
-    if (!(found.stepMs < found.startMs))
-      break;
-    moved = true;
-    in->partition = found.partition;
-    FailureOr<SlicedPrediction> again = predict(chosen.sizes, target);
-    if (failed(again))
+    FailureOr<Searched> fewSearched = climb(*few, 16);
+    if (failed(fewSearched))
       return failure();
-    chosen.sliced = std::move(*again);
-    if (spec.kind != TokenSlicesSpec::Kind::automatic)
-      break;
-    // The slices chosen again on the stages found; kept where faster.
-    FailureOr<Chosen> redo = choose(spec, target, fits);
-    if (failed(redo))
-      return failure();
-    if (!((redo->sliced.plan.fits || !chosen.sliced.plan.fits) &&
-          redo->sliced.plan.stepMs < chosen.sliced.plan.stepMs))
-      break;
-    bool recount = redo->sizes.size() != chosen.sizes.size();
-    chosen = std::move(*redo);
-    if (!recount)
-      break;
+    if ((few->sliced.plan.fits || !chosen.sliced.plan.fits) &&
+        few->sliced.plan.stepMs < chosen.sliced.plan.stepMs) {
+      chosen = std::move(*few);
+      searched = std::move(fewSearched);
+    } else {
+      in->partition = foundMany;
+    }
   }
+  double unslicedStagesMs = searched->unslicedStagesMs;
+  size_t firstCount = searched->firstCount;
+  bool moved = searched->moved;
   if (!moved) {
     said = "token slices: the unsliced plan's stages " + before +
            " kept: none faster with the slices among the " +

@@ -46,10 +46,12 @@ struct SlicedStages {
 /// forward cuts (1 to 4 layers a stage) with `start`'s tail and backward
 /// stages, then climbs from the fastest over the moves of one boundary by
 /// one layer, the merge of two neighbours, the split of a stage in two
-/// halves (forward and backward lists) and the tail's grow and shrink,
-/// taking the fastest neighbour while it is faster by more than 1e-6 of
-/// the step. `start`'s grain and tail jobs are kept; per-stage grains and
-/// a split tail pair are not searched (the start is returned).
+/// halves (forward and backward lists) and the tail's grow and shrink:
+/// the neighbours timed 16 at a time from where the last move was found,
+/// the first 16 that hold one faster by more than 1e-5 of the step
+/// giving the move (their fastest), until a whole sweep finds none or the
+/// budget is spent. `start`'s grain and tail jobs are kept; per-stage grains
+/// and a split tail pair are not searched (the start is returned).
 SlicedStages searchSlicedStages(const Partition &start,
                                 llvm::ArrayRef<LayerCost> layers,
                                 const SlicedStagesSearch &search);

@@ -26,6 +26,7 @@
 #include "rp/timing/Assumptions.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -118,9 +119,12 @@ struct PredictTokenSlicesPass
     SlicedPrediction sliced;
     std::string how;
   };
+  /// `maxEven` bounds auto's even counts (0: doubling past 16 while
+  /// faster).
   FailureOr<Chosen> choose(const TokenSlicesSpec &spec,
                            const PlanTarget &target,
-                           llvm::function_ref<bool(int64_t, int64_t)> fits);
+                           llvm::function_ref<bool(int64_t, int64_t)> fits,
+                           unsigned maxEven = 0);
 
   /// With search-stages: the stages searched again with `chosen`'s slices
   /// (and, for auto, the slices chosen again on the stages found); the
@@ -215,7 +219,7 @@ struct PredictTokenSlicesPass
 
 FailureOr<PredictTokenSlicesPass::Chosen> PredictTokenSlicesPass::choose(
     const TokenSlicesSpec &spec, const PlanTarget &target,
-    llvm::function_ref<bool(int64_t, int64_t)> fits) {
+    llvm::function_ref<bool(int64_t, int64_t)> fits, unsigned maxEven) {
   func::FuncOp func = in->func;
   Chosen out;
   switch (spec.kind) {
@@ -257,20 +261,36 @@ FailureOr<PredictTokenSlicesPass::Chosen> PredictTokenSlicesPass::choose(
     return failure();
   if (spec.kind == TokenSlicesSpec::Kind::automatic) {
     // The dynamic program prices TeraPipe's chain; the plan's timing can
-    // prefer even slices (or none): auto keeps the faster that fits.
-    for (unsigned k : {1u, 2u, 4u, 8u, 16u}) {
-      if (k > unsigned(seq0) || k == out.sizes.size())
-        continue;
-      FailureOr<SlicedPrediction> even = predict(equalSlices(seq0, k), target);
-      if (failed(even))
-        return failure();
-      if ((even->plan.fits || !sliced->plan.fits) &&
+    // prefer even slices (or none): auto keeps the faster that fits. 1 to
+    // 16 always; past 16 the count doubles while the doubling was faster
+    // in the plan's timing (at 64k 32 slices can win once the stages are
+    // searched for them), down to slices of kMinEvenSlice tokens.
+    constexpr int64_t kMinEvenSlice = 512;
+    double lastMs = std::numeric_limits<double>::infinity();
+    for (unsigned k = 1; k <= unsigned(seq0); k *= 2) {
+      if (k > 16 && (seq0 / k < kMinEvenSlice || (maxEven && k > maxEven)))
+        break;
+      std::optional<SlicedPrediction> evenOwn;
+      const SlicedPrediction *even = sliced.operator->();
+      if (k != out.sizes.size()) {
+        FailureOr<SlicedPrediction> p = predict(equalSlices(seq0, k), target);
+        if (failed(p))
+          return failure();
+        evenOwn = std::move(*p);
+        even = &*evenOwn;
+      }
+      double ms = even->plan.fits ? even->plan.stepMs
+                                  : std::numeric_limits<double>::infinity();
+      if (evenOwn && (even->plan.fits || !sliced->plan.fits) &&
           even->plan.stepMs < sliced->plan.stepMs) {
-        sliced = std::move(even);
+        sliced = std::move(*evenOwn);
         out.how = "auto: " + std::to_string(k) +
                   " even slices, faster in the plan's timing than the "
                   "dynamic program's";
       }
+      if (k >= 16 && !(ms < lastMs))
+        break;
+      lastMs = ms;
     }
     out.sizes = sliced->sizes;
   }
@@ -282,9 +302,6 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
     const TokenSlicesSpec &spec, const PlanTarget &target,
     llvm::function_ref<bool(int64_t, int64_t)> fits, Chosen &chosen,
     std::string &said) {
-  FailureOr<SliceCosts> costs = costsOf(chosen.sizes);
-  if (failed(costs))
-    return failure();
   // No stage heavier in weights than the heaviest rp-partition cut: its
   // byte cap held them there.
   int64_t cap = 0;
@@ -293,39 +310,102 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
   cap = std::max(cap, stageBytes(in->partition.tail, in->costs, true));
   for (const StageRange &r : in->partition.backward)
     cap = std::max(cap, stageBytes(r, in->costs, true));
-  std::vector<int64_t> sizes = chosen.sizes;
-  auto time = [&](const Partition &p) -> std::optional<double> {
-    std::string error;
-    FailureOr<SlicedPrediction> r = predictSlicedPlan(
-        p, costs->slices, sizes, *costs->mean, pairs, target, error);
-    if (failed(r) || !r->plan.fits)
-      return std::nullopt;
-    return r->plan.stepMs;
-  };
-  SlicedStagesSearch problem;
-  problem.stepMs = time;
-  problem.stageBytesCap = cap;
-  SlicedStages found = searchSlicedStages(in->partition, in->costs, problem);
   std::string before = formatStages(in->partition);
-  if (!(found.stepMs < found.startMs)) {
+  // The stages are searched for the slices, and with auto the slices are
+  // chosen again on the stages found; where that changes the slice count
+  // (16 chosen on the unsliced stages, 32 faster on the stages found for
+  // 16) the stages are searched again for the new count from where they
+  // are, at most kRounds searches in all. On in->partition; `chosen`
+  // becomes the slices kept.
+  constexpr unsigned kRounds = 3;
+  struct Searched {
+    double unslicedStagesMs = 0;
+    size_t firstCount = 0;
+    bool moved = false;
+  };
+  unsigned timed = 0;
+  auto climb = [&](Chosen &chosen, unsigned maxEven) -> FailureOr<Searched> {
+    Searched out;
+    out.firstCount = chosen.sizes.size();
+    for (unsigned round = 0; round < kRounds; ++round) {
+      FailureOr<SliceCosts> costs = costsOf(chosen.sizes);
+      if (failed(costs))
+        return failure();
+      std::vector<int64_t> sizes = chosen.sizes;
+      auto time = [&](const Partition &p) -> std::optional<double> {
+        std::string error;
+        FailureOr<SlicedPrediction> r = predictSlicedPlan(
+            p, costs->slices, sizes, *costs->mean, pairs, target, error);
+        if (failed(r) || !r->plan.fits)
+          return std::nullopt;
+        return r->plan.stepMs;
+      };
+      SlicedStagesSearch problem;
+      problem.stepMs = time;
+      problem.stageBytesCap = cap;
+      SlicedStages found =
+          searchSlicedStages(in->partition, in->costs, problem);
+      timed += found.timed;
+      if (round == 0)
+        out.unslicedStagesMs = found.startMs;
+      if (!(found.stepMs < found.startMs))
+        break;
+      out.moved = true;
+      in->partition = found.partition;
+      FailureOr<SlicedPrediction> again = predict(chosen.sizes, target);
+      if (failed(again))
+        return failure();
+      chosen.sliced = std::move(*again);
+      if (spec.kind != TokenSlicesSpec::Kind::automatic)
+        break;
+      // The slices chosen again on the stages found; kept where faster.
+      FailureOr<Chosen> redo = choose(spec, target, fits, maxEven);
+      if (failed(redo))
+        return failure();
+      if (!((redo->sliced.plan.fits || !chosen.sliced.plan.fits) &&
+            redo->sliced.plan.stepMs < chosen.sliced.plan.stepMs))
+        break;
+      bool recount = redo->sizes.size() != chosen.sizes.size();
+      chosen = std::move(*redo);
+      if (!recount)
+        break;
+    }
+    return out;
+  };
+  Partition unsliced = in->partition;
+  FailureOr<Searched> searched = climb(chosen, 0);
+  if (failed(searched))
+    return failure();
+  if (spec.kind == TokenSlicesSpec::Kind::automatic &&
+      searched->firstCount > 16) {
+    // More than 16 slices won on the unsliced plan's stages, which need
+    // not be the faster count once the stages are searched (Llama-3.1-8B
+    // at 64k: 64 slices on the unsliced stages, 16 with stages searched
+    // for them): the best of at most 16 is searched too, the faster kept.
+    Partition foundMany = in->partition;
+    in->partition = unsliced;
+    FailureOr<Chosen> few = choose(spec, target, fits, 16);
+    if (failed(few))
+      return failure();
+    FailureOr<Searched> fewSearched = climb(*few, 16);
+    if (failed(fewSearched))
+      return failure();
+    if ((few->sliced.plan.fits || !chosen.sliced.plan.fits) &&
+        few->sliced.plan.stepMs < chosen.sliced.plan.stepMs) {
+      chosen = std::move(*few);
+      searched = std::move(fewSearched);
+    } else {
+      in->partition = foundMany;
+    }
+  }
+  double unslicedStagesMs = searched->unslicedStagesMs;
+  size_t firstCount = searched->firstCount;
+  bool moved = searched->moved;
+  if (!moved) {
     said = "token slices: the unsliced plan's stages " + before +
            " kept: none faster with the slices among the " +
-           std::to_string(found.timed) + " partitions timed";
+           std::to_string(timed) + " partitions timed";
     return success();
-  }
-  in->partition = found.partition;
-  FailureOr<SlicedPrediction> again = predict(chosen.sizes, target);
-  if (failed(again))
-    return failure();
-  chosen.sliced = std::move(*again);
-  if (spec.kind == TokenSlicesSpec::Kind::automatic) {
-    // The slices chosen again on the stages found; kept where faster.
-    FailureOr<Chosen> redo = choose(spec, target, fits);
-    if (failed(redo))
-      return failure();
-    if ((redo->sliced.plan.fits || !chosen.sliced.plan.fits) &&
-        redo->sliced.plan.stepMs < chosen.sliced.plan.stepMs)
-      chosen = std::move(*redo);
   }
   PartitionAttr a = in->attr;
   SmallVector<int64_t> fwd, bwd;
@@ -335,16 +415,16 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
                          a.getMicrobatches(), a.getHw(), a.getPartitioner(),
                          a.getRecompute(), fwd, bwd, a.getTailJobs());
   in->func->setAttr("rp.partition", in->attr);
-  said =
-      "token slices: stages chosen with the slices: " +
-      formatStages(in->partition) +
-      fmt(", predicted step %.3f ms; the unsliced plan's stages ",
-          chosen.sliced.plan.stepMs) +
-      before +
-      (found.startMs < 1e300 ? fmt(" would take %.3f ms with ", found.startMs)
-                             : std::string(" do not fit with ")) +
-      std::to_string(sizes.size()) + " slices (" + std::to_string(found.timed) +
-      " partitions timed)";
+  said = "token slices: stages chosen with the slices: " +
+         formatStages(in->partition) +
+         fmt(", predicted step %.3f ms; the unsliced plan's stages ",
+             chosen.sliced.plan.stepMs) +
+         before +
+         (unslicedStagesMs < 1e300
+              ? fmt(" would take %.3f ms with ", unslicedStagesMs)
+              : std::string(" do not fit with ")) +
+         std::to_string(firstCount) + " slices (" + std::to_string(timed) +
+         " partitions timed)";
   return success();
 }
 

@@ -41,10 +41,9 @@ threads on the machine's cores, beside the trainer and the optimizer: the
 run's CPU time per step (`cpu_ms_per_step`, every thread, start-up
 included) against the sim's busy time summed over the devices
 (`predicted_busy_sum_ms`, what one core would run in series) says
-whether the model's work per step is the run's. The host profile's
-`host_cores` ("machine") puts the devices' compute, the trainer and the
-optimizer on this machine's cores (`machine_cores`), which
-`predicted_step_ms` assumes; on a machine shared with other work the run
+whether the model's work per step is the run's. `predicted_step_ms`
+puts the devices' compute, the trainer and the optimizer on this
+machine's cores (`host_cores` "machine": `machine_cores`); on a machine shared with other work the run
 gets fewer: `run_cores` (its steady CPU time per step,
 `steady_cpu_ms_per_step`, from a second run of twice the steps, over its
 step) and
@@ -254,8 +253,8 @@ def bench_executor(bin_dir):
 
 
 def predicted_step(bin_dir, plan, hw, launch_us, job_us, tmp, cores=None):
-    """The sim's step for `plan` on `hw` with the measured costs put in
-    (and `cores` as its host_cores where given)."""
+    """The sim's step for `plan` on `hw` with the measured costs put in,
+    its devices on `cores` of the host's (default: this machine's)."""
     path = Path(hw)
     if not path.exists():
         path = PROFILES / f"{hw}.json"
@@ -263,8 +262,7 @@ def predicted_step(bin_dir, plan, hw, launch_us, job_us, tmp, cores=None):
     profile.pop("unknown", None)
     profile.pop("as_built_kernels", None)
     profile["launch_us"], profile["job_us"] = launch_us, job_us
-    if cores is not None:
-        profile["host_cores"] = cores
+    profile["host_cores"] = "machine" if cores is None else cores
     measured = Path(tmp) / "measured-hw.json"
     measured.write_text(json.dumps(profile))
     out = rp_run(bin_dir, plan, "--backend", "sim", "--hw", measured).stdout

@@ -121,8 +121,8 @@ struct HardwareModel {
   unsigned hostInterpreters = 0;
   /// The host's CPU cores that the devices' compute and the host's own
   /// work (prologue, epilogue, optimizer) share (HostModel::cores): set
-  /// only where the devices are host threads (the `host` profile: the
-  /// cores of the machine rp runs on, "host_cores": "machine"); 0: each
+  /// only where the devices are host threads (a host profile: the cores
+  /// of the machine rp runs on, "host_cores": "machine"); 0: each
   /// device and host thread a processor of its own (GPU profiles). A
   /// fraction: the share of the machine a run gets beside other work.
   double hostCores = 0;

@@ -40,10 +40,17 @@ measured `launch_us` and `job_us` put in, against the step the run took
 threads on the machine's cores, beside the trainer and the optimizer: the
 run's CPU time per step (`cpu_ms_per_step`, every thread, start-up
 included) against the sim's busy time summed over the devices
-(`predicted_busy_sum_ms`, what one core would run in series) says how
-much of the step is the cores the run got, which the sim, giving each
-device a processor of its own, does not model. Prints one `key value`
-line per figure (medians over the repeats) and with `--json` writes them.
+(`predicted_busy_sum_ms`, what one core would run in series) says
+whether the model's work per step is the run's. `predicted_step_ms`
+puts the devices' compute, the trainer and the optimizer on this
+machine's cores (`host_cores` "machine": `machine_cores`); on a machine shared with other work the run
+gets fewer: `run_cores` (its steady CPU time per step,
+`steady_cpu_ms_per_step`, from a second run of twice the steps, over its
+step) and
+`predicted_step_run_cores_ms`, the sim's step with `host_cores` at those,
+against `measured_step_ms` (`predicted_over_measured_run_cores`). Prints
+one `key value` line per figure (medians over the repeats) and with
+`--json` writes them.
 """
 
 import argparse
@@ -205,7 +212,30 @@ def measure(bin_dir, backend, plan, desc, launches, steps, tmp):
             # machine's cores, so a step takes at least this over the
             # cores the run gets.
             "cpu_ms_per_step": cpu_ms / steps,
+            # The steady CPU time per step (the run again with twice the
+            # steps, the start-up differenced away) and the cores the run
+            # got while stepping: that over its step. The machine's own
+            # count is the profile's default; one shared with other work
+            # leaves a run fewer.
+            **steady_cpu(bin_dir, backend, plan, steps, cpu_ms,
+                         float(ran.group(1)) if ran else float("nan")),
             "fit_spans": len(layer), "handoffs": len(handoffs)}
+
+
+def steady_cpu(bin_dir, backend, plan, steps, cpu_ms, step_ms):
+    """The CPU time a step takes once started (a run of 2 x `steps`
+    against the first's `cpu_ms`) and the cores that makes of `step_ms`."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = rp_run(bin_dir, plan, "--backend", backend, "--init-weights",
+               "random:1", "--steps", 2 * steps)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu2 = 1e3 * (after.ru_utime + after.ru_stime - used.ru_utime
+                  - used.ru_stime)
+    ran = re.search(r"whose jobs ran ([0-9.]+) ms each", r.stderr)
+    step2 = float(ran.group(1)) if ran else float("nan")
+    per_step = (cpu2 - cpu_ms) / steps
+    return {"steady_cpu_ms_per_step": per_step,
+            "run_cores": per_step / statistics.mean([step_ms, step2])}
 
 
 def bench_executor(bin_dir):
@@ -222,8 +252,9 @@ def bench_executor(bin_dir):
             "one_thread_us_per_command": float(one.group(1))}
 
 
-def predicted_step(bin_dir, plan, hw, launch_us, job_us, tmp):
-    """The sim's step for `plan` on `hw` with the measured costs put in."""
+def predicted_step(bin_dir, plan, hw, launch_us, job_us, tmp, cores=None):
+    """The sim's step for `plan` on `hw` with the measured costs put in,
+    its devices on `cores` of the host's (default: this machine's)."""
     path = Path(hw)
     if not path.exists():
         path = PROFILES / f"{hw}.json"
@@ -231,6 +262,7 @@ def predicted_step(bin_dir, plan, hw, launch_us, job_us, tmp):
     profile.pop("unknown", None)
     profile.pop("as_built_kernels", None)
     profile["launch_us"], profile["job_us"] = launch_us, job_us
+    profile["host_cores"] = "machine" if cores is None else cores
     measured = Path(tmp) / "measured-hw.json"
     measured.write_text(json.dumps(profile))
     out = rp_run(bin_dir, plan, "--backend", "sim", "--hw", measured).stdout
@@ -281,6 +313,16 @@ def main():
         (fig["predicted_step_ms"], fig["predicted_jobs_ms"],
          fig["predicted_busy_sum_ms"]) = predicted_step(
             args.bin, plan, hw, fig["launch_us"], fig["job_us"], tmp)
+        if args.backend == "host":
+            # The profile's cores are the machine's; on a machine shared
+            # with other work the run gets fewer: the step predicted at
+            # those.
+            fig["machine_cores"] = len(os.sched_getaffinity(0))
+            fig["predicted_step_run_cores_ms"] = predicted_step(
+                args.bin, plan, hw, fig["launch_us"], fig["job_us"], tmp,
+                fig["run_cores"])[0]
+            fig["predicted_over_measured_run_cores"] = (
+                fig["predicted_step_run_cores_ms"] / fig["measured_step_ms"])
     for k, v in fig.items():
         print(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}")
     if args.json:

@@ -64,6 +64,15 @@ const char *const rp::timing::kModelLeavesOut =
     "priorities, NUMA, PCIe latency, the CPU cores the executor's threads "
     "and the optimizer share";
 
+std::string rp::timing::modelLeavesOut(const HardwareModel &hw) {
+  if (hw.hostCores == 0)
+    return kModelLeavesOut;
+  // The devices' compute, the trainer's and the optimizer's work are on
+  // the cores; the copy threads' memcpy is not.
+  return "kernels overlapping on one GPU, clocks and power limits, copy "
+         "priorities, NUMA, PCIe latency, the copy threads' CPU time";
+}
+
 std::optional<std::vector<UnknownInput>>
 rp::timing::parseUnknownInputs(const std::string &text,
                                const std::string &source,
@@ -190,6 +199,10 @@ std::string rp::timing::describeAssumed(const HardwareModel &hw) {
   if (hw.kernelHostUs > 0)
     out += format(", %g us of host work issuing each kernel, beside it",
                   hw.kernelHostUs, 0);
+  if (hw.hostCores > 0)
+    out += format(", the devices' compute and the host's work sharing %g "
+                  "CPU core(s)",
+                  hw.hostCores, 0);
   if (hw.moeHostUs > 0 || hw.kernelHostUs > 0)
     out += hw.hostInterpreters
                ? format(" on %g host interpreter(s) every GPU shares",

@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 using namespace rp::timing;
 using json = nlohmann::json;
@@ -34,7 +38,8 @@ const char *const kKeys[] = {"name",           "description",
                              "pageable_gbps",  "job_us",
                              "kernels",        "as_built_kernels",
                              "moe_host_us",    "host_interpreters",
-                             "kernel_host_us", "unknown"};
+                             "kernel_host_us", "host_cores",
+                             "unknown"};
 
 /// A share of peak: a number in (0, 1] or a curve of [work, share] pairs.
 bool readCurve(const json &v, const std::string &where, Curve &out,
@@ -147,6 +152,15 @@ double HardwareModel::copyMs(double bytes, bool toDevice) const {
   return gbps > 0 ? bytes / (gbps * 1e9) * 1e3 : 0;
 }
 
+unsigned rp::timing::machineCores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+    return unsigned(CPU_COUNT(&set));
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 HostModel HardwareModel::hostModel() const {
   HostModel h;
   h.h2dGBps = h2dGBps;
@@ -161,6 +175,7 @@ HostModel HardwareModel::hostModel() const {
   // write) and the DMA's read of it.
   h.copyDramFactor = pinned ? 1 : 3;
   h.interpreters = hostInterpreters;
+  h.cores = hostCores;
   return h;
 }
 
@@ -264,6 +279,20 @@ rp::timing::parseHardwareModel(const std::string &text,
     return std::nullopt;
   }
   hw.hostInterpreters = unsigned(interpreters);
+  if (j.contains("host_cores")) {
+    const json &v = j["host_cores"];
+    if (v.is_string() && v.get<std::string>() == "machine") {
+      hw.hostCores = machineCores();
+    } else if (v.is_number() && v.get<double>() >= 0 && v.get<double>() < 1e6) {
+      hw.hostCores = v.get<double>();
+    } else {
+      error = where + ": \"host_cores\" must be a number, at least 0 (0: "
+                      "a processor per device; a fraction: the share of the "
+                      "machine the run gets) or \"machine\" (this "
+                      "machine's cores)";
+      return std::nullopt;
+    }
+  }
   if (j.contains("pinned")) {
     if (!j["pinned"].is_boolean()) {
       error = where + ": \"pinned\" must be true or false";

@@ -39,14 +39,16 @@ public:
     double h2dGBps = 0, d2hGBps = 0, uplinkGBps = 0, dramGBps = 0,
            copyDramFactor = 0;
     unsigned interpreters = 0, linkCount = 0;
+    double cores = 0;
     static Context of(const HostModel &h, unsigned linkCount) {
       return {h.h2dGBps,        h.d2hGBps,      h.uplinkGBps, h.dramGBps,
-              h.copyDramFactor, h.interpreters, linkCount};
+              h.copyDramFactor, h.interpreters, linkCount,    h.cores};
     }
     bool sameAs(const Context &o) const {
       // Bitwise: an answer is kept for exactly these rates.
       return std::memcmp(&h2dGBps, &o.h2dGBps, 5 * sizeof(double)) == 0 &&
-             interpreters == o.interpreters && linkCount == o.linkCount;
+             interpreters == o.interpreters && linkCount == o.linkCount &&
+             cores == o.cores;
     }
   };
 

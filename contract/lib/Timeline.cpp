@@ -153,7 +153,7 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // model on, host tasks that stream host memory are flows too (~1u); with
   // shared interpreters, a task's dispatch work is one (kInterpreter)
   // before its fixed remainder, and its issue work one beside that.
-  constexpr unsigned kInterpreter = ~2u;
+  constexpr unsigned kInterpreter = ~2u, kCores = ~3u;
   const HostModel &host = graph.host;
   bool hostOn = host.on();
   unsigned linkCount = 0;
@@ -178,6 +178,11 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
     } else if (host.interpreters > 0 &&
                (task.dispatchMs > 0 || task.issueMs > 0)) {
       st[i].link = kInterpreter;
+    } else if (host.cores > 0 &&
+               (task.lane == Lane::compute || task.lane == Lane::host)) {
+      // A host device's thread, the trainer's or the optimizer's: their
+      // work shares the host's cores.
+      st[i].link = kCores;
     }
     waitFirst[i] = unsigned(waitFlat.size());
     if (st[i].lane >= lastOnLane.size())
@@ -278,10 +283,10 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
   // Per resource key (a GPU's link direction, an uplink direction, DRAM)
   // its index in `resources` while fairShares runs, else ~0u.
   unsigned linkKeys = 2 * lanes, dramKey = linkKeys + linkCount,
-           interpreterKey = dramKey + 1;
+           interpreterKey = dramKey + 1, coresKey = interpreterKey + 1;
   std::vector<unsigned> &resourceOfKey = sc.resourceOfKey;
-  resourceOfKey.assign(interpreterKey + 1, ~0u);
-  resources.resize(interpreterKey + 1);
+  resourceOfKey.assign(coresKey + 1, ~0u);
+  resources.resize(coresKey + 1);
   std::vector<std::array<Join, 3>> &joins = sc.joins;
   std::vector<unsigned> &joinCount = sc.joinCount;
   std::vector<std::pair<unsigned, double>> &resourceFlows = sc.resourceFlows;
@@ -308,6 +313,13 @@ std::optional<Times> rp::timing::resolve(const Graph &graph, size_t *stuck,
       unsigned l = st[active[f]].link;
       if (l == ~1u) {
         join(dramKey, host.dramGBps, -2, f, task.hostGBps);
+        // The optimizer streams DRAM from a thread on the host's cores.
+        if (host.cores > 0)
+          join(coresKey, host.cores, -4, f, 1);
+        continue;
+      }
+      if (l == kCores) {
+        join(coresKey, host.cores, -4, f, 1);
         continue;
       }
       if (l == kInterpreter) {

@@ -470,3 +470,107 @@ TEST(HostModelTest, IssueWorkCountsTheCudaDevicesLaunches) {
   ASSERT_TRUE(hw) << error;
   EXPECT_NEAR(hw->issueMs(launches("moe_dispatch")), 0.04, 1e-12);
 }
+
+/// host_cores: every device's compute and the host's work share the host's
+/// cores, one core at most each. Two host devices' 10 ms on one core take
+/// 20 ms; on two cores, or with the cores unset, 10 ms.
+TEST(HostModelTest, TwoDevicesOnOneCoreTakeTwiceAsLong) {
+  Graph g;
+  g.devices = 2;
+  g.tasks.push_back({0, Lane::compute, 10, {}});
+  g.tasks.push_back({1, Lane::compute, 10, {}});
+  for (double cores : {0.0, 1.0, 2.0, 3.0, 0.5}) {
+    g.host.cores = cores;
+    std::optional<Times> t = resolve(g);
+    ASSERT_TRUE(t);
+    double alone = cores == 1 ? 20 : cores == 0.5 ? 40 : 10;
+    EXPECT_NEAR(t->end[0], alone, 1e-9) << cores;
+    EXPECT_NEAR(t->end[1], alone, 1e-9) << cores;
+    // Busy is the work, not the time it was stretched to.
+    EXPECT_NEAR(t->computeBusyMs[0], 10, 1e-9) << cores;
+  }
+  // The optimizer streaming DRAM shares the core too: with a device's
+  // 10 ms beside its 10 ms, both take 20 ms; with DRAM its only limit
+  // (two cores), 10 ms.
+  Graph o;
+  o.devices = 1;
+  o.host.dramGBps = 100;
+  o.tasks.push_back({0, Lane::compute, 10, {}});
+  Task update{1, Lane::host, 10, {}};
+  update.hostGBps = 50;
+  o.tasks.push_back(update);
+  o.host.cores = 1;
+  std::optional<Times> t = resolve(o);
+  ASSERT_TRUE(t);
+  EXPECT_NEAR(t->end[0], 20, 1e-9);
+  EXPECT_NEAR(t->end[1], 20, 1e-9);
+  o.host.cores = 2;
+  t = resolve(o);
+  ASSERT_TRUE(t);
+  EXPECT_NEAR(t->end[1], 10, 1e-9);
+}
+
+/// With as many cores as the devices and the host's threads, nothing
+/// changes: a graph of compute, copies, hand-offs and the optimizer ends
+/// every task where it does with the cores unset.
+TEST(HostModelTest, EnoughCoresChangeNothing) {
+  Graph g = uploads(2, 1, 25, 40);
+  g.handoffMs = 0.03;
+  g.tasks.push_back({0, Lane::compute, 7, {0}});
+  g.tasks.push_back({1, Lane::compute, 5, {1}});
+  g.tasks.push_back({1, Lane::compute, 3, {2}});
+  g.tasks.push_back({0, Lane::d2h, 4, {4}});
+  Task update{2, Lane::host, 6, {5}};
+  update.hostGBps = 30;
+  g.tasks.push_back(update);
+  std::optional<Times> before = resolve(g);
+  ASSERT_TRUE(before);
+  g.host.cores = 3; // two devices and the optimizer's thread
+  std::optional<Times> after = resolve(g);
+  ASSERT_TRUE(after);
+  for (size_t i = 0; i < g.tasks.size(); ++i)
+    EXPECT_NEAR(after->end[i], before->end[i], 1e-9) << i;
+  g.host.cores = 1; // and fewer do
+  std::optional<Times> one = resolve(g);
+  ASSERT_TRUE(one);
+  EXPECT_GT(one->makespan, before->makespan + 1);
+}
+
+/// The profile's host_cores: a number or "machine" (this machine's CPUs);
+/// the shipped profiles leave it unset, so their predictions are as
+/// before; the prediction says it assumes them.
+TEST(HostModelTest, HostCoresField) {
+  std::string error;
+  const char *base = R"({"tflops": {"f32": 1}, "memory_gbps": 1,
+                         "h2d_gbps": 25, "d2h_gbps": 25, "host_cores": )";
+  std::optional<HardwareModel> hw =
+      parseHardwareModel(std::string(base) + "2}", "t.json", error);
+  ASSERT_TRUE(hw) << error;
+  EXPECT_EQ(hw->hostModel().cores, 2);
+  EXPECT_TRUE(hw->hostModel().on());
+  EXPECT_NE(describeAssumed(*hw).find("sharing 2 CPU core(s)"),
+            std::string::npos);
+  EXPECT_EQ(modelLeavesOut(*hw).find("CPU cores"), std::string::npos);
+  hw = parseHardwareModel(std::string(base) + "\"machine\"}", "t.json", error);
+  ASSERT_TRUE(hw) << error;
+  EXPECT_EQ(hw->hostCores, machineCores());
+  EXPECT_GE(machineCores(), 1u);
+  // Half a machine's core: a run beside other work.
+  hw = parseHardwareModel(std::string(base) + "0.5}", "t.json", error);
+  ASSERT_TRUE(hw) << error;
+  EXPECT_EQ(hw->hostModel().cores, 0.5);
+  for (const char *bad : {"-1}", "\"all\"}", "true}"}) {
+    EXPECT_FALSE(parseHardwareModel(std::string(base) + bad, "t.json", error))
+        << bad;
+    EXPECT_NE(error.find("host_cores"), std::string::npos) << error;
+  }
+  // No shipped profile sets it yet: the host profile's plans (every
+  // test's default) would depend on the machine's cores (a 4-device host
+  // plan on 2 cores no longer gains from token slices).
+  for (const std::string &name : shippedHardwareNames()) {
+    std::optional<HardwareModel> shipped = loadHardwareModel(name, error);
+    ASSERT_TRUE(shipped) << name << ": " << error;
+    EXPECT_EQ(shipped->hostCores, 0) << name;
+    EXPECT_EQ(modelLeavesOut(*shipped), kModelLeavesOut) << name;
+  }
+}

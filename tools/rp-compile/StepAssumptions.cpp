@@ -38,6 +38,6 @@ void mlir::rp::printStepAssumptions(ModuleOp module, ScheduleOp s,
     if (StringAttr path = dialect->getMeasuredAttrHelper().getAttr(func))
       measured = ", measured layer times from " + path.str();
   os << "; the predicted step assumes " << timing::describeAssumed(*hw)
-     << measured << "; it leaves out " << timing::kModelLeavesOut
+     << measured << "; it leaves out " << timing::modelLeavesOut(*hw)
      << " and the host prologue and epilogue programs";
 }

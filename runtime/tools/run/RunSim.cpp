@@ -206,6 +206,6 @@ int rp::runtime::run::runSim(RunOptions &o, const Plan &plan) {
                o.measuredPath.empty()
                    ? ""
                    : (", measured layer times from " + o.measuredPath).c_str(),
-               rp::timing::kModelLeavesOut, range.c_str());
+               rp::timing::modelLeavesOut(hw).c_str(), range.c_str());
   return 0;
 }

@@ -65,6 +65,10 @@ inline constexpr const char *kStepRangeAttr = "rp.step_range_ms";
 /// (docs/sim.md, "What the model includes and leaves out").
 extern const char *const kModelLeavesOut;
 
+/// What it leaves out on `hw`: kModelLeavesOut, less the CPU cores where
+/// the profile counts them (host_cores).
+std::string modelLeavesOut(const HardwareModel &hw);
+
 } // namespace rp::timing
 
 #endif // RP_TIMING_ASSUMPTIONS_H

@@ -57,6 +57,10 @@ inline constexpr double kOptimizerBytesPerParam = 6 + kAdamWBytesPerParam + 6;
 /// when it has no measurement of its own ("optimizer_gbps" absent).
 inline constexpr double kMeasuredOptimizerGBps = 58;
 
+/// The CPUs this process may run on (its affinity mask; the machine's
+/// count where that cannot be read): a profile's "host_cores": "machine".
+unsigned machineCores();
+
 /// How each op kind is implemented on a profile's card (its "kernels"
 /// field): a name, and an achieved rate that replaces the peak x
 /// efficiency estimate for that op kind only.
@@ -115,6 +119,13 @@ struct HardwareModel {
   /// threads share one Python interpreter (RoundPipe: the GIL), 0 for one
   /// per GPU (rp's executor). Only the model of RoundPipe sets it.
   unsigned hostInterpreters = 0;
+  /// The host's CPU cores that the devices' compute and the host's own
+  /// work (prologue, epilogue, optimizer) share (HostModel::cores): set
+  /// only where the devices are host threads (a host profile: the cores
+  /// of the machine rp runs on, "host_cores": "machine"); 0: each
+  /// device and host thread a processor of its own (GPU profiles). A
+  /// fraction: the share of the machine a run gets beside other work.
+  double hostCores = 0;
   /// The host's streaming rate for its optimizer and host programs; 0
   /// leaves them untimed.
   double optimizerGBps = 0;

@@ -92,10 +92,17 @@ struct HostModel {
   /// every device's together; 0: one per device, none shared (rp's
   /// executor: a thread per queue, no interpreter lock).
   unsigned interpreters = 0;
+  /// CPU cores that every device's compute (Lane::compute) and the host's
+  /// own work (Lane::host: the prologue, epilogue and optimizer) share,
+  /// each task a flow of at most one core; 0: each its own processor. Set
+  /// only where the devices are the host's threads (the host backend):
+  /// a GPU's kernels do not run on the host's cores. A fraction is the
+  /// share of a machine that other work shares.
+  double cores = 0;
   bool on() const {
     // An uplink as fast as a GPU's link is the model without the host:
     // the GPUs behind it share one link.
-    return dramGBps > 0 ||
+    return dramGBps > 0 || cores > 0 ||
            (uplinkGBps > 0 && (uplinkGBps != h2dGBps || uplinkGBps != d2hGBps));
   }
 };

@@ -87,7 +87,7 @@ void mlir::rp::token_slices::reportSlicedStep(func::FuncOp func,
   // What every prediction says (rp/timing/Assumptions.h): its profile's
   // terms, what the model leaves out, and what its range is over.
   report << "; both predictions assume " << ::rp::timing::describeAssumed(r.hw)
-         << "; they leave out " << ::rp::timing::kModelLeavesOut;
+         << "; they leave out " << ::rp::timing::modelLeavesOut(r.hw);
   if (!r.unknown.empty())
     report << "; their ranges are over what " << r.hw.name << " cannot know ("
            << ::rp::timing::describeUnknown(r.unknown)

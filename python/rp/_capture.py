@@ -185,7 +185,13 @@ def _capture(module, inputs, params, buffers, aliases):
         _check_outputs(out, module)
         return out
 
-    was_training = module.training
+    # Each module's own mode is put back afterwards, not the top module's
+    # on all of them (module.train(was)): a wrapper left in training mode
+    # around an eval-mode model would leave the model in training mode,
+    # and a later torch.export of it would run Gemma 3n's training-only
+    # clamp of its AltUp weights' .data (an export then refuses "a fake
+    # tensor in the exported program constant's list").
+    modes = [(m, m.training) for m in module.modules()]
     module.train()
     # torch 2 refuses .item() on traced tensors; modules read constant
     # masks that way (TransformerEncoder checks whether its mask is causal),
@@ -218,7 +224,8 @@ def _capture(module, inputs, params, buffers, aliases):
             del Function.apply
         for h in handles:
             h.remove()
-        module.train(was_training)
+        for m, was in modes:
+            m.training = was
     return gm
 
 

@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from rp import safetensors
-from rp._irtext import TraceError, _elem
+from rp._irtext import TraceError, _elem, _opname
+
+# ATen ops through which Python code reads a tensor's value.
+_READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
+_OWN_DIRS = (str(Path(__file__).resolve().parent),)
 
 # ---------------------------------------------------------------------------
 # Weights
@@ -110,6 +114,30 @@ def _check_outputs(out, module) -> None:
                    "dicts of them)"))
 
 
+def _in_assert() -> bool:
+    """Whether the Python code now reading a tensor's value (the first
+    frame outside torch and rp) is an ``assert`` statement's line: XLM's
+    ``assert lengths.max().item() <= slen`` of lengths computed from the
+    tokens. An assert that held while tracing leaves the graph as it is
+    (the trace goes on past it either way), so the emitter lets it pass
+    where it refuses any other read of a value computed from the data; as
+    torch.export and the TorchScript exporter, rp does not check it again
+    when it runs."""
+    import linecache
+    import sys
+
+    import torch
+    skip = _OWN_DIRS + (str(Path(torch.__file__).resolve().parent),)
+    frame = sys._getframe(1)
+    while frame is not None and \
+            str(Path(frame.f_code.co_filename).resolve()).startswith(skip):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    return line.lstrip().startswith("assert ")
+
+
 def _capture(module, inputs, params, buffers, aliases):
     """make_fx of the module with parameters and buffers as graph inputs;
     every node's meta["rp_stack"] is the tuple of module paths running and
@@ -142,6 +170,8 @@ def _capture(module, inputs, params, buffers, aliases):
             # backward gives one: its ops count as called (Bloom's GELU).
             node.meta["rp_grad"] = torch.is_grad_enabled() or \
                 bool(fn_grad and fn_grad[-1])
+            if _opname(node) in _READS_VALUE:
+                node.meta["rp_assert"] = _in_assert()
             return node
 
     # Whether gradients were on where each custom autograd.Function now

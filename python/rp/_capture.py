@@ -138,11 +138,13 @@ def _in_assert() -> bool:
     return line.lstrip().startswith("assert ")
 
 
-def _capture(module, inputs, params, buffers, aliases):
-    """make_fx of the module with parameters and buffers as graph inputs;
-    every node's meta["rp_stack"] is the tuple of module paths running and
-    meta["rp_calls"] the matching tuple of call numbers (a module run twice,
-    as a looped layer, tells its runs apart by them)."""
+def _capture(module, inputs, params, buffers, aliases, eval_types=()):
+    """make_fx of the module with parameters and buffers as graph inputs,
+    in training mode but for the modules of ``eval_types`` the caller left
+    in eval mode (rp.trace's _random_in_training); every node's
+    meta["rp_stack"] is the tuple of module paths running and
+    meta["rp_calls"] the matching tuple of call numbers (a module run
+    twice, as a looped layer, tells its runs apart by them)."""
     import torch
     from torch.fx.experimental import proxy_tensor
     try:  # torch 2; torch.nn.utils.stateless's is deprecated there
@@ -223,6 +225,9 @@ def _capture(module, inputs, params, buffers, aliases):
     # tensor in the exported program constant's list").
     modes = [(m, m.training) for m in module.modules()]
     module.train()
+    for m, was in modes:
+        if isinstance(m, tuple(eval_types)) and not was:
+            m.train(False)
     # torch 2 refuses .item() on traced tensors; modules read constant
     # masks that way (TransformerEncoder checks whether its mask is causal),
     # so values are read and Emitter.classify refuses the reads of values

@@ -503,7 +503,9 @@ class _Emitter:
                     hint = ("; rp has no random ops: rp.trace traces "
                             "training mode, where this module draws random "
                             "numbers (a router's sampling or jitter noise); "
-                            "rp cannot train it")
+                            "rp cannot train it (a module left in eval mode, "
+                            "model.eval(), is traced in eval mode when its "
+                            "training mode draws random numbers)")
             elif name in ("copy", "copy_", "slice_scatter"):
                 hint = ("; rp maps a write through slices and selects "
                         "(x[:, t] = h, x[..., :n].copy_(y)) into a tensor "

@@ -40,6 +40,11 @@ the process, and none by the dynamo exporter):
   GLM's ``flatten(-2)`` after a rank-4 one flattens nothing ("All tensors
   must have the same rank" at a later ``torch.cat``: also GLM-4 and
   DeepSeek-V4). The graph it writes is the exporter's own.
+- ``aten::diff`` (BLT's patch boundaries): the exporter has none
+  ("Exporting the operator 'aten::diff' to ONNX opset version 17 is not
+  supported"). ``prepend`` and ``append`` concatenated, then ``n`` times
+  the Slice from 1 minus the Slice to -1 along ``dim`` (Xor for bools, as
+  torch).
 - ``aten::unfold`` (Inkling2's short convolution,
   ``context.unfold(-1, k, 1)`` of a slice whose end the tracer records
   from the sequence length): the exporter's symbolic reads the unfolded
@@ -250,6 +255,31 @@ def _unfold(g, x, dimension, size, step):
     return cols[0] if k == 1 else g.op("Concat", *cols, axis_i=-1)
 
 
+def _diff(g, x, n, dim, prepend=None, append=None):
+    import torch
+    sh = _sh()
+    times = sh._maybe_get_const(n, "i")
+    axis = sh._maybe_get_const(dim, "i")
+    if not isinstance(times, int) or not isinstance(axis, int):
+        return sh._unimplemented("aten::diff", "n and dim must be constants")
+    parts = [v for v in (prepend, x, append)
+             if v is not None and not sh._is_none(v)]
+    if len(parts) > 1:
+        x = g.op("Concat", *parts, axis_i=axis)
+    # torch.diff of bools is their xor, of numbers the difference.
+    is_bool = sh._type_utils.JitScalarType.from_value(
+        x, sh._type_utils.JitScalarType.UNDEFINED) == \
+        sh._type_utils.JitScalarType.BOOL
+    big = torch.iinfo(torch.int64).max
+    for _ in range(times):
+        hi = g.op("Slice", x, _const(g, [1]), _const(g, [big]),
+                  _const(g, [axis]))
+        lo = g.op("Slice", x, _const(g, [0]), _const(g, [-1]),
+                  _const(g, [axis]))
+        x = g.op("Xor" if is_bool else "Sub", hi, lo)
+    return x
+
+
 def _scatter_value_traced(keyset, x, dim, index, value):
     """aten::scatter.value at the tracer's dispatch key: while a trace
     records, as scatter.src of a tensor filled with ``value`` (a bool as
@@ -294,6 +324,7 @@ def register():
             ("aten::linalg_solve_triangular", _solve_triangular),
             ("aten::repeat_interleave", _repeat_interleave),
             ("aten::unfold", _unfold),
+            ("aten::diff", _diff),
             *_onnx_complex.SYMBOLICS, *_onnx_bitwise.SYMBOLICS):
         for opset in OPSETS:
             torch.onnx.register_custom_op_symbolic(name, fn, opset)

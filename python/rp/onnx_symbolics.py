@@ -267,9 +267,7 @@ def _diff(g, x, n, dim, prepend=None, append=None):
     if len(parts) > 1:
         x = g.op("Concat", *parts, axis_i=axis)
     # torch.diff of bools is their xor, of numbers the difference.
-    is_bool = sh._type_utils.JitScalarType.from_value(
-        x, sh._type_utils.JitScalarType.UNDEFINED) == \
-        sh._type_utils.JitScalarType.BOOL
+    is_bool = sh._is_bool(x)
     big = torch.iinfo(torch.int64).max
     for _ in range(times):
         hi = g.op("Slice", x, _const(g, [1]), _const(g, [big]),

@@ -372,8 +372,8 @@ def _reduce(kind):
 
 def _max(e, n):
     """torch.max: of two tensors (max.other), of all elements (max), or
-    along a dim (max.dim: the values; the indices are not mapped, so a
-    use of them is an error naming the op)."""
+    along a dim (max.dim: the values, and for floats the indices, the
+    first position of the max, with no gradient)."""
     overload = n.target._overloadname
     if overload == "other":
         return _binary("maximum")(e, n)
@@ -388,8 +388,45 @@ def _max(e, n):
     xv = e.val(x)
     ty = _ttype(e.values[n][0].shape, e.values[n][0].dtype)
     kd = " keep_dims" if keep else ""
-    return (e.emit(f"rp.reduce max {xv} dims = [{dim}]{kd} : {e.ty(xv)} -> "
-                   f"{ty}", ty), None)
+    values = e.emit(f"rp.reduce max {xv} dims = [{dim}]{kd} : {e.ty(xv)} -> "
+                    f"{ty}", ty)
+    if not e.values[x].dtype.is_floating_point:
+        return (values, None)
+    return (values, lambda: _argmax_text(e, x, dim, keep))
+
+
+def _argmax_text(e, x, dim, keep):
+    """The first position of the max along ``dim`` (PhiMoE's sparsemixer
+    picks its experts by torch.max's indices in eval mode), as rp-import
+    writes ONNX's ArgMax: where x equals its max, the position (as a
+    float, exact below 2^24), else past the end; the min of that, as
+    int64. No gradient (an index)."""
+    import torch
+    shape = list(e.values[x].shape)
+    xv = e.val(x)
+    kept = list(shape)
+    kept[dim] = 1
+    dt = e.values[x].dtype
+    mt = _ttype(kept, dt)
+    best = e.emit(f"rp.reduce max {xv} dims = [{dim}] keep_dims : "
+                  f"{e.ty(xv)} -> {mt}", mt)
+    bt = _ttype(shape, torch.bool)
+    at = e.emit(f"rp.cmp eq, {xv}, {best} : ({e.ty(xv)}, {mt}) -> {bt}", bt)
+    place = [1] * len(shape)
+    place[dim] = shape[dim]
+    pos = e.constant(torch.arange(shape[dim], dtype=torch.float32)
+                     .reshape(place))
+    past = e.scalar(float(shape[dim]), torch.float32)
+    ft = _ttype(shape, torch.float32)
+    cand = e.emit(f"rp.where {at}, {pos}, {past} : ({bt}, {e.ty(pos)}, "
+                  f"{e.ty(past)}) -> {ft}", ft)
+    out = kept if keep else shape[:dim] + shape[dim + 1:]
+    pt = _ttype(out, torch.float32)
+    kd = " keep_dims" if keep else ""
+    picked = e.emit(f"rp.reduce min {cand} dims = [{dim}]{kd} : {ft} -> "
+                    f"{pt}", pt)
+    it = _ttype(out, torch.int64)
+    return e.emit(f"rp.cast {picked} : {pt} to {it}", it)
 
 
 def _masked_fill(e, n):

@@ -155,6 +155,57 @@ def _cat(e, n):
                   f"({', '.join(e.ty(x) for x in xs)}) -> {ty}", ty)
 
 
+def _unfold(e, n):
+    """x.unfold(dim, size, step): every window of `size` along `dim`, step
+    `step` apart, as a new last dimension (Inkling2's short convolution
+    reads its causal windows so). One strided slice per offset in the
+    window, each the window's j-th element of every window, concatenated
+    along the new last dimension."""
+    src, dim, size, step = n.args[:4]
+    shape = list(e.values[src].shape)
+    rank = len(shape)
+    dt = e.values[src].dtype
+    ty = e.out_type(n)
+    x = e.val(src)
+    if rank == 0:  # a scalar's one window of one
+        return _reshape_text(e, x, ty)
+    dim = _dim(dim, rank)
+    part = list(shape)
+    part[dim] = e.values[n].shape[dim]
+    strides = [1] * rank
+    strides[dim] = step
+    cols = []
+    for j in range(size):
+        offsets = [0] * rank
+        offsets[dim] = j
+        s = _slice_text(e, x, offsets, strides, _ttype(part, dt))
+        cols.append(_reshape_text(e, s, _ttype(part + [1], dt)))
+    if len(cols) == 1:
+        return cols[0]
+    return e.emit(f"rp.concat {', '.join(cols)} dim = {rank} : "
+                  f"({', '.join(e.ty(c) for c in cols)}) -> {ty}", ty)
+
+
+def _flip(e, n):
+    """x.flip(dims) (Inkling2's windows, newest first): per dimension a
+    gather of the constant indices n-1 .. 0, as rp-import writes a
+    negative-step Slice."""
+    import torch
+    src = n.args[0]
+    shape = list(e.values[src].shape)
+    rank = len(shape)
+    dt = e.values[src].dtype
+    x = e.val(src)
+    for d in sorted({_dim(d, rank) for d in n.args[1]}):
+        if shape[d] <= 1:
+            continue
+        idx = e.constant(torch.arange(shape[d] - 1, -1, -1))
+        ty = _ttype(shape, dt)
+        x = e.emit(f"rp.gather {x}[{idx}] axis = {d} : ({e.ty(x)}, "
+                   f"{e.ty(idx)}) -> {ty}", ty)
+    return x
+
+
 def _reshape_text(e, x, ty):
     if e.ty(x) == ty:
         return x
@@ -169,4 +220,5 @@ HANDLERS = {
     "t": _transpose, "transpose": _transpose, "permute": _permute,
     "slice": _slice, "select": _select, "split": _split,
     "split_with_sizes": _split, "unbind": _unbind, "cat": _cat,
+    "unfold": _unfold, "flip": _flip,
 }

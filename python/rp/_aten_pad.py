@@ -4,7 +4,7 @@ short-convolution padding of gated delta nets and Zaya's CCA), ``abs``
 (PhiMoE's sparsemixer router), ``scatter`` of a constant or of a tensor
 along the last axis (the top-k masks of DeepSeek-V3.2's sparse attention
 indexer and JetMoE's router; Llama 4's router writing its top-k scores
-into a row of -inf), and ``and``/``or`` of bool masks. Each
+into a row of -inf), and ``and``/``or``/``xor`` of bool masks. Each
 composition's VJP is PyTorch's gradient."""
 
 from __future__ import annotations
@@ -200,9 +200,35 @@ def _bool_binary(is_and):
     return h
 
 
+def _bool_xor(e, n):
+    """a xor b of bools (torch.diff of a mask, BLT's patch boundaries):
+    not b where a, else b, each a where; 0/1 integers as _bool_binary."""
+    import torch
+    out = e.values[n].dtype
+    if out.is_floating_point or out.is_complex:
+        return _UNSUPPORTED
+    ops = [_bool_operand(e, a) for a in n.args[:2]]
+    if None in ops:
+        return _UNSUPPORTED
+    a, b = ops
+    bt = _ttype(e.values[n].shape, torch.bool)
+    yes, no = e.scalar(True, torch.bool), e.scalar(False, torch.bool)
+    nb_t = _ttype(e.values[n.args[1]].shape, torch.bool)
+    not_b = e.emit(f"rp.where {b}, {no}, {yes} : ({e.ty(b)}, {e.ty(no)}, "
+                   f"{e.ty(yes)}) -> {nb_t}", nb_t)
+    r = e.emit(f"rp.where {a}, {not_b}, {b} : ({e.ty(a)}, {e.ty(not_b)}, "
+               f"{e.ty(b)}) -> {bt}", bt)
+    if out == torch.bool:
+        return r
+    n.meta["rp_zero_one"] = True
+    ty = e.out_type(n)
+    return e.emit(f"rp.cast {r} : {bt} to {ty}", ty)
+
+
 HANDLERS = {"constant_pad_nd": _constant_pad_nd, "abs": _abs,
             "scatter": _scatter_value,
             "bitwise_and": _bool_binary(True),
             "logical_and": _bool_binary(True),
             "bitwise_or": _bool_binary(False),
-            "logical_or": _bool_binary(False)}
+            "logical_or": _bool_binary(False),
+            "bitwise_xor": _bool_xor, "logical_xor": _bool_xor}

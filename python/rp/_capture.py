@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from rp import safetensors
-from rp._irtext import TraceError, _elem
+from rp._irtext import TraceError, _elem, _opname
+
+# ATen ops through which Python code reads a tensor's value.
+_READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
+_OWN_DIRS = (str(Path(__file__).resolve().parent),)
 
 # ---------------------------------------------------------------------------
 # Weights
@@ -110,11 +114,37 @@ def _check_outputs(out, module) -> None:
                    "dicts of them)"))
 
 
-def _capture(module, inputs, params, buffers, aliases):
-    """make_fx of the module with parameters and buffers as graph inputs;
-    every node's meta["rp_stack"] is the tuple of module paths running and
-    meta["rp_calls"] the matching tuple of call numbers (a module run twice,
-    as a looped layer, tells its runs apart by them)."""
+def _in_assert() -> bool:
+    """Whether the Python code now reading a tensor's value (the first
+    frame outside torch and rp) is an ``assert`` statement's line: XLM's
+    ``assert lengths.max().item() <= slen`` of lengths computed from the
+    tokens. An assert that held while tracing leaves the graph as it is
+    (the trace goes on past it either way), so the emitter lets it pass
+    where it refuses any other read of a value computed from the data; as
+    torch.export and the TorchScript exporter, rp does not check it again
+    when it runs."""
+    import linecache
+    import sys
+
+    import torch
+    skip = _OWN_DIRS + (str(Path(torch.__file__).resolve().parent),)
+    frame = sys._getframe(1)
+    while frame is not None and \
+            str(Path(frame.f_code.co_filename).resolve()).startswith(skip):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    return line.lstrip().startswith("assert ")
+
+
+def _capture(module, inputs, params, buffers, aliases, eval_types=()):
+    """make_fx of the module with parameters and buffers as graph inputs,
+    in training mode but for the modules of ``eval_types`` the caller left
+    in eval mode (rp.trace's _random_in_training); every node's
+    meta["rp_stack"] is the tuple of module paths running and
+    meta["rp_calls"] the matching tuple of call numbers (a module run
+    twice, as a looped layer, tells its runs apart by them)."""
     import torch
     from torch.fx.experimental import proxy_tensor
     try:  # torch 2; torch.nn.utils.stateless's is deprecated there
@@ -142,6 +172,8 @@ def _capture(module, inputs, params, buffers, aliases):
             # backward gives one: its ops count as called (Bloom's GELU).
             node.meta["rp_grad"] = torch.is_grad_enabled() or \
                 bool(fn_grad and fn_grad[-1])
+            if _opname(node) in _READS_VALUE:
+                node.meta["rp_assert"] = _in_assert()
             return node
 
     # Whether gradients were on where each custom autograd.Function now
@@ -185,8 +217,17 @@ def _capture(module, inputs, params, buffers, aliases):
         _check_outputs(out, module)
         return out
 
-    was_training = module.training
+    # Each module's own mode is put back afterwards, not the top module's
+    # on all of them (module.train(was)): a wrapper left in training mode
+    # around an eval-mode model would leave the model in training mode,
+    # and a later torch.export of it would run Gemma 3n's training-only
+    # clamp of its AltUp weights' .data (an export then refuses "a fake
+    # tensor in the exported program constant's list").
+    modes = [(m, m.training) for m in module.modules()]
     module.train()
+    for m, was in modes:
+        if isinstance(m, tuple(eval_types)) and not was:
+            m.train(False)
     # torch 2 refuses .item() on traced tensors; modules read constant
     # masks that way (TransformerEncoder checks whether its mask is causal),
     # so values are read and Emitter.classify refuses the reads of values
@@ -218,7 +259,8 @@ def _capture(module, inputs, params, buffers, aliases):
             del Function.apply
         for h in handles:
             h.remove()
-        module.train(was_training)
+        for m, was in modes:
+            m.training = was
     return gm
 
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from rp import (_aten, _aten_complex, _aten_compose, _aten_extra,
                 _aten_index, _aten_linalg, _aten_movement, _aten_pad,
                 _aten_reduce, _conv, _moe, _segments)
-from rp._capture import _describe
+from rp._capture import _READS_VALUE, _describe
 from rp._irtext import (_RANDOM, _UNSUPPORTED, TraceError, _dense, _elem,
                         _flatten, _fmt_scalar, _ident, _innermost, _np,
                         _opname, _qualname, _short_args, _ttype)
@@ -39,8 +39,6 @@ _HANDLERS = {**_aten.HANDLERS, **_aten_movement.HANDLERS,
              **_aten_index.HANDLERS, **_aten_complex.HANDLERS,
              **_aten_reduce.HANDLERS, **_aten_linalg.HANDLERS,
              **_moe.HANDLERS, **_segments.HANDLERS}
-# ATen ops through which Python code reads a tensor's value.
-_READS_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 
 # Constants folded at trace time are written as rp.constant text up to this
 # many elements, so that the IR stays small.
@@ -113,8 +111,11 @@ class _Emitter:
                 if name in _READS_VALUE:
                     # Python code read a tensor's value (.item(), bool());
                     # the trace holds the branch that value took, which is
-                    # right only when the value is fixed at trace time.
-                    if not all(d in self.const_nodes for d in deps):
+                    # right only when the value is fixed at trace time (or
+                    # the read is an assert's, which held: rp._capture's
+                    # _in_assert, no op of the graph reads its value).
+                    if not all(d in self.const_nodes for d in deps) and \
+                            not (n.meta.get("rp_assert") and not n.users):
                         raise TraceError(
                             f"rp.trace: {self.where(n)} reads the value of a "
                             f"tensor computed from the inputs or parameters "
@@ -502,7 +503,9 @@ class _Emitter:
                     hint = ("; rp has no random ops: rp.trace traces "
                             "training mode, where this module draws random "
                             "numbers (a router's sampling or jitter noise); "
-                            "rp cannot train it")
+                            "rp cannot train it (a module left in eval mode, "
+                            "model.eval(), is traced in eval mode when its "
+                            "training mode draws random numbers)")
             elif name in ("copy", "copy_", "slice_scatter"):
                 hint = ("; rp maps a write through slices and selects "
                         "(x[:, t] = h, x[..., :n].copy_(y)) into a tensor "

@@ -40,6 +40,19 @@ the process, and none by the dynamo exporter):
   GLM's ``flatten(-2)`` after a rank-4 one flattens nothing ("All tensors
   must have the same rank" at a later ``torch.cat``: also GLM-4 and
   DeepSeek-V4). The graph it writes is the exporter's own.
+- ``aten::diff`` (BLT's patch boundaries): the exporter has none
+  ("Exporting the operator 'aten::diff' to ONNX opset version 17 is not
+  supported"). ``prepend`` and ``append`` concatenated, then ``n`` times
+  the Slice from 1 minus the Slice to -1 along ``dim`` (Xor for bools, as
+  torch).
+- ``aten::unfold`` (Inkling2's short convolution,
+  ``context.unfold(-1, k, 1)`` of a slice whose end the tracer records
+  from the sequence length): the exporter's symbolic reads the unfolded
+  dimension's size and stops where the trace left it unknown ("ONNX
+  export of operator Unfold, input size not accessible"). With a constant
+  window and step, the window's j-th elements are one Slice each,
+  ``x[j : L - (k-1-j) : step]`` with the end counted from the back (L is
+  never read), unsqueezed and concatenated along a new last axis.
 
 It also mends one bug of torch's tracer, which runs before any symbolic:
 
@@ -221,6 +234,50 @@ def _repeat_interleave(g, x, repeats, dim=None, output_size=None):
     return symbolic_opset13.repeat_interleave(g, x, repeats, dim, output_size)
 
 
+def _unfold(g, x, dimension, size, step):
+    import torch
+    from torch.onnx import symbolic_opset12
+    sh = _sh()
+    dim = sh._maybe_get_const(dimension, "i")
+    k = sh._maybe_get_const(size, "i")
+    st = sh._maybe_get_const(step, "i")
+    if not all(isinstance(v, int) for v in (dim, k, st)):
+        return symbolic_opset12.unfold(g, x, dimension, size, step)
+    # The window's j-th element of every window: x[j : L - (k-1-j) : step]
+    # along dim, an end counted from the back, so the length L is never
+    # read; stacked along a new last axis.
+    cols = []
+    for j in range(k):
+        end = j - k + 1 if j < k - 1 else torch.iinfo(torch.int64).max
+        s = g.op("Slice", x, _const(g, [j]), _const(g, [end]),
+                 _const(g, [dim]), _const(g, [st]))
+        cols.append(g.op("Unsqueeze", s, _const(g, [-1])))
+    return cols[0] if k == 1 else g.op("Concat", *cols, axis_i=-1)
+
+
+def _diff(g, x, n, dim, prepend=None, append=None):
+    import torch
+    sh = _sh()
+    times = sh._maybe_get_const(n, "i")
+    axis = sh._maybe_get_const(dim, "i")
+    if not isinstance(times, int) or not isinstance(axis, int):
+        return sh._unimplemented("aten::diff", "n and dim must be constants")
+    parts = [v for v in (prepend, x, append)
+             if v is not None and not sh._is_none(v)]
+    if len(parts) > 1:
+        x = g.op("Concat", *parts, axis_i=axis)
+    # torch.diff of bools is their xor, of numbers the difference.
+    is_bool = sh._is_bool(x)
+    big = torch.iinfo(torch.int64).max
+    for _ in range(times):
+        hi = g.op("Slice", x, _const(g, [1]), _const(g, [big]),
+                  _const(g, [axis]))
+        lo = g.op("Slice", x, _const(g, [0]), _const(g, [-1]),
+                  _const(g, [axis]))
+        x = g.op("Xor" if is_bool else "Sub", hi, lo)
+    return x
+
+
 def _scatter_value_traced(keyset, x, dim, index, value):
     """aten::scatter.value at the tracer's dispatch key: while a trace
     records, as scatter.src of a tensor filled with ``value`` (a bool as
@@ -264,6 +321,8 @@ def register():
             ("aten::rms_norm", _rms_norm),
             ("aten::linalg_solve_triangular", _solve_triangular),
             ("aten::repeat_interleave", _repeat_interleave),
+            ("aten::unfold", _unfold),
+            ("aten::diff", _diff),
             *_onnx_complex.SYMBOLICS, *_onnx_bitwise.SYMBOLICS):
         for opset in OPSETS:
             torch.onnx.register_custom_op_symbolic(name, fn, opset)

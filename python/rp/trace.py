@@ -48,7 +48,7 @@ from __future__ import annotations
 import inspect
 import os
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 from rp import _moe
 from rp._capture import (_capture, _default_layers, _inplace_to_functional,
@@ -56,7 +56,7 @@ from rp._capture import (_capture, _default_layers, _inplace_to_functional,
 # _HANDLERS: the ATen op -> handler table the emitter lowers through (a test
 # swaps one entry in it through this module).
 from rp._emitter import _HANDLERS, _Emitter
-from rp._irtext import TraceError, _flatten, _ttype
+from rp._irtext import _RANDOM, TraceError, _flatten, _ttype
 from rp.tools import run_tool
 
 PathLike = Union[str, os.PathLike]
@@ -68,11 +68,68 @@ SUPPORTED_OPS = sorted(f"aten.{k}" for k in _HANDLERS)
 # and graph verification. No weights option: the constants folded at trace
 # time are capped (rp._emitter), so none is moved out of the text.
 _OPT_PASSES = ["--rp-prepare"]
+# Random ops that are dropout's (its p must be 0, in any mode).
+_DROPOUT = {"bernoulli", "bernoulli_", "native_dropout"}
 
 
 # ---------------------------------------------------------------------------
 # Entry point
 # ---------------------------------------------------------------------------
+
+def _lower(module, inputs, input_names, params, buffers, aliases, layers,
+           layer_paths, eval_types):
+    """Captures the module (the modules of ``eval_types`` in eval mode
+    where the caller left them so) and writes its IR text."""
+    # Mixture-of-experts blocks trace as one op each (rp._moe).
+    with _moe.patched(module):
+        gm = _capture(module, inputs, params, buffers, aliases, eval_types)
+    _inplace_to_functional(gm.graph)
+    flat = [t for _, t in params] + [t for _, t in buffers] + list(inputs)
+    values = _values(gm, flat)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    np_, nb = len(params), len(buffers)
+    param_nodes = {n: params[i][0] for i, n in enumerate(placeholders[:np_])}
+    buffer_nodes = {n: buffers[i][0]
+                    for i, n in enumerate(placeholders[np_:np_ + nb])}
+    input_nodes = {n: input_names[i]
+                   for i, n in enumerate(placeholders[np_ + nb:])}
+
+    if layer_paths is None:
+        ran = {p for n in gm.graph.nodes
+               for p in n.meta.get("rp_stack", ())}
+        layer_paths = _default_layers(module, ran)
+
+    e = _Emitter(module, gm, values, param_nodes, buffer_nodes, input_nodes,
+                 layer_paths, loose=layers is None)
+    e.classify()
+    e.find_stops()
+    seg = e.segments()
+    output_node = next(n for n in gm.graph.nodes if n.op == "output")
+    nouts = len(_flatten(output_node.args[0]))
+    out_names = ["output"] if nouts == 1 else [f"output_{i}" for i in range(nouts)]
+    header, body, params_used, _ = e.write(input_names, seg, out_names)
+    return header, body, params_used, gm, values, e, param_nodes
+
+
+def _random_in_training(module, err):
+    """The class of the module ``err`` refuses for drawing random numbers
+    (PhiMoE's router samples its experts in training mode), where the
+    caller left that module in eval mode: rp.trace traces training mode,
+    and such a module is traced again in the mode its caller chose, which
+    PyTorch's own step from the same model runs (deterministic). None
+    otherwise (a module in training mode stays refused: its step is
+    random)."""
+    if err.op is None or err.module_path is None:
+        return None
+    name = err.op.split(".")[1] if err.op.count(".") >= 2 else err.op
+    if name not in _RANDOM or name in _DROPOUT:
+        return None
+    try:
+        sub = module.get_submodule(err.module_path)
+    except AttributeError:
+        return None
+    return None if sub.training else type(sub)
+
 
 def trace(module, example_inputs, out_dir: PathLike,
           layers: Optional[Sequence[str]] = None) -> Path:
@@ -137,33 +194,18 @@ def trace(module, example_inputs, out_dir: PathLike,
                     raise TraceError(f"rp.trace: layers '{p}' and '{q}' "
                                      f"overlap")
 
-    # Mixture-of-experts blocks trace as one op each (rp._moe).
-    with _moe.patched(module):
-        gm = _capture(module, inputs, params, buffers, aliases)
-    _inplace_to_functional(gm.graph)
-    flat = [t for _, t in params] + [t for _, t in buffers] + list(inputs)
-    values = _values(gm, flat)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    np_, nb = len(params), len(buffers)
-    param_nodes = {n: params[i][0] for i, n in enumerate(placeholders[:np_])}
-    buffer_nodes = {n: buffers[i][0]
-                    for i, n in enumerate(placeholders[np_:np_ + nb])}
-    input_nodes = {n: input_names[i]
-                   for i, n in enumerate(placeholders[np_ + nb:])}
-
-    if layer_paths is None:
-        ran = {p for n in gm.graph.nodes
-               for p in n.meta.get("rp_stack", ())}
-        layer_paths = _default_layers(module, ran)
-    e = _Emitter(module, gm, values, param_nodes, buffer_nodes, input_nodes,
-                 layer_paths, loose=layers is None)
-    e.classify()
-    e.find_stops()
-    seg = e.segments()
-    output_node = next(n for n in gm.graph.nodes if n.op == "output")
-    nouts = len(_flatten(output_node.args[0]))
-    out_names = ["output"] if nouts == 1 else [f"output_{i}" for i in range(nouts)]
-    header, body, params_used, _ = e.write(input_names, seg, out_names)
+    eval_types: Tuple[type, ...] = ()
+    while True:
+        try:
+            header, body, params_used, gm, values, e, param_nodes = _lower(
+                module, inputs, input_names, params, buffers, aliases,
+                layers, layer_paths, eval_types)
+            break
+        except TraceError as err:
+            again = _random_in_training(module, err)
+            if again is None or again in eval_types:
+                raise
+            eval_types += (again,)
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -29,10 +29,12 @@ class LM(nn.Module):
         self.head = nn.Linear(width, 64)
         self.tokens_to_layers = tokens_to_layers
 
-    def forward(self, tokens):
-        h = self.emb(tokens)
+    # input_ids: the name rp.trace gives the plan's input (the ONNX paths
+    # name it so at export), which check_path feeds.
+    def forward(self, input_ids):
+        h = self.emb(input_ids)
         for layer in self.layers:
-            h = layer(h, tokens) if self.tokens_to_layers else layer(h)
+            h = layer(h, input_ids) if self.tokens_to_layers else layer(h)
         return self.head(h)
 
 

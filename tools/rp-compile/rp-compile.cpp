@@ -322,15 +322,15 @@ static void printSummary(ModuleOp module, size_t size) {
     os << ")";
   }
   if (rp::HoldStats hold = rp::holdStats(); hold.holds) {
-    char text[160];
+    char text[224];
     snprintf(text, sizeof(text),
              "; held %s with %llu memory plans and %llu step-time "
-             "estimates in %.2f s",
+             "estimates (%llu asked again, read back) in %.2f s",
              pipelineOptions().hostBudgetGiB > 0
                  ? "to the host budget"
                  : "near the fastest stages (--host-slack-pct)",
              (unsigned long long)hold.plans, (unsigned long long)hold.timed,
-             hold.seconds);
+             (unsigned long long)hold.reused, hold.seconds);
     os << text;
   }
   os << "\n";

@@ -225,14 +225,19 @@ TEST(PartitionHostBudgetTest, MovesThatCannotFitAreNotPlanned) {
   Partition p = partitionForStepTime(layers, held);
   uint64_t plans = holdStats().plans - before.plans;
   uint64_t timed = holdStats().timed - before.timed;
+  uint64_t reused = holdStats().reused - before.reused;
   // A move's memory is planned before its step time is estimated: of
   // the first round's moves within the stage cap one fits and stages
   // fewer bytes, and only it is timed (1 plan, 1 estimate). From it,
   // fwd:9;bwd:3,2,2,3,2 (320 MiB), no merge fits the devices: the repair
   // moves each a layer at a time, its steps answered by the bounds, and
   // places and times only the 4 it brings within them.
+  // Of those 5 step-time estimates asked, the repair's fits repeat the
+  // first round's partition or each other: each hold times a partition
+  // once (HoldMemo), so 2 are timed and the rest read back.
   EXPECT_LE(plans, 5u) << formatStages(p);
-  EXPECT_EQ(timed, 5u) << formatStages(p);
+  EXPECT_EQ(timed, 2u) << formatStages(p);
+  EXPECT_GE(reused, 3u) << formatStages(p);
   // None stages within the 200 MiB: the walk goes on from the fastest,
   // fwd:9;bwd:3,3,3,3 (240 MiB), where no merge fits even moved, and
   // stops there, the least staged for the refusal to name.

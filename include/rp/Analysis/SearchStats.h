@@ -45,6 +45,10 @@ struct HoldStats {
   uint64_t plans = 0;
   uint64_t timed = 0;
   double seconds = 0;
+  /// Memory plans and step-time estimates a hold asked again and read
+  /// back from what it answered before (PartitionHostBudget.cpp's
+  /// HoldMemo), not counted in `plans` or `timed`.
+  uint64_t reused = 0;
 };
 HoldStats holdStats();
 

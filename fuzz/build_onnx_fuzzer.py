@@ -26,7 +26,7 @@ CXX = "clang++-14"
 # ccache makes a fresh tree's build (CI) as quick as the main build's.
 LAUNCH = ["ccache"] if shutil.which("ccache") else []
 SANITIZE = ["-fsanitize=fuzzer-no-link,address,undefined",
-            "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1",
+            "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g1", "-O1",
             "-Wno-unknown-warning-option"]
 
 

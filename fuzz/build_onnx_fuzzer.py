@@ -25,8 +25,9 @@ import sys
 CXX = "clang++-14"
 # ccache makes a fresh tree's build (CI) as quick as the main build's.
 LAUNCH = ["ccache"] if shutil.which("ccache") else []
+# -g1: line tables, all a report's stack needs (runtime/CMakeLists.txt).
 SANITIZE = ["-fsanitize=fuzzer-no-link,address,undefined",
-            "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1",
+            "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g1", "-O1",
             "-Wno-unknown-warning-option"]
 
 

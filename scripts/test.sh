@@ -156,16 +156,39 @@ else
   tally tsan 0 1
 fi
 
-# ASan + UBSan over the runtime's tests: the test target and rp-run, whose
-# readers' regression lit tests run again against it (asan_lit_tests),
-# optimized at -O1, ccache-warm after the first run.
+# ASan + UBSan over the runtime and the compiler: one tree, build-asan/,
+# configured from the top level with RP_ASAN (the whole build instrumented,
+# LLVM and MLIR excepted, since they are prebuilt; the runtime with the
+# same flags as a runtime-only tree, RP_RUNTIME_ASAN), so that the contract
+# library both halves link is compiled once, not once per tree. Each half
+# builds only its own test targets, in its own stage, so that either
+# fails alone. A build-asan/ of the earlier layout (configured from
+# runtime/) is made again.
+asan_configured=0
+asanConfigure() {
+  if grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$root/runtime" \
+       build-asan/CMakeCache.txt 2>/dev/null; then
+    rm -rf build-asan
+  fi
+  cmake -G Ninja -S . -B build-asan -DCMAKE_BUILD_TYPE=Release \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+    -DPython3_EXECUTABLE="$root/.venv/bin/python" -DRP_ASAN=ON \
+    -DRP_ENABLE_CUDA=OFF >build-asan.configure.log 2>&1 && asan_configured=1
+}
+
+# The runtime's half: the test target and rp-run, whose readers'
+# regression lit tests run again against it (asan_lit_tests), optimized at
+# -O1, ccache-warm after the first run.
 asan_lit_tests='Runtime/(npy-errors|safetensors-errors|checkpoint-errors|checkpoint|checkpoint-faults|lora|run-errors|option-ranges|data|plan-weights-pair)\.test|Target/bad-plans\.test'
 stage "runtime under AddressSanitizer + UndefinedBehaviorSanitizer"
-if cmake -G Ninja -S runtime -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-     -DRP_RUNTIME_ASAN=ON -DRP_ENABLE_CUDA=OFF >build-asan.configure.log 2>&1 &&
+asanConfigure
+if [ "$asan_configured" = 1 ] &&
    ninja -C build-asan rp-runtime-tests rp-run >build-asan.build.log 2>&1; then
+  # The runtime's folder of the tree: its tests and the contract's, as a
+  # runtime-only tree registers them.
   ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    run_ctest asan build-asan
+    run_ctest asan build-asan/runtime
   # The readers' regression tests (malformed .npy, .safetensors, state.json,
   # token files and plans, bad options) with this build's rp-run. A
   # sanitizer report exits 86, never the 1 these tests expect of a refusal.
@@ -183,9 +206,8 @@ else
   tally asan 0 1
 fi
 
-# ASan + UBSan over the compiler (RP_ASAN: the whole build instrumented,
-# LLVM and MLIR excepted, since they are prebuilt): its unit tests. Only
-# that target is built (52 steps, ccache-warm after the first run); the
+# The compiler's half: its unit tests. Only that target is built (82 steps
+# beyond the runtime's half, ccache-warm after the first run); the
 # importer runs under ASan + UBSan in its fuzz target below.
 stage "compiler under AddressSanitizer + UndefinedBehaviorSanitizer"
 # The binary runs as 4 x $jobs gtest shards (GTEST_TOTAL_SHARDS: each test
@@ -221,17 +243,13 @@ run_gtest() { # name binary: counts the binary's passed and failed tests
   tally "$1" "$ok" "$bad"
 }
 asan_start=$(date +%s)
-if cmake -G Ninja -S . -B build-asan-compiler -DCMAKE_BUILD_TYPE=Release \
-     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-     -DPython3_EXECUTABLE="$root/.venv/bin/python" -DRP_ASAN=ON \
-     -DRP_ENABLE_CUDA=OFF >build-asan-compiler.configure.log 2>&1 &&
-   ninja -C build-asan-compiler rp-unittests \
-     >build-asan-compiler.build.log 2>&1; then
+[ "$asan_configured" = 1 ] || asanConfigure
+if [ "$asan_configured" = 1 ] &&
+   ninja -C build-asan rp-unittests >build-asan.compiler.build.log 2>&1; then
   ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    run_gtest asan-compiler build-asan-compiler/unittests/rp-unittests
+    run_gtest asan-compiler build-asan/unittests/rp-unittests
 else
-  cat build-asan-compiler.configure.log build-asan-compiler.build.log 2>/dev/null | tail -30
+  cat build-asan.configure.log build-asan.compiler.build.log 2>/dev/null | tail -30
   tally asan-compiler 0 1
 fi
 echo "   compiler under ASan: $(( $(date +%s) - asan_start )) s"

@@ -76,6 +76,7 @@ void ensureLinked() {
 /// The linked drivers, then the loadable ones; callers hold the mutex.
 std::vector<std::string> namesLocked(const Registry &r) {
   std::vector<std::string> names;
+  names.reserve(r.drivers.size());
   for (const Driver &d : r.drivers)
     names.emplace_back(d.name);
   for (const detail::LoadableDriver &l : detail::loadableDrivers())

@@ -369,7 +369,7 @@ Status rp::runtime::detail::trainStaged(StagedContext c) {
                  (gatherFirst && v == masterVersion)) {
         // Made by step v-1's update, or with `gatherFirst` gathered by
         // step v's: the pass waits for it.
-        waitingFor[v].push_back({slot, pass});
+        waitingFor[v].emplace_back(slot, pass);
       } else if (S == 2 && slotVersion[1 - slot] == v) {
         written = writeAll(
             [&](size_t i) {

@@ -49,7 +49,7 @@ void rp::runtime::addStepBusy(const Plan &plan, const StepSpans &step,
       break;
     case QueueKind::weight_h2d:
     case QueueKind::activation_h2d:
-      uploads[device].push_back({span.start, span.end});
+      uploads[device].emplace_back(span.start, span.end);
       break;
     }
   }

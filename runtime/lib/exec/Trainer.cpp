@@ -370,6 +370,7 @@ Status rp::runtime::train(const Plan &plan, HostForward &fwd, ThreadPool &pool,
     if (options.comm && options.comm->rank())
       return Status::ok();
     std::vector<NamedTensor> named;
+    named.reserve(params.size());
     for (size_t i = 0; i < params.size(); ++i)
       named.push_back(
           {params[i].name, TensorRef{grads[i]->data(), DType::f32,

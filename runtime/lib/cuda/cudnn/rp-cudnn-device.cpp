@@ -98,9 +98,11 @@ bool shapeOf(const Plan &plan, const KernelCallDesc &call, AttentionShape &sh,
   bool backward = call.op == OpKind::attention_grad;
   bool hasMask = call.ints.size() > 1 && call.ints[1] != 0;
   std::vector<TensorRef> in;
+  in.reserve(call.inputs.size());
   for (uint32_t b : call.inputs)
     in.push_back(refOf(plan, b));
   std::vector<TensorRef> outs;
+  outs.reserve(call.outputs.size());
   for (uint32_t b : call.outputs)
     outs.push_back(refOf(plan, b));
   if (in.size() < size_t(3) + (hasMask ? 1 : 0) + (backward ? 1 : 0) ||

@@ -174,17 +174,35 @@ def _bool_operand(e, a):
     return None
 
 
+def _bool_operands(e, n):
+    """The two operands of a bool op as bool values, or None where the result
+    is floating or an operand is not 0/1."""
+    out = e.values[n].dtype
+    if out.is_floating_point or out.is_complex:
+        return None
+    ops = [_bool_operand(e, a) for a in n.args[:2]]
+    return None if None in ops else ops
+
+
+def _bool_result(e, n, r, bt):
+    """The bool result r as n's type: itself, or cast back to the integers
+    holding only 0 and 1 that the operands were."""
+    import torch
+    if e.values[n].dtype == torch.bool:
+        return r
+    n.meta["rp_zero_one"] = True
+    ty = e.out_type(n)
+    return e.emit(f"rp.cast {r} : {bt} to {ty}", ty)
+
+
 def _bool_binary(is_and):
     """and / or of two bool tensors as a where: a and b is b where a, else
     false; a or b is true where a, else b. Integer operands holding only 0
     and 1 count as bool; the integer result is the bool one cast back."""
     def h(e, n):
         import torch
-        out = e.values[n].dtype
-        if out.is_floating_point or out.is_complex:
-            return _UNSUPPORTED
-        ops = [_bool_operand(e, a) for a in n.args[:2]]
-        if None in ops:
+        ops = _bool_operands(e, n)
+        if ops is None:
             return _UNSUPPORTED
         a, b = ops
         c = e.scalar(not is_and, torch.bool)
@@ -192,11 +210,7 @@ def _bool_binary(is_and):
         bt = _ttype(e.values[n].shape, torch.bool)
         r = e.emit(f"rp.where {a}, {then}, {other} : ({e.ty(a)}, "
                    f"{e.ty(then)}, {e.ty(other)}) -> {bt}", bt)
-        if out == torch.bool:
-            return r
-        n.meta["rp_zero_one"] = True
-        ty = e.out_type(n)
-        return e.emit(f"rp.cast {r} : {bt} to {ty}", ty)
+        return _bool_result(e, n, r, bt)
     return h
 
 
@@ -204,11 +218,8 @@ def _bool_xor(e, n):
     """a xor b of bools (torch.diff of a mask, BLT's patch boundaries):
     not b where a, else b, each a where; 0/1 integers as _bool_binary."""
     import torch
-    out = e.values[n].dtype
-    if out.is_floating_point or out.is_complex:
-        return _UNSUPPORTED
-    ops = [_bool_operand(e, a) for a in n.args[:2]]
-    if None in ops:
+    ops = _bool_operands(e, n)
+    if ops is None:
         return _UNSUPPORTED
     a, b = ops
     bt = _ttype(e.values[n].shape, torch.bool)
@@ -218,11 +229,7 @@ def _bool_xor(e, n):
                    f"{e.ty(yes)}) -> {nb_t}", nb_t)
     r = e.emit(f"rp.where {a}, {not_b}, {b} : ({e.ty(a)}, {e.ty(not_b)}, "
                f"{e.ty(b)}) -> {bt}", bt)
-    if out == torch.bool:
-        return r
-    n.meta["rp_zero_one"] = True
-    ty = e.out_type(n)
-    return e.emit(f"rp.cast {r} : {bt} to {ty}", ty)
+    return _bool_result(e, n, r, bt)
 
 
 HANDLERS = {"constant_pad_nd": _constant_pad_nd, "abs": _abs,

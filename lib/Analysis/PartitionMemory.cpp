@@ -33,18 +33,6 @@ buffersOf(const Partition &p, llvm::ArrayRef<LayerCost> layers,
 
 } // namespace
 
-int64_t mlir::rp::devicePeakBound(const Partition &p,
-                                  llvm::ArrayRef<LayerCost> layers,
-                                  const SearchTarget &t) {
-  auto built = buffersOf(p, layers, t);
-  if (!built)
-    return std::numeric_limits<int64_t>::max();
-  std::vector<int64_t> bounds =
-      liveBytesBounds(built->second, built->first.devices);
-  bounds.pop_back();
-  return *std::max_element(bounds.begin(), bounds.end());
-}
-
 DevicePeak mlir::rp::devicePeak(const Partition &p,
                                 llvm::ArrayRef<LayerCost> layers,
                                 const SearchTarget &t, int64_t hostLimit,

@@ -51,11 +51,6 @@ DevicePeak devicePeak(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                       const SearchTarget &target, int64_t hostLimit = 0,
                       int64_t skipOver = -1);
 
-/// The highest of `p`'s devices' live-bytes bounds (liveBytesBounds): no
-/// placement of its buffers peaks lower. Its buffers are not placed.
-int64_t devicePeakBound(const Partition &p, llvm::ArrayRef<LayerCost> layers,
-                        const SearchTarget &target);
-
 struct MemorySearchResult {
   /// The fastest lean partition that fits, when one does.
   std::optional<Partition> fastest;

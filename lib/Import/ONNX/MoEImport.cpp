@@ -351,10 +351,11 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
       RankedTensorType::get({tokens, k}, i32),
       RankedTensorType::get({experts}, i32), x, chosen);
   Value counts = dispatch.getCounts();
-  auto grouped = [&](Value in, Value w, int64_t width) -> Value {
+  auto grouped = [&](Value in, Value w, int64_t width,
+                     bool transposeB = true) -> Value {
     return MoEGroupedMatmulOp::create(n.builder, n.loc,
                                       RankedTensorType::get({rows, width}, f),
-                                      in, w, counts, /*transpose_b=*/true);
+                                      in, w, counts, transposeB);
   };
   if (n.intAttr("oss", 0)) {
     Value y = ossExperts(n, dispatch.getRows(), counts, experts, hidden);
@@ -365,7 +366,29 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
     return success();
   }
   Value g, u, down;
-  if (stacked) {
+  // DBRX's three stacks: gate and up [E, F, H], down [E, F, H] in the
+  // `x @ W` layout (down_x_at_w) or [E, H, F].
+  bool split = stacked && n.intAttr("split", 0) != 0;
+  bool downXAtW = split && n.intAttr("down_x_at_w", 0) != 0;
+  if (split) {
+    Value gate = n.input(2), up = n.input(3);
+    down = n.input(4);
+    if (!gate || !up || !down)
+      return failure();
+    auto gs = cast<RankedTensorType>(gate.getType()).getShape();
+    auto ds = cast<RankedTensorType>(down.getType()).getShape();
+    int64_t ffn = gs.size() == 3 ? gs[1] : 0;
+    SmallVector<int64_t> wantDown{experts, downXAtW ? ffn : hidden,
+                                  downXAtW ? hidden : ffn};
+    if (gs.size() != 3 || gs[2] != hidden || up.getType() != gate.getType() ||
+        ds != ArrayRef<int64_t>(wantDown))
+      return n.error() << "the expert stacks " << gate.getType() << ", "
+                       << up.getType() << " and " << down.getType()
+                       << " are not [E, F, " << hidden << "] twice and "
+                       << (downXAtW ? "[E, F, H]" : "[E, H, F]");
+    g = grouped(dispatch.getRows(), gate, ffn);
+    u = grouped(dispatch.getRows(), up, ffn);
+  } else if (stacked) {
     // One grouped matmul by the [E, 2F, H] stack; its halves are W1 x and
     // W3 x in the order the model slices them.
     Value w13 = n.input(2);
@@ -407,7 +430,7 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
   }
   Value h =
       MulOp::create(n.builder, n.loc, SiluOp::create(n.builder, n.loc, g), u);
-  Value y = grouped(h, down, hidden);
+  Value y = grouped(h, down, hidden, /*transposeB=*/!downXAtW);
   n.setOutput(0, MoECombineOp::create(n.builder, n.loc, xt, y,
                                       dispatch.getPositions(), weights));
   return success();

@@ -49,6 +49,8 @@ static onnx::NodeProto wholeBlockNode(MoEMatch &b, std::string name) {
   moe.add_input(b.isSigmoid ? b.sigmoid.scores : b.logits);
   if (b.stacked) {
     moe.add_input(b.experts[0].gate);
+    if (b.split)
+      moe.add_input(b.experts[0].up);
     moe.add_input(b.experts[0].down);
     if (b.oss) {
       moe.add_input(b.oss->gateUpBias);
@@ -83,6 +85,10 @@ static onnx::NodeProto wholeBlockNode(MoEMatch &b, std::string name) {
   if (b.stacked) {
     setInt(moe, "stacked", 1);
     setInt(moe, "gate_first", b.gateFirst);
+    if (b.split) {
+      setInt(moe, "split", 1);
+      setInt(moe, "down_x_at_w", b.downXAtW);
+    }
   }
   if (b.oss) {
     setInt(moe, "oss", 1);

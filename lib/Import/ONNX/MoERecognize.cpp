@@ -130,6 +130,8 @@ splitNodes(const SplitExperts &r, const std::string &name) {
     setInt(*n, "top_k", r.topK);
     if (r.xAtW)
       setInt(*n, "x_at_w", 1);
+    if (r.routedExperts)
+      setInt(*n, "routed_experts", r.routedExperts);
   }
   up.set_name(name + "/up");
   down.set_name(name + "/down");
@@ -143,6 +145,12 @@ splitNodes(const SplitExperts &r, const std::string &name) {
   for (const std::string *in :
        {&r.hidden, &r.down, &positions, &counts, &r.weights})
     down.add_input(*in);
+  // Identity experts: part 2 adds each token's row times its identity
+  // slots' weights.
+  if (r.routedExperts) {
+    down.add_input(r.x);
+    down.add_input(r.ids);
+  }
   down.add_output(r.output);
   setInt(down, "part", 2);
   return {up, down};

@@ -119,9 +119,8 @@ Matcher::matchSplitStackedExpert(const onnx::NodeProto &down) const {
         w3->index != w2->index)
       continue;
     int64_t e = w1->shape[0], f = w1->shape[1], hidden = w1->shape[2];
-    SmallVector<int64_t> want =
-        w2->xAtW ? SmallVector<int64_t>{e, f, hidden}
-                 : SmallVector<int64_t>{e, hidden, f};
+    SmallVector<int64_t> want = w2->xAtW ? SmallVector<int64_t>{e, f, hidden}
+                                         : SmallVector<int64_t>{e, hidden, f};
     if (w2->shape != want)
       continue;
     // The tokens: rows gathered from one value.

@@ -350,9 +350,15 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
           const onnx::NodeProto *viewed = src && src->op_type() == "Reshape"
                                               ? g.producerOf(inputOf(*src, 0))
                                               : nullptr;
-          if (viewed && viewed->op_type() == "MatMul" &&
-              (expert = matchSplitStackedExpert(*viewed))) {
+          // (A view of its [n, H] rows as [-1, H], which changes nothing.)
+          auto view = viewed ? constantInts(g, inputOf(*src, 1)) : std::nullopt;
+          if (viewed && viewed->op_type() == "MatMul" && view &&
+              view->size() == 2 && (*view)[0] == -1 &&
+              (expert = matchSplitStackedExpert(*viewed)) &&
+              (*view)[1] == expert->hidden) {
             src = viewed;
+          } else if (expert) {
+            continue; // another view: not this form
           } else if (!src || src->op_type() != "MatMul") {
             continue;
           }

@@ -33,7 +33,7 @@ struct Expert {
   /// (an initializer or a Reshape of one), `count` experts, the rows
   /// gathered from `tokens`.
   bool split = false, downXAtW = false;
-  int64_t count = 0;
+  int64_t count = 0, hidden = 0;
   std::string tokens;
 };
 

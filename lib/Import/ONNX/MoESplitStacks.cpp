@@ -133,6 +133,7 @@ Matcher::matchSplitStackedExpert(const onnx::NodeProto &down) const {
     x.downXAtW = w2->xAtW;
     x.index = w2->index;
     x.count = e;
+    x.hidden = hidden;
     x.tokens = inputOf(*rows, 0);
     return x;
   }

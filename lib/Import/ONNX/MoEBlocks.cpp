@@ -458,7 +458,8 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
   if (!depth)
     return error(topK, topKIndex)
            << "no OneHot with a constant depth (the number of experts) "
-              "reads its chosen experts";
+              "reads its chosen experts (the experts are none of the forms "
+              "docs/moe.md lists); trace the model with rp.trace";
   // The stacked form counts its experts by the stack and may one-hot to one
   // more class (transformers 5's expert-parallel sentinel, never chosen).
   int64_t count = *depth;

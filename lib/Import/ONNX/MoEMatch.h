@@ -83,8 +83,11 @@ private:
                            : node.name();
     return emitError(NameLoc::get(StringAttr::get(fileLoc.getContext(), name),
                                   fileLoc))
-           << node.op_type() << " node '" << name
-           << "': a mixture-of-experts block (TopK routing) rp-import cannot "
+           << node.op_type() << " node '" << name << "'"
+           << (modulePath(node).empty()
+                   ? std::string()
+                   : " (module '" + modulePath(node) + "')")
+           << ": a mixture-of-experts block (TopK routing) rp-import cannot "
               "map: ";
   }
   int indexOf(const onnx::NodeProto *node) const {

@@ -21,7 +21,9 @@
 //   one expert per OneHot class c: a Gather of the one-hot mask at c, and a
 //   Mul of the routing weights with W2_c(silu(W1_c x_c) * W3_c x_c), the
 //   three W initializers (nn.Linear layout, through Transpose or not);
-//   stacked experts (transformers 5) and GPT-OSS's (MoEOss.cpp) alike
+//   stacked experts (transformers 5), GPT-OSS's (MoEOss.cpp) and DBRX's
+//   three flat stacks (MoESplitStacks.cpp) alike; DBRX normalises by the
+//   L1 norm of the chosen softmax scores (ReduceL1), their sum
 //
 // and the block ends where every value that depends on TopK has been used
 // except one (the combined [T, H] output). DeepSeek-V3's router (sigmoid
@@ -273,7 +275,18 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     const std::string &op = node.op_type();
     if (op == "ReduceSum" && inputOf(node, 0) == outputOf(topK, 0))
       b.normalize = true;
-    else if (op == "OneHot") {
+    else if (StringRef(op).starts_with("Reduce") &&
+             inputOf(node, 0) == outputOf(topK, 0)) {
+      // DBRX divides by the p-norm of the chosen weights: for p = 1 of
+      // softmax scores (none negative) that is their sum.
+      if (op != "ReduceL1" || b.isSigmoid || b.softmaxAfter)
+        return error(node, i)
+               << "it normalises the chosen weights by " << op
+               << " (rp maps their sum, or the L1 norm of softmax scores: "
+                  "moe_normalize_expert_weights = 1); trace the model with "
+                  "rp.trace";
+      b.normalize = true;
+    } else if (op == "OneHot") {
       depth = g.scalarInt(inputOf(node, 1));
       mask.insert(outputOf(node, 0));
     } else if ((op == "Transpose" || op == "Cast") &&
@@ -333,23 +346,48 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
           expert->stacked = true;
           expert->index = oss->index;
         } else {
-          if (!src || src->op_type() != "MatMul")
+          // DBRX views its expert's rows as [-1, H] before weighting them.
+          const onnx::NodeProto *viewed = src && src->op_type() == "Reshape"
+                                              ? g.producerOf(inputOf(*src, 0))
+                                              : nullptr;
+          // (A view of its [n, H] rows as [-1, H], which changes nothing.)
+          auto view = viewed ? constantInts(g, inputOf(*src, 1)) : std::nullopt;
+          if (viewed && viewed->op_type() == "MatMul" && view &&
+              view->size() == 2 && (*view)[0] == -1 &&
+              (expert = matchSplitStackedExpert(*viewed)) &&
+              (*view)[1] == expert->hidden) {
+            src = viewed;
+          } else if (expert) {
+            continue; // another view: not this form
+          } else if (!src || src->op_type() != "MatMul") {
             continue;
+          }
           // Experts reading routed tokens have their own matmuls in the
           // region; only a matmul of a product (W2 h) is an output.
           const onnx::NodeProto *h = g.producerOf(inputOf(*src, 0));
-          if (region.count(in) && (!h || h->op_type() != "Mul"))
+          if (!expert && region.count(in) && (!h || h->op_type() != "Mul"))
             continue;
-          expert = matchExpert(*src);
+          if (!expert)
+            expert = matchExpert(*src);
           if (!expert)
             expert = matchStackedExpert(*src);
+          if (!expert)
+            expert = matchSplitStackedExpert(*src);
           if (!expert)
             return error(*src, indexOf(src))
                    << "this MatMul's output is weighted by the routing but is "
                       "not a gated SiLU expert (W2(silu(W1 x) * W3 x) with "
-                      "nn.Linear weights, or slices of stacked [E, 2F, H] "
-                      "and [E, H, F] weights); rp maps SwiGLU experts from "
-                      "ONNX, rp.trace maps the other forms";
+                      "nn.Linear weights, slices of stacked [E, 2F, H] "
+                      "and [E, H, F] weights, or DBRX's [E, F, H] stacks); "
+                      "rp maps SwiGLU experts from ONNX, rp.trace maps the "
+                      "other forms";
+          // The experts' rows are the router's tokens (through views).
+          if (expert->split &&
+              reshapeRoot(g, expert->tokens) != reshapeRoot(g, b.x))
+            return error(*src, indexOf(src))
+                   << "this expert reads rows of '" << expert->tokens
+                   << "', not of the router's tokens '" << b.x
+                   << "'; rp.trace maps such blocks";
         }
         if (expert->stacked) {
           // Every expert reads the same two stacks (and, GPT-OSS's, the
@@ -357,11 +395,14 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
           // was read at, in class order.
           const Expert *first = b.experts.empty() ? nullptr : &b.experts[0];
           auto c = classOf.find(expert->index);
-          if ((first && (!first->stacked || first->gate != expert->gate ||
-                         first->down != expert->down ||
-                         first->gateFirst != expert->gateFirst ||
-                         b.oss.has_value() != oss.has_value() ||
-                         (oss && !oss->sameAs(*b.oss)))) ||
+          if ((first &&
+               (!first->stacked || first->gate != expert->gate ||
+                first->up != expert->up || first->down != expert->down ||
+                first->split != expert->split ||
+                first->downXAtW != expert->downXAtW ||
+                first->gateFirst != expert->gateFirst ||
+                b.oss.has_value() != oss.has_value() ||
+                (oss && !oss->sameAs(*b.oss)))) ||
               c == classOf.end() || c->second != (int64_t)b.experts.size())
             return error(*src, indexOf(src))
                    << "this expert's stacked weights are not read at the "
@@ -370,6 +411,8 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
                       "order, rp.trace maps the other forms";
           b.stacked = true;
           b.gateFirst = expert->gateFirst;
+          b.split = expert->split;
+          b.downXAtW = expert->downXAtW;
           b.oss = oss;
         }
         b.experts.push_back(*expert);
@@ -415,12 +458,14 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
   if (!depth)
     return error(topK, topKIndex)
            << "no OneHot with a constant depth (the number of experts) "
-              "reads its chosen experts";
+              "reads its chosen experts (the experts are none of the forms "
+              "docs/moe.md lists); trace the model with rp.trace";
   // The stacked form counts its experts by the stack and may one-hot to one
   // more class (transformers 5's expert-parallel sentinel, never chosen).
   int64_t count = *depth;
   if (b.stacked) {
-    count = g.initializers.lookup(b.experts[0].gate)->dims(0);
+    count = b.split ? b.experts[0].count
+                    : g.initializers.lookup(b.experts[0].gate)->dims(0);
     if (*depth != count && *depth != count + 1)
       return error(topK, topKIndex)
              << "its OneHot has " << *depth << " classes for " << count

@@ -20,8 +20,10 @@ constexpr llvm::StringLiteral kMoEDomain = "rp.import.moe";
 /// Replaces every mixture-of-experts block of `graph` (each TopK node
 /// starts one) by one node `MoE` of kMoEDomain: inputs the tokens `x` ([T,
 /// H]), the router logits ([T, E]), then the experts' W1 (E of them), W3
-/// and W2 initializers (or, `stacked`, the two stacks; with `oss`, GPT-OSS's
-/// two stacks and two biases); attributes `top_k`, `normalize` and
+/// and W2 initializers (or, `stacked`, the two stacks; with `split`, DBRX's
+/// three, the down one in the `x @ W` layout with `down_x_at_w`; with
+/// `oss`, GPT-OSS's two stacks and two biases); attributes `top_k`,
+/// `normalize` and
 /// `softmax_after` (the softmax is over the k chosen logits), GPT-OSS's
 /// `interleaved`, `alpha` and `limit`; output the block's combined [T, H].
 /// Errors name the node that does not match.

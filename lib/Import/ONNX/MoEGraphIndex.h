@@ -15,6 +15,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -78,6 +79,41 @@ template <typename T> std::optional<T> scalarValue(const onnx::TensorProto &t) {
       return widened(firstElement<double>(t, t.double_data()));
   }
   return std::nullopt;
+}
+
+/// The module a node of a dynamo export comes from (its
+/// `pkg.torch.onnx.name_scopes` metadata, a Python list of the scopes from
+/// the root to the op: the last but one), "" when it has none. dynamo's
+/// node names (`node_topk__1`) do not say where the node is in the model.
+/// (The onnx this builds against predates NodeProto's metadata_props, field
+/// 9, of StringStringEntryProto: it is read from the unknown fields.)
+inline std::string modulePath(const onnx::NodeProto &node) {
+  const google::protobuf::UnknownFieldSet &unknown =
+      node.GetReflection()->GetUnknownFields(node);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = unknown.field(i);
+    onnx::StringStringEntryProto p;
+    if (f.number() != 9 ||
+        f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED ||
+        !p.ParseFromString(f.length_delimited()) ||
+        p.key() != "pkg.torch.onnx.name_scopes")
+      continue;
+    SmallVector<std::string> scopes;
+    StringRef rest = p.value();
+    for (;;) {
+      size_t open = rest.find('\'');
+      if (open == StringRef::npos)
+        break;
+      size_t close = rest.find('\'', open + 1);
+      if (close == StringRef::npos)
+        break;
+      scopes.push_back(rest.substr(open + 1, close - open - 1).str());
+      rest = rest.substr(close + 1);
+    }
+    if (scopes.size() >= 2)
+      return scopes[scopes.size() - 2];
+  }
+  return "";
 }
 
 /// Producers, consumers and integer constants of a graph's values.

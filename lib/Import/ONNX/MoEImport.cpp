@@ -220,8 +220,32 @@ static LogicalResult routedInputs(NodeImporter &n, int64_t k, Value &x,
 /// The two parts of experts with another activation between their matmuls
 /// (MoERouted.h, SplitExperts): part 1 dispatches the tokens and multiplies
 /// by W13, part 2 multiplies the activation's rows by W2 and combines them.
+/// LongCat-Flash's identity ("zero") experts, ids from `routed` on: whether
+/// each of the [T, k] chosen experts is a routed one.
+static Value routedSlots(NodeImporter &n, Value chosen, int64_t routed) {
+  return CmpOp::create(n.builder, n.loc, CmpPredicate::lt, chosen,
+                       n.constant(DenseElementsAttr::get(
+                           RankedTensorType::get({}, n.builder.getI64Type()),
+                           n.builder.getI64IntegerAttr(routed).getValue())));
+}
+
+/// `v` where `keep`, else 0 (of v's element type), as rp.trace writes it
+/// (python/rp/_moe_stacked.py): the identity slots go to expert 0 with
+/// weight 0.
+static Value zeroUnless(NodeImporter &n, Value keep, Value v) {
+  Type el = cast<RankedTensorType>(v.getType()).getElementType();
+  auto scalar = RankedTensorType::get({}, el);
+  Attribute zero = isa<FloatType>(el)
+                       ? Attribute(n.builder.getFloatAttr(el, 0.0))
+                       : Attribute(n.builder.getIntegerAttr(el, 0));
+  return WhereOp::create(n.builder, n.loc, keep, v,
+                         n.constant(DenseElementsAttr::get(scalar, zero)));
+}
+
 static LogicalResult importMoEPart(NodeImporter &n, int64_t part) {
   int64_t k = n.intAttr("top_k", 1);
+  // With identity experts (LongCat-Flash): the routed experts' count.
+  int64_t routed = n.intAttr("routed_experts", 0);
   // The stacks in the `x @ W` layout ([E, in, out], Aria's), else [E, out,
   // in].
   bool xAtW = n.intAttr("x_at_w", 0) != 0;
@@ -245,10 +269,23 @@ static LogicalResult importMoEPart(NodeImporter &n, int64_t part) {
     x = n.reshape(x, {tokens, hidden});
     Value chosen =
         n.reshape(n.castTo(ids, n.builder.getI64Type()), {tokens, k});
+    SmallVector<int64_t> stack(ws);
+    if (routed) {
+      // Only the routed experts' rows of W13 are read.
+      if (routed > ws[0])
+        return n.error() << "the up stack " << w13.getType() << " has fewer "
+                         << "than its " << routed << " routed experts";
+      chosen = zeroUnless(n, routedSlots(n, chosen, routed), chosen);
+      stack[0] = routed;
+      w13 = n.create<SliceOp>(
+          RankedTensorType::get(
+              stack, cast<RankedTensorType>(w13.getType()).getElementType()),
+          w13, SmallVector<int64_t>{0, 0, 0}, SmallVector<int64_t>{1, 1, 1});
+    }
     auto dispatch = MoEDispatchOp::create(
         n.builder, n.loc, RankedTensorType::get({tokens * k, hidden}, f),
         RankedTensorType::get({tokens, k}, i32),
-        RankedTensorType::get({ws[0]}, i32), x, chosen);
+        RankedTensorType::get({stack[0]}, i32), x, chosen);
     n.setOutput(0, MoEGroupedMatmulOp::create(
                        n.builder, n.loc,
                        RankedTensorType::get({tokens * k, ws[outAxis]}, f),
@@ -279,10 +316,36 @@ static LogicalResult importMoEPart(NodeImporter &n, int64_t part) {
   Value y = MoEGroupedMatmulOp::create(
       n.builder, n.loc, RankedTensorType::get({hs[0], out}, f), h, w2, counts,
       /*transpose_b=*/!xAtW);
-  n.setOutput(0,
-              MoECombineOp::create(
-                  n.builder, n.loc, RankedTensorType::get({tokens, out}, f), y,
-                  positions, n.reshape(n.castTo(weights, f), {tokens, k})));
+  Value w = n.reshape(n.castTo(weights, f), {tokens, k});
+  Value keptW = w, keep;
+  if (routed) {
+    Value ids = n.input(6);
+    if (!ids)
+      return failure();
+    keep = routedSlots(
+        n, n.reshape(n.castTo(ids, n.builder.getI64Type()), {tokens, k}),
+        routed);
+    keptW = zeroUnless(n, keep, w);
+  }
+  Value combined = MoECombineOp::create(n.builder, n.loc,
+                                        RankedTensorType::get({tokens, out}, f),
+                                        y, positions, keptW);
+  if (routed) {
+    // The identity experts: each token's row times the sum of its
+    // identity slots' weights.
+    Value x = n.input(5);
+    if (!x || elementsOf(x) != tokens * out)
+      return n.error() << "the tokens of the identity experts are not ["
+                       << tokens << ", " << out << "]";
+    Value idW = ReduceOp::create(n.builder, n.loc, ReduceKind::sum,
+                                 SubOp::create(n.builder, n.loc, w, keptW),
+                                 SmallVector<int64_t>{1}, true);
+    combined = AddOp::create(
+        n.builder, n.loc, combined,
+        MulOp::create(n.builder, n.loc,
+                      n.reshape(n.castTo(x, f), {tokens, out}), idW));
+  }
+  n.setOutput(0, combined);
   return success();
 }
 
@@ -351,10 +414,11 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
       RankedTensorType::get({tokens, k}, i32),
       RankedTensorType::get({experts}, i32), x, chosen);
   Value counts = dispatch.getCounts();
-  auto grouped = [&](Value in, Value w, int64_t width) -> Value {
+  auto grouped = [&](Value in, Value w, int64_t width,
+                     bool transposeB = true) -> Value {
     return MoEGroupedMatmulOp::create(n.builder, n.loc,
                                       RankedTensorType::get({rows, width}, f),
-                                      in, w, counts, /*transpose_b=*/true);
+                                      in, w, counts, transposeB);
   };
   if (n.intAttr("oss", 0)) {
     Value y = ossExperts(n, dispatch.getRows(), counts, experts, hidden);
@@ -365,7 +429,29 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
     return success();
   }
   Value g, u, down;
-  if (stacked) {
+  // DBRX's three stacks: gate and up [E, F, H], down [E, F, H] in the
+  // `x @ W` layout (down_x_at_w) or [E, H, F].
+  bool split = stacked && n.intAttr("split", 0) != 0;
+  bool downXAtW = split && n.intAttr("down_x_at_w", 0) != 0;
+  if (split) {
+    Value gate = n.input(2), up = n.input(3);
+    down = n.input(4);
+    if (!gate || !up || !down)
+      return failure();
+    auto gs = cast<RankedTensorType>(gate.getType()).getShape();
+    auto ds = cast<RankedTensorType>(down.getType()).getShape();
+    int64_t ffn = gs.size() == 3 ? gs[1] : 0;
+    SmallVector<int64_t> wantDown{experts, downXAtW ? ffn : hidden,
+                                  downXAtW ? hidden : ffn};
+    if (gs.size() != 3 || gs[2] != hidden || up.getType() != gate.getType() ||
+        ds != ArrayRef<int64_t>(wantDown))
+      return n.error() << "the expert stacks " << gate.getType() << ", "
+                       << up.getType() << " and " << down.getType()
+                       << " are not [E, F, " << hidden << "] twice and "
+                       << (downXAtW ? "[E, F, H]" : "[E, H, F]");
+    g = grouped(dispatch.getRows(), gate, ffn);
+    u = grouped(dispatch.getRows(), up, ffn);
+  } else if (stacked) {
     // One grouped matmul by the [E, 2F, H] stack; its halves are W1 x and
     // W3 x in the order the model slices them.
     Value w13 = n.input(2);
@@ -407,7 +493,7 @@ LogicalResult mlir::rp::onnx_import::importMoENode(NodeImporter &n) {
   }
   Value h =
       MulOp::create(n.builder, n.loc, SiluOp::create(n.builder, n.loc, g), u);
-  Value y = grouped(h, down, hidden);
+  Value y = grouped(h, down, hidden, /*transposeB=*/!downXAtW);
   n.setOutput(0, MoECombineOp::create(n.builder, n.loc, xt, y,
                                       dispatch.getPositions(), weights));
   return success();

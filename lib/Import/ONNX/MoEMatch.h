@@ -28,6 +28,13 @@ struct Expert {
   /// stack, `index` the value selecting this expert from both.
   bool stacked = false, gateFirst = true;
   std::string index;
+  /// DBRX's form (MoESplitStacks.cpp): `gate` and `up` separate [E, F, H]
+  /// stacks, `down` [E, F, H] (`downXAtW`) or [E, H, F]; each a 3-D value
+  /// (an initializer or a Reshape of one), `count` experts, the rows
+  /// gathered from `tokens`.
+  bool split = false, downXAtW = false;
+  int64_t count = 0, hidden = 0;
+  std::string tokens;
 };
 
 /// One block's match: what the replacement node needs and the nodes it
@@ -39,6 +46,8 @@ struct MoEMatch {
   /// The softmax is over the k chosen logits (rp.moe.route softmax = after).
   bool softmaxAfter = false;
   bool stacked = false, gateFirst = true;
+  /// Three stacks (Expert::split), the down one maybe in `x @ W` layout.
+  bool split = false, downXAtW = false;
   /// transformers 5's `batched_mm` experts (matchBatchedExpert).
   bool batched = false;
   SmallVector<Expert> experts;
@@ -74,8 +83,11 @@ private:
                            : node.name();
     return emitError(NameLoc::get(StringAttr::get(fileLoc.getContext(), name),
                                   fileLoc))
-           << node.op_type() << " node '" << name
-           << "': a mixture-of-experts block (TopK routing) rp-import cannot "
+           << node.op_type() << " node '" << name << "'"
+           << (modulePath(node).empty()
+                   ? std::string()
+                   : " (module '" + modulePath(node) + "')")
+           << ": a mixture-of-experts block (TopK routing) rp-import cannot "
               "map: ";
   }
   int indexOf(const onnx::NodeProto *node) const {
@@ -89,6 +101,10 @@ private:
   /// The same with stacked weights: W2[i](silu(a) * b), a and b the two
   /// halves (Slice) of W13[i] x.
   std::optional<Expert> matchStackedExpert(const onnx::NodeProto &down) const;
+  /// The same with DBRX's three stacks (MoESplitStacks.cpp): W2[i](silu(
+  /// W1[i] x) * W3[i] x), W1 and W3 separate stacks.
+  std::optional<Expert>
+  matchSplitStackedExpert(const onnx::NodeProto &down) const;
   /// True when the TopK at `topKIndex` takes router logits along their
   /// last axis and only a Softmax over its last axis reads the values it
   /// keeps.

@@ -49,6 +49,8 @@ static onnx::NodeProto wholeBlockNode(MoEMatch &b, std::string name) {
   moe.add_input(b.isSigmoid ? b.sigmoid.scores : b.logits);
   if (b.stacked) {
     moe.add_input(b.experts[0].gate);
+    if (b.split)
+      moe.add_input(b.experts[0].up);
     moe.add_input(b.experts[0].down);
     if (b.oss) {
       moe.add_input(b.oss->gateUpBias);
@@ -83,6 +85,10 @@ static onnx::NodeProto wholeBlockNode(MoEMatch &b, std::string name) {
   if (b.stacked) {
     setInt(moe, "stacked", 1);
     setInt(moe, "gate_first", b.gateFirst);
+    if (b.split) {
+      setInt(moe, "split", 1);
+      setInt(moe, "down_x_at_w", b.downXAtW);
+    }
   }
   if (b.oss) {
     setInt(moe, "oss", 1);
@@ -124,6 +130,8 @@ splitNodes(const SplitExperts &r, const std::string &name) {
     setInt(*n, "top_k", r.topK);
     if (r.xAtW)
       setInt(*n, "x_at_w", 1);
+    if (r.routedExperts)
+      setInt(*n, "routed_experts", r.routedExperts);
   }
   up.set_name(name + "/up");
   down.set_name(name + "/down");
@@ -137,6 +145,12 @@ splitNodes(const SplitExperts &r, const std::string &name) {
   for (const std::string *in :
        {&r.hidden, &r.down, &positions, &counts, &r.weights})
     down.add_input(*in);
+  // Identity experts: part 2 adds each token's row times its identity
+  // slots' weights.
+  if (r.routedExperts) {
+    down.add_input(r.x);
+    down.add_input(r.ids);
+  }
   down.add_output(r.output);
   setInt(down, "part", 2);
   return {up, down};

@@ -51,6 +51,10 @@ struct SplitExperts {
   int64_t topK = 0;
   /// The stacks are [E, in, out] (`x @ W[e]`, Aria), not [E, out, in].
   bool xAtW = false;
+  /// With identity experts (LongCat-Flash's "zero" experts: ids from
+  /// `routedExperts` on, each token's row weighted as it is), the routed
+  /// experts' count; 0 without.
+  int64_t routedExperts = 0;
   int upAt = -1, last = -1;
   llvm::DenseSet<int> nodes;
 };

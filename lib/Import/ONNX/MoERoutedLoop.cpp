@@ -39,6 +39,9 @@ struct Iteration {
   const onnx::NodeProto *up = nullptr, *down = nullptr, *weighted = nullptr;
   std::string upStack, downStack, weights;
   bool xAtW = false;
+  /// An identity ("zero") expert (LongCat-Flash's): its tokens' rows
+  /// weighted as they are, no matmul.
+  bool identity = false;
 };
 } // namespace
 
@@ -238,6 +241,14 @@ static bool weightedDown(const GraphIndex &g, Iteration &it) {
       continue;
     int yAt = inputOf(*weighted, 0) == w ? 1 : 0;
     const onnx::NodeProto *down = g.producerOf(inputOf(*weighted, yAt));
+    // An identity expert weighs its tokens' rows themselves.
+    if (!it.up && down && down->op_type() == "Gather" &&
+        inputOf(*down, 1) == it.tok && g.intAttr(*down, "axis", 0) == 0) {
+      it.identity = true;
+      it.weighted = weighted;
+      it.x = inputOf(*down, 0);
+      return true;
+    }
     bool xAtW = false;
     auto stack = down && down->op_type() == "MatMul"
                      ? stackAt(g, inputOf(*down, 1), xAtW)
@@ -427,8 +438,12 @@ moe::matchLoopExperts(const GraphIndex &g, int oneHotIndex, std::string &why) {
     hits = c->second;
     Iteration it;
     it.index = inputOf(*row, 1);
-    if (!slotsAndTokens(g, outputOf(*row, 0), it) || !upMatmul(g, it) ||
-        !weightedDown(g, it))
+    if (!slotsAndTokens(g, outputOf(*row, 0), it))
+      return std::nullopt;
+    // (An identity expert, known by its class only at export, is an
+    // iteration of constant class: the model branches on `.item()`.)
+    if ((!upMatmul(g, it) && !constant) || !weightedDown(g, it) ||
+        (!it.up && !it.identity))
       return std::nullopt;
     byClass[c->first] = it;
   }
@@ -438,10 +453,26 @@ moe::matchLoopExperts(const GraphIndex &g, int oneHotIndex, std::string &why) {
   for (auto &[c, it] : byClass)
     its.push_back(it);
   const Iteration &first = its.front();
+  if (first.identity)
+    return std::nullopt;
   const onnx::TensorProto *w13 = g.initializers.lookup(first.upStack);
   const onnx::TensorProto *w2 = g.initializers.lookup(first.downStack);
-  int64_t experts = w13->dims(0);
-  if (w2->dims(0) != experts || (*depth != experts && *depth != experts + 1))
+  // The routed experts are the down stack's; identity experts follow
+  // them (LongCat-Flash's up stack holds rows for them too, never read).
+  int64_t experts = w2->dims(0);
+  int64_t routed = experts;
+  int64_t identities =
+      llvm::count_if(its, [](const Iteration &it) { return it.identity; });
+  if (identities) {
+    // The one-hot's classes: every expert, routed and identity, whether
+    // the example reached it or not.
+    experts = *depth;
+    for (auto &[c, it] : byClass)
+      if (it.identity != (c >= routed))
+        return std::nullopt;
+  }
+  if (w13->dims(0) < routed || (!identities && w13->dims(0) != routed) ||
+      (*depth != experts && *depth != experts + 1))
     return std::nullopt;
   if (constant)
     hits = experts;
@@ -464,11 +495,12 @@ moe::matchLoopExperts(const GraphIndex &g, int oneHotIndex, std::string &why) {
   std::string acc;
   const onnx::NodeProto *add = nullptr;
   for (const Iteration &it : its) {
-    if (it.x != first.x || it.upStack != first.upStack ||
-        it.downStack != first.downStack || it.weights != first.weights ||
-        it.xAtW != first.xAtW ||
-        !sameComputation(g, it.hidden, first.hidden, outputOf(*it.up, 0),
-                         outputOf(*first.up, 0)) ||
+    if (it.x != first.x || it.weights != first.weights ||
+        (!it.identity &&
+         (it.upStack != first.upStack || it.downStack != first.downStack ||
+          it.xAtW != first.xAtW ||
+          !sameComputation(g, it.hidden, first.hidden, outputOf(*it.up, 0),
+                           outputOf(*first.up, 0)))) ||
         !(add = accumulate(g, it, acc, r.nodes)))
       return std::nullopt;
     r.nodes.insert(g.producer.lookup(outputOf(*it.weighted, 0)));
@@ -484,6 +516,8 @@ moe::matchLoopExperts(const GraphIndex &g, int oneHotIndex, std::string &why) {
   r.output = acc;
   r.topK = *topK;
   r.xAtW = first.xAtW;
+  if (identities)
+    r.routedExperts = routed;
   r.upAt = g.producer.lookup(r.upValue);
   r.last = g.producer.lookup(acc);
   r.nodes.insert(r.upAt);

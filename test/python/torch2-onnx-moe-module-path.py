@@ -1,0 +1,55 @@
+# REQUIRES: torch2
+# RUN: rm -rf %t && mkdir -p %t
+# RUN: %TORCH2_PYTHON %s %t | FileCheck %s
+
+# rp-import's refusal of a mixture-of-experts block names the module the
+# node comes from when the export records it: torch's dynamo exporter
+# names its nodes `node_topk__1` and keeps the module path in the node's
+# `pkg.torch.onnx.name_scopes` metadata (JetMoE's refusal on dynamo said
+# only `TopK node 'node_topk__1'`). The onnx rp-import builds against
+# predates NodeProto.metadata_props, so it reads them from the unknown
+# fields (lib/Import/ONNX/MoEGraphIndex.h, modulePath). A graph with a
+# softmax router whose TopK takes the smallest scores, with and without
+# the metadata: the module appears only where recorded.
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import rp
+
+out = Path(sys.argv[1])
+
+
+def model(scopes):
+    topk = helper.make_node("TopK", ["p", "k"], ["v", "i"],
+                            name="node_topk__1", largest=0)
+    if scopes:
+        entry = topk.metadata_props.add()
+        entry.key = "pkg.torch.onnx.name_scopes"
+        entry.value = repr(scopes)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["l"]),
+         helper.make_node("Softmax", ["l"], ["p"], axis=-1), topk],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [4, 2])],
+        [numpy_helper.from_array(np.ones((8, 4), np.float32), "w"),
+         numpy_helper.from_array(np.array([2], np.int64), "k")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+for tag, scopes in (("dynamo", ["", "lm", "lm.layers.0.moe.router", "topk"]),
+                    ("plain", None)):
+    path = out / f"{tag}.onnx"
+    onnx.save(model(scopes), str(path))
+    r = subprocess.run([str(rp.find_tool("rp-import")), str(path), "-o",
+                        str(out / f"{tag}.mlir")], capture_output=True,
+                       text=True)
+    line = r.stderr[r.stderr.find("error: "):].splitlines()[0]
+    print(f"{tag}: {r.returncode} {line}")
+# CHECK: dynamo: 1 error: TopK node 'node_topk__1' (module 'lm.layers.0.moe.router'): a mixture-of-experts block (TopK routing) rp-import cannot map: it takes the smallest scores
+# CHECK: plain: 1 error: TopK node 'node_topk__1': a mixture-of-experts block (TopK routing) rp-import cannot map: it takes the smallest scores

@@ -220,6 +220,37 @@ Partition mlir::rp::leanestFloorTie(const Partition &p, double stepMs,
   return q;
 }
 
+Partition mlir::rp::fastestFloorTie(const Partition &p, double stepMs,
+                                    llvm::ArrayRef<LayerCost> layers,
+                                    const SearchTarget &t) {
+  unsigned n = layers.size();
+  if (!t.fastEnd || n <= 16 || t.hostStagedBytes > 0 || t.hostSlack > 0)
+    return p;
+  double floorMs = optimizerFloorMs(layers, t.hw);
+  if (!atOptimizerFloor(stepMs, floorMs, kGrainTie))
+    return p;
+  // The fast end's search runs without a fast end of its own (no second
+  // round) and without the memo, whose keys name profiles by address.
+  SearchTarget fast{*t.fastEnd,   t.devices,  t.microbatches,
+                    t.stageBytes, t.dispatch, t.tailJobs};
+  fast.layerGrain = t.layerGrain;
+  fast.budgetBytes = t.budget();
+  fast.candidateBudget = t.candidateBudget;
+  double pFastMs = estimatedStepMs(p, layers, fast);
+  // At the fast end's floor too: no partition is faster at either end.
+  if (atOptimizerFloor(pFastMs, optimizerFloorMs(layers, *t.fastEnd),
+                       kGrainTie))
+    return p;
+  Partition q = partitionForStepTime(layers, fast);
+  if (estimatedStepMs(q, layers, fast) >= pFastMs * (1 - kGrainTie) ||
+      !atOptimizerFloor(estimatedStepMs(q, layers, t), floorMs, kGrainTie) ||
+      !devicePeak(q, layers, t, 0, 0).fits)
+    return p;
+  q.stageBytes = p.stageBytes;
+  scorePartition(q, layers, t.devices);
+  return q;
+}
+
 std::optional<Partition>
 mlir::rp::partitionAtMemoryLimit(llvm::ArrayRef<LayerCost> layers,
                                  const SearchTarget &t) {

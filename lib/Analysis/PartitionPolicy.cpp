@@ -6,6 +6,7 @@
 #include "rp/Analysis/PlanPrediction.h"
 #include "rp/Analysis/RecomputeChoice.h"
 #include "rp/Analysis/UnitText.h"
+#include "rp/timing/Assumptions.h"
 
 using namespace mlir;
 using namespace mlir::rp;
@@ -18,6 +19,18 @@ static Partition withTailJobs(Partition p, const PartitionRequest &request) {
   if (request.schedule == ScheduleKind::roundRobin && request.tailJobs == 2)
     p.tailJobs = request.microbatches >= 2 ? 2 : 1;
   return p;
+}
+
+/// `hw` with the request's unknown inputs at their fast end, for the
+/// search's floor ties (SearchTarget::fastEnd); none without unknowns.
+static std::optional<HardwareProfile>
+fastEndOf(const HardwareProfile &hw, const PartitionRequest &request) {
+  if (request.unknown.empty())
+    return std::nullopt;
+  HardwareProfile fast;
+  static_cast<::rp::timing::HardwareModel &>(fast) =
+      ::rp::timing::atEnd(hw, request.unknown, /*slow=*/false);
+  return fast;
 }
 
 FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
@@ -38,6 +51,8 @@ FailureOr<Partition> mlir::rp::choosePartition(func::FuncOp func,
       target.hostStagedBytes = request.hostStagedBytes;
       target.hostSlack = request.hostSlack;
       target.memo = request.memo;
+      std::optional<HardwareProfile> fast = fastEndOf(hw, request);
+      target.fastEnd = fast ? &*fast : nullptr;
       if (request.partitioner == Partitioner::rp) {
         if (request.chooseGrain) {
           GrainSpeedChoice unused;
@@ -104,6 +119,8 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
   target.hostStagedBytes = request.hostStagedBytes;
   target.hostSlack = request.hostSlack;
   target.memo = request.memo;
+  std::optional<HardwareProfile> fast = fastEndOf(hw, request);
+  target.fastEnd = fast ? &*fast : nullptr;
   // Each grain gets its own partition: layer grain holds one layer's
   // intermediates at a time, so its backward stages can be larger.
   target.layerGrain = false;
@@ -271,7 +288,11 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
 
 bool mlir::rp::readGrainRanges(PartitionRequest &request, StringRef hw,
                                const CostInputs &inputs, std::string &error) {
-  if (!request.chooseGrain)
+  // The step-time search reads the unknowns too (its floor ties'
+  // fast end, SearchTarget::fastEnd).
+  if (!request.chooseGrain && (!request.stages.empty() ||
+                               request.schedule != ScheduleKind::roundRobin ||
+                               request.partitioner != Partitioner::rp))
     return true;
   std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
       ::rp::timing::loadUnknownInputs(hw.str(), error);

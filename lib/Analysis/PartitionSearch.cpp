@@ -103,17 +103,24 @@ SearchStats mlir::rp::searchStats() {
 
 namespace {
 
-/// Adds the seconds from its making to its end to searchStats().
+/// Adds the seconds from its making to its end to searchStats(); a
+/// search within a search (fastestFloorTie's) is in its caller's.
 struct SearchClock {
+  static thread_local unsigned depth;
   std::chrono::steady_clock::time_point start =
       std::chrono::steady_clock::now();
+  SearchClock() { ++depth; }
   ~SearchClock() {
+    if (--depth > 0)
+      return;
     statMicros +=
         uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
                      std::chrono::steady_clock::now() - start)
                      .count());
   }
 };
+
+thread_local unsigned SearchClock::depth = 0;
 
 } // namespace
 
@@ -155,6 +162,14 @@ std::string searchKey(llvm::ArrayRef<LayerCost> layers, const SearchTarget &t) {
         t.hostSlackBytes})
     put(v);
   put(t.hostSlack);
+  // The fast end by the fields a profile's unknown inputs may set
+  // (Assumptions.h), which are all it changes.
+  put(t.fastEnd != nullptr);
+  if (const HardwareProfile *f = t.fastEnd)
+    for (double v : {f->hostDramGBps, double(f->gpusPerLink), f->uplinkGBps,
+                     f->h2dGBps, f->d2hGBps, f->pageableGBps, f->optimizerGBps,
+                     f->launchUs, f->jobUs, f->moeHostUs, f->kernelHostUs})
+      put(v);
   return key;
 }
 
@@ -208,9 +223,11 @@ Partition searchAndFit(llvm::ArrayRef<LayerCost> layers,
   // lean one within half the budget (two copies) lost up to 24 points of
   // bubble to its extra stages (Qwen3-1.7B at 13 x 2048: 60,610 against
   // 79,693 tokens/s on the sim). Of the host optimizer's ties, the
-  // leanest tried.
+  // leanest tried, then the fastest at the fast end of what the profile
+  // cannot know.
   if (peak.fits)
-    return leanestFloorTie(p, stepMs, peak, layers, t);
+    return fastestFloorTie(leanestFloorTie(p, stepMs, peak, layers, t), stepMs,
+                           layers, t);
   MemorySearchResult lean = partitionForMemory(layers, t);
   if (lean.fastest)
     return *lean.fastest;

@@ -175,3 +175,53 @@ TEST(PartitionMemoryTest, FloorTiesKeepTheLeanest) {
   EXPECT_LE(fixture::staged(partitionForStepTime(layers, slack), layers, slack),
             fixture::staged(p, layers, t));
 }
+
+/// Of the floor's ties, the fastest at the fast end of what the profile
+/// cannot know (SearchTarget::fastEnd): where the optimizer is 10 times
+/// faster there, one-layer stages (the leanest tie) are paced by their
+/// pipeline, and the partition the search finds for the fast end ties the
+/// floor on the profile's values too. Without a fast end, as before.
+TEST(PartitionMemoryTest, FloorTiesTakeTheFastestAtTheFastEnd) {
+  std::vector<LayerCost> layers(24);
+  for (LayerCost &c : layers) {
+    c.forwardMs = c.recomputeMs = 0.5;
+    c.backwardMs = 1;
+    c.paramBytes = c.gradBytes = int64_t(1) << 27;
+    c.trainableElements = c.paramBytes / 2;
+    c.workBytes = int64_t(1) << 28;
+    c.actInBytes = c.actOutBytes = int64_t(1) << 24;
+  }
+  HardwareProfile hw = device(24);
+  hw.hostDramGBps = 200;
+  hw.optimizerGBps = 2;
+  hw.jobUs = 30;
+  HardwareProfile fast = hw;
+  fast.optimizerGBps = 20;
+  SearchTarget t{hw, 8, 9, int64_t(1) << 40};
+  SearchTarget atFast{fast, 8, 9, int64_t(1) << 40};
+  Partition before = partitionForStepTime(layers, t);
+  t.fastEnd = &fast;
+  Partition p = partitionForStepTime(layers, t);
+  double floorMs = optimizerFloorMs(layers, hw);
+  // Both tie the floor on the profile's values and fit.
+  EXPECT_TRUE(
+      atOptimizerFloor(estimatedStepMs(p, layers, t), floorMs, kGrainTie));
+  EXPECT_TRUE(fitsDeviceMemory(p, layers, t));
+  // At the fast end the new tie is faster by more than the tie.
+  double beforeFast = estimatedStepMs(before, layers, atFast);
+  double fastMs = estimatedStepMs(p, layers, atFast);
+  EXPECT_LT(fastMs, beforeFast * (1 - kGrainTie))
+      << fastMs << " ms against " << beforeFast;
+  // Deterministic.
+  Partition again = partitionForStepTime(layers, t);
+  EXPECT_EQ(again.forward, p.forward);
+  EXPECT_EQ(again.tail, p.tail);
+  EXPECT_EQ(again.backward, p.backward);
+  // A fast end no faster than the profile changes nothing.
+  SearchTarget same = t;
+  same.fastEnd = &hw;
+  Partition unchanged = partitionForStepTime(layers, same);
+  EXPECT_EQ(unchanged.forward, before.forward);
+  EXPECT_EQ(unchanged.tail, before.tail);
+  EXPECT_EQ(unchanged.backward, before.backward);
+}

@@ -106,6 +106,25 @@ Partition leanestFloorTie(const Partition &p, double stepMs,
                           llvm::ArrayRef<LayerCost> layers,
                           const SearchTarget &target);
 
+/// The fastest of the host optimizer's ties at the fast end of the
+/// profile's unknown inputs (SearchTarget::fastEnd). At the floor the
+/// step is the optimizer's, so the search keeps the first tie it finds
+/// (or the leanest, above) whatever its pipeline takes: GPT-OSS-20B's
+/// one-layer stages tie the floor on rtx4090's values, and on its fast
+/// host their tail paces a step of 14,397 ms where stages found for that
+/// host run 11,848. Where `p` (chosen, `stepMs` its step) fits and ties
+/// the floor, and at the fast end runs above that end's floor, the
+/// search is run again on the fast-end profile (the same layer costs);
+/// its partition is taken where it too ties the floor on the profile's
+/// values, fits, and is faster than `p` at the fast end by more than the
+/// floor's tie (kGrainTie). `p` otherwise: where nothing ties, where `p`
+/// is at the floor at both ends (nothing is faster at either), without a
+/// fast end, up to 16 layers (searched in full) and under a host budget
+/// or slack, as leanestFloorTie.
+Partition fastestFloorTie(const Partition &p, double stepMs,
+                          llvm::ArrayRef<LayerCost> layers,
+                          const SearchTarget &target);
+
 /// The host side of the memory objective (SearchTarget::hostStagedBytes):
 /// a backward stage's input waits in pinned host memory for every
 /// microbatch from its forward to its backward, so a partition's staged

@@ -106,10 +106,12 @@ FailureOr<Partition> chooseGrainForSpeed(func::FuncOp func,
                                          const HardwareProfile &hw,
                                          GrainSpeedChoice &choice);
 
-/// Where `request.chooseGrain`, fills what the choice's ranges need: the
-/// unknown inputs of profile `hw` and the measured times of `inputs`
-/// (rp-partition and rp-choose-loss-fusion ask alike). False with `error`
-/// where the profile's unknowns cannot be read.
+/// Where `request.chooseGrain` or rp's partitioner searches round-robin
+/// stages, fills what the choice's ranges and the search's floor ties
+/// (SearchTarget::fastEnd) need: the unknown inputs of profile `hw` and
+/// the measured times of `inputs` (rp-partition and rp-choose-loss-fusion
+/// ask alike). False with `error` where the profile's unknowns cannot be
+/// read.
 bool readGrainRanges(PartitionRequest &request, llvm::StringRef hw,
                      const CostInputs &inputs, std::string &error);
 

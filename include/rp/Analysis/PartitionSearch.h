@@ -98,6 +98,11 @@ struct SearchTarget {
   SearchMemo *memo = nullptr;
   /// Candidates one search may time (kSearchBudget).
   unsigned candidateBudget = kSearchBudget;
+  /// The profile with its unknown inputs (Assumptions.h) at their fast
+  /// end, where it names any: of the host optimizer's floor ties, the one
+  /// fastest there is kept (fastestFloorTie, PartitionMemory.h), so the
+  /// range's fast end is not a tie's accident. nullptr: none.
+  const HardwareProfile *fastEnd = nullptr;
 };
 
 /// `p`'s round-robin schedule (compute only) at the target's recompute

@@ -91,6 +91,11 @@ struct PrintPartitionPass
       // rp-partition's search of the same request, if it ran, is not
       // run again.
       request.memo = &model.searchMemo();
+      // The floor ties broken as rp-partition breaks them.
+      if (std::string error; !readGrainRanges(request, hw, *inputs, error)) {
+        func.emitError(error);
+        return signalPassFailure();
+      }
       FailureOr<Partition> p =
           choosePartition(func, *costs, request, inputs->hw);
       if (failed(p))

@@ -22,6 +22,7 @@
 #include "rp/Analysis/PartitionMemory.h"
 #include "rp/Analysis/PartitionPolicy.h"
 #include "rp/Analysis/RecomputeChoice.h"
+#include "rp/timing/Assumptions.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -102,6 +103,19 @@ struct ReportMaxSeqPass
       // A trial that repeats a search of this compile (the compiled
       // length) reads its result.
       target.memo = &scratch.searchMemo();
+      // Its floor ties as rp-partition breaks them (SearchTarget::fastEnd).
+      std::string error;
+      std::optional<std::vector<::rp::timing::UnknownInput>> unknown =
+          ::rp::timing::loadUnknownInputs(in->attr.getHw().getProfile().str(),
+                                          error);
+      if (!unknown)
+        return mlir::emitError(copy->getLoc()) << error;
+      HardwareProfile fast;
+      if (!unknown->empty()) {
+        static_cast<::rp::timing::HardwareModel &>(fast) =
+            ::rp::timing::atEnd(in->hw, *unknown, /*slow=*/false);
+        target.fastEnd = &fast;
+      }
       if (how == Stages::partitioner) {
         in->partition = partitionForStepTime(in->costs, target);
       } else {

@@ -67,6 +67,17 @@ struct Spare {
 };
 thread_local Spare spare;
 
+/// The last run this thread timed until steady that read no period from
+/// its first, short layout: its devices and rotation. A search times run
+/// after run of one shape (Qwen3-235B-A22B LoRA's unfused graph: every
+/// candidate needs the longest layout), so the next run of the same
+/// devices and rotation is laid out longest at once, not short first; the
+/// period is the same either way (layOutRun), only the cost differs.
+struct LongHint {
+  unsigned devices = 0, rotation = 0;
+};
+thread_local LongHint longHint;
+
 /// The run of `pass` laid out over `steps` steps, not timed yet.
 ContinuousRun build(const Graph &pass, const RunLayout &o, unsigned steps,
                     unsigned rotation) {
@@ -316,9 +327,14 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
   // a period of one or two steps (most runs), then the longest layout.
   // The same period either way: a cycle is read at the first step end
   // where it repeats, and later steps change no earlier end.
-  if (o.untilSteady)
-    N = std::min(N,
-                 std::max(o.steps, warmup + 3 + std::max(rotation, 2u) + fill));
+  unsigned shortN = std::min(
+      N, std::max(o.steps, warmup + 3 + std::max(rotation, 2u) + fill));
+  bool hinted =
+      o.untilSteady && longHint.devices == G && longHint.rotation == rotation;
+  if (o.untilSteady && !hinted)
+    N = shortN;
+  else if (hinted)
+    N = std::max(N, longest);
   for (;; N = longest) {
     ContinuousRun run = build(pass, o, N, rotation);
     std::vector<double> ends;
@@ -340,6 +356,12 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
     if (!times)
       return std::nullopt;
     run.times = std::move(*times);
+    // The hint kept while the short layout would not have read the
+    // period either, dropped once it would have.
+    if (o.untilSteady && N < longest && !cycle)
+      longHint = LongHint{G, rotation};
+    else if (hinted && cycle && cycleEnd + fill < shortN)
+      longHint = LongHint{};
     if (cycle) {
       run.window = cycle;
       run.windowTo = run.stepEnd(unsigned(cycleEnd));

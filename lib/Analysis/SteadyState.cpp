@@ -215,7 +215,11 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
                                      bool untilSteady = false) {
   ::rp::timing::RunLayout layout = step.layout;
   layout.steps = steps;
-  layout.untilSteady = untilSteady;
+  // Every run stops once its period is read: what a whole run adds after
+  // it (the last steps and the drain) is read by nothing but runMs, and
+  // the period is the same (a later step changes no earlier end), so the
+  // predictions cost less and the memo keeps the same answers.
+  layout.untilSteady = true;
   // One pass in flight: the trainer stages a pass after the one before has
   // finished (its epilogue run) and does not rename the devices. One copy
   // of the arenas for two: a device waits for its own part of the pass

@@ -42,7 +42,8 @@ struct SteadyState {
   /// The first step alone, from the run's start to its last compute's end
   /// (the fill included).
   double firstStepMs = 0;
-  /// The whole laid-out run, its last drain included.
+  /// The run as far as it was timed: every run stops once its period is
+  /// read (RunLayout::untilSteady), so not its last steps or drain.
   double runMs = 0;
   /// One step's compute, summed over devices.
   double busyMs = 0;
@@ -97,8 +98,9 @@ std::optional<SteadyState> steadyStateInMemory(Pipeline pipeline,
 /// Chooses the pass shift of `pipeline` (compute only) under `dispatch`,
 /// stores it in pipeline.passShift (static schedules keep -1) and returns
 /// the steady state it was chosen by; std::nullopt as steadyState.
-/// `untilSteady`: only the period is needed (the partition search), so the
-/// timing stops once it is read (runMs is then the time run so far).
+/// `untilSteady`: a partition search's candidate, which the search times
+/// once: not kept in the whole-run memo (every run stops once its period
+/// is read either way).
 std::optional<SteadyState>
 dispatchPasses(Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
                const HardwareProfile &hw, Dispatch dispatch,

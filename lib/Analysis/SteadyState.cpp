@@ -132,8 +132,7 @@ SteadyMemo &steadyMemo() {
 
 bool sameBits(const SteadyState &a, const SteadyState &b) {
   return a.stepMs == b.stepMs && a.firstStepMs == b.firstStepMs &&
-         a.runMs == b.runMs && a.busyMs == b.busyMs &&
-         a.deviceBusyMs == b.deviceBusyMs && a.steps == b.steps &&
+         a.busyMs == b.busyMs && a.deviceBusyMs == b.deviceBusyMs &&
          a.shift == b.shift;
 }
 
@@ -216,9 +215,12 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
   ::rp::timing::RunLayout layout = step.layout;
   layout.steps = steps;
   // Every run stops once its period is read: what a whole run adds after
-  // it (the last steps and the drain) is read by nothing but runMs, and
-  // the period is the same (a later step changes no earlier end), so the
-  // predictions cost less and the memo keeps the same answers.
+  // it (the last steps and the drain) is read by nothing here, and the
+  // period is the same (a later step changes no earlier end), so the
+  // predictions cost less and the memo keeps the same answers. How many
+  // steps were laid out is not kept: it depends on the layout length a
+  // thread's earlier runs chose (Continuous.cpp's hint), so a result that
+  // held it would not be a function of the memo's key.
   layout.untilSteady = true;
   // One pass in flight: the trainer stages a pass after the one before has
   // finished (its epilogue run) and does not rename the devices. One copy
@@ -290,7 +292,6 @@ std::optional<SteadyState> layOutSteps(const Pipeline &pipeline,
   }
 
   SteadyState s;
-  s.steps = run->steps;
   s.shift = shift;
   s.deviceBusyMs.assign(g, 0);
   // The end of step 0's last compute, and one step's compute.
@@ -309,7 +310,6 @@ std::optional<SteadyState> layOutSteps(const Pipeline &pipeline,
     for (unsigned n = 0; n < jobMs.size(); ++n)
       s.deviceBusyMs[(pipeline.jobs[n].device + k * layout.shift) % g] +=
           jobMs[n] / run->rotation;
-  s.runMs = run->times.makespan;
   s.stepMs = run->stepMs;
   ::rp::timing::recycle(std::move(*run));
   return s;

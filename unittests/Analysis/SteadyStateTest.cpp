@@ -68,7 +68,6 @@ TEST(ContinuousTest, SteadyStepDropsFillAndDrain) {
       EXPECT_LT(s->stepMs, t->iterationMs) << "G=" << g << " M=" << m;
       EXPECT_LT(s->bubble(), t->bubbleFraction());
       EXPECT_NEAR(s->firstStepMs, t->iterationMs, 1e-9);
-      EXPECT_GT(s->runMs, (s->steps - 1) * s->stepMs);
     }
 }
 
@@ -220,10 +219,8 @@ TEST(ContinuousTest, WholeRunsTimedAgainAreReused) {
   EXPECT_EQ(steadyStatesReused(), before + 1);
   EXPECT_EQ(again->stepMs, first->stepMs);
   EXPECT_EQ(again->firstStepMs, first->firstStepMs);
-  EXPECT_EQ(again->runMs, first->runMs);
   EXPECT_EQ(again->busyMs, first->busyMs);
   EXPECT_EQ(again->deviceBusyMs, first->deviceBusyMs);
-  EXPECT_EQ(again->steps, first->steps);
 
   // Each changed input is a timing of its own, with its own result.
   std::vector<LayerCost> slower = layers;

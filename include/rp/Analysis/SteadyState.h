@@ -42,9 +42,6 @@ struct SteadyState {
   /// The first step alone, from the run's start to its last compute's end
   /// (the fill included).
   double firstStepMs = 0;
-  /// The run as far as it was timed: every run stops once its period is
-  /// read (RunLayout::untilSteady), so not its last steps or drain.
-  double runMs = 0;
   /// One step's compute, summed over devices.
   double busyMs = 0;
   /// Per device, its compute per step averaged over a whole rotation
@@ -52,7 +49,6 @@ struct SteadyState {
   /// on its step-0 device): the rotation spreads a step's jobs over the
   /// devices unless S is a multiple of G.
   std::vector<double> deviceBusyMs;
-  unsigned steps = 0;
   /// The device shift from one step to the next it was timed with.
   unsigned shift = 0;
 

@@ -50,3 +50,14 @@ if os.path.exists(os.path.join(config.rp_tools_dir, "rp-cudnn-device")):
 # parses back to the same IR.
 if os.environ.get("RP_CHECK_ROUNDTRIP"):
     config.substitutions.insert(0, ("rp-opt", "rp-opt --verify-roundtrip"))
+
+# One thread each for torch's and numpy's own pools (OpenMP, OpenBLAS and
+# MKL read OMP_NUM_THREADS): lit already runs one test per core,
+# and a test's torch starting a thread per core as well put 2 x 2 threads
+# on CI's 2 cores, spinning for work between small ops. Measured (CPU s of
+# a test, one at a time on the 2-core box): torch2-families-4.test 30.5 ->
+# 23.7, torch2-moe.py 23.1 -> 15.2, torch2-moe-topk-softmax.py 17.1 ->
+# 12.6; tests mostly in rp's tools unchanged. rp's own tools size their
+# pools by the cores (std::thread), which this leaves alone; no test relies
+# on torch's thread count (its results are compared within tolerances).
+config.environment["OMP_NUM_THREADS"] = "1"

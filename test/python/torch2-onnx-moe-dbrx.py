@@ -23,50 +23,13 @@ import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
-import torch
-
-here = Path(__file__).resolve().parent
-sys.path.insert(0, str(here.parents[1] / "bench"))
-import families  # noqa: E402
-import rp  # noqa: E402
-from rp import safetensors as rp_safetensors  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent / "Inputs"))
+import family_paths_check  # noqa: E402
+from family_paths_check import families, rp  # noqa: E402
 
 out = Path(sys.argv[1])
 model = families.build("dbrx")
-torch.manual_seed(1)
-tokens = torch.randint(0, families.VOCAB, (4, 16))
-labels = torch.randint(0, families.VOCAB, (4, 16))
-ref_loss, ref_grads = families.reference(model, tokens, labels)
-
-
-def train(src, tag, devices):
-    plan = rp.compile(src, out / f"{tag}-{devices}.rpplan", devices=devices,
-                      microbatches=4)
-    dump = out / f"{tag}-{devices}.safetensors"
-    loss = list(rp.train(plan, {"input_ids": tokens}, labels, steps=1,
-                         sync=True, dump_grads=dump))[0]
-    return loss, rp_safetensors.read(dump)
-
-
-for path in ("trace", "torchscript"):
-    src = families._source(path, model, tokens, out)
-    loss, grads = train(src, path, 1)
-    # Relative to the larger of the gradient's norm and 1% of the whole
-    # gradient's, as bench/families.py measures (a gradient zero in exact
-    # arithmetic is float noise on both sides).
-    floor = 0.01 * np.sqrt(sum(np.linalg.norm(g) ** 2
-                               for g in ref_grads.values()))
-    errs = {n: np.linalg.norm(grads[n].astype(np.float64) - g)
-            / max(np.linalg.norm(g), floor)
-            for n, g in ref_grads.items() if n in grads}
-    good = sum(e <= 1e-4 for e in errs.values())
-    loss4, grads4 = train(src, path, 4)
-    bitwise = loss4 == loss and sorted(grads4) == sorted(grads) and all(
-        np.array_equal(grads4[n], grads[n]) for n in grads)
-    print(f"{path}: loss {abs(loss - ref_loss) <= 1e-4 * abs(ref_loss)}, "
-          f"{good} of {len(ref_grads)} gradients within 1e-4, "
-          f"4 devices bitwise {bitwise}")
+tokens = family_paths_check.check_paths(model, out)
 # CHECK: trace: loss True, 19 of 19 gradients within 1e-4, 4 devices bitwise True
 # CHECK: torchscript: loss True, 19 of 19 gradients within 1e-4, 4 devices bitwise True
 

@@ -23,6 +23,29 @@ std::vector<LayerCost> longSequenceModel() {
 using fixture::device;
 using fixture::leanest;
 
+/// 24 layers of 128 MiB, each taking 1.5 ms of compute, and a host whose
+/// optimizer (2 GB/s) paces the step: partitions tie at its floor.
+std::vector<LayerCost> optimizerPacedLayers() {
+  std::vector<LayerCost> layers(24);
+  for (LayerCost &c : layers) {
+    c.forwardMs = c.recomputeMs = 0.5;
+    c.backwardMs = 1;
+    c.paramBytes = c.gradBytes = int64_t(1) << 27;
+    c.trainableElements = c.paramBytes / 2;
+    c.workBytes = int64_t(1) << 28;
+    c.actInBytes = c.actOutBytes = int64_t(1) << 24;
+  }
+  return layers;
+}
+
+HardwareProfile optimizerPacedHost() {
+  HardwareProfile hw = device(24);
+  hw.hostDramGBps = 200;
+  hw.optimizerGBps = 2;
+  hw.jobUs = 30;
+  return hw;
+}
+
 } // namespace
 
 /// Over a range of budgets: whenever the leanest partition fits, rp's
@@ -137,19 +160,8 @@ TEST(PartitionMemoryTest, BoundDecidesFitsAsPlacing) {
 /// start at the floor (a few large stages) came back, peaking twice as
 /// high as one-layer stages running within the floor's tie.
 TEST(PartitionMemoryTest, FloorTiesKeepTheLeanest) {
-  std::vector<LayerCost> layers(24);
-  for (LayerCost &c : layers) {
-    c.forwardMs = c.recomputeMs = 0.5;
-    c.backwardMs = 1;
-    c.paramBytes = c.gradBytes = int64_t(1) << 27;
-    c.trainableElements = c.paramBytes / 2;
-    c.workBytes = int64_t(1) << 28;
-    c.actInBytes = c.actOutBytes = int64_t(1) << 24;
-  }
-  HardwareProfile hw = device(24);
-  hw.hostDramGBps = 200;
-  hw.optimizerGBps = 2;
-  hw.jobUs = 30;
+  std::vector<LayerCost> layers = optimizerPacedLayers();
+  HardwareProfile hw = optimizerPacedHost();
   SearchTarget t{hw, 8, 9, int64_t(1) << 40};
   double floorMs = optimizerFloorMs(layers, hw);
   Partition p = partitionForStepTime(layers, t);
@@ -182,19 +194,8 @@ TEST(PartitionMemoryTest, FloorTiesKeepTheLeanest) {
 /// pipeline, and the partition the search finds for the fast end ties the
 /// floor on the profile's values too. Without a fast end, as before.
 TEST(PartitionMemoryTest, FloorTiesTakeTheFastestAtTheFastEnd) {
-  std::vector<LayerCost> layers(24);
-  for (LayerCost &c : layers) {
-    c.forwardMs = c.recomputeMs = 0.5;
-    c.backwardMs = 1;
-    c.paramBytes = c.gradBytes = int64_t(1) << 27;
-    c.trainableElements = c.paramBytes / 2;
-    c.workBytes = int64_t(1) << 28;
-    c.actInBytes = c.actOutBytes = int64_t(1) << 24;
-  }
-  HardwareProfile hw = device(24);
-  hw.hostDramGBps = 200;
-  hw.optimizerGBps = 2;
-  hw.jobUs = 30;
+  std::vector<LayerCost> layers = optimizerPacedLayers();
+  HardwareProfile hw = optimizerPacedHost();
   HardwareProfile fast = hw;
   fast.optimizerGBps = 20;
   SearchTarget t{hw, 8, 9, int64_t(1) << 40};

@@ -333,10 +333,9 @@ TEST(PartitionHostBudgetTest, PeakFactsAnswerEveryLimitAsDevicePeak) {
   SearchTarget t{hw, 4, 5, int64_t(1) << 40};
   Partition fastest = partitionForStepTime(layers, t);
   std::vector<Partition> partitions{fastest};
-  for (std::vector<unsigned> bwd : {std::vector<unsigned>{6, 6},
-                                    std::vector<unsigned>{3, 3, 3, 3},
-                                    std::vector<unsigned>{12},
-                                    std::vector<unsigned>{1, 1, 2, 2, 3, 3}})
+  for (std::vector<unsigned> bwd :
+       {std::vector<unsigned>{6, 6}, std::vector<unsigned>{3, 3, 3, 3},
+        std::vector<unsigned>{12}, std::vector<unsigned>{1, 1, 2, 2, 3, 3}})
     partitions.push_back(partitionFromSizes({12}, 0, bwd, layers.size()));
   auto same = [](const DevicePeak &a, const DevicePeak &b) {
     return a.bytes == b.bytes && a.device == b.device && a.fits == b.fits &&

@@ -228,16 +228,21 @@ std::mutex slackMutex;
 std::vector<SlackHold> slackTaken;
 
 /// What one hold has asked already (Hold::peakOf, Hold::msOf), keyed by
-/// the stage sizes (key()), from which Hold::make makes the partition,
-/// and for a memory plan the host limit it was asked under: within a hold
-/// the layers, the target, the cap and the grain are fixed, so an equal
-/// key is the same question, answered as it was. The repair asks most of
-/// them again: each merge's walk a layer at a time meets partitions an
-/// earlier merge's walk met (Llama-3.1-8B NF4 LoRA under
-/// --host-budget-gib 16: 1,659 of its 12,583 memory plans and bounds).
+/// the stage sizes (key()), from which Hold::make makes the partition:
+/// within a hold the layers, the target, the cap and the grain are fixed,
+/// so an equal key is the same partition. Its step time is answered as it
+/// was; its memory plan's facts (PeakFacts: the bounds, the host pool's
+/// and the devices' placed peaks) depend on none of the host limits the
+/// hold asks under, which fall every round (the current partition's staged
+/// bytes), so each limit is answered from them (peakUnder), exactly as
+/// devicePeak answers it, and a partition is placed again only where a
+/// higher limit needs a step its facts lack. A move over the devices in
+/// one round is so in every later one without being lowered again. Keyed
+/// with the limit, as before, the repair's walks of every round met
+/// partitions earlier rounds had asked, and asked them again.
 struct HoldMemo {
   std::mutex mutex;
-  std::map<std::pair<std::vector<unsigned>, int64_t>, DevicePeak> peaks;
+  std::map<std::vector<unsigned>, PeakFacts> peaks;
   std::map<std::vector<unsigned>, double> ms;
 };
 
@@ -265,22 +270,34 @@ struct Hold {
                 t.layerGrain || (p.layerGrain && p.stageLayerGrain.empty())};
   }
 
-  /// devicePeak of make(s) under `hostLimit`, each asked once per hold;
-  /// clock.plans counts the placements made, clock.reused the answers
-  /// read back.
+  /// devicePeak of make(s) under `hostLimit`, from what the hold has
+  /// learnt of make(s) where that answers it (HoldMemo); clock.plans counts
+  /// the placements made, clock.reused the answers read back.
   DevicePeak peakOf(const Sizes &s, int64_t hostLimit) {
-    auto k = std::make_pair(key(s), hostLimit);
+    std::vector<unsigned> k = key(s);
+    PeakFacts facts;
     {
       std::lock_guard<std::mutex> lock(memo->mutex);
       if (auto it = memo->peaks.find(k); it != memo->peaks.end()) {
-        ++clock.reused;
-        return it->second;
+        if (std::optional<DevicePeak> known =
+                peakUnder(it->second, hostLimit, t.budget())) {
+          ++clock.reused;
+          return *known;
+        }
+        facts = it->second;
       }
     }
-    DevicePeak peak = devicePeak(make(s), layers, t, hostLimit);
-    clock.plans += peak.planned;
+    DevicePeak peak = learnPeak(facts, make(s), layers, t, hostLimit);
+    clock.plans += facts.placed.has_value();
     std::lock_guard<std::mutex> lock(memo->mutex);
-    memo->peaks.emplace(std::move(k), peak);
+    // Two threads may learn one partition at once: the facts that went
+    // furthest are kept (both are the same partition's).
+    auto depth = [](const PeakFacts &f) {
+      return f.placed ? 3 : f.stagedHostBytes ? 2 : f.known ? 1 : 0;
+    };
+    PeakFacts &kept = memo->peaks[std::move(k)];
+    if (depth(facts) >= depth(kept))
+      kept = std::move(facts);
     return peak;
   }
 

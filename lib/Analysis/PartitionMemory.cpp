@@ -73,6 +73,74 @@ DevicePeak mlir::rp::devicePeak(const Partition &p,
   return peak;
 }
 
+std::optional<DevicePeak>
+mlir::rp::peakUnder(const PeakFacts &facts, int64_t hostLimit, int64_t budget) {
+  if (!facts.known)
+    return std::nullopt;
+  DevicePeak peak;
+  if (!facts.lowered) {
+    peak.bytes = std::numeric_limits<int64_t>::max();
+    return peak;
+  }
+  // devicePeak's early answers, in its order: the bounds, then the host
+  // pool placed alone.
+  if (hostLimit > 0) {
+    peak.bytes = facts.deviceBound;
+    peak.hostBytes = facts.hostBound;
+    if (facts.hostBound > hostLimit || facts.deviceBound > budget)
+      return peak;
+    if (!facts.stagedHostBytes)
+      return std::nullopt;
+    peak.hostBytes = *facts.stagedHostBytes;
+    if (peak.hostBytes > hostLimit)
+      return peak;
+  }
+  return facts.placed;
+}
+
+DevicePeak mlir::rp::learnPeak(PeakFacts &facts, const Partition &p,
+                               llvm::ArrayRef<LayerCost> layers,
+                               const SearchTarget &t, int64_t hostLimit) {
+  if (std::optional<DevicePeak> known = peakUnder(facts, hostLimit, t.budget()))
+    return *known;
+  // Learnt again from the start where a higher limit than before needs
+  // more: the buffers are not kept (a hold asks thousands of partitions),
+  // and the limits a hold asks mostly fall.
+  facts = PeakFacts();
+  facts.known = true;
+  auto built = buffersOf(p, layers, t);
+  if (built) {
+    facts.lowered = true;
+    const Pipeline &pl = built->first;
+    MemoryPlan &mp = built->second;
+    std::vector<int64_t> bounds = liveBytesBounds(mp, pl.devices);
+    facts.hostBound = bounds.back();
+    bounds.pop_back();
+    facts.deviceBound = *std::max_element(bounds.begin(), bounds.end());
+    if (hostLimit <= 0 ||
+        (facts.hostBound <= hostLimit && facts.deviceBound <= t.budget())) {
+      HappensBefore hb(pl.schedule);
+      mp.stagedHostBytes =
+          placePool(mp, hb, pl.devices, /*largestFirstToo=*/false);
+      facts.stagedHostBytes = mp.stagedHostBytes;
+      if (hostLimit <= 0 || mp.stagedHostBytes <= hostLimit) {
+        mp.peakBytes.assign(pl.devices, 0);
+        for (unsigned d = 0; d < pl.devices; ++d)
+          mp.peakBytes[d] = placePool(mp, hb, d, /*largestFirstToo=*/true);
+        FullestDevice full = fullestDevice(mp);
+        DevicePeak placed;
+        placed.planned = true;
+        placed.bytes = full.peak;
+        placed.device = full.device;
+        placed.fits = placed.bytes <= t.budget();
+        placed.hostBytes = mp.stagedHostBytes;
+        facts.placed = placed;
+      }
+    }
+  }
+  return *peakUnder(facts, hostLimit, t.budget());
+}
+
 namespace {
 
 /// A lean partition: a tail of `t` layers, backward stages of `b` layers

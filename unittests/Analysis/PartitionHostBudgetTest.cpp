@@ -320,3 +320,66 @@ TEST(PartitionHostBudgetTest, SlackTakesStagesNearlyAsFastThatStageLess) {
 }
 
 } // namespace
+
+// The hold keeps what it learns of a partition's memory (PeakFacts) across
+// the host limits it asks under, which fall every round: each limit's
+// answer read back from them (peakUnder) is devicePeak's under that limit,
+// field by field, whether the facts were learnt under a higher limit, a
+// lower one or none, for partitions over the devices, over the host limit
+// by their bounds, by their placed host pool, and within both.
+TEST(PartitionHostBudgetTest, PeakFactsAnswerEveryLimitAsDevicePeak) {
+  std::vector<LayerCost> layers = model();
+  HardwareProfile hw = box(2.75);
+  SearchTarget t{hw, 4, 5, int64_t(1) << 40};
+  Partition fastest = partitionForStepTime(layers, t);
+  std::vector<Partition> partitions{fastest};
+  for (std::vector<unsigned> bwd :
+       {std::vector<unsigned>{6, 6}, std::vector<unsigned>{3, 3, 3, 3},
+        std::vector<unsigned>{12}, std::vector<unsigned>{1, 1, 2, 2, 3, 3}})
+    partitions.push_back(partitionFromSizes({12}, 0, bwd, layers.size()));
+  auto same = [](const DevicePeak &a, const DevicePeak &b) {
+    return a.bytes == b.bytes && a.device == b.device && a.fits == b.fits &&
+           a.hostBytes == b.hostBytes && a.planned == b.planned;
+  };
+  unsigned overDevices = 0, overHostBound = 0, overHostPlaced = 0, fits = 0;
+  for (const Partition &p : partitions) {
+    SCOPED_TRACE(formatStages(p));
+    DevicePeak full = devicePeak(p, layers, t);
+    std::vector<int64_t> limits{full.hostBytes * 2, full.hostBytes,
+                                full.hostBytes - 1, full.hostBytes / 2,
+                                full.hostBytes / 8, 1};
+    // Each order: falling (as the walk asks), rising, and each limit
+    // first.
+    std::vector<std::vector<int64_t>> orders{limits,
+                                             {limits.rbegin(), limits.rend()}};
+    for (int64_t first : limits) {
+      std::vector<int64_t> order{first};
+      order.insert(order.end(), limits.begin(), limits.end());
+      orders.push_back(order);
+    }
+    for (const std::vector<int64_t> &order : orders) {
+      PeakFacts facts;
+      for (int64_t limit : order) {
+        DevicePeak expected = devicePeak(p, layers, t, limit);
+        DevicePeak learnt = learnPeak(facts, p, layers, t, limit);
+        EXPECT_TRUE(same(learnt, expected)) << "limit " << limit;
+        std::optional<DevicePeak> read = peakUnder(facts, limit, t.budget());
+        ASSERT_TRUE(read.has_value()) << "limit " << limit;
+        EXPECT_TRUE(same(*read, expected)) << "limit " << limit;
+        if (expected.planned)
+          fits += expected.fits;
+        else if (facts.deviceBound > t.budget())
+          ++overDevices;
+        else if (facts.hostBound > limit)
+          ++overHostBound;
+        else
+          ++overHostPlaced;
+      }
+    }
+  }
+  // Every way devicePeak answers is checked.
+  EXPECT_GT(overDevices, 0u);
+  EXPECT_GT(overHostBound, 0u);
+  EXPECT_GT(overHostPlaced, 0u);
+  EXPECT_GT(fits, 0u);
+}

@@ -51,6 +51,35 @@ DevicePeak devicePeak(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                       const SearchTarget &target, int64_t hostLimit = 0,
                       int64_t skipOver = -1);
 
+/// What devicePeak finds of one partition, none of which depends on the
+/// host limit it is asked under: the limit decides only how far it goes
+/// (the bounds, the host pool placed, every pool placed). A caller that
+/// asks one partition under many limits (the host budget's hold, whose
+/// limit falls every round) keeps these and answers each limit from them
+/// (peakUnder), placing again only where a higher limit needs more.
+struct PeakFacts {
+  /// Whether anything was learnt yet, and whether the partition lowered.
+  bool known = false, lowered = false;
+  /// liveBytesBounds: the fullest device's bound, the host pool's.
+  int64_t deviceBound = 0, hostBound = 0;
+  /// The host pool placed, where it was.
+  std::optional<int64_t> stagedHostBytes;
+  /// Every pool placed, where they were.
+  std::optional<DevicePeak> placed;
+};
+
+/// devicePeak(p, layers, target, hostLimit) from `facts` where they hold
+/// enough to answer it; std::nullopt where not (learnPeak then).
+std::optional<DevicePeak> peakUnder(const PeakFacts &facts, int64_t hostLimit,
+                                    int64_t budget);
+
+/// Adds to `facts` what devicePeak(p, layers, target, hostLimit) needs
+/// (the same steps in the same order), and returns its answer. `p` must be
+/// the partition `facts` were learnt of.
+DevicePeak learnPeak(PeakFacts &facts, const Partition &p,
+                     llvm::ArrayRef<LayerCost> layers,
+                     const SearchTarget &target, int64_t hostLimit);
+
 struct MemorySearchResult {
   /// The fastest lean partition that fits, when one does.
   std::optional<Partition> fastest;

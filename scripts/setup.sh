@@ -31,7 +31,7 @@ debs=(
   # data parallelism across processes: Gloo (host), mpirun for the tests
   libgloo-dev openmpi-bin
   # build; clang-14 and its runtime libraries for the fuzz targets
-  # (scripts/fuzz.sh: libFuzzer, ASan, UBSan)
+  # (scripts/fuzz.sh: libFuzzer, ASan, UBSan) and scripts/test.sh's ASan tree
   cmake ninja-build ccache g++ clang-14 libclang-rt-14-dev
   # the style checks of scripts/test.sh (.clang-tidy, .clang-format);
   # clang-tidy 22 (the LLVM the compiler builds on) because 14 runs every

@@ -162,15 +162,22 @@ fi
 # same flags as a runtime-only tree, RP_RUNTIME_ASAN), so that the contract
 # library both halves link is compiled once, not once per tree. Each half
 # builds only its own test targets, in its own stage, so that either
-# fails alone. A build-asan/ of the earlier layout (configured from
-# runtime/) is made again.
+# fails alone. clang-14 compiles it (as the fuzz tree; scripts/setup.sh
+# installs it): the same sanitizers and fatal UBSan (clang's checks array
+# indexing through pointer arithmetic too), compiled in less CPU than gcc
+# needs, which is most of these two stages on a cold cache. A build-asan/
+# of an earlier layout (configured from runtime/, or with gcc) is made again.
 asan_configured=0
 asanConfigure() {
-  if grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$root/runtime" \
-       build-asan/CMakeCache.txt 2>/dev/null; then
+  if [ -f build-asan/CMakeCache.txt ] &&
+     { grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$root/runtime" \
+         build-asan/CMakeCache.txt ||
+       ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++-14$' \
+         build-asan/CMakeCache.txt; }; then
     rm -rf build-asan
   fi
   cmake -G Ninja -S . -B build-asan -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
     -DPython3_EXECUTABLE="$root/.venv/bin/python" -DRP_ASAN=ON \

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 using namespace rp::quant;
@@ -104,9 +105,11 @@ template <int N> struct Bounds {
       at[i] = (levels[i] + levels[i + 1]) / 2.0f;
   }
   /// torch.bucketize(x, bounds): how many bounds lie below x (a value on a
-  /// midpoint takes the lower level).
+  /// midpoint takes the lower level). std::end, not at + N - 1: that is
+  /// (at + N) - 1, a pointer past the array's end before it comes back
+  /// (undefined; clang's UBSan reports it).
   int bucket(float x) const {
-    return int(std::lower_bound(at, at + N - 1, x) - at);
+    return int(std::lower_bound(std::begin(at), std::end(at), x) - at);
   }
 };
 

@@ -96,8 +96,8 @@ OneStep oneStep(const Pipeline &pipeline, llvm::ArrayRef<LayerCost> layers,
   return step;
 }
 
-/// Whole runs timed (not untilSteady: the predictions, not the search's
-/// candidates), by every input timeSteps reads: one compile times the same
+/// Runs timed (the predictions' whole runs, and the searches' candidates,
+/// untilSteady), by every input timeSteps reads: one compile times the same
 /// plan again and again (rp-partition's grain choice, rp-choose-loss-fusion
 /// predicting the plan rp-partition chose, rp-insert-transfers and
 /// rp-plan-memory timing it once more, each at the profile's fast and
@@ -109,6 +109,9 @@ struct SteadyMemo {
   std::mutex mutex;
   std::unordered_map<std::string, SteadyState> kept;
   size_t keyBytes = 0;
+  /// The keys of the searches' runs (untilSteady), under their own cap so
+  /// that a long search never crowds out the predictions' runs.
+  size_t searchKeyBytes = 0;
   unsigned reused = 0;
   /// Whole runs asked for: one pass in flight, two sharing one copy of
   /// the arenas, two on a copy each.
@@ -139,6 +142,8 @@ bool sameBits(const SteadyState &a, const SteadyState &b) {
 /// Keys past this many bytes in all are not kept (a 235B plan's key is
 /// about a MiB; a compile times a few dozen whole runs).
 constexpr size_t kSteadyMemoBytes = size_t(256) << 20;
+/// The searches' runs' keys, apart (a 256-layer search times thousands).
+constexpr size_t kSearchMemoBytes = size_t(64) << 20;
 
 std::string steadyKey(const Pipeline &pipeline, const OneStep &step,
                       const ::rp::timing::RunLayout &layout, unsigned shift) {
@@ -229,18 +234,23 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
   layout.slots = std::max(1u, pipeline.passesInFlight);
   layout.shift = layout.slots >= 2 ? shift : 0;
   layout.arenaCopies = pipeline.arenaCopies;
-  if (untilSteady)
-    return layOutSteps(pipeline, step, layout, shift, stuck);
-  // A whole run timed before is read back (steadyMemo); the search's
-  // candidates (untilSteady) are each timed once by the search itself.
+  // A run timed before is read back (steadyMemo): a whole run (a
+  // prediction), and a search's candidate (untilSteady) too. A search
+  // times each of its candidates once, but the searches of one compile
+  // lower the same graph more than once: a partition whose backward
+  // stages hold one layer each is the same run at stage and at layer
+  // grain (Qwen3-235B-A22B LoRA: the all-one-layer partitions, in both
+  // grains' searches of the fused and of the unfused graph). The key is
+  // the run's bytes, so a hit is the same bits whatever lowered it.
   std::string key = steadyKey(pipeline, step, layout, shift);
   SteadyMemo &memo = steadyMemo();
   std::optional<SteadyState> kept;
   {
     std::lock_guard<std::mutex> lock(memo.mutex);
-    ++(layout.slots < 2          ? memo.askedOnePass
-       : layout.arenaCopies == 1 ? memo.askedSharing
-                                 : memo.askedTwoCopies);
+    if (!untilSteady)
+      ++(layout.slots < 2          ? memo.askedOnePass
+         : layout.arenaCopies == 1 ? memo.askedSharing
+                                   : memo.askedTwoCopies);
     if (auto it = memo.kept.find(key); it != memo.kept.end()) {
       ++memo.reused;
       if (!memo.check)
@@ -265,10 +275,12 @@ std::optional<SteadyState> timeSteps(const Pipeline &pipeline,
     }
     return s;
   }
-  if (s && memo.keyBytes + key.size() <= kSteadyMemoBytes) {
-    memo.keyBytes += key.size();
-    memo.kept.try_emplace(std::move(key), *s);
-  }
+  size_t &bytes = untilSteady ? memo.searchKeyBytes : memo.keyBytes;
+  if (s &&
+      bytes + key.size() <=
+          (untilSteady ? kSearchMemoBytes : kSteadyMemoBytes) &&
+      memo.kept.try_emplace(std::move(key), *s).second)
+    bytes += key.size();
   return s;
 }
 

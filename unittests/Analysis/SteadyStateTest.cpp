@@ -201,8 +201,8 @@ TEST(ContinuousTest, SplitTailStopsPacingTheBackwardStages) {
 /// choice, the loss fusion's choice, rp-insert-transfers, rp-plan-memory):
 /// a whole run timed before is read back, bit for bit, and any input that
 /// changes (a layer's cost, the shift, the arena copies, the optimizer
-/// mode) is timed afresh. The search's candidates (untilSteady) are not
-/// kept.
+/// mode) is timed afresh. The search's candidates (untilSteady) are kept
+/// too: another search that lowers the same run reads it back.
 TEST(ContinuousTest, WholeRunsTimedAgainAreReused) {
   // Costs no other test times, so that the first timing is a fresh one.
   std::vector<LayerCost> layers = uniform(8, 1.375, 2.625);
@@ -240,13 +240,25 @@ TEST(ContinuousTest, WholeRunsTimedAgainAreReused) {
   EXPECT_NE(sync->stepMs, first->stepMs);
   EXPECT_EQ(steadyStatesReused(), before + 1);
 
-  // The partitioner's timings stop once the period is read: not kept.
-  for (int k = 0; k < 2; ++k) {
-    Pipeline candidate = one;
-    ASSERT_TRUE(dispatchPasses(candidate, layers, hw, Dispatch::modulo, false,
-                               nullptr, /*untilSteady=*/true));
+  // The partitioner's timings (untilSteady): a candidate lowered again
+  // (at the other grain, its backward stages one layer each) is read back,
+  // the same bits. Costs of their own, so that the first is timed.
+  std::vector<LayerCost> searched = uniform(8, 1.125, 2.375);
+  Partition ones =
+      partitionFromSizes({1, 1, 1, 1, 1, 1, 1}, 1, {1, 1, 1, 1, 1, 1, 1}, 8);
+  std::optional<SteadyState> timed[2];
+  for (bool layerGrain : {false, true}) {
+    Partition q = ones;
+    q.layerGrain = layerGrain;
+    Pipeline candidate = roundRobin(q, searched, 4, 5);
+    timed[layerGrain] = dispatchPasses(candidate, searched, hw,
+                                       Dispatch::modulo, false, nullptr,
+                                       /*untilSteady=*/true);
+    ASSERT_TRUE(timed[layerGrain]);
   }
-  EXPECT_EQ(steadyStatesReused(), before + 1);
+  EXPECT_EQ(steadyStatesReused(), before + 2);
+  EXPECT_EQ(timed[1]->stepMs, timed[0]->stepMs);
+  EXPECT_EQ(timed[1]->busyMs, timed[0]->busyMs);
 }
 
 /// predictPlan, where the pass shift is known without timing (dispatch's

@@ -213,7 +213,7 @@ else
   tally asan 0 1
 fi
 
-# The compiler's half: its unit tests. Only that target is built (82 steps
+# The compiler's half: its unit tests. Only that target is built (69 steps
 # beyond the runtime's half, ccache-warm after the first run); the
 # importer runs under ASan + UBSan in its fuzz target below.
 stage "compiler under AddressSanitizer + UndefinedBehaviorSanitizer"

@@ -36,7 +36,8 @@ buffersOf(const Partition &p, llvm::ArrayRef<LayerCost> layers,
 DevicePeak mlir::rp::devicePeak(const Partition &p,
                                 llvm::ArrayRef<LayerCost> layers,
                                 const SearchTarget &t, int64_t hostLimit,
-                                int64_t skipOver) {
+                                int64_t skipOver,
+                                std::pair<Pipeline, MemoryPlan> *planned) {
   DevicePeak peak;
   auto built = buffersOf(p, layers, t);
   if (!built) {
@@ -70,6 +71,8 @@ DevicePeak mlir::rp::devicePeak(const Partition &p,
   peak.bytes = full.peak;
   peak.device = full.device;
   peak.fits = peak.bytes <= t.budget();
+  if (planned)
+    *planned = std::move(*built);
   return peak;
 }
 
@@ -178,6 +181,11 @@ mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
   for (unsigned l = 0; l < n; ++l)
     cap = std::max(cap, stageBytes({l, l + 1}, layers, true));
   std::map<std::tuple<unsigned, unsigned, unsigned>, bool> fit;
+  // With feasibilityOnly, the placed plans of the last partition that fit
+  // and of the least peak, which the caller plans next (a report's
+  // trial): kept rather than planned again.
+  std::tuple<unsigned, unsigned, unsigned> fitKey;
+  std::optional<std::pair<Pipeline, MemoryPlan>> fitPlan, leastPlan;
   auto fits = [&](unsigned tail, unsigned b, unsigned f) {
     auto [it, fresh] = fit.try_emplace({tail, b, f}, false);
     if (!fresh)
@@ -187,11 +195,24 @@ mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
       return false;
     // A plan whose bound is over the budget and not under the least peak
     // so far neither fits nor becomes the least: not placed.
-    DevicePeak peak = devicePeak(p, layers, t, 0, r.least.bytes);
+    std::pair<Pipeline, MemoryPlan> placed;
+    DevicePeak peak = devicePeak(p, layers, t, 0, r.least.bytes,
+                                 feasibilityOnly ? &placed : nullptr);
     ++r.planned;
-    if (peak.bytes < r.least.bytes) {
+    bool least = peak.bytes < r.least.bytes;
+    if (least) {
       r.least = peak;
       r.leastPeak = p;
+    }
+    if (least && !peak.planned)
+      leastPlan.reset();
+    if (feasibilityOnly && peak.planned) {
+      if (peak.fits) {
+        fitKey = {tail, b, f};
+        fitPlan = least ? placed : std::move(placed);
+      }
+      if (least)
+        leastPlan = std::move(placed);
     }
     return it->second = peak.fits;
   };
@@ -226,6 +247,8 @@ mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
       anyB = true;
       if (feasibilityOnly) {
         r.fastest = lean(n, tail, b, lo);
+        if (fitPlan && fitKey == std::make_tuple(tail, b, lo))
+          r.plan = std::move(fitPlan);
         break;
       }
       // Longer forward stages hold more weights: gallop, then bisect for
@@ -260,6 +283,8 @@ mlir::rp::partitionForMemory(llvm::ArrayRef<LayerCost> layers,
   }
   r.leastPeak.stageBytes = cap;
   scorePartition(r.leastPeak, layers, t.devices);
+  if (feasibilityOnly && !r.fastest)
+    r.plan = std::move(leastPlan);
   return r;
 }
 

@@ -35,7 +35,9 @@ FailureOr<MemoryPlan> mlir::rp::planGrains(const Partition &partition,
 FailureOr<GrainChoice>
 mlir::rp::chooseRecomputeGrains(const Partition &partition,
                                 llvm::ArrayRef<LayerCost> layers,
-                                const GrainTarget &target, std::string &error) {
+                                const GrainTarget &target, std::string &error,
+                                std::pair<Pipeline, MemoryPlan> *planned,
+                                std::pair<Pipeline, MemoryPlan> *start) {
   Partition p = partition;
   p.layerGrain = false;
   p.stageLayerGrain.assign(p.backward.size(), false);
@@ -46,9 +48,15 @@ mlir::rp::chooseRecomputeGrains(const Partition &partition,
     return sum;
   };
   Pipeline pl;
-  FailureOr<MemoryPlan> mp = planGrains(p, layers, target, &pl, error);
-  if (failed(mp))
-    return failure();
+  FailureOr<MemoryPlan> mp = failure();
+  if (start) {
+    pl = std::move(start->first);
+    mp = std::move(start->second);
+  } else {
+    mp = planGrains(p, layers, target, &pl, error);
+    if (failed(mp))
+      return failure();
+  }
   std::vector<bool> tried(p.backward.size(), false);
   while (over(*mp) > 0) {
     // The candidates: stage-grain backward stages of several layers whose
@@ -91,37 +99,46 @@ mlir::rp::chooseRecomputeGrains(const Partition &partition,
   // sends down): then start from layer grain in every stage of several
   // layers and give stage grain back, least saving first, where the plan
   // still fits.
-  if (over(*mp) > 0) {
-    Partition all = p;
-    std::vector<std::pair<int64_t, unsigned>> order;
-    for (auto [b, s] : llvm::enumerate(all.backward)) {
-      all.stageLayerGrain[b] = s.size() > 1;
-      if (s.size() > 1)
-        order.emplace_back(
-            jobWorkBytes(CommandKind::backward, s, layers, false) -
-                jobWorkBytes(CommandKind::backward, s, layers, true),
-            unsigned(b));
-    }
+  // Where every stage of several layers is at layer grain already (or
+  // none has several: a partition of one-layer backward stages), that
+  // start is the plan in hand: planning it again could not lower the
+  // bytes over.
+  Partition all = p;
+  std::vector<std::pair<int64_t, unsigned>> order;
+  for (auto [b, s] : llvm::enumerate(all.backward)) {
+    all.stageLayerGrain[b] = s.size() > 1;
+    if (s.size() > 1)
+      order.emplace_back(
+          jobWorkBytes(CommandKind::backward, s, layers, false) -
+              jobWorkBytes(CommandKind::backward, s, layers, true),
+          unsigned(b));
+  }
+  if (over(*mp) > 0 && all.stageLayerGrain != p.stageLayerGrain) {
+    Pipeline allPl;
     FailureOr<MemoryPlan> allPlan =
-        planGrains(all, layers, target, nullptr, error);
+        planGrains(all, layers, target, &allPl, error);
     if (failed(allPlan))
       return failure();
     if (over(*allPlan) < over(*mp)) {
       p = all;
       mp = std::move(allPlan);
+      pl = std::move(allPl);
       std::sort(order.begin(), order.end());
       for (auto [saving, b] : order) {
         if (over(*mp) > 0)
           break;
         p.stageLayerGrain[b] = false;
+        Pipeline next;
         FailureOr<MemoryPlan> trial =
-            planGrains(p, layers, target, nullptr, error);
+            planGrains(p, layers, target, &next, error);
         if (failed(trial))
           return failure();
-        if (over(*trial) == 0)
+        if (over(*trial) == 0) {
           mp = std::move(trial);
-        else
+          pl = std::move(next);
+        } else {
           p.stageLayerGrain[b] = true;
+        }
       }
     }
   }
@@ -129,5 +146,7 @@ mlir::rp::chooseRecomputeGrains(const Partition &partition,
   choice.layerGrain = p.stageLayerGrain;
   choice.peakBytes = mp->peakBytes;
   choice.fits = over(*mp) == 0;
+  if (planned)
+    *planned = {std::move(pl), std::move(*mp)};
   return choice;
 }

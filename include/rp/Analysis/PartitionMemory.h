@@ -19,6 +19,7 @@
 #ifndef RP_ANALYSIS_PARTITIONMEMORY_H
 #define RP_ANALYSIS_PARTITIONMEMORY_H
 
+#include "rp/Analysis/MemoryPlan.h"
 #include "rp/Analysis/PartitionSearch.h"
 
 #include <optional>
@@ -47,9 +48,14 @@ struct DevicePeak {
 /// that keeps the least peak passes the least so far, which such a plan
 /// cannot lower): what a fit needs is decided by the bound where it can
 /// be, the same answer as a placed plan's.
+///
+/// `planned`, where given, gets the plan's pipeline (lowered, transfers in
+/// issue order) and its placed memory plan when every pool was placed
+/// (DevicePeak::planned): what planMemory would give for it.
 DevicePeak devicePeak(const Partition &p, llvm::ArrayRef<LayerCost> layers,
                       const SearchTarget &target, int64_t hostLimit = 0,
-                      int64_t skipOver = -1);
+                      int64_t skipOver = -1,
+                      std::pair<Pipeline, MemoryPlan> *planned = nullptr);
 
 /// What devicePeak finds of one partition, none of which depends on the
 /// host limit it is asked under: the limit decides only how far it goes
@@ -88,6 +94,9 @@ struct MemorySearchResult {
   DevicePeak least;
   /// Memory plans and step-time estimates computed.
   unsigned planned = 0, timed = 0;
+  /// With feasibilityOnly, the placed plan (devicePeak's `planned`) of
+  /// the partition returned: `fastest`'s, else `leastPeak`'s.
+  std::optional<std::pair<Pipeline, MemoryPlan>> plan;
 };
 
 /// Searches lean partitions for the fastest that fits `target`'s device

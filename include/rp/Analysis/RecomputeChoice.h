@@ -59,11 +59,18 @@ FailureOr<MemoryPlan> planGrains(const Partition &partition,
 /// does better, the choice starts from there and gives stage grain back,
 /// least saving first, wherever the plan still fits. Layer grain is thus
 /// only where stage grain does not fit, and the partition's stages are
-/// not changed.
-FailureOr<GrainChoice> chooseRecomputeGrains(const Partition &partition,
-                                             llvm::ArrayRef<LayerCost> layers,
-                                             const GrainTarget &target,
-                                             std::string &error);
+/// not changed. `planned`, where given, gets the pipeline and memory plan
+/// of the grains chosen (planGrains' for them, lowered with its
+/// transfers in issue order), which a caller that plans them next need
+/// not plan again. `start`, where given, is planGrains' plan of the
+/// partition at stage grain in every stage (the caller planned it
+/// already: devicePeak's `planned`), taken instead of planning it.
+FailureOr<GrainChoice>
+chooseRecomputeGrains(const Partition &partition,
+                      llvm::ArrayRef<LayerCost> layers,
+                      const GrainTarget &target, std::string &error,
+                      std::pair<Pipeline, MemoryPlan> *planned = nullptr,
+                      std::pair<Pipeline, MemoryPlan> *start = nullptr);
 
 } // namespace mlir::rp
 

@@ -89,6 +89,7 @@ struct ReportMaxSeqPass
     FailureOr<PipelineInputs> in = loadPipelineInputs(*copy, scratch);
     if (failed(in))
       return failure();
+    std::optional<std::pair<Pipeline, MemoryPlan>> leanPlan;
     if (how != Stages::function) {
       // rp-partition's defaults: its cap (weight-budget 0.6, no
       // stage-bytes; rp-compile sets neither) and tail jobs (1).
@@ -122,12 +123,19 @@ struct ReportMaxSeqPass
         MemorySearchResult lean =
             partitionForMemory(in->costs, target, /*feasibilityOnly=*/true);
         in->partition = lean.fastest ? *lean.fastest : lean.leastPeak;
+        // Its memory plan at stage grain, placed by the search: the
+        // grains' choice below starts from it.
+        if (!layerGrain && in->attr.getSchedule() == ScheduleKind::roundRobin)
+          leanPlan = std::move(lean.plan);
       }
     }
     // The function's own partition at the layer grain `auto` chose for it.
     layerGrain |= how == Stages::function && autoChoseLayer;
     in->partition.layerGrain = layerGrain;
     std::string error;
+    // The grains' choice plans the memory of the grains it chooses, as
+    // below (planGrains): that plan is the trial's.
+    std::optional<std::pair<Pipeline, MemoryPlan>> planned;
     // Layer grain for all, the grains `auto` chooses at this length, or
     // the partition's own.
     if (layerGrain) {
@@ -136,23 +144,30 @@ struct ReportMaxSeqPass
     } else if (chooseGrains) {
       GrainTarget target{in->attr.getSchedule(), in->attr.getDevices(),
                          in->attr.getMicrobatches(), in->hw, budget};
+      planned.emplace();
       FailureOr<GrainChoice> choice =
-          chooseRecomputeGrains(in->partition, in->costs, target, error);
+          chooseRecomputeGrains(in->partition, in->costs, target, error,
+                                &*planned, leanPlan ? &*leanPlan : nullptr);
       if (failed(choice))
         return module.emitError(error);
       in->partition.stageLayerGrain = choice->layerGrain;
     }
-    FailureOr<Pipeline> pl =
-        lowerSchedule(in->partition, in->costs, in->attr.getSchedule(),
-                      in->attr.getDevices(), in->attr.getMicrobatches(), error);
-    if (failed(pl))
-      return module.emitError(error);
-    insertTransfers(*pl, in->costs, in->hw);
-    // The order rp-insert-transfers lists commands in, which buffer reuse
-    // follows.
-    if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
-      pl->schedule = std::move(*issued);
-    MemoryPlan mp = planMemory(*pl, in->costs);
+    if (!planned) {
+      FailureOr<Pipeline> lowered = lowerSchedule(
+          in->partition, in->costs, in->attr.getSchedule(),
+          in->attr.getDevices(), in->attr.getMicrobatches(), error);
+      if (failed(lowered))
+        return module.emitError(error);
+      insertTransfers(*lowered, in->costs, in->hw);
+      // The order rp-insert-transfers lists commands in, which buffer
+      // reuse follows.
+      if (std::optional<Schedule> issued = inIssueOrder(lowered->schedule))
+        lowered->schedule = std::move(*issued);
+      MemoryPlan plan = planMemory(*lowered, in->costs);
+      planned.emplace(std::move(*lowered), std::move(plan));
+    }
+    Pipeline *pl = &planned->first;
+    MemoryPlan &mp = planned->second;
     Trial t;
     t.fits = true;
     t.stages = formatStages(in->partition);

@@ -349,6 +349,13 @@ rp::timing::layOutRun(const Graph &pass, const RunLayout &o, size_t *stuck) {
         return cycle != 0 && o.untilSteady;
       if ((cycle = cycleAt(ends, warmup, rotation)))
         cycleEnd = k;
+      // The longest layout without a repeat reads the mean over two
+      // rotations ending here (below): the steps after it change no end
+      // before it, so an untilSteady run stops here rather than resolving
+      // its last `fill` steps (Qwen3-235B-A22B LoRA's unfused graph never
+      // repeats to rounding: each of its runs is such a layout).
+      if (!cycle && N >= longest && k + 1 + fill == N)
+        return o.untilSteady;
       return cycle != 0 && o.untilSteady;
     };
     std::optional<Times> times =

@@ -110,13 +110,11 @@ void place(const Span &b, llvm::ArrayRef<Span> placed,
     if (p.first < b.done && b.first < p.done && !before(p, b, hb) &&
         !before(b, p, hb))
       live.emplace_back(p.buffer->offset, p.buffer->offset + p.buffer->bytes);
-  // By offset, as (offset, end) pairs sorted in place rather than
-  // pointers to the buffers (a w32-256 report's trials spent a tenth of
-  // their time in this sort). Equal offsets in any order give the same
+  // By offset: `placed` is kept sorted by offset (firstFit), so `live`
+  // is too, without a sort (a w32-256 report's trials spent a tenth of
+  // their time sorting it). Equal offsets in any order give the same
   // answer: each of them overlaps the window once one does, and the
   // window then moves past the largest of their ends.
-  std::sort(live.begin(), live.end(),
-            [](const auto &x, const auto &y) { return x.first < y.first; });
   int64_t offset = 0, bytes = b.buffer->bytes;
   for (auto [at, end] : live)
     if (at < offset + bytes && end > offset)
@@ -154,6 +152,11 @@ int64_t firstFit(llvm::ArrayRef<Span> order, const HappensBefore &hb,
       std::vector<Span> all(order.begin(), &b);
       for (Span &s : all)
         s.done = UINT_MAX;
+      // place() reads the placed buffers by offset.
+      std::stable_sort(all.begin(), all.end(),
+                       [](const Span &x, const Span &y) {
+                         return x.buffer->offset < y.buffer->offset;
+                       });
       // With no horizons every placed buffer is tested as before(), user
       // by user.
       Span plain = b;
@@ -166,7 +169,12 @@ int64_t firstFit(llvm::ArrayRef<Span> order, const HappensBefore &hb,
         std::abort();
       }
     }
-    placed.push_back(b);
+    // Sorted by offset, which place() reads them in.
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), b,
+                                   [](const Span &x, const Span &y) {
+                                     return x.buffer->offset < y.buffer->offset;
+                                   }),
+                  b);
     peak = std::max(peak, b.buffer->offset + b.buffer->bytes);
   }
   return peak;

@@ -9,12 +9,67 @@
 #include <climits>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 
 using namespace mlir;
 using namespace mlir::rp;
 
+struct HappensBefore::Rows {
+  /// The schedule's shape: per command its device, queue and earlier
+  /// waits (all the rows read).
+  std::vector<unsigned> shape;
+  std::vector<std::vector<uint64_t>> reach;
+  /// horizons(pool) answered before, by pool.
+  std::mutex mutex;
+  std::map<std::vector<unsigned>, std::vector<unsigned>> horizons;
+};
+
+namespace {
+
+/// The rows of the last schedules built (each up to commands^2 / 8 bytes:
+/// a few kept), shared by every plan of the same shape; a search's
+/// threads build theirs at once.
+struct RowsMemo {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<HappensBefore::Rows>> kept;
+};
+constexpr size_t kRowsKept = 2;
+
+RowsMemo &rowsMemo() {
+  static RowsMemo memo;
+  return memo;
+}
+
+} // namespace
+
 HappensBefore::HappensBefore(const Schedule &schedule) {
   const std::vector<Command> &cmds = schedule.commands;
+  std::vector<unsigned> shape;
+  shape.reserve(cmds.size() * 4);
+  for (unsigned i = 0; i < cmds.size(); ++i) {
+    shape.push_back(cmds[i].device);
+    shape.push_back(unsigned(cmds[i].queue));
+    size_t at = shape.size();
+    shape.push_back(0);
+    for (unsigned w : cmds[i].waits)
+      if (w < i) {
+        shape.push_back(w);
+        ++shape[at];
+      }
+  }
+  RowsMemo &memo = rowsMemo();
+  {
+    std::lock_guard<std::mutex> lock(memo.mutex);
+    for (const std::shared_ptr<Rows> &r : memo.kept)
+      if (r->shape == shape) {
+        rows = r;
+        reach = &rows->reach;
+        return;
+      }
+  }
+  rows = std::make_shared<Rows>();
+  rows->shape = std::move(shape);
+  std::vector<std::vector<uint64_t>> &reach = rows->reach;
   size_t words = (cmds.size() + 63) / 64;
   reach.assign(cmds.size(), std::vector<uint64_t>(words, 0));
   std::map<std::pair<unsigned, unsigned>, unsigned> lastOnQueue;
@@ -33,10 +88,22 @@ HappensBefore::HappensBefore(const Schedule &schedule) {
       reach[i][p / 64] |= uint64_t(1) << (p % 64);
     }
   }
+  this->reach = &rows->reach;
+  std::lock_guard<std::mutex> lock(memo.mutex);
+  memo.kept.insert(memo.kept.begin(), rows);
+  if (memo.kept.size() > kRowsKept)
+    memo.kept.pop_back();
 }
 
 std::vector<unsigned>
 HappensBefore::horizons(llvm::ArrayRef<unsigned> pool) const {
+  std::vector<unsigned> key(pool.begin(), pool.end());
+  {
+    std::lock_guard<std::mutex> lock(rows->mutex);
+    if (auto it = rows->horizons.find(key); it != rows->horizons.end())
+      return it->second;
+  }
+  const std::vector<std::vector<uint64_t>> &reach = *this->reach;
   size_t n = reach.size(), words = (n + 63) / 64;
   std::vector<unsigned> horizon(n);
   for (unsigned u = 0; u < n; ++u)
@@ -55,6 +122,8 @@ HappensBefore::horizons(llvm::ArrayRef<unsigned> pool) const {
         horizon[w * 64 + __builtin_ctzll(open)] = v + 1;
     }
   }
+  std::lock_guard<std::mutex> lock(rows->mutex);
+  rows->horizons.try_emplace(std::move(key), horizon);
   return horizon;
 }
 

@@ -24,6 +24,7 @@
 #include "rp/Analysis/Pipeline.h"
 
 #include <array>
+#include <memory>
 
 namespace mlir::rp {
 
@@ -31,10 +32,15 @@ namespace mlir::rp {
 /// and queue order over a schedule in issue order.
 class HappensBefore {
 public:
+  /// The reach rows are a function of the commands' queues and earlier
+  /// waits alone: a schedule of the same shape as one of the last few
+  /// built shares their rows (a report's trials plan one partition's
+  /// schedule at length after length; its buffers' sizes change, not
+  /// its order), and the horizons asked of them.
   explicit HappensBefore(const Schedule &schedule);
   /// Whether `a` has finished whenever `b` starts.
   bool operator()(unsigned a, unsigned b) const {
-    return a < b && reach[b][a / 64] >> (a % 64) & 1;
+    return a < b && (*reach)[b][a / 64] >> (a % 64) & 1;
   }
   /// Per command u (indexed by command): 1 + the last command of `pool`
   /// (ascending) that u does not happen before, or u + 1 where every
@@ -44,8 +50,13 @@ public:
   /// all the other's users: placePool tests the others user by user.
   std::vector<unsigned> horizons(llvm::ArrayRef<unsigned> pool) const;
 
+  struct Rows;
+
 private:
-  std::vector<std::vector<uint64_t>> reach;
+  std::shared_ptr<Rows> rows;
+  /// rows' reach: per command, the earlier commands it waits for,
+  /// transitively, as bits.
+  const std::vector<std::vector<uint64_t>> *reach = nullptr;
 };
 
 enum class BufferRole : uint8_t {

@@ -222,3 +222,44 @@ TEST(MemoryPlanTest, HorizonsGiveTheOffsetsOfAllPairs) {
   // Largest first is taken in some rounds.
   EXPECT_GT(lower, 0u);
 }
+
+// Schedules of one shape share their reach rows (HappensBefore keeps the
+// last few): one that differs from a kept one only in a wait, or only in
+// a queue, gets its own, with its own answers and horizons.
+TEST(MemoryPlanTest, ReachRowsSharedOnlyByTheSameShape) {
+  // Commands 0 and 1 on the copy queue, 2 on compute waiting for 0.
+  Schedule a;
+  Command copy;
+  copy.queue = Queue::weightH2D;
+  a.add(copy);
+  a.add(copy);
+  Command compute;
+  compute.waits = {0};
+  a.add(compute);
+  HappensBefore hbA(a);
+  EXPECT_TRUE(hbA(0, 2));
+  EXPECT_FALSE(hbA(1, 2));
+  // The same shape: the same answers.
+  HappensBefore again(a);
+  EXPECT_TRUE(again(0, 2));
+  EXPECT_FALSE(again(1, 2));
+  // Waiting for 1 instead: 0 comes before 1 on its queue, so both.
+  Schedule b = a;
+  b.commands[2].waits = {1};
+  HappensBefore hbB(b);
+  EXPECT_TRUE(hbB(0, 2));
+  EXPECT_TRUE(hbB(1, 2));
+  // Command 1 on the compute queue: 2 follows it there, 0 by its wait.
+  Schedule c = a;
+  c.commands[1].queue = Queue::compute;
+  HappensBefore hbC(c);
+  EXPECT_TRUE(hbC(1, 2));
+  EXPECT_TRUE(hbC(0, 2));
+  // And `a` again, after other shapes: its own answers still.
+  HappensBefore hbA2(a);
+  EXPECT_FALSE(hbA2(1, 2));
+  // Horizons asked of shared rows are the pool's own.
+  std::vector<unsigned> pool{0, 2};
+  EXPECT_EQ(hbA.horizons(pool), hbA2.horizons(pool));
+  EXPECT_EQ(hbA.horizons(pool), again.horizons(pool));
+}

@@ -202,6 +202,22 @@ struct PredictTokenSlicesPass
     return chooseSlices(problem);
   }
 
+  /// #rp.partition rewritten from in->partition: its stages and tail jobs
+  /// (per-stage grains kept where the stages are).
+  void writePartition() {
+    PartitionAttr a = in->attr;
+    SmallVector<int64_t> fwd, bwd;
+    stageSizes(in->partition, fwd, bwd);
+    bool same =
+        llvm::equal(fwd, a.getForward()) && llvm::equal(bwd, a.getBackward());
+    in->attr =
+        PartitionAttr::get(&getContext(), a.getSchedule(), a.getDevices(),
+                           a.getMicrobatches(), a.getHw(), a.getPartitioner(),
+                           a.getRecompute(), fwd, bwd, in->partition.tailJobs,
+                           same ? a.getGrains() : ArrayRef<RecomputeGrain>{});
+    in->func->setAttr("rp.partition", in->attr);
+  }
+
   void runOnOperation() override;
 
   FailureOr<PipelineInputs> in;
@@ -407,14 +423,7 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
            std::to_string(timed) + " partitions timed";
     return success();
   }
-  PartitionAttr a = in->attr;
-  SmallVector<int64_t> fwd, bwd;
-  stageSizes(in->partition, fwd, bwd);
-  in->attr =
-      PartitionAttr::get(&getContext(), a.getSchedule(), a.getDevices(),
-                         a.getMicrobatches(), a.getHw(), a.getPartitioner(),
-                         a.getRecompute(), fwd, bwd, a.getTailJobs());
-  in->func->setAttr("rp.partition", in->attr);
+  writePartition();
   said = "token slices: stages chosen with the slices: " +
          formatStages(in->partition) +
          fmt(", predicted step %.3f ms; the unsliced plan's stages ",
@@ -521,6 +530,26 @@ void PredictTokenSlicesPass::runOnOperation() {
   // The stages the unsliced plan has: its prediction's, and the longest
   // sequence's report's (the graph's stages, as documented).
   Partition unslicedStages = in->partition;
+  // The tail's jobs: as asked, or (0) the partition's, and with auto
+  // slices of one sequence a step the faster of one and two below.
+  SmallVector<bool> keepsKeys;
+  for (int64_t bytes : pairs.keyValueBytes)
+    keepsKeys.push_back(bytes > 0);
+  unsigned sequences = in->attr.getMicrobatches();
+  Partition asTwo = in->partition;
+  asTwo.tailJobs = 2;
+  std::optional<std::string> twoRefused =
+      tailJobsRefusal(asTwo, sequences, 2, keepsKeys);
+  if (tailJobs > 2 || (tailJobs == 2 && twoRefused)) {
+    func.emitError() << "rp-predict-token-slices tail-jobs="
+                     << unsigned(tailJobs) << ": "
+                     << (tailJobs > 2 ? std::string("give 1, 2 or 0 (the "
+                                                    "prediction's choice)")
+                                      : *twoRefused);
+    return signalPassFailure();
+  }
+  if (tailJobs != 0)
+    in->partition.tailJobs = tailJobs;
   FailureOr<Chosen> chosen = choose(*spec, target, fits);
   if (failed(chosen))
     return signalPassFailure();
@@ -528,6 +557,50 @@ void PredictTokenSlicesPass::runOnOperation() {
   if (searchStages && chosen->sizes.size() > 1 &&
       failed(chooseStages(*spec, target, fits, *chosen, stagesSaid)))
     return signalPassFailure();
+  if (tailJobs == 0 && spec->kind == TokenSlicesSpec::Kind::automatic &&
+      sequences == 1 && in->partition.tailJobs == 1 &&
+      chosen->sizes.size() > 1 && !twoRefused) {
+    // A tail that keeps no keys (the head alone) may take alternate
+    // slices as two jobs, so that it paces the backward chain at half its
+    // rate; the slices and stages are chosen again for it (the stages
+    // differ: docs/token-slices.md), and the faster kept, one job on a tie.
+    Partition oneStages = in->partition;
+    PartitionAttr oneAttr = in->attr;
+    in->partition = unslicedStages;
+    in->partition.tailJobs = 2;
+    FailureOr<Chosen> two = choose(*spec, target, fits);
+    if (failed(two))
+      return signalPassFailure();
+    std::string twoSaid;
+    if (searchStages && two->sizes.size() > 1 &&
+        failed(chooseStages(*spec, target, fits, *two, twoSaid)))
+      return signalPassFailure();
+    double oneMs = chosen->sliced.plan.stepMs;
+    double twoMs = two->sliced.plan.stepMs;
+    if (two->sizes.size() > 1 &&
+        (two->sliced.plan.fits || !chosen->sliced.plan.fits) && twoMs < oneMs) {
+      two->how += fmt("; the tail as 2 jobs on alternate slices, faster "
+                      "than one (%.3f ms with its own slices and stages)",
+                      oneMs);
+      chosen = std::move(*two);
+      stagesSaid = twoSaid;
+    } else {
+      chosen->how += fmt("; the tail as one job (2 on alternate slices "
+                         "would take %.3f ms)",
+                         twoMs);
+      in->partition = oneStages;
+      in->attr = oneAttr;
+      in->func->setAttr("rp.partition", in->attr);
+    }
+  } else if (in->partition.tailJobs == 2) {
+    chosen->how += "; the tail as 2 jobs on alternate slices";
+  }
+  // One slice is the unsliced plan, whose one microbatch one tail job
+  // runs.
+  if (chosen->sizes.size() == 1)
+    in->partition.tailJobs = 1;
+  if (in->partition.tailJobs != in->attr.getTailJobs())
+    writePartition();
   std::vector<int64_t> sizes = chosen->sizes;
   std::string how = chosen->how;
   std::optional<SlicedPrediction> sliced = std::move(chosen->sliced);

@@ -580,13 +580,13 @@ void PredictTokenSlicesPass::runOnOperation() {
     if (two->sizes.size() > 1 &&
         (two->sliced.plan.fits || !chosen->sliced.plan.fits) && twoMs < oneMs) {
       two->how += fmt("; the tail as 2 jobs on alternate slices, faster "
-                      "than one (%.3f ms with its own slices and stages)",
+                      "than one job's %.3f ms with its own slices and stages",
                       oneMs);
       chosen = std::move(*two);
       stagesSaid = twoSaid;
     } else {
-      chosen->how += fmt("; the tail as one job (2 on alternate slices "
-                         "would take %.3f ms)",
+      chosen->how += fmt("; the tail as one job, 2 on alternate slices "
+                         "would take %.3f ms",
                          twoMs);
       in->partition = oneStages;
       in->attr = oneAttr;

@@ -231,6 +231,10 @@ struct PredictTokenSlicesPass
   std::map<std::pair<int, int64_t>, std::vector<LayerCost>> endMemo;
   const MeasuredProfile *measuredAtEnds = nullptr;
   int64_t seq0 = 0, rows = 1;
+  /// The stages whose heaviest bounds the search's (rp-partition's), and
+  /// what the search's start is called in its remark.
+  std::optional<Partition> capStages;
+  std::string startWhat = "the unsliced plan's stages";
 };
 
 FailureOr<PredictTokenSlicesPass::Chosen> PredictTokenSlicesPass::choose(
@@ -320,11 +324,12 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
     std::string &said) {
   // No stage heavier in weights than the heaviest rp-partition cut: its
   // byte cap held them there.
+  const Partition &cut = capStages ? *capStages : in->partition;
   int64_t cap = 0;
-  for (const StageRange &r : in->partition.forward)
+  for (const StageRange &r : cut.forward)
     cap = std::max(cap, stageBytes(r, in->costs, false));
-  cap = std::max(cap, stageBytes(in->partition.tail, in->costs, true));
-  for (const StageRange &r : in->partition.backward)
+  cap = std::max(cap, stageBytes(cut.tail, in->costs, true));
+  for (const StageRange &r : cut.backward)
     cap = std::max(cap, stageBytes(r, in->costs, true));
   std::string before = formatStages(in->partition);
   // The stages are searched for the slices, and with auto the slices are
@@ -418,7 +423,7 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
   size_t firstCount = searched->firstCount;
   bool moved = searched->moved;
   if (!moved) {
-    said = "token slices: the unsliced plan's stages " + before +
+    said = "token slices: " + startWhat + " " + before +
            " kept: none faster with the slices among the " +
            std::to_string(timed) + " partitions timed";
     return success();
@@ -426,9 +431,8 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
   writePartition();
   said = "token slices: stages chosen with the slices: " +
          formatStages(in->partition) +
-         fmt(", predicted step %.3f ms; the unsliced plan's stages ",
-             chosen.sliced.plan.stepMs) +
-         before +
+         fmt(", predicted step %.3f ms; ", chosen.sliced.plan.stepMs) +
+         startWhat + " " + before +
          (unslicedStagesMs < 1e300
               ? fmt(" would take %.3f ms with ", unslicedStagesMs)
               : std::string(" do not fit with ")) +
@@ -557,9 +561,11 @@ void PredictTokenSlicesPass::runOnOperation() {
   if (searchStages && chosen->sizes.size() > 1 &&
       failed(chooseStages(*spec, target, fits, *chosen, stagesSaid)))
     return signalPassFailure();
-  if (tailJobs == 0 && spec->kind == TokenSlicesSpec::Kind::automatic &&
-      sequences == 1 && in->partition.tailJobs == 1 &&
-      chosen->sizes.size() > 1 && !twoRefused) {
+  bool triedTwo = tailJobs == 0 &&
+                  spec->kind == TokenSlicesSpec::Kind::automatic &&
+                  sequences == 1 && in->partition.tailJobs == 1 &&
+                  chosen->sizes.size() > 1 && !twoRefused;
+  if (triedTwo) {
     // A tail that keeps no keys (the head alone) may take alternate
     // slices as two jobs, so that it paces the backward chain at half its
     // rate; the slices and stages are chosen again for it (the stages
@@ -575,6 +581,36 @@ void PredictTokenSlicesPass::runOnOperation() {
     if (searchStages && two->sizes.size() > 1 &&
         failed(chooseStages(*spec, target, fits, *two, twoSaid)))
       return signalPassFailure();
+    if (searchStages) {
+      // From the unsliced stages the search can stop at fewer slices
+      // than one job's (Qwen3-1.7B at 64k: 16, where one job's 32 slices
+      // and stages, given two tail jobs, climb to a faster plan): the
+      // search from there too, the faster kept.
+      Partition fromUnsliced = in->partition;
+      PartitionAttr fromUnslicedAttr = in->attr;
+      in->partition = oneStages;
+      in->partition.tailJobs = 2;
+      capStages = unslicedStages;
+      startWhat = "the one-tail-job stages";
+      FailureOr<SlicedPrediction> again = predict(chosen->sizes, target);
+      if (failed(again))
+        return signalPassFailure();
+      Chosen fromOne{chosen->sizes, std::move(*again), chosen->how};
+      std::string fromOneSaid;
+      if (failed(chooseStages(*spec, target, fits, fromOne, fromOneSaid)))
+        return signalPassFailure();
+      capStages.reset();
+      startWhat = "the unsliced plan's stages";
+      if ((fromOne.sliced.plan.fits || !two->sliced.plan.fits) &&
+          fromOne.sliced.plan.stepMs < two->sliced.plan.stepMs) {
+        *two = std::move(fromOne);
+        twoSaid = fromOneSaid;
+      } else {
+        in->partition = fromUnsliced;
+        in->attr = fromUnslicedAttr;
+        in->func->setAttr("rp.partition", in->attr);
+      }
+    }
     double oneMs = chosen->sliced.plan.stepMs;
     double twoMs = two->sliced.plan.stepMs;
     if (two->sizes.size() > 1 &&
@@ -599,7 +635,9 @@ void PredictTokenSlicesPass::runOnOperation() {
   // runs.
   if (chosen->sizes.size() == 1)
     in->partition.tailJobs = 1;
-  if (in->partition.tailJobs != in->attr.getTailJobs())
+  // The attribute is in->partition's (the trial above may have left
+  // another search's stages in it).
+  if (triedTwo || in->partition.tailJobs != in->attr.getTailJobs())
     writePartition();
   std::vector<int64_t> sizes = chosen->sizes;
   std::string how = chosen->how;

@@ -52,9 +52,11 @@ SLICED = re.compile(
 
 STAGES = re.compile(
     r"stages chosen with the slices: (\S+), predicted step ([\d.]+) ms; "
-    r"the unsliced plan's stages (\S+) (?:would take ([\d.]+) ms|do not "
+    r"the (?:unsliced plan's|one-tail-job) stages (\S+) (?:would take "
+    r"([\d.]+) ms|do not "
     r"fit) with \d+ slices \((\d+) partitions timed\)")
-KEPT = re.compile(r"the unsliced plan's stages (\S+) kept: none faster "
+KEPT = re.compile(r"the (?:unsliced plan's|one-tail-job) stages (\S+) kept: "
+                  r"none faster "
                   r"with the slices among the (\d+) partitions timed")
 
 

@@ -325,22 +325,27 @@ namespace {
 /// a slice's key and value gradients are summed from the slices after it.
 /// Their compute commands (one per job and microbatch, in microbatch
 /// order) trade places within each sequence, so that each queue runs them
-/// last slice first; the waits follow, and the commands are reissued in
-/// an order where every one comes after those it waits for (what the
-/// transfers are inserted in). False when that deadlocks.
+/// last slice first: a job's slices of a sequence are mirrored among
+/// themselves (all K of them, or a tail job's alternate ones where the
+/// tail runs as two jobs: 30, 28, ... and 31, 29, ...). The waits follow,
+/// and the commands are reissued in an order where every one comes after
+/// those it waits for (what the transfers are inserted in). False when
+/// that deadlocks.
 bool reverseSliceOrder(Pipeline &pl, unsigned slices) {
   Schedule &s = pl.schedule;
   std::vector<unsigned> moved(s.commands.size());
   std::iota(moved.begin(), moved.end(), 0u);
-  std::map<std::pair<int, int>, unsigned> at;
+  // Per job and sequence, its compute commands in microbatch order.
+  std::map<std::pair<int, int>, std::vector<unsigned>> runs;
   for (auto [i, c] : llvm::enumerate(s.commands))
-    at[{c.job, c.microbatch}] = i;
-  for (auto [i, c] : llvm::enumerate(s.commands)) {
-    if (c.kind == CommandKind::forward || c.microbatch < 0)
-      continue;
-    int first = c.microbatch / int(slices) * int(slices);
-    int mirror = first + int(slices) - 1 - (c.microbatch - first);
-    moved[i] = at.at({c.job, mirror});
+    if (c.kind != CommandKind::forward && c.microbatch >= 0)
+      runs[{c.job, c.microbatch / int(slices)}].push_back(unsigned(i));
+  for (auto &[key, list] : runs) {
+    llvm::sort(list, [&](unsigned a, unsigned b) {
+      return s.commands[a].microbatch < s.commands[b].microbatch;
+    });
+    for (size_t n = 0; n < list.size(); ++n)
+      moved[list[n]] = list[list.size() - 1 - n];
   }
   std::vector<Command> out(s.commands.size());
   for (auto [i, c] : llvm::enumerate(s.commands)) {
@@ -434,6 +439,33 @@ bool addTailSweep(Pipeline &pl, unsigned slices,
 
 } // namespace
 
+std::optional<std::string>
+mlir::rp::tailJobsRefusal(const Partition &partition, unsigned sequences,
+                          unsigned slices, llvm::ArrayRef<bool> keepsKeys) {
+  if (partition.tailJobs == 1)
+    return std::nullopt;
+  if (partition.tailJobs != 2)
+    return "token slices run the fused tail as 1 or 2 jobs, not " +
+           std::to_string(partition.tailJobs);
+  for (unsigned l = partition.tail.begin;
+       l < std::min<size_t>(partition.tail.end, keepsKeys.size()); ++l)
+    if (keepsKeys[l])
+      return "the fused tail as 2 jobs takes alternate token slices, so it "
+             "must keep no keys, but its layer " +
+             std::to_string(l) +
+             " has an attention that reads the earlier slices' keys, half "
+             "of which the other tail job makes: cut the tail to the layers "
+             "after the last attention (the head) or run it as one job "
+             "(--tail-jobs 1)";
+  if (sequences > 1 && slices % 2 != 0)
+    return "the fused tail as 2 jobs with " + std::to_string(sequences) +
+           " sequences a step needs an even slice count, not " +
+           std::to_string(slices) +
+           " (each tail job's slices alternate its buffers across the "
+           "sequences)";
+  return std::nullopt;
+}
+
 FailureOr<Pipeline> mlir::rp::lowerSlicedSchedule(
     const Partition &partition, llvm::ArrayRef<LayerCost> layers,
     ScheduleKind kind, unsigned devices, unsigned microbatches, unsigned slices,
@@ -444,9 +476,9 @@ FailureOr<Pipeline> mlir::rp::lowerSlicedSchedule(
     error = "token slices are modelled for the round-robin schedule only";
     return failure();
   }
-  if (partition.tailJobs != 1) {
-    error = "token slices are modelled with the fused tail as one job "
-            "(--tail-jobs 1): a slice's tail needs the slices before it";
+  if (std::optional<std::string> why =
+          tailJobsRefusal(partition, microbatches, slices, keepsKeys)) {
+    error = *why;
     return failure();
   }
   FailureOr<Pipeline> pl = lowerSchedule(partition, layers, kind, devices,

@@ -199,10 +199,15 @@ static void printSummary(ModuleOp module, size_t size) {
   os << ", " << dtypeName << " compute)";
   // Two tail jobs change how the tail's gradients are summed, which the
   // one-device reference must share to give the same bits.
-  if (partition.getTailJobs() == 2)
-    os << "; the fused tail as 2 jobs on alternate microbatches (its "
-          "gradients the even microbatches' sum plus the odd ones': compile "
-          "a one-device reference with --tail-jobs 2)";
+  if (partition.getTailJobs() == 2) {
+    // With token slices the microbatches it alternates are the slices.
+    const char *what =
+        s->hasAttr("rp.token_slices") ? "token slices" : "microbatches";
+    os << "; the fused tail as 2 jobs on alternate " << what
+       << " (its gradients the even " << what
+       << "' sum plus the odd ones': compile a one-device reference with "
+          "--tail-jobs 2)";
+  }
   // --recompute auto's grain and why (rp-partition), and --fuse-loss=auto's
   // choice and why (rp-choose-loss-fusion).
   rp::RPDialect *dialect =

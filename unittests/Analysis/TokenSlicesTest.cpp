@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <set>
 
@@ -245,12 +246,62 @@ TEST(TokenSlicesTest, RefusesWhatItDoesNotModel) {
   EXPECT_TRUE(mlir::failed(
       predictSlicedPlan(p, two, {8, 8}, layers, pairs, gpipe, error)));
   EXPECT_NE(error.find("round-robin"), std::string::npos);
-  Partition pair = p;
-  pair.tailJobs = 2;
+  // Two tail jobs take alternate slices: refused where the tail (layer
+  // 7) keeps keys, and with two sequences of an odd slice count.
+  Partition twoTails = p;
+  twoTails.tailJobs = 2;
   PlanTarget rr{hw, ScheduleKind::roundRobin, 2, 2};
+  SlicePairCosts tailKeeps;
+  tailKeeps.keyValueBytes.assign(8, 64);
   EXPECT_TRUE(mlir::failed(
-      predictSlicedPlan(pair, two, {8, 8}, layers, pairs, rr, error)));
+      predictSlicedPlan(twoTails, two, {8, 8}, layers, tailKeeps, rr, error)));
   EXPECT_NE(error.find("--tail-jobs 1"), std::string::npos);
+  std::vector<std::vector<LayerCost>> three{layers, layers, layers};
+  EXPECT_TRUE(mlir::failed(
+      predictSlicedPlan(twoTails, three, {4, 4, 8}, layers, pairs, rr, error)));
+  EXPECT_NE(error.find("even slice count"), std::string::npos);
+}
+
+/// A head-only tail as two jobs: each runs alternate slices of each
+/// sequence, last first (4 slices: 2, 0 and 3, 1), and every backward
+/// slice waits for the tail job that ran it; one sequence of three slices
+/// too (2, 0 and 1).
+TEST(TokenSlicesTest, TwoTailJobsTakeAlternateSlicesLastFirst) {
+  std::vector<LayerCost> layers = layersOf(8, 1);
+  Partition p = partitionFromSizes({4, 3}, 1, {3, 2, 2}, 8);
+  p.tailJobs = 2;
+  llvm::SmallVector<bool> keeps(8, true);
+  keeps[7] = false;
+  for (auto [sequences, slices] :
+       {std::pair{1u, 4u}, std::pair{2u, 4u}, std::pair{1u, 3u}}) {
+    std::string error;
+    FailureOr<Pipeline> pl =
+        lowerSlicedSchedule(p, layers, ScheduleKind::roundRobin, 3, sequences,
+                            slices, /*tailSweep=*/true, error, {}, keeps);
+    ASSERT_TRUE(mlir::succeeded(pl)) << error;
+    std::map<int, std::vector<int>> tails;
+    for (const Command &c : pl->schedule.commands)
+      if (c.kind == CommandKind::tail)
+        tails[c.job].push_back(c.microbatch);
+    ASSERT_EQ(tails.size(), 2u);
+    for (auto [job, mbs] : tails) {
+      std::vector<int> want;
+      for (unsigned m = 0; m < sequences; ++m)
+        for (int k = int(slices) - 1; k >= 0; --k)
+          if (unsigned(k) % 2 == unsigned(job - 2))
+            want.push_back(int(m * slices) + k);
+      EXPECT_EQ(mbs, want) << sequences << " x " << slices;
+    }
+    for (const Command &c : pl->schedule.commands)
+      if (c.kind == CommandKind::backward && c.job == 4) {
+        bool waitsTail = false;
+        for (unsigned w : c.waits)
+          waitsTail = waitsTail ||
+                      (pl->schedule.commands[w].kind == CommandKind::tail &&
+                       pl->schedule.commands[w].microbatch == c.microbatch);
+        EXPECT_TRUE(waitsTail) << c.label;
+      }
+  }
 }
 
 /// The kept keys and values travel through host rows: every compute of a

@@ -168,6 +168,19 @@ struct SlicedPrediction {
   int64_t hostRowBytes = 0;
 };
 
+/// Why `partition`'s tail cannot run as its tail jobs with `sequences`
+/// sequences a step cut into `slices` slices each, or nothing. One job
+/// always can. Two take alternate slices (each sequence's slices split
+/// between them, as microbatches are for `--tail-jobs 2`), which needs a
+/// tail that keeps no keys (`keepsKeys`, per layer: the head alone; a tail
+/// layer's attention would read the earlier slices' keys, half of which
+/// the other job made) and, with several sequences a step, an even slice
+/// count (each job's slices alternate its double buffers across the
+/// sequences).
+std::optional<std::string> tailJobsRefusal(const Partition &partition,
+                                           unsigned sequences, unsigned slices,
+                                           llvm::ArrayRef<bool> keepsKeys);
+
 /// The round-robin schedule of `partition` with every sequence cut into
 /// `slices` slices run as microbatches (slice k of sequence m is microbatch
 /// m * slices + k): forward jobs in slice order, the tail and backward
@@ -175,7 +188,9 @@ struct SlicedPrediction {
 /// from the slices after it), and with `tailSweep` the tail's forward
 /// command of each earlier slice before the last slice's fused one (the
 /// keys and values of the tail's own layers; none where `keepsKeys`, per
-/// layer, says the tail's layers keep none). `timeCommands` may set the
+/// layer, says the tail's layers keep none). A tail of two jobs takes
+/// alternate slices, each job's last first (tailJobsRefusal says where it
+/// cannot). `timeCommands` may set the
 /// commands' times and sizes before they are reordered. Fails with `error`
 /// for schedules and partitions that have no slice order.
 FailureOr<Pipeline>

@@ -77,11 +77,12 @@ void sweepClosure(LayerOp l, const llvm::DenseMap<Value, std::string> &kept,
 } // namespace
 
 LogicalResult StagedExporter::bindSlices() {
-  if (!roundRobin || tailJobs != 1)
+  if (!roundRobin || tailJobs > 2)
     return schedule.emitOpError(
         "runs token slices with a schedule other than round-robin or a tail "
-        "as several jobs; the exporter writes token slices for round-robin "
-        "with a fused tail as one job (compile without --token-slices)");
+        "as more than two jobs; the exporter writes token slices for "
+        "round-robin with a fused tail as one or two jobs (compile without "
+        "--token-slices)");
   auto module = main->getParentOfType<ModuleOp>();
   views.clear();
   views.resize(slices);
@@ -139,6 +140,17 @@ LogicalResult StagedExporter::bindSlices() {
           if (keptResults.count(r))
             j.keptOut.push_back(r);
     }
+    // Two tail jobs take alternate slices: a tail that kept keys would
+    // read, before its slice, rows the other job made (rp-lower-schedule
+    // and rp-verify-schedule refuse it first).
+    if (tailJobs > 1)
+      for (StageJob &j : jobs)
+        if (j.role == LayerRole::tail && j.sweepOf < 0 && !j.keptOut.empty())
+          return schedule.emitOpError("runs the fused tail as ")
+                 << tailJobs
+                 << " jobs on alternate token slices, but its layers keep "
+                    "keys and values for the later slices; a tail of two "
+                    "jobs must keep none (the head alone)";
     for (StageJob &j : jobs) {
       if (j.sweepOf < 0)
         continue;

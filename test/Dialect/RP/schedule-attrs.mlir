@@ -70,6 +70,17 @@ func.func @two_tail_jobs() attributes {rp.partition = #rp.partition<schedule = "
 
 // -----
 
+// With one microbatch two tail jobs take alternate token slices: the
+// attribute parses, and the pipeline passes refuse it without slices
+// (token-slices-tail-jobs.mlir).
+// CHECK-LABEL: func.func @two_tail_jobs_one_microbatch
+// CHECK-SAME: microbatches = 1, hw = "rtx4090", tail_jobs = 2
+func.func @two_tail_jobs_one_microbatch() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 4, microbatches = 1, hw = "rtx4090", tail_jobs = 2, forward = [2], backward = [2, 2]>} {
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @one_tail_job
 // CHECK-SAME: hw = "rtx4090", forward = [2], backward = [2, 2]>
 func.func @one_tail_job() attributes {rp.partition = #rp.partition<schedule = "round-robin", devices = 4, microbatches = 5, hw = "rtx4090", tail_jobs = 1, forward = [2], backward = [2, 2]>} {

@@ -376,7 +376,9 @@ let options = [
     Option<"cut", "cut", "bool", "false",
            "instead of refusing, record the slices chosen (module attribute rp.token_slice_sizes) for rp-slice-tokens=slices=auto and go on (rp-compile's pipeline)">,
     Option<"searchStages", "search-stages", "bool", "false",
-           "search the stages again with the slices (each candidate timed as the sliced plan) and rewrite #rp.partition where they are faster; rp-compile sets it unless --stages or another partitioner gave the stages">
+           "search the stages again with the slices (each candidate timed as the sliced plan) and rewrite #rp.partition where they are faster; rp-compile sets it unless --stages or another partitioner gave the stages">,
+    Option<"tailJobs", "tail-jobs", "unsigned", "0",
+           "the fused tail as 1 or 2 jobs (2: alternate slices, each job's last first; a tail that keeps no keys, the head alone); 0: with slices=auto and one sequence a step the faster of the two in the prediction (each with its stages searched), else the partition's">
   ];
 }
 

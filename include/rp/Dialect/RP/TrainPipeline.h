@@ -192,7 +192,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "(2: alternate microbatches on two devices, each tail "
                      "gradient the even microbatches' fold plus the odd "
                      "ones'; compile the one-device reference the same "
-                     "way), or 0: the faster for rp's partitioner")};
+                     "way), or 0: the faster for rp's partitioner; with "
+                     "--token-slices, 2 takes alternate slices (a tail "
+                     "that keeps no keys), and unset, `auto` chooses "
+                     "one or two by the prediction")};
   Option<std::string> stages{
       *this, "stages", flags, llvm::cl::init(""),
       llvm::cl::desc("a partition of your own: fwd:A,B,...;bwd:X,Y,... "

@@ -202,6 +202,22 @@ struct PredictTokenSlicesPass
     return chooseSlices(problem);
   }
 
+  /// #rp.partition rewritten from in->partition: its stages and tail jobs
+  /// (per-stage grains kept where the stages are).
+  void writePartition() {
+    PartitionAttr a = in->attr;
+    SmallVector<int64_t> fwd, bwd;
+    stageSizes(in->partition, fwd, bwd);
+    bool same =
+        llvm::equal(fwd, a.getForward()) && llvm::equal(bwd, a.getBackward());
+    in->attr =
+        PartitionAttr::get(&getContext(), a.getSchedule(), a.getDevices(),
+                           a.getMicrobatches(), a.getHw(), a.getPartitioner(),
+                           a.getRecompute(), fwd, bwd, in->partition.tailJobs,
+                           same ? a.getGrains() : ArrayRef<RecomputeGrain>{});
+    in->func->setAttr("rp.partition", in->attr);
+  }
+
   void runOnOperation() override;
 
   FailureOr<PipelineInputs> in;
@@ -215,6 +231,10 @@ struct PredictTokenSlicesPass
   std::map<std::pair<int, int64_t>, std::vector<LayerCost>> endMemo;
   const MeasuredProfile *measuredAtEnds = nullptr;
   int64_t seq0 = 0, rows = 1;
+  /// The stages whose heaviest bounds the search's (rp-partition's), and
+  /// what the search's start is called in its remark.
+  std::optional<Partition> capStages;
+  std::string startWhat = "the unsliced plan's stages";
 };
 
 FailureOr<PredictTokenSlicesPass::Chosen> PredictTokenSlicesPass::choose(
@@ -304,11 +324,12 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
     std::string &said) {
   // No stage heavier in weights than the heaviest rp-partition cut: its
   // byte cap held them there.
+  const Partition &cut = capStages ? *capStages : in->partition;
   int64_t cap = 0;
-  for (const StageRange &r : in->partition.forward)
+  for (const StageRange &r : cut.forward)
     cap = std::max(cap, stageBytes(r, in->costs, false));
-  cap = std::max(cap, stageBytes(in->partition.tail, in->costs, true));
-  for (const StageRange &r : in->partition.backward)
+  cap = std::max(cap, stageBytes(cut.tail, in->costs, true));
+  for (const StageRange &r : cut.backward)
     cap = std::max(cap, stageBytes(r, in->costs, true));
   std::string before = formatStages(in->partition);
   // The stages are searched for the slices, and with auto the slices are
@@ -402,24 +423,16 @@ LogicalResult PredictTokenSlicesPass::chooseStages(
   size_t firstCount = searched->firstCount;
   bool moved = searched->moved;
   if (!moved) {
-    said = "token slices: the unsliced plan's stages " + before +
+    said = "token slices: " + startWhat + " " + before +
            " kept: none faster with the slices among the " +
            std::to_string(timed) + " partitions timed";
     return success();
   }
-  PartitionAttr a = in->attr;
-  SmallVector<int64_t> fwd, bwd;
-  stageSizes(in->partition, fwd, bwd);
-  in->attr =
-      PartitionAttr::get(&getContext(), a.getSchedule(), a.getDevices(),
-                         a.getMicrobatches(), a.getHw(), a.getPartitioner(),
-                         a.getRecompute(), fwd, bwd, a.getTailJobs());
-  in->func->setAttr("rp.partition", in->attr);
+  writePartition();
   said = "token slices: stages chosen with the slices: " +
          formatStages(in->partition) +
-         fmt(", predicted step %.3f ms; the unsliced plan's stages ",
-             chosen.sliced.plan.stepMs) +
-         before +
+         fmt(", predicted step %.3f ms; ", chosen.sliced.plan.stepMs) +
+         startWhat + " " + before +
          (unslicedStagesMs < 1e300
               ? fmt(" would take %.3f ms with ", unslicedStagesMs)
               : std::string(" do not fit with ")) +
@@ -521,6 +534,26 @@ void PredictTokenSlicesPass::runOnOperation() {
   // The stages the unsliced plan has: its prediction's, and the longest
   // sequence's report's (the graph's stages, as documented).
   Partition unslicedStages = in->partition;
+  // The tail's jobs: as asked, or (0) the partition's, and with auto
+  // slices of one sequence a step the faster of one and two below.
+  SmallVector<bool> keepsKeys;
+  for (int64_t bytes : pairs.keyValueBytes)
+    keepsKeys.push_back(bytes > 0);
+  unsigned sequences = in->attr.getMicrobatches();
+  Partition asTwo = in->partition;
+  asTwo.tailJobs = 2;
+  std::optional<std::string> twoRefused =
+      tailJobsRefusal(asTwo, sequences, 2, keepsKeys);
+  if (tailJobs > 2 || (tailJobs == 2 && twoRefused)) {
+    func.emitError() << "rp-predict-token-slices tail-jobs="
+                     << unsigned(tailJobs) << ": "
+                     << (tailJobs > 2 ? std::string("give 1, 2 or 0 (the "
+                                                    "prediction's choice)")
+                                      : *twoRefused);
+    return signalPassFailure();
+  }
+  if (tailJobs != 0)
+    in->partition.tailJobs = tailJobs;
   FailureOr<Chosen> chosen = choose(*spec, target, fits);
   if (failed(chosen))
     return signalPassFailure();
@@ -528,6 +561,84 @@ void PredictTokenSlicesPass::runOnOperation() {
   if (searchStages && chosen->sizes.size() > 1 &&
       failed(chooseStages(*spec, target, fits, *chosen, stagesSaid)))
     return signalPassFailure();
+  bool triedTwo = tailJobs == 0 &&
+                  spec->kind == TokenSlicesSpec::Kind::automatic &&
+                  sequences == 1 && in->partition.tailJobs == 1 &&
+                  chosen->sizes.size() > 1 && !twoRefused;
+  if (triedTwo) {
+    // A tail that keeps no keys (the head alone) may take alternate
+    // slices as two jobs, so that it paces the backward chain at half its
+    // rate; the slices and stages are chosen again for it (the stages
+    // differ: docs/token-slices.md), and the faster kept, one job on a tie.
+    Partition oneStages = in->partition;
+    PartitionAttr oneAttr = in->attr;
+    in->partition = unslicedStages;
+    in->partition.tailJobs = 2;
+    FailureOr<Chosen> two = choose(*spec, target, fits);
+    if (failed(two))
+      return signalPassFailure();
+    std::string twoSaid;
+    if (searchStages && two->sizes.size() > 1 &&
+        failed(chooseStages(*spec, target, fits, *two, twoSaid)))
+      return signalPassFailure();
+    if (searchStages) {
+      // From the unsliced stages the search can stop at fewer slices
+      // than one job's (Qwen3-1.7B at 64k: 16, where one job's 32 slices
+      // and stages, given two tail jobs, climb to a faster plan): the
+      // search from there too, the faster kept.
+      Partition fromUnsliced = in->partition;
+      PartitionAttr fromUnslicedAttr = in->attr;
+      in->partition = oneStages;
+      in->partition.tailJobs = 2;
+      capStages = unslicedStages;
+      startWhat = "the one-tail-job stages";
+      FailureOr<SlicedPrediction> again = predict(chosen->sizes, target);
+      if (failed(again))
+        return signalPassFailure();
+      Chosen fromOne{chosen->sizes, std::move(*again), chosen->how};
+      std::string fromOneSaid;
+      if (failed(chooseStages(*spec, target, fits, fromOne, fromOneSaid)))
+        return signalPassFailure();
+      capStages.reset();
+      startWhat = "the unsliced plan's stages";
+      if ((fromOne.sliced.plan.fits || !two->sliced.plan.fits) &&
+          fromOne.sliced.plan.stepMs < two->sliced.plan.stepMs) {
+        *two = std::move(fromOne);
+        twoSaid = fromOneSaid;
+      } else {
+        in->partition = fromUnsliced;
+        in->attr = fromUnslicedAttr;
+        in->func->setAttr("rp.partition", in->attr);
+      }
+    }
+    double oneMs = chosen->sliced.plan.stepMs;
+    double twoMs = two->sliced.plan.stepMs;
+    if (two->sizes.size() > 1 &&
+        (two->sliced.plan.fits || !chosen->sliced.plan.fits) && twoMs < oneMs) {
+      two->how += fmt("; the tail as 2 jobs on alternate slices, faster "
+                      "than one job's %.3f ms with its own slices and stages",
+                      oneMs);
+      chosen = std::move(*two);
+      stagesSaid = twoSaid;
+    } else {
+      chosen->how += fmt("; the tail as one job, 2 on alternate slices "
+                         "would take %.3f ms",
+                         twoMs);
+      in->partition = oneStages;
+      in->attr = oneAttr;
+      in->func->setAttr("rp.partition", in->attr);
+    }
+  } else if (in->partition.tailJobs == 2) {
+    chosen->how += "; the tail as 2 jobs on alternate slices";
+  }
+  // One slice is the unsliced plan, whose one microbatch one tail job
+  // runs.
+  if (chosen->sizes.size() == 1)
+    in->partition.tailJobs = 1;
+  // The attribute is in->partition's (the trial above may have left
+  // another search's stages in it).
+  if (triedTwo || in->partition.tailJobs != in->attr.getTailJobs())
+    writePartition();
   std::vector<int64_t> sizes = chosen->sizes;
   std::string how = chosen->how;
   std::optional<SlicedPrediction> sliced = std::move(chosen->sliced);

@@ -42,6 +42,17 @@ FailureOr<PipelineInputs> mlir::rp::loadPipelineInputs(ModuleOp module,
   if (!in.attr)
     return func->emitError("has no rp.partition attribute; run "
                            "rp-partition first");
+  // Two tail jobs take alternate microbatches, or with one microbatch
+  // alternate token slices (the attribute's verifier cannot tell).
+  if (in.attr.getTailJobs() == 2 && in.attr.getMicrobatches() < 2 &&
+      !module->hasAttr(kTokenSliceSizesAttr) &&
+      llvm::none_of(module.getOps<func::FuncOp>(),
+                    [](func::FuncOp f) { return f->hasAttr(kTokenSliceAttr); }))
+    return func->emitError("rp.partition has tail_jobs = 2 with one "
+                           "microbatch and no token slices: two tail jobs "
+                           "take alternate microbatches or token slices; "
+                           "give microbatches >= 2, --token-slices, or "
+                           "tail_jobs = 1");
   std::string measuredPath = measured.str();
   if (measuredPath.empty())
     if (auto recorded = module.getContext()

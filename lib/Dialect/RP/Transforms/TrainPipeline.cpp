@@ -162,6 +162,9 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
     // searched again with the slices; stages the user gave are kept.
     slices.searchStages =
         options.stages.empty() && options.partitioner == Partitioner::rp;
+    // --tail-jobs given is kept; unset, `auto` slices of one sequence a
+    // step take one or two tail jobs by the prediction.
+    slices.tailJobs = options.tailJobs.hasValue() ? options.tailJobs : 0;
     pm.addPass(createPredictTokenSlicesPass(slices));
   }
   // After the loss fusion's choice, on the graph and partition it kept:

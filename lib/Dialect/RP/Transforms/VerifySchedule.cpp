@@ -46,6 +46,7 @@ struct Checker {
                            int producer);
   LogicalResult checkGradients();
   LogicalResult checkKeptKeys();
+  LogicalResult checkTailJobs();
   LogicalResult checkMemory();
   LogicalResult run();
 };
@@ -166,6 +167,41 @@ LogicalResult Checker::checkGradients() {
                << set
                << " are downloaded; the step's update needs all of "
                   "them";
+  return success();
+}
+
+/// A token-sliced schedule whose fused tail runs as several jobs: they
+/// take alternate slices, so the tail must keep no keys (its next slice
+/// would read rows the other job made, which no sweep or upload gives it).
+LogicalResult Checker::checkTailJobs() {
+  auto attr = op->getAttrOfType<IntegerAttr>(kTokenSlicesAttr);
+  if (!attr || attr.getInt() < 2)
+    return success();
+  unsigned perStep = std::max(1u, pl.jobsPerStep());
+  unsigned tails = 0;
+  for (unsigned j = 0; j < perStep && j < pl.jobs.size(); ++j)
+    tails += pl.jobs[j].kind == CommandKind::tail;
+  if (tails < 2)
+    return success();
+  std::vector<bool> keeps;
+  func::FuncOp func = in.func;
+  for (LayerOp l : func.getOps<LayerOp>())
+    keeps.push_back(l.walk([](AttentionOp) {
+                       return WalkResult::interrupt();
+                     }).wasInterrupted());
+  for (unsigned j = 0; j < perStep && j < pl.jobs.size(); ++j) {
+    const StageJob &job = pl.jobs[j];
+    if (job.kind != CommandKind::tail)
+      continue;
+    for (unsigned l = job.range.begin;
+         l < std::min<size_t>(job.range.end, keeps.size()); ++l)
+      if (keeps[l])
+        return op.emitOpError("runs the fused tail as ")
+               << tails << " jobs on alternate token slices, but its layer "
+               << l
+               << " keeps keys and values for the later slices; a tail of "
+                  "several jobs must keep none (the head alone)";
+  }
   return success();
 }
 
@@ -343,6 +379,8 @@ LogicalResult Checker::run() {
   if (!estimateTiming(pl.schedule, &stuck))
     return op.emitOpError("deadlocks: '")
            << stuck << "' waits, directly or through its queue, on itself";
+  if (failed(checkTailJobs()))
+    return failure();
   unsigned nf = 0;
   while (nf < pl.jobs.size() && pl.jobs[nf].kind == CommandKind::forward)
     ++nf;

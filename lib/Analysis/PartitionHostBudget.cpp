@@ -441,10 +441,10 @@ struct Hold {
   }
 
   /// Where no repaired merge of `repaired` (repairRound's, from `cur`)
-  /// meets `hostCap` staged bytes: the fastest joined by the next fastest
-  /// that change other stages (ListChange::apart), each kept where the
-  /// partition joined so far with it fits the devices and stages fewer
-  /// bytes, until `hostCap` is met or one merge per
+  /// meets `hostCap` staged bytes: the fastest that keeps the tail joined
+  /// by the next fastest that change other stages (ListChange::apart),
+  /// each kept where the partition joined so far with it fits the devices
+  /// and stages fewer bytes, until `hostCap` is met or one merge per
   /// kStagesPerJoinedMerge stages is taken; none where fewer than two
   /// are. Not exact: each round's repair walks every merge again (up to a
   /// stage count of walks, a stage count of neighbours a step), and a
@@ -483,13 +483,11 @@ struct Hold {
       if (taken.size() == most ||
           (!taken.empty() && joinedPeak.hostBytes <= hostCap))
         break;
-      // The tail moved changes both lists' ends: only the fastest's tail.
+      // A tail moved changes both lists' ends: only merges that keep it
+      // are joined (the first of them may be slower than the fastest).
       Sizes s = toSizes(repaired[i].p);
-      if (s.tail != from.tail) {
-        if (taken.empty())
-          return std::nullopt;
+      if (s.tail != from.tail)
         continue;
-      }
       Taken change{ListChange(curFwd, boundariesOf(s.fwd)),
                    ListChange(curBwd, boundariesOf(s.bwd))};
       if (taken.empty()) {

@@ -189,6 +189,11 @@ std::vector<Sizes> climbMoves(const Sizes &s) {
 /// about 75 stages) asks about 150 device peaks a step.
 constexpr unsigned kRepairLevelSteps = 16;
 
+/// Repaired merges taken at once (Hold::jump): at most one per this many
+/// stages, so a partition of fewer stages (Llama-3.1-8B's, 20 or so) keeps
+/// one a round, as before.
+constexpr unsigned kStagesPerJoinedMerge = 12;
+
 /// Rounds of the climb, and the memory plans made at once in it.
 constexpr unsigned kClimbRounds = 64;
 constexpr size_t kPlansAtOnce = 8;
@@ -222,6 +227,20 @@ struct Candidate {
   double ms = 0;
   bool usable = false;
 };
+
+/// The fastest move, the fewer staged bytes on ties, then the first in
+/// move order: the same walk on any thread count.
+bool before(const Candidate &a, const Candidate &b) {
+  return a.ms < b.ms || (a.ms == b.ms && a.peak.hostBytes < b.peak.hostBytes);
+}
+
+const Candidate *fastest(const std::vector<Candidate> &tried) {
+  const Candidate *best = nullptr;
+  for (const Candidate &c : tried)
+    if (c.usable && (!best || before(c, *best)))
+      best = &c;
+  return best;
+}
 
 /// The holds that took a slower partition near the fastest (slackHolds).
 std::mutex slackMutex;
@@ -421,6 +440,91 @@ struct Hold {
     return repaired;
   }
 
+  /// Where no repaired merge of `repaired` (repairRound's, from `cur`)
+  /// meets `hostCap` staged bytes: the fastest that keeps the tail joined
+  /// by the next fastest that change other stages (ListChange::apart),
+  /// each kept where the partition joined so far with it fits the devices
+  /// and stages fewer bytes, until `hostCap` is met or one merge per
+  /// kStagesPerJoinedMerge stages is taken; none where fewer than two
+  /// are. Not exact: each round's repair walks every merge again (up to a
+  /// stage count of walks, a stage count of neighbours a step), and a
+  /// hold that takes one repaired merge a round makes as many rounds as
+  /// merges it needs, so its cost grows as the cube of the stage count
+  /// (Qwen3-235B-A22B, about 75 stages: over 15 CPU minutes unfinished).
+  /// Joined, the merges are those the single rounds would not all have
+  /// taken (the next round's fastest is of the partition the first made).
+  std::optional<Candidate> jump(const Partition &cur,
+                                const std::vector<Candidate> &repaired,
+                                int64_t hostCap) {
+    Sizes from = toSizes(cur);
+    const unsigned most =
+        unsigned(from.fwd.size() + from.bwd.size()) / kStagesPerJoinedMerge;
+    if (most < 2)
+      return std::nullopt;
+    std::vector<size_t> order;
+    for (size_t i = 0; i < repaired.size(); ++i)
+      if (repaired[i].usable)
+        order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return before(repaired[a], repaired[b]);
+    });
+    if (order.empty() || repaired[order[0]].peak.hostBytes <= hostCap)
+      return std::nullopt;
+    const std::set<unsigned> curFwd = boundariesOf(from.fwd),
+                             curBwd = boundariesOf(from.bwd);
+    const unsigned fwdLayers = layers.size() - from.tail;
+    struct Taken {
+      ListChange fwd, bwd;
+    };
+    std::vector<Taken> taken;
+    Sizes joined;
+    DevicePeak joinedPeak;
+    for (size_t i : order) {
+      if (taken.size() == most ||
+          (!taken.empty() && joinedPeak.hostBytes <= hostCap))
+        break;
+      // A tail moved changes both lists' ends: only merges that keep it
+      // are joined (the first of them may be slower than the fastest).
+      Sizes s = toSizes(repaired[i].p);
+      if (s.tail != from.tail)
+        continue;
+      Taken change{ListChange(curFwd, boundariesOf(s.fwd)),
+                   ListChange(curBwd, boundariesOf(s.bwd))};
+      if (taken.empty()) {
+        taken.push_back(std::move(change));
+        joined = std::move(s);
+        joinedPeak = repaired[i].peak;
+        continue;
+      }
+      if (!std::all_of(taken.begin(), taken.end(), [&](const Taken &o) {
+            return change.fwd.apart(o.fwd, curFwd) &&
+                   change.bwd.apart(o.bwd, curBwd);
+          }))
+        continue;
+      auto join = [&](const std::vector<unsigned> &list, const ListChange &c) {
+        std::set<unsigned> b = boundariesOf(list);
+        for (unsigned d : c.dropped)
+          b.erase(d);
+        b.insert(c.added.begin(), c.added.end());
+        return listOf(b, fwdLayers);
+      };
+      Sizes next{join(joined.fwd, change.fwd), from.tail,
+                 join(joined.bwd, change.bwd)};
+      if (!fitsStageBytes(make(next), layers, cap))
+        continue;
+      DevicePeak peak = peakOf(next, joinedPeak.hostBytes - 1);
+      if (!peak.fits || peak.hostBytes >= joinedPeak.hostBytes)
+        continue;
+      taken.push_back(std::move(change));
+      joined = std::move(next);
+      joinedPeak = peak;
+    }
+    if (taken.size() < 2)
+      return std::nullopt;
+    double ms = msOf(joined);
+    return Candidate{make(joined), joinedPeak, ms, true};
+  }
+
   /// From `cur` (`curMs`), the climb under both budgets, the host's being
   /// `hostCap` staged bytes: merges keep every boundary they do not touch,
   /// and a boundary moved is often faster at the same staged bytes. Each
@@ -464,20 +568,6 @@ struct Hold {
     return cur;
   }
 };
-
-/// The fastest move, the fewer staged bytes on ties, then the first in
-/// move order: the same walk on any thread count.
-bool before(const Candidate &a, const Candidate &b) {
-  return a.ms < b.ms || (a.ms == b.ms && a.peak.hostBytes < b.peak.hostBytes);
-}
-
-const Candidate *fastest(const std::vector<Candidate> &tried) {
-  const Candidate *best = nullptr;
-  for (const Candidate &c : tried)
-    if (c.usable && (!best || before(c, *best)))
-      best = &c;
-  return best;
-}
 
 /// No host budget, a slack (SearchTarget::hostSlack): the same walk from
 /// the fastest partition `p`, each move the fastest that stages fewer
@@ -567,13 +657,20 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
   unsigned pastFit = 0;
   while (!fastestFit || pastFit++ < t.devices) {
     std::vector<Candidate> tried = hold.stagingRound(cur, curPeak);
-    if (!fastestFit && !fastest(tried))
+    bool joined = false;
+    if (!fastestFit && !fastest(tried)) {
       tried = hold.repairRound(cur, curPeak);
+      if (std::optional<Candidate> j =
+              hold.jump(cur, tried, t.hostStagedBytes)) {
+        tried.push_back(std::move(*j));
+        joined = true;
+      }
+    }
     for (const Candidate &c : tried)
       if (c.usable && c.peak.hostBytes <= t.hostStagedBytes &&
           (!fastestFit || before(c, *fastestFit)))
         fastestFit = c;
-    const Candidate *best = fastest(tried);
+    const Candidate *best = joined ? &tried.back() : fastest(tried);
     if (!best)
       break;
     cur = best->p;

@@ -76,8 +76,9 @@ DevicePeak mlir::rp::devicePeak(const Partition &p,
   return peak;
 }
 
-std::optional<DevicePeak>
-mlir::rp::peakUnder(const PeakFacts &facts, int64_t hostLimit, int64_t budget) {
+std::optional<DevicePeak> mlir::rp::peakUnder(const PeakFacts &facts,
+                                              int64_t hostLimit, int64_t budget,
+                                              int64_t skipOver) {
   if (!facts.known)
     return std::nullopt;
   DevicePeak peak;
@@ -85,13 +86,19 @@ mlir::rp::peakUnder(const PeakFacts &facts, int64_t hostLimit, int64_t budget) {
     peak.bytes = std::numeric_limits<int64_t>::max();
     return peak;
   }
-  // devicePeak's early answers, in its order: the bounds, then the host
-  // pool placed alone.
-  if (hostLimit > 0) {
+  // devicePeak's early answers, in its order: where a limit is asked, the
+  // cheap bounds first, then the host's pool alone (the hold's moves
+  // mostly fail one of them).
+  if (hostLimit > 0 || skipOver >= 0) {
+    if (!facts.bounded)
+      return std::nullopt;
     peak.bytes = facts.deviceBound;
     peak.hostBytes = facts.hostBound;
-    if (facts.hostBound > hostLimit || facts.deviceBound > budget)
+    if ((hostLimit > 0 && facts.hostBound > hostLimit) ||
+        (facts.deviceBound > budget && facts.deviceBound >= skipOver))
       return peak;
+  }
+  if (hostLimit > 0) {
     if (!facts.stagedHostBytes)
       return std::nullopt;
     peak.hostBytes = *facts.stagedHostBytes;
@@ -103,11 +110,13 @@ mlir::rp::peakUnder(const PeakFacts &facts, int64_t hostLimit, int64_t budget) {
 
 DevicePeak mlir::rp::learnPeak(PeakFacts &facts, const Partition &p,
                                llvm::ArrayRef<LayerCost> layers,
-                               const SearchTarget &t, int64_t hostLimit) {
-  if (std::optional<DevicePeak> known = peakUnder(facts, hostLimit, t.budget()))
+                               const SearchTarget &t, int64_t hostLimit,
+                               int64_t skipOver) {
+  if (std::optional<DevicePeak> known =
+          peakUnder(facts, hostLimit, t.budget(), skipOver))
     return *known;
-  // Learnt again from the start where a higher limit than before needs
-  // more: the buffers are not kept (a hold asks thousands of partitions),
+  // Learnt again from the start where a limit needs more than the facts
+  // hold: the buffers are not kept (a hold asks thousands of partitions),
   // and the limits a hold asks mostly fall.
   facts = PeakFacts();
   facts.known = true;
@@ -116,12 +125,19 @@ DevicePeak mlir::rp::learnPeak(PeakFacts &facts, const Partition &p,
     facts.lowered = true;
     const Pipeline &pl = built->first;
     MemoryPlan &mp = built->second;
-    std::vector<int64_t> bounds = liveBytesBounds(mp, pl.devices);
-    facts.hostBound = bounds.back();
-    bounds.pop_back();
-    facts.deviceBound = *std::max_element(bounds.begin(), bounds.end());
-    if (hostLimit <= 0 ||
-        (facts.hostBound <= hostLimit && facts.deviceBound <= t.budget())) {
+    bool over = false;
+    // The bounds only where a limit can stop at them: they cost a pass
+    // over the buffers that a plain devicePeak does not need.
+    if (hostLimit > 0 || skipOver >= 0) {
+      std::vector<int64_t> bounds = liveBytesBounds(mp, pl.devices);
+      facts.bounded = true;
+      facts.hostBound = bounds.back();
+      bounds.pop_back();
+      facts.deviceBound = *std::max_element(bounds.begin(), bounds.end());
+      over = (hostLimit > 0 && facts.hostBound > hostLimit) ||
+             (facts.deviceBound > t.budget() && facts.deviceBound >= skipOver);
+    }
+    if (!over) {
       HappensBefore hb(pl.schedule);
       mp.stagedHostBytes =
           placePool(mp, hb, pl.devices, /*largestFirstToo=*/false);
@@ -141,7 +157,7 @@ DevicePeak mlir::rp::learnPeak(PeakFacts &facts, const Partition &p,
       }
     }
   }
-  return *peakUnder(facts, hostLimit, t.budget());
+  return *peakUnder(facts, hostLimit, t.budget(), skipOver);
 }
 
 namespace {

@@ -2,7 +2,8 @@
 //
 // The form the partition searches move in (PartitionClimb.cpp's step-time
 // search, PartitionHostBudget.cpp's host hold): a partition as stage
-// sizes, and the moves of the tail both make. Private to lib/Analysis.
+// sizes, and the moves of the tail both make (and the host hold's
+// boundaries of a size list). Private to lib/Analysis.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,9 @@
 
 #include "rp/Analysis/Partition.h"
 
+#include <algorithm>
+#include <iterator>
+#include <set>
 #include <vector>
 
 namespace mlir::rp::moves {
@@ -38,6 +42,58 @@ inline Sizes toSizes(const Partition &p) {
 inline Partition toPartition(const Sizes &s, unsigned numLayers) {
   return partitionFromSizes(s.fwd, s.tail, s.bwd, numLayers);
 }
+
+/// A size list's boundaries: the layer after each stage but the last.
+inline std::set<unsigned> boundariesOf(const std::vector<unsigned> &list) {
+  std::set<unsigned> out;
+  unsigned at = 0;
+  for (size_t i = 0; i + 1 < list.size(); ++i)
+    out.insert(at += list[i]);
+  return out;
+}
+
+inline std::vector<unsigned> listOf(const std::set<unsigned> &bounds,
+                                    unsigned total) {
+  std::vector<unsigned> out;
+  unsigned from = 0;
+  for (unsigned b : bounds) {
+    out.push_back(b - from);
+    from = b;
+  }
+  out.push_back(total - from);
+  return out;
+}
+
+/// What a repaired merge changed in one of `cur`'s size lists: the
+/// boundaries it dropped and added, and the span of layers they lie in.
+struct ListChange {
+  std::set<unsigned> dropped, added;
+  unsigned lo = ~0u, hi = 0;
+
+  ListChange(const std::set<unsigned> &from, const std::set<unsigned> &to) {
+    std::set_difference(from.begin(), from.end(), to.begin(), to.end(),
+                        std::inserter(dropped, dropped.end()));
+    std::set_difference(to.begin(), to.end(), from.begin(), from.end(),
+                        std::inserter(added, added.end()));
+    for (const std::set<unsigned> *s : {&dropped, &added})
+      if (!s->empty()) {
+        lo = std::min(lo, *s->begin());
+        hi = std::max(hi, *s->rbegin());
+      }
+  }
+  bool empty() const { return dropped.empty() && added.empty(); }
+  /// Apart: a boundary of `cur` lies strictly between the two spans, so
+  /// no stage is changed by both.
+  bool apart(const ListChange &o, const std::set<unsigned> &cur) const {
+    if (empty() || o.empty())
+      return true;
+    const ListChange &a = lo <= o.lo ? *this : o, &b = lo <= o.lo ? o : *this;
+    if (a.hi >= b.lo)
+      return false;
+    auto it = cur.upper_bound(a.hi);
+    return it != cur.end() && *it < b.lo;
+  }
+};
 
 /// With `grow`, the tail grown by one layer (taken from the last forward
 /// stage and the deepest backward stage); with `shrink`, shrunk by one

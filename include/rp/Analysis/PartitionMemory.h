@@ -66,7 +66,9 @@ DevicePeak devicePeak(const Partition &p, llvm::ArrayRef<LayerCost> layers,
 struct PeakFacts {
   /// Whether anything was learnt yet, and whether the partition lowered.
   bool known = false, lowered = false;
-  /// liveBytesBounds: the fullest device's bound, the host pool's.
+  /// liveBytesBounds: the fullest device's bound, the host pool's, where
+  /// a limit asked for them (`bounded`).
+  bool bounded = false;
   int64_t deviceBound = 0, hostBound = 0;
   /// The host pool placed, where it was.
   std::optional<int64_t> stagedHostBytes;
@@ -77,14 +79,17 @@ struct PeakFacts {
 /// devicePeak(p, layers, target, hostLimit) from `facts` where they hold
 /// enough to answer it; std::nullopt where not (learnPeak then).
 std::optional<DevicePeak> peakUnder(const PeakFacts &facts, int64_t hostLimit,
-                                    int64_t budget);
+                                    int64_t budget, int64_t skipOver = -1);
 
 /// Adds to `facts` what devicePeak(p, layers, target, hostLimit) needs
 /// (the same steps in the same order), and returns its answer. `p` must be
-/// the partition `facts` were learnt of.
+/// the partition `facts` were learnt of. devicePeak gives the same
+/// answer with no facts (PeakFactsAnswerEveryLimitAsDevicePeak holds the
+/// two equal) and can hand back its placed plan.
 DevicePeak learnPeak(PeakFacts &facts, const Partition &p,
                      llvm::ArrayRef<LayerCost> layers,
-                     const SearchTarget &target, int64_t hostLimit);
+                     const SearchTarget &target, int64_t hostLimit,
+                     int64_t skipOver = -1);
 
 struct MemorySearchResult {
   /// The fastest lean partition that fits, when one does.

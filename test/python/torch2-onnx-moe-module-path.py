@@ -38,11 +38,16 @@ def model(scopes):
         entry.value = repr(scopes)
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["l"]),
-         helper.make_node("Softmax", ["l"], ["p"], axis=-1), topk],
+         helper.make_node("Softmax", ["l"], ["p"], axis=-1), topk,
+         # (The experts' one-hot mask: a TopK whose choices no expert
+         # reads is imported op by op.)
+         helper.make_node("OneHot", ["i", "depth", "onoff"], ["mask"])],
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
         [helper.make_tensor_value_info("v", TensorProto.FLOAT, [4, 2])],
         [numpy_helper.from_array(np.ones((8, 4), np.float32), "w"),
-         numpy_helper.from_array(np.array([2], np.int64), "k")])
+         numpy_helper.from_array(np.array([2], np.int64), "k"),
+         numpy_helper.from_array(np.array(4, np.int64), "depth"),
+         numpy_helper.from_array(np.array([0, 1], np.int64), "onoff")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 

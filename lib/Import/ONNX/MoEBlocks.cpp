@@ -192,7 +192,10 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     b.isSigmoid = true;
     topKIndex = b.sigmoid.expertTopK;
   }
-  knownRouter = true;
+  // (A softmax router whose choices reach no expert is imported op by op:
+  // JetMoE's experts picked by a comparison with every class, as
+  // rp.onnx_patches writes them.)
+  knownRouter = b.isSigmoid;
   const onnx::NodeProto &topK = g.graph.node(topKIndex);
   auto k =
       topK.input_size() == 2 ? g.scalarInt(inputOf(topK, 1)) : std::nullopt;

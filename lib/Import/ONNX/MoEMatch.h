@@ -83,8 +83,10 @@ public:
 
   FailureOr<MoEMatch> match(int topKIndex);
 
-  /// Set by match when the TopK's scores are of a router form it knows
-  /// (softmax, or sigmoid plus a bias), whether the rest matched or not.
+  /// Set by match when the TopK's scores are a group-limited sigmoid
+  /// router's (sigmoid plus a bias), whether the rest matched or not: its
+  /// first TopK only chooses groups, and keeps its error even when no
+  /// expert reads its choices.
   bool knownRouter = false;
 
 private:

@@ -156,8 +156,13 @@ def _source(path, model, tokens, out):
         # stops the dynamo exporter: TorchScript exports the eager loop and
         # dynamo the batched_mm form, as docs/moe.md says (torch.export
         # stops at a data-dependent guard in the eager loop).
+        # JetMoE's mixtures split their tokens by a .tolist() of the
+        # routing: exported in rp.trace's form (rp.onnx_forms), as a user
+        # exports them.
+        import rp.onnx_forms
         with experts_implementation(
-                model, "eager" if path == "torchscript" else "batched_mm"):
+                model, "eager" if path == "torchscript" else "batched_mm"), \
+                rp.onnx_forms.exportable(model):
             if path == "torchscript":
                 # The symbolics the TorchScript exporter lacks (expm1,
                 # rms_norm, linalg_solve_triangular) or gets wrong

@@ -192,7 +192,10 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     b.isSigmoid = true;
     topKIndex = b.sigmoid.expertTopK;
   }
-  knownRouter = true;
+  // (A softmax router whose choices reach no expert is imported op by op:
+  // JetMoE's experts picked by a comparison with every class, as
+  // rp.onnx_patches writes them.)
+  knownRouter = b.isSigmoid;
   const onnx::NodeProto &topK = g.graph.node(topKIndex);
   auto k =
       topK.input_size() == 2 ? g.scalarInt(inputOf(topK, 1)) : std::nullopt;
@@ -319,6 +322,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
       Expert stacked{e->gateUp, e->gateUp, e->down};
       stacked.stacked = b.stacked = b.batched = true;
       stacked.gateFirst = b.gateFirst = e->gateFirst;
+      b.weighing.insert(i);
       b.experts.push_back(stacked);
     } else if (std::optional<OssExpert> e;
                op == "Mul" && !b.batched &&
@@ -326,6 +330,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
       Expert stacked{e->gateUp, e->gateUp, e->down};
       stacked.stacked = b.stacked = b.batched = true;
       b.oss = e;
+      b.weighing.insert(i);
       b.experts.push_back(stacked);
     } else if (op == "Mul") {
       for (const std::string &in : node.input()) {
@@ -416,6 +421,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
           b.oss = oss;
         }
         b.experts.push_back(*expert);
+        b.expertOutputs.insert(in);
       }
     }
   }
@@ -453,7 +459,7 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
     b.nodes.insert(sum);
     b.last = sum;
     b.output = outputOf(g.graph.node(sum), 0);
-    return b;
+    return checked(b, topKIndex);
   }
   if (!depth)
     return error(topK, topKIndex)
@@ -492,5 +498,19 @@ FailureOr<MoEMatch> Matcher::match(int topKIndex) {
             "so every expert gets one, or trace the model with rp.trace";
     return diag;
   }
-  return b;
+  return checked(b, topKIndex);
+}
+
+FailureOr<MoEMatch> Matcher::checked(MoEMatch &b, int topKIndex) {
+  // Every region node is dropped with the block: one whose effect the MoE
+  // node does not reproduce is refused rather than lost.
+  auto bad = uncheckedRegionNode(g, b, topKIndex);
+  if (!bad)
+    return b;
+  return error(g.graph.node(bad->first), bad->first)
+         << bad->second
+         << ", which the rp.moe ops replacing the block would not reproduce "
+            "(rp-import drops every node of the block's routing); trace the "
+            "model with rp.trace, or export the block in a form docs/moe.md "
+            "lists";
 }

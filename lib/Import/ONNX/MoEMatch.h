@@ -18,6 +18,7 @@
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::rp::onnx_import::moe {
 
@@ -58,7 +59,17 @@ struct MoEMatch {
   SigmoidRouter sigmoid;
   llvm::DenseSet<int> nodes;
   int last = -1;
+  /// The values the matcher recognised as an expert's output (weighted by
+  /// the routing), and the weighting Muls it checked whole (batched_mm).
+  llvm::StringSet<> expertOutputs;
+  llvm::DenseSet<int> weighing;
 };
+
+/// The first node of `b`'s region (after the TopK at `topK`) whose effect
+/// the replacement MoE node does not reproduce, and what it computes
+/// (MoERegionCheck.cpp); nullopt when every node is accounted for.
+std::optional<std::pair<int, std::string>>
+uncheckedRegionNode(const GraphIndex &g, const MoEMatch &b, int topK);
 
 /// (i, n) when `index` is the i-th of the n experts the routing hit: the
 /// expert loop of transformers 5 runs over `NonZero(hit)` split into one
@@ -72,8 +83,10 @@ public:
 
   FailureOr<MoEMatch> match(int topKIndex);
 
-  /// Set by match when the TopK's scores are of a router form it knows
-  /// (softmax, or sigmoid plus a bias), whether the rest matched or not.
+  /// Set by match when the TopK's scores are a group-limited sigmoid
+  /// router's (sigmoid plus a bias), whether the rest matched or not: its
+  /// first TopK only chooses groups, and keeps its error even when no
+  /// expert reads its choices.
   bool knownRouter = false;
 
 private:
@@ -90,6 +103,8 @@ private:
            << ": a mixture-of-experts block (TopK routing) rp-import cannot "
               "map: ";
   }
+  /// `b`, or the error naming a region node it does not account for.
+  FailureOr<MoEMatch> checked(MoEMatch &b, int topKIndex);
   int indexOf(const onnx::NodeProto *node) const {
     return g.producer.lookup(outputOf(*node, 0));
   }

@@ -587,7 +587,8 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     if (m.backwardMs >= 0)
       it->backwardMs = m.backwardMs;
     it->measured = true;
-    // Its own times win over its calls' (docs/sim.md, "Measured times").
+    // Its own times win over its calls' (docs/sim.md, the row "measured times"
+    // of its model table).
     it->measuredOps = 0;
     // The file times the layer's recompute and backward whole; the
     // gradients' accumulation is no layer's program, so the model times it

@@ -26,7 +26,7 @@
 // model's. Where a program is timed by its layers above, the layers' time
 // wins: it is the whole program as the executor ran it (its calls, the
 // gaps between them and what no op entry names), where the op entries add
-// up only the calls (docs/sim.md, "Measured times").
+// up only the calls (docs/sim.md, the row "measured times" of its model table).
 //
 //===----------------------------------------------------------------------===//
 

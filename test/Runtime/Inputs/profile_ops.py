@@ -30,10 +30,30 @@ def call_key(c):
 
 profiled = {p for p, prog in enumerate(timed["programs"])
             if any(call_key(c) in named for c in prog["calls"])}
+# The two plans may order their jobs differently (the schedule follows
+# the estimated times): a job is matched by its label, device, queue,
+# program name and copies, in order among equals.
+
+
+def ident(plan, job):
+    prog = plan["programs"][job["program"]]["name"] if job["kind"] == "run" else ""
+    copies = tuple(c["bytes"] for c in job.get("copies", []))
+    return (job.get("label"), job.get("device", 0), job.get("queue"), prog, copies)
+
+
+def times(plan):
+    out = {}
+    for j in plan["jobs"]:
+        out.setdefault(ident(plan, j), []).append(j.get("predicted_ms", 0))
+    return out
+
+
+before = times(base)
 changed, kept = True, True
-for a, b in zip(base["jobs"], timed["jobs"]):
-    moved = a.get("predicted_ms", 0) != b.get("predicted_ms", 0)
-    if b["kind"] == "run" and b["program"] in profiled:
+for j in timed["jobs"]:
+    old = before[ident(timed, j)].pop(0)
+    moved = old != j.get("predicted_ms", 0)
+    if j["kind"] == "run" and j["program"] in profiled:
         changed = changed and moved
     else:
         kept = kept and not moved

@@ -18,8 +18,10 @@ rp::timing::parseMeasuredTimes(const std::string &text,
     error = "measured profile '" + source + "': " + what;
     return std::nullopt;
   };
-  if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array())
-    return fail("expected an object with a \"layers\" array");
+  if (!j.is_object() || !(j.contains("layers") || j.contains("ops")) ||
+      (j.contains("layers") && !j["layers"].is_array()))
+    return fail("expected an object with a \"layers\" array (or an "
+                "\"ops\" array)");
   MeasuredTimes times;
   if (j.contains("hw") && j["hw"].is_string())
     times.hw = j["hw"].get<std::string>();
@@ -31,8 +33,11 @@ rp::timing::parseMeasuredTimes(const std::string &text,
     times.backwardIncludesAccumulation =
         j["backward_includes_accumulation"].get<bool>();
   }
-  for (size_t i = 0; i < j["layers"].size(); ++i) {
-    const nlohmann::json &l = j["layers"][i];
+  const nlohmann::json noLayers = nlohmann::json::array();
+  const nlohmann::json &layerList =
+      j.contains("layers") ? j["layers"] : noLayers;
+  for (size_t i = 0; i < layerList.size(); ++i) {
+    const nlohmann::json &l = layerList[i];
     if (!l.is_object() || !l.contains("name") || !l["name"].is_string())
       return fail("layers[" + std::to_string(i) + "] needs a \"name\"");
     std::string name = l["name"].get<std::string>();
@@ -55,7 +60,116 @@ rp::timing::parseMeasuredTimes(const std::string &text,
     times.layers[name] = t;
     times.order.push_back(name);
   }
+  if (!j.contains("ops"))
+    return times;
+  if (!j.contains("ops_format") || !j["ops_format"].is_number_integer())
+    return fail("an \"ops\" section needs \"ops_format\": " +
+                std::to_string(kMeasuredOpsFormat));
+  if (j["ops_format"].get<int64_t>() != kMeasuredOpsFormat)
+    return fail("\"ops_format\" " + j["ops_format"].dump() +
+                " is not the one this build reads (" +
+                std::to_string(kMeasuredOpsFormat) +
+                "); measure again with this build's rp-run --profile");
+  if (!j["ops"].is_array())
+    return fail("\"ops\" must be an array");
+  for (size_t i = 0; i < j["ops"].size(); ++i) {
+    const nlohmann::json &o = j["ops"][i];
+    std::string where = "ops[" + std::to_string(i) + "]";
+    if (!o.is_object() || !o.contains("op") || !o["op"].is_string())
+      return fail(where + " needs an \"op\" (an op kind name)");
+    MeasuredOpTime t;
+    t.op = o["op"].get<std::string>();
+    if (kernelOpIndex(t.op) < 0)
+      return fail(where + ": \"" + t.op + "\" is not an op kind of plan.fbs");
+    if (!o.contains("dtype") || !o["dtype"].is_string())
+      return fail(where + " needs a \"dtype\" (an element type name)");
+    t.dtype = o["dtype"].get<std::string>();
+    for (auto [key, shapes] :
+         {std::pair<const char *, std::vector<std::vector<int64_t>> *>{
+              "inputs", &t.inputs},
+          {"outputs", &t.outputs}}) {
+      auto bad = [&] {
+        return fail(where + ": \"" + key +
+                    "\" must be an array of shapes (arrays of sizes, at "
+                    "least 0)");
+      };
+      if (!o.contains(key) || !o[key].is_array())
+        return bad();
+      for (const nlohmann::json &shape : o[key]) {
+        if (!shape.is_array())
+          return bad();
+        std::vector<int64_t> dims;
+        for (const nlohmann::json &d : shape) {
+          if (!d.is_number_integer() || d.get<int64_t>() < 0)
+            return bad();
+          dims.push_back(d.get<int64_t>());
+        }
+        shapes->push_back(std::move(dims));
+      }
+    }
+    if (!o.contains("ms") || !o["ms"].is_number() || o["ms"].get<double>() < 0)
+      return fail(where + ": \"ms\" must be a number of milliseconds, at "
+                          "least 0");
+    t.ms = o["ms"].get<double>();
+    if (!o.contains("calls") || !o["calls"].is_number_integer() ||
+        o["calls"].get<int64_t>() < 1)
+      return fail(where + ": \"calls\" must be how many calls were timed, "
+                          "at least 1");
+    t.calls = o["calls"].get<uint64_t>();
+    std::string key = measuredOpKey(t.op, t.dtype, t.inputs, t.outputs);
+    if (times.ops.count(key))
+      return fail(where + ": '" + key + "' is listed twice");
+    times.ops[key] = std::move(t);
+  }
   return times;
+}
+
+std::string
+rp::timing::measuredOpKey(const std::string &op, const std::string &dtype,
+                          const std::vector<std::vector<int64_t>> &inputs,
+                          const std::vector<std::vector<int64_t>> &outputs) {
+  std::string key = op + " " + dtype;
+  auto add = [&](const std::vector<int64_t> &shape) {
+    key += " [";
+    for (size_t i = 0; i < shape.size(); ++i)
+      key += (i ? "," : "") + std::to_string(shape[i]);
+    key += "]";
+  };
+  for (const auto &s : inputs)
+    add(s);
+  key += " ->";
+  for (const auto &s : outputs)
+    add(s);
+  return key;
+}
+
+std::string rp::timing::measuredOpKey(uint16_t op, const CallOperands &call) {
+  std::vector<std::vector<int64_t>> in, out;
+  for (const Operand &o : call.inputs)
+    in.push_back(o.shape);
+  for (const Operand &o : call.outputs)
+    out.push_back(o.shape);
+  return measuredOpKey(kernelOpName(op), call.dtype, in, out);
+}
+
+std::optional<double> rp::timing::measuredCallMs(const MeasuredTimes *times,
+                                                 uint16_t op,
+                                                 const CallOperands &call) {
+  if (!times || times->ops.empty())
+    return std::nullopt;
+  auto it = times->ops.find(measuredOpKey(op, call));
+  if (it == times->ops.end())
+    return std::nullopt;
+  return it->second.ms;
+}
+
+double rp::timing::timedCallMs(const HardwareModel &hw,
+                               const MeasuredTimes *measured, uint16_t op,
+                               const CallOperands &call,
+                               const std::vector<int64_t> &ints) {
+  if (std::optional<double> ms = measuredCallMs(measured, op, call))
+    return *ms;
+  return callMs(hw, op, call, ints);
 }
 
 std::optional<MeasuredTimes>
@@ -93,6 +207,18 @@ std::string rp::timing::formatMeasuredTimes(const MeasuredTimes &times) {
   if (times.backwardIncludesAccumulation)
     doc["backward_includes_accumulation"] = true;
   doc["layers"] = std::move(list);
+  if (!times.ops.empty()) {
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    for (const auto &[key, t] : times.ops)
+      ops.push_back({{"op", t.op},
+                     {"dtype", t.dtype},
+                     {"inputs", t.inputs},
+                     {"outputs", t.outputs},
+                     {"ms", ms(t.ms)},
+                     {"calls", t.calls}});
+    doc["ops_format"] = kMeasuredOpsFormat;
+    doc["ops"] = std::move(ops);
+  }
   return doc.dump(2) + "\n";
 }
 

@@ -9,6 +9,7 @@
 #include "rp/timing/Assumptions.h"
 #include "rp/timing/Continuous.h"
 #include "rp/timing/Hardware.h"
+#include "rp/timing/Measured.h"
 
 #include <gtest/gtest.h>
 
@@ -572,5 +573,93 @@ TEST(HostModelTest, HostCoresField) {
     ASSERT_TRUE(shipped) << name << ": " << error;
     EXPECT_EQ(shipped->hostCores, 0) << name;
     EXPECT_EQ(modelLeavesOut(*shipped), kModelLeavesOut) << name;
+  }
+}
+
+/// A measured profile's "ops" change exactly the calls they name: one
+/// matmul shape takes its measured time (launches included), a matmul of
+/// another shape and every other op keep the model's, and the file reads
+/// back what it wrote.
+TEST(HostModelTest, MeasuredOpsChangeOnlyTheCallsTheyName) {
+  std::string error;
+  std::optional<HardwareModel> hw = loadHardwareModel("rtx4090", error);
+  ASSERT_TRUE(hw) << error;
+  auto operands = [](std::vector<std::vector<int64_t>> in,
+                     std::vector<std::vector<int64_t>> out) {
+    CallOperands c;
+    for (auto &s : in)
+      c.inputs.push_back({s, 4});
+    for (auto &s : out)
+      c.outputs.push_back({s, 4});
+    return c;
+  };
+  CallOperands named = operands({{64, 128}, {128, 256}}, {{64, 256}});
+  CallOperands other = operands({{64, 128}, {128, 512}}, {{64, 512}});
+  MeasuredTimes times;
+  MeasuredOpTime t{"matmul",    "f32", {{64, 128}, {128, 256}},
+                   {{64, 256}}, 7.5,   3};
+  times.ops[measuredOpKey(t.op, t.dtype, t.inputs, t.outputs)] = t;
+  uint16_t matmul = uint16_t(kernelOpIndex("matmul"));
+  EXPECT_EQ(timedCallMs(*hw, &times, matmul, named, {0, 0}), 7.5);
+  EXPECT_EQ(timedCallMs(*hw, &times, matmul, other, {0, 0}),
+            callMs(*hw, matmul, other, {0, 0}));
+  EXPECT_EQ(timedCallMs(*hw, nullptr, matmul, named, {0, 0}),
+            callMs(*hw, matmul, named, {0, 0}));
+  int changed = 0;
+  for (const char *name : {"add", "mul", "exp", "silu", "matmul", "softmax",
+                           "transpose", "cast"}) {
+    uint16_t op = uint16_t(kernelOpIndex(name));
+    double model = callMs(*hw, op, named, {0, 0});
+    double timed = timedCallMs(*hw, &times, op, named, {0, 0});
+    changed += model != timed;
+    if (op != matmul)
+      EXPECT_EQ(model, timed) << kernelOpName(op);
+  }
+  EXPECT_EQ(changed, 1);
+  std::optional<MeasuredTimes> back =
+      parseMeasuredTimes(formatMeasuredTimes(times), "t.json", error);
+  ASSERT_TRUE(back) << error;
+  ASSERT_EQ(back->ops.size(), 1u);
+  EXPECT_EQ(back->ops.begin()->second.calls, 3u);
+  EXPECT_EQ(formatMeasuredTimes(*back), formatMeasuredTimes(times));
+}
+
+/// A malformed "ops" section is refused with what is wrong and where.
+TEST(HostModelTest, MalformedMeasuredOpsAreRefused) {
+  const char *op = R"({"op": "matmul", "dtype": "f32", "inputs": [[2, 3]],
+                       "outputs": [[2, 3]], "ms": 1, "calls": 2})";
+  auto parse = [&](const std::string &text, std::string &error) {
+    return parseMeasuredTimes(text, "bad.json", error);
+  };
+  std::string error;
+  ASSERT_TRUE(
+      parse(std::string(R"({"ops_format": 1, "ops": [)") + op + "]}", error))
+      << error;
+  struct Case {
+    std::string text, message;
+  };
+  std::vector<Case> cases = {
+      {std::string(R"({"ops": [)") + op + "]}", "needs \"ops_format\": 1"},
+      {std::string(R"({"ops_format": 2, "ops": [)") + op + "]}",
+       "\"ops_format\" 2 is not the one this build reads (1)"},
+      {R"({"ops_format": 1, "ops": [{"op": "nope", "dtype": "f32"}]})",
+       "\"nope\" is not an op kind"},
+      {R"({"ops_format": 1, "ops": [{"op": "add", "dtype": "f32",
+          "inputs": [[-1]], "outputs": [], "ms": 1, "calls": 1}]})",
+       "\"inputs\" must be an array of shapes"},
+      {R"({"ops_format": 1, "ops": [{"op": "add", "dtype": "f32",
+          "inputs": [], "outputs": [], "ms": -1, "calls": 1}]})",
+       "\"ms\" must be a number of milliseconds"},
+      {R"({"ops_format": 1, "ops": [{"op": "add", "dtype": "f32",
+          "inputs": [], "outputs": [], "ms": 1, "calls": 0}]})",
+       "\"calls\" must be how many calls were timed"},
+      {std::string(R"({"ops_format": 1, "ops": [)") + op + "," + op + "]}",
+       "is listed twice"},
+  };
+  for (const Case &c : cases) {
+    error.clear();
+    EXPECT_FALSE(parse(c.text, error)) << c.text;
+    EXPECT_NE(error.find(c.message), std::string::npos) << error;
+    EXPECT_NE(error.find("bad.json"), std::string::npos) << error;
   }
 }

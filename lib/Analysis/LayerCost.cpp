@@ -6,6 +6,7 @@
 
 #include "rp/Dialect/RP/RPOps.h"
 #include "rp/timing/Hardware.h"
+#include "rp/timing/Measured.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
@@ -31,6 +32,9 @@ struct Kernel {
   /// The launches the host issues for it as the cuda device makes them
   /// (timing::kernelLaunches: 0 for a view, several for a MoE call).
   unsigned launches = 1;
+  /// The plan kernel call it is, as a measured profile's "ops" name it
+  /// (timing::measuredOpKey); empty where it is no one call of the plan.
+  std::string key;
 };
 
 /// The kernels an op launches in forward and, when some operand needs a
@@ -94,7 +98,24 @@ Kernel forwardKernel(Operation *op) {
     ints = {combine.getWeights() != nullptr}; // as PlanExportMoE writes it
   ::rp::timing::KernelWork w =
       ::rp::timing::kernelWork(uint16_t(index), in, out, ints);
-  return {int64_t(w.flops), int64_t(w.bytes), w.groups, w.launches};
+  // The call's element type as the plan's calls have it: the first
+  // floating-point operand's.
+  std::string dtype = "f32";
+  for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
+    if (auto t = dyn_cast<RankedTensorType>(v.getType());
+        t && isa<FloatType>(t.getElementType())) {
+      llvm::raw_string_ostream os(dtype);
+      dtype.clear();
+      t.getElementType().print(os);
+      break;
+    }
+  std::vector<std::vector<int64_t>> inShapes, outShapes;
+  for (const ::rp::timing::Operand &o : in)
+    inShapes.push_back(o.shape);
+  for (const ::rp::timing::Operand &o : out)
+    outShapes.push_back(o.shape);
+  return {int64_t(w.flops), int64_t(w.bytes), w.groups, w.launches,
+          ::rp::timing::measuredOpKey(kind, dtype, inShapes, outShapes)};
 }
 
 /// rp.linear_cross_entropy as the kernels its chunks run: the head's
@@ -165,6 +186,8 @@ OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
   if (auto mm = dyn_cast<MatmulOp>(op)) {
     // Each operand that needs a gradient costs one more matmul of the same
     // size: dA = dC·Bᵀ, dB = Aᵀ·dC.
+    // Their shapes are not the forward's: no measured time of its own.
+    kernel.key.clear();
     for (Value operand : {mm.getLhs(), mm.getRhs()})
       if (needsGrad(operand))
         k.backward.push_back(kernel);
@@ -173,6 +196,7 @@ OpKernels kernelsOf(Operation *op, llvm::function_ref<bool(Value)> needsGrad) {
   if (auto gm = dyn_cast<MoEGroupedMatmulOp>(op)) {
     // As a matmul: the rows' gradient and the experts' weight gradient
     // are grouped matmuls of the same size.
+    kernel.key.clear();
     for (Value operand : {gm.getInput(), gm.getWeight()})
       if (needsGrad(operand))
         k.backward.push_back(kernel);
@@ -254,7 +278,7 @@ int64_t peakWorkBytes(Block &body) {
 /// instead, a third fewer bytes; charged as an add, the estimate is high
 /// by that on one microbatch in M.
 double accumulateMs(Type type, const ::rp::timing::HardwareModel &model,
-                    LayerCost &cost) {
+                    const MeasuredProfile *measured, LayerCost &cost) {
   auto tensor = cast<RankedTensorType>(type);
   ::rp::timing::Operand o;
   o.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
@@ -267,13 +291,32 @@ double accumulateMs(Type type, const ::rp::timing::HardwareModel &model,
   std::string dtype;
   llvm::raw_string_ostream os(dtype);
   tensor.getElementType().print(os);
+  ::rp::timing::CallOperands call{{o, o}, {o}, dtype};
+  if (std::optional<double> ms =
+          ::rp::timing::measuredCallMs(measured, uint16_t(index), call)) {
+    ++cost.measuredOps;
+    return *ms;
+  }
   return model.kernelMs(uint16_t(index),
                         {double(w.flops), double(w.bytes), 1, w.groups}, dtype);
 }
 
-/// A kernel of op kind `op` (a plan op kind name) in element type `dtype`.
+/// A kernel of op kind `op` (a plan op kind name) in element type `dtype`:
+/// its measured time where `measured` (may be null) names its call, as the
+/// sim and the plan's prediction time that call (timing::timedCallMs),
+/// counted in `count`; else the model's.
 double kernelMs(const Kernel &kernel, StringRef op, const std::string &dtype,
-                const ::rp::timing::HardwareModel &model) {
+                const ::rp::timing::HardwareModel &model,
+                const MeasuredProfile *measured = nullptr,
+                unsigned *count = nullptr) {
+  if (measured && !kernel.key.empty()) {
+    auto it = measured->ops.find(kernel.key);
+    if (it != measured->ops.end()) {
+      if (count)
+        ++*count;
+      return it->second.ms;
+    }
+  }
   std::string kind = op.str();
   std::replace(kind.begin(), kind.end(), '.', '_');
   int index = ::rp::timing::kernelOpIndex(kind);
@@ -363,7 +406,8 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         cost.paramBytes += bytes;
         if (param.getTrainable()) {
           cost.gradBytes += bytes;
-          cost.accumulateMs += accumulateMs(operand.getType(), model, cost);
+          cost.accumulateMs +=
+              accumulateMs(operand.getType(), model, measured, cost);
           cost.trainableElements += param.getType().getNumElements();
         }
       } else {
@@ -406,12 +450,14 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
       for (const Kernel &k : kernels.forward) {
         cost.forwardFlops += k.flops;
         cost.forwardTraffic += k.traffic;
-        opMs.back() += kernelMs(k, name, dtype, model);
+        double ms =
+            kernelMs(k, name, dtype, model, measured, &cost.measuredOps);
+        opMs.back() += ms;
         opWork.back().first += k.flops;
         opWork.back().second += k.traffic;
-        cost.forwardMs += kernelMs(k, name, dtype, model);
+        cost.forwardMs += ms;
         if (isa<AttentionOp>(inner))
-          cost.attentionForwardMs += kernelMs(k, name, dtype, model);
+          cost.attentionForwardMs += ms;
         ++cost.kernels;
         dispatch.forwardCalls += k.launches;
       }
@@ -454,6 +500,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     // them once: what backwardFlops reports in place of the rule's.
     int64_t sweepFlops = 0, sweepTraffic = 0;
     size_t sweepCalls = 0;
+    unsigned sweepMeasured = 0;
     double sweepAttentionMs = 0;
     auto timeOp = [&](Operation &o) {
       Type type = computeType(&o);
@@ -469,7 +516,8 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         sweepTraffic += k.traffic;
         sweepCalls += k.launches;
       }
-      double ms = kernelMs(k, o.getName().stripDialect(), dtype, model);
+      double ms = kernelMs(k, o.getName().stripDialect(), dtype, model,
+                           measured, &sweepMeasured);
       if (isa<AttentionOp, AttentionGradOp>(o))
         sweepAttentionMs += ms;
       return ms;
@@ -485,6 +533,7 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
         cost.backwardFlops = sweepFlops;
         cost.backwardTraffic = sweepTraffic;
         dispatches.back().backwardCalls = sweepCalls;
+        cost.measuredOps += sweepMeasured;
       }
       cost.recomputePeakBytes = bwd->forwardPeak;
       cost.keptBytes = bwd->keptBytes;
@@ -538,6 +587,9 @@ mlir::rp::analyzeLayerCosts(func::FuncOp func, const HardwareProfile &hw,
     if (m.backwardMs >= 0)
       it->backwardMs = m.backwardMs;
     it->measured = true;
+    // Its own times win over its calls' (docs/sim.md, the row "measured times"
+    // of its model table).
+    it->measuredOps = 0;
     // The file times the layer's recompute and backward whole; the
     // gradients' accumulation is no layer's program, so the model times it
     // still, as the sim does (measuredProgramMs), unless the file's

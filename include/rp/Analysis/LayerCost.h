@@ -94,6 +94,9 @@ struct LayerCost {
   double attentionBackwardMs = 0;
   /// True when a measured profile gave any of the times.
   bool measured = false;
+  /// Kernels timed by a measured profile's "ops" (forward, the backward
+  /// sweep, the gradient adds); 0 where its per-layer times replace them.
+  unsigned measuredOps = 0;
 
   /// What a backward's recompute costs (the plan's recompute program).
   double backwardRecomputeMs() const {

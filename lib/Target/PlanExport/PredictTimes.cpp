@@ -91,7 +91,8 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
       for (const pf::KernelCall *c : *calls) {
         std::vector<int64_t> ints;
         timing::CallOperands call = operandsOf(c, ints);
-        ms += timing::callMs(hw, uint16_t(c->op()), call, ints);
+        // Its measured time where the file's "ops" name it, as the sim.
+        ms += timing::timedCallMs(hw, measured, uint16_t(c->op()), call, ints);
       }
     if (measured && programs->Get(p)->name()) {
       // A fused tail runs forward and backward without recompute; its

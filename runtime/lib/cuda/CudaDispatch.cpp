@@ -565,9 +565,10 @@ Status runCall(const DispatchContext &dctx, const Plan &plan,
 
 } // namespace
 
-Status rp::runtime::cuda::runProgram(const DispatchContext &ctx,
-                                     const Plan &plan, uint32_t index,
-                                     const BufferAddresses &buffers) {
+Status rp::runtime::cuda::runProgram(
+    const DispatchContext &ctx, const Plan &plan, uint32_t index,
+    const BufferAddresses &buffers,
+    const std::function<Status(size_t call, bool before)> &around) {
   if (Status s = fromCuda(cudaSetDevice(ctx.device), "cudaSetDevice");
       s.failed())
     return s;
@@ -578,9 +579,15 @@ Status rp::runtime::cuda::runProgram(const DispatchContext &ctx,
   (void)cudaGetLastError();
   const ProgramDesc &program = plan.programs[index];
   for (size_t i = 0; i < program.calls.size(); ++i) {
+    if (around)
+      if (Status s = around(i, true); s.failed())
+        return s;
     Status s = runCall(ctx, plan, index, i, buffers);
     if (s.failed())
       return callFailed(program, i, s);
+    if (around)
+      if (Status s = around(i, false); s.failed())
+        return s;
   }
   return Status::ok();
 }

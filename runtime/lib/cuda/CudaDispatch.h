@@ -12,6 +12,7 @@
 
 #include "CudaKernels.h"
 #include "CudaStatus.h"
+#include <functional>
 
 #include "rp/runtime/kernels/OpKinds.h"
 
@@ -51,8 +52,12 @@ struct DispatchContext {
 /// stream-ordered pool (cudaMallocAsync / cudaFreeAsync on the stream), so
 /// a step allocates nothing from the driver once the pool has grown to the
 /// largest call. A failure names the program, the call and its op.
-Status runProgram(const DispatchContext &ctx, const Plan &plan,
-                  uint32_t program, const BufferAddresses &buffers);
+/// `around`, where given, is called before (true) and after (false) each
+/// call's work is enqueued: rp-run --profile's events (CudaQueue).
+Status runProgram(
+    const DispatchContext &ctx, const Plan &plan, uint32_t program,
+    const BufferAddresses &buffers,
+    const std::function<Status(size_t call, bool before)> &around = nullptr);
 
 /// Kernel scratch from the device's stream-ordered pool, given back on the
 /// same stream after the kernels that use it, so the next call can reuse it

@@ -149,8 +149,53 @@ Status CudaQueue::launch(const Plan &plan, uint32_t program,
                            " is not in the plan");
   lastPlan = &plan;
   timer.beforeWork();
+  if (timingCalls) {
+    // Each call between two events on the stream; a graph replay would
+    // hide the calls, so none while profiling.
+    // A call's entry is handed over whole, once both events are recorded:
+    // takeCallTimes may run on the executor's thread meanwhile.
+    cudaEvent_t opened = nullptr;
+    return runProgram(
+        context, plan, program, buffers, [&](size_t call, bool before) {
+          cudaEvent_t e = nullptr;
+          if (Status s = fromCuda(cudaEventCreate(&e), "cudaEventCreate");
+              s.failed())
+            return s;
+          Status s = fromCuda(cudaEventRecord(e, stream),
+                              "cudaEventRecord around a timed call");
+          if (before) {
+            opened = e;
+            return s;
+          }
+          std::lock_guard<std::mutex> lock(timedMutex);
+          timedCalls.push_back(
+              {{&plan, program, uint32_t(call), 0}, opened, e});
+          return s;
+        });
+  }
   auto run = [&] { return runProgram(context, plan, program, buffers); };
   return graphs ? graphs->launch(plan, program, buffers, run) : run();
+}
+
+void CudaQueue::takeCallTimes(std::vector<CallTime> &out) {
+  std::vector<TimedCall> taken;
+  {
+    std::lock_guard<std::mutex> lock(timedMutex);
+    taken.swap(timedCalls);
+  }
+  cudaSetDevice(gpu);
+  for (TimedCall &t : taken) {
+    float ms = 0;
+    if (t.end && cudaEventSynchronize(t.end) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, t.start, t.end) == cudaSuccess) {
+      t.call.ns = int64_t(double(ms) * 1e6);
+      out.push_back(t.call);
+    }
+    cudaEventDestroy(t.start);
+    if (t.end)
+      cudaEventDestroy(t.end);
+  }
+  (void)cudaGetLastError();
 }
 
 Status CudaQueue::record(Event &event) {

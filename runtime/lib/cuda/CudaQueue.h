@@ -26,6 +26,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <mutex>
 
 #include <atomic>
 #include <memory>
@@ -83,6 +84,11 @@ public:
                    int64_t &endNs) override {
     return timer.take(job, wait, startNs, endNs);
   }
+  bool timeCalls() override {
+    timingCalls = kind == QueueKind::compute && blas;
+    return timingCalls;
+  }
+  void takeCallTimes(std::vector<CallTime> &out) override;
 
   Status copy(void *dst, const void *src, size_t bytes, CopyKind how) override;
   Status launch(const Plan &plan, uint32_t program,
@@ -111,6 +117,15 @@ private:
   std::unique_ptr<ProgramGraphCache> graphs; ///< Null without RP_CUDA_GRAPHS.
   /// The GPU's span of each job, when a trace asks (timeJobs).
   JobTimer timer;
+  /// rp-run --profile (timeCalls): two events around each call, read back
+  /// by takeCallTimes; programs run without graph replay meanwhile.
+  struct TimedCall {
+    CallTime call;
+    cudaEvent_t start = nullptr, end = nullptr;
+  };
+  bool timingCalls = false;
+  std::mutex timedMutex;
+  std::vector<TimedCall> timedCalls;
 };
 
 } // namespace rp::runtime::cuda

@@ -78,6 +78,8 @@ PipelineExecutor::create(const Plan &plan, HostForward &fwd,
       q.kind = kind;
       q.queue = &backend.getDevice(d).getQueue(kind);
       q.timed = options.trace && q.queue->timeJobs();
+      q.callsTimed = options.trace && options.trace->timesCalls() &&
+                     kind == QueueKind::compute && q.queue->timeCalls();
     }
   exec->onDevice.resize(G);
   for (auto &q : exec->queues)
@@ -449,6 +451,11 @@ Status PipelineExecutor::waitPass(uint64_t number) {
   Trace *trace = options.trace;
   if (trace && pass.traceSlots) {
     takeDeviceSpans(pass.traceSlots);
+    std::vector<CallTime> calls;
+    for (const auto &q : queues)
+      if (q->callsTimed)
+        q->queue->takeCallTimes(calls);
+    trace->addCallTimes(calls);
     trace->endStep(trace->now(), !cancelled);
   }
   pass.traceSlots = nullptr;

@@ -18,9 +18,15 @@
 // is named like a forward program. What a single job cannot tell apart is
 // split by stated rules, and the file's "note" says which were used.
 //
+// Where the devices timed each kernel call (Queue::timeCalls), the file's
+// "ops" give the median of every call of one op kind, element type and
+// operand shapes, over the same steps: what a recompile or the sim takes
+// for the calls it does not time by layers (rp/timing/Measured.h).
+//
 //===----------------------------------------------------------------------===//
 
 #include "rp/runtime/Trace.h"
+#include "rp/runtime/sim/PlanTiming.h"
 
 #include "rp/timing/Measured.h"
 
@@ -254,10 +260,48 @@ struct LayerTimes {
 
 } // namespace
 
-Expected<std::string>
-rp::runtime::measuredProfileJson(const Plan &plan,
-                                 const std::vector<double> &jobMs,
-                                 const std::string &hw, uint64_t steps) {
+std::map<std::string, rp::timing::MeasuredOpTime>
+rp::runtime::measuredOps(const Plan &plan, const Trace::CallSamples &calls) {
+  std::map<std::string, timing::MeasuredOpTime> ops;
+  std::map<std::string, std::vector<double>> samples;
+  for (const auto &[where, ms] : calls) {
+    auto [program, index] = where;
+    if (program >= plan.programs.size() ||
+        index >= plan.programs[program].calls.size() || ms.empty())
+      continue;
+    const KernelCallDesc &call = plan.programs[program].calls[index];
+    uint16_t op = uint16_t(call.op);
+    if (!timing::launchesKernel(op))
+      continue;
+    timing::CallOperands operands = sim::callOperands(plan, call);
+    std::string key = timing::measuredOpKey(op, operands);
+    auto [it, fresh] = ops.try_emplace(key);
+    if (fresh) {
+      it->second.op = timing::kernelOpName(op);
+      it->second.dtype = operands.dtype;
+      for (const timing::Operand &o : operands.inputs)
+        it->second.inputs.push_back(o.shape);
+      for (const timing::Operand &o : operands.outputs)
+        it->second.outputs.push_back(o.shape);
+    }
+    std::vector<double> &all = samples[key];
+    all.insert(all.end(), ms.begin(), ms.end());
+  }
+  // The median, not the mean: a call the OS preempted once is no estimate
+  // of the next.
+  for (auto &[key, all] : samples) {
+    std::sort(all.begin(), all.end());
+    size_t n = all.size();
+    timing::MeasuredOpTime &t = ops[key];
+    t.ms = n % 2 ? all[n / 2] : (all[n / 2 - 1] + all[n / 2]) / 2;
+    t.calls = n;
+  }
+  return ops;
+}
+
+Expected<std::string> rp::runtime::measuredProfileJson(
+    const Plan &plan, const std::vector<double> &jobMs, const std::string &hw,
+    uint64_t steps, const std::map<std::string, timing::MeasuredOpTime> &ops) {
   if (jobMs.size() != plan.jobs.size())
     return internalError(
         "measuredProfileJson: " + std::to_string(jobMs.size()) +
@@ -455,9 +499,15 @@ rp::runtime::measuredProfileJson(const Plan &plan,
   // The file's format is the contract's (rp/timing/Measured.h), which
   // rp-compile --measured reads.
   order.insert(order.end(), tailOrder.begin(), tailOrder.end());
+  if (!ops.empty())
+    note += "; ops: each kernel call's time on its device (the host backend: "
+            "wall time around the call; cuda: events around it), the "
+            "median over the calls of one op kind, element type and operand "
+            "shapes, over the same steps";
   timing::MeasuredTimes times;
   times.hw = hw;
   times.note = note;
+  times.ops = ops;
   for (const std::string &name : order) {
     const LayerTimes &t = layers[name];
     times.order.push_back(name);
@@ -470,7 +520,8 @@ Status rp::runtime::writeMeasuredProfile(const Trace &trace,
                                          const std::string &hw,
                                          const std::string &path) {
   Expected<std::string> text = measuredProfileJson(
-      trace.getPlan(), trace.jobMeansMs(), hw, trace.meanSteps());
+      trace.getPlan(), trace.jobMeansMs(), hw, trace.meanSteps(),
+      measuredOps(trace.getPlan(), trace.callTimesMs()));
   if (!text)
     return text.getStatus();
   return writeFileAtomically(path, "profile",

@@ -133,9 +133,28 @@ void Trace::endStep(int64_t end, bool ok) {
       }
     }
   }
+  // The calls handed over since the last step ended go with this one
+  // (with two steps in flight, some of the next one's early calls too).
+  if (ok)
+    for (auto &[where, ms] : callPending) {
+      std::vector<double> &to =
+          busy.steps == 1 ? callFirst[where] : callRest[where];
+      to.insert(to.end(), ms.begin(), ms.end());
+    }
+  callPending.clear();
   if (keepSteps)
     steps.push_back(std::move(current));
   open.pop_front();
+}
+
+void Trace::addCallTimes(const std::vector<CallTime> &calls) {
+  for (const CallTime &c : calls)
+    if (c.plan == &plan)
+      callPending[{c.program, c.call}].push_back(double(c.ns) / 1e6);
+}
+
+Trace::CallSamples Trace::callTimesMs() const {
+  return callRest.empty() ? callFirst : callRest;
 }
 
 void Trace::addHostSpan(std::string name, uint64_t step, int64_t start,

@@ -24,9 +24,10 @@ rp::timing::CallOperands sim::callOperands(const Plan &plan,
 }
 
 double sim::callTimeMs(const timing::HardwareModel &hw, const Plan &plan,
-                       const KernelCallDesc &call) {
-  return timing::callMs(hw, uint16_t(call.op), callOperands(plan, call),
-                        call.ints);
+                       const KernelCallDesc &call,
+                       const timing::MeasuredTimes *measured) {
+  return timing::timedCallMs(hw, measured, uint16_t(call.op),
+                             callOperands(plan, call), call.ints);
 }
 
 double sim::recomputeShare(const timing::HardwareModel &hw, const Plan &plan,

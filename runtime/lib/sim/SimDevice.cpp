@@ -332,9 +332,11 @@ double SimBackend::programMs(const Plan &plan, uint32_t program) {
     if (it != programCache.end())
       return it->second;
   }
+  // Each call at its measured time where the file's "ops" name it; a
+  // program its layers time takes the layers' time (docs/sim.md).
   double ms = 0;
   for (const KernelCallDesc &call : plan.programs[program].calls)
-    ms += sim::callTimeMs(hw, plan, call);
+    ms += sim::callTimeMs(hw, plan, call, measured ? &*measured : nullptr);
   if (measured) {
     // A fused tail runs forward and backward without recompute; its job's
     // label says so (T2 mb0), its program's name does not always.

@@ -78,6 +78,9 @@ int rp::runtime::run::setUpCompute(const RunOptions &o, const Plan &plan,
   if (plan.staged)
     setup.trace =
         std::make_unique<Trace>(plan, /*keepSteps=*/!o.tracePath.empty());
+  // --profile's "ops": every kernel call timed on its device.
+  if (setup.trace && !o.profilePath.empty())
+    setup.trace->enableCallTimes();
 
   if (o.accumulate < 1 || o.accumulate > 1000000)
     return fail(invalidArgument(

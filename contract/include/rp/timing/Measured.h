@@ -17,11 +17,25 @@
 // forward_ms. A program with a layer the file does not time (or that is
 // not named after layers) keeps the model's time.
 //
+// Its "ops" section (format kMeasuredOpsFormat, "ops_format") times single
+// kernel calls: per op kind, element type (the call's first floating-point
+// operand's, as the timing model reads it) and operand shapes, the median
+// of the calls rp-run --profile timed on the device and how many there
+// were. A call whose key the section names takes that time in place of the
+// model's (timedCallMs), its launches included; every other call keeps the
+// model's. Where a program is timed by its layers above, the layers' time
+// wins: it is the whole program as the executor ran it (its calls, the
+// gaps between them and what no op entry names), where the op entries add
+// up only the calls (docs/sim.md, the row "measured times" of its model table).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef RP_TIMING_MEASURED_H
 #define RP_TIMING_MEASURED_H
 
+#include "rp/timing/Hardware.h"
+
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +46,20 @@ namespace rp::timing {
 struct MeasuredLayerTimes {
   /// -1: not in the file.
   double forwardMs = -1, recomputeMs = -1, backwardMs = -1;
+};
+
+/// The version of the "ops" section a reader takes; a file with another
+/// "ops_format" is refused (measure again with this build's rp-run).
+inline constexpr int kMeasuredOpsFormat = 1;
+
+/// One kernel call shape's measured time.
+struct MeasuredOpTime {
+  /// plan.fbs's op kind name ("matmul") and the call's element type name.
+  std::string op, dtype;
+  std::vector<std::vector<int64_t>> inputs, outputs;
+  /// The median of the timed calls, ms; how many calls were timed.
+  double ms = 0;
+  uint64_t calls = 0;
 };
 
 struct MeasuredTimes {
@@ -47,7 +75,29 @@ struct MeasuredTimes {
   /// Layer names in the file's order (the graph's, for spans "A..B").
   std::vector<std::string> order;
   std::map<std::string, MeasuredLayerTimes> layers;
+  /// By measuredOpKey.
+  std::map<std::string, MeasuredOpTime> ops;
 };
+
+/// The key of a call in the "ops" section: "matmul f32 [6,16,32] [32,32]
+/// -> [6,16,32]" (op kind, element type, input shapes, output shapes).
+/// Calls that differ only in integer attributes share one key.
+std::string measuredOpKey(const std::string &op, const std::string &dtype,
+                          const std::vector<std::vector<int64_t>> &inputs,
+                          const std::vector<std::vector<int64_t>> &outputs);
+std::string measuredOpKey(uint16_t op, const CallOperands &call);
+
+/// The measured time of a call of op kind `op` on `call`'s operands, or
+/// std::nullopt where `times` (may be null) names no such call.
+std::optional<double> measuredCallMs(const MeasuredTimes *times, uint16_t op,
+                                     const CallOperands &call);
+
+/// The time of one kernel call: its measured time where `measured` names
+/// it, else the model's (callMs). The one rule the sim device, the plan
+/// export's prediction and the compiler's layer costs share.
+double timedCallMs(const HardwareModel &hw, const MeasuredTimes *measured,
+                   uint16_t op, const CallOperands &call,
+                   const std::vector<int64_t> &ints);
 
 /// Parses `text` (a measured profile's JSON); std::nullopt with `error`
 /// saying what is wrong and where.
@@ -64,9 +114,10 @@ std::optional<MeasuredTimes> loadMeasuredTimes(const std::string &path,
 
 /// The file's text for `times`: {"hw", "note",
 /// ["backward_includes_accumulation": true,] "layers": [{"name",
-/// "forward_ms", "recompute_ms", "backward_ms"}]} in that order, times
-/// rounded to the nanosecond, and the fields under 0 (not measured) left
-/// out. parseMeasuredTimes reads it back.
+/// "forward_ms", "recompute_ms", "backward_ms"}], ["ops_format": 1, "ops":
+/// [{"op", "dtype", "inputs", "outputs", "ms", "calls"}]]} in that order,
+/// times rounded to the nanosecond, the fields under 0 (not measured) left
+/// out, the ops in key order. parseMeasuredTimes reads it back.
 std::string formatMeasuredTimes(const MeasuredTimes &times);
 
 /// The measured time of one run of the program named `program`; `tail`

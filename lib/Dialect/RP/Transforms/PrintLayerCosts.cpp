@@ -42,6 +42,8 @@ void printCost(llvm::raw_ostream &os, const LayerCost &c) {
                      c.forwardMs, c.backwardRecomputeMs(), c.backwardMs,
                      c.accumulateMs, c.uploadMs, c.downloadMs)
      << " source=" << (c.measured ? "measured" : "model");
+  if (c.measuredOps)
+    os << " measured_ops=" << c.measuredOps;
   if (c.backwardMeasured)
     os << " recompute_peak_bytes=" << c.recomputePeakBytes
        << " kept_bytes=" << c.keptBytes

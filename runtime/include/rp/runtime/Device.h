@@ -68,6 +68,14 @@ public:
   virtual Status synchronize() = 0;
 };
 
+/// One kernel call's time on its device (Queue::timeCalls): call `call` of
+/// program `program` of `plan`.
+struct CallTime {
+  const Plan *plan = nullptr;
+  uint32_t program = 0, call = 0;
+  int64_t ns = 0;
+};
+
 /// One ordered queue of a device (a stream).
 class Queue {
 public:
@@ -114,6 +122,15 @@ public:
     (void)endNs;
     return false;
   }
+  /// Asks the queue to time each kernel call of the programs it runs from
+  /// now on (rp-run --profile: a measured profile's "ops"), on the device
+  /// itself; false: it cannot (the default). Compute queues only. Timing
+  /// costs the host a clock read around each call, cuda two events and no
+  /// CUDA graph replay; runs without --profile pay nothing.
+  virtual bool timeCalls() { return false; }
+  /// Appends the calls timed since the last take to `out`, waiting for the
+  /// device to finish them.
+  virtual void takeCallTimes(std::vector<CallTime> &out) { (void)out; }
 };
 
 /// What a device's allocator holds, in bytes.

@@ -195,8 +195,9 @@ private:
   struct Controller {
     uint32_t device = 0; ///< the device it enqueues on
     QueueKind kind = QueueKind::compute;
-    Queue *queue = nullptr; ///< the device queue it enqueues on
-    bool timed = false;     ///< its queue times jobs itself (Queue::timeJobs)
+    Queue *queue = nullptr;  ///< the device queue it enqueues on
+    bool timed = false;      ///< its queue times jobs itself (Queue::timeJobs)
+    bool callsTimed = false; ///< its queue times each call (Queue::timeCalls)
     // Guarded by the executor's mutex.
     uint64_t pass = 0; ///< the last pass it took up
     /// Plan job indices of its current pass, in plan order.

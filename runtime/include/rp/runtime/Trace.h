@@ -11,7 +11,8 @@
 //    the steps' wall time its compute queue ran jobs (the rest is bubble),
 //    and its copy queues' shares;
 //  * measured per-layer times (rp-run --profile) in the format of
-//    docs/hardware-profiles.md, "Measured profiles".
+//    docs/hardware-profiles.md, "Measured profiles", with each kernel
+//    call's median by op kind and shapes where the devices time calls.
 //
 // Recording costs two clock reads per job and no lock: each step's slots
 // are allocated before its controllers start, each slot written by the one
@@ -27,7 +28,9 @@
 #ifndef RP_RUNTIME_TRACE_H
 #define RP_RUNTIME_TRACE_H
 
+#include "rp/runtime/Device.h"
 #include "rp/runtime/Plan.h"
+#include "rp/timing/Measured.h"
 
 #include <chrono>
 #include <climits>
@@ -146,6 +149,21 @@ public:
   /// How many steps jobMeansMs averages.
   uint64_t meanSteps() const;
 
+  /// Per-call times (rp-run --profile): the executor asks its compute
+  /// queues to time every kernel call (Queue::timeCalls) and hands what
+  /// they timed to addCallTimes before each endStep, which keeps them with
+  /// that step (dropped with a failed one). Calls of other plans are left
+  /// out.
+  void enableCallTimes() { callTimes = true; }
+  bool timesCalls() const { return callTimes; }
+  void addCallTimes(const std::vector<CallTime> &calls);
+  /// Per (program, call index) of the plan, every timed run in ms over the
+  /// steps that ended ok, leaving out the first of them (warm-up) when
+  /// there are more.
+  using CallSamples =
+      std::map<std::pair<uint32_t, uint32_t>, std::vector<double>>;
+  CallSamples callTimesMs() const;
+
 private:
   const Plan &plan;
   const bool keepSteps;
@@ -159,6 +177,10 @@ private:
   /// Per job: total ns over ok steps, and over the first ok step.
   std::vector<int64_t> jobTotal, jobFirst;
   std::vector<uint64_t> jobRuns, jobFirstRuns;
+  bool callTimes = false;
+  /// Calls timed in the step not yet ended; those of the first ok step;
+  /// those of the later ones.
+  CallSamples callPending, callFirst, callRest;
   mutable std::mutex hostMutex;
   std::vector<HostSpan> host;
   std::map<std::string, std::pair<int64_t, uint64_t>> hostTotals;
@@ -174,12 +196,20 @@ Status writeChromeTrace(const Trace &trace, const std::string &path);
 /// text: {"hw", "note", "layers": [{"name", "forward_ms", "recompute_ms",
 /// "backward_ms"}]}. `steps` is how many steps the means are over (for the
 /// note).
-Expected<std::string> measuredProfileJson(const Plan &plan,
-                                          const std::vector<double> &jobMs,
-                                          const std::string &hw,
-                                          uint64_t steps);
+Expected<std::string> measuredProfileJson(
+    const Plan &plan, const std::vector<double> &jobMs, const std::string &hw,
+    uint64_t steps,
+    const std::map<std::string, timing::MeasuredOpTime> &ops = {});
 
-/// measuredProfileJson written to `path` atomically.
+/// The measured profile's "ops" (rp/timing/Measured.h) from `calls`
+/// (Trace::callTimesMs): the calls grouped by op kind, element type and
+/// operand shapes (a reshape, which launches nothing, left out), each
+/// group's median and count. measuredProfileJson writes them.
+std::map<std::string, timing::MeasuredOpTime>
+measuredOps(const Plan &plan, const Trace::CallSamples &calls);
+
+/// measuredProfileJson written to `path` atomically, with the trace's
+/// per-call times as its "ops" where it has them.
 Status writeMeasuredProfile(const Trace &trace, const std::string &hw,
                             const std::string &path);
 

@@ -13,6 +13,7 @@
 
 #include "rp/runtime/Plan.h"
 #include "rp/timing/Hardware.h"
+#include "rp/timing/Measured.h"
 
 namespace rp::runtime::sim {
 
@@ -20,9 +21,12 @@ namespace rp::runtime::sim {
 /// element size, and the first float operand's type.
 timing::CallOperands callOperands(const Plan &plan, const KernelCallDesc &call);
 
-/// The modelled time of `call`, a kernel call of `plan`, on `hw`.
+/// The time of `call`, a kernel call of `plan`, on `hw`: its measured time
+/// where `measured` (may be null) names its op and shapes
+/// (timing::timedCallMs), else the model's.
 double callTimeMs(const timing::HardwareModel &hw, const Plan &plan,
-                  const KernelCallDesc &call);
+                  const KernelCallDesc &call,
+                  const timing::MeasuredTimes *measured = nullptr);
 
 /// The share of program `program`'s modelled time its recompute calls take
 /// (KernelCallDesc::recompute), in [0, 1]; 0 when it has none.

@@ -1,7 +1,8 @@
 """One bench/families.py family through rp's import paths, checked as
 bench/families.py checks it: the loss within 1e-4 of PyTorch's, every
-gradient by its parameter name within 1e-4, 4 devices bitwise equal to 1.
-Shared by the family tests that check a model's paths one by one."""
+gradient by its parameter name within 1e-4, 4 devices bitwise equal to 1;
+an ONNX path is told each embedding's padding row (--padding-idx) as the
+bench tells it. Shared by the family tests that check a model's paths one by one."""
 
 import sys
 from pathlib import Path
@@ -30,8 +31,10 @@ def check_paths(model, out, paths=("trace", "torchscript")):
     ref_loss, ref_grads = families.reference(model, tokens, labels)
 
     def train(src, tag, devices):
+        flags = families.padding_flags(model, src) if tag != "trace" else []
         plan = rp.compile(src, out / f"{tag}-{devices}.rpplan",
-                          devices=devices, microbatches=4)
+                          devices=devices, microbatches=4,
+                          padding_idx=flags or None)
         dump = out / f"{tag}-{devices}.safetensors"
         loss = list(rp.train(plan, {"input_ids": tokens}, labels, steps=1,
                              sync=True, dump_grads=dump))[0]

@@ -78,13 +78,31 @@ def marked(value, op):
     return value
 
 
+def _in_function_forward():
+    """Whether a torch.autograd.Function's forward is running (a frame
+    holds its ctx): it runs under no_grad and defines its gradient itself
+    (Reformer's reversible layers, reentrant checkpointing), which the
+    forward's ops, exported as any others, give rp; a stop there would
+    drop it."""
+    import sys
+
+    from torch.autograd.function import FunctionCtx
+    frame = sys._getframe(1)
+    while frame is not None:
+        if isinstance(frame.f_locals.get("ctx"), FunctionCtx):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def hooks(model, handles):
     """Hooks on every module of `model` (their handles appended to
     `handles`) marking the outputs of each call that runs under
     torch.no_grad() from a module call with gradients on and that holds
     a trainable parameter: where a no-grad region's values return to the
     gradient. Inner calls of the region are left alone (their values stay
-    inside it)."""
+    inside it), and so are calls within a torch.autograd.Function's
+    forward."""
     import torch
     op = define()
     stack = []
@@ -95,7 +113,8 @@ def hooks(model, handles):
     def post(module, _args, output):
         on = stack.pop()
         if on or not stack or not stack[-1] or not any(
-                p.requires_grad for p in module.parameters()):
+                p.requires_grad for p in module.parameters()) or \
+                _in_function_forward():
             return None
         return marked(output, op.default)
 

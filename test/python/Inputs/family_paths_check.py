@@ -24,9 +24,9 @@ def inputs():
     return tokens, labels
 
 
-def check_paths(model, out, paths=("trace", "torchscript")):
+def check_paths(model, out, paths=("trace", "torchscript"), devices=4):
     """Prints, per path, whether the loss matches, how many gradients do,
-    and whether 4 devices are bitwise equal to 1."""
+    and whether `devices` devices are bitwise equal to 1."""
     tokens, labels = inputs()
     ref_loss, ref_grads = families.reference(model, tokens, labels)
 
@@ -59,7 +59,7 @@ def check_paths(model, out, paths=("trace", "torchscript")):
                 / max(np.linalg.norm(g), floor)
                 for n, g in ref_grads.items() if n in grads}
         good = sum(e <= 1e-4 for e in errs.values())
-        loss4, grads4 = train(src, path, 4)
+        loss4, grads4 = train(src, path, devices)
         for n in ref_grads:
             alt = [a for a in families.aliases(model, params[n])
                    if a in grads4]
@@ -69,5 +69,5 @@ def check_paths(model, out, paths=("trace", "torchscript")):
             np.array_equal(grads4[n], grads[n]) for n in grads)
         print(f"{path}: loss {abs(loss - ref_loss) <= 1e-4 * abs(ref_loss)}, "
               f"{good} of {len(ref_grads)} gradients within 1e-4, "
-              f"4 devices bitwise {bitwise}")
+              f"{devices} devices bitwise {bitwise}")
     return tokens

@@ -1,8 +1,9 @@
 """One bench/families.py family through rp's import paths, checked as
 bench/families.py checks it: the loss within 1e-4 of PyTorch's, every
-gradient by its parameter name within 1e-4, 4 devices bitwise equal to 1;
-an ONNX path is told each embedding's padding row (--padding-idx) as the
-bench tells it. Shared by the family tests that check a model's paths one by one."""
+gradient by its parameter name within 1e-4, 4 devices (or as many as the
+test asks) bitwise equal to 1; an ONNX path is told each embedding's
+padding row (--padding-idx) as the bench tells it. Shared by the family
+tests that check a model's paths one by one."""
 
 import sys
 from pathlib import Path

@@ -162,7 +162,7 @@ def _source(path, model, tokens, out):
         # stops at a data-dependent guard in the eager loop).
         # JetMoE's mixtures split their tokens by a .tolist() of the
         # routing: exported in rp.trace's form (rp.onnx_forms), as a user
-        # exports them.
+        # exports them; HRM's no-grad cycles are marked (StopGradient).
         import rp.onnx_forms
         with experts_implementation(
                 model, "eager" if path == "torchscript" else "batched_mm"), \

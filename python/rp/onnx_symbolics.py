@@ -99,6 +99,9 @@ for the ops it has no ONNX function for ("No ONNX function found for
 - ``aten.erfinv`` and ``prims.erf_inv`` (``Normal(0, 1).icdf``: Gemma
   3n's activation sparsity): Giles' approximation and two Newton steps on
   Erf, within one float32 ulp of torch's over (-1, 1).
+- ``rp.stop_gradient`` (the marker rp.onnx_forms.exportable puts after
+  a no-grad region's module call): one node ``StopGradient`` of the
+  domain ``rp``, which rp-import maps to rp.stop_gradient.
 
 The exporter registers that table's translations as real-valued only and
 dispatches an op on a complex input to complex-valued ones only ("No

@@ -50,7 +50,7 @@ def translation(x):
 
 
 def _schema():
-    """StopGradient's ONNX schema (y = x, any tensor type), registered with
+    """StopGradient's ONNX schema (y = x, floating-point), registered with
     onnx once: onnxscript, which the dynamo exporter writes nodes through,
     calls only ops it has a schema of."""
     from onnx import defs
@@ -104,7 +104,6 @@ def hooks(model, handles):
     inside it), and so are calls within a torch.autograd.Function's
     forward."""
     import torch
-    op = define()
     stack = []
 
     def pre(_module, _args):
@@ -116,7 +115,9 @@ def hooks(model, handles):
                 p.requires_grad for p in module.parameters()) or \
                 _in_function_forward():
             return None
-        return marked(output, op.default)
+        # Defined at the first mark only: torch.library.custom_op is torch
+        # 2's, and a model without a no-grad region needs none.
+        return marked(output, define().default)
 
     for module in model.modules():
         handles.append(module.register_forward_pre_hook(pre))

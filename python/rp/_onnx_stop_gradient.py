@@ -10,6 +10,10 @@ it to rp.stop_gradient, as rp.trace emits it."""
 from __future__ import annotations
 
 DOMAIN = "rp"
+# Every opset rp-import reads: the marker's symbolic and rp.onnx_symbolics'
+# are registered at each (that module takes them from here: this one, which
+# rp._onnx_dynamo imports, cannot import it).
+OPSETS = range(13, 21)
 _DONE = []
 
 
@@ -34,7 +38,6 @@ def define():
     def symbolic(g, x):
         return g.op(f"{DOMAIN}::StopGradient", x).setType(x.type())
 
-    from rp.onnx_symbolics import OPSETS
     for opset in OPSETS:
         torch.onnx.register_custom_op_symbolic("rp::stop_gradient", symbolic,
                                                opset)

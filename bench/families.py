@@ -60,8 +60,10 @@ PATH_SECONDS = 60
 PADDING_FLAGS = True  # --no-padding-flags: as rp-import before it had them
 
 
-def build(family):
-    """The family's shrunk model wrapped to return the logits only."""
+def build(family, edit=None):
+    """The family's shrunk model wrapped to return the logits only;
+    edit(config), when given, changes the shrunk config before the model
+    is built (a test's smaller part the shrink rule cannot reach)."""
     import torch
     import transformers as T
     from transformers.models.auto.modeling_auto import \
@@ -70,6 +72,8 @@ def build(family):
     import hf_models
     import tiny_gpt
     config = shrink(default_config(family), family)
+    if edit is not None:
+        edit(config)
     cls = getattr(T, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[family])
     # A multimodal family's causal LM takes its text (or decoder) config:
     # the sub-config of the class's config type.
@@ -158,7 +162,7 @@ def _source(path, model, tokens, out):
         # stops at a data-dependent guard in the eager loop).
         # JetMoE's mixtures split their tokens by a .tolist() of the
         # routing: exported in rp.trace's form (rp.onnx_forms), as a user
-        # exports them.
+        # exports them; HRM's no-grad cycles are marked (StopGradient).
         import rp.onnx_forms
         with experts_implementation(
                 model, "eager" if path == "torchscript" else "batched_mm"), \

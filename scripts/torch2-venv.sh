@@ -2,10 +2,10 @@
 # Makes the torch-2 venv (default: the project's .venv-torch2, which
 # scripts/setup.sh makes through this script) with the packages of
 # scripts/torch2-requirements.txt, every one pinned and installed with
-# --no-deps: torch 2.15, transformers 5.24, onnxscript and peft from PyPI, for the
-# lit tests that need them (REQUIRES: torch2, run with %TORCH2_PYTHON;
-# README.md), and rp itself editable (as setup.sh does in .venv). Quiet and
-# quick when the venv already holds those pins.
+# --no-deps: torch 2.15, transformers 5.24, onnxscript, peft and timm from
+# PyPI, for the lit tests that need them (REQUIRES: torch2, run with
+# %TORCH2_PYTHON; README.md), and rp itself editable (as setup.sh does in
+# .venv). Quiet and quick when the venv already holds those pins.
 #
 # Usage: scripts/torch2-venv.sh [VENV]
 set -euo pipefail
@@ -41,7 +41,7 @@ fi
 # The import check's stderr (bitsandbytes and torch log optional kernels
 # they did not find) is shown only when the check fails.
 check_err=$(mktemp)
-"$venv/bin/python" -c "import torch, transformers, onnxscript, peft; print('setup: torch-2 venv: torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)" 2>"$check_err" ||
+"$venv/bin/python" -c "import torch, transformers, onnxscript, peft, timm; print('setup: torch-2 venv: torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)" 2>"$check_err" ||
   { cat "$check_err" >&2; rm -f "$check_err"; exit 1; }
 rm -f "$check_err"
 echo "$pins" >"$stamp"

@@ -94,8 +94,11 @@ def table():
     """{aten overload: translation} for custom_translation_table (and
     the complex-valued translations registered, register_complex)."""
     import torch
+
+    from rp import _onnx_stop_gradient
     register_complex()
     return {
+        _onnx_stop_gradient.define().default: _onnx_stop_gradient.translation,
         torch.ops.aten._is_all_true.default: is_all_true,
         torch.ops.aten.erfinv.default: erf_inv,
         torch.ops.prims.erf_inv.default: erf_inv,

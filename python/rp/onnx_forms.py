@@ -13,6 +13,16 @@ ordinary ops behind the router's TopK:
 
     with rp.onnx_forms.exportable(model):
         torch.onnx.export(model, (input_ids,), "model.onnx", ...)
+
+A module with trainable parameters that a module with gradients on calls
+under ``torch.no_grad()`` (HRM's early recurrent cycles: a gradient
+through the last cycles only) has its floating-point outputs exported
+through ``rp::stop_gradient``, one node ``StopGradient`` of the domain
+``rp`` that rp-import maps to rp.stop_gradient (rp.trace's op for the
+same), so rp trains the gradient PyTorch takes. The dynamo exporter needs
+``custom_translation_table=rp.onnx_symbolics.dynamo_table()`` for it. A
+no-grad region without such a module call (inline ops under
+``torch.no_grad()`` whose values return to the gradient) is not marked.
 """
 
 from __future__ import annotations
@@ -22,15 +32,20 @@ import contextlib
 
 @contextlib.contextmanager
 def exportable(model):
-    """Every JetMoE mixture of `model` in rp.trace's form meanwhile; blocks
-    of other forms untouched."""
-    from rp import _moe_jetmoe
+    """Every JetMoE mixture of `model` in rp.trace's form meanwhile (blocks
+    of other forms untouched), and the values a no-grad region returns to
+    the gradient marked (rp._onnx_stop_gradient)."""
+    from rp import _moe_jetmoe, _onnx_stop_gradient
     attrs = []
+    handles = []
     try:
         for module in model.modules():
             _moe_jetmoe.patch(module, attrs)
+        _onnx_stop_gradient.hooks(model, handles)
         yield model
     finally:
+        for handle in handles:
+            handle.remove()
         for block, name, old in reversed(attrs):
             if old is None:
                 block.__dict__.pop(name, None)

@@ -99,6 +99,9 @@ for the ops it has no ONNX function for ("No ONNX function found for
 - ``aten.erfinv`` and ``prims.erf_inv`` (``Normal(0, 1).icdf``: Gemma
   3n's activation sparsity): Giles' approximation and two Newton steps on
   Erf, within one float32 ulp of torch's over (-1, 1).
+- ``rp.stop_gradient`` (the marker rp.onnx_forms.exportable puts after
+  a no-grad region's module call): one node ``StopGradient`` of the
+  domain ``rp``, which rp-import maps to rp.stop_gradient.
 
 The exporter registers that table's translations as real-valued only and
 dispatches an op on a complex input to complex-valued ones only ("No
@@ -118,10 +121,12 @@ from __future__ import annotations
 
 import math
 
-# The opsets registered: the exporter dispatches an op to its symbolic of
-# the highest opset at or below the export's, its own and registered ones
-# alike, so each is registered at every opset rp-import reads.
-OPSETS = range(13, 21)
+# The opsets registered (13 to 20): the exporter dispatches an op to its
+# symbolic of the highest opset at or below the export's, its own and
+# registered ones alike, so each is registered at every opset rp-import
+# reads. rp._onnx_stop_gradient's marker is registered at the same ones.
+from rp._onnx_stop_gradient import OPSETS
+
 _EPS = {"Float": 1.1920928955078125e-07, "Double": 2.220446049250313e-16,
         "Half": 0.0009765625, "BFloat16": 0.0078125}
 

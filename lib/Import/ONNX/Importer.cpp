@@ -111,10 +111,13 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
   NodeImporter importer(node, opset, builder, loc, values, modelDir);
   importer.sequences = &sequences;
   bool moe = node.domain() == kMoEDomain && node.op_type() == "MoE";
-  if (!moe && !node.domain().empty() && node.domain() != "ai.onnx")
+  // rp.onnx_forms.exportable's marker of a value a torch.no_grad() region
+  // returns to the gradient: rp.stop_gradient, as rp.trace emits it.
+  bool stop = node.domain() == "rp" && node.op_type() == "StopGradient";
+  if (!moe && !stop && !node.domain().empty() && node.domain() != "ai.onnx")
     return importer.error() << "operator domain '" << node.domain()
                             << "' is not supported; rp imports the default "
-                               "ONNX domain only";
+                               "ONNX domain (and rp's StopGradient) only";
   for (const std::string &in : node.input())
     if (!in.empty() && !values.count(in) && !foldedValues.count(in)) {
       lookupInitializer(in);
@@ -123,6 +126,16 @@ LogicalResult GraphImporter::importNodeImpl(const onnx::NodeProto &node,
     }
   if (moe)
     return importMoENode(importer);
+  if (stop) {
+    if (node.input_size() != 1 || node.output_size() != 1)
+      return importer.error() << "rp's StopGradient takes one input and "
+                                 "gives one output; re-export the model";
+    Value x = importer.input(0);
+    if (!x)
+      return failure();
+    importer.setOutput(0, importer.create<StopGradientOp>(x));
+    return success();
+  }
   // Before folding too: a node folded into a constant reads its attributes
   // like one a handler imports.
   if (failed(checkAttributeTypes(importer)))

@@ -1,7 +1,9 @@
 """One bench/families.py family through rp's import paths, checked as
 bench/families.py checks it: the loss within 1e-4 of PyTorch's, every
-gradient by its parameter name within 1e-4, 4 devices bitwise equal to 1.
-Shared by the family tests that check a model's paths one by one."""
+gradient by its parameter name within 1e-4, 4 devices (or as many as the
+test asks) bitwise equal to 1; an ONNX path is told each embedding's
+padding row (--padding-idx) as the bench tells it. Shared by the family
+tests that check a model's paths one by one."""
 
 import sys
 from pathlib import Path
@@ -23,15 +25,17 @@ def inputs():
     return tokens, labels
 
 
-def check_paths(model, out, paths=("trace", "torchscript")):
+def check_paths(model, out, paths=("trace", "torchscript"), devices=4):
     """Prints, per path, whether the loss matches, how many gradients do,
-    and whether 4 devices are bitwise equal to 1."""
+    and whether `devices` devices are bitwise equal to 1."""
     tokens, labels = inputs()
     ref_loss, ref_grads = families.reference(model, tokens, labels)
 
     def train(src, tag, devices):
+        flags = families.padding_flags(model, src) if tag != "trace" else []
         plan = rp.compile(src, out / f"{tag}-{devices}.rpplan",
-                          devices=devices, microbatches=4)
+                          devices=devices, microbatches=4,
+                          padding_idx=flags or None)
         dump = out / f"{tag}-{devices}.safetensors"
         loss = list(rp.train(plan, {"input_ids": tokens}, labels, steps=1,
                              sync=True, dump_grads=dump))[0]
@@ -56,7 +60,7 @@ def check_paths(model, out, paths=("trace", "torchscript")):
                 / max(np.linalg.norm(g), floor)
                 for n, g in ref_grads.items() if n in grads}
         good = sum(e <= 1e-4 for e in errs.values())
-        loss4, grads4 = train(src, path, 4)
+        loss4, grads4 = train(src, path, devices)
         for n in ref_grads:
             alt = [a for a in families.aliases(model, params[n])
                    if a in grads4]
@@ -66,5 +70,5 @@ def check_paths(model, out, paths=("trace", "torchscript")):
             np.array_equal(grads4[n], grads[n]) for n in grads)
         print(f"{path}: loss {abs(loss - ref_loss) <= 1e-4 * abs(ref_loss)}, "
               f"{good} of {len(ref_grads)} gradients within 1e-4, "
-              f"4 devices bitwise {bitwise}")
+              f"{devices} devices bitwise {bitwise}")
     return tokens

@@ -217,41 +217,64 @@ FailureOr<Partition> mlir::rp::chooseGrainForSpeed(
   }
   // Where speed decides, both plans again at the ends of what the profile
   // cannot know (their layer costs shared), and whether the choice holds
-  // at both.
+  // at both. Held by value: a deferred range runs after this returns
+  // (`hw` and `measured` live in the compile's CostModel).
+  auto ranges =
+      [func, stagePlan, atLayer, hwp = &hw, devices = request.devices,
+       microbatches = request.microbatches, dispatch = request.dispatch, budget,
+       unknown = request.unknown, measured = request.measured,
+       layerMid = layer->stepMs < stage->stepMs * (1 - kGrainTie)](
+          GrainSpeedChoice *choice) mutable -> FailureOr<std::string> {
+    PlanTarget plan{*hwp,     ScheduleKind::roundRobin, devices, microbatches,
+                    dispatch, /*passShift=*/-1,         budget};
+    std::string error;
+    std::optional<std::vector<LayerCost>> endCosts[2];
+    FailureOr<std::optional<StepEnds>> s = predictPlanEnds(
+        func, stagePlan, plan, unknown, measured, endCosts, error);
+    FailureOr<std::optional<StepEnds>> l =
+        succeeded(s) ? predictPlanEnds(func, atLayer, plan, unknown, measured,
+                                       endCosts, error)
+                     : FailureOr<std::optional<StepEnds>>(failure());
+    if (failed(l)) {
+      mlir::emitError(func.getLoc()) << error;
+      return failure();
+    }
+    if (choice) {
+      choice->stageEnds = *s;
+      choice->layerEnds = *l;
+    }
+    if (!*s || !*l)
+      return std::string();
+    bool layerAt[2] = {(*l)->fastMs < (*s)->fastMs * (1 - kGrainTie),
+                       (*l)->slowMs < (*s)->slowMs * (1 - kGrainTie)};
+    return " (over the profile's unknown inputs, fast - slow end: "
+           "layer grain " +
+           endsText(**l) + ", stage grain " + endsText(**s) + "; " +
+           (layerAt[0] == layerMid && layerAt[1] == layerMid
+                ? std::string("the same choice at both ends")
+                : std::string(layerAt[0] != layerMid ? "the other grain "
+                                                       "at the fast end"
+                                                     : "") +
+                      (layerAt[0] != layerMid && layerAt[1] != layerMid
+                           ? " and "
+                           : "") +
+                      (layerAt[1] != layerMid ? "the other grain at the "
+                                                "slow end"
+                                              : "") +
+                      ": the choice rests on the profile's own values") +
+           ")";
+  };
   std::string range;
   if (stage->fits && layer->fits && !request.unknown.empty()) {
-    std::optional<std::vector<LayerCost>> endCosts[2];
-    FailureOr<std::optional<StepEnds>> s =
-        predictPlanEnds(func, stagePlan, plan, request.unknown,
-                        request.measured, endCosts, error);
-    FailureOr<std::optional<StepEnds>> l =
-        succeeded(s) ? predictPlanEnds(func, atLayer, plan, request.unknown,
-                                       request.measured, endCosts, error)
-                     : FailureOr<std::optional<StepEnds>>(failure());
-    if (failed(l))
-      return mlir::emitError(func.getLoc()) << error;
-    choice.stageEnds = *s;
-    choice.layerEnds = *l;
-    if (*s && *l) {
-      bool layerAt[2] = {(*l)->fastMs < (*s)->fastMs * (1 - kGrainTie),
-                         (*l)->slowMs < (*s)->slowMs * (1 - kGrainTie)};
-      bool layerMid = layer->stepMs < stage->stepMs * (1 - kGrainTie);
-      range =
-          " (over the profile's unknown inputs, fast - slow end: "
-          "layer grain " +
-          endsText(**l) + ", stage grain " + endsText(**s) + "; " +
-          (layerAt[0] == layerMid && layerAt[1] == layerMid
-               ? std::string("the same choice at both ends")
-               : std::string(layerAt[0] != layerMid ? "the other grain "
-                                                      "at the fast end"
-                                                    : "") +
-                     (layerAt[0] != layerMid && layerAt[1] != layerMid ? " and "
-                                                                       : "") +
-                     (layerAt[1] != layerMid ? "the other grain at the "
-                                               "slow end"
-                                             : "") +
-                     ": the choice rests on the profile's own values") +
-          ")";
+    if (request.deferRange) {
+      // The note's last words, where they are printed (the range is its
+      // suffix on both grains' reasons below).
+      choice.range = [ranges]() mutable { return ranges(nullptr); };
+    } else {
+      FailureOr<std::string> r = ranges(&choice);
+      if (failed(r))
+        return failure();
+      range = *r;
     }
   }
   // Where speed decides, what each grain stages in the pinned buffers:

@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/AnalysisManager.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,6 +56,11 @@ public:
   /// searches (rp-choose-loss-fusion's unfused graph) start from the
   /// original's.
   SearchMemo &searchMemo() const;
+
+  /// rp-partition's defer-grain-range: the end of `recompute = auto`'s
+  /// note, left for rp-choose-loss-fusion to print where it keeps the
+  /// fused graph's note (GrainSpeedChoice::range); empty where none waits.
+  std::function<FailureOr<std::string>()> grainRange;
 
   /// The profiles survive every pass; the layer costs only passes that
   /// preserve this analysis.

@@ -18,6 +18,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <functional>
+
 namespace mlir::rp {
 
 /// How a partition is chosen: a user's `stages`, or a partitioner.
@@ -54,6 +56,10 @@ struct PartitionRequest {
   /// costs at each end from `measured` times where given).
   std::vector<::rp::timing::UnknownInput> unknown;
   const MeasuredProfile *measured = nullptr;
+  /// `recompute = auto` where rp-choose-loss-fusion follows: the ranges
+  /// are left to GrainSpeedChoice::range, which that pass runs only where
+  /// it keeps this graph's note (the unfused graph's replaces it).
+  bool deferRange = false;
 };
 
 /// What `recompute = auto` chose for speed, and why.
@@ -69,6 +75,10 @@ struct GrainSpeedChoice {
   /// Both plans' steps at the ends of the profile's unknown inputs, where
   /// it names any and both were timed.
   std::optional<StepEnds> stageEnds, layerEnds;
+  /// PartitionRequest::deferRange: the ranges' text, " (over the
+  /// profile's unknown inputs ...)", that `reason` then ends without
+  /// (empty where there is none to give).
+  std::function<FailureOr<std::string>()> range;
 };
 
 /// A layer-grain plan must be predicted faster than the stage-grain one by

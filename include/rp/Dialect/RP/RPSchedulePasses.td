@@ -203,7 +203,9 @@ def PartitionPass : Pass<"rp-partition", "::mlir::ModuleOp"> {
     Option<"hostBudgetGiB", "host-budget-gib", "double", "0",
            "host memory the plan may hold, in GiB (0: unchecked): rp's partitioner holds the pinned staging buffers to what the module's weights and optimizer state leave of it, merging stages where the fastest partition stages more (include/rp/Analysis/PartitionMemory.h holdToHostBudget)">,
     Option<"hostSlackPct", "host-slack-pct", "double", "0",
-           "without host-budget-gib: rp's partitioner takes a partition whose step is within this many percent of the fastest's and whose pinned staging buffers are at least 1 GiB smaller, the one staging the least it reaches (0: the fastest, whatever it stages; rp-train-pipeline's default is 5); recompute=auto then takes layer grain for speed only where it is faster by more than this or stages less than 1 GiB more">
+           "without host-budget-gib: rp's partitioner takes a partition whose step is within this many percent of the fastest's and whose pinned staging buffers are at least 1 GiB smaller, the one staging the least it reaches (0: the fastest, whatever it stages; rp-train-pipeline's default is 5); recompute=auto then takes layer grain for speed only where it is faster by more than this or stages less than 1 GiB more">,
+    Option<"deferGrainRange", "defer-grain-range", "bool", "false",
+           "recompute=auto: leave the note's ranges over the profile's unknown inputs to rp-choose-loss-fusion, which follows and prints them only where it keeps this graph's note (rp-train-pipeline with fuse-loss=auto)">
   ];
 }
 

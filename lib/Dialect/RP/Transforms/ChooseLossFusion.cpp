@@ -256,6 +256,30 @@ struct ChooseLossFusionPass
     return planned;
   }
 
+  /// Where rp-partition left its grain note's ranges to this pass
+  /// (defer-grain-range) and the note is kept: times them on the fused
+  /// graph and ends the note with them.
+  LogicalResult finishGrainNote(CostModel &model) {
+    std::function<FailureOr<std::string>()> range = std::move(model.grainRange);
+    model.grainRange = nullptr;
+    if (!range)
+      return success();
+    FailureOr<func::FuncOp> func = layeredFunction(getOperation());
+    if (failed(func))
+      return failure();
+    auto note = getContext()
+                    .getLoadedDialect<RPDialect>()
+                    ->getRecomputeChoiceAttrHelper();
+    StringAttr reason = note.getAttr(*func);
+    if (!reason)
+      return success();
+    FailureOr<std::string> text = range();
+    if (failed(text))
+      return failure();
+    note.setAttr(*func, StringAttr::get(&getContext(), reason.str() + *text));
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (budgetGiB < 0) {
@@ -281,6 +305,8 @@ struct ChooseLossFusionPass
              .walk([](LinearCrossEntropyOp) { return WalkResult::interrupt(); })
              .wasInterrupted()) {
       // Nothing fused: nothing to choose.
+      if (failed(finishGrainNote(getAnalysis<CostModel>())))
+        return signalPassFailure();
       markAllAnalysesPreserved();
       return;
     }
@@ -314,6 +340,8 @@ struct ChooseLossFusionPass
                                      msText(floorMs) +
                                      " a step): the unfused plan cannot be "
                                      "faster"));
+      if (failed(finishGrainNote(model)))
+        return signalPassFailure();
       markAllAnalysesPreserved();
       return;
     }
@@ -325,6 +353,8 @@ struct ChooseLossFusionPass
     auto keepFused = [&](const std::string &reason) {
       lossFusion.setAttr(*func,
                          StringAttr::get(&getContext(), "fused: " + reason));
+      if (failed(finishGrainNote(model)))
+        return signalPassFailure();
       // Only a discardable attribute changed.
       markAllAnalysesPreserved();
     };
@@ -443,6 +473,11 @@ struct ChooseLossFusionPass
         }
       }
     }
+    // The fused graph's note is replaced by the unfused graph's, where it
+    // chose one; else kept, its ranges timed before the loss is unfused.
+    if (grainChoice.empty() && failed(finishGrainNote(model)))
+      return signalPassFailure();
+    model.grainRange = nullptr;
     unfuse(module);
     (*func)->setAttr("rp.partition", partition);
     if (!grainChoice.empty())

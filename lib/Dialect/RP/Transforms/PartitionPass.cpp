@@ -93,6 +93,7 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
     request.chooseGrain = recompute == RecomputeGrain::automatic &&
                           stages.empty() && kind == ScheduleKind::roundRobin &&
                           how == Partitioner::rp;
+    request.deferRange = deferGrainRange;
     if (std::string error; !readGrainRanges(request, hw, **inputs, error)) {
       module.emitError() << error;
       return signalPassFailure();
@@ -124,6 +125,7 @@ struct PartitionPass : mlir::rp::impl::PartitionPassBase<PartitionPass> {
       choice.setAttr(*func, StringAttr::get(&getContext(), grain.reason));
     else
       choice.removeAttr(*func);
+    model.grainRange = request.chooseGrain ? grain.range : nullptr;
     // The passes after this one (the schedule, its transfers and memory,
     // the plan's predicted times) cost the layers the same way.
     auto measuredAttr =

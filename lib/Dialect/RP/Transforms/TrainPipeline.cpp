@@ -124,6 +124,9 @@ void mlir::rp::buildTrainPipeline(OpPassManager &pm,
   partition.budgetGiB = options.budgetGiB;
   partition.hostBudgetGiB = options.hostBudgetGiB;
   partition.hostSlackPct = options.hostSlackPct;
+  // The fused graph's grain note is replaced where the loss is unfused:
+  // its ranges (four timed runs) are left to rp-choose-loss-fusion.
+  partition.deferGrainRange = options.fuseLoss == FuseLoss::automatic;
   pm.addPass(createPartitionPass(partition));
   if (options.reportMaxSeq) {
     ReportMaxSeqPassOptions report;

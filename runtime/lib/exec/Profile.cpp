@@ -19,8 +19,9 @@
 // split by stated rules, and the file's "note" says which were used.
 //
 // Where the devices timed each kernel call (Queue::timeCalls), the file's
-// "ops" give the median of every call of one op kind, element type and
-// operand shapes, over the same steps: what a recompile or the sim takes
+// "ops" give the median of every call of one op kind, element type,
+// operand shapes and work-changing attributes (timing::measuredOpAttrs),
+// over the same steps: what a recompile or the sim takes
 // for the calls it does not time by layers (rp/timing/Measured.h).
 //
 //===----------------------------------------------------------------------===//

@@ -19,8 +19,9 @@
 //
 // Its "ops" section (format kMeasuredOpsFormat, "ops_format") times single
 // kernel calls: per op kind, element type (the call's first floating-point
-// operand's, as the timing model reads it) and operand shapes, the median
-// of the calls rp-run --profile timed on the device and how many there
+// operand's, as the timing model reads it), operand shapes and the
+// attributes that change the work at those shapes (measuredOpAttrs), the
+// median of the calls rp-run --profile timed on the device and how many there
 // were. A call whose key the section names takes that time in place of the
 // model's (timedCallMs), its launches included; every other call keeps the
 // model's. Where a program is timed by its layers above, the layers' time

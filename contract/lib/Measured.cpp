@@ -65,6 +65,13 @@ rp::timing::parseMeasuredTimes(const std::string &text,
   if (!j.contains("ops_format") || !j["ops_format"].is_number_integer())
     return fail("an \"ops\" section needs \"ops_format\": " +
                 std::to_string(kMeasuredOpsFormat));
+  if (j["ops_format"].get<int64_t>() == 1)
+    return fail("\"ops_format\" 1 keys calls without their attributes, so "
+                "an entry may mix a causal attention with a full one or a "
+                "transposed matmul with a plain one; this build reads "
+                "format " +
+                std::to_string(kMeasuredOpsFormat) +
+                ": measure again with this build's rp-run --profile");
   if (j["ops_format"].get<int64_t>() != kMeasuredOpsFormat)
     return fail("\"ops_format\" " + j["ops_format"].dump() +
                 " is not the one this build reads (" +
@@ -107,6 +114,19 @@ rp::timing::parseMeasuredTimes(const std::string &text,
         shapes->push_back(std::move(dims));
       }
     }
+    if (o.contains("attrs")) {
+      if (!o["attrs"].is_array())
+        return fail(where + ": \"attrs\" must be an array of integers");
+      for (const nlohmann::json &a : o["attrs"]) {
+        if (!a.is_number_integer())
+          return fail(where + ": \"attrs\" must be an array of integers");
+        t.attrs.push_back(a.get<int64_t>());
+      }
+    }
+    if (!t.attrs.empty() && !measuredOpHasAttrs(uint16_t(kernelOpIndex(t.op))))
+      return fail(where + ": a " + t.op +
+                  " call has no \"attrs\" (rp/timing/Measured.h, "
+                  "measuredOpAttrs)");
     if (!o.contains("ms") || !o["ms"].is_number() || o["ms"].get<double>() < 0)
       return fail(where + ": \"ms\" must be a number of milliseconds, at "
                           "least 0");
@@ -116,7 +136,8 @@ rp::timing::parseMeasuredTimes(const std::string &text,
       return fail(where + ": \"calls\" must be how many calls were timed, "
                           "at least 1");
     t.calls = o["calls"].get<uint64_t>();
-    std::string key = measuredOpKey(t.op, t.dtype, t.inputs, t.outputs);
+    std::string key =
+        measuredOpKey(t.op, t.dtype, t.inputs, t.outputs, t.attrs);
     if (times.ops.count(key))
       return fail(where + ": '" + key + "' is listed twice");
     times.ops[key] = std::move(t);
@@ -124,40 +145,127 @@ rp::timing::parseMeasuredTimes(const std::string &text,
   return times;
 }
 
+namespace {
+
+/// How measuredOpAttrs picks a kind's attributes.
+enum class Attrs { none, all, matmul, attention, reduce, strides, chunk };
+
+Attrs attrsOf(uint16_t op) {
+  using K = ::rp::plan::OpKind;
+  switch (static_cast<K>(op)) {
+  case K::matmul:
+    return Attrs::matmul;
+  case K::attention:
+  case K::attention_grad:
+    return Attrs::attention;
+  case K::reduce:
+  case K::extremum_grad:
+    return Attrs::reduce;
+  case K::slice:
+  case K::slice_grad:
+    return Attrs::strides;
+  case K::linear_cross_entropy:
+  case K::linear_cross_entropy_grad:
+    return Attrs::chunk;
+  case K::gelu:
+  case K::transpose:
+  case K::gather:
+  case K::softmax:
+  case K::log_softmax:
+  case K::layer_norm:
+  case K::rms_norm:
+  case K::unary_grad:
+  case K::softmax_grad:
+  case K::norm_grad:
+  case K::gather_grad:
+  case K::moe_route:
+  case K::moe_route_grad:
+  case K::moe_grouped_matmul:
+  case K::moe_grouped_matmul_wgrad:
+  case K::moe_combine:
+  case K::moe_combine_grad:
+  case K::dequantize:
+    return Attrs::all;
+  default:
+    return Attrs::none;
+  }
+}
+
+} // namespace
+
+std::vector<int64_t>
+rp::timing::measuredOpAttrs(uint16_t op, const std::vector<int64_t> &ints,
+                            const std::vector<double> &floats) {
+  auto attr = [&](size_t i) { return i < ints.size() ? ints[i] : 0; };
+  switch (attrsOf(op)) {
+  case Attrs::none:
+    return {};
+  case Attrs::all:
+    return ints;
+  case Attrs::matmul: // transpose_a, transpose_b, (epilogue)
+    return {attr(0), attr(1), attr(2)};
+  case Attrs::attention: // causal, has_mask, (window), (has_sinks); softcap
+    return {attr(0), attr(1), attr(2), attr(3),
+            floats.size() > 1 && floats[1] != 0};
+  case Attrs::reduce: { // kind, keep_dims, dims...
+    std::vector<int64_t> attrs = {attr(0)};
+    if (ints.size() > 2)
+      attrs.insert(attrs.end(), ints.begin() + 2, ints.end());
+    return attrs;
+  }
+  case Attrs::strides: // offsets, then strides: as many of each
+    return {ints.begin() + ints.size() / 2, ints.end()};
+  case Attrs::chunk: // ignore_index, chunk
+    return {attr(1)};
+  }
+  return ints;
+}
+
+bool rp::timing::measuredOpHasAttrs(uint16_t op) {
+  return attrsOf(op) != Attrs::none;
+}
+
 std::string
 rp::timing::measuredOpKey(const std::string &op, const std::string &dtype,
                           const std::vector<std::vector<int64_t>> &inputs,
-                          const std::vector<std::vector<int64_t>> &outputs) {
+                          const std::vector<std::vector<int64_t>> &outputs,
+                          const std::vector<int64_t> &attrs) {
   std::string key = op + " " + dtype;
-  auto add = [&](const std::vector<int64_t> &shape) {
-    key += " [";
-    for (size_t i = 0; i < shape.size(); ++i)
-      key += (i ? "," : "") + std::to_string(shape[i]);
-    key += "]";
+  auto add = [&](const std::vector<int64_t> &list, const char *open,
+                 const char *close) {
+    key += open;
+    for (size_t i = 0; i < list.size(); ++i)
+      key += (i ? "," : "") + std::to_string(list[i]);
+    key += close;
   };
   for (const auto &s : inputs)
-    add(s);
+    add(s, " [", "]");
   key += " ->";
   for (const auto &s : outputs)
-    add(s);
+    add(s, " [", "]");
+  if (!attrs.empty())
+    add(attrs, " {", "}");
   return key;
 }
 
-std::string rp::timing::measuredOpKey(uint16_t op, const CallOperands &call) {
+std::string rp::timing::measuredOpKey(uint16_t op, const CallOperands &call,
+                                      const std::vector<int64_t> &ints,
+                                      const std::vector<double> &floats) {
   std::vector<std::vector<int64_t>> in, out;
   for (const Operand &o : call.inputs)
     in.push_back(o.shape);
   for (const Operand &o : call.outputs)
     out.push_back(o.shape);
-  return measuredOpKey(kernelOpName(op), call.dtype, in, out);
+  return measuredOpKey(kernelOpName(op), call.dtype, in, out,
+                       measuredOpAttrs(op, ints, floats));
 }
 
-std::optional<double> rp::timing::measuredCallMs(const MeasuredTimes *times,
-                                                 uint16_t op,
-                                                 const CallOperands &call) {
+std::optional<double> rp::timing::measuredCallMs(
+    const MeasuredTimes *times, uint16_t op, const CallOperands &call,
+    const std::vector<int64_t> &ints, const std::vector<double> &floats) {
   if (!times || times->ops.empty())
     return std::nullopt;
-  auto it = times->ops.find(measuredOpKey(op, call));
+  auto it = times->ops.find(measuredOpKey(op, call, ints, floats));
   if (it == times->ops.end())
     return std::nullopt;
   return it->second.ms;
@@ -166,8 +274,10 @@ std::optional<double> rp::timing::measuredCallMs(const MeasuredTimes *times,
 double rp::timing::timedCallMs(const HardwareModel &hw,
                                const MeasuredTimes *measured, uint16_t op,
                                const CallOperands &call,
-                               const std::vector<int64_t> &ints) {
-  if (std::optional<double> ms = measuredCallMs(measured, op, call))
+                               const std::vector<int64_t> &ints,
+                               const std::vector<double> &floats) {
+  if (std::optional<double> ms =
+          measuredCallMs(measured, op, call, ints, floats))
     return *ms;
   return callMs(hw, op, call, ints);
 }
@@ -185,6 +295,42 @@ bool rp::timing::readMeasuredProfile(const std::string &path, std::string &text,
   return rp::contract::readJsonFile(path, "measured profile",
                                     "the measured profile", text, error);
 }
+
+namespace {
+
+/// `j` as dump(2) writes it, but an array of numbers on one line ([4,
+/// 2048, 2048]): a large model's profile has thousands of shapes.
+void writeJson(const nlohmann::ordered_json &j, int indent, std::string &out) {
+  auto flat = [](const nlohmann::ordered_json &a) {
+    for (const auto &e : a)
+      if (e.is_structured())
+        return false;
+    return true;
+  };
+  std::string pad(size_t(indent + 2), ' ');
+  if (j.is_array() && !j.empty() && flat(j)) {
+    out += "[";
+    for (size_t i = 0; i < j.size(); ++i)
+      out += (i ? ", " : "") + j[i].dump();
+    out += "]";
+  } else if (j.is_structured() && !j.empty()) {
+    out += j.is_object() ? "{\n" : "[\n";
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out += (first ? "" : ",\n") + pad;
+      first = false;
+      if (j.is_object())
+        out += nlohmann::ordered_json(it.key()).dump() + ": ";
+      writeJson(*it, indent + 2, out);
+    }
+    out +=
+        "\n" + std::string(size_t(indent), ' ') + (j.is_object() ? "}" : "]");
+  } else {
+    out += j.dump();
+  }
+}
+
+} // namespace
 
 std::string rp::timing::formatMeasuredTimes(const MeasuredTimes &times) {
   auto ms = [](double v) { return std::round(v * 1e6) / 1e6; };
@@ -209,17 +355,23 @@ std::string rp::timing::formatMeasuredTimes(const MeasuredTimes &times) {
   doc["layers"] = std::move(list);
   if (!times.ops.empty()) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-    for (const auto &[key, t] : times.ops)
-      ops.push_back({{"op", t.op},
-                     {"dtype", t.dtype},
-                     {"inputs", t.inputs},
-                     {"outputs", t.outputs},
-                     {"ms", ms(t.ms)},
-                     {"calls", t.calls}});
+    for (const auto &[key, t] : times.ops) {
+      nlohmann::ordered_json entry = {{"op", t.op},
+                                      {"dtype", t.dtype},
+                                      {"inputs", t.inputs},
+                                      {"outputs", t.outputs}};
+      if (!t.attrs.empty())
+        entry["attrs"] = t.attrs;
+      entry["ms"] = ms(t.ms);
+      entry["calls"] = t.calls;
+      ops.push_back(std::move(entry));
+    }
     doc["ops_format"] = kMeasuredOpsFormat;
     doc["ops"] = std::move(ops);
   }
-  return doc.dump(2) + "\n";
+  std::string text;
+  writeJson(doc, 0, text);
+  return text + "\n";
 }
 
 std::optional<double> rp::timing::measuredProgramMs(const MeasuredTimes &times,

@@ -82,20 +82,46 @@ Kernel forwardKernel(Operation *op) {
       io += tensorBytes(v.getType());
     return {op->getNumResults() ? numel(op->getResult(0)) : 0, io};
   }
+  // The call's attributes as lib/Target/PlanExport writes them, for the
+  // work and the measured key (timing::measuredOpAttrs); `mirrored` where
+  // they are all here.
   std::vector<int64_t> ints;
+  std::vector<double> floats;
+  bool mirrored = true;
   if (auto mm = dyn_cast<MatmulOp>(op))
     ints = {mm.getTransposeA(), mm.getTransposeB()};
-  else if (auto attn = dyn_cast<AttentionOp>(op))
+  else if (auto attn = dyn_cast<AttentionOp>(op)) {
     ints = {attn.getCausal(), attn.getMask() != nullptr,
-            static_cast<int64_t>(attn.getWindow().value_or(0))};
-  else if (auto grad = dyn_cast<AttentionGradOp>(op))
+            static_cast<int64_t>(attn.getWindow().value_or(0)),
+            attn.getSinks() != nullptr};
+    floats = {1.0,
+              attn.getSoftcap() ? attn.getSoftcap()->convertToDouble() : 0.0};
+  } else if (auto grad = dyn_cast<AttentionGradOp>(op)) {
     // As PlanExportGrad writes it: a causal gradient does half the work;
     // sinks add their gradient's kernel.
     ints = {grad.getCausal(), grad.getMask() != nullptr,
             static_cast<int64_t>(grad.getWindow().value_or(0)),
             grad.getSinks() != nullptr};
-  else if (auto combine = dyn_cast<MoECombineGradOp>(op))
+    floats = {1.0,
+              grad.getSoftcap() ? grad.getSoftcap()->convertToDouble() : 0.0};
+  } else if (auto combine = dyn_cast<MoECombineGradOp>(op))
     ints = {combine.getWeights() != nullptr}; // as PlanExportMoE writes it
+  else if (auto gelu = dyn_cast<GeluOp>(op))
+    ints = {static_cast<int64_t>(gelu.getApproximate())};
+  else if (auto reduce = dyn_cast<ReduceOp>(op)) {
+    ints = {static_cast<int64_t>(reduce.getKind()), reduce.getKeepDims()};
+    ints.insert(ints.end(), reduce.getDims().begin(), reduce.getDims().end());
+  } else if (auto softmax = dyn_cast<SoftmaxOp>(op))
+    ints = {static_cast<int64_t>(softmax.getDim())};
+  else if (auto logSoftmax = dyn_cast<LogSoftmaxOp>(op))
+    ints = {static_cast<int64_t>(logSoftmax.getDim())};
+  else if (auto norm = dyn_cast<LayerNormOp>(op))
+    ints = {static_cast<int64_t>(norm.getAxis()), norm.getScale() != nullptr,
+            norm.getBias() != nullptr};
+  else if (auto norm = dyn_cast<RmsNormOp>(op))
+    ints = {static_cast<int64_t>(norm.getAxis()), norm.getScale() != nullptr};
+  else
+    mirrored = !::rp::timing::measuredOpHasAttrs(uint16_t(index));
   ::rp::timing::KernelWork w =
       ::rp::timing::kernelWork(uint16_t(index), in, out, ints);
   // The call's element type as the plan's calls have it: the first
@@ -114,8 +140,14 @@ Kernel forwardKernel(Operation *op) {
     inShapes.push_back(o.shape);
   for (const ::rp::timing::Operand &o : out)
     outShapes.push_back(o.shape);
+  // A kind whose key attributes are not mirrored above takes no measured
+  // time: a key without them could name another call's.
   return {int64_t(w.flops), int64_t(w.bytes), w.groups, w.launches,
-          ::rp::timing::measuredOpKey(kind, dtype, inShapes, outShapes)};
+          mirrored
+              ? ::rp::timing::measuredOpKey(kind, dtype, inShapes, outShapes,
+                                            ::rp::timing::measuredOpAttrs(
+                                                uint16_t(index), ints, floats))
+              : std::string()};
 }
 
 /// rp.linear_cross_entropy as the kernels its chunks run: the head's
@@ -292,8 +324,8 @@ double accumulateMs(Type type, const ::rp::timing::HardwareModel &model,
   llvm::raw_string_ostream os(dtype);
   tensor.getElementType().print(os);
   ::rp::timing::CallOperands call{{o, o}, {o}, dtype};
-  if (std::optional<double> ms =
-          ::rp::timing::measuredCallMs(measured, uint16_t(index), call)) {
+  if (std::optional<double> ms = ::rp::timing::measuredCallMs(
+          measured, uint16_t(index), call, {}, {})) {
     ++cost.measuredOps;
     return *ms;
   }

@@ -478,6 +478,35 @@ TEST(TraceTest, ProfileWeighsAFusedTailByItsCalls) {
               HasSubstr("'h.1..suffix' (3 layer(s))"));
 }
 
+/// Calls of one op kind and shapes that differ in an attribute that
+/// changes their work (here a transposed operand) are measured apart: a
+/// profile's "ops" keep one entry each, with its own median.
+TEST(TraceTest, ProfileOpsKeepCallsApartByTheirAttributes) {
+  PlanBuilder b(1, 1, true);
+  uint32_t x = b.buffer("x", {8, 8}), w = b.buffer("w", {8, 8}),
+           y = b.buffer("y", {8, 8});
+  uint32_t program =
+      b.program("h.0", {call(OpKind::matmul, {x, w}, {y}, {0, 0}),
+                        call(OpKind::matmul, {x, w}, {y}, {0, 1}),
+                        call(OpKind::matmul, {x, w}, {y}, {0, 0})});
+  Trace::CallSamples calls = {{{program, 0}, {1.0, 1.0}},
+                              {{program, 1}, {5.0, 7.0}},
+                              {{program, 2}, {1.0}}};
+  std::map<std::string, rp::timing::MeasuredOpTime> ops =
+      measuredOps(b.plan, calls);
+  ASSERT_EQ(ops.size(), 2u);
+  std::map<std::vector<int64_t>, rp::timing::MeasuredOpTime> byAttrs;
+  for (const auto &[key, t] : ops)
+    byAttrs[t.attrs] = t;
+  const std::vector<int64_t> plain = {0, 0, 0}, transposed = {0, 1, 0};
+  ASSERT_EQ(byAttrs.count(plain), 1u);
+  ASSERT_EQ(byAttrs.count(transposed), 1u);
+  EXPECT_EQ(byAttrs[plain].ms, 1.0);
+  EXPECT_EQ(byAttrs[plain].calls, 3u);
+  EXPECT_EQ(byAttrs[transposed].ms, 6.0);
+  EXPECT_EQ(byAttrs[transposed].calls, 2u);
+}
+
 TEST(TraceTest, ProfileNamesWhatItCannotSplit) {
   Plan plan = profilePlan();
   // A backward of a layer no forward job names.

@@ -91,8 +91,12 @@ bool mlir::rp::predictJobTimes(std::vector<uint8_t> &bytes,
       for (const pf::KernelCall *c : *calls) {
         std::vector<int64_t> ints;
         timing::CallOperands call = operandsOf(c, ints);
+        std::vector<double> floats;
+        if (c->floats())
+          floats.assign(c->floats()->begin(), c->floats()->end());
         // Its measured time where the file's "ops" name it, as the sim.
-        ms += timing::timedCallMs(hw, measured, uint16_t(c->op()), call, ints);
+        ms += timing::timedCallMs(hw, measured, uint16_t(c->op()), call, ints,
+                                  floats);
       }
     if (measured && programs->Get(p)->name()) {
       // A fused tail runs forward and backward without recompute; its

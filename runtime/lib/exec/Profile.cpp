@@ -19,8 +19,9 @@
 // split by stated rules, and the file's "note" says which were used.
 //
 // Where the devices timed each kernel call (Queue::timeCalls), the file's
-// "ops" give the median of every call of one op kind, element type and
-// operand shapes, over the same steps: what a recompile or the sim takes
+// "ops" give the median of every call of one op kind, element type,
+// operand shapes and work-changing attributes (timing::measuredOpAttrs),
+// over the same steps: what a recompile or the sim takes
 // for the calls it does not time by layers (rp/timing/Measured.h).
 //
 //===----------------------------------------------------------------------===//
@@ -274,7 +275,8 @@ rp::runtime::measuredOps(const Plan &plan, const Trace::CallSamples &calls) {
     if (!timing::launchesKernel(op))
       continue;
     timing::CallOperands operands = sim::callOperands(plan, call);
-    std::string key = timing::measuredOpKey(op, operands);
+    std::string key =
+        timing::measuredOpKey(op, operands, call.ints, call.floats);
     auto [it, fresh] = ops.try_emplace(key);
     if (fresh) {
       it->second.op = timing::kernelOpName(op);
@@ -283,6 +285,7 @@ rp::runtime::measuredOps(const Plan &plan, const Trace::CallSamples &calls) {
         it->second.inputs.push_back(o.shape);
       for (const timing::Operand &o : operands.outputs)
         it->second.outputs.push_back(o.shape);
+      it->second.attrs = timing::measuredOpAttrs(op, call.ints, call.floats);
     }
     std::vector<double> &all = samples[key];
     all.insert(all.end(), ms.begin(), ms.end());
@@ -502,8 +505,8 @@ Expected<std::string> rp::runtime::measuredProfileJson(
   if (!ops.empty())
     note += "; ops: each kernel call's time on its device (the host backend: "
             "wall time around the call; cuda: events around it), the "
-            "median over the calls of one op kind, element type and operand "
-            "shapes, over the same steps";
+            "median over the calls of one op kind, element type, operand "
+            "shapes and attributes that change the work, over the same steps";
   timing::MeasuredTimes times;
   times.hw = hw;
   times.note = note;

@@ -27,7 +27,7 @@ double sim::callTimeMs(const timing::HardwareModel &hw, const Plan &plan,
                        const KernelCallDesc &call,
                        const timing::MeasuredTimes *measured) {
   return timing::timedCallMs(hw, measured, uint16_t(call.op),
-                             callOperands(plan, call), call.ints);
+                             callOperands(plan, call), call.ints, call.floats);
 }
 
 double sim::recomputeShare(const timing::HardwareModel &hw, const Plan &plan,

@@ -19,8 +19,9 @@
 //
 // Its "ops" section (format kMeasuredOpsFormat, "ops_format") times single
 // kernel calls: per op kind, element type (the call's first floating-point
-// operand's, as the timing model reads it) and operand shapes, the median
-// of the calls rp-run --profile timed on the device and how many there
+// operand's, as the timing model reads it), operand shapes and the
+// attributes that change the work at those shapes (measuredOpAttrs), the
+// median of the calls rp-run --profile timed on the device and how many there
 // were. A call whose key the section names takes that time in place of the
 // model's (timedCallMs), its launches included; every other call keeps the
 // model's. Where a program is timed by its layers above, the layers' time
@@ -50,7 +51,10 @@ struct MeasuredLayerTimes {
 
 /// The version of the "ops" section a reader takes; a file with another
 /// "ops_format" is refused (measure again with this build's rp-run).
-inline constexpr int kMeasuredOpsFormat = 1;
+/// Format 2 keys each call by its attributes too (measuredOpAttrs); format
+/// 1's entries may mix calls that differ in them (a causal and a full
+/// attention), so no entry of it can be trusted and it is refused whole.
+inline constexpr int kMeasuredOpsFormat = 2;
 
 /// One kernel call shape's measured time.
 struct MeasuredOpTime {
@@ -60,6 +64,9 @@ struct MeasuredOpTime {
   /// The median of the timed calls, ms; how many calls were timed.
   double ms = 0;
   uint64_t calls = 0;
+  /// measuredOpAttrs of the calls (empty for a kind none of whose
+  /// attributes change its work).
+  std::vector<int64_t> attrs;
 };
 
 struct MeasuredTimes {
@@ -79,25 +86,56 @@ struct MeasuredTimes {
   std::map<std::string, MeasuredOpTime> ops;
 };
 
+/// The attributes of a call of op kind `op` (plan.fbs's `ints` and
+/// `floats`, the layouts lib/Target/PlanExport writes) that change its
+/// work on the same operand shapes, the part of its key beyond them. The
+/// rule: every attribute that selects the kernel's computation is kept;
+/// what only picks data (a slice's offsets, a dropout's stream id, a
+/// loss's ignore_index) or restates the shapes (a reduce's keep_dims, a
+/// concat's dim) is left out, so calls differing only in those share one
+/// entry. Per kind: matmul [transpose_a, transpose_b, epilogue];
+/// attention and attention_grad [causal, has_mask, window, has_sinks,
+/// has_softcap] (absent trailing ints as 0; the soft-cap's presence from
+/// floats[1]); reduce and extremum_grad [kind, dims...]; slice and
+/// slice_grad their strides; linear_cross_entropy(_grad) [chunk]; gelu,
+/// transpose, gather, softmax, log_softmax, layer_norm, rms_norm,
+/// unary_grad, softmax_grad, norm_grad, gather_grad, moe_route(_grad),
+/// moe_grouped_matmul(_wgrad), moe_combine(_grad) and dequantize all their
+/// ints; the other kinds (elementwise, cmp, where, cast, broadcast,
+/// concat, dropout, cross_entropy(_grad), moe_dispatch) none. GQA's group
+/// count is in the shapes (query heads against key heads).
+std::vector<int64_t> measuredOpAttrs(uint16_t op,
+                                     const std::vector<int64_t> &ints,
+                                     const std::vector<double> &floats);
+/// Whether any attribute of op kind `op` goes into its key.
+bool measuredOpHasAttrs(uint16_t op);
+
 /// The key of a call in the "ops" section: "matmul f32 [6,16,32] [32,32]
-/// -> [6,16,32]" (op kind, element type, input shapes, output shapes).
-/// Calls that differ only in integer attributes share one key.
+/// -> [6,16,32] {0,1,0}" (op kind, element type, input shapes, output
+/// shapes, measuredOpAttrs where there are any).
 std::string measuredOpKey(const std::string &op, const std::string &dtype,
                           const std::vector<std::vector<int64_t>> &inputs,
-                          const std::vector<std::vector<int64_t>> &outputs);
-std::string measuredOpKey(uint16_t op, const CallOperands &call);
+                          const std::vector<std::vector<int64_t>> &outputs,
+                          const std::vector<int64_t> &attrs);
+std::string measuredOpKey(uint16_t op, const CallOperands &call,
+                          const std::vector<int64_t> &ints,
+                          const std::vector<double> &floats);
 
-/// The measured time of a call of op kind `op` on `call`'s operands, or
-/// std::nullopt where `times` (may be null) names no such call.
+/// The measured time of a call of op kind `op` on `call`'s operands with
+/// attributes `ints` and `floats`, or std::nullopt where `times` (may be
+/// null) names no such call.
 std::optional<double> measuredCallMs(const MeasuredTimes *times, uint16_t op,
-                                     const CallOperands &call);
+                                     const CallOperands &call,
+                                     const std::vector<int64_t> &ints,
+                                     const std::vector<double> &floats);
 
 /// The time of one kernel call: its measured time where `measured` names
 /// it, else the model's (callMs). The one rule the sim device, the plan
 /// export's prediction and the compiler's layer costs share.
 double timedCallMs(const HardwareModel &hw, const MeasuredTimes *measured,
                    uint16_t op, const CallOperands &call,
-                   const std::vector<int64_t> &ints);
+                   const std::vector<int64_t> &ints,
+                   const std::vector<double> &floats);
 
 /// Parses `text` (a measured profile's JSON); std::nullopt with `error`
 /// saying what is wrong and where.
@@ -114,10 +152,11 @@ std::optional<MeasuredTimes> loadMeasuredTimes(const std::string &path,
 
 /// The file's text for `times`: {"hw", "note",
 /// ["backward_includes_accumulation": true,] "layers": [{"name",
-/// "forward_ms", "recompute_ms", "backward_ms"}], ["ops_format": 1, "ops":
-/// [{"op", "dtype", "inputs", "outputs", "ms", "calls"}]]} in that order,
-/// times rounded to the nanosecond, the fields under 0 (not measured) left
-/// out, the ops in key order. parseMeasuredTimes reads it back.
+/// "forward_ms", "recompute_ms", "backward_ms"}], ["ops_format": 2, "ops":
+/// [{"op", "dtype", "inputs", "outputs", ["attrs",] "ms", "calls"}]]} in
+/// that order, times rounded to the nanosecond, the fields under 0 (not
+/// measured) and empty attrs left out, the ops in key order; an array of
+/// numbers (a shape) on one line. parseMeasuredTimes reads it back.
 std::string formatMeasuredTimes(const MeasuredTimes &times);
 
 /// The measured time of one run of the program named `program`; `tail`

@@ -202,8 +202,9 @@ Expected<std::string> measuredProfileJson(
     const std::map<std::string, timing::MeasuredOpTime> &ops = {});
 
 /// The measured profile's "ops" (rp/timing/Measured.h) from `calls`
-/// (Trace::callTimesMs): the calls grouped by op kind, element type and
-/// operand shapes (a reshape, which launches nothing, left out), each
+/// (Trace::callTimesMs): the calls grouped by op kind, element type,
+/// operand shapes and the attributes that change their work
+/// (timing::measuredOpAttrs; a reshape, which launches nothing, left out), each
 /// group's median and count. measuredProfileJson writes them.
 std::map<std::string, timing::MeasuredOpTime>
 measuredOps(const Plan &plan, const Trace::CallSamples &calls);

@@ -14,6 +14,21 @@
 
 using namespace rp::timing;
 
+namespace {
+
+/// f32 operands of the given shapes.
+CallOperands operands(std::vector<std::vector<int64_t>> in,
+                      std::vector<std::vector<int64_t>> out) {
+  CallOperands c;
+  for (auto &s : in)
+    c.inputs.push_back({s, 4});
+  for (auto &s : out)
+    c.outputs.push_back({s, 4});
+  return c;
+}
+
+} // namespace
+
 /// A measured profile's "ops" change exactly the calls they name: one
 /// matmul shape takes its measured time (launches included), a matmul of
 /// another shape and every other op keep the model's, and the file reads
@@ -22,15 +37,6 @@ TEST(MeasuredOpsTest, MeasuredOpsChangeOnlyTheCallsTheyName) {
   std::string error;
   std::optional<HardwareModel> hw = loadHardwareModel("rtx4090", error);
   ASSERT_TRUE(hw) << error;
-  auto operands = [](std::vector<std::vector<int64_t>> in,
-                     std::vector<std::vector<int64_t>> out) {
-    CallOperands c;
-    for (auto &s : in)
-      c.inputs.push_back({s, 4});
-    for (auto &s : out)
-      c.outputs.push_back({s, 4});
-    return c;
-  };
   CallOperands named = operands({{64, 128}, {128, 256}}, {{64, 256}});
   CallOperands other = operands({{64, 128}, {128, 512}}, {{64, 512}});
   MeasuredTimes times;
@@ -123,15 +129,6 @@ TEST(MeasuredOpsTest, MeasuredOpsKeepCallsApartByTheirAttributes) {
   std::string error;
   std::optional<HardwareModel> hw = loadHardwareModel("rtx4090", error);
   ASSERT_TRUE(hw) << error;
-  auto operands = [](std::vector<std::vector<int64_t>> in,
-                     std::vector<std::vector<int64_t>> out) {
-    CallOperands c;
-    for (auto &s : in)
-      c.inputs.push_back({s, 4});
-    for (auto &s : out)
-      c.outputs.push_back({s, 4});
-    return c;
-  };
   struct Pair {
     const char *op;
     CallOperands call;

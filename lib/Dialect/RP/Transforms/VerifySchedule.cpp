@@ -23,6 +23,17 @@ using namespace mlir::rp;
 
 namespace {
 
+/// Per layer of `func`, whether it holds an attention, i.e. keeps keys and
+/// values for a token-sliced schedule's later slices.
+std::vector<bool> layersKeepingKeys(func::FuncOp func) {
+  std::vector<bool> keeps;
+  for (LayerOp l : func.getOps<LayerOp>())
+    keeps.push_back(l.walk([](AttentionOp) {
+                       return WalkResult::interrupt();
+                     }).wasInterrupted());
+  return keeps;
+}
+
 struct Checker {
   ScheduleOp op;
   const Pipeline &pl;
@@ -183,12 +194,7 @@ LogicalResult Checker::checkTailJobs() {
     tails += pl.jobs[j].kind == CommandKind::tail;
   if (tails < 2)
     return success();
-  std::vector<bool> keeps;
-  func::FuncOp func = in.func;
-  for (LayerOp l : func.getOps<LayerOp>())
-    keeps.push_back(l.walk([](AttentionOp) {
-                       return WalkResult::interrupt();
-                     }).wasInterrupted());
+  std::vector<bool> keeps = layersKeepingKeys(in.func);
   for (unsigned j = 0; j < perStep && j < pl.jobs.size(); ++j) {
     const StageJob &job = pl.jobs[j];
     if (job.kind != CommandKind::tail)
@@ -215,12 +221,7 @@ LogicalResult Checker::checkKeptKeys() {
   if (!attr || attr.getInt() < 2)
     return success();
   unsigned slices = unsigned(attr.getInt());
-  std::vector<bool> keeps;
-  func::FuncOp func = in.func;
-  for (LayerOp l : func.getOps<LayerOp>())
-    keeps.push_back(l.walk([](AttentionOp) {
-                       return WalkResult::interrupt();
-                     }).wasInterrupted());
+  std::vector<bool> keeps = layersKeepingKeys(in.func);
   unsigned perStep = std::max(1u, pl.jobsPerStep());
   // Which forward command makes layer l's keys of a microbatch (a forward
   // job's, or the tail's sweep), and the key copies of each job and

@@ -201,7 +201,8 @@ constexpr size_t kPlansAtOnce = 8;
 /// The holds' costs (holdStats): atomics, as the passes of two modules
 /// may hold at once.
 std::atomic<unsigned> statHolds{0};
-std::atomic<uint64_t> statPlans{0}, statTimed{0}, statMicros{0}, statReused{0};
+std::atomic<uint64_t> statPlans{0}, statTimed{0}, statMicros{0}, statReused{0},
+    statRepairs{0}, statJoins{0}, statJoinedMerges{0};
 
 /// Adds one hold, its memory plans, step-time estimates and seconds to
 /// holdStats().
@@ -209,11 +210,15 @@ struct HoldClock {
   std::chrono::steady_clock::time_point start =
       std::chrono::steady_clock::now();
   std::atomic<uint64_t> plans{0}, timed{0}, reused{0};
+  uint64_t repairs = 0, joins = 0, joinedMerges = 0;
   ~HoldClock() {
     ++statHolds;
     statPlans += plans;
     statTimed += timed;
     statReused += reused;
+    statRepairs += repairs;
+    statJoins += joins;
+    statJoinedMerges += joinedMerges;
     statMicros +=
         uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
                      std::chrono::steady_clock::now() - start)
@@ -521,6 +526,8 @@ struct Hold {
     }
     if (taken.size() < 2)
       return std::nullopt;
+    ++clock.joins;
+    clock.joinedMerges += taken.size();
     double ms = msOf(joined);
     return Candidate{make(joined), joinedPeak, ms, true};
   }
@@ -660,6 +667,7 @@ Partition mlir::rp::holdToHostBudget(const Partition &p,
     bool joined = false;
     if (!fastestFit && !fastest(tried)) {
       tried = hold.repairRound(cur, curPeak);
+      ++clock.repairs;
       if (std::optional<Candidate> j =
               hold.jump(cur, tried, t.hostStagedBytes)) {
         tried.push_back(std::move(*j));
@@ -692,6 +700,6 @@ std::vector<SlackHold> mlir::rp::slackHolds() {
 }
 
 HoldStats mlir::rp::holdStats() {
-  return {statHolds, statPlans, statTimed, double(statMicros) * 1e-6,
-          statReused};
+  return {statHolds,  statPlans,   statTimed, double(statMicros) * 1e-6,
+          statReused, statRepairs, statJoins, statJoinedMerges};
 }

@@ -5,7 +5,8 @@
 // returns fit what the budget leaves, the devices still fit, a budget the
 // fastest partition meets changes nothing, and the search memo keeps the
 // held partition apart from the unheld one. At layer grain the hold splits
-// forward stages where at stage grain it merges.
+// forward stages where at stage grain it merges. A partition of 24 stages
+// or more joins repaired merges in one round.
 //
 //===----------------------------------------------------------------------===//
 
@@ -317,6 +318,85 @@ TEST(PartitionHostBudgetTest, SlackTakesStagesNearlyAsFastThatStageLess) {
   EXPECT_EQ(formatStages(partitionForStepTime(layers, floor)),
             formatStages(fastest));
   EXPECT_EQ(slackHolds().size(), holdsBefore + 2);
+}
+
+/// 29 layers of varied times, 16 MiB of weights, 64 MiB of intermediates
+/// and 4 MiB activations each (20 MiB a backward boundary over 5
+/// microbatches), on 0.5 GiB devices: a backward stage of two layers
+/// fits, of three fits, of four (two merged) does not.
+std::vector<LayerCost> manyStages() {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> time(0.5, 2.0);
+  std::vector<LayerCost> layers(29);
+  for (LayerCost &c : layers) {
+    c.forwardMs = c.recomputeMs = time(rng);
+    c.backwardMs = 2 * c.forwardMs * time(rng);
+    c.paramBytes = c.gradBytes = int64_t(1) << 24;
+    c.workBytes = int64_t(1) << 26;
+    c.actInBytes = c.actOutBytes = int64_t(1) << 22;
+  }
+  return layers;
+}
+
+// Where a repair round's fastest repaired merge misses the budget, a
+// partition of 24 stages or more joins repaired merges that change
+// different stages in one round (Hold::jump, one per 12 stages); under 24
+// it takes one a round. From backward stages of two layers each, a merge
+// is over the devices and is repaired (its layers spread over its neighbours);
+// a budget two boundaries under the start's needs two merges. With 24
+// stages the hold joins two in its one repair round (without the join it
+// took two rounds); with 23 it repairs once a merge and joins none. Both
+// meet the budget on the devices, and the join is the same on a second
+// hold.
+TEST(PartitionHostBudgetTest, ManyStagesJoinRepairedMerges) {
+  std::vector<LayerCost> layers = manyStages();
+  HardwareProfile hw = box(0.5);
+  SearchTarget t{hw, 4, 5, int64_t(1) << 40};
+  const std::vector<unsigned> bwd(14, 2);
+  const int64_t boundary = int64_t(20) << 20;
+  struct Held {
+    std::string stages;
+    HoldStats cost;
+  };
+  auto hold = [&](const std::vector<unsigned> &fwd) {
+    Partition start = partitionFromSizes(fwd, 1, bwd, layers.size());
+    EXPECT_EQ(fwd.size() + bwd.size(),
+              start.forward.size() + start.backward.size());
+    EXPECT_TRUE(fitsDeviceMemory(start, layers, t)) << formatStages(start);
+    SearchTarget held = t;
+    held.hostStagedBytes = staged(start, layers, t) - 2 * boundary;
+    HoldStats before = holdStats();
+    Partition p = holdToHostBudget(start, layers, held);
+    HoldStats after = holdStats();
+    EXPECT_LE(staged(p, layers, held), held.hostStagedBytes)
+        << formatStages(start) << " -> " << formatStages(p);
+    EXPECT_TRUE(fitsDeviceMemory(p, layers, held)) << formatStages(p);
+    EXPECT_TRUE(fitsStageBytes(p, layers, p.stageBytes));
+    return Held{formatStages(p),
+                {after.holds - before.holds, after.plans - before.plans,
+                 after.timed - before.timed, 0, after.reused - before.reused,
+                 after.repairs - before.repairs, after.joins - before.joins,
+                 after.joinedMerges - before.joinedMerges}};
+  };
+  // 24 stages: fwd:3,3,3,3,3,3,3,3,3,1;bwd:1,2,...,2 (the tail first).
+  std::vector<unsigned> fwd24(10, 3);
+  fwd24.back() = 1;
+  Held joined = hold(fwd24);
+  EXPECT_EQ(joined.cost.holds, 1u);
+  EXPECT_EQ(joined.cost.repairs, 1u) << joined.stages;
+  EXPECT_EQ(joined.cost.joins, 1u) << joined.stages;
+  EXPECT_EQ(joined.cost.joinedMerges, 2u) << joined.stages;
+  Held again = hold(fwd24);
+  EXPECT_EQ(again.stages, joined.stages);
+  EXPECT_EQ(again.cost.plans, joined.cost.plans);
+  EXPECT_EQ(again.cost.timed, joined.cost.timed);
+  EXPECT_EQ(again.cost.joinedMerges, joined.cost.joinedMerges);
+  // 23 stages: fwd:3,3,3,3,3,3,3,3,4;bwd as before.
+  std::vector<unsigned> fwd23(9, 3);
+  fwd23.back() = 4;
+  Held single = hold(fwd23);
+  EXPECT_EQ(single.cost.repairs, 2u) << single.stages;
+  EXPECT_EQ(single.cost.joins, 0u) << single.stages;
 }
 
 } // namespace

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 using namespace mlir::rp;
@@ -403,7 +404,9 @@ TEST(PartitionHostBudgetTest, ManyStagesJoinRepairedMerges) {
 
 // The hold keeps what it learns of a partition's memory (PeakFacts) across
 // the host limits it asks under, which fall every round: each limit's
-// answer read back from them (peakUnder) is devicePeak's under that limit,
+// answer read back from them (peakUnder), learnt (learnPeak) and
+// devicePeak's (one body with learnPeak) is the answer planMemory's placed
+// plan and the live-span bounds give under that limit,
 // field by field, whether the facts were learnt under a higher limit, a
 // lower one or none, for partitions over the devices, over the host limit
 // by their bounds, by their placed host pool, and within both.
@@ -424,7 +427,40 @@ TEST(PartitionHostBudgetTest, PeakFactsAnswerEveryLimitAsDevicePeak) {
   unsigned overDevices = 0, overHostBound = 0, overHostPlaced = 0, fits = 0;
   for (const Partition &p : partitions) {
     SCOPED_TRACE(formatStages(p));
-    DevicePeak full = devicePeak(p, layers, t);
+    // The answers apart from devicePeak's code (which is learnPeak's):
+    // planMemory's placed plan and the live-span bounds of the lowered
+    // schedule, in issue order as rp-insert-transfers leaves it.
+    std::string error;
+    mlir::FailureOr<Pipeline> pl = lowerForTarget(p, layers, t, error);
+    ASSERT_TRUE(mlir::succeeded(pl)) << error;
+    insertTransfers(*pl, layers, hw);
+    if (std::optional<Schedule> issued = inIssueOrder(pl->schedule))
+      pl->schedule = std::move(*issued);
+    MemoryPlan mp = planMemory(*pl, layers);
+    std::vector<int64_t> bounds = liveBytesBounds(mp, pl->devices);
+    const int64_t hostBound = bounds.back();
+    bounds.pop_back();
+    const int64_t deviceBound = *std::max_element(bounds.begin(), bounds.end());
+    auto answer = [&](int64_t limit) {
+      DevicePeak e;
+      if (limit > 0) {
+        e.bytes = deviceBound;
+        e.hostBytes = hostBound;
+        if (hostBound > limit || deviceBound > t.budget())
+          return e;
+        e.hostBytes = mp.stagedHostBytes;
+        if (e.hostBytes > limit)
+          return e;
+      }
+      FullestDevice fullest = fullestDevice(mp);
+      return DevicePeak{fullest.peak, fullest.device,
+                        fullest.peak <= t.budget(), mp.stagedHostBytes, true};
+    };
+    std::pair<Pipeline, MemoryPlan> handed;
+    DevicePeak full = devicePeak(p, layers, t, 0, -1, &handed);
+    EXPECT_TRUE(same(full, answer(0)));
+    EXPECT_EQ(handed.second.peakBytes, mp.peakBytes);
+    EXPECT_EQ(handed.second.stagedHostBytes, mp.stagedHostBytes);
     std::vector<int64_t> limits{full.hostBytes * 2, full.hostBytes,
                                 full.hostBytes - 1, full.hostBytes / 2,
                                 full.hostBytes / 8, 1};
@@ -440,7 +476,9 @@ TEST(PartitionHostBudgetTest, PeakFactsAnswerEveryLimitAsDevicePeak) {
     for (const std::vector<int64_t> &order : orders) {
       PeakFacts facts;
       for (int64_t limit : order) {
-        DevicePeak expected = devicePeak(p, layers, t, limit);
+        DevicePeak expected = answer(limit);
+        EXPECT_TRUE(same(devicePeak(p, layers, t, limit), expected))
+            << "limit " << limit;
         DevicePeak learnt = learnPeak(facts, p, layers, t, limit);
         EXPECT_TRUE(same(learnt, expected)) << "limit " << limit;
         std::optional<DevicePeak> read = peakUnder(facts, limit, t.budget());

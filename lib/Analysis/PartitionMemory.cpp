@@ -33,49 +33,6 @@ buffersOf(const Partition &p, llvm::ArrayRef<LayerCost> layers,
 
 } // namespace
 
-DevicePeak mlir::rp::devicePeak(const Partition &p,
-                                llvm::ArrayRef<LayerCost> layers,
-                                const SearchTarget &t, int64_t hostLimit,
-                                int64_t skipOver,
-                                std::pair<Pipeline, MemoryPlan> *planned) {
-  DevicePeak peak;
-  auto built = buffersOf(p, layers, t);
-  if (!built) {
-    peak.bytes = std::numeric_limits<int64_t>::max();
-    return peak;
-  }
-  const Pipeline *pl = &built->first;
-  MemoryPlan &mp = built->second;
-  // Where a limit is asked, the cheap bounds first, then the host's pool
-  // alone: the hold's moves mostly fail one of them.
-  if (hostLimit > 0 || skipOver >= 0) {
-    std::vector<int64_t> bounds = liveBytesBounds(mp, pl->devices);
-    peak.hostBytes = bounds.back();
-    bounds.pop_back();
-    peak.bytes = *std::max_element(bounds.begin(), bounds.end());
-    if ((hostLimit > 0 && peak.hostBytes > hostLimit) ||
-        (peak.bytes > t.budget() && peak.bytes >= skipOver))
-      return peak;
-  }
-  HappensBefore hb(pl->schedule);
-  mp.stagedHostBytes =
-      placePool(mp, hb, pl->devices, /*largestFirstToo=*/false);
-  peak.hostBytes = mp.stagedHostBytes;
-  if (hostLimit > 0 && peak.hostBytes > hostLimit)
-    return peak;
-  mp.peakBytes.assign(pl->devices, 0);
-  for (unsigned d = 0; d < pl->devices; ++d)
-    mp.peakBytes[d] = placePool(mp, hb, d, /*largestFirstToo=*/true);
-  FullestDevice full = fullestDevice(mp);
-  peak.planned = true;
-  peak.bytes = full.peak;
-  peak.device = full.device;
-  peak.fits = peak.bytes <= t.budget();
-  if (planned)
-    *planned = std::move(*built);
-  return peak;
-}
-
 std::optional<DevicePeak> mlir::rp::peakUnder(const PeakFacts &facts,
                                               int64_t hostLimit, int64_t budget,
                                               int64_t skipOver) {
@@ -108,10 +65,14 @@ std::optional<DevicePeak> mlir::rp::peakUnder(const PeakFacts &facts,
   return facts.placed;
 }
 
-DevicePeak mlir::rp::learnPeak(PeakFacts &facts, const Partition &p,
-                               llvm::ArrayRef<LayerCost> layers,
-                               const SearchTarget &t, int64_t hostLimit,
-                               int64_t skipOver) {
+namespace {
+
+/// learnPeak, handing back the placed plan to `planned` where it is
+/// placed (devicePeak's).
+DevicePeak learn(PeakFacts &facts, const Partition &p,
+                 llvm::ArrayRef<LayerCost> layers, const SearchTarget &t,
+                 int64_t hostLimit, int64_t skipOver,
+                 std::pair<Pipeline, MemoryPlan> *planned) {
   if (std::optional<DevicePeak> known =
           peakUnder(facts, hostLimit, t.budget(), skipOver))
     return *known;
@@ -154,10 +115,32 @@ DevicePeak mlir::rp::learnPeak(PeakFacts &facts, const Partition &p,
         placed.fits = placed.bytes <= t.budget();
         placed.hostBytes = mp.stagedHostBytes;
         facts.placed = placed;
+        if (planned)
+          *planned = std::move(*built);
       }
     }
   }
   return *peakUnder(facts, hostLimit, t.budget(), skipOver);
+}
+
+} // namespace
+
+DevicePeak mlir::rp::learnPeak(PeakFacts &facts, const Partition &p,
+                               llvm::ArrayRef<LayerCost> layers,
+                               const SearchTarget &t, int64_t hostLimit,
+                               int64_t skipOver) {
+  return learn(facts, p, layers, t, hostLimit, skipOver, nullptr);
+}
+
+// One body with learnPeak: fresh facts learn what this limit needs, the
+// same steps in the same order.
+DevicePeak mlir::rp::devicePeak(const Partition &p,
+                                llvm::ArrayRef<LayerCost> layers,
+                                const SearchTarget &t, int64_t hostLimit,
+                                int64_t skipOver,
+                                std::pair<Pipeline, MemoryPlan> *planned) {
+  PeakFacts facts;
+  return learn(facts, p, layers, t, hostLimit, skipOver, planned);
 }
 
 namespace {

@@ -83,9 +83,9 @@ std::optional<DevicePeak> peakUnder(const PeakFacts &facts, int64_t hostLimit,
 
 /// Adds to `facts` what devicePeak(p, layers, target, hostLimit) needs
 /// (the same steps in the same order), and returns its answer. `p` must be
-/// the partition `facts` were learnt of. devicePeak gives the same
-/// answer with no facts (PeakFactsAnswerEveryLimitAsDevicePeak holds the
-/// two equal) and can hand back its placed plan.
+/// the partition `facts` were learnt of. devicePeak is this with no
+/// facts (one body), which can hand back its placed plan
+/// (PeakFactsAnswerEveryLimitAsDevicePeak holds both to planMemory's).
 DevicePeak learnPeak(PeakFacts &facts, const Partition &p,
                      llvm::ArrayRef<LayerCost> layers,
                      const SearchTarget &target, int64_t hostLimit,

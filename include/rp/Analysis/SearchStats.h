@@ -49,6 +49,11 @@ struct HoldStats {
   /// back from what it answered before (PartitionHostBudget.cpp's
   /// HoldMemo), not counted in `plans` or `timed`.
   uint64_t reused = 0;
+  /// Repair rounds (no move fitted the devices, each moved toward them a
+  /// layer at a time), the rounds among them whose move joined repaired
+  /// merges (PartitionHostBudget.cpp's Hold::jump), and the merges those
+  /// joined.
+  uint64_t repairs = 0, joins = 0, joinedMerges = 0;
 };
 HoldStats holdStats();
 

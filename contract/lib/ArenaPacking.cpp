@@ -515,6 +515,34 @@ Layout rp::arena::pack(const PlanShape &plan) {
   return layout;
 }
 
+uint64_t rp::arena::renamedArenaBytes(const PlanShape &plan,
+                                      const Layout &layout) {
+  std::vector<bool> written(plan.buffers.size(), false);
+  for (const Job &job : plan.jobs)
+    for (const Copy &c : job.copies)
+      if (c.dst < written.size())
+        written[c.dst] = true;
+  for (const Program &program : plan.programs)
+    for (const Call &call : program.calls)
+      for (uint32_t out : call.outputs)
+        if (out < written.size())
+          written[out] = true;
+  uint64_t end = 0, others = 0;
+  for (uint32_t i = 0; i < plan.buffers.size(); ++i) {
+    const Buffer &b = plan.buffers[i];
+    if (b.device < 0)
+      continue;
+    if (layout.transient[i]) {
+      end = std::max(end, layout.offset[i] + b.bytes);
+    } else {
+      if (written[i])
+        return 0;
+      others += alignUp(b.bytes);
+    }
+  }
+  return alignUp(end) + others;
+}
+
 std::optional<std::pair<uint32_t, uint32_t>>
 rp::arena::overlapInUse(const PlanShape &plan, const Layout &layout) {
   std::vector<uint32_t> onDevice;

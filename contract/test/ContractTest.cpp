@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "rp/contract/ArenaPacking.h"
 #include "rp/contract/plan_generated.h"
 #include "rp/timing/Assumptions.h"
 #include "rp/timing/Hardware.h"
@@ -279,3 +280,36 @@ TEST(ContractTest, AccumulationInsideTheBackwardIsNotChargedTwice) {
 }
 
 } // namespace
+
+// Renamed devices each hold every device's constants after the largest
+// device's packed buffers (the runtime's rotating arena), which rp-compile
+// writes into the planned peak: HRM's rotary tables on 4 devices took the
+// arena past a peak counting each device's own.
+TEST(ArenaPacking, RenamedArenaHoldsEveryDevicesConstants) {
+  namespace arena = rp::arena;
+  const uint64_t slot = arena::Layout::kAlignment;
+  arena::PlanShape plan;
+  plan.devices = 2;
+  plan.staged = true;
+  // Per device: a buffer its one job writes (transient), and a constant
+  // (keeps its bytes, never written).
+  plan.buffers = {{0, 1000, false},
+                  {0, 10, true},
+                  {1, 300, false},
+                  {1, 4, true},
+                  {1, 4, true}};
+  plan.programs = {{{{{1}, {0}}}}, {{{{3, 4}, {2}}}}};
+  plan.jobs.resize(2);
+  plan.jobs[0].program = 0;
+  plan.jobs[1].program = 1;
+  plan.jobs[1].device = 1;
+  arena::Layout layout = arena::pack(plan);
+  ASSERT_TRUE(layout.transient[0] && layout.transient[2]);
+  ASSERT_FALSE(layout.transient[1] || layout.transient[3]);
+  // Device 0's own arena: its 1000 bytes and its constant.
+  EXPECT_EQ(layout.arenaBytes[0], 4 * slot + slot);
+  EXPECT_EQ(arena::renamedArenaBytes(plan, layout), 4 * slot + 3 * slot);
+  // A device buffer a job writes that outlives the step: no renaming.
+  plan.programs[1].calls[0].outputs.push_back(4);
+  EXPECT_EQ(arena::renamedArenaBytes(plan, layout), 0u);
+}

@@ -13,9 +13,9 @@
 # rp.onnx_symbolics.dynamo_table()), which rp-import maps to
 # rp.stop_gradient. Checked on each path as bench/families.py checks it:
 # the loss within 1e-4 of PyTorch's, every gradient by its parameter name
-# within 1e-4, 2 devices bitwise equal to 1 (4 devices: rp-run refuses the
-# ONNX imports' 4-device plans, with or without the markers, as allocating
-# over the compiler's planned peak; rp.trace's runs).
+# within 1e-4, 4 devices bitwise equal to 1 (also the check that the
+# 4-device plan's planned peak covers the runtime's rotating arenas, which
+# hold every device's rotary tables: rp-run refused it before).
 
 import sys
 from pathlib import Path
@@ -29,9 +29,9 @@ from family_paths_check import families  # noqa: E402
 out = Path(sys.argv[1])
 model = families.build("hrm_text")
 family_paths_check.check_paths(model, out, ("torchscript", "dynamo"),
-                                devices=2)
-# CHECK: torchscript: loss True, 34 of 34 gradients within 1e-4, 2 devices bitwise True
-# CHECK: dynamo: loss True, 34 of 34 gradients within 1e-4, 2 devices bitwise True
+                                devices=4)
+# CHECK: torchscript: loss True, 34 of 34 gradients within 1e-4, 4 devices bitwise True
+# CHECK: dynamo: loss True, 34 of 34 gradients within 1e-4, 4 devices bitwise True
 
 # One marker per no-grad call of the L stack (3 of its 6 calls).
 for path in ("torchscript", "dynamo"):

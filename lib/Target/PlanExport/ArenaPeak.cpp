@@ -11,7 +11,9 @@
 // 1,803,288. The exporter packs the plan it has just written as the
 // runtime will and raises each device's planned peak to the arena where
 // the arena is over it by more than its alignment padding (the slack the
-// runtime allows), so the runtime's arenas always fit the plan.
+// runtime allows), so the runtime's arenas always fit the plan. With the
+// devices renamed pass by pass, the arena is the runtime's rotating one
+// (arena::renamedArenaBytes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,11 +78,20 @@ static arena::PlanShape shapeOf(const pf::Plan &plan) {
 
 std::vector<int64_t>
 mlir::rp::peaksCoveringArenas(const std::vector<uint8_t> &bytes,
-                              ArrayRef<int64_t> passPeaks) {
+                              ArrayRef<int64_t> passPeaks, bool renamed) {
   std::vector<int64_t> peaks(passPeaks.begin(), passPeaks.end());
-  arena::Layout layout = arena::pack(shapeOf(*pf::GetPlan(bytes.data())));
-  for (size_t d = 0; d < peaks.size() && d < layout.arenaBytes.size(); ++d)
-    if (layout.arenaBytes[d] > uint64_t(peaks[d]) + layout.paddingBytes[d])
-      peaks[d] = int64_t(layout.arenaBytes[d]);
+  arena::PlanShape shape = shapeOf(*pf::GetPlan(bytes.data()));
+  arena::Layout layout = arena::pack(shape);
+  // Renamed devices each hold every device's constants (HRM's rotary
+  // tables on 4 devices took 2,816 B a copy over the model's peak), which
+  // the memory model counts on their own device only.
+  uint64_t everywhere = renamed && shape.devices > 1
+                            ? arena::renamedArenaBytes(shape, layout)
+                            : 0;
+  for (size_t d = 0; d < peaks.size() && d < layout.arenaBytes.size(); ++d) {
+    uint64_t arena = everywhere ? everywhere : layout.arenaBytes[d];
+    if (arena > uint64_t(peaks[d]) + layout.paddingBytes[d])
+      peaks[d] = int64_t(arena);
+  }
   return peaks;
 }

@@ -486,10 +486,10 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   unsigned moved = partition.getSchedule() == ScheduleKind::roundRobin && shift
                        ? unsigned(*shift % devices)
                        : 0;
+  bool renamed = w.passesInFlight && renamesDevices(moved, passes);
   auto runPeaks = [&](ArrayRef<int64_t> peaks) {
-    return w.passesInFlight
-               ? runPeakBytes(peaks, copies, renamesDevices(moved, passes))
-               : std::vector<int64_t>(peaks.begin(), peaks.end());
+    return w.passesInFlight ? runPeakBytes(peaks, copies, renamed)
+                            : std::vector<int64_t>(peaks.begin(), peaks.end());
   };
   std::optional<ArrayRef<int64_t>> peaks = schedule.getPeakBytes();
   if (peaks) {
@@ -504,7 +504,7 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   // peak is the packing's (ArenaPeak.cpp), in the plan and in the
   // schedule's summary alike.
   if (peaks && !w.plannedPeakBytes.empty()) {
-    std::vector<int64_t> covered = peaksCoveringArenas(bytes, *peaks);
+    std::vector<int64_t> covered = peaksCoveringArenas(bytes, *peaks, renamed);
     if (!llvm::equal(covered, *peaks)) {
       std::vector<int64_t> run = runPeaks(covered);
       auto *planned =

@@ -59,9 +59,11 @@ bool predictJobTimes(std::vector<uint8_t> &bytes,
 /// Each device's peak of one pass, `passPeaks` (the memory model's), raised
 /// to the arena the runtime packs the staged plan in `bytes` into
 /// (rp/contract/ArenaPacking.h) where that arena is over it by more than
-/// its alignment padding (ArenaPeak.cpp).
+/// its alignment padding (ArenaPeak.cpp); with `renamed` devices, the
+/// arena every device allocates when the runtime renames them.
 std::vector<int64_t> peaksCoveringArenas(const std::vector<uint8_t> &bytes,
-                                         ArrayRef<int64_t> passPeaks);
+                                         ArrayRef<int64_t> passPeaks,
+                                         bool renamed);
 
 /// Values keyed by their opaque pointer (op result or block argument), as
 /// the exporter's buffer maps are.

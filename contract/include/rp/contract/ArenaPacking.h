@@ -121,6 +121,15 @@ private:
 /// private range per buffer).
 Layout pack(const PlanShape &plan);
 
+/// The bytes of every device's arena when the devices are renamed pass by
+/// pass (the runtime's rotating layout, runtime/lib/exec/Executor.cpp):
+/// the transient buffers at their packed offsets, as far as the largest
+/// device's reach, then every device's other buffers (constants) one after
+/// another, since whichever device a pass lands on reads them. 0 when a
+/// job or program writes one of those others: that is state of its device,
+/// and the runtime does not rename.
+uint64_t renamedArenaBytes(const PlanShape &plan, const Layout &layout);
+
 /// Two device buffers of `layout` whose byte ranges overlap while one of
 /// them holds a value the other's uses meet (or that outlives a step);
 /// null when there are none.

@@ -66,10 +66,12 @@ public:
   /// With search-stages: the stages searched again with `chosen`'s slices
   /// (and, for auto, the slices chosen again on the stages found); the
   /// function's #rp.partition and in->partition rewritten where they are
-  /// faster. The remark's text in `said`.
+  /// faster. The remark's text in `said`. With auto and more than 16
+  /// slices the best of at most 16 is searched too where `fewer`.
   LogicalResult chooseStages(const TokenSlicesSpec &spec,
                              const PlanTarget &target, SliceFits fits,
-                             Chosen &chosen, std::string &said);
+                             Chosen &chosen, std::string &said,
+                             bool fewer = true);
 
   /// Auto slices of one sequence a step with a head-only tail, one tail
   /// job chosen (`chosen`, on in->partition; `unslicedStages` the graph's):

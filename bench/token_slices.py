@@ -50,27 +50,31 @@ SLICED = re.compile(
     r"unsliced ([\d.]+ GiB)")
 
 
+# The search starts from the unsliced plan's stages, or (the tail as two
+# jobs) from the stages one tail job's search chose: the remark says which.
 STAGES = re.compile(
     r"stages chosen with the slices: (\S+), predicted step ([\d.]+) ms; "
-    r"the (?:unsliced plan's|one-tail-job) stages (\S+) (?:would take "
+    r"the (unsliced plan's|one-tail-job) stages (\S+) (?:would take "
     r"([\d.]+) ms|do not "
     r"fit) with \d+ slices \((\d+) partitions timed\)")
-KEPT = re.compile(r"the (?:unsliced plan's|one-tail-job) stages (\S+) kept: "
+KEPT = re.compile(r"the (unsliced plan's|one-tail-job) stages (\S+) kept: "
                   r"none faster "
                   r"with the slices among the (\d+) partitions timed")
+START = {"unsliced plan's": "the unsliced plan's stages",
+         "one-tail-job": "one tail job's stages (timed as 2 tail jobs)"}
 
 
 def stages_said(err):
     """What rp-compile said of the stages it chose with the slices."""
     m = STAGES.search(err)
     if m:
-        before = (f"{m.group(4)} ms" if m.group(4) else "does not fit")
+        before = (f"{m.group(5)} ms" if m.group(5) else "does not fit")
         return (f"stages chosen with the slices {m.group(1)} ({m.group(2)} "
-                f"ms; the unsliced plan's {m.group(3)}: {before}; "
-                f"{m.group(5)} timed)")
+                f"ms; {START[m.group(3)]} {m.group(4)}: {before}; "
+                f"{m.group(6)} timed)")
     m = KEPT.search(err)
     if m:
-        return (f"the unsliced plan's stages {m.group(1)} kept ({m.group(2)}"
+        return (f"{START[m.group(1)]} {m.group(2)} kept ({m.group(3)}"
                 f" timed)")
     return "stages not searched"
 

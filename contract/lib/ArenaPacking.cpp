@@ -140,6 +140,7 @@ std::map<uint32_t, ProgramUse> usesOf(const Program &program) {
 std::vector<std::vector<Use>> usesByBuffer(const PlanShape &plan) {
   std::vector<std::vector<Use>> uses(plan.buffers.size());
   std::vector<std::map<uint32_t, ProgramUse>> programs;
+  programs.reserve(plan.programs.size());
   for (const Program &p : plan.programs)
     programs.push_back(usesOf(p));
   for (size_t j = 0; j < plan.jobs.size(); ++j) {
@@ -154,7 +155,7 @@ std::vector<std::vector<Use>> usesByBuffer(const PlanShape &plan) {
     std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> written;
     std::map<uint32_t, bool> read;
     for (const Copy &c : job.copies) {
-      written[c.dst].push_back({c.dstOffset, c.dstOffset + c.bytes});
+      written[c.dst].emplace_back(c.dstOffset, c.dstOffset + c.bytes);
       read[c.src] = true;
       read.try_emplace(c.dst, false);
     }

@@ -112,12 +112,12 @@ for name in ("jamba", "zamba2"):
     check(name, len(layers) > 1 and 3.5 < loss < 5.0 and grads,
           f"layers {sorted(layers)}")
 
-# Families that cannot, and why: gemma3n's vision tower needs timm (not
-# installed here); the Gemma 4 assistants draft from their target model's
-# states (their forward ignores input_ids).
+# Gemma 3n builds now that timm is pinned (no build error); the Gemma 4
+# assistants cannot, and why: they draft from their target model's states
+# (their forward ignores input_ids).
 for name in ("gemma3n", "gemma4_assistant", "gemma4_unified_assistant"):
     res = families.run_family(name, Path("/nonexistent-unused"), paths=())
-    print(f"{name}: {res['build']}")
+    print(f"{name}: {res['build'] or 'builds'}")
 
 # CHECK: bamba: ok {{[0-9]+}} parameters
 # CHECK: bamba: ok relations
@@ -133,6 +133,6 @@ for name in ("gemma3n", "gemma4_assistant", "gemma4_unified_assistant"):
 # CHECK: deepseek_v32: ok kinds ['dense', {{.*}}'sparse']
 # CHECK: jamba: ok layers ['JambaAttentionDecoderLayer', 'JambaMambaDecoderLayer']
 # CHECK: zamba2: ok layers ['Zamba2HybridLayer', 'Zamba2MambaDecoderLayer']
-# CHECK: gemma3n: ImportError: TimmWrapperModel requires the timm library
+# CHECK: gemma3n: builds
 # CHECK: gemma4_assistant: PyTorch's step from input_ids: ValueError: inputs_embeds and shared_kv_states cannot be None.
 # CHECK: gemma4_unified_assistant: PyTorch's step from input_ids: ValueError: inputs_embeds and shared_kv_states cannot be None.

@@ -472,8 +472,9 @@ LogicalResult StagedExporter::run(std::vector<uint8_t> &bytes) {
   StringRef profile = partition.getHw().getProfile();
   SmallString<256> hw(profile);
   if (hw.str().contains('/') || hw.str().ends_with(".json")) {
-    (void)llvm::sys::fs::make_absolute(hw);
-    llvm::sys::path::remove_dots(hw, /*remove_dot_dot=*/true);
+    // Where the working folder cannot be read, the path stays as given.
+    if (!llvm::sys::fs::make_absolute(hw))
+      llvm::sys::path::remove_dots(hw, /*remove_dot_dot=*/true);
   }
   std::optional<uint64_t> shift = schedule.getPassShift();
   // What the run allocates per device: one pass's peak per copy of the

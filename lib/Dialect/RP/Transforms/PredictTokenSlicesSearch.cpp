@@ -335,7 +335,7 @@ LogicalResult SlicePlanner::chooseStages(const TokenSlicesSpec &spec,
     if ((few->sliced.plan.fits || !chosen.sliced.plan.fits) &&
         few->sliced.plan.stepMs < chosen.sliced.plan.stepMs) {
       chosen = std::move(*few);
-      searched = std::move(fewSearched);
+      searched = fewSearched;
     } else {
       in->partition = foundMany;
     }

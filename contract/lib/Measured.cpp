@@ -91,10 +91,13 @@ rp::timing::parseMeasuredTimes(const std::string &text,
     if (!o.contains("dtype") || !o["dtype"].is_string())
       return fail(where + " needs a \"dtype\" (an element type name)");
     t.dtype = o["dtype"].get<std::string>();
-    for (auto [key, shapes] :
+    for (auto [name, shapes] :
          {std::pair<const char *, std::vector<std::vector<int64_t>> *>{
               "inputs", &t.inputs},
           {"outputs", &t.outputs}}) {
+      // A plain copy: clang 14 (the ASan tree's) cannot capture a
+      // structured binding in a lambda.
+      const char *key = name;
       auto bad = [&] {
         return fail(where + ": \"" + key +
                     "\" must be an array of shapes (arrays of sizes, at "
